@@ -1,0 +1,529 @@
+//! Layer 1, the strict schema: walks a document tree against the shape tables, reports every
+//! problem (unknown fields with near-miss suggestions, closed unions, types, bounds, formats)
+//! and fills in defaults, so the tree that comes out is the fully defaulted document.
+
+use std::collections::HashSet;
+
+use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::shape::{
+    ArrayShape, DefaultValue, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat,
+    StrShape, UnionShape,
+};
+use crate::tree::{Member, Node, Number, PointerBuf, Value};
+
+/// Checks `root` against `shape`, appending problems to `out` and filling defaults in place.
+pub(crate) fn check_document(
+    root: &mut Node,
+    shape: &'static ObjectShape,
+    out: &mut Vec<Diagnostic>,
+) {
+    let mut walker = Walker {
+        out,
+        ptr: PointerBuf::default(),
+    };
+    walker.object(root, shape);
+}
+
+struct Walker<'d> {
+    out: &'d mut Vec<Diagnostic>,
+    ptr: PointerBuf,
+}
+
+impl Walker<'_> {
+    fn value(&mut self, node: &mut Node, shape: &Shape) {
+        match shape {
+            Shape::Bool => {
+                if !matches!(node.value, Value::Bool(_)) {
+                    self.wrong_type(node, "a boolean (true or false)", None);
+                }
+            }
+            Shape::AlwaysTrue(why) => match node.value {
+                Value::Bool(true) => {}
+                Value::Bool(false) => {
+                    self.error(Code::InvalidValue, format!("must be true: {why}"))
+                }
+                _ => self.wrong_type(node, "the boolean true", None),
+            },
+            Shape::Integer(bounds) => self.integer(node, bounds),
+            Shape::Str(rule) => self.string(node, rule),
+            Shape::Array(rule) => self.array(node, rule),
+            Shape::Object(obj) => self.object(node, obj),
+            Shape::Union(union) => self.union(node, union),
+            Shape::Map(map) => self.map(node, map),
+        }
+    }
+
+    fn integer(&mut self, node: &Node, bounds: &IntShape) {
+        match node.value {
+            Value::Number(Number::Integer(i)) => {
+                if i < i128::from(bounds.min) || i > i128::from(bounds.max) {
+                    let range = describe_range(bounds);
+                    self.error(Code::OutOfRange, format!("{i} is out of range: {range}"));
+                }
+            }
+            Value::String(ref s) if s.parse::<i128>().is_ok() => {
+                self.wrong_type(node, "an integer", Some("write the number without quotes"));
+            }
+            _ => self.wrong_type(node, "an integer", None),
+        }
+    }
+
+    fn string(&mut self, node: &Node, rule: &StrShape) {
+        let Value::String(s) = &node.value else {
+            return self.wrong_type(node, "a string", rule.hint);
+        };
+        let chars = s.chars().count();
+        if chars < rule.min_chars {
+            let message = if rule.min_chars == 1 {
+                "must not be empty".to_owned()
+            } else {
+                format!("must have at least {} characters", rule.min_chars)
+            };
+            return self.error(Code::TooShort, message);
+        }
+        if let Some(max) = rule.max_chars
+            && chars > max
+        {
+            return self.error(
+                Code::TooLong,
+                format!("is {chars} characters long; the limit is {max}"),
+            );
+        }
+        match rule.format {
+            StrFormat::Any => {}
+            StrFormat::Const(expected) => {
+                if s != expected {
+                    self.error(
+                        Code::InvalidValue,
+                        format!("\"{s}\" is not allowed; the only value is \"{expected}\""),
+                    );
+                }
+            }
+            StrFormat::Enum(values) => {
+                if !values.contains(&s.as_str()) {
+                    let mut message = format!("\"{s}\" is not one of {}", quoted_list(values));
+                    if let Some(close) = suggest(s, values.iter().copied()) {
+                        message.push_str(&format!("; did you mean \"{close}\"?"));
+                    }
+                    self.error(Code::InvalidValue, message);
+                }
+            }
+            StrFormat::Pattern(p) => {
+                if !(p.check)(s) {
+                    self.error(
+                        Code::InvalidFormat,
+                        format!("\"{}\" is not {}", shorten(s), p.describe),
+                    );
+                }
+            }
+        }
+    }
+
+    fn array(&mut self, node: &mut Node, rule: &ArrayShape) {
+        let Value::Array(items) = &mut node.value else {
+            let kind = node.value.kind();
+            return self.error(
+                Code::InvalidType,
+                format!("expected an array, found {kind}"),
+            );
+        };
+        if items.len() < rule.min_items {
+            let message = if rule.min_items == 1 {
+                "must not be empty; add at least one item".to_owned()
+            } else {
+                format!(
+                    "has {} items; at least {} are required",
+                    items.len(),
+                    rule.min_items
+                )
+            };
+            self.error(Code::TooFewItems, message);
+        }
+        if let Some(max) = rule.max_items
+            && items.len() > max
+        {
+            self.error(
+                Code::TooManyItems,
+                format!("has {} items; the limit is {max}", items.len()),
+            );
+        }
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut duplicates = Vec::new();
+        if rule.unique {
+            for (i, item) in items.iter().enumerate() {
+                if let Value::String(s) = &item.value
+                    && !seen.insert(s)
+                {
+                    duplicates.push((i, s.clone()));
+                }
+            }
+        }
+        let mut dups = duplicates.into_iter().peekable();
+        for (i, item) in items.iter_mut().enumerate() {
+            let mark = self.ptr.push_index(i);
+            self.value(item, &rule.items);
+            if dups.peek().is_some_and(|(d, _)| *d == i)
+                && let Some((_, s)) = dups.next()
+            {
+                self.error(
+                    Code::DuplicateItem,
+                    format!("\"{s}\" is listed twice; items must be distinct"),
+                );
+            }
+            self.ptr.truncate(mark);
+        }
+    }
+
+    fn map(&mut self, node: &mut Node, rule: &MapShape) {
+        let Value::Object(members) = &mut node.value else {
+            let kind = node.value.kind();
+            return self.error(
+                Code::InvalidType,
+                format!("expected an object, found {kind}"),
+            );
+        };
+        for m in members.iter_mut() {
+            let mark = self.ptr.push(&m.key);
+            if rule.keys.min_chars > 0 && m.key.is_empty() {
+                self.key_error(Code::TooShort, "keys must not be empty".to_owned());
+            }
+            self.value(&mut m.value, &rule.values);
+            self.ptr.truncate(mark);
+        }
+    }
+
+    fn object(&mut self, node: &mut Node, shape: &ObjectShape) {
+        if !matches!(node.value, Value::Object(_)) {
+            let kind = node.value.kind();
+            return self.error(
+                Code::InvalidType,
+                format!("expected an object ({}), found {kind}", shape.name),
+            );
+        }
+        self.members(node, shape, None);
+    }
+
+    fn union(&mut self, node: &mut Node, union: &UnionShape) {
+        let Value::Object(members) = &node.value else {
+            let kind = node.value.kind();
+            return self.error(
+                Code::InvalidType,
+                format!("expected an object ({}), found {kind}", union.name),
+            );
+        };
+        let values = quoted_list(&union.values());
+        let Some(tag) = members.iter().find(|m| m.key == union.tag) else {
+            let pointer = self.ptr.join(union.tag);
+            let message = format!(
+                "missing required field \"{}\": the {} is one of {values}",
+                union.tag, union.name
+            );
+            self.out.push(Diagnostic::error(
+                Layer::Schema,
+                Code::MissingRequiredField,
+                pointer,
+                message,
+            ));
+            return;
+        };
+        let arm = match &tag.value.value {
+            Value::String(s) => match union.arm(s) {
+                Some(arm) => arm,
+                None => {
+                    let mut message = format!(
+                        "\"{s}\" is not a {} {}; use one of {values}",
+                        union.name, union.tag
+                    );
+                    if let Some(close) = suggest(s, union.values().into_iter()) {
+                        message.push_str(&format!(" (did you mean \"{close}\"?)"));
+                    }
+                    let pointer = self.ptr.join(union.tag);
+                    self.out.push(Diagnostic::error(
+                        Layer::Schema,
+                        Code::UnknownVariant,
+                        pointer,
+                        message,
+                    ));
+                    return;
+                }
+            },
+            other => {
+                let message = format!("expected a string ({values}), found {}", other.kind());
+                let pointer = self.ptr.join(union.tag);
+                self.out.push(Diagnostic::error(
+                    Layer::Schema,
+                    Code::InvalidType,
+                    pointer,
+                    message,
+                ));
+                return;
+            }
+        };
+        self.members(node, &arm.object, Some((union, arm.value)));
+    }
+
+    /// Checks the members of an object against `shape` (for a union arm, `arm` names the union
+    /// and the chosen discriminator value), then reports missing fields and fills defaults.
+    fn members(&mut self, node: &mut Node, shape: &ObjectShape, arm: Option<(&UnionShape, &str)>) {
+        let span = node.span;
+        let Value::Object(members) = &mut node.value else {
+            return;
+        };
+        for m in members.iter_mut() {
+            let mark = self.ptr.push(&m.key);
+            if let Some(field) = shape.fields.iter().find(|f| f.name == m.key) {
+                if field.deprecated {
+                    let message = format!(
+                        "\"{}\" is deprecated and kept only for compatibility; remove it from new manifests",
+                        m.key
+                    );
+                    self.out.push(
+                        Diagnostic::warning(
+                            Layer::Schema,
+                            Code::DeprecatedManifestField,
+                            self.ptr.as_str(),
+                            message,
+                        )
+                        .on_key(),
+                    );
+                }
+                self.value(&mut m.value, &field.shape);
+            } else if arm.is_none_or(|(u, _)| m.key != u.tag) {
+                self.unexpected(&m.key, shape, arm);
+            }
+            self.ptr.truncate(mark);
+        }
+
+        let mut count = members.len();
+        for field in shape.fields {
+            if members.iter().any(|m| m.key == field.name) {
+                continue;
+            }
+            match field.presence {
+                Presence::Optional => {}
+                Presence::Required => {
+                    let pointer = self.ptr.join(field.name);
+                    let message =
+                        format!("missing required field \"{}\" ({})", field.name, field.doc);
+                    self.out.push(Diagnostic::error(
+                        Layer::Schema,
+                        Code::MissingRequiredField,
+                        pointer,
+                        message,
+                    ));
+                }
+                Presence::Default(default) => {
+                    let mut value = Node {
+                        span,
+                        value: default_value(default, &field.shape),
+                    };
+                    let mark = self.ptr.push(field.name);
+                    self.value(&mut value, &field.shape);
+                    self.ptr.truncate(mark);
+                    members.push(Member {
+                        key: field.name.to_owned(),
+                        key_span: span,
+                        value,
+                    });
+                }
+            }
+        }
+        if arm.is_some() {
+            count -= 1;
+        }
+        if count < shape.min_fields {
+            let names: Vec<&str> = shape.fields.iter().map(|f| f.name).collect();
+            self.error(
+                Code::EmptyObject,
+                format!("must contain at least one of {}", quoted_list(&names)),
+            );
+        }
+    }
+
+    /// Reports a member the object does not have: a refused name with its own message, a field
+    /// of another union arm, or an unknown field with a near-miss suggestion.
+    fn unexpected(&mut self, key: &str, shape: &ObjectShape, arm: Option<(&UnionShape, &str)>) {
+        if let Some(refused) = shape
+            .refused
+            .iter()
+            .flat_map(|list| list.iter())
+            .find(|r| r.name == key)
+        {
+            return self.key_error(refused.code, refused.message.to_owned());
+        }
+        if let Some((union, chosen)) = arm
+            && let Some(other) = union
+                .arms
+                .iter()
+                .find(|a| a.object.fields.iter().any(|f| f.name == key))
+        {
+            let message = format!(
+                "\"{key}\" belongs to {} {} \"{}\", not \"{chosen}\"; the arms of a union do not mix",
+                union.name, union.tag, other.value
+            );
+            return self.key_error(Code::ForeignArmField, message);
+        }
+        let names = shape
+            .fields
+            .iter()
+            .map(|f| f.name)
+            .chain(arm.map(|(u, _)| u.tag));
+        let mut message = format!("unknown field \"{key}\"");
+        if let Some(close) = suggest(key, names) {
+            message.push_str(&format!("; did you mean \"{close}\"?"));
+        } else {
+            let allowed: Vec<&str> = shape.fields.iter().map(|f| f.name).collect();
+            if allowed.is_empty() {
+                message.push_str(&format!(" ({} has no other fields)", shape.name));
+            } else {
+                message.push_str(&format!("; allowed fields: {}", quoted_list(&allowed)));
+            }
+        }
+        self.key_error(Code::UnknownField, message);
+    }
+
+    fn wrong_type(&mut self, node: &Node, expected: &str, hint: Option<&str>) {
+        let mut message = format!("expected {expected}, found {}", node.value.kind());
+        if let Value::Number(Number::Float(f)) = node.value {
+            message =
+                format!("expected {expected}, found {f} (a number with a fraction or exponent)");
+        }
+        if let (Value::String(s), "a boolean (true or false)") = (&node.value, expected)
+            && ["yes", "no", "on", "off", "y", "n"].contains(&s.to_ascii_lowercase().as_str())
+        {
+            message.push_str(&format!(
+                "; in YAML 1.2 \"{s}\" is a string, write true or false"
+            ));
+        }
+        if let Some(hint) = hint {
+            message.push_str("; ");
+            message.push_str(hint);
+        }
+        self.error(Code::InvalidType, message);
+    }
+
+    fn error(&mut self, code: Code, message: String) {
+        self.out.push(Diagnostic::error(
+            Layer::Schema,
+            code,
+            self.ptr.as_str(),
+            message,
+        ));
+    }
+
+    fn key_error(&mut self, code: Code, message: String) {
+        self.out
+            .push(Diagnostic::error(Layer::Schema, code, self.ptr.as_str(), message).on_key());
+    }
+}
+
+fn default_value(default: DefaultValue, shape: &Shape) -> Value {
+    match default {
+        DefaultValue::Bool(b) => Value::Bool(b),
+        DefaultValue::Integer(i) => Value::Number(Number::Integer(i128::from(i))),
+        DefaultValue::Str(s) => Value::String(s.to_owned()),
+        DefaultValue::EmptyObject => Value::Object(Vec::new()),
+        DefaultValue::EmptyArray => Value::Array(Vec::new()),
+        DefaultValue::Arm(value) => {
+            let tag = match shape {
+                Shape::Union(u) => u.tag,
+                _ => "mode",
+            };
+            let node = Node {
+                span: Default::default(),
+                value: Value::String(value.to_owned()),
+            };
+            Value::Object(vec![Member {
+                key: tag.to_owned(),
+                key_span: Default::default(),
+                value: node,
+            }])
+        }
+    }
+}
+
+fn describe_range(b: &IntShape) -> String {
+    match (b.min, b.max) {
+        (min, u64::MAX) => format!("must be at least {min}"),
+        (0, max) => format!("must be at most {max}"),
+        (min, max) if min == max => format!("must be {min}"),
+        (min, max) => format!("must be between {min} and {max}"),
+    }
+}
+
+pub(crate) fn quoted_list(values: &[&str]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
+    quoted.join(", ")
+}
+
+/// Long values are cut in messages so one diagnostic stays one line.
+fn shorten(s: &str) -> String {
+    const MAX: usize = 80;
+    if s.chars().count() <= MAX {
+        s.to_owned()
+    } else {
+        format!("{}...", s.chars().take(MAX).collect::<String>())
+    }
+}
+
+/// The closest candidate to a misspelling, if one is close enough to be a likely typo.
+pub(crate) fn suggest<'a>(
+    input: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let lower = input.to_ascii_lowercase();
+    candidates
+        .map(|c| (strsim::jaro_winkler(&lower, &c.to_ascii_lowercase()), c))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// Whether every default in a shape table is valid against its own shape; used by tests so
+/// that filling defaults can never produce a diagnostic.
+#[cfg(test)]
+pub(crate) fn defaults_are_valid(shape: &'static ObjectShape) -> Vec<Diagnostic> {
+    fn fields(fs: &'static [crate::shape::Field], out: &mut Vec<Diagnostic>) {
+        for f in fs {
+            if let Presence::Default(d) = f.presence {
+                let mut node = Node {
+                    span: Default::default(),
+                    value: default_value(d, &f.shape),
+                };
+                let mut w = Walker {
+                    out,
+                    ptr: PointerBuf::default(),
+                };
+                w.ptr.push(f.name);
+                w.value(&mut node, &f.shape);
+            }
+            nested(&f.shape, out);
+        }
+    }
+    fn nested(shape: &Shape, out: &mut Vec<Diagnostic>) {
+        match shape {
+            Shape::Object(o) => fields(o.fields, out),
+            Shape::Union(u) => u.arms.iter().for_each(|a| fields(a.object.fields, out)),
+            Shape::Array(a) => nested(&a.items, out),
+            Shape::Map(m) => nested(&m.values, out),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    fields(shape.fields, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_catch_typos_only() {
+        let names = ["schedule", "placement", "lifecycle", "spend"];
+        assert_eq!(suggest("sheduel", names.into_iter()), Some("schedule"));
+        assert_eq!(suggest("Schedule", names.into_iter()), Some("schedule"));
+        assert_eq!(suggest("lifecyle", names.into_iter()), Some("lifecycle"));
+        assert_eq!(suggest("owner", names.into_iter()), None);
+    }
+}

@@ -1,0 +1,281 @@
+//! Diagnostics: one per problem, with a stable code, a pointer, a layer and a message.
+//!
+//! The codes are listed with their meaning in `docs/diagnostics.md`; a test keeps the two in
+//! step.
+
+use serde::Serialize;
+
+use crate::tree::Span;
+
+/// Whether a diagnostic makes the document invalid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// The document is invalid.
+    Error,
+    /// The document stays valid; the author should still act (a deprecated field).
+    Warning,
+}
+
+impl Severity {
+    /// The spelling used in JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// The validation layers of SPEC.md, in order. Layers 1-2 run offline (`validate`); 3-7 run
+/// at publication and deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Layer {
+    /// (1) JSON parse and strict schema.
+    Schema = 1,
+    /// (2) semantic and cross-field validation.
+    Semantic = 2,
+    /// (3) import identity and source binding.
+    ImportIdentity = 3,
+    /// (4) artifact and builder provenance resolution.
+    Provenance = 4,
+    /// (5) capability and organization entitlement.
+    Entitlement = 5,
+    /// (6) publication race fence and immutable effective-policy creation.
+    Publication = 6,
+    /// (7) deployment-time funding, market, configuration and external facts.
+    Deployment = 7,
+}
+
+impl Layer {
+    /// The layer's number, 1-7.
+    pub fn number(self) -> u8 {
+        self as u8
+    }
+
+    /// A short name for people.
+    pub fn title(self) -> &'static str {
+        match self {
+            Layer::Schema => "parse and strict schema",
+            Layer::Semantic => "semantic and cross-field",
+            Layer::ImportIdentity => "import identity and source binding",
+            Layer::Provenance => "artifact and builder provenance",
+            Layer::Entitlement => "capability and entitlement",
+            Layer::Publication => "publication fence and policy creation",
+            Layer::Deployment => "deployment-time facts",
+        }
+    }
+}
+
+impl Serialize for Layer {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u8(self.number())
+    }
+}
+
+macro_rules! codes {
+    ($($(#[doc = $doc:literal])* $variant:ident = $text:literal,)*) => {
+        /// A stable diagnostic code. The spelling (`as_str`) never changes once released.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Code {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl Code {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+            /// The stable snake_case spelling.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $text,)*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    /// The input is over 1 MiB.
+    InputTooLarge = "input_too_large",
+    /// The input is not UTF-8.
+    InvalidUtf8 = "invalid_utf8",
+    /// The input starts with a byte-order mark.
+    ByteOrderMark = "byte_order_mark",
+    /// The input holds no value.
+    EmptyDocument = "empty_document",
+    /// JSON syntax error.
+    InvalidJson = "invalid_json",
+    /// A number too large to represent.
+    NumberOutOfRange = "number_out_of_range",
+    /// Nesting deeper than 64 levels.
+    NestingTooDeep = "nesting_too_deep",
+    /// A key repeated in one object.
+    DuplicateKey = "duplicate_key",
+    /// YAML syntax error.
+    YamlSyntax = "yaml_syntax",
+    /// A YAML anchor.
+    YamlAnchor = "yaml_anchor",
+    /// A YAML alias.
+    YamlAlias = "yaml_alias",
+    /// A YAML merge key.
+    YamlMergeKey = "yaml_merge_key",
+    /// An explicit YAML tag.
+    YamlTag = "yaml_tag",
+    /// More than one YAML document.
+    YamlMultipleDocuments = "yaml_multiple_documents",
+    /// A YAML mapping key that is not a string.
+    YamlNonStringKey = "yaml_non_string_key",
+    /// The root value is not an object.
+    RootNotObject = "root_not_object",
+    /// `schemaVersion` is neither 4 nor 5.
+    UnsupportedSchemaVersion = "unsupported_schema_version",
+    /// A YAML document declares V4, which is JSON only.
+    YamlNotSupportedForV4 = "yaml_not_supported_for_v4",
+    /// A required field is absent.
+    MissingRequiredField = "missing_required_field",
+    /// A field the object does not have.
+    UnknownField = "unknown_field",
+    /// A field of another arm of a closed tagged union.
+    ForeignArmField = "foreign_arm_field",
+    /// A discriminator value no arm has.
+    UnknownVariant = "unknown_variant",
+    /// The wrong JSON type.
+    InvalidType = "invalid_type",
+    /// A value outside a fixed set (enum or constant).
+    InvalidValue = "invalid_value",
+    /// A string that does not match its format.
+    InvalidFormat = "invalid_format",
+    /// An integer outside its bounds.
+    OutOfRange = "out_of_range",
+    /// A string shorter than allowed.
+    TooShort = "too_short",
+    /// A string longer than allowed.
+    TooLong = "too_long",
+    /// A list shorter than allowed.
+    TooFewItems = "too_few_items",
+    /// A list longer than allowed.
+    TooManyItems = "too_many_items",
+    /// A repeated item in a list of distinct values.
+    DuplicateItem = "duplicate_item",
+    /// An object that needs at least one field is empty.
+    EmptyObject = "empty_object",
+    /// A V4 ingress port of 0.
+    PortUnusable = "port_unusable",
+    /// V4 `startDelayMs` above `maxStartDelayMs`.
+    StartDelayExceedsMax = "start_delay_exceeds_max",
+    /// V4 fixed renewal lead above half the scheduled duration.
+    RenewalLeadOutOfRange = "renewal_lead_out_of_range",
+    /// V4 placement group counts do not sum to `parallelism`.
+    GroupCountMismatch = "group_count_mismatch",
+    /// V4 placement group names repeat.
+    DuplicateGroupName = "duplicate_group_name",
+    /// An environment name claimed twice.
+    DuplicateEnvironmentName = "duplicate_environment_name",
+    /// V5 `jobsPerPhase` above `jobs`.
+    JobsPerPhaseExceedsJobs = "jobs_per_phase_exceeds_jobs",
+    /// V5 `jobsPerPhase` does not divide `jobs`.
+    JobsPerPhaseNotDivisor = "jobs_per_phase_not_divisor",
+    /// V5 renewal with non-continuous execution.
+    RenewalRequiresContinuous = "renewal_requires_continuous",
+    /// V5 recurring execution without `spend.rate`.
+    SpendRateRequired = "spend_rate_required",
+    /// V5 `access` with a javascript runtime.
+    AccessRequiresNativeImage = "access_requires_native_image",
+    /// A deprecated V4 logs field (warning).
+    DeprecatedManifestField = "deprecated_manifest_field",
+    /// The validator broke its own invariant.
+    InternalError = "internal_error",
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// Where a diagnostic's caret goes when it has no explicit span: on the member's key (for
+/// problems with the key itself) or on its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Anchor {
+    Key,
+    Value,
+}
+
+/// One problem found in a document.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnostic {
+    /// Error or warning.
+    pub severity: Severity,
+    /// Stable code.
+    pub code: Code,
+    /// RFC 6901 pointer to the field to change.
+    pub pointer: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+    /// The layer that found it.
+    pub layer: Layer,
+    /// 1-based line, where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// 1-based column in characters, where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    /// The source bytes to underline, where known.
+    #[serde(skip)]
+    pub span: Option<Span>,
+    #[serde(skip)]
+    pub(crate) anchor: Anchor,
+}
+
+impl Diagnostic {
+    /// An error at `pointer`.
+    pub fn error(
+        layer: Layer,
+        code: Code,
+        pointer: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            pointer: pointer.into(),
+            message: message.into(),
+            layer,
+            line: None,
+            column: None,
+            span: None,
+            anchor: Anchor::Value,
+        }
+    }
+
+    /// A warning at `pointer`.
+    pub fn warning(
+        layer: Layer,
+        code: Code,
+        pointer: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(layer, code, pointer, message)
+        }
+    }
+
+    /// The same diagnostic with an explicit source span.
+    pub fn with_span(mut self, span: Span) -> Self {
+        self.span = Some(span);
+        self
+    }
+
+    pub(crate) fn on_key(mut self) -> Self {
+        self.anchor = Anchor::Key;
+        self
+    }
+
+    /// Whether this diagnostic makes the document invalid.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}

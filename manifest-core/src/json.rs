@@ -1,0 +1,575 @@
+//! A strict RFC 8259 JSON reader that builds a [`Node`] tree with spans.
+//!
+//! Why not serde_json: it gives no positions and keeps the last duplicate key. This reader
+//! refuses duplicate keys (and keeps reading, so other problems are still reported), limits
+//! nesting, keeps `1.0` apart from `1`, and records the byte span of every key and value. It is
+//! differentially fuzzed against serde_json (`fuzz/fuzz_targets/json_differential.rs`).
+
+use std::collections::HashSet;
+
+use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::source::{MAX_DEPTH, Parsed};
+use crate::tree::{Member, Node, Number, PointerBuf, Span, Value};
+
+/// Reads `text` as one JSON value.
+pub(crate) fn parse(text: &str) -> Parsed {
+    let mut reader = Reader {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+        path: Vec::new(),
+        problems: Vec::new(),
+    };
+    let result = reader.document();
+    let mut diagnostics = reader.problems;
+    match result {
+        Ok(root) => Parsed {
+            root: Some(root),
+            diagnostics,
+            ..Parsed::default()
+        },
+        Err(fatal) => {
+            diagnostics.push(fatal);
+            Parsed {
+                root: None,
+                diagnostics,
+                ..Parsed::default()
+            }
+        }
+    }
+}
+
+/// One step of the path from the root to where the reader is, kept cheap: a key is its raw
+/// span in the source and is decoded only if a pointer is needed.
+#[derive(Clone, Copy)]
+enum Step {
+    Key(Span),
+    Index(usize),
+}
+
+struct Reader<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    path: Vec<Step>,
+    /// Non-fatal problems (duplicate keys).
+    problems: Vec<Diagnostic>,
+}
+
+/// Objects up to this many members look for duplicates by scanning; larger ones use a set, so
+/// an adversarial object with many keys stays linear.
+const SCAN_LIMIT: usize = 16;
+
+type Fatal = Diagnostic;
+
+impl<'a> Reader<'a> {
+    fn document(&mut self) -> Result<Node, Fatal> {
+        self.skip_ws();
+        if self.pos == self.bytes.len() {
+            return Err(Diagnostic::error(
+                Layer::Schema,
+                Code::EmptyDocument,
+                "",
+                "the document is empty",
+            )
+            .with_span(Span::new(0, 0)));
+        }
+        let root = self.value(1)?;
+        self.skip_ws();
+        if self.pos != self.bytes.len() {
+            return Err(self.syntax("trailing characters after the JSON document; remove them"));
+        }
+        Ok(root)
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Node, Fatal> {
+        let start = self.pos;
+        let value = match self.peek() {
+            Some(b'{') => self.object(depth)?,
+            Some(b'[') => self.array(depth)?,
+            Some(b'"') => Value::String(self.string()?),
+            Some(b't') => self.literal(b"true", Value::Bool(true))?,
+            Some(b'f') => self.literal(b"false", Value::Bool(false))?,
+            Some(b'n') => self.literal(b"null", Value::Null)?,
+            Some(b'-' | b'0'..=b'9') => Value::Number(self.number()?),
+            Some(_) => {
+                return Err(self.syntax(
+                    "expected a value (object, array, string, number, true, false or null)",
+                ));
+            }
+            None => return Err(self.eof()),
+        };
+        Ok(Node {
+            span: Span::new(start, self.pos),
+            value,
+        })
+    }
+
+    fn enter(&self, depth: usize) -> Result<(), Fatal> {
+        if depth > MAX_DEPTH {
+            let message = format!("objects and arrays are nested deeper than {MAX_DEPTH} levels");
+            return Err(Diagnostic::error(
+                Layer::Schema,
+                Code::NestingTooDeep,
+                self.pointer(),
+                message,
+            )
+            .with_span(Span::new(self.pos, self.pos + 1)));
+        }
+        Ok(())
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Value, Fatal> {
+        self.enter(depth)?;
+        self.pos += 1;
+        let mut members: Vec<Member> = Vec::new();
+        let mut seen: Option<HashSet<String>> = None;
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(Value::Object(members));
+        }
+        loop {
+            self.skip_ws();
+            if self.peek() != Some(b'"') {
+                return Err(match self.peek() {
+                    None => self.eof(),
+                    Some(b'}') => self.syntax("trailing comma before `}`; remove it"),
+                    Some(_) => self.syntax("expected a string key in double quotes"),
+                });
+            }
+            let key_start = self.pos;
+            let key = self.string()?;
+            let key_span = Span::new(key_start, self.pos);
+            self.skip_ws();
+            if self.peek() != Some(b':') {
+                return Err(if self.peek().is_none() {
+                    self.eof()
+                } else {
+                    self.syntax("expected `:` after the key")
+                });
+            }
+            self.pos += 1;
+            self.skip_ws();
+            self.path.push(Step::Key(key_span));
+            let value = self.value(depth + 1)?;
+            self.path.pop();
+
+            let duplicate = match &mut seen {
+                Some(set) => !set.insert(key.clone()),
+                None => {
+                    let dup = members.iter().any(|m| m.key == key);
+                    if members.len() >= SCAN_LIMIT {
+                        seen = Some(
+                            members
+                                .iter()
+                                .map(|m| m.key.clone())
+                                .chain([key.clone()])
+                                .collect(),
+                        );
+                    }
+                    dup
+                }
+            };
+            if duplicate {
+                let mut pointer = self.pointer_buf();
+                pointer.push(&key);
+                let message =
+                    format!("duplicate key \"{key}\": each key may appear once in an object");
+                self.problems.push(
+                    Diagnostic::error(Layer::Schema, Code::DuplicateKey, pointer.as_str(), message)
+                        .with_span(key_span),
+                );
+            } else {
+                members.push(Member {
+                    key,
+                    key_span,
+                    value,
+                });
+            }
+
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Value::Object(members));
+                }
+                Some(_) => return Err(self.syntax("expected `,` or `}` after an object member")),
+                None => return Err(self.eof()),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Value, Fatal> {
+        self.enter(depth)?;
+        self.pos += 1;
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(Value::Array(items));
+        }
+        loop {
+            self.skip_ws();
+            if self.peek() == Some(b']') {
+                return Err(self.syntax("trailing comma before `]`; remove it"));
+            }
+            self.path.push(Step::Index(items.len()));
+            items.push(self.value(depth + 1)?);
+            self.path.pop();
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Value::Array(items));
+                }
+                Some(_) => return Err(self.syntax("expected `,` or `]` after an array item")),
+                None => return Err(self.eof()),
+            }
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], value: Value) -> Result<Value, Fatal> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(self
+                .syntax("expected a value (object, array, string, number, true, false or null)"))
+        }
+    }
+
+    /// Reads a string starting at its opening quote.
+    fn string(&mut self) -> Result<String, Fatal> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let run_start = self.pos;
+            while let Some(&b) = self.bytes.get(self.pos) {
+                if b == b'"' || b == b'\\' || b < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            // The run ends at an ASCII byte, so it is a whole UTF-8 sequence.
+            out.push_str(&self.text[run_start..self.pos]);
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    self.escape(&mut out)?;
+                }
+                Some(_) => {
+                    return Err(
+                        self.syntax("control character in a string; escape it (for example `\\n`)")
+                    );
+                }
+                None => return Err(self.eof()),
+            }
+        }
+    }
+
+    fn escape(&mut self, out: &mut String) -> Result<(), Fatal> {
+        let Some(b) = self.peek() else {
+            return Err(self.eof());
+        };
+        self.pos += 1;
+        let c = match b {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let first = self.hex4()?;
+                match first {
+                    0xD800..=0xDBFF => {
+                        if !self.bytes[self.pos..].starts_with(b"\\u") {
+                            return Err(self.syntax("lone leading surrogate in a `\\u` escape"));
+                        }
+                        self.pos += 2;
+                        let second = self.hex4()?;
+                        if !(0xDC00..=0xDFFF).contains(&second) {
+                            return Err(self.syntax("invalid surrogate pair in a `\\u` escape"));
+                        }
+                        let code = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+                        char::from_u32(code).ok_or_else(|| self.syntax("invalid `\\u` escape"))?
+                    }
+                    0xDC00..=0xDFFF => {
+                        return Err(self.syntax("lone trailing surrogate in a `\\u` escape"));
+                    }
+                    _ => {
+                        char::from_u32(first).ok_or_else(|| self.syntax("invalid `\\u` escape"))?
+                    }
+                }
+            }
+            _ => {
+                self.pos -= 1;
+                return Err(self.syntax(
+                    "invalid escape; JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX",
+                ));
+            }
+        };
+        out.push(c);
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> Result<u32, Fatal> {
+        let Some(digits) = self.bytes.get(self.pos..self.pos + 4) else {
+            return Err(self.eof());
+        };
+        let mut n = 0u32;
+        for &d in digits {
+            let v = (d as char)
+                .to_digit(16)
+                .ok_or_else(|| self.syntax("expected four hex digits after `\\u`"))?;
+            n = n * 16 + v;
+            self.pos += 1;
+        }
+        Ok(n)
+    }
+
+    fn number(&mut self) -> Result<Number, Fatal> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => {
+                self.pos += 1;
+                if matches!(self.peek(), Some(b'0'..=b'9')) {
+                    return Err(self.syntax("numbers must not have leading zeros"));
+                }
+            }
+            Some(b'1'..=b'9') => self.digits(),
+            Some(_) => return Err(self.syntax("expected a digit")),
+            None => return Err(self.eof()),
+        }
+        let mut integer = true;
+        if self.peek() == Some(b'.') {
+            integer = false;
+            self.pos += 1;
+            self.require_digit()?;
+            self.digits();
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            integer = false;
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            self.require_digit()?;
+            self.digits();
+        }
+        let text = &self.text[start..self.pos];
+        if integer && let Ok(i) = text.parse::<i128>() {
+            return Ok(Number::Integer(i));
+        }
+        match text.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(Number::Float(f)),
+            _ => Err(Diagnostic::error(
+                Layer::Schema,
+                Code::NumberOutOfRange,
+                self.pointer(),
+                format!("number {text} is out of range"),
+            )
+            .with_span(Span::new(start, self.pos))),
+        }
+    }
+
+    fn digits(&mut self) {
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+        }
+    }
+
+    fn require_digit(&self) -> Result<(), Fatal> {
+        match self.peek() {
+            Some(b'0'..=b'9') => Ok(()),
+            Some(_) => Err(self.syntax("expected a digit")),
+            None => Err(self.eof()),
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.pos += 1;
+        }
+    }
+
+    fn syntax(&self, message: &str) -> Fatal {
+        // Point at the whole character, which may be several bytes.
+        let len = self.text[self.pos.min(self.text.len())..]
+            .chars()
+            .next()
+            .map_or(0, char::len_utf8);
+        Diagnostic::error(
+            Layer::Schema,
+            Code::InvalidJson,
+            "",
+            format!("invalid JSON: {message}"),
+        )
+        .with_span(Span::new(self.pos, self.pos + len))
+    }
+
+    fn eof(&self) -> Fatal {
+        Diagnostic::error(
+            Layer::Schema,
+            Code::InvalidJson,
+            "",
+            "invalid JSON: unexpected end of input; the document is truncated",
+        )
+        .with_span(Span::new(self.pos, self.pos))
+    }
+
+    fn pointer(&self) -> String {
+        self.pointer_buf().as_str().to_owned()
+    }
+
+    /// Decodes the path to a pointer; only called when reporting a problem.
+    fn pointer_buf(&self) -> PointerBuf {
+        let mut p = PointerBuf::default();
+        for step in &self.path {
+            match *step {
+                Step::Index(i) => {
+                    p.push_index(i);
+                }
+                Step::Key(span) => {
+                    let raw = &self.text[span.start as usize..span.end as usize];
+                    let mut sub = Reader {
+                        text: raw,
+                        bytes: raw.as_bytes(),
+                        pos: 0,
+                        path: Vec::new(),
+                        problems: Vec::new(),
+                    };
+                    let key = sub.string().unwrap_or_default();
+                    p.push(&key);
+                }
+            }
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(text: &str) -> Node {
+        let parsed = parse(text);
+        assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+        parsed.root.expect("root")
+    }
+
+    fn err(text: &str) -> Diagnostic {
+        let parsed = parse(text);
+        parsed.diagnostics.into_iter().next().expect("a diagnostic")
+    }
+
+    #[test]
+    fn reads_values_with_spans() {
+        let root = ok(r#" {"a": [1, -2.5, "x\u00e9\ud83d\ude00", true, null]} "#);
+        let a = root.get("a").expect("a");
+        assert_eq!(a.span, Span::new(7, 51));
+        let Value::Array(items) = &a.value else {
+            panic!("array")
+        };
+        assert_eq!(items[0].value, Value::Number(Number::Integer(1)));
+        assert_eq!(items[1].value, Value::Number(Number::Float(-2.5)));
+        assert_eq!(items[2].value, Value::String("xé😀".into()));
+        assert_eq!(items[3].value, Value::Bool(true));
+        assert_eq!(items[4].value, Value::Null);
+    }
+
+    #[test]
+    fn one_point_zero_is_not_an_integer() {
+        assert_eq!(ok("1.0").value, Value::Number(Number::Float(1.0)));
+        assert_eq!(ok("1e2").value, Value::Number(Number::Float(100.0)));
+        assert_eq!(ok("-0").value, Value::Number(Number::Integer(0)));
+    }
+
+    #[test]
+    fn duplicate_keys_point_at_the_second_and_reading_goes_on() {
+        let parsed = parse(r#"{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}"#);
+        let pointers: Vec<_> = parsed
+            .diagnostics
+            .iter()
+            .map(|d| (d.code, d.pointer.as_str()))
+            .collect();
+        assert_eq!(
+            pointers,
+            [(Code::DuplicateKey, "/a/b"), (Code::DuplicateKey, "/c/0/d")]
+        );
+        assert!(parsed.root.is_some());
+    }
+
+    #[test]
+    fn many_keys_still_detect_duplicates() {
+        let mut text = String::from("{");
+        for i in 0..100 {
+            text.push_str(&format!("\"k{i}\": {i},"));
+        }
+        text.push_str("\"k3\": 0}");
+        let parsed = parse(&text);
+        assert_eq!(parsed.diagnostics.len(), 1);
+        assert_eq!(parsed.diagnostics[0].pointer, "/k3");
+    }
+
+    #[test]
+    fn refuses_what_rfc_8259_refuses() {
+        for bad in [
+            "{",
+            "[1,]",
+            "{\"a\":1,}",
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            "'a'",
+            "{a:1}",
+            "\"\\x\"",
+            "\"a\tb\"",
+            "NaN",
+            "[1 2]",
+            "\"\\ud800\"",
+            "\"\\udc00x\"",
+            "1 2",
+            "tru",
+            "{\"a\" 1}",
+        ] {
+            let d = err(bad);
+            assert_eq!(d.code, Code::InvalidJson, "{bad}");
+        }
+        assert_eq!(err("1e400").code, Code::NumberOutOfRange);
+        assert_eq!(err("  ").code, Code::EmptyDocument);
+    }
+
+    #[test]
+    fn nesting_limit_is_64() {
+        let ok_text = format!("{}{}", "[".repeat(64), "]".repeat(64));
+        assert!(parse(&ok_text).diagnostics.is_empty());
+        let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
+        let d = err(&deep);
+        assert_eq!(d.code, Code::NestingTooDeep);
+        assert_eq!(d.pointer, format!("/{}", vec!["0"; 64].join("/")));
+    }
+
+    #[test]
+    fn big_integers_become_floats() {
+        let big = "1".repeat(50);
+        assert!(matches!(ok(&big).value, Value::Number(Number::Float(_))));
+    }
+}

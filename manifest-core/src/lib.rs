@@ -1,0 +1,59 @@
+//! Manifest V4 and V5 for the service: reading JSON and YAML strictly, validation layers 1
+//! (parse and strict schema) and 2 (semantic and cross-field), the authored digest, and the
+//! typed, fully defaulted model that later layers (effective policy, publication) consume.
+//!
+//! Every field, bound, closed union and default is described once, in the shape tables of the
+//! section modules ([`v4`], [`v5`]); layer 1 walks documents against them.
+//!
+//! ```
+//! let report = manifest_core::validate(br#"{"schema": "svc.application-manifest", "schemaVersion": 6}"#);
+//! assert!(!report.is_valid());
+//! assert_eq!(report.diagnostics[0].code.as_str(), "unsupported_schema_version");
+//! assert_eq!(report.diagnostics[0].pointer, "/schemaVersion");
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod check;
+mod de;
+mod diagnostic;
+mod digest;
+
+mod json;
+mod render;
+mod rules;
+mod sections;
+mod source;
+mod tree;
+mod validate;
+mod yaml;
+
+pub mod formats;
+pub mod shape;
+pub mod v4;
+pub mod v5;
+
+pub use diagnostic::{Code, Diagnostic, Layer, Severity};
+pub use digest::canonical_digest;
+pub use render::{render_json, render_text};
+pub use source::{Format, LineIndex, MAX_DEPTH, MAX_INPUT_BYTES};
+pub use tree::{Member, Node, Number, Span, Value};
+pub use validate::{Manifest, Report, validate};
+
+/// Parser entry points, exposed for fuzzing and benchmarks. Each never panics.
+pub mod parse {
+    use crate::diagnostic::Diagnostic;
+    use crate::tree::Node;
+
+    /// Reads JSON text into a tree (`None` after a fatal error) and its diagnostics.
+    pub fn json(text: &str) -> (Option<Node>, Vec<Diagnostic>) {
+        let p = crate::json::parse(text);
+        (p.root, p.diagnostics)
+    }
+
+    /// Reads YAML text into a tree (`None` after a fatal error) and its diagnostics.
+    pub fn yaml(text: &str) -> (Option<Node>, Vec<Diagnostic>) {
+        let p = crate::yaml::parse(text);
+        (p.root, p.diagnostics)
+    }
+}

@@ -1,0 +1,141 @@
+//! Output of `svc manifest validate`: JSON (the contract in INTERPRETATION.md section 4) and
+//! text for people, which shows each problem in its source line with a caret, as compilers do.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::source::LineIndex;
+use crate::validate::Report;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonReport<'a> {
+    valid: bool,
+    schema_version: Option<u8>,
+    authored_digest: Option<&'a str>,
+    diagnostics: &'a [Diagnostic],
+}
+
+/// The one JSON object `--format json` prints.
+pub fn render_json(report: &Report) -> String {
+    let out = JsonReport {
+        valid: report.is_valid(),
+        schema_version: report.schema_version,
+        authored_digest: report.authored_digest.as_deref(),
+        diagnostics: &report.diagnostics,
+    };
+    // Serializing plain strings and numbers cannot fail.
+    serde_json::to_string_pretty(&out).unwrap_or_default()
+}
+
+/// Text for people: every diagnostic with its source line and a caret, then the verdict.
+/// `name` is how the source is called (`manifest.yaml`, `<stdin>`).
+pub fn render_text(report: &Report, name: &str, source: &[u8]) -> String {
+    let text = std::str::from_utf8(source).unwrap_or("");
+    let index = LineIndex::new(text);
+    let mut out = String::new();
+    for d in &report.diagnostics {
+        diagnostic(&mut out, d, name, &index);
+    }
+    let errors = report.diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = report.diagnostics.len() - errors;
+    if report.is_valid() {
+        let version = report
+            .schema_version
+            .map_or(String::new(), |v| format!(" Manifest V{v}"));
+        let _ = write!(out, "{name}: valid{version}");
+        if warnings > 0 {
+            let _ = write!(out, " with {}", plural(warnings, "warning"));
+        }
+        out.push('\n');
+    } else {
+        let _ = writeln!(
+            out,
+            "{name}: invalid: {}, {}",
+            plural(errors, "error"),
+            plural(warnings, "warning")
+        );
+    }
+    if let Some(digest) = &report.authored_digest {
+        let _ = writeln!(out, "authored digest: {digest}");
+    }
+    out
+}
+
+fn diagnostic(out: &mut String, d: &Diagnostic, name: &str, index: &LineIndex<'_>) {
+    let severity = match d.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+    };
+    let _ = writeln!(out, "{severity}[{}]: {}", d.code.as_str(), d.message);
+    let pointer = if d.pointer.is_empty() {
+        "(document)"
+    } else {
+        d.pointer.as_str()
+    };
+    let (Some(line), Some(column), Some(span)) = (d.line, d.column, d.span) else {
+        let _ = writeln!(out, "  --> {name} at {pointer}");
+        let _ = writeln!(
+            out,
+            "   = layer {}: {}\n",
+            d.layer.number(),
+            d.layer.title()
+        );
+        return;
+    };
+    let source_line = index.line_text(line);
+    let gutter = line.to_string().len();
+    let pad = " ".repeat(gutter);
+    let _ = writeln!(out, "{pad}--> {name}:{line}:{column} at {pointer}");
+    let _ = writeln!(out, "{pad} |");
+    let _ = writeln!(out, "{line} | {}", printable(source_line));
+    // Underline the span within this line (at least one caret).
+    let before: String = source_line
+        .chars()
+        .take(column as usize - 1)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    let rest = source_line
+        .chars()
+        .count()
+        .saturating_sub(column as usize - 1);
+    let span_chars = index_chars(index, span, line);
+    let carets = span_chars.clamp(1, rest.max(1));
+    let _ = writeln!(out, "{pad} | {before}{}", "^".repeat(carets));
+    let _ = writeln!(
+        out,
+        "{pad} = layer {}: {}\n",
+        d.layer.number(),
+        d.layer.title()
+    );
+}
+
+/// How many characters of the span fall on its first line.
+fn index_chars(index: &LineIndex<'_>, span: crate::tree::Span, line: u32) -> usize {
+    let (end_line, end_column) = index.position(span.end as usize);
+    let (_, start_column) = index.position(span.start as usize);
+    if end_line == line {
+        (end_column.saturating_sub(start_column)) as usize
+    } else {
+        usize::MAX
+    }
+}
+
+fn printable(line: &str) -> String {
+    const MAX: usize = 200;
+    if line.chars().count() > MAX {
+        format!("{}...", line.chars().take(MAX).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}

@@ -1,0 +1,281 @@
+//! The document tree both readers (JSON and YAML) build: JSON's data model, plus the byte span
+//! of every key and value so a pointer can be turned back into a line, a column and a caret.
+
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+
+/// A byte range of the source text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    /// Offset of the first byte.
+    pub start: u32,
+    /// Offset one past the last byte.
+    pub end: u32,
+}
+
+impl Span {
+    /// A span from byte offsets (inputs are at most 1 MiB, so they fit in `u32`).
+    pub fn new(start: usize, end: usize) -> Span {
+        Span {
+            start: to_u32(start),
+            end: to_u32(end.max(start)),
+        }
+    }
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// A number as written: integers are kept exactly, anything with a fraction or an exponent is
+/// a float (`1.0` is not the integer 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    /// An integer literal (within the 128-bit range).
+    Integer(i128),
+    /// A literal with a fraction or exponent, or an integer beyond 128 bits.
+    Float(f64),
+}
+
+/// A value with its source span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Where the value is written (for a default filled in by validation: its parent's span).
+    pub span: Span,
+    /// The value.
+    pub value: Value,
+}
+
+/// One `key: value` member of an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// The key.
+    pub key: String,
+    /// Where the key is written.
+    pub key_span: Span,
+    /// The value.
+    pub value: Node,
+}
+
+/// JSON's data model. Objects keep their members in document order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Bool(bool),
+    /// A number.
+    Number(Number),
+    /// A string.
+    String(String),
+    /// An array.
+    Array(Vec<Node>),
+    /// An object.
+    Object(Vec<Member>),
+}
+
+impl Value {
+    /// How the value's type is named in messages ("an object", "a string", ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(Number::Integer(_)) => "an integer",
+            Value::Number(Number::Float(_)) => "a number with a fraction or exponent",
+            Value::String(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+        }
+    }
+}
+
+impl Node {
+    /// The member `key` of an object.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.member(key).map(|m| &m.value)
+    }
+
+    /// The member named `key` of an object, with its key span.
+    pub fn member(&self, key: &str) -> Option<&Member> {
+        match &self.value {
+            Value::Object(members) => members.iter().find(|m| m.key == key),
+            _ => None,
+        }
+    }
+
+    /// Follows an RFC 6901 pointer as far as it resolves. Returns the deepest member reached
+    /// (if the last step reached was an object member) and the deepest node reached, plus
+    /// whether the whole pointer resolved.
+    pub fn resolve(&self, pointer: &str) -> Resolved<'_> {
+        let mut node = self;
+        let mut member = None;
+        if pointer.is_empty() {
+            return Resolved {
+                node,
+                member,
+                complete: true,
+            };
+        }
+        for raw in pointer.split('/').skip(1) {
+            let token = unescape(raw);
+            let next = match &node.value {
+                Value::Object(members) => members.iter().find(|m| m.key == token).map(|m| {
+                    member = Some(m);
+                    &m.value
+                }),
+                Value::Array(items) => token.parse::<usize>().ok().and_then(|i| {
+                    member = None;
+                    items.get(i)
+                }),
+                _ => None,
+            };
+            match next {
+                Some(n) => node = n,
+                None => {
+                    return Resolved {
+                        node,
+                        member,
+                        complete: false,
+                    };
+                }
+            }
+        }
+        Resolved {
+            node,
+            member,
+            complete: true,
+        }
+    }
+}
+
+/// The result of [`Node::resolve`].
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'a> {
+    /// The deepest node reached.
+    pub node: &'a Node,
+    /// The member whose value is `node`, if `node` was reached as an object member.
+    pub member: Option<&'a Member>,
+    /// Whether every token of the pointer was found.
+    pub complete: bool,
+}
+
+fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
+    if token.contains('~') {
+        token.replace("~1", "/").replace("~0", "~").into()
+    } else {
+        token.into()
+    }
+}
+
+/// Serializes as plain JSON (spans dropped). Used for the authored digest (through RFC 8785
+/// canonicalization) and to print the defaulted model.
+impl Serialize for Node {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.value {
+            Value::Null => serializer.serialize_unit(),
+            Value::Bool(b) => serializer.serialize_bool(*b),
+            Value::Number(Number::Integer(i)) => match (u64::try_from(*i), i64::try_from(*i)) {
+                (Ok(u), _) => serializer.serialize_u64(u),
+                (_, Ok(s)) => serializer.serialize_i64(s),
+                // Beyond 64 bits JSON consumers read a double anyway (RFC 8785 does too).
+                _ => serializer.serialize_f64(*i as f64),
+            },
+            Value::Number(Number::Float(f)) => serializer.serialize_f64(*f),
+            Value::String(s) => serializer.serialize_str(s),
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Value::Object(members) => {
+                let mut map = serializer.serialize_map(Some(members.len()))?;
+                for m in members {
+                    map.serialize_entry(&m.key, &m.value)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+/// Builds RFC 6901 pointers while walking a tree: push a token, descend, pop.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PointerBuf {
+    text: String,
+}
+
+impl PointerBuf {
+    pub(crate) fn push(&mut self, token: &str) -> usize {
+        let len = self.text.len();
+        self.text.push('/');
+        if token.contains(['~', '/']) {
+            self.text
+                .push_str(&token.replace('~', "~0").replace('/', "~1"));
+        } else {
+            self.text.push_str(token);
+        }
+        len
+    }
+
+    pub(crate) fn push_index(&mut self, index: usize) -> usize {
+        use std::fmt::Write;
+        let len = self.text.len();
+        // Writing to a String cannot fail.
+        let _ = write!(self.text, "/{index}");
+        len
+    }
+
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.text.truncate(len);
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The pointer with one more token, without changing this buffer.
+    pub(crate) fn join(&self, token: &str) -> String {
+        let mut p = self.clone();
+        p.push(token);
+        p.text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(v: Value) -> Node {
+        Node {
+            span: Span::default(),
+            value: v,
+        }
+    }
+
+    #[test]
+    fn pointer_escapes_and_resolves() {
+        let mut p = PointerBuf::default();
+        let n = p.push("a/b");
+        p.push("~x");
+        assert_eq!(p.as_str(), "/a~1b/~0x");
+        p.truncate(n);
+        assert_eq!(p.as_str(), "");
+
+        let inner = leaf(Value::Object(vec![Member {
+            key: "~x".into(),
+            key_span: Span::default(),
+            value: leaf(Value::Bool(true)),
+        }]));
+        let root = leaf(Value::Object(vec![Member {
+            key: "a/b".into(),
+            key_span: Span::default(),
+            value: leaf(Value::Array(vec![inner])),
+        }]));
+        let r = root.resolve("/a~1b/0/~0x");
+        assert!(r.complete);
+        assert_eq!(r.node.value, Value::Bool(true));
+        let r = root.resolve("/a~1b/7");
+        assert!(!r.complete);
+    }
+}

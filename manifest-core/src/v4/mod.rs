@@ -1,0 +1,144 @@
+//! Manifest V4 (JSON only): the authored document, its field tables and its rules.
+//!
+//! All durations are milliseconds unless a field says otherwise.
+
+pub mod configuration;
+pub mod deployment;
+pub mod ingress;
+pub mod lifecycle;
+pub mod metadata;
+pub mod observability;
+pub mod placement;
+pub mod release;
+pub mod runtime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::diagnostic::Diagnostic;
+use crate::formats::APPLICATION_ID_V4;
+use crate::sections::{Sections, model};
+use crate::shape::{
+    DefaultValue, NON_EMPTY, ObjectShape, SERVER_OWNED, Shape, constant, defaulted, int, optional,
+    pattern, required,
+};
+use crate::tree::Node;
+
+/// The authored schema name (both versions).
+pub const SCHEMA_NAME: &str = "svc.application-manifest";
+
+/// Manifest V4, the root object.
+pub static MANIFEST: ObjectShape = ObjectShape {
+    name: "Manifest V4",
+    fields: &[
+        required(
+            "schema",
+            constant(SCHEMA_NAME),
+            "exactly `svc.application-manifest`",
+        ),
+        required("schemaVersion", int(4, 4), "unsigned integer 4"),
+        required(
+            "applicationId",
+            pattern(&APPLICATION_ID_V4),
+            "1-64 chars of lowercase letters, digits, `.`, `_`, `-`; begins with a letter or digit",
+        ),
+        optional(
+            "applicationUid",
+            NON_EMPTY,
+            "non-empty server-issued immutable identity; must match the target",
+        ),
+        defaulted(
+            "metadata",
+            Shape::Object(&metadata::METADATA),
+            DefaultValue::EmptyObject,
+            "default `{}`",
+        ),
+        required(
+            "release",
+            Shape::Union(&release::RELEASE),
+            "exactly one build arm or pinned arm",
+        ),
+        defaulted(
+            "runtime",
+            Shape::Object(&runtime::RUNTIME),
+            DefaultValue::EmptyObject,
+            "runtime requirements and bootstrap defaults",
+        ),
+        required(
+            "deployment",
+            Shape::Object(&deployment::DEPLOYMENT),
+            "schedule and lifecycle required",
+        ),
+        defaulted(
+            "ingress",
+            Shape::Object(&ingress::INGRESS),
+            DefaultValue::EmptyObject,
+            "default `{}`",
+        ),
+        defaulted(
+            "observability",
+            Shape::Object(&observability::OBSERVABILITY),
+            DefaultValue::EmptyObject,
+            "logs off, signed diagnostics on",
+        ),
+        defaulted(
+            "configuration",
+            Shape::Object(&configuration::CONFIGURATION),
+            DefaultValue::EmptyObject,
+            "variables and secrets",
+        ),
+    ],
+    min_fields: 0,
+    refused: &[SERVER_OWNED],
+};
+
+/// A valid Manifest V4 with every default filled in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestV4 {
+    /// `svc.application-manifest`.
+    pub schema: String,
+    /// 4.
+    pub schema_version: u8,
+    /// The application's ID.
+    pub application_id: String,
+    /// The server-issued identity, if given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application_uid: Option<String>,
+    /// Authored metadata.
+    pub metadata: metadata::Metadata,
+    /// What runs.
+    pub release: release::Release,
+    /// Runtime requirements.
+    pub runtime: runtime::Runtime,
+    /// How it is deployed.
+    pub deployment: deployment::Deployment,
+    /// Ingress requests.
+    pub ingress: ingress::Ingress,
+    /// Logs and diagnostics.
+    pub observability: observability::Observability,
+    /// Variables and secrets.
+    pub configuration: configuration::Configuration,
+}
+
+/// Layer 2 over a document that went through layer 1. Returns the model when the whole
+/// document passed layer 1.
+pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) -> Option<ManifestV4> {
+    let sections = Sections::new(root, out);
+    if sections.all_clean() {
+        let manifest: ManifestV4 = model(root, "", out)?;
+        deployment::check(&manifest.deployment, out);
+        ingress::check(&manifest.ingress, out);
+        configuration::check(&manifest.configuration, out);
+        return Some(manifest);
+    }
+    if let Some(d) = sections.read("deployment", out) {
+        deployment::check(&d, out);
+    }
+    if let Some(i) = sections.read("ingress", out) {
+        ingress::check(&i, out);
+    }
+    if let Some(c) = sections.read("configuration", out) {
+        configuration::check(&c, out);
+    }
+    None
+}

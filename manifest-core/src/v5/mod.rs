@@ -1,0 +1,197 @@
+//! Manifest V5 (JSON or YAML): the exact retained authoring contract, its field tables and its
+//! rules. What V5 leaves out (public ingress, provider integrations, cohorts, hooks and probes,
+//! volumes, placement allow/exclude and spread, other SSH providers, self-custody spend) is
+//! refused as unknown fields or closed-union arms.
+
+pub mod access;
+pub mod configuration;
+pub mod deployment;
+pub mod execution;
+pub mod metadata;
+pub mod observability;
+pub mod release;
+pub mod runtime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::formats::APPLICATION_ID_V5;
+use crate::sections::{Sections, model};
+use crate::shape::{
+    DefaultValue, ObjectShape, Refused, SERVER_OWNED, Shape, constant, defaulted, int, optional,
+    pattern, required,
+};
+use crate::tree::Node;
+use crate::v4::SCHEMA_NAME;
+
+/// Manifest V5, the root object.
+pub static MANIFEST: ObjectShape = ObjectShape {
+    name: "Manifest V5",
+    fields: &[
+        required(
+            "schema",
+            constant(SCHEMA_NAME),
+            "`svc.application-manifest`",
+        ),
+        required("schemaVersion", int(5, 5), "integer 5"),
+        required(
+            "applicationId",
+            pattern(&APPLICATION_ID_V5),
+            "organization-local slug, 1-63 lowercase letters, digits, hyphens",
+        ),
+        defaulted(
+            "metadata",
+            Shape::Object(&metadata::METADATA),
+            DefaultValue::EmptyObject,
+            "description and labels, authored only",
+        ),
+        required(
+            "release",
+            Shape::Union(&release::RELEASE),
+            "source or pinned",
+        ),
+        required(
+            "runtime",
+            Shape::Union(&runtime::RUNTIME),
+            "JavaScript or native image",
+        ),
+        required(
+            "execution",
+            Shape::Union(&execution::EXECUTION),
+            "once, continuous or interval",
+        ),
+        required(
+            "deployment",
+            Shape::Object(&deployment::DEPLOYMENT),
+            "jobs, paid window, placement, lifecycle, spend",
+        ),
+        optional(
+            "access",
+            Shape::Object(&access::ACCESS),
+            "managed runtime SSH only",
+        ),
+        defaulted(
+            "configuration",
+            Shape::Object(&configuration::CONFIGURATION),
+            DefaultValue::EmptyObject,
+            "variables and secrets",
+        ),
+        defaulted(
+            "observability",
+            Shape::Object(&observability::OBSERVABILITY),
+            DefaultValue::EmptyObject,
+            "managed logging",
+        ),
+        required(
+            "state",
+            Shape::Union(&observability::STATE),
+            "exactly `{mode: off}`",
+        ),
+        defaulted(
+            "debug",
+            Shape::Object(&observability::DEBUG),
+            DefaultValue::EmptyObject,
+            "diagnostic hold, fixtures only",
+        ),
+    ],
+    min_fields: 0,
+    refused: &[
+        SERVER_OWNED,
+        &[Refused {
+            name: "applicationUid",
+            code: Code::UnknownField,
+            message: "unknown field \"applicationUid\": V5 manifests do not carry the server-issued identity; remove it",
+        }],
+    ],
+};
+
+/// A valid Manifest V5 with every default filled in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestV5 {
+    /// `svc.application-manifest`.
+    pub schema: String,
+    /// 5.
+    pub schema_version: u8,
+    /// The application's slug.
+    pub application_id: String,
+    /// Authored metadata.
+    pub metadata: metadata::Metadata,
+    /// What runs.
+    pub release: release::Release,
+    /// How it runs.
+    pub runtime: runtime::Runtime,
+    /// When it runs.
+    pub execution: execution::Execution,
+    /// How it is deployed.
+    pub deployment: deployment::Deployment,
+    /// Managed runtime SSH.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<access::Access>,
+    /// Variables and secrets.
+    pub configuration: configuration::Configuration,
+    /// Managed logging.
+    pub observability: observability::Observability,
+    /// Durable state (always off).
+    pub state: observability::State,
+    /// Diagnostic hold.
+    pub debug: observability::Debug,
+}
+
+/// The sections layer 2 reads; each is present when it passed layer 1.
+struct Parts<'a> {
+    runtime: Option<&'a runtime::Runtime>,
+    execution: Option<&'a execution::Execution>,
+    deployment: Option<&'a deployment::Deployment>,
+    access: Option<&'a access::Access>,
+    configuration: Option<&'a configuration::Configuration>,
+}
+
+fn check(p: &Parts<'_>, out: &mut Vec<Diagnostic>) {
+    if let Some(d) = p.deployment {
+        deployment::check(d, p.execution, out);
+    }
+    if let (Some(_), Some(runtime::Runtime::Javascript { .. })) = (p.access, p.runtime) {
+        out.push(Diagnostic::error(
+            Layer::Semantic,
+            Code::AccessRequiresNativeImage,
+            "/access",
+            "managed runtime SSH is valid only with `runtime.kind: native_image`; remove `access` or use a native image",
+        ));
+    }
+    if let Some(c) = p.configuration {
+        configuration::check(c, out);
+    }
+}
+
+/// Layer 2 over a document that went through layer 1. Returns the model when the whole
+/// document passed layer 1.
+pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) -> Option<ManifestV5> {
+    let sections = Sections::new(root, out);
+    if sections.all_clean() {
+        let m: ManifestV5 = model(root, "", out)?;
+        let parts = Parts {
+            runtime: Some(&m.runtime),
+            execution: Some(&m.execution),
+            deployment: Some(&m.deployment),
+            access: m.access.as_ref(),
+            configuration: Some(&m.configuration),
+        };
+        check(&parts, out);
+        return Some(m);
+    }
+    let runtime = sections.read("runtime", out);
+    let execution = sections.read("execution", out);
+    let deployment = sections.read("deployment", out);
+    let access: Option<access::Access> = sections.read("access", out);
+    let configuration = sections.read("configuration", out);
+    let parts = Parts {
+        runtime: runtime.as_ref(),
+        execution: execution.as_ref(),
+        deployment: deployment.as_ref(),
+        access: access.as_ref(),
+        configuration: configuration.as_ref(),
+    };
+    check(&parts, out);
+    None
+}

@@ -1,0 +1,193 @@
+//! The offline pipeline `svc manifest validate` runs: read (JSON or YAML), pick the version,
+//! layer 1 (strict schema, defaults), layer 2 (cross-field rules), then place every diagnostic
+//! in the source and sort them into document order.
+
+use serde::Serialize;
+
+use crate::check::check_document;
+use crate::diagnostic::{Anchor, Code, Diagnostic, Layer};
+use crate::digest::canonical_digest;
+use crate::source::{Format, LineIndex, Parsed, decode};
+use crate::tree::{Node, Number, Span, Value};
+use crate::{json, v4, v5, yaml};
+
+/// A valid manifest, fully defaulted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Manifest {
+    /// Manifest V4.
+    V4(v4::ManifestV4),
+    /// Manifest V5.
+    V5(v5::ManifestV5),
+}
+
+/// The outcome of validating one document.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The syntax the document was read as (none if it could not be decoded).
+    pub format: Option<Format>,
+    /// 4 or 5 once read from `schemaVersion`.
+    pub schema_version: Option<u8>,
+    /// `sha256:` of the canonical JSON of the document as authored, when it was read without
+    /// a parse-level error.
+    pub authored_digest: Option<String>,
+    /// Every problem, in document order.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The defaulted model, when the document is valid.
+    pub manifest: Option<Manifest>,
+}
+
+impl Report {
+    /// Valid: the version is known and there is no error (warnings allowed).
+    pub fn is_valid(&self) -> bool {
+        self.manifest.is_some() && !self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Validates one document (layers 1 and 2). Never panics, whatever the bytes.
+pub fn validate(bytes: &[u8]) -> Report {
+    let mut report = Report {
+        format: None,
+        schema_version: None,
+        authored_digest: None,
+        diagnostics: Vec::new(),
+        manifest: None,
+    };
+    let text = match decode(bytes) {
+        Ok(text) => text,
+        Err(d) => {
+            report.diagnostics.push(d);
+            return report;
+        }
+    };
+    let format = Format::detect(text);
+    report.format = Some(format);
+    let Parsed {
+        root,
+        diagnostics,
+        stand_ins,
+    } = match format {
+        Format::Json => json::parse(text),
+        Format::Yaml => yaml::parse(text),
+    };
+    report.diagnostics = diagnostics;
+    if let Some(root) = root {
+        run(root, format, &stand_ins, &mut report);
+    }
+    place(text, &mut report.diagnostics);
+    report
+}
+
+fn run(mut root: Node, format: Format, stand_ins: &[String], report: &mut Report) {
+    if !matches!(root.value, Value::Object(_)) {
+        let message = format!("a manifest is an object, found {}", root.value.kind());
+        report.diagnostics.push(Diagnostic::error(
+            Layer::Schema,
+            Code::RootNotObject,
+            "",
+            message,
+        ));
+        return;
+    }
+    if report.diagnostics.is_empty() {
+        report.authored_digest = canonical_digest(&root);
+    }
+    let version = match root.get("schemaVersion").map(|n| &n.value) {
+        None => {
+            report.diagnostics.push(Diagnostic::error(
+                Layer::Schema,
+                Code::MissingRequiredField,
+                "/schemaVersion",
+                "missing required field \"schemaVersion\": 4 or 5",
+            ));
+            return;
+        }
+        Some(Value::Number(Number::Integer(4))) => 4,
+        Some(Value::Number(Number::Integer(5))) => 5,
+        Some(other) => {
+            let shown = match other {
+                Value::Number(Number::Integer(i)) => i.to_string(),
+                Value::Number(Number::Float(f)) => format!("{f:?}"),
+                Value::String(s) => format!("\"{s}\" (a string)"),
+                v => v.kind().to_owned(),
+            };
+            report.diagnostics.push(Diagnostic::error(
+                Layer::Schema,
+                Code::UnsupportedSchemaVersion,
+                "/schemaVersion",
+                format!("schemaVersion {shown} is not supported; use the integer 4 or 5"),
+            ));
+            return;
+        }
+    };
+    report.schema_version = Some(version);
+    if version == 4 && format == Format::Yaml {
+        report.diagnostics.push(Diagnostic::error(
+            Layer::Schema,
+            Code::YamlNotSupportedForV4,
+            "/schemaVersion",
+            "Manifest V4 is JSON only; write this document as JSON, or move it to schemaVersion 5",
+        ));
+        return;
+    }
+
+    let shape = if version == 4 {
+        &v4::MANIFEST
+    } else {
+        &v5::MANIFEST
+    };
+    let mut schema = Vec::new();
+    check_document(&mut root, shape, &mut schema);
+    // A stand-in (an alias read as null) is already reported; do not report it again.
+    schema.retain(|d| {
+        !stand_ins
+            .iter()
+            .any(|s| d.pointer == *s || d.pointer.starts_with(&format!("{s}/")))
+    });
+    report.diagnostics.append(&mut schema);
+
+    report.manifest = if version == 4 {
+        v4::semantic(&root, &mut report.diagnostics).map(Manifest::V4)
+    } else {
+        v5::semantic(&root, &mut report.diagnostics).map(Manifest::V5)
+    };
+    if report.diagnostics.iter().any(Diagnostic::is_error) {
+        report.manifest = None;
+    }
+    locate(&root, &mut report.diagnostics);
+}
+
+/// Gives each diagnostic without a span the span its pointer names: the key for problems with
+/// the key itself, the value otherwise, and for a missing field the object it belongs in.
+fn locate(root: &Node, diagnostics: &mut [Diagnostic]) {
+    for d in diagnostics.iter_mut().filter(|d| d.span.is_none()) {
+        let r = root.resolve(&d.pointer);
+        let span = match (r.complete, d.anchor, r.member) {
+            (true, Anchor::Key, Some(m)) => m.key_span,
+            (true, _, _) => r.node.span,
+            (false, _, Some(m)) => m.key_span,
+            (false, _, None) => Span {
+                start: r.node.span.start,
+                end: r.node.span.start.saturating_add(1),
+            },
+        };
+        d.span = Some(span);
+    }
+}
+
+/// Adds line and column, and sorts into document order (stable, so problems at one place keep
+/// the order they were found in).
+fn place(text: &str, diagnostics: &mut [Diagnostic]) {
+    if diagnostics.is_empty() {
+        return;
+    }
+    let index = LineIndex::new(text);
+    for d in diagnostics.iter_mut() {
+        if let Some(span) = d.span {
+            let (line, column) = index.position(span.start as usize);
+            d.line = Some(line);
+            d.column = Some(column);
+        }
+    }
+    diagnostics.sort_by_key(|d| d.span.map_or(0, |s| s.start));
+}
