@@ -13,8 +13,6 @@ use std::process::ExitCode;
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Manifest {
-            command: ManifestCommand::Validate { file, format },
-        } => manifest::validate(&file, format),
+        Command::Manifest { command: ManifestCommand::Validate { file, format } } => manifest::validate(&file, format),
     }
 }

@@ -23,11 +23,7 @@ pub(crate) fn validate(path: &Path, format: OutputFormat) -> ExitCode {
         OutputFormat::Text => render_text(&report, &name, &bytes),
     };
     print!("{output}");
-    if report.is_valid() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 /// Reads at most one byte past the input limit, so an oversized input is reported as
@@ -43,13 +39,10 @@ fn read_input(path: &Path) -> Result<(String, Vec<u8>), String> {
             .map_err(|e| format!("cannot read standard input: {e}"))?;
         return Ok(("<stdin>".to_owned(), bytes));
     }
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if file.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(format!("cannot read {}: it is a directory", path.display()));
     }
-    file.take(limit)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    file.take(limit).read_to_end(&mut bytes).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     Ok((path.display().to_string(), bytes))
 }

@@ -6,21 +6,13 @@ use std::collections::HashSet;
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::shape::{
-    ArrayShape, DefaultValue, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat,
-    StrShape, UnionShape,
+    ArrayShape, DefaultValue, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat, StrShape, UnionShape,
 };
 use crate::tree::{Member, Node, Number, PointerBuf, Value};
 
 /// Checks `root` against `shape`, appending problems to `out` and filling defaults in place.
-pub(crate) fn check_document(
-    root: &mut Node,
-    shape: &'static ObjectShape,
-    out: &mut Vec<Diagnostic>,
-) {
-    let mut walker = Walker {
-        out,
-        ptr: PointerBuf::default(),
-    };
+pub(crate) fn check_document(root: &mut Node, shape: &'static ObjectShape, out: &mut Vec<Diagnostic>) {
+    let mut walker = Walker { out, ptr: PointerBuf::default() };
     walker.object(root, shape);
 }
 
@@ -39,9 +31,7 @@ impl Walker<'_> {
             }
             Shape::AlwaysTrue(why) => match node.value {
                 Value::Bool(true) => {}
-                Value::Bool(false) => {
-                    self.error(Code::InvalidValue, format!("must be true: {why}"))
-                }
+                Value::Bool(false) => self.error(Code::InvalidValue, format!("must be true: {why}")),
                 _ => self.wrong_type(node, "the boolean true", None),
             },
             Shape::Integer(bounds) => self.integer(node, bounds),
@@ -84,19 +74,13 @@ impl Walker<'_> {
         if let Some(max) = rule.max_chars
             && chars > max
         {
-            return self.error(
-                Code::TooLong,
-                format!("is {chars} characters long; the limit is {max}"),
-            );
+            return self.error(Code::TooLong, format!("is {chars} characters long; the limit is {max}"));
         }
         match rule.format {
             StrFormat::Any => {}
             StrFormat::Const(expected) => {
                 if s != expected {
-                    self.error(
-                        Code::InvalidValue,
-                        format!("\"{s}\" is not allowed; the only value is \"{expected}\""),
-                    );
+                    self.error(Code::InvalidValue, format!("\"{s}\" is not allowed; the only value is \"{expected}\""));
                 }
             }
             StrFormat::Enum(values) => {
@@ -110,10 +94,7 @@ impl Walker<'_> {
             }
             StrFormat::Pattern(p) => {
                 if !(p.check)(s) {
-                    self.error(
-                        Code::InvalidFormat,
-                        format!("\"{}\" is not {}", shorten(s), p.describe),
-                    );
+                    self.error(Code::InvalidFormat, format!("\"{}\" is not {}", shorten(s), p.describe));
                 }
             }
         }
@@ -122,30 +103,20 @@ impl Walker<'_> {
     fn array(&mut self, node: &mut Node, rule: &ArrayShape) {
         let Value::Array(items) = &mut node.value else {
             let kind = node.value.kind();
-            return self.error(
-                Code::InvalidType,
-                format!("expected an array, found {kind}"),
-            );
+            return self.error(Code::InvalidType, format!("expected an array, found {kind}"));
         };
         if items.len() < rule.min_items {
             let message = if rule.min_items == 1 {
                 "must not be empty; add at least one item".to_owned()
             } else {
-                format!(
-                    "has {} items; at least {} are required",
-                    items.len(),
-                    rule.min_items
-                )
+                format!("has {} items; at least {} are required", items.len(), rule.min_items)
             };
             self.error(Code::TooFewItems, message);
         }
         if let Some(max) = rule.max_items
             && items.len() > max
         {
-            self.error(
-                Code::TooManyItems,
-                format!("has {} items; the limit is {max}", items.len()),
-            );
+            self.error(Code::TooManyItems, format!("has {} items; the limit is {max}", items.len()));
         }
         let mut seen: HashSet<&str> = HashSet::new();
         let mut duplicates = Vec::new();
@@ -165,10 +136,7 @@ impl Walker<'_> {
             if dups.peek().is_some_and(|(d, _)| *d == i)
                 && let Some((_, s)) = dups.next()
             {
-                self.error(
-                    Code::DuplicateItem,
-                    format!("\"{s}\" is listed twice; items must be distinct"),
-                );
+                self.error(Code::DuplicateItem, format!("\"{s}\" is listed twice; items must be distinct"));
             }
             self.ptr.truncate(mark);
         }
@@ -177,10 +145,7 @@ impl Walker<'_> {
     fn map(&mut self, node: &mut Node, rule: &MapShape) {
         let Value::Object(members) = &mut node.value else {
             let kind = node.value.kind();
-            return self.error(
-                Code::InvalidType,
-                format!("expected an object, found {kind}"),
-            );
+            return self.error(Code::InvalidType, format!("expected an object, found {kind}"));
         };
         for m in members.iter_mut() {
             let mark = self.ptr.push(&m.key);
@@ -195,10 +160,7 @@ impl Walker<'_> {
     fn object(&mut self, node: &mut Node, shape: &ObjectShape) {
         if !matches!(node.value, Value::Object(_)) {
             let kind = node.value.kind();
-            return self.error(
-                Code::InvalidType,
-                format!("expected an object ({}), found {kind}", shape.name),
-            );
+            return self.error(Code::InvalidType, format!("expected an object ({}), found {kind}", shape.name));
         }
         self.members(node, shape, None);
     }
@@ -206,56 +168,32 @@ impl Walker<'_> {
     fn union(&mut self, node: &mut Node, union: &UnionShape) {
         let Value::Object(members) = &node.value else {
             let kind = node.value.kind();
-            return self.error(
-                Code::InvalidType,
-                format!("expected an object ({}), found {kind}", union.name),
-            );
+            return self.error(Code::InvalidType, format!("expected an object ({}), found {kind}", union.name));
         };
         let values = quoted_list(&union.values());
         let Some(tag) = members.iter().find(|m| m.key == union.tag) else {
             let pointer = self.ptr.join(union.tag);
-            let message = format!(
-                "missing required field \"{}\": the {} is one of {values}",
-                union.tag, union.name
-            );
-            self.out.push(Diagnostic::error(
-                Layer::Schema,
-                Code::MissingRequiredField,
-                pointer,
-                message,
-            ));
+            let message = format!("missing required field \"{}\": the {} is one of {values}", union.tag, union.name);
+            self.out.push(Diagnostic::error(Layer::Schema, Code::MissingRequiredField, pointer, message));
             return;
         };
         let arm = match &tag.value.value {
             Value::String(s) => match union.arm(s) {
                 Some(arm) => arm,
                 None => {
-                    let mut message = format!(
-                        "\"{s}\" is not a {} {}; use one of {values}",
-                        union.name, union.tag
-                    );
+                    let mut message = format!("\"{s}\" is not a {} {}; use one of {values}", union.name, union.tag);
                     if let Some(close) = suggest(s, union.values().into_iter()) {
                         message.push_str(&format!(" (did you mean \"{close}\"?)"));
                     }
                     let pointer = self.ptr.join(union.tag);
-                    self.out.push(Diagnostic::error(
-                        Layer::Schema,
-                        Code::UnknownVariant,
-                        pointer,
-                        message,
-                    ));
+                    self.out.push(Diagnostic::error(Layer::Schema, Code::UnknownVariant, pointer, message));
                     return;
                 }
             },
             other => {
                 let message = format!("expected a string ({values}), found {}", other.kind());
                 let pointer = self.ptr.join(union.tag);
-                self.out.push(Diagnostic::error(
-                    Layer::Schema,
-                    Code::InvalidType,
-                    pointer,
-                    message,
-                ));
+                self.out.push(Diagnostic::error(Layer::Schema, Code::InvalidType, pointer, message));
                 return;
             }
         };
@@ -278,13 +216,8 @@ impl Walker<'_> {
                         m.key
                     );
                     self.out.push(
-                        Diagnostic::warning(
-                            Layer::Schema,
-                            Code::DeprecatedManifestField,
-                            self.ptr.as_str(),
-                            message,
-                        )
-                        .on_key(),
+                        Diagnostic::warning(Layer::Schema, Code::DeprecatedManifestField, self.ptr.as_str(), message)
+                            .on_key(),
                     );
                 }
                 self.value(&mut m.value, &field.shape);
@@ -303,28 +236,15 @@ impl Walker<'_> {
                 Presence::Optional => {}
                 Presence::Required => {
                     let pointer = self.ptr.join(field.name);
-                    let message =
-                        format!("missing required field \"{}\" ({})", field.name, field.doc);
-                    self.out.push(Diagnostic::error(
-                        Layer::Schema,
-                        Code::MissingRequiredField,
-                        pointer,
-                        message,
-                    ));
+                    let message = format!("missing required field \"{}\" ({})", field.name, field.doc);
+                    self.out.push(Diagnostic::error(Layer::Schema, Code::MissingRequiredField, pointer, message));
                 }
                 Presence::Default(default) => {
-                    let mut value = Node {
-                        span,
-                        value: default_value(default, &field.shape),
-                    };
+                    let mut value = Node { span, value: default_value(default, &field.shape) };
                     let mark = self.ptr.push(field.name);
                     self.value(&mut value, &field.shape);
                     self.ptr.truncate(mark);
-                    members.push(Member {
-                        key: field.name.to_owned(),
-                        key_span: span,
-                        value,
-                    });
+                    members.push(Member { key: field.name.to_owned(), key_span: span, value });
                 }
             }
         }
@@ -333,29 +253,18 @@ impl Walker<'_> {
         }
         if count < shape.min_fields {
             let names: Vec<&str> = shape.fields.iter().map(|f| f.name).collect();
-            self.error(
-                Code::EmptyObject,
-                format!("must contain at least one of {}", quoted_list(&names)),
-            );
+            self.error(Code::EmptyObject, format!("must contain at least one of {}", quoted_list(&names)));
         }
     }
 
     /// Reports a member the object does not have: a refused name with its own message, a field
     /// of another union arm, or an unknown field with a near-miss suggestion.
     fn unexpected(&mut self, key: &str, shape: &ObjectShape, arm: Option<(&UnionShape, &str)>) {
-        if let Some(refused) = shape
-            .refused
-            .iter()
-            .flat_map(|list| list.iter())
-            .find(|r| r.name == key)
-        {
+        if let Some(refused) = shape.refused.iter().flat_map(|list| list.iter()).find(|r| r.name == key) {
             return self.key_error(refused.code, refused.message.to_owned());
         }
         if let Some((union, chosen)) = arm
-            && let Some(other) = union
-                .arms
-                .iter()
-                .find(|a| a.object.fields.iter().any(|f| f.name == key))
+            && let Some(other) = union.arms.iter().find(|a| a.object.fields.iter().any(|f| f.name == key))
         {
             let message = format!(
                 "\"{key}\" belongs to {} {} \"{}\", not \"{chosen}\"; the arms of a union do not mix",
@@ -363,11 +272,7 @@ impl Walker<'_> {
             );
             return self.key_error(Code::ForeignArmField, message);
         }
-        let names = shape
-            .fields
-            .iter()
-            .map(|f| f.name)
-            .chain(arm.map(|(u, _)| u.tag));
+        let names = shape.fields.iter().map(|f| f.name).chain(arm.map(|(u, _)| u.tag));
         let mut message = format!("unknown field \"{key}\"");
         if let Some(close) = suggest(key, names) {
             message.push_str(&format!("; did you mean \"{close}\"?"));
@@ -385,15 +290,12 @@ impl Walker<'_> {
     fn wrong_type(&mut self, node: &Node, expected: &str, hint: Option<&str>) {
         let mut message = format!("expected {expected}, found {}", node.value.kind());
         if let Value::Number(Number::Float(f)) = node.value {
-            message =
-                format!("expected {expected}, found {f} (a number with a fraction or exponent)");
+            message = format!("expected {expected}, found {f} (a number with a fraction or exponent)");
         }
         if let (Value::String(s), "a boolean (true or false)") = (&node.value, expected)
             && ["yes", "no", "on", "off", "y", "n"].contains(&s.to_ascii_lowercase().as_str())
         {
-            message.push_str(&format!(
-                "; in YAML 1.2 \"{s}\" is a string, write true or false"
-            ));
+            message.push_str(&format!("; in YAML 1.2 \"{s}\" is a string, write true or false"));
         }
         if let Some(hint) = hint {
             message.push_str("; ");
@@ -403,17 +305,11 @@ impl Walker<'_> {
     }
 
     fn error(&mut self, code: Code, message: String) {
-        self.out.push(Diagnostic::error(
-            Layer::Schema,
-            code,
-            self.ptr.as_str(),
-            message,
-        ));
+        self.out.push(Diagnostic::error(Layer::Schema, code, self.ptr.as_str(), message));
     }
 
     fn key_error(&mut self, code: Code, message: String) {
-        self.out
-            .push(Diagnostic::error(Layer::Schema, code, self.ptr.as_str(), message).on_key());
+        self.out.push(Diagnostic::error(Layer::Schema, code, self.ptr.as_str(), message).on_key());
     }
 }
 
@@ -429,15 +325,8 @@ fn default_value(default: DefaultValue, shape: &Shape) -> Value {
                 Shape::Union(u) => u.tag,
                 _ => "mode",
             };
-            let node = Node {
-                span: Default::default(),
-                value: Value::String(value.to_owned()),
-            };
-            Value::Object(vec![Member {
-                key: tag.to_owned(),
-                key_span: Default::default(),
-                value: node,
-            }])
+            let node = Node { span: Default::default(), value: Value::String(value.to_owned()) };
+            Value::Object(vec![Member { key: tag.to_owned(), key_span: Default::default(), value: node }])
         }
     }
 }
@@ -459,18 +348,11 @@ pub(crate) fn quoted_list(values: &[&str]) -> String {
 /// Long values are cut in messages so one diagnostic stays one line.
 fn shorten(s: &str) -> String {
     const MAX: usize = 80;
-    if s.chars().count() <= MAX {
-        s.to_owned()
-    } else {
-        format!("{}...", s.chars().take(MAX).collect::<String>())
-    }
+    if s.chars().count() <= MAX { s.to_owned() } else { format!("{}...", s.chars().take(MAX).collect::<String>()) }
 }
 
 /// The closest candidate to a misspelling, if one is close enough to be a likely typo.
-pub(crate) fn suggest<'a>(
-    input: &str,
-    candidates: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub(crate) fn suggest<'a>(input: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let lower = input.to_ascii_lowercase();
     candidates
         .map(|c| (strsim::jaro_winkler(&lower, &c.to_ascii_lowercase()), c))
@@ -486,14 +368,8 @@ pub(crate) fn defaults_are_valid(shape: &'static ObjectShape) -> Vec<Diagnostic>
     fn fields(fs: &'static [crate::shape::Field], out: &mut Vec<Diagnostic>) {
         for f in fs {
             if let Presence::Default(d) = f.presence {
-                let mut node = Node {
-                    span: Default::default(),
-                    value: default_value(d, &f.shape),
-                };
-                let mut w = Walker {
-                    out,
-                    ptr: PointerBuf::default(),
-                };
+                let mut node = Node { span: Default::default(), value: default_value(d, &f.shape) };
+                let mut w = Walker { out, ptr: PointerBuf::default() };
                 w.ptr.push(f.name);
                 w.value(&mut node, &f.shape);
             }

@@ -2,9 +2,7 @@
 //! `serde_json::Value`. Strictness is layer 1's job: by the time this runs the tree has the
 //! model's shape, so a failure here is an internal error, never the author's.
 
-use serde::de::{
-    self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor,
-};
+use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::tree::{Member, Node, Number, Value};
 
@@ -39,10 +37,7 @@ impl<'de> de::Deserializer<'de> for &'de Node {
             Value::Number(Number::Float(f)) => visitor.visit_f64(*f),
             Value::String(s) => visitor.visit_borrowed_str(s),
             Value::Array(items) => visitor.visit_seq(Items(items.iter())),
-            Value::Object(members) => visitor.visit_map(Members {
-                iter: members.iter(),
-                value: None,
-            }),
+            Value::Object(members) => visitor.visit_map(Members { iter: members.iter(), value: None }),
         }
     }
 
@@ -78,10 +73,7 @@ struct Items<'de>(std::slice::Iter<'de, Node>);
 impl<'de> SeqAccess<'de> for Items<'de> {
     type Error = ModelError;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(
-        &mut self,
-        seed: T,
-    ) -> Result<Option<T::Value>, ModelError> {
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, ModelError> {
         self.0.next().map(|n| seed.deserialize(n)).transpose()
     }
 }
@@ -94,10 +86,7 @@ struct Members<'de> {
 impl<'de> MapAccess<'de> for Members<'de> {
     type Error = ModelError;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, ModelError> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, ModelError> {
         match self.iter.next() {
             Some(m) => {
                 self.value = Some(&m.value);
@@ -109,10 +98,7 @@ impl<'de> MapAccess<'de> for Members<'de> {
         }
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(
-        &mut self,
-        seed: V,
-    ) -> Result<V::Value, ModelError> {
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, ModelError> {
         match self.value.take() {
             Some(v) => seed.deserialize(v),
             None => Err(de::Error::custom("value requested before key")),

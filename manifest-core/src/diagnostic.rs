@@ -231,12 +231,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// An error at `pointer`.
-    pub fn error(
-        layer: Layer,
-        code: Code,
-        pointer: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn error(layer: Layer, code: Code, pointer: impl Into<String>, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Error,
             code,
@@ -251,16 +246,8 @@ impl Diagnostic {
     }
 
     /// A warning at `pointer`.
-    pub fn warning(
-        layer: Layer,
-        code: Code,
-        pointer: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Self {
-        Diagnostic {
-            severity: Severity::Warning,
-            ..Diagnostic::error(layer, code, pointer, message)
-        }
+    pub fn warning(layer: Layer, code: Code, pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(layer, code, pointer, message) }
     }
 
     /// The same diagnostic with an explicit source span.

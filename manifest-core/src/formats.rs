@@ -56,8 +56,7 @@ pub static REPOSITORY: Pattern = Pattern {
     describe: "`owner/repository`",
     regex: "^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",
     check: |s| {
-        let part =
-            |p: &str| !p.is_empty() && all(p, |b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+        let part = |p: &str| !p.is_empty() && all(p, |b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
         s.split_once('/').is_some_and(|(o, r)| part(o) && part(r))
     },
     exact: true,
@@ -67,10 +66,7 @@ pub static REPOSITORY: Pattern = Pattern {
 pub static GIT_REF: Pattern = Pattern {
     describe: "a git ref such as `refs/heads/main` (no white space)",
     regex: "^refs/[^ \\t\\n\\f\\r]+$",
-    check: |s| {
-        s.strip_prefix("refs/")
-            .is_some_and(|r| !r.is_empty() && all(r, |b| !b.is_ascii_whitespace()))
-    },
+    check: |s| s.strip_prefix("refs/").is_some_and(|r| !r.is_empty() && all(r, |b| !b.is_ascii_whitespace())),
     exact: true,
 };
 
@@ -86,8 +82,7 @@ pub static WORKFLOW_REF: Pattern = Pattern {
             return false;
         }
         let mut parts = path.splitn(3, '/');
-        let (Some(owner), Some(repo), Some(file)) = (parts.next(), parts.next(), parts.next())
-        else {
+        let (Some(owner), Some(repo), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
             return false;
         };
         !owner.is_empty() && !repo.is_empty() && !file.is_empty()
@@ -101,10 +96,7 @@ pub static SAFE_RELATIVE_PATH: Pattern = Pattern {
     // `^SEG(/SEG)*$`, SEG being neither `.` nor `..` and free of `/` and `\`.
     regex: "^(?:[^/\\\\.][^/\\\\]*|\\.[^/\\\\.][^/\\\\]*|\\.\\.[^/\\\\]+)(?:/(?:[^/\\\\.][^/\\\\]*|\\.[^/\\\\.][^/\\\\]*|\\.\\.[^/\\\\]+))*$",
     check: |s| {
-        !s.is_empty()
-            && !s.contains('\\')
-            && s.split('/')
-                .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+        !s.is_empty() && !s.contains('\\') && s.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
     },
     exact: true,
 };
@@ -126,12 +118,8 @@ pub static ABSOLUTE_PATH: Pattern = Pattern {
 };
 
 /// An HTTP path.
-pub static HTTP_PATH: Pattern = Pattern {
-    describe: "an HTTP path beginning with `/`",
-    regex: "^/",
-    check: |s| s.starts_with('/'),
-    exact: true,
-};
+pub static HTTP_PATH: Pattern =
+    Pattern { describe: "an HTTP path beginning with `/`", regex: "^/", check: |s| s.starts_with('/'), exact: true };
 
 /// A canonical IPFS address.
 pub static IPFS_CID: Pattern = Pattern {
@@ -157,9 +145,8 @@ pub static SHA256_DIGEST: Pattern = Pattern {
     describe: "`sha256:` followed by 64 lowercase hex digits",
     regex: "^sha256:[0-9a-f]{64}$",
     check: |s| {
-        s.strip_prefix("sha256:").is_some_and(|h| {
-            h.len() == 64 && all(h, |b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        })
+        s.strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && all(h, |b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
     },
     exact: true,
 };
@@ -194,10 +181,7 @@ pub static VERSIONED_CATALOG: Pattern = Pattern {
     regex: "^[^\\n]+\\.v[0-9]+$",
     check: |s| {
         s.rsplit_once(".v").is_some_and(|(name, v)| {
-            !name.is_empty()
-                && !name.contains('\n')
-                && !v.is_empty()
-                && all(v, |b| b.is_ascii_digit())
+            !name.is_empty() && !name.contains('\n') && !v.is_empty() && all(v, |b| b.is_ascii_digit())
         })
     },
     exact: true,
@@ -209,9 +193,7 @@ pub static VARIABLE_NAME_V4: Pattern = Pattern {
     regex: "^[A-Za-z_][A-Za-z0-9_]{0,127}$",
     check: |s| {
         (1..=128).contains(&s.len())
-            && s.as_bytes()
-                .first()
-                .is_some_and(|&b| b.is_ascii_alphabetic() || b == b'_')
+            && s.as_bytes().first().is_some_and(|&b| b.is_ascii_alphabetic() || b == b'_')
             && all(s, |b| b.is_ascii_alphanumeric() || b == b'_')
     },
     exact: true,
@@ -223,12 +205,8 @@ pub static ENV_NAME_V5: Pattern = Pattern {
     regex: "^[A-Z_][A-Z0-9_]{0,127}$",
     check: |s| {
         (1..=128).contains(&s.len())
-            && s.as_bytes()
-                .first()
-                .is_some_and(|&b| b.is_ascii_uppercase() || b == b'_')
-            && all(s, |b| {
-                b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'
-            })
+            && s.as_bytes().first().is_some_and(|&b| b.is_ascii_uppercase() || b == b'_')
+            && all(s, |b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
     },
     exact: true,
 };
@@ -237,9 +215,7 @@ pub static ENV_NAME_V5: Pattern = Pattern {
 pub static SECRET_ID: Pattern = Pattern {
     describe: "1-127 letters, digits, `.`, `_` or `-`",
     regex: "^[A-Za-z0-9._-]{1,127}$",
-    check: |s| {
-        (1..=127).contains(&s.len()) && all(s, |b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-    },
+    check: |s| (1..=127).contains(&s.len()) && all(s, |b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
     exact: true,
 };
 
@@ -249,10 +225,7 @@ pub static IMAGE_VERSION: Pattern = Pattern {
     regex: "^[0-9]+(?:\\.[0-9]+){0,2}$",
     check: |s| {
         let parts: Vec<&str> = s.split('.').collect();
-        parts.len() <= 3
-            && parts
-                .iter()
-                .all(|p| !p.is_empty() && all(p, |b| b.is_ascii_digit()))
+        parts.len() <= 3 && parts.iter().all(|p| !p.is_empty() && all(p, |b| b.is_ascii_digit()))
     },
     exact: true,
 };
@@ -290,8 +263,7 @@ pub static BYTE_SIZE: Pattern = Pattern {
             return false;
         };
         let (n, unit) = s.split_at(unit_at);
-        canonical_digits(n)
-            && ["B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB"].contains(&unit)
+        canonical_digits(n) && ["B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB"].contains(&unit)
     },
     exact: true,
 };
@@ -307,30 +279,17 @@ pub static UTC_BOUND: Pattern = Pattern {
 
 fn is_utc_bound(s: &str) -> bool {
     let b = s.as_bytes();
-    if b.len() != 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-        || b[19] != b'Z'
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z'
     {
         return false;
     }
     let num = |r: std::ops::Range<usize>| -> Option<u32> {
         let part = s.get(r)?;
-        all(part, |c| c.is_ascii_digit())
-            .then(|| part.parse().ok())
-            .flatten()
+        all(part, |c| c.is_ascii_digit()).then(|| part.parse().ok()).flatten()
     };
-    let (Some(y), Some(mo), Some(d), Some(h), Some(mi), Some(se)) = (
-        num(0..4),
-        num(5..7),
-        num(8..10),
-        num(11..13),
-        num(14..16),
-        num(17..19),
-    ) else {
+    let (Some(y), Some(mo), Some(d), Some(h), Some(mi), Some(se)) =
+        (num(0..4), num(5..7), num(8..10), num(11..13), num(14..16), num(17..19))
+    else {
         return false;
     };
     let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
@@ -380,22 +339,10 @@ mod tests {
             (&ENTRYPOINT_FILE, "a/../x.js", false),
             (&ENTRYPOINT_FILE, "/x.js", false),
             (&ENTRYPOINT_FILE, "..x/y.js", true),
-            (
-                &WORKFLOW_REF,
-                "acme/shop/.github/workflows/build.yml@refs/heads/main",
-                true,
-            ),
+            (&WORKFLOW_REF, "acme/shop/.github/workflows/build.yml@refs/heads/main", true),
             (&WORKFLOW_REF, "acme/shop@refs/heads/main", false),
-            (
-                &IPFS_CID,
-                "ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi",
-                true,
-            ),
-            (
-                &IPFS_CID,
-                "ipfs://QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG",
-                true,
-            ),
+            (&IPFS_CID, "ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi", true),
+            (&IPFS_CID, "ipfs://QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG", true),
             (&IPFS_CID, "ipfs://bafy/path", false),
             (&IMAGE_VERSION, "20.11.1", true),
             (&IMAGE_VERSION, "20.11.1.1", false),

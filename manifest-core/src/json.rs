@@ -13,28 +13,14 @@ use crate::tree::{Member, Node, Number, PointerBuf, Span, Value};
 
 /// Reads `text` as one JSON value.
 pub(crate) fn parse(text: &str) -> Parsed {
-    let mut reader = Reader {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
-        path: Vec::new(),
-        problems: Vec::new(),
-    };
+    let mut reader = Reader { text, bytes: text.as_bytes(), pos: 0, path: Vec::new(), problems: Vec::new() };
     let result = reader.document();
     let mut diagnostics = reader.problems;
     match result {
-        Ok(root) => Parsed {
-            root: Some(root),
-            diagnostics,
-            ..Parsed::default()
-        },
+        Ok(root) => Parsed { root: Some(root), diagnostics, ..Parsed::default() },
         Err(fatal) => {
             diagnostics.push(fatal);
-            Parsed {
-                root: None,
-                diagnostics,
-                ..Parsed::default()
-            }
+            Parsed { root: None, diagnostics, ..Parsed::default() }
         }
     }
 }
@@ -66,13 +52,8 @@ impl<'a> Reader<'a> {
     fn document(&mut self) -> Result<Node, Fatal> {
         self.skip_ws();
         if self.pos == self.bytes.len() {
-            return Err(Diagnostic::error(
-                Layer::Schema,
-                Code::EmptyDocument,
-                "",
-                "the document is empty",
-            )
-            .with_span(Span::new(0, 0)));
+            return Err(Diagnostic::error(Layer::Schema, Code::EmptyDocument, "", "the document is empty")
+                .with_span(Span::new(0, 0)));
         }
         let root = self.value(1)?;
         self.skip_ws();
@@ -93,28 +74,18 @@ impl<'a> Reader<'a> {
             Some(b'n') => self.literal(b"null", Value::Null)?,
             Some(b'-' | b'0'..=b'9') => Value::Number(self.number()?),
             Some(_) => {
-                return Err(self.syntax(
-                    "expected a value (object, array, string, number, true, false or null)",
-                ));
+                return Err(self.syntax("expected a value (object, array, string, number, true, false or null)"));
             }
             None => return Err(self.eof()),
         };
-        Ok(Node {
-            span: Span::new(start, self.pos),
-            value,
-        })
+        Ok(Node { span: Span::new(start, self.pos), value })
     }
 
     fn enter(&self, depth: usize) -> Result<(), Fatal> {
         if depth > MAX_DEPTH {
             let message = format!("objects and arrays are nested deeper than {MAX_DEPTH} levels");
-            return Err(Diagnostic::error(
-                Layer::Schema,
-                Code::NestingTooDeep,
-                self.pointer(),
-                message,
-            )
-            .with_span(Span::new(self.pos, self.pos + 1)));
+            return Err(Diagnostic::error(Layer::Schema, Code::NestingTooDeep, self.pointer(), message)
+                .with_span(Span::new(self.pos, self.pos + 1)));
         }
         Ok(())
     }
@@ -143,11 +114,7 @@ impl<'a> Reader<'a> {
             let key_span = Span::new(key_start, self.pos);
             self.skip_ws();
             if self.peek() != Some(b':') {
-                return Err(if self.peek().is_none() {
-                    self.eof()
-                } else {
-                    self.syntax("expected `:` after the key")
-                });
+                return Err(if self.peek().is_none() { self.eof() } else { self.syntax("expected `:` after the key") });
             }
             self.pos += 1;
             self.skip_ws();
@@ -160,13 +127,7 @@ impl<'a> Reader<'a> {
                 None => {
                     let dup = members.iter().any(|m| m.key == key);
                     if members.len() >= SCAN_LIMIT {
-                        seen = Some(
-                            members
-                                .iter()
-                                .map(|m| m.key.clone())
-                                .chain([key.clone()])
-                                .collect(),
-                        );
+                        seen = Some(members.iter().map(|m| m.key.clone()).chain([key.clone()]).collect());
                     }
                     dup
                 }
@@ -174,18 +135,12 @@ impl<'a> Reader<'a> {
             if duplicate {
                 let mut pointer = self.pointer_buf();
                 pointer.push(&key);
-                let message =
-                    format!("duplicate key \"{key}\": each key may appear once in an object");
+                let message = format!("duplicate key \"{key}\": each key may appear once in an object");
                 self.problems.push(
-                    Diagnostic::error(Layer::Schema, Code::DuplicateKey, pointer.as_str(), message)
-                        .with_span(key_span),
+                    Diagnostic::error(Layer::Schema, Code::DuplicateKey, pointer.as_str(), message).with_span(key_span),
                 );
             } else {
-                members.push(Member {
-                    key,
-                    key_span,
-                    value,
-                });
+                members.push(Member { key, key_span, value });
             }
 
             self.skip_ws();
@@ -236,8 +191,7 @@ impl<'a> Reader<'a> {
             self.pos += word.len();
             Ok(value)
         } else {
-            Err(self
-                .syntax("expected a value (object, array, string, number, true, false or null)"))
+            Err(self.syntax("expected a value (object, array, string, number, true, false or null)"))
         }
     }
 
@@ -265,9 +219,7 @@ impl<'a> Reader<'a> {
                     self.escape(&mut out)?;
                 }
                 Some(_) => {
-                    return Err(
-                        self.syntax("control character in a string; escape it (for example `\\n`)")
-                    );
+                    return Err(self.syntax("control character in a string; escape it (for example `\\n`)"));
                 }
                 None => return Err(self.eof()),
             }
@@ -306,16 +258,12 @@ impl<'a> Reader<'a> {
                     0xDC00..=0xDFFF => {
                         return Err(self.syntax("lone trailing surrogate in a `\\u` escape"));
                     }
-                    _ => {
-                        char::from_u32(first).ok_or_else(|| self.syntax("invalid `\\u` escape"))?
-                    }
+                    _ => char::from_u32(first).ok_or_else(|| self.syntax("invalid `\\u` escape"))?,
                 }
             }
             _ => {
                 self.pos -= 1;
-                return Err(self.syntax(
-                    "invalid escape; JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX",
-                ));
+                return Err(self.syntax("invalid escape; JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX"));
             }
         };
         out.push(c);
@@ -328,9 +276,7 @@ impl<'a> Reader<'a> {
         };
         let mut n = 0u32;
         for &d in digits {
-            let v = (d as char)
-                .to_digit(16)
-                .ok_or_else(|| self.syntax("expected four hex digits after `\\u`"))?;
+            let v = (d as char).to_digit(16).ok_or_else(|| self.syntax("expected four hex digits after `\\u`"))?;
             n = n * 16 + v;
             self.pos += 1;
         }
@@ -411,17 +357,9 @@ impl<'a> Reader<'a> {
 
     fn syntax(&self, message: &str) -> Fatal {
         // Point at the whole character, which may be several bytes.
-        let len = self.text[self.pos.min(self.text.len())..]
-            .chars()
-            .next()
-            .map_or(0, char::len_utf8);
-        Diagnostic::error(
-            Layer::Schema,
-            Code::InvalidJson,
-            "",
-            format!("invalid JSON: {message}"),
-        )
-        .with_span(Span::new(self.pos, self.pos + len))
+        let len = self.text[self.pos.min(self.text.len())..].chars().next().map_or(0, char::len_utf8);
+        Diagnostic::error(Layer::Schema, Code::InvalidJson, "", format!("invalid JSON: {message}"))
+            .with_span(Span::new(self.pos, self.pos + len))
     }
 
     fn eof(&self) -> Fatal {
@@ -448,13 +386,8 @@ impl<'a> Reader<'a> {
                 }
                 Step::Key(span) => {
                     let raw = &self.text[span.start as usize..span.end as usize];
-                    let mut sub = Reader {
-                        text: raw,
-                        bytes: raw.as_bytes(),
-                        pos: 0,
-                        path: Vec::new(),
-                        problems: Vec::new(),
-                    };
+                    let mut sub =
+                        Reader { text: raw, bytes: raw.as_bytes(), pos: 0, path: Vec::new(), problems: Vec::new() };
                     let key = sub.string().unwrap_or_default();
                     p.push(&key);
                 }
@@ -484,9 +417,7 @@ mod tests {
         let root = ok(r#" {"a": [1, -2.5, "x\u00e9\ud83d\ude00", true, null]} "#);
         let a = root.get("a").expect("a");
         assert_eq!(a.span, Span::new(7, 51));
-        let Value::Array(items) = &a.value else {
-            panic!("array")
-        };
+        let Value::Array(items) = &a.value else { panic!("array") };
         assert_eq!(items[0].value, Value::Number(Number::Integer(1)));
         assert_eq!(items[1].value, Value::Number(Number::Float(-2.5)));
         assert_eq!(items[2].value, Value::String("xé😀".into()));
@@ -504,15 +435,8 @@ mod tests {
     #[test]
     fn duplicate_keys_point_at_the_second_and_reading_goes_on() {
         let parsed = parse(r#"{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}"#);
-        let pointers: Vec<_> = parsed
-            .diagnostics
-            .iter()
-            .map(|d| (d.code, d.pointer.as_str()))
-            .collect();
-        assert_eq!(
-            pointers,
-            [(Code::DuplicateKey, "/a/b"), (Code::DuplicateKey, "/c/0/d")]
-        );
+        let pointers: Vec<_> = parsed.diagnostics.iter().map(|d| (d.code, d.pointer.as_str())).collect();
+        assert_eq!(pointers, [(Code::DuplicateKey, "/a/b"), (Code::DuplicateKey, "/c/0/d")]);
         assert!(parsed.root.is_some());
     }
 

@@ -29,6 +29,7 @@ mod validate;
 mod yaml;
 
 pub mod formats;
+pub mod invariants;
 pub mod shape;
 pub mod v4;
 pub mod v5;

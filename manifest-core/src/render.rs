@@ -42,21 +42,14 @@ pub fn render_text(report: &Report, name: &str, source: &[u8]) -> String {
     let errors = report.diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = report.diagnostics.len() - errors;
     if report.is_valid() {
-        let version = report
-            .schema_version
-            .map_or(String::new(), |v| format!(" Manifest V{v}"));
+        let version = report.schema_version.map_or(String::new(), |v| format!(" Manifest V{v}"));
         let _ = write!(out, "{name}: valid{version}");
         if warnings > 0 {
             let _ = write!(out, " with {}", plural(warnings, "warning"));
         }
         out.push('\n');
     } else {
-        let _ = writeln!(
-            out,
-            "{name}: invalid: {}, {}",
-            plural(errors, "error"),
-            plural(warnings, "warning")
-        );
+        let _ = writeln!(out, "{name}: invalid: {}, {}", plural(errors, "error"), plural(warnings, "warning"));
     }
     if let Some(digest) = &report.authored_digest {
         let _ = writeln!(out, "authored digest: {digest}");
@@ -70,19 +63,10 @@ fn diagnostic(out: &mut String, d: &Diagnostic, name: &str, index: &LineIndex<'_
         Severity::Warning => "warning",
     };
     let _ = writeln!(out, "{severity}[{}]: {}", d.code.as_str(), d.message);
-    let pointer = if d.pointer.is_empty() {
-        "(document)"
-    } else {
-        d.pointer.as_str()
-    };
+    let pointer = if d.pointer.is_empty() { "(document)" } else { d.pointer.as_str() };
     let (Some(line), Some(column), Some(span)) = (d.line, d.column, d.span) else {
         let _ = writeln!(out, "  --> {name} at {pointer}");
-        let _ = writeln!(
-            out,
-            "   = layer {}: {}\n",
-            d.layer.number(),
-            d.layer.title()
-        );
+        let _ = writeln!(out, "   = layer {}: {}\n", d.layer.number(), d.layer.title());
         return;
     };
     let source_line = index.line_text(line);
@@ -92,35 +76,20 @@ fn diagnostic(out: &mut String, d: &Diagnostic, name: &str, index: &LineIndex<'_
     let _ = writeln!(out, "{pad} |");
     let _ = writeln!(out, "{line} | {}", printable(source_line));
     // Underline the span within this line (at least one caret).
-    let before: String = source_line
-        .chars()
-        .take(column as usize - 1)
-        .map(|c| if c == '\t' { '\t' } else { ' ' })
-        .collect();
-    let rest = source_line
-        .chars()
-        .count()
-        .saturating_sub(column as usize - 1);
+    let before: String =
+        source_line.chars().take(column as usize - 1).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+    let rest = source_line.chars().count().saturating_sub(column as usize - 1);
     let span_chars = index_chars(index, span, line);
     let carets = span_chars.clamp(1, rest.max(1));
     let _ = writeln!(out, "{pad} | {before}{}", "^".repeat(carets));
-    let _ = writeln!(
-        out,
-        "{pad} = layer {}: {}\n",
-        d.layer.number(),
-        d.layer.title()
-    );
+    let _ = writeln!(out, "{pad} = layer {}: {}\n", d.layer.number(), d.layer.title());
 }
 
 /// How many characters of the span fall on its first line.
 fn index_chars(index: &LineIndex<'_>, span: crate::tree::Span, line: u32) -> usize {
     let (end_line, end_column) = index.position(span.end as usize);
     let (_, start_column) = index.position(span.start as usize);
-    if end_line == line {
-        (end_column.saturating_sub(start_column)) as usize
-    } else {
-        usize::MAX
-    }
+    if end_line == line { (end_column.saturating_sub(start_column)) as usize } else { usize::MAX }
 }
 
 fn printable(line: &str) -> String {
@@ -133,9 +102,5 @@ fn printable(line: &str) -> String {
 }
 
 fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
-    }
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
 }

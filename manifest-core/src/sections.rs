@@ -18,11 +18,7 @@ pub(crate) struct Sections<'a> {
 
 impl<'a> Sections<'a> {
     pub(crate) fn new(root: &'a Node, diagnostics: &[Diagnostic]) -> Self {
-        let failed = diagnostics
-            .iter()
-            .filter(|d| d.is_error())
-            .map(|d| d.pointer.clone())
-            .collect();
+        let failed = diagnostics.iter().filter(|d| d.is_error()).map(|d| d.pointer.clone()).collect();
         Sections { root, failed }
     }
 
@@ -31,32 +27,46 @@ impl<'a> Sections<'a> {
         self.failed.is_empty()
     }
 
-    /// The section `key`, if present and free of layer-1 errors.
-    pub(crate) fn read<T: DeserializeOwned>(
-        &self,
-        key: &str,
-        out: &mut Vec<Diagnostic>,
-    ) -> Option<T> {
-        let prefix = format!("/{key}");
-        let dirty = self
-            .failed
-            .iter()
-            .any(|p| p == &prefix || p.starts_with(&format!("{prefix}/")));
-        if dirty {
+    /// The value at `pointer`, if present and free of layer-1 errors at, under or above it.
+    pub(crate) fn read<T: DeserializeOwned>(&self, pointer: &str, out: &mut Vec<Diagnostic>) -> Option<T> {
+        if !self.clean(pointer) {
             return None;
         }
-        let node = self.root.get(key)?;
-        model(node, &prefix, out)
+        let found = self.root.resolve(pointer);
+        if !found.complete {
+            return None;
+        }
+        model(found.node, pointer, out)
+    }
+
+    /// Whether no layer-1 error is at, under or above `pointer`.
+    fn clean(&self, pointer: &str) -> bool {
+        !self.failed.iter().any(|f| {
+            f == pointer
+                || (f.starts_with(pointer) && f[pointer.len()..].starts_with('/'))
+                || (pointer.starts_with(f.as_str()) && pointer[f.len()..].starts_with('/'))
+        })
+    }
+
+    /// Whether a value is written (or defaulted) at `pointer`, whatever its validity.
+    pub(crate) fn present(&self, pointer: &str) -> bool {
+        self.root.resolve(pointer).complete
+    }
+
+    /// The string at `pointer` (a discriminator such as `/execution/mode`), whatever the
+    /// validity of its siblings.
+    pub(crate) fn tag(&self, pointer: &str) -> Option<&'a str> {
+        let found = self.root.resolve(pointer);
+        match (&found.node.value, found.complete) {
+            (crate::tree::Value::String(s), true) => Some(s),
+            _ => None,
+        }
     }
 }
 
 /// Reads a model from a checked node. A failure means a shape table and a model struct
 /// disagree: it is reported as `internal_error`, never a panic.
-pub(crate) fn model<T: DeserializeOwned>(
-    node: &Node,
-    pointer: &str,
-    out: &mut Vec<Diagnostic>,
-) -> Option<T> {
+pub(crate) fn model<T: DeserializeOwned>(node: &Node, pointer: &str, out: &mut Vec<Diagnostic>) -> Option<T> {
     match from_node(node) {
         Ok(v) => Some(v),
         Err(e) => {

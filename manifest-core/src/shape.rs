@@ -206,92 +206,42 @@ pub enum DefaultValue {
 
 /// A required field.
 pub const fn required(name: &'static str, shape: Shape, doc: &'static str) -> Field {
-    Field {
-        name,
-        shape,
-        presence: Presence::Required,
-        doc,
-        deprecated: false,
-    }
+    Field { name, shape, presence: Presence::Required, doc, deprecated: false }
 }
 
 /// An optional field with no default.
 pub const fn optional(name: &'static str, shape: Shape, doc: &'static str) -> Field {
-    Field {
-        name,
-        shape,
-        presence: Presence::Optional,
-        doc,
-        deprecated: false,
-    }
+    Field { name, shape, presence: Presence::Optional, doc, deprecated: false }
 }
 
 /// An optional field filled with `default` when absent.
-pub const fn defaulted(
-    name: &'static str,
-    shape: Shape,
-    default: DefaultValue,
-    doc: &'static str,
-) -> Field {
-    Field {
-        name,
-        shape,
-        presence: Presence::Default(default),
-        doc,
-        deprecated: false,
-    }
+pub const fn defaulted(name: &'static str, shape: Shape, default: DefaultValue, doc: &'static str) -> Field {
+    Field { name, shape, presence: Presence::Default(default), doc, deprecated: false }
 }
 
 /// A deprecated optional field (accepted with a warning).
 pub const fn deprecated(name: &'static str, shape: Shape, doc: &'static str) -> Field {
-    Field {
-        name,
-        shape,
-        presence: Presence::Optional,
-        doc,
-        deprecated: true,
-    }
+    Field { name, shape, presence: Presence::Optional, doc, deprecated: true }
 }
 
 /// An object shape with no refused names.
 pub const fn object(name: &'static str, fields: &'static [Field]) -> ObjectShape {
-    ObjectShape {
-        name,
-        fields,
-        min_fields: 0,
-        refused: &[],
-    }
+    ObjectShape { name, fields, min_fields: 0, refused: &[] }
 }
 
 /// A union arm.
 pub const fn arm(value: &'static str, fields: &'static [Field]) -> Arm {
-    Arm {
-        value,
-        object: object(value, fields),
-    }
+    Arm { value, object: object(value, fields) }
 }
 
 /// Any string.
-pub const STRING: Shape = Shape::Str(StrShape {
-    format: StrFormat::Any,
-    min_chars: 0,
-    max_chars: None,
-    hint: None,
-});
+pub const STRING: Shape = Shape::Str(StrShape { format: StrFormat::Any, min_chars: 0, max_chars: None, hint: None });
 
 /// A non-empty string.
-pub const NON_EMPTY: Shape = Shape::Str(StrShape {
-    format: StrFormat::Any,
-    min_chars: 1,
-    max_chars: None,
-    hint: None,
-});
+pub const NON_EMPTY: Shape = Shape::Str(StrShape { format: StrFormat::Any, min_chars: 1, max_chars: None, hint: None });
 
 /// Any unsigned integer (JSON's safe range is not imposed; `u64`).
-pub const UINT: Shape = Shape::Integer(IntShape {
-    min: 0,
-    max: u64::MAX,
-});
+pub const UINT: Shape = Shape::Integer(IntShape { min: 0, max: u64::MAX });
 
 /// An integer in `min..=max`.
 pub const fn int(min: u64, max: u64) -> Shape {
@@ -300,52 +250,33 @@ pub const fn int(min: u64, max: u64) -> Shape {
 
 /// Exactly one string value.
 pub const fn constant(value: &'static str) -> Shape {
-    Shape::Str(StrShape {
-        format: StrFormat::Const(value),
-        min_chars: 0,
-        max_chars: None,
-        hint: None,
-    })
+    Shape::Str(StrShape { format: StrFormat::Const(value), min_chars: 0, max_chars: None, hint: None })
 }
 
 /// One of a set of strings.
 pub const fn one_of(values: &'static [&'static str]) -> Shape {
-    Shape::Str(StrShape {
-        format: StrFormat::Enum(values),
-        min_chars: 0,
-        max_chars: None,
-        hint: None,
-    })
+    Shape::Str(StrShape { format: StrFormat::Enum(values), min_chars: 0, max_chars: None, hint: None })
 }
 
 /// A string in a format.
 pub const fn pattern(p: &'static Pattern) -> Shape {
-    Shape::Str(StrShape {
-        format: StrFormat::Pattern(p),
-        min_chars: 0,
-        max_chars: None,
-        hint: None,
-    })
+    Shape::Str(StrShape { format: StrFormat::Pattern(p), min_chars: 0, max_chars: None, hint: None })
+}
+
+/// A string of `min..=max` characters in a format. The length is checked first, so a value
+/// of the wrong length is reported as `too_short`/`too_long`, not as a format problem.
+pub const fn pattern_len(p: &'static Pattern, min: usize, max: usize) -> Shape {
+    Shape::Str(StrShape { format: StrFormat::Pattern(p), min_chars: min, max_chars: Some(max), hint: None })
 }
 
 /// A string in a format, with advice for values of the wrong type.
 pub const fn pattern_hint(p: &'static Pattern, hint: &'static str) -> Shape {
-    Shape::Str(StrShape {
-        format: StrFormat::Pattern(p),
-        min_chars: 0,
-        max_chars: None,
-        hint: Some(hint),
-    })
+    Shape::Str(StrShape { format: StrFormat::Pattern(p), min_chars: 0, max_chars: None, hint: Some(hint) })
 }
 
 /// A string of at most `max` characters.
 pub const fn string_max(max: usize) -> Shape {
-    Shape::Str(StrShape {
-        format: StrFormat::Any,
-        min_chars: 0,
-        max_chars: Some(max),
-        hint: None,
-    })
+    Shape::Str(StrShape { format: StrFormat::Any, min_chars: 0, max_chars: Some(max), hint: None })
 }
 
 /// Server-owned facts (SPEC.md conventions): refused as unknown fields at the top level of
@@ -353,11 +284,7 @@ pub const fn string_max(max: usize) -> Shape {
 pub const SERVER_OWNED: &[Refused] = &{
     const MESSAGE: &str = "unknown field: this is a server-owned fact (owner, status, timestamps, signatures, provenance, quotes, processor identities, launch facts) and cannot be authored; remove it";
     const fn r(name: &'static str) -> Refused {
-        Refused {
-            name,
-            code: Code::UnknownField,
-            message: MESSAGE,
-        }
+        Refused { name, code: Code::UnknownField, message: MESSAGE }
     }
     [
         r("displayName"),

@@ -47,10 +47,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<&str, Diagnostic> {
             Layer::Schema,
             Code::InputTooLarge,
             "",
-            format!(
-                "the input is {} bytes; the limit is {MAX_INPUT_BYTES} bytes (1 MiB)",
-                bytes.len()
-            ),
+            format!("the input is {} bytes; the limit is {MAX_INPUT_BYTES} bytes (1 MiB)", bytes.len()),
         ));
     }
     if bytes.starts_with(b"\xEF\xBB\xBF") {
@@ -84,9 +81,7 @@ pub struct LineIndex<'a> {
 impl<'a> LineIndex<'a> {
     /// Indexes `text`.
     pub fn new(text: &'a str) -> Self {
-        let starts = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-            .collect();
+        let starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
         LineIndex { text, starts }
     }
 
@@ -95,10 +90,7 @@ impl<'a> LineIndex<'a> {
         let offset = offset.min(self.text.len());
         let line = self.starts.partition_point(|&s| s <= offset) - 1;
         let start = self.starts[line];
-        let column = self
-            .text
-            .get(start..offset)
-            .map_or(offset - start, |s| s.chars().count());
+        let column = self.text.get(start..offset).map_or(offset - start, |s| s.chars().count());
         (to_u32(line + 1), to_u32(column + 1))
     }
 
@@ -107,10 +99,7 @@ impl<'a> LineIndex<'a> {
         let i = (line as usize).saturating_sub(1);
         let start = self.starts.get(i).copied().unwrap_or(self.text.len());
         let end = self.starts.get(i + 1).map_or(self.text.len(), |&e| e - 1);
-        self.text
-            .get(start..end)
-            .unwrap_or("")
-            .trim_end_matches('\r')
+        self.text.get(start..end).unwrap_or("").trim_end_matches('\r')
     }
 }
 
@@ -141,21 +130,9 @@ mod tests {
 
     #[test]
     fn limits_and_encoding() {
-        assert_eq!(
-            decode(&vec![b' '; MAX_INPUT_BYTES]).map(str::len),
-            Ok(MAX_INPUT_BYTES)
-        );
-        assert_eq!(
-            decode(&vec![b' '; MAX_INPUT_BYTES + 1]).map_err(|d| d.code),
-            Err(Code::InputTooLarge)
-        );
-        assert_eq!(
-            decode(b"\xEF\xBB\xBF{}").map_err(|d| d.code),
-            Err(Code::ByteOrderMark)
-        );
-        assert_eq!(
-            decode(b"{\"a\": \"\xff\"}").map_err(|d| d.code),
-            Err(Code::InvalidUtf8)
-        );
+        assert_eq!(decode(&vec![b' '; MAX_INPUT_BYTES]).map(str::len), Ok(MAX_INPUT_BYTES));
+        assert_eq!(decode(&vec![b' '; MAX_INPUT_BYTES + 1]).map_err(|d| d.code), Err(Code::InputTooLarge));
+        assert_eq!(decode(b"\xEF\xBB\xBF{}").map_err(|d| d.code), Err(Code::ByteOrderMark));
+        assert_eq!(decode(b"{\"a\": \"\xff\"}").map_err(|d| d.code), Err(Code::InvalidUtf8));
     }
 }

@@ -15,10 +15,7 @@ pub struct Span {
 impl Span {
     /// A span from byte offsets (inputs are at most 1 MiB, so they fit in `u32`).
     pub fn new(start: usize, end: usize) -> Span {
-        Span {
-            start: to_u32(start),
-            end: to_u32(end.max(start)),
-        }
+        Span { start: to_u32(start), end: to_u32(end.max(start)) }
     }
 }
 
@@ -109,11 +106,7 @@ impl Node {
         let mut node = self;
         let mut member = None;
         if pointer.is_empty() {
-            return Resolved {
-                node,
-                member,
-                complete: true,
-            };
+            return Resolved { node, member, complete: true };
         }
         for raw in pointer.split('/').skip(1) {
             let token = unescape(raw);
@@ -131,19 +124,11 @@ impl Node {
             match next {
                 Some(n) => node = n,
                 None => {
-                    return Resolved {
-                        node,
-                        member,
-                        complete: false,
-                    };
+                    return Resolved { node, member, complete: false };
                 }
             }
         }
-        Resolved {
-            node,
-            member,
-            complete: true,
-        }
+        Resolved { node, member, complete: true }
     }
 }
 
@@ -159,11 +144,7 @@ pub struct Resolved<'a> {
 }
 
 fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
-    if token.contains('~') {
-        token.replace("~1", "/").replace("~0", "~").into()
-    } else {
-        token.into()
-    }
+    if token.contains('~') { token.replace("~1", "/").replace("~0", "~").into() } else { token.into() }
 }
 
 /// Serializes as plain JSON (spans dropped). Used for the authored digest (through RFC 8785
@@ -210,8 +191,7 @@ impl PointerBuf {
         let len = self.text.len();
         self.text.push('/');
         if token.contains(['~', '/']) {
-            self.text
-                .push_str(&token.replace('~', "~0").replace('/', "~1"));
+            self.text.push_str(&token.replace('~', "~0").replace('/', "~1"));
         } else {
             self.text.push_str(token);
         }
@@ -247,10 +227,7 @@ mod tests {
     use super::*;
 
     fn leaf(v: Value) -> Node {
-        Node {
-            span: Span::default(),
-            value: v,
-        }
+        Node { span: Span::default(), value: v }
     }
 
     #[test]

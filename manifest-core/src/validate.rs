@@ -46,13 +46,8 @@ impl Report {
 
 /// Validates one document (layers 1 and 2). Never panics, whatever the bytes.
 pub fn validate(bytes: &[u8]) -> Report {
-    let mut report = Report {
-        format: None,
-        schema_version: None,
-        authored_digest: None,
-        diagnostics: Vec::new(),
-        manifest: None,
-    };
+    let mut report =
+        Report { format: None, schema_version: None, authored_digest: None, diagnostics: Vec::new(), manifest: None };
     let text = match decode(bytes) {
         Ok(text) => text,
         Err(d) => {
@@ -62,11 +57,7 @@ pub fn validate(bytes: &[u8]) -> Report {
     };
     let format = Format::detect(text);
     report.format = Some(format);
-    let Parsed {
-        root,
-        diagnostics,
-        stand_ins,
-    } = match format {
+    let Parsed { root, diagnostics, stand_ins } = match format {
         Format::Json => json::parse(text),
         Format::Yaml => yaml::parse(text),
     };
@@ -81,12 +72,7 @@ pub fn validate(bytes: &[u8]) -> Report {
 fn run(mut root: Node, format: Format, stand_ins: &[String], report: &mut Report) {
     if !matches!(root.value, Value::Object(_)) {
         let message = format!("a manifest is an object, found {}", root.value.kind());
-        report.diagnostics.push(Diagnostic::error(
-            Layer::Schema,
-            Code::RootNotObject,
-            "",
-            message,
-        ));
+        report.diagnostics.push(Diagnostic::error(Layer::Schema, Code::RootNotObject, "", message));
         return;
     }
     if report.diagnostics.is_empty() {
@@ -131,19 +117,11 @@ fn run(mut root: Node, format: Format, stand_ins: &[String], report: &mut Report
         return;
     }
 
-    let shape = if version == 4 {
-        &v4::MANIFEST
-    } else {
-        &v5::MANIFEST
-    };
+    let shape = if version == 4 { &v4::MANIFEST } else { &v5::MANIFEST };
     let mut schema = Vec::new();
     check_document(&mut root, shape, &mut schema);
     // A stand-in (an alias read as null) is already reported; do not report it again.
-    schema.retain(|d| {
-        !stand_ins
-            .iter()
-            .any(|s| d.pointer == *s || d.pointer.starts_with(&format!("{s}/")))
-    });
+    schema.retain(|d| !stand_ins.iter().any(|s| d.pointer == *s || d.pointer.starts_with(&format!("{s}/"))));
     report.diagnostics.append(&mut schema);
 
     report.manifest = if version == 4 {
@@ -166,10 +144,7 @@ fn locate(root: &Node, diagnostics: &mut [Diagnostic]) {
             (true, Anchor::Key, Some(m)) => m.key_span,
             (true, _, _) => r.node.span,
             (false, _, Some(m)) => m.key_span,
-            (false, _, None) => Span {
-                start: r.node.span.start,
-                end: r.node.span.start.saturating_add(1),
-            },
+            (false, _, None) => Span { start: r.node.span.start, end: r.node.span.start.saturating_add(1) },
         };
         d.span = Some(span);
     }

@@ -48,13 +48,7 @@ pub(crate) fn parse(text: &str) -> Parsed {
 }
 
 fn empty(span: Span) -> Diagnostic {
-    Diagnostic::error(
-        Layer::Schema,
-        Code::EmptyDocument,
-        "",
-        "the document is empty",
-    )
-    .with_span(span)
+    Diagnostic::error(Layer::Schema, Code::EmptyDocument, "", "the document is empty").with_span(span)
 }
 
 /// Character index to byte offset (saphyr counts characters).
@@ -98,16 +92,8 @@ struct PendingKey {
 }
 
 enum Frame {
-    Seq {
-        start: usize,
-        items: Vec<Node>,
-    },
-    Map {
-        start: usize,
-        members: Vec<Member>,
-        key: Option<PendingKey>,
-        seen: Option<HashSet<String>>,
-    },
+    Seq { start: usize, items: Vec<Node> },
+    Map { start: usize, members: Vec<Member>, key: Option<PendingKey>, seen: Option<HashSet<String>> },
 }
 
 struct Builder {
@@ -153,13 +139,7 @@ impl Builder {
                     self.set_key(String::new(), span, false);
                 } else {
                     self.parsed.stand_ins.push(pointer);
-                    self.attach(
-                        Node {
-                            span,
-                            value: Value::Null,
-                        },
-                        false,
-                    );
+                    self.attach(Node { span, value: Value::Null }, false);
                 }
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -175,15 +155,9 @@ impl Builder {
             Event::SequenceStart(anchor, ref tag) | Event::MappingStart(anchor, ref tag) => {
                 self.features(anchor, tag.is_some(), span);
                 if self.frames.len() + 1 > MAX_DEPTH {
-                    let message =
-                        format!("objects and arrays are nested deeper than {MAX_DEPTH} levels");
-                    return Err(Diagnostic::error(
-                        Layer::Schema,
-                        Code::NestingTooDeep,
-                        self.value_pointer(),
-                        message,
-                    )
-                    .with_span(span));
+                    let message = format!("objects and arrays are nested deeper than {MAX_DEPTH} levels");
+                    return Err(Diagnostic::error(Layer::Schema, Code::NestingTooDeep, self.value_pointer(), message)
+                        .with_span(span));
                 }
                 if self.awaiting_key() {
                     let pointer = self.container_pointer();
@@ -195,31 +169,20 @@ impl Builder {
                     );
                 }
                 let start = span.start as usize;
-                self.frames
-                    .push(if matches!(event, Event::SequenceStart(..)) {
-                        Frame::Seq {
-                            start,
-                            items: Vec::new(),
-                        }
-                    } else {
-                        Frame::Map {
-                            start,
-                            members: Vec::new(),
-                            key: None,
-                            seen: None,
-                        }
-                    });
+                self.frames.push(if matches!(event, Event::SequenceStart(..)) {
+                    Frame::Seq { start, items: Vec::new() }
+                } else {
+                    Frame::Map { start, members: Vec::new(), key: None, seen: None }
+                });
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let node = match self.frames.pop() {
-                    Some(Frame::Seq { start, items }) => Node {
-                        span: Span::new(start, span.end as usize),
-                        value: Value::Array(items),
-                    },
-                    Some(Frame::Map { start, members, .. }) => Node {
-                        span: Span::new(start, span.end as usize),
-                        value: Value::Object(members),
-                    },
+                    Some(Frame::Seq { start, items }) => {
+                        Node { span: Span::new(start, span.end as usize), value: Value::Array(items) }
+                    }
+                    Some(Frame::Map { start, members, .. }) => {
+                        Node { span: Span::new(start, span.end as usize), value: Value::Object(members) }
+                    }
                     None => return Ok(true),
                 };
                 if self.awaiting_key() {
@@ -245,7 +208,12 @@ impl Builder {
         }
         if tagged {
             let pointer = self.value_pointer();
-            self.problem(Code::YamlTag, &pointer, "explicit YAML tags (`!tag`, `!!str`) are not allowed; quote the value if it must be a string", span);
+            self.problem(
+                Code::YamlTag,
+                &pointer,
+                "explicit YAML tags (`!tag`, `!!str`) are not allowed; quote the value if it must be a string",
+                span,
+            );
         }
     }
 
@@ -263,17 +231,15 @@ impl Builder {
                 keep = false;
             } else if let Some(kind) = non_string(&text) {
                 let pointer = self.container_pointer_with(&text);
-                let message = format!(
-                    "mapping keys must be strings; `{text}` reads as {kind} (quote it if you mean the string)"
-                );
+                let message =
+                    format!("mapping keys must be strings; `{text}` reads as {kind} (quote it if you mean the string)");
                 self.problem(Code::YamlNonStringKey, &pointer, &message, span);
                 keep = false;
             }
         }
         if keep && self.is_duplicate(&text) {
             let pointer = self.container_pointer_with(&text);
-            let message =
-                format!("duplicate key \"{text}\": each key may appear once in a mapping");
+            let message = format!("duplicate key \"{text}\": each key may appear once in a mapping");
             self.problem(Code::DuplicateKey, &pointer, &message, span);
             keep = false;
         }
@@ -289,13 +255,7 @@ impl Builder {
         }
         let dup = members.iter().any(|m| m.key == key);
         if members.len() >= SCAN_LIMIT {
-            *seen = Some(
-                members
-                    .iter()
-                    .map(|m| m.key.clone())
-                    .chain([key.to_owned()])
-                    .collect(),
-            );
+            *seen = Some(members.iter().map(|m| m.key.clone()).chain([key.to_owned()]).collect());
         }
         dup
     }
@@ -333,11 +293,7 @@ impl Builder {
                 if let Some(k) = key.take()
                     && k.keep
                 {
-                    members.push(Member {
-                        key: k.key,
-                        key_span: k.span,
-                        value: node,
-                    });
+                    members.push(Member { key: k.key, key_span: k.span, value: node });
                 }
             }
         }
@@ -384,27 +340,21 @@ impl Builder {
     }
 
     fn problem(&mut self, code: Code, pointer: &str, message: &str, span: Span) {
-        self.parsed.diagnostics.push(
-            Diagnostic::error(Layer::Schema, code, pointer, message)
-                .with_span(span)
-                .on_key(),
-        );
+        self.parsed.diagnostics.push(Diagnostic::error(Layer::Schema, code, pointer, message).with_span(span).on_key());
     }
 
     fn scan_error(&self, e: &ScanError) -> Diagnostic {
         let at = self.offsets.byte(e.marker().index());
-        let code = if e.info().contains("anchor") {
-            Code::YamlAlias
+        let (code, message) = if e.info().contains("recursion limit") {
+            // The scanner reads ahead and can meet its own nesting limit before the events
+            // reach ours; it is the same problem.
+            (Code::NestingTooDeep, format!("objects and arrays are nested deeper than {MAX_DEPTH} levels"))
+        } else if e.info().contains("anchor") {
+            (Code::YamlAlias, format!("invalid YAML: {}; aliases are not allowed", e.info()))
         } else {
-            Code::YamlSyntax
+            (Code::YamlSyntax, format!("invalid YAML: {}", e.info()))
         };
-        Diagnostic::error(
-            Layer::Schema,
-            code,
-            "",
-            format!("invalid YAML: {}", e.info()),
-        )
-        .with_span(Span::new(at, at))
+        Diagnostic::error(Layer::Schema, code, "", message).with_span(Span::new(at, at))
     }
 }
 
@@ -423,11 +373,9 @@ fn resolve_plain(text: &str) -> Result<Value, &'static str> {
         "" | "~" | "null" | "Null" | "NULL" => Value::Null,
         "true" | "True" | "TRUE" => Value::Bool(true),
         "false" | "False" | "FALSE" => Value::Bool(false),
-        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF"
-        | ".nan" | ".NaN" | ".NAN" => {
-            return Err(
-                "YAML `.inf` and `.nan` have no JSON equivalent; manifests use JSON's numbers",
-            );
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF" | ".nan" | ".NaN"
+        | ".NAN" => {
+            return Err("YAML `.inf` and `.nan` have no JSON equivalent; manifests use JSON's numbers");
         }
         _ => {
             if let Some(n) = core_integer(text) {
@@ -465,10 +413,7 @@ fn core_integer(text: &str) -> Option<Result<i128, &'static str>> {
         Ok(i) => Ok(if negative { -i } else { i }),
         // A decimal integer beyond 128 bits reads as a (non-integer) float, as in JSON.
         Err(_) if radix == 10 => {
-            return text
-                .parse::<f64>()
-                .ok()
-                .map(|_| Err("the number is out of range"));
+            return text.parse::<f64>().ok().map(|_| Err("the number is out of range"));
         }
         Err(_) => Err("the number is out of range"),
     })
@@ -516,11 +461,7 @@ mod tests {
     use super::*;
 
     fn codes(text: &str) -> Vec<(Code, String)> {
-        parse(text)
-            .diagnostics
-            .into_iter()
-            .map(|d| (d.code, d.pointer))
-            .collect()
+        parse(text).diagnostics.into_iter().map(|d| (d.code, d.pointer)).collect()
     }
 
     fn root(text: &str) -> Node {
@@ -531,81 +472,34 @@ mod tests {
 
     #[test]
     fn core_schema_only() {
-        let r = root(
-            "a: yes\nb: off\nc: 0x1F\nd: 1.0\ne: ~\nf: '12'\ng: true\nh: 0o17\ni: -3\nj: 10m\n",
-        );
-        assert_eq!(
-            r.get("a").map(|n| &n.value),
-            Some(&Value::String("yes".into()))
-        );
-        assert_eq!(
-            r.get("b").map(|n| &n.value),
-            Some(&Value::String("off".into()))
-        );
-        assert_eq!(
-            r.get("c").map(|n| &n.value),
-            Some(&Value::Number(Number::Integer(31)))
-        );
-        assert_eq!(
-            r.get("d").map(|n| &n.value),
-            Some(&Value::Number(Number::Float(1.0)))
-        );
+        let r = root("a: yes\nb: off\nc: 0x1F\nd: 1.0\ne: ~\nf: '12'\ng: true\nh: 0o17\ni: -3\nj: 10m\n");
+        assert_eq!(r.get("a").map(|n| &n.value), Some(&Value::String("yes".into())));
+        assert_eq!(r.get("b").map(|n| &n.value), Some(&Value::String("off".into())));
+        assert_eq!(r.get("c").map(|n| &n.value), Some(&Value::Number(Number::Integer(31))));
+        assert_eq!(r.get("d").map(|n| &n.value), Some(&Value::Number(Number::Float(1.0))));
         assert_eq!(r.get("e").map(|n| &n.value), Some(&Value::Null));
-        assert_eq!(
-            r.get("f").map(|n| &n.value),
-            Some(&Value::String("12".into()))
-        );
+        assert_eq!(r.get("f").map(|n| &n.value), Some(&Value::String("12".into())));
         assert_eq!(r.get("g").map(|n| &n.value), Some(&Value::Bool(true)));
-        assert_eq!(
-            r.get("h").map(|n| &n.value),
-            Some(&Value::Number(Number::Integer(15)))
-        );
-        assert_eq!(
-            r.get("i").map(|n| &n.value),
-            Some(&Value::Number(Number::Integer(-3)))
-        );
-        assert_eq!(
-            r.get("j").map(|n| &n.value),
-            Some(&Value::String("10m".into()))
-        );
+        assert_eq!(r.get("h").map(|n| &n.value), Some(&Value::Number(Number::Integer(15))));
+        assert_eq!(r.get("i").map(|n| &n.value), Some(&Value::Number(Number::Integer(-3))));
+        assert_eq!(r.get("j").map(|n| &n.value), Some(&Value::String("10m".into())));
     }
 
     #[test]
     fn refuses_yaml_features_with_their_codes() {
-        assert_eq!(
-            codes("a: &x 1\nb: 2\n"),
-            [(Code::YamlAnchor, "/a".to_owned())]
-        );
+        assert_eq!(codes("a: &x 1\nb: 2\n"), [(Code::YamlAnchor, "/a".to_owned())]);
         assert_eq!(
             codes("a: &x 1\nb: *x\n"),
-            [
-                (Code::YamlAnchor, "/a".to_owned()),
-                (Code::YamlAlias, "/b".to_owned())
-            ]
+            [(Code::YamlAnchor, "/a".to_owned()), (Code::YamlAlias, "/b".to_owned())]
         );
-        assert_eq!(
-            codes("a:\n  <<: {b: 1}\n"),
-            [(Code::YamlMergeKey, "/a/<<".to_owned())]
-        );
+        assert_eq!(codes("a:\n  <<: {b: 1}\n"), [(Code::YamlMergeKey, "/a/<<".to_owned())]);
         assert_eq!(codes("a: !!str 1\n"), [(Code::YamlTag, "/a".to_owned())]);
         assert_eq!(codes("a: !custom x\n"), [(Code::YamlTag, "/a".to_owned())]);
-        assert_eq!(
-            codes("a: 1\na: 2\n"),
-            [(Code::DuplicateKey, "/a".to_owned())]
-        );
-        assert_eq!(
-            codes("a:\n  - {b: 1, b: 2}\n"),
-            [(Code::DuplicateKey, "/a/0/b".to_owned())]
-        );
+        assert_eq!(codes("a: 1\na: 2\n"), [(Code::DuplicateKey, "/a".to_owned())]);
+        assert_eq!(codes("a:\n  - {b: 1, b: 2}\n"), [(Code::DuplicateKey, "/a/0/b".to_owned())]);
         assert_eq!(codes("1: x\n"), [(Code::YamlNonStringKey, "/1".to_owned())]);
-        assert_eq!(
-            codes("? [a]\n: x\n"),
-            [(Code::YamlNonStringKey, "".to_owned())]
-        );
-        assert_eq!(
-            codes("a: 1\n---\nb: 2\n"),
-            [(Code::YamlMultipleDocuments, String::new())]
-        );
+        assert_eq!(codes("? [a]\n: x\n"), [(Code::YamlNonStringKey, "".to_owned())]);
+        assert_eq!(codes("a: 1\n---\nb: 2\n"), [(Code::YamlMultipleDocuments, String::new())]);
         assert_eq!(codes("a: [1\n")[0].0, Code::YamlSyntax);
         assert_eq!(codes("")[0].0, Code::EmptyDocument);
         assert_eq!(codes("# only a comment\n")[0].0, Code::EmptyDocument);
@@ -622,10 +516,7 @@ mod tests {
         let text = "é: 1\nb: &x 2\n";
         let d = &parse(text).diagnostics[0];
         let span = d.span.expect("span");
-        assert!(
-            text[span.start as usize..].starts_with("&x")
-                || text[span.start as usize..].starts_with('2')
-        );
+        assert!(text[span.start as usize..].starts_with("&x") || text[span.start as usize..].starts_with('2'));
     }
 
     #[test]

@@ -5,32 +5,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::Diagnostic;
 use crate::formats::{SECRET_ID, VARIABLE_NAME_V4};
+use crate::shape::pattern_len;
 use crate::shape::{
-    ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, STRING, Shape, UnionShape, arm, defaulted,
-    object, optional, pattern, required,
+    ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, STRING, Shape, UnionShape, arm, defaulted, object, optional,
+    pattern, required,
 };
 
 static VARIABLE: ObjectShape = object(
     "variable",
     &[
         required("name", pattern(&VARIABLE_NAME_V4), "runtime variable name"),
-        defaulted(
-            "required",
-            Shape::Bool,
-            DefaultValue::Bool(false),
-            "default false",
-        ),
-        optional(
-            "default",
-            STRING,
-            "non-secret string; never secret plaintext",
-        ),
-        defaulted(
-            "managed",
-            Shape::Bool,
-            DefaultValue::Bool(false),
-            "true selects an application-managed value",
-        ),
+        defaulted("required", Shape::Bool, DefaultValue::Bool(false), "default false"),
+        optional("default", STRING, "non-secret string; never secret plaintext"),
+        defaulted("managed", Shape::Bool, DefaultValue::Bool(false), "true selects an application-managed value"),
     ],
 );
 
@@ -38,14 +25,7 @@ static DESTINATION: UnionShape = UnionShape {
     name: "secret destination",
     tag: "kind",
     arms: &[
-        arm(
-            "env",
-            &[required(
-                "name",
-                pattern(&VARIABLE_NAME_V4),
-                "environment variable name",
-            )],
-        ),
+        arm("env", &[required("name", pattern(&VARIABLE_NAME_V4), "environment variable name")]),
         arm("file", &[required("path", NON_EMPTY, "file path")]),
     ],
 };
@@ -53,55 +33,23 @@ static DESTINATION: UnionShape = UnionShape {
 static SECRET: ObjectShape = object(
     "secret",
     &[
-        required(
-            "secretId",
-            pattern(&SECRET_ID),
-            "stable ID, not secret material",
-        ),
-        defaulted(
-            "required",
-            Shape::Bool,
-            DefaultValue::Bool(true),
-            "default true",
-        ),
-        required(
-            "destination",
-            Shape::Union(&DESTINATION),
-            "`env` with `name`, or `file` with `path`",
-        ),
+        required("secretId", pattern_len(&SECRET_ID, 1, 127), "stable ID, not secret material"),
+        defaulted("required", Shape::Bool, DefaultValue::Bool(true), "default true"),
+        required("destination", Shape::Union(&DESTINATION), "`env` with `name`, or `file` with `path`"),
         optional("bundleId", NON_EMPTY, "groups related secret material"),
     ],
 );
 
-static VARIABLES: ArrayShape = ArrayShape {
-    items: Shape::Object(&VARIABLE),
-    min_items: 0,
-    max_items: None,
-    unique: false,
-};
-static SECRETS: ArrayShape = ArrayShape {
-    items: Shape::Object(&SECRET),
-    min_items: 0,
-    max_items: None,
-    unique: false,
-};
+static VARIABLES: ArrayShape =
+    ArrayShape { items: Shape::Object(&VARIABLE), min_items: 0, max_items: None, unique: false };
+static SECRETS: ArrayShape = ArrayShape { items: Shape::Object(&SECRET), min_items: 0, max_items: None, unique: false };
 
 /// `configuration`.
 pub static CONFIGURATION: ObjectShape = object(
     "configuration",
     &[
-        defaulted(
-            "variables",
-            Shape::Array(&VARIABLES),
-            DefaultValue::EmptyArray,
-            "default `[]`",
-        ),
-        defaulted(
-            "secrets",
-            Shape::Array(&SECRETS),
-            DefaultValue::EmptyArray,
-            "default `[]`",
-        ),
+        defaulted("variables", Shape::Array(&VARIABLES), DefaultValue::EmptyArray, "default `[]`"),
+        defaulted("secrets", Shape::Array(&SECRETS), DefaultValue::EmptyArray, "default `[]`"),
     ],
 );
 
@@ -161,22 +109,13 @@ pub enum SecretDestination {
 
 /// Layer 2: each environment name is claimed once.
 pub(crate) fn check(c: &Configuration, out: &mut Vec<Diagnostic>) {
-    let variables = c.variables.iter().enumerate().map(|(i, v)| {
-        (
-            v.name.as_str(),
-            format!("/configuration/variables/{i}/name"),
-        )
+    let variables =
+        c.variables.iter().enumerate().map(|(i, v)| (v.name.as_str(), format!("/configuration/variables/{i}/name")));
+    let secrets = c.secrets.iter().enumerate().filter_map(|(i, s)| match &s.destination {
+        SecretDestination::Env { name } => {
+            Some((name.as_str(), format!("/configuration/secrets/{i}/destination/name")))
+        }
+        SecretDestination::File { .. } => None,
     });
-    let secrets = c
-        .secrets
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match &s.destination {
-            SecretDestination::Env { name } => Some((
-                name.as_str(),
-                format!("/configuration/secrets/{i}/destination/name"),
-            )),
-            SecretDestination::File { .. } => None,
-        });
     crate::rules::environment_names_once(variables.chain(secrets), out);
 }

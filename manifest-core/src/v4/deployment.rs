@@ -5,12 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::DECIMAL_STRING;
-use crate::shape::{
-    DefaultValue, ObjectShape, Shape, UINT, defaulted, int, object, optional, pattern_hint,
-    required,
-};
-use crate::v4::lifecycle::{LIFECYCLE, LeadTime, Lifecycle, Renewal};
-use crate::v4::placement::{PLACEMENT, Placement};
+use crate::shape::{DefaultValue, ObjectShape, Shape, UINT, defaulted, int, object, optional, pattern_hint, required};
+use crate::v4::lifecycle::{FIXED_LEAD_MAX_MS, FIXED_LEAD_MIN_MS, LIFECYCLE, LeadTime, Lifecycle, Renewal};
+use crate::v4::placement::{Group, PLACEMENT, Placement};
 
 /// Schema range of parallelism (public v1 enables only 1, decided at publication).
 pub const MAX_PARALLELISM: u64 = 64;
@@ -24,21 +21,13 @@ pub const MAX_MAX_START_DELAY_MS: u64 = 3_600_000;
 static SCHEDULE: ObjectShape = object(
     "schedule",
     &[
-        required(
-            "durationMs",
-            int(MIN_DURATION_MS, u64::MAX),
-            "unsigned integer, at least 60000",
-        ),
+        required("durationMs", int(MIN_DURATION_MS, u64::MAX), "unsigned integer, at least 60000"),
         optional(
             "startDelayMs",
             int(0, MAX_START_DELAY_MS),
             "at most 86400000; not above maxStartDelayMs when present",
         ),
-        optional(
-            "maxStartDelayMs",
-            int(0, MAX_MAX_START_DELAY_MS),
-            "unsigned integer, at most 3600000",
-        ),
+        optional("maxStartDelayMs", int(0, MAX_MAX_START_DELAY_MS), "unsigned integer, at most 3600000"),
     ],
 );
 
@@ -47,21 +36,9 @@ const PLANCK_HINT: &str = "planck amounts are decimal strings, e.g. \"1500000000
 static SPEND: ObjectShape = object(
     "spend",
     &[
-        optional(
-            "maxRewardPlanckPerJob",
-            pattern_hint(&DECIMAL_STRING, PLANCK_HINT),
-            "decimal string, planck",
-        ),
-        optional(
-            "maxNativeFeePlanckPerJob",
-            pattern_hint(&DECIMAL_STRING, PLANCK_HINT),
-            "decimal string, planck",
-        ),
-        optional(
-            "maxServiceCreditMicrosPerGeneration",
-            UINT,
-            "USD micros; 1000000 equals USD 1.00",
-        ),
+        optional("maxRewardPlanckPerJob", pattern_hint(&DECIMAL_STRING, PLANCK_HINT), "decimal string, planck"),
+        optional("maxNativeFeePlanckPerJob", pattern_hint(&DECIMAL_STRING, PLANCK_HINT), "decimal string, planck"),
+        optional("maxServiceCreditMicrosPerGeneration", UINT, "USD micros; 1000000 equals USD 1.00"),
     ],
 );
 
@@ -82,17 +59,8 @@ pub static DEPLOYMENT: ObjectShape = object(
             DefaultValue::EmptyObject,
             "attested requirements plus open-market default",
         ),
-        required(
-            "lifecycle",
-            Shape::Object(&LIFECYCLE),
-            "renewal, update, recovery",
-        ),
-        defaulted(
-            "spend",
-            Shape::Object(&SPEND),
-            DefaultValue::EmptyObject,
-            "maximum authority, not a quote",
-        ),
+        required("lifecycle", Shape::Object(&LIFECYCLE), "renewal, update, recovery"),
+        defaulted("spend", Shape::Object(&SPEND), DefaultValue::EmptyObject, "maximum authority, not a quote"),
     ],
 );
 
@@ -140,9 +108,8 @@ pub struct Spend {
     pub max_service_credit_micros_per_generation: Option<u64>,
 }
 
-/// Layer 2 rules within `deployment`.
-pub(crate) fn check(d: &Deployment, out: &mut Vec<Diagnostic>) {
-    let s = &d.schedule;
+/// Layer 2: `startDelayMs` not above `maxStartDelayMs`.
+pub(crate) fn check_start_delay(s: &Schedule, out: &mut Vec<Diagnostic>) {
     if let (Some(delay), Some(max)) = (s.start_delay_ms, s.max_start_delay_ms)
         && delay > max
     {
@@ -153,51 +120,49 @@ pub(crate) fn check(d: &Deployment, out: &mut Vec<Diagnostic>) {
             format!("startDelayMs {delay} is above maxStartDelayMs {max}; lower it or raise maxStartDelayMs"),
         ));
     }
+}
 
-    if let Renewal::BeforeScheduledEnd {
-        lead_time: LeadTime::Fixed { duration_ms: lead },
-    } = d.lifecycle.renewal
+/// Layer 2: a fixed renewal lead is at most half of the scheduled duration.
+pub(crate) fn check_renewal_lead(s: &Schedule, renewal: &Renewal, out: &mut Vec<Diagnostic>) {
+    if let Renewal::BeforeScheduledEnd { lead_time: LeadTime::Fixed { duration_ms: lead } } = *renewal
         && lead.saturating_mul(2) > s.duration_ms
     {
-        let limit = (s.duration_ms / 2).min(crate::v4::lifecycle::FIXED_LEAD_MAX_MS);
+        let limit = (s.duration_ms / 2).min(FIXED_LEAD_MAX_MS);
         out.push(Diagnostic::error(
             Layer::Semantic,
             Code::RenewalLeadOutOfRange,
             "/deployment/lifecycle/renewal/leadTime/durationMs",
             format!(
-                "a fixed renewal lead of {lead} ms is more than half of schedule.durationMs ({}); the lead must be from 60000 to {limit}",
+                "a fixed renewal lead of {lead} ms is more than half of schedule.durationMs ({}); the lead must be from {FIXED_LEAD_MIN_MS} to {limit}",
                 s.duration_ms
             ),
         ));
     }
+}
 
-    let groups = &d.placement.groups;
+/// Layer 2: group names are unique and group counts sum exactly to `parallelism`.
+pub(crate) fn check_groups(groups: &[Group], parallelism: Option<u8>, out: &mut Vec<Diagnostic>) {
     for (i, g) in groups.iter().enumerate() {
         if groups[..i].iter().any(|earlier| earlier.name == g.name) {
             out.push(Diagnostic::error(
                 Layer::Semantic,
                 Code::DuplicateGroupName,
                 format!("/deployment/placement/groups/{i}/name"),
-                format!(
-                    "group name \"{}\" is used twice; group names must be unique",
-                    g.name
-                ),
+                format!("group name \"{}\" is used twice; group names must be unique", g.name),
             ));
         }
     }
+    let Some(parallelism) = parallelism else {
+        return;
+    };
     if !groups.is_empty() {
-        let total = groups
-            .iter()
-            .fold(0u64, |sum, g| sum.saturating_add(g.count));
-        if total != u64::from(d.parallelism) {
+        let total = groups.iter().fold(0u64, |sum, g| sum.saturating_add(g.count));
+        if total != u64::from(parallelism) {
             out.push(Diagnostic::error(
                 Layer::Semantic,
                 Code::GroupCountMismatch,
                 "/deployment/placement/groups",
-                format!(
-                    "group counts sum to {total} but parallelism is {}; they must be equal",
-                    d.parallelism
-                ),
+                format!("group counts sum to {total} but parallelism is {parallelism}; they must be equal"),
             ));
         }
     }

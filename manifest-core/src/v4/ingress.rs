@@ -5,25 +5,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::HTTP_PATH;
-use crate::shape::{
-    DefaultValue, ObjectShape, Shape, defaulted, int, object, one_of, optional, pattern, required,
-};
+use crate::shape::{DefaultValue, ObjectShape, Shape, defaulted, int, object, one_of, optional, pattern, required};
 
 const MODES: &[&str] = &["disabled", "optional", "required"];
 
 static HTTP: ObjectShape = object(
     "http ingress",
     &[
-        required(
-            "mode",
-            one_of(MODES),
-            "`disabled`, `optional` or `required`",
-        ),
-        required(
-            "port",
-            int(0, 65_535),
-            "unsigned 16-bit; a usable port is 1-65535",
-        ),
+        required("mode", one_of(MODES), "`disabled`, `optional` or `required`"),
+        required("port", int(0, 65_535), "unsigned 16-bit; a usable port is 1-65535"),
         optional("healthPath", pattern(&HTTP_PATH), "health check path"),
     ],
 );
@@ -31,17 +21,8 @@ static HTTP: ObjectShape = object(
 static SSH: ObjectShape = object(
     "ssh ingress",
     &[
-        required(
-            "mode",
-            one_of(MODES),
-            "`disabled`, `optional` or `required`",
-        ),
-        defaulted(
-            "port",
-            int(0, 65_535),
-            DefaultValue::Integer(22),
-            "default 22; a usable port is 1-65535",
-        ),
+        required("mode", one_of(MODES), "`disabled`, `optional` or `required`"),
+        defaulted("port", int(0, 65_535), DefaultValue::Integer(22), "default 22; a usable port is 1-65535"),
     ],
 );
 
@@ -100,19 +81,13 @@ pub struct SshIngress {
 }
 
 /// Layer 2: port 0 fits the schema's 16 bits but is not usable.
-pub(crate) fn check(i: &Ingress, out: &mut Vec<Diagnostic>) {
-    let ports = [
-        ("/ingress/http/port", i.http.as_ref().map(|h| h.port)),
-        ("/ingress/ssh/port", i.ssh.as_ref().map(|s| s.port)),
-    ];
-    for (pointer, port) in ports {
-        if port == Some(0) {
-            out.push(Diagnostic::error(
-                Layer::Semantic,
-                Code::PortUnusable,
-                pointer,
-                "port 0 is not usable; use a port from 1 to 65535",
-            ));
-        }
+pub(crate) fn check_port(pointer: &str, port: u16, out: &mut Vec<Diagnostic>) {
+    if port == 0 {
+        out.push(Diagnostic::error(
+            Layer::Semantic,
+            Code::PortUnusable,
+            pointer,
+            "port 0 is not usable; use a port from 1 to 65535",
+        ));
     }
 }

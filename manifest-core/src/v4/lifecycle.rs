@@ -3,8 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::shape::{
-    DefaultValue, ObjectShape, Shape, UnionShape, arm, constant, defaulted, int, object, one_of,
-    required,
+    DefaultValue, ObjectShape, Shape, UnionShape, arm, constant, defaulted, int, object, one_of, required,
 };
 
 /// The automatic renewal-lead profile (capability not enabled; structurally valid).
@@ -27,14 +26,7 @@ static LEAD_TIME: UnionShape = UnionShape {
                 "from 60000 to the lesser of 1800000 and half of schedule.durationMs",
             )],
         ),
-        arm(
-            "automatic",
-            &[required(
-                "profile",
-                constant(RENEWAL_LEAD_PROFILE),
-                "only `svc.renewal-lead.v1`",
-            )],
-        ),
+        arm("automatic", &[required("profile", constant(RENEWAL_LEAD_PROFILE), "only `svc.renewal-lead.v1`")]),
     ],
 };
 
@@ -43,14 +35,7 @@ static RENEWAL: UnionShape = UnionShape {
     tag: "mode",
     arms: &[
         arm("after_scheduled_end", &[]),
-        arm(
-            "before_scheduled_end",
-            &[required(
-                "leadTime",
-                Shape::Union(&LEAD_TIME),
-                "fixed or automatic lead",
-            )],
-        ),
+        arm("before_scheduled_end", &[required("leadTime", Shape::Union(&LEAD_TIME), "fixed or automatic lead")]),
     ],
 };
 
@@ -63,11 +48,7 @@ static EXISTING_JOBS: UnionShape = UnionShape {
             "cooperative_cease",
             &[required(
                 "trigger",
-                one_of(&[
-                    "rollout_started",
-                    "successor_processor_claimed",
-                    "successor_runtime_ready",
-                ]),
+                one_of(&["rollout_started", "successor_processor_claimed", "successor_runtime_ready"]),
                 "when existing jobs cease",
             )],
         ),
@@ -77,28 +58,13 @@ static EXISTING_JOBS: UnionShape = UnionShape {
 static UPDATE: ObjectShape = object(
     "update",
     &[
-        required(
-            "timing",
-            one_of(&["next_scheduled_renewal", "immediate"]),
-            "`next_scheduled_renewal` or `immediate`",
-        ),
-        required(
-            "existingJobs",
-            Shape::Union(&EXISTING_JOBS),
-            "what happens to running jobs",
-        ),
+        required("timing", one_of(&["next_scheduled_renewal", "immediate"]), "`next_scheduled_renewal` or `immediate`"),
+        required("existingJobs", Shape::Union(&EXISTING_JOBS), "what happens to running jobs"),
     ],
 );
 
-static LAUNCH: ObjectShape = object(
-    "launch",
-    &[defaulted(
-        "maxRetries",
-        int(0, 10),
-        DefaultValue::Integer(5),
-        "0-10, default 5",
-    )],
-);
+static LAUNCH: ObjectShape =
+    object("launch", &[defaulted("maxRetries", int(0, 10), DefaultValue::Integer(5), "0-10, default 5")]);
 
 static RUNTIME_FAILURE: UnionShape = UnionShape {
     name: "runtime failure policy",
@@ -114,24 +80,9 @@ static RUNTIME_FAILURE: UnionShape = UnionShape {
                     DefaultValue::Integer(300_000),
                     "120000-1800000",
                 ),
-                defaulted(
-                    "restartGraceMs",
-                    int(0, 86_400_000),
-                    DefaultValue::Integer(600_000),
-                    "0-86400000",
-                ),
-                defaulted(
-                    "maxSameJobRestarts",
-                    int(0, 50),
-                    DefaultValue::Integer(3),
-                    "0-50",
-                ),
-                defaulted(
-                    "maxFreshRegistrationReplacements",
-                    int(0, 10),
-                    DefaultValue::Integer(2),
-                    "0-10",
-                ),
+                defaulted("restartGraceMs", int(0, 86_400_000), DefaultValue::Integer(600_000), "0-86400000"),
+                defaulted("maxSameJobRestarts", int(0, 50), DefaultValue::Integer(3), "0-50"),
+                defaulted("maxFreshRegistrationReplacements", int(0, 10), DefaultValue::Integer(2), "0-10"),
             ],
         ),
     ],
@@ -140,17 +91,8 @@ static RUNTIME_FAILURE: UnionShape = UnionShape {
 static RECOVERY: ObjectShape = object(
     "recovery",
     &[
-        defaulted(
-            "launch",
-            Shape::Object(&LAUNCH),
-            DefaultValue::EmptyObject,
-            "default `{maxRetries: 5}`",
-        ),
-        required(
-            "runtimeFailure",
-            Shape::Union(&RUNTIME_FAILURE),
-            "`{mode: wait_until_scheduled_end}`",
-        ),
+        defaulted("launch", Shape::Object(&LAUNCH), DefaultValue::EmptyObject, "default `{maxRetries: 5}`"),
+        required("runtimeFailure", Shape::Union(&RUNTIME_FAILURE), "`{mode: wait_until_scheduled_end}`"),
     ],
 );
 
@@ -158,21 +100,9 @@ static RECOVERY: ObjectShape = object(
 pub static LIFECYCLE: ObjectShape = object(
     "lifecycle",
     &[
-        required(
-            "renewal",
-            Shape::Union(&RENEWAL),
-            "after the scheduled end, or before it by a lead time",
-        ),
-        required(
-            "update",
-            Shape::Object(&UPDATE),
-            "update timing and existing jobs",
-        ),
-        required(
-            "recovery",
-            Shape::Object(&RECOVERY),
-            "launch retries and runtime failure",
-        ),
+        required("renewal", Shape::Union(&RENEWAL), "after the scheduled end, or before it by a lead time"),
+        required("update", Shape::Object(&UPDATE), "update timing and existing jobs"),
+        required("recovery", Shape::Object(&RECOVERY), "launch retries and runtime failure"),
     ],
 );
 

@@ -3,28 +3,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::shape::{
-    ArrayShape, DefaultValue, ObjectShape, STRING, Shape, defaulted, object, optional,
-};
+use crate::shape::{ArrayShape, DefaultValue, ObjectShape, STRING, Shape, defaulted, object, optional};
 
-static LABELS: ArrayShape = ArrayShape {
-    items: STRING,
-    min_items: 0,
-    max_items: None,
-    unique: false,
-};
+static LABELS: ArrayShape = ArrayShape { items: STRING, min_items: 0, max_items: None, unique: false };
 
 /// `metadata`.
 pub static METADATA: ObjectShape = object(
     "metadata",
     &[
         optional("appType", STRING, "optional workload classification"),
-        defaulted(
-            "labels",
-            Shape::Array(&LABELS),
-            DefaultValue::EmptyArray,
-            "string[]; order is digest-significant",
-        ),
+        defaulted("labels", Shape::Array(&LABELS), DefaultValue::EmptyArray, "string[]; order is digest-significant"),
         optional("description", STRING, "optional description"),
     ],
 );

@@ -17,9 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::diagnostic::Diagnostic;
 use crate::formats::APPLICATION_ID_V4;
 use crate::sections::{Sections, model};
+use crate::shape::pattern_len;
 use crate::shape::{
-    DefaultValue, NON_EMPTY, ObjectShape, SERVER_OWNED, Shape, constant, defaulted, int, optional,
-    pattern, required,
+    DefaultValue, NON_EMPTY, ObjectShape, SERVER_OWNED, Shape, constant, defaulted, int, optional, required,
 };
 use crate::tree::Node;
 
@@ -30,50 +30,24 @@ pub const SCHEMA_NAME: &str = "svc.application-manifest";
 pub static MANIFEST: ObjectShape = ObjectShape {
     name: "Manifest V4",
     fields: &[
-        required(
-            "schema",
-            constant(SCHEMA_NAME),
-            "exactly `svc.application-manifest`",
-        ),
+        required("schema", constant(SCHEMA_NAME), "exactly `svc.application-manifest`"),
         required("schemaVersion", int(4, 4), "unsigned integer 4"),
         required(
             "applicationId",
-            pattern(&APPLICATION_ID_V4),
+            pattern_len(&APPLICATION_ID_V4, 1, 64),
             "1-64 chars of lowercase letters, digits, `.`, `_`, `-`; begins with a letter or digit",
         ),
-        optional(
-            "applicationUid",
-            NON_EMPTY,
-            "non-empty server-issued immutable identity; must match the target",
-        ),
-        defaulted(
-            "metadata",
-            Shape::Object(&metadata::METADATA),
-            DefaultValue::EmptyObject,
-            "default `{}`",
-        ),
-        required(
-            "release",
-            Shape::Union(&release::RELEASE),
-            "exactly one build arm or pinned arm",
-        ),
+        optional("applicationUid", NON_EMPTY, "non-empty server-issued immutable identity; must match the target"),
+        defaulted("metadata", Shape::Object(&metadata::METADATA), DefaultValue::EmptyObject, "default `{}`"),
+        required("release", Shape::Union(&release::RELEASE), "exactly one build arm or pinned arm"),
         defaulted(
             "runtime",
             Shape::Object(&runtime::RUNTIME),
             DefaultValue::EmptyObject,
             "runtime requirements and bootstrap defaults",
         ),
-        required(
-            "deployment",
-            Shape::Object(&deployment::DEPLOYMENT),
-            "schedule and lifecycle required",
-        ),
-        defaulted(
-            "ingress",
-            Shape::Object(&ingress::INGRESS),
-            DefaultValue::EmptyObject,
-            "default `{}`",
-        ),
+        required("deployment", Shape::Object(&deployment::DEPLOYMENT), "schedule and lifecycle required"),
+        defaulted("ingress", Shape::Object(&ingress::INGRESS), DefaultValue::EmptyObject, "default `{}`"),
         defaulted(
             "observability",
             Shape::Object(&observability::OBSERVABILITY),
@@ -120,25 +94,28 @@ pub struct ManifestV4 {
     pub configuration: configuration::Configuration,
 }
 
-/// Layer 2 over a document that went through layer 1. Returns the model when the whole
-/// document passed layer 1.
+/// Layer 2 over a document that went through layer 1: each rule runs when the parts it reads
+/// passed layer 1, so all independent errors are reported together. Returns the model when
+/// the whole document passed layer 1.
 pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) -> Option<ManifestV4> {
     let sections = Sections::new(root, out);
-    if sections.all_clean() {
-        let manifest: ManifestV4 = model(root, "", out)?;
-        deployment::check(&manifest.deployment, out);
-        ingress::check(&manifest.ingress, out);
-        configuration::check(&manifest.configuration, out);
-        return Some(manifest);
+    let schedule: Option<deployment::Schedule> = sections.read("/deployment/schedule", out);
+    if let Some(s) = &schedule {
+        deployment::check_start_delay(s, out);
+        if let Some(r) = sections.read("/deployment/lifecycle/renewal", out) {
+            deployment::check_renewal_lead(s, &r, out);
+        }
     }
-    if let Some(d) = sections.read("deployment", out) {
-        deployment::check(&d, out);
+    if let Some(groups) = sections.read::<Vec<placement::Group>>("/deployment/placement/groups", out) {
+        deployment::check_groups(&groups, sections.read("/deployment/parallelism", out), out);
     }
-    if let Some(i) = sections.read("ingress", out) {
-        ingress::check(&i, out);
+    for pointer in ["/ingress/http/port", "/ingress/ssh/port"] {
+        if let Some(port) = sections.read(pointer, out) {
+            ingress::check_port(pointer, port, out);
+        }
     }
-    if let Some(c) = sections.read("configuration", out) {
+    if let Some(c) = sections.read("/configuration", out) {
         configuration::check(&c, out);
     }
-    None
+    if sections.all_clean() { model(root, "", out) } else { None }
 }

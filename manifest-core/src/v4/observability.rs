@@ -35,12 +35,7 @@ static RUNTIME_DIAGNOSTICS: ObjectShape = object(
 pub static OBSERVABILITY: ObjectShape = object(
     "observability",
     &[
-        defaulted(
-            "logs",
-            Shape::Object(&LOGS),
-            DefaultValue::EmptyObject,
-            "`{enabled: false}`",
-        ),
+        defaulted("logs", Shape::Object(&LOGS), DefaultValue::EmptyObject, "`{enabled: false}`"),
         defaulted(
             "runtimeDiagnostics",
             Shape::Object(&RUNTIME_DIAGNOSTICS),

@@ -6,32 +6,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::formats::{COUNTRY, VERSIONED_CATALOG};
 use crate::shape::{
-    ArrayShape, DefaultValue, MapShape, NON_EMPTY, ObjectShape, Shape, StrFormat, StrShape, UINT,
-    UnionShape, arm, constant, defaulted, int, object, one_of, optional, pattern, required,
+    ArrayShape, DefaultValue, MapShape, NON_EMPTY, ObjectShape, Shape, StrFormat, StrShape, UINT, UnionShape, arm,
+    constant, defaulted, int, object, one_of, optional, pattern, required,
 };
 use crate::v4::runtime::TRUST_PROFILE;
 
-static MINIMUMS: MapShape = MapShape {
-    keys: StrShape {
-        format: StrFormat::Any,
-        min_chars: 1,
-        max_chars: None,
-        hint: None,
-    },
-    values: UINT,
-};
+static MINIMUMS: MapShape =
+    MapShape { keys: StrShape { format: StrFormat::Any, min_chars: 1, max_chars: None, hint: None }, values: UINT };
 
 static MACHINE: ObjectShape = object(
     "machine",
     &[
         required("class", NON_EMPTY, "machine class"),
         required("profileVersion", NON_EMPTY, "machine profile version"),
-        defaulted(
-            "minimums",
-            Shape::Map(&MINIMUMS),
-            DefaultValue::EmptyObject,
-            "metric name to unsigned integer",
-        ),
+        defaulted("minimums", Shape::Map(&MINIMUMS), DefaultValue::EmptyObject, "metric name to unsigned integer"),
     ],
 );
 
@@ -43,25 +31,13 @@ static EVIDENCE_ITEM: ObjectShape = object(
         required("minimum", UINT, "unsigned"),
         required("maxAgeMs", UINT, "unsigned, milliseconds"),
         required("minimumSamples", UINT, "unsigned"),
-        required(
-            "minimumConfidenceBps",
-            int(0, 10_000),
-            "basis points, 0-10000",
-        ),
-        required(
-            "strength",
-            one_of(&["required", "preferred"]),
-            "`required` or `preferred`",
-        ),
+        required("minimumConfidenceBps", int(0, 10_000), "basis points, 0-10000"),
+        required("strength", one_of(&["required", "preferred"]), "`required` or `preferred`"),
     ],
 );
 
-static EVIDENCE: ArrayShape = ArrayShape {
-    items: Shape::Object(&EVIDENCE_ITEM),
-    min_items: 0,
-    max_items: None,
-    unique: false,
-};
+static EVIDENCE: ArrayShape =
+    ArrayShape { items: Shape::Object(&EVIDENCE_ITEM), min_items: 0, max_items: None, unique: false };
 
 static REQUIREMENTS: ObjectShape = object(
     "requirements",
@@ -72,31 +48,13 @@ static REQUIREMENTS: ObjectShape = object(
             DefaultValue::Str(TRUST_PROFILE),
             "only `svc.attested-runtime.v1`",
         ),
-        optional(
-            "machine",
-            Shape::Object(&MACHINE),
-            "immutable, capability-gated machine requirement",
-        ),
-        optional(
-            "evidence",
-            Shape::Array(&EVIDENCE),
-            "capability-gated evidence requirements",
-        ),
+        optional("machine", Shape::Object(&MACHINE), "immutable, capability-gated machine requirement"),
+        optional("evidence", Shape::Array(&EVIDENCE), "capability-gated evidence requirements"),
     ],
 );
 
-static COUNTRY_CODES: ArrayShape = ArrayShape {
-    items: pattern(&COUNTRY),
-    min_items: 1,
-    max_items: None,
-    unique: true,
-};
-static REGION_NAMES: ArrayShape = ArrayShape {
-    items: NON_EMPTY,
-    min_items: 1,
-    max_items: None,
-    unique: true,
-};
+static COUNTRY_CODES: ArrayShape = ArrayShape { items: pattern(&COUNTRY), min_items: 1, max_items: None, unique: true };
+static REGION_NAMES: ArrayShape = ArrayShape { items: NON_EMPTY, min_items: 1, max_items: None, unique: true };
 
 static GEOGRAPHY: UnionShape = UnionShape {
     name: "geography",
@@ -105,31 +63,15 @@ static GEOGRAPHY: UnionShape = UnionShape {
         arm(
             "country",
             &[
-                required(
-                    "standard",
-                    constant("ISO-3166-1-alpha-2"),
-                    "`ISO-3166-1-alpha-2`",
-                ),
-                required(
-                    "values",
-                    Shape::Array(&COUNTRY_CODES),
-                    "non-empty uppercase two-character codes",
-                ),
+                required("standard", constant("ISO-3166-1-alpha-2"), "`ISO-3166-1-alpha-2`"),
+                required("values", Shape::Array(&COUNTRY_CODES), "non-empty uppercase two-character codes"),
             ],
         ),
         arm(
             "region",
             &[
-                required(
-                    "catalog",
-                    pattern(&VERSIONED_CATALOG),
-                    "non-empty versioned catalog",
-                ),
-                required(
-                    "values",
-                    Shape::Array(&REGION_NAMES),
-                    "non-empty region names",
-                ),
+                required("catalog", pattern(&VERSIONED_CATALOG), "non-empty versioned catalog"),
+                required("values", Shape::Array(&REGION_NAMES), "non-empty region names"),
             ],
         ),
     ],
@@ -139,63 +81,32 @@ static GROUP: ObjectShape = object(
     "placement group",
     &[
         required("name", NON_EMPTY, "unique non-empty name"),
-        required(
-            "count",
-            int(1, u64::MAX),
-            "positive; counts sum exactly to parallelism",
-        ),
+        required("count", int(1, u64::MAX), "positive; counts sum exactly to parallelism"),
         required("geography", Shape::Union(&GEOGRAPHY), "country or region"),
     ],
 );
 
-static GROUPS: ArrayShape = ArrayShape {
-    items: Shape::Object(&GROUP),
-    min_items: 0,
-    max_items: None,
-    unique: false,
-};
+static GROUPS: ArrayShape = ArrayShape { items: Shape::Object(&GROUP), min_items: 0, max_items: None, unique: false };
 
 static TOPOLOGY_CONSTRAINT: ObjectShape = object(
     "topology constraint",
     &[
-        required(
-            "kind",
-            one_of(&["affinity", "anti_affinity"]),
-            "`affinity` or `anti_affinity`",
-        ),
+        required("kind", one_of(&["affinity", "anti_affinity"]), "`affinity` or `anti_affinity`"),
         required("scope", constant("this_deployment"), "`this_deployment`"),
         required(
             "topologyKey",
             one_of(&["processor", "operator", "manager", "country", "region"]),
             "`processor`, `operator`, `manager`, `country` or `region`",
         ),
-        required(
-            "strength",
-            one_of(&["required", "preferred"]),
-            "`required` or `preferred`",
-        ),
+        required("strength", one_of(&["required", "preferred"]), "`required` or `preferred`"),
     ],
 );
 
-static TOPOLOGY: ArrayShape = ArrayShape {
-    items: Shape::Object(&TOPOLOGY_CONSTRAINT),
-    min_items: 0,
-    max_items: None,
-    unique: false,
-};
+static TOPOLOGY: ArrayShape =
+    ArrayShape { items: Shape::Object(&TOPOLOGY_CONSTRAINT), min_items: 0, max_items: None, unique: false };
 
-static NAMES: ArrayShape = ArrayShape {
-    items: NON_EMPTY,
-    min_items: 0,
-    max_items: None,
-    unique: true,
-};
-static PROCESSOR_IDS: ArrayShape = ArrayShape {
-    items: NON_EMPTY,
-    min_items: 1,
-    max_items: None,
-    unique: true,
-};
+static NAMES: ArrayShape = ArrayShape { items: NON_EMPTY, min_items: 0, max_items: None, unique: true };
+static PROCESSOR_IDS: ArrayShape = ArrayShape { items: NON_EMPTY, min_items: 1, max_items: None, unique: true };
 
 /// `processorSelection`, tagged by `mode`.
 static PROCESSOR_SELECTION: UnionShape = UnionShape {
@@ -205,46 +116,20 @@ static PROCESSOR_SELECTION: UnionShape = UnionShape {
         arm(
             "open_market",
             &[
-                optional(
-                    "excludeManagers",
-                    Shape::Array(&NAMES),
-                    "managers to exclude",
-                ),
-                defaulted(
-                    "allowUnknownManager",
-                    Shape::Bool,
-                    DefaultValue::Bool(false),
-                    "default false: fail closed",
-                ),
-                defaulted(
-                    "requireScheduleClear",
-                    Shape::Bool,
-                    DefaultValue::Bool(false),
-                    "default false",
-                ),
-                defaulted(
-                    "requireConsumerAccess",
-                    Shape::Bool,
-                    DefaultValue::Bool(false),
-                    "default false",
-                ),
+                optional("excludeManagers", Shape::Array(&NAMES), "managers to exclude"),
+                defaulted("allowUnknownManager", Shape::Bool, DefaultValue::Bool(false), "default false: fail closed"),
+                defaulted("requireScheduleClear", Shape::Bool, DefaultValue::Bool(false), "default false"),
+                defaulted("requireConsumerAccess", Shape::Bool, DefaultValue::Bool(false), "default false"),
                 optional("maxHeartbeatAgeSeconds", UINT, "seconds"),
                 optional("candidateLimit", UINT, "candidates considered"),
                 optional("scanLimit", UINT, "processors scanned"),
             ],
         ),
-        arm(
-            "manager",
-            &[required("managerId", NON_EMPTY, "the manager")],
-        ),
+        arm("manager", &[required("managerId", NON_EMPTY, "the manager")]),
         arm(
             "static",
             &[
-                required(
-                    "processorIds",
-                    Shape::Array(&PROCESSOR_IDS),
-                    "the processors",
-                ),
+                required("processorIds", Shape::Array(&PROCESSOR_IDS), "the processors"),
                 optional("managerId", NON_EMPTY, "the manager"),
             ],
         ),
@@ -261,18 +146,8 @@ pub static PLACEMENT: ObjectShape = object(
             DefaultValue::EmptyObject,
             "mandatory attested trust profile",
         ),
-        defaulted(
-            "groups",
-            Shape::Array(&GROUPS),
-            DefaultValue::EmptyArray,
-            "internal placement groups",
-        ),
-        defaulted(
-            "topologyConstraints",
-            Shape::Array(&TOPOLOGY),
-            DefaultValue::EmptyArray,
-            "internal",
-        ),
+        defaulted("groups", Shape::Array(&GROUPS), DefaultValue::EmptyArray, "internal placement groups"),
+        defaulted("topologyConstraints", Shape::Array(&TOPOLOGY), DefaultValue::EmptyArray, "internal"),
         defaulted(
             "processorSelection",
             Shape::Union(&PROCESSOR_SELECTION),

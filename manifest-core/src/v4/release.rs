@@ -5,12 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::Code;
-use crate::formats::{
-    GIT_REF, IPFS_CID, REPOSITORY, SAFE_RELATIVE_PATH, SHA256_DIGEST, WORKFLOW_REF,
-};
+use crate::formats::{GIT_REF, IPFS_CID, REPOSITORY, SAFE_RELATIVE_PATH, SHA256_DIGEST, WORKFLOW_REF};
 use crate::shape::{
-    Arm, ArrayShape, ObjectShape, Refused, Shape, UnionShape, arm, constant, object, one_of,
-    pattern, required,
+    Arm, ArrayShape, ObjectShape, Refused, Shape, UnionShape, arm, constant, object, one_of, pattern, required,
 };
 
 const NO_CID_IN_BUILD: &str = "a build release must not carry a CID or digest: they are resolved from an accepted artifact version; use `mode: pinned` to name an artifact";
@@ -25,42 +22,21 @@ static ENCRYPTION: ObjectShape = object(
     )],
 );
 
-static ALLOWED_REFS: ArrayShape = ArrayShape {
-    items: pattern(&GIT_REF),
-    min_items: 1,
-    max_items: None,
-    unique: true,
-};
+static ALLOWED_REFS: ArrayShape = ArrayShape { items: pattern(&GIT_REF), min_items: 1, max_items: None, unique: true };
 
 /// `builder` of a build release.
 static BUILDER: ObjectShape = object(
     "builder",
     &[
-        required(
-            "kind",
-            constant("codehost"),
-            "the single code-hosting provider value",
-        ),
-        required(
-            "repository",
-            pattern(&REPOSITORY),
-            "form `owner/repository`",
-        ),
-        required(
-            "allowedRefs",
-            Shape::Array(&ALLOWED_REFS),
-            "non-empty, no duplicates (`refs/heads/<branch>`)",
-        ),
+        required("kind", constant("codehost"), "the single code-hosting provider value"),
+        required("repository", pattern(&REPOSITORY), "form `owner/repository`"),
+        required("allowedRefs", Shape::Array(&ALLOWED_REFS), "non-empty, no duplicates (`refs/heads/<branch>`)"),
         required(
             "workflowRef",
             pattern(&WORKFLOW_REF),
             "exact workflow reference `owner/repository/<workflow_path>@<ref>`",
         ),
-        required(
-            "manifestPath",
-            pattern(&SAFE_RELATIVE_PATH),
-            "safe repository-relative path",
-        ),
+        required("manifestPath", pattern(&SAFE_RELATIVE_PATH), "safe repository-relative path"),
     ],
 );
 
@@ -73,23 +49,11 @@ static BUILD_ARTIFACT: UnionShape = UnionShape {
             value: "ipfs_bundle",
             object: ObjectShape {
                 name: "ipfs_bundle",
-                fields: &[required(
-                    "encryption",
-                    Shape::Object(&ENCRYPTION),
-                    "explicit `none` or `aes256_gcm`",
-                )],
+                fields: &[required("encryption", Shape::Object(&ENCRYPTION), "explicit `none` or `aes256_gcm`")],
                 min_fields: 0,
                 refused: &[&[
-                    Refused {
-                        name: "cid",
-                        code: Code::ForeignArmField,
-                        message: NO_CID_IN_BUILD,
-                    },
-                    Refused {
-                        name: "digest",
-                        code: Code::ForeignArmField,
-                        message: NO_CID_IN_BUILD,
-                    },
+                    Refused { name: "cid", code: Code::ForeignArmField, message: NO_CID_IN_BUILD },
+                    Refused { name: "digest", code: Code::ForeignArmField, message: NO_CID_IN_BUILD },
                 ]],
             },
         },
@@ -100,21 +64,9 @@ static BUILD_ARTIFACT: UnionShape = UnionShape {
                 fields: &[],
                 min_fields: 0,
                 refused: &[&[
-                    Refused {
-                        name: "imageDigest",
-                        code: Code::ForeignArmField,
-                        message: NO_CID_IN_BUILD,
-                    },
-                    Refused {
-                        name: "bootstrapCid",
-                        code: Code::ForeignArmField,
-                        message: NO_CID_IN_BUILD,
-                    },
-                    Refused {
-                        name: "bootstrapDigest",
-                        code: Code::ForeignArmField,
-                        message: NO_CID_IN_BUILD,
-                    },
+                    Refused { name: "imageDigest", code: Code::ForeignArmField, message: NO_CID_IN_BUILD },
+                    Refused { name: "bootstrapCid", code: Code::ForeignArmField, message: NO_CID_IN_BUILD },
+                    Refused { name: "bootstrapDigest", code: Code::ForeignArmField, message: NO_CID_IN_BUILD },
                 ]],
             },
         },
@@ -131,26 +83,14 @@ static PINNED_ARTIFACT: UnionShape = UnionShape {
             &[
                 required("cid", pattern(&IPFS_CID), "canonical `ipfs://<cid>`"),
                 required("digest", pattern(&SHA256_DIGEST), "`sha256:<hex>`"),
-                required(
-                    "encryption",
-                    Shape::Object(&ENCRYPTION),
-                    "`none` or `aes256_gcm`",
-                ),
+                required("encryption", Shape::Object(&ENCRYPTION), "`none` or `aes256_gcm`"),
             ],
         ),
         arm(
             "runtime_image",
             &[
-                required(
-                    "imageDigest",
-                    pattern(&SHA256_DIGEST),
-                    "immutable image digest",
-                ),
-                required(
-                    "bootstrapCid",
-                    pattern(&IPFS_CID),
-                    "canonical `ipfs://<cid>`",
-                ),
+                required("imageDigest", pattern(&SHA256_DIGEST), "immutable image digest"),
+                required("bootstrapCid", pattern(&IPFS_CID), "canonical `ipfs://<cid>`"),
                 required("bootstrapDigest", pattern(&SHA256_DIGEST), "`sha256:<hex>`"),
             ],
         ),
@@ -176,27 +116,12 @@ pub static RELEASE: UnionShape = UnionShape {
                 ],
                 min_fields: 0,
                 refused: &[&[
-                    Refused {
-                        name: "cid",
-                        code: Code::ForeignArmField,
-                        message: NO_CID_IN_BUILD,
-                    },
-                    Refused {
-                        name: "digest",
-                        code: Code::ForeignArmField,
-                        message: NO_CID_IN_BUILD,
-                    },
+                    Refused { name: "cid", code: Code::ForeignArmField, message: NO_CID_IN_BUILD },
+                    Refused { name: "digest", code: Code::ForeignArmField, message: NO_CID_IN_BUILD },
                 ]],
             },
         },
-        arm(
-            "pinned",
-            &[required(
-                "artifact",
-                Shape::Union(&PINNED_ARTIFACT),
-                "one immutable artifact",
-            )],
-        ),
+        arm("pinned", &[required("artifact", Shape::Union(&PINNED_ARTIFACT), "one immutable artifact")]),
     ],
 };
 

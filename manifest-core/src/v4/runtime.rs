@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::shape::{
-    ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, STRING, Shape, UINT, constant, defaulted,
-    object, one_of, optional,
+    ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, STRING, Shape, UINT, constant, defaulted, object, one_of,
+    optional,
 };
 
 /// The mandatory trust profile.
@@ -19,31 +19,17 @@ static RESOURCES: ObjectShape = object(
     &[
         optional("memoryMiB", UINT, "MiB; an explicit zero is preserved"),
         optional("storageMiB", UINT, "MiB; an explicit zero is preserved"),
-        optional(
-            "networkRequestQuota",
-            UINT,
-            "requests; an explicit zero is preserved",
-        ),
+        optional("networkRequestQuota", UINT, "requests; an explicit zero is preserved"),
     ],
 );
 
-static MODULES: ArrayShape = ArrayShape {
-    items: NON_EMPTY,
-    min_items: 0,
-    max_items: None,
-    unique: true,
-};
+static MODULES: ArrayShape = ArrayShape { items: NON_EMPTY, min_items: 0, max_items: None, unique: true };
 
 /// `runtime.bootstrap`: secure, non-weakenable defaults.
 pub static BOOTSTRAP: ObjectShape = object(
     "bootstrap",
     &[
-        defaulted(
-            "trustProfile",
-            constant(TRUST_PROFILE),
-            DefaultValue::Str(TRUST_PROFILE),
-            "no other value",
-        ),
+        defaulted("trustProfile", constant(TRUST_PROFILE), DefaultValue::Str(TRUST_PROFILE), "no other value"),
         defaulted(
             "signedDiagnosticsRequired",
             Shape::AlwaysTrue("the attested runtime's signed diagnostics cannot be turned off"),
@@ -66,24 +52,14 @@ pub static RUNTIME: ObjectShape = object(
         optional("engine", one_of(ENGINES), "`nodejs`, `deno` or `bun`"),
         optional("command", STRING, "command"),
         optional("role", STRING, "author label"),
-        defaulted(
-            "resources",
-            Shape::Object(&RESOURCES),
-            DefaultValue::EmptyObject,
-            "resource requirements",
-        ),
+        defaulted("resources", Shape::Object(&RESOURCES), DefaultValue::EmptyObject, "resource requirements"),
         defaulted(
             "requiredModules",
             Shape::Array(&MODULES),
             DefaultValue::EmptyArray,
             "module names such as `network`, subject to capability checks",
         ),
-        defaulted(
-            "bootstrap",
-            Shape::Object(&BOOTSTRAP),
-            DefaultValue::EmptyObject,
-            "secure, non-weakenable defaults",
-        ),
+        defaulted("bootstrap", Shape::Object(&BOOTSTRAP), DefaultValue::EmptyObject, "secure, non-weakenable defaults"),
     ],
 );
 

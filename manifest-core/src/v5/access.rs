@@ -7,26 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::shape::{ObjectShape, Shape, UnionShape, arm, object, required};
 
-static PROVIDER: UnionShape = UnionShape {
-    name: "ssh provider",
-    tag: "kind",
-    arms: &[arm("managed", &[])],
-};
+static PROVIDER: UnionShape = UnionShape { name: "ssh provider", tag: "kind", arms: &[arm("managed", &[])] };
 
-static SSH: ObjectShape = object(
-    "ssh",
-    &[required(
-        "provider",
-        Shape::Union(&PROVIDER),
-        "`{kind: managed}`",
-    )],
-);
+static SSH: ObjectShape = object("ssh", &[required("provider", Shape::Union(&PROVIDER), "`{kind: managed}`")]);
 
 /// `access`.
-pub static ACCESS: ObjectShape = object(
-    "access",
-    &[required("ssh", Shape::Object(&SSH), "managed runtime SSH")],
-);
+pub static ACCESS: ObjectShape = object("access", &[required("ssh", Shape::Object(&SSH), "managed runtime SSH")]);
 
 /// `access`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::Diagnostic;
 use crate::formats::{ABSOLUTE_PATH, ENV_NAME_V5, SECRET_ID};
+use crate::shape::pattern_len;
 use crate::shape::{
-    ArrayShape, DefaultValue, ObjectShape, STRING, Shape, UnionShape, arm, defaulted, object,
-    optional, pattern, required,
+    ArrayShape, DefaultValue, ObjectShape, STRING, Shape, UnionShape, arm, defaulted, object, optional, pattern,
+    required,
 };
 
 /// Most variables, and most secrets.
@@ -19,21 +20,13 @@ static VARIABLE: UnionShape = UnionShape {
     arms: &[
         arm(
             "literal",
-            &[
-                required("name", pattern(&ENV_NAME_V5), "environment name"),
-                required("value", STRING, "the value"),
-            ],
+            &[required("name", pattern(&ENV_NAME_V5), "environment name"), required("value", STRING, "the value")],
         ),
         arm(
             "managed",
             &[
                 required("name", pattern(&ENV_NAME_V5), "environment name"),
-                defaulted(
-                    "required",
-                    Shape::Bool,
-                    DefaultValue::Bool(true),
-                    "default true",
-                ),
+                defaulted("required", Shape::Bool, DefaultValue::Bool(true), "default true"),
                 optional("default", STRING, "default value"),
             ],
         ),
@@ -44,31 +37,16 @@ static DESTINATION: UnionShape = UnionShape {
     name: "secret destination",
     tag: "kind",
     arms: &[
-        arm(
-            "environment",
-            &[required("name", pattern(&ENV_NAME_V5), "environment name")],
-        ),
-        arm(
-            "file",
-            &[required("path", pattern(&ABSOLUTE_PATH), "absolute path")],
-        ),
+        arm("environment", &[required("name", pattern(&ENV_NAME_V5), "environment name")]),
+        arm("file", &[required("path", pattern(&ABSOLUTE_PATH), "absolute path")]),
     ],
 };
 
 static SECRET: ObjectShape = object(
     "secret",
     &[
-        required(
-            "secretId",
-            pattern(&SECRET_ID),
-            "1-127 letters, digits, dot, underscore, hyphen",
-        ),
-        defaulted(
-            "required",
-            Shape::Bool,
-            DefaultValue::Bool(true),
-            "default true",
-        ),
+        required("secretId", pattern_len(&SECRET_ID, 1, 127), "1-127 letters, digits, dot, underscore, hyphen"),
+        defaulted("required", Shape::Bool, DefaultValue::Bool(true), "default true"),
         required(
             "destination",
             Shape::Union(&DESTINATION),
@@ -77,35 +55,17 @@ static SECRET: ObjectShape = object(
     ],
 );
 
-static VARIABLES: ArrayShape = ArrayShape {
-    items: Shape::Union(&VARIABLE),
-    min_items: 0,
-    max_items: Some(MAX_ENTRIES),
-    unique: false,
-};
-static SECRETS: ArrayShape = ArrayShape {
-    items: Shape::Object(&SECRET),
-    min_items: 0,
-    max_items: Some(MAX_ENTRIES),
-    unique: false,
-};
+static VARIABLES: ArrayShape =
+    ArrayShape { items: Shape::Union(&VARIABLE), min_items: 0, max_items: Some(MAX_ENTRIES), unique: false };
+static SECRETS: ArrayShape =
+    ArrayShape { items: Shape::Object(&SECRET), min_items: 0, max_items: Some(MAX_ENTRIES), unique: false };
 
 /// `configuration`.
 pub static CONFIGURATION: ObjectShape = object(
     "configuration",
     &[
-        defaulted(
-            "variables",
-            Shape::Array(&VARIABLES),
-            DefaultValue::EmptyArray,
-            "at most 64",
-        ),
-        defaulted(
-            "secrets",
-            Shape::Array(&SECRETS),
-            DefaultValue::EmptyArray,
-            "at most 64",
-        ),
+        defaulted("variables", Shape::Array(&VARIABLES), DefaultValue::EmptyArray, "at most 64"),
+        defaulted("secrets", Shape::Array(&SECRETS), DefaultValue::EmptyArray, "at most 64"),
     ],
 );
 
@@ -180,21 +140,13 @@ pub enum SecretDestination {
 
 /// Layer 2: each environment name is claimed once.
 pub(crate) fn check(c: &Configuration, out: &mut Vec<Diagnostic>) {
-    let variables = c
-        .variables
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (v.name(), format!("/configuration/variables/{i}/name")));
-    let secrets = c
-        .secrets
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match &s.destination {
-            SecretDestination::Environment { name } => Some((
-                name.as_str(),
-                format!("/configuration/secrets/{i}/destination/name"),
-            )),
-            SecretDestination::File { .. } => None,
-        });
+    let variables =
+        c.variables.iter().enumerate().map(|(i, v)| (v.name(), format!("/configuration/variables/{i}/name")));
+    let secrets = c.secrets.iter().enumerate().filter_map(|(i, s)| match &s.destination {
+        SecretDestination::Environment { name } => {
+            Some((name.as_str(), format!("/configuration/secrets/{i}/destination/name")))
+        }
+        SecretDestination::File { .. } => None,
+    });
     crate::rules::environment_names_once(variables.chain(secrets), out);
 }

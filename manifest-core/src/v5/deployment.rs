@@ -7,10 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::{BYTE_SIZE, DURATION, MONEY, POSITIVE_DURATION};
 use crate::shape::{
-    ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, Shape, UnionShape, arm, constant, defaulted,
-    int, object, optional, pattern, pattern_hint, required,
+    ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, Shape, UnionShape, arm, constant, defaulted, int, object,
+    optional, pattern, pattern_hint, required,
 };
-use crate::v5::execution::Execution;
 
 /// Schema range of jobs (first-public admission allows 2, decided at publication).
 pub const MAX_JOBS: u64 = 256;
@@ -41,11 +40,7 @@ static PHASING: UnionShape = UnionShape {
 static SCHEDULE: ObjectShape = object(
     "schedule",
     &[
-        required(
-            "duration",
-            pattern(&POSITIVE_DURATION),
-            "duration of one paid job window",
-        ),
+        required("duration", pattern(&POSITIVE_DURATION), "duration of one paid job window"),
         defaulted(
             "phasing",
             Shape::Union(&PHASING),
@@ -60,67 +55,34 @@ static MINIMUMS: ObjectShape = ObjectShape {
     fields: &[
         optional("memory", pattern(&BYTE_SIZE), "byte size"),
         optional("storage", pattern(&BYTE_SIZE), "byte size"),
-        optional(
-            "cpuSingleCoreScore",
-            int(1, MAX_CPU_SCORE),
-            "integer 1-9007199254740991",
-        ),
-        optional(
-            "cpuMultiCoreScore",
-            int(1, MAX_CPU_SCORE),
-            "integer 1-9007199254740991",
-        ),
+        optional("cpuSingleCoreScore", int(1, MAX_CPU_SCORE), "integer 1-9007199254740991"),
+        optional("cpuMultiCoreScore", int(1, MAX_CPU_SCORE), "integer 1-9007199254740991"),
     ],
     min_fields: 1,
     refused: &[],
 };
 
-static PROCESSOR_IDS: ArrayShape = ArrayShape {
-    items: NON_EMPTY,
-    min_items: 1,
-    max_items: Some(MAX_PROCESSOR_IDS),
-    unique: true,
-};
+static PROCESSOR_IDS: ArrayShape =
+    ArrayShape { items: NON_EMPTY, min_items: 1, max_items: Some(MAX_PROCESSOR_IDS), unique: true };
 
 static PROCESSOR_SELECTION: UnionShape = UnionShape {
     name: "processor selection",
     tag: "mode",
-    arms: &[arm(
-        "exact",
-        &[required(
-            "processorIds",
-            Shape::Array(&PROCESSOR_IDS),
-            "1-64 processor IDs",
-        )],
-    )],
+    arms: &[arm("exact", &[required("processorIds", Shape::Array(&PROCESSOR_IDS), "1-64 processor IDs")])],
 };
 
 static PLACEMENT: ObjectShape = object(
     "placement",
     &[
-        optional(
-            "minimums",
-            Shape::Object(&MINIMUMS),
-            "capability minimums, at least one",
-        ),
-        optional(
-            "processorSelection",
-            Shape::Union(&PROCESSOR_SELECTION),
-            "omitted means open-market selection",
-        ),
+        optional("minimums", Shape::Object(&MINIMUMS), "capability minimums, at least one"),
+        optional("processorSelection", Shape::Union(&PROCESSOR_SELECTION), "omitted means open-market selection"),
     ],
 );
 
 static LEAD_TIME: UnionShape = UnionShape {
     name: "renewal lead time",
     tag: "mode",
-    arms: &[
-        arm("automatic", &[]),
-        arm(
-            "fixed",
-            &[required("duration", pattern(&DURATION), "lead duration")],
-        ),
-    ],
+    arms: &[arm("automatic", &[]), arm("fixed", &[required("duration", pattern(&DURATION), "lead duration")])],
 };
 
 static RENEWAL: ObjectShape = object(
@@ -136,10 +98,7 @@ static RENEWAL: ObjectShape = object(
 static EXISTING_JOBS: UnionShape = UnionShape {
     name: "existing jobs policy",
     tag: "mode",
-    arms: &[
-        arm("stop_when_successor_ready", &[]),
-        arm("run_until_scheduled_end", &[]),
-    ],
+    arms: &[arm("stop_when_successor_ready", &[]), arm("run_until_scheduled_end", &[])],
 };
 
 static UPDATE: ObjectShape = object(
@@ -163,17 +122,8 @@ static UPDATE: ObjectShape = object(
 static LIFECYCLE: ObjectShape = object(
     "lifecycle",
     &[
-        optional(
-            "renewal",
-            Shape::Object(&RENEWAL),
-            "valid only for continuous execution",
-        ),
-        defaulted(
-            "update",
-            Shape::Object(&UPDATE),
-            DefaultValue::EmptyObject,
-            "update policy",
-        ),
+        optional("renewal", Shape::Object(&RENEWAL), "valid only for continuous execution"),
+        defaulted("update", Shape::Object(&UPDATE), DefaultValue::EmptyObject, "update policy"),
     ],
 );
 
@@ -182,38 +132,17 @@ const MONEY_HINT: &str = "money amounts are decimal strings, e.g. \"1000000\" (q
 static RATE: ObjectShape = object(
     "rate",
     &[
-        required(
-            "amount",
-            pattern_hint(&MONEY, MONEY_HINT),
-            "lifetime ceiling over a window (money string)",
-        ),
-        defaulted(
-            "window",
-            pattern(&DURATION),
-            DefaultValue::Str(DEFAULT_RATE_WINDOW),
-            "duration, default `30d`",
-        ),
+        required("amount", pattern_hint(&MONEY, MONEY_HINT), "lifetime ceiling over a window (money string)"),
+        defaulted("window", pattern(&DURATION), DefaultValue::Str(DEFAULT_RATE_WINDOW), "duration, default `30d`"),
     ],
 );
 
 static SPEND: ObjectShape = object(
     "spend",
     &[
-        required(
-            "unit",
-            constant("service_credit_micros"),
-            "exactly `service_credit_micros`",
-        ),
-        required(
-            "perJob",
-            pattern_hint(&MONEY, MONEY_HINT),
-            "total exposure for one delivered occurrence",
-        ),
-        optional(
-            "rate",
-            Shape::Object(&RATE),
-            "required for recurring execution",
-        ),
+        required("unit", constant("service_credit_micros"), "exactly `service_credit_micros`"),
+        required("perJob", pattern_hint(&MONEY, MONEY_HINT), "total exposure for one delivered occurrence"),
+        optional("rate", Shape::Object(&RATE), "required for recurring execution"),
     ],
 );
 
@@ -221,12 +150,7 @@ static SPEND: ObjectShape = object(
 pub static DEPLOYMENT: ObjectShape = object(
     "deployment",
     &[
-        defaulted(
-            "jobs",
-            int(1, MAX_JOBS),
-            DefaultValue::Integer(1),
-            "integer 1-256, default 1",
-        ),
+        defaulted("jobs", int(1, MAX_JOBS), DefaultValue::Integer(1), "integer 1-256, default 1"),
         required("schedule", Shape::Object(&SCHEDULE), "paid window"),
         defaulted(
             "placement",
@@ -234,17 +158,8 @@ pub static DEPLOYMENT: ObjectShape = object(
             DefaultValue::EmptyObject,
             "minimums and/or exact processors",
         ),
-        defaulted(
-            "lifecycle",
-            Shape::Object(&LIFECYCLE),
-            DefaultValue::EmptyObject,
-            "renewal and update policy",
-        ),
-        required(
-            "spend",
-            Shape::Object(&SPEND),
-            "managed service-credit authority",
-        ),
+        defaulted("lifecycle", Shape::Object(&LIFECYCLE), DefaultValue::EmptyObject, "renewal and update policy"),
+        required("spend", Shape::Object(&SPEND), "managed service-credit authority"),
     ],
 );
 
@@ -401,42 +316,47 @@ pub struct Rate {
     pub window: String,
 }
 
-/// Layer 2 within `deployment`, and against `execution` when it passed layer 1.
-pub(crate) fn check(d: &Deployment, execution: Option<&Execution>, out: &mut Vec<Diagnostic>) {
-    if let Phasing::EvenlySpaced { jobs_per_phase } = d.schedule.phasing {
-        let pointer = "/deployment/schedule/phasing/jobsPerPhase";
-        let jobs = u64::from(d.jobs);
-        if jobs_per_phase > jobs {
-            out.push(Diagnostic::error(
-                Layer::Semantic,
-                Code::JobsPerPhaseExceedsJobs,
-                pointer,
-                format!("jobsPerPhase {jobs_per_phase} is more than jobs ({jobs}); it must not exceed jobs"),
-            ));
-        } else if jobs % jobs_per_phase != 0 {
-            out.push(Diagnostic::error(
-                Layer::Semantic,
-                Code::JobsPerPhaseNotDivisor,
-                pointer,
-                format!("jobsPerPhase {jobs_per_phase} does not divide jobs ({jobs}) exactly; use a divisor of {jobs}"),
-            ));
-        }
+/// Layer 2: `jobsPerPhase` must not exceed `jobs` and must divide it exactly.
+pub(crate) fn check_phasing(jobs: u16, phasing: &Phasing, out: &mut Vec<Diagnostic>) {
+    let Phasing::EvenlySpaced { jobs_per_phase } = *phasing else {
+        return;
+    };
+    let pointer = "/deployment/schedule/phasing/jobsPerPhase";
+    let jobs = u64::from(jobs);
+    if jobs_per_phase > jobs {
+        out.push(Diagnostic::error(
+            Layer::Semantic,
+            Code::JobsPerPhaseExceedsJobs,
+            pointer,
+            format!("jobsPerPhase {jobs_per_phase} is more than jobs ({jobs}); it must not exceed jobs"),
+        ));
+    } else if jobs % jobs_per_phase != 0 {
+        out.push(Diagnostic::error(
+            Layer::Semantic,
+            Code::JobsPerPhaseNotDivisor,
+            pointer,
+            format!("jobsPerPhase {jobs_per_phase} does not divide jobs ({jobs}) exactly; use a divisor of {jobs}"),
+        ));
     }
-    let Some(execution) = execution else { return };
-    if d.lifecycle.renewal.is_some() && !matches!(execution, Execution::Continuous { .. }) {
+}
+
+/// Layer 2: renewal only with continuous execution; recurring execution needs a spend rate.
+/// `renewal` and `rate` say whether those fields are written; `spend` whether `spend` is.
+pub(crate) fn check_execution(execution: &str, renewal: bool, spend: bool, rate: bool, out: &mut Vec<Diagnostic>) {
+    if renewal && matches!(execution, "once" | "interval") {
         out.push(Diagnostic::error(
             Layer::Semantic,
             Code::RenewalRequiresContinuous,
             "/deployment/lifecycle/renewal",
-            "renewal is valid only for continuous execution; remove it or use `execution.mode: continuous`",
+            format!("renewal is valid only for continuous execution, not \"{execution}\"; remove it or use `execution.mode: continuous`"),
         ));
     }
-    if execution.is_recurring() && d.spend.rate.is_none() {
+    if spend && !rate && matches!(execution, "continuous" | "interval") {
         out.push(Diagnostic::error(
             Layer::Semantic,
             Code::SpendRateRequired,
             "/deployment/spend/rate",
-            "continuous and interval execution require spend.rate (a lifetime ceiling over a window); the organization guard does not substitute for it",
+            format!("{execution} execution requires spend.rate (a lifetime ceiling over a window); the organization guard does not substitute for it"),
         ));
     }
 }

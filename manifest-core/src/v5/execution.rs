@@ -15,27 +15,12 @@ pub static EXECUTION: UnionShape = UnionShape {
     tag: "mode",
     arms: &[
         arm("once", &[]),
-        arm(
-            "continuous",
-            &[optional(
-                "until",
-                pattern(&UTC_BOUND),
-                "UTC bound `YYYY-MM-DDTHH:MM:SSZ`",
-            )],
-        ),
+        arm("continuous", &[optional("until", pattern(&UTC_BOUND), "UTC bound `YYYY-MM-DDTHH:MM:SSZ`")]),
         arm(
             "interval",
             &[
-                required(
-                    "every",
-                    pattern(&POSITIVE_DURATION),
-                    "positive duration between occurrences",
-                ),
-                optional(
-                    "until",
-                    pattern(&UTC_BOUND),
-                    "UTC bound `YYYY-MM-DDTHH:MM:SSZ`",
-                ),
+                required("every", pattern(&POSITIVE_DURATION), "positive duration between occurrences"),
+                optional("until", pattern(&UTC_BOUND), "UTC bound `YYYY-MM-DDTHH:MM:SSZ`"),
             ],
         ),
     ],

@@ -4,31 +4,21 @@
 use serde::{Deserialize, Serialize};
 
 use crate::formats::LABEL;
-use crate::shape::{
-    ArrayShape, DefaultValue, ObjectShape, Shape, defaulted, object, optional, pattern, string_max,
-};
+use crate::shape::{ArrayShape, DefaultValue, ObjectShape, Shape, defaulted, object, optional, pattern, string_max};
 
 /// Longest description, in characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 500;
 /// Most labels.
 pub const MAX_LABELS: usize = 32;
 
-static LABELS: ArrayShape = ArrayShape {
-    items: pattern(&LABEL),
-    min_items: 0,
-    max_items: Some(MAX_LABELS),
-    unique: false,
-};
+static LABELS: ArrayShape =
+    ArrayShape { items: pattern(&LABEL), min_items: 0, max_items: Some(MAX_LABELS), unique: false };
 
 /// `metadata`.
 pub static METADATA: ObjectShape = object(
     "metadata",
     &[
-        optional(
-            "description",
-            string_max(MAX_DESCRIPTION_CHARS),
-            "at most 500 characters",
-        ),
+        optional("description", string_max(MAX_DESCRIPTION_CHARS), "at most 500 characters"),
         defaulted(
             "labels",
             Shape::Array(&LABELS),

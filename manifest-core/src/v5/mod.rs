@@ -17,9 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::APPLICATION_ID_V5;
 use crate::sections::{Sections, model};
+use crate::shape::pattern_len;
 use crate::shape::{
-    DefaultValue, ObjectShape, Refused, SERVER_OWNED, Shape, constant, defaulted, int, optional,
-    pattern, required,
+    DefaultValue, ObjectShape, Refused, SERVER_OWNED, Shape, constant, defaulted, int, optional, required,
 };
 use crate::tree::Node;
 use crate::v4::SCHEMA_NAME;
@@ -28,15 +28,11 @@ use crate::v4::SCHEMA_NAME;
 pub static MANIFEST: ObjectShape = ObjectShape {
     name: "Manifest V5",
     fields: &[
-        required(
-            "schema",
-            constant(SCHEMA_NAME),
-            "`svc.application-manifest`",
-        ),
+        required("schema", constant(SCHEMA_NAME), "`svc.application-manifest`"),
         required("schemaVersion", int(5, 5), "integer 5"),
         required(
             "applicationId",
-            pattern(&APPLICATION_ID_V5),
+            pattern_len(&APPLICATION_ID_V5, 1, 63),
             "organization-local slug, 1-63 lowercase letters, digits, hyphens",
         ),
         defaulted(
@@ -45,31 +41,15 @@ pub static MANIFEST: ObjectShape = ObjectShape {
             DefaultValue::EmptyObject,
             "description and labels, authored only",
         ),
-        required(
-            "release",
-            Shape::Union(&release::RELEASE),
-            "source or pinned",
-        ),
-        required(
-            "runtime",
-            Shape::Union(&runtime::RUNTIME),
-            "JavaScript or native image",
-        ),
-        required(
-            "execution",
-            Shape::Union(&execution::EXECUTION),
-            "once, continuous or interval",
-        ),
+        required("release", Shape::Union(&release::RELEASE), "source or pinned"),
+        required("runtime", Shape::Union(&runtime::RUNTIME), "JavaScript or native image"),
+        required("execution", Shape::Union(&execution::EXECUTION), "once, continuous or interval"),
         required(
             "deployment",
             Shape::Object(&deployment::DEPLOYMENT),
             "jobs, paid window, placement, lifecycle, spend",
         ),
-        optional(
-            "access",
-            Shape::Object(&access::ACCESS),
-            "managed runtime SSH only",
-        ),
+        optional("access", Shape::Object(&access::ACCESS), "managed runtime SSH only"),
         defaulted(
             "configuration",
             Shape::Object(&configuration::CONFIGURATION),
@@ -82,11 +62,7 @@ pub static MANIFEST: ObjectShape = ObjectShape {
             DefaultValue::EmptyObject,
             "managed logging",
         ),
-        required(
-            "state",
-            Shape::Union(&observability::STATE),
-            "exactly `{mode: off}`",
-        ),
+        required("state", Shape::Union(&observability::STATE), "exactly `{mode: off}`"),
         defaulted(
             "debug",
             Shape::Object(&observability::DEBUG),
@@ -138,20 +114,27 @@ pub struct ManifestV5 {
     pub debug: observability::Debug,
 }
 
-/// The sections layer 2 reads; each is present when it passed layer 1.
-struct Parts<'a> {
-    runtime: Option<&'a runtime::Runtime>,
-    execution: Option<&'a execution::Execution>,
-    deployment: Option<&'a deployment::Deployment>,
-    access: Option<&'a access::Access>,
-    configuration: Option<&'a configuration::Configuration>,
-}
-
-fn check(p: &Parts<'_>, out: &mut Vec<Diagnostic>) {
-    if let Some(d) = p.deployment {
-        deployment::check(d, p.execution, out);
+/// Layer 2 over a document that went through layer 1: each rule runs when the parts it reads
+/// passed layer 1 (discriminators and presence are read whatever their siblings' validity), so
+/// all independent errors are reported together. Returns the model when the whole document
+/// passed layer 1.
+pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) -> Option<ManifestV5> {
+    let sections = Sections::new(root, out);
+    if let (Some(jobs), Some(phasing)) =
+        (sections.read("/deployment/jobs", out), sections.read("/deployment/schedule/phasing", out))
+    {
+        deployment::check_phasing(jobs, &phasing, out);
     }
-    if let (Some(_), Some(runtime::Runtime::Javascript { .. })) = (p.access, p.runtime) {
+    if let Some(execution) = sections.tag("/execution/mode") {
+        deployment::check_execution(
+            execution,
+            sections.present("/deployment/lifecycle/renewal"),
+            sections.present("/deployment/spend"),
+            sections.present("/deployment/spend/rate"),
+            out,
+        );
+    }
+    if sections.present("/access") && sections.tag("/runtime/kind") == Some("javascript") {
         out.push(Diagnostic::error(
             Layer::Semantic,
             Code::AccessRequiresNativeImage,
@@ -159,39 +142,8 @@ fn check(p: &Parts<'_>, out: &mut Vec<Diagnostic>) {
             "managed runtime SSH is valid only with `runtime.kind: native_image`; remove `access` or use a native image",
         ));
     }
-    if let Some(c) = p.configuration {
-        configuration::check(c, out);
+    if let Some(c) = sections.read("/configuration", out) {
+        configuration::check(&c, out);
     }
-}
-
-/// Layer 2 over a document that went through layer 1. Returns the model when the whole
-/// document passed layer 1.
-pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) -> Option<ManifestV5> {
-    let sections = Sections::new(root, out);
-    if sections.all_clean() {
-        let m: ManifestV5 = model(root, "", out)?;
-        let parts = Parts {
-            runtime: Some(&m.runtime),
-            execution: Some(&m.execution),
-            deployment: Some(&m.deployment),
-            access: m.access.as_ref(),
-            configuration: Some(&m.configuration),
-        };
-        check(&parts, out);
-        return Some(m);
-    }
-    let runtime = sections.read("runtime", out);
-    let execution = sections.read("execution", out);
-    let deployment = sections.read("deployment", out);
-    let access: Option<access::Access> = sections.read("access", out);
-    let configuration = sections.read("configuration", out);
-    let parts = Parts {
-        runtime: runtime.as_ref(),
-        execution: execution.as_ref(),
-        deployment: deployment.as_ref(),
-        access: access.as_ref(),
-        configuration: configuration.as_ref(),
-    };
-    check(&parts, out);
-    None
+    if sections.all_clean() { model(root, "", out) } else { None }
 }

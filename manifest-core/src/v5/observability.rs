@@ -6,33 +6,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::shape::{DefaultValue, ObjectShape, Shape, UnionShape, arm, defaulted, object};
 
-static LOGS: ObjectShape = object(
-    "logs",
-    &[defaulted(
-        "enabled",
-        Shape::Bool,
-        DefaultValue::Bool(false),
-        "managed logging, default false",
-    )],
-);
+static LOGS: ObjectShape =
+    object("logs", &[defaulted("enabled", Shape::Bool, DefaultValue::Bool(false), "managed logging, default false")]);
 
 /// `observability`.
-pub static OBSERVABILITY: ObjectShape = object(
-    "observability",
-    &[defaulted(
-        "logs",
-        Shape::Object(&LOGS),
-        DefaultValue::EmptyObject,
-        "managed logging",
-    )],
-);
+pub static OBSERVABILITY: ObjectShape =
+    object("observability", &[defaulted("logs", Shape::Object(&LOGS), DefaultValue::EmptyObject, "managed logging")]);
 
 /// `state`: only `{mode: off}`.
-pub static STATE: UnionShape = UnionShape {
-    name: "state",
-    tag: "mode",
-    arms: &[arm("off", &[])],
-};
+pub static STATE: UnionShape = UnionShape { name: "state", tag: "mode", arms: &[arm("off", &[])] };
 
 /// `debug`.
 pub static DEBUG: ObjectShape = object(

@@ -7,14 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::formats::SHA256_DIGEST;
 use crate::shape::{ObjectShape, Shape, UnionShape, arm, object, pattern, required};
 
-static ARTIFACT: ObjectShape = object(
-    "artifact",
-    &[required(
-        "digest",
-        pattern(&SHA256_DIGEST),
-        "`sha256:<64 lowercase hex>`",
-    )],
-);
+static ARTIFACT: ObjectShape =
+    object("artifact", &[required("digest", pattern(&SHA256_DIGEST), "`sha256:<64 lowercase hex>`")]);
 
 /// `release`.
 pub static RELEASE: UnionShape = UnionShape {
@@ -22,14 +16,7 @@ pub static RELEASE: UnionShape = UnionShape {
     tag: "mode",
     arms: &[
         arm("source", &[]),
-        arm(
-            "pinned",
-            &[required(
-                "artifact",
-                Shape::Object(&ARTIFACT),
-                "the artifact digest",
-            )],
-        ),
+        arm("pinned", &[required("artifact", Shape::Object(&ARTIFACT), "the artifact digest")]),
     ],
 };
 

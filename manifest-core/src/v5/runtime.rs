@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::formats::{ENTRYPOINT_FILE, IMAGE_VERSION};
 use crate::shape::{
-    ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, STRING, Shape, UnionShape, arm, defaulted,
-    object, one_of, pattern, required,
+    ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, STRING, Shape, UnionShape, arm, defaulted, object, one_of,
+    pattern, required,
 };
 use crate::v4::runtime::{ENGINES, Engine};
 
@@ -18,11 +18,7 @@ pub const MAX_ARGS: usize = 64;
 
 static JS_ENTRYPOINT: ObjectShape = object(
     "javascript entrypoint",
-    &[required(
-        "file",
-        pattern(&ENTRYPOINT_FILE),
-        "relative to the artifact root; no leading `/`, no `..` segment",
-    )],
+    &[required("file", pattern(&ENTRYPOINT_FILE), "relative to the artifact root; no leading `/`, no `..` segment")],
 );
 
 static IMAGE: ObjectShape = object(
@@ -34,36 +30,18 @@ static IMAGE: ObjectShape = object(
             DefaultValue::Str(DEFAULT_CATALOG),
             "default `svc-runtime-images`; checked server-side",
         ),
-        required(
-            "name",
-            NON_EMPTY,
-            "1-63 lowercase letters, digits, hyphens; checked server-side",
-        ),
-        required(
-            "version",
-            pattern(&IMAGE_VERSION),
-            "one- to three-part numeric floor, resolved to an exact digest",
-        ),
+        required("name", NON_EMPTY, "1-63 lowercase letters, digits, hyphens; checked server-side"),
+        required("version", pattern(&IMAGE_VERSION), "one- to three-part numeric floor, resolved to an exact digest"),
     ],
 );
 
-static ARGS: ArrayShape = ArrayShape {
-    items: STRING,
-    min_items: 0,
-    max_items: Some(MAX_ARGS),
-    unique: false,
-};
+static ARGS: ArrayShape = ArrayShape { items: STRING, min_items: 0, max_items: Some(MAX_ARGS), unique: false };
 
 static NATIVE_ENTRYPOINT: ObjectShape = object(
     "native entrypoint",
     &[
         required("executable", NON_EMPTY, "the executable"),
-        defaulted(
-            "args",
-            Shape::Array(&ARGS),
-            DefaultValue::EmptyArray,
-            "at most 64 strings",
-        ),
+        defaulted("args", Shape::Array(&ARGS), DefaultValue::EmptyArray, "at most 64 strings"),
     ],
 );
 
@@ -75,28 +53,15 @@ pub static RUNTIME: UnionShape = UnionShape {
         arm(
             "javascript",
             &[
-                defaulted(
-                    "engine",
-                    one_of(ENGINES),
-                    DefaultValue::Str("nodejs"),
-                    "default `nodejs`",
-                ),
-                required(
-                    "entrypoint",
-                    Shape::Object(&JS_ENTRYPOINT),
-                    "`entrypoint.file`",
-                ),
+                defaulted("engine", one_of(ENGINES), DefaultValue::Str("nodejs"), "default `nodejs`"),
+                required("entrypoint", Shape::Object(&JS_ENTRYPOINT), "`entrypoint.file`"),
             ],
         ),
         arm(
             "native_image",
             &[
                 required("image", Shape::Object(&IMAGE), "catalog, name and version"),
-                required(
-                    "entrypoint",
-                    Shape::Object(&NATIVE_ENTRYPOINT),
-                    "executable and args",
-                ),
+                required("entrypoint", Shape::Object(&NATIVE_ENTRYPOINT), "executable and args"),
             ],
         ),
     ],
