@@ -12,7 +12,7 @@ use crate::tree::{Member, Node, Number, PointerBuf, Value};
 
 /// Checks `root` against `shape`, appending problems to `out` and filling defaults in place.
 pub(crate) fn check_document(root: &mut Node, shape: &'static ObjectShape, out: &mut Vec<Diagnostic>) {
-    let mut walker = Walker { out, ptr: PointerBuf::default() };
+    let mut walker = Walker { out, ptr: PointerBuf::with_capacity(256) };
     walker.object(root, shape);
 }
 
@@ -84,7 +84,7 @@ impl Walker<'_> {
                 }
             }
             StrFormat::Enum(values) => {
-                if !values.contains(&s.as_str()) {
+                if !values.contains(&s.as_ref()) {
                     let mut message = format!("\"{s}\" is not one of {}", quoted_list(values));
                     if let Some(close) = suggest(s, values.iter().copied()) {
                         message.push_str(&format!("; did you mean \"{close}\"?"));
@@ -170,10 +170,12 @@ impl Walker<'_> {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an object ({}), found {kind}", union.name));
         };
-        let values = quoted_list(&union.values());
+        // Built only on the error paths below: most unions are fine.
+        let values = || quoted_list(&union.values());
         let Some(tag) = members.iter().find(|m| m.key == union.tag) else {
             let pointer = self.ptr.join(union.tag);
-            let message = format!("missing required field \"{}\": the {} is one of {values}", union.tag, union.name);
+            let message =
+                format!("missing required field \"{}\": the {} is one of {}", union.tag, union.name, values());
             self.out.push(Diagnostic::error(Layer::Schema, Code::MissingRequiredField, pointer, message));
             return;
         };
@@ -181,7 +183,7 @@ impl Walker<'_> {
             Value::String(s) => match union.arm(s) {
                 Some(arm) => arm,
                 None => {
-                    let mut message = format!("\"{s}\" is not a {} {}; use one of {values}", union.name, union.tag);
+                    let mut message = format!("\"{s}\" is not a {} {}; use one of {}", union.name, union.tag, values());
                     if let Some(close) = suggest(s, union.values().into_iter()) {
                         message.push_str(&format!(" (did you mean \"{close}\"?)"));
                     }
@@ -191,7 +193,7 @@ impl Walker<'_> {
                 }
             },
             other => {
-                let message = format!("expected a string ({values}), found {}", other.kind());
+                let message = format!("expected a string ({}), found {}", values(), other.kind());
                 let pointer = self.ptr.join(union.tag);
                 self.out.push(Diagnostic::error(Layer::Schema, Code::InvalidType, pointer, message));
                 return;
@@ -207,9 +209,13 @@ impl Walker<'_> {
         let Value::Object(members) = &mut node.value else {
             return;
         };
+        // Which fields are present, by index (a test keeps every object under 64 fields).
+        let mut present: u64 = 0;
         for m in members.iter_mut() {
             let mark = self.ptr.push(&m.key);
-            if let Some(field) = shape.fields.iter().find(|f| f.name == m.key) {
+            if let Some(i) = shape.fields.iter().position(|f| f.name == m.key) {
+                let field = &shape.fields[i];
+                present |= 1 << i;
                 if field.deprecated {
                     let message = format!(
                         "\"{}\" is deprecated and kept only for compatibility; remove it from new manifests",
@@ -228,8 +234,9 @@ impl Walker<'_> {
         }
 
         let mut count = members.len();
-        for field in shape.fields {
-            if members.iter().any(|m| m.key == field.name) {
+        members.reserve(shape.fields.len().saturating_sub(count));
+        for (i, field) in shape.fields.iter().enumerate() {
+            if present & (1 << i) != 0 {
                 continue;
             }
             match field.presence {
@@ -244,7 +251,7 @@ impl Walker<'_> {
                     let mark = self.ptr.push(field.name);
                     self.value(&mut value, &field.shape);
                     self.ptr.truncate(mark);
-                    members.push(Member { key: field.name.to_owned(), key_span: span, value });
+                    members.push(Member { key: field.name.into(), key_span: span, value });
                 }
             }
         }
@@ -317,7 +324,7 @@ fn default_value(default: DefaultValue, shape: &Shape) -> Value {
     match default {
         DefaultValue::Bool(b) => Value::Bool(b),
         DefaultValue::Integer(i) => Value::Number(Number::Integer(i128::from(i))),
-        DefaultValue::Str(s) => Value::String(s.to_owned()),
+        DefaultValue::Str(s) => Value::String(s.into()),
         DefaultValue::EmptyObject => Value::Object(Vec::new()),
         DefaultValue::EmptyArray => Value::Array(Vec::new()),
         DefaultValue::Arm(value) => {
@@ -325,8 +332,8 @@ fn default_value(default: DefaultValue, shape: &Shape) -> Value {
                 Shape::Union(u) => u.tag,
                 _ => "mode",
             };
-            let node = Node { span: Default::default(), value: Value::String(value.to_owned()) };
-            Value::Object(vec![Member { key: tag.to_owned(), key_span: Default::default(), value: node }])
+            let node = Node { span: Default::default(), value: Value::String(value.into()) };
+            Value::Object(vec![Member { key: tag.into(), key_span: Default::default(), value: node }])
         }
     }
 }
@@ -393,6 +400,31 @@ pub(crate) fn defaults_are_valid(shape: &'static ObjectShape) -> Vec<Diagnostic>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_object_has_at_most_64_fields() {
+        fn walk(shape: &Shape) {
+            match shape {
+                Shape::Object(o) => object(o),
+                Shape::Union(u) => u.arms.iter().for_each(|a| object(&a.object)),
+                Shape::Array(a) => walk(&a.items),
+                Shape::Map(m) => walk(&m.values),
+                _ => {}
+            }
+        }
+        fn object(o: &ObjectShape) {
+            assert!(o.fields.len() <= 64, "{} has {} fields", o.name, o.fields.len());
+            o.fields.iter().for_each(|f| walk(&f.shape));
+        }
+        object(&crate::v4::MANIFEST);
+        object(&crate::v5::MANIFEST);
+    }
+
+    #[test]
+    fn every_default_is_valid_against_its_own_shape() {
+        assert_eq!(defaults_are_valid(&crate::v4::MANIFEST), []);
+        assert_eq!(defaults_are_valid(&crate::v5::MANIFEST), []);
+    }
 
     #[test]
     fn suggestions_catch_typos_only() {

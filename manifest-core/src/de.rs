@@ -56,7 +56,7 @@ impl<'de> de::Deserializer<'de> for &'de Node {
     ) -> Result<V::Value, ModelError> {
         match &self.value {
             // Unit variants (`"immediate"`); tagged unions go through `deserialize_any`.
-            Value::String(s) => visitor.visit_enum(s.as_str().into_deserializer()),
+            Value::String(s) => visitor.visit_enum(s.as_ref().into_deserializer()),
             _ => self.deserialize_any(visitor),
         }
     }

@@ -1,41 +1,209 @@
 //! Digests: `sha256:` over RFC 8785 (JCS) canonical JSON, so they are stable across key
 //! order and across the JSON and YAML spellings of a document, while array order (labels)
 //! still counts.
+//!
+//! `serde_json_canonicalizer` is the reference implementation. Manifests are strings,
+//! booleans, small integers, arrays and objects, for which canonical JSON is simple: members
+//! sorted by UTF-16 code units, strings escaped as `JSON.stringify` does, integers in decimal.
+//! [`authored_digest`] writes those directly (the crate's general path costs about four times
+//! the parse) and hands anything else (a float, an integer beyond 2^53) to the crate. A test
+//! and a fuzz invariant check both give the same bytes.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// `sha256:<hex>` of the canonical JSON of `value`; `None` if it has no JSON form.
+use crate::tree::{Member, Node, Number, Value};
+
+/// `sha256:<hex>` of the canonical JSON of `value` (through `serde_json_canonicalizer`);
+/// `None` if it has no JSON form.
 pub fn canonical_digest<T: Serialize>(value: &T) -> Option<String> {
     let mut hasher = Sha256::new();
     serde_json_canonicalizer::to_writer(value, &mut hasher).ok()?;
     Some(format!("sha256:{}", hex(&hasher.finalize())))
 }
 
+/// The authored digest of a document tree: the same value as [`canonical_digest`], faster.
+pub fn authored_digest(root: &Node) -> Option<String> {
+    match canonical_bytes(root, root.span.end as usize) {
+        Some(bytes) => Some(format!("sha256:{}", hex(&Sha256::digest(&bytes)))),
+        None => canonical_digest(root),
+    }
+}
+
+/// RFC 8785 bytes of a tree holding no float and no integer beyond 2^53; `None` otherwise.
+/// `size_hint` is the expected length (the source's length is a good upper bound).
+pub fn canonical_bytes(root: &Node, size_hint: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(size_hint);
+    write(root, &mut out).then_some(out)
+}
+
+/// Integers up to 2^53 print the same as an ECMAScript number; beyond, they need its rules.
+const EXACT_INTEGER: i128 = 1 << 53;
+
+fn write(node: &Node, out: &mut Vec<u8>) -> bool {
+    match &node.value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(Number::Integer(i)) if i.abs() <= EXACT_INTEGER => {
+            // Writing to a Vec cannot fail.
+            let _ = std::io::Write::write_fmt(out, format_args!("{i}"));
+        }
+        Value::Number(_) => return false,
+        Value::String(s) => string(s, out),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                if !write(item, out) {
+                    return false;
+                }
+            }
+            out.push(b']');
+        }
+        Value::Object(members) => {
+            // Manifest objects are small: sort references on the stack when they fit.
+            let mut stack: [Option<&Member>; 24] = [None; 24];
+            let mut heap: Vec<&Member>;
+            let sorted: &mut [Option<&Member>] = if members.len() <= stack.len() {
+                for (slot, m) in stack.iter_mut().zip(members) {
+                    *slot = Some(m);
+                }
+                &mut stack[..members.len()]
+            } else {
+                heap = members.iter().collect();
+                return write_members(&mut heap, out);
+            };
+            let ascii = members.iter().all(|m| m.key.is_ascii());
+            sorted.sort_unstable_by(|a, b| match (a, b) {
+                (Some(a), Some(b)) if ascii => a.key.as_bytes().cmp(b.key.as_bytes()),
+                (Some(a), Some(b)) => utf16_order(&a.key, &b.key),
+                _ => std::cmp::Ordering::Equal,
+            });
+            out.push(b'{');
+            for (i, m) in sorted.iter().flatten().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                string(&m.key, out);
+                out.push(b':');
+                if !write(&m.value, out) {
+                    return false;
+                }
+            }
+            out.push(b'}');
+        }
+    }
+    true
+}
+
+fn write_members(members: &mut [&Member], out: &mut Vec<u8>) -> bool {
+    members.sort_unstable_by(|a, b| utf16_order(&a.key, &b.key));
+    out.push(b'{');
+    for (i, m) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        string(&m.key, out);
+        out.push(b':');
+        if !write(&m.value, out) {
+            return false;
+        }
+    }
+    out.push(b'}');
+    true
+}
+
+/// RFC 8785 sorts keys by UTF-16 code units; UTF-8 byte order agrees except where a
+/// character beyond U+FFFF meets one in U+E000..U+FFFF.
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    if a.is_ascii() && b.is_ascii() { a.cmp(b) } else { a.encode_utf16().cmp(b.encode_utf16()) }
+}
+
+/// Escapes as ECMAScript `JSON.stringify`: `"` `\` and the short forms, other controls as
+/// `\u00xx` in lower case, everything else as is.
+fn string(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    if !bytes.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => {
+                out.extend_from_slice(&bytes[start..i]);
+                out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(escape);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        // Writing to a String cannot fail.
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn tree(json: &str) -> Node {
+        crate::parse::json(json).0.expect("json")
+    }
+
     #[test]
     fn key_order_does_not_count_array_order_does() {
-        let a: serde_json::Value = serde_json::from_str(r#"{"b": 1, "a": [1, 2]}"#).expect("json");
-        let b: serde_json::Value = serde_json::from_str(r#"{"a": [1, 2], "b": 1}"#).expect("json");
-        let c: serde_json::Value = serde_json::from_str(r#"{"a": [2, 1], "b": 1}"#).expect("json");
-        assert_eq!(canonical_digest(&a), canonical_digest(&b));
-        assert_ne!(canonical_digest(&a), canonical_digest(&c));
+        let a = tree(r#"{"b": 1, "a": [1, 2]}"#);
+        let b = tree(r#"{"a": [1, 2], "b": 1}"#);
+        let c = tree(r#"{"a": [2, 1], "b": 1}"#);
+        assert_eq!(authored_digest(&a), authored_digest(&b));
+        assert_ne!(authored_digest(&a), authored_digest(&c));
         // sha256 of the canonical bytes `{"a":[1,2],"b":1}`, computed with sha256sum.
         assert_eq!(
-            canonical_digest(&a).as_deref(),
+            authored_digest(&a).as_deref(),
             Some("sha256:94a786c3662bc7beeb598efa7d8cb58d7bea25d6c275ea9785a0230ff1f8c2ba")
         );
+    }
+
+    #[test]
+    fn direct_writer_matches_the_reference_crate() {
+        for json in [
+            r#"{"b": "x\u0001\u001f\u007f\n\t\"\\/", "a": true, "c": null, "é": 1, "😀": 2, "\ue000": 3, "": -9007199254740992}"#,
+            r#"[{"z": [], "y": {}}, "\u2028\u2029", 0, -0, 9007199254740992]"#,
+            r#"{"a": 1.5, "b": 1e300}"#,
+            r#"{"big": 123456789012345678901234567890}"#,
+        ] {
+            let node = tree(json);
+            let reference = serde_json_canonicalizer::to_vec(&node).expect("reference");
+            if let Some(ours) = canonical_bytes(&node, 0) {
+                assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&reference), "{json}");
+            }
+            assert_eq!(authored_digest(&node), canonical_digest(&node), "{json}");
+        }
     }
 }

@@ -303,6 +303,34 @@ fn is_utc_bound(s: &str) -> bool {
     (1..=days).contains(&d) && h < 24 && mi < 60 && se < 60
 }
 
+/// Every format, by name (for tests and schema generation).
+pub static ALL: &[(&str, &Pattern)] = &[
+    ("APPLICATION_ID_V4", &APPLICATION_ID_V4),
+    ("APPLICATION_ID_V5", &APPLICATION_ID_V5),
+    ("LABEL", &LABEL),
+    ("REPOSITORY", &REPOSITORY),
+    ("GIT_REF", &GIT_REF),
+    ("WORKFLOW_REF", &WORKFLOW_REF),
+    ("SAFE_RELATIVE_PATH", &SAFE_RELATIVE_PATH),
+    ("ENTRYPOINT_FILE", &ENTRYPOINT_FILE),
+    ("ABSOLUTE_PATH", &ABSOLUTE_PATH),
+    ("HTTP_PATH", &HTTP_PATH),
+    ("IPFS_CID", &IPFS_CID),
+    ("SHA256_DIGEST", &SHA256_DIGEST),
+    ("DECIMAL_STRING", &DECIMAL_STRING),
+    ("MONEY", &MONEY),
+    ("COUNTRY", &COUNTRY),
+    ("VERSIONED_CATALOG", &VERSIONED_CATALOG),
+    ("VARIABLE_NAME_V4", &VARIABLE_NAME_V4),
+    ("ENV_NAME_V5", &ENV_NAME_V5),
+    ("SECRET_ID", &SECRET_ID),
+    ("IMAGE_VERSION", &IMAGE_VERSION),
+    ("DURATION", &DURATION),
+    ("POSITIVE_DURATION", &POSITIVE_DURATION),
+    ("BYTE_SIZE", &BYTE_SIZE),
+    ("UTC_BOUND", &UTC_BOUND),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

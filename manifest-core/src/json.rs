@@ -68,7 +68,7 @@ impl<'a> Reader<'a> {
         let value = match self.peek() {
             Some(b'{') => self.object(depth)?,
             Some(b'[') => self.array(depth)?,
-            Some(b'"') => Value::String(self.string()?),
+            Some(b'"') => Value::String(self.string()?.into()),
             Some(b't') => self.literal(b"true", Value::Bool(true))?,
             Some(b'f') => self.literal(b"false", Value::Bool(false))?,
             Some(b'n') => self.literal(b"null", Value::Null)?,
@@ -127,7 +127,7 @@ impl<'a> Reader<'a> {
                 None => {
                     let dup = members.iter().any(|m| m.key == key);
                     if members.len() >= SCAN_LIMIT {
-                        seen = Some(members.iter().map(|m| m.key.clone()).chain([key.clone()]).collect());
+                        seen = Some(members.iter().map(|m| m.key.to_string()).chain([key.clone()]).collect());
                     }
                     dup
                 }
@@ -140,7 +140,7 @@ impl<'a> Reader<'a> {
                     Diagnostic::error(Layer::Schema, Code::DuplicateKey, pointer.as_str(), message).with_span(key_span),
                 );
             } else {
-                members.push(Member { key, key_span, value });
+                members.push(Member { key: key.into(), key_span, value });
             }
 
             self.skip_ws();
@@ -420,7 +420,7 @@ mod tests {
         let Value::Array(items) = &a.value else { panic!("array") };
         assert_eq!(items[0].value, Value::Number(Number::Integer(1)));
         assert_eq!(items[1].value, Value::Number(Number::Float(-2.5)));
-        assert_eq!(items[2].value, Value::String("xé😀".into()));
+        assert_eq!(items[2].value, Value::String("xé😀".to_owned().into()));
         assert_eq!(items[3].value, Value::Bool(true));
         assert_eq!(items[4].value, Value::Null);
     }

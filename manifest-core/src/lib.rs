@@ -34,12 +34,13 @@ pub mod shape;
 pub mod v4;
 pub mod v5;
 
+pub use de::ModelError;
 pub use diagnostic::{Code, Diagnostic, Layer, Severity};
-pub use digest::canonical_digest;
+pub use digest::{authored_digest, canonical_bytes, canonical_digest};
 pub use render::{render_json, render_text};
 pub use source::{Format, LineIndex, MAX_DEPTH, MAX_INPUT_BYTES};
-pub use tree::{Member, Node, Number, Span, Value};
-pub use validate::{Manifest, Report, validate};
+pub use tree::{Member, Node, Number, Span, Text, Value};
+pub use validate::{Manifest, ManifestError, Report, validate};
 
 /// Parser entry points, exposed for fuzzing and benchmarks. Each never panics.
 pub mod parse {

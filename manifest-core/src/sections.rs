@@ -22,11 +22,6 @@ impl<'a> Sections<'a> {
         Sections { root, failed }
     }
 
-    /// Whether layer 1 found no error at all.
-    pub(crate) fn all_clean(&self) -> bool {
-        self.failed.is_empty()
-    }
-
     /// The value at `pointer`, if present and free of layer-1 errors at, under or above it.
     pub(crate) fn read<T: DeserializeOwned>(&self, pointer: &str, out: &mut Vec<Diagnostic>) -> Option<T> {
         if !self.clean(pointer) {
@@ -66,7 +61,7 @@ impl<'a> Sections<'a> {
 
 /// Reads a model from a checked node. A failure means a shape table and a model struct
 /// disagree: it is reported as `internal_error`, never a panic.
-pub(crate) fn model<T: DeserializeOwned>(node: &Node, pointer: &str, out: &mut Vec<Diagnostic>) -> Option<T> {
+fn model<T: DeserializeOwned>(node: &Node, pointer: &str, out: &mut Vec<Diagnostic>) -> Option<T> {
     match from_node(node) {
         Ok(v) => Some(v),
         Err(e) => {

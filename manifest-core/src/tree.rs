@@ -1,7 +1,14 @@
 //! The document tree both readers (JSON and YAML) build: JSON's data model, plus the byte span
 //! of every key and value so a pointer can be turned back into a line, a column and a caret.
 
+use std::borrow::Cow;
+
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+
+/// Text in the tree: owned when read from a document, borrowed from the shape tables when it
+/// is a default filled in by validation (defaults are most of a minimal document, and this
+/// keeps them free of allocations).
+pub type Text = Cow<'static, str>;
 
 /// A byte range of the source text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,7 +53,7 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Member {
     /// The key.
-    pub key: String,
+    pub key: Text,
     /// Where the key is written.
     pub key_span: Span,
     /// The value.
@@ -63,7 +70,7 @@ pub enum Value {
     /// A number.
     Number(Number),
     /// A string.
-    String(String),
+    String(Text),
     /// An array.
     Array(Vec<Node>),
     /// An object.
@@ -111,7 +118,7 @@ impl Node {
         for raw in pointer.split('/').skip(1) {
             let token = unescape(raw);
             let next = match &node.value {
-                Value::Object(members) => members.iter().find(|m| m.key == token).map(|m| {
+                Value::Object(members) => members.iter().find(|m| *m.key == *token).map(|m| {
                     member = Some(m);
                     &m.value
                 }),
@@ -187,10 +194,14 @@ pub(crate) struct PointerBuf {
 }
 
 impl PointerBuf {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        PointerBuf { text: String::with_capacity(capacity) }
+    }
+
     pub(crate) fn push(&mut self, token: &str) -> usize {
         let len = self.text.len();
         self.text.push('/');
-        if token.contains(['~', '/']) {
+        if token.bytes().any(|b| b == b'~' || b == b'/') {
             self.text.push_str(&token.replace('~', "~0").replace('/', "~1"));
         } else {
             self.text.push_str(token);

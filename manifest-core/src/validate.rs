@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use crate::check::check_document;
 use crate::diagnostic::{Anchor, Code, Diagnostic, Layer};
-use crate::digest::canonical_digest;
-use crate::source::{Format, LineIndex, Parsed, decode};
+use crate::digest::authored_digest;
+use crate::source::{Format, Parsed, decode};
 use crate::tree::{Node, Number, Span, Value};
 use crate::{json, v4, v5, yaml};
 
@@ -19,6 +19,18 @@ pub enum Manifest {
     V4(v4::ManifestV4),
     /// Manifest V5.
     V5(v5::ManifestV5),
+}
+
+/// Why [`Report::manifest`] gave no model.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The document has errors; see [`Report::diagnostics`].
+    #[error("the manifest is invalid")]
+    Invalid,
+    /// The checked document does not fit the typed model: a shape table and a model struct
+    /// disagree. This is a bug in this crate, never the author's fault.
+    #[error("internal error: the checked document does not fit the model: {0}")]
+    Model(#[from] crate::de::ModelError),
 }
 
 /// The outcome of validating one document.
@@ -33,21 +45,32 @@ pub struct Report {
     pub authored_digest: Option<String>,
     /// Every problem, in document order.
     pub diagnostics: Vec<Diagnostic>,
-    /// The defaulted model, when the document is valid.
-    pub manifest: Option<Manifest>,
+    /// The checked document with every default filled in (absent when it could not be read
+    /// as a manifest of a known version).
+    pub document: Option<Node>,
 }
 
 impl Report {
-    /// Valid: the version is known and there is no error (warnings allowed).
+    /// Valid: read as a manifest of a known version, with no error (warnings allowed).
     pub fn is_valid(&self) -> bool {
-        self.manifest.is_some() && !self.diagnostics.iter().any(Diagnostic::is_error)
+        self.document.is_some() && !self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    /// The typed, fully defaulted model of a valid document. Validation itself does not need
+    /// it, so it is built on demand (for policy materialization, or to print the model).
+    pub fn manifest(&self) -> Result<Manifest, ManifestError> {
+        let (Some(document), true) = (&self.document, self.is_valid()) else { return Err(ManifestError::Invalid) };
+        Ok(match self.schema_version {
+            Some(4) => Manifest::V4(crate::de::from_node(document)?),
+            _ => Manifest::V5(crate::de::from_node(document)?),
+        })
     }
 }
 
 /// Validates one document (layers 1 and 2). Never panics, whatever the bytes.
 pub fn validate(bytes: &[u8]) -> Report {
     let mut report =
-        Report { format: None, schema_version: None, authored_digest: None, diagnostics: Vec::new(), manifest: None };
+        Report { format: None, schema_version: None, authored_digest: None, diagnostics: Vec::new(), document: None };
     let text = match decode(bytes) {
         Ok(text) => text,
         Err(d) => {
@@ -76,7 +99,7 @@ fn run(mut root: Node, format: Format, stand_ins: &[String], report: &mut Report
         return;
     }
     if report.diagnostics.is_empty() {
-        report.authored_digest = canonical_digest(&root);
+        report.authored_digest = authored_digest(&root);
     }
     let version = match root.get("schemaVersion").map(|n| &n.value) {
         None => {
@@ -124,15 +147,13 @@ fn run(mut root: Node, format: Format, stand_ins: &[String], report: &mut Report
     schema.retain(|d| !stand_ins.iter().any(|s| d.pointer == *s || d.pointer.starts_with(&format!("{s}/"))));
     report.diagnostics.append(&mut schema);
 
-    report.manifest = if version == 4 {
-        v4::semantic(&root, &mut report.diagnostics).map(Manifest::V4)
+    if version == 4 {
+        v4::semantic(&root, &mut report.diagnostics);
     } else {
-        v5::semantic(&root, &mut report.diagnostics).map(Manifest::V5)
-    };
-    if report.diagnostics.iter().any(Diagnostic::is_error) {
-        report.manifest = None;
+        v5::semantic(&root, &mut report.diagnostics);
     }
     locate(&root, &mut report.diagnostics);
+    report.document = Some(root);
 }
 
 /// Gives each diagnostic without a span the span its pointer names: the key for problems with
@@ -150,19 +171,24 @@ fn locate(root: &Node, diagnostics: &mut [Diagnostic]) {
     }
 }
 
-/// Adds line and column, and sorts into document order (stable, so problems at one place keep
-/// the order they were found in).
+/// Sorts into document order (stable, so problems at one place keep the order they were found
+/// in) and adds line and column, in one forward pass over the text.
 fn place(text: &str, diagnostics: &mut [Diagnostic]) {
-    if diagnostics.is_empty() {
-        return;
-    }
-    let index = LineIndex::new(text);
-    for d in diagnostics.iter_mut() {
-        if let Some(span) = d.span {
-            let (line, column) = index.position(span.start as usize);
-            d.line = Some(line);
-            d.column = Some(column);
-        }
-    }
     diagnostics.sort_by_key(|d| d.span.map_or(0, |s| s.start));
+    let bytes = text.as_bytes();
+    let (mut line, mut line_start, mut scanned) = (1u32, 0usize, 0usize);
+    for d in diagnostics.iter_mut() {
+        let Some(span) = d.span else { continue };
+        let offset = (span.start as usize).min(bytes.len());
+        for (i, &b) in bytes[scanned..offset].iter().enumerate() {
+            if b == b'\n' {
+                line += 1;
+                line_start = scanned + i + 1;
+            }
+        }
+        scanned = offset;
+        let column = text.get(line_start..offset).map_or(offset - line_start, |s| s.chars().count());
+        d.line = Some(line);
+        d.column = Some(u32::try_from(column + 1).unwrap_or(u32::MAX));
+    }
 }

@@ -255,14 +255,14 @@ impl Builder {
         }
         let dup = members.iter().any(|m| m.key == key);
         if members.len() >= SCAN_LIMIT {
-            *seen = Some(members.iter().map(|m| m.key.clone()).chain([key.to_owned()]).collect());
+            *seen = Some(members.iter().map(|m| m.key.to_string()).chain([key.to_owned()]).collect());
         }
         dup
     }
 
     fn scalar(&mut self, text: &str, style: ScalarStyle, span: Span) -> Value {
         if style != ScalarStyle::Plain {
-            return Value::String(text.to_owned());
+            return Value::String(text.to_owned().into());
         }
         match resolve_plain(text) {
             Ok(value) => value,
@@ -293,7 +293,7 @@ impl Builder {
                 if let Some(k) = key.take()
                     && k.keep
                 {
-                    members.push(Member { key: k.key, key_span: k.span, value: node });
+                    members.push(Member { key: k.key.into(), key_span: k.span, value: node });
                 }
             }
         }
@@ -387,7 +387,7 @@ fn resolve_plain(text: &str) -> Result<Value, &'static str> {
                     _ => Err("the number is out of range"),
                 };
             }
-            Value::String(text.to_owned())
+            Value::String(text.to_owned().into())
         }
     })
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::Diagnostic;
 use crate::formats::APPLICATION_ID_V4;
-use crate::sections::{Sections, model};
+use crate::sections::Sections;
 use crate::shape::pattern_len;
 use crate::shape::{
     DefaultValue, NON_EMPTY, ObjectShape, SERVER_OWNED, Shape, constant, defaulted, int, optional, required,
@@ -94,19 +94,19 @@ pub struct ManifestV4 {
     pub configuration: configuration::Configuration,
 }
 
-/// Layer 2 over a document that went through layer 1: each rule runs when the parts it reads
-/// passed layer 1, so all independent errors are reported together. Returns the model when
-/// the whole document passed layer 1.
-pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) -> Option<ManifestV4> {
+/// Layer 2 over a document that went through layer 1: each rule reads only the parts it needs,
+/// and runs when those passed layer 1, so all independent errors are reported together.
+pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) {
     let sections = Sections::new(root, out);
-    let schedule: Option<deployment::Schedule> = sections.read("/deployment/schedule", out);
-    if let Some(s) = &schedule {
-        deployment::check_start_delay(s, out);
-        if let Some(r) = sections.read("/deployment/lifecycle/renewal", out) {
-            deployment::check_renewal_lead(s, &r, out);
+    if let Some(schedule) = sections.read::<deployment::Schedule>("/deployment/schedule", out) {
+        deployment::check_start_delay(&schedule, out);
+        if let Some(renewal) = sections.read("/deployment/lifecycle/renewal", out) {
+            deployment::check_renewal_lead(&schedule, &renewal, out);
         }
     }
-    if let Some(groups) = sections.read::<Vec<placement::Group>>("/deployment/placement/groups", out) {
+    if let Some(groups) = sections.read::<Vec<placement::Group>>("/deployment/placement/groups", out)
+        && !groups.is_empty()
+    {
         deployment::check_groups(&groups, sections.read("/deployment/parallelism", out), out);
     }
     for pointer in ["/ingress/http/port", "/ingress/ssh/port"] {
@@ -114,8 +114,7 @@ pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) -> Option<Manifes
             ingress::check_port(pointer, port, out);
         }
     }
-    if let Some(c) = sections.read("/configuration", out) {
-        configuration::check(&c, out);
+    if let Some(configuration) = sections.read("/configuration", out) {
+        configuration::check(&configuration, out);
     }
-    if sections.all_clean() { model(root, "", out) } else { None }
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::APPLICATION_ID_V5;
-use crate::sections::{Sections, model};
+use crate::sections::Sections;
 use crate::shape::pattern_len;
 use crate::shape::{
     DefaultValue, ObjectShape, Refused, SERVER_OWNED, Shape, constant, defaulted, int, optional, required,
@@ -114,11 +114,10 @@ pub struct ManifestV5 {
     pub debug: observability::Debug,
 }
 
-/// Layer 2 over a document that went through layer 1: each rule runs when the parts it reads
-/// passed layer 1 (discriminators and presence are read whatever their siblings' validity), so
-/// all independent errors are reported together. Returns the model when the whole document
-/// passed layer 1.
-pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) -> Option<ManifestV5> {
+/// Layer 2 over a document that went through layer 1: each rule reads only the parts it needs,
+/// and runs when those passed layer 1 (discriminators and presence are read whatever their
+/// siblings' validity), so all independent errors are reported together.
+pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) {
     let sections = Sections::new(root, out);
     if let (Some(jobs), Some(phasing)) =
         (sections.read("/deployment/jobs", out), sections.read("/deployment/schedule/phasing", out))
@@ -142,8 +141,7 @@ pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) -> Option<Manifes
             "managed runtime SSH is valid only with `runtime.kind: native_image`; remove `access` or use a native image",
         ));
     }
-    if let Some(c) = sections.read("/configuration", out) {
-        configuration::check(&c, out);
+    if let Some(configuration) = sections.read("/configuration", out) {
+        configuration::check(&configuration, out);
     }
-    if sections.all_clean() { model(root, "", out) } else { None }
 }

@@ -1,0 +1,163 @@
+//! `svc manifest validate` as a user runs it: the real binary, its exit codes, its JSON
+//! contract (INTERPRETATION.md section 4), standard input, and the whole corpus.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use svc_e2e::{cases, expected_from, workspace};
+
+fn svc(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_svc"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("svc runs");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(bytes) = stdin {
+        // The binary may stop reading at its limit; a broken pipe then is expected.
+        let _ = input.write_all(bytes);
+    }
+    drop(input);
+    child.wait_with_output().expect("svc finishes")
+}
+
+fn validate_json(path: &str) -> (i32, Value) {
+    let out = svc(&["manifest", "validate", "--file", path, "--format", "json"], None);
+    let json =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{path}: stdout is not one JSON object ({e})"));
+    (out.status.code().unwrap_or(-1), json)
+}
+
+fn golden(name: &str) -> String {
+    workspace().join("tests/golden").join(name).display().to_string()
+}
+
+#[test]
+fn valid_exits_0_with_the_exact_json_shape() {
+    let (code, json) = validate_json(&golden("v5-minimal.yaml"));
+    assert_eq!(code, 0);
+    let mut keys: Vec<&str> = json.as_object().expect("object").keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["authoredDigest", "diagnostics", "schemaVersion", "valid"]);
+    assert_eq!(json["valid"], true);
+    assert_eq!(json["schemaVersion"], 5);
+    assert!(json["authoredDigest"].as_str().is_some_and(|d| d.starts_with("sha256:") && d.len() == 71));
+    assert_eq!(json["diagnostics"], Value::Array(vec![]));
+}
+
+#[test]
+fn warnings_keep_exit_0() {
+    let (code, json) = validate_json(&golden("v4-full.json"));
+    assert_eq!(code, 0);
+    assert_eq!(json["valid"], true);
+    let diagnostics = json["diagnostics"].as_array().expect("array");
+    let codes: Vec<&str> = diagnostics.iter().filter_map(|d| d["code"].as_str()).collect();
+    assert_eq!(codes, ["deprecated_manifest_field"; 3]);
+    for d in diagnostics {
+        assert_eq!(d["severity"], "warning");
+        for key in ["severity", "code", "pointer", "message", "layer"] {
+            assert!(d.get(key).is_some(), "diagnostic lacks {key}: {d}");
+        }
+    }
+}
+
+#[test]
+fn invalid_exits_1_with_one_json_answer() {
+    let dir = std::env::temp_dir().join(format!("svc-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for (name, body, schema_version) in [
+        ("empty.json", "", Value::Null),
+        ("truncated.json", r#"{"schema": "svc.application-manifest", "schemaVersion": 5,"#, Value::Null),
+        ("array.json", "[1, 2]", Value::Null),
+        ("string.yaml", "just a string", Value::Null),
+        ("v6.json", r#"{"schemaVersion": 6}"#, Value::Null),
+        ("v4.yaml", "schemaVersion: 4\n", Value::from(4)),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, body).expect("write");
+        let (code, json) = validate_json(&path.display().to_string());
+        assert_eq!(code, 1, "{name}");
+        assert_eq!(json["valid"], false, "{name}");
+        assert_eq!(json["schemaVersion"], schema_version, "{name}");
+        assert!(!json["diagnostics"].as_array().expect("array").is_empty(), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unreadable_file_and_usage_errors_exit_2() {
+    let missing = svc(&["manifest", "validate", "--file", "/nonexistent/manifest.json"], None);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/manifest.json"));
+    assert!(missing.stdout.is_empty());
+
+    let directory = svc(&["manifest", "validate", "--file", "/"], None);
+    assert_eq!(directory.status.code(), Some(2));
+
+    let usage: [&[&str]; 3] = [
+        &["manifest", "validate"],
+        &["manifest", "validate", "--file", "x", "--format", "xml"],
+        &["manifest", "frobnicate"],
+    ];
+    for args in usage {
+        assert_eq!(svc(args, None).status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn dash_reads_standard_input() {
+    let bytes = std::fs::read(golden("v5-minimal.yaml")).expect("golden");
+    let out = svc(&["manifest", "validate", "--file", "-", "--format", "json"], Some(&bytes));
+    assert_eq!(out.status.code(), Some(0));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["valid"], true);
+
+    let out = svc(&["manifest", "validate", "--file", "-"], Some(b"{\"schemaVersion\": 5, \"sheduel\": 1}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("<stdin>:1:"));
+}
+
+#[test]
+fn input_over_one_mib_from_stdin_is_input_too_large() {
+    let mut bytes = std::fs::read(golden("v5-minimal.yaml")).expect("golden");
+    bytes.resize(3 * 1024 * 1024, b'\n');
+    let out = svc(&["manifest", "validate", "--file", "-", "--format", "json"], Some(&bytes));
+    assert_eq!(out.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["diagnostics"][0]["code"], "input_too_large");
+}
+
+#[test]
+fn text_output_points_at_the_line_with_a_caret() {
+    let doc = "schemaVersion: 5\nschema: svc.application-manifest\ndeployment:\n  sheduel: {}\n";
+    let out = svc(&["manifest", "validate", "--file", "-"], Some(doc.as_bytes()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("error[unknown_field]: unknown field \"sheduel\"; did you mean \"schedule\"?"), "{text}");
+    assert!(text.contains("<stdin>:4:3 at /deployment/sheduel"), "{text}");
+    assert!(text.contains("4 |   sheduel: {}\n  |   ^^^^^^^\n"), "{text}");
+    assert!(text.contains("layer 1: parse and strict schema"), "{text}");
+    assert!(text.contains("<stdin>: invalid:"), "{text}");
+}
+
+#[test]
+fn every_corpus_case_through_the_binary_matches_the_library() {
+    let mut failures = Vec::new();
+    for case in cases() {
+        let (code, json) = validate_json(&case.path.display().to_string());
+        let mut got: Vec<_> = json["diagnostics"].as_array().expect("array").iter().map(expected_from).collect();
+        got.sort();
+        let want_code = if case.valid() { 0 } else { 1 };
+        if code != want_code || json["valid"] != case.valid() || got != case.expected() {
+            failures.push(format!("{}: exit {code}, {json}", case.name()));
+        }
+        let report = manifest_core::validate(&case.bytes);
+        let library: Value = serde_json::from_str(&manifest_core::render_json(&report)).expect("json");
+        if library != json {
+            failures.push(format!("{}: binary and library disagree", case.name()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
