@@ -373,10 +373,9 @@ fn resolve_plain(text: &str) -> Result<Value, &'static str> {
         "" | "~" | "null" | "Null" | "NULL" => Value::Null,
         "true" | "True" | "TRUE" => Value::Bool(true),
         "false" | "False" | "FALSE" => Value::Bool(false),
-        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF" | ".nan" | ".NaN"
-        | ".NAN" => {
-            return Err("YAML `.inf` and `.nan` have no JSON equivalent; manifests use JSON's numbers");
-        }
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => Value::Number(Number::Float(f64::INFINITY)),
+        "-.inf" | "-.Inf" | "-.INF" => Value::Number(Number::Float(f64::NEG_INFINITY)),
+        ".nan" | ".NaN" | ".NAN" => Value::Number(Number::Float(f64::NAN)),
         _ => {
             if let Some(n) = core_integer(text) {
                 return n.map(|i| Value::Number(Number::Integer(i)));
