@@ -11,7 +11,7 @@ use crate::shape::{
 use crate::tree::{Member, Node, Number, PointerBuf, Value};
 
 /// Checks `root` against `shape`, appending problems to `out` and filling defaults in place.
-pub(crate) fn check_document(root: &mut Node, shape: &'static ObjectShape, out: &mut Vec<Diagnostic>) {
+pub(crate) fn check_document(root: &mut Node<'_>, shape: &'static ObjectShape, out: &mut Vec<Diagnostic>) {
     let mut walker = Walker { out, ptr: PointerBuf::with_capacity(256) };
     walker.object(root, shape);
 }
@@ -22,7 +22,7 @@ struct Walker<'d> {
 }
 
 impl Walker<'_> {
-    fn value(&mut self, node: &mut Node, shape: &Shape) {
+    fn value(&mut self, node: &mut Node<'_>, shape: &Shape) {
         match shape {
             Shape::Bool => {
                 if !matches!(node.value, Value::Bool(_)) {
@@ -43,7 +43,7 @@ impl Walker<'_> {
         }
     }
 
-    fn integer(&mut self, node: &Node, bounds: &IntShape) {
+    fn integer(&mut self, node: &Node<'_>, bounds: &IntShape) {
         match node.value {
             Value::Number(Number::Integer(i)) => {
                 if i < i128::from(bounds.min) || i > i128::from(bounds.max) {
@@ -58,7 +58,7 @@ impl Walker<'_> {
         }
     }
 
-    fn string(&mut self, node: &Node, rule: &StrShape) {
+    fn string(&mut self, node: &Node<'_>, rule: &StrShape) {
         let Value::String(s) = &node.value else {
             return self.wrong_type(node, "a string", rule.hint);
         };
@@ -100,7 +100,7 @@ impl Walker<'_> {
         }
     }
 
-    fn array(&mut self, node: &mut Node, rule: &ArrayShape) {
+    fn array(&mut self, node: &mut Node<'_>, rule: &ArrayShape) {
         let Value::Array(items) = &mut node.value else {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an array, found {kind}"));
@@ -142,7 +142,7 @@ impl Walker<'_> {
         }
     }
 
-    fn map(&mut self, node: &mut Node, rule: &MapShape) {
+    fn map(&mut self, node: &mut Node<'_>, rule: &MapShape) {
         let Value::Object(members) = &mut node.value else {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an object, found {kind}"));
@@ -157,7 +157,7 @@ impl Walker<'_> {
         }
     }
 
-    fn object(&mut self, node: &mut Node, shape: &ObjectShape) {
+    fn object(&mut self, node: &mut Node<'_>, shape: &ObjectShape) {
         if !matches!(node.value, Value::Object(_)) {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an object ({}), found {kind}", shape.name));
@@ -165,7 +165,7 @@ impl Walker<'_> {
         self.members(node, shape, None);
     }
 
-    fn union(&mut self, node: &mut Node, union: &UnionShape) {
+    fn union(&mut self, node: &mut Node<'_>, union: &UnionShape) {
         let Value::Object(members) = &node.value else {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an object ({}), found {kind}", union.name));
@@ -204,7 +204,7 @@ impl Walker<'_> {
 
     /// Checks the members of an object against `shape` (for a union arm, `arm` names the union
     /// and the chosen discriminator value), then reports missing fields and fills defaults.
-    fn members(&mut self, node: &mut Node, shape: &ObjectShape, arm: Option<(&UnionShape, &str)>) {
+    fn members(&mut self, node: &mut Node<'_>, shape: &ObjectShape, arm: Option<(&UnionShape, &str)>) {
         let span = node.span;
         let Value::Object(members) = &mut node.value else {
             return;
@@ -294,7 +294,7 @@ impl Walker<'_> {
         self.key_error(Code::UnknownField, message);
     }
 
-    fn wrong_type(&mut self, node: &Node, expected: &str, hint: Option<&str>) {
+    fn wrong_type(&mut self, node: &Node<'_>, expected: &str, hint: Option<&str>) {
         let mut message = format!("expected {expected}, found {}", node.value.kind());
         if let Value::Number(Number::Float(f)) = node.value {
             message = format!("expected {expected}, found {f} (a number with a fraction or exponent)");
@@ -320,7 +320,7 @@ impl Walker<'_> {
     }
 }
 
-fn default_value(default: DefaultValue, shape: &Shape) -> Value {
+fn default_value(default: DefaultValue, shape: &Shape) -> Value<'static> {
     match default {
         DefaultValue::Bool(b) => Value::Bool(b),
         DefaultValue::Integer(i) => Value::Number(Number::Integer(i128::from(i))),

@@ -18,11 +18,11 @@ impl de::Error for ModelError {
 }
 
 /// Reads `T` from a node.
-pub(crate) fn from_node<T: DeserializeOwned>(node: &Node) -> Result<T, ModelError> {
+pub(crate) fn from_node<T: DeserializeOwned>(node: &Node<'_>) -> Result<T, ModelError> {
     T::deserialize(node)
 }
 
-impl<'de> de::Deserializer<'de> for &'de Node {
+impl<'de, 'a> de::Deserializer<'de> for &'de Node<'a> {
     type Error = ModelError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ModelError> {
@@ -68,9 +68,9 @@ impl<'de> de::Deserializer<'de> for &'de Node {
     }
 }
 
-struct Items<'de>(std::slice::Iter<'de, Node>);
+struct Items<'de, 'a>(std::slice::Iter<'de, Node<'a>>);
 
-impl<'de> SeqAccess<'de> for Items<'de> {
+impl<'de> SeqAccess<'de> for Items<'de, '_> {
     type Error = ModelError;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, ModelError> {
@@ -78,12 +78,12 @@ impl<'de> SeqAccess<'de> for Items<'de> {
     }
 }
 
-struct Members<'de> {
-    iter: std::slice::Iter<'de, Member>,
-    value: Option<&'de Node>,
+struct Members<'de, 'a> {
+    iter: std::slice::Iter<'de, Member<'a>>,
+    value: Option<&'de Node<'a>>,
 }
 
-impl<'de> MapAccess<'de> for Members<'de> {
+impl<'de> MapAccess<'de> for Members<'de, '_> {
     type Error = ModelError;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, ModelError> {

@@ -23,7 +23,7 @@ pub fn canonical_digest<T: Serialize>(value: &T) -> Option<String> {
 }
 
 /// The authored digest of a document tree: the same value as [`canonical_digest`], faster.
-pub fn authored_digest(root: &Node) -> Option<String> {
+pub fn authored_digest(root: &Node<'_>) -> Option<String> {
     match canonical_bytes(root, root.span.end as usize) {
         Some(bytes) => Some(format!("sha256:{}", hex(&Sha256::digest(&bytes)))),
         None => canonical_digest(root),
@@ -32,7 +32,7 @@ pub fn authored_digest(root: &Node) -> Option<String> {
 
 /// RFC 8785 bytes of a tree holding no float and no integer beyond 2^53; `None` otherwise.
 /// `size_hint` is the expected length (the source's length is a good upper bound).
-pub fn canonical_bytes(root: &Node, size_hint: usize) -> Option<Vec<u8>> {
+pub fn canonical_bytes(root: &Node<'_>, size_hint: usize) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(size_hint);
     write(root, &mut out).then_some(out)
 }
@@ -40,7 +40,7 @@ pub fn canonical_bytes(root: &Node, size_hint: usize) -> Option<Vec<u8>> {
 /// Integers up to 2^53 print the same as an ECMAScript number; beyond, they need its rules.
 const EXACT_INTEGER: i128 = 1 << 53;
 
-fn write(node: &Node, out: &mut Vec<u8>) -> bool {
+fn write(node: &Node<'_>, out: &mut Vec<u8>) -> bool {
     match &node.value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -65,9 +65,9 @@ fn write(node: &Node, out: &mut Vec<u8>) -> bool {
         }
         Value::Object(members) => {
             // Manifest objects are small: sort references on the stack when they fit.
-            let mut stack: [Option<&Member>; 24] = [None; 24];
-            let mut heap: Vec<&Member>;
-            let sorted: &mut [Option<&Member>] = if members.len() <= stack.len() {
+            let mut stack: [Option<&Member<'_>>; 24] = [None; 24];
+            let mut heap: Vec<&Member<'_>>;
+            let sorted: &mut [Option<&Member<'_>>] = if members.len() <= stack.len() {
                 for (slot, m) in stack.iter_mut().zip(members) {
                     *slot = Some(m);
                 }
@@ -99,7 +99,7 @@ fn write(node: &Node, out: &mut Vec<u8>) -> bool {
     true
 }
 
-fn write_members(members: &mut [&Member], out: &mut Vec<u8>) -> bool {
+fn write_members(members: &mut [&Member<'_>], out: &mut Vec<u8>) -> bool {
     members.sort_unstable_by(|a, b| utf16_order(&a.key, &b.key));
     out.push(b'{');
     for (i, m) in members.iter().enumerate() {
@@ -172,7 +172,7 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    fn tree(json: &str) -> Node {
+    fn tree(json: &str) -> Node<'_> {
         crate::parse::json(json).0.expect("json")
     }
 

@@ -84,7 +84,7 @@ pub fn validation_is_consistent(bytes: &[u8]) {
     let _ = render_text(&report, "fuzz", bytes);
 }
 
-fn check_spans(node: &Node, len: usize) {
+fn check_spans(node: &Node<'_>, len: usize) {
     assert!(node.span.start <= node.span.end && node.span.end as usize <= len, "span out of bounds: {:?}", node.span);
     match &node.value {
         Value::Array(items) => items.iter().for_each(|n| check_spans(n, len)),

@@ -9,10 +9,12 @@ use std::collections::HashSet;
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::source::{MAX_DEPTH, Parsed};
-use crate::tree::{Member, Node, Number, PointerBuf, Span, Value};
+use std::borrow::Cow;
+
+use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value};
 
 /// Reads `text` as one JSON value.
-pub(crate) fn parse(text: &str) -> Parsed {
+pub(crate) fn parse(text: &str) -> Parsed<'_> {
     let mut reader = Reader { text, bytes: text.as_bytes(), pos: 0, path: Vec::new(), problems: Vec::new() };
     let result = reader.document();
     let mut diagnostics = reader.problems;
@@ -49,7 +51,7 @@ const SCAN_LIMIT: usize = 16;
 type Fatal = Diagnostic;
 
 impl<'a> Reader<'a> {
-    fn document(&mut self) -> Result<Node, Fatal> {
+    fn document(&mut self) -> Result<Node<'a>, Fatal> {
         self.skip_ws();
         if self.pos == self.bytes.len() {
             return Err(Diagnostic::error(Layer::Schema, Code::EmptyDocument, "", "the document is empty")
@@ -63,12 +65,12 @@ impl<'a> Reader<'a> {
         Ok(root)
     }
 
-    fn value(&mut self, depth: usize) -> Result<Node, Fatal> {
+    fn value(&mut self, depth: usize) -> Result<Node<'a>, Fatal> {
         let start = self.pos;
         let value = match self.peek() {
             Some(b'{') => self.object(depth)?,
             Some(b'[') => self.array(depth)?,
-            Some(b'"') => Value::String(self.string()?.into()),
+            Some(b'"') => Value::String(self.string()?),
             Some(b't') => self.literal(b"true", Value::Bool(true))?,
             Some(b'f') => self.literal(b"false", Value::Bool(false))?,
             Some(b'n') => self.literal(b"null", Value::Null)?,
@@ -90,10 +92,10 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    fn object(&mut self, depth: usize) -> Result<Value, Fatal> {
+    fn object(&mut self, depth: usize) -> Result<Value<'a>, Fatal> {
         self.enter(depth)?;
         self.pos += 1;
-        let mut members: Vec<Member> = Vec::new();
+        let mut members: Vec<Member<'a>> = Vec::new();
         let mut seen: Option<HashSet<String>> = None;
         self.skip_ws();
         if self.peek() == Some(b'}') {
@@ -123,11 +125,11 @@ impl<'a> Reader<'a> {
             self.path.pop();
 
             let duplicate = match &mut seen {
-                Some(set) => !set.insert(key.clone()),
+                Some(set) => !set.insert(key.to_string()),
                 None => {
                     let dup = members.iter().any(|m| m.key == key);
                     if members.len() >= SCAN_LIMIT {
-                        seen = Some(members.iter().map(|m| m.key.to_string()).chain([key.clone()]).collect());
+                        seen = Some(members.iter().map(|m| m.key.to_string()).chain([key.to_string()]).collect());
                     }
                     dup
                 }
@@ -140,7 +142,7 @@ impl<'a> Reader<'a> {
                     Diagnostic::error(Layer::Schema, Code::DuplicateKey, pointer.as_str(), message).with_span(key_span),
                 );
             } else {
-                members.push(Member { key: key.into(), key_span, value });
+                members.push(Member { key, key_span, value });
             }
 
             self.skip_ws();
@@ -156,7 +158,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<Value, Fatal> {
+    fn array(&mut self, depth: usize) -> Result<Value<'a>, Fatal> {
         self.enter(depth)?;
         self.pos += 1;
         let mut items = Vec::new();
@@ -186,7 +188,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn literal(&mut self, word: &[u8], value: Value) -> Result<Value, Fatal> {
+    fn literal(&mut self, word: &[u8], value: Value<'a>) -> Result<Value<'a>, Fatal> {
         if self.bytes[self.pos..].starts_with(word) {
             self.pos += word.len();
             Ok(value)
@@ -195,34 +197,44 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Reads a string starting at its opening quote.
-    fn string(&mut self) -> Result<String, Fatal> {
+    /// Reads a string starting at its opening quote: borrowed from the source unless it holds
+    /// an escape.
+    fn string(&mut self) -> Result<Text<'a>, Fatal> {
         self.pos += 1;
-        let mut out = String::new();
-        loop {
-            let run_start = self.pos;
-            while let Some(&b) = self.bytes.get(self.pos) {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+        let start = self.pos;
+        self.run();
+        if self.peek() == Some(b'"') {
+            self.pos += 1;
             // The run ends at an ASCII byte, so it is a whole UTF-8 sequence.
-            out.push_str(&self.text[run_start..self.pos]);
+            return Ok(Cow::Borrowed(&self.text[start..self.pos - 1]));
+        }
+        let mut out = String::from(&self.text[start..self.pos]);
+        loop {
             match self.peek() {
                 Some(b'"') => {
                     self.pos += 1;
-                    return Ok(out);
+                    return Ok(Cow::Owned(out));
                 }
                 Some(b'\\') => {
                     self.pos += 1;
                     self.escape(&mut out)?;
+                    let run_start = self.pos;
+                    self.run();
+                    out.push_str(&self.text[run_start..self.pos]);
                 }
-                Some(_) => {
-                    return Err(self.syntax("control character in a string; escape it (for example `\\n`)"));
-                }
+                Some(_) => return Err(self.syntax("control character in a string; escape it (for example `\\n`)")),
                 None => return Err(self.eof()),
             }
+        }
+    }
+
+    /// Skips the bytes of a string that need no decoding.
+    fn run(&mut self) {
+        while let Some(&b) = self.bytes.get(self.pos) {
+            if b == b'"' || b == b'\\' || b < 0x20 {
+                break;
+            }
+            self.pos += 1;
         }
     }
 
@@ -401,7 +413,7 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
-    fn ok(text: &str) -> Node {
+    fn ok(text: &str) -> Node<'_> {
         let parsed = parse(text);
         assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
         parsed.root.expect("root")
@@ -420,7 +432,7 @@ mod tests {
         let Value::Array(items) = &a.value else { panic!("array") };
         assert_eq!(items[0].value, Value::Number(Number::Integer(1)));
         assert_eq!(items[1].value, Value::Number(Number::Float(-2.5)));
-        assert_eq!(items[2].value, Value::String("xé😀".to_owned().into()));
+        assert_eq!(items[2].value, Value::String("xé😀".into()));
         assert_eq!(items[3].value, Value::Bool(true));
         assert_eq!(items[4].value, Value::Null);
     }

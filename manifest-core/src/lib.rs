@@ -48,13 +48,13 @@ pub mod parse {
     use crate::tree::Node;
 
     /// Reads JSON text into a tree (`None` after a fatal error) and its diagnostics.
-    pub fn json(text: &str) -> (Option<Node>, Vec<Diagnostic>) {
+    pub fn json(text: &str) -> (Option<Node<'_>>, Vec<Diagnostic>) {
         let p = crate::json::parse(text);
         (p.root, p.diagnostics)
     }
 
     /// Reads YAML text into a tree (`None` after a fatal error) and its diagnostics.
-    pub fn yaml(text: &str) -> (Option<Node>, Vec<Diagnostic>) {
+    pub fn yaml(text: &str) -> (Option<Node<'_>>, Vec<Diagnostic>) {
         let p = crate::yaml::parse(text);
         (p.root, p.diagnostics)
     }

@@ -11,13 +11,13 @@ use crate::tree::Node;
 
 /// The top-level sections of a checked, defaulted document.
 pub(crate) struct Sections<'a> {
-    root: &'a Node,
+    root: &'a Node<'a>,
     /// Pointers of layer-1 errors.
     failed: Vec<String>,
 }
 
 impl<'a> Sections<'a> {
-    pub(crate) fn new(root: &'a Node, diagnostics: &[Diagnostic]) -> Self {
+    pub(crate) fn new(root: &'a Node<'a>, diagnostics: &[Diagnostic]) -> Self {
         let failed = diagnostics.iter().filter(|d| d.is_error()).map(|d| d.pointer.clone()).collect();
         Sections { root, failed }
     }
@@ -61,7 +61,7 @@ impl<'a> Sections<'a> {
 
 /// Reads a model from a checked node. A failure means a shape table and a model struct
 /// disagree: it is reported as `internal_error`, never a panic.
-fn model<T: DeserializeOwned>(node: &Node, pointer: &str, out: &mut Vec<Diagnostic>) -> Option<T> {
+fn model<T: DeserializeOwned>(node: &Node<'_>, pointer: &str, out: &mut Vec<Diagnostic>) -> Option<T> {
     match from_node(node) {
         Ok(v) => Some(v),
         Err(e) => {

@@ -31,8 +31,8 @@ impl Format {
 
 /// What a reader produced: the tree (absent after a fatal error) and its diagnostics.
 #[derive(Debug, Default)]
-pub(crate) struct Parsed {
-    pub(crate) root: Option<Node>,
+pub(crate) struct Parsed<'a> {
+    pub(crate) root: Option<Node<'a>>,
     pub(crate) diagnostics: Vec<Diagnostic>,
     /// Pointers whose value stands in for something the reader refused (a YAML alias): no
     /// schema diagnostic is reported at or under them, as the author's real fault is already

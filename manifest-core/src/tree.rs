@@ -5,10 +5,10 @@ use std::borrow::Cow;
 
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
-/// Text in the tree: owned when read from a document, borrowed from the shape tables when it
-/// is a default filled in by validation (defaults are most of a minimal document, and this
-/// keeps them free of allocations).
-pub type Text = Cow<'static, str>;
+/// Text in the tree: borrowed from the source when it is written there without escapes,
+/// borrowed from the shape tables when it is a default filled in by validation, and owned only
+/// when an escape had to be decoded. Most of a manifest's keys and strings cost no allocation.
+pub type Text<'a> = Cow<'a, str>;
 
 /// A byte range of the source text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,27 +42,27 @@ pub enum Number {
 
 /// A value with its source span.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Node {
+pub struct Node<'a> {
     /// Where the value is written (for a default filled in by validation: its parent's span).
     pub span: Span,
     /// The value.
-    pub value: Value,
+    pub value: Value<'a>,
 }
 
 /// One `key: value` member of an object.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Member {
+pub struct Member<'a> {
     /// The key.
-    pub key: Text,
+    pub key: Text<'a>,
     /// Where the key is written.
     pub key_span: Span,
     /// The value.
-    pub value: Node,
+    pub value: Node<'a>,
 }
 
 /// JSON's data model. Objects keep their members in document order.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub enum Value<'a> {
     /// `null`.
     Null,
     /// `true` or `false`.
@@ -70,14 +70,14 @@ pub enum Value {
     /// A number.
     Number(Number),
     /// A string.
-    String(Text),
+    String(Text<'a>),
     /// An array.
-    Array(Vec<Node>),
+    Array(Vec<Node<'a>>),
     /// An object.
-    Object(Vec<Member>),
+    Object(Vec<Member<'a>>),
 }
 
-impl Value {
+impl Value<'_> {
     /// How the value's type is named in messages ("an object", "a string", ...).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -92,14 +92,14 @@ impl Value {
     }
 }
 
-impl Node {
+impl<'a> Node<'a> {
     /// The member `key` of an object.
-    pub fn get(&self, key: &str) -> Option<&Node> {
+    pub fn get(&self, key: &str) -> Option<&Node<'a>> {
         self.member(key).map(|m| &m.value)
     }
 
     /// The member named `key` of an object, with its key span.
-    pub fn member(&self, key: &str) -> Option<&Member> {
+    pub fn member(&self, key: &str) -> Option<&Member<'a>> {
         match &self.value {
             Value::Object(members) => members.iter().find(|m| m.key == key),
             _ => None,
@@ -109,7 +109,7 @@ impl Node {
     /// Follows an RFC 6901 pointer as far as it resolves. Returns the deepest member reached
     /// (if the last step reached was an object member) and the deepest node reached, plus
     /// whether the whole pointer resolved.
-    pub fn resolve(&self, pointer: &str) -> Resolved<'_> {
+    pub fn resolve(&self, pointer: &str) -> Resolved<'_, 'a> {
         let mut node = self;
         let mut member = None;
         if pointer.is_empty() {
@@ -141,11 +141,11 @@ impl Node {
 
 /// The result of [`Node::resolve`].
 #[derive(Debug, Clone, Copy)]
-pub struct Resolved<'a> {
+pub struct Resolved<'n, 'a> {
     /// The deepest node reached.
-    pub node: &'a Node,
+    pub node: &'n Node<'a>,
     /// The member whose value is `node`, if `node` was reached as an object member.
-    pub member: Option<&'a Member>,
+    pub member: Option<&'n Member<'a>>,
     /// Whether every token of the pointer was found.
     pub complete: bool,
 }
@@ -156,7 +156,7 @@ fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
 
 /// Serializes as plain JSON (spans dropped). Used for the authored digest (through RFC 8785
 /// canonicalization) and to print the defaulted model.
-impl Serialize for Node {
+impl Serialize for Node<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match &self.value {
             Value::Null => serializer.serialize_unit(),

@@ -16,9 +16,9 @@ use crate::{json, v4, v5, yaml};
 #[serde(untagged)]
 pub enum Manifest {
     /// Manifest V4.
-    V4(v4::ManifestV4),
+    V4(Box<v4::ManifestV4>),
     /// Manifest V5.
-    V5(v5::ManifestV5),
+    V5(Box<v5::ManifestV5>),
 }
 
 /// Why [`Report::manifest`] gave no model.
@@ -35,7 +35,7 @@ pub enum ManifestError {
 
 /// The outcome of validating one document.
 #[derive(Debug, Clone)]
-pub struct Report {
+pub struct Report<'a> {
     /// The syntax the document was read as (none if it could not be decoded).
     pub format: Option<Format>,
     /// 4 or 5 once read from `schemaVersion`.
@@ -47,10 +47,10 @@ pub struct Report {
     pub diagnostics: Vec<Diagnostic>,
     /// The checked document with every default filled in (absent when it could not be read
     /// as a manifest of a known version).
-    pub document: Option<Node>,
+    pub document: Option<Node<'a>>,
 }
 
-impl Report {
+impl Report<'_> {
     /// Valid: read as a manifest of a known version, with no error (warnings allowed).
     pub fn is_valid(&self) -> bool {
         self.document.is_some() && !self.diagnostics.iter().any(Diagnostic::is_error)
@@ -68,7 +68,7 @@ impl Report {
 }
 
 /// Validates one document (layers 1 and 2). Never panics, whatever the bytes.
-pub fn validate(bytes: &[u8]) -> Report {
+pub fn validate(bytes: &[u8]) -> Report<'_> {
     let mut report =
         Report { format: None, schema_version: None, authored_digest: None, diagnostics: Vec::new(), document: None };
     let text = match decode(bytes) {
@@ -92,7 +92,7 @@ pub fn validate(bytes: &[u8]) -> Report {
     report
 }
 
-fn run(mut root: Node, format: Format, stand_ins: &[String], report: &mut Report) {
+fn run<'a>(mut root: Node<'a>, format: Format, stand_ins: &[String], report: &mut Report<'a>) {
     if !matches!(root.value, Value::Object(_)) {
         let message = format!("a manifest is an object, found {}", root.value.kind());
         report.diagnostics.push(Diagnostic::error(Layer::Schema, Code::RootNotObject, "", message));
@@ -158,7 +158,7 @@ fn run(mut root: Node, format: Format, stand_ins: &[String], report: &mut Report
 
 /// Gives each diagnostic without a span the span its pointer names: the key for problems with
 /// the key itself, the value otherwise, and for a missing field the object it belongs in.
-fn locate(root: &Node, diagnostics: &mut [Diagnostic]) {
+fn locate(root: &Node<'_>, diagnostics: &mut [Diagnostic]) {
     for d in diagnostics.iter_mut().filter(|d| d.span.is_none()) {
         let r = root.resolve(&d.pointer);
         let span = match (r.complete, d.anchor, r.member) {

@@ -11,10 +11,10 @@ use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as YamlSpan};
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::source::{MAX_DEPTH, Parsed};
-use crate::tree::{Member, Node, Number, PointerBuf, Span, Value};
+use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value};
 
 /// Reads `text` as one YAML document.
-pub(crate) fn parse(text: &str) -> Parsed {
+pub(crate) fn parse(text: &str) -> Parsed<'_> {
     let mut builder = Builder {
         offsets: Offsets::new(text),
         frames: Vec::new(),
@@ -84,33 +84,33 @@ fn to_u32(n: usize) -> u32 {
 }
 
 /// A mapping key waiting for its value.
-struct PendingKey {
-    key: String,
+struct PendingKey<'a> {
+    key: Text<'a>,
     span: Span,
     /// False when the member is dropped (merge key, non-string key, duplicate).
     keep: bool,
 }
 
-enum Frame {
-    Seq { start: usize, items: Vec<Node> },
-    Map { start: usize, members: Vec<Member>, key: Option<PendingKey>, seen: Option<HashSet<String>> },
+enum Frame<'a> {
+    Seq { start: usize, items: Vec<Node<'a>> },
+    Map { start: usize, members: Vec<Member<'a>>, key: Option<PendingKey<'a>>, seen: Option<HashSet<String>> },
 }
 
-struct Builder {
+struct Builder<'a> {
     offsets: Offsets,
-    frames: Vec<Frame>,
+    frames: Vec<Frame<'a>>,
     /// The finished root, and whether it was an empty plain scalar.
-    root: Option<(Node, bool)>,
+    root: Option<(Node<'a>, bool)>,
     documents: usize,
-    parsed: Parsed,
+    parsed: Parsed<'a>,
 }
 
 /// Mappings up to this size look for duplicate keys by scanning.
 const SCAN_LIMIT: usize = 16;
 
-impl Builder {
+impl<'a> Builder<'a> {
     /// Handles one event; `Ok(false)` ends the stream.
-    fn event(&mut self, event: Event<'_>, yspan: YamlSpan) -> Result<bool, Diagnostic> {
+    fn event(&mut self, event: Event<'a>, yspan: YamlSpan) -> Result<bool, Diagnostic> {
         let span = self.offsets.span(&yspan);
         match event {
             Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}
@@ -136,7 +136,7 @@ impl Builder {
                     span,
                 );
                 if self.awaiting_key() {
-                    self.set_key(String::new(), span, false);
+                    self.set_key(Text::Borrowed(""), span, false);
                 } else {
                     self.parsed.stand_ins.push(pointer);
                     self.attach(Node { span, value: Value::Null }, false);
@@ -145,10 +145,10 @@ impl Builder {
             Event::Scalar(text, style, anchor, tag) => {
                 self.features(anchor, tag.is_some(), span);
                 if self.awaiting_key() {
-                    self.key(text.into_owned(), style, span);
+                    self.key(text, style, span);
                 } else {
                     let empty = style == ScalarStyle::Plain && text.is_empty();
-                    let value = self.scalar(&text, style, span);
+                    let value = self.scalar(text, style, span);
                     self.attach(Node { span, value }, empty);
                 }
             }
@@ -187,7 +187,7 @@ impl Builder {
                 };
                 if self.awaiting_key() {
                     // A complex key: already reported when it started; drop the member.
-                    self.set_key(String::new(), node.span, false);
+                    self.set_key(Text::Borrowed(""), node.span, false);
                 } else {
                     self.attach(node, false);
                 }
@@ -217,7 +217,7 @@ impl Builder {
         }
     }
 
-    fn key(&mut self, text: String, style: ScalarStyle, span: Span) {
+    fn key(&mut self, text: Text<'a>, style: ScalarStyle, span: Span) {
         let mut keep = true;
         if style == ScalarStyle::Plain {
             if text == "<<" {
@@ -260,9 +260,9 @@ impl Builder {
         dup
     }
 
-    fn scalar(&mut self, text: &str, style: ScalarStyle, span: Span) -> Value {
+    fn scalar(&mut self, text: Text<'a>, style: ScalarStyle, span: Span) -> Value<'a> {
         if style != ScalarStyle::Plain {
-            return Value::String(text.to_owned().into());
+            return Value::String(text);
         }
         match resolve_plain(text) {
             Ok(value) => value,
@@ -279,13 +279,13 @@ impl Builder {
         matches!(self.frames.last(), Some(Frame::Map { key: None, .. }))
     }
 
-    fn set_key(&mut self, key: String, span: Span, keep: bool) {
+    fn set_key(&mut self, key: Text<'a>, span: Span, keep: bool) {
         if let Some(Frame::Map { key: slot, .. }) = self.frames.last_mut() {
             *slot = Some(PendingKey { key, span, keep });
         }
     }
 
-    fn attach(&mut self, node: Node, empty_scalar: bool) {
+    fn attach(&mut self, node: Node<'a>, empty_scalar: bool) {
         match self.frames.last_mut() {
             None => self.root = Some((node, empty_scalar)),
             Some(Frame::Seq { items, .. }) => items.push(node),
@@ -293,7 +293,7 @@ impl Builder {
                 if let Some(k) = key.take()
                     && k.keep
                 {
-                    members.push(Member { key: k.key.into(), key_span: k.span, value: node });
+                    members.push(Member { key: k.key, key_span: k.span, value: node });
                 }
             }
         }
@@ -309,7 +309,7 @@ impl Builder {
                     p.push_index(items.len());
                 }
                 Frame::Map { key, .. } => {
-                    p.push(key.as_ref().map_or("", |k| k.key.as_str()));
+                    p.push(key.as_ref().map_or("", |k| k.key.as_ref()));
                 }
             }
         }
@@ -333,7 +333,7 @@ impl Builder {
                 p.push_index(items.len());
             }
             Some(Frame::Map { key, .. }) => {
-                p.push(key.as_ref().map_or("", |k| k.key.as_str()));
+                p.push(key.as_ref().map_or("", |k| k.key.as_ref()));
             }
         }
         p.as_str().to_owned()
@@ -360,7 +360,7 @@ impl Builder {
 
 /// What a plain scalar that is not a string reads as, for messages.
 fn non_string(text: &str) -> Option<&'static str> {
-    match resolve_plain(text) {
+    match resolve_plain(Text::Borrowed(text)) {
         Ok(Value::String(_)) => None,
         Ok(v) => Some(v.kind()),
         Err(_) => Some("a number"),
@@ -368,8 +368,8 @@ fn non_string(text: &str) -> Option<&'static str> {
 }
 
 /// Resolves a plain scalar by the YAML 1.2 core schema.
-fn resolve_plain(text: &str) -> Result<Value, &'static str> {
-    Ok(match text {
+fn resolve_plain(text: Text<'_>) -> Result<Value<'_>, &'static str> {
+    Ok(match text.as_ref() {
         "" | "~" | "null" | "Null" | "NULL" => Value::Null,
         "true" | "True" | "TRUE" => Value::Bool(true),
         "false" | "False" | "FALSE" => Value::Bool(false),
@@ -377,16 +377,16 @@ fn resolve_plain(text: &str) -> Result<Value, &'static str> {
         "-.inf" | "-.Inf" | "-.INF" => Value::Number(Number::Float(f64::NEG_INFINITY)),
         ".nan" | ".NaN" | ".NAN" => Value::Number(Number::Float(f64::NAN)),
         _ => {
-            if let Some(n) = core_integer(text) {
+            if let Some(n) = core_integer(&text) {
                 return n.map(|i| Value::Number(Number::Integer(i)));
             }
-            if is_core_float(text) {
+            if is_core_float(&text) {
                 return match text.parse::<f64>() {
                     Ok(f) if f.is_finite() => Ok(Value::Number(Number::Float(f))),
                     _ => Err("the number is out of range"),
                 };
             }
-            Value::String(text.to_owned().into())
+            Value::String(text)
         }
     })
 }
@@ -463,7 +463,7 @@ mod tests {
         parse(text).diagnostics.into_iter().map(|d| (d.code, d.pointer)).collect()
     }
 
-    fn root(text: &str) -> Node {
+    fn root(text: &str) -> Node<'_> {
         let p = parse(text);
         assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
         p.root.expect("root")

@@ -96,7 +96,7 @@ pub struct ManifestV4 {
 
 /// Layer 2 over a document that went through layer 1: each rule reads only the parts it needs,
 /// and runs when those passed layer 1, so all independent errors are reported together.
-pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) {
+pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
     let sections = Sections::new(root, out);
     if let Some(schedule) = sections.read::<deployment::Schedule>("/deployment/schedule", out) {
         deployment::check_start_delay(&schedule, out);

@@ -117,7 +117,7 @@ pub struct ManifestV5 {
 /// Layer 2 over a document that went through layer 1: each rule reads only the parts it needs,
 /// and runs when those passed layer 1 (discriminators and presence are read whatever their
 /// siblings' validity), so all independent errors are reported together.
-pub(crate) fn semantic(root: &Node, out: &mut Vec<Diagnostic>) {
+pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
     let sections = Sections::new(root, out);
     if let (Some(jobs), Some(phasing)) =
         (sections.read("/deployment/jobs", out), sections.read("/deployment/schedule/phasing", out))
