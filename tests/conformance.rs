@@ -5,6 +5,7 @@ mod conformance {
     mod coverage;
     mod digest;
     mod docs;
+    mod examples;
     mod fuzz_corpus;
     mod golden;
     mod limits;
