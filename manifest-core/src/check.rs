@@ -24,11 +24,15 @@ struct Walker<'d> {
 impl Walker<'_> {
     fn value(&mut self, node: &mut Node<'_>, shape: &Shape) {
         match shape {
-            Shape::Bool => {
-                if !matches!(node.value, Value::Bool(_)) {
-                    self.wrong_type(node, "a boolean (true or false)", None);
+            Shape::Bool => match &node.value {
+                Value::Bool(_) => {}
+                // YAML 1.1 booleans are strings in YAML 1.2; say so.
+                Value::String(s) if ["yes", "no", "on", "off", "y", "n"].contains(&s.to_ascii_lowercase().as_str()) => {
+                    let hint = format!("in YAML 1.2 \"{s}\" is a string, write true or false");
+                    self.wrong_type(node, "a boolean (true or false)", Some(&hint));
                 }
-            }
+                _ => self.wrong_type(node, "a boolean (true or false)", None),
+            },
             Shape::AlwaysTrue(why) => match node.value {
                 Value::Bool(true) => {}
                 Value::Bool(false) => self.error(Code::InvalidValue, format!("must be true: {why}")),
@@ -298,11 +302,6 @@ impl Walker<'_> {
         let mut message = format!("expected {expected}, found {}", node.value.kind());
         if let Value::Number(Number::Float(f)) = node.value {
             message = format!("expected {expected}, found {f} (a number with a fraction or exponent)");
-        }
-        if let (Value::String(s), "a boolean (true or false)") = (&node.value, expected)
-            && ["yes", "no", "on", "off", "y", "n"].contains(&s.to_ascii_lowercase().as_str())
-        {
-            message.push_str(&format!("; in YAML 1.2 \"{s}\" is a string, write true or false"));
         }
         if let Some(hint) = hint {
             message.push_str("; ");

@@ -63,44 +63,31 @@ fn write(node: &Node<'_>, out: &mut Vec<u8>) -> bool {
             }
             out.push(b']');
         }
+        Value::Object(members) if members.is_empty() => out.extend_from_slice(b"{}"),
         Value::Object(members) => {
             // Manifest objects are small: sort references on the stack when they fit.
-            let mut stack: [Option<&Member<'_>>; 24] = [None; 24];
-            let mut heap: Vec<&Member<'_>>;
-            let sorted: &mut [Option<&Member<'_>>] = if members.len() <= stack.len() {
+            const STACK: usize = 24;
+            if members.len() <= STACK {
+                let mut stack = [&members[0]; STACK];
                 for (slot, m) in stack.iter_mut().zip(members) {
-                    *slot = Some(m);
+                    *slot = m;
                 }
-                &mut stack[..members.len()]
-            } else {
-                heap = members.iter().collect();
-                return write_members(&mut heap, out);
-            };
-            let ascii = members.iter().all(|m| m.key.is_ascii());
-            sorted.sort_unstable_by(|a, b| match (a, b) {
-                (Some(a), Some(b)) if ascii => a.key.as_bytes().cmp(b.key.as_bytes()),
-                (Some(a), Some(b)) => utf16_order(&a.key, &b.key),
-                _ => std::cmp::Ordering::Equal,
-            });
-            out.push(b'{');
-            for (i, m) in sorted.iter().flatten().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                string(&m.key, out);
-                out.push(b':');
-                if !write(&m.value, out) {
-                    return false;
-                }
+                return write_members(&mut stack[..members.len()], out);
             }
-            out.push(b'}');
+            let mut heap: Vec<&Member<'_>> = members.iter().collect();
+            return write_members(&mut heap, out);
         }
     }
     true
 }
 
+/// Writes an object's members in canonical order.
 fn write_members(members: &mut [&Member<'_>], out: &mut Vec<u8>) -> bool {
-    members.sort_unstable_by(|a, b| utf16_order(&a.key, &b.key));
+    if members.iter().all(|m| m.key.is_ascii()) {
+        members.sort_unstable_by(|a, b| a.key.as_bytes().cmp(b.key.as_bytes()));
+    } else {
+        members.sort_unstable_by(|a, b| utf16_order(&a.key, &b.key));
+    }
     out.push(b'{');
     for (i, m) in members.iter().enumerate() {
         if i > 0 {
@@ -119,7 +106,7 @@ fn write_members(members: &mut [&Member<'_>], out: &mut Vec<u8>) -> bool {
 /// RFC 8785 sorts keys by UTF-16 code units; UTF-8 byte order agrees except where a
 /// character beyond U+FFFF meets one in U+E000..U+FFFF.
 fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
-    if a.is_ascii() && b.is_ascii() { a.cmp(b) } else { a.encode_utf16().cmp(b.encode_utf16()) }
+    a.encode_utf16().cmp(b.encode_utf16())
 }
 
 /// Escapes as ECMAScript `JSON.stringify`: `"` `\` and the short forms, other controls as
