@@ -30,6 +30,29 @@ fn corpus_cases_match_their_expectations() {
     assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.len(), failures.join("\n"));
 }
 
+/// Where an expectation gives `line` and `column`, a diagnostic with that code and pointer is
+/// reported there (YAML features, duplicate keys: "fail with line and column").
+#[test]
+fn positions_match_where_the_corpus_gives_them() {
+    let mut failures = Vec::new();
+    for case in cases() {
+        let report = manifest_core::validate(&case.bytes);
+        for want in case.expect["diagnostics"].as_array().into_iter().flatten() {
+            let (Some(line), Some(column)) = (want["line"].as_u64(), want["column"].as_u64()) else { continue };
+            let found = report.diagnostics.iter().any(|d| {
+                Some(d.code.as_str()) == want["code"].as_str()
+                    && Some(d.pointer.as_str()) == want["pointer"].as_str()
+                    && d.line.map(u64::from) == Some(line)
+                    && d.column.map(u64::from) == Some(column)
+            });
+            if !found {
+                failures.push(format!("{}: no {} at {line}:{column}", case.name(), want["code"]));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn valid_cases_have_a_model_and_a_digest() {
     for case in cases().iter().filter(|c| c.valid()) {

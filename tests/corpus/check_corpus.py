@@ -180,8 +180,9 @@ def check_expect(rel, exp, rows, bad):
         if not isinstance(dg, dict):
             bad(f"{where}: must be an object")
             continue
-        if set(dg) != {"severity", "code", "pointer", "layer"}:
-            bad(f"{where}: keys must be exactly severity, code, pointer, layer")
+        required = {"severity", "code", "pointer", "layer"}
+        if not required <= set(dg) or not set(dg) <= required | {"line", "column"}:
+            bad(f"{where}: keys must be severity, code, pointer, layer, and optionally line and column")
         if dg.get("severity") not in ("error", "warning"):
             bad(f"{where}: severity must be error or warning")
         has_error |= dg.get("severity") == "error"
