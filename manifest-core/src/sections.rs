@@ -43,6 +43,14 @@ impl<'a> Sections<'a> {
         })
     }
 
+    /// The number of items of the array at `pointer` (0 if there is none).
+    pub(crate) fn len(&self, pointer: &str) -> usize {
+        match (&self.root.resolve(pointer).node.value, self.present(pointer)) {
+            (crate::tree::Value::Array(items), true) => items.len(),
+            _ => 0,
+        }
+    }
+
     /// Whether a value is written (or defaulted) at `pointer`, whatever its validity.
     pub(crate) fn present(&self, pointer: &str) -> bool {
         self.root.resolve(pointer).complete

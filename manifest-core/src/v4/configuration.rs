@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnostic::Diagnostic;
 use crate::formats::{SECRET_ID, VARIABLE_NAME_V4};
 use crate::shape::pattern_len;
 use crate::shape::{
@@ -105,17 +104,4 @@ pub enum SecretDestination {
         /// Its path.
         path: String,
     },
-}
-
-/// Layer 2: each environment name is claimed once.
-pub(crate) fn check(c: &Configuration, out: &mut Vec<Diagnostic>) {
-    let variables =
-        c.variables.iter().enumerate().map(|(i, v)| (v.name.as_str(), format!("/configuration/variables/{i}/name")));
-    let secrets = c.secrets.iter().enumerate().filter_map(|(i, s)| match &s.destination {
-        SecretDestination::Env { name } => {
-            Some((name.as_str(), format!("/configuration/secrets/{i}/destination/name")))
-        }
-        SecretDestination::File { .. } => None,
-    });
-    crate::rules::environment_names_once(variables.chain(secrets), out);
 }

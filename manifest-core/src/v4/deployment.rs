@@ -7,7 +7,7 @@ use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::DECIMAL_STRING;
 use crate::shape::{DefaultValue, ObjectShape, Shape, UINT, defaulted, int, object, optional, pattern_hint, required};
 use crate::v4::lifecycle::{FIXED_LEAD_MAX_MS, FIXED_LEAD_MIN_MS, LIFECYCLE, LeadTime, Lifecycle, Renewal};
-use crate::v4::placement::{Group, PLACEMENT, Placement};
+use crate::v4::placement::{PLACEMENT, Placement};
 
 /// Schema range of parallelism (public v1 enables only 1, decided at publication).
 pub const MAX_PARALLELISM: u64 = 64;
@@ -109,10 +109,8 @@ pub struct Spend {
 }
 
 /// Layer 2: `startDelayMs` not above `maxStartDelayMs`.
-pub(crate) fn check_start_delay(s: &Schedule, out: &mut Vec<Diagnostic>) {
-    if let (Some(delay), Some(max)) = (s.start_delay_ms, s.max_start_delay_ms)
-        && delay > max
-    {
+pub(crate) fn check_start_delay(delay: u64, max: u64, out: &mut Vec<Diagnostic>) {
+    if delay > max {
         out.push(Diagnostic::error(
             Layer::Semantic,
             Code::StartDelayExceedsMax,
@@ -123,47 +121,85 @@ pub(crate) fn check_start_delay(s: &Schedule, out: &mut Vec<Diagnostic>) {
 }
 
 /// Layer 2: a fixed renewal lead is at most half of the scheduled duration.
-pub(crate) fn check_renewal_lead(s: &Schedule, renewal: &Renewal, out: &mut Vec<Diagnostic>) {
-    if let Renewal::BeforeScheduledEnd { lead_time: LeadTime::Fixed { duration_ms: lead } } = *renewal
-        && lead.saturating_mul(2) > s.duration_ms
-    {
-        let limit = (s.duration_ms / 2).min(FIXED_LEAD_MAX_MS);
-        out.push(Diagnostic::error(
-            Layer::Semantic,
-            Code::RenewalLeadOutOfRange,
-            "/deployment/lifecycle/renewal/leadTime/durationMs",
-            format!(
-                "a fixed renewal lead of {lead} ms is more than half of schedule.durationMs ({}); the lead must be from {FIXED_LEAD_MIN_MS} to {limit}",
-                s.duration_ms
-            ),
-        ));
+pub(crate) fn check_renewal_lead(duration_ms: u64, renewal: &Renewal, out: &mut Vec<Diagnostic>) {
+    let Renewal::BeforeScheduledEnd { lead_time: LeadTime::Fixed { duration_ms: lead } } = *renewal else { return };
+    if lead.saturating_mul(2) <= duration_ms {
+        return;
     }
+    let limit = (duration_ms / 2).min(FIXED_LEAD_MAX_MS);
+    let fix = if limit < FIXED_LEAD_MIN_MS {
+        format!(
+            "no fixed lead fits a {duration_ms} ms schedule (the lead is at least {FIXED_LEAD_MIN_MS}); make schedule.durationMs at least {} or renew `after_scheduled_end`",
+            2 * FIXED_LEAD_MIN_MS
+        )
+    } else {
+        format!("the lead must be from {FIXED_LEAD_MIN_MS} to {limit}")
+    };
+    out.push(Diagnostic::error(
+        Layer::Semantic,
+        Code::RenewalLeadOutOfRange,
+        "/deployment/lifecycle/renewal/leadTime/durationMs",
+        format!("a fixed renewal lead of {lead} ms is more than half of schedule.durationMs ({duration_ms}); {fix}"),
+    ));
 }
 
-/// Layer 2: group names are unique and group counts sum exactly to `parallelism`.
-pub(crate) fn check_groups(groups: &[Group], parallelism: Option<u8>, out: &mut Vec<Diagnostic>) {
-    for (i, g) in groups.iter().enumerate() {
-        if groups[..i].iter().any(|earlier| earlier.name == g.name) {
+/// Layer 2: group names are unique, and group counts sum exactly to `parallelism`. `names`
+/// holds each group's index and name where it passed layer 1; `total` is the sum of the
+/// counts when every count passed layer 1.
+pub(crate) fn check_groups(
+    names: &[(usize, String)],
+    total: Option<u64>,
+    parallelism: Option<u8>,
+    out: &mut Vec<Diagnostic>,
+) {
+    for (k, (i, name)) in names.iter().enumerate() {
+        if names[..k].iter().any(|(_, earlier)| earlier == name) {
             out.push(Diagnostic::error(
                 Layer::Semantic,
                 Code::DuplicateGroupName,
                 format!("/deployment/placement/groups/{i}/name"),
-                format!("group name \"{}\" is used twice; group names must be unique", g.name),
+                format!("group name \"{name}\" is used twice; group names must be unique"),
             ));
         }
     }
-    let Some(parallelism) = parallelism else {
-        return;
-    };
-    if !groups.is_empty() {
-        let total = groups.iter().fold(0u64, |sum, g| sum.saturating_add(g.count));
-        if total != u64::from(parallelism) {
-            out.push(Diagnostic::error(
-                Layer::Semantic,
-                Code::GroupCountMismatch,
-                "/deployment/placement/groups",
-                format!("group counts sum to {total} but parallelism is {parallelism}; they must be equal"),
-            ));
-        }
+    if let (Some(total), Some(parallelism)) = (total, parallelism)
+        && total != u64::from(parallelism)
+    {
+        out.push(Diagnostic::error(
+            Layer::Semantic,
+            Code::GroupCountMismatch,
+            "/deployment/placement/groups",
+            format!("group counts sum to {total} but parallelism is {parallelism}; they must be equal"),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lead(duration_ms: u64) -> Renewal {
+        Renewal::BeforeScheduledEnd { lead_time: LeadTime::Fixed { duration_ms } }
+    }
+
+    #[test]
+    fn lead_at_half_the_duration_is_fine_above_is_not() {
+        let mut out = Vec::new();
+        check_renewal_lead(200_000, &lead(100_000), &mut out);
+        assert!(out.is_empty());
+        check_renewal_lead(200_000, &lead(100_001), &mut out);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].message.contains("from 60000 to 100000"), "{}", out[0].message);
+    }
+
+    #[test]
+    fn a_schedule_too_short_for_any_lead_says_so() {
+        let mut out = Vec::new();
+        check_renewal_lead(100_000, &lead(60_000), &mut out);
+        assert_eq!(out.len(), 1);
+        let message = &out[0].message;
+        assert!(message.contains("no fixed lead fits a 100000 ms schedule"), "{message}");
+        assert!(message.contains("at least 120000"), "{message}");
+        assert!(!message.contains("to 50000"), "{message}");
     }
 }

@@ -98,23 +98,32 @@ pub struct ManifestV4 {
 /// and runs when those passed layer 1, so all independent errors are reported together.
 pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
     let sections = Sections::new(root, out);
-    if let Some(schedule) = sections.read::<deployment::Schedule>("/deployment/schedule", out) {
-        deployment::check_start_delay(&schedule, out);
-        if let Some(renewal) = sections.read("/deployment/lifecycle/renewal", out) {
-            deployment::check_renewal_lead(&schedule, &renewal, out);
-        }
-    }
-    if let Some(groups) = sections.read::<Vec<placement::Group>>("/deployment/placement/groups", out)
-        && !groups.is_empty()
+    let schedule = |field: &str| format!("/deployment/schedule/{field}");
+    if let (Some(delay), Some(max)) =
+        (sections.read(&schedule("startDelayMs"), out), sections.read(&schedule("maxStartDelayMs"), out))
     {
-        deployment::check_groups(&groups, sections.read("/deployment/parallelism", out), out);
+        deployment::check_start_delay(delay, max, out);
     }
+    if let (Some(duration), Some(renewal)) =
+        (sections.read(&schedule("durationMs"), out), sections.read("/deployment/lifecycle/renewal", out))
+    {
+        deployment::check_renewal_lead(duration, &renewal, out);
+    }
+
+    let groups = sections.len("/deployment/placement/groups");
+    if groups > 0 {
+        let group = |i: usize, field: &str| format!("/deployment/placement/groups/{i}/{field}");
+        let names: Vec<(usize, String)> =
+            (0..groups).filter_map(|i| sections.read(&group(i, "name"), out).map(|n| (i, n))).collect();
+        let counts: Option<Vec<u64>> = (0..groups).map(|i| sections.read(&group(i, "count"), out)).collect();
+        let total = counts.map(|c| c.iter().fold(0u64, |sum, n| sum.saturating_add(*n)));
+        deployment::check_groups(&names, total, sections.read("/deployment/parallelism", out), out);
+    }
+
     for pointer in ["/ingress/http/port", "/ingress/ssh/port"] {
         if let Some(port) = sections.read(pointer, out) {
             ingress::check_port(pointer, port, out);
         }
     }
-    if let Some(configuration) = sections.read("/configuration", out) {
-        configuration::check(&configuration, out);
-    }
+    crate::rules::environment_names(&sections, "env", out);
 }

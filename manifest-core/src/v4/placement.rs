@@ -106,7 +106,7 @@ static TOPOLOGY: ArrayShape =
     ArrayShape { items: Shape::Object(&TOPOLOGY_CONSTRAINT), min_items: 0, max_items: None, unique: false };
 
 static NAMES: ArrayShape = ArrayShape { items: NON_EMPTY, min_items: 0, max_items: None, unique: true };
-static PROCESSOR_IDS: ArrayShape = ArrayShape { items: NON_EMPTY, min_items: 1, max_items: None, unique: true };
+static PROCESSOR_IDS: ArrayShape = ArrayShape { items: NON_EMPTY, min_items: 0, max_items: None, unique: true };
 
 /// `processorSelection`, tagged by `mode`.
 static PROCESSOR_SELECTION: UnionShape = UnionShape {

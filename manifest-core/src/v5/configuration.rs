@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnostic::Diagnostic;
 use crate::formats::{ABSOLUTE_PATH, ENV_NAME_V5, SECRET_ID};
 use crate::shape::pattern_len;
 use crate::shape::{
@@ -136,17 +135,4 @@ pub enum SecretDestination {
         /// Its absolute path.
         path: String,
     },
-}
-
-/// Layer 2: each environment name is claimed once.
-pub(crate) fn check(c: &Configuration, out: &mut Vec<Diagnostic>) {
-    let variables =
-        c.variables.iter().enumerate().map(|(i, v)| (v.name(), format!("/configuration/variables/{i}/name")));
-    let secrets = c.secrets.iter().enumerate().filter_map(|(i, s)| match &s.destination {
-        SecretDestination::Environment { name } => {
-            Some((name.as_str(), format!("/configuration/secrets/{i}/destination/name")))
-        }
-        SecretDestination::File { .. } => None,
-    });
-    crate::rules::environment_names_once(variables.chain(secrets), out);
 }

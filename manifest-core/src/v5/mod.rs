@@ -141,7 +141,5 @@ pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
             "managed runtime SSH is valid only with `runtime.kind: native_image`; remove `access` or use a native image",
         ));
     }
-    if let Some(configuration) = sections.read("/configuration", out) {
-        configuration::check(&configuration, out);
-    }
+    crate::rules::environment_names(&sections, "environment", out);
 }
