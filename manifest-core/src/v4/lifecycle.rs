@@ -177,8 +177,20 @@ pub enum ExistingJobs {
     /// Cease cooperatively (release-gated).
     CooperativeCease {
         /// When.
-        trigger: String,
+        trigger: CeaseTrigger,
     },
+}
+
+/// When existing jobs cease cooperatively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CeaseTrigger {
+    /// When the rollout starts.
+    RolloutStarted,
+    /// When a successor processor is claimed.
+    SuccessorProcessorClaimed,
+    /// When the successor runtime is ready.
+    SuccessorRuntimeReady,
 }
 
 /// `lifecycle.recovery`.

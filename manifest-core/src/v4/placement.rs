@@ -262,14 +262,40 @@ pub enum Geography {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopologyConstraint {
-    /// `affinity` or `anti_affinity`.
-    pub kind: String,
+    /// Together or apart.
+    pub kind: TopologyKind,
     /// `this_deployment`.
     pub scope: String,
     /// What is kept together or apart.
-    pub topology_key: String,
+    pub topology_key: TopologyKey,
     /// `required` or `preferred`.
     pub strength: Strength,
+}
+
+/// Whether a topology constraint keeps jobs together or apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopologyKind {
+    /// Together.
+    Affinity,
+    /// Apart.
+    AntiAffinity,
+}
+
+/// What a topology constraint is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopologyKey {
+    /// The processor.
+    Processor,
+    /// Its operator.
+    Operator,
+    /// Its manager.
+    Manager,
+    /// Its country.
+    Country,
+    /// Its region.
+    Region,
 }
 
 /// `processorSelection`.

@@ -278,10 +278,20 @@ pub enum LeadTime {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Update {
-    /// `immediate` or `next_renewal`.
-    pub timing: String,
+    /// When updates apply.
+    pub timing: UpdateTiming,
     /// What happens to running jobs.
     pub existing_jobs: ExistingJobs,
+}
+
+/// `update.timing`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateTiming {
+    /// Now (default).
+    Immediate,
+    /// At the next renewal.
+    NextRenewal,
 }
 
 /// `update.existingJobs`.
