@@ -9,4 +9,5 @@ mod conformance {
     mod fuzz_corpus;
     mod golden;
     mod limits;
+    mod policy;
 }

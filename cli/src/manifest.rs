@@ -1,12 +1,20 @@
-//! `svc manifest validate`.
+//! `svc manifest validate | schema | policy | digest`.
 
 use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 
-use manifest_core::{MAX_INPUT_BYTES, render_json, render_text, validate as validate_document};
+use manifest_core::{
+    ArtifactVersion, MAX_INPUT_BYTES, Manifest, PolicyError, PolicyV4, Report, SchemaKind, ServerFacts, render_json,
+    render_text, validate as validate_document,
+};
 
-use crate::args::OutputFormat;
+use crate::args::{FactArgs, OutputFormat, SchemaVersion};
+
+/// Usage errors and unreadable inputs.
+const EXIT_USAGE: u8 = 2;
+/// An invalid manifest.
+const EXIT_INVALID: u8 = 1;
 
 /// Validates the manifest at `path` (`-` for standard input) and prints the result.
 pub(crate) fn validate(path: &Path, format: OutputFormat) -> ExitCode {
@@ -14,7 +22,7 @@ pub(crate) fn validate(path: &Path, format: OutputFormat) -> ExitCode {
         Ok(input) => input,
         Err(message) => {
             eprintln!("svc: {message}");
-            return ExitCode::from(2);
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let report = validate_document(&bytes);
@@ -23,7 +31,99 @@ pub(crate) fn validate(path: &Path, format: OutputFormat) -> ExitCode {
         OutputFormat::Text => render_text(&report, &name, &bytes),
     };
     print!("{output}");
-    if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_INVALID) }
+}
+
+/// Prints a schema exactly as served.
+pub(crate) fn schema(version: SchemaVersion) -> ExitCode {
+    let kind = match version {
+        SchemaVersion::V4 => SchemaKind::ManifestV4,
+        SchemaVersion::V5 => SchemaKind::ManifestV5,
+        SchemaVersion::Policy => SchemaKind::PolicyV4,
+    };
+    print!("{}", kind.bytes());
+    ExitCode::SUCCESS
+}
+
+/// Prints the effective policy of a V4 manifest; diagnostics and errors go to standard error.
+pub(crate) fn policy(path: &Path, facts: &FactArgs) -> ExitCode {
+    let (name, bytes) = match read_input(path) {
+        Ok(input) => input,
+        Err(message) => return fail(EXIT_USAGE, &message),
+    };
+    let report = validate_document(&bytes);
+    let Some(manifest) = valid_manifest(&report, &name, &bytes) else { return ExitCode::from(EXIT_INVALID) };
+    let Manifest::V4(manifest) = manifest else {
+        return fail(EXIT_USAGE, "the effective policy is materialized from a V4 manifest; this one is V5");
+    };
+    let Some(application_uid) = facts.application_uid.clone() else {
+        return fail(EXIT_USAGE, "missing server fact: pass the target application's identity with --application-uid");
+    };
+    match PolicyV4::materialize(&manifest, &server_facts(application_uid, facts)) {
+        Ok(policy) => {
+            // Serializing plain data cannot fail.
+            println!("{}", serde_json::to_string_pretty(&policy).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(EXIT_USAGE, &explain(&e)),
+    }
+}
+
+/// Prints the authored digest, and the policy digest for V4 when the facts are given.
+pub(crate) fn digest(path: &Path, facts: &FactArgs) -> ExitCode {
+    let (name, bytes) = match read_input(path) {
+        Ok(input) => input,
+        Err(message) => return fail(EXIT_USAGE, &message),
+    };
+    let report = validate_document(&bytes);
+    let Some(manifest) = valid_manifest(&report, &name, &bytes) else { return ExitCode::from(EXIT_INVALID) };
+    println!("authored {}", report.authored_digest.as_deref().unwrap_or_default());
+    if let (Manifest::V4(manifest), Some(uid)) = (manifest, facts.application_uid.clone()) {
+        match PolicyV4::materialize(&manifest, &server_facts(uid, facts)) {
+            Ok(policy) => println!("policy {}", policy.digest()),
+            Err(e) => return fail(EXIT_USAGE, &explain(&e)),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// The model of a valid manifest; otherwise the diagnostics go to standard error.
+fn valid_manifest(report: &Report<'_>, name: &str, bytes: &[u8]) -> Option<Manifest> {
+    match report.manifest() {
+        Ok(manifest) => Some(manifest),
+        Err(e) => {
+            eprint!("{}", render_text(report, name, bytes));
+            if !matches!(e, manifest_core::ManifestError::Invalid) {
+                eprintln!("svc: {e}");
+            }
+            None
+        }
+    }
+}
+
+fn server_facts(application_uid: String, facts: &FactArgs) -> ServerFacts {
+    let artifact = match (&facts.artifact_cid, &facts.artifact_digest) {
+        (Some(cid), Some(digest)) => Some(ArtifactVersion { cid: cid.clone(), digest: digest.clone() }),
+        _ => None,
+    };
+    ServerFacts { application_uid, artifact }
+}
+
+/// The library's error, with the flag that supplies the missing or wrong fact.
+fn explain(e: &PolicyError) -> String {
+    let flag = match e {
+        PolicyError::MissingApplicationUid | PolicyError::ApplicationUidMismatch { .. } => "--application-uid",
+        PolicyError::MissingArtifactVersion
+        | PolicyError::InvalidArtifactVersion { .. }
+        | PolicyError::PinnedArtifactMismatch { .. } => "--artifact-cid and --artifact-digest",
+        PolicyError::RuntimeImageBuild => return e.to_string(),
+    };
+    format!("{e} (see {flag})")
+}
+
+fn fail(code: u8, message: &str) -> ExitCode {
+    eprintln!("svc: {message}");
+    ExitCode::from(code)
 }
 
 /// Reads at most one byte past the input limit, so an oversized input is reported as

@@ -161,3 +161,64 @@ fn every_corpus_case_through_the_binary_matches_the_library() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn schema_prints_the_exact_bytes_the_service_serves() {
+    for (flag, kind) in [
+        ("4", manifest_core::SchemaKind::ManifestV4),
+        ("5", manifest_core::SchemaKind::ManifestV5),
+        ("policy", manifest_core::SchemaKind::PolicyV4),
+    ] {
+        let out = svc(&["manifest", "schema", "--version", flag], None);
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(out.stdout, kind.bytes().as_bytes(), "--version {flag}");
+        let schema: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(schema["$id"], kind.id());
+    }
+    assert_eq!(svc(&["manifest", "schema", "--version", "6"], None).status.code(), Some(2));
+}
+
+#[test]
+fn policy_prints_only_the_policy_and_names_a_missing_flag() {
+    let out = svc(&["manifest", "policy", "--file", &golden("v4-minimal.json"), "--application-uid", "app_min"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let policy: Value = serde_json::from_slice(&out.stdout).expect("stdout is exactly one JSON object");
+    let golden_policy: Value =
+        serde_json::from_str(&std::fs::read_to_string(golden("v4-minimal.policy.json")).expect("golden"))
+            .expect("json");
+    assert_eq!(policy, golden_policy);
+
+    let out = svc(&["manifest", "policy", "--file", &golden("v4-minimal.json")], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--application-uid"));
+
+    let out =
+        svc(&["manifest", "policy", "--file", &golden("v4-full.json"), "--application-uid", "app_01HZX3J7Q2"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--artifact-cid"));
+
+    let cid = "ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi";
+    let out = svc(&["manifest", "policy", "--file", &golden("v4-full.json"), "--artifact-cid", cid], None);
+    assert_eq!(out.status.code(), Some(2), "--artifact-cid needs --artifact-digest");
+
+    let out = svc(&["manifest", "policy", "--file", &golden("v5-minimal.yaml"), "--application-uid", "app"], None);
+    assert_eq!(out.status.code(), Some(2), "policies are materialized from V4");
+}
+
+#[test]
+fn digest_prints_authored_and_policy_digests() {
+    let out = svc(&["manifest", "digest", "--file", &golden("v5-minimal.yaml")], None);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let bytes = std::fs::read(golden("v5-minimal.yaml")).expect("golden");
+    let report = manifest_core::validate(&bytes);
+    assert_eq!(text, format!("authored {}\n", report.authored_digest.expect("digest")));
+
+    let out = svc(&["manifest", "digest", "--file", &golden("v4-minimal.json"), "--application-uid", "app_min"], None);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("authored sha256:"));
+    assert!(lines[1].starts_with("policy sha256:"));
+}

@@ -319,7 +319,7 @@ impl Walker<'_> {
     }
 }
 
-fn default_value(default: DefaultValue, shape: &Shape) -> Value<'static> {
+pub(crate) fn default_value(default: DefaultValue, shape: &Shape) -> Value<'static> {
     match default {
         DefaultValue::Bool(b) => Value::Bool(b),
         DefaultValue::Integer(i) => Value::Number(Number::Integer(i128::from(i))),

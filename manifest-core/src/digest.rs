@@ -25,9 +25,14 @@ pub fn canonical_digest<T: Serialize>(value: &T) -> Option<String> {
 /// The authored digest of a document tree: the same value as [`canonical_digest`], faster.
 pub fn authored_digest(root: &Node<'_>) -> Option<String> {
     match canonical_bytes(root, root.span.end as usize) {
-        Some(bytes) => Some(format!("sha256:{}", hex(&Sha256::digest(&bytes)))),
+        Some(bytes) => Some(sha256(&bytes)),
         None => canonical_digest(root),
     }
+}
+
+/// `sha256:<hex>` of some bytes (a schema's digest is of the exact bytes served).
+pub fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex(&Sha256::digest(bytes)))
 }
 
 /// RFC 8785 bytes of a tree holding no float and no integer beyond 2^53; `None` otherwise.

@@ -20,8 +20,10 @@ mod diagnostic;
 mod digest;
 
 mod json;
+mod policy;
 mod render;
 mod rules;
+mod schema;
 mod sections;
 mod source;
 mod tree;
@@ -36,8 +38,10 @@ pub mod v5;
 
 pub use de::ModelError;
 pub use diagnostic::{Code, Diagnostic, Layer, Severity};
-pub use digest::{authored_digest, canonical_bytes, canonical_digest};
+pub use digest::{authored_digest, canonical_bytes, canonical_digest, sha256};
+pub use policy::{ArtifactVersion, POLICY, POLICY_SCHEMA_NAME, PolicyError, PolicyV4, ServerFacts};
 pub use render::{render_json, render_text};
+pub use schema::{DIALECT, SchemaKind};
 pub use source::{Format, LineIndex, MAX_DEPTH, MAX_INPUT_BYTES};
 pub use tree::{Member, Node, Number, Span, Text, Value};
 pub use validate::{Manifest, ManifestError, Report, validate};

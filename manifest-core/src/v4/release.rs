@@ -74,7 +74,7 @@ static BUILD_ARTIFACT: UnionShape = UnionShape {
 };
 
 /// `artifact` of a pinned release, tagged by `kind`.
-static PINNED_ARTIFACT: UnionShape = UnionShape {
+pub(crate) static PINNED_ARTIFACT: UnionShape = UnionShape {
     name: "pinned artifact",
     tag: "kind",
     arms: &[

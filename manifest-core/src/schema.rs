@@ -1,0 +1,245 @@
+//! JSON Schema (draft 2020-12) generated from the shape tables that drive validation, so the
+//! schemas can never drift from the validator: closed objects, closed unions (`oneOf` with
+//! `const` discriminators), enums, patterns and bounds, self-contained (no `$ref`).
+//!
+//! What a schema cannot say stays in the validator: cross-field rules (layer 2), and the few
+//! formats a regex cannot fully express (`Pattern::exact` is false, e.g. a real calendar date).
+//! The bytes of each schema are fixed for a build; their digest is the HTTP ETag.
+
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value as Json, json};
+
+use crate::check::default_value;
+use crate::shape::{ArrayShape, Field, ObjectShape, Presence, Shape, StrFormat, StrShape, UnionShape};
+
+/// The JSON Schema dialect of every generated schema.
+pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// The schemas the service serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SchemaKind {
+    /// The authored Manifest V4 (`GET /api/application-manifest/schema`).
+    ManifestV4,
+    /// The authored Manifest V5 (`GET /api/application-manifest/v5/schema`).
+    ManifestV5,
+    /// The materialized Policy V4 (`GET /api/application-policy/schema`).
+    PolicyV4,
+}
+
+impl SchemaKind {
+    /// Every schema.
+    pub const ALL: [SchemaKind; 3] = [SchemaKind::ManifestV4, SchemaKind::ManifestV5, SchemaKind::PolicyV4];
+
+    /// The schema's `$id`.
+    pub fn id(self) -> &'static str {
+        match self {
+            SchemaKind::ManifestV4 => "urn:svc:schema:application-manifest:4",
+            SchemaKind::ManifestV5 => "urn:svc:schema:application-manifest:5",
+            SchemaKind::PolicyV4 => "urn:svc:schema:application-policy:4",
+        }
+    }
+
+    fn table(self) -> &'static ObjectShape {
+        match self {
+            SchemaKind::ManifestV4 => &crate::v4::MANIFEST,
+            SchemaKind::ManifestV5 => &crate::v5::MANIFEST,
+            SchemaKind::PolicyV4 => &crate::policy::POLICY,
+        }
+    }
+
+    /// The exact bytes served (pretty JSON and a final newline).
+    pub fn bytes(self) -> &'static str {
+        &self.generated().0
+    }
+
+    /// `sha256:<hex>` of [`SchemaKind::bytes`]; the route's ETag, quoted.
+    pub fn digest(self) -> &'static str {
+        &self.generated().1
+    }
+
+    fn generated(self) -> &'static (String, String) {
+        static CELLS: [OnceLock<(String, String)>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        let index = SchemaKind::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        CELLS[index].get_or_init(|| {
+            let bytes = render(self);
+            let digest = crate::digest::sha256(bytes.as_bytes());
+            (bytes, digest)
+        })
+    }
+}
+
+fn render(kind: SchemaKind) -> String {
+    // The policy writes every default out, so there a defaulted field is required.
+    let generator = Generator { defaults_required: kind == SchemaKind::PolicyV4 };
+    let mut root = generator.object(kind.table());
+    root.insert("$schema".into(), json!(DIALECT));
+    root.insert("$id".into(), json!(kind.id()));
+    let mut text = serde_json::to_string_pretty(&Json::Object(root)).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+struct Generator {
+    defaults_required: bool,
+}
+
+impl Generator {
+    fn shape(&self, shape: &Shape) -> Map<String, Json> {
+        match shape {
+            Shape::Bool => obj([("type", json!("boolean"))]),
+            Shape::AlwaysTrue(why) => {
+                obj([("type", json!("boolean")), ("const", json!(true)), ("description", json!(why))])
+            }
+            Shape::Integer(b) => {
+                let mut m = obj([("type", json!("integer")), ("minimum", json!(b.min))]);
+                if b.max != u64::MAX {
+                    m.insert("maximum".into(), json!(b.max));
+                }
+                m
+            }
+            Shape::Str(rule) => string(rule),
+            Shape::Array(a) => self.array(a),
+            Shape::Object(o) => self.object(o),
+            Shape::Union(u) => self.union(u),
+            Shape::Map(m) => {
+                let mut out =
+                    obj([("type", json!("object")), ("additionalProperties", Json::Object(self.shape(&m.values)))]);
+                out.insert("propertyNames".into(), Json::Object(string(&m.keys)));
+                out
+            }
+        }
+    }
+
+    fn array(&self, a: &ArrayShape) -> Map<String, Json> {
+        let mut m = obj([("type", json!("array")), ("items", Json::Object(self.shape(&a.items)))]);
+        if a.min_items > 0 {
+            m.insert("minItems".into(), json!(a.min_items));
+        }
+        if let Some(max) = a.max_items {
+            m.insert("maxItems".into(), json!(max));
+        }
+        if a.unique {
+            m.insert("uniqueItems".into(), json!(true));
+        }
+        m
+    }
+
+    fn object(&self, o: &ObjectShape) -> Map<String, Json> {
+        let mut m = obj([("type", json!("object")), ("title", json!(o.name))]);
+        self.fields(&mut m, o.fields, None);
+        if o.min_fields > 0 {
+            m.insert("minProperties".into(), json!(o.min_fields));
+        }
+        m
+    }
+
+    fn union(&self, u: &UnionShape) -> Map<String, Json> {
+        let arms: Vec<Json> = u
+            .arms
+            .iter()
+            .map(|arm| {
+                let mut m = obj([("type", json!("object")), ("title", json!(format!("{} {}", u.name, arm.value)))]);
+                self.fields(&mut m, arm.object.fields, Some((u.tag, arm.value)));
+                Json::Object(m)
+            })
+            .collect();
+        obj([("type", json!("object")), ("title", json!(u.name)), ("oneOf", Json::Array(arms))])
+    }
+
+    /// `properties`, `required` and `additionalProperties: false`; a union arm adds its tag as
+    /// a required `const`.
+    fn fields(&self, m: &mut Map<String, Json>, fields: &[Field], tag: Option<(&str, &str)>) {
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        if let Some((tag, value)) = tag {
+            properties.insert(tag.into(), json!({ "const": value }));
+            required.push(json!(tag));
+        }
+        for f in fields {
+            let mut schema = self.shape(&f.shape);
+            schema.entry("description").or_insert(json!(f.doc));
+            if f.deprecated {
+                schema.insert("deprecated".into(), json!(true));
+            }
+            match f.presence {
+                Presence::Required => required.push(json!(f.name)),
+                Presence::Default(d) => {
+                    let value = serde_json::to_value(crate::tree::Node {
+                        span: Default::default(),
+                        value: default_value(d, &f.shape),
+                    })
+                    .unwrap_or(Json::Null);
+                    schema.insert("default".into(), value);
+                    if self.defaults_required {
+                        required.push(json!(f.name));
+                    }
+                }
+                Presence::Optional => {}
+            }
+            properties.insert(f.name.into(), Json::Object(schema));
+        }
+        m.insert("properties".into(), Json::Object(properties));
+        if !required.is_empty() {
+            m.insert("required".into(), Json::Array(required));
+        }
+        m.insert("additionalProperties".into(), json!(false));
+    }
+}
+
+fn string(rule: &StrShape) -> Map<String, Json> {
+    let mut m = obj([("type", json!("string"))]);
+    match rule.format {
+        StrFormat::Any => {}
+        StrFormat::Const(v) => {
+            m.insert("const".into(), json!(v));
+        }
+        StrFormat::Enum(values) => {
+            m.insert("enum".into(), json!(values));
+        }
+        StrFormat::Pattern(p) => {
+            m.insert("pattern".into(), json!(p.regex));
+        }
+    }
+    if rule.min_chars > 0 {
+        m.insert("minLength".into(), json!(rule.min_chars));
+    }
+    if let Some(max) = rule.max_chars {
+        m.insert("maxLength".into(), json!(max));
+    }
+    m
+}
+
+fn obj<const N: usize>(entries: [(&str, Json); N]) -> Map<String, Json> {
+    entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_schema_has_its_dialect_id_and_a_stable_digest() {
+        for kind in SchemaKind::ALL {
+            let schema: Json = serde_json::from_str(kind.bytes()).expect("schema is JSON");
+            assert_eq!(schema["$schema"], DIALECT);
+            assert_eq!(schema["$id"], kind.id());
+            assert_eq!(schema["additionalProperties"], false);
+            assert_eq!(kind.digest(), crate::digest::sha256(kind.bytes().as_bytes()));
+            assert!(!kind.bytes().contains("$ref"), "self-contained");
+        }
+    }
+
+    #[test]
+    fn unions_are_closed_one_of_with_const_discriminators() {
+        let schema: Json = serde_json::from_str(SchemaKind::ManifestV5.bytes()).expect("json");
+        let runtime = &schema["properties"]["runtime"];
+        let arms = runtime["oneOf"].as_array().expect("oneOf");
+        assert_eq!(arms.len(), 2);
+        for arm in arms {
+            assert_eq!(arm["additionalProperties"], false);
+            assert!(arm["properties"]["kind"]["const"].is_string());
+            assert!(arm["required"].as_array().expect("required").contains(&json!("kind")));
+        }
+    }
+}
