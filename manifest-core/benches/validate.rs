@@ -4,10 +4,14 @@
 //! - `validate`: `manifest_core::validate` (read, layer 1 with defaults, layer 2, digest,
 //!   diagnostics placed in the source);
 //! - `floor`: parsing the same bytes into a `serde_json::Value` (JSON) or reading all YAML
-//!   events with `saphyr-parser` (YAML).
+//!   events with `saphyr-parser` (YAML);
+//! - `peer`: the `jsonschema` crate checking the same documents against our generated schema
+//!   (shape only: no cross-field rules, no positions, no digest). JSON documents are parsed by
+//!   serde_json; YAML documents by our reader (there is no second YAML reader to use), then
+//!   converted to a `serde_json::Value`.
 //!
-//! Run with `cargo bench -p manifest-core --bench validate`; the ratio `validate / floor`
-//! (goal: at most 3) is printed at the end.
+//! Run with `cargo bench -p manifest-core --bench validate`; the ratios `validate / floor`
+//! (goal: at most 3) and `validate / peer` (goal: below 1) are printed at the end.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -55,37 +59,110 @@ fn validate_all(docs: &[Vec<u8>]) -> usize {
 
 type Pass = fn(&[Vec<u8>]) -> usize;
 
+/// One syntax's documents and the passes measured over them.
+struct Set {
+    name: &'static str,
+    docs: Vec<Vec<u8>>,
+    floor: Pass,
+    peer: Pass,
+    verdict: Pass,
+}
+
+/// The peer's validators, compiled once from the schemas we serve.
+fn validators() -> &'static [jsonschema::Validator; 2] {
+    static CELL: std::sync::OnceLock<[jsonschema::Validator; 2]> = std::sync::OnceLock::new();
+    CELL.get_or_init(|| {
+        let compile = |kind: manifest_core::SchemaKind| {
+            let schema: serde_json::Value = serde_json::from_str(kind.bytes()).expect("schema is JSON");
+            jsonschema::draft202012::new(&schema).expect("schema compiles")
+        };
+        [compile(manifest_core::SchemaKind::ManifestV4), compile(manifest_core::SchemaKind::ManifestV5)]
+    })
+}
+
+fn validator_for(value: &serde_json::Value) -> Option<&'static jsonschema::Validator> {
+    let [v4, v5] = validators();
+    match value.get("schemaVersion").and_then(serde_json::Value::as_u64) {
+        Some(4) => Some(v4),
+        Some(5) => Some(v5),
+        _ => None,
+    }
+}
+
+/// Like `validate`: every error of every document (the peer's errors carry a pointer and a
+/// message, but no source position).
+fn peer_errors(value: &serde_json::Value) -> usize {
+    validator_for(value).map_or(1, |v| v.iter_errors(value).count())
+}
+
+/// The peer's cheapest pass: stop at the first error, report nothing.
+fn peer_verdict(value: &serde_json::Value) -> usize {
+    validator_for(value).map_or(0, |v| usize::from(v.is_valid(value)))
+}
+
+fn json_values(docs: &[Vec<u8>]) -> impl Iterator<Item = serde_json::Value> + '_ {
+    docs.iter().filter_map(|d| serde_json::from_slice::<serde_json::Value>(d).ok())
+}
+
+fn yaml_values(docs: &[Vec<u8>]) -> impl Iterator<Item = serde_json::Value> + '_ {
+    docs.iter()
+        .filter_map(|d| std::str::from_utf8(d).ok())
+        .filter_map(|t| manifest_core::parse::yaml(t).0)
+        .filter_map(|node| serde_json::to_value(&node).ok())
+}
+
+fn peer_json(docs: &[Vec<u8>]) -> usize {
+    json_values(docs).map(|v| peer_errors(&v)).sum()
+}
+
+fn peer_json_verdict(docs: &[Vec<u8>]) -> usize {
+    json_values(docs).map(|v| peer_verdict(&v)).sum()
+}
+
+fn peer_yaml(docs: &[Vec<u8>]) -> usize {
+    yaml_values(docs).map(|v| peer_errors(&v)).sum()
+}
+
+fn peer_yaml_verdict(docs: &[Vec<u8>]) -> usize {
+    yaml_values(docs).map(|v| peer_verdict(&v)).sum()
+}
+
 fn main() {
-    let sets: [(&str, Vec<Vec<u8>>, Pass); 2] =
-        [("json", documents(".json"), floor_json), ("yaml", documents(".yaml"), floor_yaml)];
+    let sets = [
+        Set { name: "json", docs: documents(".json"), floor: floor_json, peer: peer_json, verdict: peer_json_verdict },
+        Set { name: "yaml", docs: documents(".yaml"), floor: floor_yaml, peer: peer_yaml, verdict: peer_yaml_verdict },
+    ];
     let mut criterion = Criterion::default().configure_from_args();
-    for (name, docs, floor) in &sets {
+    for Set { name, docs, floor, peer, verdict } in &sets {
         let mut group = criterion.benchmark_group(*name);
         group.throughput(Throughput::Elements(docs.len() as u64));
         group.bench_function("validate", |b| b.iter(|| validate_all(std::hint::black_box(docs))));
         group.bench_function("floor", |b| b.iter(|| floor(std::hint::black_box(docs))));
+        group.bench_function("peer-all-errors", |b| b.iter(|| peer(std::hint::black_box(docs))));
+        group.bench_function("peer-verdict-only", |b| b.iter(|| verdict(std::hint::black_box(docs))));
         group.finish();
     }
     criterion.final_summary();
 
     // The ratio, measured here the same way for both passes: interleaved rounds, median.
-    println!("\nvalidate / floor (goal: at most 3x):");
-    for (name, docs, floor) in &sets {
-        let (v, f) = (median_round(docs, validate_all), median_round(docs, *floor));
-        let per_sec = |t: Duration| docs.len() as f64 / t.as_secs_f64();
+    println!("\nratios of time per pass (goals: validate/floor at most 3x; validate/peer below 1x):");
+    for Set { name, docs, floor, peer, verdict } in &sets {
+        let v = median_round(docs, validate_all);
+        let ratio = |pass: Pass| v.as_secs_f64() / median_round(docs, pass).as_secs_f64();
         println!(
-            "  {name}: {} documents; validate {:.0} docs/s, floor {:.0} docs/s, ratio {:.2}x",
+            "  {name}: {} documents, validate {:.0} docs/s; validate/floor {:.2}x, validate/peer-all-errors {:.2}x, validate/peer-verdict-only {:.2}x",
             docs.len(),
-            per_sec(v),
-            per_sec(f),
-            v.as_secs_f64() / f.as_secs_f64()
+            docs.len() as f64 / v.as_secs_f64(),
+            ratio(*floor),
+            ratio(*peer),
+            ratio(*verdict),
         );
     }
 }
 
-/// Median time of one pass over `docs`, over 31 rounds.
+/// Median time of one pass over `docs`, over 101 rounds.
 fn median_round(docs: &[Vec<u8>], pass: Pass) -> Duration {
-    let mut times: Vec<Duration> = (0..31)
+    let mut times: Vec<Duration> = (0..101)
         .map(|_| {
             let start = Instant::now();
             std::hint::black_box(pass(std::hint::black_box(docs)));

@@ -58,6 +58,11 @@ impl SchemaKind {
         &self.generated().1
     }
 
+    /// The HTTP `ETag` of the schema route: the digest, quoted.
+    pub fn etag(self) -> String {
+        format!("\"{}\"", self.digest())
+    }
+
     fn generated(self) -> &'static (String, String) {
         static CELLS: [OnceLock<(String, String)>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
         let index = SchemaKind::ALL.iter().position(|k| *k == self).unwrap_or(0);
@@ -226,6 +231,7 @@ mod tests {
             assert_eq!(schema["$id"], kind.id());
             assert_eq!(schema["additionalProperties"], false);
             assert_eq!(kind.digest(), crate::digest::sha256(kind.bytes().as_bytes()));
+            assert_eq!(kind.etag(), format!("\"{}\"", kind.digest()));
             assert!(!kind.bytes().contains("$ref"), "self-contained");
         }
     }

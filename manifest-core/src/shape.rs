@@ -279,6 +279,12 @@ pub const fn string_max(max: usize) -> Shape {
     Shape::Str(StrShape { format: StrFormat::Any, min_chars: 0, max_chars: Some(max), hint: None })
 }
 
+/// The optional top-level `$schema` of both manifest versions: where an editor finds the
+/// schema (a URL or a path). An authoring hint: part of the authored document and its digest,
+/// never of the effective policy.
+pub const SCHEMA_HINT: Field =
+    optional("$schema", NON_EMPTY, "editor hint: the URL or path of this document's JSON Schema");
+
 /// Server-owned facts (SPEC.md conventions): refused as unknown fields at the top level of
 /// both versions, with a message that says why.
 pub const SERVER_OWNED: &[Refused] = &{

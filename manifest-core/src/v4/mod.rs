@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::diagnostic::Diagnostic;
 use crate::formats::APPLICATION_ID_V4;
 use crate::sections::Sections;
+use crate::shape::SCHEMA_HINT;
 use crate::shape::pattern_len;
 use crate::shape::{
     DefaultValue, NON_EMPTY, ObjectShape, SERVER_OWNED, Shape, constant, defaulted, int, optional, required,
@@ -30,6 +31,7 @@ pub const SCHEMA_NAME: &str = "svc.application-manifest";
 pub static MANIFEST: ObjectShape = ObjectShape {
     name: "Manifest V4",
     fields: &[
+        SCHEMA_HINT,
         required("schema", constant(SCHEMA_NAME), "exactly `svc.application-manifest`"),
         required("schemaVersion", int(4, 4), "unsigned integer 4"),
         required(
@@ -69,6 +71,9 @@ pub static MANIFEST: ObjectShape = ObjectShape {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ManifestV4 {
+    /// Editor hint: where the schema is.
+    #[serde(rename = "$schema", skip_serializing_if = "Option::is_none")]
+    pub schema_hint: Option<String>,
     /// `svc.application-manifest`.
     pub schema: String,
     /// 4.

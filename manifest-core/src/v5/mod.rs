@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::APPLICATION_ID_V5;
 use crate::sections::Sections;
+use crate::shape::SCHEMA_HINT;
 use crate::shape::pattern_len;
 use crate::shape::{
     DefaultValue, ObjectShape, Refused, SERVER_OWNED, Shape, constant, defaulted, int, optional, required,
@@ -28,6 +29,7 @@ use crate::v4::SCHEMA_NAME;
 pub static MANIFEST: ObjectShape = ObjectShape {
     name: "Manifest V5",
     fields: &[
+        SCHEMA_HINT,
         required("schema", constant(SCHEMA_NAME), "`svc.application-manifest`"),
         required("schemaVersion", int(5, 5), "integer 5"),
         required(
@@ -85,6 +87,9 @@ pub static MANIFEST: ObjectShape = ObjectShape {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ManifestV5 {
+    /// Editor hint: where the schema is.
+    #[serde(rename = "$schema", skip_serializing_if = "Option::is_none")]
+    pub schema_hint: Option<String>,
     /// `svc.application-manifest`.
     pub schema: String,
     /// 5.
