@@ -77,7 +77,7 @@ pub(crate) fn digest(path: &Path, facts: &FactArgs) -> ExitCode {
     };
     let report = validate_document(&bytes);
     let Some(manifest) = valid_manifest(&report, &name, &bytes) else { return ExitCode::from(EXIT_INVALID) };
-    println!("authored {}", report.authored_digest.as_deref().unwrap_or_default());
+    println!("authored {}", report.authored_digest().unwrap_or_default());
     if let (Manifest::V4(manifest), Some(uid)) = (manifest, facts.application_uid.clone()) {
         match PolicyV4::materialize(&manifest, &server_facts(uid, facts)) {
             Ok(policy) => println!("policy {}", policy.digest()),

@@ -213,7 +213,7 @@ fn digest_prints_authored_and_policy_digests() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let bytes = std::fs::read(golden("v5-minimal.yaml")).expect("golden");
     let report = manifest_core::validate(&bytes);
-    assert_eq!(text, format!("authored {}\n", report.authored_digest.expect("digest")));
+    assert_eq!(text, format!("authored {}\n", report.authored_digest().expect("digest")));
 
     let out = svc(&["manifest", "digest", "--file", &golden("v4-minimal.json"), "--application-uid", "app_min"], None);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

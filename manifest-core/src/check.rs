@@ -255,7 +255,7 @@ impl Walker<'_> {
                     let mark = self.ptr.push(field.name);
                     self.value(&mut value, &field.shape);
                     self.ptr.truncate(mark);
-                    members.push(Member { key: field.name.into(), key_span: span, value });
+                    members.push(Member { key: field.name.into(), key_span: span, value, defaulted: true });
                 }
             }
         }
@@ -332,7 +332,7 @@ pub(crate) fn default_value(default: DefaultValue, shape: &Shape) -> Value<'stat
                 _ => "mode",
             };
             let node = Node { span: Default::default(), value: Value::String(value.into()) };
-            Value::Object(vec![Member { key: tag.into(), key_span: Default::default(), value: node }])
+            Value::Object(vec![Member { key: tag.into(), key_span: Default::default(), value: node, defaulted: true }])
         }
     }
 }

@@ -12,7 +12,7 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::tree::{Member, Node, Number, Value};
+use crate::tree::{Authored, Member, Node, Number, Value};
 
 /// `sha256:<hex>` of the canonical JSON of `value` (through `serde_json_canonicalizer`);
 /// `None` if it has no JSON form.
@@ -22,11 +22,12 @@ pub fn canonical_digest<T: Serialize>(value: &T) -> Option<String> {
     Some(format!("sha256:{}", hex(&hasher.finalize())))
 }
 
-/// The authored digest of a document tree: the same value as [`canonical_digest`], faster.
+/// The authored digest of a document tree (members filled in as defaults left out): the same
+/// value as [`canonical_digest`] of the authored document, faster.
 pub fn authored_digest(root: &Node<'_>) -> Option<String> {
     match canonical_bytes(root, root.span.end as usize) {
         Some(bytes) => Some(sha256(&bytes)),
-        None => canonical_digest(root),
+        None => canonical_digest(&Authored(root)),
     }
 }
 
@@ -35,7 +36,8 @@ pub fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex(&Sha256::digest(bytes)))
 }
 
-/// RFC 8785 bytes of a tree holding no float and no integer beyond 2^53; `None` otherwise.
+/// RFC 8785 bytes of the authored part of a tree (members filled in as defaults left out)
+/// holding no float and no integer beyond 2^53; `None` otherwise.
 /// `size_hint` is the expected length (the source's length is a good upper bound).
 pub fn canonical_bytes(root: &Node<'_>, size_hint: usize) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(size_hint);
@@ -68,18 +70,24 @@ fn write(node: &Node<'_>, out: &mut Vec<u8>) -> bool {
             }
             out.push(b']');
         }
-        Value::Object(members) if members.is_empty() => out.extend_from_slice(b"{}"),
         Value::Object(members) => {
             // Manifest objects are small: sort references on the stack when they fit.
             const STACK: usize = 24;
+            let mut authored = members.iter().filter(|m| !m.defaulted);
+            let Some(first) = authored.clone().next() else {
+                out.extend_from_slice(b"{}");
+                return true;
+            };
             if members.len() <= STACK {
-                let mut stack = [&members[0]; STACK];
-                for (slot, m) in stack.iter_mut().zip(members) {
-                    *slot = m;
+                let mut stack = [first; STACK];
+                let mut n = 0;
+                for m in authored {
+                    stack[n] = m;
+                    n += 1;
                 }
-                return write_members(&mut stack[..members.len()], out);
+                return write_members(&mut stack[..n], out);
             }
-            let mut heap: Vec<&Member<'_>> = members.iter().collect();
+            let mut heap: Vec<&Member<'_>> = authored.by_ref().collect();
             return write_members(&mut heap, out);
         }
     }

@@ -142,7 +142,7 @@ impl<'a> Reader<'a> {
                     Diagnostic::error(Layer::Schema, Code::DuplicateKey, pointer.as_str(), message).with_span(key_span),
                 );
             } else {
-                members.push(Member { key, key_span, value });
+                members.push(Member { key, key_span, value, defaulted: false });
             }
 
             self.skip_ws();

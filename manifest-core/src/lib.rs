@@ -43,7 +43,7 @@ pub use policy::{ArtifactVersion, POLICY, POLICY_SCHEMA_NAME, PolicyError, Polic
 pub use render::{render_json, render_text};
 pub use schema::{DIALECT, SchemaKind};
 pub use source::{Format, LineIndex, MAX_DEPTH, MAX_INPUT_BYTES};
-pub use tree::{Member, Node, Number, Span, Text, Value};
+pub use tree::{Authored, Member, Node, Number, Span, Text, Value};
 pub use validate::{Manifest, ManifestError, Report, validate};
 
 /// Parser entry points, exposed for fuzzing and benchmarks. Each never panics.

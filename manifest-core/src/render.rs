@@ -14,7 +14,7 @@ use crate::validate::Report;
 struct JsonReport<'a> {
     valid: bool,
     schema_version: Option<u8>,
-    authored_digest: Option<&'a str>,
+    authored_digest: Option<String>,
     diagnostics: &'a [Diagnostic],
 }
 
@@ -23,7 +23,7 @@ pub fn render_json(report: &Report) -> String {
     let out = JsonReport {
         valid: report.is_valid(),
         schema_version: report.schema_version,
-        authored_digest: report.authored_digest.as_deref(),
+        authored_digest: report.authored_digest(),
         diagnostics: &report.diagnostics,
     };
     // Serializing plain strings and numbers cannot fail.
@@ -51,7 +51,7 @@ pub fn render_text(report: &Report, name: &str, source: &[u8]) -> String {
     } else {
         let _ = writeln!(out, "{name}: invalid: {}, {}", plural(errors, "error"), plural(warnings, "warning"));
     }
-    if let Some(digest) = &report.authored_digest {
+    if let Some(digest) = report.authored_digest() {
         let _ = writeln!(out, "authored digest: {digest}");
     }
     out

@@ -58,6 +58,9 @@ pub struct Member<'a> {
     pub key_span: Span,
     /// The value.
     pub value: Node<'a>,
+    /// Filled in by validation as a default, not written by the author (the authored
+    /// digest leaves such members out).
+    pub defaulted: bool,
 }
 
 /// JSON's data model. Objects keep their members in document order.
@@ -136,6 +139,32 @@ impl<'a> Node<'a> {
             }
         }
         Resolved { node, member, complete: true }
+    }
+}
+
+/// A tree as its author wrote it: serializes without the members validation filled in.
+#[derive(Debug, Clone, Copy)]
+pub struct Authored<'n, 'a>(pub &'n Node<'a>);
+
+impl Serialize for Authored<'_, '_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0.value {
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&Authored(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(members) => {
+                let mut map = serializer.serialize_map(None)?;
+                for m in members.iter().filter(|m| !m.defaulted) {
+                    map.serialize_entry(&m.key, &Authored(&m.value))?;
+                }
+                map.end()
+            }
+            _ => self.0.serialize(serializer),
+        }
     }
 }
 
@@ -254,11 +283,13 @@ mod tests {
             key: "~x".into(),
             key_span: Span::default(),
             value: leaf(Value::Bool(true)),
+            defaulted: false,
         }]));
         let root = leaf(Value::Object(vec![Member {
             key: "a/b".into(),
             key_span: Span::default(),
             value: leaf(Value::Array(vec![inner])),
+            defaulted: false,
         }]));
         let r = root.resolve("/a~1b/0/~0x");
         assert!(r.complete);

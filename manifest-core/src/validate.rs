@@ -40,20 +40,29 @@ pub struct Report<'a> {
     pub format: Option<Format>,
     /// 4 or 5 once read from `schemaVersion`.
     pub schema_version: Option<u8>,
-    /// `sha256:` of the canonical JSON of the document as authored, when it was read without
-    /// a parse-level error.
-    pub authored_digest: Option<String>,
     /// Every problem, in document order.
     pub diagnostics: Vec<Diagnostic>,
-    /// The checked document with every default filled in (absent when it could not be read
-    /// as a manifest of a known version).
+    /// The document as read; once layer 1 has run, with every default filled in (those
+    /// members are marked `defaulted`).
     pub document: Option<Node<'a>>,
+    /// Whether layer 1 ran on `document`.
+    checked: bool,
+    /// Whether the document was read as an object without a parse-level error, so it has an
+    /// authored digest.
+    digestible: bool,
 }
 
 impl Report<'_> {
     /// Valid: read as a manifest of a known version, with no error (warnings allowed).
     pub fn is_valid(&self) -> bool {
-        self.document.is_some() && !self.diagnostics.iter().any(Diagnostic::is_error)
+        self.checked && !self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    /// `sha256:` of the RFC 8785 canonical JSON of the document as authored (defaults left
+    /// out), when it was read as an object without a parse-level error. Computed on demand:
+    /// it identifies the document and is not part of validation.
+    pub fn authored_digest(&self) -> Option<String> {
+        self.document.as_ref().filter(|_| self.digestible).and_then(authored_digest)
     }
 
     /// The typed, fully defaulted model of a valid document. Validation itself does not need
@@ -69,8 +78,14 @@ impl Report<'_> {
 
 /// Validates one document (layers 1 and 2). Never panics, whatever the bytes.
 pub fn validate(bytes: &[u8]) -> Report<'_> {
-    let mut report =
-        Report { format: None, schema_version: None, authored_digest: None, diagnostics: Vec::new(), document: None };
+    let mut report = Report {
+        format: None,
+        schema_version: None,
+        diagnostics: Vec::new(),
+        document: None,
+        checked: false,
+        digestible: false,
+    };
     let text = match decode(bytes) {
         Ok(text) => text,
         Err(d) => {
@@ -85,22 +100,21 @@ pub fn validate(bytes: &[u8]) -> Report<'_> {
         Format::Yaml => yaml::parse(text),
     };
     report.diagnostics = diagnostics;
-    if let Some(root) = root {
-        run(root, format, &stand_ins, &mut report);
+    if let Some(mut root) = root {
+        run(&mut root, format, &stand_ins, &mut report);
+        report.document = Some(root);
     }
     place(text, &mut report.diagnostics);
     report
 }
 
-fn run<'a>(mut root: Node<'a>, format: Format, stand_ins: &[String], report: &mut Report<'a>) {
+fn run(root: &mut Node<'_>, format: Format, stand_ins: &[String], report: &mut Report<'_>) {
     if !matches!(root.value, Value::Object(_)) {
         let message = format!("a manifest is an object, found {}", root.value.kind());
         report.diagnostics.push(Diagnostic::error(Layer::Schema, Code::RootNotObject, "", message));
         return;
     }
-    if report.diagnostics.is_empty() {
-        report.authored_digest = authored_digest(&root);
-    }
+    report.digestible = report.diagnostics.is_empty();
     let version = match root.get("schemaVersion").map(|n| &n.value) {
         None => {
             report.diagnostics.push(Diagnostic::error(
@@ -142,18 +156,18 @@ fn run<'a>(mut root: Node<'a>, format: Format, stand_ins: &[String], report: &mu
 
     let shape = if version == 4 { &v4::MANIFEST } else { &v5::MANIFEST };
     let mut schema = Vec::new();
-    check_document(&mut root, shape, &mut schema);
+    check_document(root, shape, &mut schema);
     // A stand-in (an alias read as null) is already reported; do not report it again.
     schema.retain(|d| !stand_ins.iter().any(|s| d.pointer == *s || d.pointer.starts_with(&format!("{s}/"))));
     report.diagnostics.append(&mut schema);
 
     if version == 4 {
-        v4::semantic(&root, &mut report.diagnostics);
+        v4::semantic(root, &mut report.diagnostics);
     } else {
-        v5::semantic(&root, &mut report.diagnostics);
+        v5::semantic(root, &mut report.diagnostics);
     }
-    locate(&root, &mut report.diagnostics);
-    report.document = Some(root);
+    locate(root, &mut report.diagnostics);
+    report.checked = true;
 }
 
 /// Gives each diagnostic without a span the span its pointer names: the key for problems with

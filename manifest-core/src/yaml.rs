@@ -293,7 +293,7 @@ impl<'a> Builder<'a> {
                 if let Some(k) = key.take()
                     && k.keep
                 {
-                    members.push(Member { key: k.key, key_span: k.span, value: node });
+                    members.push(Member { key: k.key, key_span: k.span, value: node, defaulted: false });
                 }
             }
         }

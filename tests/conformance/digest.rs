@@ -4,7 +4,7 @@
 use svc_e2e::workspace;
 
 fn digest_of(bytes: &[u8]) -> String {
-    manifest_core::validate(bytes).authored_digest.expect("the document parses")
+    manifest_core::validate(bytes).authored_digest().expect("the document parses")
 }
 
 fn golden(name: &str) -> Vec<u8> {
@@ -45,7 +45,7 @@ fn the_digest_is_sha256_of_rfc_8785_bytes() {
     let report = manifest_core::validate(br#"{"b": [1, "x"], "a": true}"#);
     let canonical = br#"{"a":true,"b":[1,"x"]}"#;
     let want = sha256_hex(canonical);
-    assert_eq!(report.authored_digest, Some(format!("sha256:{want}")));
+    assert_eq!(report.authored_digest(), Some(format!("sha256:{want}")));
 }
 
 /// SHA-256 through the system's `sha256sum`, an implementation independent of ours.

@@ -21,7 +21,7 @@ fn exactly_one_mib_is_read_one_byte_more_is_refused() {
     let report = validate(&above);
     assert_eq!(codes(&above), [Code::InputTooLarge]);
     assert_eq!(report.schema_version, None);
-    assert_eq!(report.authored_digest, None);
+    assert_eq!(report.authored_digest(), None);
 }
 
 fn nested_json(levels: usize) -> String {

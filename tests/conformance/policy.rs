@@ -100,7 +100,7 @@ fn metadata_changes_the_authored_digest_never_the_policy_digest() {
         text.replace("\"Every V4 field, written out.\"", "\"Other words.\"").replace("\"batch\"", "\"nightly\"");
     assert_ne!(text, other);
     let (a, b) = (validate(text.as_bytes()), validate(other.as_bytes()));
-    assert_ne!(a.authored_digest, b.authored_digest);
+    assert_ne!(a.authored_digest(), b.authored_digest());
     let policy = |r: &manifest_core::Report<'_>| match r.manifest() {
         Ok(Manifest::V4(m)) => PolicyV4::materialize(&m, &facts("app_01HZX3J7Q2", true)).expect("policy"),
         other => panic!("{other:?}"),
