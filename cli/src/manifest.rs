@@ -65,7 +65,7 @@ pub(crate) fn policy(path: &Path, facts: &FactArgs) -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&policy).unwrap_or_default());
             ExitCode::SUCCESS
         }
-        Err(e) => fail(EXIT_USAGE, &explain(&e)),
+        Err(e) => policy_failure(&e),
     }
 }
 
@@ -77,12 +77,24 @@ pub(crate) fn digest(path: &Path, facts: &FactArgs) -> ExitCode {
     };
     let report = validate_document(&bytes);
     let Some(manifest) = valid_manifest(&report, &name, &bytes) else { return ExitCode::from(EXIT_INVALID) };
-    println!("authored {}", report.authored_digest().unwrap_or_default());
-    if let (Manifest::V4(manifest), Some(uid)) = (manifest, facts.application_uid.clone()) {
-        match PolicyV4::materialize(&manifest, &server_facts(uid, facts)) {
-            Ok(policy) => println!("policy {}", policy.digest()),
-            Err(e) => return fail(EXIT_USAGE, &explain(&e)),
+    let authored = report.authored_digest().unwrap_or_default();
+    // Work out everything before printing anything: no half answer on a failure.
+    let policy = match (manifest, facts.application_uid.clone()) {
+        (Manifest::V4(manifest), Some(uid)) => match PolicyV4::materialize(&manifest, &server_facts(uid, facts)) {
+            Ok(policy) => Some(policy.digest()),
+            Err(e) => return policy_failure(&e),
+        },
+        (Manifest::V5(_), Some(_)) => {
+            return fail(EXIT_USAGE, "server facts give a policy digest for V4 manifests only; this one is V5");
         }
+        (_, None) if facts.artifact_cid.is_some() => {
+            return fail(EXIT_USAGE, "the policy digest needs the application's identity too: pass --application-uid");
+        }
+        (_, None) => None,
+    };
+    println!("authored {authored}");
+    if let Some(policy) = policy {
+        println!("policy {policy}");
     }
     ExitCode::SUCCESS
 }
@@ -109,16 +121,19 @@ fn server_facts(application_uid: String, facts: &FactArgs) -> ServerFacts {
     ServerFacts { application_uid, artifact }
 }
 
-/// The library's error, with the flag that supplies the missing or wrong fact.
-fn explain(e: &PolicyError) -> String {
+/// Reports why no policy could be made: a missing or wrong fact is a usage error naming the
+/// flag that supplies it; a release no policy can be made from is the manifest's problem.
+fn policy_failure(e: &PolicyError) -> ExitCode {
     let flag = match e {
         PolicyError::MissingApplicationUid | PolicyError::ApplicationUidMismatch { .. } => "--application-uid",
-        PolicyError::MissingArtifactVersion
-        | PolicyError::InvalidArtifactVersion { .. }
-        | PolicyError::PinnedArtifactMismatch { .. } => "--artifact-cid and --artifact-digest",
-        PolicyError::RuntimeImageBuild => return e.to_string(),
+        PolicyError::InvalidArtifactVersion { field: "cid", .. } => "--artifact-cid",
+        PolicyError::InvalidArtifactVersion { .. } => "--artifact-digest",
+        PolicyError::MissingArtifactVersion | PolicyError::PinnedArtifactMismatch { .. } => {
+            "--artifact-cid and --artifact-digest"
+        }
+        PolicyError::RuntimeImageBuild => return fail(EXIT_INVALID, &e.to_string()),
     };
-    format!("{e} (see {flag})")
+    fail(EXIT_USAGE, &format!("{e} (see {flag})"))
 }
 
 fn fail(code: u8, message: &str) -> ExitCode {

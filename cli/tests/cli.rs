@@ -222,3 +222,46 @@ fn digest_prints_authored_and_policy_digests() {
     assert!(lines[0].starts_with("authored sha256:"));
     assert!(lines[1].starts_with("policy sha256:"));
 }
+
+#[test]
+fn digest_refuses_facts_it_cannot_use_and_prints_nothing_on_failure() {
+    let cid = "ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi";
+    let digest = format!("sha256:{}", "0".repeat(64));
+    let args =
+        ["manifest", "digest", "--file", &golden("v4-full.json"), "--artifact-cid", cid, "--artifact-digest", &digest];
+    let out = svc(&args, None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--application-uid"));
+
+    // A build release without the artifact version: no half answer on stdout.
+    let out =
+        svc(&["manifest", "digest", "--file", &golden("v4-full.json"), "--application-uid", "app_01HZX3J7Q2"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+
+    let out = svc(&["manifest", "digest", "--file", &golden("v5-minimal.yaml"), "--application-uid", "app"], None);
+    assert_eq!(out.status.code(), Some(2), "policy digests are for V4");
+}
+
+#[test]
+fn a_malformed_artifact_fact_names_its_own_flag() {
+    let args = [
+        "manifest",
+        "policy",
+        "--file",
+        &golden("v4-full.json"),
+        "--application-uid",
+        "app_01HZX3J7Q2",
+        "--artifact-cid",
+        "https://not-ipfs.example/x",
+        "--artifact-digest",
+    ];
+    let digest = format!("sha256:{}", "0".repeat(64));
+    let mut args: Vec<&str> = args.to_vec();
+    args.push(&digest);
+    let out = svc(&args, None);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("(see --artifact-cid)"), "{stderr}");
+}

@@ -111,7 +111,8 @@ pub enum PolicyError {
         /// The format.
         expected: &'static str,
     },
-    /// An artifact version was given for a pinned release that names another artifact.
+    /// An artifact version was given for a pinned release that names another artifact (a
+    /// pinned runtime image takes none).
     #[error("the release is pinned to {pinned}; the given artifact version {given} differs")]
     PinnedArtifactMismatch {
         /// In the manifest.
@@ -120,7 +121,9 @@ pub enum PolicyError {
         given: String,
     },
     /// Build releases of runtime images have no public recipe.
-    #[error("a build release of a runtime image has no public recipe; its policy cannot be made here")]
+    #[error(
+        "a build release of a runtime image has no public recipe, so no policy can be made from it; pin the image instead (`release.mode: pinned` with `artifact.kind: runtime_image`)"
+    )]
     RuntimeImageBuild,
 }
 
@@ -167,15 +170,21 @@ fn resolve_artifact(release: &Release, version: Option<&ArtifactVersion>) -> Res
     }
     match release {
         Release::Pinned { artifact } => {
-            if let (Some(v), PinnedArtifact::IpfsBundle { cid, digest, .. }) = (version, artifact)
-                && (v.cid != *cid || v.digest != *digest)
-            {
-                return Err(PolicyError::PinnedArtifactMismatch {
-                    pinned: format!("{cid} ({digest})"),
-                    given: format!("{} ({})", v.cid, v.digest),
-                });
+            let given = version.map(|v| format!("{} ({})", v.cid, v.digest));
+            match (artifact, given) {
+                (PinnedArtifact::IpfsBundle { cid, digest, .. }, Some(given))
+                    if given != format!("{cid} ({digest})") =>
+                {
+                    Err(PolicyError::PinnedArtifactMismatch { pinned: format!("{cid} ({digest})"), given })
+                }
+                (PinnedArtifact::RuntimeImage { image_digest, .. }, Some(given)) => {
+                    Err(PolicyError::PinnedArtifactMismatch {
+                        pinned: format!("the runtime image {image_digest}"),
+                        given,
+                    })
+                }
+                _ => Ok(artifact.clone()),
             }
-            Ok(artifact.clone())
         }
         Release::Build { artifact: BuildArtifact::IpfsBundle { encryption }, .. } => {
             let v = version.ok_or(PolicyError::MissingArtifactVersion)?;

@@ -169,6 +169,9 @@ impl Generator {
             }
             match f.presence {
                 Presence::Required => required.push(json!(f.name)),
+                // In the policy every default is written out, so the field is required and a
+                // `default` (shallow, as authored) would not even satisfy its own schema.
+                Presence::Default(_) if self.defaults_required => required.push(json!(f.name)),
                 Presence::Default(d) => {
                     let value = serde_json::to_value(crate::tree::Node {
                         span: Default::default(),
@@ -176,9 +179,6 @@ impl Generator {
                     })
                     .unwrap_or(Json::Null);
                     schema.insert("default".into(), value);
-                    if self.defaults_required {
-                        required.push(json!(f.name));
-                    }
                 }
                 Presence::Optional => {}
             }
@@ -203,7 +203,7 @@ fn string(rule: &StrShape) -> Map<String, Json> {
             m.insert("enum".into(), json!(values));
         }
         StrFormat::Pattern(p) => {
-            m.insert("pattern".into(), json!(p.regex));
+            m.insert("pattern".into(), json!(portable(p.regex)));
         }
     }
     if rule.min_chars > 0 {
@@ -213,6 +213,16 @@ fn string(rule: &StrShape) -> Map<String, Json> {
         m.insert("maxLength".into(), json!(max));
     }
     m
+}
+
+/// A regex whose end anchor means the same in ECMA-262 and Python `re`: Python's `$` also
+/// matches before a final newline (and Python validators use `re.search`), so a final `$`
+/// becomes `(?![\s\S])`, "no character follows", which both read alike.
+fn portable(regex: &str) -> String {
+    match regex.strip_suffix('$') {
+        Some(body) if !body.ends_with('\\') => format!("{body}(?![\\s\\S])"),
+        _ => regex.to_owned(),
+    }
 }
 
 fn obj<const N: usize>(entries: [(&str, Json); N]) -> Map<String, Json> {
@@ -234,6 +244,30 @@ mod tests {
             assert_eq!(kind.etag(), format!("\"{}\"", kind.digest()));
             assert!(!kind.bytes().contains("$ref"), "self-contained");
         }
+    }
+
+    #[test]
+    fn end_anchors_are_portable_and_policy_defaults_absent() {
+        assert_eq!(portable("^a$"), "^a(?![\\s\\S])");
+        assert_eq!(portable("^/"), "^/");
+        for kind in SchemaKind::ALL {
+            assert!(!kind.bytes().contains("$\""), "{kind:?}: a pattern still ends with `$`");
+        }
+        // `default` as a keyword (not as the name of a property, which V4 variables have).
+        fn defaults(v: &Json, in_properties: bool) -> usize {
+            match v {
+                Json::Object(m) => m
+                    .iter()
+                    .map(|(k, v)| usize::from(!in_properties && k == "default") + defaults(v, k == "properties"))
+                    .sum(),
+                Json::Array(items) => items.iter().map(|v| defaults(v, false)).sum(),
+                _ => 0,
+            }
+        }
+        let policy: Json = serde_json::from_str(SchemaKind::PolicyV4.bytes()).expect("json");
+        assert_eq!(defaults(&policy, false), 0, "the policy schema states no defaults");
+        let v4: Json = serde_json::from_str(SchemaKind::ManifestV4.bytes()).expect("json");
+        assert!(defaults(&v4, false) > 20, "the manifest schema states its defaults");
     }
 
     #[test]

@@ -240,8 +240,13 @@ pub const STRING: Shape = Shape::Str(StrShape { format: StrFormat::Any, min_char
 /// A non-empty string.
 pub const NON_EMPTY: Shape = Shape::Str(StrShape { format: StrFormat::Any, min_chars: 1, max_chars: None, hint: None });
 
-/// Any unsigned integer (JSON's safe range is not imposed; `u64`).
-pub const UINT: Shape = Shape::Integer(IntShape { min: 0, max: u64::MAX });
+/// The largest integer every JSON reader keeps exactly (2^53 - 1). Integers are bounded by it,
+/// so two different documents never share a canonical (RFC 8785) form, which writes numbers
+/// as IEEE doubles.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Any unsigned integer a JSON reader keeps exactly: 0 to 2^53 - 1.
+pub const UINT: Shape = Shape::Integer(IntShape { min: 0, max: MAX_SAFE_INTEGER });
 
 /// An integer in `min..=max`.
 pub const fn int(min: u64, max: u64) -> Shape {

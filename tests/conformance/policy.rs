@@ -135,3 +135,38 @@ fn missing_or_wrong_facts_are_refused() {
         Err(PolicyError::PinnedArtifactMismatch { .. })
     ));
 }
+
+fn v4_with_release(release: serde_json::Value) -> Box<manifest_core::v4::ManifestV4> {
+    let text = std::fs::read_to_string(workspace().join("tests/golden/v4-minimal.json")).expect("golden");
+    let mut doc: serde_json::Value = serde_json::from_str(&text).expect("json");
+    doc["release"] = release;
+    let bytes = serde_json::to_vec(&doc).expect("json");
+    match validate(&bytes).manifest() {
+        Ok(Manifest::V4(m)) => m,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_pinned_runtime_image_binds_image_and_bootstrap_and_takes_no_artifact_facts() {
+    let hex = |c: &str| format!("sha256:{}", c.repeat(64));
+    let m = v4_with_release(serde_json::json!({"mode": "pinned", "artifact": {"kind": "runtime_image",
+        "imageDigest": hex("a"), "bootstrapCid": "ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi",
+        "bootstrapDigest": hex("b")}}));
+    let policy = PolicyV4::materialize(&m, &facts("app", false)).expect("policy");
+    let v = serde_json::to_value(&policy).expect("json");
+    assert_eq!(v["artifact"]["kind"], "runtime_image");
+    assert_eq!(v["artifact"]["imageDigest"], hex("a"));
+    assert_eq!(v["artifact"]["bootstrapDigest"], hex("b"));
+    assert!(matches!(PolicyV4::materialize(&m, &facts("app", true)), Err(PolicyError::PinnedArtifactMismatch { .. })));
+}
+
+#[test]
+fn a_runtime_image_build_gives_no_policy_and_says_what_to_do() {
+    let m = v4_with_release(serde_json::json!({"mode": "build", "artifact": {"kind": "runtime_image"},
+        "builder": {"kind": "codehost", "repository": "acme/app", "allowedRefs": ["refs/heads/main"],
+        "workflowRef": "acme/app/.github/workflows/b.yml@refs/heads/main", "manifestPath": "svc.json"}}));
+    let err = PolicyV4::materialize(&m, &facts("app", true)).expect_err("no recipe");
+    assert_eq!(err, PolicyError::RuntimeImageBuild);
+    assert!(err.to_string().contains("pin the image"));
+}

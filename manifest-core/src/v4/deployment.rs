@@ -21,7 +21,11 @@ pub const MAX_MAX_START_DELAY_MS: u64 = 3_600_000;
 static SCHEDULE: ObjectShape = object(
     "schedule",
     &[
-        required("durationMs", int(MIN_DURATION_MS, u64::MAX), "unsigned integer, at least 60000"),
+        required(
+            "durationMs",
+            int(MIN_DURATION_MS, crate::shape::MAX_SAFE_INTEGER),
+            "unsigned integer, at least 60000",
+        ),
         optional(
             "startDelayMs",
             int(0, MAX_START_DELAY_MS),

@@ -81,7 +81,7 @@ static GROUP: ObjectShape = object(
     "placement group",
     &[
         required("name", NON_EMPTY, "unique non-empty name"),
-        required("count", int(1, u64::MAX), "positive; counts sum exactly to parallelism"),
+        required("count", int(1, crate::shape::MAX_SAFE_INTEGER), "positive; counts sum exactly to parallelism"),
         required("geography", Shape::Union(&GEOGRAPHY), "country or region"),
     ],
 );

@@ -14,7 +14,7 @@ use crate::shape::{
 /// Schema range of jobs (first-public admission allows 2, decided at publication).
 pub const MAX_JOBS: u64 = 256;
 /// Largest CPU score (2^53 - 1).
-pub const MAX_CPU_SCORE: u64 = 9_007_199_254_740_991;
+pub const MAX_CPU_SCORE: u64 = crate::shape::MAX_SAFE_INTEGER;
 /// Most exact processor IDs.
 pub const MAX_PROCESSOR_IDS: usize = 64;
 /// Default rate window.
@@ -29,7 +29,7 @@ static PHASING: UnionShape = UnionShape {
             "evenly_spaced",
             &[defaulted(
                 "jobsPerPhase",
-                int(1, u64::MAX),
+                int(1, crate::shape::MAX_SAFE_INTEGER),
                 DefaultValue::Integer(1),
                 "default 1; at most jobs and divides it",
             )],
