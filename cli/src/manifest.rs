@@ -47,12 +47,10 @@ pub(crate) fn schema(version: SchemaVersion) -> ExitCode {
 
 /// Prints the effective policy of a V4 manifest; diagnostics and errors go to standard error.
 pub(crate) fn policy(path: &Path, facts: &FactArgs) -> ExitCode {
-    let (name, bytes) = match read_input(path) {
-        Ok(input) => input,
-        Err(message) => return fail(EXIT_USAGE, &message),
+    let (manifest, _) = match read_valid_manifest(path) {
+        Ok(valid) => valid,
+        Err(code) => return code,
     };
-    let report = validate_document(&bytes);
-    let Some(manifest) = valid_manifest(&report, &name, &bytes) else { return ExitCode::from(EXIT_INVALID) };
     let Manifest::V4(manifest) = manifest else {
         return fail(EXIT_USAGE, "the effective policy is materialized from a V4 manifest; this one is V5");
     };
@@ -71,13 +69,10 @@ pub(crate) fn policy(path: &Path, facts: &FactArgs) -> ExitCode {
 
 /// Prints the authored digest, and the policy digest for V4 when the facts are given.
 pub(crate) fn digest(path: &Path, facts: &FactArgs) -> ExitCode {
-    let (name, bytes) = match read_input(path) {
-        Ok(input) => input,
-        Err(message) => return fail(EXIT_USAGE, &message),
+    let (manifest, authored) = match read_valid_manifest(path) {
+        Ok(valid) => valid,
+        Err(code) => return code,
     };
-    let report = validate_document(&bytes);
-    let Some(manifest) = valid_manifest(&report, &name, &bytes) else { return ExitCode::from(EXIT_INVALID) };
-    let authored = report.authored_digest().unwrap_or_default();
     // Work out everything before printing anything: no half answer on a failure.
     let policy = match (manifest, facts.application_uid.clone()) {
         (Manifest::V4(manifest), Some(uid)) => match PolicyV4::materialize(&manifest, &server_facts(uid, facts)) {
@@ -97,6 +92,15 @@ pub(crate) fn digest(path: &Path, facts: &FactArgs) -> ExitCode {
         println!("policy {policy}");
     }
     ExitCode::SUCCESS
+}
+
+/// Reads and validates the manifest at `path`: its model and authored digest when it is
+/// valid; otherwise the problem goes to standard error and the exit code comes back.
+fn read_valid_manifest(path: &Path) -> Result<(Manifest, String), ExitCode> {
+    let (name, bytes) = read_input(path).map_err(|message| fail(EXIT_USAGE, &message))?;
+    let report = validate_document(&bytes);
+    let manifest = valid_manifest(&report, &name, &bytes).ok_or(ExitCode::from(EXIT_INVALID))?;
+    Ok((manifest, report.authored_digest().unwrap_or_default()))
 }
 
 /// The model of a valid manifest; otherwise the diagnostics go to standard error.
