@@ -339,7 +339,6 @@ pub(crate) fn default_value(default: DefaultValue, shape: &Shape) -> Value<'stat
 
 fn describe_range(b: &IntShape) -> String {
     match (b.min, b.max) {
-        (min, u64::MAX) => format!("must be at least {min}"),
         (0, max) => format!("must be at most {max}"),
         (min, max) if min == max => format!("must be {min}"),
         (min, max) => format!("must be between {min} and {max}"),

@@ -97,11 +97,7 @@ impl Generator {
                 obj([("type", json!("boolean")), ("const", json!(true)), ("description", json!(why))])
             }
             Shape::Integer(b) => {
-                let mut m = obj([("type", json!("integer")), ("minimum", json!(b.min))]);
-                if b.max != u64::MAX {
-                    m.insert("maximum".into(), json!(b.max));
-                }
-                m
+                obj([("type", json!("integer")), ("minimum", json!(b.min)), ("maximum", json!(b.max))])
             }
             Shape::Str(rule) => string(rule),
             Shape::Array(a) => self.array(a),

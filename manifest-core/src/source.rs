@@ -1,7 +1,7 @@
 //! The source text: input limits, format detection, and positions for people.
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
-use crate::tree::{Node, Span};
+use crate::tree::{Node, Span, to_u32};
 
 /// Inputs over this many bytes (1 MiB) are refused before reading.
 pub const MAX_INPUT_BYTES: usize = 1024 * 1024;
@@ -71,6 +71,12 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<&str, Diagnostic> {
     })
 }
 
+/// The 1-based column, in characters, of byte `offset` on the line starting at `line_start`.
+pub(crate) fn column(text: &str, line_start: usize, offset: usize) -> u32 {
+    let chars = text.get(line_start..offset).map_or(offset - line_start, |s| s.chars().count());
+    to_u32(chars + 1)
+}
+
 /// Line starts of a text, to turn byte offsets into 1-based lines and columns.
 #[derive(Debug, Clone)]
 pub struct LineIndex<'a> {
@@ -89,9 +95,7 @@ impl<'a> LineIndex<'a> {
     pub fn position(&self, offset: usize) -> (u32, u32) {
         let offset = offset.min(self.text.len());
         let line = self.starts.partition_point(|&s| s <= offset) - 1;
-        let start = self.starts[line];
-        let column = self.text.get(start..offset).map_or(offset - start, |s| s.chars().count());
-        (to_u32(line + 1), to_u32(column + 1))
+        (to_u32(line + 1), column(self.text, self.starts[line], offset))
     }
 
     /// The text of a 1-based line, without its line ending.
@@ -101,10 +105,6 @@ impl<'a> LineIndex<'a> {
         let end = self.starts.get(i + 1).map_or(self.text.len(), |&e| e - 1);
         self.text.get(start..end).unwrap_or("").trim_end_matches('\r')
     }
-}
-
-fn to_u32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

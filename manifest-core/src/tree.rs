@@ -26,7 +26,8 @@ impl Span {
     }
 }
 
-fn to_u32(n: usize) -> u32 {
+/// Offsets and counts of an input of at most 1 MiB fit in `u32`; saturate rather than panic.
+pub(crate) fn to_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::check::check_document;
 use crate::diagnostic::{Anchor, Code, Diagnostic, Layer};
 use crate::digest::authored_digest;
-use crate::source::{Format, Parsed, decode};
+use crate::source::{Format, Parsed, column, decode};
 use crate::tree::{Node, Number, Span, Value};
 use crate::{json, v4, v5, yaml};
 
@@ -201,8 +201,7 @@ fn place(text: &str, diagnostics: &mut [Diagnostic]) {
             }
         }
         scanned = offset;
-        let column = text.get(line_start..offset).map_or(offset - line_start, |s| s.chars().count());
         d.line = Some(line);
-        d.column = Some(u32::try_from(column + 1).unwrap_or(u32::MAX));
+        d.column = Some(column(text, line_start, offset));
     }
 }

@@ -11,7 +11,7 @@ use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as YamlSpan};
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::source::{MAX_DEPTH, Parsed};
-use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value};
+use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value, to_u32};
 
 /// Reads `text` as one YAML document.
 pub(crate) fn parse(text: &str) -> Parsed<'_> {
@@ -77,10 +77,6 @@ impl Offsets {
     fn span(&self, span: &YamlSpan) -> Span {
         Span::new(self.byte(span.start.index()), self.byte(span.end.index()))
     }
-}
-
-fn to_u32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// A mapping key waiting for its value.
