@@ -22,6 +22,391 @@ pub enum Command {
         #[command(subcommand)]
         command: ManifestCommand,
     },
+    /// Publish policy versions to the service.
+    Policy {
+        /// What to do.
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Applications on the service.
+    App {
+        /// What to do.
+        #[command(subcommand)]
+        command: AppCommand,
+    },
+    /// Run the publication service.
+    Serve(ServeArgs),
+    /// Administer a service's data directory offline (works while the server runs).
+    Admin {
+        /// What to do.
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+/// Where the service is and who is calling: `--server` (or `SVC_SERVER`), the token from
+/// `SVC_TOKEN`; either falls back to the config file (`SVC_CONFIG`, or `svc/config.json` in
+/// the user config directory: `{"server": "http://...", "token": "svc_..."}`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Remote {
+    /// The service's base URL, such as `http://127.0.0.1:8080`.
+    #[arg(long, value_name = "URL", env = "SVC_SERVER")]
+    pub server: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+/// `svc policy ...`
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Validate a manifest locally (layers 1-2), then publish it as a new policy version.
+    ///
+    /// An invalid manifest is refused before anything is sent (exit 1, pointer shown).
+    Publish {
+        /// The manifest (JSON or YAML).
+        #[arg(long, value_name = "PATH")]
+        file: PathBuf,
+        /// The target application's ID.
+        #[arg(long, value_name = "ID")]
+        app: String,
+        /// Compile and resolve everything, then roll back: nothing is committed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Commit the version with the application paused (needs --reason).
+        #[arg(long, requires = "reason")]
+        paused: bool,
+        /// Why it is paused: 1-500 characters, shown in activity.
+        #[arg(long, value_name = "TEXT", requires = "paused")]
+        reason: Option<String>,
+        /// Refuse unless the active version is still N (the one you reviewed).
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+/// `svc app ...`
+#[derive(Debug, Subcommand)]
+pub enum AppCommand {
+    /// Create an application in your organization.
+    Create {
+        /// The application's ID.
+        id: String,
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Show an application.
+    Show {
+        /// The application's ID.
+        id: String,
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List an application's policy versions, or show one with its effective policy.
+    Versions {
+        /// The application's ID.
+        id: String,
+        /// Show this version in full.
+        #[arg(long, value_name = "N")]
+        version: Option<u64>,
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Who did what to an application, with pause reasons.
+    Activity {
+        /// The application's ID.
+        id: String,
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+/// `svc serve`
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// Data directory: holds the SQLite database, created on first start.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// Registered schema pairs.
+    #[arg(long, value_name = "PAIRS", default_value = "v4_and_v5", value_parser = ["v4_and_v5", "v4"])]
+    pub schema_pairs: String,
+    /// For crash tests only: abort at this point of a publication.
+    #[arg(long, hide = true, value_parser = ["after-version-insert"])]
+    pub inject_fault: Option<String>,
+}
+
+/// `svc admin ...`: each takes the service's data directory.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Bearer tokens.
+    Token {
+        /// What to do.
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Curated and accepted artifacts.
+    Artifact {
+        /// What to do.
+        #[command(subcommand)]
+        command: ArtifactCommand,
+    },
+    /// Capability grants.
+    Capability {
+        /// Grant or revoke.
+        #[command(subcommand)]
+        command: CapabilityCommand,
+    },
+    /// Organization entitlement tiers.
+    Entitlement {
+        /// What to do.
+        #[command(subcommand)]
+        command: EntitlementCommand,
+    },
+    /// Service-credit spend authority.
+    SpendAuthority {
+        /// What to do.
+        #[command(subcommand)]
+        command: SpendAuthorityCommand,
+    },
+    /// Organization operator SSH keys (snapshotted into V5 policies with `access`).
+    SshKey {
+        /// What to do.
+        #[command(subcommand)]
+        command: SshKeyCommand,
+    },
+    /// Which secrets have a provisioned value.
+    Secret {
+        /// What to do.
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
+    /// The native runtime image catalog.
+    Image {
+        /// What to do.
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
+    /// Execution reports.
+    Application {
+        /// What to do.
+        #[command(subcommand)]
+        command: ApplicationCommand,
+    },
+}
+
+/// The data directory and organization most admin commands take.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OrgArgs {
+    /// The service's data directory.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// The organization.
+    #[arg(long, value_name = "ORG")]
+    pub org: String,
+}
+
+/// `svc admin token ...`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token (and the organization if new); prints only the token.
+    Create {
+        /// Data directory and organization.
+        #[command(flatten)]
+        target: OrgArgs,
+        /// viewer, developer, admin or owner.
+        #[arg(long, value_parser = ["viewer", "developer", "admin", "owner"])]
+        role: String,
+        /// A name shown in activity (default: the role and the token ID).
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+/// An artifact on the command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ArtifactFlags {
+    /// `ipfs://<cid>` (a runtime image's bootstrap).
+    #[arg(long)]
+    pub cid: String,
+    /// `sha256:<hex>` (a runtime image's bootstrap).
+    #[arg(long)]
+    pub digest: String,
+    /// Artifact kind.
+    #[arg(long, default_value = "ipfs_bundle", value_parser = ["ipfs_bundle", "runtime_image"])]
+    pub kind: String,
+    /// Encryption mode.
+    #[arg(long, default_value = "none", value_parser = ["none", "aes256_gcm"])]
+    pub encryption: String,
+    /// For a runtime image: the image's digest.
+    #[arg(long)]
+    pub image_digest: Option<String>,
+}
+
+/// `svc admin artifact ...`
+#[derive(Debug, Subcommand)]
+pub enum ArtifactCommand {
+    /// Curate a first-party artifact (global) for pinned releases.
+    Curate {
+        /// The service's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// The artifact.
+        #[command(flatten)]
+        artifact: ArtifactFlags,
+    },
+    /// Accept an artifact version built for an application.
+    Accept {
+        /// Data directory and organization.
+        #[command(flatten)]
+        target: OrgArgs,
+        /// The application's ID.
+        #[arg(long)]
+        app: String,
+        /// `owner/repository` it was built from.
+        #[arg(long)]
+        repository: String,
+        /// The ref it was built at (`refs/heads/main`).
+        #[arg(long = "ref")]
+        git_ref: String,
+        /// The workflow that built it.
+        #[arg(long)]
+        workflow_ref: String,
+        /// The manifest's path in the repository.
+        #[arg(long)]
+        manifest_path: String,
+        /// The artifact.
+        #[command(flatten)]
+        artifact: ArtifactFlags,
+    },
+}
+
+/// `svc admin capability grant|revoke`
+#[derive(Debug, Subcommand)]
+pub enum CapabilityCommand {
+    /// Grant a capability (see `docs/capabilities.md`).
+    Grant {
+        /// Data directory and organization.
+        #[command(flatten)]
+        target: OrgArgs,
+        /// The capability's name.
+        name: String,
+    },
+    /// Revoke a capability.
+    Revoke {
+        /// Data directory and organization.
+        #[command(flatten)]
+        target: OrgArgs,
+        /// The capability's name.
+        name: String,
+    },
+}
+
+/// `svc admin entitlement set`
+#[derive(Debug, Subcommand)]
+pub enum EntitlementCommand {
+    /// Set the organization's tier.
+    Set {
+        /// Data directory and organization.
+        #[command(flatten)]
+        target: OrgArgs,
+        /// basic, developer, business or enterprise.
+        #[arg(value_parser = ["basic", "developer", "business", "enterprise"])]
+        tier: String,
+    },
+}
+
+/// `svc admin spend-authority set`
+#[derive(Debug, Subcommand)]
+pub enum SpendAuthorityCommand {
+    /// Set the service-credit authority per job, in micros (1000000 = USD 1.00).
+    Set {
+        /// Data directory and organization.
+        #[command(flatten)]
+        target: OrgArgs,
+        /// Micros; omit with --none.
+        #[arg(long, required_unless_present = "none")]
+        micros: Option<u64>,
+        /// Clear the authority.
+        #[arg(long, conflicts_with = "micros")]
+        none: bool,
+    },
+}
+
+/// `svc admin ssh-key add`
+#[derive(Debug, Subcommand)]
+pub enum SshKeyCommand {
+    /// Add an OpenSSH public key line.
+    Add {
+        /// Data directory and organization.
+        #[command(flatten)]
+        target: OrgArgs,
+        /// The key line (`ssh-ed25519 AAAA... comment`).
+        key: String,
+    },
+}
+
+/// `svc admin secret provision`
+#[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Record that a secret has a provisioned value for an application.
+    Provision {
+        /// Data directory and organization.
+        #[command(flatten)]
+        target: OrgArgs,
+        /// The application's ID.
+        #[arg(long)]
+        app: String,
+        /// The secret's ID.
+        #[arg(long)]
+        secret_id: String,
+    },
+}
+
+/// `svc admin image add`
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// Add an exact image version to a catalog.
+    Add {
+        /// The service's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// Catalog.
+        #[arg(long, default_value = "svc-runtime-images")]
+        catalog: String,
+        /// Image name.
+        #[arg(long)]
+        name: String,
+        /// Exact version `MAJOR.MINOR.PATCH`.
+        #[arg(long)]
+        version: String,
+        /// `sha256:<hex>`.
+        #[arg(long)]
+        digest: String,
+    },
+}
+
+/// `svc admin application settle`
+#[derive(Debug, Subcommand)]
+pub enum ApplicationCommand {
+    /// Record that a `once` application ran and settled.
+    Settle {
+        /// Data directory and organization.
+        #[command(flatten)]
+        target: OrgArgs,
+        /// The application's ID.
+        #[arg(long)]
+        app: String,
+    },
 }
 
 /// `svc manifest ...`
@@ -39,10 +424,16 @@ pub enum ManifestCommand {
         format: OutputFormat,
     },
     /// Print a JSON Schema (draft 2020-12), byte-identical to what the service serves.
+    ///
+    /// With `--server`, the targeted service's schema, cached by digest under the user cache
+    /// directory and fetched again when the service's digest changes.
     Schema {
         /// `4` and `5` for the authored manifests, `policy` for the effective Policy V4.
         #[arg(long, value_enum)]
         version: SchemaVersion,
+        /// Fetch it from this service instead (cached by digest; `SVC_SERVER` also works).
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
     },
     /// Print the effective Policy V4 of a V4 manifest, and nothing else.
     Policy {

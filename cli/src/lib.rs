@@ -1,12 +1,20 @@
 //! The customer tool `svc`: command-line arguments, reading inputs, and exit codes. Each
-//! command is a thin layer over a library crate (`manifest-core` for manifests).
+//! command is a thin layer over a library (`manifest-core` for manifests, its `service`
+//! feature for the publication service and its administration).
 
 #![forbid(unsafe_code)]
 
+mod admin;
 mod args;
+mod client;
 mod manifest;
+mod remote;
+mod serve;
 
-pub use args::{Cli, Command, FactArgs, ManifestCommand, OutputFormat, SchemaVersion};
+pub use args::{
+    AdminCommand, AppCommand, Cli, Command, FactArgs, ManifestCommand, OutputFormat, PolicyCommand, Remote,
+    SchemaVersion, ServeArgs,
+};
 
 use std::process::ExitCode;
 
@@ -15,9 +23,30 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Manifest { command } => match command {
             ManifestCommand::Validate { file, format } => manifest::validate(&file, format),
-            ManifestCommand::Schema { version } => manifest::schema(version),
+            ManifestCommand::Schema { version, server: None } => manifest::schema(version),
+            ManifestCommand::Schema { version, server: Some(server) } => {
+                remote::schema(manifest::schema_kind(version), Some(&server))
+            }
             ManifestCommand::Policy { file, facts } => manifest::policy(&file, &facts),
             ManifestCommand::Digest { file, facts } => manifest::digest(&file, &facts),
         },
+        Command::Policy {
+            command: PolicyCommand::Publish { file, app, dry_run, paused: _, reason, expect_version, remote },
+        } => remote::publish(&remote::Publish {
+            file: &file,
+            app: &app,
+            dry_run,
+            reason: reason.as_deref(),
+            expect_version,
+            remote: &remote,
+        }),
+        Command::App { command } => match command {
+            AppCommand::Create { id, remote } => remote::app_create(&id, &remote),
+            AppCommand::Show { id, remote } => remote::app_show(&id, &remote),
+            AppCommand::Versions { id, version, remote } => remote::app_versions(&id, version, &remote),
+            AppCommand::Activity { id, remote } => remote::app_activity(&id, &remote),
+        },
+        Command::Serve(args) => serve::serve(&args),
+        Command::Admin { command } => admin::run(&command),
     }
 }

@@ -34,14 +34,18 @@ pub(crate) fn validate(path: &Path, format: OutputFormat) -> ExitCode {
     if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_INVALID) }
 }
 
-/// Prints a schema exactly as served.
-pub(crate) fn schema(version: SchemaVersion) -> ExitCode {
-    let kind = match version {
+/// The schema a `--version` names.
+pub(crate) fn schema_kind(version: SchemaVersion) -> SchemaKind {
+    match version {
         SchemaVersion::V4 => SchemaKind::ManifestV4,
         SchemaVersion::V5 => SchemaKind::ManifestV5,
         SchemaVersion::Policy => SchemaKind::PolicyV4,
-    };
-    print!("{}", kind.bytes());
+    }
+}
+
+/// Prints a schema exactly as served.
+pub(crate) fn schema(version: SchemaVersion) -> ExitCode {
+    print!("{}", schema_kind(version).bytes());
     ExitCode::SUCCESS
 }
 
@@ -119,7 +123,9 @@ fn valid_manifest(report: &Report<'_>, name: &str, bytes: &[u8]) -> Option<Manif
 
 fn server_facts(application_uid: String, facts: &FactArgs) -> ServerFacts {
     let artifact = match (&facts.artifact_cid, &facts.artifact_digest) {
-        (Some(cid), Some(digest)) => Some(ArtifactVersion { cid: cid.clone(), digest: digest.clone() }),
+        (Some(cid), Some(digest)) => {
+            Some(ArtifactVersion { cid: cid.clone(), digest: digest.clone(), image_digest: None })
+        }
         _ => None,
     };
     ServerFacts { application_uid, artifact }

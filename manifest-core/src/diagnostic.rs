@@ -187,6 +187,46 @@ codes! {
     DeprecatedManifestField = "deprecated_manifest_field",
     /// The validator broke its own invariant.
     InternalError = "internal_error",
+    /// (3) The manifest's `applicationId` is not the target application's.
+    ApplicationIdMismatch = "application_id_mismatch",
+    /// (3) The V4 manifest's `applicationUid` is not the target application's.
+    ApplicationUidMismatch = "application_uid_mismatch",
+    /// (4) No accepted artifact version for this build release.
+    ArtifactNotAccepted = "artifact_not_accepted",
+    /// (4) An accepted artifact version exists, but a builder field differs from it.
+    ArtifactEvidenceMismatch = "artifact_evidence_mismatch",
+    /// (4) A pinned V4 artifact that is not curated.
+    ArtifactNotCurated = "artifact_not_curated",
+    /// (4) A pinned V5 digest no curated or accepted artifact has.
+    ArtifactNotFound = "artifact_not_found",
+    /// (4) A V5 source release with no accepted build evidence.
+    SourceEvidenceMissing = "source_evidence_missing",
+    /// (4) A native image catalog or name that is not a valid name.
+    ImageNameInvalid = "image_name_invalid",
+    /// (4) A native image the catalog does not have.
+    ImageNotFound = "image_not_found",
+    /// (4) No catalog version of the image satisfies the version floor.
+    ImageVersionUnresolved = "image_version_unresolved",
+    /// (5) A gated value without the organization's capability grant.
+    CapabilityNotGranted = "capability_not_granted",
+    /// (5) The organization's entitlement tier is too low.
+    EntitlementRequired = "entitlement_required",
+    /// (5) A resource above the organization's plan bounds.
+    ResourcePlanExceeded = "resource_plan_exceeded",
+    /// (5) The organization's job slots would be exceeded.
+    JobSlotsExceeded = "job_slots_exceeded",
+    /// (5) The application ran `once` and settled; re-arming it is release-gated.
+    OnceApplicationSettled = "once_application_settled",
+    /// (5) The server does not register this schema pair.
+    SchemaPairNotRegistered = "schema_pair_not_registered",
+    /// (6) `expectedActivePointerVersion` no longer matches.
+    ActivePointerVersionConflict = "active_pointer_version_conflict",
+    /// (7) A required secret is not provisioned (warning).
+    SecretNotProvisioned = "secret_not_provisioned",
+    /// (7) The organization has no spend authority (warning).
+    SpendAuthorityMissing = "spend_authority_missing",
+    /// (7) The manifest's spend is above the organization's authority (warning).
+    SpendExceedsAuthority = "spend_exceeds_authority",
 }
 
 impl Serialize for Code {

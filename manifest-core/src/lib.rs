@@ -21,6 +21,7 @@ mod digest;
 
 mod json;
 mod policy;
+mod policy_v5;
 mod render;
 mod rules;
 mod schema;
@@ -32,6 +33,8 @@ mod yaml;
 
 pub mod formats;
 pub mod invariants;
+#[cfg(feature = "service")]
+pub mod service;
 pub mod shape;
 pub mod v4;
 pub mod v5;
@@ -40,6 +43,10 @@ pub use de::ModelError;
 pub use diagnostic::{Code, Diagnostic, Layer, Severity};
 pub use digest::{authored_digest, canonical_bytes, canonical_digest, sha256};
 pub use policy::{ArtifactVersion, POLICY, POLICY_SCHEMA_NAME, PolicyError, PolicyV4, ServerFacts};
+pub use policy_v5::{
+    EffectiveAccess, EffectiveDeployment, EffectiveLifecycle, EffectivePlacement, EffectiveRuntime, EffectiveSelection,
+    EncryptionMode, PolicyV5, PolicyV5Error, ResolvedArtifact, ResolvedImage, V5Facts,
+};
 pub use render::{render_json, render_text};
 pub use schema::{DIALECT, SchemaKind};
 pub use source::{Format, LineIndex, MAX_DEPTH, MAX_INPUT_BYTES};

@@ -80,6 +80,9 @@ pub struct ArtifactVersion {
     pub cid: String,
     /// `sha256:<hex>`.
     pub digest: String,
+    /// For a runtime image build: the image's digest (`cid` and `digest` are then the
+    /// bootstrap's). `None` for a bundle.
+    pub image_digest: Option<String>,
 }
 
 /// Why a policy cannot be made from a manifest and facts.
@@ -122,7 +125,7 @@ pub enum PolicyError {
     },
     /// Build releases of runtime images have no public recipe.
     #[error(
-        "a build release of a runtime image has no public recipe, so no policy can be made from it; pin the image instead (`release.mode: pinned` with `artifact.kind: runtime_image`)"
+        "a build release of a runtime image has no public recipe: its policy needs the accepted image's digest, which only the service holds; pin the image instead (`release.mode: pinned` with `artifact.kind: runtime_image`)"
     )]
     RuntimeImageBuild,
 }
@@ -194,7 +197,16 @@ fn resolve_artifact(release: &Release, version: Option<&ArtifactVersion>) -> Res
                 encryption: encryption.clone(),
             })
         }
-        Release::Build { artifact: BuildArtifact::RuntimeImage {}, .. } => Err(PolicyError::RuntimeImageBuild),
+        Release::Build { artifact: BuildArtifact::RuntimeImage {}, .. } => {
+            let v = version.ok_or(PolicyError::MissingArtifactVersion)?;
+            let image_digest = v.image_digest.clone().ok_or(PolicyError::RuntimeImageBuild)?;
+            check_format("image digest", &image_digest, &SHA256_DIGEST)?;
+            Ok(PinnedArtifact::RuntimeImage {
+                image_digest,
+                bootstrap_cid: v.cid.clone(),
+                bootstrap_digest: v.digest.clone(),
+            })
+        }
     }
 }
 
@@ -231,6 +243,7 @@ mod tests {
             artifact: Some(ArtifactVersion {
                 cid: "ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi".to_owned(),
                 digest: format!("sha256:{}", "0".repeat(64)),
+                image_digest: None,
             }),
         };
         let policy = PolicyV4::materialize(&m, &facts).expect("policy");

@@ -18,6 +18,7 @@ fn facts(uid: &str, artifact: bool) -> ServerFacts {
         artifact: artifact.then(|| ArtifactVersion {
             cid: "ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi".to_owned(),
             digest: format!("sha256:{}", "ab".repeat(32)),
+            image_digest: None,
         }),
     }
 }

@@ -4,6 +4,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod service;
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;

@@ -40,6 +40,7 @@ fn policy_line(out: &mut impl Write, case: &svc_e2e::Case) -> std::io::Result<()
         artifact: Some(manifest_core::ArtifactVersion {
             cid: "ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi".to_owned(),
             digest: format!("sha256:{}", "0".repeat(64)),
+            image_digest: None,
         }),
     };
     // Pinned releases must not be given another artifact; build releases need one.

@@ -1,0 +1,89 @@
+//! `svc admin ...`: offline administration of a data directory.
+
+use std::process::ExitCode;
+
+use manifest_core::service::admin::{self, AdminError, ArtifactArgs, BuildArgs};
+use manifest_core::service::auth::Role;
+use manifest_core::service::capability::Tier;
+use manifest_core::service::store::RuntimeImage;
+
+use crate::args::{
+    AdminCommand, ApplicationCommand, ArtifactCommand, ArtifactFlags, CapabilityCommand, EntitlementCommand,
+    ImageCommand, SecretCommand, SpendAuthorityCommand, SshKeyCommand, TokenCommand,
+};
+
+fn artifact(flags: &ArtifactFlags) -> ArtifactArgs {
+    ArtifactArgs {
+        cid: flags.cid.clone(),
+        digest: flags.digest.clone(),
+        kind: flags.kind.clone(),
+        encryption: flags.encryption.clone(),
+        image_digest: flags.image_digest.clone(),
+    }
+}
+
+/// Runs one admin command; exit 0 done, 1 refused (with the reason), 2 store trouble.
+pub(crate) fn run(command: &AdminCommand) -> ExitCode {
+    let result = match command {
+        AdminCommand::Token { command: TokenCommand::Create { target, role, name } } => {
+            let role = Role::parse(role).unwrap_or(Role::Viewer);
+            admin::token_create(&target.data_dir, &target.org, role, name.as_deref()).map(|token| println!("{token}"))
+        }
+        AdminCommand::Artifact { command: ArtifactCommand::Curate { data_dir, artifact: flags } } => {
+            admin::artifact_curate(data_dir, &artifact(flags))
+        }
+        AdminCommand::Artifact {
+            command:
+                ArtifactCommand::Accept { target, app, repository, git_ref, workflow_ref, manifest_path, artifact: flags },
+        } => {
+            let build = BuildArgs {
+                repository: repository.clone(),
+                git_ref: git_ref.clone(),
+                workflow_ref: workflow_ref.clone(),
+                manifest_path: manifest_path.clone(),
+            };
+            admin::artifact_accept(&target.data_dir, &target.org, app, &build, &artifact(flags))
+        }
+        AdminCommand::Capability { command: CapabilityCommand::Grant { target, name } } => {
+            admin::capability_set(&target.data_dir, &target.org, name, true)
+        }
+        AdminCommand::Capability { command: CapabilityCommand::Revoke { target, name } } => {
+            admin::capability_set(&target.data_dir, &target.org, name, false)
+        }
+        AdminCommand::Entitlement { command: EntitlementCommand::Set { target, tier } } => {
+            admin::entitlement_set(&target.data_dir, &target.org, Tier::parse(tier).unwrap_or(Tier::Basic))
+        }
+        AdminCommand::SpendAuthority { command: SpendAuthorityCommand::Set { target, micros, .. } } => {
+            admin::spend_authority_set(&target.data_dir, &target.org, *micros)
+        }
+        AdminCommand::SshKey { command: SshKeyCommand::Add { target, key } } => {
+            admin::ssh_key_add(&target.data_dir, &target.org, key)
+        }
+        AdminCommand::Secret { command: SecretCommand::Provision { target, app, secret_id } } => {
+            admin::secret_provision(&target.data_dir, &target.org, app, secret_id)
+        }
+        AdminCommand::Image { command: ImageCommand::Add { data_dir, catalog, name, version, digest } } => {
+            let image = RuntimeImage {
+                catalog: catalog.clone(),
+                name: name.clone(),
+                version: version.clone(),
+                digest: digest.clone(),
+            };
+            admin::image_add(data_dir, &image)
+        }
+        AdminCommand::Application { command: ApplicationCommand::Settle { target, app } } => {
+            admin::application_settle(&target.data_dir, &target.org, app)
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(AdminError::Invalid(message)) => {
+            eprintln!("svc admin: {message}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("svc admin: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! Commands that talk to the service: `svc policy publish`, `svc app ...`, and
+//! `svc manifest schema --server` (schemas cached by digest).
+//!
+//! Exit codes: 0 done; 1 refused (an invalid manifest, or the service said no); 2 usage,
+//! configuration or connection trouble.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use hyper::Method;
+use manifest_core::{SchemaKind, render_text, sha256, validate};
+use serde_json::{Value, json};
+
+use crate::args::{OutputFormat, Remote};
+use crate::client::{Client, Response};
+
+const EXIT_REFUSED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+
+fn fail(code: u8, message: &str) -> ExitCode {
+    eprintln!("svc: {message}");
+    ExitCode::from(code)
+}
+
+/// `SVC_CONFIG`, or `svc/config.json` in the user config directory.
+fn config_file() -> Option<PathBuf> {
+    std::env::var_os("SVC_CONFIG").map(PathBuf::from).or_else(|| dirs::config_dir().map(|d| d.join("svc/config.json")))
+}
+
+fn config_value(key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(config_file()?).ok()?;
+    serde_json::from_str::<Value>(&text).ok()?.get(key)?.as_str().map(str::to_owned)
+}
+
+/// The client for `remote`: server from the flag or `SVC_SERVER` or the config file; token
+/// from `SVC_TOKEN` or the config file.
+fn client(remote_server: Option<&str>, with_token: bool) -> Result<Client, ExitCode> {
+    let server = remote_server.map(str::to_owned).or_else(|| config_value("server")).ok_or_else(|| {
+        fail(EXIT_USAGE, "no service given: pass --server URL, set SVC_SERVER, or put \"server\" in the config file")
+    })?;
+    let token = if with_token {
+        let token = std::env::var("SVC_TOKEN").ok().filter(|t| !t.is_empty()).or_else(|| config_value("token"));
+        Some(token.ok_or_else(|| {
+            fail(EXIT_USAGE, "no token: set SVC_TOKEN, or put \"token\" in the config file (`svc admin token create`)")
+        })?)
+    } else {
+        None
+    };
+    Client::new(&server, token).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
+}
+
+fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, ExitCode> {
+    let body = body.map(|b| serde_json::to_vec(&b).unwrap_or_default());
+    client.send(method, path, body, &[]).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
+}
+
+/// Prints a success (the JSON as it came, or `text`), or the error envelope, and exits.
+fn finish(response: &Response, format: OutputFormat, text: impl FnOnce(&Value) -> String) -> ExitCode {
+    let body = response.json();
+    let ok = (200..300).contains(&response.status);
+    match (ok, format) {
+        (true, OutputFormat::Json) => println!("{}", String::from_utf8_lossy(&response.body).trim_end()),
+        (true, OutputFormat::Text) => print!("{}", text(&body)),
+        (false, OutputFormat::Json) => {
+            println!("{}", String::from_utf8_lossy(&response.body).trim_end());
+        }
+        (false, OutputFormat::Text) => eprint!("{}", error_text(response.status, &body)),
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) }
+}
+
+fn error_text(status: u16, body: &Value) -> String {
+    let error = &body["error"];
+    let mut out = format!(
+        "svc: the service refused ({status} {}): {}\n",
+        error["code"].as_str().unwrap_or("error"),
+        error["message"].as_str().unwrap_or("no message")
+    );
+    for d in error["diagnostics"].as_array().into_iter().flatten() {
+        out += &diagnostic_line(d);
+    }
+    out
+}
+
+fn diagnostic_line(d: &Value) -> String {
+    let pointer = d["pointer"].as_str().unwrap_or("");
+    format!(
+        "  {}[{}] at {} (layer {}): {}\n",
+        d["severity"].as_str().unwrap_or("error"),
+        d["code"].as_str().unwrap_or(""),
+        if pointer.is_empty() { "(document)" } else { pointer },
+        d["layer"],
+        d["message"].as_str().unwrap_or("")
+    )
+}
+
+/// Arguments of `svc policy publish`.
+pub(crate) struct Publish<'a> {
+    pub(crate) file: &'a std::path::Path,
+    pub(crate) app: &'a str,
+    pub(crate) dry_run: bool,
+    pub(crate) reason: Option<&'a str>,
+    pub(crate) expect_version: Option<u64>,
+    pub(crate) remote: &'a Remote,
+}
+
+/// Validates locally, refusing before sending anything; then publishes.
+pub(crate) fn publish(args: &Publish<'_>) -> ExitCode {
+    let bytes = match std::fs::read(args.file) {
+        Ok(b) => b,
+        Err(e) => return fail(EXIT_USAGE, &format!("cannot read {}: {e}", args.file.display())),
+    };
+    let report = validate(&bytes);
+    if !report.is_valid() {
+        eprint!("{}", render_text(&report, &args.file.display().to_string(), &bytes));
+        return fail(EXIT_REFUSED, "the manifest is invalid; nothing was sent");
+    }
+    let client = match client(args.remote.server.as_deref(), true) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    // The targeted service's schema, from the cache when its digest has not changed: if it is
+    // not the one this svc validates against, say so (local validation may then differ).
+    let kind = if report.schema_version == Some(4) { SchemaKind::ManifestV4 } else { SchemaKind::ManifestV5 };
+    if let Ok(schema) = fetch_schema(&client, kind)
+        && sha256(&schema) != kind.digest()
+    {
+        eprintln!(
+            "svc: warning: {}'s Manifest V{} schema differs from this svc's; update svc so local validation matches",
+            client.base(),
+            if kind == SchemaKind::ManifestV4 { 4 } else { 5 }
+        );
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let mut body = json!({ "manifest": text });
+    if args.dry_run {
+        body["dryRun"] = json!(true);
+    }
+    if let Some(reason) = args.reason {
+        body["postPublishStatus"] = json!("paused");
+        body["reason"] = json!(reason);
+    }
+    if let Some(n) = args.expect_version {
+        body["expectedActivePointerVersion"] = json!(n);
+    }
+    let path = format!("/api/applications/{}/policy-versions", args.app);
+    let response = match send(&client, Method::POST, &path, Some(body)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    finish(&response, args.remote.format, |b| {
+        let what = if b["dryRun"] == json!(true) { "dry run: would publish" } else { "published" };
+        let mut out = format!(
+            "{what} policy version {} of {} (active version {}, status {})\nauthored digest: {}\npolicy digest: {}\n",
+            b["policyVersion"],
+            b["applicationId"].as_str().unwrap_or(""),
+            b["activePointerVersion"],
+            b["status"].as_str().unwrap_or(""),
+            b["authoredDigest"].as_str().unwrap_or(""),
+            b["policyDigest"].as_str().unwrap_or("")
+        );
+        for d in b["diagnostics"].as_array().into_iter().flatten() {
+            out += &diagnostic_line(d);
+        }
+        out
+    })
+}
+
+/// `svc app create ID`
+pub(crate) fn app_create(id: &str, remote: &Remote) -> ExitCode {
+    let response = match client(remote.server.as_deref(), true)
+        .and_then(|c| send(&c, Method::POST, "/api/applications", Some(json!({ "applicationId": id }))))
+    {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    finish(&response, remote.format, |b| {
+        format!(
+            "created {} ({}), status {}\n",
+            b["applicationId"].as_str().unwrap_or(""),
+            b["applicationUid"].as_str().unwrap_or(""),
+            b["status"].as_str().unwrap_or("")
+        )
+    })
+}
+
+/// `svc app show ID`
+pub(crate) fn app_show(id: &str, remote: &Remote) -> ExitCode {
+    get(&format!("/api/applications/{id}"), remote, |b| {
+        let mut out = format!(
+            "{} ({})\nstatus: {}\nactive version: {}\n",
+            b["applicationId"].as_str().unwrap_or(""),
+            b["applicationUid"].as_str().unwrap_or(""),
+            b["status"].as_str().unwrap_or(""),
+            b["activePointerVersion"]
+        );
+        if let Some(reason) = b["pauseReason"].as_str() {
+            out += &format!("pause reason: {reason}\n");
+        }
+        if b["settled"] == json!(true) {
+            out += "settled: ran once\n";
+        }
+        out
+    })
+}
+
+/// `svc app versions ID [--version N]`
+pub(crate) fn app_versions(id: &str, version: Option<u64>, remote: &Remote) -> ExitCode {
+    match version {
+        Some(n) => get(&format!("/api/applications/{id}/policy-versions/{n}"), remote, |b| {
+            format!("{}\n", serde_json::to_string_pretty(b).unwrap_or_default())
+        }),
+        None => get(&format!("/api/applications/{id}/policy-versions"), remote, |b| {
+            let mut out = String::new();
+            for v in b["policyVersions"].as_array().into_iter().flatten() {
+                out += &format!(
+                    "{}{} V{} policy {} by {}\n",
+                    if v["active"] == json!(true) { "* " } else { "  " },
+                    v["policyVersion"],
+                    v["schemaVersion"],
+                    v["policyDigest"].as_str().unwrap_or(""),
+                    v["publishedBy"].as_str().unwrap_or("")
+                );
+            }
+            if out.is_empty() { "no policy versions yet\n".to_owned() } else { out }
+        }),
+    }
+}
+
+/// `svc app activity ID`
+pub(crate) fn app_activity(id: &str, remote: &Remote) -> ExitCode {
+    get(&format!("/api/applications/{id}/activity"), remote, |b| {
+        let mut out = String::new();
+        for a in b["activity"].as_array().into_iter().flatten() {
+            out += &format!(
+                "{} {} {}",
+                a["at"].as_str().unwrap_or(""),
+                a["actor"].as_str().unwrap_or(""),
+                a["action"].as_str().unwrap_or("")
+            );
+            if let Some(v) = a["policyVersion"].as_u64() {
+                out += &format!(" version {v}");
+            }
+            if let Some(s) = a["status"].as_str() {
+                out += &format!(" -> {s}");
+            }
+            if let Some(r) = a["reason"].as_str() {
+                out += &format!(" (reason: {r})");
+            }
+            out.push('\n');
+        }
+        out
+    })
+}
+
+fn get(path: &str, remote: &Remote, text: impl FnOnce(&Value) -> String) -> ExitCode {
+    match client(remote.server.as_deref(), true).and_then(|c| send(&c, Method::GET, path, None)) {
+        Ok(r) => finish(&r, remote.format, text),
+        Err(code) => code,
+    }
+}
+
+/// `svc manifest schema --version V --server URL`: the service's schema bytes.
+pub(crate) fn schema(kind: SchemaKind, server: Option<&str>) -> ExitCode {
+    let client = match client(server, false) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match fetch_schema(&client, kind) {
+        Ok(bytes) => {
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(&bytes);
+            ExitCode::SUCCESS
+        }
+        Err(message) => fail(EXIT_USAGE, &message),
+    }
+}
+
+fn route(kind: SchemaKind) -> &'static str {
+    match kind {
+        SchemaKind::ManifestV4 => "/api/application-manifest/schema",
+        SchemaKind::ManifestV5 => "/api/application-manifest/v5/schema",
+        SchemaKind::PolicyV4 => "/api/application-policy/schema",
+    }
+}
+
+/// The schema cache: `<user cache>/svc/schemas/<digest hex>.json` holds each schema by its
+/// content digest; `<server key>-<route key>.etag` remembers which digest a route last had.
+fn cache_dir() -> Option<PathBuf> {
+    std::env::var_os("SVC_CACHE_DIR").map(PathBuf::from).or_else(|| dirs::cache_dir().map(|d| d.join("svc")))
+}
+
+/// The service's schema: a conditional GET with the cached digest; the cache is used on 304,
+/// replaced on 200 (after checking the bytes match their ETag).
+fn fetch_schema(client: &Client, kind: SchemaKind) -> Result<Vec<u8>, String> {
+    let dir = cache_dir().map(|d| d.join("schemas"));
+    let key = sha256(format!("{} {}", client.base(), route(kind)).as_bytes());
+    let index = dir.as_ref().map(|d| d.join(format!("{}.etag", &key[7..23])));
+    let cached_etag = index.as_ref().and_then(|i| std::fs::read_to_string(i).ok());
+    let cached_file = |etag: &str| {
+        dir.as_ref().map(|d| d.join(format!("{}.json", etag.trim_matches('"').trim_start_matches("sha256:"))))
+    };
+    // A cached copy counts only if its bytes still have the digest it is filed under.
+    let cached = cached_etag
+        .as_deref()
+        .and_then(|e| Some((e, std::fs::read(cached_file(e)?).ok()?)))
+        .filter(|(e, bytes)| e.trim_matches('"') == sha256(bytes));
+    let headers: Vec<(&str, &str)> = cached.as_ref().map(|(e, _)| vec![("if-none-match", *e)]).unwrap_or_default();
+    let response = client.send(Method::GET, route(kind), None, &headers).map_err(|e| e.to_string())?;
+    match response.status {
+        304 => cached
+            .map(|(_, bytes)| bytes)
+            .ok_or_else(|| "the service answered 304 to an unconditional request".to_owned()),
+        200 => {
+            let etag = response.header("etag").unwrap_or("").to_owned();
+            let digest = sha256(&response.body);
+            if etag.trim_matches('"') != digest {
+                return Err(format!("the schema's bytes ({digest}) do not match its ETag {etag}; not using it"));
+            }
+            if let (Some(dir), Some(index), Some(file)) = (&dir, &index, cached_file(&etag)) {
+                // A cache that cannot be written is only slower.
+                let _ = std::fs::create_dir_all(dir)
+                    .and_then(|()| std::fs::write(&file, &response.body))
+                    .and_then(|()| std::fs::write(index, &etag));
+            }
+            Ok(response.body)
+        }
+        status => Err(format!("{} answered {status} for {}", client.base(), route(kind))),
+    }
+}

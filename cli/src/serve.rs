@@ -1,0 +1,35 @@
+//! `svc serve`: the publication service on a tokio runtime.
+
+use std::process::ExitCode;
+
+use manifest_core::service::{FaultPoint, SchemaPairs, ServiceConfig, serve as run_service};
+
+use crate::args::ServeArgs;
+
+/// Runs until SIGINT or SIGTERM; exit 0 after draining, 2 if it cannot start.
+pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
+    let mut config = ServiceConfig::new(args.listen, args.data_dir.clone());
+    config.schema_pairs = SchemaPairs::parse(&args.schema_pairs).unwrap_or_default();
+    config.fault = args.inject_fault.as_ref().map(|_| FaultPoint::AfterVersionInsert);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("svc serve: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let data_dir = args.data_dir.display().to_string();
+    let result = runtime.block_on(run_service(config, |addr| {
+        eprintln!("svc serve: listening on http://{addr} (data directory {data_dir})");
+    }));
+    match result {
+        Ok(()) => {
+            eprintln!("svc serve: stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("svc serve: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

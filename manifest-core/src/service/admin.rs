@@ -1,0 +1,249 @@
+//! Offline administration on a data directory (`svc admin ...`). Each command is one write
+//! transaction on the same store the server uses; the server reads everything per request, so
+//! a running server sees the change at once.
+
+use std::path::Path;
+
+use crate::formats::{IPFS_CID, SHA256_DIGEST};
+use crate::service::auth::{Role, issue_token};
+use crate::service::capability::{Capability, Tier};
+use crate::service::publish::now;
+use crate::service::store::{
+    AcceptedArtifact, Activity, ArtifactEvidence, NewToken, Organization, RuntimeImage, SqliteStore, Store, StoreError,
+    Transaction,
+};
+use crate::shape::Pattern;
+
+/// Why an administration command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An argument is not valid; the message says which and why.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// An artifact as given on the command line.
+#[derive(Debug, Clone)]
+pub struct ArtifactArgs {
+    /// `ipfs://...` (a runtime image's bootstrap).
+    pub cid: String,
+    /// `sha256:...` (a runtime image's bootstrap).
+    pub digest: String,
+    /// `ipfs_bundle` or `runtime_image`.
+    pub kind: String,
+    /// `none` or `aes256_gcm`.
+    pub encryption: String,
+    /// For a runtime image: the image's digest.
+    pub image_digest: Option<String>,
+}
+
+/// Where an accepted artifact version was built.
+#[derive(Debug, Clone)]
+pub struct BuildArgs {
+    /// `owner/repository`.
+    pub repository: String,
+    /// The ref built.
+    pub git_ref: String,
+    /// The workflow reference.
+    pub workflow_ref: String,
+    /// The manifest's path.
+    pub manifest_path: String,
+}
+
+fn with_store<T>(dir: &Path, f: impl FnOnce(&mut dyn Transaction) -> Result<T, AdminError>) -> Result<T, AdminError> {
+    let store = SqliteStore::open(dir)?;
+    let mut tx = store.write()?;
+    let value = f(tx.as_mut())?;
+    tx.commit()?;
+    Ok(value)
+}
+
+fn existing(tx: &mut dyn Transaction, org: &str) -> Result<Organization, AdminError> {
+    tx.organization(org)?.ok_or_else(|| {
+        AdminError::Invalid(format!(
+            "no organization \"{org}\"; `svc admin token create --org {org} --role owner` creates it"
+        ))
+    })
+}
+
+fn check(value: &str, what: &str, p: &Pattern) -> Result<(), AdminError> {
+    if (p.check)(value) {
+        Ok(())
+    } else {
+        Err(AdminError::Invalid(format!("{what} \"{value}\" is not {}", p.describe)))
+    }
+}
+
+fn evidence(a: &ArtifactArgs) -> Result<ArtifactEvidence, AdminError> {
+    check(&a.cid, "--cid", &IPFS_CID)?;
+    check(&a.digest, "--digest", &SHA256_DIGEST)?;
+    if !["ipfs_bundle", "runtime_image"].contains(&a.kind.as_str()) {
+        return Err(AdminError::Invalid(format!("--kind \"{}\" is not ipfs_bundle or runtime_image", a.kind)));
+    }
+    if !["none", "aes256_gcm"].contains(&a.encryption.as_str()) {
+        return Err(AdminError::Invalid(format!("--encryption \"{}\" is not none or aes256_gcm", a.encryption)));
+    }
+    match (&a.image_digest, a.kind.as_str()) {
+        (Some(d), "runtime_image") => check(d, "--image-digest", &SHA256_DIGEST)?,
+        (None, "runtime_image") => {
+            return Err(AdminError::Invalid(
+                "a runtime image needs --image-digest (and its bootstrap as --cid/--digest)".into(),
+            ));
+        }
+        (Some(_), _) => return Err(AdminError::Invalid("--image-digest is only for --kind runtime_image".into())),
+        (None, _) => {}
+    }
+    Ok(ArtifactEvidence {
+        cid: a.cid.clone(),
+        digest: a.digest.clone(),
+        kind: a.kind.clone(),
+        encryption: a.encryption.clone(),
+        image_digest: a.image_digest.clone(),
+    })
+}
+
+/// Creates a token (and the organization if new); returns the plaintext, shown only once.
+pub fn token_create(dir: &Path, org: &str, role: Role, name: Option<&str>) -> Result<String, AdminError> {
+    if org.trim().is_empty() {
+        return Err(AdminError::Invalid("--org must not be empty".into()));
+    }
+    let token = issue_token().map_err(|e| AdminError::Invalid(e.to_string()))?;
+    let name = name.map_or_else(|| format!("{}-{}", role.as_str(), &token.id[4..]), str::to_owned);
+    with_store(dir, |tx| {
+        let organization = tx.ensure_organization(org)?;
+        tx.insert_token(organization.id, &NewToken { id: token.id.clone(), role, name, hash: token.hash.clone() })?;
+        Ok(token.plaintext.clone())
+    })
+}
+
+/// Curates an artifact (global).
+pub fn artifact_curate(dir: &Path, artifact: &ArtifactArgs) -> Result<(), AdminError> {
+    let e = evidence(artifact)?;
+    with_store(dir, |tx| Ok(tx.curate(&e)?))
+}
+
+/// Accepts an artifact version built for an application.
+pub fn artifact_accept(
+    dir: &Path,
+    org: &str,
+    application_id: &str,
+    build: &BuildArgs,
+    artifact: &ArtifactArgs,
+) -> Result<(), AdminError> {
+    let e = evidence(artifact)?;
+    check(&build.repository, "--repository", &crate::formats::REPOSITORY)?;
+    check(&build.git_ref, "--ref", &crate::formats::GIT_REF)?;
+    check(&build.workflow_ref, "--workflow-ref", &crate::formats::WORKFLOW_REF)?;
+    check(&build.manifest_path, "--manifest-path", &crate::formats::SAFE_RELATIVE_PATH)?;
+    with_store(dir, |tx| {
+        let organization = existing(tx, org)?;
+        let accepted = AcceptedArtifact {
+            repository: build.repository.clone(),
+            git_ref: build.git_ref.clone(),
+            workflow_ref: build.workflow_ref.clone(),
+            manifest_path: build.manifest_path.clone(),
+            evidence: e,
+        };
+        Ok(tx.accept(organization.id, application_id, &accepted)?)
+    })
+}
+
+/// Grants or revokes a capability.
+pub fn capability_set(dir: &Path, org: &str, name: &str, granted: bool) -> Result<(), AdminError> {
+    let Some(capability) = Capability::parse(name) else {
+        let names: Vec<_> = Capability::ALL.iter().map(|c| c.name()).collect();
+        return Err(AdminError::Invalid(format!(
+            "no capability \"{name}\"; the capabilities are {}",
+            names.join(", ")
+        )));
+    };
+    with_store(dir, |tx| {
+        let organization = existing(tx, org)?;
+        Ok(tx.set_grant(organization.id, capability.name(), granted)?)
+    })
+}
+
+/// Sets the organization's entitlement tier.
+pub fn entitlement_set(dir: &Path, org: &str, tier: Tier) -> Result<(), AdminError> {
+    with_store(dir, |tx| {
+        let organization = existing(tx, org)?;
+        Ok(tx.set_tier(organization.id, tier)?)
+    })
+}
+
+/// Sets (or, with `None`, clears) the organization's spend authority per job.
+pub fn spend_authority_set(dir: &Path, org: &str, micros: Option<u64>) -> Result<(), AdminError> {
+    with_store(dir, |tx| {
+        let organization = existing(tx, org)?;
+        Ok(tx.set_spend_authority(organization.id, micros)?)
+    })
+}
+
+/// Adds an operator SSH public key to the organization.
+pub fn ssh_key_add(dir: &Path, org: &str, public_key: &str) -> Result<(), AdminError> {
+    let key = public_key.trim();
+    let valid = key.split_whitespace().count() >= 2
+        && ["ssh-ed25519 ", "ssh-rsa ", "ecdsa-sha2-"].iter().any(|p| key.starts_with(p));
+    if !valid {
+        return Err(AdminError::Invalid(
+            "the key is not an OpenSSH public key line (`ssh-ed25519 AAAA... comment`)".into(),
+        ));
+    }
+    with_store(dir, |tx| {
+        let organization = existing(tx, org)?;
+        Ok(tx.add_ssh_key(organization.id, key)?)
+    })
+}
+
+/// Marks a secret as provisioned for an application.
+pub fn secret_provision(dir: &Path, org: &str, application_id: &str, secret_id: &str) -> Result<(), AdminError> {
+    check(secret_id, "--secret-id", &crate::formats::SECRET_ID)?;
+    with_store(dir, |tx| {
+        let organization = existing(tx, org)?;
+        Ok(tx.provision_secret(organization.id, application_id, secret_id)?)
+    })
+}
+
+/// Adds an exact image version to a runtime catalog.
+pub fn image_add(dir: &Path, image: &RuntimeImage) -> Result<(), AdminError> {
+    let exact = image.version.split('.').count() == 3 && (crate::formats::IMAGE_VERSION.check)(&image.version);
+    if !exact {
+        return Err(AdminError::Invalid(format!("--version \"{}\" is not an exact MAJOR.MINOR.PATCH", image.version)));
+    }
+    check(&image.digest, "--digest", &SHA256_DIGEST)?;
+    with_store(dir, |tx| Ok(tx.add_runtime_image(image)?))
+}
+
+/// Records that a `once` application ran and settled: the execution network's report, which
+/// this offline command stands in for until the network reports it itself.
+pub fn application_settle(dir: &Path, org: &str, application_id: &str) -> Result<(), AdminError> {
+    with_store(dir, |tx| {
+        let organization = existing(tx, org)?;
+        let mut app = tx
+            .application(organization.id, application_id)?
+            .ok_or_else(|| AdminError::Invalid(format!("no application \"{application_id}\" in {org}")))?;
+        let active = tx.policy_version(app.key, app.active_pointer_version)?;
+        if active.as_ref().is_none_or(|v| v.execution != "once") {
+            return Err(AdminError::Invalid(format!(
+                "\"{application_id}\" has no active `once` policy version; only a `once` application settles"
+            )));
+        }
+        app.settled = true;
+        tx.update_application(&app)?;
+        tx.record_activity(
+            app.key,
+            &Activity {
+                at: now(),
+                actor: "svc admin".to_owned(),
+                action: "application_settled".to_owned(),
+                policy_version: Some(app.active_pointer_version),
+                status: Some(app.status.as_str().to_owned()),
+                reason: None,
+            },
+        )?;
+        Ok(())
+    })
+}

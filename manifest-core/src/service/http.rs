@@ -1,0 +1,355 @@
+//! The HTTP surface: routes, authentication, the error envelope
+//! (`{"error": {"code", "message", "diagnostics"?}}`), the body limit, and the
+//! `Svc-Read-Contract: 3` header on every response. Handlers only translate HTTP; the
+//! decisions live in `publish`, `layers` and the store, and store work runs off the async
+//! runtime (`spawn_blocking`).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State as Extract};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::schema::SchemaKind;
+use crate::service::State;
+use crate::service::auth::{bearer, hash_token, new_application_uid};
+use crate::service::capability::Statement;
+use crate::service::publish::{self, ApiError, MAX_BODY_BYTES, now, parse_request};
+use crate::service::store::{Activity, Application, Caller, PolicyVersion, StoreError};
+use crate::tree::Value;
+
+/// The read-contract version sent on every response.
+const READ_CONTRACT: &str = "3";
+
+type Shared = Arc<State>;
+
+/// The service's routes over a state.
+pub(crate) fn router(state: Arc<State>) -> Router {
+    Router::new()
+        .route(
+            "/api/application-manifest/schema",
+            get(|h: HeaderMap| async move { schema(SchemaKind::ManifestV4, &h) }),
+        )
+        .route(
+            "/api/application-manifest/v5/schema",
+            get(|h: HeaderMap| async move { schema(SchemaKind::ManifestV5, &h) }),
+        )
+        .route("/api/application-policy/schema", get(|h: HeaderMap| async move { schema(SchemaKind::PolicyV4, &h) }))
+        .route("/api/applications", post(create_application))
+        .route("/api/applications/{id}", get(show_application))
+        .route("/api/applications/{id}/policy-versions", post(publish_version).get(list_versions))
+        .route("/api/applications/{id}/policy-versions/{n}", get(show_version))
+        .route("/api/applications/{id}/activity", get(activity))
+        .route("/api/capabilities", get(capabilities))
+        .fallback(|| async { error(ApiError::new(404, "not_found", "no such route")) })
+        .method_not_allowed_fallback(|| async {
+            error(ApiError::new(405, "method_not_allowed", "this route does not take that method"))
+        })
+        .layer(axum::middleware::map_response(|mut r: Response| async move {
+            r.headers_mut().insert("svc-read-contract", HeaderValue::from_static(READ_CONTRACT));
+            r
+        }))
+        .with_state(state)
+}
+
+fn json_response(status: u16, body: &impl Serialize) -> Response {
+    let bytes = serde_json::to_vec_pretty(body).unwrap_or_default();
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+}
+
+fn error(e: ApiError) -> Response {
+    let mut body = json!({"error": {"code": e.code, "message": e.message}});
+    if let Some(d) = e.diagnostics {
+        body["error"]["diagnostics"] = json!(d);
+    }
+    let mut response = json_response(e.status, &body);
+    if e.status == 401 {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+fn respond(result: Result<Response, ApiError>) -> Response {
+    result.unwrap_or_else(error)
+}
+
+/// Runs blocking store work off the runtime.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|_| Err(ApiError::new(500, "internal_error", "the request failed inside the service")))
+}
+
+/// The schema routes: exact bytes, their digest as the ETag, 304 when the client has them.
+fn schema(kind: SchemaKind, headers: &HeaderMap) -> Response {
+    let etag = kind.etag();
+    let cached = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == etag || t == "*");
+    let status = if cached { StatusCode::NOT_MODIFIED } else { StatusCode::OK };
+    let mut response = if cached { status.into_response() } else { (status, kind.bytes()).into_response() };
+    let h = response.headers_mut();
+    if !cached {
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/schema+json"));
+    }
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    response
+}
+
+/// The caller of a request, from its bearer token. Read on every request: a token created or
+/// revoked by `svc admin` counts at once.
+async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let unauthorized = || ApiError::new(401, "unauthorized", "send `Authorization: Bearer <token>` with a valid token");
+    let token =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer).ok_or_else(unauthorized)?;
+    let hash = hash_token(token);
+    let state = state.clone();
+    blocking(move || Ok(state.store.read()?.caller(&hash)?)).await?.ok_or_else(unauthorized)
+}
+
+/// Reads a body of at most 1 MiB (413 beyond).
+async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+        ApiError::new(413, "body_too_large", format!("the request body is over {MAX_BODY_BYTES} bytes (1 MiB)"))
+    })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApplicationView {
+    application_id: String,
+    application_uid: String,
+    status: &'static str,
+    active_pointer_version: u64,
+    pause_reason: Option<String>,
+    settled: bool,
+}
+
+impl From<Application> for ApplicationView {
+    fn from(a: Application) -> Self {
+        ApplicationView {
+            application_id: a.application_id,
+            application_uid: a.application_uid,
+            status: a.status.as_str(),
+            active_pointer_version: a.active_pointer_version,
+            pause_reason: a.pause_reason,
+            settled: a.settled,
+        }
+    }
+}
+
+async fn create_application(Extract(state): Extract<Shared>, headers: HeaderMap, body: Body) -> Response {
+    respond(
+        async {
+            let caller = authenticate(&state, &headers).await?;
+            let body = read_body(body).await?;
+            let application_id = parse_create(&body)?;
+            if !caller.role.can_publish() {
+                return Err(ApiError::new(403, "forbidden", "a viewer token cannot create applications"));
+            }
+            let uid = new_application_uid().map_err(|e| ApiError::new(500, "internal_error", e.to_string()))?;
+            let state = state.clone();
+            let app = blocking(move || {
+                let mut tx = state.store.write()?;
+                let app = match tx.insert_application(caller.organization.id, &application_id, &uid) {
+                    Err(StoreError::Conflict(m)) => return Err(ApiError::new(409, "application_exists", m)),
+                    other => other?,
+                };
+                tx.record_activity(
+                    app.key,
+                    &Activity {
+                        at: now(),
+                        actor: caller.actor(),
+                        action: "application_created".to_owned(),
+                        policy_version: None,
+                        status: Some(app.status.as_str().to_owned()),
+                        reason: None,
+                    },
+                )?;
+                tx.commit()?;
+                Ok(app)
+            })
+            .await?;
+            Ok(json_response(
+                201,
+                &json!({
+                    "applicationId": app.application_id,
+                    "applicationUid": app.application_uid,
+                    "status": app.status.as_str(),
+                    "activePointerVersion": app.active_pointer_version,
+                }),
+            ))
+        }
+        .await,
+    )
+}
+
+/// `{"applicationId": "..."}` and nothing else.
+fn parse_create(body: &[u8]) -> Result<String, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
+    let (root, problems) = crate::parse::json(text);
+    if let Some(p) = problems.first() {
+        return Err(ApiError::bad_request(format!("the request body is not valid JSON: {}", p.message)));
+    }
+    let Some(Value::Object(members)) = root.map(|r| r.value) else {
+        return Err(ApiError::bad_request("the request body must be a JSON object: {\"applicationId\": \"...\"}"));
+    };
+    let mut id = None;
+    for m in members {
+        match (m.key.as_ref(), m.value.value) {
+            ("applicationId", Value::String(s)) => id = Some(s.into_owned()),
+            ("applicationId", _) => return Err(ApiError::bad_request("`applicationId` must be a string")),
+            (other, _) => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown field \"{other}\" in the request body; the only field is applicationId"
+                )));
+            }
+        }
+    }
+    let id = id.ok_or_else(|| ApiError::bad_request("the request body needs `applicationId`"))?;
+    let format = &crate::formats::APPLICATION_ID_V4;
+    if id.is_empty() || id.len() > 64 || !(format.check)(&id) {
+        return Err(ApiError::new(
+            400,
+            "invalid_application_id",
+            format!("\"{id}\" is not an application ID: {} (1-64 characters)", format.describe),
+        ));
+    }
+    Ok(id)
+}
+
+/// Runs `f` on a read transaction with the caller's application, or answers 404.
+async fn with_application<T: Send + 'static>(
+    state: &Shared,
+    headers: &HeaderMap,
+    id: String,
+    f: impl FnOnce(&mut dyn crate::service::store::Transaction, Application) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let caller = authenticate(state, headers).await?;
+    let state = state.clone();
+    blocking(move || {
+        let mut tx = state.store.read()?;
+        let app = tx.application(caller.organization.id, &id)?.ok_or_else(|| ApiError::not_found(&id))?;
+        f(tx.as_mut(), app)
+    })
+    .await
+}
+
+async fn show_application(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    respond(with_application(&state, &headers, id, |_, app| Ok(json_response(200, &ApplicationView::from(app)))).await)
+}
+
+async fn publish_version(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let caller = authenticate(&state, &headers).await?;
+            let body = read_body(body).await?;
+            let state = state.clone();
+            let (status, response) = blocking(move || {
+                let request = parse_request(&body)?;
+                publish::publish(&state, &caller, &id, &request)
+            })
+            .await?;
+            Ok(json_response(status, &response))
+        }
+        .await,
+    )
+}
+
+fn version_view(v: &PolicyVersion, active: u64, full: bool) -> serde_json::Value {
+    let mut view = json!({
+        "policyVersion": v.version,
+        "schemaVersion": v.schema_version,
+        "authoredDigest": v.authored_digest,
+        "policyDigest": v.policy_digest,
+        "publishedBy": v.published_by,
+        "active": v.version == active,
+    });
+    if full {
+        view["policy"] = serde_json::from_str(&v.policy).unwrap_or_default();
+        view["authored"] = serde_json::from_str(&v.authored).unwrap_or_default();
+    }
+    view
+}
+
+async fn list_versions(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    respond(
+        with_application(&state, &headers, id, |tx, app| {
+            let versions = tx.policy_versions(app.key)?;
+            let views: Vec<_> = versions.iter().map(|v| version_view(v, app.active_pointer_version, false)).collect();
+            Ok(json_response(200, &json!({ "policyVersions": views })))
+        })
+        .await,
+    )
+}
+
+async fn show_version(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    Path((id, n)): Path<(String, String)>,
+) -> Response {
+    respond(
+        with_application(&state, &headers, id, move |tx, app| {
+            let not_found = || ApiError::new(404, "policy_version_not_found", format!("no policy version {n}"));
+            let version: u64 = n.parse().map_err(|_| not_found())?;
+            let v = tx.policy_version(app.key, version)?.ok_or_else(not_found)?;
+            Ok(json_response(200, &version_view(&v, app.active_pointer_version, true)))
+        })
+        .await,
+    )
+}
+
+async fn activity(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    respond(
+        with_application(&state, &headers, id, |tx, app| {
+            let entries: Vec<_> = tx
+                .activity(app.key)?
+                .into_iter()
+                .map(|a| {
+                    json!({
+                        "at": a.at, "actor": a.actor, "action": a.action,
+                        "policyVersion": a.policy_version, "status": a.status, "reason": a.reason,
+                    })
+                })
+                .collect();
+            Ok(json_response(200, &json!({ "applicationId": app.application_id, "activity": entries })))
+        })
+        .await,
+    )
+}
+
+async fn capabilities(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {
+    respond(
+        async {
+            let caller = authenticate(&state, &headers).await?;
+            let state = state.clone();
+            let statement = blocking(move || {
+                let mut tx = state.store.read()?;
+                let org = &caller.organization;
+                let grants = tx.grants(org.id)?;
+                Ok(Statement::new(&org.name, org.tier, &grants, state.schema_pairs, org.spend_authority_micros))
+            })
+            .await?;
+            Ok(json_response(200, &statement))
+        }
+        .await,
+    )
+}

@@ -1,0 +1,114 @@
+//! Publication layers 3-7 over a manifest that passed layers 1-2, read inside the publication's
+//! write transaction so that what they decide still holds when it commits: (3) identity,
+//! (4) provenance, (5) capabilities and entitlement, then the effective policy, then (7)
+//! deployment-time facts as warnings. Layer 6 (the fence and the immutable write) is the
+//! publication itself (`service::publish`).
+
+mod deployment;
+mod gates;
+mod identity;
+mod provenance;
+
+use std::collections::BTreeSet;
+
+use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::policy::{PolicyV4, ServerFacts};
+use crate::policy_v5::{PolicyV5, V5Facts};
+use crate::service::SchemaPairs;
+use crate::service::store::{Application, Organization, StoreError, Transaction};
+use crate::validate::Manifest;
+use provenance::Resolved;
+
+/// An effective policy ready to be stored.
+#[derive(Debug, Clone)]
+pub(crate) struct Compiled {
+    /// RFC 8785 canonical JSON of the effective policy (V4) or document (V5).
+    pub(crate) policy: String,
+    /// `sha256:` of those bytes.
+    pub(crate) policy_digest: String,
+    /// Job slots the version needs.
+    pub(crate) jobs: u64,
+    /// `once`, `continuous`, `interval`, or `scheduled` (V4).
+    pub(crate) execution: &'static str,
+}
+
+/// The outcome of layers 3-7: every diagnostic, and the policy when there is no error.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) compiled: Option<Compiled>,
+}
+
+/// Runs layers 3, 4, 5 and 7 and materializes the effective policy.
+pub(crate) fn compile(
+    manifest: &Manifest,
+    tx: &mut dyn Transaction,
+    organization: &Organization,
+    target: &Application,
+    pairs: SchemaPairs,
+) -> Result<Outcome, StoreError> {
+    let mut out = Vec::new();
+    identity::check(manifest, target, &mut out);
+    let resolved = provenance::resolve(manifest, tx, organization.id, &target.application_id, &mut out)?;
+    let grants: BTreeSet<String> = tx.grants(organization.id)?;
+    let has = gates::Entitlements {
+        grants: &grants,
+        tier: organization.tier,
+        pairs,
+        jobs_in_use: tx.jobs_in_use(organization.id, target.key)?,
+    };
+    gates::check(manifest, resolved.as_ref(), target, &has, &mut out);
+    if out.iter().any(Diagnostic::is_error) {
+        return Ok(Outcome { diagnostics: out, compiled: None });
+    }
+    let compiled = match materialize(manifest, resolved, tx, organization, target)? {
+        Ok(compiled) => compiled,
+        Err(message) => {
+            // Layers 3-4 resolve every fact a policy needs; reaching this is a bug.
+            out.push(Diagnostic::error(Layer::Publication, Code::InternalError, "", message));
+            return Ok(Outcome { diagnostics: out, compiled: None });
+        }
+    };
+    let provisioned = tx.provisioned_secrets(organization.id, &target.application_id)?;
+    deployment::check(manifest, &provisioned, organization.spend_authority_micros, &mut out);
+    Ok(Outcome { diagnostics: out, compiled: Some(compiled) })
+}
+
+fn materialize(
+    manifest: &Manifest,
+    resolved: Option<Resolved>,
+    tx: &mut dyn Transaction,
+    organization: &Organization,
+    target: &Application,
+) -> Result<Result<Compiled, String>, StoreError> {
+    let (policy, jobs, execution) = match (manifest, resolved) {
+        (Manifest::V4(m), Some(Resolved::V4(artifact))) => {
+            let facts = ServerFacts { application_uid: target.application_uid.clone(), artifact };
+            match PolicyV4::materialize(m, &facts) {
+                Ok(p) => (serde_json_canonicalizer::to_string(&p), u64::from(m.deployment.parallelism), "scheduled"),
+                Err(e) => return Ok(Err(e.to_string())),
+            }
+        }
+        (Manifest::V5(m), Some(Resolved::V5 { artifact, image })) => {
+            let ssh_keys = if m.access.is_some() { tx.ssh_keys(organization.id)? } else { Vec::new() };
+            let facts = V5Facts { application_uid: target.application_uid.clone(), artifact, image, ssh_keys };
+            let execution = match m.execution {
+                crate::v5::execution::Execution::Once {} => "once",
+                crate::v5::execution::Execution::Continuous { .. } => "continuous",
+                crate::v5::execution::Execution::Interval { .. } => "interval",
+            };
+            match PolicyV5::materialize(m, &facts) {
+                Ok(p) => (serde_json_canonicalizer::to_string(&p), u64::from(m.deployment.jobs), execution),
+                Err(e) => return Ok(Err(e.to_string())),
+            }
+        }
+        _ => return Ok(Err("the release did not resolve".to_owned())),
+    };
+    Ok(match policy {
+        Ok(policy) => {
+            let policy_digest = crate::digest::sha256(policy.as_bytes());
+            Ok(Compiled { policy, policy_digest, jobs, execution })
+        }
+        Err(e) => Err(format!("the policy has no canonical JSON form: {e}")),
+    })
+}

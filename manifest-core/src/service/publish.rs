@@ -1,0 +1,384 @@
+//! `POST /api/applications/{id}/policy-versions`: the request body (INTERPRETATION.md section
+//! 5), the pause rules, and the publication itself: layers 1-2, then in one write transaction
+//! layers 3-5, the fence, the immutable version, the pointer and status, activity and the
+//! scheduler wakeup; a dry run does all of it and rolls back.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+
+use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::service::layers;
+use crate::service::store::{Activity, Application, Caller, PolicyVersion, Status, StoreError};
+use crate::service::{FaultPoint, State};
+use crate::tree::{Number, Value};
+use crate::validate::validate;
+
+/// Request bodies above this are refused with 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// A pause reason's bound, in characters after trimming.
+const MAX_REASON_CHARS: usize = 500;
+
+/// An API error: HTTP status, stable code, message, and diagnostics for a refused manifest.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) status: u16,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+    pub(crate) diagnostics: Option<Vec<Diagnostic>>,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), diagnostics: None }
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_request_body", message)
+    }
+
+    fn pause(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_publication_pause", message)
+    }
+
+    pub(crate) fn not_found(application_id: &str) -> ApiError {
+        ApiError::new(404, "application_not_found", format!("no application \"{application_id}\" in your organization"))
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::Conflict(m) => ApiError::new(409, "conflict", m),
+            StoreError::NotFound(m) => ApiError::new(404, "not_found", m),
+            StoreError::Backend(m) => {
+                eprintln!("svc serve: store error: {m}");
+                ApiError::new(500, "internal_error", "the service could not reach its store; try again")
+            }
+        }
+    }
+}
+
+/// The publication fields of the body.
+#[derive(Debug)]
+pub(crate) struct PublishRequest<'a> {
+    /// The manifest's bytes: the object's own text, or the string's content.
+    pub(crate) manifest: Cow<'a, str>,
+    pub(crate) dry_run: bool,
+    /// The trimmed reason when the publication pauses the application.
+    pub(crate) pause_reason: Option<String>,
+    pub(crate) expected_active_pointer_version: Option<u64>,
+}
+
+const FIELDS: &str = "manifest, dryRun, postPublishStatus, reason, expectedActivePointerVersion";
+
+/// Reads the body strictly: JSON with no duplicate key, only the listed fields, each of its type.
+pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
+    let (root, problems) = crate::parse::json(text);
+    if let Some(p) = problems.first() {
+        return Err(ApiError::bad_request(format!(
+            "the request body is not valid JSON: {} (at {})",
+            p.message, p.pointer
+        )));
+    }
+    let Some(Value::Object(members)) = root.map(|r| r.value) else {
+        return Err(ApiError::bad_request("the request body must be a JSON object"));
+    };
+    let (mut manifest, mut dry_run, mut status, mut reason, mut expected) = (None, false, None, None, None);
+    for m in members {
+        match m.key.as_ref() {
+            "manifest" => {
+                manifest = Some(match m.value.value {
+                    Value::Object(_) => Cow::Borrowed(&text[m.value.span.start as usize..m.value.span.end as usize]),
+                    Value::String(s) => Cow::Owned(s.into_owned()),
+                    _ => {
+                        return Err(ApiError::bad_request(
+                            "`manifest` must be the document as a JSON object, or a string holding its JSON or YAML text",
+                        ));
+                    }
+                })
+            }
+            "dryRun" => match m.value.value {
+                Value::Bool(b) => dry_run = b,
+                _ => return Err(ApiError::bad_request("`dryRun` must be true or false")),
+            },
+            "postPublishStatus" => match m.value.value {
+                Value::String(s) => status = Some(s.into_owned()),
+                _ => return Err(ApiError::pause("`postPublishStatus` must be the string \"paused\"")),
+            },
+            "reason" => match m.value.value {
+                Value::String(s) => reason = Some(s.into_owned()),
+                _ => return Err(ApiError::pause("`reason` must be a string of 1-500 characters")),
+            },
+            "expectedActivePointerVersion" => match m.value.value {
+                Value::Number(Number::Integer(n)) if n >= 0 => expected = u64::try_from(n).ok(),
+                _ => {
+                    return Err(ApiError::bad_request(
+                        "`expectedActivePointerVersion` must be a non-negative integer: the active version you reviewed",
+                    ));
+                }
+            },
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown field \"{other}\" in the request body (at /{other}); the fields are {FIELDS}"
+                )));
+            }
+        }
+    }
+    let Some(manifest) = manifest else {
+        return Err(ApiError::bad_request("the request body needs `manifest`: the document to publish"));
+    };
+    Ok(PublishRequest {
+        manifest,
+        dry_run,
+        pause_reason: pause(status.as_deref(), reason.as_deref())?,
+        expected_active_pointer_version: expected,
+    })
+}
+
+/// The pause pair: both or neither; only `paused`; a reason of 1-500 characters once trimmed.
+fn pause(status: Option<&str>, reason: Option<&str>) -> Result<Option<String>, ApiError> {
+    match (status, reason) {
+        (None, None) => Ok(None),
+        (Some("active"), _) => Err(ApiError::pause(
+            "`active` is not a `postPublishStatus`: omit the pause fields to publish normally (a disabled application is activated, an existing pause kept)",
+        )),
+        (Some(s), _) if s != "paused" => Err(ApiError::pause(format!(
+            "`postPublishStatus` \"{s}\" is not accepted; the only value is \"paused\", given with a `reason`"
+        ))),
+        (Some(_), None) => Err(ApiError::pause("`postPublishStatus: \"paused\"` needs a `reason` (1-500 characters)")),
+        (None, Some(_)) => Err(ApiError::pause("a `reason` is given only with `postPublishStatus: \"paused\"`")),
+        (Some(_), Some(r)) => {
+            let trimmed = r.trim();
+            let n = trimmed.chars().count();
+            if n == 0 {
+                Err(ApiError::pause("the pause `reason` is blank; say why the application is paused"))
+            } else if n > MAX_REASON_CHARS {
+                Err(ApiError::pause(format!("the pause `reason` has {n} characters once trimmed; the most is 500")))
+            } else {
+                Ok(Some(trimmed.to_owned()))
+            }
+        }
+    }
+}
+
+/// The publication result (201 committed, 200 dry run).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PublishResponse {
+    application_id: String,
+    policy_version: u64,
+    active_pointer_version: u64,
+    status: &'static str,
+    authored_digest: String,
+    policy_digest: String,
+    diagnostics: Vec<Diagnostic>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dry_run: Option<bool>,
+}
+
+fn refused(diagnostics: Vec<Diagnostic>) -> ApiError {
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    ApiError {
+        status: 422,
+        code: "manifest_invalid",
+        message: format!("the manifest was refused with {errors} error(s); see `diagnostics`"),
+        diagnostics: Some(diagnostics),
+    }
+}
+
+/// Publishes (or previews) a manifest to an application of the caller's organization.
+/// Blocking: run it off the async runtime.
+pub(crate) fn publish(
+    state: &State,
+    caller: &Caller,
+    application_id: &str,
+    request: &PublishRequest<'_>,
+) -> Result<(u16, PublishResponse), ApiError> {
+    if !caller.role.can_publish() {
+        return Err(ApiError::new(
+            403,
+            "forbidden",
+            format!("a {} token cannot publish; ask for a developer token", caller.role.as_str()),
+        ));
+    }
+    let org = &caller.organization;
+    // 404 before anything about the body: the URL names no application of this organization.
+    if state.store.read()?.application(org.id, application_id)?.is_none() {
+        return Err(ApiError::not_found(application_id));
+    }
+
+    // Layers 1-2 need no store: run them before taking the write lock.
+    let report = validate(request.manifest.as_bytes());
+    let mut diagnostics = report.diagnostics.clone();
+    let manifest = match report.manifest() {
+        Ok(m) => m,
+        Err(_) => return Err(refused(diagnostics)),
+    };
+    let authored_digest = report.authored_digest().unwrap_or_default();
+    let authored = match &report.document {
+        Some(root) => crate::digest::canonical_bytes(root, request.manifest.len())
+            .and_then(|b| String::from_utf8(b).ok())
+            .or_else(|| serde_json_canonicalizer::to_string(&crate::tree::Authored(root)).ok())
+            .unwrap_or_default(),
+        None => String::new(),
+    };
+
+    let mut tx = state.store.write()?;
+    let Some(mut app) = tx.application(org.id, application_id)? else {
+        return Err(ApiError::not_found(application_id));
+    };
+    let outcome = layers::compile(&manifest, tx.as_mut(), org, &app, state.schema_pairs)?;
+    diagnostics.extend(outcome.diagnostics);
+    let Some(compiled) = outcome.compiled else { return Err(refused(diagnostics)) };
+
+    // Layer 6: the fence, then the immutable write.
+    if let Some(expected) = request.expected_active_pointer_version
+        && expected != app.active_pointer_version
+    {
+        let d = Diagnostic::error(
+            Layer::Publication,
+            Code::ActivePointerVersionConflict,
+            "/expectedActivePointerVersion",
+            format!(
+                "you reviewed active version {expected}, but the active version is now {}; review it again",
+                app.active_pointer_version
+            ),
+        );
+        return Err(ApiError {
+            status: 409,
+            code: "active_pointer_version_conflict",
+            message: d.message.clone(),
+            diagnostics: Some(vec![d]),
+        });
+    }
+    let version = app.active_pointer_version + 1;
+    tx.insert_policy_version(
+        app.key,
+        &PolicyVersion {
+            version,
+            schema_version: report.schema_version.unwrap_or(0),
+            authored_digest: authored_digest.clone(),
+            policy_digest: compiled.policy_digest.clone(),
+            policy: compiled.policy,
+            authored,
+            jobs: compiled.jobs,
+            execution: compiled.execution.to_owned(),
+            published_by: caller.actor(),
+        },
+    )?;
+    if state.fault == Some(FaultPoint::AfterVersionInsert) && !request.dry_run {
+        eprintln!("svc serve: injected fault after the version insert: aborting before the commit");
+        std::process::abort();
+    }
+    let rearm = app.settled;
+    next_state(&mut app, request.pause_reason.as_deref(), version);
+    tx.update_application(&app)?;
+    tx.record_activity(
+        app.key,
+        &Activity {
+            at: now(),
+            actor: caller.actor(),
+            action: if rearm { "policy_published_rearmed" } else { "policy_published" }.to_owned(),
+            policy_version: Some(version),
+            status: Some(app.status.as_str().to_owned()),
+            reason: request.pause_reason.clone(),
+        },
+    )?;
+    tx.record_wakeup(app.key, version)?;
+    let status = if request.dry_run {
+        drop(tx); // rolls back: no version, no pointer move, no status change, no wakeup
+        200
+    } else {
+        tx.commit()?;
+        201
+    };
+    Ok((
+        status,
+        PublishResponse {
+            application_id: app.application_id,
+            policy_version: version,
+            active_pointer_version: app.active_pointer_version,
+            status: app.status.as_str(),
+            authored_digest,
+            policy_digest: compiled.policy_digest,
+            diagnostics,
+            dry_run: request.dry_run.then_some(true),
+        },
+    ))
+}
+
+/// The application after a publication: the pointer moves to the new version; a pause given
+/// with it pauses; otherwise a disabled application is activated and an existing pause kept.
+fn next_state(app: &mut Application, pause_reason: Option<&str>, version: u64) {
+    app.active_pointer_version = version;
+    app.settled = false;
+    match pause_reason {
+        Some(reason) => {
+            app.status = Status::Paused;
+            app.pause_reason = Some(reason.to_owned());
+        }
+        None if app.status == Status::Disabled => app.status = Status::Active,
+        None => {}
+    }
+}
+
+/// The current time, RFC 3339 UTC, for activity.
+pub(crate) fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(body: &str) -> &'static str {
+        parse_request(body.as_bytes()).map(|_| "ok").unwrap_or_else(|e| e.code)
+    }
+
+    #[test]
+    fn the_pause_pair_follows_the_rules() {
+        let m = r#""manifest": {}"#;
+        assert_eq!(code(&format!("{{{m}}}")), "ok");
+        assert_eq!(code(&format!(r#"{{{m}, "postPublishStatus": "paused", "reason": " why "}}"#)), "ok");
+        for bad in [
+            r#""postPublishStatus": "active", "reason": "x""#,
+            r#""postPublishStatus": "paused""#,
+            r#""reason": "x""#,
+            r#""postPublishStatus": "paused", "reason": "   ""#,
+            r#""postPublishStatus": "stopped", "reason": "x""#,
+            r#""postPublishStatus": true, "reason": "x""#,
+        ] {
+            assert_eq!(code(&format!("{{{m}, {bad}}}")), "invalid_publication_pause", "{bad}");
+        }
+        let long = "x".repeat(501);
+        assert_eq!(
+            code(&format!(r#"{{{m}, "postPublishStatus": "paused", "reason": "{long}"}}"#)),
+            "invalid_publication_pause"
+        );
+        let padded = format!("  {}  ", "é".repeat(500));
+        assert_eq!(code(&format!(r#"{{{m}, "postPublishStatus": "paused", "reason": "{padded}"}}"#)), "ok");
+    }
+
+    #[test]
+    fn the_body_is_strict() {
+        assert_eq!(code(r#"{"manifest": {}, "extra": 1}"#), "invalid_request_body");
+        assert_eq!(code(r#"{"manifest": {}, "dryRun": true, "dryRun": false}"#), "invalid_request_body");
+        assert_eq!(code(r#"{"manifest": 5}"#), "invalid_request_body");
+        assert_eq!(code(r#"{"dryRun": true}"#), "invalid_request_body");
+        assert_eq!(code(r#"{"manifest": {}, "expectedActivePointerVersion": -1}"#), "invalid_request_body");
+        assert_eq!(code(r#"{"manifest": {}, "expectedActivePointerVersion": 1.0}"#), "invalid_request_body");
+        assert_eq!(code("[]"), "invalid_request_body");
+    }
+
+    #[test]
+    fn an_object_manifest_is_its_own_text_and_a_string_is_its_content() {
+        let r = parse_request(br#"{"manifest": {"a": [1, 2]}, "dryRun": true}"#).expect("ok");
+        assert_eq!(r.manifest, r#"{"a": [1, 2]}"#);
+        assert!(r.dry_run);
+        let r = parse_request(br#"{"manifest": "a: 1\nb: 2\n"}"#).expect("ok");
+        assert_eq!(r.manifest, "a: 1\nb: 2\n");
+    }
+}

@@ -1,0 +1,298 @@
+//! The service's storage, behind a trait so another backend (PostgreSQL) can follow without
+//! touching the handlers. Every read and write happens inside a [`Transaction`]: handlers open
+//! one, read what they need, decide, write, and commit; dropping it uncommitted rolls it back.
+//! Nothing is cached between transactions, so offline `svc admin` commands on the same store
+//! take effect at once.
+
+mod sqlite;
+
+pub use sqlite::{DATABASE_FILE, SqliteStore};
+
+use std::collections::BTreeSet;
+
+use crate::service::auth::Role;
+use crate::service::capability::Tier;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule refused the write (the message says which).
+    #[error("{0}")]
+    Conflict(String),
+    /// The named thing does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The backend failed (I/O, corruption, a lock held too long).
+    #[error("storage error: {0}")]
+    Backend(String),
+}
+
+/// A storage backend: hands out transactions.
+pub trait Store: Send + Sync + 'static {
+    /// A transaction that only reads; it sees one consistent snapshot.
+    fn read(&self) -> Result<Box<dyn Transaction + '_>, StoreError>;
+    /// A transaction that may write. Writers are serialized, so a decision taken on what a
+    /// write transaction read still holds when it commits.
+    fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError>;
+}
+
+/// One transaction. Dropped without [`Transaction::commit`], it rolls back.
+pub trait Transaction {
+    /// Makes every write of this transaction durable.
+    fn commit(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// The organization and role of a token, by the token's hash.
+    fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError>;
+    /// An organization by name.
+    fn organization(&mut self, name: &str) -> Result<Option<Organization>, StoreError>;
+    /// An organization by name, created (basic tier, no authority) if new.
+    fn ensure_organization(&mut self, name: &str) -> Result<Organization, StoreError>;
+    /// Records a new token.
+    fn insert_token(&mut self, organization: i64, token: &NewToken) -> Result<(), StoreError>;
+    /// The organization's capability grants.
+    fn grants(&mut self, organization: i64) -> Result<BTreeSet<String>, StoreError>;
+    /// Grants (or revokes) a capability.
+    fn set_grant(&mut self, organization: i64, capability: &str, granted: bool) -> Result<(), StoreError>;
+    /// Sets the organization's entitlement tier.
+    fn set_tier(&mut self, organization: i64, tier: Tier) -> Result<(), StoreError>;
+    /// Sets (or clears) the organization's service-credit spend authority per job.
+    fn set_spend_authority(&mut self, organization: i64, micros: Option<u64>) -> Result<(), StoreError>;
+    /// The organization's operator SSH public keys.
+    fn ssh_keys(&mut self, organization: i64) -> Result<Vec<String>, StoreError>;
+    /// Adds an operator SSH public key.
+    fn add_ssh_key(&mut self, organization: i64, public_key: &str) -> Result<(), StoreError>;
+
+    /// An application of the organization.
+    fn application(&mut self, organization: i64, application_id: &str) -> Result<Option<Application>, StoreError>;
+    /// Creates an application; [`StoreError::Conflict`] if the ID is taken.
+    fn insert_application(
+        &mut self,
+        organization: i64,
+        application_id: &str,
+        application_uid: &str,
+    ) -> Result<Application, StoreError>;
+    /// Changes an application's status, pointer and settlement.
+    fn update_application(&mut self, application: &Application) -> Result<(), StoreError>;
+    /// Job slots held by the organization's applications other than `except`: the jobs of
+    /// each one's active version, unless it is disabled or settled.
+    fn jobs_in_use(&mut self, organization: i64, except: i64) -> Result<u64, StoreError>;
+
+    /// Every version of an application, oldest first.
+    fn policy_versions(&mut self, application: i64) -> Result<Vec<PolicyVersion>, StoreError>;
+    /// One version of an application.
+    fn policy_version(&mut self, application: i64, version: u64) -> Result<Option<PolicyVersion>, StoreError>;
+    /// Writes a new immutable version.
+    fn insert_policy_version(&mut self, application: i64, version: &PolicyVersion) -> Result<(), StoreError>;
+    /// Appends to an application's activity.
+    fn record_activity(&mut self, application: i64, entry: &Activity) -> Result<(), StoreError>;
+    /// An application's activity, oldest first.
+    fn activity(&mut self, application: i64) -> Result<Vec<Activity>, StoreError>;
+    /// Asks the scheduler to reconcile an application at a version.
+    fn record_wakeup(&mut self, application: i64, version: u64) -> Result<(), StoreError>;
+    /// How many wakeups an application has had.
+    fn wakeups(&mut self, application: i64) -> Result<u64, StoreError>;
+
+    /// Curated artifacts with this digest (global).
+    fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, StoreError>;
+    /// Curates an artifact.
+    fn curate(&mut self, artifact: &ArtifactEvidence) -> Result<(), StoreError>;
+    /// Accepted artifact versions of an application, newest first.
+    fn accepted(&mut self, organization: i64, application_id: &str) -> Result<Vec<AcceptedArtifact>, StoreError>;
+    /// Accepts an artifact version for an application.
+    fn accept(
+        &mut self,
+        organization: i64,
+        application_id: &str,
+        artifact: &AcceptedArtifact,
+    ) -> Result<(), StoreError>;
+    /// Every version of a catalog image.
+    fn runtime_images(&mut self, catalog: &str, name: &str) -> Result<Vec<RuntimeImage>, StoreError>;
+    /// Adds an image version to a catalog.
+    fn add_runtime_image(&mut self, image: &RuntimeImage) -> Result<(), StoreError>;
+    /// Secrets with a provisioned value for an application.
+    fn provisioned_secrets(&mut self, organization: i64, application_id: &str) -> Result<BTreeSet<String>, StoreError>;
+    /// Marks a secret as provisioned.
+    fn provision_secret(&mut self, organization: i64, application_id: &str, secret_id: &str) -> Result<(), StoreError>;
+}
+
+/// Who is calling: the token's organization and role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The organization.
+    pub organization: Organization,
+    /// The token's ID (not the secret).
+    pub token_id: String,
+    /// The token's name, shown in activity.
+    pub name: String,
+    /// The member role.
+    pub role: Role,
+}
+
+impl Caller {
+    /// How activity names this caller.
+    pub fn actor(&self) -> String {
+        format!("{} ({}, {})", self.name, self.role.as_str(), self.token_id)
+    }
+}
+
+/// An organization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Organization {
+    /// Store key.
+    pub id: i64,
+    /// Unique name.
+    pub name: String,
+    /// Entitlement tier.
+    pub tier: Tier,
+    /// Service-credit spend authority per job, in micros.
+    pub spend_authority_micros: Option<u64>,
+}
+
+/// A token to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewToken {
+    /// Public ID.
+    pub id: String,
+    /// Role.
+    pub role: Role,
+    /// Name shown in activity.
+    pub name: String,
+    /// SHA-256 of the token, hex.
+    pub hash: String,
+}
+
+/// Publication status of an application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Created, never published.
+    Disabled,
+    /// Published and running.
+    Active,
+    /// Published and paused, with a reason.
+    Paused,
+}
+
+impl Status {
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Disabled => "disabled",
+            Status::Active => "active",
+            Status::Paused => "paused",
+        }
+    }
+
+    /// Reads the API spelling.
+    pub fn parse(text: &str) -> Option<Status> {
+        Some(match text {
+            "disabled" => Status::Disabled,
+            "active" => Status::Active,
+            "paused" => Status::Paused,
+            _ => return None,
+        })
+    }
+}
+
+/// An application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Application {
+    /// Store key.
+    pub key: i64,
+    /// Owning organization.
+    pub organization: i64,
+    /// The organization-local ID.
+    pub application_id: String,
+    /// The server-issued immutable identity.
+    pub application_uid: String,
+    /// Publication status.
+    pub status: Status,
+    /// Why it is paused.
+    pub pause_reason: Option<String>,
+    /// The active policy version (0: none).
+    pub active_pointer_version: u64,
+    /// A `once` application that ran and settled.
+    pub settled: bool,
+}
+
+/// One immutable policy version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyVersion {
+    /// 1, 2, ...
+    pub version: u64,
+    /// 4 or 5.
+    pub schema_version: u8,
+    /// Of the manifest as authored.
+    pub authored_digest: String,
+    /// Of the effective policy.
+    pub policy_digest: String,
+    /// Canonical JSON of the effective policy.
+    pub policy: String,
+    /// Canonical JSON of the manifest as authored.
+    pub authored: String,
+    /// Job slots it needs.
+    pub jobs: u64,
+    /// `once`, `continuous`, `interval`, or `scheduled` (V4).
+    pub execution: String,
+    /// Who published it.
+    pub published_by: String,
+}
+
+/// One activity entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Activity {
+    /// RFC 3339 UTC time.
+    pub at: String,
+    /// Who.
+    pub actor: String,
+    /// What: `application_created`, `policy_published`, `application_settled`, ...
+    pub action: String,
+    /// The version concerned.
+    pub policy_version: Option<u64>,
+    /// The status after the action.
+    pub status: Option<String>,
+    /// A pause reason.
+    pub reason: Option<String>,
+}
+
+/// What the service knows of an artifact: where it is, its digest, kind and encryption.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactEvidence {
+    /// `ipfs://...` (for a runtime image: the bootstrap's).
+    pub cid: String,
+    /// `sha256:...` (for a runtime image: the bootstrap's).
+    pub digest: String,
+    /// `ipfs_bundle` or `runtime_image`.
+    pub kind: String,
+    /// `none` or `aes256_gcm`.
+    pub encryption: String,
+    /// For a runtime image: the image's digest.
+    pub image_digest: Option<String>,
+}
+
+/// An artifact version accepted from a build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptedArtifact {
+    /// `owner/repository` it was built from.
+    pub repository: String,
+    /// The ref it was built at.
+    pub git_ref: String,
+    /// The workflow that built it.
+    pub workflow_ref: String,
+    /// The manifest's path in the repository.
+    pub manifest_path: String,
+    /// The artifact.
+    pub evidence: ArtifactEvidence,
+}
+
+/// One exact version of a catalog image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeImage {
+    /// Catalog name.
+    pub catalog: String,
+    /// Image name.
+    pub name: String,
+    /// Exact version, `MAJOR.MINOR.PATCH`.
+    pub version: String,
+    /// `sha256:...`
+    pub digest: String,
+}

@@ -1,0 +1,264 @@
+//! Driving the real service: the `svc` binary started on loopback with its own data
+//! directory, a plain HTTP/1.1 client, and `svc admin` commands on the same directory.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The `svc` binary of this build (`cargo test --workspace` builds it beside the tests).
+pub fn svc_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> -> target/<profile>/svc
+    let dir = exe.parent().and_then(Path::parent).expect("target directory");
+    let svc = dir.join(format!("svc{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        svc.exists(),
+        "{} is missing: run `cargo test --workspace` (or `cargo build -p svc-cli`) first",
+        svc.display()
+    );
+    // `cargo test -p svc-e2e` alone does not rebuild the binary: refuse to test a stale one.
+    let built = std::fs::metadata(&svc).and_then(|m| m.modified()).expect("binary time");
+    let root = crate::workspace();
+    let newest = ["cli/src", "manifest-core/src", "manifest-core/migrations"]
+        .iter()
+        .flat_map(|d| newest_file(&root.join(d)))
+        .max()
+        .expect("sources");
+    assert!(
+        built >= newest,
+        "{} is older than the sources: run `cargo build -p svc-cli` (`cargo test --workspace` builds it)",
+        svc.display()
+    );
+    svc
+}
+
+fn newest_file(dir: &Path) -> Option<std::time::SystemTime> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let path = e.path();
+            if path.is_dir() { newest_file(&path) } else { e.metadata().and_then(|m| m.modified()).ok() }
+        })
+        .max()
+}
+
+/// Runs `svc` with arguments and an environment, to completion.
+pub fn svc(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(svc_binary());
+    command.args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("svc runs")
+}
+
+/// A fresh, empty directory under the system temp dir, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates one; `name` helps find it when a test fails.
+    pub fn new(name: &str) -> TempDir {
+        static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("svc-e2e-{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Its path as text.
+    pub fn str(&self) -> &str {
+        self.0.to_str().expect("UTF-8 temp path")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `svc serve`, stopped (SIGKILL) when dropped if still running.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+impl Server {
+    /// Starts `svc serve --listen 127.0.0.1:0 --data-dir DIR` plus `extra` arguments and
+    /// waits until it listens.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(svc_binary())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("svc serve starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            let Some(Ok(line)) = lines.next() else {
+                let _ = child.kill();
+                panic!("svc serve exited before listening");
+            };
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                break rest.split_whitespace().next().and_then(|a| a.parse().ok()).expect("address");
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, addr }
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal (`TERM`, `INT`, `STOP`, `CONT`, `KILL`) with kill(1).
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill").arg(format!("-{name}")).arg(self.pid().to_string()).status().expect("kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// SIGTERM, then waits (at most 10 s) and returns the exit status.
+    pub fn stop(mut self) -> ExitStatus {
+        self.signal("TERM");
+        self.wait(Duration::from_secs(10)).expect("the server exits within 10 s of SIGTERM")
+    }
+
+    /// A request to this server.
+    pub fn request(&self, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> Response {
+        let body = body.map(|b| serde_json::to_vec(b).expect("json"));
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = Vec::new();
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a.as_str()));
+        }
+        http(self.addr, method, path, &headers, body.as_deref())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// An HTTP response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Headers, names lowercased.
+    pub headers: Vec<(String, String)>,
+    /// Body bytes.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`; reads the whole response.
+pub fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Response {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head += &format!("{name}: {value}\r\n");
+    }
+    if let Some(b) = body {
+        head += &format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len());
+    }
+    head += "\r\n";
+    stream.write_all(head.as_bytes()).expect("write head");
+    if let Some(b) = body {
+        // The server may answer (413) and close before reading everything.
+        let _ = stream.write_all(b);
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    parse_response(&raw)
+}
+
+/// Parses a complete HTTP/1.1 response (with `Content-Length`, or none for 304).
+pub fn parse_response(raw: &[u8]) -> Response {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete response head");
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let mut lines = head.split("\r\n");
+    let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).expect("status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Response { status, headers, body: raw[split + 4..].to_vec() }
+}
+
+/// `svc admin ...` on a data directory; panics unless it succeeds; returns stdout.
+pub fn admin(args: &[&str]) -> String {
+    let out = svc(&[&["admin"], args].concat(), &[]);
+    assert!(out.status.success(), "svc admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A token for an organization and role on a data directory.
+pub fn token(data_dir: &str, org: &str, role: &str) -> String {
+    admin(&["token", "create", "--data-dir", data_dir, "--org", org, "--role", role])
+}
+
+/// A CID and digests that pass the formats.
+pub mod fixtures {
+    /// A canonical `ipfs://` CID.
+    pub const CID: &str = "ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi";
+
+    /// `sha256:` and 64 copies of `c`.
+    pub fn digest(c: char) -> String {
+        format!("sha256:{}", c.to_string().repeat(64))
+    }
+}
