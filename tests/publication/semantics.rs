@@ -376,3 +376,53 @@ fn the_schema_pair_registration_holds_for_dry_runs_too() {
     }
     assert_eq!(server.request("GET", "/api/capabilities", Some(&t), None).json()["schemaPairs"], "v4");
 }
+
+#[test]
+fn v5_pinned_digests_resolve_their_evidence_and_access_snapshots_the_keys() {
+    let w = World::new("v5-pinned");
+    w.create("tool");
+    let mut m = v5("tool");
+    m["release"] = json!({"mode": "pinned", "artifact": {"digest": fixtures::digest('c')}});
+    m["runtime"] = json!({"kind": "native_image", "image": {"name": "node", "version": "20"}, "entrypoint": {"executable": "/bin/app"}});
+    m["access"] = json!({"ssh": {"provider": {"kind": "managed"}}});
+    admin(&[
+        "image",
+        "add",
+        "--data-dir",
+        w.dir.str(),
+        "--name",
+        "node",
+        "--version",
+        "20.0.0",
+        "--digest",
+        &fixtures::digest('d'),
+    ]);
+    admin(&["capability", "grant", "--data-dir", w.dir.str(), "--org", "acme", "runtime_ssh"]);
+    admin(&["entitlement", "set", "--data-dir", w.dir.str(), "--org", "acme", "developer"]);
+    let r = w.publish("tool", &json!({"manifest": m, "dryRun": true}));
+    assert_eq!(diagnostics(&r.json()), [("artifact_not_found".to_owned(), "/release/artifact/digest".to_owned())]);
+    admin(&[
+        "artifact",
+        "curate",
+        "--data-dir",
+        w.dir.str(),
+        "--cid",
+        fixtures::CID,
+        "--digest",
+        &fixtures::digest('c'),
+        "--encryption",
+        "aes256_gcm",
+    ]);
+    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOperator ops@acme";
+    admin(&["ssh-key", "add", "--data-dir", w.dir.str(), "--org", "acme", key]);
+    assert_eq!(w.publish("tool", &json!({"manifest": m})).status, 201);
+    let policy = &w.get("/api/applications/tool/policy-versions/1")["policy"];
+    assert_eq!(
+        policy["artifact"],
+        json!({"kind": "ipfs_bundle", "cid": fixtures::CID, "digest": fixtures::digest('c'), "encryption": {"mode": "aes256_gcm"}})
+    );
+    assert_eq!(policy["access"], json!({"provider": "managed", "authorizedKeys": [key]}));
+    // A key added later is not in the published version: the snapshot is immutable.
+    admin(&["ssh-key", "add", "--data-dir", w.dir.str(), "--org", "acme", "ssh-ed25519 AAAAlater later@acme"]);
+    assert_eq!(w.get("/api/applications/tool/policy-versions/1")["policy"]["access"]["authorizedKeys"], json!([key]));
+}
