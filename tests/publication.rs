@@ -10,7 +10,7 @@ mod publication {
     mod semantics;
 
     use serde_json::{Value, json};
-    use svc_e2e::service::{Server, TempDir, admin, fixtures, token};
+    use svc_e2e::service::{Server, TempDir, accept_build, admin, fixtures, token};
 
     /// A started service with one organization (`acme`) and a developer token.
     pub(super) struct World {
@@ -21,9 +21,14 @@ mod publication {
 
     impl World {
         pub(super) fn new(name: &str) -> World {
+            World::with_args(name, &[])
+        }
+
+        /// The same, with more `svc serve` arguments.
+        pub(super) fn with_args(name: &str, extra: &[&str]) -> World {
             let dir = TempDir::new(name);
             let token = token(dir.str(), "acme", "developer");
-            let server = Server::start(dir.path(), &[]);
+            let server = Server::start(dir.path(), extra);
             World { server, dir, token }
         }
 
@@ -41,28 +46,7 @@ mod publication {
 
         /// Accepts build evidence for a V5 source release of `app`.
         pub(super) fn accept_source(&self, app: &str) {
-            admin(&[
-                "artifact",
-                "accept",
-                "--data-dir",
-                self.dir.str(),
-                "--org",
-                "acme",
-                "--app",
-                app,
-                "--repository",
-                "acme/web",
-                "--ref",
-                "refs/heads/main",
-                "--workflow-ref",
-                "acme/web/.github/workflows/build.yml@refs/heads/main",
-                "--manifest-path",
-                "svc.yaml",
-                "--cid",
-                fixtures::CID,
-                "--digest",
-                &fixtures::digest('a'),
-            ]);
+            accept_build(self.dir.str(), "acme", app);
         }
 
         /// POSTs a publication body.

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use manifest_core::service::capability::Capability;
 use serde_json::{Value, json};
-use svc_e2e::service::{Server, TempDir, admin, fixtures, token};
+use svc_e2e::service::{Server, TempDir, add_node_image, admin, fixtures, token};
 use svc_e2e::workspace;
 
 use super::diagnostics;
@@ -70,7 +70,7 @@ fn provide_evidence(dir: &str) {
     accept(&["--digest", &d('7'), "--kind", "runtime_image", "--image-digest", &d('8')]);
     accept(&["--digest", &d('9'), "--encryption", "aes256_gcm"]);
     accept(&["--digest", &d('a')]);
-    admin(&["image", "add", "--data-dir", dir, "--name", "node", "--version", "20.1.0", "--digest", &d('f')]);
+    add_node_image(dir, "20.1.0", &d('f'));
     admin(&[
         "ssh-key",
         "add",

@@ -2,7 +2,7 @@
 //! layers 3, 4 and 7, `once` settlement and job slots, schema pair registration.
 
 use serde_json::{Value, json};
-use svc_e2e::service::{Server, TempDir, admin, fixtures, token};
+use svc_e2e::service::{add_node_image, admin, fixtures};
 
 use super::{World, curate_v4, diagnostics, v4, v5};
 
@@ -242,18 +242,7 @@ fn native_images_resolve_to_the_highest_version_of_the_floor_major() {
     let r = w.publish("tool", &json!({"manifest": m, "dryRun": true}));
     assert_eq!(diagnostics(&r.json()), [("image_not_found".to_owned(), "/runtime/image/name".to_owned())]);
     for (version, c) in [("20.0.9", 'd'), ("20.3.1", 'e'), ("21.0.0", 'f')] {
-        admin(&[
-            "image",
-            "add",
-            "--data-dir",
-            w.dir.str(),
-            "--name",
-            "node",
-            "--version",
-            version,
-            "--digest",
-            &fixtures::digest(c),
-        ]);
+        add_node_image(w.dir.str(), version, &fixtures::digest(c));
     }
     assert_eq!(w.publish("tool", &json!({"manifest": m})).status, 201);
     let v = w.get("/api/applications/tool/policy-versions/1");
@@ -337,44 +326,15 @@ fn a_settled_once_application_is_not_rearmed_and_a_new_one_takes_a_job_slot() {
 
 #[test]
 fn the_schema_pair_registration_holds_for_dry_runs_too() {
-    let dir = TempDir::new("pairs");
-    let t = token(dir.str(), "acme", "developer");
-    let server = Server::start(dir.path(), &["--schema-pairs", "v4"]);
-    let r = server.request("POST", "/api/applications", Some(&t), Some(&json!({"applicationId": "web"})));
-    assert_eq!(r.status, 201);
-    admin(&[
-        "artifact",
-        "accept",
-        "--data-dir",
-        dir.str(),
-        "--org",
-        "acme",
-        "--app",
-        "web",
-        "--repository",
-        "acme/web",
-        "--ref",
-        "refs/heads/main",
-        "--workflow-ref",
-        "acme/web/.github/workflows/build.yml@refs/heads/main",
-        "--manifest-path",
-        "svc.yaml",
-        "--cid",
-        fixtures::CID,
-        "--digest",
-        &fixtures::digest('a'),
-    ]);
+    let w = World::with_args("pairs", &["--schema-pairs", "v4"]);
+    w.create("web");
+    w.accept_source("web");
     for dry in [true, false] {
-        let r = server.request(
-            "POST",
-            "/api/applications/web/policy-versions",
-            Some(&t),
-            Some(&json!({"manifest": v5("web"), "dryRun": dry})),
-        );
+        let r = w.publish("web", &json!({"manifest": v5("web"), "dryRun": dry}));
         assert_eq!(r.status, 422);
         assert_eq!(diagnostics(&r.json()), [("schema_pair_not_registered".to_owned(), "/schemaVersion".to_owned())]);
     }
-    assert_eq!(server.request("GET", "/api/capabilities", Some(&t), None).json()["schemaPairs"], "v4");
+    assert_eq!(w.get("/api/capabilities")["schemaPairs"], "v4");
 }
 
 #[test]
@@ -385,18 +345,7 @@ fn v5_pinned_digests_resolve_their_evidence_and_access_snapshots_the_keys() {
     m["release"] = json!({"mode": "pinned", "artifact": {"digest": fixtures::digest('c')}});
     m["runtime"] = json!({"kind": "native_image", "image": {"name": "node", "version": "20"}, "entrypoint": {"executable": "/bin/app"}});
     m["access"] = json!({"ssh": {"provider": {"kind": "managed"}}});
-    admin(&[
-        "image",
-        "add",
-        "--data-dir",
-        w.dir.str(),
-        "--name",
-        "node",
-        "--version",
-        "20.0.0",
-        "--digest",
-        &fixtures::digest('d'),
-    ]);
+    add_node_image(w.dir.str(), "20.0.0", &fixtures::digest('d'));
     admin(&["capability", "grant", "--data-dir", w.dir.str(), "--org", "acme", "runtime_ssh"]);
     admin(&["entitlement", "set", "--data-dir", w.dir.str(), "--org", "acme", "developer"]);
     let r = w.publish("tool", &json!({"manifest": m, "dryRun": true}));

@@ -257,6 +257,42 @@ pub fn token(data_dir: &str, org: &str, role: &str) -> String {
     admin(&["token", "create", "--data-dir", data_dir, "--org", org, "--role", role])
 }
 
+/// Accepts build evidence for `app` of `org` (repository `acme/<app>`, ref `refs/heads/main`,
+/// workflow `build.yml`, manifest `svc.yaml`, artifact `fixtures::CID` with digest `a...`),
+/// which a V5 source release resolves to.
+pub fn accept_build(data_dir: &str, org: &str, app: &str) {
+    let repository = format!("acme/{app}");
+    let workflow = format!("{repository}/.github/workflows/build.yml@refs/heads/main");
+    let digest = fixtures::digest('a');
+    admin(&[
+        "artifact",
+        "accept",
+        "--data-dir",
+        data_dir,
+        "--org",
+        org,
+        "--app",
+        app,
+        "--repository",
+        &repository,
+        "--ref",
+        "refs/heads/main",
+        "--workflow-ref",
+        &workflow,
+        "--manifest-path",
+        "svc.yaml",
+        "--cid",
+        fixtures::CID,
+        "--digest",
+        &digest,
+    ]);
+}
+
+/// Adds `node` at an exact version to the default runtime image catalog.
+pub fn add_node_image(data_dir: &str, version: &str, digest: &str) {
+    admin(&["image", "add", "--data-dir", data_dir, "--name", "node", "--version", version, "--digest", digest]);
+}
+
 /// A CID and digests that pass the formats.
 pub mod fixtures {
     /// A canonical `ipfs://` CID.

@@ -15,7 +15,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use svc_e2e::service::{Server, TempDir, admin, fixtures, token};
+use svc_e2e::service::{Server, TempDir, accept_build, admin, token};
 
 struct Phase {
     name: &'static str,
@@ -43,28 +43,7 @@ fn main() {
     let t = token(dir.str(), "acme", "developer");
     admin(&["entitlement", "set", "--data-dir", dir.str(), "--org", "acme", "enterprise"]);
     admin(&["spend-authority", "set", "--data-dir", dir.str(), "--org", "acme", "--micros", "1000000"]);
-    admin(&[
-        "artifact",
-        "accept",
-        "--data-dir",
-        dir.str(),
-        "--org",
-        "acme",
-        "--app",
-        "load",
-        "--repository",
-        "acme/load",
-        "--ref",
-        "refs/heads/main",
-        "--workflow-ref",
-        "acme/load/.github/workflows/build.yml@refs/heads/main",
-        "--manifest-path",
-        "svc.yaml",
-        "--cid",
-        fixtures::CID,
-        "--digest",
-        &fixtures::digest('a'),
-    ]);
+    accept_build(dir.str(), "acme", "load");
     let server = Server::start(dir.path(), &[]);
     let created = server.request("POST", "/api/applications", Some(&t), Some(&json!({"applicationId": "load"})));
     assert_eq!(created.status, 201);
