@@ -42,6 +42,65 @@ pub enum Command {
         #[command(subcommand)]
         command: AdminCommand,
     },
+    /// The ingress add-on: a public HTTPS endpoint for a Node.js web job.
+    Ingress {
+        /// What to do.
+        #[command(subcommand)]
+        command: IngressCommand,
+    },
+    /// Run the public SNI gateway.
+    Gateway {
+        /// What to do.
+        #[command(subcommand)]
+        command: GatewayCommand,
+    },
+    /// Run the job-side agent (the job runner starts it beside the app).
+    Agent {
+        /// What to do.
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
+}
+
+/// `svc ingress ...`
+#[derive(Debug, Subcommand)]
+pub enum IngressCommand {
+    /// Everything on this machine in one command: a local coordinator with a development CA,
+    /// the gateway, and the bundled Node demo with its agent. Prints `ready <url>` when the
+    /// URL answers through the gateway; stops everything on Ctrl-C.
+    Demo {
+        /// Data directory (may exist; the CA certificate is written to DIR/ca.pem).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// The gateway's public TLS address.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
+        listen: std::net::SocketAddr,
+        /// Development certificate lifetime in seconds (renewed after two thirds).
+        #[arg(long, value_name = "SECS", default_value_t = 86_400, hide = true)]
+        cert_validity_secs: u64,
+    },
+}
+
+/// `svc gateway run`
+#[derive(Debug, Subcommand)]
+pub enum GatewayCommand {
+    /// Serve the public TLS port, the agents' tunnel port and the metrics port.
+    Run {
+        /// The gateway configuration (JSON; routes are read again on SIGHUP).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+}
+
+/// `svc agent run`
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Keep the key, get the certificate, hold the tunnel, serve the app.
+    Run {
+        /// The agent configuration (`agent.json` in the job's state directory).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
 }
 
 /// Where the service is and who is calling: `--server` (or `SVC_SERVER`), the token from

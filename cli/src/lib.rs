@@ -1,19 +1,21 @@
 //! The customer tool `svc`: command-line arguments, reading inputs, and exit codes. Each
 //! command is a thin layer over a library (`manifest-core` for manifests, its `service`
-//! feature for the publication service and its administration).
+//! feature for the publication service and its administration, `relay-api` for the gateway
+//! and the ingress demo, `agent` for the job-side agent).
 
 #![forbid(unsafe_code)]
 
 mod admin;
 mod args;
 mod client;
+mod ingress;
 mod manifest;
 mod remote;
 mod serve;
 
 pub use args::{
-    AdminCommand, AppCommand, Cli, Command, FactArgs, ManifestCommand, OutputFormat, PolicyCommand, Remote,
-    SchemaVersion, ServeArgs,
+    AdminCommand, AgentCommand, AppCommand, Cli, Command, FactArgs, GatewayCommand, IngressCommand, ManifestCommand,
+    OutputFormat, PolicyCommand, Remote, SchemaVersion, ServeArgs,
 };
 
 use std::process::ExitCode;
@@ -48,5 +50,10 @@ pub fn run(cli: Cli) -> ExitCode {
         },
         Command::Serve(args) => serve::serve(&args),
         Command::Admin { command } => admin::run(&command),
+        Command::Ingress { command: IngressCommand::Demo { data_dir, listen, cert_validity_secs } } => {
+            ingress::demo(data_dir.as_deref(), listen, cert_validity_secs)
+        }
+        Command::Gateway { command: GatewayCommand::Run { config } } => ingress::gateway(&config),
+        Command::Agent { command: AgentCommand::Run { config } } => ingress::agent(&config),
     }
 }

@@ -1,7 +1,13 @@
-//! The ingress relay: the coordinator (routes, quotes and funding, hostnames, route
-//! validation, status) and the public gateway that routes TLS by SNI to jobs.
-//!
-//! Not built yet: the ingress add-on comes in later issues. This crate exists so the
-//! workspace has its final shape.
+//! The ingress relay: the public gateway that routes TLS by SNI to jobs through their
+//! agents' outbound tunnels ([`gateway`]; the wire protocol is `agent::wire`), the local
+//! development CA ([`ca`]), the local coordinator that signs route certificates ([`local`]),
+//! the job runner ([`runner`]) and the one-command demo ([`demo`]). The full coordinator
+//! (quotes and funding, hostnames, route validation, status) follows in the control-plane work.
 
 #![forbid(unsafe_code)]
+
+pub mod ca;
+pub mod demo;
+pub mod gateway;
+pub mod local;
+pub mod runner;

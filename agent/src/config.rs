@@ -1,0 +1,87 @@
+//! The agent's configuration file (`agent.json` in the job's state directory, mode 0600:
+//! it holds the route's tunnel credential and secret).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Everything the agent needs to serve one route.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The route's ID.
+    pub route_id: String,
+    /// The canonical hostname the certificate is for.
+    pub hostname: String,
+    /// The tunnel credential (authenticates the agent to the gateway).
+    pub credential: String,
+    /// The route secret (keys the challenge proof).
+    pub route_secret: String,
+    /// The gateway's tunnel port.
+    pub gateway: SocketAddr,
+    /// The name on the gateway's tunnel certificate.
+    pub gateway_name: String,
+    /// PEM file of the CA that signs the gateway's tunnel certificate.
+    pub gateway_ca: PathBuf,
+    /// The local app's port (on 127.0.0.1).
+    pub app_port: u16,
+    /// The app's own health path, which `/health` checks.
+    #[serde(default = "default_health_path")]
+    pub app_health_path: String,
+    /// Expect a PROXY v2 header on each tunneled connection.
+    #[serde(default)]
+    pub proxy_protocol: bool,
+    /// Where the certificate comes from.
+    pub certificate: CertificateSource,
+    /// Also serve HTTPS directly on this address (benchmarks only; a job accepts no inbound
+    /// connection in production).
+    #[serde(default)]
+    pub direct_listen: Option<SocketAddr>,
+}
+
+fn default_health_path() -> String {
+    "/health".to_owned()
+}
+
+/// Where the agent gets its certificate. Either way the key stays in the state directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CertificateSource {
+    /// The local development CA, by CSR over HTTP.
+    DevCa {
+        /// The coordinator's base URL (`http://127.0.0.1:PORT`).
+        url: String,
+        /// Requested validity, seconds.
+        validity_secs: u64,
+    },
+}
+
+/// Why the configuration could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not a valid configuration.
+    #[error("{path} is not a valid agent configuration: {source}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+}
+
+impl AgentConfig {
+    /// Reads a configuration file.
+    pub fn read(path: &Path) -> Result<AgentConfig, ConfigError> {
+        let text = std::fs::read(path).map_err(|source| ConfigError::Io { path: path.to_owned(), source })?;
+        serde_json::from_slice(&text).map_err(|source| ConfigError::Invalid { path: path.to_owned(), source })
+    }
+}

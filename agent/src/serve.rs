@@ -1,0 +1,231 @@
+//! What the agent serves on each tunneled connection: TLS with the job's certificate (ALPN
+//! `h2` and `http/1.1`), then HTTP: `GET /health`, `GET /.well-known/svc/challenge?nonce=`,
+//! and everything else proxied to the local app, streaming bodies and upgrades (WebSockets)
+//! included.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::ServerConfig;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::TlsAcceptor;
+
+use crate::cert::CurrentCert;
+use crate::challenge;
+use crate::config::AgentConfig;
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// How long `/health` waits for the app.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Shared by every connection.
+pub struct Context {
+    config: AgentConfig,
+    app: Client<HttpConnector, Body>,
+    tls: TlsAcceptor,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("route", &self.config.route_id).finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// The serving context over the current certificate.
+    pub fn new(config: AgentConfig, cert: Arc<CurrentCert>) -> Arc<Context> {
+        let mut tls = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map(|b| b.with_no_client_auth().with_cert_resolver(cert))
+            .unwrap_or_else(|_| unreachable!("ring supports the default protocol versions"));
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let app = Client::builder(TokioExecutor::new()).build(connector);
+        Arc::new(Context { config, app, tls: TlsAcceptor::from(Arc::new(tls)) })
+    }
+}
+
+/// Serves one client connection: the TLS handshake, then HTTP until the client leaves.
+pub async fn connection<S>(ctx: Arc<Context>, stream: S, client: Option<SocketAddr>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), ctx.tls.accept(stream)).await else { return };
+    let service = hyper::service::service_fn(move |req| {
+        let ctx = ctx.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle(ctx, req, client).await) }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let _ = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await;
+}
+
+fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).map_err(|never| match never {}).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
+    full(status, "application/json", serde_json::to_vec(value).unwrap_or_default())
+}
+
+async fn handle(ctx: Arc<Context>, req: Request<Incoming>, client: Option<SocketAddr>) -> Response<Body> {
+    match (req.method(), req.uri().path()) {
+        (&hyper::Method::GET, "/health") => health(&ctx).await,
+        (&hyper::Method::GET, "/.well-known/svc/challenge") => challenge_answer(&ctx, req.uri().query()),
+        _ => proxy(&ctx, req, client).await,
+    }
+}
+
+/// 200 while the app answers its health path, 503 otherwise (within `HEALTH_TIMEOUT`).
+async fn health(ctx: &Context) -> Response<Body> {
+    let uri = format!("http://127.0.0.1:{}{}", ctx.config.app_port, ctx.config.app_health_path);
+    let request = Request::get(uri).body(Empty::new().map_err(|never| match never {}).boxed());
+    let answer = match request {
+        Ok(request) => tokio::time::timeout(HEALTH_TIMEOUT, ctx.app.request(request)).await,
+        Err(_) => return json(StatusCode::INTERNAL_SERVER_ERROR, &serde_json::json!({"status": "error"})),
+    };
+    match answer {
+        Ok(Ok(r)) if r.status().is_success() => json(StatusCode::OK, &serde_json::json!({"status": "ok"})),
+        Ok(Ok(r)) => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({"status": "unavailable", "reason": format!("the app answered {}", r.status())}),
+        ),
+        Ok(Err(e)) => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({"status": "unavailable", "reason": format!("the app does not answer: {e}")}),
+        ),
+        Err(_) => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({"status": "unavailable", "reason": "the app did not answer within 2 s"}),
+        ),
+    }
+}
+
+fn challenge_answer(ctx: &Context, query: Option<&str>) -> Response<Body> {
+    let nonce = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == "nonce")
+        .map(|(_, v)| percent_decode(v))
+        .filter(|v| !v.is_empty());
+    let Some(nonce) = nonce else {
+        return json(StatusCode::BAD_REQUEST, &serde_json::json!({"error": "missing query parameter `nonce`"}));
+    };
+    let c = &ctx.config;
+    let proof = challenge::proof(c.route_secret.as_bytes(), &c.route_id, &c.hostname, &nonce);
+    json(
+        StatusCode::OK,
+        &serde_json::json!({"nonce": nonce, "routeId": c.route_id, "hostname": c.hostname, "proof": proof}),
+    )
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).filter(|h| h.iter().all(u8::is_ascii_hexdigit));
+        match (bytes[i], hex) {
+            (b'%', Some(h)) => {
+                // Two ASCII hex digits always parse.
+                out.push(u8::from_str_radix(std::str::from_utf8(h).unwrap_or("00"), 16).unwrap_or(0));
+                i += 3;
+                continue;
+            }
+            (b'+', _) => out.push(b' '),
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Hop-by-hop headers, which a proxy must not forward (RFC 9110 section 7.6.1).
+const HOP_BY_HOP: [&str; 7] =
+    ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "proxy-authorization"];
+
+async fn proxy(ctx: &Context, mut req: Request<Incoming>, client: Option<SocketAddr>) -> Response<Body> {
+    let upgrade = req.headers().get(hyper::header::UPGRADE).cloned();
+    let host = req
+        .headers()
+        .get(hyper::header::HOST)
+        .cloned()
+        .or_else(|| req.uri().authority().and_then(|a| HeaderValue::from_str(a.as_str()).ok()));
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let uri = format!("http://127.0.0.1:{}{path}", ctx.config.app_port);
+    let mut out = Request::builder().method(req.method().clone()).uri(uri);
+    if let Some(headers) = out.headers_mut() {
+        for (name, value) in req.headers() {
+            if !HOP_BY_HOP.contains(&name.as_str()) && name != hyper::header::UPGRADE {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        if let Some(host) = host {
+            headers.insert(hyper::header::HOST, host);
+        }
+        if let Some(upgrade) = &upgrade {
+            headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("upgrade"));
+            headers.insert(hyper::header::UPGRADE, upgrade.clone());
+        }
+        headers.insert(HeaderName::from_static("x-forwarded-proto"), HeaderValue::from_static("https"));
+        if let Some(addr) = client
+            && let Ok(v) = HeaderValue::from_str(&addr.ip().to_string())
+        {
+            headers.insert(HeaderName::from_static("x-forwarded-for"), v);
+        }
+    }
+    let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
+    let body = req.into_body().boxed();
+    let Ok(out) = out.body(body) else {
+        return full(StatusCode::BAD_REQUEST, "text/plain", "unreadable request\n");
+    };
+    let mut response = match ctx.app.request(out).await {
+        Ok(r) => r,
+        Err(e) => return full(StatusCode::BAD_GATEWAY, "text/plain", format!("the app does not answer: {e}\n")),
+    };
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS
+        && let Some(client_upgrade) = client_upgrade
+    {
+        let app_upgrade = hyper::upgrade::on(&mut response);
+        tokio::spawn(async move {
+            if let (Ok(client), Ok(app)) = (client_upgrade.await, app_upgrade.await) {
+                let (mut client, mut app) = (TokioIo::new(client), TokioIo::new(app));
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut app).await;
+            }
+        });
+    }
+    let (mut parts, body) = response.into_parts();
+    if parts.status != StatusCode::SWITCHING_PROTOCOLS {
+        for name in HOP_BY_HOP {
+            parts.headers.remove(name);
+        }
+    }
+    Response::from_parts(parts, body.boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+
+    #[test]
+    fn nonces_are_percent_decoded() {
+        assert_eq!(percent_decode("a%20b+c"), "a b c");
+        assert_eq!(percent_decode("abc"), "abc");
+        assert_eq!(percent_decode("bad%zz"), "bad%zz");
+        assert_eq!(percent_decode("end%2"), "end%2");
+    }
+}

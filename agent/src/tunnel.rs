@@ -1,0 +1,167 @@
+//! The agent's side of the tunnel: a TLS control connection it dials to the gateway and
+//! authenticates with the route credential; a data connection dialed per client connection
+//! the gateway announces. The job accepts no inbound connection.
+//!
+//! The control connection sends a heartbeat every `heartbeat_secs` (3 s by default) and is
+//! declared dead after three without an answer, so a dead path is noticed within 10 s; then
+//! the agent reconnects with exponential backoff (0.25 s doubling to 10 s) and full jitter.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
+use rustls::ClientConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::config::AgentConfig;
+use crate::serve::{self, Context};
+
+/// Why a control session ended.
+#[derive(Debug, thiserror::Error)]
+pub enum TunnelError {
+    /// Connecting or talking failed.
+    #[error("{0}")]
+    Io(String),
+    /// The gateway refused the credential (retrying will not help until the route changes).
+    #[error("the gateway refused this agent: {0}")]
+    Refused(String),
+    /// No heartbeat answer in time.
+    #[error("no heartbeat answer for {0:?}: the path to the gateway is dead")]
+    Dead(Duration),
+}
+
+/// The client TLS configuration trusting the gateway's CA.
+pub fn client_config(ca_pem: &str) -> Result<Arc<ClientConfig>, TunnelError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| TunnelError::Io(format!("the gateway CA: {e}")))?;
+        roots.add(cert).map_err(|e| TunnelError::Io(format!("the gateway CA: {e}")))?;
+    }
+    let config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TunnelError::Io(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// Keeps a control session up for ever, reconnecting with backoff and jitter.
+pub async fn run(ctx: Arc<Context>, config: AgentConfig, tls: Arc<ClientConfig>) {
+    let mut attempt = 0u32;
+    loop {
+        let started = tokio::time::Instant::now();
+        let result = session(&ctx, &config, &tls).await;
+        match &result {
+            Err(TunnelError::Refused(reason)) => eprintln!("svc agent: {reason}"),
+            Err(e) => eprintln!("svc agent: tunnel: {e}; reconnecting"),
+            Ok(()) => {}
+        }
+        // A session that lived a while resets the backoff.
+        if started.elapsed() > Duration::from_secs(30) {
+            attempt = 0;
+        }
+        tokio::time::sleep(backoff(attempt)).await;
+        attempt = attempt.saturating_add(1);
+    }
+}
+
+/// Exponential backoff from 250 ms to 10 s, with full jitter.
+fn backoff(attempt: u32) -> Duration {
+    let cap = Duration::from_millis(250).saturating_mul(1 << attempt.min(6)).min(Duration::from_secs(10));
+    let mut r = [0u8; 4];
+    let _ = getrandom_fill(&mut r);
+    cap.mul_f64(f64::from(u32::from_le_bytes(r)) / f64::from(u32::MAX)).max(Duration::from_millis(50))
+}
+
+fn getrandom_fill(buf: &mut [u8]) -> Result<(), ()> {
+    use ring::rand::SecureRandom;
+    ring::rand::SystemRandom::new().fill(buf).map_err(|_| ())
+}
+
+async fn session(ctx: &Arc<Context>, config: &AgentConfig, tls: &Arc<ClientConfig>) -> Result<(), TunnelError> {
+    let io = |e: std::io::Error| TunnelError::Io(format!("{}: {e}", config.gateway));
+    let tcp = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(config.gateway))
+        .await
+        .map_err(|_| TunnelError::Io(format!("{}: connect timed out", config.gateway)))?
+        .map_err(io)?;
+    let _ = tcp.set_nodelay(true);
+    let name = ServerName::try_from(config.gateway_name.clone()).map_err(|e| TunnelError::Io(e.to_string()))?;
+    let mut stream = TlsConnector::from(tls.clone()).connect(name, tcp).await.map_err(io)?;
+    let hello = Control::Hello { route_id: config.route_id.clone(), credential: config.credential.clone() };
+    wire::write_frame(&mut stream, &hello).await.map_err(|e| TunnelError::Io(e.to_string()))?;
+    let heartbeat = match wire::read_frame(&mut stream).await.map_err(|e| TunnelError::Io(e.to_string()))? {
+        Control::Welcome { heartbeat_secs } => Duration::from_secs(heartbeat_secs.max(1)),
+        Control::Refused { reason } => return Err(TunnelError::Refused(reason)),
+        other => return Err(TunnelError::Io(format!("unexpected {other:?}"))),
+    };
+    eprintln!("svc agent: tunnel up to {} for route {}", config.gateway, config.route_id);
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let (frames_tx, mut frames) = tokio::sync::mpsc::channel(64);
+    let read_task = tokio::spawn(async move {
+        while let Ok(frame) = wire::read_frame(&mut reader).await {
+            if frames_tx.send(frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    let dead_after = heartbeat * 3;
+    let mut ticker = tokio::time::interval(heartbeat);
+    let mut last_heard = tokio::time::Instant::now();
+    let mut seq = 0u64;
+    let result = loop {
+        tokio::select! {
+            frame = frames.recv() => match frame {
+                Some(Control::Connect { ticket }) => {
+                    last_heard = tokio::time::Instant::now();
+                    if let Some(ticket) = wire::unhex::<TICKET_LEN>(&ticket) {
+                        tokio::spawn(data_connection(ctx.clone(), config.clone(), ticket));
+                    }
+                }
+                Some(_) => last_heard = tokio::time::Instant::now(),
+                None => break Err(TunnelError::Io("the gateway closed the tunnel".into())),
+            },
+            _ = ticker.tick() => {
+                if last_heard.elapsed() > dead_after {
+                    break Err(TunnelError::Dead(dead_after));
+                }
+                seq += 1;
+                // A write to a stopped peer may hang once buffers fill: bound it.
+                let ping = Control::Ping { seq };
+                match tokio::time::timeout(heartbeat, wire::write_frame(&mut writer, &ping)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => break Err(TunnelError::Io(e.to_string())),
+                    Err(_) => {}
+                }
+            }
+        }
+    };
+    read_task.abort();
+    result
+}
+
+async fn data_connection(ctx: Arc<Context>, config: AgentConfig, ticket: [u8; TICKET_LEN]) {
+    let Ok(Ok(mut stream)) = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(config.gateway)).await
+    else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let mut head = Vec::with_capacity(4 + TICKET_LEN);
+    head.extend_from_slice(DATA_MAGIC);
+    head.extend_from_slice(&ticket);
+    if stream.write_all(&head).await.is_err() {
+        return;
+    }
+    let client = if config.proxy_protocol {
+        match tokio::time::timeout(Duration::from_secs(10), wire::read_proxy_v2(&mut stream)).await {
+            Ok(Ok(addr)) => addr,
+            _ => return,
+        }
+    } else {
+        None
+    };
+    serve::connection(ctx, stream, client).await;
+}

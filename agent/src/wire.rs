@@ -1,0 +1,232 @@
+//! The tunnel between an agent and the gateway (spoken by both: `relay-api` uses it), and
+//! the PROXY protocol v2 header.
+//!
+//! Design (measured in `docs/performance.md`): one TLS **control connection** per agent,
+//! which the agent dials and authenticates with its route credential, plus one plain TCP
+//! **data connection** per public client connection, dialed by the agent when the gateway
+//! asks for it over the control connection, like rathole and bore. A data connection carries
+//! only the client's own TLS bytes (which the gateway cannot read) and, when the route opts
+//! in, a PROXY v2 header; it proves itself with a single-use 32-byte ticket. No multiplexer
+//! window can throttle a stream, and each stream gets the kernel's own flow control.
+//!
+//! Control messages are JSON frames: a 4-byte big-endian length, then the JSON object.
+
+use std::net::{IpAddr, SocketAddr};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The first bytes of a data connection (a control connection starts with a TLS record).
+pub const DATA_MAGIC: &[u8; 4] = b"SVCD";
+
+/// A data connection's ticket length.
+pub const TICKET_LEN: usize = 32;
+
+/// The largest control frame accepted.
+const MAX_FRAME: usize = 64 * 1024;
+
+/// A control message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Control {
+    /// Agent to gateway, first: who it is.
+    Hello {
+        /// The route the agent serves.
+        route_id: String,
+        /// The route's tunnel credential.
+        credential: String,
+    },
+    /// Gateway to agent: accepted; send a `Ping` at least this often.
+    Welcome {
+        /// Seconds between heartbeats.
+        heartbeat_secs: u64,
+    },
+    /// Gateway to agent: refused, and why (the connection then closes).
+    Refused {
+        /// What to fix.
+        reason: String,
+    },
+    /// Gateway to agent: dial a data connection presenting this ticket (hex).
+    Connect {
+        /// 32 bytes, hex.
+        ticket: String,
+    },
+    /// Agent to gateway: heartbeat.
+    Ping {
+        /// Echoed in the `Pong`.
+        seq: u64,
+    },
+    /// Gateway to agent: heartbeat answer.
+    Pong {
+        /// The `Ping`'s.
+        seq: u64,
+    },
+}
+
+/// Why a frame could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The connection failed or closed.
+    #[error("connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The peer sent something that is not a control frame.
+    #[error("malformed control frame: {0}")]
+    Malformed(String),
+}
+
+/// Writes one control frame.
+pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, message: &Control) -> Result<(), WireError> {
+    let body = serde_json::to_vec(message).map_err(|e| WireError::Malformed(e.to_string()))?;
+    let len = u32::try_from(body.len()).map_err(|_| WireError::Malformed("frame too large".into()))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+/// Reads one control frame.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Control, WireError> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(WireError::Malformed(format!("a {len}-byte frame is over the {MAX_FRAME}-byte limit")));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await?;
+    serde_json::from_slice(&body).map_err(|e| WireError::Malformed(e.to_string()))
+}
+
+/// 32 random bytes.
+pub fn new_ticket() -> Result<[u8; TICKET_LEN], getrandom::Error> {
+    let mut t = [0u8; TICKET_LEN];
+    getrandom::fill(&mut t)?;
+    Ok(t)
+}
+
+/// SHA-256 of some bytes, lower-case hex (how the gateway keeps route credentials).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+}
+
+/// Lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads lower- or upper-case hex of exactly `N` bytes.
+pub fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != 2 * N {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The PROXY protocol v2 signature.
+const PROXY_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
+
+/// A PROXY v2 header (`PROXY` command, TCP) for a connection from `client` to `local`.
+pub fn proxy_v2_header(client: SocketAddr, local: SocketAddr) -> Vec<u8> {
+    let mut h = Vec::with_capacity(16 + 36);
+    h.extend_from_slice(PROXY_SIGNATURE);
+    h.push(0x21); // version 2, PROXY
+    let (client, local) = match (client.ip(), local.ip()) {
+        (IpAddr::V4(_), IpAddr::V6(l)) => {
+            (client, SocketAddr::new(l.to_ipv4_mapped().map_or(l.into(), IpAddr::V4), local.port()))
+        }
+        _ => (client, local),
+    };
+    match (client.ip(), local.ip()) {
+        (IpAddr::V4(c), IpAddr::V4(l)) => {
+            h.push(0x11); // TCP over IPv4
+            h.extend_from_slice(&12u16.to_be_bytes());
+            h.extend_from_slice(&c.octets());
+            h.extend_from_slice(&l.octets());
+        }
+        (c, l) => {
+            let v6 = |ip: IpAddr| match ip {
+                IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                IpAddr::V6(v6) => v6,
+            };
+            h.push(0x21); // TCP over IPv6
+            h.extend_from_slice(&36u16.to_be_bytes());
+            h.extend_from_slice(&v6(c).octets());
+            h.extend_from_slice(&v6(l).octets());
+        }
+    }
+    h.extend_from_slice(&client.port().to_be_bytes());
+    h.extend_from_slice(&local.port().to_be_bytes());
+    h
+}
+
+/// Reads a PROXY v2 header; the client's address (`None` for a `LOCAL` header or an address
+/// family without one).
+pub async fn read_proxy_v2<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<SocketAddr>, WireError> {
+    let mut head = [0u8; 16];
+    r.read_exact(&mut head).await?;
+    if &head[..12] != PROXY_SIGNATURE || head[12] >> 4 != 2 {
+        return Err(WireError::Malformed("the data connection does not start with a PROXY v2 header".into()));
+    }
+    let len = u16::from_be_bytes([head[14], head[15]]) as usize;
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await?;
+    if head[12] & 0x0f == 0 {
+        return Ok(None); // LOCAL
+    }
+    Ok(match head[13] >> 4 {
+        1 if len >= 12 => {
+            let ip = std::net::Ipv4Addr::new(body[0], body[1], body[2], body[3]);
+            Some(SocketAddr::new(ip.into(), u16::from_be_bytes([body[8], body[9]])))
+        }
+        2 if len >= 36 => {
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(&body[..16]);
+            let ip = std::net::Ipv6Addr::from(octets);
+            let ip = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
+            Some(SocketAddr::new(ip, u16::from_be_bytes([body[32], body[33]])))
+        }
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn frames_round_trip() {
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        let m = Control::Hello { route_id: "r1".into(), credential: "c".into() };
+        write_frame(&mut a, &m).await.expect("write");
+        assert_eq!(read_frame(&mut b).await.expect("read"), m);
+    }
+
+    #[tokio::test]
+    async fn proxy_headers_round_trip_for_both_families() {
+        for (client, local) in [
+            ("203.0.113.7:50123", "127.0.0.1:8443"),
+            ("[2001:db8::1]:443", "[::1]:8443"),
+            ("198.51.100.2:1", "[::1]:8443"),
+        ] {
+            let (client, local): (SocketAddr, SocketAddr) =
+                (client.parse().expect("addr"), local.parse().expect("addr"));
+            let header = proxy_v2_header(client, local);
+            let mut reader = header.as_slice();
+            assert_eq!(read_proxy_v2(&mut reader).await.expect("read"), Some(client));
+            assert!(reader.is_empty());
+        }
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let t = [7u8; 32];
+        assert_eq!(unhex::<32>(&hex(&t)), Some(t));
+        assert_eq!(unhex::<32>("zz"), None);
+    }
+}

@@ -1,0 +1,118 @@
+//! `svc ingress demo`, `svc gateway run`, `svc agent run`: the ingress data plane.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use relay_api::demo::{DemoConfig, default_data_dir};
+use relay_api::gateway::Gateway;
+use relay_api::gateway::file::GatewayFile;
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().ok()
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn fail(who: &str, message: &str) -> ExitCode {
+    eprintln!("{who}: {message}");
+    ExitCode::from(2)
+}
+
+/// `svc ingress demo`
+pub(crate) fn demo(data_dir: Option<&Path>, listen: std::net::SocketAddr, cert_validity_secs: u64) -> ExitCode {
+    let Ok(exe) = std::env::current_exe() else { return fail("svc ingress demo", "cannot find the svc binary") };
+    let config = DemoConfig {
+        data_dir: data_dir.map_or_else(|| default_data_dir(dirs::data_local_dir().as_deref()), Path::to_path_buf),
+        listen,
+        agent_command: vec![exe.into_os_string(), "agent".into(), "run".into()],
+        node: std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into()),
+        certificate_validity: Duration::from_secs(cert_validity_secs),
+        ready_timeout: Duration::from_secs(60),
+    };
+    let Some(rt) = runtime() else { return fail("svc ingress demo", "cannot start the runtime") };
+    let say = |line: &str| println!("svc ingress demo: {line}");
+    match rt.block_on(relay_api::demo::run(config, say, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail("svc ingress demo", &e.to_string()),
+    }
+}
+
+/// `svc gateway run --config FILE`
+pub(crate) fn gateway(config_path: &Path) -> ExitCode {
+    let file = match GatewayFile::read(config_path) {
+        Ok(f) => f,
+        Err(e) => return fail("svc gateway", &e),
+    };
+    let config = match file.config() {
+        Ok(c) => c,
+        Err(e) => return fail("svc gateway", &e),
+    };
+    let Some(rt) = runtime() else { return fail("svc gateway", "cannot start the runtime") };
+    let gateway = Gateway::new(config);
+    gateway.set_routes(file.routes.clone());
+    let path = config_path.to_owned();
+    let result = rt.block_on(async move {
+        #[cfg(unix)]
+        {
+            let gw = gateway.clone();
+            if let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        match GatewayFile::read(&path) {
+                            Ok(f) => {
+                                eprintln!("svc gateway: routes reloaded ({})", f.routes.len());
+                                gw.set_routes(f.routes);
+                            }
+                            Err(e) => eprintln!("svc gateway: reload refused, keeping the old routes: {e}"),
+                        }
+                    }
+                });
+            }
+        }
+        let run = gateway.run(|b| {
+            eprintln!("svc gateway: public {} tunnel {} admin http://{}/metrics", b.public, b.tunnel, b.admin);
+        });
+        tokio::select! {
+            r = run => r.map_err(|e| e.to_string()),
+            () = shutdown_signal() => Ok(()),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail("svc gateway", &e),
+    }
+}
+
+/// `svc agent run --config FILE`
+pub(crate) fn agent(config_path: &Path) -> ExitCode {
+    let config = match agent::AgentConfig::read(config_path) {
+        Ok(c) => c,
+        Err(e) => return fail("svc agent", &e.to_string()),
+    };
+    let state_dir = config_path.parent().map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
+    let Some(rt) = runtime() else { return fail("svc agent", "cannot start the runtime") };
+    let result = rt.block_on(async {
+        tokio::select! {
+            r = agent::run(config, &state_dir) => r.map_err(|e| e.to_string()),
+            () = shutdown_signal() => Ok(()),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail("svc agent", &e),
+    }
+}

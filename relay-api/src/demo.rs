@@ -1,0 +1,250 @@
+//! `svc ingress demo`: the whole ingress path on one machine, in one command. A local
+//! coordinator with a development CA, the gateway with its public TLS port, and a local job
+//! runner that launches the bundled Node demo and the agent as real child processes. It
+//! prints `ready <url>` once the URL answers 200 end to end, through the gateway and the
+//! agent's TLS, with a certificate chaining to `DIR/ca.pem`.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use rustls::pki_types::pem::PemObject;
+
+use agent::files::write_private;
+
+use crate::ca::DevCa;
+use crate::gateway::{Gateway, GatewayConfig, RouteConfig};
+use crate::local::{LocalCoordinator, ephemeral};
+use crate::runner::{JobRunner, JobSpec, LocalRunner};
+use agent::wire;
+
+/// The bundled Node.js demo, carried inside the binary so the command works anywhere.
+pub const NODE_DEMO: &str = include_str!("../../examples/node-demo/server.js");
+
+/// The demo's canonical hostname (browsers and curl resolve `.localhost` to loopback).
+pub const HOSTNAME: &str = "demo.localhost";
+
+/// How the demo runs.
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    /// Data directory (may exist and hold other files).
+    pub data_dir: PathBuf,
+    /// The gateway's public TLS address.
+    pub listen: SocketAddr,
+    /// How to run the agent: program and leading arguments (`svc agent run`).
+    pub agent_command: Vec<OsString>,
+    /// The Node.js program.
+    pub node: OsString,
+    /// Development certificate lifetime.
+    pub certificate_validity: Duration,
+    /// How long to wait for the URL to answer.
+    pub ready_timeout: Duration,
+}
+
+/// Why the demo could not come up.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// Something in the data directory.
+    #[error("{0}")]
+    Setup(String),
+    /// The URL did not answer in time.
+    #[error("{url} did not answer 200 within {secs} s: {last}")]
+    NotReady {
+        /// The URL.
+        url: String,
+        /// The wait.
+        secs: u64,
+        /// The last failure.
+        last: String,
+    },
+}
+
+fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DemoError + '_ {
+    move |e| DemoError::Setup(format!("{what}: {e}"))
+}
+
+/// Runs the demo until `shutdown` completes; `say` receives each progress line.
+pub async fn run(
+    config: DemoConfig,
+    say: impl Fn(&str) + Send + Sync + 'static,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), DemoError> {
+    let dir = &config.data_dir;
+    say(&format!("data directory {}", dir.display()));
+    let ca = DevCa::open(dir).map_err(setup("the development CA"))?;
+    say(&format!("development CA {}", ca.cert_path.display()));
+
+    // The gateway's tunnel port certificate, from the same CA.
+    let (tunnel_chain, tunnel_key) = ca
+        .issue(&["gateway.localhost".to_owned()], Duration::from_secs(30 * 24 * 3600))
+        .map_err(setup("the gateway certificate"))?;
+    let ephemeral_addr: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let gw_config = GatewayConfig::new(config.listen, ephemeral_addr, ephemeral_addr, tunnel_chain, tunnel_key);
+    let gateway = Gateway::new(gw_config);
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let gw_task = tokio::spawn(gateway.clone().run(move |b| {
+        let _ = bound_tx.send(b);
+    }));
+    let bound = match bound_rx.await {
+        Ok(b) => b,
+        Err(_) => {
+            return Err(match gw_task.await {
+                Ok(Err(e)) => DemoError::Setup(e.to_string()),
+                _ => DemoError::Setup("the gateway stopped".into()),
+            });
+        }
+    };
+    say(&format!(
+        "gateway: public TLS {}, agent tunnels {}, metrics http://{}/metrics",
+        bound.public, bound.tunnel, bound.admin
+    ));
+
+    // The route, its secrets, the coordinator that signs its CSR.
+    let credential = wire::hex(&wire::new_ticket().map_err(setup("randomness"))?);
+    let route_secret = wire::hex(&wire::new_ticket().map_err(setup("randomness"))?);
+    let route = RouteConfig {
+        route_id: "demo".to_owned(),
+        hostnames: vec![HOSTNAME.to_owned()],
+        credential_sha256: wire::sha256_hex(credential.as_bytes()),
+        proxy_protocol: true,
+        max_connections: 1024,
+    };
+    gateway.set_routes(vec![route.clone()]);
+    let coordinator = LocalCoordinator::new(ca);
+    coordinator.set_routes(vec![route]);
+    let (listener, coordinator_addr) = ephemeral().await.map_err(setup("the coordinator port"))?;
+    tokio::spawn(coordinator.clone().serve(listener));
+    say(&format!("coordinator http://{coordinator_addr}"));
+
+    // The job: the Node app and its agent, in their own directory.
+    let job_dir = dir.join("jobs").join("demo");
+    std::fs::create_dir_all(&job_dir).map_err(setup("the job directory"))?;
+    let script = job_dir.join("server.js");
+    std::fs::write(&script, NODE_DEMO).map_err(setup("the Node demo"))?;
+    let app_port = free_port().map_err(setup("a port for the app"))?;
+    let agent_config = agent::AgentConfig {
+        route_id: "demo".to_owned(),
+        hostname: HOSTNAME.to_owned(),
+        credential,
+        route_secret,
+        gateway: bound.tunnel,
+        gateway_name: "gateway.localhost".to_owned(),
+        gateway_ca: coordinator.ca().cert_path.clone(),
+        app_port,
+        app_health_path: "/health".to_owned(),
+        proxy_protocol: true,
+        certificate: agent::CertificateSource::DevCa {
+            url: format!("http://{coordinator_addr}"),
+            validity_secs: config.certificate_validity.as_secs(),
+        },
+        direct_listen: None,
+    };
+    let agent_path = job_dir.join("agent.json");
+    let json = serde_json::to_vec_pretty(&agent_config).map_err(setup("the agent configuration"))?;
+    write_private(&agent_path, &json).map_err(setup("the agent configuration"))?;
+    let mut agent_argv = config.agent_command.clone();
+    agent_argv.extend([OsString::from("--config"), agent_path.into_os_string()]);
+    let spec = JobSpec {
+        dir: job_dir.clone(),
+        app: vec![config.node.clone(), script.into_os_string()],
+        app_port,
+        agent: agent_argv,
+    };
+    say(&format!("starting the Node demo on 127.0.0.1:{app_port} and its agent"));
+    let job = LocalRunner.launch(&spec).map_err(|e| DemoError::Setup(format!("{e} (is Node.js installed?)")))?;
+
+    let url = if bound.public.port() == 443 {
+        format!("https://{HOSTNAME}/")
+    } else {
+        format!("https://{HOSTNAME}:{}/", bound.public.port())
+    };
+    say(&format!("waiting for {url} to answer through the gateway"));
+    let ca_pem = coordinator.ca().cert_pem().to_owned();
+    let ready = wait_ready(bound.public, &ca_pem, config.ready_timeout, &url);
+    tokio::pin!(shutdown);
+    let outcome = tokio::select! {
+        r = ready => r,
+        () = &mut shutdown => Ok(()),
+    };
+    match outcome {
+        Ok(()) => {
+            println!("ready {url}");
+            shutdown.await;
+        }
+        Err(e) => {
+            job.stop().await;
+            return Err(e);
+        }
+    }
+    say("stopping");
+    job.stop().await;
+    gw_task.abort();
+    Ok(())
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// GETs `/` through the public port until it answers 200.
+async fn wait_ready(public: SocketAddr, ca_pem: &str, limit: Duration, url: &str) -> Result<(), DemoError> {
+    let start = Instant::now();
+    let mut last = String::from("not tried");
+    while start.elapsed() < limit {
+        match get(public, ca_pem, HOSTNAME, "/").await {
+            Ok((200, _)) => return Ok(()),
+            Ok((status, _)) => last = format!("status {status}"),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(DemoError::NotReady { url: url.to_owned(), secs: limit.as_secs(), last })
+}
+
+/// One HTTPS GET to `addr` for `host`, trusting only `ca_pem`: (status, body).
+pub async fn get(addr: SocketAddr, ca_pem: &str, host: &str, path: &str) -> Result<(u16, Bytes), String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
+    let stream = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, tcp),
+    )
+    .await
+    .map_err(|_| "TLS handshake timed out".to_owned())?
+    .map_err(|e| format!("TLS: {e}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let req = hyper::Request::get(path)
+        .header(hyper::header::HOST, host)
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let resp = tokio::time::timeout(Duration::from_secs(5), sender.send_request(req))
+        .await
+        .map_err(|_| "no answer within 5 s".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok((status, body))
+}
+
+/// The default data directory: `svc/ingress-demo` in the user's data directory.
+pub fn default_data_dir(user_data: Option<&Path>) -> PathBuf {
+    user_data.map_or_else(|| PathBuf::from(".svc-ingress-demo"), |d| d.join("svc").join("ingress-demo"))
+}

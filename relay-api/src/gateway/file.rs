@@ -1,0 +1,58 @@
+//! The standalone gateway's configuration file (`svc gateway run --config FILE`). Routes are
+//! read again on SIGHUP.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{GatewayConfig, RouteConfig};
+
+/// The file's shape.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayFile {
+    /// Public TLS address.
+    pub public: SocketAddr,
+    /// Tunnel address (agents).
+    pub tunnel: SocketAddr,
+    /// Admin address for `/metrics` (keep it on loopback).
+    pub admin: SocketAddr,
+    /// PEM file: the tunnel port's certificate chain.
+    pub tunnel_cert: PathBuf,
+    /// PEM file: its key.
+    pub tunnel_key: PathBuf,
+    /// Largest ClientHello, bytes (default 16384).
+    #[serde(default)]
+    pub client_hello_max_bytes: Option<usize>,
+    /// Time allowed for the ClientHello, seconds (default 10).
+    #[serde(default)]
+    pub client_hello_timeout_secs: Option<u64>,
+    /// The routes.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+}
+
+impl GatewayFile {
+    /// Reads and checks a file.
+    pub fn read(path: &Path) -> Result<GatewayFile, String> {
+        let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_slice(&text)
+            .map_err(|e| format!("{} is not a valid gateway configuration: {e}", path.display()))
+    }
+
+    /// The gateway configuration (reads the certificate files).
+    pub fn config(&self) -> Result<GatewayConfig, String> {
+        let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
+        let mut c =
+            GatewayConfig::new(self.public, self.tunnel, self.admin, read(&self.tunnel_cert)?, read(&self.tunnel_key)?);
+        if let Some(max) = self.client_hello_max_bytes {
+            c.client_hello_max = max;
+        }
+        if let Some(secs) = self.client_hello_timeout_secs {
+            c.client_hello_timeout = Duration::from_secs(secs);
+        }
+        Ok(c)
+    }
+}

@@ -1,0 +1,283 @@
+//! The public gateway: it accepts TCP on its TLS port, reads the server name from the
+//! ClientHello without terminating TLS, and pipes the raw connection to the job's agent
+//! through the agent's outbound tunnel. It never holds a job's key and never sees plaintext.
+//!
+//! Refused without a single application byte, and counted: a missing or unknown server name,
+//! a ClientHello over `client_hello_max` or not complete within `client_hello_timeout`, a
+//! route at its connection limit, a route with no agent connected. There is no default route.
+
+pub mod file;
+pub mod metrics;
+pub mod sni;
+mod tunnel;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use agent::wire::{self, TICKET_LEN};
+pub use metrics::Metrics;
+
+/// One route: a hostname served by one job's agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteConfig {
+    /// The route's ID (the agent names it in its `Hello`).
+    pub route_id: String,
+    /// Host names routed to it (canonical and customer), matched case-insensitively.
+    pub hostnames: Vec<String>,
+    /// SHA-256 (hex) of the route's tunnel credential; the gateway never stores the credential.
+    pub credential_sha256: String,
+    /// Send a PROXY v2 header before the client's bytes, so the app sees the client address.
+    #[serde(default)]
+    pub proxy_protocol: bool,
+    /// Open public connections allowed at once; more are closed and counted.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+fn default_max_connections() -> usize {
+    1024
+}
+
+/// How a gateway runs.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Public TLS port (clients).
+    pub public: SocketAddr,
+    /// Tunnel port (agents): TLS control connections and plain data connections.
+    pub tunnel: SocketAddr,
+    /// Admin port for `/metrics` (keep it on loopback).
+    pub admin: SocketAddr,
+    /// The gateway's own certificate chain and key for the tunnel port (PEM).
+    pub tunnel_cert_pem: String,
+    /// Its private key (PEM).
+    pub tunnel_key_pem: String,
+    /// Largest ClientHello read (default 16 KiB).
+    pub client_hello_max: usize,
+    /// Time allowed for the ClientHello (default 10 s).
+    pub client_hello_timeout: Duration,
+    /// Time allowed for an agent's data connection (default 10 s).
+    pub data_connect_timeout: Duration,
+    /// How often agents must send a heartbeat; a silent control connection is dropped after
+    /// three of these (default 3 s: a dead agent is gone within 10 s).
+    pub heartbeat: Duration,
+}
+
+impl GatewayConfig {
+    /// Defaults for everything but the addresses and the tunnel certificate.
+    pub fn new(public: SocketAddr, tunnel: SocketAddr, admin: SocketAddr, cert_pem: String, key_pem: String) -> Self {
+        GatewayConfig {
+            public,
+            tunnel,
+            admin,
+            tunnel_cert_pem: cert_pem,
+            tunnel_key_pem: key_pem,
+            client_hello_max: 16 * 1024,
+            client_hello_timeout: Duration::from_secs(10),
+            data_connect_timeout: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// A port could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The tunnel certificate or key is not usable.
+    #[error("the tunnel certificate or key is not usable: {0}")]
+    Tls(String),
+}
+
+/// A route as the gateway holds it.
+#[derive(Debug)]
+struct Route {
+    config: RouteConfig,
+    active: AtomicUsize,
+}
+
+/// The agent session of a route: where to ask for data connections.
+#[derive(Debug, Clone)]
+struct Session {
+    id: u64,
+    connect: mpsc::Sender<[u8; TICKET_LEN]>,
+}
+
+/// A running gateway's shared state.
+#[derive(Debug)]
+pub struct Gateway {
+    config: GatewayConfig,
+    routes: RwLock<HashMap<String, Arc<Route>>>,
+    by_host: RwLock<HashMap<String, Arc<Route>>>,
+    sessions: Mutex<HashMap<String, Session>>,
+    pending: Mutex<HashMap<[u8; TICKET_LEN], oneshot::Sender<TcpStream>>>,
+    /// Counters.
+    pub metrics: Metrics,
+}
+
+/// The bound addresses of a started gateway.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// Public TLS port.
+    pub public: SocketAddr,
+    /// Tunnel port.
+    pub tunnel: SocketAddr,
+    /// Admin port.
+    pub admin: SocketAddr,
+}
+
+impl Gateway {
+    /// A gateway with no routes.
+    pub fn new(config: GatewayConfig) -> Arc<Gateway> {
+        Arc::new(Gateway {
+            config,
+            routes: RwLock::default(),
+            by_host: RwLock::default(),
+            sessions: Mutex::default(),
+            pending: Mutex::default(),
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// Replaces the route table. Open connections of a removed route keep going; its agent is
+    /// refused at its next connection.
+    pub fn set_routes(&self, routes: Vec<RouteConfig>) {
+        let mut by_id = HashMap::new();
+        let mut by_host = HashMap::new();
+        for config in routes {
+            let old = self.routes.read().ok().and_then(|r| r.get(&config.route_id).cloned());
+            // Keep the live connection count of a route that stays.
+            let active = old.map_or(0, |r| r.active.load(Ordering::Relaxed));
+            let route = Arc::new(Route { config, active: AtomicUsize::new(active) });
+            for host in &route.config.hostnames {
+                by_host.insert(host.to_ascii_lowercase(), route.clone());
+            }
+            by_id.insert(route.config.route_id.clone(), route);
+        }
+        if let (Ok(mut r), Ok(mut h)) = (self.routes.write(), self.by_host.write()) {
+            *r = by_id;
+            *h = by_host;
+        }
+    }
+
+    fn route_for_host(&self, host: &str) -> Option<Arc<Route>> {
+        self.by_host.read().ok()?.get(host).cloned()
+    }
+
+    fn route(&self, id: &str) -> Option<Arc<Route>> {
+        self.routes.read().ok()?.get(id).cloned()
+    }
+
+    /// Binds the three ports and serves until the task is dropped.
+    pub async fn run(self: Arc<Self>, on_bound: impl FnOnce(Bound)) -> Result<(), GatewayError> {
+        let bind = |addr: SocketAddr| async move {
+            TcpListener::bind(addr).await.map_err(|source| GatewayError::Bind { addr, source })
+        };
+        let public = bind(self.config.public).await?;
+        let tunnel_listener = bind(self.config.tunnel).await?;
+        let admin = bind(self.config.admin).await?;
+        let tls = tunnel::server_config(&self.config.tunnel_cert_pem, &self.config.tunnel_key_pem)?;
+        let addr = |l: &TcpListener, fallback| l.local_addr().unwrap_or(fallback);
+        on_bound(Bound {
+            public: addr(&public, self.config.public),
+            tunnel: addr(&tunnel_listener, self.config.tunnel),
+            admin: addr(&admin, self.config.admin),
+        });
+        let metrics_app = {
+            let gw = self.clone();
+            axum::Router::new().route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let gw = gw.clone();
+                    async move {
+                        ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], gw.metrics.render())
+                    }
+                }),
+            )
+        };
+        let admin_task = tokio::spawn(async move {
+            let _ = axum::serve(admin, metrics_app).await;
+        });
+        let tunnel_task = tokio::spawn(tunnel::accept_loop(self.clone(), tunnel_listener, tls));
+        loop {
+            let Ok((stream, peer)) = public.accept().await else { continue };
+            let gw = self.clone();
+            tokio::spawn(async move { gw.public_connection(stream, peer).await });
+            if admin_task.is_finished() || tunnel_task.is_finished() {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn public_connection(self: Arc<Self>, mut stream: TcpStream, peer: SocketAddr) {
+        let _ = stream.set_nodelay(true);
+        let hello =
+            match sni::read_client_hello(&mut stream, self.config.client_hello_max, self.config.client_hello_timeout)
+                .await
+            {
+                Ok(hello) => hello,
+                Err(e) => return self.metrics.outcome(e.label()),
+            };
+        let Some(route) = self.route_for_host(&hello.server_name) else {
+            return self.metrics.outcome("unknown_sni");
+        };
+        let id = route.config.route_id.clone();
+        // Reserve a slot, or refuse over the limit.
+        if route.active.fetch_add(1, Ordering::AcqRel) >= route.config.max_connections {
+            route.active.fetch_sub(1, Ordering::AcqRel);
+            return self.metrics.outcome("route_limit");
+        }
+        let _slot = Slot(route.clone());
+        let Some(mut data) = self.data_connection(&id).await else {
+            return self.metrics.outcome("no_tunnel");
+        };
+        self.metrics.outcome("routed");
+        self.metrics.route_active(&id, true);
+        let local = stream.local_addr().unwrap_or(self.config.public);
+        let mut head = if route.config.proxy_protocol { wire::proxy_v2_header(peer, local) } else { Vec::new() };
+        head.extend_from_slice(&hello.bytes);
+        if data.write_all(&head).await.is_ok() {
+            let _ = tokio::io::copy_bidirectional(&mut stream, &mut data).await;
+        }
+        self.metrics.route_active(&id, false);
+    }
+
+    /// Asks the route's agent for a data connection and waits for it.
+    async fn data_connection(&self, route_id: &str) -> Option<TcpStream> {
+        let session = self.sessions.lock().ok()?.get(route_id).cloned()?;
+        let ticket = wire::new_ticket().ok()?;
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().ok()?.insert(ticket, tx);
+        let asked = session.connect.send(ticket).await.is_ok();
+        let stream =
+            if asked { tokio::time::timeout(self.config.data_connect_timeout, rx).await.ok()?.ok() } else { None };
+        if let Ok(mut p) = self.pending.lock() {
+            p.remove(&ticket);
+        }
+        stream
+    }
+}
+
+/// A reserved connection slot of a route, released when dropped.
+struct Slot(Arc<Route>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}

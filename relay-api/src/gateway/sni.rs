@@ -1,0 +1,86 @@
+//! Reading the server name from a ClientHello without terminating TLS: the bytes go through
+//! rustls's `Acceptor` (which parses the ClientHello and stops), and are kept so the same
+//! bytes can be forwarded to the job, which does the handshake.
+
+use std::time::Duration;
+
+use rustls::server::Acceptor;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+/// Why a connection carries no routable server name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelloError {
+    /// The ClientHello was not complete within the time limit.
+    Timeout,
+    /// The ClientHello is larger than the limit.
+    TooLarge,
+    /// The bytes are not a TLS ClientHello.
+    Invalid,
+    /// The ClientHello names no server.
+    NoSni,
+    /// The client closed first.
+    Closed,
+}
+
+impl HelloError {
+    /// The metrics label.
+    pub fn label(self) -> &'static str {
+        match self {
+            HelloError::Timeout => "client_hello_timeout",
+            HelloError::TooLarge => "client_hello_too_large",
+            HelloError::Invalid => "invalid_client_hello",
+            HelloError::NoSni => "no_sni",
+            HelloError::Closed => "closed_before_hello",
+        }
+    }
+}
+
+/// A read ClientHello: the server name (lower case) and every byte read so far.
+#[derive(Debug)]
+pub struct Hello {
+    /// The SNI host name, lower case.
+    pub server_name: String,
+    /// The bytes read from the client, to forward unchanged.
+    pub bytes: Vec<u8>,
+}
+
+/// Reads from `stream` until the ClientHello is complete, at most `max_bytes` within `limit`.
+pub async fn read_client_hello(stream: &mut TcpStream, max_bytes: usize, limit: Duration) -> Result<Hello, HelloError> {
+    tokio::time::timeout(limit, read(stream, max_bytes)).await.unwrap_or(Err(HelloError::Timeout))
+}
+
+async fn read(stream: &mut TcpStream, max_bytes: usize) -> Result<Hello, HelloError> {
+    let mut acceptor = Acceptor::default();
+    let mut bytes = Vec::with_capacity(1024);
+    let mut chunk = vec![0u8; 4096];
+    loop {
+        let room = max_bytes.saturating_sub(bytes.len());
+        if room == 0 {
+            return Err(HelloError::TooLarge);
+        }
+        let n = stream.read(&mut chunk[..room.min(4096)]).await.map_err(|_| HelloError::Closed)?;
+        if n == 0 {
+            return Err(HelloError::Closed);
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        let mut fresh = &chunk[..n];
+        while !fresh.is_empty() {
+            // rustls buffers at most one large message; a full buffer means an oversized hello.
+            if acceptor.read_tls(&mut fresh).map_err(|_| HelloError::Invalid)? == 0 {
+                return Err(HelloError::TooLarge);
+            }
+        }
+        match acceptor.accept() {
+            Ok(None) => continue,
+            Ok(Some(accepted)) => {
+                let name = accepted.client_hello().server_name().map(str::to_ascii_lowercase);
+                return match name {
+                    Some(server_name) => Ok(Hello { server_name, bytes }),
+                    None => Err(HelloError::NoSni),
+                };
+            }
+            Err(_) => return Err(HelloError::Invalid),
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The gateway's tunnel port: TLS control connections from agents (authenticated by their
+//! route credential, kept alive by heartbeats) and plain data connections that present a
+//! single-use ticket. The first four bytes tell them apart: a data connection starts with
+//! `SVCD`, a control connection with a TLS record.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+
+use super::{Gateway, GatewayError, Session};
+use agent::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
+
+/// The TLS configuration of the tunnel port.
+pub(super) fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<ServerConfig>, GatewayError> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| GatewayError::Tls(e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| GatewayError::Tls(e.to_string()))?;
+    let config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| GatewayError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| GatewayError::Tls(e.to_string()))?;
+    Ok(Arc::new(config))
+}
+
+pub(super) async fn accept_loop(gw: Arc<Gateway>, listener: TcpListener, tls: Arc<ServerConfig>) {
+    let acceptor = TlsAcceptor::from(tls);
+    let sessions = Arc::new(AtomicU64::new(0));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let (gw, acceptor, sessions) = (gw.clone(), acceptor.clone(), sessions.clone());
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            match first_bytes(&stream).await {
+                Some(first) if &first == DATA_MAGIC => data_connection(&gw, stream).await,
+                Some(_) => {
+                    let id = sessions.fetch_add(1, Ordering::Relaxed);
+                    control_connection(&gw, stream, &acceptor, id).await;
+                }
+                None => {}
+            }
+        });
+    }
+}
+
+/// Peeks at the first four bytes without consuming them (at most 10 s).
+async fn first_bytes(stream: &TcpStream) -> Option<[u8; 4]> {
+    let mut buf = [0u8; 4];
+    let peek = async {
+        loop {
+            let n = stream.peek(&mut buf).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            if n >= 4 {
+                return Some(buf);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), peek).await.ok().flatten()
+}
+
+async fn data_connection(gw: &Gateway, mut stream: TcpStream) {
+    let mut head = [0u8; 4 + TICKET_LEN];
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut head)).await;
+    if !matches!(read, Ok(Ok(_))) {
+        return;
+    }
+    let mut ticket = [0u8; TICKET_LEN];
+    ticket.copy_from_slice(&head[4..]);
+    let waiting = gw.pending.lock().ok().and_then(|mut p| p.remove(&ticket));
+    match waiting {
+        Some(tx) => {
+            let _ = tx.send(stream);
+        }
+        None => gw.metrics.tunnel("unknown_ticket"),
+    }
+}
+
+async fn control_connection(gw: &Gateway, stream: TcpStream, acceptor: &TlsAcceptor, id: u64) {
+    let Ok(Ok(mut tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await else {
+        return gw.metrics.tunnel("tls_failed");
+    };
+    let hello = tokio::time::timeout(Duration::from_secs(10), wire::read_frame(&mut tls)).await;
+    let Ok(Ok(Control::Hello { route_id, credential })) = hello else {
+        return gw.metrics.tunnel("no_hello");
+    };
+    let presented = wire::sha256_hex(credential.as_bytes());
+    let route = gw.route(&route_id);
+    let Some(route) = route.filter(|r| r.config.credential_sha256.eq_ignore_ascii_case(&presented)) else {
+        gw.metrics.tunnel("refused");
+        let reason = format!("route \"{route_id}\" is unknown here or its credential is wrong");
+        let _ = wire::write_frame(&mut tls, &Control::Refused { reason }).await;
+        return;
+    };
+    let heartbeat = gw.config.heartbeat;
+    if wire::write_frame(&mut tls, &Control::Welcome { heartbeat_secs: heartbeat.as_secs().max(1) }).await.is_err() {
+        return;
+    }
+    gw.metrics.tunnel("accepted");
+    // The newest agent of a route takes over: a restarted agent must not wait for the old
+    // session to time out.
+    let (connect, mut asks) = mpsc::channel::<[u8; TICKET_LEN]>(256);
+    if let Ok(mut s) = gw.sessions.lock() {
+        s.insert(route_id.clone(), Session { id, connect });
+    }
+    gw.metrics.route_agent(&route.config.route_id, true);
+    let (mut reader, mut writer) = tokio::io::split(tls);
+    let (frames_tx, mut frames) = mpsc::channel(16);
+    let read_task = tokio::spawn(async move {
+        while let Ok(frame) = wire::read_frame(&mut reader).await {
+            if frames_tx.send(frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    let dead_after = heartbeat * 3;
+    let mut deadline = tokio::time::Instant::now() + dead_after;
+    loop {
+        tokio::select! {
+            frame = frames.recv() => match frame {
+                Some(Control::Ping { seq }) => {
+                    deadline = tokio::time::Instant::now() + dead_after;
+                    if wire::write_frame(&mut writer, &Control::Pong { seq }).await.is_err() { break; }
+                }
+                Some(_) => {}
+                None => break,
+            },
+            ask = asks.recv() => match ask {
+                Some(ticket) => {
+                    let m = Control::Connect { ticket: wire::hex(&ticket) };
+                    if wire::write_frame(&mut writer, &m).await.is_err() { break; }
+                }
+                None => break,
+            },
+            () = tokio::time::sleep_until(deadline) => {
+                gw.metrics.tunnel("heartbeat_lost");
+                break;
+            }
+        }
+    }
+    read_task.abort();
+    if let Ok(mut s) = gw.sessions.lock()
+        && s.get(&route_id).is_some_and(|s| s.id == id)
+    {
+        s.remove(&route_id);
+    }
+    gw.metrics.route_agent(&route.config.route_id, false);
+}
