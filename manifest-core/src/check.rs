@@ -8,21 +8,29 @@ use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::shape::{
     ArrayShape, DefaultValue, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat, StrShape, UnionShape,
 };
-use crate::tree::{Member, Node, Number, PointerBuf, Value};
+use crate::tree::{Member, Node, Number, PointerBuf, Text, Value};
 
 /// Checks `root` against `shape`, appending problems to `out` and filling defaults in place.
-pub(crate) fn check_document(root: &mut Node<'_>, shape: &'static ObjectShape, out: &mut Vec<Diagnostic>) {
-    let mut walker = Walker { out, ptr: PointerBuf::with_capacity(256) };
+pub(crate) fn check_document<'a>(root: &mut Node<'a>, shape: &'static ObjectShape, out: &mut Vec<Diagnostic>) {
+    let mut walker = Walker { out, path: Vec::with_capacity(16) };
     walker.object(root, shape);
 }
 
-struct Walker<'d> {
-    out: &'d mut Vec<Diagnostic>,
-    ptr: PointerBuf,
+/// One step of the path from the root to the value being checked.
+enum Step<'a> {
+    Key(Text<'a>),
+    Index(usize),
 }
 
-impl Walker<'_> {
-    fn value(&mut self, node: &mut Node<'_>, shape: &Shape) {
+struct Walker<'d, 'a> {
+    out: &'d mut Vec<Diagnostic>,
+    /// Where the walk is. Most values are fine, so the path is kept as steps (borrowed from the
+    /// tree or the tables) and spelled out as a pointer only for a diagnostic.
+    path: Vec<Step<'a>>,
+}
+
+impl<'a> Walker<'_, 'a> {
+    fn value(&mut self, node: &mut Node<'a>, shape: &Shape) {
         match shape {
             Shape::Bool => match &node.value {
                 Value::Bool(_) => {}
@@ -47,7 +55,7 @@ impl Walker<'_> {
         }
     }
 
-    fn integer(&mut self, node: &Node<'_>, bounds: &IntShape) {
+    fn integer(&mut self, node: &Node<'a>, bounds: &IntShape) {
         match node.value {
             Value::Number(Number::Integer(i)) => {
                 if i < i128::from(bounds.min) || i > i128::from(bounds.max) {
@@ -62,11 +70,12 @@ impl Walker<'_> {
         }
     }
 
-    fn string(&mut self, node: &Node<'_>, rule: &StrShape) {
+    fn string(&mut self, node: &Node<'a>, rule: &StrShape) {
         let Value::String(s) = &node.value else {
             return self.wrong_type(node, "a string", rule.hint);
         };
-        let chars = s.chars().count();
+        // Counting characters walks the whole string; most strings have no length bounds.
+        let chars = if rule.min_chars > 0 || rule.max_chars.is_some() { s.chars().count() } else { 0 };
         if chars < rule.min_chars {
             let message = if rule.min_chars == 1 {
                 "must not be empty".to_owned()
@@ -104,7 +113,7 @@ impl Walker<'_> {
         }
     }
 
-    fn array(&mut self, node: &mut Node<'_>, rule: &ArrayShape) {
+    fn array(&mut self, node: &mut Node<'a>, rule: &ArrayShape) {
         let Value::Array(items) = &mut node.value else {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an array, found {kind}"));
@@ -122,9 +131,9 @@ impl Walker<'_> {
         {
             self.error(Code::TooManyItems, format!("has {} items; the limit is {max}", items.len()));
         }
-        let mut seen: HashSet<&str> = HashSet::new();
         let mut duplicates = Vec::new();
         if rule.unique {
+            let mut seen: HashSet<&str> = HashSet::new();
             for (i, item) in items.iter().enumerate() {
                 if let Value::String(s) = &item.value
                     && !seen.insert(s)
@@ -135,33 +144,34 @@ impl Walker<'_> {
         }
         let mut dups = duplicates.into_iter().peekable();
         for (i, item) in items.iter_mut().enumerate() {
-            let mark = self.ptr.push_index(i);
+            self.path.push(Step::Index(i));
             self.value(item, &rule.items);
             if dups.peek().is_some_and(|(d, _)| *d == i)
                 && let Some((_, s)) = dups.next()
             {
                 self.error(Code::DuplicateItem, format!("\"{s}\" is listed twice; items must be distinct"));
             }
-            self.ptr.truncate(mark);
+            self.path.pop();
         }
     }
 
-    fn map(&mut self, node: &mut Node<'_>, rule: &MapShape) {
+    fn map(&mut self, node: &mut Node<'a>, rule: &MapShape) {
         let Value::Object(members) = &mut node.value else {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an object, found {kind}"));
         };
         for m in members.iter_mut() {
-            let mark = self.ptr.push(&m.key);
+            // A key written without escapes is borrowed, so this costs no allocation.
+            self.path.push(Step::Key(m.key.clone()));
             if rule.keys.min_chars > 0 && m.key.is_empty() {
                 self.key_error(Code::TooShort, "keys must not be empty".to_owned());
             }
             self.value(&mut m.value, &rule.values);
-            self.ptr.truncate(mark);
+            self.path.pop();
         }
     }
 
-    fn object(&mut self, node: &mut Node<'_>, shape: &ObjectShape) {
+    fn object(&mut self, node: &mut Node<'a>, shape: &ObjectShape) {
         if !matches!(node.value, Value::Object(_)) {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an object ({}), found {kind}", shape.name));
@@ -169,7 +179,7 @@ impl Walker<'_> {
         self.members(node, shape, None);
     }
 
-    fn union(&mut self, node: &mut Node<'_>, union: &UnionShape) {
+    fn union(&mut self, node: &mut Node<'a>, union: &UnionShape) {
         let Value::Object(members) = &node.value else {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an object ({}), found {kind}", union.name));
@@ -177,7 +187,7 @@ impl Walker<'_> {
         // Built only on the error paths below: most unions are fine.
         let values = || quoted_list(&union.values());
         let Some(tag) = members.iter().find(|m| m.key == union.tag) else {
-            let pointer = self.ptr.join(union.tag);
+            let pointer = self.pointer_to(union.tag);
             let message =
                 format!("missing required field \"{}\": the {} is one of {}", union.tag, union.name, values());
             self.out.push(Diagnostic::error(Layer::Schema, Code::MissingRequiredField, pointer, message));
@@ -191,14 +201,14 @@ impl Walker<'_> {
                     if let Some(close) = suggest(s, union.values().into_iter()) {
                         message.push_str(&format!(" (did you mean \"{close}\"?)"));
                     }
-                    let pointer = self.ptr.join(union.tag);
+                    let pointer = self.pointer_to(union.tag);
                     self.out.push(Diagnostic::error(Layer::Schema, Code::UnknownVariant, pointer, message));
                     return;
                 }
             },
             other => {
                 let message = format!("expected a string ({}), found {}", values(), other.kind());
-                let pointer = self.ptr.join(union.tag);
+                let pointer = self.pointer_to(union.tag);
                 self.out.push(Diagnostic::error(Layer::Schema, Code::InvalidType, pointer, message));
                 return;
             }
@@ -208,53 +218,77 @@ impl Walker<'_> {
 
     /// Checks the members of an object against `shape` (for a union arm, `arm` names the union
     /// and the chosen discriminator value), then reports missing fields and fills defaults.
-    fn members(&mut self, node: &mut Node<'_>, shape: &ObjectShape, arm: Option<(&UnionShape, &str)>) {
+    fn members(&mut self, node: &mut Node<'a>, shape: &ObjectShape, arm: Option<(&UnionShape, &str)>) {
         let span = node.span;
         let Value::Object(members) = &mut node.value else {
             return;
         };
         // Which fields are present, by index (a test keeps every object under 64 fields).
         let mut present: u64 = 0;
+        // Members are often written in the order the table lists them, so the field after the
+        // last one found is tried before the table is searched (names are distinct within a
+        // table, a test checks, so both find the same field).
+        let mut next = 0;
         for m in members.iter_mut() {
-            let mark = self.ptr.push(&m.key);
-            if let Some(i) = shape.fields.iter().position(|f| f.name == m.key) {
+            let found = match shape.fields.get(next) {
+                Some(f) if f.name == m.key => Some(next),
+                _ => shape.fields.iter().position(|f| f.name == m.key),
+            };
+            if let Some(i) = found {
+                next = i + 1;
                 let field = &shape.fields[i];
                 present |= 1 << i;
+                // The table's name is the key: a `'static` borrow even if the key was escaped.
+                self.path.push(Step::Key(Text::Borrowed(field.name)));
                 if field.deprecated {
                     let message = format!(
                         "\"{}\" is deprecated and kept only for compatibility; remove it from new manifests",
                         m.key
                     );
                     self.out.push(
-                        Diagnostic::warning(Layer::Schema, Code::DeprecatedManifestField, self.ptr.as_str(), message)
+                        Diagnostic::warning(Layer::Schema, Code::DeprecatedManifestField, self.pointer(), message)
                             .on_key(),
                     );
                 }
                 self.value(&mut m.value, &field.shape);
+                self.path.pop();
             } else if arm.is_none_or(|(u, _)| m.key != u.tag) {
+                self.path.push(Step::Key(m.key.clone()));
                 self.unexpected(&m.key, shape, arm);
+                self.path.pop();
             }
-            self.ptr.truncate(mark);
         }
 
         let mut count = members.len();
-        members.reserve(shape.fields.len().saturating_sub(count));
+        // Room for exactly the defaults about to be filled in: one reallocation at most.
+        let absent = |i: usize| present & (1 << i) == 0;
+        let defaults = shape
+            .fields
+            .iter()
+            .enumerate()
+            .filter(|&(i, f)| absent(i) && matches!(f.presence, Presence::Default(_)))
+            .count();
+        members.reserve_exact(defaults);
         for (i, field) in shape.fields.iter().enumerate() {
-            if present & (1 << i) != 0 {
+            if !absent(i) {
                 continue;
             }
             match field.presence {
                 Presence::Optional => {}
                 Presence::Required => {
-                    let pointer = self.ptr.join(field.name);
+                    let pointer = self.pointer_to(field.name);
                     let message = format!("missing required field \"{}\" ({})", field.name, field.doc);
                     self.out.push(Diagnostic::error(Layer::Schema, Code::MissingRequiredField, pointer, message));
                 }
                 Presence::Default(default) => {
                     let mut value = Node { span, value: default_value(default, &field.shape) };
-                    let mark = self.ptr.push(field.name);
-                    self.value(&mut value, &field.shape);
-                    self.ptr.truncate(mark);
+                    // Every default is valid against its own shape (a test checks), so only an
+                    // object default is walked: to fill in its own fields' defaults.
+                    if matches!(default, DefaultValue::EmptyObject | DefaultValue::Arm(_)) {
+                        self.path.push(Step::Key(Text::Borrowed(field.name)));
+                        self.value(&mut value, &field.shape);
+                        self.path.pop();
+                    }
                     members.push(Member { key: field.name.into(), key_span: span, value, defaulted: true });
                 }
             }
@@ -298,7 +332,7 @@ impl Walker<'_> {
         self.key_error(Code::UnknownField, message);
     }
 
-    fn wrong_type(&mut self, node: &Node<'_>, expected: &str, hint: Option<&str>) {
+    fn wrong_type(&mut self, node: &Node<'a>, expected: &str, hint: Option<&str>) {
         let mut message = format!("expected {expected}, found {}", node.value.kind());
         if let Value::Number(Number::Float(f)) = node.value {
             message = format!("expected {expected}, found {f} (a number with a fraction or exponent)");
@@ -311,11 +345,30 @@ impl Walker<'_> {
     }
 
     fn error(&mut self, code: Code, message: String) {
-        self.out.push(Diagnostic::error(Layer::Schema, code, self.ptr.as_str(), message));
+        self.out.push(Diagnostic::error(Layer::Schema, code, self.pointer(), message));
     }
 
     fn key_error(&mut self, code: Code, message: String) {
-        self.out.push(Diagnostic::error(Layer::Schema, code, self.ptr.as_str(), message).on_key());
+        self.out.push(Diagnostic::error(Layer::Schema, code, self.pointer(), message).on_key());
+    }
+
+    /// The RFC 6901 pointer of where the walk is.
+    fn pointer(&self) -> String {
+        let mut p = PointerBuf::with_capacity(64);
+        for step in &self.path {
+            match step {
+                Step::Key(key) => p.push(key),
+                Step::Index(i) => p.push_index(*i),
+            }
+        }
+        p.into_string()
+    }
+
+    /// The pointer of a member `key` of the object where the walk is.
+    fn pointer_to(&self, key: &str) -> String {
+        let mut p = PointerBuf::from(self.pointer());
+        p.push(key);
+        p.into_string()
     }
 }
 
@@ -374,8 +427,7 @@ pub(crate) fn defaults_are_valid(shape: &'static ObjectShape) -> Vec<Diagnostic>
         for f in fs {
             if let Presence::Default(d) = f.presence {
                 let mut node = Node { span: Default::default(), value: default_value(d, &f.shape) };
-                let mut w = Walker { out, ptr: PointerBuf::default() };
-                w.ptr.push(f.name);
+                let mut w = Walker { out, path: vec![Step::Key(Text::Borrowed(f.name))] };
                 w.value(&mut node, &f.shape);
             }
             nested(&f.shape, out);
@@ -416,6 +468,30 @@ mod tests {
         }
         object(&crate::v4::MANIFEST);
         object(&crate::v5::MANIFEST);
+    }
+
+    #[test]
+    fn field_names_are_distinct_within_an_object() {
+        // `members` tries the field after the last one found before searching the table, which
+        // finds the same field only if no name appears twice.
+        fn walk(shape: &Shape) {
+            match shape {
+                Shape::Object(o) => object(o),
+                Shape::Union(u) => u.arms.iter().for_each(|a| object(&a.object)),
+                Shape::Array(a) => walk(&a.items),
+                Shape::Map(m) => walk(&m.values),
+                _ => {}
+            }
+        }
+        fn object(o: &ObjectShape) {
+            let names: HashSet<&str> = o.fields.iter().map(|f| f.name).collect();
+            assert_eq!(names.len(), o.fields.len(), "{} repeats a field name", o.name);
+            o.fields.iter().for_each(|f| walk(&f.shape));
+        }
+
+        object(&crate::v4::MANIFEST);
+        object(&crate::v5::MANIFEST);
+        object(&crate::policy::POLICY);
     }
 
     #[test]

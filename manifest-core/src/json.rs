@@ -15,13 +15,13 @@ use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value};
 
 /// Reads `text` as one JSON value.
 pub(crate) fn parse(text: &str) -> Parsed<'_> {
-    let mut reader = Reader { text, bytes: text.as_bytes(), pos: 0, path: Vec::new(), problems: Vec::new() };
+    let mut reader = Reader::new(text);
     let result = reader.document();
     let mut diagnostics = reader.problems;
     match result {
         Ok(root) => Parsed { root: Some(root), diagnostics, ..Parsed::default() },
         Err(fatal) => {
-            diagnostics.push(fatal);
+            diagnostics.push(*fatal);
             Parsed { root: None, diagnostics, ..Parsed::default() }
         }
     }
@@ -48,14 +48,22 @@ struct Reader<'a> {
 /// an adversarial object with many keys stays linear.
 const SCAN_LIMIT: usize = 16;
 
-type Fatal = Diagnostic;
+/// The error that stops reading, boxed: results pass up through every level of nesting, and
+/// a diagnostic is larger than the node a successful read returns.
+type Fatal = Box<Diagnostic>;
 
 impl<'a> Reader<'a> {
+    fn new(text: &'a str) -> Self {
+        Reader { text, bytes: text.as_bytes(), pos: 0, path: Vec::new(), problems: Vec::new() }
+    }
+
     fn document(&mut self) -> Result<Node<'a>, Fatal> {
         self.skip_ws();
         if self.pos == self.bytes.len() {
-            return Err(Diagnostic::error(Layer::Schema, Code::EmptyDocument, "", "the document is empty")
-                .with_span(Span::new(0, 0)));
+            return Err(Box::new(
+                Diagnostic::error(Layer::Schema, Code::EmptyDocument, "", "the document is empty")
+                    .with_span(Span::new(0, 0)),
+            ));
         }
         let root = self.value(1)?;
         self.skip_ws();
@@ -86,8 +94,10 @@ impl<'a> Reader<'a> {
     fn enter(&self, depth: usize) -> Result<(), Fatal> {
         if depth > MAX_DEPTH {
             let message = format!("objects and arrays are nested deeper than {MAX_DEPTH} levels");
-            return Err(Diagnostic::error(Layer::Schema, Code::NestingTooDeep, self.pointer(), message)
-                .with_span(Span::new(self.pos, self.pos + 1)));
+            return Err(Box::new(
+                Diagnostic::error(Layer::Schema, Code::NestingTooDeep, self.pointer(), message)
+                    .with_span(Span::new(self.pos, self.pos + 1)),
+            ));
         }
         Ok(())
     }
@@ -208,6 +218,13 @@ impl<'a> Reader<'a> {
             // The run ends at an ASCII byte, so it is a whole UTF-8 sequence.
             return Ok(Cow::Borrowed(&self.text[start..self.pos - 1]));
         }
+        self.decoded(start)
+    }
+
+    /// The rest of a string that holds an escape (or is not closed), decoded from `start`.
+    /// Rare, so kept out of [`Reader::string`], which stays small.
+    #[cold]
+    fn decoded(&mut self, start: usize) -> Result<Text<'a>, Fatal> {
         let mut out = String::from(&self.text[start..self.pos]);
         loop {
             match self.peek() {
@@ -228,14 +245,23 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Skips the bytes of a string that need no decoding.
+    /// Skips the bytes of a string that need no decoding: all but `"`, `\` and control
+    /// characters. Strings are most of a manifest's bytes, so they are read a word of eight
+    /// bytes at a time; the last few bytes of the input are padded with a quote, so every
+    /// word test has an answer.
     fn run(&mut self) {
-        while let Some(&b) = self.bytes.get(self.pos) {
-            if b == b'"' || b == b'\\' || b < 0x20 {
-                break;
+        let (words, tail) = self.bytes.get(self.pos..).unwrap_or_default().as_chunks::<8>();
+        for word in words {
+            let care = needs_care(*word);
+            if care != 0 {
+                self.pos += first_flagged(care);
+                return;
             }
-            self.pos += 1;
+            self.pos += 8;
         }
+        let mut last = [b'"'; 8];
+        last[..tail.len()].copy_from_slice(tail);
+        self.pos += first_flagged(needs_care(last));
     }
 
     fn escape(&mut self, out: &mut String) -> Result<(), Fatal> {
@@ -333,13 +359,15 @@ impl<'a> Reader<'a> {
         }
         match text.parse::<f64>() {
             Ok(f) if f.is_finite() => Ok(Number::Float(f)),
-            _ => Err(Diagnostic::error(
-                Layer::Schema,
-                Code::NumberOutOfRange,
-                self.pointer(),
-                format!("number {text} is out of range"),
-            )
-            .with_span(Span::new(start, self.pos))),
+            _ => Err(Box::new(
+                Diagnostic::error(
+                    Layer::Schema,
+                    Code::NumberOutOfRange,
+                    self.pointer(),
+                    format!("number {text} is out of range"),
+                )
+                .with_span(Span::new(start, self.pos)),
+            )),
         }
     }
 
@@ -370,18 +398,22 @@ impl<'a> Reader<'a> {
     fn syntax(&self, message: &str) -> Fatal {
         // Point at the whole character, which may be several bytes.
         let len = self.text[self.pos.min(self.text.len())..].chars().next().map_or(0, char::len_utf8);
-        Diagnostic::error(Layer::Schema, Code::InvalidJson, "", format!("invalid JSON: {message}"))
-            .with_span(Span::new(self.pos, self.pos + len))
+        Box::new(
+            Diagnostic::error(Layer::Schema, Code::InvalidJson, "", format!("invalid JSON: {message}"))
+                .with_span(Span::new(self.pos, self.pos + len)),
+        )
     }
 
     fn eof(&self) -> Fatal {
-        Diagnostic::error(
-            Layer::Schema,
-            Code::InvalidJson,
-            "",
-            "invalid JSON: unexpected end of input; the document is truncated",
+        Box::new(
+            Diagnostic::error(
+                Layer::Schema,
+                Code::InvalidJson,
+                "",
+                "invalid JSON: unexpected end of input; the document is truncated",
+            )
+            .with_span(Span::new(self.pos, self.pos)),
         )
-        .with_span(Span::new(self.pos, self.pos))
     }
 
     fn pointer(&self) -> String {
@@ -398,8 +430,7 @@ impl<'a> Reader<'a> {
                 }
                 Step::Key(span) => {
                     let raw = &self.text[span.start as usize..span.end as usize];
-                    let mut sub =
-                        Reader { text: raw, bytes: raw.as_bytes(), pos: 0, path: Vec::new(), problems: Vec::new() };
+                    let mut sub = Reader::new(raw);
                     let key = sub.string().unwrap_or_default();
                     p.push(&key);
                 }
@@ -407,6 +438,25 @@ impl<'a> Reader<'a> {
         }
         p
     }
+}
+
+/// Flags (in their high bit) the bytes of `word` that end a plain run of a string: `"`, `\`
+/// and control characters (below 0x20). Only bytes above a flagged one can be flagged falsely
+/// (a borrow carries upwards), so the lowest flag is exact: subtracting `n` from every byte
+/// borrows into a high bit that the byte itself has clear only where the byte is below `n`
+/// (for `n` up to 128), and a byte equal to `c` is a zero byte after an XOR with `c`.
+fn needs_care(word: [u8; 8]) -> u64 {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    let word = u64::from_le_bytes(word);
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
+    let equal = |c: u8| below(word ^ (ONES * u64::from(c)), 1);
+    equal(b'"') | equal(b'\\') | below(word, 0x20)
+}
+
+/// The index of the lowest flagged byte of a non-zero [`needs_care`] answer.
+fn first_flagged(care: u64) -> usize {
+    care.trailing_zeros() as usize / 8
 }
 
 #[cfg(test)]
@@ -435,6 +485,26 @@ mod tests {
         assert_eq!(items[2].value, Value::String("xé😀".into()));
         assert_eq!(items[3].value, Value::Bool(true));
         assert_eq!(items[4].value, Value::Null);
+    }
+
+    #[test]
+    fn plain_runs_end_at_the_first_quote_backslash_or_control_character() {
+        let fill = ['a', 'é', '~', '\u{7f}', '€', 'Z', ' ', '😀', '0'];
+        for len in 0..24 {
+            for stop in ['"', '\\', '\u{0}', '\u{1f}', '\n'] {
+                for at in 0..=len {
+                    let mut chars: Vec<char> = fill.iter().copied().cycle().take(len).collect();
+                    if at < len {
+                        chars[at] = stop;
+                    }
+                    let text: String = chars.into_iter().collect();
+                    let expected = text.bytes().position(|b| b == b'"' || b == b'\\' || b < 0x20);
+                    let mut reader = Reader::new(&text);
+                    reader.run();
+                    assert_eq!(reader.pos, expected.unwrap_or(text.len()), "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -45,7 +45,8 @@ impl<'a> Sections<'a> {
 
     /// The number of items of the array at `pointer` (0 if there is none).
     pub(crate) fn len(&self, pointer: &str) -> usize {
-        match (&self.root.resolve(pointer).node.value, self.present(pointer)) {
+        let found = self.root.resolve(pointer);
+        match (&found.node.value, found.complete) {
             (crate::tree::Value::Array(items), true) => items.len(),
             _ => 0,
         }

@@ -116,12 +116,20 @@ impl<'a> Node<'a> {
     pub fn resolve(&self, pointer: &str) -> Resolved<'_, 'a> {
         let mut node = self;
         let mut member = None;
-        if pointer.is_empty() {
+        // Everything up to the first `/` is not a token (for a pointer, the empty string).
+        // Layer 2 and diagnostic placement resolve short pointers many times per document, so
+        // the tokens are split by hand: a `str::split` searcher costs more than the walk.
+        let Some(first) = pointer.bytes().position(|b| b == b'/') else {
             return Resolved { node, member, complete: true };
-        }
-        for raw in pointer.split('/').skip(1) {
+        };
+        let mut rest = &pointer[first + 1..];
+        loop {
+            let (raw, next) = match rest.bytes().position(|b| b == b'/') {
+                Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+                None => (rest, None),
+            };
             let token = unescape(raw);
-            let next = match &node.value {
+            let found = match &node.value {
                 Value::Object(members) => members.iter().find(|m| *m.key == *token).map(|m| {
                     member = Some(m);
                     &m.value
@@ -132,14 +140,15 @@ impl<'a> Node<'a> {
                 }),
                 _ => None,
             };
+            let Some(found) = found else {
+                return Resolved { node, member, complete: false };
+            };
+            node = found;
             match next {
-                Some(n) => node = n,
-                None => {
-                    return Resolved { node, member, complete: false };
-                }
+                Some(next) => rest = next,
+                None => return Resolved { node, member, complete: true },
             }
         }
-        Resolved { node, member, complete: true }
     }
 }
 
@@ -181,7 +190,7 @@ pub struct Resolved<'n, 'a> {
 }
 
 fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
-    if token.contains('~') { token.replace("~1", "/").replace("~0", "~").into() } else { token.into() }
+    if token.bytes().any(|b| b == b'~') { token.replace("~1", "/").replace("~0", "~").into() } else { token.into() }
 }
 
 /// Serializes as plain JSON (spans dropped). Used for the authored digest (through RFC 8785
@@ -223,36 +232,39 @@ pub(crate) struct PointerBuf {
     text: String,
 }
 
+impl From<String> for PointerBuf {
+    /// Continues an existing pointer.
+    fn from(text: String) -> Self {
+        PointerBuf { text }
+    }
+}
+
 impl PointerBuf {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         PointerBuf { text: String::with_capacity(capacity) }
     }
 
-    pub(crate) fn push(&mut self, token: &str) -> usize {
-        let len = self.text.len();
+    pub(crate) fn push(&mut self, token: &str) {
         self.text.push('/');
         if token.bytes().any(|b| b == b'~' || b == b'/') {
             self.text.push_str(&token.replace('~', "~0").replace('/', "~1"));
         } else {
             self.text.push_str(token);
         }
-        len
     }
 
-    pub(crate) fn push_index(&mut self, index: usize) -> usize {
+    pub(crate) fn push_index(&mut self, index: usize) {
         use std::fmt::Write;
-        let len = self.text.len();
         // Writing to a String cannot fail.
         let _ = write!(self.text, "/{index}");
-        len
-    }
-
-    pub(crate) fn truncate(&mut self, len: usize) {
-        self.text.truncate(len);
     }
 
     pub(crate) fn as_str(&self) -> &str {
         &self.text
+    }
+
+    pub(crate) fn into_string(self) -> String {
+        self.text
     }
 
     /// The pointer with one more token, without changing this buffer.
@@ -274,11 +286,11 @@ mod tests {
     #[test]
     fn pointer_escapes_and_resolves() {
         let mut p = PointerBuf::default();
-        let n = p.push("a/b");
+        p.push("a/b");
         p.push("~x");
         assert_eq!(p.as_str(), "/a~1b/~0x");
-        p.truncate(n);
-        assert_eq!(p.as_str(), "");
+        p.push_index(7);
+        assert_eq!(p.into_string(), "/a~1b/~0x/7");
 
         let inner = leaf(Value::Object(vec![Member {
             key: "~x".into(),

@@ -8,7 +8,7 @@ use crate::check::check_document;
 use crate::diagnostic::{Anchor, Code, Diagnostic, Layer};
 use crate::digest::authored_digest;
 use crate::source::{Format, Parsed, column, decode};
-use crate::tree::{Node, Number, Span, Value};
+use crate::tree::{Node, Number, Span, Value, to_u32};
 use crate::{json, v4, v5, yaml};
 
 /// A valid manifest, fully defaulted.
@@ -194,14 +194,33 @@ fn place(text: &str, diagnostics: &mut [Diagnostic]) {
     for d in diagnostics.iter_mut() {
         let Some(span) = d.span else { continue };
         let offset = (span.start as usize).min(bytes.len());
-        for (i, &b) in bytes[scanned..offset].iter().enumerate() {
-            if b == b'\n' {
-                line += 1;
-                line_start = scanned + i + 1;
-            }
+        let gap = &bytes[scanned..offset];
+        if let Some(last) = gap.iter().rposition(|&b| b == b'\n') {
+            line += to_u32(count_newlines(gap));
+            line_start = scanned + last + 1;
         }
         scanned = offset;
         d.line = Some(line);
         d.column = Some(column(text, line_start, offset));
+    }
+}
+
+/// The number of `\n` in `bytes`, counted in blocks small enough for an 8-bit count: a loop
+/// the compiler turns into vector operations of 16 bytes or more.
+fn count_newlines(bytes: &[u8]) -> usize {
+    bytes.chunks(255).map(|block| usize::from(block.iter().fold(0u8, |n, &b| n + u8::from(b == b'\n')))).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newlines_are_counted_across_blocks() {
+        for len in [0, 1, 254, 255, 256, 600, 1000] {
+            let bytes: Vec<u8> = (0..len).map(|i| if i % 3 == 0 { b'\n' } else { b'x' }).collect();
+            assert_eq!(count_newlines(&bytes), bytes.iter().filter(|&&b| b == b'\n').count(), "{len}");
+        }
+        assert_eq!(count_newlines(&[b'\n'; 1000]), 1000);
     }
 }
