@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::service::layers;
-use crate::service::store::{Activity, Application, Caller, PolicyVersion, Status, StoreError};
+
+use crate::service::store::{Activity, Application, Caller, PolicyVersion, Status, StoreError, Transaction};
 use crate::service::{FaultPoint, State};
 use crate::tree::{Number, Value};
 use crate::validate::validate;
@@ -189,14 +190,14 @@ fn refused(diagnostics: Vec<Diagnostic>) -> ApiError {
     }
 }
 
-/// Publishes (or previews) a manifest to an application of the caller's organization.
-/// Blocking: run it off the async runtime.
-pub(crate) fn publish(
+/// Checks a publication and runs layers 1-2 (no write lock held): the owned publication the
+/// write needs. Runs on the async runtime: its reads and CPU work are short.
+pub(crate) fn prepare(
     state: &State,
     caller: &Caller,
     application_id: &str,
     request: &PublishRequest<'_>,
-) -> Result<(u16, PublishResponse), ApiError> {
+) -> Result<Prepared, ApiError> {
     if !caller.role.can_publish() {
         return Err(ApiError::new(
             403,
@@ -204,20 +205,15 @@ pub(crate) fn publish(
             format!("a {} token cannot publish; ask for a developer token", caller.role.as_str()),
         ));
     }
-    let org = &caller.organization;
     // 404 before anything about the body: the URL names no application of this organization.
-    if state.store.read()?.application(org.id, application_id)?.is_none() {
+    if state.store.read()?.application(caller.organization.id, application_id)?.is_none() {
         return Err(ApiError::not_found(application_id));
     }
-
-    // Layers 1-2 need no store: run them before taking the write lock.
     let report = validate(request.manifest.as_bytes());
-    let mut diagnostics = report.diagnostics.clone();
     let manifest = match report.manifest() {
         Ok(m) => m,
-        Err(_) => return Err(refused(diagnostics)),
+        Err(_) => return Err(refused(report.diagnostics)),
     };
-    let authored_digest = report.authored_digest().unwrap_or_default();
     let authored = match &report.document {
         Some(root) => crate::digest::canonical_bytes(root, request.manifest.len())
             .and_then(|b| String::from_utf8(b).ok())
@@ -225,89 +221,144 @@ pub(crate) fn publish(
             .unwrap_or_default(),
         None => String::new(),
     };
+    Ok(Prepared {
+        manifest,
+        schema_version: report.schema_version.unwrap_or(0),
+        authored_digest: report.authored_digest().unwrap_or_default(),
+        authored,
+        diagnostics: report.diagnostics,
+        caller: caller.clone(),
+        application_id: application_id.to_owned(),
+        dry_run: request.dry_run,
+        pause_reason: request.pause_reason.clone(),
+        expected: request.expected_active_pointer_version,
+        schema_pairs: state.schema_pairs,
+        fault: state.fault,
+    })
+}
 
-    let mut tx = state.store.write()?;
-    let Some(mut app) = tx.application(org.id, application_id)? else {
-        return Err(ApiError::not_found(application_id));
-    };
-    let outcome = layers::compile(&manifest, tx.as_mut(), org, &app, state.schema_pairs)?;
-    diagnostics.extend(outcome.diagnostics);
-    let Some(compiled) = outcome.compiled else { return Err(refused(diagnostics)) };
+/// Publishes (or previews) a prepared publication: layers 3-7 and the write run as one unit
+/// of grouped write work, so concurrent publications share one commit (each in its own
+/// savepoint, kept or rolled back alone). Answers once that commit is durable.
+pub(crate) async fn publish(state: &State, prepared: Prepared) -> Result<(u16, PublishResponse), ApiError> {
+    let (result_tx, result_rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    state.store.write_grouped(
+        Box::new(move |tx| {
+            let result = prepared.commit(tx);
+            let keep = matches!(result, Ok((201, _)));
+            let _ = result_tx.send(result);
+            keep
+        }),
+        Box::new(move |outcome| {
+            let _ = done_tx.send(outcome);
+        }),
+    );
+    let gone = || ApiError::new(500, "internal_error", "the publication did not run; try again");
+    done_rx.await.map_err(|_| gone())??;
+    result_rx.await.map_err(|_| gone())?
+}
 
-    // Layer 6: the fence, then the immutable write.
-    if let Some(expected) = request.expected_active_pointer_version
-        && expected != app.active_pointer_version
-    {
-        let d = Diagnostic::error(
-            Layer::Publication,
-            Code::ActivePointerVersionConflict,
-            "/expectedActivePointerVersion",
-            format!(
-                "you reviewed active version {expected}, but the active version is now {}; review it again",
-                app.active_pointer_version
-            ),
-        );
-        return Err(ApiError {
-            status: 409,
-            code: "active_pointer_version_conflict",
-            message: d.message.clone(),
-            diagnostics: Some(vec![d]),
-        });
+/// A publication that passed layers 1-2, with everything the write needs, owned.
+pub(crate) struct Prepared {
+    manifest: crate::validate::Manifest,
+    schema_version: u8,
+    authored_digest: String,
+    authored: String,
+    diagnostics: Vec<Diagnostic>,
+    caller: Caller,
+    application_id: String,
+    dry_run: bool,
+    pause_reason: Option<String>,
+    expected: Option<u64>,
+    schema_pairs: crate::service::SchemaPairs,
+    fault: Option<FaultPoint>,
+}
+
+impl Prepared {
+    /// Layers 3-7 and the write, inside the (grouped) write transaction. A 201 keeps the
+    /// writes; anything else, a dry run included, rolls them back.
+    fn commit(self, tx: &mut dyn Transaction) -> Result<(u16, PublishResponse), ApiError> {
+        let org = &self.caller.organization;
+        let Some(mut app) = tx.application(org.id, &self.application_id)? else {
+            return Err(ApiError::not_found(&self.application_id));
+        };
+        let mut diagnostics = self.diagnostics;
+        let outcome = layers::compile(&self.manifest, tx, org, &app, self.schema_pairs)?;
+        diagnostics.extend(outcome.diagnostics);
+        let Some(compiled) = outcome.compiled else { return Err(refused(diagnostics)) };
+
+        // Layer 6: the fence, then the immutable write.
+        if let Some(expected) = self.expected
+            && expected != app.active_pointer_version
+        {
+            let d = Diagnostic::error(
+                Layer::Publication,
+                Code::ActivePointerVersionConflict,
+                "/expectedActivePointerVersion",
+                format!(
+                    "you reviewed active version {expected}, but the active version is now {}; review it again",
+                    app.active_pointer_version
+                ),
+            );
+            return Err(ApiError {
+                status: 409,
+                code: "active_pointer_version_conflict",
+                message: d.message.clone(),
+                diagnostics: Some(vec![d]),
+            });
+        }
+        let version = app.active_pointer_version + 1;
+        let actor = self.caller.actor();
+        tx.insert_policy_version(
+            app.key,
+            &PolicyVersion {
+                version,
+                schema_version: self.schema_version,
+                authored_digest: self.authored_digest.clone(),
+                policy_digest: compiled.policy_digest.clone(),
+                policy: compiled.policy,
+                authored: self.authored,
+                jobs: compiled.jobs,
+                execution: compiled.execution.to_owned(),
+                published_by: actor.clone(),
+            },
+        )?;
+        if self.fault == Some(FaultPoint::AfterVersionInsert) && !self.dry_run {
+            eprintln!("svc serve: injected fault after the version insert: aborting before the commit");
+            std::process::abort();
+        }
+        let rearm = app.settled;
+        next_state(&mut app, self.pause_reason.as_deref(), version);
+        tx.update_application(&app)?;
+        tx.record_activity(
+            app.key,
+            &Activity {
+                at: now(),
+                actor,
+                action: if rearm { "policy_published_rearmed" } else { "policy_published" }.to_owned(),
+                policy_version: Some(version),
+                status: Some(app.status.as_str().to_owned()),
+                reason: self.pause_reason,
+            },
+        )?;
+        tx.record_wakeup(app.key, version)?;
+        // A dry run answers 200 and its writes are rolled back: no version, no pointer move,
+        // no status change, no wakeup.
+        Ok((
+            if self.dry_run { 200 } else { 201 },
+            PublishResponse {
+                application_id: app.application_id,
+                policy_version: version,
+                active_pointer_version: app.active_pointer_version,
+                status: app.status.as_str(),
+                authored_digest: self.authored_digest,
+                policy_digest: compiled.policy_digest,
+                diagnostics,
+                dry_run: self.dry_run.then_some(true),
+            },
+        ))
     }
-    let version = app.active_pointer_version + 1;
-    tx.insert_policy_version(
-        app.key,
-        &PolicyVersion {
-            version,
-            schema_version: report.schema_version.unwrap_or(0),
-            authored_digest: authored_digest.clone(),
-            policy_digest: compiled.policy_digest.clone(),
-            policy: compiled.policy,
-            authored,
-            jobs: compiled.jobs,
-            execution: compiled.execution.to_owned(),
-            published_by: caller.actor(),
-        },
-    )?;
-    if state.fault == Some(FaultPoint::AfterVersionInsert) && !request.dry_run {
-        eprintln!("svc serve: injected fault after the version insert: aborting before the commit");
-        std::process::abort();
-    }
-    let rearm = app.settled;
-    next_state(&mut app, request.pause_reason.as_deref(), version);
-    tx.update_application(&app)?;
-    tx.record_activity(
-        app.key,
-        &Activity {
-            at: now(),
-            actor: caller.actor(),
-            action: if rearm { "policy_published_rearmed" } else { "policy_published" }.to_owned(),
-            policy_version: Some(version),
-            status: Some(app.status.as_str().to_owned()),
-            reason: request.pause_reason.clone(),
-        },
-    )?;
-    tx.record_wakeup(app.key, version)?;
-    let status = if request.dry_run {
-        drop(tx); // rolls back: no version, no pointer move, no status change, no wakeup
-        200
-    } else {
-        tx.commit()?;
-        201
-    };
-    Ok((
-        status,
-        PublishResponse {
-            application_id: app.application_id,
-            policy_version: version,
-            active_pointer_version: app.active_pointer_version,
-            status: app.status.as_str(),
-            authored_digest,
-            policy_digest: compiled.policy_digest,
-            diagnostics,
-            dry_run: request.dry_run.then_some(true),
-        },
-    ))
 }
 
 /// The application after a publication: the pointer moves to the new version; a pause given

@@ -34,7 +34,23 @@ pub trait Store: Send + Sync + 'static {
     /// A transaction that may write. Writers are serialized, so a decision taken on what a
     /// write transaction read still holds when it commits.
     fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError>;
+
+    /// Runs `work` inside a write transaction and makes its writes durable if it returns
+    /// `true` (otherwise they are rolled back), then calls `done` with the commit's outcome.
+    /// A backend may group concurrent work into one transaction and one commit (group
+    /// commit): each unit runs alone in its own savepoint, after the units before it, and
+    /// sees their writes. The default runs it at once on the calling thread.
+    fn write_grouped(&self, work: GroupedWork, done: GroupedDone) {
+        let outcome = self.write().and_then(|mut tx| if work(tx.as_mut()) { tx.commit() } else { Ok(()) });
+        done(outcome);
+    }
 }
+
+/// A unit of write work: `true` keeps its writes.
+pub type GroupedWork = Box<dyn FnOnce(&mut dyn Transaction) -> bool + Send>;
+
+/// Told the outcome of the commit that made a unit of grouped work durable (or failed).
+pub type GroupedDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
 /// One transaction. Dropped without [`Transaction::commit`], it rolls back.
 pub trait Transaction {

@@ -6,14 +6,14 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 
 use super::{
-    AcceptedArtifact, Activity, Application, ArtifactEvidence, Caller, NewToken, Organization, PolicyVersion,
-    RuntimeImage, Status, Store, StoreError, Transaction,
+    AcceptedArtifact, Activity, Application, ArtifactEvidence, Caller, GroupedDone, GroupedWork, NewToken,
+    Organization, PolicyVersion, RuntimeImage, Status, Store, StoreError, Transaction,
 };
 use crate::service::auth::Role;
 use crate::service::capability::Tier;
@@ -27,12 +27,23 @@ pub const DATABASE_FILE: &str = "svc.sqlite3";
 /// How long a connection waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most units of grouped work one commit takes.
+const MAX_GROUP: usize = 64;
+
 /// The SQLite store of one data directory.
 #[derive(Debug)]
 pub struct SqliteStore {
     path: PathBuf,
-    writer: Mutex<Connection>,
+    writer: Arc<Mutex<Connection>>,
     readers: Mutex<Vec<Connection>>,
+    /// The group-commit thread's queue, started on first use.
+    group: Mutex<Option<std::sync::mpsc::Sender<Grouped>>>,
+}
+
+/// A unit of grouped work and where its commit's outcome goes.
+struct Grouped {
+    work: GroupedWork,
+    done: GroupedDone,
 }
 
 impl SqliteStore {
@@ -45,7 +56,12 @@ impl SqliteStore {
         let writer = Connection::open(&path).map_err(|e| backend(&path, e))?;
         configure(&writer).map_err(|e| backend(&path, e))?;
         migrate(&writer).map_err(|e| backend(&path, e))?;
-        Ok(SqliteStore { path, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+        Ok(SqliteStore {
+            path,
+            writer: Arc::new(Mutex::new(writer)),
+            readers: Mutex::new(Vec::new()),
+            group: Mutex::new(None),
+        })
     }
 
     /// The database file.
@@ -110,6 +126,65 @@ impl Store for SqliteStore {
         conn.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
         Ok(Box::new(SqliteTransaction { conn: Held::Writer(conn), open: true }))
     }
+
+    fn write_grouped(&self, work: GroupedWork, done: GroupedDone) {
+        let gone = || StoreError::Backend("the group-commit thread is gone".into());
+        let Ok(mut group) = self.group.lock() else { return done(Err(gone())) };
+        let queue = group.get_or_insert_with(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let writer = self.writer.clone();
+            // If the thread cannot start, the queue's receiver is dropped and sends fail.
+            let _ =
+                std::thread::Builder::new().name("svc-group-commit".into()).spawn(move || group_commit(&writer, &rx));
+            tx
+        });
+        if let Err(std::sync::mpsc::SendError(unit)) = queue.send(Grouped { work, done }) {
+            (unit.done)(Err(gone()));
+        }
+    }
+}
+
+/// The group-commit loop: takes every unit queued by the time the previous commit finished
+/// (at most `MAX_GROUP`), runs each in its own savepoint, and commits them together.
+fn group_commit(writer: &Mutex<Connection>, queue: &std::sync::mpsc::Receiver<Grouped>) {
+    while let Ok(first) = queue.recv() {
+        let mut units = vec![first];
+        while units.len() < MAX_GROUP {
+            match queue.try_recv() {
+                Ok(unit) => units.push(unit),
+                Err(_) => break,
+            }
+        }
+        let result = match writer.lock() {
+            Ok(conn) => run_group(&conn, &mut units),
+            Err(_) => Err(StoreError::Backend("a previous store operation panicked".into())),
+        };
+        for unit in units {
+            (unit.done)(result.as_ref().map(|_| ()).map_err(|e| StoreError::Backend(e.to_string())));
+        }
+    }
+}
+
+fn run_group(conn: &Connection, units: &mut [Grouped]) -> Result<(), StoreError> {
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
+    for unit in units.iter_mut() {
+        let work = std::mem::replace(&mut unit.work, Box::new(|_| false));
+        let kept = conn.execute_batch("SAVEPOINT unit").map_err(db).and_then(|()| {
+            let mut tx = SqliteTransaction { conn: Held::Borrowed(conn), open: false };
+            let keep = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut tx))).unwrap_or(false);
+            drop(tx);
+            let end = if keep { "RELEASE unit" } else { "ROLLBACK TO unit; RELEASE unit" };
+            conn.execute_batch(end).map_err(db)
+        });
+        if let Err(e) = kept {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e);
+        }
+    }
+    conn.execute_batch("COMMIT").map_err(|e| {
+        let _ = conn.execute_batch("ROLLBACK");
+        db(e)
+    })
 }
 
 /// A connection held for one transaction: the writer (under its lock) or a pooled reader
@@ -117,6 +192,8 @@ impl Store for SqliteStore {
 enum Held<'s> {
     Writer(MutexGuard<'s, Connection>),
     Reader(Option<Connection>, &'s Mutex<Vec<Connection>>),
+    /// Inside a group commit: the savepoint around it is managed by `run_group`.
+    Borrowed(&'s Connection),
 }
 
 struct SqliteTransaction<'s> {
@@ -128,6 +205,7 @@ impl SqliteTransaction<'_> {
     fn conn(&self) -> &Connection {
         match &self.conn {
             Held::Writer(guard) => guard,
+            Held::Borrowed(conn) => conn,
             // Only `Drop` takes the reader out.
             Held::Reader(conn, _) => conn.as_ref().unwrap_or_else(|| unreachable!("reader taken before drop")),
         }
