@@ -124,10 +124,10 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, tls: &Arc<ClientConfi
                 Some(_) => last_heard = tokio::time::Instant::now(),
                 None => break Err(TunnelError::Io("the gateway closed the tunnel".into())),
             },
+            // Declared dead exactly `dead_after` after the last word from the gateway, not at
+            // the next tick after that.
+            () = tokio::time::sleep_until(last_heard + dead_after) => break Err(TunnelError::Dead(dead_after)),
             _ = ticker.tick() => {
-                if last_heard.elapsed() > dead_after {
-                    break Err(TunnelError::Dead(dead_after));
-                }
                 seq += 1;
                 // A write to a stopped peer may hang once buffers fill: bound it.
                 let ping = Control::Ping { seq };

@@ -158,6 +158,9 @@ pub async fn run(
     };
     say(&format!("starting the Node demo on 127.0.0.1:{app_port} and its agent"));
     let job = LocalRunner.launch(&spec).map_err(|e| DemoError::Setup(format!("{e} (is Node.js installed?)")))?;
+    if let [app, agent] = job.pids()[..] {
+        say(&format!("job processes: app pid {app}, agent pid {agent}"));
+    }
 
     let url = if bound.public.port() == 443 {
         format!("https://{HOSTNAME}/")

@@ -1,0 +1,101 @@
+//! The ingress data plane as users reach it, over real processes on loopback: `svc ingress
+//! demo` (gateway, coordinator, the Node demo and its agent), and the standalone `svc gateway
+//! run` and `svc agent run` beside an in-test coordinator. Every child process is killed
+//! when its test ends, even on panic. One binary, a module per concern.
+
+mod ingress {
+    mod client;
+    mod demo;
+    mod process;
+    mod renewal;
+    mod standalone;
+
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+    use std::process::Command;
+    use std::time::Duration;
+
+    use svc_e2e::service::{TempDir, svc_binary};
+
+    use process::Proc;
+
+    /// The demo's hostname.
+    pub(super) const HOST: &str = "demo.localhost";
+
+    /// How long the demo may take to print `ready` (it waits up to 60 s itself).
+    const READY: Duration = Duration::from_secs(90);
+
+    /// A running `svc ingress demo` on `127.0.0.1:0`, with the addresses and pids it printed.
+    pub(super) struct Demo {
+        /// The demo process (it kills its app and agent when dropped).
+        pub(super) proc: Proc,
+        /// The gateway's public TLS address.
+        pub(super) public: SocketAddr,
+        /// The gateway's metrics address.
+        pub(super) metrics: SocketAddr,
+        /// The Node app's pid.
+        pub(super) app_pid: u32,
+        /// The agent's pid.
+        pub(super) agent_pid: u32,
+        /// The data directory (removed last).
+        pub(super) dir: TempDir,
+    }
+
+    impl Demo {
+        pub(super) async fn start(name: &str, extra: &[&str]) -> Demo {
+            let dir = TempDir::new(name);
+            let mut command = Command::new(svc_binary());
+            command
+                .args(["ingress", "demo", "--data-dir"])
+                .arg(dir.path())
+                .args(["--listen", "127.0.0.1:0"])
+                .args(extra)
+                .env("SVC_NODE", process::node());
+            let mut proc = Proc::spawn("svc ingress demo", command);
+            // The pids come before `ready`: register them at once, so they die with the test.
+            let pids = proc.expect_line(READY, "the job's pids", |l| l.contains("job processes:")).await;
+            let numbers: Vec<u32> = pids
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|w| !w.is_empty())
+                .map(|w| w.parse().expect("pid"))
+                .collect();
+            let [app_pid, agent_pid] = numbers[..] else { panic!("two pids in {pids:?}") };
+            proc.also_kill(app_pid);
+            proc.also_kill(agent_pid);
+            let ready = proc.expect_line(READY, "`ready URL`", |l| l.starts_with("ready https://")).await;
+            let port: u16 = ready
+                .trim_end_matches('/')
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse().ok())
+                .unwrap_or_else(|| panic!("a port in {ready:?}"));
+            assert_ne!(port, 0, "the real port is printed");
+            assert_eq!(ready, format!("ready https://{HOST}:{port}/"));
+            let metrics = proc.expect_line(READY, "the metrics URL", |l| l.contains("metrics http://")).await;
+            let metrics: SocketAddr = metrics
+                .split("metrics http://")
+                .nth(1)
+                .and_then(|r| r.split('/').next())
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("a metrics address in {metrics:?}"));
+            Demo { proc, public: SocketAddr::from(([127, 0, 0, 1], port)), metrics, app_pid, agent_pid, dir }
+        }
+
+        /// `DIR/ca.pem`, the only certificate the tests trust.
+        pub(super) fn ca(&self) -> PathBuf {
+            self.dir.path().join("ca.pem")
+        }
+
+        /// `DIR/jobs/demo`.
+        pub(super) fn job_dir(&self) -> PathBuf {
+            self.dir.path().join("jobs").join("demo")
+        }
+
+        /// GET on a fresh connection; panics on a transport error.
+        pub(super) async fn get(&self, path: &str) -> client::Response {
+            match client::get(self.public, HOST, &self.ca(), path).await {
+                Ok(r) => r,
+                Err(e) => panic!("GET {path}: {e}\n{}", self.proc.output()),
+            }
+        }
+    }
+}

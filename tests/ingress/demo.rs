@@ -1,0 +1,197 @@
+//! `svc ingress demo` end to end: HTTPS through the gateway with a certificate only the job
+//! holds, the challenge, server-sent events, PROXY v2, unknown names refused without a byte,
+//! health, and shutdown.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rcgen::PublicKeyData;
+
+use super::client::{self, Https, outcome_count, serial_and_spki};
+use super::process::alive;
+use super::{Demo, HOST};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_answers_https_through_the_gateway_with_the_jobs_own_key() {
+    let demo = Demo::start("demo-https", &[]).await;
+
+    // `/` answers 200 to a client trusting only DIR/ca.pem, with SNI demo.localhost.
+    let mut conn = Https::connect(demo.public, HOST, &demo.ca(), None).await.expect("TLS through the gateway");
+    let page = conn.get("/").await.expect("GET /");
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(page.text().contains("svc Node.js demo"), "the Node app's page: {}", page.text());
+
+    // The served leaf carries the public key of the job's key.pem.
+    let key_path = demo.job_dir().join("key.pem");
+    let key_pem = std::fs::read_to_string(&key_path).expect("key.pem");
+    let key = rcgen::KeyPair::from_pem(&key_pem).expect("a private key");
+    let (_, spki) = serial_and_spki(&conn.leaf());
+    assert_eq!(spki, key.subject_public_key_info(), "the leaf's public key is the job's");
+
+    // key.pem is private, and its body appears in no other file of the data directory.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key_path).expect("key.pem").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "key.pem mode {:o}", mode & 0o777);
+    }
+    let body: String = key_pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    assert!(body.len() > 40, "a PEM body");
+    let mut files = Vec::new();
+    walk(demo.dir.path(), &mut files);
+    assert!(files.len() >= 5, "ca.pem, ca-key.pem, agent.json, key.pem, cert.pem, ...: {files:?}");
+    for file in files.iter().filter(|f| **f != key_path) {
+        let text: String = String::from_utf8_lossy(&std::fs::read(file).expect("read")).split_whitespace().collect();
+        assert!(!text.contains(&body), "{} holds the job's private key", file.display());
+    }
+
+    // The agent's own endpoints.
+    let health = demo.get("/health").await;
+    assert_eq!(health.status, 200, "{}", health.text());
+    let agent: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(demo.job_dir().join("agent.json")).expect("agent.json"))
+            .expect("agent.json is JSON");
+    let secret = agent["routeSecret"].as_str().expect("routeSecret");
+    let challenge = demo.get("/.well-known/svc/challenge?nonce=abc").await;
+    assert_eq!(challenge.status, 200, "{}", challenge.text());
+    let answer = challenge.json();
+    assert_eq!(answer["nonce"], "abc");
+    assert_eq!(answer["routeId"], "demo");
+    assert_eq!(answer["hostname"], HOST);
+    let proof = answer["proof"].as_str().expect("proof");
+    assert!(agent::challenge::verify(secret.as_bytes(), "demo", HOST, "abc", proof), "the proof verifies");
+    assert!(!agent::challenge::verify(secret.as_bytes(), "demo", HOST, "abd", proof), "for this nonce only");
+    let missing = demo.get("/.well-known/svc/challenge").await;
+    assert_eq!(missing.status, 400, "{}", missing.text());
+
+    // Server-sent events stream through the tunnel.
+    let mut events = Https::connect(demo.public, HOST, &demo.ca(), None).await.expect("TLS");
+    let (status, seen) =
+        events.stream_until("/events", "\ndata: ", Duration::from_secs(10)).await.expect("an event within 10 s");
+    assert_eq!(status, 200);
+    assert!(seen.contains("data: tick 1"), "{seen}");
+
+    // The first connection is still good for another request.
+    assert_eq!(conn.get("/api/info").await.expect("keep-alive").status, 200);
+}
+
+fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_app_sees_the_client_address_through_proxy_v2() {
+    let demo = Demo::start("demo-proxy", &[]).await;
+    let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+    for (from, expected) in [(Some(source), "127.0.0.2"), (None, "127.0.0.1")] {
+        let mut conn = Https::connect(demo.public, HOST, &demo.ca(), from).await.expect("TLS from 127.0.0.x");
+        let info = conn.get("/api/info").await.expect("GET /api/info");
+        assert_eq!(info.status, 200, "{}", info.text());
+        let info = info.json();
+        assert_eq!(info["clientAddress"], expected, "{info}");
+        assert_eq!(info["protocol"], "https", "{info}");
+    }
+}
+
+/// Reads until the peer closes (or resets, or 15 s pass); returns the bytes received.
+fn read_all(stream: &mut TcpStream) -> Vec<u8> {
+    stream.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return got,
+            Err(e) => panic!("the gateway neither closed nor answered: {e}; got {got:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_name_or_plain_bytes_get_no_byte_and_are_counted() {
+    let demo = Demo::start("demo-unknown-sni", &[]).await;
+    let before = outcome_count(demo.metrics, "unknown_sni");
+
+    // A real ClientHello for another name.
+    let config = client::tls_config(&demo.ca());
+    let name = rustls::pki_types::ServerName::try_from("other.localhost").expect("name");
+    let mut tls = rustls::ClientConnection::new(Arc::clone(&config), name).expect("client");
+    let mut hello = Vec::new();
+    while tls.wants_write() {
+        tls.write_tls(&mut hello).expect("ClientHello");
+    }
+    assert!(hello.len() > 50 && hello[0] == 0x16, "a TLS handshake record");
+    let public = demo.public;
+    let got = tokio::task::spawn_blocking(move || {
+        let mut stream = TcpStream::connect(public).expect("connect");
+        stream.write_all(&hello).expect("write the ClientHello");
+        read_all(&mut stream)
+    })
+    .await
+    .expect("join");
+    assert!(got.is_empty(), "no byte for an unknown name: {got:?}");
+
+    // Plain text, not TLS.
+    let got = tokio::task::spawn_blocking(move || {
+        let mut stream = TcpStream::connect(public).expect("connect");
+        stream.write_all(b"GET / HTTP/1.1\r\nHost: demo.localhost\r\n\r\n").expect("write");
+        read_all(&mut stream)
+    })
+    .await
+    .expect("join");
+    assert!(got.is_empty(), "no byte for plain text: {:?}", String::from_utf8_lossy(&got));
+
+    let metrics = demo.metrics;
+    let after = tokio::task::spawn_blocking(move || outcome_count(metrics, "unknown_sni")).await.expect("join");
+    assert!(after > before && after >= 1, "unknown_sni counted: {before} -> {after}");
+    // The demo still answers the right name.
+    assert_eq!(demo.get("/").await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_turns_503_when_the_app_dies() {
+    let demo = Demo::start("demo-health", &[]).await;
+    assert_eq!(demo.get("/health").await.status, 200);
+    assert!(alive(demo.app_pid), "the app runs");
+    super::process::signal(demo.app_pid, "KILL");
+    let start = Instant::now();
+    let mut last = 0;
+    while start.elapsed() < Duration::from_secs(5) {
+        last = demo.get("/health").await.status;
+        if last == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last, 503, "/health within 5 s of the app's death");
+    assert!(alive(demo.agent_pid), "the agent lives on");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_the_demo_and_its_processes_and_frees_the_port() {
+    let mut demo = Demo::start("demo-shutdown", &[]).await;
+    assert_eq!(demo.get("/").await.status, 200);
+    assert!(alive(demo.app_pid) && alive(demo.agent_pid), "app and agent run");
+    demo.proc.signal("TERM");
+    let status = demo.proc.wait_exit(Duration::from_secs(5)).await;
+    assert!(status.is_some(), "the demo exits within 5 s of SIGTERM\n{}", demo.proc.output());
+    let start = Instant::now();
+    while (alive(demo.app_pid) || alive(demo.agent_pid)) && start.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!alive(demo.app_pid), "the app {} is gone", demo.app_pid);
+    assert!(!alive(demo.agent_pid), "the agent {} is gone", demo.agent_pid);
+    let rebound = std::net::TcpListener::bind(demo.public);
+    assert!(rebound.is_ok(), "{} can be bound again: {:?}", demo.public, rebound.err());
+    assert!(status.is_some_and(|s| s.success()), "exit status 0: {status:?}");
+}

@@ -1,0 +1,136 @@
+//! The standalone processes: `svc gateway run` and `svc agent run` beside an in-test
+//! coordinator and the Node demo. A stopped gateway is a dead path the agent notices by its
+//! heartbeats; a restarted gateway is found again by the agent's reconnection.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use relay_api::ca::DevCa;
+use relay_api::gateway::RouteConfig;
+use relay_api::local::{LocalCoordinator, ephemeral};
+use svc_e2e::service::{TempDir, svc_binary};
+
+use super::client::wait_status;
+use super::process::{Proc, free_port, node};
+
+const HOST: &str = "web.localhost";
+
+/// The agent's heartbeat (the gateway's default, which it announces in its `Welcome`).
+const HEARTBEAT: Duration = Duration::from_secs(3);
+
+/// What the agent and gateway promise: a dead path is noticed within 10 s.
+const DEAD_WITHIN: Duration = Duration::from_secs(10);
+
+fn start_gateway(config: &Path) -> Proc {
+    let mut command = Command::new(svc_binary());
+    command.args(["gateway", "run", "--config"]).arg(config);
+    Proc::spawn("svc gateway run", command)
+}
+
+/// The gateway's public address, from its `svc gateway: public ADDR tunnel ...` line.
+async fn public_addr(gateway: &mut Proc) -> SocketAddr {
+    let line =
+        gateway.expect_line(Duration::from_secs(20), "its addresses", |l| l.starts_with("svc gateway: public ")).await;
+    line.split_whitespace().nth(3).and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("an address in {line:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
+    let dir = TempDir::new("standalone");
+    let ca = DevCa::open(&dir.path().join("ca")).expect("the development CA");
+    let ca_pem = ca.cert_path.clone();
+    let (chain, key) =
+        ca.issue(&["gateway.localhost".to_owned()], Duration::from_secs(24 * 3600)).expect("the tunnel certificate");
+    let (tunnel_cert, tunnel_key) = (dir.path().join("tunnel.pem"), dir.path().join("tunnel-key.pem"));
+    std::fs::write(&tunnel_cert, chain).expect("write");
+    std::fs::write(&tunnel_key, key).expect("write");
+
+    let credential = agent::wire::hex(&agent::wire::new_ticket().expect("random"));
+    let route = RouteConfig {
+        route_id: "web".to_owned(),
+        hostnames: vec![HOST.to_owned()],
+        credential_sha256: agent::wire::sha256_hex(credential.as_bytes()),
+        proxy_protocol: true,
+        max_connections: 64,
+    };
+    let coordinator = LocalCoordinator::new(ca);
+    coordinator.set_routes(vec![route.clone()]);
+    let (listener, coordinator_addr) = ephemeral().await.expect("a coordinator port");
+    let serving = tokio::spawn(coordinator.clone().serve(listener));
+
+    let tunnel: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let public: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let gateway_config = dir.path().join("gateway.json");
+    let file = serde_json::json!({
+        "public": public, "tunnel": tunnel, "admin": "127.0.0.1:0",
+        "tunnelCert": tunnel_cert, "tunnelKey": tunnel_key, "routes": [route],
+    });
+    std::fs::write(&gateway_config, serde_json::to_vec_pretty(&file).expect("json")).expect("write");
+    let mut gateway = start_gateway(&gateway_config);
+    assert_eq!(public_addr(&mut gateway).await, public);
+
+    let app_port = free_port();
+    let mut app_command = Command::new(node());
+    app_command.arg(svc_e2e::workspace().join("examples/node-demo/server.js")).env("PORT", app_port.to_string());
+    let mut app = Proc::spawn("node server.js", app_command);
+    app.expect_line(Duration::from_secs(20), "that it listens", |l| l.contains("node-demo listening")).await;
+
+    let job = dir.path().join("job");
+    std::fs::create_dir_all(&job).expect("job dir");
+    let agent_config = agent::AgentConfig {
+        route_id: "web".to_owned(),
+        hostname: HOST.to_owned(),
+        credential,
+        route_secret: "a route secret".to_owned(),
+        gateway: tunnel,
+        gateway_name: "gateway.localhost".to_owned(),
+        gateway_ca: ca_pem.clone(),
+        app_port,
+        app_health_path: "/health".to_owned(),
+        proxy_protocol: true,
+        certificate: agent::CertificateSource::DevCa { url: format!("http://{coordinator_addr}"), validity_secs: 3600 },
+        direct_listen: None,
+    };
+    let agent_path = job.join("agent.json");
+    std::fs::write(&agent_path, serde_json::to_vec_pretty(&agent_config).expect("json")).expect("write");
+    let mut agent_command = Command::new(svc_binary());
+    agent_command.args(["agent", "run", "--config"]).arg(&agent_path);
+    let mut agent = Proc::spawn("svc agent run", agent_command);
+
+    if let Err(e) = wait_status(public, HOST, &ca_pem, "/", 200, Duration::from_secs(30)).await {
+        panic!("GET / through the gateway: {e}\n{}\n{}", gateway.output(), agent.output());
+    }
+
+    // A stopped gateway answers no heartbeat: the agent declares the path dead. The agent
+    // pings every 3 s from the moment its tunnel is up; stopping the gateway just after a
+    // ping was answered is the worst case, so the test does exactly that, every time.
+    let up = agent.last_line_time(|l| l.contains("tunnel up")).expect("the agent's tunnel came up");
+    let beats = up.elapsed().as_millis() / HEARTBEAT.as_millis() + 1;
+    let beats = u32::try_from(beats).expect("a few heartbeats");
+    tokio::time::sleep_until(up + HEARTBEAT * beats + Duration::from_millis(500)).await;
+    let from = agent.line_count();
+    gateway.signal("STOP");
+    let stopped = tokio::time::Instant::now();
+    let dead = agent.wait_line(from, Duration::from_secs(15), |l| l.contains("no heartbeat answer")).await;
+    let detected = stopped.elapsed();
+    assert!(dead.is_some(), "the agent reports the dead path\n{}", agent.output());
+
+    // A new gateway on the same ports: the agent reconnects with backoff.
+    gateway.signal("CONT");
+    gateway.signal("KILL");
+    assert!(gateway.wait_exit(Duration::from_secs(5)).await.is_some(), "the gateway died");
+    let mut gateway = start_gateway(&gateway_config);
+    assert_eq!(public_addr(&mut gateway).await, public);
+    if let Err(e) = wait_status(public, HOST, &ca_pem, "/", 200, Duration::from_secs(20)).await {
+        panic!("GET / after the restart: {e}\n{}\n{}", gateway.output(), agent.output());
+    }
+    serving.abort();
+    // Asserted last, so a slow detection does not hide how the restart went.
+    assert!(
+        detected <= DEAD_WITHIN,
+        "the dead path is reported within {DEAD_WITHIN:?} of the stop, not {detected:?}\n{}",
+        agent.output()
+    );
+}
