@@ -57,8 +57,9 @@ CREATE TABLE policy_versions (
     jobs INTEGER NOT NULL,
     execution TEXT NOT NULL,
     published_by TEXT NOT NULL,
-    PRIMARY KEY (application_id, version)
-) WITHOUT ROWID;
+    -- A rowid table: rows of several KiB do not belong in a WITHOUT ROWID b-tree.
+    UNIQUE (application_id, version)
+);
 
 CREATE TRIGGER policy_versions_no_update BEFORE UPDATE ON policy_versions
 BEGIN
@@ -70,8 +71,10 @@ BEGIN
     SELECT RAISE(ABORT, 'policy versions are immutable');
 END;
 
+-- Plain INTEGER PRIMARY KEY (no AUTOINCREMENT): rows are never deleted, so ids only grow,
+-- without AUTOINCREMENT's extra write per insert.
 CREATE TABLE activity (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     application_id INTEGER NOT NULL REFERENCES applications (id),
     at TEXT NOT NULL,
     actor TEXT NOT NULL,
@@ -83,7 +86,7 @@ CREATE TABLE activity (
 
 -- A committed publication asks the scheduler to reconcile the application: one row each.
 CREATE TABLE wakeups (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     application_id INTEGER NOT NULL REFERENCES applications (id),
     policy_version INTEGER NOT NULL
 );
@@ -101,7 +104,7 @@ CREATE TABLE curated_artifacts (
 
 -- Artifact versions accepted from a build of an application's repository.
 CREATE TABLE accepted_artifacts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     organization_id INTEGER NOT NULL REFERENCES organizations (id),
     application_id TEXT NOT NULL,
     repository TEXT NOT NULL,

@@ -205,13 +205,14 @@ pub(crate) fn prepare(
             format!("a {} token cannot publish; ask for a developer token", caller.role.as_str()),
         ));
     }
-    // 404 before anything about the body: the URL names no application of this organization.
-    if state.store.read()?.application(caller.organization.id, application_id)?.is_none() {
-        return Err(ApiError::not_found(application_id));
-    }
     let report = validate(request.manifest.as_bytes());
     let manifest = match report.manifest() {
         Ok(m) => m,
+        // A 404 goes before the manifest's problems: the URL names no application of this
+        // organization. (For a valid manifest the write looks the application up anyway.)
+        Err(_) if state.store.read()?.application(caller.organization.id, application_id)?.is_none() => {
+            return Err(ApiError::not_found(application_id));
+        }
         Err(_) => return Err(refused(report.diagnostics)),
     };
     let authored = match &report.document {

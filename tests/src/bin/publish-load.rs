@@ -23,6 +23,7 @@ struct Phase {
     p50: Duration,
     p99: Duration,
     statuses: Vec<u16>,
+    latencies: Vec<Duration>,
 }
 
 fn main() {
@@ -54,12 +55,30 @@ fn main() {
     let body = |dry: bool| serde_json::to_vec(&json!({"manifest": manifest, "dryRun": dry})).expect("json");
 
     let _warm = run(server.addr, &t, &body(true), 200, connections, "warm-up");
-    let dry = run(server.addr, &t, &body(true), requests, connections, "dry-run publish");
-    let commit = run(server.addr, &t, &body(false), requests, connections, "committed publish");
+    // Interleaved rounds: this machine's speed (a VM) drifts by tens of percent over a minute,
+    // so each round measures the three phases back to back and the ratio is taken per round.
+    let per_round = requests.div_ceil(ROUNDS);
     let policy_size = 3000;
-    let floor = sqlite_floor(requests, policy_size);
+    let floor_dir = TempDir::new("floor");
+    let floor_db = sqlite_floor_open(floor_dir.path());
+    let (mut dry, mut commit, mut floors, mut ratios) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        dry.push(run(server.addr, &t, &body(true), per_round, connections, "dry-run publish"));
+        let c = run(server.addr, &t, &body(false), per_round, connections, "committed publish");
+        let f = sqlite_floor(&floor_db, per_round, policy_size);
+        ratios.push(c.per_second / f);
+        floors.push(f);
+        commit.push(c);
+    }
+    let (dry, commit) = (merge(dry), merge(commit));
+    ratios.sort_by(f64::total_cmp);
+    floors.sort_by(f64::total_cmp);
+    let floor = floors[floors.len() / 2];
 
-    println!("publish-load: {requests} requests per phase over {connections} keep-alive connections");
+    println!(
+        "publish-load: {} requests per phase over {connections} keep-alive connections, in {ROUNDS} interleaved rounds",
+        per_round * ROUNDS
+    );
     println!("| Phase | Per second | p50 | p99 | Statuses |");
     println!("|---|---|---|---|---|");
     for p in [&dry, &commit] {
@@ -74,11 +93,37 @@ fn main() {
         );
     }
     println!(
-        "| floor: bare SQLite transactions (WAL, synchronous=FULL, one {policy_size}-byte INSERT each) | {floor:.0} | | | |"
+        "| floor: bare SQLite transactions (WAL, synchronous=FULL, one {policy_size}-byte INSERT each), median round | {floor:.0} | | | |"
     );
-    println!("committed / floor: {:.0}% (goal: at least 50%)", 100.0 * commit.per_second / floor);
+    let shown: Vec<String> = ratios.iter().map(|r| format!("{:.0}%", 100.0 * r)).collect();
+    println!(
+        "committed / floor: {:.0}% median of rounds ({}) (goal: at least 50%)",
+        100.0 * ratios[ratios.len() / 2],
+        shown.join(", ")
+    );
     println!("committed p99: {:.2} ms (goal: under 20 ms)", ms(commit.p99));
     let _ = server.stop();
+}
+
+/// Rounds of the interleaved measurement.
+const ROUNDS: usize = 5;
+
+/// One phase's rounds as one: total rate, latencies over every request.
+fn merge(rounds: Vec<Phase>) -> Phase {
+    let name = rounds.first().map_or("", |p| p.name);
+    let seconds: f64 = rounds.iter().map(|p| p.latencies.len() as f64 / p.per_second).sum();
+    let mut latencies: Vec<Duration> = rounds.iter().flat_map(|p| p.latencies.iter().copied()).collect();
+    latencies.sort();
+    let statuses: Vec<u16> = rounds.iter().flat_map(|p| p.statuses.iter().copied()).collect();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    Phase {
+        name,
+        per_second: latencies.len() as f64 / seconds,
+        p50: at(0.5),
+        p99: at(0.99),
+        statuses,
+        latencies: Vec::new(),
+    }
 }
 
 fn ms(d: Duration) -> f64 {
@@ -102,6 +147,7 @@ fn run(addr: SocketAddr, token: &str, body: &[u8], requests: usize, connections:
         p50: at(0.50),
         p99: at(0.99),
         statuses: results.iter().map(|r| r.1).collect(),
+        latencies,
     }
 }
 
@@ -145,13 +191,17 @@ fn client(addr: SocketAddr, token: &str, body: &[u8], n: usize) -> Vec<(Duration
     out
 }
 
-/// Bare SQLite transactions per second with the service's durability settings.
-fn sqlite_floor(n: usize, size: usize) -> f64 {
-    let dir = TempDir::new("floor");
-    let conn = rusqlite::Connection::open(dir.path().join("floor.sqlite3")).expect("open");
+/// A database with the service's durability settings, for the floor.
+fn sqlite_floor_open(dir: &std::path::Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(dir.join("floor.sqlite3")).expect("open");
     conn.pragma_update(None, "journal_mode", "WAL").expect("wal");
     conn.pragma_update(None, "synchronous", "FULL").expect("full");
     conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)").expect("table");
+    conn
+}
+
+/// Bare SQLite transactions per second: one INSERT each, back to back.
+fn sqlite_floor(conn: &rusqlite::Connection, n: usize, size: usize) -> f64 {
     let row = "x".repeat(size);
     let start = Instant::now();
     for _ in 0..n {

@@ -117,7 +117,7 @@ fn db(e: rusqlite::Error) -> StoreError {
 impl Store for SqliteStore {
     fn read(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
         let conn = self.reader()?;
-        conn.execute_batch("BEGIN DEFERRED").map_err(db)?;
+        run_cached(&conn, "BEGIN DEFERRED").map_err(db)?;
         Ok(Box::new(SqliteTransaction { conn: Held::Reader(Some(conn), &self.readers), open: true }))
     }
 
@@ -169,12 +169,14 @@ fn run_group(conn: &Connection, units: &mut [Grouped]) -> Result<(), StoreError>
     conn.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
     for unit in units.iter_mut() {
         let work = std::mem::replace(&mut unit.work, Box::new(|_| false));
-        let kept = conn.execute_batch("SAVEPOINT unit").map_err(db).and_then(|()| {
+        let kept = run_cached(conn, "SAVEPOINT unit").map_err(db).and_then(|()| {
             let mut tx = SqliteTransaction { conn: Held::Borrowed(conn), open: false };
             let keep = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut tx))).unwrap_or(false);
             drop(tx);
-            let end = if keep { "RELEASE unit" } else { "ROLLBACK TO unit; RELEASE unit" };
-            conn.execute_batch(end).map_err(db)
+            if !keep {
+                run_cached(conn, "ROLLBACK TO unit").map_err(db)?;
+            }
+            run_cached(conn, "RELEASE unit").map_err(db)
         });
         if let Err(e) = kept {
             let _ = conn.execute_batch("ROLLBACK");
@@ -212,10 +214,16 @@ impl SqliteTransaction<'_> {
     }
 }
 
+/// Runs a statement without parameters through the connection's statement cache (every
+/// request begins and ends a transaction: parsing `BEGIN` each time showed in profiles).
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 impl Drop for SqliteTransaction<'_> {
     fn drop(&mut self) {
         if self.open {
-            let _ = self.conn().execute_batch("ROLLBACK");
+            let _ = run_cached(self.conn(), "ROLLBACK");
         }
         if let Held::Reader(conn, pool) = &mut self.conn
             && let (Some(conn), Ok(mut pool)) = (conn.take(), pool.lock())
@@ -293,20 +301,20 @@ impl Transaction for SqliteTransaction<'_> {
 
     fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
         self.conn()
-            .query_row(
+            .prepare_cached(
                 "SELECT o.id, o.name, o.entitlement, o.spend_authority_micros, t.id, t.name, t.role
                  FROM tokens t JOIN organizations o ON o.id = t.organization_id WHERE t.token_hash = ?1",
-                [token_hash],
-                |r| {
-                    let role: String = r.get(6)?;
-                    Ok(Caller {
-                        organization: organization_row(r)?,
-                        token_id: r.get(4)?,
-                        name: r.get(5)?,
-                        role: Role::parse(&role).unwrap_or(Role::Viewer),
-                    })
-                },
             )
+            .map_err(db)?
+            .query_row([token_hash], |r| {
+                let role: String = r.get(6)?;
+                Ok(Caller {
+                    organization: organization_row(r)?,
+                    token_id: r.get(4)?,
+                    name: r.get(5)?,
+                    role: Role::parse(&role).unwrap_or(Role::Viewer),
+                })
+            })
             .optional()
             .map_err(db)
     }
