@@ -162,6 +162,54 @@ impl Https {
         Ok((status, headers))
     }
 
+    /// Upgrades this connection to a WebSocket at `path`, sends `message` as one masked text
+    /// frame, and returns the first text frame that comes back.
+    pub(crate) async fn websocket_echo(&mut self, path: &str, message: &str) -> Result<String, String> {
+        let head = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            self.host
+        );
+        self.stream.write_all(head.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
+        let (status, headers) = timeout(STEP, self.head()).await.map_err(|_| "no upgrade answer".to_owned())??;
+        if status != 101 {
+            return Err(format!("upgrade answered {status}"));
+        }
+        // RFC 6455's own example key and its accept value.
+        let accept = headers.iter().find(|(n, _)| n == "sec-websocket-accept").map(|(_, v)| v.as_str());
+        if accept != Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=") {
+            return Err(format!("wrong Sec-WebSocket-Accept {accept:?}"));
+        }
+        self.websocket_echo_again(message).await
+    }
+
+    /// On an upgraded connection: sends `message` as one masked text frame and returns the
+    /// first text frame that comes back.
+    pub(crate) async fn websocket_echo_again(&mut self, message: &str) -> Result<String, String> {
+        let payload = message.as_bytes();
+        let mask = [0x12u8, 0x34, 0x56, 0x78];
+        let mut frame = vec![0x81];
+        match payload.len() {
+            n if n < 126 => frame.push(0x80 | n as u8),
+            n => {
+                frame.push(0x80 | 126);
+                frame.extend_from_slice(&u16::try_from(n).map_err(|_| "message too long")?.to_be_bytes());
+            }
+        }
+        frame.extend_from_slice(&mask);
+        frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        self.stream.write_all(&frame).await.map_err(|e| format!("write: {e}"))?;
+        let header = timeout(STEP, self.take(2)).await.map_err(|_| "no echo".to_owned())??;
+        let n = match header[1] & 0x7f {
+            126 => {
+                let ext = self.take(2).await?;
+                usize::from(u16::from_be_bytes([ext[0], ext[1]]))
+            }
+            n => usize::from(n),
+        };
+        let body = self.take(n).await?;
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+
     async fn response(&mut self) -> Result<Response, String> {
         let (status, headers) = self.head().await?;
         let mut response = Response { status, headers, body: Vec::new() };

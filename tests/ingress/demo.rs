@@ -118,6 +118,19 @@ fn read_all(stream: &mut TcpStream) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn websockets_pass_through_the_agent_to_the_app() {
+    let demo = Demo::start("demo-ws", &[]).await;
+    let mut conn = Https::connect(demo.public, HOST, &demo.ca(), None).await.expect("TLS");
+    assert_eq!(
+        conn.websocket_echo("/ws", "hello through the tunnel").await,
+        Ok("echo: hello through the tunnel".to_owned())
+    );
+    // A longer message than one small frame, on the same upgraded connection.
+    let long = "x".repeat(1000);
+    assert_eq!(conn.websocket_echo_again(&long).await, Ok(format!("echo: {long}")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_name_or_plain_bytes_get_no_byte_and_are_counted() {
     let demo = Demo::start("demo-unknown-sni", &[]).await;
     let before = outcome_count(demo.metrics, "unknown_sni");
