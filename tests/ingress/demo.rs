@@ -118,6 +118,32 @@ fn read_all(stream: &mut TcpStream) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_client_offering_h2_speaks_http2_with_the_agent() {
+    use http_body_util::BodyExt;
+    let demo = Demo::start("demo-h2", &[]).await;
+    let mut config = (*client::tls_config(&demo.ca())).clone();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(demo.public).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from(HOST).expect("name");
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "the agent negotiates h2");
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("HTTP/2 handshake");
+    tokio::spawn(conn);
+    let request = hyper::Request::get(format!("https://{HOST}/api/info"))
+        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+        .expect("request");
+    let response = send.send_request(request).await.expect("HTTP/2 response");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.version(), hyper::Version::HTTP_2);
+    let body = response.into_body().collect().await.expect("body").to_bytes();
+    let info: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(info["host"], HOST, "the app sees the request's authority as Host: {info}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn websockets_pass_through_the_agent_to_the_app() {
     let demo = Demo::start("demo-ws", &[]).await;
     let mut conn = Https::connect(demo.public, HOST, &demo.ca(), None).await.expect("TLS");
