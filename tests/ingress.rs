@@ -4,6 +4,7 @@
 //! when its test ends, even on panic. One binary, a module per concern.
 
 mod ingress {
+    mod acme;
     mod client;
     mod demo;
     mod process;

@@ -1,8 +1,11 @@
 //! The job's key and certificate. The key is generated once (ECDSA P-256, rcgen), kept as
 //! `key.pem` (mode 0600) in the state directory, and never sent anywhere: certificates are
 //! obtained by CSR. The current certificate lives behind a resolver that new handshakes read,
-//! so renewal swaps it without touching open connections.
+//! so renewal swaps it without touching open connections. The same resolver answers ACME
+//! TLS-ALPN-01 validation handshakes (RFC 8737) while a challenge is pending: see
+//! [`crate::acme`].
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
@@ -46,9 +49,16 @@ pub fn load_or_create_key(state_dir: &Path) -> Result<KeyPair, CertError> {
     Ok(key)
 }
 
-/// The certificate new handshakes use.
+/// The ALPN protocol of ACME TLS-ALPN-01 validation handshakes (RFC 8737).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
+/// The certificate new handshakes use, and the TLS-ALPN-01 challenge certificates (by server
+/// name) while an ACME validation is pending.
 #[derive(Debug, Default)]
-pub struct CurrentCert(RwLock<Option<Arc<CertifiedKey>>>);
+pub struct CurrentCert {
+    current: RwLock<Option<Arc<CertifiedKey>>>,
+    challenges: RwLock<HashMap<String, Arc<CertifiedKey>>>,
+}
 
 impl CurrentCert {
     /// Installs a chain (PEM) for the job's key.
@@ -60,7 +70,7 @@ impl CurrentCert {
             .map_err(|e| CertError::Cert(e.to_string()))?;
         let provider = rustls::crypto::ring::default_provider();
         let certified = CertifiedKey::from_der(chain, der, &provider).map_err(|e| CertError::Cert(e.to_string()))?;
-        if let Ok(mut current) = self.0.write() {
+        if let Ok(mut current) = self.current.write() {
             *current = Some(Arc::new(certified));
         }
         Ok(())
@@ -68,24 +78,57 @@ impl CurrentCert {
 
     /// Whether a certificate is installed.
     pub fn is_ready(&self) -> bool {
-        self.0.read().map(|c| c.is_some()).unwrap_or(false)
+        self.current.read().map(|c| c.is_some()).unwrap_or(false)
+    }
+
+    /// Answers TLS-ALPN-01 handshakes for `server_name` with `certificate` (self-signed,
+    /// carrying the acmeIdentifier extension) until [`CurrentCert::clear_challenge`].
+    pub fn set_challenge(&self, server_name: &str, certificate: Arc<CertifiedKey>) {
+        if let Ok(mut challenges) = self.challenges.write() {
+            challenges.insert(server_name.to_ascii_lowercase(), certificate);
+        }
+    }
+
+    /// Stops answering TLS-ALPN-01 handshakes for `server_name`.
+    pub fn clear_challenge(&self, server_name: &str) {
+        if let Ok(mut challenges) = self.challenges.write() {
+            challenges.remove(&server_name.to_ascii_lowercase());
+        }
     }
 }
 
 impl ResolvesServerCert for CurrentCert {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.0.read().ok()?.clone()
+    /// A handshake that offers exactly the ALPN protocol `acme-tls/1` is an ACME validation
+    /// (RFC 8737 section 3): it gets the pending challenge certificate for its server name, or
+    /// nothing (the handshake fails). Every other handshake gets the current certificate.
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let acme =
+            hello.alpn().is_some_and(|mut offered| offered.next() == Some(ACME_TLS_ALPN) && offered.next().is_none());
+        if acme {
+            let name = hello.server_name()?.to_ascii_lowercase();
+            return self.challenges.read().ok()?.get(&name).cloned();
+        }
+        self.current.read().ok()?.clone()
     }
 }
 
 /// Obtains a certificate for the hostname from the configured source; returns the chain PEM
-/// and how long it is valid.
-pub async fn obtain(config: &AgentConfig, key: &KeyPair) -> Result<(String, Duration), CertError> {
-    let params = CertificateParams::new(vec![config.hostname.clone()]).map_err(|e| CertError::Cert(e.to_string()))?;
-    let csr = params.serialize_request(key).map_err(|e| CertError::Cert(e.to_string()))?;
-    let csr_pem = csr.pem().map_err(|e| CertError::Cert(e.to_string()))?;
+/// and how long it is valid. An ACME source answers its TLS-ALPN-01 challenge through
+/// `current` (the tunnel must be up) and keeps its account in `state_dir`.
+pub async fn obtain(
+    config: &AgentConfig,
+    key: &KeyPair,
+    current: &CurrentCert,
+    state_dir: &Path,
+) -> Result<(String, Duration), CertError> {
+    let csr = csr(&config.hostname, key)?;
     match &config.certificate {
+        CertificateSource::Acme { directory_url, contact, directory_ca } => {
+            let acme = crate::acme::AcmeSource { directory_url, contact, directory_ca: directory_ca.as_deref() };
+            crate::acme::obtain(&acme, &config.hostname, csr.der(), current, state_dir).await
+        }
         CertificateSource::DevCa { url, validity_secs } => {
+            let csr_pem = csr.pem().map_err(|e| CertError::Cert(e.to_string()))?;
             let body = serde_json::json!({
                 "routeId": config.route_id, "credential": config.credential, "csr": csr_pem,
                 "validitySecs": validity_secs,
@@ -94,6 +137,12 @@ pub async fn obtain(config: &AgentConfig, key: &KeyPair) -> Result<(String, Dura
             Ok((chain, Duration::from_secs(*validity_secs)))
         }
     }
+}
+
+/// A CSR for `hostname` signed by the job's key.
+fn csr(hostname: &str, key: &KeyPair) -> Result<rcgen::CertificateSigningRequest, CertError> {
+    let params = CertificateParams::new(vec![hostname.to_owned()]).map_err(|e| CertError::Cert(e.to_string()))?;
+    params.serialize_request(key).map_err(|e| CertError::Cert(e.to_string()))
 }
 
 /// Writes the chain next to the key (`cert.pem`), for people and tools to inspect.

@@ -55,6 +55,21 @@ pub enum CertificateSource {
         /// Requested validity, seconds.
         validity_secs: u64,
     },
+    /// An ACME CA (RFC 8555), answered by TLS-ALPN-01 (RFC 8737) on the agent's own TLS
+    /// server, reached through the gateway: no port 80, and the key still stays here (the
+    /// order is finalized with a CSR). The account key is `acme-account.json` (0600) in the
+    /// state directory, created on first use.
+    Acme {
+        /// The ACME directory URL (`https://acme-v02.api.letsencrypt.org/directory`).
+        directory_url: String,
+        /// Contact URIs for the account (`mailto:ops@example.com`); none by default.
+        #[serde(default)]
+        contact: Vec<String>,
+        /// A PEM file of the CA to trust, instead of the system's roots, for the ACME
+        /// server's own HTTPS (a private or test ACME server such as Pebble).
+        #[serde(default)]
+        directory_ca: Option<PathBuf>,
+    },
 }
 
 /// Why the configuration could not be read.

@@ -1,5 +1,6 @@
 //! What the agent serves on each tunneled connection: TLS with the job's certificate (ALPN
-//! `h2` and `http/1.1`), then HTTP: `GET /health`, `GET /.well-known/svc/challenge?nonce=`,
+//! `h2` and `http/1.1`; `acme-tls/1` only for ACME validation handshakes, which are closed
+//! right after the handshake), then HTTP: `GET /health`, `GET /.well-known/svc/challenge?nonce=`,
 //! and everything else proxied to the local app, streaming bodies and upgrades (WebSockets)
 //! included.
 
@@ -19,7 +20,7 @@ use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 
-use crate::cert::CurrentCert;
+use crate::cert::{ACME_TLS_ALPN, CurrentCert};
 use crate::challenge;
 use crate::config::AgentConfig;
 
@@ -48,7 +49,10 @@ impl Context {
             .with_safe_default_protocol_versions()
             .map(|b| b.with_no_client_auth().with_cert_resolver(cert))
             .unwrap_or_else(|_| unreachable!("ring supports the default protocol versions"));
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        // `acme-tls/1` comes last: only a client offering nothing else (an ACME CA validating
+        // TLS-ALPN-01) negotiates it, and the resolver gives such a client only a pending
+        // challenge certificate.
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), ACME_TLS_ALPN.to_vec()];
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let app = Client::builder(TokioExecutor::new()).build(connector);
@@ -61,7 +65,12 @@ pub async fn connection<S>(ctx: Arc<Context>, stream: S, client: Option<SocketAd
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), ctx.tls.accept(stream)).await else { return };
+    let Ok(Ok(mut tls)) = tokio::time::timeout(Duration::from_secs(10), ctx.tls.accept(stream)).await else { return };
+    if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
+        // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 section 3); no HTTP.
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
+        return;
+    }
     let service = hyper::service::service_fn(move |req| {
         let ctx = ctx.clone();
         async move { Ok::<_, std::convert::Infallible>(handle(ctx, req, client).await) }

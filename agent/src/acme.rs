@@ -1,0 +1,236 @@
+//! A certificate from an ACME CA (RFC 8555, with `instant-acme`), validated by TLS-ALPN-01
+//! (RFC 8737) that the agent answers itself: the CA connects to the hostname on port 443,
+//! which is the gateway's public port; the gateway routes the raw TLS by SNI through the
+//! tunnel to the agent, whose resolver ([`crate::cert::CurrentCert`]) answers handshakes
+//! offering only ALPN `acme-tls/1` with a self-signed certificate carrying the
+//! acmeIdentifier extension. No port 80 is needed, and the job's key never leaves the job:
+//! the order is finalized with a CSR signed by it.
+//!
+//! The ACME account key is created on first use and kept in `acme-account.json` (mode 0600)
+//! in the state directory, with the directory URL it belongs to; a different directory URL
+//! gets a new account.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use instant_acme::{
+    Account, AccountCredentials, AuthorizationStatus, BodyWrapper, ChallengeType, Identifier, NewAccount, NewOrder,
+    OrderStatus, RetryPolicy,
+};
+use rcgen::{CertificateParams, CustomExtension, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
+use serde::{Deserialize, Serialize};
+
+use crate::cert::{CertError, CurrentCert};
+
+/// The account file in the state directory.
+pub const ACCOUNT_FILE: &str = "acme-account.json";
+
+/// How long the CA may take to validate the challenge, and then to issue.
+const POLL: RetryPolicy =
+    RetryPolicy::new().initial_delay(Duration::from_millis(250)).backoff(1.5).timeout(Duration::from_secs(60));
+
+/// The ACME settings of [`crate::config::CertificateSource::Acme`].
+#[derive(Debug, Clone, Copy)]
+pub struct AcmeSource<'a> {
+    /// The directory URL.
+    pub directory_url: &'a str,
+    /// Contact URIs for a new account.
+    pub contact: &'a [String],
+    /// A PEM file of the CA that signs the ACME server's own HTTPS certificate, trusted
+    /// instead of the system's roots.
+    pub directory_ca: Option<&'a Path>,
+}
+
+/// What `acme-account.json` holds.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredAccount {
+    directory_url: String,
+    credentials: AccountCredentials,
+}
+
+fn acme_error(what: &str) -> impl Fn(instant_acme::Error) -> CertError + '_ {
+    move |e| CertError::Issuer(format!("ACME {what}: {e}"))
+}
+
+/// Orders a certificate for `hostname`, answers its TLS-ALPN-01 challenge through `current`,
+/// finalizes with `csr_der` (signed by the job's key) and returns the chain PEM and how long
+/// its leaf is still valid.
+pub async fn obtain(
+    source: &AcmeSource<'_>,
+    hostname: &str,
+    csr_der: &[u8],
+    current: &CurrentCert,
+    state_dir: &Path,
+) -> Result<(String, Duration), CertError> {
+    let account = account(source, state_dir).await?;
+    let identifiers = [Identifier::Dns(hostname.to_owned())];
+    let mut order = account.new_order(&NewOrder::new(&identifiers)).await.map_err(acme_error("new order"))?;
+    let answered = answer_challenges(&mut order, hostname, current).await;
+    let ready = match answered {
+        Ok(()) => order.poll_ready(&POLL).await.map_err(acme_error("validation")),
+        Err(e) => Err(e),
+    };
+    // Validation is over either way: stop answering `acme-tls/1` for this name.
+    current.clear_challenge(hostname);
+    match ready? {
+        OrderStatus::Ready => {}
+        status => {
+            let detail = order.state().error.as_ref().map(|p| format!(": {p}")).unwrap_or_default();
+            return Err(CertError::Issuer(format!("ACME order for {hostname} is {status:?}{detail}")));
+        }
+    }
+    order.finalize_csr(csr_der).await.map_err(acme_error("finalize"))?;
+    let chain = order.poll_certificate(&POLL).await.map_err(acme_error("certificate"))?;
+    let lifetime = remaining_validity(&chain)?;
+    Ok((chain, lifetime))
+}
+
+/// Installs a TLS-ALPN-01 certificate for every pending authorization and tells the CA.
+async fn answer_challenges(
+    order: &mut instant_acme::Order,
+    hostname: &str,
+    current: &CurrentCert,
+) -> Result<(), CertError> {
+    let mut authorizations = order.authorizations();
+    while let Some(authorization) = authorizations.next().await {
+        let mut authorization = authorization.map_err(acme_error("authorization"))?;
+        match authorization.status {
+            AuthorizationStatus::Pending => {}
+            AuthorizationStatus::Valid => continue,
+            status => return Err(CertError::Issuer(format!("ACME authorization for {hostname} is {status:?}"))),
+        }
+        let mut challenge = authorization
+            .challenge(ChallengeType::TlsAlpn01)
+            .ok_or_else(|| CertError::Issuer("the ACME CA offers no tls-alpn-01 challenge".to_owned()))?;
+        let name = match challenge.identifier().identifier {
+            Identifier::Dns(name) => name.clone(),
+            other => return Err(CertError::Issuer(format!("unsupported ACME identifier {other:?}"))),
+        };
+        let digest = challenge.key_authorization().digest();
+        current.set_challenge(&name, challenge_certificate(&name, digest.as_ref())?);
+        challenge.set_ready().await.map_err(acme_error("challenge"))?;
+    }
+    Ok(())
+}
+
+/// The self-signed TLS-ALPN-01 certificate for `name` (RFC 8737 section 3): the name as its
+/// only SAN and the critical acmeIdentifier extension holding SHA-256 of the key
+/// authorization. Its key is made for it and thrown away with it.
+pub fn challenge_certificate(name: &str, key_authorization_sha256: &[u8]) -> Result<Arc<CertifiedKey>, CertError> {
+    let cert_error = |e: rcgen::Error| CertError::Cert(e.to_string());
+    if key_authorization_sha256.len() != 32 {
+        return Err(CertError::Cert("a key authorization digest is 32 bytes".to_owned()));
+    }
+    let mut params = CertificateParams::new(vec![name.to_owned()]).map_err(cert_error)?;
+    params.custom_extensions = vec![CustomExtension::new_acme_identifier(key_authorization_sha256)];
+    let key = KeyPair::generate().map_err(cert_error)?;
+    let cert = params.self_signed(&key).map_err(cert_error)?;
+    let der =
+        PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).map_err(|e| CertError::Cert(e.to_string()))?;
+    // Not `CertifiedKey::from_der`: its key check parses the certificate with webpki, which
+    // rejects the critical acmeIdentifier extension it does not know.
+    let signing_key = rustls::crypto::ring::default_provider()
+        .key_provider
+        .load_private_key(der)
+        .map_err(|e| CertError::Cert(e.to_string()))?;
+    Ok(Arc::new(CertifiedKey::new(vec![cert.der().clone()], signing_key)))
+}
+
+/// The stored account for this directory, or a new one (stored at once).
+async fn account(source: &AcmeSource<'_>, state_dir: &Path) -> Result<Account, CertError> {
+    let path = state_dir.join(ACCOUNT_FILE);
+    let io = |e: std::io::Error| CertError::Io(format!("{}: {e}", path.display()));
+    if path.exists() {
+        let text = std::fs::read(&path).map_err(io)?;
+        let stored: StoredAccount = serde_json::from_slice(&text)
+            .map_err(|e| CertError::Cert(format!("{}: not an ACME account file: {e}", path.display())))?;
+        if stored.directory_url == source.directory_url {
+            return Account::builder_with_http(http_client(source.directory_ca)?)
+                .from_credentials(stored.credentials)
+                .await
+                .map_err(acme_error("account"));
+        }
+        eprintln!("svc agent: ACME directory changed to {}: creating a new account", source.directory_url);
+    }
+    let contact: Vec<&str> = source.contact.iter().map(String::as_str).collect();
+    let new = NewAccount { contact: &contact, terms_of_service_agreed: true, only_return_existing: false };
+    let (account, credentials) = Account::builder_with_http(http_client(source.directory_ca)?)
+        .create(&new, source.directory_url.to_owned(), None)
+        .await
+        .map_err(acme_error("new account"))?;
+    let stored = StoredAccount { directory_url: source.directory_url.to_owned(), credentials };
+    let json = serde_json::to_vec_pretty(&stored).map_err(|e| CertError::Cert(e.to_string()))?;
+    crate::files::write_private(&path, &json).map_err(io)?;
+    eprintln!("svc agent: ACME account {} created", account.id());
+    Ok(account)
+}
+
+/// The ACME client's HTTPS client, on the ring provider, trusting `directory_ca` if given and
+/// the system's roots otherwise.
+fn http_client(directory_ca: Option<&Path>) -> Result<Box<dyn instant_acme::HttpClient>, CertError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let builder = match directory_ca {
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|e| CertError::Io(format!("{}: {e}", path.display())))?;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| CertError::Cert(format!("{}: {e}", path.display())))?;
+                roots.add(cert).map_err(|e| CertError::Cert(format!("{}: {e}", path.display())))?;
+            }
+            let config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| CertError::Cert(e.to_string()))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            builder.with_tls_config(config)
+        }
+        None => builder
+            .with_provider_and_native_roots(provider)
+            .map_err(|e| CertError::Cert(format!("the system's root certificates: {e}")))?,
+    };
+    let connector = builder.https_only().enable_http1().enable_http2().build();
+    let client: Client<_, BodyWrapper<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);
+    Ok(Box::new(client))
+}
+
+/// How long the chain's leaf certificate is still valid.
+fn remaining_validity(chain_pem: &str) -> Result<Duration, CertError> {
+    let leaf = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
+        .next()
+        .ok_or_else(|| CertError::Cert("the ACME CA returned no certificate".to_owned()))?
+        .map_err(|e| CertError::Cert(e.to_string()))?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(&leaf).map_err(|e| CertError::Cert(e.to_string()))?;
+    let not_after = u64::try_from(parsed.validity().not_after.timestamp()).unwrap_or(0);
+    Ok(Duration::from_secs(not_after.saturating_sub(crate::cert::now_unix())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::challenge_certificate;
+
+    #[test]
+    fn the_challenge_certificate_carries_the_acme_identifier() {
+        let digest = [7u8; 32];
+        let certified = challenge_certificate("acme.example.test", &digest).expect("a certificate");
+        let der = certified.cert.first().expect("one certificate");
+        let (_, cert) = x509_parser::parse_x509_certificate(der).expect("parses");
+        // id-pe-acmeIdentifier, 1.3.6.1.5.5.7.1.31, critical, an OCTET STRING of the digest.
+        let ext = cert
+            .extensions()
+            .iter()
+            .find(|e| e.oid.to_id_string() == "1.3.6.1.5.5.7.1.31")
+            .expect("the acmeIdentifier extension");
+        assert!(ext.critical);
+        assert_eq!(ext.value, [&[0x04, 32][..], &digest[..]].concat());
+        assert!(challenge_certificate("acme.example.test", &[0u8; 31]).is_err());
+    }
+}
