@@ -8,6 +8,7 @@
 
 pub mod file;
 pub mod metrics;
+mod relay;
 pub mod sni;
 mod tunnel;
 
@@ -251,8 +252,11 @@ impl Gateway {
         let local = stream.local_addr().unwrap_or(self.config.public);
         let mut head = if route.config.proxy_protocol { wire::proxy_v2_header(peer, local) } else { Vec::new() };
         head.extend_from_slice(&hello.bytes);
-        if data.write_all(&head).await.is_ok() {
-            let _ = tokio::io::copy_bidirectional(&mut stream, &mut data).await;
+        let sent = data.write_all(&head).await.is_ok();
+        // The ClientHello is forwarded: do not hold it for the connection's life.
+        drop((head, hello));
+        if sent {
+            relay::both_ways(stream, data).await;
         }
         self.metrics.route_active(&id, false);
     }

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Ingress data plane benchmark, on loopback, in one run: the same agent and app reached
+#   direct   - HTTPS straight to the agent's `directListen` port (no relay),
+#   gateway  - through our SNI gateway (`svc gateway run`) and the agent's tunnel,
+#   nginx    - through nginx `stream { ssl_preread on; }` forwarding SNI demo.localhost to
+#              the agent's direct port (the peer we compare with).
+# It reports bulk throughput (1 stream, 16 streams; curl), requests/s and p50/p99 latency
+# (wrk, 1 connection and 16 connections), and the gateway's RSS per 1,000 idle tunneled
+# connections, then checks the goals. Method and results: docs/performance.md, "Ingress
+# data plane: gateway vs direct vs nginx".
+#
+# Usage: bench/ingress.sh            (env: ROUNDS=3 BULK_MIB=256 BULK16_MIB=64
+#                                      WRK_SECS=8 IDLE_CONNS=1000 KEEP_TMP=0 CARGO_TARGET_DIR)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH="$ROOT/bench"
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+case "$TARGET" in /*) ;; *) TARGET="$ROOT/$TARGET" ;; esac
+ROUNDS=${ROUNDS:-3}
+BULK_MIB=${BULK_MIB:-256}     # one stream downloads this much
+BULK16_MIB=${BULK16_MIB:-64}  # each of the 16 concurrent streams downloads this much
+WRK_SECS=${WRK_SECS:-8}
+IDLE_CONNS=${IDLE_CONNS:-1000}
+HOST=demo.localhost
+
+say() { printf '[bench] %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------------------- tools
+need=()
+[ -e /usr/lib/nginx/modules/ngx_stream_module.so ] && command -v nginx >/dev/null || need+=(nginx libnginx-mod-stream)
+command -v wrk >/dev/null || need+=(wrk)
+command -v curl >/dev/null || need+=(curl)
+command -v openssl >/dev/null || need+=(openssl)
+command -v python3 >/dev/null || need+=(python3)
+command -v node >/dev/null || need+=(nodejs)
+if [ ${#need[@]} -gt 0 ]; then
+  say "installing ${need[*]}"
+  command -v apt-get >/dev/null || die "missing ${need[*]} and no apt-get"
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >&2 \
+    || { $SUDO apt-get update >&2 && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >&2; }
+fi
+
+say "building svc (release, target $TARGET)"
+(cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p svc-cli >&2)
+SVC="$TARGET/release/svc"
+[ -x "$SVC" ] || die "no $SVC"
+
+# More descriptors than the default 1,024: idle connections count three times here.
+ulimit -n 16384 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
+
+# ---------------------------------------------------------------------------- processes
+TMP=$(mktemp -d /tmp/svc-ingress-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "${KEEP_TMP:-0}" = 1 ]; then say "kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+DEMO_PORT=$(free_port); GW_PORT=$(free_port); TUN_PORT=$(free_port); ADMIN_PORT=$(free_port)
+DIRECT_PORT=$(free_port); NGINX_PORT=$(free_port); APP_PORT=$(free_port)
+
+# The demo brings the development CA and the local coordinator that signs the agent's CSR
+# (its own gateway, Node demo and agent run alongside, idle).
+say "starting svc ingress demo (CA and coordinator)"
+"$SVC" ingress demo --data-dir "$TMP/demo" --listen "127.0.0.1:$DEMO_PORT" >"$TMP/demo.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 600); do grep -q '^ready ' "$TMP/demo.log" && break; sleep 0.1; done
+grep -q '^ready ' "$TMP/demo.log" || { cat "$TMP/demo.log" >&2; die "the demo did not come up"; }
+CA="$TMP/demo/ca.pem"
+
+# The gateway under test runs alone in its own process (so its RSS is its own), with a
+# tunnel certificate from the demo's CA, and the demo route's credential.
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=gateway.localhost \
+  -keyout "$TMP/tunnel-key.pem" -out "$TMP/tunnel.csr" 2>/dev/null
+printf 'subjectAltName=DNS:gateway.localhost\nbasicConstraints=CA:FALSE\n' >"$TMP/tunnel.ext"
+openssl x509 -req -in "$TMP/tunnel.csr" -CA "$CA" -CAkey "$TMP/demo/ca-key.pem" -CAcreateserial \
+  -days 2 -extfile "$TMP/tunnel.ext" -out "$TMP/tunnel.pem" 2>/dev/null
+mkdir -p "$TMP/agent"
+python3 - "$TMP" "$GW_PORT" "$TUN_PORT" "$ADMIN_PORT" "$DIRECT_PORT" "$APP_PORT" <<'EOF'
+import hashlib, json, os, sys
+tmp, gw, tun, admin, direct, app = sys.argv[1], *map(int, sys.argv[2:])
+agent = json.load(open(f"{tmp}/demo/jobs/demo/agent.json"))
+agent.update(gateway=f"127.0.0.1:{tun}", appPort=app, directListen=f"127.0.0.1:{direct}")
+fd = os.open(f"{tmp}/agent/agent.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.write(fd, json.dumps(agent, indent=2).encode()); os.close(fd)
+json.dump({
+    "public": f"127.0.0.1:{gw}", "tunnel": f"127.0.0.1:{tun}", "admin": f"127.0.0.1:{admin}",
+    "tunnelCert": f"{tmp}/tunnel.pem", "tunnelKey": f"{tmp}/tunnel-key.pem",
+    "routes": [{"routeId": agent["routeId"], "hostnames": [agent["hostname"]],
+                "credentialSha256": hashlib.sha256(agent["credential"].encode()).hexdigest(),
+                "proxyProtocol": agent["proxyProtocol"], "maxConnections": 4096}],
+}, open(f"{tmp}/gateway.json", "w"), indent=2)
+EOF
+
+say "starting the bench app, the gateway and the agent"
+node "$BENCH/ingress-app.js" "$APP_PORT" >"$TMP/app.log" 2>&1 &
+PIDS+=($!)
+"$SVC" gateway run --config "$TMP/gateway.json" >"$TMP/gateway.log" 2>&1 &
+GW_PID=$!; PIDS+=($GW_PID)
+"$SVC" agent run --config "$TMP/agent/agent.json" >"$TMP/agent.log" 2>&1 &
+AGENT_PID=$!; PIDS+=($AGENT_PID)
+
+mkdir -p "$TMP/nginx"
+cat >"$TMP/nginx/nginx.conf" <<EOF
+load_module /usr/lib/nginx/modules/ngx_stream_module.so;
+worker_processes auto;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 8192; }
+stream {
+    map \$ssl_preread_server_name \$upstream {
+        $HOST agent;
+        default  refuse;
+    }
+    upstream agent  { server 127.0.0.1:$DIRECT_PORT; }
+    upstream refuse { server 127.0.0.1:1; }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        ssl_preread on;
+        proxy_pass \$upstream;
+    }
+}
+EOF
+nginx -t -q -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" >&2
+nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" -g 'daemon off;' &
+NGINX_PID=$!; PIDS+=($NGINX_PID)
+
+declare -A PORT=([direct]=$DIRECT_PORT [gateway]=$GW_PORT [nginx]=$NGINX_PORT)
+PATHS=(direct gateway nginx)
+url() { echo "https://$HOST:${PORT[$1]}$2"; }
+fetch() { # path, url path, output file; prints "bytes seconds"
+  curl -sS --http1.1 --cacert "$CA" --resolve "$HOST:${PORT[$1]}:127.0.0.1" -o "$3" \
+    -w '%{size_download} %{time_total}\n' "$(url "$1" "$2")"
+}
+for p in "${PATHS[@]}"; do
+  ok=
+  for _ in $(seq 1 150); do
+    if [ "$(curl -s --cacert "$CA" --resolve "$HOST:${PORT[$p]}:127.0.0.1" -o /dev/null -w '%{http_code}' "$(url "$p" /small)")" = 200 ]; then ok=1; break; fi
+    sleep 0.2
+  done
+  [ -n "$ok" ] || { tail -n 20 "$TMP"/*.log "$TMP/nginx/error.log" >&2; die "$p does not answer"; }
+done
+say "all three paths answer 200 (direct :$DIRECT_PORT, gateway :$GW_PORT, nginx :$NGINX_PORT)"
+
+# wrk takes the server name (SNI) from the URL's host, and glibc does not resolve
+# demo.localhost: run it in a private mount namespace whose /etc/hosts names it.
+{ echo "127.0.0.1 $HOST"; cat /etc/hosts; } >"$TMP/hosts"
+if unshare -m sh -c "mount --bind '$TMP/hosts' /etc/hosts && getent hosts $HOST" >/dev/null 2>&1; then
+  wrk_run() { unshare -m sh -c "mount --bind '$TMP/hosts' /etc/hosts && exec wrk \"\$@\"" wrk "$@"; }
+else
+  die "cannot give wrk a resolvable $HOST (needs unshare -m, i.e. root)"
+fi
+
+# ---------------------------------------------------------------------------- measuring
+RES="$TMP/results"; : >"$RES"   # lines: metric path round value
+# CPU time (ms) used so far by the relay of a path: the gateway process, or nginx's master and
+# workers. End-to-end throughput is bounded by curl, the agent and the app sharing the cores,
+# so the relay's own CPU per GiB moved is the sharper comparison.
+relay_cpu_ms() {
+  local pids=() pid total=0 hz
+  case $1 in
+    gateway) pids=("$GW_PID") ;;
+    nginx) pids=("$NGINX_PID" $(pgrep -P "$NGINX_PID" || true)) ;;
+    *) echo 0; return ;;
+  esac
+  hz=$(getconf CLK_TCK)
+  for pid in "${pids[@]}"; do
+    # utime and stime are fields 14 and 15; the command name (field 2) has no spaces here.
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+  done
+  echo $((total * 1000 / hz))
+}
+record() { echo "$1 $2 $3 $4" >>"$RES"; say "round $3 $2 $1 = $4"; }
+
+bulk() { # path round
+  local p=$1 r=$2 n=$((BULK_MIB << 20)) n16=$((BULK16_MIB << 20)) out t0 t1 i curls=() c0 c1
+  c0=$(relay_cpu_ms "$p")
+  out=$(fetch "$p" "/bytes?n=$n" /dev/null)
+  [ "${out%% *}" = "$n" ] || die "$p: short download ($out)"
+  record bulk1 "$p" "$r" "$(awk -v b="${out%% *}" -v s="${out#* }" 'BEGIN{printf "%.0f", b/s/1048576}')"
+  t0=$(date +%s.%N)
+  for i in $(seq 1 16); do fetch "$p" "/bytes?n=$n16" /dev/null >"$TMP/bulk16.$i" & curls+=($!); done
+  wait "${curls[@]}"
+  t1=$(date +%s.%N)
+  for i in $(seq 1 16); do
+    read -r got _ <"$TMP/bulk16.$i"; [ "$got" = "$n16" ] || die "$p: short download in 16 streams ($got)"
+  done
+  record bulk16 "$p" "$r" "$(awk -v b=$((16 * n16)) -v a="$t0" -v z="$t1" 'BEGIN{printf "%.0f", b/(z-a)/1048576}')"
+  c1=$(relay_cpu_ms "$p")
+  record relay_cpu_ms_per_gib "$p" "$r" "$(awk -v c=$((c1 - c0)) -v b=$((n + 16 * n16)) 'BEGIN{printf "%.0f", c/(b/1073741824)}')"
+}
+
+load() { # path round connections threads
+  local p=$1 r=$2 c=$3 t=$4 line
+  line=$(wrk_run -t"$t" -c"$c" -d"${WRK_SECS}s" --timeout 5s -s "$BENCH/wrk-report.lua" "$(url "$p" /small)" | grep '^RESULT')
+  case "$line" in *" errors=0 non2xx=0"*) ;; *) die "$p: wrk saw errors: $line" ;; esac
+  set -- $line
+  record "rps_c$c" "$p" "$r" "${2#rps=}"
+  record "p50_c$c" "$p" "$r" "${3#p50=}"
+  record "p99_c$c" "$p" "$r" "${4#p99=}"
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+  # Rotate the order each round, so drift in the machine's speed does not favour one path.
+  order=("${PATHS[@]:$(( (r - 1) % 3 ))}" "${PATHS[@]:0:$(( (r - 1) % 3 ))}")
+  for p in "${order[@]}"; do bulk "$p" "$r"; done
+  for p in "${order[@]}"; do load "$p" "$r" 1 1; done
+  for p in "${order[@]}"; do load "$p" "$r" 16 2; done
+done
+
+say "opening $IDLE_CONNS idle connections through the gateway"
+idle=$(python3 "$BENCH/idle-conns.py" "$GW_PORT" "$HOST" "$CA" "$IDLE_CONNS" 2 gateway="$GW_PID" agent="$AGENT_PID" | grep '^RESULT')
+say "$idle"
+
+# ---------------------------------------------------------------------------- report
+python3 - "$RES" "$idle" "$ROUNDS" "$BULK_MIB" "$BULK16_MIB" "$WRK_SECS" <<'EOF'
+import statistics, sys
+from collections import defaultdict
+res, idle, rounds, bulk, bulk16, secs = sys.argv[1], sys.argv[2], *sys.argv[3:]
+vals = defaultdict(list)
+for line in open(res):
+    metric, path, _round, value = line.split()
+    vals[metric, path].append(float(value))
+med = lambda m, p: statistics.median(vals[m, p])
+paths = ["direct", "gateway", "nginx"]
+ms = lambda us: f"{us / 1000:.2f} ms"
+print(f"\n### Results (median of {rounds} rounds; bulk {bulk} MiB on 1 stream, 16 x {bulk16} MiB; wrk {secs} s per run)\n")
+print("| Path | 1 stream MiB/s | 16 streams MiB/s | req/s, 1 conn | p50 / p99, 1 conn | req/s, 16 conns | p50 / p99, 16 conns |")
+print("|---|---|---|---|---|---|---|")
+for p in paths:
+    print(f"| {p} | {med('bulk1', p):.0f} | {med('bulk16', p):.0f} | {med('rps_c1', p):.0f} | "
+          f"{ms(med('p50_c1', p))} / {ms(med('p99_c1', p))} | {med('rps_c16', p):.0f} | "
+          f"{ms(med('p50_c16', p))} / {ms(med('p99_c16', p))} |")
+print(f"\nRelay CPU per GiB moved during the bulk runs (user + system): gateway "
+      f"{med('relay_cpu_ms_per_gib', 'gateway'):.0f} ms, nginx {med('relay_cpu_ms_per_gib', 'nginx'):.0f} ms.")
+print("\nPer round (direct / gateway / nginx):\n")
+for m in ["relay_cpu_ms_per_gib", "bulk1", "bulk16", "rps_c1", "p99_c1", "rps_c16", "p99_c16"]:
+    rows = ", ".join(" / ".join(f"{vals[m, p][i]:.0f}" for p in paths) for i in range(len(vals[m, "direct"])))
+    print(f"- {m}: {rows}")
+f = dict(kv.split("=", 1) for kv in idle.split()[1:])
+count = int(f["count"])
+def per_k(name):
+    b, a = map(int, f[name].split(":"))
+    return b, a, (a - b) / 1024 / count * 1000
+gb, ga, gk = per_k("gateway")
+ab, aa, ak = per_k("agent")
+print(f"\nIdle connections: {count} opened through the gateway, {f['alive']} still answering after the idle wait.")
+print(f"Gateway RSS {gb / 1024:.1f} -> {ga / 1024:.1f} MiB: {gk:.1f} MiB per 1,000 idle connections "
+      f"(agent: {ab / 1024:.1f} -> {aa / 1024:.1f} MiB, {ak:.1f} MiB per 1,000).")
+verdict = lambda ok: "**met**" if ok else "**missed**"
+print("\n### Goals\n")
+print("| Goal | Measured | Verdict |\n|---|---|---|")
+for m, label in [("bulk1", "1 stream"), ("bulk16", "16 streams")]:
+    g, d, n = med(m, "gateway"), med(m, "direct"), med(m, "nginx")
+    print(f"| throughput >= 90% of direct, {label} | {g / d * 100:.0f}% ({g:.0f} vs {d:.0f} MiB/s) | {verdict(g >= 0.9 * d)} |")
+    print(f"| throughput >= nginx, {label} | {g / n * 100:.0f}% of nginx ({g:.0f} vs {n:.0f} MiB/s) | {verdict(g >= n)} |")
+for c in ["1", "16"]:
+    added = med(f"p99_c{c}", "gateway") - med(f"p99_c{c}", "direct")
+    nadded = med(f"p99_c{c}", "nginx") - med(f"p99_c{c}", "direct")
+    print(f"| p99 added latency < 1 ms, {c} conn{'s' if c != '1' else ''} | {added / 1000:+.2f} ms (nginx {nadded / 1000:+.2f} ms) | {verdict(added < 1000)} |")
+print(f"| gateway RSS < 50 MiB per 1,000 idle connections | {gk:.1f} MiB | {verdict(gk < 50 and int(f['alive']) == count)} |")
+EOF
