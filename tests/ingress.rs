@@ -99,4 +99,44 @@ mod ingress {
             }
         }
     }
+
+    /// What a standalone gateway test needs: a development CA in `dir/ca`, the gateway's
+    /// tunnel certificate and key written beside it, and a route for `host` with a fresh
+    /// credential.
+    pub(super) struct StandaloneRoute {
+        /// The CA (it also signs the agent's CSR in the dev-CA tests).
+        pub(super) ca: relay_api::ca::DevCa,
+        /// `dir/ca/ca.pem`.
+        pub(super) ca_pem: PathBuf,
+        /// The tunnel certificate chain (PEM file).
+        pub(super) tunnel_cert: PathBuf,
+        /// Its key (PEM file).
+        pub(super) tunnel_key: PathBuf,
+        /// The route's tunnel credential (the gateway keeps only its hash).
+        pub(super) credential: String,
+        /// The route.
+        pub(super) route: relay_api::gateway::RouteConfig,
+    }
+
+    impl StandaloneRoute {
+        pub(super) fn new(dir: &std::path::Path, route_id: &str, host: &str, proxy_protocol: bool) -> StandaloneRoute {
+            let ca = relay_api::ca::DevCa::open(&dir.join("ca")).expect("the development CA");
+            let ca_pem = ca.cert_path.clone();
+            let (chain, key) = ca
+                .issue(&["gateway.localhost".to_owned()], Duration::from_secs(24 * 3600))
+                .expect("the tunnel certificate");
+            let (tunnel_cert, tunnel_key) = (dir.join("tunnel.pem"), dir.join("tunnel-key.pem"));
+            std::fs::write(&tunnel_cert, chain).expect("write");
+            std::fs::write(&tunnel_key, key).expect("write");
+            let credential = agent::wire::hex(&agent::wire::new_ticket().expect("random"));
+            let route = relay_api::gateway::RouteConfig {
+                route_id: route_id.to_owned(),
+                hostnames: vec![host.to_owned()],
+                credential_sha256: agent::wire::sha256_hex(credential.as_bytes()),
+                proxy_protocol,
+                max_connections: 64,
+            };
+            StandaloneRoute { ca, ca_pem, tunnel_cert, tunnel_key, credential, route }
+        }
+    }
 }

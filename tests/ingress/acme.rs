@@ -11,10 +11,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use rcgen::PublicKeyData;
-use relay_api::ca::DevCa;
-use relay_api::gateway::RouteConfig;
 use svc_e2e::service::{TempDir, svc_binary};
 
+use super::StandaloneRoute;
 use super::client::{Https, serial_and_spki, wait_status};
 use super::process::{Proc, free_port, node};
 
@@ -61,21 +60,8 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
 
     // The gateway: its tunnel certificate from a development CA, its public port what
     // Pebble dials for TLS-ALPN-01.
-    let ca = DevCa::open(&dir.path().join("ca")).expect("the development CA");
-    let gateway_ca = ca.cert_path.clone();
-    let (chain, key) =
-        ca.issue(&["gateway.localhost".to_owned()], Duration::from_secs(24 * 3600)).expect("the tunnel certificate");
-    let (tunnel_cert, tunnel_key) = (dir.path().join("tunnel.pem"), dir.path().join("tunnel-key.pem"));
-    std::fs::write(&tunnel_cert, chain).expect("write");
-    std::fs::write(&tunnel_key, key).expect("write");
-    let credential = agent::wire::hex(&agent::wire::new_ticket().expect("random"));
-    let route = RouteConfig {
-        route_id: "acme".to_owned(),
-        hostnames: vec![HOST.to_owned()],
-        credential_sha256: agent::wire::sha256_hex(credential.as_bytes()),
-        proxy_protocol: false,
-        max_connections: 64,
-    };
+    let StandaloneRoute { ca_pem: gateway_ca, tunnel_cert, tunnel_key, credential, route, .. } =
+        StandaloneRoute::new(dir.path(), "acme", HOST, false);
     let tunnel: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let public: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let gateway_config = dir.path().join("gateway.json");

@@ -7,11 +7,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use relay_api::ca::DevCa;
-use relay_api::gateway::RouteConfig;
 use relay_api::local::{LocalCoordinator, ephemeral};
 use svc_e2e::service::{TempDir, svc_binary};
 
+use super::StandaloneRoute;
 use super::client::wait_status;
 use super::process::{Proc, free_port, node};
 
@@ -39,22 +38,8 @@ async fn public_addr(gateway: &mut Proc) -> SocketAddr {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
     let dir = TempDir::new("standalone");
-    let ca = DevCa::open(&dir.path().join("ca")).expect("the development CA");
-    let ca_pem = ca.cert_path.clone();
-    let (chain, key) =
-        ca.issue(&["gateway.localhost".to_owned()], Duration::from_secs(24 * 3600)).expect("the tunnel certificate");
-    let (tunnel_cert, tunnel_key) = (dir.path().join("tunnel.pem"), dir.path().join("tunnel-key.pem"));
-    std::fs::write(&tunnel_cert, chain).expect("write");
-    std::fs::write(&tunnel_key, key).expect("write");
-
-    let credential = agent::wire::hex(&agent::wire::new_ticket().expect("random"));
-    let route = RouteConfig {
-        route_id: "web".to_owned(),
-        hostnames: vec![HOST.to_owned()],
-        credential_sha256: agent::wire::sha256_hex(credential.as_bytes()),
-        proxy_protocol: true,
-        max_connections: 64,
-    };
+    let StandaloneRoute { ca, ca_pem, tunnel_cert, tunnel_key, credential, route } =
+        StandaloneRoute::new(dir.path(), "web", HOST, true);
     let coordinator = LocalCoordinator::new(ca);
     coordinator.set_routes(vec![route.clone()]);
     let (listener, coordinator_addr) = ephemeral().await.expect("a coordinator port");
