@@ -15,7 +15,7 @@ use svc_e2e::service::{TempDir, svc_binary};
 
 use super::StandaloneRoute;
 use super::client::{Https, serial_and_spki, wait_status};
-use super::process::{Proc, free_port, node};
+use super::process::{Proc, free_port, node_demo};
 
 /// Any name the mock DNS answers (it answers 127.0.0.1 to every A query).
 const HOST: &str = "acme-demo.test";
@@ -118,11 +118,8 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
     pebble.expect_line(Duration::from_secs(20), "its root", |l| l.contains("Root CA certificate available")).await;
 
     // The Node demo and its agent, with the ACME source.
-    let app_port = free_port();
-    let mut app_command = Command::new(node());
-    app_command.arg(svc_e2e::workspace().join("examples/node-demo/server.js")).env("PORT", app_port.to_string());
-    let mut app = Proc::spawn("node server.js", app_command);
-    app.expect_line(Duration::from_secs(20), "that it listens", |l| l.contains("node-demo listening")).await;
+    // Kept until the test ends: dropping it stops the app.
+    let (_app, app_port) = node_demo().await;
     let job = dir.path().join("job");
     std::fs::create_dir_all(&job).expect("job dir");
     let agent_config = agent::AgentConfig {

@@ -170,3 +170,13 @@ pub(crate) fn node() -> std::ffi::OsString {
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
+
+/// Starts the bundled Node demo on a free port and waits until it listens; (process, port).
+pub(crate) async fn node_demo() -> (Proc, u16) {
+    let port = free_port();
+    let mut command = Command::new(node());
+    command.arg(svc_e2e::workspace().join("examples/node-demo/server.js")).env("PORT", port.to_string());
+    let mut app = Proc::spawn("node server.js", command);
+    app.expect_line(Duration::from_secs(20), "that it listens", |l| l.contains("node-demo listening")).await;
+    (app, port)
+}

@@ -12,7 +12,7 @@ use svc_e2e::service::{TempDir, svc_binary};
 
 use super::StandaloneRoute;
 use super::client::wait_status;
-use super::process::{Proc, free_port, node};
+use super::process::{Proc, free_port, node_demo};
 
 const HOST: &str = "web.localhost";
 
@@ -56,11 +56,8 @@ async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
     let mut gateway = start_gateway(&gateway_config);
     assert_eq!(public_addr(&mut gateway).await, public);
 
-    let app_port = free_port();
-    let mut app_command = Command::new(node());
-    app_command.arg(svc_e2e::workspace().join("examples/node-demo/server.js")).env("PORT", app_port.to_string());
-    let mut app = Proc::spawn("node server.js", app_command);
-    app.expect_line(Duration::from_secs(20), "that it listens", |l| l.contains("node-demo listening")).await;
+    // Kept until the test ends: dropping it stops the app.
+    let (_app, app_port) = node_demo().await;
 
     let job = dir.path().join("job");
     std::fs::create_dir_all(&job).expect("job dir");
