@@ -138,5 +138,32 @@ mod ingress {
             };
             StandaloneRoute { ca, ca_pem, tunnel_cert, tunnel_key, credential, route }
         }
+
+        /// Writes `dir/gateway.json` for this route, with fixed free public and tunnel ports
+        /// (so a restarted gateway is found at the same place): (file, public, tunnel).
+        pub(super) fn write_gateway_config(&self, dir: &std::path::Path) -> (PathBuf, SocketAddr, SocketAddr) {
+            let tunnel: SocketAddr = ([127, 0, 0, 1], process::free_port()).into();
+            let public: SocketAddr = ([127, 0, 0, 1], process::free_port()).into();
+            let path = dir.join("gateway.json");
+            let file = serde_json::json!({
+                "public": public, "tunnel": tunnel, "admin": "127.0.0.1:0",
+                "tunnelCert": self.tunnel_cert, "tunnelKey": self.tunnel_key, "routes": [self.route],
+            });
+            std::fs::write(&path, serde_json::to_vec_pretty(&file).expect("json")).expect("write");
+            (path, public, tunnel)
+        }
+    }
+
+    /// Starts `svc gateway run --config FILE` and waits until it prints its addresses; the
+    /// process and its public address.
+    pub(super) async fn start_gateway(config: &std::path::Path) -> (Proc, SocketAddr) {
+        let mut command = Command::new(svc_binary());
+        command.args(["gateway", "run", "--config"]).arg(config);
+        let mut gateway = Proc::spawn("svc gateway run", command);
+        let line = gateway
+            .expect_line(Duration::from_secs(20), "its addresses", |l| l.starts_with("svc gateway: public "))
+            .await;
+        let public = line.split_whitespace().nth(3).and_then(|a| a.parse().ok());
+        (gateway, public.unwrap_or_else(|| panic!("an address in {line:?}")))
     }
 }

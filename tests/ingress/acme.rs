@@ -13,9 +13,9 @@ use std::time::Duration;
 use rcgen::PublicKeyData;
 use svc_e2e::service::{TempDir, svc_binary};
 
-use super::StandaloneRoute;
 use super::client::{Https, serial_and_spki, wait_status};
 use super::process::{Proc, free_port, node_demo};
+use super::{StandaloneRoute, start_gateway};
 
 /// Any name the mock DNS answers (it answers 127.0.0.1 to every A query).
 const HOST: &str = "acme-demo.test";
@@ -60,20 +60,10 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
 
     // The gateway: its tunnel certificate from a development CA, its public port what
     // Pebble dials for TLS-ALPN-01.
-    let StandaloneRoute { ca_pem: gateway_ca, tunnel_cert, tunnel_key, credential, route, .. } =
-        StandaloneRoute::new(dir.path(), "acme", HOST, false);
-    let tunnel: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let public: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let gateway_config = dir.path().join("gateway.json");
-    let file = serde_json::json!({
-        "public": public, "tunnel": tunnel, "admin": "127.0.0.1:0",
-        "tunnelCert": tunnel_cert, "tunnelKey": tunnel_key, "routes": [route],
-    });
-    std::fs::write(&gateway_config, serde_json::to_vec_pretty(&file).expect("json")).expect("write");
-    let mut gateway_command = Command::new(svc_binary());
-    gateway_command.args(["gateway", "run", "--config"]).arg(&gateway_config);
-    let mut gateway = Proc::spawn("svc gateway run", gateway_command);
-    gateway.expect_line(Duration::from_secs(20), "its addresses", |l| l.starts_with("svc gateway: public ")).await;
+    let setup = StandaloneRoute::new(dir.path(), "acme", HOST, false);
+    let (gateway_config, public, tunnel) = setup.write_gateway_config(dir.path());
+    let StandaloneRoute { ca_pem: gateway_ca, credential, .. } = setup;
+    let (gateway, _) = start_gateway(&gateway_config).await;
 
     // The mock DNS (A queries answer 127.0.0.1; no AAAA, so Pebble dials IPv4 loopback).
     let dns: SocketAddr = ([127, 0, 0, 1], free_port()).into();

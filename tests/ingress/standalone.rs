@@ -2,17 +2,15 @@
 //! coordinator and the Node demo. A stopped gateway is a dead path the agent notices by its
 //! heartbeats; a restarted gateway is found again by the agent's reconnection.
 
-use std::net::SocketAddr;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use relay_api::local::{LocalCoordinator, ephemeral};
 use svc_e2e::service::{TempDir, svc_binary};
 
-use super::StandaloneRoute;
 use super::client::wait_status;
-use super::process::{Proc, free_port, node_demo};
+use super::process::{Proc, node_demo};
+use super::{StandaloneRoute, start_gateway};
 
 const HOST: &str = "web.localhost";
 
@@ -22,39 +20,19 @@ const HEARTBEAT: Duration = Duration::from_secs(3);
 /// What the agent and gateway promise: a dead path is noticed within 10 s.
 const DEAD_WITHIN: Duration = Duration::from_secs(10);
 
-fn start_gateway(config: &Path) -> Proc {
-    let mut command = Command::new(svc_binary());
-    command.args(["gateway", "run", "--config"]).arg(config);
-    Proc::spawn("svc gateway run", command)
-}
-
-/// The gateway's public address, from its `svc gateway: public ADDR tunnel ...` line.
-async fn public_addr(gateway: &mut Proc) -> SocketAddr {
-    let line =
-        gateway.expect_line(Duration::from_secs(20), "its addresses", |l| l.starts_with("svc gateway: public ")).await;
-    line.split_whitespace().nth(3).and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("an address in {line:?}"))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
     let dir = TempDir::new("standalone");
-    let StandaloneRoute { ca, ca_pem, tunnel_cert, tunnel_key, credential, route } =
-        StandaloneRoute::new(dir.path(), "web", HOST, true);
+    let setup = StandaloneRoute::new(dir.path(), "web", HOST, true);
+    let (gateway_config, public, tunnel) = setup.write_gateway_config(dir.path());
+    let StandaloneRoute { ca, ca_pem, credential, route, .. } = setup;
     let coordinator = LocalCoordinator::new(ca);
     coordinator.set_routes(vec![route.clone()]);
     let (listener, coordinator_addr) = ephemeral().await.expect("a coordinator port");
     let serving = tokio::spawn(coordinator.clone().serve(listener));
 
-    let tunnel: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let public: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let gateway_config = dir.path().join("gateway.json");
-    let file = serde_json::json!({
-        "public": public, "tunnel": tunnel, "admin": "127.0.0.1:0",
-        "tunnelCert": tunnel_cert, "tunnelKey": tunnel_key, "routes": [route],
-    });
-    std::fs::write(&gateway_config, serde_json::to_vec_pretty(&file).expect("json")).expect("write");
-    let mut gateway = start_gateway(&gateway_config);
-    assert_eq!(public_addr(&mut gateway).await, public);
+    let (mut gateway, bound) = start_gateway(&gateway_config).await;
+    assert_eq!(bound, public);
 
     // Kept until the test ends: dropping it stops the app.
     let (_app, app_port) = node_demo().await;
@@ -103,8 +81,8 @@ async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
     gateway.signal("CONT");
     gateway.signal("KILL");
     assert!(gateway.wait_exit(Duration::from_secs(5)).await.is_some(), "the gateway died");
-    let mut gateway = start_gateway(&gateway_config);
-    assert_eq!(public_addr(&mut gateway).await, public);
+    let (gateway, bound) = start_gateway(&gateway_config).await;
+    assert_eq!(bound, public);
     if let Err(e) = wait_status(public, HOST, &ca_pem, "/", 200, Duration::from_secs(20)).await {
         panic!("GET / after the restart: {e}\n{}\n{}", gateway.output(), agent.output());
     }
