@@ -9,5 +9,6 @@
 pub mod ca;
 pub mod demo;
 pub mod gateway;
+pub mod hint;
 pub mod local;
 pub mod runner;
