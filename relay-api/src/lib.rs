@@ -8,6 +8,7 @@
 
 pub mod ca;
 pub mod demo;
+pub mod dns;
 pub mod gateway;
 pub mod hint;
 pub mod local;
