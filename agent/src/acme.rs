@@ -60,31 +60,35 @@ fn acme_error(what: &str) -> impl Fn(instant_acme::Error) -> CertError + '_ {
     move |e| CertError::Issuer(format!("ACME {what}: {e}"))
 }
 
-/// Orders a certificate for `hostname`, answers its TLS-ALPN-01 challenge through `current`,
-/// finalizes with `csr_der` (signed by the job's key) and returns the chain PEM and how long
-/// its leaf is still valid.
+/// Orders one certificate for every name of `hostnames`, answers each name's TLS-ALPN-01
+/// challenge through `current` (the CA dials each name through the gateway), finalizes with
+/// `csr_der` (signed by the job's key, naming the same hostnames) and returns the chain PEM
+/// and how long its leaf is still valid.
 pub async fn obtain(
     source: &AcmeSource<'_>,
-    hostname: &str,
+    hostnames: &[String],
     csr_der: &[u8],
     current: &CurrentCert,
     state_dir: &Path,
 ) -> Result<(String, Duration), CertError> {
     let account = account(source, state_dir).await?;
-    let identifiers = [Identifier::Dns(hostname.to_owned())];
+    let identifiers: Vec<Identifier> = hostnames.iter().map(|h| Identifier::Dns(h.clone())).collect();
+    let listed = hostnames.join(", ");
     let mut order = account.new_order(&NewOrder::new(&identifiers)).await.map_err(acme_error("new order"))?;
-    let answered = answer_challenges(&mut order, hostname, current).await;
+    let answered = answer_challenges(&mut order, current).await;
     let ready = match answered {
         Ok(()) => order.poll_ready(&POLL).await.map_err(acme_error("validation")),
         Err(e) => Err(e),
     };
-    // Validation is over either way: stop answering `acme-tls/1` for this name.
-    current.clear_challenge(hostname);
+    // Validation is over either way: stop answering `acme-tls/1` for these names.
+    for hostname in hostnames {
+        current.clear_challenge(hostname);
+    }
     match ready? {
         OrderStatus::Ready => {}
         status => {
             let detail = order.state().error.as_ref().map(|p| format!(": {p}")).unwrap_or_default();
-            return Err(CertError::Issuer(format!("ACME order for {hostname} is {status:?}{detail}")));
+            return Err(CertError::Issuer(format!("ACME order for {listed} is {status:?}{detail}")));
         }
     }
     order.finalize_csr(csr_der).await.map_err(acme_error("finalize"))?;
@@ -94,18 +98,17 @@ pub async fn obtain(
 }
 
 /// Installs a TLS-ALPN-01 certificate for every pending authorization and tells the CA.
-async fn answer_challenges(
-    order: &mut instant_acme::Order,
-    hostname: &str,
-    current: &CurrentCert,
-) -> Result<(), CertError> {
+async fn answer_challenges(order: &mut instant_acme::Order, current: &CurrentCert) -> Result<(), CertError> {
     let mut authorizations = order.authorizations();
     while let Some(authorization) = authorizations.next().await {
         let mut authorization = authorization.map_err(acme_error("authorization"))?;
         match authorization.status {
             AuthorizationStatus::Pending => {}
             AuthorizationStatus::Valid => continue,
-            status => return Err(CertError::Issuer(format!("ACME authorization for {hostname} is {status:?}"))),
+            status => {
+                let name = authorization.identifier().to_string();
+                return Err(CertError::Issuer(format!("ACME authorization for {name} is {status:?}")));
+            }
         }
         let mut challenge = authorization
             .challenge(ChallengeType::TlsAlpn01)
@@ -204,13 +207,8 @@ fn http_client(directory_ca: Option<&Path>) -> Result<Box<dyn instant_acme::Http
 
 /// How long the chain's leaf certificate is still valid.
 fn remaining_validity(chain_pem: &str) -> Result<Duration, CertError> {
-    let leaf = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
-        .next()
-        .ok_or_else(|| CertError::Cert("the ACME CA returned no certificate".to_owned()))?
-        .map_err(|e| CertError::Cert(e.to_string()))?;
-    let (_, parsed) = x509_parser::parse_x509_certificate(&leaf).map_err(|e| CertError::Cert(e.to_string()))?;
-    let not_after = u64::try_from(parsed.validity().not_after.timestamp()).unwrap_or(0);
-    Ok(Duration::from_secs(not_after.saturating_sub(crate::cert::now_unix())))
+    let facts = crate::cert::chain_leaf_facts(chain_pem)?;
+    Ok(facts.not_after.duration_since(std::time::SystemTime::now()).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -10,9 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use rcgen::{CertificateParams, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -112,20 +109,22 @@ impl ResolvesServerCert for CurrentCert {
     }
 }
 
-/// Obtains a certificate for the hostname from the configured source; returns the chain PEM
-/// and how long it is valid. An ACME source answers its TLS-ALPN-01 challenge through
-/// `current` (the tunnel must be up) and keeps its account in `state_dir`.
+/// Obtains a certificate for `hostnames` (the route's names, canonical first) from the
+/// configured source; returns the chain PEM and how long it is valid. An ACME source answers
+/// a TLS-ALPN-01 challenge per name through `current` (the tunnel must be up) and keeps its
+/// account in `state_dir`.
 pub async fn obtain(
     config: &AgentConfig,
+    hostnames: &[String],
     key: &KeyPair,
     current: &CurrentCert,
     state_dir: &Path,
 ) -> Result<(String, Duration), CertError> {
-    let csr = csr(&config.hostname, key)?;
+    let csr = csr(hostnames, key)?;
     match &config.certificate {
         CertificateSource::Acme { directory_url, contact, directory_ca } => {
             let acme = crate::acme::AcmeSource { directory_url, contact, directory_ca: directory_ca.as_deref() };
-            crate::acme::obtain(&acme, &config.hostname, csr.der(), current, state_dir).await
+            crate::acme::obtain(&acme, hostnames, csr.der(), current, state_dir).await
         }
         CertificateSource::DevCa { url, validity_secs } => {
             let csr_pem = csr.pem().map_err(|e| CertError::Cert(e.to_string()))?;
@@ -133,15 +132,15 @@ pub async fn obtain(
                 "routeId": config.route_id, "credential": config.credential, "csr": csr_pem,
                 "validitySecs": validity_secs,
             });
-            let chain = post_json(url, "/api/dev-ca/sign", &body).await?;
+            let chain = crate::http::post_json(url, "/api/dev-ca/sign", &body).await.map_err(CertError::Issuer)?;
             Ok((chain, Duration::from_secs(*validity_secs)))
         }
     }
 }
 
-/// A CSR for `hostname` signed by the job's key.
-fn csr(hostname: &str, key: &KeyPair) -> Result<rcgen::CertificateSigningRequest, CertError> {
-    let params = CertificateParams::new(vec![hostname.to_owned()]).map_err(|e| CertError::Cert(e.to_string()))?;
+/// One CSR naming every hostname, signed by the job's key.
+fn csr(hostnames: &[String], key: &KeyPair) -> Result<rcgen::CertificateSigningRequest, CertError> {
+    let params = CertificateParams::new(hostnames.to_vec()).map_err(|e| CertError::Cert(e.to_string()))?;
     params.serialize_request(key).map_err(|e| CertError::Cert(e.to_string()))
 }
 
@@ -162,22 +161,79 @@ pub fn now_unix() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-async fn post_json(base: &str, path: &str, body: &serde_json::Value) -> Result<String, CertError> {
-    let authority = base.trim_start_matches("http://").trim_end_matches('/');
-    let stream =
-        tokio::net::TcpStream::connect(authority).await.map_err(|e| CertError::Issuer(format!("{base}: {e}")))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| CertError::Issuer(e.to_string()))?;
-    tokio::spawn(connection);
-    let request = hyper::Request::post(path)
-        .header(hyper::header::HOST, authority)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap_or_default())))
-        .map_err(|e| CertError::Issuer(e.to_string()))?;
-    let response = sender.send_request(request).await.map_err(|e| CertError::Issuer(e.to_string()))?;
-    let status = response.status();
-    let bytes = response.into_body().collect().await.map_err(|e| CertError::Issuer(e.to_string()))?.to_bytes();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    if status.is_success() { Ok(text) } else { Err(CertError::Issuer(format!("{status}: {text}"))) }
+/// What a leaf certificate says about itself: for checks and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafFacts {
+    /// The serial number, lower-case hex of its DER bytes.
+    pub serial_hex: String,
+    /// The end of its validity.
+    pub not_after: SystemTime,
+    /// Its DNS subject alternative names.
+    pub dns_names: Vec<String>,
+}
+
+/// Reads a certificate (DER).
+pub fn leaf_facts(der: &[u8]) -> Result<LeafFacts, CertError> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| CertError::Cert(e.to_string()))?;
+    let not_after = u64::try_from(cert.validity().not_after.timestamp()).unwrap_or(0);
+    let dns_names = cert
+        .subject_alternative_name()
+        .map_err(|e| CertError::Cert(e.to_string()))?
+        .map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|name| match name {
+                    x509_parser::extensions::GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(LeafFacts {
+        serial_hex: crate::wire::hex(cert.raw_serial()),
+        not_after: SystemTime::UNIX_EPOCH + Duration::from_secs(not_after),
+        dns_names,
+    })
+}
+
+/// The first certificate of a chain (PEM), parsed.
+pub fn chain_leaf_facts(chain_pem: &str) -> Result<LeafFacts, CertError> {
+    let leaf = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
+        .next()
+        .ok_or_else(|| CertError::Cert("no certificate in the chain".to_owned()))?
+        .map_err(|e| CertError::Cert(e.to_string()))?;
+    leaf_facts(&leaf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_csr_names_every_hostname_and_the_leaf_facts_read_back() {
+        let key = KeyPair::generate().expect("key");
+        let names = vec!["app.localhost".to_owned(), "shop.localhost".to_owned()];
+        let request = csr(&names, &key).expect("csr");
+        let parsed = rcgen::CertificateSigningRequestParams::from_der(request.der()).expect("parses");
+        let listed: Vec<String> = parsed
+            .params
+            .subject_alt_names
+            .iter()
+            .filter_map(|san| match san {
+                rcgen::SanType::DnsName(n) => Some(n.as_str().to_owned()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(listed, names);
+
+        let mut params = CertificateParams::new(names.clone()).expect("params");
+        params.serial_number = Some(rcgen::SerialNumber::from_slice(&[0x01, 0xab]));
+        params.not_after = rcgen::date_time_ymd(2031, 2, 3);
+        let cert = params.self_signed(&key).expect("cert");
+        let facts = chain_leaf_facts(&cert.pem()).expect("facts");
+        assert_eq!(facts.serial_hex, "01ab");
+        assert_eq!(facts.dns_names, names);
+        assert_eq!(facts.not_after.duration_since(SystemTime::UNIX_EPOCH).expect("after").as_secs(), 1_927_843_200);
+    }
 }

@@ -12,6 +12,14 @@ pub fn proof(route_secret: &[u8], route_id: &str, hostname: &str, nonce: &str) -
     URL_SAFE_NO_PAD.encode(ring::hmac::sign(&key, message.as_bytes()).as_ref())
 }
 
+/// A fresh nonce for one challenge: 32 random bytes, base64url without padding (URL-safe,
+/// so it goes into the query string as it is).
+pub fn new_nonce() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(URL_SAFE_NO_PAD.encode(bytes))
+}
+
 /// Whether `proof` answers the nonce (constant time).
 pub fn verify(route_secret: &[u8], route_id: &str, hostname: &str, nonce: &str, proof: &str) -> bool {
     let Ok(tag) = URL_SAFE_NO_PAD.decode(proof) else { return false };
@@ -36,5 +44,13 @@ mod tests {
         let tag = ring::hmac::sign(&key, b"what do ya want for nothing?");
         let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    }
+
+    #[test]
+    fn nonces_are_fresh_url_safe_32_bytes() {
+        let (a, b) = (new_nonce().expect("random"), new_nonce().expect("random"));
+        assert_ne!(a, b);
+        assert_eq!(URL_SAFE_NO_PAD.decode(&a).expect("base64url").len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'), "{a}");
     }
 }

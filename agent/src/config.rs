@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 pub struct AgentConfig {
     /// The route's ID.
     pub route_id: String,
-    /// The canonical hostname the certificate is for.
+    /// The route's canonical hostname: always on the certificate, first. Customer hostnames
+    /// come from the coordinator (see `coordinator`).
     pub hostname: String,
     /// The tunnel credential (authenticates the agent to the gateway).
     pub credential: String,
@@ -38,10 +39,26 @@ pub struct AgentConfig {
     /// connection in production).
     #[serde(default)]
     pub direct_listen: Option<SocketAddr>,
+    /// The coordinator's base URL (`http://127.0.0.1:PORT`). When set, the agent asks it for
+    /// the route's hostnames every `refreshSecs` (`POST /api/agent/route`) and, when they
+    /// change, gets a certificate covering all of them. Without it the route has only
+    /// `hostname`.
+    #[serde(default)]
+    pub coordinator: Option<String>,
+    /// Seconds between asking the coordinator for the route's hostnames (default 30).
+    #[serde(default = "default_refresh_secs")]
+    pub refresh_secs: u64,
 }
 
 fn default_health_path() -> String {
     "/health".to_owned()
+}
+
+/// The default of [`AgentConfig::refresh_secs`].
+pub const DEFAULT_REFRESH_SECS: u64 = 30;
+
+fn default_refresh_secs() -> u64 {
+    DEFAULT_REFRESH_SECS
 }
 
 /// Where the agent gets its certificate. Either way the key stays in the state directory.
@@ -98,5 +115,28 @@ impl AgentConfig {
     pub fn read(path: &Path) -> Result<AgentConfig, ConfigError> {
         let text = std::fs::read(path).map_err(|source| ConfigError::Io { path: path.to_owned(), source })?;
         serde_json::from_slice(&text).map_err(|source| ConfigError::Invalid { path: path.to_owned(), source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_without_a_coordinator_is_still_valid() {
+        let old = serde_json::json!({
+            "routeId": "r", "hostname": "a.localhost", "credential": "c", "routeSecret": "s",
+            "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": "/ca.pem",
+            "appPort": 3000, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:2", "validity_secs": 60},
+        });
+        let config: AgentConfig = serde_json::from_value(old.clone()).expect("an old configuration");
+        assert_eq!(config.coordinator, None);
+        assert_eq!(config.refresh_secs, DEFAULT_REFRESH_SECS);
+        let mut new = old;
+        new["coordinator"] = "http://127.0.0.1:2".into();
+        new["refreshSecs"] = 1.into();
+        let config: AgentConfig = serde_json::from_value(new).expect("a new configuration");
+        assert_eq!(config.coordinator.as_deref(), Some("http://127.0.0.1:2"));
+        assert_eq!(config.refresh_secs, 1);
     }
 }

@@ -1,8 +1,9 @@
 //! The job-side agent: keeps the job's TLS private key (it never leaves the state directory),
-//! gets a certificate for the route's hostname by CSR (from the development CA, or from an
-//! ACME CA by TLS-ALPN-01 answered through the gateway) and renews it before expiry, holds the
-//! outbound tunnel to the gateway, terminates TLS for every tunneled client connection, serves
-//! `/health` and `/.well-known/svc/challenge`, and proxies the rest to the local app.
+//! gets one certificate for all the route's hostnames by CSR (from the development CA, or from
+//! an ACME CA by TLS-ALPN-01 answered through the gateway), renews it before expiry and
+//! replaces it when the coordinator adds or removes a hostname, holds the outbound tunnel to
+//! the gateway, terminates TLS for every tunneled client connection, serves `/health` and
+//! `/.well-known/svc/challenge`, and proxies the rest to the local app.
 //!
 //! `svc agent run --config STATE_DIR/agent.json` runs [`run`].
 
@@ -13,13 +14,15 @@ pub mod cert;
 pub mod challenge;
 pub mod config;
 pub mod files;
+pub mod hostnames;
+mod http;
+mod lifecycle;
 pub mod serve;
 pub mod tunnel;
 pub mod wire;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub use config::{AgentConfig, CertificateSource};
 
@@ -37,14 +40,16 @@ pub enum AgentError {
     Listen(String),
 }
 
-/// Runs the agent for ever: key, tunnel, certificate (and its renewal), serving.
+/// Runs the agent for ever: key, tunnel, certificate (renewed, and replaced when the route's
+/// hostnames change), serving.
 ///
 /// The tunnel comes up before the first certificate: an ACME CA validates TLS-ALPN-01
 /// through it. Until a certificate is installed, client handshakes fail (no certificate).
 pub async fn run(config: AgentConfig, state_dir: &Path) -> Result<(), AgentError> {
     let key = cert::load_or_create_key(state_dir)?;
     let current = Arc::new(cert::CurrentCert::default());
-    let ctx = serve::Context::new(config.clone(), current.clone());
+    let names = Arc::new(hostnames::Hostnames::new(&config.hostname));
+    let ctx = serve::Context::new(config.clone(), current.clone(), names.clone());
     if let Some(addr) = config.direct_listen {
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| AgentError::Listen(format!("{addr}: {e}")))?;
@@ -61,72 +66,6 @@ pub async fn run(config: AgentConfig, state_dir: &Path) -> Result<(), AgentError
         .map_err(|e| tunnel::TunnelError::Io(format!("{}: {e}", config.gateway_ca.display())))?;
     let tls = tunnel::client_config(&ca_pem)?;
     tokio::spawn(tunnel::run(ctx, config.clone(), tls));
-
-    let lifetime = first_certificate(&config, &key, &current, state_dir).await;
-    renew(config, key, current, state_dir.to_owned(), lifetime).await;
+    lifecycle::run(config, key, current, names, state_dir.to_owned()).await;
     Ok(())
-}
-
-/// Gets the first certificate, retrying every 2 s (the issuer may still be starting); an ACME
-/// CA's retries double up to 5 minutes, to stay within public CAs' failed-validation limits.
-async fn first_certificate(
-    config: &AgentConfig,
-    key: &rcgen::KeyPair,
-    current: &cert::CurrentCert,
-    state_dir: &Path,
-) -> Duration {
-    let cap = match config.certificate {
-        CertificateSource::DevCa { .. } => Duration::from_secs(2),
-        CertificateSource::Acme { .. } => Duration::from_secs(300),
-    };
-    let mut wait = Duration::from_secs(2);
-    loop {
-        match install(config, key, current, state_dir).await {
-            Ok(lifetime) => return lifetime,
-            Err(e) => {
-                eprintln!("svc agent: certificate: {e}; retrying in {} s", wait.as_secs());
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(cap);
-            }
-        }
-    }
-}
-
-async fn install(
-    config: &AgentConfig,
-    key: &rcgen::KeyPair,
-    current: &cert::CurrentCert,
-    state_dir: &Path,
-) -> Result<Duration, cert::CertError> {
-    let (chain, lifetime) = cert::obtain(config, key, current, state_dir).await?;
-    current.install(&chain, key)?;
-    cert::save_chain(state_dir, &chain)?;
-    eprintln!("svc agent: certificate for {} installed (valid {} s)", config.hostname, lifetime.as_secs());
-    Ok(lifetime)
-}
-
-/// Renews after two thirds of each certificate's lifetime; on failure retries every 10 s
-/// (or sooner for short certificates) while the old one is still valid.
-async fn renew(
-    config: AgentConfig,
-    key: rcgen::KeyPair,
-    current: Arc<cert::CurrentCert>,
-    state_dir: std::path::PathBuf,
-    mut lifetime: Duration,
-) {
-    loop {
-        tokio::time::sleep(cert::renew_after(lifetime)).await;
-        loop {
-            match install(&config, &key, &current, &state_dir).await {
-                Ok(l) => {
-                    lifetime = l;
-                    break;
-                }
-                Err(e) => {
-                    eprintln!("svc agent: renewal: {e}; retrying");
-                    tokio::time::sleep((lifetime / 20).clamp(Duration::from_secs(1), Duration::from_secs(10))).await;
-                }
-            }
-        }
-    }
 }

@@ -1,8 +1,8 @@
 //! What the agent serves on each tunneled connection: TLS with the job's certificate (ALPN
 //! `h2` and `http/1.1`; `acme-tls/1` only for ACME validation handshakes, which are closed
-//! right after the handshake), then HTTP: `GET /health`, `GET /.well-known/svc/challenge?nonce=`,
-//! and everything else proxied to the local app, streaming bodies and upgrades (WebSockets)
-//! included.
+//! right after the handshake), then HTTP: `GET /health`, `GET /.well-known/svc/challenge?nonce=`
+//! (for the hostname the client asked for, when it is one of the route's), and everything
+//! else proxied to the local app, streaming bodies and upgrades (WebSockets) included.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::cert::{ACME_TLS_ALPN, CurrentCert};
 use crate::challenge;
 use crate::config::AgentConfig;
+use crate::hostnames::Hostnames;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -32,6 +33,7 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 /// Shared by every connection.
 pub struct Context {
     config: AgentConfig,
+    hostnames: Arc<Hostnames>,
     app: Client<HttpConnector, Body>,
     tls: TlsAcceptor,
 }
@@ -43,8 +45,8 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
-    /// The serving context over the current certificate.
-    pub fn new(config: AgentConfig, cert: Arc<CurrentCert>) -> Arc<Context> {
+    /// The serving context over the current certificate, proving the route's `hostnames`.
+    pub fn new(config: AgentConfig, cert: Arc<CurrentCert>, hostnames: Arc<Hostnames>) -> Arc<Context> {
         let mut tls = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .map(|b| b.with_no_client_auth().with_cert_resolver(cert))
@@ -56,7 +58,7 @@ impl Context {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let app = Client::builder(TokioExecutor::new()).build(connector);
-        Arc::new(Context { config, app, tls: TlsAcceptor::from(Arc::new(tls)) })
+        Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)) })
     }
 }
 
@@ -71,9 +73,11 @@ where
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
         return;
     }
+    let sni: Option<Arc<str>> = tls.get_ref().1.server_name().map(Arc::from);
     let service = hyper::service::service_fn(move |req| {
         let ctx = ctx.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(ctx, req, client).await) }
+        let sni = sni.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle(ctx, req, client, sni.as_deref()).await) }
     });
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let _ = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await;
@@ -90,10 +94,19 @@ fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
     full(status, "application/json", serde_json::to_vec(value).unwrap_or_default())
 }
 
-async fn handle(ctx: Arc<Context>, req: Request<Incoming>, client: Option<SocketAddr>) -> Response<Body> {
+async fn handle(
+    ctx: Arc<Context>,
+    req: Request<Incoming>,
+    client: Option<SocketAddr>,
+    sni: Option<&str>,
+) -> Response<Body> {
     match (req.method(), req.uri().path()) {
         (&hyper::Method::GET, "/health") => health(&ctx).await,
-        (&hyper::Method::GET, "/.well-known/svc/challenge") => challenge_answer(&ctx, req.uri().query()),
+        (&hyper::Method::GET, "/.well-known/svc/challenge") => {
+            let host = req.headers().get(hyper::header::HOST).and_then(|h| h.to_str().ok());
+            let host = host.or_else(|| req.uri().authority().map(|a| a.as_str()));
+            challenge_answer(&ctx, req.uri().query(), asked_name(sni, host))
+        }
         _ => proxy(&ctx, req, client).await,
     }
 }
@@ -123,7 +136,26 @@ async fn health(ctx: &Context) -> Response<Body> {
     }
 }
 
-fn challenge_answer(ctx: &Context, query: Option<&str>) -> Response<Body> {
+/// The hostname the client asked for: its TLS server name, else its `Host` (or HTTP/2
+/// `:authority`) without the port.
+fn asked_name<'a>(sni: Option<&'a str>, host: Option<&'a str>) -> Option<&'a str> {
+    if let Some(sni) = sni {
+        return Some(sni);
+    }
+    let host = host?;
+    // An IPv6 literal (`[::1]:443`) is never one of the route's names.
+    if host.starts_with('[') {
+        return None;
+    }
+    Some(host.split_once(':').map_or(host, |(name, _)| name)).filter(|h| !h.is_empty())
+}
+
+/// The challenge answer for `asked`, when it is one of the route's hostnames; 404 otherwise:
+/// the agent proves only names its route has.
+fn challenge_answer(ctx: &Context, query: Option<&str>, asked: Option<&str>) -> Response<Body> {
+    let Some(hostname) = asked.and_then(|a| ctx.hostnames.find(a)) else {
+        return json(StatusCode::NOT_FOUND, &serde_json::json!({"error": "not a hostname of this route"}));
+    };
     let nonce = query
         .into_iter()
         .flat_map(|q| q.split('&'))
@@ -135,10 +167,10 @@ fn challenge_answer(ctx: &Context, query: Option<&str>) -> Response<Body> {
         return json(StatusCode::BAD_REQUEST, &serde_json::json!({"error": "missing query parameter `nonce`"}));
     };
     let c = &ctx.config;
-    let proof = challenge::proof(c.route_secret.as_bytes(), &c.route_id, &c.hostname, &nonce);
+    let proof = challenge::proof(c.route_secret.as_bytes(), &c.route_id, &hostname, &nonce);
     json(
         StatusCode::OK,
-        &serde_json::json!({"nonce": nonce, "routeId": c.route_id, "hostname": c.hostname, "proof": proof}),
+        &serde_json::json!({"nonce": nonce, "routeId": c.route_id, "hostname": hostname, "proof": proof}),
     )
 }
 
@@ -228,7 +260,56 @@ async fn proxy(ctx: &Context, mut req: Request<Incoming>, client: Option<SocketA
 
 #[cfg(test)]
 mod tests {
-    use super::percent_decode;
+    use super::*;
+
+    fn context() -> Arc<Context> {
+        let config: AgentConfig = serde_json::from_value(serde_json::json!({
+            "routeId": "r1", "hostname": "app.localhost", "credential": "c", "routeSecret": "s",
+            "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": "/ca.pem",
+            "appPort": 1, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:1", "validity_secs": 60},
+        }))
+        .expect("a configuration");
+        let hostnames = Arc::new(Hostnames::new("app.localhost"));
+        hostnames.replace(vec!["app.localhost".to_owned(), "shop.localhost".to_owned()]);
+        Context::new(config, Arc::default(), hostnames)
+    }
+
+    async fn answer(ctx: &Context, asked: Option<&str>, query: &str) -> (StatusCode, serde_json::Value) {
+        let response = challenge_answer(ctx, Some(query), asked);
+        let status = response.status();
+        let body = response.into_body().collect().await.expect("a body").to_bytes();
+        (status, serde_json::from_slice(&body).expect("JSON"))
+    }
+
+    #[tokio::test]
+    async fn the_challenge_proves_each_route_hostname_asked_for_and_no_other() {
+        let ctx = context();
+        for asked in ["app.localhost", "Shop.Localhost"] {
+            let (status, json) = answer(&ctx, Some(asked), "nonce=n1").await;
+            assert_eq!(status, StatusCode::OK);
+            let hostname = asked.to_ascii_lowercase();
+            assert_eq!(json["hostname"], hostname.as_str());
+            assert_eq!(json["routeId"], "r1");
+            let proof = json["proof"].as_str().expect("a proof");
+            assert!(challenge::verify(b"s", "r1", &hostname, "n1", proof));
+        }
+        for asked in [Some("other.localhost"), None] {
+            let (status, json) = answer(&ctx, asked, "nonce=n1").await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{asked:?}");
+            assert!(json.get("proof").is_none());
+        }
+        assert_eq!(answer(&ctx, Some("app.localhost"), "x=1").await.0, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn the_asked_name_is_the_server_name_else_the_host_without_its_port() {
+        assert_eq!(asked_name(Some("a.localhost"), Some("b.localhost")), Some("a.localhost"));
+        assert_eq!(asked_name(None, Some("b.localhost:8443")), Some("b.localhost"));
+        assert_eq!(asked_name(None, Some("b.localhost")), Some("b.localhost"));
+        assert_eq!(asked_name(None, Some("[::1]:443")), None);
+        assert_eq!(asked_name(None, Some(":443")), None);
+        assert_eq!(asked_name(None, None), None);
+    }
 
     #[test]
     fn nonces_are_percent_decoded() {

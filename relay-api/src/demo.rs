@@ -7,14 +7,7 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::ServerName;
-use rustls::pki_types::pem::PemObject;
 
 use agent::files::write_private;
 
@@ -22,6 +15,7 @@ use crate::ca::DevCa;
 use crate::gateway::{Gateway, GatewayConfig, RouteConfig};
 use crate::local::{LocalCoordinator, ephemeral};
 use crate::runner::{JobRunner, JobSpec, LocalRunner};
+use crate::validation::https::get;
 use agent::wire;
 
 /// The bundled Node.js demo, carried inside the binary so the command works anywhere.
@@ -144,6 +138,9 @@ pub async fn run(
             validity_secs: config.certificate_validity.as_secs(),
         },
         direct_listen: None,
+        // One hostname, fixed for the demo's life: nothing to refresh.
+        coordinator: None,
+        refresh_secs: agent::config::DEFAULT_REFRESH_SECS,
     };
     let agent_path = job_dir.join("agent.json");
     let json = serde_json::to_vec_pretty(&agent_config).map_err(setup("the agent configuration"))?;
@@ -208,43 +205,6 @@ async fn wait_ready(public: SocketAddr, ca_pem: &str, limit: Duration, url: &str
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Err(DemoError::NotReady { url: url.to_owned(), secs: limit.as_secs(), last })
-}
-
-/// One HTTPS GET to `addr` for `host`, trusting only `ca_pem`: (status, body).
-pub async fn get(addr: SocketAddr, ca_pem: &str, host: &str, path: &str) -> Result<(u16, Bytes), String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    }
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let name = ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
-    let stream = tokio::time::timeout(
-        Duration::from_secs(5),
-        tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, tcp),
-    )
-    .await
-    .map_err(|_| "TLS handshake timed out".to_owned())?
-    .map_err(|e| format!("TLS: {e}"))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let req = hyper::Request::get(path)
-        .header(hyper::header::HOST, host)
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let resp = tokio::time::timeout(Duration::from_secs(5), sender.send_request(req))
-        .await
-        .map_err(|_| "no answer within 5 s".to_owned())?
-        .map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-    Ok((status, body))
 }
 
 /// The default data directory: `svc/ingress-demo` in the user's data directory.

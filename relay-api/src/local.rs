@@ -1,7 +1,8 @@
-//! The local coordinator of the embedded default: it knows the routes it created and signs
-//! each route's certificate requests with the development CA (`POST /api/dev-ca/sign`),
-//! after checking the route's credential and that the CSR names only the route's hostnames.
-//! The full coordinator (quotes, funding, validation, customer hostnames) builds on this.
+//! The local coordinator of the embedded default: it knows the routes it created, tells each
+//! route's agent its hostnames (`POST /api/agent/route`), and signs each route's certificate
+//! requests with the development CA (`POST /api/dev-ca/sign`) after checking that the CSR
+//! names only the route's hostnames. Both check the route's credential first. The full
+//! coordinator (quotes, funding, validation, customer hostnames) builds on this.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::ca::DevCa;
 use crate::gateway::RouteConfig;
@@ -34,6 +35,22 @@ struct SignRequest {
     validity_secs: u64,
 }
 
+/// `POST /api/agent/route`: an agent asks for its route's hostnames.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RouteRequest {
+    route_id: String,
+    credential: String,
+}
+
+/// The answer: the route's hostnames, canonical first.
+#[derive(Debug, Serialize)]
+struct RouteAnswer<'a> {
+    hostnames: &'a [String],
+}
+
+type Refusal = (StatusCode, String);
+
 impl LocalCoordinator {
     /// A coordinator issuing from `ca`.
     pub fn new(ca: DevCa) -> Arc<LocalCoordinator> {
@@ -52,14 +69,25 @@ impl LocalCoordinator {
         &self.ca
     }
 
-    fn sign(&self, req: &SignRequest) -> Result<String, (StatusCode, String)> {
-        let presented = wire::sha256_hex(req.credential.as_bytes());
-        let route = self
-            .routes
+    /// The route `route_id`, if `credential` is its tunnel credential; 403 otherwise (the
+    /// same answer for an unknown route and a wrong credential).
+    fn authenticate(&self, route_id: &str, credential: &str) -> Result<RouteConfig, Refusal> {
+        let presented = wire::sha256_hex(credential.as_bytes());
+        self.routes
             .read()
             .ok()
-            .and_then(|r| r.iter().find(|r| r.route_id == req.route_id && r.credential_sha256 == presented).cloned())
-            .ok_or((StatusCode::FORBIDDEN, "unknown route or wrong credential".to_owned()))?;
+            .and_then(|r| r.iter().find(|r| r.route_id == route_id && r.credential_sha256 == presented).cloned())
+            .ok_or((StatusCode::FORBIDDEN, "unknown route or wrong credential".to_owned()))
+    }
+
+    fn route_hostnames(&self, req: &RouteRequest) -> Result<String, Refusal> {
+        let route = self.authenticate(&req.route_id, &req.credential)?;
+        serde_json::to_string(&RouteAnswer { hostnames: &route.hostnames })
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    }
+
+    fn sign(&self, req: &SignRequest) -> Result<String, Refusal> {
+        let route = self.authenticate(&req.route_id, &req.credential)?;
         if !VALIDITY.contains(&req.validity_secs) {
             return Err((StatusCode::BAD_REQUEST, format!("validitySecs must be within {VALIDITY:?}")));
         }
@@ -72,23 +100,41 @@ impl LocalCoordinator {
             .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
     }
 
-    /// Serves the coordinator's HTTP API on `listener` until the task is dropped.
-    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
-        let app = axum::Router::new()
+    /// The coordinator's HTTP API, for serving on its own or merged into a larger router.
+    pub fn router(self: Arc<Self>) -> axum::Router {
+        axum::Router::new()
             .route(
                 "/api/dev-ca/sign",
                 axum::routing::post(|State(c): State<Arc<LocalCoordinator>>, body: axum::body::Bytes| async move {
-                    let signed = serde_json::from_slice::<SignRequest>(&body)
-                        .map_err(|e| (StatusCode::BAD_REQUEST, format!("malformed request: {e}")))
-                        .and_then(|req| c.sign(&req));
-                    match signed {
-                        Ok(chain) => (StatusCode::OK, chain),
-                        Err((status, message)) => (status, message),
-                    }
+                    let signed = parse::<SignRequest>(&body).and_then(|req| c.sign(&req));
+                    reply(signed, "application/x-pem-file")
                 }),
             )
-            .with_state(self);
-        let _ = axum::serve(listener, app).await;
+            .route(
+                "/api/agent/route",
+                axum::routing::post(|State(c): State<Arc<LocalCoordinator>>, body: axum::body::Bytes| async move {
+                    let answer = parse::<RouteRequest>(&body).and_then(|req| c.route_hostnames(&req));
+                    reply(answer, "application/json")
+                }),
+            )
+            .with_state(self)
+    }
+
+    /// Serves the coordinator's HTTP API on `listener` until the task is dropped.
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
+        let _ = axum::serve(listener, self.router()).await;
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
+    serde_json::from_slice(body).map_err(|e| (StatusCode::BAD_REQUEST, format!("malformed request: {e}")))
+}
+
+fn reply(answer: Result<String, Refusal>, content_type: &'static str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match answer {
+        Ok(body) => ([(axum::http::header::CONTENT_TYPE, content_type)], body).into_response(),
+        Err((status, message)) => (status, message).into_response(),
     }
 }
 

@@ -129,6 +129,8 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
             directory_ca: Some(pebble_cert.clone()),
         },
         direct_listen: None,
+        coordinator: None,
+        refresh_secs: agent::config::DEFAULT_REFRESH_SECS,
     };
     let agent_path = job.join("agent.json");
     std::fs::write(&agent_path, serde_json::to_vec_pretty(&agent_config).expect("json")).expect("write");

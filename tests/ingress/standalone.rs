@@ -52,6 +52,8 @@ async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
         proxy_protocol: true,
         certificate: agent::CertificateSource::DevCa { url: format!("http://{coordinator_addr}"), validity_secs: 3600 },
         direct_listen: None,
+        coordinator: None,
+        refresh_secs: agent::config::DEFAULT_REFRESH_SECS,
     };
     let agent_path = job.join("agent.json");
     std::fs::write(&agent_path, serde_json::to_vec_pretty(&agent_config).expect("json")).expect("write");

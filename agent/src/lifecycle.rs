@@ -1,0 +1,129 @@
+//! The certificate's life: the first certificate, renewal after two thirds of its lifetime,
+//! and a new certificate whenever the route's hostnames change. With a coordinator
+//! configured, the agent asks it for the hostnames every `refreshSecs`; one certificate
+//! covers them all, with the same key. Each new certificate is swapped into the resolver for
+//! new handshakes; open connections keep theirs.
+//!
+//! Retries: a new set of names (the first certificate included) is retried every 2 s with the
+//! development CA, and from 2 s doubling up to 5 minutes with an ACME CA, to stay within
+//! public CAs' failed-validation limits; meanwhile the names already certified are still
+//! renewed when due. A failed renewal of the same names retries every lifetime/20 (1-10 s).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rcgen::KeyPair;
+use tokio::time::Instant;
+
+use crate::cert::{self, CertError, CurrentCert};
+use crate::config::{AgentConfig, CertificateSource};
+use crate::hostnames::{self, Hostnames};
+
+/// The first wait after a failed new set of names.
+const FIRST_RETRY: Duration = Duration::from_secs(2);
+
+/// Keeps a valid certificate for the route's current hostnames installed in `current`, for
+/// ever.
+pub(crate) async fn run(
+    config: AgentConfig,
+    key: KeyPair,
+    current: Arc<CurrentCert>,
+    names: Arc<Hostnames>,
+    state_dir: PathBuf,
+) {
+    let refresh = Duration::from_secs(config.refresh_secs.max(1));
+    let retry_cap = match config.certificate {
+        CertificateSource::DevCa { .. } => FIRST_RETRY,
+        CertificateSource::Acme { .. } => Duration::from_secs(300),
+    };
+    let mut last_refresh_error = None;
+    // The names on the installed certificate, its lifetime and when to renew it.
+    let mut certified: Option<(Arc<[String]>, Duration, Instant)> = None;
+    // When to try a new set of names next, and the wait after another failure.
+    let (mut retry_at, mut retry_wait) = (Instant::now(), FIRST_RETRY);
+    // Asked at once: the first certificate should cover every name the route already has.
+    let mut next_refresh = Instant::now();
+    loop {
+        if config.coordinator.is_some() && Instant::now() >= next_refresh {
+            refresh_names(&config, &names, &mut last_refresh_error).await;
+            next_refresh = Instant::now() + refresh;
+        }
+        let wanted = names.current();
+        let new_set = certified.as_ref().is_none_or(|(on_cert, ..)| !hostnames::same_set(on_cert, &wanted));
+        if new_set && Instant::now() >= retry_at {
+            match install(&config, &wanted, &key, &current, &state_dir).await {
+                Ok(lifetime) => {
+                    certified = Some((wanted, lifetime, Instant::now() + cert::renew_after(lifetime)));
+                    retry_wait = FIRST_RETRY;
+                    continue;
+                }
+                Err(e) => {
+                    eprintln!("svc agent: certificate: {e}; retrying in {} s", retry_wait.as_secs());
+                    retry_at = Instant::now() + retry_wait;
+                    retry_wait = (retry_wait * 2).min(retry_cap);
+                }
+            }
+        }
+        if let Some((on_cert, lifetime, renew_at)) = &mut certified
+            && Instant::now() >= *renew_at
+        {
+            // The names already certified: a pending new set must not let them expire.
+            *renew_at = match install(&config, on_cert, &key, &current, &state_dir).await {
+                Ok(l) => {
+                    *lifetime = l;
+                    Instant::now() + cert::renew_after(l)
+                }
+                Err(e) => {
+                    eprintln!("svc agent: renewal: {e}; retrying");
+                    Instant::now() + (*lifetime / 20).clamp(Duration::from_secs(1), Duration::from_secs(10))
+                }
+            };
+            continue;
+        }
+        let mut wake = certified.as_ref().map_or(retry_at, |(.., renew_at)| *renew_at);
+        if new_set {
+            wake = wake.min(retry_at);
+        }
+        if config.coordinator.is_some() {
+            wake = wake.min(next_refresh);
+        }
+        tokio::time::sleep_until(wake).await;
+    }
+}
+
+/// Asks the coordinator for the route's hostnames and takes them if they changed; keeps the
+/// old ones on failure, saying so once per distinct error.
+async fn refresh_names(config: &AgentConfig, names: &Hostnames, last_error: &mut Option<String>) {
+    match hostnames::fetch(config).await {
+        Some(Ok(fresh)) => {
+            *last_error = None;
+            let listed = fresh.join(", ");
+            if names.replace(fresh) {
+                eprintln!("svc agent: route {} now has hostnames {listed}", config.route_id);
+            }
+        }
+        Some(Err(e)) if last_error.as_deref() != Some(e.as_str()) => {
+            eprintln!("svc agent: the route's hostnames: {e}; keeping the current ones");
+            *last_error = Some(e);
+        }
+        // The same error again, or no coordinator.
+        Some(Err(_)) | None => {}
+    }
+}
+
+/// Obtains and installs a certificate for `hostnames`, keeping a copy in `cert.pem`; its
+/// lifetime.
+async fn install(
+    config: &AgentConfig,
+    hostnames: &[String],
+    key: &KeyPair,
+    current: &CurrentCert,
+    state_dir: &Path,
+) -> Result<Duration, CertError> {
+    let (chain, lifetime) = cert::obtain(config, hostnames, key, current, state_dir).await?;
+    current.install(&chain, key)?;
+    cert::save_chain(state_dir, &chain)?;
+    eprintln!("svc agent: certificate for {} installed (valid {} s)", hostnames.join(", "), lifetime.as_secs());
+    Ok(lifetime)
+}

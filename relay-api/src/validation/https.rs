@@ -1,0 +1,123 @@
+//! The HTTPS client of the checks that go through the public path: route validation and the
+//! demo's wait for its URL. It dials an address it is given, never a name (what was checked
+//! is what is dialed), sends the hostname as SNI, trusts only the roots it is given, and
+//! speaks HTTP/1.1 on the one connection it made, showing the certificate the server
+//! presented.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use rustls::ClientConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+
+/// A client configuration trusting only the certificates in `roots_pem`, offering ALPN
+/// `http/1.1`, without session resumption: every handshake sees, and verifies, the
+/// certificate the server serves now.
+pub fn client_config(roots_pem: &str) -> Result<Arc<ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(roots_pem.as_bytes()) {
+        let cert = cert.map_err(|e| format!("not a PEM certificate: {e}"))?;
+        roots.add(cert).map_err(|e| format!("not a usable CA certificate: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("no CA certificate in the PEM text".to_owned());
+    }
+    let mut config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.resumption = rustls::client::Resumption::disabled();
+    Ok(Arc::new(config))
+}
+
+/// Why a TLS connection could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    /// The name cannot be a TLS server name.
+    #[error("{0:?} is not a valid TLS server name")]
+    Name(String),
+    /// TLS itself failed: rustls's reason (an invalid certificate, an alert from the server).
+    #[error("{0}")]
+    Tls(rustls::Error),
+    /// The connection closed or failed before the handshake completed.
+    #[error("the connection failed during the TLS handshake: {0}")]
+    Io(std::io::Error),
+}
+
+/// One HTTPS connection, ready for requests.
+pub struct Connection {
+    sender: SendRequest<Empty<Bytes>>,
+    host: String,
+    leaf: Option<CertificateDer<'static>>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").field("host", &self.host).finish_non_exhaustive()
+    }
+}
+
+/// Runs the TLS handshake on `tcp` with SNI `host`, then HTTP/1.1.
+pub async fn handshake(tcp: TcpStream, tls: Arc<ClientConfig>, host: &str) -> Result<Connection, HandshakeError> {
+    let name = ServerName::try_from(host.to_owned()).map_err(|_| HandshakeError::Name(host.to_owned()))?;
+    let stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.map_err(|e| {
+        // tokio-rustls wraps rustls's own error in the io::Error; keep it typed.
+        match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+            Some(tls) => HandshakeError::Tls(tls.clone()),
+            None => HandshakeError::Io(e),
+        }
+    })?;
+    let leaf = stream.get_ref().1.peer_certificates().and_then(|c| c.first()).cloned();
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| HandshakeError::Io(std::io::Error::other(e)))?;
+    tokio::spawn(connection);
+    Ok(Connection { sender, host: host.to_owned(), leaf })
+}
+
+impl Connection {
+    /// The leaf certificate the server presented (DER).
+    pub fn leaf(&self) -> Option<&CertificateDer<'static>> {
+        self.leaf.as_ref()
+    }
+
+    /// `GET path` on this connection: (status, body).
+    pub async fn get(&mut self, path: &str) -> Result<(u16, Bytes), String> {
+        let request = hyper::Request::get(path)
+            .header(hyper::header::HOST, &self.host)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| e.to_string())?;
+        self.sender.ready().await.map_err(|e| e.to_string())?;
+        let response = self.sender.send_request(request).await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((status, body))
+    }
+}
+
+/// Time allowed for each step of [`get`].
+const STEP: Duration = Duration::from_secs(5);
+
+/// One HTTPS GET to `addr` for `host`, trusting only `ca_pem`: (status, body). Each step
+/// (connect, handshake, answer) may take 5 s.
+pub async fn get(addr: SocketAddr, ca_pem: &str, host: &str, path: &str) -> Result<(u16, Bytes), String> {
+    let tls = client_config(ca_pem)?;
+    let tcp = tokio::time::timeout(STEP, TcpStream::connect(addr))
+        .await
+        .map_err(|_| "no connection within 5 s".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let mut connection = tokio::time::timeout(STEP, handshake(tcp, tls, host))
+        .await
+        .map_err(|_| "TLS handshake timed out".to_owned())?
+        .map_err(|e| format!("TLS: {e}"))?;
+    tokio::time::timeout(STEP, connection.get(path)).await.map_err(|_| "no answer within 5 s".to_owned())?
+}

@@ -1,0 +1,429 @@
+//! Route validation through the public path, and the hostnames of a live route, in process on
+//! loopback with real sockets and real TLS: a gateway, the development CA behind the local
+//! coordinator, the agent (the `agent` library, as `svc agent run` runs it) and a tiny app.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use agent::wire;
+use relay_api::ca::DevCa;
+use relay_api::gateway::{Bound, Gateway, GatewayConfig, RouteConfig};
+use relay_api::hint::Stage;
+use relay_api::local::{LocalCoordinator, ephemeral};
+use relay_api::validation::{
+    Resolve, RouteTarget, RouteValidator, VALIDATOR_VERSION, Validation, ValidatorConfig, https,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const CANONICAL: &str = "app.localhost";
+const CUSTOMER: &str = "shop.localhost";
+const ROUTE: &str = "r1";
+const SECRET: &str = "the route secret";
+
+/// The agent asks the coordinator for its hostnames this often.
+const REFRESH: Duration = Duration::from_secs(1);
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("svc-validation-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every name in the map resolves to its addresses; any other does not resolve.
+struct FixedResolve(HashMap<String, Vec<IpAddr>>);
+
+impl FixedResolve {
+    fn loopback(names: &[&str]) -> Arc<FixedResolve> {
+        let map = names.iter().map(|n| ((*n).to_owned(), vec![IpAddr::from([127, 0, 0, 1])])).collect();
+        Arc::new(FixedResolve(map))
+    }
+}
+
+impl Resolve for FixedResolve {
+    fn resolve<'a>(&'a self, host: &'a str) -> Pin<Box<dyn Future<Output = Result<Vec<IpAddr>, String>> + Send + 'a>> {
+        Box::pin(async move { self.0.get(host).cloned().ok_or_else(|| format!("NXDOMAIN for {host}")) })
+    }
+}
+
+/// A gateway with route `r1` for `app.localhost`, the coordinator that signs its CSRs and
+/// tells its hostnames, an agent for it (refreshing every second), and the app behind it.
+struct World {
+    gateway: Arc<Gateway>,
+    bound: Bound,
+    coordinator: Arc<LocalCoordinator>,
+    coordinator_addr: SocketAddr,
+    route: RouteConfig,
+    credential: String,
+    ca_pem: String,
+    job_dir: PathBuf,
+    _dir: TempDir,
+}
+
+impl World {
+    /// Starts everything; the app only if `app_up` (else the agent's app port is closed).
+    async fn start(name: &str, app_up: bool) -> World {
+        let dir = TempDir::new(name);
+        let ca = DevCa::open(&dir.0.join("ca")).expect("the development CA");
+        let ca_pem = ca.cert_pem().to_owned();
+        let ca_path = ca.cert_path.clone();
+        let (chain, key) = ca.issue(&["gateway.localhost".to_owned()], Duration::from_secs(3600)).expect("tunnel cert");
+        let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let mut config = GatewayConfig::new(any, any, any, chain, key);
+        config.heartbeat = Duration::from_secs(1);
+        let gateway = Gateway::new(config);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(gateway.clone().run(move |b| {
+            let _ = tx.send(b);
+        }));
+        let bound = rx.await.expect("the gateway binds");
+
+        let credential = wire::hex(&wire::new_ticket().expect("random"));
+        let route = RouteConfig {
+            route_id: ROUTE.to_owned(),
+            hostnames: vec![CANONICAL.to_owned()],
+            credential_sha256: wire::sha256_hex(credential.as_bytes()),
+            proxy_protocol: true,
+            max_connections: 64,
+        };
+        gateway.set_routes(vec![route.clone()]);
+        let coordinator = LocalCoordinator::new(ca);
+        coordinator.set_routes(vec![route.clone()]);
+        let (listener, coordinator_addr) = ephemeral().await.expect("a coordinator port");
+        tokio::spawn(coordinator.clone().serve(listener));
+
+        let app_port = if app_up { app().await } else { closed_port() };
+        let job_dir = dir.0.join("job");
+        let agent_config = agent::AgentConfig {
+            route_id: ROUTE.to_owned(),
+            hostname: CANONICAL.to_owned(),
+            credential: credential.clone(),
+            route_secret: SECRET.to_owned(),
+            gateway: bound.tunnel,
+            gateway_name: "gateway.localhost".to_owned(),
+            gateway_ca: ca_path,
+            app_port,
+            app_health_path: "/health".to_owned(),
+            proxy_protocol: true,
+            certificate: agent::CertificateSource::DevCa {
+                url: format!("http://{coordinator_addr}"),
+                validity_secs: 3600,
+            },
+            direct_listen: None,
+            coordinator: Some(format!("http://{coordinator_addr}")),
+            refresh_secs: REFRESH.as_secs(),
+        };
+        let state = job_dir.clone();
+        tokio::spawn(async move { agent::run(agent_config, &state).await });
+        World { gateway, bound, coordinator, coordinator_addr, route, credential, ca_pem, job_dir, _dir: dir }
+    }
+
+    fn validator(&self, roots_pem: &str) -> RouteValidator {
+        let config = ValidatorConfig {
+            public_port: self.bound.public.port(),
+            roots_pem: roots_pem.to_owned(),
+            allow_private_addresses: true,
+            timeout: Duration::from_secs(5),
+        };
+        RouteValidator::new(config, FixedResolve::loopback(&[CANONICAL, CUSTOMER])).expect("a validator")
+    }
+
+    /// Gives the route `hostnames`, on the gateway and the coordinator alike.
+    fn set_hostnames(&self, hostnames: &[&str]) {
+        let route =
+            RouteConfig { hostnames: hostnames.iter().map(|h| (*h).to_owned()).collect(), ..self.route.clone() };
+        self.gateway.set_routes(vec![route.clone()]);
+        self.coordinator.set_routes(vec![route]);
+    }
+
+    /// A TLS connection through the public port for `host`, trusting the development CA.
+    async fn connect(&self, host: &str) -> https::Connection {
+        let tls = https::client_config(&self.ca_pem).expect("roots");
+        let tcp = TcpStream::connect(self.bound.public).await.expect("the public port");
+        https::handshake(tcp, tls, host).await.expect("a TLS connection")
+    }
+
+    /// The leaf of the agent's `cert.pem`.
+    fn saved_leaf(&self) -> agent::cert::LeafFacts {
+        let pem = std::fs::read_to_string(self.job_dir.join("cert.pem")).expect("the agent's cert.pem");
+        agent::cert::chain_leaf_facts(&pem).expect("a certificate")
+    }
+}
+
+fn target(hostname: &str, secret: &str) -> RouteTarget {
+    RouteTarget { route_id: ROUTE.to_owned(), hostname: hostname.to_owned(), route_secret: secret.to_owned() }
+}
+
+/// Validates until `done` holds (the agent may still be starting), within `limit`.
+async fn validate_until(
+    validator: &RouteValidator,
+    target: &RouteTarget,
+    limit: Duration,
+    done: impl Fn(&Validation) -> bool,
+) -> Validation {
+    let start = tokio::time::Instant::now();
+    loop {
+        let validation = validator.validate(target).await;
+        if done(&validation) || start.elapsed() > limit {
+            return validation;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn code(validation: &Validation) -> &str {
+    validation.outcome.as_ref().err().map_or("passed", |h| h.code.as_str())
+}
+
+/// The app: `/health` and `/` answer 200.
+async fn app() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("an app port");
+    let port = listener.local_addr().expect("address").port();
+    let router = axum::Router::new()
+        .route("/health", axum::routing::get(|| async { "ok" }))
+        .route("/", axum::routing::get(|| async { "hello from the app" }));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    port
+}
+
+/// A loopback port nothing listens on.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("address").port()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_working_route_passes_with_its_certificate_serial_and_expiry() {
+    let w = World::start("pass", true).await;
+    let validator = w.validator(&w.ca_pem);
+    let before = SystemTime::now();
+    let v =
+        validate_until(&validator, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
+    let passed = v.outcome.clone().unwrap_or_else(|h| panic!("the route passes: {h:?}"));
+    assert_eq!(v.hostname, CANONICAL);
+    assert_eq!(v.address, Some(w.bound.public), "the gateway's public port was dialed");
+    assert_eq!(v.validator_version, VALIDATOR_VERSION);
+    assert!(v.checked_at >= before && v.checked_at <= SystemTime::now());
+    let saved = w.saved_leaf();
+    assert_eq!(passed.certificate_serial, saved.serial_hex, "the certificate the agent installed is the one served");
+    assert!(passed.certificate_serial.len() >= 2 && passed.certificate_serial.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(passed.not_after, saved.not_after);
+    let valid_for = passed.not_after.duration_since(SystemTime::now()).expect("in the future");
+    assert!(valid_for > Duration::from_secs(3500) && valid_for <= Duration::from_secs(3600), "{valid_for:?}");
+    assert_eq!(passed.health_status, 200);
+    assert!(passed.latency > Duration::ZERO && passed.latency < Duration::from_secs(5), "{:?}", passed.latency);
+    // A name with a trailing dot and capitals is the same hostname.
+    let again = validator.validate(&target("App.Localhost.", SECRET)).await;
+    assert_eq!(code(&again), "passed", "{:?}", again.outcome);
+    assert_eq!(again.hostname, CANONICAL);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn other_trust_roots_make_the_certificate_invalid_and_an_unrouted_name_unreachable() {
+    let w = World::start("roots", true).await;
+    // Wait until the route works with the right roots, so the failure is the roots'.
+    let good = w.validator(&w.ca_pem);
+    let v = validate_until(&good, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
+    assert_eq!(code(&v), "passed", "{:?}", v.outcome);
+
+    // A CA of another name: the chain leads to no trusted root.
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.distinguished_name.push(rcgen::DnType::CommonName, "some other CA");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let other_root = params.self_signed(&key).expect("a root").pem();
+    // Another development CA: the same name as the issuer, another key.
+    let other = TempDir::new("roots-other");
+    let other_dev_ca = DevCa::open(&other.0).expect("another CA").cert_pem().to_owned();
+    for (roots, reason) in [(other_root, "UnknownIssuer"), (other_dev_ca, "BadSignature")] {
+        let v = w.validator(&roots).validate(&target(CANONICAL, SECRET)).await;
+        let hint = v.outcome.expect_err("an untrusted certificate fails");
+        assert_eq!((hint.code.as_str(), hint.stage), ("certificate_invalid", Stage::Tls), "{hint:?}");
+        assert_eq!(hint.hostname.as_deref(), Some(CANONICAL));
+        assert!(hint.problem.contains(reason), "rustls's reason: {}", hint.problem);
+        assert_eq!(v.address, Some(w.bound.public));
+    }
+
+    // A name the gateway does not route: it closes the connection during the handshake.
+    let v = good.validate(&target(CUSTOMER, SECRET)).await;
+    let hint = v.outcome.expect_err("an unrouted name fails");
+    assert_eq!((hint.code.as_str(), hint.stage), ("route_unreachable", Stage::Reachability), "{hint:?}");
+    assert!(hint.problem.contains("closed during the TLS handshake"), "{}", hint.problem);
+    assert_eq!(w.gateway.metrics.outcome_count("unknown_sni"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_that_is_down_fails_health() {
+    let w = World::start("health", false).await;
+    let validator = w.validator(&w.ca_pem);
+    let v = validate_until(&validator, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| {
+        code(v) == "health_failing"
+    })
+    .await;
+    let hint = v.outcome.expect_err("health fails");
+    assert_eq!((hint.code.as_str(), hint.stage), ("health_failing", Stage::Health), "{hint:?}");
+    assert!(hint.problem.contains("answered 503"), "the status: {}", hint.problem);
+    assert!(hint.problem.contains("the app does not answer"), "the agent's reason: {}", hint.problem);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_route_secret_fails_the_challenge() {
+    let w = World::start("secret", true).await;
+    let validator = w.validator(&w.ca_pem);
+    let v =
+        validate_until(&validator, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
+    assert_eq!(code(&v), "passed", "{:?}", v.outcome);
+    let v = validator.validate(&target(CANONICAL, "another secret")).await;
+    let hint = v.outcome.expect_err("the proof does not verify");
+    assert_eq!((hint.code.as_str(), hint.stage), ("challenge_failed", Stage::Challenge), "{hint:?}");
+    assert!(hint.problem.contains("`proof`"), "names the field: {}", hint.problem);
+    let mut wrong_route = target(CANONICAL, SECRET);
+    wrong_route.route_id = "r2".to_owned();
+    let hint = validator.validate(&wrong_route).await.outcome.expect_err("another route's answer");
+    assert_eq!(hint.code, "challenge_failed");
+    assert!(hint.problem.contains("`routeId`"), "names the field: {}", hint.problem);
+}
+
+#[tokio::test]
+async fn non_public_addresses_are_refused_and_never_dialed() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a listener");
+    let port = listener.local_addr().expect("address").port();
+    let map = HashMap::from([
+        ("loop.example.com".to_owned(), vec![IpAddr::from([127, 0, 0, 1])]),
+        ("mapped.example.com".to_owned(), vec!["::ffff:127.0.0.1".parse().expect("v6")]),
+        ("metadata.example.com".to_owned(), vec![IpAddr::from([169, 254, 169, 254])]),
+    ]);
+    let config = ValidatorConfig {
+        public_port: port,
+        roots_pem: DevCa::open(&TempDir::new("ssrf").0).expect("CA").cert_pem().to_owned(),
+        allow_private_addresses: false,
+        timeout: Duration::from_secs(2),
+    };
+    let validator = RouteValidator::new(config, Arc::new(FixedResolve(map))).expect("a validator");
+    for (host, class) in
+        [("loop.example.com", "loopback"), ("mapped.example.com", "loopback"), ("metadata.example.com", "link-local")]
+    {
+        let v = validator.validate(&target(host, SECRET)).await;
+        assert_eq!(v.address, None, "{host}: nothing dialed");
+        let hint = v.outcome.expect_err("refused");
+        assert_eq!((hint.code.as_str(), hint.stage), ("address_not_public", Stage::Reachability), "{hint:?}");
+        assert!(hint.problem.contains(class), "{host}: {}", hint.problem);
+    }
+    let arrived = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
+    assert!(arrived.is_err(), "no connection reached the listener");
+
+    let v = validator.validate(&target("unknown.example.com", SECRET)).await;
+    let hint = v.outcome.expect_err("unresolvable");
+    assert_eq!((hint.code.as_str(), hint.stage), ("address_unresolvable", Stage::Dns), "{hint:?}");
+    assert!(hint.problem.contains("NXDOMAIN"), "the resolver's reason: {}", hint.problem);
+}
+
+#[tokio::test]
+async fn a_validator_needs_usable_roots() {
+    let config = ValidatorConfig {
+        public_port: 443,
+        roots_pem: String::new(),
+        allow_private_addresses: false,
+        timeout: Duration::from_secs(1),
+    };
+    let err = RouteValidator::new(config, FixedResolve::loopback(&[])).expect_err("no roots");
+    assert!(err.to_string().contains("no CA certificate"), "{err}");
+}
+
+/// POSTs `body` to the coordinator's `/api/agent/route`: (status, body).
+async fn ask_route(coordinator: SocketAddr, body: &serde_json::Value) -> (u16, String) {
+    let mut s = TcpStream::connect(coordinator).await.expect("the coordinator");
+    let body = body.to_string();
+    let head = format!(
+        "POST /api/agent/route HTTP/1.1\r\nHost: {coordinator}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(format!("{head}{body}").as_bytes()).await.expect("write");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.expect("read");
+    let status = answer.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("a status line");
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_dropping_connections() {
+    let w = World::start("hostnames", true).await;
+    let validator = w.validator(&w.ca_pem);
+    let v =
+        validate_until(&validator, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
+    let first = v.outcome.unwrap_or_else(|h| panic!("the canonical name passes: {h:?}")).certificate_serial;
+
+    // The coordinator tells only the route's own agent its hostnames.
+    let (status, body) =
+        ask_route(w.coordinator_addr, &serde_json::json!({"routeId": ROUTE, "credential": w.credential})).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"hostnames":["app.localhost"]}"#));
+    let (status, _) = ask_route(w.coordinator_addr, &serde_json::json!({"routeId": ROUTE, "credential": "x"})).await;
+    assert_eq!(status, 403);
+    let (status, _) =
+        ask_route(w.coordinator_addr, &serde_json::json!({"routeId": "r9", "credential": w.credential})).await;
+    assert_eq!(status, 403);
+
+    // A connection opened before the change.
+    let mut open = w.connect(CANONICAL).await;
+    assert_eq!(open.get("/").await.expect("GET /").0, 200);
+    let open_serial = agent::cert::leaf_facts(open.leaf().expect("a leaf")).expect("facts").serial_hex;
+    assert_eq!(open_serial, first);
+
+    // Routed by the gateway but not yet the route's on the coordinator: the certificate does
+    // not name it.
+    w.gateway.set_routes(vec![RouteConfig {
+        hostnames: vec![CANONICAL.to_owned(), CUSTOMER.to_owned()],
+        ..w.route.clone()
+    }]);
+    let v = validator.validate(&target(CUSTOMER, SECRET)).await;
+    let hint = v.outcome.expect_err("not yet certified");
+    assert_eq!(hint.code, "certificate_invalid", "{hint:?}");
+    assert!(hint.problem.contains("not valid for name"), "rustls's reason: {}", hint.problem);
+
+    // Added: within a few refresh intervals the agent has a certificate for both names and
+    // proves the new one (the validator's TLS sends SNI shop.localhost and checks the name).
+    let added = tokio::time::Instant::now();
+    w.set_hostnames(&[CANONICAL, CUSTOMER]);
+    let v = validate_until(&validator, &target(CUSTOMER, SECRET), REFRESH * 5, |v| v.outcome.is_ok()).await;
+    let passed = v.outcome.unwrap_or_else(|h| panic!("the new name passes within 5 refreshes: {h:?}"));
+    assert!(added.elapsed() <= REFRESH * 5, "{:?}", added.elapsed());
+    assert_ne!(passed.certificate_serial, first, "a new certificate");
+    let fresh = w.connect(CUSTOMER).await;
+    let facts = agent::cert::leaf_facts(fresh.leaf().expect("a leaf")).expect("facts");
+    assert_eq!(facts.dns_names, [CANONICAL, CUSTOMER], "one certificate, every name, canonical first");
+    assert_eq!(facts.serial_hex, passed.certificate_serial);
+    let canonical = validator.validate(&target(CANONICAL, SECRET)).await;
+    assert_eq!(canonical.outcome.map(|p| p.certificate_serial).ok(), Some(facts.serial_hex.clone()));
+
+    // The connection opened before the swap still answers, on its old handshake.
+    assert_eq!(open.get("/").await.expect("the open connection still works").0, 200);
+    let still = agent::cert::leaf_facts(open.leaf().expect("a leaf")).expect("facts").serial_hex;
+    assert_eq!(still, first);
+
+    // Removed from the route (the gateway still routes it): the agent's next certificate no
+    // longer names it.
+    w.coordinator.set_routes(vec![w.route.clone()]);
+    let v =
+        validate_until(&validator, &target(CUSTOMER, SECRET), REFRESH * 5, |v| code(v) == "certificate_invalid").await;
+    assert_eq!(code(&v), "certificate_invalid", "{:?}", v.outcome);
+    assert_eq!(w.saved_leaf().dns_names, [CANONICAL]);
+}
