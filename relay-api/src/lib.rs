@@ -11,4 +11,5 @@ pub mod demo;
 pub mod gateway;
 pub mod hint;
 pub mod local;
+pub mod project;
 pub mod runner;
