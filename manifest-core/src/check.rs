@@ -74,42 +74,8 @@ impl<'a> Walker<'_, 'a> {
         let Value::String(s) = &node.value else {
             return self.wrong_type(node, "a string", rule.hint);
         };
-        // Counting characters walks the whole string; most strings have no length bounds.
-        let chars = if rule.min_chars > 0 || rule.max_chars.is_some() { s.chars().count() } else { 0 };
-        if chars < rule.min_chars {
-            let message = if rule.min_chars == 1 {
-                "must not be empty".to_owned()
-            } else {
-                format!("must have at least {} characters", rule.min_chars)
-            };
-            return self.error(Code::TooShort, message);
-        }
-        if let Some(max) = rule.max_chars
-            && chars > max
-        {
-            return self.error(Code::TooLong, format!("is {chars} characters long; the limit is {max}"));
-        }
-        match rule.format {
-            StrFormat::Any => {}
-            StrFormat::Const(expected) => {
-                if s != expected {
-                    self.error(Code::InvalidValue, format!("\"{s}\" is not allowed; the only value is \"{expected}\""));
-                }
-            }
-            StrFormat::Enum(values) => {
-                if !values.contains(&s.as_ref()) {
-                    let mut message = format!("\"{s}\" is not one of {}", quoted_list(values));
-                    if let Some(close) = suggest(s, values.iter().copied()) {
-                        message.push_str(&format!("; did you mean \"{close}\"?"));
-                    }
-                    self.error(Code::InvalidValue, message);
-                }
-            }
-            StrFormat::Pattern(p) => {
-                if !(p.check)(s) {
-                    self.error(Code::InvalidFormat, format!("\"{}\" is not {}", shorten(s), p.describe));
-                }
-            }
+        if let Some((code, message)) = string_problem(s, rule) {
+            self.error(code, message);
         }
     }
 
@@ -160,11 +126,18 @@ impl<'a> Walker<'_, 'a> {
             let kind = node.value.kind();
             return self.error(Code::InvalidType, format!("expected an object, found {kind}"));
         };
+        if let Some(max) = rule.max_entries
+            && members.len() > max
+        {
+            self.error(Code::TooManyItems, format!("has {} entries; the limit is {max}", members.len()));
+        }
         for m in members.iter_mut() {
             // A key written without escapes is borrowed, so this costs no allocation.
             self.path.push(Step::Key(m.key.clone()));
             if rule.keys.min_chars > 0 && m.key.is_empty() {
                 self.key_error(Code::TooShort, "keys must not be empty".to_owned());
+            } else if let Some((code, message)) = string_problem(&m.key, &rule.keys) {
+                self.key_error(code, format!("key {message}"));
             }
             self.value(&mut m.value, &rule.values);
             self.path.pop();
@@ -372,6 +345,41 @@ impl<'a> Walker<'_, 'a> {
     }
 }
 
+/// What is wrong with a string (a value or a map key) under `rule`, if anything: the length
+/// first, then the format.
+fn string_problem(s: &str, rule: &StrShape) -> Option<(Code, String)> {
+    // Counting characters walks the whole string; most strings have no length bounds.
+    let chars = if rule.min_chars > 0 || rule.max_chars.is_some() { s.chars().count() } else { 0 };
+    if chars < rule.min_chars {
+        let message = if rule.min_chars == 1 {
+            "must not be empty".to_owned()
+        } else {
+            format!("must have at least {} characters", rule.min_chars)
+        };
+        return Some((Code::TooShort, message));
+    }
+    if let Some(max) = rule.max_chars
+        && chars > max
+    {
+        return Some((Code::TooLong, format!("is {chars} characters long; the limit is {max}")));
+    }
+    match rule.format {
+        StrFormat::Any => None,
+        StrFormat::Const(expected) => (s != expected)
+            .then(|| (Code::InvalidValue, format!("\"{s}\" is not allowed; the only value is \"{expected}\""))),
+        StrFormat::Enum(values) => (!values.contains(&s)).then(|| {
+            let mut message = format!("\"{s}\" is not one of {}", quoted_list(values));
+            if let Some(close) = suggest(s, values.iter().copied()) {
+                message.push_str(&format!("; did you mean \"{close}\"?"));
+            }
+            (Code::InvalidValue, message)
+        }),
+        StrFormat::Pattern(p) => {
+            (!(p.check)(s)).then(|| (Code::InvalidFormat, format!("\"{}\" is not {}", shorten(s), p.describe)))
+        }
+    }
+}
+
 pub(crate) fn default_value(default: DefaultValue, shape: &Shape) -> Value<'static> {
     match default {
         DefaultValue::Bool(b) => Value::Bool(b),
@@ -419,9 +427,9 @@ pub(crate) fn suggest<'a>(input: &str, candidates: impl Iterator<Item = &'a str>
         .map(|(_, c)| c)
 }
 
-/// Whether every default in a shape table is valid against its own shape; used by tests so
-/// that filling defaults can never produce a diagnostic.
-#[cfg(test)]
+/// Whether every default in a shape table is valid against its own shape; used by tests (and
+/// `document::table_problems`, for other crates' tables) so that filling defaults can never
+/// produce a diagnostic.
 pub(crate) fn defaults_are_valid(shape: &'static ObjectShape) -> Vec<Diagnostic> {
     fn fields(fs: &'static [crate::shape::Field], out: &mut Vec<Diagnostic>) {
         for f in fs {

@@ -183,6 +183,8 @@ codes! {
     SpendRateRequired = "spend_rate_required",
     /// V5 `access` with a javascript runtime.
     AccessRequiresNativeImage = "access_requires_native_image",
+    /// An environment name the platform sets itself (the ingress project's `PORT`, `SVC_*`).
+    ReservedEnvironmentName = "reserved_environment_name",
     /// A deprecated V4 logs field (warning).
     DeprecatedManifestField = "deprecated_manifest_field",
     /// The validator broke its own invariant.
@@ -219,6 +221,8 @@ codes! {
     OnceApplicationSettled = "once_application_settled",
     /// (5) The server does not register this schema pair.
     SchemaPairNotRegistered = "schema_pair_not_registered",
+    /// (5) An ingress project asks for a feature the add-on does not support.
+    UnsupportedFeature = "unsupported_feature",
     /// (6) `expectedActivePointerVersion` no longer matches.
     ActivePointerVersionConflict = "active_pointer_version_conflict",
     /// (7) A required secret is not provisioned (warning).
@@ -296,7 +300,9 @@ impl Diagnostic {
         self
     }
 
-    pub(crate) fn on_key(mut self) -> Self {
+    /// The same diagnostic with its caret on the key of the member its pointer names (a
+    /// problem with the name itself, such as a reserved map key), rather than on the value.
+    pub fn on_key(mut self) -> Self {
         self.anchor = Anchor::Key;
         self
     }

@@ -31,6 +31,7 @@ mod tree;
 mod validate;
 mod yaml;
 
+pub mod document;
 pub mod formats;
 pub mod invariants;
 #[cfg(feature = "service")]

@@ -76,10 +76,15 @@ impl SchemaKind {
 
 fn render(kind: SchemaKind) -> String {
     // The policy writes every default out, so there a defaulted field is required.
-    let generator = Generator { defaults_required: kind == SchemaKind::PolicyV4 };
-    let mut root = generator.object(kind.table());
+    render_table(kind.table(), kind.id(), kind == SchemaKind::PolicyV4)
+}
+
+/// The schema of a table, with its dialect and `$id`: pretty JSON and a final newline.
+pub(crate) fn render_table(table: &ObjectShape, id: &str, defaults_required: bool) -> String {
+    let generator = Generator { defaults_required };
+    let mut root = generator.object(table);
     root.insert("$schema".into(), json!(DIALECT));
-    root.insert("$id".into(), json!(kind.id()));
+    root.insert("$id".into(), json!(id));
     let mut text = serde_json::to_string_pretty(&Json::Object(root)).unwrap_or_default();
     text.push('\n');
     text
@@ -107,6 +112,9 @@ impl Generator {
                 let mut out =
                     obj([("type", json!("object")), ("additionalProperties", Json::Object(self.shape(&m.values)))]);
                 out.insert("propertyNames".into(), Json::Object(string(&m.keys)));
+                if let Some(max) = m.max_entries {
+                    out.insert("maxProperties".into(), json!(max));
+                }
                 out
             }
         }

@@ -152,10 +152,12 @@ impl UnionShape {
 /// A map from string keys to values.
 #[derive(Debug)]
 pub struct MapShape {
-    /// Rule for keys.
+    /// Rule for keys (length and format, checked like a string value; a problem points at the key).
     pub keys: StrShape,
     /// Shape of each value.
     pub values: Shape,
+    /// Most entries, if bounded.
+    pub max_entries: Option<usize>,
 }
 
 /// One field of an object.

@@ -172,7 +172,7 @@ fn run(root: &mut Node<'_>, format: Format, stand_ins: &[String], report: &mut R
 
 /// Gives each diagnostic without a span the span its pointer names: the key for problems with
 /// the key itself, the value otherwise, and for a missing field the object it belongs in.
-fn locate(root: &Node<'_>, diagnostics: &mut [Diagnostic]) {
+pub(crate) fn locate(root: &Node<'_>, diagnostics: &mut [Diagnostic]) {
     for d in diagnostics.iter_mut().filter(|d| d.span.is_none()) {
         let r = root.resolve(&d.pointer);
         let span = match (r.complete, d.anchor, r.member) {
@@ -187,7 +187,7 @@ fn locate(root: &Node<'_>, diagnostics: &mut [Diagnostic]) {
 
 /// Sorts into document order (stable, so problems at one place keep the order they were found
 /// in) and adds line and column, in one forward pass over the text.
-fn place(text: &str, diagnostics: &mut [Diagnostic]) {
+pub(crate) fn place(text: &str, diagnostics: &mut [Diagnostic]) {
     diagnostics.sort_by_key(|d| d.span.map_or(0, |s| s.start));
     let bytes = text.as_bytes();
     let (mut line, mut line_start, mut scanned) = (1u32, 0usize, 0usize);

@@ -13,5 +13,6 @@ pub mod dns;
 pub mod gateway;
 pub mod hint;
 pub mod local;
+pub mod project;
 pub mod runner;
 pub mod validation;

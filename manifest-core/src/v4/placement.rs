@@ -11,8 +11,11 @@ use crate::shape::{
 };
 use crate::v4::runtime::TRUST_PROFILE;
 
-static MINIMUMS: MapShape =
-    MapShape { keys: StrShape { format: StrFormat::Any, min_chars: 1, max_chars: None, hint: None }, values: UINT };
+static MINIMUMS: MapShape = MapShape {
+    keys: StrShape { format: StrFormat::Any, min_chars: 1, max_chars: None, hint: None },
+    values: UINT,
+    max_entries: None,
+};
 
 static MACHINE: ObjectShape = object(
     "machine",
