@@ -7,6 +7,8 @@ mod ingress {
     mod acme;
     mod client;
     mod demo;
+    mod deploy;
+    mod pebble;
     mod process;
     mod renewal;
     mod standalone;

@@ -54,6 +54,12 @@ pub enum Command {
         #[command(subcommand)]
         command: GatewayCommand,
     },
+    /// Run the relay coordinator (deployments, quotes, hostnames, validation) and its gateway.
+    Relay {
+        /// What to do.
+        #[command(subcommand)]
+        command: RelayCommand,
+    },
     /// Run the job-side agent (the job runner starts it beside the app).
     Agent {
         /// What to do.
@@ -79,6 +85,202 @@ pub enum IngressCommand {
         #[arg(long, value_name = "SECS", default_value_t = 86_400, hide = true)]
         cert_validity_secs: u64,
     },
+    /// Deploy the project: validate it, send it with the app's files, fund its quote (within
+    /// the project's spend ceiling), and wait until its URL is live.
+    Deploy {
+        /// Send and show the quote, but do not fund it.
+        #[arg(long)]
+        no_fund: bool,
+        /// Return once funded instead of waiting until live.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to wait until live, seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 120)]
+        timeout: u64,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// The deployment's state, URL, funds, hostnames, validations and hints.
+    Status {
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Job and route logs (`--after` continues from a cursor).
+    Logs {
+        /// Keep printing new entries.
+        #[arg(long)]
+        follow: bool,
+        /// Start after this cursor (the `seq` of an entry).
+        #[arg(long, value_name = "CURSOR", default_value_t = 0)]
+        after: i64,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// What to fix, first things first.
+    Hints {
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Fund a new quote for more periods.
+    Fund {
+        /// Periods to fund (default: the project's `spend.fundPeriods`).
+        #[arg(long)]
+        periods: Option<u64>,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Every ledger movement of the deployment, and its balance.
+    Ledger {
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Stop the deployment: the job stops, spending stops, unspent funds are refunded.
+    Stop {
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Customer hostnames: add one, verify its DNS, remove it.
+    Hostname {
+        /// What to do.
+        #[command(subcommand)]
+        command: HostnameCommand,
+    },
+    /// Print the JSON Schema of the project file.
+    Schema,
+}
+
+/// `svc ingress hostname ...`
+#[derive(Debug, Subcommand)]
+pub enum HostnameCommand {
+    /// Add a hostname; prints the DNS records to create.
+    Add {
+        /// The hostname (`shop.example.com`).
+        hostname: String,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Check the hostname's DNS records now; prints what is missing.
+    Verify {
+        /// The hostname.
+        hostname: String,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Remove a hostname from the route.
+    Remove {
+        /// The hostname.
+        hostname: String,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+}
+
+/// Which project, at which relay coordinator: `--relay` (or `SVC_RELAY`), the token from
+/// `SVC_RELAY_TOKEN`, the project from `--project` or the `name` in the project file.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProjectTarget {
+    /// The project file.
+    #[arg(long, value_name = "FILE", default_value = "ingress.json")]
+    pub config: PathBuf,
+    /// The project's name (instead of reading the project file).
+    #[arg(long, value_name = "NAME")]
+    pub project: Option<String>,
+    /// The relay coordinator's base URL.
+    #[arg(long, value_name = "URL", env = "SVC_RELAY", default_value = "http://127.0.0.1:7300")]
+    pub relay: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+/// `svc relay ...`
+#[derive(Debug, Subcommand)]
+pub enum RelayCommand {
+    /// Run the relay coordinator with its gateway.
+    Serve(Box<RelayServeArgs>),
+    /// Administer a coordinator's data directory offline (works while it runs).
+    Admin {
+        /// What to do.
+        #[command(subcommand)]
+        command: RelayAdminCommand,
+    },
+}
+
+/// `svc relay admin ...`
+#[derive(Debug, Subcommand)]
+pub enum RelayAdminCommand {
+    /// Invite an organization to the ingress add-on (creating it if needed).
+    Invite {
+        /// The coordinator's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// The organization (a DNS label: it becomes part of canonical hostnames).
+        #[arg(long)]
+        org: String,
+    },
+    /// Issue an API token for an organization; prints it once.
+    Token {
+        /// The coordinator's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// The organization.
+        #[arg(long)]
+        org: String,
+    },
+}
+
+/// `svc relay serve`
+#[derive(Debug, Clone, clap::Args)]
+pub struct RelayServeArgs {
+    /// Data directory: the store (`relay.sqlite3`), the development CA, job state.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// The relay API's address.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7300")]
+    pub listen: std::net::SocketAddr,
+    /// The gateway's public TLS address.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
+    pub public: std::net::SocketAddr,
+    /// Canonical hostnames are `<project>-<org>.<DOMAIN>`.
+    #[arg(long, value_name = "DOMAIN", default_value = "localhost")]
+    pub relay_domain: String,
+    /// A name server for hostname checks and route validation (repeatable; default: the system's).
+    #[arg(long = "dns", value_name = "ADDR")]
+    pub nameservers: Vec<std::net::SocketAddr>,
+    /// A CA identity that customer hostnames' CAA records must permit (repeatable).
+    #[arg(long = "caa-identity", value_name = "DOMAIN")]
+    pub caa_identities: Vec<String>,
+    /// Agents get certificates from this ACME directory (default: the development CA).
+    #[arg(long, value_name = "URL")]
+    pub acme_directory: Option<String>,
+    /// PEM file to trust for the ACME server's own HTTPS.
+    #[arg(long, value_name = "FILE", requires = "acme_directory")]
+    pub acme_directory_ca: Option<PathBuf>,
+    /// PEM file of the roots the ACME CA's certificates chain to (route validation trusts them).
+    #[arg(long, value_name = "FILE", requires = "acme_directory")]
+    pub acme_roots: Option<PathBuf>,
+    /// Validate routes whose hostnames resolve to loopback or private addresses (tests only).
+    #[arg(long)]
+    pub allow_private_targets: bool,
+    /// Seconds between route validations.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub revalidate_secs: u64,
+    /// Seconds in a funding period.
+    #[arg(long, value_name = "SECS", default_value_t = 3600)]
+    pub period_secs: u64,
+    /// Price per period, service-credit micros.
+    #[arg(long, value_name = "MICROS", default_value_t = 250_000)]
+    pub price_micros: u64,
 }
 
 /// `svc gateway run`

@@ -8,11 +8,11 @@ use relay_api::demo::{DemoConfig, default_data_dir};
 use relay_api::gateway::Gateway;
 use relay_api::gateway::file::GatewayFile;
 
-fn runtime() -> Option<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().ok()
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -8,14 +8,17 @@
 mod admin;
 mod args;
 mod client;
+mod deploy;
 mod ingress;
 mod manifest;
+mod relay;
 mod remote;
 mod serve;
 
 pub use args::{
-    AdminCommand, AgentCommand, AppCommand, Cli, Command, FactArgs, GatewayCommand, IngressCommand, ManifestCommand,
-    OutputFormat, PolicyCommand, Remote, SchemaVersion, ServeArgs,
+    AdminCommand, AgentCommand, AppCommand, Cli, Command, FactArgs, GatewayCommand, HostnameCommand, IngressCommand,
+    ManifestCommand, OutputFormat, PolicyCommand, ProjectTarget, RelayAdminCommand, RelayCommand, RelayServeArgs,
+    Remote, SchemaVersion, ServeArgs,
 };
 
 use std::process::ExitCode;
@@ -50,9 +53,26 @@ pub fn run(cli: Cli) -> ExitCode {
         },
         Command::Serve(args) => serve::serve(&args),
         Command::Admin { command } => admin::run(&command),
-        Command::Ingress { command: IngressCommand::Demo { data_dir, listen, cert_validity_secs } } => {
-            ingress::demo(data_dir.as_deref(), listen, cert_validity_secs)
-        }
+        Command::Ingress { command } => match command {
+            IngressCommand::Demo { data_dir, listen, cert_validity_secs } => {
+                ingress::demo(data_dir.as_deref(), listen, cert_validity_secs)
+            }
+            IngressCommand::Deploy { no_fund, no_wait, timeout, target } => {
+                deploy::deploy(&target, no_fund, no_wait, timeout)
+            }
+            IngressCommand::Status { target } => deploy::status(&target),
+            IngressCommand::Logs { follow, after, target } => deploy::logs(&target, follow, after),
+            IngressCommand::Hints { target } => deploy::hints(&target),
+            IngressCommand::Fund { periods, target } => deploy::fund(&target, periods),
+            IngressCommand::Ledger { target } => deploy::ledger(&target),
+            IngressCommand::Stop { target } => deploy::stop(&target),
+            IngressCommand::Hostname { command } => deploy::hostname(&command),
+            IngressCommand::Schema => deploy::schema(),
+        },
+        Command::Relay { command } => match command {
+            RelayCommand::Serve(args) => relay::serve(&args),
+            RelayCommand::Admin { command } => relay::admin(&command),
+        },
         Command::Gateway { command: GatewayCommand::Run { config } } => ingress::gateway(&config),
         Command::Agent { command: AgentCommand::Run { config } } => ingress::agent(&config),
     }

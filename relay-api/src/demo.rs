@@ -152,6 +152,8 @@ pub async fn run(
         app: vec![config.node.clone(), script.into_os_string()],
         app_port,
         agent: agent_argv,
+        env: Vec::new(),
+        logs: None,
     };
     say(&format!("starting the Node demo on 127.0.0.1:{app_port} and its agent"));
     let job = LocalRunner.launch(&spec).map_err(|e| DemoError::Setup(format!("{e} (is Node.js installed?)")))?;

@@ -1,13 +1,15 @@
 //! The ingress relay: the public gateway that routes TLS by SNI to jobs through their
-//! agents' outbound tunnels ([`gateway`]; the wire protocol is `agent::wire`), the local
-//! development CA ([`ca`]), the local coordinator that signs route certificates ([`local`]),
-//! the job runner ([`runner`]), the one-command demo ([`demo`]) and route validation through
-//! the public path ([`validation`]). The full coordinator (quotes and funding, hostnames,
-//! status) follows in the control-plane work.
+//! agents' outbound tunnels ([`gateway`]; the wire protocol is `agent::wire`), and the relay
+//! coordinator ([`coordinator`]): deployments of `ingress.json` projects ([`project`]), quotes
+//! and funding, customer hostnames checked in DNS ([`dns`]), route validation through the
+//! public path ([`validation`]), status, logs and recovery hints ([`hint`]). Beside them: the
+//! development CA ([`ca`]) and the agent-facing API that signs with it ([`local`]), the job
+//! runner ([`runner`]) and the one-command demo ([`demo`]).
 
 #![forbid(unsafe_code)]
 
 pub mod ca;
+pub mod coordinator;
 pub mod demo;
 pub mod dns;
 pub mod gateway;

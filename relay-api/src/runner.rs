@@ -19,6 +19,11 @@ pub struct JobSpec {
     pub app_port: u16,
     /// The agent's program and arguments (`svc agent run --config ...`).
     pub agent: Vec<OsString>,
+    /// The app's environment (besides `PORT`).
+    pub env: Vec<(String, String)>,
+    /// A directory for `app.log` and `agent.log` (each process's stdout and stderr);
+    /// none: the processes inherit the runner's.
+    pub logs: Option<PathBuf>,
 }
 
 /// Why a job could not be launched.
@@ -51,23 +56,36 @@ struct LocalJob {
     children: Vec<Child>,
 }
 
-fn spawn(argv: &[OsString], job: &JobSpec, what: &str) -> Result<Child, LaunchError> {
+fn spawn(
+    argv: &[OsString],
+    job: &JobSpec,
+    what: &str,
+    log: &str,
+    env: &[(String, String)],
+) -> Result<Child, LaunchError> {
     let err = |source| LaunchError { what: what.to_owned(), source };
     let (program, args) = argv.split_first().ok_or_else(|| err(std::io::Error::other("empty command")))?;
-    Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .current_dir(&job.dir)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("PORT", job.app_port.to_string())
         .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(err)
+        .kill_on_drop(true);
+    if let Some(dir) = &job.logs {
+        std::fs::create_dir_all(dir).map_err(err)?;
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(log)).map_err(err)?;
+        command.stdout(file.try_clone().map_err(err)?).stderr(file);
+    }
+    command.spawn().map_err(err)
 }
 
 impl JobRunner for LocalRunner {
     fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError> {
-        let app = spawn(&job.app, job, "the app")?;
-        let agent = spawn(&job.agent, job, "the agent")?;
+        let app = spawn(&job.app, job, "the app", "app.log", &job.env)?;
+        // The agent gets no app environment: the app's secrets are not the agent's business.
+        let agent = spawn(&job.agent, job, "the agent", "agent.log", &[])?;
         Ok(Box::new(LocalJob { children: vec![app, agent] }))
     }
 }

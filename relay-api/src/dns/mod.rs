@@ -135,6 +135,26 @@ impl HostnameVerdict {
     }
 }
 
+/// The records a customer hostname needs: its CNAME to the canonical hostname and the TXT
+/// record carrying its verification token.
+pub fn required_records(hostname: &str, canonical: &str, token: &str) -> [crate::hint::DnsRecord; 2] {
+    [records::cname_record(hostname, canonical), records::txt_record(hostname, token)]
+}
+
+/// Checks a customer hostname as typed by a customer (lowercase LDH, two labels or more, not
+/// an IP address, not under `.localhost`); returns it without a trailing dot.
+pub fn customer_hostname(input: &str) -> Result<String, DnsError> {
+    let name = name::hostname(input, "hostname", 2)?;
+    if name == "localhost" || name.ends_with(".localhost") {
+        return Err(DnsError::InvalidName {
+            role: "hostname",
+            input: input.to_owned(),
+            reason: "names under .localhost are this machine's; use a name in a domain you control".into(),
+        });
+    }
+    Ok(name)
+}
+
 /// The name that carries the verification token: `_svc-challenge.<hostname>`.
 pub fn challenge_name(hostname: &str) -> String {
     format!("{CHALLENGE_LABEL}.{}", hostname.trim_end_matches('.'))

@@ -1,0 +1,461 @@
+//! `svc ingress deploy|status|logs|hints|fund|ledger|stop|hostname|schema`: the customer's
+//! side of the relay coordinator. The project file is validated here first (nothing is sent
+//! for an invalid one), then the relay API does the rest.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use hyper::Method;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use relay_api::coordinator::api::{
+    DeployResponse, HintsResponse, HostnameResponse, LedgerResponse, LogsResponse, Status,
+};
+use relay_api::coordinator::model::{Deployment, LedgerEntry, Quote};
+use relay_api::coordinator::state::DeploymentState;
+use relay_api::hint::Hint;
+use relay_api::project::Project;
+
+use crate::args::{HostnameCommand, OutputFormat, ProjectTarget};
+use crate::client::{Client, Response};
+
+const EXIT_FAILED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+
+/// The most bytes of app files sent with a deployment.
+const BUNDLE_LIMIT: u64 = 12 * 1024 * 1024;
+/// The most app files sent.
+const BUNDLE_FILES: usize = 2000;
+
+fn fail(code: u8, message: &str) -> ExitCode {
+    eprintln!("svc ingress: {message}");
+    ExitCode::from(code)
+}
+
+/// A project file read and validated.
+struct Loaded {
+    project: Project,
+    text: String,
+    dir: PathBuf,
+}
+
+fn load(path: &Path) -> Result<Loaded, ExitCode> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        fail(
+            EXIT_USAGE,
+            &format!("cannot read the project file {}: {e} (use --config FILE, or --project NAME)", path.display()),
+        )
+    })?;
+    let project = relay_api::project::read(&text).map_err(|e| {
+        eprintln!("{}: {e}", path.display());
+        fail(EXIT_FAILED, &format!("{} is not a valid project file; nothing was sent", path.display()))
+    })?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    Ok(Loaded { project, text, dir })
+}
+
+/// The relay client and the project name of a command.
+fn target(t: &ProjectTarget) -> Result<(Client, String), ExitCode> {
+    let name = match &t.project {
+        Some(name) => name.clone(),
+        None => load(&t.config)?.project.name,
+    };
+    Ok((client(&t.relay)?, name))
+}
+
+fn client(relay: &str) -> Result<Client, ExitCode> {
+    let token = std::env::var("SVC_RELAY_TOKEN").ok().filter(|t| !t.is_empty()).ok_or_else(|| {
+        fail(EXIT_USAGE, "no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`)")
+    })?;
+    Client::new(relay, Some(token)).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
+}
+
+/// Sends a request; a non-2xx answer becomes the exit code after printing the error.
+fn call<T: DeserializeOwned>(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<T, ExitCode> {
+    let response = client
+        .send(method, path, body.map(|b| b.to_string().into_bytes()), &[])
+        .map_err(|e| fail(EXIT_FAILED, &e.to_string()))?;
+    if !(200..300).contains(&response.status) {
+        return Err(api_error(&response));
+    }
+    serde_json::from_slice(&response.body)
+        .map_err(|e| fail(EXIT_FAILED, &format!("the relay answered something unexpected: {e}")))
+}
+
+fn api_error(response: &Response) -> ExitCode {
+    let body = response.json();
+    let error = &body["error"];
+    let code = error["code"].as_str().unwrap_or("error");
+    let message = error["message"].as_str().unwrap_or("the relay refused the request");
+    eprintln!("svc ingress: {code} (HTTP {}): {message}", response.status);
+    if let Some(diagnostics) = error["diagnostics"].as_array() {
+        for d in diagnostics {
+            eprintln!(
+                "  {} {}: {}",
+                d["pointer"].as_str().unwrap_or(""),
+                d["code"].as_str().unwrap_or(""),
+                d["message"].as_str().unwrap_or("")
+            );
+        }
+    }
+    if let Some(hints) = error.get("hints").and_then(|h| serde_json::from_value::<Vec<Hint>>(h.clone()).ok()) {
+        print_hints(&hints, &mut std::io::stderr());
+    }
+    ExitCode::from(EXIT_FAILED)
+}
+
+fn path(project: &str, rest: &str) -> String {
+    format!("/api/ingress/deployments/{project}{rest}")
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+}
+
+fn print_hints(hints: &[Hint], out: &mut dyn std::io::Write) {
+    for (i, h) in hints.iter().enumerate() {
+        let host = h.hostname.as_deref().map(|n| format!("{n}: ")).unwrap_or_default();
+        let stage = serde_json::to_value(h.stage).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let _ = writeln!(out, "{}. [{stage}] {host}{} ({})", i + 1, h.problem, h.code);
+        let _ = writeln!(out, "   fix: {}", h.fix);
+        if let Some(record) = &h.record {
+            let _ = writeln!(out, "   record: {}", record.zone_line());
+        }
+    }
+}
+
+fn quote_line(q: &Quote) -> String {
+    format!(
+        "quote {}: {} period(s) of {} s at {} micros = {} micros (expires in {} s)",
+        q.id,
+        q.periods,
+        q.period_secs,
+        q.price_micros,
+        q.total_micros,
+        (q.expires_at - relay_api::coordinator::store::now_ms()).max(0) / 1000
+    )
+}
+
+/// Every file of the app directory (hidden entries skipped), base64.
+fn bundle(dir: &Path) -> Result<BTreeMap<String, String>, String> {
+    let mut files = BTreeMap::new();
+    let mut total = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let entries = std::fs::read_dir(&current).map_err(|e| format!("cannot read {}: {e}", current.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("cannot read {}: {e}", current.display()))?;
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let path = entry.path();
+            let kind = entry.file_type().map_err(|e| format!("{}: {e}", path.display()))?;
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                total += bytes.len() as u64;
+                if total > BUNDLE_LIMIT || files.len() >= BUNDLE_FILES {
+                    return Err(format!(
+                        "the app directory {} holds more than {} MiB or {BUNDLE_FILES} files; point app.dir at the app alone",
+                        dir.display(),
+                        BUNDLE_LIMIT >> 20
+                    ));
+                }
+                let relative = path.strip_prefix(dir).map_err(|e| e.to_string())?;
+                let key = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+                files.insert(key, base64::engine::general_purpose::STANDARD.encode(bytes));
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// `svc ingress deploy`
+pub(crate) fn deploy(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -> ExitCode {
+    match deploy_inner(t, no_fund, no_wait, timeout) {
+        Ok(code) | Err(code) => code,
+    }
+}
+
+fn say(t: &ProjectTarget, line: &str) {
+    if t.format == OutputFormat::Text {
+        println!("svc ingress deploy: {line}");
+    }
+}
+
+fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -> Result<ExitCode, ExitCode> {
+    let loaded = load(&t.config)?;
+    let client = client(&t.relay)?;
+    let project = &loaded.project;
+    let app_dir = loaded.dir.join(&project.app.dir);
+    let files = bundle(&app_dir).map_err(|e| fail(EXIT_USAGE, &e))?;
+    let mut secrets = BTreeMap::new();
+    for (name, source) in &project.app.secrets {
+        let value = std::env::var(&source.from_env).map_err(|_| {
+            fail(EXIT_USAGE, &format!("secret {name} reads ${}, which is not set in this environment", source.from_env))
+        })?;
+        secrets.insert(name.clone(), value);
+    }
+    let manifest = match &project.manifest {
+        Some(file) => Some(
+            std::fs::read_to_string(loaded.dir.join(file))
+                .map_err(|e| fail(EXIT_USAGE, &format!("cannot read the manifest {file}: {e}")))?,
+        ),
+        None => None,
+    };
+    let project_json: Value = serde_json::from_str(&loaded.text).map_err(|e| fail(EXIT_USAGE, &e.to_string()))?;
+    say(t, &format!("sending project {} ({} file(s) from {})", project.name, files.len(), app_dir.display()));
+    let body = json!({"project": project_json, "manifest": manifest, "bundle": files, "secrets": secrets});
+    let deployed: DeployResponse = call(&client, Method::POST, "/api/ingress/deployments", Some(body))?;
+    let d = &deployed.deployment;
+    say(
+        t,
+        &format!(
+            "deployment {} is {}{}",
+            d.id,
+            d.state,
+            if deployed.existing { " (unchanged project: nothing new created)" } else { "" }
+        ),
+    );
+    say(t, &quote_line(&deployed.quote));
+    let mut funded: Option<LedgerEntry> = None;
+    if !no_fund && d.state == DeploymentState::PendingFunding && deployed.quote.funded_at.is_none() {
+        let entry: LedgerEntry =
+            call(&client, Method::POST, &path(&project.name, "/fund"), Some(json!({"quoteId": deployed.quote.id})))?;
+        say(t, &format!("funded {} micros (ledger entry {})", entry.amount_micros, entry.seq));
+        funded = Some(entry);
+    }
+    if no_fund || no_wait {
+        if t.format == OutputFormat::Json {
+            print_json(&json!({"deployment": d, "quote": deployed.quote, "funded": funded}));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let deadline = Instant::now() + Duration::from_secs(timeout);
+    let mut seen = 0usize;
+    loop {
+        let status: Status = call(&client, Method::GET, &path(&project.name, ""), None)?;
+        for tr in status.transitions.iter().skip(seen) {
+            say(t, &format!("{} ({})", tr.to, tr.reason));
+        }
+        seen = status.transitions.len();
+        match status.deployment.state {
+            DeploymentState::Live => {
+                if t.format == OutputFormat::Json {
+                    print_json(&status);
+                } else {
+                    println!("live {}", status.deployment.url);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            DeploymentState::Failed | DeploymentState::Stopped => {
+                print_hints(&status.hints, &mut std::io::stderr());
+                return Err(fail(
+                    EXIT_FAILED,
+                    &format!("the deployment is {}: {}", status.deployment.state, status.deployment.state_reason),
+                ));
+            }
+            _ if Instant::now() > deadline => {
+                print_hints(&status.hints, &mut std::io::stderr());
+                return Err(fail(
+                    EXIT_FAILED,
+                    &format!(
+                        "not live after {timeout} s (still {}); `svc ingress hints` says what to fix",
+                        status.deployment.state
+                    ),
+                ));
+            }
+            _ => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// `svc ingress status`
+pub(crate) fn status(t: &ProjectTarget) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let s: Status = call(&client, Method::GET, &path(&name, ""), None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&s);
+            return Ok(());
+        }
+        let d = &s.deployment;
+        println!("project {}  deployment {}  state {} ({})", d.project, d.id, d.state, d.state_reason);
+        println!("url {}", d.url);
+        let b = &s.balance;
+        println!(
+            "funds: funded {} spent {} refunded {} available {} micros; {} period(s) charged",
+            b.funded_micros, b.spent_micros, b.refunded_micros, b.available_micros, d.periods_spent
+        );
+        if let Some(q) = &s.latest_quote {
+            println!("price: {} micros per {} s", q.price_micros, q.period_secs);
+        }
+        for h in &s.hostnames {
+            println!(
+                "hostname {} {}",
+                h.hostname,
+                serde_json::to_value(h.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+            );
+        }
+        for v in &s.validations {
+            println!(
+                "validation {} {} ({})",
+                v.hostname,
+                if v.passed { "passed" } else { "failed" },
+                v.validator_version
+            );
+        }
+        if !s.hints.is_empty() {
+            println!("hints:");
+            print_hints(&s.hints, &mut std::io::stdout());
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress logs`
+pub(crate) fn logs(t: &ProjectTarget, follow: bool, after: i64) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let mut cursor = after;
+        loop {
+            let page: LogsResponse = call(&client, Method::GET, &path(&name, &format!("/logs?after={cursor}")), None)?;
+            for e in &page.entries {
+                if t.format == OutputFormat::Json {
+                    println!("{}", serde_json::to_string(e).unwrap_or_default());
+                } else {
+                    println!("{} {} {}", e.seq, e.source, e.line);
+                }
+            }
+            let more = page.next != cursor;
+            cursor = page.next;
+            if !follow && !more {
+                return Ok(());
+            }
+            if !more {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress hints`
+pub(crate) fn hints(t: &ProjectTarget) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let h: HintsResponse = call(&client, Method::GET, &path(&name, "/hints"), None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&h);
+        } else if h.hints.is_empty() {
+            println!("nothing to fix: the deployment is {}", h.state);
+        } else {
+            print_hints(&h.hints, &mut std::io::stdout());
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress fund`
+pub(crate) fn fund(t: &ProjectTarget, periods: Option<u64>) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let body = periods.map_or_else(|| json!({}), |p| json!({"periods": p}));
+        let quote: Quote = call(&client, Method::POST, &path(&name, "/quotes"), Some(body))?;
+        let entry: LedgerEntry =
+            call(&client, Method::POST, &path(&name, "/fund"), Some(json!({"quoteId": quote.id})))?;
+        if t.format == OutputFormat::Json {
+            print_json(&json!({"quote": quote, "entry": entry}));
+        } else {
+            println!("{}", quote_line(&quote));
+            println!("funded {} micros (ledger entry {})", entry.amount_micros, entry.seq);
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress ledger`
+pub(crate) fn ledger(t: &ProjectTarget) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let l: LedgerResponse = call(&client, Method::GET, &path(&name, "/ledger"), None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&l);
+            return Ok(());
+        }
+        for e in &l.entries {
+            let kind =
+                serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            println!("{} {kind} {} micros  {}", e.seq, e.amount_micros, e.note);
+        }
+        let b = &l.balance;
+        println!(
+            "funded {} spent {} refunded {} available {} micros",
+            b.funded_micros, b.spent_micros, b.refunded_micros, b.available_micros
+        );
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress stop`
+pub(crate) fn stop(t: &ProjectTarget) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let d: Deployment = call(&client, Method::POST, &path(&name, "/stop"), None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&d);
+        } else {
+            println!("deployment {} is {}", d.id, d.state);
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress hostname ...`
+pub(crate) fn hostname(command: &HostnameCommand) -> ExitCode {
+    let (t, host, method, suffix) = match command {
+        HostnameCommand::Add { hostname, target } => (target, hostname, Method::POST, String::new()),
+        HostnameCommand::Verify { hostname, target } => (target, hostname, Method::POST, format!("/{hostname}/verify")),
+        HostnameCommand::Remove { hostname, target } => (target, hostname, Method::DELETE, format!("/{hostname}")),
+    };
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let body = matches!(command, HostnameCommand::Add { .. }).then(|| json!({"hostname": host}));
+        let r: HostnameResponse = call(&client, method.clone(), &path(&name, &format!("/hostnames{suffix}")), body)?;
+        if t.format == OutputFormat::Json {
+            print_json(&r);
+            return Ok(());
+        }
+        let h = &r.hostname;
+        let state = serde_json::to_value(h.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        println!("hostname {} {state}", h.hostname);
+        if matches!(command, HostnameCommand::Add { .. }) {
+            println!("create these DNS records, then run `svc ingress hostname verify {}`:", h.hostname);
+            for record in &r.records {
+                println!("  {}", record.zone_line());
+            }
+        }
+        if !h.hints.is_empty() {
+            print_hints(&h.hints, &mut std::io::stdout());
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress schema`
+pub(crate) fn schema() -> ExitCode {
+    print!("{}", relay_api::project::schema());
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,87 @@
+//! `svc relay serve` and `svc relay admin`: the relay coordinator and its data directory.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use relay_api::coordinator::{self, AgentCertificates, CoordinatorConfig};
+
+use crate::args::{RelayAdminCommand, RelayServeArgs};
+use crate::ingress::{runtime, shutdown_signal};
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("svc relay: {message}");
+    ExitCode::from(2)
+}
+
+/// `svc relay serve`
+pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
+    let Ok(exe) = std::env::current_exe() else { return fail("cannot find the svc binary") };
+    let mut config = CoordinatorConfig::new(
+        args.data_dir.clone(),
+        args.listen,
+        args.public,
+        vec![exe.into_os_string(), "agent".into(), "run".into()],
+    );
+    config.relay_domain = args.relay_domain.trim_matches('.').to_ascii_lowercase();
+    config.nameservers = args.nameservers.clone();
+    config.caa_identities = args.caa_identities.clone();
+    config.allow_private_targets = args.allow_private_targets;
+    config.revalidate = Duration::from_secs(args.revalidate_secs.max(1));
+    config.period = Duration::from_secs(args.period_secs.max(1));
+    config.price_micros = args.price_micros;
+    config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
+    if let Some(directory_url) = &args.acme_directory {
+        let Some(roots) = args.acme_roots.clone() else {
+            return fail(
+                "--acme-directory needs --acme-roots: the roots its certificates chain to, for route validation",
+            );
+        };
+        if args.caa_identities.is_empty() {
+            return fail(
+                "--acme-directory needs --caa-identity: the CA's issuer domain that customer hostnames' CAA records must permit",
+            );
+        }
+        config.certificates = AgentCertificates::Acme {
+            directory_url: directory_url.clone(),
+            directory_ca: args.acme_directory_ca.clone(),
+            roots,
+        };
+    }
+    let Some(rt) = runtime() else { return fail("cannot start the runtime") };
+    let result = rt.block_on(coordinator::run(
+        config,
+        |started| {
+            println!(
+                "svc relay: gateway public {} tunnel {} metrics http://{}/metrics",
+                started.gateway.public, started.gateway.tunnel, started.gateway.admin
+            );
+            println!("ready http://{}", started.api);
+        },
+        shutdown_signal(),
+    ));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// `svc relay admin ...`
+pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
+    match command {
+        RelayAdminCommand::Invite { data_dir, org } => match coordinator::invite(data_dir, org) {
+            Ok(()) => {
+                println!("organization \"{org}\" is invited to the ingress add-on");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.to_string()),
+        },
+        RelayAdminCommand::Token { data_dir, org } => match coordinator::issue_token(data_dir, org) {
+            Ok(token) => {
+                eprintln!("token {} for organization \"{org}\" (shown once; set SVC_RELAY_TOKEN to it):", token.id);
+                println!("{}", token.plaintext);
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.to_string()),
+        },
+    }
+}

@@ -1,0 +1,124 @@
+//! The relay API's request and response bodies (JSON, camelCase). The CLI speaks these too.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{Balance, CustomerHostname, Deployment, LedgerEntry, LogEntry, Quote, Transition, ValidationRecord};
+use crate::hint::Hint;
+
+/// `POST /api/ingress/deployments`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeployRequest {
+    /// The project file's content.
+    pub project: serde_json::Value,
+    /// The V5 manifest's text, when the project names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    /// The app directory's files: relative path to base64 content.
+    pub bundle: BTreeMap<String, String>,
+    /// Secret values by the app's environment name (read from the deployer's environment).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, String>,
+}
+
+/// A deployment with its quote: the answer to deploy, and to asking for a quote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeployResponse {
+    /// The deployment.
+    pub deployment: Deployment,
+    /// The quote to fund.
+    pub quote: Quote,
+    /// Whether an identical deployment already existed (nothing new was created).
+    pub existing: bool,
+}
+
+/// `POST .../quotes`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QuoteRequest {
+    /// Periods to price (default: the project's `spend.fundPeriods`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub periods: Option<u64>,
+}
+
+/// `POST .../fund`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FundRequest {
+    /// The quote to fund.
+    pub quote_id: String,
+}
+
+/// `POST .../hostnames`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostnameRequest {
+    /// The customer hostname.
+    pub hostname: String,
+}
+
+/// `GET .../{project}`: everything `svc ingress status` shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// The deployment.
+    pub deployment: Deployment,
+    /// Its money.
+    pub balance: Balance,
+    /// Price per period and the period (from the newest quote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_quote: Option<Quote>,
+    /// Customer hostnames.
+    pub hostnames: Vec<CustomerHostname>,
+    /// The latest validation of each hostname.
+    pub validations: Vec<ValidationRecord>,
+    /// How it got here.
+    pub transitions: Vec<Transition>,
+    /// What to fix, first things first.
+    pub hints: Vec<Hint>,
+    /// The job's process IDs (app, agent) when the local job runner runs it; empty otherwise.
+    pub processes: Vec<u32>,
+}
+
+/// `GET .../ledger`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerResponse {
+    /// Every movement, oldest first.
+    pub entries: Vec<LedgerEntry>,
+    /// The totals.
+    pub balance: Balance,
+}
+
+/// `GET .../logs?after=CURSOR`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsResponse {
+    /// Entries after the cursor.
+    pub entries: Vec<LogEntry>,
+    /// Pass this as `after` to continue.
+    pub next: i64,
+}
+
+/// `GET .../hints`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HintsResponse {
+    /// The deployment's state.
+    pub state: super::state::DeploymentState,
+    /// Ranked: fix the first one first.
+    pub hints: Vec<Hint>,
+}
+
+/// `POST .../hostnames` and `.../verify`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostnameResponse {
+    /// The hostname and its state.
+    pub hostname: CustomerHostname,
+    /// The records it needs (CNAME and TXT; CAA only if one forbids the CA).
+    pub records: Vec<crate::hint::DnsRecord>,
+}

@@ -1,0 +1,588 @@
+//! The engine moves deployments through their states: it launches funded jobs, keeps the
+//! gateway's routes equal to the running deployments, validates routes through the public
+//! path on an interval, charges periods while live, re-checks pending customer hostnames,
+//! and copies the jobs' output into the deployment logs. One loop, one deployment at a time:
+//! the decisions are simple to follow, and each is a store transaction.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Mutex, Notify};
+
+use super::model::{Deployment, HostnameState, Quote};
+use super::probe::Probe;
+use super::state::DeploymentState;
+use super::store::{RelayStore, StoreError, now_ms, random_hex};
+use super::{AgentCertificates, CoordinatorConfig};
+use crate::gateway::{Gateway, RouteConfig};
+use crate::hint::{self, Hint, Stage};
+use crate::local::LocalCoordinator;
+use crate::project::Project;
+use crate::runner::{JobRunner, JobSpec, RunningJob};
+use agent::files::write_private;
+use agent::wire;
+
+/// How often the loop looks at every deployment.
+const TICK: Duration = Duration::from_millis(250);
+
+/// The most bytes of job output copied into the logs per file per tick.
+const LOG_CHUNK: u64 = 64 * 1024;
+
+/// What the engine is built from.
+pub(super) struct EngineParts {
+    pub(super) config: CoordinatorConfig,
+    pub(super) store: Arc<RelayStore>,
+    pub(super) gateway: Arc<Gateway>,
+    pub(super) signer: Arc<LocalCoordinator>,
+    pub(super) runner: Arc<dyn JobRunner>,
+    pub(super) probe: Arc<dyn Probe>,
+    pub(super) tunnel: SocketAddr,
+    pub(super) gateway_ca: PathBuf,
+    pub(super) agent_api: SocketAddr,
+    pub(super) public_port: u16,
+}
+
+/// A job the engine launched.
+struct Job {
+    running: Box<dyn RunningJob>,
+    logs: Vec<LogTail>,
+}
+
+/// Follows one output file of a job.
+struct LogTail {
+    source: &'static str,
+    path: PathBuf,
+    offset: u64,
+    partial: String,
+}
+
+/// The coordinator's engine.
+pub struct Engine {
+    parts: EngineParts,
+    jobs: Mutex<HashMap<String, Job>>,
+    validate_at: std::sync::Mutex<HashMap<String, Instant>>,
+    wake: Notify,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    pub(super) fn new(parts: EngineParts) -> Arc<Engine> {
+        Arc::new(Engine {
+            parts,
+            jobs: Mutex::new(HashMap::new()),
+            validate_at: std::sync::Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &RelayStore {
+        &self.parts.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.parts.config
+    }
+
+    /// Looks at the deployments now instead of at the next tick.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The public URL of a hostname.
+    pub fn url(&self, hostname: &str) -> String {
+        match self.parts.public_port {
+            443 => format!("https://{hostname}/"),
+            port => format!("https://{hostname}:{port}/"),
+        }
+    }
+
+    /// The deployment's directory (its app files, secrets, agent state and output).
+    pub fn job_dir(&self, deployment_id: &str) -> PathBuf {
+        self.parts.config.data_dir.join("jobs").join(deployment_id)
+    }
+
+    /// A deployment with its URL filled in.
+    pub fn with_url(&self, mut d: Deployment) -> Deployment {
+        d.url = self.url(&d.canonical_hostname);
+        d
+    }
+
+    /// The hostnames a quote binds: canonical first, then the customer's not removed.
+    pub fn quoted_hostnames(&self, d: &Deployment) -> Result<Vec<String>, StoreError> {
+        let mut names = vec![d.canonical_hostname.clone()];
+        names.extend(self.store().hostnames(&d.id)?.into_iter().map(|h| h.hostname));
+        Ok(names)
+    }
+
+    /// Prices `periods` periods of the deployment and records the quote.
+    pub fn quote(&self, d: &Deployment, periods: u64) -> Result<Quote, StoreError> {
+        let config = &self.parts.config;
+        let total = config.price_micros.checked_mul(periods).ok_or_else(|| StoreError::Refused {
+            code: "amount_too_large",
+            message: format!("{periods} periods are beyond what can be quoted"),
+        })?;
+        let now = now_ms();
+        let quote = Quote {
+            id: format!("quo_{}", random_hex(8)?),
+            deployment_id: d.id.clone(),
+            project_digest: d.project_digest.clone(),
+            hostnames: self.quoted_hostnames(d)?,
+            price_micros: config.price_micros,
+            period_secs: config.period.as_secs().max(1),
+            periods,
+            total_micros: total,
+            created_at: now,
+            expires_at: now.saturating_add(i64::try_from(config.quote_ttl.as_millis()).unwrap_or(i64::MAX)),
+            funded_at: None,
+        };
+        self.store().add_quote(&quote)?;
+        Ok(quote)
+    }
+
+    /// Whether customer hostnames can get certificates here.
+    pub fn issues_customer_certificates(&self) -> bool {
+        matches!(self.parts.config.certificates, AgentCertificates::Acme { .. })
+    }
+
+    /// Checks a customer hostname's DNS now and records what it found.
+    pub async fn check_hostname(&self, d: &Deployment, hostname: &str) -> Result<(), StoreError> {
+        let Some(h) = self.store().hostname(&d.id, hostname)? else {
+            return Err(StoreError::NotFound(format!("hostname {hostname}")));
+        };
+        if h.state == HostnameState::Removed {
+            return Err(StoreError::NotFound(format!("hostname {hostname}")));
+        }
+        let hints = self.parts.probe.check_dns(hostname, &d.canonical_hostname, &h.token).await;
+        let state = match (h.state, hints.is_empty()) {
+            (HostnameState::PendingDns, true) => HostnameState::Verified,
+            (HostnameState::PendingDns, false) => HostnameState::PendingDns,
+            // A verified or live name whose records broke goes back to waiting for DNS.
+            (_, false) => HostnameState::PendingDns,
+            (state, true) => state,
+        };
+        self.store().set_hostname(&d.id, hostname, state, &hints)?;
+        if state != h.state {
+            self.sync_routes().await;
+            self.due_now(&d.id);
+        }
+        Ok(())
+    }
+
+    /// Validate the deployment at the next tick.
+    pub fn due_now(&self, deployment_id: &str) {
+        if let Ok(mut v) = self.validate_at.lock() {
+            v.remove(deployment_id);
+        }
+        self.wake();
+    }
+
+    /// What to fix, ranked.
+    pub fn hints(&self, d: &Deployment) -> Result<Vec<Hint>, StoreError> {
+        let store = self.store();
+        let mut hints = Vec::new();
+        let balance = store.balance(&d.id)?;
+        let price = self.parts.config.price_micros;
+        match d.state {
+            DeploymentState::PendingFunding => hints.push(Hint::new(
+                "quote_unfunded",
+                Stage::Funding,
+                format!(
+                    "the deployment has {} micros available, less than one period ({price} micros)",
+                    balance.available_micros
+                ),
+                "fund a quote: `svc ingress fund` (within the project's spend.ceilingMicros)",
+            )),
+            DeploymentState::Failed => hints.push(Hint::new(
+                "job_failed",
+                Stage::Job,
+                d.state_reason.clone(),
+                "fix the app, then `svc ingress stop` and `svc ingress deploy` again",
+            )),
+            DeploymentState::Live | DeploymentState::Degraded if balance.available_micros < price => {
+                hints.push(Hint::new(
+                    "funds_low",
+                    Stage::Funding,
+                    "the funds cover no period after the current one",
+                    "fund a new quote before the period ends: `svc ingress fund`",
+                ))
+            }
+            _ => {}
+        }
+        if d.state.runs_job() {
+            for v in store.latest_validations(&d.id)? {
+                if !v.passed
+                    && let Ok(h) = serde_json::from_value::<Hint>(v.detail.clone())
+                {
+                    hints.push(h);
+                }
+            }
+        }
+        for h in store.hostnames(&d.id)? {
+            hints.extend(h.hints);
+        }
+        hint::rank(&mut hints);
+        hints.dedup();
+        Ok(hints)
+    }
+
+    /// The engine's loop (runs until the task is aborted).
+    pub async fn run(self: Arc<Self>) {
+        // Jobs do not outlive a coordinator: relaunch the ones that should run.
+        if let Ok(active) = self.store().active_deployments() {
+            for d in active.into_iter().filter(|d| d.state.runs_job()) {
+                let _ = self.store().transition(
+                    &d.id,
+                    DeploymentState::Provisioning,
+                    "the coordinator restarted; relaunching the job",
+                );
+            }
+        }
+        loop {
+            self.tick().await;
+            tokio::select! {
+                () = tokio::time::sleep(TICK) => {}
+                () = self.wake.notified() => {}
+            }
+        }
+    }
+
+    async fn tick(&self) {
+        let active = match self.store().active_deployments() {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("svc relay: reading deployments: {e}");
+                return;
+            }
+        };
+        for d in &active {
+            if let Err(e) = self.step(d).await {
+                let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
+            }
+        }
+        // Jobs of deployments that no longer run (stopped, failed, unfunded) end here.
+        let keep: Vec<&str> = active
+            .iter()
+            .filter(|d| d.state.runs_job() || d.state == DeploymentState::Provisioning)
+            .map(|d| d.id.as_str())
+            .collect();
+        let ended: Vec<String> =
+            self.jobs.lock().await.keys().filter(|id| !keep.contains(&id.as_str())).cloned().collect();
+        for id in ended {
+            self.stop_job(&id).await;
+        }
+        self.sync_routes().await;
+        self.tail_logs().await;
+    }
+
+    async fn step(&self, d: &Deployment) -> Result<(), StoreError> {
+        let store = self.store();
+        let price = self.parts.config.price_micros;
+        match d.state {
+            DeploymentState::PendingFunding => {
+                let available = store.balance(&d.id)?.available_micros;
+                if available >= price {
+                    store.transition(
+                        &d.id,
+                        DeploymentState::Provisioning,
+                        &format!("funded: {available} micros available"),
+                    )?;
+                    self.wake();
+                }
+            }
+            DeploymentState::Provisioning => {
+                self.stop_job(&d.id).await;
+                match self.launch(d).await {
+                    Ok(pids) => {
+                        store.transition(
+                            &d.id,
+                            DeploymentState::Validating,
+                            &format!("job started ({pids}); validating the route"),
+                        )?;
+                        self.due_now(&d.id);
+                    }
+                    Err(reason) => {
+                        store.transition(&d.id, DeploymentState::Failed, &reason)?;
+                    }
+                }
+            }
+            DeploymentState::Validating | DeploymentState::Live | DeploymentState::Degraded => {
+                if !self.jobs.lock().await.contains_key(&d.id) {
+                    store.transition(&d.id, DeploymentState::Provisioning, "the job is not running; relaunching")?;
+                    return Ok(());
+                }
+                let period_due = d.state.spends() && d.next_period_at.is_some_and(|at| at <= now_ms());
+                if period_due && !store.spend_period(&d.id, price, self.parts.config.period)? {
+                    store.transition(&d.id, DeploymentState::PendingFunding, "the funds ran out; fund a new quote")?;
+                    return Ok(());
+                }
+                if self.validation_due(&d.id) {
+                    self.validate(d).await?;
+                }
+            }
+            DeploymentState::Failed | DeploymentState::Stopped => {}
+        }
+        Ok(())
+    }
+
+    fn validation_due(&self, id: &str) -> bool {
+        let Ok(mut at) = self.validate_at.lock() else { return true };
+        let now = Instant::now();
+        match at.get(id) {
+            Some(next) if *next > now => false,
+            _ => {
+                at.insert(id.to_owned(), now + self.parts.config.revalidate);
+                true
+            }
+        }
+    }
+
+    /// Validates the canonical hostname and each customer hostname, and moves the states.
+    async fn validate(&self, d: &Deployment) -> Result<(), StoreError> {
+        let store = self.store();
+        let secrets = store.secrets(&d.id)?;
+        let probe = &self.parts.probe;
+        let probed = probe.validate(&d.route_id, &d.canonical_hostname, &secrets.route_secret).await;
+        self.record(d, &d.canonical_hostname, &probed.outcome)?;
+        match (&probed.outcome, d.state) {
+            (Ok(_), DeploymentState::Validating) => {
+                if store.spend_period(&d.id, self.parts.config.price_micros, self.parts.config.period)? {
+                    store.transition(
+                        &d.id,
+                        DeploymentState::Live,
+                        "validated through the public path; the route is live",
+                    )?;
+                } else {
+                    store.transition(
+                        &d.id,
+                        DeploymentState::PendingFunding,
+                        "validated, but the funds do not cover a period",
+                    )?;
+                }
+            }
+            (Ok(_), DeploymentState::Degraded) => {
+                store.transition(&d.id, DeploymentState::Live, "validated again through the public path")?;
+            }
+            (Err(h), DeploymentState::Live) => {
+                store.transition(&d.id, DeploymentState::Degraded, &format!("validation failed: {}", h.problem))?;
+            }
+            (Err(h), _) => store.set_reason(&d.id, &format!("validation failed: {}", h.problem))?,
+            (Ok(_), _) => {}
+        }
+        for h in store.hostnames(&d.id)? {
+            match h.state {
+                HostnameState::PendingDns => self.check_hostname(d, &h.hostname).await?,
+                HostnameState::Verified | HostnameState::Live => {
+                    let probed = probe.validate(&d.route_id, &h.hostname, &secrets.route_secret).await;
+                    self.record(d, &h.hostname, &probed.outcome)?;
+                    let (state, hints) = match probed.outcome {
+                        Ok(_) => (HostnameState::Live, Vec::new()),
+                        Err(hint) => (HostnameState::Verified, vec![hint]),
+                    };
+                    store.set_hostname(&d.id, &h.hostname, state, &hints)?;
+                }
+                HostnameState::Removed => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn record(
+        &self,
+        d: &Deployment,
+        hostname: &str,
+        outcome: &Result<serde_json::Value, Hint>,
+    ) -> Result<(), StoreError> {
+        let version = self.parts.probe.version();
+        match outcome {
+            Ok(seen) => self.store().add_validation(&d.id, hostname, true, version, seen),
+            Err(hint) => {
+                let detail = serde_json::to_value(hint).unwrap_or_default();
+                self.store().add_validation(&d.id, hostname, false, version, &detail)
+            }
+        }
+    }
+
+    /// Launches the deployment's job; returns its process IDs for the log, or why not.
+    async fn launch(&self, d: &Deployment) -> Result<String, String> {
+        let secrets = self.store().secrets(&d.id).map_err(|e| e.to_string())?;
+        let project = crate::project::read(&secrets.project_json)
+            .map_err(|e| format!("the stored project no longer validates: {e}"))?;
+        let dir = self.job_dir(&d.id);
+        let spec = self.job_spec(d, &project, &secrets.credential, &secrets.route_secret, &dir)?;
+        let running = self.parts.runner.launch(&spec).map_err(|e| format!("{e} (is Node.js installed?)"))?;
+        let pids = match running.pids()[..] {
+            [app, agent] => format!("app pid {app}, agent pid {agent}"),
+            _ => "processes started".to_owned(),
+        };
+        let logs = ["app", "agent"]
+            .into_iter()
+            .map(|source| {
+                let path = dir.join("logs").join(format!("{source}.log"));
+                let offset = std::fs::metadata(&path).map_or(0, |m| m.len());
+                LogTail { source, path, offset, partial: String::new() }
+            })
+            .collect();
+        self.jobs.lock().await.insert(d.id.clone(), Job { running, logs });
+        Ok(pids)
+    }
+
+    fn job_spec(
+        &self,
+        d: &Deployment,
+        project: &Project,
+        credential: &str,
+        route_secret: &str,
+        dir: &std::path::Path,
+    ) -> Result<JobSpec, String> {
+        let config = &self.parts.config;
+        let app_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port for the app: {e}"))?
+            .port();
+        let agent_api = format!("http://{}", self.parts.agent_api);
+        let certificate = match &config.certificates {
+            AgentCertificates::DevCa => {
+                agent::CertificateSource::DevCa { url: agent_api.clone(), validity_secs: 7 * 24 * 3600 }
+            }
+            AgentCertificates::Acme { directory_url, directory_ca, .. } => agent::CertificateSource::Acme {
+                directory_url: directory_url.clone(),
+                contact: Vec::new(),
+                directory_ca: directory_ca.clone(),
+            },
+        };
+        let agent_config = agent::AgentConfig {
+            route_id: d.route_id.clone(),
+            hostname: d.canonical_hostname.clone(),
+            credential: credential.to_owned(),
+            route_secret: route_secret.to_owned(),
+            gateway: self.parts.tunnel,
+            gateway_name: "gateway.localhost".to_owned(),
+            gateway_ca: self.parts.gateway_ca.clone(),
+            app_port,
+            app_health_path: project.app.health_path.clone(),
+            proxy_protocol: project.proxy_protocol,
+            certificate,
+            direct_listen: None,
+            coordinator: Some(agent_api),
+            refresh_secs: config.revalidate.as_secs().clamp(1, 30),
+        };
+        let agent_dir = dir.join("agent");
+        std::fs::create_dir_all(&agent_dir).map_err(|e| format!("cannot create {}: {e}", agent_dir.display()))?;
+        let agent_path = agent_dir.join("agent.json");
+        let json = serde_json::to_vec_pretty(&agent_config).map_err(|e| e.to_string())?;
+        write_private(&agent_path, &json).map_err(|e| format!("cannot write {}: {e}", agent_path.display()))?;
+        let mut env: Vec<(String, String)> = project.app.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Ok(text) = std::fs::read_to_string(dir.join("secrets.json"))
+            && let Ok(values) = serde_json::from_str::<std::collections::BTreeMap<String, String>>(&text)
+        {
+            env.extend(values);
+        }
+        let mut agent_argv = config.agent_command.clone();
+        agent_argv.extend([std::ffi::OsString::from("--config"), agent_path.into_os_string()]);
+        let app_dir = dir.join("app");
+        Ok(JobSpec {
+            dir: app_dir.clone(),
+            app: vec![config.node.clone(), app_dir.join(&project.app.entrypoint).into_os_string()],
+            app_port,
+            agent: agent_argv,
+            env,
+            logs: Some(dir.join("logs")),
+        })
+    }
+
+    async fn stop_job(&self, id: &str) {
+        let job = self.jobs.lock().await.remove(id);
+        if let Some(job) = job {
+            job.running.stop().await;
+        }
+    }
+
+    /// Stops every job (the coordinator is shutting down).
+    pub async fn stop_all_jobs(&self) {
+        let jobs: Vec<Job> = self.jobs.lock().await.drain().map(|(_, j)| j).collect();
+        for job in jobs {
+            job.running.stop().await;
+        }
+    }
+
+    /// Process IDs of a deployment's job (app, agent), if it runs.
+    pub async fn job_pids(&self, id: &str) -> Option<Vec<u32>> {
+        self.jobs.lock().await.get(id).map(|j| j.running.pids())
+    }
+
+    /// Makes the gateway's (and the certificate signer's) routes those of the deployments
+    /// whose job runs: the canonical hostname and the customer hostnames whose DNS checks out.
+    async fn sync_routes(&self) {
+        let Ok(active) = self.store().active_deployments() else { return };
+        let mut routes = Vec::new();
+        for d in active.into_iter().filter(|d| d.state.runs_job()) {
+            let (Ok(secrets), Ok(names)) = (self.store().secrets(&d.id), self.store().hostnames(&d.id)) else {
+                continue;
+            };
+            let proxy_protocol = crate::project::read(&secrets.project_json).is_ok_and(|p| p.proxy_protocol);
+            let mut hostnames = vec![d.canonical_hostname.clone()];
+            hostnames.extend(
+                names
+                    .into_iter()
+                    .filter(|h| matches!(h.state, HostnameState::Verified | HostnameState::Live))
+                    .map(|h| h.hostname),
+            );
+            routes.push(RouteConfig {
+                route_id: d.route_id.clone(),
+                hostnames,
+                credential_sha256: wire::sha256_hex(secrets.credential.as_bytes()),
+                proxy_protocol,
+                max_connections: 1024,
+            });
+        }
+        self.parts.gateway.set_routes(routes.clone());
+        self.parts.signer.set_routes(routes);
+    }
+
+    /// Copies new complete lines of each job's output into the deployment's logs.
+    async fn tail_logs(&self) {
+        let mut jobs = self.jobs.lock().await;
+        for (id, job) in jobs.iter_mut() {
+            for tail in &mut job.logs {
+                let lines = tail.read_new();
+                if !lines.is_empty() {
+                    let _ = self.store().append_logs(id, tail.source, &lines);
+                }
+            }
+        }
+    }
+}
+
+impl LogTail {
+    fn read_new(&mut self) -> Vec<String> {
+        let Ok(mut file) = std::fs::File::open(&self.path) else { return Vec::new() };
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return Vec::new();
+        }
+        let mut buf = Vec::new();
+        let Ok(n) = file.take(LOG_CHUNK).read_to_end(&mut buf) else { return Vec::new() };
+        self.offset += n as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&buf));
+        let mut lines: Vec<String> = Vec::new();
+        while let Some(end) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=end).collect();
+            lines.push(line.trim_end_matches(['\n', '\r']).to_owned());
+        }
+        // A line longer than a chunk is cut rather than held forever.
+        if self.partial.len() > LOG_CHUNK as usize {
+            lines.push(std::mem::take(&mut self.partial));
+        }
+        lines
+    }
+}

@@ -1,0 +1,460 @@
+//! The relay API over HTTP (axum): bearer-token auth, the invitation gate, JSON bodies with
+//! unknown fields refused, and one error envelope
+//! (`{"error": {"code", "message", "hints"?, "diagnostics"?}}`). Handlers translate HTTP;
+//! decisions live in the engine and the store.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::Engine;
+use super::api::{
+    DeployRequest, DeployResponse, FundRequest, HintsResponse, HostnameRequest, HostnameResponse, LedgerResponse,
+    LogsResponse, QuoteRequest, Status,
+};
+use super::model::{Deployment, HostnameState};
+use super::store::{Caller, NewDeployment, StoreError, random_hex};
+use crate::hint::{DnsRecord, Hint};
+use agent::files::write_private;
+use agent::wire;
+
+/// The largest deploy request (the app's files travel in it, base64).
+const DEPLOY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// An API error.
+#[derive(Debug)]
+pub(super) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    hints: Vec<Hint>,
+    diagnostics: Option<serde_json::Value>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), hints: Vec::new(), diagnostics: None }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::NotFound(what) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+            }
+            StoreError::Refused { code, message } => ApiError::new(StatusCode::CONFLICT, code, message),
+            StoreError::Transition(t) => ApiError::new(StatusCode::CONFLICT, "invalid_transition", t.to_string()),
+            StoreError::Backend(m) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store_failed", m),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        if !self.hints.is_empty() {
+            body["error"]["hints"] = json!(self.hints);
+        }
+        if let Some(d) = self.diagnostics {
+            body["error"]["diagnostics"] = d;
+        }
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+type ApiResult<T> = Result<(StatusCode, axum::Json<T>), ApiError>;
+
+fn ok<T: Serialize>(value: T) -> ApiResult<T> {
+    Ok((StatusCode::OK, axum::Json(value)))
+}
+
+/// The API's routes.
+pub(super) fn router(engine: Arc<Engine>) -> Router {
+    Router::new()
+        .route("/api/ingress/deployments", post(deploy).get(list).layer(DefaultBodyLimit::max(DEPLOY_LIMIT)))
+        .route("/api/ingress/deployments/{project}", get(status))
+        .route("/api/ingress/deployments/{project}/quotes", post(new_quote))
+        .route("/api/ingress/deployments/{project}/fund", post(fund))
+        .route("/api/ingress/deployments/{project}/ledger", get(ledger))
+        .route("/api/ingress/deployments/{project}/logs", get(logs))
+        .route("/api/ingress/deployments/{project}/hints", get(hints))
+        .route("/api/ingress/deployments/{project}/stop", post(stop))
+        .route("/api/ingress/deployments/{project}/hostnames", post(add_hostname))
+        .route("/api/ingress/deployments/{project}/hostnames/{hostname}", axum::routing::delete(remove_hostname))
+        .route("/api/ingress/deployments/{project}/hostnames/{hostname}/verify", post(verify_hostname))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .with_state(engine)
+}
+
+/// The caller behind the bearer token, who must hold an invitation.
+fn caller(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "send `Authorization: Bearer <token>`")
+        })?;
+    let caller = engine
+        .store()
+        .caller(&wire::sha256_hex(token.trim().as_bytes()))?
+        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "the token is not valid"))?;
+    if !caller.invited {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "ingress_invitation_required",
+            format!(
+                "the ingress add-on is by invitation only and organization \"{}\" has no invitation; ask the service for one",
+                caller.org_name
+            ),
+        ));
+    }
+    Ok(caller)
+}
+
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
+    let bytes: &[u8] = if bytes.is_empty() { b"{}" } else { bytes };
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", format!("the request body: {e}")))
+}
+
+fn deployment_of(engine: &Engine, caller: &Caller, project: &str) -> Result<Deployment, ApiError> {
+    engine.store().deployment_of(&caller.org_id, project)?.map(|d| engine.with_url(d)).ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no deployment of project \"{project}\""))
+    })
+}
+
+async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: Bytes) -> ApiResult<DeployResponse> {
+    let caller = caller(&engine, &headers)?;
+    let req: DeployRequest = body(&bytes)?;
+    let text = serde_json::to_string(&req.project).unwrap_or_default();
+    let project = crate::project::read(&text).map_err(|e| {
+        let mut err =
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_project", format!("the project file is not valid: {e}"));
+        err.diagnostics = Some(json!(e.diagnostics));
+        err
+    })?;
+    let unsupported = project.unsupported();
+    if !unsupported.is_empty() {
+        let names: Vec<String> = unsupported.iter().map(|u| format!("{} ({})", u.as_str(), u.pointer())).collect();
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "ingress_unsupported",
+            format!("the ingress add-on does not support: {}", names.join(", ")),
+        ));
+    }
+    let manifest = project.manifest_v5(req.manifest.as_deref()).map_err(|e| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_manifest", format!("the project's V5 manifest: {e}"))
+    })?;
+    let manifest_digest = manifest_core::canonical_digest(&manifest).unwrap_or_default();
+    let canonical = format!("{}-{}.{}", project.name, caller.org_name, engine.config().relay_domain);
+    if canonical.split('.').next().is_some_and(|label| label.len() > 63) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "hostname_too_long",
+            format!(
+                "\"{canonical}\": the project and organization names together exceed a DNS label (63); shorten `name`"
+            ),
+        ));
+    }
+    for name in req.secrets.keys() {
+        if !project.app.secrets.contains_key(name) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                format!("secret {name} is not named in app.secrets"),
+            ));
+        }
+    }
+    let files = bundle_files(&req.bundle)?;
+    if !files.iter().any(|(path, _)| path == &project.app.entrypoint) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "entrypoint_missing",
+            format!("the app files sent do not include the entrypoint \"{}\"", project.app.entrypoint),
+        ));
+    }
+    let digest = project.digest();
+    let store = engine.store();
+    if let Some(existing) = store.deployment_of(&caller.org_id, &project.name)?
+        && !existing.state.is_terminal()
+    {
+        if existing.project_digest == digest {
+            let quote = match store.quotes(&existing.id)?.into_iter().next() {
+                Some(q) => q,
+                None => engine.quote(&existing, u64::from(project.spend.fund_periods))?,
+            };
+            return Ok((
+                StatusCode::OK,
+                axum::Json(DeployResponse { deployment: engine.with_url(existing), quote, existing: true }),
+            ));
+        }
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "deployment_active",
+            format!(
+                "project \"{}\" already has a {} deployment with a different project file; `svc ingress stop` it first",
+                project.name, existing.state
+            ),
+        ));
+    }
+    let id = format!("dep_{}", random_hex(8)?);
+    let dir = engine.job_dir(&id);
+    write_bundle(&dir, &files, &req.secrets)?;
+    let new = NewDeployment {
+        id: id.clone(),
+        org_id: caller.org_id.clone(),
+        project: project.name.clone(),
+        project_json: text,
+        project_digest: digest,
+        manifest_digest,
+        canonical_hostname: canonical,
+        route_id: format!("rt_{}", random_hex(8)?),
+        credential: random_hex(32)?,
+        route_secret: random_hex(32)?,
+        ceiling_micros: project.spend.ceiling_micros,
+    };
+    let d = store.create_deployment(&new)?;
+    for host in &project.hostnames {
+        store.add_hostname(&d.id, host, &random_hex(16)?)?;
+    }
+    let quote = engine.quote(&d, u64::from(project.spend.fund_periods))?;
+    Ok((StatusCode::CREATED, axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: false })))
+}
+
+/// Decodes the app's files, refusing paths that would leave the app directory.
+fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_bundle", m);
+    bundle
+        .iter()
+        .map(|(path, b64)| {
+            let p = Path::new(path);
+            if path.is_empty() || p.components().any(|c| !matches!(c, Component::Normal(_))) {
+                return Err(bad(format!("\"{path}\" is not a relative path inside the app directory")));
+            }
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| bad(format!("\"{path}\" is not base64: {e}")))?;
+            Ok((path.clone(), bytes))
+        })
+        .collect()
+}
+
+fn write_bundle(dir: &Path, files: &[(String, Vec<u8>)], secrets: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    let fail = |what: &Path, e: std::io::Error| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_failed",
+            format!("cannot write {}: {e}", what.display()),
+        )
+    };
+    let app = dir.join("app");
+    for (path, bytes) in files {
+        let target = app.join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
+        }
+        std::fs::write(&target, bytes).map_err(|e| fail(&target, e))?;
+    }
+    std::fs::create_dir_all(dir.join("logs")).map_err(|e| fail(dir, e))?;
+    let secrets_path = dir.join("secrets.json");
+    let json = serde_json::to_vec(secrets).unwrap_or_default();
+    write_private(&secrets_path, &json).map_err(|e| fail(&secrets_path, e))
+}
+
+async fn list(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<Vec<Deployment>> {
+    let caller = caller(&engine, &headers)?;
+    ok(engine.store().deployments_of(&caller.org_id)?.into_iter().map(|d| engine.with_url(d)).collect())
+}
+
+async fn status(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+) -> ApiResult<Status> {
+    let caller = caller(&engine, &headers)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    let store = engine.store();
+    ok(Status {
+        balance: store.balance(&d.id)?,
+        latest_quote: store.quotes(&d.id)?.into_iter().next(),
+        hostnames: store.hostnames(&d.id)?,
+        validations: store.latest_validations(&d.id)?,
+        transitions: store.transitions(&d.id)?,
+        hints: engine.hints(&d)?,
+        processes: engine.job_pids(&d.id).await.unwrap_or_default(),
+        deployment: d,
+    })
+}
+
+async fn new_quote(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+    bytes: Bytes,
+) -> ApiResult<super::model::Quote> {
+    let caller = caller(&engine, &headers)?;
+    let req: QuoteRequest = body(&bytes)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    if d.state.is_terminal() {
+        return Err(ApiError::new(StatusCode::CONFLICT, "deployment_not_fundable", "the deployment is stopped"));
+    }
+    let stored = engine.store().secrets(&d.id)?;
+    let default_periods = crate::project::read(&stored.project_json).map_or(1, |p| u64::from(p.spend.fund_periods));
+    let periods = req.periods.unwrap_or(default_periods);
+    if !(1..=10_000).contains(&periods) {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "periods must be 1 to 10000"));
+    }
+    Ok((StatusCode::CREATED, axum::Json(engine.quote(&d, periods)?)))
+}
+
+async fn fund(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+    bytes: Bytes,
+) -> ApiResult<super::model::LedgerEntry> {
+    let caller = caller(&engine, &headers)?;
+    let req: FundRequest = body(&bytes)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    let hostnames = engine.quoted_hostnames(&d)?;
+    let entry = engine.store().fund(&d.id, &req.quote_id, &hostnames)?;
+    engine.wake();
+    Ok((StatusCode::CREATED, axum::Json(entry)))
+}
+
+async fn ledger(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+) -> ApiResult<LedgerResponse> {
+    let caller = caller(&engine, &headers)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    ok(LedgerResponse { entries: engine.store().ledger(&d.id)?, balance: engine.store().balance(&d.id)? })
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogsQuery {
+    #[serde(default)]
+    after: i64,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+async fn logs(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+    Query(q): Query<LogsQuery>,
+) -> ApiResult<LogsResponse> {
+    let caller = caller(&engine, &headers)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    let entries = engine.store().logs(&d.id, q.after, q.limit.unwrap_or(500).clamp(1, 5000))?;
+    let next = entries.last().map_or(q.after, |e| e.seq);
+    ok(LogsResponse { entries, next })
+}
+
+async fn hints(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+) -> ApiResult<HintsResponse> {
+    let caller = caller(&engine, &headers)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    ok(HintsResponse { hints: engine.hints(&d)?, state: d.state })
+}
+
+async fn stop(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+) -> ApiResult<Deployment> {
+    let caller = caller(&engine, &headers)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    let d = engine.store().stop(&d.id, &format!("stopped by {}", caller.token_id))?;
+    engine.wake();
+    ok(engine.with_url(d))
+}
+
+/// The records a customer hostname needs.
+fn records(d: &Deployment, hostname: &str, token: &str) -> Vec<DnsRecord> {
+    crate::dns::required_records(hostname, &d.canonical_hostname, token).to_vec()
+}
+
+async fn add_hostname(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+    bytes: Bytes,
+) -> ApiResult<HostnameResponse> {
+    let caller = caller(&engine, &headers)?;
+    let req: HostnameRequest = body(&bytes)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    if d.state.is_terminal() {
+        return Err(ApiError::new(StatusCode::CONFLICT, "deployment_stopped", "the deployment is stopped"));
+    }
+    let hostname = crate::dns::customer_hostname(req.hostname.trim())
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_hostname", e.to_string()))?;
+    if !engine.issues_customer_certificates() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "hostname_needs_acme",
+            "this coordinator issues development certificates for .localhost names only; customer hostnames need a \
+             coordinator configured with an ACME CA (`svc relay serve --acme-directory URL`)",
+        ));
+    }
+    let h = engine.store().add_hostname(&d.id, &hostname, &random_hex(16)?)?;
+    let records = records(&d, &h.hostname, &h.token);
+    Ok((StatusCode::CREATED, axum::Json(HostnameResponse { hostname: h, records })))
+}
+
+async fn verify_hostname(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath((project, hostname)): UrlPath<(String, String)>,
+) -> ApiResult<HostnameResponse> {
+    let caller = caller(&engine, &headers)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    engine.check_hostname(&d, &hostname).await?;
+    let h =
+        engine.store().hostname(&d.id, &hostname)?.filter(|h| h.state != HostnameState::Removed).ok_or_else(|| {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("hostname {hostname} not found"))
+        })?;
+    let records = records(&d, &h.hostname, &h.token);
+    ok(HostnameResponse { hostname: h, records })
+}
+
+async fn remove_hostname(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath((project, hostname)): UrlPath<(String, String)>,
+) -> ApiResult<HostnameResponse> {
+    let caller = caller(&engine, &headers)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    let h =
+        engine.store().hostname(&d.id, &hostname)?.filter(|h| h.state != HostnameState::Removed).ok_or_else(|| {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("hostname {hostname} not found"))
+        })?;
+    engine.store().set_hostname(&d.id, &hostname, HostnameState::Removed, &[])?;
+    engine.wake();
+    let records = records(&d, &h.hostname, &h.token);
+    let h = engine.store().hostname(&d.id, &hostname)?.unwrap_or(h);
+    ok(HostnameResponse { hostname: h, records })
+}

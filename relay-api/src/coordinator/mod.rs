@@ -1,0 +1,222 @@
+//! The relay coordinator: deployments of ingress projects, their quotes and funding ledger,
+//! customer hostnames, route validation through the public path, status, logs and recovery
+//! hints. It runs the gateway beside it (routes follow the deployments), signs development
+//! certificates, and launches jobs through a [`JobRunner`].
+//!
+//! A route serves the public only while its deployment is funded and validated; every state
+//! change is a recorded transition and every movement of credits a ledger entry.
+
+pub mod api;
+mod engine;
+mod http;
+pub mod model;
+pub mod probe;
+pub mod state;
+pub mod store;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::ca::DevCa;
+use crate::gateway::{Bound, Gateway, GatewayConfig};
+use crate::local::{LocalCoordinator, ephemeral};
+use crate::runner::JobRunner;
+use agent::wire;
+pub use engine::Engine;
+pub use probe::{Probe, PublicProbe};
+pub use store::{RelayStore, StoreError};
+
+/// Where the agents of deployed jobs get their certificates.
+#[derive(Debug, Clone)]
+pub enum AgentCertificates {
+    /// The coordinator's development CA (`.localhost` names only; customer hostnames need ACME).
+    DevCa,
+    /// An ACME CA, by TLS-ALPN-01 through the gateway.
+    Acme {
+        /// The directory URL.
+        directory_url: String,
+        /// A PEM file to trust for the ACME server's own HTTPS (a private or test CA).
+        directory_ca: Option<PathBuf>,
+        /// A PEM file of the roots the CA's certificates chain to (route validation trusts
+        /// them; default: the system's roots are not used, so this is required).
+        roots: PathBuf,
+    },
+}
+
+/// How a coordinator runs.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// Data directory: the store, the development CA, job state.
+    pub data_dir: PathBuf,
+    /// The relay API (customers' CLI).
+    pub listen: SocketAddr,
+    /// The gateway's public TLS port.
+    pub public: SocketAddr,
+    /// Canonical hostnames are `<project>-<org>.<relay_domain>`.
+    pub relay_domain: String,
+    /// Where agents get certificates.
+    pub certificates: AgentCertificates,
+    /// Name servers for the hostname checks and route validation (empty: the system's).
+    pub nameservers: Vec<SocketAddr>,
+    /// CA identities (CAA issuer domains) a customer hostname's CAA records must permit.
+    pub caa_identities: Vec<String>,
+    /// Validate routes whose hostnames resolve to loopback or private addresses (test
+    /// configuration only: otherwise refused, so a customer cannot aim the coordinator at
+    /// internal services).
+    pub allow_private_targets: bool,
+    /// How often a route is validated again.
+    pub revalidate: Duration,
+    /// A funding period.
+    pub period: Duration,
+    /// Price per period, service-credit micros.
+    pub price_micros: u64,
+    /// How long a quote can be funded.
+    pub quote_ttl: Duration,
+    /// How to run the agent: program and leading arguments (`svc agent run`).
+    pub agent_command: Vec<OsString>,
+    /// The Node.js program.
+    pub node: OsString,
+}
+
+impl CoordinatorConfig {
+    /// Defaults for everything but the data directory, the addresses and the agent command.
+    pub fn new(data_dir: PathBuf, listen: SocketAddr, public: SocketAddr, agent_command: Vec<OsString>) -> Self {
+        CoordinatorConfig {
+            data_dir,
+            listen,
+            public,
+            relay_domain: "localhost".to_owned(),
+            certificates: AgentCertificates::DevCa,
+            nameservers: Vec::new(),
+            caa_identities: Vec::new(),
+            allow_private_targets: false,
+            revalidate: Duration::from_secs(30),
+            period: Duration::from_secs(3600),
+            price_micros: 250_000,
+            quote_ttl: Duration::from_secs(15 * 60),
+            agent_command,
+            node: "node".into(),
+        }
+    }
+}
+
+/// Why the coordinator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    /// The store.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Setting up a part.
+    #[error("{0}")]
+    Setup(String),
+}
+
+fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CoordinatorError + '_ {
+    move |e| CoordinatorError::Setup(format!("{what}: {e}"))
+}
+
+/// The addresses a started coordinator serves.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// The relay API.
+    pub api: SocketAddr,
+    /// The gateway's ports.
+    pub gateway: Bound,
+    /// The agent-facing API (certificate signing, route hostnames).
+    pub agent_api: SocketAddr,
+}
+
+/// A freshly issued API token: print the plaintext once; the store keeps its hash.
+#[derive(Debug, Clone)]
+pub struct IssuedToken {
+    /// `rly_` and 64 hex digits.
+    pub plaintext: String,
+    /// `tok_` and 16 hex digits.
+    pub id: String,
+}
+
+/// Records an organization's invitation to the ingress add-on (creating it if needed).
+pub fn invite(data_dir: &Path, org: &str) -> Result<(), StoreError> {
+    RelayStore::open(data_dir)?.invite(org).map(|_| ())
+}
+
+/// Issues an API token for an organization (creating it, uninvited, if needed).
+pub fn issue_token(data_dir: &Path, org: &str) -> Result<IssuedToken, StoreError> {
+    let store = RelayStore::open(data_dir)?;
+    let org_id = store.ensure_org(org)?;
+    let plaintext = format!("rly_{}", store::random_hex(32)?);
+    let id = format!("tok_{}", store::random_hex(8)?);
+    store.add_token(&org_id, &id, &wire::sha256_hex(plaintext.as_bytes()))?;
+    Ok(IssuedToken { plaintext, id })
+}
+
+/// Runs the coordinator (API, gateway, agent API, engine) until `shutdown` completes.
+pub async fn run(
+    config: CoordinatorConfig,
+    on_started: impl FnOnce(&Started),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), CoordinatorError> {
+    let store = Arc::new(RelayStore::open(&config.data_dir)?);
+    let ca = DevCa::open(&config.data_dir).map_err(setup("the development CA"))?;
+    let (tunnel_chain, tunnel_key) = ca
+        .issue(&["gateway.localhost".to_owned()], Duration::from_secs(365 * 24 * 3600))
+        .map_err(setup("the gateway's tunnel certificate"))?;
+    let ephemeral_addr: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let gateway =
+        Gateway::new(GatewayConfig::new(config.public, ephemeral_addr, ephemeral_addr, tunnel_chain, tunnel_key));
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let gw_task = tokio::spawn(gateway.clone().run(move |b| {
+        let _ = bound_tx.send(b);
+    }));
+    let bound = match bound_rx.await {
+        Ok(b) => b,
+        Err(_) => {
+            return Err(match gw_task.await {
+                Ok(Err(e)) => CoordinatorError::Setup(e.to_string()),
+                _ => CoordinatorError::Setup("the gateway stopped".into()),
+            });
+        }
+    };
+    let ca_pem = ca.cert_pem().to_owned();
+    let ca_path = ca.cert_path.clone();
+    let signer = LocalCoordinator::new(ca);
+    let (agent_listener, agent_api) = ephemeral().await.map_err(setup("the agent API port"))?;
+    let signer_task = tokio::spawn(signer.clone().serve(agent_listener));
+
+    let roots_pem = match &config.certificates {
+        AgentCertificates::DevCa => ca_pem,
+        AgentCertificates::Acme { roots, .. } => {
+            std::fs::read_to_string(roots).map_err(setup("the ACME roots file"))?
+        }
+    };
+    let probe = PublicProbe::new(&config, bound.public.port(), roots_pem).map_err(setup("the route validator"))?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(setup("the relay API port"))?;
+    let api = listener.local_addr().map_err(setup("the relay API port"))?;
+    let runner: Arc<dyn JobRunner> = Arc::new(crate::runner::LocalRunner);
+    let engine = Engine::new(engine::EngineParts {
+        config: config.clone(),
+        store: store.clone(),
+        gateway: gateway.clone(),
+        signer,
+        runner,
+        probe: Arc::new(probe),
+        tunnel: bound.tunnel,
+        gateway_ca: ca_path,
+        agent_api,
+        public_port: bound.public.port(),
+    });
+    let started = Started { api, gateway: bound, agent_api };
+    on_started(&started);
+    let engine_task = tokio::spawn(engine.clone().run());
+    let app = http::router(engine.clone());
+    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown);
+    let served = server.await.map_err(setup("the relay API"));
+    engine_task.abort();
+    engine.stop_all_jobs().await;
+    signer_task.abort();
+    gw_task.abort();
+    served
+}

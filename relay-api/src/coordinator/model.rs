@@ -1,0 +1,236 @@
+//! What the coordinator stores and its API returns. These types are the JSON shapes of the
+//! relay API and of `svc ingress ... --format json` (documented in docs/ingress-project.md).
+
+use serde::{Deserialize, Serialize};
+
+use super::state::DeploymentState;
+use crate::hint::Hint;
+
+/// A deployment of a project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Deployment {
+    /// `dep_` and 16 hex digits.
+    pub id: String,
+    /// The project's name (from the project file).
+    pub project: String,
+    /// The `sha256:` digest of the project (quotes bind to it).
+    pub project_digest: String,
+    /// The `sha256:` authored digest of the V5 manifest the job runs under.
+    pub manifest_digest: String,
+    /// The service-assigned hostname (`<project>-<org>.<relay domain>`).
+    pub canonical_hostname: String,
+    /// The public URL of the canonical hostname.
+    pub url: String,
+    /// The route's ID at the gateway.
+    pub route_id: String,
+    /// The most this project may ever be funded, micros.
+    pub ceiling_micros: u64,
+    /// The current state.
+    pub state: DeploymentState,
+    /// Why it is in that state.
+    pub state_reason: String,
+    /// Periods charged so far.
+    pub periods_spent: u64,
+    /// When the next period is charged (Unix ms), while live or degraded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_period_at: Option<i64>,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms of the last change.
+    pub updated_at: i64,
+}
+
+/// A recorded state change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Transition {
+    /// Order.
+    pub seq: i64,
+    /// The state before (none for creation).
+    pub from: Option<DeploymentState>,
+    /// The state after.
+    pub to: DeploymentState,
+    /// Why.
+    pub reason: String,
+    /// Unix ms.
+    pub at: i64,
+}
+
+/// A price for running the route, bound to the project and its hostnames.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Quote {
+    /// `quo_` and 16 hex digits.
+    pub id: String,
+    /// The deployment it prices.
+    pub deployment_id: String,
+    /// The project digest it was made for.
+    pub project_digest: String,
+    /// The hostnames it was made for (canonical first).
+    pub hostnames: Vec<String>,
+    /// Price per period, micros.
+    pub price_micros: u64,
+    /// The period, seconds.
+    pub period_secs: u64,
+    /// Periods quoted.
+    pub periods: u64,
+    /// `price_micros * periods`.
+    pub total_micros: u64,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Funding is refused after this (Unix ms).
+    pub expires_at: i64,
+    /// When it was funded (Unix ms), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funded_at: Option<i64>,
+}
+
+/// The kind of a ledger movement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// Credits moved onto the deployment against a quote.
+    Fund,
+    /// One period charged.
+    Spend,
+    /// The deployment stopped (amount 0: marks the moment spending ended).
+    Stop,
+    /// Unspent credits returned.
+    Refund,
+}
+
+impl EntryKind {
+    /// The spelling in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Fund => "fund",
+            EntryKind::Spend => "spend",
+            EntryKind::Stop => "stop",
+            EntryKind::Refund => "refund",
+        }
+    }
+
+    /// Reads a spelling.
+    pub fn parse(text: &str) -> Option<EntryKind> {
+        [EntryKind::Fund, EntryKind::Spend, EntryKind::Stop, EntryKind::Refund].into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+/// One ledger movement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerEntry {
+    /// Order (global).
+    pub seq: i64,
+    /// What moved.
+    pub kind: EntryKind,
+    /// How much, micros.
+    pub amount_micros: u64,
+    /// The quote funded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote_id: Option<String>,
+    /// The period charged (0 first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_index: Option<u64>,
+    /// A short description.
+    pub note: String,
+    /// Unix ms.
+    pub at: i64,
+}
+
+/// A deployment's money, from its ledger: `funded = spent + refunded + available`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Balance {
+    /// Sum of fund entries.
+    pub funded_micros: u64,
+    /// Sum of spend entries.
+    pub spent_micros: u64,
+    /// Sum of refund entries.
+    pub refunded_micros: u64,
+    /// What is left to spend.
+    pub available_micros: u64,
+}
+
+/// Where a customer hostname is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostnameState {
+    /// Waiting for its CNAME, TXT and CAA records to check out.
+    PendingDns,
+    /// DNS checks out; waiting for the route to validate through it.
+    Verified,
+    /// Validated through the public path: serving.
+    Live,
+    /// Removed by the customer.
+    Removed,
+}
+
+impl HostnameState {
+    /// The spelling in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostnameState::PendingDns => "pending_dns",
+            HostnameState::Verified => "verified",
+            HostnameState::Live => "live",
+            HostnameState::Removed => "removed",
+        }
+    }
+
+    /// Reads a spelling.
+    pub fn parse(text: &str) -> Option<HostnameState> {
+        [HostnameState::PendingDns, HostnameState::Verified, HostnameState::Live, HostnameState::Removed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+/// A customer hostname of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomerHostname {
+    /// The hostname.
+    pub hostname: String,
+    /// The DNS token to publish at `_svc-challenge.<hostname>`.
+    pub token: String,
+    /// Where it is.
+    pub state: HostnameState,
+    /// What its last check found wrong.
+    pub hints: Vec<Hint>,
+    /// Unix ms of the last check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<i64>,
+}
+
+/// One route validation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidationRecord {
+    /// Order.
+    pub seq: i64,
+    /// The hostname validated.
+    pub hostname: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// The validation procedure's version.
+    pub validator_version: String,
+    /// What was seen (certificate serial and expiry, health status, latency) or the hint.
+    pub detail: serde_json::Value,
+    /// Unix ms.
+    pub at: i64,
+}
+
+/// One log line of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogEntry {
+    /// The cursor: ask for entries after it.
+    pub seq: i64,
+    /// `route` (the coordinator's own), `app` or `agent`.
+    pub source: String,
+    /// The line.
+    pub line: String,
+    /// Unix ms.
+    pub at: i64,
+}

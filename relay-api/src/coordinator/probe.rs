@@ -1,0 +1,128 @@
+//! How the coordinator looks at a route from outside: route validation through the public
+//! gateway path, and a customer hostname's DNS records. Behind a trait so the engine's
+//! decisions stay apart from the network; [`PublicProbe`] is the real one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::dns::{DnsChecker, DnsConfig};
+use crate::hint::{Hint, Stage};
+use crate::validation::{Resolve, RouteTarget, RouteValidator, VALIDATOR_VERSION, ValidatorConfig};
+
+use super::CoordinatorConfig;
+
+/// A boxed future, for the trait's object safety.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The outcome of validating one hostname of a route.
+#[derive(Debug, Clone)]
+pub struct Probed {
+    /// What was seen when it passed, or what to fix.
+    pub outcome: Result<serde_json::Value, Hint>,
+}
+
+/// Looks at routes from outside.
+pub trait Probe: Send + Sync {
+    /// The validation procedure's version (recorded with every validation).
+    fn version(&self) -> &str;
+    /// Validates `hostname` of a route through the public path.
+    fn validate<'a>(&'a self, route_id: &'a str, hostname: &'a str, route_secret: &'a str) -> BoxFuture<'a, Probed>;
+    /// Checks a customer hostname's DNS records; no hints means verified.
+    fn check_dns<'a>(&'a self, hostname: &'a str, canonical: &'a str, token: &'a str) -> BoxFuture<'a, Vec<Hint>>;
+}
+
+/// The real probe: [`RouteValidator`] over the public port, [`DnsChecker`] for DNS.
+pub struct PublicProbe {
+    validator: RouteValidator,
+    dns: Arc<DnsChecker>,
+    caa_identities: Vec<String>,
+}
+
+impl std::fmt::Debug for PublicProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PublicProbe").field("caa_identities", &self.caa_identities).finish_non_exhaustive()
+    }
+}
+
+struct DnsResolve(Arc<DnsChecker>);
+
+impl Resolve for DnsResolve {
+    fn resolve<'a>(
+        &'a self,
+        host: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<std::net::IpAddr>, String>> + Send + 'a>> {
+        Box::pin(async move { self.0.lookup_ips(host).await.map_err(|e| e.to_string()) })
+    }
+}
+
+impl PublicProbe {
+    /// A probe for routes served on `public_port`, trusting `roots_pem` for their certificates.
+    pub fn new(config: &CoordinatorConfig, public_port: u16, roots_pem: String) -> Result<PublicProbe, String> {
+        let dns = Arc::new(
+            DnsChecker::new(&DnsConfig {
+                nameservers: config.nameservers.clone(),
+                timeout: std::time::Duration::from_secs(3),
+            })
+            .map_err(|e| e.to_string())?,
+        );
+        let validator = RouteValidator::new(
+            ValidatorConfig {
+                public_port,
+                roots_pem,
+                allow_private_addresses: config.allow_private_targets,
+                // A validation ends before the next is due, so a broken route shows within
+                // two intervals.
+                timeout: (config.revalidate / 2)
+                    .clamp(std::time::Duration::from_millis(500), std::time::Duration::from_secs(5)),
+            },
+            Arc::new(DnsResolve(dns.clone())),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(PublicProbe { validator, dns, caa_identities: config.caa_identities.clone() })
+    }
+}
+
+impl Probe for PublicProbe {
+    fn version(&self) -> &str {
+        VALIDATOR_VERSION
+    }
+
+    fn validate<'a>(&'a self, route_id: &'a str, hostname: &'a str, route_secret: &'a str) -> BoxFuture<'a, Probed> {
+        Box::pin(async move {
+            let target = RouteTarget {
+                route_id: route_id.to_owned(),
+                hostname: hostname.to_owned(),
+                route_secret: route_secret.to_owned(),
+            };
+            let v = self.validator.validate(&target).await;
+            let outcome = v.outcome.map(|p| {
+                serde_json::json!({
+                    "address": v.address.map(|a| a.to_string()),
+                    "certificateSerial": p.certificate_serial,
+                    "notAfter": p.not_after,
+                    "healthStatus": p.health_status,
+                    "latencyMs": u64::try_from(p.latency.as_millis()).unwrap_or(u64::MAX),
+                })
+            });
+            Probed { outcome }
+        })
+    }
+
+    fn check_dns<'a>(&'a self, hostname: &'a str, canonical: &'a str, token: &'a str) -> BoxFuture<'a, Vec<Hint>> {
+        Box::pin(async move {
+            match self.dns.verify_hostname(hostname, canonical, token, &self.caa_identities).await {
+                Ok(verdict) => verdict.hints(),
+                Err(e) => vec![
+                    Hint::new(
+                        "dns_check_refused",
+                        Stage::Dns,
+                        e.to_string(),
+                        "remove the hostname and add a valid one",
+                    )
+                    .for_host(hostname),
+                ],
+            }
+        })
+    }
+}

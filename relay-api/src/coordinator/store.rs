@@ -1,0 +1,936 @@
+//! The coordinator's SQLite store (`relay.sqlite3` in its data directory): WAL mode,
+//! `synchronous = FULL`, versioned migrations. Every method is one transaction, so a crash
+//! leaves either all of a change or none of it; money moves only inside these transactions.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+
+use super::model::{
+    Balance, CustomerHostname, Deployment, EntryKind, HostnameState, LedgerEntry, LogEntry, Quote, Transition,
+    ValidationRecord,
+};
+use super::state::{DeploymentState, TransitionError};
+use crate::hint::Hint;
+
+const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_coordinator.sql")];
+
+/// The database file's name inside the data directory.
+pub const DATABASE_FILE: &str = "relay.sqlite3";
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite or the file system.
+    #[error("the relay store failed: {0}")]
+    Backend(String),
+    /// A refused state change.
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// Something named does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A rule of the ledger or the hostnames refused the change.
+    #[error("{message}")]
+    Refused {
+        /// A stable code (`quote_expired`, `spend_ceiling_exceeded`, ...).
+        code: &'static str,
+        /// What to tell the customer.
+        message: String,
+    },
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+fn refused(code: &'static str, message: impl Into<String>) -> StoreError {
+    StoreError::Refused { code, message: message.into() }
+}
+
+/// Who a bearer token speaks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The organization's ID.
+    pub org_id: String,
+    /// Its name.
+    pub org_name: String,
+    /// Whether it holds an invitation to the ingress add-on.
+    pub invited: bool,
+    /// The token's public ID.
+    pub token_id: String,
+}
+
+/// What a new deployment is made of.
+#[derive(Debug, Clone)]
+pub struct NewDeployment {
+    /// `dep_...`.
+    pub id: String,
+    /// The organization.
+    pub org_id: String,
+    /// The project's name.
+    pub project: String,
+    /// The project file, as JSON text.
+    pub project_json: String,
+    /// Its digest.
+    pub project_digest: String,
+    /// The V5 manifest's digest.
+    pub manifest_digest: String,
+    /// The canonical hostname.
+    pub canonical_hostname: String,
+    /// The gateway route ID.
+    pub route_id: String,
+    /// The agent's tunnel credential.
+    pub credential: String,
+    /// The challenge key.
+    pub route_secret: String,
+    /// The spend ceiling.
+    pub ceiling_micros: u64,
+}
+
+/// A deployment's secrets and project, which only the coordinator reads.
+#[derive(Debug, Clone)]
+pub struct DeploymentSecrets {
+    /// The project file, as JSON text.
+    pub project_json: String,
+    /// The agent's tunnel credential.
+    pub credential: String,
+    /// The challenge key.
+    pub route_secret: String,
+}
+
+/// The store of one data directory.
+#[derive(Debug)]
+pub struct RelayStore {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+/// Now, in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn u64_of(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn i64_of(v: u64) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| refused("amount_too_large", format!("{v} is beyond the ledger's range")))
+}
+
+const DEPLOYMENT_COLUMNS: &str = "id, project, project_digest, manifest_digest, canonical_hostname, route_id, \
+     ceiling_micros, state, state_reason, periods_spent, next_period_at, created_at, updated_at";
+
+fn deployment_row(row: &Row<'_>) -> rusqlite::Result<(Deployment, String)> {
+    let state: String = row.get(7)?;
+    let host: String = row.get(4)?;
+    Ok((
+        Deployment {
+            id: row.get(0)?,
+            project: row.get(1)?,
+            project_digest: row.get(2)?,
+            manifest_digest: row.get(3)?,
+            url: String::new(),
+            canonical_hostname: host,
+            route_id: row.get(5)?,
+            ceiling_micros: u64_of(row.get(6)?),
+            state: DeploymentState::parse(&state).unwrap_or(DeploymentState::Failed),
+            state_reason: row.get(8)?,
+            periods_spent: u64_of(row.get(9)?),
+            next_period_at: row.get(10)?,
+            created_at: row.get(11)?,
+            updated_at: row.get(12)?,
+        },
+        state,
+    ))
+}
+
+const QUOTE_COLUMNS: &str = "id, deployment_id, project_digest, hostnames_json, price_micros, period_secs, periods, \
+     total_micros, created_at, expires_at, funded_at";
+
+fn quote_row(row: &Row<'_>) -> rusqlite::Result<Quote> {
+    let hostnames: String = row.get(3)?;
+    Ok(Quote {
+        id: row.get(0)?,
+        deployment_id: row.get(1)?,
+        project_digest: row.get(2)?,
+        hostnames: serde_json::from_str(&hostnames).unwrap_or_default(),
+        price_micros: u64_of(row.get(4)?),
+        period_secs: u64_of(row.get(5)?),
+        periods: u64_of(row.get(6)?),
+        total_micros: u64_of(row.get(7)?),
+        created_at: row.get(8)?,
+        expires_at: row.get(9)?,
+        funded_at: row.get(10)?,
+    })
+}
+
+impl RelayStore {
+    /// Opens (creating and migrating) the store in `dir`.
+    pub fn open(dir: &Path) -> Result<RelayStore, StoreError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Backend(format!("cannot create the data directory {}: {e}", dir.display())))?;
+        let path = dir.join(DATABASE_FILE);
+        let wrap = |e: rusqlite::Error| StoreError::Backend(format!("{}: {e}", path.display()));
+        let mut conn = Connection::open(&path).map_err(wrap)?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(wrap)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(wrap)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(wrap)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(wrap)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(wrap)?;
+        let applied: usize = tx.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(wrap)?;
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+            tx.execute_batch(sql).map_err(wrap)?;
+            tx.pragma_update(None, "user_version", i + 1).map_err(wrap)?;
+        }
+        tx.commit().map_err(wrap)?;
+        Ok(RelayStore { path, conn: Mutex::new(conn) })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        self.conn.lock().map_err(|_| StoreError::Backend("a previous store operation panicked".into()))
+    }
+
+    // ------------------------------------------------------------------ organizations
+
+    /// Creates the organization if needed and records its invitation; returns its ID.
+    pub fn invite(&self, org: &str) -> Result<String, StoreError> {
+        let id = self.ensure_org(org)?;
+        self.conn()?
+            .execute("UPDATE orgs SET invited_at = COALESCE(invited_at, ?1) WHERE id = ?2", params![now_ms(), id])?;
+        Ok(id)
+    }
+
+    /// Creates the organization if needed (without an invitation); returns its ID.
+    pub fn ensure_org(&self, org: &str) -> Result<String, StoreError> {
+        let conn = self.conn()?;
+        if let Some(id) = conn.query_row("SELECT id FROM orgs WHERE name = ?1", [org], |r| r.get(0)).optional()? {
+            return Ok(id);
+        }
+        let id = format!("org_{}", random_hex(8)?);
+        conn.execute("INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)", params![id, org, now_ms()])?;
+        Ok(id)
+    }
+
+    /// Records a token (by its hash) for an organization.
+    pub fn add_token(&self, org_id: &str, token_id: &str, hash: &str) -> Result<(), StoreError> {
+        self.conn()?.execute(
+            "INSERT INTO tokens (hash, id, org_id, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![hash, token_id, org_id, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Who presents the token with this hash.
+    pub fn caller(&self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
+        let conn = self.conn()?;
+        let caller = conn
+            .query_row(
+                "SELECT o.id, o.name, o.invited_at IS NOT NULL, t.id FROM tokens t JOIN orgs o ON o.id = t.org_id \
+                 WHERE t.hash = ?1",
+                [token_hash],
+                |r| Ok(Caller { org_id: r.get(0)?, org_name: r.get(1)?, invited: r.get(2)?, token_id: r.get(3)? }),
+            )
+            .optional()?;
+        Ok(caller)
+    }
+
+    // ------------------------------------------------------------------ deployments
+
+    /// Creates a deployment in `pending_funding`, recording the transition.
+    pub fn create_deployment(&self, new: &NewDeployment) -> Result<Deployment, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let now = now_ms();
+        let reason = "created; fund the quote to launch it";
+        let inserted = tx.execute(
+            "INSERT INTO deployments (id, org_id, project, project_json, project_digest, manifest_digest, \
+             canonical_hostname, route_id, credential, route_secret, ceiling_micros, state, state_reason, \
+             created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)",
+            params![
+                new.id,
+                new.org_id,
+                new.project,
+                new.project_json,
+                new.project_digest,
+                new.manifest_digest,
+                new.canonical_hostname,
+                new.route_id,
+                new.credential,
+                new.route_secret,
+                i64_of(new.ceiling_micros)?,
+                DeploymentState::PendingFunding.as_str(),
+                reason,
+                now
+            ],
+        );
+        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &inserted
+            && e.code == rusqlite::ErrorCode::ConstraintViolation
+        {
+            return Err(refused(
+                "hostname_taken",
+                format!("{} is already served by another running deployment", new.canonical_hostname),
+            ));
+        }
+        inserted?;
+        tx.execute(
+            "INSERT INTO transitions (deployment_id, from_state, to_state, reason, at) VALUES (?1, NULL, ?2, ?3, ?4)",
+            params![new.id, DeploymentState::PendingFunding.as_str(), reason, now],
+        )?;
+        let d = get_deployment(&tx, &new.id)?;
+        tx.commit()?;
+        Ok(d)
+    }
+
+    /// A deployment by ID.
+    pub fn deployment(&self, id: &str) -> Result<Deployment, StoreError> {
+        get_deployment(&*self.conn()?, id)
+    }
+
+    /// The newest deployment of `project` in the organization.
+    pub fn deployment_of(&self, org_id: &str, project: &str) -> Result<Option<Deployment>, StoreError> {
+        let conn = self.conn()?;
+        let sql = format!(
+            "SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE org_id = ?1 AND project = ?2 \
+             ORDER BY created_at DESC, rowid DESC LIMIT 1"
+        );
+        Ok(conn.query_row(&sql, params![org_id, project], deployment_row).optional()?.map(|(d, _)| d))
+    }
+
+    /// The organization's deployments, newest first.
+    pub fn deployments_of(&self, org_id: &str) -> Result<Vec<Deployment>, StoreError> {
+        let conn = self.conn()?;
+        let sql = format!(
+            "SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE org_id = ?1 ORDER BY created_at DESC, rowid DESC"
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([org_id], deployment_row)?.map(|r| r.map(|(d, _)| d));
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every deployment not stopped (the engine's work list).
+    pub fn active_deployments(&self) -> Result<Vec<Deployment>, StoreError> {
+        let conn = self.conn()?;
+        let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE state <> 'stopped' ORDER BY created_at");
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([], deployment_row)?.map(|r| r.map(|(d, _)| d));
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The project, credential and route secret of a deployment.
+    pub fn secrets(&self, id: &str) -> Result<DeploymentSecrets, StoreError> {
+        let conn = self.conn()?;
+        conn.query_row("SELECT project_json, credential, route_secret FROM deployments WHERE id = ?1", [id], |r| {
+            Ok(DeploymentSecrets { project_json: r.get(0)?, credential: r.get(1)?, route_secret: r.get(2)? })
+        })
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(format!("deployment {id}")))
+    }
+
+    /// Moves a deployment to `to` (when the machine allows it) and records why. Moving to the
+    /// state it is already in changes nothing and records nothing. Returns the deployment.
+    pub fn transition(&self, id: &str, to: DeploymentState, reason: &str) -> Result<Deployment, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let d = get_deployment(&tx, id)?;
+        if d.state == to {
+            return Ok(d);
+        }
+        if !d.state.may_become(to) {
+            return Err(TransitionError { from: d.state, to }.into());
+        }
+        let now = now_ms();
+        // Leaving the spending states ends the period clock; a new one starts when live again.
+        let next_period = if to.runs_job() { d.next_period_at } else { None };
+        tx.execute(
+            "UPDATE deployments SET state = ?1, state_reason = ?2, updated_at = ?3, next_period_at = ?4 WHERE id = ?5",
+            params![to.as_str(), reason, now, next_period, id],
+        )?;
+        tx.execute(
+            "INSERT INTO transitions (deployment_id, from_state, to_state, reason, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, d.state.as_str(), to.as_str(), reason, now],
+        )?;
+        tx.execute(
+            "INSERT INTO logs (deployment_id, source, line, at) VALUES (?1, 'route', ?2, ?3)",
+            params![id, format!("{} -> {}: {reason}", d.state, to), now],
+        )?;
+        let d = get_deployment(&tx, id)?;
+        tx.commit()?;
+        Ok(d)
+    }
+
+    /// Updates the reason of the current state (without a transition) when it changed.
+    pub fn set_reason(&self, id: &str, reason: &str) -> Result<(), StoreError> {
+        self.conn()?.execute(
+            "UPDATE deployments SET state_reason = ?1, updated_at = ?2 WHERE id = ?3 AND state_reason <> ?1",
+            params![reason, now_ms(), id],
+        )?;
+        Ok(())
+    }
+
+    /// The deployment's transitions, oldest first.
+    pub fn transitions(&self, id: &str) -> Result<Vec<Transition>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare(
+            "SELECT seq, from_state, to_state, reason, at FROM transitions WHERE deployment_id = ?1 ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([id], |r| {
+            let from: Option<String> = r.get(1)?;
+            let to: String = r.get(2)?;
+            Ok(Transition {
+                seq: r.get(0)?,
+                from: from.as_deref().and_then(DeploymentState::parse),
+                to: DeploymentState::parse(&to).unwrap_or(DeploymentState::Failed),
+                reason: r.get(3)?,
+                at: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    // ------------------------------------------------------------------ quotes and ledger
+
+    /// Records a quote.
+    pub fn add_quote(&self, quote: &Quote) -> Result<(), StoreError> {
+        self.conn()?.execute(
+            &format!("INSERT INTO quotes ({QUOTE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL)"),
+            params![
+                quote.id,
+                quote.deployment_id,
+                quote.project_digest,
+                serde_json::to_string(&quote.hostnames).unwrap_or_default(),
+                i64_of(quote.price_micros)?,
+                i64_of(quote.period_secs)?,
+                i64_of(quote.periods)?,
+                i64_of(quote.total_micros)?,
+                quote.created_at,
+                quote.expires_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The deployment's quotes, newest first.
+    pub fn quotes(&self, deployment_id: &str) -> Result<Vec<Quote>, StoreError> {
+        let conn = self.conn()?;
+        let sql =
+            format!("SELECT {QUOTE_COLUMNS} FROM quotes WHERE deployment_id = ?1 ORDER BY created_at DESC, rowid DESC");
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map([deployment_id], quote_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Funds a quote: one `fund` entry, never above the ceiling, once per quote, only before
+    /// it expires and while it still matches the deployment (project and hostnames).
+    pub fn fund(&self, deployment_id: &str, quote_id: &str, hostnames: &[String]) -> Result<LedgerEntry, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let d = get_deployment(&tx, deployment_id)?;
+        let quote = tx
+            .query_row(
+                &format!("SELECT {QUOTE_COLUMNS} FROM quotes WHERE id = ?1 AND deployment_id = ?2"),
+                params![quote_id, deployment_id],
+                quote_row,
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("quote {quote_id} of deployment {deployment_id}")))?;
+        let now = now_ms();
+        if matches!(d.state, DeploymentState::Stopped | DeploymentState::Failed) {
+            return Err(refused(
+                "deployment_not_fundable",
+                format!("the deployment is {}; it cannot be funded", d.state),
+            ));
+        }
+        if quote.funded_at.is_some() {
+            return Err(refused(
+                "quote_already_funded",
+                format!("quote {quote_id} is already funded; ask for a new quote"),
+            ));
+        }
+        if now > quote.expires_at {
+            return Err(refused("quote_expired", format!("quote {quote_id} expired; ask for a new quote")));
+        }
+        if quote.project_digest != d.project_digest || quote.hostnames != hostnames {
+            return Err(refused(
+                "quote_stale",
+                "the project or its hostnames changed since the quote; ask for a new quote",
+            ));
+        }
+        let balance = balance_of(&tx, deployment_id)?;
+        let total = balance.funded_micros.saturating_add(quote.total_micros);
+        if total > d.ceiling_micros {
+            return Err(refused(
+                "spend_ceiling_exceeded",
+                format!(
+                    "funding {} micros would bring the project to {total} micros, above its ceiling of {} micros \
+                     (spend.ceilingMicros in the project file)",
+                    quote.total_micros, d.ceiling_micros
+                ),
+            ));
+        }
+        tx.execute("UPDATE quotes SET funded_at = ?1 WHERE id = ?2", params![now, quote_id])?;
+        let note = format!("funded quote {quote_id}: {} periods of {} s", quote.periods, quote.period_secs);
+        let seq =
+            insert_entry(&tx, deployment_id, EntryKind::Fund, quote.total_micros, Some(quote_id), None, &note, now)?;
+        tx.commit()?;
+        Ok(LedgerEntry {
+            seq,
+            kind: EntryKind::Fund,
+            amount_micros: quote.total_micros,
+            quote_id: Some(quote_id.to_owned()),
+            period_index: None,
+            note,
+            at: now,
+        })
+    }
+
+    /// Charges the deployment's next period if its balance covers `price` and sets when the
+    /// one after is due. Returns false (charging nothing) when the balance is short.
+    pub fn spend_period(&self, deployment_id: &str, price: u64, period: Duration) -> Result<bool, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let d = get_deployment(&tx, deployment_id)?;
+        if balance_of(&tx, deployment_id)?.available_micros < price {
+            return Ok(false);
+        }
+        let now = now_ms();
+        let index = d.periods_spent;
+        let note = format!("period {index}");
+        insert_entry(&tx, deployment_id, EntryKind::Spend, price, None, Some(index), &note, now)?;
+        let start = d.next_period_at.unwrap_or(now);
+        let next = start.saturating_add(i64::try_from(period.as_millis()).unwrap_or(i64::MAX));
+        tx.execute(
+            "UPDATE deployments SET periods_spent = ?1, next_period_at = ?2, updated_at = ?3 WHERE id = ?4",
+            params![i64_of(index + 1)?, next, now, deployment_id],
+        )?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Stops a deployment: the transition, a `stop` entry and a `refund` of what was funded
+    /// and not spent, in one transaction. Stopping twice changes nothing.
+    pub fn stop(&self, deployment_id: &str, reason: &str) -> Result<Deployment, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let d = get_deployment(&tx, deployment_id)?;
+        if d.state == DeploymentState::Stopped {
+            return Ok(d);
+        }
+        let now = now_ms();
+        tx.execute(
+            "UPDATE deployments SET state = 'stopped', state_reason = ?1, updated_at = ?2, next_period_at = NULL \
+             WHERE id = ?3",
+            params![reason, now, deployment_id],
+        )?;
+        tx.execute(
+            "INSERT INTO transitions (deployment_id, from_state, to_state, reason, at) VALUES (?1, ?2, 'stopped', ?3, ?4)",
+            params![deployment_id, d.state.as_str(), reason, now],
+        )?;
+        tx.execute(
+            "INSERT INTO logs (deployment_id, source, line, at) VALUES (?1, 'route', ?2, ?3)",
+            params![deployment_id, format!("{} -> stopped: {reason}", d.state), now],
+        )?;
+        insert_entry(&tx, deployment_id, EntryKind::Stop, 0, None, None, "spending stopped", now)?;
+        let left = balance_of(&tx, deployment_id)?.available_micros;
+        if left > 0 {
+            insert_entry(&tx, deployment_id, EntryKind::Refund, left, None, None, "unspent funding returned", now)?;
+        }
+        tx.execute("UPDATE hostnames SET state = 'removed' WHERE deployment_id = ?1", [deployment_id])?;
+        let d = get_deployment(&tx, deployment_id)?;
+        tx.commit()?;
+        Ok(d)
+    }
+
+    /// The deployment's ledger, oldest first.
+    pub fn ledger(&self, deployment_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare(
+            "SELECT seq, kind, amount_micros, quote_id, period_index, note, at FROM ledger WHERE deployment_id = ?1 \
+             ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([deployment_id], |r| {
+            let kind: String = r.get(1)?;
+            let period: Option<i64> = r.get(4)?;
+            Ok(LedgerEntry {
+                seq: r.get(0)?,
+                kind: EntryKind::parse(&kind).unwrap_or(EntryKind::Stop),
+                amount_micros: u64_of(r.get(2)?),
+                quote_id: r.get(3)?,
+                period_index: period.map(u64_of),
+                note: r.get(5)?,
+                at: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The deployment's balance.
+    pub fn balance(&self, deployment_id: &str) -> Result<Balance, StoreError> {
+        balance_of(&*self.conn()?, deployment_id)
+    }
+
+    // ------------------------------------------------------------------ hostnames
+
+    /// Adds a customer hostname in `pending_dns` with its DNS token.
+    pub fn add_hostname(
+        &self,
+        deployment_id: &str,
+        hostname: &str,
+        token: &str,
+    ) -> Result<CustomerHostname, StoreError> {
+        let conn = self.conn()?;
+        let now = now_ms();
+        let inserted = conn.execute(
+            "INSERT INTO hostnames (hostname, deployment_id, token, state, created_at) VALUES (?1, ?2, ?3, 'pending_dns', ?4) \
+             ON CONFLICT (deployment_id, hostname) DO UPDATE SET state = 'pending_dns', hints_json = '[]', \
+             checked_at = NULL WHERE state = 'removed'",
+            params![hostname, deployment_id, token, now],
+        );
+        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &inserted
+            && e.code == rusqlite::ErrorCode::ConstraintViolation
+        {
+            return Err(refused("hostname_taken", format!("{hostname} belongs to another deployment")));
+        }
+        inserted?;
+        drop(conn);
+        self.hostname(deployment_id, hostname)?.ok_or_else(|| StoreError::NotFound(format!("hostname {hostname}")))
+    }
+
+    /// One customer hostname of a deployment (removed ones included).
+    pub fn hostname(&self, deployment_id: &str, hostname: &str) -> Result<Option<CustomerHostname>, StoreError> {
+        let conn = self.conn()?;
+        Ok(conn
+            .query_row(
+                "SELECT hostname, token, state, hints_json, checked_at FROM hostnames WHERE deployment_id = ?1 AND hostname = ?2",
+                params![deployment_id, hostname],
+                hostname_row,
+            )
+            .optional()?)
+    }
+
+    /// The deployment's customer hostnames that are not removed, in the order added.
+    pub fn hostnames(&self, deployment_id: &str) -> Result<Vec<CustomerHostname>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare(
+            "SELECT hostname, token, state, hints_json, checked_at FROM hostnames \
+             WHERE deployment_id = ?1 AND state <> 'removed' ORDER BY created_at, hostname",
+        )?;
+        let rows = stmt.query_map([deployment_id], hostname_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Records a hostname's new state and what its check found.
+    pub fn set_hostname(
+        &self,
+        deployment_id: &str,
+        hostname: &str,
+        state: HostnameState,
+        hints: &[Hint],
+    ) -> Result<(), StoreError> {
+        let hints = serde_json::to_string(hints).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let conn = self.conn()?;
+        let old: Option<String> = conn
+            .query_row(
+                "SELECT state FROM hostnames WHERE deployment_id = ?1 AND hostname = ?2",
+                params![deployment_id, hostname],
+                |r| r.get(0),
+            )
+            .optional()?;
+        conn.execute(
+            "UPDATE hostnames SET state = ?1, hints_json = ?2, checked_at = ?3 WHERE deployment_id = ?4 AND hostname = ?5",
+            params![state.as_str(), hints, now_ms(), deployment_id, hostname],
+        )?;
+        if let Some(old) = old
+            && old != state.as_str()
+        {
+            conn.execute(
+                "INSERT INTO logs (deployment_id, source, line, at) VALUES (?1, 'route', ?2, ?3)",
+                params![deployment_id, format!("hostname {hostname}: {old} -> {}", state.as_str()), now_ms()],
+            )?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ validations and logs
+
+    /// Records a validation.
+    pub fn add_validation(
+        &self,
+        deployment_id: &str,
+        hostname: &str,
+        passed: bool,
+        version: &str,
+        detail: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.conn()?.execute(
+            "INSERT INTO validations (deployment_id, hostname, passed, validator_version, detail_json, at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![deployment_id, hostname, passed, version, detail.to_string(), now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// The latest validation of each hostname of the deployment.
+    pub fn latest_validations(&self, deployment_id: &str) -> Result<Vec<ValidationRecord>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare(
+            "SELECT seq, hostname, passed, validator_version, detail_json, at FROM validations v \
+             WHERE deployment_id = ?1 AND seq = (SELECT MAX(seq) FROM validations w \
+             WHERE w.deployment_id = v.deployment_id AND w.hostname = v.hostname) ORDER BY hostname",
+        )?;
+        let rows = stmt.query_map([deployment_id], |r| {
+            let detail: String = r.get(4)?;
+            Ok(ValidationRecord {
+                seq: r.get(0)?,
+                hostname: r.get(1)?,
+                passed: r.get(2)?,
+                validator_version: r.get(3)?,
+                detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::Null),
+                at: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Appends log lines of one source.
+    pub fn append_logs(&self, deployment_id: &str, source: &str, lines: &[String]) -> Result<(), StoreError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn()?;
+        let tx = conn.transaction()?;
+        let now = now_ms();
+        {
+            let mut stmt =
+                tx.prepare_cached("INSERT INTO logs (deployment_id, source, line, at) VALUES (?1, ?2, ?3, ?4)")?;
+            for line in lines {
+                stmt.execute(params![deployment_id, source, line, now])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Up to `limit` log entries after the cursor `after`.
+    pub fn logs(&self, deployment_id: &str, after: i64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, source, line, at FROM logs WHERE deployment_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![deployment_id, after, limit], |r| {
+            Ok(LogEntry { seq: r.get(0)?, source: r.get(1)?, line: r.get(2)?, at: r.get(3)? })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn hostname_row(r: &Row<'_>) -> rusqlite::Result<CustomerHostname> {
+    let state: String = r.get(2)?;
+    let hints: String = r.get(3)?;
+    Ok(CustomerHostname {
+        hostname: r.get(0)?,
+        token: r.get(1)?,
+        state: HostnameState::parse(&state).unwrap_or(HostnameState::PendingDns),
+        hints: serde_json::from_str(&hints).unwrap_or_default(),
+        checked_at: r.get(4)?,
+    })
+}
+
+fn get_deployment(conn: &Connection, id: &str) -> Result<Deployment, StoreError> {
+    let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE id = ?1");
+    conn.query_row(&sql, [id], deployment_row)
+        .optional()?
+        .map(|(d, _)| d)
+        .ok_or_else(|| StoreError::NotFound(format!("deployment {id}")))
+}
+
+fn balance_of(conn: &Connection, deployment_id: &str) -> Result<Balance, StoreError> {
+    let (funded, spent, refunded): (i64, i64, i64) = conn.query_row(
+        "SELECT COALESCE(SUM(CASE kind WHEN 'fund' THEN amount_micros END), 0), \
+         COALESCE(SUM(CASE kind WHEN 'spend' THEN amount_micros END), 0), \
+         COALESCE(SUM(CASE kind WHEN 'refund' THEN amount_micros END), 0) FROM ledger WHERE deployment_id = ?1",
+        [deployment_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    let (funded, spent, refunded) = (u64_of(funded), u64_of(spent), u64_of(refunded));
+    Ok(Balance {
+        funded_micros: funded,
+        spent_micros: spent,
+        refunded_micros: refunded,
+        available_micros: funded.saturating_sub(spent).saturating_sub(refunded),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert_entry(
+    conn: &Connection,
+    deployment_id: &str,
+    kind: EntryKind,
+    amount: u64,
+    quote_id: Option<&str>,
+    period: Option<u64>,
+    note: &str,
+    at: i64,
+) -> Result<i64, StoreError> {
+    conn.execute(
+        "INSERT INTO ledger (deployment_id, kind, amount_micros, quote_id, period_index, note, at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![deployment_id, kind.as_str(), i64_of(amount)?, quote_id, period.map(i64_of).transpose()?, note, at],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// `n` random bytes as hex.
+pub fn random_hex(n: usize) -> Result<String, StoreError> {
+    let mut bytes = vec![0u8; n];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError::Backend(format!("the random number generator failed: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("svc-relay-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn deployment(store: &RelayStore, ceiling: u64) -> Deployment {
+        let org = store.invite("acme").expect("org");
+        store
+            .create_deployment(&NewDeployment {
+                id: "dep_1".into(),
+                org_id: org,
+                project: "node-demo".into(),
+                project_json: "{}".into(),
+                project_digest: "sha256:p".into(),
+                manifest_digest: "sha256:m".into(),
+                canonical_hostname: "node-demo-acme.localhost".into(),
+                route_id: "rt_1".into(),
+                credential: "c".into(),
+                route_secret: "s".into(),
+                ceiling_micros: ceiling,
+            })
+            .expect("created")
+    }
+
+    fn quote(id: &str, total: u64, expires_at: i64) -> Quote {
+        Quote {
+            id: id.into(),
+            deployment_id: "dep_1".into(),
+            project_digest: "sha256:p".into(),
+            hostnames: vec!["node-demo-acme.localhost".into()],
+            price_micros: total,
+            period_secs: 60,
+            periods: 1,
+            total_micros: total,
+            created_at: now_ms(),
+            expires_at,
+            funded_at: None,
+        }
+    }
+
+    fn code(e: StoreError) -> &'static str {
+        match e {
+            StoreError::Refused { code, .. } => code,
+            other => panic!("a refusal, not {other}"),
+        }
+    }
+
+    #[test]
+    fn funding_is_bounded_once_per_quote_and_the_ledger_balances() {
+        let dir = temp_dir("fund");
+        let store = RelayStore::open(&dir).expect("open");
+        let d = deployment(&store, 1_000);
+        let names = vec!["node-demo-acme.localhost".to_owned()];
+        let later = now_ms() + 60_000;
+        store.add_quote(&quote("q1", 600, later)).expect("quote");
+        store.add_quote(&quote("q2", 600, later)).expect("quote");
+        store.add_quote(&quote("q3", 100, now_ms() - 1)).expect("quote");
+        store.add_quote(&quote("q4", 100, later)).expect("quote");
+        store.fund(&d.id, "q1", &names).expect("funded");
+        assert_eq!(code(store.fund(&d.id, "q1", &names).expect_err("twice")), "quote_already_funded");
+        assert_eq!(code(store.fund(&d.id, "q2", &names).expect_err("ceiling")), "spend_ceiling_exceeded");
+        assert_eq!(code(store.fund(&d.id, "q3", &names).expect_err("expired")), "quote_expired");
+        let other = vec!["node-demo-acme.localhost".to_owned(), "shop.example.com".to_owned()];
+        assert_eq!(code(store.fund(&d.id, "q4", &other).expect_err("stale")), "quote_stale");
+
+        // Periods: 600 funded pays two periods of 250, not a third.
+        assert!(store.spend_period(&d.id, 250, Duration::from_secs(60)).expect("spend"));
+        assert!(store.spend_period(&d.id, 250, Duration::from_secs(60)).expect("spend"));
+        assert!(!store.spend_period(&d.id, 250, Duration::from_secs(60)).expect("short"));
+        let d = store.deployment(&d.id).expect("deployment");
+        assert_eq!(d.periods_spent, 2);
+
+        let stopped = store.stop(&d.id, "test").expect("stop");
+        assert_eq!(stopped.state, DeploymentState::Stopped);
+        store.stop(&d.id, "again").expect("stopping twice changes nothing");
+        let kinds: Vec<EntryKind> = store.ledger(&d.id).expect("ledger").iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [EntryKind::Fund, EntryKind::Spend, EntryKind::Spend, EntryKind::Stop, EntryKind::Refund]);
+        let b = store.balance(&d.id).expect("balance");
+        assert_eq!((b.funded_micros, b.spent_micros, b.refunded_micros, b.available_micros), (600, 500, 100, 0));
+        assert_eq!(code(store.fund(&d.id, "q4", &names).expect_err("stopped")), "deployment_not_fundable");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn transitions_follow_the_machine_and_are_recorded() {
+        let dir = temp_dir("transitions");
+        let store = RelayStore::open(&dir).expect("open");
+        let d = deployment(&store, 1_000);
+        assert!(matches!(
+            store.transition(&d.id, DeploymentState::Live, "skip validation"),
+            Err(StoreError::Transition(_))
+        ));
+        store.transition(&d.id, DeploymentState::Provisioning, "funded").expect("provisioning");
+        store.transition(&d.id, DeploymentState::Provisioning, "again").expect("no-op");
+        store.transition(&d.id, DeploymentState::Validating, "launched").expect("validating");
+        let path: Vec<(Option<DeploymentState>, DeploymentState)> =
+            store.transitions(&d.id).expect("transitions").iter().map(|t| (t.from, t.to)).collect();
+        assert_eq!(
+            path,
+            [
+                (None, DeploymentState::PendingFunding),
+                (Some(DeploymentState::PendingFunding), DeploymentState::Provisioning),
+                (Some(DeploymentState::Provisioning), DeploymentState::Validating),
+            ]
+        );
+        // A second running deployment cannot take the same canonical hostname.
+        let org = store.invite("acme").expect("org");
+        let clash = NewDeployment {
+            id: "dep_2".into(),
+            org_id: org,
+            project: "node-demo".into(),
+            project_json: "{}".into(),
+            project_digest: "sha256:p".into(),
+            manifest_digest: "sha256:m".into(),
+            canonical_hostname: "node-demo-acme.localhost".into(),
+            route_id: "rt_2".into(),
+            credential: "c".into(),
+            route_secret: "s".into(),
+            ceiling_micros: 1,
+        };
+        assert_eq!(code(store.create_deployment(&clash).expect_err("taken")), "hostname_taken");
+        // Reopening the file keeps everything (and migrations do not run twice).
+        drop(store);
+        let store = RelayStore::open(&dir).expect("reopen");
+        assert_eq!(store.deployment(&d.id).expect("kept").state, DeploymentState::Validating);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

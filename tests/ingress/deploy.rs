@@ -1,0 +1,376 @@
+//! The ingress control plane as a customer uses it: `svc relay serve` (the coordinator with
+//! its gateway), `svc relay admin` (invitation and token), and `svc ingress deploy|status|
+//! hints|fund|ledger|hostname|stop` deploying `examples/node-demo` from its `ingress.json`.
+//! Real processes on loopback: the coordinator, the Node app and the agent, and for customer
+//! hostnames a real ACME server (Pebble) and DNS server (pebble-challtestsrv).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use svc_e2e::service::{TempDir, svc_binary};
+
+use super::client::{Https, get, wait_status};
+use super::pebble::PebbleStack;
+use super::process::{Proc, alive, free_port, signal};
+
+/// A running `svc relay serve` and a token of an invited organization.
+struct Relay {
+    proc: Proc,
+    api: String,
+    public: SocketAddr,
+    data: PathBuf,
+    token: String,
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf()
+}
+
+/// A copy of `examples/node-demo` (its server and its `ingress.json`) to deploy from.
+fn node_demo_project(dir: &Path) -> PathBuf {
+    let project = dir.join("node-demo");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    for file in ["server.js", "ingress.json"] {
+        std::fs::copy(repo().join("examples/node-demo").join(file), project.join(file)).expect("copy the demo");
+    }
+    project.join("ingress.json")
+}
+
+fn admin(data: &Path, what: &str, org: &str) -> String {
+    let out = Command::new(svc_binary())
+        .args(["relay", "admin", what, "--data-dir"])
+        .arg(data)
+        .args(["--org", org])
+        .output()
+        .expect("svc relay admin");
+    assert!(out.status.success(), "svc relay admin {what}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+impl Relay {
+    async fn start(data: &Path, extra: &[String]) -> Relay {
+        admin(data, "invite", "acme");
+        let token = admin(data, "token", "acme");
+        let mut command = Command::new(svc_binary());
+        command
+            .args(["relay", "serve", "--data-dir"])
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0", "--allow-private-targets", "--revalidate-secs", "2"])
+            .args(extra)
+            .env("SVC_NODE", super::process::node());
+        let mut proc = Proc::spawn("svc relay serve", command);
+        let gateway =
+            proc.expect_line(Duration::from_secs(30), "the gateway's ports", |l| l.contains("gateway public")).await;
+        let public: SocketAddr = gateway
+            .split_whitespace()
+            .nth(4)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("a public address in {gateway:?}"));
+        let ready = proc.expect_line(Duration::from_secs(30), "`ready URL`", |l| l.starts_with("ready http://")).await;
+        let api = ready.trim_start_matches("ready ").to_owned();
+        Relay { proc, api, public, data: data.to_owned(), token }
+    }
+
+    /// Runs `svc ingress ARGS --relay API` with this relay's token; (exit code, stdout, stderr).
+    async fn svc(&self, args: &[&str]) -> (i32, String, String) {
+        self.svc_as(&self.token, args).await
+    }
+
+    async fn svc_as(&self, token: &str, args: &[&str]) -> (i32, String, String) {
+        let out = tokio::process::Command::new(svc_binary())
+            .arg("ingress")
+            .args(args)
+            .args(["--relay", &self.api])
+            .env("SVC_RELAY_TOKEN", token)
+            .output()
+            .await
+            .expect("svc ingress");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    }
+
+    /// `svc ingress ARGS --format json`, which must succeed.
+    async fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["--format", "json"]);
+        let (code, out, err) = self.svc(&all).await;
+        assert_eq!(code, 0, "svc ingress {args:?}: {err}\n{}", self.proc.output());
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("svc ingress {args:?} printed no JSON ({e}): {out}"))
+    }
+
+    /// Polls `status` until `pred` holds; returns the status and how long it took.
+    async fn wait_status(
+        &self,
+        project: &Path,
+        limit: Duration,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> (Value, Duration) {
+        let start = Instant::now();
+        let config = project.to_string_lossy().into_owned();
+        loop {
+            let status = self.json(&["status", "--config", &config]).await;
+            if pred(&status) {
+                return (status, start.elapsed());
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{what} did not happen within {limit:?}; status: {status:#}\n{}",
+                self.proc.output()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+fn state(status: &Value) -> &str {
+    status["deployment"]["state"].as_str().unwrap_or("")
+}
+
+fn kinds(ledger: &Value) -> Vec<String> {
+    ledger["entries"].as_array().expect("entries").iter().map(|e| e["kind"].as_str().unwrap_or("").to_owned()).collect()
+}
+
+fn hint_codes(value: &Value) -> Vec<String> {
+    value.as_array().map_or_else(Vec::new, |h| h.iter().map(|h| h["code"].as_str().unwrap_or("").to_owned()).collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_deploys_goes_live_degrades_recovers_and_stops_with_the_development_ca() {
+    let dir = TempDir::new("relay-dev");
+    let relay = Relay::start(&dir.path().join("relay"), &["--public".into(), "127.0.0.1:0".into()]).await;
+    let project = node_demo_project(dir.path());
+    let config = project.to_string_lossy().into_owned();
+
+    // By invitation only.
+    let outsider = admin(&relay.data, "token", "outsider");
+    let (code, _, err) = relay.svc_as(&outsider, &["deploy", "--config", &config]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ingress_invitation_required") && err.contains("HTTP 403"), "{err}");
+
+    // An invalid project file is refused here, with a pointer; nothing reaches the relay.
+    let bad = dir.path().join("node-demo/bad.json");
+    let text = std::fs::read_to_string(&project).expect("read");
+    std::fs::write(&bad, text.replacen('{', "{\"colour\": \"blue\",", 1)).expect("write");
+    let (code, _, err) = relay.svc(&["deploy", "--config", &bad.to_string_lossy()]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/colour") && err.contains("nothing was sent"), "{err}");
+    let (code, _, err) = relay.svc(&["status", "--project", "node-demo"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "no deployment was created: {err}");
+
+    // Unsupported requests: 422 naming what.
+    let mut unsupported: Value = serde_json::from_str(&text).expect("json");
+    unsupported["runtime"] = "python".into();
+    unsupported["tls"] = "gateway".into();
+    std::fs::write(&bad, unsupported.to_string()).expect("write");
+    let (code, _, err) = relay.svc(&["deploy", "--config", &bad.to_string_lossy()]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ingress_unsupported") && err.contains("HTTP 422"), "{err}");
+    assert!(err.contains("arbitrary runtimes") && err.contains("gateway-terminated TLS"), "{err}");
+
+    // Deploy: quote, fund, validate, live; the URL at the end.
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    let url = format!("https://node-demo-acme.localhost:{}/", relay.public.port());
+    assert_eq!(out.lines().last(), Some(format!("live {url}").as_str()), "{out}");
+    assert!(out.contains("quote quo_") && out.contains("funded"), "{out}");
+    let ca = relay.data.join("ca.pem");
+    let page = get(relay.public, "node-demo-acme.localhost", &ca, "/").await.expect("GET / over HTTPS");
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("svc Node.js demo"), "{}", page.text());
+
+    let status = relay.json(&["status", "--config", &config]).await;
+    let path: Vec<&str> =
+        status["transitions"].as_array().expect("transitions").iter().map(|t| t["to"].as_str().unwrap_or("")).collect();
+    assert_eq!(path, ["pending_funding", "provisioning", "validating", "live"], "{status:#}");
+    assert_eq!(status["validations"][0]["passed"], true, "{status:#}");
+    assert_eq!(status["validations"][0]["validatorVersion"], "route-validation/1");
+    let ledger = relay.json(&["ledger", "--config", &config]).await;
+    assert_eq!(kinds(&ledger), ["fund", "spend"], "funded, then the first period charged: {ledger:#}");
+    let hints = relay.json(&["hints", "--config", &config]).await;
+    assert_eq!(hint_codes(&hints["hints"]), ["funds_low"], "one period funded, and spent: {hints:#}");
+    let funded = relay.json(&["fund", "--periods", "3", "--config", &config]).await;
+    assert_eq!(funded["entry"]["amountMicros"], 750_000, "3 periods at the default price: {funded:#}");
+    // The ceiling (5,000,000 micros in the demo's project) is never passed.
+    let (code, _, err) = relay.svc(&["fund", "--periods", "12", "--config", &config]).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = relay.svc(&["fund", "--periods", "12", "--config", &config]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("spend_ceiling_exceeded") && err.contains("5000000"), "{err}");
+
+    // Customer hostnames need a public CA; the development CA says so.
+    let (code, _, err) = relay.svc(&["hostname", "add", "shop.example.test", "--config", &config]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("hostname_needs_acme"), "{err}");
+
+    // The agent stops: degraded within two validation intervals (2 s each); back live after.
+    let pids: Vec<u32> = status["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter_map(|p| p.as_u64())
+        .map(|p| p as u32)
+        .collect();
+    let [app_pid, agent_pid] = pids[..] else { panic!("app and agent pids in {status:#}") };
+    signal(agent_pid, "STOP");
+    let (_, took) = relay.wait_status(&project, Duration::from_secs(20), "degraded", |s| state(s) == "degraded").await;
+    signal(agent_pid, "CONT");
+    assert!(took <= Duration::from_millis(4_500), "degraded after {took:?}, more than two intervals");
+    let (status, _) = relay.wait_status(&project, Duration::from_secs(40), "live again", |s| state(s) == "live").await;
+    let hints = relay.json(&["hints", "--config", &config]).await;
+    assert_eq!(hint_codes(&hints["hints"]), Vec::<String>::new(), "live, healthy and funded: nothing to fix");
+    let reasons: Vec<&str> =
+        status["transitions"].as_array().expect("transitions").iter().map(|t| t["to"].as_str().unwrap_or("")).collect();
+    assert!(reasons.ends_with(&["degraded", "live"]), "{reasons:?}");
+
+    // Stop: the job ends, spending ends, the unspent funds come back, funding is refused.
+    let stopped = relay.json(&["stop", "--config", &config]).await;
+    assert_eq!(stopped["state"], "stopped");
+    let ledger = relay.json(&["ledger", "--config", &config]).await;
+    let k = kinds(&ledger);
+    assert_eq!(&k[k.len() - 2..], ["stop", "refund"], "{ledger:#}");
+    let b = &ledger["balance"];
+    assert_eq!(b["availableMicros"], 0);
+    assert_eq!(
+        b["fundedMicros"].as_u64(),
+        Some(b["spentMicros"].as_u64().unwrap_or(0) + b["refundedMicros"].as_u64().unwrap_or(0)),
+        "{ledger:#}"
+    );
+    let (code, _, err) = relay.svc(&["fund", "--config", &config]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("deployment_not_fundable"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (alive(app_pid) || alive(agent_pid)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!alive(app_pid) && !alive(agent_pid), "the job's processes ended");
+    assert!(get(relay.public, "node-demo-acme.localhost", &ca, "/").await.is_err(), "the route is gone");
+    let logs = relay.svc(&["logs", "--config", &config]).await.1;
+    assert!(logs.contains("route live -> degraded") && logs.contains("-> stopped"), "{logs}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_customer_hostname_goes_live_once_its_dns_and_caa_are_right() {
+    let Some((pebble_bin, dns_bin)) = super::pebble::programs() else {
+        eprintln!("SVC_SKIP_PEBBLE=1: skipping the customer hostname test");
+        return;
+    };
+    let dir = TempDir::new("relay-acme");
+    let public: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let stack = PebbleStack::start(dir.path(), &pebble_bin, &dns_bin, public.port()).await;
+    let extra: Vec<String> = [
+        "--public",
+        &public.to_string(),
+        "--relay-domain",
+        "relay.test",
+        "--dns",
+        &stack.dns.to_string(),
+        "--caa-identity",
+        "pebble.test",
+        "--acme-directory",
+        &stack.directory,
+        "--acme-directory-ca",
+        &stack.https_cert.to_string_lossy(),
+        "--acme-roots",
+        &stack.root.to_string_lossy(),
+        "--period-secs",
+        "3",
+        "--price-micros",
+        "1000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let relay = Relay::start(&dir.path().join("relay"), &extra).await;
+    let project = node_demo_project(dir.path());
+    let config = project.to_string_lossy().into_owned();
+
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "90"]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}\n{}", relay.proc.output(), stack.pebble.output());
+    let canonical = "node-demo-acme.relay.test";
+    assert!(out.ends_with(&format!("live https://{canonical}:{}/\n", public.port())), "{out}");
+    // More periods than the project funds at deploy, so the route keeps running.
+    let funded = relay.json(&["fund", "--periods", "100", "--config", &config]).await;
+    assert_eq!(funded["entry"]["kind"], "fund");
+    let page = get(public, canonical, &stack.root, "/").await.expect("GET / with a Pebble certificate");
+    assert_eq!(page.status, 200);
+
+    // Add the customer hostname: the exact records to create.
+    let host = "shop.example.test";
+    let added = relay.json(&["hostname", "add", host, "--config", &config]).await;
+    assert_eq!(added["hostname"]["state"], "pending_dns");
+    let token = added["hostname"]["token"].as_str().expect("a DNS token").to_owned();
+    assert_eq!(
+        added["records"][0],
+        serde_json::json!({"name": host, "type": "CNAME", "value": format!("{canonical}.")})
+    );
+    assert_eq!(
+        added["records"][1],
+        serde_json::json!({"name": format!("_svc-challenge.{host}"), "type": "TXT", "value": format!("\"{token}\"")})
+    );
+
+    // No CNAME yet: the hint names the record to add.
+    let verified = relay.json(&["hostname", "verify", host, "--config", &config]).await;
+    assert_eq!(verified["hostname"]["state"], "pending_dns");
+    let hints = &verified["hostname"]["hints"];
+    assert!(hint_codes(hints).contains(&"dns_cname_missing".to_owned()), "{hints:#}");
+    let cname_hint = hints.as_array().expect("hints").iter().find(|h| h["code"] == "dns_cname_missing").expect("hint");
+    assert_eq!(cname_hint["record"]["type"], "CNAME");
+    assert_eq!(cname_hint["record"]["value"], format!("{canonical}."));
+
+    // CNAME and TXT right, but the domain's CAA forbids the configured CA.
+    stack.dns_set("/set-cname", serde_json::json!({"host": format!("{host}."), "target": format!("{canonical}.")}));
+    stack.dns_set("/set-txt", serde_json::json!({"host": format!("_svc-challenge.{host}."), "value": token}));
+    stack.dns_set(
+        "/add-caa",
+        serde_json::json!({"host": "example.test.", "policies": [{"tag": "issue", "value": "letsencrypt.org"}]}),
+    );
+    let verified = relay.json(&["hostname", "verify", host, "--config", &config]).await;
+    assert_eq!(hint_codes(&verified["hostname"]["hints"]), ["caa_forbids_ca"], "{verified:#}");
+    let caa = &verified["hostname"]["hints"][0];
+    assert_eq!(caa["record"]["type"], "CAA");
+    assert!(caa["record"]["value"].as_str().unwrap_or("").contains("pebble.test"), "{caa:#}");
+    let ranked = relay.json(&["hints", "--config", &config]).await;
+    assert_eq!(hint_codes(&ranked["hints"]), ["caa_forbids_ca"], "{ranked:#}");
+
+    // Fix the CAA: verified, then live through the public path with a certificate for it.
+    stack.dns_set("/clear-caa", serde_json::json!({"host": "example.test."}));
+    stack.dns_set(
+        "/add-caa",
+        serde_json::json!({"host": "example.test.", "policies": [{"tag": "issue", "value": "pebble.test"}]}),
+    );
+    let verified = relay.json(&["hostname", "verify", host, "--config", &config]).await;
+    assert_ne!(verified["hostname"]["state"], "pending_dns", "{verified:#}");
+    relay
+        .wait_status(&project, Duration::from_secs(90), "the customer hostname live", |s| {
+            s["hostnames"][0]["state"] == "live"
+        })
+        .await;
+    wait_status(public, host, &stack.root, "/", 200, Duration::from_secs(10))
+        .await
+        .expect("GET / by the customer hostname");
+    let conn = Https::connect(public, host, &stack.root, None).await.expect("TLS for the customer hostname");
+    let der = conn.leaf();
+    let (_, leaf) = x509_parser::parse_x509_certificate(&der).expect("X.509");
+    let sans = format!("{:?}", leaf.subject_alternative_name());
+    assert!(sans.contains(host) && sans.contains(canonical), "one certificate names both: {sans}");
+
+    // Periods are charged while live; stopping ends them and returns the rest.
+    relay
+        .wait_status(&project, Duration::from_secs(20), "a second period", |s| {
+            s["deployment"]["periodsSpent"].as_u64() >= Some(2)
+        })
+        .await;
+    relay.json(&["stop", "--config", &config]).await;
+    let before = relay.json(&["ledger", "--config", &config]).await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let after = relay.json(&["ledger", "--config", &config]).await;
+    assert_eq!(before, after, "no ledger movement after the stop (two periods later)");
+    let k = kinds(&after);
+    assert_eq!(&k[k.len() - 2..], ["stop", "refund"], "{after:#}");
+    assert!(get(public, host, &stack.root, "/").await.is_err(), "the route is gone");
+}
