@@ -19,6 +19,7 @@
 
 pub mod address;
 pub mod https;
+pub mod procedure;
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
