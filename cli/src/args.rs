@@ -154,6 +154,76 @@ pub enum IngressCommand {
     },
     /// Print the JSON Schema of the project file.
     Schema,
+    /// The deployment's sessions (one per funded period) with funded, spent and refundable amounts.
+    Sessions {
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Refund what a session has refundable (once).
+    Refund {
+        /// The session (`ses_...`, from `svc ingress sessions`).
+        session: String,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// A gateway operator's rewards: accrued, pending, claimable and claimed (operator token).
+    Rewards {
+        /// Which relay.
+        #[command(flatten)]
+        target: RelayTarget,
+    },
+    /// Claim every claimable reward (operator token; once).
+    Claim {
+        /// Which relay.
+        #[command(flatten)]
+        target: RelayTarget,
+    },
+    /// The validator versions a project accepts: list, add or remove their digests.
+    Pins {
+        /// What to do.
+        #[command(subcommand)]
+        command: PinsCommand,
+    },
+}
+
+/// `svc ingress pins ...`
+#[derive(Debug, Subcommand)]
+pub enum PinsCommand {
+    /// The pinned digests and the coordinator's current validator version.
+    List {
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Accept a validator version by its digest (`sha256:...`).
+    Add {
+        /// The digest.
+        digest: String,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+    /// Stop accepting a validator version.
+    Remove {
+        /// The digest.
+        digest: String,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
+}
+
+/// Which relay coordinator: `--relay` (or `SVC_RELAY`), the token from `SVC_RELAY_TOKEN`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RelayTarget {
+    /// The relay coordinator's base URL.
+    #[arg(long, value_name = "URL", env = "SVC_RELAY", default_value = "http://127.0.0.1:7300")]
+    pub relay: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
 
 /// `svc ingress hostname ...`
@@ -233,9 +303,12 @@ pub enum RelayAdminCommand {
         /// The coordinator's data directory.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
-        /// The organization.
+        /// The organization (for `--operator`: the gateway operator's name).
         #[arg(long)]
         org: String,
+        /// A gateway operator's token: reads and claims its rewards.
+        #[arg(long)]
+        operator: bool,
     },
 }
 
@@ -281,6 +354,18 @@ pub struct RelayServeArgs {
     /// Price per period, service-credit micros.
     #[arg(long, value_name = "MICROS", default_value_t = 250_000)]
     pub price_micros: u64,
+    /// The operator of this coordinator's gateway (rewards of the routes it carries go there).
+    #[arg(long, value_name = "NAME", default_value = "local")]
+    pub gateway_operator: String,
+    /// The gateway operator's share of a served period, basis points.
+    #[arg(long, value_name = "BPS", default_value_t = 7_000)]
+    pub reward_share_bps: u32,
+    /// Downtime within a period up to this share (basis points) counts as served.
+    #[arg(long, value_name = "BPS", default_value_t = 500)]
+    pub downtime_tolerance_bps: u32,
+    /// Seconds after a period settles before its reward can be claimed.
+    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
+    pub settlement_delay_secs: u64,
 }
 
 /// `svc gateway run`

@@ -59,7 +59,7 @@ fn load(path: &Path) -> Result<Loaded, ExitCode> {
 }
 
 /// The relay client and the project name of a command.
-fn target(t: &ProjectTarget) -> Result<(Client, String), ExitCode> {
+pub(crate) fn target(t: &ProjectTarget) -> Result<(Client, String), ExitCode> {
     let name = match &t.project {
         Some(name) => name.clone(),
         None => load(&t.config)?.project.name,
@@ -67,7 +67,7 @@ fn target(t: &ProjectTarget) -> Result<(Client, String), ExitCode> {
     Ok((client(&t.relay)?, name))
 }
 
-fn client(relay: &str) -> Result<Client, ExitCode> {
+pub(crate) fn client(relay: &str) -> Result<Client, ExitCode> {
     let token = std::env::var("SVC_RELAY_TOKEN").ok().filter(|t| !t.is_empty()).ok_or_else(|| {
         fail(EXIT_USAGE, "no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`)")
     })?;
@@ -75,7 +75,12 @@ fn client(relay: &str) -> Result<Client, ExitCode> {
 }
 
 /// Sends a request; a non-2xx answer becomes the exit code after printing the error.
-fn call<T: DeserializeOwned>(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<T, ExitCode> {
+pub(crate) fn call<T: DeserializeOwned>(
+    client: &Client,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> Result<T, ExitCode> {
     let response = client
         .send(method, path, body.map(|b| b.to_string().into_bytes()), &[])
         .map_err(|e| fail(EXIT_FAILED, &e.to_string()))?;
@@ -108,11 +113,11 @@ fn api_error(response: &Response) -> ExitCode {
     ExitCode::from(EXIT_FAILED)
 }
 
-fn path(project: &str, rest: &str) -> String {
+pub(crate) fn path(project: &str, rest: &str) -> String {
     format!("/api/ingress/deployments/{project}{rest}")
 }
 
-fn print_json(value: &impl serde::Serialize) {
+pub(crate) fn print_json(value: &impl serde::Serialize) {
     println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
 }
 

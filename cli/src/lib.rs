@@ -9,6 +9,7 @@ mod admin;
 mod args;
 mod client;
 mod deploy;
+mod economics;
 mod ingress;
 mod manifest;
 mod relay;
@@ -17,8 +18,8 @@ mod serve;
 
 pub use args::{
     AdminCommand, AgentCommand, AppCommand, Cli, Command, FactArgs, GatewayCommand, HostnameCommand, IngressCommand,
-    ManifestCommand, OutputFormat, PolicyCommand, ProjectTarget, RelayAdminCommand, RelayCommand, RelayServeArgs,
-    Remote, SchemaVersion, ServeArgs,
+    ManifestCommand, OutputFormat, PinsCommand, PolicyCommand, ProjectTarget, RelayAdminCommand, RelayCommand,
+    RelayServeArgs, Remote, SchemaVersion, ServeArgs,
 };
 
 use std::process::ExitCode;
@@ -68,6 +69,11 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Stop { target } => deploy::stop(&target),
             IngressCommand::Hostname { command } => deploy::hostname(&command),
             IngressCommand::Schema => deploy::schema(),
+            IngressCommand::Sessions { target } => economics::sessions(&target),
+            IngressCommand::Refund { session, target } => economics::refund(&target, &session),
+            IngressCommand::Rewards { target } => economics::rewards(&target),
+            IngressCommand::Claim { target } => economics::claim(&target),
+            IngressCommand::Pins { command } => economics::pins(&command),
         },
         Command::Relay { command } => match command {
             RelayCommand::Serve(args) => relay::serve(&args),

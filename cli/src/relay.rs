@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use relay_api::coordinator::store::TokenRole;
 use relay_api::coordinator::{self, AgentCertificates, CoordinatorConfig};
 
 use crate::args::{RelayAdminCommand, RelayServeArgs};
@@ -29,6 +30,12 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     config.revalidate = Duration::from_secs(args.revalidate_secs.max(1));
     config.period = Duration::from_secs(args.period_secs.max(1));
     config.price_micros = args.price_micros;
+    config.gateway_operator = args.gateway_operator.clone();
+    config.terms = relay_api::coordinator::money::Terms {
+        reward_share_bps: args.reward_share_bps.min(10_000),
+        downtime_tolerance_bps: args.downtime_tolerance_bps.min(10_000),
+        settlement_delay_ms: args.settlement_delay_secs.saturating_mul(1000),
+    };
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
     if let Some(directory_url) = &args.acme_directory {
         let Some(roots) = args.acme_roots.clone() else {
@@ -75,13 +82,20 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
             }
             Err(e) => fail(&e.to_string()),
         },
-        RelayAdminCommand::Token { data_dir, org } => match coordinator::issue_token(data_dir, org) {
-            Ok(token) => {
-                eprintln!("token {} for organization \"{org}\" (shown once; set SVC_RELAY_TOKEN to it):", token.id);
-                println!("{}", token.plaintext);
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(&e.to_string()),
-        },
+        RelayAdminCommand::Token { data_dir, org, operator } => {
+            let role = if *operator { TokenRole::Operator } else { TokenRole::Customer };
+            token(data_dir, org, role)
+        }
+    }
+}
+
+fn token(data_dir: &std::path::Path, org: &str, role: TokenRole) -> ExitCode {
+    match coordinator::issue_token(data_dir, org, role) {
+        Ok(token) => {
+            eprintln!("token {} for organization \"{org}\" (shown once; set SVC_RELAY_TOKEN to it):", token.id);
+            println!("{}", token.plaintext);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e.to_string()),
     }
 }

@@ -64,7 +64,7 @@ CREATE TABLE quotes (
 CREATE TABLE ledger (
     seq            INTEGER PRIMARY KEY,
     deployment_id  TEXT NOT NULL REFERENCES deployments(id),
-    kind           TEXT NOT NULL CHECK (kind IN ('fund', 'spend', 'stop', 'refund')),
+    kind           TEXT NOT NULL CHECK (kind IN ('fund', 'spend', 'unserved', 'stop', 'refund')),
     amount_micros  INTEGER NOT NULL CHECK (amount_micros >= 0),
     quote_id       TEXT REFERENCES quotes(id),
     period_index   INTEGER,

@@ -40,10 +40,19 @@ fn node_demo_project(dir: &Path) -> PathBuf {
 }
 
 fn admin(data: &Path, what: &str, org: &str) -> String {
+    admin_with(data, what, org, &[])
+}
+
+fn admin_token(data: &Path, org: &str, operator: bool) -> String {
+    admin_with(data, "token", org, if operator { &["--operator"] } else { &[] })
+}
+
+fn admin_with(data: &Path, what: &str, org: &str, extra: &[&str]) -> String {
     let out = Command::new(svc_binary())
         .args(["relay", "admin", what, "--data-dir"])
         .arg(data)
         .args(["--org", org])
+        .args(extra)
         .output()
         .expect("svc relay admin");
     assert!(out.status.success(), "svc relay admin {what}: {}", String::from_utf8_lossy(&out.stderr));
@@ -227,14 +236,50 @@ async fn a_project_deploys_goes_live_degrades_recovers_and_stops_with_the_develo
         status["transitions"].as_array().expect("transitions").iter().map(|t| t["to"].as_str().unwrap_or("")).collect();
     assert!(reasons.ends_with(&["degraded", "live"]), "{reasons:?}");
 
-    // Stop: the job ends, spending ends, the unspent funds come back, funding is refused.
+    // Validator pins: a route judged by a version the project does not pin is not live.
+    let pins = relay.json(&["pins", "list", "--config", &config]).await;
+    let current = pins["current"]["digest"].as_str().expect("the current digest").to_owned();
+    assert_eq!(pins["current"]["version"], "route-validation/1");
+    let other = format!("sha256:{}", "0".repeat(64));
+    relay.json(&["pins", "add", &other, "--config", &config]).await;
+    let (status, _) =
+        relay.wait_status(&project, Duration::from_secs(20), "degraded by the pin", |s| state(s) == "degraded").await;
+    assert!(hint_codes(&status["hints"]).contains(&"validator_unpinned".to_owned()), "{status:#}");
+    assert!(status["hints"].to_string().contains(&current), "the hint names the digest to pin: {status:#}");
+    relay.json(&["pins", "add", &current, "--config", &config]).await;
+    let (status, _) =
+        relay.wait_status(&project, Duration::from_secs(20), "live with the pin", |s| state(s) == "live").await;
+    assert_eq!(status["validations"][0]["validatorDigest"], current.as_str());
+    let (code, _, err) = relay.svc(&["pins", "add", "sha256:nope", "--config", &config]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("invalid_digest"), "{err}");
+
+    // Stop: the job ends, spending ends, the running period's rest and the periods never
+    // started are refundable, each session once; funding is refused.
     let stopped = relay.json(&["stop", "--config", &config]).await;
     assert_eq!(stopped["state"], "stopped");
     let ledger = relay.json(&["ledger", "--config", &config]).await;
     let k = kinds(&ledger);
-    assert_eq!(&k[k.len() - 2..], ["stop", "refund"], "{ledger:#}");
+    assert_eq!(&k[k.len() - 2..], ["unserved", "stop"], "the running period was cut short: {ledger:#}");
+    let sessions = relay.json(&["sessions", "--config", &config]).await;
+    let refundable: Vec<(String, u64)> = sessions["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter(|s| s["refundableMicros"].as_u64() > Some(0))
+        .map(|s| (s["id"].as_str().unwrap_or("").to_owned(), s["refundableMicros"].as_u64().unwrap_or(0)))
+        .collect();
+    assert!(refundable.len() >= 2, "the cut period and the unstarted ones: {sessions:#}");
+    for (id, amount) in &refundable {
+        let entry = relay.json(&["refund", id, "--config", &config]).await;
+        assert_eq!(entry["amountMicros"].as_u64(), Some(*amount));
+        let (code, _, err) = relay.svc(&["refund", id, "--config", &config]).await;
+        assert_eq!(code, 1, "a second refund of {id}");
+        assert!(err.contains("session_already_refunded"), "{err}");
+    }
+    let ledger = relay.json(&["ledger", "--config", &config]).await;
     let b = &ledger["balance"];
-    assert_eq!(b["availableMicros"], 0);
+    assert_eq!((b["availableMicros"].as_u64(), b["refundableMicros"].as_u64()), (Some(0), Some(0)), "{ledger:#}");
     assert_eq!(
         b["fundedMicros"].as_u64(),
         Some(b["spentMicros"].as_u64().unwrap_or(0) + b["refundedMicros"].as_u64().unwrap_or(0)),
@@ -281,6 +326,8 @@ async fn a_customer_hostname_goes_live_once_its_dns_and_caa_are_right() {
         "3",
         "--price-micros",
         "1000",
+        "--settlement-delay-secs",
+        "0",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -370,7 +417,26 @@ async fn a_customer_hostname_goes_live_once_its_dns_and_caa_are_right() {
     tokio::time::sleep(Duration::from_secs(7)).await;
     let after = relay.json(&["ledger", "--config", &config]).await;
     assert_eq!(before, after, "no ledger movement after the stop (two periods later)");
-    let k = kinds(&after);
-    assert_eq!(&k[k.len() - 2..], ["stop", "refund"], "{after:#}");
+    assert_eq!(kinds(&after).last().map(String::as_str), Some("stop"), "{after:#}");
     assert!(get(public, host, &stack.root, "/").await.is_err(), "the route is gone");
+
+    // The gateway operator's rewards from the served periods: claimable (no delay here), once.
+    let operator = admin_token(&relay.data, "local", true);
+    let (code, out, err) = relay.svc_as(&operator, &["rewards", "--format", "json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let rewards: Value = serde_json::from_str(&out).expect("json");
+    let claimable = rewards["claimableMicros"].as_u64().unwrap_or(0);
+    assert!(claimable > 0, "served periods earned rewards: {rewards:#}");
+    let ledger = &after["balance"];
+    assert_eq!(rewards["accruedMicros"], ledger["rewardMicros"], "the rewards are the deployment's reward share");
+    let (code, out, err) = relay.svc_as(&operator, &["claim", "--format", "json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let claimed: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(claimed["amountMicros"].as_u64(), Some(claimable));
+    let (code, _, err) = relay.svc_as(&operator, &["claim"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("nothing_claimable"), "{err}");
+    let (code, _, err) = relay.svc_as(&relay.token, &["rewards"]).await;
+    assert_eq!(code, 1, "a customer token reads no rewards");
+    assert!(err.contains("operator_token_required"), "{err}");
 }

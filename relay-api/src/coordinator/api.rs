@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{Balance, CustomerHostname, Deployment, LedgerEntry, LogEntry, Quote, Transition, ValidationRecord};
+use super::model::{
+    Balance, CustomerHostname, Deployment, LedgerEntry, LogEntry, Quote, RewardsSummary, Session, Transition,
+    ValidationRecord,
+};
 use crate::hint::Hint;
 
 /// `POST /api/ingress/deployments`.
@@ -121,4 +124,54 @@ pub struct HostnameResponse {
     pub hostname: CustomerHostname,
     /// The records it needs (CNAME and TXT; CAA only if one forbids the CA).
     pub records: Vec<crate::hint::DnsRecord>,
+}
+
+/// `GET .../sessions`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsResponse {
+    /// Every session, in funding order.
+    pub sessions: Vec<Session>,
+    /// The totals.
+    pub balance: Balance,
+}
+
+/// `POST /api/ingress/rewards/claim`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimResponse {
+    /// `clm_` and 16 hex digits.
+    pub claim_id: String,
+    /// What was claimed, micros.
+    pub amount_micros: u64,
+    /// The rewards after the claim.
+    pub rewards: RewardsSummary,
+}
+
+/// A validator version this coordinator knows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidatorVersion {
+    /// `route-validation/N`.
+    pub version: String,
+    /// The `sha256:` digest of its canonical definition.
+    pub digest: String,
+}
+
+/// `GET|POST|DELETE .../pins`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PinsResponse {
+    /// The digests the project accepts (none: any version).
+    pub pins: Vec<String>,
+    /// The version this coordinator judges routes with.
+    pub current: ValidatorVersion,
+}
+
+/// `POST .../pins`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PinRequest {
+    /// `sha256:` and 64 hex digits.
+    pub digest: String,
 }

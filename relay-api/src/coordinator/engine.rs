@@ -321,8 +321,7 @@ impl Engine {
                     store.transition(&d.id, DeploymentState::Provisioning, "the job is not running; relaunching")?;
                     return Ok(());
                 }
-                let period_due = d.state.spends() && d.next_period_at.is_some_and(|at| at <= now_ms());
-                if period_due && !store.spend_period(&d.id, price, self.parts.config.period)? {
+                if d.state.spends() && !store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms())? {
                     store.transition(&d.id, DeploymentState::PendingFunding, "the funds ran out; fund a new quote")?;
                     return Ok(());
                 }
@@ -352,11 +351,13 @@ impl Engine {
         let store = self.store();
         let secrets = store.secrets(&d.id)?;
         let probe = &self.parts.probe;
-        let probed = probe.validate(&d.route_id, &d.canonical_hostname, &secrets.route_secret).await;
+        let pins = store.pins_of_deployment(&d.id)?;
+        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &secrets.route_secret).await;
+        self.check_pins(d, &pins, &mut probed.outcome);
         self.record(d, &d.canonical_hostname, &probed.outcome)?;
         match (&probed.outcome, d.state) {
             (Ok(_), DeploymentState::Validating) => {
-                if store.spend_period(&d.id, self.parts.config.price_micros, self.parts.config.period)? {
+                if store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms())? {
                     store.transition(
                         &d.id,
                         DeploymentState::Live,
@@ -383,7 +384,8 @@ impl Engine {
             match h.state {
                 HostnameState::PendingDns => self.check_hostname(d, &h.hostname).await?,
                 HostnameState::Verified | HostnameState::Live => {
-                    let probed = probe.validate(&d.route_id, &h.hostname, &secrets.route_secret).await;
+                    let mut probed = probe.validate(&d.route_id, &h.hostname, &secrets.route_secret).await;
+                    self.check_pins(d, &pins, &mut probed.outcome);
                     self.record(d, &h.hostname, &probed.outcome)?;
                     let (state, hints) = match probed.outcome {
                         Ok(_) => (HostnameState::Live, Vec::new()),
@@ -397,18 +399,34 @@ impl Engine {
         Ok(())
     }
 
+    /// A pass by a validator version the project does not pin does not count.
+    fn check_pins(&self, d: &Deployment, pins: &[String], outcome: &mut Result<serde_json::Value, Hint>) {
+        let (version, digest) = (self.parts.probe.version(), self.parts.probe.digest());
+        if outcome.is_ok() && !pins.is_empty() && !pins.iter().any(|p| p == digest) {
+            *outcome = Err(Hint::new(
+                "validator_unpinned",
+                Stage::Project,
+                format!(
+                    "the route was judged by {version} ({digest}), a validator version project \"{}\" does not pin",
+                    d.project
+                ),
+                format!("if you accept that version: `svc ingress pins add {digest}`"),
+            ));
+        }
+    }
+
     fn record(
         &self,
         d: &Deployment,
         hostname: &str,
         outcome: &Result<serde_json::Value, Hint>,
     ) -> Result<(), StoreError> {
-        let version = self.parts.probe.version();
+        let judge = (self.parts.probe.version(), self.parts.probe.digest());
         match outcome {
-            Ok(seen) => self.store().add_validation(&d.id, hostname, true, version, seen),
+            Ok(seen) => self.store().add_validation(&d.id, hostname, true, judge, seen),
             Err(hint) => {
                 let detail = serde_json::to_value(hint).unwrap_or_default();
-                self.store().add_validation(&d.id, hostname, false, version, &detail)
+                self.store().add_validation(&d.id, hostname, false, judge, &detail)
             }
         }
     }

@@ -20,11 +20,11 @@ use serde_json::json;
 
 use super::Engine;
 use super::api::{
-    DeployRequest, DeployResponse, FundRequest, HintsResponse, HostnameRequest, HostnameResponse, LedgerResponse,
-    LogsResponse, QuoteRequest, Status,
+    ClaimResponse, DeployRequest, DeployResponse, FundRequest, HintsResponse, HostnameRequest, HostnameResponse,
+    LedgerResponse, LogsResponse, PinRequest, PinsResponse, QuoteRequest, SessionsResponse, Status, ValidatorVersion,
 };
 use super::model::{Deployment, HostnameState};
-use super::store::{Caller, NewDeployment, StoreError, random_hex};
+use super::store::{Caller, NewDeployment, StoreError, TokenRole, now_ms, random_hex};
 use crate::hint::{DnsRecord, Hint};
 use agent::files::write_private;
 use agent::wire;
@@ -98,12 +98,43 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/ingress/deployments/{project}/hostnames", post(add_hostname))
         .route("/api/ingress/deployments/{project}/hostnames/{hostname}", axum::routing::delete(remove_hostname))
         .route("/api/ingress/deployments/{project}/hostnames/{hostname}/verify", post(verify_hostname))
+        .route("/api/ingress/deployments/{project}/sessions", get(sessions))
+        .route("/api/ingress/deployments/{project}/sessions/{session}/refund", post(refund))
+        .route("/api/ingress/deployments/{project}/pins", get(pins).post(add_pin))
+        .route("/api/ingress/deployments/{project}/pins/{digest}", axum::routing::delete(remove_pin))
+        .route("/api/ingress/rewards", get(rewards))
+        .route("/api/ingress/rewards/claim", post(claim))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .with_state(engine)
 }
 
-/// The caller behind the bearer token, who must hold an invitation.
+/// The caller behind a customer token, whose organization must hold an invitation.
 fn caller(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let caller = token_caller(engine, headers)?;
+    if caller.role != TokenRole::Customer {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "customer_token_required",
+            "this is an operator token; deployments need a customer token (`svc relay admin token --org NAME`)",
+        ));
+    }
+    invited(caller)
+}
+
+/// The caller behind an operator token.
+fn operator(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let caller = token_caller(engine, headers)?;
+    if caller.role != TokenRole::Operator {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "operator_token_required",
+            "rewards belong to gateway operators; use an operator token (`svc relay admin token --org NAME --operator`)",
+        ));
+    }
+    Ok(caller)
+}
+
+fn token_caller(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -115,6 +146,10 @@ fn caller(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError> {
         .store()
         .caller(&wire::sha256_hex(token.trim().as_bytes()))?
         .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "the token is not valid"))?;
+    Ok(caller)
+}
+
+fn invited(caller: Caller) -> Result<Caller, ApiError> {
     if !caller.invited {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -229,6 +264,7 @@ async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: By
         credential: random_hex(32)?,
         route_secret: random_hex(32)?,
         ceiling_micros: project.spend.ceiling_micros,
+        gateway_operator: engine.config().gateway_operator.clone(),
     };
     let d = store.create_deployment(&new)?;
     for host in &project.hostnames {
@@ -334,7 +370,7 @@ async fn fund(
     let req: FundRequest = body(&bytes)?;
     let d = deployment_of(&engine, &caller, &project)?;
     let hostnames = engine.quoted_hostnames(&d)?;
-    let entry = engine.store().fund(&d.id, &req.quote_id, &hostnames)?;
+    let entry = engine.store().fund(&d.id, &req.quote_id, &hostnames, now_ms())?;
     engine.wake();
     Ok((StatusCode::CREATED, axum::Json(entry)))
 }
@@ -388,7 +424,7 @@ async fn stop(
 ) -> ApiResult<Deployment> {
     let caller = caller(&engine, &headers)?;
     let d = deployment_of(&engine, &caller, &project)?;
-    let d = engine.store().stop(&d.id, &format!("stopped by {}", caller.token_id))?;
+    let d = engine.store().stop(&d.id, &format!("stopped by {}", caller.token_id), &engine.config().terms, now_ms())?;
     engine.wake();
     ok(engine.with_url(d))
 }
@@ -457,4 +493,107 @@ async fn remove_hostname(
     let records = records(&d, &h.hostname, &h.token);
     let h = engine.store().hostname(&d.id, &hostname)?.unwrap_or(h);
     ok(HostnameResponse { hostname: h, records })
+}
+
+async fn sessions(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+) -> ApiResult<SessionsResponse> {
+    let caller = caller(&engine, &headers)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    ok(SessionsResponse { sessions: engine.store().sessions(&d.id)?, balance: engine.store().balance(&d.id)? })
+}
+
+async fn refund(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath((project, session)): UrlPath<(String, String)>,
+) -> ApiResult<super::model::LedgerEntry> {
+    let caller = caller(&engine, &headers)?;
+    let d = deployment_of(&engine, &caller, &project)?;
+    let entry = engine.store().refund(&d.id, &session, now_ms())?;
+    engine.wake();
+    Ok((StatusCode::CREATED, axum::Json(entry)))
+}
+
+async fn rewards(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<super::model::RewardsSummary> {
+    let caller = operator(&engine, &headers)?;
+    ok(engine.store().rewards(&caller.org_name, now_ms())?)
+}
+
+async fn claim(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<ClaimResponse> {
+    let caller = operator(&engine, &headers)?;
+    let now = now_ms();
+    let (claim_id, amount_micros) = engine.store().claim(&caller.org_name, now)?;
+    let rewards = engine.store().rewards(&caller.org_name, now)?;
+    Ok((StatusCode::CREATED, axum::Json(ClaimResponse { claim_id, amount_micros, rewards })))
+}
+
+fn pins_response(engine: &Engine, caller: &Caller, project: &str) -> Result<PinsResponse, ApiError> {
+    let current = crate::validation::procedure::current();
+    Ok(PinsResponse {
+        pins: engine.store().pins(&caller.org_id, project)?,
+        current: ValidatorVersion { version: current.version.to_owned(), digest: current.digest.clone() },
+    })
+}
+
+async fn pins(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+) -> ApiResult<PinsResponse> {
+    let caller = caller(&engine, &headers)?;
+    ok(pins_response(&engine, &caller, &project)?)
+}
+
+fn check_digest(digest: &str) -> Result<(), ApiError> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_digest",
+            format!(
+                "\"{digest}\" is not a validator digest: `sha256:` and 64 lowercase hex digits (`svc ingress pins list` shows the current one)"
+            ),
+        ))
+    }
+}
+
+async fn add_pin(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+    bytes: Bytes,
+) -> ApiResult<PinsResponse> {
+    let caller = caller(&engine, &headers)?;
+    let req: PinRequest = body(&bytes)?;
+    check_digest(&req.digest)?;
+    engine.store().add_pin(&caller.org_id, &project, &req.digest, now_ms())?;
+    if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
+        engine.due_now(&d.id);
+    }
+    Ok((StatusCode::CREATED, axum::Json(pins_response(&engine, &caller, &project)?)))
+}
+
+async fn remove_pin(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath((project, digest)): UrlPath<(String, String)>,
+) -> ApiResult<PinsResponse> {
+    let caller = caller(&engine, &headers)?;
+    check_digest(&digest)?;
+    if !engine.store().remove_pin(&caller.org_id, &project, &digest)? {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{digest} is not pinned for project \"{project}\""),
+        ));
+    }
+    if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
+        engine.due_now(&d.id);
+    }
+    ok(pins_response(&engine, &caller, &project)?)
 }

@@ -10,6 +10,7 @@ pub mod api;
 mod engine;
 mod http;
 pub mod model;
+pub mod money;
 pub mod probe;
 pub mod state;
 pub mod store;
@@ -75,6 +76,10 @@ pub struct CoordinatorConfig {
     pub price_micros: u64,
     /// How long a quote can be funded.
     pub quote_ttl: Duration,
+    /// Rewards, downtime tolerance and settlement delay.
+    pub terms: money::Terms,
+    /// The operator of the gateway this coordinator runs (rewards of the routes it carries).
+    pub gateway_operator: String,
     /// How to run the agent: program and leading arguments (`svc agent run`).
     pub agent_command: Vec<OsString>,
     /// The Node.js program.
@@ -97,6 +102,8 @@ impl CoordinatorConfig {
             period: Duration::from_secs(3600),
             price_micros: 250_000,
             quote_ttl: Duration::from_secs(15 * 60),
+            terms: money::Terms::default(),
+            gateway_operator: "local".to_owned(),
             agent_command,
             node: "node".into(),
         }
@@ -143,13 +150,14 @@ pub fn invite(data_dir: &Path, org: &str) -> Result<(), StoreError> {
     RelayStore::open(data_dir)?.invite(org).map(|_| ())
 }
 
-/// Issues an API token for an organization (creating it, uninvited, if needed).
-pub fn issue_token(data_dir: &Path, org: &str) -> Result<IssuedToken, StoreError> {
+/// Issues an API token for an organization (creating it, uninvited, if needed); an
+/// operator token reads and claims the rewards of the gateway operator named `org`.
+pub fn issue_token(data_dir: &Path, org: &str, role: store::TokenRole) -> Result<IssuedToken, StoreError> {
     let store = RelayStore::open(data_dir)?;
     let org_id = store.ensure_org(org)?;
     let plaintext = format!("rly_{}", store::random_hex(32)?);
     let id = format!("tok_{}", store::random_hex(8)?);
-    store.add_token(&org_id, &id, &wire::sha256_hex(plaintext.as_bytes()))?;
+    store.add_token(&org_id, &id, &wire::sha256_hex(plaintext.as_bytes()), role)?;
     Ok(IssuedToken { plaintext, id })
 }
 

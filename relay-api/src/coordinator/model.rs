@@ -92,8 +92,10 @@ pub struct Quote {
 pub enum EntryKind {
     /// Credits moved onto the deployment against a quote.
     Fund,
-    /// One period charged.
+    /// One period charged (at its start).
     Spend,
+    /// The part of a charged period the route did not serve, back to refundable (at settlement).
+    Unserved,
     /// The deployment stopped (amount 0: marks the moment spending ended).
     Stop,
     /// Unspent credits returned.
@@ -106,6 +108,7 @@ impl EntryKind {
         match self {
             EntryKind::Fund => "fund",
             EntryKind::Spend => "spend",
+            EntryKind::Unserved => "unserved",
             EntryKind::Stop => "stop",
             EntryKind::Refund => "refund",
         }
@@ -113,7 +116,9 @@ impl EntryKind {
 
     /// Reads a spelling.
     pub fn parse(text: &str) -> Option<EntryKind> {
-        [EntryKind::Fund, EntryKind::Spend, EntryKind::Stop, EntryKind::Refund].into_iter().find(|k| k.as_str() == text)
+        [EntryKind::Fund, EntryKind::Spend, EntryKind::Unserved, EntryKind::Stop, EntryKind::Refund]
+            .into_iter()
+            .find(|k| k.as_str() == text)
     }
 }
 
@@ -139,18 +144,140 @@ pub struct LedgerEntry {
     pub at: i64,
 }
 
-/// A deployment's money, from its ledger: `funded = spent + refunded + available`.
+/// A deployment's money, from its ledger and sessions. Always:
+/// `funded = spent + refundable + refunded`, and
+/// `spent = reward + service + inProgress` (the running period splits when it settles).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Balance {
     /// Sum of fund entries.
     pub funded_micros: u64,
-    /// Sum of spend entries.
+    /// Charged and served (or running): spend entries less unserved entries.
     pub spent_micros: u64,
+    /// Returnable on request: periods never started and the unserved parts of settled ones.
+    pub refundable_micros: u64,
     /// Sum of refund entries.
     pub refunded_micros: u64,
-    /// What is left to spend.
+    /// Of the refundable: periods not started yet (what keeps the route running).
     pub available_micros: u64,
+    /// Of the spent: the running period, not settled yet.
+    pub in_progress_micros: u64,
+    /// Of the spent: gateway operators' rewards.
+    pub reward_micros: u64,
+    /// Of the spent: the service's share.
+    pub service_micros: u64,
+}
+
+/// Where a session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Funded, its period not started.
+    Funded,
+    /// Its period is running (charged).
+    Active,
+    /// Its period ended, was cut short, or was refunded before it started.
+    Settled,
+}
+
+impl SessionState {
+    /// The spelling in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Funded => "funded",
+            SessionState::Active => "active",
+            SessionState::Settled => "settled",
+        }
+    }
+
+    /// Reads a spelling.
+    pub fn parse(text: &str) -> Option<SessionState> {
+        [SessionState::Funded, SessionState::Active, SessionState::Settled].into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// One funded period of a route, bound to the quote that funded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    /// `ses_` and 16 hex digits.
+    pub id: String,
+    /// The deployment.
+    pub deployment_id: String,
+    /// The quote that funded it.
+    pub quote_id: String,
+    /// Funding order within the deployment (periods start in this order).
+    pub ordinal: u64,
+    /// Its price, micros.
+    pub price_micros: u64,
+    /// Its period, milliseconds.
+    pub period_ms: u64,
+    /// Where it is.
+    pub state: SessionState,
+    /// The period it ran as, once started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_index: Option<u64>,
+    /// When its period started (Unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<i64>,
+    /// When its period ends or ended (Unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<i64>,
+    /// Milliseconds of its period counted as unserved, once settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unserved_ms: Option<u64>,
+    /// The unserved part of its price.
+    pub unserved_micros: u64,
+    /// How much of it was refunded.
+    pub refunded_micros: u64,
+    /// The gateway operator's reward from it.
+    pub reward_micros: u64,
+    /// The service's share of it.
+    pub service_micros: u64,
+    /// When it settled (Unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_at: Option<i64>,
+    /// Charged and served (or running).
+    pub spent_micros: u64,
+    /// Returnable now by `svc ingress refund`.
+    pub refundable_micros: u64,
+}
+
+/// One reward of a gateway operator: the share of one served session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reward {
+    /// The session it comes from.
+    pub session_id: String,
+    /// The session's deployment.
+    pub deployment_id: String,
+    /// Micros.
+    pub amount_micros: u64,
+    /// When the session settled (Unix ms).
+    pub settled_at: i64,
+    /// When it can be claimed (Unix ms).
+    pub claimable_at: i64,
+    /// The claim that took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_id: Option<String>,
+}
+
+/// An operator's rewards: `accrued = pending + claimable + claimed`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewardsSummary {
+    /// The operator.
+    pub operator: String,
+    /// Every reward.
+    pub accrued_micros: u64,
+    /// Still within the settlement delay.
+    pub pending_micros: u64,
+    /// Past the delay, not claimed.
+    pub claimable_micros: u64,
+    /// Claimed.
+    pub claimed_micros: u64,
+    /// The rewards, oldest first.
+    pub rewards: Vec<Reward>,
 }
 
 /// Where a customer hostname is.
@@ -215,6 +342,8 @@ pub struct ValidationRecord {
     pub passed: bool,
     /// The validation procedure's version.
     pub validator_version: String,
+    /// The `sha256:` digest of that version's canonical definition.
+    pub validator_digest: String,
     /// What was seen (certificate serial and expiry, health status, latency) or the hint.
     pub detail: serde_json::Value,
     /// Unix ms.

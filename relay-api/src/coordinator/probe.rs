@@ -26,6 +26,8 @@ pub struct Probed {
 pub trait Probe: Send + Sync {
     /// The validation procedure's version (recorded with every validation).
     fn version(&self) -> &str;
+    /// The `sha256:` digest of that version's canonical definition.
+    fn digest(&self) -> &str;
     /// Validates `hostname` of a route through the public path.
     fn validate<'a>(&'a self, route_id: &'a str, hostname: &'a str, route_secret: &'a str) -> BoxFuture<'a, Probed>;
     /// Checks a customer hostname's DNS records; no hints means verified.
@@ -86,6 +88,10 @@ impl PublicProbe {
 impl Probe for PublicProbe {
     fn version(&self) -> &str {
         VALIDATOR_VERSION
+    }
+
+    fn digest(&self) -> &str {
+        &crate::validation::procedure::current().digest
     }
 
     fn validate<'a>(&'a self, route_id: &'a str, hostname: &'a str, route_secret: &'a str) -> BoxFuture<'a, Probed> {

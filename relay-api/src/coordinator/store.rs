@@ -13,9 +13,13 @@ use super::model::{
     ValidationRecord,
 };
 use super::state::{DeploymentState, TransitionError};
+use crate::coordinator::money::Terms;
 use crate::hint::Hint;
 
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_coordinator.sql")];
+mod money;
+
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../migrations/0001_coordinator.sql"), include_str!("../../migrations/0004_economics.sql")];
 
 /// The database file's name inside the data directory.
 pub const DATABASE_FILE: &str = "relay.sqlite3";
@@ -63,6 +67,27 @@ pub struct Caller {
     pub invited: bool,
     /// The token's public ID.
     pub token_id: String,
+    /// What the token may do.
+    pub role: TokenRole,
+}
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRole {
+    /// Deploy and manage the organization's projects.
+    Customer,
+    /// Read and claim the rewards of the gateway operator named like the organization.
+    Operator,
+}
+
+impl TokenRole {
+    /// The spelling in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenRole::Customer => "customer",
+            TokenRole::Operator => "operator",
+        }
+    }
 }
 
 /// What a new deployment is made of.
@@ -90,6 +115,8 @@ pub struct NewDeployment {
     pub route_secret: String,
     /// The spend ceiling.
     pub ceiling_micros: u64,
+    /// The operator of the gateway that carries the route (its rewards go there).
+    pub gateway_operator: String,
 }
 
 /// A deployment's secrets and project, which only the coordinator reads.
@@ -225,10 +252,10 @@ impl RelayStore {
     }
 
     /// Records a token (by its hash) for an organization.
-    pub fn add_token(&self, org_id: &str, token_id: &str, hash: &str) -> Result<(), StoreError> {
+    pub fn add_token(&self, org_id: &str, token_id: &str, hash: &str, role: TokenRole) -> Result<(), StoreError> {
         self.conn()?.execute(
-            "INSERT INTO tokens (hash, id, org_id, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![hash, token_id, org_id, now_ms()],
+            "INSERT INTO tokens (hash, id, org_id, created_at, role) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![hash, token_id, org_id, now_ms(), role.as_str()],
         )?;
         Ok(())
     }
@@ -238,10 +265,19 @@ impl RelayStore {
         let conn = self.conn()?;
         let caller = conn
             .query_row(
-                "SELECT o.id, o.name, o.invited_at IS NOT NULL, t.id FROM tokens t JOIN orgs o ON o.id = t.org_id \
+                "SELECT o.id, o.name, o.invited_at IS NOT NULL, t.id, t.role FROM tokens t JOIN orgs o ON o.id = t.org_id \
                  WHERE t.hash = ?1",
                 [token_hash],
-                |r| Ok(Caller { org_id: r.get(0)?, org_name: r.get(1)?, invited: r.get(2)?, token_id: r.get(3)? }),
+                |r| {
+                    let role: String = r.get(4)?;
+                    Ok(Caller {
+                        org_id: r.get(0)?,
+                        org_name: r.get(1)?,
+                        invited: r.get(2)?,
+                        token_id: r.get(3)?,
+                        role: if role == "operator" { TokenRole::Operator } else { TokenRole::Customer },
+                    })
+                },
             )
             .optional()?;
         Ok(caller)
@@ -258,7 +294,8 @@ impl RelayStore {
         let inserted = tx.execute(
             "INSERT INTO deployments (id, org_id, project, project_json, project_digest, manifest_digest, \
              canonical_hostname, route_id, credential, route_secret, ceiling_micros, state, state_reason, \
-             created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)",
+             created_at, updated_at, gateway_operator) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14, ?15)",
             params![
                 new.id,
                 new.org_id,
@@ -273,7 +310,8 @@ impl RelayStore {
                 i64_of(new.ceiling_micros)?,
                 DeploymentState::PendingFunding.as_str(),
                 reason,
-                now
+                now,
+                new.gateway_operator
             ],
         );
         if let Err(rusqlite::Error::SqliteFailure(e, _)) = &inserted
@@ -342,6 +380,17 @@ impl RelayStore {
     /// Moves a deployment to `to` (when the machine allows it) and records why. Moving to the
     /// state it is already in changes nothing and records nothing. Returns the deployment.
     pub fn transition(&self, id: &str, to: DeploymentState, reason: &str) -> Result<Deployment, StoreError> {
+        self.transition_at(id, to, reason, now_ms())
+    }
+
+    /// [`RelayStore::transition`] at a given time (tests drive their own clock).
+    pub fn transition_at(
+        &self,
+        id: &str,
+        to: DeploymentState,
+        reason: &str,
+        now: i64,
+    ) -> Result<Deployment, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let d = get_deployment(&tx, id)?;
@@ -351,7 +400,6 @@ impl RelayStore {
         if !d.state.may_become(to) {
             return Err(TransitionError { from: d.state, to }.into());
         }
-        let now = now_ms();
         // Leaving the spending states ends the period clock; a new one starts when live again.
         let next_period = if to.runs_job() { d.next_period_at } else { None };
         tx.execute(
@@ -434,7 +482,13 @@ impl RelayStore {
 
     /// Funds a quote: one `fund` entry, never above the ceiling, once per quote, only before
     /// it expires and while it still matches the deployment (project and hostnames).
-    pub fn fund(&self, deployment_id: &str, quote_id: &str, hostnames: &[String]) -> Result<LedgerEntry, StoreError> {
+    pub fn fund(
+        &self,
+        deployment_id: &str,
+        quote_id: &str,
+        hostnames: &[String],
+        now: i64,
+    ) -> Result<LedgerEntry, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let d = get_deployment(&tx, deployment_id)?;
@@ -446,7 +500,6 @@ impl RelayStore {
             )
             .optional()?
             .ok_or_else(|| StoreError::NotFound(format!("quote {quote_id} of deployment {deployment_id}")))?;
-        let now = now_ms();
         if matches!(d.state, DeploymentState::Stopped | DeploymentState::Failed) {
             return Err(refused(
                 "deployment_not_fundable",
@@ -468,7 +521,7 @@ impl RelayStore {
                 "the project or its hostnames changed since the quote; ask for a new quote",
             ));
         }
-        let balance = balance_of(&tx, deployment_id)?;
+        let balance = money::balance_of(&tx, deployment_id)?;
         let total = balance.funded_micros.saturating_add(quote.total_micros);
         if total > d.ceiling_micros {
             return Err(refused(
@@ -481,6 +534,14 @@ impl RelayStore {
             ));
         }
         tx.execute("UPDATE quotes SET funded_at = ?1 WHERE id = ?2", params![now, quote_id])?;
+        money::create_sessions(
+            &tx,
+            deployment_id,
+            quote_id,
+            quote.periods,
+            quote.price_micros,
+            quote.period_secs.saturating_mul(1000),
+        )?;
         let note = format!("funded quote {quote_id}: {} periods of {} s", quote.periods, quote.period_secs);
         let seq =
             insert_entry(&tx, deployment_id, EntryKind::Fund, quote.total_micros, Some(quote_id), None, &note, now)?;
@@ -496,39 +557,16 @@ impl RelayStore {
         })
     }
 
-    /// Charges the deployment's next period if its balance covers `price` and sets when the
-    /// one after is due. Returns false (charging nothing) when the balance is short.
-    pub fn spend_period(&self, deployment_id: &str, price: u64, period: Duration) -> Result<bool, StoreError> {
-        let mut conn = self.conn()?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let d = get_deployment(&tx, deployment_id)?;
-        if balance_of(&tx, deployment_id)?.available_micros < price {
-            return Ok(false);
-        }
-        let now = now_ms();
-        let index = d.periods_spent;
-        let note = format!("period {index}");
-        insert_entry(&tx, deployment_id, EntryKind::Spend, price, None, Some(index), &note, now)?;
-        let start = d.next_period_at.unwrap_or(now);
-        let next = start.saturating_add(i64::try_from(period.as_millis()).unwrap_or(i64::MAX));
-        tx.execute(
-            "UPDATE deployments SET periods_spent = ?1, next_period_at = ?2, updated_at = ?3 WHERE id = ?4",
-            params![i64_of(index + 1)?, next, now, deployment_id],
-        )?;
-        tx.commit()?;
-        Ok(true)
-    }
-
-    /// Stops a deployment: the transition, a `stop` entry and a `refund` of what was funded
-    /// and not spent, in one transaction. Stopping twice changes nothing.
-    pub fn stop(&self, deployment_id: &str, reason: &str) -> Result<Deployment, StoreError> {
+    /// Stops a deployment, in one transaction: the transition, the running period settled at
+    /// `now` (the rest of it unserved, so refundable), and a `stop` entry. Periods never
+    /// started stay refundable (`refund`). Stopping twice changes nothing.
+    pub fn stop(&self, deployment_id: &str, reason: &str, terms: &Terms, now: i64) -> Result<Deployment, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let d = get_deployment(&tx, deployment_id)?;
         if d.state == DeploymentState::Stopped {
             return Ok(d);
         }
-        let now = now_ms();
         tx.execute(
             "UPDATE deployments SET state = 'stopped', state_reason = ?1, updated_at = ?2, next_period_at = NULL \
              WHERE id = ?3",
@@ -542,11 +580,8 @@ impl RelayStore {
             "INSERT INTO logs (deployment_id, source, line, at) VALUES (?1, 'route', ?2, ?3)",
             params![deployment_id, format!("{} -> stopped: {reason}", d.state), now],
         )?;
+        RelayStore::settle_early(&tx, deployment_id, terms, now)?;
         insert_entry(&tx, deployment_id, EntryKind::Stop, 0, None, None, "spending stopped", now)?;
-        let left = balance_of(&tx, deployment_id)?.available_micros;
-        if left > 0 {
-            insert_entry(&tx, deployment_id, EntryKind::Refund, left, None, None, "unspent funding returned", now)?;
-        }
         tx.execute("UPDATE hostnames SET state = 'removed' WHERE deployment_id = ?1", [deployment_id])?;
         let d = get_deployment(&tx, deployment_id)?;
         tx.commit()?;
@@ -578,7 +613,7 @@ impl RelayStore {
 
     /// The deployment's balance.
     pub fn balance(&self, deployment_id: &str) -> Result<Balance, StoreError> {
-        balance_of(&*self.conn()?, deployment_id)
+        money::balance_of(&*self.conn()?, deployment_id)
     }
 
     // ------------------------------------------------------------------ hostnames
@@ -671,13 +706,13 @@ impl RelayStore {
         deployment_id: &str,
         hostname: &str,
         passed: bool,
-        version: &str,
+        (version, digest): (&str, &str),
         detail: &serde_json::Value,
     ) -> Result<(), StoreError> {
         self.conn()?.execute(
-            "INSERT INTO validations (deployment_id, hostname, passed, validator_version, detail_json, at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![deployment_id, hostname, passed, version, detail.to_string(), now_ms()],
+            "INSERT INTO validations (deployment_id, hostname, passed, validator_version, validator_digest, detail_json, at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![deployment_id, hostname, passed, version, digest, detail.to_string(), now_ms()],
         )?;
         Ok(())
     }
@@ -686,7 +721,7 @@ impl RelayStore {
     pub fn latest_validations(&self, deployment_id: &str) -> Result<Vec<ValidationRecord>, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare(
-            "SELECT seq, hostname, passed, validator_version, detail_json, at FROM validations v \
+            "SELECT seq, hostname, passed, validator_version, detail_json, at, validator_digest FROM validations v \
              WHERE deployment_id = ?1 AND seq = (SELECT MAX(seq) FROM validations w \
              WHERE w.deployment_id = v.deployment_id AND w.hostname = v.hostname) ORDER BY hostname",
         )?;
@@ -697,6 +732,7 @@ impl RelayStore {
                 hostname: r.get(1)?,
                 passed: r.get(2)?,
                 validator_version: r.get(3)?,
+                validator_digest: r.get(6)?,
                 detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::Null),
                 at: r.get(5)?,
             })
@@ -756,23 +792,6 @@ fn get_deployment(conn: &Connection, id: &str) -> Result<Deployment, StoreError>
         .ok_or_else(|| StoreError::NotFound(format!("deployment {id}")))
 }
 
-fn balance_of(conn: &Connection, deployment_id: &str) -> Result<Balance, StoreError> {
-    let (funded, spent, refunded): (i64, i64, i64) = conn.query_row(
-        "SELECT COALESCE(SUM(CASE kind WHEN 'fund' THEN amount_micros END), 0), \
-         COALESCE(SUM(CASE kind WHEN 'spend' THEN amount_micros END), 0), \
-         COALESCE(SUM(CASE kind WHEN 'refund' THEN amount_micros END), 0) FROM ledger WHERE deployment_id = ?1",
-        [deployment_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
-    let (funded, spent, refunded) = (u64_of(funded), u64_of(spent), u64_of(refunded));
-    Ok(Balance {
-        funded_micros: funded,
-        spent_micros: spent,
-        refunded_micros: refunded,
-        available_micros: funded.saturating_sub(spent).saturating_sub(refunded),
-    })
-}
-
 #[allow(clippy::too_many_arguments)]
 fn insert_entry(
     conn: &Connection,
@@ -800,137 +819,4 @@ pub fn random_hex(n: usize) -> Result<String, StoreError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("svc-relay-store-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
-    }
-
-    fn deployment(store: &RelayStore, ceiling: u64) -> Deployment {
-        let org = store.invite("acme").expect("org");
-        store
-            .create_deployment(&NewDeployment {
-                id: "dep_1".into(),
-                org_id: org,
-                project: "node-demo".into(),
-                project_json: "{}".into(),
-                project_digest: "sha256:p".into(),
-                manifest_digest: "sha256:m".into(),
-                canonical_hostname: "node-demo-acme.localhost".into(),
-                route_id: "rt_1".into(),
-                credential: "c".into(),
-                route_secret: "s".into(),
-                ceiling_micros: ceiling,
-            })
-            .expect("created")
-    }
-
-    fn quote(id: &str, total: u64, expires_at: i64) -> Quote {
-        Quote {
-            id: id.into(),
-            deployment_id: "dep_1".into(),
-            project_digest: "sha256:p".into(),
-            hostnames: vec!["node-demo-acme.localhost".into()],
-            price_micros: total,
-            period_secs: 60,
-            periods: 1,
-            total_micros: total,
-            created_at: now_ms(),
-            expires_at,
-            funded_at: None,
-        }
-    }
-
-    fn code(e: StoreError) -> &'static str {
-        match e {
-            StoreError::Refused { code, .. } => code,
-            other => panic!("a refusal, not {other}"),
-        }
-    }
-
-    #[test]
-    fn funding_is_bounded_once_per_quote_and_the_ledger_balances() {
-        let dir = temp_dir("fund");
-        let store = RelayStore::open(&dir).expect("open");
-        let d = deployment(&store, 1_000);
-        let names = vec!["node-demo-acme.localhost".to_owned()];
-        let later = now_ms() + 60_000;
-        store.add_quote(&quote("q1", 600, later)).expect("quote");
-        store.add_quote(&quote("q2", 600, later)).expect("quote");
-        store.add_quote(&quote("q3", 100, now_ms() - 1)).expect("quote");
-        store.add_quote(&quote("q4", 100, later)).expect("quote");
-        store.fund(&d.id, "q1", &names).expect("funded");
-        assert_eq!(code(store.fund(&d.id, "q1", &names).expect_err("twice")), "quote_already_funded");
-        assert_eq!(code(store.fund(&d.id, "q2", &names).expect_err("ceiling")), "spend_ceiling_exceeded");
-        assert_eq!(code(store.fund(&d.id, "q3", &names).expect_err("expired")), "quote_expired");
-        let other = vec!["node-demo-acme.localhost".to_owned(), "shop.example.com".to_owned()];
-        assert_eq!(code(store.fund(&d.id, "q4", &other).expect_err("stale")), "quote_stale");
-
-        // Periods: 600 funded pays two periods of 250, not a third.
-        assert!(store.spend_period(&d.id, 250, Duration::from_secs(60)).expect("spend"));
-        assert!(store.spend_period(&d.id, 250, Duration::from_secs(60)).expect("spend"));
-        assert!(!store.spend_period(&d.id, 250, Duration::from_secs(60)).expect("short"));
-        let d = store.deployment(&d.id).expect("deployment");
-        assert_eq!(d.periods_spent, 2);
-
-        let stopped = store.stop(&d.id, "test").expect("stop");
-        assert_eq!(stopped.state, DeploymentState::Stopped);
-        store.stop(&d.id, "again").expect("stopping twice changes nothing");
-        let kinds: Vec<EntryKind> = store.ledger(&d.id).expect("ledger").iter().map(|e| e.kind).collect();
-        assert_eq!(kinds, [EntryKind::Fund, EntryKind::Spend, EntryKind::Spend, EntryKind::Stop, EntryKind::Refund]);
-        let b = store.balance(&d.id).expect("balance");
-        assert_eq!((b.funded_micros, b.spent_micros, b.refunded_micros, b.available_micros), (600, 500, 100, 0));
-        assert_eq!(code(store.fund(&d.id, "q4", &names).expect_err("stopped")), "deployment_not_fundable");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn transitions_follow_the_machine_and_are_recorded() {
-        let dir = temp_dir("transitions");
-        let store = RelayStore::open(&dir).expect("open");
-        let d = deployment(&store, 1_000);
-        assert!(matches!(
-            store.transition(&d.id, DeploymentState::Live, "skip validation"),
-            Err(StoreError::Transition(_))
-        ));
-        store.transition(&d.id, DeploymentState::Provisioning, "funded").expect("provisioning");
-        store.transition(&d.id, DeploymentState::Provisioning, "again").expect("no-op");
-        store.transition(&d.id, DeploymentState::Validating, "launched").expect("validating");
-        let path: Vec<(Option<DeploymentState>, DeploymentState)> =
-            store.transitions(&d.id).expect("transitions").iter().map(|t| (t.from, t.to)).collect();
-        assert_eq!(
-            path,
-            [
-                (None, DeploymentState::PendingFunding),
-                (Some(DeploymentState::PendingFunding), DeploymentState::Provisioning),
-                (Some(DeploymentState::Provisioning), DeploymentState::Validating),
-            ]
-        );
-        // A second running deployment cannot take the same canonical hostname.
-        let org = store.invite("acme").expect("org");
-        let clash = NewDeployment {
-            id: "dep_2".into(),
-            org_id: org,
-            project: "node-demo".into(),
-            project_json: "{}".into(),
-            project_digest: "sha256:p".into(),
-            manifest_digest: "sha256:m".into(),
-            canonical_hostname: "node-demo-acme.localhost".into(),
-            route_id: "rt_2".into(),
-            credential: "c".into(),
-            route_secret: "s".into(),
-            ceiling_micros: 1,
-        };
-        assert_eq!(code(store.create_deployment(&clash).expect_err("taken")), "hostname_taken");
-        // Reopening the file keeps everything (and migrations do not run twice).
-        drop(store);
-        let store = RelayStore::open(&dir).expect("reopen");
-        assert_eq!(store.deployment(&d.id).expect("kept").state, DeploymentState::Validating);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

@@ -1,0 +1,141 @@
+//! `svc ingress sessions|refund|rewards|claim|pins`: the money and the trust of a route, as
+//! the customer and the gateway operator check them.
+
+use std::process::ExitCode;
+
+use hyper::Method;
+use serde_json::json;
+
+use relay_api::coordinator::api::{ClaimResponse, PinsResponse, SessionsResponse};
+use relay_api::coordinator::model::{LedgerEntry, RewardsSummary};
+
+use crate::args::{OutputFormat, PinsCommand, ProjectTarget, RelayTarget};
+use crate::deploy::{call, client, path, print_json, target};
+
+fn state_name(value: impl serde::Serialize) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// `svc ingress sessions`
+pub(crate) fn sessions(t: &ProjectTarget) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let r: SessionsResponse = call(&client, Method::GET, &path(&name, "/sessions"), None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&r);
+            return Ok(());
+        }
+        println!(
+            "{:<21} {:<8} {:>6} {:>12} {:>12} {:>12} {:>12}",
+            "session", "state", "period", "funded", "spent", "refundable", "refunded"
+        );
+        for s in &r.sessions {
+            let period = s.period_index.map_or_else(|| "-".to_owned(), |i| i.to_string());
+            println!(
+                "{:<21} {:<8} {:>6} {:>12} {:>12} {:>12} {:>12}",
+                s.id,
+                state_name(s.state),
+                period,
+                s.price_micros,
+                s.spent_micros,
+                s.refundable_micros,
+                s.refunded_micros
+            );
+        }
+        let b = &r.balance;
+        println!(
+            "funded {} = spent {} + refundable {} + refunded {} micros",
+            b.funded_micros, b.spent_micros, b.refundable_micros, b.refunded_micros
+        );
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress refund SESSION`
+pub(crate) fn refund(t: &ProjectTarget, session: &str) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let entry: LedgerEntry =
+            call(&client, Method::POST, &path(&name, &format!("/sessions/{session}/refund")), None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&entry);
+        } else {
+            println!("refunded {} micros of session {session} (ledger entry {})", entry.amount_micros, entry.seq);
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+fn print_rewards(r: &RewardsSummary) {
+    println!(
+        "operator {}: accrued {} = pending {} + claimable {} + claimed {} micros",
+        r.operator, r.accrued_micros, r.pending_micros, r.claimable_micros, r.claimed_micros
+    );
+    for reward in &r.rewards {
+        let status = match &reward.claim_id {
+            Some(id) => format!("claimed ({id})"),
+            None => format!("claimable from {}", reward.claimable_at),
+        };
+        println!("  {} {} micros, {status}", reward.session_id, reward.amount_micros);
+    }
+}
+
+/// `svc ingress rewards`
+pub(crate) fn rewards(t: &RelayTarget) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let client = client(&t.relay)?;
+        let r: RewardsSummary = call(&client, Method::GET, "/api/ingress/rewards", None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&r);
+        } else {
+            print_rewards(&r);
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress claim`
+pub(crate) fn claim(t: &RelayTarget) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let client = client(&t.relay)?;
+        let r: ClaimResponse = call(&client, Method::POST, "/api/ingress/rewards/claim", None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&r);
+        } else {
+            println!("claimed {} micros ({})", r.amount_micros, r.claim_id);
+            print_rewards(&r.rewards);
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress pins list|add|remove`
+pub(crate) fn pins(command: &PinsCommand) -> ExitCode {
+    let (t, method, suffix, body) = match command {
+        PinsCommand::List { target } => (target, Method::GET, String::new(), None),
+        PinsCommand::Add { digest, target } => (target, Method::POST, String::new(), Some(json!({"digest": digest}))),
+        PinsCommand::Remove { digest, target } => (target, Method::DELETE, format!("/{digest}"), None),
+    };
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let r: PinsResponse = call(&client, method.clone(), &path(&name, &format!("/pins{suffix}")), body.clone())?;
+        if t.format == OutputFormat::Json {
+            print_json(&r);
+            return Ok(());
+        }
+        println!("current validator: {} {}", r.current.version, r.current.digest);
+        if r.pins.is_empty() {
+            println!("no pins: project {name} accepts any validator version");
+        }
+        for pin in &r.pins {
+            let mark = if *pin == r.current.digest { " (current)" } else { "" };
+            println!("pinned {pin}{mark}");
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
