@@ -296,6 +296,28 @@ async fn a_project_deploys_goes_live_degrades_recovers_and_stops_with_the_develo
     assert!(get(relay.public, "node-demo-acme.localhost", &ca, "/").await.is_err(), "the route is gone");
     let logs = relay.svc(&["logs", "--config", &config]).await.1;
     assert!(logs.contains("route live -> degraded") && logs.contains("-> stopped"), "{logs}");
+    assert!(logs.lines().any(|l| l.contains(" app ")), "the app's own output is in the logs: {logs}");
+
+    // `logs --follow` prints what is there, then keeps printing what comes (from a cursor).
+    let cursor = logs.lines().nth(2).and_then(|l| l.split_whitespace().next()).expect("a cursor").to_owned();
+    let mut follow = Command::new(svc_binary());
+    follow
+        .args(["ingress", "logs", "--follow", "--after", &cursor, "--config", &config, "--relay", &relay.api])
+        .env("SVC_RELAY_TOKEN", &relay.token);
+    let mut follow = Proc::spawn("svc ingress logs --follow", follow);
+    follow.expect_line(Duration::from_secs(10), "an entry after the cursor", |l| l.contains("-> stopped")).await;
+    assert!(
+        follow
+            .lines()
+            .iter()
+            .all(|l| l.split_whitespace().next().and_then(|n| n.parse::<i64>().ok()) > cursor.parse().ok()),
+        "only entries after the cursor: {:?}",
+        follow.lines()
+    );
+    let (code, _, _) = relay.svc(&["hostname", "add", "shop.example.test", "--config", &config]).await;
+    assert_eq!(code, 1, "a stopped deployment takes no hostname");
+    // Still following: it has not exited.
+    assert!(follow.wait_exit(Duration::from_millis(500)).await.is_none(), "--follow keeps running");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -405,6 +427,20 @@ async fn a_customer_hostname_goes_live_once_its_dns_and_caa_are_right() {
     let (_, leaf) = x509_parser::parse_x509_certificate(&der).expect("X.509");
     let sans = format!("{:?}", leaf.subject_alternative_name());
     assert!(sans.contains(host) && sans.contains(canonical), "one certificate names both: {sans}");
+
+    // Removing the hostname takes it off the route.
+    let removed = relay.json(&["hostname", "remove", host, "--config", &config]).await;
+    assert_eq!(removed["hostname"]["state"], "removed");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get(public, host, &stack.root, "/").await.is_ok() {
+        assert!(Instant::now() < deadline, "the removed hostname still routes");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        get(public, canonical, &stack.root, "/").await.map(|r| r.status),
+        Ok(200),
+        "the canonical name still serves"
+    );
 
     // Periods are charged while live; stopping ends them and returns the rest.
     relay
