@@ -458,3 +458,21 @@ async fn remove_hostname(
     let h = engine.store().hostname(&d.id, &hostname)?.unwrap_or(h);
     ok(HostnameResponse { hostname: h, records })
 }
+
+/// `GET /api/ingress/catalog`: the signed service catalog (as every route, for an invited
+/// organization's token). Admitted gateways are not listed yet.
+pub(super) fn catalog_router(engine: Arc<Engine>, publisher: Arc<crate::catalog::Publisher>) -> Router {
+    Router::new().route("/api/ingress/catalog", get(catalog)).with_state((engine, publisher))
+}
+
+async fn catalog(
+    State((engine, publisher)): State<(Arc<Engine>, Arc<crate::catalog::Publisher>)>,
+    headers: HeaderMap,
+) -> ApiResult<crate::catalog::SignedCatalog> {
+    caller(&engine, &headers)?;
+    let content = crate::catalog::coordinator_content(engine.config(), Vec::new());
+    let signed = publisher
+        .current(content, super::store::now_ms())
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.code(), format!("the catalog: {e}")))?;
+    ok(signed)
+}
