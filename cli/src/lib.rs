@@ -7,6 +7,7 @@
 
 mod admin;
 mod args;
+mod catalog;
 mod client;
 mod deploy;
 mod ingress;
@@ -16,9 +17,9 @@ mod remote;
 mod serve;
 
 pub use args::{
-    AdminCommand, AgentCommand, AppCommand, Cli, Command, FactArgs, GatewayCommand, HostnameCommand, IngressCommand,
-    ManifestCommand, OutputFormat, PolicyCommand, ProjectTarget, RelayAdminCommand, RelayCommand, RelayServeArgs,
-    Remote, SchemaVersion, ServeArgs,
+    AdminCommand, AgentCommand, AppCommand, CatalogCommand, CatalogTarget, Cli, Command, FactArgs, GatewayCommand,
+    HostnameCommand, IngressCommand, ManifestCommand, OutputFormat, PolicyCommand, ProjectTarget, RelayAdminCommand,
+    RelayCommand, RelayServeArgs, Remote, SchemaVersion, ServeArgs,
 };
 
 use std::process::ExitCode;
@@ -68,6 +69,7 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Stop { target } => deploy::stop(&target),
             IngressCommand::Hostname { command } => deploy::hostname(&command),
             IngressCommand::Schema => deploy::schema(),
+            IngressCommand::Catalog { command } => catalog::run(&command),
         },
         Command::Relay { command } => match command {
             RelayCommand::Serve(args) => relay::serve(&args),

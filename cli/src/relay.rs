@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use relay_api::coordinator::{self, AgentCertificates, CoordinatorConfig};
 
-use crate::args::{RelayAdminCommand, RelayServeArgs};
+use crate::args::{OutputFormat, RelayAdminCommand, RelayServeArgs};
 use crate::ingress::{runtime, shutdown_signal};
 
 fn fail(message: &str) -> ExitCode {
@@ -29,6 +29,7 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     config.revalidate = Duration::from_secs(args.revalidate_secs.max(1));
     config.period = Duration::from_secs(args.period_secs.max(1));
     config.price_micros = args.price_micros;
+    config.catalog_validity = Duration::from_secs(args.catalog_validity_secs.max(1));
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
     if let Some(directory_url) = &args.acme_directory {
         let Some(roots) = args.acme_roots.clone() else {
@@ -79,6 +80,29 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
             Ok(token) => {
                 eprintln!("token {} for organization \"{org}\" (shown once; set SVC_RELAY_TOKEN to it):", token.id);
                 println!("{}", token.plaintext);
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.to_string()),
+        },
+        RelayAdminCommand::CatalogKey { data_dir } => match relay_api::catalog::signing_key(data_dir) {
+            Ok(key) => {
+                println!("{key}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.to_string()),
+        },
+        RelayAdminCommand::RotateCatalogKey { data_dir, format } => match relay_api::catalog::rotate_key(data_dir) {
+            Ok(rotation) => {
+                if *format == OutputFormat::Json {
+                    println!("{}", serde_json::to_string_pretty(&rotation).unwrap_or_default());
+                } else {
+                    println!("catalog signing key rotated from {} to {}", rotation.from, rotation.to);
+                    println!(
+                        "catalogs from sequence {} on are signed by the new key and carry the old key's statement; \
+                         customers who pinned the old key follow it",
+                        rotation.sequence
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => fail(&e.to_string()),

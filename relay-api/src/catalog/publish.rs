@@ -150,8 +150,8 @@ impl Publisher {
     }
 
     /// The catalog to serve at `now_ms` for `content`: the last one while it has the same
-    /// content, keys and rotation and more than half its validity left; otherwise a new one
-    /// with the next sequence, recorded before it is returned.
+    /// content, keys and rotation and more than half its validity left (and no more than the
+    /// whole); otherwise a new one with the next sequence, recorded before it is returned.
     pub fn current(&self, content: CatalogContent, now_ms: i64) -> Result<SignedCatalog, CatalogError> {
         let _guard = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = self.files.key()?.ok_or_else(|| {
@@ -173,7 +173,10 @@ impl Publisher {
                 && c.previous_key == previous_key
                 && last.rotation == rotation
                 && c.sequence == highest;
-            if unchanged && c.expires_at.saturating_sub(now_ms) > validity_ms / 2 {
+            // Reused only while more than half the validity is left, and never one valid
+            // for longer than the validity now configured.
+            let left = c.expires_at.saturating_sub(now_ms);
+            if unchanged && left > validity_ms / 2 && left <= validity_ms {
                 return Ok(last);
             }
         }

@@ -239,6 +239,11 @@ fn the_publisher_keeps_its_key_and_sequence_and_resigns_when_needed() {
     std::fs::remove_file(&signed_file).expect("rm");
     let fifth = p.current(content(300_000), later).expect("after loss");
     assert_eq!(v.verify(&fifth, later).expect("verifies").catalog.sequence, 5);
+    // A shorter validity configured: the longer-lived catalog is replaced at once.
+    let p = Publisher::open(&dir, Duration::from_secs(60)).expect("reopen");
+    let sixth = p.current(content(300_000), later + 1).expect("shorter validity");
+    let ok = v.verify(&sixth, later + 1).expect("verifies");
+    assert_eq!((ok.catalog.sequence, ok.catalog.expires_at), (6, later + 1 + 60_000));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
