@@ -146,7 +146,17 @@ impl Publisher {
 
     /// The current signing key.
     pub fn public_key(&self) -> Result<PublicKey, CatalogError> {
-        Ok(self.files.key_or_create()?.public_key())
+        Ok(self.key()?.public_key())
+    }
+
+    /// The signing key, which must exist (a new one would make every customer refuse).
+    fn key(&self) -> Result<CatalogKey, CatalogError> {
+        self.files.key()?.ok_or_else(|| {
+            CatalogError::Key(format!(
+                "{} is missing; restore it from a backup (a new key would make every customer refuse the catalog)",
+                self.files.path(KEY_FILE).display()
+            ))
+        })
     }
 
     /// The catalog to serve at `now_ms` for `content`: the last one while it has the same
@@ -154,12 +164,7 @@ impl Publisher {
     /// whole); otherwise a new one with the next sequence, recorded before it is returned.
     pub fn current(&self, content: CatalogContent, now_ms: i64) -> Result<SignedCatalog, CatalogError> {
         let _guard = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let key = self.files.key()?.ok_or_else(|| {
-            CatalogError::Key(format!(
-                "{} is missing; restore it from a backup (a new key would make every customer refuse the catalog)",
-                self.files.path(KEY_FILE).display()
-            ))
-        })?;
+        let key = self.key()?;
         let rotation = self.files.rotation_to(key.public_key())?;
         let previous_key = rotation.as_ref().map(|r| r.from);
         let validity_ms = i64::try_from(self.validity.as_millis()).unwrap_or(i64::MAX);
