@@ -5,6 +5,7 @@
 
 mod ingress {
     mod acme;
+    mod catalog;
     mod client;
     mod demo;
     mod deploy;

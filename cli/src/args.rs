@@ -186,6 +186,13 @@ pub enum IngressCommand {
         #[command(subcommand)]
         command: PinsCommand,
     },
+    /// The relay's signed service catalog (gateways, prices, validator digests, CAs), checked
+    /// against the pinned key.
+    Catalog {
+        /// What to do.
+        #[command(subcommand)]
+        command: CatalogCommand,
+    },
 }
 
 /// `svc ingress pins ...`
@@ -221,6 +228,44 @@ pub struct RelayTarget {
     /// The relay coordinator's base URL.
     #[arg(long, value_name = "URL", env = "SVC_RELAY", default_value = "http://127.0.0.1:7300")]
     pub relay: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+/// `svc ingress catalog ...`: each checks the signature against the pinned key (`--pin`, or
+/// the key pinned on first use), refuses an expired catalog and one older than the last seen
+/// (rollback), follows a key rotation signed by the pinned key, and only then updates the pin.
+#[derive(Debug, Subcommand)]
+pub enum CatalogCommand {
+    /// Verify the catalog and print it.
+    Show {
+        /// Which relay, which key.
+        #[command(flatten)]
+        target: CatalogTarget,
+    },
+    /// Verify the catalog and print the verdict: exit 0 verified, 1 refused.
+    Verify {
+        /// Which relay, which key.
+        #[command(flatten)]
+        target: CatalogTarget,
+    },
+}
+
+/// Which relay's catalog, checked against which key. Pins live in `SVC_RELAY_PINS`, or
+/// `svc/relay-pins.json` in the user config directory, by relay URL.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CatalogTarget {
+    /// The relay coordinator's base URL (also the pin's name).
+    #[arg(long, value_name = "URL", env = "SVC_RELAY", default_value = "http://127.0.0.1:7300")]
+    pub relay: String,
+    /// The key the relay's operator gave you (`ed25519:...`): it replaces the pinned key
+    /// (the last sequence seen is kept).
+    #[arg(long, value_name = "ed25519:KEY")]
+    pub pin: Option<String>,
+    /// Check a saved signed catalog instead of fetching one (no token needed).
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
@@ -310,6 +355,23 @@ pub enum RelayAdminCommand {
         #[arg(long)]
         operator: bool,
     },
+    /// Print the catalog signing key (`ed25519:...`; created if there is none) for
+    /// customers to pin.
+    CatalogKey {
+        /// The coordinator's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+    },
+    /// Replace the catalog signing key; the old key signs a statement naming the new one,
+    /// which every later catalog carries (works while the coordinator runs).
+    RotateCatalogKey {
+        /// The coordinator's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
 }
 
 /// `svc relay serve`
@@ -366,6 +428,9 @@ pub struct RelayServeArgs {
     /// Seconds after a period settles before its reward can be claimed.
     #[arg(long, value_name = "SECS", default_value_t = 86_400)]
     pub settlement_delay_secs: u64,
+    /// How long a signed service catalog is valid, seconds (re-signed after half).
+    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
+    pub catalog_validity_secs: u64,
 }
 
 /// `svc gateway run`

@@ -7,6 +7,7 @@
 
 mod admin;
 mod args;
+mod catalog;
 mod client;
 mod deploy;
 mod economics;
@@ -17,9 +18,9 @@ mod remote;
 mod serve;
 
 pub use args::{
-    AdminCommand, AgentCommand, AppCommand, Cli, Command, FactArgs, GatewayCommand, HostnameCommand, IngressCommand,
-    ManifestCommand, OutputFormat, PinsCommand, PolicyCommand, ProjectTarget, RelayAdminCommand, RelayCommand,
-    RelayServeArgs, Remote, SchemaVersion, ServeArgs,
+    AdminCommand, AgentCommand, AppCommand, CatalogCommand, CatalogTarget, Cli, Command, FactArgs, GatewayCommand,
+    HostnameCommand, IngressCommand, ManifestCommand, OutputFormat, PinsCommand, PolicyCommand, ProjectTarget,
+    RelayAdminCommand, RelayCommand, RelayServeArgs, RelayTarget, Remote, SchemaVersion, ServeArgs,
 };
 
 use std::process::ExitCode;
@@ -74,6 +75,7 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Rewards { target } => economics::rewards(&target),
             IngressCommand::Claim { target } => economics::claim(&target),
             IngressCommand::Pins { command } => economics::pins(&command),
+            IngressCommand::Catalog { command } => catalog::run(&command),
         },
         Command::Relay { command } => match command {
             RelayCommand::Serve(args) => relay::serve(&args),

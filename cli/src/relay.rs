@@ -6,7 +6,7 @@ use std::time::Duration;
 use relay_api::coordinator::store::TokenRole;
 use relay_api::coordinator::{self, AgentCertificates, CoordinatorConfig};
 
-use crate::args::{RelayAdminCommand, RelayServeArgs};
+use crate::args::{OutputFormat, RelayAdminCommand, RelayServeArgs};
 use crate::ingress::{runtime, shutdown_signal};
 
 fn fail(message: &str) -> ExitCode {
@@ -36,6 +36,7 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
         downtime_tolerance_bps: args.downtime_tolerance_bps.min(10_000),
         settlement_delay_ms: args.settlement_delay_secs.saturating_mul(1000),
     };
+    config.catalog_validity = Duration::from_secs(args.catalog_validity_secs.max(1));
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
     if let Some(directory_url) = &args.acme_directory {
         let Some(roots) = args.acme_roots.clone() else {
@@ -86,6 +87,29 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
             let role = if *operator { TokenRole::Operator } else { TokenRole::Customer };
             token(data_dir, org, role)
         }
+        RelayAdminCommand::CatalogKey { data_dir } => match relay_api::catalog::signing_key(data_dir) {
+            Ok(key) => {
+                println!("{key}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.to_string()),
+        },
+        RelayAdminCommand::RotateCatalogKey { data_dir, format } => match relay_api::catalog::rotate_key(data_dir) {
+            Ok(rotation) => {
+                if *format == OutputFormat::Json {
+                    println!("{}", serde_json::to_string_pretty(&rotation).unwrap_or_default());
+                } else {
+                    println!("catalog signing key rotated from {} to {}", rotation.from, rotation.to);
+                    println!(
+                        "catalogs from sequence {} on are signed by the new key and carry the old key's statement; \
+                         customers who pinned the old key follow it",
+                        rotation.sequence
+                    );
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.to_string()),
+        },
     }
 }
 

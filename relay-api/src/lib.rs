@@ -4,11 +4,13 @@
 //! and funding, customer hostnames checked in DNS ([`dns`]), route validation through the
 //! public path ([`validation`]), status, logs and recovery hints ([`hint`]). Beside them: the
 //! development CA ([`ca`]) and the agent-facing API that signs with it ([`local`]), the job
-//! runner ([`runner`]) and the one-command demo ([`demo`]).
+//! runner ([`runner`]) and the one-command demo ([`demo`]). The coordinator publishes a signed
+//! service catalog ([`catalog`]).
 
 #![forbid(unsafe_code)]
 
 pub mod ca;
+pub mod catalog;
 pub mod coordinator;
 pub mod demo;
 pub mod dns;

@@ -17,12 +17,12 @@ use super::pebble::PebbleStack;
 use super::process::{Proc, alive, free_port, signal};
 
 /// A running `svc relay serve` and a token of an invited organization.
-struct Relay {
-    proc: Proc,
-    api: String,
-    public: SocketAddr,
-    data: PathBuf,
-    token: String,
+pub(super) struct Relay {
+    pub(super) proc: Proc,
+    pub(super) api: String,
+    pub(super) public: SocketAddr,
+    pub(super) data: PathBuf,
+    pub(super) token: String,
 }
 
 fn repo() -> PathBuf {
@@ -39,7 +39,7 @@ fn node_demo_project(dir: &Path) -> PathBuf {
     project.join("ingress.json")
 }
 
-fn admin(data: &Path, what: &str, org: &str) -> String {
+pub(super) fn admin(data: &Path, what: &str, org: &str) -> String {
     admin_with(data, what, org, &[])
 }
 
@@ -60,7 +60,7 @@ fn admin_with(data: &Path, what: &str, org: &str, extra: &[&str]) -> String {
 }
 
 impl Relay {
-    async fn start(data: &Path, extra: &[String]) -> Relay {
+    pub(super) async fn start(data: &Path, extra: &[String]) -> Relay {
         admin(data, "invite", "acme");
         let token = admin(data, "token", "acme");
         let mut command = Command::new(svc_binary());
@@ -84,11 +84,11 @@ impl Relay {
     }
 
     /// Runs `svc ingress ARGS --relay API` with this relay's token; (exit code, stdout, stderr).
-    async fn svc(&self, args: &[&str]) -> (i32, String, String) {
+    pub(super) async fn svc(&self, args: &[&str]) -> (i32, String, String) {
         self.svc_as(&self.token, args).await
     }
 
-    async fn svc_as(&self, token: &str, args: &[&str]) -> (i32, String, String) {
+    pub(super) async fn svc_as(&self, token: &str, args: &[&str]) -> (i32, String, String) {
         let out = tokio::process::Command::new(svc_binary())
             .arg("ingress")
             .args(args)
@@ -102,7 +102,7 @@ impl Relay {
     }
 
     /// `svc ingress ARGS --format json`, which must succeed.
-    async fn json(&self, args: &[&str]) -> Value {
+    pub(super) async fn json(&self, args: &[&str]) -> Value {
         let mut all = args.to_vec();
         all.extend(["--format", "json"]);
         let (code, out, err) = self.svc(&all).await;

@@ -597,3 +597,21 @@ async fn remove_pin(
     }
     ok(pins_response(&engine, &caller, &project)?)
 }
+
+/// `GET /api/ingress/catalog`: the signed service catalog (as every route, for an invited
+/// organization's token). Admitted gateways are not listed yet.
+pub(super) fn catalog_router(engine: Arc<Engine>, publisher: Arc<crate::catalog::Publisher>) -> Router {
+    Router::new().route("/api/ingress/catalog", get(catalog)).with_state((engine, publisher))
+}
+
+async fn catalog(
+    State((engine, publisher)): State<(Arc<Engine>, Arc<crate::catalog::Publisher>)>,
+    headers: HeaderMap,
+) -> ApiResult<crate::catalog::SignedCatalog> {
+    caller(&engine, &headers)?;
+    let content = crate::catalog::coordinator_content(engine.config(), Vec::new());
+    let signed = publisher
+        .current(content, super::store::now_ms())
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.code(), format!("the catalog: {e}")))?;
+    ok(signed)
+}

@@ -84,6 +84,8 @@ pub struct CoordinatorConfig {
     pub agent_command: Vec<OsString>,
     /// The Node.js program.
     pub node: OsString,
+    /// How long a signed service catalog is valid (re-signed once half of it has passed).
+    pub catalog_validity: Duration,
 }
 
 impl CoordinatorConfig {
@@ -106,6 +108,7 @@ impl CoordinatorConfig {
             gateway_operator: "local".to_owned(),
             agent_command,
             node: "node".into(),
+            catalog_validity: crate::catalog::DEFAULT_VALIDITY,
         }
     }
 }
@@ -168,6 +171,10 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), CoordinatorError> {
     let store = Arc::new(RelayStore::open(&config.data_dir)?);
+    let catalog = Arc::new(
+        crate::catalog::Publisher::open(&config.data_dir, config.catalog_validity)
+            .map_err(setup("the signed service catalog"))?,
+    );
     let ca = DevCa::open(&config.data_dir).map_err(setup("the development CA"))?;
     let (tunnel_chain, tunnel_key) = ca
         .issue(&["gateway.localhost".to_owned()], Duration::from_secs(365 * 24 * 3600))
@@ -219,7 +226,7 @@ pub async fn run(
     let started = Started { api, gateway: bound, agent_api };
     on_started(&started);
     let engine_task = tokio::spawn(engine.clone().run());
-    let app = http::router(engine.clone());
+    let app = http::router(engine.clone()).merge(http::catalog_router(engine.clone(), catalog));
     let server = axum::serve(listener, app).with_graceful_shutdown(shutdown);
     let served = server.await.map_err(setup("the relay API"));
     engine_task.abort();

@@ -1,0 +1,29 @@
+//! Signed service catalogs: the relay coordinator publishes what it offers (admitted
+//! gateways, prices, the digests of its route validation procedures, its certificate
+//! authorities) as canonical JSON (RFC 8785) signed with Ed25519, with a sequence number and
+//! an expiry, so a customer can check it against a pinned key, refuse an expired or replayed
+//! one, and follow a key rotation signed by the old key.
+//!
+//! [`model`] is the format, [`key`] the keys and the signed bytes, [`Verifier`] the
+//! customer's checks, [`Publisher`] the coordinator's files and signing, and
+//! [`coordinator_content`] what a coordinator's configuration puts in its catalog.
+
+mod content;
+mod error;
+pub mod key;
+pub mod model;
+mod publish;
+mod verify;
+
+#[cfg(test)]
+mod tests;
+
+pub use content::{DEVELOPMENT_CA, coordinator_content};
+pub use error::{CatalogError, human_duration};
+pub use key::{CatalogKey, PublicKey, canonical_bytes};
+pub use model::{
+    Catalog, CatalogContent, CatalogGateway, CertificateAuthority, Opened, Prices, Rotation, SignedCatalog,
+    ValidatorDigest,
+};
+pub use publish::{CATALOG_DIR, DEFAULT_VALIDITY, Publisher, rotate_key, signing_key};
+pub use verify::{Pin, Seen, VerifiedCatalog, Verifier};
