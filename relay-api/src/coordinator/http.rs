@@ -98,6 +98,8 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/ingress/deployments/{project}/hostnames", post(add_hostname))
         .route("/api/ingress/deployments/{project}/hostnames/{hostname}", axum::routing::delete(remove_hostname))
         .route("/api/ingress/deployments/{project}/hostnames/{hostname}/verify", post(verify_hostname))
+        .route("/api/relay/health", get(super::admission::health))
+        .route("/api/operators/register", post(super::admission::register))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .with_state(engine)
 }

@@ -15,7 +15,8 @@ use super::model::{
 use super::state::{DeploymentState, TransitionError};
 use crate::hint::Hint;
 
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_coordinator.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../migrations/0001_coordinator.sql"), include_str!("../../migrations/0002_admission.sql")];
 
 /// The database file's name inside the data directory.
 pub const DATABASE_FILE: &str = "relay.sqlite3";
@@ -199,7 +200,7 @@ impl RelayStore {
         &self.path
     }
 
-    fn conn(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+    pub(super) fn conn(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
         self.conn.lock().map_err(|_| StoreError::Backend("a previous store operation panicked".into()))
     }
 
