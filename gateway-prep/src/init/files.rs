@@ -6,6 +6,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
+use relay_api::gateway::file::GatewayFile;
 use serde::Serialize;
 
 use crate::{Root, sha256_hex};
@@ -44,6 +45,32 @@ impl Action {
     }
 }
 
+/// What the record's SHA-256 of a file covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fingerprint {
+    /// The bytes.
+    Bytes,
+    /// The gateway configuration without its routes, re-serialized: the routes are the
+    /// gateway's to change, and formatting is not a change.
+    GatewayConfig,
+}
+
+impl Fingerprint {
+    /// The SHA-256 (hex) of what this fingerprint covers in `bytes`.
+    pub fn of(self, bytes: &[u8]) -> String {
+        match self {
+            Fingerprint::Bytes => sha256_hex(bytes),
+            Fingerprint::GatewayConfig => match serde_json::from_slice::<GatewayFile>(bytes) {
+                Ok(mut file) => {
+                    file.routes.clear();
+                    sha256_hex(serde_json::to_string(&file).unwrap_or_default().as_bytes())
+                }
+                Err(_) => sha256_hex(bytes),
+            },
+        }
+    }
+}
+
 /// A file as init wants it.
 #[derive(Debug, Clone)]
 pub struct Planned {
@@ -53,6 +80,8 @@ pub struct Planned {
     pub content: String,
     /// The mode (0600 for keys, 0644 otherwise).
     pub mode: u32,
+    /// What the record's digest covers.
+    pub fingerprint: Fingerprint,
     /// What applying does.
     pub action: Action,
 }
@@ -76,17 +105,26 @@ impl Planned {
 }
 
 /// Decides what to do with a file that should hold `content` with `mode`. `recorded` is the
-/// SHA-256 of what init last wrote there (from the registration record), if anything.
-pub fn classify(root: &Root, path: &Path, content: &str, mode: u32, recorded: Option<&str>, force: bool) -> Action {
+/// fingerprint of what init last wrote there (from the registration record), if anything.
+pub fn classify(
+    root: &Root,
+    path: &Path,
+    content: &str,
+    mode: u32,
+    fingerprint: Fingerprint,
+    recorded: Option<&str>,
+    force: bool,
+) -> Action {
     let real = root.path(path);
     let Ok(existing) = std::fs::read(&real) else {
         return if real.exists() && !force { Action::Changed } else { Action::Create };
     };
-    if existing == content.as_bytes() {
+    let existing_print = fingerprint.of(&existing);
+    if existing_print == fingerprint.of(content.as_bytes()) {
         let current = std::fs::metadata(&real).map(|m| m.permissions().mode() & 0o777).unwrap_or(mode);
         return if current == mode { Action::Unchanged } else { Action::Update };
     }
-    if recorded == Some(sha256_hex(&existing).as_str()) {
+    if recorded == Some(existing_print.as_str()) {
         Action::Update
     } else if force {
         Action::Replace
@@ -95,9 +133,9 @@ pub fn classify(root: &Root, path: &Path, content: &str, mode: u32, recorded: Op
     }
 }
 
-/// The SHA-256 of each planned file's content, by host path: what the record keeps.
+/// The fingerprint of each planned file, by host path: what the record keeps.
 pub fn digests(files: &[Planned]) -> BTreeMap<String, String> {
-    files.iter().map(|f| (f.path.display().to_string(), sha256_hex(f.content.as_bytes()))).collect()
+    files.iter().map(|f| (f.path.display().to_string(), f.fingerprint.of(f.content.as_bytes()))).collect()
 }
 
 /// Writes `content` to `path` with `mode`: a temporary file beside it (created with the
@@ -133,19 +171,30 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let root = Root::new(&dir);
         let path = Path::new("/etc/x.conf");
-        assert_eq!(classify(&root, path, "a\n", 0o644, None, false), Action::Create);
+        const B: Fingerprint = Fingerprint::Bytes;
+        assert_eq!(classify(&root, path, "a\n", 0o644, B, None, false), Action::Create);
         write_atomic(&root.path(path), b"a\n", 0o600).expect("write");
         let mode = std::fs::metadata(root.path(path)).expect("meta").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert_eq!(classify(&root, path, "a\n", 0o600, None, false), Action::Unchanged);
-        assert_eq!(classify(&root, path, "a\n", 0o644, None, false), Action::Update, "mode only");
+        assert_eq!(classify(&root, path, "a\n", 0o600, B, None, false), Action::Unchanged);
+        assert_eq!(classify(&root, path, "a\n", 0o644, B, None, false), Action::Update, "mode only");
         let wrote = sha256_hex(b"a\n");
-        assert_eq!(classify(&root, path, "b\n", 0o600, Some(&wrote), false), Action::Update, "init wrote it");
-        assert_eq!(classify(&root, path, "b\n", 0o600, Some("other"), false), Action::Changed, "edited by hand");
-        assert_eq!(classify(&root, path, "b\n", 0o600, None, false), Action::Changed, "never written by init");
-        assert_eq!(classify(&root, path, "b\n", 0o600, None, true), Action::Replace);
+        assert_eq!(classify(&root, path, "b\n", 0o600, B, Some(&wrote), false), Action::Update, "init wrote it");
+        assert_eq!(classify(&root, path, "b\n", 0o600, B, Some("other"), false), Action::Changed, "edited by hand");
+        assert_eq!(classify(&root, path, "b\n", 0o600, B, None, false), Action::Changed, "never written by init");
+        assert_eq!(classify(&root, path, "b\n", 0o600, B, None, true), Action::Replace);
         write_atomic(&root.path(path), b"b\n", 0o644).expect("overwrite");
         assert_eq!(std::fs::read_to_string(root.path(path)).expect("read"), "b\n");
+        // The gateway configuration's routes and formatting are not what init wrote.
+        let config = r#"{"public":"0.0.0.0:443","tunnel":"0.0.0.0:7443","admin":"127.0.0.1:7444",
+            "tunnelCert":"/c","tunnelKey":"/k"}"#;
+        let routed = r#"{ "public": "0.0.0.0:443", "tunnel": "0.0.0.0:7443", "admin": "127.0.0.1:7444",
+            "tunnelCert": "/c", "tunnelKey": "/k",
+            "routes": [{"routeId": "rt_1", "hostnames": ["a.example.test"], "credentialSha256": "00"}] }"#;
+        let g = Fingerprint::GatewayConfig;
+        assert_eq!(g.of(config.as_bytes()), g.of(routed.as_bytes()));
+        assert_ne!(g.of(config.as_bytes()), g.of(config.replace("7444", "7445").as_bytes()));
+        assert_eq!(g.of(b"not json"), sha256_hex(b"not json"));
         let leftovers: Vec<_> = std::fs::read_dir(dir.join("etc")).expect("dir").collect();
         assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
         let _ = std::fs::remove_dir_all(&dir);

@@ -23,7 +23,7 @@ use crate::args::InitArgs;
 use crate::coordinator::{ClientError, CoordinatorClient};
 use crate::key::{KeyError, OperatorKey, check_tls_identity, tunnel_cert};
 use crate::{Root, layout};
-use files::{Action, FileReport, Planned};
+use files::{Action, FileReport, Fingerprint, Planned};
 use record::Registration;
 
 /// What init is asked to do.
@@ -330,22 +330,24 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
     let (key, key_text) = operator_key(root, record.as_ref())?;
     let (cert_pem, tunnel_key_pem) = tunnel_pair(root, &hostname)?;
     let wanted = [
-        (config_path(layout::OPERATOR_KEY), key_text, 0o600),
-        (config_path(layout::TUNNEL_KEY), tunnel_key_pem, 0o600),
-        (config_path(layout::TUNNEL_CERT), cert_pem, 0o644),
-        (config_path(layout::GATEWAY_FILE), gateway_json(root, opts), 0o644),
+        (config_path(layout::OPERATOR_KEY), key_text, 0o600, Fingerprint::Bytes),
+        (config_path(layout::TUNNEL_KEY), tunnel_key_pem, 0o600, Fingerprint::Bytes),
+        (config_path(layout::TUNNEL_CERT), cert_pem, 0o644, Fingerprint::Bytes),
+        (config_path(layout::GATEWAY_FILE), gateway_json(root, opts), 0o644, Fingerprint::GatewayConfig),
         (
             PathBuf::from(layout::UNIT),
             unit::unit(&opts.svc_binary, &config_path(layout::GATEWAY_FILE), opts.limit_nofile, &hostname),
             0o644,
+            Fingerprint::Bytes,
         ),
     ];
     let recorded = |p: &Path| record.as_ref().and_then(|r| r.files.get(&p.display().to_string()).cloned());
     let mut planned: Vec<Planned> = wanted
         .into_iter()
-        .map(|(path, content, mode)| {
-            let action = files::classify(root, &path, &content, mode, recorded(&path).as_deref(), opts.force);
-            Planned { path, content, mode, action }
+        .map(|(path, content, mode, fingerprint)| {
+            let action =
+                files::classify(root, &path, &content, mode, fingerprint, recorded(&path).as_deref(), opts.force);
+            Planned { path, content, mode, fingerprint, action }
         })
         .collect();
     let changed: Vec<String> =
@@ -444,6 +446,7 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
         path: record_path,
         content: text,
         mode: 0o644,
+        fingerprint: Fingerprint::Bytes,
     };
     if record_file.action.writes() {
         write(&record_file)?;
