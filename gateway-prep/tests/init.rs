@@ -206,6 +206,7 @@ async fn unknown_expired_and_reused_admission_tokens_are_refused() {
     assert!(refused.to_string().contains("403") && refused.to_string().contains("new admission token"), "{refused}");
     assert_eq!(refused.exit_code(), 2);
     assert_eq!(root.files(), Vec::<String>::new(), "the key made for the refused registration is removed");
+    assert!(!root.root().path("/etc/svc-gateway").exists(), "and the directory made for it");
 
     let expired = coordinator.token("north", Duration::ZERO);
     tokio::time::sleep(Duration::from_millis(20)).await;

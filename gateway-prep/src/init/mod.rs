@@ -397,6 +397,7 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
     // The key is on disk before the coordinator learns it, so a crash after registering
     // never loses the registered key; a refused registration removes a key this run made.
     let key_file = &planned[0];
+    let config_dir_existed = root.path(layout::CONFIG_DIR).exists();
     if key_file.action.writes() {
         write(key_file)?;
     }
@@ -416,6 +417,9 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
                 Err(e) => {
                     if key_file.action == Action::Create {
                         let _ = std::fs::remove_file(root.path(&key_file.path));
+                        if !config_dir_existed {
+                            let _ = std::fs::remove_dir(root.path(layout::CONFIG_DIR));
+                        }
                     }
                     return Err(match e {
                         ClientError::Refused { .. } => InitError::Refused(e),
