@@ -372,6 +372,19 @@ pub enum RelayAdminCommand {
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         format: OutputFormat,
     },
+    /// Issue a single-use admission token that lets a gateway operator register a host
+    /// (`gateway-prep init`); prints it once.
+    AdmissionToken {
+        /// The coordinator's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// The operator it admits (a DNS label).
+        #[arg(long, value_name = "NAME")]
+        operator: String,
+        /// Seconds until the token expires.
+        #[arg(long, value_name = "N", default_value_t = 86_400)]
+        ttl_secs: u64,
+    },
 }
 
 /// `svc relay serve`

@@ -110,6 +110,20 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
             }
             Err(e) => fail(&e.to_string()),
         },
+        RelayAdminCommand::AdmissionToken { data_dir, operator, ttl_secs } => {
+            match coordinator::issue_admission_token(data_dir, operator, Duration::from_secs(*ttl_secs)) {
+                Ok(issued) => {
+                    eprintln!(
+                        "admission token {} for operator \"{operator}\", single use, expires in {ttl_secs} s (shown once; \
+                         give it to the operator for `gateway-prep init --admission-token`):",
+                        issued.id
+                    );
+                    println!("{}", issued.plaintext);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e.to_string()),
+            }
+        }
     }
 }
 

@@ -258,6 +258,34 @@ async fn catalogs_are_pinned_checked_for_rollback_tampering_and_expiry_and_follo
     assert!(refused["error"]["message"].as_str().unwrap_or("").contains("expired"), "{refused:#}");
     let fresh = catalog_json(&url, &relay.token, &pins, &["verify"], 0).await;
     assert!(fresh["sequence"].as_u64() > Some(short), "re-signed: {fresh:#}");
+
+    // An admitted gateway operator appears in the next catalog, with the key it registered.
+    let admission = {
+        let out = std::process::Command::new(svc_e2e::service::svc_binary())
+            .args(["relay", "admin", "admission-token", "--data-dir"])
+            .arg(&data)
+            .args(["--operator", "gw-one"])
+            .output()
+            .expect("svc relay admin admission-token");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let key = gateway_prep::key::OperatorKey::generate().expect("an operator key");
+    let host = "gw1.example.test";
+    let message = relay_api::coordinator::admission::registration_message(&admission, host, &key.public_key());
+    let request = serde_json::json!({"admissionToken": admission, "publicKey": key.public_key(),
+        "signature": key.sign(&message), "hostname": host});
+    let (status, body) = super::client::post_json(api_addr(&relay), "/api/operators/register", &request);
+    assert_eq!(status, 201, "{body}");
+    let shown = catalog_json(&url, &relay.token, &pins, &["show"], 0).await;
+    assert_eq!(
+        shown["catalog"]["gateways"],
+        serde_json::json!([{"operator": "gw-one", "hostname": host, "publicKey": key.public_key()}]),
+        "{shown:#}"
+    );
+    let (status, body) = super::client::post_json(api_addr(&relay), "/api/operators/register", &request);
+    assert_eq!(status, 409, "a reused admission token: {body}");
+    assert!(body.contains("admission_token_used"), "{body}");
 }
 
 /// `svc relay admin catalog-key --data-dir DIR`.

@@ -305,3 +305,21 @@ pub(crate) fn outcome_count(metrics: SocketAddr, outcome: &str) -> u64 {
     let prefix = format!("svc_gateway_connections_total{{outcome=\"{outcome}\"}} ");
     text.lines().find_map(|l| l.strip_prefix(&prefix)).map_or(0, |n| n.trim().parse().expect("a counter"))
 }
+
+/// One plain-HTTP `POST path` of a JSON body to `addr` (blocking; management APIs and the
+/// relay's unauthenticated routes): (status, body).
+pub(crate) fn post_json(addr: SocketAddr, path: &str, body: &serde_json::Value) -> (u16, String) {
+    use std::io::{Read, Write};
+    let body = body.to_string();
+    let mut tcp = std::net::TcpStream::connect(addr).expect("connect");
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).expect("write");
+    let mut answer = String::new();
+    let _ = tcp.read_to_string(&mut answer);
+    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (status, body)
+}

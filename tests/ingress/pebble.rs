@@ -124,17 +124,7 @@ impl PebbleStack {
 
     /// Calls the mock DNS's management API (`/set-cname`, `/add-caa`, `/clear-caa`, ...).
     pub(crate) fn dns_set(&self, path: &str, body: serde_json::Value) {
-        use std::io::{Read, Write};
-        let body = body.to_string();
-        let mut tcp = std::net::TcpStream::connect(self.dns_management).expect("the mock DNS's management port");
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.dns_management,
-            body.len()
-        );
-        tcp.write_all(request.as_bytes()).expect("write");
-        let mut answer = String::new();
-        let _ = tcp.read_to_string(&mut answer);
-        assert!(answer.starts_with("HTTP/1.1 200"), "{path} {body}: {answer}");
+        let (status, answer) = super::client::post_json(self.dns_management, path, &body);
+        assert_eq!(status, 200, "{path} {body}: {answer}");
     }
 }

@@ -28,11 +28,18 @@ pub fn svc_binary() -> PathBuf {
     // (`SVC_E2E_ALLOW_STALE=1` overrides, for a benchmark while sources change elsewhere).
     let built = std::fs::metadata(&svc).and_then(|m| m.modified()).expect("binary time");
     let root = crate::workspace();
-    let newest = ["cli/src", "manifest-core/src", "manifest-core/migrations"]
-        .iter()
-        .flat_map(|d| newest_file(&root.join(d)))
-        .max()
-        .expect("sources");
+    let newest = [
+        "cli/src",
+        "manifest-core/src",
+        "manifest-core/migrations",
+        "relay-api/src",
+        "relay-api/migrations",
+        "agent/src",
+    ]
+    .iter()
+    .flat_map(|d| newest_file(&root.join(d)))
+    .max()
+    .expect("sources");
     assert!(
         built >= newest || std::env::var_os("SVC_E2E_ALLOW_STALE").is_some(),
         "{} is older than the sources: run `cargo build -p svc-cli` (`cargo test --workspace` builds it)",

@@ -104,6 +104,8 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/ingress/deployments/{project}/pins/{digest}", axum::routing::delete(remove_pin))
         .route("/api/ingress/rewards", get(rewards))
         .route("/api/ingress/rewards/claim", post(claim))
+        .route("/api/relay/health", get(super::admission::health))
+        .route("/api/operators/register", post(super::admission::register))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .with_state(engine)
 }
@@ -599,7 +601,7 @@ async fn remove_pin(
 }
 
 /// `GET /api/ingress/catalog`: the signed service catalog (as every route, for an invited
-/// organization's token). Admitted gateways are not listed yet.
+/// organization's token), listing the admitted gateways.
 pub(super) fn catalog_router(engine: Arc<Engine>, publisher: Arc<crate::catalog::Publisher>) -> Router {
     Router::new().route("/api/ingress/catalog", get(catalog)).with_state((engine, publisher))
 }
@@ -609,7 +611,13 @@ async fn catalog(
     headers: HeaderMap,
 ) -> ApiResult<crate::catalog::SignedCatalog> {
     caller(&engine, &headers)?;
-    let content = crate::catalog::coordinator_content(engine.config(), Vec::new());
+    let gateways = engine
+        .store()
+        .admitted_gateways()?
+        .into_iter()
+        .map(|o| crate::catalog::CatalogGateway { operator: o.name, hostname: o.hostname, public_key: o.public_key })
+        .collect();
+    let content = crate::catalog::coordinator_content(engine.config(), gateways);
     let signed = publisher
         .current(content, super::store::now_ms())
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.code(), format!("the catalog: {e}")))?;

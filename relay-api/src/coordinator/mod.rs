@@ -6,6 +6,7 @@
 //! A route serves the public only while its deployment is funded and validated; every state
 //! change is a recorded transition and every movement of credits a ledger entry.
 
+pub mod admission;
 pub mod api;
 mod engine;
 mod http;
@@ -25,6 +26,7 @@ use crate::ca::DevCa;
 use crate::gateway::{Bound, Gateway, GatewayConfig};
 use crate::local::{LocalCoordinator, ephemeral};
 use crate::runner::JobRunner;
+pub use admission::{IssuedAdmission, Operator, issue_admission_token};
 use agent::wire;
 pub use engine::Engine;
 pub use probe::{Probe, PublicProbe};

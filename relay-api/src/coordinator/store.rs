@@ -18,8 +18,11 @@ use crate::hint::Hint;
 
 mod money;
 
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../migrations/0001_coordinator.sql"), include_str!("../../migrations/0004_economics.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/0001_coordinator.sql"),
+    include_str!("../../migrations/0002_admission.sql"),
+    include_str!("../../migrations/0003_economics.sql"),
+];
 
 /// The database file's name inside the data directory.
 pub const DATABASE_FILE: &str = "relay.sqlite3";
@@ -226,7 +229,7 @@ impl RelayStore {
         &self.path
     }
 
-    fn conn(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+    pub(super) fn conn(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
         self.conn.lock().map_err(|_| StoreError::Backend("a previous store operation panicked".into()))
     }
 

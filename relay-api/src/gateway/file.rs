@@ -5,12 +5,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{GatewayConfig, RouteConfig};
 
 /// The file's shape.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GatewayFile {
     /// Public TLS address.
@@ -24,10 +24,10 @@ pub struct GatewayFile {
     /// PEM file: its key.
     pub tunnel_key: PathBuf,
     /// Largest ClientHello, bytes (default 16384).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_hello_max_bytes: Option<usize>,
     /// Time allowed for the ClientHello, seconds (default 10).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_hello_timeout_secs: Option<u64>,
     /// The routes.
     #[serde(default)]

@@ -1,0 +1,116 @@
+//! The command line (clap). `main.rs` parses it and hands it to [`crate::run`].
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Check and prepare a gateway host for an admitted operator.
+#[derive(Debug, Parser)]
+#[command(name = "gateway-prep", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `gateway-prep check|init`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the preflight checks. Exit 0 all pass, 1 warnings, 2 failures.
+    Check(Box<CheckArgs>),
+    /// Generate the operator key, register with the coordinator, write the gateway
+    /// configuration and its systemd unit.
+    Init(Box<InitArgs>),
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A table for people.
+    Table,
+    /// JSON (docs/gateway-prep.md).
+    Json,
+}
+
+/// Options both commands take.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HostArgs {
+    /// Read and write the host's files under this directory (tests use a fake root).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// The gateway's public hostname (default: the registration record's).
+    #[arg(long, value_name = "NAME")]
+    pub hostname: Option<String>,
+    /// The coordinator's base URL (default: the registration record's).
+    #[arg(long, value_name = "URL")]
+    pub coordinator: Option<String>,
+    /// A PEM file of the roots to trust for an https coordinator (default: the system's).
+    #[arg(long, value_name = "FILE")]
+    pub coordinator_ca: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// `gateway-prep check`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckArgs {
+    /// The host and output options.
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// An address the hostname must resolve to (repeatable; default: the public listen
+    /// address when it is specific, else the address this host reaches the coordinator from).
+    #[arg(long = "public-ip", value_name = "IP")]
+    pub public_ips: Vec<IpAddr>,
+    /// The public TLS address to check (default: the configuration's, else 0.0.0.0:443).
+    #[arg(long, value_name = "ADDR")]
+    pub public: Option<SocketAddr>,
+    /// The tunnel address to check (default: the configuration's, else 0.0.0.0:7443).
+    #[arg(long, value_name = "ADDR")]
+    pub tunnel: Option<SocketAddr>,
+    /// A DNS server to ask (repeatable; default: the system's resolv.conf).
+    #[arg(long = "dns", value_name = "ADDR")]
+    pub nameservers: Vec<SocketAddr>,
+    /// The directory whose file system needs free space.
+    #[arg(long, value_name = "DIR", default_value = crate::layout::STATE_DIR)]
+    pub data_dir: PathBuf,
+    /// Free space needed there, MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    pub min_free_mib: u64,
+}
+
+/// `gateway-prep init`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InitArgs {
+    /// The host and output options (`--coordinator` is required unless already registered).
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// The single-use admission token the service issued (needed only to register).
+    #[arg(long, value_name = "TOKEN", env = "SVC_ADMISSION_TOKEN", hide_env_values = true)]
+    pub admission_token: Option<String>,
+    /// The operator name the token was issued to (checked by the coordinator when given).
+    #[arg(long, value_name = "NAME")]
+    pub operator: Option<String>,
+    /// The gateway's public TLS address.
+    #[arg(long, value_name = "ADDR", default_value = crate::layout::PUBLIC)]
+    pub public: SocketAddr,
+    /// The tunnel address agents dial.
+    #[arg(long, value_name = "ADDR", default_value = crate::layout::TUNNEL)]
+    pub tunnel: SocketAddr,
+    /// The metrics address (keep it on loopback).
+    #[arg(long, value_name = "ADDR", default_value = crate::layout::ADMIN)]
+    pub admin: SocketAddr,
+    /// The `svc` binary the unit runs.
+    #[arg(long, value_name = "FILE", default_value = crate::layout::SVC_BINARY)]
+    pub svc_binary: PathBuf,
+    /// The unit's open-files limit (`LimitNOFILE=`).
+    #[arg(long, value_name = "N", default_value_t = crate::layout::LIMIT_NOFILE)]
+    pub limit_nofile: u64,
+    /// Show every file and the registration it would make; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Replace files changed since init wrote them.
+    #[arg(long)]
+    pub force: bool,
+}

@@ -1,0 +1,146 @@
+//! Checks of an existing configuration: the gateway file `svc gateway run` reads, with its
+//! tunnel certificate and key, and the registration with its operator key.
+
+use std::path::{Path, PathBuf};
+
+use relay_api::gateway::file::GatewayFile;
+
+use super::CheckResult;
+use crate::init::record::Registration;
+use crate::key::{OperatorKey, check_tls_identity};
+use crate::{Root, layout};
+
+fn config_path(name: &str) -> PathBuf {
+    Path::new(layout::CONFIG_DIR).join(name)
+}
+
+/// Whether the file's mode lets anyone but its owner read or write it; `None` when it
+/// cannot be read.
+pub fn shared_mode(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then_some(mode)
+}
+
+fn private_mode_fail(id: &str, host: &Path, mode: u32) -> CheckResult {
+    CheckResult::fail(
+        id,
+        format!("{} has mode {mode:04o}: others can read the key", host.display()),
+        format!("chmod 600 {}", host.display()),
+    )
+}
+
+/// `config.gateway`: `gateway.json` parses as the gateway's configuration, its tunnel
+/// certificate and key make a TLS identity, the key is private (0600) and the metrics
+/// address is on loopback. No file yet is a warning (init writes it).
+pub fn gateway(root: &Root) -> CheckResult {
+    const ID: &str = "config.gateway";
+    let host = config_path(layout::GATEWAY_FILE);
+    let path = root.path(&host);
+    if !path.exists() {
+        return CheckResult::warn(
+            ID,
+            format!("no gateway configuration yet ({})", host.display()),
+            "run `gateway-prep init --coordinator URL --admission-token TOKEN --hostname NAME`",
+        );
+    }
+    let file = match GatewayFile::read(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            return CheckResult::fail(ID, e, "fix the file, or let init write it again: `gateway-prep init --force`");
+        }
+    };
+    let read = |p: &Path| root.read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
+    let identity = read(&file.tunnel_cert)
+        .and_then(|cert| read(&file.tunnel_key).map(|key| (cert, key)))
+        .and_then(|(cert, key)| check_tls_identity(&cert, &key));
+    if let Err(e) = identity {
+        return CheckResult::fail(
+            ID,
+            format!("{}: the tunnel certificate: {e}", host.display()),
+            "restore the tunnel certificate and key, or remove both and run `gateway-prep init` to make new ones",
+        );
+    }
+    if let Some(mode) = shared_mode(&root.path(&file.tunnel_key)) {
+        return private_mode_fail(ID, &file.tunnel_key, mode);
+    }
+    let found = format!(
+        "{} is valid: public {}, tunnel {}, metrics {}, {} route(s)",
+        host.display(),
+        file.public,
+        file.tunnel,
+        file.admin,
+        file.routes.len()
+    );
+    if !file.admin.ip().is_loopback() {
+        return CheckResult::warn(
+            ID,
+            format!("{found}; the metrics address is not on loopback"),
+            "serve metrics on 127.0.0.1 (init --admin 127.0.0.1:7444) or firewall the port",
+        );
+    }
+    CheckResult::pass(ID, found)
+}
+
+/// `config.registration`: the registration record parses and the operator key beside it is
+/// private (0600), readable and the key the coordinator registered. Not registered yet is a
+/// warning.
+pub fn registration(root: &Root) -> CheckResult {
+    const ID: &str = "config.registration";
+    let key_host = config_path(layout::OPERATOR_KEY);
+    let record = match Registration::read(root) {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            let found = if root.path(&key_host).exists() {
+                format!("{} exists but this host is not registered", key_host.display())
+            } else {
+                "this host is not registered with a coordinator".to_owned()
+            };
+            return CheckResult::warn(
+                ID,
+                found,
+                "run `gateway-prep init --coordinator URL --admission-token TOKEN --hostname NAME`",
+            );
+        }
+        Err(e) => {
+            return CheckResult::fail(
+                ID,
+                e,
+                "restore the record from a backup; without it init would register again, which needs a new admission token",
+            );
+        }
+    };
+    let key_path = root.path(&key_host);
+    let key = match std::fs::read_to_string(&key_path) {
+        Ok(text) => OperatorKey::from_pem(&text).map_err(|e| format!("{}: {e}", key_host.display())),
+        Err(e) => Err(format!("cannot read {}: {e}", key_host.display())),
+    };
+    let key = match key {
+        Ok(k) => k,
+        Err(e) => {
+            return CheckResult::fail(
+                ID,
+                e,
+                "restore the operator key from a backup, or register again with a new admission token \
+                 (remove operator.json and the key, then run init)",
+            );
+        }
+    };
+    if let Some(mode) = shared_mode(&key_path) {
+        return private_mode_fail(ID, &key_host, mode);
+    }
+    if key.public_key() != record.operator.public_key {
+        return CheckResult::fail(
+            ID,
+            format!("{} is not the key registered for {}", key_host.display(), record.operator.hostname),
+            "restore the registered key from a backup, or register again with a new admission token",
+        );
+    }
+    CheckResult::pass(
+        ID,
+        format!(
+            "operator \"{}\" registered gateway {} with {}",
+            record.operator.name, record.operator.hostname, record.coordinator
+        ),
+    )
+}

@@ -1,0 +1,237 @@
+//! `gateway-prep init` against a real coordinator running in process on loopback, writing
+//! under a fake root: the dry run writes nothing, the first run registers and writes every
+//! file with its mode, the second changes nothing and does not register again, a hand-edited
+//! file is refused without --force and replaced with it, and the coordinator refuses
+//! unknown, expired and reused admission tokens.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::time::Duration;
+
+use common::{TempDir, TestCoordinator};
+use gateway_prep::check::{Status, config};
+use gateway_prep::init::files::Action;
+use gateway_prep::init::record::Registration;
+use gateway_prep::init::{InitError, InitOptions, InitReport, RegistrationAction, init};
+use gateway_prep::key::OperatorKey;
+use gateway_prep::layout;
+use relay_api::gateway::file::GatewayFile;
+
+const HOST: &str = "gw1.example.test";
+const UNIT: &str = "/etc/systemd/system/svc-gateway.service";
+const GATEWAY: &str = "/etc/svc-gateway/gateway.json";
+
+fn options(root: &TempDir, coordinator: &TestCoordinator, token: &str) -> InitOptions {
+    InitOptions {
+        root: root.root(),
+        coordinator: Some(coordinator.url.clone()),
+        coordinator_ca: None,
+        admission_token: Some(token.to_owned()),
+        operator: Some("north".into()),
+        hostname: Some(HOST.into()),
+        public: layout::PUBLIC.parse().expect("addr"),
+        tunnel: layout::TUNNEL.parse().expect("addr"),
+        admin: layout::ADMIN.parse().expect("addr"),
+        svc_binary: layout::SVC_BINARY.into(),
+        limit_nofile: layout::LIMIT_NOFILE,
+        dry_run: false,
+        force: false,
+    }
+}
+
+fn actions(report: &InitReport) -> Vec<(String, Action)> {
+    report.files.iter().map(|f| (f.path.clone(), f.action)).collect()
+}
+
+fn mode(root: &TempDir, path: &str) -> u32 {
+    std::fs::metadata(root.root().path(path)).expect("exists").permissions().mode() & 0o777
+}
+
+const FILES: [(&str, u32); 6] = [
+    ("/etc/svc-gateway/operator.key", 0o600),
+    ("/etc/svc-gateway/tunnel.key", 0o600),
+    ("/etc/svc-gateway/tunnel.crt", 0o644),
+    ("/etc/svc-gateway/gateway.json", 0o644),
+    ("/etc/systemd/system/svc-gateway.service", 0o644),
+    ("/etc/svc-gateway/operator.json", 0o644),
+];
+
+#[tokio::test]
+async fn a_dry_run_reports_every_file_and_the_registration_and_writes_nothing() {
+    let coordinator = TestCoordinator::start().await;
+    let root = TempDir::new("dry-run");
+    let token = coordinator.token("north", Duration::from_secs(600));
+    let mut opts = options(&root, &coordinator, &token);
+    opts.dry_run = true;
+    let report = init(&opts).await.expect("dry run");
+    assert!(report.dry_run);
+    let expected: Vec<(String, Action)> = FILES.iter().map(|(p, _)| (p.to_string(), Action::Create)).collect();
+    assert_eq!(actions(&report), expected);
+    let modes: Vec<&str> = report.files.iter().map(|f| f.mode.as_str()).collect();
+    assert_eq!(modes, ["0600", "0600", "0644", "0644", "0644", "0644"]);
+    assert_eq!(report.registration.action, RegistrationAction::Register);
+    assert_eq!(report.registration.hostname, HOST);
+    assert_eq!(report.registration.public_key.len(), 44, "a base64 Ed25519 key");
+    let text = report.text();
+    assert!(text.starts_with("dry run: nothing is written or registered\n"), "{text}");
+    assert!(text.contains("create     0600  /etc/svc-gateway/operator.key\n"), "{text}");
+    assert!(text.contains(&format!("register   gateway {HOST} with {}", coordinator.url)), "{text}");
+    assert_eq!(root.files(), Vec::<String>::new(), "the fake root stays empty");
+    assert!(coordinator.store().admitted_gateways().expect("list").is_empty(), "nothing registered");
+    // The token is still good for the real run.
+    opts.dry_run = false;
+    init(&opts).await.expect("the real run");
+}
+
+#[tokio::test]
+async fn the_first_run_registers_and_writes_the_second_changes_nothing() {
+    let coordinator = TestCoordinator::start().await;
+    let root = TempDir::new("twice");
+    let token = coordinator.token("north", Duration::from_secs(600));
+    let opts = options(&root, &coordinator, &token);
+
+    let first = init(&opts).await.expect("first run");
+    let expected: Vec<(String, Action)> = FILES.iter().map(|(p, _)| (p.to_string(), Action::Create)).collect();
+    assert_eq!(actions(&first), expected);
+    for (path, want) in FILES {
+        assert_eq!(mode(&root, path), want, "{path}");
+    }
+    assert_eq!(first.registration.action, RegistrationAction::Register);
+    let admitted = coordinator.store().admitted_gateways().expect("list");
+    assert_eq!(admitted.len(), 1);
+    assert_eq!((admitted[0].name.as_str(), admitted[0].hostname.as_str()), ("north", HOST));
+    let key = OperatorKey::from_pem(&root.root().read("/etc/svc-gateway/operator.key").expect("key")).expect("pem");
+    assert_eq!(admitted[0].public_key, key.public_key(), "the key on the host is the registered one");
+    let record = Registration::read(&root.root()).expect("record").expect("present");
+    assert_eq!(record.operator, admitted[0]);
+    assert_eq!(record.coordinator, coordinator.url);
+    assert_eq!(record.files.len(), 5, "every file but the record itself: {:?}", record.files);
+
+    // What init wrote is what `svc gateway run` reads, and the unit runs it.
+    let gateway = GatewayFile::read(&root.root().path(GATEWAY)).expect("gateway.json");
+    assert_eq!(gateway.public.to_string(), layout::PUBLIC);
+    assert_eq!(gateway.tunnel_key, std::path::Path::new("/etc/svc-gateway/tunnel.key"));
+    let unit = root.root().read(UNIT).expect("unit");
+    assert!(unit.contains("ExecStart=/usr/local/bin/svc gateway run --config /etc/svc-gateway/gateway.json\n"));
+    assert_eq!(config::gateway(&root.root()).status, Status::Pass, "{:?}", config::gateway(&root.root()));
+    assert_eq!(config::registration(&root.root()).status, Status::Pass);
+
+    let before: Vec<(String, Vec<u8>)> =
+        root.files().into_iter().map(|f| (f.clone(), std::fs::read(root.0.join(&f)).expect("read"))).collect();
+    let second = init(&opts).await.expect("second run");
+    assert!(second.unchanged(), "{}", second.text());
+    let unchanged: Vec<(String, Action)> = FILES.iter().map(|(p, _)| (p.to_string(), Action::Unchanged)).collect();
+    assert_eq!(actions(&second), unchanged);
+    assert_eq!(second.registration.action, RegistrationAction::Unchanged);
+    let after: Vec<(String, Vec<u8>)> =
+        root.files().into_iter().map(|f| (f.clone(), std::fs::read(root.0.join(&f)).expect("read"))).collect();
+    assert_eq!(before, after, "no byte changed");
+    assert_eq!(coordinator.store().admitted_gateways().expect("list"), admitted, "not registered again");
+
+    // A changed input updates the file init wrote, without --force; routes are kept.
+    let mut edited: serde_json::Value = serde_json::from_str(&root.root().read(GATEWAY).expect("read")).expect("json");
+    edited["routes"] =
+        serde_json::json!([{"routeId": "rt_1", "hostnames": ["a.example.test"], "credentialSha256": "00"}]);
+    root.write(GATEWAY, &serde_json::to_string_pretty(&edited).expect("json"));
+    let routes_only = init(&opts).await.expect("routes are the gateway's");
+    assert!(routes_only.unchanged(), "{}", routes_only.text());
+    let mut moved = options(&root, &coordinator, "not needed any more");
+    moved.admin = "127.0.0.1:9999".parse().expect("addr");
+    let third = init(&moved).await.expect("a new metrics address");
+    assert_eq!(third.files[3].action, Action::Update, "{}", third.text());
+    let gateway = GatewayFile::read(&root.root().path(GATEWAY)).expect("gateway.json");
+    assert_eq!(gateway.admin.port(), 9999);
+    assert_eq!(gateway.routes.len(), 1, "the routes survive");
+    assert!(init(&moved).await.expect("again").unchanged());
+}
+
+#[tokio::test]
+async fn a_hand_edited_file_is_refused_without_force_and_replaced_with_it() {
+    let coordinator = TestCoordinator::start().await;
+    let root = TempDir::new("edited");
+    let token = coordinator.token("north", Duration::from_secs(600));
+    let mut opts = options(&root, &coordinator, &token);
+    init(&opts).await.expect("first run");
+
+    let edited = root.root().read(UNIT).expect("unit").replace("LimitNOFILE=1048576", "LimitNOFILE=4096");
+    root.write(UNIT, &edited);
+    let refused = init(&opts).await.expect_err("the unit changed");
+    assert!(matches!(&refused, InitError::Changed(files) if files == &[UNIT.to_owned()]), "{refused:?}");
+    assert_eq!(refused.exit_code(), 2);
+    assert!(refused.to_string().contains(UNIT) && refused.to_string().contains("--force"), "{refused}");
+    assert_eq!(root.root().read(UNIT).expect("unit"), edited, "left as edited");
+
+    // A dry run shows it as changed.
+    opts.dry_run = true;
+    let dry = init(&opts).await.expect("dry run");
+    assert_eq!(dry.files[4].action, Action::Changed);
+    assert_eq!(root.root().read(UNIT).expect("unit"), edited);
+
+    opts.dry_run = false;
+    opts.force = true;
+    let forced = init(&opts).await.expect("forced");
+    assert_eq!(forced.files[4].action, Action::Replace);
+    assert!(root.root().read(UNIT).expect("unit").contains("LimitNOFILE=1048576\n"));
+    opts.force = false;
+    assert!(init(&opts).await.expect("after force").unchanged());
+
+    // A file init never wrote counts as changed too.
+    let fresh = TempDir::new("foreign");
+    fresh.write(UNIT, "[Service]\nExecStart=/bin/true\n");
+    let token = coordinator.token("north", Duration::from_secs(600));
+    let mut other = options(&fresh, &coordinator, &token);
+    other.hostname = Some("gw2.example.test".into());
+    let refused = init(&other).await.expect_err("a foreign unit");
+    assert!(matches!(refused, InitError::Changed(_)), "{refused:?}");
+    assert_eq!(fresh.files(), ["etc/systemd/system/svc-gateway.service"], "nothing written, nothing registered");
+    assert_eq!(coordinator.store().admitted_gateways().expect("list").len(), 1);
+
+    // The operator key is never replaced: a different key is a conflict, force or not.
+    let foreign = OperatorKey::generate().expect("key");
+    root.write("/etc/svc-gateway/operator.key", foreign.pem());
+    opts.force = true;
+    let conflict = init(&opts).await.expect_err("not the registered key");
+    assert!(matches!(conflict, InitError::Conflict(_)), "{conflict:?}");
+    assert!(conflict.to_string().contains("not the key registered"), "{conflict}");
+}
+
+#[tokio::test]
+async fn unknown_expired_and_reused_admission_tokens_are_refused() {
+    let coordinator = TestCoordinator::start().await;
+
+    let root = TempDir::new("unknown");
+    let refused = init(&options(&root, &coordinator, "adm_0000")).await.expect_err("unknown token");
+    assert_eq!(refused.refusal_code(), Some("admission_token_unknown"), "{refused}");
+    assert!(refused.to_string().contains("403") && refused.to_string().contains("new admission token"), "{refused}");
+    assert_eq!(refused.exit_code(), 2);
+    assert_eq!(root.files(), Vec::<String>::new(), "the key made for the refused registration is removed");
+    assert!(!root.root().path("/etc/svc-gateway").exists(), "and the directory made for it");
+
+    let expired = coordinator.token("north", Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let refused = init(&options(&root, &coordinator, &expired)).await.expect_err("expired token");
+    assert_eq!(refused.refusal_code(), Some("admission_token_expired"), "{refused}");
+
+    let token = coordinator.token("north", Duration::from_secs(600));
+    init(&options(&root, &coordinator, &token)).await.expect("admitted");
+    let other = TempDir::new("reused");
+    let mut again = options(&other, &coordinator, &token);
+    again.hostname = Some("gw2.example.test".into());
+    let refused = init(&again).await.expect_err("reused token");
+    assert_eq!(refused.refusal_code(), Some("admission_token_used"), "{refused}");
+    assert!(refused.to_string().contains("409"), "{refused}");
+
+    let token = coordinator.token("north", Duration::from_secs(600));
+    let mut wrong = options(&other, &coordinator, &token);
+    wrong.operator = Some("south".into());
+    let refused = init(&wrong).await.expect_err("another operator's token");
+    assert_eq!(refused.refusal_code(), Some("admission_operator_mismatch"), "{refused}");
+    assert_eq!(coordinator.store().admitted_gateways().expect("list").len(), 1);
+
+    // Without a token nothing is sent.
+    let mut none = options(&other, &coordinator, "");
+    none.admission_token = None;
+    let usage = init(&none).await.expect_err("no token");
+    assert!(matches!(usage, InitError::Usage(_)) && usage.exit_code() == 64, "{usage:?}");
+}

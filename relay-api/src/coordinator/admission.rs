@@ -1,0 +1,441 @@
+//! Admission of gateway operators. The service issues an operator a single-use admission
+//! token (`svc relay admin admission-token`, stored hashed with an expiry); the operator's
+//! host registers its Ed25519 public key and gateway hostname with it
+//! (`POST /api/operators/register`, what `gateway-prep init` sends) and proves it holds the
+//! key by signing [`registration_message`]. Only a known, unexpired, unused token admits; the
+//! operator is recorded and [`RelayStore::admitted_gateways`] lists them for a catalog.
+//!
+//! `GET /api/relay/health` lives here too: the unauthenticated liveness answer operators'
+//! preflight checks use to prove the coordinator is reachable.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::Engine;
+use super::store::{RelayStore, StoreError, now_ms, random_hex};
+use agent::wire;
+
+/// What a registration signature covers, before the token, hostname and key.
+pub const REGISTRATION_CONTEXT: &str = "svc-gateway-register/1";
+
+/// The bytes a registering host signs with its new key: the context, the admission token,
+/// the gateway hostname and the public key (base64), one per line. Binding the token proves
+/// possession for this admission only; binding the hostname and key keeps a captured
+/// signature from registering anything else.
+pub fn registration_message(admission_token: &str, hostname: &str, public_key: &str) -> Vec<u8> {
+    format!("{REGISTRATION_CONTEXT}\n{admission_token}\n{hostname}\n{public_key}").into_bytes()
+}
+
+/// The body of `POST /api/operators/register`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegisterRequest {
+    /// The admission token as issued (`adm_...`); it authenticates the request.
+    pub admission_token: String,
+    /// The operator name; when given it must be the one the token admits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+    /// The raw 32-byte Ed25519 public key, base64 (standard alphabet, padded).
+    pub public_key: String,
+    /// The Ed25519 signature of [`registration_message`], base64.
+    pub signature: String,
+    /// The gateway's public hostname.
+    pub hostname: String,
+}
+
+/// An admitted operator's gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Operator {
+    /// `op_` and 16 hex digits.
+    pub id: String,
+    /// The operator's name (from the admission token).
+    pub name: String,
+    /// The gateway host's Ed25519 public key, base64 of the raw 32 bytes.
+    pub public_key: String,
+    /// The gateway's public hostname.
+    pub hostname: String,
+    /// Unix ms.
+    pub admitted_at: i64,
+}
+
+/// A freshly issued admission token: print the plaintext once; the store keeps its hash.
+#[derive(Debug, Clone)]
+pub struct IssuedAdmission {
+    /// `adm_` and 64 hex digits.
+    pub plaintext: String,
+    /// `admt_` and 16 hex digits (safe to log).
+    pub id: String,
+    /// The operator it admits.
+    pub operator: String,
+    /// Unix ms after which it is refused.
+    pub expires_at: i64,
+}
+
+/// Why a registration was refused. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// The request is malformed (bad base64, key length, hostname, operator name).
+    #[error("{message}")]
+    Invalid {
+        /// `invalid_request`, `invalid_hostname`, `invalid_public_key`, `invalid_operator_name`.
+        code: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// No such token.
+    #[error(
+        "the admission token is not known to this coordinator: check it was copied whole, or ask the service for a new admission token"
+    )]
+    Unknown,
+    /// The token's time ran out.
+    #[error("the admission token expired {minutes} minute(s) ago; ask the service for a new admission token")]
+    Expired {
+        /// How long ago.
+        minutes: i64,
+    },
+    /// The token admitted someone already.
+    #[error(
+        "the admission token was already used to admit gateway {hostname}: tokens are single-use; if this host \
+         registered then, keep its registration record; otherwise ask the service for a new admission token"
+    )]
+    Used {
+        /// The hostname it admitted.
+        hostname: String,
+    },
+    /// The token admits another operator.
+    #[error("the admission token admits operator \"{admits}\", not \"{asked}\"; use the token issued to \"{asked}\"")]
+    OperatorMismatch {
+        /// The token's operator.
+        admits: String,
+        /// The one the request named.
+        asked: String,
+    },
+    /// The signature does not verify with the key sent.
+    #[error(
+        "the registration signature does not verify with the public key sent: sign the registration message with the key being registered"
+    )]
+    BadSignature,
+    /// Another operator's gateway has the hostname, or the key is registered already.
+    #[error("{message}")]
+    Taken {
+        /// `gateway_hostname_taken`, `operator_key_taken`.
+        code: &'static str,
+        /// What clashes.
+        message: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for AdmissionError {
+    fn from(e: rusqlite::Error) -> AdmissionError {
+        AdmissionError::Store(e.into())
+    }
+}
+
+impl AdmissionError {
+    /// The stable code of the error envelope.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AdmissionError::Invalid { code, .. } | AdmissionError::Taken { code, .. } => code,
+            AdmissionError::Unknown => "admission_token_unknown",
+            AdmissionError::Expired { .. } => "admission_token_expired",
+            AdmissionError::Used { .. } => "admission_token_used",
+            AdmissionError::OperatorMismatch { .. } => "admission_operator_mismatch",
+            AdmissionError::BadSignature => "registration_signature_invalid",
+            AdmissionError::Store(_) => "store_failed",
+        }
+    }
+
+    /// The HTTP status it is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AdmissionError::Invalid { .. } | AdmissionError::BadSignature => StatusCode::BAD_REQUEST,
+            AdmissionError::Unknown | AdmissionError::Expired { .. } | AdmissionError::OperatorMismatch { .. } => {
+                StatusCode::FORBIDDEN
+            }
+            AdmissionError::Used { .. } | AdmissionError::Taken { .. } => StatusCode::CONFLICT,
+            AdmissionError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for AdmissionError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        (self.status(), axum::Json(body)).into_response()
+    }
+}
+
+fn invalid(code: &'static str, message: impl Into<String>) -> AdmissionError {
+    AdmissionError::Invalid { code, message: message.into() }
+}
+
+/// Checks an operator name: a DNS label (1-63 of `a-z`, `0-9`, `-`, not starting or ending
+/// with `-`), as it may name the operator's gateways in a catalog.
+pub fn operator_name(name: &str) -> Result<&str, String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if ok {
+        Ok(name)
+    } else {
+        Err(format!(
+            "operator name \"{name}\" is not a DNS label: use 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'"
+        ))
+    }
+}
+
+/// Issues a single-use admission token for `operator`, valid for `ttl`.
+pub fn issue_admission_token(data_dir: &Path, operator: &str, ttl: Duration) -> Result<IssuedAdmission, StoreError> {
+    let operator = operator_name(operator)
+        .map_err(|message| StoreError::Refused { code: "invalid_operator_name", message })?
+        .to_owned();
+    let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    let store = RelayStore::open(data_dir)?;
+    let plaintext = format!("adm_{}", random_hex(32)?);
+    let id = format!("admt_{}", random_hex(8)?);
+    let expires_at = now_ms().saturating_add(ttl_ms);
+    store.add_admission_token(&wire::sha256_hex(plaintext.as_bytes()), &id, &operator, expires_at)?;
+    Ok(IssuedAdmission { plaintext, id, operator, expires_at })
+}
+
+const OPERATOR_COLUMNS: &str = "id, name, public_key, hostname, admitted_at";
+
+fn operator_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Operator> {
+    Ok(Operator { id: r.get(0)?, name: r.get(1)?, public_key: r.get(2)?, hostname: r.get(3)?, admitted_at: r.get(4)? })
+}
+
+impl RelayStore {
+    /// Records an admission token by its hash.
+    pub fn add_admission_token(&self, hash: &str, id: &str, operator: &str, expires_at: i64) -> Result<(), StoreError> {
+        self.conn()?.execute(
+            "INSERT INTO admission_tokens (hash, id, operator, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![hash, id, operator, now_ms(), expires_at],
+        )?;
+        Ok(())
+    }
+
+    /// Admits the operator of a registration at `now` (Unix ms): the token must be known,
+    /// unused and unexpired, the signature must verify. In one transaction the token is
+    /// marked used and the operator recorded, so a token admits once even under concurrent
+    /// registrations. A refused registration changes nothing. The same operator registering
+    /// the same hostname again (a rebuilt host, with a new token) replaces its key.
+    pub fn admit(&self, req: &RegisterRequest, now: i64) -> Result<Operator, AdmissionError> {
+        let b64 = &base64::engine::general_purpose::STANDARD;
+        let key = b64
+            .decode(req.public_key.trim())
+            .map_err(|e| invalid("invalid_public_key", format!("publicKey is not base64: {e}")))?;
+        if key.len() != 32 {
+            return Err(invalid(
+                "invalid_public_key",
+                format!("publicKey must be a raw 32-byte Ed25519 key, not {} bytes", key.len()),
+            ));
+        }
+        let signature =
+            b64.decode(req.signature.trim()).map_err(|e| invalid("invalid_request", format!("signature: {e}")))?;
+        let hostname = crate::dns::customer_hostname(req.hostname.trim())
+            .map_err(|e| invalid("invalid_hostname", format!("the gateway hostname: {e}")))?;
+        if let Some(name) = &req.operator {
+            operator_name(name).map_err(|m| invalid("invalid_operator_name", m))?;
+        }
+        let hash = wire::sha256_hex(req.admission_token.trim().as_bytes());
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let token: Option<(String, String, i64, Option<String>)> = tx
+            .query_row(
+                "SELECT t.id, t.operator, t.expires_at, CASE WHEN t.used_at IS NULL THEN NULL \
+                 ELSE COALESCE(o.hostname, '(a gateway since removed)') END \
+                 FROM admission_tokens t LEFT JOIN operators o ON o.id = t.used_by WHERE t.hash = ?1",
+                [&hash],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()?;
+        let Some((token_id, admits, expires_at, used_for)) = token else { return Err(AdmissionError::Unknown) };
+        if let Some(hostname) = used_for {
+            return Err(AdmissionError::Used { hostname });
+        }
+        if now > expires_at {
+            return Err(AdmissionError::Expired { minutes: (now - expires_at) / 60_000 });
+        }
+        if let Some(asked) = &req.operator
+            && asked != &admits
+        {
+            return Err(AdmissionError::OperatorMismatch { admits, asked: asked.clone() });
+        }
+        let message = registration_message(req.admission_token.trim(), &hostname, req.public_key.trim());
+        ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key)
+            .verify(&message, &signature)
+            .map_err(|_| AdmissionError::BadSignature)?;
+        let public_key = b64.encode(&key);
+        let holder: Option<(String, String)> = tx
+            .query_row("SELECT id, name FROM operators WHERE hostname = ?1", [&hostname], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        let id = match holder {
+            Some((_, name)) if name != admits => {
+                return Err(AdmissionError::Taken {
+                    code: "gateway_hostname_taken",
+                    message: format!(
+                        "gateway hostname {hostname} belongs to another operator; register this host under its own hostname"
+                    ),
+                });
+            }
+            Some((id, _)) => id,
+            None => format!("op_{}", random_hex(8)?),
+        };
+        let written = tx.execute(
+            "INSERT INTO operators (id, name, public_key, hostname, admitted_at, admission_token_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO UPDATE SET public_key = excluded.public_key, \
+             admitted_at = excluded.admitted_at, admission_token_id = excluded.admission_token_id",
+            params![id, admits, public_key, hostname, now, token_id],
+        );
+        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &written
+            && e.code == rusqlite::ErrorCode::ConstraintViolation
+        {
+            return Err(AdmissionError::Taken {
+                code: "operator_key_taken",
+                message: "this public key is registered for another gateway already; generate a new key for this host"
+                    .into(),
+            });
+        }
+        written?;
+        tx.execute("UPDATE admission_tokens SET used_at = ?1, used_by = ?2 WHERE hash = ?3", params![now, id, hash])?;
+        let operator =
+            tx.query_row(&format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE id = ?1"), [&id], operator_row)?;
+        tx.commit()?;
+        Ok(operator)
+    }
+
+    /// Every admitted operator's gateway, oldest admission first: what a gateway catalog
+    /// offers. Each has the hostname it serves and the Ed25519 public key its host
+    /// registered (the key that can prove it is that gateway).
+    pub fn admitted_gateways(&self) -> Result<Vec<Operator>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt =
+            conn.prepare(&format!("SELECT {OPERATOR_COLUMNS} FROM operators ORDER BY admitted_at, hostname"))?;
+        let rows = stmt.query_map([], operator_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+/// `POST /api/operators/register`: no bearer token, the admission token authenticates.
+pub(super) async fn register(State(engine): State<Arc<Engine>>, bytes: Bytes) -> Result<Response, AdmissionError> {
+    let req: RegisterRequest =
+        serde_json::from_slice(&bytes).map_err(|e| invalid("invalid_request", format!("the request body: {e}")))?;
+    let operator = engine.store().admit(&req, now_ms())?;
+    Ok((StatusCode::CREATED, axum::Json(operator)).into_response())
+}
+
+/// `GET /api/relay/health`: `{"status": "ok"}`, unauthenticated.
+pub(super) async fn health() -> axum::Json<serde_json::Value> {
+    axum::Json(json!({"status": "ok"}))
+}
+
+#[cfg(test)]
+mod tests {
+    use ring::signature::KeyPair as _;
+
+    use super::*;
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("svc-relay-admission-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn signed(token: &str, hostname: &str) -> RegisterRequest {
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).expect("pkcs8");
+        let pair = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).expect("pair");
+        let b64 = &base64::engine::general_purpose::STANDARD;
+        let public_key = b64.encode(pair.public_key().as_ref());
+        let signature = b64.encode(pair.sign(&registration_message(token, hostname, &public_key)).as_ref());
+        RegisterRequest {
+            admission_token: token.into(),
+            operator: None,
+            public_key,
+            signature,
+            hostname: hostname.into(),
+        }
+    }
+
+    #[test]
+    fn a_token_admits_once_before_it_expires() {
+        let dir = temp_dir("once");
+        let issued = issue_admission_token(&dir, "north", Duration::from_secs(60)).expect("issued");
+        assert!(issued.plaintext.starts_with("adm_") && issued.plaintext.len() == 68);
+        let store = RelayStore::open(&dir).expect("open");
+
+        let unknown = store.admit(&signed("adm_nope", "gw1.example.test"), now_ms()).expect_err("unknown");
+        assert_eq!((unknown.code(), unknown.status()), ("admission_token_unknown", StatusCode::FORBIDDEN));
+
+        let mut forged = signed(&issued.plaintext, "gw1.example.test");
+        forged.hostname = "gw2.example.test".into();
+        assert_eq!(store.admit(&forged, now_ms()).expect_err("forged").code(), "registration_signature_invalid");
+
+        let mut other = signed(&issued.plaintext, "gw1.example.test");
+        other.operator = Some("south".into());
+        assert_eq!(store.admit(&other, now_ms()).expect_err("mismatch").code(), "admission_operator_mismatch");
+
+        let late = store.admit(&signed(&issued.plaintext, "gw1.example.test"), issued.expires_at + 120_001);
+        let late = late.expect_err("expired");
+        assert_eq!(late.code(), "admission_token_expired");
+        assert!(late.to_string().contains("2 minute(s) ago") && late.to_string().contains("new admission token"));
+
+        let req = signed(&issued.plaintext, "gw1.example.test");
+        let admitted = store.admit(&req, now_ms()).expect("admitted");
+        assert_eq!((admitted.name.as_str(), admitted.hostname.as_str()), ("north", "gw1.example.test"));
+        assert_eq!(admitted.public_key, req.public_key);
+
+        let again = store.admit(&req, now_ms()).expect_err("reused");
+        assert_eq!((again.code(), again.status()), ("admission_token_used", StatusCode::CONFLICT));
+        assert!(again.to_string().contains("gw1.example.test"), "{again}");
+        assert_eq!(store.admitted_gateways().expect("list"), [admitted]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn hostnames_belong_to_one_operator_and_names_are_labels() {
+        let dir = temp_dir("hostnames");
+        let north = issue_admission_token(&dir, "north", Duration::from_secs(60)).expect("north");
+        let south = issue_admission_token(&dir, "south", Duration::from_secs(60)).expect("south");
+        let north2 = issue_admission_token(&dir, "north", Duration::from_secs(60)).expect("north again");
+        let store = RelayStore::open(&dir).expect("open");
+        let first = store.admit(&signed(&north.plaintext, "gw1.example.test"), now_ms()).expect("north");
+        let taken = store.admit(&signed(&south.plaintext, "gw1.example.test"), now_ms()).expect_err("taken");
+        assert_eq!(taken.code(), "gateway_hostname_taken");
+        // A refused registration leaves the token unused.
+        store.admit(&signed(&south.plaintext, "gw2.example.test"), now_ms()).expect("south, elsewhere");
+        // The same operator re-registers the hostname with a new key (a rebuilt host).
+        let rebuilt = store.admit(&signed(&north2.plaintext, "gw1.example.test"), now_ms()).expect("rebuilt");
+        assert_eq!(rebuilt.id, first.id);
+        assert_ne!(rebuilt.public_key, first.public_key);
+        assert_eq!(store.admitted_gateways().expect("list").len(), 2);
+
+        assert!(operator_name("north-1").is_ok());
+        for bad in ["", "North", "-a", "a-", "a.b", &"a".repeat(64)] {
+            assert!(operator_name(bad).is_err(), "{bad}");
+        }
+        let refused = issue_admission_token(&dir, "Bad Name", Duration::from_secs(1)).expect_err("bad name");
+        assert!(matches!(refused, StoreError::Refused { code: "invalid_operator_name", .. }));
+        let bad_host = store.admit(&signed(&north2.plaintext, "localhost"), now_ms()).expect_err("bad hostname");
+        assert_eq!(bad_host.code(), "invalid_hostname");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
