@@ -5,8 +5,10 @@
 //! 8 streams sharing the bytes, the two modes interleaved and their order alternated each
 //! round. Prints throughput (bytes over wall time until every sink has read its end) and the
 //! relay's CPU time per GiB: the runtime's worker threads' on-CPU time from
-//! `/proc/self/task/*/schedstat`. Sender and sink share the machine's cores with the relay,
-//! as the client and the agent do in production, so less relay CPU leaves more for them.
+//! `/proc/self/task/*/schedstat`; and the whole process's CPU time per GiB (relay, sender and
+//! sink, from `/proc/self/stat`, 10 ms ticks). Sender and sink share the machine's cores with
+//! the relay, as the client and the agent do in production, so less relay CPU leaves more for
+//! them, unless it makes their work dearer: the total column tells.
 //!
 //! ```sh
 //! cargo bench -p relay-api --bench relay    # env: RELAY_BENCH_MIB=2048 RELAY_BENCH_ROUNDS=3
@@ -41,11 +43,11 @@ fn main() {
         .expect("runtime");
     let modes = [Mode::Copy, Mode::FASTEST];
     let stream_counts = [1usize, 8];
-    // results[streams][mode] = (MiB/s, CPU ms per GiB) per round.
+    // results[streams][mode] = (MiB/s, relay and total CPU ms per GiB) per round.
     let mut results = vec![vec![Vec::new(); modes.len()]; stream_counts.len()];
     println!("{mib} MiB per run, {rounds} rounds");
-    println!("| Round | Streams | Mode | MiB/s | relay CPU ms/GiB |");
-    println!("|---|---|---|---|---|");
+    println!("| Round | Streams | Mode | MiB/s | relay CPU ms/GiB | total CPU ms/GiB |");
+    println!("|---|---|---|---|---|---|");
     for round in 0..rounds {
         for (s, &streams) in stream_counts.iter().enumerate() {
             let mut order: Vec<usize> = (0..modes.len()).collect();
@@ -53,25 +55,26 @@ fn main() {
                 order.reverse();
             }
             for m in order {
-                let (rate, cpu) = run(&rt, modes[m], streams, mib);
-                println!("| {round} | {streams} | {:?} | {rate:.0} | {cpu:.0} |", modes[m]);
-                results[s][m].push((rate, cpu));
+                let r = run(&rt, modes[m], streams, mib);
+                println!("| {round} | {streams} | {:?} | {:.0} | {:.0} | {:.0} |", modes[m], r.0, r.1, r.2);
+                results[s][m].push(r);
             }
         }
     }
-    println!("\nMedians:\n| Streams | Mode | MiB/s | relay CPU ms/GiB |\n|---|---|---|---|");
+    println!("\nMedians:\n| Streams | Mode | MiB/s | relay CPU ms/GiB | total CPU ms/GiB |\n|---|---|---|---|---|");
     for (s, &streams) in stream_counts.iter().enumerate() {
         for (m, mode) in modes.iter().enumerate() {
             let rate = median(results[s][m].iter().map(|r| r.0).collect());
             let cpu = median(results[s][m].iter().map(|r| r.1).collect());
-            println!("| {streams} | {mode:?} | {rate:.0} | {cpu:.0} |");
+            let total = median(results[s][m].iter().map(|r| r.2).collect());
+            println!("| {streams} | {mode:?} | {rate:.0} | {cpu:.0} | {total:.0} |");
         }
     }
 }
 
-/// Moves `mib` MiB through the relay over `streams` connections; returns MiB/s and the relay's
-/// CPU milliseconds per GiB.
-fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> (f64, f64) {
+/// Moves `mib` MiB through the relay over `streams` connections; returns MiB/s, and the
+/// relay's and the whole process's CPU milliseconds per GiB.
+fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> (f64, f64, f64) {
     let per_stream = (mib << 20) / streams;
     let sink = StdListener::bind("127.0.0.1:0").expect("bind sink");
     let sink_addr = sink.local_addr().expect("sink addr");
@@ -115,6 +118,7 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> 
         readers.into_iter().map(|r| r.join().expect("sink")).sum::<usize>()
     });
     let cpu_before = worker_cpu_ns();
+    let process_before = process_cpu_ms();
     let start = Instant::now();
     let senders: Vec<_> = (0..streams)
         .map(|_| {
@@ -140,10 +144,11 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> 
     }
     let relayed = rt.block_on(relays).expect("relays");
     let cpu_ns = worker_cpu_ns() - cpu_before;
+    let process_ms = process_cpu_ms() - process_before;
     let bytes = per_stream * streams;
     assert_eq!((received, relayed), (bytes, bytes as u64), "every byte crossed");
     let gib = bytes as f64 / (1u64 << 30) as f64;
-    (bytes as f64 / (1 << 20) as f64 / elapsed, cpu_ns as f64 / 1e6 / gib)
+    (bytes as f64 / (1 << 20) as f64 / elapsed, cpu_ns as f64 / 1e6 / gib, process_ms as f64 / gib)
 }
 
 /// On-CPU nanoseconds of the runtime's worker threads so far.
@@ -157,6 +162,16 @@ fn worker_cpu_ns() -> u64 {
         }
     }
     total
+}
+
+/// User and system CPU milliseconds of the whole process so far, finished threads included.
+fn process_cpu_ms() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th,
+    // in USER_HZ ticks, which Linux fixes at 100 per second.
+    let rest = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let ticks: u64 = rest.split_whitespace().skip(11).take(2).filter_map(|t| t.parse::<u64>().ok()).sum();
+    ticks * 10
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
