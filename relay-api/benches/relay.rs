@@ -5,10 +5,10 @@
 //! 8 streams sharing the bytes, the two modes interleaved and their order alternated each
 //! round. Prints throughput (bytes over wall time until every sink has read its end) and the
 //! relay's CPU time per GiB: the runtime's worker threads' on-CPU time from
-//! `/proc/self/task/*/schedstat`; and the whole process's CPU time per GiB (relay, sender and
-//! sink, from `/proc/self/stat`, 10 ms ticks). Sender and sink share the machine's cores with
-//! the relay, as the client and the agent do in production, so less relay CPU leaves more for
-//! them, unless it makes their work dearer: the total column tells.
+//! `/proc/self/task/*/schedstat`; and the same for the sender threads and for the sink
+//! threads. Sender and sink share the machine's cores with the relay, as the agent and the
+//! client do in production, so less relay CPU leaves more for them, unless it makes their
+//! work dearer: their columns tell.
 //!
 //! ```sh
 //! cargo bench -p relay-api --bench relay    # env: RELAY_BENCH_MIB=2048 RELAY_BENCH_ROUNDS=3
@@ -43,11 +43,11 @@ fn main() {
         .expect("runtime");
     let modes = [Mode::Copy, Mode::FASTEST];
     let stream_counts = [1usize, 8];
-    // results[streams][mode] = (MiB/s, relay and total CPU ms per GiB) per round.
+    // results[streams][mode] = (MiB/s, relay, sender and sink CPU ms per GiB) per round.
     let mut results = vec![vec![Vec::new(); modes.len()]; stream_counts.len()];
     println!("{mib} MiB per run, {rounds} rounds");
-    println!("| Round | Streams | Mode | MiB/s | relay CPU ms/GiB | total CPU ms/GiB |");
-    println!("|---|---|---|---|---|---|");
+    println!("| Round | Streams | Mode | MiB/s | CPU ms/GiB: relay | sender | sink |");
+    println!("|---|---|---|---|---|---|---|");
     for round in 0..rounds {
         for (s, &streams) in stream_counts.iter().enumerate() {
             let mut order: Vec<usize> = (0..modes.len()).collect();
@@ -56,25 +56,29 @@ fn main() {
             }
             for m in order {
                 let r = run(&rt, modes[m], streams, mib);
-                println!("| {round} | {streams} | {:?} | {:.0} | {:.0} | {:.0} |", modes[m], r.0, r.1, r.2);
+                println!(
+                    "| {round} | {streams} | {:?} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                    modes[m], r.0, r.1, r.2, r.3
+                );
                 results[s][m].push(r);
             }
         }
     }
-    println!("\nMedians:\n| Streams | Mode | MiB/s | relay CPU ms/GiB | total CPU ms/GiB |\n|---|---|---|---|---|");
+    println!("\nMedians:\n| Streams | Mode | MiB/s | CPU ms/GiB: relay | sender | sink |\n|---|---|---|---|---|---|");
     for (s, &streams) in stream_counts.iter().enumerate() {
         for (m, mode) in modes.iter().enumerate() {
             let rate = median(results[s][m].iter().map(|r| r.0).collect());
             let cpu = median(results[s][m].iter().map(|r| r.1).collect());
-            let total = median(results[s][m].iter().map(|r| r.2).collect());
-            println!("| {streams} | {mode:?} | {rate:.0} | {cpu:.0} | {total:.0} |");
+            let sender = median(results[s][m].iter().map(|r| r.2).collect());
+            let sink = median(results[s][m].iter().map(|r| r.3).collect());
+            println!("| {streams} | {mode:?} | {rate:.0} | {cpu:.0} | {sender:.0} | {sink:.0} |");
         }
     }
 }
 
 /// Moves `mib` MiB through the relay over `streams` connections; returns MiB/s, and the
-/// relay's and the whole process's CPU milliseconds per GiB.
-fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> (f64, f64, f64) {
+/// relay's, the senders' and the sinks' CPU milliseconds per GiB.
+fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> (f64, f64, f64, f64) {
     let per_stream = (mib << 20) / streams;
     let sink = StdListener::bind("127.0.0.1:0").expect("bind sink");
     let sink_addr = sink.local_addr().expect("sink addr");
@@ -86,6 +90,7 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> 
             let (client, _) = public.accept().await.expect("accept");
             let agent = tokio::net::TcpStream::connect(sink_addr).await.expect("connect sink");
             moved.push(tokio::spawn(async move {
+                // The fastest mode through the gateway's own entry point.
                 if mode == Mode::Copy {
                     relay::both_ways_with(client, agent, mode).await
                 } else {
@@ -108,17 +113,16 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> 
                     let mut got = 0;
                     loop {
                         match conn.read(&mut buf).expect("sink read") {
-                            0 => return got,
+                            0 => return (got, own_cpu_ns()),
                             n => got += n,
                         }
                     }
                 })
             })
             .collect();
-        readers.into_iter().map(|r| r.join().expect("sink")).sum::<usize>()
+        readers.into_iter().map(|r| r.join().expect("sink")).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     });
     let cpu_before = worker_cpu_ns();
-    let process_before = process_cpu_ms();
     let start = Instant::now();
     let senders: Vec<_> = (0..streams)
         .map(|_| {
@@ -134,21 +138,20 @@ fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> 
                 conn.shutdown(Shutdown::Write).expect("shutdown");
                 // The relay closes this side once the sink has closed its own.
                 let _ = conn.read_to_end(&mut Vec::new());
+                own_cpu_ns()
             })
         })
         .collect();
-    let received = sinks.join().expect("sinks");
+    let (received, sink_ns) = sinks.join().expect("sinks");
     let elapsed = start.elapsed().as_secs_f64();
-    for sender in senders {
-        sender.join().expect("sender");
-    }
+    let sender_ns: u64 = senders.into_iter().map(|s| s.join().expect("sender")).sum();
     let relayed = rt.block_on(relays).expect("relays");
     let cpu_ns = worker_cpu_ns() - cpu_before;
-    let process_ms = process_cpu_ms() - process_before;
     let bytes = per_stream * streams;
     assert_eq!((received, relayed), (bytes, bytes as u64), "every byte crossed");
     let gib = bytes as f64 / (1u64 << 30) as f64;
-    (bytes as f64 / (1 << 20) as f64 / elapsed, cpu_ns as f64 / 1e6 / gib, process_ms as f64 / gib)
+    let per_gib = |ns: u64| ns as f64 / 1e6 / gib;
+    (bytes as f64 / (1 << 20) as f64 / elapsed, per_gib(cpu_ns), per_gib(sender_ns), per_gib(sink_ns))
 }
 
 /// On-CPU nanoseconds of the runtime's worker threads so far.
@@ -157,21 +160,21 @@ fn worker_cpu_ns() -> u64 {
     for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task").flatten() {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
         if comm.trim_end() == WORKER {
-            let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
-            total += stat.split_whitespace().next().and_then(|ns| ns.parse::<u64>().ok()).unwrap_or(0);
+            total += schedstat_ns(&task.path().join("schedstat"));
         }
     }
     total
 }
 
-/// User and system CPU milliseconds of the whole process so far, finished threads included.
-fn process_cpu_ms() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th,
-    // in USER_HZ ticks, which Linux fixes at 100 per second.
-    let rest = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    let ticks: u64 = rest.split_whitespace().skip(11).take(2).filter_map(|t| t.parse::<u64>().ok()).sum();
-    ticks * 10
+/// On-CPU nanoseconds of the calling thread so far.
+fn own_cpu_ns() -> u64 {
+    schedstat_ns(std::path::Path::new("/proc/thread-self/schedstat"))
+}
+
+/// The first field of a `schedstat` file: nanoseconds on the CPU.
+fn schedstat_ns(path: &std::path::Path) -> u64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    stat.split_whitespace().next().and_then(|ns| ns.parse().ok()).unwrap_or(0)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
