@@ -1,25 +1,28 @@
 //! The gateway's relay copying through user space vs splicing, on loopback.
 //!
-//! A sender thread per stream writes through the relay (the gateway's own code, on a 2-worker
-//! tokio runtime as the gateway runs) to a sink thread that reads and discards; 1 stream, then
-//! 8 streams sharing the bytes, the two modes interleaved and their order alternated each
-//! round. Prints throughput (bytes over wall time until every sink has read its end) and the
-//! relay's CPU time per GiB: the runtime's worker threads' on-CPU time from
-//! `/proc/self/task/*/schedstat`; and the same for the sender threads and for the sink
-//! threads. Sender and sink share the machine's cores with the relay, as the agent and the
-//! client do in production, so less relay CPU leaves more for them, unless it makes their
-//! work dearer: their columns tell.
+//! Client threads talk through the relay (the gateway's own code, on a 2-worker tokio runtime
+//! as the gateway runs) to server threads, under three loads: bulk on 1 connection and on 8
+//! (the clients send, the servers read and discard), and requests on 16 connections (200-byte
+//! request, 2 KiB response, one at a time on each: the cost of a short burst). The modes are
+//! interleaved, their order rotated each round. Prints the rate (over wall time until every
+//! server has seen its end) and on-CPU time per GiB or per exchange of the relay (the runtime's
+//! worker threads), the clients and the servers, from `/proc/self/task/*/schedstat` and
+//! `/proc/thread-self/schedstat`. Clients and servers share the cores with the relay, as the
+//! agent and the public client do in production, so less relay CPU leaves more for them,
+//! unless it makes their own work dearer: their columns tell.
 //!
 //! ```sh
-//! cargo bench -p relay-api --bench relay    # env: RELAY_BENCH_MIB=2048 RELAY_BENCH_ROUNDS=3
+//! cargo bench -p relay-api --bench relay   # env: RELAY_BENCH_MIB=2048 RELAY_BENCH_EXCHANGES=40000 RELAY_BENCH_ROUNDS=3
 //! ```
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener as StdListener, TcpStream as StdStream};
+use std::net::{Shutdown, SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
+use std::path::Path;
 use std::thread;
 use std::time::Instant;
 
 use tokio::net::TcpListener;
+use tokio::runtime::Runtime;
 
 // The relay is private to the gateway; the benchmark compiles the very same files. `cargo
 // bench` sets `cfg(test)`, which brings in the relay's unit-test helpers without the tests.
@@ -31,9 +34,109 @@ use relay::Mode;
 
 /// The runtime's worker threads' name, to find their CPU time.
 const WORKER: &str = "relay-bench-rt";
+const REQUEST: usize = 200;
+const RESPONSE: usize = 2048;
+
+/// What the clients do.
+#[derive(Clone, Copy)]
+enum Load {
+    /// Each of `streams` connections sends its share of `bytes`.
+    Bulk { streams: usize, bytes: usize },
+    /// Each of `conns` connections does its share of `exchanges`, one at a time.
+    Requests { conns: usize, exchanges: usize },
+}
+
+impl Load {
+    fn conns(self) -> usize {
+        match self {
+            Load::Bulk { streams, .. } => streams,
+            Load::Requests { conns, .. } => conns,
+        }
+    }
+
+    fn label(self) -> String {
+        match self {
+            Load::Bulk { streams, .. } => format!("bulk x{streams}: MiB/s, CPU ms/GiB"),
+            Load::Requests { conns, .. } => format!("requests x{conns}: exchanges/s, CPU µs each"),
+        }
+    }
+
+    /// The amounts the rate and the CPU times are counted per (MiB and GiB, or exchanges),
+    /// and the nanoseconds in the CPU time's unit (ms or µs).
+    fn units(self) -> (f64, f64, f64) {
+        match self {
+            Load::Bulk { bytes, .. } => (bytes as f64 / (1 << 20) as f64, bytes as f64 / (1u64 << 30) as f64, 1e6),
+            Load::Requests { exchanges, .. } => (exchanges as f64, exchanges as f64, 1e3),
+        }
+    }
+
+    /// The client's side of one connection.
+    fn client(self, mut conn: StdStream) {
+        match self {
+            Load::Bulk { streams, bytes } => {
+                let chunk = vec![0x5a; 1 << 20];
+                let mut left = bytes / streams;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    conn.write_all(&chunk[..n]).expect("send");
+                    left -= n;
+                }
+            }
+            Load::Requests { conns, exchanges } => {
+                let mut response = [0; RESPONSE];
+                for _ in 0..exchanges / conns {
+                    conn.write_all(&[1; REQUEST]).expect("request");
+                    conn.read_exact(&mut response).expect("response");
+                }
+            }
+        }
+        conn.shutdown(Shutdown::Write).expect("shutdown");
+        // The relay closes this side once the server has closed its own.
+        let _ = conn.read_to_end(&mut Vec::new());
+    }
+
+    /// The server's side of one connection; returns the bytes it read.
+    fn server(self, mut conn: StdStream) -> usize {
+        let mut got = 0;
+        match self {
+            Load::Bulk { .. } => {
+                let mut buf = vec![0; 256 * 1024];
+                loop {
+                    match conn.read(&mut buf).expect("server read") {
+                        0 => break,
+                        n => got += n,
+                    }
+                }
+            }
+            Load::Requests { .. } => {
+                let mut request = [0; REQUEST];
+                while conn.read_exact(&mut request).is_ok() {
+                    conn.write_all(&[2; RESPONSE]).expect("respond");
+                    got += REQUEST;
+                }
+            }
+        }
+        got
+    }
+
+    /// The bytes each way (client to server, back) when the load is done.
+    fn expected(self) -> (u64, u64) {
+        match self {
+            Load::Bulk { streams, bytes } => ((bytes / streams * streams) as u64, 0),
+            Load::Requests { conns, exchanges } => {
+                let n = (exchanges / conns * conns) as u64;
+                (n * REQUEST as u64, n * RESPONSE as u64)
+            }
+        }
+    }
+}
+
+/// One run's rate and CPU times (relay, clients, servers), in the load's units.
+type Sample = [f64; 4];
 
 fn main() {
     let mib: usize = env_or("RELAY_BENCH_MIB", 2048);
+    let exchanges: usize = env_or("RELAY_BENCH_EXCHANGES", 40_000);
     let rounds: usize = env_or("RELAY_BENCH_ROUNDS", 3);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -42,116 +145,101 @@ fn main() {
         .build()
         .expect("runtime");
     let modes = [Mode::Copy, Mode::FASTEST];
-    let stream_counts = [1usize, 8];
-    // results[streams][mode] = (MiB/s, relay, sender and sink CPU ms per GiB) per round.
-    let mut results = vec![vec![Vec::new(); modes.len()]; stream_counts.len()];
-    println!("{mib} MiB per run, {rounds} rounds");
-    println!("| Round | Streams | Mode | MiB/s | CPU ms/GiB: relay | sender | sink |");
-    println!("|---|---|---|---|---|---|---|");
+    let loads = [
+        Load::Bulk { streams: 1, bytes: mib << 20 },
+        Load::Bulk { streams: 8, bytes: mib << 20 },
+        Load::Requests { conns: 16, exchanges },
+    ];
+    let mut results = vec![vec![Vec::<Sample>::new(); modes.len()]; loads.len()];
+    println!("{mib} MiB per bulk run, {exchanges} exchanges per requests run, {rounds} rounds");
+    println!("| Round | Load | Mode | rate | CPU: relay | clients | servers |\n|---|---|---|---|---|---|---|");
     for round in 0..rounds {
-        for (s, &streams) in stream_counts.iter().enumerate() {
+        for (l, &load) in loads.iter().enumerate() {
             let mut order: Vec<usize> = (0..modes.len()).collect();
-            if round % 2 == 1 {
-                order.reverse();
-            }
+            order.rotate_left(round % modes.len());
             for m in order {
-                let r = run(&rt, modes[m], streams, mib);
+                let s = run(&rt, modes[m], load);
                 println!(
-                    "| {round} | {streams} | {:?} | {:.0} | {:.0} | {:.0} | {:.0} |",
-                    modes[m], r.0, r.1, r.2, r.3
+                    "| {round} | {} | {:?} | {:.0} | {:.1} | {:.1} | {:.1} |",
+                    load.label(),
+                    modes[m],
+                    s[0],
+                    s[1],
+                    s[2],
+                    s[3]
                 );
-                results[s][m].push(r);
+                results[l][m].push(s);
             }
         }
     }
-    println!("\nMedians:\n| Streams | Mode | MiB/s | CPU ms/GiB: relay | sender | sink |\n|---|---|---|---|---|---|");
-    for (s, &streams) in stream_counts.iter().enumerate() {
+    println!("\nMedians:\n| Load | Mode | rate | CPU: relay | clients | servers |\n|---|---|---|---|---|---|");
+    for (l, load) in loads.iter().enumerate() {
         for (m, mode) in modes.iter().enumerate() {
-            let rate = median(results[s][m].iter().map(|r| r.0).collect());
-            let cpu = median(results[s][m].iter().map(|r| r.1).collect());
-            let sender = median(results[s][m].iter().map(|r| r.2).collect());
-            let sink = median(results[s][m].iter().map(|r| r.3).collect());
-            println!("| {streams} | {mode:?} | {rate:.0} | {cpu:.0} | {sender:.0} | {sink:.0} |");
+            let med = |i: usize| median(results[l][m].iter().map(|s| s[i]).collect());
+            println!("| {} | {mode:?} | {:.0} | {:.1} | {:.1} | {:.1} |", load.label(), med(0), med(1), med(2), med(3));
         }
     }
 }
 
-/// Moves `mib` MiB through the relay over `streams` connections; returns MiB/s, and the
-/// relay's, the senders' and the sinks' CPU milliseconds per GiB.
-fn run(rt: &tokio::runtime::Runtime, mode: Mode, streams: usize, mib: usize) -> (f64, f64, f64, f64) {
-    let per_stream = (mib << 20) / streams;
-    let sink = StdListener::bind("127.0.0.1:0").expect("bind sink");
-    let sink_addr = sink.local_addr().expect("sink addr");
+/// Runs `load` through the relay in `mode`.
+fn run(rt: &Runtime, mode: Mode, load: Load) -> Sample {
+    let conns = load.conns();
+    let server = StdListener::bind("127.0.0.1:0").expect("bind server");
+    let server_addr = server.local_addr().expect("server addr");
     let public = rt.block_on(TcpListener::bind("127.0.0.1:0")).expect("bind relay");
     let public_addr = public.local_addr().expect("relay addr");
-    let relays = rt.spawn(async move {
-        let mut moved = Vec::new();
-        for _ in 0..streams {
-            let (client, _) = public.accept().await.expect("accept");
-            let agent = tokio::net::TcpStream::connect(sink_addr).await.expect("connect sink");
-            moved.push(tokio::spawn(async move {
-                // The fastest mode through the gateway's own entry point.
-                if mode == Mode::Copy {
-                    relay::both_ways_with(client, agent, mode).await
-                } else {
-                    relay::both_ways(client, agent).await
-                }
-            }));
-        }
-        let mut total = 0;
-        for relay in moved {
-            total += relay.await.expect("relay").0;
-        }
-        total
-    });
-    let sinks = thread::spawn(move || {
-        let readers: Vec<_> = (0..streams)
+    let relays = rt.spawn(relay_all(public, server_addr, conns, mode));
+    let servers = thread::spawn(move || {
+        let threads: Vec<_> = (0..conns)
             .map(|_| {
-                let (mut conn, _) = sink.accept().expect("accept sink");
-                thread::spawn(move || {
-                    let mut buf = vec![0u8; 256 * 1024];
-                    let mut got = 0;
-                    loop {
-                        match conn.read(&mut buf).expect("sink read") {
-                            0 => return (got, own_cpu_ns()),
-                            n => got += n,
-                        }
-                    }
-                })
+                let (conn, _) = server.accept().expect("accept server");
+                thread::spawn(move || (load.server(conn), own_cpu_ns()))
             })
             .collect();
-        readers.into_iter().map(|r| r.join().expect("sink")).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        threads.into_iter().map(|t| t.join().expect("server")).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     });
-    let cpu_before = worker_cpu_ns();
+    let relay_before = worker_cpu_ns();
     let start = Instant::now();
-    let senders: Vec<_> = (0..streams)
+    let clients: Vec<_> = (0..conns)
         .map(|_| {
             thread::spawn(move || {
-                let chunk = vec![0x5au8; 1 << 20];
-                let mut conn = StdStream::connect(public_addr).expect("connect relay");
-                let mut left = per_stream;
-                while left > 0 {
-                    let n = left.min(chunk.len());
-                    conn.write_all(&chunk[..n]).expect("send");
-                    left -= n;
-                }
-                conn.shutdown(Shutdown::Write).expect("shutdown");
-                // The relay closes this side once the sink has closed its own.
-                let _ = conn.read_to_end(&mut Vec::new());
+                load.client(StdStream::connect(public_addr).expect("connect relay"));
                 own_cpu_ns()
             })
         })
         .collect();
-    let (received, sink_ns) = sinks.join().expect("sinks");
+    let (received, server_ns) = servers.join().expect("servers");
     let elapsed = start.elapsed().as_secs_f64();
-    let sender_ns: u64 = senders.into_iter().map(|s| s.join().expect("sender")).sum();
+    let client_ns: u64 = clients.into_iter().map(|c| c.join().expect("client")).sum();
     let relayed = rt.block_on(relays).expect("relays");
-    let cpu_ns = worker_cpu_ns() - cpu_before;
-    let bytes = per_stream * streams;
-    assert_eq!((received, relayed), (bytes, bytes as u64), "every byte crossed");
-    let gib = bytes as f64 / (1u64 << 30) as f64;
-    let per_gib = |ns: u64| ns as f64 / 1e6 / gib;
-    (bytes as f64 / (1 << 20) as f64 / elapsed, per_gib(cpu_ns), per_gib(sender_ns), per_gib(sink_ns))
+    let relay_ns = worker_cpu_ns() - relay_before;
+    assert_eq!((received as u64, relayed), (load.expected().0, load.expected()), "every byte crossed");
+    let (rate_per, cpu_per, ns_per_unit) = load.units();
+    let cpu = |ns: u64| ns as f64 / ns_per_unit / cpu_per;
+    [rate_per / elapsed, cpu(relay_ns), cpu(client_ns), cpu(server_ns)]
+}
+
+/// Relays the next `conns` connections to `server`; returns the bytes moved each way.
+async fn relay_all(public: TcpListener, server: SocketAddr, conns: usize, mode: Mode) -> (u64, u64) {
+    let mut relays = Vec::new();
+    for _ in 0..conns {
+        let (client, _) = public.accept().await.expect("accept");
+        let agent = tokio::net::TcpStream::connect(server).await.expect("connect server");
+        relays.push(tokio::spawn(async move {
+            // The fastest mode through the gateway's own entry point.
+            if mode == Mode::Copy {
+                relay::both_ways_with(client, agent, mode).await
+            } else {
+                relay::both_ways(client, agent).await
+            }
+        }));
+    }
+    let mut total = (0, 0);
+    for relay in relays {
+        let (ab, ba) = relay.await.expect("relay");
+        total = (total.0 + ab, total.1 + ba);
+    }
+    total
 }
 
 /// On-CPU nanoseconds of the runtime's worker threads so far.
@@ -168,11 +256,11 @@ fn worker_cpu_ns() -> u64 {
 
 /// On-CPU nanoseconds of the calling thread so far.
 fn own_cpu_ns() -> u64 {
-    schedstat_ns(std::path::Path::new("/proc/thread-self/schedstat"))
+    schedstat_ns(Path::new("/proc/thread-self/schedstat"))
 }
 
 /// The first field of a `schedstat` file: nanoseconds on the CPU.
-fn schedstat_ns(path: &std::path::Path) -> u64 {
+fn schedstat_ns(path: &Path) -> u64 {
     let stat = std::fs::read_to_string(path).unwrap_or_default();
     stat.split_whitespace().next().and_then(|ns| ns.parse().ok()).unwrap_or(0)
 }

@@ -10,15 +10,42 @@ use super::Burst;
 /// The read size while a direction is busy.
 const CHUNK: usize = 256 * 1024;
 
+/// Copies `from` to `to` until `from` ends or either fails.
+pub(super) async fn one_way(from: &TcpStream, to: &TcpStream, total: &mut u64) -> io::Result<()> {
+    loop {
+        from.readable().await?;
+        if let Burst::Ended = burst(from, to, total).await? {
+            return Ok(());
+        }
+    }
+}
+
 /// Copies `from` (which was just readable) to `to` until `from` would block or ends; the
 /// buffer lives only as long as the burst.
 pub(super) async fn burst(from: &TcpStream, to: &TcpStream, total: &mut u64) -> io::Result<Burst> {
-    let mut buf = BytesMut::with_capacity(CHUNK);
+    copy(from, to, total, CHUNK, false).await
+}
+
+/// Like [`burst`] with a `size` buffer, but stops with [`Burst::Plenty`] after a read that
+/// filled it: more is probably waiting, enough to be worth splicing.
+#[cfg(target_os = "linux")]
+pub(super) async fn probe(from: &TcpStream, to: &TcpStream, total: &mut u64, size: usize) -> io::Result<Burst> {
+    copy(from, to, total, size, true).await
+}
+
+async fn copy(from: &TcpStream, to: &TcpStream, total: &mut u64, size: usize, probe: bool) -> io::Result<Burst> {
+    let mut buf = BytesMut::with_capacity(size);
     loop {
         buf.clear();
         match from.try_read_buf(&mut buf) {
             Ok(0) => return Ok(Burst::Ended),
-            Ok(_) => write_all(to, &buf, total).await?,
+            Ok(n) => {
+                write_all(to, &buf, total).await?;
+                #[cfg(target_os = "linux")]
+                if probe && n >= size {
+                    return Ok(Burst::Plenty);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Burst::Idle),
             Err(e) => return Err(e),
         }

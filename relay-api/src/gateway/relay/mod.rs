@@ -6,11 +6,12 @@
 //!
 //! On Linux a burst moves the bytes with `splice(2)` through a pipe ([`splice`]): the kernel
 //! passes the socket's pages on to the other socket, so the bytes are never copied into or out
-//! of the process. The pipe is created when the burst starts and closed when it ends, so each
-//! *busy* direction holds 2 more file descriptors (the pipe's ends) and each idle one none:
-//! size the descriptor limit for 2 sockets per connection plus 2 per busy direction. Elsewhere,
-//! when the kernel refuses to splice the sockets, or when no pipe can be had (descriptor
-//! limit), a burst copies through a buffer held only for that burst ([`copy`]).
+//! of the process. A direction creates its pipe when it becomes busy and closes it once it has
+//! been idle for a quarter of a second, so each recently busy direction holds 2 more file
+//! descriptors (the pipe's ends) and each idle one none: size the descriptor limit for 2
+//! sockets per connection plus 2 per busy direction. Elsewhere, when the kernel refuses to
+//! splice the sockets, or when no usable pipe can be had (descriptor or pipe memory limits),
+//! a burst copies through a buffer held only for that burst ([`copy`]).
 //!
 //! Half-closes propagate: when one side stops sending, the other side's write is shut and the
 //! opposite direction goes on. An error (a reset, say) ends both directions and closes both
@@ -30,6 +31,8 @@ mod splice;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Mode {
     /// Read into a user-space buffer, write it out.
+    // Not `expect`: the tests and the benchmark do choose it on Linux.
+    #[cfg_attr(target_os = "linux", allow(dead_code, reason = "on Linux only the tests and the benchmark choose it"))]
     Copy,
     /// `splice(2)` through a pipe, no copy through user space.
     #[cfg(target_os = "linux")]
@@ -51,7 +54,10 @@ enum Burst {
     Idle,
     /// The source has ended its sending.
     Ended,
-    /// The kernel cannot splice these sockets; nothing was lost, copy from now on.
+    /// A read filled the buffer: enough is flowing to be worth splicing.
+    #[cfg(target_os = "linux")]
+    Plenty,
+    /// The kernel cannot splice these sockets; nothing was lost, copying goes on.
     #[cfg(target_os = "linux")]
     Unsupported,
 }
@@ -72,23 +78,11 @@ pub(super) async fn both_ways_with(a: TcpStream, b: TcpStream, mode: Mode) -> (u
 
 /// Moves `from` to `to` until `from` ends or either fails, counting into `total`; then shuts
 /// `to`'s write side, so its peer learns that nothing more comes.
-async fn one_way(from: &TcpStream, to: &TcpStream, mut mode: Mode, total: &mut u64) -> io::Result<()> {
-    let result = loop {
-        if let Err(e) = from.readable().await {
-            break Err(e);
-        }
-        let burst = match mode {
-            Mode::Copy => copy::burst(from, to, total).await,
-            #[cfg(target_os = "linux")]
-            Mode::Splice => splice::burst(from, to, total).await,
-        };
-        match burst {
-            Ok(Burst::Idle) => {}
-            Ok(Burst::Ended) => break Ok(()),
-            #[cfg(target_os = "linux")]
-            Ok(Burst::Unsupported) => mode = Mode::Copy,
-            Err(e) => break Err(e),
-        }
+async fn one_way(from: &TcpStream, to: &TcpStream, mode: Mode, total: &mut u64) -> io::Result<()> {
+    let result = match mode {
+        Mode::Copy => copy::one_way(from, to, total).await,
+        #[cfg(target_os = "linux")]
+        Mode::Splice => splice::one_way(from, to, total).await,
     };
     // Fails only if `to` is already gone, which is what shutting it would achieve.
     let _ = SockRef::from(to).shutdown(Shutdown::Write);
