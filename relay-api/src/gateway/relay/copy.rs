@@ -23,26 +23,25 @@ pub(super) async fn one_way(from: &TcpStream, to: &TcpStream, total: &mut u64) -
 /// Copies `from` (which was just readable) to `to` until `from` would block or ends; the
 /// buffer lives only as long as the burst.
 pub(super) async fn burst(from: &TcpStream, to: &TcpStream, total: &mut u64) -> io::Result<Burst> {
-    copy(from, to, total, CHUNK, false).await
+    copy(from, to, total, usize::MAX).await
 }
 
-/// Like [`burst`] with a `size` buffer, but stops with [`Burst::Plenty`] after a read that
-/// filled it: more is probably waiting, enough to be worth splicing.
+/// Like [`burst`], but stops with [`Burst::Plenty`] after a read of at least `plenty` bytes:
+/// that much waiting at once means bulk, worth splicing.
 #[cfg(target_os = "linux")]
-pub(super) async fn probe(from: &TcpStream, to: &TcpStream, total: &mut u64, size: usize) -> io::Result<Burst> {
-    copy(from, to, total, size, true).await
+pub(super) async fn probe(from: &TcpStream, to: &TcpStream, total: &mut u64, plenty: usize) -> io::Result<Burst> {
+    copy(from, to, total, plenty).await
 }
 
-async fn copy(from: &TcpStream, to: &TcpStream, total: &mut u64, size: usize, probe: bool) -> io::Result<Burst> {
-    let mut buf = BytesMut::with_capacity(size);
+async fn copy(from: &TcpStream, to: &TcpStream, total: &mut u64, plenty: usize) -> io::Result<Burst> {
+    let mut buf = BytesMut::with_capacity(CHUNK);
     loop {
         buf.clear();
         match from.try_read_buf(&mut buf) {
             Ok(0) => return Ok(Burst::Ended),
             Ok(n) => {
                 write_all(to, &buf, total).await?;
-                #[cfg(target_os = "linux")]
-                if probe && n >= size {
+                if n >= plenty {
                     return Ok(Burst::Plenty);
                 }
             }

@@ -4,14 +4,15 @@
 //! socket has until it would block, and lets go of what the burst needed. Idle connections
 //! (most of them) hold no buffer and no pipe.
 //!
-//! On Linux a burst moves the bytes with `splice(2)` through a pipe ([`splice`]): the kernel
-//! passes the socket's pages on to the other socket, so the bytes are never copied into or out
-//! of the process. A direction creates its pipe when it becomes busy and closes it once it has
-//! been idle for a quarter of a second, so each recently busy direction holds 2 more file
-//! descriptors (the pipe's ends) and each idle one none: size the descriptor limit for 2
-//! sockets per connection plus 2 per busy direction. Elsewhere, when the kernel refuses to
-//! splice the sockets, or when no usable pipe can be had (descriptor or pipe memory limits),
-//! a burst copies through a buffer held only for that burst ([`copy`]).
+//! On Linux bulk moves with `splice(2)` through a pipe ([`splice`]): the kernel passes the
+//! socket's pages on to the other socket, so the bytes are never copied into or out of the
+//! process. A direction creates its pipe when a read shows bulk (16 KiB or more waiting at
+//! once) and closes it once it has been idle for a quarter of a second, so each busy direction
+//! holds 2 more file descriptors (the pipe's ends) and each idle one none: size the descriptor
+//! limit for 2 sockets per connection plus 2 per busy direction. Small bursts (requests, small
+//! responses) are copied, which costs less than splicing them; so is everything off Linux,
+//! when the kernel refuses to splice the sockets, or when no usable pipe can be had
+//! (descriptor or pipe memory limits) ([`copy`]: a buffer held only for the burst).
 //!
 //! Half-closes propagate: when one side stops sending, the other side's write is shut and the
 //! opposite direction goes on. An error (a reset, say) ends both directions and closes both
@@ -31,7 +32,6 @@ mod splice;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Mode {
     /// Read into a user-space buffer, write it out.
-    // Not `expect`: the tests and the benchmark do choose it on Linux.
     #[cfg_attr(target_os = "linux", allow(dead_code, reason = "on Linux only the tests and the benchmark choose it"))]
     Copy,
     /// `splice(2)` through a pipe, no copy through user space.
@@ -54,8 +54,7 @@ enum Burst {
     Idle,
     /// The source has ended its sending.
     Ended,
-    /// A read filled the buffer: enough is flowing to be worth splicing.
-    #[cfg(target_os = "linux")]
+    /// A large read: enough is flowing to be worth splicing.
     Plenty,
     /// The kernel cannot splice these sockets; nothing was lost, copying goes on.
     #[cfg(target_os = "linux")]

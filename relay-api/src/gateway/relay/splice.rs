@@ -3,7 +3,7 @@
 //!
 //! A pipe is worth it only for bulk: creating and closing one costs about 5 µs here, and a
 //! pair of splices costs more than a read and a write of a few KiB. So a direction without a
-//! pipe copies, as the copy relay does, until a read fills a [`PROBE`] buffer; then it
+//! pipe copies, as the copy relay does, until one read returns at least [`PLENTY`]; then it
 //! creates its pipe, splices, and keeps the pipe across short pauses. Once the direction has
 //! been idle for [`KEEP`], the pipe is closed, so idle connections hold no descriptors and no
 //! pipe. The pipe is drained completely before the next splice from the socket, so a splice
@@ -30,8 +30,9 @@ const PIPE_SIZE: usize = 1024 * 1024;
 /// copying 256 KiB at a time beats splicing 8 KiB.
 const PIPE_MIN: usize = 64 * 1024;
 
-/// A read that fills this much means bulk: worth a pipe.
-const PROBE: usize = 64 * 1024;
+/// A read this large means bulk, worth a pipe: a full TLS record (16 KiB of plaintext) is
+/// already that much, while requests and small responses stay below it.
+const PLENTY: usize = 16 * 1024;
 
 /// How long an idle direction keeps its pipe.
 const KEEP: Duration = Duration::from_millis(250);
@@ -48,7 +49,7 @@ pub(super) async fn one_way(from: &TcpStream, to: &TcpStream, total: &mut u64) -
     loop {
         readable(from, &mut pipe).await?;
         if pipe.is_none() {
-            match copy::probe(from, to, total, PROBE).await? {
+            match copy::probe(from, to, total, PLENTY).await? {
                 Burst::Plenty => pipe = Pipe::new(),
                 Burst::Ended => return Ok(()),
                 // Idle again (a copy never reports `Unsupported`).
@@ -154,7 +155,8 @@ mod tests {
         (client.expect("connect"), server.expect("accept").0)
     }
 
-    /// Sends a byte on `stream` after `delay`, then waits for `from` to see it.
+    /// Waits, holding a pipe, for a byte sent after `delay`; returns the pipe if still held,
+    /// and how long the wait took.
     async fn wait_with_pipe(delay: Duration) -> (Option<Pipe>, Duration) {
         let (mut client, server) = pair().await;
         // A new socket may report itself readable once with nothing to read; this clears it.
