@@ -81,19 +81,7 @@ pub async fn run(
     let ephemeral_addr: SocketAddr = ([127, 0, 0, 1], 0).into();
     let gw_config = GatewayConfig::new(config.listen, ephemeral_addr, ephemeral_addr, tunnel_chain, tunnel_key);
     let gateway = Gateway::new(gw_config);
-    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-    let gw_task = tokio::spawn(gateway.clone().run(move |b| {
-        let _ = bound_tx.send(b);
-    }));
-    let bound = match bound_rx.await {
-        Ok(b) => b,
-        Err(_) => {
-            return Err(match gw_task.await {
-                Ok(Err(e)) => DemoError::Setup(e.to_string()),
-                _ => DemoError::Setup("the gateway stopped".into()),
-            });
-        }
-    };
+    let (gw_task, bound) = gateway.clone().start().await.map_err(setup("the gateway"))?;
     say(&format!(
         "gateway: public TLS {}, agent tunnels {}, metrics http://{}/metrics",
         bound.public, bound.tunnel, bound.admin

@@ -14,7 +14,7 @@ use svc_e2e::service::{TempDir, svc_binary};
 
 use super::client::{Https, get, wait_status};
 use super::pebble::PebbleStack;
-use super::process::{Proc, alive, free_port, signal};
+use super::process::{Proc, alive, free_port, signal, signal_quietly};
 
 /// A running `svc relay serve` and a token of an invited organization.
 pub(super) struct Relay {
@@ -23,6 +23,23 @@ pub(super) struct Relay {
     pub(super) public: SocketAddr,
     pub(super) data: PathBuf,
     pub(super) token: String,
+    /// The job processes seen in `status` (killed with the relay: a SIGKILLed coordinator
+    /// cannot stop its children).
+    jobs: std::sync::Mutex<Vec<u32>>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        // SIGTERM first: the coordinator stops its jobs on the way out.
+        signal_quietly(self.proc.pid(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(self.proc.pid()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for pid in self.jobs.lock().map(|j| j.clone()).unwrap_or_default() {
+            signal_quietly(pid, "KILL");
+        }
+    }
 }
 
 fn repo() -> PathBuf {
@@ -80,7 +97,7 @@ impl Relay {
             .unwrap_or_else(|| panic!("a public address in {gateway:?}"));
         let ready = proc.expect_line(Duration::from_secs(30), "`ready URL`", |l| l.starts_with("ready http://")).await;
         let api = ready.trim_start_matches("ready ").to_owned();
-        Relay { proc, api, public, data: data.to_owned(), token }
+        Relay { proc, api, public, data: data.to_owned(), token, jobs: std::sync::Mutex::default() }
     }
 
     /// Runs `svc ingress ARGS --relay API` with this relay's token; (exit code, stdout, stderr).
@@ -107,7 +124,12 @@ impl Relay {
         all.extend(["--format", "json"]);
         let (code, out, err) = self.svc(&all).await;
         assert_eq!(code, 0, "svc ingress {args:?}: {err}\n{}", self.proc.output());
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("svc ingress {args:?} printed no JSON ({e}): {out}"))
+        let value: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("svc ingress {args:?} printed no JSON ({e}): {out}"));
+        if let (Some(pids), Ok(mut jobs)) = (value["processes"].as_array(), self.jobs.lock()) {
+            jobs.extend(pids.iter().filter_map(|p| p.as_u64()).filter_map(|p| u32::try_from(p).ok()));
+        }
+        value
     }
 
     /// Polls `status` until `pred` holds; returns the status and how long it took.

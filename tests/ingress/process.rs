@@ -141,7 +141,7 @@ pub(crate) fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid} failed");
 }
 
-fn signal_quietly(pid: u32, name: &str) {
+pub(crate) fn signal_quietly(pid: u32, name: &str) {
     let _ = Command::new("kill")
         .arg(format!("-{name}"))
         .arg(pid.to_string())

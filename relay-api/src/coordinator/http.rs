@@ -190,11 +190,13 @@ async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: By
     let unsupported = project.unsupported();
     if !unsupported.is_empty() {
         let names: Vec<String> = unsupported.iter().map(|u| format!("{} ({})", u.as_str(), u.pointer())).collect();
-        return Err(ApiError::new(
+        let mut err = ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "ingress_unsupported",
             format!("the ingress add-on does not support: {}", names.join(", ")),
-        ));
+        );
+        err.diagnostics = Some(json!(unsupported.iter().map(|u| u.diagnostic()).collect::<Vec<_>>()));
+        return Err(err);
     }
     let manifest = project.manifest_v5(req.manifest.as_deref()).map_err(|e| {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_manifest", format!("the project's V5 manifest: {e}"))

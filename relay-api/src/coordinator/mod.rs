@@ -184,19 +184,7 @@ pub async fn run(
     let ephemeral_addr: SocketAddr = ([127, 0, 0, 1], 0).into();
     let gateway =
         Gateway::new(GatewayConfig::new(config.public, ephemeral_addr, ephemeral_addr, tunnel_chain, tunnel_key));
-    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-    let gw_task = tokio::spawn(gateway.clone().run(move |b| {
-        let _ = bound_tx.send(b);
-    }));
-    let bound = match bound_rx.await {
-        Ok(b) => b,
-        Err(_) => {
-            return Err(match gw_task.await {
-                Ok(Err(e)) => CoordinatorError::Setup(e.to_string()),
-                _ => CoordinatorError::Setup("the gateway stopped".into()),
-            });
-        }
-    };
+    let (gw_task, bound) = gateway.clone().start().await.map_err(setup("the gateway"))?;
     let ca_pem = ca.cert_pem().to_owned();
     let ca_path = ca.cert_path.clone();
     let signer = LocalCoordinator::new(ca);

@@ -103,6 +103,9 @@ pub enum GatewayError {
     /// The tunnel certificate or key is not usable.
     #[error("the tunnel certificate or key is not usable: {0}")]
     Tls(String),
+    /// The gateway's task ended before its ports were bound.
+    #[error("the gateway stopped before it was ready")]
+    Stopped,
 }
 
 /// A route as the gateway holds it.
@@ -182,6 +185,24 @@ impl Gateway {
 
     fn route(&self, id: &str) -> Option<Arc<Route>> {
         self.routes.read().ok()?.get(id).cloned()
+    }
+
+    /// Spawns [`Gateway::run`] and waits until its ports are bound: the running task and the
+    /// bound addresses, or why it could not start.
+    pub async fn start(
+        self: Arc<Self>,
+    ) -> Result<(tokio::task::JoinHandle<Result<(), GatewayError>>, Bound), GatewayError> {
+        let (bound_tx, bound_rx) = oneshot::channel();
+        let task = tokio::spawn(self.run(move |b| {
+            let _ = bound_tx.send(b);
+        }));
+        match bound_rx.await {
+            Ok(bound) => Ok((task, bound)),
+            Err(_) => Err(match task.await {
+                Ok(Err(e)) => e,
+                _ => GatewayError::Stopped,
+            }),
+        }
     }
 
     /// Binds the three ports and serves until the task is dropped.
