@@ -6,14 +6,11 @@
 //!
 //! Without the binary the tests are skipped with a message, unless SVC_REQUIRE_PEBBLE is set.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use relay_api::dns::{Check, DnsChecker, DnsConfig, DnsError, HostnameVerdict};
 use relay_api::hint::{Hint, Stage};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const HOST: &str = "shop.example.test";
 const CANONICAL: &str = "node-demo-acme.relay.test";
@@ -23,102 +20,13 @@ fn le() -> Vec<String> {
     vec!["letsencrypt.org".to_owned()]
 }
 
-/// A running `pebble-challtestsrv`, killed on drop.
-struct MockDns {
-    child: Child,
-    dns: SocketAddr,
-    management: SocketAddr,
-}
-
-impl Drop for MockDns {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The binary, or None (after saying why) when it is absent and not required.
-fn challtestsrv() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .map(|dir| dir.join("pebble-challtestsrv"))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        let how = "install Debian's `pebble` package (`apt-get install -y pebble`, as .ci/run does)";
-        assert!(std::env::var_os("SVC_REQUIRE_PEBBLE").is_none(), "pebble-challtestsrv is not on PATH: {how}");
-        eprintln!("SKIPPED: pebble-challtestsrv is not on PATH; {how} to run the DNS tests");
-    }
-    found
-}
-
-/// A loopback port free for both TCP and UDP (the DNS server listens on both).
-fn free_port() -> u16 {
-    loop {
-        let tcp = TcpListener::bind("127.0.0.1:0").expect("bind tcp");
-        let port = tcp.local_addr().expect("addr").port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
+#[path = "support/mock_dns.rs"]
+mod mock_dns;
+use mock_dns::MockDns;
 
 impl MockDns {
-    /// Starts the server on fresh loopback ports and waits until both ports answer.
-    async fn start() -> Option<MockDns> {
-        let program = challtestsrv()?;
-        for _ in 0..3 {
-            let dns: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-            let management: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-            let child = Command::new(&program)
-                .args(["-dns01", &dns.to_string(), "-http01", "", "-https01", "", "-tlsalpn01", ""])
-                .args(["-management", &management.to_string()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn pebble-challtestsrv");
-            let mut server = MockDns { child, dns, management };
-            if server.ready().await {
-                return Some(server);
-            }
-        }
-        panic!("pebble-challtestsrv did not start on loopback (three tries)");
-    }
-
-    async fn ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let checker = self.checker();
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return false; // a port was taken after all
-            }
-            let management_up = tokio::net::TcpStream::connect(self.management).await.is_ok();
-            if management_up && checker.lookup_ips("ready.test").await.is_ok_and(|ips| !ips.is_empty()) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        false
-    }
-
     fn checker(&self) -> DnsChecker {
-        DnsChecker::new(&DnsConfig { nameservers: vec![self.dns], timeout: Duration::from_secs(2) }).expect("checker")
-    }
-
-    /// POSTs `body` to a management endpoint (`/set-cname`, `/add-caa`, ...).
-    async fn post(&self, path: &str, body: serde_json::Value) {
-        let body = body.to_string();
-        let mut stream = tokio::net::TcpStream::connect(self.management).await.expect("management");
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n{body}",
-            self.management,
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).await.expect("write");
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.expect("read");
-        assert!(response.starts_with("HTTP/1.1 200"), "{path} {body}: {response}");
+        DnsChecker::new(&self.config()).expect("checker")
     }
 
     async fn cname(&self, host: &str, target: &str) {
