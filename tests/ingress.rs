@@ -157,6 +157,15 @@ mod ingress {
         }
     }
 
+    /// Writes `config` as `JOB/agent.json` and starts `svc agent run` on it.
+    pub(super) fn start_agent(job: &std::path::Path, config: &agent::AgentConfig) -> Proc {
+        let path = job.join("agent.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(config).expect("json")).expect("write");
+        let mut command = Command::new(svc_binary());
+        command.args(["agent", "run", "--config"]).arg(&path);
+        Proc::spawn("svc agent run", command)
+    }
+
     /// Starts `svc gateway run --config FILE` and waits until it prints its addresses; the
     /// process and its public address.
     pub(super) async fn start_gateway(config: &std::path::Path) -> (Proc, SocketAddr) {

@@ -302,11 +302,7 @@ pub(crate) fn status(t: &ProjectTarget) -> ExitCode {
             println!("price: {} micros per {} s", q.price_micros, q.period_secs);
         }
         for h in &s.hostnames {
-            println!(
-                "hostname {} {}",
-                h.hostname,
-                serde_json::to_value(h.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-            );
+            println!("hostname {} {}", h.hostname, h.state.as_str());
         }
         for v in &s.validations {
             println!(
@@ -398,8 +394,7 @@ pub(crate) fn ledger(t: &ProjectTarget) -> ExitCode {
             return Ok(());
         }
         for e in &l.entries {
-            let kind =
-                serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            let kind = e.kind.as_str();
             println!("{} {kind} {} micros  {}", e.seq, e.amount_micros, e.note);
         }
         let b = &l.balance;
@@ -443,7 +438,7 @@ pub(crate) fn hostname(command: &HostnameCommand) -> ExitCode {
             return Ok(());
         }
         let h = &r.hostname;
-        let state = serde_json::to_value(h.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let state = h.state.as_str();
         println!("hostname {} {state}", h.hostname);
         if matches!(command, HostnameCommand::Add { .. }) {
             println!("create these DNS records, then run `svc ingress hostname verify {}`:", h.hostname);

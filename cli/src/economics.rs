@@ -12,10 +12,6 @@ use relay_api::coordinator::model::{LedgerEntry, RewardsSummary};
 use crate::args::{OutputFormat, PinsCommand, ProjectTarget, RelayTarget};
 use crate::deploy::{call, client, path, print_json, target};
 
-fn state_name(value: impl serde::Serialize) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-}
-
 /// `svc ingress sessions`
 pub(crate) fn sessions(t: &ProjectTarget) -> ExitCode {
     let run = || -> Result<(), ExitCode> {
@@ -34,7 +30,7 @@ pub(crate) fn sessions(t: &ProjectTarget) -> ExitCode {
             println!(
                 "{:<21} {:<8} {:>6} {:>12} {:>12} {:>12} {:>12}",
                 s.id,
-                state_name(s.state),
+                s.state.as_str(),
                 period,
                 s.price_micros,
                 s.spent_micros,

@@ -5,11 +5,10 @@
 //!
 //! `.ci/run` installs Pebble. Without it the test fails, unless `SVC_SKIP_PEBBLE=1`.
 
-use std::process::Command;
 use std::time::Duration;
 
 use rcgen::PublicKeyData;
-use svc_e2e::service::{TempDir, svc_binary};
+use svc_e2e::service::TempDir;
 
 use super::client::{Https, serial_and_spki, wait_status};
 use super::pebble::PebbleStack;
@@ -63,11 +62,7 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
         coordinator: None,
         refresh_secs: agent::config::DEFAULT_REFRESH_SECS,
     };
-    let agent_path = job.join("agent.json");
-    std::fs::write(&agent_path, serde_json::to_vec_pretty(&agent_config).expect("json")).expect("write");
-    let mut agent_command = Command::new(svc_binary());
-    agent_command.args(["agent", "run", "--config"]).arg(&agent_path);
-    let mut agent = Proc::spawn("svc agent run", agent_command);
+    let mut agent = super::start_agent(&job, &agent_config);
     let logs = |agent: &Proc, pebble: &Proc, gateway: &Proc| {
         format!("{}\n{}\n{}", agent.output(), pebble.output(), gateway.output())
     };

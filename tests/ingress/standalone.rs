@@ -2,14 +2,13 @@
 //! coordinator and the Node demo. A stopped gateway is a dead path the agent notices by its
 //! heartbeats; a restarted gateway is found again by the agent's reconnection.
 
-use std::process::Command;
 use std::time::Duration;
 
 use relay_api::local::{LocalCoordinator, ephemeral};
-use svc_e2e::service::{TempDir, svc_binary};
+use svc_e2e::service::TempDir;
 
 use super::client::wait_status;
-use super::process::{Proc, node_demo};
+use super::process::node_demo;
 use super::{StandaloneRoute, start_gateway};
 
 const HOST: &str = "web.localhost";
@@ -55,11 +54,7 @@ async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
         coordinator: None,
         refresh_secs: agent::config::DEFAULT_REFRESH_SECS,
     };
-    let agent_path = job.join("agent.json");
-    std::fs::write(&agent_path, serde_json::to_vec_pretty(&agent_config).expect("json")).expect("write");
-    let mut agent_command = Command::new(svc_binary());
-    agent_command.args(["agent", "run", "--config"]).arg(&agent_path);
-    let mut agent = Proc::spawn("svc agent run", agent_command);
+    let mut agent = super::start_agent(&job, &agent_config);
 
     if let Err(e) = wait_status(public, HOST, &ca_pem, "/", 200, Duration::from_secs(30)).await {
         panic!("GET / through the gateway: {e}\n{}\n{}", gateway.output(), agent.output());

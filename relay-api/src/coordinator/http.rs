@@ -112,31 +112,16 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
 
 /// The caller behind a customer token, whose organization must hold an invitation.
 fn caller(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let caller = token_caller(engine, headers)?;
-    if caller.role != TokenRole::Customer {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "customer_token_required",
-            "this is an operator token; deployments need a customer token (`svc relay admin token --org NAME`)",
-        ));
-    }
-    invited(caller)
+    invited(token_caller(engine, headers, TokenRole::Customer)?)
 }
 
 /// The caller behind an operator token.
 fn operator(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let caller = token_caller(engine, headers)?;
-    if caller.role != TokenRole::Operator {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "operator_token_required",
-            "rewards belong to gateway operators; use an operator token (`svc relay admin token --org NAME --operator`)",
-        ));
-    }
-    Ok(caller)
+    token_caller(engine, headers, TokenRole::Operator)
 }
 
-fn token_caller(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError> {
+/// The caller behind the bearer token, which must have the role `role`.
+fn token_caller(engine: &Engine, headers: &HeaderMap, role: TokenRole) -> Result<Caller, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -148,6 +133,19 @@ fn token_caller(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError
         .store()
         .caller(&wire::sha256_hex(token.trim().as_bytes()))?
         .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "the token is not valid"))?;
+    if caller.role != role {
+        let (code, message) = match role {
+            TokenRole::Customer => (
+                "customer_token_required",
+                "this is an operator token; deployments need a customer token (`svc relay admin token --org NAME`)",
+            ),
+            TokenRole::Operator => (
+                "operator_token_required",
+                "rewards belong to gateway operators; use an operator token (`svc relay admin token --org NAME --operator`)",
+            ),
+        };
+        return Err(ApiError::new(StatusCode::FORBIDDEN, code, message));
+    }
     Ok(caller)
 }
 

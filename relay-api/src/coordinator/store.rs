@@ -155,28 +155,25 @@ fn i64_of(v: u64) -> Result<i64, StoreError> {
 const DEPLOYMENT_COLUMNS: &str = "id, project, project_digest, manifest_digest, canonical_hostname, route_id, \
      ceiling_micros, state, state_reason, periods_spent, next_period_at, created_at, updated_at";
 
-fn deployment_row(row: &Row<'_>) -> rusqlite::Result<(Deployment, String)> {
+fn deployment_row(row: &Row<'_>) -> rusqlite::Result<Deployment> {
     let state: String = row.get(7)?;
     let host: String = row.get(4)?;
-    Ok((
-        Deployment {
-            id: row.get(0)?,
-            project: row.get(1)?,
-            project_digest: row.get(2)?,
-            manifest_digest: row.get(3)?,
-            url: String::new(),
-            canonical_hostname: host,
-            route_id: row.get(5)?,
-            ceiling_micros: u64_of(row.get(6)?),
-            state: DeploymentState::parse(&state).unwrap_or(DeploymentState::Failed),
-            state_reason: row.get(8)?,
-            periods_spent: u64_of(row.get(9)?),
-            next_period_at: row.get(10)?,
-            created_at: row.get(11)?,
-            updated_at: row.get(12)?,
-        },
-        state,
-    ))
+    Ok(Deployment {
+        id: row.get(0)?,
+        project: row.get(1)?,
+        project_digest: row.get(2)?,
+        manifest_digest: row.get(3)?,
+        url: String::new(),
+        canonical_hostname: host,
+        route_id: row.get(5)?,
+        ceiling_micros: u64_of(row.get(6)?),
+        state: DeploymentState::parse(&state).unwrap_or(DeploymentState::Failed),
+        state_reason: row.get(8)?,
+        periods_spent: u64_of(row.get(9)?),
+        next_period_at: row.get(10)?,
+        created_at: row.get(11)?,
+        updated_at: row.get(12)?,
+    })
 }
 
 const QUOTE_COLUMNS: &str = "id, deployment_id, project_digest, hostnames_json, price_micros, period_secs, periods, \
@@ -344,7 +341,7 @@ impl RelayStore {
             "SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE org_id = ?1 AND project = ?2 \
              ORDER BY created_at DESC, rowid DESC LIMIT 1"
         );
-        Ok(conn.query_row(&sql, params![org_id, project], deployment_row).optional()?.map(|(d, _)| d))
+        Ok(conn.query_row(&sql, params![org_id, project], deployment_row).optional()?)
     }
 
     /// The organization's deployments, newest first.
@@ -354,7 +351,7 @@ impl RelayStore {
             "SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE org_id = ?1 ORDER BY created_at DESC, rowid DESC"
         );
         let mut stmt = conn.prepare(&sql)?;
-        let rows = stmt.query_map([org_id], deployment_row)?.map(|r| r.map(|(d, _)| d));
+        let rows = stmt.query_map([org_id], deployment_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -363,7 +360,7 @@ impl RelayStore {
         let conn = self.conn()?;
         let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE state <> 'stopped' ORDER BY created_at");
         let mut stmt = conn.prepare(&sql)?;
-        let rows = stmt.query_map([], deployment_row)?.map(|r| r.map(|(d, _)| d));
+        let rows = stmt.query_map([], deployment_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -621,7 +618,6 @@ fn get_deployment(conn: &Connection, id: &str) -> Result<Deployment, StoreError>
     let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE id = ?1");
     conn.query_row(&sql, [id], deployment_row)
         .optional()?
-        .map(|(d, _)| d)
         .ok_or_else(|| StoreError::NotFound(format!("deployment {id}")))
 }
 
