@@ -221,6 +221,29 @@ fn sysctls_pass_when_tuned_and_fail_or_warn_when_not() {
     assert!(system::sysctls(&empty.root(), 1_048_576).iter().all(|r| r.status == Status::Warn));
 }
 
+#[test]
+fn pacing_passes_without_bbr_or_with_fq_and_warns_for_bbr_without_fq() {
+    let cubic = sysctl_root(&[("net.ipv4.tcp_congestion_control", "cubic"), ("net.core.default_qdisc", "pfifo_fast")]);
+    let result = system::pacing(&cubic.root());
+    assert_status(&result, Status::Pass);
+    assert!(result.found.contains("cubic (it does not pace)"), "{result:?}");
+
+    let bbr_fq = sysctl_root(&[("net.ipv4.tcp_congestion_control", "bbr"), ("net.core.default_qdisc", "fq")]);
+    assert_status(&system::pacing(&bbr_fq.root()), Status::Pass);
+
+    let bbr = sysctl_root(&[("net.ipv4.tcp_congestion_control", "bbr"), ("net.core.default_qdisc", "fq_codel")]);
+    let result = system::pacing(&bbr.root());
+    assert_status(&result, Status::Warn);
+    assert!(result.found.contains("bbr with default qdisc fq_codel"), "{result:?}");
+    assert!(result.fix.as_deref().is_some_and(|f| f.contains("sysctl -w net.core.default_qdisc=fq")), "{result:?}");
+
+    // Unreadable: a warning, never a pass.
+    let empty = TempDir::new("no-proc-pacing");
+    assert_status(&system::pacing(&empty.root()), Status::Warn);
+    let no_qdisc = sysctl_root(&[("net.ipv4.tcp_congestion_control", "bbr")]);
+    assert_status(&system::pacing(&no_qdisc.root()), Status::Warn);
+}
+
 // ---------------------------------------------------------------------------- clock
 
 #[test]
@@ -362,6 +385,7 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
         ("net/core/somaxconn", "4096"),
         ("net/ipv4/ip_local_port_range", "32768 60999"),
         ("net/ipv4/tcp_fin_timeout", "60"),
+        ("net/ipv4/tcp_congestion_control", "cubic"),
     ] {
         root.write(&format!("/proc/sys/{name}"), value);
     }
@@ -393,6 +417,7 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
             "sysctl.net.core.somaxconn",
             "sysctl.net.ipv4.ip_local_port_range",
             "sysctl.net.ipv4.tcp_fin_timeout",
+            "tcp.pacing",
             "clock.sync",
             "clock.skew",
             "dns.hostname",
@@ -408,7 +433,7 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
     // Not configured or registered yet: warnings, and everything else passes.
     assert_eq!(status("config.gateway"), "warn");
     assert_eq!(status("config.registration"), "warn");
-    for id in ["ports.public", "coordinator", "clock.skew", "dns.hostname", "sysctl.fs.nr_open"] {
+    for id in ["ports.public", "coordinator", "clock.skew", "dns.hostname", "sysctl.fs.nr_open", "tcp.pacing"] {
         assert_eq!(status(id), "pass", "{id}: {json}");
     }
     let worst = checks.iter().map(|c| c["status"].as_str().expect("status")).max_by_key(|s| match *s {

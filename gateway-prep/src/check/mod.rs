@@ -220,6 +220,7 @@ pub async fn run_checks(inputs: &CheckInputs) -> Report {
         system::nofile(root),
     ];
     results.extend(system::sysctls(root, inputs.limit_nofile));
+    results.push(system::pacing(root));
     results.push(system::clock_sync(root));
     let (coordinator, health) = network::coordinator(inputs.coordinator.as_ref()).await;
     results.push(network::clock_skew(

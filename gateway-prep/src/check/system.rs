@@ -179,6 +179,47 @@ fn sysctl(root: &Root, s: &Sysctl) -> CheckResult {
     }
 }
 
+/// `tcp.pacing`: BBR paces every connection it sends on. With the `fq` qdisc the qdisc does
+/// the pacing; without it TCP falls back to its own pacing, a high-resolution timer per paced
+/// burst, which costs CPU on every busy connection and runs the delayed sends from whatever
+/// process holds the CPU (measured on loopback: docs/performance.md, "Congestion control").
+/// Passes when the congestion control does not pace (cubic, reno) or `fq` is the default
+/// qdisc; warns otherwise, and when either value cannot be read. Only the default qdisc is
+/// read: an interface given `fq` by hand (`tc qdisc show`) still warns.
+pub fn pacing(root: &Root) -> CheckResult {
+    const ID: &str = "tcp.pacing";
+    let read = |name: &str| {
+        let path = format!("/proc/sys/{}", name.replace('.', "/"));
+        root.read(&path).map(|text| text.trim().to_owned()).map_err(|e| format!("cannot read {path}: {e}"))
+    };
+    let congestion = match read("net.ipv4.tcp_congestion_control") {
+        Ok(name) => name,
+        Err(e) => return CheckResult::warn(ID, e, "run on Linux with /proc mounted"),
+    };
+    if !congestion.starts_with("bbr") {
+        return CheckResult::pass(ID, format!("congestion control {congestion} (it does not pace)"));
+    }
+    let qdisc = match read("net.core.default_qdisc") {
+        Ok(name) => name,
+        Err(e) => return CheckResult::warn(ID, e, "run on Linux with /proc mounted"),
+    };
+    if qdisc == "fq" {
+        return CheckResult::pass(ID, format!("congestion control {congestion} with the fq qdisc"));
+    }
+    CheckResult::warn(
+        ID,
+        format!(
+            "congestion control {congestion} with default qdisc {qdisc}: without fq, TCP paces with a timer \
+             per burst, which costs CPU on every busy connection"
+        ),
+        format!(
+            "sysctl -w net.core.default_qdisc=fq, keep it with `echo 'net.core.default_qdisc = fq' >> \
+             {SYSCTL_FILE}`, and `tc qdisc replace dev IFACE root fq` for the public interface (or reboot); \
+             or a congestion control that does not pace: `net.ipv4.tcp_congestion_control = cubic`"
+        ),
+    )
+}
+
 /// Files whose presence says a time daemon runs (its synchronisation is not readable here).
 const TIME_DAEMONS: &[(&str, &str)] = &[
     ("/run/chrony/chronyd.pid", "chronyd"),
