@@ -132,9 +132,14 @@ pub fn sysctls(root: &Root, limit_nofile: u64) -> Vec<CheckResult> {
     rules(limit_nofile).iter().map(|s| sysctl(root, s)).collect()
 }
 
+/// Where the kernel shows a sysctl (`net.core.somaxconn` → `/proc/sys/net/core/somaxconn`).
+fn sysctl_path(name: &str) -> String {
+    format!("/proc/sys/{}", name.replace('.', "/"))
+}
+
 fn sysctl(root: &Root, s: &Sysctl) -> CheckResult {
     let id = format!("sysctl.{}", s.name);
-    let path = format!("/proc/sys/{}", s.name.replace('.', "/"));
+    let path = sysctl_path(s.name);
     let fix = format!(
         "sysctl -w {name}={value} and keep it with `echo '{name} = {plain}' >> {SYSCTL_FILE}`",
         name = s.name,
@@ -189,7 +194,7 @@ fn sysctl(root: &Root, s: &Sysctl) -> CheckResult {
 pub fn pacing(root: &Root) -> CheckResult {
     const ID: &str = "tcp.pacing";
     let read = |name: &str| {
-        let path = format!("/proc/sys/{}", name.replace('.', "/"));
+        let path = sysctl_path(name);
         root.read(&path).map(|text| text.trim().to_owned()).map_err(|e| format!("cannot read {path}: {e}"))
     };
     let congestion = match read("net.ipv4.tcp_congestion_control") {
