@@ -233,6 +233,36 @@ codes! {
     SpendExceedsAuthority = "spend_exceeds_authority",
 }
 
+impl Code {
+    /// The codes whose checks a JSON Schema can express: required and unknown fields, closed
+    /// unions, types, enums, patterns, bounds, list rules. The generated schemas must agree
+    /// with the validator on documents failing only these (the corpus and project fixture
+    /// checks rely on it); parse errors, YAML features and cross-field rules are the
+    /// validator's alone.
+    pub const SCHEMA_EXPRESSIBLE: &'static [Code] = &[
+        Code::MissingRequiredField,
+        Code::UnknownField,
+        Code::ForeignArmField,
+        Code::UnknownVariant,
+        Code::InvalidType,
+        Code::InvalidValue,
+        Code::InvalidFormat,
+        Code::OutOfRange,
+        Code::TooShort,
+        Code::TooLong,
+        Code::TooFewItems,
+        Code::TooManyItems,
+        Code::DuplicateItem,
+        Code::EmptyObject,
+    ];
+
+    /// Whether `code` (a spelling, as in expected-outcome files) is in
+    /// [`Code::SCHEMA_EXPRESSIBLE`].
+    pub fn is_schema_expressible(code: &str) -> bool {
+        Code::SCHEMA_EXPRESSIBLE.iter().any(|c| c.as_str() == code)
+    }
+}
+
 impl Serialize for Code {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())

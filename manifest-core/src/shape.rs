@@ -117,6 +117,13 @@ pub struct Refused {
     pub message: &'static str,
 }
 
+impl Refused {
+    /// A field refused as an `unknown_field`, with `message` saying why.
+    pub const fn unknown(name: &'static str, message: &'static str) -> Refused {
+        Refused { name, code: Code::UnknownField, message }
+    }
+}
+
 /// A closed tagged union: the `tag` field picks one arm, and only that arm's fields are allowed.
 #[derive(Debug)]
 pub struct UnionShape {
@@ -297,7 +304,7 @@ pub const SCHEMA_HINT: Field =
 pub const SERVER_OWNED: &[Refused] = &{
     const MESSAGE: &str = "unknown field: this is a server-owned fact (owner, status, timestamps, signatures, provenance, quotes, processor identities, launch facts) and cannot be authored; remove it";
     const fn r(name: &'static str) -> Refused {
-        Refused { name, code: Code::UnknownField, message: MESSAGE }
+        Refused::unknown(name, MESSAGE)
     }
     [
         r("displayName"),

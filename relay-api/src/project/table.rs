@@ -8,11 +8,11 @@
 //! ([`super::Unsupported`]), instead of "unknown value".
 
 use manifest_core::formats::ENV_NAME_V5;
+use manifest_core::shape::SCHEMA_HINT;
 use manifest_core::shape::{
     ArrayShape, DefaultValue, MAX_SAFE_INTEGER, MapShape, NON_EMPTY, ObjectShape, Refused, STRING, Shape, StrFormat,
     StrShape, defaulted, int, object, one_of, optional, pattern, pattern_len, required,
 };
-use manifest_core::{Code, shape::SCHEMA_HINT};
 
 use super::formats::{HEALTH_PATH, HOSTNAME, LOCAL_ENV_NAME, PROJECT_NAME, RELATIVE_PATH};
 
@@ -125,7 +125,7 @@ static DNS: ObjectShape =
 static COORDINATOR_OWNED: &[Refused] = &{
     const MESSAGE: &str = "unknown field: this is assigned by the coordinator (canonical hostname, route, quote, credentials, status) and cannot be written in the project file; remove it";
     const fn r(name: &'static str) -> Refused {
-        Refused { name, code: Code::UnknownField, message: MESSAGE }
+        Refused::unknown(name, MESSAGE)
     }
     [
         r("canonicalHostname"),
