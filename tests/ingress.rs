@@ -89,9 +89,11 @@ mod ingress {
             self.dir.path().join("ca.pem")
         }
 
-        /// `DIR/jobs/demo`.
+        /// The demo agent's state directory: `DIR-jobs/demo/agent`, outside the data directory.
         pub(super) fn job_dir(&self) -> PathBuf {
-            self.dir.path().join("jobs").join("demo")
+            let mut jobs = self.dir.path().as_os_str().to_owned();
+            jobs.push("-jobs");
+            PathBuf::from(jobs).join("demo").join("agent")
         }
 
         /// GET on a fresh connection; panics on a transport error.

@@ -1,15 +1,104 @@
-//! The route challenge: `proof = base64url(HMAC-SHA256(route secret, routeId "|" hostname "|"
-//! nonce))`. Only a job holding the route secret can answer a fresh nonce, so the coordinator
-//! knows the public path really reaches this job.
+//! The route challenge: `proof = base64url(Ed25519 signature by the route key over
+//! "svc route challenge v2|" routeId "|" hostname "|" nonce)`. Only the job holds the route
+//! key (its private half lives in the job's `agent.json`); the coordinator keeps only the
+//! public half, so a copy of the coordinator's store cannot answer a challenge, and a fresh
+//! nonce shows the public path really reaches this job.
+
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 
-/// The proof for a nonce.
-pub fn proof(route_secret: &[u8], route_id: &str, hostname: &str, nonce: &str) -> String {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, route_secret);
-    let message = format!("{route_id}|{hostname}|{nonce}");
-    URL_SAFE_NO_PAD.encode(ring::hmac::sign(&key, message.as_bytes()).as_ref())
+/// What the signature covers before the route, the hostname and the nonce: names the
+/// purpose, so a route key's signature is never valid for anything else.
+const CONTEXT: &str = "svc route challenge v2";
+
+/// A route's signing key (Ed25519). Its `Debug` never shows the key; it is written to files
+/// as base64url of its PKCS#8 document.
+#[derive(Clone)]
+pub struct RouteKey {
+    pkcs8: Arc<[u8]>,
+    pair: Arc<Ed25519KeyPair>,
+}
+
+/// Why a route key could not be made or read.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteKeyError {
+    /// No randomness.
+    #[error("cannot generate a route key: no randomness")]
+    Random,
+    /// Not base64url.
+    #[error("the route key is not base64url: {0}")]
+    Encoding(#[from] base64::DecodeError),
+    /// Not an Ed25519 PKCS#8 document.
+    #[error("the route key is not an Ed25519 PKCS#8 key: {0}")]
+    Key(String),
+}
+
+impl RouteKey {
+    /// A new random key.
+    pub fn generate() -> Result<RouteKey, RouteKeyError> {
+        let document =
+            Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).map_err(|_| RouteKeyError::Random)?;
+        RouteKey::from_pkcs8(document.as_ref())
+    }
+
+    fn from_pkcs8(pkcs8: &[u8]) -> Result<RouteKey, RouteKeyError> {
+        let pair = Ed25519KeyPair::from_pkcs8(pkcs8).map_err(|e| RouteKeyError::Key(e.to_string()))?;
+        Ok(RouteKey { pkcs8: pkcs8.into(), pair: Arc::new(pair) })
+    }
+
+    /// Reads the file form (base64url of the PKCS#8 document).
+    pub fn from_text(text: &str) -> Result<RouteKey, RouteKeyError> {
+        RouteKey::from_pkcs8(&URL_SAFE_NO_PAD.decode(text.trim())?)
+    }
+
+    /// The file form.
+    pub fn to_text(&self) -> String {
+        URL_SAFE_NO_PAD.encode(&self.pkcs8)
+    }
+
+    /// The public half, base64url: what the coordinator keeps.
+    pub fn public_key(&self) -> String {
+        URL_SAFE_NO_PAD.encode(self.pair.public_key().as_ref())
+    }
+
+    /// The proof for a nonce.
+    pub fn proof(&self, route_id: &str, hostname: &str, nonce: &str) -> String {
+        URL_SAFE_NO_PAD.encode(self.pair.sign(message(route_id, hostname, nonce).as_bytes()).as_ref())
+    }
+}
+
+impl std::fmt::Debug for RouteKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RouteKey(public {})", self.public_key())
+    }
+}
+
+impl PartialEq for RouteKey {
+    fn eq(&self, other: &RouteKey) -> bool {
+        self.pkcs8 == other.pkcs8
+    }
+}
+
+impl Eq for RouteKey {}
+
+impl serde::Serialize for RouteKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_text())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RouteKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RouteKey, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        RouteKey::from_text(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+fn message(route_id: &str, hostname: &str, nonce: &str) -> String {
+    format!("{CONTEXT}|{route_id}|{hostname}|{nonce}")
 }
 
 /// A fresh nonce for one challenge: 32 random bytes, base64url without padding (URL-safe,
@@ -20,11 +109,13 @@ pub fn new_nonce() -> Result<String, getrandom::Error> {
     Ok(URL_SAFE_NO_PAD.encode(bytes))
 }
 
-/// Whether `proof` answers the nonce (constant time).
-pub fn verify(route_secret: &[u8], route_id: &str, hostname: &str, nonce: &str, proof: &str) -> bool {
-    let Ok(tag) = URL_SAFE_NO_PAD.decode(proof) else { return false };
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, route_secret);
-    ring::hmac::verify(&key, format!("{route_id}|{hostname}|{nonce}").as_bytes(), &tag).is_ok()
+/// Whether `proof` answers the nonce for the route whose public key is `public_key`
+/// (base64url, as [`RouteKey::public_key`] gives it).
+pub fn verify(public_key: &str, route_id: &str, hostname: &str, nonce: &str, proof: &str) -> bool {
+    let (Ok(key), Ok(signature)) = (URL_SAFE_NO_PAD.decode(public_key), URL_SAFE_NO_PAD.decode(proof)) else {
+        return false;
+    };
+    UnparsedPublicKey::new(&ED25519, key).verify(message(route_id, hostname, nonce).as_bytes(), &signature).is_ok()
 }
 
 #[cfg(test)]
@@ -32,18 +123,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn proofs_match_rfc_4231_hmac_and_verify() {
-        // RFC 4231 test case 2: key "Jefe", data "what do ya want for nothing?".
-        let p = proof(b"Jefe", "what do ya want ", "for nothing", "?");
-        // The message is "what do ya want |for nothing|?", not the RFC's; check the shape and
-        // the round trip, and the RFC vector through ring directly.
-        assert_eq!(p.len(), 43);
-        assert!(verify(b"Jefe", "what do ya want ", "for nothing", "?", &p));
-        assert!(!verify(b"Jefe", "r", "h", "other", &p));
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"Jefe");
-        let tag = ring::hmac::sign(&key, b"what do ya want for nothing?");
-        let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    fn proofs_verify_with_the_public_key_only() {
+        let key = RouteKey::generate().expect("a key");
+        let public = key.public_key();
+        let proof = key.proof("r1", "a.localhost", "n1");
+        assert!(verify(&public, "r1", "a.localhost", "n1", &proof));
+        assert!(!verify(&public, "r1", "a.localhost", "n2", &proof), "another nonce");
+        assert!(!verify(&public, "r2", "a.localhost", "n1", &proof), "another route");
+        assert!(!verify(&public, "r1", "b.localhost", "n1", &proof), "another hostname");
+        let other = RouteKey::generate().expect("a key");
+        assert!(!verify(&other.public_key(), "r1", "a.localhost", "n1", &proof), "another route's key");
+        assert!(!verify("not base64!", "r1", "a.localhost", "n1", &proof));
+    }
+
+    #[test]
+    fn the_proof_is_an_ed25519_signature_over_the_documented_message() {
+        let key = RouteKey::generate().expect("a key");
+        let proof = URL_SAFE_NO_PAD.decode(key.proof("r1", "a.localhost", "n1")).expect("base64url");
+        assert_eq!(proof.len(), 64, "an Ed25519 signature");
+        let public = URL_SAFE_NO_PAD.decode(key.public_key()).expect("base64url");
+        assert_eq!(public.len(), 32, "an Ed25519 public key");
+        UnparsedPublicKey::new(&ED25519, public)
+            .verify(b"svc route challenge v2|r1|a.localhost|n1", &proof)
+            .expect("signed over exactly the documented message");
+    }
+
+    #[test]
+    fn the_file_form_round_trips_and_debug_hides_the_key() {
+        let key = RouteKey::generate().expect("a key");
+        let again = RouteKey::from_text(&key.to_text()).expect("reads back");
+        assert_eq!(again, key);
+        assert_eq!(again.public_key(), key.public_key());
+        let json = serde_json::to_string(&key).expect("json");
+        let back: RouteKey = serde_json::from_str(&json).expect("from json");
+        assert_eq!(back, key);
+        assert!(!format!("{key:?}").contains(&key.to_text()), "Debug never shows the private key");
+        assert!(RouteKey::from_text("AAAA").is_err());
+        assert!(serde_json::from_str::<RouteKey>("\"a route secret\"").is_err());
     }
 
     #[test]

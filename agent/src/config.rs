@@ -1,5 +1,5 @@
 //! The agent's configuration file (`agent.json` in the job's state directory, mode 0600:
-//! it holds the route's tunnel credential and secret).
+//! it holds the route's tunnel credential and route key).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,8 +17,8 @@ pub struct AgentConfig {
     pub hostname: String,
     /// The tunnel credential (authenticates the agent to the gateway).
     pub credential: String,
-    /// The route secret (keys the challenge proof).
-    pub route_secret: String,
+    /// The route key (signs the challenge proof; the coordinator holds only its public half).
+    pub route_key: crate::challenge::RouteKey,
     /// The gateway's tunnel port.
     pub gateway: SocketAddr,
     /// The name on the gateway's tunnel certificate.
@@ -125,7 +125,8 @@ mod tests {
     #[test]
     fn a_configuration_without_a_coordinator_is_still_valid() {
         let old = serde_json::json!({
-            "routeId": "r", "hostname": "a.localhost", "credential": "c", "routeSecret": "s",
+            "routeId": "r", "hostname": "a.localhost", "credential": "c",
+            "routeKey": crate::challenge::RouteKey::generate().expect("a key"),
             "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": "/ca.pem",
             "appPort": 3000, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:2", "validity_secs": 60},
         });

@@ -21,7 +21,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 
 use crate::cert::{ACME_TLS_ALPN, CurrentCert};
-use crate::challenge;
 use crate::config::AgentConfig;
 use crate::hostnames::Hostnames;
 
@@ -167,7 +166,7 @@ fn challenge_answer(ctx: &Context, query: Option<&str>, asked: Option<&str>) -> 
         return json(StatusCode::BAD_REQUEST, &serde_json::json!({"error": "missing query parameter `nonce`"}));
     };
     let c = &ctx.config;
-    let proof = challenge::proof(c.route_secret.as_bytes(), &c.route_id, &hostname, &nonce);
+    let proof = c.route_key.proof(&c.route_id, &hostname, &nonce);
     json(
         StatusCode::OK,
         &serde_json::json!({"nonce": nonce, "routeId": c.route_id, "hostname": hostname, "proof": proof}),
@@ -261,10 +260,12 @@ async fn proxy(ctx: &Context, mut req: Request<Incoming>, client: Option<SocketA
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::challenge;
 
     fn context() -> Arc<Context> {
         let config: AgentConfig = serde_json::from_value(serde_json::json!({
-            "routeId": "r1", "hostname": "app.localhost", "credential": "c", "routeSecret": "s",
+            "routeId": "r1", "hostname": "app.localhost", "credential": "c",
+            "routeKey": challenge::RouteKey::generate().expect("a key"),
             "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": "/ca.pem",
             "appPort": 1, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:1", "validity_secs": 60},
         }))
@@ -291,7 +292,8 @@ mod tests {
             assert_eq!(json["hostname"], hostname.as_str());
             assert_eq!(json["routeId"], "r1");
             let proof = json["proof"].as_str().expect("a proof");
-            assert!(challenge::verify(b"s", "r1", &hostname, "n1", proof));
+            let public = ctx.config.route_key.public_key();
+            assert!(challenge::verify(&public, "r1", &hostname, "n1", proof));
         }
         for asked in [Some("other.localhost"), None] {
             let (status, json) = answer(&ctx, asked, "nonce=n1").await;

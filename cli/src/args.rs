@@ -390,9 +390,14 @@ pub enum RelayAdminCommand {
 /// `svc relay serve`
 #[derive(Debug, Clone, clap::Args)]
 pub struct RelayServeArgs {
-    /// Data directory: the store (`relay.sqlite3`), the development CA, job state.
+    /// Data directory (0700): the store (`relay.sqlite3`), the development CA, the catalog
+    /// key, each deployment's app files, secrets and output.
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
+    /// Job directory (0700): each job's own writable state, outside the data directory
+    /// [default: DIR-jobs beside the data directory].
+    #[arg(long, value_name = "DIR")]
+    pub jobs_dir: Option<PathBuf>,
     /// The relay API's address.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7300")]
     pub listen: std::net::SocketAddr,
@@ -444,6 +449,20 @@ pub struct RelayServeArgs {
     /// How long a signed service catalog is valid, seconds (re-signed after half).
     #[arg(long, value_name = "SECS", default_value_t = 86_400)]
     pub catalog_validity_secs: u64,
+    /// Restarts of a job whose app or agent ended (within 10 minutes, with a backoff of 1 s
+    /// doubling to 60 s) before its deployment fails with `job_exited`.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub max_restarts: u32,
+    /// Memory of each job process (its heap: RLIMIT_DATA), MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    pub job_memory_mib: u64,
+    /// Processes and threads of each job (RLIMIT_NPROC of the job's own uid; only when the
+    /// service runs as root).
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=65_536))]
+    pub job_processes: u64,
+    /// Open files of each job process (RLIMIT_NOFILE).
+    #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    pub job_open_files: u64,
 }
 
 /// `svc gateway run`

@@ -26,10 +26,7 @@ use crate::client::{Client, Response};
 const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 
-/// The most bytes of app files sent with a deployment.
-const BUNDLE_LIMIT: u64 = 12 * 1024 * 1024;
-/// The most app files sent.
-const BUNDLE_FILES: usize = 2000;
+use relay_api::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES};
 
 fn fail(code: u8, message: &str) -> ExitCode {
     eprintln!("svc ingress: {message}");
@@ -165,11 +162,11 @@ fn bundle(dir: &Path) -> Result<BTreeMap<String, String>, String> {
             } else if kind.is_file() {
                 let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
                 total += bytes.len() as u64;
-                if total > BUNDLE_LIMIT || files.len() >= BUNDLE_FILES {
+                if total > BUNDLE_MAX_BYTES || files.len() >= BUNDLE_MAX_FILES {
                     return Err(format!(
-                        "the app directory {} holds more than {} MiB or {BUNDLE_FILES} files; point app.dir at the app alone",
+                        "the app directory {} holds more than {} MiB or {BUNDLE_MAX_FILES} files; point app.dir at the app alone",
                         dir.display(),
-                        BUNDLE_LIMIT >> 20
+                        BUNDLE_MAX_BYTES >> 20
                     ));
                 }
                 let relative = path.strip_prefix(dir).map_err(|e| e.to_string())?;

@@ -38,6 +38,13 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     };
     config.catalog_validity = Duration::from_secs(args.catalog_validity_secs.max(1));
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
+    if let Some(jobs_dir) = &args.jobs_dir {
+        config.jobs_dir = jobs_dir.clone();
+    }
+    config.restarts.max_restarts = args.max_restarts;
+    config.job_limits.memory_bytes = args.job_memory_mib.saturating_mul(1024 * 1024);
+    config.job_limits.processes = args.job_processes;
+    config.job_limits.open_files = args.job_open_files;
     if let Some(directory_url) = &args.acme_directory {
         let Some(roots) = args.acme_roots.clone() else {
             return fail(

@@ -1,6 +1,6 @@
 //! `svc ingress demo`: the whole ingress path on one machine, in one command. A local
 //! coordinator with a development CA, the gateway with its public TLS port, and a local job
-//! runner that launches the bundled Node demo and the agent as real child processes. It
+//! runner that launches the bundled Node demo and the agent as real, confined processes. It
 //! prints `ready <url>` once the URL answers 200 end to end, through the gateway and the
 //! agent's TLS, with a certificate chaining to `DIR/ca.pem`.
 
@@ -9,12 +9,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agent::files::write_private;
+use agent::challenge::RouteKey;
+use agent::files::{create_private_dir, write_private};
 
 use crate::ca::DevCa;
 use crate::gateway::{Gateway, GatewayConfig, RouteConfig};
 use crate::local::{LocalCoordinator, ephemeral};
-use crate::runner::{JobRunner, JobSpec, LocalRunner};
+use crate::runner::{DEFAULT_UID_BASE, IngressJob, JobRunner, Limits, LocalRunner};
 use crate::validation::https::get;
 use agent::wire;
 
@@ -69,8 +70,11 @@ pub async fn run(
     say: impl Fn(&str) + Send + Sync + 'static,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), DemoError> {
-    let dir = &config.data_dir;
+    let (dir, jobs_dir) =
+        crate::coordinator::prepare_dirs(&config.data_dir).map_err(setup("the data and job directories"))?;
+    let dir = &dir;
     say(&format!("data directory {}", dir.display()));
+    say(&format!("job directory {}", jobs_dir.display()));
     let ca = DevCa::open(dir).map_err(setup("the development CA"))?;
     say(&format!("development CA {}", ca.cert_path.display()));
 
@@ -87,9 +91,9 @@ pub async fn run(
         bound.public, bound.tunnel, bound.admin
     ));
 
-    // The route, its secrets, the coordinator that signs its CSR.
+    // The route, its credential and key, the coordinator that signs its CSR.
     let credential = wire::hex(&wire::new_ticket().map_err(setup("randomness"))?);
-    let route_secret = wire::hex(&wire::new_ticket().map_err(setup("randomness"))?);
+    let route_key = RouteKey::generate().map_err(setup("the route key"))?;
     let route = RouteConfig {
         route_id: "demo".to_owned(),
         hostnames: vec![HOSTNAME.to_owned()],
@@ -104,17 +108,17 @@ pub async fn run(
     tokio::spawn(coordinator.clone().serve(listener));
     say(&format!("coordinator http://{coordinator_addr}"));
 
-    // The job: the Node app and its agent, in their own directory.
-    let job_dir = dir.join("jobs").join("demo");
-    std::fs::create_dir_all(&job_dir).map_err(setup("the job directory"))?;
-    let script = job_dir.join("server.js");
-    std::fs::write(&script, NODE_DEMO).map_err(setup("the Node demo"))?;
+    // The job: the Node app and its agent, each confined, as every job is.
+    let runner = LocalRunner::new(Limits::default(), DEFAULT_UID_BASE).await.map_err(setup("job confinement"))?;
+    let app_dir = dir.join("deployments").join("demo").join("app");
+    create_private_dir(&app_dir).map_err(setup("the app directory"))?;
+    write_private(&app_dir.join("server.js"), NODE_DEMO.as_bytes()).map_err(setup("the Node demo"))?;
     let app_port = free_port().map_err(setup("a port for the app"))?;
     let agent_config = agent::AgentConfig {
         route_id: "demo".to_owned(),
         hostname: HOSTNAME.to_owned(),
         credential,
-        route_secret,
+        route_key,
         gateway: bound.tunnel,
         gateway_name: "gateway.localhost".to_owned(),
         gateway_ca: coordinator.ca().cert_path.clone(),
@@ -130,21 +134,22 @@ pub async fn run(
         coordinator: None,
         refresh_secs: agent::config::DEFAULT_REFRESH_SECS,
     };
-    let agent_path = job_dir.join("agent.json");
-    let json = serde_json::to_vec_pretty(&agent_config).map_err(setup("the agent configuration"))?;
-    write_private(&agent_path, &json).map_err(setup("the agent configuration"))?;
-    let mut agent_argv = config.agent_command.clone();
-    agent_argv.extend([OsString::from("--config"), agent_path.into_os_string()]);
-    let spec = JobSpec {
-        dir: job_dir.clone(),
-        app: vec![config.node.clone(), script.into_os_string()],
-        app_port,
-        agent: agent_argv,
+    let spec = IngressJob {
+        id: "demo".to_owned(),
+        app_dir,
+        entrypoint: "server.js".to_owned(),
+        node: config.node.clone(),
         env: Vec::new(),
+        app_port,
+        agent_dir: jobs_dir.join("demo").join("agent"),
+        agent_command: config.agent_command.clone(),
+        agent_config,
         logs: None,
-    };
-    say(&format!("starting the Node demo on 127.0.0.1:{app_port} and its agent"));
-    let job = LocalRunner.launch(&spec).map_err(|e| DemoError::Setup(format!("{e} (is Node.js installed?)")))?;
+    }
+    .prepare()
+    .map_err(setup("the job"))?;
+    say(&format!("starting the Node demo on 127.0.0.1:{app_port} and its agent, confined"));
+    let job = runner.launch(&spec).map_err(|e| DemoError::Setup(format!("{e} (is Node.js installed?)")))?;
     if let [app, agent] = job.pids()[..] {
         say(&format!("job processes: app pid {app}, agent pid {agent}"));
     }
@@ -158,19 +163,21 @@ pub async fn run(
     let ca_pem = coordinator.ca().cert_pem().to_owned();
     let ready = wait_ready(bound.public, &ca_pem, config.ready_timeout, &url);
     tokio::pin!(shutdown);
+    // `None`: asked to stop while waiting (the shutdown future is then spent).
     let outcome = tokio::select! {
-        r = ready => r,
-        () = &mut shutdown => Ok(()),
+        r = ready => Some(r),
+        () = &mut shutdown => None,
     };
     match outcome {
-        Ok(()) => {
+        Some(Ok(())) => {
             println!("ready {url}");
             shutdown.await;
         }
-        Err(e) => {
+        Some(Err(e)) => {
             job.stop().await;
             return Err(e);
         }
+        None => {}
     }
     say("stopping");
     job.stop().await;

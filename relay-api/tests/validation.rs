@@ -24,7 +24,11 @@ use tokio::net::{TcpListener, TcpStream};
 const CANONICAL: &str = "app.localhost";
 const CUSTOMER: &str = "shop.localhost";
 const ROUTE: &str = "r1";
-const SECRET: &str = "the route secret";
+/// The route's key: the agent signs with it, the validator checks with its public half.
+fn route_key() -> &'static agent::challenge::RouteKey {
+    static KEY: std::sync::OnceLock<agent::challenge::RouteKey> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| agent::challenge::RouteKey::generate().expect("a route key"))
+}
 
 /// The agent asks the coordinator for its hostnames this often.
 const REFRESH: Duration = Duration::from_secs(1);
@@ -114,7 +118,7 @@ impl World {
             route_id: ROUTE.to_owned(),
             hostname: CANONICAL.to_owned(),
             credential: credential.clone(),
-            route_secret: SECRET.to_owned(),
+            route_key: route_key().clone(),
             gateway: bound.tunnel,
             gateway_name: "gateway.localhost".to_owned(),
             gateway_ca: ca_path,
@@ -166,8 +170,14 @@ impl World {
     }
 }
 
-fn target(hostname: &str, secret: &str) -> RouteTarget {
-    RouteTarget { route_id: ROUTE.to_owned(), hostname: hostname.to_owned(), route_secret: secret.to_owned() }
+/// Validates `hostname` of route r1, checking proofs with `public_key`.
+fn target(hostname: &str, public_key: &str) -> RouteTarget {
+    RouteTarget { route_id: ROUTE.to_owned(), hostname: hostname.to_owned(), route_public_key: public_key.to_owned() }
+}
+
+/// The public key the route's proofs verify with.
+fn public() -> String {
+    route_key().public_key()
 }
 
 /// Validates until `done` holds (the agent may still be starting), within `limit`.
@@ -215,7 +225,7 @@ async fn a_working_route_passes_with_its_certificate_serial_and_expiry() {
     let validator = w.validator(&w.ca_pem);
     let before = SystemTime::now();
     let v =
-        validate_until(&validator, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
+        validate_until(&validator, &target(CANONICAL, &public()), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
     let passed = v.outcome.clone().unwrap_or_else(|h| panic!("the route passes: {h:?}"));
     assert_eq!(v.hostname, CANONICAL);
     assert_eq!(v.address, Some(w.bound.public), "the gateway's public port was dialed");
@@ -230,7 +240,7 @@ async fn a_working_route_passes_with_its_certificate_serial_and_expiry() {
     assert_eq!(passed.health_status, 200);
     assert!(passed.latency > Duration::ZERO && passed.latency < Duration::from_secs(5), "{:?}", passed.latency);
     // A name with a trailing dot and capitals is the same hostname.
-    let again = validator.validate(&target("App.Localhost.", SECRET)).await;
+    let again = validator.validate(&target("App.Localhost.", &public())).await;
     assert_eq!(code(&again), "passed", "{:?}", again.outcome);
     assert_eq!(again.hostname, CANONICAL);
 }
@@ -240,7 +250,7 @@ async fn other_trust_roots_make_the_certificate_invalid_and_an_unrouted_name_unr
     let w = World::start("roots", true).await;
     // Wait until the route works with the right roots, so the failure is the roots'.
     let good = w.validator(&w.ca_pem);
-    let v = validate_until(&good, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
+    let v = validate_until(&good, &target(CANONICAL, &public()), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
     assert_eq!(code(&v), "passed", "{:?}", v.outcome);
 
     // A CA of another name: the chain leads to no trusted root.
@@ -253,7 +263,7 @@ async fn other_trust_roots_make_the_certificate_invalid_and_an_unrouted_name_unr
     let other = TempDir::new("roots-other");
     let other_dev_ca = DevCa::open(&other.0).expect("another CA").cert_pem().to_owned();
     for (roots, reason) in [(other_root, "UnknownIssuer"), (other_dev_ca, "BadSignature")] {
-        let v = w.validator(&roots).validate(&target(CANONICAL, SECRET)).await;
+        let v = w.validator(&roots).validate(&target(CANONICAL, &public())).await;
         let hint = v.outcome.expect_err("an untrusted certificate fails");
         assert_eq!((hint.code.as_str(), hint.stage), ("certificate_invalid", Stage::Tls), "{hint:?}");
         assert_eq!(hint.hostname.as_deref(), Some(CANONICAL));
@@ -262,7 +272,7 @@ async fn other_trust_roots_make_the_certificate_invalid_and_an_unrouted_name_unr
     }
 
     // A name the gateway does not route: it closes the connection during the handshake.
-    let v = good.validate(&target(CUSTOMER, SECRET)).await;
+    let v = good.validate(&target(CUSTOMER, &public())).await;
     let hint = v.outcome.expect_err("an unrouted name fails");
     assert_eq!((hint.code.as_str(), hint.stage), ("route_unreachable", Stage::Reachability), "{hint:?}");
     assert!(hint.problem.contains("closed during the TLS handshake"), "{}", hint.problem);
@@ -273,7 +283,7 @@ async fn other_trust_roots_make_the_certificate_invalid_and_an_unrouted_name_unr
 async fn an_app_that_is_down_fails_health() {
     let w = World::start("health", false).await;
     let validator = w.validator(&w.ca_pem);
-    let v = validate_until(&validator, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| {
+    let v = validate_until(&validator, &target(CANONICAL, &public()), Duration::from_secs(20), |v| {
         code(v) == "health_failing"
     })
     .await;
@@ -284,17 +294,18 @@ async fn an_app_that_is_down_fails_health() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_wrong_route_secret_fails_the_challenge() {
+async fn a_wrong_route_key_fails_the_challenge() {
     let w = World::start("secret", true).await;
     let validator = w.validator(&w.ca_pem);
     let v =
-        validate_until(&validator, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
+        validate_until(&validator, &target(CANONICAL, &public()), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
     assert_eq!(code(&v), "passed", "{:?}", v.outcome);
-    let v = validator.validate(&target(CANONICAL, "another secret")).await;
+    let another = agent::challenge::RouteKey::generate().expect("another key").public_key();
+    let v = validator.validate(&target(CANONICAL, &another)).await;
     let hint = v.outcome.expect_err("the proof does not verify");
     assert_eq!((hint.code.as_str(), hint.stage), ("challenge_failed", Stage::Challenge), "{hint:?}");
     assert!(hint.problem.contains("`proof`"), "names the field: {}", hint.problem);
-    let mut wrong_route = target(CANONICAL, SECRET);
+    let mut wrong_route = target(CANONICAL, &public());
     wrong_route.route_id = "r2".to_owned();
     let hint = validator.validate(&wrong_route).await.outcome.expect_err("another route's answer");
     assert_eq!(hint.code, "challenge_failed");
@@ -320,7 +331,7 @@ async fn non_public_addresses_are_refused_and_never_dialed() {
     for (host, class) in
         [("loop.example.com", "loopback"), ("mapped.example.com", "loopback"), ("metadata.example.com", "link-local")]
     {
-        let v = validator.validate(&target(host, SECRET)).await;
+        let v = validator.validate(&target(host, &public())).await;
         assert_eq!(v.address, None, "{host}: nothing dialed");
         let hint = v.outcome.expect_err("refused");
         assert_eq!((hint.code.as_str(), hint.stage), ("address_not_public", Stage::Reachability), "{hint:?}");
@@ -329,7 +340,7 @@ async fn non_public_addresses_are_refused_and_never_dialed() {
     let arrived = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
     assert!(arrived.is_err(), "no connection reached the listener");
 
-    let v = validator.validate(&target("unknown.example.com", SECRET)).await;
+    let v = validator.validate(&target("unknown.example.com", &public())).await;
     let hint = v.outcome.expect_err("unresolvable");
     assert_eq!((hint.code.as_str(), hint.stage), ("address_unresolvable", Stage::Dns), "{hint:?}");
     assert!(hint.problem.contains("NXDOMAIN"), "the resolver's reason: {}", hint.problem);
@@ -369,7 +380,7 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
     let w = World::start("hostnames", true).await;
     let validator = w.validator(&w.ca_pem);
     let v =
-        validate_until(&validator, &target(CANONICAL, SECRET), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
+        validate_until(&validator, &target(CANONICAL, &public()), Duration::from_secs(20), |v| v.outcome.is_ok()).await;
     let first = v.outcome.unwrap_or_else(|h| panic!("the canonical name passes: {h:?}")).certificate_serial;
 
     // The coordinator tells only the route's own agent its hostnames.
@@ -394,7 +405,7 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
         hostnames: vec![CANONICAL.to_owned(), CUSTOMER.to_owned()],
         ..w.route.clone()
     }]);
-    let v = validator.validate(&target(CUSTOMER, SECRET)).await;
+    let v = validator.validate(&target(CUSTOMER, &public())).await;
     let hint = v.outcome.expect_err("not yet certified");
     assert_eq!(hint.code, "certificate_invalid", "{hint:?}");
     assert!(hint.problem.contains("not valid for name"), "rustls's reason: {}", hint.problem);
@@ -403,7 +414,7 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
     // proves the new one (the validator's TLS sends SNI shop.localhost and checks the name).
     let added = tokio::time::Instant::now();
     w.set_hostnames(&[CANONICAL, CUSTOMER]);
-    let v = validate_until(&validator, &target(CUSTOMER, SECRET), REFRESH * 5, |v| v.outcome.is_ok()).await;
+    let v = validate_until(&validator, &target(CUSTOMER, &public()), REFRESH * 5, |v| v.outcome.is_ok()).await;
     let passed = v.outcome.unwrap_or_else(|h| panic!("the new name passes within 5 refreshes: {h:?}"));
     assert!(added.elapsed() <= REFRESH * 5, "{:?}", added.elapsed());
     assert_ne!(passed.certificate_serial, first, "a new certificate");
@@ -411,7 +422,7 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
     let facts = agent::cert::leaf_facts(fresh.leaf().expect("a leaf")).expect("facts");
     assert_eq!(facts.dns_names, [CANONICAL, CUSTOMER], "one certificate, every name, canonical first");
     assert_eq!(facts.serial_hex, passed.certificate_serial);
-    let canonical = validator.validate(&target(CANONICAL, SECRET)).await;
+    let canonical = validator.validate(&target(CANONICAL, &public())).await;
     assert_eq!(canonical.outcome.map(|p| p.certificate_serial).ok(), Some(facts.serial_hex.clone()));
 
     // The connection opened before the swap still answers, on its old handshake.
@@ -423,7 +434,7 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
     // longer names it.
     w.coordinator.set_routes(vec![w.route.clone()]);
     let v =
-        validate_until(&validator, &target(CUSTOMER, SECRET), REFRESH * 5, |v| code(v) == "certificate_invalid").await;
+        validate_until(&validator, &target(CUSTOMER, &public()), REFRESH * 5, |v| code(v) == "certificate_invalid").await;
     assert_eq!(code(&v), "certificate_invalid", "{:?}", v.outcome);
     assert_eq!(w.saved_leaf().dns_names, [CANONICAL]);
 }

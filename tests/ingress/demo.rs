@@ -41,6 +41,7 @@ async fn the_demo_answers_https_through_the_gateway_with_the_jobs_own_key() {
     assert!(body.len() > 40, "a PEM body");
     let mut files = Vec::new();
     walk(demo.dir.path(), &mut files);
+    walk(&demo.job_dir(), &mut files);
     assert!(files.len() >= 5, "ca.pem, ca-key.pem, agent.json, key.pem, cert.pem, ...: {files:?}");
     for file in files.iter().filter(|f| **f != key_path) {
         let text: String = String::from_utf8_lossy(&std::fs::read(file).expect("read")).split_whitespace().collect();
@@ -53,7 +54,9 @@ async fn the_demo_answers_https_through_the_gateway_with_the_jobs_own_key() {
     let agent: serde_json::Value =
         serde_json::from_slice(&std::fs::read(demo.job_dir().join("agent.json")).expect("agent.json"))
             .expect("agent.json is JSON");
-    let secret = agent["routeSecret"].as_str().expect("routeSecret");
+    let route_key = agent::challenge::RouteKey::from_text(agent["routeKey"].as_str().expect("routeKey"))
+        .expect("a route key");
+    let public = route_key.public_key();
     let challenge = demo.get("/.well-known/svc/challenge?nonce=abc").await;
     assert_eq!(challenge.status, 200, "{}", challenge.text());
     let answer = challenge.json();
@@ -61,8 +64,8 @@ async fn the_demo_answers_https_through_the_gateway_with_the_jobs_own_key() {
     assert_eq!(answer["routeId"], "demo");
     assert_eq!(answer["hostname"], HOST);
     let proof = answer["proof"].as_str().expect("proof");
-    assert!(agent::challenge::verify(secret.as_bytes(), "demo", HOST, "abc", proof), "the proof verifies");
-    assert!(!agent::challenge::verify(secret.as_bytes(), "demo", HOST, "abd", proof), "for this nonce only");
+    assert!(agent::challenge::verify(&public, "demo", HOST, "abc", proof), "the proof verifies");
+    assert!(!agent::challenge::verify(&public, "demo", HOST, "abd", proof), "for this nonce only");
     let missing = demo.get("/.well-known/svc/challenge").await;
     assert_eq!(missing.status, 400, "{}", missing.text());
 

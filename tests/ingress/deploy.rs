@@ -219,7 +219,7 @@ async fn a_project_deploys_goes_live_degrades_recovers_and_stops_with_the_develo
         status["transitions"].as_array().expect("transitions").iter().map(|t| t["to"].as_str().unwrap_or("")).collect();
     assert_eq!(path, ["pending_funding", "provisioning", "validating", "live"], "{status:#}");
     assert_eq!(status["validations"][0]["passed"], true, "{status:#}");
-    assert_eq!(status["validations"][0]["validatorVersion"], "route-validation/1");
+    assert_eq!(status["validations"][0]["validatorVersion"], "route-validation/2");
     let ledger = relay.json(&["ledger", "--config", &config]).await;
     assert_eq!(kinds(&ledger), ["fund", "spend"], "funded, then the first period charged: {ledger:#}");
     let hints = relay.json(&["hints", "--config", &config]).await;
@@ -261,7 +261,7 @@ async fn a_project_deploys_goes_live_degrades_recovers_and_stops_with_the_develo
     // Validator pins: a route judged by a version the project does not pin is not live.
     let pins = relay.json(&["pins", "list", "--config", &config]).await;
     let current = pins["current"]["digest"].as_str().expect("the current digest").to_owned();
-    assert_eq!(pins["current"]["version"], "route-validation/1");
+    assert_eq!(pins["current"]["version"], "route-validation/2");
     let other = format!("sha256:{}", "0".repeat(64));
     relay.json(&["pins", "add", &other, "--config", &config]).await;
     let (status, _) =

@@ -42,7 +42,7 @@ async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
         route_id: "web".to_owned(),
         hostname: HOST.to_owned(),
         credential,
-        route_secret: "a route secret".to_owned(),
+        route_key: agent::challenge::RouteKey::generate().expect("a route key"),
         gateway: tunnel,
         gateway_name: "gateway.localhost".to_owned(),
         gateway_ca: ca_pem.clone(),

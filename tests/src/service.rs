@@ -98,6 +98,10 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        // The job directory a coordinator or the demo made beside it (`DIR-jobs`).
+        let mut jobs = self.0.clone().into_os_string();
+        jobs.push("-jobs");
+        let _ = std::fs::remove_dir_all(jobs);
     }
 }
 

@@ -10,6 +10,12 @@ use super::model::{
 };
 use crate::hint::Hint;
 
+/// The most app files a deployment may carry (hidden entries are not sent).
+pub const BUNDLE_MAX_FILES: usize = 2000;
+
+/// The most bytes of app files a deployment may carry, decoded.
+pub const BUNDLE_MAX_BYTES: u64 = 12 * 1024 * 1024;
+
 /// `POST /api/ingress/deployments`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

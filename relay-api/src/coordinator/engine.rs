@@ -5,32 +5,44 @@
 //! the decisions are simple to follow, and each is a store transaction.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Mutex, Notify};
+use tokio::sync::Notify;
 
+use super::jobs::{Jobs, Verdict};
 use super::model::{Deployment, HostnameState, Quote};
 use super::probe::Probe;
 use super::state::DeploymentState;
-use super::store::{RelayStore, StoreError, now_ms, random_hex};
+use super::store::{RelayStore, RouteKeys, StoreError, now_ms, random_hex};
 use super::{AgentCertificates, CoordinatorConfig};
 use crate::gateway::{Gateway, RouteConfig};
 use crate::hint::{self, Hint, Stage};
 use crate::local::LocalCoordinator;
 use crate::project::Project;
-use crate::runner::{JobRunner, JobSpec, RunningJob};
-use agent::files::write_private;
+use crate::runner::{IngressJob, JobRunner};
+use agent::challenge::RouteKey;
 use agent::wire;
 
 /// How often the loop looks at every deployment.
 const TICK: Duration = Duration::from_millis(250);
 
-/// The most bytes of job output copied into the logs per file per tick.
-const LOG_CHUNK: u64 = 64 * 1024;
+/// Every this many ticks (10 s), the files of stopped deployments are removed.
+const SWEEP_EVERY: u32 = 40;
+
+/// The failure code (and hint) of a deployment whose job kept ending.
+pub const JOB_EXITED: &str = "job_exited";
+
+/// In a deployment's directory: the app's files.
+pub(super) const APP_DIR: &str = "app";
+
+/// In a deployment's directory: the app's secret values (JSON, 0600).
+pub(super) const SECRETS_FILE: &str = "secrets.json";
+
+/// In a deployment's directory: `app.log` and `agent.log`.
+pub(super) const LOGS_DIR: &str = "logs";
 
 /// What the engine is built from.
 pub(super) struct EngineParts {
@@ -46,24 +58,10 @@ pub(super) struct EngineParts {
     pub(super) public_port: u16,
 }
 
-/// A job the engine launched.
-struct Job {
-    running: Box<dyn RunningJob>,
-    logs: Vec<LogTail>,
-}
-
-/// Follows one output file of a job.
-struct LogTail {
-    source: &'static str,
-    path: PathBuf,
-    offset: u64,
-    partial: String,
-}
-
 /// The coordinator's engine.
 pub struct Engine {
     parts: EngineParts,
-    jobs: Mutex<HashMap<String, Job>>,
+    jobs: Jobs,
     validate_at: std::sync::Mutex<HashMap<String, Instant>>,
     wake: Notify,
 }
@@ -76,12 +74,8 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     pub(super) fn new(parts: EngineParts) -> Arc<Engine> {
-        Arc::new(Engine {
-            parts,
-            jobs: Mutex::new(HashMap::new()),
-            validate_at: std::sync::Mutex::new(HashMap::new()),
-            wake: Notify::new(),
-        })
+        let jobs = Jobs::new(parts.config.restarts);
+        Arc::new(Engine { parts, jobs, validate_at: std::sync::Mutex::new(HashMap::new()), wake: Notify::new() })
     }
 
     /// The store.
@@ -107,9 +101,15 @@ impl Engine {
         }
     }
 
-    /// The deployment's directory (its app files, secrets, agent state and output).
+    /// The deployment's directory in the data directory: its app files (`app/`), its
+    /// secrets (`secrets.json`) and its jobs' output (`logs/`).
+    pub fn deployment_dir(&self, deployment_id: &str) -> PathBuf {
+        self.parts.config.deployments_dir().join(deployment_id)
+    }
+
+    /// The deployment's job directory (outside the data directory): the agent's state.
     pub fn job_dir(&self, deployment_id: &str) -> PathBuf {
-        self.parts.config.data_dir.join("jobs").join(deployment_id)
+        self.parts.config.jobs_dir.join(deployment_id)
     }
 
     /// A deployment with its URL filled in.
@@ -127,17 +127,30 @@ impl Engine {
 
     /// Prices `periods` periods of the deployment and records the quote.
     pub fn quote(&self, d: &Deployment, periods: u64) -> Result<Quote, StoreError> {
+        let quote = self.price(&d.id, &d.project_digest, self.quoted_hostnames(d)?, periods)?;
+        self.store().add_quote(&quote)?;
+        Ok(quote)
+    }
+
+    /// Prices `periods` periods of a deployment serving `hostnames` (not recorded).
+    pub fn price(
+        &self,
+        deployment_id: &str,
+        project_digest: &str,
+        hostnames: Vec<String>,
+        periods: u64,
+    ) -> Result<Quote, StoreError> {
         let config = &self.parts.config;
         let total = config.price_micros.checked_mul(periods).ok_or_else(|| StoreError::Refused {
             code: "amount_too_large",
             message: format!("{periods} periods are beyond what can be quoted"),
         })?;
         let now = now_ms();
-        let quote = Quote {
+        Ok(Quote {
             id: format!("quo_{}", random_hex(8)?),
-            deployment_id: d.id.clone(),
-            project_digest: d.project_digest.clone(),
-            hostnames: self.quoted_hostnames(d)?,
+            deployment_id: deployment_id.to_owned(),
+            project_digest: project_digest.to_owned(),
+            hostnames,
             price_micros: config.price_micros,
             period_secs: config.period.as_secs().max(1),
             periods,
@@ -145,9 +158,7 @@ impl Engine {
             created_at: now,
             expires_at: now.saturating_add(i64::try_from(config.quote_ttl.as_millis()).unwrap_or(i64::MAX)),
             funded_at: None,
-        };
-        self.store().add_quote(&quote)?;
-        Ok(quote)
+        })
     }
 
     /// Whether customer hostnames can get certificates here.
@@ -203,6 +214,13 @@ impl Engine {
                 ),
                 "fund a quote: `svc ingress fund` (within the project's spend.ceilingMicros)",
             )),
+            DeploymentState::Failed if d.failure_code.as_deref() == Some(JOB_EXITED) => hints.push(Hint::new(
+                JOB_EXITED,
+                Stage::Job,
+                d.state_reason.clone(),
+                "read why in `svc ingress logs` (the app's last lines and its exit status), fix the app, then \
+                 `svc ingress stop` and `svc ingress deploy` again",
+            )),
             DeploymentState::Failed => hints.push(Hint::new(
                 "job_failed",
                 Stage::Job,
@@ -248,8 +266,14 @@ impl Engine {
                 );
             }
         }
+        let mut ticks: u32 = 0;
         loop {
             self.tick().await;
+            ticks = ticks.wrapping_add(1);
+            if ticks % SWEEP_EVERY == 0 {
+                let config = &self.parts.config;
+                super::files::sweep(self.store(), &config.deployments_dir(), &config.jobs_dir, false);
+            }
             tokio::select! {
                 () = tokio::time::sleep(TICK) => {}
                 () = self.wake.notified() => {}
@@ -258,6 +282,7 @@ impl Engine {
     }
 
     async fn tick(&self) {
+        self.reap().await;
         let active = match self.store().active_deployments() {
             Ok(a) => a,
             Err(e) => {
@@ -276,13 +301,39 @@ impl Engine {
             .filter(|d| d.state.runs_job() || d.state == DeploymentState::Provisioning)
             .map(|d| d.id.as_str())
             .collect();
-        let ended: Vec<String> =
-            self.jobs.lock().await.keys().filter(|id| !keep.contains(&id.as_str())).cloned().collect();
-        for id in ended {
-            self.stop_job(&id).await;
+        for id in self.jobs.ids().await.into_iter().filter(|id| !keep.contains(&id.as_str())) {
+            self.jobs.stop(&id, true).await;
         }
         self.sync_routes().await;
         self.tail_logs().await;
+    }
+
+    /// Notices jobs whose app or agent ended: logs how, with the job's last output, and
+    /// restarts them after a backoff or, past the limit, fails the deployment. The time
+    /// until a restarted job is live again counts as downtime (it is not `live`).
+    async fn reap(&self) {
+        for (id, output, verdict) in self.jobs.reap().await {
+            let store = self.store();
+            for (source, lines) in output.into_iter().filter(|(_, l)| !l.is_empty()) {
+                let _ = store.append_logs(&id, source, &lines);
+            }
+            let outcome = match verdict {
+                Verdict::Restart { exit, delay, n, of } => store.transition(
+                    &id,
+                    DeploymentState::Provisioning,
+                    &format!("{exit}; restarting the job in {} s (restart {n} of {of})", delay.as_secs_f32()),
+                ),
+                Verdict::GiveUp { exit, restarts } => store.fail(
+                    &id,
+                    JOB_EXITED,
+                    &format!("{exit}; it ended again after {restarts} restarts, so it is not restarted any more"),
+                ),
+            };
+            if let Err(e) = outcome {
+                let _ = store.append_logs(&id, "route", &[format!("engine: {e}")]);
+            }
+            self.wake();
+        }
     }
 
     async fn step(&self, d: &Deployment) -> Result<(), StoreError> {
@@ -301,7 +352,10 @@ impl Engine {
                 }
             }
             DeploymentState::Provisioning => {
-                self.stop_job(&d.id).await;
+                if self.jobs.waiting(&d.id).is_some() {
+                    return Ok(());
+                }
+                self.jobs.stop(&d.id, false).await;
                 match self.launch(d).await {
                     Ok(pids) => {
                         store.transition(
@@ -312,12 +366,12 @@ impl Engine {
                         self.due_now(&d.id);
                     }
                     Err(reason) => {
-                        store.transition(&d.id, DeploymentState::Failed, &reason)?;
+                        store.fail(&d.id, "job_failed", &reason)?;
                     }
                 }
             }
             DeploymentState::Validating | DeploymentState::Live | DeploymentState::Degraded => {
-                if !self.jobs.lock().await.contains_key(&d.id) {
+                if !self.jobs.contains(&d.id).await {
                     store.transition(&d.id, DeploymentState::Provisioning, "the job is not running; relaunching")?;
                     return Ok(());
                 }
@@ -349,10 +403,10 @@ impl Engine {
     /// Validates the canonical hostname and each customer hostname, and moves the states.
     async fn validate(&self, d: &Deployment) -> Result<(), StoreError> {
         let store = self.store();
-        let secrets = store.secrets(&d.id)?;
+        let Some(keys) = store.route_keys(&d.id)? else { return Ok(()) };
         let probe = &self.parts.probe;
         let pins = store.pins_of_deployment(&d.id)?;
-        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &secrets.route_secret).await;
+        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys.route_public_key).await;
         self.check_pins(d, &pins, &mut probed.outcome);
         self.record(d, &d.canonical_hostname, &probed.outcome)?;
         match (&probed.outcome, d.state) {
@@ -384,7 +438,7 @@ impl Engine {
             match h.state {
                 HostnameState::PendingDns => self.check_hostname(d, &h.hostname).await?,
                 HostnameState::Verified | HostnameState::Live => {
-                    let mut probed = probe.validate(&d.route_id, &h.hostname, &secrets.route_secret).await;
+                    let mut probed = probe.validate(&d.route_id, &h.hostname, &keys.route_public_key).await;
                     self.check_pins(d, &pins, &mut probed.outcome);
                     self.record(d, &h.hostname, &probed.outcome)?;
                     let (state, hints) = match probed.outcome {
@@ -431,38 +485,42 @@ impl Engine {
         }
     }
 
-    /// Launches the deployment's job; returns its process IDs for the log, or why not.
+    /// Launches the deployment's job with a fresh tunnel credential and route key (the
+    /// store keeps only their hash and public half); returns its process IDs for the log,
+    /// or why not.
     async fn launch(&self, d: &Deployment) -> Result<String, String> {
-        let secrets = self.store().secrets(&d.id).map_err(|e| e.to_string())?;
-        let project = crate::project::read(&secrets.project_json)
-            .map_err(|e| format!("the stored project no longer validates: {e}"))?;
-        let dir = self.job_dir(&d.id);
-        let spec = self.job_spec(d, &project, &secrets.credential, &secrets.route_secret, &dir)?;
-        let running = self.parts.runner.launch(&spec).map_err(|e| format!("{e} (is Node.js installed?)"))?;
+        let project_json = self.store().project_json(&d.id).map_err(|e| e.to_string())?;
+        let project =
+            crate::project::read(&project_json).map_err(|e| format!("the stored project no longer validates: {e}"))?;
+        let credential = random_hex(32).map_err(|e| e.to_string())?;
+        let route_key = RouteKey::generate().map_err(|e| e.to_string())?;
+        let keys = RouteKeys {
+            credential_sha256: wire::sha256_hex(credential.as_bytes()),
+            route_public_key: route_key.public_key(),
+        };
+        let job = self.ingress_job(d, &project, credential, route_key)?;
+        let logs = job.logs.clone().unwrap_or_default();
+        let spec = job.prepare().map_err(|e| e.to_string())?;
+        self.store().set_route_keys(&d.id, &keys).map_err(|e| e.to_string())?;
+        let running = self.parts.runner.launch(&spec).map_err(|e| e.to_string())?;
         let pids = match running.pids()[..] {
             [app, agent] => format!("app pid {app}, agent pid {agent}"),
             _ => "processes started".to_owned(),
         };
-        let logs = ["app", "agent"]
-            .into_iter()
-            .map(|source| {
-                let path = dir.join("logs").join(format!("{source}.log"));
-                let offset = std::fs::metadata(&path).map_or(0, |m| m.len());
-                LogTail { source, path, offset, partial: String::new() }
-            })
-            .collect();
-        self.jobs.lock().await.insert(d.id.clone(), Job { running, logs });
+        self.jobs.insert(&d.id, running, &logs).await;
+        // The gateway and the certificate signer know the new credential before the agent
+        // first presents it.
+        self.sync_routes().await;
         Ok(pids)
     }
 
-    fn job_spec(
+    fn ingress_job(
         &self,
         d: &Deployment,
         project: &Project,
-        credential: &str,
-        route_secret: &str,
-        dir: &std::path::Path,
-    ) -> Result<JobSpec, String> {
+        credential: String,
+        route_key: RouteKey,
+    ) -> Result<IngressJob, String> {
         let config = &self.parts.config;
         let app_port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -482,8 +540,8 @@ impl Engine {
         let agent_config = agent::AgentConfig {
             route_id: d.route_id.clone(),
             hostname: d.canonical_hostname.clone(),
-            credential: credential.to_owned(),
-            route_secret: route_secret.to_owned(),
+            credential,
+            route_key,
             gateway: self.parts.tunnel,
             gateway_name: "gateway.localhost".to_owned(),
             gateway_ca: self.parts.gateway_ca.clone(),
@@ -495,48 +553,40 @@ impl Engine {
             coordinator: Some(agent_api),
             refresh_secs: config.revalidate.as_secs().clamp(1, 30),
         };
-        let agent_dir = dir.join("agent");
-        std::fs::create_dir_all(&agent_dir).map_err(|e| format!("cannot create {}: {e}", agent_dir.display()))?;
-        let agent_path = agent_dir.join("agent.json");
-        let json = serde_json::to_vec_pretty(&agent_config).map_err(|e| e.to_string())?;
-        write_private(&agent_path, &json).map_err(|e| format!("cannot write {}: {e}", agent_path.display()))?;
+        let deployment_dir = self.deployment_dir(&d.id);
         let mut env: Vec<(String, String)> = project.app.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        if let Ok(text) = std::fs::read_to_string(dir.join("secrets.json"))
-            && let Ok(values) = serde_json::from_str::<std::collections::BTreeMap<String, String>>(&text)
-        {
-            env.extend(values);
+        let secrets_path = deployment_dir.join(SECRETS_FILE);
+        match std::fs::read(&secrets_path) {
+            Ok(bytes) => {
+                let values: std::collections::BTreeMap<String, String> = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("{} is not readable: {e}", secrets_path.display()))?;
+                env.extend(values);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot read {}: {e}", secrets_path.display())),
         }
-        let mut agent_argv = config.agent_command.clone();
-        agent_argv.extend([std::ffi::OsString::from("--config"), agent_path.into_os_string()]);
-        let app_dir = dir.join("app");
-        Ok(JobSpec {
-            dir: app_dir.clone(),
-            app: vec![config.node.clone(), app_dir.join(&project.app.entrypoint).into_os_string()],
-            app_port,
-            agent: agent_argv,
+        Ok(IngressJob {
+            id: d.id.clone(),
+            app_dir: deployment_dir.join(APP_DIR),
+            entrypoint: project.app.entrypoint.clone(),
+            node: config.node.clone(),
             env,
-            logs: Some(dir.join("logs")),
+            app_port,
+            agent_dir: self.job_dir(&d.id).join("agent"),
+            agent_command: config.agent_command.clone(),
+            agent_config,
+            logs: Some(deployment_dir.join(LOGS_DIR)),
         })
-    }
-
-    async fn stop_job(&self, id: &str) {
-        let job = self.jobs.lock().await.remove(id);
-        if let Some(job) = job {
-            job.running.stop().await;
-        }
     }
 
     /// Stops every job (the coordinator is shutting down).
     pub async fn stop_all_jobs(&self) {
-        let jobs: Vec<Job> = self.jobs.lock().await.drain().map(|(_, j)| j).collect();
-        for job in jobs {
-            job.running.stop().await;
-        }
+        self.jobs.stop_all().await;
     }
 
     /// Process IDs of a deployment's job (app, agent), if it runs.
     pub async fn job_pids(&self, id: &str) -> Option<Vec<u32>> {
-        self.jobs.lock().await.get(id).map(|j| j.running.pids())
+        self.jobs.pids(id).await
     }
 
     /// Makes the gateway's (and the certificate signer's) routes those of the deployments
@@ -545,10 +595,13 @@ impl Engine {
         let Ok(active) = self.store().active_deployments() else { return };
         let mut routes = Vec::new();
         for d in active.into_iter().filter(|d| d.state.runs_job()) {
-            let (Ok(secrets), Ok(names)) = (self.store().secrets(&d.id), self.store().hostnames(&d.id)) else {
+            let store = self.store();
+            let (Ok(Some(keys)), Ok(project_json), Ok(names)) =
+                (store.route_keys(&d.id), store.project_json(&d.id), store.hostnames(&d.id))
+            else {
                 continue;
             };
-            let proxy_protocol = crate::project::read(&secrets.project_json).is_ok_and(|p| p.proxy_protocol);
+            let proxy_protocol = crate::project::read(&project_json).is_ok_and(|p| p.proxy_protocol);
             let mut hostnames = vec![d.canonical_hostname.clone()];
             hostnames.extend(
                 names
@@ -559,7 +612,7 @@ impl Engine {
             routes.push(RouteConfig {
                 route_id: d.route_id.clone(),
                 hostnames,
-                credential_sha256: wire::sha256_hex(secrets.credential.as_bytes()),
+                credential_sha256: keys.credential_sha256,
                 proxy_protocol,
                 max_connections: 1024,
             });
@@ -570,37 +623,8 @@ impl Engine {
 
     /// Copies new complete lines of each job's output into the deployment's logs.
     async fn tail_logs(&self) {
-        let mut jobs = self.jobs.lock().await;
-        for (id, job) in jobs.iter_mut() {
-            for tail in &mut job.logs {
-                let lines = tail.read_new();
-                if !lines.is_empty() {
-                    let _ = self.store().append_logs(id, tail.source, &lines);
-                }
-            }
+        for (id, source, lines) in self.jobs.new_output().await {
+            let _ = self.store().append_logs(&id, source, &lines);
         }
-    }
-}
-
-impl LogTail {
-    fn read_new(&mut self) -> Vec<String> {
-        let Ok(mut file) = std::fs::File::open(&self.path) else { return Vec::new() };
-        if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return Vec::new();
-        }
-        let mut buf = Vec::new();
-        let Ok(n) = file.take(LOG_CHUNK).read_to_end(&mut buf) else { return Vec::new() };
-        self.offset += n as u64;
-        self.partial.push_str(&String::from_utf8_lossy(&buf));
-        let mut lines: Vec<String> = Vec::new();
-        while let Some(end) = self.partial.find('\n') {
-            let line: String = self.partial.drain(..=end).collect();
-            lines.push(line.trim_end_matches(['\n', '\r']).to_owned());
-        }
-        // A line longer than a chunk is cut rather than held forever.
-        if self.partial.len() > LOG_CHUNK as usize {
-            lines.push(std::mem::take(&mut self.partial));
-        }
-        lines
     }
 }

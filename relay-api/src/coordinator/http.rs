@@ -20,17 +20,19 @@ use serde_json::json;
 
 use super::Engine;
 use super::api::{
-    ClaimResponse, DeployRequest, DeployResponse, FundRequest, HintsResponse, HostnameRequest, HostnameResponse,
-    LedgerResponse, LogsResponse, PinRequest, PinsResponse, QuoteRequest, SessionsResponse, Status, ValidatorVersion,
+    BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, ClaimResponse, DeployRequest, DeployResponse, FundRequest, HintsResponse,
+    HostnameRequest, HostnameResponse, LedgerResponse, LogsResponse, PinRequest, PinsResponse, QuoteRequest,
+    SessionsResponse, Status, ValidatorVersion,
 };
+use super::files::StagedBundle;
 use super::model::{Deployment, HostnameState};
 use super::store::{Caller, NewDeployment, StoreError, TokenRole, now_ms, random_hex};
 use crate::hint::{DnsRecord, Hint};
-use agent::files::write_private;
 use agent::wire;
 
-/// The largest deploy request (the app's files travel in it, base64).
-const DEPLOY_LIMIT: usize = 16 * 1024 * 1024;
+/// The largest deploy request: the app's files travel in it as base64 (4 bytes for 3), with
+/// room for their paths, the project and the secrets.
+const DEPLOY_LIMIT: usize = (BUNDLE_MAX_BYTES as usize) / 3 * 4 + 2 * 1024 * 1024;
 
 /// An API error.
 #[derive(Debug)]
@@ -46,6 +48,18 @@ impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError { status, code, message: message.into(), hints: Vec::new(), diagnostics: None }
     }
+
+    /// A 500 that says only `internal_error` and a request ID; the detail (a path, an SQLite
+    /// message) goes to the server's log under that ID.
+    fn internal(detail: &dyn std::fmt::Display) -> ApiError {
+        let id = format!("req_{}", random_hex(8).unwrap_or_else(|_| "0".repeat(16)));
+        eprintln!("svc relay: {id}: internal error: {detail}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            format!("internal error (request {id}); the server's log has the detail"),
+        )
+    }
 }
 
 impl From<StoreError> for ApiError {
@@ -56,7 +70,7 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Refused { code, message } => ApiError::new(StatusCode::CONFLICT, code, message),
             StoreError::Transition(t) => ApiError::new(StatusCode::CONFLICT, "invalid_transition", t.to_string()),
-            StoreError::Backend(m) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store_failed", m),
+            StoreError::Backend(m) => ApiError::internal(&m),
         }
     }
 }
@@ -252,8 +266,13 @@ async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: By
         ));
     }
     let id = format!("dep_{}", random_hex(8)?);
-    let dir = engine.job_dir(&id);
-    write_bundle(&dir, &files, &req.secrets)?;
+    let mut quoted = vec![canonical.clone()];
+    quoted.extend(project.hostnames.iter().cloned());
+    let quote = engine.price(&id, &digest, quoted, u64::from(project.spend.fund_periods))?;
+    let mut hostnames = Vec::new();
+    for host in &project.hostnames {
+        hostnames.push((host.clone(), random_hex(16)?));
+    }
     let new = NewDeployment {
         id: id.clone(),
         org_id: caller.org_id.clone(),
@@ -263,57 +282,55 @@ async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: By
         manifest_digest,
         canonical_hostname: canonical,
         route_id: format!("rt_{}", random_hex(8)?),
-        credential: random_hex(32)?,
-        route_secret: random_hex(32)?,
         ceiling_micros: project.spend.ceiling_micros,
         gateway_operator: engine.config().gateway_operator.clone(),
+        hostnames,
+        quote: Some(quote.clone()),
     };
+    // Files first, then the record: a refused record (a hostname taken) or a crash between
+    // the two takes the files away again (at once, or at the next start).
+    let mut bundle = StagedBundle::write(&engine.config().deployments_dir(), &id, &files, &req.secrets)
+        .map_err(|e| ApiError::internal(&e))?;
+    bundle.place().map_err(|e| ApiError::internal(&e))?;
     let d = store.create_deployment(&new)?;
-    for host in &project.hostnames {
-        store.add_hostname(&d.id, host, &random_hex(16)?)?;
-    }
-    let quote = engine.quote(&d, u64::from(project.spend.fund_periods))?;
+    bundle.keep();
     Ok((StatusCode::CREATED, axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: false })))
 }
 
-/// Decodes the app's files, refusing paths that would leave the app directory.
+/// Decodes the app's files, refusing paths that would leave the app directory and bundles
+/// over [`BUNDLE_MAX_FILES`] files or [`BUNDLE_MAX_BYTES`] bytes.
 fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_bundle", m);
-    bundle
-        .iter()
-        .map(|(path, b64)| {
-            let p = Path::new(path);
-            if path.is_empty() || p.components().any(|c| !matches!(c, Component::Normal(_))) {
-                return Err(bad(format!("\"{path}\" is not a relative path inside the app directory")));
-            }
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map_err(|e| bad(format!("\"{path}\" is not base64: {e}")))?;
-            Ok((path.clone(), bytes))
-        })
-        .collect()
-}
-
-fn write_bundle(dir: &Path, files: &[(String, Vec<u8>)], secrets: &BTreeMap<String, String>) -> Result<(), ApiError> {
-    let fail = |what: &Path, e: std::io::Error| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "store_failed",
-            format!("cannot write {}: {e}", what.display()),
-        )
-    };
-    let app = dir.join("app");
-    for (path, bytes) in files {
-        let target = app.join(path);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
-        }
-        std::fs::write(&target, bytes).map_err(|e| fail(&target, e))?;
+    if bundle.len() > BUNDLE_MAX_FILES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "bundle_too_large",
+            format!("the app has {} files; a deployment carries at most {BUNDLE_MAX_FILES}", bundle.len()),
+        ));
     }
-    std::fs::create_dir_all(dir.join("logs")).map_err(|e| fail(dir, e))?;
-    let secrets_path = dir.join("secrets.json");
-    let json = serde_json::to_vec(secrets).unwrap_or_default();
-    write_private(&secrets_path, &json).map_err(|e| fail(&secrets_path, e))
+    let mut total: u64 = 0;
+    let mut files = Vec::with_capacity(bundle.len());
+    for (path, b64) in bundle {
+        let p = Path::new(path);
+        if path.is_empty() || p.components().any(|c| !matches!(c, Component::Normal(_))) {
+            return Err(bad(format!("\"{path}\" is not a relative path inside the app directory")));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|e| bad(format!("\"{path}\" is not base64: {e}")))?;
+        total = total.saturating_add(bytes.len() as u64);
+        if total > BUNDLE_MAX_BYTES {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "bundle_too_large",
+                format!(
+                    "the app's files are over {BUNDLE_MAX_BYTES} bytes (at \"{path}\"); a deployment carries at most that"
+                ),
+            ));
+        }
+        files.push((path.clone(), bytes));
+    }
+    Ok(files)
 }
 
 async fn list(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<Vec<Deployment>> {
@@ -353,8 +370,8 @@ async fn new_quote(
     if d.state.is_terminal() {
         return Err(ApiError::new(StatusCode::CONFLICT, "deployment_not_fundable", "the deployment is stopped"));
     }
-    let stored = engine.store().secrets(&d.id)?;
-    let default_periods = crate::project::read(&stored.project_json).map_or(1, |p| u64::from(p.spend.fund_periods));
+    let stored = engine.store().project_json(&d.id)?;
+    let default_periods = crate::project::read(&stored).map_or(1, |p| u64::from(p.spend.fund_periods));
     let periods = req.periods.unwrap_or(default_periods);
     if !(1..=10_000).contains(&periods) {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "periods must be 1 to 10000"));
@@ -620,6 +637,6 @@ async fn catalog(
     let content = crate::catalog::coordinator_content(engine.config(), gateways);
     let signed = publisher
         .current(content, super::store::now_ms())
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.code(), format!("the catalog: {e}")))?;
+        .map_err(|e| ApiError::internal(&format!("the catalog: {e}")))?;
     ok(signed)
 }

@@ -9,7 +9,9 @@
 pub mod admission;
 pub mod api;
 mod engine;
+mod files;
 mod http;
+mod jobs;
 pub mod model;
 pub mod money;
 pub mod probe;
@@ -28,7 +30,8 @@ use crate::local::{LocalCoordinator, ephemeral};
 use crate::runner::JobRunner;
 pub use admission::{IssuedAdmission, Operator, issue_admission_token};
 use agent::wire;
-pub use engine::Engine;
+pub use engine::{Engine, JOB_EXITED};
+pub use jobs::RestartPolicy;
 pub use probe::{Probe, PublicProbe};
 pub use store::{RelayStore, StoreError};
 
@@ -52,8 +55,12 @@ pub enum AgentCertificates {
 /// How a coordinator runs.
 #[derive(Debug, Clone)]
 pub struct CoordinatorConfig {
-    /// Data directory: the store, the development CA, job state.
+    /// Data directory (0700): the store, the development CA, the catalog key, each
+    /// deployment's app files, secrets and job output.
     pub data_dir: PathBuf,
+    /// Job directory (0700), outside the data directory: each job's writable state (the
+    /// agent's key and certificate). Default: `<data dir>-jobs` beside it.
+    pub jobs_dir: PathBuf,
     /// The relay API (customers' CLI).
     pub listen: SocketAddr,
     /// The gateway's public TLS port.
@@ -86,6 +93,12 @@ pub struct CoordinatorConfig {
     pub agent_command: Vec<OsString>,
     /// The Node.js program.
     pub node: OsString,
+    /// Resource limits of every job process.
+    pub job_limits: crate::runner::Limits,
+    /// The first job uid when the service runs as root (each job gets its own).
+    pub job_uid_base: u32,
+    /// When a job whose process ended is started again.
+    pub restarts: RestartPolicy,
     /// How long a signed service catalog is valid (re-signed once half of it has passed).
     pub catalog_validity: Duration,
 }
@@ -94,6 +107,7 @@ impl CoordinatorConfig {
     /// Defaults for everything but the data directory, the addresses and the agent command.
     pub fn new(data_dir: PathBuf, listen: SocketAddr, public: SocketAddr, agent_command: Vec<OsString>) -> Self {
         CoordinatorConfig {
+            jobs_dir: jobs_dir_beside(&data_dir),
             data_dir,
             listen,
             public,
@@ -110,9 +124,37 @@ impl CoordinatorConfig {
             gateway_operator: "local".to_owned(),
             agent_command,
             node: "node".into(),
+            job_limits: crate::runner::Limits::default(),
+            job_uid_base: crate::runner::DEFAULT_UID_BASE,
+            restarts: RestartPolicy::default(),
             catalog_validity: crate::catalog::DEFAULT_VALIDITY,
         }
     }
+}
+
+impl CoordinatorConfig {
+    /// Where each deployment's app files, secrets and job output live.
+    pub fn deployments_dir(&self) -> PathBuf {
+        self.data_dir.join("deployments")
+    }
+}
+
+/// The default job directory: `<data dir>-jobs` beside the data directory.
+pub fn jobs_dir_beside(data_dir: &Path) -> PathBuf {
+    match data_dir.file_name() {
+        Some(name) => {
+            let mut jobs = name.to_owned();
+            jobs.push("-jobs");
+            data_dir.with_file_name(jobs)
+        }
+        None => data_dir.join("jobs"),
+    }
+}
+
+/// Creates a data directory and the job directory beside it (both 0700); their absolute
+/// paths.
+pub fn prepare_dirs(data_dir: &Path) -> Result<(PathBuf, PathBuf), CoordinatorError> {
+    files::prepare_dirs(data_dir, &jobs_dir_beside(data_dir)).map_err(setup("the data and job directories"))
 }
 
 /// Why the coordinator could not start.
@@ -172,7 +214,15 @@ pub async fn run(
     on_started: impl FnOnce(&Started),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), CoordinatorError> {
+    let mut config = config;
+    (config.data_dir, config.jobs_dir) =
+        files::prepare_dirs(&config.data_dir, &config.jobs_dir).map_err(setup("the data and job directories"))?;
+    files::migrate_old_layout(&config.data_dir).map_err(setup("moving deployment files to deployments/"))?;
     let store = Arc::new(RelayStore::open(&config.data_dir)?);
+    files::sweep(&store, &config.deployments_dir(), &config.jobs_dir, true);
+    let runner = crate::runner::LocalRunner::new(config.job_limits, config.job_uid_base)
+        .await
+        .map_err(setup("job confinement"))?;
     let catalog = Arc::new(
         crate::catalog::Publisher::open(&config.data_dir, config.catalog_validity)
             .map_err(setup("the signed service catalog"))?,
@@ -200,7 +250,7 @@ pub async fn run(
     let probe = PublicProbe::new(&config, bound.public.port(), roots_pem).map_err(setup("the route validator"))?;
     let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(setup("the relay API port"))?;
     let api = listener.local_addr().map_err(setup("the relay API port"))?;
-    let runner: Arc<dyn JobRunner> = Arc::new(crate::runner::LocalRunner);
+    let runner: Arc<dyn JobRunner> = Arc::new(runner);
     let engine = Engine::new(engine::EngineParts {
         config: config.clone(),
         store: store.clone(),

@@ -39,6 +39,9 @@ pub struct Deployment {
     pub created_at: i64,
     /// Unix ms of the last change.
     pub updated_at: i64,
+    /// Why it failed, as a stable code (`job_exited`, `job_failed`), while it is failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_code: Option<String>,
 }
 
 /// A recorded state change.

@@ -29,7 +29,8 @@ pub trait Probe: Send + Sync {
     /// The `sha256:` digest of that version's canonical definition.
     fn digest(&self) -> &str;
     /// Validates `hostname` of a route through the public path.
-    fn validate<'a>(&'a self, route_id: &'a str, hostname: &'a str, route_secret: &'a str) -> BoxFuture<'a, Probed>;
+    fn validate<'a>(&'a self, route_id: &'a str, hostname: &'a str, route_public_key: &'a str)
+    -> BoxFuture<'a, Probed>;
     /// Checks a customer hostname's DNS records; no hints means verified.
     fn check_dns<'a>(&'a self, hostname: &'a str, canonical: &'a str, token: &'a str) -> BoxFuture<'a, Vec<Hint>>;
 }
@@ -94,12 +95,17 @@ impl Probe for PublicProbe {
         &crate::validation::procedure::current().digest
     }
 
-    fn validate<'a>(&'a self, route_id: &'a str, hostname: &'a str, route_secret: &'a str) -> BoxFuture<'a, Probed> {
+    fn validate<'a>(
+        &'a self,
+        route_id: &'a str,
+        hostname: &'a str,
+        route_public_key: &'a str,
+    ) -> BoxFuture<'a, Probed> {
         Box::pin(async move {
             let target = RouteTarget {
                 route_id: route_id.to_owned(),
                 hostname: hostname.to_owned(),
-                route_secret: route_secret.to_owned(),
+                route_public_key: route_public_key.to_owned(),
             };
             let v = self.validator.validate(&target).await;
             let outcome = v.outcome.map(|p| {

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_coordinator.sql"),
     include_str!("../../migrations/0002_admission.sql"),
     include_str!("../../migrations/0003_economics.sql"),
+    include_str!("../../migrations/0004_route_keys.sql"),
 ];
 
 /// The database file's name inside the data directory.
@@ -109,25 +110,26 @@ pub struct NewDeployment {
     pub canonical_hostname: String,
     /// The gateway route ID.
     pub route_id: String,
-    /// The agent's tunnel credential.
-    pub credential: String,
-    /// The challenge key.
-    pub route_secret: String,
     /// The spend ceiling.
     pub ceiling_micros: u64,
     /// The operator of the gateway that carries the route (its rewards go there).
     pub gateway_operator: String,
+    /// Customer hostnames to add with it: (hostname, its DNS token).
+    pub hostnames: Vec<(String, String)>,
+    /// Its first quote.
+    pub quote: Option<Quote>,
 }
 
-/// A deployment's secrets and project, which only the coordinator reads.
-#[derive(Debug, Clone)]
-pub struct DeploymentSecrets {
-    /// The project file, as JSON text.
-    pub project_json: String,
-    /// The agent's tunnel credential.
-    pub credential: String,
-    /// The challenge key.
-    pub route_secret: String,
+/// What the coordinator keeps to recognise a deployment's job: hashes and public keys only,
+/// made afresh at each launch (the job holds the secrets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteKeys {
+    /// SHA-256 (hex) of the job's tunnel credential: what the gateway and the certificate
+    /// signer compare with.
+    pub credential_sha256: String,
+    /// The public half of the job's route key (base64url): what the challenge proof
+    /// verifies with.
+    pub route_public_key: String,
 }
 
 /// The store of one data directory.
@@ -153,7 +155,7 @@ fn i64_of(v: u64) -> Result<i64, StoreError> {
 }
 
 const DEPLOYMENT_COLUMNS: &str = "id, project, project_digest, manifest_digest, canonical_hostname, route_id, \
-     ceiling_micros, state, state_reason, periods_spent, next_period_at, created_at, updated_at";
+     ceiling_micros, state, state_reason, periods_spent, next_period_at, created_at, updated_at, failure_code";
 
 fn deployment_row(row: &Row<'_>) -> rusqlite::Result<Deployment> {
     let state: String = row.get(7)?;
@@ -173,6 +175,7 @@ fn deployment_row(row: &Row<'_>) -> rusqlite::Result<Deployment> {
         next_period_at: row.get(10)?,
         created_at: row.get(11)?,
         updated_at: row.get(12)?,
+        failure_code: row.get(13)?,
     })
 }
 
@@ -197,24 +200,41 @@ fn quote_row(row: &Row<'_>) -> rusqlite::Result<Quote> {
 }
 
 impl RelayStore {
-    /// Opens (creating and migrating) the store in `dir`.
+    /// Opens (creating and migrating) the store in `dir`. The directory is made 0700 and
+    /// the database files 0600; deleted content is overwritten (`secure_delete`).
     pub fn open(dir: &Path) -> Result<RelayStore, StoreError> {
-        std::fs::create_dir_all(dir)
+        agent::files::create_private_dir(dir)
             .map_err(|e| StoreError::Backend(format!("cannot create the data directory {}: {e}", dir.display())))?;
         let path = dir.join(DATABASE_FILE);
+        // SQLite creates its WAL and shared-memory files with the database file's mode.
+        agent::files::make_private(&path)
+            .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", path.display())))?;
+        for suffix in ["-wal", "-shm"] {
+            let side = dir.join(format!("{DATABASE_FILE}{suffix}"));
+            if side.exists() {
+                agent::files::make_private(&side)
+                    .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", side.display())))?;
+            }
+        }
         let wrap = |e: rusqlite::Error| StoreError::Backend(format!("{}: {e}", path.display()));
         let mut conn = Connection::open(&path).map_err(wrap)?;
         conn.busy_timeout(Duration::from_secs(10)).map_err(wrap)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(wrap)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(wrap)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(wrap)?;
+        conn.pragma_update(None, "secure_delete", "ON").map_err(wrap)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(wrap)?;
         let applied: usize = tx.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(wrap)?;
+        let migrated = applied < MIGRATIONS.len();
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
             tx.execute_batch(sql).map_err(wrap)?;
             tx.pragma_update(None, "user_version", i + 1).map_err(wrap)?;
         }
         tx.commit().map_err(wrap)?;
+        if migrated {
+            // Old pages (credentials in clear, before 0004) may linger in the log: empty it.
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(wrap)?;
+        }
         Ok(RelayStore { path, conn: Mutex::new(conn) })
     }
 
@@ -282,7 +302,8 @@ impl RelayStore {
 
     // ------------------------------------------------------------------ deployments
 
-    /// Creates a deployment in `pending_funding`, recording the transition.
+    /// Creates a deployment in `pending_funding` with its customer hostnames and its first
+    /// quote, recording the transition: all of it, or (a hostname taken, a crash) none.
     pub fn create_deployment(&self, new: &NewDeployment) -> Result<Deployment, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -290,9 +311,9 @@ impl RelayStore {
         let reason = "created; fund the quote to launch it";
         let inserted = tx.execute(
             "INSERT INTO deployments (id, org_id, project, project_json, project_digest, manifest_digest, \
-             canonical_hostname, route_id, credential, route_secret, ceiling_micros, state, state_reason, \
-             created_at, updated_at, gateway_operator) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14, ?15)",
+             canonical_hostname, route_id, ceiling_micros, state, state_reason, created_at, updated_at, \
+             gateway_operator) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13)",
             params![
                 new.id,
                 new.org_id,
@@ -302,8 +323,6 @@ impl RelayStore {
                 new.manifest_digest,
                 new.canonical_hostname,
                 new.route_id,
-                new.credential,
-                new.route_secret,
                 i64_of(new.ceiling_micros)?,
                 DeploymentState::PendingFunding.as_str(),
                 reason,
@@ -324,6 +343,12 @@ impl RelayStore {
             "INSERT INTO transitions (deployment_id, from_state, to_state, reason, at) VALUES (?1, NULL, ?2, ?3, ?4)",
             params![new.id, DeploymentState::PendingFunding.as_str(), reason, now],
         )?;
+        for (hostname, token) in &new.hostnames {
+            activity::insert_hostname(&tx, &new.id, hostname, token, now)?;
+        }
+        if let Some(quote) = &new.quote {
+            insert_quote(&tx, quote)?;
+        }
         let d = get_deployment(&tx, &new.id)?;
         tx.commit()?;
         Ok(d)
@@ -364,14 +389,37 @@ impl RelayStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The project, credential and route secret of a deployment.
-    pub fn secrets(&self, id: &str) -> Result<DeploymentSecrets, StoreError> {
+    /// The project file of a deployment, as JSON text.
+    pub fn project_json(&self, id: &str) -> Result<String, StoreError> {
         let conn = self.conn()?;
-        conn.query_row("SELECT project_json, credential, route_secret FROM deployments WHERE id = ?1", [id], |r| {
-            Ok(DeploymentSecrets { project_json: r.get(0)?, credential: r.get(1)?, route_secret: r.get(2)? })
-        })
-        .optional()?
-        .ok_or_else(|| StoreError::NotFound(format!("deployment {id}")))
+        conn.query_row("SELECT project_json FROM deployments WHERE id = ?1", [id], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("deployment {id}")))
+    }
+
+    /// How the coordinator recognises the deployment's current job; `None` before its first
+    /// launch.
+    pub fn route_keys(&self, id: &str) -> Result<Option<RouteKeys>, StoreError> {
+        let conn = self.conn()?;
+        let (credential_sha256, route_public_key): (String, String) = conn
+            .query_row("SELECT credential_sha256, route_public_key FROM deployments WHERE id = ?1", [id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("deployment {id}")))?;
+        Ok((!credential_sha256.is_empty()).then_some(RouteKeys { credential_sha256, route_public_key }))
+    }
+
+    /// Records the keys of the job about to be launched (the previous job's stop working).
+    pub fn set_route_keys(&self, id: &str, keys: &RouteKeys) -> Result<(), StoreError> {
+        let changed = self.conn()?.execute(
+            "UPDATE deployments SET credential_sha256 = ?1, route_public_key = ?2 WHERE id = ?3",
+            params![keys.credential_sha256, keys.route_public_key, id],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(format!("deployment {id}")));
+        }
+        Ok(())
     }
 
     /// Moves a deployment to `to` (when the machine allows it) and records why. Moving to the
@@ -388,6 +436,22 @@ impl RelayStore {
         reason: &str,
         now: i64,
     ) -> Result<Deployment, StoreError> {
+        self.transition_with(id, to, reason, None, now)
+    }
+
+    /// Moves a deployment to `failed`, with a stable code for its hint (`job_exited`).
+    pub fn fail(&self, id: &str, code: &str, reason: &str) -> Result<Deployment, StoreError> {
+        self.transition_with(id, DeploymentState::Failed, reason, Some(code), now_ms())
+    }
+
+    fn transition_with(
+        &self,
+        id: &str,
+        to: DeploymentState,
+        reason: &str,
+        failure: Option<&str>,
+        now: i64,
+    ) -> Result<Deployment, StoreError> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let d = get_deployment(&tx, id)?;
@@ -400,8 +464,9 @@ impl RelayStore {
         // Leaving the spending states ends the period clock; a new one starts when live again.
         let next_period = if to.runs_job() { d.next_period_at } else { None };
         tx.execute(
-            "UPDATE deployments SET state = ?1, state_reason = ?2, updated_at = ?3, next_period_at = ?4 WHERE id = ?5",
-            params![to.as_str(), reason, now, next_period, id],
+            "UPDATE deployments SET state = ?1, state_reason = ?2, updated_at = ?3, next_period_at = ?4, \
+             failure_code = ?5 WHERE id = ?6",
+            params![to.as_str(), reason, now, next_period, failure, id],
         )?;
         tx.execute(
             "INSERT INTO transitions (deployment_id, from_state, to_state, reason, at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -449,22 +514,7 @@ impl RelayStore {
 
     /// Records a quote.
     pub fn add_quote(&self, quote: &Quote) -> Result<(), StoreError> {
-        self.conn()?.execute(
-            &format!("INSERT INTO quotes ({QUOTE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL)"),
-            params![
-                quote.id,
-                quote.deployment_id,
-                quote.project_digest,
-                serde_json::to_string(&quote.hostnames).unwrap_or_default(),
-                i64_of(quote.price_micros)?,
-                i64_of(quote.period_secs)?,
-                i64_of(quote.periods)?,
-                i64_of(quote.total_micros)?,
-                quote.created_at,
-                quote.expires_at
-            ],
-        )?;
-        Ok(())
+        insert_quote(&*self.conn()?, quote)
     }
 
     /// The deployment's quotes, newest first.
@@ -612,6 +662,25 @@ impl RelayStore {
     pub fn balance(&self, deployment_id: &str) -> Result<Balance, StoreError> {
         money::balance_of(&*self.conn()?, deployment_id)
     }
+}
+
+fn insert_quote(conn: &Connection, quote: &Quote) -> Result<(), StoreError> {
+    conn.execute(
+        &format!("INSERT INTO quotes ({QUOTE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL)"),
+        params![
+            quote.id,
+            quote.deployment_id,
+            quote.project_digest,
+            serde_json::to_string(&quote.hostnames).unwrap_or_default(),
+            i64_of(quote.price_micros)?,
+            i64_of(quote.period_secs)?,
+            i64_of(quote.periods)?,
+            i64_of(quote.total_micros)?,
+            quote.created_at,
+            quote.expires_at
+        ],
+    )?;
+    Ok(())
 }
 
 fn get_deployment(conn: &Connection, id: &str) -> Result<Deployment, StoreError> {

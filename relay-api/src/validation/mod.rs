@@ -11,7 +11,7 @@
 //!    and the name (`certificate_invalid`, with rustls's reason; ALPN `http/1.1`);
 //! 5. `GET /health` must answer 200 (`health_failing`);
 //! 6. `GET /.well-known/svc/challenge?nonce=` with a fresh nonce must answer this nonce, this
-//!    route's ID and this hostname, with a proof that verifies with the route secret
+//!    route's ID and this hostname, with a proof that verifies with the route's public key
 //!    (`challenge_failed`, naming the field that was wrong).
 //!
 //! One deadline bounds the whole procedure; the step running when it passes is the one
@@ -35,7 +35,7 @@ use crate::hint::{Hint, Stage};
 
 /// The version of this procedure, recorded with every validation: a result is comparable
 /// only with results of the same version.
-pub const VALIDATOR_VERSION: &str = "route-validation/1";
+pub const VALIDATOR_VERSION: &str = "route-validation/2";
 
 /// The challenge route on the job.
 pub const CHALLENGE_PATH: &str = "/.well-known/svc/challenge";
@@ -110,13 +110,12 @@ pub struct RouteTarget {
     pub route_id: String,
     /// The hostname to validate (canonical or customer).
     pub hostname: String,
-    /// The route secret, as the agent's configuration holds it (the HMAC key is its bytes).
-    pub route_secret: String,
+    /// The public half of the route key (base64url), which the proof must verify with.
+    pub route_public_key: String,
 }
 
 impl std::fmt::Debug for RouteTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the secret.
         f.debug_struct("RouteTarget").field("route_id", &self.route_id).field("hostname", &self.hostname).finish()
     }
 }
@@ -380,11 +379,11 @@ impl RouteValidator {
                 &stale,
             ));
         }
-        if !agent::challenge::verify(target.route_secret.as_bytes(), &got_route, &got_host, &nonce, &proof) {
+        if !agent::challenge::verify(&target.route_public_key, &got_route, &got_host, &nonce, &proof) {
             return Err(challenge_failed(
-                format!("the challenge answer's `proof` does not verify with route {}'s secret", target.route_id),
+                format!("the challenge answer's `proof` does not verify with route {}'s key", target.route_id),
                 &format!(
-                    "The job answering for {host} holds another route secret: restart route {}'s job with its \
+                    "The job answering for {host} holds another route key: restart route {}'s job with its \
                      current agent configuration.",
                     target.route_id
                 ),

@@ -20,7 +20,7 @@ pub struct Procedure {
     pub digest: String,
 }
 
-fn definition_v1() -> Value {
+fn definition_v2() -> Value {
     json!({
         "version": VALIDATOR_VERSION,
         "steps": [
@@ -29,17 +29,19 @@ fn definition_v1() -> Value {
             {"step": "connect", "passes": "TCP to a checked address on the gateway's public port", "failure": "route_unreachable"},
             {"step": "tls", "passes": "TLS 1.2 or 1.3 with SNI = hostname, ALPN http/1.1, chain to the configured roots, name matches, no session resumption", "failure": "certificate_invalid"},
             {"step": "health", "passes": "GET /health answers 200", "failure": "health_failing"},
-            {"step": "challenge", "passes": format!("GET {CHALLENGE_PATH}?nonce=<32 random bytes, base64url> answers JSON whose nonce, routeId and hostname match and whose proof = base64url(HMAC-SHA256(route secret, routeId \"|\" hostname \"|\" nonce))"), "failure": "challenge_failed"},
+            {"step": "challenge", "passes": format!("GET {CHALLENGE_PATH}?nonce=<32 random bytes, base64url> answers JSON whose nonce, routeId and hostname match and whose proof = base64url(Ed25519 signature, verified with the route's public key, over \"svc route challenge v2|\" routeId \"|\" hostname \"|\" nonce)"), "failure": "challenge_failed"},
         ],
         "deadline": "one deadline bounds all steps; the running step is reported",
     })
 }
 
-/// Every version this build can run, oldest first; the last is the one in use.
+/// Every version this build can run, oldest first; the last is the one in use. Version 1
+/// (an HMAC keyed by a route secret the coordinator had to keep in clear) is gone: a route
+/// key's private half now stays with the job.
 pub fn all() -> &'static [Procedure] {
     static ALL: OnceLock<Vec<Procedure>> = OnceLock::new();
     ALL.get_or_init(|| {
-        let definition = definition_v1();
+        let definition = definition_v2();
         let digest = manifest_core::canonical_digest(&definition).unwrap_or_default();
         vec![Procedure { version: VALIDATOR_VERSION, definition, digest }]
     })
@@ -73,9 +75,9 @@ mod tests {
         assert_eq!(by_digest(&p.digest), Some(p));
         assert_eq!(by_version(VALIDATOR_VERSION), Some(p));
         // The digest is over the canonical bytes: key order does not matter, content does.
-        let again = manifest_core::canonical_digest(&definition_v1()).unwrap_or_default();
+        let again = manifest_core::canonical_digest(&definition_v2()).unwrap_or_default();
         assert_eq!(again, p.digest);
-        let mut changed = definition_v1();
+        let mut changed = definition_v2();
         changed["deadline"] = "changed".into();
         assert_ne!(manifest_core::canonical_digest(&changed).unwrap_or_default(), p.digest);
     }

@@ -1,10 +1,33 @@
 //! Customer hostnames, validations and logs: what the engine records as it looks at routes.
 
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{RelayStore, StoreError, now_ms, refused};
 use crate::coordinator::model::{CustomerHostname, HostnameState, LogEntry, ValidationRecord};
 use crate::hint::Hint;
+
+/// Adds (or re-adds a removed) customer hostname in `pending_dns`, inside a transaction.
+pub(super) fn insert_hostname(
+    conn: &Connection,
+    deployment_id: &str,
+    hostname: &str,
+    token: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let inserted = conn.execute(
+        "INSERT INTO hostnames (hostname, deployment_id, token, state, created_at) VALUES (?1, ?2, ?3, 'pending_dns', ?4) \
+         ON CONFLICT (deployment_id, hostname) DO UPDATE SET state = 'pending_dns', hints_json = '[]', \
+         checked_at = NULL WHERE state = 'removed'",
+        params![hostname, deployment_id, token, now],
+    );
+    if let Err(rusqlite::Error::SqliteFailure(e, _)) = &inserted
+        && e.code == rusqlite::ErrorCode::ConstraintViolation
+    {
+        return Err(refused("hostname_taken", format!("{hostname} belongs to another deployment")));
+    }
+    inserted?;
+    Ok(())
+}
 
 impl RelayStore {
     // ------------------------------------------------------------------ hostnames
@@ -17,19 +40,7 @@ impl RelayStore {
         token: &str,
     ) -> Result<CustomerHostname, StoreError> {
         let conn = self.conn()?;
-        let now = now_ms();
-        let inserted = conn.execute(
-            "INSERT INTO hostnames (hostname, deployment_id, token, state, created_at) VALUES (?1, ?2, ?3, 'pending_dns', ?4) \
-             ON CONFLICT (deployment_id, hostname) DO UPDATE SET state = 'pending_dns', hints_json = '[]', \
-             checked_at = NULL WHERE state = 'removed'",
-            params![hostname, deployment_id, token, now],
-        );
-        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &inserted
-            && e.code == rusqlite::ErrorCode::ConstraintViolation
-        {
-            return Err(refused("hostname_taken", format!("{hostname} belongs to another deployment")));
-        }
-        inserted?;
+        insert_hostname(&conn, deployment_id, hostname, token, now_ms())?;
         drop(conn);
         self.hostname(deployment_id, hostname)?.ok_or_else(|| StoreError::NotFound(format!("hostname {hostname}")))
     }

@@ -26,10 +26,10 @@ fn new_deployment(store: &RelayStore, id: &str, ceiling: u64) -> Deployment {
             manifest_digest: "sha256:m".into(),
             canonical_hostname: format!("{id}.localhost"),
             route_id: format!("rt_{id}"),
-            credential: "c".into(),
-            route_secret: "s".into(),
             ceiling_micros: ceiling,
             gateway_operator: "gw-op".into(),
+            hostnames: Vec::new(),
+            quote: None,
         })
         .expect("created")
 }
@@ -164,10 +164,10 @@ fn transitions_follow_the_machine_and_are_recorded() {
         manifest_digest: "sha256:m".into(),
         canonical_hostname: "dep_1.localhost".into(),
         route_id: "rt_2".into(),
-        credential: "c".into(),
-        route_secret: "s".into(),
         ceiling_micros: 1,
         gateway_operator: "local".into(),
+        hostnames: Vec::new(),
+        quote: None,
     };
     assert_eq!(code(store.create_deployment(&clash).expect_err("taken")), "hostname_taken");
     drop(store);

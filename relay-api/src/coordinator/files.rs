@@ -1,0 +1,213 @@
+//! The coordinator's files besides its store. In the data directory (0700),
+//! `deployments/<id>/` holds each deployment's app files (`app/`), its secrets
+//! (`secrets.json`, 0600) and its job output (`logs/`); in the job directory (0700, outside
+//! the data directory), `<id>/agent/` is the job's own writable state.
+//!
+//! A deploy writes its files into a staging directory first ([`StagedBundle`]), moves them
+//! into place, then records the deployment; if the store refuses, the files go again. So a
+//! refused or failed deploy leaves nothing. [`sweep`] removes what no deployment needs: the
+//! files of stopped deployments and, at startup, what a crash left (staging directories,
+//! files of deployments the store does not know).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use agent::files::{create_private_dir, write_private};
+
+use super::engine::{APP_DIR, LOGS_DIR, SECRETS_FILE};
+use super::state::DeploymentState;
+use super::store::RelayStore;
+
+/// Staging directories start with this (never a deployment ID).
+const STAGING: &str = ".staging-";
+
+/// A file-system failure, naming the path.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {source}")]
+pub(super) struct FilesError {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+fn at(path: &Path) -> impl FnOnce(std::io::Error) -> FilesError + '_ {
+    move |source| FilesError { path: path.to_owned(), source }
+}
+
+/// Creates the data and job directories (0700) and returns their absolute paths, so jobs and
+/// their sandboxes never depend on the working directory.
+pub(super) fn prepare_dirs(data_dir: &Path, jobs_dir: &Path) -> Result<(PathBuf, PathBuf), FilesError> {
+    create_private_dir(data_dir).map_err(at(data_dir))?;
+    create_private_dir(jobs_dir).map_err(at(jobs_dir))?;
+    let data = std::fs::canonicalize(data_dir).map_err(at(data_dir))?;
+    let jobs = std::fs::canonicalize(jobs_dir).map_err(at(jobs_dir))?;
+    create_private_dir(&data.join("deployments")).map_err(at(&data))?;
+    Ok((data, jobs))
+}
+
+/// A deploy's files, written into a staging directory, moved into place by
+/// [`StagedBundle::place`] and kept by [`StagedBundle::keep`]; removed (wherever they are) if
+/// dropped before.
+#[derive(Debug)]
+pub(super) struct StagedBundle {
+    path: PathBuf,
+    target: PathBuf,
+    kept: bool,
+}
+
+impl StagedBundle {
+    /// Writes the app's files and the secrets of deployment `id` under `deployments`.
+    pub(super) fn write(
+        deployments: &Path,
+        id: &str,
+        files: &[(String, Vec<u8>)],
+        secrets: &BTreeMap<String, String>,
+    ) -> Result<StagedBundle, FilesError> {
+        let staged = StagedBundle {
+            path: deployments.join(format!("{STAGING}{id}")),
+            target: deployments.join(id),
+            kept: false,
+        };
+        let app = staged.path.join(APP_DIR);
+        create_private_dir(&app).map_err(at(&app))?;
+        for (path, bytes) in files {
+            let target = app.join(path);
+            if let Some(parent) = target.parent() {
+                create_private_dir(parent).map_err(at(parent))?;
+            }
+            write_private(&target, bytes).map_err(at(&target))?;
+        }
+        let logs = staged.path.join(LOGS_DIR);
+        create_private_dir(&logs).map_err(at(&logs))?;
+        let secrets_path = staged.path.join(SECRETS_FILE);
+        let json =
+            serde_json::to_vec(secrets).map_err(|e| FilesError { path: secrets_path.clone(), source: e.into() })?;
+        write_private(&secrets_path, &json).map_err(at(&secrets_path))?;
+        Ok(staged)
+    }
+
+    /// Moves the files into place (an atomic rename).
+    pub(super) fn place(&mut self) -> Result<(), FilesError> {
+        std::fs::rename(&self.path, &self.target).map_err(at(&self.target))?;
+        self.path = self.target.clone();
+        Ok(())
+    }
+
+    /// Keeps the files where they are: the deployment is recorded.
+    pub(super) fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for StagedBundle {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Moves the files of data directories written before the job directory existed
+/// (`jobs/<id>/{app,secrets.json,logs}` in the data directory) to `deployments/<id>/`, and
+/// removes the rest (the old agent state: a job relaunches with new keys anyway).
+pub(super) fn migrate_old_layout(data_dir: &Path) -> Result<(), FilesError> {
+    let old = data_dir.join("jobs");
+    let Ok(entries) = std::fs::read_dir(&old) else { return Ok(()) };
+    for entry in entries {
+        let entry = entry.map_err(at(&old))?;
+        let from = entry.path();
+        let to = data_dir.join("deployments").join(entry.file_name());
+        if to.exists() || !from.join(APP_DIR).is_dir() {
+            continue;
+        }
+        create_private_dir(&to).map_err(at(&to))?;
+        for name in [APP_DIR, SECRETS_FILE, LOGS_DIR] {
+            if from.join(name).exists() {
+                std::fs::rename(from.join(name), to.join(name)).map_err(at(&to))?;
+            }
+        }
+    }
+    std::fs::remove_dir_all(&old).map_err(at(&old))
+}
+
+/// Removes the files of stopped deployments, in `deployments` and in `jobs`; at `startup`
+/// also staging directories and the files of deployments the store does not know (a crash
+/// between placing a deploy's files and recording it). Returns how many directories went.
+pub(super) fn sweep(store: &RelayStore, deployments: &Path, jobs: &Path, startup: bool) -> usize {
+    let mut removed = 0;
+    for dir in [deployments, jobs] {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let remove = if name.starts_with(STAGING) {
+                startup
+            } else {
+                match store.deployment(&name) {
+                    Ok(d) => d.state == DeploymentState::Stopped,
+                    Err(super::StoreError::NotFound(_)) => startup,
+                    Err(_) => false,
+                }
+            };
+            if remove && std::fs::remove_dir_all(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("svc-relay-files-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).expect("exists").permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_staged_bundle_is_private_and_stays_only_when_kept() {
+        let dir = scratch("stage");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let files = vec![("server.js".to_owned(), b"x".to_vec()), ("lib/a.js".to_owned(), b"y".to_vec())];
+        let secrets = BTreeMap::from([("TOKEN".to_owned(), "s3cret".to_owned())]);
+        drop(StagedBundle::write(&dir, "dep_1", &files, &secrets).expect("staged"));
+        let mut placed = StagedBundle::write(&dir, "dep_1", &files, &secrets).expect("staged");
+        placed.place().expect("placed");
+        assert!(dir.join("dep_1/app/server.js").is_file());
+        drop(placed);
+        assert_eq!(std::fs::read_dir(&dir).expect("read").count(), 0, "an unkept bundle leaves nothing");
+
+        let mut kept = StagedBundle::write(&dir, "dep_2", &files, &secrets).expect("staged");
+        kept.place().expect("placed");
+        kept.keep();
+        let landed = dir.join("dep_2");
+        assert_eq!(std::fs::read(landed.join("app/lib/a.js")).expect("read"), b"y");
+        assert_eq!(mode(&landed.join("app/lib")), 0o700);
+        assert_eq!(mode(&landed.join("app/server.js")), 0o600);
+        assert_eq!(mode(&landed.join(SECRETS_FILE)), 0o600);
+        assert_eq!(std::fs::read_dir(&dir).expect("read").count(), 1, "no staging left");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_job_directory_is_beside_the_data_directory() {
+        assert_eq!(super::super::jobs_dir_beside(Path::new("relay")), Path::new("relay-jobs"));
+        assert_eq!(
+            super::super::jobs_dir_beside(Path::new("/var/lib/svc/relay")),
+            Path::new("/var/lib/svc/relay-jobs")
+        );
+        let dir = scratch("prepare");
+        let (data, jobs) = prepare_dirs(&dir.join("relay"), &dir.join("relay-jobs")).expect("prepared");
+        assert!(data.is_absolute() && jobs.is_absolute());
+        assert_eq!((mode(&data), mode(&jobs), mode(&data.join("deployments"))), (0o700, 0o700, 0o700));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

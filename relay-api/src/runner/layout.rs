@@ -1,0 +1,107 @@
+//! How an ingress job's two processes see their files. The app sees its own files, read-only,
+//! at `/app` (its working directory); the agent sees its state directory at `/agent`
+//! (`agent.json`, its key and certificate, the CA files it trusts, copied in). Neither sees
+//! the other's, nor anything of the service's.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use agent::AgentConfig;
+use agent::files::{create_private_dir, write_private};
+
+use super::{Confined, JobSpec, Mount};
+
+/// Where the app's files appear inside its sandbox.
+pub const APP_INSIDE: &str = "/app";
+
+/// Where the agent's state directory appears inside its sandbox.
+pub const AGENT_INSIDE: &str = "/agent";
+
+/// An ingress job to lay out.
+#[derive(Debug, Clone)]
+pub struct IngressJob {
+    /// The job's name (the deployment ID).
+    pub id: String,
+    /// The app's files on the host (shown read-only).
+    pub app_dir: PathBuf,
+    /// The entrypoint, relative to the app's files.
+    pub entrypoint: String,
+    /// The Node.js program (a path, or a name on `PATH`).
+    pub node: OsString,
+    /// The app's environment besides `PORT`: the project's variables and secrets.
+    pub env: Vec<(String, String)>,
+    /// The app's loopback port (`PORT`).
+    pub app_port: u16,
+    /// The agent's state directory on the host (shown writable; kept across launches, so the
+    /// key and certificate survive a restart).
+    pub agent_dir: PathBuf,
+    /// The agent program and its leading arguments (`svc agent run`).
+    pub agent_command: Vec<OsString>,
+    /// The agent's configuration, with host paths for the CA files: they are copied into
+    /// the state directory and the configuration rewritten to name the copies.
+    pub agent_config: AgentConfig,
+    /// Where `app.log` and `agent.log` go (none: the runner's own output).
+    pub logs: Option<PathBuf>,
+}
+
+/// Why a job could not be laid out.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot prepare {path} for job {job}: {source}")]
+pub struct LayoutError {
+    job: String,
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+impl IngressJob {
+    /// Writes the agent's state directory (its configuration, 0600, and the CA files it
+    /// trusts) and returns what the runner launches.
+    pub fn prepare(self) -> Result<JobSpec, LayoutError> {
+        let fail = |path: &Path| {
+            let (job, path) = (self.id.clone(), path.to_owned());
+            move |source| LayoutError { job, path, source }
+        };
+        create_private_dir(&self.agent_dir).map_err(fail(&self.agent_dir))?;
+        let mut config = self.agent_config.clone();
+        config.gateway_ca = self.copy_in(&config.gateway_ca, "gateway-ca.pem")?;
+        if let agent::CertificateSource::Acme { directory_ca: Some(ca), .. } = &mut config.certificate {
+            *ca = self.copy_in(ca, "acme-directory-ca.pem")?;
+        }
+        let config_path = self.agent_dir.join("agent.json");
+        let json = serde_json::to_vec_pretty(&config).map_err(|e| LayoutError {
+            job: self.id.clone(),
+            path: config_path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        write_private(&config_path, &json).map_err(fail(&config_path))?;
+
+        let mut env = vec![("PORT".to_owned(), self.app_port.to_string())];
+        env.extend(self.env.iter().filter(|(k, _)| k != "PORT").cloned());
+        let app = Confined {
+            argv: vec![self.node.clone(), Path::new(APP_INSIDE).join(&self.entrypoint).into_os_string()],
+            env,
+            mounts: vec![Mount { host: self.app_dir.clone(), inside: APP_INSIDE.into(), writable: false }],
+            cwd: APP_INSIDE.into(),
+        };
+        let mut agent_argv = self.agent_command.clone();
+        agent_argv.extend([OsString::from("--config"), Path::new(AGENT_INSIDE).join("agent.json").into_os_string()]);
+        let agent = Confined {
+            argv: agent_argv,
+            // The agent gets no app environment: the app's secrets are not the agent's business.
+            env: Vec::new(),
+            mounts: vec![Mount { host: self.agent_dir.clone(), inside: AGENT_INSIDE.into(), writable: true }],
+            cwd: AGENT_INSIDE.into(),
+        };
+        Ok(JobSpec { id: self.id, app, agent, logs: self.logs })
+    }
+
+    /// Copies `host` into the agent's state directory as `name`; the path the agent sees.
+    fn copy_in(&self, host: &Path, name: &str) -> Result<PathBuf, LayoutError> {
+        let target = self.agent_dir.join(name);
+        let fail = |source| LayoutError { job: self.id.clone(), path: host.to_owned(), source };
+        let bytes = std::fs::read(host).map_err(fail)?;
+        write_private(&target, &bytes).map_err(|source| LayoutError { job: self.id.clone(), path: target, source })?;
+        Ok(Path::new(AGENT_INSIDE).join(name))
+    }
+}

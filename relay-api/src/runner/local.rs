@@ -1,0 +1,191 @@
+//! [`LocalRunner`]: each job as two confined local processes, the app and the agent, with
+//! their output in log files the runner opens, and their own uid when the service is root.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use tokio::process::{Child, Command};
+
+use super::sandbox::{Limits, Sandbox, SandboxError};
+use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, Part, RunningJob};
+
+/// The first job uid (and gid) when the service runs as root: far above the ranges
+/// distributions give to users (1000+) and to containers' subordinate ids (100000+).
+pub const DEFAULT_UID_BASE: u32 = 2_000_000_000;
+
+/// How many jobs may run at once with their own uid.
+const UID_COUNT: u32 = 65_536;
+
+/// Runs jobs as confined local processes.
+#[derive(Debug, Clone)]
+pub struct LocalRunner {
+    sandbox: Sandbox,
+    uid_base: u32,
+    uids: Arc<Mutex<BTreeSet<u32>>>,
+}
+
+impl LocalRunner {
+    /// A runner confining jobs with the host's sandbox tools (checked now) under `limits`;
+    /// jobs' uids start at `uid_base` when the service runs as root.
+    pub async fn new(limits: Limits, uid_base: u32) -> Result<LocalRunner, SandboxError> {
+        Ok(LocalRunner { sandbox: Sandbox::detect(limits).await?, uid_base, uids: Arc::default() })
+    }
+
+    /// The sandbox in use.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// Takes the lowest free job uid.
+    fn lease(&self, job: &str) -> Result<UidLease, LaunchError> {
+        let mut taken = self.uids.lock().map_err(|_| LaunchError::NoUid { job: job.to_owned(), running: 0 })?;
+        let slot = (0..UID_COUNT)
+            .find(|n| !taken.contains(n))
+            .ok_or_else(|| LaunchError::NoUid { job: job.to_owned(), running: taken.len() })?;
+        taken.insert(slot);
+        let id = self.uid_base.saturating_add(slot);
+        Ok(UidLease { uid: JobUid { uid: id, gid: id }, slot, pool: self.uids.clone() })
+    }
+
+    fn spawn(&self, job: &JobSpec, part: Part, confined: &Confined, uid: JobUid) -> Result<Child, LaunchError> {
+        let spawn_error = |source| LaunchError::Spawn { job: job.id.clone(), part, source };
+        if self.sandbox.separate_uids() {
+            // Every mount is the job's own (its app files, its agent state): the job's uid must
+            // read them, and write the writable ones, while the host keeps them private
+            // (0600/0700) to the service.
+            for mount in &confined.mounts {
+                chown_tree(&mount.host, uid).map_err(|source| LaunchError::Prepare {
+                    job: job.id.clone(),
+                    path: mount.host.clone(),
+                    source,
+                })?;
+            }
+        }
+        let mut command: Command = self
+            .sandbox
+            .command(confined, uid)
+            .map_err(|source| LaunchError::Sandbox { job: job.id.clone(), source })?;
+        command.stdin(Stdio::null()).kill_on_drop(true);
+        if let Some(dir) = &job.logs {
+            let path = dir.join(format!("{}.log", part.as_str()));
+            let prepare = |source| LaunchError::Prepare { job: job.id.clone(), path: path.clone(), source };
+            agent::files::create_private_dir(dir).map_err(prepare)?;
+            let file = agent::files::open_private_append(&path).map_err(prepare)?;
+            command.stdout(file.try_clone().map_err(spawn_error)?).stderr(file);
+        }
+        command.spawn().map_err(spawn_error)
+    }
+}
+
+impl JobRunner for LocalRunner {
+    fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError> {
+        let lease = self.lease(&job.id)?;
+        let app = self.spawn(job, Part::App, &job.app, lease.uid)?;
+        // If the agent cannot start, `app` is killed as it drops.
+        let agent = self.spawn(job, Part::Agent, &job.agent, lease.uid)?;
+        Ok(Box::new(LocalJob { processes: vec![(Part::App, app), (Part::Agent, agent)], _lease: lease }))
+    }
+}
+
+/// A job uid in use; given back when dropped (after the job's processes are gone).
+#[derive(Debug)]
+struct UidLease {
+    uid: JobUid,
+    slot: u32,
+    pool: Arc<Mutex<BTreeSet<u32>>>,
+}
+
+impl Drop for UidLease {
+    fn drop(&mut self) {
+        if let Ok(mut taken) = self.pool.lock() {
+            taken.remove(&self.slot);
+        }
+    }
+}
+
+struct LocalJob {
+    /// Processes still running. Declared before the lease, so they are killed (on drop)
+    /// before the uid is given back.
+    processes: Vec<(Part, Child)>,
+    _lease: UidLease,
+}
+
+impl RunningJob for LocalJob {
+    fn pids(&self) -> Vec<u32> {
+        self.processes.iter().filter_map(|(_, c)| c.id()).map(program_pid).collect()
+    }
+
+    fn exited(&mut self) -> Option<Exit> {
+        for i in 0..self.processes.len() {
+            let status = match self.processes[i].1.try_wait() {
+                Ok(Some(status)) => Some(status),
+                Ok(None) => continue,
+                Err(_) => None,
+            };
+            let (part, _) = self.processes.remove(i);
+            return Some(status.map_or(Exit { part, code: None, signal: None }, |s| Exit::from_status(part, s)));
+        }
+        None
+    }
+
+    fn stop(self: Box<Self>) -> Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            let LocalJob { processes, _lease } = *self;
+            for (_, mut child) in processes {
+                // SIGKILL to the sandbox: bwrap's `--die-with-parent` and the PID namespace take
+                // every process of the job with it, and its ports are free at once.
+                let _ = child.kill().await;
+            }
+            drop(_lease);
+        })
+    }
+}
+
+/// The host pid of the program a sandbox runs: down the chain of only children from the
+/// sandbox's outer process (bwrap, its PID-namespace init, the program), so a signal to it
+/// reaches the app or agent itself. The outer pid if the chain cannot be read.
+fn program_pid(outer: u32) -> u32 {
+    let mut pid = outer;
+    for _ in 0..4 {
+        match children(pid)[..] {
+            [only] => pid = only,
+            _ => break,
+        }
+    }
+    pid
+}
+
+/// The children of `pid`, from `/proc/PID/task/PID/children`, else by scanning every
+/// process's parent in `/proc/*/stat`.
+fn children(pid: u32) -> Vec<u32> {
+    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+        return text.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+                let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+                after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid)
+            })
+        })
+        .collect()
+}
+
+/// Makes `uid` the owner of `path` and everything under it (symbolic links themselves, never
+/// what they point to).
+fn chown_tree(path: &Path, uid: JobUid) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid.uid), Some(uid.gid))?;
+    if std::fs::symlink_metadata(path)?.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid)?;
+        }
+    }
+    Ok(())
+}

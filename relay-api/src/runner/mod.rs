@@ -1,0 +1,197 @@
+//! Where jobs run. The compute network cannot run on this machine, so it sits behind
+//! [`JobRunner`]; [`LocalRunner`] really runs the job as local processes, the app and the
+//! agent beside it, each confined as untrusted code ([`sandbox`]): its own mounts, PIDs and
+//! environment, resource limits, and its own uid when the service runs as root.
+
+pub mod layout;
+mod local;
+pub mod sandbox;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::pin::Pin;
+
+pub use layout::IngressJob;
+pub use local::{DEFAULT_UID_BASE, LocalRunner};
+pub use sandbox::{Limits, Sandbox, SandboxError};
+
+/// A host path shown inside a job's sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Where it is on the host (absolute).
+    pub host: PathBuf,
+    /// Where the job sees it (absolute).
+    pub inside: PathBuf,
+    /// Whether the job may write to it (the runner then makes the job's uid its owner).
+    pub writable: bool,
+}
+
+/// One process of a job, as the job sees the world.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confined {
+    /// The program (a host path, or a name on the runner's `PATH`) and its arguments.
+    pub argv: Vec<OsString>,
+    /// Its whole environment: nothing of the runner's is added.
+    pub env: Vec<(String, String)>,
+    /// What it sees of the host besides the system's read-only files.
+    pub mounts: Vec<Mount>,
+    /// Its working directory (inside).
+    pub cwd: PathBuf,
+}
+
+/// A job to launch: the app and its agent.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// The job's name (the deployment ID): it appears in the runner's messages.
+    pub id: String,
+    /// The customer's app.
+    pub app: Confined,
+    /// The agent beside it.
+    pub agent: Confined,
+    /// A directory for `app.log` and `agent.log` (each process's stdout and stderr, opened
+    /// by the runner, so the job holds only the descriptors); none: the runner's own.
+    pub logs: Option<PathBuf>,
+}
+
+/// Which process of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The customer's app.
+    App,
+    /// The agent.
+    Agent,
+}
+
+impl Part {
+    /// `app` or `agent`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::App => "app",
+            Part::Agent => "agent",
+        }
+    }
+}
+
+/// A process of a job that ended on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// Which one.
+    pub part: Part,
+    /// Its exit code, if it exited.
+    pub code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+}
+
+impl Exit {
+    /// From a sandbox's status: bwrap passes its program's exit code on, and reports a
+    /// program killed by signal N as code 128 + N.
+    pub fn from_status(part: Part, status: std::process::ExitStatus) -> Exit {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) if code > 128 && code < 128 + 65 => Exit { part, code: None, signal: Some(code - 128) },
+            (code, signal) => Exit { part, code, signal },
+        }
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (_, Some(signal)) => write!(f, "the {} was killed by signal {signal}", self.part.as_str()),
+            (Some(code), None) => write!(f, "the {} exited with status {code}", self.part.as_str()),
+            (None, None) => write!(f, "the {} ended", self.part.as_str()),
+        }
+    }
+}
+
+/// Why a job could not be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A process would not start.
+    #[error("cannot start the {part} of job {job}: {source}", part = part.as_str())]
+    Spawn {
+        /// The job.
+        job: String,
+        /// Which process.
+        part: Part,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its files could not be prepared.
+    #[error("cannot prepare {path} for job {job}: {source}")]
+    Prepare {
+        /// The job.
+        job: String,
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The sandbox refused the command.
+    #[error("cannot confine job {job}: {source}")]
+    Sandbox {
+        /// The job.
+        job: String,
+        /// Why.
+        #[source]
+        source: SandboxError,
+    },
+    /// Every job uid is taken.
+    #[error("no free job uid for job {job}: {running} jobs run already")]
+    NoUid {
+        /// The job.
+        job: String,
+        /// How many run.
+        running: usize,
+    },
+}
+
+/// The uid and gid a job's processes run as (when the service runs as root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobUid {
+    /// The uid.
+    pub uid: u32,
+    /// The gid.
+    pub gid: u32,
+}
+
+/// Launches jobs.
+pub trait JobRunner: Send + Sync {
+    /// Starts the job's processes.
+    fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError>;
+}
+
+/// A launched job.
+pub trait RunningJob: Send {
+    /// Process IDs (app, agent) as the host sees them: the programs themselves, inside their
+    /// sandboxes.
+    fn pids(&self) -> Vec<u32>;
+    /// A process of the job that has ended since the last call, if any (it is reaped: no
+    /// zombie is left behind).
+    fn exited(&mut self) -> Option<Exit>;
+    /// Stops every process of the job and waits for them.
+    fn stop(self: Box<Self>) -> Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    use super::*;
+
+    #[test]
+    fn exits_read_the_sandbox_status() {
+        let exited = Exit::from_status(Part::App, ExitStatus::from_raw(3 << 8));
+        assert_eq!(exited.to_string(), "the app exited with status 3");
+        // bwrap reports a program killed by SIGKILL as 128 + 9.
+        let killed_inside = Exit::from_status(Part::Agent, ExitStatus::from_raw(137 << 8));
+        assert_eq!(killed_inside.to_string(), "the agent was killed by signal 9");
+        // The sandbox itself killed.
+        let killed = Exit::from_status(Part::App, ExitStatus::from_raw(15));
+        assert_eq!(killed.to_string(), "the app was killed by signal 15");
+    }
+}

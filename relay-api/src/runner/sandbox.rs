@@ -1,0 +1,299 @@
+//! Confinement for job processes: customer code is untrusted, so every process of a job runs
+//! inside bubblewrap (`bwrap`) with its own mount, PID, IPC and UTS namespaces, under
+//! resource limits set by `prlimit`, with exactly the environment it is given.
+//!
+//! What a confined process sees: `/usr` (and the `/bin`, `/lib*` links or directories
+//! beside it) and a few files of `/etc` (name resolution, CA certificates, time zone,
+//! users), read-only; its own `/proc`, a minimal `/dev`, a private size-limited `/tmp`, and
+//! the mounts its [`Confined`] names. Nothing else of the host: no data directory, no other
+//! job, no key, no home directory. The environment is exactly [`Confined::env`]: bwrap is
+//! started with a cleared environment plus those variables (never on a command line, where
+//! `ps` would show secrets), and `env -u PWD` removes the one variable bwrap adds.
+//!
+//! Who it runs as: when the service runs as root, each job gets its own unprivileged uid and
+//! gid ([`JobUid`]): bwrap (as root, no user namespace) builds the sandbox and `setpriv` drops
+//! to that uid with no capabilities, no supplementary groups and `no_new_privs` before the
+//! program starts, so even the kernel sees a different user, and the per-user process limit
+//! is per job. Otherwise bwrap runs unprivileged in a new user namespace (mapped to the
+//! service's own uid); the process limit is then not set, since it would count every
+//! process of the service's user.
+//!
+//! The network namespace is shared: the agent must reach the gateway and the app on
+//! loopback (`docs/decisions.md`, "Job confinement").
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use tokio::process::Command;
+
+use super::{Confined, JobUid};
+
+/// Resource limits of each process of a job (and of its children).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Data segment and private writable mappings (`RLIMIT_DATA`), bytes: the heap. Node's
+    /// reservations are not writable, so it starts under a limit of 256 MiB.
+    pub memory_bytes: u64,
+    /// Processes and threads of the job's uid (`RLIMIT_NPROC`); only where jobs get their own
+    /// uid (the service runs as root).
+    pub processes: u64,
+    /// Open file descriptors (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+    /// The largest file the job may write (`RLIMIT_FSIZE`), bytes.
+    pub file_size_bytes: u64,
+    /// The size of the private `/tmp` (tmpfs), bytes.
+    pub tmp_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            memory_bytes: 512 * 1024 * 1024,
+            processes: 256,
+            open_files: 4096,
+            file_size_bytes: 256 * 1024 * 1024,
+            tmp_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Why jobs cannot be confined on this host.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// A program the sandbox needs is not installed.
+    #[error(
+        "{program} is not installed; jobs run confined by bubblewrap and need it (Debian/Ubuntu: `apt-get install bubblewrap util-linux`)"
+    )]
+    Missing {
+        /// The program (`bwrap`, `prlimit`, `setpriv`, `env`).
+        program: &'static str,
+    },
+    /// bwrap is there but cannot build a sandbox.
+    #[error(
+        "bubblewrap cannot create a sandbox here: {detail}; it needs user namespaces (as a non-root user: `sysctl kernel.unprivileged_userns_clone=1`, and on Ubuntu an AppArmor profile for bwrap) or a root service"
+    )]
+    Unusable {
+        /// What bwrap printed.
+        detail: String,
+    },
+    /// A program of a job is not where it was said to be.
+    #[error("cannot find the program {program:?}: {source}")]
+    Program {
+        /// The program as given.
+        program: OsString,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The host's sandbox tools, found once.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    bwrap: PathBuf,
+    prlimit: PathBuf,
+    setpriv: PathBuf,
+    env: PathBuf,
+    /// The service runs as root: jobs get their own uid.
+    privileged: bool,
+    limits: Limits,
+}
+
+/// Directories whose host form (a link into `/usr` or a directory) is reproduced inside.
+const ROOT_DIRS: [&str; 6] = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// Files and directories of `/etc` a program may need, shown read-only if the host has them.
+const ETC: [&str; 12] = [
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/nsswitch.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/alternatives",
+];
+
+impl Sandbox {
+    /// Finds bwrap, prlimit, setpriv and env on `PATH` and checks that bwrap can build a
+    /// sandbox here, by running `true` confined as a job would be.
+    pub async fn detect(limits: Limits) -> Result<Sandbox, SandboxError> {
+        let find = |program: &'static str| which(OsStr::new(program)).map_err(|_| SandboxError::Missing { program });
+        let sandbox = Sandbox {
+            bwrap: find("bwrap")?,
+            prlimit: find("prlimit")?,
+            setpriv: find("setpriv")?,
+            env: find("env")?,
+            privileged: running_as_root(),
+            limits,
+        };
+        let probe = Confined {
+            argv: vec![sandbox.env.clone().into_os_string()],
+            env: Vec::new(),
+            mounts: Vec::new(),
+            cwd: PathBuf::from("/"),
+        };
+        let uid = JobUid { uid: NOBODY, gid: NOBODY };
+        let output = sandbox
+            .command(&probe, uid)?
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|e| SandboxError::Unusable { detail: e.to_string() })?;
+        if !output.status.success() {
+            let detail = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+            return Err(SandboxError::Unusable {
+                detail: if detail.is_empty() { output.status.to_string() } else { detail },
+            });
+        }
+        Ok(sandbox)
+    }
+
+    /// Whether jobs get their own uid (the service runs as root).
+    pub fn separate_uids(&self) -> bool {
+        self.privileged
+    }
+
+    /// The limits every job process gets.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The command that runs `part` confined, as `uid` when the service is root (ignored
+    /// otherwise). Its environment is exactly `part.env`.
+    pub fn command(&self, part: &Confined, uid: JobUid) -> Result<Command, SandboxError> {
+        let (program, args) = match part.argv.split_first() {
+            Some((program, args)) => (program, args),
+            None => {
+                return Err(SandboxError::Program {
+                    program: OsString::new(),
+                    source: std::io::Error::other("empty command"),
+                });
+            }
+        };
+        let program = which(program)?;
+        let limits = self.limits;
+        let mut command = Command::new(&self.prlimit);
+        command.env_clear().envs(part.env.iter().map(|(k, v)| (k, v)));
+        command.arg(format!("--nofile={0}:{0}", limits.open_files));
+        command.arg(format!("--data={0}:{0}", limits.memory_bytes));
+        command.arg(format!("--fsize={0}:{0}", limits.file_size_bytes));
+        command.arg("--core=0:0");
+        if self.privileged {
+            command.arg(format!("--nproc={0}:{0}", limits.processes));
+        }
+        command.arg("--").arg(&self.bwrap);
+        command.args(["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]);
+        command.args(["--new-session", "--die-with-parent"]);
+        if !self.privileged {
+            command.args(["--unshare-user", "--disable-userns"]);
+        }
+        command.args(["--ro-bind", "/usr", "/usr"]);
+        for dir in ROOT_DIRS {
+            match std::fs::read_link(dir) {
+                Ok(target) => {
+                    command.arg("--symlink").arg(target).arg(dir);
+                }
+                Err(_) if Path::new(dir).is_dir() => {
+                    command.args(["--ro-bind", dir, dir]);
+                }
+                Err(_) => {}
+            }
+        }
+        // bwrap (as root) makes missing parents 0700: make them 0755, so the job's uid can
+        // reach what is mounted below them.
+        let mut made = std::collections::BTreeSet::new();
+        for path in ETC.iter().map(Path::new).filter(|p| p.exists()) {
+            parents(&mut command, path, &mut made);
+            command.arg("--ro-bind").arg(path).arg(path);
+        }
+        command.args(["--proc", "/proc", "--dev", "/dev"]);
+        command.args(["--perms", "1777", "--size"]).arg(limits.tmp_bytes.to_string()).args(["--tmpfs", "/tmp"]);
+        // The program itself, where it lives outside what is shown already (a `svc` binary
+        // in a build directory, a Node.js outside `/usr`).
+        if !program.starts_with("/usr") {
+            parents(&mut command, &program, &mut made);
+            command.arg("--ro-bind").arg(&program).arg(&program);
+        }
+        for mount in &part.mounts {
+            parents(&mut command, &mount.inside, &mut made);
+            command.arg(if mount.writable { "--bind" } else { "--ro-bind" });
+            command.arg(&mount.host).arg(&mount.inside);
+        }
+        command.arg("--chdir").arg(&part.cwd);
+        if self.privileged {
+            // bwrap keeps only these two capabilities for setpriv, which gives them up with the
+            // switch to the job's uid.
+            command.args(["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]);
+            command.arg(&self.setpriv);
+            command.arg(format!("--reuid={}", uid.uid)).arg(format!("--regid={}", uid.gid));
+            command.args(["--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]);
+        }
+        command.arg("--").arg(&self.env).args(["-u", "PWD", "--"]).arg(&program).args(args);
+        Ok(command)
+    }
+}
+
+/// Adds `--dir` (0755) for each parent of `path` not made yet, outside `/usr`.
+fn parents(command: &mut Command, path: &Path, made: &mut std::collections::BTreeSet<PathBuf>) {
+    let mut chain: Vec<&Path> = path.ancestors().skip(1).take_while(|p| p.parent().is_some()).collect();
+    chain.reverse();
+    for dir in chain {
+        if !dir.starts_with("/usr") && made.insert(dir.to_owned()) {
+            command.args(["--perms", "0755", "--dir"]).arg(dir);
+        }
+    }
+}
+
+/// Whether the service runs as root (then jobs get their own uid).
+#[cfg(target_os = "linux")]
+fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Whether the service runs as root (bubblewrap, and so job confinement, is Linux only).
+#[cfg(not(target_os = "linux"))]
+fn running_as_root() -> bool {
+    false
+}
+
+/// `nobody`, for the availability check.
+const NOBODY: u32 = 65534;
+
+/// The absolute, canonical path of `program`: as given if it has a slash, else the first
+/// match on `PATH`.
+pub(super) fn which(program: &OsStr) -> Result<PathBuf, SandboxError> {
+    let err = |source| SandboxError::Program { program: program.to_owned(), source };
+    let path = Path::new(program);
+    if path.components().count() > 1 || path.is_absolute() {
+        return std::fs::canonicalize(path).map_err(err);
+    }
+    let search = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&search) {
+        let candidate = dir.join(path);
+        if candidate.is_file()
+            && let Ok(found) = std::fs::canonicalize(&candidate)
+        {
+            return Ok(found);
+        }
+    }
+    Err(err(std::io::Error::new(std::io::ErrorKind::NotFound, "not on PATH")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_found_on_path_and_made_canonical() {
+        let sh = which(OsStr::new("sh")).expect("sh is on PATH");
+        assert!(sh.is_absolute() && sh.is_file(), "{}", sh.display());
+        assert_eq!(sh, std::fs::canonicalize(&sh).expect("canonical"));
+        let missing = which(OsStr::new("no-such-program-anywhere")).expect_err("not found");
+        assert!(missing.to_string().contains("no-such-program-anywhere"), "{missing}");
+    }
+}
