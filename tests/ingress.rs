@@ -7,12 +7,14 @@ mod ingress {
     mod acme;
     mod catalog;
     mod client;
+    mod confinement;
     mod demo;
     mod deploy;
     mod pebble;
     mod process;
     mod renewal;
     mod standalone;
+    mod supervision;
 
     use std::net::SocketAddr;
     use std::path::PathBuf;

@@ -39,7 +39,7 @@ pub fn load_or_create_key(state_dir: &Path) -> Result<KeyPair, CertError> {
         let pem = std::fs::read_to_string(&path).map_err(|e| CertError::Io(format!("{}: {e}", path.display())))?;
         return KeyPair::from_pem(&pem).map_err(|e| CertError::Cert(e.to_string()));
     }
-    std::fs::create_dir_all(state_dir).map_err(|e| CertError::Io(format!("{}: {e}", state_dir.display())))?;
+    crate::files::create_private_dir(state_dir).map_err(|e| CertError::Io(format!("{}: {e}", state_dir.display())))?;
     let key = KeyPair::generate().map_err(|e| CertError::Cert(e.to_string()))?;
     crate::files::write_private(&path, key.serialize_pem().as_bytes())
         .map_err(|e| CertError::Io(format!("{}: {e}", path.display())))?;
@@ -147,7 +147,8 @@ fn csr(hostnames: &[String], key: &KeyPair) -> Result<rcgen::CertificateSigningR
 /// Writes the chain next to the key (`cert.pem`), for people and tools to inspect.
 pub fn save_chain(state_dir: &Path, chain_pem: &str) -> Result<PathBuf, CertError> {
     let path = state_dir.join("cert.pem");
-    std::fs::write(&path, chain_pem).map_err(|e| CertError::Io(format!("{}: {e}", path.display())))?;
+    crate::files::write_private(&path, chain_pem.as_bytes())
+        .map_err(|e| CertError::Io(format!("{}: {e}", path.display())))?;
     Ok(path)
 }
 

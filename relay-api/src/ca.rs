@@ -50,7 +50,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CaError + '_ {
 impl DevCa {
     /// Loads the CA from `dir`, or creates it there (the directory may hold other files).
     pub fn open(dir: &Path) -> Result<DevCa, CaError> {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        agent::files::create_private_dir(dir).map_err(io(dir))?;
         let cert_path = dir.join("ca.pem");
         let key_path = dir.join("ca-key.pem");
         let (key, cert_pem) = if cert_path.exists() && key_path.exists() {
@@ -70,7 +70,7 @@ impl DevCa {
             let cert = params.self_signed(&key)?;
             agent::files::write_private(&key_path, key.serialize_pem().as_bytes()).map_err(io(&key_path))?;
             // Written last: a present ca.pem means the CA is complete.
-            std::fs::write(&cert_path, cert.pem()).map_err(io(&cert_path))?;
+            agent::files::write_private(&cert_path, cert.pem().as_bytes()).map_err(io(&cert_path))?;
             (key, cert.pem())
         };
         let issuer = Issuer::from_ca_cert_pem(&cert_pem, key)?;

@@ -433,8 +433,8 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
     // Removed from the route (the gateway still routes it): the agent's next certificate no
     // longer names it.
     w.coordinator.set_routes(vec![w.route.clone()]);
-    let v =
-        validate_until(&validator, &target(CUSTOMER, &public()), REFRESH * 5, |v| code(v) == "certificate_invalid").await;
+    let v = validate_until(&validator, &target(CUSTOMER, &public()), REFRESH * 5, |v| code(v) == "certificate_invalid")
+        .await;
     assert_eq!(code(&v), "certificate_invalid", "{:?}", v.outcome);
     assert_eq!(w.saved_leaf().dns_names, [CANONICAL]);
 }

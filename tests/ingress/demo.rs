@@ -54,8 +54,8 @@ async fn the_demo_answers_https_through_the_gateway_with_the_jobs_own_key() {
     let agent: serde_json::Value =
         serde_json::from_slice(&std::fs::read(demo.job_dir().join("agent.json")).expect("agent.json"))
             .expect("agent.json is JSON");
-    let route_key = agent::challenge::RouteKey::from_text(agent["routeKey"].as_str().expect("routeKey"))
-        .expect("a route key");
+    let route_key =
+        agent::challenge::RouteKey::from_text(agent["routeKey"].as_str().expect("routeKey")).expect("a route key");
     let public = route_key.public_key();
     let challenge = demo.get("/.well-known/svc/challenge?nonce=abc").await;
     assert_eq!(challenge.status, 200, "{}", challenge.text());

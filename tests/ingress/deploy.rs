@@ -47,7 +47,7 @@ fn repo() -> PathBuf {
 }
 
 /// A copy of `examples/node-demo` (its server and its `ingress.json`) to deploy from.
-fn node_demo_project(dir: &Path) -> PathBuf {
+pub(super) fn node_demo_project(dir: &Path) -> PathBuf {
     let project = dir.join("node-demo");
     std::fs::create_dir_all(&project).expect("mkdir");
     for file in ["server.js", "ingress.json"] {
@@ -78,6 +78,11 @@ fn admin_with(data: &Path, what: &str, org: &str, extra: &[&str]) -> String {
 
 impl Relay {
     pub(super) async fn start(data: &Path, extra: &[String]) -> Relay {
+        Relay::start_with_env(data, extra, &[]).await
+    }
+
+    /// [`Relay::start`] with variables added to the coordinator's environment.
+    pub(super) async fn start_with_env(data: &Path, extra: &[String], env: &[(&str, &str)]) -> Relay {
         admin(data, "invite", "acme");
         let token = admin(data, "token", "acme");
         let mut command = Command::new(svc_binary());
@@ -86,6 +91,7 @@ impl Relay {
             .arg(data)
             .args(["--listen", "127.0.0.1:0", "--allow-private-targets", "--revalidate-secs", "2"])
             .args(extra)
+            .envs(env.iter().copied())
             .env("SVC_NODE", super::process::node());
         let mut proc = Proc::spawn("svc relay serve", command);
         let gateway =
@@ -106,11 +112,17 @@ impl Relay {
     }
 
     pub(super) async fn svc_as(&self, token: &str, args: &[&str]) -> (i32, String, String) {
+        self.svc_with_env(token, args, &[]).await
+    }
+
+    /// `svc ingress ARGS` as `token` with variables added to its environment (secrets).
+    pub(super) async fn svc_with_env(&self, token: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         let out = tokio::process::Command::new(svc_binary())
             .arg("ingress")
             .args(args)
             .args(["--relay", &self.api])
             .env("SVC_RELAY_TOKEN", token)
+            .envs(env.iter().copied())
             .output()
             .await
             .expect("svc ingress");
@@ -133,7 +145,7 @@ impl Relay {
     }
 
     /// Polls `status` until `pred` holds; returns the status and how long it took.
-    async fn wait_status(
+    pub(super) async fn wait_status(
         &self,
         project: &Path,
         limit: Duration,
@@ -157,15 +169,15 @@ impl Relay {
     }
 }
 
-fn state(status: &Value) -> &str {
+pub(super) fn state(status: &Value) -> &str {
     status["deployment"]["state"].as_str().unwrap_or("")
 }
 
-fn kinds(ledger: &Value) -> Vec<String> {
+pub(super) fn kinds(ledger: &Value) -> Vec<String> {
     ledger["entries"].as_array().expect("entries").iter().map(|e| e["kind"].as_str().unwrap_or("").to_owned()).collect()
 }
 
-fn hint_codes(value: &Value) -> Vec<String> {
+pub(super) fn hint_codes(value: &Value) -> Vec<String> {
     value.as_array().map_or_else(Vec::new, |h| h.iter().map(|h| h["code"].as_str().unwrap_or("").to_owned()).collect())
 }
 

@@ -30,16 +30,13 @@ fn storage(path: &Path) -> impl FnOnce(std::io::Error) -> CatalogError + '_ {
     move |e| CatalogError::Storage { path: path.display().to_string(), reason: e.to_string() }
 }
 
-/// Writes a file whole or not at all (a temporary file synced, then renamed over it).
-fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> Result<(), CatalogError> {
+/// Writes a file whole or not at all (a temporary file synced, then renamed over it), 0600
+/// like every file of the data directory.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CatalogError> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tmp");
     let tmp = path.with_file_name(name);
-    if private {
-        agent::files::write_private(&tmp, bytes).map_err(storage(&tmp))?;
-    } else {
-        std::fs::write(&tmp, bytes).map_err(storage(&tmp))?;
-    }
+    agent::files::write_private(&tmp, bytes).map_err(storage(&tmp))?;
     std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(storage(&tmp))?;
     std::fs::rename(&tmp, path).map_err(storage(path))
 }
@@ -62,7 +59,7 @@ struct Files {
 impl Files {
     fn new(data_dir: &Path) -> Result<Files, CatalogError> {
         let dir = data_dir.join(CATALOG_DIR);
-        std::fs::create_dir_all(&dir).map_err(storage(&dir))?;
+        agent::files::create_private_dir(&dir).map_err(storage(&dir))?;
         Ok(Files { dir })
     }
 
@@ -76,7 +73,7 @@ impl Files {
             return Ok(key);
         }
         let (key, pkcs8) = CatalogKey::generate()?;
-        write_atomic(&self.path(KEY_FILE), &pkcs8, true)?;
+        write_atomic(&self.path(KEY_FILE), &pkcs8)?;
         Ok(key)
     }
 
@@ -103,7 +100,7 @@ impl Files {
     }
 
     fn set_sequence(&self, sequence: u64) -> Result<(), CatalogError> {
-        write_atomic(&self.path(SEQUENCE_FILE), format!("{sequence}\n").as_bytes(), false)
+        write_atomic(&self.path(SEQUENCE_FILE), format!("{sequence}\n").as_bytes())
     }
 
     /// The latest rotation statement, if it is signed and names `key` as the new key (one
@@ -192,7 +189,7 @@ impl Publisher {
         let signed = SignedCatalog::sign(&catalog, &key, rotation)?;
         self.files.set_sequence(sequence)?;
         let json = serde_json::to_vec_pretty(&signed).map_err(|e| CatalogError::Malformed(e.to_string()))?;
-        write_atomic(&self.files.path(SIGNED_FILE), &json, false)?;
+        write_atomic(&self.files.path(SIGNED_FILE), &json)?;
         Ok(signed)
     }
 }
@@ -219,7 +216,7 @@ pub fn rotate_key(data_dir: &Path) -> Result<Rotation, CatalogError> {
     let json = serde_json::to_vec_pretty(&rotation).map_err(|e| CatalogError::Malformed(e.to_string()))?;
     // The statement first: a coordinator reading between the two writes ignores a statement
     // for a key not in place yet, and never sees the new key without its statement.
-    write_atomic(&files.path(ROTATION_FILE), &json, false)?;
-    write_atomic(&files.path(KEY_FILE), &pkcs8, true)?;
+    write_atomic(&files.path(ROTATION_FILE), &json)?;
+    write_atomic(&files.path(KEY_FILE), &pkcs8)?;
     Ok(rotation)
 }

@@ -77,8 +77,9 @@ impl DeploymentState {
             (PendingFunding, Provisioning) => true,
             (Provisioning, Validating | Failed | PendingFunding) => true,
             (Validating, Live | Failed | Provisioning | PendingFunding) => true,
-            (Live, Degraded | PendingFunding | Provisioning) => true,
-            (Degraded, Live | PendingFunding | Provisioning) => true,
+            // A job that keeps ending fails its deployment from any running state.
+            (Live, Degraded | PendingFunding | Provisioning | Failed) => true,
+            (Degraded, Live | PendingFunding | Provisioning | Failed) => true,
             _ => false,
         }
     }
@@ -124,5 +125,8 @@ mod tests {
             assert_eq!(s.may_become(Stopped), s != Stopped);
         }
         assert!(!Failed.may_become(Provisioning));
+        for running in [Validating, Live, Degraded] {
+            assert!(running.may_become(Failed), "a job that keeps ending fails from {running}");
+        }
     }
 }

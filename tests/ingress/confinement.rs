@@ -1,0 +1,252 @@
+//! Customer code is untrusted: a hostile tenant's app, deployed beside another tenant's job
+//! on one `svc relay serve`, tries every read the issue found open (other jobs' secrets and
+//! agent configuration, the store, the development CA's key, the catalog key, the
+//! coordinator's environment, other processes) and gets none. And every file the services
+//! keep is private.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use svc_e2e::service::{Server, TempDir};
+
+use super::client::get;
+use super::deploy::{Relay, admin, node_demo_project, state};
+
+/// A value of the coordinator's environment that must never reach a job.
+const MARKER: &str = "coordinator-environment-must-not-leak";
+
+/// The job directory beside a data directory.
+fn jobs_dir(data: &Path) -> PathBuf {
+    let mut jobs = data.as_os_str().to_owned();
+    jobs.push("-jobs");
+    PathBuf::from(jobs)
+}
+
+/// The hostile app's project: `tests/ingress/fixtures/hostile/server.js` with what to probe
+/// in its environment, and a secret of its own.
+fn hostile_project(dir: &Path, probe_paths: &[String], probe_pids: &[u32]) -> PathBuf {
+    let project = dir.join("hostile");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("ingress/fixtures/hostile/server.js");
+    std::fs::copy(fixture, project.join("server.js")).expect("copy the hostile app");
+    let file = json!({
+        "version": 1,
+        "name": "hostile",
+        "runtime": "node",
+        "app": {
+            "dir": ".",
+            "entrypoint": "server.js",
+            "port": 8080,
+            "healthPath": "/health",
+            "env": {"PROBE_PATHS": json!(probe_paths).to_string(), "PROBE_PIDS": json!(probe_pids).to_string()},
+            "secrets": {"HOSTILE_SECRET": {"fromEnv": "HOSTILE_SECRET_VALUE"}},
+        },
+        "spend": {"ceilingMicros": 5_000_000, "fundPeriods": 1},
+    });
+    let path = project.join("ingress.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&file).expect("json")).expect("write");
+    path
+}
+
+fn uid_of(pid: u32) -> u32 {
+    std::fs::metadata(format!("/proc/{pid}")).expect("the process").uid()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_job_reads_no_other_tenants_secrets_keys_store_or_environment() {
+    let dir = TempDir::new("hostile");
+    let data = dir.path().join("relay");
+    let relay =
+        Relay::start_with_env(&data, &["--public".into(), "127.0.0.1:0".into()], &[("SVC_TEST_MARKER", MARKER)]).await;
+
+    // Tenant A: the demo, with a secret.
+    let demo = node_demo_project(dir.path());
+    let mut demo_file: Value = serde_json::from_slice(&std::fs::read(&demo).expect("read")).expect("json");
+    demo_file["app"]["secrets"] = json!({"DEMO_SECRET": {"fromEnv": "DEMO_SECRET_VALUE"}});
+    std::fs::write(&demo, demo_file.to_string()).expect("write");
+    let demo_config = demo.to_string_lossy().into_owned();
+    let (code, out, err) = relay
+        .svc_with_env(&relay.token, &["deploy", "--config", &demo_config], &[("DEMO_SECRET_VALUE", "tenant-a-secret")])
+        .await;
+    assert_eq!(code, 0, "tenant A deploys: {err}\n{out}\n{}", relay.proc.output());
+    let a = relay.json(&["status", "--config", &demo_config]).await;
+    let a_id = a["deployment"]["id"].as_str().expect("an ID").to_owned();
+    let a_pids: Vec<u32> =
+        a["processes"].as_array().expect("pids").iter().filter_map(|p| p.as_u64()).map(|p| p as u32).collect();
+    assert_eq!(a_pids.len(), 2, "{a:#}");
+
+    // Tenant B: the hostile app, aimed at everything A and the service hold.
+    let jobs = jobs_dir(&data);
+    let catalog_key = std::fs::read_dir(data.join("catalog"))
+        .expect("the catalog directory")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains("key"))
+        .expect("the catalog's signing key");
+    let mut probes: Vec<String> = [
+        data.join("relay.sqlite3"),
+        data.join("relay.sqlite3-wal"),
+        data.join("ca-key.pem"),
+        catalog_key,
+        data.clone(),
+        data.join("deployments").join(&a_id).join("secrets.json"),
+        data.join("deployments").join(&a_id).join("app/server.js"),
+        jobs.join(&a_id).join("agent/agent.json"),
+        jobs.join(&a_id).join("agent/key.pem"),
+        jobs.clone(),
+        PathBuf::from(format!("/proc/{}/environ", relay.proc.pid())),
+        PathBuf::from(format!("/proc/{}/environ", a_pids[0])),
+        PathBuf::from(format!("/proc/{}/root", a_pids[0])),
+        PathBuf::from("/etc/shadow"),
+        PathBuf::from("/root"),
+        PathBuf::from("/home"),
+        PathBuf::from("/var"),
+        std::env::current_dir().expect("cwd"),
+    ]
+    .iter()
+    .map(|p| p.to_string_lossy().into_owned())
+    .collect();
+    probes.sort();
+    probes.dedup();
+    let pids = [relay.proc.pid(), a_pids[0], a_pids[1]];
+    let hostile = hostile_project(dir.path(), &probes, &pids);
+    let hostile_config = hostile.to_string_lossy().into_owned();
+    admin(&relay.data, "invite", "evil");
+    let evil = admin(&relay.data, "token", "evil");
+    let (code, out, err) = relay
+        .svc_with_env(&evil, &["deploy", "--config", &hostile_config], &[("HOSTILE_SECRET_VALUE", "its-own-secret")])
+        .await;
+    assert_eq!(code, 0, "tenant B deploys: {err}\n{out}\n{}", relay.proc.output());
+
+    let ca = data.join("ca.pem");
+    let host = "hostile-evil.localhost";
+    let answer = get(relay.public, host, &ca, "/report").await.expect("the report through the gateway");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let report = answer.json();
+
+    // No file or directory of the service or of tenant A: not even their names exist.
+    for (path, outcome) in report["paths"].as_object().expect("paths") {
+        assert_ne!(outcome, "read", "the hostile job read {path}: {report:#}");
+    }
+    assert_eq!(report["paths"].as_object().map(|p| p.len()), Some(probes.len()));
+    // `../../..` from its working directory is its own root, which holds only the system's
+    // read-only parts, its app and its private /tmp.
+    let allowed: BTreeSet<&str> =
+        ["app", "bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr"].into();
+    for listing in ["root", "up"] {
+        for entry in report[listing].as_array().expect("a listing") {
+            let entry = entry.as_str().unwrap_or("");
+            assert!(allowed.contains(entry), "{listing} shows {entry:?}: {report:#}");
+        }
+    }
+    assert_eq!(report["cwd"], "/app");
+    // Its environment is exactly what it was given: no variable of the coordinator's.
+    let env: BTreeSet<&str> = report["env"].as_object().expect("env").keys().map(String::as_str).collect();
+    assert_eq!(env, ["HOSTILE_SECRET", "PORT", "PROBE_PATHS", "PROBE_PIDS"].into(), "{report:#}");
+    assert_eq!(report["env"]["HOSTILE_SECRET"], "its-own-secret");
+    assert!(!answer.text().contains(MARKER) && !answer.text().contains("tenant-a-secret"), "{report:#}");
+    // Other processes do not exist for it; it sees its own PID namespace only.
+    for pid in pids {
+        assert_eq!(report["signals"][pid.to_string()], "ESRCH", "pid {pid}: {report:#}");
+    }
+    assert!(report["processes"].as_u64() <= Some(3), "its own processes only: {report:#}");
+    // Limits on memory, processes and open files.
+    let limits = report["limits"].as_str().expect("limits");
+    let limit = |name: &str| {
+        limits
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l[name.len()..].split_whitespace().next())
+            .unwrap_or_else(|| panic!("{name} in {limits}"))
+            .to_owned()
+    };
+    assert_eq!(limit("Max data size"), (512u64 * 1024 * 1024).to_string());
+    assert_eq!(limit("Max open files"), "4096");
+    assert_eq!(limit("Max core file size"), "0");
+    // Under a root service each job runs as its own unprivileged user.
+    let uid = report["uid"].as_u64().expect("uid") as u32;
+    if uid_of(std::process::id()) == 0 {
+        assert_ne!(uid, 0, "not root");
+        assert_ne!(uid, uid_of(a_pids[0]), "not tenant A's user");
+        assert!(uid_of(a_pids[0]) != 0, "tenant A's app is not root either");
+        assert_eq!(limit("Max processes"), "256");
+    }
+
+    // Tenant A is still served, and its secret stayed its own.
+    let a = relay.json(&["status", "--config", &demo_config]).await;
+    assert_eq!(state(&a), "live", "{a:#}");
+}
+
+/// Every directory 0700 and every file 0600 under `root`.
+fn assert_private(root: &Path) -> usize {
+    let mut seen = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mode = meta.permissions().mode() & 0o777;
+        if meta.is_dir() {
+            assert_eq!(mode, 0o700, "{} is {mode:o}", path.display());
+            stack.extend(std::fs::read_dir(&path).expect("read").flatten().map(|e| e.path()));
+        } else {
+            assert_eq!(mode, 0o600, "{} is {mode:o}", path.display());
+        }
+        seen += 1;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stores_and_data_directories_are_private_never_0644() {
+    let dir = TempDir::new("modes");
+    let data = dir.path().join("relay");
+    let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
+    let demo = node_demo_project(dir.path());
+    let config = demo.to_string_lossy().into_owned();
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}");
+    // The agent's key and certificate are in place once the route is live.
+    let seen = assert_private(&data) + assert_private(&jobs_dir(&data));
+    assert!(seen > 15, "the store, CA, catalog, deployment and agent files: {seen}");
+    drop(relay);
+
+    let publication = dir.path().join("svc");
+    let server = Server::start(&publication, &[]);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(publication.join("svc.sqlite3").is_file());
+    assert_private(&publication);
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_relay_store_holds_no_route_credential_or_route_key_in_clear() {
+    let dir = TempDir::new("at-rest");
+    let data = dir.path().join("relay");
+    let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
+    let demo = node_demo_project(dir.path());
+    let config = demo.to_string_lossy().into_owned();
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}");
+    let status = relay.json(&["status", "--config", &config]).await;
+    let id = status["deployment"]["id"].as_str().expect("an ID");
+    let agent: Value =
+        serde_json::from_slice(&std::fs::read(jobs_dir(&data).join(id).join("agent/agent.json")).expect("agent.json"))
+            .expect("JSON");
+    let credential = agent["credential"].as_str().expect("a credential");
+    let route_key = agent["routeKey"].as_str().expect("a route key");
+    assert!(credential.len() >= 32 && route_key.len() >= 32);
+    let mut store = Vec::new();
+    for name in ["relay.sqlite3", "relay.sqlite3-wal"] {
+        store.extend(std::fs::read(data.join(name)).unwrap_or_default());
+    }
+    assert!(store.len() > 4096, "the store was read");
+    let holds = |needle: &str| store.windows(needle.len()).any(|w| w == needle.as_bytes());
+    assert!(!holds(credential), "the tunnel credential is in the store in clear");
+    assert!(!holds(route_key), "the route key is in the store in clear");
+    let hash = agent::wire::sha256_hex(credential.as_bytes());
+    assert!(holds(&hash), "the store keeps the credential's hash (what the gateway checks)");
+    let public = agent::challenge::RouteKey::from_text(route_key).expect("a key").public_key();
+    assert!(holds(&public), "and the route key's public half (what the challenge verifies with)");
+}

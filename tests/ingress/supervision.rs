@@ -1,0 +1,113 @@
+//! Dead jobs are noticed: a job whose app or agent exits is seen within 2 s, logged with its
+//! exit status, restarted with backoff, and after too many restarts failed with a
+//! `job_exited` hint; the time without a serving job is refundable downtime. No zombie is
+//! left behind.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use svc_e2e::service::TempDir;
+
+use super::deploy::{Relay, hint_codes, node_demo_project, state};
+use super::process::signal;
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+fn pids(status: &Value) -> (u32, u32) {
+    let pids: Vec<u32> =
+        status["processes"].as_array().expect("pids").iter().filter_map(|p| p.as_u64()).map(|p| p as u32).collect();
+    match pids[..] {
+        [app, agent] => (app, agent),
+        _ => panic!("app and agent pids in {status:#}"),
+    }
+}
+
+/// The newest transition to `to` after `since` (Unix ms): its time and reason.
+fn transition_after(status: &Value, to: &str, since: i64) -> Option<(i64, String)> {
+    status["transitions"].as_array()?.iter().rev().find_map(|t| {
+        let at = t["at"].as_i64()?;
+        (t["to"] == to && at >= since).then(|| (at, t["reason"].as_str().unwrap_or("").to_owned()))
+    })
+}
+
+/// Child processes of `pid` that are zombies (exited, never waited for).
+fn zombies_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, r)| r).split_whitespace().collect();
+                fields.first() == Some(&"Z") && fields.get(1).and_then(|p| p.parse().ok()) == Some(pid)
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_whose_app_or_agent_exits_is_restarted_then_failed_with_job_exited() {
+    let dir = TempDir::new("dead-jobs");
+    let data = dir.path().join("relay");
+    let extra: Vec<String> = ["--public", "127.0.0.1:0", "--max-restarts", "2", "--downtime-tolerance-bps", "0"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let relay = Relay::start(&data, &extra).await;
+    let demo = node_demo_project(dir.path());
+    let config = demo.to_string_lossy().into_owned();
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}");
+    let project = demo.clone();
+    let mut status = relay.json(&["status", "--config", &config]).await;
+
+    // The app, then the agent, dies: each seen within 2 s, logged, restarted, live again.
+    for (n, part) in [(1, "app"), (2, "agent")] {
+        let (app, agent) = pids(&status);
+        let victim = if part == "app" { app } else { agent };
+        let killed_at = now_ms();
+        signal(victim, "KILL");
+        let (seen, _) = relay
+            .wait_status(&project, Duration::from_secs(10), "the restart", |s| {
+                transition_after(s, "provisioning", killed_at).is_some()
+            })
+            .await;
+        let (at, reason) = transition_after(&seen, "provisioning", killed_at).expect("a restart");
+        assert!(at - killed_at <= 2_000, "the {part}'s death was seen after {} ms", at - killed_at);
+        assert!(reason.contains(&format!("the {part} was killed by signal 9")), "{reason}");
+        assert!(reason.contains(&format!("restart {n} of 2")), "{reason}");
+        let (live, _) =
+            relay.wait_status(&project, Duration::from_secs(40), "live again", |s| state(s) == "live").await;
+        let (new_app, new_agent) = pids(&live);
+        assert!(new_app != app && new_agent != agent, "a new job: {live:#}");
+        assert!(!std::path::Path::new(&format!("/proc/{victim}")).exists(), "pid {victim} is gone, not a zombie");
+        assert_eq!(zombies_of(relay.proc.pid()), Vec::<u32>::new(), "the coordinator reaps its children");
+        status = live;
+    }
+    let (code, logs, err) = relay.svc(&["logs", "--config", &config]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(logs.contains("the app was killed by signal 9"), "{logs}");
+    assert!(logs.contains("the agent was killed by signal 9"), "{logs}");
+
+    // A third death within the window: no more restarts, a `job_exited` hint.
+    let (app, _) = pids(&status);
+    let killed_at = now_ms();
+    signal(app, "KILL");
+    let (failed, _) = relay.wait_status(&project, Duration::from_secs(10), "failed", |s| state(s) == "failed").await;
+    let (at, reason) = transition_after(&failed, "failed", killed_at).expect("the failure");
+    assert!(at - killed_at <= 2_000, "seen after {} ms", at - killed_at);
+    assert!(reason.contains("the app was killed by signal 9") && reason.contains("2 restarts"), "{reason}");
+    assert_eq!(failed["deployment"]["failureCode"], "job_exited", "{failed:#}");
+    assert_eq!(hint_codes(&failed["hints"]), ["job_exited"], "{failed:#}");
+    assert_eq!(failed["processes"], serde_json::json!([]), "no job runs: {failed:#}");
+
+    // The time without a serving job is downtime, and refundable once the deployment stops.
+    let stopped = relay.json(&["stop", "--config", &config]).await;
+    assert_eq!(stopped["state"], "stopped");
+    let sessions = relay.json(&["sessions", "--config", &config]).await;
+    let first = &sessions["sessions"][0];
+    assert!(first["unservedMs"].as_u64() > Some(0), "the restarts are downtime: {sessions:#}");
+    assert!(first["refundableMicros"].as_u64() > Some(0), "{sessions:#}");
+}
