@@ -38,6 +38,18 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     };
     config.catalog_validity = Duration::from_secs(args.catalog_validity_secs.max(1));
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
+    config.api_http = args.listener.settings();
+    // The relay's development CA lives in its data directory (it also signs the agents').
+    match crate::tls::server_tls(&args.listener, &args.data_dir, args.listen) {
+        Ok(tls) => {
+            if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {
+                println!("svc relay: API over HTTPS with a development certificate; clients trust {}", ca.display());
+            }
+            config.api_tls = tls.map(|t| t.tls);
+        }
+        Err(e) => return fail(&e),
+    }
+    let scheme = if config.api_tls.is_some() { "https" } else { "http" };
     if let Some(directory_url) = &args.acme_directory {
         let Some(roots) = args.acme_roots.clone() else {
             return fail(
@@ -63,7 +75,7 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
                 "svc relay: gateway public {} tunnel {} metrics http://{}/metrics",
                 started.gateway.public, started.gateway.tunnel, started.gateway.admin
             );
-            println!("ready http://{}", started.api);
+            println!("ready {scheme}://{}", started.api);
         },
         shutdown_signal(),
     ));
