@@ -9,6 +9,7 @@ mod ingress {
     mod client;
     mod demo;
     mod deploy;
+    mod listener;
     mod pebble;
     mod process;
     mod renewal;

@@ -206,8 +206,9 @@ impl Client {
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| self.unreachable(e.to_string()))?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+            .await
+            .map_err(|e| self.unreachable(e.to_string()))?;
         tokio::spawn(connection);
         let response = sender.send_request(request).await.map_err(|e| self.unreachable(e.to_string()))?;
         let status = response.status().as_u16();
@@ -266,10 +267,14 @@ mod tests {
     #[test]
     fn a_token_goes_over_plain_http_only_to_loopback() {
         let token = || Some("svc_secret".to_owned());
-        for loopback in ["http://127.0.0.1:8080", "http://127.3.2.1", "http://[::1]:80", "http://localhost:1", "http://LOCALHOST"] {
+        for loopback in
+            ["http://127.0.0.1:8080", "http://127.3.2.1", "http://[::1]:80", "http://localhost:1", "http://LOCALHOST"]
+        {
             assert!(Client::new(loopback, token(), None).is_ok(), "{loopback}");
         }
-        for remote in ["http://192.0.2.7:8080", "http://svc.example.com", "http://[2001:db8::1]", "http://localhost.example"] {
+        for remote in
+            ["http://192.0.2.7:8080", "http://svc.example.com", "http://[2001:db8::1]", "http://localhost.example"]
+        {
             let refused = Client::new(remote, token(), None).expect_err(remote);
             assert!(matches!(refused, ClientError::TokenInClear(_)), "{remote}");
             assert!(refused.to_string().contains("use https://"), "{refused}");

@@ -20,8 +20,9 @@ mod tls;
 
 pub use args::{
     AdminCommand, AgentCommand, AppCommand, CatalogCommand, CatalogTarget, Cli, Command, FactArgs, GatewayCommand,
-    HostnameCommand, IngressCommand, ManifestCommand, OutputFormat, PinsCommand, PolicyCommand, ProjectTarget,
-    ListenerArgs, RelayAdminCommand, RelayCommand, RelayServeArgs, RelayTarget, Remote, SchemaVersion, ServeArgs, Trust,
+    HostnameCommand, IngressCommand, ListenerArgs, ManifestCommand, OutputFormat, PinsCommand, PolicyCommand,
+    ProjectTarget, RelayAdminCommand, RelayCommand, RelayServeArgs, RelayTarget, Remote, SchemaVersion, ServeArgs,
+    Trust,
 };
 
 use std::process::ExitCode;

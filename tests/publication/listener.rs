@@ -71,7 +71,9 @@ fn thousand_half_sent_requests_do_not_starve_a_real_client() {
     std::thread::sleep(Duration::from_secs(2));
     let used = cpu_ticks(server.pid()) - before;
     assert!(used * 4 < ticks * 2, "{used} ticks of CPU in 2 s at the cap ({ticks} per second)");
-    eprintln!("a real client served in {took:?} past 1,100 half-sent requests; {used} CPU ticks ({ticks}/s) in 2 s at the cap");
+    eprintln!(
+        "a real client served in {took:?} past 1,100 half-sent requests; {used} CPU ticks ({ticks}/s) in 2 s at the cap"
+    );
     // And it still answers.
     let started = Instant::now();
     assert_eq!(server.request("GET", "/api/capabilities", Some(&token), None).status, 200);

@@ -85,7 +85,10 @@ fn the_cli_refuses_a_token_over_plain_http_to_a_non_loopback_address() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("refusing to send the token") && stderr.contains("use https://"), "{stderr}");
-    let relay = svc(&["ingress", "status", "--project", "p", "--relay", "http://192.0.2.1:7300"], &[("SVC_RELAY_TOKEN", "rly_x")]);
+    let relay = svc(
+        &["ingress", "status", "--project", "p", "--relay", "http://192.0.2.1:7300"],
+        &[("SVC_RELAY_TOKEN", "rly_x")],
+    );
     assert_eq!(relay.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&relay.stderr).contains("refusing to send the token"));
 }
