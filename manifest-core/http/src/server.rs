@@ -258,7 +258,10 @@ where
         hyper::service::service_fn(move |request| handle(request, conn.clone(), shared.clone()))
     };
     let io = TokioIo::new(crate::conn::TrackedIo::new(io, conn.clone()));
-    let mut serving = pin!(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
+    // No hyper timer: the deadlines are the connection's own (see the module's doc).
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.header_read_timeout(None);
+    let mut serving = pin!(http.serve_connection(io, service));
     let mut draining = false;
     loop {
         if conn.is_evicted() {
