@@ -89,7 +89,7 @@ const MIN_RESERVE: u64 = 64;
 /// (`RLIMIT_NOFILE`, its soft value): `max_connections`, or the limit less a reserve of a
 /// quarter (at least 64) if that is lower. `Err(needed)` when the limit leaves no room: the
 /// limit to raise it to.
-pub fn connection_cap(max_connections: usize) -> Result<usize, u64> {
+pub(crate) fn connection_cap(max_connections: usize) -> Result<usize, u64> {
     match open_file_limit() {
         None => Ok(max_connections),
         Some(limit) => cap_under(max_connections, limit),
