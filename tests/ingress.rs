@@ -10,6 +10,8 @@ mod ingress {
     mod confinement;
     mod demo;
     mod deploy;
+    mod deploy_refusals;
+    mod listener;
     mod pebble;
     mod process;
     mod renewal;

@@ -6,8 +6,10 @@ mod publication {
     mod capabilities;
     mod cli;
     mod durability;
+    mod listener;
     mod routes;
     mod semantics;
+    mod tls;
 
     use serde_json::{Value, json};
     use svc_e2e::service::{Server, TempDir, accept_build, admin, fixtures, token};

@@ -228,6 +228,9 @@ pub struct RelayTarget {
     /// The relay coordinator's base URL.
     #[arg(long, value_name = "URL", env = "SVC_RELAY", default_value = "http://127.0.0.1:7300")]
     pub relay: String,
+    /// Which CA to trust for an https:// server.
+    #[command(flatten)]
+    pub trust: Trust,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
@@ -259,6 +262,9 @@ pub struct CatalogTarget {
     /// The relay coordinator's base URL (also the pin's name).
     #[arg(long, value_name = "URL", env = "SVC_RELAY", default_value = "http://127.0.0.1:7300")]
     pub relay: String,
+    /// Which CA to trust for an https:// server.
+    #[command(flatten)]
+    pub trust: Trust,
     /// The key the relay's operator gave you (`ed25519:...`): it replaces the pinned key
     /// (the last sequence seen is kept).
     #[arg(long, value_name = "ed25519:KEY")]
@@ -313,6 +319,9 @@ pub struct ProjectTarget {
     /// The relay coordinator's base URL.
     #[arg(long, value_name = "URL", env = "SVC_RELAY", default_value = "http://127.0.0.1:7300")]
     pub relay: String,
+    /// Which CA to trust for an https:// server.
+    #[command(flatten)]
+    pub trust: Trust,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
@@ -463,6 +472,9 @@ pub struct RelayServeArgs {
     /// Open files of each job process (RLIMIT_NOFILE).
     #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     pub job_open_files: u64,
+    /// The relay API's TLS, timeouts and connection cap.
+    #[command(flatten)]
+    pub listener: ListenerArgs,
 }
 
 /// `svc gateway run`
@@ -492,12 +504,74 @@ pub enum AgentCommand {
 /// the user config directory: `{"server": "http://...", "token": "svc_..."}`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Remote {
-    /// The service's base URL, such as `http://127.0.0.1:8080`.
+    /// The service's base URL, such as `http://127.0.0.1:8080` or `https://svc.example.com`.
     #[arg(long, value_name = "URL", env = "SVC_SERVER")]
     pub server: Option<String>,
+    /// Which CA to trust for an https:// server.
+    #[command(flatten)]
+    pub trust: Trust,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+}
+
+/// Which certificates an https:// server may present: those chaining to the CAs in `--ca`
+/// (or `SVC_CA`) if given, else to the system's roots. Plain http:// carries a token only to
+/// loopback (127.0.0.0/8, ::1, `localhost`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Trust {
+    /// Trust the CA certificates in this PEM file (instead of the system's roots) for an
+    /// https:// server, such as the development CA's `ca.pem`.
+    #[arg(long, value_name = "FILE", env = "SVC_CA")]
+    pub ca: Option<PathBuf>,
+}
+
+/// The listener of `svc serve` and `svc relay serve`: TLS, timeouts and the connection cap.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListenerArgs {
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key. Without TLS
+    /// the listen address must be loopback.
+    #[arg(long, value_name = "FILE", requires = "tls_key", conflicts_with = "dev_tls")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve HTTPS with a certificate from the development CA in the data directory (for
+    /// localhost, 127.0.0.1, ::1 and the listen address); clients pass its `ca.pem` (printed
+    /// at start) with --ca.
+    #[arg(long)]
+    pub dev_tls: bool,
+    /// Seconds a client has to send a complete request head (the TLS handshake included).
+    #[arg(long, value_name = "SECS", default_value_t = svc_http::Settings::DEFAULT.header_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout_secs: u64,
+    /// Seconds a request's body has to arrive whole after its head (else 408).
+    #[arg(long, value_name = "SECS", default_value_t = svc_http::Settings::DEFAULT.body_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout_secs: u64,
+    /// Seconds a kept-alive connection may wait for its next request.
+    #[arg(long, value_name = "SECS", default_value_t = svc_http::Settings::DEFAULT.idle_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub idle_timeout_secs: u64,
+    /// Open connections at most (lowered to fit the open-file limit); at the cap the oldest
+    /// connection without a complete request is closed to make room.
+    #[arg(long, value_name = "N", default_value_t = svc_http::Settings::DEFAULT.max_connections as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+}
+
+impl ListenerArgs {
+    /// The listener's settings.
+    pub fn settings(&self) -> svc_http::Settings {
+        use std::time::Duration;
+        svc_http::Settings {
+            header_timeout: Duration::from_secs(self.header_timeout_secs),
+            body_timeout: Duration::from_secs(self.body_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+            ..svc_http::Settings::DEFAULT
+        }
+    }
 }
 
 /// `svc policy ...`
@@ -586,6 +660,9 @@ pub struct ServeArgs {
     /// For crash tests only: abort at this point of a publication.
     #[arg(long, hide = true, value_parser = ["after-version-insert"])]
     pub inject_fault: Option<String>,
+    /// TLS, timeouts and the connection cap.
+    #[command(flatten)]
+    pub listener: ListenerArgs,
 }
 
 /// `svc admin ...`: each takes the service's data directory.
@@ -877,6 +954,9 @@ pub enum ManifestCommand {
         /// Fetch it from this service instead (cached by digest; `SVC_SERVER` also works).
         #[arg(long, value_name = "URL")]
         server: Option<String>,
+        /// Which CA to trust for an https:// server.
+        #[command(flatten)]
+        trust: Trust,
     },
     /// Print the effective Policy V4 of a V4 manifest, and nothing else.
     Policy {

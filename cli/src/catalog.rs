@@ -137,7 +137,8 @@ fn obtain(t: &CatalogTarget) -> Result<Result<SignedCatalog, CatalogError>, Exit
             "no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`), or check a saved catalog with --file",
         )
     })?;
-    let client = Client::new(&t.relay, Some(token)).map_err(|e| fail(EXIT_USAGE, &e.to_string()))?;
+    let client =
+        Client::new(&t.relay, Some(token), t.trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, &e.to_string()))?;
     let response =
         client.send(Method::GET, "/api/ingress/catalog", None, &[]).map_err(|e| fail(EXIT_REFUSED, &e.to_string()))?;
     if !(200..300).contains(&response.status) {

@@ -20,7 +20,7 @@ use relay_api::coordinator::state::DeploymentState;
 use relay_api::hint::Hint;
 use relay_api::project::Project;
 
-use crate::args::{HostnameCommand, OutputFormat, ProjectTarget};
+use crate::args::{HostnameCommand, OutputFormat, ProjectTarget, Trust};
 use crate::client::{Client, Response};
 
 const EXIT_FAILED: u8 = 1;
@@ -61,14 +61,14 @@ pub(crate) fn target(t: &ProjectTarget) -> Result<(Client, String), ExitCode> {
         Some(name) => name.clone(),
         None => load(&t.config)?.project.name,
     };
-    Ok((client(&t.relay)?, name))
+    Ok((client(&t.relay, &t.trust)?, name))
 }
 
-pub(crate) fn client(relay: &str) -> Result<Client, ExitCode> {
+pub(crate) fn client(relay: &str, trust: &Trust) -> Result<Client, ExitCode> {
     let token = std::env::var("SVC_RELAY_TOKEN").ok().filter(|t| !t.is_empty()).ok_or_else(|| {
         fail(EXIT_USAGE, "no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`)")
     })?;
-    Client::new(relay, Some(token)).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
+    Client::new(relay, Some(token), trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
 }
 
 /// Sends a request; a non-2xx answer becomes the exit code after printing the error.
@@ -193,7 +193,7 @@ fn say(t: &ProjectTarget, line: &str) {
 
 fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -> Result<ExitCode, ExitCode> {
     let loaded = load(&t.config)?;
-    let client = client(&t.relay)?;
+    let client = client(&t.relay, &t.trust)?;
     let project = &loaded.project;
     let app_dir = loaded.dir.join(&project.app.dir);
     let files = bundle(&app_dir).map_err(|e| fail(EXIT_USAGE, &e))?;

@@ -81,7 +81,7 @@ fn print_rewards(r: &RewardsSummary) {
 /// `svc ingress rewards`
 pub(crate) fn rewards(t: &RelayTarget) -> ExitCode {
     let run = || -> Result<(), ExitCode> {
-        let client = client(&t.relay)?;
+        let client = client(&t.relay, &t.trust)?;
         let r: RewardsSummary = call(&client, Method::GET, "/api/ingress/rewards", None)?;
         if t.format == OutputFormat::Json {
             print_json(&r);
@@ -96,7 +96,7 @@ pub(crate) fn rewards(t: &RelayTarget) -> ExitCode {
 /// `svc ingress claim`
 pub(crate) fn claim(t: &RelayTarget) -> ExitCode {
     let run = || -> Result<(), ExitCode> {
-        let client = client(&t.relay)?;
+        let client = client(&t.relay, &t.trust)?;
         let r: ClaimResponse = call(&client, Method::POST, "/api/ingress/rewards/claim", None)?;
         if t.format == OutputFormat::Json {
             print_json(&r);

@@ -16,11 +16,13 @@ mod manifest;
 mod relay;
 mod remote;
 mod serve;
+mod tls;
 
 pub use args::{
     AdminCommand, AgentCommand, AppCommand, CatalogCommand, CatalogTarget, Cli, Command, FactArgs, GatewayCommand,
-    HostnameCommand, IngressCommand, ManifestCommand, OutputFormat, PinsCommand, PolicyCommand, ProjectTarget,
-    RelayAdminCommand, RelayCommand, RelayServeArgs, RelayTarget, Remote, SchemaVersion, ServeArgs,
+    HostnameCommand, IngressCommand, ListenerArgs, ManifestCommand, OutputFormat, PinsCommand, PolicyCommand,
+    ProjectTarget, RelayAdminCommand, RelayCommand, RelayServeArgs, RelayTarget, Remote, SchemaVersion, ServeArgs,
+    Trust,
 };
 
 use std::process::ExitCode;
@@ -30,9 +32,9 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Manifest { command } => match command {
             ManifestCommand::Validate { file, format } => manifest::validate(&file, format),
-            ManifestCommand::Schema { version, server: None } => manifest::schema(version),
-            ManifestCommand::Schema { version, server: Some(server) } => {
-                remote::schema(manifest::schema_kind(version), Some(&server))
+            ManifestCommand::Schema { version, server: None, .. } => manifest::schema(version),
+            ManifestCommand::Schema { version, server: Some(server), trust } => {
+                remote::schema(manifest::schema_kind(version), Some(&server), &trust)
             }
             ManifestCommand::Policy { file, facts } => manifest::policy(&file, &facts),
             ManifestCommand::Digest { file, facts } => manifest::digest(&file, &facts),

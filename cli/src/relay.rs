@@ -45,6 +45,18 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     config.job_limits.memory_bytes = args.job_memory_mib.saturating_mul(1024 * 1024);
     config.job_limits.processes = args.job_processes;
     config.job_limits.open_files = args.job_open_files;
+    config.api_http = args.listener.settings();
+    // The relay's development CA lives in its data directory (it also signs the agents').
+    match crate::tls::server_tls(&args.listener, &args.data_dir, args.listen) {
+        Ok(tls) => {
+            if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {
+                println!("svc relay: API over HTTPS with a development certificate; clients trust {}", ca.display());
+            }
+            config.api_tls = tls.map(|t| t.tls);
+        }
+        Err(e) => return fail(&e),
+    }
+    let scheme = if config.api_tls.is_some() { "https" } else { "http" };
     if let Some(directory_url) = &args.acme_directory {
         let Some(roots) = args.acme_roots.clone() else {
             return fail(
@@ -70,7 +82,7 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
                 "svc relay: gateway public {} tunnel {} metrics http://{}/metrics",
                 started.gateway.public, started.gateway.tunnel, started.gateway.admin
             );
-            println!("ready http://{}", started.api);
+            println!("ready {scheme}://{}", started.api);
         },
         shutdown_signal(),
     ));

@@ -11,7 +11,7 @@ use hyper::Method;
 use manifest_core::{SchemaKind, render_text, sha256, validate};
 use serde_json::{Value, json};
 
-use crate::args::{OutputFormat, Remote};
+use crate::args::{OutputFormat, Remote, Trust};
 use crate::client::{Client, Response};
 
 const EXIT_REFUSED: u8 = 1;
@@ -34,7 +34,7 @@ fn config_value(key: &str) -> Option<String> {
 
 /// The client for `remote`: server from the flag or `SVC_SERVER` or the config file; token
 /// from `SVC_TOKEN` or the config file.
-fn client(remote_server: Option<&str>, with_token: bool) -> Result<Client, ExitCode> {
+fn client(remote_server: Option<&str>, trust: &Trust, with_token: bool) -> Result<Client, ExitCode> {
     let server = remote_server.map(str::to_owned).or_else(|| config_value("server")).ok_or_else(|| {
         fail(EXIT_USAGE, "no service given: pass --server URL, set SVC_SERVER, or put \"server\" in the config file")
     })?;
@@ -46,7 +46,7 @@ fn client(remote_server: Option<&str>, with_token: bool) -> Result<Client, ExitC
     } else {
         None
     };
-    Client::new(&server, token).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
+    Client::new(&server, token, trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
 }
 
 fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, ExitCode> {
@@ -115,7 +115,7 @@ pub(crate) fn publish(args: &Publish<'_>) -> ExitCode {
         eprint!("{}", render_text(&report, &args.file.display().to_string(), &bytes));
         return fail(EXIT_REFUSED, "the manifest is invalid; nothing was sent");
     }
-    let client = match client(args.remote.server.as_deref(), true) {
+    let client = match client(args.remote.server.as_deref(), &args.remote.trust, true) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -168,7 +168,7 @@ pub(crate) fn publish(args: &Publish<'_>) -> ExitCode {
 
 /// `svc app create ID`
 pub(crate) fn app_create(id: &str, remote: &Remote) -> ExitCode {
-    let response = match client(remote.server.as_deref(), true)
+    let response = match client(remote.server.as_deref(), &remote.trust, true)
         .and_then(|c| send(&c, Method::POST, "/api/applications", Some(json!({ "applicationId": id }))))
     {
         Ok(r) => r,
@@ -254,15 +254,15 @@ pub(crate) fn app_activity(id: &str, remote: &Remote) -> ExitCode {
 }
 
 fn get(path: &str, remote: &Remote, text: impl FnOnce(&Value) -> String) -> ExitCode {
-    match client(remote.server.as_deref(), true).and_then(|c| send(&c, Method::GET, path, None)) {
+    match client(remote.server.as_deref(), &remote.trust, true).and_then(|c| send(&c, Method::GET, path, None)) {
         Ok(r) => finish(&r, remote.format, text),
         Err(code) => code,
     }
 }
 
 /// `svc manifest schema --version V --server URL`: the service's schema bytes.
-pub(crate) fn schema(kind: SchemaKind, server: Option<&str>) -> ExitCode {
-    let client = match client(server, false) {
+pub(crate) fn schema(kind: SchemaKind, server: Option<&str>, trust: &Trust) -> ExitCode {
+    let client = match client(server, trust, false) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -11,6 +11,22 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     let mut config = ServiceConfig::new(args.listen, args.data_dir.clone());
     config.schema_pairs = SchemaPairs::parse(&args.schema_pairs).unwrap_or_default();
     config.fault = args.inject_fault.as_ref().map(|_| FaultPoint::AfterVersionInsert);
+    config.http = args.listener.settings();
+    match crate::tls::server_tls(&args.listener, &args.data_dir.join("dev-ca"), args.listen) {
+        Ok(tls) => {
+            if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {
+                eprintln!(
+                    "svc serve: HTTPS with a development certificate; clients trust {} (--ca FILE or SVC_CA)",
+                    ca.display()
+                );
+            }
+            config.tls = tls.map(|t| t.tls);
+        }
+        Err(e) => {
+            eprintln!("svc serve: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -19,8 +35,12 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
         }
     };
     let data_dir = args.data_dir.display().to_string();
-    let result = runtime.block_on(run_service(config, |addr| {
-        eprintln!("svc serve: listening on http://{addr} (data directory {data_dir})");
+    let result = runtime.block_on(run_service(config, |server| {
+        eprintln!(
+            "svc serve: listening on {} (data directory {data_dir}; at most {} connections)",
+            server.url(),
+            server.connection_cap()
+        );
     }));
     match result {
         Ok(()) => {

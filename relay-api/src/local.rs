@@ -51,6 +51,12 @@ struct RouteAnswer<'a> {
 
 type Refusal = (StatusCode, String);
 
+/// The agent API's requests are a route id, a credential and a CSR: a few KiB.
+const AGENT_API_BODY_LIMIT: usize = 64 * 1024;
+
+/// One connection per job's agent at a time, and few jobs per coordinator.
+const AGENT_API_CONNECTIONS: usize = 256;
+
 impl LocalCoordinator {
     /// A coordinator issuing from `ca`.
     pub fn new(ca: DevCa) -> Arc<LocalCoordinator> {
@@ -120,9 +126,17 @@ impl LocalCoordinator {
             .with_state(self)
     }
 
-    /// Serves the coordinator's HTTP API on `listener` until the task is dropped.
+    /// Serves the coordinator's HTTP API on `listener` (loopback: it is only for local
+    /// agents) until the task is dropped, which closes its connections.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
-        let _ = axum::serve(listener, self.router()).await;
+        let settings = svc_http::Settings { max_connections: AGENT_API_CONNECTIONS, ..svc_http::Settings::default() };
+        match svc_http::Server::from_listener("svc agent API", listener, None, settings) {
+            Ok(server) => {
+                let router = svc_http::limit_body(self.router(), AGENT_API_BODY_LIMIT);
+                server.serve(router, std::future::pending()).await;
+            }
+            Err(e) => eprintln!("svc agent API: {e}"),
+        }
     }
 }
 

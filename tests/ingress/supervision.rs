@@ -111,3 +111,23 @@ async fn a_job_whose_app_or_agent_exits_is_restarted_then_failed_with_job_exited
     assert!(first["unservedMs"].as_u64() > Some(0), "the restarts are downtime: {sessions:#}");
     assert!(first["refundableMicros"].as_u64() > Some(0), "{sessions:#}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coordinator_killed_with_sigkill_leaves_no_orphaned_job() {
+    let dir = TempDir::new("orphans");
+    let data = dir.path().join("relay");
+    let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
+    let demo = node_demo_project(dir.path());
+    let config = demo.to_string_lossy().into_owned();
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}");
+    let (app, agent) = pids(&relay.json(&["status", "--config", &config]).await);
+    assert!(super::process::alive(app) && super::process::alive(agent));
+    signal(relay.proc.pid(), "KILL");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while (super::process::alive(app) || super::process::alive(agent)) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!super::process::alive(app), "the app outlived its coordinator");
+    assert!(!super::process::alive(agent), "the agent outlived its coordinator");
+}

@@ -111,13 +111,29 @@ pub struct Server {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// `http://ADDR` or `https://ADDR`, as it printed.
+    url: String,
+    /// Its standard error so far, line by line.
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Server {
     /// Starts `svc serve --listen 127.0.0.1:0 --data-dir DIR` plus `extra` arguments and
     /// waits until it listens.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(svc_binary())
+        Server::spawn(Command::new(svc_binary()), data_dir, extra)
+    }
+
+    /// The same under an open-file limit of `nofile` (`ulimit -n` in a shell that then
+    /// becomes `svc`, so the limit is the server's alone).
+    pub fn start_with_file_limit(data_dir: &Path, extra: &[&str], nofile: u32) -> Server {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\"")).arg(svc_binary());
+        Server::spawn(command, data_dir, extra)
+    }
+
+    fn spawn(mut command: Command, data_dir: &Path, extra: &[&str]) -> Server {
+        let mut child = command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(extra)
@@ -128,23 +144,42 @@ impl Server {
             .expect("svc serve starts");
         let stderr = child.stderr.take().expect("stderr");
         let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let url = loop {
             let Some(Ok(line)) = lines.next() else {
                 let _ = child.kill();
-                panic!("svc serve exited before listening");
+                panic!("svc serve exited before listening: {:?}", seen.lock().map(|l| l.clone()));
             };
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                break rest.split_whitespace().next().and_then(|a| a.parse().ok()).expect("address");
+            let url = line.split("listening on ").nth(1).and_then(|rest| rest.split_whitespace().next());
+            let url = url.filter(|u| u.starts_with("http://") || u.starts_with("https://")).map(str::to_owned);
+            if let Ok(mut l) = seen.lock() {
+                l.push(line);
+            }
+            if let Some(url) = url {
+                break url;
             }
         };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, addr }
+        let addr = url.split("://").nth(1).and_then(|a| a.parse().ok()).expect("address");
+        // Keep draining stderr so the server never blocks on a full pipe, and keep it.
+        let kept = seen.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if let Ok(mut l) = kept.lock() {
+                    l.push(line);
+                }
+            }
+        });
+        Server { child, addr, url, stderr: seen }
     }
 
-    /// `http://127.0.0.1:PORT`
+    /// `http://127.0.0.1:PORT` (`https://` when it serves TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.url.clone()
+    }
+
+    /// Its standard error so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().map(|l| l.join("\n")).unwrap_or_default()
     }
 
     /// The process ID.

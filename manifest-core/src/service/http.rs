@@ -1,6 +1,7 @@
 //! The HTTP surface: routes, authentication, the error envelope
-//! (`{"error": {"code", "message", "diagnostics"?}}`), the body limit, and the
-//! `Svc-Read-Contract: 3` header on every response. Handlers only translate HTTP; the
+//! (`{"error": {"code", "message", "diagnostics"?}}`; a 500 is only `internal_error` and the
+//! request id, through `svc_http::internal_error`), the body limit (a declared length over it
+//! is 413 at once), and the `Svc-Read-Contract: 3` header on every response. Handlers only translate HTTP; the
 //! decisions live in `publish`, `layers` and the store, and store work runs off the async
 //! runtime (`spawn_blocking`).
 
@@ -30,7 +31,7 @@ type Shared = Arc<State>;
 
 /// The service's routes over a state.
 pub(crate) fn router(state: Arc<State>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route(
             "/api/application-manifest/schema",
             get(|h: HeaderMap| async move { schema(SchemaKind::ManifestV4, &h) }),
@@ -49,7 +50,8 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .fallback(|| async { error(ApiError::new(404, "not_found", "no such route")) })
         .method_not_allowed_fallback(|| async {
             error(ApiError::new(405, "method_not_allowed", "this route does not take that method"))
-        })
+        });
+    svc_http::limit_body(routes, MAX_BODY_BYTES)
         .layer(axum::middleware::map_response(|mut r: Response| async move {
             r.headers_mut().insert("svc-read-contract", HeaderValue::from_static(READ_CONTRACT));
             r
@@ -64,6 +66,10 @@ fn json_response(status: u16, body: &impl Serialize) -> Response {
 }
 
 fn error(e: ApiError) -> Response {
+    if e.status == 500 {
+        // The message is the detail: for the server log, under the request id.
+        return svc_http::internal_error(e.message);
+    }
     let mut body = json!({"error": {"code": e.code, "message": e.message}});
     if let Some(d) = e.diagnostics {
         body["error"]["diagnostics"] = json!(d);
@@ -83,7 +89,7 @@ fn respond(result: Result<Response, ApiError>) -> Response {
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
         .await
-        .unwrap_or_else(|_| Err(ApiError::new(500, "internal_error", "the request failed inside the service")))
+        .unwrap_or_else(|e| Err(ApiError::internal(format!("the store task failed: {e}"))))
 }
 
 /// The schema routes: exact bytes, their digest as the ETag, 304 when the client has them.
@@ -159,7 +165,7 @@ async fn create_application(Extract(state): Extract<Shared>, headers: HeaderMap,
             if !caller.role.can_publish() {
                 return Err(ApiError::new(403, "forbidden", "a viewer token cannot create applications"));
             }
-            let uid = new_application_uid().map_err(|e| ApiError::new(500, "internal_error", e.to_string()))?;
+            let uid = new_application_uid().map_err(|e| ApiError::internal(format!("a new application UID: {e}")))?;
             let state = state.clone();
             let app = blocking(move || {
                 let mut tx = state.store.write()?;

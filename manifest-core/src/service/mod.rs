@@ -3,7 +3,8 @@
 //! by default), publication layers 3-7, bearer-token authentication with member roles, the
 //! capabilities-and-limits statement, and the offline administration commands.
 //!
-//! `svc serve --listen ADDR --data-dir DIR` runs [`serve`]; `svc admin ...` calls [`admin`].
+//! `svc serve --listen ADDR --data-dir DIR` runs [`serve`] (on the `svc-http` listener: its
+//! timeouts, connection cap, request ids and TLS); `svc admin ...` calls [`admin`].
 
 pub mod admin;
 pub mod auth;
@@ -16,7 +17,6 @@ pub mod store;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub use publish::MAX_BODY_BYTES;
 
@@ -63,20 +63,24 @@ pub struct ServiceConfig {
     pub data_dir: PathBuf,
     /// Registered schema pairs.
     pub schema_pairs: SchemaPairs,
-    /// How long to let in-flight requests finish after SIGINT or SIGTERM.
-    pub drain_timeout: Duration,
+    /// The listener's timeouts, connection cap and drain time (after SIGINT or SIGTERM).
+    pub http: svc_http::Settings,
+    /// Serve HTTPS with this certificate; plain HTTP (loopback only) without.
+    pub tls: Option<svc_http::Tls>,
     /// A crash to inject, for tests.
     pub fault: Option<FaultPoint>,
 }
 
 impl ServiceConfig {
-    /// Defaults: V4 and V5, a 9-second drain (the process is gone within 10 s), no fault.
+    /// Defaults: V4 and V5, the listener's defaults (a 9-second drain: the process is gone
+    /// within 10 s), plain HTTP, no fault.
     pub fn new(listen: SocketAddr, data_dir: PathBuf) -> ServiceConfig {
         ServiceConfig {
             listen,
             data_dir,
             schema_pairs: SchemaPairs::default(),
-            drain_timeout: Duration::from_secs(9),
+            http: svc_http::Settings::default(),
+            tls: None,
             fault: None,
         }
     }
@@ -88,14 +92,10 @@ pub enum ServeError {
     /// The store could not be opened.
     #[error(transparent)]
     Store(#[from] store::StoreError),
-    /// The address could not be bound or the server failed.
-    #[error("cannot serve on {addr}: {source}")]
-    Io {
-        /// The address.
-        addr: SocketAddr,
-        /// The cause.
-        source: std::io::Error,
-    },
+    /// The listener could not start (address, settings, plain HTTP off loopback, open-file
+    /// limit).
+    #[error(transparent)]
+    Listen(#[from] svc_http::ServeError),
 }
 
 /// Shared by every request.
@@ -105,32 +105,16 @@ pub(crate) struct State {
     pub(crate) fault: Option<FaultPoint>,
 }
 
-/// Runs the service until SIGINT or SIGTERM, then drains in-flight requests (at most
-/// `drain_timeout`) and returns. `on_listening` is told the bound address (port 0 picks one).
-pub async fn serve(config: ServiceConfig, on_listening: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+/// Runs the service until SIGINT or SIGTERM, then drains in-flight requests (at most the
+/// settings' drain timeout) and returns. `on_listening` is told the bound listener (its
+/// address, URL and connection cap; port 0 picks one).
+pub async fn serve(config: ServiceConfig, on_listening: impl FnOnce(&svc_http::Server)) -> Result<(), ServeError> {
     let store = store::SqliteStore::open(&config.data_dir)?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| ServeError::Io { addr: config.listen, source })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Io { addr: config.listen, source })?;
+    let server = svc_http::Server::bind("svc serve", config.listen, config.tls, config.http).await?;
     let state = Arc::new(State { store: Arc::new(store), schema_pairs: config.schema_pairs, fault: config.fault });
-    on_listening(addr);
-
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let shutdown = async move {
-        shutdown_signal().await;
-        let _ = stop_tx.send(true);
-    };
-    let server = axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown);
-    let deadline = async move {
-        let _ = stop_rx.wait_for(|stopped| *stopped).await;
-        tokio::time::sleep(config.drain_timeout).await;
-    };
-    tokio::select! {
-        result = server => result.map_err(|source| ServeError::Io { addr, source }),
-        // Requests still running after the drain time are cut off: the process must go.
-        () = deadline => Ok(()),
-    }
+    on_listening(&server);
+    server.serve(http::router(state), shutdown_signal()).await;
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -35,6 +35,12 @@ impl ApiError {
         ApiError { status, code, message: message.into(), diagnostics: None }
     }
 
+    /// A failure inside the service (500): `detail` goes only to the server log, under the
+    /// request id; the client sees `internal_error` and the id.
+    pub(crate) fn internal(detail: impl Into<String>) -> ApiError {
+        ApiError::new(500, "internal_error", detail)
+    }
+
     pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(400, "invalid_request_body", message)
     }
@@ -53,10 +59,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Conflict(m) => ApiError::new(409, "conflict", m),
             StoreError::NotFound(m) => ApiError::new(404, "not_found", m),
-            StoreError::Backend(m) => {
-                eprintln!("svc serve: store error: {m}");
-                ApiError::new(500, "internal_error", "the service could not reach its store; try again")
-            }
+            StoreError::Backend(m) => ApiError::internal(format!("store error: {m}")),
         }
     }
 }
@@ -255,7 +258,7 @@ pub(crate) async fn publish(state: &State, prepared: Prepared) -> Result<(u16, P
             let _ = done_tx.send(outcome);
         }),
     );
-    let gone = || ApiError::new(500, "internal_error", "the publication did not run; try again");
+    let gone = || ApiError::internal("the publication's grouped write was dropped before it ran");
     done_rx.await.map_err(|_| gone())??;
     result_rx.await.map_err(|_| gone())?
 }

@@ -32,7 +32,7 @@ use agent::wire;
 
 /// The largest deploy request: the app's files travel in it as base64 (4 bytes for 3), with
 /// room for their paths, the project and the secrets.
-const DEPLOY_LIMIT: usize = (BUNDLE_MAX_BYTES as usize) / 3 * 4 + 2 * 1024 * 1024;
+pub(super) const DEPLOY_LIMIT: usize = (BUNDLE_MAX_BYTES as usize) / 3 * 4 + 2 * 1024 * 1024;
 
 /// An API error.
 #[derive(Debug)]
@@ -49,16 +49,10 @@ impl ApiError {
         ApiError { status, code, message: message.into(), hints: Vec::new(), diagnostics: None }
     }
 
-    /// A 500 that says only `internal_error` and a request ID; the detail (a path, an SQLite
-    /// message) goes to the server's log under that ID.
+    /// A 500: the client sees only `internal_error` and the request id; the detail (a path,
+    /// an SQLite message) goes to the server's log under that id (`svc_http`).
     fn internal(detail: &dyn std::fmt::Display) -> ApiError {
-        let id = format!("req_{}", random_hex(8).unwrap_or_else(|_| "0".repeat(16)));
-        eprintln!("svc relay: {id}: internal error: {detail}");
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
-            format!("internal error (request {id}); the server's log has the detail"),
-        )
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", detail.to_string())
     }
 }
 
@@ -77,6 +71,9 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.status == StatusCode::INTERNAL_SERVER_ERROR {
+            return svc_http::internal_error(self.message);
+        }
         let mut body = json!({"error": {"code": self.code, "message": self.message}});
         if !self.hints.is_empty() {
             body["error"]["hints"] = json!(self.hints);

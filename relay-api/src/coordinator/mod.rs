@@ -101,6 +101,10 @@ pub struct CoordinatorConfig {
     pub restarts: RestartPolicy,
     /// How long a signed service catalog is valid (re-signed once half of it has passed).
     pub catalog_validity: Duration,
+    /// The relay API's certificate (HTTPS); plain HTTP, on loopback only, without one.
+    pub api_tls: Option<svc_http::Tls>,
+    /// The relay API listener's timeouts, connection cap and drain time.
+    pub api_http: svc_http::Settings,
 }
 
 impl CoordinatorConfig {
@@ -128,6 +132,8 @@ impl CoordinatorConfig {
             job_uid_base: crate::runner::DEFAULT_UID_BASE,
             restarts: RestartPolicy::default(),
             catalog_validity: crate::catalog::DEFAULT_VALIDITY,
+            api_tls: None,
+            api_http: svc_http::Settings::default(),
         }
     }
 }
@@ -156,6 +162,10 @@ pub fn jobs_dir_beside(data_dir: &Path) -> PathBuf {
 pub fn prepare_dirs(data_dir: &Path) -> Result<(PathBuf, PathBuf), CoordinatorError> {
     files::prepare_dirs(data_dir, &jobs_dir_beside(data_dir)).map_err(setup("the data and job directories"))
 }
+
+/// The largest relay API request body (a deploy carries the app's files): a larger declared
+/// `Content-Length` is answered 413 at once.
+const API_BODY_LIMIT: usize = http::DEPLOY_LIMIT;
 
 /// Why the coordinator could not start.
 #[derive(Debug, thiserror::Error)]
@@ -248,8 +258,10 @@ pub async fn run(
         }
     };
     let probe = PublicProbe::new(&config, bound.public.port(), roots_pem).map_err(setup("the route validator"))?;
-    let listener = tokio::net::TcpListener::bind(config.listen).await.map_err(setup("the relay API port"))?;
-    let api = listener.local_addr().map_err(setup("the relay API port"))?;
+    let listener = svc_http::Server::bind("svc relay", config.listen, config.api_tls.clone(), config.api_http.clone())
+        .await
+        .map_err(setup("the relay API"))?;
+    let api = listener.local_addr();
     let runner: Arc<dyn JobRunner> = Arc::new(runner);
     let engine = Engine::new(engine::EngineParts {
         config: config.clone(),
@@ -267,11 +279,10 @@ pub async fn run(
     on_started(&started);
     let engine_task = tokio::spawn(engine.clone().run());
     let app = http::router(engine.clone()).merge(http::catalog_router(engine.clone(), catalog));
-    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown);
-    let served = server.await.map_err(setup("the relay API"));
+    listener.serve(svc_http::limit_body(app, API_BODY_LIMIT), shutdown).await;
     engine_task.abort();
     engine.stop_all_jobs().await;
     signer_task.abort();
     gw_task.abort();
-    served
+    Ok(())
 }

@@ -1,0 +1,40 @@
+//! The HTTP serving library of `svc serve` (the publication service), `svc relay serve` (the
+//! relay API) and the coordinator's agent-facing API: an [`axum::Router`] served over hyper's
+//! HTTP/1.1 connections with every listener bounded.
+//!
+//! - **Timeouts** ([`Settings`]): a request head must arrive within the header timeout (the
+//!   TLS handshake included), a request body within the body timeout of its head (else 408
+//!   and the connection is closed), and a kept-alive connection may wait for its next
+//!   request only the idle timeout.
+//! - **Declared bodies** ([`limit_body`]): a `Content-Length` over a router's limit is
+//!   answered 413 at once, before any of the body is read.
+//! - **A connection cap** ([`Server`]): at most [`Settings::max_connections`], lowered to fit
+//!   the process's open-file limit. At the cap, the connection that has waited longest
+//!   without a complete request head (or idle between requests) is closed to make room, so
+//!   half-sent requests never starve a real client.
+//! - **Accept errors backed off**: 10 ms doubling to 1 s (EMFILE and the like), reset on
+//!   success.
+//! - **Request ids and internal errors** ([`RequestId`], [`internal_error`]): every response
+//!   carries `Svc-Request-Id`; every 500 says only `internal_error` and the id, and its detail
+//!   goes to the server log (standard error) under that id.
+//! - **TLS** ([`Tls`]): rustls on ring, from PEM files or a certificate issued in memory; a
+//!   listener off loopback without TLS is refused.
+//! - **Graceful shutdown**: requests in flight finish (at most the drain timeout); idle and
+//!   half-sent connections are closed at once.
+
+mod backoff;
+mod body;
+mod conn;
+mod error;
+mod limit;
+mod request;
+mod server;
+mod settings;
+mod tls;
+
+pub use error::ServeError;
+pub use limit::limit_body;
+pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};
+pub use server::Server;
+pub use settings::{Settings, SettingsError};
+pub use tls::{Tls, TlsError};

@@ -1,0 +1,139 @@
+//! The limits of a listener, validated in one place, and the connection cap the process's
+//! open-file limit allows.
+
+use std::time::Duration;
+
+/// How long clients may take, and how many connections a listener keeps open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// A connection's first request head (TLS handshake included) must be complete within
+    /// this of connecting; a later request's head within this of its first byte.
+    pub header_timeout: Duration,
+    /// A request's whole body must arrive within this of its head; else 408 and the
+    /// connection is closed.
+    pub body_timeout: Duration,
+    /// A kept-alive connection may wait this long for its next request.
+    pub idle_timeout: Duration,
+    /// At most this many open connections (lowered to fit `RLIMIT_NOFILE`, see
+    /// [`connection_cap`]).
+    pub max_connections: usize,
+    /// After shutdown begins, requests in flight get this long to finish.
+    pub drain_timeout: Duration,
+}
+
+impl Settings {
+    /// The defaults: header 10 s, body 30 s, idle 60 s, 1,024 connections, a 9 s drain (a
+    /// stopped process is gone within 10 s).
+    pub const DEFAULT: Settings = Settings {
+        header_timeout: Duration::from_secs(10),
+        body_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(60),
+        max_connections: 1024,
+        drain_timeout: Duration::from_secs(9),
+    };
+
+    /// The longest timeout accepted.
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
+    /// The most connections accepted.
+    pub const MAX_CONNECTIONS: usize = 1_000_000;
+
+    /// Checks every field is in range: timeouts from 1 ms to an hour, 1 to 1,000,000
+    /// connections.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        for (name, value) in [
+            ("header timeout", self.header_timeout),
+            ("body timeout", self.body_timeout),
+            ("idle timeout", self.idle_timeout),
+            ("drain timeout", self.drain_timeout),
+        ] {
+            if value < Duration::from_millis(1) || value > Settings::MAX_TIMEOUT {
+                return Err(SettingsError::Timeout { name, value });
+            }
+        }
+        if self.max_connections == 0 || self.max_connections > Settings::MAX_CONNECTIONS {
+            return Err(SettingsError::Connections(self.max_connections));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings::DEFAULT
+    }
+}
+
+/// A setting out of range.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// A timeout under 1 ms or over an hour.
+    #[error("the {name} must be from 1 ms to 1 hour, not {value:?}")]
+    Timeout {
+        /// Which timeout.
+        name: &'static str,
+        /// The value given.
+        value: Duration,
+    },
+    /// A connection limit of 0 or over 1,000,000.
+    #[error("the connection limit must be from 1 to 1000000, not {0}")]
+    Connections(usize),
+}
+
+/// File descriptors kept for everything but this listener's connections (the store and its
+/// journal, logs, the job files, another listener in the same process): a quarter of the
+/// open-file limit, and at least this many.
+const MIN_RESERVE: u64 = 64;
+
+/// The connection cap for `max_connections` under this process's open-file limit
+/// (`RLIMIT_NOFILE`, its soft value): `max_connections`, or the limit less a reserve of a
+/// quarter (at least 64) if that is lower. `Err(needed)` when the limit leaves no room: the
+/// limit to raise it to.
+pub(crate) fn connection_cap(max_connections: usize) -> Result<usize, u64> {
+    match open_file_limit() {
+        None => Ok(max_connections),
+        Some(limit) => cap_under(max_connections, limit),
+    }
+}
+
+fn cap_under(max_connections: usize, limit: u64) -> Result<usize, u64> {
+    let reserve = (limit / 4).max(MIN_RESERVE);
+    match limit.checked_sub(reserve) {
+        Some(room) if room >= 1 => Ok(usize::try_from(room).map_or(max_connections, |room| room.min(max_connections))),
+        _ => Err(2 * MIN_RESERVE),
+    }
+}
+
+/// The soft open-file limit, if there is one.
+#[cfg(unix)]
+fn open_file_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+#[cfg(not(unix))]
+fn open_file_limit() -> Option<u64> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_out_of_range_values_are_named() {
+        assert!(Settings::default().validate().is_ok());
+        let zero = Settings { body_timeout: Duration::ZERO, ..Settings::DEFAULT };
+        assert!(zero.validate().is_err_and(|e| e.to_string().contains("body timeout")));
+        let none = Settings { max_connections: 0, ..Settings::DEFAULT };
+        assert!(matches!(none.validate(), Err(SettingsError::Connections(0))));
+    }
+
+    #[test]
+    fn the_cap_leaves_a_quarter_of_the_open_file_limit() {
+        assert_eq!(cap_under(1024, 1024), Ok(768));
+        assert_eq!(cap_under(1024, 20_000), Ok(1024));
+        assert_eq!(cap_under(1024, 200), Ok(136));
+        assert_eq!(cap_under(1024, 64), Err(128));
+        assert!(connection_cap(10).is_ok_and(|cap| (1..=10).contains(&cap)));
+    }
+}

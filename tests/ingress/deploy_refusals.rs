@@ -1,0 +1,151 @@
+//! Deploys are atomic: a refused or failed deploy leaves nothing on disk or in the store,
+//! bundle limits hold exactly (2,000 files, 12 MiB), and a 500 says `internal_error` with a
+//! request id while the detail goes only to the server's log.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use svc_e2e::service::TempDir;
+
+use super::deploy::{Relay, admin};
+
+/// `POST path` with a bearer token and a JSON body to the relay API: (status, body).
+fn post(relay: &Relay, token: &str, path: &str, body: &Value) -> (u16, Value) {
+    let addr = relay.api.trim_start_matches("http://").trim_end_matches('/');
+    let body = body.to_string();
+    let mut tcp = std::net::TcpStream::connect(addr).expect("connect");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).expect("write");
+    // The server may answer (413) before the body is read; a refused write is fine then.
+    let _ = tcp.write_all(body.as_bytes());
+    let mut answer = Vec::new();
+    let _ = tcp.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// A deploy request for project `name` with these app files.
+fn deploy_request(name: &str, files: BTreeMap<String, Vec<u8>>, hostnames: &[&str]) -> Value {
+    let bundle: BTreeMap<String, String> =
+        files.into_iter().map(|(k, v)| (k, base64::engine::general_purpose::STANDARD.encode(v))).collect();
+    json!({
+        "project": {
+            "version": 1, "name": name, "runtime": "node",
+            "app": {"dir": ".", "entrypoint": "server.js", "port": 8080, "healthPath": "/health"},
+            "hostnames": hostnames,
+            "spend": {"ceilingMicros": 1_000_000, "fundPeriods": 1},
+        },
+        "bundle": bundle,
+    })
+}
+
+fn app_files(extra: usize, filler: usize) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::from([("server.js".to_owned(), b"// nothing\n".to_vec())]);
+    for i in 0..extra {
+        files.insert(format!("lib/f{i:05}.js"), Vec::new());
+    }
+    if filler > 0 {
+        files.insert("big.bin".to_owned(), vec![7u8; filler]);
+    }
+    files
+}
+
+/// The deployments directory's entries (one per deployment with files).
+fn deployment_dirs(data: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data.join("deployments"))
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+async fn relay(dir: &TempDir) -> Relay {
+    Relay::start(&dir.path().join("relay"), &["--public".into(), "127.0.0.1:0".into()]).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deploy_refused_for_a_taken_hostname_leaves_no_files_and_no_deployment() {
+    let dir = TempDir::new("taken");
+    let relay = relay(&dir).await;
+    let path = "/api/ingress/deployments";
+    let (status, first) =
+        post(&relay, &relay.token, path, &deploy_request("shop", app_files(0, 0), &["shop.example.test"]));
+    assert_eq!(status, 201, "{first:#}");
+    assert_eq!(deployment_dirs(&relay.data).len(), 1);
+
+    admin(&relay.data, "invite", "evil");
+    let evil = admin(&relay.data, "token", "evil");
+    let (status, refused) =
+        post(&relay, &evil, path, &deploy_request("copycat", app_files(3, 1000), &["shop.example.test"]));
+    assert_eq!(status, 409, "{refused:#}");
+    assert_eq!(refused["error"]["code"], "hostname_taken", "{refused:#}");
+    assert_eq!(deployment_dirs(&relay.data), [first["deployment"]["id"].as_str().expect("an ID")], "no files left");
+    let (code, _, err) = relay.svc_as(&evil, &["status", "--project", "copycat"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "no half-made deployment: {err}");
+    // The next deploy of the same project is a new one, not `existing: true` of a half-made one.
+    let (status, again) = post(&relay, &evil, path, &deploy_request("copycat", app_files(0, 0), &[]));
+    assert_eq!(status, 201, "{again:#}");
+    assert_eq!(again["existing"], false);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bundle_of_6000_files_or_over_12_mib_is_refused_and_the_limits_hold_exactly() {
+    let dir = TempDir::new("bundle-limits");
+    let relay = relay(&dir).await;
+    let path = "/api/ingress/deployments";
+    let cases: [(&str, usize, usize, u16); 5] = [
+        ("six-thousand", 5999, 0, 413),
+        ("two-thousand-one", 2000, 0, 413),
+        ("two-thousand", 1999, 0, 201),
+        ("over-twelve", 0, 12 * 1024 * 1024 - 10, 413),
+        ("twelve", 0, 12 * 1024 * 1024 - 11, 201),
+    ];
+    let mut created = 0;
+    for (name, extra, filler, expected) in cases {
+        let files = app_files(extra, filler);
+        let (status, body) = post(&relay, &relay.token, path, &deploy_request(name, files, &[]));
+        assert_eq!(status, expected, "{name}: {body:#}");
+        if expected == 413 {
+            assert_eq!(body["error"]["code"], "bundle_too_large", "{name}: {body:#}");
+        } else {
+            created += 1;
+        }
+        assert_eq!(deployment_dirs(&relay.data).len(), created, "{name}: only accepted deploys leave files");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_deploy_says_internal_error_with_a_request_id_and_leaves_nothing() {
+    let dir = TempDir::new("deploy-500");
+    let relay = relay(&dir).await;
+    // The deployments directory becomes a file: writing the app's files fails.
+    let deployments = relay.data.join("deployments");
+    std::fs::remove_dir_all(&deployments).expect("remove");
+    std::fs::write(&deployments, b"not a directory").expect("write");
+    let (status, body) =
+        post(&relay, &relay.token, "/api/ingress/deployments", &deploy_request("app", app_files(0, 0), &[]));
+    assert_eq!(status, 500, "{body:#}");
+    assert_eq!(body["error"]["code"], "internal_error", "{body:#}");
+    let id = body["error"]["requestId"].as_str().expect("a request id").to_owned();
+    assert!(id.starts_with("req_"), "{body:#}");
+    let text = body.to_string();
+    assert!(!text.contains(relay.data.to_string_lossy().as_ref()) && !text.contains("/tmp"), "no path: {text}");
+    let log = relay.proc.output();
+    assert!(
+        log.lines().any(|l| l.contains(&id) && l.contains("deployments")),
+        "the detail is logged under {id}: {log}"
+    );
+    let (code, _, err) = relay.svc(&["status", "--project", "app"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "nothing in the store: {err}");
+}
