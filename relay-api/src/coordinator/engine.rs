@@ -270,7 +270,7 @@ impl Engine {
         loop {
             self.tick().await;
             ticks = ticks.wrapping_add(1);
-            if ticks % SWEEP_EVERY == 0 {
+            if ticks.is_multiple_of(SWEEP_EVERY) {
                 let config = &self.parts.config;
                 super::files::sweep(self.store(), &config.deployments_dir(), &config.jobs_dir, false);
             }

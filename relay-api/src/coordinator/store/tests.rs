@@ -323,3 +323,41 @@ fn the_ledger_balances_under_random_deploy_fund_degrade_stop_refund_and_claim() 
     assert!(refunds > 20 && claims > 5 && unserved > 0, "refunds {refunds}, claims {claims}, unserved {unserved}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_store_from_before_route_keys_loses_its_clear_credentials_on_open() {
+    let dir = temp_dir("route-keys-migration");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let path = dir.join(DATABASE_FILE);
+    let credential = "c".repeat(40) + "clear-credential";
+    let secret = "s".repeat(40) + "clear-route-secret";
+    {
+        // The store as 0.13.0 left it: migrations 1-3, credentials in clear.
+        let conn = Connection::open(&path).expect("open");
+        conn.pragma_update(None, "journal_mode", "WAL").expect("wal");
+        for (i, sql) in MIGRATIONS[..3].iter().enumerate() {
+            conn.execute_batch(sql).expect("migrate");
+            conn.pragma_update(None, "user_version", i + 1).expect("version");
+        }
+        conn.execute("INSERT INTO orgs (id, name, created_at) VALUES ('org_1', 'acme', 0)", []).expect("org");
+        conn.execute(
+            "INSERT INTO deployments (id, org_id, project, project_json, project_digest, manifest_digest, \
+             canonical_hostname, route_id, credential, route_secret, ceiling_micros, state, state_reason, \
+             created_at, updated_at) VALUES ('dep_1', 'org_1', 'p', '{}', 'd', 'm', 'p.localhost', 'rt_1', ?1, ?2, \
+             1, 'live', 'r', 0, 0)",
+            params![credential, secret],
+        )
+        .expect("a deployment");
+    }
+    let store = RelayStore::open(&dir).expect("migrates");
+    let d = store.deployment("dep_1").expect("kept");
+    assert_eq!(d.state, DeploymentState::Live);
+    assert_eq!(store.route_keys("dep_1").expect("read"), None, "new keys come with the next launch");
+    drop(store);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes.extend(std::fs::read(dir.join(format!("{DATABASE_FILE}-wal"))).unwrap_or_default());
+    for clear in [&credential, &secret] {
+        assert!(!bytes.windows(clear.len()).any(|w| w == clear.as_bytes()), "{clear} is still in the files");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
