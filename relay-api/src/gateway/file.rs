@@ -29,6 +29,21 @@ pub struct GatewayFile {
     /// Time allowed for the ClientHello, seconds (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_hello_timeout_secs: Option<u64>,
+    /// A routed connection without a byte either way for this long is closed, seconds
+    /// (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
+    /// After one side of a routed connection ended its sending, the other direction without a
+    /// byte for this long closes it, seconds (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub half_close_linger_secs: Option<u64>,
+    /// The share of a route's `maxConnections` one client address may hold, percent, 1-100
+    /// (default 25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_share_percent: Option<u32>,
+    /// Connections one client address may have still sending their ClientHello (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_hellos_per_client: Option<usize>,
     /// The routes.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
@@ -52,6 +67,28 @@ impl GatewayFile {
         }
         if let Some(secs) = self.client_hello_timeout_secs {
             c.client_hello_timeout = Duration::from_secs(secs);
+        }
+        let positive = |name: &str, secs: u64| match secs {
+            0 => Err(format!("`{name}` must be at least 1 second")),
+            secs => Ok(Duration::from_secs(secs)),
+        };
+        if let Some(secs) = self.idle_timeout_secs {
+            c.timeouts.idle = positive("idleTimeoutSecs", secs)?;
+        }
+        if let Some(secs) = self.half_close_linger_secs {
+            c.timeouts.linger = positive("halfCloseLingerSecs", secs)?;
+        }
+        if let Some(percent) = self.client_share_percent {
+            if !(1..=100).contains(&percent) {
+                return Err(format!("`clientSharePercent` is {percent}; give a percentage from 1 to 100"));
+            }
+            c.client_share_percent = percent;
+        }
+        if let Some(n) = self.client_hellos_per_client {
+            if n == 0 {
+                return Err("`clientHellosPerClient` is 0, which would refuse every client; give at least 1".into());
+            }
+            c.client_hellos_per_client = n;
         }
         Ok(c)
     }
