@@ -90,9 +90,8 @@ mod tests {
     #[test]
     fn resource_errors_wait_ten_milliseconds_doubling_to_one_second() {
         let mut backoff = Backoff::default();
-        let waits: Vec<u64> = (0..10)
-            .map(|_| backoff.wait_after(&emfile()).map_or(0, |w| w.as_millis() as u64))
-            .collect();
+        let waits: Vec<u64> =
+            (0..10).map(|_| backoff.wait_after(&emfile()).map_or(0, |w| w.as_millis() as u64)).collect();
         assert_eq!(waits, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
         assert_eq!(backoff.errors(), 10);
     }

@@ -93,3 +93,55 @@ impl GatewayFile {
         Ok(c)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Timeouts;
+    use super::*;
+
+    /// A file with `extra` fields, its certificate files written to a temporary directory.
+    fn config(name: &str, extra: serde_json::Value) -> Result<GatewayConfig, String> {
+        let dir = std::env::temp_dir().join(format!("svc-gateway-file-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        std::fs::write(dir.join("cert.pem"), "CERT").expect("write");
+        std::fs::write(dir.join("key.pem"), "KEY").expect("write");
+        let mut json = serde_json::json!({
+            "public": "127.0.0.1:8443", "tunnel": "127.0.0.1:8444", "admin": "127.0.0.1:9100",
+            "tunnelCert": dir.join("cert.pem"), "tunnelKey": dir.join("key.pem"),
+        });
+        if let (Some(json), Some(extra)) = (json.as_object_mut(), extra.as_object()) {
+            json.extend(extra.clone());
+        }
+        let file: GatewayFile = serde_json::from_value(json).map_err(|e| e.to_string())?;
+        let result = file.config();
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    }
+
+    #[test]
+    fn connection_limits_default_and_can_be_set() {
+        let c = config("defaults", serde_json::json!({})).expect("valid");
+        assert_eq!((c.timeouts, c.client_share_percent, c.client_hellos_per_client), (Timeouts::DEFAULT, 25, 64));
+        assert_eq!((c.client_share(1024), c.client_share(2)), (256, 1));
+        let set = serde_json::json!({
+            "idleTimeoutSecs": 60, "halfCloseLingerSecs": 2, "clientSharePercent": 50, "clientHellosPerClient": 8,
+        });
+        let c = config("set", set).expect("valid");
+        assert_eq!(c.timeouts, Timeouts { idle: Duration::from_secs(60), linger: Duration::from_secs(2) });
+        assert_eq!((c.client_share_percent, c.client_hellos_per_client, c.client_share(1024)), (50, 8, 512));
+    }
+
+    #[test]
+    fn limits_that_would_refuse_everyone_are_refused_naming_the_field() {
+        for (field, value) in [
+            ("clientSharePercent", 0),
+            ("clientSharePercent", 101),
+            ("clientHellosPerClient", 0),
+            ("idleTimeoutSecs", 0),
+            ("halfCloseLingerSecs", 0),
+        ] {
+            let e = config("refused", serde_json::json!({ field: value })).expect_err(field);
+            assert!(e.contains(field), "{field}: {e}");
+        }
+    }
+}

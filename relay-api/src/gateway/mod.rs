@@ -32,8 +32,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-use accounting::{Accounting, Client, Refusal};
 pub use accounting::RouteRow;
+use accounting::{Accounting, Client, Refusal};
 use agent::accept::Backoff;
 pub use agent::idle::Timeouts;
 use agent::wire::{self, TICKET_LEN};
@@ -326,8 +326,11 @@ impl Gateway {
         };
         self.metrics.outcome("routed");
         slot.routed();
-        let local = stream.local_addr().unwrap_or(self.config.public);
-        let mut head = if route.proxy_protocol { wire::proxy_v2_header(peer, local) } else { Vec::new() };
+        let mut head = if route.proxy_protocol {
+            wire::proxy_v2_header(peer, stream.local_addr().unwrap_or(self.config.public))
+        } else {
+            Vec::new()
+        };
         head.extend_from_slice(&hello.bytes);
         let sent = tokio::time::timeout(self.config.data_connect_timeout, data.write_all(&head)).await;
         let sent = matches!(sent, Ok(Ok(())));
@@ -355,4 +358,3 @@ impl Gateway {
         stream
     }
 }
-

@@ -46,7 +46,7 @@ pub(super) async fn accept_loop(gw: Arc<Gateway>, listener: TcpListener, tls: Ar
     let sessions = Arc::new(AtomicU64::new(0));
     let mut backoff = Backoff::default();
     loop {
-        let stream = match backoff.accept(&listener).await {
+        let mut stream = match backoff.accept(&listener).await {
             Ok((stream, _)) => stream,
             Err(_) => {
                 gw.metrics.accept_error("tunnel");
@@ -56,29 +56,43 @@ pub(super) async fn accept_loop(gw: Arc<Gateway>, listener: TcpListener, tls: Ar
         let (gw, acceptor, sessions) = (gw.clone(), acceptor.clone(), sessions.clone());
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
-            let mut stream = stream;
-            let mut first = [0u8; 4];
-            if !matches!(tokio::time::timeout(STEP, stream.read_exact(&mut first)).await, Ok(Ok(_))) {
-                return;
-            }
-            if &first == DATA_MAGIC {
-                data_connection(&gw, stream).await;
+            let Ok(Some((head, got))) = tokio::time::timeout(STEP, first_bytes(&mut stream)).await else { return };
+            if head.starts_with(DATA_MAGIC) {
+                data_connection(&gw, stream, head, got).await;
             } else {
                 let id = sessions.fetch_add(1, Ordering::Relaxed);
-                control_connection(&gw, Replay::new(&first, stream), &acceptor, id).await;
+                control_connection(&gw, Replay::new(&head[..got], stream), &acceptor, id).await;
             }
         });
     }
 }
 
-/// A data connection whose `SVCD` has been read: its ticket, then it goes to the public
-/// connection that asked for it.
-async fn data_connection(gw: &Gateway, mut stream: TcpStream) {
-    let mut ticket = [0u8; TICKET_LEN];
-    let read = tokio::time::timeout(STEP, stream.read_exact(&mut ticket)).await;
+/// A data connection's head: its tag, then its ticket.
+type DataHead = [u8; DATA_MAGIC.len() + TICKET_LEN];
+
+/// Reads at least the four-byte tag, and at most a data connection's whole head (which its
+/// agent sends at once): the head and how much of it came. `None` if the peer closed first.
+async fn first_bytes(stream: &mut TcpStream) -> Option<(DataHead, usize)> {
+    let mut head: DataHead = [0u8; DATA_MAGIC.len() + TICKET_LEN];
+    let mut got = 0;
+    while got < DATA_MAGIC.len() {
+        match stream.read(&mut head[got..]).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got += n,
+        }
+    }
+    Some((head, got))
+}
+
+/// A data connection whose first `got` bytes of `head` (its `SVCD` at least) have been read:
+/// the rest of its ticket, then it goes to the public connection that asked for it.
+async fn data_connection(gw: &Gateway, mut stream: TcpStream, mut head: DataHead, got: usize) {
+    let read = tokio::time::timeout(STEP, stream.read_exact(&mut head[got..])).await;
     if !matches!(read, Ok(Ok(_))) {
         return;
     }
+    let mut ticket = [0u8; TICKET_LEN];
+    ticket.copy_from_slice(&head[DATA_MAGIC.len()..]);
     let waiting = gw.pending.lock().ok().and_then(|mut p| p.remove(&ticket));
     match waiting {
         Some(tx) => {
