@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod accept;
 pub mod acme;
 pub mod cert;
 pub mod challenge;
@@ -16,6 +17,7 @@ pub mod config;
 pub mod files;
 pub mod hostnames;
 mod http;
+pub mod idle;
 mod lifecycle;
 pub mod serve;
 pub mod tunnel;
@@ -54,13 +56,7 @@ pub async fn run(config: AgentConfig, state_dir: &Path) -> Result<(), AgentError
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| AgentError::Listen(format!("{addr}: {e}")))?;
         eprintln!("svc agent: direct HTTPS on {}", listener.local_addr().unwrap_or(addr));
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, peer)) = listener.accept().await {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(serve::connection(ctx.clone(), stream, Some(peer)));
-            }
-        });
+        tokio::spawn(serve::direct(ctx.clone(), listener));
     }
     let ca_pem = std::fs::read_to_string(&config.gateway_ca)
         .map_err(|e| tunnel::TunnelError::Io(format!("{}: {e}", config.gateway_ca.display())))?;

@@ -3,6 +3,11 @@
 //! right after the handshake), then HTTP: `GET /health`, `GET /.well-known/svc/challenge?nonce=`
 //! (for the hostname the client asked for, when it is one of the route's), and everything
 //! else proxied to the local app, streaming bodies and upgrades (WebSockets) included.
+//!
+//! Every connection is bounded in time ([`Limits`]): the TLS handshake must be done within
+//! 10 s (a client that sends its ClientHello and stalls is let go), and the connection, an
+//! upgraded one included, is closed after 5 minutes without a byte either way or 10 s after
+//! one side has ended its sending without a byte since ([`crate::idle`], the gateway's rules).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,16 +23,39 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::accept::Backoff;
 use crate::cert::{ACME_TLS_ALPN, CurrentCert};
 use crate::config::AgentConfig;
 use crate::hostnames::Hostnames;
+use crate::idle::{Activity, Timeouts, Watched};
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
 /// How long `/health` waits for the app.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The time limits of a served connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Time allowed for the TLS handshake.
+    pub handshake: Duration,
+    /// Idle and half-close timeouts.
+    pub timeouts: Timeouts,
+}
+
+impl Limits {
+    /// A 10 s handshake, [`Timeouts::DEFAULT`].
+    pub const DEFAULT: Limits = Limits { handshake: Duration::from_secs(10), timeouts: Timeouts::DEFAULT };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
 
 /// Shared by every connection.
 pub struct Context {
@@ -35,6 +63,7 @@ pub struct Context {
     hostnames: Arc<Hostnames>,
     app: Client<HttpConnector, Body>,
     tls: TlsAcceptor,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for Context {
@@ -44,8 +73,19 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
-    /// The serving context over the current certificate, proving the route's `hostnames`.
+    /// The serving context over the current certificate, proving the route's `hostnames`,
+    /// with the default [`Limits`].
     pub fn new(config: AgentConfig, cert: Arc<CurrentCert>, hostnames: Arc<Hostnames>) -> Arc<Context> {
+        Context::with_limits(config, cert, hostnames, Limits::DEFAULT)
+    }
+
+    /// [`Context::new`] with other time limits.
+    pub fn with_limits(
+        config: AgentConfig,
+        cert: Arc<CurrentCert>,
+        hostnames: Arc<Hostnames>,
+        limits: Limits,
+    ) -> Arc<Context> {
         let mut tls = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .map(|b| b.with_no_client_auth().with_cert_resolver(cert))
@@ -57,16 +97,46 @@ impl Context {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let app = Client::builder(TokioExecutor::new()).build(connector);
-        Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)) })
+        Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)), limits })
     }
 }
 
-/// Serves one client connection: the TLS handshake, then HTTP until the client leaves.
+/// Serves HTTPS on `listener` for ever (the direct listener: benchmarks only). Accept errors
+/// back off ([`crate::accept`]); the first of a streak is logged.
+pub async fn direct(ctx: Arc<Context>, listener: TcpListener) {
+    let mut backoff = Backoff::default();
+    loop {
+        match backoff.accept(&listener).await {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(connection(ctx.clone(), stream, Some(peer)));
+            }
+            Err(e) if backoff.errors() == 1 => eprintln!("svc agent: direct listener: {e}; retrying with backoff"),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Serves one client connection: the TLS handshake, then HTTP until the client leaves, within
+/// the context's [`Limits`].
 pub async fn connection<S>(ctx: Arc<Context>, stream: S, client: Option<SocketAddr>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Ok(Ok(mut tls)) = tokio::time::timeout(Duration::from_secs(10), ctx.tls.accept(stream)).await else { return };
+    let activity = Arc::new(Activity::new());
+    let timeouts = ctx.limits.timeouts;
+    let stream = Watched::new(stream, activity.clone());
+    tokio::select! {
+        () = serve(ctx, stream, client, activity.clone()) => {}
+        () = activity.expired(timeouts) => {}
+    }
+}
+
+async fn serve<S>(ctx: Arc<Context>, stream: Watched<S>, client: Option<SocketAddr>, activity: Arc<Activity>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok(Ok(mut tls)) = tokio::time::timeout(ctx.limits.handshake, ctx.tls.accept(stream)).await else { return };
     if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
         // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 section 3); no HTTP.
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
@@ -76,7 +146,8 @@ where
     let service = hyper::service::service_fn(move |req| {
         let ctx = ctx.clone();
         let sni = sni.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(ctx, req, client, sni.as_deref()).await) }
+        let activity = activity.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle(ctx, req, client, sni.as_deref(), activity).await) }
     });
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let _ = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await;
@@ -98,6 +169,7 @@ async fn handle(
     req: Request<Incoming>,
     client: Option<SocketAddr>,
     sni: Option<&str>,
+    activity: Arc<Activity>,
 ) -> Response<Body> {
     match (req.method(), req.uri().path()) {
         (&hyper::Method::GET, "/health") => health(&ctx).await,
@@ -106,7 +178,7 @@ async fn handle(
             let host = host.or_else(|| req.uri().authority().map(|a| a.as_str()));
             challenge_answer(&ctx, req.uri().query(), asked_name(sni, host))
         }
-        _ => proxy(&ctx, req, client).await,
+        _ => proxy(&ctx, req, client, activity).await,
     }
 }
 
@@ -198,7 +270,14 @@ fn percent_decode(s: &str) -> String {
 const HOP_BY_HOP: [&str; 7] =
     ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "proxy-authorization"];
 
-async fn proxy(ctx: &Context, mut req: Request<Incoming>, client: Option<SocketAddr>) -> Response<Body> {
+/// Proxies `req` to the app. An upgraded connection is relayed until both sides end, or the
+/// client's connection (`activity`) has been quiet too long.
+async fn proxy(
+    ctx: &Context,
+    mut req: Request<Incoming>,
+    client: Option<SocketAddr>,
+    activity: Arc<Activity>,
+) -> Response<Body> {
     let upgrade = req.headers().get(hyper::header::UPGRADE).cloned();
     let host = req
         .headers()
@@ -241,10 +320,15 @@ async fn proxy(ctx: &Context, mut req: Request<Incoming>, client: Option<SocketA
         && let Some(client_upgrade) = client_upgrade
     {
         let app_upgrade = hyper::upgrade::on(&mut response);
+        let timeouts = ctx.limits.timeouts;
         tokio::spawn(async move {
             if let (Ok(client), Ok(app)) = (client_upgrade.await, app_upgrade.await) {
                 let (mut client, mut app) = (TokioIo::new(client), TokioIo::new(app));
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut app).await;
+                // The client's side is the watched stream inside `client`.
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut client, &mut app) => {}
+                    () = activity.expired(timeouts) => {}
+                }
             }
         });
     }

@@ -30,6 +30,7 @@ use tokio::runtime::Runtime;
 #[allow(dead_code, unused_imports)]
 mod relay;
 
+use agent::idle::Timeouts;
 use relay::Mode;
 
 /// The runtime's worker threads' name, to find their CPU time.
@@ -228,9 +229,9 @@ async fn relay_all(public: TcpListener, server: SocketAddr, conns: usize, mode: 
         relays.push(tokio::spawn(async move {
             // The fastest mode through the gateway's own entry point.
             if mode == Mode::Copy {
-                relay::both_ways_with(client, agent, mode).await
+                relay::both_ways_with(client, agent, mode, Timeouts::DEFAULT).await
             } else {
-                relay::both_ways(client, agent).await
+                relay::both_ways(client, agent, Timeouts::DEFAULT).await
             }
         }));
     }

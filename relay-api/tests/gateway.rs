@@ -1,182 +1,219 @@
-//! The gateway's refusals, in process on loopback: an oversized or slow ClientHello, a
-//! ClientHello without a server name, a route at its connection limit. Each is closed
-//! without a single byte and counted. A small in-test agent holds the route's tunnel.
+//! The gateway in process on loopback, with real sockets and real TLS: its refusals, the
+//! deadlines of routed connections, exact slot accounting across route refreshes (a soak of
+//! 200,000 connections), the attacks of issue 14 against it and the agent behind it, and its
+//! accept loops out of descriptors. One binary, a module per concern; the shared world is
+//! here: a gateway with one route and an in-test agent that speaks the real tunnel protocol
+//! but does not terminate TLS.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+mod gateway {
+    mod accept;
+    mod attacks;
+    mod refusals;
+    mod soak;
 
-use agent::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
-use relay_api::ca::DevCa;
-use relay_api::gateway::{Bound, Gateway, GatewayConfig, RouteConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+    use std::collections::BTreeMap;
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::time::Duration;
 
-const HOST: &str = "a.localhost";
+    use agent::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
+    use relay_api::ca::DevCa;
+    use relay_api::gateway::{Bound, Gateway, GatewayConfig, RouteConfig};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
-struct World {
-    gateway: Arc<Gateway>,
-    bound: Bound,
-    ca_pem: String,
-    _dir: TempDir,
-}
+    /// The route's hostname.
+    pub(super) const HOST: &str = "a.localhost";
+    /// The route's ID.
+    pub(super) const ROUTE: &str = "r1";
+    /// The route's tunnel credential.
+    pub(super) const CREDENTIAL: &str = "credential";
 
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+    /// A gateway on loopback with route [`ROUTE`], and the development CA that signed its
+    /// tunnel certificate.
+    pub(super) struct World {
+        pub(super) gateway: Arc<Gateway>,
+        pub(super) bound: Bound,
+        pub(super) ca: DevCa,
+        pub(super) ca_pem: String,
+        pub(super) _dir: TempDir,
     }
-}
 
-async fn start(name: &str) -> World {
-    let dir = std::env::temp_dir().join(format!("svc-gateway-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let ca = DevCa::open(&dir).expect("CA");
-    let (chain, key) = ca.issue(&["gateway.localhost".to_owned()], Duration::from_secs(3600)).expect("cert");
-    let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let mut config = GatewayConfig::new(any, any, any, chain, key);
-    config.client_hello_timeout = Duration::from_secs(1);
-    config.heartbeat = Duration::from_secs(1);
-    let gateway = Gateway::new(config);
-    gateway.set_routes(vec![RouteConfig {
-        route_id: "r1".into(),
-        hostnames: vec![HOST.into()],
-        credential_sha256: wire::sha256_hex(b"credential"),
-        proxy_protocol: false,
-        max_connections: 1,
-    }]);
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(gateway.clone().run(move |b| {
-        let _ = tx.send(b);
-    }));
-    let bound = rx.await.expect("the gateway binds");
-    World { gateway, bound, ca_pem: ca.cert_pem().to_owned(), _dir: TempDir(dir) }
-}
+    /// A directory removed on drop.
+    pub(super) struct TempDir(pub(super) PathBuf);
 
-/// Connects an agent for route `r1` that accepts every data connection and holds it open.
-async fn agent(world: &World) {
-    let tls = agent::tunnel::client_config(&world.ca_pem).expect("client config");
-    let tcp = TcpStream::connect(world.bound.tunnel).await.expect("tunnel");
-    let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
-    let mut stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
-    wire::write_frame(&mut stream, &Control::Hello { route_id: "r1".into(), credential: "credential".into() })
-        .await
-        .expect("hello");
-    assert!(matches!(wire::read_frame(&mut stream).await.expect("welcome"), Control::Welcome { .. }));
-    let tunnel = world.bound.tunnel;
-    tokio::spawn(async move {
-        let (mut reader, mut writer) = tokio::io::split(stream);
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Route [`ROUTE`] for [`HOST`].
+    pub(super) fn route(max_connections: usize) -> RouteConfig {
+        RouteConfig {
+            route_id: ROUTE.into(),
+            hostnames: vec![HOST.into()],
+            credential_sha256: wire::sha256_hex(CREDENTIAL.as_bytes()),
+            proxy_protocol: false,
+            max_connections,
+        }
+    }
+
+    /// Starts a gateway with `route`, a 1 s ClientHello limit and 1 s heartbeats, and the
+    /// rest of its configuration as `tune` leaves it.
+    pub(super) async fn start(name: &str, route: RouteConfig, tune: impl FnOnce(&mut GatewayConfig)) -> World {
+        let dir = std::env::temp_dir().join(format!("svc-gateway-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ca = DevCa::open(&dir).expect("CA");
+        let (chain, key) = ca.issue(&["gateway.localhost".to_owned()], Duration::from_secs(3600)).expect("cert");
+        let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let mut config = GatewayConfig::new(any, any, any, chain, key);
+        config.client_hello_timeout = Duration::from_secs(1);
+        config.heartbeat = Duration::from_secs(1);
+        tune(&mut config);
+        let gateway = Gateway::new(config);
+        gateway.set_routes(vec![route]);
+        let (_task, bound) = gateway.clone().start().await.expect("the gateway starts");
+        let ca_pem = ca.cert_pem().to_owned();
+        World { gateway, bound, ca, ca_pem, _dir: TempDir(dir) }
+    }
+
+    /// What the in-test agent does with each data connection, once it has presented the
+    /// ticket.
+    #[derive(Debug, Clone, Copy)]
+    pub(super) enum Answer {
+        /// Reads until the gateway's end, then closes.
+        ReadToEnd,
+        /// Reads until the gateway's end, then keeps its side open for ever: a peer that never
+        /// closes (its socket would sit in CLOSE-WAIT).
+        NeverClose,
+        /// Reads the ClientHello (`hello_len` bytes), answers `ok`, reads until the gateway's
+        /// end, then resets (no TIME-WAIT: the soak opens many connections).
+        Reply { hello_len: usize },
+        /// Sends its `SVCD` tag one byte at a time, 100 ms apart, then behaves as `ReadToEnd`.
+        SlowTag,
+    }
+
+    /// Connects an agent for route [`ROUTE`] that handles every data connection as `answer`
+    /// says, and waits until the gateway counts it.
+    pub(super) async fn test_agent(world: &World, answer: Answer) {
+        let tls = agent::tunnel::client_config(&world.ca_pem).expect("client config");
+        let tcp = TcpStream::connect(world.bound.tunnel).await.expect("tunnel");
+        let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
+        let mut stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
+        let hello = Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into() };
+        wire::write_frame(&mut stream, &hello).await.expect("hello");
+        assert!(matches!(wire::read_frame(&mut stream).await.expect("welcome"), Control::Welcome { .. }));
+        let tunnel = world.bound.tunnel;
         tokio::spawn(async move {
-            let mut seq = 0;
-            loop {
-                seq += 1;
-                if wire::write_frame(&mut writer, &Control::Ping { seq }).await.is_err() {
-                    return;
+            let (mut reader, mut writer) = tokio::io::split(stream);
+            tokio::spawn(async move {
+                let mut seq = 0;
+                loop {
+                    seq += 1;
+                    if wire::write_frame(&mut writer, &Control::Ping { seq }).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(300)).await;
                 }
-                tokio::time::sleep(Duration::from_millis(300)).await;
+            });
+            while let Ok(frame) = wire::read_frame(&mut reader).await {
+                if let Control::Connect { ticket } = frame {
+                    let ticket = wire::unhex::<TICKET_LEN>(&ticket).expect("ticket");
+                    tokio::spawn(data_connection(tunnel, ticket, answer));
+                }
             }
         });
-        while let Ok(frame) = wire::read_frame(&mut reader).await {
-            if let Control::Connect { ticket } = frame {
-                let ticket = wire::unhex::<TICKET_LEN>(&ticket).expect("ticket");
-                tokio::spawn(async move {
-                    let mut data = TcpStream::connect(tunnel).await.expect("data");
-                    data.write_all(DATA_MAGIC).await.expect("magic");
-                    data.write_all(&ticket).await.expect("ticket");
-                    let mut sink = vec![0u8; 4096];
-                    while matches!(data.read(&mut sink).await, Ok(n) if n > 0) {}
-                });
-            }
-        }
-    });
-}
-
-/// The bytes of a real ClientHello for `name`.
-fn client_hello(ca_pem: &str, name: &str) -> Vec<u8> {
-    let config = agent::tunnel::client_config(ca_pem).expect("client config");
-    let server = rustls::pki_types::ServerName::try_from(name.to_owned()).expect("name");
-    let mut conn = rustls::ClientConnection::new(config, server).expect("client");
-    let mut bytes = Vec::new();
-    conn.write_tls(&mut bytes).expect("hello");
-    bytes
-}
-
-/// Reads until the gateway closes; every byte it sent (none expected), and how long it took.
-async fn drained(stream: &mut TcpStream) -> (Vec<u8>, Duration) {
-    let start = std::time::Instant::now();
-    let mut got = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut got)).await;
-    (got, start.elapsed())
-}
-
-#[tokio::test]
-async fn an_oversized_client_hello_is_closed_without_a_byte_and_counted() {
-    let w = start("large").await;
-    let mut s = TcpStream::connect(w.bound.public).await.expect("connect");
-    // A handshake record announcing a 20 KiB ClientHello, then its first 17 KiB.
-    let mut record = vec![0x16, 0x03, 0x01, 0x40, 0x00, 0x01, 0x00, 0x4e, 0x20];
-    record.resize(17 * 1024, 0);
-    let _ = s.write_all(&record).await;
-    let (got, _) = drained(&mut s).await;
-    assert!(got.is_empty());
-    assert_eq!(w.gateway.metrics.outcome_count("client_hello_too_large"), 1);
-}
-
-#[tokio::test]
-async fn a_slow_client_hello_is_closed_at_the_limit_and_counted() {
-    let w = start("slow").await;
-    let mut s = TcpStream::connect(w.bound.public).await.expect("connect");
-    let hello = client_hello(&w.ca_pem, HOST);
-    s.write_all(&hello[..10]).await.expect("part");
-    let (got, waited) = drained(&mut s).await;
-    assert!(got.is_empty());
-    assert!(waited >= Duration::from_millis(900) && waited < Duration::from_secs(3), "{waited:?}");
-    assert_eq!(w.gateway.metrics.outcome_count("client_hello_timeout"), 1);
-}
-
-#[tokio::test]
-async fn a_client_hello_without_a_name_is_never_routed() {
-    let w = start("nosni").await;
-    agent(&w).await;
-    let mut s = TcpStream::connect(w.bound.public).await.expect("connect");
-    // An IP address as the server name: rustls sends no SNI.
-    s.write_all(&client_hello(&w.ca_pem, "127.0.0.1")).await.expect("hello");
-    let (got, _) = drained(&mut s).await;
-    assert!(got.is_empty());
-    assert_eq!(w.gateway.metrics.outcome_count("no_sni"), 1);
-    assert_eq!(w.gateway.metrics.outcome_count("routed"), 0);
-}
-
-#[tokio::test]
-async fn a_route_at_its_connection_limit_refuses_the_next_connection() {
-    let w = start("limit").await;
-    agent(&w).await;
-    let hello = client_hello(&w.ca_pem, HOST);
-    let mut first = TcpStream::connect(w.bound.public).await.expect("connect");
-    first.write_all(&hello).await.expect("hello");
-    // Wait until the first is routed (the agent holds it open).
-    for _ in 0..100 {
-        if w.gateway.metrics.outcome_count("routed") == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let gateway = world.gateway.clone();
+        let counted = eventually(Duration::from_secs(5), || {
+            gateway.route_rows().iter().any(|r| r.route_id == ROUTE && r.agents == 1)
+        })
+        .await;
+        assert!(counted, "the gateway counts the agent");
     }
-    assert_eq!(w.gateway.metrics.outcome_count("routed"), 1);
-    let mut second = TcpStream::connect(w.bound.public).await.expect("connect");
-    second.write_all(&hello).await.expect("hello");
-    let (got, _) = drained(&mut second).await;
-    assert!(got.is_empty());
-    assert_eq!(w.gateway.metrics.outcome_count("route_limit"), 1);
-    // The limit counts open connections: once the first closes, a new one is routed.
-    drop(first);
-    for _ in 0..100 {
-        let mut third = TcpStream::connect(w.bound.public).await.expect("connect");
-        third.write_all(&hello).await.expect("hello");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        if w.gateway.metrics.outcome_count("routed") == 2 {
+
+    async fn data_connection(tunnel: SocketAddr, ticket: [u8; TICKET_LEN], answer: Answer) {
+        let Ok(mut data) = TcpStream::connect(tunnel).await else { return };
+        if let Answer::SlowTag = answer {
+            for byte in DATA_MAGIC {
+                if data.write_all(&[*byte]).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            if data.write_all(&ticket).await.is_err() {
+                return;
+            }
+        } else if data.write_all(&[DATA_MAGIC.as_slice(), &ticket].concat()).await.is_err() {
             return;
         }
+        if let Answer::Reply { hello_len } = answer {
+            let mut hello = vec![0u8; hello_len];
+            if data.read_exact(&mut hello).await.is_err() || data.write_all(b"ok").await.is_err() {
+                return;
+            }
+        }
+        let mut sink = [0u8; 256];
+        while matches!(data.read(&mut sink).await, Ok(n) if n > 0) {}
+        match answer {
+            Answer::NeverClose => std::future::pending::<()>().await,
+            Answer::Reply { .. } => {
+                let _ = data.set_zero_linger();
+            }
+            Answer::ReadToEnd | Answer::SlowTag => {}
+        }
     }
-    panic!("the slot was never released");
+
+    /// The bytes of a real ClientHello for `name`.
+    pub(super) fn client_hello(ca_pem: &str, name: &str) -> Vec<u8> {
+        let config = agent::tunnel::client_config(ca_pem).expect("client config");
+        let server = rustls::pki_types::ServerName::try_from(name.to_owned()).expect("name");
+        let mut conn = rustls::ClientConnection::new(config, server).expect("client");
+        let mut bytes = Vec::new();
+        conn.write_tls(&mut bytes).expect("hello");
+        bytes
+    }
+
+    /// Reads until the gateway closes (at most 5 s); every byte it sent, and how long it took.
+    pub(super) async fn drained(stream: &mut TcpStream) -> (Vec<u8>, Duration) {
+        let start = std::time::Instant::now();
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut got)).await;
+        (got, start.elapsed())
+    }
+
+    /// Whether `done` holds within `limit` (checked every 10 ms).
+    pub(super) async fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
+        let start = tokio::time::Instant::now();
+        loop {
+            if done() {
+                return true;
+            }
+            if start.elapsed() > limit {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Every public connection outcome but `routed`, with its count.
+    pub(super) fn refusals(gateway: &Gateway) -> BTreeMap<&'static str, u64> {
+        let mut outcomes = gateway.metrics.outcome_counts();
+        outcomes.remove("routed");
+        outcomes
+    }
+
+    /// The value of the active-connections gauge of `route` in the rendered metrics.
+    pub(super) fn active_gauge(gateway: &Gateway, route: &str) -> Option<u64> {
+        let series = format!("svc_gateway_route_active_connections{{route=\"{route}\"}} ");
+        gateway.render_metrics().lines().find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+    }
+
+    /// The soft limit on open files of this process, from `/proc/self/limits`.
+    pub(super) fn open_files_limit() -> Option<u64> {
+        let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+        let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+        line.split_whitespace().nth(3)?.parse().ok()
+    }
 }

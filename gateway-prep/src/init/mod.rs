@@ -289,6 +289,10 @@ fn gateway_json(root: &Root, opts: &InitOptions) -> String {
         tunnel_key: config_path(layout::TUNNEL_KEY),
         client_hello_max_bytes: None,
         client_hello_timeout_secs: None,
+        idle_timeout_secs: None,
+        half_close_linger_secs: None,
+        client_share_percent: None,
+        client_hellos_per_client: None,
         routes,
     };
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();

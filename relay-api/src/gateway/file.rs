@@ -29,6 +29,21 @@ pub struct GatewayFile {
     /// Time allowed for the ClientHello, seconds (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_hello_timeout_secs: Option<u64>,
+    /// A routed connection without a byte either way for this long is closed, seconds
+    /// (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
+    /// After one side of a routed connection ended its sending, the other direction without a
+    /// byte for this long closes it, seconds (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub half_close_linger_secs: Option<u64>,
+    /// The share of a route's `maxConnections` one client address may hold, percent, 1-100
+    /// (default 25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_share_percent: Option<u32>,
+    /// Connections one client address may have still sending their ClientHello (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_hellos_per_client: Option<usize>,
     /// The routes.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
@@ -53,6 +68,80 @@ impl GatewayFile {
         if let Some(secs) = self.client_hello_timeout_secs {
             c.client_hello_timeout = Duration::from_secs(secs);
         }
+        let positive = |name: &str, secs: u64| match secs {
+            0 => Err(format!("`{name}` must be at least 1 second")),
+            secs => Ok(Duration::from_secs(secs)),
+        };
+        if let Some(secs) = self.idle_timeout_secs {
+            c.timeouts.idle = positive("idleTimeoutSecs", secs)?;
+        }
+        if let Some(secs) = self.half_close_linger_secs {
+            c.timeouts.linger = positive("halfCloseLingerSecs", secs)?;
+        }
+        if let Some(percent) = self.client_share_percent {
+            if !(1..=100).contains(&percent) {
+                return Err(format!("`clientSharePercent` is {percent}; give a percentage from 1 to 100"));
+            }
+            c.client_share_percent = percent;
+        }
+        if let Some(n) = self.client_hellos_per_client {
+            if n == 0 {
+                return Err("`clientHellosPerClient` is 0, which would refuse every client; give at least 1".into());
+            }
+            c.client_hellos_per_client = n;
+        }
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Timeouts;
+    use super::*;
+
+    /// A file with `extra` fields, its certificate files written to a temporary directory.
+    fn config(name: &str, extra: serde_json::Value) -> Result<GatewayConfig, String> {
+        let dir = std::env::temp_dir().join(format!("svc-gateway-file-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        std::fs::write(dir.join("cert.pem"), "CERT").expect("write");
+        std::fs::write(dir.join("key.pem"), "KEY").expect("write");
+        let mut json = serde_json::json!({
+            "public": "127.0.0.1:8443", "tunnel": "127.0.0.1:8444", "admin": "127.0.0.1:9100",
+            "tunnelCert": dir.join("cert.pem"), "tunnelKey": dir.join("key.pem"),
+        });
+        if let (Some(json), Some(extra)) = (json.as_object_mut(), extra.as_object()) {
+            json.extend(extra.clone());
+        }
+        let file: GatewayFile = serde_json::from_value(json).map_err(|e| e.to_string())?;
+        let result = file.config();
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    }
+
+    #[test]
+    fn connection_limits_default_and_can_be_set() {
+        let c = config("defaults", serde_json::json!({})).expect("valid");
+        assert_eq!((c.timeouts, c.client_share_percent, c.client_hellos_per_client), (Timeouts::DEFAULT, 25, 64));
+        assert_eq!((c.client_share(1024), c.client_share(2)), (256, 1));
+        let set = serde_json::json!({
+            "idleTimeoutSecs": 60, "halfCloseLingerSecs": 2, "clientSharePercent": 50, "clientHellosPerClient": 8,
+        });
+        let c = config("set", set).expect("valid");
+        assert_eq!(c.timeouts, Timeouts { idle: Duration::from_secs(60), linger: Duration::from_secs(2) });
+        assert_eq!((c.client_share_percent, c.client_hellos_per_client, c.client_share(1024)), (50, 8, 512));
+    }
+
+    #[test]
+    fn limits_that_would_refuse_everyone_are_refused_naming_the_field() {
+        for (field, value) in [
+            ("clientSharePercent", 0),
+            ("clientSharePercent", 101),
+            ("clientHellosPerClient", 0),
+            ("idleTimeoutSecs", 0),
+            ("halfCloseLingerSecs", 0),
+        ] {
+            let e = config("refused", serde_json::json!({ field: value })).expect_err(field);
+            assert!(e.contains(field), "{field}: {e}");
+        }
     }
 }

@@ -4,29 +4,29 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
-/// Every counter and gauge of a gateway. Labels are bounded: outcomes are a fixed set and
-/// routes are the configured ones.
+use super::accounting::RouteRow;
+
+/// The gateway's counters. Labels are bounded: outcomes and listeners are fixed sets, and the
+/// per-route series come from the route accounting (configured routes, and removed ones
+/// while they still have connections or agents).
 #[derive(Debug, Default)]
 pub struct Metrics {
     /// Public connections by outcome (`routed`, `unknown_sni`, `route_limit`, ...).
     outcomes: Mutex<BTreeMap<&'static str, u64>>,
-    /// Per route: connections routed, and open now.
-    routes: Mutex<BTreeMap<String, RouteCounters>>,
     /// Tunnel control connections by outcome (`accepted`, `refused`, `lost`).
     tunnels: Mutex<BTreeMap<&'static str, u64>>,
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-struct RouteCounters {
-    routed: u64,
-    active: u64,
-    agents: u64,
+    /// Failed accepts by listener (`public`, `tunnel`).
+    accept_errors: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K) {
     if let Ok(mut m) = map.lock() {
         *m.entry(key).or_default() += 1;
     }
+}
+
+fn counts(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<&'static str, u64> {
+    map.lock().map(|m| m.clone()).unwrap_or_default()
 }
 
 impl Metrics {
@@ -40,62 +40,53 @@ impl Metrics {
         self.outcomes.lock().map_or(0, |m| m.get(label).copied().unwrap_or(0))
     }
 
+    /// Every public connection outcome and its count.
+    pub fn outcome_counts(&self) -> BTreeMap<&'static str, u64> {
+        counts(&self.outcomes)
+    }
+
     /// Counts a tunnel control connection's outcome.
     pub fn tunnel(&self, label: &'static str) {
         bump(&self.tunnels, label);
     }
 
-    fn route(&self, route: &str, f: impl FnOnce(&mut RouteCounters)) {
-        if let Ok(mut m) = self.routes.lock() {
-            f(m.entry(route.to_owned()).or_default());
-        }
+    /// Counts a failed accept on `listener`.
+    pub fn accept_error(&self, listener: &'static str) {
+        bump(&self.accept_errors, listener);
     }
 
-    /// A connection to `route` opened (`true`) or closed.
-    pub fn route_active(&self, route: &str, opened: bool) {
-        self.route(route, |c| {
-            if opened {
-                c.routed += 1;
-                c.active += 1;
-            } else {
-                c.active = c.active.saturating_sub(1);
-            }
-        });
-    }
-
-    /// An agent of `route` connected (`true`) or left.
-    pub fn route_agent(&self, route: &str, connected: bool) {
-        self.route(route, |c| c.agents = if connected { c.agents + 1 } else { c.agents.saturating_sub(1) });
-    }
-
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
+    /// The Prometheus text exposition, with the per-route series of `routes`.
+    pub fn render(&self, routes: &[RouteRow]) -> String {
         let mut out = String::new();
         out += "# HELP svc_gateway_connections_total Public connections by outcome.\n";
         out += "# TYPE svc_gateway_connections_total counter\n";
-        for (label, n) in self.outcomes.lock().map(|m| m.clone()).unwrap_or_default() {
+        for (label, n) in counts(&self.outcomes) {
             let _ = writeln!(out, "svc_gateway_connections_total{{outcome=\"{label}\"}} {n}");
         }
         out += "# HELP svc_gateway_tunnels_total Agent control connections by outcome.\n";
         out += "# TYPE svc_gateway_tunnels_total counter\n";
-        for (label, n) in self.tunnels.lock().map(|m| m.clone()).unwrap_or_default() {
+        for (label, n) in counts(&self.tunnels) {
             let _ = writeln!(out, "svc_gateway_tunnels_total{{outcome=\"{label}\"}} {n}");
         }
-        let routes = self.routes.lock().map(|m| m.clone()).unwrap_or_default();
+        out += "# HELP svc_gateway_accept_errors_total Failed accepts by listener (each waits before the next).\n";
+        out += "# TYPE svc_gateway_accept_errors_total counter\n";
+        for (label, n) in counts(&self.accept_errors) {
+            let _ = writeln!(out, "svc_gateway_accept_errors_total{{listener=\"{label}\"}} {n}");
+        }
         out += "# HELP svc_gateway_route_connections_total Connections routed to each route.\n";
         out += "# TYPE svc_gateway_route_connections_total counter\n";
-        for (route, c) in &routes {
-            let _ = writeln!(out, "svc_gateway_route_connections_total{{route=\"{route}\"}} {}", c.routed);
+        for r in routes {
+            let _ = writeln!(out, "svc_gateway_route_connections_total{{route=\"{}\"}} {}", r.route_id, r.routed);
         }
-        out += "# HELP svc_gateway_route_active_connections Connections open now, per route.\n";
+        out += "# HELP svc_gateway_route_active_connections Connections holding a slot of each route now.\n";
         out += "# TYPE svc_gateway_route_active_connections gauge\n";
-        for (route, c) in &routes {
-            let _ = writeln!(out, "svc_gateway_route_active_connections{{route=\"{route}\"}} {}", c.active);
+        for r in routes {
+            let _ = writeln!(out, "svc_gateway_route_active_connections{{route=\"{}\"}} {}", r.route_id, r.active);
         }
         out += "# HELP svc_gateway_route_agents Agents connected now, per route.\n";
         out += "# TYPE svc_gateway_route_agents gauge\n";
-        for (route, c) in &routes {
-            let _ = writeln!(out, "svc_gateway_route_agents{{route=\"{route}\"}} {}", c.agents);
+        for r in routes {
+            let _ = writeln!(out, "svc_gateway_route_agents{{route=\"{}\"}} {}", r.route_id, r.agents);
         }
         out
     }
@@ -110,12 +101,13 @@ mod tests {
         let m = Metrics::default();
         m.outcome("unknown_sni");
         m.outcome("unknown_sni");
-        m.route_active("r1", true);
-        m.route_active("r1", true);
-        m.route_active("r1", false);
-        let text = m.render();
+        m.accept_error("public");
+        let routes = [RouteRow { route_id: "r1".into(), routed: 2, active: 1, agents: 1 }];
+        let text = m.render(&routes);
         assert!(text.contains("svc_gateway_connections_total{outcome=\"unknown_sni\"} 2\n"));
+        assert!(text.contains("svc_gateway_accept_errors_total{listener=\"public\"} 1\n"));
         assert!(text.contains("svc_gateway_route_connections_total{route=\"r1\"} 2\n"));
         assert!(text.contains("svc_gateway_route_active_connections{route=\"r1\"} 1\n"));
+        assert!(text.contains("svc_gateway_route_agents{route=\"r1\"} 1\n"));
     }
 }

@@ -2,19 +2,28 @@
 //! ClientHello without terminating TLS, and pipes the raw connection to the job's agent
 //! through the agent's outbound tunnel. It never holds a job's key and never sees plaintext.
 //!
-//! Refused without a single application byte, and counted: a missing or unknown server name,
-//! a ClientHello over `client_hello_max` or not complete within `client_hello_timeout`, a
-//! route at its connection limit, a route with no agent connected. There is no default route.
+//! Refused without a single application byte, and counted: a client with too many
+//! connections still sending their ClientHello (`client_hellos_per_client`), a missing or
+//! unknown server name, a ClientHello over `client_hello_max` or not complete within
+//! `client_hello_timeout`, a route at its connection limit, a client holding its share of the
+//! route already (`client_share_percent` of `max_connections`), a route with no agent
+//! connected. There is no default route.
+//!
+//! A routed connection holds its route's slot (counted by route ID: [`accounting`]) until it
+//! is closed: when both sides have ended, on an error, after `timeouts.idle` without a byte
+//! either way, or `timeouts.linger` after one side ended its sending without a byte since
+//! (`agent::idle`). Accept errors back off (`agent::accept`).
 
+mod accounting;
 pub mod file;
 pub mod metrics;
 mod relay;
+mod replay;
 pub mod sni;
 mod tunnel;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -23,6 +32,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
+pub use accounting::RouteRow;
+use accounting::{Accounting, Client, Refusal};
+use agent::accept::Backoff;
+pub use agent::idle::Timeouts;
 use agent::wire::{self, TICKET_LEN};
 pub use metrics::Metrics;
 
@@ -70,6 +83,15 @@ pub struct GatewayConfig {
     /// How often agents must send a heartbeat; a silent control connection is dropped after
     /// three of these (default 3 s: a dead agent is gone within 10 s).
     pub heartbeat: Duration,
+    /// When a routed connection that neither side closed is over: 5 minutes without a byte
+    /// either way, or 10 s without one after a side ended its sending (default).
+    pub timeouts: Timeouts,
+    /// The share of a route's `max_connections` one client (an IPv4 address, an IPv6 /64) may
+    /// hold, in percent (default 25; at least one connection).
+    pub client_share_percent: u32,
+    /// Connections one client may have still sending their ClientHello, across the gateway
+    /// (default 64).
+    pub client_hellos_per_client: usize,
 }
 
 impl GatewayConfig {
@@ -85,7 +107,16 @@ impl GatewayConfig {
             client_hello_timeout: Duration::from_secs(10),
             data_connect_timeout: Duration::from_secs(10),
             heartbeat: Duration::from_secs(3),
+            timeouts: Timeouts::DEFAULT,
+            client_share_percent: 25,
+            client_hellos_per_client: 64,
         }
+    }
+
+    /// The connections of a route with `max_connections` one client may hold.
+    pub fn client_share(&self, max_connections: usize) -> usize {
+        let percent = usize::try_from(self.client_share_percent.min(100)).unwrap_or(100);
+        (max_connections.saturating_mul(percent) / 100).max(1)
     }
 }
 
@@ -108,13 +139,6 @@ pub enum GatewayError {
     Stopped,
 }
 
-/// A route as the gateway holds it.
-#[derive(Debug)]
-struct Route {
-    config: RouteConfig,
-    active: AtomicUsize,
-}
-
 /// The agent session of a route: where to ask for data connections.
 #[derive(Debug, Clone)]
 struct Session {
@@ -126,8 +150,9 @@ struct Session {
 #[derive(Debug)]
 pub struct Gateway {
     config: GatewayConfig,
-    routes: RwLock<HashMap<String, Arc<Route>>>,
-    by_host: RwLock<HashMap<String, Arc<Route>>>,
+    routes: RwLock<HashMap<String, Arc<RouteConfig>>>,
+    by_host: RwLock<HashMap<String, Arc<RouteConfig>>>,
+    accounting: Arc<Accounting>,
     sessions: Mutex<HashMap<String, Session>>,
     pending: Mutex<HashMap<[u8; TICKET_LEN], oneshot::Sender<TcpStream>>>,
     /// Counters.
@@ -152,39 +177,58 @@ impl Gateway {
             config,
             routes: RwLock::default(),
             by_host: RwLock::default(),
+            accounting: Arc::default(),
             sessions: Mutex::default(),
             pending: Mutex::default(),
             metrics: Metrics::default(),
         })
     }
 
-    /// Replaces the route table. Open connections of a removed route keep going; its agent is
-    /// refused at its next connection.
+    /// Replaces the route table. Counts are kept by route ID, so this never changes one: a
+    /// route that stays keeps its open connections' slots, and open connections of a removed
+    /// route keep going (and counting) until they close; its agent is refused at its next
+    /// connection.
     pub fn set_routes(&self, routes: Vec<RouteConfig>) {
         let mut by_id = HashMap::new();
         let mut by_host = HashMap::new();
         for config in routes {
-            let old = self.routes.read().ok().and_then(|r| r.get(&config.route_id).cloned());
-            // Keep the live connection count of a route that stays.
-            let active = old.map_or(0, |r| r.active.load(Ordering::Relaxed));
-            let route = Arc::new(Route { config, active: AtomicUsize::new(active) });
-            for host in &route.config.hostnames {
+            let route = Arc::new(config);
+            for host in &route.hostnames {
                 by_host.insert(host.to_ascii_lowercase(), route.clone());
             }
-            by_id.insert(route.config.route_id.clone(), route);
+            by_id.insert(route.route_id.clone(), route);
         }
-        if let (Ok(mut r), Ok(mut h)) = (self.routes.write(), self.by_host.write()) {
-            *r = by_id;
-            *h = by_host;
-        }
+        let ids: Vec<String> = by_id.keys().cloned().collect();
+        self.accounting.configure(ids.iter().map(String::as_str), || {
+            if let (Ok(mut r), Ok(mut h)) = (self.routes.write(), self.by_host.write()) {
+                *r = by_id;
+                *h = by_host;
+            }
+        });
     }
 
-    fn route_for_host(&self, host: &str) -> Option<Arc<Route>> {
+    fn route_for_host(&self, host: &str) -> Option<Arc<RouteConfig>> {
         self.by_host.read().ok()?.get(host).cloned()
     }
 
-    fn route(&self, id: &str) -> Option<Arc<Route>> {
+    fn route(&self, id: &str) -> Option<Arc<RouteConfig>> {
         self.routes.read().ok()?.get(id).cloned()
+    }
+
+    /// Connections of route `route_id` holding a slot now: routed, or waiting for their data
+    /// connection (what the `svc_gateway_route_active_connections` gauge shows).
+    pub fn active_connections(&self, route_id: &str) -> usize {
+        self.accounting.active(route_id)
+    }
+
+    /// Every route's counts (configured routes, and removed ones still in use).
+    pub fn route_rows(&self) -> Vec<RouteRow> {
+        self.accounting.rows()
+    }
+
+    /// The Prometheus text exposition served on the admin port.
+    pub fn render_metrics(&self) -> String {
+        self.metrics.render(&self.accounting.rows())
     }
 
     /// Spawns [`Gateway::run`] and waits until its ports are bound: the running task and the
@@ -227,19 +271,25 @@ impl Gateway {
                 axum::routing::get(move || {
                     let gw = gw.clone();
                     async move {
-                        ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], gw.metrics.render())
+                        ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], gw.render_metrics())
                     }
                 }),
             )
         };
+        // axum waits 1 s after an accept error that is not the queued connection's own.
         let admin_task = tokio::spawn(async move {
             let _ = axum::serve(admin, metrics_app).await;
         });
         let tunnel_task = tokio::spawn(tunnel::accept_loop(self.clone(), tunnel_listener, tls));
+        let mut backoff = Backoff::default();
         loop {
-            let Ok((stream, peer)) = public.accept().await else { continue };
-            let gw = self.clone();
-            tokio::spawn(async move { gw.public_connection(stream, peer).await });
+            match backoff.accept(&public).await {
+                Ok((stream, peer)) => {
+                    let gw = self.clone();
+                    tokio::spawn(async move { gw.public_connection(stream, peer).await });
+                }
+                Err(_) => self.metrics.accept_error("public"),
+            }
             if admin_task.is_finished() || tunnel_task.is_finished() {
                 return Ok(());
             }
@@ -248,6 +298,10 @@ impl Gateway {
 
     async fn public_connection(self: Arc<Self>, mut stream: TcpStream, peer: SocketAddr) {
         let _ = stream.set_nodelay(true);
+        let client = Client::of(peer.ip());
+        let Some(sending) = self.accounting.hello(client, self.config.client_hellos_per_client) else {
+            return self.metrics.outcome("client_hello_limit");
+        };
         let hello =
             match sni::read_client_hello(&mut stream, self.config.client_hello_max, self.config.client_hello_timeout)
                 .await
@@ -255,31 +309,38 @@ impl Gateway {
                 Ok(hello) => hello,
                 Err(e) => return self.metrics.outcome(e.label()),
             };
+        drop(sending);
         let Some(route) = self.route_for_host(&hello.server_name) else {
             return self.metrics.outcome("unknown_sni");
         };
-        let id = route.config.route_id.clone();
-        // Reserve a slot, or refuse over the limit.
-        if route.active.fetch_add(1, Ordering::AcqRel) >= route.config.max_connections {
-            route.active.fetch_sub(1, Ordering::AcqRel);
-            return self.metrics.outcome("route_limit");
-        }
-        let _slot = Slot(route.clone());
-        let Some(mut data) = self.data_connection(&id).await else {
+        let share = self.config.client_share(route.max_connections);
+        // The slot goes back to this route ID's count when the connection ends, however the
+        // routes change meanwhile.
+        let slot = match self.accounting.acquire(&route.route_id, client, route.max_connections, share) {
+            Ok(slot) => slot,
+            Err(Refusal::RouteFull) => return self.metrics.outcome("route_limit"),
+            Err(Refusal::ClientShare) => return self.metrics.outcome("client_limit"),
+        };
+        let Some(mut data) = self.data_connection(&route.route_id).await else {
             return self.metrics.outcome("no_tunnel");
         };
         self.metrics.outcome("routed");
-        self.metrics.route_active(&id, true);
-        let local = stream.local_addr().unwrap_or(self.config.public);
-        let mut head = if route.config.proxy_protocol { wire::proxy_v2_header(peer, local) } else { Vec::new() };
+        slot.routed();
+        let mut head = if route.proxy_protocol {
+            wire::proxy_v2_header(peer, stream.local_addr().unwrap_or(self.config.public))
+        } else {
+            Vec::new()
+        };
         head.extend_from_slice(&hello.bytes);
-        let sent = data.write_all(&head).await.is_ok();
-        // The ClientHello is forwarded: do not hold it for the connection's life.
-        drop((head, hello));
+        let sent = tokio::time::timeout(self.config.data_connect_timeout, data.write_all(&head)).await;
+        let sent = matches!(sent, Ok(Ok(())));
+        // The ClientHello is forwarded: do not hold it, or the route's configuration, for the
+        // connection's life.
+        drop((head, hello, route));
         if sent {
-            relay::both_ways(stream, data).await;
+            relay::both_ways(stream, data, self.config.timeouts).await;
         }
-        self.metrics.route_active(&id, false);
+        drop(slot);
     }
 
     /// Asks the route's agent for a data connection and waits for it.
@@ -295,14 +356,5 @@ impl Gateway {
             p.remove(&ticket);
         }
         stream
-    }
-}
-
-/// A reserved connection slot of a route, released when dropped.
-struct Slot(Arc<Route>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -52,19 +52,20 @@ pub async fn read_client_hello(stream: &mut TcpStream, max_bytes: usize, limit: 
 
 async fn read(stream: &mut TcpStream, max_bytes: usize) -> Result<Hello, HelloError> {
     let mut acceptor = Acceptor::default();
-    let mut bytes = Vec::with_capacity(1024);
-    let mut chunk = vec![0u8; 4096];
+    let mut bytes = Vec::new();
     loop {
         let room = max_bytes.saturating_sub(bytes.len());
         if room == 0 {
             return Err(HelloError::TooLarge);
         }
-        let n = stream.read(&mut chunk[..room.min(4096)]).await.map_err(|_| HelloError::Closed)?;
+        // Read straight into the kept bytes, at most 4 KiB at a time and never past the limit.
+        let start = bytes.len();
+        bytes.reserve(room.min(4096));
+        let n = (&mut *stream).take(room as u64).read_buf(&mut bytes).await.map_err(|_| HelloError::Closed)?;
         if n == 0 {
             return Err(HelloError::Closed);
         }
-        bytes.extend_from_slice(&chunk[..n]);
-        let mut fresh = &chunk[..n];
+        let mut fresh = &bytes[start..];
         while !fresh.is_empty() {
             // rustls buffers at most one large message; a full buffer means an oversized hello.
             if acceptor.read_tls(&mut fresh).map_err(|_| HelloError::Invalid)? == 0 {

@@ -1,7 +1,9 @@
 //! The gateway's tunnel port: TLS control connections from agents (authenticated by their
 //! route credential, kept alive by heartbeats) and plain data connections that present a
 //! single-use ticket. The first four bytes tell them apart: a data connection starts with
-//! `SVCD`, a control connection with a TLS record.
+//! `SVCD`, a control connection with a TLS record. They are read (within 10 s), not peeked:
+//! the TLS acceptor gets a stream that gives them back first, so waiting for them costs no
+//! polling.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,8 +17,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 
+use super::replay::Replay;
 use super::{Gateway, GatewayError, Session};
+use agent::accept::Backoff;
 use agent::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
+
+/// Time allowed for each step before a tunnel connection is established: its first bytes, its
+/// ticket, the TLS handshake, the `Hello`.
+const STEP: Duration = Duration::from_secs(10);
 
 /// The TLS configuration of the tunnel port.
 pub(super) fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<ServerConfig>, GatewayError> {
@@ -36,49 +44,55 @@ pub(super) fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<ServerC
 pub(super) async fn accept_loop(gw: Arc<Gateway>, listener: TcpListener, tls: Arc<ServerConfig>) {
     let acceptor = TlsAcceptor::from(tls);
     let sessions = Arc::new(AtomicU64::new(0));
+    let mut backoff = Backoff::default();
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let mut stream = match backoff.accept(&listener).await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                gw.metrics.accept_error("tunnel");
+                continue;
+            }
+        };
         let (gw, acceptor, sessions) = (gw.clone(), acceptor.clone(), sessions.clone());
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
-            match first_bytes(&stream).await {
-                Some(first) if &first == DATA_MAGIC => data_connection(&gw, stream).await,
-                Some(_) => {
-                    let id = sessions.fetch_add(1, Ordering::Relaxed);
-                    control_connection(&gw, stream, &acceptor, id).await;
-                }
-                None => {}
+            let Ok(Some((head, got))) = tokio::time::timeout(STEP, first_bytes(&mut stream)).await else { return };
+            if head.starts_with(DATA_MAGIC) {
+                data_connection(&gw, stream, head, got).await;
+            } else {
+                let id = sessions.fetch_add(1, Ordering::Relaxed);
+                control_connection(&gw, Replay::new(&head[..got], stream), &acceptor, id).await;
             }
         });
     }
 }
 
-/// Peeks at the first four bytes without consuming them (at most 10 s).
-async fn first_bytes(stream: &TcpStream) -> Option<[u8; 4]> {
-    let mut buf = [0u8; 4];
-    let peek = async {
-        loop {
-            let n = stream.peek(&mut buf).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            if n >= 4 {
-                return Some(buf);
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+/// A data connection's head: its tag, then its ticket.
+type DataHead = [u8; DATA_MAGIC.len() + TICKET_LEN];
+
+/// Reads at least the four-byte tag, and at most a data connection's whole head (which its
+/// agent sends at once): the head and how much of it came. `None` if the peer closed first.
+async fn first_bytes(stream: &mut TcpStream) -> Option<(DataHead, usize)> {
+    let mut head: DataHead = [0u8; DATA_MAGIC.len() + TICKET_LEN];
+    let mut got = 0;
+    while got < DATA_MAGIC.len() {
+        match stream.read(&mut head[got..]).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got += n,
         }
-    };
-    tokio::time::timeout(Duration::from_secs(10), peek).await.ok().flatten()
+    }
+    Some((head, got))
 }
 
-async fn data_connection(gw: &Gateway, mut stream: TcpStream) {
-    let mut head = [0u8; 4 + TICKET_LEN];
-    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut head)).await;
+/// A data connection whose first `got` bytes of `head` (its `SVCD` at least) have been read:
+/// the rest of its ticket, then it goes to the public connection that asked for it.
+async fn data_connection(gw: &Gateway, mut stream: TcpStream, mut head: DataHead, got: usize) {
+    let read = tokio::time::timeout(STEP, stream.read_exact(&mut head[got..])).await;
     if !matches!(read, Ok(Ok(_))) {
         return;
     }
     let mut ticket = [0u8; TICKET_LEN];
-    ticket.copy_from_slice(&head[4..]);
+    ticket.copy_from_slice(&head[DATA_MAGIC.len()..]);
     let waiting = gw.pending.lock().ok().and_then(|mut p| p.remove(&ticket));
     match waiting {
         Some(tx) => {
@@ -88,17 +102,17 @@ async fn data_connection(gw: &Gateway, mut stream: TcpStream) {
     }
 }
 
-async fn control_connection(gw: &Gateway, stream: TcpStream, acceptor: &TlsAcceptor, id: u64) {
-    let Ok(Ok(mut tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await else {
+async fn control_connection(gw: &Gateway, stream: Replay<TcpStream>, acceptor: &TlsAcceptor, id: u64) {
+    let Ok(Ok(mut tls)) = tokio::time::timeout(STEP, acceptor.accept(stream)).await else {
         return gw.metrics.tunnel("tls_failed");
     };
-    let hello = tokio::time::timeout(Duration::from_secs(10), wire::read_frame(&mut tls)).await;
+    let hello = tokio::time::timeout(STEP, wire::read_frame(&mut tls)).await;
     let Ok(Ok(Control::Hello { route_id, credential })) = hello else {
         return gw.metrics.tunnel("no_hello");
     };
     let presented = wire::sha256_hex(credential.as_bytes());
     let route = gw.route(&route_id);
-    let Some(route) = route.filter(|r| r.config.credential_sha256.eq_ignore_ascii_case(&presented)) else {
+    let Some(route) = route.filter(|r| r.credential_sha256.eq_ignore_ascii_case(&presented)) else {
         gw.metrics.tunnel("refused");
         let reason = format!("route \"{route_id}\" is unknown here or its credential is wrong");
         let _ = wire::write_frame(&mut tls, &Control::Refused { reason }).await;
@@ -115,7 +129,7 @@ async fn control_connection(gw: &Gateway, stream: TcpStream, acceptor: &TlsAccep
     if let Ok(mut s) = gw.sessions.lock() {
         s.insert(route_id.clone(), Session { id, connect });
     }
-    gw.metrics.route_agent(&route.config.route_id, true);
+    let _presence = gw.accounting.agent(&route.route_id);
     let (mut reader, mut writer) = tokio::io::split(tls);
     let (frames_tx, mut frames) = mpsc::channel(16);
     let read_task = tokio::spawn(async move {
@@ -156,5 +170,4 @@ async fn control_connection(gw: &Gateway, stream: TcpStream, acceptor: &TlsAccep
     {
         s.remove(&route_id);
     }
-    gw.metrics.route_agent(&route.config.route_id, false);
 }

@@ -15,12 +15,17 @@
 //! (descriptor or pipe memory limits) ([`copy`]: a buffer held only for the burst).
 //!
 //! Half-closes propagate: when one side stops sending, the other side's write is shut and the
-//! opposite direction goes on. An error (a reset, say) ends both directions and closes both
-//! sockets: the connection is beyond repair, and nothing waits on an idle survivor.
+//! opposite direction goes on while it moves bytes. An error (a reset, say) ends both
+//! directions and closes both sockets: the connection is beyond repair, and nothing waits on
+//! an idle survivor. Nor does anything wait on a quiet one: after [`Timeouts::idle`] without
+//! a byte either way, or [`Timeouts::linger`] without one after a side ended its sending, both
+//! sockets are closed (`agent::idle`). Each write stamps the time; one timer per connection
+//! checks it.
 
 use std::io;
 use std::net::Shutdown;
 
+use agent::idle::{Activity, Timeouts};
 use socket2::SockRef;
 use tokio::net::TcpStream;
 
@@ -61,30 +66,55 @@ enum Burst {
     Unsupported,
 }
 
-/// Relays until both directions have ended, or either failed; returns the bytes moved each
-/// way (a to b, b to a).
-pub(super) async fn both_ways(a: TcpStream, b: TcpStream) -> (u64, u64) {
-    both_ways_with(a, b, Mode::FASTEST).await
+/// The bytes one direction has moved; each move also stamps the connection's activity.
+struct Meter<'a> {
+    total: u64,
+    activity: &'a Activity,
+}
+
+impl Meter<'_> {
+    /// `n` more bytes went out.
+    fn moved(&mut self, n: usize) {
+        self.total += n as u64;
+        self.activity.touch();
+    }
+}
+
+/// Relays until both directions have ended, either failed, or the connection stayed quiet
+/// longer than `timeouts` allow; returns the bytes moved each way (a to b, b to a).
+pub(super) async fn both_ways(a: TcpStream, b: TcpStream, timeouts: Timeouts) -> (u64, u64) {
+    both_ways_with(a, b, Mode::FASTEST, timeouts).await
 }
 
 /// [`both_ways`] in a given mode (the benchmark compares them).
-pub(super) async fn both_ways_with(a: TcpStream, b: TcpStream, mode: Mode) -> (u64, u64) {
-    let (mut ab, mut ba) = (0, 0);
-    // The first error drops the other direction; `a` and `b` close when this returns.
-    let _ = tokio::try_join!(one_way(&a, &b, mode, &mut ab), one_way(&b, &a, mode, &mut ba));
-    (ab, ba)
+pub(super) async fn both_ways_with(a: TcpStream, b: TcpStream, mode: Mode, timeouts: Timeouts) -> (u64, u64) {
+    let activity = Activity::new();
+    let mut ab = Meter { total: 0, activity: &activity };
+    let mut ba = Meter { total: 0, activity: &activity };
+    {
+        // The first error drops the other direction; so does the deadline.
+        let relay = async { tokio::try_join!(one_way(&a, &b, mode, &mut ab), one_way(&b, &a, mode, &mut ba)) };
+        tokio::select! {
+            _ = relay => {}
+            () = activity.expired(timeouts) => {}
+        }
+    }
+    // `a` and `b` close when this returns.
+    (ab.total, ba.total)
 }
 
-/// Moves `from` to `to` until `from` ends or either fails, counting into `total`; then shuts
-/// `to`'s write side, so its peer learns that nothing more comes.
-async fn one_way(from: &TcpStream, to: &TcpStream, mode: Mode, total: &mut u64) -> io::Result<()> {
+/// Moves `from` to `to` until `from` ends or either fails, counting into `meter`; then shuts
+/// `to`'s write side, so its peer learns that nothing more comes, and from then on the
+/// connection's linger applies.
+async fn one_way(from: &TcpStream, to: &TcpStream, mode: Mode, meter: &mut Meter<'_>) -> io::Result<()> {
     let result = match mode {
-        Mode::Copy => copy::one_way(from, to, total).await,
+        Mode::Copy => copy::one_way(from, to, meter).await,
         #[cfg(target_os = "linux")]
-        Mode::Splice => splice::one_way(from, to, total).await,
+        Mode::Splice => splice::one_way(from, to, meter).await,
     };
     // Fails only if `to` is already gone, which is what shutting it would achieve.
     let _ = SockRef::from(to).shutdown(Shutdown::Write);
+    meter.activity.end();
     result
 }
 

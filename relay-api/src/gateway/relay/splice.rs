@@ -19,7 +19,7 @@ use rustix::pipe::{PipeFlags, SpliceFlags};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-use super::{Burst, copy};
+use super::{Burst, Meter, copy};
 
 /// The pipe size asked for: bytes moved per pair of splices. Linux allows unprivileged
 /// processes up to `/proc/sys/fs/pipe-max-size` (1 MiB by default).
@@ -44,12 +44,12 @@ const FLAGS: SpliceFlags = SpliceFlags::MOVE.union(SpliceFlags::NONBLOCK);
 /// Moves `from` to `to` until `from` ends or either fails: splices bulk, copies small bursts,
 /// copies while no usable pipe can be had, and for good if the kernel refuses to splice these
 /// sockets.
-pub(super) async fn one_way(from: &TcpStream, to: &TcpStream, total: &mut u64) -> io::Result<()> {
+pub(super) async fn one_way(from: &TcpStream, to: &TcpStream, meter: &mut Meter<'_>) -> io::Result<()> {
     let mut pipe = None;
     loop {
         readable(from, &mut pipe).await?;
         if pipe.is_none() {
-            match copy::probe(from, to, total, PLENTY).await? {
+            match copy::probe(from, to, meter, PLENTY).await? {
                 Burst::Plenty => pipe = Pipe::new(),
                 Burst::Ended => return Ok(()),
                 // Idle again (a copy never reports `Unsupported`).
@@ -57,14 +57,14 @@ pub(super) async fn one_way(from: &TcpStream, to: &TcpStream, total: &mut u64) -
             }
         }
         let burst = match &pipe {
-            Some(pipe) => pipe.burst(from, to, total).await?,
-            None => copy::burst(from, to, total).await?,
+            Some(pipe) => pipe.burst(from, to, meter).await?,
+            None => copy::burst(from, to, meter).await?,
         };
         match burst {
             Burst::Ended => return Ok(()),
             Burst::Unsupported => {
                 drop(pipe);
-                return copy::one_way(from, to, total).await;
+                return copy::one_way(from, to, meter).await;
             }
             Burst::Idle | Burst::Plenty => {}
         }
@@ -106,7 +106,7 @@ impl Pipe {
     }
 
     /// Splices `from` (which was just readable) to `to` until `from` would block or ends.
-    async fn burst(&self, from: &TcpStream, to: &TcpStream, total: &mut u64) -> io::Result<Burst> {
+    async fn burst(&self, from: &TcpStream, to: &TcpStream, meter: &mut Meter<'_>) -> io::Result<Burst> {
         loop {
             let filled = from.try_io(Interest::READABLE, || {
                 Ok(rustix::pipe::splice(from, None, &self.write, None, PIPE_SIZE, FLAGS)?)
@@ -127,7 +127,7 @@ impl Pipe {
                     Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                     Ok(n) => {
                         pending -= n;
-                        *total += n as u64;
+                        meter.moved(n);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => to.writable().await?,
                     Err(e) => return Err(e),

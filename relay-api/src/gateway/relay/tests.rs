@@ -7,6 +7,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
+use agent::idle::Timeouts;
+
 use super::Mode;
 
 /// Copy, and splice where the platform has it.
@@ -24,10 +26,18 @@ async fn pair() -> (TcpStream, TcpStream) {
 
 /// A client (`left`) and a server (`right`) with a relay between them.
 async fn relayed(mode: Mode) -> (TcpStream, TcpStream, JoinHandle<(u64, u64)>) {
+    relayed_with(mode, Timeouts::DEFAULT).await
+}
+
+/// [`relayed`] with other timeouts.
+async fn relayed_with(mode: Mode, timeouts: Timeouts) -> (TcpStream, TcpStream, JoinHandle<(u64, u64)>) {
     let (left, gw_left) = pair().await;
     let (gw_right, right) = pair().await;
-    (left, right, tokio::spawn(super::both_ways_with(gw_left, gw_right, mode)))
+    (left, right, tokio::spawn(super::both_ways_with(gw_left, gw_right, mode, timeouts)))
 }
+
+/// Short timeouts for the tests of the deadlines.
+const SHORT: Timeouts = Timeouts { idle: Duration::from_millis(600), linger: Duration::from_millis(200) };
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     (0..len as u32).map(|i| (i.wrapping_mul(31).wrapping_add(seed) % 251) as u8).collect()
@@ -137,6 +147,66 @@ async fn an_idle_survivor_does_not_hold_the_relay_after_a_reset() {
         let mut rest = Vec::new();
         let ended = timeout(LIMIT, left.read_to_end(&mut rest)).await.expect("the client's connection ends");
         assert!(rest.is_empty(), "{mode:?}: {ended:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_quiet_connection_is_closed_after_the_idle_timeout() {
+    for &mode in MODES {
+        let (mut left, mut right, relay) = relayed_with(mode, SHORT).await;
+        left.write_all(b"ping").await.expect("write");
+        let mut got = [0u8; 4];
+        right.read_exact(&mut got).await.expect("read");
+        let start = std::time::Instant::now();
+        assert_eq!(timeout(LIMIT, relay).await.expect("the relay ends").expect("no panic"), (4, 0), "{mode:?}");
+        assert!(start.elapsed() >= SHORT.idle - Duration::from_millis(50), "{mode:?}: {:?}", start.elapsed());
+        // Both sides see their connection end.
+        let mut rest = Vec::new();
+        assert!(matches!(timeout(LIMIT, left.read_to_end(&mut rest)).await, Ok(Ok(0)) | Ok(Err(_))));
+        assert!(matches!(timeout(LIMIT, right.read_to_end(&mut rest)).await, Ok(Ok(0)) | Ok(Err(_))));
+    }
+}
+
+#[tokio::test]
+async fn a_half_closed_connection_whose_peer_stays_silent_is_closed_after_the_linger() {
+    for &mode in MODES {
+        // The client half-closes and waits; the server reads the end but never closes: the
+        // client would sit in FIN-WAIT-2 and the relay's server side in CLOSE-WAIT for ever.
+        let (mut left, mut right, relay) = relayed_with(mode, SHORT).await;
+        left.shutdown().await.expect("half-close");
+        let mut got = Vec::new();
+        timeout(LIMIT, right.read_to_end(&mut got)).await.expect("the end arrives").expect("read");
+        let start = std::time::Instant::now();
+        timeout(LIMIT, relay).await.expect("the relay ends").expect("no panic");
+        let waited = start.elapsed();
+        let linger = SHORT.linger;
+        assert!(waited < SHORT.idle, "{mode:?}: the linger ({linger:?}), not the idle timeout, ended it: {waited:?}");
+        assert!(waited >= linger / 2, "{mode:?}: ended {waited:?} after the end, before the linger ({linger:?})");
+        let mut rest = Vec::new();
+        assert!(matches!(timeout(LIMIT, left.read_to_end(&mut rest)).await, Ok(Ok(0)) | Ok(Err(_))), "{mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_reply_still_moving_after_a_half_close_outlives_the_linger() {
+    for &mode in MODES {
+        let (mut left, mut right, relay) = relayed_with(mode, SHORT).await;
+        left.shutdown().await.expect("half-close");
+        let mut got = Vec::new();
+        timeout(LIMIT, right.read_to_end(&mut got)).await.expect("the end arrives").expect("read");
+        // Ten pieces, one every half linger: five lingers long in all.
+        let server = tokio::spawn(async move {
+            for i in 0..10u8 {
+                tokio::time::sleep(SHORT.linger / 2).await;
+                right.write_all(&[i; 100]).await.expect("a piece");
+            }
+            right.shutdown().await.expect("shutdown");
+        });
+        let mut reply = Vec::new();
+        timeout(LIMIT, left.read_to_end(&mut reply)).await.expect("the reply ends").expect("read");
+        server.await.expect("server");
+        assert_eq!(reply.len(), 1000, "{mode:?}");
+        assert_eq!(timeout(LIMIT, relay).await.expect("the relay ends").expect("no panic"), (0, 1000), "{mode:?}");
     }
 }
 
