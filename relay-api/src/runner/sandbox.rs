@@ -24,6 +24,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+#[cfg(target_os = "linux")]
+use rustix::process::Resource;
 use tokio::process::Command;
 
 use super::{Confined, JobUid};
@@ -55,6 +57,41 @@ impl Default for Limits {
             tmp_bytes: 64 * 1024 * 1024,
         }
     }
+}
+
+impl Limits {
+    /// These limits, lowered to this process's own hard limits where those are lower: a job
+    /// never gets more than the service has, and `prlimit` is never asked to raise one.
+    pub fn within_own(self) -> Limits {
+        Limits {
+            memory_bytes: own_hard_limit(Resource::Data).map_or(self.memory_bytes, |h| self.memory_bytes.min(h)),
+            processes: own_hard_limit(Resource::Nproc).map_or(self.processes, |h| self.processes.min(h)),
+            open_files: own_hard_limit(Resource::Nofile).map_or(self.open_files, |h| self.open_files.min(h)),
+            file_size_bytes: own_hard_limit(Resource::Fsize)
+                .map_or(self.file_size_bytes, |h| self.file_size_bytes.min(h)),
+            tmp_bytes: self.tmp_bytes,
+        }
+    }
+}
+
+/// This process's hard limit of `resource`, if it has a finite one.
+#[cfg(target_os = "linux")]
+fn own_hard_limit(resource: Resource) -> Option<u64> {
+    rustix::process::getrlimit(resource).maximum
+}
+
+/// This process's hard limit of `resource` (not read off Linux, where jobs do not run).
+#[cfg(not(target_os = "linux"))]
+fn own_hard_limit(_: Resource) -> Option<u64> {
+    None
+}
+
+#[cfg(not(target_os = "linux"))]
+enum Resource {
+    Data,
+    Nproc,
+    Nofile,
+    Fsize,
 }
 
 /// Why jobs cannot be confined on this host.
@@ -129,7 +166,7 @@ impl Sandbox {
             setpriv: find("setpriv")?,
             env: find("env")?,
             privileged: running_as_root(),
-            limits,
+            limits: limits.within_own(),
         };
         let probe = Confined {
             argv: vec![sandbox.env.clone().into_os_string()],
@@ -287,6 +324,17 @@ pub(super) fn which(program: &OsStr) -> Result<PathBuf, SandboxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_never_gets_more_than_the_services_own_hard_limits() {
+        let asked = Limits { open_files: u64::MAX - 1, ..Limits::default() };
+        let given = asked.within_own();
+        if let Some(hard) = own_hard_limit(Resource::Nofile) {
+            assert_eq!(given.open_files, hard.min(u64::MAX - 1), "lowered to the service's own");
+        }
+        assert_eq!(given.tmp_bytes, asked.tmp_bytes);
+        assert!(given.memory_bytes <= asked.memory_bytes);
+    }
 
     #[test]
     fn programs_are_found_on_path_and_made_canonical() {
