@@ -201,12 +201,8 @@ fn assert_private(root: &Path) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 async fn stores_and_data_directories_are_private_never_0644() {
     let dir = TempDir::new("modes");
-    let data = dir.path().join("relay");
-    let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
-    let demo = node_demo_project(dir.path());
-    let config = demo.to_string_lossy().into_owned();
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
-    assert_eq!(code, 0, "deploy: {err}\n{out}");
+    let (relay, _) = Relay::with_live_demo(dir.path(), &[]).await;
+    let data = relay.data.clone();
     // The agent's key and certificate are in place once the route is live.
     let seen = assert_private(&data) + assert_private(&jobs_dir(&data));
     assert!(seen > 15, "the store, CA, catalog, deployment and agent files: {seen}");
@@ -223,12 +219,8 @@ async fn stores_and_data_directories_are_private_never_0644() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_relay_store_holds_no_route_credential_or_route_key_in_clear() {
     let dir = TempDir::new("at-rest");
-    let data = dir.path().join("relay");
-    let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
-    let demo = node_demo_project(dir.path());
-    let config = demo.to_string_lossy().into_owned();
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
-    assert_eq!(code, 0, "deploy: {err}\n{out}");
+    let (relay, config) = Relay::with_live_demo(dir.path(), &[]).await;
+    let data = relay.data.clone();
     let status = relay.json(&["status", "--config", &config]).await;
     let id = status["deployment"]["id"].as_str().expect("an ID");
     let agent: Value =

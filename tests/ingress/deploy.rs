@@ -81,6 +81,18 @@ impl Relay {
         Relay::start_with_env(data, extra, &[]).await
     }
 
+    /// A relay in `dir/relay` (with `extra` flags) on which `examples/node-demo` was deployed
+    /// by `svc ingress deploy` and is live: the relay and the project file's path.
+    pub(super) async fn with_live_demo(dir: &Path, extra: &[&str]) -> (Relay, String) {
+        let mut flags: Vec<String> = vec!["--public".into(), "127.0.0.1:0".into()];
+        flags.extend(extra.iter().map(|s| s.to_string()));
+        let relay = Relay::start(&dir.join("relay"), &flags).await;
+        let config = node_demo_project(dir).to_string_lossy().into_owned();
+        let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+        assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+        (relay, config)
+    }
+
     /// [`Relay::start`] with variables added to the coordinator's environment.
     pub(super) async fn start_with_env(data: &Path, extra: &[String], env: &[(&str, &str)]) -> Relay {
         admin(data, "invite", "acme");

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use svc_e2e::service::TempDir;
 
-use super::deploy::{Relay, hint_codes, node_demo_project, state};
+use super::deploy::{Relay, hint_codes, state};
 use super::process::signal;
 
 fn now_ms() -> i64 {
@@ -50,17 +50,9 @@ fn zombies_of(pid: u32) -> Vec<u32> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_whose_app_or_agent_exits_is_restarted_then_failed_with_job_exited() {
     let dir = TempDir::new("dead-jobs");
-    let data = dir.path().join("relay");
-    let extra: Vec<String> = ["--public", "127.0.0.1:0", "--max-restarts", "2", "--downtime-tolerance-bps", "0"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let relay = Relay::start(&data, &extra).await;
-    let demo = node_demo_project(dir.path());
-    let config = demo.to_string_lossy().into_owned();
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
-    assert_eq!(code, 0, "deploy: {err}\n{out}");
-    let project = demo.clone();
+    let (relay, config) =
+        Relay::with_live_demo(dir.path(), &["--max-restarts", "2", "--downtime-tolerance-bps", "0"]).await;
+    let project = std::path::PathBuf::from(&config);
     let mut status = relay.json(&["status", "--config", &config]).await;
 
     // The app, then the agent, dies: each seen within 2 s, logged, restarted, live again.
@@ -115,12 +107,7 @@ async fn a_job_whose_app_or_agent_exits_is_restarted_then_failed_with_job_exited
 #[tokio::test(flavor = "multi_thread")]
 async fn a_coordinator_killed_with_sigkill_leaves_no_orphaned_job() {
     let dir = TempDir::new("orphans");
-    let data = dir.path().join("relay");
-    let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
-    let demo = node_demo_project(dir.path());
-    let config = demo.to_string_lossy().into_owned();
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
-    assert_eq!(code, 0, "deploy: {err}\n{out}");
+    let (relay, config) = Relay::with_live_demo(dir.path(), &[]).await;
     let (app, agent) = pids(&relay.json(&["status", "--config", &config]).await);
     assert!(super::process::alive(app) && super::process::alive(agent));
     signal(relay.proc.pid(), "KILL");
