@@ -103,6 +103,9 @@ pub(crate) struct State {
     pub(crate) store: Arc<dyn store::Store>,
     pub(crate) schema_pairs: SchemaPairs,
     pub(crate) fault: Option<FaultPoint>,
+    /// Publications reading and validating their manifest at once: one per core (see
+    /// `publish::prepare_off_runtime`).
+    pub(crate) validations: Arc<tokio::sync::Semaphore>,
 }
 
 /// Runs the service until SIGINT or SIGTERM, then drains in-flight requests (at most
@@ -113,7 +116,13 @@ pub async fn serve(config: ServiceConfig, on_listening: impl FnOnce(SocketAddr))
         .await
         .map_err(|source| ServeError::Io { addr: config.listen, source })?;
     let addr = listener.local_addr().map_err(|source| ServeError::Io { addr: config.listen, source })?;
-    let state = Arc::new(State { store: Arc::new(store), schema_pairs: config.schema_pairs, fault: config.fault });
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    let state = Arc::new(State {
+        store: Arc::new(store),
+        schema_pairs: config.schema_pairs,
+        fault: config.fault,
+        validations: Arc::new(tokio::sync::Semaphore::new(cores)),
+    });
     on_listening(addr);
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
