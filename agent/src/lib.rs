@@ -16,6 +16,7 @@ pub mod config;
 pub mod files;
 pub mod hostnames;
 mod http;
+pub mod invariants;
 mod lifecycle;
 pub mod serve;
 pub mod tunnel;
