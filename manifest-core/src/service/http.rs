@@ -261,7 +261,7 @@ async fn publish_version(
         async {
             let caller = authenticate(&state, &headers).await?;
             let body = read_body(body).await?;
-            let prepared = publish::prepare_off_runtime(state.clone(), caller, id, body).await?;
+            let prepared = publish::prepare_body(state.clone(), caller, id, body).await?;
             let (status, response) = publish::publish(&state, prepared).await?;
             Ok(json_response(status, &response))
         }

@@ -104,7 +104,7 @@ pub(crate) struct State {
     pub(crate) schema_pairs: SchemaPairs,
     pub(crate) fault: Option<FaultPoint>,
     /// Publications reading and validating their manifest at once: one per core (see
-    /// `publish::prepare_off_runtime`).
+    /// `publish::prepare_body`).
     pub(crate) validations: Arc<tokio::sync::Semaphore>,
 }
 

@@ -203,20 +203,32 @@ fn refused(diagnostics: Vec<Diagnostic>) -> ApiError {
     }
 }
 
-/// Reads a publication's body and runs layers 1-2 ([`prepare`]) off the async runtime, at
-/// most one per core at once (`State::validations`). A 1 MiB manifest keeps a core busy for a
-/// while: on the runtime it would stall every other request, and more at once than there are
-/// cores would only add memory (each holds its document, tree and diagnostics). The permit
-/// goes with the work, so a client that hangs up does not free it early.
-pub(crate) async fn prepare_off_runtime(
+/// Bodies up to this size are read and validated on the async runtime: a manifest of a few
+/// KiB takes well under a millisecond, and the hop to the blocking pool would cost the
+/// publication path more than the work itself (docs/performance.md, "Publication under load").
+const INLINE_BODY_BYTES: usize = 16 * 1024;
+
+/// Reads a publication's body and runs layers 1-2 ([`prepare`]). A body over
+/// [`INLINE_BODY_BYTES`] is checked off the async runtime, at most one per core at once
+/// (`State::validations`): a 1 MiB manifest keeps a core busy for a while, on the runtime it
+/// would stall every other request, and more at once than there are cores would only add
+/// memory (each holds its document, tree and diagnostics). The permit goes with the work, so
+/// a client that hangs up does not free it early.
+pub(crate) async fn prepare_body(
     state: Arc<State>,
     caller: Caller,
     application_id: String,
     body: Bytes,
 ) -> Result<Prepared, ApiError> {
-    let permit = state.validations.clone().acquire_owned().await.map_err(|_| stopping())?;
+    let inline = body.len() <= INLINE_BODY_BYTES;
+    let validations = state.validations.clone();
+    let work = move || parse_request(&body).and_then(|request| prepare(&state, &caller, &application_id, &request));
+    if inline {
+        return work();
+    }
+    let permit = validations.acquire_owned().await.map_err(|_| stopping())?;
     tokio::task::spawn_blocking(move || {
-        let prepared = parse_request(&body).and_then(|request| prepare(&state, &caller, &application_id, &request));
+        let prepared = work();
         drop(permit);
         prepared
     })
@@ -229,7 +241,7 @@ fn stopping() -> ApiError {
 }
 
 /// Checks a publication and runs layers 1-2 (no write lock held): the owned publication the
-/// write needs. Blocking work: see [`prepare_off_runtime`].
+/// write needs. Short for a small body; see [`prepare_body`].
 pub(crate) fn prepare(
     state: &State,
     caller: &Caller,
