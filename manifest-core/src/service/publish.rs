@@ -226,17 +226,17 @@ pub(crate) async fn prepare_body(
     if inline {
         return work();
     }
-    let permit = validations.acquire_owned().await.map_err(|_| stopping())?;
+    let permit = validations.acquire_owned().await.map_err(|_| not_checked())?;
     tokio::task::spawn_blocking(move || {
         let prepared = work();
         drop(permit);
         prepared
     })
     .await
-    .unwrap_or_else(|_| Err(stopping()))
+    .unwrap_or_else(|_| Err(not_checked()))
 }
 
-fn stopping() -> ApiError {
+fn not_checked() -> ApiError {
     ApiError::new(500, "internal_error", "the publication could not be checked; try again")
 }
 
