@@ -93,9 +93,9 @@ pub enum IngressCommand {
         /// The gateway's public TLS address.
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
         listen: std::net::SocketAddr,
-        /// Development certificate lifetime in seconds (renewed after two thirds), 60 s to a year.
+        /// Development certificate lifetime in seconds (renewed after two thirds), at most a year.
         #[arg(long, value_name = "SECS", default_value_t = 86_400, hide = true,
-            value_parser = clap::value_parser!(u64).range(60..=YEAR_SECS))]
+            value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
         cert_validity_secs: u64,
     },
     /// Deploy the project: validate it, send it with the app's files, fund its quote (within
@@ -456,8 +456,8 @@ pub struct RelayServeArgs {
     /// Seconds after a period settles before its reward can be claimed (at most a year).
     #[arg(long, value_name = "SECS", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(0..=YEAR_SECS))]
     pub settlement_delay_secs: u64,
-    /// How long a signed service catalog is valid, seconds (re-signed after half), 60 s to a year.
-    #[arg(long, value_name = "SECS", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..=YEAR_SECS))]
+    /// How long a signed service catalog is valid, seconds (re-signed after half), at most a year.
+    #[arg(long, value_name = "SECS", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
     pub catalog_validity_secs: u64,
 }
 
