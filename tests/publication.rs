@@ -3,6 +3,7 @@
 //! One binary, a module per concern.
 
 mod publication {
+    mod bounds;
     mod capabilities;
     mod cli;
     mod durability;

@@ -18,6 +18,7 @@ pub mod files;
 pub mod hostnames;
 mod http;
 pub mod idle;
+pub mod invariants;
 mod lifecycle;
 pub mod serve;
 pub mod tunnel;

@@ -116,9 +116,10 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Reads lower- or upper-case hex of exactly `N` bytes.
+/// Reads lower- or upper-case hex of exactly `N` bytes: hex digits only (`from_str_radix`
+/// alone would also take a `+` sign, so `+f` would read as `0f`).
 pub fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
-    if text.len() != 2 * N {
+    if text.len() != 2 * N || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut out = [0u8; N];
@@ -176,8 +177,11 @@ pub async fn read_proxy_v2<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Soc
     let len = u16::from_be_bytes([head[14], head[15]]) as usize;
     let mut body = vec![0u8; len];
     r.read_exact(&mut body).await?;
-    if head[12] & 0x0f == 0 {
-        return Ok(None); // LOCAL
+    match head[12] & 0x0f {
+        0 => return Ok(None), // LOCAL
+        1 => {}               // PROXY
+        // The specification: receivers must drop a connection with any other command.
+        command => return Err(WireError::Malformed(format!("PROXY v2 command {command} is neither LOCAL nor PROXY"))),
     }
     Ok(match head[13] >> 4 {
         1 if len >= 12 => {
@@ -228,5 +232,14 @@ mod tests {
         let t = [7u8; 32];
         assert_eq!(unhex::<32>(&hex(&t)), Some(t));
         assert_eq!(unhex::<32>("zz"), None);
+        assert_eq!(unhex::<2>("0A0b"), Some([10, 11]));
+    }
+
+    #[test]
+    fn a_signed_hex_ticket_is_refused() {
+        // `u8::from_str_radix("+f", 16)` is 15: a ticket written `+f+f...` read as `0f0f...`.
+        assert_eq!(unhex::<2>("+f+f"), None);
+        assert_eq!(unhex::<2>("-f0f"), None);
+        assert_eq!(unhex::<32>(&"+f".repeat(32)), None);
     }
 }

@@ -4,6 +4,18 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+// Numeric flags are refused outside their range with a usage error naming the flag (exit 2),
+// never clamped or saturated in silence.
+
+/// A day, in seconds: the longest wait or revalidation interval.
+const DAY_SECS: u64 = 86_400;
+/// A year, in seconds: the longest lifetime, period or delay.
+const YEAR_SECS: u64 = 365 * DAY_SECS;
+/// The stores keep micros as signed 64-bit integers.
+const MAX_STORED_MICROS: u64 = i64::MAX as u64;
+/// A quote of the most periods (10,000) at this price still fits the ledger.
+const MAX_PRICE_MICROS: u64 = MAX_STORED_MICROS / 10_000;
+
 /// `svc`: describe a background application as a manifest and run it on attested processors.
 #[derive(Debug, Parser)]
 #[command(name = "svc", version, about)]
@@ -81,8 +93,9 @@ pub enum IngressCommand {
         /// The gateway's public TLS address.
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
         listen: std::net::SocketAddr,
-        /// Development certificate lifetime in seconds (renewed after two thirds).
-        #[arg(long, value_name = "SECS", default_value_t = 86_400, hide = true)]
+        /// Development certificate lifetime in seconds (renewed after two thirds), at most a year.
+        #[arg(long, value_name = "SECS", default_value_t = 86_400, hide = true,
+            value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
         cert_validity_secs: u64,
     },
     /// Deploy the project: validate it, send it with the app's files, fund its quote (within
@@ -94,8 +107,8 @@ pub enum IngressCommand {
         /// Return once funded instead of waiting until live.
         #[arg(long)]
         no_wait: bool,
-        /// How long to wait until live, seconds.
-        #[arg(long, value_name = "SECS", default_value_t = 120)]
+        /// How long to wait until live, seconds (at most a day).
+        #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=DAY_SECS))]
         timeout: u64,
         /// Which project, at which relay.
         #[command(flatten)]
@@ -113,7 +126,7 @@ pub enum IngressCommand {
         #[arg(long)]
         follow: bool,
         /// Start after this cursor (the `seq` of an entry).
-        #[arg(long, value_name = "CURSOR", default_value_t = 0)]
+        #[arg(long, value_name = "CURSOR", default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
         after: i64,
         /// Which project, at which relay.
         #[command(flatten)]
@@ -127,8 +140,8 @@ pub enum IngressCommand {
     },
     /// Fund a new quote for more periods.
     Fund {
-        /// Periods to fund (default: the project's `spend.fundPeriods`).
-        #[arg(long)]
+        /// Periods to fund, 1-10000 (default: the project's `spend.fundPeriods`).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         periods: Option<u64>,
         /// Which project, at which relay.
         #[command(flatten)]
@@ -390,8 +403,8 @@ pub enum RelayAdminCommand {
         /// The operator it admits (a DNS label).
         #[arg(long, value_name = "NAME")]
         operator: String,
-        /// Seconds until the token expires.
-        #[arg(long, value_name = "N", default_value_t = 86_400)]
+        /// Seconds until the token expires (at most a year).
+        #[arg(long, value_name = "N", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
         ttl_secs: u64,
     },
 }
@@ -434,29 +447,31 @@ pub struct RelayServeArgs {
     /// Validate routes whose hostnames resolve to loopback or private addresses (tests only).
     #[arg(long)]
     pub allow_private_targets: bool,
-    /// Seconds between route validations.
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    /// Seconds between route validations (at most a day).
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=DAY_SECS))]
     pub revalidate_secs: u64,
-    /// Seconds in a funding period.
-    #[arg(long, value_name = "SECS", default_value_t = 3600)]
+    /// Seconds in a funding period (at most a year).
+    #[arg(long, value_name = "SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
     pub period_secs: u64,
-    /// Price per period, service-credit micros.
-    #[arg(long, value_name = "MICROS", default_value_t = 250_000)]
+    /// Price per period, service-credit micros (at most what 10,000 periods can cost in the
+    /// ledger's signed 64-bit range).
+    #[arg(long, value_name = "MICROS", default_value_t = 250_000,
+        value_parser = clap::value_parser!(u64).range(0..=MAX_PRICE_MICROS))]
     pub price_micros: u64,
     /// The operator of this coordinator's gateway (rewards of the routes it carries go there).
     #[arg(long, value_name = "NAME", default_value = "local")]
     pub gateway_operator: String,
-    /// The gateway operator's share of a served period, basis points.
-    #[arg(long, value_name = "BPS", default_value_t = 7_000)]
+    /// The gateway operator's share of a served period, basis points (0-10000).
+    #[arg(long, value_name = "BPS", default_value_t = 7_000, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub reward_share_bps: u32,
-    /// Downtime within a period up to this share (basis points) counts as served.
-    #[arg(long, value_name = "BPS", default_value_t = 500)]
+    /// Downtime within a period up to this share (basis points, 0-10000) counts as served.
+    #[arg(long, value_name = "BPS", default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub downtime_tolerance_bps: u32,
-    /// Seconds after a period settles before its reward can be claimed.
-    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
+    /// Seconds after a period settles before its reward can be claimed (at most a year).
+    #[arg(long, value_name = "SECS", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(0..=YEAR_SECS))]
     pub settlement_delay_secs: u64,
-    /// How long a signed service catalog is valid, seconds (re-signed after half).
-    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
+    /// How long a signed service catalog is valid, seconds (re-signed after half), at most a year.
+    #[arg(long, value_name = "SECS", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
     pub catalog_validity_secs: u64,
     /// Restarts of a job whose app or agent ended (within 10 minutes, with a backoff of 1 s
     /// doubling to 60 s) before its deployment fails with `job_exited`.
@@ -853,8 +868,8 @@ pub enum SpendAuthorityCommand {
         /// Data directory and organization.
         #[command(flatten)]
         target: OrgArgs,
-        /// Micros; omit with --none.
-        #[arg(long, required_unless_present = "none")]
+        /// Micros, up to 2^63 - 1 (the store's range); omit with --none.
+        #[arg(long, required_unless_present = "none", value_parser = clap::value_parser!(u64).range(0..=MAX_STORED_MICROS))]
         micros: Option<u64>,
         /// Clear the authority.
         #[arg(long, conflicts_with = "micros")]

@@ -27,16 +27,16 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     config.nameservers = args.nameservers.clone();
     config.caa_identities = args.caa_identities.clone();
     config.allow_private_targets = args.allow_private_targets;
-    config.revalidate = Duration::from_secs(args.revalidate_secs.max(1));
-    config.period = Duration::from_secs(args.period_secs.max(1));
+    config.revalidate = Duration::from_secs(args.revalidate_secs);
+    config.period = Duration::from_secs(args.period_secs);
     config.price_micros = args.price_micros;
     config.gateway_operator = args.gateway_operator.clone();
     config.terms = relay_api::coordinator::money::Terms {
-        reward_share_bps: args.reward_share_bps.min(10_000),
-        downtime_tolerance_bps: args.downtime_tolerance_bps.min(10_000),
+        reward_share_bps: args.reward_share_bps,
+        downtime_tolerance_bps: args.downtime_tolerance_bps,
         settlement_delay_ms: args.settlement_delay_secs.saturating_mul(1000),
     };
-    config.catalog_validity = Duration::from_secs(args.catalog_validity_secs.max(1));
+    config.catalog_validity = Duration::from_secs(args.catalog_validity_secs);
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
     if let Some(jobs_dir) = &args.jobs_dir {
         config.jobs_dir = jobs_dir.clone();

@@ -131,6 +131,61 @@ fn input_over_one_mib_from_stdin_is_input_too_large() {
 }
 
 #[test]
+fn a_manifest_of_a_hundred_eighty_thousand_repeated_keys_lists_a_thousand_problems_in_text_and_json() {
+    // 900 KB of `a: 1` lines: 184,319 duplicate keys and a missing `schemaVersion`.
+    let lines = 900 * 1024 / 5;
+    let doc = "a: 1\n".repeat(lines);
+    let out = svc(&["manifest", "validate", "--file", "-", "--format", "json"], Some(doc.as_bytes()));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.len() < 1_000_000, "{} bytes of JSON", out.stdout.len());
+    let json: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let diagnostics = json["diagnostics"].as_array().expect("array");
+    assert_eq!(diagnostics.len(), 1001);
+    assert_eq!(diagnostics[1000]["code"], "diagnostics_truncated");
+    assert_eq!(diagnostics[1000]["pointer"], "");
+    let omitted = lines - 1000; // 184,319 duplicates and one missing field, less the 1,000 listed
+    assert!(diagnostics[1000]["message"].as_str().is_some_and(|m| m.starts_with(&format!("{omitted} more problems"))));
+
+    let out = svc(&["manifest", "validate", "--file", "-"], Some(doc.as_bytes()));
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("error[duplicate_key]").count(), 999, "1,000 listed with the missing field");
+    assert!(text.contains(&format!("error[diagnostics_truncated]: {omitted} more problems not shown")), "{text:.300}");
+    assert!(
+        text.contains(&format!("<stdin>: invalid: 1000 errors, 0 warnings shown; {omitted} more problems not shown\n")),
+        "{}",
+        &text[text.len().saturating_sub(300)..]
+    );
+}
+
+#[test]
+fn numeric_flags_outside_their_range_are_refused_naming_the_flag() {
+    for (args, flag) in [
+        (&["ingress", "fund", "--periods", "0"][..], "--periods"),
+        (&["ingress", "fund", "--periods", "10001"], "--periods"),
+        (&["ingress", "logs", "--after=-1"], "--after"),
+        (&["ingress", "deploy", "--timeout", "18446744073709551615"], "--timeout"),
+        (&["policy", "publish", "--expect-version", "18446744073709551616"], "--expect-version"),
+        (&["policy", "publish", "--expect-version=-1"], "--expect-version"),
+        (&["app", "versions", "web", "--version", "1.5"], "--version"),
+        (&["admin", "spend-authority", "set", "--micros", "9223372036854775808"], "--micros"),
+        (&["relay", "serve", "--reward-share-bps", "10001"], "--reward-share-bps"),
+        (&["relay", "serve", "--downtime-tolerance-bps", "20000"], "--downtime-tolerance-bps"),
+        (&["relay", "serve", "--period-secs", "0"], "--period-secs"),
+        (&["relay", "serve", "--revalidate-secs", "0"], "--revalidate-secs"),
+        (&["relay", "serve", "--price-micros", "18446744073709551615"], "--price-micros"),
+        (&["relay", "serve", "--settlement-delay-secs", "18446744073709551615"], "--settlement-delay-secs"),
+        (&["relay", "serve", "--catalog-validity-secs", "0"], "--catalog-validity-secs"),
+        (&["relay", "admin", "admission-token", "--ttl-secs", "18446744073709551615"], "--ttl-secs"),
+    ] {
+        let out = svc(args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("invalid value") && stderr.contains(flag), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn text_output_points_at_the_line_with_a_caret() {
     let doc = "schemaVersion: 5\nschema: svc.application-manifest\ndeployment:\n  sheduel: {}\n";
     let out = svc(&["manifest", "validate", "--file", "-"], Some(doc.as_bytes()));

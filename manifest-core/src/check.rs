@@ -4,14 +4,16 @@
 
 use std::collections::HashSet;
 
+use crate::bounded::Bounded;
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::shape::{
     ArrayShape, DefaultValue, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat, StrShape, UnionShape,
 };
 use crate::tree::{Member, Node, Number, PointerBuf, Text, Value};
 
-/// Checks `root` against `shape`, appending problems to `out` and filling defaults in place.
-pub(crate) fn check_document<'a>(root: &mut Node<'a>, shape: &'static ObjectShape, out: &mut Vec<Diagnostic>) {
+/// Checks `root` against `shape`, appending problems to `out` (bounded: past the cap they are
+/// only counted) and filling defaults in place.
+pub(crate) fn check_document<'a>(root: &mut Node<'a>, shape: &'static ObjectShape, out: &mut Bounded) {
     let mut walker = Walker { out, path: Vec::with_capacity(16) };
     walker.object(root, shape);
 }
@@ -23,7 +25,7 @@ enum Step<'a> {
 }
 
 struct Walker<'d, 'a> {
-    out: &'d mut Vec<Diagnostic>,
+    out: &'d mut Bounded,
     /// Where the walk is. Most values are fine, so the path is kept as steps (borrowed from the
     /// tree or the tables) and spelled out as a pointer only for a diagnostic.
     path: Vec<Step<'a>>,
@@ -431,7 +433,7 @@ pub(crate) fn suggest<'a>(input: &str, candidates: impl Iterator<Item = &'a str>
 /// `document::table_problems`, for other crates' tables) so that filling defaults can never
 /// produce a diagnostic.
 pub(crate) fn defaults_are_valid(shape: &'static ObjectShape) -> Vec<Diagnostic> {
-    fn fields(fs: &'static [crate::shape::Field], out: &mut Vec<Diagnostic>) {
+    fn fields(fs: &'static [crate::shape::Field], out: &mut Bounded) {
         for f in fs {
             if let Presence::Default(d) = f.presence {
                 let mut node = Node { span: Default::default(), value: default_value(d, &f.shape) };
@@ -441,7 +443,7 @@ pub(crate) fn defaults_are_valid(shape: &'static ObjectShape) -> Vec<Diagnostic>
             nested(&f.shape, out);
         }
     }
-    fn nested(shape: &Shape, out: &mut Vec<Diagnostic>) {
+    fn nested(shape: &Shape, out: &mut Bounded) {
         match shape {
             Shape::Object(o) => fields(o.fields, out),
             Shape::Union(u) => u.arms.iter().for_each(|a| fields(a.object.fields, out)),
@@ -450,9 +452,9 @@ pub(crate) fn defaults_are_valid(shape: &'static ObjectShape) -> Vec<Diagnostic>
             _ => {}
         }
     }
-    let mut out = Vec::new();
+    let mut out = Bounded::default();
     fields(shape.fields, &mut out);
-    out
+    out.into_vec()
 }
 
 #[cfg(test)]

@@ -189,6 +189,8 @@ codes! {
     DeprecatedManifestField = "deprecated_manifest_field",
     /// The validator broke its own invariant.
     InternalError = "internal_error",
+    /// More than 1,000 problems: the rest are counted, not listed.
+    DiagnosticsTruncated = "diagnostics_truncated",
     /// (3) The manifest's `applicationId` is not the target application's.
     ApplicationIdMismatch = "application_id_mismatch",
     /// (3) The V4 manifest's `applicationUid` is not the target application's.

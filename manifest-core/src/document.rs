@@ -27,6 +27,7 @@ use std::collections::HashSet;
 
 use serde::de::{DeserializeOwned, Error as _};
 
+use crate::bounded::{Bounded, MAX_DIAGNOSTICS, finish};
 use crate::check::{check_document, defaults_are_valid};
 use crate::de::{ModelError, from_node};
 use crate::diagnostic::{Code, Diagnostic, Layer};
@@ -67,7 +68,9 @@ impl DocumentReport<'_> {
 /// Checks JSON `text` against `table`: reads it strictly, runs layer 1 (filling defaults),
 /// then `rules`, the document kind's own cross-field rules (layer 2), which see the checked
 /// tree and, in `out`, the diagnostics so far (so a rule can skip fields that already failed).
-/// `rules` runs only when the root is an object. Never panics, whatever the text.
+/// `rules` runs only when the root is an object and the problems so far are within
+/// [`crate::MAX_DIAGNOSTICS`]; the report lists at most that many, then one
+/// `diagnostics_truncated` entry. Never panics, whatever the text.
 pub fn check_json<'a>(
     text: &'a str,
     table: &'static ObjectShape,
@@ -81,11 +84,21 @@ pub fn check_json<'a>(
         return report;
     }
     let parsed = crate::json::parse(text);
-    report.diagnostics = parsed.diagnostics;
+    let read_overflowed = parsed.diagnostics.overflowed();
+    let (read, mut omitted) = parsed.diagnostics.into_parts();
+    report.diagnostics = read;
     if let Some(mut root) = parsed.root {
         if matches!(root.value, Value::Object(_)) {
-            check_document(&mut root, table, &mut report.diagnostics);
-            rules(&root, &mut report.diagnostics);
+            let mut schema = Bounded::default();
+            check_document(&mut root, table, &mut schema);
+            let past_cap =
+                read_overflowed || schema.overflowed() || report.diagnostics.len() + schema.len() > MAX_DIAGNOSTICS;
+            let (mut schema, schema_omitted) = schema.into_parts();
+            report.diagnostics.append(&mut schema);
+            omitted = omitted.and(schema_omitted);
+            if !past_cap {
+                rules(&root, &mut report.diagnostics);
+            }
             report.checked = true;
         } else {
             let message = format!("the {} is an object, found {}", table.name, root.value.kind());
@@ -95,6 +108,7 @@ pub fn check_json<'a>(
         report.document = Some(root);
     }
     place(text, &mut report.diagnostics);
+    let _ = finish(&mut report.diagnostics, omitted);
     report
 }
 

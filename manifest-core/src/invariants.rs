@@ -2,8 +2,9 @@
 //! call these, and a normal test replays the committed fuzz corpus through them, so a crash
 //! found once stays fixed.
 
+use crate::diagnostic::Diagnostic;
 use crate::tree::{Node, Value};
-use crate::{Code, parse, render_json, render_text, validate};
+use crate::{Code, MAX_DIAGNOSTICS, parse, render_json, render_text, validate};
 
 /// The JSON reader agrees with serde_json: both accept or both reject, and accepted values
 /// are equal (floats to within rounding). Duplicate keys and nesting past our limit are where
@@ -13,6 +14,7 @@ pub fn json_agrees_with_serde(bytes: &[u8]) {
         return;
     };
     let (root, diagnostics) = parse::json(text);
+    assert_bounded(&diagnostics);
     let ours_refuses = |code: Code| diagnostics.iter().any(|d| d.code == code);
     if ours_refuses(Code::DuplicateKey) || ours_refuses(Code::NestingTooDeep) {
         return;
@@ -39,6 +41,7 @@ pub fn yaml_reads_safely(bytes: &[u8]) {
         return;
     };
     let (root, diagnostics) = parse::yaml(text);
+    assert_bounded(&diagnostics);
     if let Some(node) = root {
         check_spans(&node, text.len());
     }
@@ -69,6 +72,8 @@ pub fn validation_is_consistent(bytes: &[u8]) {
     for d in &report.diagnostics {
         assert!(d.pointer.is_empty() || d.pointer.starts_with('/'), "bad pointer {:?}", d.pointer);
     }
+    assert_bounded(&report.diagnostics);
+    assert_eq!(report.omitted() > 0, report.diagnostics.len() > MAX_DIAGNOSTICS);
     if let Some(digest) = report.authored_digest() {
         // The direct canonical writer agrees with the reference crate.
         let text = std::str::from_utf8(bytes).expect("a digest implies UTF-8");
@@ -82,6 +87,16 @@ pub fn validation_is_consistent(bytes: &[u8]) {
     let json: serde_json::Value = serde_json::from_str(&render_json(&report)).expect("render_json is JSON");
     assert_eq!(json["valid"], serde_json::Value::Bool(report.is_valid()));
     let _ = render_text(&report, "fuzz", bytes);
+}
+
+/// At most [`MAX_DIAGNOSTICS`] problems, then at most one `diagnostics_truncated`, last.
+fn assert_bounded(diagnostics: &[Diagnostic]) {
+    let truncated = diagnostics.iter().position(|d| d.code == Code::DiagnosticsTruncated);
+    match truncated {
+        Some(at) => assert_eq!(at, MAX_DIAGNOSTICS, "the truncation entry comes after exactly the cap"),
+        None => assert!(diagnostics.len() <= MAX_DIAGNOSTICS, "{} diagnostics", diagnostics.len()),
+    }
+    assert!(diagnostics.len() <= MAX_DIAGNOSTICS + 1);
 }
 
 fn check_spans(node: &Node<'_>, len: usize) {

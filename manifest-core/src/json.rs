@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use crate::bounded::Bounded;
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::source::{MAX_DEPTH, Parsed};
 use std::borrow::Cow;
@@ -40,8 +41,8 @@ struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
     path: Vec<Step>,
-    /// Non-fatal problems (duplicate keys).
-    problems: Vec<Diagnostic>,
+    /// Non-fatal problems (duplicate keys), bounded.
+    problems: Bounded,
 }
 
 /// Objects up to this many members look for duplicates by scanning; larger ones use a set, so
@@ -54,7 +55,7 @@ type Fatal = Box<Diagnostic>;
 
 impl<'a> Reader<'a> {
     fn new(text: &'a str) -> Self {
-        Reader { text, bytes: text.as_bytes(), pos: 0, path: Vec::new(), problems: Vec::new() }
+        Reader { text, bytes: text.as_bytes(), pos: 0, path: Vec::new(), problems: Bounded::default() }
     }
 
     fn document(&mut self) -> Result<Node<'a>, Fatal> {

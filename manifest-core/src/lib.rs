@@ -14,6 +14,7 @@
 
 #![forbid(unsafe_code)]
 
+mod bounded;
 mod check;
 mod de;
 mod diagnostic;
@@ -40,6 +41,7 @@ pub mod shape;
 pub mod v4;
 pub mod v5;
 
+pub use bounded::MAX_DIAGNOSTICS;
 pub use de::ModelError;
 pub use diagnostic::{Code, Diagnostic, Layer, Severity};
 pub use digest::{authored_digest, canonical_bytes, canonical_digest, sha256};
@@ -59,15 +61,17 @@ pub mod parse {
     use crate::diagnostic::Diagnostic;
     use crate::tree::Node;
 
-    /// Reads JSON text into a tree (`None` after a fatal error) and its diagnostics.
+    /// Reads JSON text into a tree (`None` after a fatal error) and its diagnostics (at most
+    /// [`crate::MAX_DIAGNOSTICS`], then one `diagnostics_truncated` entry).
     pub fn json(text: &str) -> (Option<Node<'_>>, Vec<Diagnostic>) {
         let p = crate::json::parse(text);
-        (p.root, p.diagnostics)
+        (p.root, p.diagnostics.into_vec())
     }
 
-    /// Reads YAML text into a tree (`None` after a fatal error) and its diagnostics.
+    /// Reads YAML text into a tree (`None` after a fatal error) and its diagnostics (at most
+    /// [`crate::MAX_DIAGNOSTICS`], then one `diagnostics_truncated` entry).
     pub fn yaml(text: &str) -> (Option<Node<'_>>, Vec<Diagnostic>) {
         let p = crate::yaml::parse(text);
-        (p.root, p.diagnostics)
+        (p.root, p.diagnostics.into_vec())
     }
 }

@@ -252,7 +252,7 @@ mod tests {
         assert!(problems.is_empty());
         let mut root = root.expect("tree");
         let before = root.clone();
-        let mut diagnostics = Vec::new();
+        let mut diagnostics = crate::bounded::Bounded::default();
         crate::check::check_document(&mut root, &POLICY, &mut diagnostics);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         assert_eq!(root, before, "layer 1 filled a default the policy did not write out");

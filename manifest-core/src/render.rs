@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::diagnostic::{Diagnostic, Severity};
+use crate::diagnostic::{Code, Diagnostic, Severity};
 use crate::source::LineIndex;
 use crate::validate::Report;
 
@@ -39,8 +39,10 @@ pub fn render_text(report: &Report, name: &str, source: &[u8]) -> String {
     for d in &report.diagnostics {
         diagnostic(&mut out, d, name, &index);
     }
-    let errors = report.diagnostics.iter().filter(|d| d.is_error()).count();
-    let warnings = report.diagnostics.len() - errors;
+    // The truncation entry is not a problem of its own; the problems it counts are added last.
+    let listed = report.diagnostics.iter().filter(|d| d.code != Code::DiagnosticsTruncated);
+    let errors = listed.clone().filter(|d| d.is_error()).count();
+    let warnings = listed.count() - errors;
     if report.is_valid() {
         let version = report.schema_version.map_or(String::new(), |v| format!(" Manifest V{v}"));
         let _ = write!(out, "{name}: valid{version}");
@@ -49,7 +51,12 @@ pub fn render_text(report: &Report, name: &str, source: &[u8]) -> String {
         }
         out.push('\n');
     } else {
-        let _ = writeln!(out, "{name}: invalid: {}, {}", plural(errors, "error"), plural(warnings, "warning"));
+        let _ = write!(out, "{name}: invalid: {}, {}", plural(errors, "error"), plural(warnings, "warning"));
+        if report.omitted() > 0 {
+            let n = report.omitted();
+            let _ = write!(out, " shown; {n} more {} not shown", if n == 1 { "problem" } else { "problems" });
+        }
+        out.push('\n');
     }
     if let Some(digest) = report.authored_digest() {
         let _ = writeln!(out, "authored digest: {digest}");

@@ -1,5 +1,6 @@
 //! The source text: input limits, format detection, and positions for people.
 
+use crate::bounded::Bounded;
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::tree::{Node, Span, to_u32};
 
@@ -33,7 +34,7 @@ impl Format {
 #[derive(Debug, Default)]
 pub(crate) struct Parsed<'a> {
     pub(crate) root: Option<Node<'a>>,
-    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) diagnostics: Bounded,
     /// Pointers whose value stands in for something the reader refused (a YAML alias): no
     /// schema diagnostic is reported at or under them, as the author's real fault is already
     /// reported.

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::bounded::{Bounded, MAX_DIAGNOSTICS, Omitted, finish};
 use crate::check::check_document;
 use crate::diagnostic::{Anchor, Code, Diagnostic, Layer};
 use crate::digest::authored_digest;
@@ -50,9 +51,18 @@ pub struct Report<'a> {
     /// Whether the document was read as an object without a parse-level error, so it has an
     /// authored digest.
     digestible: bool,
+    /// How many problems were found past the cap (counted, not listed).
+    omitted: usize,
 }
 
 impl Report<'_> {
+    /// How many problems were found past [`MAX_DIAGNOSTICS`]: counted, not listed (the last
+    /// diagnostic, `diagnostics_truncated`, says so). Past the cap layer 2 does not run, so
+    /// the count covers what the reader and layer 1 found.
+    pub fn omitted(&self) -> usize {
+        self.omitted
+    }
+
     /// Valid: read as a manifest of a known version, with no error (warnings allowed).
     pub fn is_valid(&self) -> bool {
         self.checked && !self.diagnostics.iter().any(Diagnostic::is_error)
@@ -76,7 +86,8 @@ impl Report<'_> {
     }
 }
 
-/// Validates one document (layers 1 and 2). Never panics, whatever the bytes.
+/// Validates one document (layers 1 and 2). Never panics, whatever the bytes. The report
+/// lists at most [`MAX_DIAGNOSTICS`] diagnostics, then one `diagnostics_truncated` entry.
 pub fn validate(bytes: &[u8]) -> Report<'_> {
     let mut report = Report {
         format: None,
@@ -85,6 +96,7 @@ pub fn validate(bytes: &[u8]) -> Report<'_> {
         document: None,
         checked: false,
         digestible: false,
+        omitted: 0,
     };
     let text = match decode(bytes) {
         Ok(text) => text,
@@ -99,20 +111,30 @@ pub fn validate(bytes: &[u8]) -> Report<'_> {
         Format::Json => json::parse(text),
         Format::Yaml => yaml::parse(text),
     };
-    report.diagnostics = diagnostics;
+    let (read, mut omitted) = diagnostics.into_parts();
+    report.diagnostics = read;
     if let Some(mut root) = root {
-        run(&mut root, format, &stand_ins, &mut report);
+        let read_overflowed = omitted.count > 0;
+        omitted = omitted.and(run(&mut root, format, stand_ins, read_overflowed, &mut report));
         report.document = Some(root);
     }
     place(text, &mut report.diagnostics);
+    report.omitted = finish(&mut report.diagnostics, omitted);
     report
 }
 
-fn run(root: &mut Node<'_>, format: Format, stand_ins: &[String], report: &mut Report<'_>) {
+/// Layers 1 and 2 on a document read as a tree; what layer 1 found past the cap.
+fn run(
+    root: &mut Node<'_>,
+    format: Format,
+    stand_ins: Vec<String>,
+    read_overflowed: bool,
+    report: &mut Report<'_>,
+) -> Omitted {
     if !matches!(root.value, Value::Object(_)) {
         let message = format!("a manifest is an object, found {}", root.value.kind());
         report.diagnostics.push(Diagnostic::error(Layer::Schema, Code::RootNotObject, "", message));
-        return;
+        return Omitted::default();
     }
     report.digestible = report.diagnostics.is_empty();
     let version = match root.get("schemaVersion").map(|n| &n.value) {
@@ -123,7 +145,7 @@ fn run(root: &mut Node<'_>, format: Format, stand_ins: &[String], report: &mut R
                 "/schemaVersion",
                 "missing required field \"schemaVersion\": 4 or 5",
             ));
-            return;
+            return Omitted::default();
         }
         Some(Value::Number(Number::Integer(4))) => 4,
         Some(Value::Number(Number::Integer(5))) => 5,
@@ -140,7 +162,7 @@ fn run(root: &mut Node<'_>, format: Format, stand_ins: &[String], report: &mut R
                 "/schemaVersion",
                 format!("schemaVersion {shown} is not supported; use the integer 4 or 5"),
             ));
-            return;
+            return Omitted::default();
         }
     };
     report.schema_version = Some(version);
@@ -151,23 +173,29 @@ fn run(root: &mut Node<'_>, format: Format, stand_ins: &[String], report: &mut R
             "/schemaVersion",
             "Manifest V4 is JSON only; write this document as JSON, or move it to schemaVersion 5",
         ));
-        return;
+        return Omitted::default();
     }
 
     let shape = if version == 4 { &v4::MANIFEST } else { &v5::MANIFEST };
-    let mut schema = Vec::new();
-    check_document(root, shape, &mut schema);
     // A stand-in (an alias read as null) is already reported; do not report it again.
-    schema.retain(|d| !stand_ins.iter().any(|s| d.pointer == *s || d.pointer.starts_with(&format!("{s}/"))));
+    let mut schema = Bounded::silencing(stand_ins);
+    check_document(root, shape, &mut schema);
+    let past_cap = read_overflowed || schema.overflowed() || report.diagnostics.len() + schema.len() > MAX_DIAGNOSTICS;
+    let (mut schema, omitted) = schema.into_parts();
     report.diagnostics.append(&mut schema);
 
-    if version == 4 {
-        v4::semantic(root, &mut report.diagnostics);
-    } else {
-        v5::semantic(root, &mut report.diagnostics);
+    // Past the cap layer 2 does not run: the list is already cut, and it would judge
+    // sections whose earlier problems were only counted.
+    if !past_cap {
+        if version == 4 {
+            v4::semantic(root, &mut report.diagnostics);
+        } else {
+            v5::semantic(root, &mut report.diagnostics);
+        }
     }
     locate(root, &mut report.diagnostics);
     report.checked = true;
+    omitted
 }
 
 /// Gives each diagnostic without a span the span its pointer names: the key for problems with
@@ -222,5 +250,81 @@ mod tests {
             assert_eq!(count_newlines(&bytes), bytes.iter().filter(|&&b| b == b'\n').count(), "{len}");
         }
         assert_eq!(count_newlines(&[b'\n'; 1000]), 1000);
+    }
+
+    fn codes(report: &Report<'_>) -> Vec<Code> {
+        report.diagnostics.iter().map(|d| d.code).collect()
+    }
+
+    #[test]
+    fn nine_hundred_kilobytes_of_repeated_keys_list_a_thousand_problems_and_count_the_rest() {
+        let text = "a: 1\n".repeat(900 * 1024 / 5);
+        let report = validate(text.as_bytes());
+        assert_eq!(report.diagnostics.len(), MAX_DIAGNOSTICS + 1);
+        // Document order: the missing `schemaVersion` (the whole document) first.
+        assert_eq!(report.diagnostics[0].code, Code::MissingRequiredField);
+        assert!(report.diagnostics[1..MAX_DIAGNOSTICS].iter().all(|d| d.code == Code::DuplicateKey));
+        assert_eq!(report.diagnostics[1].line, Some(2), "the first duplicates are the ones listed");
+        let last = &report.diagnostics[MAX_DIAGNOSTICS];
+        assert_eq!((last.code, last.pointer.as_str(), last.line), (Code::DiagnosticsTruncated, "", None));
+        let duplicates = 900 * 1024 / 5 - 1;
+        assert_eq!(report.omitted(), duplicates + 1 - MAX_DIAGNOSTICS);
+        assert!(last.message.starts_with(&format!("{} more problems not shown", report.omitted())), "{}", last.message);
+        assert!(!report.is_valid());
+    }
+
+    #[test]
+    fn thousands_of_unknown_fields_are_bounded_in_layer_one_and_layer_two_is_skipped() {
+        // 1,500 unknown fields after a cross-field error layer 2 would report.
+        let mut text = String::from("{\"schemaVersion\": 5, \"execution\": {\"mode\": \"once\"}");
+        text.push_str(", \"deployment\": {\"lifecycle\": {\"renewal\": {\"mode\": \"automatic\"}}}");
+        let closed = format!("{text}}}");
+        let within = validate(closed.as_bytes());
+        assert!(codes(&within).contains(&Code::RenewalRequiresContinuous), "{:?}", codes(&within));
+        for i in 0..1500 {
+            text.push_str(&format!(", \"unknown{i}\": 1"));
+        }
+        text.push('}');
+        let report = validate(text.as_bytes());
+        assert_eq!(report.diagnostics.len(), MAX_DIAGNOSTICS + 1);
+        assert_eq!(report.diagnostics.last().map(|d| d.code), Some(Code::DiagnosticsTruncated));
+        assert!(!codes(&report).contains(&Code::RenewalRequiresContinuous));
+        assert!(report.omitted() > 500);
+        assert!(!report.is_valid());
+    }
+
+    #[test]
+    fn exactly_a_thousand_problems_need_no_truncation_entry() {
+        // V5's missing required fields, then one unknown field each up to the cap.
+        let base = validate(b"{\"schemaVersion\": 5}");
+        let required = base.diagnostics.len();
+        let mut text = String::from("{\"schemaVersion\": 5");
+        for i in 0..MAX_DIAGNOSTICS - required {
+            text.push_str(&format!(", \"unknown{i}\": 1"));
+        }
+        text.push('}');
+        let report = validate(text.as_bytes());
+        assert_eq!(report.diagnostics.len(), MAX_DIAGNOSTICS);
+        assert!(!codes(&report).contains(&Code::DiagnosticsTruncated));
+        assert_eq!(report.omitted(), 0);
+        text.insert_str(text.len() - 1, ", \"one_more\": 1");
+        let report = validate(text.as_bytes());
+        assert_eq!(report.diagnostics.len(), MAX_DIAGNOSTICS + 1);
+        assert_eq!(report.omitted(), 1);
+    }
+
+    #[test]
+    fn problems_under_yaml_aliases_are_reported_once() {
+        let mut text = String::from("schemaVersion: 5\nx: &a 1\n");
+        for i in 0..3000 {
+            text.push_str(&format!("k{i}: *a\n"));
+        }
+        let report = validate(text.as_bytes());
+        // The anchor, 3,000 aliases, the unknown field `x` and V5's missing fields; the unknown
+        // fields `k0`... under the stand-ins are silenced, neither listed nor counted.
+        let missing = validate(b"schemaVersion: 5\n").diagnostics.len();
+        assert_eq!(report.diagnostics.len(), MAX_DIAGNOSTICS + 1);
+        assert!(!report.diagnostics.iter().any(|d| d.code == Code::UnknownField && d.pointer.starts_with("/k")));
+        assert_eq!(report.omitted(), 1 + 3000 + 1 + missing - MAX_DIAGNOSTICS);
     }
 }

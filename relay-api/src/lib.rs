@@ -16,6 +16,7 @@ pub mod demo;
 pub mod dns;
 pub mod gateway;
 pub mod hint;
+pub mod invariants;
 pub mod local;
 pub mod project;
 pub mod runner;

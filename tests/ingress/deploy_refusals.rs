@@ -14,11 +14,15 @@ use super::deploy::{Relay, admin};
 
 /// `POST path` with a bearer token and a JSON body to the relay API: (status, body).
 fn post(relay: &Relay, token: &str, path: &str, body: &Value) -> (u16, Value) {
+    request(relay, token, "POST", path, &body.to_string())
+}
+
+/// One request with a bearer token to the relay API: (status, body as JSON, or null).
+fn request(relay: &Relay, token: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
     let addr = relay.api.trim_start_matches("http://").trim_end_matches('/');
-    let body = body.to_string();
     let mut tcp = std::net::TcpStream::connect(addr).expect("connect");
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
@@ -148,4 +152,28 @@ async fn a_failed_deploy_says_internal_error_with_a_request_id_and_leaves_nothin
     let (code, _, err) = relay.svc(&["status", "--project", "app"]).await;
     assert_eq!(code, 1);
     assert!(err.contains("not_found"), "nothing in the store: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relay_numbers_outside_their_type_are_400_naming_the_field_never_ignored() {
+    let dir = TempDir::new("relay-numbers");
+    let relay = relay(&dir).await;
+    let (status, body) =
+        post(&relay, &relay.token, "/api/ingress/deployments", &deploy_request("app", app_files(0, 0), &[]));
+    assert_eq!(status, 201, "{body:#}");
+    let quotes = "/api/ingress/deployments/app/quotes";
+    for periods in ["18446744073709551616", "-1", "1.5", "\"3\""] {
+        let (status, body) = request(&relay, &relay.token, "POST", quotes, &format!("{{\"periods\": {periods}}}"));
+        assert_eq!(status, 400, "periods {periods}: {body:#}");
+        assert_eq!(body["error"]["code"], "invalid_request", "{body:#}");
+        assert!(body["error"]["message"].as_str().unwrap_or("").contains("`periods`"), "names the field: {body:#}");
+    }
+    let logs = "/api/ingress/deployments/app/logs";
+    for query in ["after=-1", "after=99999999999999999999", "limit=0", "limit=5001", "limit=x"] {
+        let (status, body) = request(&relay, &relay.token, "GET", &format!("{logs}?{query}"), "");
+        assert_eq!(status, 400, "{query}: {body:#}");
+        assert_eq!(body["error"]["code"], "invalid_request", "a JSON envelope for {query}: {body:#}");
+    }
+    let (status, body) = request(&relay, &relay.token, "GET", &format!("{logs}?after=0&limit=5000"), "");
+    assert_eq!(status, 200, "{body:#}");
 }

@@ -174,8 +174,12 @@ pub fn entitlement_set(dir: &Path, org: &str, tier: Tier) -> Result<(), AdminErr
     })
 }
 
-/// Sets (or, with `None`, clears) the organization's spend authority per job.
+/// Sets (or, with `None`, clears) the organization's spend authority per job: at most
+/// 2^63 - 1 micros, the store's range (a larger value is refused, never saturated).
 pub fn spend_authority_set(dir: &Path, org: &str, micros: Option<u64>) -> Result<(), AdminError> {
+    if let Some(m) = micros.filter(|&m| i64::try_from(m).is_err()) {
+        return Err(AdminError::Invalid(format!("--micros {m} is out of range: at most {} micros", i64::MAX)));
+    }
     with_store(dir, |tx| {
         let organization = existing(tx, org)?;
         Ok(tx.set_spend_authority(organization.id, micros)?)

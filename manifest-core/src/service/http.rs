@@ -20,7 +20,7 @@ use crate::schema::SchemaKind;
 use crate::service::State;
 use crate::service::auth::{bearer, hash_token, new_application_uid};
 use crate::service::capability::Statement;
-use crate::service::publish::{self, ApiError, MAX_BODY_BYTES, now, parse_request};
+use crate::service::publish::{self, ApiError, MAX_BODY_BYTES, now};
 use crate::service::store::{Activity, Application, Caller, PolicyVersion, StoreError};
 use crate::tree::Value;
 
@@ -267,7 +267,7 @@ async fn publish_version(
         async {
             let caller = authenticate(&state, &headers).await?;
             let body = read_body(body).await?;
-            let prepared = publish::prepare(&state, &caller, &id, &parse_request(&body)?)?;
+            let prepared = publish::prepare_body(state.clone(), caller, id, body).await?;
             let (status, response) = publish::publish(&state, prepared).await?;
             Ok(json_response(status, &response))
         }

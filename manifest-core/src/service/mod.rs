@@ -103,6 +103,9 @@ pub(crate) struct State {
     pub(crate) store: Arc<dyn store::Store>,
     pub(crate) schema_pairs: SchemaPairs,
     pub(crate) fault: Option<FaultPoint>,
+    /// Publications reading and validating their manifest at once: one per core (see
+    /// `publish::prepare_body`).
+    pub(crate) validations: Arc<tokio::sync::Semaphore>,
 }
 
 /// Runs the service until SIGINT or SIGTERM, then drains in-flight requests (at most the
@@ -111,7 +114,13 @@ pub(crate) struct State {
 pub async fn serve(config: ServiceConfig, on_listening: impl FnOnce(&svc_http::Server)) -> Result<(), ServeError> {
     let store = store::SqliteStore::open(&config.data_dir)?;
     let server = svc_http::Server::bind("svc serve", config.listen, config.tls, config.http).await?;
-    let state = Arc::new(State { store: Arc::new(store), schema_pairs: config.schema_pairs, fault: config.fault });
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    let state = Arc::new(State {
+        store: Arc::new(store),
+        schema_pairs: config.schema_pairs,
+        fault: config.fault,
+        validations: Arc::new(tokio::sync::Semaphore::new(cores)),
+    });
     on_listening(&server);
     server.serve(http::router(state), shutdown_signal()).await;
     Ok(())

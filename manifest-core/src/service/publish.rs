@@ -4,7 +4,9 @@
 //! scheduler wakeup; a dry run does all of it and rolls back.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
+use axum::body::Bytes;
 use serde::Serialize;
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
@@ -116,14 +118,7 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, ApiError>
                 Value::String(s) => reason = Some(s.into_owned()),
                 _ => return Err(ApiError::pause("`reason` must be a string of 1-500 characters")),
             },
-            "expectedActivePointerVersion" => match m.value.value {
-                Value::Number(Number::Integer(n)) if n >= 0 => expected = u64::try_from(n).ok(),
-                _ => {
-                    return Err(ApiError::bad_request(
-                        "`expectedActivePointerVersion` must be a non-negative integer: the active version you reviewed",
-                    ));
-                }
-            },
+            "expectedActivePointerVersion" => expected = Some(pointer_version(&m.value.value)?),
             other => {
                 return Err(ApiError::bad_request(format!(
                     "unknown field \"{other}\" in the request body (at /{other}); the fields are {FIELDS}"
@@ -140,6 +135,24 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, ApiError>
         pause_reason: pause(status.as_deref(), reason.as_deref())?,
         expected_active_pointer_version: expected,
     })
+}
+
+/// `expectedActivePointerVersion`: an integer from 0 to 2^64 - 1, the active version the caller
+/// reviewed. Anything else (2^64 or more, negative, fractional, a string) is refused naming
+/// the field: a fence that cannot be read must never be dropped and the publish let through.
+fn pointer_version(value: &Value<'_>) -> Result<u64, ApiError> {
+    let shown = match value {
+        Value::Number(Number::Integer(n)) => match u64::try_from(*n) {
+            Ok(version) => return Ok(version),
+            Err(_) => n.to_string(),
+        },
+        Value::Number(Number::Float(f)) => format!("{f:?}"),
+        other => other.kind().to_owned(),
+    };
+    Err(ApiError::bad_request(format!(
+        "`expectedActivePointerVersion` (at /expectedActivePointerVersion) must be an integer from 0 to {}: the active version you reviewed; found {shown}",
+        u64::MAX
+    )))
 }
 
 /// The pause pair: both or neither; only `paused`; a reason of 1-500 characters once trimmed.
@@ -193,8 +206,45 @@ fn refused(diagnostics: Vec<Diagnostic>) -> ApiError {
     }
 }
 
+/// Bodies up to this size are read and validated on the async runtime: a manifest of a few
+/// KiB takes well under a millisecond, and the hop to the blocking pool would cost the
+/// publication path more than the work itself (docs/performance.md, "Publication under load").
+const INLINE_BODY_BYTES: usize = 16 * 1024;
+
+/// Reads a publication's body and runs layers 1-2 ([`prepare`]). A body over
+/// [`INLINE_BODY_BYTES`] is checked off the async runtime, at most one per core at once
+/// (`State::validations`): a 1 MiB manifest keeps a core busy for a while, on the runtime it
+/// would stall every other request, and more at once than there are cores would only add
+/// memory (each holds its document, tree and diagnostics). The permit goes with the work, so
+/// a client that hangs up does not free it early.
+pub(crate) async fn prepare_body(
+    state: Arc<State>,
+    caller: Caller,
+    application_id: String,
+    body: Bytes,
+) -> Result<Prepared, ApiError> {
+    let inline = body.len() <= INLINE_BODY_BYTES;
+    let validations = state.validations.clone();
+    let work = move || parse_request(&body).and_then(|request| prepare(&state, &caller, &application_id, &request));
+    if inline {
+        return work();
+    }
+    let permit = validations.acquire_owned().await.map_err(|_| not_checked())?;
+    tokio::task::spawn_blocking(move || {
+        let prepared = work();
+        drop(permit);
+        prepared
+    })
+    .await
+    .unwrap_or_else(|_| Err(not_checked()))
+}
+
+fn not_checked() -> ApiError {
+    ApiError::new(500, "internal_error", "the publication could not be checked; try again")
+}
+
 /// Checks a publication and runs layers 1-2 (no write lock held): the owned publication the
-/// write needs. Runs on the async runtime: its reads and CPU work are short.
+/// write needs. Short for a small body; see [`prepare_body`].
 pub(crate) fn prepare(
     state: &State,
     caller: &Caller,
@@ -423,9 +473,37 @@ mod tests {
         assert_eq!(code(r#"{"manifest": {}, "dryRun": true, "dryRun": false}"#), "invalid_request_body");
         assert_eq!(code(r#"{"manifest": 5}"#), "invalid_request_body");
         assert_eq!(code(r#"{"dryRun": true}"#), "invalid_request_body");
-        assert_eq!(code(r#"{"manifest": {}, "expectedActivePointerVersion": -1}"#), "invalid_request_body");
-        assert_eq!(code(r#"{"manifest": {}, "expectedActivePointerVersion": 1.0}"#), "invalid_request_body");
         assert_eq!(code("[]"), "invalid_request_body");
+    }
+
+    #[test]
+    fn pointer_version_of_two_to_the_64_is_refused_not_ignored() {
+        let body = |v: &str| format!(r#"{{"manifest": {{}}, "expectedActivePointerVersion": {v}}}"#);
+        for bad in [
+            "18446744073709551616",                    // 2^64
+            "340282366920938463463374607431768211456", // 2^128, past i128: read as a float
+            "99999999999999999999999999999999999999999999",
+            "-1",
+            "-18446744073709551616",
+            "1.0",
+            "0.5",
+            "1e3",
+            "\"1\"",
+            "null",
+            "true",
+            "[1]",
+        ] {
+            let e = parse_request(body(bad).as_bytes()).expect_err(bad);
+            assert_eq!((e.status, e.code), (400, "invalid_request_body"), "{bad}");
+            assert!(e.message.contains("/expectedActivePointerVersion"), "{bad}: {}", e.message);
+        }
+        for (good, version) in [("0", 0), ("1", 1), ("18446744073709551615", u64::MAX), ("-0", 0)] {
+            let text = body(good);
+            let r = parse_request(text.as_bytes()).expect(good);
+            assert_eq!(r.expected_active_pointer_version, Some(version), "{good}");
+        }
+        let r = parse_request(br#"{"manifest": {}}"#).expect("no fence");
+        assert_eq!(r.expected_active_pointer_version, None);
     }
 
     #[test]

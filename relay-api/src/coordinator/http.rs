@@ -174,10 +174,20 @@ fn invited(caller: Caller) -> Result<Caller, ApiError> {
     Ok(caller)
 }
 
+/// The request body as `T`; a refusal names the field at fault (`periods`, `bundle.x.js`).
 fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
     let bytes: &[u8] = if bytes.is_empty() { b"{}" } else { bytes };
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", format!("the request body: {e}")))
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        let message = if at == "." {
+            format!("the request body: {inner}")
+        } else {
+            format!("the request body at `{at}`: {inner}")
+        };
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    })
 }
 
 fn deployment_of(engine: &Engine, caller: &Caller, project: &str) -> Result<Deployment, ApiError> {
@@ -410,15 +420,27 @@ struct LogsQuery {
     limit: Option<u32>,
 }
 
+/// The most log entries one page carries.
+const LOGS_PAGE_MAX: u32 = 5000;
+
 async fn logs(
     State(engine): State<Arc<Engine>>,
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
-    Query(q): Query<LogsQuery>,
+    query: Result<Query<LogsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<LogsResponse> {
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m);
+    let Query(q) = query.map_err(|e| bad(format!("the query string: {}", e.body_text())))?;
+    if q.after < 0 {
+        return Err(bad(format!("`after` is a cursor (0 or more), not {}", q.after)));
+    }
+    let limit = q.limit.unwrap_or(500);
+    if !(1..=LOGS_PAGE_MAX).contains(&limit) {
+        return Err(bad(format!("`limit` must be 1 to {LOGS_PAGE_MAX}, not {limit}")));
+    }
     let caller = caller(&engine, &headers)?;
     let d = deployment_of(&engine, &caller, &project)?;
-    let entries = engine.store().logs(&d.id, q.after, q.limit.unwrap_or(500).clamp(1, 5000))?;
+    let entries = engine.store().logs(&d.id, q.after, limit)?;
     let next = entries.last().map_or(q.after, |e| e.seq);
     ok(LogsResponse { entries, next })
 }

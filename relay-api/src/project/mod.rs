@@ -63,8 +63,11 @@ pub struct ProjectErrors {
 
 impl fmt::Display for ProjectErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let errors = self.diagnostics.iter().filter(|d| d.is_error()).count();
-        write!(f, "the project file is invalid ({errors} {}):", if errors == 1 { "error" } else { "errors" })?;
+        // The truncation entry (past 1,000 problems) is listed, not counted as a problem.
+        let truncated = self.diagnostics.iter().any(|d| d.code == Code::DiagnosticsTruncated);
+        let errors = self.diagnostics.iter().filter(|d| d.is_error() && d.code != Code::DiagnosticsTruncated).count();
+        let more = if truncated { " shown, more not" } else { "" };
+        write!(f, "the project file is invalid ({errors} {}{more}):", if errors == 1 { "error" } else { "errors" })?;
         for d in &self.diagnostics {
             let at = match (d.line, d.column) {
                 (Some(line), Some(column)) => format!("{line}:{column} "),

@@ -199,6 +199,23 @@ fn misspelt_fields_get_a_suggestion_with_a_position() {
 }
 
 #[test]
+fn a_project_with_thousands_of_problems_lists_a_thousand_and_counts_the_rest() {
+    let mut value = minimal();
+    for i in 0..5000 {
+        value[format!("unknown{i}")] = json!(i);
+    }
+    let errors = read(&value.to_string()).expect_err("invalid");
+    assert_eq!(errors.diagnostics.len(), manifest_core::MAX_DIAGNOSTICS + 1);
+    assert!(errors.diagnostics[..1000].iter().all(|d| d.code == Code::UnknownField));
+    let last = &errors.diagnostics[1000];
+    assert_eq!((last.code, last.pointer.as_str()), (Code::DiagnosticsTruncated, ""));
+    assert!(last.message.starts_with("4000 more problems not shown"), "{}", last.message);
+    let shown = errors.to_string();
+    assert!(shown.starts_with("the project file is invalid (1000 errors shown, more not):"), "{}", &shown[..80]);
+    assert!(shown.len() < 1_000_000, "{} bytes", shown.len());
+}
+
+#[test]
 fn environment_names_are_claimed_once_and_not_reserved() {
     let mut value = minimal();
     value["app"]["env"] = json!({"PORT": "1", "SVC_TOKEN": "x", "LOG": "info", "lower": "x"});
