@@ -177,3 +177,55 @@ async fn relay_numbers_outside_their_type_are_400_naming_the_field_never_ignored
     let (status, body) = request(&relay, &relay.token, "GET", &format!("{logs}?after=0&limit=5000"), "");
     assert_eq!(status, 200, "{body:#}");
 }
+
+/// Review finding: 2,000 nested directories (`d/d/.../d/x`, under PATH_MAX) were accepted, and
+/// when funded the runner's recursive ownership walk overflowed a worker's stack: the whole
+/// coordinator aborted, and again at every start. Bundle paths are now bounded (depth,
+/// length, characters, no file that is also a directory), and the walk is iterative.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bundle_of_2000_nested_directories_is_refused_and_the_coordinator_lives() {
+    let dir = TempDir::new("deep-bundle");
+    let relay = relay(&dir).await;
+    let path = "/api/ingress/deployments";
+    let deep = |depth: usize| {
+        let mut files = app_files(0, 0);
+        files.insert(format!("{}/x", vec!["d"; depth].join("/")), b"deep".to_vec());
+        files
+    };
+    let (status, body) = post(&relay, &relay.token, path, &deploy_request("deep", deep(2000), &[]));
+    assert_eq!((status, &body["error"]["code"]), (400, &json!("invalid_bundle")), "{body:#}");
+    for (name, bad) in [
+        ("nul", "a\u{0}b".to_owned()),
+        ("newline", "a\nb".to_owned()),
+        ("long-component", "x".repeat(256)),
+        ("long-path", vec!["abcdefgh"; 120].join("/")),
+        ("trailing-slash", "dir/".to_owned()),
+        ("empty-component", "a//b".to_owned()),
+    ] {
+        let mut files = app_files(0, 0);
+        files.insert(bad, b"x".to_vec());
+        let (status, body) = post(&relay, &relay.token, path, &deploy_request(name, files, &[]));
+        assert_eq!((status, &body["error"]["code"]), (400, &json!("invalid_bundle")), "{name}: {body:#}");
+    }
+    let mut both = app_files(0, 0);
+    both.insert("lib".to_owned(), b"a file".to_vec());
+    both.insert("lib/a.js".to_owned(), b"and a directory".to_vec());
+    let (status, body) = post(&relay, &relay.token, path, &deploy_request("both", both, &[]));
+    assert_eq!((status, &body["error"]["code"]), (400, &json!("invalid_bundle")), "{body:#}");
+    assert!(deployment_dirs(&relay.data).is_empty(), "nothing left on disk");
+
+    // The deepest bundle allowed deploys, launches and is judged like any other.
+    let (status, body) = post(&relay, &relay.token, path, &deploy_request("deepest", deep(31), &[]));
+    assert_eq!(status, 201, "{body:#}");
+    let (code, out, err) = relay.svc(&["fund", "--project", "deepest"]).await;
+    assert_eq!(code, 0, "funded: {err}\n{out}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let status = relay.json(&["status", "--project", "deepest"]).await;
+        if status["transitions"].as_array().is_some_and(|t| t.iter().any(|t| t["to"] == "validating")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never launched: {status:#}\n{}", relay.proc.output());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
