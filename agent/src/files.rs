@@ -49,3 +49,53 @@ pub fn make_private(path: &Path) -> std::io::Result<()> {
     file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     Ok(())
 }
+
+/// Replaces `path` with `contents` (mode 0600) without following what is there: the bytes go
+/// to a new file beside it (created exclusively, so a planted link is never written through)
+/// that is then renamed over `path` (replacing a link itself, not its target). For files in a
+/// directory someone else can write to, such as a job's state.
+pub fn replace_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("no file name"))?;
+    let mut random = [0u8; 8];
+    getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.tmp", crate::wire::hex(&random)));
+    let temp = path.with_file_name(temp_name);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let written = options.open(&temp).and_then(|mut file| file.write_all(contents));
+    match written.and_then(|()| std::fs::rename(&temp, path)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_planted_link_is_replaced_not_written_through() {
+        let dir = std::env::temp_dir().join(format!("svc-agent-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        create_private_dir(&dir).expect("mkdir");
+        let target = dir.join("precious");
+        std::fs::write(&target, b"keep me").expect("write");
+        let link = dir.join("gateway-ca.pem");
+        std::os::unix::fs::symlink(&target, &link).expect("link");
+        replace_private(&link, b"new contents").expect("replaced");
+        assert_eq!(std::fs::read(&target).expect("read"), b"keep me", "the link's target is untouched");
+        assert!(!std::fs::symlink_metadata(&link).expect("meta").file_type().is_symlink());
+        assert_eq!(std::fs::read(&link).expect("read"), b"new contents");
+        let mode = std::fs::metadata(&link).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read_dir(&dir).expect("read").count(), 2, "no temporary file left");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

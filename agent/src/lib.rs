@@ -11,6 +11,7 @@
 
 pub mod accept;
 pub mod acme;
+pub mod app_socket;
 pub mod cert;
 pub mod challenge;
 pub mod config;

@@ -19,7 +19,8 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+
+use crate::app_socket::AppConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -61,7 +62,7 @@ impl Default for Limits {
 pub struct Context {
     config: AgentConfig,
     hostnames: Arc<Hostnames>,
-    app: Client<HttpConnector, Body>,
+    app: Client<AppConnector, Body>,
     tls: TlsAcceptor,
     limits: Limits,
 }
@@ -94,9 +95,7 @@ impl Context {
         // TLS-ALPN-01) negotiates it, and the resolver gives such a client only a pending
         // challenge certificate.
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), ACME_TLS_ALPN.to_vec()];
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let app = Client::builder(TokioExecutor::new()).build(connector);
+        let app = Client::builder(TokioExecutor::new()).build(AppConnector::new());
         Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)), limits })
     }
 }

@@ -144,7 +144,7 @@ pub async fn run(
         agent_dir: jobs_dir.join("demo").join("agent"),
         agent_command: config.agent_command.clone(),
         agent_config,
-        logs: None,
+        capture_output: false,
     }
     .prepare()
     .map_err(setup("the job"))?;

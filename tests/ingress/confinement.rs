@@ -143,6 +143,9 @@ async fn a_hostile_job_reads_no_other_tenants_secrets_keys_store_or_environment(
         }
     }
     assert_eq!(report["cwd"], "/app");
+    // bwrap's command line (PID 1 of the job) names host paths, never a secret.
+    let pid1 = report["pid1"].as_str().expect("PID 1's command line");
+    assert!(!pid1.contains("its-own-secret") && !pid1.contains(MARKER), "{pid1}");
     // Its environment is exactly what it was given: no variable of the coordinator's.
     let env: BTreeSet<&str> = report["env"].as_object().expect("env").keys().map(String::as_str).collect();
     assert_eq!(env, ["HOSTILE_SECRET", "PORT", "PROBE_PATHS", "PROBE_PIDS"].into(), "{report:#}");
@@ -241,4 +244,84 @@ async fn the_relay_store_holds_no_route_credential_or_route_key_in_clear() {
     assert!(holds(&hash), "the store keeps the credential's hash (what the gateway checks)");
     let public = agent::challenge::RouteKey::from_text(route_key).expect("a key").public_key();
     assert!(holds(&public), "and the route key's public half (what the challenge verifies with)");
+}
+
+/// Review finding: jobs share the host's network, so another tenant could listen on the port
+/// a job's agent proxies to (`127.0.0.1:PORT`, while the app listens on `::1` or has not
+/// started yet) and receive that route's decrypted traffic, cookies included. The agent now
+/// refuses a connection accepted by a socket that is not its own job's.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_tenant_listening_on_the_apps_port_never_gets_its_traffic() {
+    if uid_of(std::process::id()) != 0 {
+        eprintln!("skipped: jobs get a uid of their own only under a root service");
+        return;
+    }
+    let dir = TempDir::new("squat");
+    let data = dir.path().join("relay");
+    let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
+    // The victim's app listens on ::1 only: its agent's 127.0.0.1:PORT is free for a squatter.
+    let project = dir.path().join("victim");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    std::fs::write(
+        project.join("server.js"),
+        "const port = Number(process.env.PORT);\n\
+         require('node:http').createServer((q, s) => s.end('the victim')).listen(port, '::1', () => console.log(`port ${port}`));\n",
+    )
+    .expect("write");
+    let file = json!({
+        "version": 1, "name": "victim", "runtime": "node",
+        "app": {"dir": ".", "entrypoint": "server.js", "port": 8080, "healthPath": "/"},
+        "spend": {"ceilingMicros": 5_000_000, "fundPeriods": 1},
+    });
+    let config = project.join("ingress.json");
+    std::fs::write(&config, file.to_string()).expect("write");
+    let config = config.to_string_lossy().into_owned();
+    let (code, out, err) = relay.svc(&["deploy", "--no-wait", "--config", &config]).await;
+    assert_eq!(code, 0, "{err}\n{out}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let port: u16 = loop {
+        let (_, logs, _) = relay.svc(&["logs", "--config", &config]).await;
+        if let Some(port) = logs.lines().find_map(|l| l.rsplit_once("port ").and_then(|(_, p)| p.trim().parse().ok())) {
+            break port;
+        }
+        assert!(std::time::Instant::now() < deadline, "the app never listened: {logs}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // A squatter of another uid (the test runs as root) takes 127.0.0.1:PORT.
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).expect("the squatter binds");
+    squatter.set_nonblocking(true).expect("nonblocking");
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = stop.clone();
+    let thread = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+            match squatter.accept() {
+                Ok((mut s, _)) => {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    if buf.windows(6).any(|w| w == b"Cookie" || w == b"cookie") {
+                        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nHIJACKED");
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    });
+    // The route never validates through the squatter, and no request reaches it.
+    for _ in 0..10 {
+        if let Ok(answer) = get(relay.public, "victim-acme.localhost", &data.join("ca.pem"), "/").await {
+            assert!(!answer.text().contains("HIJACKED"), "the squatter answered for the victim");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let status = relay.json(&["status", "--config", &config]).await;
+    assert_ne!(state(&status), "live", "validated through the squatter: {status:#}");
+    let (_, logs, _) = relay.svc(&["logs", "--config", &config]).await;
+    assert!(logs.contains("is not the app's"), "the agent says why: {logs}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = thread.join();
+    assert_eq!(served.load(std::sync::atomic::Ordering::Relaxed), 0);
 }

@@ -101,7 +101,13 @@ impl Relay {
         command
             .args(["relay", "serve", "--data-dir"])
             .arg(data)
-            .args(["--listen", "127.0.0.1:0", "--allow-private-targets", "--revalidate-secs", "2"])
+            .args(["--listen", "127.0.0.1:0", "--allow-private-targets"])
+            // Validations every 2 s unless the test chose its own interval.
+            .args(if extra.iter().any(|a| a == "--revalidate-secs") {
+                &[][..]
+            } else {
+                &["--revalidate-secs", "2"][..]
+            })
             .args(extra)
             .envs(env.iter().copied())
             .env("SVC_NODE", super::process::node());

@@ -198,7 +198,7 @@ async fn a_bundle_of_2000_nested_directories_is_refused_and_the_coordinator_live
         ("nul", "a\u{0}b".to_owned()),
         ("newline", "a\nb".to_owned()),
         ("long-component", "x".repeat(256)),
-        ("long-path", vec!["abcdefgh"; 120].join("/")),
+        ("long-path", vec!["x".repeat(200); 8].join("/")),
         ("trailing-slash", "dir/".to_owned()),
         ("empty-component", "a//b".to_owned()),
     ] {
@@ -228,4 +228,23 @@ async fn a_bundle_of_2000_nested_directories_is_refused_and_the_coordinator_live
         assert!(std::time::Instant::now() < deadline, "never launched: {status:#}\n{}", relay.proc.output());
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twelve_identical_deploys_at_once_make_one_deployment_and_no_conflict() {
+    let dir = TempDir::new("same-deploys");
+    let relay = relay(&dir).await;
+    let request = deploy_request("twins", app_files(0, 0), &[]);
+    let statuses: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            (0..12).map(|_| scope.spawn(|| post(&relay, &relay.token, "/api/ingress/deployments", &request))).collect();
+        handles.into_iter().map(|h| h.join().expect("a deploy")).collect()
+    });
+    let created = statuses.iter().filter(|(s, _)| *s == 201).count();
+    let existing = statuses.iter().filter(|(s, b)| *s == 200 && b["existing"] == true).count();
+    assert_eq!((created, existing), (1, 11), "{statuses:#?}");
+    let ids: std::collections::BTreeSet<&str> =
+        statuses.iter().filter_map(|(_, b)| b["deployment"]["id"].as_str()).collect();
+    assert_eq!(ids.len(), 1, "one deployment: {ids:?}");
+    assert_eq!(deployment_dirs(&relay.data).len(), 1, "one set of files");
 }

@@ -118,3 +118,21 @@ async fn a_coordinator_killed_with_sigkill_leaves_no_orphaned_job() {
     assert!(!super::process::alive(app), "the app outlived its coordinator");
     assert!(!super::process::alive(agent), "the agent outlived its coordinator");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_job_is_live_again_in_seconds_not_a_revalidation_interval() {
+    let dir = TempDir::new("quick-relive");
+    // The default interval: 30 s between validations of a live route.
+    let (relay, config) = Relay::with_live_demo(dir.path(), &["--revalidate-secs", "30"]).await;
+    let project = std::path::PathBuf::from(&config);
+    let (app, _) = pids(&relay.json(&["status", "--config", &config]).await);
+    let killed_at = now_ms();
+    signal(app, "KILL");
+    relay
+        .wait_status(&project, Duration::from_secs(10), "the restart", |s| {
+            transition_after(s, "provisioning", killed_at).is_some()
+        })
+        .await;
+    let (live, took) = relay.wait_status(&project, Duration::from_secs(25), "live again", |s| state(s) == "live").await;
+    assert!(took < Duration::from_secs(10), "live again after {took:?}: {live:#}");
+}

@@ -29,6 +29,9 @@ use agent::wire;
 /// How often the loop looks at every deployment.
 const TICK: Duration = Duration::from_millis(250);
 
+/// How often a job just launched is validated until it first passes.
+const FIRST_VALIDATION_RETRY: Duration = Duration::from_secs(1);
+
 /// Every this many ticks (10 s), the files of stopped deployments are removed.
 const SWEEP_EVERY: u32 = 40;
 
@@ -40,9 +43,6 @@ pub(super) const APP_DIR: &str = "app";
 
 /// In a deployment's directory: the app's secret values (JSON, 0600).
 pub(super) const SECRETS_FILE: &str = "secrets.json";
-
-/// In a deployment's directory: `app.log` and `agent.log`.
-pub(super) const LOGS_DIR: &str = "logs";
 
 /// What the engine is built from.
 pub(super) struct EngineParts {
@@ -102,7 +102,7 @@ impl Engine {
     }
 
     /// The deployment's directory in the data directory: its app files (`app/`), its
-    /// secrets (`secrets.json`) and its jobs' output (`logs/`).
+    /// secrets (`secrets.json`). Its jobs' output goes to the store's logs.
     pub fn deployment_dir(&self, deployment_id: &str) -> PathBuf {
         self.parts.config.deployments_dir().join(deployment_id)
     }
@@ -302,7 +302,7 @@ impl Engine {
             .map(|d| d.id.as_str())
             .collect();
         for id in self.jobs.ids().await.into_iter().filter(|id| !keep.contains(&id.as_str())) {
-            self.jobs.stop(&id, true).await;
+            self.log_output(&id, self.jobs.stop(&id, true).await);
         }
         self.sync_routes().await;
         self.tail_logs().await;
@@ -314,9 +314,7 @@ impl Engine {
     async fn reap(&self) {
         for (id, output, verdict) in self.jobs.reap().await {
             let store = self.store();
-            for (source, lines) in output.into_iter().filter(|(_, l)| !l.is_empty()) {
-                let _ = store.append_logs(&id, source, &lines);
-            }
+            self.log_output(&id, output);
             let outcome = match verdict {
                 Verdict::Restart { exit, delay, n, of } => store.transition(
                     &id,
@@ -355,7 +353,7 @@ impl Engine {
                 if self.jobs.waiting(&d.id).is_some() {
                     return Ok(());
                 }
-                self.jobs.stop(&d.id, false).await;
+                self.log_output(&d.id, self.jobs.stop(&d.id, false).await);
                 match self.launch(d).await {
                     Ok(pids) => {
                         store.transition(
@@ -379,7 +377,7 @@ impl Engine {
                     store.transition(&d.id, DeploymentState::PendingFunding, "the funds ran out; fund a new quote")?;
                     return Ok(());
                 }
-                if self.validation_due(&d.id) {
+                if self.validation_due(d) {
                     self.validate(d).await?;
                 }
             }
@@ -388,13 +386,20 @@ impl Engine {
         Ok(())
     }
 
-    fn validation_due(&self, id: &str) -> bool {
+    /// Whether the deployment's route is due for validation. A job just launched is tried
+    /// every second until it first passes (its agent needs a moment for its tunnel), so a
+    /// restart costs seconds of downtime, not a whole revalidation interval.
+    fn validation_due(&self, d: &Deployment) -> bool {
         let Ok(mut at) = self.validate_at.lock() else { return true };
         let now = Instant::now();
-        match at.get(id) {
+        let interval = match d.state {
+            DeploymentState::Validating => self.parts.config.revalidate.min(FIRST_VALIDATION_RETRY),
+            _ => self.parts.config.revalidate,
+        };
+        match at.get(&d.id) {
             Some(next) if *next > now => false,
             _ => {
-                at.insert(id.to_owned(), now + self.parts.config.revalidate);
+                at.insert(d.id.clone(), now + interval);
                 true
             }
         }
@@ -499,7 +504,6 @@ impl Engine {
             route_public_key: route_key.public_key(),
         };
         let job = self.ingress_job(d, &project, credential, route_key)?;
-        let logs = job.logs.clone().unwrap_or_default();
         let spec = job.prepare().map_err(|e| e.to_string())?;
         self.store().set_route_keys(&d.id, &keys).map_err(|e| e.to_string())?;
         let running = self.parts.runner.launch(&spec).map_err(|e| e.to_string())?;
@@ -507,7 +511,7 @@ impl Engine {
             [app, agent] => format!("app pid {app}, agent pid {agent}"),
             _ => "processes started".to_owned(),
         };
-        self.jobs.insert(&d.id, running, &logs).await;
+        self.jobs.insert(&d.id, running).await;
         // The gateway and the certificate signer know the new credential before the agent
         // first presents it.
         self.sync_routes().await;
@@ -575,7 +579,7 @@ impl Engine {
             agent_dir: self.job_dir(&d.id).join("agent"),
             agent_command: config.agent_command.clone(),
             agent_config,
-            logs: Some(deployment_dir.join(LOGS_DIR)),
+            capture_output: true,
         })
     }
 
@@ -621,10 +625,19 @@ impl Engine {
         self.parts.signer.set_routes(routes);
     }
 
-    /// Copies new complete lines of each job's output into the deployment's logs.
+    /// Records a job's output lines in its deployment's logs.
+    fn log_output(&self, id: &str, output: super::jobs::Output) {
+        for (source, lines) in output {
+            let _ = self.store().append_logs(id, source, &lines);
+        }
+    }
+
+    /// Copies new lines of each job's output into the deployment's logs.
     async fn tail_logs(&self) {
-        for (id, source, lines) in self.jobs.new_output().await {
-            let _ = self.store().append_logs(&id, source, &lines);
+        for (id, output) in self.jobs.new_output().await {
+            for (source, lines) in output {
+                let _ = self.store().append_logs(&id, source, &lines);
+            }
         }
     }
 }

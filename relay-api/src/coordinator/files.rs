@@ -1,6 +1,6 @@
 //! The coordinator's files besides its store. In the data directory (0700),
-//! `deployments/<id>/` holds each deployment's app files (`app/`), its secrets
-//! (`secrets.json`, 0600) and its job output (`logs/`); in the job directory (0700, outside
+//! `deployments/<id>/` holds each deployment's app files (`app/`) and its secrets
+//! (`secrets.json`, 0600); in the job directory (0700, outside
 //! the data directory), `<id>/agent/` is the job's own writable state.
 //!
 //! A deploy writes its files into a staging directory first ([`StagedBundle`]), moves them
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use agent::files::{create_private_dir, write_private};
 
-use super::engine::{APP_DIR, LOGS_DIR, SECRETS_FILE};
+use super::engine::{APP_DIR, SECRETS_FILE};
 use super::state::DeploymentState;
 use super::store::RelayStore;
 
@@ -35,12 +35,30 @@ fn at(path: &Path) -> impl FnOnce(std::io::Error) -> FilesError + '_ {
 }
 
 /// Creates the data and job directories (0700) and returns their absolute paths, so jobs and
-/// their sandboxes never depend on the working directory.
+/// their sandboxes never depend on the working directory. They must be apart: neither may be
+/// the other or inside it.
 pub(super) fn prepare_dirs(data_dir: &Path, jobs_dir: &Path) -> Result<(PathBuf, PathBuf), FilesError> {
     create_private_dir(data_dir).map_err(at(data_dir))?;
-    create_private_dir(jobs_dir).map_err(at(jobs_dir))?;
     let data = std::fs::canonicalize(data_dir).map_err(at(data_dir))?;
+    let absolute_jobs = std::path::absolute(jobs_dir).map_err(at(jobs_dir))?;
+    if absolute_jobs.starts_with(&data) || data.starts_with(&absolute_jobs) {
+        return Err(FilesError {
+            path: jobs_dir.to_owned(),
+            source: std::io::Error::other(format!(
+                "the job directory and the data directory {} must be apart (neither inside the other): choose another \
+                 --jobs-dir",
+                data.display()
+            )),
+        });
+    }
+    create_private_dir(jobs_dir).map_err(at(jobs_dir))?;
     let jobs = std::fs::canonicalize(jobs_dir).map_err(at(jobs_dir))?;
+    if jobs.starts_with(&data) || data.starts_with(&jobs) {
+        return Err(FilesError {
+            path: jobs_dir.to_owned(),
+            source: std::io::Error::other("the job directory and the data directory must be apart"),
+        });
+    }
     create_private_dir(&data.join("deployments")).map_err(at(&data))?;
     Ok((data, jobs))
 }
@@ -77,8 +95,6 @@ impl StagedBundle {
             }
             write_private(&target, bytes).map_err(at(&target))?;
         }
-        let logs = staged.path.join(LOGS_DIR);
-        create_private_dir(&logs).map_err(at(&logs))?;
         let secrets_path = staged.path.join(SECRETS_FILE);
         let json =
             serde_json::to_vec(secrets).map_err(|e| FilesError { path: secrets_path.clone(), source: e.into() })?;
@@ -121,7 +137,7 @@ pub(super) fn migrate_old_layout(data_dir: &Path) -> Result<(), FilesError> {
             continue;
         }
         create_private_dir(&to).map_err(at(&to))?;
-        for name in [APP_DIR, SECRETS_FILE, LOGS_DIR] {
+        for name in [APP_DIR, SECRETS_FILE] {
             if from.join(name).exists() {
                 std::fs::rename(from.join(name), to.join(name)).map_err(at(&to))?;
             }
@@ -130,17 +146,27 @@ pub(super) fn migrate_old_layout(data_dir: &Path) -> Result<(), FilesError> {
     std::fs::remove_dir_all(&old).map_err(at(&old))
 }
 
+/// Whether `name` is a deployment ID (`dep_` and 16 lowercase hex digits): the only names
+/// [`sweep`] ever removes (with their staging form), whatever else a directory holds.
+fn is_deployment_id(name: &str) -> bool {
+    name.strip_prefix("dep_")
+        .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
 /// Removes the files of stopped deployments, in `deployments` and in `jobs`; at `startup`
 /// also staging directories and the files of deployments the store does not know (a crash
-/// between placing a deploy's files and recording it). Returns how many directories went.
+/// between placing a deploy's files and recording it). Entries not named like a deployment
+/// are never touched. Returns how many directories went.
 pub(super) fn sweep(store: &RelayStore, deployments: &Path, jobs: &Path, startup: bool) -> usize {
     let mut removed = 0;
     for dir in [deployments, jobs] {
         let Ok(entries) = std::fs::read_dir(dir) else { continue };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let remove = if name.starts_with(STAGING) {
-                startup
+            let remove = if let Some(id) = name.strip_prefix(STAGING) {
+                startup && is_deployment_id(id)
+            } else if !is_deployment_id(&name) {
+                false
             } else {
                 match store.deployment(&name) {
                     Ok(d) => d.state == DeploymentState::Stopped,
@@ -195,6 +221,46 @@ mod tests {
         assert_eq!(mode(&landed.join(SECRETS_FILE)), 0o600);
         assert_eq!(std::fs::read_dir(&dir).expect("read").count(), 1, "no staging left");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_job_directory_overlapping_the_data_directory_is_refused() {
+        let dir = scratch("overlap");
+        let data = dir.join("relay");
+        for jobs in [data.clone(), data.join("jobs"), dir.clone()] {
+            let refused = prepare_dirs(&data, &jobs).expect_err("overlapping");
+            assert!(refused.to_string().contains("must be apart"), "{refused}");
+        }
+        assert!(data.is_dir(), "the data directory stays");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_sweep_removes_unknown_deployments_and_nothing_else() {
+        let dir = scratch("sweep");
+        let (data, jobs) = prepare_dirs(&dir.join("relay"), &dir.join("elsewhere")).expect("prepared");
+        let store = RelayStore::open(&data).expect("store");
+        for name in ["photos", ".config", "dep_0123456789abcdef", ".staging-dep_0123456789abcdef"] {
+            std::fs::create_dir_all(jobs.join(name)).expect("mkdir");
+        }
+        assert_eq!(sweep(&store, &data.join("deployments"), &jobs, false), 0, "nothing stopped, nothing gone");
+        assert_eq!(sweep(&store, &data.join("deployments"), &jobs, true), 2, "the unknown deployment and its staging");
+        let mut left: Vec<String> = std::fs::read_dir(&jobs)
+            .expect("read")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, [".config", "photos"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_deployment_names_are_ever_swept() {
+        assert!(is_deployment_id("dep_0123456789abcdef"));
+        for other in ["photos", ".config", "dep_0123", "dep_0123456789ABCDEF", "dep_0123456789abcdefa", "catalog"] {
+            assert!(!is_deployment_id(other), "{other}");
+        }
     }
 
     #[test]

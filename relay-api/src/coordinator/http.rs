@@ -4,7 +4,6 @@
 //! decisions live in the engine and the store.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path};
 use std::sync::Arc;
 
 use axum::Router;
@@ -250,27 +249,8 @@ async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: By
     }
     let digest = project.digest();
     let store = engine.store();
-    if let Some(existing) = store.deployment_of(&caller.org_id, &project.name)?
-        && !existing.state.is_terminal()
-    {
-        if existing.project_digest == digest {
-            let quote = match store.quotes(&existing.id)?.into_iter().next() {
-                Some(q) => q,
-                None => engine.quote(&existing, u64::from(project.spend.fund_periods))?,
-            };
-            return Ok((
-                StatusCode::OK,
-                axum::Json(DeployResponse { deployment: engine.with_url(existing), quote, existing: true }),
-            ));
-        }
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "deployment_active",
-            format!(
-                "project \"{}\" already has a {} deployment with a different project file; `svc ingress stop` it first",
-                project.name, existing.state
-            ),
-        ));
+    if let Some(answer) = existing_deployment(&engine, &caller, &project, &digest)? {
+        return Ok(answer);
     }
     let id = format!("dep_{}", random_hex(8)?);
     let mut quoted = vec![canonical.clone()];
@@ -285,7 +265,7 @@ async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: By
         org_id: caller.org_id.clone(),
         project: project.name.clone(),
         project_json: text,
-        project_digest: digest,
+        project_digest: digest.clone(),
         manifest_digest,
         canonical_hostname: canonical,
         route_id: format!("rt_{}", random_hex(8)?),
@@ -299,13 +279,62 @@ async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: By
     let mut bundle = StagedBundle::write(&engine.config().deployments_dir(), &id, &files, &req.secrets)
         .map_err(|e| ApiError::internal(&e))?;
     bundle.place().map_err(|e| ApiError::internal(&e))?;
-    let d = store.create_deployment(&new)?;
+    let d = match store.create_deployment(&new) {
+        Ok(d) => d,
+        Err(e @ StoreError::Refused { code: "hostname_taken", .. }) => {
+            // Two identical deploys at once: the other one made it; answer as it would now.
+            return match existing_deployment(&engine, &caller, &project, &digest)? {
+                Some(answer) => Ok(answer),
+                None => Err(e.into()),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
     bundle.keep();
     Ok((StatusCode::CREATED, axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: false })))
 }
 
-/// Decodes the app's files, refusing paths that would leave the app directory and bundles
-/// over [`BUNDLE_MAX_FILES`] files or [`BUNDLE_MAX_BYTES`] bytes.
+/// The answer to a deploy when the project already has a running deployment: that one (200,
+/// `existing: true`) for the same project file, 409 `deployment_active` for another.
+fn existing_deployment(
+    engine: &Engine,
+    caller: &Caller,
+    project: &crate::project::Project,
+    digest: &str,
+) -> Result<Option<(StatusCode, axum::Json<DeployResponse>)>, ApiError> {
+    let store = engine.store();
+    let Some(existing) = store.deployment_of(&caller.org_id, &project.name)?.filter(|d| !d.state.is_terminal()) else {
+        return Ok(None);
+    };
+    if existing.project_digest != digest {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "deployment_active",
+            format!(
+                "project \"{}\" already has a {} deployment with a different project file; `svc ingress stop` it first",
+                project.name, existing.state
+            ),
+        ));
+    }
+    let quote = match store.quotes(&existing.id)?.into_iter().next() {
+        Some(q) => q,
+        None => engine.quote(&existing, u64::from(project.spend.fund_periods))?,
+    };
+    Ok(Some((
+        StatusCode::OK,
+        axum::Json(DeployResponse { deployment: engine.with_url(existing), quote, existing: true }),
+    )))
+}
+
+/// The deepest path of an app file, in components (`lib/a.js` is 2).
+const BUNDLE_MAX_DEPTH: usize = 32;
+
+/// The longest path of an app file, bytes; a component is at most 255 (as on Linux).
+const BUNDLE_MAX_PATH: usize = 1024;
+
+/// Decodes the app's files, refusing bundles over [`BUNDLE_MAX_FILES`] files or
+/// [`BUNDLE_MAX_BYTES`] bytes and paths that are not plain, bounded relative paths inside the
+/// app directory (see [`check_bundle_path`]), or a file that another path needs as a directory.
 fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_bundle", m);
     if bundle.len() > BUNDLE_MAX_FILES {
@@ -315,29 +344,70 @@ fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8
             format!("the app has {} files; a deployment carries at most {BUNDLE_MAX_FILES}", bundle.len()),
         ));
     }
+    for path in bundle.keys() {
+        check_bundle_path(path).map_err(|why| bad(format!("{:?} {why}", truncated(path))))?;
+    }
+    // Every directory the files need; none may be a file too.
+    let dirs: std::collections::BTreeSet<&str> =
+        bundle.keys().flat_map(|p| p.match_indices('/').map(move |(at, _)| &p[..at])).collect();
+    if let Some(both) = dirs.iter().find(|d| bundle.contains_key(**d)) {
+        return Err(bad(format!("{:?} is a file, and other files need it as a directory", truncated(both))));
+    }
     let mut total: u64 = 0;
     let mut files = Vec::with_capacity(bundle.len());
     for (path, b64) in bundle {
-        let p = Path::new(path);
-        if path.is_empty() || p.components().any(|c| !matches!(c, Component::Normal(_))) {
-            return Err(bad(format!("\"{path}\" is not a relative path inside the app directory")));
-        }
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(b64)
-            .map_err(|e| bad(format!("\"{path}\" is not base64: {e}")))?;
+            .map_err(|e| bad(format!("{:?} is not base64: {e}", truncated(path))))?;
         total = total.saturating_add(bytes.len() as u64);
         if total > BUNDLE_MAX_BYTES {
             return Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "bundle_too_large",
                 format!(
-                    "the app's files are over {BUNDLE_MAX_BYTES} bytes (at \"{path}\"); a deployment carries at most that"
+                    "the app's files are over {BUNDLE_MAX_BYTES} bytes (at {:?}); a deployment carries at most that",
+                    truncated(path)
                 ),
             ));
         }
         files.push((path.clone(), bytes));
     }
     Ok(files)
+}
+
+/// Why `path` is not a plain relative path inside the app directory: `..` or `.`, absolute,
+/// empty components (`a//b`, `dir/`), control characters, more than [`BUNDLE_MAX_DEPTH`]
+/// components, a component over 255 bytes, more than [`BUNDLE_MAX_PATH`] bytes.
+fn check_bundle_path(path: &str) -> Result<(), String> {
+    if path.is_empty() || path.len() > BUNDLE_MAX_PATH {
+        return Err(format!("is not a path of 1 to {BUNDLE_MAX_PATH} bytes"));
+    }
+    if path.chars().any(char::is_control) {
+        return Err("holds a control character".to_owned());
+    }
+    let components: Vec<&str> = path.split('/').collect();
+    if components.len() > BUNDLE_MAX_DEPTH {
+        return Err(format!("is deeper than {BUNDLE_MAX_DEPTH} components"));
+    }
+    for c in components {
+        if c.is_empty() || c == "." || c == ".." {
+            return Err(
+                "is not a relative path inside the app directory (no `.`, `..`, `/` at either end or `//`)".to_owned()
+            );
+        }
+        if c.len() > 255 {
+            return Err("has a component over 255 bytes".to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// At most the first 80 characters of `path`, for messages.
+fn truncated(path: &str) -> String {
+    match path.char_indices().nth(80) {
+        Some((at, _)) => format!("{}...", &path[..at]),
+        None => path.to_owned(),
+    }
 }
 
 async fn list(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<Vec<Deployment>> {

@@ -1,20 +1,30 @@
-//! The jobs the engine launched: their processes, their output followed into the deployment
-//! logs, and how often each has had to be restarted. A job process that ends is seen at the
+//! The jobs the engine launched: their processes, their output (read through pipes) for the
+//! deployment logs, and how often each has had to be restarted. A job process that ends is seen at the
 //! engine's next tick (250 ms), reaped, and answered by [`Jobs::reap`]'s verdict: restart
 //! after a backoff that doubles, or give up after [`RestartPolicy::max_restarts`] restarts
 //! within [`RestartPolicy::window`].
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
-use crate::runner::{Exit, RunningJob};
+use crate::runner::{Exit, Part, RunningJob};
 
-/// The most bytes of job output copied into the logs per file per tick.
-const LOG_CHUNK: u64 = 64 * 1024;
+/// Output lines of one job and one process, for the logs.
+pub(super) type Output = Vec<(&'static str, Vec<String>)>;
+
+/// Groups lines by process, keeping their order within each.
+fn by_part(lines: Vec<(Part, String)>) -> Output {
+    let mut out: Output = Vec::new();
+    for (part, line) in lines {
+        match out.iter_mut().find(|(source, _)| *source == part.as_str()) {
+            Some((_, group)) => group.push(line),
+            None => out.push((part.as_str(), vec![line])),
+        }
+    }
+    out
+}
 
 /// When a job whose process ended is started again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +84,6 @@ pub(super) enum Verdict {
 /// A launched job.
 struct Job {
     running: Box<dyn RunningJob>,
-    logs: Vec<LogTail>,
     started: Instant,
 }
 
@@ -97,17 +106,9 @@ impl Jobs {
         Jobs { running: Mutex::default(), restarts: std::sync::Mutex::default(), policy }
     }
 
-    /// Keeps a launched job, following `logs/app.log` and `logs/agent.log` from their ends.
-    pub(super) async fn insert(&self, id: &str, running: Box<dyn RunningJob>, logs_dir: &std::path::Path) {
-        let logs = ["app", "agent"]
-            .into_iter()
-            .map(|source| {
-                let path = logs_dir.join(format!("{source}.log"));
-                let offset = std::fs::metadata(&path).map_or(0, |m| m.len());
-                LogTail { source, path, offset, partial: String::new() }
-            })
-            .collect();
-        self.running.lock().await.insert(id.to_owned(), Job { running, logs, started: Instant::now() });
+    /// Keeps a launched job.
+    pub(super) async fn insert(&self, id: &str, running: Box<dyn RunningJob>) {
+        self.running.lock().await.insert(id.to_owned(), Job { running, started: Instant::now() });
     }
 
     /// Whether the deployment's job runs.
@@ -131,15 +132,18 @@ impl Jobs {
         restarts.get(id)?.not_before.checked_duration_since(Instant::now())
     }
 
-    /// Stops the deployment's job, if it runs; its restart count goes with it when `forget`.
-    pub(super) async fn stop(&self, id: &str, forget: bool) {
+    /// Stops the deployment's job, if it runs, returning its last output; its restart count
+    /// goes with it when `forget`.
+    pub(super) async fn stop(&self, id: &str, forget: bool) -> Output {
         let job = self.running.lock().await.remove(id);
-        if let Some(job) = job {
-            job.running.stop().await;
-        }
+        let last = match job {
+            Some(job) => by_part(job.running.stop().await),
+            None => Vec::new(),
+        };
         if forget && let Ok(mut r) = self.restarts.lock() {
             r.remove(id);
         }
+        last
     }
 
     /// Stops every job.
@@ -152,7 +156,7 @@ impl Jobs {
 
     /// Finds jobs with a process that ended: each is stopped (its other process too), its
     /// last output returned for the logs, and judged.
-    pub(super) async fn reap(&self) -> Vec<(String, Vec<(&'static str, Vec<String>)>, Verdict)> {
+    pub(super) async fn reap(&self) -> Vec<(String, Output, Verdict)> {
         let mut ended = Vec::new();
         {
             let mut running = self.running.lock().await;
@@ -166,10 +170,9 @@ impl Jobs {
             }
         }
         let mut verdicts = Vec::new();
-        for (id, mut job, exit) in ended {
+        for (id, job, exit) in ended {
             let ran = job.started.elapsed();
-            let lines = job.logs.iter_mut().map(|tail| (tail.source, tail.read_new())).collect();
-            job.running.stop().await;
+            let lines = by_part(job.running.stop().await);
             verdicts.push((id.clone(), lines, self.judge(&id, exit, ran)));
         }
         verdicts
@@ -195,56 +198,22 @@ impl Jobs {
         Verdict::Restart { exit, delay, n: entry.count, of: policy.max_restarts }
     }
 
-    /// New complete lines of each job's output, by deployment and source.
-    pub(super) async fn new_output(&self) -> Vec<(String, &'static str, Vec<String>)> {
+    /// New lines of each job's output, by deployment and source.
+    pub(super) async fn new_output(&self) -> Vec<(String, Output)> {
         let mut out = Vec::new();
         for (id, job) in self.running.lock().await.iter_mut() {
-            for tail in &mut job.logs {
-                let lines = tail.read_new();
-                if !lines.is_empty() {
-                    out.push((id.clone(), tail.source, lines));
-                }
+            let lines = job.running.output();
+            if !lines.is_empty() {
+                out.push((id.clone(), by_part(lines)));
             }
         }
         out
     }
 }
 
-/// Follows one output file of a job.
-struct LogTail {
-    source: &'static str,
-    path: PathBuf,
-    offset: u64,
-    partial: String,
-}
-
-impl LogTail {
-    fn read_new(&mut self) -> Vec<String> {
-        let Ok(mut file) = std::fs::File::open(&self.path) else { return Vec::new() };
-        if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return Vec::new();
-        }
-        let mut buf = Vec::new();
-        let Ok(n) = file.take(LOG_CHUNK).read_to_end(&mut buf) else { return Vec::new() };
-        self.offset += n as u64;
-        self.partial.push_str(&String::from_utf8_lossy(&buf));
-        let mut lines: Vec<String> = Vec::new();
-        while let Some(end) = self.partial.find('\n') {
-            let line: String = self.partial.drain(..=end).collect();
-            lines.push(line.trim_end_matches(['\n', '\r']).to_owned());
-        }
-        // A line longer than a chunk is cut rather than held forever.
-        if self.partial.len() > LOG_CHUNK as usize {
-            lines.push(std::mem::take(&mut self.partial));
-        }
-        lines
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::Part;
 
     struct Ended(Option<Exit>);
 
@@ -255,8 +224,11 @@ mod tests {
         fn exited(&mut self) -> Option<Exit> {
             self.0.take()
         }
-        fn stop(self: Box<Self>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
-            Box::pin(async {})
+        fn output(&mut self) -> Vec<(Part, String)> {
+            Vec::new()
+        }
+        fn stop(self: Box<Self>) -> crate::runner::Stopping {
+            Box::pin(async { vec![(Part::App, "last words".to_owned())] })
         }
     }
 
@@ -277,13 +249,13 @@ mod tests {
         let policy = RestartPolicy { max_restarts: 2, ..Default::default() };
         let jobs = Jobs::new(policy);
         let exit = Exit { part: Part::App, code: Some(1), signal: None };
-        let dir = std::env::temp_dir();
         let mut verdicts = Vec::new();
         for _ in 0..3 {
-            jobs.insert("d1", Box::new(Ended(Some(exit))), &dir).await;
+            jobs.insert("d1", Box::new(Ended(Some(exit)))).await;
             let mut reaped = jobs.reap().await;
             assert_eq!(reaped.len(), 1);
             assert!(!jobs.contains("d1").await, "an ended job is removed");
+            assert_eq!(reaped[0].1, [("app", vec!["last words".to_owned()])], "its last output is kept");
             verdicts.push(reaped.remove(0).2);
         }
         assert_eq!(
@@ -295,7 +267,7 @@ mod tests {
             ]
         );
         assert!(jobs.waiting("d1").is_some(), "the last restart's delay still runs");
-        jobs.insert("d2", Box::new(Ended(None)), &dir).await;
+        jobs.insert("d2", Box::new(Ended(None))).await;
         assert!(jobs.reap().await.is_empty(), "a running job is left alone");
     }
 }

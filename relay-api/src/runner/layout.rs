@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use agent::AgentConfig;
-use agent::files::{create_private_dir, write_private};
+use agent::files::{create_private_dir, replace_private};
 
 use super::{Confined, JobSpec, Mount};
 
@@ -40,8 +40,8 @@ pub struct IngressJob {
     /// The agent's configuration, with host paths for the CA files: they are copied into
     /// the state directory and the configuration rewritten to name the copies.
     pub agent_config: AgentConfig,
-    /// Where `app.log` and `agent.log` go (none: the runner's own output).
-    pub logs: Option<PathBuf>,
+    /// Whether the runner collects the processes' output (else they write to its own).
+    pub capture_output: bool,
 }
 
 /// Why a job could not be laid out.
@@ -56,7 +56,8 @@ pub struct LayoutError {
 
 impl IngressJob {
     /// Writes the agent's state directory (its configuration, 0600, and the CA files it
-    /// trusts) and returns what the runner launches.
+    /// trusts) and returns what the runner launches. The directory is the job's to write, so
+    /// files are replaced, never written through a link the job may have planted.
     pub fn prepare(self) -> Result<JobSpec, LayoutError> {
         let fail = |path: &Path| {
             let (job, path) = (self.id.clone(), path.to_owned());
@@ -74,7 +75,7 @@ impl IngressJob {
             path: config_path.clone(),
             source: std::io::Error::other(e),
         })?;
-        write_private(&config_path, &json).map_err(fail(&config_path))?;
+        replace_private(&config_path, &json).map_err(fail(&config_path))?;
 
         let mut env = vec![("PORT".to_owned(), self.app_port.to_string())];
         env.extend(self.env.iter().filter(|(k, _)| k != "PORT").cloned());
@@ -93,7 +94,7 @@ impl IngressJob {
             mounts: vec![Mount { host: self.agent_dir.clone(), inside: AGENT_INSIDE.into(), writable: true }],
             cwd: AGENT_INSIDE.into(),
         };
-        Ok(JobSpec { id: self.id, app, agent, logs: self.logs })
+        Ok(JobSpec { id: self.id, app, agent, capture_output: self.capture_output })
     }
 
     /// Copies `host` into the agent's state directory as `name`; the path the agent sees.
@@ -101,7 +102,59 @@ impl IngressJob {
         let target = self.agent_dir.join(name);
         let fail = |source| LayoutError { job: self.id.clone(), path: host.to_owned(), source };
         let bytes = std::fs::read(host).map_err(fail)?;
-        write_private(&target, &bytes).map_err(|source| LayoutError { job: self.id.clone(), path: target, source })?;
+        replace_private(&target, &bytes).map_err(|source| LayoutError {
+            job: self.id.clone(),
+            path: target,
+            source,
+        })?;
         Ok(Path::new(AGENT_INSIDE).join(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review finding: the coordinator (root) wrote the job's CA files through links a
+    /// compromised agent had planted in its own state directory.
+    #[test]
+    fn links_planted_in_the_agent_directory_are_never_written_through() {
+        let dir = std::env::temp_dir().join(format!("svc-layout-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let agent_dir = dir.join("agent");
+        create_private_dir(&agent_dir).expect("mkdir");
+        let outside = dir.join("host-file");
+        std::fs::write(&outside, b"the host's").expect("write");
+        for name in ["gateway-ca.pem", "agent.json"] {
+            std::os::unix::fs::symlink(&outside, agent_dir.join(name)).expect("link");
+        }
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, b"-----BEGIN CERTIFICATE-----\n").expect("write");
+        let config: AgentConfig = serde_json::from_value(serde_json::json!({
+            "routeId": "r", "hostname": "a.localhost", "credential": "c",
+            "routeKey": agent::challenge::RouteKey::generate().expect("a key"),
+            "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": ca,
+            "appPort": 1, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:2", "validity_secs": 60},
+        }))
+        .expect("a configuration");
+        let job = IngressJob {
+            id: "dep_1".into(),
+            app_dir: dir.join("app"),
+            entrypoint: "server.js".into(),
+            node: "node".into(),
+            env: vec![("PORT".into(), "9".into()), ("A".into(), "b".into())],
+            app_port: 3000,
+            agent_dir: agent_dir.clone(),
+            agent_command: vec!["svc".into(), "agent".into(), "run".into()],
+            agent_config: config,
+            capture_output: false,
+        };
+        let spec = job.prepare().expect("prepared");
+        assert_eq!(std::fs::read(&outside).expect("read"), b"the host's", "written through a link");
+        let written: AgentConfig = AgentConfig::read(&agent_dir.join("agent.json")).expect("the configuration");
+        assert_eq!(written.gateway_ca, Path::new("/agent/gateway-ca.pem"), "the copy the agent sees");
+        assert_eq!(spec.app.env, [("PORT".to_owned(), "3000".to_owned()), ("A".to_owned(), "b".to_owned())]);
+        assert_eq!(spec.agent.env, [], "the agent gets no app environment");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,16 +1,20 @@
 //! [`LocalRunner`]: each job as two confined local processes, the app and the agent, with
-//! their output in log files the runner opens, and their own uid when the service is root.
+//! their output read through pipes, and their own uid when the service is root.
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 use super::sandbox::{Limits, Sandbox, SandboxError};
-use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, Part, RunningJob};
+use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, MAX_LINE, Part, RunningJob, Stopping};
 
 /// The first job uid (and gid) when the service runs as root: far above the ranges
 /// distributions give to users (1000+) and to containers' subordinate ids (100000+).
@@ -69,12 +73,8 @@ impl LocalRunner {
             .command(confined, uid)
             .map_err(|source| LaunchError::Sandbox { job: job.id.clone(), source })?;
         command.stdin(Stdio::null()).kill_on_drop(true);
-        if let Some(dir) = &job.logs {
-            let path = dir.join(format!("{}.log", part.as_str()));
-            let prepare = |source| LaunchError::Prepare { job: job.id.clone(), path: path.clone(), source };
-            agent::files::create_private_dir(dir).map_err(prepare)?;
-            let file = agent::files::open_private_append(&path).map_err(prepare)?;
-            command.stdout(file.try_clone().map_err(spawn_error)?).stderr(file);
+        if job.capture_output {
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
         command.spawn().map_err(spawn_error)
     }
@@ -83,10 +83,50 @@ impl LocalRunner {
 impl JobRunner for LocalRunner {
     fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError> {
         let lease = self.lease(&job.id)?;
-        let app = self.spawn(job, Part::App, &job.app, lease.uid)?;
+        let mut app = self.spawn(job, Part::App, &job.app, lease.uid)?;
         // If the agent cannot start, `app` is killed as it drops.
-        let agent = self.spawn(job, Part::Agent, &job.agent, lease.uid)?;
-        Ok(Box::new(LocalJob { processes: vec![(Part::App, app), (Part::Agent, agent)], _lease: lease }))
+        let mut agent = self.spawn(job, Part::Agent, &job.agent, lease.uid)?;
+        let (lines, output) = mpsc::channel(OUTPUT_LINES);
+        let mut readers = JoinSet::new();
+        for (part, child) in [(Part::App, &mut app), (Part::Agent, &mut agent)] {
+            if let Some(out) = child.stdout.take() {
+                readers.spawn(read_lines(part, out, lines.clone()));
+            }
+            if let Some(err) = child.stderr.take() {
+                readers.spawn(read_lines(part, err, lines.clone()));
+            }
+        }
+        Ok(Box::new(LocalJob {
+            processes: vec![(Part::App, app), (Part::Agent, agent)],
+            output,
+            readers,
+            _lease: lease,
+        }))
+    }
+}
+
+/// Lines of output held for the engine at most (per job); a job printing faster waits.
+const OUTPUT_LINES: usize = 4096;
+
+/// How long a stopped job's last output is waited for.
+const LAST_OUTPUT: Duration = Duration::from_millis(500);
+
+/// Sends `stream`'s lines (cut at [`MAX_LINE`] bytes) until it ends or nobody listens.
+async fn read_lines(part: Part, stream: impl AsyncRead + Unpin, lines: mpsc::Sender<(Part, String)>) {
+    let mut reader = BufReader::new(stream);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let read = (&mut reader).take(MAX_LINE as u64).read_until(b'\n', &mut buf).await;
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
+                if lines.send((part, line)).await.is_err() {
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -110,6 +150,10 @@ struct LocalJob {
     /// Processes still running. Declared before the lease, so they are killed (on drop)
     /// before the uid is given back.
     processes: Vec<(Part, Child)>,
+    /// Their output, line by line.
+    output: mpsc::Receiver<(Part, String)>,
+    /// The tasks reading their pipes.
+    readers: JoinSet<()>,
     _lease: UidLease,
 }
 
@@ -131,15 +175,39 @@ impl RunningJob for LocalJob {
         None
     }
 
-    fn stop(self: Box<Self>) -> Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    fn output(&mut self) -> Vec<(Part, String)> {
+        let mut lines = Vec::new();
+        while let Ok(line) = self.output.try_recv() {
+            lines.push(line);
+        }
+        lines
+    }
+
+    fn stop(self: Box<Self>) -> Stopping {
         Box::pin(async move {
-            let LocalJob { processes, _lease } = *self;
+            let LocalJob { processes, mut output, mut readers, _lease } = *self;
             for (_, mut child) in processes {
                 // SIGKILL to the sandbox: bwrap's `--die-with-parent` and the PID namespace take
                 // every process of the job with it, and its ports are free at once.
                 let _ = child.kill().await;
             }
             drop(_lease);
+            // The pipes end with the processes; what they held is the job's last word.
+            let mut lines = Vec::new();
+            let drained = async {
+                loop {
+                    tokio::select! {
+                        Some(line) = output.recv() => lines.push(line),
+                        next = readers.join_next() => if next.is_none() { break },
+                    }
+                }
+                while let Ok(line) = output.try_recv() {
+                    lines.push(line);
+                }
+            };
+            let _ = tokio::time::timeout(LAST_OUTPUT, drained).await;
+            readers.abort_all();
+            lines
         })
     }
 }
@@ -179,12 +247,15 @@ fn children(pid: u32) -> Vec<u32> {
 }
 
 /// Makes `uid` the owner of `path` and everything under it (symbolic links themselves, never
-/// what they point to).
+/// what they point to); iterative, so no tree is too deep for it.
 fn chown_tree(path: &Path, uid: JobUid) -> std::io::Result<()> {
-    std::os::unix::fs::lchown(path, Some(uid.uid), Some(uid.gid))?;
-    if std::fs::symlink_metadata(path)?.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            chown_tree(&entry?.path(), uid)?;
+    let mut pending = vec![path.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        std::os::unix::fs::lchown(&next, Some(uid.uid), Some(uid.gid))?;
+        if std::fs::symlink_metadata(&next)?.is_dir() {
+            for entry in std::fs::read_dir(&next)? {
+                pending.push(entry?.path());
+            }
         }
     }
     Ok(())

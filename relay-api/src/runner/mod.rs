@@ -48,9 +48,10 @@ pub struct JobSpec {
     pub app: Confined,
     /// The agent beside it.
     pub agent: Confined,
-    /// A directory for `app.log` and `agent.log` (each process's stdout and stderr, opened
-    /// by the runner, so the job holds only the descriptors); none: the runner's own.
-    pub logs: Option<PathBuf>,
+    /// Whether the runner collects each process's output (stdout and stderr, line by line,
+    /// through pipes: [`RunningJob::output`]); otherwise the processes write to the runner's
+    /// own output.
+    pub capture_output: bool,
 }
 
 /// Which process of a job.
@@ -71,6 +72,9 @@ impl Part {
         }
     }
 }
+
+/// The longest line of output kept whole; longer ones are cut into pieces of this size.
+pub const MAX_LINE: usize = 16 * 1024;
 
 /// A process of a job that ended on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +162,9 @@ pub struct JobUid {
     pub gid: u32,
 }
 
+/// A job being stopped: resolves to the output not yet taken.
+pub type Stopping = Pin<Box<dyn std::future::Future<Output = Vec<(Part, String)>> + Send>>;
+
 /// Launches jobs.
 pub trait JobRunner: Send + Sync {
     /// Starts the job's processes.
@@ -172,8 +179,13 @@ pub trait RunningJob: Send {
     /// A process of the job that has ended since the last call, if any (it is reaped: no
     /// zombie is left behind).
     fn exited(&mut self) -> Option<Exit>;
-    /// Stops every process of the job and waits for them.
-    fn stop(self: Box<Self>) -> Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+    /// Complete lines the job printed since the last call, in order per process (with
+    /// `capture_output`). A job that prints faster than this is called waits: its output is
+    /// bounded in memory.
+    fn output(&mut self) -> Vec<(Part, String)>;
+    /// Stops every process of the job, waits for them, and returns the output not yet taken
+    /// (its last lines: why it ended, often).
+    fn stop(self: Box<Self>) -> Stopping;
 }
 
 #[cfg(test)]

@@ -225,6 +225,10 @@ impl Sandbox {
         }
         command.arg("--").arg(&self.bwrap);
         command.args(["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]);
+        // bwrap's reaper stays PID 1 of the namespace: it keeps the parent-death signal, which
+        // the program loses when `setpriv` changes its uid, so the whole namespace dies with
+        // the coordinator. (So the job can read bwrap's command line in `/proc/1/cmdline`:
+        // host paths, but no secret.)
         command.args(["--new-session", "--die-with-parent"]);
         if !self.privileged {
             command.args(["--unshare-user", "--disable-userns"]);

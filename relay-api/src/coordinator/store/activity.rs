@@ -29,6 +29,12 @@ pub(super) fn insert_hostname(
     Ok(())
 }
 
+/// The newest log lines kept per deployment (route, app and agent together).
+pub(super) const LOG_LINES_KEPT: i64 = 10_000;
+
+/// Older lines are pruned each time the log's sequence passes a multiple of this.
+const LOG_PRUNE_STEP: i64 = 1_000;
+
 impl RelayStore {
     // ------------------------------------------------------------------ hostnames
 
@@ -150,12 +156,23 @@ impl RelayStore {
         let mut conn = self.conn()?;
         let tx = conn.transaction()?;
         let now = now_ms();
+        let mut last = 0;
         {
             let mut stmt =
                 tx.prepare_cached("INSERT INTO logs (deployment_id, source, line, at) VALUES (?1, ?2, ?3, ?4)")?;
             for line in lines {
-                stmt.execute(params![deployment_id, source, line, now])?;
+                last = stmt.insert(params![deployment_id, source, line, now])?;
             }
+        }
+        // Keep each deployment's newest lines only; pruned when a batch crosses a multiple of
+        // the step, so most appends cost no delete.
+        let before = last - i64::try_from(lines.len()).unwrap_or(i64::MAX);
+        if last / LOG_PRUNE_STEP != before / LOG_PRUNE_STEP {
+            tx.execute(
+                "DELETE FROM logs WHERE deployment_id = ?1 AND seq <= (SELECT seq FROM logs WHERE deployment_id = ?1 \
+                 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
+                params![deployment_id, LOG_LINES_KEPT],
+            )?;
         }
         tx.commit()?;
         Ok(())

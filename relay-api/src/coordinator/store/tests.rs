@@ -361,3 +361,22 @@ fn a_store_from_before_route_keys_loses_its_clear_credentials_on_open() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_chatty_job_keeps_only_its_newest_log_lines() {
+    let dir = temp_dir("log-retention");
+    let store = RelayStore::open(&dir).expect("store");
+    new_deployment(&store, "d1", 1_000_000);
+    new_deployment(&store, "d2", 1_000_000);
+    store.append_logs("d2", "app", &["other".to_owned()]).expect("append");
+    for batch in 0..25 {
+        let lines: Vec<String> = (0..500).map(|i| format!("line {}", batch * 500 + i)).collect();
+        store.append_logs("d1", "app", &lines).expect("append");
+    }
+    let kept = store.logs("d1", 0, 20_000).expect("logs");
+    assert!(kept.len() as i64 <= activity::LOG_LINES_KEPT + 1_000, "bounded: {}", kept.len());
+    assert!(kept.len() as i64 >= activity::LOG_LINES_KEPT, "the newest are all there: {}", kept.len());
+    assert_eq!(kept.last().map(|e| e.line.as_str()), Some("line 12499"));
+    assert_eq!(store.logs("d2", 0, 10).expect("logs").len(), 1, "another deployment's lines stay");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,85 @@
+//! The local job runner with real sandboxes (bubblewrap must be installed, as `.ci/run`
+//! does): a job's output reaches the engine through pipes, its last lines survive its end,
+//! and how it ended is read back exactly.
+
+use std::time::Duration;
+
+use relay_api::runner::{Confined, DEFAULT_UID_BASE, Exit, JobRunner, JobSpec, Limits, LocalRunner, Part};
+
+fn shell(script: &str) -> Confined {
+    Confined {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        env: vec![("GREETING".to_owned(), "hello".to_owned())],
+        mounts: Vec::new(),
+        cwd: "/".into(),
+    }
+}
+
+async fn runner() -> LocalRunner {
+    LocalRunner::new(Limits::default(), DEFAULT_UID_BASE).await.expect("bubblewrap works here")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_output_and_exit_status_are_read_back_and_its_last_lines_kept() {
+    let runner = runner().await;
+    let job = JobSpec {
+        id: "dep_test".to_owned(),
+        app: shell("echo \"$GREETING from the app\"; echo 'to stderr' >&2; sleep 0.3; echo 'last words'; exit 3"),
+        agent: shell("echo agent up; exec sleep 30"),
+        capture_output: true,
+    };
+    let mut running = runner.launch(&job).expect("launched");
+    let mut exit = None;
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        lines.extend(running.output());
+        if let Some(e) = running.exited() {
+            exit = Some(e);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(3), signal: None }));
+    lines.extend(running.stop().await);
+    let app: Vec<&str> = lines.iter().filter(|(p, _)| *p == Part::App).map(|(_, l)| l.as_str()).collect();
+    assert!(app.contains(&"hello from the app") && app.contains(&"to stderr"), "{lines:?}");
+    assert!(app.contains(&"last words"), "the last line before the end is kept: {lines:?}");
+    assert!(lines.iter().any(|(p, l)| *p == Part::Agent && l == "agent up"), "{lines:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_printing_more_than_the_file_size_limit_keeps_running() {
+    // The job's file-size limit (256 MiB by default, 1 MiB here) bounds files it writes, not
+    // what it prints: output goes through pipes, never to a file of the job's.
+    let runner = LocalRunner::new(Limits { file_size_bytes: 1024 * 1024, ..Limits::default() }, DEFAULT_UID_BASE)
+        .await
+        .expect("bubblewrap works here");
+    let job = JobSpec {
+        id: "dep_chatty".to_owned(),
+        app: shell(
+            "i=0; while [ $i -lt 40000 ]; do echo \"line $i of a job that talks a lot\"; i=$((i+1)); done; echo done",
+        ),
+        agent: shell("exec sleep 30"),
+        capture_output: true,
+    };
+    let mut running = runner.launch(&job).expect("launched");
+    let mut lines = 0usize;
+    let mut last = String::new();
+    let mut exit = None;
+    for _ in 0..600 {
+        for (_, line) in running.output() {
+            lines += 1;
+            last = line;
+        }
+        if exit.is_none() {
+            exit = running.exited();
+        }
+        if exit.is_some() && last == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(0), signal: None }), "after {lines} lines");
+    assert_eq!((lines, last.as_str()), (40_001, "done"));
+    running.stop().await;
+}
