@@ -282,9 +282,10 @@ impl Gateway {
         self.metrics.render(&self.accounting.rows(), self.pending_connections())
     }
 
-    /// Admits a new connection from `peer` on `port` as pending: `None` (and counted as
-    /// `refused`) if its source has `per_source` pending there already. At the cap the oldest
-    /// pending connection is closed, and the accept loop lets it go before accepting more.
+    /// Admits a new connection from `peer` on `port` as pending: `None` if its source has
+    /// `per_source` pending there already (the caller counts the refusal and drops it). At the
+    /// cap the oldest pending connection is closed, and the accept loop lets it go before
+    /// accepting more.
     async fn admit(&self, port: Port, peer: SocketAddr, per_source: usize) -> Option<PendingSlot> {
         match self.pending.admit(port, Client::of(peer.ip()), per_source) {
             Ok((slot, pending::Admitted::Free)) => Some(slot),
