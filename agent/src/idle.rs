@@ -12,6 +12,10 @@
 //! Every move of bytes is one clock read and one relaxed store; one timer per connection
 //! sleeps until the deadline and checks again, so a busy connection costs one timer wake per
 //! idle period.
+//!
+//! A connection can also be closed from outside ([`Activity::close`]): the gateway closes a
+//! route's longest-idle connection of its largest holder to admit a newcomer. That wakes the
+//! same timer, so it costs the relay nothing until it happens.
 
 use std::io;
 use std::pin::Pin;
@@ -53,7 +57,10 @@ pub struct Activity {
     /// Milliseconds from `start` to the last move.
     last: AtomicU64,
     ended: AtomicBool,
-    /// Wakes [`Activity::expired`] when a side ends: its deadline moves closer.
+    /// Closed from outside: over now, whatever the timeouts.
+    closed: AtomicBool,
+    /// Wakes [`Activity::expired`] when a side ends (its deadline moves closer) or the
+    /// connection is closed.
     end: Notify,
 }
 
@@ -66,7 +73,13 @@ impl Default for Activity {
 impl Activity {
     /// A connection active now.
     pub fn new() -> Activity {
-        Activity { start: Instant::now(), last: AtomicU64::new(0), ended: AtomicBool::new(false), end: Notify::new() }
+        Activity {
+            start: Instant::now(),
+            last: AtomicU64::new(0),
+            ended: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            end: Notify::new(),
+        }
     }
 
     /// Bytes moved.
@@ -88,15 +101,45 @@ impl Activity {
         self.ended.load(Ordering::Relaxed)
     }
 
+    /// When bytes last moved (the connection's start if none has).
+    pub fn last_move(&self) -> Instant {
+        self.start + Duration::from_millis(self.last.load(Ordering::Relaxed))
+    }
+
+    /// Closes the connection now: [`Activity::expired`] and [`Activity::closed`] return.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        // Stores a permit if nothing waits yet, so a waiter that comes later returns too.
+        self.end.notify_one();
+    }
+
+    /// Whether [`Activity::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// Returns once [`Activity::close`] is called: for the time before bytes move (the
+    /// gateway waiting for a data connection). Not to be awaited beside
+    /// [`Activity::expired`], which shares its wake-up.
+    pub async fn closed(&self) {
+        while !self.is_closed() {
+            self.end.notified().await;
+        }
+    }
+
     /// The moment the connection is over if nothing moves before it.
     fn deadline(&self, timeouts: Timeouts) -> Instant {
         let quiet = if self.has_ended() { timeouts.linger } else { timeouts.idle };
-        self.start + Duration::from_millis(self.last.load(Ordering::Relaxed)) + quiet
+        self.last_move() + quiet
     }
 
-    /// Returns once the connection has been quiet for longer than `timeouts` allow.
+    /// Returns once the connection has been quiet for longer than `timeouts` allow, or has
+    /// been closed.
     pub async fn expired(&self, timeouts: Timeouts) {
         loop {
+            if self.is_closed() {
+                return;
+            }
             let deadline = self.deadline(timeouts);
             if Instant::now() >= deadline {
                 return;
@@ -243,6 +286,37 @@ mod tests {
         ender.await.expect("ender");
         assert!(within(start.elapsed(), Duration::from_millis(100) + T.linger), "{:?}", start.elapsed());
         assert!(activity.has_ended());
+    }
+
+    #[tokio::test]
+    async fn closing_ends_a_wait_at_once() {
+        let activity = Arc::new(Activity::new());
+        let start = Instant::now();
+        let closer = {
+            let activity = activity.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                activity.close();
+            })
+        };
+        activity.expired(T).await;
+        closer.await.expect("closer");
+        assert!(start.elapsed() < T.idle, "closed, not expired: {:?}", start.elapsed());
+        // Closed before anyone waits: both waits return at once.
+        let early = Activity::new();
+        early.close();
+        tokio::time::timeout(LATE, early.closed()).await.expect("closed() returns");
+        tokio::time::timeout(LATE, early.expired(T)).await.expect("expired() returns");
+    }
+
+    #[tokio::test]
+    async fn the_last_move_is_the_start_until_bytes_move() {
+        let activity = Activity::new();
+        let started = activity.last_move();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(activity.last_move(), started);
+        activity.touch();
+        assert!(activity.last_move() >= started + Duration::from_millis(20));
     }
 
     #[tokio::test]

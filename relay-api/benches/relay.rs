@@ -30,7 +30,7 @@ use tokio::runtime::Runtime;
 #[allow(dead_code, unused_imports)]
 mod relay;
 
-use agent::idle::Timeouts;
+use agent::idle::{Activity, Timeouts};
 use relay::Mode;
 
 /// The runtime's worker threads' name, to find their CPU time.
@@ -231,7 +231,7 @@ async fn relay_all(public: TcpListener, server: SocketAddr, conns: usize, mode: 
             if mode == Mode::Copy {
                 relay::both_ways_with(client, agent, mode, Timeouts::DEFAULT).await
             } else {
-                relay::both_ways(client, agent, Timeouts::DEFAULT).await
+                relay::both_ways(client, agent, Timeouts::DEFAULT, &Activity::new()).await
             }
         }));
     }

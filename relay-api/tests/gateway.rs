@@ -1,13 +1,17 @@
 //! The gateway in process on loopback, with real sockets and real TLS: its refusals, the
 //! deadlines of routed connections, exact slot accounting across route refreshes (a soak of
-//! 200,000 connections), the attacks of issue 14 against it and the agent behind it, and its
-//! accept loops out of descriptors. One binary, a module per concern; the shared world is
-//! here: a gateway with one route and an in-test agent that speaks the real tunnel protocol
-//! but does not terminate TLS.
+//! 200,000 connections), the attacks of issue 14 against it and the agent behind it (one
+//! address, five addresses holding a whole route, floods of pending connections under
+//! `ulimit -n 1024`), and its accept loops out of descriptors. One binary, a module per
+//! concern; the shared world is here: a gateway with one route and an in-test agent that
+//! speaks the real tunnel protocol but does not terminate TLS.
 
 mod gateway {
     mod accept;
     mod attacks;
+    mod child;
+    mod fairness;
+    mod floods;
     mod refusals;
     mod soak;
 
@@ -98,14 +102,26 @@ mod gateway {
     /// Connects an agent for route [`ROUTE`] that handles every data connection as `answer`
     /// says, and waits until the gateway counts it.
     pub(super) async fn test_agent(world: &World, answer: Answer) {
-        let tls = agent::tunnel::client_config(&world.ca_pem).expect("client config");
-        let tcp = TcpStream::connect(world.bound.tunnel).await.expect("tunnel");
+        connect_agent(world.bound.tunnel, &world.ca_pem, answer).await;
+        let gateway = world.gateway.clone();
+        let counted = eventually(Duration::from_secs(5), || {
+            gateway.route_rows().iter().any(|r| r.route_id == ROUTE && r.agents == 1)
+        })
+        .await;
+        assert!(counted, "the gateway counts the agent");
+    }
+
+    /// Connects an agent for route [`ROUTE`] to the tunnel port at `tunnel` (whose
+    /// certificate `ca_pem` signed), and returns once it is welcomed; it then handles every
+    /// data connection as `answer` says, for as long as the runtime runs.
+    pub(super) async fn connect_agent(tunnel: SocketAddr, ca_pem: &str, answer: Answer) {
+        let tls = agent::tunnel::client_config(ca_pem).expect("client config");
+        let tcp = TcpStream::connect(tunnel).await.expect("tunnel");
         let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
         let mut stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
         let hello = Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into() };
         wire::write_frame(&mut stream, &hello).await.expect("hello");
         assert!(matches!(wire::read_frame(&mut stream).await.expect("welcome"), Control::Welcome { .. }));
-        let tunnel = world.bound.tunnel;
         tokio::spawn(async move {
             let (mut reader, mut writer) = tokio::io::split(stream);
             tokio::spawn(async move {
@@ -125,12 +141,6 @@ mod gateway {
                 }
             }
         });
-        let gateway = world.gateway.clone();
-        let counted = eventually(Duration::from_secs(5), || {
-            gateway.route_rows().iter().any(|r| r.route_id == ROUTE && r.agents == 1)
-        })
-        .await;
-        assert!(counted, "the gateway counts the agent");
     }
 
     async fn data_connection(tunnel: SocketAddr, ticket: [u8; TICKET_LEN], answer: Answer) {

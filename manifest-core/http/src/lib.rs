@@ -36,5 +36,5 @@ pub use error::ServeError;
 pub use limit::limit_body;
 pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};
 pub use server::Server;
-pub use settings::{Settings, SettingsError};
+pub use settings::{Settings, SettingsError, connection_cap};
 pub use tls::{Tls, TlsError};

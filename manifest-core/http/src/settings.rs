@@ -88,8 +88,9 @@ const MIN_RESERVE: u64 = 64;
 /// The connection cap for `max_connections` under this process's open-file limit
 /// (`RLIMIT_NOFILE`, its soft value): `max_connections`, or the limit less a reserve of a
 /// quarter (at least 64) if that is lower. `Err(needed)` when the limit leaves no room: the
-/// limit to raise it to.
-pub(crate) fn connection_cap(max_connections: usize) -> Result<usize, u64> {
+/// limit to raise it to. Public so that the gateway bounds its own connections by the same
+/// rule.
+pub fn connection_cap(max_connections: usize) -> Result<usize, u64> {
     match open_file_limit() {
         None => Ok(max_connections),
         Some(limit) => cap_under(max_connections, limit),

@@ -8,13 +8,20 @@
 //!
 //! - a route holds at most `max_connections` connections (routed, or waiting for their data
 //!   connection);
-//! - one client holds at most its share of them (a quarter by default, at least one), so one
-//!   source cannot take every slot of a route;
-//! - one client has at most a fixed number of connections still sending their ClientHello,
-//!   across the gateway.
+//! - one client holds at most its share of them (a quarter by default, at least one);
+//! - **fair under pressure**: when the route is full, a newcomer whose client holds fewer of
+//!   its connections than the largest holder is admitted by closing one connection of the
+//!   largest holder (the one idle longest); only a newcomer whose client already holds the
+//!   most is refused. A fixed share alone is beaten by enough addresses (four at a quarter
+//!   each fill a route); with this, holding every slot buys nothing against a new client.
 //!
-//! A client is an IPv4 address, or an IPv6 /64 (what one subscriber is usually given; an
-//! IPv4-mapped address counts as its IPv4 address).
+//! A connection's slot is its entry in its route's table, under its client, with its
+//! [`Activity`] (when bytes last moved, and the switch that closes it). Routing a connection
+//! costs a hash insert and a remove; only at the limit is anything scanned: the clients, to
+//! find the largest holder, then that client's connections (at most its share), to find the
+//! one idle longest. A closed connection's entry goes at once, so the newcomer takes its slot
+//! and the count never exceeds the limit; its task ends at its next poll and then has nothing
+//! to give back.
 //!
 //! A route's row lives while the route is configured or still has connections or agents; a
 //! removed route's row, and with it its metrics series, goes once the last of them is gone.
@@ -22,41 +29,40 @@
 //! plus the removed ones still in use.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A client as the limits count it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) struct Client(IpAddr);
+use agent::idle::Activity;
 
-impl Client {
-    /// The client of a peer address: the IPv4 address, or the IPv6 /64.
-    pub(super) fn of(ip: IpAddr) -> Client {
-        match ip.to_canonical() {
-            IpAddr::V6(v6) => {
-                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                Client(IpAddr::V6(Ipv6Addr::from(prefix)))
-            }
-            v4 => Client(v4),
-        }
-    }
-}
+use super::client::Client;
 
 /// Why a connection got no slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Refusal {
-    /// The route holds `max_connections` already.
+    /// The route holds `max_connections` already, and no client holds more than this one.
     RouteFull,
     /// This client holds its share of the route already.
     ClientShare,
 }
 
+/// Whether admitting a connection closed another one to make room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admitted {
+    /// There was room.
+    Free,
+    /// The longest-idle connection of the route's largest holder was closed.
+    Evicted,
+}
+
+/// One client's open connections of one route, by connection number.
+type Held = HashMap<u64, Arc<Activity>>;
+
 /// One route's live counts.
 #[derive(Debug, Default)]
 struct RouteLoad {
     configured: bool,
+    /// Connections holding a slot: the sum of `by_client`'s sizes.
     active: usize,
-    by_client: HashMap<Client, usize>,
+    by_client: HashMap<Client, Held>,
     routed: u64,
     agents: u64,
 }
@@ -65,13 +71,44 @@ impl RouteLoad {
     fn unused(&self) -> bool {
         !self.configured && self.active == 0 && self.agents == 0
     }
+
+    fn held(&self, client: Client) -> usize {
+        self.by_client.get(&client).map_or(0, HashMap::len)
+    }
+
+    /// Makes room for a client holding `held` connections: closes the longest-idle connection
+    /// of the client holding the most, if that client holds more than `held` (so never one of
+    /// the newcomer's own). Ties between largest holders go either way.
+    fn make_room(&mut self, held: usize) -> bool {
+        let largest = self.by_client.iter().max_by_key(|(_, conns)| conns.len());
+        let Some((&client, conns)) = largest.filter(|(_, conns)| conns.len() > held) else { return false };
+        let Some(id) = conns.iter().min_by_key(|(id, activity)| (activity.last_move(), **id)).map(|(id, _)| *id) else {
+            return false;
+        };
+        if let Some(activity) = self.remove(client, id) {
+            activity.close();
+            return true;
+        }
+        false
+    }
+
+    /// Takes connection `id` of `client` out of the counts, if it is still in them.
+    fn remove(&mut self, client: Client, id: u64) -> Option<Arc<Activity>> {
+        let conns = self.by_client.get_mut(&client)?;
+        let activity = conns.remove(&id)?;
+        if conns.is_empty() {
+            self.by_client.remove(&client);
+        }
+        self.active -= 1;
+        Some(activity)
+    }
 }
 
 #[derive(Debug, Default)]
 struct Table {
     routes: HashMap<String, RouteLoad>,
-    /// Connections still sending their ClientHello, per client.
-    hellos: HashMap<Client, usize>,
+    /// The next connection's number.
+    next_id: u64,
 }
 
 impl Table {
@@ -105,7 +142,7 @@ pub(super) struct Accounting {
 impl Accounting {
     fn table(&self) -> MutexGuard<'_, Table> {
         // A panic while holding the lock leaves consistent counts (every update is a few
-        // integer operations), so a poisoned lock is still used.
+        // integer and map operations), so a poisoned lock is still used.
         self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -125,46 +162,39 @@ impl Accounting {
         swap();
     }
 
-    /// A slot for a connection still sending its ClientHello, if `client` has fewer than
-    /// `cap` such connections.
-    pub(super) fn hello(self: &Arc<Self>, client: Client, cap: usize) -> Option<HelloSlot> {
-        let mut table = self.table();
-        let sending = table.hellos.entry(client).or_default();
-        if *sending >= cap {
-            if *sending == 0 {
-                table.hellos.remove(&client);
-            }
-            return None;
-        }
-        *sending += 1;
-        Some(HelloSlot { accounting: self.clone(), client })
-    }
-
     /// A slot of `route` for `client`, within the route's `max` and the client's `share`.
+    /// At `max`, a client holding fewer than the largest holder gets the slot of that
+    /// holder's longest-idle connection, which is closed.
     pub(super) fn acquire(
         self: &Arc<Self>,
         route: &str,
         client: Client,
         max: usize,
         share: usize,
-    ) -> Result<Slot, Refusal> {
+    ) -> Result<(Slot, Admitted), Refusal> {
         let mut table = self.table();
+        let id = table.next_id;
+        table.next_id += 1;
         let load = table.routes.entry(route.to_owned()).or_default();
-        let held = load.by_client.get(&client).copied().unwrap_or(0);
-        let refusal = if load.active >= max {
-            Some(Refusal::RouteFull)
+        let held = load.held(client);
+        let admitted = if load.active >= max {
+            (held < share && load.make_room(held)).then_some(Admitted::Evicted).ok_or(Refusal::RouteFull)
         } else if held >= share {
-            Some(Refusal::ClientShare)
+            Err(Refusal::ClientShare)
         } else {
-            None
+            Ok(Admitted::Free)
         };
-        if let Some(refusal) = refusal {
-            table.tidy(route);
-            return Err(refusal);
-        }
+        let admitted = match admitted {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                table.tidy(route);
+                return Err(refusal);
+            }
+        };
+        let activity = Arc::new(Activity::new());
+        load.by_client.entry(client).or_default().insert(id, activity.clone());
         load.active += 1;
-        *load.by_client.entry(client).or_default() += 1;
-        Ok(Slot { accounting: self.clone(), route: route.to_owned(), client })
+        Ok((Slot { accounting: self.clone(), route: route.to_owned(), client, id, activity }, admitted))
     }
 
     /// An agent of `route` is connected until the returned guard is dropped.
@@ -189,12 +219,15 @@ impl Accounting {
     }
 }
 
-/// A connection's slot in its route, given back when dropped.
+/// A connection's slot in its route, given back when dropped (unless the connection was
+/// closed to make room: its slot went to the newcomer then).
 #[derive(Debug)]
 pub(super) struct Slot {
     accounting: Arc<Accounting>,
     route: String,
     client: Client,
+    id: u64,
+    activity: Arc<Activity>,
 }
 
 impl Slot {
@@ -204,39 +237,20 @@ impl Slot {
             load.routed += 1;
         }
     }
+
+    /// The connection's activity: the relay records its moves there, and the accounting
+    /// closes it through it to make room.
+    pub(super) fn activity(&self) -> &Activity {
+        &self.activity
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut table = self.accounting.table();
         let Some(load) = table.routes.get_mut(&self.route) else { return };
-        load.active = load.active.saturating_sub(1);
-        if let Some(held) = load.by_client.get_mut(&self.client) {
-            *held -= 1;
-            if *held == 0 {
-                load.by_client.remove(&self.client);
-            }
-        }
+        load.remove(self.client, self.id);
         table.tidy(&self.route);
-    }
-}
-
-/// A connection still sending its ClientHello, counted for its client until dropped.
-#[derive(Debug)]
-pub(super) struct HelloSlot {
-    accounting: Arc<Accounting>,
-    client: Client,
-}
-
-impl Drop for HelloSlot {
-    fn drop(&mut self) {
-        let mut table = self.accounting.table();
-        if let Some(sending) = table.hellos.get_mut(&self.client) {
-            *sending -= 1;
-            if *sending == 0 {
-                table.hellos.remove(&self.client);
-            }
-        }
     }
 }
 
@@ -259,18 +273,28 @@ impl Drop for AgentPresence {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn client(ip: &str) -> Client {
         Client::of(ip.parse().expect("an address"))
     }
 
+    fn slot(accounting: &Arc<Accounting>, ip: &str, max: usize, share: usize) -> Result<(Slot, Admitted), Refusal> {
+        accounting.acquire("r1", client(ip), max, share)
+    }
+
+    /// The sum of the per-client counts, which `active` must equal.
+    fn held_sum(accounting: &Accounting) -> usize {
+        accounting.table().routes.get("r1").map_or(0, |l| l.by_client.values().map(HashMap::len).sum())
+    }
+
     #[test]
     fn a_refresh_never_changes_a_count() {
         let accounting = Arc::new(Accounting::default());
         accounting.configure(["r1"], || {});
-        let slots: Vec<Slot> =
-            (0..10).map(|_| accounting.acquire("r1", client("10.0.0.1"), 100, 100).expect("a slot")).collect();
+        let slots: Vec<_> = (0..10).map(|_| slot(&accounting, "10.0.0.1", 100, 100).expect("a slot")).collect();
         for round in 0..50 {
             let routes: &[&str] = if round % 2 == 0 { &["r1", "r2"] } else { &["r1"] };
             accounting.configure(routes.iter().copied(), || {});
@@ -285,43 +309,73 @@ mod tests {
     fn a_route_and_each_client_are_limited() {
         let accounting = Arc::new(Accounting::default());
         accounting.configure(["r1"], || {});
-        let a = client("10.0.0.1");
-        let first: Vec<Slot> = (0..2).map(|_| accounting.acquire("r1", a, 3, 2).expect("a slot")).collect();
-        assert_eq!(accounting.acquire("r1", a, 3, 2).err(), Some(Refusal::ClientShare));
-        let other = accounting.acquire("r1", client("10.0.0.2"), 3, 2).expect("another client's slot");
-        assert_eq!(accounting.acquire("r1", client("10.0.0.3"), 3, 2).err(), Some(Refusal::RouteFull));
-        drop(first);
-        drop(other);
+        let first: Vec<_> = (0..2).map(|_| slot(&accounting, "10.0.0.1", 3, 2).expect("a slot")).collect();
+        assert_eq!(slot(&accounting, "10.0.0.1", 3, 2).err(), Some(Refusal::ClientShare));
+        let (other, admitted) = slot(&accounting, "10.0.0.2", 3, 2).expect("another client's slot");
+        assert_eq!(admitted, Admitted::Free);
+        // Full: 10.0.0.3 holds none, 10.0.0.1 holds two, so one of those makes room.
+        let (third, admitted) = slot(&accounting, "10.0.0.3", 3, 2).expect("a slot made for a newcomer");
+        assert_eq!(admitted, Admitted::Evicted);
+        assert!(first.iter().filter(|(s, _)| s.activity().is_closed()).count() == 1);
+        assert_eq!(accounting.active("r1"), 3);
+        // Now every client holds one: nobody holds more than a newcomer's next connection.
+        assert_eq!(slot(&accounting, "10.0.0.3", 3, 2).err(), Some(Refusal::RouteFull));
+        drop((first, other, third));
         assert_eq!(accounting.active("r1"), 0);
         assert!(accounting.table().routes["r1"].by_client.is_empty(), "no client entry is kept");
     }
 
     #[test]
-    fn clients_are_ipv4_addresses_and_ipv6_prefixes() {
-        assert_eq!(client("2001:db8:1:2:aaaa::1"), client("2001:db8:1:2:bbbb::2"));
-        assert_ne!(client("2001:db8:1:2::1"), client("2001:db8:1:3::1"));
-        assert_eq!(client("::ffff:192.0.2.7"), client("192.0.2.7"));
-        assert_ne!(client("192.0.2.7"), client("192.0.2.8"));
+    fn a_full_route_closes_the_largest_holders_longest_idle_connection_for_a_smaller_client() {
+        let accounting = Arc::new(Accounting::default());
+        accounting.configure(["r1"], || {});
+        // 10.0.0.1 holds 3 (the largest), 10.0.0.2 holds 2, 10.0.0.3 holds 1.
+        let mut slots = Vec::new();
+        for (ip, n) in [("10.0.0.1", 3), ("10.0.0.2", 2), ("10.0.0.3", 1)] {
+            for _ in 0..n {
+                slots.push((ip, slot(&accounting, ip, 6, 6).expect("a slot").0));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        // 10.0.0.1's first connection moves bytes now: its second is the one idle longest.
+        slots[0].1.activity().touch();
+        let (newcomer, admitted) = slot(&accounting, "10.0.0.4", 6, 6).expect("room is made");
+        assert_eq!(admitted, Admitted::Evicted);
+        let closed: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].1.activity().is_closed()).collect();
+        assert_eq!(closed, [1], "10.0.0.1's longest-idle connection");
+        assert_eq!((accounting.active("r1"), held_sum(&accounting)), (6, 6));
+        // The closed connection's slot went to the newcomer: dropping it gives nothing back.
+        slots.remove(1);
+        assert_eq!(accounting.active("r1"), 6);
+        // 10.0.0.3 (one) may still displace the largest holders (two each), by idle time.
+        let (kept, admitted) = slot(&accounting, "10.0.0.3", 6, 6).expect("room is made");
+        assert_eq!(admitted, Admitted::Evicted);
+        // Now no client holds more than 10.0.0.3 (two): its next connection is refused.
+        assert_eq!(slot(&accounting, "10.0.0.3", 6, 6).err(), Some(Refusal::RouteFull));
+        assert_eq!((accounting.active("r1"), held_sum(&accounting)), (6, 6));
+        drop((slots, newcomer, kept));
+        assert_eq!((accounting.active("r1"), held_sum(&accounting)), (0, 0));
     }
 
     #[test]
-    fn hellos_in_progress_are_capped_per_client() {
+    fn a_client_at_its_share_makes_no_room_on_a_full_route() {
         let accounting = Arc::new(Accounting::default());
-        let a = client("10.0.0.1");
-        let held: Vec<HelloSlot> = (0..3).map(|_| accounting.hello(a, 3).expect("a hello slot")).collect();
-        assert!(accounting.hello(a, 3).is_none());
-        assert!(accounting.hello(client("10.0.0.2"), 3).is_some());
-        drop(held);
-        assert!(accounting.table().hellos.is_empty());
-        assert!(accounting.hello(a, 0).is_none(), "a cap of 0 refuses all");
-        assert!(accounting.table().hellos.is_empty());
+        accounting.configure(["r1"], || {});
+        let a: Vec<_> = (0..3).map(|_| slot(&accounting, "10.0.0.1", 4, 3).expect("a slot")).collect();
+        let b = slot(&accounting, "10.0.0.2", 4, 3).expect("a slot");
+        // The share was lowered (a new configuration) while 10.0.0.1 holds more than it: a
+        // client at the new share is refused on the full route, though another holds more.
+        assert_eq!(slot(&accounting, "10.0.0.2", 4, 1).err(), Some(Refusal::RouteFull));
+        assert!(a.iter().all(|(s, _)| !s.activity().is_closed()));
+        drop((a, b));
+        assert_eq!((accounting.active("r1"), held_sum(&accounting)), (0, 0));
     }
 
     #[test]
     fn a_removed_routes_row_goes_with_its_last_connection_and_agent() {
         let accounting = Arc::new(Accounting::default());
         accounting.configure(["r1", "r2"], || {});
-        let slot = accounting.acquire("r1", client("10.0.0.1"), 10, 10).expect("a slot");
+        let (slot, _) = accounting.acquire("r1", client("10.0.0.1"), 10, 10).expect("a slot");
         slot.routed();
         let agent = accounting.agent("r1");
         accounting.configure(["r2"], || {});

@@ -13,10 +13,22 @@ use super::accounting::RouteRow;
 pub struct Metrics {
     /// Public connections by outcome (`routed`, `unknown_sni`, `route_limit`, ...).
     outcomes: Mutex<BTreeMap<&'static str, u64>>,
-    /// Tunnel control connections by outcome (`accepted`, `refused`, `lost`).
+    /// Tunnel connections by outcome (`accepted`, `refused`, `heartbeat_lost`,
+    /// `pending_limit`, `evicted`, ...).
     tunnels: Mutex<BTreeMap<&'static str, u64>>,
     /// Failed accepts by listener (`public`, `tunnel`).
     accept_errors: Mutex<BTreeMap<&'static str, u64>>,
+    /// Connections closed to make room, by reason (`route_full`, `pending_cap`).
+    evictions: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// The pending connections (not yet routed or authenticated), as the gauges show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingRow {
+    /// Pending now.
+    pub open: usize,
+    /// The most at once.
+    pub cap: usize,
 }
 
 fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K) {
@@ -55,8 +67,26 @@ impl Metrics {
         bump(&self.accept_errors, listener);
     }
 
-    /// The Prometheus text exposition, with the per-route series of `routes`.
-    pub fn render(&self, routes: &[RouteRow]) -> String {
+    /// How many tunnel connections ended with `label`.
+    pub fn tunnel_count(&self, label: &str) -> u64 {
+        self.tunnels.lock().map_or(0, |m| m.get(label).copied().unwrap_or(0))
+    }
+
+    /// Counts a connection closed to make room, for `reason`: `route_full` (a routed
+    /// connection of a full route's largest holder, for a smaller client's newcomer) or
+    /// `pending_cap` (the oldest pending connection, for a newer one).
+    pub fn evicted(&self, reason: &'static str) {
+        bump(&self.evictions, reason);
+    }
+
+    /// How many connections were closed to make room for `reason`.
+    pub fn eviction_count(&self, reason: &str) -> u64 {
+        self.evictions.lock().map_or(0, |m| m.get(reason).copied().unwrap_or(0))
+    }
+
+    /// The Prometheus text exposition, with the per-route series of `routes` and the
+    /// pending-connection gauges of `pending`.
+    pub fn render(&self, routes: &[RouteRow], pending: PendingRow) -> String {
         let mut out = String::new();
         out += "# HELP svc_gateway_connections_total Public connections by outcome.\n";
         out += "# TYPE svc_gateway_connections_total counter\n";
@@ -73,6 +103,17 @@ impl Metrics {
         for (label, n) in counts(&self.accept_errors) {
             let _ = writeln!(out, "svc_gateway_accept_errors_total{{listener=\"{label}\"}} {n}");
         }
+        out += "# HELP svc_gateway_evictions_total Connections closed to make room for a newer one, by reason.\n";
+        out += "# TYPE svc_gateway_evictions_total counter\n";
+        for (label, n) in counts(&self.evictions) {
+            let _ = writeln!(out, "svc_gateway_evictions_total{{reason=\"{label}\"}} {n}");
+        }
+        out += "# HELP svc_gateway_pending_connections Connections not yet routed or authenticated, both ports.\n";
+        out += "# TYPE svc_gateway_pending_connections gauge\n";
+        let _ = writeln!(out, "svc_gateway_pending_connections {}", pending.open);
+        out += "# HELP svc_gateway_pending_connections_cap The most pending connections at once (the oldest is closed beyond).\n";
+        out += "# TYPE svc_gateway_pending_connections_cap gauge\n";
+        let _ = writeln!(out, "svc_gateway_pending_connections_cap {}", pending.cap);
         out += "# HELP svc_gateway_route_connections_total Connections routed to each route.\n";
         out += "# TYPE svc_gateway_route_connections_total counter\n";
         for r in routes {
@@ -102,10 +143,14 @@ mod tests {
         m.outcome("unknown_sni");
         m.outcome("unknown_sni");
         m.accept_error("public");
+        m.evicted("pending_cap");
         let routes = [RouteRow { route_id: "r1".into(), routed: 2, active: 1, agents: 1 }];
-        let text = m.render(&routes);
+        let text = m.render(&routes, PendingRow { open: 3, cap: 384 });
         assert!(text.contains("svc_gateway_connections_total{outcome=\"unknown_sni\"} 2\n"));
         assert!(text.contains("svc_gateway_accept_errors_total{listener=\"public\"} 1\n"));
+        assert!(text.contains("svc_gateway_evictions_total{reason=\"pending_cap\"} 1\n"));
+        assert!(text.contains("svc_gateway_pending_connections 3\n"));
+        assert!(text.contains("svc_gateway_pending_connections_cap 384\n"));
         assert!(text.contains("svc_gateway_route_connections_total{route=\"r1\"} 2\n"));
         assert!(text.contains("svc_gateway_route_active_connections{route=\"r1\"} 1\n"));
         assert!(text.contains("svc_gateway_route_agents{route=\"r1\"} 1\n"));

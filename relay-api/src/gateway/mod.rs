@@ -5,18 +5,22 @@
 //! Refused without a single application byte, and counted: a client with too many
 //! connections still sending their ClientHello (`client_hellos_per_client`), a missing or
 //! unknown server name, a ClientHello over `client_hello_max` or not complete within
-//! `client_hello_timeout`, a route at its connection limit, a client holding its share of the
-//! route already (`client_share_percent` of `max_connections`), a route with no agent
-//! connected. There is no default route.
+//! `client_hello_timeout`, a route at its connection limit whose largest holder is the
+//! client itself, a client holding its share of the route already (`client_share_percent` of
+//! `max_connections`), a route with no agent connected. There is no default route.
 //!
 //! A routed connection holds its route's slot (counted by route ID: [`accounting`]) until it
 //! is closed: when both sides have ended, on an error, after `timeouts.idle` without a byte
 //! either way, or `timeouts.linger` after one side ended its sending without a byte since
-//! (`agent::idle`). Accept errors back off (`agent::accept`).
+//! (`agent::idle`), or to make room on its full route for a client holding fewer. Connections
+//! not yet routed or authenticated, on both ports, are bounded per source and together
+//! ([`pending`]: the oldest goes first). Accept errors back off (`agent::accept`).
 
 mod accounting;
+mod client;
 pub mod file;
 pub mod metrics;
+mod pending;
 mod relay;
 mod replay;
 pub mod sni;
@@ -33,11 +37,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
 pub use accounting::RouteRow;
-use accounting::{Accounting, Client, Refusal};
+use accounting::{Accounting, Admitted, Refusal};
 use agent::accept::Backoff;
 pub use agent::idle::Timeouts;
 use agent::wire::{self, TICKET_LEN};
-pub use metrics::Metrics;
+use client::Client;
+pub use metrics::{Metrics, PendingRow};
+use pending::{Pending, PendingSlot, Port};
 
 /// One route: a hostname served by one job's agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +98,34 @@ pub struct GatewayConfig {
     /// Connections one client may have still sending their ClientHello, across the gateway
     /// (default 64).
     pub client_hellos_per_client: usize,
+    /// Connections one source (counted as a client is) may have on the tunnel port before
+    /// their ticket, or their TLS handshake and `Hello` (default 256: a host running many
+    /// agents opens a data connection per new public connection, each pending for a round
+    /// trip).
+    pub tunnel_pending_per_source: usize,
+    /// Time allowed for each step before a tunnel connection is established: its first bytes,
+    /// its ticket, the TLS handshake, the `Hello` (default 10 s).
+    pub tunnel_step_timeout: Duration,
+    /// Connections not yet routed or authenticated, both ports together, at most; beyond it
+    /// the oldest is closed (default [`pending_cap_for_open_files`]).
+    pub max_pending: usize,
+}
+
+/// The most pending connections by default, however many descriptors the process may open.
+pub const MAX_PENDING: usize = 16_384;
+
+/// The fewest pending connections allowed by default, however few descriptors.
+const MIN_PENDING: usize = 16;
+
+/// The default [`GatewayConfig::max_pending`]: [`MAX_PENDING`], or half of the connections
+/// `svc_http::connection_cap` allows under this process's open-file limit if that is less
+/// (384 under `ulimit -n 1024`: a quarter of the limit is kept for the rest of the process,
+/// half of the remainder for routed connections and agents), and at least 16.
+pub fn pending_cap_for_open_files() -> usize {
+    match svc_http::connection_cap(2 * MAX_PENDING) {
+        Ok(room) => (room / 2).clamp(MIN_PENDING, MAX_PENDING),
+        Err(_) => MIN_PENDING,
+    }
 }
 
 impl GatewayConfig {
@@ -110,6 +144,9 @@ impl GatewayConfig {
             timeouts: Timeouts::DEFAULT,
             client_share_percent: 25,
             client_hellos_per_client: 64,
+            tunnel_pending_per_source: 256,
+            tunnel_step_timeout: Duration::from_secs(10),
+            max_pending: pending_cap_for_open_files(),
         }
     }
 
@@ -153,8 +190,11 @@ pub struct Gateway {
     routes: RwLock<HashMap<String, Arc<RouteConfig>>>,
     by_host: RwLock<HashMap<String, Arc<RouteConfig>>>,
     accounting: Arc<Accounting>,
+    /// Connections not yet routed or authenticated, both ports.
+    pending: Arc<Pending>,
     sessions: Mutex<HashMap<String, Session>>,
-    pending: Mutex<HashMap<[u8; TICKET_LEN], oneshot::Sender<TcpStream>>>,
+    /// Public connections waiting for their data connection, by ticket.
+    tickets: Mutex<HashMap<[u8; TICKET_LEN], oneshot::Sender<TcpStream>>>,
     /// Counters.
     pub metrics: Metrics,
 }
@@ -174,12 +214,13 @@ impl Gateway {
     /// A gateway with no routes.
     pub fn new(config: GatewayConfig) -> Arc<Gateway> {
         Arc::new(Gateway {
+            pending: Arc::new(Pending::new(config.max_pending)),
             config,
             routes: RwLock::default(),
             by_host: RwLock::default(),
             accounting: Arc::default(),
             sessions: Mutex::default(),
-            pending: Mutex::default(),
+            tickets: Mutex::default(),
             metrics: Metrics::default(),
         })
     }
@@ -226,9 +267,37 @@ impl Gateway {
         self.accounting.rows()
     }
 
+    /// Connections not yet routed or authenticated, and the most allowed at once.
+    pub fn pending_connections(&self) -> PendingRow {
+        PendingRow { open: self.pending.len(), cap: self.pending.cap() }
+    }
+
+    /// Whether every pending count is back to zero (no pending connection, no source counted).
+    pub fn pending_is_idle(&self) -> bool {
+        self.pending.is_idle()
+    }
+
     /// The Prometheus text exposition served on the admin port.
     pub fn render_metrics(&self) -> String {
-        self.metrics.render(&self.accounting.rows())
+        self.metrics.render(&self.accounting.rows(), self.pending_connections())
+    }
+
+    /// Admits a new connection from `peer` on `port` as pending: `None` if its source has
+    /// `per_source` pending there already (the caller counts the refusal and drops it). At the
+    /// cap the oldest pending connection is closed, and the accept loop lets it go before
+    /// accepting more.
+    async fn admit(&self, port: Port, peer: SocketAddr, per_source: usize) -> Option<PendingSlot> {
+        match self.pending.admit(port, Client::of(peer.ip()), per_source) {
+            Ok((slot, pending::Admitted::Free)) => Some(slot),
+            Ok((slot, pending::Admitted::Evicted)) => {
+                self.metrics.evicted("pending_cap");
+                // The evicted connection's task closes its socket: let it run before the next
+                // accept takes another descriptor.
+                tokio::task::yield_now().await;
+                Some(slot)
+            }
+            Err(pending::SourceLimit) => None,
+        }
     }
 
     /// Spawns [`Gateway::run`] and waits until its ports are bound: the running task and the
@@ -285,8 +354,13 @@ impl Gateway {
         loop {
             match backoff.accept(&public).await {
                 Ok((stream, peer)) => {
-                    let gw = self.clone();
-                    tokio::spawn(async move { gw.public_connection(stream, peer).await });
+                    match self.admit(Port::Public, peer, self.config.client_hellos_per_client).await {
+                        Some(pending) => {
+                            let gw = self.clone();
+                            tokio::spawn(async move { gw.public_connection(stream, peer, pending).await });
+                        }
+                        None => self.metrics.outcome("client_hello_limit"),
+                    }
                 }
                 Err(_) => self.metrics.accept_error("public"),
             }
@@ -296,32 +370,40 @@ impl Gateway {
         }
     }
 
-    async fn public_connection(self: Arc<Self>, mut stream: TcpStream, peer: SocketAddr) {
+    async fn public_connection(self: Arc<Self>, mut stream: TcpStream, peer: SocketAddr, mut pending: PendingSlot) {
         let _ = stream.set_nodelay(true);
-        let client = Client::of(peer.ip());
-        let Some(sending) = self.accounting.hello(client, self.config.client_hellos_per_client) else {
-            return self.metrics.outcome("client_hello_limit");
+        let (max, timeout) = (self.config.client_hello_max, self.config.client_hello_timeout);
+        let hello = tokio::select! {
+            hello = sni::read_client_hello(&mut stream, max, timeout) => hello,
+            () = pending.evicted() => return self.metrics.outcome("evicted"),
         };
-        let hello =
-            match sni::read_client_hello(&mut stream, self.config.client_hello_max, self.config.client_hello_timeout)
-                .await
-            {
-                Ok(hello) => hello,
-                Err(e) => return self.metrics.outcome(e.label()),
-            };
-        drop(sending);
+        drop(pending);
+        let hello = match hello {
+            Ok(hello) => hello,
+            Err(e) => return self.metrics.outcome(e.label()),
+        };
         let Some(route) = self.route_for_host(&hello.server_name) else {
             return self.metrics.outcome("unknown_sni");
         };
         let share = self.config.client_share(route.max_connections);
         // The slot goes back to this route ID's count when the connection ends, however the
         // routes change meanwhile.
+        let client = Client::of(peer.ip());
         let slot = match self.accounting.acquire(&route.route_id, client, route.max_connections, share) {
-            Ok(slot) => slot,
+            Ok((slot, Admitted::Free)) => slot,
+            Ok((slot, Admitted::Evicted)) => {
+                self.metrics.evicted("route_full");
+                slot
+            }
             Err(Refusal::RouteFull) => return self.metrics.outcome("route_limit"),
             Err(Refusal::ClientShare) => return self.metrics.outcome("client_limit"),
         };
-        let Some(mut data) = self.data_connection(&route.route_id).await else {
+        // Closed to make room while waiting for its data connection: its slot is gone already.
+        let data = tokio::select! {
+            data = self.data_connection(&route.route_id) => data,
+            () = slot.activity().closed() => return self.metrics.outcome("evicted"),
+        };
+        let Some(mut data) = data else {
             return self.metrics.outcome("no_tunnel");
         };
         self.metrics.outcome("routed");
@@ -338,23 +420,34 @@ impl Gateway {
         // connection's life.
         drop((head, hello, route));
         if sent {
-            relay::both_ways(stream, data, self.config.timeouts).await;
+            relay::both_ways(stream, data, self.config.timeouts, slot.activity()).await;
         }
         drop(slot);
     }
 
-    /// Asks the route's agent for a data connection and waits for it.
+    /// Asks the route's agent for a data connection and waits for it. Cancel-safe: the
+    /// ticket is withdrawn however the wait ends.
     async fn data_connection(&self, route_id: &str) -> Option<TcpStream> {
         let session = self.sessions.lock().ok()?.get(route_id).cloned()?;
         let ticket = wire::new_ticket().ok()?;
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().ok()?.insert(ticket, tx);
-        let asked = session.connect.send(ticket).await.is_ok();
-        let stream =
-            if asked { tokio::time::timeout(self.config.data_connect_timeout, rx).await.ok()?.ok() } else { None };
-        if let Ok(mut p) = self.pending.lock() {
-            p.remove(&ticket);
+        self.tickets.lock().ok()?.insert(ticket, tx);
+        let _withdraw = Withdraw { tickets: &self.tickets, ticket };
+        session.connect.send(ticket).await.ok()?;
+        tokio::time::timeout(self.config.data_connect_timeout, rx).await.ok()?.ok()
+    }
+}
+
+/// Withdraws a ticket when its wait ends.
+struct Withdraw<'a> {
+    tickets: &'a Mutex<HashMap<[u8; TICKET_LEN], oneshot::Sender<TcpStream>>>,
+    ticket: [u8; TICKET_LEN],
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.tickets.lock() {
+            t.remove(&self.ticket);
         }
-        stream
     }
 }

@@ -4,6 +4,11 @@
 //! `SVCD`, a control connection with a TLS record. They are read (within 10 s), not peeked:
 //! the TLS acceptor gets a stream that gives them back first, so waiting for them costs no
 //! polling.
+//!
+//! Until its ticket is read (data) or its `Hello` is (control), a connection is pending
+//! ([`super::pending`]): each source has at most `tunnel_pending_per_source` such connections
+//! (more are closed at once, counted `pending_limit`), and at the gateway's cap the oldest is
+//! closed (counted `evicted`). Each step has `tunnel_step_timeout` (10 s).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,15 +21,13 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 
+use super::pending::{PendingSlot, Port};
 use super::replay::Replay;
 use super::{Gateway, GatewayError, Session};
 use agent::accept::Backoff;
 use agent::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
-
-/// Time allowed for each step before a tunnel connection is established: its first bytes, its
-/// ticket, the TLS handshake, the `Hello`.
-const STEP: Duration = Duration::from_secs(10);
 
 /// The TLS configuration of the tunnel port.
 pub(super) fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<ServerConfig>, GatewayError> {
@@ -46,25 +49,76 @@ pub(super) async fn accept_loop(gw: Arc<Gateway>, listener: TcpListener, tls: Ar
     let sessions = Arc::new(AtomicU64::new(0));
     let mut backoff = Backoff::default();
     loop {
-        let mut stream = match backoff.accept(&listener).await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match backoff.accept(&listener).await {
+            Ok(accepted) => accepted,
             Err(_) => {
                 gw.metrics.accept_error("tunnel");
                 continue;
             }
         };
+        let Some(pending) = gw.admit(Port::Tunnel, peer, gw.config.tunnel_pending_per_source).await else {
+            gw.metrics.tunnel("pending_limit");
+            continue;
+        };
         let (gw, acceptor, sessions) = (gw.clone(), acceptor.clone(), sessions.clone());
         tokio::spawn(async move {
-            let _ = stream.set_nodelay(true);
-            let Ok(Some((head, got))) = tokio::time::timeout(STEP, first_bytes(&mut stream)).await else { return };
-            if head.starts_with(DATA_MAGIC) {
-                data_connection(&gw, stream, head, got).await;
-            } else {
-                let id = sessions.fetch_add(1, Ordering::Relaxed);
-                control_connection(&gw, Replay::new(&head[..got], stream), &acceptor, id).await;
-            }
+            let id = sessions.fetch_add(1, Ordering::Relaxed);
+            connection(&gw, stream, pending, &acceptor, id).await;
         });
     }
+}
+
+/// What a tunnel connection turned out to be once it is no longer pending.
+enum Established {
+    /// A data connection that presented this ticket.
+    Data(TcpStream, [u8; TICKET_LEN]),
+    /// A control connection whose `Hello` named this route and credential (boxed: a TLS
+    /// stream is large, and one per agent).
+    Control(Box<TlsStream<Replay<TcpStream>>>, String, String),
+}
+
+/// One tunnel connection: pending until it is established (or closed to make room, or out of
+/// time), then a data connection handed over or an agent's session.
+async fn connection(gw: &Gateway, stream: TcpStream, mut pending: PendingSlot, acceptor: &TlsAcceptor, id: u64) {
+    let _ = stream.set_nodelay(true);
+    let step = gw.config.tunnel_step_timeout;
+    let established = tokio::select! {
+        established = establish(gw, stream, acceptor, step) => established,
+        () = pending.evicted() => return gw.metrics.tunnel("evicted"),
+    };
+    drop(pending);
+    match established {
+        Some(Established::Data(stream, ticket)) => data_connection(gw, stream, ticket),
+        Some(Established::Control(tls, route_id, credential)) => {
+            control_connection(gw, tls, route_id, credential, id).await;
+        }
+        None => {}
+    }
+}
+
+/// Reads a connection's tag, then its ticket (data) or its TLS handshake and `Hello`
+/// (control), each within `step`; `None` (counted where it says something) if it fails.
+async fn establish(gw: &Gateway, mut stream: TcpStream, acceptor: &TlsAcceptor, step: Duration) -> Option<Established> {
+    let (mut head, got) = tokio::time::timeout(step, first_bytes(&mut stream)).await.ok()??;
+    if head.starts_with(DATA_MAGIC) {
+        let read = tokio::time::timeout(step, stream.read_exact(&mut head[got..])).await;
+        if !matches!(read, Ok(Ok(_))) {
+            return None;
+        }
+        let mut ticket = [0u8; TICKET_LEN];
+        ticket.copy_from_slice(&head[DATA_MAGIC.len()..]);
+        return Some(Established::Data(stream, ticket));
+    }
+    let Ok(Ok(mut tls)) = tokio::time::timeout(step, acceptor.accept(Replay::new(&head[..got], stream))).await else {
+        gw.metrics.tunnel("tls_failed");
+        return None;
+    };
+    let hello = tokio::time::timeout(step, wire::read_frame(&mut tls)).await;
+    let Ok(Ok(Control::Hello { route_id, credential })) = hello else {
+        gw.metrics.tunnel("no_hello");
+        return None;
+    };
+    Some(Established::Control(Box::new(tls), route_id, credential))
 }
 
 /// A data connection's head: its tag, then its ticket.
@@ -84,16 +138,10 @@ async fn first_bytes(stream: &mut TcpStream) -> Option<(DataHead, usize)> {
     Some((head, got))
 }
 
-/// A data connection whose first `got` bytes of `head` (its `SVCD` at least) have been read:
-/// the rest of its ticket, then it goes to the public connection that asked for it.
-async fn data_connection(gw: &Gateway, mut stream: TcpStream, mut head: DataHead, got: usize) {
-    let read = tokio::time::timeout(STEP, stream.read_exact(&mut head[got..])).await;
-    if !matches!(read, Ok(Ok(_))) {
-        return;
-    }
-    let mut ticket = [0u8; TICKET_LEN];
-    ticket.copy_from_slice(&head[DATA_MAGIC.len()..]);
-    let waiting = gw.pending.lock().ok().and_then(|mut p| p.remove(&ticket));
+/// A data connection that presented `ticket`: it goes to the public connection that asked for
+/// it.
+fn data_connection(gw: &Gateway, stream: TcpStream, ticket: [u8; TICKET_LEN]) {
+    let waiting = gw.tickets.lock().ok().and_then(|mut p| p.remove(&ticket));
     match waiting {
         Some(tx) => {
             let _ = tx.send(stream);
@@ -102,14 +150,15 @@ async fn data_connection(gw: &Gateway, mut stream: TcpStream, mut head: DataHead
     }
 }
 
-async fn control_connection(gw: &Gateway, stream: Replay<TcpStream>, acceptor: &TlsAcceptor, id: u64) {
-    let Ok(Ok(mut tls)) = tokio::time::timeout(STEP, acceptor.accept(stream)).await else {
-        return gw.metrics.tunnel("tls_failed");
-    };
-    let hello = tokio::time::timeout(STEP, wire::read_frame(&mut tls)).await;
-    let Ok(Ok(Control::Hello { route_id, credential })) = hello else {
-        return gw.metrics.tunnel("no_hello");
-    };
+/// An agent's control connection, its `Hello` read: refused, or its route's session until it
+/// closes or its heartbeats stop.
+async fn control_connection(
+    gw: &Gateway,
+    mut tls: Box<TlsStream<Replay<TcpStream>>>,
+    route_id: String,
+    credential: String,
+    id: u64,
+) {
     let presented = wire::sha256_hex(credential.as_bytes());
     let route = gw.route(&route_id);
     let Some(route) = route.filter(|r| r.credential_sha256.eq_ignore_ascii_case(&presented)) else {

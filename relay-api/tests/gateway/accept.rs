@@ -6,36 +6,37 @@
 //! backoff (10 ms doubling to 1 s) a few errors a second and almost no CPU; a busy loop would
 //! make hundreds of thousands of errors and keep a core busy.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::child::{ChildGateway, is_child};
 use super::{HOST, client_hello, route, start};
 
 /// The child's entry point, by its full test name.
 const CHILD: &str = "gateway::accept::gateway_out_of_descriptors";
-/// Set in the child's environment.
-const CHILD_ENV: &str = "SVC_GATEWAY_ACCEPT_CHILD";
 /// The child's open-files limit.
 const NOFILE: u32 = 64;
 /// How long the accept loops are watched while out of descriptors.
 const WATCH: Duration = Duration::from_secs(3);
 
 /// The child: a gateway whose ClientHello limit is long (each accepted connection keeps its
-/// descriptor), printing `bound PUBLIC TUNNEL`, then `errors N` (accept errors on both ports)
-/// every 50 ms, for ever.
+/// descriptor) and whose pending connections are not capped (so they do run it out of
+/// descriptors), printing `bound PUBLIC TUNNEL`, then `errors N` (accept errors on both
+/// ports) every 50 ms, for ever.
 #[test]
 #[ignore = "the child process of accept_errors_back_off_instead_of_spinning_when_out_of_descriptors"]
 fn gateway_out_of_descriptors() {
-    if std::env::var_os(CHILD_ENV).is_none() {
-        eprintln!("{CHILD} runs only as the child process of its parent test");
+    if !is_child(CHILD) {
         return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let w = start("accept-child", route(1024), |c| c.client_hello_timeout = Duration::from_secs(120)).await;
+        let w = start("accept-child", route(1024), |c| {
+            c.client_hello_timeout = Duration::from_secs(120);
+            c.max_pending = usize::MAX;
+        })
+        .await;
         println!("bound {} {}", w.bound.public, w.bound.tunnel);
         loop {
             let metrics = w.gateway.render_metrics();
@@ -50,78 +51,9 @@ fn gateway_out_of_descriptors() {
     });
 }
 
-/// The child process, killed on drop.
-struct Gateway {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Gateway {
-    fn spawn() -> Gateway {
-        let exe = std::env::current_exe().expect("this test binary");
-        // `ulimit -n` through the shell: no unsafe code to lower a limit in this process.
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(format!("ulimit -n {NOFILE} && exec \"$0\" \"$@\""))
-            .arg(exe)
-            .args(["--ignored", "--exact", CHILD, "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the child gateway starts");
-        let stdout = child.stdout.take().expect("its stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Gateway { child, lines }
-    }
-
-    /// What follows `prefix` on the next line that has it (the harness may print its own
-    /// `test NAME ... ` before the child's first line).
-    fn next(&self, prefix: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("the child printed no `{prefix}` line"));
-            if let Some((_, rest)) = line.split_once(prefix) {
-                return rest.to_owned();
-            }
-        }
-    }
-
-    /// The latest accept-error count the child printed.
-    fn errors(&self) -> u64 {
-        let mut latest = self.next("errors ");
-        while let Ok(line) = self.lines.try_recv() {
-            if let Some(rest) = line.strip_prefix("errors ") {
-                latest = rest.to_owned();
-            }
-        }
-        latest.parse().expect("a count")
-    }
-
-    /// The child's CPU time so far (user and system), from `/proc/PID/stat` in clock ticks
-    /// of 10 ms (Linux's USER_HZ).
-    fn cpu(&self) -> Duration {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).expect("the child's stat");
-        // Fields after the command name, which is in parentheses: utime is the 12th, stime the 13th.
-        let fields: Vec<&str> = stat.rsplit_once(')').expect("a stat line").1.split_whitespace().collect();
-        let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-        Duration::from_millis(ticks * 10)
-    }
+/// The latest accept-error count the child printed.
+fn errors(gateway: &ChildGateway) -> u64 {
+    gateway.latest("errors ").parse().expect("a count")
 }
 
 #[test]
@@ -130,7 +62,7 @@ fn accept_errors_back_off_instead_of_spinning_when_out_of_descriptors() {
         eprintln!("SKIPPED: reads the child's CPU time from /proc");
         return;
     }
-    let gateway = Gateway::spawn();
+    let gateway = ChildGateway::spawn(CHILD, NOFILE);
     let bound = gateway.next("bound ");
     let addrs: Vec<SocketAddr> = bound.split(' ').map(|a| a.parse().expect("an address")).collect();
     let [public, tunnel] = addrs[..] else { panic!("two addresses in {bound:?}") };
@@ -142,12 +74,12 @@ fn accept_errors_back_off_instead_of_spinning_when_out_of_descriptors() {
     }
     // Until the child is out of descriptors and its accept errors mount.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while gateway.errors() < 3 {
+    while errors(&gateway) < 3 {
         assert!(Instant::now() < deadline, "the child's accepts never failed (is the limit applied?)");
     }
-    let (errors_before, cpu_before, start) = (gateway.errors(), gateway.cpu(), Instant::now());
+    let (errors_before, cpu_before, start) = (errors(&gateway), gateway.cpu(), Instant::now());
     std::thread::sleep(WATCH);
-    let (errors, cpu, watched) = (gateway.errors() - errors_before, gateway.cpu() - cpu_before, start.elapsed());
+    let (errors, cpu, watched) = (errors(&gateway) - errors_before, gateway.cpu() - cpu_before, start.elapsed());
     eprintln!("out of descriptors for {watched:?}: {errors} accept errors, {cpu:?} of CPU");
     // The backoff allows about ten errors per listener in 3 s (10 ms doubling to 1 s, reset
     // by each accepted connection); a loop retrying at once makes tens of thousands a second

@@ -35,6 +35,11 @@ const GATEWAY: Timeouts = Timeouts { idle: Duration::from_secs(60), linger: Dura
 /// limits, and waits until the gateway counts it. Its app port is closed: the requests here
 /// are answered by the agent itself.
 async fn real_agent(w: &World) {
+    real_agent_with(w, AGENT).await;
+}
+
+/// [`real_agent`] with other limits.
+pub(super) async fn real_agent_with(w: &World, limits: Limits) {
     let (chain, key) = w.ca.issue(&[HOST.to_owned()], Duration::from_secs(3600)).expect("a certificate");
     let key = rcgen::KeyPair::from_pem(&key).expect("its key");
     let current = Arc::new(agent::cert::CurrentCert::default());
@@ -56,7 +61,7 @@ async fn real_agent(w: &World) {
         refresh_secs: 30,
     };
     let hostnames = Arc::new(agent::hostnames::Hostnames::new(HOST));
-    let ctx = agent::serve::Context::with_limits(config.clone(), current, hostnames, AGENT);
+    let ctx = agent::serve::Context::with_limits(config.clone(), current, hostnames, limits);
     let tls = agent::tunnel::client_config(&w.ca_pem).expect("the tunnel's client configuration");
     tokio::spawn(agent::tunnel::run(ctx, config, tls));
     let gateway = w.gateway.clone();
@@ -65,7 +70,7 @@ async fn real_agent(w: &World) {
 }
 
 /// A TCP connection to `to` from the loopback address `from`.
-async fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
+pub(super) async fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().expect("a socket");
     socket.bind((from, 0).into()).expect("bind a loopback address");
     socket.connect(to).await.expect("connect")
@@ -73,7 +78,7 @@ async fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
 
 /// A full HTTPS request through the gateway from `from`: the agent's challenge answer for
 /// [`HOST`], checked.
-async fn served(w: &World, from: [u8; 4]) {
+pub(super) async fn served(w: &World, from: [u8; 4]) {
     let tcp = connect_from(from, w.bound.public).await;
     let tls = https::client_config(&w.ca_pem).expect("roots");
     let mut connection = https::handshake(tcp, tls, HOST).await.expect("a TLS connection through the gateway");

@@ -96,6 +96,7 @@ async fn every_route_still_serves_after_200000_connections_across_route_refreshe
         gateway.active_connections(ROUTE)
     );
     assert_eq!(active_gauge(&w.gateway, ROUTE), Some(0));
+    assert!(gateway.pending_is_idle(), "pending counts left: {:?}", gateway.pending_connections());
     let row = w.gateway.route_rows().into_iter().find(|r| r.route_id == ROUTE).expect("the route's row");
     assert_eq!((row.routed, row.active), (connections, 0));
     // The other route was removed at the end, and it never had a connection: its row is gone.

@@ -81,18 +81,26 @@ impl Meter<'_> {
 }
 
 /// Relays until both directions have ended, either failed, or the connection stayed quiet
-/// longer than `timeouts` allow; returns the bytes moved each way (a to b, b to a).
-pub(super) async fn both_ways(a: TcpStream, b: TcpStream, timeouts: Timeouts) -> (u64, u64) {
-    both_ways_with(a, b, Mode::FASTEST, timeouts).await
+/// longer than `timeouts` allow; returns the bytes moved each way (a to b, b to a). Moves are
+/// recorded in `activity`, through which the gateway sees how long the connection has been
+/// idle and may close it ([`Activity::close`]) to make room.
+pub(super) async fn both_ways(a: TcpStream, b: TcpStream, timeouts: Timeouts, activity: &Activity) -> (u64, u64) {
+    relay(a, b, Mode::FASTEST, timeouts, activity).await
 }
 
-/// [`both_ways`] in a given mode (the benchmark compares them).
+/// [`both_ways`] in a given mode, with an activity of its own (the tests and the benchmark
+/// compare the modes).
+#[cfg_attr(not(test), allow(dead_code, reason = "the tests and the benchmark choose a mode"))]
 pub(super) async fn both_ways_with(a: TcpStream, b: TcpStream, mode: Mode, timeouts: Timeouts) -> (u64, u64) {
-    let activity = Activity::new();
-    let mut ab = Meter { total: 0, activity: &activity };
-    let mut ba = Meter { total: 0, activity: &activity };
+    relay(a, b, mode, timeouts, &Activity::new()).await
+}
+
+async fn relay(a: TcpStream, b: TcpStream, mode: Mode, timeouts: Timeouts, activity: &Activity) -> (u64, u64) {
+    let mut ab = Meter { total: 0, activity };
+    let mut ba = Meter { total: 0, activity };
     {
-        // The first error drops the other direction; so does the deadline.
+        // The first error drops the other direction; so does the deadline, or a close from
+        // outside.
         let relay = async { tokio::try_join!(one_way(&a, &b, mode, &mut ab), one_way(&b, &a, mode, &mut ba)) };
         tokio::select! {
             _ = relay => {}

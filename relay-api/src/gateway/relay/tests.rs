@@ -7,7 +7,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-use agent::idle::Timeouts;
+use agent::idle::{Activity, Timeouts};
 
 use super::Mode;
 
@@ -217,6 +217,32 @@ fn open_fds() -> usize {
 }
 
 #[cfg(target_os = "linux")]
+/// The gateway closes a connection to make room through its activity: the relay ends at once
+/// and both peers see the end, though neither closed and the timeouts are far off.
+#[tokio::test]
+async fn closing_the_activity_ends_the_relay_at_once() {
+    let (mut left, gw_left) = pair().await;
+    let (gw_right, mut right) = pair().await;
+    let activity = std::sync::Arc::new(Activity::new());
+    let relay = {
+        let activity = activity.clone();
+        tokio::spawn(async move { super::both_ways(gw_left, gw_right, Timeouts::DEFAULT, &activity).await })
+    };
+    left.write_all(b"hi").await.expect("write");
+    let mut got = [0u8; 2];
+    right.read_exact(&mut got).await.expect("relayed");
+    let before = activity.last_move();
+    assert!(before > tokio::time::Instant::now() - Duration::from_secs(1), "the move was recorded");
+    activity.close();
+    let moved = timeout(Duration::from_secs(2), relay).await.expect("the relay ends at once").expect("the relay");
+    assert_eq!(moved, (2, 0));
+    for peer in [&mut left, &mut right] {
+        let mut rest = Vec::new();
+        let read = timeout(Duration::from_secs(2), peer.read_to_end(&mut rest)).await.expect("the end arrives");
+        assert!(rest.is_empty() && matches!(read, Ok(0) | Err(_)), "closed: {read:?}");
+    }
+}
+
 #[tokio::test]
 async fn many_short_connections_leak_no_descriptors() {
     const RELAYS: usize = 200;
