@@ -16,15 +16,6 @@ pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     file.write_all(contents)
 }
 
-/// Opens `path` for appending, creating it with mode 0600.
-pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).append(true);
-    #[cfg(unix)]
-    options.mode(0o600);
-    options.open(path)
-}
-
 /// Creates `dir` and its missing parents with mode 0700; an existing `dir` is made 0700.
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();

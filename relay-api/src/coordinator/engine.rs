@@ -103,12 +103,12 @@ impl Engine {
 
     /// The deployment's directory in the data directory: its app files (`app/`), its
     /// secrets (`secrets.json`). Its jobs' output goes to the store's logs.
-    pub fn deployment_dir(&self, deployment_id: &str) -> PathBuf {
+    fn deployment_dir(&self, deployment_id: &str) -> PathBuf {
         self.parts.config.deployments_dir().join(deployment_id)
     }
 
     /// The deployment's job directory (outside the data directory): the agent's state.
-    pub fn job_dir(&self, deployment_id: &str) -> PathBuf {
+    fn job_dir(&self, deployment_id: &str) -> PathBuf {
         self.parts.config.jobs_dir.join(deployment_id)
     }
 
@@ -350,7 +350,7 @@ impl Engine {
                 }
             }
             DeploymentState::Provisioning => {
-                if self.jobs.waiting(&d.id).is_some() {
+                if self.jobs.restart_pending(&d.id) {
                     return Ok(());
                 }
                 self.log_output(&d.id, self.jobs.stop(&d.id, false).await);

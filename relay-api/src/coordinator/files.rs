@@ -38,27 +38,27 @@ fn at(path: &Path) -> impl FnOnce(std::io::Error) -> FilesError + '_ {
 /// their sandboxes never depend on the working directory. They must be apart: neither may be
 /// the other or inside it.
 pub(super) fn prepare_dirs(data_dir: &Path, jobs_dir: &Path) -> Result<(PathBuf, PathBuf), FilesError> {
+    let apart = |data: &Path, jobs: &Path| {
+        if jobs.starts_with(data) || data.starts_with(jobs) {
+            return Err(FilesError {
+                path: jobs_dir.to_owned(),
+                source: std::io::Error::other(format!(
+                    "the job directory and the data directory {} must be apart (neither inside the other): \
+                     choose another --jobs-dir",
+                    data.display()
+                )),
+            });
+        }
+        Ok(())
+    };
     create_private_dir(data_dir).map_err(at(data_dir))?;
     let data = std::fs::canonicalize(data_dir).map_err(at(data_dir))?;
-    let absolute_jobs = std::path::absolute(jobs_dir).map_err(at(jobs_dir))?;
-    if absolute_jobs.starts_with(&data) || data.starts_with(&absolute_jobs) {
-        return Err(FilesError {
-            path: jobs_dir.to_owned(),
-            source: std::io::Error::other(format!(
-                "the job directory and the data directory {} must be apart (neither inside the other): choose another \
-                 --jobs-dir",
-                data.display()
-            )),
-        });
-    }
+    // Checked before the job directory is made (nothing is created inside the data
+    // directory), and again once links are resolved.
+    apart(&data, &std::path::absolute(jobs_dir).map_err(at(jobs_dir))?)?;
     create_private_dir(jobs_dir).map_err(at(jobs_dir))?;
     let jobs = std::fs::canonicalize(jobs_dir).map_err(at(jobs_dir))?;
-    if jobs.starts_with(&data) || data.starts_with(&jobs) {
-        return Err(FilesError {
-            path: jobs_dir.to_owned(),
-            source: std::io::Error::other("the job directory and the data directory must be apart"),
-        });
-    }
+    apart(&data, &jobs)?;
     create_private_dir(&data.join("deployments")).map_err(at(&data))?;
     Ok((data, jobs))
 }

@@ -275,10 +275,17 @@ async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: By
         quote: Some(quote.clone()),
     };
     // Files first, then the record: a refused record (a hostname taken) or a crash between
-    // the two takes the files away again (at once, or at the next start).
-    let mut bundle = StagedBundle::write(&engine.config().deployments_dir(), &id, &files, &req.secrets)
-        .map_err(|e| ApiError::internal(&e))?;
-    bundle.place().map_err(|e| ApiError::internal(&e))?;
+    // the two takes the files away again (at once, or at the next start). Up to 12 MiB of
+    // writes: off the async runtime.
+    let deployments = engine.config().deployments_dir();
+    let secrets = req.secrets;
+    let bundle = tokio::task::spawn_blocking(move || {
+        let mut bundle = StagedBundle::write(&deployments, &id, &files, &secrets)?;
+        bundle.place().map(|()| bundle)
+    })
+    .await
+    .map_err(|e| ApiError::internal(&e))?
+    .map_err(|e| ApiError::internal(&e))?;
     let d = match store.create_deployment(&new) {
         Ok(d) => d,
         Err(e @ StoreError::Refused { code: "hostname_taken", .. }) => {

@@ -1,8 +1,8 @@
 //! The jobs the engine launched: their processes, their output (read through pipes) for the
-//! deployment logs, and how often each has had to be restarted. A job process that ends is seen at the
-//! engine's next tick (250 ms), reaped, and answered by [`Jobs::reap`]'s verdict: restart
-//! after a backoff that doubles, or give up after [`RestartPolicy::max_restarts`] restarts
-//! within [`RestartPolicy::window`].
+//! deployment logs, and how often each has had to be restarted. A job process that ends is
+//! seen at the engine's next tick (250 ms), reaped, and answered by [`Jobs::reap`]'s verdict:
+//! restart after a backoff that doubles, or give up after [`RestartPolicy::max_restarts`]
+//! restarts within [`RestartPolicy::window`].
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -126,10 +126,10 @@ impl Jobs {
         self.running.lock().await.get(id).map(|j| j.running.pids())
     }
 
-    /// Whether a restart of the deployment's job must wait still.
-    pub(super) fn waiting(&self, id: &str) -> Option<Duration> {
-        let restarts = self.restarts.lock().ok()?;
-        restarts.get(id)?.not_before.checked_duration_since(Instant::now())
+    /// Whether a restart of the deployment's job must wait still (its backoff runs).
+    pub(super) fn restart_pending(&self, id: &str) -> bool {
+        let Ok(restarts) = self.restarts.lock() else { return false };
+        restarts.get(id).is_some_and(|r| r.not_before > Instant::now())
     }
 
     /// Stops the deployment's job, if it runs, returning its last output; its restart count
@@ -157,18 +157,12 @@ impl Jobs {
     /// Finds jobs with a process that ended: each is stopped (its other process too), its
     /// last output returned for the logs, and judged.
     pub(super) async fn reap(&self) -> Vec<(String, Output, Verdict)> {
-        let mut ended = Vec::new();
-        {
+        let ended: Vec<(String, Job, Exit)> = {
             let mut running = self.running.lock().await;
-            let ids: Vec<String> = running.keys().cloned().collect();
-            for id in ids {
-                let Some(job) = running.get_mut(&id) else { continue };
-                let Some(exit) = job.running.exited() else { continue };
-                if let Some(job) = running.remove(&id) {
-                    ended.push((id, job, exit));
-                }
-            }
-        }
+            let exits: Vec<(String, Exit)> =
+                running.iter_mut().filter_map(|(id, job)| Some((id.clone(), job.running.exited()?))).collect();
+            exits.into_iter().filter_map(|(id, exit)| Some((id.clone(), running.remove(&id)?, exit))).collect()
+        };
         let mut verdicts = Vec::new();
         for (id, job, exit) in ended {
             let ran = job.started.elapsed();
@@ -266,7 +260,7 @@ mod tests {
                 Verdict::GiveUp { exit, restarts: 2 },
             ]
         );
-        assert!(jobs.waiting("d1").is_some(), "the last restart's delay still runs");
+        assert!(jobs.restart_pending("d1"), "the last restart's delay still runs");
         jobs.insert("d2", Box::new(Ended(None))).await;
         assert!(jobs.reap().await.is_empty(), "a running job is left alone");
     }

@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
@@ -36,11 +35,6 @@ impl LocalRunner {
     /// jobs' uids start at `uid_base` when the service runs as root.
     pub async fn new(limits: Limits, uid_base: u32) -> Result<LocalRunner, SandboxError> {
         Ok(LocalRunner { sandbox: Sandbox::detect(limits).await?, uid_base, uids: Arc::default() })
-    }
-
-    /// The sandbox in use.
-    pub fn sandbox(&self) -> &Sandbox {
-        &self.sandbox
     }
 
     /// Takes the lowest free job uid.

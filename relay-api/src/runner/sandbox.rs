@@ -157,7 +157,7 @@ const ETC: [&str; 12] = [
 
 impl Sandbox {
     /// Finds bwrap, prlimit, setpriv and env on `PATH` and checks that bwrap can build a
-    /// sandbox here, by running `true` confined as a job would be.
+    /// sandbox here, by running `env` confined as a job would be.
     pub async fn detect(limits: Limits) -> Result<Sandbox, SandboxError> {
         let find = |program: &'static str| which(OsStr::new(program)).map_err(|_| SandboxError::Missing { program });
         let sandbox = Sandbox {
@@ -193,11 +193,6 @@ impl Sandbox {
     /// Whether jobs get their own uid (the service runs as root).
     pub fn separate_uids(&self) -> bool {
         self.privileged
-    }
-
-    /// The limits every job process gets.
-    pub fn limits(&self) -> Limits {
-        self.limits
     }
 
     /// The command that runs `part` confined, as `uid` when the service is root (ignored
