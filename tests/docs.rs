@@ -1,0 +1,216 @@
+//! Executable documentation: every command block of README.md and docs/*.md that a user is
+//! told to run is run here, as written, in a fresh directory, one shell session per
+//! document; outputs the docs show are compared; synopses are checked against the binaries'
+//! `--help`. The block conventions are in `docs/decisions.md`, "Executable documentation".
+
+#[path = "docs/markdown.rs"]
+mod markdown;
+#[path = "docs/procs.rs"]
+mod procs;
+#[path = "docs/session.rs"]
+mod session;
+#[path = "docs/synopsis.rs"]
+mod synopsis;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use markdown::{Block, Kind};
+use session::{Outcome, Session};
+
+/// Documents name fixed ports (7300, 8443, 8080): one document runs at a time.
+static PORTS: Mutex<()> = Mutex::new(());
+
+/// The README's test command: CI runs it (`.ci/run`), so the docs test does not run itself.
+const TEST_COMMAND: &str = "cargo test --workspace";
+
+fn bin_dir() -> PathBuf {
+    let svc = svc_e2e::service::svc_binary();
+    svc.parent().map(Path::to_owned).unwrap_or_default()
+}
+
+/// A command as the harness runs it. `cargo run [--release] -p svc-cli -- ARGS` is the
+/// `svc` this build made (the same code, without a second build inside the test).
+fn as_run(command: &str) -> String {
+    for prefix in ["cargo run --release -p svc-cli -- ", "cargo run -p svc-cli -- "] {
+        if let Some(args) = command.trim_start().strip_prefix(prefix) {
+            return format!("svc {args}");
+        }
+    }
+    command.to_owned()
+}
+
+/// Runs `document` (relative to the workspace) and returns every failure found.
+fn run_document(document: &str) -> Vec<String> {
+    let _one_at_a_time = PORTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let root = svc_e2e::workspace();
+    let text = std::fs::read_to_string(root.join(document)).unwrap_or_else(|e| panic!("{document}: {e}"));
+    let blocks = match markdown::blocks(Path::new(document), &text) {
+        Ok(blocks) => blocks,
+        Err(e) => return vec![e],
+    };
+    let bin = bin_dir();
+    let mut checker = synopsis::Checker::new(&root, &bin);
+    let mut failures = Vec::new();
+    let mut session: Option<Session> = None;
+    let mut last: Option<(Block, Outcome)> = None;
+    for block in blocks {
+        match &block.kind {
+            Kind::Run | Kind::File(_) if session.is_none() => match Session::start(&root, &bin) {
+                Ok(s) => session = Some(s),
+                Err(e) => return vec![format!("{block}: {e}")],
+            },
+            _ => {}
+        }
+        match &block.kind {
+            Kind::Synopsis | Kind::Manual => failures.extend(checker.check(&block)),
+            Kind::File(name) => {
+                if let Some(Err(e)) = session.as_ref().map(|s| s.write_file(name, &block.body)) {
+                    failures.push(format!("{block}: {e}"));
+                }
+            }
+            Kind::Output => match &last {
+                Some((ran, outcome)) => {
+                    let expected = snapbox::Data::text(block.body.clone());
+                    let actual = snapbox::Data::text(outcome.stdout.clone());
+                    if let Err(e) = snapbox::Assert::new().try_eq(Some(&format!("{ran}")), actual, expected) {
+                        failures.push(format!("{block}: the output shown differs from what {ran} prints:\n{e}"));
+                    }
+                }
+                None => failures.push(format!("{block}: an output block with no command block before it")),
+            },
+            Kind::Run => {
+                let Some(session) = session.as_mut() else { continue };
+                let commands = markdown::commands(&block.body);
+                for (i, command) in commands.iter().enumerate() {
+                    if markdown::without_comment(command) == TEST_COMMAND {
+                        continue;
+                    }
+                    let expected = if i + 1 == commands.len() { block.exit } else { 0 };
+                    match session.run(&as_run(command), block.interrupt.as_ref()) {
+                        Err(e) => {
+                            failures.push(format!("{block}: {e}"));
+                            return failures;
+                        }
+                        Ok(outcome) => {
+                            if let Some(problem) = judge(&outcome, expected) {
+                                failures.push(format!(
+                                    "{block}: `{command}` {problem}\n--- stdout\n{}\n--- stderr\n{}",
+                                    outcome.stdout, outcome.stderr
+                                ));
+                                // Later blocks build on this one: stop at the first failure.
+                                return failures;
+                            }
+                            last = Some((block.clone(), outcome));
+                        }
+                    }
+                }
+            }
+            Kind::Other => {}
+        }
+    }
+    if let Some(session) = session {
+        for (n, output) in session.finish() {
+            if output.contains("panicked") {
+                failures.push(format!("{document}: the server of command {n} panicked:\n{output}"));
+            }
+        }
+    }
+    failures
+}
+
+/// Why `outcome` is not what a reader of the docs expects, if it is not.
+fn judge(outcome: &Outcome, expected: i32) -> Option<String> {
+    if outcome.stderr.contains("panicked") {
+        return Some("panicked".into());
+    }
+    match outcome.code {
+        // Ctrl-C: a clean stop is 130 (or 0 for a command that treats it as done).
+        Some(130 | 0) if outcome.interrupted => None,
+        Some(code) if outcome.interrupted => Some(format!("exited {code} after Ctrl-C, not 130")),
+        Some(code) if code == expected => None,
+        Some(code) => Some(format!("exited {code}, the docs expect {expected}")),
+        None => Some("was killed by a signal".into()),
+    }
+}
+
+fn assert_document(document: &str) {
+    let failures = run_document(document);
+    assert!(failures.is_empty(), "{document} drifted from what the code does:\n\n{}", failures.join("\n\n"));
+}
+
+#[test]
+fn readme_runs_as_written() {
+    assert_document("README.md");
+}
+
+/// One test per file under docs/, so a new document is covered once it is listed here;
+/// `every_document_is_covered` fails until it is.
+const DOCS: &[&str] = &[
+    "docs/architecture.md",
+    "docs/capabilities.md",
+    "docs/compute-network.md",
+    "docs/decisions.md",
+    "docs/diagnostics.md",
+    "docs/fuzzing.md",
+    "docs/gateway-prep.md",
+    "docs/ingress-api.md",
+    "docs/ingress-economics.md",
+    "docs/ingress-project.md",
+    "docs/ingress.md",
+    "docs/performance.md",
+    "docs/policy-v5.md",
+    "docs/publication.md",
+    "docs/schemas.md",
+];
+
+#[test]
+fn every_document_is_covered() {
+    let mut found: Vec<String> = std::fs::read_dir(svc_e2e::workspace().join("docs"))
+        .expect("docs/")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    found.sort();
+    assert_eq!(found, DOCS, "list every document of docs/ in DOCS");
+}
+
+#[test]
+fn docs_run_as_written() {
+    let failures: Vec<String> = DOCS.iter().flat_map(|d| run_document(d)).collect();
+    assert!(failures.is_empty(), "the docs drifted from what the code does:\n\n{}", failures.join("\n\n"));
+}
+
+#[test]
+fn ci_runs_the_readmes_test_command() {
+    let root = svc_e2e::workspace();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let ci = std::fs::read_to_string(root.join(".ci/run")).expect(".ci/run");
+    let blocks = markdown::blocks(Path::new("README.md"), &readme).expect("README.md's blocks");
+    let first = blocks.iter().find(|b| b.kind == Kind::Run).expect("a first command block");
+    assert!(first.body.lines().any(|l| l.trim() == TEST_COMMAND), "the README opens with `{TEST_COMMAND}`");
+    assert!(ci.lines().any(|l| l.trim().starts_with(TEST_COMMAND)), ".ci/run runs `{TEST_COMMAND}`");
+}
+
+/// The harness itself: a drifted document fails at each drifted block, with its line.
+#[test]
+fn a_drifted_document_fails_at_each_drifted_block() {
+    let failures = run_document("tests/docs/drifted.md");
+    assert_eq!(failures.len(), 3, "{failures:#?}");
+    assert!(
+        failures[0].starts_with("tests/docs/drifted.md:3: ") && failures[0].contains("lists no --no-such-flag"),
+        "{}",
+        failures[0]
+    );
+    assert!(
+        failures[1].starts_with("tests/docs/drifted.md:11: ") && failures[1].contains("goodbye"),
+        "{}",
+        failures[1]
+    );
+    assert!(
+        failures[2].starts_with("tests/docs/drifted.md:15: ") && failures[2].contains("exited 2"),
+        "{}",
+        failures[2]
+    );
+}
