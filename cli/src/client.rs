@@ -64,6 +64,20 @@ pub(crate) enum ClientError {
     },
 }
 
+impl ClientError {
+    /// The stable code of the JSON error envelope.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            ClientError::BadUrl(_) => "invalid_url",
+            ClientError::TokenInClear(_) => "token_in_clear",
+            ClientError::Ca { .. } => "invalid_ca_file",
+            ClientError::NoRoots(_) => "no_root_certificates",
+            ClientError::Tls { .. } => "tls_failed",
+            ClientError::Unreachable { .. } => "unreachable",
+        }
+    }
+}
+
 /// A response: status, headers, body.
 #[derive(Debug)]
 pub(crate) struct Response {

@@ -12,19 +12,9 @@ pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().ok()
 }
 
-pub(crate) async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
+/// SIGTERM, or Ctrl-C (then the process exits 130 once what it started has stopped).
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    crate::output::graceful_shutdown()
 }
 
 fn fail(who: &str, message: &str) -> ExitCode {

@@ -13,6 +13,7 @@ mod deploy;
 mod economics;
 mod ingress;
 mod manifest;
+mod output;
 mod relay;
 mod remote;
 mod serve;
@@ -26,6 +27,53 @@ pub use args::{
 };
 
 use std::process::ExitCode;
+
+/// Parses the process's command line, sets up the terminal plumbing (`output`: quiet broken
+/// pipes, Ctrl-C as 130, JSON errors for `--format json`), runs the command, and returns the
+/// exit code.
+pub fn main() -> ExitCode {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = match Cli::command().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => return usage_error(&e, asks_for_json(&args)),
+    };
+    output::install(leaf_format(&matches) == Some(OutputFormat::Json));
+    match Cli::from_arg_matches(&matches) {
+        Ok(cli) => output::finish(run(cli)),
+        Err(e) => usage_error(&e, output::json()),
+    }
+}
+
+/// The `--format` of the innermost subcommand, if it has one.
+fn leaf_format(matches: &clap::ArgMatches) -> Option<OutputFormat> {
+    let mut leaf = matches;
+    while let Some((_, sub)) = leaf.subcommand() {
+        leaf = sub;
+    }
+    leaf.try_get_one::<OutputFormat>("format").ok().flatten().copied()
+}
+
+/// Whether a command line that clap refused asked for JSON (`--format json` or `--format=json`).
+fn asks_for_json(args: &[std::ffi::OsString]) -> bool {
+    args.windows(2).any(|w| w[0] == "--format" && w[1] == "json") || args.iter().any(|a| a == "--format=json")
+}
+
+/// Help and version print as usual; a usage error (exit 2) is also the JSON envelope on
+/// standard output when JSON was asked for.
+fn usage_error(e: &clap::Error, json: bool) -> ExitCode {
+    if !e.use_stderr() {
+        // --help or --version: a closed pipe here is nobody's error.
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    if json {
+        let message = e.kind().as_str().map_or_else(|| e.to_string(), str::to_owned);
+        output::print_json(&svc_http::ErrorBody::new("usage", message).with("detail", e.to_string()));
+    }
+    let _ = e.print();
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {

@@ -10,8 +10,7 @@ use crate::args::{OutputFormat, RelayAdminCommand, RelayServeArgs};
 use crate::ingress::{runtime, shutdown_signal};
 
 fn fail(message: &str) -> ExitCode {
-    eprintln!("svc relay: {message}");
-    ExitCode::from(2)
+    crate::output::fail("svc relay", 2, "relay_failed", message)
 }
 
 /// `svc relay serve`

@@ -34,6 +34,8 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The service stops on Ctrl-C itself (draining requests); the exit is then 130.
+    crate::output::stops_gracefully();
     let data_dir = args.data_dir.display().to_string();
     let result = runtime.block_on(run_service(config, |server| {
         eprintln!(

@@ -25,6 +25,7 @@
 mod backoff;
 mod body;
 mod conn;
+mod envelope;
 mod error;
 mod limit;
 mod request;
@@ -32,6 +33,7 @@ mod server;
 mod settings;
 mod tls;
 
+pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED};
 pub use error::ServeError;
 pub use limit::limit_body;
 pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};
