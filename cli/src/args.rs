@@ -153,7 +153,8 @@ pub enum IngressCommand {
         #[command(flatten)]
         target: ProjectTarget,
     },
-    /// Stop the deployment: the job stops, spending stops, unspent funds are refunded.
+    /// Stop the deployment: the job ends and no new period starts; unspent funds stay in
+    /// their sessions until `svc ingress refund SESSION` (see `svc ingress sessions`).
     Stop {
         /// Which project, at which relay.
         #[command(flatten)]
@@ -1023,8 +1024,8 @@ pub struct FactArgs {
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
-    /// For people: each problem in its source line, with a caret.
+    /// For people.
     Text,
-    /// One JSON object: `{valid, schemaVersion, authoredDigest, diagnostics}`.
+    /// Exactly one JSON value on standard output, success or failure (the command's help says which).
     Json,
 }

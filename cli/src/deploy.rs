@@ -349,11 +349,18 @@ pub(crate) fn logs(t: &ProjectTarget, follow: bool, after: i64) -> ExitCode {
     let run = || -> Result<(), ExitCode> {
         let (client, name) = target(t)?;
         let mut cursor = after;
+        // Without --follow, JSON is one value: every entry up to now and the next cursor.
+        let mut collected = Vec::new();
         loop {
             let page: LogsResponse = call(&client, Method::GET, &path(&name, &format!("/logs?after={cursor}")), None)?;
             for e in &page.entries {
-                if t.format == OutputFormat::Json {
-                    println!("{}", serde_json::to_string(e).unwrap_or_default());
+                if t.format == OutputFormat::Json && !follow {
+                    collected.push(e.clone());
+                } else if t.format == OutputFormat::Json {
+                    // --follow streams: one entry per line (JSON Lines), times in RFC 3339.
+                    let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
+                    crate::output::normalize_times(&mut v);
+                    println!("{v}");
                 } else {
                     println!("{} {} {}", e.seq, e.source, e.line);
                 }
@@ -361,6 +368,9 @@ pub(crate) fn logs(t: &ProjectTarget, follow: bool, after: i64) -> ExitCode {
             let more = page.next != cursor;
             cursor = page.next;
             if !follow && !more {
+                if t.format == OutputFormat::Json {
+                    print_json(&LogsResponse { entries: collected, next: cursor });
+                }
                 return Ok(());
             }
             if !more {

@@ -32,9 +32,9 @@ use std::process::ExitCode;
 /// pipes, Ctrl-C as 130, JSON errors for `--format json`), runs the command, and returns the
 /// exit code.
 pub fn main() -> ExitCode {
-    use clap::{CommandFactory as _, FromArgMatches as _};
+    use clap::FromArgMatches as _;
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let matches = match Cli::command().try_get_matches_from(&args) {
+    let matches = match command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => return usage_error(&e, asks_for_json(&args)),
     };
@@ -43,6 +43,12 @@ pub fn main() -> ExitCode {
         Ok(cli) => output::finish(run(cli)),
         Err(e) => usage_error(&e, output::json()),
     }
+}
+
+/// The command tree as `svc` parses it: [`Cli`] with each command's own `--format` help.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory as _;
+    output::describe_formats(Cli::command())
 }
 
 /// The `--format` of the innermost subcommand, if it has one.

@@ -204,6 +204,73 @@ fn system_time(v: &Value) -> Option<String> {
     Some(humantime::format_rfc3339_seconds(at).to_string())
 }
 
+/// What `--format json` prints, per command: each command's `--help` describes its own
+/// output. A command missing here keeps the generic help (the test in `cli/tests/terminal.rs`
+/// lists it).
+const FORMAT_HELP: &[(&str, &str)] = &[
+    ("manifest validate", "json: {valid, schemaVersion, authoredDigest, diagnostics}"),
+    (
+        "policy publish",
+        "json: the published version {applicationId, policyVersion, activePointerVersion, status, authoredDigest, policyDigest, diagnostics, dryRun?}",
+    ),
+    ("app create", "json: the new application {applicationId, applicationUid, status, activePointerVersion}"),
+    (
+        "app show",
+        "json: the application {applicationId, applicationUid, status, activePointerVersion, pauseReason, settled}",
+    ),
+    ("app versions", "json: {policyVersions: [...]}, or with --version that version with its effective policy"),
+    ("app activity", "json: {activity: [{at, actor, action, policyVersion?, status?, reason?}]}"),
+    ("ingress deploy", "json: the Status once live; with --no-fund or --no-wait {deployment, quote, funded}"),
+    (
+        "ingress status",
+        "json: the Status {deployment, balance, latestQuote?, hostnames, validations, transitions, hints, processes}",
+    ),
+    ("ingress logs", "json: {entries: [{seq, source, line, at}], next}; with --follow one entry per line (JSON Lines)"),
+    ("ingress hints", "json: {state, hints}"),
+    ("ingress fund", "json: {quote, entry}: the funded quote and its `fund` ledger entry"),
+    ("ingress ledger", "json: {entries, balance}"),
+    ("ingress stop", "json: the stopped Deployment"),
+    ("ingress hostname add", "json: {hostname, records}: the hostname and the DNS records to create"),
+    ("ingress hostname verify", "json: {hostname, records}: the hostname's state and hints after the check"),
+    ("ingress hostname remove", "json: {hostname, records}: the removed hostname"),
+    ("ingress sessions", "json: {sessions, balance}"),
+    ("ingress refund", "json: the `refund` ledger entry {seq, kind, amountMicros, note, at}"),
+    ("ingress rewards", "json: {operator, accruedMicros, pendingMicros, claimableMicros, claimedMicros, rewards}"),
+    ("ingress claim", "json: {claimId, amountMicros, rewards}"),
+    ("ingress pins list", "json: {current, pins}"),
+    ("ingress pins add", "json: {current, pins} after adding"),
+    ("ingress pins remove", "json: {current, pins} after removing"),
+    (
+        "ingress catalog show",
+        "json: the verdict {verified, relay, key, sequence, issuedAt, expiresAt, ...} with {catalog, signedCatalog}",
+    ),
+    ("ingress catalog verify", "json: the verdict {verified, relay, key, sequence, issuedAt, expiresAt, ...}"),
+    ("relay admin rotate-catalog-key", "json: {from, to, sequence}"),
+];
+
+/// The rest of every `--format` help: text is for people; failures are the envelope.
+const FORMAT_TAIL: &str = "; any failure: {\"error\": {\"code\", \"message\", ...}}; times RFC 3339. text: for people";
+
+/// The command tree with each command's `--format` help describing its own output.
+pub(crate) fn describe_formats(cmd: clap::Command) -> clap::Command {
+    describe(cmd, "")
+}
+
+fn describe(mut cmd: clap::Command, path: &str) -> clap::Command {
+    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+    for name in names {
+        let sub_path = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
+        cmd = cmd.mut_subcommand(&name, |sub| describe(sub, &sub_path));
+    }
+    let own = FORMAT_HELP.iter().find(|(p, _)| *p == path).map(|(_, h)| *h);
+    if let Some(help) = own
+        && cmd.get_arguments().any(|a| a.get_id() == "format")
+    {
+        cmd = cmd.mut_arg("format", |a| a.help(format!("Output format. {help}{FORMAT_TAIL}")));
+    }
+    cmd
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
