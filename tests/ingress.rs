@@ -9,6 +9,7 @@ mod ingress {
     mod client;
     mod confinement;
     mod demo;
+    mod interrupt;
     mod deploy;
     mod deploy_refusals;
     mod listener;
