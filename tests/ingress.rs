@@ -9,10 +9,11 @@ mod ingress {
     mod client;
     mod confinement;
     mod demo;
-    mod interrupt;
     mod deploy;
     mod deploy_refusals;
+    mod interrupt;
     mod listener;
+    mod logging;
     mod pebble;
     mod process;
     mod renewal;

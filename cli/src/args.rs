@@ -574,6 +574,10 @@ pub struct ListenerArgs {
     #[arg(long, value_name = "N", default_value_t = svc_http::Settings::DEFAULT.max_connections as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Log lines on standard error: `text` for people, `json` one object per line (RUST_LOG
+    /// filters them; default `info`: one line per request).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = crate::output::LogFormat::Text)]
+    pub log_format: crate::output::LogFormat,
 }
 
 impl ListenerArgs {

@@ -64,17 +64,17 @@ pub(crate) fn gateway(config_path: &Path) -> ExitCode {
                     while hup.recv().await.is_some() {
                         match GatewayFile::read(&path) {
                             Ok(f) => {
-                                eprintln!("svc gateway: routes reloaded ({})", f.routes.len());
+                                tracing::info!("svc gateway: routes reloaded ({})", f.routes.len());
                                 gw.set_routes(f.routes);
                             }
-                            Err(e) => eprintln!("svc gateway: reload refused, keeping the old routes: {e}"),
+                            Err(e) => tracing::warn!("svc gateway: reload refused, keeping the old routes: {e}"),
                         }
                     }
                 });
             }
         }
         let run = gateway.run(|b| {
-            eprintln!("svc gateway: public {} tunnel {} admin http://{}/metrics", b.public, b.tunnel, b.admin);
+            tracing::info!("svc gateway: public {} tunnel {} admin http://{}/metrics", b.public, b.tunnel, b.admin);
         });
         tokio::select! {
             r = run => r.map_err(|e| e.to_string()),

@@ -26,6 +26,8 @@ pub use args::{
     Trust,
 };
 
+pub use output::LogFormat;
+
 use std::process::ExitCode;
 
 /// Parses the process's command line, sets up the terminal plumbing (`output`: quiet broken
@@ -83,6 +85,15 @@ fn usage_error(e: &clap::Error, json: bool) -> ExitCode {
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    // The long-running servers log through `tracing`; client commands print their own lines.
+    match &cli.command {
+        Command::Serve(args) => output::start_logging(Some(args.listener.log_format)),
+        Command::Relay { command: RelayCommand::Serve(args) } => output::start_logging(Some(args.listener.log_format)),
+        Command::Gateway { .. } | Command::Agent { .. } | Command::Ingress { command: IngressCommand::Demo { .. } } => {
+            output::start_logging(None);
+        }
+        _ => {}
+    }
     match cli.command {
         Command::Manifest { command } => match command {
             ManifestCommand::Validate { file, format } => manifest::validate(&file, format),

@@ -204,6 +204,34 @@ fn system_time(v: &Value) -> Option<String> {
     Some(humantime::format_rfc3339_seconds(at).to_string())
 }
 
+/// How the servers write their logs (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event, for people.
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `fields` (`message`, and for
+    /// a request `method`, `path`, `status`, `latency_ms`, `request_id`).
+    Json,
+}
+
+/// Starts the servers' logging on standard error: `RUST_LOG` filters (default `info`), in
+/// `format` (`--log-format`, else `SVC_LOG_FORMAT`, else text). Only the server commands
+/// call it: a client command's standard error stays its own messages.
+pub(crate) fn start_logging(format: Option<LogFormat>) {
+    use tracing_subscriber::EnvFilter;
+    let format = format.unwrap_or_else(|| match std::env::var("SVC_LOG_FORMAT").as_deref() {
+        Ok("json") => LogFormat::Json,
+        _ => LogFormat::Text,
+    });
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // A second call (a test harness, an embedding) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.with_target(false).try_init(),
+        LogFormat::Json => builder.json().with_current_span(false).try_init(),
+    };
+}
+
 /// What `--format json` prints, per command: each command's `--help` describes its own
 /// output. A command missing here keeps the generic help (the test in `cli/tests/terminal.rs`
 /// lists it).

@@ -15,7 +15,7 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     match crate::tls::server_tls(&args.listener, &args.data_dir.join("dev-ca"), args.listen) {
         Ok(tls) => {
             if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {
-                eprintln!(
+                tracing::info!(
                     "svc serve: HTTPS with a development certificate; clients trust {} (--ca FILE or SVC_CA)",
                     ca.display()
                 );
@@ -38,7 +38,7 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     crate::output::stops_gracefully();
     let data_dir = args.data_dir.display().to_string();
     let result = runtime.block_on(run_service(config, |server| {
-        eprintln!(
+        tracing::info!(
             "svc serve: listening on {} (data directory {data_dir}; at most {} connections)",
             server.url(),
             server.connection_cap()
@@ -46,7 +46,7 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     }));
     match result {
         Ok(()) => {
-            eprintln!("svc serve: stopped");
+            tracing::info!("svc serve: stopped");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -22,6 +22,7 @@
 //! - **Graceful shutdown**: requests in flight finish (at most the drain timeout); idle and
 //!   half-sent connections are closed at once.
 
+mod access;
 mod backoff;
 mod body;
 mod conn;
@@ -33,6 +34,7 @@ mod server;
 mod settings;
 mod tls;
 
+pub use access::{MAX_LOGGED_PATH, loggable_path};
 pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED};
 pub use error::ServeError;
 pub use limit::limit_body;

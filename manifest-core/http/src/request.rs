@@ -121,7 +121,7 @@ pub(crate) async fn finish(mut response: Response, id: &RequestId, body_timed_ou
             Some(e) => e.detail,
             None => unexpected_detail(&mut response).await,
         };
-        eprintln!("{name}: request {id}: internal error: {detail}");
+        tracing::error!(server = name, request_id = id.as_str(), "{name}: request {id}: internal error: {detail}");
         let body = crate::ErrorBody::new("internal_error", format!("internal error (request {id})"))
             .with("requestId", id.as_str())
             .to_value();
