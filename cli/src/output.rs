@@ -93,7 +93,7 @@ pub(crate) fn interrupted() -> bool {
 /// the command decides). Registers at the call, not at the first poll, so a Ctrl-C between
 /// the two still stops gracefully.
 pub(crate) fn graceful_shutdown() -> impl std::future::Future<Output = ()> + Send + 'static {
-    stops_gracefully();
+    GRACEFUL.store(true, Ordering::SeqCst);
     let mut interrupt = INTERRUPT.get_or_init(|| tokio::sync::watch::channel(false).0).subscribe();
     async move {
         let ctrl_c = async move {
@@ -115,12 +115,6 @@ pub(crate) fn graceful_shutdown() -> impl std::future::Future<Output = ()> + Sen
         }
         ctrl_c.await;
     }
-}
-
-/// Declares that this command stops gracefully on Ctrl-C by itself (`svc serve` listens for
-/// it in the service), so the SIGINT owner only records it.
-pub(crate) fn stops_gracefully() {
-    GRACEFUL.store(true, Ordering::SeqCst);
 }
 
 /// The process's exit code: 130 after Ctrl-C, whatever the command returned.

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use manifest_core::service::{FaultPoint, SchemaPairs, ServiceConfig, serve as run_service};
+use manifest_core::service::{FaultPoint, SchemaPairs, ServiceConfig, serve_until};
 
 use crate::args::ServeArgs;
 
@@ -34,16 +34,20 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // The service stops on Ctrl-C itself (draining requests); the exit is then 130.
-    crate::output::stops_gracefully();
+    // SIGTERM or Ctrl-C drains requests in flight; after Ctrl-C the exit is 130.
+    let shutdown = crate::output::graceful_shutdown();
     let data_dir = args.data_dir.display().to_string();
-    let result = runtime.block_on(run_service(config, |server| {
-        tracing::info!(
-            "svc serve: listening on {} (data directory {data_dir}; at most {} connections)",
-            server.url(),
-            server.connection_cap()
-        );
-    }));
+    let result = runtime.block_on(serve_until(
+        config,
+        |server| {
+            tracing::info!(
+                "svc serve: listening on {} (data directory {data_dir}; at most {} connections)",
+                server.url(),
+                server.connection_cap()
+            );
+        },
+        shutdown,
+    ));
     match result {
         Ok(()) => {
             tracing::info!("svc serve: stopped");

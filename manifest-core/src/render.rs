@@ -113,3 +113,14 @@ fn printable(line: &str) -> String {
 pub fn plural(n: u64, word: &str) -> String {
     if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
 }
+
+#[cfg(test)]
+mod tests {
+    /// `svc ingress status` used to say "1 period(s) charged".
+    #[test]
+    fn one_is_singular_and_every_other_count_plural() {
+        assert_eq!(super::plural(1, "period"), "1 period");
+        assert_eq!(super::plural(0, "period"), "0 periods");
+        assert_eq!(super::plural(2, "minute"), "2 minutes");
+    }
+}

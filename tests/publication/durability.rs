@@ -6,7 +6,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use svc_e2e::service::{Server, parse_response, token};
+use svc_e2e::service::{Server, TempDir, parse_response, token};
 
 use super::{World, v5};
 
@@ -131,5 +131,19 @@ fn tokens_are_stored_only_as_hashes_and_admin_changes_count_at_once() {
                 path.display()
             );
         }
+    }
+}
+
+/// An idle server stopped by Ctrl-C used to exit 0 now and then: the service's own SIGINT
+/// listener could finish before `svc` had recorded the Ctrl-C.
+#[test]
+fn ctrl_c_on_an_idle_server_exits_130_every_time() {
+    for round in 0..3 {
+        let dir = TempDir::new("idle-int");
+        let mut server = Server::start(dir.path(), &[]);
+        server.signal("INT");
+        let status = server.wait(Duration::from_secs(10)).expect("exits within 10 s");
+        assert_eq!(status.code(), Some(130), "round {round}: {status:?}\n{}", server.stderr());
+        assert!(!server.stderr().contains("panicked"), "{}", server.stderr());
     }
 }
