@@ -186,7 +186,7 @@ async fn account(source: &AcmeSource<'_>, state_dir: &Path) -> Result<Account, C
                 .await
                 .map_err(acme_error("account", source.directory_url));
         }
-        eprintln!("svc agent: ACME directory changed to {}: creating a new account", source.directory_url);
+        tracing::info!("svc agent: ACME directory changed to {}: creating a new account", source.directory_url);
     }
     let contact: Vec<&str> = source.contact.iter().map(String::as_str).collect();
     let new = NewAccount { contact: &contact, terms_of_service_agreed: true, only_return_existing: false };
@@ -197,7 +197,7 @@ async fn account(source: &AcmeSource<'_>, state_dir: &Path) -> Result<Account, C
     let stored = StoredAccount { directory_url: source.directory_url.to_owned(), credentials };
     let json = serde_json::to_vec_pretty(&stored).map_err(|e| CertError::Cert(e.to_string()))?;
     crate::files::write_private(&path, &json).map_err(io)?;
-    eprintln!("svc agent: ACME account {} created", account.id());
+    tracing::info!("svc agent: ACME account {} created", account.id());
     Ok(account)
 }
 

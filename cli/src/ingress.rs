@@ -74,7 +74,9 @@ pub(crate) fn gateway(config_path: &Path) -> ExitCode {
             }
         }
         let run = gateway.run(|b| {
-            tracing::info!("svc gateway: public {} tunnel {} admin http://{}/metrics", b.public, b.tunnel, b.admin);
+            // The addresses on standard output, as `svc relay serve` prints its own: standard
+            // error is the log (JSON with SVC_LOG_FORMAT=json).
+            println!("svc gateway: public {} tunnel {} admin http://{}/metrics", b.public, b.tunnel, b.admin);
         });
         tokio::select! {
             r = run => r.map_err(|e| e.to_string()),
