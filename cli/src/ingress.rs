@@ -34,7 +34,7 @@ pub(crate) fn demo(data_dir: Option<&Path>, listen: std::net::SocketAddr, cert_v
         ready_timeout: Duration::from_secs(60),
     };
     let Some(rt) = runtime() else { return fail("svc ingress demo", "cannot start the runtime") };
-    let say = |line: &str| println!("svc ingress demo: {line}");
+    let say = |line: &str| crate::output::say(&format!("svc ingress demo: {line}"));
     match rt.block_on(relay_api::demo::run(config, say, shutdown_signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail("svc ingress demo", &e.to_string()),
@@ -76,7 +76,10 @@ pub(crate) fn gateway(config_path: &Path) -> ExitCode {
         let run = gateway.run(|b| {
             // The addresses on standard output, as `svc relay serve` prints its own: standard
             // error is the log (JSON with SVC_LOG_FORMAT=json).
-            println!("svc gateway: public {} tunnel {} admin http://{}/metrics", b.public, b.tunnel, b.admin);
+            crate::output::say(&format!(
+                "svc gateway: public {} tunnel {} admin http://{}/metrics",
+                b.public, b.tunnel, b.admin
+            ));
         });
         tokio::select! {
             r = run => r.map_err(|e| e.to_string()),

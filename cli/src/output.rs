@@ -122,6 +122,13 @@ pub(crate) fn finish(code: ExitCode) -> ExitCode {
     if interrupted() { ExitCode::from(EXIT_INTERRUPTED) } else { code }
 }
 
+/// A line on standard output for a command that owns a server or children: a closed stdout
+/// is ignored (the server keeps serving, its log is on stderr) instead of ending the process
+/// through the broken-pipe hook, which would leave its children behind.
+pub(crate) fn say(line: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
 /// Whether failures go out as JSON.
 pub(crate) fn json() -> bool {
     JSON.load(Ordering::Relaxed)

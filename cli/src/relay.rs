@@ -49,7 +49,10 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     match crate::tls::server_tls(&args.listener, &args.data_dir, args.listen) {
         Ok(tls) => {
             if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {
-                println!("svc relay: API over HTTPS with a development certificate; clients trust {}", ca.display());
+                crate::output::say(&format!(
+                    "svc relay: API over HTTPS with a development certificate; clients trust {}",
+                    ca.display()
+                ));
             }
             config.api_tls = tls.map(|t| t.tls);
         }
@@ -77,11 +80,11 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     let result = rt.block_on(coordinator::run(
         config,
         |started| {
-            println!(
+            crate::output::say(&format!(
                 "svc relay: gateway public {} tunnel {} metrics http://{}/metrics",
                 started.gateway.public, started.gateway.tunnel, started.gateway.admin
-            );
-            println!("ready {scheme}://{}", started.api);
+            ));
+            crate::output::say(&format!("ready {scheme}://{}", started.api));
         },
         shutdown_signal(),
     ));

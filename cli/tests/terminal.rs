@@ -91,14 +91,20 @@ fn command(scratch: &Path, server: &str, args: &[String]) -> Command {
     c
 }
 
-/// Waits at most `limit`, then kills: (the output, whether it ended by itself).
+/// Waits at most `limit`, then interrupts (a server stops its children on Ctrl-C), then
+/// kills: (the output, whether it ended by itself).
 fn wait(mut child: Child, limit: Duration) -> (Output, bool) {
     let start = Instant::now();
+    let mut interrupted = false;
     let ended = loop {
         if child.try_wait().ok().flatten().is_some() {
-            break true;
+            break !interrupted;
         }
-        if start.elapsed() > limit {
+        if start.elapsed() > limit && !interrupted {
+            let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+            interrupted = true;
+        }
+        if start.elapsed() > limit + Duration::from_secs(10) {
             let _ = child.kill();
             break false;
         }

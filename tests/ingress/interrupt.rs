@@ -100,3 +100,82 @@ async fn ctrl_c_on_logs_follow_deploy_and_the_relay_exits_130_and_leaves_no_job(
     interrupt(&mut relay.proc, "svc relay serve").await;
     assert_eq!(survivors(&pids).await, Vec::<u32>::new(), "the job's app and agent are gone");
 }
+
+/// Every process under `pid` (by parent pid, from /proc).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // `pid (comm) S ppid ...`: the parent follows the state after the last `)`.
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok());
+        if let Some(ppid) = ppid {
+            parents.push((child, ppid));
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.split_off(1)
+}
+
+/// `svc ingress demo | head -1` used to end the demo on its next line (a panic, then a quiet
+/// exit) with its app and agent left running: a server's stdout may close and it serves on.
+#[test]
+fn a_demo_whose_stdout_closes_keeps_its_jobs_and_ctrl_c_still_stops_them() {
+    let dir = TempDir::new("int-demo-closed-stdout");
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let mut demo = Command::new(svc_binary())
+        .args(["ingress", "demo", "--data-dir"])
+        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0"])
+        .env("SVC_NODE", super::process::node())
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("svc ingress demo starts");
+    let pid = demo.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut jobs = Vec::new();
+    while std::time::Instant::now() < deadline {
+        assert!(demo.try_wait().expect("wait").is_none(), "the demo ended when its stdout closed");
+        jobs = descendants(pid);
+        if jobs.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(jobs.len() >= 2, "the app and the agent run under the demo: {jobs:?}");
+    // Past the `ready` line (or the wait for it): the demo still runs.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(demo.try_wait().expect("wait").is_none(), "the demo still runs");
+    signal(pid, "INT");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = demo.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = demo.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for &job in &jobs {
+        if alive(job) {
+            super::process::signal_quietly(job, "KILL");
+        }
+    }
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut demo.stderr.take().expect("stderr"), &mut stderr);
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "exit 130 after Ctrl-C: {status:?}\n{stderr}");
+    let left: Vec<u32> = jobs.iter().copied().filter(|&j| alive(j)).collect();
+    assert!(left.is_empty(), "no job process is left: {left:?}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
