@@ -11,7 +11,9 @@ mod ingress {
     mod demo;
     mod deploy;
     mod deploy_refusals;
+    mod interrupt;
     mod listener;
+    mod logging;
     mod pebble;
     mod process;
     mod renewal;

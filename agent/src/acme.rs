@@ -56,8 +56,32 @@ struct StoredAccount {
     credentials: AccountCredentials,
 }
 
-fn acme_error(what: &str) -> impl Fn(instant_acme::Error) -> CertError + '_ {
-    move |e| CertError::Issuer(format!("ACME {what}: {e}"))
+fn acme_error<'a>(what: &'a str, url: &'a str) -> impl Fn(instant_acme::Error) -> CertError + 'a {
+    move |e| CertError::Issuer(format!("ACME {what} at {url}: {}", describe(&e)))
+}
+
+/// An error with its whole source chain: hyper's own text is only `client error (Connect)`,
+/// and the certificate problem (`invalid peer certificate: UnknownIssuer`) sits several
+/// sources down. A TLS trust failure also says which flag fixes it.
+pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut current = Some(e);
+    while let Some(err) = current {
+        let text = err.to_string();
+        // Wrappers often repeat their source's text: keep each part once.
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        current = err.source();
+    }
+    let mut out = parts.join(": ");
+    if out.contains("invalid peer certificate") || out.contains("UnknownIssuer") {
+        out.push_str(
+            "; the ACME server's HTTPS certificate is not trusted: pass --acme-directory-ca FILE with the CA that \
+             signs it (the system's roots are used otherwise)",
+        );
+    }
+    out
 }
 
 /// Orders one certificate for every name of `hostnames`, answers each name's TLS-ALPN-01
@@ -74,10 +98,11 @@ pub async fn obtain(
     let account = account(source, state_dir).await?;
     let identifiers: Vec<Identifier> = hostnames.iter().map(|h| Identifier::Dns(h.clone())).collect();
     let listed = hostnames.join(", ");
-    let mut order = account.new_order(&NewOrder::new(&identifiers)).await.map_err(acme_error("new order"))?;
-    let answered = answer_challenges(&mut order, current).await;
+    let mut order =
+        account.new_order(&NewOrder::new(&identifiers)).await.map_err(acme_error("new order", source.directory_url))?;
+    let answered = answer_challenges(&mut order, current, source.directory_url).await;
     let ready = match answered {
-        Ok(()) => order.poll_ready(&POLL).await.map_err(acme_error("validation")),
+        Ok(()) => order.poll_ready(&POLL).await.map_err(acme_error("validation", source.directory_url)),
         Err(e) => Err(e),
     };
     // Validation is over either way: stop answering `acme-tls/1` for these names.
@@ -91,17 +116,17 @@ pub async fn obtain(
             return Err(CertError::Issuer(format!("ACME order for {listed} is {status:?}{detail}")));
         }
     }
-    order.finalize_csr(csr_der).await.map_err(acme_error("finalize"))?;
-    let chain = order.poll_certificate(&POLL).await.map_err(acme_error("certificate"))?;
+    order.finalize_csr(csr_der).await.map_err(acme_error("finalize", source.directory_url))?;
+    let chain = order.poll_certificate(&POLL).await.map_err(acme_error("certificate", source.directory_url))?;
     let lifetime = remaining_validity(&chain)?;
     Ok((chain, lifetime))
 }
 
 /// Installs a TLS-ALPN-01 certificate for every pending authorization and tells the CA.
-async fn answer_challenges(order: &mut instant_acme::Order, current: &CurrentCert) -> Result<(), CertError> {
+async fn answer_challenges(order: &mut instant_acme::Order, current: &CurrentCert, url: &str) -> Result<(), CertError> {
     let mut authorizations = order.authorizations();
     while let Some(authorization) = authorizations.next().await {
-        let mut authorization = authorization.map_err(acme_error("authorization"))?;
+        let mut authorization = authorization.map_err(acme_error("authorization", url))?;
         match authorization.status {
             AuthorizationStatus::Pending => {}
             AuthorizationStatus::Valid => continue,
@@ -119,7 +144,7 @@ async fn answer_challenges(order: &mut instant_acme::Order, current: &CurrentCer
         };
         let digest = challenge.key_authorization().digest();
         current.set_challenge(&name, challenge_certificate(&name, digest.as_ref())?);
-        challenge.set_ready().await.map_err(acme_error("challenge"))?;
+        challenge.set_ready().await.map_err(acme_error("challenge", url))?;
     }
     Ok(())
 }
@@ -159,20 +184,20 @@ async fn account(source: &AcmeSource<'_>, state_dir: &Path) -> Result<Account, C
             return Account::builder_with_http(http_client(source.directory_ca)?)
                 .from_credentials(stored.credentials)
                 .await
-                .map_err(acme_error("account"));
+                .map_err(acme_error("account", source.directory_url));
         }
-        eprintln!("svc agent: ACME directory changed to {}: creating a new account", source.directory_url);
+        tracing::info!("svc agent: ACME directory changed to {}: creating a new account", source.directory_url);
     }
     let contact: Vec<&str> = source.contact.iter().map(String::as_str).collect();
     let new = NewAccount { contact: &contact, terms_of_service_agreed: true, only_return_existing: false };
     let (account, credentials) = Account::builder_with_http(http_client(source.directory_ca)?)
         .create(&new, source.directory_url.to_owned(), None)
         .await
-        .map_err(acme_error("new account"))?;
+        .map_err(acme_error("new account", source.directory_url))?;
     let stored = StoredAccount { directory_url: source.directory_url.to_owned(), credentials };
     let json = serde_json::to_vec_pretty(&stored).map_err(|e| CertError::Cert(e.to_string()))?;
     crate::files::write_private(&path, &json).map_err(io)?;
-    eprintln!("svc agent: ACME account {} created", account.id());
+    tracing::info!("svc agent: ACME account {} created", account.id());
     Ok(account)
 }
 
@@ -213,7 +238,52 @@ fn remaining_validity(chain_pem: &str) -> Result<Duration, CertError> {
 
 #[cfg(test)]
 mod tests {
-    use super::challenge_certificate;
+    use super::{AcmeSource, account, challenge_certificate};
+
+    /// An ACME directory whose HTTPS certificate the agent does not trust used to fail with
+    /// only `ACME new account: client error (Connect)`.
+    #[tokio::test]
+    async fn an_untrusted_acme_server_names_its_url_and_the_certificate_problem() {
+        // A TLS server on loopback with a self-signed certificate.
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("params");
+        let cert = params.self_signed(&key).expect("certificate");
+        let der_key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).expect("key der");
+        let config =
+            rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .expect("versions")
+                .with_no_client_auth()
+                .with_single_cert(vec![cert.der().clone()], der_key)
+                .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let _ = acceptor.accept(tcp).await;
+            }
+        });
+        // The agent trusts another CA.
+        let other_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::new()).expect("params");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "another CA");
+        let other_ca = ca_params.self_signed(&other_key).expect("ca");
+        let dir = std::env::temp_dir().join(format!("agent-acme-untrusted-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ca_file = dir.join("other-ca.pem");
+        std::fs::write(&ca_file, other_ca.pem()).expect("write");
+
+        let url = format!("https://{addr}/dir");
+        let source = AcmeSource { directory_url: &url, contact: &[], directory_ca: Some(&ca_file) };
+        let err = account(&source, &dir).await.err().expect("refused").to_string();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(err.contains(&url), "names the URL: {err}");
+        assert!(err.contains("invalid peer certificate"), "names the certificate problem: {err}");
+        assert!(err.contains("UnknownIssuer"), "names the certificate problem: {err}");
+        assert!(err.contains("--acme-directory-ca FILE"), "says what to pass: {err}");
+    }
 
     #[test]
     fn the_challenge_certificate_carries_the_acme_identifier() {

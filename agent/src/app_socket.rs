@@ -84,7 +84,7 @@ fn log_now_and_then(message: &str) {
     let Ok(mut last) = LAST.lock() else { return };
     if last.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(10)) {
         *last = Some(std::time::Instant::now());
-        eprintln!("svc agent: {message}");
+        tracing::warn!("svc agent: {message}");
     }
 }
 

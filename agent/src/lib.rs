@@ -57,7 +57,7 @@ pub async fn run(config: AgentConfig, state_dir: &Path) -> Result<(), AgentError
     if let Some(addr) = config.direct_listen {
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| AgentError::Listen(format!("{addr}: {e}")))?;
-        eprintln!("svc agent: direct HTTPS on {}", listener.local_addr().unwrap_or(addr));
+        tracing::info!("svc agent: direct HTTPS on {}", listener.local_addr().unwrap_or(addr));
         tokio::spawn(serve::direct(ctx.clone(), listener));
     }
     let ca_pem = std::fs::read_to_string(&config.gateway_ca)

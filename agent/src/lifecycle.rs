@@ -59,7 +59,7 @@ pub(crate) async fn run(
                     continue;
                 }
                 Err(e) => {
-                    eprintln!("svc agent: certificate: {e}; retrying in {} s", retry_wait.as_secs());
+                    tracing::warn!("svc agent: certificate: {e}; retrying in {} s", retry_wait.as_secs());
                     retry_at = Instant::now() + retry_wait;
                     retry_wait = (retry_wait * 2).min(retry_cap);
                 }
@@ -75,7 +75,7 @@ pub(crate) async fn run(
                     Instant::now() + cert::renew_after(l)
                 }
                 Err(e) => {
-                    eprintln!("svc agent: renewal: {e}; retrying");
+                    tracing::warn!("svc agent: renewal: {e}; retrying");
                     Instant::now() + (*lifetime / 20).clamp(Duration::from_secs(1), Duration::from_secs(10))
                 }
             };
@@ -100,11 +100,11 @@ async fn refresh_names(config: &AgentConfig, names: &Hostnames, last_error: &mut
             *last_error = None;
             let listed = fresh.join(", ");
             if names.replace(fresh) {
-                eprintln!("svc agent: route {} now has hostnames {listed}", config.route_id);
+                tracing::info!("svc agent: route {} now has hostnames {listed}", config.route_id);
             }
         }
         Some(Err(e)) if last_error.as_deref() != Some(e.as_str()) => {
-            eprintln!("svc agent: the route's hostnames: {e}; keeping the current ones");
+            tracing::warn!("svc agent: the route's hostnames: {e}; keeping the current ones");
             *last_error = Some(e);
         }
         // The same error again, or no coordinator.
@@ -124,6 +124,6 @@ async fn install(
     let (chain, lifetime) = cert::obtain(config, hostnames, key, current, state_dir).await?;
     current.install(&chain, key)?;
     cert::save_chain(state_dir, &chain)?;
-    eprintln!("svc agent: certificate for {} installed (valid {} s)", hostnames.join(", "), lifetime.as_secs());
+    tracing::info!("svc agent: certificate for {} installed (valid {} s)", hostnames.join(", "), lifetime.as_secs());
     Ok(lifetime)
 }

@@ -110,7 +110,7 @@ pub async fn direct(ctx: Arc<Context>, listener: TcpListener) {
                 let _ = stream.set_nodelay(true);
                 tokio::spawn(connection(ctx.clone(), stream, Some(peer)));
             }
-            Err(e) if backoff.errors() == 1 => eprintln!("svc agent: direct listener: {e}; retrying with backoff"),
+            Err(e) if backoff.errors() == 1 => tracing::warn!("svc agent: direct listener: {e}; retrying with backoff"),
             Err(_) => {}
         }
     }

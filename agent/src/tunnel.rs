@@ -56,8 +56,8 @@ pub async fn run(ctx: Arc<Context>, config: AgentConfig, tls: Arc<ClientConfig>)
         let started = tokio::time::Instant::now();
         let result = session(&ctx, &config, &tls).await;
         match &result {
-            Err(TunnelError::Refused(reason)) => eprintln!("svc agent: {reason}"),
-            Err(e) => eprintln!("svc agent: tunnel: {e}; reconnecting"),
+            Err(TunnelError::Refused(reason)) => tracing::warn!("svc agent: {reason}"),
+            Err(e) => tracing::warn!("svc agent: tunnel: {e}; reconnecting"),
             Ok(()) => {}
         }
         // A session that lived a while resets the backoff.
@@ -98,7 +98,7 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, tls: &Arc<ClientConfi
         Control::Refused { reason } => return Err(TunnelError::Refused(reason)),
         other => return Err(TunnelError::Io(format!("unexpected {other:?}"))),
     };
-    eprintln!("svc agent: tunnel up to {} for route {}", config.gateway, config.route_id);
+    tracing::info!("svc agent: tunnel up to {} for route {}", config.gateway, config.route_id);
     let (mut reader, mut writer) = tokio::io::split(stream);
     let (frames_tx, mut frames) = tokio::sync::mpsc::channel(64);
     let read_task = tokio::spawn(async move {

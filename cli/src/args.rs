@@ -153,7 +153,8 @@ pub enum IngressCommand {
         #[command(flatten)]
         target: ProjectTarget,
     },
-    /// Stop the deployment: the job stops, spending stops, unspent funds are refunded.
+    /// Stop the deployment: the job ends and no new period starts; unspent funds stay in
+    /// their sessions until `svc ingress refund SESSION` (see `svc ingress sessions`).
     Stop {
         /// Which project, at which relay.
         #[command(flatten)]
@@ -573,6 +574,10 @@ pub struct ListenerArgs {
     #[arg(long, value_name = "N", default_value_t = svc_http::Settings::DEFAULT.max_connections as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Log lines on standard error: `text` for people, `json` one object per line (RUST_LOG
+    /// filters them; default `info`: one line per request).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = crate::output::LogFormat::Text)]
+    pub log_format: crate::output::LogFormat,
 }
 
 impl ListenerArgs {
@@ -1023,8 +1028,8 @@ pub struct FactArgs {
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
-    /// For people: each problem in its source line, with a caret.
+    /// For people.
     Text,
-    /// One JSON object: `{valid, schemaVersion, authoredDigest, diagnostics}`.
+    /// Exactly one JSON value on standard output, success or failure (the command's help says which).
     Json,
 }

@@ -26,9 +26,9 @@ const EXIT_USAGE: u8 = 2;
 /// The version of the pins file.
 const PINS_VERSION: u32 = 1;
 
-fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("svc ingress catalog: {message}");
-    ExitCode::from(code)
+fn fail(exit: u8, message: &str) -> ExitCode {
+    let code = if exit == EXIT_USAGE { "invalid_input" } else { "catalog_unavailable" };
+    crate::output::fail("svc ingress catalog", exit, code, message)
 }
 
 /// The pins file: `{"version": 1, "relays": {URL: StoredPin}}`.
@@ -230,6 +230,10 @@ fn check(t: &CatalogTarget, show: bool) -> Result<ExitCode, ExitCode> {
             let mut out = verdict;
             if show {
                 out["catalog"] = json!(verified.catalog);
+            }
+            crate::output::normalize_times(&mut out);
+            if show {
+                // The signed bytes stay as signed (Unix ms), to be checked again with --file.
                 out["signedCatalog"] = json!(signed);
             }
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
@@ -280,7 +284,7 @@ fn refused(t: &CatalogTarget, relay: &str, e: &CatalogError) -> ExitCode {
         let out = json!({
             "verified": false,
             "relay": relay,
-            "error": {"code": e.code(), "message": e.to_string(), "fix": fix},
+            "error": svc_http::ErrorBody::new(e.code(), e.to_string()).with("fix", fix).error,
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     }

@@ -64,6 +64,20 @@ pub(crate) enum ClientError {
     },
 }
 
+impl ClientError {
+    /// The stable code of the JSON error envelope.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            ClientError::BadUrl(_) => "invalid_url",
+            ClientError::TokenInClear(_) => "token_in_clear",
+            ClientError::Ca { .. } => "invalid_ca_file",
+            ClientError::NoRoots(_) => "no_root_certificates",
+            ClientError::Tls { .. } => "tls_failed",
+            ClientError::Unreachable { .. } => "unreachable",
+        }
+    }
+}
+
 /// A response: status, headers, body.
 #[derive(Debug)]
 pub(crate) struct Response {
@@ -206,16 +220,30 @@ impl Client {
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-            .await
-            .map_err(|e| self.unreachable(e.to_string()))?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| self.unreachable(chain(&e)))?;
         tokio::spawn(connection);
-        let response = sender.send_request(request).await.map_err(|e| self.unreachable(e.to_string()))?;
+        let response = sender.send_request(request).await.map_err(|e| self.unreachable(chain(&e)))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.into_body().collect().await.map_err(|e| self.unreachable(e.to_string()))?.to_bytes();
+        let body = response.into_body().collect().await.map_err(|e| self.unreachable(chain(&e)))?.to_bytes();
         Ok(Response { status, headers, body: body.to_vec() })
     }
+}
+
+/// An error with its sources (hyper's own text is only the outermost layer, such as
+/// `connection closed before message completed`), each distinct part once.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut current = Some(e);
+    while let Some(err) = current {
+        let text = err.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        current = err.source();
+    }
+    parts.join(": ")
 }
 
 /// Loopback: 127.0.0.0/8, ::1 (and its IPv4-mapped form), `localhost`.

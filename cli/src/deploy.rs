@@ -28,9 +28,8 @@ const EXIT_USAGE: u8 = 2;
 
 use relay_api::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES};
 
-fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("svc ingress: {message}");
-    ExitCode::from(code)
+fn fail(exit: u8, code: &str, message: &str) -> ExitCode {
+    crate::output::fail("svc ingress", exit, code, message)
 }
 
 /// A project file read and validated.
@@ -44,12 +43,17 @@ fn load(path: &Path) -> Result<Loaded, ExitCode> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         fail(
             EXIT_USAGE,
+            "unreadable_file",
             &format!("cannot read the project file {}: {e} (use --config FILE, or --project NAME)", path.display()),
         )
     })?;
     let project = relay_api::project::read(&text).map_err(|e| {
         eprintln!("{}: {e}", path.display());
-        fail(EXIT_FAILED, &format!("{} is not a valid project file; nothing was sent", path.display()))
+        fail(
+            EXIT_FAILED,
+            "invalid_project",
+            &format!("{} is not a valid project file; nothing was sent", path.display()),
+        )
     })?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     Ok(Loaded { project, text, dir })
@@ -66,9 +70,13 @@ pub(crate) fn target(t: &ProjectTarget) -> Result<(Client, String), ExitCode> {
 
 pub(crate) fn client(relay: &str, trust: &Trust) -> Result<Client, ExitCode> {
     let token = std::env::var("SVC_RELAY_TOKEN").ok().filter(|t| !t.is_empty()).ok_or_else(|| {
-        fail(EXIT_USAGE, "no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`)")
+        fail(
+            EXIT_USAGE,
+            "no_token",
+            "no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`)",
+        )
     })?;
-    Client::new(relay, Some(token), trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
+    Client::new(relay, Some(token), trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, e.code(), &e.to_string()))
 }
 
 /// Sends a request; a non-2xx answer becomes the exit code after printing the error.
@@ -80,12 +88,12 @@ pub(crate) fn call<T: DeserializeOwned>(
 ) -> Result<T, ExitCode> {
     let response = client
         .send(method, path, body.map(|b| b.to_string().into_bytes()), &[])
-        .map_err(|e| fail(EXIT_FAILED, &e.to_string()))?;
+        .map_err(|e| fail(EXIT_FAILED, e.code(), &e.to_string()))?;
     if !(200..300).contains(&response.status) {
         return Err(api_error(&response));
     }
     serde_json::from_slice(&response.body)
-        .map_err(|e| fail(EXIT_FAILED, &format!("the relay answered something unexpected: {e}")))
+        .map_err(|e| fail(EXIT_FAILED, "unexpected_answer", &format!("the relay answered something unexpected: {e}")))
 }
 
 fn api_error(response: &Response) -> ExitCode {
@@ -93,6 +101,9 @@ fn api_error(response: &Response) -> ExitCode {
     let error = &body["error"];
     let code = error["code"].as_str().unwrap_or("error");
     let message = error["message"].as_str().unwrap_or("the relay refused the request");
+    if crate::output::json() {
+        crate::output::print_json(&crate::output::http_error(response.status, &response.body));
+    }
     eprintln!("svc ingress: {code} (HTTP {}): {message}", response.status);
     if let Some(diagnostics) = error["diagnostics"].as_array() {
         for d in diagnostics {
@@ -114,8 +125,11 @@ pub(crate) fn path(project: &str, rest: &str) -> String {
     format!("/api/ingress/deployments/{project}{rest}")
 }
 
+/// Prints an API answer as JSON, its times (`...At` in Unix ms) as RFC 3339.
 pub(crate) fn print_json(value: &impl serde::Serialize) {
-    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    let mut value = serde_json::to_value(value).unwrap_or(Value::Null);
+    crate::output::normalize_times(&mut value);
+    crate::output::print_json(&value);
 }
 
 fn print_hints(hints: &[Hint], out: &mut dyn std::io::Write) {
@@ -132,9 +146,9 @@ fn print_hints(hints: &[Hint], out: &mut dyn std::io::Write) {
 
 fn quote_line(q: &Quote) -> String {
     format!(
-        "quote {}: {} period(s) of {} s at {} micros = {} micros (expires in {} s)",
+        "quote {}: {} of {} s at {} micros = {} micros (expires in {} s)",
         q.id,
-        q.periods,
+        manifest_core::plural(q.periods, "period"),
         q.period_secs,
         q.price_micros,
         q.total_micros,
@@ -196,23 +210,29 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
     let client = client(&t.relay, &t.trust)?;
     let project = &loaded.project;
     let app_dir = loaded.dir.join(&project.app.dir);
-    let files = bundle(&app_dir).map_err(|e| fail(EXIT_USAGE, &e))?;
+    let files = bundle(&app_dir).map_err(|e| fail(EXIT_USAGE, "invalid_bundle", &e))?;
     let mut secrets = BTreeMap::new();
     for (name, source) in &project.app.secrets {
         let value = std::env::var(&source.from_env).map_err(|_| {
-            fail(EXIT_USAGE, &format!("secret {name} reads ${}, which is not set in this environment", source.from_env))
+            fail(
+                EXIT_USAGE,
+                "secret_unset",
+                &format!("secret {name} reads ${}, which is not set in this environment", source.from_env),
+            )
         })?;
         secrets.insert(name.clone(), value);
     }
     let manifest = match &project.manifest {
         Some(file) => Some(
             std::fs::read_to_string(loaded.dir.join(file))
-                .map_err(|e| fail(EXIT_USAGE, &format!("cannot read the manifest {file}: {e}")))?,
+                .map_err(|e| fail(EXIT_USAGE, "unreadable_file", &format!("cannot read the manifest {file}: {e}")))?,
         ),
         None => None,
     };
-    let project_json: Value = serde_json::from_str(&loaded.text).map_err(|e| fail(EXIT_USAGE, &e.to_string()))?;
-    say(t, &format!("sending project {} ({} file(s) from {})", project.name, files.len(), app_dir.display()));
+    let project_json: Value =
+        serde_json::from_str(&loaded.text).map_err(|e| fail(EXIT_USAGE, "invalid_project", &e.to_string()))?;
+    let count = manifest_core::plural(files.len() as u64, "file");
+    say(t, &format!("sending project {} ({count} from {})", project.name, app_dir.display()));
     let body = json!({"project": project_json, "manifest": manifest, "bundle": files, "secrets": secrets});
     let deployed: DeployResponse = call(&client, Method::POST, "/api/ingress/deployments", Some(body))?;
     let d = &deployed.deployment;
@@ -260,6 +280,7 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
                 print_hints(&status.hints, &mut std::io::stderr());
                 return Err(fail(
                     EXIT_FAILED,
+                    "deployment_failed",
                     &format!("the deployment is {}: {}", status.deployment.state, status.deployment.state_reason),
                 ));
             }
@@ -267,6 +288,7 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
                 print_hints(&status.hints, &mut std::io::stderr());
                 return Err(fail(
                     EXIT_FAILED,
+                    "not_live",
                     &format!(
                         "not live after {timeout} s (still {}); `svc ingress hints` says what to fix",
                         status.deployment.state
@@ -292,8 +314,12 @@ pub(crate) fn status(t: &ProjectTarget) -> ExitCode {
         println!("url {}", d.url);
         let b = &s.balance;
         println!(
-            "funds: funded {} spent {} refunded {} available {} micros; {} period(s) charged",
-            b.funded_micros, b.spent_micros, b.refunded_micros, b.available_micros, d.periods_spent
+            "funds: funded {} spent {} refunded {} available {} micros; {} charged",
+            b.funded_micros,
+            b.spent_micros,
+            b.refunded_micros,
+            b.available_micros,
+            manifest_core::plural(d.periods_spent, "period")
         );
         if let Some(q) = &s.latest_quote {
             println!("price: {} micros per {} s", q.price_micros, q.period_secs);
@@ -323,11 +349,18 @@ pub(crate) fn logs(t: &ProjectTarget, follow: bool, after: i64) -> ExitCode {
     let run = || -> Result<(), ExitCode> {
         let (client, name) = target(t)?;
         let mut cursor = after;
+        // Without --follow, JSON is one value: every entry up to now and the next cursor.
+        let mut collected = Vec::new();
         loop {
             let page: LogsResponse = call(&client, Method::GET, &path(&name, &format!("/logs?after={cursor}")), None)?;
             for e in &page.entries {
-                if t.format == OutputFormat::Json {
-                    println!("{}", serde_json::to_string(e).unwrap_or_default());
+                if t.format == OutputFormat::Json && !follow {
+                    collected.push(e.clone());
+                } else if t.format == OutputFormat::Json {
+                    // --follow streams: one entry per line (JSON Lines), times in RFC 3339.
+                    let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
+                    crate::output::normalize_times(&mut v);
+                    println!("{v}");
                 } else {
                     println!("{} {} {}", e.seq, e.source, e.line);
                 }
@@ -335,6 +368,9 @@ pub(crate) fn logs(t: &ProjectTarget, follow: bool, after: i64) -> ExitCode {
             let more = page.next != cursor;
             cursor = page.next;
             if !follow && !more {
+                if t.format == OutputFormat::Json {
+                    print_json(&LogsResponse { entries: collected, next: cursor });
+                }
                 return Ok(());
             }
             if !more {

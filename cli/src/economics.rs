@@ -72,7 +72,7 @@ fn print_rewards(r: &RewardsSummary) {
     for reward in &r.rewards {
         let status = match &reward.claim_id {
             Some(id) => format!("claimed ({id})"),
-            None => format!("claimable from {}", reward.claimable_at),
+            None => format!("claimable from {}", crate::output::rfc3339_ms(reward.claimable_at)),
         };
         println!("  {} {} micros, {status}", reward.session_id, reward.amount_micros);
     }

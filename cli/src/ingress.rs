@@ -12,19 +12,9 @@ pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().ok()
 }
 
-pub(crate) async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
+/// SIGTERM, or Ctrl-C (then the process exits 130 once what it started has stopped).
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    crate::output::graceful_shutdown()
 }
 
 fn fail(who: &str, message: &str) -> ExitCode {
@@ -44,7 +34,7 @@ pub(crate) fn demo(data_dir: Option<&Path>, listen: std::net::SocketAddr, cert_v
         ready_timeout: Duration::from_secs(60),
     };
     let Some(rt) = runtime() else { return fail("svc ingress demo", "cannot start the runtime") };
-    let say = |line: &str| println!("svc ingress demo: {line}");
+    let say = |line: &str| crate::output::say(&format!("svc ingress demo: {line}"));
     match rt.block_on(relay_api::demo::run(config, say, shutdown_signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail("svc ingress demo", &e.to_string()),
@@ -74,17 +64,22 @@ pub(crate) fn gateway(config_path: &Path) -> ExitCode {
                     while hup.recv().await.is_some() {
                         match GatewayFile::read(&path) {
                             Ok(f) => {
-                                eprintln!("svc gateway: routes reloaded ({})", f.routes.len());
+                                tracing::info!("svc gateway: routes reloaded ({})", f.routes.len());
                                 gw.set_routes(f.routes);
                             }
-                            Err(e) => eprintln!("svc gateway: reload refused, keeping the old routes: {e}"),
+                            Err(e) => tracing::warn!("svc gateway: reload refused, keeping the old routes: {e}"),
                         }
                     }
                 });
             }
         }
         let run = gateway.run(|b| {
-            eprintln!("svc gateway: public {} tunnel {} admin http://{}/metrics", b.public, b.tunnel, b.admin);
+            // The addresses on standard output, as `svc relay serve` prints its own: standard
+            // error is the log (JSON with SVC_LOG_FORMAT=json).
+            crate::output::say(&format!(
+                "svc gateway: public {} tunnel {} admin http://{}/metrics",
+                b.public, b.tunnel, b.admin
+            ));
         });
         tokio::select! {
             r = run => r.map_err(|e| e.to_string()),

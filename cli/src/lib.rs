@@ -13,6 +13,7 @@ mod deploy;
 mod economics;
 mod ingress;
 mod manifest;
+mod output;
 mod relay;
 mod remote;
 mod serve;
@@ -25,10 +26,74 @@ pub use args::{
     Trust,
 };
 
+pub use output::LogFormat;
+
 use std::process::ExitCode;
+
+/// Parses the process's command line, sets up the terminal plumbing (`output`: quiet broken
+/// pipes, Ctrl-C as 130, JSON errors for `--format json`), runs the command, and returns the
+/// exit code.
+pub fn main() -> ExitCode {
+    use clap::FromArgMatches as _;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = match command().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => return usage_error(&e, asks_for_json(&args)),
+    };
+    output::install(leaf_format(&matches) == Some(OutputFormat::Json));
+    match Cli::from_arg_matches(&matches) {
+        Ok(cli) => output::finish(run(cli)),
+        Err(e) => usage_error(&e, output::json()),
+    }
+}
+
+/// The command tree as `svc` parses it: [`Cli`] with each command's own `--format` help.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory as _;
+    output::describe_formats(Cli::command())
+}
+
+/// The `--format` of the innermost subcommand, if it has one.
+fn leaf_format(matches: &clap::ArgMatches) -> Option<OutputFormat> {
+    let mut leaf = matches;
+    while let Some((_, sub)) = leaf.subcommand() {
+        leaf = sub;
+    }
+    leaf.try_get_one::<OutputFormat>("format").ok().flatten().copied()
+}
+
+/// Whether a command line that clap refused asked for JSON (`--format json` or `--format=json`).
+fn asks_for_json(args: &[std::ffi::OsString]) -> bool {
+    args.windows(2).any(|w| w[0] == "--format" && w[1] == "json") || args.iter().any(|a| a == "--format=json")
+}
+
+/// Help and version print as usual; a usage error (exit 2) is also the JSON envelope on
+/// standard output when JSON was asked for.
+fn usage_error(e: &clap::Error, json: bool) -> ExitCode {
+    if !e.use_stderr() {
+        // --help or --version: a closed pipe here is nobody's error.
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    if json {
+        let message = e.kind().as_str().map_or_else(|| e.to_string(), str::to_owned);
+        output::print_json(&svc_http::ErrorBody::new("usage", message).with("detail", e.to_string()));
+    }
+    let _ = e.print();
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    // The long-running servers log through `tracing`; client commands print their own lines.
+    match &cli.command {
+        Command::Serve(args) => output::start_logging(Some(args.listener.log_format)),
+        Command::Relay { command: RelayCommand::Serve(args) } => output::start_logging(Some(args.listener.log_format)),
+        Command::Gateway { .. } | Command::Agent { .. } | Command::Ingress { command: IngressCommand::Demo { .. } } => {
+            output::start_logging(None);
+        }
+        _ => {}
+    }
     match cli.command {
         Command::Manifest { command } => match command {
             ManifestCommand::Validate { file, format } => manifest::validate(&file, format),

@@ -2,13 +2,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// mimalloc: fewer cycles in allocation than the system allocator under the service's load
 /// (`docs/performance.md`, "Publication under load").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    svc_cli::run(svc_cli::Cli::parse())
+    svc_cli::main()
 }

@@ -21,8 +21,8 @@ pub(crate) fn validate(path: &Path, format: OutputFormat) -> ExitCode {
     let (name, bytes) = match read_input(path) {
         Ok(input) => input,
         Err(message) => {
-            eprintln!("svc: {message}");
-            return ExitCode::from(EXIT_USAGE);
+            // With --format json, the shared envelope (exactly one JSON value on stdout).
+            return crate::output::fail("svc", EXIT_USAGE, "unreadable_file", &message);
         }
     };
     let report = validate_document(&bytes);
@@ -147,8 +147,7 @@ fn policy_failure(e: &PolicyError) -> ExitCode {
 }
 
 fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("svc: {message}");
-    ExitCode::from(code)
+    crate::output::fail("svc", code, if code == EXIT_USAGE { "usage" } else { "invalid_manifest" }, message)
 }
 
 /// Reads at most one byte past the input limit, so an oversized input is reported as

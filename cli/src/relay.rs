@@ -10,8 +10,7 @@ use crate::args::{OutputFormat, RelayAdminCommand, RelayServeArgs};
 use crate::ingress::{runtime, shutdown_signal};
 
 fn fail(message: &str) -> ExitCode {
-    eprintln!("svc relay: {message}");
-    ExitCode::from(2)
+    crate::output::fail("svc relay", 2, "relay_failed", message)
 }
 
 /// `svc relay serve`
@@ -50,7 +49,10 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     match crate::tls::server_tls(&args.listener, &args.data_dir, args.listen) {
         Ok(tls) => {
             if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {
-                println!("svc relay: API over HTTPS with a development certificate; clients trust {}", ca.display());
+                crate::output::say(&format!(
+                    "svc relay: API over HTTPS with a development certificate; clients trust {}",
+                    ca.display()
+                ));
             }
             config.api_tls = tls.map(|t| t.tls);
         }
@@ -78,11 +80,11 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     let result = rt.block_on(coordinator::run(
         config,
         |started| {
-            println!(
+            crate::output::say(&format!(
                 "svc relay: gateway public {} tunnel {} metrics http://{}/metrics",
                 started.gateway.public, started.gateway.tunnel, started.gateway.admin
-            );
-            println!("ready {scheme}://{}", started.api);
+            ));
+            crate::output::say(&format!("ready {scheme}://{}", started.api));
         },
         shutdown_signal(),
     ));

@@ -17,9 +17,8 @@ use crate::client::{Client, Response};
 const EXIT_REFUSED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 
-fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("svc: {message}");
-    ExitCode::from(code)
+fn fail(exit: u8, code: &str, message: &str) -> ExitCode {
+    crate::output::fail("svc", exit, code, message)
 }
 
 /// `SVC_CONFIG`, or `svc/config.json` in the user config directory.
@@ -36,22 +35,30 @@ fn config_value(key: &str) -> Option<String> {
 /// from `SVC_TOKEN` or the config file.
 fn client(remote_server: Option<&str>, trust: &Trust, with_token: bool) -> Result<Client, ExitCode> {
     let server = remote_server.map(str::to_owned).or_else(|| config_value("server")).ok_or_else(|| {
-        fail(EXIT_USAGE, "no service given: pass --server URL, set SVC_SERVER, or put \"server\" in the config file")
+        fail(
+            EXIT_USAGE,
+            "no_server",
+            "no service given: pass --server URL, set SVC_SERVER, or put \"server\" in the config file",
+        )
     })?;
     let token = if with_token {
         let token = std::env::var("SVC_TOKEN").ok().filter(|t| !t.is_empty()).or_else(|| config_value("token"));
         Some(token.ok_or_else(|| {
-            fail(EXIT_USAGE, "no token: set SVC_TOKEN, or put \"token\" in the config file (`svc admin token create`)")
+            fail(
+                EXIT_USAGE,
+                "no_token",
+                "no token: set SVC_TOKEN, or put \"token\" in the config file (`svc admin token create`)",
+            )
         })?)
     } else {
         None
     };
-    Client::new(&server, token, trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
+    Client::new(&server, token, trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, e.code(), &e.to_string()))
 }
 
 fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, ExitCode> {
     let body = body.map(|b| serde_json::to_vec(&b).unwrap_or_default());
-    client.send(method, path, body, &[]).map_err(|e| fail(EXIT_USAGE, &e.to_string()))
+    client.send(method, path, body, &[]).map_err(|e| fail(EXIT_USAGE, e.code(), &e.to_string()))
 }
 
 /// Prints a success (the JSON as it came, or `text`), or the error envelope, and exits.
@@ -62,7 +69,8 @@ fn finish(response: &Response, format: OutputFormat, text: impl FnOnce(&Value) -
         (true, OutputFormat::Json) => println!("{}", String::from_utf8_lossy(&response.body).trim_end()),
         (true, OutputFormat::Text) => print!("{}", text(&body)),
         (false, OutputFormat::Json) => {
-            println!("{}", String::from_utf8_lossy(&response.body).trim_end());
+            crate::output::print_json(&crate::output::http_error(response.status, &response.body));
+            eprint!("{}", error_text(response.status, &body));
         }
         (false, OutputFormat::Text) => eprint!("{}", error_text(response.status, &body)),
     }
@@ -108,12 +116,16 @@ pub(crate) struct Publish<'a> {
 pub(crate) fn publish(args: &Publish<'_>) -> ExitCode {
     let bytes = match std::fs::read(args.file) {
         Ok(b) => b,
-        Err(e) => return fail(EXIT_USAGE, &format!("cannot read {}: {e}", args.file.display())),
+        Err(e) => return fail(EXIT_USAGE, "unreadable_file", &format!("cannot read {}: {e}", args.file.display())),
     };
     let report = validate(&bytes);
     if !report.is_valid() {
         eprint!("{}", render_text(&report, &args.file.display().to_string(), &bytes));
-        return fail(EXIT_REFUSED, "the manifest is invalid; nothing was sent");
+        let message = "the manifest is invalid; nothing was sent";
+        let diagnostics: Value = serde_json::from_str(&manifest_core::render_json(&report)).unwrap_or(Value::Null);
+        let body = svc_http::ErrorBody::new("invalid_manifest", message)
+            .with("diagnostics", diagnostics["diagnostics"].clone());
+        return crate::output::fail_with("svc", EXIT_REFUSED, body);
     }
     let client = match client(args.remote.server.as_deref(), &args.remote.trust, true) {
         Ok(c) => c,
@@ -272,7 +284,7 @@ pub(crate) fn schema(kind: SchemaKind, server: Option<&str>, trust: &Trust) -> E
             let _ = std::io::stdout().write_all(&bytes);
             ExitCode::SUCCESS
         }
-        Err(message) => fail(EXIT_USAGE, &message),
+        Err(message) => fail(EXIT_USAGE, "schema_unavailable", &message),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use manifest_core::service::{FaultPoint, SchemaPairs, ServiceConfig, serve as run_service};
+use manifest_core::service::{FaultPoint, SchemaPairs, ServiceConfig, serve_until};
 
 use crate::args::ServeArgs;
 
@@ -15,7 +15,7 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     match crate::tls::server_tls(&args.listener, &args.data_dir.join("dev-ca"), args.listen) {
         Ok(tls) => {
             if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {
-                eprintln!(
+                tracing::info!(
                     "svc serve: HTTPS with a development certificate; clients trust {} (--ca FILE or SVC_CA)",
                     ca.display()
                 );
@@ -34,17 +34,23 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // SIGTERM or Ctrl-C drains requests in flight; after Ctrl-C the exit is 130.
+    let shutdown = crate::output::graceful_shutdown();
     let data_dir = args.data_dir.display().to_string();
-    let result = runtime.block_on(run_service(config, |server| {
-        eprintln!(
-            "svc serve: listening on {} (data directory {data_dir}; at most {} connections)",
-            server.url(),
-            server.connection_cap()
-        );
-    }));
+    let result = runtime.block_on(serve_until(
+        config,
+        |server| {
+            tracing::info!(
+                "svc serve: listening on {} (data directory {data_dir}; at most {} connections)",
+                server.url(),
+                server.connection_cap()
+            );
+        },
+        shutdown,
+    ));
     match result {
         Ok(()) => {
-            eprintln!("svc serve: stopped");
+            tracing::info!("svc serve: stopped");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -320,3 +320,15 @@ fn a_malformed_artifact_fact_names_its_own_flag() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("(see --artifact-cid)"), "{stderr}");
 }
+
+/// An unknown execution mode used to be refused as "is not a execution mode".
+#[test]
+fn an_unknown_execution_mode_is_not_an_execution_mode() {
+    let text = std::fs::read_to_string(golden("v5-minimal.yaml")).expect("golden");
+    let broken = text.replacen("mode: once", "mode: sometimes", 1);
+    assert_ne!(broken, text, "the golden manifest has `mode: once`");
+    let out = svc(&["manifest", "validate", "--file", "-"], Some(broken.as_bytes()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"sometimes\" is not an execution mode"), "{stdout}");
+    assert!(!stdout.contains("is not a execution"), "{stdout}");
+}

@@ -23,6 +23,10 @@ pub fn run(cli: Cli) -> u8 {
             let inputs = match CheckInputs::from_args(&args) {
                 Ok(i) => i,
                 Err(e) => {
+                    if args.host.format == Format::Json {
+                        let body = svc_http::ErrorBody::new("usage", e.to_string()).with("exitCode", EXIT_USAGE);
+                        println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+                    }
                     eprintln!("gateway-prep check: {e}");
                     return EXIT_USAGE;
                 }
@@ -55,6 +59,11 @@ pub fn run(cli: Cli) -> u8 {
                     }
                 }
                 Err(e) => {
+                    // With --format json a failure is the shared envelope on stdout too.
+                    if args.host.format == Format::Json {
+                        let body = svc_http::ErrorBody::new(e.code(), e.to_string()).with("exitCode", e.exit_code());
+                        println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+                    }
                     eprintln!("gateway-prep init: {e}");
                     e.exit_code()
                 }

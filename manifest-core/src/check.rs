@@ -172,7 +172,9 @@ impl<'a> Walker<'_, 'a> {
             Value::String(s) => match union.arm(s) {
                 Some(arm) => arm,
                 None => {
-                    let mut message = format!("\"{s}\" is not a {} {}; use one of {}", union.name, union.tag, values());
+                    let article = if union.name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+                    let mut message =
+                        format!("\"{s}\" is not {article} {} {}; use one of {}", union.name, union.tag, values());
                     if let Some(close) = suggest(s, union.values().into_iter()) {
                         message.push_str(&format!(" (did you mean \"{close}\"?)"));
                     }

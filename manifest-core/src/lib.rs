@@ -50,7 +50,7 @@ pub use policy_v5::{
     EffectiveAccess, EffectiveDeployment, EffectiveLifecycle, EffectivePlacement, EffectiveRuntime, EffectiveSelection,
     EncryptionMode, PolicyV5, PolicyV5Error, ResolvedArtifact, ResolvedImage, V5Facts,
 };
-pub use render::{render_json, render_text};
+pub use render::{plural, render_json, render_text};
 pub use schema::{DIALECT, SchemaKind};
 pub use source::{Format, LineIndex, MAX_DEPTH, MAX_INPUT_BYTES};
 pub use tree::{Authored, Member, Node, Number, Span, Text, Value};

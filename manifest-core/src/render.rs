@@ -47,11 +47,12 @@ pub fn render_text(report: &Report, name: &str, source: &[u8]) -> String {
         let version = report.schema_version.map_or(String::new(), |v| format!(" Manifest V{v}"));
         let _ = write!(out, "{name}: valid{version}");
         if warnings > 0 {
-            let _ = write!(out, " with {}", plural(warnings, "warning"));
+            let _ = write!(out, " with {}", plural(warnings as u64, "warning"));
         }
         out.push('\n');
     } else {
-        let _ = write!(out, "{name}: invalid: {}, {}", plural(errors, "error"), plural(warnings, "warning"));
+        let _ =
+            write!(out, "{name}: invalid: {}, {}", plural(errors as u64, "error"), plural(warnings as u64, "warning"));
         if report.omitted() > 0 {
             let n = report.omitted();
             let _ = write!(out, " shown; {n} more {} not shown", if n == 1 { "problem" } else { "problems" });
@@ -108,6 +109,18 @@ fn printable(line: &str) -> String {
     }
 }
 
-fn plural(n: usize, word: &str) -> String {
+/// `1 period`, `2 periods`: a count with its noun in the right number (regular plurals).
+pub fn plural(n: u64, word: &str) -> String {
     if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `svc ingress status` used to say "1 period(s) charged".
+    #[test]
+    fn one_is_singular_and_every_other_count_plural() {
+        assert_eq!(super::plural(1, "period"), "1 period");
+        assert_eq!(super::plural(0, "period"), "0 periods");
+        assert_eq!(super::plural(2, "minute"), "2 minutes");
+    }
 }

@@ -170,7 +170,8 @@ pub async fn run(
     };
     match outcome {
         Some(Ok(())) => {
-            println!("ready {url}");
+            // A closed stdout must not end the demo with its jobs running.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), format!("ready {url}\n").as_bytes());
             shutdown.await;
         }
         Some(Err(e)) => {

@@ -135,7 +135,7 @@ impl LocalCoordinator {
                 let router = svc_http::limit_body(self.router(), AGENT_API_BODY_LIMIT);
                 server.serve(router, std::future::pending()).await;
             }
-            Err(e) => eprintln!("svc agent API: {e}"),
+            Err(e) => tracing::warn!("svc agent API: {e}"),
         }
     }
 }

@@ -249,8 +249,10 @@ async fn catalogs_are_pinned_checked_for_rollback_tampering_and_expiry_and_follo
     front.set(Mode::Forward(api_addr(&relay)));
     let shown = catalog_json(&url, &relay.token, &pins, &["show"], 0).await;
     let short = shown["sequence"].as_u64().expect("sequence");
-    let expires = shown["expiresAt"].as_i64().unwrap_or(0) - shown["issuedAt"].as_i64().unwrap_or(0);
-    assert_eq!(expires, 2000, "the configured validity: {shown:#}");
+    // RFC 3339 in `--format json` (the signed catalog keeps Unix ms).
+    let time = |v: &Value| v.as_str().and_then(|s| humantime::parse_rfc3339(s).ok()).expect("an RFC 3339 time");
+    let expires = time(&shown["expiresAt"]).duration_since(time(&shown["issuedAt"])).expect("after");
+    assert_eq!(expires, Duration::from_secs(2), "the configured validity: {shown:#}");
     let saved = save(dir.path(), "short.json", &shown["signedCatalog"]);
     tokio::time::sleep(Duration::from_millis(2300)).await;
     let refused = catalog_json(&url, "unused", &pins, &["verify", "--file", &saved.to_string_lossy()], 1).await;

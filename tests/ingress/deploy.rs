@@ -156,6 +156,7 @@ impl Relay {
         assert_eq!(code, 0, "svc ingress {args:?}: {err}\n{}", self.proc.output());
         let value: Value =
             serde_json::from_str(&out).unwrap_or_else(|e| panic!("svc ingress {args:?} printed no JSON ({e}): {out}"));
+        assert_times_are_rfc3339(&value, &format!("svc ingress {args:?}"));
         if let (Some(pids), Ok(mut jobs)) = (value["processes"].as_array(), self.jobs.lock()) {
             jobs.extend(pids.iter().filter_map(|p| p.as_u64()).filter_map(|p| u32::try_from(p).ok()));
         }
@@ -184,6 +185,32 @@ impl Relay {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+/// Every time in `svc`'s JSON is RFC 3339: no serde `SystemTime` object
+/// (`validations[].detail.notAfter` was one), no Unix ms in an `at` or `...At` field.
+pub(super) fn assert_times_are_rfc3339(value: &Value, at: &str) {
+    match value {
+        Value::Object(map) => {
+            assert!(!map.contains_key("secs_since_epoch"), "{at}: a SystemTime object: {value}");
+            for (key, v) in map {
+                let here = format!("{at}.{key}");
+                if key == "at" || key.ends_with("At") || key == "notAfter" {
+                    assert!(!v.is_number(), "{here} is a bare number: {v}");
+                    if let Some(text) = v.as_str() {
+                        assert!(humantime::parse_rfc3339(text).is_ok(), "{here} is not RFC 3339: {text}");
+                    }
+                }
+                assert_times_are_rfc3339(v, &here);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                assert_times_are_rfc3339(v, &format!("{at}[{i}]"));
+            }
+        }
+        _ => {}
     }
 }
 

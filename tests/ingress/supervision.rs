@@ -27,7 +27,8 @@ fn pids(status: &Value) -> (u32, u32) {
 /// The newest transition to `to` after `since` (Unix ms): its time and reason.
 fn transition_after(status: &Value, to: &str, since: i64) -> Option<(i64, String)> {
     status["transitions"].as_array()?.iter().rev().find_map(|t| {
-        let at = t["at"].as_i64()?;
+        // `svc --format json` writes times as RFC 3339.
+        let at = humantime::parse_rfc3339(t["at"].as_str()?).ok()?.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64;
         (t["to"] == to && at >= since).then(|| (at, t["reason"].as_str().unwrap_or("").to_owned()))
     })
 }

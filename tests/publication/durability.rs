@@ -6,7 +6,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use svc_e2e::service::{Server, parse_response, token};
+use svc_e2e::service::{Server, TempDir, parse_response, token};
 
 use super::{World, v5};
 
@@ -84,8 +84,9 @@ fn a_crash_between_the_version_insert_and_the_commit_commits_nothing() {
 }
 
 #[test]
-fn sigterm_drains_a_request_in_flight_and_exits_zero_within_ten_seconds() {
-    for signal in ["TERM", "INT"] {
+fn sigterm_and_ctrl_c_drain_a_request_in_flight_and_exit_0_and_130_within_ten_seconds() {
+    // SIGTERM is a stop asked for (exit 0); Ctrl-C exits 130 as shells expect, after draining too.
+    for (signal, code) in [("TERM", 0), ("INT", 130)] {
         let mut w = World::new("drain");
         w.create("web");
         w.accept_source("web");
@@ -107,7 +108,7 @@ fn sigterm_drains_a_request_in_flight_and_exits_zero_within_ten_seconds() {
         stream.read_to_end(&mut answer).expect("read");
         assert_eq!(parse_response(&answer).status, 201, "SIG{signal}: the in-flight publication completed");
         let status = w.server.wait(Duration::from_secs(10)).expect("exits within 10 s");
-        assert!(status.success(), "SIG{signal}: exit 0, got {status:?}");
+        assert_eq!(status.code(), Some(code), "SIG{signal}: exit {code}, got {status:?}");
         assert!(started.elapsed() < Duration::from_secs(10));
     }
 }
@@ -130,5 +131,19 @@ fn tokens_are_stored_only_as_hashes_and_admin_changes_count_at_once() {
                 path.display()
             );
         }
+    }
+}
+
+/// An idle server stopped by Ctrl-C used to exit 0 now and then: the service's own SIGINT
+/// listener could finish before `svc` had recorded the Ctrl-C.
+#[test]
+fn ctrl_c_on_an_idle_server_exits_130_every_time() {
+    for round in 0..3 {
+        let dir = TempDir::new("idle-int");
+        let mut server = Server::start(dir.path(), &[]);
+        server.signal("INT");
+        let status = server.wait(Duration::from_secs(10)).expect("exits within 10 s");
+        assert_eq!(status.code(), Some(130), "round {round}: {status:?}\n{}", server.stderr());
+        assert!(!server.stderr().contains("panicked"), "{}", server.stderr());
     }
 }

@@ -107,8 +107,11 @@ fn authentication_and_authorization() {
     let none = w.server.request("GET", "/api/applications/web", None, None);
     assert_eq!(none.status, 401);
     assert_eq!(none.header("www-authenticate"), Some("Bearer"));
+    // One 401 code on both APIs (the relay's is `unauthenticated` too).
+    assert_eq!(none.json()["error"]["code"], "unauthenticated");
     let bad = w.server.request("GET", "/api/applications/web", Some("svc_not-a-token"), None);
     assert_eq!(bad.status, 401);
+    assert_eq!(bad.json()["error"]["code"], "unauthenticated");
 
     // Another organization sees no trace of acme's application: the same 404 as a missing one.
     let other = token(w.dir.str(), "globex", "owner");

@@ -49,6 +49,12 @@ fn https_end_to_end_with_a_given_certificate_and_the_cli_trusting_it_with_ca() {
     assert_eq!(untrusted.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&untrusted.stderr);
     assert!(stderr.contains("TLS with") && stderr.contains("--ca FILE"), "{stderr}");
+    // It names the URL and the certificate problem, in text and in the JSON envelope.
+    assert!(stderr.contains(&url) && stderr.contains("invalid peer certificate: UnknownIssuer"), "{stderr}");
+    let untrusted = svc(&["app", "show", "web", "--server", &url, "--format", "json"], &env);
+    let envelope: serde_json::Value = serde_json::from_slice(&untrusted.stdout).expect("one JSON envelope");
+    assert_eq!(envelope["error"]["code"], "tls_failed", "{envelope:#}");
+    assert!(envelope["error"]["message"].as_str().is_some_and(|m| m.contains("UnknownIssuer")), "{envelope:#}");
     // Plain HTTP to the TLS port gets no answer.
     let plain = svc(&["app", "show", "web", "--server", &url.replace("https://", "http://")], &env);
     assert!(!plain.status.success());

@@ -65,12 +65,13 @@ pub fn gateway(root: &Root) -> CheckResult {
         return private_mode_fail(ID, &file.tunnel_key, mode);
     }
     let found = format!(
-        "{} is valid: public {}, tunnel {}, metrics {}, {} route(s)",
+        "{} is valid: public {}, tunnel {}, metrics {}, {} route{}",
         host.display(),
         file.public,
         file.tunnel,
         file.admin,
-        file.routes.len()
+        file.routes.len(),
+        if file.routes.len() == 1 { "" } else { "s" }
     );
     if !file.admin.ip().is_loopback() {
         return CheckResult::warn(

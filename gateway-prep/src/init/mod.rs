@@ -123,6 +123,19 @@ impl InitError {
         }
     }
 
+    /// The stable code of the JSON error envelope: the coordinator's own when it refused.
+    pub fn code(&self) -> &str {
+        match self {
+            InitError::Usage(_) => "usage",
+            InitError::Changed(_) => "files_changed",
+            InitError::Conflict(_) => "host_conflict",
+            InitError::Refused(_) => self.refusal_code().unwrap_or("registration_refused"),
+            InitError::Client(_) => "coordinator_unreachable",
+            InitError::Key(_) => "key_failed",
+            InitError::Io { .. } => "write_failed",
+        }
+    }
+
     /// The coordinator's refusal code (`admission_token_unknown`, ...), if it refused.
     pub fn refusal_code(&self) -> Option<&str> {
         match self {

@@ -22,9 +22,11 @@
 //! - **Graceful shutdown**: requests in flight finish (at most the drain timeout); idle and
 //!   half-sent connections are closed at once.
 
+mod access;
 mod backoff;
 mod body;
 mod conn;
+mod envelope;
 mod error;
 mod limit;
 mod request;
@@ -32,6 +34,8 @@ mod server;
 mod settings;
 mod tls;
 
+pub use access::{MAX_LOGGED_PATH, loggable_path};
+pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED};
 pub use error::ServeError;
 pub use limit::limit_body;
 pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};

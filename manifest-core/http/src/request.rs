@@ -13,7 +13,6 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use serde_json::json;
 
 /// The response header holding the request id.
 pub const REQUEST_ID_HEADER: &str = "svc-request-id";
@@ -53,8 +52,7 @@ impl fmt::Display for RequestId {
 
 /// The error envelope both APIs use: `{"error": {"code", "message"}}` with JSON content.
 pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = json!({"error": {"code": code, "message": message}});
-    json_response(status, &body)
+    crate::ErrorBody::new(code, message).into_response_with(status)
 }
 
 fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
@@ -114,7 +112,8 @@ pub(crate) async fn finish(mut response: Response, id: &RequestId, body_timed_ou
         response = replace_body(
             response,
             StatusCode::REQUEST_TIMEOUT,
-            &json!({"error": {"code": "request_timeout", "message": "the request body did not arrive within the body timeout"}}),
+            &crate::ErrorBody::new("request_timeout", "the request body did not arrive within the body timeout")
+                .to_value(),
         );
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     } else if response.status() == StatusCode::INTERNAL_SERVER_ERROR {
@@ -122,12 +121,10 @@ pub(crate) async fn finish(mut response: Response, id: &RequestId, body_timed_ou
             Some(e) => e.detail,
             None => unexpected_detail(&mut response).await,
         };
-        eprintln!("{name}: request {id}: internal error: {detail}");
-        let body = json!({"error": {
-            "code": "internal_error",
-            "message": format!("internal error (request {id})"),
-            "requestId": id.as_str(),
-        }});
+        tracing::error!(server = name, request_id = id.as_str(), "{name}: request {id}: internal error: {detail}");
+        let body = crate::ErrorBody::new("internal_error", format!("internal error (request {id})"))
+            .with("requestId", id.as_str())
+            .to_value();
         response = replace_body(response, StatusCode::INTERNAL_SERVER_ERROR, &body);
     }
     if let Ok(value) = HeaderValue::from_str(id.as_str()) {
@@ -166,6 +163,7 @@ fn replace_body(response: Response, status: StatusCode, body: &serde_json::Value
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     async fn body_json(response: Response) -> serde_json::Value {
         let bytes = response.into_body().collect().await.expect("body").to_bytes();

@@ -147,7 +147,7 @@ async fn serve_on(listener: impl Accept, shared: Arc<Shared>, cap: usize, shutdo
             accepted = listener.accept() => match accepted {
                 Ok(stream) => {
                     if backoff.in_streak() {
-                        eprintln!("{name}: accepting connections again");
+                        tracing::info!(server = name, "{name}: accepting connections again");
                     }
                     backoff.reset();
                     let registration = table.register();
@@ -157,7 +157,8 @@ async fn serve_on(listener: impl Accept, shared: Arc<Shared>, cap: usize, shutdo
                         // the reserve of descriptors absorbs one over the cap).
                         table.evict_oldest(&registration);
                         if last_cap_log.is_none_or(|at| at.elapsed() >= CAP_LOG_INTERVAL) {
-                            eprintln!(
+                            tracing::warn!(
+                                server = name,
                                 "{name}: {cap} connections open (the cap); closing the oldest that has not sent \
                                  a complete request to make room"
                             );
@@ -171,7 +172,10 @@ async fn serve_on(listener: impl Accept, shared: Arc<Shared>, cap: usize, shutdo
                     let first = !backoff.in_streak();
                     let wait = backoff.failed();
                     if first {
-                        eprintln!("{name}: accept failed: {e}; retrying with backoff (10 ms doubling to 1 s)");
+                        tracing::warn!(
+                            server = name,
+                            "{name}: accept failed: {e}; retrying with backoff (10 ms doubling to 1 s)"
+                        );
                     }
                     tokio::select! {
                         () = &mut shutdown => break,
@@ -190,7 +194,9 @@ async fn serve_on(listener: impl Accept, shared: Arc<Shared>, cap: usize, shutdo
     })
     .await;
     if drained.is_err() {
-        eprintln!("{name}: {} connection(s) still busy after the drain timeout; closing them", tasks.len());
+        let busy = tasks.len();
+        let connections = if busy == 1 { "connection" } else { "connections" };
+        tracing::warn!(server = name, "{name}: {busy} {connections} still busy after the drain timeout; closing them");
     }
 }
 
@@ -205,7 +211,7 @@ fn reap(name: &str, done: Result<(), tokio::task::JoinError>) {
     if let Err(e) = done
         && e.is_panic()
     {
-        eprintln!("{name}: a connection's task panicked");
+        tracing::error!(server = name, "{name}: a connection's task panicked");
     }
 }
 
@@ -298,6 +304,10 @@ async fn handle(
 ) -> Result<hyper::Response<TrackedBody>, Infallible> {
     let guard = conn.request_started(!request.body().is_end_stream());
     let id = RequestId::new();
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path =
+        crate::access::loggable_path(request.uri().path_and_query().map_or("/", |p| p.as_str()), request.headers());
     let timed_out = Arc::new(AtomicBool::new(false));
     let deadline = Instant::now() + shared.settings.body_timeout;
     let (mut parts, body) = request.into_parts();
@@ -311,6 +321,17 @@ async fn handle(
         Err(()) => InternalError::new("the request's handler panicked").into_response(),
     };
     let response = finish(response, &id, timed_out.load(Ordering::Acquire), shared.name).await;
+    // The access line: when the response head is ready (the body may still stream).
+    tracing::info!(
+        target: "svc_http::access",
+        server = shared.name,
+        method = %method,
+        path = %path,
+        status = response.status().as_u16(),
+        latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        request_id = id.as_str(),
+        "request"
+    );
     Ok(response.map(|body| TrackedBody::new(body, guard)))
 }
 

@@ -70,15 +70,12 @@ fn error(e: ApiError) -> Response {
         // The message is the detail: for the server log, under the request id.
         return svc_http::internal_error(e.message);
     }
-    let mut body = json!({"error": {"code": e.code, "message": e.message}});
+    let mut body = svc_http::ErrorBody::new(e.code, e.message);
     if let Some(d) = e.diagnostics {
-        body["error"]["diagnostics"] = json!(d);
+        body = body.with("diagnostics", json!(d));
     }
-    let mut response = json_response(e.status, &body);
-    if e.status == 401 {
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    }
-    response
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    body.into_response_with(status)
 }
 
 fn respond(result: Result<Response, ApiError>) -> Response {
@@ -118,7 +115,8 @@ fn schema(kind: SchemaKind, headers: &HeaderMap) -> Response {
 /// The caller of a request, from its bearer token. Read on every request: a token created or
 /// revoked by `svc admin` counts at once.
 async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let unauthorized = || ApiError::new(401, "unauthorized", "send `Authorization: Bearer <token>` with a valid token");
+    let unauthorized =
+        || ApiError::new(401, svc_http::UNAUTHENTICATED, "send `Authorization: Bearer <token>` with a valid token");
     let token =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer).ok_or_else(unauthorized)?;
     // An indexed read on a pooled connection: short enough for the async runtime.

@@ -112,6 +112,16 @@ pub(crate) struct State {
 /// settings' drain timeout) and returns. `on_listening` is told the bound listener (its
 /// address, URL and connection cap; port 0 picks one).
 pub async fn serve(config: ServiceConfig, on_listening: impl FnOnce(&svc_http::Server)) -> Result<(), ServeError> {
+    serve_until(config, on_listening, shutdown_signal()).await
+}
+
+/// [`serve`] until `shutdown` completes instead of the signals: `svc` passes its own, which
+/// knows whether the stop was Ctrl-C (exit 130) or SIGTERM (exit 0).
+pub async fn serve_until(
+    config: ServiceConfig,
+    on_listening: impl FnOnce(&svc_http::Server),
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), ServeError> {
     let store = store::SqliteStore::open(&config.data_dir)?;
     let server = svc_http::Server::bind("svc serve", config.listen, config.tls, config.http).await?;
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
@@ -122,7 +132,7 @@ pub async fn serve(config: ServiceConfig, on_listening: impl FnOnce(&svc_http::S
         validations: Arc::new(tokio::sync::Semaphore::new(cores)),
     });
     on_listening(&server);
-    server.serve(http::router(state), shutdown_signal()).await;
+    server.serve(http::router(state), shutdown).await;
     Ok(())
 }
 

@@ -201,7 +201,7 @@ fn refused(diagnostics: Vec<Diagnostic>) -> ApiError {
     ApiError {
         status: 422,
         code: "manifest_invalid",
-        message: format!("the manifest was refused with {errors} error(s); see `diagnostics`"),
+        message: format!("the manifest was refused with {}; see `diagnostics`", crate::plural(errors as u64, "error")),
         diagnostics: Some(diagnostics),
     }
 }

@@ -99,7 +99,10 @@ pub enum AdmissionError {
     )]
     Unknown,
     /// The token's time ran out.
-    #[error("the admission token expired {minutes} minute(s) ago; ask the service for a new admission token")]
+    #[error(
+        "the admission token expired {} ago; ask the service for a new admission token",
+        manifest_core::plural(minutes.unsigned_abs(), "minute")
+    )]
     Expired {
         /// How long ago.
         minutes: i64,
@@ -174,8 +177,7 @@ impl AdmissionError {
 
 impl IntoResponse for AdmissionError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
-        (self.status(), axum::Json(body)).into_response()
+        svc_http::ErrorBody::new(self.code(), self.to_string()).into_response_with(self.status())
     }
 }
 
@@ -396,7 +398,7 @@ mod tests {
         let late = store.admit(&signed(&issued.plaintext, "gw1.example.test"), issued.expires_at + 120_001);
         let late = late.expect_err("expired");
         assert_eq!(late.code(), "admission_token_expired");
-        assert!(late.to_string().contains("2 minute(s) ago") && late.to_string().contains("new admission token"));
+        assert!(late.to_string().contains("2 minutes ago") && late.to_string().contains("new admission token"));
 
         let req = signed(&issued.plaintext, "gw1.example.test");
         let admitted = store.admit(&req, now_ms()).expect("admitted");

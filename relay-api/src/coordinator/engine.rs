@@ -286,7 +286,7 @@ impl Engine {
         let active = match self.store().active_deployments() {
             Ok(a) => a,
             Err(e) => {
-                eprintln!("svc relay: reading deployments: {e}");
+                tracing::error!("svc relay: reading deployments: {e}");
                 return;
             }
         };

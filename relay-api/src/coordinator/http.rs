@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
@@ -73,18 +73,14 @@ impl IntoResponse for ApiError {
         if self.status == StatusCode::INTERNAL_SERVER_ERROR {
             return svc_http::internal_error(self.message);
         }
-        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        let mut body = svc_http::ErrorBody::new(self.code, self.message);
         if !self.hints.is_empty() {
-            body["error"]["hints"] = json!(self.hints);
+            body = body.with("hints", json!(self.hints));
         }
         if let Some(d) = self.diagnostics {
-            body["error"]["diagnostics"] = d;
+            body = body.with("diagnostics", d);
         }
-        let mut response = (self.status, axum::Json(body)).into_response();
-        if self.status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        response
+        body.into_response_with(self.status)
     }
 }
 
@@ -137,12 +133,12 @@ fn token_caller(engine: &Engine, headers: &HeaderMap, role: TokenRole) -> Result
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or_else(|| {
-            ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "send `Authorization: Bearer <token>`")
+            ApiError::new(StatusCode::UNAUTHORIZED, svc_http::UNAUTHENTICATED, "send `Authorization: Bearer <token>`")
         })?;
     let caller = engine
         .store()
         .caller(&wire::sha256_hex(token.trim().as_bytes()))?
-        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", "the token is not valid"))?;
+        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, svc_http::UNAUTHENTICATED, "the token is not valid"))?;
     if caller.role != role {
         let (code, message) = match role {
             TokenRole::Customer => (

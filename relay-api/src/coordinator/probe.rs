@@ -112,7 +112,8 @@ impl Probe for PublicProbe {
                 serde_json::json!({
                     "address": v.address.map(|a| a.to_string()),
                     "certificateSerial": p.certificate_serial,
-                    "notAfter": p.not_after,
+                    // RFC 3339, as every time a person reads (not serde's `secs_since_epoch`).
+                    "notAfter": humantime::format_rfc3339_seconds(p.not_after).to_string(),
                     "healthStatus": p.health_status,
                     "latencyMs": u64::try_from(p.latency.as_millis()).unwrap_or(u64::MAX),
                 })

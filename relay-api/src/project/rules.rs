@@ -5,7 +5,7 @@
 use manifest_core::formats::ENV_NAME_V5;
 use manifest_core::{Code, Diagnostic, Layer, Node, Value};
 
-/// The environment name the platform sets to `app.port`.
+/// The environment name the platform sets: the port the app must listen on.
 pub const PORT: &str = "PORT";
 /// The prefix of names the platform and its agent keep for themselves.
 pub const RESERVED_PREFIX: &str = "SVC_";
@@ -32,7 +32,9 @@ pub(crate) fn check(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
 /// Why an environment name cannot be used, and what to do, if it cannot.
 fn reserved(name: &str) -> Option<String> {
     if name == PORT {
-        Some(format!("\"{PORT}\" is set by the platform to `app.port`; remove it and set `app.port` instead"))
+        Some(format!(
+            "\"{PORT}\" is set by the platform (the port the app must listen on); remove it and set `app.port` instead"
+        ))
     } else if name.starts_with(RESERVED_PREFIX) {
         Some(format!(
             "\"{name}\" is in the `{RESERVED_PREFIX}` namespace, which the platform and its agent keep for themselves; rename it"
