@@ -13,7 +13,9 @@ mod ingress {
     mod deploy_refusals;
     mod interrupt;
     mod listener;
+    mod local_default;
     mod logging;
+    mod money_reach;
     mod pebble;
     mod process;
     mod renewal;

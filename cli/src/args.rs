@@ -114,6 +114,13 @@ pub enum IngressCommand {
         #[command(flatten)]
         target: ProjectTarget,
     },
+    /// Every deployment of the organization, newest first, stopped ones included (their IDs
+    /// reach their sessions, ledger and refunds with `--deployment`).
+    List {
+        /// Which relay.
+        #[command(flatten)]
+        target: RelayTarget,
+    },
     /// The deployment's state, URL, funds, hostnames, validations and hints.
     Status {
         /// Which project, at which relay.
@@ -302,7 +309,8 @@ pub enum HostnameCommand {
         #[command(flatten)]
         target: ProjectTarget,
     },
-    /// Check the hostname's DNS records now; prints what is missing.
+    /// Check the hostname's DNS records now; prints what is missing. Exit 0 verified (or live), 1
+    /// while records are missing or wrong.
     Verify {
         /// The hostname.
         hostname: String,
@@ -330,6 +338,10 @@ pub struct ProjectTarget {
     /// The project's name (instead of reading the project file).
     #[arg(long, value_name = "NAME")]
     pub project: Option<String>,
+    /// One deployment by its ID (`dep_...`, from `svc ingress list`), instead of the
+    /// project's newest: an older or stopped deployment, its sessions, ledger and refunds.
+    #[arg(long, value_name = "ID", conflicts_with = "project", value_parser = deployment_id)]
+    pub deployment: Option<String>,
     /// The relay coordinator's base URL.
     #[arg(long, value_name = "URL", env = "SVC_RELAY", default_value = "http://127.0.0.1:7300")]
     pub relay: String,
@@ -339,6 +351,16 @@ pub struct ProjectTarget {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+}
+
+/// A deployment ID: `dep_` and 16 lower-case hex digits.
+fn deployment_id(text: &str) -> Result<String, String> {
+    let hex = text.strip_prefix("dep_").unwrap_or_default();
+    if hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(text.to_owned())
+    } else {
+        Err("a deployment ID is `dep_` and 16 hex digits, as `svc ingress list` prints it".to_owned())
+    }
 }
 
 /// `svc relay ...`
@@ -445,7 +467,10 @@ pub struct RelayServeArgs {
     /// PEM file of the roots the ACME CA's certificates chain to (route validation trusts them).
     #[arg(long, value_name = "FILE", requires = "acme_directory")]
     pub acme_roots: Option<PathBuf>,
-    /// Validate routes whose hostnames resolve to loopback or private addresses (tests only).
+    /// Also validate customer hostnames that resolve to loopback or private addresses: for a
+    /// relay inside a private network only (on a public one it would let a customer aim the
+    /// coordinator at internal services). `.localhost` routes of a gateway on loopback need no
+    /// flag.
     #[arg(long)]
     pub allow_private_targets: bool,
     /// Seconds between route validations (at most a day).
@@ -632,6 +657,24 @@ pub enum AppCommand {
     Create {
         /// The application's ID.
         id: String,
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List your organization's applications: status, active version, pause reason.
+    List {
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Lift an application's pause (publishing keeps a pause; this is the only way out),
+    /// recorded in its activity with the reason.
+    Resume {
+        /// The application's ID.
+        id: String,
+        /// Why it runs again (1-500 characters).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
         /// The service.
         #[command(flatten)]
         remote: Remote,

@@ -61,9 +61,11 @@ fn load(path: &Path) -> Result<Loaded, ExitCode> {
 
 /// The relay client and the project name of a command.
 pub(crate) fn target(t: &ProjectTarget) -> Result<(Client, String), ExitCode> {
-    let name = match &t.project {
-        Some(name) => name.clone(),
-        None => load(&t.config)?.project.name,
+    // A deployment ID goes where the project's name would: the relay reads either.
+    let name = match (&t.deployment, &t.project) {
+        (Some(id), _) => id.clone(),
+        (None, Some(name)) => name.clone(),
+        (None, None) => load(&t.config)?.project.name,
     };
     Ok((client(&t.relay, &t.trust)?, name))
 }
@@ -206,6 +208,13 @@ fn say(t: &ProjectTarget, line: &str) {
 }
 
 fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -> Result<ExitCode, ExitCode> {
+    if t.deployment.is_some() {
+        return Err(fail(
+            EXIT_USAGE,
+            "usage",
+            "deploy sends a project file (--config); --deployment names an existing one",
+        ));
+    }
     let loaded = load(&t.config)?;
     let client = client(&t.relay, &t.trust)?;
     let project = &loaded.project;
@@ -402,8 +411,26 @@ pub(crate) fn hints(t: &ProjectTarget) -> ExitCode {
 pub(crate) fn fund(t: &ProjectTarget, periods: Option<u64>) -> ExitCode {
     let run = || -> Result<(), ExitCode> {
         let (client, name) = target(t)?;
-        let body = periods.map_or_else(|| json!({}), |p| json!({"periods": p}));
-        let quote: Quote = call(&client, Method::POST, &path(&name, "/quotes"), Some(body))?;
+        // The quote `deploy --no-fund` (or `status`) showed, while it can still be funded;
+        // a new one only when there is none, it expired, or other periods are asked for.
+        let status: Status = call(&client, Method::GET, &path(&name, ""), None)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let shown = status
+            .latest_quote
+            .filter(|q| q.funded_at.is_none() && q.expires_at > now + 5_000 && periods.is_none_or(|p| p == q.periods));
+        let quote = match shown {
+            Some(quote) => quote,
+            None => {
+                let body = periods.map_or_else(|| json!({}), |p| json!({"periods": p}));
+                let quote: Quote = call(&client, Method::POST, &path(&name, "/quotes"), Some(body))?;
+                if t.format == OutputFormat::Text {
+                    println!("no open quote to fund: a new quote {}", quote.id);
+                }
+                quote
+            }
+        };
         let entry: LedgerEntry =
             call(&client, Method::POST, &path(&name, "/fund"), Some(json!({"quoteId": quote.id})))?;
         if t.format == OutputFormat::Json {
@@ -466,9 +493,13 @@ pub(crate) fn hostname(command: &HostnameCommand) -> ExitCode {
         let (client, name) = target(t)?;
         let body = matches!(command, HostnameCommand::Add { .. }).then(|| json!({"hostname": host}));
         let r: HostnameResponse = call(&client, method.clone(), &path(&name, &format!("/hostnames{suffix}")), body)?;
+        // `verify` succeeds only once the records check out: a script can wait on its code.
+        let records_missing = matches!(command, HostnameCommand::Verify { .. })
+            && r.hostname.state == relay_api::coordinator::model::HostnameState::PendingDns;
+        let missing = || Err(ExitCode::from(EXIT_RECORDS_MISSING));
         if t.format == OutputFormat::Json {
             print_json(&r);
-            return Ok(());
+            return if records_missing { missing() } else { Ok(()) };
         }
         let h = &r.hostname;
         let state = h.state.as_str();
@@ -481,6 +512,43 @@ pub(crate) fn hostname(command: &HostnameCommand) -> ExitCode {
         }
         if !h.hints.is_empty() {
             print_hints(&h.hints, &mut std::io::stdout());
+        }
+        if records_missing {
+            eprintln!(
+                "svc ingress hostname verify: {} is not verified yet: its DNS records are missing or wrong (above)",
+                h.hostname
+            );
+            return missing();
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// Exit code of `hostname verify` while the hostname's DNS records are not all there.
+const EXIT_RECORDS_MISSING: u8 = 1;
+
+/// `svc ingress list`: every deployment of the organization, newest first, stopped ones too.
+pub(crate) fn list(t: &crate::args::RelayTarget) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let client = client(&t.relay, &t.trust)?;
+        let all: Vec<Deployment> = call(&client, Method::GET, "/api/ingress/deployments", None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&json!({ "deployments": all }));
+            return Ok(());
+        }
+        if all.is_empty() {
+            println!("no deployments yet: `svc ingress deploy` in a project's directory makes one");
+        }
+        for d in &all {
+            println!(
+                "{}  {}  {}  {}  created {}",
+                d.id,
+                d.project,
+                d.state,
+                d.url,
+                crate::output::rfc3339_ms(d.created_at)
+            );
         }
         Ok(())
     };

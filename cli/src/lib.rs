@@ -116,6 +116,8 @@ pub fn run(cli: Cli) -> ExitCode {
         }),
         Command::App { command } => match command {
             AppCommand::Create { id, remote } => remote::app_create(&id, &remote),
+            AppCommand::List { remote } => remote::app_list(&remote),
+            AppCommand::Resume { id, reason, remote } => remote::app_resume(&id, &reason, &remote),
             AppCommand::Show { id, remote } => remote::app_show(&id, &remote),
             AppCommand::Versions { id, version, remote } => remote::app_versions(&id, version, &remote),
             AppCommand::Activity { id, remote } => remote::app_activity(&id, &remote),
@@ -137,6 +139,7 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Stop { target } => deploy::stop(&target),
             IngressCommand::Hostname { command } => deploy::hostname(&command),
             IngressCommand::Schema => deploy::schema(),
+            IngressCommand::List { target } => deploy::list(&target),
             IngressCommand::Sessions { target } => economics::sessions(&target),
             IngressCommand::Refund { session, target } => economics::refund(&target, &session),
             IngressCommand::Rewards { target } => economics::rewards(&target),

@@ -244,6 +244,14 @@ const FORMAT_HELP: &[(&str, &str)] = &[
     ),
     ("app create", "json: the new application {applicationId, applicationUid, status, activePointerVersion}"),
     (
+        "app list",
+        "json: {applications: [{applicationId, applicationUid, status, activePointerVersion, pauseReason, settled}]}",
+    ),
+    (
+        "app resume",
+        "json: the resumed application {applicationId, applicationUid, status, activePointerVersion, pauseReason, settled}",
+    ),
+    (
         "app show",
         "json: the application {applicationId, applicationUid, status, activePointerVersion, pauseReason, settled}",
     ),
@@ -255,6 +263,7 @@ const FORMAT_HELP: &[(&str, &str)] = &[
         "json: the Status {deployment, balance, latestQuote?, hostnames, validations, transitions, hints, processes}",
     ),
     ("ingress logs", "json: {entries: [{seq, source, line, at}], next}; with --follow one entry per line (JSON Lines)"),
+    ("ingress list", "json: {deployments: [Deployment]}, newest first, stopped ones included"),
     ("ingress hints", "json: {state, hints}"),
     ("ingress fund", "json: {quote, entry}: the funded quote and its `fund` ledger entry"),
     ("ingress ledger", "json: {entries, balance}"),

@@ -216,6 +216,43 @@ pub(crate) fn app_show(id: &str, remote: &Remote) -> ExitCode {
     })
 }
 
+/// `svc app list`
+pub(crate) fn app_list(remote: &Remote) -> ExitCode {
+    get("/api/applications", remote, |b| {
+        let mut out = String::new();
+        for a in b["applications"].as_array().into_iter().flatten() {
+            out += &format!(
+                "{} {} version {}",
+                a["applicationId"].as_str().unwrap_or(""),
+                a["status"].as_str().unwrap_or(""),
+                a["activePointerVersion"]
+            );
+            if let Some(reason) = a["pauseReason"].as_str() {
+                out += &format!(" (paused: {reason})");
+            }
+            out.push('\n');
+        }
+        if out.is_empty() { "no applications yet: `svc app create ID` makes one\n".to_owned() } else { out }
+    })
+}
+
+/// `svc app resume ID --reason TEXT`
+pub(crate) fn app_resume(id: &str, reason: &str, remote: &Remote) -> ExitCode {
+    let response = match client(remote.server.as_deref(), &remote.trust, true).and_then(|c| {
+        send(&c, Method::POST, &format!("/api/applications/{id}/resume"), Some(json!({ "reason": reason })))
+    }) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    finish(&response, remote.format, |b| {
+        format!(
+            "resumed {}, status {}\n",
+            b["applicationId"].as_str().unwrap_or(""),
+            b["status"].as_str().unwrap_or("")
+        )
+    })
+}
+
 /// `svc app versions ID [--version N]`
 pub(crate) fn app_versions(id: &str, version: Option<u64>, remote: &Remote) -> ExitCode {
     match version {

@@ -143,6 +143,8 @@ impl World {
             public_port: self.bound.public.port(),
             roots_pem: roots_pem.to_owned(),
             allow_private_addresses: true,
+            local_gateway: Some(IpAddr::from([127, 0, 0, 1])),
+            relay_domain: "localhost".to_owned(),
             timeout: Duration::from_secs(5),
         };
         RouteValidator::new(config, FixedResolve::loopback(&[CANONICAL, CUSTOMER])).expect("a validator")
@@ -325,6 +327,8 @@ async fn non_public_addresses_are_refused_and_never_dialed() {
         public_port: port,
         roots_pem: DevCa::open(&TempDir::new("ssrf").0).expect("CA").cert_pem().to_owned(),
         allow_private_addresses: false,
+        local_gateway: None,
+        relay_domain: "relay.example".to_owned(),
         timeout: Duration::from_secs(2),
     };
     let validator = RouteValidator::new(config, Arc::new(FixedResolve(map))).expect("a validator");
@@ -346,12 +350,57 @@ async fn non_public_addresses_are_refused_and_never_dialed() {
     assert!(hint.problem.contains("NXDOMAIN"), "the resolver's reason: {}", hint.problem);
 }
 
+/// A `.localhost` route is dialled only at the gateway's own loopback listener, and only when
+/// the gateway is on loopback; every other name that resolves to loopback stays refused.
+#[tokio::test]
+async fn localhost_routes_are_dialled_at_a_loopback_gateway_only() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a listener");
+    let port = listener.local_addr().expect("address").port();
+    // The resolver would say loopback for all three: the rule must not come from DNS.
+    let map = HashMap::from([
+        ("shop-acme.localhost".to_owned(), vec![IpAddr::from([127, 0, 0, 1])]),
+        ("loop.example.com".to_owned(), vec![IpAddr::from([127, 0, 0, 1])]),
+        ("web-acme.relay.example".to_owned(), vec![IpAddr::from([10, 0, 0, 7])]),
+    ]);
+    let config = |local_gateway, relay_domain: &str| ValidatorConfig {
+        public_port: port,
+        roots_pem: DevCa::open(&TempDir::new("localhost").0).expect("CA").cert_pem().to_owned(),
+        allow_private_addresses: false,
+        local_gateway,
+        relay_domain: relay_domain.to_owned(),
+        timeout: Duration::from_secs(1),
+    };
+    let resolver = Arc::new(FixedResolve(map));
+    let on_loopback = RouteValidator::new(config(Some(IpAddr::from([127, 0, 0, 1])), "localhost"), resolver.clone())
+        .expect("a validator");
+    let v = on_loopback.validate(&target("shop-acme.localhost", &public())).await;
+    assert_eq!(v.address.map(|a| a.to_string()), Some(format!("127.0.0.1:{port}")), "dialled the gateway: {v:?}");
+    let v = on_loopback.validate(&target("loop.example.com", &public())).await;
+    assert_eq!(v.address, None, "a customer name on loopback is never dialled");
+    assert_eq!(v.outcome.expect_err("refused").code, "address_not_public");
+
+    let on_public = RouteValidator::new(config(None, "relay.example"), resolver).expect("a validator");
+    let v = on_public.validate(&target("shop-acme.localhost", &public())).await;
+    assert_eq!(v.address, None, "a public gateway never dials loopback for a .localhost name");
+    let hint = v.outcome.expect_err("refused");
+    assert_eq!(hint.code, "address_not_public");
+    assert!(hint.fix.contains("--public 127.0.0.1:8443"), "{}", hint.fix);
+    // The canonical name's hint is for the operator: it never asks for a CNAME to itself.
+    let v = on_public.validate(&target("web-acme.relay.example", &public())).await;
+    let hint = v.outcome.expect_err("refused");
+    assert_eq!(hint.code, "address_not_public");
+    assert!(!hint.fix.contains("CNAME"), "a canonical name is never told to point at itself: {}", hint.fix);
+    assert!(hint.fix.contains("relay.example"), "{}", hint.fix);
+}
+
 #[tokio::test]
 async fn a_validator_needs_usable_roots() {
     let config = ValidatorConfig {
         public_port: 443,
         roots_pem: String::new(),
         allow_private_addresses: false,
+        local_gateway: None,
+        relay_domain: "localhost".to_owned(),
         timeout: Duration::from_secs(1),
     };
     let err = RouteValidator::new(config, FixedResolve::loopback(&[])).expect_err("no roots");

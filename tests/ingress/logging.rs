@@ -24,7 +24,7 @@ fn relay_json_logs_have_one_line_per_request_and_never_the_token_or_a_secret() {
     let mut relay = Command::new(svc_binary())
         .args(["relay", "serve", "--data-dir"])
         .arg(&data)
-        .args(["--listen", "127.0.0.1:0", "--public", "127.0.0.1:0", "--allow-private-targets", "--log-format", "json"])
+        .args(["--listen", "127.0.0.1:0", "--public", "127.0.0.1:0", "--log-format", "json"])
         .env("SVC_NODE", super::process::node())
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())

@@ -94,6 +94,26 @@ fn publish_and_the_app_commands_against_the_service() {
     let activity = String::from_utf8_lossy(&run(&["app", "activity", "web"]).stdout).into_owned();
     assert!(activity.contains("policy_published version 1 -> paused (reason: not yet)"), "{activity}");
 
+    // A pause survives publishing; `app resume` lifts it, in activity like the pause.
+    let again = run(&["policy", "publish", "--file", &file, "--app", "web", "--expect-version", "1"]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let listed: Value = serde_json::from_slice(&run(&["app", "list", "--format", "json"]).stdout).expect("JSON");
+    assert_eq!(listed["applications"][0]["status"], "paused", "publishing keeps the pause: {listed:#}");
+    let no_reason = run(&["app", "resume", "web", "--reason", "  "]);
+    assert_eq!(no_reason.status.code(), Some(1), "a blank reason is refused");
+    let resumed = run(&["app", "resume", "web", "--reason", "DNS is ready", "--format", "json"]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let resumed: Value = serde_json::from_slice(&resumed.stdout).expect("JSON");
+    assert_eq!((resumed["status"].as_str(), resumed["pauseReason"].as_str()), (Some("active"), None));
+    let twice = run(&["app", "resume", "web", "--reason", "again", "--format", "json"]);
+    assert_eq!(twice.status.code(), Some(1));
+    let twice: Value = serde_json::from_slice(&twice.stdout).expect("one JSON envelope");
+    assert_eq!(twice["error"]["code"], "not_paused", "{twice:#}");
+    let listed = String::from_utf8_lossy(&run(&["app", "list"]).stdout).into_owned();
+    assert_eq!(listed, "web active version 2\n");
+    let activity = String::from_utf8_lossy(&run(&["app", "activity", "web"]).stdout).into_owned();
+    assert!(activity.contains("application_resumed version 2 -> active (reason: DNS is ready)"), "{activity}");
+
     let no_token = svc(
         &["app", "show", "web"],
         &[("SVC_SERVER", &w.server.url()), ("SVC_CONFIG", "/nonexistent"), ("SVC_TOKEN", "")],

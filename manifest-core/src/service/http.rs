@@ -5,6 +5,8 @@
 //! decisions live in `publish`, `layers` and the store, and store work runs off the async
 //! runtime (`spawn_blocking`).
 
+mod applications;
+
 use std::sync::Arc;
 
 use axum::Router;
@@ -41,8 +43,9 @@ pub(crate) fn router(state: Arc<State>) -> Router {
             get(|h: HeaderMap| async move { schema(SchemaKind::ManifestV5, &h) }),
         )
         .route("/api/application-policy/schema", get(|h: HeaderMap| async move { schema(SchemaKind::PolicyV4, &h) }))
-        .route("/api/applications", post(create_application))
+        .route("/api/applications", post(create_application).get(applications::list))
         .route("/api/applications/{id}", get(show_application))
+        .route("/api/applications/{id}/resume", post(applications::resume))
         .route("/api/applications/{id}/policy-versions", post(publish_version).get(list_versions))
         .route("/api/applications/{id}/policy-versions/{n}", get(show_version))
         .route("/api/applications/{id}/activity", get(activity))

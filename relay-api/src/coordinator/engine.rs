@@ -30,7 +30,18 @@ use agent::wire;
 const TICK: Duration = Duration::from_millis(250);
 
 /// How often a job just launched is validated until it first passes.
-const FIRST_VALIDATION_RETRY: Duration = Duration::from_secs(1);
+const FIRST_VALIDATION_RETRY: Duration = Duration::from_millis(250);
+/// When a deployment's route is next validated, and whether that time is the grace given
+/// to a launched job's agent to connect (validated as soon as it does).
+#[derive(Debug, Clone, Copy)]
+struct Due {
+    at: Instant,
+    awaiting_agent: bool,
+}
+
+/// How long a launched job's agent has to bring its tunnel up before the route is validated
+/// anyway (so that status says what is wrong with a job whose tunnel never comes).
+const AGENT_GRACE: Duration = Duration::from_secs(10);
 
 /// Every this many ticks (10 s), the files of stopped deployments are removed.
 const SWEEP_EVERY: u32 = 40;
@@ -62,7 +73,7 @@ pub(super) struct EngineParts {
 pub struct Engine {
     parts: EngineParts,
     jobs: Jobs,
-    validate_at: std::sync::Mutex<HashMap<String, Instant>>,
+    validate_at: std::sync::Mutex<HashMap<String, Due>>,
     wake: Notify,
 }
 
@@ -386,20 +397,34 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether the deployment's route is due for validation. A job just launched is tried
-    /// every second until it first passes (its agent needs a moment for its tunnel), so a
-    /// restart costs seconds of downtime, not a whole revalidation interval.
+    /// Whether the deployment's route is due for validation. A job just launched is
+    /// validated once its agent's tunnel is up (before, a validation could only record "tls
+    /// handshake eof"), then every 250 ms until it first passes, so a first launch or a
+    /// restart is live within a second or two of its agent, not a revalidation interval
+    /// later. An agent that never connects is validated anyway after [`AGENT_GRACE`].
     fn validation_due(&self, d: &Deployment) -> bool {
         let Ok(mut at) = self.validate_at.lock() else { return true };
         let now = Instant::now();
-        let interval = match d.state {
-            DeploymentState::Validating => self.parts.config.revalidate.min(FIRST_VALIDATION_RETRY),
-            _ => self.parts.config.revalidate,
-        };
+        let revalidate = self.parts.config.revalidate;
+        let validating = d.state == DeploymentState::Validating;
+        if validating && self.parts.gateway.agents(&d.route_id) == 0 {
+            return match at.get(&d.id) {
+                Some(due) if due.awaiting_agent && due.at > now => false,
+                Some(due) if due.awaiting_agent => {
+                    at.insert(d.id.clone(), Due { at: now + revalidate.min(AGENT_GRACE), awaiting_agent: true });
+                    true
+                }
+                _ => {
+                    at.insert(d.id.clone(), Due { at: now + AGENT_GRACE, awaiting_agent: true });
+                    false
+                }
+            };
+        }
+        let interval = if validating { revalidate.min(FIRST_VALIDATION_RETRY) } else { revalidate };
         match at.get(&d.id) {
-            Some(next) if *next > now => false,
+            Some(due) if !due.awaiting_agent && due.at > now => false,
             _ => {
-                at.insert(d.id.clone(), now + interval);
+                at.insert(d.id.clone(), Due { at: now + interval, awaiting_agent: false });
                 true
             }
         }

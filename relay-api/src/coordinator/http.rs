@@ -187,7 +187,12 @@ fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
 
 fn deployment_of(engine: &Engine, caller: &Caller, project: &str) -> Result<Deployment, ApiError> {
     engine.store().deployment_of(&caller.org_id, project)?.map(|d| engine.with_url(d)).ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no deployment of project \"{project}\""))
+        let what = if project.starts_with("dep_") {
+            format!("no deployment {project} in this organization")
+        } else {
+            format!("no deployment of project \"{project}\"")
+        };
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", what)
     })
 }
 

@@ -73,9 +73,10 @@ pub struct CoordinatorConfig {
     pub nameservers: Vec<SocketAddr>,
     /// CA identities (CAA issuer domains) a customer hostname's CAA records must permit.
     pub caa_identities: Vec<String>,
-    /// Validate routes whose hostnames resolve to loopback or private addresses (test
-    /// configuration only: otherwise refused, so a customer cannot aim the coordinator at
-    /// internal services).
+    /// Validate customer hostnames that resolve to loopback or private addresses (a relay
+    /// inside a private network only: otherwise refused, so a customer cannot aim the
+    /// coordinator at internal services). `.localhost` routes need no flag: they are
+    /// dialled at the gateway's own loopback listener (see [`crate::validation`]).
     pub allow_private_targets: bool,
     /// How often a route is validated again.
     pub revalidate: Duration,
@@ -257,7 +258,7 @@ pub async fn run(
             std::fs::read_to_string(roots).map_err(setup("the ACME roots file"))?
         }
     };
-    let probe = PublicProbe::new(&config, bound.public.port(), roots_pem).map_err(setup("the route validator"))?;
+    let probe = PublicProbe::new(&config, bound.public, roots_pem).map_err(setup("the route validator"))?;
     let listener = svc_http::Server::bind("svc relay", config.listen, config.api_tls.clone(), config.api_http.clone())
         .await
         .map_err(setup("the relay API"))?;

@@ -61,7 +61,11 @@ impl Resolve for DnsResolve {
 
 impl PublicProbe {
     /// A probe for routes served on `public_port`, trusting `roots_pem` for their certificates.
-    pub fn new(config: &CoordinatorConfig, public_port: u16, roots_pem: String) -> Result<PublicProbe, String> {
+    pub fn new(
+        config: &CoordinatorConfig,
+        public: std::net::SocketAddr,
+        roots_pem: String,
+    ) -> Result<PublicProbe, String> {
         let dns = Arc::new(
             DnsChecker::new(&DnsConfig {
                 nameservers: config.nameservers.clone(),
@@ -71,9 +75,11 @@ impl PublicProbe {
         );
         let validator = RouteValidator::new(
             ValidatorConfig {
-                public_port,
+                public_port: public.port(),
                 roots_pem,
                 allow_private_addresses: config.allow_private_targets,
+                local_gateway: crate::validation::local_gateway(public.ip()),
+                relay_domain: config.relay_domain.clone(),
                 // A validation ends before the next is due, so a broken route shows within
                 // two intervals.
                 timeout: (config.revalidate / 2)

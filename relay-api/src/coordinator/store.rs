@@ -359,13 +359,20 @@ impl RelayStore {
         get_deployment(&*self.conn()?, id)
     }
 
-    /// The newest deployment of `project` in the organization.
+    /// The newest deployment of `project` in the organization, or, for a deployment ID
+    /// (`dep_...`; project names hold no `_`), that deployment if it is the organization's:
+    /// older and stopped deployments stay reachable, their money included.
     pub fn deployment_of(&self, org_id: &str, project: &str) -> Result<Option<Deployment>, StoreError> {
         let conn = self.conn()?;
-        let sql = format!(
-            "SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE org_id = ?1 AND project = ?2 \
-             ORDER BY created_at DESC, rowid DESC LIMIT 1"
-        );
+        let by_id = project.starts_with("dep_");
+        let sql = if by_id {
+            format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE org_id = ?1 AND id = ?2")
+        } else {
+            format!(
+                "SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE org_id = ?1 AND project = ?2 \
+                 ORDER BY created_at DESC, rowid DESC LIMIT 1"
+            )
+        };
         Ok(conn.query_row(&sql, params![org_id, project], deployment_row).optional()?)
     }
 

@@ -262,6 +262,11 @@ impl Gateway {
         self.accounting.active(route_id)
     }
 
+    /// Agents of route `route_id` connected now (their tunnels are up).
+    pub fn agents(&self, route_id: &str) -> u64 {
+        self.accounting.rows().into_iter().find(|r| r.route_id == route_id).map_or(0, |r| r.agents)
+    }
+
     /// Every route's counts (configured routes, and removed ones still in use).
     pub fn route_rows(&self) -> Vec<RouteRow> {
         self.accounting.rows()

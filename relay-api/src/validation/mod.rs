@@ -4,7 +4,10 @@
 //! 1. resolve the hostname (`address_unresolvable`);
 //! 2. refuse it if any address it resolves to is not public: loopback, private, link-local,
 //!    CGNAT, multicast, documentation and the other special ranges of [`address`]
-//!    (`address_not_public`), unless the configuration allows private addresses (tests);
+//!    (`address_not_public`), unless the configuration allows private addresses (tests).
+//!    A name under `.localhost` (RFC 6761: loopback by definition) is not resolved: it is
+//!    dialled at the gateway's own loopback listener when the gateway listens on loopback
+//!    (one machine, the default), and refused otherwise;
 //! 3. connect to one of those checked addresses, by address, on the public port
 //!    (`route_unreachable`): a DNS answer changing between check and dial cannot move it;
 //! 4. the TLS handshake with SNI = hostname, verifying the chain against the configured roots
@@ -67,10 +70,16 @@ pub struct ValidatorConfig {
     pub public_port: u16,
     /// The CA certificates trusted for route certificates (PEM).
     pub roots_pem: String,
-    /// Dial loopback, private and other non-public addresses too. Test configuration only:
-    /// in production it would let a customer's hostname point the coordinator at its own
-    /// network.
+    /// Dial loopback, private and other non-public addresses too. For a relay inside a
+    /// private network only: on a public one it would let a customer's hostname point the
+    /// coordinator at its own network.
     pub allow_private_addresses: bool,
+    /// The gateway's own loopback address, when its public listener is on loopback (or on
+    /// every address): routes under `.localhost` are validated there, and only there.
+    pub local_gateway: Option<IpAddr>,
+    /// The relay domain: a name under it is a canonical name, whose DNS is the operator's,
+    /// so its hints never ask the customer to point it anywhere.
+    pub relay_domain: String,
     /// The limit for the whole validation.
     pub timeout: Duration,
 }
@@ -100,6 +109,26 @@ impl std::fmt::Debug for RouteValidator {
             .field("allow_private_addresses", &self.config.allow_private_addresses)
             .field("timeout", &self.config.timeout)
             .finish_non_exhaustive()
+    }
+}
+
+/// Whether `host` is `localhost` or under it (RFC 6761, section 6.3).
+pub fn is_localhost_name(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    host.eq_ignore_ascii_case("localhost")
+        || host.len() > ".localhost".len()
+            && host.is_char_boundary(host.len() - ".localhost".len())
+            && host[host.len() - ".localhost".len()..].eq_ignore_ascii_case(".localhost")
+}
+
+/// Where `.localhost` routes are validated for a gateway listening on `public`: its own
+/// loopback address, or none for a gateway on a public address.
+pub fn local_gateway(public: IpAddr) -> Option<IpAddr> {
+    match public {
+        ip if ip.is_loopback() => Some(ip),
+        IpAddr::V4(ip) if ip.is_unspecified() => Some(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+        IpAddr::V6(ip) if ip.is_unspecified() => Some(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)),
+        _ => None,
     }
 }
 
@@ -236,10 +265,33 @@ impl RouteValidator {
                 "Use a hostname made of letters, digits and hyphens, such as shop.example.com.",
             ));
         }
-        let fix = format!(
-            "Make {host} resolve to the gateway's public address (a CNAME to the route's canonical name, \
-             or its A/AAAA records), then validate again."
-        );
+        if is_localhost_name(host) {
+            return match self.config.local_gateway {
+                Some(ip) => Ok(vec![ip]),
+                None => Err(Hint::new(
+                    "address_not_public",
+                    Stage::Reachability,
+                    format!(
+                        "{host} is a .localhost name, which reaches only the machine it is typed on, and this gateway listens on a public address"
+                    ),
+                    "Run the gateway on loopback (`svc relay serve --public 127.0.0.1:8443`) for routes on this machine, \
+                     or give the coordinator a public relay domain (`--relay-domain`) whose names resolve to the gateway.",
+                )),
+            };
+        }
+        let canonical = self.is_canonical(host);
+        let fix = if canonical {
+            format!(
+                "{host} is this relay's own name: the operator's DNS for *.{} must resolve to the gateway's public \
+                 addresses; nothing in the project can change it.",
+                self.config.relay_domain
+            )
+        } else {
+            format!(
+                "Make {host} resolve to the gateway's public address (a CNAME to the route's canonical name, \
+                 or its A/AAAA records), then validate again."
+            )
+        };
         let resolved = match timeout_at(deadline, self.resolver.resolve(host)).await {
             Ok(Ok(ips)) => ips,
             Ok(Err(e)) => {
@@ -272,15 +324,24 @@ impl RouteValidator {
                         "address_not_public",
                         Stage::Reachability,
                         format!("{host} resolves to {ip}, a {class} address, which validation never dials"),
-                        format!(
-                            "Point {host} only at the gateway's public addresses (a CNAME to the route's \
-                             canonical name); loopback, private and other non-public addresses are refused."
-                        ),
+                        if canonical {
+                            fix.clone()
+                        } else {
+                            format!(
+                                "Point {host} only at the gateway's public addresses (a CNAME to the route's \
+                                 canonical name); loopback, private and other non-public addresses are refused."
+                            )
+                        },
                     ));
                 }
             }
         }
         Ok(ips)
+    }
+
+    fn is_canonical(&self, host: &str) -> bool {
+        let domain = self.config.relay_domain.trim_end_matches('.').to_ascii_lowercase();
+        host.strip_suffix(domain.as_str()).is_some_and(|label| label.ends_with('.'))
     }
 
     /// Connects to the first address that accepts, each attempt given an equal share of the

@@ -80,6 +80,8 @@ pub trait Transaction {
 
     /// An application of the organization.
     fn application(&mut self, organization: i64, application_id: &str) -> Result<Option<Application>, StoreError>;
+    /// The organization's applications, by ID.
+    fn applications(&mut self, organization: i64) -> Result<Vec<Application>, StoreError>;
     /// Creates an application; [`StoreError::Conflict`] if the ID is taken.
     fn insert_application(
         &mut self,

@@ -432,6 +432,15 @@ impl Transaction for SqliteTransaction<'_> {
             .map_err(db)
     }
 
+    fn applications(&mut self, organization: i64) -> Result<Vec<Application>, StoreError> {
+        let sql = format!(
+            "SELECT {APPLICATION_COLUMNS} FROM applications WHERE organization_id = ?1 ORDER BY application_id"
+        );
+        let mut stmt = self.conn().prepare_cached(&sql).map_err(db)?;
+        let rows = stmt.query_map(params![organization], application_row).map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
+    }
+
     fn insert_application(
         &mut self,
         organization: i64,

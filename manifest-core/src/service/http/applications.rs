@@ -1,0 +1,94 @@
+//! The organization's applications as a list, and lifting a pause: `GET /api/applications`
+//! and `POST /api/applications/{id}/resume` (`{"reason": "..."}`), recorded in activity
+//! like the pause it lifts.
+
+use axum::body::Body;
+use axum::extract::{Path, State as Extract};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::json;
+
+use super::{ApplicationView, Shared, authenticate, blocking, json_response, read_body, respond};
+use crate::service::publish::{ApiError, now};
+use crate::service::store::{Activity, Status};
+
+/// The longest resume reason, as for a pause.
+const REASON_MAX_CHARS: usize = 500;
+
+pub(super) async fn list(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {
+    respond(
+        async {
+            let caller = authenticate(&state, &headers).await?;
+            let state = state.clone();
+            let apps = blocking(move || Ok(state.store.read()?.applications(caller.organization.id)?)).await?;
+            let views: Vec<ApplicationView> = apps.into_iter().map(ApplicationView::from).collect();
+            Ok(json_response(200, &json!({ "applications": views })))
+        }
+        .await,
+    )
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResumeRequest {
+    reason: String,
+}
+
+pub(super) async fn resume(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let caller = authenticate(&state, &headers).await?;
+            let body = read_body(body).await?;
+            let request: ResumeRequest = serde_json::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("the request body must be {{\"reason\": \"...\"}}: {e}")))?;
+            let reason = request.reason.trim().to_owned();
+            if reason.is_empty() || reason.chars().count() > REASON_MAX_CHARS {
+                return Err(ApiError::bad_request(format!(
+                    "the resume `reason` must be 1-{REASON_MAX_CHARS} characters; say why the application runs again"
+                )));
+            }
+            if !caller.role.can_publish() {
+                return Err(ApiError::new(403, "forbidden", "a viewer token cannot resume applications"));
+            }
+            let state = state.clone();
+            let app = blocking(move || {
+                let mut tx = state.store.write()?;
+                let mut app = tx.application(caller.organization.id, &id)?.ok_or_else(|| ApiError::not_found(&id))?;
+                if app.status != Status::Paused {
+                    return Err(ApiError::new(
+                        409,
+                        "not_paused",
+                        format!(
+                            "application \"{id}\" is {}, not paused: there is no pause to lift",
+                            app.status.as_str()
+                        ),
+                    ));
+                }
+                app.status = Status::Active;
+                app.pause_reason = None;
+                tx.update_application(&app)?;
+                tx.record_activity(
+                    app.key,
+                    &Activity {
+                        at: now(),
+                        actor: caller.actor(),
+                        action: "application_resumed".to_owned(),
+                        policy_version: Some(app.active_pointer_version),
+                        status: Some(app.status.as_str().to_owned()),
+                        reason: Some(reason),
+                    },
+                )?;
+                tx.commit()?;
+                Ok(app)
+            })
+            .await?;
+            Ok(json_response(200, &ApplicationView::from(app)))
+        }
+        .await,
+    )
+}
