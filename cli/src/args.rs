@@ -384,8 +384,9 @@ pub enum RelayAdminCommand {
         /// The coordinator's data directory.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
-        /// The organization (a DNS label: it becomes part of canonical hostnames).
-        #[arg(long)]
+        /// The organization (a-z, 0-9 and single hyphens, 1-32: it becomes part of canonical
+        /// hostnames).
+        #[arg(long, value_parser = manifest_core::names::parse_organization)]
         org: String,
     },
     /// Issue an API token for an organization; prints it once.
@@ -394,7 +395,7 @@ pub enum RelayAdminCommand {
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
         /// The organization (for `--operator`: the gateway operator's name).
-        #[arg(long)]
+        #[arg(long, value_parser = manifest_core::names::parse_organization)]
         org: String,
         /// A gateway operator's token: reads and claims its rewards.
         #[arg(long)]
@@ -793,8 +794,8 @@ pub struct OrgArgs {
     /// The service's data directory.
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
-    /// The organization.
-    #[arg(long, value_name = "ORG")]
+    /// The organization (a-z, 0-9 and single hyphens, 1-32).
+    #[arg(long, value_name = "ORG", value_parser = manifest_core::names::parse_organization)]
     pub org: String,
 }
 

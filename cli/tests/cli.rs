@@ -332,3 +332,25 @@ fn an_unknown_execution_mode_is_not_an_execution_mode() {
     assert!(stdout.contains("\"sometimes\" is not an execution mode"), "{stdout}");
     assert!(!stdout.contains("is not a execution"), "{stdout}");
 }
+
+/// `--org Acme` and `--org a--b` were accepted and became parts of hostnames; every command
+/// that names an organization now refuses them before touching the data directory.
+#[test]
+fn organization_names_break_no_hostname_and_touch_nothing_when_refused() {
+    let dir = std::env::temp_dir().join(format!("svc-cli-org-{}", std::process::id()));
+    let data = dir.join("relay");
+    let data = data.to_str().expect("UTF-8");
+    for args in [
+        vec!["relay", "admin", "invite", "--data-dir", data, "--org", "Acme"],
+        vec!["relay", "admin", "token", "--data-dir", data, "--org", "a--b"],
+        vec!["admin", "token", "create", "--data-dir", data, "--org=-x", "--role", "developer"],
+    ] {
+        let out = svc(&args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("a-z, 0-9 and single hyphens"), "{args:?}: {err}");
+    }
+    let out = svc(&["relay", "admin", "invite", "--data-dir", data, "--org", "Acme"], None);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean \"acme\""));
+    assert!(!dir.exists(), "nothing was created for a refused name");
+}

@@ -35,6 +35,7 @@ mod yaml;
 pub mod document;
 pub mod formats;
 pub mod invariants;
+pub mod names;
 #[cfg(feature = "service")]
 pub mod service;
 pub mod shape;

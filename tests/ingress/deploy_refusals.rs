@@ -248,3 +248,29 @@ async fn twelve_identical_deploys_at_once_make_one_deployment_and_no_conflict() 
     assert_eq!(ids.len(), 1, "one deployment: {ids:?}");
     assert_eq!(deployment_dirs(&relay.data).len(), 1, "one set of files");
 }
+
+/// `<project>-<org>` is not injective: org `c` with project `a-b` and org `b-c` with project
+/// `a` both make `a-b-c.localhost`. The first organization keeps the name, stopped or not.
+#[tokio::test(flavor = "multi_thread")]
+async fn canonical_names_never_pass_to_another_organization() {
+    let dir = TempDir::new("canonical");
+    let relay = relay(&dir).await;
+    let path = "/api/ingress/deployments";
+    admin(&relay.data, "invite", "c");
+    admin(&relay.data, "invite", "b-c");
+    let (c, bc) = (admin(&relay.data, "token", "c"), admin(&relay.data, "token", "b-c"));
+    let (status, first) = post(&relay, &c, path, &deploy_request("a-b", app_files(0, 0), &[]));
+    assert_eq!(status, 201, "{first:#}");
+    assert_eq!(first["deployment"]["canonicalHostname"], "a-b-c.localhost");
+    let (status, refused) = post(&relay, &bc, path, &deploy_request("a", app_files(0, 0), &[]));
+    assert_eq!(status, 409, "{refused:#}");
+    assert_eq!(refused["error"]["code"], "canonical_name_taken", "{refused:#}");
+    // Stopped, the name is still not the other organization's.
+    let (code, _, err) = relay.svc_as(&c, &["stop", "--project", "a-b"]).await;
+    assert_eq!(code, 0, "{err}");
+    let (status, refused) = post(&relay, &bc, path, &deploy_request("a", app_files(0, 0), &[]));
+    assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("canonical_name_taken")), "{refused:#}");
+    // The owner deploys under it again.
+    let (status, again) = post(&relay, &c, path, &deploy_request("a-b", app_files(1, 10), &[]));
+    assert_eq!(status, 201, "{again:#}");
+}

@@ -107,9 +107,7 @@ fn evidence(a: &ArtifactArgs) -> Result<ArtifactEvidence, AdminError> {
 
 /// Creates a token (and the organization if new); returns the plaintext, shown only once.
 pub fn token_create(dir: &Path, org: &str, role: Role, name: Option<&str>) -> Result<String, AdminError> {
-    if org.trim().is_empty() {
-        return Err(AdminError::Invalid("--org must not be empty".into()));
-    }
+    crate::names::organization(org).map_err(|e| AdminError::Invalid(e.to_string()))?;
     let token = issue_token().map_err(|e| AdminError::Invalid(e.to_string()))?;
     let name = name.map_or_else(|| format!("{}-{}", role.as_str(), &token.id[4..]), str::to_owned);
     with_store(dir, |tx| {

@@ -231,6 +231,16 @@ async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: By
             ),
         ));
     }
+    if engine.store().canonical_held_elsewhere(&canonical, &caller.org_id)? {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "canonical_name_taken",
+            format!(
+                "\"{canonical}\" belongs to another organization's project (project and organization names \
+                 joined by hyphens can meet); choose another project `name` in ingress.json"
+            ),
+        ));
+    }
     for name in req.secrets.keys() {
         if !project.app.secrets.contains_key(name) {
             return Err(ApiError::new(

@@ -263,6 +263,8 @@ impl RelayStore {
         if let Some(id) = conn.query_row("SELECT id FROM orgs WHERE name = ?1", [org], |r| r.get(0)).optional()? {
             return Ok(id);
         }
+        // A new name follows the one organization rule (existing ones stay reachable).
+        manifest_core::names::organization(org).map_err(|e| refused("invalid_org", e.to_string()))?;
         let id = format!("org_{}", random_hex(8)?);
         conn.execute("INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)", params![id, org, now_ms()])?;
         Ok(id)
@@ -352,6 +354,21 @@ impl RelayStore {
         let d = get_deployment(&tx, &new.id)?;
         tx.commit()?;
         Ok(d)
+    }
+
+    /// Whether another organization ever had a deployment under `canonical`: a canonical
+    /// name stays its first organization's, stopped or not (`<project>-<org>` is not
+    /// injective: org `c` with project `a-b` and org `b-c` with project `a` both make `a-b-c`).
+    pub fn canonical_held_elsewhere(&self, canonical: &str, org_id: &str) -> Result<bool, StoreError> {
+        let conn = self.conn()?;
+        let held: Option<i64> = conn
+            .query_row(
+                "SELECT 1 FROM deployments WHERE canonical_hostname = ?1 AND org_id <> ?2 LIMIT 1",
+                params![canonical, org_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(held.is_some())
     }
 
     /// A deployment by ID.
