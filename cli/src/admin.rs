@@ -22,8 +22,29 @@ fn artifact(flags: &ArtifactFlags) -> ArtifactArgs {
     }
 }
 
+/// The data directory an admin command works on.
+fn data_dir_of(command: &AdminCommand) -> &std::path::Path {
+    match command {
+        AdminCommand::Token { command: TokenCommand::Create { target, .. } }
+        | AdminCommand::Artifact { command: ArtifactCommand::Accept { target, .. } }
+        | AdminCommand::Capability { command: CapabilityCommand::Grant { target, .. } }
+        | AdminCommand::Capability { command: CapabilityCommand::Revoke { target, .. } }
+        | AdminCommand::Entitlement { command: EntitlementCommand::Set { target, .. } }
+        | AdminCommand::SpendAuthority { command: SpendAuthorityCommand::Set { target, .. } }
+        | AdminCommand::SshKey { command: SshKeyCommand::Add { target, .. } }
+        | AdminCommand::Secret { command: SecretCommand::Provision { target, .. } }
+        | AdminCommand::Application { command: ApplicationCommand::Settle { target, .. } } => &target.data_dir,
+        AdminCommand::Artifact { command: ArtifactCommand::Curate { data_dir, .. } }
+        | AdminCommand::Image { command: ImageCommand::Add { data_dir, .. } } => data_dir,
+    }
+}
+
 /// Runs one admin command; exit 0 done, 1 refused (with the reason), 2 store trouble.
 pub(crate) fn run(command: &AdminCommand) -> ExitCode {
+    if let Err(message) = crate::data_dir::existing(data_dir_of(command), "svc serve --data-dir") {
+        eprintln!("svc admin: {message}");
+        return ExitCode::from(2);
+    }
     let result = match command {
         AdminCommand::Token { command: TokenCommand::Create { target, role, name } } => {
             let role = Role::parse(role).unwrap_or(Role::Viewer);

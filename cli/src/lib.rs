@@ -9,6 +9,7 @@ mod admin;
 mod args;
 mod catalog;
 mod client;
+mod data_dir;
 mod deploy;
 mod economics;
 mod ingress;

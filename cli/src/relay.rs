@@ -96,6 +96,21 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
 
 /// `svc relay admin ...`
 pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
+    // `invite` is the first command on a new machine and makes the directory; every other
+    // one works on a directory that exists.
+    let existing = match command {
+        RelayAdminCommand::Invite { .. } => Ok(()),
+        RelayAdminCommand::Token { data_dir, .. }
+        | RelayAdminCommand::CatalogKey { data_dir }
+        | RelayAdminCommand::RotateCatalogKey { data_dir, .. }
+        | RelayAdminCommand::AdmissionToken { data_dir, .. } => {
+            crate::data_dir::existing(data_dir, "svc relay admin invite --org ORG --data-dir")
+        }
+    };
+    if let Err(message) = existing {
+        eprintln!("svc relay admin: {message}");
+        return ExitCode::from(2);
+    }
     match command {
         RelayAdminCommand::Invite { data_dir, org } => match coordinator::invite(data_dir, org) {
             Ok(()) => {

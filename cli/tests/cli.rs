@@ -354,3 +354,33 @@ fn organization_names_break_no_hostname_and_touch_nothing_when_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean \"acme\""));
     assert!(!dir.exists(), "nothing was created for a refused name");
 }
+
+/// A typo'd `--data-dir` made a second store and printed a token no server read. Admin
+/// commands now refuse a directory that does not exist (only `relay admin invite`, the first
+/// command on a new machine, and the servers make one), naming the path.
+#[test]
+fn a_typod_data_dir_is_refused_and_nothing_is_created() {
+    let dir = std::env::temp_dir().join(format!("svc-cli-typo-{}", std::process::id()));
+    let typo = dir.join("relya");
+    let typo = typo.to_str().expect("UTF-8");
+    for args in [
+        vec!["relay", "admin", "token", "--data-dir", typo, "--org", "acme"],
+        vec!["relay", "admin", "catalog-key", "--data-dir", typo],
+        vec!["admin", "token", "create", "--data-dir", typo, "--org", "acme", "--role", "developer"],
+        vec!["admin", "capability", "grant", "--data-dir", typo, "--org", "acme", "ssh_access"],
+    ] {
+        let out = svc(&args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(typo) && err.contains("no such data directory"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "no token printed: {args:?}");
+    }
+    assert!(!dir.exists(), "nothing was created");
+    // The README's first command still makes its directory.
+    let out = svc(&["relay", "admin", "invite", "--data-dir", typo, "--org", "acme"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = svc(&["relay", "admin", "token", "--data-dir", typo, "--org", "acme"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(format!("{typo}-jobs"));
+}

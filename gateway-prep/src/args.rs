@@ -92,15 +92,18 @@ pub struct InitArgs {
     /// The operator name the token was issued to (checked by the coordinator when given).
     #[arg(long, value_name = "NAME")]
     pub operator: Option<String>,
-    /// The gateway's public TLS address.
-    #[arg(long, value_name = "ADDR", default_value = crate::layout::PUBLIC)]
-    pub public: SocketAddr,
-    /// The tunnel address agents dial.
-    #[arg(long, value_name = "ADDR", default_value = crate::layout::TUNNEL)]
-    pub tunnel: SocketAddr,
-    /// The metrics address (keep it on loopback).
-    #[arg(long, value_name = "ADDR", default_value = crate::layout::ADMIN)]
-    pub admin: SocketAddr,
+    /// The gateway's public TLS address (default: the existing configuration's, else
+    /// 0.0.0.0:443; a re-run keeps what is configured).
+    #[arg(long, value_name = "ADDR")]
+    pub public: Option<SocketAddr>,
+    /// The tunnel address agents dial (default: the existing configuration's, else
+    /// 0.0.0.0:7443).
+    #[arg(long, value_name = "ADDR")]
+    pub tunnel: Option<SocketAddr>,
+    /// The metrics address, kept on loopback (default: the existing configuration's, else
+    /// 127.0.0.1:7444).
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
     /// The `svc` binary the unit runs.
     #[arg(long, value_name = "FILE", default_value = crate::layout::SVC_BINARY)]
     pub svc_binary: PathBuf,

@@ -30,9 +30,9 @@ fn options(root: &TempDir, coordinator: &TestCoordinator, token: &str) -> InitOp
         admission_token: Some(token.to_owned()),
         operator: Some("north".into()),
         hostname: Some(HOST.into()),
-        public: layout::PUBLIC.parse().expect("addr"),
-        tunnel: layout::TUNNEL.parse().expect("addr"),
-        admin: layout::ADMIN.parse().expect("addr"),
+        public: Some(layout::PUBLIC.parse().expect("addr")),
+        tunnel: Some(layout::TUNNEL.parse().expect("addr")),
+        admin: Some(layout::ADMIN.parse().expect("addr")),
         svc_binary: layout::SVC_BINARY.into(),
         limit_nofile: layout::LIMIT_NOFILE,
         dry_run: false,
@@ -137,13 +137,21 @@ async fn the_first_run_registers_and_writes_the_second_changes_nothing() {
     let routes_only = init(&opts).await.expect("routes are the gateway's");
     assert!(routes_only.unchanged(), "{}", routes_only.text());
     let mut moved = options(&root, &coordinator, "not needed any more");
-    moved.admin = "127.0.0.1:9999".parse().expect("addr");
+    moved.admin = Some("127.0.0.1:9999".parse().expect("addr"));
     let third = init(&moved).await.expect("a new metrics address");
     assert_eq!(third.files[3].action, Action::Update, "{}", third.text());
     let gateway = GatewayFile::read(&root.root().path(GATEWAY)).expect("gateway.json");
     assert_eq!(gateway.admin.port(), 9999);
     assert_eq!(gateway.routes.len(), 1, "the routes survive");
     assert!(init(&moved).await.expect("again").unchanged());
+
+    // A bare re-run (no address flags) keeps the configured addresses: it used to write the
+    // defaults back over them and exit 0.
+    let mut bare = options(&root, &coordinator, "not needed any more");
+    (bare.public, bare.tunnel, bare.admin) = (None, None, None);
+    let rerun = init(&bare).await.expect("a bare re-run");
+    assert!(rerun.unchanged(), "{}", rerun.text());
+    assert_eq!(GatewayFile::read(&root.root().path(GATEWAY)).expect("gateway.json").admin.port(), 9999);
 }
 
 #[tokio::test]

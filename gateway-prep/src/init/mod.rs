@@ -41,12 +41,12 @@ pub struct InitOptions {
     pub operator: Option<String>,
     /// The gateway's public hostname (default: the record's).
     pub hostname: Option<String>,
-    /// The public TLS address.
-    pub public: SocketAddr,
-    /// The tunnel address.
-    pub tunnel: SocketAddr,
-    /// The metrics address.
-    pub admin: SocketAddr,
+    /// The public TLS address (`None`: the existing configuration's, else the default).
+    pub public: Option<SocketAddr>,
+    /// The tunnel address (`None`: as for `public`).
+    pub tunnel: Option<SocketAddr>,
+    /// The metrics address (`None`: as for `public`).
+    pub admin: Option<SocketAddr>,
     /// The `svc` binary the unit runs.
     pub svc_binary: PathBuf,
     /// The unit's `LimitNOFILE=`.
@@ -293,11 +293,15 @@ fn tunnel_pair(root: &Root, hostname: &str) -> Result<(String, String), InitErro
 /// existing file (routes are the gateway's to change; init keeps them).
 fn gateway_json(root: &Root, opts: &InitOptions) -> String {
     let host = config_path(layout::GATEWAY_FILE);
-    let routes = GatewayFile::read(&root.path(&host)).map(|f| f.routes).unwrap_or_default();
+    // A re-run keeps the configured addresses: only a flag given now changes one.
+    let existing = GatewayFile::read(&root.path(&host)).ok();
+    let address = |given: Option<SocketAddr>, configured: Option<SocketAddr>, default: &str| {
+        given.or(configured).unwrap_or_else(|| default.parse().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))))
+    };
     let file = GatewayFile {
-        public: opts.public,
-        tunnel: opts.tunnel,
-        admin: opts.admin,
+        public: address(opts.public, existing.as_ref().map(|f| f.public), layout::PUBLIC),
+        tunnel: address(opts.tunnel, existing.as_ref().map(|f| f.tunnel), layout::TUNNEL),
+        admin: address(opts.admin, existing.as_ref().map(|f| f.admin), layout::ADMIN),
         tunnel_cert: config_path(layout::TUNNEL_CERT),
         tunnel_key: config_path(layout::TUNNEL_KEY),
         client_hello_max_bytes: None,
@@ -306,7 +310,7 @@ fn gateway_json(root: &Root, opts: &InitOptions) -> String {
         half_close_linger_secs: None,
         client_share_percent: None,
         client_hellos_per_client: None,
-        routes,
+        routes: existing.map(|f| f.routes).unwrap_or_default(),
     };
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
     text.push('\n');
