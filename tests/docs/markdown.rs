@@ -81,6 +81,10 @@ pub(crate) fn blocks(path: &Path, markdown: &str) -> Result<Vec<Block>, String> 
 fn block(path: &Path, line: usize, info: &str, body: String) -> Result<Block, String> {
     let mut words = info.split_whitespace();
     let lang = words.next().unwrap_or("");
+    if lang.is_empty() {
+        // A bare fence could be commands nobody runs: every block says what it is.
+        return Err("a fenced block without a language: ```sh for commands, ```text for a diagram".to_owned());
+    }
     let mut kind = if lang == "sh" { Kind::Run } else { Kind::Other };
     let (mut exit, mut interrupt) = (0, None);
     for word in words {
@@ -194,5 +198,7 @@ mod tests {
         assert_eq!(got[3].kind, Kind::Synopsis);
         let err = blocks(Path::new("d.md"), "\n```sh sometimes\nx\n```\n").expect_err("refused");
         assert!(err.starts_with("d.md:2: unknown block attribute"), "{err}");
+        let err = blocks(Path::new("d.md"), "```\nsvc x\n```\n").expect_err("a bare fence");
+        assert!(err.contains("without a language"), "{err}");
     }
 }
