@@ -42,8 +42,7 @@ fn data_dir_of(command: &AdminCommand) -> &std::path::Path {
 /// Runs one admin command; exit 0 done, 1 refused (with the reason), 2 store trouble.
 pub(crate) fn run(command: &AdminCommand) -> ExitCode {
     if let Err(message) = crate::data_dir::existing(data_dir_of(command), "svc serve --data-dir") {
-        eprintln!("svc admin: {message}");
-        return ExitCode::from(2);
+        return crate::output::fail("svc admin", 2, "no_data_dir", &message);
     }
     let result = match command {
         AdminCommand::Token { command: TokenCommand::Create { target, role, name } } => {

@@ -108,8 +108,7 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
         }
     };
     if let Err(message) = existing {
-        eprintln!("svc relay admin: {message}");
-        return ExitCode::from(2);
+        return crate::output::fail("svc relay admin", 2, "no_data_dir", &message);
     }
     match command {
         RelayAdminCommand::Invite { data_dir, org } => match coordinator::invite(data_dir, org) {
