@@ -60,21 +60,26 @@ fn acme_error<'a>(what: &'a str, url: &'a str) -> impl Fn(instant_acme::Error) -
     move |e| CertError::Issuer(format!("ACME {what} at {url}: {}", describe(&e)))
 }
 
-/// An error with its whole source chain: hyper's own text is only `client error (Connect)`,
-/// and the certificate problem (`invalid peer certificate: UnknownIssuer`) sits several
-/// sources down. A TLS trust failure also says which flag fixes it.
-pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+/// An error with its sources, each distinct part once (wrappers often repeat their source's
+/// text): hyper's own text is only the outermost layer.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut current = Some(e);
     while let Some(err) = current {
         let text = err.to_string();
-        // Wrappers often repeat their source's text: keep each part once.
         if !parts.iter().any(|p| p.contains(&text)) {
             parts.push(text);
         }
         current = err.source();
     }
-    let mut out = parts.join(": ");
+    parts.join(": ")
+}
+
+/// An error with its whole source chain: hyper's own text is only `client error (Connect)`,
+/// and the certificate problem (`invalid peer certificate: UnknownIssuer`) sits several
+/// sources down. A TLS trust failure also says which flag fixes it.
+pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error_chain(e);
     if out.contains("invalid peer certificate") || out.contains("UnknownIssuer") {
         out.push_str(
             "; the ACME server's HTTPS certificate is not trusted: pass --acme-directory-ca FILE with the CA that \

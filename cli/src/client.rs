@@ -220,30 +220,22 @@ impl Client {
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| self.unreachable(chain(&e)))?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+            .await
+            .map_err(|e| self.unreachable(agent::acme::error_chain(&e)))?;
         tokio::spawn(connection);
-        let response = sender.send_request(request).await.map_err(|e| self.unreachable(chain(&e)))?;
+        let response =
+            sender.send_request(request).await.map_err(|e| self.unreachable(agent::acme::error_chain(&e)))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.into_body().collect().await.map_err(|e| self.unreachable(chain(&e)))?.to_bytes();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| self.unreachable(agent::acme::error_chain(&e)))?
+            .to_bytes();
         Ok(Response { status, headers, body: body.to_vec() })
     }
-}
-
-/// An error with its sources (hyper's own text is only the outermost layer, such as
-/// `connection closed before message completed`), each distinct part once.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut current = Some(e);
-    while let Some(err) = current {
-        let text = err.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        current = err.source();
-    }
-    parts.join(": ")
 }
 
 /// Loopback: 127.0.0.0/8, ::1 (and its IPv4-mapped form), `localhost`.

@@ -345,13 +345,7 @@ async fn a_project_deploys_goes_live_degrades_recovers_and_stops_with_the_develo
     let k = kinds(&ledger);
     assert_eq!(&k[k.len() - 2..], ["unserved", "stop"], "the running period was cut short: {ledger:#}");
     let sessions = relay.json(&["sessions", "--config", &config]).await;
-    let refundable: Vec<(String, u64)> = sessions["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
-        .filter(|s| s["refundableMicros"].as_u64() > Some(0))
-        .map(|s| (s["id"].as_str().unwrap_or("").to_owned(), s["refundableMicros"].as_u64().unwrap_or(0)))
-        .collect();
+    let refundable = refundable(&sessions);
     assert!(refundable.len() >= 2, "the cut period and the unstarted ones: {sessions:#}");
     for (id, amount) in &refundable {
         let entry = relay.json(&["refund", id, "--config", &config]).await;
@@ -568,4 +562,15 @@ async fn verify_pending(relay: &Relay, host: &str, config: &str) -> Value {
     let (code, out, err) = relay.svc(&["hostname", "verify", host, "--config", config, "--format", "json"]).await;
     assert_eq!(code, 1, "verify exits 1 while the records are not right: {err}\n{out}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("one JSON value ({e}): {out}"))
+}
+
+/// The sessions of `svc ingress sessions --format json` with money to refund: (id, micros).
+pub(super) fn refundable(sessions: &Value) -> Vec<(String, u64)> {
+    sessions["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter(|s| s["refundableMicros"].as_u64() > Some(0))
+        .map(|s| (s["id"].as_str().unwrap_or("").to_owned(), s["refundableMicros"].as_u64().unwrap_or(0)))
+        .collect()
 }

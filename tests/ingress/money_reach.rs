@@ -5,7 +5,7 @@
 use serde_json::Value;
 use svc_e2e::service::TempDir;
 
-use super::deploy::{Relay, admin};
+use super::deploy::{Relay, admin, refundable};
 
 fn id_of(status: &Value) -> String {
     status["deployment"]["id"].as_str().expect("a deployment id").to_owned()
@@ -37,13 +37,7 @@ async fn a_stopped_deployments_money_is_refundable_after_the_project_is_deployed
 
     // The project's newest deployment is the second: the first's money is reached by its ID.
     let sessions = relay.json(&["sessions", "--deployment", &first]).await;
-    let refundable: Vec<(String, u64)> = sessions["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
-        .filter(|s| s["refundableMicros"].as_u64() > Some(0))
-        .map(|s| (s["id"].as_str().unwrap_or("").to_owned(), s["refundableMicros"].as_u64().unwrap_or(0)))
-        .collect();
+    let refundable = refundable(&sessions);
     assert!(refundable.len() >= 3, "three unstarted periods and the cut one: {sessions:#}");
     let total: u64 = refundable.iter().map(|(_, m)| m).sum();
     for (id, amount) in &refundable {

@@ -208,6 +208,11 @@ impl Accounting {
         self.table().routes.get(route).map_or(0, |l| l.active)
     }
 
+    /// Agents of `route` connected now.
+    pub(super) fn agents(&self, route: &str) -> u64 {
+        self.table().routes.get(route).map_or(0, |l| l.agents)
+    }
+
     /// Every route's counts, by route ID.
     pub(super) fn rows(&self) -> Vec<RouteRow> {
         let table = self.table();

@@ -264,7 +264,7 @@ impl Gateway {
 
     /// Agents of route `route_id` connected now (their tunnels are up).
     pub fn agents(&self, route_id: &str) -> u64 {
-        self.accounting.rows().into_iter().find(|r| r.route_id == route_id).map_or(0, |r| r.agents)
+        self.accounting.agents(route_id)
     }
 
     /// Every route's counts (configured routes, and removed ones still in use).
