@@ -18,6 +18,7 @@ mod ingress {
     mod money_reach;
     mod pebble;
     mod process;
+    mod redeploy;
     mod renewal;
     mod standalone;
     mod supervision;
@@ -148,6 +149,7 @@ mod ingress {
                 credential_sha256: agent::wire::sha256_hex(credential.as_bytes()),
                 proxy_protocol,
                 max_connections: 64,
+                standby: false,
             };
             StandaloneRoute { ca, ca_pem, tunnel_cert, tunnel_key, credential, route }
         }

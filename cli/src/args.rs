@@ -99,12 +99,15 @@ pub enum IngressCommand {
         cert_validity_secs: u64,
     },
     /// Deploy the project: validate it, send it with the app's files, fund its quote (within
-    /// the project's spend ceiling), and wait until its URL is live.
+    /// the project's spend ceiling), and wait until its URL is live. Deploying a changed
+    /// project again (its file, an app file, a secret) ships it as the deployment's next
+    /// revision: started beside the serving one and switched to once validated, with no
+    /// downtime and no new funding; if it fails, the serving revision stays.
     Deploy {
         /// Send and show the quote, but do not fund it.
         #[arg(long)]
         no_fund: bool,
-        /// Return once funded instead of waiting until live.
+        /// Return once funded (a redeploy: once sent) instead of waiting until live.
         #[arg(long)]
         no_wait: bool,
         /// How long to wait until live, seconds (at most a day).

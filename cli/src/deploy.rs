@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use relay_api::coordinator::api::{
     DeployResponse, HintsResponse, HostnameResponse, LedgerResponse, LogsResponse, Status,
 };
-use relay_api::coordinator::model::{Deployment, LedgerEntry, Quote};
+use relay_api::coordinator::model::{Deployment, LedgerEntry, Quote, SuccessorState};
 use relay_api::coordinator::state::DeploymentState;
 use relay_api::hint::Hint;
 use relay_api::project::Project;
@@ -245,16 +245,34 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
     let body = json!({"project": project_json, "manifest": manifest, "bundle": files, "secrets": secrets});
     let deployed: DeployResponse = call(&client, Method::POST, "/api/ingress/deployments", Some(body))?;
     let d = &deployed.deployment;
-    say(
-        t,
-        &format!(
-            "deployment {} is {}{}",
-            d.id,
-            d.state,
-            if deployed.existing { " (unchanged project: nothing new created)" } else { "" }
+    match &deployed.successor {
+        Some(s) => say(
+            t,
+            &format!(
+                "deployment {} is {}: revision {} is {}; revision {} serves until it is validated",
+                d.id,
+                d.state,
+                s.revision,
+                s.state.as_str(),
+                d.revision
+            ),
         ),
-    );
-    say(t, &quote_line(&deployed.quote));
+        None => say(
+            t,
+            &format!(
+                "deployment {} is {}{}",
+                d.id,
+                d.state,
+                if deployed.existing { " (unchanged project: nothing new created)" } else { "" }
+            ),
+        ),
+    }
+    // A redeploy is done when its revision serves.
+    let revision = deployed.successor.as_ref().map_or(d.revision, |s| s.revision);
+    // A redeploy of a funded deployment carries its funds over: no quote to read.
+    if deployed.successor.is_none() || d.state == DeploymentState::PendingFunding {
+        say(t, &quote_line(&deployed.quote));
+    }
     let mut funded: Option<LedgerEntry> = None;
     if !no_fund && d.state == DeploymentState::PendingFunding && deployed.quote.funded_at.is_none() {
         let entry: LedgerEntry =
@@ -264,18 +282,63 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
     }
     if no_fund || no_wait {
         if t.format == OutputFormat::Json {
-            print_json(&json!({"deployment": d, "quote": deployed.quote, "funded": funded}));
+            let mut answer = json!({"deployment": d, "quote": deployed.quote, "funded": funded});
+            if let Some(s) = &deployed.successor {
+                answer["successor"] = json!(s);
+            }
+            print_json(&answer);
         }
         return Ok(ExitCode::SUCCESS);
     }
     let deadline = Instant::now() + Duration::from_secs(timeout);
-    let mut seen = 0usize;
+    // A new deployment's transitions are told from its creation; an existing one's from now.
+    let mut seen: Option<usize> = (!deployed.existing && deployed.successor.is_none()).then_some(0);
+    let mut seen_revision = d.revision;
     loop {
         let status: Status = call(&client, Method::GET, &path(&project.name, ""), None)?;
-        for tr in status.transitions.iter().skip(seen) {
+        for tr in status.transitions.iter().skip(seen.unwrap_or(status.transitions.len())) {
             say(t, &format!("{} ({})", tr.to, tr.reason));
         }
-        seen = status.transitions.len();
+        seen = Some(status.transitions.len());
+        if status.deployment.revision < revision {
+            match &status.successor {
+                Some(s) if s.revision == revision && s.state == SuccessorState::Failed => {
+                    print_hints(&status.hints, &mut std::io::stderr());
+                    return Err(fail(
+                        EXIT_FAILED,
+                        "redeploy_failed",
+                        &format!(
+                            "revision {revision} was not deployed: {}; revision {} keeps serving",
+                            s.reason, status.deployment.revision
+                        ),
+                    ));
+                }
+                Some(s) if s.revision == revision => {}
+                _ => {
+                    return Err(fail(
+                        EXIT_FAILED,
+                        "redeploy_superseded",
+                        &format!(
+                            "revision {revision} was replaced by another deploy of the project; revision {} serves",
+                            status.deployment.revision
+                        ),
+                    ));
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(fail(
+                    EXIT_FAILED,
+                    "not_live",
+                    &format!("revision {revision} did not take over within {timeout} s; `svc ingress status` says why"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+            continue;
+        }
+        if status.deployment.revision != d.revision && seen_revision < status.deployment.revision {
+            seen_revision = status.deployment.revision;
+            say(t, &format!("revision {} serves", status.deployment.revision));
+        }
         match status.deployment.state {
             DeploymentState::Live => {
                 if t.format == OutputFormat::Json {
@@ -319,7 +382,13 @@ pub(crate) fn status(t: &ProjectTarget) -> ExitCode {
             return Ok(());
         }
         let d = &s.deployment;
-        println!("project {}  deployment {}  state {} ({})", d.project, d.id, d.state, d.state_reason);
+        println!(
+            "project {}  deployment {}  revision {}  state {} ({})",
+            d.project, d.id, d.revision, d.state, d.state_reason
+        );
+        if let Some(next) = &s.successor {
+            println!("next revision {}: {} ({})", next.revision, next.state.as_str(), next.reason);
+        }
         println!("url {}", d.url);
         let b = &s.balance;
         println!(

@@ -257,7 +257,10 @@ const FORMAT_HELP: &[(&str, &str)] = &[
     ),
     ("app versions", "json: {policyVersions: [...]}, or with --version that version with its effective policy"),
     ("app activity", "json: {activity: [{at, actor, action, policyVersion?, status?, reason?}]}"),
-    ("ingress deploy", "json: the Status once live; with --no-fund or --no-wait {deployment, quote, funded}"),
+    (
+        "ingress deploy",
+        "json: the Status once live; with --no-fund or --no-wait {deployment, quote, funded, successor?}",
+    ),
     (
         "ingress status",
         "json: the Status {deployment, balance, latestQuote?, hostnames, validations, transitions, hints, processes}",

@@ -100,6 +100,7 @@ pub async fn run(
         credential_sha256: wire::sha256_hex(credential.as_bytes()),
         proxy_protocol: true,
         max_connections: 1024,
+        standby: false,
     };
     gateway.set_routes(vec![route.clone()]);
     let coordinator = LocalCoordinator::new(ca);

@@ -14,6 +14,7 @@ mod gateway {
     mod floods;
     mod refusals;
     mod soak;
+    mod standby;
 
     use std::collections::BTreeMap;
     use std::net::SocketAddr;
@@ -61,6 +62,7 @@ mod gateway {
             credential_sha256: wire::sha256_hex(CREDENTIAL.as_bytes()),
             proxy_protocol: false,
             max_connections,
+            standby: false,
         }
     }
 

@@ -105,6 +105,7 @@ impl World {
             credential_sha256: wire::sha256_hex(credential.as_bytes()),
             proxy_protocol: true,
             max_connections: 64,
+            standby: false,
         };
         gateway.set_routes(vec![route.clone()]);
         let coordinator = LocalCoordinator::new(ca);
@@ -174,7 +175,12 @@ impl World {
 
 /// Validates `hostname` of route r1, checking proofs with `public_key`.
 fn target(hostname: &str, public_key: &str) -> RouteTarget {
-    RouteTarget { route_id: ROUTE.to_owned(), hostname: hostname.to_owned(), route_public_key: public_key.to_owned() }
+    RouteTarget {
+        route_id: ROUTE.to_owned(),
+        hostname: hostname.to_owned(),
+        route_public_key: public_key.to_owned(),
+        standby: false,
+    }
 }
 
 /// The public key the route's proofs verify with.

@@ -92,10 +92,10 @@ async fn a_hostile_job_reads_no_other_tenants_secrets_keys_store_or_environment(
         data.join("ca-key.pem"),
         catalog_key,
         data.clone(),
-        data.join("deployments").join(&a_id).join("secrets.json"),
-        data.join("deployments").join(&a_id).join("app/server.js"),
-        jobs.join(&a_id).join("agent/agent.json"),
-        jobs.join(&a_id).join("agent/key.pem"),
+        data.join("deployments").join(&a_id).join("r1/secrets.json"),
+        data.join("deployments").join(&a_id).join("r1/app/server.js"),
+        jobs.join(&a_id).join("r1/agent/agent.json"),
+        jobs.join(&a_id).join("r1/agent/key.pem"),
         jobs.clone(),
         PathBuf::from(format!("/proc/{}/environ", relay.proc.pid())),
         PathBuf::from(format!("/proc/{}/environ", a_pids[0])),
@@ -109,6 +109,9 @@ async fn a_hostile_job_reads_no_other_tenants_secrets_keys_store_or_environment(
     .iter()
     .map(|p| p.to_string_lossy().into_owned())
     .collect();
+    for probe in probes.iter().filter(|p| p.contains(&a_id)) {
+        assert!(Path::new(probe).exists(), "tenant A's secret file {probe} is where the probe looks");
+    }
     probes.sort();
     probes.dedup();
     let pids = [relay.proc.pid(), a_pids[0], a_pids[1]];
@@ -226,9 +229,10 @@ async fn the_relay_store_holds_no_route_credential_or_route_key_in_clear() {
     let data = relay.data.clone();
     let status = relay.json(&["status", "--config", &config]).await;
     let id = status["deployment"]["id"].as_str().expect("an ID");
-    let agent: Value =
-        serde_json::from_slice(&std::fs::read(jobs_dir(&data).join(id).join("agent/agent.json")).expect("agent.json"))
-            .expect("JSON");
+    let agent: Value = serde_json::from_slice(
+        &std::fs::read(jobs_dir(&data).join(id).join("r1/agent/agent.json")).expect("agent.json"),
+    )
+    .expect("JSON");
     let credential = agent["credential"].as_str().expect("a credential");
     let route_key = agent["routeKey"].as_str().expect("a route key");
     assert!(credential.len() >= 32 && route_key.len() >= 32);

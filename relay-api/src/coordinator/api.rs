@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::model::{
-    Balance, CustomerHostname, Deployment, LedgerEntry, LogEntry, Quote, RewardsSummary, Session, Transition,
-    ValidationRecord,
+    Balance, CustomerHostname, Deployment, LedgerEntry, LogEntry, Quote, RewardsSummary, Session, Successor,
+    Transition, ValidationRecord,
 };
 use crate::hint::Hint;
 
@@ -42,6 +42,10 @@ pub struct DeployResponse {
     pub quote: Quote,
     /// Whether an identical deployment already existed (nothing new was created).
     pub existing: bool,
+    /// The next revision this deploy made (or repeated) of a deployment that exists: it
+    /// takes over once validated, and `deployment` serves meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<Successor>,
 }
 
 /// `POST .../quotes`.
@@ -90,6 +94,9 @@ pub struct Status {
     pub hints: Vec<Hint>,
     /// The job's process IDs (app, agent) when the local job runner runs it; empty otherwise.
     pub processes: Vec<u32>,
+    /// A redeploy not serving yet (or one that failed; the serving revision goes on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<Successor>,
 }
 
 /// `GET .../ledger`.

@@ -12,8 +12,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+mod launch;
+mod redeploy;
+
+use launch::JobOf;
+
 use super::jobs::{Jobs, Verdict};
-use super::model::{Deployment, HostnameState, Quote};
+use super::model::{Deployment, HostnameState, Quote, SuccessorState};
 use super::probe::Probe;
 use super::state::DeploymentState;
 use super::store::{RelayStore, RouteKeys, StoreError, now_ms, random_hex};
@@ -21,10 +26,7 @@ use super::{AgentCertificates, CoordinatorConfig};
 use crate::gateway::{Gateway, RouteConfig};
 use crate::hint::{self, Hint, Stage};
 use crate::local::LocalCoordinator;
-use crate::project::Project;
-use crate::runner::{IngressJob, JobRunner};
-use agent::challenge::RouteKey;
-use agent::wire;
+use crate::runner::JobRunner;
 
 /// How often the loop looks at every deployment.
 const TICK: Duration = Duration::from_millis(250);
@@ -73,8 +75,23 @@ pub(super) struct EngineParts {
 pub struct Engine {
     parts: EngineParts,
     jobs: Jobs,
+    /// When each route is next validated, by route ID (a redeploy's successor has its own).
     validate_at: std::sync::Mutex<HashMap<String, Due>>,
+    /// Predecessors whose route was taken over: their jobs run until their connections end.
+    draining: std::sync::Mutex<Vec<redeploy::Draining>>,
     wake: Notify,
+}
+
+/// The key of revision `revision` of deployment `id` among the running jobs (and the job's
+/// name in the runner's messages).
+fn job_key(id: &str, revision: u32) -> String {
+    format!("{id}.r{revision}")
+}
+
+/// The deployment and revision of a job key.
+fn parse_job_key(key: &str) -> Option<(&str, u32)> {
+    let (id, revision) = key.rsplit_once(".r")?;
+    Some((id, revision.parse().ok()?))
 }
 
 impl std::fmt::Debug for Engine {
@@ -86,7 +103,13 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     pub(super) fn new(parts: EngineParts) -> Arc<Engine> {
         let jobs = Jobs::new(parts.config.restarts);
-        Arc::new(Engine { parts, jobs, validate_at: std::sync::Mutex::new(HashMap::new()), wake: Notify::new() })
+        Arc::new(Engine {
+            parts,
+            jobs,
+            validate_at: std::sync::Mutex::new(HashMap::new()),
+            draining: std::sync::Mutex::default(),
+            wake: Notify::new(),
+        })
     }
 
     /// The store.
@@ -112,15 +135,21 @@ impl Engine {
         }
     }
 
-    /// The deployment's directory in the data directory: its app files (`app/`), its
-    /// secrets (`secrets.json`). Its jobs' output goes to the store's logs.
-    fn deployment_dir(&self, deployment_id: &str) -> PathBuf {
-        self.parts.config.deployments_dir().join(deployment_id)
+    /// A revision's directory in the data directory: its app files (`app/`), its secrets
+    /// (`secrets.json`). Its jobs' output goes to the store's logs.
+    fn revision_dir(&self, deployment_id: &str, revision: u32) -> PathBuf {
+        super::files::revision_dir(&self.parts.config.deployments_dir(), deployment_id, revision)
     }
 
-    /// The deployment's job directory (outside the data directory): the agent's state.
-    fn job_dir(&self, deployment_id: &str) -> PathBuf {
-        self.parts.config.jobs_dir.join(deployment_id)
+    /// A revision's job directory (outside the data directory): its agent's state.
+    fn job_dir(&self, deployment_id: &str, revision: u32) -> PathBuf {
+        super::files::revision_dir(&self.parts.config.jobs_dir, deployment_id, revision)
+    }
+
+    /// Removes a revision's files and its job's state (its job has stopped for good).
+    fn remove_revision(&self, deployment_id: &str, revision: u32) {
+        let config = &self.parts.config;
+        super::files::remove_revision(&config.deployments_dir(), &config.jobs_dir, deployment_id, revision);
     }
 
     /// A deployment with its URL filled in.
@@ -196,15 +225,20 @@ impl Engine {
         self.store().set_hostname(&d.id, hostname, state, &hints)?;
         if state != h.state {
             self.sync_routes().await;
-            self.due_now(&d.id);
+            self.due_now(d);
         }
         Ok(())
     }
 
     /// Validate the deployment at the next tick.
-    pub fn due_now(&self, deployment_id: &str) {
+    pub fn due_now(&self, d: &Deployment) {
+        self.route_due_now(&d.route_id);
+    }
+
+    /// Validate the route at the next tick.
+    fn route_due_now(&self, route_id: &str) {
         if let Ok(mut v) = self.validate_at.lock() {
-            v.remove(deployment_id);
+            v.remove(route_id);
         }
         self.wake();
     }
@@ -230,13 +264,13 @@ impl Engine {
                 Stage::Job,
                 d.state_reason.clone(),
                 "read why in `svc ingress logs` (the app's last lines and its exit status), fix the app, then \
-                 `svc ingress stop` and `svc ingress deploy` again",
+                 `svc ingress deploy` again (the deployment relaunches with the fixed revision)",
             )),
             DeploymentState::Failed => hints.push(Hint::new(
                 "job_failed",
                 Stage::Job,
                 d.state_reason.clone(),
-                "fix the app, then `svc ingress stop` and `svc ingress deploy` again",
+                "fix the app, then `svc ingress deploy` again (the deployment relaunches with the fixed revision)",
             )),
             DeploymentState::Live | DeploymentState::Degraded if balance.available_micros < price => {
                 hints.push(Hint::new(
@@ -260,6 +294,9 @@ impl Engine {
         for h in store.hostnames(&d.id)? {
             hints.extend(h.hints);
         }
+        if let Some(s) = store.successor(&d.id)?.filter(|s| s.state == SuccessorState::Failed) {
+            hints.push(redeploy::failed_hint(d, &s));
+        }
         hint::rank(&mut hints);
         hints.dedup();
         Ok(hints)
@@ -277,6 +314,7 @@ impl Engine {
                 );
             }
         }
+        self.restart_successors();
         let mut ticks: u32 = 0;
         loop {
             self.tick().await;
@@ -301,19 +339,49 @@ impl Engine {
                 return;
             }
         };
+        let successors: HashMap<String, super::model::Successor> = match self.store().successors() {
+            Ok(s) => s.into_iter().map(|s| (s.deployment_id.clone(), s)).collect(),
+            Err(e) => {
+                tracing::error!("svc relay: reading successors: {e}");
+                HashMap::new()
+            }
+        };
         for d in &active {
             if let Err(e) = self.step(d).await {
                 let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
             }
+            if let Some(s) = successors.get(&d.id)
+                && let Err(e) = self.step_successor(d, s).await
+            {
+                let _ = self.store().append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]);
+            }
         }
-        // Jobs of deployments that no longer run (stopped, failed, unfunded) end here.
-        let keep: Vec<&str> = active
+        self.drain().await;
+        // Jobs of deployments that no longer run (stopped, failed, unfunded) end here, and
+        // those of successors replaced or failed.
+        let mut keep: Vec<String> = active
             .iter()
             .filter(|d| d.state.runs_job() || d.state == DeploymentState::Provisioning)
-            .map(|d| d.id.as_str())
+            .map(|d| job_key(&d.id, d.revision))
             .collect();
-        for id in self.jobs.ids().await.into_iter().filter(|id| !keep.contains(&id.as_str())) {
-            self.log_output(&id, self.jobs.stop(&id, true).await);
+        keep.extend(
+            successors
+                .values()
+                .filter(|s| s.state != SuccessorState::Failed)
+                .map(|s| job_key(&s.deployment_id, s.revision)),
+        );
+        keep.extend(self.draining_keys());
+        let current: HashMap<&str, u32> = active.iter().map(|d| (d.id.as_str(), d.revision)).collect();
+        for key in self.jobs.ids().await.into_iter().filter(|key| !keep.contains(key)) {
+            let output = self.jobs.stop(&key, true).await;
+            self.log_output(&key, output);
+            // A revision that is not the deployment's any more goes with its job.
+            if let Some((id, revision)) = parse_job_key(&key)
+                && current.get(id).is_some_and(|&serving| serving != revision)
+                && successors.get(id).is_none_or(|s| s.revision != revision)
+            {
+                self.remove_revision(id, revision);
+            }
         }
         self.sync_routes().await;
         self.tail_logs().await;
@@ -323,23 +391,28 @@ impl Engine {
     /// restarts them after a backoff or, past the limit, fails the deployment. The time
     /// until a restarted job is live again counts as downtime (it is not `live`).
     async fn reap(&self) {
-        for (id, output, verdict) in self.jobs.reap().await {
+        for (key, output, verdict) in self.jobs.reap().await {
             let store = self.store();
-            self.log_output(&id, output);
+            self.log_output(&key, output);
+            let Some((id, revision)) = parse_job_key(&key) else { continue };
+            // A successor's or a draining predecessor's job is not restarted.
+            if !self.reap_other_revision(id, revision, &verdict).await {
+                continue;
+            }
             let outcome = match verdict {
                 Verdict::Restart { exit, delay, n, of } => store.transition(
-                    &id,
+                    id,
                     DeploymentState::Provisioning,
                     &format!("{exit}; restarting the job in {} s (restart {n} of {of})", delay.as_secs_f32()),
                 ),
                 Verdict::GiveUp { exit, restarts } => store.fail(
-                    &id,
+                    id,
                     JOB_EXITED,
                     &format!("{exit}; it ended again after {restarts} restarts, so it is not restarted any more"),
                 ),
             };
             if let Err(e) = outcome {
-                let _ = store.append_logs(&id, "route", &[format!("engine: {e}")]);
+                let _ = store.append_logs(id, "route", &[format!("engine: {e}")]);
             }
             self.wake();
         }
@@ -361,10 +434,11 @@ impl Engine {
                 }
             }
             DeploymentState::Provisioning => {
-                if self.jobs.restart_pending(&d.id) {
+                let key = job_key(&d.id, d.revision);
+                if self.jobs.restart_pending(&key) {
                     return Ok(());
                 }
-                self.log_output(&d.id, self.jobs.stop(&d.id, false).await);
+                self.log_output(&key, self.jobs.stop(&key, false).await);
                 match self.launch(d).await {
                     Ok(pids) => {
                         store.transition(
@@ -372,7 +446,7 @@ impl Engine {
                             DeploymentState::Validating,
                             &format!("job started ({pids}); validating the route"),
                         )?;
-                        self.due_now(&d.id);
+                        self.due_now(d);
                     }
                     Err(reason) => {
                         store.fail(&d.id, "job_failed", &reason)?;
@@ -380,7 +454,7 @@ impl Engine {
                 }
             }
             DeploymentState::Validating | DeploymentState::Live | DeploymentState::Degraded => {
-                if !self.jobs.contains(&d.id).await {
+                if !self.jobs.contains(&job_key(&d.id, d.revision)).await {
                     store.transition(&d.id, DeploymentState::Provisioning, "the job is not running; relaunching")?;
                     return Ok(());
                 }
@@ -388,7 +462,7 @@ impl Engine {
                     store.transition(&d.id, DeploymentState::PendingFunding, "the funds ran out; fund a new quote")?;
                     return Ok(());
                 }
-                if self.validation_due(d) {
+                if self.validation_due(&d.route_id, d.state == DeploymentState::Validating) {
                     self.validate(d).await?;
                 }
             }
@@ -402,29 +476,28 @@ impl Engine {
     /// handshake eof"), then every 250 ms until it first passes, so a first launch or a
     /// restart is live within a second or two of its agent, not a revalidation interval
     /// later. An agent that never connects is validated anyway after [`AGENT_GRACE`].
-    fn validation_due(&self, d: &Deployment) -> bool {
+    fn validation_due(&self, route_id: &str, validating: bool) -> bool {
         let Ok(mut at) = self.validate_at.lock() else { return true };
         let now = Instant::now();
         let revalidate = self.parts.config.revalidate;
-        let validating = d.state == DeploymentState::Validating;
-        if validating && self.parts.gateway.agents(&d.route_id) == 0 {
-            return match at.get(&d.id) {
+        if validating && self.parts.gateway.agents(route_id) == 0 {
+            return match at.get(route_id) {
                 Some(due) if due.awaiting_agent && due.at > now => false,
                 Some(due) if due.awaiting_agent => {
-                    at.insert(d.id.clone(), Due { at: now + revalidate.min(AGENT_GRACE), awaiting_agent: true });
+                    at.insert(route_id.to_owned(), Due { at: now + revalidate.min(AGENT_GRACE), awaiting_agent: true });
                     true
                 }
                 _ => {
-                    at.insert(d.id.clone(), Due { at: now + AGENT_GRACE, awaiting_agent: true });
+                    at.insert(route_id.to_owned(), Due { at: now + AGENT_GRACE, awaiting_agent: true });
                     false
                 }
             };
         }
         let interval = if validating { revalidate.min(FIRST_VALIDATION_RETRY) } else { revalidate };
-        match at.get(&d.id) {
+        match at.get(route_id) {
             Some(due) if !due.awaiting_agent && due.at > now => false,
             _ => {
-                at.insert(d.id.clone(), Due { at: now + interval, awaiting_agent: false });
+                at.insert(route_id.to_owned(), Due { at: now + interval, awaiting_agent: false });
                 true
             }
         }
@@ -436,7 +509,7 @@ impl Engine {
         let Some(keys) = store.route_keys(&d.id)? else { return Ok(()) };
         let probe = &self.parts.probe;
         let pins = store.pins_of_deployment(&d.id)?;
-        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys.route_public_key).await;
+        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys.route_public_key, false).await;
         self.check_pins(d, &pins, &mut probed.outcome);
         self.record(d, &d.canonical_hostname, &probed.outcome)?;
         match (&probed.outcome, d.state) {
@@ -468,7 +541,7 @@ impl Engine {
             match h.state {
                 HostnameState::PendingDns => self.check_hostname(d, &h.hostname).await?,
                 HostnameState::Verified | HostnameState::Live => {
-                    let mut probed = probe.validate(&d.route_id, &h.hostname, &keys.route_public_key).await;
+                    let mut probed = probe.validate(&d.route_id, &h.hostname, &keys.route_public_key, false).await;
                     self.check_pins(d, &pins, &mut probed.outcome);
                     self.record(d, &h.hostname, &probed.outcome)?;
                     let (state, hints) = match probed.outcome {
@@ -515,154 +588,81 @@ impl Engine {
         }
     }
 
-    /// Launches the deployment's job with a fresh tunnel credential and route key (the
-    /// store keeps only their hash and public half); returns its process IDs for the log,
-    /// or why not.
-    async fn launch(&self, d: &Deployment) -> Result<String, String> {
-        let project_json = self.store().project_json(&d.id).map_err(|e| e.to_string())?;
-        let project =
-            crate::project::read(&project_json).map_err(|e| format!("the stored project no longer validates: {e}"))?;
-        let credential = random_hex(32).map_err(|e| e.to_string())?;
-        let route_key = RouteKey::generate().map_err(|e| e.to_string())?;
-        let keys = RouteKeys {
-            credential_sha256: wire::sha256_hex(credential.as_bytes()),
-            route_public_key: route_key.public_key(),
-        };
-        let job = self.ingress_job(d, &project, credential, route_key)?;
-        let spec = job.prepare().map_err(|e| e.to_string())?;
-        self.store().set_route_keys(&d.id, &keys).map_err(|e| e.to_string())?;
-        let running = self.parts.runner.launch(&spec).map_err(|e| e.to_string())?;
-        let pids = match running.pids()[..] {
-            [app, agent] => format!("app pid {app}, agent pid {agent}"),
-            _ => "processes started".to_owned(),
-        };
-        self.jobs.insert(&d.id, running).await;
-        // The gateway and the certificate signer know the new credential before the agent
-        // first presents it.
-        self.sync_routes().await;
-        Ok(pids)
-    }
-
-    fn ingress_job(
-        &self,
-        d: &Deployment,
-        project: &Project,
-        credential: String,
-        route_key: RouteKey,
-    ) -> Result<IngressJob, String> {
-        let config = &self.parts.config;
-        let app_port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port for the app: {e}"))?
-            .port();
-        let agent_api = format!("http://{}", self.parts.agent_api);
-        let certificate = match &config.certificates {
-            AgentCertificates::DevCa => {
-                agent::CertificateSource::DevCa { url: agent_api.clone(), validity_secs: 7 * 24 * 3600 }
-            }
-            AgentCertificates::Acme { directory_url, directory_ca, .. } => agent::CertificateSource::Acme {
-                directory_url: directory_url.clone(),
-                contact: Vec::new(),
-                directory_ca: directory_ca.clone(),
-            },
-        };
-        let agent_config = agent::AgentConfig {
-            route_id: d.route_id.clone(),
-            hostname: d.canonical_hostname.clone(),
-            credential,
-            route_key,
-            gateway: self.parts.tunnel,
-            gateway_name: "gateway.localhost".to_owned(),
-            gateway_ca: self.parts.gateway_ca.clone(),
-            app_port,
-            app_health_path: project.app.health_path.clone(),
-            proxy_protocol: project.proxy_protocol,
-            certificate,
-            direct_listen: None,
-            coordinator: Some(agent_api),
-            refresh_secs: config.revalidate.as_secs().clamp(1, 30),
-        };
-        let deployment_dir = self.deployment_dir(&d.id);
-        let mut env: Vec<(String, String)> = project.app.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let secrets_path = deployment_dir.join(SECRETS_FILE);
-        match std::fs::read(&secrets_path) {
-            Ok(bytes) => {
-                let values: std::collections::BTreeMap<String, String> = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("{} is not readable: {e}", secrets_path.display()))?;
-                env.extend(values);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("cannot read {}: {e}", secrets_path.display())),
-        }
-        Ok(IngressJob {
-            id: d.id.clone(),
-            app_dir: deployment_dir.join(APP_DIR),
-            entrypoint: project.app.entrypoint.clone(),
-            node: config.node.clone(),
-            env,
-            app_port,
-            agent_dir: self.job_dir(&d.id).join("agent"),
-            agent_command: config.agent_command.clone(),
-            agent_config,
-            capture_output: true,
-        })
-    }
-
     /// Stops every job (the coordinator is shutting down).
     pub async fn stop_all_jobs(&self) {
         self.jobs.stop_all().await;
     }
 
     /// Process IDs of a deployment's job (app, agent), if it runs.
-    pub async fn job_pids(&self, id: &str) -> Option<Vec<u32>> {
-        self.jobs.pids(id).await
+    pub async fn job_pids(&self, d: &Deployment) -> Option<Vec<u32>> {
+        self.jobs.pids(&job_key(&d.id, d.revision)).await
     }
 
     /// Makes the gateway's (and the certificate signer's) routes those of the deployments
     /// whose job runs: the canonical hostname and the customer hostnames whose DNS checks out.
     async fn sync_routes(&self) {
         let Ok(active) = self.store().active_deployments() else { return };
-        let mut routes = Vec::new();
-        for d in active.into_iter().filter(|d| d.state.runs_job()) {
+        let mut routes = self.standby_routes(&active);
+        for d in active.iter().filter(|d| d.state.runs_job()) {
             let store = self.store();
-            let (Ok(Some(keys)), Ok(project_json), Ok(names)) =
-                (store.route_keys(&d.id), store.project_json(&d.id), store.hostnames(&d.id))
-            else {
-                continue;
-            };
-            let proxy_protocol = crate::project::read(&project_json).is_ok_and(|p| p.proxy_protocol);
-            let mut hostnames = vec![d.canonical_hostname.clone()];
-            hostnames.extend(
-                names
-                    .into_iter()
-                    .filter(|h| matches!(h.state, HostnameState::Verified | HostnameState::Live))
-                    .map(|h| h.hostname),
-            );
-            routes.push(RouteConfig {
-                route_id: d.route_id.clone(),
-                hostnames,
-                credential_sha256: keys.credential_sha256,
-                proxy_protocol,
-                max_connections: 1024,
-            });
+            if let (Ok(Some(keys)), Ok(project_json)) = (store.route_keys(&d.id), store.project_json(&d.id)) {
+                routes.extend(self.route_config(d, &d.route_id, keys, &project_json, false));
+            }
         }
         self.parts.gateway.set_routes(routes.clone());
         self.parts.signer.set_routes(routes);
     }
 
-    /// Records a job's output lines in its deployment's logs.
-    fn log_output(&self, id: &str, output: super::jobs::Output) {
+    /// The gateway route of a revision of `d` (`route_id`, with its job's `keys`): the
+    /// canonical hostname and the customer hostnames whose DNS checks out.
+    fn route_config(
+        &self,
+        d: &Deployment,
+        route_id: &str,
+        keys: RouteKeys,
+        project_json: &str,
+        standby: bool,
+    ) -> Option<RouteConfig> {
+        let names = self.store().hostnames(&d.id).ok()?;
+        let mut hostnames = vec![d.canonical_hostname.clone()];
+        hostnames.extend(
+            names
+                .into_iter()
+                .filter(|h| matches!(h.state, HostnameState::Verified | HostnameState::Live))
+                .map(|h| h.hostname),
+        );
+        Some(RouteConfig {
+            route_id: route_id.to_owned(),
+            hostnames,
+            credential_sha256: keys.credential_sha256,
+            proxy_protocol: crate::project::read(project_json).is_ok_and(|p| p.proxy_protocol),
+            max_connections: ROUTE_MAX_CONNECTIONS,
+            standby,
+        })
+    }
+
+    /// Records a job's output lines in its deployment's logs; lines of a revision that does
+    /// not serve (a successor, a predecessor draining) say which.
+    fn log_output(&self, key: &str, output: super::jobs::Output) {
+        let Some((id, revision)) = parse_job_key(key) else { return };
+        let serving = self.store().deployment(id).map_or(revision, |d| d.revision);
         for (source, lines) in output {
-            let _ = self.store().append_logs(id, source, &lines);
+            if revision == serving {
+                let _ = self.store().append_logs(id, source, &lines);
+            } else {
+                let tagged: Vec<String> = lines.iter().map(|l| format!("[revision {revision}] {l}")).collect();
+                let _ = self.store().append_logs(id, source, &tagged);
+            }
         }
     }
 
     /// Copies new lines of each job's output into the deployment's logs.
     async fn tail_logs(&self) {
-        for (id, output) in self.jobs.new_output().await {
-            for (source, lines) in output {
-                let _ = self.store().append_logs(&id, source, &lines);
-            }
+        for (key, output) in self.jobs.new_output().await {
+            self.log_output(&key, output);
         }
     }
 }
+
+/// Open public connections a route allows at once.
+const ROUTE_MAX_CONNECTIONS: usize = 1024;

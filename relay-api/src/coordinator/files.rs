@@ -1,13 +1,15 @@
 //! The coordinator's files besides its store. In the data directory (0700),
-//! `deployments/<id>/` holds each deployment's app files (`app/`) and its secrets
-//! (`secrets.json`, 0600); in the job directory (0700, outside
-//! the data directory), `<id>/agent/` is the job's own writable state.
+//! `deployments/<id>/r<N>/` holds revision N of each deployment: its app files (`app/`) and
+//! its secrets (`secrets.json`, 0600); in the job directory (0700, outside the data
+//! directory), `<id>/r<N>/agent/` is that revision's job's own writable state. A redeploy's
+//! revision sits beside the serving one until it takes over; the engine removes a
+//! revision's files when its job has stopped for good.
 //!
 //! A deploy writes its files into a staging directory first ([`StagedBundle`]), moves them
 //! into place, then records the deployment; if the store refuses, the files go again. So a
 //! refused or failed deploy leaves nothing. [`sweep`] removes what no deployment needs: the
 //! files of stopped deployments and, at startup, what a crash left (staging directories,
-//! files of deployments the store does not know).
+//! files of deployments the store does not know, revisions neither serving nor next).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,6 +65,12 @@ pub(super) fn prepare_dirs(data_dir: &Path, jobs_dir: &Path) -> Result<(PathBuf,
     Ok((data, jobs))
 }
 
+/// The directory of revision `revision` of deployment `id` under `base` (the data
+/// directory's `deployments/`, or the job directory).
+pub(super) fn revision_dir(base: &Path, id: &str, revision: u32) -> PathBuf {
+    base.join(id).join(format!("r{revision}"))
+}
+
 /// A deploy's files, written into a staging directory, moved into place by
 /// [`StagedBundle::place`] and kept by [`StagedBundle::keep`]; removed (wherever they are) if
 /// dropped before.
@@ -74,19 +82,34 @@ pub(super) struct StagedBundle {
 }
 
 impl StagedBundle {
-    /// Writes the app's files and the secrets of deployment `id` under `deployments`.
+    /// Writes the app's files and the secrets of revision `revision` of deployment `id`
+    /// under `deployments`: staged beside the deployment's other revisions when it has some,
+    /// else as the whole deployment directory (a new deployment).
     pub(super) fn write(
         deployments: &Path,
         id: &str,
+        revision: u32,
         files: &[(String, Vec<u8>)],
         secrets: &BTreeMap<String, String>,
     ) -> Result<StagedBundle, FilesError> {
-        let staged = StagedBundle {
-            path: deployments.join(format!("{STAGING}{id}")),
-            target: deployments.join(id),
-            kept: false,
+        let deployment = deployments.join(id);
+        let (staged, root) = if deployment.is_dir() {
+            let staged = StagedBundle {
+                path: deployment.join(format!("{STAGING}r{revision}")),
+                target: revision_dir(deployments, id, revision),
+                kept: false,
+            };
+            let root = staged.path.clone();
+            (staged, root)
+        } else {
+            let staged =
+                StagedBundle { path: deployments.join(format!("{STAGING}{id}")), target: deployment, kept: false };
+            let root = staged.path.join(format!("r{revision}"));
+            (staged, root)
         };
-        let app = staged.path.join(APP_DIR);
+        // A staging directory a crash left is replaced.
+        let _ = std::fs::remove_dir_all(&staged.path);
+        let app = root.join(APP_DIR);
         create_private_dir(&app).map_err(at(&app))?;
         for (path, bytes) in files {
             let target = app.join(path);
@@ -95,7 +118,7 @@ impl StagedBundle {
             }
             write_private(&target, bytes).map_err(at(&target))?;
         }
-        let secrets_path = staged.path.join(SECRETS_FILE);
+        let secrets_path = root.join(SECRETS_FILE);
         let json =
             serde_json::to_vec(secrets).map_err(|e| FilesError { path: secrets_path.clone(), source: e.into() })?;
         write_private(&secrets_path, &json).map_err(at(&secrets_path))?;
@@ -146,6 +169,38 @@ pub(super) fn migrate_old_layout(data_dir: &Path) -> Result<(), FilesError> {
     std::fs::remove_dir_all(&old).map_err(at(&old))
 }
 
+/// Moves the files of deployments written before revisions (`deployments/<id>/app` and
+/// `secrets.json`) to their first revision (`deployments/<id>/r1/`).
+pub(super) fn migrate_to_revisions(deployments: &Path) -> Result<(), FilesError> {
+    let Ok(entries) = std::fs::read_dir(deployments) else { return Ok(()) };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        if !is_deployment_id(&entry.file_name().to_string_lossy()) || !dir.join(APP_DIR).is_dir() {
+            continue;
+        }
+        let first = dir.join("r1");
+        create_private_dir(&first).map_err(at(&first))?;
+        for name in [APP_DIR, SECRETS_FILE] {
+            if dir.join(name).exists() {
+                std::fs::rename(dir.join(name), first.join(name)).map_err(at(&first))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes revision `revision` of deployment `id`: its files and its job's state.
+pub(super) fn remove_revision(deployments: &Path, jobs: &Path, id: &str, revision: u32) {
+    for base in [deployments, jobs] {
+        let _ = std::fs::remove_dir_all(revision_dir(base, id, revision));
+    }
+}
+
+/// Whether `name` is a revision directory other than those in `keep` (`r` and a number).
+fn is_other_revision(name: &str, keep: &[u32]) -> bool {
+    name.strip_prefix('r').and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| !keep.contains(&n))
+}
+
 /// Whether `name` is a deployment ID (`dep_` and 16 lowercase hex digits): the only names
 /// [`sweep`] ever removes (with their staging form), whatever else a directory holds.
 fn is_deployment_id(name: &str) -> bool {
@@ -176,7 +231,32 @@ pub(super) fn sweep(store: &RelayStore, deployments: &Path, jobs: &Path, startup
             };
             if remove && std::fs::remove_dir_all(entry.path()).is_ok() {
                 removed += 1;
+            } else if startup && !remove && is_deployment_id(&name) {
+                removed += sweep_revisions(store, &name, &entry.path());
             }
+        }
+    }
+    removed
+}
+
+/// At startup: removes the revisions of a deployment that neither serve nor come next
+/// (a predecessor whose job a crash cut short, a replaced successor), and staging left.
+fn sweep_revisions(store: &RelayStore, id: &str, dir: &Path) -> usize {
+    let Ok(d) = store.deployment(id) else { return 0 };
+    let mut keep = vec![d.revision];
+    match store.successor(id) {
+        Ok(Some(s)) => keep.push(s.revision),
+        Ok(None) => {}
+        Err(_) => return 0,
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let stale =
+            name.strip_prefix(STAGING).is_some_and(|r| is_other_revision(r, &[])) || is_other_revision(&name, &keep);
+        if stale && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
         }
     }
     removed
@@ -204,22 +284,33 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("mkdir");
         let files = vec![("server.js".to_owned(), b"x".to_vec()), ("lib/a.js".to_owned(), b"y".to_vec())];
         let secrets = BTreeMap::from([("TOKEN".to_owned(), "s3cret".to_owned())]);
-        drop(StagedBundle::write(&dir, "dep_1", &files, &secrets).expect("staged"));
-        let mut placed = StagedBundle::write(&dir, "dep_1", &files, &secrets).expect("staged");
+        drop(StagedBundle::write(&dir, "dep_1", 1, &files, &secrets).expect("staged"));
+        let mut placed = StagedBundle::write(&dir, "dep_1", 1, &files, &secrets).expect("staged");
         placed.place().expect("placed");
-        assert!(dir.join("dep_1/app/server.js").is_file());
+        assert!(dir.join("dep_1/r1/app/server.js").is_file());
         drop(placed);
         assert_eq!(std::fs::read_dir(&dir).expect("read").count(), 0, "an unkept bundle leaves nothing");
 
-        let mut kept = StagedBundle::write(&dir, "dep_2", &files, &secrets).expect("staged");
+        let mut kept = StagedBundle::write(&dir, "dep_2", 1, &files, &secrets).expect("staged");
         kept.place().expect("placed");
         kept.keep();
-        let landed = dir.join("dep_2");
+        let landed = dir.join("dep_2/r1");
         assert_eq!(std::fs::read(landed.join("app/lib/a.js")).expect("read"), b"y");
         assert_eq!(mode(&landed.join("app/lib")), 0o700);
         assert_eq!(mode(&landed.join("app/server.js")), 0o600);
         assert_eq!(mode(&landed.join(SECRETS_FILE)), 0o600);
         assert_eq!(std::fs::read_dir(&dir).expect("read").count(), 1, "no staging left");
+        // The next revision lands beside the first, which stays.
+        let mut next = StagedBundle::write(&dir, "dep_2", 2, &files, &secrets).expect("staged");
+        next.place().expect("placed");
+        next.keep();
+        assert!(dir.join("dep_2/r2/app/server.js").is_file() && dir.join("dep_2/r1/app/server.js").is_file());
+        let entries: Vec<String> = std::fs::read_dir(dir.join("dep_2"))
+            .expect("read")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(entries.len(), 2, "no staging left beside the revisions: {entries:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -252,6 +343,24 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, [".config", "photos"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn files_from_before_revisions_become_the_first_revision() {
+        let dir = scratch("revisions");
+        let deployments = dir.join("deployments");
+        let old = deployments.join("dep_0123456789abcdef");
+        std::fs::create_dir_all(old.join("app/lib")).expect("mkdir");
+        std::fs::write(old.join("app/lib/a.js"), b"a").expect("write");
+        std::fs::write(old.join(SECRETS_FILE), b"{}").expect("write");
+        std::fs::create_dir_all(deployments.join("photos/app")).expect("not a deployment");
+        migrate_to_revisions(&deployments).expect("migrated");
+        assert_eq!(std::fs::read(old.join("r1/app/lib/a.js")).expect("moved"), b"a");
+        assert!(old.join("r1").join(SECRETS_FILE).is_file() && !old.join("app").exists());
+        assert!(deployments.join("photos/app").is_dir(), "only deployments are touched");
+        migrate_to_revisions(&deployments).expect("a second run changes nothing");
+        assert!(old.join("r1/app/lib/a.js").is_file());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -3,7 +3,6 @@
 //! (`{"error": {"code", "message", "hints"?, "diagnostics"?}}`). Handlers translate HTTP;
 //! decisions live in the engine and the store.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Router;
@@ -12,26 +11,27 @@ use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use base64::Engine as _;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::Engine;
 use super::api::{
-    BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, ClaimResponse, DeployRequest, DeployResponse, FundRequest, HintsResponse,
-    HostnameRequest, HostnameResponse, LedgerResponse, LogsResponse, PinRequest, PinsResponse, QuoteRequest,
-    SessionsResponse, Status, ValidatorVersion,
+    BUNDLE_MAX_BYTES, ClaimResponse, FundRequest, HintsResponse, HostnameRequest, HostnameResponse, LedgerResponse,
+    LogsResponse, PinRequest, PinsResponse, QuoteRequest, SessionsResponse, Status, ValidatorVersion,
 };
-use super::files::StagedBundle;
 use super::model::{Deployment, HostnameState};
-use super::store::{Caller, NewDeployment, StoreError, TokenRole, now_ms, random_hex};
+use super::store::{Caller, StoreError, TokenRole, now_ms, random_hex};
 use crate::hint::{DnsRecord, Hint};
 use agent::wire;
 
 /// The largest deploy request: the app's files travel in it as base64 (4 bytes for 3), with
 /// room for their paths, the project and the secrets.
 pub(super) const DEPLOY_LIMIT: usize = (BUNDLE_MAX_BYTES as usize) / 3 * 4 + 2 * 1024 * 1024;
+
+mod deploy;
+
+use deploy::deploy;
 
 /// An API error.
 #[derive(Debug)]
@@ -196,238 +196,6 @@ fn deployment_of(engine: &Engine, caller: &Caller, project: &str) -> Result<Depl
     })
 }
 
-async fn deploy(State(engine): State<Arc<Engine>>, headers: HeaderMap, bytes: Bytes) -> ApiResult<DeployResponse> {
-    let caller = caller(&engine, &headers)?;
-    let req: DeployRequest = body(&bytes)?;
-    let text = serde_json::to_string(&req.project).unwrap_or_default();
-    let project = crate::project::read(&text).map_err(|e| {
-        let mut err =
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid_project", format!("the project file is not valid: {e}"));
-        err.diagnostics = Some(json!(e.diagnostics));
-        err
-    })?;
-    let unsupported = project.unsupported();
-    if !unsupported.is_empty() {
-        let names: Vec<String> = unsupported.iter().map(|u| format!("{} ({})", u.as_str(), u.pointer())).collect();
-        let mut err = ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "ingress_unsupported",
-            format!("the ingress add-on does not support: {}", names.join(", ")),
-        );
-        err.diagnostics = Some(json!(unsupported.iter().map(|u| u.diagnostic()).collect::<Vec<_>>()));
-        return Err(err);
-    }
-    let manifest = project.manifest_v5(req.manifest.as_deref()).map_err(|e| {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_manifest", format!("the project's V5 manifest: {e}"))
-    })?;
-    let manifest_digest = manifest_core::canonical_digest(&manifest).unwrap_or_default();
-    let canonical = format!("{}-{}.{}", project.name, caller.org_name, engine.config().relay_domain);
-    if canonical.split('.').next().is_some_and(|label| label.len() > 63) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "hostname_too_long",
-            format!(
-                "\"{canonical}\": the project and organization names together exceed a DNS label (63); shorten `name`"
-            ),
-        ));
-    }
-    if engine.store().canonical_held_elsewhere(&canonical, &caller.org_id)? {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "canonical_name_taken",
-            format!(
-                "\"{canonical}\" belongs to another organization's project (project and organization names \
-                 joined by hyphens can meet); choose another project `name` in ingress.json"
-            ),
-        ));
-    }
-    for name in req.secrets.keys() {
-        if !project.app.secrets.contains_key(name) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                format!("secret {name} is not named in app.secrets"),
-            ));
-        }
-    }
-    let files = bundle_files(&req.bundle)?;
-    if !files.iter().any(|(path, _)| path == &project.app.entrypoint) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "entrypoint_missing",
-            format!("the app files sent do not include the entrypoint \"{}\"", project.app.entrypoint),
-        ));
-    }
-    let digest = project.digest();
-    let store = engine.store();
-    if let Some(answer) = existing_deployment(&engine, &caller, &project, &digest)? {
-        return Ok(answer);
-    }
-    let id = format!("dep_{}", random_hex(8)?);
-    let mut quoted = vec![canonical.clone()];
-    quoted.extend(project.hostnames.iter().cloned());
-    let quote = engine.price(&id, &digest, quoted, u64::from(project.spend.fund_periods))?;
-    let mut hostnames = Vec::new();
-    for host in &project.hostnames {
-        hostnames.push((host.clone(), random_hex(16)?));
-    }
-    let new = NewDeployment {
-        id: id.clone(),
-        org_id: caller.org_id.clone(),
-        project: project.name.clone(),
-        project_json: text,
-        project_digest: digest.clone(),
-        manifest_digest,
-        canonical_hostname: canonical,
-        route_id: format!("rt_{}", random_hex(8)?),
-        ceiling_micros: project.spend.ceiling_micros,
-        gateway_operator: engine.config().gateway_operator.clone(),
-        hostnames,
-        quote: Some(quote.clone()),
-    };
-    // Files first, then the record: a refused record (a hostname taken) or a crash between
-    // the two takes the files away again (at once, or at the next start). Up to 12 MiB of
-    // writes: off the async runtime.
-    let deployments = engine.config().deployments_dir();
-    let secrets = req.secrets;
-    let bundle = tokio::task::spawn_blocking(move || {
-        let mut bundle = StagedBundle::write(&deployments, &id, &files, &secrets)?;
-        bundle.place().map(|()| bundle)
-    })
-    .await
-    .map_err(|e| ApiError::internal(&e))?
-    .map_err(|e| ApiError::internal(&e))?;
-    let d = match store.create_deployment(&new) {
-        Ok(d) => d,
-        Err(e @ StoreError::Refused { code: "hostname_taken", .. }) => {
-            // Two identical deploys at once: the other one made it; answer as it would now.
-            return match existing_deployment(&engine, &caller, &project, &digest)? {
-                Some(answer) => Ok(answer),
-                None => Err(e.into()),
-            };
-        }
-        Err(e) => return Err(e.into()),
-    };
-    bundle.keep();
-    Ok((StatusCode::CREATED, axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: false })))
-}
-
-/// The answer to a deploy when the project already has a running deployment: that one (200,
-/// `existing: true`) for the same project file, 409 `deployment_active` for another.
-fn existing_deployment(
-    engine: &Engine,
-    caller: &Caller,
-    project: &crate::project::Project,
-    digest: &str,
-) -> Result<Option<(StatusCode, axum::Json<DeployResponse>)>, ApiError> {
-    let store = engine.store();
-    let Some(existing) = store.deployment_of(&caller.org_id, &project.name)?.filter(|d| !d.state.is_terminal()) else {
-        return Ok(None);
-    };
-    if existing.project_digest != digest {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "deployment_active",
-            format!(
-                "project \"{}\" already has a {} deployment with a different project file; `svc ingress stop` it first",
-                project.name, existing.state
-            ),
-        ));
-    }
-    let quote = match store.quotes(&existing.id)?.into_iter().next() {
-        Some(q) => q,
-        None => engine.quote(&existing, u64::from(project.spend.fund_periods))?,
-    };
-    Ok(Some((
-        StatusCode::OK,
-        axum::Json(DeployResponse { deployment: engine.with_url(existing), quote, existing: true }),
-    )))
-}
-
-/// The deepest path of an app file, in components (`lib/a.js` is 2).
-const BUNDLE_MAX_DEPTH: usize = 32;
-
-/// The longest path of an app file, bytes; a component is at most 255 (as on Linux).
-const BUNDLE_MAX_PATH: usize = 1024;
-
-/// Decodes the app's files, refusing bundles over [`BUNDLE_MAX_FILES`] files or
-/// [`BUNDLE_MAX_BYTES`] bytes and paths that are not plain, bounded relative paths inside the
-/// app directory (see [`check_bundle_path`]), or a file that another path needs as a directory.
-fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
-    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_bundle", m);
-    if bundle.len() > BUNDLE_MAX_FILES {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "bundle_too_large",
-            format!("the app has {} files; a deployment carries at most {BUNDLE_MAX_FILES}", bundle.len()),
-        ));
-    }
-    for path in bundle.keys() {
-        check_bundle_path(path).map_err(|why| bad(format!("{:?} {why}", truncated(path))))?;
-    }
-    // Every directory the files need; none may be a file too.
-    let dirs: std::collections::BTreeSet<&str> =
-        bundle.keys().flat_map(|p| p.match_indices('/').map(move |(at, _)| &p[..at])).collect();
-    if let Some(both) = dirs.iter().find(|d| bundle.contains_key(**d)) {
-        return Err(bad(format!("{:?} is a file, and other files need it as a directory", truncated(both))));
-    }
-    let mut total: u64 = 0;
-    let mut files = Vec::with_capacity(bundle.len());
-    for (path, b64) in bundle {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .map_err(|e| bad(format!("{:?} is not base64: {e}", truncated(path))))?;
-        total = total.saturating_add(bytes.len() as u64);
-        if total > BUNDLE_MAX_BYTES {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "bundle_too_large",
-                format!(
-                    "the app's files are over {BUNDLE_MAX_BYTES} bytes (at {:?}); a deployment carries at most that",
-                    truncated(path)
-                ),
-            ));
-        }
-        files.push((path.clone(), bytes));
-    }
-    Ok(files)
-}
-
-/// Why `path` is not a plain relative path inside the app directory: `..` or `.`, absolute,
-/// empty components (`a//b`, `dir/`), control characters, more than [`BUNDLE_MAX_DEPTH`]
-/// components, a component over 255 bytes, more than [`BUNDLE_MAX_PATH`] bytes.
-fn check_bundle_path(path: &str) -> Result<(), String> {
-    if path.is_empty() || path.len() > BUNDLE_MAX_PATH {
-        return Err(format!("is not a path of 1 to {BUNDLE_MAX_PATH} bytes"));
-    }
-    if path.chars().any(char::is_control) {
-        return Err("holds a control character".to_owned());
-    }
-    let components: Vec<&str> = path.split('/').collect();
-    if components.len() > BUNDLE_MAX_DEPTH {
-        return Err(format!("is deeper than {BUNDLE_MAX_DEPTH} components"));
-    }
-    for c in components {
-        if c.is_empty() || c == "." || c == ".." {
-            return Err(
-                "is not a relative path inside the app directory (no `.`, `..`, `/` at either end or `//`)".to_owned()
-            );
-        }
-        if c.len() > 255 {
-            return Err("has a component over 255 bytes".to_owned());
-        }
-    }
-    Ok(())
-}
-
-/// At most the first 80 characters of `path`, for messages.
-fn truncated(path: &str) -> String {
-    match path.char_indices().nth(80) {
-        Some((at, _)) => format!("{}...", &path[..at]),
-        None => path.to_owned(),
-    }
-}
-
 async fn list(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<Vec<Deployment>> {
     let caller = caller(&engine, &headers)?;
     ok(engine.store().deployments_of(&caller.org_id)?.into_iter().map(|d| engine.with_url(d)).collect())
@@ -448,7 +216,8 @@ async fn status(
         validations: store.latest_validations(&d.id)?,
         transitions: store.transitions(&d.id)?,
         hints: engine.hints(&d)?,
-        processes: engine.job_pids(&d.id).await.unwrap_or_default(),
+        processes: engine.job_pids(&d).await.unwrap_or_default(),
+        successor: store.successor(&d.id)?,
         deployment: d,
     })
 }
@@ -699,7 +468,7 @@ async fn add_pin(
     check_digest(&req.digest)?;
     engine.store().add_pin(&caller.org_id, &project, &req.digest, now_ms())?;
     if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
-        engine.due_now(&d.id);
+        engine.due_now(&d);
     }
     Ok((StatusCode::CREATED, axum::Json(pins_response(&engine, &caller, &project)?)))
 }
@@ -719,7 +488,7 @@ async fn remove_pin(
         ));
     }
     if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
-        engine.due_now(&d.id);
+        engine.due_now(&d);
     }
     ok(pins_response(&engine, &caller, &project)?)
 }

@@ -229,6 +229,8 @@ pub async fn run(
     (config.data_dir, config.jobs_dir) =
         files::prepare_dirs(&config.data_dir, &config.jobs_dir).map_err(setup("the data and job directories"))?;
     files::migrate_old_layout(&config.data_dir).map_err(setup("moving deployment files to deployments/"))?;
+    files::migrate_to_revisions(&config.deployments_dir())
+        .map_err(setup("moving deployment files to their first revision"))?;
     let store = Arc::new(RelayStore::open(&config.data_dir)?);
     files::sweep(&store, &config.deployments_dir(), &config.jobs_dir, true);
     let runner = crate::runner::LocalRunner::new(config.job_limits, config.job_uid_base)

@@ -42,6 +42,68 @@ pub struct Deployment {
     /// Why it failed, as a stable code (`job_exited`, `job_failed`), while it is failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_code: Option<String>,
+    /// The revision of the project it serves: 1 for the first deploy, one more for each
+    /// deploy of a changed project that took over.
+    #[serde(default = "first_revision")]
+    pub revision: u32,
+}
+
+fn first_revision() -> u32 {
+    1
+}
+
+/// Where a redeploy's successor is: started beside the serving revision, it takes the route
+/// only once validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuccessorState {
+    /// Recorded; its job starts at the engine's next look.
+    Starting,
+    /// Its job runs; it is validated through the gateway until it passes or its time is up.
+    Validating,
+    /// It did not pass (its app ended, or validation kept failing): the serving revision
+    /// goes on, and the next deploy replaces it.
+    Failed,
+}
+
+impl SuccessorState {
+    /// The spelling in the store and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuccessorState::Starting => "starting",
+            SuccessorState::Validating => "validating",
+            SuccessorState::Failed => "failed",
+        }
+    }
+
+    /// Reads a spelling.
+    pub fn parse(text: &str) -> Option<SuccessorState> {
+        [SuccessorState::Starting, SuccessorState::Validating, SuccessorState::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+/// A redeploy not serving yet: the next revision of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Successor {
+    /// The deployment it would take over.
+    pub deployment_id: String,
+    /// Its revision number.
+    pub revision: u32,
+    /// Its project's digest (the project file and every app file).
+    pub project_digest: String,
+    /// Its own route at the gateway (no public traffic until it takes over).
+    pub route_id: String,
+    /// Where it is.
+    pub state: SuccessorState,
+    /// Why (what failed, when it did).
+    pub reason: String,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms of the last change.
+    pub updated_at: i64,
 }
 
 /// A recorded state change.

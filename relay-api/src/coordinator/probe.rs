@@ -28,9 +28,15 @@ pub trait Probe: Send + Sync {
     fn version(&self) -> &str;
     /// The `sha256:` digest of that version's canonical definition.
     fn digest(&self) -> &str;
-    /// Validates `hostname` of a route through the public path.
-    fn validate<'a>(&'a self, route_id: &'a str, hostname: &'a str, route_public_key: &'a str)
-    -> BoxFuture<'a, Probed>;
+    /// Validates `hostname` of a route through the public path; a `standby` route (a
+    /// redeploy's successor) is asked for by its ID, as the gateway routes no client to it.
+    fn validate<'a>(
+        &'a self,
+        route_id: &'a str,
+        hostname: &'a str,
+        route_public_key: &'a str,
+        standby: bool,
+    ) -> BoxFuture<'a, Probed>;
     /// Checks a customer hostname's DNS records; no hints means verified.
     fn check_dns<'a>(&'a self, hostname: &'a str, canonical: &'a str, token: &'a str) -> BoxFuture<'a, Vec<Hint>>;
 }
@@ -106,12 +112,14 @@ impl Probe for PublicProbe {
         route_id: &'a str,
         hostname: &'a str,
         route_public_key: &'a str,
+        standby: bool,
     ) -> BoxFuture<'a, Probed> {
         Box::pin(async move {
             let target = RouteTarget {
                 route_id: route_id.to_owned(),
                 hostname: hostname.to_owned(),
                 route_public_key: route_public_key.to_owned(),
+                standby,
             };
             let v = self.validator.validate(&target).await;
             let outcome = v.outcome.map(|p| {

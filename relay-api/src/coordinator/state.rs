@@ -80,6 +80,8 @@ impl DeploymentState {
             // A job that keeps ending fails its deployment from any running state.
             (Live, Degraded | PendingFunding | Provisioning | Failed) => true,
             (Degraded, Live | PendingFunding | Provisioning | Failed) => true,
+            // A deploy of a fixed project relaunches a failed deployment.
+            (Failed, Provisioning) => true,
             _ => false,
         }
     }
@@ -124,7 +126,8 @@ mod tests {
             assert!(!Stopped.may_become(s));
             assert_eq!(s.may_become(Stopped), s != Stopped);
         }
-        assert!(!Failed.may_become(Provisioning));
+        assert!(Failed.may_become(Provisioning), "a redeploy relaunches a failed deployment");
+        assert!(!Failed.may_become(Live), "never live without validation");
         for running in [Validating, Live, Degraded] {
             assert!(running.may_become(Failed), "a job that keeps ending fails from {running}");
         }

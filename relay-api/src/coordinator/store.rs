@@ -14,12 +14,16 @@ use crate::coordinator::money::Terms;
 
 mod activity;
 mod money;
+mod revisions;
+
+pub use revisions::NewSuccessor;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_coordinator.sql"),
     include_str!("../../migrations/0002_admission.sql"),
     include_str!("../../migrations/0003_economics.sql"),
     include_str!("../../migrations/0004_route_keys.sql"),
+    include_str!("../../migrations/0005_revisions.sql"),
 ];
 
 /// The database file's name inside the data directory.
@@ -155,7 +159,7 @@ fn i64_of(v: u64) -> Result<i64, StoreError> {
 }
 
 const DEPLOYMENT_COLUMNS: &str = "id, project, project_digest, manifest_digest, canonical_hostname, route_id, \
-     ceiling_micros, state, state_reason, periods_spent, next_period_at, created_at, updated_at, failure_code";
+     ceiling_micros, state, state_reason, periods_spent, next_period_at, created_at, updated_at, failure_code, revision";
 
 fn deployment_row(row: &Row<'_>) -> rusqlite::Result<Deployment> {
     let state: String = row.get(7)?;
@@ -176,6 +180,7 @@ fn deployment_row(row: &Row<'_>) -> rusqlite::Result<Deployment> {
         created_at: row.get(11)?,
         updated_at: row.get(12)?,
         failure_code: row.get(13)?,
+        revision: row.get(14)?,
     })
 }
 
@@ -586,7 +591,18 @@ impl RelayStore {
         if now > quote.expires_at {
             return Err(refused("quote_expired", format!("quote {quote_id} expired; ask for a new quote")));
         }
-        if quote.project_digest != d.project_digest || quote.hostnames != hostnames {
+        // A quote made for a redeploy's successor funds the deployment too: what it buys (periods
+        // of the route, for these hostnames) is the same.
+        let successor_digest: Option<String> = tx
+            .query_row(
+                "SELECT project_digest FROM successors WHERE deployment_id = ?1 AND state <> 'failed'",
+                [deployment_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let for_this_project =
+            quote.project_digest == d.project_digest || successor_digest.as_deref() == Some(&quote.project_digest);
+        if !for_this_project || quote.hostnames != hostnames {
             return Err(refused(
                 "quote_stale",
                 "the project or its hostnames changed since the quote; ask for a new quote",
@@ -654,6 +670,7 @@ impl RelayStore {
         RelayStore::settle_early(&tx, deployment_id, terms, now)?;
         insert_entry(&tx, deployment_id, EntryKind::Stop, 0, None, None, "spending stopped", now)?;
         tx.execute("UPDATE hostnames SET state = 'removed' WHERE deployment_id = ?1", [deployment_id])?;
+        tx.execute("DELETE FROM successors WHERE deployment_id = ?1", [deployment_id])?;
         let d = get_deployment(&tx, deployment_id)?;
         tx.commit()?;
         Ok(d)

@@ -61,6 +61,12 @@ pub struct RouteConfig {
     /// Open public connections allowed at once; more are closed and counted.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// A standby route (a redeploy's successor being validated): its hostnames are not
+    /// routed to it. Only a client naming it by ALPN (`svc-route/<route ID>`, with one of its
+    /// hostnames as SNI) reaches it, and an ACME server's tls-alpn-01 validation (offering
+    /// `acme-tls/1` alone), so that its agent can be issued its certificate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standby: bool,
 }
 
 fn default_max_connections() -> usize {
@@ -189,6 +195,8 @@ pub struct Gateway {
     config: GatewayConfig,
     routes: RwLock<HashMap<String, Arc<RouteConfig>>>,
     by_host: RwLock<HashMap<String, Arc<RouteConfig>>>,
+    /// Standby routes by hostname (for ACME validations only).
+    standby_by_host: RwLock<HashMap<String, Arc<RouteConfig>>>,
     accounting: Arc<Accounting>,
     /// Connections not yet routed or authenticated, both ports.
     pending: Arc<Pending>,
@@ -218,6 +226,7 @@ impl Gateway {
             config,
             routes: RwLock::default(),
             by_host: RwLock::default(),
+            standby_by_host: RwLock::default(),
             accounting: Arc::default(),
             sessions: Mutex::default(),
             tickets: Mutex::default(),
@@ -232,24 +241,45 @@ impl Gateway {
     pub fn set_routes(&self, routes: Vec<RouteConfig>) {
         let mut by_id = HashMap::new();
         let mut by_host = HashMap::new();
+        let mut standby_by_host = HashMap::new();
         for config in routes {
             let route = Arc::new(config);
+            let hosts = if route.standby { &mut standby_by_host } else { &mut by_host };
             for host in &route.hostnames {
-                by_host.insert(host.to_ascii_lowercase(), route.clone());
+                hosts.insert(host.to_ascii_lowercase(), route.clone());
             }
             by_id.insert(route.route_id.clone(), route);
         }
         let ids: Vec<String> = by_id.keys().cloned().collect();
         self.accounting.configure(ids.iter().map(String::as_str), || {
-            if let (Ok(mut r), Ok(mut h)) = (self.routes.write(), self.by_host.write()) {
+            if let (Ok(mut r), Ok(mut h), Ok(mut s)) =
+                (self.routes.write(), self.by_host.write(), self.standby_by_host.write())
+            {
                 *r = by_id;
                 *h = by_host;
+                *s = standby_by_host;
             }
         });
     }
 
     fn route_for_host(&self, host: &str) -> Option<Arc<RouteConfig>> {
         self.by_host.read().ok()?.get(host).cloned()
+    }
+
+    /// The route a ClientHello goes to: the one its ALPN names, if that route serves its
+    /// server name; for an ACME validation, a standby route of the name first; else the
+    /// name's route.
+    fn route_for_hello(&self, hello: &sni::Hello) -> Option<Arc<RouteConfig>> {
+        let name = &hello.server_name;
+        if let Some(id) = &hello.route_id {
+            return self.route(id).filter(|r| r.hostnames.iter().any(|h| h.eq_ignore_ascii_case(name)));
+        }
+        if hello.acme_tls
+            && let Some(standby) = self.standby_by_host.read().ok().and_then(|s| s.get(name).cloned())
+        {
+            return Some(standby);
+        }
+        self.route_for_host(name)
     }
 
     fn route(&self, id: &str) -> Option<Arc<RouteConfig>> {
@@ -387,7 +417,7 @@ impl Gateway {
             Ok(hello) => hello,
             Err(e) => return self.metrics.outcome(e.label()),
         };
-        let Some(route) = self.route_for_host(&hello.server_name) else {
+        let Some(route) = self.route_for_hello(&hello) else {
             return self.metrics.outcome("unknown_sni");
         };
         let share = self.config.client_share(route.max_connections);

@@ -36,11 +36,21 @@ impl HelloError {
     }
 }
 
-/// A read ClientHello: the server name (lower case) and every byte read so far.
+/// The ALPN protocol a client offers to reach one route by its ID, `svc-route/<route ID>`:
+/// the coordinator validates a redeploy's successor this way before any client is sent to it.
+pub const ROUTE_ALPN_PREFIX: &[u8] = b"svc-route/";
+
+/// A read ClientHello: the server name (lower case), what its ALPN asks of the routing, and
+/// every byte read so far.
 #[derive(Debug)]
 pub struct Hello {
     /// The SNI host name, lower case.
     pub server_name: String,
+    /// The route asked for by an ALPN protocol `svc-route/<route ID>`, if one was offered.
+    pub route_id: Option<String>,
+    /// Whether the only ALPN protocol offered is `acme-tls/1` (an ACME server's tls-alpn-01
+    /// validation).
+    pub acme_tls: bool,
     /// The bytes read from the client, to forward unchanged.
     pub bytes: Vec<u8>,
 }
@@ -75,9 +85,17 @@ async fn read(stream: &mut TcpStream, max_bytes: usize) -> Result<Hello, HelloEr
         match acceptor.accept() {
             Ok(None) => continue,
             Ok(Some(accepted)) => {
-                let name = accepted.client_hello().server_name().map(str::to_ascii_lowercase);
+                let hello = accepted.client_hello();
+                let name = hello.server_name().map(str::to_ascii_lowercase);
+                let offered: Vec<&[u8]> = hello.alpn().map(Iterator::collect).unwrap_or_default();
+                let route_id = offered
+                    .iter()
+                    .find_map(|p| p.strip_prefix(ROUTE_ALPN_PREFIX))
+                    .and_then(|id| std::str::from_utf8(id).ok())
+                    .map(str::to_owned);
+                let acme_tls = offered == [agent::cert::ACME_TLS_ALPN];
                 return match name {
-                    Some(server_name) => Ok(Hello { server_name, bytes }),
+                    Some(server_name) => Ok(Hello { server_name, route_id, acme_tls, bytes }),
                     None => Err(HelloError::NoSni),
                 };
             }

@@ -237,4 +237,16 @@ impl Project {
         // always has a canonical form.
         manifest_core::canonical_digest(self).unwrap_or_default()
     }
+
+    /// What a deploy ships: `sha256:` of the canonical JSON of `{"project": <the defaulted
+    /// project>, "files": {<path>: "sha256:<hex of its bytes>"}}`. Editing any app file, adding
+    /// or removing one, changes it; the order files come in does not. Deployments and quotes
+    /// are bound to it; secret values are not part of it (they are compared on the relay).
+    pub fn digest_with_files<'a>(&self, files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
+        let files: BTreeMap<&str, String> = files
+            .into_iter()
+            .map(|(path, bytes)| (path, format!("sha256:{}", agent::wire::sha256_hex(bytes))))
+            .collect();
+        manifest_core::canonical_digest(&serde_json::json!({"project": self, "files": files})).unwrap_or_default()
+    }
 }

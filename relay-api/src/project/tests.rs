@@ -145,6 +145,14 @@ fn the_digest_is_of_the_meaning_not_the_spelling() {
     other["spend"]["ceilingMicros"] = json!(5_000_001);
     assert_ne!(project(&other).digest(), base.digest());
     assert!(base.digest().starts_with("sha256:") && base.digest().len() == 71);
+    // What a deploy ships covers the app's files, whatever their order.
+    let files = [("server.js", &b"v1"[..]), ("lib/a.js", &b"a"[..])];
+    let shipped = base.digest_with_files(files);
+    assert_eq!(base.digest_with_files(files.into_iter().rev()), shipped, "file order is not meaning");
+    assert_ne!(base.digest_with_files([("server.js", &b"v2"[..]), ("lib/a.js", &b"a"[..])]), shipped, "an edit");
+    assert_ne!(base.digest_with_files([("server.js", &b"v1"[..])]), shipped, "a file removed");
+    assert_ne!(base.digest_with_files([("server.js", &b"v1"[..]), ("lib/b.js", &b"a"[..])]), shipped, "a rename");
+    assert_ne!(project(&other).digest_with_files(files), shipped, "the project file");
     // What is sent reads back as the same project.
     let sent = serde_json::to_string(&base).expect("json");
     assert_eq!(read(&sent).expect("the sent form is valid"), base);

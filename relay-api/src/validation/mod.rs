@@ -11,7 +11,8 @@
 //! 3. connect to one of those checked addresses, by address, on the public port
 //!    (`route_unreachable`): a DNS answer changing between check and dial cannot move it;
 //! 4. the TLS handshake with SNI = hostname, verifying the chain against the configured roots
-//!    and the name (`certificate_invalid`, with rustls's reason; ALPN `http/1.1`);
+//!    and the name (`certificate_invalid`, with rustls's reason; ALPN `http/1.1`, and for a
+//!    redeploy's standby route also `svc-route/<route ID>`, which the gateway routes by);
 //! 5. `GET /health` must answer 200 (`health_failing`);
 //! 6. `GET /.well-known/svc/challenge?nonce=` with a fresh nonce must answer this nonce, this
 //!    route's ID and this hostname, with a proof that verifies with the route's public key
@@ -141,6 +142,10 @@ pub struct RouteTarget {
     pub hostname: String,
     /// The public half of the route key (base64url), which the proof must verify with.
     pub route_public_key: String,
+    /// A standby route (a redeploy's successor): the ClientHello also offers ALPN
+    /// `svc-route/<route ID>`, which sends it to this route rather than the one serving the
+    /// hostname. Every step is the same.
+    pub standby: bool,
 }
 
 impl std::fmt::Debug for RouteTarget {
@@ -220,7 +225,16 @@ impl RouteValidator {
         let started = Instant::now();
         let (tcp, addr) = self.connect(host, &ips, deadline).await?;
         *address = Some(addr);
-        let mut connection = match timeout_at(deadline, https::handshake(tcp, self.tls.clone(), host)).await {
+        let tls = if target.standby {
+            let mut config = (*self.tls).clone();
+            let mut route_alpn = crate::gateway::sni::ROUTE_ALPN_PREFIX.to_vec();
+            route_alpn.extend_from_slice(target.route_id.as_bytes());
+            config.alpn_protocols.push(route_alpn);
+            Arc::new(config)
+        } else {
+            self.tls.clone()
+        };
+        let mut connection = match timeout_at(deadline, https::handshake(tcp, tls, host)).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => return Err(handshake_hint(host, addr, e)),
             Err(_) => {

@@ -380,3 +380,64 @@ fn a_chatty_job_keeps_only_its_newest_log_lines() {
     assert_eq!(store.logs("d2", 0, 10).expect("logs").len(), 1, "another deployment's lines stay");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
+    NewSuccessor {
+        deployment_id: id.into(),
+        revision,
+        project_json: format!("{{\"revision\": {revision}}}"),
+        project_digest: digest.into(),
+        manifest_digest: "sha256:m2".into(),
+        ceiling_micros: 7_000_000,
+        route_id: format!("rt_{id}_{revision}"),
+    }
+}
+
+#[test]
+fn a_successor_replaces_the_deployments_revision_only_when_promoted() {
+    let dir = temp_dir("successor");
+    let store = RelayStore::open(&dir).expect("store");
+    let d = new_deployment(&store, "d1", 5_000_000);
+    assert_eq!((d.revision, store.next_revision("d1").expect("next")), (1, 2));
+    assert_eq!(store.put_successor(&successor("d1", 2, "sha256:two")).expect("recorded"), None);
+    // Two deploys racing for revision 2: the second is told to deploy again.
+    assert_eq!(
+        code(store.put_successor(&successor("d1", 2, "sha256:other")).expect_err("taken")),
+        "deploy_in_progress"
+    );
+    // A newer deploy replaces a successor not serving yet.
+    assert_eq!(store.next_revision("d1").expect("next"), 3);
+    let replaced = store.put_successor(&successor("d1", 3, "sha256:three")).expect("recorded");
+    assert_eq!(replaced.map(|s| s.revision), Some(2));
+    assert_eq!(store.deployment("d1").expect("d1").project_digest, "sha256:p", "nothing changes before promotion");
+
+    // A quote for the successor funds the deployment (it buys the same periods).
+    let mut for_next = quote("q-next", "d1", 100, 2, i64::MAX);
+    for_next.project_digest = "sha256:three".into();
+    store.add_quote(&for_next).expect("quote");
+    store.fund("d1", "q-next", &names("d1"), 1).expect("funded with the successor's quote");
+
+    store
+        .set_successor_keys("d1", 3, &RouteKeys { credential_sha256: "c3".into(), route_public_key: "k3".into() })
+        .expect("keys");
+    let promoted = store.promote("d1", 3, "validated").expect("promoted");
+    assert_eq!(
+        (promoted.revision, promoted.project_digest.as_str(), promoted.route_id.as_str(), promoted.ceiling_micros),
+        (3, "sha256:three", "rt_d1_3", 7_000_000)
+    );
+    assert_eq!(store.project_json("d1").expect("json"), "{\"revision\": 3}");
+    assert_eq!(store.route_keys("d1").expect("keys").map(|k| k.credential_sha256), Some("c3".into()));
+    assert_eq!(store.successor("d1").expect("read"), None, "the successor row went");
+    assert!(matches!(store.promote("d1", 3, "again"), Err(StoreError::NotFound(_))), "promoted once");
+    assert_eq!(store.balance("d1").expect("balance").funded_micros, 200, "the money stayed with the deployment");
+
+    // Stopping a deployment withdraws its successor; a stopped one takes none.
+    store.put_successor(&successor("d1", 4, "sha256:four")).expect("recorded");
+    store.stop("d1", "done", &Terms::default(), 2).expect("stopped");
+    assert_eq!(store.successor("d1").expect("read"), None);
+    assert_eq!(
+        code(store.put_successor(&successor("d1", 4, "sha256:four")).expect_err("stopped")),
+        "deployment_stopped"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,124 @@
+//! Launching a revision's job: fresh keys for its agent (the store keeps their hash and
+//! public half), its files laid out for the runner, and the gateway told before the agent
+//! first connects.
+
+use agent::challenge::RouteKey;
+use agent::wire;
+
+use super::{APP_DIR, AgentCertificates, Engine, SECRETS_FILE, job_key};
+use crate::coordinator::model::Deployment;
+use crate::coordinator::store::{RouteKeys, StoreError, random_hex};
+use crate::project::Project;
+use crate::runner::IngressJob;
+
+/// The job of one revision of a deployment.
+pub(super) struct JobOf<'a> {
+    pub(super) deployment: &'a Deployment,
+    pub(super) revision: u32,
+    pub(super) route_id: &'a str,
+    pub(super) project_json: &'a str,
+}
+
+impl Engine {
+    /// Launches the deployment's job with a fresh tunnel credential and route key (the
+    /// store keeps only their hash and public half); returns its process IDs for the log,
+    /// or why not.
+    pub(super) async fn launch(&self, d: &Deployment) -> Result<String, String> {
+        let project_json = self.store().project_json(&d.id).map_err(|e| e.to_string())?;
+        let job = JobOf { deployment: d, revision: d.revision, route_id: &d.route_id, project_json: &project_json };
+        self.launch_job(job, |keys| self.store().set_route_keys(&d.id, keys)).await
+    }
+
+    /// Launches a revision's job: its keys are made, `record`ed, and known to the gateway
+    /// and the certificate signer before its agent first presents them.
+    pub(super) async fn launch_job(
+        &self,
+        job: JobOf<'_>,
+        record: impl FnOnce(&RouteKeys) -> Result<(), StoreError>,
+    ) -> Result<String, String> {
+        let project = crate::project::read(job.project_json)
+            .map_err(|e| format!("the stored project no longer validates: {e}"))?;
+        let credential = random_hex(32).map_err(|e| e.to_string())?;
+        let route_key = RouteKey::generate().map_err(|e| e.to_string())?;
+        let keys = RouteKeys {
+            credential_sha256: wire::sha256_hex(credential.as_bytes()),
+            route_public_key: route_key.public_key(),
+        };
+        let spec = self.ingress_job(&job, &project, credential, route_key)?.prepare().map_err(|e| e.to_string())?;
+        record(&keys).map_err(|e| e.to_string())?;
+        let running = self.parts.runner.launch(&spec).map_err(|e| e.to_string())?;
+        let pids = match running.pids()[..] {
+            [app, agent] => format!("app pid {app}, agent pid {agent}"),
+            _ => "processes started".to_owned(),
+        };
+        self.jobs.insert(&job_key(&job.deployment.id, job.revision), running).await;
+        self.sync_routes().await;
+        Ok(pids)
+    }
+
+    fn ingress_job(
+        &self,
+        job: &JobOf<'_>,
+        project: &Project,
+        credential: String,
+        route_key: RouteKey,
+    ) -> Result<IngressJob, String> {
+        let (d, revision) = (job.deployment, job.revision);
+        let config = &self.parts.config;
+        let app_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port for the app: {e}"))?
+            .port();
+        let agent_api = format!("http://{}", self.parts.agent_api);
+        let certificate = match &config.certificates {
+            AgentCertificates::DevCa => {
+                agent::CertificateSource::DevCa { url: agent_api.clone(), validity_secs: 7 * 24 * 3600 }
+            }
+            AgentCertificates::Acme { directory_url, directory_ca, .. } => agent::CertificateSource::Acme {
+                directory_url: directory_url.clone(),
+                contact: Vec::new(),
+                directory_ca: directory_ca.clone(),
+            },
+        };
+        let agent_config = agent::AgentConfig {
+            route_id: job.route_id.to_owned(),
+            hostname: d.canonical_hostname.clone(),
+            credential,
+            route_key,
+            gateway: self.parts.tunnel,
+            gateway_name: "gateway.localhost".to_owned(),
+            gateway_ca: self.parts.gateway_ca.clone(),
+            app_port,
+            app_health_path: project.app.health_path.clone(),
+            proxy_protocol: project.proxy_protocol,
+            certificate,
+            direct_listen: None,
+            coordinator: Some(agent_api),
+            refresh_secs: config.revalidate.as_secs().clamp(1, 30),
+        };
+        let revision_dir = self.revision_dir(&d.id, revision);
+        let mut env: Vec<(String, String)> = project.app.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let secrets_path = revision_dir.join(SECRETS_FILE);
+        match std::fs::read(&secrets_path) {
+            Ok(bytes) => {
+                let values: std::collections::BTreeMap<String, String> = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("{} is not readable: {e}", secrets_path.display()))?;
+                env.extend(values);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot read {}: {e}", secrets_path.display())),
+        }
+        Ok(IngressJob {
+            id: job_key(&d.id, revision),
+            app_dir: revision_dir.join(APP_DIR),
+            entrypoint: project.app.entrypoint.clone(),
+            node: config.node.clone(),
+            env,
+            app_port,
+            agent_dir: self.job_dir(&d.id, revision).join("agent"),
+            agent_command: config.agent_command.clone(),
+            agent_config,
+            capture_output: true,
+        })
+    }
+}

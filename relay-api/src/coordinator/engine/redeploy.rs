@@ -1,0 +1,285 @@
+//! Redeploys without downtime. A deploy of a changed project records a successor (the next
+//! revision). While the deployment serves (`live` or `degraded`), the engine:
+//!
+//! 1. launches the successor's job beside the serving one, on its own standby route: the
+//!    gateway sends it no client, only the coordinator's validation (which names the route by
+//!    ALPN) and an ACME server's tls-alpn-01 check;
+//! 2. validates it through the gateway's public port, every step as for a serving route,
+//!    until it passes or [`SUCCESSOR_DEADLINE`] is up; its app ending fails it at once;
+//! 3. on a pass, makes it the deployment's revision in one store transaction, and the
+//!    gateway's route for the hostnames (new connections go to it);
+//! 4. stops the predecessor once its open connections have ended, or after [`DRAIN_LIMIT`].
+//!
+//! A successor that fails leaves the serving revision as it was, with a hint. A deployment
+//! that serves nothing (unfunded, launching, failed) has nothing to keep up: its successor
+//! takes over at once and is launched like any job.
+
+use std::time::{Duration, Instant};
+
+use super::{Engine, JobOf, job_key};
+use crate::coordinator::jobs::Verdict;
+use crate::coordinator::model::{Deployment, Successor, SuccessorState};
+use crate::coordinator::state::DeploymentState;
+use crate::coordinator::store::{StoreError, now_ms};
+use crate::gateway::RouteConfig;
+use crate::hint::{Hint, Stage};
+
+/// How long a successor has, from its deploy, to pass validation.
+pub(crate) const SUCCESSOR_DEADLINE: Duration = Duration::from_secs(60);
+
+/// How long a predecessor's open connections may take to end after the route moved; then
+/// its job is stopped, and what is still open is cut.
+pub(crate) const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long a predecessor runs at least after the route moved, with no connection open: a
+/// client routed to it just before the move has long been counted by then.
+const DRAIN_MIN: Duration = Duration::from_secs(1);
+
+/// A predecessor whose route was taken over, still running for its open connections.
+#[derive(Debug, Clone)]
+pub(super) struct Draining {
+    deployment_id: String,
+    revision: u32,
+    route_id: String,
+    since: Instant,
+}
+
+/// The hint of a successor that failed.
+pub(super) fn failed_hint(d: &Deployment, s: &Successor) -> Hint {
+    Hint::new(
+        "redeploy_failed",
+        Stage::Job,
+        format!("revision {} was not deployed: {}", s.revision, s.reason),
+        format!(
+            "revision {} keeps serving; read why in `svc ingress logs` (lines marked [revision {}]), fix the app, \
+             then `svc ingress deploy` again",
+            d.revision, s.revision
+        ),
+    )
+}
+
+impl Engine {
+    /// Jobs of draining predecessors (kept running).
+    pub(super) fn draining_keys(&self) -> Vec<String> {
+        self.draining
+            .lock()
+            .map(|d| d.iter().map(|d| job_key(&d.deployment_id, d.revision)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Successors whose jobs a coordinator restart took start again.
+    pub(super) fn restart_successors(&self) {
+        let store = self.store();
+        for s in store.successors().unwrap_or_default() {
+            if s.state == SuccessorState::Validating {
+                let _ = store.set_successor_state(
+                    &s.deployment_id,
+                    s.revision,
+                    SuccessorState::Starting,
+                    "the coordinator restarted; relaunching it",
+                );
+            }
+        }
+    }
+
+    /// Moves a deployment's successor one step.
+    pub(super) async fn step_successor(&self, d: &Deployment, s: &Successor) -> Result<(), StoreError> {
+        let store = self.store();
+        if s.state == SuccessorState::Failed {
+            return Ok(());
+        }
+        if !d.state.spends() {
+            return self.take_over_at_once(d, s).await;
+        }
+        let key = job_key(&d.id, s.revision);
+        match s.state {
+            SuccessorState::Starting => {
+                let project_json = store.successor_project_json(&d.id)?;
+                let job =
+                    JobOf { deployment: d, revision: s.revision, route_id: &s.route_id, project_json: &project_json };
+                let launched = self.launch_job(job, |keys| store.set_successor_keys(&d.id, s.revision, keys)).await;
+                match launched {
+                    Ok(pids) => {
+                        let reason = format!("job started ({pids}); validating it through the gateway");
+                        store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason)?;
+                        self.route_due_now(&s.route_id);
+                    }
+                    Err(reason) => store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, &reason)?,
+                }
+            }
+            SuccessorState::Validating => {
+                if !self.jobs.contains(&key).await {
+                    return self.fail_successor(d, s, "its job is not running").await;
+                }
+                let Some(keys) = store.successor_keys(&d.id)? else {
+                    return self.fail_successor(d, s, "its job has no keys").await;
+                };
+                let age = Duration::from_millis(u64::try_from(now_ms().saturating_sub(s.created_at)).unwrap_or(0));
+                if age > SUCCESSOR_DEADLINE {
+                    let why = format!(
+                        "it did not pass validation within {} s (last: {})",
+                        SUCCESSOR_DEADLINE.as_secs(),
+                        s.reason
+                    );
+                    return self.fail_successor(d, s, &why).await;
+                }
+                if !self.validation_due(&s.route_id, true) {
+                    return Ok(());
+                }
+                let mut probed =
+                    self.parts.probe.validate(&s.route_id, &d.canonical_hostname, &keys.route_public_key, true).await;
+                let pins = store.pins_of_deployment(&d.id)?;
+                self.check_pins(d, &pins, &mut probed.outcome);
+                match probed.outcome {
+                    Ok(_) => self.take_over(d, s).await?,
+                    Err(hint) => {
+                        let reason = format!("validation failed: {}", hint.problem);
+                        store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason)?;
+                    }
+                }
+            }
+            SuccessorState::Failed => {}
+        }
+        Ok(())
+    }
+
+    /// The successor passed: it becomes the deployment's revision and route; the predecessor
+    /// drains.
+    async fn take_over(&self, d: &Deployment, s: &Successor) -> Result<(), StoreError> {
+        let reason = format!(
+            "validated through the gateway; revision {} stops once its open connections end (at most {} s)",
+            d.revision,
+            DRAIN_LIMIT.as_secs()
+        );
+        let promoted = self.store().promote(&d.id, s.revision, &reason)?;
+        if let Ok(mut draining) = self.draining.lock() {
+            draining.push(Draining {
+                deployment_id: d.id.clone(),
+                revision: d.revision,
+                route_id: d.route_id.clone(),
+                since: Instant::now(),
+            });
+        }
+        // New connections go to the successor from here; the predecessor's open ones go on.
+        self.sync_routes().await;
+        // Its public path (the hostnames, not the route's ID) is validated at the next tick.
+        self.due_now(&promoted);
+        Ok(())
+    }
+
+    /// A deployment that serves nothing: the successor takes over now; a job that ran is
+    /// relaunched as the new revision.
+    async fn take_over_at_once(&self, d: &Deployment, s: &Successor) -> Result<(), StoreError> {
+        let store = self.store();
+        for revision in [d.revision, s.revision] {
+            let key = job_key(&d.id, revision);
+            let output = self.jobs.stop(&key, true).await;
+            self.log_output(&key, output);
+        }
+        let promoted =
+            store.promote(&d.id, s.revision, &format!("the deployment was {}, so nothing had to stay up", d.state))?;
+        self.remove_revision(&d.id, d.revision);
+        if d.state.runs_job() || d.state == DeploymentState::Failed {
+            store.transition(
+                &d.id,
+                DeploymentState::Provisioning,
+                &format!("revision {} deployed; launching it", promoted.revision),
+            )?;
+        }
+        self.sync_routes().await;
+        self.wake();
+        Ok(())
+    }
+
+    /// The successor failed: its job stops and its files go; the serving revision stays.
+    async fn fail_successor(&self, d: &Deployment, s: &Successor, why: &str) -> Result<(), StoreError> {
+        let key = job_key(&d.id, s.revision);
+        let output = self.jobs.stop(&key, true).await;
+        self.log_output(&key, output);
+        self.store().set_successor_state(&d.id, s.revision, SuccessorState::Failed, why)?;
+        self.remove_revision(&d.id, s.revision);
+        self.sync_routes().await;
+        Ok(())
+    }
+
+    /// A job that ended and is not its deployment's serving revision: a successor fails (its
+    /// app must not end before it is validated), a draining predecessor is done. Returns
+    /// whether the job is the serving one (restarted as usual).
+    pub(super) async fn reap_other_revision(&self, id: &str, revision: u32, verdict: &Verdict) -> bool {
+        let Ok(d) = self.store().deployment(id) else { return false };
+        if d.revision == revision {
+            return true;
+        }
+        let exit = match verdict {
+            Verdict::Restart { exit, .. } | Verdict::GiveUp { exit, .. } => *exit,
+        };
+        if let Ok(Some(s)) = self.store().successor(id)
+            && s.revision == revision
+        {
+            let why = format!("{exit} before it was validated");
+            if let Err(e) = self.fail_successor(&d, &s, &why).await {
+                let _ = self.store().append_logs(id, "route", &[format!("engine: {e}")]);
+            }
+        } else {
+            self.finish_draining(id, revision);
+        }
+        false
+    }
+
+    /// Stops the predecessors whose connections have ended, or whose time is up.
+    pub(super) async fn drain(&self) {
+        let done: Vec<Draining> = {
+            let Ok(mut draining) = self.draining.lock() else { return };
+            let gateway = &self.parts.gateway;
+            let (done, still): (Vec<Draining>, Vec<Draining>) = draining.drain(..).partition(|d| {
+                let elapsed = d.since.elapsed();
+                elapsed >= DRAIN_LIMIT || elapsed >= DRAIN_MIN && gateway.active_connections(&d.route_id) == 0
+            });
+            *draining = still;
+            done
+        };
+        for d in done {
+            let key = job_key(&d.deployment_id, d.revision);
+            let open = self.parts.gateway.active_connections(&d.route_id);
+            let output = self.jobs.stop(&key, true).await;
+            self.log_output(&key, output);
+            self.remove_revision(&d.deployment_id, d.revision);
+            let line = match open {
+                0 => format!("revision {} stopped: its connections had ended", d.revision),
+                n => format!(
+                    "revision {} stopped after {} s; {n} connections were cut",
+                    d.revision,
+                    DRAIN_LIMIT.as_secs()
+                ),
+            };
+            let _ = self.store().append_logs(&d.deployment_id, "route", &[line]);
+        }
+    }
+
+    /// Forgets a draining predecessor whose job ended by itself.
+    fn finish_draining(&self, id: &str, revision: u32) {
+        if let Ok(mut draining) = self.draining.lock() {
+            draining.retain(|d| d.deployment_id != id || d.revision != revision);
+        }
+        self.remove_revision(id, revision);
+    }
+
+    /// The standby routes of successors whose jobs run: the same hostnames as their
+    /// deployment's route, reached only as [`RouteConfig::standby`] says.
+    pub(super) fn standby_routes(&self, active: &[Deployment]) -> Vec<RouteConfig> {
+        let store = self.store();
+        let mut routes = Vec::new();
+        for s in store.successors().unwrap_or_default() {
+            let Some(d) = active.iter().find(|d| d.id == s.deployment_id && d.state.spends()) else { continue };
+            if s.state == SuccessorState::Failed {
+                continue;
+            }
+            if let (Ok(Some(keys)), Ok(project_json)) =
+                (store.successor_keys(&d.id), store.successor_project_json(&d.id))
+            {
+                routes.extend(self.route_config(d, &s.route_id, keys, &project_json, true));
+            }
+        }
+        routes
+    }
+}

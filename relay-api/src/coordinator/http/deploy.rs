@@ -1,0 +1,371 @@
+//! `POST /api/ingress/deployments`: a project's files in, a deployment out. A first deploy
+//! makes the deployment (pending funding, with its first quote); a deploy of a changed
+//! project (its file, an app file, a secret value) makes the deployment's next revision,
+//! which the engine starts beside the serving one and switches to once validated
+//! (`engine::redeploy`); an unchanged project changes nothing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine as _;
+use serde_json::json;
+
+use super::{ApiError, ApiResult, body, caller};
+use crate::coordinator::Engine;
+use crate::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, DeployRequest, DeployResponse};
+use crate::coordinator::engine::SECRETS_FILE;
+use crate::coordinator::files::{StagedBundle, revision_dir};
+use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
+use crate::coordinator::store::{NewDeployment, NewSuccessor, StoreError, random_hex};
+use crate::project::Project;
+
+pub(super) async fn deploy(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> ApiResult<DeployResponse> {
+    let caller = caller(&engine, &headers)?;
+    let req: DeployRequest = body(&bytes)?;
+    let text = serde_json::to_string(&req.project).unwrap_or_default();
+    let project = crate::project::read(&text).map_err(|e| {
+        let mut err =
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_project", format!("the project file is not valid: {e}"));
+        err.diagnostics = Some(json!(e.diagnostics));
+        err
+    })?;
+    let unsupported = project.unsupported();
+    if !unsupported.is_empty() {
+        let names: Vec<String> = unsupported.iter().map(|u| format!("{} ({})", u.as_str(), u.pointer())).collect();
+        let mut err = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "ingress_unsupported",
+            format!("the ingress add-on does not support: {}", names.join(", ")),
+        );
+        err.diagnostics = Some(json!(unsupported.iter().map(|u| u.diagnostic()).collect::<Vec<_>>()));
+        return Err(err);
+    }
+    let manifest = project.manifest_v5(req.manifest.as_deref()).map_err(|e| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_manifest", format!("the project's V5 manifest: {e}"))
+    })?;
+    let manifest_digest = manifest_core::canonical_digest(&manifest).unwrap_or_default();
+    let canonical = format!("{}-{}.{}", project.name, caller.org_name, engine.config().relay_domain);
+    if canonical.split('.').next().is_some_and(|label| label.len() > 63) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "hostname_too_long",
+            format!(
+                "\"{canonical}\": the project and organization names together exceed a DNS label (63); shorten `name`"
+            ),
+        ));
+    }
+    if engine.store().canonical_held_elsewhere(&canonical, &caller.org_id)? {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "canonical_name_taken",
+            format!(
+                "\"{canonical}\" belongs to another organization's project (project and organization names \
+                 joined by hyphens can meet); choose another project `name` in ingress.json"
+            ),
+        ));
+    }
+    for name in req.secrets.keys() {
+        if !project.app.secrets.contains_key(name) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                format!("secret {name} is not named in app.secrets"),
+            ));
+        }
+    }
+    let files = bundle_files(&req.bundle)?;
+    if !files.iter().any(|(path, _)| path == &project.app.entrypoint) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "entrypoint_missing",
+            format!("the app files sent do not include the entrypoint \"{}\"", project.app.entrypoint),
+        ));
+    }
+    let digest = project.digest_with_files(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())));
+    let shipment = Shipment { project: &project, text: &text, digest: &digest, manifest_digest: &manifest_digest };
+    if let Some(existing) =
+        engine.store().deployment_of(&caller.org_id, &project.name)?.filter(|d| !d.state.is_terminal())
+    {
+        return redeploy(&engine, existing, &shipment, files, req.secrets).await;
+    }
+    let store = engine.store();
+    let id = format!("dep_{}", random_hex(8)?);
+    let mut quoted = vec![canonical.clone()];
+    quoted.extend(project.hostnames.iter().cloned());
+    let quote = engine.price(&id, &digest, quoted, u64::from(project.spend.fund_periods))?;
+    let mut hostnames = Vec::new();
+    for host in &project.hostnames {
+        hostnames.push((host.clone(), random_hex(16)?));
+    }
+    let new = NewDeployment {
+        id: id.clone(),
+        org_id: caller.org_id.clone(),
+        project: project.name.clone(),
+        project_json: text.clone(),
+        project_digest: digest.clone(),
+        manifest_digest: manifest_digest.clone(),
+        canonical_hostname: canonical,
+        route_id: format!("rt_{}", random_hex(8)?),
+        ceiling_micros: project.spend.ceiling_micros,
+        gateway_operator: engine.config().gateway_operator.clone(),
+        hostnames,
+        quote: Some(quote.clone()),
+    };
+    // Files first, then the record: a refused record (a hostname taken) or a crash between
+    // the two takes the files away again (at once, or at the next start).
+    let bundle = stage(&engine, &id, 1, files, req.secrets).await?;
+    let d = match store.create_deployment(&new) {
+        Ok(d) => d,
+        Err(e @ StoreError::Refused { code: "hostname_taken", .. }) => {
+            // Two identical deploys at once: the other one made it; answer as it would now.
+            drop(bundle);
+            return match store.deployment_of(&caller.org_id, &project.name)? {
+                Some(existing) if existing.project_digest == digest => unchanged(&engine, existing, &project),
+                _ => Err(e.into()),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
+    bundle.keep();
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: false, successor: None }),
+    ))
+}
+
+/// What a deploy sends, read and checked.
+struct Shipment<'a> {
+    project: &'a Project,
+    text: &'a str,
+    digest: &'a str,
+    manifest_digest: &'a str,
+}
+
+/// Writes a revision's files (up to 12 MiB: off the async runtime) and moves them into place.
+async fn stage(
+    engine: &Engine,
+    id: &str,
+    revision: u32,
+    files: Vec<(String, Vec<u8>)>,
+    secrets: BTreeMap<String, String>,
+) -> Result<StagedBundle, ApiError> {
+    let deployments = engine.config().deployments_dir();
+    let id = id.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut bundle = StagedBundle::write(&deployments, &id, revision, &files, &secrets)?;
+        bundle.place().map(|()| bundle)
+    })
+    .await
+    .map_err(|e| ApiError::internal(&e))?
+    .map_err(|e| ApiError::internal(&e))
+}
+
+/// A deploy of a project that has a deployment (not stopped): nothing new for the same
+/// project and secrets (200, `existing: true`); the successor in progress for the same
+/// again (202); else a new successor (202).
+async fn redeploy(
+    engine: &Engine,
+    d: Deployment,
+    shipment: &Shipment<'_>,
+    files: Vec<(String, Vec<u8>)>,
+    secrets: BTreeMap<String, String>,
+) -> ApiResult<DeployResponse> {
+    let store = engine.store();
+    let project = shipment.project;
+    let successor = store.successor(&d.id)?;
+    let same_secrets = |revision: u32| {
+        let path = revision_dir(&engine.config().deployments_dir(), &d.id, revision).join(SECRETS_FILE);
+        std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<BTreeMap<String, String>>(&b).ok())
+            == Some(secrets.clone())
+    };
+    if d.project_digest == shipment.digest && same_secrets(d.revision) {
+        // The serving revision again: a successor (failed, or on its way) is withdrawn.
+        if let Some(s) = &successor {
+            store.drop_successor(&d.id, s.revision, "withdrawn: the serving revision was deployed again")?;
+            engine.wake();
+        }
+        return unchanged(engine, d, project);
+    }
+    if let Some(s) = &successor
+        && s.state != SuccessorState::Failed
+        && s.project_digest == shipment.digest
+        && same_secrets(s.revision)
+    {
+        return in_progress(engine, d, project, s.clone(), StatusCode::ACCEPTED);
+    }
+    // Customer hostnames are managed on the deployment (`hostname add|remove`): a project
+    // file that lists others than it has is not shipped, rather than half applied.
+    let serving: Vec<String> =
+        store.hostnames(&d.id)?.into_iter().filter(|h| h.state != HostnameState::Removed).map(|h| h.hostname).collect();
+    let added: Vec<&String> = project.hostnames.iter().filter(|h| !serving.contains(h)).collect();
+    let removed: Vec<&String> = serving.iter().filter(|h| !project.hostnames.contains(h)).collect();
+    if !added.is_empty() || !removed.is_empty() {
+        let mut fixes: Vec<String> = added.iter().map(|h| format!("`svc ingress hostname add {h}`")).collect();
+        fixes.extend(removed.iter().map(|h| format!("`svc ingress hostname remove {h}`")));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "hostnames_changed",
+            format!(
+                "the project file's hostnames differ from deployment {}'s; nothing was deployed. Change them on the \
+                 deployment first ({}), or make `hostnames` in ingress.json match",
+                d.id,
+                fixes.join(", ")
+            ),
+        ));
+    }
+    let revision = store.next_revision(&d.id)?;
+    let bundle = stage(engine, &d.id, revision, files, secrets).await?;
+    let new = NewSuccessor {
+        deployment_id: d.id.clone(),
+        revision,
+        project_json: shipment.text.to_owned(),
+        project_digest: shipment.digest.to_owned(),
+        manifest_digest: shipment.manifest_digest.to_owned(),
+        ceiling_micros: project.spend.ceiling_micros,
+        route_id: format!("rt_{}", random_hex(8)?),
+    };
+    store.put_successor(&new)?;
+    bundle.keep();
+    engine.wake();
+    let s = store.successor(&d.id)?.ok_or_else(|| ApiError::internal(&"the successor just recorded is gone"))?;
+    in_progress(engine, d, project, s, StatusCode::ACCEPTED)
+}
+
+/// The answer to a deploy of the project the deployment already has.
+fn unchanged(engine: &Engine, d: Deployment, project: &Project) -> ApiResult<DeployResponse> {
+    let quote = match engine.store().quotes(&d.id)?.into_iter().next() {
+        Some(q) => q,
+        None => engine.quote(&d, u64::from(project.spend.fund_periods))?,
+    };
+    Ok((
+        StatusCode::OK,
+        axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: true, successor: None }),
+    ))
+}
+
+/// The answer to a deploy that made (or repeats) a successor: the deployment as it serves,
+/// the successor, and its newest quote, or a new one when the deployment waits for funds and
+/// that one cannot fund it any more.
+fn in_progress(
+    engine: &Engine,
+    d: Deployment,
+    project: &Project,
+    s: crate::coordinator::model::Successor,
+    status: StatusCode,
+) -> ApiResult<DeployResponse> {
+    let store = engine.store();
+    let now = crate::coordinator::store::now_ms();
+    let fundable = |q: &crate::coordinator::model::Quote| {
+        q.funded_at.is_none()
+            && q.expires_at > now
+            && [&d.project_digest, &s.project_digest].contains(&&q.project_digest)
+    };
+    let quote = match store.quotes(&d.id)?.into_iter().next() {
+        Some(q) if d.state != crate::coordinator::state::DeploymentState::PendingFunding || fundable(&q) => q,
+        _ => {
+            let quote = engine.price(
+                &d.id,
+                &s.project_digest,
+                engine.quoted_hostnames(&d)?,
+                u64::from(project.spend.fund_periods),
+            )?;
+            store.add_quote(&quote)?;
+            quote
+        }
+    };
+    Ok((
+        status,
+        axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: false, successor: Some(s) }),
+    ))
+}
+
+/// The deepest path of an app file, in components (`lib/a.js` is 2).
+const BUNDLE_MAX_DEPTH: usize = 32;
+
+/// The longest path of an app file, bytes; a component is at most 255 (as on Linux).
+const BUNDLE_MAX_PATH: usize = 1024;
+
+/// Decodes the app's files, refusing bundles over [`BUNDLE_MAX_FILES`] files or
+/// [`BUNDLE_MAX_BYTES`] bytes and paths that are not plain, bounded relative paths inside the
+/// app directory (see [`check_bundle_path`]), or a file that another path needs as a directory.
+fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_bundle", m);
+    if bundle.len() > BUNDLE_MAX_FILES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "bundle_too_large",
+            format!("the app has {} files; a deployment carries at most {BUNDLE_MAX_FILES}", bundle.len()),
+        ));
+    }
+    for path in bundle.keys() {
+        check_bundle_path(path).map_err(|why| bad(format!("{:?} {why}", truncated(path))))?;
+    }
+    // Every directory the files need; none may be a file too.
+    let dirs: std::collections::BTreeSet<&str> =
+        bundle.keys().flat_map(|p| p.match_indices('/').map(move |(at, _)| &p[..at])).collect();
+    if let Some(both) = dirs.iter().find(|d| bundle.contains_key(**d)) {
+        return Err(bad(format!("{:?} is a file, and other files need it as a directory", truncated(both))));
+    }
+    let mut total: u64 = 0;
+    let mut files = Vec::with_capacity(bundle.len());
+    for (path, b64) in bundle {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|e| bad(format!("{:?} is not base64: {e}", truncated(path))))?;
+        total = total.saturating_add(bytes.len() as u64);
+        if total > BUNDLE_MAX_BYTES {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "bundle_too_large",
+                format!(
+                    "the app's files are over {BUNDLE_MAX_BYTES} bytes (at {:?}); a deployment carries at most that",
+                    truncated(path)
+                ),
+            ));
+        }
+        files.push((path.clone(), bytes));
+    }
+    Ok(files)
+}
+
+/// Why `path` is not a plain relative path inside the app directory: `..` or `.`, absolute,
+/// empty components (`a//b`, `dir/`), control characters, more than [`BUNDLE_MAX_DEPTH`]
+/// components, a component over 255 bytes, more than [`BUNDLE_MAX_PATH`] bytes.
+fn check_bundle_path(path: &str) -> Result<(), String> {
+    if path.is_empty() || path.len() > BUNDLE_MAX_PATH {
+        return Err(format!("is not a path of 1 to {BUNDLE_MAX_PATH} bytes"));
+    }
+    if path.chars().any(char::is_control) {
+        return Err("holds a control character".to_owned());
+    }
+    let components: Vec<&str> = path.split('/').collect();
+    if components.len() > BUNDLE_MAX_DEPTH {
+        return Err(format!("is deeper than {BUNDLE_MAX_DEPTH} components"));
+    }
+    for c in components {
+        if c.is_empty() || c == "." || c == ".." {
+            return Err(
+                "is not a relative path inside the app directory (no `.`, `..`, `/` at either end or `//`)".to_owned()
+            );
+        }
+        if c.len() > 255 {
+            return Err("has a component over 255 bytes".to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// At most the first 80 characters of `path`, for messages.
+fn truncated(path: &str) -> String {
+    match path.char_indices().nth(80) {
+        Some((at, _)) => format!("{}...", &path[..at]),
+        None => path.to_owned(),
+    }
+}

@@ -1,0 +1,183 @@
+//! Redeploys as a customer makes them: edit `server.js`, run `svc ingress deploy` again. A
+//! changed project is a new revision, started beside the serving one, validated through the
+//! gateway, switched to, and only then is the old one stopped: a request loop running all
+//! along sees no failure. A revision that does not validate leaves the old one serving, with
+//! a hint; deploying what serves again changes nothing.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use svc_e2e::service::TempDir;
+
+use super::client::get;
+use super::deploy::{Relay, hint_codes};
+
+const HOST: &str = "node-demo-acme.localhost";
+
+/// What the loop saw: each answer's page heading, or the error.
+#[derive(Debug, Default)]
+struct Seen {
+    answers: Vec<Result<String, String>>,
+}
+
+impl Seen {
+    fn failures(&self) -> Vec<&String> {
+        self.answers.iter().filter_map(|a| a.as_ref().err()).collect()
+    }
+
+    fn headings(&self) -> Vec<&str> {
+        self.answers.iter().filter_map(|a| a.as_ref().ok()).map(String::as_str).collect()
+    }
+}
+
+/// GETs `/` on a fresh connection, again and again, until told to stop (or 2,000 requests):
+/// each answer's `<h1>`, or why it failed.
+fn request_loop(relay: &Relay, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Seen> {
+    let (public, ca) = (relay.public, relay.data.join("ca.pem"));
+    tokio::spawn(async move {
+        let mut seen = Seen::default();
+        while !stop.load(Ordering::Relaxed) && seen.answers.len() < 2_000 {
+            let answer = match tokio::time::timeout(Duration::from_secs(10), get(public, HOST, &ca, "/")).await {
+                Ok(Ok(r)) if r.status == 200 => Ok(heading(&r.text())),
+                Ok(Ok(r)) => Err(format!("status {}: {}", r.status, r.text())),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err("no answer within 10 s".to_owned()),
+            };
+            seen.answers.push(answer);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        seen
+    })
+}
+
+fn heading(page: &str) -> String {
+    page.split_once("<h1>")
+        .and_then(|(_, rest)| rest.split_once("</h1>"))
+        .map_or_else(|| page.to_owned(), |(h, _)| h.to_owned())
+}
+
+/// Rewrites the demo's heading in `server.js`.
+fn edit_heading(project: &Path, from: &str, to: &str) {
+    let server = project.join("server.js");
+    let text = std::fs::read_to_string(&server).expect("server.js");
+    assert!(text.contains(from), "the demo's heading {from:?} is in server.js");
+    std::fs::write(&server, text.replace(from, to)).expect("write server.js");
+}
+
+/// Runs `svc ingress deploy` while the request loop runs: (exit code, stdout, stderr, what
+/// the loop saw).
+async fn deploy_under_load(relay: &Relay, config: &str) -> (i32, String, String, Seen) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let looping = request_loop(relay, stop.clone());
+    // Some answers from before the deploy.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, out, err) = relay.svc(&["deploy", "--config", config]).await;
+    // And some after.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    (code, out, err, looping.await.expect("the request loop"))
+}
+
+fn processes(status: &Value) -> Vec<u64> {
+    status["processes"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect()
+}
+
+fn alive(pid: u64) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redeploy_ships_the_new_code_without_a_failed_request() {
+    let dir = TempDir::new("redeploy");
+    let (relay, config) = Relay::with_live_demo(dir.path(), &[]).await;
+    let project = Path::new(&config).parent().expect("the project directory").to_owned();
+    let before = relay.json(&["status", "--config", &config]).await;
+    assert_eq!(before["deployment"]["revision"], 1, "{before:#}");
+    let old_processes = processes(&before);
+    assert_eq!(old_processes.len(), 2, "app and agent: {before:#}");
+
+    // Revision 2: a new heading.
+    edit_heading(&project, "Hello from the svc Node.js demo", "Hello from revision 2");
+    let (code, out, err, seen) = deploy_under_load(&relay, &config).await;
+    assert_eq!(code, 0, "redeploy: {err}\n{out}\n{}", relay.proc.output());
+    assert!(out.contains("revision 2 is starting; revision 1 serves until it is validated"), "{out}");
+    assert!(
+        out.contains("revision 2 serves") && out.lines().last().is_some_and(|l| l.starts_with("live https://")),
+        "{out}"
+    );
+    assert!(!out.contains("funded"), "the deployment's funds carry over; nothing is funded again: {out}");
+    let headings = seen.headings();
+    println!("redeploy under load: {} requests, {} failed", seen.answers.len(), seen.failures().len());
+    assert!(seen.failures().is_empty(), "requests failed during the redeploy: {:?}", seen.failures());
+    assert!(headings.len() >= 10, "the loop ran all along: {} answers", headings.len());
+    assert_eq!(headings.first(), Some(&"Hello from the svc Node.js demo"), "the old code served first");
+    assert_eq!(headings.last(), Some(&"Hello from revision 2"), "the new code answers after");
+    // Once the new code answered, the old never did again: the route moved once.
+    let first_new = headings.iter().position(|h| *h == "Hello from revision 2").expect("the new code answered");
+    assert!(headings[first_new..].iter().all(|h| *h == "Hello from revision 2"), "{headings:?}");
+
+    let after = relay.json(&["status", "--config", &config]).await;
+    assert_eq!(after["deployment"]["revision"], 2, "{after:#}");
+    assert_eq!(after["deployment"]["state"], "live", "{after:#}");
+    assert_eq!(after["deployment"]["id"], before["deployment"]["id"], "the same deployment, its money with it");
+    assert_ne!(after["deployment"]["routeId"], before["deployment"]["routeId"], "the revision's own route");
+    assert!(after.get("successor").is_none(), "nothing pending: {after:#}");
+    let transitions = after["transitions"].as_array().map_or(0, Vec::len);
+    assert_eq!(transitions, before["transitions"].as_array().map_or(0, Vec::len), "never left live: {after:#}");
+    // The old revision's processes end once its connections have (each request closed its own).
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while old_processes.iter().any(|&p| alive(p)) {
+        assert!(std::time::Instant::now() < deadline, "revision 1's processes still run: {}", relay.proc.output());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let logs = relay.json(&["logs", "--config", &config]).await;
+    let lines: Vec<&str> =
+        logs["entries"].as_array().into_iter().flatten().filter_map(|e| e["line"].as_str()).collect();
+    assert!(lines.iter().any(|l| l.starts_with("revision 2 serves")), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.contains("revision 1 stopped: its connections had ended")), "{lines:#?}");
+    let revisions: Vec<String> =
+        std::fs::read_dir(relay.data.join("deployments").join(after["deployment"]["id"].as_str().expect("an id")))
+            .expect("the deployment's files")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+    assert_eq!(revisions, ["r2"], "revision 1's files went with its job");
+
+    // Revision 3 does not start: the old revision serves on, and the deploy says why.
+    std::fs::write(project.join("server.js.good"), std::fs::read(project.join("server.js")).expect("read"))
+        .expect("keep the good server");
+    std::fs::write(project.join("server.js"), "console.error('revision 3 cannot start'); process.exit(3);\n")
+        .expect("break server.js");
+    let (code, out, err, seen) = deploy_under_load(&relay, &config).await;
+    assert_eq!(code, 1, "a revision that never validates fails the deploy: {out}\n{err}");
+    assert!(err.contains("redeploy_failed") && err.contains("revision 2 keeps serving"), "{err}");
+    assert!(err.contains("exited with status 3"), "the reason: {err}");
+    assert!(seen.failures().is_empty(), "requests failed during a failed redeploy: {:?}", seen.failures());
+    assert!(seen.headings().iter().all(|h| *h == "Hello from revision 2"), "{:?}", seen.headings());
+    let status = relay.json(&["status", "--config", &config]).await;
+    assert_eq!(
+        (status["deployment"]["revision"].clone(), status["deployment"]["state"].clone()),
+        (2.into(), "live".into())
+    );
+    assert_eq!(status["successor"]["revision"], 3, "{status:#}");
+    assert_eq!(status["successor"]["state"], "failed", "{status:#}");
+    assert!(hint_codes(&status["hints"]).contains(&"redeploy_failed".to_owned()), "{status:#}");
+    let logs = relay.json(&["logs", "--config", &config]).await;
+    assert!(
+        logs["entries"].as_array().into_iter().flatten().any(|e| e["line"] == "[revision 3] revision 3 cannot start"),
+        "the failed revision's last words, marked: {logs:#}"
+    );
+
+    // Deploying what serves again: nothing new, and the failed revision is withdrawn.
+    std::fs::rename(project.join("server.js.good"), project.join("server.js")).expect("restore server.js");
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(out.contains("(unchanged project: nothing new created)"), "{out}");
+    let status = relay.json(&["status", "--config", &config]).await;
+    assert!(status.get("successor").is_none(), "{status:#}");
+    assert!(!hint_codes(&status["hints"]).contains(&"redeploy_failed".to_owned()), "{status:#}");
+    assert_eq!(status["deployment"]["revision"], 2);
+}
