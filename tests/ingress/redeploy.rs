@@ -17,6 +17,9 @@ use super::deploy::{Relay, hint_codes};
 
 const HOST: &str = "node-demo-acme.localhost";
 
+/// Request loops running at once during a deploy.
+const LOOPS: usize = 3;
+
 /// What the loop saw: each answer's page heading, or the error.
 #[derive(Debug, Default)]
 struct Seen {
@@ -71,14 +74,26 @@ fn edit_heading(project: &Path, from: &str, to: &str) {
 /// the loop saw).
 async fn deploy_under_load(relay: &Relay, config: &str) -> (i32, String, String, Seen) {
     let stop = Arc::new(AtomicBool::new(false));
-    let looping = request_loop(relay, stop.clone());
+    let loops: Vec<_> = (0..LOOPS).map(|_| request_loop(relay, stop.clone())).collect();
     // Some answers from before the deploy.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (code, out, err) = relay.svc(&["deploy", "--config", config]).await;
     // And some after.
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
-    (code, out, err, looping.await.expect("the request loop"))
+    let mut seen = Seen::default();
+    let mut headings_in_order = true;
+    for looping in loops {
+        let one = looping.await.expect("a request loop");
+        // Within each loop, once the new code answered the old never does again.
+        let h = one.headings();
+        if let Some(first) = h.last() {
+            headings_in_order &= h.iter().skip_while(|x| *x != first).all(|x| x == first);
+        }
+        seen.answers.extend(one.answers);
+    }
+    assert!(headings_in_order, "a loop saw the old code after the new: {:?}", seen.headings());
+    (code, out, err, seen)
 }
 
 fn processes(status: &Value) -> Vec<u64> {
@@ -115,9 +130,6 @@ async fn a_redeploy_ships_the_new_code_without_a_failed_request() {
     assert!(headings.len() >= 10, "the loop ran all along: {} answers", headings.len());
     assert_eq!(headings.first(), Some(&"Hello from the svc Node.js demo"), "the old code served first");
     assert_eq!(headings.last(), Some(&"Hello from revision 2"), "the new code answers after");
-    // Once the new code answered, the old never did again: the route moved once.
-    let first_new = headings.iter().position(|h| *h == "Hello from revision 2").expect("the new code answered");
-    assert!(headings[first_new..].iter().all(|h| *h == "Hello from revision 2"), "{headings:?}");
 
     let after = relay.json(&["status", "--config", &config]).await;
     assert_eq!(after["deployment"]["revision"], 2, "{after:#}");
@@ -180,4 +192,49 @@ async fn a_redeploy_ships_the_new_code_without_a_failed_request() {
     assert!(status.get("successor").is_none(), "{status:#}");
     assert!(!hint_codes(&status["hints"]).contains(&"redeploy_failed".to_owned()), "{status:#}");
     assert_eq!(status["deployment"]["revision"], 2);
+}
+
+/// Attack pass: `kill -9` of the coordinator between a redeploy's request and its switch. On
+/// restart nothing serves yet (every job relaunches), so the new revision takes over at once;
+/// it is live with the new code, and no other revision's files are left.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coordinator_killed_during_a_redeploy_comes_back_on_the_new_revision() {
+    let dir = TempDir::new("redeploy-kill");
+    let (relay, config) = Relay::with_live_demo(dir.path(), &[]).await;
+    let project = Path::new(&config).parent().expect("the project directory").to_owned();
+    edit_heading(&project, "Hello from the svc Node.js demo", "Hello from after the crash");
+    let (code, out, err) = relay.svc(&["deploy", "--no-wait", "--config", &config]).await;
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(out.contains("revision 2 is starting"), "{out}");
+    super::process::signal(relay.proc.pid(), "KILL");
+    let data = relay.data.clone();
+    drop(relay);
+
+    let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
+    let (status, took) = relay
+        .wait_status(Path::new(&config), Duration::from_secs(30), "revision 2 live", |s| {
+            s["deployment"]["revision"] == 2 && s["deployment"]["state"] == "live"
+        })
+        .await;
+    println!("after kill -9: revision 2 live {:.2} s after the restart", took.as_secs_f64());
+    assert!(status.get("successor").is_none(), "{status:#}");
+    let page = get(relay.public, HOST, &relay.data.join("ca.pem"), "/").await.expect("GET /");
+    assert_eq!(heading(&page.text()), "Hello from after the crash");
+    let id = status["deployment"]["id"].as_str().expect("an id");
+    let left: Vec<String> = std::fs::read_dir(relay.data.join("deployments").join(id))
+        .expect("the deployment's files")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["r2"], "revision 1's files went");
+    let logs = relay.json(&["logs", "--config", &config]).await;
+    let relaunched_old = logs["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["line"].as_str())
+        .skip_while(|l| !l.contains("the coordinator restarted"))
+        .take_while(|l| !l.starts_with("revision 2 serves"))
+        .any(|l| l.contains("job started"));
+    assert!(!relaunched_old, "revision 1 was not launched again only to be replaced: {logs:#}");
 }

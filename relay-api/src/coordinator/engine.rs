@@ -347,10 +347,26 @@ impl Engine {
             }
         };
         for d in &active {
+            let successor = successors.get(&d.id).filter(|s| s.state != SuccessorState::Failed);
+            // A deployment that serves nothing takes its new revision before it is stepped.
+            let taken;
+            let d = match successor {
+                Some(s) if !d.state.spends() => match self.take_over_at_once(d, s).await {
+                    Ok(promoted) => {
+                        taken = promoted;
+                        &taken
+                    }
+                    Err(e) => {
+                        let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
+                        continue;
+                    }
+                },
+                _ => d,
+            };
             if let Err(e) = self.step(d).await {
                 let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
             }
-            if let Some(s) = successors.get(&d.id)
+            if let Some(s) = successor.filter(|s| s.revision > d.revision)
                 && let Err(e) = self.step_successor(d, s).await
             {
                 let _ = self.store().append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]);

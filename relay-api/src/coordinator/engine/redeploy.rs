@@ -85,11 +85,8 @@ impl Engine {
     /// Moves a deployment's successor one step.
     pub(super) async fn step_successor(&self, d: &Deployment, s: &Successor) -> Result<(), StoreError> {
         let store = self.store();
-        if s.state == SuccessorState::Failed {
+        if s.state == SuccessorState::Failed || !d.state.spends() {
             return Ok(());
-        }
-        if !d.state.spends() {
-            return self.take_over_at_once(d, s).await;
         }
         let key = job_key(&d.id, s.revision);
         match s.state {
@@ -168,27 +165,26 @@ impl Engine {
     }
 
     /// A deployment that serves nothing: the successor takes over now; a job that ran is
-    /// relaunched as the new revision.
-    async fn take_over_at_once(&self, d: &Deployment, s: &Successor) -> Result<(), StoreError> {
+    /// relaunched as the new revision. Returns the deployment as it is then.
+    pub(super) async fn take_over_at_once(&self, d: &Deployment, s: &Successor) -> Result<Deployment, StoreError> {
         let store = self.store();
         for revision in [d.revision, s.revision] {
             let key = job_key(&d.id, revision);
             let output = self.jobs.stop(&key, true).await;
             self.log_output(&key, output);
         }
-        let promoted =
-            store.promote(&d.id, s.revision, &format!("the deployment was {}, so nothing had to stay up", d.state))?;
+        let reason = format!("the deployment was {}, so nothing had to stay up", d.state);
+        let mut promoted = store.promote(&d.id, s.revision, &reason)?;
         self.remove_revision(&d.id, d.revision);
-        if d.state.runs_job() || d.state == DeploymentState::Failed {
-            store.transition(
+        if promoted.state.runs_job() || promoted.state == DeploymentState::Failed {
+            promoted = store.transition(
                 &d.id,
                 DeploymentState::Provisioning,
                 &format!("revision {} deployed; launching it", promoted.revision),
             )?;
         }
         self.sync_routes().await;
-        self.wake();
-        Ok(())
+        Ok(promoted)
     }
 
     /// The successor failed: its job stops and its files go; the serving revision stays.
