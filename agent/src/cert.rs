@@ -47,7 +47,7 @@ pub fn load_or_create_key(state_dir: &Path) -> Result<KeyPair, CertError> {
 }
 
 /// The ALPN protocol of ACME TLS-ALPN-01 validation handshakes (RFC 8737).
-pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+pub use relay_wire::alpn::ACME_TLS_ALPN;
 
 /// The certificate new handshakes use, and the TLS-ALPN-01 challenge certificates (by server
 /// name) while an ACME validation is pending.

@@ -9,26 +9,23 @@
 
 #![forbid(unsafe_code)]
 
-pub mod accept;
 pub mod acme;
 pub mod app_socket;
 pub mod cert;
-pub mod challenge;
 pub mod config;
-pub mod files;
 pub mod hostnames;
 mod http;
-pub mod idle;
 pub mod invariants;
 mod lifecycle;
 pub mod serve;
 pub mod tunnel;
-pub mod wire;
 
 use std::path::Path;
 use std::sync::Arc;
 
 pub use config::{AgentConfig, CertificateSource};
+// The protocol and shared parts live in `relay-wire`; here under their old names too.
+pub use relay_wire::{accept, challenge, files, idle, wire};
 
 /// Why the agent stopped.
 #[derive(Debug, thiserror::Error)]

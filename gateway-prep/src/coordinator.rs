@@ -13,7 +13,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use relay_api::coordinator::admission::{Operator, RegisterRequest};
+use relay_wire::admission::{Operator, RegisterRequest};
 
 /// How long one request may take, connection included.
 const TIMEOUT: Duration = Duration::from_secs(10);

@@ -24,7 +24,8 @@ pub fn run(cli: Cli) -> u8 {
                 Ok(i) => i,
                 Err(e) => {
                     if args.host.format == Format::Json {
-                        let body = svc_http::ErrorBody::new("usage", e.to_string()).with("exitCode", EXIT_USAGE);
+                        let body =
+                            relay_wire::envelope::ErrorBody::new("usage", e.to_string()).with("exitCode", EXIT_USAGE);
                         println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
                     }
                     eprintln!("gateway-prep check: {e}");
@@ -61,7 +62,8 @@ pub fn run(cli: Cli) -> u8 {
                 Err(e) => {
                     // With --format json a failure is the shared envelope on stdout too.
                     if args.host.format == Format::Json {
-                        let body = svc_http::ErrorBody::new(e.code(), e.to_string()).with("exitCode", e.exit_code());
+                        let body = relay_wire::envelope::ErrorBody::new(e.code(), e.to_string())
+                            .with("exitCode", e.exit_code());
                         println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
                     }
                     eprintln!("gateway-prep init: {e}");

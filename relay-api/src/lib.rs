@@ -13,11 +13,13 @@ pub mod ca;
 pub mod catalog;
 pub mod coordinator;
 pub mod demo;
-pub mod dns;
-pub mod gateway;
-pub mod hint;
 pub mod invariants;
 pub mod local;
 pub mod project;
 pub mod runner;
 pub mod validation;
+
+/// DNS checks and hints, their own crate (`relay-dns`): here under their old names.
+pub use relay_dns::{self as dns, hint};
+/// The data plane, its own crate (`relay-gateway`): here under its old name.
+pub use relay_gateway as gateway;

@@ -11,41 +11,59 @@ use serde_json::Value;
 
 /// The `svc` binary of this build (`cargo test --workspace` builds it beside the tests).
 pub fn svc_binary() -> PathBuf {
+    built_binary(
+        "svc",
+        "svc-cli",
+        &[
+            "cli/src",
+            "manifest-core/src",
+            "manifest-core/migrations",
+            "manifest-core/http/src",
+            "relay-api/src",
+            "relay-api/migrations",
+            "relay-api/wire/src",
+            "relay-api/gateway/src",
+            "relay-api/dns/src",
+            "agent/src",
+        ],
+    )
+}
+
+/// The `gateway-prep` binary of this build.
+pub fn gateway_prep_binary() -> PathBuf {
+    built_binary(
+        "gateway-prep",
+        "gateway-prep",
+        &["gateway-prep/src", "relay-api/wire/src", "relay-api/gateway/src", "relay-api/dns/src"],
+    )
+}
+
+/// Binary `name` of package `package`, beside the test binary, refused if older than any file
+/// under `sources`: `cargo test -p svc-e2e` alone does not rebuild it
+/// (`SVC_E2E_ALLOW_STALE=1` overrides, for a benchmark while sources change elsewhere).
+fn built_binary(name: &str, package: &str, sources: &[&str]) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    // A test runs as target/<profile>/deps/<test>, a bin as target/<profile>/<bin>; svc is
-    // target/<profile>/svc.
+    // A test runs as target/<profile>/deps/<test>, a bin as target/<profile>/<bin>; the
+    // workspace's binaries are in target/<profile>.
     let mut dir = exe.parent().expect("target directory");
     if dir.ends_with("deps") {
         dir = dir.parent().expect("target directory");
     }
-    let svc = dir.join(format!("svc{}", std::env::consts::EXE_SUFFIX));
+    let binary = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
-        svc.exists(),
-        "{} is missing: run `cargo test --workspace` (or `cargo build -p svc-cli`) first",
-        svc.display()
+        binary.exists(),
+        "{} is missing: run `cargo test --workspace` (or `cargo build -p {package}`) first",
+        binary.display()
     );
-    // `cargo test -p svc-e2e` alone does not rebuild the binary: refuse to test a stale one
-    // (`SVC_E2E_ALLOW_STALE=1` overrides, for a benchmark while sources change elsewhere).
-    let built = std::fs::metadata(&svc).and_then(|m| m.modified()).expect("binary time");
+    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).expect("binary time");
     let root = crate::workspace();
-    let newest = [
-        "cli/src",
-        "manifest-core/src",
-        "manifest-core/migrations",
-        "relay-api/src",
-        "relay-api/migrations",
-        "agent/src",
-    ]
-    .iter()
-    .flat_map(|d| newest_file(&root.join(d)))
-    .max()
-    .expect("sources");
+    let newest = sources.iter().flat_map(|d| newest_file(&root.join(d))).max().expect("sources");
     assert!(
         built >= newest || std::env::var_os("SVC_E2E_ALLOW_STALE").is_some(),
-        "{} is older than the sources: run `cargo build -p svc-cli` (`cargo test --workspace` builds it)",
-        svc.display()
+        "{} is older than the sources: run `cargo build -p {package}` (`cargo test --workspace` builds it)",
+        binary.display()
     );
-    svc
+    binary
 }
 
 fn newest_file(dir: &Path) -> Option<std::time::SystemTime> {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use relay_api::gateway::file::GatewayFile;
+use relay_gateway::file::GatewayFile;
 
 use super::CheckResult;
 use crate::init::record::Registration;

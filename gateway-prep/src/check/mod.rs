@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use relay_api::dns::{DnsChecker, DnsConfig};
+use relay_dns::{DnsChecker, DnsConfig};
 use serde::Serialize;
 
 use crate::Root;
@@ -167,7 +167,7 @@ impl CheckInputs {
     pub fn from_args(args: &CheckArgs) -> Result<CheckInputs, CheckError> {
         let root = Root::new(&args.host.root);
         let config_dir = std::path::Path::new(layout::CONFIG_DIR);
-        let gateway = relay_api::gateway::file::GatewayFile::read(&root.path(config_dir.join(layout::GATEWAY_FILE)));
+        let gateway = relay_gateway::file::GatewayFile::read(&root.path(config_dir.join(layout::GATEWAY_FILE)));
         let record = Registration::read(&root).ok().flatten();
         let public =
             args.public.or(gateway.as_ref().ok().map(|g| g.public)).unwrap_or_else(|| default_addr(layout::PUBLIC));

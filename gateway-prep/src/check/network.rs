@@ -5,7 +5,7 @@ use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::time::{Duration, SystemTime};
 
-use relay_api::dns::{DnsChecker, DnsError};
+use relay_dns::{DnsChecker, DnsError};
 
 use super::CheckResult;
 use crate::Root;

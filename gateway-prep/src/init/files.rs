@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
-use relay_api::gateway::file::GatewayFile;
+use relay_gateway::file::GatewayFile;
 use serde::Serialize;
 
 use crate::{Root, sha256_hex};

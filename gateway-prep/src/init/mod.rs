@@ -15,8 +15,8 @@ pub mod unit;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use relay_api::coordinator::admission::{Operator, RegisterRequest, registration_message};
-use relay_api::gateway::file::GatewayFile;
+use relay_gateway::file::GatewayFile;
+use relay_wire::admission::{Operator, RegisterRequest, registration_message};
 use serde::Serialize;
 
 use crate::args::InitArgs;
@@ -323,7 +323,7 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
     let record = Registration::read(root).map_err(InitError::Conflict)?;
     let hostname = match (&opts.hostname, &record) {
         (Some(h), _) => {
-            relay_api::dns::customer_hostname(h.trim()).map_err(|e| InitError::Usage(format!("--hostname: {e}")))?
+            relay_dns::customer_hostname(h.trim()).map_err(|e| InitError::Usage(format!("--hostname: {e}")))?
         }
         (None, Some(r)) => r.operator.hostname.clone(),
         (None, None) => {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use relay_api::coordinator::admission::Operator;
+use relay_wire::admission::Operator;
 use serde::{Deserialize, Serialize};
 
 use crate::{Root, layout};

@@ -35,7 +35,7 @@ mod settings;
 mod tls;
 
 pub use access::{MAX_LOGGED_PATH, loggable_path};
-pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED};
+pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED, envelope_response};
 pub use error::ServeError;
 pub use limit::limit_body;
 pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};

@@ -52,7 +52,7 @@ impl fmt::Display for RequestId {
 
 /// The error envelope both APIs use: `{"error": {"code", "message"}}` with JSON content.
 pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
-    crate::ErrorBody::new(code, message).into_response_with(status)
+    crate::envelope_response(&crate::ErrorBody::new(code, message), status)
 }
 
 fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {

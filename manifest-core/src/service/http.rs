@@ -78,7 +78,7 @@ fn error(e: ApiError) -> Response {
         body = body.with("diagnostics", json!(d));
     }
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    body.into_response_with(status)
+    svc_http::envelope_response(&body, status)
 }
 
 fn respond(result: Result<Response, ApiError>) -> Response {

@@ -18,56 +18,14 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
-use serde::{Deserialize, Serialize};
+
 use serde_json::json;
 
 use super::Engine;
 use super::store::{RelayStore, StoreError, now_ms, random_hex};
 use agent::wire;
 
-/// What a registration signature covers, before the token, hostname and key.
-pub const REGISTRATION_CONTEXT: &str = "svc-gateway-register/1";
-
-/// The bytes a registering host signs with its new key: the context, the admission token,
-/// the gateway hostname and the public key (base64), one per line. Binding the token proves
-/// possession for this admission only; binding the hostname and key keeps a captured
-/// signature from registering anything else.
-pub fn registration_message(admission_token: &str, hostname: &str, public_key: &str) -> Vec<u8> {
-    format!("{REGISTRATION_CONTEXT}\n{admission_token}\n{hostname}\n{public_key}").into_bytes()
-}
-
-/// The body of `POST /api/operators/register`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RegisterRequest {
-    /// The admission token as issued (`adm_...`); it authenticates the request.
-    pub admission_token: String,
-    /// The operator name; when given it must be the one the token admits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operator: Option<String>,
-    /// The raw 32-byte Ed25519 public key, base64 (standard alphabet, padded).
-    pub public_key: String,
-    /// The Ed25519 signature of [`registration_message`], base64.
-    pub signature: String,
-    /// The gateway's public hostname.
-    pub hostname: String,
-}
-
-/// An admitted operator's gateway.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Operator {
-    /// `op_` and 16 hex digits.
-    pub id: String,
-    /// The operator's name (from the admission token).
-    pub name: String,
-    /// The gateway host's Ed25519 public key, base64 of the raw 32 bytes.
-    pub public_key: String,
-    /// The gateway's public hostname.
-    pub hostname: String,
-    /// Unix ms.
-    pub admitted_at: i64,
-}
+pub use relay_wire::admission::{Operator, REGISTRATION_CONTEXT, RegisterRequest, registration_message};
 
 /// A freshly issued admission token: print the plaintext once; the store keeps its hash.
 #[derive(Debug, Clone)]
@@ -177,7 +135,7 @@ impl AdmissionError {
 
 impl IntoResponse for AdmissionError {
     fn into_response(self) -> Response {
-        svc_http::ErrorBody::new(self.code(), self.to_string()).into_response_with(self.status())
+        svc_http::envelope_response(&svc_http::ErrorBody::new(self.code(), self.to_string()), self.status())
     }
 }
 

@@ -80,7 +80,7 @@ impl IntoResponse for ApiError {
         if let Some(d) = self.diagnostics {
             body = body.with("diagnostics", d);
         }
-        body.into_response_with(self.status)
+        svc_http::envelope_response(&body, self.status)
     }
 }
 

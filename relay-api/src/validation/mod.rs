@@ -227,7 +227,7 @@ impl RouteValidator {
         *address = Some(addr);
         let tls = if target.standby {
             let mut config = (*self.tls).clone();
-            let mut route_alpn = crate::gateway::sni::ROUTE_ALPN_PREFIX.to_vec();
+            let mut route_alpn = relay_wire::alpn::ROUTE_ALPN_PREFIX.to_vec();
             route_alpn.extend_from_slice(target.route_id.as_bytes());
             config.alpn_protocols.push(route_alpn);
             Arc::new(config)

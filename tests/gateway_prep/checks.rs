@@ -2,13 +2,11 @@
 //! loopback, the hostname's records on a real DNS server on loopback (pebble-challtestsrv),
 //! the coordinator in process, and the binary's exit code and JSON.
 
-mod common;
-
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use common::{FakeServer, MockDns, TempDir, TestCoordinator};
+use super::common::{FakeServer, MockDns, TempDir, TestCoordinator};
 use gateway_prep::check::{CheckResult, Status, config, network, system};
 use gateway_prep::coordinator::CoordinatorClient;
 use gateway_prep::init::record::{Registration, VERSION};
@@ -397,7 +395,8 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
             vec!["check", "--root", root_dir.as_str(), "--format", "json", "--coordinator", &coordinator.url];
         args.extend(["--public", public.as_str(), "--tunnel", tunnel.as_str(), "--hostname", "gw1.localhost"]);
         args.extend(extra);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-prep")).args(&args).output().expect("run");
+        let out =
+            std::process::Command::new(svc_e2e::service::gateway_prep_binary()).args(&args).output().expect("run");
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         (out.status.code(), json)
     };
@@ -450,7 +449,7 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
     assert_eq!(code, Some(2), "{json}");
 
     // A usage error exits 64.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-prep"))
+    let out = std::process::Command::new(svc_e2e::service::gateway_prep_binary())
         .args(["check", "--format", "xml"])
         .output()
         .expect("run");

@@ -25,7 +25,7 @@
 use std::io;
 use std::net::Shutdown;
 
-use agent::idle::{Activity, Timeouts};
+use relay_wire::idle::{Activity, Timeouts};
 use socket2::SockRef;
 use tokio::net::TcpStream;
 

@@ -8,8 +8,12 @@
 //! to 0): the coordinator re-checks after the customer fixes a record, and a cached answer
 //! would hide the fix. Names are queried fully qualified, so no search domain is appended,
 //! and `/etc/hosts` is not read.
+//!
+//! [`hint`] is what every check of the relay (these, route validation, the engine's) says
+//! when something is wrong: a problem, its stage, and the exact fix.
 
 pub mod caa;
+pub mod hint;
 mod name;
 mod records;
 

@@ -7,7 +7,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-use agent::idle::{Activity, Timeouts};
+use relay_wire::idle::{Activity, Timeouts};
 
 use super::Mode;
 

@@ -14,7 +14,7 @@ use relay_api::coordinator::{self, CoordinatorConfig, RelayStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 // The DNS server's starter is relay-api's, shared rather than copied.
-#[path = "../../../relay-api/tests/support/mock_dns.rs"]
+#[path = "../../relay-api/tests/support/mock_dns.rs"]
 mod mock_dns;
 #[allow(unused_imports)] // init.rs needs no DNS
 pub use mock_dns::MockDns;

@@ -12,7 +12,7 @@
 //! unless it makes their own work dearer: their columns tell.
 //!
 //! ```sh
-//! cargo bench -p relay-api --bench relay   # env: RELAY_BENCH_MIB=2048 RELAY_BENCH_EXCHANGES=40000 RELAY_BENCH_ROUNDS=3
+//! cargo bench -p relay-gateway --bench relay   # env: RELAY_BENCH_MIB=2048 RELAY_BENCH_EXCHANGES=40000 RELAY_BENCH_ROUNDS=3
 //! ```
 
 use std::io::{Read, Write};
@@ -26,12 +26,12 @@ use tokio::runtime::Runtime;
 
 // The relay is private to the gateway; the benchmark compiles the very same files. `cargo
 // bench` sets `cfg(test)`, which brings in the relay's unit-test helpers without the tests.
-#[path = "../src/gateway/relay/mod.rs"]
+#[path = "../src/relay/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod relay;
 
-use agent::idle::{Activity, Timeouts};
 use relay::Mode;
+use relay_wire::idle::{Activity, Timeouts};
 
 /// The runtime's worker threads' name, to find their CPU time.
 const WORKER: &str = "relay-bench-rt";

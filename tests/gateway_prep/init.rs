@@ -4,12 +4,10 @@
 //! file is refused without --force and replaced with it, and the coordinator refuses
 //! unknown, expired and reused admission tokens.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
-use common::{TempDir, TestCoordinator};
+use super::common::{TempDir, TestCoordinator};
 use gateway_prep::check::{Status, config};
 use gateway_prep::init::files::Action;
 use gateway_prep::init::record::Registration;
@@ -248,7 +246,7 @@ async fn unknown_expired_and_reused_admission_tokens_are_refused() {
 #[test]
 fn a_failed_init_with_format_json_prints_the_error_envelope() {
     let root = TempDir::new("init-json-failure");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gateway-prep"))
+    let out = std::process::Command::new(svc_e2e::service::gateway_prep_binary())
         .args(["init", "--format", "json", "--root"])
         .arg(&root.0)
         .args(["--hostname", HOST])

@@ -31,7 +31,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use agent::idle::Activity;
+use relay_wire::idle::Activity;
 
 use super::client::Client;
 

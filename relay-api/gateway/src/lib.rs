@@ -12,11 +12,12 @@
 //! A routed connection holds its route's slot (counted by route ID: [`accounting`]) until it
 //! is closed: when both sides have ended, on an error, after `timeouts.idle` without a byte
 //! either way, or `timeouts.linger` after one side ended its sending without a byte since
-//! (`agent::idle`), or to make room on its full route for a client holding fewer. Connections
+//! (`relay_wire::idle`), or to make room on its full route for a client holding fewer. Connections
 //! not yet routed or authenticated, on both ports, are bounded per source and together
-//! ([`pending`]: the oldest goes first). Accept errors back off (`agent::accept`).
+//! ([`pending`]: the oldest goes first). Accept errors back off (`relay_wire::accept`); the admin port serves `GET /metrics` ([`admin`]).
 
 mod accounting;
+mod admin;
 mod client;
 pub mod file;
 pub mod metrics;
@@ -38,12 +39,12 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use accounting::RouteRow;
 use accounting::{Accounting, Admitted, Refusal};
-use agent::accept::Backoff;
-pub use agent::idle::Timeouts;
-use agent::wire::{self, TICKET_LEN};
 use client::Client;
 pub use metrics::{Metrics, PendingRow};
 use pending::{Pending, PendingSlot, Port};
+use relay_wire::accept::Backoff;
+pub use relay_wire::idle::Timeouts;
+use relay_wire::wire::{self, TICKET_LEN};
 
 /// One route: a hostname served by one job's agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,11 +125,11 @@ pub const MAX_PENDING: usize = 16_384;
 const MIN_PENDING: usize = 16;
 
 /// The default [`GatewayConfig::max_pending`]: [`MAX_PENDING`], or half of the connections
-/// `svc_http::connection_cap` allows under this process's open-file limit if that is less
+/// `relay_wire::limits::connection_cap` allows under this process's open-file limit if that is less
 /// (384 under `ulimit -n 1024`: a quarter of the limit is kept for the rest of the process,
 /// half of the remainder for routed connections and agents), and at least 16.
 pub fn pending_cap_for_open_files() -> usize {
-    match svc_http::connection_cap(2 * MAX_PENDING) {
+    match relay_wire::limits::connection_cap(2 * MAX_PENDING) {
         Ok(room) => (room / 2).clamp(MIN_PENDING, MAX_PENDING),
         Err(_) => MIN_PENDING,
     }
@@ -368,22 +369,7 @@ impl Gateway {
             tunnel: addr(&tunnel_listener, self.config.tunnel),
             admin: addr(&admin, self.config.admin),
         });
-        let metrics_app = {
-            let gw = self.clone();
-            axum::Router::new().route(
-                "/metrics",
-                axum::routing::get(move || {
-                    let gw = gw.clone();
-                    async move {
-                        ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], gw.render_metrics())
-                    }
-                }),
-            )
-        };
-        // axum waits 1 s after an accept error that is not the queued connection's own.
-        let admin_task = tokio::spawn(async move {
-            let _ = axum::serve(admin, metrics_app).await;
-        });
+        let admin_task = tokio::spawn(admin::serve(self.clone(), admin));
         let tunnel_task = tokio::spawn(tunnel::accept_loop(self.clone(), tunnel_listener, tls));
         let mut backoff = Backoff::default();
         loop {

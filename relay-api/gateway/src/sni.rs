@@ -36,9 +36,7 @@ impl HelloError {
     }
 }
 
-/// The ALPN protocol a client offers to reach one route by its ID, `svc-route/<route ID>`:
-/// the coordinator validates a redeploy's successor this way before any client is sent to it.
-pub const ROUTE_ALPN_PREFIX: &[u8] = b"svc-route/";
+pub use relay_wire::alpn::ROUTE_ALPN_PREFIX;
 
 /// A read ClientHello: the server name (lower case), what its ALPN asks of the routing, and
 /// every byte read so far.
@@ -93,7 +91,7 @@ async fn read(stream: &mut TcpStream, max_bytes: usize) -> Result<Hello, HelloEr
                     .find_map(|p| p.strip_prefix(ROUTE_ALPN_PREFIX))
                     .and_then(|id| std::str::from_utf8(id).ok())
                     .map(str::to_owned);
-                let acme_tls = offered == [agent::cert::ACME_TLS_ALPN];
+                let acme_tls = offered == [relay_wire::alpn::ACME_TLS_ALPN];
                 return match name {
                     Some(server_name) => Ok(Hello { server_name, route_id, acme_tls, bytes }),
                     None => Err(HelloError::NoSni),

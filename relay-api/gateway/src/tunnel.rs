@@ -26,8 +26,8 @@ use tokio_rustls::server::TlsStream;
 use super::pending::{PendingSlot, Port};
 use super::replay::Replay;
 use super::{Gateway, GatewayError, Session};
-use agent::accept::Backoff;
-use agent::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
+use relay_wire::accept::Backoff;
+use relay_wire::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
 
 /// The TLS configuration of the tunnel port.
 pub(super) fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<ServerConfig>, GatewayError> {

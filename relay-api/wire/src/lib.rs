@@ -1,0 +1,24 @@
+//! What the relay's parts say to each other: the agents beside the jobs, the gateways, the
+//! coordinator and the operator's tools. Nothing here serves or stores; each part builds on it.
+//!
+//! - [`wire`]: the tunnel protocol between an agent and a gateway (control frames, data
+//!   connection tickets, the PROXY v2 header);
+//! - [`challenge`]: the route key and the challenge proof route validation checks;
+//! - [`alpn`]: ALPN names the gateway routes by;
+//! - [`admission`]: a gateway host's registration with the coordinator;
+//! - [`idle`], [`accept`], [`limits`]: what every listener of the relay shares (idle and
+//!   linger deadlines, accept backoff, connection caps under the open-file limit);
+//! - [`files`]: private files and directories (0600/0700), replaced atomically;
+//! - [`envelope`]: the one JSON error envelope every API and every `--format json` prints.
+
+#![forbid(unsafe_code)]
+
+pub mod accept;
+pub mod admission;
+pub mod alpn;
+pub mod challenge;
+pub mod envelope;
+pub mod files;
+pub mod idle;
+pub mod limits;
+pub mod wire;
