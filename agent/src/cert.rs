@@ -3,20 +3,18 @@
 //! obtained by CSR. The current certificate lives behind a resolver that new handshakes read,
 //! so renewal swaps it without touching open connections. The same resolver answers ACME
 //! TLS-ALPN-01 validation handshakes (RFC 8737) while a challenge is pending: see
-//! [`crate::acme`].
+//! [`crate::issue`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-use rcgen::{CertificateParams, KeyPair};
+use rcgen::KeyPair;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-
-use crate::config::{AgentConfig, CertificateSource};
 
 /// Why a certificate could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -109,41 +107,6 @@ impl ResolvesServerCert for CurrentCert {
     }
 }
 
-/// Obtains a certificate for `hostnames` (the route's names, canonical first) from the
-/// configured source; returns the chain PEM and how long it is valid. An ACME source answers
-/// a TLS-ALPN-01 challenge per name through `current` (the tunnel must be up) and keeps its
-/// account in `state_dir`.
-pub async fn obtain(
-    config: &AgentConfig,
-    hostnames: &[String],
-    key: &KeyPair,
-    current: &CurrentCert,
-    state_dir: &Path,
-) -> Result<(String, Duration), CertError> {
-    let csr = csr(hostnames, key)?;
-    match &config.certificate {
-        CertificateSource::Acme { directory_url, contact, directory_ca } => {
-            let acme = crate::acme::AcmeSource { directory_url, contact, directory_ca: directory_ca.as_deref() };
-            crate::acme::obtain(&acme, hostnames, csr.der(), current, state_dir).await
-        }
-        CertificateSource::DevCa { url, validity_secs } => {
-            let csr_pem = csr.pem().map_err(|e| CertError::Cert(e.to_string()))?;
-            let body = serde_json::json!({
-                "routeId": config.route_id, "credential": config.credential, "csr": csr_pem,
-                "validitySecs": validity_secs,
-            });
-            let chain = crate::http::post_json(url, "/api/dev-ca/sign", &body).await.map_err(CertError::Issuer)?;
-            Ok((chain, Duration::from_secs(*validity_secs)))
-        }
-    }
-}
-
-/// One CSR naming every hostname, signed by the job's key.
-fn csr(hostnames: &[String], key: &KeyPair) -> Result<rcgen::CertificateSigningRequest, CertError> {
-    let params = CertificateParams::new(hostnames.to_vec()).map_err(|e| CertError::Cert(e.to_string()))?;
-    params.serialize_request(key).map_err(|e| CertError::Cert(e.to_string()))
-}
-
 /// Writes the chain next to the key (`cert.pem`), for people and tools to inspect.
 pub fn save_chain(state_dir: &Path, chain_pem: &str) -> Result<PathBuf, CertError> {
     let path = state_dir.join("cert.pem");
@@ -210,6 +173,8 @@ pub fn chain_leaf_facts(chain_pem: &str) -> Result<LeafFacts, CertError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::issue::csr;
+    use rcgen::CertificateParams;
 
     #[test]
     fn one_csr_names_every_hostname_and_the_leaf_facts_read_back() {

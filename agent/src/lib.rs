@@ -16,6 +16,7 @@ pub mod config;
 pub mod hostnames;
 mod http;
 pub mod invariants;
+mod issue;
 mod lifecycle;
 pub mod serve;
 pub mod tunnel;

@@ -121,7 +121,7 @@ async fn install(
     current: &CurrentCert,
     state_dir: &Path,
 ) -> Result<Duration, CertError> {
-    let (chain, lifetime) = cert::obtain(config, hostnames, key, current, state_dir).await?;
+    let (chain, lifetime) = crate::issue::obtain(config, hostnames, key, current, state_dir).await?;
     current.install(&chain, key)?;
     cert::save_chain(state_dir, &chain)?;
     tracing::info!("svc agent: certificate for {} installed (valid {} s)", hostnames.join(", "), lifetime.as_secs());

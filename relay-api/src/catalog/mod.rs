@@ -5,10 +5,10 @@
 //! one, and follow a key rotation signed by the old key.
 //!
 //! [`model`] is the format, [`key`] the keys and the signed bytes, [`Verifier`] the
-//! customer's checks, [`Publisher`] the coordinator's files and signing, and
-//! [`coordinator_content`] what a coordinator's configuration puts in its catalog.
+//! customer's checks, and [`Publisher`] the coordinator's files and signing. What a
+//! coordinator's configuration puts in its catalog is the coordinator's business
+//! (`coordinator::catalog_content`): this module knows nothing of coordinators.
 
-mod content;
 mod error;
 pub mod key;
 pub mod model;
@@ -18,11 +18,10 @@ mod verify;
 #[cfg(test)]
 mod tests;
 
-pub use content::{DEVELOPMENT_CA, coordinator_content};
 pub use error::{CatalogError, human_duration};
 pub use key::{CatalogKey, PublicKey, canonical_bytes};
 pub use model::{
-    Catalog, CatalogContent, CatalogGateway, CertificateAuthority, Opened, Prices, Rotation, SignedCatalog,
+    CURRENCY, Catalog, CatalogContent, CatalogGateway, CertificateAuthority, Opened, Prices, Rotation, SignedCatalog,
     ValidatorDigest,
 };
 pub use publish::{CATALOG_DIR, DEFAULT_VALIDITY, Publisher, rotate_key, signing_key};

@@ -23,7 +23,7 @@ fn content(price: u64) -> CatalogContent {
         validators: vec![ValidatorDigest { version: "route-validation/1".into(), digest: "sha256:00".into() }],
         certificate_authorities: vec![CertificateAuthority {
             kind: "development".into(),
-            name: DEVELOPMENT_CA.into(),
+            name: "svc development CA".into(),
             caa_identities: Vec::new(),
         }],
     }
@@ -281,34 +281,4 @@ fn rotation_needs_a_key_to_rotate() {
     let e = rotate_key(&dir).expect_err("no key yet");
     assert!(e.to_string().contains("no catalog signing key yet"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn the_coordinator_content_lists_its_procedures_and_ca() {
-    let mut config = crate::coordinator::CoordinatorConfig::new(
-        "/nonexistent".into(),
-        ([127, 0, 0, 1], 0).into(),
-        ([127, 0, 0, 1], 0).into(),
-        Vec::new(),
-    );
-    let c = coordinator_content(&config, Vec::new());
-    assert_eq!(c.prices, Prices { price_micros: 250_000, period_secs: 3600, currency: "service-credit-micros".into() });
-    let current = crate::validation::procedure::current();
-    assert!(c.validators.iter().any(|v| v.version == current.version && v.digest == current.digest));
-    assert_eq!(c.certificate_authorities[0].name, DEVELOPMENT_CA);
-    config.certificates = crate::coordinator::AgentCertificates::Acme {
-        directory_url: "https://acme.test/dir".into(),
-        directory_ca: None,
-        roots: "/roots.pem".into(),
-    };
-    config.caa_identities = vec!["pebble.test".into()];
-    let c = coordinator_content(&config, Vec::new());
-    assert_eq!(
-        c.certificate_authorities,
-        [CertificateAuthority {
-            kind: "acme".into(),
-            name: "https://acme.test/dir".into(),
-            caa_identities: vec!["pebble.test".into()]
-        }]
-    );
 }

@@ -510,7 +510,7 @@ async fn catalog(
         .into_iter()
         .map(|o| crate::catalog::CatalogGateway { operator: o.name, hostname: o.hostname, public_key: o.public_key })
         .collect();
-    let content = crate::catalog::coordinator_content(engine.config(), gateways);
+    let content = super::catalog_content::coordinator_content(engine.config(), gateways);
     let signed = publisher
         .current(content, super::store::now_ms())
         .map_err(|e| ApiError::internal(&format!("the catalog: {e}")))?;

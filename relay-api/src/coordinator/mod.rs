@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod catalog_content;
 mod engine;
 mod files;
 mod http;
