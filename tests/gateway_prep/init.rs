@@ -241,22 +241,3 @@ async fn unknown_expired_and_reused_admission_tokens_are_refused() {
     let usage = init(&none).await.expect_err("no token");
     assert!(matches!(usage, InitError::Usage(_)) && usage.exit_code() == 64, "{usage:?}");
 }
-
-/// `init --format json` used to print a failure only as text on standard error.
-#[test]
-fn a_failed_init_with_format_json_prints_the_error_envelope() {
-    let root = TempDir::new("init-json-failure");
-    let out = std::process::Command::new(svc_e2e::service::gateway_prep_binary())
-        .args(["init", "--format", "json", "--root"])
-        .arg(&root.0)
-        .args(["--hostname", HOST])
-        .env_remove("SVC_ADMISSION_TOKEN")
-        .output()
-        .expect("gateway-prep runs");
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is one JSON value ({e}): {}", String::from_utf8_lossy(&out.stdout)));
-    assert!(json["error"]["code"].as_str().is_some_and(|c| !c.is_empty()), "{json:#}");
-    assert!(json["error"]["message"].as_str().is_some(), "{json:#}");
-    assert_eq!(json["error"]["exitCode"], out.status.code().expect("an exit code"), "{json:#}");
-    assert_ne!(out.status.code(), Some(0));
-}

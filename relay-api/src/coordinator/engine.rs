@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 mod launch;
@@ -41,10 +42,6 @@ struct Due {
     awaiting_agent: bool,
 }
 
-/// How long a launched job's agent has to bring its tunnel up before the route is validated
-/// anyway (so that status says what is wrong with a job whose tunnel never comes).
-const AGENT_GRACE: Duration = Duration::from_secs(10);
-
 /// Every this many ticks (10 s), the files of stopped deployments are removed.
 const SWEEP_EVERY: u32 = 40;
 
@@ -57,19 +54,36 @@ pub(super) const APP_DIR: &str = "app";
 /// In a deployment's directory: the app's secret values (JSON, 0600).
 pub(super) const SECRETS_FILE: &str = "secrets.json";
 
-/// What the engine is built from.
-pub(super) struct EngineParts {
-    pub(super) config: CoordinatorConfig,
-    pub(super) store: Arc<RelayStore>,
-    pub(super) gateway: Arc<Gateway>,
-    pub(super) signer: Arc<LocalCoordinator>,
-    pub(super) runner: Arc<dyn JobRunner>,
-    pub(super) probe: Arc<dyn Probe>,
-    pub(super) tunnel: SocketAddr,
-    pub(super) gateway_ca: PathBuf,
-    pub(super) agent_api: SocketAddr,
-    pub(super) public_port: u16,
+/// What the engine is built from: its configuration and store, the gateway whose routes it
+/// keeps, the signer that certifies its jobs' names, where jobs run ([`JobRunner`]) and how
+/// routes are looked at ([`Probe`]), and the addresses its jobs' agents are given. A test
+/// builds one with a fake runner and probe and drives it with [`Engine::tick`].
+pub struct EngineParts {
+    /// The coordinator's configuration.
+    pub config: CoordinatorConfig,
+    /// The store.
+    pub store: Arc<RelayStore>,
+    /// The gateway whose routes are the running deployments'.
+    pub gateway: Arc<Gateway>,
+    /// The development CA's signer (it learns the routes' names and credentials too).
+    pub signer: Arc<LocalCoordinator>,
+    /// Where jobs run.
+    pub runner: Arc<dyn JobRunner>,
+    /// How routes and hostnames are looked at from outside.
+    pub probe: Arc<dyn Probe>,
+    /// The gateway's tunnel address, for the agents.
+    pub tunnel: SocketAddr,
+    /// The CA file that signed the tunnel's certificate, for the agents.
+    pub gateway_ca: PathBuf,
+    /// The agent-facing API (certificates, route hostnames), for the agents.
+    pub agent_api: SocketAddr,
+    /// The gateway's public port (in URLs).
+    pub public_port: u16,
 }
+
+/// Deployments stepped at once in one tick: one whose probe is slow holds one of these, not
+/// the others.
+pub const STEP_CONCURRENCY: usize = 16;
 
 /// The coordinator's engine.
 pub struct Engine {
@@ -79,6 +93,8 @@ pub struct Engine {
     validate_at: std::sync::Mutex<HashMap<String, Due>>,
     /// Predecessors whose route was taken over: their jobs run until their connections end.
     draining: std::sync::Mutex<Vec<redeploy::Draining>>,
+    /// Held while the routes are read and set, so that concurrent steps set them in order.
+    syncing: tokio::sync::Mutex<()>,
     wake: Notify,
 }
 
@@ -101,13 +117,15 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    pub(super) fn new(parts: EngineParts) -> Arc<Engine> {
+    /// An engine over `parts`; [`Engine::run`] is its loop.
+    pub fn new(parts: EngineParts) -> Arc<Engine> {
         let jobs = Jobs::new(parts.config.restarts);
         Arc::new(Engine {
             parts,
             jobs,
             validate_at: std::sync::Mutex::new(HashMap::new()),
             draining: std::sync::Mutex::default(),
+            syncing: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
         })
     }
@@ -330,7 +348,11 @@ impl Engine {
         }
     }
 
-    async fn tick(&self) {
+    /// One look at every deployment: reap ended jobs, step each deployment (and its
+    /// successor), drain predecessors, stop jobs nothing needs, set the gateway's routes, copy
+    /// the jobs' output. [`Engine::run`] calls it every 250 ms or when woken; a test calls it
+    /// directly, one step at a time.
+    pub async fn tick(&self) {
         self.reap().await;
         let active = match self.store().active_deployments() {
             Ok(a) => a,
@@ -346,32 +368,10 @@ impl Engine {
                 HashMap::new()
             }
         };
-        for d in &active {
-            let successor = successors.get(&d.id).filter(|s| s.state != SuccessorState::Failed);
-            // A deployment that serves nothing takes its new revision before it is stepped.
-            let taken;
-            let d = match successor {
-                Some(s) if !d.state.spends() => match self.take_over_at_once(d, s).await {
-                    Ok(promoted) => {
-                        taken = promoted;
-                        &taken
-                    }
-                    Err(e) => {
-                        let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
-                        continue;
-                    }
-                },
-                _ => d,
-            };
-            if let Err(e) = self.step(d).await {
-                let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
-            }
-            if let Some(s) = successor.filter(|s| s.revision > d.revision)
-                && let Err(e) = self.step_successor(d, s).await
-            {
-                let _ = self.store().append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]);
-            }
-        }
+        // Each deployment is stepped on its own; a slow probe holds one of these slots.
+        futures_util::stream::iter(&active)
+            .for_each_concurrent(STEP_CONCURRENCY, |d| self.step_deployment(d, successors.get(&d.id)))
+            .await;
         self.drain().await;
         // Jobs of deployments that no longer run (stopped, failed, unfunded) end here, and
         // those of successors replaced or failed.
@@ -401,6 +401,34 @@ impl Engine {
         }
         self.sync_routes().await;
         self.tail_logs().await;
+    }
+
+    /// Steps one deployment: a successor takes over at once if nothing serves, then the
+    /// deployment's state moves, then its successor's.
+    async fn step_deployment(&self, d: &Deployment, successor: Option<&super::model::Successor>) {
+        let successor = successor.filter(|s| s.state != SuccessorState::Failed);
+        let taken;
+        let d = match successor {
+            Some(s) if !d.state.spends() => match self.take_over_at_once(d, s).await {
+                Ok(promoted) => {
+                    taken = promoted;
+                    &taken
+                }
+                Err(e) => {
+                    let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
+                    return;
+                }
+            },
+            _ => d,
+        };
+        if let Err(e) = self.step(d).await {
+            let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
+        }
+        if let Some(s) = successor.filter(|s| s.revision > d.revision)
+            && let Err(e) = self.step_successor(d, s).await
+        {
+            let _ = self.store().append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]);
+        }
     }
 
     /// Notices jobs whose app or agent ended: logs how, with the job's last output, and
@@ -491,7 +519,7 @@ impl Engine {
     /// validated once its agent's tunnel is up (before, a validation could only record "tls
     /// handshake eof"), then every 250 ms until it first passes, so a first launch or a
     /// restart is live within a second or two of its agent, not a revalidation interval
-    /// later. An agent that never connects is validated anyway after [`AGENT_GRACE`].
+    /// later. An agent that never connects is validated anyway after `agent_grace`.
     fn validation_due(&self, route_id: &str, validating: bool) -> bool {
         let Ok(mut at) = self.validate_at.lock() else { return true };
         let now = Instant::now();
@@ -500,11 +528,17 @@ impl Engine {
             return match at.get(route_id) {
                 Some(due) if due.awaiting_agent && due.at > now => false,
                 Some(due) if due.awaiting_agent => {
-                    at.insert(route_id.to_owned(), Due { at: now + revalidate.min(AGENT_GRACE), awaiting_agent: true });
+                    at.insert(
+                        route_id.to_owned(),
+                        Due { at: now + revalidate.min(self.parts.config.agent_grace), awaiting_agent: true },
+                    );
                     true
                 }
                 _ => {
-                    at.insert(route_id.to_owned(), Due { at: now + AGENT_GRACE, awaiting_agent: true });
+                    at.insert(
+                        route_id.to_owned(),
+                        Due { at: now + self.parts.config.agent_grace, awaiting_agent: true },
+                    );
                     false
                 }
             };
@@ -617,6 +651,7 @@ impl Engine {
     /// Makes the gateway's (and the certificate signer's) routes those of the deployments
     /// whose job runs: the canonical hostname and the customer hostnames whose DNS checks out.
     async fn sync_routes(&self) {
+        let _in_order = self.syncing.lock().await;
         let Ok(active) = self.store().active_deployments() else { return };
         let mut routes = self.standby_routes(&active);
         for d in active.iter().filter(|d| d.state.runs_job()) {

@@ -31,7 +31,7 @@ use crate::local::{LocalCoordinator, ephemeral};
 use crate::runner::JobRunner;
 pub use admission::{IssuedAdmission, Operator, issue_admission_token};
 use agent::wire;
-pub use engine::{Engine, JOB_EXITED};
+pub use engine::{Engine, EngineParts, JOB_EXITED, STEP_CONCURRENCY};
 pub use jobs::RestartPolicy;
 pub use probe::{Probe, PublicProbe};
 pub use store::{RelayStore, StoreError};
@@ -101,6 +101,9 @@ pub struct CoordinatorConfig {
     pub job_uid_base: u32,
     /// When a job whose process ended is started again.
     pub restarts: RestartPolicy,
+    /// How long a launched job's agent has to bring its tunnel up before its route is
+    /// validated anyway (validated as soon as it does; default 10 s).
+    pub agent_grace: Duration,
     /// How long a signed service catalog is valid (re-signed once half of it has passed).
     pub catalog_validity: Duration,
     /// The relay API's certificate (HTTPS); plain HTTP, on loopback only, without one.
@@ -133,6 +136,7 @@ impl CoordinatorConfig {
             job_limits: crate::runner::Limits::default(),
             job_uid_base: crate::runner::DEFAULT_UID_BASE,
             restarts: RestartPolicy::default(),
+            agent_grace: Duration::from_secs(10),
             catalog_validity: crate::catalog::DEFAULT_VALIDITY,
             api_tls: None,
             api_http: svc_http::Settings::default(),
@@ -267,7 +271,7 @@ pub async fn run(
         .map_err(setup("the relay API"))?;
     let api = listener.local_addr();
     let runner: Arc<dyn JobRunner> = Arc::new(runner);
-    let engine = Engine::new(engine::EngineParts {
+    let engine = Engine::new(EngineParts {
         config: config.clone(),
         store: store.clone(),
         gateway: gateway.clone(),

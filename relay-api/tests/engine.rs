@@ -1,0 +1,331 @@
+//! The coordinator's engine in process: a real store (SQLite in a scratch directory), a fake
+//! job runner whose jobs end when the test says, and a fake probe whose verdicts the test
+//! scripts. Each test drives the engine with `Engine::tick`, one look at a time: no process,
+//! no network, no sleep to wait for something to happen.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use relay_api::ca::DevCa;
+use relay_api::coordinator::model::{Deployment, Quote, SuccessorState};
+use relay_api::coordinator::probe::{BoxFuture, Probe, Probed};
+use relay_api::coordinator::state::DeploymentState;
+use relay_api::coordinator::store::{NewDeployment, NewSuccessor, now_ms};
+use relay_api::coordinator::{CoordinatorConfig, Engine, EngineParts, RelayStore, STEP_CONCURRENCY};
+use relay_api::gateway::{Gateway, GatewayConfig};
+use relay_api::hint::{Hint, Stage};
+use relay_api::local::LocalCoordinator;
+use relay_api::runner::{Exit, JobRunner, JobSpec, LaunchError, Part, RunningJob, Stopping};
+
+/// Jobs launched by the fake runner, by job name (`dep_....rN`): whether each still runs, and
+/// an ending the test gave it.
+#[derive(Default)]
+struct Launched {
+    running: HashMap<String, bool>,
+    endings: HashMap<String, Exit>,
+    launches: Vec<String>,
+}
+
+#[derive(Clone, Default)]
+struct FakeRunner(Arc<Mutex<Launched>>);
+
+impl FakeRunner {
+    fn running(&self) -> Vec<String> {
+        let launched = self.0.lock().expect("lock");
+        let mut names: Vec<String> = launched.running.iter().filter(|(_, r)| **r).map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names
+    }
+
+    fn end(&self, job: &str, code: i32) {
+        self.0
+            .lock()
+            .expect("lock")
+            .endings
+            .insert(job.to_owned(), Exit { part: Part::App, code: Some(code), signal: None });
+    }
+}
+
+struct FakeJob {
+    name: String,
+    launched: Arc<Mutex<Launched>>,
+}
+
+impl JobRunner for FakeRunner {
+    fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError> {
+        let mut launched = self.0.lock().expect("lock");
+        launched.running.insert(job.id.clone(), true);
+        launched.launches.push(job.id.clone());
+        Ok(Box::new(FakeJob { name: job.id.clone(), launched: self.0.clone() }))
+    }
+}
+
+impl RunningJob for FakeJob {
+    fn pids(&self) -> Vec<u32> {
+        vec![1, 2]
+    }
+    fn exited(&mut self) -> Option<Exit> {
+        self.launched.lock().ok()?.endings.remove(&self.name)
+    }
+    fn output(&mut self) -> Vec<(Part, String)> {
+        Vec::new()
+    }
+    fn stop(self: Box<Self>) -> Stopping {
+        if let Ok(mut launched) = self.launched.lock() {
+            launched.running.insert(self.name.clone(), false);
+        }
+        Box::pin(async { Vec::new() })
+    }
+}
+
+/// A probe whose verdict per route the test sets (pass by default), slowed by `delay`.
+#[derive(Clone, Default)]
+struct FakeProbe {
+    failing: Arc<Mutex<Vec<String>>>,
+    delay: Duration,
+    calls: Arc<Mutex<Vec<(String, bool)>>>,
+}
+
+impl Probe for FakeProbe {
+    fn version(&self) -> &str {
+        "route-validation/2"
+    }
+    fn digest(&self) -> &str {
+        "sha256:fake"
+    }
+    fn validate<'a>(
+        &'a self,
+        route_id: &'a str,
+        _hostname: &'a str,
+        _key: &'a str,
+        standby: bool,
+    ) -> BoxFuture<'a, Probed> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.calls.lock().expect("lock").push((route_id.to_owned(), standby));
+            let fails = self.failing.lock().expect("lock").iter().any(|r| r == route_id);
+            let outcome = if fails {
+                Err(Hint::new("health_failing", Stage::Reachability, "GET /health answered 500", "fix the app"))
+            } else {
+                Ok(serde_json::json!({"healthStatus": 200}))
+            };
+            Probed { outcome }
+        })
+    }
+    fn check_dns<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> BoxFuture<'a, Vec<Hint>> {
+        Box::pin(async { Vec::new() })
+    }
+}
+
+struct World {
+    engine: Arc<Engine>,
+    store: Arc<RelayStore>,
+    runner: FakeRunner,
+    probe: FakeProbe,
+    org: String,
+    _dir: tempfile::TempDir,
+}
+
+fn world(probe: FakeProbe) -> World {
+    let dir = tempfile::tempdir().expect("scratch directory");
+    let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let mut config = CoordinatorConfig::new(dir.path().join("relay"), any, any, vec!["svc".into()]);
+    config.agent_grace = Duration::ZERO;
+    let (data, jobs) = relay_api::coordinator::prepare_dirs(&config.data_dir).expect("the data and job directories");
+    (config.data_dir, config.jobs_dir) = (data.clone(), jobs);
+    let store = Arc::new(RelayStore::open(&data).expect("store"));
+    let ca = DevCa::open(&data).expect("the development CA");
+    let gateway_ca = ca.cert_path.clone();
+    let gateway = Gateway::new(GatewayConfig::new(any, any, any, String::new(), String::new()));
+    let runner = FakeRunner::default();
+    let engine = Engine::new(EngineParts {
+        config,
+        store: store.clone(),
+        gateway,
+        signer: LocalCoordinator::new(ca),
+        runner: Arc::new(runner.clone()),
+        probe: Arc::new(probe.clone()),
+        tunnel: any,
+        gateway_ca,
+        agent_api: any,
+        public_port: 8443,
+    });
+    let org = store.invite("acme").expect("an organization");
+    World { engine, store, runner, probe, org, _dir: dir }
+}
+
+const PROJECT: &str = r#"{"version": 1, "name": "shop", "runtime": "node", "app": {"entrypoint": "server.js"},
+    "spend": {"ceilingMicros": 5000000}}"#;
+
+impl World {
+    /// A deployment of project `name`, funded for two periods.
+    fn funded(&self, name: &str) -> Deployment {
+        let id = format!("dep_{:0>16}", name.len() + self.store.deployments_of(&self.org).expect("list").len());
+        let d = self
+            .store
+            .create_deployment(&NewDeployment {
+                id: id.clone(),
+                org_id: self.org.clone(),
+                project: name.into(),
+                project_json: PROJECT.replace("shop", name),
+                project_digest: "sha256:one".into(),
+                manifest_digest: "sha256:m".into(),
+                canonical_hostname: format!("{name}-acme.localhost"),
+                route_id: format!("rt_{name}"),
+                ceiling_micros: 5_000_000,
+                gateway_operator: "local".into(),
+                hostnames: Vec::new(),
+                quote: None,
+            })
+            .expect("created");
+        let quote = Quote {
+            id: format!("quo_{name}"),
+            deployment_id: d.id.clone(),
+            project_digest: d.project_digest.clone(),
+            hostnames: vec![d.canonical_hostname.clone()],
+            price_micros: 250_000,
+            period_secs: 3600,
+            periods: 2,
+            total_micros: 500_000,
+            created_at: now_ms(),
+            expires_at: now_ms() + 60_000,
+            funded_at: None,
+        };
+        self.store.add_quote(&quote).expect("quote");
+        self.store.fund(&d.id, &quote.id, std::slice::from_ref(&d.canonical_hostname), now_ms()).expect("funded");
+        d
+    }
+
+    fn deployment(&self, id: &str) -> Deployment {
+        self.store.deployment(id).expect("the deployment")
+    }
+
+    /// Ticks until `done` holds, at most `ticks` times; whether it did.
+    async fn tick_until(&self, ticks: usize, done: impl Fn(&World) -> bool) -> bool {
+        for _ in 0..ticks {
+            if done(self) {
+                return true;
+            }
+            self.engine.tick().await;
+        }
+        done(self)
+    }
+}
+
+#[tokio::test]
+async fn a_funded_deployment_is_launched_validated_and_live() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    assert!(
+        w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await,
+        "{:?}",
+        w.deployment(&d.id)
+    );
+    assert_eq!(w.runner.running(), [format!("{}.r1", d.id)]);
+    let path: Vec<DeploymentState> = w.store.transitions(&d.id).expect("transitions").iter().map(|t| t.to).collect();
+    use DeploymentState::*;
+    assert_eq!(path, [PendingFunding, Provisioning, Validating, Live]);
+    assert_eq!(w.probe.calls.lock().expect("lock")[0], ("rt_shop".to_owned(), false), "through the public path");
+
+    // A route that stops passing is degraded (validations are due every interval: force one).
+    w.probe.failing.lock().expect("lock").push("rt_shop".into());
+    w.engine.due_now(&w.deployment(&d.id));
+    assert!(w.tick_until(3, |w| w.deployment(&d.id).state == Degraded).await, "{:?}", w.deployment(&d.id));
+}
+
+#[tokio::test]
+async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_serving() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+
+    let successor = |revision: u32| NewSuccessor {
+        deployment_id: d.id.clone(),
+        revision,
+        project_json: PROJECT.into(),
+        project_digest: format!("sha256:r{revision}"),
+        manifest_digest: "sha256:m".into(),
+        ceiling_micros: 5_000_000,
+        route_id: format!("rt_shop_r{revision}"),
+    };
+    w.store.put_successor(&successor(2)).expect("revision 2");
+    let switched = w.tick_until(10, |w| w.deployment(&d.id).revision == 2).await;
+    assert!(switched, "{:?}", w.store.successor(&d.id));
+    let now = w.deployment(&d.id);
+    assert_eq!(
+        (now.state, now.route_id.as_str(), now.project_digest.as_str()),
+        (DeploymentState::Live, "rt_shop_r2", "sha256:r2")
+    );
+    assert!(
+        w.probe.calls.lock().expect("lock").contains(&("rt_shop_r2".to_owned(), true)),
+        "validated on its standby route before the switch"
+    );
+    // The predecessor drains (its connections may still be open): it runs beside the new one.
+    assert_eq!(w.runner.running(), [format!("{}.r1", d.id), format!("{}.r2", d.id)]);
+    assert_eq!(w.store.transitions(&d.id).expect("transitions").len(), 4, "never left live");
+
+    // Revision 3's app ends before it is validated: it fails, revision 2 serves on.
+    w.probe.failing.lock().expect("lock").push("rt_shop_r3".into());
+    w.store.put_successor(&successor(3)).expect("revision 3");
+    assert!(w.tick_until(3, |w| w.runner.running().contains(&format!("{}.r3", d.id))).await, "launched");
+    w.runner.end(&format!("{}.r3", d.id), 3);
+    let failed = w
+        .tick_until(3, |w| w.store.successor(&d.id).ok().flatten().is_some_and(|s| s.state == SuccessorState::Failed))
+        .await;
+    assert!(failed, "{:?}", w.store.successor(&d.id));
+    let s = w.store.successor(&d.id).expect("read").expect("kept for status");
+    assert!(s.reason.contains("exited with status 3 before it was validated"), "{}", s.reason);
+    let now = w.deployment(&d.id);
+    assert_eq!((now.revision, now.state), (2, DeploymentState::Live));
+    let hints = w.engine.hints(&now).expect("hints");
+    assert!(hints.iter().any(|h| h.code == "redeploy_failed"), "{hints:?}");
+    assert!(!w.runner.running().contains(&format!("{}.r3", d.id)), "its job is gone");
+}
+
+#[tokio::test]
+async fn a_successor_of_a_deployment_that_serves_nothing_takes_over_at_once() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    w.store.transition(&d.id, DeploymentState::Provisioning, "test").expect("provisioning");
+    w.store
+        .put_successor(&NewSuccessor {
+            deployment_id: d.id.clone(),
+            revision: 2,
+            project_json: PROJECT.into(),
+            project_digest: "sha256:r2".into(),
+            manifest_digest: "sha256:m".into(),
+            ceiling_micros: 5_000_000,
+            route_id: "rt_shop_r2".into(),
+        })
+        .expect("revision 2");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    assert_eq!(w.deployment(&d.id).revision, 2);
+    let launches = w.runner.0.lock().expect("lock").launches.clone();
+    assert_eq!(launches, [format!("{}.r2", d.id)], "revision 1 was never launched only to be replaced");
+    let standby = w.probe.calls.lock().expect("lock").iter().any(|(_, standby)| *standby);
+    assert!(!standby, "nothing served, so no standby validation was needed");
+}
+
+/// Issue 16: "one slow probe stalls all". With probes taking `SLOW` each, a tick over many live
+/// deployments takes about one probe's time, not one per deployment.
+#[tokio::test(start_paused = true)]
+async fn a_slow_probe_does_not_hold_the_other_deployments() {
+    const SLOW: Duration = Duration::from_secs(2);
+    let w = world(FakeProbe { delay: SLOW, ..FakeProbe::default() });
+    // Fewer than STEP_CONCURRENCY: they may all run at once.
+    const _: () = assert!(STEP_CONCURRENCY >= 4);
+    let ids: Vec<String> = (0..4).map(|i| w.funded(&format!("p{i}")).id).collect();
+    let all_live = |w: &World| ids.iter().all(|id| w.deployment(id).state == DeploymentState::Live);
+    assert!(w.tick_until(10, all_live).await);
+    for id in &ids {
+        w.engine.due_now(&w.deployment(id));
+    }
+    let before = w.probe.calls.lock().expect("lock").len();
+    let started = tokio::time::Instant::now();
+    w.engine.tick().await;
+    let took = started.elapsed();
+    assert_eq!(w.probe.calls.lock().expect("lock").len() - before, ids.len(), "each was validated");
+    assert!(took < SLOW * 2, "a tick of {} slow probes took {took:?}: they ran one after another", ids.len());
+}
