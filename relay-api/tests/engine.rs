@@ -1,7 +1,8 @@
-//! The coordinator's engine in process: a real store (SQLite in a scratch directory), a fake
-//! job runner whose jobs end when the test says, and a fake probe whose verdicts the test
-//! scripts. Each test drives the engine with `Engine::tick`, one look at a time: no process,
-//! no network, no sleep to wait for something to happen.
+//! The coordinator's engine and relay API in process: a real store (SQLite in a scratch
+//! directory), a fake job runner whose jobs end when the test says, and a fake probe whose
+//! verdicts the test scripts. Each test drives the engine with `Engine::tick`, one look at a
+//! time, and calls the API's router directly: no process, no network, no sleep to wait for
+//! something to happen.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -328,4 +329,95 @@ async fn a_slow_probe_does_not_hold_the_other_deployments() {
     let took = started.elapsed();
     assert_eq!(w.probe.calls.lock().expect("lock").len() - before, ids.len(), "each was validated");
     assert!(took < SLOW * 2, "a tick of {} slow probes took {took:?}: they ran one after another", ids.len());
+}
+
+// ------------------------------------------------------------------ the relay API in process
+
+/// Calls the relay API in process: (status, JSON body).
+async fn call(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    use http_body_util::BodyExt as _;
+    use tower_service::Service as _;
+    let mut request =
+        axum::http::Request::builder().method(method).uri(path).header("content-type", "application/json");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+    let request = request.body(axum::body::Body::from(bytes)).expect("a request");
+    let mut service = router.clone();
+    std::future::poll_fn(|cx| {
+        tower_service::Service::<axum::http::Request<axum::body::Body>>::poll_ready(&mut service, cx)
+    })
+    .await
+    .expect("ready");
+    let response = service.call(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.expect("the body").to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+fn deploy_body(server_js: &str, hostnames: &[&str]) -> serde_json::Value {
+    use base64::Engine as _;
+    let mut project: serde_json::Value = serde_json::from_str(PROJECT).expect("the project");
+    project["hostnames"] = serde_json::json!(hostnames);
+    serde_json::json!({
+        "project": project,
+        "bundle": {"server.js": base64::engine::general_purpose::STANDARD.encode(server_js)},
+    })
+}
+
+#[tokio::test]
+async fn the_api_deploys_once_ships_a_changed_project_as_a_revision_and_refuses_changed_hostnames() {
+    let w = world(FakeProbe::default());
+    let token = relay_api::coordinator::issue_token(
+        &w.engine.config().data_dir,
+        "acme",
+        relay_api::coordinator::store::TokenRole::Customer,
+    )
+    .expect("a token")
+    .plaintext;
+    let api = relay_api::coordinator::api_router(w.engine.clone());
+    let deployments = "/api/ingress/deployments";
+
+    let (status, body) = call(&api, "POST", deployments, None, Some(deploy_body("v1", &[]))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (401, Some("unauthenticated")), "{body}");
+
+    let (status, first) = call(&api, "POST", deployments, Some(&token), Some(deploy_body("v1", &[]))).await;
+    assert_eq!(status, 201, "{first}");
+    assert_eq!((first["existing"].as_bool(), first["deployment"]["revision"].as_u64()), (Some(false), Some(1)));
+    let id = first["deployment"]["id"].as_str().expect("an id").to_owned();
+
+    let (status, again) = call(&api, "POST", deployments, Some(&token), Some(deploy_body("v1", &[]))).await;
+    assert_eq!((status, again["existing"].as_bool()), (200, Some(true)), "the same project: {again}");
+    assert!(again.get("successor").is_none(), "{again}");
+
+    let (status, changed) = call(&api, "POST", deployments, Some(&token), Some(deploy_body("v2", &[]))).await;
+    assert_eq!(status, 202, "an edited app file is a new revision: {changed}");
+    assert_eq!(
+        (changed["deployment"]["id"].as_str(), changed["successor"]["revision"].as_u64()),
+        (Some(id.as_str()), Some(2))
+    );
+    assert_ne!(changed["successor"]["projectDigest"], first["deployment"]["projectDigest"]);
+
+    let (status, refused) =
+        call(&api, "POST", deployments, Some(&token), Some(deploy_body("v3", &["shop.example.com"]))).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (409, Some("hostnames_changed")), "{refused}");
+    assert!(
+        refused["error"]["message"].as_str().is_some_and(|m| m.contains("svc ingress hostname add shop.example.com"))
+    );
+    assert_eq!(w.store.successor(&id).expect("read").map(|s| s.revision), Some(2), "a refused deploy changes nothing");
+
+    // Unfunded, the deployment serves nothing: revision 2 takes over at the next look.
+    w.engine.tick().await;
+    let (status, status_body) = call(&api, "GET", &format!("{deployments}/{id}"), Some(&token), None).await;
+    assert_eq!(status, 200, "{status_body}");
+    assert_eq!(status_body["deployment"]["revision"], 2, "{status_body}");
+    assert_eq!(status_body["deployment"]["projectDigest"], changed["successor"]["projectDigest"]);
+    assert!(status_body.get("successor").is_none(), "{status_body}");
 }

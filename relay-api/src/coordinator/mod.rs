@@ -173,6 +173,13 @@ pub fn prepare_dirs(data_dir: &Path) -> Result<(PathBuf, PathBuf), CoordinatorEr
 /// `Content-Length` is answered 413 at once.
 const API_BODY_LIMIT: usize = http::DEPLOY_LIMIT;
 
+/// The relay API's routes over `engine` (deployments, funds, hostnames, pins, rewards,
+/// operators), with the body limit: what `svc relay serve` serves, and what a test calls in
+/// process.
+pub fn api_router(engine: Arc<Engine>) -> axum::Router {
+    svc_http::limit_body(http::router(engine), API_BODY_LIMIT)
+}
+
 /// Why the coordinator could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
@@ -286,7 +293,7 @@ pub async fn run(
     let started = Started { api, gateway: bound, agent_api };
     on_started(&started);
     let engine_task = tokio::spawn(engine.clone().run());
-    let app = http::router(engine.clone()).merge(http::catalog_router(engine.clone(), catalog));
+    let app = api_router(engine.clone()).merge(http::catalog_router(engine.clone(), catalog));
     listener.serve(svc_http::limit_body(app, API_BODY_LIMIT), shutdown).await;
     engine_task.abort();
     engine.stop_all_jobs().await;
