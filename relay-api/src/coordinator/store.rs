@@ -86,6 +86,11 @@ pub enum TokenRole {
 }
 
 impl TokenRole {
+    /// Reads a spelling.
+    pub fn parse(text: &str) -> Option<TokenRole> {
+        [TokenRole::Customer, TokenRole::Operator].into_iter().find(|r| r.as_str() == text)
+    }
+
     /// The spelling in the store.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -150,6 +155,26 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// A stored spelling read back. A value no version of this code writes is a corrupt row: it
+/// fails loudly (the API answers `internal_error`) instead of passing as some default.
+fn spelled<T>(row: &Row<'_>, index: usize, parse: impl FnOnce(&str) -> Option<T>) -> rusqlite::Result<T> {
+    let text: String = row.get(index)?;
+    parse(&text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            index,
+            rusqlite::types::Type::Text,
+            format!("{text:?} is not a value this store writes").into(),
+        )
+    })
+}
+
+/// A JSON column read back; unreadable JSON is a corrupt row, as in [`spelled`].
+fn json_column<T: serde::de::DeserializeOwned>(row: &Row<'_>, index: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(index)?;
+    serde_json::from_str(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+}
+
 fn u64_of(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
@@ -162,7 +187,6 @@ const DEPLOYMENT_COLUMNS: &str = "id, project, project_digest, manifest_digest, 
      ceiling_micros, state, state_reason, periods_spent, next_period_at, created_at, updated_at, failure_code, revision";
 
 fn deployment_row(row: &Row<'_>) -> rusqlite::Result<Deployment> {
-    let state: String = row.get(7)?;
     let host: String = row.get(4)?;
     Ok(Deployment {
         id: row.get(0)?,
@@ -172,10 +196,10 @@ fn deployment_row(row: &Row<'_>) -> rusqlite::Result<Deployment> {
         url: String::new(),
         canonical_hostname: host,
         route_id: row.get(5)?,
-        ceiling_micros: u64_of(row.get(6)?),
-        state: DeploymentState::parse(&state).unwrap_or(DeploymentState::Failed),
+        ceiling_micros: row.get::<_, u64>(6)?,
+        state: spelled(row, 7, DeploymentState::parse)?,
         state_reason: row.get(8)?,
-        periods_spent: u64_of(row.get(9)?),
+        periods_spent: row.get::<_, u64>(9)?,
         next_period_at: row.get(10)?,
         created_at: row.get(11)?,
         updated_at: row.get(12)?,
@@ -188,16 +212,15 @@ const QUOTE_COLUMNS: &str = "id, deployment_id, project_digest, hostnames_json, 
      total_micros, created_at, expires_at, funded_at";
 
 fn quote_row(row: &Row<'_>) -> rusqlite::Result<Quote> {
-    let hostnames: String = row.get(3)?;
     Ok(Quote {
         id: row.get(0)?,
         deployment_id: row.get(1)?,
         project_digest: row.get(2)?,
-        hostnames: serde_json::from_str(&hostnames).unwrap_or_default(),
-        price_micros: u64_of(row.get(4)?),
-        period_secs: u64_of(row.get(5)?),
-        periods: u64_of(row.get(6)?),
-        total_micros: u64_of(row.get(7)?),
+        hostnames: json_column(row, 3)?,
+        price_micros: row.get::<_, u64>(4)?,
+        period_secs: row.get::<_, u64>(5)?,
+        periods: row.get::<_, u64>(6)?,
+        total_micros: row.get::<_, u64>(7)?,
         created_at: row.get(8)?,
         expires_at: row.get(9)?,
         funded_at: row.get(10)?,
@@ -293,13 +316,12 @@ impl RelayStore {
                  WHERE t.hash = ?1",
                 [token_hash],
                 |r| {
-                    let role: String = r.get(4)?;
                     Ok(Caller {
                         org_id: r.get(0)?,
                         org_name: r.get(1)?,
                         invited: r.get(2)?,
                         token_id: r.get(3)?,
-                        role: if role == "operator" { TokenRole::Operator } else { TokenRole::Customer },
+                        role: spelled(r, 4, TokenRole::parse)?,
                     })
                 },
             )
@@ -527,11 +549,13 @@ impl RelayStore {
         )?;
         let rows = stmt.query_map([id], |r| {
             let from: Option<String> = r.get(1)?;
-            let to: String = r.get(2)?;
             Ok(Transition {
                 seq: r.get(0)?,
-                from: from.as_deref().and_then(DeploymentState::parse),
-                to: DeploymentState::parse(&to).unwrap_or(DeploymentState::Failed),
+                from: match from {
+                    Some(_) => Some(spelled(r, 1, DeploymentState::parse)?),
+                    None => None,
+                },
+                to: spelled(r, 2, DeploymentState::parse)?,
                 reason: r.get(3)?,
                 at: r.get(4)?,
             })
@@ -684,14 +708,12 @@ impl RelayStore {
              ORDER BY seq",
         )?;
         let rows = stmt.query_map([deployment_id], |r| {
-            let kind: String = r.get(1)?;
-            let period: Option<i64> = r.get(4)?;
             Ok(LedgerEntry {
                 seq: r.get(0)?,
-                kind: EntryKind::parse(&kind).unwrap_or(EntryKind::Stop),
-                amount_micros: u64_of(r.get(2)?),
+                kind: spelled(r, 1, EntryKind::parse)?,
+                amount_micros: r.get::<_, u64>(2)?,
                 quote_id: r.get(3)?,
-                period_index: period.map(u64_of),
+                period_index: r.get::<_, Option<u64>>(4)?,
                 note: r.get(5)?,
                 at: r.get(6)?,
             })

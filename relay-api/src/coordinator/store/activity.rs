@@ -134,14 +134,13 @@ impl RelayStore {
              WHERE w.deployment_id = v.deployment_id AND w.hostname = v.hostname) ORDER BY hostname",
         )?;
         let rows = stmt.query_map([deployment_id], |r| {
-            let detail: String = r.get(4)?;
             Ok(ValidationRecord {
                 seq: r.get(0)?,
                 hostname: r.get(1)?,
                 passed: r.get(2)?,
                 validator_version: r.get(3)?,
                 validator_digest: r.get(6)?,
-                detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::Null),
+                detail: super::json_column(r, 4)?,
                 at: r.get(5)?,
             })
         })?;
@@ -192,13 +191,11 @@ impl RelayStore {
 }
 
 fn hostname_row(r: &Row<'_>) -> rusqlite::Result<CustomerHostname> {
-    let state: String = r.get(2)?;
-    let hints: String = r.get(3)?;
     Ok(CustomerHostname {
         hostname: r.get(0)?,
         token: r.get(1)?,
-        state: HostnameState::parse(&state).unwrap_or(HostnameState::PendingDns),
-        hints: serde_json::from_str(&hints).unwrap_or_default(),
+        state: super::spelled(r, 2, HostnameState::parse)?,
+        hints: super::json_column(r, 3)?,
         checked_at: r.get(4)?,
     })
 }

@@ -13,11 +13,10 @@ const SESSION_COLUMNS: &str = "id, deployment_id, quote_id, ordinal, price_micro
      started_at, ends_at, unserved_ms, unserved_micros, refunded_micros, reward_micros, service_micros, settled_at";
 
 fn session_row(r: &Row<'_>) -> rusqlite::Result<Session> {
-    let state: String = r.get(6)?;
-    let price = u64_of(r.get(4)?);
-    let state = SessionState::parse(&state).unwrap_or(SessionState::Settled);
-    let unserved = u64_of(r.get(11)?);
-    let refunded = u64_of(r.get(12)?);
+    let price = r.get::<_, u64>(4)?;
+    let state = super::spelled(r, 6, SessionState::parse)?;
+    let unserved = r.get::<_, u64>(11)?;
+    let refunded = r.get::<_, u64>(12)?;
     let (spent, refundable) = match state {
         SessionState::Funded => (0, price.saturating_sub(refunded)),
         SessionState::Active => (price, 0),
@@ -29,9 +28,9 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<Session> {
         id: r.get(0)?,
         deployment_id: r.get(1)?,
         quote_id: r.get(2)?,
-        ordinal: u64_of(r.get(3)?),
+        ordinal: r.get::<_, u64>(3)?,
         price_micros: price,
-        period_ms: u64_of(r.get(5)?),
+        period_ms: r.get::<_, u64>(5)?,
         state,
         period_index: period_index.map(u64_of),
         started_at: r.get(8)?,
@@ -39,8 +38,8 @@ fn session_row(r: &Row<'_>) -> rusqlite::Result<Session> {
         unserved_ms: unserved_ms.map(u64_of),
         unserved_micros: unserved,
         refunded_micros: refunded,
-        reward_micros: u64_of(r.get(13)?),
-        service_micros: u64_of(r.get(14)?),
+        reward_micros: r.get::<_, u64>(13)?,
+        service_micros: r.get::<_, u64>(14)?,
         settled_at: r.get(15)?,
         spent_micros: spent,
         refundable_micros: refundable,
@@ -338,7 +337,7 @@ impl RelayStore {
                 Ok(Reward {
                     session_id: r.get(0)?,
                     deployment_id: r.get(1)?,
-                    amount_micros: u64_of(r.get(2)?),
+                    amount_micros: r.get::<_, u64>(2)?,
                     settled_at: r.get(3)?,
                     claimable_at: r.get(4)?,
                     claim_id: r.get(5)?,

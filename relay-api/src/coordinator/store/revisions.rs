@@ -31,13 +31,12 @@ const SUCCESSOR_COLUMNS: &str =
     "deployment_id, revision, project_digest, route_id, state, reason, created_at, updated_at";
 
 fn successor_row(row: &Row<'_>) -> rusqlite::Result<Successor> {
-    let state: String = row.get(4)?;
     Ok(Successor {
         deployment_id: row.get(0)?,
         revision: row.get(1)?,
         project_digest: row.get(2)?,
         route_id: row.get(3)?,
-        state: SuccessorState::parse(&state).unwrap_or(SuccessorState::Failed),
+        state: super::spelled(row, 4, SuccessorState::parse)?,
         reason: row.get(5)?,
         created_at: row.get(6)?,
         updated_at: row.get(7)?,

@@ -441,3 +441,21 @@ fn a_successor_replaces_the_deployments_revision_only_when_promoted() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 16: "a corrupt row silently becomes a default" (an unknown state read as `failed`).
+#[test]
+fn a_corrupt_row_fails_loudly_instead_of_reading_as_a_default() {
+    let dir = temp_dir("corrupt");
+    let store = RelayStore::open(&dir).expect("store");
+    new_deployment(&store, "d1", 5_000_000);
+    store.conn().expect("conn").execute("UPDATE deployments SET state = 'bogus' WHERE id = 'd1'", []).expect("corrupt");
+    let read = store.deployment("d1").expect_err("an unknown state");
+    assert!(matches!(read, StoreError::Backend(_)) && read.to_string().contains("\"bogus\""), "{read}");
+    store
+        .conn()
+        .expect("conn")
+        .execute("UPDATE deployments SET state = 'live', ceiling_micros = -5", [])
+        .expect("corrupt");
+    assert!(matches!(store.deployment("d1"), Err(StoreError::Backend(_))), "a negative amount");
+    let _ = std::fs::remove_dir_all(&dir);
+}
