@@ -45,11 +45,11 @@ pub(crate) fn demo(data_dir: Option<&Path>, listen: std::net::SocketAddr, cert_v
 pub(crate) fn gateway(config_path: &Path) -> ExitCode {
     let file = match GatewayFile::read(config_path) {
         Ok(f) => f,
-        Err(e) => return fail("svc gateway", &e),
+        Err(e) => return fail("svc gateway", &e.to_string()),
     };
     let config = match file.config() {
         Ok(c) => c,
-        Err(e) => return fail("svc gateway", &e),
+        Err(e) => return fail("svc gateway", &e.to_string()),
     };
     let Some(rt) = runtime() else { return fail("svc gateway", "cannot start the runtime") };
     let gateway = Gateway::new(config);

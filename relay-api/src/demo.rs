@@ -199,7 +199,7 @@ async fn wait_ready(public: SocketAddr, ca_pem: &str, limit: Duration, url: &str
         match get(public, ca_pem, HOSTNAME, "/").await {
             Ok((200, _)) => return Ok(()),
             Ok((status, _)) => last = format!("status {status}"),
-            Err(e) => last = e,
+            Err(e) => last = e.to_string(),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

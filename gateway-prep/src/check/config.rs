@@ -47,7 +47,11 @@ pub fn gateway(root: &Root) -> CheckResult {
     let file = match GatewayFile::read(&path) {
         Ok(f) => f,
         Err(e) => {
-            return CheckResult::fail(ID, e, "fix the file, or let init write it again: `gateway-prep init --force`");
+            return CheckResult::fail(
+                ID,
+                e.to_string(),
+                "fix the file, or let init write it again: `gateway-prep init --force`",
+            );
         }
     };
     let read = |p: &Path| root.read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));

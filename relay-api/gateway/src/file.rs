@@ -9,6 +9,39 @@ use serde::{Deserialize, Serialize};
 
 use super::{GatewayConfig, RouteConfig};
 
+/// Why a gateway file cannot be used, naming the file or the field.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayFileError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}", path = path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a gateway configuration.
+    #[error("{path} is not a valid gateway configuration: {source}", path = path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What serde found (with its line and column).
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A field is out of its range.
+    #[error("`{field}` is {value}; {expected}")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// What it must be.
+        expected: &'static str,
+    },
+}
+
 /// The file's shape.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -51,15 +84,16 @@ pub struct GatewayFile {
 
 impl GatewayFile {
     /// Reads and checks a file.
-    pub fn read(path: &Path) -> Result<GatewayFile, String> {
-        let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_slice(&text)
-            .map_err(|e| format!("{} is not a valid gateway configuration: {e}", path.display()))
+    pub fn read(path: &Path) -> Result<GatewayFile, GatewayFileError> {
+        let text = std::fs::read(path).map_err(|source| GatewayFileError::Read { path: path.to_owned(), source })?;
+        serde_json::from_slice(&text).map_err(|source| GatewayFileError::Invalid { path: path.to_owned(), source })
     }
 
     /// The gateway configuration (reads the certificate files).
-    pub fn config(&self) -> Result<GatewayConfig, String> {
-        let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
+    pub fn config(&self) -> Result<GatewayConfig, GatewayFileError> {
+        let read = |p: &Path| {
+            std::fs::read_to_string(p).map_err(|source| GatewayFileError::Read { path: p.to_owned(), source })
+        };
         let mut c =
             GatewayConfig::new(self.public, self.tunnel, self.admin, read(&self.tunnel_cert)?, read(&self.tunnel_key)?);
         if let Some(max) = self.client_hello_max_bytes {
@@ -68,8 +102,8 @@ impl GatewayFile {
         if let Some(secs) = self.client_hello_timeout_secs {
             c.client_hello_timeout = Duration::from_secs(secs);
         }
-        let positive = |name: &str, secs: u64| match secs {
-            0 => Err(format!("`{name}` must be at least 1 second")),
+        let positive = |field: &'static str, secs: u64| match secs {
+            0 => Err(GatewayFileError::OutOfRange { field, value: 0, expected: "it must be at least 1 second" }),
             secs => Ok(Duration::from_secs(secs)),
         };
         if let Some(secs) = self.idle_timeout_secs {
@@ -80,13 +114,21 @@ impl GatewayFile {
         }
         if let Some(percent) = self.client_share_percent {
             if !(1..=100).contains(&percent) {
-                return Err(format!("`clientSharePercent` is {percent}; give a percentage from 1 to 100"));
+                return Err(GatewayFileError::OutOfRange {
+                    field: "clientSharePercent",
+                    value: u64::from(percent),
+                    expected: "give a percentage from 1 to 100",
+                });
             }
             c.client_share_percent = percent;
         }
         if let Some(n) = self.client_hellos_per_client {
             if n == 0 {
-                return Err("`clientHellosPerClient` is 0, which would refuse every client; give at least 1".into());
+                return Err(GatewayFileError::OutOfRange {
+                    field: "clientHellosPerClient",
+                    value: 0,
+                    expected: "which would refuse every client; give at least 1",
+                });
             }
             c.client_hellos_per_client = n;
         }
@@ -100,7 +142,7 @@ mod tests {
     use super::*;
 
     /// A file with `extra` fields, its certificate files written to a temporary directory.
-    fn config(name: &str, extra: serde_json::Value) -> Result<GatewayConfig, String> {
+    fn config(name: &str, extra: serde_json::Value) -> Result<GatewayConfig, GatewayFileError> {
         let dir = std::env::temp_dir().join(format!("svc-gateway-file-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a directory");
         std::fs::write(dir.join("cert.pem"), "CERT").expect("write");
@@ -112,7 +154,7 @@ mod tests {
         if let (Some(json), Some(extra)) = (json.as_object_mut(), extra.as_object()) {
             json.extend(extra.clone());
         }
-        let file: GatewayFile = serde_json::from_value(json).map_err(|e| e.to_string())?;
+        let file: GatewayFile = serde_json::from_value(json).expect("a gateway file");
         let result = file.config();
         let _ = std::fs::remove_dir_all(&dir);
         result
@@ -141,7 +183,8 @@ mod tests {
             ("halfCloseLingerSecs", 0),
         ] {
             let e = config("refused", serde_json::json!({ field: value })).expect_err(field);
-            assert!(e.contains(field), "{field}: {e}");
+            assert!(matches!(e, GatewayFileError::OutOfRange { field: f, .. } if f == field), "{field}: {e}");
+            assert!(e.to_string().contains(field), "{field}: {e}");
         }
     }
 }

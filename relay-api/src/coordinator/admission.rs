@@ -145,25 +145,24 @@ fn invalid(code: &'static str, message: impl Into<String>) -> AdmissionError {
 
 /// Checks an operator name: a DNS label (1-63 of `a-z`, `0-9`, `-`, not starting or ending
 /// with `-`), as it may name the operator's gateways in a catalog.
-pub fn operator_name(name: &str) -> Result<&str, String> {
+pub fn operator_name(name: &str) -> Result<&str, OperatorNameError> {
     let ok = !name.is_empty()
         && name.len() <= 63
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-');
-    if ok {
-        Ok(name)
-    } else {
-        Err(format!(
-            "operator name \"{name}\" is not a DNS label: use 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'"
-        ))
-    }
+    if ok { Ok(name) } else { Err(OperatorNameError(name.to_owned())) }
 }
+
+/// An operator name that is not a DNS label.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("operator name \"{0}\" is not a DNS label: use 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'")]
+pub struct OperatorNameError(pub String);
 
 /// Issues a single-use admission token for `operator`, valid for `ttl`.
 pub fn issue_admission_token(data_dir: &Path, operator: &str, ttl: Duration) -> Result<IssuedAdmission, StoreError> {
     let operator = operator_name(operator)
-        .map_err(|message| StoreError::Refused { code: "invalid_operator_name", message })?
+        .map_err(|e| StoreError::Refused { code: "invalid_operator_name", message: e.to_string() })?
         .to_owned();
     let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     let store = RelayStore::open(data_dir)?;
@@ -211,7 +210,7 @@ impl RelayStore {
         let hostname = crate::dns::customer_hostname(req.hostname.trim())
             .map_err(|e| invalid("invalid_hostname", format!("the gateway hostname: {e}")))?;
         if let Some(name) = &req.operator {
-            operator_name(name).map_err(|m| invalid("invalid_operator_name", m))?;
+            operator_name(name).map_err(|e| invalid("invalid_operator_name", e.to_string()))?;
         }
         let hash = wire::sha256_hex(req.admission_token.trim().as_bytes());
         let mut conn = self.conn()?;

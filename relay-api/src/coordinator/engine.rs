@@ -493,7 +493,7 @@ impl Engine {
                         self.due_now(d);
                     }
                     Err(reason) => {
-                        store.fail(&d.id, "job_failed", &reason)?;
+                        store.fail(&d.id, "job_failed", &reason.to_string())?;
                     }
                 }
             }

@@ -65,19 +65,30 @@ impl Resolve for DnsResolve {
     }
 }
 
+/// Why the real probe could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeSetupError {
+    /// The DNS checker (its nameservers).
+    #[error("the DNS checker: {0}")]
+    Dns(#[source] crate::dns::DnsError),
+    /// The route validator (its trusted roots).
+    #[error(transparent)]
+    Validator(#[from] crate::validation::ValidationSetupError),
+}
+
 impl PublicProbe {
     /// A probe for routes served on `public_port`, trusting `roots_pem` for their certificates.
     pub fn new(
         config: &CoordinatorConfig,
         public: std::net::SocketAddr,
         roots_pem: String,
-    ) -> Result<PublicProbe, String> {
+    ) -> Result<PublicProbe, ProbeSetupError> {
         let dns = Arc::new(
             DnsChecker::new(&DnsConfig {
                 nameservers: config.nameservers.clone(),
                 timeout: std::time::Duration::from_secs(3),
             })
-            .map_err(|e| e.to_string())?,
+            .map_err(ProbeSetupError::Dns)?,
         );
         let validator = RouteValidator::new(
             ValidatorConfig {
@@ -92,8 +103,7 @@ impl PublicProbe {
                     .clamp(std::time::Duration::from_millis(500), std::time::Duration::from_secs(5)),
             },
             Arc::new(DnsResolve(dns.clone())),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         Ok(PublicProbe { validator, dns, caa_identities: config.caa_identities.clone() })
     }
 }

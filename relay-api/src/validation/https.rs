@@ -17,21 +17,58 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 
+/// Why trusted roots cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RootsError {
+    /// A PEM block is not a certificate.
+    #[error("not a PEM certificate: {0}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// A certificate is not usable as a trust anchor.
+    #[error("not a usable CA certificate: {0}")]
+    Unusable(#[source] rustls::Error),
+    /// The text holds no certificate.
+    #[error("no CA certificate in the PEM text")]
+    Empty,
+}
+
+/// Why a GET through [`get`] or [`Connection::get`] had no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum GetError {
+    /// The trusted roots.
+    #[error(transparent)]
+    Roots(#[from] RootsError),
+    /// A step did not complete in its time.
+    #[error("{0}")]
+    Timeout(&'static str),
+    /// The TCP connection failed.
+    #[error("{0}")]
+    Connect(#[source] std::io::Error),
+    /// The TLS handshake failed.
+    #[error("TLS: {0}")]
+    Handshake(#[source] HandshakeError),
+    /// The request could not be made (a path that is not a URI path).
+    #[error("{0}")]
+    Request(#[source] hyper::http::Error),
+    /// HTTP failed on the connection.
+    #[error("{0}")]
+    Http(#[source] hyper::Error),
+}
+
 /// A client configuration trusting only the certificates in `roots_pem`, offering ALPN
 /// `http/1.1`, without session resumption: every handshake sees, and verifies, the
 /// certificate the server serves now.
-pub fn client_config(roots_pem: &str) -> Result<Arc<ClientConfig>, String> {
+pub fn client_config(roots_pem: &str) -> Result<Arc<ClientConfig>, RootsError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(roots_pem.as_bytes()) {
-        let cert = cert.map_err(|e| format!("not a PEM certificate: {e}"))?;
-        roots.add(cert).map_err(|e| format!("not a usable CA certificate: {e}"))?;
+        let cert = cert.map_err(RootsError::Pem)?;
+        roots.add(cert).map_err(RootsError::Unusable)?;
     }
     if roots.is_empty() {
-        return Err("no CA certificate in the PEM text".to_owned());
+        return Err(RootsError::Empty);
     }
     let mut config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(RootsError::Unusable)?
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -91,15 +128,15 @@ impl Connection {
     }
 
     /// `GET path` on this connection: (status, body).
-    pub async fn get(&mut self, path: &str) -> Result<(u16, Bytes), String> {
+    pub async fn get(&mut self, path: &str) -> Result<(u16, Bytes), GetError> {
         let request = hyper::Request::get(path)
             .header(hyper::header::HOST, &self.host)
             .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        self.sender.ready().await.map_err(|e| e.to_string())?;
-        let response = self.sender.send_request(request).await.map_err(|e| e.to_string())?;
+            .map_err(GetError::Request)?;
+        self.sender.ready().await.map_err(GetError::Http)?;
+        let response = self.sender.send_request(request).await.map_err(GetError::Http)?;
         let status = response.status().as_u16();
-        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let body = response.into_body().collect().await.map_err(GetError::Http)?.to_bytes();
         Ok((status, body))
     }
 }
@@ -109,15 +146,15 @@ const STEP: Duration = Duration::from_secs(5);
 
 /// One HTTPS GET to `addr` for `host`, trusting only `ca_pem`: (status, body). Each step
 /// (connect, handshake, answer) may take 5 s.
-pub async fn get(addr: SocketAddr, ca_pem: &str, host: &str, path: &str) -> Result<(u16, Bytes), String> {
+pub async fn get(addr: SocketAddr, ca_pem: &str, host: &str, path: &str) -> Result<(u16, Bytes), GetError> {
     let tls = client_config(ca_pem)?;
     let tcp = tokio::time::timeout(STEP, TcpStream::connect(addr))
         .await
-        .map_err(|_| "no connection within 5 s".to_owned())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| GetError::Timeout("no connection within 5 s"))?
+        .map_err(GetError::Connect)?;
     let mut connection = tokio::time::timeout(STEP, handshake(tcp, tls, host))
         .await
-        .map_err(|_| "TLS handshake timed out".to_owned())?
-        .map_err(|e| format!("TLS: {e}"))?;
-    tokio::time::timeout(STEP, connection.get(path)).await.map_err(|_| "no answer within 5 s".to_owned())?
+        .map_err(|_| GetError::Timeout("TLS handshake timed out"))?
+        .map_err(GetError::Handshake)?;
+    tokio::time::timeout(STEP, connection.get(path)).await.map_err(|_| GetError::Timeout("no answer within 5 s"))?
 }

@@ -90,7 +90,7 @@ pub struct ValidatorConfig {
 pub enum ValidationSetupError {
     /// The trusted roots are not usable.
     #[error("the validator's trusted roots (rootsPem): {0}")]
-    Roots(String),
+    Roots(#[source] https::RootsError),
     /// A zero timeout would fail every validation.
     #[error("the validation timeout must be longer than zero")]
     ZeroTimeout,

@@ -19,12 +19,54 @@ pub(super) struct JobOf<'a> {
     pub(super) project_json: &'a str,
 }
 
+/// Why a revision's job could not be started: what its deployment (or successor) records as
+/// the reason it failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    /// The project stored with the revision no longer validates (a newer validator).
+    #[error("the stored project no longer validates: {0}")]
+    Project(#[source] crate::project::ProjectErrors),
+    /// The job's route key could not be made.
+    #[error("cannot make the job's route key: {0}")]
+    RouteKey(#[source] agent::challenge::RouteKeyError),
+    /// No loopback port for the app.
+    #[error("no free port for the app: {0}")]
+    Port(#[source] std::io::Error),
+    /// The revision's secrets file is unreadable.
+    #[error("cannot read {path}: {source}", path = path.display())]
+    SecretsRead {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The revision's secrets file is not what the coordinator wrote.
+    #[error("{path} is not readable: {source}", path = path.display())]
+    SecretsInvalid {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The agent's state directory could not be laid out.
+    #[error(transparent)]
+    Layout(#[from] crate::runner::layout::LayoutError),
+    /// The store refused (recording the keys, reading the project, randomness).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The runner could not start it.
+    #[error(transparent)]
+    Launch(#[from] crate::runner::LaunchError),
+}
+
 impl Engine {
     /// Launches the deployment's job with a fresh tunnel credential and route key (the
     /// store keeps only their hash and public half); returns its process IDs for the log,
     /// or why not.
-    pub(super) async fn launch(&self, d: &Deployment) -> Result<String, String> {
-        let project_json = self.store().project_json(&d.id).map_err(|e| e.to_string())?;
+    pub(super) async fn launch(&self, d: &Deployment) -> Result<String, StartError> {
+        let project_json = self.store().project_json(&d.id)?;
         let job = JobOf { deployment: d, revision: d.revision, route_id: &d.route_id, project_json: &project_json };
         self.launch_job(job, |keys| self.store().set_route_keys(&d.id, keys)).await
     }
@@ -35,18 +77,17 @@ impl Engine {
         &self,
         job: JobOf<'_>,
         record: impl FnOnce(&RouteKeys) -> Result<(), StoreError>,
-    ) -> Result<String, String> {
-        let project = crate::project::read(job.project_json)
-            .map_err(|e| format!("the stored project no longer validates: {e}"))?;
-        let credential = random_hex(32).map_err(|e| e.to_string())?;
-        let route_key = RouteKey::generate().map_err(|e| e.to_string())?;
+    ) -> Result<String, StartError> {
+        let project = crate::project::read(job.project_json).map_err(StartError::Project)?;
+        let credential = random_hex(32)?;
+        let route_key = RouteKey::generate().map_err(StartError::RouteKey)?;
         let keys = RouteKeys {
             credential_sha256: wire::sha256_hex(credential.as_bytes()),
             route_public_key: route_key.public_key(),
         };
-        let spec = self.ingress_job(&job, &project, credential, route_key)?.prepare().map_err(|e| e.to_string())?;
-        record(&keys).map_err(|e| e.to_string())?;
-        let running = self.parts.runner.launch(&spec).map_err(|e| e.to_string())?;
+        let spec = self.ingress_job(&job, &project, credential, route_key)?.prepare()?;
+        record(&keys)?;
+        let running = self.parts.runner.launch(&spec)?;
         let pids = match running.pids()[..] {
             [app, agent] => format!("app pid {app}, agent pid {agent}"),
             _ => "processes started".to_owned(),
@@ -62,13 +103,11 @@ impl Engine {
         project: &Project,
         credential: String,
         route_key: RouteKey,
-    ) -> Result<IngressJob, String> {
+    ) -> Result<IngressJob, StartError> {
         let (d, revision) = (job.deployment, job.revision);
         let config = &self.parts.config;
-        let app_port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port for the app: {e}"))?
-            .port();
+        let app_port =
+            std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(StartError::Port)?.port();
         let agent_api = format!("http://{}", self.parts.agent_api);
         let certificate = match &config.certificates {
             AgentCertificates::DevCa => {
@@ -102,11 +141,11 @@ impl Engine {
         match std::fs::read(&secrets_path) {
             Ok(bytes) => {
                 let values: std::collections::BTreeMap<String, String> = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("{} is not readable: {e}", secrets_path.display()))?;
+                    .map_err(|source| StartError::SecretsInvalid { path: secrets_path.clone(), source })?;
                 env.extend(values);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("cannot read {}: {e}", secrets_path.display())),
+            Err(source) => return Err(StartError::SecretsRead { path: secrets_path, source }),
         }
         Ok(IngressJob {
             id: job_key(&d.id, revision),

@@ -101,7 +101,9 @@ impl Engine {
                         store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason)?;
                         self.route_due_now(&s.route_id);
                     }
-                    Err(reason) => store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, &reason)?,
+                    Err(why) => {
+                        store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, &why.to_string())?
+                    }
                 }
             }
             SuccessorState::Validating => {

@@ -338,28 +338,41 @@ fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8
 /// Why `path` is not a plain relative path inside the app directory: `..` or `.`, absolute,
 /// empty components (`a//b`, `dir/`), control characters, more than [`BUNDLE_MAX_DEPTH`]
 /// components, a component over 255 bytes, more than [`BUNDLE_MAX_PATH`] bytes.
-fn check_bundle_path(path: &str) -> Result<(), String> {
+fn check_bundle_path(path: &str) -> Result<(), BundlePathProblem> {
     if path.is_empty() || path.len() > BUNDLE_MAX_PATH {
-        return Err(format!("is not a path of 1 to {BUNDLE_MAX_PATH} bytes"));
+        return Err(BundlePathProblem::Length);
     }
     if path.chars().any(char::is_control) {
-        return Err("holds a control character".to_owned());
+        return Err(BundlePathProblem::Control);
     }
     let components: Vec<&str> = path.split('/').collect();
     if components.len() > BUNDLE_MAX_DEPTH {
-        return Err(format!("is deeper than {BUNDLE_MAX_DEPTH} components"));
+        return Err(BundlePathProblem::Depth);
     }
     for c in components {
         if c.is_empty() || c == "." || c == ".." {
-            return Err(
-                "is not a relative path inside the app directory (no `.`, `..`, `/` at either end or `//`)".to_owned()
-            );
+            return Err(BundlePathProblem::Outside);
         }
         if c.len() > 255 {
-            return Err("has a component over 255 bytes".to_owned());
+            return Err(BundlePathProblem::Component);
         }
     }
     Ok(())
+}
+
+/// Why an app file's path is refused (said after the path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum BundlePathProblem {
+    #[error("is not a path of 1 to {BUNDLE_MAX_PATH} bytes")]
+    Length,
+    #[error("holds a control character")]
+    Control,
+    #[error("is deeper than {BUNDLE_MAX_DEPTH} components")]
+    Depth,
+    #[error("is not a relative path inside the app directory (no `.`, `..`, `/` at either end or `//`)")]
+    Outside,
+    #[error("has a component over 255 bytes")]
+    Component,
 }
 
 /// At most the first 80 characters of `path`, for messages.
