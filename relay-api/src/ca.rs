@@ -138,10 +138,10 @@ mod tests {
 
     #[test]
     fn the_ca_persists_and_signs_only_local_names() {
-        let dir = std::env::temp_dir().join(format!("svc-ca-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let ca = DevCa::open(&dir).expect("ca");
-        let again = DevCa::open(&dir).expect("reopen");
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let dir = scratch.path();
+        let ca = DevCa::open(dir).expect("ca");
+        let again = DevCa::open(dir).expect("reopen");
         assert_eq!(ca.cert_pem(), again.cert_pem());
         #[cfg(unix)]
         {
@@ -162,6 +162,5 @@ mod tests {
             ca.sign_csr(&bad.pem().expect("pem"), Duration::from_secs(300)),
             Err(CaError::NameRefused(_))
         ));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

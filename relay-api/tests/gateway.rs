@@ -18,7 +18,7 @@ mod gateway {
 
     use std::collections::BTreeMap;
     use std::net::SocketAddr;
-    use std::path::PathBuf;
+
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -42,16 +42,7 @@ mod gateway {
         pub(super) bound: Bound,
         pub(super) ca: DevCa,
         pub(super) ca_pem: String,
-        pub(super) _dir: TempDir,
-    }
-
-    /// A directory removed on drop.
-    pub(super) struct TempDir(pub(super) PathBuf);
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+        pub(super) _dir: tempfile::TempDir,
     }
 
     /// Route [`ROUTE`] for [`HOST`].
@@ -69,9 +60,8 @@ mod gateway {
     /// Starts a gateway with `route`, a 1 s ClientHello limit and 1 s heartbeats, and the
     /// rest of its configuration as `tune` leaves it.
     pub(super) async fn start(name: &str, route: RouteConfig, tune: impl FnOnce(&mut GatewayConfig)) -> World {
-        let dir = std::env::temp_dir().join(format!("svc-gateway-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let ca = DevCa::open(&dir).expect("CA");
+        let dir = tempfile::Builder::new().prefix(&format!("svc-gateway-{name}-")).tempdir().expect("a scratch");
+        let ca = DevCa::open(dir.path()).expect("CA");
         let (chain, key) = ca.issue(&["gateway.localhost".to_owned()], Duration::from_secs(3600)).expect("cert");
         let any: SocketAddr = ([127, 0, 0, 1], 0).into();
         let mut config = GatewayConfig::new(any, any, any, chain, key);
@@ -82,7 +72,7 @@ mod gateway {
         gateway.set_routes(vec![route]);
         let (_task, bound) = gateway.clone().start().await.expect("the gateway starts");
         let ca_pem = ca.cert_pem().to_owned();
-        World { gateway, bound, ca, ca_pem, _dir: TempDir(dir) }
+        World { gateway, bound, ca, ca_pem, _dir: dir }
     }
 
     /// What the in-test agent does with each data connection, once it has presented the

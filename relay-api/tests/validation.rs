@@ -33,21 +33,9 @@ fn route_key() -> &'static agent::challenge::RouteKey {
 /// The agent asks the coordinator for its hostnames this often.
 const REFRESH: Duration = Duration::from_secs(1);
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("svc-validation-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temporary directory");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A scratch directory named for its test, removed on drop.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("svc-validation-{name}-")).tempdir().expect("a scratch directory")
 }
 
 /// Every name in the map resolves to its addresses; any other does not resolve.
@@ -77,14 +65,14 @@ struct World {
     credential: String,
     ca_pem: String,
     job_dir: PathBuf,
-    _dir: TempDir,
+    _dir: tempfile::TempDir,
 }
 
 impl World {
     /// Starts everything; the app only if `app_up` (else the agent's app port is closed).
     async fn start(name: &str, app_up: bool) -> World {
-        let dir = TempDir::new(name);
-        let ca = DevCa::open(&dir.0.join("ca")).expect("the development CA");
+        let dir = scratch(name);
+        let ca = DevCa::open(&dir.path().join("ca")).expect("the development CA");
         let ca_pem = ca.cert_pem().to_owned();
         let ca_path = ca.cert_path.clone();
         let (chain, key) = ca.issue(&["gateway.localhost".to_owned()], Duration::from_secs(3600)).expect("tunnel cert");
@@ -114,7 +102,7 @@ impl World {
         tokio::spawn(coordinator.clone().serve(listener));
 
         let app_port = if app_up { app().await } else { closed_port() };
-        let job_dir = dir.0.join("job");
+        let job_dir = dir.path().join("job");
         let agent_config = agent::AgentConfig {
             route_id: ROUTE.to_owned(),
             hostname: CANONICAL.to_owned(),
@@ -268,8 +256,8 @@ async fn other_trust_roots_make_the_certificate_invalid_and_an_unrouted_name_unr
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     let other_root = params.self_signed(&key).expect("a root").pem();
     // Another development CA: the same name as the issuer, another key.
-    let other = TempDir::new("roots-other");
-    let other_dev_ca = DevCa::open(&other.0).expect("another CA").cert_pem().to_owned();
+    let other = scratch("roots-other");
+    let other_dev_ca = DevCa::open(other.path()).expect("another CA").cert_pem().to_owned();
     for (roots, reason) in [(other_root, "UnknownIssuer"), (other_dev_ca, "BadSignature")] {
         let v = w.validator(&roots).validate(&target(CANONICAL, &public())).await;
         let hint = v.outcome.expect_err("an untrusted certificate fails");
@@ -331,7 +319,7 @@ async fn non_public_addresses_are_refused_and_never_dialed() {
     ]);
     let config = ValidatorConfig {
         public_port: port,
-        roots_pem: DevCa::open(&TempDir::new("ssrf").0).expect("CA").cert_pem().to_owned(),
+        roots_pem: DevCa::open(scratch("ssrf").path()).expect("CA").cert_pem().to_owned(),
         allow_private_addresses: false,
         local_gateway: None,
         relay_domain: "relay.example".to_owned(),
@@ -370,7 +358,7 @@ async fn localhost_routes_are_dialled_at_a_loopback_gateway_only() {
     ]);
     let config = |local_gateway, relay_domain: &str| ValidatorConfig {
         public_port: port,
-        roots_pem: DevCa::open(&TempDir::new("localhost").0).expect("CA").cert_pem().to_owned(),
+        roots_pem: DevCa::open(scratch("localhost").path()).expect("CA").cert_pem().to_owned(),
         allow_private_addresses: false,
         local_gateway,
         relay_domain: relay_domain.to_owned(),

@@ -143,8 +143,9 @@ mod tests {
 
     /// A file with `extra` fields, its certificate files written to a temporary directory.
     fn config(name: &str, extra: serde_json::Value) -> Result<GatewayConfig, GatewayFileError> {
-        let dir = std::env::temp_dir().join(format!("svc-gateway-file-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a directory");
+        let scratch =
+            tempfile::Builder::new().prefix(&format!("svc-gateway-file-{name}-")).tempdir().expect("a scratch");
+        let dir = scratch.path();
         std::fs::write(dir.join("cert.pem"), "CERT").expect("write");
         std::fs::write(dir.join("key.pem"), "KEY").expect("write");
         let mut json = serde_json::json!({
@@ -155,9 +156,8 @@ mod tests {
             json.extend(extra.clone());
         }
         let file: GatewayFile = serde_json::from_value(json).expect("a gateway file");
-        let result = file.config();
-        let _ = std::fs::remove_dir_all(&dir);
-        result
+
+        file.config()
     }
 
     #[test]

@@ -195,18 +195,16 @@ fn unreadable_catalogs_are_malformed() {
     assert_eq!(SignedCatalog::sign(&c, &k, None).map(|_| ()).map_err(|e| e.code()), Err("catalog_malformed"));
 }
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("svc-catalog-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("svc-catalog-{name}-")).tempdir().expect("a scratch directory")
 }
 
 #[test]
 fn the_publisher_keeps_its_key_and_sequence_and_resigns_when_needed() {
-    let dir = temp_dir("publisher");
+    let scratch = temp_dir("publisher");
+    let dir = scratch.path();
     let validity = Duration::from_secs(3600);
-    let p = Publisher::open(&dir, validity).expect("open");
+    let p = Publisher::open(dir, validity).expect("open");
     let key_file = dir.join("catalog/signing-key.pk8");
     #[cfg(unix)]
     {
@@ -220,7 +218,7 @@ fn the_publisher_keeps_its_key_and_sequence_and_resigns_when_needed() {
     assert_eq!(p.current(content(250_000), NOW + 1000).expect("again"), first, "unchanged: the same bytes");
     // A restart with a changed price: same key, the next sequence.
     drop(p);
-    let p = Publisher::open(&dir, validity).expect("reopen");
+    let p = Publisher::open(dir, validity).expect("reopen");
     let second = p.current(content(300_000), NOW + 2000).expect("changed");
     let ok = v.verify(&second, NOW + 2000).expect("verifies");
     assert_eq!((ok.catalog.sequence, ok.catalog.prices.price_micros), (2, 300_000));
@@ -240,22 +238,22 @@ fn the_publisher_keeps_its_key_and_sequence_and_resigns_when_needed() {
     let fifth = p.current(content(300_000), later).expect("after loss");
     assert_eq!(v.verify(&fifth, later).expect("verifies").catalog.sequence, 5);
     // A shorter validity configured: the longer-lived catalog is replaced at once.
-    let p = Publisher::open(&dir, Duration::from_secs(60)).expect("reopen");
+    let p = Publisher::open(dir, Duration::from_secs(60)).expect("reopen");
     let sixth = p.current(content(300_000), later + 1).expect("shorter validity");
     let ok = v.verify(&sixth, later + 1).expect("verifies");
     assert_eq!((ok.catalog.sequence, ok.catalog.expires_at), (6, later + 1 + 60_000));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_rotated_key_signs_the_next_catalog_and_carries_the_statement() {
-    let dir = temp_dir("rotation");
-    let p = Publisher::open(&dir, Duration::from_secs(3600)).expect("open");
+    let scratch = temp_dir("rotation");
+    let dir = scratch.path();
+    let p = Publisher::open(dir, Duration::from_secs(3600)).expect("open");
     let old = p.public_key().expect("key");
-    assert_eq!(signing_key(&dir).expect("the same key"), old);
+    assert_eq!(signing_key(dir).expect("the same key"), old);
     let mut v = Verifier::first_use();
     v.verify(&p.current(content(1), NOW).expect("first"), NOW).expect("first");
-    let rotation = rotate_key(&dir).expect("rotate");
+    let rotation = rotate_key(dir).expect("rotate");
     assert_eq!((rotation.from, rotation.sequence), (old, 2));
     assert_eq!(p.public_key().expect("key"), rotation.to, "the running publisher uses the new key");
     let next = p.current(content(1), NOW + 10).expect("next");
@@ -269,16 +267,15 @@ fn a_rotated_key_signs_the_next_catalog_and_carries_the_statement() {
     let mut behind = Verifier::pinned(Pin { key: old, last: None });
     behind.verify(&later, NOW + 20).expect("one rotation behind follows");
     // Two rotations behind: the statement is from a key that customer never pinned.
-    rotate_key(&dir).expect("rotate again");
+    rotate_key(dir).expect("rotate again");
     let twice = p.current(content(2), NOW + 30).expect("twice");
     assert_eq!(code(Verifier::pinned(Pin { key: old, last: None }).verify(&twice, NOW + 30)), "catalog_key_unknown");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn rotation_needs_a_key_to_rotate() {
-    let dir = temp_dir("no-key");
-    let e = rotate_key(&dir).expect_err("no key yet");
+    let scratch = temp_dir("no-key");
+    let dir = scratch.path();
+    let e = rotate_key(dir).expect_err("no key yet");
     assert!(e.to_string().contains("no catalog signing key yet"), "{e}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -312,10 +312,8 @@ mod tests {
 
     use super::*;
 
-    fn temp_dir(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("svc-relay-admission-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    fn temp_dir(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(&format!("svc-relay-admission-{name}-")).tempdir().expect("a scratch directory")
     }
 
     fn signed(token: &str, hostname: &str) -> RegisterRequest {
@@ -336,10 +334,11 @@ mod tests {
 
     #[test]
     fn a_token_admits_once_before_it_expires() {
-        let dir = temp_dir("once");
-        let issued = issue_admission_token(&dir, "north", Duration::from_secs(60)).expect("issued");
+        let scratch = temp_dir("once");
+        let dir = scratch.path();
+        let issued = issue_admission_token(dir, "north", Duration::from_secs(60)).expect("issued");
         assert!(issued.plaintext.starts_with("adm_") && issued.plaintext.len() == 68);
-        let store = RelayStore::open(&dir).expect("open");
+        let store = RelayStore::open(dir).expect("open");
 
         let unknown = store.admit(&signed("adm_nope", "gw1.example.test"), now_ms()).expect_err("unknown");
         assert_eq!((unknown.code(), unknown.status()), ("admission_token_unknown", StatusCode::FORBIDDEN));
@@ -366,16 +365,16 @@ mod tests {
         assert_eq!((again.code(), again.status()), ("admission_token_used", StatusCode::CONFLICT));
         assert!(again.to_string().contains("gw1.example.test"), "{again}");
         assert_eq!(store.admitted_gateways().expect("list"), [admitted]);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn hostnames_belong_to_one_operator_and_names_are_labels() {
-        let dir = temp_dir("hostnames");
-        let north = issue_admission_token(&dir, "north", Duration::from_secs(60)).expect("north");
-        let south = issue_admission_token(&dir, "south", Duration::from_secs(60)).expect("south");
-        let north2 = issue_admission_token(&dir, "north", Duration::from_secs(60)).expect("north again");
-        let store = RelayStore::open(&dir).expect("open");
+        let scratch = temp_dir("hostnames");
+        let dir = scratch.path();
+        let north = issue_admission_token(dir, "north", Duration::from_secs(60)).expect("north");
+        let south = issue_admission_token(dir, "south", Duration::from_secs(60)).expect("south");
+        let north2 = issue_admission_token(dir, "north", Duration::from_secs(60)).expect("north again");
+        let store = RelayStore::open(dir).expect("open");
         let first = store.admit(&signed(&north.plaintext, "gw1.example.test"), now_ms()).expect("north");
         let taken = store.admit(&signed(&south.plaintext, "gw1.example.test"), now_ms()).expect_err("taken");
         assert_eq!(taken.code(), "gateway_hostname_taken");
@@ -391,10 +390,9 @@ mod tests {
         for bad in ["", "North", "-a", "a-", "a.b", &"a".repeat(64)] {
             assert!(operator_name(bad).is_err(), "{bad}");
         }
-        let refused = issue_admission_token(&dir, "Bad Name", Duration::from_secs(1)).expect_err("bad name");
+        let refused = issue_admission_token(dir, "Bad Name", Duration::from_secs(1)).expect_err("bad name");
         assert!(matches!(refused, StoreError::Refused { code: "invalid_operator_name", .. }));
         let bad_host = store.admit(&signed(&north2.plaintext, "localhost"), now_ms()).expect_err("bad hostname");
         assert_eq!(bad_host.code(), "invalid_hostname");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -268,10 +268,8 @@ mod tests {
 
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("svc-relay-files-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    fn scratch(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(&format!("svc-relay-files-{name}-")).tempdir().expect("a scratch directory")
     }
 
     fn mode(path: &Path) -> u32 {
@@ -280,18 +278,19 @@ mod tests {
 
     #[test]
     fn a_staged_bundle_is_private_and_stays_only_when_kept() {
-        let dir = scratch("stage");
-        std::fs::create_dir_all(&dir).expect("mkdir");
+        let scratch = scratch("stage");
+        let dir = scratch.path();
+        std::fs::create_dir_all(dir).expect("mkdir");
         let files = vec![("server.js".to_owned(), b"x".to_vec()), ("lib/a.js".to_owned(), b"y".to_vec())];
         let secrets = BTreeMap::from([("TOKEN".to_owned(), "s3cret".to_owned())]);
-        drop(StagedBundle::write(&dir, "dep_1", 1, &files, &secrets).expect("staged"));
-        let mut placed = StagedBundle::write(&dir, "dep_1", 1, &files, &secrets).expect("staged");
+        drop(StagedBundle::write(dir, "dep_1", 1, &files, &secrets).expect("staged"));
+        let mut placed = StagedBundle::write(dir, "dep_1", 1, &files, &secrets).expect("staged");
         placed.place().expect("placed");
         assert!(dir.join("dep_1/r1/app/server.js").is_file());
         drop(placed);
-        assert_eq!(std::fs::read_dir(&dir).expect("read").count(), 0, "an unkept bundle leaves nothing");
+        assert_eq!(std::fs::read_dir(dir).expect("read").count(), 0, "an unkept bundle leaves nothing");
 
-        let mut kept = StagedBundle::write(&dir, "dep_2", 1, &files, &secrets).expect("staged");
+        let mut kept = StagedBundle::write(dir, "dep_2", 1, &files, &secrets).expect("staged");
         kept.place().expect("placed");
         kept.keep();
         let landed = dir.join("dep_2/r1");
@@ -299,9 +298,9 @@ mod tests {
         assert_eq!(mode(&landed.join("app/lib")), 0o700);
         assert_eq!(mode(&landed.join("app/server.js")), 0o600);
         assert_eq!(mode(&landed.join(SECRETS_FILE)), 0o600);
-        assert_eq!(std::fs::read_dir(&dir).expect("read").count(), 1, "no staging left");
+        assert_eq!(std::fs::read_dir(dir).expect("read").count(), 1, "no staging left");
         // The next revision lands beside the first, which stays.
-        let mut next = StagedBundle::write(&dir, "dep_2", 2, &files, &secrets).expect("staged");
+        let mut next = StagedBundle::write(dir, "dep_2", 2, &files, &secrets).expect("staged");
         next.place().expect("placed");
         next.keep();
         assert!(dir.join("dep_2/r2/app/server.js").is_file() && dir.join("dep_2/r1/app/server.js").is_file());
@@ -311,24 +310,24 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(entries.len(), 2, "no staging left beside the revisions: {entries:?}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_job_directory_overlapping_the_data_directory_is_refused() {
-        let dir = scratch("overlap");
+        let scratch = scratch("overlap");
+        let dir = scratch.path();
         let data = dir.join("relay");
-        for jobs in [data.clone(), data.join("jobs"), dir.clone()] {
+        for jobs in [data.clone(), data.join("jobs"), dir.to_path_buf()] {
             let refused = prepare_dirs(&data, &jobs).expect_err("overlapping");
             assert!(refused.to_string().contains("must be apart"), "{refused}");
         }
         assert!(data.is_dir(), "the data directory stays");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_sweep_removes_unknown_deployments_and_nothing_else() {
-        let dir = scratch("sweep");
+        let scratch = scratch("sweep");
+        let dir = scratch.path();
         let (data, jobs) = prepare_dirs(&dir.join("relay"), &dir.join("elsewhere")).expect("prepared");
         let store = RelayStore::open(&data).expect("store");
         for name in ["photos", ".config", "dep_0123456789abcdef", ".staging-dep_0123456789abcdef"] {
@@ -343,12 +342,12 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, [".config", "photos"]);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn files_from_before_revisions_become_the_first_revision() {
-        let dir = scratch("revisions");
+        let scratch = scratch("revisions");
+        let dir = scratch.path();
         let deployments = dir.join("deployments");
         let old = deployments.join("dep_0123456789abcdef");
         std::fs::create_dir_all(old.join("app/lib")).expect("mkdir");
@@ -361,7 +360,6 @@ mod tests {
         assert!(deployments.join("photos/app").is_dir(), "only deployments are touched");
         migrate_to_revisions(&deployments).expect("a second run changes nothing");
         assert!(old.join("r1/app/lib/a.js").is_file());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -379,10 +377,10 @@ mod tests {
             super::super::jobs_dir_beside(Path::new("/var/lib/svc/relay")),
             Path::new("/var/lib/svc/relay-jobs")
         );
-        let dir = scratch("prepare");
+        let scratch = scratch("prepare");
+        let dir = scratch.path();
         let (data, jobs) = prepare_dirs(&dir.join("relay"), &dir.join("relay-jobs")).expect("prepared");
         assert!(data.is_absolute() && jobs.is_absolute());
         assert_eq!((mode(&data), mode(&jobs), mode(&data.join("deployments"))), (0o700, 0o700, 0o700));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -119,8 +119,8 @@ mod tests {
     /// compromised agent had planted in its own state directory.
     #[test]
     fn links_planted_in_the_agent_directory_are_never_written_through() {
-        let dir = std::env::temp_dir().join(format!("svc-layout-links-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let dir = scratch.path();
         let agent_dir = dir.join("agent");
         create_private_dir(&agent_dir).expect("mkdir");
         let outside = dir.join("host-file");
@@ -155,6 +155,5 @@ mod tests {
         assert_eq!(written.gateway_ca, Path::new("/agent/gateway-ca.pem"), "the copy the agent sees");
         assert_eq!(spec.app.env, [("PORT".to_owned(), "3000".to_owned()), ("A".to_owned(), "b".to_owned())]);
         assert_eq!(spec.agent.env, [], "the agent gets no app environment");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

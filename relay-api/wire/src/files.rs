@@ -73,8 +73,8 @@ mod tests {
 
     #[test]
     fn a_planted_link_is_replaced_not_written_through() {
-        let dir = std::env::temp_dir().join(format!("svc-agent-files-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let dir = scratch.path().join("state");
         create_private_dir(&dir).expect("mkdir");
         let target = dir.join("precious");
         std::fs::write(&target, b"keep me").expect("write");
@@ -87,6 +87,5 @@ mod tests {
         let mode = std::fs::metadata(&link).expect("meta").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert_eq!(std::fs::read_dir(&dir).expect("read").count(), 2, "no temporary file left");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

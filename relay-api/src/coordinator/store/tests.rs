@@ -1,17 +1,13 @@
 //! The store's rules, over a real SQLite file: funding bounds, the state machine, sessions,
 //! refunds and rewards, and the ledger identities under random operation sequences.
 
-use std::path::PathBuf;
-
 use super::*;
 use crate::coordinator::model::SessionState;
 
 const PERIOD_MS: i64 = 60_000;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("svc-relay-store-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("svc-relay-store-{name}-")).tempdir().expect("a scratch directory")
 }
 
 fn new_deployment(store: &RelayStore, id: &str, ceiling: u64) -> Deployment {
@@ -63,8 +59,9 @@ fn names(id: &str) -> Vec<String> {
 
 #[test]
 fn funding_is_bounded_once_per_quote_and_sessions_settle_exactly() {
-    let dir = temp_dir("fund");
-    let store = RelayStore::open(&dir).expect("open");
+    let scratch = temp_dir("fund");
+    let dir = scratch.path();
+    let store = RelayStore::open(dir).expect("open");
     let d = new_deployment(&store, "dep_1", 1_000);
     let later = now_ms() + 60_000;
     store.add_quote(&quote("q1", "dep_1", 300, 2, later)).expect("quote");
@@ -129,13 +126,13 @@ fn funding_is_bounded_once_per_quote_and_sessions_settle_exactly() {
     assert_eq!(store.claim("gw-op", later).expect("claim").1, 241);
     assert_eq!(code(store.claim("gw-op", later).expect_err("twice")), "nothing_claimable");
     assert_eq!(store.rewards("gw-op", later).expect("rewards").claimed_micros, 241);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn transitions_follow_the_machine_and_are_recorded() {
-    let dir = temp_dir("transitions");
-    let store = RelayStore::open(&dir).expect("open");
+    let scratch = temp_dir("transitions");
+    let dir = scratch.path();
+    let store = RelayStore::open(dir).expect("open");
     let d = new_deployment(&store, "dep_1", 1_000);
     assert!(matches!(
         store.transition(&d.id, DeploymentState::Live, "skip validation"),
@@ -171,9 +168,8 @@ fn transitions_follow_the_machine_and_are_recorded() {
     };
     assert_eq!(code(store.create_deployment(&clash).expect_err("taken")), "hostname_taken");
     drop(store);
-    let store = RelayStore::open(&dir).expect("reopen");
+    let store = RelayStore::open(dir).expect("reopen");
     assert_eq!(store.deployment(&d.id).expect("kept").state, DeploymentState::Validating);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A small deterministic generator (xorshift64*): the property test needs no crate, and a
@@ -214,8 +210,9 @@ fn check_identities(store: &RelayStore, ids: &[String], now: i64, context: &str)
 
 #[test]
 fn the_ledger_balances_under_random_deploy_fund_degrade_stop_refund_and_claim() {
-    let dir = temp_dir("property");
-    let store = RelayStore::open(&dir).expect("open");
+    let scratch = temp_dir("property");
+    let dir = scratch.path();
+    let store = RelayStore::open(dir).expect("open");
     let terms = Terms { reward_share_bps: 6_999, downtime_tolerance_bps: 500, settlement_delay_ms: 90_000 };
     let (mut refunds, mut claims, mut unserved) = (0u32, 0u32, 0u64);
     for seed in 1..=40u64 {
@@ -321,13 +318,13 @@ fn the_ledger_balances_under_random_deploy_fund_degrade_stop_refund_and_claim() 
     }
     // The sequences did reach every path (the identities were not checked on empty ledgers).
     assert!(refunds > 20 && claims > 5 && unserved > 0, "refunds {refunds}, claims {claims}, unserved {unserved}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_store_from_before_route_keys_loses_its_clear_credentials_on_open() {
-    let dir = temp_dir("route-keys-migration");
-    std::fs::create_dir_all(&dir).expect("mkdir");
+    let scratch = temp_dir("route-keys-migration");
+    let dir = scratch.path();
+    std::fs::create_dir_all(dir).expect("mkdir");
     let path = dir.join(DATABASE_FILE);
     let credential = "c".repeat(40) + "clear-credential";
     let secret = "s".repeat(40) + "clear-route-secret";
@@ -349,7 +346,7 @@ fn a_store_from_before_route_keys_loses_its_clear_credentials_on_open() {
         )
         .expect("a deployment");
     }
-    let store = RelayStore::open(&dir).expect("migrates");
+    let store = RelayStore::open(dir).expect("migrates");
     let d = store.deployment("dep_1").expect("kept");
     assert_eq!(d.state, DeploymentState::Live);
     assert_eq!(store.route_keys("dep_1").expect("read"), None, "new keys come with the next launch");
@@ -359,13 +356,13 @@ fn a_store_from_before_route_keys_loses_its_clear_credentials_on_open() {
     for clear in [&credential, &secret] {
         assert!(!bytes.windows(clear.len()).any(|w| w == clear.as_bytes()), "{clear} is still in the files");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_chatty_job_keeps_only_its_newest_log_lines() {
-    let dir = temp_dir("log-retention");
-    let store = RelayStore::open(&dir).expect("store");
+    let scratch = temp_dir("log-retention");
+    let dir = scratch.path();
+    let store = RelayStore::open(dir).expect("store");
     new_deployment(&store, "d1", 1_000_000);
     new_deployment(&store, "d2", 1_000_000);
     store.append_logs("d2", "app", &["other".to_owned()]).expect("append");
@@ -378,7 +375,6 @@ fn a_chatty_job_keeps_only_its_newest_log_lines() {
     assert!(kept.len() as i64 >= activity::LOG_LINES_KEPT, "the newest are all there: {}", kept.len());
     assert_eq!(kept.last().map(|e| e.line.as_str()), Some("line 12499"));
     assert_eq!(store.logs("d2", 0, 10).expect("logs").len(), 1, "another deployment's lines stay");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
@@ -395,8 +391,9 @@ fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
 
 #[test]
 fn a_successor_replaces_the_deployments_revision_only_when_promoted() {
-    let dir = temp_dir("successor");
-    let store = RelayStore::open(&dir).expect("store");
+    let scratch = temp_dir("successor");
+    let dir = scratch.path();
+    let store = RelayStore::open(dir).expect("store");
     let d = new_deployment(&store, "d1", 5_000_000);
     assert_eq!((d.revision, store.next_revision("d1").expect("next")), (1, 2));
     assert_eq!(store.put_successor(&successor("d1", 2, "sha256:two")).expect("recorded"), None);
@@ -439,14 +436,14 @@ fn a_successor_replaces_the_deployments_revision_only_when_promoted() {
         code(store.put_successor(&successor("d1", 4, "sha256:four")).expect_err("stopped")),
         "deployment_stopped"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 16: "a corrupt row silently becomes a default" (an unknown state read as `failed`).
 #[test]
 fn a_corrupt_row_fails_loudly_instead_of_reading_as_a_default() {
-    let dir = temp_dir("corrupt");
-    let store = RelayStore::open(&dir).expect("store");
+    let scratch = temp_dir("corrupt");
+    let dir = scratch.path();
+    let store = RelayStore::open(dir).expect("store");
     new_deployment(&store, "d1", 5_000_000);
     store.conn().expect("conn").execute("UPDATE deployments SET state = 'bogus' WHERE id = 'd1'", []).expect("corrupt");
     let read = store.deployment("d1").expect_err("an unknown state");
@@ -457,5 +454,4 @@ fn a_corrupt_row_fails_loudly_instead_of_reading_as_a_default() {
         .execute("UPDATE deployments SET state = 'live', ceiling_micros = -5", [])
         .expect("corrupt");
     assert!(matches!(store.deployment("d1"), Err(StoreError::Backend(_))), "a negative amount");
-    let _ = std::fs::remove_dir_all(&dir);
 }
