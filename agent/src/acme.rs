@@ -275,15 +275,14 @@ mod tests {
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         ca_params.distinguished_name.push(rcgen::DnType::CommonName, "another CA");
         let other_ca = ca_params.self_signed(&other_key).expect("ca");
-        let dir = std::env::temp_dir().join(format!("agent-acme-untrusted-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let dir = scratch.path();
         let ca_file = dir.join("other-ca.pem");
         std::fs::write(&ca_file, other_ca.pem()).expect("write");
 
         let url = format!("https://{addr}/dir");
         let source = AcmeSource { directory_url: &url, contact: &[], directory_ca: Some(&ca_file) };
-        let err = account(&source, &dir).await.err().expect("refused").to_string();
-        let _ = std::fs::remove_dir_all(&dir);
+        let err = account(&source, dir).await.err().expect("refused").to_string();
         assert!(err.contains(&url), "names the URL: {err}");
         assert!(err.contains("invalid peer certificate"), "names the certificate problem: {err}");
         assert!(err.contains("UnknownIssuer"), "names the certificate problem: {err}");

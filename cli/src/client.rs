@@ -305,8 +305,8 @@ mod tests {
 
     #[test]
     fn https_takes_a_ca_file_and_names_a_bad_one() {
-        let dir = std::env::temp_dir().join(format!("svc-cli-ca-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let dir = scratch.path();
         let empty = dir.join("empty.pem");
         std::fs::write(&empty, "no certificate here").expect("write");
         let refused = Client::new("https://svc.example", None, Some(&empty)).expect_err("no certificate");
@@ -314,6 +314,5 @@ mod tests {
         assert!(refused.to_string().contains("empty.pem"), "{refused}");
         let missing = Client::new("https://svc.example", None, Some(&dir.join("missing.pem")));
         assert!(matches!(missing, Err(ClientError::Ca { .. })));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -66,8 +66,8 @@ fn warnings_keep_exit_0() {
 
 #[test]
 fn invalid_exits_1_with_one_json_answer() {
-    let dir = std::env::temp_dir().join(format!("svc-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let dir = scratch.path();
     for (name, body, schema_version) in [
         ("empty.json", "", Value::Null),
         ("truncated.json", r#"{"schema": "svc.application-manifest", "schemaVersion": 5,"#, Value::Null),
@@ -84,7 +84,6 @@ fn invalid_exits_1_with_one_json_answer() {
         assert_eq!(json["schemaVersion"], schema_version, "{name}");
         assert!(!json["diagnostics"].as_array().expect("array").is_empty(), "{name}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -337,7 +336,8 @@ fn an_unknown_execution_mode_is_not_an_execution_mode() {
 /// that names an organization now refuses them before touching the data directory.
 #[test]
 fn organization_names_break_no_hostname_and_touch_nothing_when_refused() {
-    let dir = std::env::temp_dir().join(format!("svc-cli-org-{}", std::process::id()));
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let dir = scratch.path();
     let data = dir.join("relay");
     let data = data.to_str().expect("UTF-8");
     for args in [
@@ -352,7 +352,7 @@ fn organization_names_break_no_hostname_and_touch_nothing_when_refused() {
     }
     let out = svc(&["relay", "admin", "invite", "--data-dir", data, "--org", "Acme"], None);
     assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean \"acme\""));
-    assert!(!dir.exists(), "nothing was created for a refused name");
+    assert_eq!(std::fs::read_dir(dir).map(Iterator::count).ok(), Some(0), "nothing was created for a refused name");
 }
 
 /// A typo'd `--data-dir` made a second store and printed a token no server read. Admin
@@ -360,7 +360,8 @@ fn organization_names_break_no_hostname_and_touch_nothing_when_refused() {
 /// command on a new machine, and the servers make one), naming the path.
 #[test]
 fn a_typod_data_dir_is_refused_and_nothing_is_created() {
-    let dir = std::env::temp_dir().join(format!("svc-cli-typo-{}", std::process::id()));
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let dir = scratch.path();
     let typo = dir.join("relya");
     let typo = typo.to_str().expect("UTF-8");
     for args in [
@@ -375,12 +376,10 @@ fn a_typod_data_dir_is_refused_and_nothing_is_created() {
         assert!(err.contains(typo) && err.contains("no such data directory"), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "no token printed: {args:?}");
     }
-    assert!(!dir.exists(), "nothing was created");
+    assert_eq!(std::fs::read_dir(dir).map(Iterator::count).ok(), Some(0), "nothing was created");
     // The README's first command still makes its directory.
     let out = svc(&["relay", "admin", "invite", "--data-dir", typo, "--org", "acme"], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = svc(&["relay", "admin", "token", "--data-dir", typo, "--org", "acme"], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(format!("{typo}-jobs"));
 }

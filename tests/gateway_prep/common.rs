@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use gateway_prep::Root;
@@ -19,18 +18,13 @@ mod mock_dns;
 #[allow(unused_imports)] // init.rs needs no DNS
 pub use mock_dns::MockDns;
 
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-/// A fresh empty directory, removed on drop.
-pub struct TempDir(pub PathBuf);
+/// A fresh empty directory (its path, and the guard that removes it on drop).
+pub struct TempDir(pub PathBuf, tempfile::TempDir);
 
 impl TempDir {
     pub fn new(name: &str) -> TempDir {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("gateway-prep-{name}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
+        let guard = tempfile::Builder::new().prefix(&format!("gateway-prep-{name}-")).tempdir().expect("temp dir");
+        TempDir(guard.path().to_path_buf(), guard)
     }
 
     pub fn root(&self) -> Root {
@@ -66,12 +60,6 @@ impl TempDir {
         walk(&self.0, &self.0, &mut out);
         out.sort();
         out
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

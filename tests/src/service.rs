@@ -87,37 +87,31 @@ pub fn svc(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.output().expect("svc runs")
 }
 
-/// A fresh, empty directory under the system temp dir, removed when dropped.
+/// A fresh, empty directory under the system temp dir (`tempfile`), removed when dropped,
+/// with the job directory a coordinator or the demo made beside it (`DIR-jobs`).
 #[derive(Debug)]
-pub struct TempDir(PathBuf);
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     /// Creates one; `name` helps find it when a test fails.
     pub fn new(name: &str) -> TempDir {
-        static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("svc-e2e-{name}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
+        TempDir(tempfile::Builder::new().prefix(&format!("svc-e2e-{name}-")).tempdir().expect("temp dir"))
     }
 
     /// Its path.
     pub fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
 
     /// Its path as text.
     pub fn str(&self) -> &str {
-        self.0.to_str().expect("UTF-8 temp path")
+        self.path().to_str().expect("UTF-8 temp path")
     }
 }
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-        // The job directory a coordinator or the demo made beside it (`DIR-jobs`).
-        let mut jobs = self.0.clone().into_os_string();
+        let mut jobs = self.path().as_os_str().to_owned();
         jobs.push("-jobs");
         let _ = std::fs::remove_dir_all(jobs);
     }

@@ -232,9 +232,9 @@ mod tests {
 
     #[test]
     fn listeners_are_found_in_the_kernels_tables() {
-        let dir = std::env::temp_dir().join(format!("gateway-prep-proc-net-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let root = Root::new(&dir);
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let dir = scratch.path();
+        let root = Root::new(dir);
         assert_eq!(listening_on(&root, 443), None);
         std::fs::create_dir_all(dir.join("proc/net")).expect("dir");
         let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
@@ -243,7 +243,6 @@ mod tests {
         std::fs::write(dir.join("proc/net/tcp"), tcp).expect("tcp");
         assert_eq!(listening_on(&root, 443), Some(true));
         assert_eq!(listening_on(&root, 8080), Some(false), "8080 is an established connection, not a listener");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

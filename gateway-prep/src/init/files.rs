@@ -167,9 +167,9 @@ mod tests {
 
     #[test]
     fn files_are_classified_by_content_mode_and_record() {
-        let dir = std::env::temp_dir().join(format!("gateway-prep-classify-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let root = Root::new(&dir);
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let dir = scratch.path();
+        let root = Root::new(dir);
         let path = Path::new("/etc/x.conf");
         const B: Fingerprint = Fingerprint::Bytes;
         assert_eq!(classify(&root, path, "a\n", 0o644, B, None, false), Action::Create);
@@ -197,6 +197,5 @@ mod tests {
         assert_eq!(g.of(b"not json"), sha256_hex(b"not json"));
         let leftovers: Vec<_> = std::fs::read_dir(dir.join("etc")).expect("dir").collect();
         assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -103,9 +103,7 @@ fn accept_errors_back_off_instead_of_spinning_when_out_of_descriptors() {
 
 /// A real ClientHello for a name no route has (any CA will do: the child never answers it).
 fn client_hello_for_unknown_name() -> Vec<u8> {
-    let ca = relay_api::ca::DevCa::open(&std::env::temp_dir().join(format!("svc-accept-ca-{}", std::process::id())))
-        .expect("a CA");
-    let hello = client_hello(ca.cert_pem(), &format!("unknown.{HOST}"));
-    let _ = std::fs::remove_dir_all(ca.cert_path.parent().expect("the CA's directory"));
-    hello
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let ca = relay_api::ca::DevCa::open(scratch.path()).expect("a CA");
+    client_hello(ca.cert_pem(), &format!("unknown.{HOST}"))
 }

@@ -703,45 +703,44 @@ impl Transaction for SqliteTransaction<'_> {
 mod tests {
     use super::*;
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("svc-store-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    fn temp_dir(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(&format!("svc-store-{name}-")).tempdir().expect("a scratch directory")
     }
 
     #[test]
     fn migrations_apply_once_and_reopen_finds_the_data() {
-        let dir = temp_dir("reopen");
+        let scratch = temp_dir("reopen");
+        let dir = scratch.path();
         {
-            let store = SqliteStore::open(&dir).expect("open");
+            let store = SqliteStore::open(dir).expect("open");
             let mut tx = store.write().expect("tx");
             let org = tx.ensure_organization("acme").expect("org");
             tx.insert_application(org.id, "web", "app_1").expect("app");
             tx.commit().expect("commit");
         }
-        let store = SqliteStore::open(&dir).expect("reopen");
+        let store = SqliteStore::open(dir).expect("reopen");
         let mut tx = store.read().expect("tx");
         let org = tx.organization("acme").expect("read").expect("org");
         assert_eq!(tx.application(org.id, "web").expect("read").expect("app").application_uid, "app_1");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn an_uncommitted_transaction_leaves_nothing() {
-        let dir = temp_dir("rollback");
-        let store = SqliteStore::open(&dir).expect("open");
+        let scratch = temp_dir("rollback");
+        let dir = scratch.path();
+        let store = SqliteStore::open(dir).expect("open");
         {
             let mut tx = store.write().expect("tx");
             tx.ensure_organization("acme").expect("org");
         }
         assert!(store.read().expect("tx").organization("acme").expect("read").is_none());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn policy_versions_are_immutable() {
-        let dir = temp_dir("immutable");
-        let store = SqliteStore::open(&dir).expect("open");
+        let scratch = temp_dir("immutable");
+        let dir = scratch.path();
+        let store = SqliteStore::open(dir).expect("open");
         let mut tx = store.write().expect("tx");
         let org = tx.ensure_organization("acme").expect("org");
         let app = tx.insert_application(org.id, "web", "app_1").expect("app");
@@ -764,6 +763,5 @@ mod tests {
         assert!(update.is_err_and(|e| e.to_string().contains("immutable")));
         assert!(conn.execute("DELETE FROM policy_versions", []).is_err());
         drop(conn);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
