@@ -61,31 +61,56 @@ pub fn same_set(a: &[String], b: &[String]) -> bool {
     sorted(a) == sorted(b)
 }
 
+/// Why the route's hostnames could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum HostnamesError {
+    /// A configured name is not a hostname.
+    #[error("{0:?} is not a DNS hostname")]
+    NotHostname(String),
+    /// The coordinator listed a name that is not a hostname.
+    #[error("the coordinator listed {0:?}, which is not a DNS hostname")]
+    ListedNotHostname(String),
+    /// The coordinator listed more than a certificate holds.
+    #[error("the coordinator listed {0} hostnames; a certificate holds at most {MAX_HOSTNAMES}")]
+    TooMany(usize),
+    /// The coordinator could not be asked.
+    #[error(transparent)]
+    Call(#[from] crate::http::CallError),
+    /// It answered something else.
+    #[error("{url}: not a hostnames answer ({source}): {text}")]
+    Answer {
+        /// Base and path.
+        url: String,
+        /// What serde found.
+        #[source]
+        source: serde_json::Error,
+        /// The answer.
+        text: String,
+    },
+}
+
 /// A hostname as certificates carry it (lower case, no trailing dot), or why it is not one.
-pub fn normalize(name: &str) -> Result<String, String> {
+pub fn normalize(name: &str) -> Result<String, HostnamesError> {
     let lowered = name.trim_end_matches('.').to_ascii_lowercase();
     // rustls's own parser decides: it refuses wildcards, IP addresses and bad labels.
     match rustls::pki_types::DnsName::try_from(lowered.as_str()) {
         Ok(_) => Ok(lowered),
-        Err(_) => Err(format!("{name:?} is not a DNS hostname")),
+        Err(_) => Err(HostnamesError::NotHostname(name.to_owned())),
     }
 }
 
 /// The route's names from the coordinator's list: the canonical name first (the route
 /// always has it), then the others in the coordinator's order, normalised, without repeats.
-pub fn route_set(canonical: &str, listed: &[String]) -> Result<Vec<String>, String> {
+pub fn route_set(canonical: &str, listed: &[String]) -> Result<Vec<String>, HostnamesError> {
     let mut names = vec![normalize(canonical)?];
     for name in listed {
-        let name = normalize(name).map_err(|e| format!("the coordinator listed {e}"))?;
+        let name = normalize(name).map_err(|_| HostnamesError::ListedNotHostname(name.clone()))?;
         if !names.contains(&name) {
             names.push(name);
         }
     }
     if names.len() > MAX_HOSTNAMES {
-        return Err(format!(
-            "the coordinator listed {} hostnames; a certificate holds at most {MAX_HOSTNAMES}",
-            names.len()
-        ));
+        return Err(HostnamesError::TooMany(names.len()));
     }
     Ok(names)
 }
@@ -97,13 +122,17 @@ struct RouteAnswer {
 
 /// Asks the coordinator for the route's hostnames: canonical first, normalised. `None` when
 /// no coordinator is configured.
-pub async fn fetch(config: &AgentConfig) -> Option<Result<Vec<String>, String>> {
+pub async fn fetch(config: &AgentConfig) -> Option<Result<Vec<String>, HostnamesError>> {
     let base = config.coordinator.as_deref()?;
     let body = serde_json::json!({"routeId": config.route_id, "credential": config.credential});
-    let answer = crate::http::post_json(base, "/api/agent/route", &body).await.and_then(|text| {
-        serde_json::from_str::<RouteAnswer>(&text)
-            .map_err(|e| format!("{base}/api/agent/route: not a hostnames answer ({e}): {text}"))
-    });
+    let answer =
+        crate::http::post_json(base, "/api/agent/route", &body).await.map_err(HostnamesError::from).and_then(|text| {
+            serde_json::from_str::<RouteAnswer>(&text).map_err(|source| HostnamesError::Answer {
+                url: format!("{base}/api/agent/route"),
+                source,
+                text,
+            })
+        });
     Some(answer.and_then(|a| route_set(&config.hostname, &a.hostnames)))
 }
 
@@ -125,7 +154,7 @@ mod tests {
         assert!(route_set("app.localhost", &names(&["bad name.localhost"])).is_err());
         let many: Vec<String> = (0..MAX_HOSTNAMES).map(|i| format!("h{i}.localhost")).collect();
         let err = route_set("app.localhost", &many).expect_err("over the limit");
-        assert!(err.contains("at most 100"), "{err}");
+        assert!(err.to_string().contains("at most 100"), "{err}");
     }
 
     #[test]

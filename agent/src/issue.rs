@@ -33,7 +33,9 @@ pub(crate) async fn obtain(
                 "routeId": config.route_id, "credential": config.credential, "csr": csr_pem,
                 "validitySecs": validity_secs,
             });
-            let chain = crate::http::post_json(url, "/api/dev-ca/sign", &body).await.map_err(CertError::Issuer)?;
+            let chain = crate::http::post_json(url, "/api/dev-ca/sign", &body)
+                .await
+                .map_err(|e| CertError::Issuer(e.to_string()))?;
             Ok((chain, Duration::from_secs(*validity_secs)))
         }
     }

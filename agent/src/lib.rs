@@ -25,6 +25,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use config::{AgentConfig, CertificateSource};
+pub use http::CallError;
 // The protocol and shared parts live in `relay-wire`; here under their old names too.
 pub use relay_wire::{accept, challenge, files, idle, wire};
 

@@ -103,9 +103,9 @@ async fn refresh_names(config: &AgentConfig, names: &Hostnames, last_error: &mut
                 tracing::info!("svc agent: route {} now has hostnames {listed}", config.route_id);
             }
         }
-        Some(Err(e)) if last_error.as_deref() != Some(e.as_str()) => {
+        Some(Err(e)) if last_error.as_deref() != Some(e.to_string().as_str()) => {
             tracing::warn!("svc agent: the route's hostnames: {e}; keeping the current ones");
-            *last_error = Some(e);
+            *last_error = Some(e.to_string());
         }
         // The same error again, or no coordinator.
         Some(Err(_)) | None => {}

@@ -91,26 +91,43 @@ pub fn tunnel_cert(hostname: &str) -> Result<TunnelCert, KeyError> {
     Ok(TunnelCert { cert_pem: certified.cert.pem(), key_pem: certified.signing_key.serialize_pem() })
 }
 
+/// Why a certificate and key do not make a TLS server identity.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// The certificate file is not PEM.
+    #[error("the certificate is not PEM: {0}")]
+    CertificatePem(#[source] rustls::pki_types::pem::Error),
+    /// It holds no certificate.
+    #[error("the certificate file holds no certificate")]
+    NoCertificate,
+    /// The key file is not PEM.
+    #[error("the key is not PEM: {0}")]
+    KeyPem(#[source] rustls::pki_types::pem::Error),
+    /// They do not go together (or rustls refuses them).
+    #[error("the certificate and key do not make a TLS identity: {0}")]
+    Mismatch(#[source] rustls::Error),
+}
+
 /// Whether a certificate chain and a key (PEM) make a usable TLS server identity with the
 /// ring provider; the reason when not.
-pub fn check_tls_identity(cert_pem: &str, key_pem: &str) -> Result<(), String> {
+pub fn check_tls_identity(cert_pem: &str, key_pem: &str) -> Result<(), IdentityError> {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("the certificate is not PEM: {e}"))?;
+        .map_err(IdentityError::CertificatePem)?;
     if certs.is_empty() {
-        return Err("the certificate file holds no certificate".into());
+        return Err(IdentityError::NoCertificate);
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("the key is not PEM: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(IdentityError::KeyPem)?;
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(IdentityError::Mismatch)?
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .map(|_| ())
-        .map_err(|e| format!("the certificate and key do not make a TLS identity: {e}"))
+        .map_err(IdentityError::Mismatch)
 }
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ pub fn gateway(root: &Root) -> CheckResult {
     let read = |p: &Path| root.read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
     let identity = read(&file.tunnel_cert)
         .and_then(|cert| read(&file.tunnel_key).map(|key| (cert, key)))
-        .and_then(|(cert, key)| check_tls_identity(&cert, &key));
+        .and_then(|(cert, key)| check_tls_identity(&cert, &key).map_err(|e| e.to_string()));
     if let Err(e) = identity {
         return CheckResult::fail(
             ID,
