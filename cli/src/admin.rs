@@ -41,8 +41,8 @@ fn data_dir_of(command: &AdminCommand) -> &std::path::Path {
 
 /// Runs one admin command; exit 0 done, 1 refused (with the reason), 2 store trouble.
 pub(crate) fn run(command: &AdminCommand) -> ExitCode {
-    if let Err(message) = crate::data_dir::existing(data_dir_of(command), "svc serve --data-dir") {
-        return crate::output::fail("svc admin", 2, "no_data_dir", &message);
+    if let Err(e) = crate::data_dir::existing(data_dir_of(command), "svc serve --data-dir") {
+        return crate::output::fail("svc admin", 2, "no_data_dir", &e.to_string());
     }
     let result = match command {
         AdminCommand::Token { command: TokenCommand::Create { target, role, name } } => {

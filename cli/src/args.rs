@@ -357,14 +357,19 @@ pub struct ProjectTarget {
 }
 
 /// A deployment ID: `dep_` and 16 lower-case hex digits.
-fn deployment_id(text: &str) -> Result<String, String> {
+fn deployment_id(text: &str) -> Result<String, NotDeploymentId> {
     let hex = text.strip_prefix("dep_").unwrap_or_default();
     if hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         Ok(text.to_owned())
     } else {
-        Err("a deployment ID is `dep_` and 16 hex digits, as `svc ingress list` prints it".to_owned())
+        Err(NotDeploymentId)
     }
 }
+
+/// What `--deployment` must be.
+#[derive(Debug, thiserror::Error)]
+#[error("a deployment ID is `dep_` and 16 hex digits, as `svc ingress list` prints it")]
+pub(crate) struct NotDeploymentId;
 
 /// `svc relay ...`
 #[derive(Debug, Subcommand)]

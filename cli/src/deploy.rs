@@ -158,34 +158,58 @@ fn quote_line(q: &Quote) -> String {
     )
 }
 
+/// Why the app directory cannot be sent.
+#[derive(Debug, thiserror::Error)]
+enum BundleError {
+    /// A directory or file could not be read.
+    #[error("cannot read {path}: {source}", path = path.display())]
+    Read {
+        /// Which.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is larger than a deployment carries.
+    #[error(
+        "the app directory {dir} holds more than {} MiB or {BUNDLE_MAX_FILES} files; point app.dir at the app alone",
+        BUNDLE_MAX_BYTES >> 20,
+        dir = dir.display()
+    )]
+    TooLarge {
+        /// The app directory.
+        dir: PathBuf,
+    },
+}
+
 /// Every file of the app directory (hidden entries skipped), base64.
-fn bundle(dir: &Path) -> Result<BTreeMap<String, String>, String> {
+fn bundle(dir: &Path) -> Result<BTreeMap<String, String>, BundleError> {
+    let read = |path: &Path| {
+        let path = path.to_owned();
+        move |source| BundleError::Read { path, source }
+    };
     let mut files = BTreeMap::new();
     let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
-        let entries = std::fs::read_dir(&current).map_err(|e| format!("cannot read {}: {e}", current.display()))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| format!("cannot read {}: {e}", current.display()))?;
+        for entry in std::fs::read_dir(&current).map_err(read(&current))? {
+            let entry = entry.map_err(read(&current))?;
             let name = entry.file_name();
             if name.to_string_lossy().starts_with('.') {
                 continue;
             }
             let path = entry.path();
-            let kind = entry.file_type().map_err(|e| format!("{}: {e}", path.display()))?;
+            let kind = entry.file_type().map_err(read(&path))?;
             if kind.is_dir() {
                 stack.push(path);
             } else if kind.is_file() {
-                let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let bytes = std::fs::read(&path).map_err(read(&path))?;
                 total += bytes.len() as u64;
                 if total > BUNDLE_MAX_BYTES || files.len() >= BUNDLE_MAX_FILES {
-                    return Err(format!(
-                        "the app directory {} holds more than {} MiB or {BUNDLE_MAX_FILES} files; point app.dir at the app alone",
-                        dir.display(),
-                        BUNDLE_MAX_BYTES >> 20
-                    ));
+                    return Err(BundleError::TooLarge { dir: dir.to_owned() });
                 }
-                let relative = path.strip_prefix(dir).map_err(|e| e.to_string())?;
+                // Walked from `dir`, so every path is under it.
+                let relative = path.strip_prefix(dir).unwrap_or(&path);
                 let key = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
                 files.insert(key, base64::engine::general_purpose::STANDARD.encode(bytes));
             }
@@ -219,7 +243,7 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
     let client = client(&t.relay, &t.trust)?;
     let project = &loaded.project;
     let app_dir = loaded.dir.join(&project.app.dir);
-    let files = bundle(&app_dir).map_err(|e| fail(EXIT_USAGE, "invalid_bundle", &e))?;
+    let files = bundle(&app_dir).map_err(|e| fail(EXIT_USAGE, "invalid_bundle", &e.to_string()))?;
     let mut secrets = BTreeMap::new();
     for (name, source) in &project.app.secrets {
         let value = std::env::var(&source.from_env).map_err(|_| {

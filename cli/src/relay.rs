@@ -56,7 +56,7 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
             }
             config.api_tls = tls.map(|t| t.tls);
         }
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     }
     let scheme = if config.api_tls.is_some() { "https" } else { "http" };
     if let Some(directory_url) = &args.acme_directory {
@@ -107,8 +107,8 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
             crate::data_dir::existing(data_dir, "svc relay admin invite --org ORG --data-dir")
         }
     };
-    if let Err(message) = existing {
-        return crate::output::fail("svc relay admin", 2, "no_data_dir", &message);
+    if let Err(e) = existing {
+        return crate::output::fail("svc relay admin", 2, "no_data_dir", &e.to_string());
     }
     match command {
         RelayAdminCommand::Invite { data_dir, org } => match coordinator::invite(data_dir, org) {

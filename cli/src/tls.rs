@@ -16,23 +16,36 @@ pub(crate) struct ServerTls {
     pub(crate) dev_ca: Option<PathBuf>,
 }
 
+/// Why the listener's TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ServerTlsError {
+    /// The certificate or key files (`--tls-cert`, `--tls-key`), or a development certificate.
+    #[error(transparent)]
+    Tls(#[from] svc_http::TlsError),
+    /// The development CA could not be opened.
+    #[error("the development CA: {0}")]
+    DevCa(#[source] relay_api::ca::CaError),
+    /// It could not issue a certificate.
+    #[error("a development certificate: {0}")]
+    DevCertificate(#[source] relay_api::ca::CaError),
+}
+
 /// The TLS the flags ask for; `dev_ca_dir` holds (or receives) the development CA.
 pub(crate) fn server_tls(
     args: &ListenerArgs,
     dev_ca_dir: &Path,
     listen: SocketAddr,
-) -> Result<Option<ServerTls>, String> {
+) -> Result<Option<ServerTls>, ServerTlsError> {
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        let tls = svc_http::Tls::from_files(cert, key).map_err(|e| e.to_string())?;
+        let tls = svc_http::Tls::from_files(cert, key)?;
         return Ok(Some(ServerTls { tls, dev_ca: None }));
     }
     if !args.dev_tls {
         return Ok(None);
     }
-    let ca = relay_api::ca::DevCa::open(dev_ca_dir).map_err(|e| format!("the development CA: {e}"))?;
-    let (chain, key) =
-        ca.issue(&dev_names(listen), DEV_VALIDITY).map_err(|e| format!("a development certificate: {e}"))?;
-    let tls = svc_http::Tls::from_pem(chain.as_bytes(), key.as_bytes()).map_err(|e| e.to_string())?;
+    let ca = relay_api::ca::DevCa::open(dev_ca_dir).map_err(ServerTlsError::DevCa)?;
+    let (chain, key) = ca.issue(&dev_names(listen), DEV_VALIDITY).map_err(ServerTlsError::DevCertificate)?;
+    let tls = svc_http::Tls::from_pem(chain.as_bytes(), key.as_bytes())?;
     Ok(Some(ServerTls { tls, dev_ca: Some(ca.cert_path.clone()) }))
 }
 
