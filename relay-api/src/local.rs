@@ -97,7 +97,7 @@ impl LocalCoordinator {
         if !VALIDITY.contains(&req.validity_secs) {
             return Err((StatusCode::BAD_REQUEST, format!("validitySecs must be within {VALIDITY:?}")));
         }
-        let names = csr_names(&req.csr).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
+        let names = csr_names(&req.csr).map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
         if let Some(other) = names.iter().find(|n| !route.hostnames.iter().any(|h| h.eq_ignore_ascii_case(n))) {
             return Err((StatusCode::FORBIDDEN, format!("{other} is not a hostname of route {}", route.route_id)));
         }
@@ -152,14 +152,25 @@ fn reply(answer: Result<String, Refusal>, content_type: &'static str) -> axum::r
     }
 }
 
-fn csr_names(csr_pem: &str) -> Result<Vec<String>, String> {
-    let csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| format!("not a CSR: {e}"))?;
+/// Why a CSR is not signed.
+#[derive(Debug, thiserror::Error)]
+enum CsrError {
+    /// Not a PEM CSR.
+    #[error("not a CSR: {0}")]
+    Unreadable(#[source] rcgen::Error),
+    /// It names something other than a DNS name.
+    #[error("only DNS names are signed, not {0}")]
+    NotDnsName(String),
+}
+
+fn csr_names(csr_pem: &str) -> Result<Vec<String>, CsrError> {
+    let csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem).map_err(CsrError::Unreadable)?;
     csr.params
         .subject_alt_names
         .iter()
         .map(|san| match san {
             rcgen::SanType::DnsName(name) => Ok(name.as_str().to_owned()),
-            other => Err(format!("only DNS names are signed, not {other:?}")),
+            other => Err(CsrError::NotDnsName(format!("{other:?}"))),
         })
         .collect()
 }

@@ -3,10 +3,8 @@
 //! coordinator, the agent (the `agent` library, as `svc agent run` runs it) and a tiny app.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -16,7 +14,7 @@ use relay_api::gateway::{Bound, Gateway, GatewayConfig, RouteConfig};
 use relay_api::hint::Stage;
 use relay_api::local::{LocalCoordinator, ephemeral};
 use relay_api::validation::{
-    Resolve, RouteTarget, RouteValidator, VALIDATOR_VERSION, Validation, ValidatorConfig, https,
+    Resolve, ResolveError, RouteTarget, RouteValidator, VALIDATOR_VERSION, Validation, ValidatorConfig, https,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -49,8 +47,13 @@ impl FixedResolve {
 }
 
 impl Resolve for FixedResolve {
-    fn resolve<'a>(&'a self, host: &'a str) -> Pin<Box<dyn Future<Output = Result<Vec<IpAddr>, String>> + Send + 'a>> {
-        Box::pin(async move { self.0.get(host).cloned().ok_or_else(|| format!("NXDOMAIN for {host}")) })
+    fn resolve<'a>(&'a self, host: &'a str) -> relay_api::validation::Resolved<'a> {
+        Box::pin(async move {
+            self.0
+                .get(host)
+                .cloned()
+                .ok_or_else(|| ResolveError::new(std::io::Error::other(format!("NXDOMAIN for {host}"))))
+        })
     }
 }
 

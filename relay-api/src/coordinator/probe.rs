@@ -57,11 +57,8 @@ impl std::fmt::Debug for PublicProbe {
 struct DnsResolve(Arc<DnsChecker>);
 
 impl Resolve for DnsResolve {
-    fn resolve<'a>(
-        &'a self,
-        host: &'a str,
-    ) -> Pin<Box<dyn Future<Output = Result<Vec<std::net::IpAddr>, String>> + Send + 'a>> {
-        Box::pin(async move { self.0.lookup_ips(host).await.map_err(|e| e.to_string()) })
+    fn resolve<'a>(&'a self, host: &'a str) -> crate::validation::Resolved<'a> {
+        Box::pin(async move { self.0.lookup_ips(host).await.map_err(crate::validation::ResolveError::new) })
     }
 }
 

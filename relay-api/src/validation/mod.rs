@@ -44,11 +44,26 @@ pub const VALIDATOR_VERSION: &str = "route-validation/2";
 /// The challenge route on the job.
 pub const CHALLENGE_PATH: &str = "/.well-known/svc/challenge";
 
+/// Why a name did not resolve: the resolver's own error, kept as the cause.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ResolveError(#[from] pub Box<dyn std::error::Error + Send + Sync>);
+
+impl ResolveError {
+    /// An error of any type.
+    pub fn new(cause: impl std::error::Error + Send + Sync + 'static) -> ResolveError {
+        ResolveError(Box::new(cause))
+    }
+}
+
+/// The addresses of a name, or why there are none.
+pub type Resolved<'a> = Pin<Box<dyn Future<Output = Result<Vec<IpAddr>, ResolveError>> + Send + 'a>>;
+
 /// Resolves a hostname to addresses (the coordinator passes its DNS checker; tests pass a
 /// fixed map).
 pub trait Resolve: Send + Sync {
     /// The addresses of `host`, or why there are none.
-    fn resolve<'a>(&'a self, host: &'a str) -> Pin<Box<dyn Future<Output = Result<Vec<IpAddr>, String>> + Send + 'a>>;
+    fn resolve<'a>(&'a self, host: &'a str) -> Resolved<'a>;
 }
 
 /// The system's resolver (`getaddrinfo`, through tokio).
@@ -56,9 +71,9 @@ pub trait Resolve: Send + Sync {
 pub struct SystemResolve;
 
 impl Resolve for SystemResolve {
-    fn resolve<'a>(&'a self, host: &'a str) -> Pin<Box<dyn Future<Output = Result<Vec<IpAddr>, String>> + Send + 'a>> {
+    fn resolve<'a>(&'a self, host: &'a str) -> Resolved<'a> {
         Box::pin(async move {
-            let found = tokio::net::lookup_host((host, 0)).await.map_err(|e| e.to_string())?;
+            let found = tokio::net::lookup_host((host, 0)).await.map_err(ResolveError::new)?;
             Ok(found.map(|a| a.ip()).collect())
         })
     }
