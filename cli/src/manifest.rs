@@ -22,7 +22,7 @@ pub(crate) fn validate(path: &Path, format: OutputFormat) -> ExitCode {
         Ok(input) => input,
         Err(message) => {
             // With --format json, the shared envelope (exactly one JSON value on stdout).
-            return crate::output::fail("svc", EXIT_USAGE, "unreadable_file", &message);
+            return crate::output::fail("svc", EXIT_USAGE, "unreadable_file", &message.to_string());
         }
     };
     let report = validate_document(&bytes);
@@ -101,7 +101,7 @@ pub(crate) fn digest(path: &Path, facts: &FactArgs) -> ExitCode {
 /// Reads and validates the manifest at `path`: its model and authored digest when it is
 /// valid; otherwise the problem goes to standard error and the exit code comes back.
 fn read_valid_manifest(path: &Path) -> Result<(Manifest, String), ExitCode> {
-    let (name, bytes) = read_input(path).map_err(|message| fail(EXIT_USAGE, &message))?;
+    let (name, bytes) = read_input(path).map_err(|e| fail(EXIT_USAGE, &e.to_string()))?;
     let report = validate_document(&bytes);
     let manifest = valid_manifest(&report, &name, &bytes).ok_or(ExitCode::from(EXIT_INVALID))?;
     Ok((manifest, report.authored_digest().unwrap_or_default()))
@@ -152,21 +152,38 @@ fn fail(code: u8, message: &str) -> ExitCode {
 
 /// Reads at most one byte past the input limit, so an oversized input is reported as
 /// `input_too_large` without being read whole.
-fn read_input(path: &Path) -> Result<(String, Vec<u8>), String> {
+fn read_input(path: &Path) -> Result<(String, Vec<u8>), InputError> {
     let limit = (MAX_INPUT_BYTES + 1) as u64;
     let mut bytes = Vec::new();
     if path == Path::new("-") {
-        std::io::stdin()
-            .lock()
-            .take(limit)
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        std::io::stdin().lock().take(limit).read_to_end(&mut bytes).map_err(InputError::Stdin)?;
         return Ok(("<stdin>".to_owned(), bytes));
     }
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if file.metadata().is_ok_and(|m| m.is_dir()) {
-        return Err(format!("cannot read {}: it is a directory", path.display()));
+    let file = |source| InputError::File { path: path.to_owned(), source };
+    let opened = std::fs::File::open(path).map_err(file)?;
+    if opened.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(InputError::Directory(path.to_owned()));
     }
-    file.take(limit).read_to_end(&mut bytes).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    opened.take(limit).read_to_end(&mut bytes).map_err(file)?;
     Ok((path.display().to_string(), bytes))
+}
+
+/// Why a manifest could not be read.
+#[derive(Debug, thiserror::Error)]
+enum InputError {
+    /// Standard input failed.
+    #[error("cannot read standard input: {0}")]
+    Stdin(#[source] std::io::Error),
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}", path = path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The path is a directory.
+    #[error("cannot read {}: it is a directory", .0.display())]
+    Directory(std::path::PathBuf),
 }

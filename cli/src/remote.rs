@@ -321,7 +321,7 @@ pub(crate) fn schema(kind: SchemaKind, server: Option<&str>, trust: &Trust) -> E
             let _ = std::io::stdout().write_all(&bytes);
             ExitCode::SUCCESS
         }
-        Err(message) => fail(EXIT_USAGE, "schema_unavailable", &message),
+        Err(e) => fail(EXIT_USAGE, "schema_unavailable", &e.to_string()),
     }
 }
 
@@ -341,7 +341,7 @@ fn cache_dir() -> Option<PathBuf> {
 
 /// The service's schema: a conditional GET with the cached digest; the cache is used on 304,
 /// replaced on 200 (after checking the bytes match their ETag).
-fn fetch_schema(client: &Client, kind: SchemaKind) -> Result<Vec<u8>, String> {
+fn fetch_schema(client: &Client, kind: SchemaKind) -> Result<Vec<u8>, SchemaFetchError> {
     let dir = cache_dir().map(|d| d.join("schemas"));
     let key = sha256(format!("{} {}", client.base(), route(kind)).as_bytes());
     let index = dir.as_ref().map(|d| d.join(format!("{}.etag", &key[7..23])));
@@ -355,16 +355,14 @@ fn fetch_schema(client: &Client, kind: SchemaKind) -> Result<Vec<u8>, String> {
         .and_then(|e| Some((e, std::fs::read(cached_file(e)?).ok()?)))
         .filter(|(e, bytes)| e.trim_matches('"') == sha256(bytes));
     let headers: Vec<(&str, &str)> = cached.as_ref().map(|(e, _)| vec![("if-none-match", *e)]).unwrap_or_default();
-    let response = client.send(Method::GET, route(kind), None, &headers).map_err(|e| e.to_string())?;
+    let response = client.send(Method::GET, route(kind), None, &headers)?;
     match response.status {
-        304 => cached
-            .map(|(_, bytes)| bytes)
-            .ok_or_else(|| "the service answered 304 to an unconditional request".to_owned()),
+        304 => cached.map(|(_, bytes)| bytes).ok_or(SchemaFetchError::Unconditional304),
         200 => {
             let etag = response.header("etag").unwrap_or("").to_owned();
             let digest = sha256(&response.body);
             if etag.trim_matches('"') != digest {
-                return Err(format!("the schema's bytes ({digest}) do not match its ETag {etag}; not using it"));
+                return Err(SchemaFetchError::Digest { digest, etag });
             }
             if let (Some(dir), Some(index), Some(file)) = (&dir, &index, cached_file(&etag)) {
                 // A cache that cannot be written is only slower.
@@ -374,6 +372,35 @@ fn fetch_schema(client: &Client, kind: SchemaKind) -> Result<Vec<u8>, String> {
             }
             Ok(response.body)
         }
-        status => Err(format!("{} answered {status} for {}", client.base(), route(kind))),
+        status => Err(SchemaFetchError::Status { base: client.base().to_owned(), status, route: route(kind) }),
     }
+}
+
+/// Why the service's schema could not be had.
+#[derive(Debug, thiserror::Error)]
+enum SchemaFetchError {
+    /// The request failed.
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
+    /// A 304 without a cached copy to match.
+    #[error("the service answered 304 to an unconditional request")]
+    Unconditional304,
+    /// The bytes are not what their ETag says.
+    #[error("the schema's bytes ({digest}) do not match its ETag {etag}; not using it")]
+    Digest {
+        /// What the bytes hash to.
+        digest: String,
+        /// What the service said.
+        etag: String,
+    },
+    /// Another status.
+    #[error("{base} answered {status} for {route}")]
+    Status {
+        /// The service.
+        base: String,
+        /// Its answer.
+        status: u16,
+        /// The route asked.
+        route: &'static str,
+    },
 }

@@ -110,7 +110,7 @@ pub fn registration(root: &Root) -> CheckResult {
         Err(e) => {
             return CheckResult::fail(
                 ID,
-                e,
+                e.to_string(),
                 "restore the record from a backup; without it init would register again, which needs a new admission token",
             );
         }

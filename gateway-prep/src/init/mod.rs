@@ -320,7 +320,7 @@ fn gateway_json(root: &Root, opts: &InitOptions) -> String {
 /// Runs init: plans, refuses changed files, registers (once), writes.
 pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
     let root = &opts.root;
-    let record = Registration::read(root).map_err(InitError::Conflict)?;
+    let record = Registration::read(root).map_err(|e| InitError::Conflict(e.to_string()))?;
     let hostname = match (&opts.hostname, &record) {
         (Some(h), _) => {
             relay_dns::customer_hostname(h.trim()).map_err(|e| InitError::Usage(format!("--hostname: {e}")))?

@@ -28,6 +28,37 @@ pub struct Registration {
     pub files: BTreeMap<String, String>,
 }
 
+/// Why the registration record cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// It could not be read.
+    #[error("cannot read {path}: {source}", path = path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not a registration record.
+    #[error("{path} is not a valid registration record: {source}", path = path.display())]
+    Invalid {
+        /// The record's host path.
+        path: PathBuf,
+        /// What serde found.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// It was written by another version.
+    #[error("{path} has version {version}; this gateway-prep reads version {VERSION}", path = path.display())]
+    Version {
+        /// The record's host path.
+        path: PathBuf,
+        /// Its version.
+        version: u32,
+    },
+}
+
 impl Registration {
     /// The record's host path.
     pub fn path() -> PathBuf {
@@ -35,21 +66,17 @@ impl Registration {
     }
 
     /// Reads the record under `root`: `Ok(None)` when there is none.
-    pub fn read(root: &Root) -> Result<Option<Registration>, String> {
+    pub fn read(root: &Root) -> Result<Option<Registration>, RecordError> {
         let path = root.path(Registration::path());
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(source) => return Err(RecordError::Read { path, source }),
         };
         let record: Registration = serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not a valid registration record: {e}", Registration::path().display()))?;
+            .map_err(|source| RecordError::Invalid { path: Registration::path(), source })?;
         if record.version != VERSION {
-            return Err(format!(
-                "{} has version {}; this gateway-prep reads version {VERSION}",
-                Registration::path().display(),
-                record.version
-            ));
+            return Err(RecordError::Version { path: Registration::path(), version: record.version });
         }
         Ok(Some(record))
     }
