@@ -63,9 +63,9 @@ pub(crate) fn compile(
     }
     let compiled = match materialize(manifest, resolved, tx, organization, target)? {
         Ok(compiled) => compiled,
-        Err(message) => {
+        Err(why) => {
             // Layers 3-4 resolve every fact a policy needs; reaching this is a bug.
-            out.push(Diagnostic::error(Layer::Publication, Code::InternalError, "", message));
+            out.push(Diagnostic::error(Layer::Publication, Code::InternalError, "", why.to_string()));
             return Ok(Outcome { diagnostics: out, compiled: None });
         }
     };
@@ -74,19 +74,37 @@ pub(crate) fn compile(
     Ok(Outcome { diagnostics: out, compiled: Some(compiled) })
 }
 
+/// Why a policy could not be materialized once layers 3-5 passed (a bug: they resolve every
+/// fact a policy needs).
+#[derive(Debug, thiserror::Error)]
+enum Uncompiled {
+    /// The V4 policy refused the facts.
+    #[error(transparent)]
+    V4(#[from] crate::policy::PolicyError),
+    /// The V5 policy refused the facts.
+    #[error(transparent)]
+    V5(#[from] crate::policy_v5::PolicyV5Error),
+    /// The release resolved to nothing of its schema version.
+    #[error("the release did not resolve")]
+    Unresolved,
+    /// The policy has no canonical JSON form.
+    #[error("the policy has no canonical JSON form: {0}")]
+    Canonical(#[source] serde_json::Error),
+}
+
 fn materialize(
     manifest: &Manifest,
     resolved: Option<Resolved>,
     tx: &mut dyn Transaction,
     organization: &Organization,
     target: &Application,
-) -> Result<Result<Compiled, String>, StoreError> {
+) -> Result<Result<Compiled, Uncompiled>, StoreError> {
     let (policy, jobs, execution) = match (manifest, resolved) {
         (Manifest::V4(m), Some(Resolved::V4(artifact))) => {
             let facts = ServerFacts { application_uid: target.application_uid.clone(), artifact };
             match PolicyV4::materialize(m, &facts) {
                 Ok(p) => (canonical_json(&p), u64::from(m.deployment.parallelism), "scheduled"),
-                Err(e) => return Ok(Err(e.to_string())),
+                Err(e) => return Ok(Err(e.into())),
             }
         }
         (Manifest::V5(m), Some(Resolved::V5 { artifact, image })) => {
@@ -99,25 +117,25 @@ fn materialize(
             };
             match PolicyV5::materialize(m, &facts) {
                 Ok(p) => (canonical_json(&p), u64::from(m.deployment.jobs), execution),
-                Err(e) => return Ok(Err(e.to_string())),
+                Err(e) => return Ok(Err(e.into())),
             }
         }
-        _ => return Ok(Err("the release did not resolve".to_owned())),
+        _ => return Ok(Err(Uncompiled::Unresolved)),
     };
     Ok(match policy {
         Ok(policy) => {
             let policy_digest = crate::digest::sha256(policy.as_bytes());
             Ok(Compiled { policy, policy_digest, jobs, execution })
         }
-        Err(e) => Err(format!("the policy has no canonical JSON form: {e}")),
+        Err(e) => Err(Uncompiled::Canonical(e)),
     })
 }
 
 /// RFC 8785 canonical JSON of a policy: serde_json's fast writer, then our reader and our
 /// canonical writer (a policy holds no float, so the fast path always applies); the
 /// reference implementation otherwise. A test checks both give the same bytes.
-fn canonical_json<T: serde::Serialize>(policy: &T) -> Result<String, String> {
-    let plain = serde_json::to_string(policy).map_err(|e| e.to_string())?;
+fn canonical_json<T: serde::Serialize>(policy: &T) -> Result<String, serde_json::Error> {
+    let plain = serde_json::to_string(policy)?;
     let (root, problems) = crate::parse::json(&plain);
     let fast = root
         .filter(|_| problems.is_empty())
@@ -125,7 +143,7 @@ fn canonical_json<T: serde::Serialize>(policy: &T) -> Result<String, String> {
         .and_then(|bytes| String::from_utf8(bytes).ok());
     match fast {
         Some(text) => Ok(text),
-        None => serde_json_canonicalizer::to_string(policy).map_err(|e| e.to_string()),
+        None => serde_json_canonicalizer::to_string(policy),
     }
 }
 
@@ -135,8 +153,8 @@ mod tests {
     fn the_fast_canonical_form_is_rfc_8785() {
         let value = serde_json::json!({"b": [1, {"z": "é\u{1}", "a": true}], "a": null, "é": "\"q\"", "A": 9007199254740991_u64});
         assert_eq!(
-            super::canonical_json(&value),
-            serde_json_canonicalizer::to_string(&value).map_err(|e| e.to_string())
+            super::canonical_json(&value).expect("canonical"),
+            serde_json_canonicalizer::to_string(&value).expect("the reference")
         );
     }
 }
