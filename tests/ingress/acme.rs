@@ -21,7 +21,7 @@ const HOST: &str = "acme-demo.test";
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
     let Some((pebble_bin, dns_bin)) = super::pebble::programs() else {
-        eprintln!("SVC_SKIP_PEBBLE=1: skipping the ACME test");
+        svc_e2e::skipped("the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway", "SVC_SKIP_PEBBLE=1");
         return;
     };
     let dir = TempDir::new("acme");

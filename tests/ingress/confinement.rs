@@ -257,7 +257,10 @@ async fn the_relay_store_holds_no_route_credential_or_route_key_in_clear() {
 #[tokio::test(flavor = "multi_thread")]
 async fn another_tenant_listening_on_the_apps_port_never_gets_its_traffic() {
     if uid_of(std::process::id()) != 0 {
-        eprintln!("skipped: jobs get a uid of their own only under a root service");
+        svc_e2e::skipped(
+            "another_tenant_listening_on_the_apps_port_never_gets_its_traffic",
+            "jobs get a uid of their own only under a root service",
+        );
         return;
     }
     let dir = TempDir::new("squat");
