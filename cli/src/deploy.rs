@@ -359,7 +359,7 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
             std::thread::sleep(Duration::from_millis(250));
             continue;
         }
-        if status.deployment.revision != d.revision && seen_revision < status.deployment.revision {
+        if status.deployment.revision > seen_revision {
             seen_revision = status.deployment.revision;
             say(t, &format!("revision {} serves", status.deployment.revision));
         }

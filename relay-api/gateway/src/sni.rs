@@ -85,13 +85,15 @@ async fn read(stream: &mut TcpStream, max_bytes: usize) -> Result<Hello, HelloEr
             Ok(Some(accepted)) => {
                 let hello = accepted.client_hello();
                 let name = hello.server_name().map(str::to_ascii_lowercase);
-                let offered: Vec<&[u8]> = hello.alpn().map(Iterator::collect).unwrap_or_default();
-                let route_id = offered
-                    .iter()
-                    .find_map(|p| p.strip_prefix(ROUTE_ALPN_PREFIX))
+                // Read in place: every public connection passes here.
+                let route_id = hello
+                    .alpn()
+                    .and_then(|mut offered| offered.find_map(|p| p.strip_prefix(ROUTE_ALPN_PREFIX)))
                     .and_then(|id| std::str::from_utf8(id).ok())
                     .map(str::to_owned);
-                let acme_tls = offered == [relay_wire::alpn::ACME_TLS_ALPN];
+                let acme_tls = hello.alpn().is_some_and(|mut offered| {
+                    offered.next() == Some(relay_wire::alpn::ACME_TLS_ALPN) && offered.next().is_none()
+                });
                 return match name {
                     Some(server_name) => Ok(Hello { server_name, route_id, acme_tls, bytes }),
                     None => Err(HelloError::NoSni),

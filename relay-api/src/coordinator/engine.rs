@@ -387,20 +387,18 @@ impl Engine {
                 .map(|s| job_key(&s.deployment_id, s.revision)),
         );
         keep.extend(self.draining_keys());
-        let current: HashMap<&str, u32> = active.iter().map(|d| (d.id.as_str(), d.revision)).collect();
+        let serving: HashMap<&str, u32> = active.iter().map(|d| (d.id.as_str(), d.revision)).collect();
         for key in self.jobs.ids().await.into_iter().filter(|key| !keep.contains(key)) {
-            let output = self.jobs.stop(&key, true).await;
-            self.log_output(&key, output);
-            // A revision that is not the deployment's any more goes with its job.
-            if let Some((id, revision)) = parse_job_key(&key)
-                && current.get(id).is_some_and(|&serving| serving != revision)
-                && successors.get(id).is_none_or(|s| s.revision != revision)
-            {
-                self.remove_revision(id, revision);
-            }
+            let Some((id, revision)) = parse_job_key(&key) else { continue };
+            // A revision that is not the deployment's any more goes with its job (a stopped
+            // deployment's files are swept).
+            let current = serving.get(id).copied();
+            let gone =
+                current.is_some_and(|c| c != revision) && successors.get(id).is_none_or(|s| s.revision != revision);
+            self.retire(id, revision, current.unwrap_or(revision), gone).await;
         }
         self.sync_routes().await;
-        self.tail_logs().await;
+        self.tail_logs(&serving).await;
     }
 
     /// Steps one deployment: a successor takes over at once if nothing serves, then the
@@ -437,10 +435,12 @@ impl Engine {
     async fn reap(&self) {
         for (key, output, verdict) in self.jobs.reap().await {
             let store = self.store();
-            self.log_output(&key, output);
             let Some((id, revision)) = parse_job_key(&key) else { continue };
+            let Ok(d) = store.deployment(id) else { continue };
+            self.record_output(id, revision, d.revision, output);
             // A successor's or a draining predecessor's job is not restarted.
-            if !self.reap_other_revision(id, revision, &verdict).await {
+            if d.revision != revision {
+                self.reap_other_revision(&d, revision, &verdict).await;
                 continue;
             }
             let outcome = match verdict {
@@ -482,7 +482,7 @@ impl Engine {
                 if self.jobs.restart_pending(&key) {
                     return Ok(());
                 }
-                self.log_output(&key, self.jobs.stop(&key, false).await);
+                self.record_output(&d.id, d.revision, d.revision, self.jobs.stop(&key, false).await);
                 match self.launch(d).await {
                     Ok(pids) => {
                         store.transition(
@@ -660,6 +660,11 @@ impl Engine {
                 routes.extend(self.route_config(d, &d.route_id, keys, &project_json, false));
             }
         }
+        // Validation schedules of routes no longer in use (a revision replaced, a deployment
+        // stopped) go with them.
+        if let Ok(mut due) = self.validate_at.lock() {
+            due.retain(|route_id, _| routes.iter().any(|r| &r.route_id == route_id));
+        }
         self.parts.gateway.set_routes(routes.clone());
         self.parts.signer.set_routes(routes);
     }
@@ -692,11 +697,9 @@ impl Engine {
         })
     }
 
-    /// Records a job's output lines in its deployment's logs; lines of a revision that does
-    /// not serve (a successor, a predecessor draining) say which.
-    fn log_output(&self, key: &str, output: super::jobs::Output) {
-        let Some((id, revision)) = parse_job_key(key) else { return };
-        let serving = self.store().deployment(id).map_or(revision, |d| d.revision);
+    /// Records output lines of revision `revision`'s job in its deployment's logs; lines of a
+    /// revision other than the `serving` one (a successor, a predecessor draining) say which.
+    fn record_output(&self, id: &str, revision: u32, serving: u32, output: super::jobs::Output) {
         for (source, lines) in output {
             if revision == serving {
                 let _ = self.store().append_logs(id, source, &lines);
@@ -707,10 +710,23 @@ impl Engine {
         }
     }
 
-    /// Copies new lines of each job's output into the deployment's logs.
-    async fn tail_logs(&self) {
+    /// Stops revision `revision`'s job for good and records its last output; its files and
+    /// agent state go too when `remove`.
+    async fn retire(&self, id: &str, revision: u32, serving: u32, remove: bool) {
+        let output = self.jobs.stop(&job_key(id, revision), true).await;
+        self.record_output(id, revision, serving, output);
+        if remove {
+            self.remove_revision(id, revision);
+        }
+    }
+
+    /// Copies new lines of each job's output into the deployment's logs (`serving`: each
+    /// active deployment's serving revision, read once per tick).
+    async fn tail_logs(&self, serving: &HashMap<&str, u32>) {
         for (key, output) in self.jobs.new_output().await {
-            self.log_output(&key, output);
+            if let Some((id, revision)) = parse_job_key(&key) {
+                self.record_output(id, revision, serving.get(id).copied().unwrap_or(revision), output);
+            }
         }
     }
 }

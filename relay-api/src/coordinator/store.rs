@@ -155,6 +155,12 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// A job's keys as stored (`credential_sha256`, `route_public_key`): none before its launch.
+fn route_keys_row(row: &Row<'_>) -> rusqlite::Result<Option<RouteKeys>> {
+    let (credential_sha256, route_public_key): (String, String) = (row.get(0)?, row.get(1)?);
+    Ok((!credential_sha256.is_empty()).then_some(RouteKeys { credential_sha256, route_public_key }))
+}
+
 /// A stored spelling read back. A value no version of this code writes is a corrupt row: it
 /// fails loudly (the API answers `internal_error`) instead of passing as some default.
 fn spelled<T>(row: &Row<'_>, index: usize, parse: impl FnOnce(&str) -> Option<T>) -> rusqlite::Result<T> {
@@ -452,13 +458,13 @@ impl RelayStore {
     /// launch.
     pub fn route_keys(&self, id: &str) -> Result<Option<RouteKeys>, StoreError> {
         let conn = self.conn()?;
-        let (credential_sha256, route_public_key): (String, String) = conn
-            .query_row("SELECT credential_sha256, route_public_key FROM deployments WHERE id = ?1", [id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?
-            .ok_or_else(|| StoreError::NotFound(format!("deployment {id}")))?;
-        Ok((!credential_sha256.is_empty()).then_some(RouteKeys { credential_sha256, route_public_key }))
+        conn.query_row(
+            "SELECT credential_sha256, route_public_key FROM deployments WHERE id = ?1",
+            [id],
+            route_keys_row,
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(format!("deployment {id}")))
     }
 
     /// Records the keys of the job about to be launched (the previous job's stop working).

@@ -40,6 +40,8 @@ const DRAIN_MIN: Duration = Duration::from_secs(1);
 pub(super) struct Draining {
     deployment_id: String,
     revision: u32,
+    /// The revision that took over.
+    successor: u32,
     route_id: String,
     since: Instant,
 }
@@ -155,6 +157,7 @@ impl Engine {
             draining.push(Draining {
                 deployment_id: d.id.clone(),
                 revision: d.revision,
+                successor: s.revision,
                 route_id: d.route_id.clone(),
                 since: Instant::now(),
             });
@@ -170,14 +173,12 @@ impl Engine {
     /// relaunched as the new revision. Returns the deployment as it is then.
     pub(super) async fn take_over_at_once(&self, d: &Deployment, s: &Successor) -> Result<Deployment, StoreError> {
         let store = self.store();
-        for revision in [d.revision, s.revision] {
-            let key = job_key(&d.id, revision);
-            let output = self.jobs.stop(&key, true).await;
-            self.log_output(&key, output);
-        }
+        // A successor job started while the deployment served is launched again as the
+        // deployment's own, with fresh keys.
+        self.retire(&d.id, s.revision, d.revision, false).await;
         let reason = format!("the deployment was {}, so nothing had to stay up", d.state);
         let mut promoted = store.promote(&d.id, s.revision, &reason)?;
-        self.remove_revision(&d.id, d.revision);
+        self.retire(&d.id, d.revision, s.revision, true).await;
         if promoted.state.runs_job() || promoted.state == DeploymentState::Failed {
             promoted = store.transition(
                 &d.id,
@@ -191,37 +192,29 @@ impl Engine {
 
     /// The successor failed: its job stops and its files go; the serving revision stays.
     async fn fail_successor(&self, d: &Deployment, s: &Successor, why: &str) -> Result<(), StoreError> {
-        let key = job_key(&d.id, s.revision);
-        let output = self.jobs.stop(&key, true).await;
-        self.log_output(&key, output);
+        self.retire(&d.id, s.revision, d.revision, true).await;
         self.store().set_successor_state(&d.id, s.revision, SuccessorState::Failed, why)?;
-        self.remove_revision(&d.id, s.revision);
         self.sync_routes().await;
         Ok(())
     }
 
-    /// A job that ended and is not its deployment's serving revision: a successor fails (its
-    /// app must not end before it is validated), a draining predecessor is done. Returns
-    /// whether the job is the serving one (restarted as usual).
-    pub(super) async fn reap_other_revision(&self, id: &str, revision: u32, verdict: &Verdict) -> bool {
-        let Ok(d) = self.store().deployment(id) else { return false };
-        if d.revision == revision {
-            return true;
-        }
+    /// A job of `d` that ended and is not its serving revision (its output is recorded): a
+    /// successor fails (its app must not end before it is validated), a draining predecessor
+    /// is done. Neither is restarted.
+    pub(super) async fn reap_other_revision(&self, d: &Deployment, revision: u32, verdict: &Verdict) {
         let exit = match verdict {
             Verdict::Restart { exit, .. } | Verdict::GiveUp { exit, .. } => *exit,
         };
-        if let Ok(Some(s)) = self.store().successor(id)
+        if let Ok(Some(s)) = self.store().successor(&d.id)
             && s.revision == revision
         {
             let why = format!("{exit} before it was validated");
-            if let Err(e) = self.fail_successor(&d, &s, &why).await {
-                let _ = self.store().append_logs(id, "route", &[format!("engine: {e}")]);
+            if let Err(e) = self.fail_successor(d, &s, &why).await {
+                let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
             }
         } else {
-            self.finish_draining(id, revision);
+            self.finish_draining(&d.id, revision);
         }
-        false
     }
 
     /// Stops the predecessors whose connections have ended, or whose time is up.
@@ -237,11 +230,8 @@ impl Engine {
             done
         };
         for d in done {
-            let key = job_key(&d.deployment_id, d.revision);
             let open = self.parts.gateway.active_connections(&d.route_id);
-            let output = self.jobs.stop(&key, true).await;
-            self.log_output(&key, output);
-            self.remove_revision(&d.deployment_id, d.revision);
+            self.retire(&d.deployment_id, d.revision, d.successor, true).await;
             let line = match open {
                 0 => format!("revision {} stopped: its connections had ended", d.revision),
                 n => format!(

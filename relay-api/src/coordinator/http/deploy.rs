@@ -198,7 +198,7 @@ async fn redeploy(
         && s.project_digest == shipment.digest
         && same_secrets(s.revision)
     {
-        return in_progress(engine, d, project, s.clone(), StatusCode::ACCEPTED);
+        return in_progress(engine, d, project, s.clone());
     }
     // Customer hostnames are managed on the deployment (`hostname add|remove`): a project
     // file that lists others than it has is not shipped, rather than half applied.
@@ -235,7 +235,7 @@ async fn redeploy(
     bundle.keep();
     engine.wake();
     let s = store.successor(&d.id)?.ok_or_else(|| ApiError::internal(&"the successor just recorded is gone"))?;
-    in_progress(engine, d, project, s, StatusCode::ACCEPTED)
+    in_progress(engine, d, project, s)
 }
 
 /// The answer to a deploy of the project the deployment already has.
@@ -258,7 +258,6 @@ fn in_progress(
     d: Deployment,
     project: &Project,
     s: crate::coordinator::model::Successor,
-    status: StatusCode,
 ) -> ApiResult<DeployResponse> {
     let store = engine.store();
     let now = crate::coordinator::store::now_ms();
@@ -281,7 +280,7 @@ fn in_progress(
         }
     };
     Ok((
-        status,
+        StatusCode::ACCEPTED,
         axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: false, successor: Some(s) }),
     ))
 }

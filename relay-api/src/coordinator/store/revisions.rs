@@ -136,16 +136,14 @@ impl RelayStore {
     /// The keys of the successor's job; `None` before it is launched.
     pub fn successor_keys(&self, deployment_id: &str) -> Result<Option<RouteKeys>, StoreError> {
         let conn = self.conn()?;
-        let keys: Option<(String, String)> = conn
+        let keys = conn
             .query_row(
                 "SELECT credential_sha256, route_public_key FROM successors WHERE deployment_id = ?1",
                 [deployment_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                super::route_keys_row,
             )
             .optional()?;
-        Ok(keys
-            .filter(|(c, _)| !c.is_empty())
-            .map(|(credential_sha256, route_public_key)| RouteKeys { credential_sha256, route_public_key }))
+        Ok(keys.flatten())
     }
 
     /// Records the keys of the successor's job about to be launched.
