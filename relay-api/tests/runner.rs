@@ -83,3 +83,77 @@ async fn a_job_printing_more_than_the_file_size_limit_keeps_running() {
     assert_eq!((lines, last.as_str()), (40_001, "done"));
     running.stop().await;
 }
+
+/// The processes whose command line holds `marker` (zombies have none: they hold nothing).
+fn processes_marked(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| line.split(|&b| b == 0).any(|arg| arg == marker.as_bytes()))
+        })
+        .collect()
+}
+
+/// Waits up to 5 s for every process marked `marker` to be gone; the ones left.
+async fn left_after_stop(marker: &str) -> Vec<u32> {
+    for _ in 0..100 {
+        let left = processes_marked(marker);
+        if left.is_empty() {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    processes_marked(marker)
+}
+
+/// A job whose app and agent loop for ever under `marker` (their `$0`, so it is on every
+/// command line of the sandbox: bwrap's, its namespace init's and the shell's).
+fn marked_job(id: &str, marker: &str) -> JobSpec {
+    let forever = |marker: &str| Confined {
+        argv: vec!["sh".into(), "-c".into(), "while :; do sleep 1; done".into(), marker.into()],
+        env: Vec::new(),
+        mounts: Vec::new(),
+        cwd: "/".into(),
+    };
+    JobSpec { id: id.to_owned(), app: forever(marker), agent: forever(marker), capture_output: false }
+}
+
+/// Found by `svc ingress demo` interrupted at once: a sandbox stopped within milliseconds of
+/// its launch left its namespace's init running (it takes bwrap's `--die-with-parent` only
+/// once the sandbox is built), orphaned, with the job in it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_stopped_right_after_launch_leaves_no_process() {
+    let runner = runner().await;
+    let mut leaked = Vec::new();
+    for round in 0..30 {
+        let marker = format!("svc-stop-at-once-{}-{round}", std::process::id());
+        let running = runner.launch(&marked_job("dep_brief", &marker)).expect("launched");
+        // Later rounds stop a little later, so every moment of the sandbox's setup is hit.
+        if round % 3 > 0 {
+            tokio::time::sleep(Duration::from_millis(round)).await;
+        }
+        running.stop().await;
+        leaked.extend(left_after_stop(&marker).await);
+    }
+    assert_eq!(leaked, Vec::<u32>::new(), "no process of a stopped job remains");
+}
+
+/// The same for a job dropped (a coordinator's shutdown) rather than stopped.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_dropped_right_after_launch_leaves_no_process() {
+    let runner = runner().await;
+    let mut leaked = Vec::new();
+    for round in 0..30 {
+        let marker = format!("svc-drop-at-once-{}-{round}", std::process::id());
+        let running = runner.launch(&marked_job("dep_dropped", &marker)).expect("launched");
+        if round % 3 > 0 {
+            tokio::time::sleep(Duration::from_millis(round)).await;
+        }
+        drop(running);
+        leaked.extend(left_after_stop(&marker).await);
+    }
+    assert_eq!(leaked, Vec::<u32>::new(), "no process of a dropped job remains");
+}

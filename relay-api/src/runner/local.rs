@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rustix::process::{Pid, Signal, kill_process};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -94,7 +95,7 @@ impl JobRunner for LocalRunner {
             processes: vec![(Part::App, app), (Part::Agent, agent)],
             output,
             readers,
-            _lease: lease,
+            lease: Some(lease),
         }))
     }
 }
@@ -141,14 +142,51 @@ impl Drop for UidLease {
 }
 
 struct LocalJob {
-    /// Processes still running. Declared before the lease, so they are killed (on drop)
-    /// before the uid is given back.
+    /// Processes still running; killed (by `Drop` or `stop`) before the uid is given back.
     processes: Vec<(Part, Child)>,
     /// Their output, line by line.
     output: mpsc::Receiver<(Part, String)>,
     /// The tasks reading their pipes.
     readers: JoinSet<()>,
-    _lease: UidLease,
+    /// Given back once the processes are gone (a field after them, or taken by `stop`).
+    lease: Option<UidLease>,
+}
+
+impl Drop for LocalJob {
+    /// A job dropped without [`RunningJob::stop`] (the coordinator shutting down) is killed
+    /// the same way; tokio reaps what is left.
+    fn drop(&mut self) {
+        for (_, child) in &mut self.processes {
+            kill_sandbox(child);
+        }
+    }
+}
+
+/// Kills a sandbox and every process in it, leaving no moment for one to escape.
+///
+/// bwrap's `--die-with-parent` is not enough: the init of the job's PID namespace asks for
+/// its parent-death signal only once the sandbox is built, so a job stopped in its first
+/// tens of milliseconds (a demo interrupted at once) lived on, orphaned. So the outer bwrap
+/// is stopped first: a pending signal aborts any fork, so the children it has now are all it
+/// will have, and being stopped it cannot reap them, so their pids cannot be reused. Each
+/// child is a namespace's init; killing it kills every process of its namespace (the
+/// kernel's rule). Then the outer bwrap goes too.
+fn kill_sandbox(child: &mut Child) {
+    // Already reaped: it ended, and its namespace with it.
+    let Some(outer) = child.id() else { return };
+    signal(outer, Signal::STOP);
+    for init in children(outer) {
+        signal(init, Signal::KILL);
+    }
+    // SIGKILL ends a stopped process too.
+    let _ = child.start_kill();
+}
+
+fn signal(pid: u32, signal: Signal) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        // It may be gone already: nothing left to do then.
+        let _ = kill_process(pid, signal);
+    }
 }
 
 impl RunningJob for LocalJob {
@@ -177,15 +215,15 @@ impl RunningJob for LocalJob {
         lines
     }
 
-    fn stop(self: Box<Self>) -> Stopping {
+    fn stop(mut self: Box<Self>) -> Stopping {
         Box::pin(async move {
-            let LocalJob { processes, mut output, mut readers, _lease } = *self;
-            for (_, mut child) in processes {
-                // SIGKILL to the sandbox: bwrap's `--die-with-parent` and the PID namespace take
-                // every process of the job with it, and its ports are free at once.
-                let _ = child.kill().await;
+            for (_, mut child) in std::mem::take(&mut self.processes) {
+                kill_sandbox(&mut child);
+                // Reaped here, so the job's ports are free when `stop` returns.
+                let _ = child.wait().await;
             }
-            drop(_lease);
+            self.lease.take();
+            let LocalJob { output, readers, .. } = &mut *self;
             // The pipes end with the processes; what they held is the job's last word.
             let mut lines = Vec::new();
             let drained = async {
