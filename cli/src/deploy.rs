@@ -99,17 +99,26 @@ pub(crate) fn call<T: DeserializeOwned>(
 }
 
 fn api_error(response: &Response) -> ExitCode {
-    let body = response.json();
-    let error = &body["error"];
-    let code = error["code"].as_str().unwrap_or("error");
-    let message = error["message"].as_str().unwrap_or("the relay refused the request");
     if crate::output::json() {
         crate::output::print_json(&crate::output::http_error(response.status, &response.body));
     }
-    eprintln!("svc ingress: {code} (HTTP {}): {message}", response.status);
+    eprint!("{}", api_error_text(response.status, &response.body));
+    ExitCode::from(EXIT_FAILED)
+}
+
+/// What a refusal of the relay prints on standard error: its code, status and message, then
+/// each diagnostic and the hints it carries.
+fn api_error_text(status: u16, body: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let error = &body["error"];
+    let code = error["code"].as_str().unwrap_or("error");
+    let message = error["message"].as_str().unwrap_or("the relay refused the request");
+    let mut out = format!("svc ingress: {code} (HTTP {status}): {message}\n");
     if let Some(diagnostics) = error["diagnostics"].as_array() {
         for d in diagnostics {
-            eprintln!(
+            let _ = writeln!(
+                out,
                 "  {} {}: {}",
                 d["pointer"].as_str().unwrap_or(""),
                 d["code"].as_str().unwrap_or(""),
@@ -118,9 +127,9 @@ fn api_error(response: &Response) -> ExitCode {
         }
     }
     if let Some(hints) = error.get("hints").and_then(|h| serde_json::from_value::<Vec<Hint>>(h.clone()).ok()) {
-        print_hints(&hints, &mut std::io::stderr());
+        out.push_str(&hints_text(&hints));
     }
-    ExitCode::from(EXIT_FAILED)
+    out
 }
 
 pub(crate) fn path(project: &str, rest: &str) -> String {
@@ -135,6 +144,14 @@ pub(crate) fn print_json(value: &impl serde::Serialize) {
 }
 
 fn print_hints(hints: &[Hint], out: &mut dyn std::io::Write) {
+    let _ = out.write_all(hints_text(hints).as_bytes());
+}
+
+/// Hints for people, numbered in the order given (the relay ranks them): stage, hostname,
+/// problem and code, then the fix and the exact DNS record when there is one.
+fn hints_text(hints: &[Hint]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     for (i, h) in hints.iter().enumerate() {
         let host = h.hostname.as_deref().map(|n| format!("{n}: ")).unwrap_or_default();
         let stage = serde_json::to_value(h.stage).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
@@ -144,6 +161,7 @@ fn print_hints(hints: &[Hint], out: &mut dyn std::io::Write) {
             let _ = writeln!(out, "   record: {}", record.zone_line());
         }
     }
+    out
 }
 
 fn quote_line(q: &Quote) -> String {
@@ -405,45 +423,51 @@ pub(crate) fn status(t: &ProjectTarget) -> ExitCode {
             print_json(&s);
             return Ok(());
         }
-        let d = &s.deployment;
-        println!(
-            "project {}  deployment {}  revision {}  state {} ({})",
-            d.project, d.id, d.revision, d.state, d.state_reason
-        );
-        if let Some(next) = &s.successor {
-            println!("next revision {}: {} ({})", next.revision, next.state.as_str(), next.reason);
-        }
-        println!("url {}", d.url);
-        let b = &s.balance;
-        println!(
-            "funds: funded {} spent {} refunded {} available {} micros; {} charged",
-            b.funded_micros,
-            b.spent_micros,
-            b.refunded_micros,
-            b.available_micros,
-            manifest_core::plural(d.periods_spent, "period")
-        );
-        if let Some(q) = &s.latest_quote {
-            println!("price: {} micros per {} s", q.price_micros, q.period_secs);
-        }
-        for h in &s.hostnames {
-            println!("hostname {} {}", h.hostname, h.state.as_str());
-        }
-        for v in &s.validations {
-            println!(
-                "validation {} {} ({})",
-                v.hostname,
-                if v.passed { "passed" } else { "failed" },
-                v.validator_version
-            );
-        }
-        if !s.hints.is_empty() {
-            println!("hints:");
-            print_hints(&s.hints, &mut std::io::stdout());
-        }
+        print!("{}", status_text(&s));
         Ok(())
     };
     run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// What `svc ingress status` prints for people: state, funds, hostnames, validations, hints.
+fn status_text(s: &Status) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let d = &s.deployment;
+    let _ = writeln!(
+        out,
+        "project {}  deployment {}  revision {}  state {} ({})",
+        d.project, d.id, d.revision, d.state, d.state_reason
+    );
+    if let Some(next) = &s.successor {
+        let _ = writeln!(out, "next revision {}: {} ({})", next.revision, next.state.as_str(), next.reason);
+    }
+    let _ = writeln!(out, "url {}", d.url);
+    let b = &s.balance;
+    let _ = writeln!(
+        out,
+        "funds: funded {} spent {} refunded {} available {} micros; {} charged",
+        b.funded_micros,
+        b.spent_micros,
+        b.refunded_micros,
+        b.available_micros,
+        manifest_core::plural(d.periods_spent, "period")
+    );
+    if let Some(q) = &s.latest_quote {
+        let _ = writeln!(out, "price: {} micros per {} s", q.price_micros, q.period_secs);
+    }
+    for h in &s.hostnames {
+        let _ = writeln!(out, "hostname {} {}", h.hostname, h.state.as_str());
+    }
+    for v in &s.validations {
+        let verdict = if v.passed { "passed" } else { "failed" };
+        let _ = writeln!(out, "validation {} {verdict} ({})", v.hostname, v.validator_version);
+    }
+    if !s.hints.is_empty() {
+        out.push_str("hints:\n");
+        out.push_str(&hints_text(&s.hints));
+    }
+    out
 }
 
 /// `svc ingress logs`
@@ -653,3 +677,6 @@ pub(crate) fn schema() -> ExitCode {
     print!("{}", relay_api::project::schema());
     ExitCode::SUCCESS
 }
+
+#[cfg(test)]
+mod tests;

@@ -113,4 +113,91 @@ mod tests {
         assert_eq!(json["record"]["type"], "CNAME");
         assert_eq!(json["stage"], "caa");
     }
+
+    /// A hint as a person reads it: code, stage and hostname, then problem, fix and record.
+    fn text(hint: &Hint) -> String {
+        let stage = serde_json::to_value(hint.stage).expect("stage");
+        let mut out = format!("{} [{}]", hint.code, stage.as_str().unwrap_or_default());
+        if let Some(host) = &hint.hostname {
+            out.push_str(&format!(" {host}"));
+        }
+        out.push_str(&format!("\n  problem: {}\n  fix: {}\n", hint.problem, hint.fix));
+        if let Some(record) = &hint.record {
+            out.push_str(&format!("  record: {}\n", record.zone_line()));
+        }
+        out
+    }
+
+    /// Every hint the DNS checks give, one of each code and CAA case, in one snapshot
+    /// (`snapshots/relay_dns__hint__tests__every_dns_hint_text.snap`): a changed wording is
+    /// reviewed there.
+    #[test]
+    fn every_dns_hint_text() {
+        use crate::caa::{Forbidden, forbids_hint};
+        use crate::records::{cname_check, lookup_failed, txt_check};
+        use crate::{Check, LookupFailure};
+
+        const HOST: &str = "shop.example.test";
+        const CANON: &str = "node-demo-acme.relay.test";
+        let failed = |check: Check| match check {
+            Check::Failed(hint) => hint,
+            Check::Passed => panic!("expected a failure"),
+        };
+        let timeout = || LookupFailure { query: "CNAME shop.example.test".into(), reason: "request timed out".into() };
+        let le = vec!["letsencrypt.org".to_owned(), "pki.goog".to_owned()];
+        let others = Forbidden::OtherIssuers { allowed: vec!["other-ca.example".into()] };
+        let hints = [
+            failed(cname_check(HOST, CANON, Ok(vec![]))),
+            failed(cname_check(HOST, CANON, Ok(vec!["old.example.net".into()]))),
+            failed(cname_check(HOST, CANON, Err(timeout()))),
+            failed(txt_check(HOST, "tok-123", Ok(vec![]))),
+            failed(txt_check(HOST, "tok-123", Ok((0..5).map(|i| format!("old-token-{i}")).collect()))),
+            lookup_failed(
+                Stage::Caa,
+                HOST,
+                &LookupFailure { query: "CAA example.test".into(), reason: "the server answered SERVFAIL".into() },
+            ),
+            forbids_hint(HOST, "example.test", "example.test", &others, &le, false),
+            forbids_hint(HOST, HOST, "a.relay.test", &Forbidden::OtherIssuers { allowed: vec![] }, &le, false),
+            forbids_hint(HOST, HOST, HOST, &others, &le, true),
+            forbids_hint(
+                HOST,
+                HOST,
+                HOST,
+                &Forbidden::ChallengeExcluded {
+                    property: "0 issue \"letsencrypt.org; validationmethods=dns-01\"".into(),
+                },
+                &le,
+                false,
+            ),
+            forbids_hint(
+                HOST,
+                "example.test",
+                "example.test",
+                &Forbidden::UnknownCritical { property: "128 tbs \"x\"".into() },
+                &le,
+                false,
+            ),
+        ];
+        insta::assert_snapshot!(hints.iter().map(text).collect::<Vec<_>>().join("\n"));
+    }
+
+    /// Every error a DNS check can refuse with, as the CLI and the API show it.
+    #[test]
+    fn every_dns_error_text() {
+        use crate::DnsError;
+        let errors = [
+            DnsError::InvalidName {
+                role: "hostname",
+                input: "Shop_.example".into(),
+                reason: "a label has a character other than a-z, 0-9 and -".into(),
+            },
+            DnsError::InvalidToken { reason: "it holds a double quote".into() },
+            DnsError::NoCaIdentities,
+            DnsError::Config("no nameserver".into()),
+            DnsError::SystemConfig("No such file or directory (os error 2)".into()),
+            DnsError::Lookup { query: "A shop.example.com".into(), reason: "request timed out".into() },
+        ];
+        insta::assert_snapshot!(errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"));
+    }
 }
