@@ -17,7 +17,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use serde_json::json;
 
@@ -100,12 +99,6 @@ pub enum AdmissionError {
     Store(#[from] StoreError),
 }
 
-impl From<rusqlite::Error> for AdmissionError {
-    fn from(e: rusqlite::Error) -> AdmissionError {
-        AdmissionError::Store(e.into())
-    }
-}
-
 impl AdmissionError {
     /// The stable code of the error envelope.
     pub fn code(&self) -> &'static str {
@@ -173,20 +166,10 @@ pub fn issue_admission_token(data_dir: &Path, operator: &str, ttl: Duration) -> 
     Ok(IssuedAdmission { plaintext, id, operator, expires_at })
 }
 
-const OPERATOR_COLUMNS: &str = "id, name, public_key, hostname, admitted_at";
-
-fn operator_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Operator> {
-    Ok(Operator { id: r.get(0)?, name: r.get(1)?, public_key: r.get(2)?, hostname: r.get(3)?, admitted_at: r.get(4)? })
-}
-
 impl RelayStore {
     /// Records an admission token by its hash.
     pub fn add_admission_token(&self, hash: &str, id: &str, operator: &str, expires_at: i64) -> Result<(), StoreError> {
-        self.conn()?.execute(
-            "INSERT INTO admission_tokens (hash, id, operator, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![hash, id, operator, now_ms(), expires_at],
-        )?;
-        Ok(())
+        self.write(|tx| tx.insert_admission_token(hash, id, operator, now_ms(), expires_at))
     }
 
     /// Admits the operator of a registration at `now` (Unix ms): the token must be known,
@@ -213,83 +196,57 @@ impl RelayStore {
             operator_name(name).map_err(|e| invalid("invalid_operator_name", e.to_string()))?;
         }
         let hash = wire::sha256_hex(req.admission_token.trim().as_bytes());
-        let mut conn = self.conn()?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let token: Option<(String, String, i64, Option<String>)> = tx
-            .query_row(
-                "SELECT t.id, t.operator, t.expires_at, CASE WHEN t.used_at IS NULL THEN NULL \
-                 ELSE COALESCE(o.hostname, '(a gateway since removed)') END \
-                 FROM admission_tokens t LEFT JOIN operators o ON o.id = t.used_by WHERE t.hash = ?1",
-                [&hash],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()?;
-        let Some((token_id, admits, expires_at, used_for)) = token else { return Err(AdmissionError::Unknown) };
-        if let Some(hostname) = used_for {
-            return Err(AdmissionError::Used { hostname });
-        }
-        if now > expires_at {
-            return Err(AdmissionError::Expired { minutes: (now - expires_at) / 60_000 });
-        }
-        if let Some(asked) = &req.operator
-            && asked != &admits
-        {
-            return Err(AdmissionError::OperatorMismatch { admits, asked: asked.clone() });
-        }
-        let message = registration_message(req.admission_token.trim(), &hostname, req.public_key.trim());
-        ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key)
-            .verify(&message, &signature)
-            .map_err(|_| AdmissionError::BadSignature)?;
-        let public_key = b64.encode(&key);
-        let holder: Option<(String, String)> = tx
-            .query_row("SELECT id, name FROM operators WHERE hostname = ?1", [&hostname], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?;
-        let id = match holder {
-            Some((_, name)) if name != admits => {
+        self.write(|tx| {
+            let Some(token) = tx.admission_token(&hash)? else { return Err(AdmissionError::Unknown) };
+            if let Some(hostname) = token.used_for {
+                return Err(AdmissionError::Used { hostname });
+            }
+            if now > token.expires_at {
+                return Err(AdmissionError::Expired { minutes: (now - token.expires_at) / 60_000 });
+            }
+            let admits = token.operator;
+            if let Some(asked) = &req.operator
+                && asked != &admits
+            {
+                return Err(AdmissionError::OperatorMismatch { admits, asked: asked.clone() });
+            }
+            let message = registration_message(req.admission_token.trim(), &hostname, req.public_key.trim());
+            ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key)
+                .verify(&message, &signature)
+                .map_err(|_| AdmissionError::BadSignature)?;
+            let id = match tx.hostname_holder(&hostname)? {
+                Some((_, name)) if name != admits => {
+                    return Err(AdmissionError::Taken {
+                        code: "gateway_hostname_taken",
+                        message: format!(
+                            "gateway hostname {hostname} belongs to another operator; register this host under its \
+                             own hostname"
+                        ),
+                    });
+                }
+                Some((id, _)) => id,
+                None => format!("op_{}", random_hex(8)?),
+            };
+            let operator =
+                Operator { id: id.clone(), name: admits, public_key: b64.encode(&key), hostname, admitted_at: now };
+            if !tx.put_operator(&operator, &token.id)? {
                 return Err(AdmissionError::Taken {
-                    code: "gateway_hostname_taken",
-                    message: format!(
-                        "gateway hostname {hostname} belongs to another operator; register this host under its own hostname"
-                    ),
+                    code: "operator_key_taken",
+                    message: "this public key is registered for another gateway already; generate a new key for \
+                              this host"
+                        .into(),
                 });
             }
-            Some((id, _)) => id,
-            None => format!("op_{}", random_hex(8)?),
-        };
-        let written = tx.execute(
-            "INSERT INTO operators (id, name, public_key, hostname, admitted_at, admission_token_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO UPDATE SET public_key = excluded.public_key, \
-             admitted_at = excluded.admitted_at, admission_token_id = excluded.admission_token_id",
-            params![id, admits, public_key, hostname, now, token_id],
-        );
-        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &written
-            && e.code == rusqlite::ErrorCode::ConstraintViolation
-        {
-            return Err(AdmissionError::Taken {
-                code: "operator_key_taken",
-                message: "this public key is registered for another gateway already; generate a new key for this host"
-                    .into(),
-            });
-        }
-        written?;
-        tx.execute("UPDATE admission_tokens SET used_at = ?1, used_by = ?2 WHERE hash = ?3", params![now, id, hash])?;
-        let operator =
-            tx.query_row(&format!("SELECT {OPERATOR_COLUMNS} FROM operators WHERE id = ?1"), [&id], operator_row)?;
-        tx.commit()?;
-        Ok(operator)
+            tx.use_admission_token(&hash, &id, now)?;
+            Ok(tx.operator(&id)?.ok_or_else(|| StoreError::NotFound(format!("operator {id}")))?)
+        })
     }
 
     /// Every admitted operator's gateway, oldest admission first: what a gateway catalog
     /// offers. Each has the hostname it serves and the Ed25519 public key its host
     /// registered (the key that can prove it is that gateway).
     pub fn admitted_gateways(&self) -> Result<Vec<Operator>, StoreError> {
-        let conn = self.conn()?;
-        let mut stmt =
-            conn.prepare(&format!("SELECT {OPERATOR_COLUMNS} FROM operators ORDER BY admitted_at, hostname"))?;
-        let rows = stmt.query_map([], operator_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.read(|tx| tx.operators())
     }
 }
 
@@ -297,7 +254,10 @@ impl RelayStore {
 pub(super) async fn register(State(engine): State<Arc<Engine>>, bytes: Bytes) -> Result<Response, AdmissionError> {
     let req: RegisterRequest =
         serde_json::from_slice(&bytes).map_err(|e| invalid("invalid_request", format!("the request body: {e}")))?;
-    let operator = engine.store().admit(&req, now_ms())?;
+    // Off the runtime: the admission is a store transaction.
+    let operator = tokio::task::spawn_blocking(move || engine.store().admit(&req, now_ms()))
+        .await
+        .map_err(|e| StoreError::Backend(format!("a registration did not finish: {e}")))??;
     Ok((StatusCode::CREATED, axum::Json(operator)).into_response())
 }
 

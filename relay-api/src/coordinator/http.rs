@@ -116,6 +116,16 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .with_state(engine)
 }
 
+/// Runs a handler's work on a blocking thread: it reads and writes the store, which waits
+/// for the disk, and the async runtime's threads must stay free for other connections.
+pub(super) async fn blocking<R: Send + 'static>(
+    work: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
+) -> Result<R, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::internal(&format!("a request's work did not finish: {e}")))?
+}
+
 /// The caller behind a customer token, whose organization must hold an invitation.
 fn caller(engine: &Engine, headers: &HeaderMap) -> Result<Caller, ApiError> {
     invited(token_caller(engine, headers, TokenRole::Customer)?)
@@ -197,8 +207,11 @@ fn deployment_of(engine: &Engine, caller: &Caller, project: &str) -> Result<Depl
 }
 
 async fn list(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<Vec<Deployment>> {
-    let caller = caller(&engine, &headers)?;
-    ok(engine.store().deployments_of(&caller.org_id)?.into_iter().map(|d| engine.with_url(d)).collect())
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        ok(engine.store().deployments_of(&caller.org_id)?.into_iter().map(|d| engine.with_url(d)).collect())
+    })
+    .await
 }
 
 async fn status(
@@ -206,20 +219,27 @@ async fn status(
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
 ) -> ApiResult<Status> {
-    let caller = caller(&engine, &headers)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    let store = engine.store();
-    ok(Status {
-        balance: store.balance(&d.id)?,
-        latest_quote: store.quotes(&d.id)?.into_iter().next(),
-        hostnames: store.hostnames(&d.id)?,
-        validations: store.latest_validations(&d.id)?,
-        transitions: store.transitions(&d.id)?,
-        hints: engine.hints(&d)?,
-        processes: engine.job_pids(&d).await.unwrap_or_default(),
-        successor: store.successor(&d.id)?,
-        deployment: d,
+    let reader = Arc::clone(&engine);
+    let mut status = blocking(move || {
+        let engine = reader;
+        let caller = caller(&engine, &headers)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        let store = engine.store();
+        Ok(Status {
+            balance: store.balance(&d.id)?,
+            latest_quote: store.quotes(&d.id)?.into_iter().next(),
+            hostnames: store.hostnames(&d.id)?,
+            validations: store.latest_validations(&d.id)?,
+            transitions: store.transitions(&d.id)?,
+            hints: engine.hints(&d)?,
+            processes: Vec::new(),
+            successor: store.successor(&d.id)?,
+            deployment: d,
+        })
     })
+    .await?;
+    status.processes = engine.job_pids(&status.deployment).await.unwrap_or_default();
+    ok(status)
 }
 
 async fn new_quote(
@@ -228,19 +248,22 @@ async fn new_quote(
     UrlPath(project): UrlPath<String>,
     bytes: Bytes,
 ) -> ApiResult<super::model::Quote> {
-    let caller = caller(&engine, &headers)?;
-    let req: QuoteRequest = body(&bytes)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    if d.state.is_terminal() {
-        return Err(ApiError::new(StatusCode::CONFLICT, "deployment_not_fundable", "the deployment is stopped"));
-    }
-    let stored = engine.store().project_json(&d.id)?;
-    let default_periods = crate::project::read(&stored).map_or(1, |p| u64::from(p.spend.fund_periods));
-    let periods = req.periods.unwrap_or(default_periods);
-    if !(1..=10_000).contains(&periods) {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "periods must be 1 to 10000"));
-    }
-    Ok((StatusCode::CREATED, axum::Json(engine.quote(&d, periods)?)))
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let req: QuoteRequest = body(&bytes)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        if d.state.is_terminal() {
+            return Err(ApiError::new(StatusCode::CONFLICT, "deployment_not_fundable", "the deployment is stopped"));
+        }
+        let stored = engine.store().project_json(&d.id)?;
+        let default_periods = crate::project::read(&stored).map_or(1, |p| u64::from(p.spend.fund_periods));
+        let periods = req.periods.unwrap_or(default_periods);
+        if !(1..=10_000).contains(&periods) {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "periods must be 1 to 10000"));
+        }
+        Ok((StatusCode::CREATED, axum::Json(engine.quote(&d, periods)?)))
+    })
+    .await
 }
 
 async fn fund(
@@ -249,13 +272,16 @@ async fn fund(
     UrlPath(project): UrlPath<String>,
     bytes: Bytes,
 ) -> ApiResult<super::model::LedgerEntry> {
-    let caller = caller(&engine, &headers)?;
-    let req: FundRequest = body(&bytes)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    let hostnames = engine.quoted_hostnames(&d)?;
-    let entry = engine.store().fund(&d.id, &req.quote_id, &hostnames, now_ms())?;
-    engine.wake();
-    Ok((StatusCode::CREATED, axum::Json(entry)))
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let req: FundRequest = body(&bytes)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        let hostnames = engine.quoted_hostnames(&d)?;
+        let entry = engine.store().fund(&d.id, &req.quote_id, &hostnames, now_ms())?;
+        engine.wake();
+        Ok((StatusCode::CREATED, axum::Json(entry)))
+    })
+    .await
 }
 
 async fn ledger(
@@ -263,9 +289,12 @@ async fn ledger(
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
 ) -> ApiResult<LedgerResponse> {
-    let caller = caller(&engine, &headers)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    ok(LedgerResponse { entries: engine.store().ledger(&d.id)?, balance: engine.store().balance(&d.id)? })
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        ok(LedgerResponse { entries: engine.store().ledger(&d.id)?, balance: engine.store().balance(&d.id)? })
+    })
+    .await
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -286,20 +315,23 @@ async fn logs(
     UrlPath(project): UrlPath<String>,
     query: Result<Query<LogsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<LogsResponse> {
-    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m);
-    let Query(q) = query.map_err(|e| bad(format!("the query string: {}", e.body_text())))?;
-    if q.after < 0 {
-        return Err(bad(format!("`after` is a cursor (0 or more), not {}", q.after)));
-    }
-    let limit = q.limit.unwrap_or(500);
-    if !(1..=LOGS_PAGE_MAX).contains(&limit) {
-        return Err(bad(format!("`limit` must be 1 to {LOGS_PAGE_MAX}, not {limit}")));
-    }
-    let caller = caller(&engine, &headers)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    let entries = engine.store().logs(&d.id, q.after, limit)?;
-    let next = entries.last().map_or(q.after, |e| e.seq);
-    ok(LogsResponse { entries, next })
+    blocking(move || {
+        let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m);
+        let Query(q) = query.map_err(|e| bad(format!("the query string: {}", e.body_text())))?;
+        if q.after < 0 {
+            return Err(bad(format!("`after` is a cursor (0 or more), not {}", q.after)));
+        }
+        let limit = q.limit.unwrap_or(500);
+        if !(1..=LOGS_PAGE_MAX).contains(&limit) {
+            return Err(bad(format!("`limit` must be 1 to {LOGS_PAGE_MAX}, not {limit}")));
+        }
+        let caller = caller(&engine, &headers)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        let entries = engine.store().logs(&d.id, q.after, limit)?;
+        let next = entries.last().map_or(q.after, |e| e.seq);
+        ok(LogsResponse { entries, next })
+    })
+    .await
 }
 
 async fn hints(
@@ -307,9 +339,12 @@ async fn hints(
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
 ) -> ApiResult<HintsResponse> {
-    let caller = caller(&engine, &headers)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    ok(HintsResponse { hints: engine.hints(&d)?, state: d.state })
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        ok(HintsResponse { hints: engine.hints(&d)?, state: d.state })
+    })
+    .await
 }
 
 async fn stop(
@@ -317,11 +352,15 @@ async fn stop(
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
 ) -> ApiResult<Deployment> {
-    let caller = caller(&engine, &headers)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    let d = engine.store().stop(&d.id, &format!("stopped by {}", caller.token_id), &engine.config().terms, now_ms())?;
-    engine.wake();
-    ok(engine.with_url(d))
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        let d =
+            engine.store().stop(&d.id, &format!("stopped by {}", caller.token_id), &engine.config().terms, now_ms())?;
+        engine.wake();
+        ok(engine.with_url(d))
+    })
+    .await
 }
 
 /// The records a customer hostname needs.
@@ -335,25 +374,28 @@ async fn add_hostname(
     UrlPath(project): UrlPath<String>,
     bytes: Bytes,
 ) -> ApiResult<HostnameResponse> {
-    let caller = caller(&engine, &headers)?;
-    let req: HostnameRequest = body(&bytes)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    if d.state.is_terminal() {
-        return Err(ApiError::new(StatusCode::CONFLICT, "deployment_stopped", "the deployment is stopped"));
-    }
-    let hostname = crate::dns::customer_hostname(req.hostname.trim())
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_hostname", e.to_string()))?;
-    if !engine.issues_customer_certificates() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "hostname_needs_acme",
-            "this coordinator issues development certificates for .localhost names only; customer hostnames need a \
-             coordinator configured with an ACME CA (`svc relay serve --acme-directory URL`)",
-        ));
-    }
-    let h = engine.store().add_hostname(&d.id, &hostname, &random_hex(16)?)?;
-    let records = records(&d, &h.hostname, &h.token);
-    Ok((StatusCode::CREATED, axum::Json(HostnameResponse { hostname: h, records })))
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let req: HostnameRequest = body(&bytes)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        if d.state.is_terminal() {
+            return Err(ApiError::new(StatusCode::CONFLICT, "deployment_stopped", "the deployment is stopped"));
+        }
+        let hostname = crate::dns::customer_hostname(req.hostname.trim())
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_hostname", e.to_string()))?;
+        if !engine.issues_customer_certificates() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "hostname_needs_acme",
+                "this coordinator issues development certificates for .localhost names only; customer hostnames need a \
+                 coordinator configured with an ACME CA (`svc relay serve --acme-directory URL`)",
+            ));
+        }
+        let h = engine.store().add_hostname(&d.id, &hostname, &random_hex(16)?)?;
+        let records = records(&d, &h.hostname, &h.token);
+        Ok((StatusCode::CREATED, axum::Json(HostnameResponse { hostname: h, records })))
+    })
+    .await
 }
 
 async fn verify_hostname(
@@ -361,15 +403,17 @@ async fn verify_hostname(
     headers: HeaderMap,
     UrlPath((project, hostname)): UrlPath<(String, String)>,
 ) -> ApiResult<HostnameResponse> {
-    let caller = caller(&engine, &headers)?;
-    let d = deployment_of(&engine, &caller, &project)?;
+    let (reader, project) = (Arc::clone(&engine), project.clone());
+    let d = blocking(move || deployment_of(&reader, &caller(&reader, &headers)?, &project)).await?;
     engine.check_hostname(&d, &hostname).await?;
-    let h =
-        engine.store().hostname(&d.id, &hostname)?.filter(|h| h.state != HostnameState::Removed).ok_or_else(|| {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("hostname {hostname} not found"))
-        })?;
-    let records = records(&d, &h.hostname, &h.token);
-    ok(HostnameResponse { hostname: h, records })
+    blocking(move || {
+        let h = engine.store().hostname(&d.id, &hostname)?.filter(|h| h.state != HostnameState::Removed).ok_or_else(
+            || ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("hostname {hostname} not found")),
+        )?;
+        let records = records(&d, &h.hostname, &h.token);
+        ok(HostnameResponse { hostname: h, records })
+    })
+    .await
 }
 
 async fn remove_hostname(
@@ -377,17 +421,19 @@ async fn remove_hostname(
     headers: HeaderMap,
     UrlPath((project, hostname)): UrlPath<(String, String)>,
 ) -> ApiResult<HostnameResponse> {
-    let caller = caller(&engine, &headers)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    let h =
-        engine.store().hostname(&d.id, &hostname)?.filter(|h| h.state != HostnameState::Removed).ok_or_else(|| {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("hostname {hostname} not found"))
-        })?;
-    engine.store().set_hostname(&d.id, &hostname, HostnameState::Removed, &[])?;
-    engine.wake();
-    let records = records(&d, &h.hostname, &h.token);
-    let h = engine.store().hostname(&d.id, &hostname)?.unwrap_or(h);
-    ok(HostnameResponse { hostname: h, records })
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        let h = engine.store().hostname(&d.id, &hostname)?.filter(|h| h.state != HostnameState::Removed).ok_or_else(
+            || ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("hostname {hostname} not found")),
+        )?;
+        engine.store().set_hostname(&d.id, &hostname, HostnameState::Removed, &[])?;
+        engine.wake();
+        let records = records(&d, &h.hostname, &h.token);
+        let h = engine.store().hostname(&d.id, &hostname)?.unwrap_or(h);
+        ok(HostnameResponse { hostname: h, records })
+    })
+    .await
 }
 
 async fn sessions(
@@ -395,9 +441,12 @@ async fn sessions(
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
 ) -> ApiResult<SessionsResponse> {
-    let caller = caller(&engine, &headers)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    ok(SessionsResponse { sessions: engine.store().sessions(&d.id)?, balance: engine.store().balance(&d.id)? })
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        ok(SessionsResponse { sessions: engine.store().sessions(&d.id)?, balance: engine.store().balance(&d.id)? })
+    })
+    .await
 }
 
 async fn refund(
@@ -405,24 +454,33 @@ async fn refund(
     headers: HeaderMap,
     UrlPath((project, session)): UrlPath<(String, String)>,
 ) -> ApiResult<super::model::LedgerEntry> {
-    let caller = caller(&engine, &headers)?;
-    let d = deployment_of(&engine, &caller, &project)?;
-    let entry = engine.store().refund(&d.id, &session, now_ms())?;
-    engine.wake();
-    Ok((StatusCode::CREATED, axum::Json(entry)))
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        let entry = engine.store().refund(&d.id, &session, now_ms())?;
+        engine.wake();
+        Ok((StatusCode::CREATED, axum::Json(entry)))
+    })
+    .await
 }
 
 async fn rewards(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<super::model::RewardsSummary> {
-    let caller = operator(&engine, &headers)?;
-    ok(engine.store().rewards(&caller.org_name, now_ms())?)
+    blocking(move || {
+        let caller = operator(&engine, &headers)?;
+        ok(engine.store().rewards(&caller.org_name, now_ms())?)
+    })
+    .await
 }
 
 async fn claim(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<ClaimResponse> {
-    let caller = operator(&engine, &headers)?;
-    let now = now_ms();
-    let (claim_id, amount_micros) = engine.store().claim(&caller.org_name, now)?;
-    let rewards = engine.store().rewards(&caller.org_name, now)?;
-    Ok((StatusCode::CREATED, axum::Json(ClaimResponse { claim_id, amount_micros, rewards })))
+    blocking(move || {
+        let caller = operator(&engine, &headers)?;
+        let now = now_ms();
+        let (claim_id, amount_micros) = engine.store().claim(&caller.org_name, now)?;
+        let rewards = engine.store().rewards(&caller.org_name, now)?;
+        Ok((StatusCode::CREATED, axum::Json(ClaimResponse { claim_id, amount_micros, rewards })))
+    })
+    .await
 }
 
 fn pins_response(engine: &Engine, caller: &Caller, project: &str) -> Result<PinsResponse, ApiError> {
@@ -438,8 +496,11 @@ async fn pins(
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
 ) -> ApiResult<PinsResponse> {
-    let caller = caller(&engine, &headers)?;
-    ok(pins_response(&engine, &caller, &project)?)
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        ok(pins_response(&engine, &caller, &project)?)
+    })
+    .await
 }
 
 fn check_digest(digest: &str) -> Result<(), ApiError> {
@@ -463,14 +524,17 @@ async fn add_pin(
     UrlPath(project): UrlPath<String>,
     bytes: Bytes,
 ) -> ApiResult<PinsResponse> {
-    let caller = caller(&engine, &headers)?;
-    let req: PinRequest = body(&bytes)?;
-    check_digest(&req.digest)?;
-    engine.store().add_pin(&caller.org_id, &project, &req.digest, now_ms())?;
-    if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
-        engine.due_now(&d);
-    }
-    Ok((StatusCode::CREATED, axum::Json(pins_response(&engine, &caller, &project)?)))
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        let req: PinRequest = body(&bytes)?;
+        check_digest(&req.digest)?;
+        engine.store().add_pin(&caller.org_id, &project, &req.digest, now_ms())?;
+        if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
+            engine.due_now(&d);
+        }
+        Ok((StatusCode::CREATED, axum::Json(pins_response(&engine, &caller, &project)?)))
+    })
+    .await
 }
 
 async fn remove_pin(
@@ -478,19 +542,22 @@ async fn remove_pin(
     headers: HeaderMap,
     UrlPath((project, digest)): UrlPath<(String, String)>,
 ) -> ApiResult<PinsResponse> {
-    let caller = caller(&engine, &headers)?;
-    check_digest(&digest)?;
-    if !engine.store().remove_pin(&caller.org_id, &project, &digest)? {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("{digest} is not pinned for project \"{project}\""),
-        ));
-    }
-    if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
-        engine.due_now(&d);
-    }
-    ok(pins_response(&engine, &caller, &project)?)
+    blocking(move || {
+        let caller = caller(&engine, &headers)?;
+        check_digest(&digest)?;
+        if !engine.store().remove_pin(&caller.org_id, &project, &digest)? {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("{digest} is not pinned for project \"{project}\""),
+            ));
+        }
+        if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
+            engine.due_now(&d);
+        }
+        ok(pins_response(&engine, &caller, &project)?)
+    })
+    .await
 }
 
 /// `GET /api/ingress/catalog`: the signed service catalog (as every route, for an invited
@@ -503,16 +570,23 @@ async fn catalog(
     State((engine, publisher)): State<(Arc<Engine>, Arc<crate::catalog::Publisher>)>,
     headers: HeaderMap,
 ) -> ApiResult<crate::catalog::SignedCatalog> {
-    caller(&engine, &headers)?;
-    let gateways = engine
-        .store()
-        .admitted_gateways()?
-        .into_iter()
-        .map(|o| crate::catalog::CatalogGateway { operator: o.name, hostname: o.hostname, public_key: o.public_key })
-        .collect();
-    let content = super::catalog_content::coordinator_content(engine.config(), gateways);
-    let signed = publisher
-        .current(content, super::store::now_ms())
-        .map_err(|e| ApiError::internal(&format!("the catalog: {e}")))?;
-    ok(signed)
+    blocking(move || {
+        caller(&engine, &headers)?;
+        let gateways = engine
+            .store()
+            .admitted_gateways()?
+            .into_iter()
+            .map(|o| crate::catalog::CatalogGateway {
+                operator: o.name,
+                hostname: o.hostname,
+                public_key: o.public_key,
+            })
+            .collect();
+        let content = super::catalog_content::coordinator_content(engine.config(), gateways);
+        let signed = publisher
+            .current(content, super::store::now_ms())
+            .map_err(|e| ApiError::internal(&format!("the catalog: {e}")))?;
+        ok(signed)
+    })
+    .await
 }

@@ -13,6 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::model::SessionState;
+
 /// The economic rules a coordinator runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -68,6 +70,16 @@ pub fn settle(price: u64, period_ms: u64, unserved_ms: u64, terms: &Terms) -> Se
     let served = price - unserved;
     let reward = mul_div_floor(served, u64::from(terms.reward_share_bps.min(10_000)), 10_000);
     Settlement { unserved_micros: unserved, reward_micros: reward, service_micros: served - reward }
+}
+
+/// What of a session's price is spent and what is refundable, from its state and its
+/// unserved and refunded parts.
+pub fn session_parts(state: SessionState, price: u64, unserved: u64, refunded: u64) -> (u64, u64) {
+    match state {
+        SessionState::Funded => (0, price.saturating_sub(refunded)),
+        SessionState::Active => (price, 0),
+        SessionState::Settled => (price - unserved.min(price), unserved.saturating_sub(refunded)),
+    }
 }
 
 #[cfg(test)]

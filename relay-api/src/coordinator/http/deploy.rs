@@ -27,8 +27,14 @@ pub(super) async fn deploy(
     headers: HeaderMap,
     bytes: Bytes,
 ) -> ApiResult<DeployResponse> {
-    let caller = caller(&engine, &headers)?;
-    let req: DeployRequest = body(&bytes)?;
+    // All of it off the runtime: decoding a bundle of up to BUNDLE_MAX_BYTES, writing its
+    // files and the store's transactions.
+    super::blocking(move || deploy_now(&engine, &headers, &bytes)).await
+}
+
+fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<DeployResponse> {
+    let caller = caller(engine, headers)?;
+    let req: DeployRequest = body(bytes)?;
     let text = serde_json::to_string(&req.project).unwrap_or_default();
     let project = crate::project::read(&text).map_err(|e| {
         let mut err =
@@ -93,7 +99,7 @@ pub(super) async fn deploy(
     if let Some(existing) =
         engine.store().deployment_of(&caller.org_id, &project.name)?.filter(|d| !d.state.is_terminal())
     {
-        return redeploy(&engine, existing, &shipment, files, req.secrets).await;
+        return redeploy(engine, existing, &shipment, files, req.secrets);
     }
     let store = engine.store();
     let id = format!("dep_{}", random_hex(8)?);
@@ -120,14 +126,14 @@ pub(super) async fn deploy(
     };
     // Files first, then the record: a refused record (a hostname taken) or a crash between
     // the two takes the files away again (at once, or at the next start).
-    let bundle = stage(&engine, &id, 1, files, req.secrets).await?;
+    let bundle = stage(engine, &id, 1, files, req.secrets)?;
     let d = match store.create_deployment(&new) {
         Ok(d) => d,
         Err(e @ StoreError::Refused { code: "hostname_taken", .. }) => {
             // Two identical deploys at once: the other one made it; answer as it would now.
             drop(bundle);
             return match store.deployment_of(&caller.org_id, &project.name)? {
-                Some(existing) if existing.project_digest == digest => unchanged(&engine, existing, &project),
+                Some(existing) if existing.project_digest == digest => unchanged(engine, existing, &project),
                 _ => Err(e.into()),
             };
         }
@@ -149,7 +155,7 @@ struct Shipment<'a> {
 }
 
 /// Writes a revision's files (up to 12 MiB: off the async runtime) and moves them into place.
-async fn stage(
+fn stage(
     engine: &Engine,
     id: &str,
     revision: u32,
@@ -157,20 +163,16 @@ async fn stage(
     secrets: BTreeMap<String, String>,
 ) -> Result<StagedBundle, ApiError> {
     let deployments = engine.config().deployments_dir();
-    let id = id.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let mut bundle = StagedBundle::write(&deployments, &id, revision, &files, &secrets)?;
-        bundle.place().map(|()| bundle)
-    })
-    .await
-    .map_err(|e| ApiError::internal(&e))?
-    .map_err(|e| ApiError::internal(&e))
+    let mut bundle =
+        StagedBundle::write(&deployments, id, revision, &files, &secrets).map_err(|e| ApiError::internal(&e))?;
+    bundle.place().map_err(|e| ApiError::internal(&e))?;
+    Ok(bundle)
 }
 
 /// A deploy of a project that has a deployment (not stopped): nothing new for the same
 /// project and secrets (200, `existing: true`); the successor in progress for the same
 /// again (202); else a new successor (202).
-async fn redeploy(
+fn redeploy(
     engine: &Engine,
     d: Deployment,
     shipment: &Shipment<'_>,
@@ -221,7 +223,7 @@ async fn redeploy(
         ));
     }
     let revision = store.next_revision(&d.id)?;
-    let bundle = stage(engine, &d.id, revision, files, secrets).await?;
+    let bundle = stage(engine, &d.id, revision, files, secrets)?;
     let new = NewSuccessor {
         deployment_id: d.id.clone(),
         revision,

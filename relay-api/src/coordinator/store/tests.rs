@@ -1,8 +1,13 @@
 //! The store's rules, over a real SQLite file: funding bounds, the state machine, sessions,
 //! refunds and rewards, and the ledger identities under random operation sequences.
 
+use rusqlite::{Connection, params};
+
+use super::sqlite::MIGRATIONS;
 use super::*;
-use crate::coordinator::model::SessionState;
+use crate::coordinator::model::{Deployment, EntryKind, SessionState};
+use crate::coordinator::money::Terms;
+use crate::coordinator::state::DeploymentState;
 
 const PERIOD_MS: i64 = 60_000;
 
@@ -371,8 +376,8 @@ fn a_chatty_job_keeps_only_its_newest_log_lines() {
         store.append_logs("d1", "app", &lines).expect("append");
     }
     let kept = store.logs("d1", 0, 20_000).expect("logs");
-    assert!(kept.len() as i64 <= activity::LOG_LINES_KEPT + 1_000, "bounded: {}", kept.len());
-    assert!(kept.len() as i64 >= activity::LOG_LINES_KEPT, "the newest are all there: {}", kept.len());
+    assert!(kept.len() as i64 <= LOG_LINES_KEPT + 1_000, "bounded: {}", kept.len());
+    assert!(kept.len() as i64 >= LOG_LINES_KEPT, "the newest are all there: {}", kept.len());
     assert_eq!(kept.last().map(|e| e.line.as_str()), Some("line 12499"));
     assert_eq!(store.logs("d2", 0, 10).expect("logs").len(), 1, "another deployment's lines stay");
 }
@@ -445,13 +450,11 @@ fn a_corrupt_row_fails_loudly_instead_of_reading_as_a_default() {
     let dir = scratch.path();
     let store = RelayStore::open(dir).expect("store");
     new_deployment(&store, "d1", 5_000_000);
-    store.conn().expect("conn").execute("UPDATE deployments SET state = 'bogus' WHERE id = 'd1'", []).expect("corrupt");
+    // Corrupted from outside, as a hand edit or another program would.
+    let outside = Connection::open(dir.join(DATABASE_FILE)).expect("open the file");
+    outside.execute("UPDATE deployments SET state = 'bogus' WHERE id = 'd1'", []).expect("corrupt");
     let read = store.deployment("d1").expect_err("an unknown state");
     assert!(matches!(read, StoreError::Backend(_)) && read.to_string().contains("\"bogus\""), "{read}");
-    store
-        .conn()
-        .expect("conn")
-        .execute("UPDATE deployments SET state = 'live', ceiling_micros = -5", [])
-        .expect("corrupt");
+    outside.execute("UPDATE deployments SET state = 'live', ceiling_micros = -5", []).expect("corrupt");
     assert!(matches!(store.deployment("d1"), Err(StoreError::Backend(_))), "a negative amount");
 }

@@ -1,0 +1,300 @@
+//! What a storage backend provides: transactions over rows, and nothing else. The rules
+//! (what funding may do, how a period settles, when a hostname is taken) live above, in
+//! [`RelayStore`](super::RelayStore)'s operations, so a second backend (PostgreSQL) implements
+//! these traits and inherits every rule unchanged.
+//!
+//! The row traits are split by concept; [`Transaction`] is all of them plus `commit`. A
+//! transaction dropped without [`Transaction::commit`] rolls back.
+
+use super::{Caller, NewDeployment, NewSuccessor, RouteKeys, StoreError, TokenRole};
+use crate::coordinator::model::{
+    CustomerHostname, Deployment, HostnameState, LedgerEntry, LogEntry, Quote, Reward, Session, Successor,
+    SuccessorState, Transition, ValidationRecord,
+};
+use crate::coordinator::state::DeploymentState;
+use relay_wire::admission::Operator;
+
+/// A storage backend: hands out transactions.
+pub trait Backend: Send + Sync + 'static {
+    /// A transaction that only reads; it sees one consistent snapshot.
+    fn read(&self) -> Result<Box<dyn Transaction + '_>, StoreError>;
+    /// A transaction that may write. Writers are serialized, so what a write transaction
+    /// read still holds when it commits.
+    fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError>;
+    /// Where the data lives, for messages.
+    fn location(&self) -> String;
+}
+
+/// One transaction: every row trait, and its end.
+pub trait Transaction: OrgRows + DeploymentRows + MoneyRows + ActivityRows + RevisionRows + AdmissionRows {
+    /// Makes every write of this transaction durable.
+    fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// Organizations and their tokens.
+pub trait OrgRows {
+    /// The ID of the organization named `name`.
+    fn org_id(&mut self, name: &str) -> Result<Option<String>, StoreError>;
+    /// Records a new organization.
+    fn insert_org(&mut self, id: &str, name: &str, now: i64) -> Result<(), StoreError>;
+    /// Records the organization's invitation, unless it has one already.
+    fn mark_invited(&mut self, org_id: &str, now: i64) -> Result<(), StoreError>;
+    /// Records a token by its hash.
+    fn insert_token(
+        &mut self,
+        org_id: &str,
+        token_id: &str,
+        hash: &str,
+        role: TokenRole,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// Who presents the token with this hash.
+    fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError>;
+}
+
+/// A state change as written: the new state, why, the period clock and a failure code.
+#[derive(Debug, Clone, Copy)]
+pub struct StateChange<'a> {
+    /// The new state.
+    pub to: DeploymentState,
+    /// Why.
+    pub reason: &'a str,
+    /// When the running period ends (`None`: no period clock).
+    pub next_period_at: Option<i64>,
+    /// A stable code for a failure's hint.
+    pub failure_code: Option<&'a str>,
+    /// When.
+    pub at: i64,
+}
+
+/// Deployments, their transitions and their keys.
+pub trait DeploymentRows {
+    /// Inserts a deployment in `pending_funding`; `false` when its canonical hostname is
+    /// held by another deployment that is not stopped (nothing written then).
+    fn insert_deployment(&mut self, new: &NewDeployment, reason: &str, now: i64) -> Result<bool, StoreError>;
+    /// A deployment by ID.
+    fn deployment(&mut self, id: &str) -> Result<Option<Deployment>, StoreError>;
+    /// The organization's deployment with this ID.
+    fn org_deployment(&mut self, org_id: &str, id: &str) -> Result<Option<Deployment>, StoreError>;
+    /// The organization's newest deployment of `project`.
+    fn newest_deployment(&mut self, org_id: &str, project: &str) -> Result<Option<Deployment>, StoreError>;
+    /// The organization's deployments, newest first.
+    fn deployments_of(&mut self, org_id: &str) -> Result<Vec<Deployment>, StoreError>;
+    /// Every deployment not stopped, oldest first.
+    fn active_deployments(&mut self) -> Result<Vec<Deployment>, StoreError>;
+    /// Whether another organization has (or had) a deployment under `canonical`.
+    fn canonical_held_elsewhere(&mut self, canonical: &str, org_id: &str) -> Result<bool, StoreError>;
+    /// The project file of a deployment, as JSON text.
+    fn project_json(&mut self, id: &str) -> Result<Option<String>, StoreError>;
+    /// The operator whose gateway carries the deployment's route.
+    fn gateway_operator(&mut self, id: &str) -> Result<Option<String>, StoreError>;
+    /// The keys of the deployment's job: the outer `None` for no deployment, the inner for
+    /// none launched yet.
+    fn route_keys(&mut self, id: &str) -> Result<Option<Option<RouteKeys>>, StoreError>;
+    /// Records the keys of the job about to be launched; `false` for no such deployment.
+    fn set_route_keys(&mut self, id: &str, keys: &RouteKeys) -> Result<bool, StoreError>;
+    /// Writes a state change (the transition is recorded separately).
+    fn set_state(&mut self, id: &str, change: &StateChange<'_>) -> Result<(), StoreError>;
+    /// Updates the reason of the current state, if it differs.
+    fn set_reason(&mut self, id: &str, reason: &str, now: i64) -> Result<(), StoreError>;
+    /// Records a transition.
+    fn insert_transition(
+        &mut self,
+        id: &str,
+        from: Option<DeploymentState>,
+        to: DeploymentState,
+        reason: &str,
+        at: i64,
+    ) -> Result<(), StoreError>;
+    /// The deployment's transitions, oldest first.
+    fn transitions(&mut self, id: &str) -> Result<Vec<Transition>, StoreError>;
+    /// Records how many periods were spent and when the running one ends.
+    fn set_periods(&mut self, id: &str, periods_spent: u64, next_period_at: i64, now: i64) -> Result<(), StoreError>;
+}
+
+/// A session to record (funded, not started).
+#[derive(Debug, Clone)]
+pub struct NewSession<'a> {
+    /// `ses_...`.
+    pub id: String,
+    /// The deployment.
+    pub deployment_id: &'a str,
+    /// The quote that funded it.
+    pub quote_id: &'a str,
+    /// Its place in the deployment's funding order.
+    pub ordinal: u64,
+    /// What it costs.
+    pub price_micros: u64,
+    /// How long it lasts.
+    pub period_ms: u64,
+}
+
+/// A ledger entry to record.
+#[derive(Debug, Clone)]
+pub struct NewEntry<'a> {
+    /// What kind.
+    pub kind: crate::coordinator::model::EntryKind,
+    /// How much.
+    pub amount_micros: u64,
+    /// The quote it concerns.
+    pub quote_id: Option<&'a str>,
+    /// The period it concerns.
+    pub period_index: Option<u64>,
+    /// What happened, in words.
+    pub note: &'a str,
+    /// When.
+    pub at: i64,
+}
+
+/// Quotes, sessions, the ledger, rewards, claims and validator pins.
+pub trait MoneyRows {
+    /// Records a quote (unfunded).
+    fn insert_quote(&mut self, quote: &Quote) -> Result<(), StoreError>;
+    /// The deployment's quotes, newest first.
+    fn quotes(&mut self, deployment_id: &str) -> Result<Vec<Quote>, StoreError>;
+    /// One quote of the deployment.
+    fn quote(&mut self, deployment_id: &str, quote_id: &str) -> Result<Option<Quote>, StoreError>;
+    /// Marks a quote funded.
+    fn set_quote_funded(&mut self, quote_id: &str, at: i64) -> Result<(), StoreError>;
+    /// Appends a ledger entry; its sequence number.
+    fn insert_entry(&mut self, deployment_id: &str, entry: &NewEntry<'_>) -> Result<i64, StoreError>;
+    /// The deployment's ledger, oldest first.
+    fn ledger(&mut self, deployment_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// Records a funded session.
+    fn insert_session(&mut self, session: &NewSession<'_>) -> Result<(), StoreError>;
+    /// The deployment's sessions, in funding order.
+    fn sessions(&mut self, deployment_id: &str) -> Result<Vec<Session>, StoreError>;
+    /// One session of the deployment.
+    fn session(&mut self, deployment_id: &str, session_id: &str) -> Result<Option<Session>, StoreError>;
+    /// Writes a session's state, period and settlement back (its identity and price stay).
+    fn update_session(&mut self, session: &Session) -> Result<(), StoreError>;
+    /// Records an operator's reward for a settled session.
+    fn insert_reward(&mut self, reward: &Reward, operator: &str) -> Result<(), StoreError>;
+    /// An operator's rewards, oldest settlement first.
+    fn rewards(&mut self, operator: &str) -> Result<Vec<Reward>, StoreError>;
+    /// Records a claim and marks its rewards claimed.
+    fn insert_claim(
+        &mut self,
+        claim_id: &str,
+        operator: &str,
+        amount_micros: u64,
+        sessions: &[String],
+        at: i64,
+    ) -> Result<(), StoreError>;
+    /// The validator digests a project pins, oldest first.
+    fn pins(&mut self, org_id: &str, project: &str) -> Result<Vec<String>, StoreError>;
+    /// The pins of a deployment's project.
+    fn pins_of_deployment(&mut self, deployment_id: &str) -> Result<Vec<String>, StoreError>;
+    /// Pins a digest (pinning twice changes nothing).
+    fn add_pin(&mut self, org_id: &str, project: &str, digest: &str, now: i64) -> Result<(), StoreError>;
+    /// Removes a pin; `false` when it was not pinned.
+    fn remove_pin(&mut self, org_id: &str, project: &str, digest: &str) -> Result<bool, StoreError>;
+}
+
+/// Customer hostnames, validations and logs.
+pub trait ActivityRows {
+    /// Adds a hostname (`pending_dns`), or brings back one removed from this deployment;
+    /// `false` when another deployment holds it.
+    fn insert_hostname(
+        &mut self,
+        deployment_id: &str,
+        hostname: &str,
+        token: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// One hostname of the deployment (removed ones included).
+    fn hostname(&mut self, deployment_id: &str, hostname: &str) -> Result<Option<CustomerHostname>, StoreError>;
+    /// The deployment's hostnames in use, oldest first.
+    fn hostnames(&mut self, deployment_id: &str) -> Result<Vec<CustomerHostname>, StoreError>;
+    /// Records a hostname's state and hints as checked at `now`.
+    fn set_hostname(
+        &mut self,
+        deployment_id: &str,
+        hostname: &str,
+        state: HostnameState,
+        hints_json: &str,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// Marks every hostname of the deployment removed.
+    fn remove_hostnames(&mut self, deployment_id: &str) -> Result<(), StoreError>;
+    /// Records a validation.
+    fn insert_validation(&mut self, record: &ValidationRecord, deployment_id: &str) -> Result<(), StoreError>;
+    /// The newest validation of each hostname of the deployment.
+    fn latest_validations(&mut self, deployment_id: &str) -> Result<Vec<ValidationRecord>, StoreError>;
+    /// Appends log lines, keeping only the newest [`LOG_LINES_KEPT`](super::LOG_LINES_KEPT)
+    /// of the deployment.
+    fn append_logs(&mut self, deployment_id: &str, source: &str, lines: &[String], at: i64) -> Result<(), StoreError>;
+    /// Log lines after `after`, at most `limit`.
+    fn logs(&mut self, deployment_id: &str, after: i64, limit: u32) -> Result<Vec<LogEntry>, StoreError>;
+}
+
+/// Redeploys' successors.
+pub trait RevisionRows {
+    /// The deployment's successor.
+    fn successor(&mut self, deployment_id: &str) -> Result<Option<Successor>, StoreError>;
+    /// Every successor, oldest first.
+    fn successors(&mut self) -> Result<Vec<Successor>, StoreError>;
+    /// Records a successor (`starting`), replacing any other of the deployment.
+    fn put_successor(&mut self, new: &NewSuccessor, reason: &str, now: i64) -> Result<(), StoreError>;
+    /// The successor's project file, as JSON text.
+    fn successor_project_json(&mut self, deployment_id: &str) -> Result<Option<String>, StoreError>;
+    /// The keys of the successor's job (none before its launch, or without a successor).
+    fn successor_keys(&mut self, deployment_id: &str) -> Result<Option<RouteKeys>, StoreError>;
+    /// Records the keys of a successor's job; `false` for no such revision.
+    fn set_successor_keys(&mut self, deployment_id: &str, revision: u32, keys: &RouteKeys) -> Result<bool, StoreError>;
+    /// Writes a successor's state and reason.
+    fn set_successor_state(
+        &mut self,
+        deployment_id: &str,
+        revision: u32,
+        state: SuccessorState,
+        reason: &str,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// Makes a successor's project, keys and revision the deployment's; `false` when there
+    /// is no such revision or the deployment is stopped.
+    fn adopt_successor(&mut self, deployment_id: &str, revision: u32, now: i64) -> Result<bool, StoreError>;
+    /// Removes a revision's successor; `false` when there was none.
+    fn delete_successor(&mut self, deployment_id: &str, revision: u32) -> Result<bool, StoreError>;
+    /// Removes the deployment's successor, whichever revision.
+    fn delete_successors(&mut self, deployment_id: &str) -> Result<(), StoreError>;
+}
+
+/// An admission token as stored.
+#[derive(Debug, Clone)]
+pub struct AdmissionToken {
+    /// `admt_...`.
+    pub id: String,
+    /// The operator it admits.
+    pub operator: String,
+    /// Unix ms after which it is refused.
+    pub expires_at: i64,
+    /// The hostname of the gateway it admitted, once used.
+    pub used_for: Option<String>,
+}
+
+/// Gateway operators and their admission tokens.
+pub trait AdmissionRows {
+    /// Records an admission token by its hash.
+    fn insert_admission_token(
+        &mut self,
+        hash: &str,
+        id: &str,
+        operator: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError>;
+    /// An admission token by its hash.
+    fn admission_token(&mut self, hash: &str) -> Result<Option<AdmissionToken>, StoreError>;
+    /// The operator (ID, name) holding a gateway hostname.
+    fn hostname_holder(&mut self, hostname: &str) -> Result<Option<(String, String)>, StoreError>;
+    /// Records an operator, or a new key and admission of one known by ID; `false` when the
+    /// key is another gateway's.
+    fn put_operator(&mut self, operator: &Operator, token_id: &str) -> Result<bool, StoreError>;
+    /// Marks an admission token used by an operator.
+    fn use_admission_token(&mut self, hash: &str, operator_id: &str, now: i64) -> Result<(), StoreError>;
+    /// An operator by ID.
+    fn operator(&mut self, id: &str) -> Result<Option<Operator>, StoreError>;
+    /// Every admitted operator, oldest admission first.
+    fn operators(&mut self) -> Result<Vec<Operator>, StoreError>;
+}

@@ -1,0 +1,197 @@
+//! The coordinator's store. Every customer or engine operation (deploy with its hostnames
+//! and quote, fund, stop, settle, refund, claim, admit) is one transaction: a crash leaves
+//! all of a change or none of it, and money moves only inside one.
+//!
+//! The rules live here, in Rust, over the row traits of [`backend`]; the SQL lives in
+//! [`sqlite`], today's backend. A PostgreSQL backend implements [`Backend`] and
+//! [`Transaction`] and inherits every rule. The operations block (SQLite waits for its
+//! disk): the HTTP handlers run them off the async runtime (`http::blocking`).
+
+mod activity;
+pub mod backend;
+mod deployments;
+mod ledger;
+mod revisions;
+pub mod sqlite;
+
+use crate::coordinator::model::Quote;
+use crate::coordinator::state::TransitionError;
+
+pub use backend::{Backend, Transaction};
+pub use revisions::NewSuccessor;
+pub use sqlite::{DATABASE_FILE, SqliteBackend};
+
+/// Log lines kept per deployment; older ones are pruned.
+pub const LOG_LINES_KEPT: i64 = 10_000;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite or the file system.
+    #[error("the relay store failed: {0}")]
+    Backend(String),
+    /// A refused state change.
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// Something named does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A rule of the ledger or the hostnames refused the change.
+    #[error("{message}")]
+    Refused {
+        /// A stable code (`quote_expired`, `spend_ceiling_exceeded`, ...).
+        code: &'static str,
+        /// What to tell the customer.
+        message: String,
+    },
+}
+
+fn refused(code: &'static str, message: impl Into<String>) -> StoreError {
+    StoreError::Refused { code, message: message.into() }
+}
+
+/// Who a bearer token speaks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The organization's ID.
+    pub org_id: String,
+    /// Its name.
+    pub org_name: String,
+    /// Whether it holds an invitation to the ingress add-on.
+    pub invited: bool,
+    /// The token's public ID.
+    pub token_id: String,
+    /// What the token may do.
+    pub role: TokenRole,
+}
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRole {
+    /// Deploy and manage the organization's projects.
+    Customer,
+    /// Read and claim the rewards of the gateway operator named like the organization.
+    Operator,
+}
+
+impl TokenRole {
+    /// Reads a spelling.
+    pub fn parse(text: &str) -> Option<TokenRole> {
+        [TokenRole::Customer, TokenRole::Operator].into_iter().find(|r| r.as_str() == text)
+    }
+
+    /// The spelling in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenRole::Customer => "customer",
+            TokenRole::Operator => "operator",
+        }
+    }
+}
+
+/// What a new deployment is made of.
+#[derive(Debug, Clone)]
+pub struct NewDeployment {
+    /// `dep_...`.
+    pub id: String,
+    /// The organization.
+    pub org_id: String,
+    /// The project's name.
+    pub project: String,
+    /// The project file, as JSON text.
+    pub project_json: String,
+    /// Its digest.
+    pub project_digest: String,
+    /// The V5 manifest's digest.
+    pub manifest_digest: String,
+    /// The canonical hostname.
+    pub canonical_hostname: String,
+    /// The gateway route ID.
+    pub route_id: String,
+    /// The spend ceiling.
+    pub ceiling_micros: u64,
+    /// The operator of the gateway that carries the route (its rewards go there).
+    pub gateway_operator: String,
+    /// Customer hostnames to add with it: (hostname, its DNS token).
+    pub hostnames: Vec<(String, String)>,
+    /// Its first quote.
+    pub quote: Option<Quote>,
+}
+
+/// What the coordinator keeps to recognise a deployment's job: hashes and public keys only,
+/// made afresh at each launch (the job holds the secrets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteKeys {
+    /// SHA-256 (hex) of the job's tunnel credential: what the gateway and the certificate
+    /// signer compare with.
+    pub credential_sha256: String,
+    /// The public half of the job's route key (base64url): what the challenge proof
+    /// verifies with.
+    pub route_public_key: String,
+}
+
+/// The store of one data directory: its operations over a backend.
+pub struct RelayStore {
+    backend: Box<dyn Backend>,
+}
+
+impl std::fmt::Debug for RelayStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayStore").field("backend", &self.backend.location()).finish()
+    }
+}
+
+/// Now, in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// `n` random bytes as hex.
+pub fn random_hex(n: usize) -> Result<String, StoreError> {
+    let mut bytes = vec![0u8; n];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError::Backend(format!("the random number generator failed: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn not_found(what: String) -> StoreError {
+    StoreError::NotFound(what)
+}
+
+impl RelayStore {
+    /// Opens (creating and migrating) the SQLite store in `dir`: see [`SqliteBackend::open`].
+    pub fn open(dir: &std::path::Path) -> Result<RelayStore, StoreError> {
+        Ok(RelayStore::on(Box::new(SqliteBackend::open(dir)?)))
+    }
+
+    /// The store's operations over `backend`.
+    pub fn on(backend: Box<dyn Backend>) -> RelayStore {
+        RelayStore { backend }
+    }
+
+    /// Where the data lives, for messages.
+    pub fn location(&self) -> String {
+        self.backend.location()
+    }
+
+    /// Runs `read` in one read transaction.
+    pub fn read<T>(&self, read: impl FnOnce(&mut dyn Transaction) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut tx = self.backend.read()?;
+        read(tx.as_mut())
+    }
+
+    /// Runs `write` in one write transaction, committed if it succeeds (rolled back if not).
+    pub fn write<T, E: From<StoreError>>(
+        &self,
+        write: impl FnOnce(&mut dyn Transaction) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut tx = self.backend.write()?;
+        let value = write(tx.as_mut())?;
+        tx.commit()?;
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,142 @@
+//! The embedded backend: `relay.sqlite3` in the data directory, WAL mode with
+//! `synchronous = FULL`, versioned migrations, deleted content overwritten
+//! (`secure_delete`). One connection behind a mutex: readers begin `DEFERRED`, writers
+//! `IMMEDIATE` (which also excludes other processes, such as `svc relay admin`).
+//!
+//! Only SQL lives here; every rule is above, in the store's operations.
+
+mod activity;
+mod admission;
+mod deployments;
+mod money;
+mod revisions;
+mod rows;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use super::StoreError;
+use super::backend::{Backend, Transaction};
+
+/// The migrations, in order; `PRAGMA user_version` is the number applied.
+pub(super) const MIGRATIONS: &[&str] = &[
+    include_str!("../../../../migrations/0001_coordinator.sql"),
+    include_str!("../../../../migrations/0002_admission.sql"),
+    include_str!("../../../../migrations/0003_economics.sql"),
+    include_str!("../../../../migrations/0004_route_keys.sql"),
+    include_str!("../../../../migrations/0005_revisions.sql"),
+];
+
+/// The database file's name inside the data directory.
+pub const DATABASE_FILE: &str = "relay.sqlite3";
+
+/// How long a connection waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The SQLite backend of one data directory.
+#[derive(Debug)]
+pub struct SqliteBackend {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl SqliteBackend {
+    /// Opens (creating and migrating) the database in `dir`. The directory is made 0700 and
+    /// the database files 0600.
+    pub fn open(dir: &Path) -> Result<SqliteBackend, StoreError> {
+        agent::files::create_private_dir(dir)
+            .map_err(|e| StoreError::Backend(format!("cannot create the data directory {}: {e}", dir.display())))?;
+        let path = dir.join(DATABASE_FILE);
+        // SQLite creates its WAL and shared-memory files with the database file's mode.
+        agent::files::make_private(&path)
+            .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", path.display())))?;
+        for suffix in ["-wal", "-shm"] {
+            let side = dir.join(format!("{DATABASE_FILE}{suffix}"));
+            if side.exists() {
+                agent::files::make_private(&side)
+                    .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", side.display())))?;
+            }
+        }
+        let wrap = |e: rusqlite::Error| StoreError::Backend(format!("{}: {e}", path.display()));
+        let mut conn = Connection::open(&path).map_err(wrap)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(wrap)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(wrap)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(wrap)?;
+        conn.pragma_update(None, "secure_delete", "ON").map_err(wrap)?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(wrap)?;
+        let applied: usize = tx.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(wrap)?;
+        let migrated = applied < MIGRATIONS.len();
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+            tx.execute_batch(sql).map_err(wrap)?;
+            tx.pragma_update(None, "user_version", i + 1).map_err(wrap)?;
+        }
+        tx.commit().map_err(wrap)?;
+        if migrated {
+            // Old pages (credentials in clear, before 0004) may linger in the log: empty it.
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(wrap)?;
+        }
+        Ok(SqliteBackend { path, conn: Mutex::new(conn) })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn begin(&self, sql: &str) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        let conn = self.conn.lock().map_err(|_| StoreError::Backend("a previous store operation panicked".into()))?;
+        conn.prepare_cached(sql)?.execute([])?;
+        Ok(Box::new(SqliteTransaction { conn, open: true }))
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn read(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        self.begin("BEGIN DEFERRED")
+    }
+
+    fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        self.begin("BEGIN IMMEDIATE")
+    }
+
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+/// A transaction on the connection it holds; rolled back when dropped uncommitted.
+struct SqliteTransaction<'s> {
+    conn: MutexGuard<'s, Connection>,
+    open: bool,
+}
+
+impl Drop for SqliteTransaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
+        }
+    }
+}
+
+impl Transaction for SqliteTransaction<'_> {
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+/// Whether a write failed on a uniqueness rule (the caller says which thing is taken).
+fn unique_violation<T>(result: &rusqlite::Result<T>) -> bool {
+    matches!(result, Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation)
+}

@@ -1,0 +1,113 @@
+//! Redeploys' successors, in SQL.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::SqliteTransaction;
+use super::rows::{SUCCESSOR_COLUMNS, i64_of, route_keys_row, successor_row};
+use crate::coordinator::model::{Successor, SuccessorState};
+use crate::coordinator::store::backend::RevisionRows;
+use crate::coordinator::store::{NewSuccessor, RouteKeys, StoreError};
+
+impl RevisionRows for SqliteTransaction<'_> {
+    fn successor(&mut self, deployment_id: &str) -> Result<Option<Successor>, StoreError> {
+        let sql = format!("SELECT {SUCCESSOR_COLUMNS} FROM successors WHERE deployment_id = ?1");
+        Ok(self.conn.query_row(&sql, [deployment_id], successor_row).optional()?)
+    }
+
+    fn successors(&mut self) -> Result<Vec<Successor>, StoreError> {
+        let sql = format!("SELECT {SUCCESSOR_COLUMNS} FROM successors ORDER BY created_at");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([], successor_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn put_successor(&mut self, new: &NewSuccessor, reason: &str, now: i64) -> Result<(), StoreError> {
+        self.conn.execute("DELETE FROM successors WHERE deployment_id = ?1", [&new.deployment_id])?;
+        self.conn.execute(
+            "INSERT INTO successors (deployment_id, revision, project_json, project_digest, manifest_digest, \
+             ceiling_micros, route_id, state, reason, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'starting', ?8, ?9, ?9)",
+            params![
+                new.deployment_id,
+                new.revision,
+                new.project_json,
+                new.project_digest,
+                new.manifest_digest,
+                i64_of(new.ceiling_micros)?,
+                new.route_id,
+                reason,
+                now
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn successor_project_json(&mut self, deployment_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT project_json FROM successors WHERE deployment_id = ?1", [deployment_id], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn successor_keys(&mut self, deployment_id: &str) -> Result<Option<RouteKeys>, StoreError> {
+        let keys = self
+            .conn
+            .query_row(
+                "SELECT credential_sha256, route_public_key FROM successors WHERE deployment_id = ?1",
+                [deployment_id],
+                route_keys_row,
+            )
+            .optional()?;
+        Ok(keys.flatten())
+    }
+
+    fn set_successor_keys(&mut self, deployment_id: &str, revision: u32, keys: &RouteKeys) -> Result<bool, StoreError> {
+        let changed = self.conn.execute(
+            "UPDATE successors SET credential_sha256 = ?1, route_public_key = ?2 \
+             WHERE deployment_id = ?3 AND revision = ?4",
+            params![keys.credential_sha256, keys.route_public_key, deployment_id, revision],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn set_successor_state(
+        &mut self,
+        deployment_id: &str,
+        revision: u32,
+        state: SuccessorState,
+        reason: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE successors SET state = ?1, reason = ?2, updated_at = ?3 WHERE deployment_id = ?4 AND revision = ?5",
+            params![state.as_str(), reason, now, deployment_id, revision],
+        )?;
+        Ok(())
+    }
+
+    fn adopt_successor(&mut self, deployment_id: &str, revision: u32, now: i64) -> Result<bool, StoreError> {
+        let changed = self.conn.execute(
+            "UPDATE deployments SET (project_json, project_digest, manifest_digest, ceiling_micros, route_id, \
+             credential_sha256, route_public_key, revision, updated_at) = \
+             (SELECT project_json, project_digest, manifest_digest, ceiling_micros, route_id, credential_sha256, \
+              route_public_key, revision, ?3 FROM successors WHERE deployment_id = ?1 AND revision = ?2) \
+             WHERE id = ?1 AND state <> 'stopped' \
+             AND EXISTS (SELECT 1 FROM successors WHERE deployment_id = ?1 AND revision = ?2)",
+            params![deployment_id, revision, now],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn delete_successor(&mut self, deployment_id: &str, revision: u32) -> Result<bool, StoreError> {
+        let dropped = self.conn.execute(
+            "DELETE FROM successors WHERE deployment_id = ?1 AND revision = ?2",
+            params![deployment_id, revision],
+        )?;
+        Ok(dropped > 0)
+    }
+
+    fn delete_successors(&mut self, deployment_id: &str) -> Result<(), StoreError> {
+        self.conn.execute("DELETE FROM successors WHERE deployment_id = ?1", [deployment_id])?;
+        Ok(())
+    }
+}
