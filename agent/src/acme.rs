@@ -180,9 +180,9 @@ pub fn challenge_certificate(name: &str, key_authorization_sha256: &[u8]) -> Res
 /// The stored account for this directory, or a new one (stored at once).
 async fn account(source: &AcmeSource<'_>, state_dir: &Path) -> Result<Account, CertError> {
     let path = state_dir.join(ACCOUNT_FILE);
-    let io = |e: std::io::Error| CertError::Io(format!("{}: {e}", path.display()));
+    let io = |e: std::io::Error| CertError::Io(e.to_string());
     if path.exists() {
-        let text = std::fs::read(&path).map_err(io)?;
+        let text = fs_err::read(&path).map_err(io)?;
         let stored: StoredAccount = serde_json::from_slice(&text)
             .map_err(|e| CertError::Cert(format!("{}: not an ACME account file: {e}", path.display())))?;
         if stored.directory_url == source.directory_url {
@@ -213,7 +213,7 @@ fn http_client(directory_ca: Option<&Path>) -> Result<Box<dyn instant_acme::Http
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
     let builder = match directory_ca {
         Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| CertError::Io(format!("{}: {e}", path.display())))?;
+            let pem = fs_err::read(path).map_err(|e| CertError::Io(e.to_string()))?;
             let mut roots = rustls::RootCertStore::empty();
             for cert in CertificateDer::pem_slice_iter(&pem) {
                 let cert = cert.map_err(|e| CertError::Cert(format!("{}: {e}", path.display())))?;

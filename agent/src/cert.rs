@@ -34,13 +34,12 @@ pub enum CertError {
 pub fn load_or_create_key(state_dir: &Path) -> Result<KeyPair, CertError> {
     let path = state_dir.join("key.pem");
     if path.exists() {
-        let pem = std::fs::read_to_string(&path).map_err(|e| CertError::Io(format!("{}: {e}", path.display())))?;
+        let pem = fs_err::read_to_string(&path).map_err(|e| CertError::Io(e.to_string()))?;
         return KeyPair::from_pem(&pem).map_err(|e| CertError::Cert(e.to_string()));
     }
-    crate::files::create_private_dir(state_dir).map_err(|e| CertError::Io(format!("{}: {e}", state_dir.display())))?;
+    crate::files::create_private_dir(state_dir).map_err(|e| CertError::Io(e.to_string()))?;
     let key = KeyPair::generate().map_err(|e| CertError::Cert(e.to_string()))?;
-    crate::files::write_private(&path, key.serialize_pem().as_bytes())
-        .map_err(|e| CertError::Io(format!("{}: {e}", path.display())))?;
+    crate::files::write_private(&path, key.serialize_pem().as_bytes()).map_err(|e| CertError::Io(e.to_string()))?;
     Ok(key)
 }
 
@@ -110,8 +109,7 @@ impl ResolvesServerCert for CurrentCert {
 /// Writes the chain next to the key (`cert.pem`), for people and tools to inspect.
 pub fn save_chain(state_dir: &Path, chain_pem: &str) -> Result<PathBuf, CertError> {
     let path = state_dir.join("cert.pem");
-    crate::files::write_private(&path, chain_pem.as_bytes())
-        .map_err(|e| CertError::Io(format!("{}: {e}", path.display())))?;
+    crate::files::write_private(&path, chain_pem.as_bytes()).map_err(|e| CertError::Io(e.to_string()))?;
     Ok(path)
 }
 

@@ -93,11 +93,10 @@ pub enum CertificateSource {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read the agent configuration: {source}")]
     Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
+        /// The cause, which names the file.
+        #[source]
         source: std::io::Error,
     },
     /// The file is not a valid configuration.
@@ -113,7 +112,7 @@ pub enum ConfigError {
 impl AgentConfig {
     /// Reads a configuration file.
     pub fn read(path: &Path) -> Result<AgentConfig, ConfigError> {
-        let text = std::fs::read(path).map_err(|source| ConfigError::Io { path: path.to_owned(), source })?;
+        let text = fs_err::read(path).map_err(|source| ConfigError::Io { source })?;
         serde_json::from_slice(&text).map_err(|source| ConfigError::Invalid { path: path.to_owned(), source })
     }
 }

@@ -83,12 +83,12 @@ fn pins_path() -> Result<PathBuf, ExitCode> {
 }
 
 fn load_pins(path: &Path) -> Result<PinsFile, ExitCode> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match fs_err::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(PinsFile { version: PINS_VERSION, relays: BTreeMap::new() });
         }
-        Err(e) => return Err(fail(EXIT_USAGE, &format!("cannot read the pins file {}: {e}", path.display()))),
+        Err(e) => return Err(fail(EXIT_USAGE, &format!("cannot read the pins file: {e}"))),
     };
     let pins: PinsFile = serde_json::from_str(&text).map_err(|e| {
         fail(
@@ -115,20 +115,19 @@ fn load_pins(path: &Path) -> Result<PinsFile, ExitCode> {
 /// Writes the pins file whole or not at all.
 fn save_pins(path: &Path, pins: &PinsFile) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+        fs_err::create_dir_all(dir)?;
     }
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tmp");
     let tmp = path.with_file_name(name);
-    std::fs::write(&tmp, serde_json::to_vec_pretty(pins).unwrap_or_default())?;
-    std::fs::rename(&tmp, path)
+    fs_err::write(&tmp, serde_json::to_vec_pretty(pins).unwrap_or_default())?;
+    fs_err::rename(&tmp, path)
 }
 
 /// The signed catalog: from `--file`, or fetched with the relay token.
 fn obtain(t: &CatalogTarget) -> Result<Result<SignedCatalog, CatalogError>, ExitCode> {
     if let Some(file) = &t.file {
-        let bytes = std::fs::read(file)
-            .map_err(|e| fail(EXIT_USAGE, &format!("cannot read the catalog file {}: {e}", file.display())))?;
+        let bytes = fs_err::read(file).map_err(|e| fail(EXIT_USAGE, &format!("cannot read the catalog file: {e}")))?;
         return Ok(SignedCatalog::from_json(&bytes));
     }
     let token = std::env::var("SVC_RELAY_TOKEN").ok().filter(|t| !t.is_empty()).ok_or_else(|| {

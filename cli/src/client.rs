@@ -250,7 +250,7 @@ fn connector(ca: Option<&Path>, server: &str) -> Result<TlsConnector, ClientErro
     match ca {
         Some(path) => {
             let bad = |reason: String| ClientError::Ca { path: path.to_owned(), reason };
-            let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+            let pem = fs_err::read(path).map_err(|e| bad(e.to_string()))?;
             for cert in CertificateDer::pem_slice_iter(&pem) {
                 roots.add(cert.map_err(|e| bad(e.to_string()))?).map_err(|e| bad(e.to_string()))?;
             }

@@ -40,11 +40,11 @@ struct Loaded {
 }
 
 fn load(path: &Path) -> Result<Loaded, ExitCode> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = fs_err::read_to_string(path).map_err(|e| {
         fail(
             EXIT_USAGE,
             "unreadable_file",
-            &format!("cannot read the project file {}: {e} (use --config FILE, or --project NAME)", path.display()),
+            &format!("cannot read the project file: {e} (use --config FILE, or --project NAME)"),
         )
     })?;
     let project = relay_api::project::read(&text).map_err(|e| {
@@ -180,14 +180,12 @@ fn quote_line(q: &Quote) -> String {
 #[derive(Debug, thiserror::Error)]
 enum BundleError {
     /// A directory or file could not be read.
-    #[error("cannot read {path}: {source}", path = path.display())]
-    Read {
-        /// Which.
-        path: PathBuf,
-        /// Why.
+    #[error("cannot read the app directory: {0}")]
+    Read(
+        /// Why, naming the directory or file.
         #[source]
-        source: std::io::Error,
-    },
+        std::io::Error,
+    ),
     /// It is larger than a deployment carries.
     #[error(
         "the app directory {dir} holds more than {} MiB or {BUNDLE_MAX_FILES} files; point app.dir at the app alone",
@@ -202,26 +200,22 @@ enum BundleError {
 
 /// Every file of the app directory (hidden entries skipped), base64.
 fn bundle(dir: &Path) -> Result<BTreeMap<String, String>, BundleError> {
-    let read = |path: &Path| {
-        let path = path.to_owned();
-        move |source| BundleError::Read { path, source }
-    };
     let mut files = BTreeMap::new();
     let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
-        for entry in std::fs::read_dir(&current).map_err(read(&current))? {
-            let entry = entry.map_err(read(&current))?;
+        for entry in fs_err::read_dir(&current).map_err(BundleError::Read)? {
+            let entry = entry.map_err(BundleError::Read)?;
             let name = entry.file_name();
             if name.to_string_lossy().starts_with('.') {
                 continue;
             }
             let path = entry.path();
-            let kind = entry.file_type().map_err(read(&path))?;
+            let kind = entry.file_type().map_err(BundleError::Read)?;
             if kind.is_dir() {
                 stack.push(path);
             } else if kind.is_file() {
-                let bytes = std::fs::read(&path).map_err(read(&path))?;
+                let bytes = fs_err::read(&path).map_err(BundleError::Read)?;
                 total += bytes.len() as u64;
                 if total > BUNDLE_MAX_BYTES || files.len() >= BUNDLE_MAX_FILES {
                     return Err(BundleError::TooLarge { dir: dir.to_owned() });
@@ -275,8 +269,8 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
     }
     let manifest = match &project.manifest {
         Some(file) => Some(
-            std::fs::read_to_string(loaded.dir.join(file))
-                .map_err(|e| fail(EXIT_USAGE, "unreadable_file", &format!("cannot read the manifest {file}: {e}")))?,
+            fs_err::read_to_string(loaded.dir.join(file))
+                .map_err(|e| fail(EXIT_USAGE, "unreadable_file", &format!("cannot read the manifest: {e}")))?,
         ),
         None => None,
     };

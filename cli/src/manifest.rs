@@ -159,12 +159,11 @@ fn read_input(path: &Path) -> Result<(String, Vec<u8>), InputError> {
         std::io::stdin().lock().take(limit).read_to_end(&mut bytes).map_err(InputError::Stdin)?;
         return Ok(("<stdin>".to_owned(), bytes));
     }
-    let file = |source| InputError::File { path: path.to_owned(), source };
-    let opened = std::fs::File::open(path).map_err(file)?;
+    let opened = fs_err::File::open(path).map_err(InputError::File)?;
     if opened.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(InputError::Directory(path.to_owned()));
     }
-    opened.take(limit).read_to_end(&mut bytes).map_err(file)?;
+    opened.take(limit).read_to_end(&mut bytes).map_err(InputError::File)?;
     Ok((path.display().to_string(), bytes))
 }
 
@@ -175,14 +174,12 @@ enum InputError {
     #[error("cannot read standard input: {0}")]
     Stdin(#[source] std::io::Error),
     /// The file could not be read.
-    #[error("cannot read {path}: {source}", path = path.display())]
-    File {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
+    #[error("{0}")]
+    File(
+        /// Why, naming the file (`fs-err`).
         #[source]
-        source: std::io::Error,
-    },
+        std::io::Error,
+    ),
     /// The path is a directory.
     #[error("cannot read {}: it is a directory", .0.display())]
     Directory(std::path::PathBuf),

@@ -114,9 +114,9 @@ pub(crate) struct Publish<'a> {
 
 /// Validates locally, refusing before sending anything; then publishes.
 pub(crate) fn publish(args: &Publish<'_>) -> ExitCode {
-    let bytes = match std::fs::read(args.file) {
+    let bytes = match fs_err::read(args.file) {
         Ok(b) => b,
-        Err(e) => return fail(EXIT_USAGE, "unreadable_file", &format!("cannot read {}: {e}", args.file.display())),
+        Err(e) => return fail(EXIT_USAGE, "unreadable_file", &e.to_string()),
     };
     let report = validate(&bytes);
     if !report.is_valid() {

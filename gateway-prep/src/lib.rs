@@ -81,7 +81,7 @@ impl Root {
 
     /// The contents of the host file `path`, as text.
     pub fn read(&self, path: impl AsRef<Path>) -> std::io::Result<String> {
-        std::fs::read_to_string(self.path(path))
+        fs_err::read_to_string(self.path(path))
     }
 }
 

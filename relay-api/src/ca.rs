@@ -14,13 +14,12 @@ use rcgen::{
 #[derive(Debug, thiserror::Error)]
 pub enum CaError {
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
+    #[error("{0}")]
+    Io(
+        /// The cause, which names the file (`fs-err`).
+        #[source]
+        std::io::Error,
+    ),
     /// Certificate generation or parsing failed.
     #[error("certificate: {0}")]
     Cert(#[from] rcgen::Error),
@@ -43,19 +42,15 @@ impl std::fmt::Debug for DevCa {
     }
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CaError + '_ {
-    move |source| CaError::Io { path: path.to_owned(), source }
-}
-
 impl DevCa {
     /// Loads the CA from `dir`, or creates it there (the directory may hold other files).
     pub fn open(dir: &Path) -> Result<DevCa, CaError> {
-        agent::files::create_private_dir(dir).map_err(io(dir))?;
+        agent::files::create_private_dir(dir).map_err(CaError::Io)?;
         let cert_path = dir.join("ca.pem");
         let key_path = dir.join("ca-key.pem");
         let (key, cert_pem) = if cert_path.exists() && key_path.exists() {
-            let key_pem = std::fs::read_to_string(&key_path).map_err(io(&key_path))?;
-            let cert_pem = std::fs::read_to_string(&cert_path).map_err(io(&cert_path))?;
+            let key_pem = fs_err::read_to_string(&key_path).map_err(CaError::Io)?;
+            let cert_pem = fs_err::read_to_string(&cert_path).map_err(CaError::Io)?;
             (KeyPair::from_pem(&key_pem)?, cert_pem)
         } else {
             let key = KeyPair::generate()?;
@@ -68,9 +63,9 @@ impl DevCa {
             params.not_before = rcgen::date_time_ymd(2025, 1, 1);
             params.not_after = rcgen::date_time_ymd(2035, 1, 1);
             let cert = params.self_signed(&key)?;
-            agent::files::write_private(&key_path, key.serialize_pem().as_bytes()).map_err(io(&key_path))?;
+            agent::files::write_private(&key_path, key.serialize_pem().as_bytes()).map_err(CaError::Io)?;
             // Written last: a present ca.pem means the CA is complete.
-            agent::files::write_private(&cert_path, cert.pem().as_bytes()).map_err(io(&cert_path))?;
+            agent::files::write_private(&cert_path, cert.pem().as_bytes()).map_err(CaError::Io)?;
             (key, cert.pem())
         };
         let issuer = Issuer::from_ca_cert_pem(&cert_pem, key)?;
@@ -127,7 +122,7 @@ fn is_local(name: &str) -> bool {
 fn random_serial() -> Result<rcgen::SerialNumber, CaError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)
-        .map_err(|e| CaError::Io { path: PathBuf::from("<random>"), source: std::io::Error::other(e.to_string()) })?;
+        .map_err(|e| CaError::Io(std::io::Error::other(format!("no random serial number: {e}"))))?;
     bytes[0] &= 0x7f; // positive
     Ok(rcgen::SerialNumber::from_slice(&bytes))
 }

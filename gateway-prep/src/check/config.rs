@@ -54,7 +54,7 @@ pub fn gateway(root: &Root) -> CheckResult {
             );
         }
     };
-    let read = |p: &Path| root.read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
+    let read = |p: &Path| root.read(p).map_err(|e| e.to_string());
     let identity = read(&file.tunnel_cert)
         .and_then(|cert| read(&file.tunnel_key).map(|key| (cert, key)))
         .and_then(|(cert, key)| check_tls_identity(&cert, &key).map_err(|e| e.to_string()));
@@ -116,9 +116,9 @@ pub fn registration(root: &Root) -> CheckResult {
         }
     };
     let key_path = root.path(&key_host);
-    let key = match std::fs::read_to_string(&key_path) {
+    let key = match fs_err::read_to_string(&key_path) {
         Ok(text) => OperatorKey::from_pem(&text).map_err(|e| format!("{}: {e}", key_host.display())),
-        Err(e) => Err(format!("cannot read {}: {e}", key_host.display())),
+        Err(e) => Err(e.to_string()),
     };
     let key = match key {
         Ok(k) => k,

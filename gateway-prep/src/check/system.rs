@@ -39,7 +39,7 @@ pub fn nofile(root: &Root) -> CheckResult {
         Err(e) => {
             return CheckResult::warn(
                 ID,
-                format!("cannot read /proc/self/limits: {e}"),
+                e.to_string(),
                 "run on Linux with /proc mounted to check the open-files limit",
             );
         }
@@ -149,7 +149,7 @@ fn sysctl(root: &Root, s: &Sysctl) -> CheckResult {
     let text = match root.read(&path) {
         Ok(t) => t,
         Err(e) => {
-            return CheckResult::warn(&id, format!("cannot read {path}: {e}"), "run on Linux with /proc mounted");
+            return CheckResult::warn(&id, e.to_string(), "run on Linux with /proc mounted");
         }
     };
     let values: Vec<u64> = text.split_whitespace().filter_map(|v| v.parse().ok()).collect();
@@ -195,7 +195,7 @@ pub fn pacing(root: &Root) -> CheckResult {
     const ID: &str = "tcp.pacing";
     let read = |name: &str| {
         let path = sysctl_path(name);
-        root.read(&path).map(|text| text.trim().to_owned()).map_err(|e| format!("cannot read {path}: {e}"))
+        root.read(&path).map(|text| text.trim().to_owned()).map_err(|e| e.to_string())
     };
     let congestion = match read("net.ipv4.tcp_congestion_control") {
         Ok(name) => name,

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
+use fs_err::os::unix::fs::OpenOptionsExt as _;
 use relay_gateway::file::GatewayFile;
 use serde::Serialize;
 
@@ -143,17 +144,17 @@ pub fn digests(files: &[Planned]) -> BTreeMap<String, String> {
 /// over the old one, so a crash leaves the old file or the new, never half of one.
 pub fn write_atomic(path: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    fs_err::create_dir_all(dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temp = dir.join(format!(".{name}.gateway-prep-{}", std::process::id()));
     let _ = std::fs::remove_file(&temp);
     let written = (|| {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&temp)?;
+        let mut file = fs_err::OpenOptions::new().write(true).create_new(true).mode(mode).open(&temp)?;
         file.write_all(content)?;
         // The umask may have narrowed the mode at creation; set it exactly.
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         file.sync_all()?;
-        std::fs::rename(&temp, path)
+        fs_err::rename(&temp, path)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);

@@ -32,14 +32,12 @@ pub struct Registration {
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
     /// It could not be read.
-    #[error("cannot read {path}: {source}", path = path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
+    #[error("cannot read the registration record: {0}")]
+    Read(
+        /// Why, naming the file (`fs-err`).
         #[source]
-        source: std::io::Error,
-    },
+        std::io::Error,
+    ),
     /// It is not a registration record.
     #[error("{path} is not a valid registration record: {source}", path = path.display())]
     Invalid {
@@ -68,10 +66,10 @@ impl Registration {
     /// Reads the record under `root`: `Ok(None)` when there is none.
     pub fn read(root: &Root) -> Result<Option<Registration>, RecordError> {
         let path = root.path(Registration::path());
-        let text = match std::fs::read_to_string(&path) {
+        let text = match fs_err::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(RecordError::Read { path, source }),
+            Err(source) => return Err(RecordError::Read(source)),
         };
         let record: Registration = serde_json::from_str(&text)
             .map_err(|source| RecordError::Invalid { path: Registration::path(), source })?;

@@ -1,7 +1,7 @@
 //! The server side of TLS: rustls on the ring provider, HTTP/1.1 by ALPN, from a PEM
 //! certificate chain and key (files, or issued in memory by the development CA).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::ServerConfig;
@@ -13,14 +13,12 @@ use tokio_rustls::TlsAcceptor;
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
+    #[error("{0}")]
+    Read(
+        /// The cause, which names the file (`fs-err`).
         #[source]
-        source: std::io::Error,
-    },
+        std::io::Error,
+    ),
     /// No PEM certificate in the chain.
     #[error("{what} holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)")]
     NoCertificate {
@@ -55,7 +53,7 @@ impl std::fmt::Debug for Tls {
 impl Tls {
     /// From PEM files: the certificate chain (leaf first) and its private key.
     pub fn from_files(cert: &Path, key: &Path) -> Result<Tls, TlsError> {
-        let read = |path: &Path| std::fs::read(path).map_err(|source| TlsError::Read { path: path.to_owned(), source });
+        let read = |path: &Path| fs_err::read(path).map_err(TlsError::Read);
         Tls::from_named_pem(&read(cert)?, &cert.display().to_string(), &read(key)?, &key.display().to_string())
     }
 

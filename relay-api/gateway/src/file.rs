@@ -13,14 +13,12 @@ use super::{GatewayConfig, RouteConfig};
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayFileError {
     /// A file could not be read.
-    #[error("cannot read {path}: {source}", path = path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
+    #[error("{0}")]
+    Read(
+        /// Why, naming the file (`fs-err`).
         #[source]
-        source: std::io::Error,
-    },
+        std::io::Error,
+    ),
     /// The file is not a gateway configuration.
     #[error("{path} is not a valid gateway configuration: {source}", path = path.display())]
     Invalid {
@@ -85,15 +83,13 @@ pub struct GatewayFile {
 impl GatewayFile {
     /// Reads and checks a file.
     pub fn read(path: &Path) -> Result<GatewayFile, GatewayFileError> {
-        let text = std::fs::read(path).map_err(|source| GatewayFileError::Read { path: path.to_owned(), source })?;
+        let text = fs_err::read(path).map_err(GatewayFileError::Read)?;
         serde_json::from_slice(&text).map_err(|source| GatewayFileError::Invalid { path: path.to_owned(), source })
     }
 
     /// The gateway configuration (reads the certificate files).
     pub fn config(&self) -> Result<GatewayConfig, GatewayFileError> {
-        let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|source| GatewayFileError::Read { path: p.to_owned(), source })
-        };
+        let read = |p: &Path| fs_err::read_to_string(p).map_err(GatewayFileError::Read);
         let mut c =
             GatewayConfig::new(self.public, self.tunnel, self.admin, read(&self.tunnel_cert)?, read(&self.tunnel_key)?);
         if let Some(max) = self.client_hello_max_bytes {

@@ -37,13 +37,13 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CatalogError> {
     name.push(".tmp");
     let tmp = path.with_file_name(name);
     agent::files::write_private(&tmp, bytes).map_err(storage(&tmp))?;
-    std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(storage(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(storage(path))
+    fs_err::File::open(&tmp).and_then(|f| f.sync_all()).map_err(storage(&tmp))?;
+    fs_err::rename(&tmp, path).map_err(storage(path))
 }
 
 /// Reads a file that may not exist yet.
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, CatalogError> {
-    match std::fs::read(path) {
+    match fs_err::read(path) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(storage(path)(e)),

@@ -101,7 +101,7 @@ impl IngressJob {
     fn copy_in(&self, host: &Path, name: &str) -> Result<PathBuf, LayoutError> {
         let target = self.agent_dir.join(name);
         let fail = |source| LayoutError { job: self.id.clone(), path: host.to_owned(), source };
-        let bytes = std::fs::read(host).map_err(fail)?;
+        let bytes = fs_err::read(host).map_err(fail)?;
         replace_private(&target, &bytes).map_err(|source| LayoutError {
             job: self.id.clone(),
             path: target,

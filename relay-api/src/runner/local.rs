@@ -283,9 +283,9 @@ fn children(pid: u32) -> Vec<u32> {
 fn chown_tree(path: &Path, uid: JobUid) -> std::io::Result<()> {
     let mut pending = vec![path.to_path_buf()];
     while let Some(next) = pending.pop() {
-        std::os::unix::fs::lchown(&next, Some(uid.uid), Some(uid.gid))?;
-        if std::fs::symlink_metadata(&next)?.is_dir() {
-            for entry in std::fs::read_dir(&next)? {
+        fs_err::os::unix::fs::lchown(&next, Some(uid.uid), Some(uid.gid))?;
+        if fs_err::symlink_metadata(&next)?.is_dir() {
+            for entry in fs_err::read_dir(&next)? {
                 pending.push(entry?.path());
             }
         }

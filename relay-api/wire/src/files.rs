@@ -1,14 +1,18 @@
 //! Files and directories only their owner may read (keys, credentials, logs, data).
+//!
+//! Every error names its path (`fs-err`).
 
 use std::io::Write;
 use std::path::Path;
 
 #[cfg(unix)]
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use fs_err::os::unix::fs::OpenOptionsExt;
+#[cfg(unix)]
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 
 /// Writes `contents` to `path` with mode 0600 (created so, never world-readable in between).
 pub fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
+    let mut options = fs_err::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     options.mode(0o600);
@@ -22,16 +26,19 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     builder.recursive(true);
     #[cfg(unix)]
     builder.mode(0o700);
-    builder.create(dir)?;
+    // fs-err has no `DirBuilder`: the same words as its `create_dir_all`.
+    builder
+        .create(dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("failed to create directory `{}`: {e}", dir.display())))?;
     #[cfg(unix)]
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    fs_err::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     Ok(())
 }
 
 /// Creates `path` empty with mode 0600 if it does not exist, else makes it 0600: for files
 /// another library then opens (a database).
 pub fn make_private(path: &Path) -> std::io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
+    let mut options = fs_err::OpenOptions::new();
     options.append(true).create(true);
     #[cfg(unix)]
     options.mode(0o600);
@@ -53,15 +60,15 @@ pub fn replace_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     temp_name.push(name);
     temp_name.push(format!(".{}.tmp", crate::wire::hex(&random)));
     let temp = path.with_file_name(temp_name);
-    let mut options = std::fs::OpenOptions::new();
+    let mut options = fs_err::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     options.mode(0o600);
     let written = options.open(&temp).and_then(|mut file| file.write_all(contents));
-    match written.and_then(|()| std::fs::rename(&temp, path)) {
+    match written.and_then(|()| fs_err::rename(&temp, path)) {
         Ok(()) => Ok(()),
         Err(e) => {
-            let _ = std::fs::remove_file(&temp);
+            let _ = fs_err::remove_file(&temp);
             Err(e)
         }
     }

@@ -49,14 +49,20 @@ struct Grouped {
 /// Creates `dir` (and missing parents) 0700, or makes an existing one 0700.
 fn private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    // fs-err has no `DirBuilder`: the same words as its `create_dir_all`.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("failed to create directory `{}`: {e}", dir.display())))?;
+    fs_err::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 /// Creates `path` empty 0600 if missing, or makes it 0600: before SQLite opens it.
 fn private_file(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let file = std::fs::OpenOptions::new().append(true).create(true).mode(0o600).open(path)?;
+    use fs_err::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::PermissionsExt;
+    let file = fs_err::OpenOptions::new().append(true).create(true).mode(0o600).open(path)?;
     file.set_permissions(std::fs::Permissions::from_mode(0o600))
 }
 
@@ -65,14 +71,13 @@ impl SqliteStore {
     /// SQLite then makes its log files) on first use and applying any migration not yet
     /// applied.
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
-        private_dir(dir)
-            .map_err(|e| StoreError::Backend(format!("cannot create the data directory {}: {e}", dir.display())))?;
+        private_dir(dir).map_err(|e| StoreError::Backend(format!("cannot create the data directory: {e}")))?;
         let path = dir.join(DATABASE_FILE);
         for suffix in ["", "-wal", "-shm"] {
             let file = dir.join(format!("{DATABASE_FILE}{suffix}"));
             if suffix.is_empty() || file.exists() {
                 private_file(&file)
-                    .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", file.display())))?;
+                    .map_err(|e| StoreError::Backend(format!("cannot make the database private: {e}")))?;
             }
         }
         let writer = Connection::open(&path).map_err(|e| backend(&path, e))?;
