@@ -135,6 +135,17 @@ impl Engine {
         &self.parts.store
     }
 
+    /// Runs a store operation without holding up the runtime's other tasks (the gateway, the
+    /// API): `block_in_place` hands them to another worker while this one waits for the
+    /// disk. A current-thread runtime (tests) has no other worker: the operation runs in place.
+    fn db<T>(&self, operation: impl FnOnce(&RelayStore) -> T) -> T {
+        let store = self.store();
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| operation(store)),
+            _ => operation(store),
+        }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &CoordinatorConfig {
         &self.parts.config
@@ -179,14 +190,14 @@ impl Engine {
     /// The hostnames a quote binds: canonical first, then the customer's not removed.
     pub fn quoted_hostnames(&self, d: &Deployment) -> Result<Vec<String>, StoreError> {
         let mut names = vec![d.canonical_hostname.clone()];
-        names.extend(self.store().hostnames(&d.id)?.into_iter().map(|h| h.hostname));
+        names.extend(self.db(|store| store.hostnames(&d.id))?.into_iter().map(|h| h.hostname));
         Ok(names)
     }
 
     /// Prices `periods` periods of the deployment and records the quote.
     pub fn quote(&self, d: &Deployment, periods: u64) -> Result<Quote, StoreError> {
         let quote = self.price(&d.id, &d.project_digest, self.quoted_hostnames(d)?, periods)?;
-        self.store().add_quote(&quote)?;
+        self.db(|store| store.add_quote(&quote))?;
         Ok(quote)
     }
 
@@ -226,7 +237,7 @@ impl Engine {
 
     /// Checks a customer hostname's DNS now and records what it found.
     pub async fn check_hostname(&self, d: &Deployment, hostname: &str) -> Result<(), StoreError> {
-        let Some(h) = self.store().hostname(&d.id, hostname)? else {
+        let Some(h) = self.db(|store| store.hostname(&d.id, hostname))? else {
             return Err(StoreError::NotFound(format!("hostname {hostname}")));
         };
         if h.state == HostnameState::Removed {
@@ -240,7 +251,7 @@ impl Engine {
             (_, false) => HostnameState::PendingDns,
             (state, true) => state,
         };
-        self.store().set_hostname(&d.id, hostname, state, &hints)?;
+        self.db(|store| store.set_hostname(&d.id, hostname, state, &hints))?;
         if state != h.state {
             self.sync_routes().await;
             self.due_now(d);
@@ -263,9 +274,8 @@ impl Engine {
 
     /// What to fix, ranked.
     pub fn hints(&self, d: &Deployment) -> Result<Vec<Hint>, StoreError> {
-        let store = self.store();
         let mut hints = Vec::new();
-        let balance = store.balance(&d.id)?;
+        let balance = self.db(|store| store.balance(&d.id))?;
         let price = self.parts.config.price_micros;
         match d.state {
             DeploymentState::PendingFunding => hints.push(Hint::new(
@@ -301,7 +311,7 @@ impl Engine {
             _ => {}
         }
         if d.state.runs_job() {
-            for v in store.latest_validations(&d.id)? {
+            for v in self.db(|store| store.latest_validations(&d.id))? {
                 if !v.passed
                     && let Ok(h) = serde_json::from_value::<Hint>(v.detail.clone())
                 {
@@ -309,10 +319,10 @@ impl Engine {
                 }
             }
         }
-        for h in store.hostnames(&d.id)? {
+        for h in self.db(|store| store.hostnames(&d.id))? {
             hints.extend(h.hints);
         }
-        if let Some(s) = store.successor(&d.id)?.filter(|s| s.state == SuccessorState::Failed) {
+        if let Some(s) = self.db(|store| store.successor(&d.id))?.filter(|s| s.state == SuccessorState::Failed) {
             hints.push(redeploy::failed_hint(d, &s));
         }
         hint::rank(&mut hints);
@@ -323,13 +333,15 @@ impl Engine {
     /// The engine's loop (runs until the task is aborted).
     pub async fn run(self: Arc<Self>) {
         // Jobs do not outlive a coordinator: relaunch the ones that should run.
-        if let Ok(active) = self.store().active_deployments() {
+        if let Ok(active) = self.db(|store| store.active_deployments()) {
             for d in active.into_iter().filter(|d| d.state.runs_job()) {
-                let _ = self.store().transition(
-                    &d.id,
-                    DeploymentState::Provisioning,
-                    "the coordinator restarted; relaunching the job",
-                );
+                let _ = self.db(|store| {
+                    store.transition(
+                        &d.id,
+                        DeploymentState::Provisioning,
+                        "the coordinator restarted; relaunching the job",
+                    )
+                });
             }
         }
         self.restart_successors();
@@ -339,7 +351,8 @@ impl Engine {
             ticks = ticks.wrapping_add(1);
             if ticks.is_multiple_of(SWEEP_EVERY) {
                 let config = &self.parts.config;
-                super::files::sweep(self.store(), &config.deployments_dir(), &config.jobs_dir, false);
+                // Directory walks and store reads: off the runtime's workers too.
+                self.db(|store| super::files::sweep(store, &config.deployments_dir(), &config.jobs_dir, false));
             }
             tokio::select! {
                 () = tokio::time::sleep(TICK) => {}
@@ -354,14 +367,14 @@ impl Engine {
     /// directly, one step at a time.
     pub async fn tick(&self) {
         self.reap().await;
-        let active = match self.store().active_deployments() {
+        let active = match self.db(|store| store.active_deployments()) {
             Ok(a) => a,
             Err(e) => {
                 tracing::error!("svc relay: reading deployments: {e}");
                 return;
             }
         };
-        let successors: HashMap<String, super::model::Successor> = match self.store().successors() {
+        let successors: HashMap<String, super::model::Successor> = match self.db(|store| store.successors()) {
             Ok(s) => s.into_iter().map(|s| (s.deployment_id.clone(), s)).collect(),
             Err(e) => {
                 tracing::error!("svc relay: reading successors: {e}");
@@ -413,19 +426,20 @@ impl Engine {
                     &taken
                 }
                 Err(e) => {
-                    let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
+                    let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
                     return;
                 }
             },
             _ => d,
         };
         if let Err(e) = self.step(d).await {
-            let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
+            let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
         }
         if let Some(s) = successor.filter(|s| s.revision > d.revision)
             && let Err(e) = self.step_successor(d, s).await
         {
-            let _ = self.store().append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]);
+            let _ =
+                self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]));
         }
     }
 
@@ -434,9 +448,8 @@ impl Engine {
     /// until a restarted job is live again counts as downtime (it is not `live`).
     async fn reap(&self) {
         for (key, output, verdict) in self.jobs.reap().await {
-            let store = self.store();
             let Some((id, revision)) = parse_job_key(&key) else { continue };
-            let Ok(d) = store.deployment(id) else { continue };
+            let Ok(d) = self.db(|store| store.deployment(id)) else { continue };
             self.record_output(id, revision, d.revision, output);
             // A successor's or a draining predecessor's job is not restarted.
             if d.revision != revision {
@@ -444,36 +457,41 @@ impl Engine {
                 continue;
             }
             let outcome = match verdict {
-                Verdict::Restart { exit, delay, n, of } => store.transition(
-                    id,
-                    DeploymentState::Provisioning,
-                    &format!("{exit}; restarting the job in {} s (restart {n} of {of})", delay.as_secs_f32()),
-                ),
-                Verdict::GiveUp { exit, restarts } => store.fail(
-                    id,
-                    JOB_EXITED,
-                    &format!("{exit}; it ended again after {restarts} restarts, so it is not restarted any more"),
-                ),
+                Verdict::Restart { exit, delay, n, of } => self.db(|store| {
+                    store.transition(
+                        id,
+                        DeploymentState::Provisioning,
+                        &format!("{exit}; restarting the job in {} s (restart {n} of {of})", delay.as_secs_f32()),
+                    )
+                }),
+                Verdict::GiveUp { exit, restarts } => self.db(|store| {
+                    store.fail(
+                        id,
+                        JOB_EXITED,
+                        &format!("{exit}; it ended again after {restarts} restarts, so it is not restarted any more"),
+                    )
+                }),
             };
             if let Err(e) = outcome {
-                let _ = store.append_logs(id, "route", &[format!("engine: {e}")]);
+                let _ = self.db(|store| store.append_logs(id, "route", &[format!("engine: {e}")]));
             }
             self.wake();
         }
     }
 
     async fn step(&self, d: &Deployment) -> Result<(), StoreError> {
-        let store = self.store();
         let price = self.parts.config.price_micros;
         match d.state {
             DeploymentState::PendingFunding => {
-                let available = store.balance(&d.id)?.available_micros;
+                let available = self.db(|store| store.balance(&d.id))?.available_micros;
                 if available >= price {
-                    store.transition(
-                        &d.id,
-                        DeploymentState::Provisioning,
-                        &format!("funded: {available} micros available"),
-                    )?;
+                    self.db(|store| {
+                        store.transition(
+                            &d.id,
+                            DeploymentState::Provisioning,
+                            &format!("funded: {available} micros available"),
+                        )
+                    })?;
                     self.wake();
                 }
             }
@@ -485,25 +503,33 @@ impl Engine {
                 self.record_output(&d.id, d.revision, d.revision, self.jobs.stop(&key, false).await);
                 match self.launch(d).await {
                     Ok(pids) => {
-                        store.transition(
-                            &d.id,
-                            DeploymentState::Validating,
-                            &format!("job started ({pids}); validating the route"),
-                        )?;
+                        self.db(|store| {
+                            store.transition(
+                                &d.id,
+                                DeploymentState::Validating,
+                                &format!("job started ({pids}); validating the route"),
+                            )
+                        })?;
                         self.due_now(d);
                     }
                     Err(reason) => {
-                        store.fail(&d.id, "job_failed", &reason.to_string())?;
+                        self.db(|store| store.fail(&d.id, "job_failed", &reason.to_string()))?;
                     }
                 }
             }
             DeploymentState::Validating | DeploymentState::Live | DeploymentState::Degraded => {
                 if !self.jobs.contains(&job_key(&d.id, d.revision)).await {
-                    store.transition(&d.id, DeploymentState::Provisioning, "the job is not running; relaunching")?;
+                    self.db(|store| {
+                        store.transition(&d.id, DeploymentState::Provisioning, "the job is not running; relaunching")
+                    })?;
                     return Ok(());
                 }
-                if d.state.spends() && !store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms())? {
-                    store.transition(&d.id, DeploymentState::PendingFunding, "the funds ran out; fund a new quote")?;
+                if d.state.spends()
+                    && !self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms()))?
+                {
+                    self.db(|store| {
+                        store.transition(&d.id, DeploymentState::PendingFunding, "the funds ran out; fund a new quote")
+                    })?;
                     return Ok(());
                 }
                 if self.validation_due(&d.route_id, d.state == DeploymentState::Validating) {
@@ -555,39 +581,46 @@ impl Engine {
 
     /// Validates the canonical hostname and each customer hostname, and moves the states.
     async fn validate(&self, d: &Deployment) -> Result<(), StoreError> {
-        let store = self.store();
-        let Some(keys) = store.route_keys(&d.id)? else { return Ok(()) };
+        let Some(keys) = self.db(|store| store.route_keys(&d.id))? else { return Ok(()) };
         let probe = &self.parts.probe;
-        let pins = store.pins_of_deployment(&d.id)?;
+        let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
         let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys.route_public_key, false).await;
         self.check_pins(d, &pins, &mut probed.outcome);
         self.record(d, &d.canonical_hostname, &probed.outcome)?;
         match (&probed.outcome, d.state) {
             (Ok(_), DeploymentState::Validating) => {
-                if store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms())? {
-                    store.transition(
-                        &d.id,
-                        DeploymentState::Live,
-                        "validated through the public path; the route is live",
-                    )?;
+                if self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms()))? {
+                    self.db(|store| {
+                        store.transition(
+                            &d.id,
+                            DeploymentState::Live,
+                            "validated through the public path; the route is live",
+                        )
+                    })?;
                 } else {
-                    store.transition(
-                        &d.id,
-                        DeploymentState::PendingFunding,
-                        "validated, but the funds do not cover a period",
-                    )?;
+                    self.db(|store| {
+                        store.transition(
+                            &d.id,
+                            DeploymentState::PendingFunding,
+                            "validated, but the funds do not cover a period",
+                        )
+                    })?;
                 }
             }
             (Ok(_), DeploymentState::Degraded) => {
-                store.transition(&d.id, DeploymentState::Live, "validated again through the public path")?;
+                self.db(|store| {
+                    store.transition(&d.id, DeploymentState::Live, "validated again through the public path")
+                })?;
             }
             (Err(h), DeploymentState::Live) => {
-                store.transition(&d.id, DeploymentState::Degraded, &format!("validation failed: {}", h.problem))?;
+                self.db(|store| {
+                    store.transition(&d.id, DeploymentState::Degraded, &format!("validation failed: {}", h.problem))
+                })?;
             }
-            (Err(h), _) => store.set_reason(&d.id, &format!("validation failed: {}", h.problem))?,
+            (Err(h), _) => self.db(|store| store.set_reason(&d.id, &format!("validation failed: {}", h.problem)))?,
             (Ok(_), _) => {}
         }
-        for h in store.hostnames(&d.id)? {
+        for h in self.db(|store| store.hostnames(&d.id))? {
             match h.state {
                 HostnameState::PendingDns => self.check_hostname(d, &h.hostname).await?,
                 HostnameState::Verified | HostnameState::Live => {
@@ -598,7 +631,7 @@ impl Engine {
                         Ok(_) => (HostnameState::Live, Vec::new()),
                         Err(hint) => (HostnameState::Verified, vec![hint]),
                     };
-                    store.set_hostname(&d.id, &h.hostname, state, &hints)?;
+                    self.db(|store| store.set_hostname(&d.id, &h.hostname, state, &hints))?;
                 }
                 HostnameState::Removed => {}
             }
@@ -630,10 +663,10 @@ impl Engine {
     ) -> Result<(), StoreError> {
         let judge = (self.parts.probe.version(), self.parts.probe.digest());
         match outcome {
-            Ok(seen) => self.store().add_validation(&d.id, hostname, true, judge, seen),
+            Ok(seen) => self.db(|store| store.add_validation(&d.id, hostname, true, judge, seen)),
             Err(hint) => {
                 let detail = serde_json::to_value(hint).unwrap_or_default();
-                self.store().add_validation(&d.id, hostname, false, judge, &detail)
+                self.db(|store| store.add_validation(&d.id, hostname, false, judge, &detail))
             }
         }
     }
@@ -652,11 +685,12 @@ impl Engine {
     /// whose job runs: the canonical hostname and the customer hostnames whose DNS checks out.
     async fn sync_routes(&self) {
         let _in_order = self.syncing.lock().await;
-        let Ok(active) = self.store().active_deployments() else { return };
+        let Ok(active) = self.db(|store| store.active_deployments()) else { return };
         let mut routes = self.standby_routes(&active);
         for d in active.iter().filter(|d| d.state.runs_job()) {
-            let store = self.store();
-            if let (Ok(Some(keys)), Ok(project_json)) = (store.route_keys(&d.id), store.project_json(&d.id)) {
+            if let (Ok(Some(keys)), Ok(project_json)) =
+                (self.db(|store| store.route_keys(&d.id)), self.db(|store| store.project_json(&d.id)))
+            {
                 routes.extend(self.route_config(d, &d.route_id, keys, &project_json, false));
             }
         }
@@ -679,7 +713,7 @@ impl Engine {
         project_json: &str,
         standby: bool,
     ) -> Option<RouteConfig> {
-        let names = self.store().hostnames(&d.id).ok()?;
+        let names = self.db(|store| store.hostnames(&d.id)).ok()?;
         let mut hostnames = vec![d.canonical_hostname.clone()];
         hostnames.extend(
             names
@@ -702,10 +736,10 @@ impl Engine {
     fn record_output(&self, id: &str, revision: u32, serving: u32, output: super::jobs::Output) {
         for (source, lines) in output {
             if revision == serving {
-                let _ = self.store().append_logs(id, source, &lines);
+                let _ = self.db(|store| store.append_logs(id, source, &lines));
             } else {
                 let tagged: Vec<String> = lines.iter().map(|l| format!("[revision {revision}] {l}")).collect();
-                let _ = self.store().append_logs(id, source, &tagged);
+                let _ = self.db(|store| store.append_logs(id, source, &tagged));
             }
         }
     }

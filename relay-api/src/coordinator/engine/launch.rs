@@ -66,9 +66,9 @@ impl Engine {
     /// store keeps only their hash and public half); returns its process IDs for the log,
     /// or why not.
     pub(super) async fn launch(&self, d: &Deployment) -> Result<String, StartError> {
-        let project_json = self.store().project_json(&d.id)?;
+        let project_json = self.db(|store| store.project_json(&d.id))?;
         let job = JobOf { deployment: d, revision: d.revision, route_id: &d.route_id, project_json: &project_json };
-        self.launch_job(job, |keys| self.store().set_route_keys(&d.id, keys)).await
+        self.launch_job(job, |keys| self.db(|store| store.set_route_keys(&d.id, keys))).await
     }
 
     /// Launches a revision's job: its keys are made, `record`ed, and known to the gateway

@@ -71,48 +71,52 @@ impl Engine {
 
     /// Successors whose jobs a coordinator restart took start again.
     pub(super) fn restart_successors(&self) {
-        let store = self.store();
-        for s in store.successors().unwrap_or_default() {
+        for s in self.db(|store| store.successors()).unwrap_or_default() {
             if s.state == SuccessorState::Validating {
-                let _ = store.set_successor_state(
-                    &s.deployment_id,
-                    s.revision,
-                    SuccessorState::Starting,
-                    "the coordinator restarted; relaunching it",
-                );
+                let _ = self.db(|store| {
+                    store.set_successor_state(
+                        &s.deployment_id,
+                        s.revision,
+                        SuccessorState::Starting,
+                        "the coordinator restarted; relaunching it",
+                    )
+                });
             }
         }
     }
 
     /// Moves a deployment's successor one step.
     pub(super) async fn step_successor(&self, d: &Deployment, s: &Successor) -> Result<(), StoreError> {
-        let store = self.store();
         if s.state == SuccessorState::Failed || !d.state.spends() {
             return Ok(());
         }
         let key = job_key(&d.id, s.revision);
         match s.state {
             SuccessorState::Starting => {
-                let project_json = store.successor_project_json(&d.id)?;
+                let project_json = self.db(|store| store.successor_project_json(&d.id))?;
                 let job =
                     JobOf { deployment: d, revision: s.revision, route_id: &s.route_id, project_json: &project_json };
-                let launched = self.launch_job(job, |keys| store.set_successor_keys(&d.id, s.revision, keys)).await;
+                let launched = self
+                    .launch_job(job, |keys| self.db(|store| store.set_successor_keys(&d.id, s.revision, keys)))
+                    .await;
                 match launched {
                     Ok(pids) => {
                         let reason = format!("job started ({pids}); validating it through the gateway");
-                        store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason)?;
+                        self.db(|store| {
+                            store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason)
+                        })?;
                         self.route_due_now(&s.route_id);
                     }
-                    Err(why) => {
-                        store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, &why.to_string())?
-                    }
+                    Err(why) => self.db(|store| {
+                        store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, &why.to_string())
+                    })?,
                 }
             }
             SuccessorState::Validating => {
                 if !self.jobs.contains(&key).await {
                     return self.fail_successor(d, s, "its job is not running").await;
                 }
-                let Some(keys) = store.successor_keys(&d.id)? else {
+                let Some(keys) = self.db(|store| store.successor_keys(&d.id))? else {
                     return self.fail_successor(d, s, "its job has no keys").await;
                 };
                 let age = Duration::from_millis(u64::try_from(now_ms().saturating_sub(s.created_at)).unwrap_or(0));
@@ -129,13 +133,15 @@ impl Engine {
                 }
                 let mut probed =
                     self.parts.probe.validate(&s.route_id, &d.canonical_hostname, &keys.route_public_key, true).await;
-                let pins = store.pins_of_deployment(&d.id)?;
+                let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
                 self.check_pins(d, &pins, &mut probed.outcome);
                 match probed.outcome {
                     Ok(_) => self.take_over(d, s).await?,
                     Err(hint) => {
                         let reason = format!("validation failed: {}", hint.problem);
-                        store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason)?;
+                        self.db(|store| {
+                            store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason)
+                        })?;
                     }
                 }
             }
@@ -152,7 +158,7 @@ impl Engine {
             d.revision,
             DRAIN_LIMIT.as_secs()
         );
-        let promoted = self.store().promote(&d.id, s.revision, &reason)?;
+        let promoted = self.db(|store| store.promote(&d.id, s.revision, &reason))?;
         if let Ok(mut draining) = self.draining.lock() {
             draining.push(Draining {
                 deployment_id: d.id.clone(),
@@ -172,19 +178,20 @@ impl Engine {
     /// A deployment that serves nothing: the successor takes over now; a job that ran is
     /// relaunched as the new revision. Returns the deployment as it is then.
     pub(super) async fn take_over_at_once(&self, d: &Deployment, s: &Successor) -> Result<Deployment, StoreError> {
-        let store = self.store();
         // A successor job started while the deployment served is launched again as the
         // deployment's own, with fresh keys.
         self.retire(&d.id, s.revision, d.revision, false).await;
         let reason = format!("the deployment was {}, so nothing had to stay up", d.state);
-        let mut promoted = store.promote(&d.id, s.revision, &reason)?;
+        let mut promoted = self.db(|store| store.promote(&d.id, s.revision, &reason))?;
         self.retire(&d.id, d.revision, s.revision, true).await;
         if promoted.state.runs_job() || promoted.state == DeploymentState::Failed {
-            promoted = store.transition(
-                &d.id,
-                DeploymentState::Provisioning,
-                &format!("revision {} deployed; launching it", promoted.revision),
-            )?;
+            promoted = self.db(|store| {
+                store.transition(
+                    &d.id,
+                    DeploymentState::Provisioning,
+                    &format!("revision {} deployed; launching it", promoted.revision),
+                )
+            })?;
         }
         self.sync_routes().await;
         Ok(promoted)
@@ -193,7 +200,7 @@ impl Engine {
     /// The successor failed: its job stops and its files go; the serving revision stays.
     async fn fail_successor(&self, d: &Deployment, s: &Successor, why: &str) -> Result<(), StoreError> {
         self.retire(&d.id, s.revision, d.revision, true).await;
-        self.store().set_successor_state(&d.id, s.revision, SuccessorState::Failed, why)?;
+        self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, why))?;
         self.sync_routes().await;
         Ok(())
     }
@@ -205,12 +212,12 @@ impl Engine {
         let exit = match verdict {
             Verdict::Restart { exit, .. } | Verdict::GiveUp { exit, .. } => *exit,
         };
-        if let Ok(Some(s)) = self.store().successor(&d.id)
+        if let Ok(Some(s)) = self.db(|store| store.successor(&d.id))
             && s.revision == revision
         {
             let why = format!("{exit} before it was validated");
             if let Err(e) = self.fail_successor(d, &s, &why).await {
-                let _ = self.store().append_logs(&d.id, "route", &[format!("engine: {e}")]);
+                let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
             }
         } else {
             self.finish_draining(&d.id, revision);
@@ -240,7 +247,7 @@ impl Engine {
                     DRAIN_LIMIT.as_secs()
                 ),
             };
-            let _ = self.store().append_logs(&d.deployment_id, "route", &[line]);
+            let _ = self.db(|store| store.append_logs(&d.deployment_id, "route", &[line]));
         }
     }
 
@@ -255,15 +262,14 @@ impl Engine {
     /// The standby routes of successors whose jobs run: the same hostnames as their
     /// deployment's route, reached only as [`RouteConfig::standby`] says.
     pub(super) fn standby_routes(&self, active: &[Deployment]) -> Vec<RouteConfig> {
-        let store = self.store();
         let mut routes = Vec::new();
-        for s in store.successors().unwrap_or_default() {
+        for s in self.db(|store| store.successors()).unwrap_or_default() {
             let Some(d) = active.iter().find(|d| d.id == s.deployment_id && d.state.spends()) else { continue };
             if s.state == SuccessorState::Failed {
                 continue;
             }
             if let (Ok(Some(keys)), Ok(project_json)) =
-                (store.successor_keys(&d.id), store.successor_project_json(&d.id))
+                (self.db(|store| store.successor_keys(&d.id)), self.db(|store| store.successor_project_json(&d.id)))
             {
                 routes.extend(self.route_config(d, &s.route_id, keys, &project_json, true));
             }
