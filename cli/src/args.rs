@@ -614,20 +614,6 @@ pub struct ListenerArgs {
     pub log_format: crate::output::LogFormat,
 }
 
-impl ListenerArgs {
-    /// The listener's settings.
-    pub fn settings(&self) -> svc_http::Settings {
-        use std::time::Duration;
-        svc_http::Settings {
-            header_timeout: Duration::from_secs(self.header_timeout_secs),
-            body_timeout: Duration::from_secs(self.body_timeout_secs),
-            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
-            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
-            ..svc_http::Settings::DEFAULT
-        }
-    }
-}
-
 /// `svc policy ...`
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {

@@ -18,6 +18,7 @@ mod output;
 mod relay;
 mod remote;
 mod serve;
+mod settings;
 mod tls;
 
 pub use args::{
@@ -28,6 +29,7 @@ pub use args::{
 };
 
 pub use output::LogFormat;
+pub use settings::SettingsError;
 
 use std::process::ExitCode;
 

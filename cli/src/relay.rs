@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use relay_api::coordinator::store::TokenRole;
-use relay_api::coordinator::{self, AgentCertificates, CoordinatorConfig};
+use relay_api::coordinator::{self, CoordinatorConfig};
 
 use crate::args::{OutputFormat, RelayAdminCommand, RelayServeArgs};
 use crate::ingress::{runtime, shutdown_signal};
@@ -15,36 +15,11 @@ fn fail(message: &str) -> ExitCode {
 
 /// `svc relay serve`
 pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
-    let Ok(exe) = std::env::current_exe() else { return fail("cannot find the svc binary") };
-    let mut config = CoordinatorConfig::new(
-        args.data_dir.clone(),
-        args.listen,
-        args.public,
-        vec![exe.into_os_string(), "agent".into(), "run".into()],
-    );
-    config.relay_domain = args.relay_domain.trim_matches('.').to_ascii_lowercase();
-    config.nameservers = args.nameservers.clone();
-    config.caa_identities = args.caa_identities.clone();
-    config.allow_private_targets = args.allow_private_targets;
-    config.revalidate = Duration::from_secs(args.revalidate_secs);
-    config.period = Duration::from_secs(args.period_secs);
-    config.price_micros = args.price_micros;
-    config.gateway_operator = args.gateway_operator.clone();
-    config.terms = relay_api::coordinator::money::Terms {
-        reward_share_bps: args.reward_share_bps,
-        downtime_tolerance_bps: args.downtime_tolerance_bps,
-        settlement_delay_ms: args.settlement_delay_secs.saturating_mul(1000),
+    let mut config = match CoordinatorConfig::try_from(args) {
+        Ok(config) => config,
+        Err(e) => return fail(&e.to_string()),
     };
-    config.catalog_validity = Duration::from_secs(args.catalog_validity_secs);
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
-    if let Some(jobs_dir) = &args.jobs_dir {
-        config.jobs_dir = jobs_dir.clone();
-    }
-    config.restarts.max_restarts = args.max_restarts;
-    config.job_limits.memory_bytes = args.job_memory_mib.saturating_mul(1024 * 1024);
-    config.job_limits.processes = args.job_processes;
-    config.job_limits.open_files = args.job_open_files;
-    config.api_http = args.listener.settings();
     // The relay's development CA lives in its data directory (it also signs the agents').
     match crate::tls::server_tls(&args.listener, &args.data_dir, args.listen) {
         Ok(tls) => {
@@ -59,23 +34,6 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
         Err(e) => return fail(&e.to_string()),
     }
     let scheme = if config.api_tls.is_some() { "https" } else { "http" };
-    if let Some(directory_url) = &args.acme_directory {
-        let Some(roots) = args.acme_roots.clone() else {
-            return fail(
-                "--acme-directory needs --acme-roots: the roots its certificates chain to, for route validation",
-            );
-        };
-        if args.caa_identities.is_empty() {
-            return fail(
-                "--acme-directory needs --caa-identity: the CA's issuer domain that customer hostnames' CAA records must permit",
-            );
-        }
-        config.certificates = AgentCertificates::Acme {
-            directory_url: directory_url.clone(),
-            directory_ca: args.acme_directory_ca.clone(),
-            roots,
-        };
-    }
     let Some(rt) = runtime() else { return fail("cannot start the runtime") };
     let result = rt.block_on(coordinator::run(
         config,

@@ -11,7 +11,13 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     let mut config = ServiceConfig::new(args.listen, args.data_dir.clone());
     config.schema_pairs = SchemaPairs::parse(&args.schema_pairs).unwrap_or_default();
     config.fault = args.inject_fault.as_ref().map(|_| FaultPoint::AfterVersionInsert);
-    config.http = args.listener.settings();
+    config.http = match svc_http::Settings::try_from(&args.listener) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("svc serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
     match crate::tls::server_tls(&args.listener, &args.data_dir.join("dev-ca"), args.listen) {
         Ok(tls) => {
             if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {

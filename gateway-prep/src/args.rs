@@ -75,9 +75,41 @@ pub struct CheckArgs {
     /// The directory whose file system needs free space.
     #[arg(long, value_name = "DIR", default_value = crate::layout::STATE_DIR)]
     pub data_dir: PathBuf,
-    /// Free space needed there, MiB.
+    /// Free space needed there, MiB (its bytes must fit in 64 bits).
     #[arg(long, value_name = "MIB", default_value_t = 1024)]
     pub min_free_mib: u64,
+}
+
+/// The `LimitNOFILE=` init writes: at least what `check` wants of a process
+/// ([`crate::check::system::MIN_PROCESS_NOFILE`]), at most the kernel's ceiling for
+/// `fs.nr_open` (which the limit cannot exceed).
+pub const LIMIT_NOFILE_RANGE: std::ops::RangeInclusive<u64> = crate::check::system::MIN_PROCESS_NOFILE..=1_073_741_816;
+
+/// The most `--min-free-mib` can be: its bytes must fit in 64 bits.
+pub const MAX_MIN_FREE_MIB: u64 = u64::MAX >> 20;
+
+/// A flag the command line parsed but whose value cannot be used: the settings are built
+/// from the flags in one step (`TryFrom<&CheckArgs>`, `TryFrom<&InitArgs>`), which refuses
+/// such a value instead of clamping it.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// A number outside its range.
+    #[error("{flag} must be from {} to {}; {value} is outside that range", .range.start(), .range.end())]
+    OutOfRange {
+        /// The flag, as typed (`--limit-nofile`).
+        flag: &'static str,
+        /// What it accepts.
+        range: std::ops::RangeInclusive<u64>,
+        /// What was given.
+        value: u64,
+    },
+}
+
+impl ArgsError {
+    /// `value` if `range` holds it, else the error naming `flag`.
+    pub fn check(flag: &'static str, range: std::ops::RangeInclusive<u64>, value: u64) -> Result<u64, ArgsError> {
+        if range.contains(&value) { Ok(value) } else { Err(ArgsError::OutOfRange { flag, range, value }) }
+    }
 }
 
 /// `gateway-prep init`.
@@ -107,7 +139,7 @@ pub struct InitArgs {
     /// The `svc` binary the unit runs.
     #[arg(long, value_name = "FILE", default_value = crate::layout::SVC_BINARY)]
     pub svc_binary: PathBuf,
-    /// The unit's open-files limit (`LimitNOFILE=`).
+    /// The unit's open-files limit (`LimitNOFILE=`), from 65536 to 1073741816.
     #[arg(long, value_name = "N", default_value_t = crate::layout::LIMIT_NOFILE)]
     pub limit_nofile: u64,
     /// Show every file and the registration it would make; change nothing.
@@ -116,4 +148,45 @@ pub struct InitArgs {
     /// Replace files changed since init wrote them.
     #[arg(long)]
     pub force: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::check::{CheckError, CheckInputs};
+    use crate::init::InitOptions;
+
+    fn command(args: &[&str]) -> Command {
+        Cli::try_parse_from([&["gateway-prep"], args].concat()).expect("parses").command
+    }
+
+    #[test]
+    fn an_out_of_range_limit_nofile_is_refused_naming_the_flag() {
+        let Command::Init(args) = command(&["init", "--root", "/nonexistent", "--limit-nofile", "1024"]) else {
+            panic!("not init")
+        };
+        let e = InitOptions::try_from(&*args).expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "--limit-nofile must be from 65536 to 1073741816; 1024 is outside that range",
+            "{e:?}"
+        );
+        let Command::Init(args) = command(&["init", "--root", "/nonexistent"]) else { panic!("not init") };
+        assert_eq!(InitOptions::try_from(&*args).expect("the default").limit_nofile, crate::layout::LIMIT_NOFILE);
+    }
+
+    #[test]
+    fn a_min_free_mib_whose_bytes_overflow_is_refused_naming_the_flag() {
+        let Command::Check(args) =
+            command(&["check", "--root", "/nonexistent", "--min-free-mib", "18446744073709551615"])
+        else {
+            panic!("not check")
+        };
+        let Err(CheckError::Flag(e)) = CheckInputs::try_from(&*args) else { panic!("not refused") };
+        assert!(e.to_string().starts_with("--min-free-mib must be from 0 to 17592186044415;"), "{e}");
+        let Command::Check(args) = command(&["check", "--root", "/nonexistent"]) else { panic!("not check") };
+        assert_eq!(CheckInputs::try_from(&*args).expect("the default").min_free_bytes, 1024 << 20);
+    }
 }

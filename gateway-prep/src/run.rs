@@ -20,7 +20,7 @@ pub fn run(cli: Cli) -> u8 {
     };
     match cli.command {
         Command::Check(args) => {
-            let inputs = match CheckInputs::from_args(&args) {
+            let inputs = match CheckInputs::try_from(&*args) {
                 Ok(i) => i,
                 Err(e) => {
                     if args.host.format == Format::Json {
@@ -40,7 +40,18 @@ pub fn run(cli: Cli) -> u8 {
             report.exit_code()
         }
         Command::Init(args) => {
-            let opts = InitOptions::from_args(&args);
+            let opts = match InitOptions::try_from(&*args) {
+                Ok(o) => o,
+                Err(e) => {
+                    if args.host.format == Format::Json {
+                        let body =
+                            relay_wire::envelope::ErrorBody::new("usage", e.to_string()).with("exitCode", EXIT_USAGE);
+                        println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+                    }
+                    eprintln!("gateway-prep init: {e}");
+                    return EXIT_USAGE;
+                }
+            };
             match runtime.block_on(init(&opts)) {
                 Ok(report) => {
                     match args.host.format {

@@ -15,7 +15,7 @@ use relay_dns::{DnsChecker, DnsConfig};
 use serde::Serialize;
 
 use crate::Root;
-use crate::args::CheckArgs;
+use crate::args::{ArgsError, CheckArgs, MAX_MIN_FREE_MIB};
 use crate::coordinator::CoordinatorClient;
 use crate::init::record::Registration;
 use crate::layout;
@@ -131,6 +131,9 @@ pub enum CheckError {
     /// A bad option.
     #[error("{0}")]
     Usage(String),
+    /// A flag's value is out of its range.
+    #[error(transparent)]
+    Flag(#[from] ArgsError),
 }
 
 /// Everything the checks look at besides the files under the root.
@@ -160,11 +163,15 @@ pub struct CheckInputs {
     pub max_skew: Duration,
 }
 
-impl CheckInputs {
+impl TryFrom<&CheckArgs> for CheckInputs {
+    type Error = CheckError;
+
     /// The inputs from the command line, with defaults from the existing configuration
     /// (addresses from `gateway.json`, hostname and coordinator from the registration
-    /// record, the open-files limit from the unit).
-    pub fn from_args(args: &CheckArgs) -> Result<CheckInputs, CheckError> {
+    /// record, the open-files limit from the unit); an out-of-range `--min-free-mib` is
+    /// refused.
+    fn try_from(args: &CheckArgs) -> Result<CheckInputs, CheckError> {
+        let min_free_mib = ArgsError::check("--min-free-mib", 0..=MAX_MIN_FREE_MIB, args.min_free_mib)?;
         let root = Root::new(&args.host.root);
         let config_dir = std::path::Path::new(layout::CONFIG_DIR);
         let gateway = relay_gateway::file::GatewayFile::read(&root.path(config_dir.join(layout::GATEWAY_FILE)));
@@ -190,7 +197,7 @@ impl CheckInputs {
             coordinator,
             dns: DnsConfig { nameservers: args.nameservers.clone(), ..DnsConfig::default() },
             data_dir: args.data_dir.clone(),
-            min_free_bytes: args.min_free_mib.saturating_mul(1024 * 1024),
+            min_free_bytes: min_free_mib << 20,
             limit_nofile,
             max_skew: Duration::from_secs(30),
         })

@@ -19,7 +19,7 @@ use relay_gateway::file::GatewayFile;
 use relay_wire::admission::{Operator, RegisterRequest, registration_message};
 use serde::Serialize;
 
-use crate::args::InitArgs;
+use crate::args::{ArgsError, InitArgs, LIMIT_NOFILE_RANGE};
 use crate::coordinator::{ClientError, CoordinatorClient};
 use crate::key::{KeyError, OperatorKey, check_tls_identity, tunnel_cert};
 use crate::{Root, layout};
@@ -57,10 +57,12 @@ pub struct InitOptions {
     pub force: bool,
 }
 
-impl InitOptions {
-    /// The options from the command line.
-    pub fn from_args(args: &InitArgs) -> InitOptions {
-        InitOptions {
+impl TryFrom<&InitArgs> for InitOptions {
+    type Error = ArgsError;
+
+    /// The options from the command line; an out-of-range `--limit-nofile` is refused.
+    fn try_from(args: &InitArgs) -> Result<InitOptions, ArgsError> {
+        Ok(InitOptions {
             root: Root::new(&args.host.root),
             coordinator: args.host.coordinator.clone(),
             coordinator_ca: args.host.coordinator_ca.clone(),
@@ -71,10 +73,10 @@ impl InitOptions {
             tunnel: args.tunnel,
             admin: args.admin,
             svc_binary: args.svc_binary.clone(),
-            limit_nofile: args.limit_nofile,
+            limit_nofile: ArgsError::check("--limit-nofile", LIMIT_NOFILE_RANGE, args.limit_nofile)?,
             dry_run: args.dry_run,
             force: args.force,
-        }
+        })
     }
 }
 

@@ -1,0 +1,212 @@
+//! Flags become validated settings in one step: `TryFrom<&ListenerArgs>` for the listener of
+//! `svc serve` and `svc relay serve`, `TryFrom<&RelayServeArgs>` for the relay coordinator's
+//! configuration. A value that cannot be used is refused with the flag and what it accepts,
+//! never clamped or saturated in silence. (Plain ranges are refused earlier, by clap's
+//! `value_parser!(..).range(..)` in `args.rs`; what is checked here needs more than one flag,
+//! a unit conversion or a format.)
+
+use std::time::Duration;
+
+use relay_api::coordinator::{AgentCertificates, CoordinatorConfig};
+
+use crate::args::{ListenerArgs, RelayServeArgs};
+
+/// A flag whose value cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// A number outside what it can mean.
+    #[error("{flag} must be from {min} to {max}; {value} is outside that range")]
+    OutOfRange {
+        /// The flag, as typed (`--job-memory-mib`).
+        flag: &'static str,
+        /// The least it accepts.
+        min: u64,
+        /// The most it accepts.
+        max: u64,
+        /// What was given.
+        value: u64,
+    },
+    /// `--relay-domain` is not a DNS name.
+    #[error(
+        "--relay-domain must be a DNS name: labels of letters, digits and hyphens (not first or last), \
+         1 to 63 characters each, at most {MAX_RELAY_DOMAIN} characters in all; {0:?} is not"
+    )]
+    RelayDomain(String),
+    /// `--acme-directory` without `--acme-roots`.
+    #[error("--acme-directory needs --acme-roots: the roots its certificates chain to, for route validation")]
+    AcmeRoots,
+    /// `--acme-directory` without `--caa-identity`.
+    #[error(
+        "--acme-directory needs --caa-identity: the CA's issuer domain that customer hostnames' CAA records must permit"
+    )]
+    CaaIdentity,
+    /// The agent command is this binary, which could not be found.
+    #[error("cannot find the svc binary")]
+    NoExecutable,
+}
+
+/// The longest relay domain: a DNS name is at most 253 characters, and canonical hostnames
+/// (`<project>-<org>.<DOMAIN>`) need room before it.
+const MAX_RELAY_DOMAIN: usize = 200;
+
+/// `value * factor`, or the error naming `flag` and the largest value that fits.
+fn scaled(flag: &'static str, min: u64, value: u64, factor: u64) -> Result<u64, SettingsError> {
+    value.checked_mul(factor).ok_or(SettingsError::OutOfRange { flag, min, max: u64::MAX / factor, value })
+}
+
+impl TryFrom<&ListenerArgs> for svc_http::Settings {
+    type Error = SettingsError;
+
+    fn try_from(args: &ListenerArgs) -> Result<svc_http::Settings, SettingsError> {
+        let max_connections = usize::try_from(args.max_connections).map_err(|_| SettingsError::OutOfRange {
+            flag: "--max-connections",
+            min: 1,
+            max: usize::MAX as u64,
+            value: args.max_connections,
+        })?;
+        Ok(svc_http::Settings {
+            header_timeout: Duration::from_secs(args.header_timeout_secs),
+            body_timeout: Duration::from_secs(args.body_timeout_secs),
+            idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+            max_connections,
+            ..svc_http::Settings::DEFAULT
+        })
+    }
+}
+
+/// `--relay-domain` as the coordinator keeps it: lowercase, without leading or trailing dots.
+fn relay_domain(text: &str) -> Result<String, SettingsError> {
+    let domain = text.trim_matches('.').to_ascii_lowercase();
+    let label_ok = |label: &str| {
+        (1..=63).contains(&label.len())
+            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    if domain.len() > MAX_RELAY_DOMAIN || !domain.split('.').all(label_ok) {
+        return Err(SettingsError::RelayDomain(text.to_owned()));
+    }
+    Ok(domain)
+}
+
+impl TryFrom<&RelayServeArgs> for CoordinatorConfig {
+    type Error = SettingsError;
+
+    /// Everything of `svc relay serve` but the API's TLS (which may create the development
+    /// CA's files) and `SVC_NODE` (the environment, not a flag).
+    fn try_from(args: &RelayServeArgs) -> Result<CoordinatorConfig, SettingsError> {
+        let exe = std::env::current_exe().map_err(|_| SettingsError::NoExecutable)?;
+        let mut config = CoordinatorConfig::new(
+            args.data_dir.clone(),
+            args.listen,
+            args.public,
+            vec![exe.into_os_string(), "agent".into(), "run".into()],
+        );
+        config.relay_domain = relay_domain(&args.relay_domain)?;
+        config.nameservers = args.nameservers.clone();
+        config.caa_identities = args.caa_identities.clone();
+        config.allow_private_targets = args.allow_private_targets;
+        config.revalidate = Duration::from_secs(args.revalidate_secs);
+        config.period = Duration::from_secs(args.period_secs);
+        config.price_micros = args.price_micros;
+        config.gateway_operator = args.gateway_operator.clone();
+        config.terms = relay_api::coordinator::money::Terms {
+            reward_share_bps: args.reward_share_bps,
+            downtime_tolerance_bps: args.downtime_tolerance_bps,
+            settlement_delay_ms: scaled("--settlement-delay-secs", 0, args.settlement_delay_secs, 1000)?,
+        };
+        config.catalog_validity = Duration::from_secs(args.catalog_validity_secs);
+        if let Some(jobs_dir) = &args.jobs_dir {
+            config.jobs_dir = jobs_dir.clone();
+        }
+        config.restarts.max_restarts = args.max_restarts;
+        config.job_limits.memory_bytes = scaled("--job-memory-mib", 1, args.job_memory_mib, 1024 * 1024)?;
+        config.job_limits.processes = args.job_processes;
+        config.job_limits.open_files = args.job_open_files;
+        config.api_http = svc_http::Settings::try_from(&args.listener)?;
+        if let Some(directory_url) = &args.acme_directory {
+            let roots = args.acme_roots.clone().ok_or(SettingsError::AcmeRoots)?;
+            if args.caa_identities.is_empty() {
+                return Err(SettingsError::CaaIdentity);
+            }
+            config.certificates = AgentCertificates::Acme {
+                directory_url: directory_url.clone(),
+                directory_ca: args.acme_directory_ca.clone(),
+                roots,
+            };
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::args::{Cli, Command, RelayCommand};
+
+    fn relay_serve(extra: &[&str]) -> RelayServeArgs {
+        let cli = Cli::try_parse_from([&["svc", "relay", "serve", "--data-dir", "/nonexistent"], extra].concat())
+            .expect("parses");
+        let Command::Relay { command: RelayCommand::Serve(args) } = cli.command else { panic!("not relay serve") };
+        *args
+    }
+
+    #[test]
+    fn the_defaults_convert() {
+        let config = CoordinatorConfig::try_from(&relay_serve(&["--relay-domain", "Relay.Example."])).expect("valid");
+        assert_eq!(config.relay_domain, "relay.example");
+        assert_eq!(config.job_limits.memory_bytes, 512 << 20);
+        assert_eq!(config.terms.settlement_delay_ms, 86_400_000);
+        assert_eq!(config.api_http.max_connections, svc_http::Settings::DEFAULT.max_connections);
+    }
+
+    #[test]
+    fn a_job_memory_whose_bytes_overflow_is_refused_naming_the_flag() {
+        // clap refuses this flag above 1 TiB; built in code, the conversion still refuses it.
+        let mut args = relay_serve(&[]);
+        args.job_memory_mib = u64::MAX;
+        let e = CoordinatorConfig::try_from(&args).expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            format!("--job-memory-mib must be from 1 to {}; {} is outside that range", u64::MAX >> 20, u64::MAX)
+        );
+    }
+
+    #[test]
+    fn a_relay_domain_that_is_no_dns_name_is_refused_naming_the_flag() {
+        let long = format!("{}.example", "a.".repeat(100));
+        for bad in [".", "", "relay_domain.example", "-relay.example", "a..b", &long] {
+            let flag = format!("--relay-domain={bad}");
+            let e = CoordinatorConfig::try_from(&relay_serve(&[&flag])).expect_err(bad);
+            assert!(e.to_string().starts_with("--relay-domain must be a DNS name"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_acme_directory_needs_its_roots_and_a_caa_identity() {
+        let e = CoordinatorConfig::try_from(&relay_serve(&["--acme-directory", "https://acme.test/dir"]))
+            .expect_err("no roots");
+        assert!(e.to_string().starts_with("--acme-directory needs --acme-roots"), "{e}");
+        let e = CoordinatorConfig::try_from(&relay_serve(&[
+            "--acme-directory",
+            "https://acme.test/dir",
+            "--acme-roots",
+            "roots.pem",
+        ]))
+        .expect_err("no CAA identity");
+        assert!(e.to_string().starts_with("--acme-directory needs --caa-identity"), "{e}");
+    }
+
+    #[test]
+    fn max_connections_beyond_the_address_space_are_refused_naming_the_flag() {
+        let mut args = relay_serve(&[]).listener;
+        args.max_connections = u64::MAX;
+        match svc_http::Settings::try_from(&args) {
+            // 64-bit targets hold any u64 (clap refuses above 1,000,000 anyway).
+            Ok(settings) => assert_eq!(settings.max_connections as u64, u64::MAX),
+            Err(e) => assert!(e.to_string().starts_with("--max-connections must be from 1 to"), "{e}"),
+        }
+    }
+}
