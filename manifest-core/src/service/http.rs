@@ -6,6 +6,7 @@
 //! runtime (`spawn_blocking`).
 
 mod applications;
+pub(super) mod rejection;
 
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ use crate::service::capability::Statement;
 use crate::service::publish::{self, ApiError, MAX_BODY_BYTES, now};
 use crate::service::store::{Activity, Application, Caller, PolicyVersion, StoreError};
 use crate::tree::Value;
+use rejection::{BodyProblem, Denied, Rejection};
 
 /// The read-contract version sent on every response.
 const READ_CONTRACT: &str = "3";
@@ -50,10 +52,8 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/api/applications/{id}/policy-versions/{n}", get(show_version))
         .route("/api/applications/{id}/activity", get(activity))
         .route("/api/capabilities", get(capabilities))
-        .fallback(|| async { error(ApiError::new(404, "not_found", "no such route")) })
-        .method_not_allowed_fallback(|| async {
-            error(ApiError::new(405, "method_not_allowed", "this route does not take that method"))
-        });
+        .fallback(|| async { error(Rejection::NoSuchRoute.into()) })
+        .method_not_allowed_fallback(|| async { error(Rejection::MethodNotAllowed.into()) });
     svc_http::limit_body(routes, MAX_BODY_BYTES)
         .layer(axum::middleware::map_response(|mut r: Response| async move {
             r.headers_mut().insert("svc-read-contract", HeaderValue::from_static(READ_CONTRACT));
@@ -118,8 +118,7 @@ fn schema(kind: SchemaKind, headers: &HeaderMap) -> Response {
 /// The caller of a request, from its bearer token. Read on every request: a token created or
 /// revoked by `svc admin` counts at once.
 async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let unauthorized =
-        || ApiError::new(401, svc_http::UNAUTHENTICATED, "send `Authorization: Bearer <token>` with a valid token");
+    let unauthorized = || ApiError::from(Rejection::Unauthenticated);
     let token =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer).ok_or_else(unauthorized)?;
     // An indexed read on a pooled connection: short enough for the async runtime.
@@ -128,9 +127,7 @@ async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, Api
 
 /// Reads a body of at most 1 MiB (413 beyond).
 async fn read_body(body: Body) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
-        ApiError::new(413, "body_too_large", format!("the request body is over {MAX_BODY_BYTES} bytes (1 MiB)"))
-    })
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| Rejection::BodyTooLarge.into())
 }
 
 #[derive(Serialize)]
@@ -164,14 +161,14 @@ async fn create_application(Extract(state): Extract<Shared>, headers: HeaderMap,
             let body = read_body(body).await?;
             let application_id = parse_create(&body)?;
             if !caller.role.can_publish() {
-                return Err(ApiError::new(403, "forbidden", "a viewer token cannot create applications"));
+                return Err(Rejection::Forbidden(Denied::CreateApplication).into());
             }
             let uid = new_application_uid().map_err(|e| ApiError::internal(format!("a new application UID: {e}")))?;
             let state = state.clone();
             let app = blocking(move || {
                 let mut tx = state.store.write()?;
                 let app = match tx.insert_application(caller.organization.id, &application_id, &uid) {
-                    Err(StoreError::Conflict(m)) => return Err(ApiError::new(409, "application_exists", m)),
+                    Err(StoreError::Conflict(m)) => return Err(Rejection::ApplicationExists(m).into()),
                     other => other?,
                 };
                 tx.record_activity(
@@ -205,34 +202,27 @@ async fn create_application(Extract(state): Extract<Shared>, headers: HeaderMap,
 
 /// `{"applicationId": "..."}` and nothing else.
 fn parse_create(body: &[u8]) -> Result<String, ApiError> {
-    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
+    let bad = |problem: BodyProblem| ApiError::from(Rejection::InvalidRequestBody(problem));
+    let text = std::str::from_utf8(body).map_err(|_| bad(BodyProblem::NotUtf8))?;
     let (root, problems) = crate::parse::json(text);
     if let Some(p) = problems.first() {
-        return Err(ApiError::bad_request(format!("the request body is not valid JSON: {}", p.message)));
+        return Err(bad(BodyProblem::NotJson(p.message.clone())));
     }
     let Some(Value::Object(members)) = root.map(|r| r.value) else {
-        return Err(ApiError::bad_request("the request body must be a JSON object: {\"applicationId\": \"...\"}"));
+        return Err(bad(BodyProblem::NotApplicationObject));
     };
     let mut id = None;
     for m in members {
         match (m.key.as_ref(), m.value.value) {
             ("applicationId", Value::String(s)) => id = Some(s.into_owned()),
-            ("applicationId", _) => return Err(ApiError::bad_request("`applicationId` must be a string")),
-            (other, _) => {
-                return Err(ApiError::bad_request(format!(
-                    "unknown field \"{other}\" in the request body; the only field is applicationId"
-                )));
-            }
+            ("applicationId", _) => return Err(bad(BodyProblem::ApplicationIdType)),
+            (other, _) => return Err(bad(BodyProblem::UnknownApplicationField(other.to_owned()))),
         }
     }
-    let id = id.ok_or_else(|| ApiError::bad_request("the request body needs `applicationId`"))?;
+    let id = id.ok_or_else(|| bad(BodyProblem::ApplicationIdMissing))?;
     let format = &crate::formats::APPLICATION_ID_V4;
     if id.is_empty() || id.len() > 64 || !(format.check)(&id) {
-        return Err(ApiError::new(
-            400,
-            "invalid_application_id",
-            format!("\"{id}\" is not an application ID: {} (1-64 characters)", format.describe),
-        ));
+        return Err(Rejection::InvalidApplicationId { id }.into());
     }
     Ok(id)
 }
@@ -248,7 +238,7 @@ async fn with_application<T: Send + 'static>(
     let state = state.clone();
     blocking(move || {
         let mut tx = state.store.read()?;
-        let app = tx.application(caller.organization.id, &id)?.ok_or_else(|| ApiError::not_found(&id))?;
+        let app = tx.application(caller.organization.id, &id)?.ok_or_else(|| Rejection::application_not_found(&id))?;
         f(tx.as_mut(), app)
     })
     .await
@@ -310,7 +300,7 @@ async fn show_version(
 ) -> Response {
     respond(
         with_application(&state, &headers, id, move |tx, app| {
-            let not_found = || ApiError::new(404, "policy_version_not_found", format!("no policy version {n}"));
+            let not_found = || Rejection::PolicyVersionNotFound { version: n.clone() };
             let version: u64 = n.parse().map_err(|_| not_found())?;
             let v = tx.policy_version(app.key, version)?.ok_or_else(not_found)?;
             Ok(json_response(200, &version_view(&v, app.active_pointer_version, true)))

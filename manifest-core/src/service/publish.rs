@@ -9,7 +9,8 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use serde::Serialize;
 
-use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::diagnostic::Diagnostic;
+use crate::service::http::rejection::{BodyProblem, Denied, PauseProblem, Rejection};
 use crate::service::layers;
 
 use crate::service::store::{Activity, Application, Caller, PolicyVersion, Status, StoreError, Transaction};
@@ -24,6 +25,7 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 const MAX_REASON_CHARS: usize = 500;
 
 /// An API error: HTTP status, stable code, message, and diagnostics for a refused manifest.
+/// A refusal is a [`Rejection`]; the others are the store's errors and a 500.
 #[derive(Debug)]
 pub(crate) struct ApiError {
     pub(crate) status: u16,
@@ -33,7 +35,7 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    pub(crate) fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
+    fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError { status, code, message: message.into(), diagnostics: None }
     }
 
@@ -41,18 +43,6 @@ impl ApiError {
     /// request id; the client sees `internal_error` and the id.
     pub(crate) fn internal(detail: impl Into<String>) -> ApiError {
         ApiError::new(500, "internal_error", detail)
-    }
-
-    pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(400, "invalid_request_body", message)
-    }
-
-    fn pause(message: impl Into<String>) -> ApiError {
-        ApiError::new(400, "invalid_publication_pause", message)
-    }
-
-    pub(crate) fn not_found(application_id: &str) -> ApiError {
-        ApiError::new(404, "application_not_found", format!("no application \"{application_id}\" in your organization"))
     }
 }
 
@@ -77,20 +67,19 @@ pub(crate) struct PublishRequest<'a> {
     pub(crate) expected_active_pointer_version: Option<u64>,
 }
 
-const FIELDS: &str = "manifest, dryRun, postPublishStatus, reason, expectedActivePointerVersion";
+pub(crate) const FIELDS: &str = "manifest, dryRun, postPublishStatus, reason, expectedActivePointerVersion";
 
 /// Reads the body strictly: JSON with no duplicate key, only the listed fields, each of its type.
 pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, ApiError> {
-    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
+    let bad = |problem: BodyProblem| ApiError::from(Rejection::InvalidRequestBody(problem));
+    let bad_pause = |problem: PauseProblem| ApiError::from(Rejection::InvalidPublicationPause(problem));
+    let text = std::str::from_utf8(body).map_err(|_| bad(BodyProblem::NotUtf8))?;
     let (root, problems) = crate::parse::json(text);
     if let Some(p) = problems.first() {
-        return Err(ApiError::bad_request(format!(
-            "the request body is not valid JSON: {} (at {})",
-            p.message, p.pointer
-        )));
+        return Err(bad(BodyProblem::NotJsonAt { message: p.message.clone(), pointer: p.pointer.clone() }));
     }
     let Some(Value::Object(members)) = root.map(|r| r.value) else {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(bad(BodyProblem::NotObject));
     };
     let (mut manifest, mut dry_run, mut status, mut reason, mut expected) = (None, false, None, None, None);
     for m in members {
@@ -99,35 +88,27 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, ApiError>
                 manifest = Some(match m.value.value {
                     Value::Object(_) => Cow::Borrowed(&text[m.value.span.start as usize..m.value.span.end as usize]),
                     Value::String(s) => Cow::Owned(s.into_owned()),
-                    _ => {
-                        return Err(ApiError::bad_request(
-                            "`manifest` must be the document as a JSON object, or a string holding its JSON or YAML text",
-                        ));
-                    }
+                    _ => return Err(bad(BodyProblem::ManifestType)),
                 })
             }
             "dryRun" => match m.value.value {
                 Value::Bool(b) => dry_run = b,
-                _ => return Err(ApiError::bad_request("`dryRun` must be true or false")),
+                _ => return Err(bad(BodyProblem::DryRunType)),
             },
             "postPublishStatus" => match m.value.value {
                 Value::String(s) => status = Some(s.into_owned()),
-                _ => return Err(ApiError::pause("`postPublishStatus` must be the string \"paused\"")),
+                _ => return Err(bad_pause(PauseProblem::StatusType)),
             },
             "reason" => match m.value.value {
                 Value::String(s) => reason = Some(s.into_owned()),
-                _ => return Err(ApiError::pause("`reason` must be a string of 1-500 characters")),
+                _ => return Err(bad_pause(PauseProblem::ReasonType)),
             },
             "expectedActivePointerVersion" => expected = Some(pointer_version(&m.value.value)?),
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "unknown field \"{other}\" in the request body (at /{other}); the fields are {FIELDS}"
-                )));
-            }
+            other => return Err(bad(BodyProblem::UnknownField(other.to_owned()))),
         }
     }
     let Some(manifest) = manifest else {
-        return Err(ApiError::bad_request("the request body needs `manifest`: the document to publish"));
+        return Err(bad(BodyProblem::ManifestMissing));
     };
     Ok(PublishRequest {
         manifest,
@@ -149,36 +130,30 @@ fn pointer_version(value: &Value<'_>) -> Result<u64, ApiError> {
         Value::Number(Number::Float(f)) => format!("{f:?}"),
         other => other.kind().to_owned(),
     };
-    Err(ApiError::bad_request(format!(
-        "`expectedActivePointerVersion` (at /expectedActivePointerVersion) must be an integer from 0 to {}: the active version you reviewed; found {shown}",
-        u64::MAX
-    )))
+    Err(Rejection::InvalidRequestBody(BodyProblem::PointerVersion { found: shown }).into())
 }
 
 /// The pause pair: both or neither; only `paused`; a reason of 1-500 characters once trimmed.
 fn pause(status: Option<&str>, reason: Option<&str>) -> Result<Option<String>, ApiError> {
-    match (status, reason) {
-        (None, None) => Ok(None),
-        (Some("active"), _) => Err(ApiError::pause(
-            "`active` is not a `postPublishStatus`: omit the pause fields to publish normally (a disabled application is activated, an existing pause kept)",
-        )),
-        (Some(s), _) if s != "paused" => Err(ApiError::pause(format!(
-            "`postPublishStatus` \"{s}\" is not accepted; the only value is \"paused\", given with a `reason`"
-        ))),
-        (Some(_), None) => Err(ApiError::pause("`postPublishStatus: \"paused\"` needs a `reason` (1-500 characters)")),
-        (None, Some(_)) => Err(ApiError::pause("a `reason` is given only with `postPublishStatus: \"paused\"`")),
+    let problem = match (status, reason) {
+        (None, None) => return Ok(None),
+        (Some("active"), _) => PauseProblem::Active,
+        (Some(s), _) if s != "paused" => PauseProblem::Status(s.to_owned()),
+        (Some(_), None) => PauseProblem::ReasonMissing,
+        (None, Some(_)) => PauseProblem::ReasonAlone,
         (Some(_), Some(r)) => {
             let trimmed = r.trim();
             let n = trimmed.chars().count();
             if n == 0 {
-                Err(ApiError::pause("the pause `reason` is blank; say why the application is paused"))
+                PauseProblem::ReasonBlank
             } else if n > MAX_REASON_CHARS {
-                Err(ApiError::pause(format!("the pause `reason` has {n} characters once trimmed; the most is 500")))
+                PauseProblem::ReasonTooLong(n)
             } else {
-                Ok(Some(trimmed.to_owned()))
+                return Ok(Some(trimmed.to_owned()));
             }
         }
-    }
+    };
+    Err(Rejection::InvalidPublicationPause(problem).into())
 }
 
 /// The publication result (201 committed, 200 dry run).
@@ -197,13 +172,7 @@ pub(crate) struct PublishResponse {
 }
 
 fn refused(diagnostics: Vec<Diagnostic>) -> ApiError {
-    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
-    ApiError {
-        status: 422,
-        code: "manifest_invalid",
-        message: format!("the manifest was refused with {}; see `diagnostics`", crate::plural(errors as u64, "error")),
-        diagnostics: Some(diagnostics),
-    }
+    Rejection::ManifestInvalid(diagnostics).into()
 }
 
 /// Bodies up to this size are read and validated on the async runtime: a manifest of a few
@@ -240,7 +209,7 @@ pub(crate) async fn prepare_body(
 }
 
 fn not_checked() -> ApiError {
-    ApiError::new(500, "internal_error", "the publication could not be checked; try again")
+    ApiError::internal("the publication could not be checked; try again")
 }
 
 /// Checks a publication and runs layers 1-2 (no write lock held): the owned publication the
@@ -252,11 +221,7 @@ pub(crate) fn prepare(
     request: &PublishRequest<'_>,
 ) -> Result<Prepared, ApiError> {
     if !caller.role.can_publish() {
-        return Err(ApiError::new(
-            403,
-            "forbidden",
-            format!("a {} token cannot publish; ask for a developer token", caller.role.as_str()),
-        ));
+        return Err(Rejection::Forbidden(Denied::Publish { role: caller.role.as_str() }).into());
     }
     let report = validate(request.manifest.as_bytes());
     let manifest = match report.manifest() {
@@ -264,7 +229,7 @@ pub(crate) fn prepare(
         // A 404 goes before the manifest's problems: the URL names no application of this
         // organization. (For a valid manifest the write looks the application up anyway.)
         Err(_) if state.store.read()?.application(caller.organization.id, application_id)?.is_none() => {
-            return Err(ApiError::not_found(application_id));
+            return Err(Rejection::application_not_found(application_id).into());
         }
         Err(_) => return Err(refused(report.diagnostics)),
     };
@@ -335,7 +300,7 @@ impl Prepared {
     fn commit(self, tx: &mut dyn Transaction) -> Result<(u16, PublishResponse), ApiError> {
         let org = &self.caller.organization;
         let Some(mut app) = tx.application(org.id, &self.application_id)? else {
-            return Err(ApiError::not_found(&self.application_id));
+            return Err(Rejection::application_not_found(&self.application_id).into());
         };
         let mut diagnostics = self.diagnostics;
         let outcome = layers::compile(&self.manifest, tx, org, &app, self.schema_pairs)?;
@@ -346,21 +311,7 @@ impl Prepared {
         if let Some(expected) = self.expected
             && expected != app.active_pointer_version
         {
-            let d = Diagnostic::error(
-                Layer::Publication,
-                Code::ActivePointerVersionConflict,
-                "/expectedActivePointerVersion",
-                format!(
-                    "you reviewed active version {expected}, but the active version is now {}; review it again",
-                    app.active_pointer_version
-                ),
-            );
-            return Err(ApiError {
-                status: 409,
-                code: "active_pointer_version_conflict",
-                message: d.message.clone(),
-                diagnostics: Some(vec![d]),
-            });
+            return Err(Rejection::ActivePointerVersionConflict { expected, active: app.active_pointer_version }.into());
         }
         let version = app.active_pointer_version + 1;
         let actor = self.caller.actor();

@@ -30,10 +30,12 @@ use agent::wire;
 pub(super) const DEPLOY_LIMIT: usize = (BUNDLE_MAX_BYTES as usize) / 3 * 4 + 2 * 1024 * 1024;
 
 mod deploy;
+mod rejection;
 
 use deploy::deploy;
+use rejection::{BadRequest, Credentials, Missing, Rejection};
 
-/// An API error.
+/// An API error: a [`Rejection`], a store's refusal or a 500.
 #[derive(Debug)]
 pub(super) struct ApiError {
     status: StatusCode,
@@ -112,7 +114,7 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/ingress/rewards/claim", post(claim))
         .route("/api/relay/health", get(super::admission::health))
         .route("/api/operators/register", post(super::admission::register))
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .fallback(|| async { Rejection::NotFound(Missing::Route) })
         .with_state(engine)
 }
 
@@ -142,39 +144,24 @@ fn token_caller(engine: &Engine, headers: &HeaderMap, role: TokenRole) -> Result
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| {
-            ApiError::new(StatusCode::UNAUTHORIZED, svc_http::UNAUTHENTICATED, "send `Authorization: Bearer <token>`")
-        })?;
+        .ok_or(Rejection::Unauthenticated(Credentials::Missing))?;
     let caller = engine
         .store()
         .caller(&wire::sha256_hex(token.trim().as_bytes()))?
-        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, svc_http::UNAUTHENTICATED, "the token is not valid"))?;
+        .ok_or(Rejection::Unauthenticated(Credentials::NotValid))?;
     if caller.role != role {
-        let (code, message) = match role {
-            TokenRole::Customer => (
-                "customer_token_required",
-                "this is an operator token; deployments need a customer token (`svc relay admin token --org NAME`)",
-            ),
-            TokenRole::Operator => (
-                "operator_token_required",
-                "rewards belong to gateway operators; use an operator token (`svc relay admin token --org NAME --operator`)",
-            ),
-        };
-        return Err(ApiError::new(StatusCode::FORBIDDEN, code, message));
+        return Err(match role {
+            TokenRole::Customer => Rejection::CustomerTokenRequired,
+            TokenRole::Operator => Rejection::OperatorTokenRequired,
+        }
+        .into());
     }
     Ok(caller)
 }
 
 fn invited(caller: Caller) -> Result<Caller, ApiError> {
     if !caller.invited {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "ingress_invitation_required",
-            format!(
-                "the ingress add-on is by invitation only and organization \"{}\" has no invitation; ask the service for one",
-                caller.org_name
-            ),
-        ));
+        return Err(Rejection::InvitationRequired { org: caller.org_name }.into());
     }
     Ok(caller)
 }
@@ -186,24 +173,21 @@ fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let at = e.path().to_string();
         let inner = e.into_inner();
-        let message = if at == "." {
-            format!("the request body: {inner}")
+        let why = if at == "." {
+            BadRequest::Body(inner.to_string())
         } else {
-            format!("the request body at `{at}`: {inner}")
+            BadRequest::BodyAt { at, why: inner.to_string() }
         };
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        Rejection::InvalidRequest(why).into()
     })
 }
 
 fn deployment_of(engine: &Engine, caller: &Caller, project: &str) -> Result<Deployment, ApiError> {
-    engine.store().deployment_of(&caller.org_id, project)?.map(|d| engine.with_url(d)).ok_or_else(|| {
-        let what = if project.starts_with("dep_") {
-            format!("no deployment {project} in this organization")
-        } else {
-            format!("no deployment of project \"{project}\"")
-        };
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", what)
-    })
+    engine
+        .store()
+        .deployment_of(&caller.org_id, project)?
+        .map(|d| engine.with_url(d))
+        .ok_or_else(|| Rejection::NotFound(Missing::deployment(project)).into())
 }
 
 async fn list(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<Vec<Deployment>> {
@@ -253,13 +237,13 @@ async fn new_quote(
         let req: QuoteRequest = body(&bytes)?;
         let d = deployment_of(&engine, &caller, &project)?;
         if d.state.is_terminal() {
-            return Err(ApiError::new(StatusCode::CONFLICT, "deployment_not_fundable", "the deployment is stopped"));
+            return Err(Rejection::DeploymentNotFundable.into());
         }
         let stored = engine.store().project_json(&d.id)?;
         let default_periods = crate::project::read(&stored).map_or(1, |p| u64::from(p.spend.fund_periods));
         let periods = req.periods.unwrap_or(default_periods);
         if !(1..=10_000).contains(&periods) {
-            return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "periods must be 1 to 10000"));
+            return Err(Rejection::InvalidRequest(BadRequest::Periods).into());
         }
         Ok((StatusCode::CREATED, axum::Json(engine.quote(&d, periods)?)))
     })
@@ -316,14 +300,14 @@ async fn logs(
     query: Result<Query<LogsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<LogsResponse> {
     blocking(move || {
-        let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m);
-        let Query(q) = query.map_err(|e| bad(format!("the query string: {}", e.body_text())))?;
+        let bad = |why: BadRequest| ApiError::from(Rejection::InvalidRequest(why));
+        let Query(q) = query.map_err(|e| bad(BadRequest::Query(e.body_text())))?;
         if q.after < 0 {
-            return Err(bad(format!("`after` is a cursor (0 or more), not {}", q.after)));
+            return Err(bad(BadRequest::After(q.after)));
         }
         let limit = q.limit.unwrap_or(500);
         if !(1..=LOGS_PAGE_MAX).contains(&limit) {
-            return Err(bad(format!("`limit` must be 1 to {LOGS_PAGE_MAX}, not {limit}")));
+            return Err(bad(BadRequest::Limit(limit)));
         }
         let caller = caller(&engine, &headers)?;
         let d = deployment_of(&engine, &caller, &project)?;
@@ -379,17 +363,11 @@ async fn add_hostname(
         let req: HostnameRequest = body(&bytes)?;
         let d = deployment_of(&engine, &caller, &project)?;
         if d.state.is_terminal() {
-            return Err(ApiError::new(StatusCode::CONFLICT, "deployment_stopped", "the deployment is stopped"));
+            return Err(Rejection::DeploymentStopped.into());
         }
-        let hostname = crate::dns::customer_hostname(req.hostname.trim())
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_hostname", e.to_string()))?;
+        let hostname = crate::dns::customer_hostname(req.hostname.trim()).map_err(Rejection::InvalidHostname)?;
         if !engine.issues_customer_certificates() {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "hostname_needs_acme",
-                "this coordinator issues development certificates for .localhost names only; customer hostnames need a \
-                 coordinator configured with an ACME CA (`svc relay serve --acme-directory URL`)",
-            ));
+            return Err(Rejection::HostnameNeedsAcme.into());
         }
         let h = engine.store().add_hostname(&d.id, &hostname, &random_hex(16)?)?;
         let records = records(&d, &h.hostname, &h.token);
@@ -407,9 +385,11 @@ async fn verify_hostname(
     let d = blocking(move || deployment_of(&reader, &caller(&reader, &headers)?, &project)).await?;
     engine.check_hostname(&d, &hostname).await?;
     blocking(move || {
-        let h = engine.store().hostname(&d.id, &hostname)?.filter(|h| h.state != HostnameState::Removed).ok_or_else(
-            || ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("hostname {hostname} not found")),
-        )?;
+        let h = engine
+            .store()
+            .hostname(&d.id, &hostname)?
+            .filter(|h| h.state != HostnameState::Removed)
+            .ok_or_else(|| Rejection::NotFound(Missing::Hostname(hostname.clone())))?;
         let records = records(&d, &h.hostname, &h.token);
         ok(HostnameResponse { hostname: h, records })
     })
@@ -424,9 +404,11 @@ async fn remove_hostname(
     blocking(move || {
         let caller = caller(&engine, &headers)?;
         let d = deployment_of(&engine, &caller, &project)?;
-        let h = engine.store().hostname(&d.id, &hostname)?.filter(|h| h.state != HostnameState::Removed).ok_or_else(
-            || ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("hostname {hostname} not found")),
-        )?;
+        let h = engine
+            .store()
+            .hostname(&d.id, &hostname)?
+            .filter(|h| h.state != HostnameState::Removed)
+            .ok_or_else(|| Rejection::NotFound(Missing::Hostname(hostname.clone())))?;
         engine.store().set_hostname(&d.id, &hostname, HostnameState::Removed, &[])?;
         engine.wake();
         let records = records(&d, &h.hostname, &h.token);
@@ -508,13 +490,7 @@ fn check_digest(digest: &str) -> Result<(), ApiError> {
     if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         Ok(())
     } else {
-        Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_digest",
-            format!(
-                "\"{digest}\" is not a validator digest: `sha256:` and 64 lowercase hex digits (`svc ingress pins list` shows the current one)"
-            ),
-        ))
+        Err(Rejection::InvalidDigest { digest: digest.to_owned() }.into())
     }
 }
 
@@ -546,11 +522,7 @@ async fn remove_pin(
         let caller = caller(&engine, &headers)?;
         check_digest(&digest)?;
         if !engine.store().remove_pin(&caller.org_id, &project, &digest)? {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("{digest} is not pinned for project \"{project}\""),
-            ));
+            return Err(Rejection::NotFound(Missing::Pin { digest, project }).into());
         }
         if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
             engine.due_now(&d);

@@ -8,12 +8,13 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
+use super::rejection::{BodyProblem, Denied, Rejection};
 use super::{ApplicationView, Shared, authenticate, blocking, json_response, read_body, respond};
-use crate::service::publish::{ApiError, now};
+use crate::service::publish::now;
 use crate::service::store::{Activity, Status};
 
 /// The longest resume reason, as for a pause.
-const REASON_MAX_CHARS: usize = 500;
+pub(super) const REASON_MAX_CHARS: usize = 500;
 
 pub(super) async fn list(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {
     respond(
@@ -44,30 +45,23 @@ pub(super) async fn resume(
         async {
             let caller = authenticate(&state, &headers).await?;
             let body = read_body(body).await?;
-            let request: ResumeRequest = serde_json::from_slice(&body)
-                .map_err(|e| ApiError::bad_request(format!("the request body must be {{\"reason\": \"...\"}}: {e}")))?;
+            let request: ResumeRequest =
+                serde_json::from_slice(&body).map_err(|e| Rejection::InvalidRequestBody(BodyProblem::ResumeBody(e)))?;
             let reason = request.reason.trim().to_owned();
             if reason.is_empty() || reason.chars().count() > REASON_MAX_CHARS {
-                return Err(ApiError::bad_request(format!(
-                    "the resume `reason` must be 1-{REASON_MAX_CHARS} characters; say why the application runs again"
-                )));
+                return Err(Rejection::InvalidRequestBody(BodyProblem::ResumeReason).into());
             }
             if !caller.role.can_publish() {
-                return Err(ApiError::new(403, "forbidden", "a viewer token cannot resume applications"));
+                return Err(Rejection::Forbidden(Denied::Resume).into());
             }
             let state = state.clone();
             let app = blocking(move || {
                 let mut tx = state.store.write()?;
-                let mut app = tx.application(caller.organization.id, &id)?.ok_or_else(|| ApiError::not_found(&id))?;
+                let mut app = tx
+                    .application(caller.organization.id, &id)?
+                    .ok_or_else(|| Rejection::application_not_found(&id))?;
                 if app.status != Status::Paused {
-                    return Err(ApiError::new(
-                        409,
-                        "not_paused",
-                        format!(
-                            "application \"{id}\" is {}, not paused: there is no pause to lift",
-                            app.status.as_str()
-                        ),
-                    ));
+                    return Err(Rejection::NotPaused { application_id: id, status: app.status.as_str() }.into());
                 }
                 app.status = Status::Active;
                 app.pause_reason = None;

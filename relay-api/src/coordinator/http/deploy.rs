@@ -11,8 +11,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
-use serde_json::json;
 
+use super::rejection::{BadRequest, BundleProblem, Oversize, Rejection};
 use super::{ApiError, ApiResult, body, caller};
 use crate::coordinator::Engine;
 use crate::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, DeployRequest, DeployResponse};
@@ -36,63 +36,28 @@ fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<
     let caller = caller(engine, headers)?;
     let req: DeployRequest = body(bytes)?;
     let text = serde_json::to_string(&req.project).unwrap_or_default();
-    let project = crate::project::read(&text).map_err(|e| {
-        let mut err =
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid_project", format!("the project file is not valid: {e}"));
-        err.diagnostics = Some(json!(e.diagnostics));
-        err
-    })?;
+    let project = crate::project::read(&text).map_err(Rejection::InvalidProject)?;
     let unsupported = project.unsupported();
     if !unsupported.is_empty() {
-        let names: Vec<String> = unsupported.iter().map(|u| format!("{} ({})", u.as_str(), u.pointer())).collect();
-        let mut err = ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "ingress_unsupported",
-            format!("the ingress add-on does not support: {}", names.join(", ")),
-        );
-        err.diagnostics = Some(json!(unsupported.iter().map(|u| u.diagnostic()).collect::<Vec<_>>()));
-        return Err(err);
+        return Err(Rejection::IngressUnsupported(unsupported).into());
     }
-    let manifest = project.manifest_v5(req.manifest.as_deref()).map_err(|e| {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_manifest", format!("the project's V5 manifest: {e}"))
-    })?;
+    let manifest = project.manifest_v5(req.manifest.as_deref()).map_err(Rejection::InvalidManifest)?;
     let manifest_digest = manifest_core::canonical_digest(&manifest).unwrap_or_default();
     let canonical = format!("{}-{}.{}", project.name, caller.org_name, engine.config().relay_domain);
     if canonical.split('.').next().is_some_and(|label| label.len() > 63) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "hostname_too_long",
-            format!(
-                "\"{canonical}\": the project and organization names together exceed a DNS label (63); shorten `name`"
-            ),
-        ));
+        return Err(Rejection::HostnameTooLong { canonical }.into());
     }
     if engine.store().canonical_held_elsewhere(&canonical, &caller.org_id)? {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "canonical_name_taken",
-            format!(
-                "\"{canonical}\" belongs to another organization's project (project and organization names \
-                 joined by hyphens can meet); choose another project `name` in ingress.json"
-            ),
-        ));
+        return Err(Rejection::CanonicalNameTaken { canonical }.into());
     }
     for name in req.secrets.keys() {
         if !project.app.secrets.contains_key(name) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                format!("secret {name} is not named in app.secrets"),
-            ));
+            return Err(Rejection::InvalidRequest(BadRequest::UnknownSecret(name.clone())).into());
         }
     }
     let files = bundle_files(&req.bundle)?;
     if !files.iter().any(|(path, _)| path == &project.app.entrypoint) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "entrypoint_missing",
-            format!("the app files sent do not include the entrypoint \"{}\"", project.app.entrypoint),
-        ));
+        return Err(Rejection::EntrypointMissing { entrypoint: project.app.entrypoint.clone() }.into());
     }
     let digest = project.digest_with_files(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())));
     let shipment = Shipment { project: &project, text: &text, digest: &digest, manifest_digest: &manifest_digest };
@@ -206,21 +171,10 @@ fn redeploy(
     // file that lists others than it has is not shipped, rather than half applied.
     let serving: Vec<String> =
         store.hostnames(&d.id)?.into_iter().filter(|h| h.state != HostnameState::Removed).map(|h| h.hostname).collect();
-    let added: Vec<&String> = project.hostnames.iter().filter(|h| !serving.contains(h)).collect();
-    let removed: Vec<&String> = serving.iter().filter(|h| !project.hostnames.contains(h)).collect();
+    let added: Vec<String> = project.hostnames.iter().filter(|h| !serving.contains(h)).cloned().collect();
+    let removed: Vec<String> = serving.into_iter().filter(|h| !project.hostnames.contains(h)).collect();
     if !added.is_empty() || !removed.is_empty() {
-        let mut fixes: Vec<String> = added.iter().map(|h| format!("`svc ingress hostname add {h}`")).collect();
-        fixes.extend(removed.iter().map(|h| format!("`svc ingress hostname remove {h}`")));
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "hostnames_changed",
-            format!(
-                "the project file's hostnames differ from deployment {}'s; nothing was deployed. Change them on the \
-                 deployment first ({}), or make `hostnames` in ingress.json match",
-                d.id,
-                fixes.join(", ")
-            ),
-        ));
+        return Err(Rejection::HostnamesChanged { deployment: d.id, added, removed }.into());
     }
     let revision = store.next_revision(&d.id)?;
     let bundle = stage(engine, &d.id, revision, files, secrets)?;
@@ -297,39 +251,28 @@ const BUNDLE_MAX_PATH: usize = 1024;
 /// [`BUNDLE_MAX_BYTES`] bytes and paths that are not plain, bounded relative paths inside the
 /// app directory (see [`check_bundle_path`]), or a file that another path needs as a directory.
 fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
-    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_bundle", m);
+    let bad = |problem: BundleProblem| ApiError::from(Rejection::InvalidBundle(problem));
     if bundle.len() > BUNDLE_MAX_FILES {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "bundle_too_large",
-            format!("the app has {} files; a deployment carries at most {BUNDLE_MAX_FILES}", bundle.len()),
-        ));
+        return Err(Rejection::BundleTooLarge(Oversize::Files(bundle.len())).into());
     }
     for path in bundle.keys() {
-        check_bundle_path(path).map_err(|why| bad(format!("{:?} {why}", truncated(path))))?;
+        check_bundle_path(path).map_err(|why| bad(BundleProblem::Path { path: path.clone(), why }))?;
     }
     // Every directory the files need; none may be a file too.
     let dirs: std::collections::BTreeSet<&str> =
         bundle.keys().flat_map(|p| p.match_indices('/').map(move |(at, _)| &p[..at])).collect();
     if let Some(both) = dirs.iter().find(|d| bundle.contains_key(**d)) {
-        return Err(bad(format!("{:?} is a file, and other files need it as a directory", truncated(both))));
+        return Err(bad(BundleProblem::FileAndDirectory((*both).to_owned())));
     }
     let mut total: u64 = 0;
     let mut files = Vec::with_capacity(bundle.len());
     for (path, b64) in bundle {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(b64)
-            .map_err(|e| bad(format!("{:?} is not base64: {e}", truncated(path))))?;
+            .map_err(|why| bad(BundleProblem::NotBase64 { path: path.clone(), why }))?;
         total = total.saturating_add(bytes.len() as u64);
         if total > BUNDLE_MAX_BYTES {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "bundle_too_large",
-                format!(
-                    "the app's files are over {BUNDLE_MAX_BYTES} bytes (at {:?}); a deployment carries at most that",
-                    truncated(path)
-                ),
-            ));
+            return Err(Rejection::BundleTooLarge(Oversize::Bytes { at: path.clone() }).into());
         }
         files.push((path.clone(), bytes));
     }
@@ -361,9 +304,9 @@ fn check_bundle_path(path: &str) -> Result<(), BundlePathProblem> {
     Ok(())
 }
 
-/// Why an app file's path is refused (said after the path).
+/// Why an app file's path is refused (said after the path, `Rejection::InvalidBundle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-enum BundlePathProblem {
+pub(super) enum BundlePathProblem {
     #[error("is not a path of 1 to {BUNDLE_MAX_PATH} bytes")]
     Length,
     #[error("holds a control character")]
@@ -374,12 +317,4 @@ enum BundlePathProblem {
     Outside,
     #[error("has a component over 255 bytes")]
     Component,
-}
-
-/// At most the first 80 characters of `path`, for messages.
-fn truncated(path: &str) -> String {
-    match path.char_indices().nth(80) {
-        Some((at, _)) => format!("{}...", &path[..at]),
-        None => path.to_owned(),
-    }
 }

@@ -1,0 +1,313 @@
+//! Every refusal the publication service answers, declared once (axum's rejection style): a
+//! variant per stable `code`, its HTTP status and code in [`Rejection::status_and_code`], its
+//! public message in its `#[error]`. Where a message is built from values, the variant carries
+//! them; where one code has several wordings (`invalid_request_body`, ...), the variant carries
+//! a small enum that says which.
+//!
+//! A handler returns `Rejection::BodyTooLarge.into()`: the [`ApiError`] envelope. Two kinds of
+//! error stay outside: the store's (`From<StoreError> for ApiError`) and a 500
+//! (`ApiError::internal`, whose detail only the server's log sees).
+
+use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::service::publish::{ApiError, FIELDS, MAX_BODY_BYTES};
+
+use super::applications::REASON_MAX_CHARS;
+
+/// A request the publication service refuses (4xx); one variant per `code`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Rejection {
+    /// No bearer token, or one the service does not know.
+    #[error("send `Authorization: Bearer <token>` with a valid token")]
+    Unauthenticated,
+    /// A token whose role cannot do this.
+    #[error("{0}")]
+    Forbidden(Denied),
+    /// A request body that does not read as the route's.
+    #[error("{0}")]
+    InvalidRequestBody(BodyProblem),
+    /// A publication's pause pair (`postPublishStatus`, `reason`) that is not one.
+    #[error("{0}")]
+    InvalidPublicationPause(PauseProblem),
+    /// A new application's ID that is not one.
+    #[error("\"{id}\" is not an application ID: {} (1-64 characters)", crate::formats::APPLICATION_ID_V4.describe)]
+    InvalidApplicationId {
+        /// The ID as sent.
+        id: String,
+    },
+    /// The URL's application is none of the caller's organization.
+    #[error("no application \"{application_id}\" in your organization")]
+    ApplicationNotFound {
+        /// The URL's application ID.
+        application_id: String,
+    },
+    /// The URL's policy version is none of the application's.
+    #[error("no policy version {version}")]
+    PolicyVersionNotFound {
+        /// The URL's version, as sent.
+        version: String,
+    },
+    /// No route.
+    #[error("no such route")]
+    NoSuchRoute,
+    /// A route that does not take the request's method.
+    #[error("this route does not take that method")]
+    MethodNotAllowed,
+    /// A body over [`MAX_BODY_BYTES`].
+    #[error("the request body is over {MAX_BODY_BYTES} bytes (1 MiB)")]
+    BodyTooLarge,
+    /// A new application whose ID the organization has (the store's message).
+    #[error("{0}")]
+    ApplicationExists(String),
+    /// A resume of an application that is not paused.
+    #[error("application \"{application_id}\" is {status}, not paused: there is no pause to lift")]
+    NotPaused {
+        /// The application's ID.
+        application_id: String,
+        /// Its status.
+        status: &'static str,
+    },
+    /// A manifest refused by a validation layer (the problems go in `diagnostics`).
+    #[error(
+        "the manifest was refused with {}; see `diagnostics`",
+        crate::plural(.0.iter().filter(|d| d.is_error()).count() as u64, "error")
+    )]
+    ManifestInvalid(Vec<Diagnostic>),
+    /// The fence: the caller reviewed another active version (also a diagnostic).
+    #[error("you reviewed active version {expected}, but the active version is now {active}; review it again")]
+    ActivePointerVersionConflict {
+        /// `expectedActivePointerVersion`.
+        expected: u64,
+        /// The application's active pointer version.
+        active: u64,
+    },
+}
+
+impl Rejection {
+    /// The one table of statuses and codes.
+    fn status_and_code(&self) -> (u16, &'static str) {
+        match self {
+            Rejection::Unauthenticated => (401, svc_http::UNAUTHENTICATED),
+            Rejection::Forbidden(_) => (403, "forbidden"),
+            Rejection::InvalidRequestBody(_) => (400, "invalid_request_body"),
+            Rejection::InvalidPublicationPause(_) => (400, "invalid_publication_pause"),
+            Rejection::InvalidApplicationId { .. } => (400, "invalid_application_id"),
+            Rejection::ApplicationNotFound { .. } => (404, "application_not_found"),
+            Rejection::PolicyVersionNotFound { .. } => (404, "policy_version_not_found"),
+            Rejection::NoSuchRoute => (404, "not_found"),
+            Rejection::MethodNotAllowed => (405, "method_not_allowed"),
+            Rejection::BodyTooLarge => (413, "body_too_large"),
+            Rejection::ApplicationExists(_) => (409, "application_exists"),
+            Rejection::NotPaused { .. } => (409, "not_paused"),
+            Rejection::ManifestInvalid(_) => (422, "manifest_invalid"),
+            Rejection::ActivePointerVersionConflict { .. } => (409, "active_pointer_version_conflict"),
+        }
+    }
+
+    /// The HTTP status.
+    pub(crate) fn status(&self) -> u16 {
+        self.status_and_code().0
+    }
+
+    /// The stable `code` of the envelope.
+    pub(crate) fn code(&self) -> &'static str {
+        self.status_and_code().1
+    }
+
+    /// The application a 404 names.
+    pub(crate) fn application_not_found(application_id: &str) -> Rejection {
+        Rejection::ApplicationNotFound { application_id: application_id.to_owned() }
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> ApiError {
+        let (status, code, message) = (r.status(), r.code(), r.to_string());
+        let diagnostics = match r {
+            Rejection::ManifestInvalid(diagnostics) => Some(diagnostics),
+            Rejection::ActivePointerVersionConflict { .. } => Some(vec![Diagnostic::error(
+                Layer::Publication,
+                Code::ActivePointerVersionConflict,
+                "/expectedActivePointerVersion",
+                message.clone(),
+            )]),
+            _ => None,
+        };
+        ApiError { status, code, message, diagnostics }
+    }
+}
+
+/// What a token's role cannot do (`forbidden`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Denied {
+    /// Create an application.
+    #[error("a viewer token cannot create applications")]
+    CreateApplication,
+    /// Lift a pause.
+    #[error("a viewer token cannot resume applications")]
+    Resume,
+    /// Publish.
+    #[error("a {role} token cannot publish; ask for a developer token")]
+    Publish {
+        /// The token's role.
+        role: &'static str,
+    },
+}
+
+/// What is wrong with a request body (`invalid_request_body`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyProblem {
+    /// Not UTF-8.
+    #[error("the request body is not UTF-8")]
+    NotUtf8,
+    /// Not JSON (a new application's body).
+    #[error("the request body is not valid JSON: {0}")]
+    NotJson(String),
+    /// Not JSON, at a pointer (a publication's body).
+    #[error("the request body is not valid JSON: {message} (at {pointer})")]
+    NotJsonAt {
+        /// The reader's message.
+        message: String,
+        /// Where.
+        pointer: String,
+    },
+    /// A publication's body that is not an object.
+    #[error("the request body must be a JSON object")]
+    NotObject,
+    /// A new application's body that is not an object.
+    #[error("the request body must be a JSON object: {{\"applicationId\": \"...\"}}")]
+    NotApplicationObject,
+    /// `manifest` of another type.
+    #[error("`manifest` must be the document as a JSON object, or a string holding its JSON or YAML text")]
+    ManifestType,
+    /// `dryRun` of another type.
+    #[error("`dryRun` must be true or false")]
+    DryRunType,
+    /// A field a publication does not take.
+    #[error("unknown field \"{0}\" in the request body (at /{0}); the fields are {FIELDS}")]
+    UnknownField(String),
+    /// A field a new application does not take.
+    #[error("unknown field \"{0}\" in the request body; the only field is applicationId")]
+    UnknownApplicationField(String),
+    /// A publication without `manifest`.
+    #[error("the request body needs `manifest`: the document to publish")]
+    ManifestMissing,
+    /// `expectedActivePointerVersion` that is not a `u64` (what was found).
+    #[error(
+        "`expectedActivePointerVersion` (at /expectedActivePointerVersion) must be an integer from 0 to {}: the active version you reviewed; found {found}",
+        u64::MAX
+    )]
+    PointerVersion {
+        /// What was found: a number out of range, or the JSON type.
+        found: String,
+    },
+    /// `applicationId` of another type.
+    #[error("`applicationId` must be a string")]
+    ApplicationIdType,
+    /// A new application without `applicationId`.
+    #[error("the request body needs `applicationId`")]
+    ApplicationIdMissing,
+    /// A resume's body that is not `{"reason": "..."}`.
+    #[error("the request body must be {{\"reason\": \"...\"}}: {0}")]
+    ResumeBody(serde_json::Error),
+    /// A resume's reason out of bounds.
+    #[error("the resume `reason` must be 1-{REASON_MAX_CHARS} characters; say why the application runs again")]
+    ResumeReason,
+}
+
+/// What is wrong with a publication's pause pair (`invalid_publication_pause`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PauseProblem {
+    /// `postPublishStatus` that is not a string.
+    #[error("`postPublishStatus` must be the string \"paused\"")]
+    StatusType,
+    /// `reason` that is not a string.
+    #[error("`reason` must be a string of 1-500 characters")]
+    ReasonType,
+    /// `postPublishStatus: "active"`.
+    #[error(
+        "`active` is not a `postPublishStatus`: omit the pause fields to publish normally (a disabled application is activated, an existing pause kept)"
+    )]
+    Active,
+    /// Another `postPublishStatus`.
+    #[error("`postPublishStatus` \"{0}\" is not accepted; the only value is \"paused\", given with a `reason`")]
+    Status(String),
+    /// `paused` without a reason.
+    #[error("`postPublishStatus: \"paused\"` needs a `reason` (1-500 characters)")]
+    ReasonMissing,
+    /// A reason without `paused`.
+    #[error("a `reason` is given only with `postPublishStatus: \"paused\"`")]
+    ReasonAlone,
+    /// A reason of spaces.
+    #[error("the pause `reason` is blank; say why the application is paused")]
+    ReasonBlank,
+    /// A reason over 500 characters once trimmed (how many).
+    #[error("the pause `reason` has {0} characters once trimmed; the most is 500")]
+    ReasonTooLong(usize),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    /// One of each variant.
+    fn samples() -> Vec<Rejection> {
+        let s = || "x".to_owned();
+        vec![
+            Rejection::Unauthenticated,
+            Rejection::Forbidden(Denied::Resume),
+            Rejection::InvalidRequestBody(BodyProblem::NotUtf8),
+            Rejection::InvalidPublicationPause(PauseProblem::ReasonBlank),
+            Rejection::InvalidApplicationId { id: s() },
+            Rejection::ApplicationNotFound { application_id: s() },
+            Rejection::PolicyVersionNotFound { version: s() },
+            Rejection::NoSuchRoute,
+            Rejection::MethodNotAllowed,
+            Rejection::BodyTooLarge,
+            Rejection::ApplicationExists(s()),
+            Rejection::NotPaused { application_id: s(), status: "active" },
+            Rejection::ManifestInvalid(Vec::new()),
+            Rejection::ActivePointerVersionConflict { expected: 1, active: 2 },
+        ]
+    }
+
+    #[test]
+    fn each_variant_has_its_own_code_and_a_4xx() {
+        let mut codes = HashSet::new();
+        for r in samples() {
+            let (status, code) = (r.status(), r.code());
+            assert!(codes.insert(code), "{code} is the code of two variants");
+            assert!((400..500).contains(&status), "{r:?}: {status}");
+            assert!(!r.to_string().is_empty(), "{r:?}");
+            let e = ApiError::from(r);
+            assert_eq!((e.status, e.code), (status, code));
+        }
+    }
+
+    #[test]
+    fn messages_built_from_values() {
+        let message = |r: Rejection| r.to_string();
+        assert_eq!(
+            message(Rejection::InvalidApplicationId { id: "A".to_owned() }),
+            "\"A\" is not an application ID: 1-64 lowercase letters, digits, `.`, `_` or `-`, starting with a letter \
+             or digit (1-64 characters)"
+        );
+        assert_eq!(
+            message(Rejection::InvalidRequestBody(BodyProblem::UnknownField("x".to_owned()))),
+            "unknown field \"x\" in the request body (at /x); the fields are manifest, dryRun, postPublishStatus, \
+             reason, expectedActivePointerVersion"
+        );
+        assert_eq!(
+            message(Rejection::InvalidRequestBody(BodyProblem::ResumeReason)),
+            "the resume `reason` must be 1-500 characters; say why the application runs again"
+        );
+        let conflict = ApiError::from(Rejection::ActivePointerVersionConflict { expected: 3, active: 4 });
+        assert_eq!(conflict.message, "you reviewed active version 3, but the active version is now 4; review it again");
+        let d = conflict.diagnostics.expect("the fence's diagnostic");
+        assert_eq!((d.len(), d[0].message.as_str()), (1, conflict.message.as_str()));
+        let refused = ApiError::from(Rejection::ManifestInvalid(vec![d[0].clone(), d[0].clone()]));
+        assert_eq!(refused.message, "the manifest was refused with 2 errors; see `diagnostics`");
+        assert_eq!(refused.diagnostics.map(|d| d.len()), Some(2));
+    }
+}
