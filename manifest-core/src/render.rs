@@ -82,11 +82,19 @@ fn diagnostic(out: &mut String, d: &Diagnostic, name: &str, index: &LineIndex<'_
     let pad = " ".repeat(gutter);
     let _ = writeln!(out, "{pad}--> {name}:{line}:{column} at {pointer}");
     let _ = writeln!(out, "{pad} |");
-    let _ = writeln!(out, "{line} | {}", printable(source_line));
-    // Underline the span within this line (at least one caret).
-    let before: String =
-        source_line.chars().take(column as usize - 1).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-    let rest = source_line.chars().count().saturating_sub(column as usize - 1);
+    let shown = Window::around(source_line, column as usize);
+    let _ = writeln!(out, "{line} | {}", shown.text);
+    // Underline the span within the part of the line shown (at least one caret).
+    let before: String = std::iter::repeat_n(' ', shown.lead)
+        .chain(
+            source_line
+                .chars()
+                .skip(shown.skipped)
+                .take((column as usize - 1).saturating_sub(shown.skipped))
+                .map(|c| if c == '\t' { '\t' } else { ' ' }),
+        )
+        .collect();
+    let rest = shown.chars.saturating_sub((column as usize - 1).saturating_sub(shown.skipped));
     let span_chars = index_chars(index, span, line);
     let carets = span_chars.clamp(1, rest.max(1));
     let _ = writeln!(out, "{pad} | {before}{}", "^".repeat(carets));
@@ -100,12 +108,35 @@ fn index_chars(index: &LineIndex<'_>, span: crate::tree::Span, line: u32) -> usi
     if end_line == line { (end_column.saturating_sub(start_column)) as usize } else { usize::MAX }
 }
 
-fn printable(line: &str) -> String {
-    const MAX: usize = 200;
-    if line.chars().count() > MAX {
-        format!("{}...", line.chars().take(MAX).collect::<String>())
-    } else {
-        line.to_owned()
+/// The most characters of a source line shown.
+const SHOWN_CHARS: usize = 200;
+
+/// The part of a source line shown: all of it when short, else [`SHOWN_CHARS`] characters
+/// around the column at fault, with `...` where it was cut (a minified JSON document is one
+/// line of many thousand characters; its carets must stay under what is shown).
+struct Window {
+    /// What is printed.
+    text: String,
+    /// Characters of the line left out before `text`.
+    skipped: usize,
+    /// Columns `text` spends before the line's first shown character (`...`).
+    lead: usize,
+    /// Characters of the line in `text`.
+    chars: usize,
+}
+
+impl Window {
+    fn around(line: &str, column: usize) -> Window {
+        let total = line.chars().count();
+        if total <= SHOWN_CHARS {
+            return Window { text: line.to_owned(), skipped: 0, lead: 0, chars: total };
+        }
+        // Keep the column in view, a quarter of the window from its left edge.
+        let skipped = column.saturating_sub(1 + SHOWN_CHARS / 4).min(total - SHOWN_CHARS);
+        let body: String = line.chars().skip(skipped).take(SHOWN_CHARS).collect();
+        let (lead, prefix) = if skipped > 0 { (3, "...") } else { (0, "") };
+        let suffix = if skipped + SHOWN_CHARS < total { "..." } else { "" };
+        Window { text: format!("{prefix}{body}{suffix}"), skipped, lead, chars: SHOWN_CHARS }
     }
 }
 
