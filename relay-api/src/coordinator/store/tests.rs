@@ -458,3 +458,40 @@ fn a_corrupt_row_fails_loudly_instead_of_reading_as_a_default() {
     outside.execute("UPDATE deployments SET state = 'live', ceiling_micros = -5", []).expect("corrupt");
     assert!(matches!(store.deployment("d1"), Err(StoreError::Backend(_))), "a negative amount");
 }
+
+/// Issue 16: "a `hostname_taken` on the second hostname leaves a half-made deployment that
+/// the next deploy returns as `existing: true`". The deployment, its first hostname and its
+/// quote go in one transaction with the second, or not at all.
+#[test]
+fn a_deploy_refused_on_its_second_hostname_leaves_nothing_behind() {
+    let scratch = temp_dir("half-made");
+    let store = RelayStore::open(scratch.path()).expect("store");
+    let holder = new_deployment(&store, "dep_holder", 5_000_000);
+    store.add_hostname(&holder.id, "www.taken.example", "tok").expect("held");
+    let org = store.invite("acme").expect("org");
+    let refused = NewDeployment {
+        id: "dep_late".into(),
+        org_id: org.clone(),
+        project: "late".into(),
+        project_json: "{}".into(),
+        project_digest: "sha256:p".into(),
+        manifest_digest: "sha256:m".into(),
+        canonical_hostname: "late-acme.localhost".into(),
+        route_id: "rt_late".into(),
+        ceiling_micros: 5_000_000,
+        gateway_operator: "gw-op".into(),
+        hostnames: vec![("free.example".into(), "t1".into()), ("www.taken.example".into(), "t2".into())],
+        quote: Some(quote("q_late", "dep_late", 1_000, 1, i64::MAX)),
+    };
+    assert_eq!(code(store.create_deployment(&refused).expect_err("the second is taken")), "hostname_taken");
+    assert!(matches!(store.deployment("dep_late"), Err(StoreError::NotFound(_))), "no deployment");
+    assert_eq!(store.deployment_of(&org, "late").expect("read"), None, "nothing a next deploy would find");
+    assert!(store.hostnames("dep_late").expect("read").is_empty(), "not the first hostname either");
+    assert!(store.quotes("dep_late").expect("read").is_empty(), "nor its quote");
+    // Once the name is free, the same deploy goes through whole.
+    store
+        .set_hostname(&holder.id, "www.taken.example", crate::coordinator::model::HostnameState::Removed, &[])
+        .expect("released");
+    let d = store.create_deployment(&refused).expect("now free");
+    assert_eq!(store.hostnames(&d.id).expect("read").len(), 2);
+}
