@@ -57,7 +57,7 @@ struct StoredAccount {
 }
 
 fn acme_error<'a>(what: &'a str, url: &'a str) -> impl Fn(instant_acme::Error) -> CertError + 'a {
-    move |e| CertError::Issuer(format!("ACME {what} at {url}: {}", describe(&e)))
+    move |e| CertError::Issuer(format!("ACME {what} at {url}: {}", describe(&e)).into())
 }
 
 /// An error with its sources, each distinct part once (wrappers often repeat their source's
@@ -118,7 +118,7 @@ pub async fn obtain(
         OrderStatus::Ready => {}
         status => {
             let detail = order.state().error.as_ref().map(|p| format!(": {p}")).unwrap_or_default();
-            return Err(CertError::Issuer(format!("ACME order for {listed} is {status:?}{detail}")));
+            return Err(CertError::Issuer(format!("ACME order for {listed} is {status:?}{detail}").into()));
         }
     }
     order.finalize_csr(csr_der).await.map_err(acme_error("finalize", source.directory_url))?;
@@ -137,15 +137,15 @@ async fn answer_challenges(order: &mut instant_acme::Order, current: &CurrentCer
             AuthorizationStatus::Valid => continue,
             status => {
                 let name = authorization.identifier().to_string();
-                return Err(CertError::Issuer(format!("ACME authorization for {name} is {status:?}")));
+                return Err(CertError::Issuer(format!("ACME authorization for {name} is {status:?}").into()));
             }
         }
         let mut challenge = authorization
             .challenge(ChallengeType::TlsAlpn01)
-            .ok_or_else(|| CertError::Issuer("the ACME CA offers no tls-alpn-01 challenge".to_owned()))?;
+            .ok_or_else(|| CertError::Issuer("the ACME CA offers no tls-alpn-01 challenge".into()))?;
         let name = match challenge.identifier().identifier {
             Identifier::Dns(name) => name.clone(),
-            other => return Err(CertError::Issuer(format!("unsupported ACME identifier {other:?}"))),
+            other => return Err(CertError::Issuer(format!("unsupported ACME identifier {other:?}").into())),
         };
         let digest = challenge.key_authorization().digest();
         current.set_challenge(&name, challenge_certificate(&name, digest.as_ref())?);
@@ -158,33 +158,32 @@ async fn answer_challenges(order: &mut instant_acme::Order, current: &CurrentCer
 /// only SAN and the critical acmeIdentifier extension holding SHA-256 of the key
 /// authorization. Its key is made for it and thrown away with it.
 pub fn challenge_certificate(name: &str, key_authorization_sha256: &[u8]) -> Result<Arc<CertifiedKey>, CertError> {
-    let cert_error = |e: rcgen::Error| CertError::Cert(e.to_string());
+    let cert_error = |e: rcgen::Error| CertError::Cert(e.into());
     if key_authorization_sha256.len() != 32 {
-        return Err(CertError::Cert("a key authorization digest is 32 bytes".to_owned()));
+        return Err(CertError::Cert("a key authorization digest is 32 bytes".into()));
     }
     let mut params = CertificateParams::new(vec![name.to_owned()]).map_err(cert_error)?;
     params.custom_extensions = vec![CustomExtension::new_acme_identifier(key_authorization_sha256)];
     let key = KeyPair::generate().map_err(cert_error)?;
     let cert = params.self_signed(&key).map_err(cert_error)?;
-    let der =
-        PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).map_err(|e| CertError::Cert(e.to_string()))?;
+    let der = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).map_err(|e| CertError::Cert(e.into()))?;
     // Not `CertifiedKey::from_der`: its key check parses the certificate with webpki, which
     // rejects the critical acmeIdentifier extension it does not know.
     let signing_key = rustls::crypto::ring::default_provider()
         .key_provider
         .load_private_key(der)
-        .map_err(|e| CertError::Cert(e.to_string()))?;
+        .map_err(|e| CertError::Cert(e.into()))?;
     Ok(Arc::new(CertifiedKey::new(vec![cert.der().clone()], signing_key)))
 }
 
 /// The stored account for this directory, or a new one (stored at once).
 async fn account(source: &AcmeSource<'_>, state_dir: &Path) -> Result<Account, CertError> {
     let path = state_dir.join(ACCOUNT_FILE);
-    let io = |e: std::io::Error| CertError::Io(e.to_string());
+    let io = |e: std::io::Error| CertError::Io(e);
     if path.exists() {
         let text = fs_err::read(&path).map_err(io)?;
         let stored: StoredAccount = serde_json::from_slice(&text)
-            .map_err(|e| CertError::Cert(format!("{}: not an ACME account file: {e}", path.display())))?;
+            .map_err(|e| CertError::Cert(format!("{}: not an ACME account file: {e}", path.display()).into()))?;
         if stored.directory_url == source.directory_url {
             return Account::builder_with_http(http_client(source.directory_ca)?)
                 .from_credentials(stored.credentials)
@@ -200,7 +199,7 @@ async fn account(source: &AcmeSource<'_>, state_dir: &Path) -> Result<Account, C
         .await
         .map_err(acme_error("new account", source.directory_url))?;
     let stored = StoredAccount { directory_url: source.directory_url.to_owned(), credentials };
-    let json = serde_json::to_vec_pretty(&stored).map_err(|e| CertError::Cert(e.to_string()))?;
+    let json = serde_json::to_vec_pretty(&stored).map_err(|e| CertError::Cert(e.into()))?;
     crate::files::write_private(&path, &json).map_err(io)?;
     tracing::info!("svc agent: ACME account {} created", account.id());
     Ok(account)
@@ -213,22 +212,22 @@ fn http_client(directory_ca: Option<&Path>) -> Result<Box<dyn instant_acme::Http
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
     let builder = match directory_ca {
         Some(path) => {
-            let pem = fs_err::read(path).map_err(|e| CertError::Io(e.to_string()))?;
+            let pem = fs_err::read(path).map_err(CertError::Io)?;
             let mut roots = rustls::RootCertStore::empty();
             for cert in CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|e| CertError::Cert(format!("{}: {e}", path.display())))?;
-                roots.add(cert).map_err(|e| CertError::Cert(format!("{}: {e}", path.display())))?;
+                let cert = cert.map_err(|e| CertError::Cert(format!("{}: {e}", path.display()).into()))?;
+                roots.add(cert).map_err(|e| CertError::Cert(format!("{}: {e}", path.display()).into()))?;
             }
             let config = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
-                .map_err(|e| CertError::Cert(e.to_string()))?
+                .map_err(|e| CertError::Cert(e.into()))?
                 .with_root_certificates(roots)
                 .with_no_client_auth();
             builder.with_tls_config(config)
         }
         None => builder
             .with_provider_and_native_roots(provider)
-            .map_err(|e| CertError::Cert(format!("the system's root certificates: {e}")))?,
+            .map_err(|e| CertError::Cert(format!("the system's root certificates: {e}").into()))?,
     };
     let connector = builder.https_only().enable_http1().enable_http2().build();
     let client: Client<_, BodyWrapper<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);

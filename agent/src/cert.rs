@@ -19,27 +19,27 @@ use rustls::sign::CertifiedKey;
 /// Why a certificate could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
-    /// A file could not be read or written.
+    /// A file could not be read or written (the error names it).
     #[error("{0}")]
-    Io(String),
+    Io(#[source] std::io::Error),
     /// Key or certificate handling failed.
     #[error("certificate: {0}")]
-    Cert(String),
+    Cert(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The issuer refused or could not be reached.
     #[error("the issuer: {0}")]
-    Issuer(String),
+    Issuer(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// The job's key, loaded or created in `state_dir/key.pem`.
 pub fn load_or_create_key(state_dir: &Path) -> Result<KeyPair, CertError> {
     let path = state_dir.join("key.pem");
     if path.exists() {
-        let pem = fs_err::read_to_string(&path).map_err(|e| CertError::Io(e.to_string()))?;
-        return KeyPair::from_pem(&pem).map_err(|e| CertError::Cert(e.to_string()));
+        let pem = fs_err::read_to_string(&path).map_err(CertError::Io)?;
+        return KeyPair::from_pem(&pem).map_err(|e| CertError::Cert(e.into()));
     }
-    crate::files::create_private_dir(state_dir).map_err(|e| CertError::Io(e.to_string()))?;
-    let key = KeyPair::generate().map_err(|e| CertError::Cert(e.to_string()))?;
-    crate::files::write_private(&path, key.serialize_pem().as_bytes()).map_err(|e| CertError::Io(e.to_string()))?;
+    crate::files::create_private_dir(state_dir).map_err(CertError::Io)?;
+    let key = KeyPair::generate().map_err(|e| CertError::Cert(e.into()))?;
+    crate::files::write_private(&path, key.serialize_pem().as_bytes()).map_err(CertError::Io)?;
     Ok(key)
 }
 
@@ -59,11 +59,11 @@ impl CurrentCert {
     pub fn install(&self, chain_pem: &str, key: &KeyPair) -> Result<(), CertError> {
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
             .collect::<Result<_, _>>()
-            .map_err(|e| CertError::Cert(e.to_string()))?;
-        let der = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes())
-            .map_err(|e| CertError::Cert(e.to_string()))?;
+            .map_err(|e| CertError::Cert(e.into()))?;
+        let der =
+            PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).map_err(|e| CertError::Cert(e.into()))?;
         let provider = rustls::crypto::ring::default_provider();
-        let certified = CertifiedKey::from_der(chain, der, &provider).map_err(|e| CertError::Cert(e.to_string()))?;
+        let certified = CertifiedKey::from_der(chain, der, &provider).map_err(|e| CertError::Cert(e.into()))?;
         if let Ok(mut current) = self.current.write() {
             *current = Some(Arc::new(certified));
         }
@@ -109,7 +109,7 @@ impl ResolvesServerCert for CurrentCert {
 /// Writes the chain next to the key (`cert.pem`), for people and tools to inspect.
 pub fn save_chain(state_dir: &Path, chain_pem: &str) -> Result<PathBuf, CertError> {
     let path = state_dir.join("cert.pem");
-    crate::files::write_private(&path, chain_pem.as_bytes()).map_err(|e| CertError::Io(e.to_string()))?;
+    crate::files::write_private(&path, chain_pem.as_bytes()).map_err(CertError::Io)?;
     Ok(path)
 }
 
@@ -136,11 +136,11 @@ pub struct LeafFacts {
 
 /// Reads a certificate (DER).
 pub fn leaf_facts(der: &[u8]) -> Result<LeafFacts, CertError> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| CertError::Cert(e.to_string()))?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| CertError::Cert(e.into()))?;
     let not_after = u64::try_from(cert.validity().not_after.timestamp()).unwrap_or(0);
     let dns_names = cert
         .subject_alternative_name()
-        .map_err(|e| CertError::Cert(e.to_string()))?
+        .map_err(|e| CertError::Cert(e.into()))?
         .map(|san| {
             san.value
                 .general_names
@@ -163,8 +163,8 @@ pub fn leaf_facts(der: &[u8]) -> Result<LeafFacts, CertError> {
 pub fn chain_leaf_facts(chain_pem: &str) -> Result<LeafFacts, CertError> {
     let leaf = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
         .next()
-        .ok_or_else(|| CertError::Cert("no certificate in the chain".to_owned()))?
-        .map_err(|e| CertError::Cert(e.to_string()))?;
+        .ok_or_else(|| CertError::Cert("no certificate in the chain".into()))?
+        .map_err(|e| CertError::Cert(e.into()))?;
     leaf_facts(&leaf)
 }
 

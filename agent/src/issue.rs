@@ -28,14 +28,14 @@ pub(crate) async fn obtain(
             crate::acme::obtain(&acme, hostnames, csr.der(), current, state_dir).await
         }
         CertificateSource::DevCa { url, validity_secs } => {
-            let csr_pem = csr.pem().map_err(|e| CertError::Cert(e.to_string()))?;
+            let csr_pem = csr.pem().map_err(|e| CertError::Cert(e.into()))?;
             let body = serde_json::json!({
                 "routeId": config.route_id, "credential": config.credential, "csr": csr_pem,
                 "validitySecs": validity_secs,
             });
             let chain = crate::http::post_json(url, "/api/dev-ca/sign", &body)
                 .await
-                .map_err(|e| CertError::Issuer(e.to_string()))?;
+                .map_err(|e| CertError::Issuer(e.into()))?;
             Ok((chain, Duration::from_secs(*validity_secs)))
         }
     }
@@ -43,6 +43,6 @@ pub(crate) async fn obtain(
 
 /// One CSR naming every hostname, signed by the job's key.
 pub(crate) fn csr(hostnames: &[String], key: &KeyPair) -> Result<rcgen::CertificateSigningRequest, CertError> {
-    let params = CertificateParams::new(hostnames.to_vec()).map_err(|e| CertError::Cert(e.to_string()))?;
-    params.serialize_request(key).map_err(|e| CertError::Cert(e.to_string()))
+    let params = CertificateParams::new(hostnames.to_vec()).map_err(|e| CertError::Cert(e.into()))?;
+    params.serialize_request(key).map_err(|e| CertError::Cert(e.into()))
 }

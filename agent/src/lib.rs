@@ -59,7 +59,7 @@ pub async fn run(config: AgentConfig, state_dir: &Path) -> Result<(), AgentError
         tracing::info!("svc agent: direct HTTPS on {}", listener.local_addr().unwrap_or(addr));
         tokio::spawn(serve::direct(ctx.clone(), listener));
     }
-    let ca_pem = fs_err::read_to_string(&config.gateway_ca).map_err(|e| tunnel::TunnelError::Io(e.to_string()))?;
+    let ca_pem = fs_err::read_to_string(&config.gateway_ca).map_err(|e| tunnel::TunnelError::Io(e.into()))?;
     let tls = tunnel::client_config(&ca_pem)?;
     tokio::spawn(tunnel::run(ctx, config.clone(), tls));
     lifecycle::run(config, key, current, names, state_dir.to_owned()).await;

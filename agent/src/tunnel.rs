@@ -25,7 +25,7 @@ use crate::serve::{self, Context};
 pub enum TunnelError {
     /// Connecting or talking failed.
     #[error("{0}")]
-    Io(String),
+    Io(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The gateway refused the credential (retrying will not help until the route changes).
     #[error("the gateway refused this agent: {0}")]
     Refused(String),
@@ -38,12 +38,12 @@ pub enum TunnelError {
 pub fn client_config(ca_pem: &str) -> Result<Arc<ClientConfig>, TunnelError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        let cert = cert.map_err(|e| TunnelError::Io(format!("the gateway CA: {e}")))?;
-        roots.add(cert).map_err(|e| TunnelError::Io(format!("the gateway CA: {e}")))?;
+        let cert = cert.map_err(|e| TunnelError::Io(format!("the gateway CA: {e}").into()))?;
+        roots.add(cert).map_err(|e| TunnelError::Io(format!("the gateway CA: {e}").into()))?;
     }
     let config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| TunnelError::Io(e.to_string()))?
+        .map_err(|e| TunnelError::Io(e.into()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
@@ -83,20 +83,20 @@ fn getrandom_fill(buf: &mut [u8]) -> Result<(), ()> {
 }
 
 async fn session(ctx: &Arc<Context>, config: &AgentConfig, tls: &Arc<ClientConfig>) -> Result<(), TunnelError> {
-    let io = |e: std::io::Error| TunnelError::Io(format!("{}: {e}", config.gateway));
+    let io = |e: std::io::Error| TunnelError::Io(format!("{}: {e}", config.gateway).into());
     let tcp = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(config.gateway))
         .await
-        .map_err(|_| TunnelError::Io(format!("{}: connect timed out", config.gateway)))?
+        .map_err(|_| TunnelError::Io(format!("{}: connect timed out", config.gateway).into()))?
         .map_err(io)?;
     let _ = tcp.set_nodelay(true);
-    let name = ServerName::try_from(config.gateway_name.clone()).map_err(|e| TunnelError::Io(e.to_string()))?;
+    let name = ServerName::try_from(config.gateway_name.clone()).map_err(|e| TunnelError::Io(e.into()))?;
     let mut stream = TlsConnector::from(tls.clone()).connect(name, tcp).await.map_err(io)?;
     let hello = Control::Hello { route_id: config.route_id.clone(), credential: config.credential.clone() };
-    wire::write_frame(&mut stream, &hello).await.map_err(|e| TunnelError::Io(e.to_string()))?;
-    let heartbeat = match wire::read_frame(&mut stream).await.map_err(|e| TunnelError::Io(e.to_string()))? {
+    wire::write_frame(&mut stream, &hello).await.map_err(|e| TunnelError::Io(e.into()))?;
+    let heartbeat = match wire::read_frame(&mut stream).await.map_err(|e| TunnelError::Io(e.into()))? {
         Control::Welcome { heartbeat_secs } => Duration::from_secs(heartbeat_secs.max(1)),
         Control::Refused { reason } => return Err(TunnelError::Refused(reason)),
-        other => return Err(TunnelError::Io(format!("unexpected {other:?}"))),
+        other => return Err(TunnelError::Io(format!("unexpected {other:?}").into())),
     };
     tracing::info!("svc agent: tunnel up to {} for route {}", config.gateway, config.route_id);
     let (mut reader, mut writer) = tokio::io::split(stream);
@@ -133,7 +133,7 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, tls: &Arc<ClientConfi
                 let ping = Control::Ping { seq };
                 match tokio::time::timeout(heartbeat, wire::write_frame(&mut writer, &ping)).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(e)) => break Err(TunnelError::Io(e.to_string())),
+                    Ok(Err(e)) => break Err(TunnelError::Io(e.into())),
                     Err(_) => {}
                 }
             }

@@ -26,7 +26,7 @@ pub enum ClientError {
     BadUrl(String),
     /// The trust roots could not be loaded.
     #[error("cannot set up TLS for the coordinator: {0}")]
-    Tls(String),
+    Tls(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Connecting or exchanging failed.
     #[error("cannot reach the coordinator at {url}: {reason}")]
     Unreachable {
@@ -99,7 +99,7 @@ impl CoordinatorClient {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = hyper_rustls::HttpsConnectorBuilder::new();
         let builder = if https && ca.is_none() {
-            builder.with_provider_and_native_roots(provider).map_err(|e| ClientError::Tls(e.to_string()))?
+            builder.with_provider_and_native_roots(provider).map_err(|e| ClientError::Tls(e.into()))?
         } else {
             let mut roots = rustls::RootCertStore::empty();
             if let Some(ca) = ca {
@@ -107,14 +107,14 @@ impl CoordinatorClient {
                 use rustls::pki_types::pem::PemObject as _;
                 let certs = CertificateDer::pem_file_iter(ca)
                     .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-                    .map_err(|e| ClientError::Tls(format!("{}: {e}", ca.display())))?;
+                    .map_err(|e| ClientError::Tls(format!("{}: {e}", ca.display()).into()))?;
                 for cert in certs {
-                    roots.add(cert).map_err(|e| ClientError::Tls(format!("{}: {e}", ca.display())))?;
+                    roots.add(cert).map_err(|e| ClientError::Tls(format!("{}: {e}", ca.display()).into()))?;
                 }
             }
             let config = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
-                .map_err(|e| ClientError::Tls(e.to_string()))?
+                .map_err(|e| ClientError::Tls(e.into()))?
                 .with_root_certificates(roots)
                 .with_no_client_auth();
             builder.with_tls_config(config)

@@ -11,10 +11,10 @@ const PEM_LABEL: &str = "PRIVATE KEY";
 pub enum KeyError {
     /// The random number generator or the key library failed.
     #[error("cannot generate a key: {0}")]
-    Generate(String),
+    Generate(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The text is not an Ed25519 PKCS#8 key in PEM.
     #[error("not an Ed25519 private key in PEM (PKCS#8 `PRIVATE KEY`): {0}")]
-    Parse(String),
+    Parse(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// The operator's key pair.
@@ -28,7 +28,7 @@ impl OperatorKey {
     /// A new random key.
     pub fn generate() -> Result<OperatorKey, KeyError> {
         let rng = ring::rand::SystemRandom::new();
-        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| KeyError::Generate(e.to_string()))?;
+        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| KeyError::Generate(e.into()))?;
         OperatorKey::from_pkcs8(pkcs8.as_ref())
     }
 
@@ -40,14 +40,14 @@ impl OperatorKey {
             .trim()
             .strip_prefix(&begin)
             .and_then(|rest| rest.strip_suffix(&end))
-            .ok_or_else(|| KeyError::Parse(format!("expected one {begin} block")))?;
+            .ok_or_else(|| KeyError::Parse(format!("expected one {begin} block").into()))?;
         let b64: String = inner.chars().filter(|c| !c.is_whitespace()).collect();
-        let der = base64::engine::general_purpose::STANDARD.decode(b64).map_err(|e| KeyError::Parse(e.to_string()))?;
+        let der = base64::engine::general_purpose::STANDARD.decode(b64).map_err(|e| KeyError::Parse(e.into()))?;
         OperatorKey::from_pkcs8(&der)
     }
 
     fn from_pkcs8(der: &[u8]) -> Result<OperatorKey, KeyError> {
-        let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(der).map_err(|e| KeyError::Parse(e.to_string()))?;
+        let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(der).map_err(|e| KeyError::Parse(e.into()))?;
         let b64 = base64::engine::general_purpose::STANDARD.encode(der);
         let mut pem = format!("-----BEGIN {PEM_LABEL}-----\n");
         for line in b64.as_bytes().chunks(64) {
@@ -87,7 +87,7 @@ pub struct TunnelCert {
 /// (not the operator's), so the identity key never serves TLS.
 pub fn tunnel_cert(hostname: &str) -> Result<TunnelCert, KeyError> {
     let certified =
-        rcgen::generate_simple_self_signed(vec![hostname.to_owned()]).map_err(|e| KeyError::Generate(e.to_string()))?;
+        rcgen::generate_simple_self_signed(vec![hostname.to_owned()]).map_err(|e| KeyError::Generate(e.into()))?;
     Ok(TunnelCert { cert_pem: certified.cert.pem(), key_pem: certified.signing_key.serialize_pem() })
 }
 

@@ -177,7 +177,7 @@ pub enum GatewayError {
     },
     /// The tunnel certificate or key is not usable.
     #[error("the tunnel certificate or key is not usable: {0}")]
-    Tls(String),
+    Tls(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The gateway's task ended before its ports were bound.
     #[error("the gateway stopped before it was ready")]
     Stopped,

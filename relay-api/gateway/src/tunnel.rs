@@ -33,14 +33,14 @@ use relay_wire::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
 pub(super) fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<ServerConfig>, GatewayError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<_, _>>()
-        .map_err(|e| GatewayError::Tls(e.to_string()))?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| GatewayError::Tls(e.to_string()))?;
+        .map_err(|e| GatewayError::Tls(e.into()))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| GatewayError::Tls(e.into()))?;
     let config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| GatewayError::Tls(e.to_string()))?
+        .map_err(|e| GatewayError::Tls(e.into()))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| GatewayError::Tls(e.to_string()))?;
+        .map_err(|e| GatewayError::Tls(e.into()))?;
     Ok(Arc::new(config))
 }
 

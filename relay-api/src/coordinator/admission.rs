@@ -257,7 +257,7 @@ pub(super) async fn register(State(engine): State<Arc<Engine>>, bytes: Bytes) ->
     // Off the runtime: the admission is a store transaction.
     let operator = tokio::task::spawn_blocking(move || engine.store().admit(&req, now_ms()))
         .await
-        .map_err(|e| StoreError::Backend(format!("a registration did not finish: {e}")))??;
+        .map_err(|e| StoreError::Backend(Box::new(e)))??;
     Ok((StatusCode::CREATED, axum::Json(operator)).into_response())
 }
 

@@ -22,9 +22,9 @@ pub enum StoreError {
     /// The named thing does not exist.
     #[error("{0}")]
     NotFound(String),
-    /// The backend failed (I/O, corruption, a lock held too long).
+    /// The backend failed (I/O, corruption, a lock held too long); the cause is kept, typed.
     #[error("storage error: {0}")]
-    Backend(String),
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A storage backend: hands out transactions.

@@ -71,13 +71,13 @@ impl SqliteStore {
     /// SQLite then makes its log files) on first use and applying any migration not yet
     /// applied.
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
-        private_dir(dir).map_err(|e| StoreError::Backend(format!("cannot create the data directory: {e}")))?;
+        private_dir(dir).map_err(|e| StoreError::Backend(format!("cannot create the data directory: {e}").into()))?;
         let path = dir.join(DATABASE_FILE);
         for suffix in ["", "-wal", "-shm"] {
             let file = dir.join(format!("{DATABASE_FILE}{suffix}"));
             if suffix.is_empty() || file.exists() {
                 private_file(&file)
-                    .map_err(|e| StoreError::Backend(format!("cannot make the database private: {e}")))?;
+                    .map_err(|e| StoreError::Backend(format!("cannot make the database private: {e}").into()))?;
             }
         }
         let writer = Connection::open(&path).map_err(|e| backend(&path, e))?;
@@ -130,15 +130,15 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 fn backend(path: &Path, e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(format!("{}: {e}", path.display()))
+    StoreError::Backend(format!("{}: {e}", path.display()).into())
 }
 
 fn poisoned<T>(_: std::sync::PoisonError<T>) -> StoreError {
-    StoreError::Backend("a previous store operation panicked".to_owned())
+    StoreError::Backend("a previous store operation panicked".into())
 }
 
 fn db(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+    StoreError::Backend(Box::new(e))
 }
 
 impl Store for SqliteStore {
@@ -187,7 +187,7 @@ fn group_commit(writer: &Mutex<Connection>, queue: &std::sync::mpsc::Receiver<Gr
             Err(_) => Err(StoreError::Backend("a previous store operation panicked".into())),
         };
         for unit in units {
-            (unit.done)(result.as_ref().map(|_| ()).map_err(|e| StoreError::Backend(e.to_string())));
+            (unit.done)(result.as_ref().map(|_| ()).map_err(|e| StoreError::Backend(e.to_string().into())));
         }
     }
 }

@@ -39,7 +39,7 @@ impl RelayStore {
         state: HostnameState,
         hints: &[Hint],
     ) -> Result<(), StoreError> {
-        let hints = serde_json::to_string(hints).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let hints = serde_json::to_string(hints).map_err(|e| StoreError::Backend(Box::new(e)))?;
         self.write(|tx| {
             let now = now_ms();
             let old = tx.hostname(deployment_id, hostname)?.map(|h| h.state);

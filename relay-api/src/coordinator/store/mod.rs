@@ -27,9 +27,10 @@ pub const LOG_LINES_KEPT: i64 = 10_000;
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// SQLite or the file system.
+    /// The backend failed (the database, the file system, the random number generator);
+    /// the cause is kept, typed, for whoever inspects it.
     #[error("the relay store failed: {0}")]
-    Backend(String),
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A refused state change.
     #[error(transparent)]
     Transition(#[from] TransitionError),
@@ -151,7 +152,8 @@ pub fn now_ms() -> i64 {
 /// `n` random bytes as hex.
 pub fn random_hex(n: usize) -> Result<String, StoreError> {
     let mut bytes = vec![0u8; n];
-    getrandom::fill(&mut bytes).map_err(|e| StoreError::Backend(format!("the random number generator failed: {e}")))?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::Backend(format!("the random number generator failed: {e}").into()))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 

@@ -47,20 +47,21 @@ impl SqliteBackend {
     /// Opens (creating and migrating) the database in `dir`. The directory is made 0700 and
     /// the database files 0600.
     pub fn open(dir: &Path) -> Result<SqliteBackend, StoreError> {
-        agent::files::create_private_dir(dir)
-            .map_err(|e| StoreError::Backend(format!("cannot create the data directory {}: {e}", dir.display())))?;
+        agent::files::create_private_dir(dir).map_err(|e| {
+            StoreError::Backend(format!("cannot create the data directory {}: {e}", dir.display()).into())
+        })?;
         let path = dir.join(DATABASE_FILE);
         // SQLite creates its WAL and shared-memory files with the database file's mode.
         agent::files::make_private(&path)
-            .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", path.display())))?;
+            .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", path.display()).into()))?;
         for suffix in ["-wal", "-shm"] {
             let side = dir.join(format!("{DATABASE_FILE}{suffix}"));
             if side.exists() {
                 agent::files::make_private(&side)
-                    .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", side.display())))?;
+                    .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", side.display()).into()))?;
             }
         }
-        let wrap = |e: rusqlite::Error| StoreError::Backend(format!("{}: {e}", path.display()));
+        let wrap = |e: rusqlite::Error| StoreError::Backend(format!("{}: {e}", path.display()).into());
         let mut conn = Connection::open(&path).map_err(wrap)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(wrap)?;
@@ -132,7 +133,7 @@ impl Transaction for SqliteTransaction<'_> {
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
-        StoreError::Backend(e.to_string())
+        StoreError::Backend(Box::new(e))
     }
 }
 

@@ -10,7 +10,7 @@ use crate::coordinator::store::backend::{MoneyRows, NewEntry, NewSession};
 
 impl MoneyRows for SqliteTransaction<'_> {
     fn insert_quote(&mut self, quote: &Quote) -> Result<(), StoreError> {
-        let hostnames = serde_json::to_string(&quote.hostnames).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let hostnames = serde_json::to_string(&quote.hostnames).map_err(|e| StoreError::Backend(Box::new(e)))?;
         self.conn.execute(
             &format!("INSERT INTO quotes ({QUOTE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL)"),
             params![
