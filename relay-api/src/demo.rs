@@ -45,9 +45,15 @@ pub struct DemoConfig {
 /// Why the demo could not come up.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
-    /// Something in the data directory.
-    #[error("{0}")]
-    Setup(String),
+    /// A part of the demo could not be set up: which, and why.
+    #[error("{what}: {source}")]
+    Setup {
+        /// The part (`the development CA`, `job confinement`, ...).
+        what: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The URL did not answer in time.
     #[error("{url} did not answer 200 within {secs} s: {last}")]
     NotReady {
@@ -60,8 +66,8 @@ pub enum DemoError {
     },
 }
 
-fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DemoError + '_ {
-    move |e| DemoError::Setup(format!("{what}: {e}"))
+fn setup<E: Into<Box<dyn std::error::Error + Send + Sync>>>(what: &str) -> impl FnOnce(E) -> DemoError + '_ {
+    move |e| DemoError::Setup { what: what.to_owned(), source: e.into() }
 }
 
 /// Runs the demo until `shutdown` completes; `say` receives each progress line.
@@ -92,7 +98,7 @@ pub async fn run(
     ));
 
     // The route, its credential and key, the coordinator that signs its CSR.
-    let credential = wire::hex(&wire::new_ticket().map_err(setup("randomness"))?);
+    let credential = wire::hex(&wire::new_ticket().map_err(|e| setup("randomness")(e.to_string()))?);
     let route_key = RouteKey::generate().map_err(setup("the route key"))?;
     let route = RouteConfig {
         route_id: "demo".to_owned(),
@@ -150,7 +156,10 @@ pub async fn run(
     .prepare()
     .map_err(setup("the job"))?;
     say(&format!("starting the Node demo on 127.0.0.1:{app_port} and its agent, confined"));
-    let job = runner.launch(&spec).map_err(|e| DemoError::Setup(format!("{e} (is Node.js installed?)")))?;
+    let job = runner.launch(&spec).map_err(|e| DemoError::Setup {
+        what: "the Node demo's job (is Node.js installed?)".to_owned(),
+        source: e.into(),
+    })?;
     if let [app, agent] = job.pids()[..] {
         say(&format!("job processes: app pid {app}, agent pid {agent}"));
     }
