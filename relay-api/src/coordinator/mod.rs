@@ -295,7 +295,11 @@ pub async fn run(
     let engine_task = tokio::spawn(engine.clone().run());
     let app = api_router(engine.clone()).merge(http::catalog_router(engine.clone(), catalog));
     listener.serve(svc_http::limit_body(app, API_BODY_LIMIT), shutdown).await;
+    // Wait for the engine to be gone, not only told to go: a step inside a store operation
+    // (`Engine::db`, on a thread of its own) finishes it first, and must neither launch a job
+    // after `stop_all_jobs` nor poll a timer once the runtime shuts down.
     engine_task.abort();
+    let _ = engine_task.await;
     engine.stop_all_jobs().await;
     signer_task.abort();
     gw_task.abort();
