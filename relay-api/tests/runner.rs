@@ -121,39 +121,50 @@ fn marked_job(id: &str, marker: &str) -> JobSpec {
     JobSpec { id: id.to_owned(), app: forever(marker), agent: forever(marker), capture_output: false }
 }
 
+/// How a job ends in [`processes_left_by_ending_jobs_at_once`].
+#[derive(Clone, Copy)]
+enum Ending {
+    Stop,
+    Drop,
+}
+
+/// Launches 30 jobs and ends each at once or a few ms later (so every moment of the sandbox's
+/// setup is hit); the processes any of them left.
+async fn processes_left_by_ending_jobs_at_once(ending: Ending) -> Vec<u32> {
+    let runner = runner().await;
+    let mut leaked = Vec::new();
+    for round in 0..30 {
+        // Each test its own markers: the two run at once in this binary.
+        let name = match ending {
+            Ending::Stop => "stop",
+            Ending::Drop => "drop",
+        };
+        let marker = format!("svc-{name}-at-once-{}-{round}", std::process::id());
+        let running = runner.launch(&marked_job("dep_brief", &marker)).expect("launched");
+        if round % 3 > 0 {
+            tokio::time::sleep(Duration::from_millis(round)).await;
+        }
+        match ending {
+            Ending::Stop => drop(running.stop().await),
+            Ending::Drop => drop(running),
+        }
+        leaked.extend(left_after_stop(&marker).await);
+    }
+    leaked
+}
+
 /// Found by `svc ingress demo` interrupted at once: a sandbox stopped within milliseconds of
 /// its launch left its namespace's init running (it takes bwrap's `--die-with-parent` only
 /// once the sandbox is built), orphaned, with the job in it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_stopped_right_after_launch_leaves_no_process() {
-    let runner = runner().await;
-    let mut leaked = Vec::new();
-    for round in 0..30 {
-        let marker = format!("svc-stop-at-once-{}-{round}", std::process::id());
-        let running = runner.launch(&marked_job("dep_brief", &marker)).expect("launched");
-        // Later rounds stop a little later, so every moment of the sandbox's setup is hit.
-        if round % 3 > 0 {
-            tokio::time::sleep(Duration::from_millis(round)).await;
-        }
-        running.stop().await;
-        leaked.extend(left_after_stop(&marker).await);
-    }
-    assert_eq!(leaked, Vec::<u32>::new(), "no process of a stopped job remains");
+    let left = processes_left_by_ending_jobs_at_once(Ending::Stop).await;
+    assert_eq!(left, Vec::<u32>::new(), "no process of a stopped job remains");
 }
 
 /// The same for a job dropped (a coordinator's shutdown) rather than stopped.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_dropped_right_after_launch_leaves_no_process() {
-    let runner = runner().await;
-    let mut leaked = Vec::new();
-    for round in 0..30 {
-        let marker = format!("svc-drop-at-once-{}-{round}", std::process::id());
-        let running = runner.launch(&marked_job("dep_dropped", &marker)).expect("launched");
-        if round % 3 > 0 {
-            tokio::time::sleep(Duration::from_millis(round)).await;
-        }
-        drop(running);
-        leaked.extend(left_after_stop(&marker).await);
-    }
-    assert_eq!(leaked, Vec::<u32>::new(), "no process of a dropped job remains");
+    let left = processes_left_by_ending_jobs_at_once(Ending::Drop).await;
+    assert_eq!(left, Vec::<u32>::new(), "no process of a dropped job remains");
 }

@@ -23,18 +23,11 @@ use super::store::RelayStore;
 /// Staging directories start with this (never a deployment ID).
 const STAGING: &str = ".staging-";
 
-/// A file-system failure, naming the path.
+/// A file-system failure; the error names its path (`fs-err`, and `relay-wire`'s private-file
+/// helpers word theirs the same way).
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
-pub(super) struct FilesError {
-    path: PathBuf,
-    #[source]
-    source: std::io::Error,
-}
-
-fn at(path: &Path) -> impl FnOnce(std::io::Error) -> FilesError + '_ {
-    move |source| FilesError { path: path.to_owned(), source }
-}
+#[error(transparent)]
+pub(super) struct FilesError(#[from] std::io::Error);
 
 /// Creates the data and job directories (0700) and returns their absolute paths, so jobs and
 /// their sandboxes never depend on the working directory. They must be apart: neither may be
@@ -42,26 +35,26 @@ fn at(path: &Path) -> impl FnOnce(std::io::Error) -> FilesError + '_ {
 pub(super) fn prepare_dirs(data_dir: &Path, jobs_dir: &Path) -> Result<(PathBuf, PathBuf), FilesError> {
     let apart = |data: &Path, jobs: &Path| {
         if jobs.starts_with(data) || data.starts_with(jobs) {
-            return Err(FilesError {
-                path: jobs_dir.to_owned(),
-                source: std::io::Error::other(format!(
-                    "the job directory and the data directory {} must be apart (neither inside the other): \
-                     choose another --jobs-dir",
-                    data.display()
-                )),
-            });
+            return Err(FilesError(std::io::Error::other(format!(
+                "{}: the job directory and the data directory {} must be apart (neither inside the other): \
+                 choose another --jobs-dir",
+                jobs_dir.display(),
+                data.display()
+            ))));
         }
         Ok(())
     };
-    create_private_dir(data_dir).map_err(at(data_dir))?;
-    let data = std::fs::canonicalize(data_dir).map_err(at(data_dir))?;
+    create_private_dir(data_dir)?;
+    let data = fs_err::canonicalize(data_dir)?;
     // Checked before the job directory is made (nothing is created inside the data
     // directory), and again once links are resolved.
-    apart(&data, &std::path::absolute(jobs_dir).map_err(at(jobs_dir))?)?;
-    create_private_dir(jobs_dir).map_err(at(jobs_dir))?;
-    let jobs = std::fs::canonicalize(jobs_dir).map_err(at(jobs_dir))?;
+    let absolute = std::path::absolute(jobs_dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", jobs_dir.display())))?;
+    apart(&data, &absolute)?;
+    create_private_dir(jobs_dir)?;
+    let jobs = fs_err::canonicalize(jobs_dir)?;
     apart(&data, &jobs)?;
-    create_private_dir(&data.join("deployments")).map_err(at(&data))?;
+    create_private_dir(&data.join("deployments"))?;
     Ok((data, jobs))
 }
 
@@ -110,24 +103,24 @@ impl StagedBundle {
         // A staging directory a crash left is replaced.
         let _ = std::fs::remove_dir_all(&staged.path);
         let app = root.join(APP_DIR);
-        create_private_dir(&app).map_err(at(&app))?;
+        create_private_dir(&app)?;
         for (path, bytes) in files {
             let target = app.join(path);
             if let Some(parent) = target.parent() {
-                create_private_dir(parent).map_err(at(parent))?;
+                create_private_dir(parent)?;
             }
-            write_private(&target, bytes).map_err(at(&target))?;
+            write_private(&target, bytes)?;
         }
         let secrets_path = root.join(SECRETS_FILE);
-        let json =
-            serde_json::to_vec(secrets).map_err(|e| FilesError { path: secrets_path.clone(), source: e.into() })?;
-        write_private(&secrets_path, &json).map_err(at(&secrets_path))?;
+        let json = serde_json::to_vec(secrets)
+            .map_err(|e| std::io::Error::other(format!("{}: {e}", secrets_path.display())))?;
+        write_private(&secrets_path, &json)?;
         Ok(staged)
     }
 
     /// Moves the files into place (an atomic rename).
     pub(super) fn place(&mut self) -> Result<(), FilesError> {
-        std::fs::rename(&self.path, &self.target).map_err(at(&self.target))?;
+        fs_err::rename(&self.path, &self.target)?;
         self.path = self.target.clone();
         Ok(())
     }
@@ -153,20 +146,20 @@ pub(super) fn migrate_old_layout(data_dir: &Path) -> Result<(), FilesError> {
     let old = data_dir.join("jobs");
     let Ok(entries) = std::fs::read_dir(&old) else { return Ok(()) };
     for entry in entries {
-        let entry = entry.map_err(at(&old))?;
+        let entry = entry?;
         let from = entry.path();
         let to = data_dir.join("deployments").join(entry.file_name());
         if to.exists() || !from.join(APP_DIR).is_dir() {
             continue;
         }
-        create_private_dir(&to).map_err(at(&to))?;
+        create_private_dir(&to)?;
         for name in [APP_DIR, SECRETS_FILE] {
             if from.join(name).exists() {
-                std::fs::rename(from.join(name), to.join(name)).map_err(at(&to))?;
+                fs_err::rename(from.join(name), to.join(name))?;
             }
         }
     }
-    std::fs::remove_dir_all(&old).map_err(at(&old))
+    fs_err::remove_dir_all(&old).map_err(FilesError::from)
 }
 
 /// Moves the files of deployments written before revisions (`deployments/<id>/app` and
@@ -179,10 +172,10 @@ pub(super) fn migrate_to_revisions(deployments: &Path) -> Result<(), FilesError>
             continue;
         }
         let first = dir.join("r1");
-        create_private_dir(&first).map_err(at(&first))?;
+        create_private_dir(&first)?;
         for name in [APP_DIR, SECRETS_FILE] {
             if dir.join(name).exists() {
-                std::fs::rename(dir.join(name), first.join(name)).map_err(at(&first))?;
+                fs_err::rename(dir.join(name), first.join(name))?;
             }
         }
     }

@@ -203,9 +203,9 @@ async fn status(
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
 ) -> ApiResult<Status> {
-    let reader = Arc::clone(&engine);
+    // The store's part off the runtime; the job's pids come from the engine's job table.
+    let jobs = Arc::clone(&engine);
     let mut status = blocking(move || {
-        let engine = reader;
         let caller = caller(&engine, &headers)?;
         let d = deployment_of(&engine, &caller, &project)?;
         let store = engine.store();
@@ -222,7 +222,7 @@ async fn status(
         })
     })
     .await?;
-    status.processes = engine.job_pids(&status.deployment).await.unwrap_or_default();
+    status.processes = jobs.job_pids(&status.deployment).await.unwrap_or_default();
     ok(status)
 }
 
@@ -381,7 +381,7 @@ async fn verify_hostname(
     headers: HeaderMap,
     UrlPath((project, hostname)): UrlPath<(String, String)>,
 ) -> ApiResult<HostnameResponse> {
-    let (reader, project) = (Arc::clone(&engine), project.clone());
+    let reader = Arc::clone(&engine);
     let d = blocking(move || deployment_of(&reader, &caller(&reader, &headers)?, &project)).await?;
     engine.check_hostname(&d, &hostname).await?;
     blocking(move || {

@@ -12,6 +12,12 @@ use crate::coordinator::state::DeploymentState;
 
 /// The money of a deployment, from its sessions and ledger.
 fn balance_of(tx: &mut dyn Transaction, deployment_id: &str) -> Result<Balance, StoreError> {
+    let sessions = tx.sessions(deployment_id)?;
+    balance_with(tx, deployment_id, &sessions)
+}
+
+/// [`balance_of`] with the sessions read already.
+fn balance_with(tx: &mut dyn Transaction, deployment_id: &str, sessions: &[Session]) -> Result<Balance, StoreError> {
     let mut b = Balance::default();
     for entry in tx.ledger(deployment_id)? {
         match entry.kind {
@@ -20,7 +26,7 @@ fn balance_of(tx: &mut dyn Transaction, deployment_id: &str) -> Result<Balance, 
             _ => {}
         }
     }
-    for s in tx.sessions(deployment_id)? {
+    for s in sessions {
         b.spent_micros += s.spent_micros;
         b.refundable_micros += s.refundable_micros;
         b.reward_micros += s.reward_micros;
@@ -173,7 +179,8 @@ impl RelayStore {
                     "the project or its hostnames changed since the quote; ask for a new quote",
                 ));
             }
-            let balance = balance_of(tx, deployment_id)?;
+            let sessions = tx.sessions(deployment_id)?;
+            let balance = balance_with(tx, deployment_id, &sessions)?;
             let total = balance.funded_micros.saturating_add(quote.total_micros);
             if total > d.ceiling_micros {
                 return Err(refused(
@@ -186,7 +193,7 @@ impl RelayStore {
                 ));
             }
             tx.set_quote_funded(quote_id, now)?;
-            let first = tx.sessions(deployment_id)?.iter().map(|s| s.ordinal + 1).max().unwrap_or(0);
+            let first = sessions.iter().map(|s| s.ordinal + 1).max().unwrap_or(0);
             for i in 0..quote.periods {
                 tx.insert_session(&NewSession {
                     id: format!("ses_{}", random_hex(8)?),

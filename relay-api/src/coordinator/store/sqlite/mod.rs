@@ -47,18 +47,16 @@ impl SqliteBackend {
     /// Opens (creating and migrating) the database in `dir`. The directory is made 0700 and
     /// the database files 0600.
     pub fn open(dir: &Path) -> Result<SqliteBackend, StoreError> {
-        agent::files::create_private_dir(dir).map_err(|e| {
-            StoreError::Backend(format!("cannot create the data directory {}: {e}", dir.display()).into())
-        })?;
+        // These errors name their path (relay-wire's helpers, on fs-err): kept typed.
+        let io = |e: std::io::Error| StoreError::Backend(Box::new(e));
+        agent::files::create_private_dir(dir).map_err(io)?;
         let path = dir.join(DATABASE_FILE);
         // SQLite creates its WAL and shared-memory files with the database file's mode.
-        agent::files::make_private(&path)
-            .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", path.display()).into()))?;
+        agent::files::make_private(&path).map_err(io)?;
         for suffix in ["-wal", "-shm"] {
             let side = dir.join(format!("{DATABASE_FILE}{suffix}"));
             if side.exists() {
-                agent::files::make_private(&side)
-                    .map_err(|e| StoreError::Backend(format!("cannot make {} private: {e}", side.display()).into()))?;
+                agent::files::make_private(&side).map_err(io)?;
             }
         }
         let wrap = |e: rusqlite::Error| StoreError::Backend(format!("{}: {e}", path.display()).into());
