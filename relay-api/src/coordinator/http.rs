@@ -171,9 +171,12 @@ fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
     let bytes: &[u8] = if bytes.is_empty() { b"{}" } else { bytes };
     let mut de = serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let at = e.path().to_string();
+        // `?` stands for a key not read yet (the body ended inside an object): the place is
+        // the object around it, or the body itself.
+        let path = e.path().to_string();
+        let at = path.trim_end_matches(".?").trim_end_matches('?').to_owned();
         let inner = e.into_inner();
-        let why = if at == "." {
+        let why = if at == "." || at.is_empty() {
             BadRequest::Body(inner.to_string())
         } else {
             BadRequest::BodyAt { at, why: inner.to_string() }
@@ -561,4 +564,22 @@ async fn catalog(
         ok(signed)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(body_text: &str) -> String {
+        body::<QuoteRequest>(&Bytes::from(body_text.to_owned())).expect_err("refused").message
+    }
+
+    /// Found by hand: a body cut inside an object was refused "at `?`", a place no one can find.
+    #[test]
+    fn a_body_cut_short_is_refused_as_the_body_not_at_a_question_mark() {
+        let cut = refusal("{\"periods\": 5");
+        assert!(cut.starts_with("the request body: EOF"), "{cut}");
+        let field = refusal("{\"periods\": \"five\"}");
+        assert!(field.starts_with("the request body at `periods`: "), "{field}");
+    }
 }
