@@ -27,11 +27,14 @@ pub enum SettingsError {
         value: u64,
     },
     /// `--relay-domain` is not a DNS name.
+    #[error("--relay-domain must be a DNS name: {0}")]
+    RelayDomain(#[source] relay_api::dns::DnsError),
+    /// `--relay-domain` leaves no room for canonical hostnames before it.
     #[error(
-        "--relay-domain must be a DNS name: labels of letters, digits and hyphens (not first or last), \
-         1 to 63 characters each, at most {MAX_RELAY_DOMAIN} characters in all; {0:?} is not"
+        "--relay-domain must be at most {MAX_RELAY_DOMAIN} characters (canonical hostnames go before it); {0:?} is {len}",
+        len = .0.len()
     )]
-    RelayDomain(String),
+    RelayDomainTooLong(String),
     /// `--acme-directory` without `--acme-roots`.
     #[error("--acme-directory needs --acme-roots: the roots its certificates chain to, for route validation")]
     AcmeRoots,
@@ -74,17 +77,13 @@ impl TryFrom<&ListenerArgs> for svc_http::Settings {
     }
 }
 
-/// `--relay-domain` as the coordinator keeps it: lowercase, without leading or trailing dots.
+/// `--relay-domain` as the coordinator keeps it: lowercase, without leading or trailing dots,
+/// checked by the DNS name rule customer hostnames follow (`relay-dns`).
 fn relay_domain(text: &str) -> Result<String, SettingsError> {
-    let domain = text.trim_matches('.').to_ascii_lowercase();
-    let label_ok = |label: &str| {
-        (1..=63).contains(&label.len())
-            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-    };
-    if domain.len() > MAX_RELAY_DOMAIN || !domain.split('.').all(label_ok) {
-        return Err(SettingsError::RelayDomain(text.to_owned()));
+    let domain = relay_api::dns::dns_name(&text.trim_matches('.').to_ascii_lowercase(), "relay domain")
+        .map_err(SettingsError::RelayDomain)?;
+    if domain.len() > MAX_RELAY_DOMAIN {
+        return Err(SettingsError::RelayDomainTooLong(domain));
     }
     Ok(domain)
 }
@@ -182,6 +181,10 @@ mod tests {
             let e = CoordinatorConfig::try_from(&relay_serve(&[&flag])).expect_err(bad);
             assert!(e.to_string().starts_with("--relay-domain must be a DNS name"), "{bad}: {e}");
         }
+        // A DNS name, but one that leaves no room for canonical hostnames before it.
+        let roomless = ["a".repeat(60), "b".repeat(60), "c".repeat(60), "d".repeat(60)].join(".");
+        let e = CoordinatorConfig::try_from(&relay_serve(&[&format!("--relay-domain={roomless}")])).expect_err("long");
+        assert!(e.to_string().starts_with("--relay-domain must be at most 200 characters"), "{e}");
     }
 
     #[test]

@@ -145,6 +145,12 @@ pub fn required_records(hostname: &str, canonical: &str, token: &str) -> [crate:
     [records::cname_record(hostname, canonical), records::txt_record(hostname, token)]
 }
 
+/// Checks that `input` is a DNS name of one label or more (lowercase LDH labels, not an IP
+/// address; one trailing dot removed), naming it `role` in the error: a relay domain, say.
+pub fn dns_name(input: &str, role: &'static str) -> Result<String, DnsError> {
+    name::hostname(input, role, 1)
+}
+
 /// Checks a customer hostname as typed by a customer (lowercase LDH, two labels or more, not
 /// an IP address, not under `.localhost`); returns it without a trailing dot.
 pub fn customer_hostname(input: &str) -> Result<String, DnsError> {
