@@ -28,7 +28,9 @@ impl OperatorKey {
     /// A new random key.
     pub fn generate() -> Result<OperatorKey, KeyError> {
         let rng = ring::rand::SystemRandom::new();
-        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| KeyError::Generate(e.into()))?;
+        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng)
+            // ring is built without `std` here: its errors are no `std::error::Error`.
+            .map_err(|e| KeyError::Generate(e.to_string().into()))?;
         OperatorKey::from_pkcs8(pkcs8.as_ref())
     }
 
@@ -47,7 +49,8 @@ impl OperatorKey {
     }
 
     fn from_pkcs8(der: &[u8]) -> Result<OperatorKey, KeyError> {
-        let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(der).map_err(|e| KeyError::Parse(e.into()))?;
+        let pair =
+            Ed25519KeyPair::from_pkcs8_maybe_unchecked(der).map_err(|e| KeyError::Parse(e.to_string().into()))?;
         let b64 = base64::engine::general_purpose::STANDARD.encode(der);
         let mut pem = format!("-----BEGIN {PEM_LABEL}-----\n");
         for line in b64.as_bytes().chunks(64) {
