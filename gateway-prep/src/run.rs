@@ -22,15 +22,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Check(args) => {
             let inputs = match CheckInputs::try_from(&*args) {
                 Ok(i) => i,
-                Err(e) => {
-                    if args.host.format == Format::Json {
-                        let body =
-                            relay_wire::envelope::ErrorBody::new("usage", e.to_string()).with("exitCode", EXIT_USAGE);
-                        println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
-                    }
-                    eprintln!("gateway-prep check: {e}");
-                    return EXIT_USAGE;
-                }
+                Err(e) => return fail("check", args.host.format, "usage", &e, EXIT_USAGE),
             };
             let report = runtime.block_on(run_checks(&inputs));
             match args.host.format {
@@ -42,15 +34,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Init(args) => {
             let opts = match InitOptions::try_from(&*args) {
                 Ok(o) => o,
-                Err(e) => {
-                    if args.host.format == Format::Json {
-                        let body =
-                            relay_wire::envelope::ErrorBody::new("usage", e.to_string()).with("exitCode", EXIT_USAGE);
-                        println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
-                    }
-                    eprintln!("gateway-prep init: {e}");
-                    return EXIT_USAGE;
-                }
+                Err(e) => return fail("init", args.host.format, "usage", &e, EXIT_USAGE),
             };
             match runtime.block_on(init(&opts)) {
                 Ok(report) => {
@@ -70,17 +54,19 @@ pub fn run(cli: Cli) -> u8 {
                         2
                     }
                 }
-                Err(e) => {
-                    // With --format json a failure is the shared envelope on stdout too.
-                    if args.host.format == Format::Json {
-                        let body = relay_wire::envelope::ErrorBody::new(e.code(), e.to_string())
-                            .with("exitCode", e.exit_code());
-                        println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
-                    }
-                    eprintln!("gateway-prep init: {e}");
-                    e.exit_code()
-                }
+                Err(e) => fail("init", args.host.format, e.code(), &e, e.exit_code()),
             }
         }
     }
+}
+
+/// A failure of `gateway-prep COMMAND`: the message on standard error and, with `--format
+/// json`, the shared envelope (with `exitCode`) on standard output too. Returns `exit`.
+fn fail(command: &str, format: Format, code: &str, e: &dyn std::fmt::Display, exit: u8) -> u8 {
+    if format == Format::Json {
+        let body = relay_wire::envelope::ErrorBody::new(code, e.to_string()).with("exitCode", exit);
+        println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+    }
+    eprintln!("gateway-prep {command}: {e}");
+    exit
 }
