@@ -82,7 +82,12 @@ impl IngressJob {
         let app = Confined {
             argv: vec![self.node.clone(), Path::new(APP_INSIDE).join(&self.entrypoint).into_os_string()],
             env,
-            mounts: vec![Mount { host: self.app_dir.clone(), inside: APP_INSIDE.into(), writable: false }],
+            mounts: vec![Mount {
+                host: self.app_dir.clone(),
+                inside: APP_INSIDE.into(),
+                writable: false,
+                job_owned: true,
+            }],
             cwd: APP_INSIDE.into(),
         };
         let mut agent_argv = self.agent_command.clone();
@@ -91,10 +96,15 @@ impl IngressJob {
             argv: agent_argv,
             // The agent gets no app environment: the app's secrets are not the agent's business.
             env: Vec::new(),
-            mounts: vec![Mount { host: self.agent_dir.clone(), inside: AGENT_INSIDE.into(), writable: true }],
+            mounts: vec![Mount {
+                host: self.agent_dir.clone(),
+                inside: AGENT_INSIDE.into(),
+                writable: true,
+                job_owned: true,
+            }],
             cwd: AGENT_INSIDE.into(),
         };
-        Ok(JobSpec { id: self.id, app, agent, capture_output: self.capture_output })
+        Ok(JobSpec { id: self.id, app, agent: Some(agent), capture_output: self.capture_output })
     }
 
     /// Copies `host` into the agent's state directory as `name`; the path the agent sees.
@@ -154,6 +164,6 @@ mod tests {
         let written: AgentConfig = AgentConfig::read(&agent_dir.join("agent.json")).expect("the configuration");
         assert_eq!(written.gateway_ca, Path::new("/agent/gateway-ca.pem"), "the copy the agent sees");
         assert_eq!(spec.app.env, [("PORT".to_owned(), "3000".to_owned()), ("A".to_owned(), "b".to_owned())]);
-        assert_eq!(spec.agent.env, [], "the agent gets no app environment");
+        assert_eq!(spec.agent.expect("an agent").env, [], "the agent gets no app environment");
     }
 }

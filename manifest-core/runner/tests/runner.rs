@@ -1,10 +1,10 @@
 //! The local job runner with real sandboxes (bubblewrap must be installed, as `.ci/run`
 //! does): a job's output reaches the engine through pipes, its last lines survive its end,
-//! and how it ended is read back exactly.
+//! how it ended is read back exactly, and no process outlives a job.
 
 use std::time::Duration;
 
-use relay_api::runner::{Confined, DEFAULT_UID_BASE, Exit, JobRunner, JobSpec, Limits, LocalRunner, Part};
+use svc_runner::{Confined, DEFAULT_UID_BASE, Exit, JobRunner, JobSpec, Limits, LocalRunner, Part};
 
 fn shell(script: &str) -> Confined {
     Confined {
@@ -25,7 +25,7 @@ async fn a_jobs_output_and_exit_status_are_read_back_and_its_last_lines_kept() {
     let job = JobSpec {
         id: "dep_test".to_owned(),
         app: shell("echo \"$GREETING from the app\"; echo 'to stderr' >&2; sleep 0.3; echo 'last words'; exit 3"),
-        agent: shell("echo agent up; exec sleep 30"),
+        agent: Some(shell("echo agent up; exec sleep 30")),
         capture_output: true,
     };
     let mut running = runner.launch(&job).expect("launched");
@@ -59,7 +59,7 @@ async fn a_job_printing_more_than_the_file_size_limit_keeps_running() {
         app: shell(
             "i=0; while [ $i -lt 40000 ]; do echo \"line $i of a job that talks a lot\"; i=$((i+1)); done; echo done",
         ),
-        agent: shell("exec sleep 30"),
+        agent: Some(shell("exec sleep 30")),
         capture_output: true,
     };
     let mut running = runner.launch(&job).expect("launched");
@@ -118,7 +118,7 @@ fn marked_job(id: &str, marker: &str) -> JobSpec {
         mounts: Vec::new(),
         cwd: "/".into(),
     };
-    JobSpec { id: id.to_owned(), app: forever(marker), agent: forever(marker), capture_output: false }
+    JobSpec { id: id.to_owned(), app: forever(marker), agent: Some(forever(marker)), capture_output: false }
 }
 
 /// How a job ends in [`processes_left_by_ending_jobs_at_once`].
@@ -167,4 +167,94 @@ async fn a_job_stopped_right_after_launch_leaves_no_process() {
 async fn a_job_dropped_right_after_launch_leaves_no_process() {
     let left = processes_left_by_ending_jobs_at_once(Ending::Drop).await;
     assert_eq!(left, Vec::<u32>::new(), "no process of a dropped job remains");
+}
+
+/// Reads lines and waits for an exit, for up to 5 s.
+async fn until_exit(running: &mut Box<dyn svc_runner::RunningJob>, lines: &mut Vec<(Part, String)>) -> Option<Exit> {
+    for _ in 0..100 {
+        lines.extend(running.output());
+        if let Some(exit) = running.exited() {
+            return Some(exit);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// The publication service's jobs are one process: no agent beside the app.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_without_an_agent_is_its_app_alone() {
+    let runner = runner().await;
+    let job = JobSpec {
+        id: "exe_solo".to_owned(),
+        app: shell("echo \"$GREETING alone\"; sleep 0.3; exit 4"),
+        agent: None,
+        capture_output: true,
+    };
+    let mut running = runner.launch(&job).expect("launched");
+    assert_eq!(running.pids().len(), 1, "one process");
+    let mut lines = Vec::new();
+    let exit = until_exit(&mut running, &mut lines).await;
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(4), signal: None }));
+    lines.extend(running.stop().await);
+    assert_eq!(lines, [(Part::App, "hello alone".to_owned())]);
+}
+
+/// A cooperative cease: SIGTERM reaches the program itself (the shell, not the command it
+/// waits for), which may end in its own way.
+#[tokio::test(flavor = "multi_thread")]
+async fn terminate_asks_the_program_itself_to_end() {
+    let runner = runner().await;
+    let job = JobSpec {
+        id: "exe_cease".to_owned(),
+        app: shell("trap 'echo ceasing; exit 7' TERM; echo up; while :; do sleep 0.05; done"),
+        agent: None,
+        capture_output: true,
+    };
+    let mut running = runner.launch(&job).expect("launched");
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        lines.extend(running.output());
+        if lines.iter().any(|(_, l)| l == "up") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.terminate();
+    let exit = until_exit(&mut running, &mut lines).await;
+    lines.extend(running.stop().await);
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(7), signal: None }), "{lines:?}");
+    assert!(lines.iter().any(|(_, l)| l == "ceasing"), "{lines:?}");
+}
+
+/// Files several jobs share (a stored artifact) keep their owner; the job's own are given to
+/// its uid (when the service is root and jobs get their own).
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_jobs_own_mounts_are_given_to_its_uid() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let (shared, own) = (scratch.path().join("shared"), scratch.path().join("own"));
+    for dir in [&shared, &own] {
+        std::fs::create_dir(dir).expect("mkdir");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::write(dir.join("file"), b"readable").expect("write");
+        std::fs::set_permissions(dir.join("file"), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    let owner = std::fs::metadata(shared.join("file")).expect("stat").uid();
+    let mut app = shell("cat /shared/file /own/file");
+    app.mounts = vec![
+        svc_runner::Mount { host: shared.clone(), inside: "/shared".into(), writable: false, job_owned: false },
+        svc_runner::Mount { host: own.clone(), inside: "/own".into(), writable: false, job_owned: true },
+    ];
+    let runner = runner().await;
+    let job = JobSpec { id: "exe_mounts".to_owned(), app, agent: None, capture_output: true };
+    let mut running = runner.launch(&job).expect("launched");
+    let mut lines = Vec::new();
+    let exit = until_exit(&mut running, &mut lines).await;
+    lines.extend(running.stop().await);
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(0), signal: None }), "{lines:?}");
+    assert_eq!(std::fs::metadata(shared.join("file")).expect("stat").uid(), owner, "a shared file keeps its owner");
+    if owner == 0 {
+        assert!(std::fs::metadata(own.join("file")).expect("stat").uid() >= DEFAULT_UID_BASE, "the job's own file");
+    }
 }

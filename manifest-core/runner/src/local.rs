@@ -1,5 +1,5 @@
-//! [`LocalRunner`]: each job as two confined local processes, the app and the agent, with
-//! their output read through pipes, and their own uid when the service is root.
+//! [`LocalRunner`]: each job as confined local processes, the app and (an ingress job's) the
+//! agent, with their output read through pipes, and their own uid when the service is root.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -52,10 +52,11 @@ impl LocalRunner {
     fn spawn(&self, job: &JobSpec, part: Part, confined: &Confined, uid: JobUid) -> Result<Child, LaunchError> {
         let spawn_error = |source| LaunchError::Spawn { job: job.id.clone(), part, source };
         if self.sandbox.separate_uids() {
-            // Every mount is the job's own (its app files, its agent state): the job's uid must
-            // read them, and write the writable ones, while the host keeps them private
-            // (0600/0700) to the service.
-            for mount in &confined.mounts {
+            // The job's own mounts (its app files, its agent state, its secret files): the
+            // job's uid must read them, and write the writable ones, while the host keeps them
+            // private (0600/0700) to the service. Shared ones (a stored artifact) stay as they
+            // are: readable by every uid, owned by none of the jobs.
+            for mount in confined.mounts.iter().filter(|m| m.job_owned || m.writable) {
                 chown_tree(&mount.host, uid).map_err(|source| LaunchError::Prepare {
                     job: job.id.clone(),
                     path: mount.host.clone(),
@@ -78,25 +79,22 @@ impl LocalRunner {
 impl JobRunner for LocalRunner {
     fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError> {
         let lease = self.lease(&job.id)?;
-        let mut app = self.spawn(job, Part::App, &job.app, lease.uid)?;
-        // If the agent cannot start, `app` is killed as it drops.
-        let mut agent = self.spawn(job, Part::Agent, &job.agent, lease.uid)?;
+        let mut processes = vec![(Part::App, self.spawn(job, Part::App, &job.app, lease.uid)?)];
+        if let Some(agent) = &job.agent {
+            // If the agent cannot start, the app is killed as `processes` drops.
+            processes.push((Part::Agent, self.spawn(job, Part::Agent, agent, lease.uid)?));
+        }
         let (lines, output) = mpsc::channel(OUTPUT_LINES);
         let mut readers = JoinSet::new();
-        for (part, child) in [(Part::App, &mut app), (Part::Agent, &mut agent)] {
+        for (part, child) in &mut processes {
             if let Some(out) = child.stdout.take() {
-                readers.spawn(read_lines(part, out, lines.clone()));
+                readers.spawn(read_lines(*part, out, lines.clone()));
             }
             if let Some(err) = child.stderr.take() {
-                readers.spawn(read_lines(part, err, lines.clone()));
+                readers.spawn(read_lines(*part, err, lines.clone()));
             }
         }
-        Ok(Box::new(LocalJob {
-            processes: vec![(Part::App, app), (Part::Agent, agent)],
-            output,
-            readers,
-            lease: Some(lease),
-        }))
+        Ok(Box::new(LocalJob { processes, output, readers, lease: Some(lease) }))
     }
 }
 
@@ -194,6 +192,12 @@ impl RunningJob for LocalJob {
         self.processes.iter().filter_map(|(_, c)| c.id()).map(program_pid).collect()
     }
 
+    fn terminate(&mut self) {
+        for pid in self.pids() {
+            signal(pid, Signal::TERM);
+        }
+    }
+
     fn exited(&mut self) -> Option<Exit> {
         for i in 0..self.processes.len() {
             let status = match self.processes[i].1.try_wait() {
@@ -246,16 +250,27 @@ impl RunningJob for LocalJob {
 
 /// The host pid of the program a sandbox runs: down the chain of only children from the
 /// sandbox's outer process (bwrap, its PID-namespace init, the program), so a signal to it
-/// reaches the app or agent itself. The outer pid if the chain cannot be read.
+/// reaches the app or agent itself. The walk stops at the first process that is not bwrap, so
+/// a program with one child (a shell running a command) is the one named, not its child. The
+/// outer pid if the chain cannot be read.
 fn program_pid(outer: u32) -> u32 {
     let mut pid = outer;
     for _ in 0..4 {
+        if pid != outer && !is_bwrap(pid) {
+            break;
+        }
         match children(pid)[..] {
             [only] => pid = only,
             _ => break,
         }
     }
     pid
+}
+
+/// Whether `pid` runs bwrap (its name in `/proc/PID/comm`); a process that cannot be read is
+/// taken as bwrap, so the walk goes on as it did before names were read.
+fn is_bwrap(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or(true, |comm| comm.trim_end() == "bwrap")
 }
 
 /// The children of `pid`, from `/proc/PID/task/PID/children`, else by scanning every

@@ -302,7 +302,7 @@ const NOBODY: u32 = 65534;
 
 /// The absolute, canonical path of `program`: as given if it has a slash, else the first
 /// match on `PATH`.
-pub(super) fn which(program: &OsStr) -> Result<PathBuf, SandboxError> {
+pub fn which(program: &OsStr) -> Result<PathBuf, SandboxError> {
     let err = |source| SandboxError::Program { program: program.to_owned(), source };
     let path = Path::new(program);
     if path.components().count() > 1 || path.is_absolute() {
