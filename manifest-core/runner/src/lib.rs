@@ -36,7 +36,8 @@ pub struct Mount {
 /// One process of a job, as the job sees the world.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confined {
-    /// The program (a host path, or a name on the runner's `PATH`) and its arguments.
+    /// The program (a host path, a name on the runner's `PATH`, or an absolute path inside one
+    /// of [`Confined::mounts`], run by that path) and its arguments.
     pub argv: Vec<OsString>,
     /// Its whole environment: nothing of the runner's is added.
     pub env: Vec<(String, String)>,

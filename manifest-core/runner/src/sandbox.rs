@@ -207,7 +207,18 @@ impl Sandbox {
                 });
             }
         };
-        let program = which(program)?;
+        // A program inside one of the job's mounts (a native image's executable) runs by the
+        // path the job sees; any other is found on the host and shown where it is.
+        let (program, on_host) = match in_mount(part, Path::new(program)) {
+            Some(host) if host.is_file() => (PathBuf::from(program), false),
+            Some(_) => {
+                return Err(SandboxError::Program {
+                    program: program.to_owned(),
+                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a file in the job's mounts"),
+                });
+            }
+            None => (which(program)?, true),
+        };
         let limits = self.limits;
         let mut command = Command::new(&self.prlimit);
         command.env_clear().envs(part.env.iter().map(|(k, v)| (k, v)));
@@ -251,7 +262,7 @@ impl Sandbox {
         command.args(["--perms", "1777", "--size"]).arg(limits.tmp_bytes.to_string()).args(["--tmpfs", "/tmp"]);
         // The program itself, where it lives outside what is shown already (a `svc` binary
         // in a build directory, a Node.js outside `/usr`).
-        if !program.starts_with("/usr") {
+        if on_host && !program.starts_with("/usr") {
             parents(&mut command, &program, &mut made);
             command.arg("--ro-bind").arg(&program).arg(&program);
         }
@@ -272,6 +283,16 @@ impl Sandbox {
         command.arg("--").arg(&self.env).args(["-u", "PWD", "--"]).arg(&program).args(args);
         Ok(command)
     }
+}
+
+/// Where `program`, an absolute path inside one of `part`'s mounts (with no `..`), is on the
+/// host.
+fn in_mount(part: &Confined, program: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    if !program.is_absolute() || program.components().any(|c| matches!(c, Component::ParentDir)) {
+        return None;
+    }
+    part.mounts.iter().find_map(|mount| Some(mount.host.join(program.strip_prefix(&mount.inside).ok()?)))
 }
 
 /// Adds `--dir` (0755) for each parent of `path` not made yet, outside `/usr`.

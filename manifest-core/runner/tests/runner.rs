@@ -258,3 +258,39 @@ async fn only_the_jobs_own_mounts_are_given_to_its_uid() {
         assert!(std::fs::metadata(own.join("file")).expect("stat").uid() >= DEFAULT_UID_BASE, "the job's own file");
     }
 }
+
+/// A native image's executable runs by the path the job sees (inside its mount), not by its
+/// host path.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_program_inside_a_mount_runs_by_the_path_the_job_sees() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let image = scratch.path().join("image");
+    std::fs::create_dir(&image).expect("mkdir");
+    std::fs::write(image.join("run.sh"), "#!/bin/sh\necho \"$0 $1 $GREETING\"\n").expect("write");
+    std::fs::set_permissions(image.join("run.sh"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mount = svc_runner::Mount { host: image.clone(), inside: "/image".into(), writable: false, job_owned: false };
+    let app = Confined {
+        argv: vec!["/image/run.sh".into(), "first".into()],
+        env: vec![("GREETING".to_owned(), "hello".to_owned())],
+        mounts: vec![mount.clone()],
+        cwd: "/image".into(),
+    };
+    let runner = runner().await;
+    let mut running = runner
+        .launch(&JobSpec { id: "exe_native".to_owned(), app, agent: None, capture_output: true })
+        .expect("launched");
+    let mut lines = Vec::new();
+    let exit = until_exit(&mut running, &mut lines).await;
+    lines.extend(running.stop().await);
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(0), signal: None }), "{lines:?}");
+    assert_eq!(lines, [(Part::App, "/image/run.sh first hello".to_owned())]);
+    // A program the mount does not hold is refused before anything starts.
+    let missing =
+        Confined { argv: vec!["/image/absent".into()], env: Vec::new(), mounts: vec![mount], cwd: "/".into() };
+    let refused = runner
+        .launch(&JobSpec { id: "exe_absent".to_owned(), app: missing, agent: None, capture_output: true })
+        .err()
+        .expect("refused");
+    assert!(refused.to_string().contains("/image/absent"), "{refused}");
+}

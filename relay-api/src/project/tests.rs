@@ -159,6 +159,25 @@ fn the_digest_is_of_the_meaning_not_the_spelling() {
     assert!(!sent.contains("$schema"));
 }
 
+/// The files a deploy ships are digested as the publication service digests an artifact
+/// bundle (`svc_execution::artifacts::bundle_digest`, whose test digests the same files to
+/// the same value): `{<path>: "sha256:<hex of its bytes>"}` in RFC 8785 JSON.
+#[test]
+fn a_deploys_files_member_is_the_artifact_bundle_encoding() {
+    let base = project(&minimal());
+    let files = json!({
+        "lib/a.js": "sha256:ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb",
+        "server.js": "sha256:3bfc269594ef649228e9a74bab00f042efc91d5acc6fbee31a382e80d42388fe",
+    });
+    let shipped = base.digest_with_files([("server.js", &b"v1"[..]), ("lib/a.js", &b"a"[..])]);
+    assert_eq!(Some(shipped), manifest_core::canonical_digest(&json!({"project": base, "files": files})));
+    assert_eq!(
+        manifest_core::canonical_digest(&json!({"files": files})).as_deref(),
+        Some("sha256:8547d87a78e5884ff17a2dad84d2ed72359e9d9d67db2821414c357abce97af1"),
+        "the bundle digest of the same files"
+    );
+}
+
 #[test]
 fn unsupported_features_are_read_and_named() {
     let mut all = minimal();
