@@ -1,0 +1,87 @@
+//! One job's process, followed on the pool's runtime: its output kept, `Ready` once it has
+//! stayed up a while, a cease or a stop carried out, and its end recorded once the process
+//! is gone (reaped, its scratch directory removed).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use svc_runner::RunningJob;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::Shared;
+use crate::market::{JobState, StopMode};
+
+/// How often a job's process is looked at.
+const POLL: Duration = Duration::from_millis(50);
+
+/// The pool's timings.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timing {
+    /// How long a process must stay up to be ready.
+    pub(super) ready_after: Duration,
+    /// How long a ceasing process has between SIGTERM and its kill.
+    pub(super) grace: Duration,
+}
+
+/// One run of a job.
+pub(super) struct Run {
+    /// The job's execution ID.
+    pub(super) id: String,
+    /// Which run of it (a restart is another): a later run's record is never touched.
+    pub(super) run: u64,
+    /// Its process.
+    pub(super) job: Box<dyn RunningJob>,
+    /// Stops and ceases for it; closed when the pool goes.
+    pub(super) commands: mpsc::UnboundedReceiver<StopMode>,
+    /// Its scratch directory, removed at its end.
+    pub(super) scratch: PathBuf,
+}
+
+/// Follows `run` until its process is gone; then records how it ended.
+pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
+    let started = Instant::now();
+    let mut ticks = tokio::time::interval(POLL);
+    let mut cease_until: Option<Instant> = None;
+    let code = loop {
+        tokio::select! {
+            command = run.commands.recv() => match command {
+                Some(StopMode::Cease) => {
+                    if cease_until.is_none() {
+                        run.job.terminate();
+                        cease_until = Some(Instant::now() + timing.grace);
+                    }
+                }
+                Some(StopMode::Stop) | None => break None,
+            },
+            _ = ticks.tick() => {}
+        }
+        let lines: Vec<String> = run.job.output().into_iter().map(|(_, line)| line).collect();
+        let exit = run.job.exited();
+        let ready = exit.is_none() && started.elapsed() >= timing.ready_after;
+        shared.update(&run.id, run.run, |job| {
+            job.keep_output(lines);
+            if ready && job.state == JobState::Starting {
+                job.state = JobState::Ready;
+            }
+        });
+        if let Some(exit) = exit {
+            // A job asked to cease ended because it was told to.
+            break if cease_until.is_some() { None } else { exit.code };
+        }
+        if cease_until.is_some_and(|until| Instant::now() >= until) {
+            break None;
+        }
+    };
+    // Killed if still running, and reaped: no process of the job is left once it is `Exited`.
+    let last: Vec<String> = run.job.stop().await.into_iter().map(|(_, line)| line).collect();
+    // Its secret files go with it; a directory that will not go is only space.
+    let _ = fs_err::remove_dir_all(&run.scratch);
+    shared.update(&run.id, run.run, |job| {
+        job.keep_output(last);
+        job.state = JobState::Exited(code);
+        job.control = None;
+    });
+    shared.ended.notify_all();
+}
