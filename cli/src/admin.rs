@@ -8,8 +8,8 @@ use manifest_core::service::capability::Tier;
 use manifest_core::service::store::RuntimeImage;
 
 use crate::args::{
-    AdminCommand, ApplicationCommand, ArtifactCommand, ArtifactFlags, CapabilityCommand, EntitlementCommand,
-    ImageCommand, SecretCommand, SpendAuthorityCommand, SshKeyCommand, TokenCommand,
+    AdminCommand, ArtifactCommand, ArtifactFlags, CapabilityCommand, EntitlementCommand, ImageCommand, SecretCommand,
+    SpendAuthorityCommand, SshKeyCommand, TokenCommand,
 };
 
 fn artifact(flags: &ArtifactFlags) -> ArtifactArgs {
@@ -32,9 +32,9 @@ fn data_dir_of(command: &AdminCommand) -> &std::path::Path {
         | AdminCommand::Entitlement { command: EntitlementCommand::Set { target, .. } }
         | AdminCommand::SpendAuthority { command: SpendAuthorityCommand::Set { target, .. } }
         | AdminCommand::SshKey { command: SshKeyCommand::Add { target, .. } }
-        | AdminCommand::Secret { command: SecretCommand::Provision { target, .. } }
-        | AdminCommand::Application { command: ApplicationCommand::Settle { target, .. } } => &target.data_dir,
+        | AdminCommand::Secret { command: SecretCommand::Provision { target, .. } } => &target.data_dir,
         AdminCommand::Artifact { command: ArtifactCommand::Curate { data_dir, .. } }
+        | AdminCommand::Artifact { command: ArtifactCommand::Store { data_dir, .. } }
         | AdminCommand::Image { command: ImageCommand::Add { data_dir, .. } } => data_dir,
     }
 }
@@ -48,6 +48,9 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
         AdminCommand::Token { command: TokenCommand::Create { target, role, name } } => {
             let role = Role::parse(role).unwrap_or(Role::Viewer);
             admin::token_create(&target.data_dir, &target.org, role, name.as_deref()).map(|token| println!("{token}"))
+        }
+        AdminCommand::Artifact { command: ArtifactCommand::Store { data_dir, bundle, digest } } => {
+            admin::artifact_store(data_dir, bundle, digest.as_deref()).map(|digest| println!("{digest}"))
         }
         AdminCommand::Artifact { command: ArtifactCommand::Curate { data_dir, artifact: flags } } => {
             admin::artifact_curate(data_dir, &artifact(flags))
@@ -79,8 +82,11 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
         AdminCommand::SshKey { command: SshKeyCommand::Add { target, key } } => {
             admin::ssh_key_add(&target.data_dir, &target.org, key)
         }
-        AdminCommand::Secret { command: SecretCommand::Provision { target, app, secret_id } } => {
-            admin::secret_provision(&target.data_dir, &target.org, app, secret_id)
+        AdminCommand::Secret { command: SecretCommand::Provision { target, app, secret_id, value_file } } => {
+            match value_file.as_deref().map(fs_err::read).transpose() {
+                Ok(value) => admin::secret_provision(&target.data_dir, &target.org, app, secret_id, value.as_deref()),
+                Err(e) => Err(AdminError::Invalid(format!("--value-file: {e}"))),
+            }
         }
         AdminCommand::Image { command: ImageCommand::Add { data_dir, catalog, name, version, digest } } => {
             let image = RuntimeImage {
@@ -90,9 +96,6 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
                 digest: digest.clone(),
             };
             admin::image_add(data_dir, &image)
-        }
-        AdminCommand::Application { command: ApplicationCommand::Settle { target, app } } => {
-            admin::application_settle(&target.data_dir, &target.org, app)
         }
     };
     match result {

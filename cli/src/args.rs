@@ -693,6 +693,24 @@ pub enum AppCommand {
         #[command(flatten)]
         remote: Remote,
     },
+    /// An application's executions (`svc.execution-convergence.v1`): whether what runs
+    /// matches its active policy and why not, each slot's current job, recent executions.
+    Executions {
+        /// The application's ID.
+        id: String,
+        /// Keep watching: print again whenever something changes (JSON: one object per line).
+        #[arg(long)]
+        watch: bool,
+        /// How many recent executions (1-100).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=100))]
+        limit: Option<u16>,
+        /// Older executions: the `nextCursor` of a previous answer.
+        #[arg(long, value_name = "CURSOR")]
+        cursor: Option<String>,
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// Who did what to an application, with pause reasons.
     Activity {
         /// The application's ID.
@@ -718,6 +736,17 @@ pub struct ServeArgs {
     /// For crash tests only: abort at this point of a publication.
     #[arg(long, hide = true, value_parser = ["after-version-insert"])]
     pub inject_fault: Option<String>,
+    /// Processors of the local pool that runs published applications (each job a confined
+    /// process on this machine); 0 runs none, and every launch is refused.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub processors: u16,
+    /// Jobs each local processor runs at once.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs_per_processor: u16,
+    /// What one hour of job window costs on a local processor, in service-credit micros
+    /// (charged against each policy's spend authority).
+    #[arg(long, value_name = "MICROS", default_value_t = 10_000)]
+    pub price_micros_per_hour: u64,
     /// TLS, timeouts and the connection cap.
     #[command(flatten)]
     pub listener: ListenerArgs,
@@ -774,12 +803,6 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: ImageCommand,
     },
-    /// Execution reports.
-    Application {
-        /// What to do.
-        #[command(subcommand)]
-        command: ApplicationCommand,
-    },
 }
 
 /// The data directory and organization most admin commands take.
@@ -833,6 +856,19 @@ pub struct ArtifactFlags {
 /// `svc admin artifact ...`
 #[derive(Debug, Subcommand)]
 pub enum ArtifactCommand {
+    /// Store a bundle (a directory of files) in the content-addressed artifact store the local
+    /// pool launches from; prints its digest (`sha256:...`, what a release pins).
+    Store {
+        /// The service's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// The bundle's directory.
+        #[arg(long, value_name = "DIR")]
+        bundle: PathBuf,
+        /// Refuse the bundle unless it has this digest.
+        #[arg(long, value_name = "SHA256")]
+        digest: Option<String>,
+    },
     /// Curate a first-party artifact (global) for pinned releases.
     Curate {
         /// The service's data directory.
@@ -947,6 +983,11 @@ pub enum SecretCommand {
         /// The secret's ID.
         #[arg(long)]
         secret_id: String,
+        /// The secret's value, read from this file (kept in the data directory's database,
+        /// 0600, and given to the application's jobs); without it only its provisioning is
+        /// recorded.
+        #[arg(long, value_name = "PATH")]
+        value_file: Option<PathBuf>,
     },
 }
 
@@ -970,20 +1011,6 @@ pub enum ImageCommand {
         /// `sha256:<hex>`.
         #[arg(long)]
         digest: String,
-    },
-}
-
-/// `svc admin application settle`
-#[derive(Debug, Subcommand)]
-pub enum ApplicationCommand {
-    /// Record that a `once` application ran and settled.
-    Settle {
-        /// Data directory and organization.
-        #[command(flatten)]
-        target: OrgArgs,
-        /// The application's ID.
-        #[arg(long)]
-        app: String,
     },
 }
 
@@ -1047,6 +1074,8 @@ pub enum SchemaVersion {
     V5,
     /// Effective Policy V4.
     Policy,
+    /// The `svc.execution-convergence.v1` projection (`svc app executions --format json`).
+    Executions,
 }
 
 /// Server facts given on the command line (the service resolves them itself).

@@ -124,6 +124,9 @@ pub fn run(cli: Cli) -> ExitCode {
             AppCommand::Show { id, remote } => remote::app_show(&id, &remote),
             AppCommand::Versions { id, version, remote } => remote::app_versions(&id, version, &remote),
             AppCommand::Activity { id, remote } => remote::app_activity(&id, &remote),
+            AppCommand::Executions { id, watch, limit, cursor, remote } => {
+                remote::app_executions(&id, watch, limit, cursor.as_deref(), &remote)
+            }
         },
         Command::Serve(args) => serve::serve(&args),
         Command::Admin { command } => admin::run(&command),

@@ -40,6 +40,7 @@ pub(crate) fn schema_kind(version: SchemaVersion) -> SchemaKind {
         SchemaVersion::V4 => SchemaKind::ManifestV4,
         SchemaVersion::V5 => SchemaKind::ManifestV5,
         SchemaVersion::Policy => SchemaKind::PolicyV4,
+        SchemaVersion::Executions => SchemaKind::Executions,
     }
 }
 

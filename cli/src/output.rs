@@ -253,10 +253,14 @@ const FORMAT_HELP: &[(&str, &str)] = &[
     ),
     (
         "app show",
-        "json: the application {applicationId, applicationUid, status, activePointerVersion, pauseReason, settled}",
+        "json: the application {applicationId, applicationUid, status, activePointerVersion, pauseReason, settled, convergence}",
     ),
     ("app versions", "json: {policyVersions: [...]}, or with --version that version with its effective policy"),
     ("app activity", "json: {activity: [{at, actor, action, policyVersion?, status?, reason?}]}"),
+    (
+        "app executions",
+        "json: the svc.execution-convergence.v1 projection (schema: `svc manifest schema --version executions`); with --watch one per line on each change",
+    ),
     (
         "ingress deploy",
         "json: the Status once live; with --no-fund or --no-wait {deployment, quote, funded, successor?}",

@@ -212,8 +212,117 @@ pub(crate) fn app_show(id: &str, remote: &Remote) -> ExitCode {
         if b["settled"] == json!(true) {
             out += "settled: ran once\n";
         }
+        if let Some(state) = b["convergence"]["state"].as_str() {
+            out += &format!("executions: {state}");
+            if let Some(message) = b["convergence"]["reason"]["message"].as_str() {
+                out += &format!(" ({message})");
+            }
+            out += "\n";
+        }
         out
     })
+}
+
+/// `svc app executions ID [--watch] [--limit N] [--cursor C]`
+pub(crate) fn app_executions(
+    id: &str,
+    watch: bool,
+    limit: Option<u16>,
+    cursor: Option<&str>,
+    remote: &Remote,
+) -> ExitCode {
+    let mut query = Vec::new();
+    if let Some(n) = limit {
+        query.push(format!("limit={n}"));
+    }
+    if let Some(c) = cursor {
+        query.push(format!("cursor={c}"));
+    }
+    let path = if query.is_empty() {
+        format!("/api/applications/{id}/executions")
+    } else {
+        format!("/api/applications/{id}/executions?{}", query.join("&"))
+    };
+    if !watch {
+        return get(&path, remote, executions_text);
+    }
+    let client = match client(remote.server.as_deref(), &remote.trust, true) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    // Until interrupted: print the projection again whenever it changes.
+    let mut last = Vec::new();
+    loop {
+        let response = match send(&client, Method::GET, &path, None) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        if !(200..300).contains(&response.status) {
+            return finish(&response, remote.format, executions_text);
+        }
+        if response.body != last {
+            match remote.format {
+                OutputFormat::Json => {
+                    let line: Value = serde_json::from_slice(&response.body).unwrap_or_default();
+                    println!("{line}");
+                }
+                OutputFormat::Text => println!("{}", executions_text(&response.json())),
+            }
+            last = response.body.clone();
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+fn executions_text(b: &Value) -> String {
+    let c = &b["convergence"];
+    let mut out = format!("{}: {}", b["applicationId"].as_str().unwrap_or(""), c["state"].as_str().unwrap_or(""));
+    if let Some(message) = c["reason"]["message"].as_str() {
+        out += &format!(" ({message})");
+    }
+    out.push('\n');
+    if let Some(d) = b.get("desired").filter(|d| d.is_object()) {
+        out += &format!(
+            "desired: policy version {}, {} slot(s), {}\n",
+            d["policyVersion"],
+            d["slots"],
+            d["execution"].as_str().unwrap_or("")
+        );
+    }
+    for s in b["slots"].as_array().into_iter().flatten() {
+        out += &format!("slot {} generation {} {}", s["slot"], s["generation"], s["state"].as_str().unwrap_or(""));
+        if let Some(p) = s["processorId"].as_str() {
+            out += &format!(" on {p}");
+        }
+        if let (Some(from), Some(to)) = (s["windowStart"].as_str(), s["windowEnd"].as_str()) {
+            out += &format!(" window {from} .. {to}");
+        }
+        out.push('\n');
+    }
+    if let Some(at) = b["next"]["at"].as_str() {
+        out += &format!("next decision: {at}\n");
+    }
+    let recent = b["recent"].as_array().map_or(&[][..], Vec::as_slice);
+    if !recent.is_empty() {
+        out += "recent:\n";
+    }
+    for e in recent {
+        out += &format!(
+            "  {} {} version {} {}",
+            e["changedAt"].as_str().unwrap_or(""),
+            e["executionId"].as_str().unwrap_or(""),
+            e["policyVersion"],
+            e["state"].as_str().unwrap_or("")
+        );
+        if let Some(message) = e["reason"]["message"].as_str() {
+            out += &format!(": {message}");
+        }
+        out.push('\n');
+    }
+    if let Some(cursor) = b["nextCursor"].as_str() {
+        out += &format!("older: --cursor {cursor}\n");
+    }
+    out
 }
 
 /// `svc app list`
@@ -330,6 +439,7 @@ fn route(kind: SchemaKind) -> &'static str {
         SchemaKind::ManifestV4 => "/api/application-manifest/schema",
         SchemaKind::ManifestV5 => "/api/application-manifest/v5/schema",
         SchemaKind::PolicyV4 => "/api/application-policy/schema",
+        SchemaKind::Executions => "/api/execution-convergence/schema",
     }
 }
 

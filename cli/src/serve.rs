@@ -2,7 +2,12 @@
 
 use std::process::ExitCode;
 
-use manifest_core::service::{FaultPoint, SchemaPairs, ServiceConfig, serve_until};
+use std::sync::Arc;
+
+use manifest_core::service::{FaultPoint, Pool, SchemaPairs, ServiceConfig, serve_until};
+use svc_execution::Quote;
+use svc_execution::artifacts::ArtifactStore;
+use svc_execution::local::{LocalPool, LocalPoolConfig};
 
 use crate::args::ServeArgs;
 
@@ -33,6 +38,16 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    // The local pool lives outside the runtime: it has its own, which must not be dropped
+    // inside another (it is dropped last, below, which stops every job it runs).
+    let pool = local_pool(args);
+    config.pool = match &pool {
+        Ok(p) => Pool::Market(Arc::clone(p) as Arc<dyn svc_execution::Market>),
+        Err(why) => {
+            tracing::warn!("svc serve: {why}; every launch is refused until it is fixed");
+            Pool::None(why.clone())
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -54,6 +69,8 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
         },
         shutdown,
     ));
+    drop(runtime);
+    drop(pool);
     match result {
         Ok(()) => {
             tracing::info!("svc serve: stopped");
@@ -64,4 +81,19 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The local pool of `--processors` processors, over the data directory's artifact store
+/// (`artifacts/`) and job scratch space (`pool/`); why not, if it cannot start.
+fn local_pool(args: &ServeArgs) -> Result<Arc<LocalPool>, String> {
+    if args.processors == 0 {
+        return Err("the service was started with --processors 0".to_owned());
+    }
+    let artifacts = ArtifactStore::open(args.data_dir.join("artifacts"))
+        .map_err(|e| format!("the artifact store cannot open: {e}"))?;
+    let mut config = LocalPoolConfig::new(args.data_dir.join("pool"), artifacts);
+    config.processors = usize::from(args.processors);
+    config.jobs_per_processor = usize::from(args.jobs_per_processor);
+    config.price = Quote { service_credit_micros: u128::from(args.price_micros_per_hour), ..Quote::default() };
+    LocalPool::new(config).map(Arc::new).map_err(|e| format!("the local pool cannot start: {e}"))
 }

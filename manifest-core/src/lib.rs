@@ -36,6 +36,7 @@ pub mod document;
 pub mod formats;
 pub mod invariants;
 pub mod names;
+pub mod projection;
 #[cfg(feature = "service")]
 pub mod service;
 pub mod shape;

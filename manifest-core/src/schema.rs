@@ -25,11 +25,15 @@ pub enum SchemaKind {
     ManifestV5,
     /// The materialized Policy V4 (`GET /api/application-policy/schema`).
     PolicyV4,
+    /// The `svc.execution-convergence.v1` projection
+    /// (`GET /api/execution-convergence/schema`).
+    Executions,
 }
 
 impl SchemaKind {
     /// Every schema.
-    pub const ALL: [SchemaKind; 3] = [SchemaKind::ManifestV4, SchemaKind::ManifestV5, SchemaKind::PolicyV4];
+    pub const ALL: [SchemaKind; 4] =
+        [SchemaKind::ManifestV4, SchemaKind::ManifestV5, SchemaKind::PolicyV4, SchemaKind::Executions];
 
     /// The schema's `$id`.
     pub fn id(self) -> &'static str {
@@ -37,6 +41,7 @@ impl SchemaKind {
             SchemaKind::ManifestV4 => "urn:svc:schema:application-manifest:4",
             SchemaKind::ManifestV5 => "urn:svc:schema:application-manifest:5",
             SchemaKind::PolicyV4 => "urn:svc:schema:application-policy:4",
+            SchemaKind::Executions => "urn:svc:schema:execution-convergence:1",
         }
     }
 
@@ -45,6 +50,7 @@ impl SchemaKind {
             SchemaKind::ManifestV4 => &crate::v4::MANIFEST,
             SchemaKind::ManifestV5 => &crate::v5::MANIFEST,
             SchemaKind::PolicyV4 => &crate::policy::POLICY,
+            SchemaKind::Executions => &crate::projection::CONVERGENCE,
         }
     }
 
@@ -64,7 +70,8 @@ impl SchemaKind {
     }
 
     fn generated(self) -> &'static (String, String) {
-        static CELLS: [OnceLock<(String, String)>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        static CELLS: [OnceLock<(String, String)>; 4] =
+            [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
         let index = SchemaKind::ALL.iter().position(|k| *k == self).unwrap_or(0);
         CELLS[index].get_or_init(|| {
             let bytes = render(self);

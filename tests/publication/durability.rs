@@ -120,8 +120,17 @@ fn tokens_are_stored_only_as_hashes_and_admin_changes_count_at_once() {
     let fresh = token(w.dir.str(), "acme", "owner");
     assert_eq!(w.server.request("GET", "/api/capabilities", Some(&fresh), None).status, 200);
     w.create("web");
-    for file in std::fs::read_dir(w.dir.path()).expect("dir") {
-        let path = file.expect("entry").path();
+    // Every file of the data directory, its artifact store and job scratch space included.
+    let mut files = Vec::new();
+    let mut dirs = vec![w.dir.path().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() { dirs.push(path) } else { files.push(path) }
+        }
+    }
+    assert!(files.len() >= 2, "{files:?}");
+    for path in files {
         let bytes = std::fs::read(&path).expect("read");
         for t in [&w.token, &fresh] {
             let secret = t.trim_start_matches("svc_").as_bytes();

@@ -290,26 +290,60 @@ fn deployment_facts_are_warnings_that_do_not_block() {
     assert_eq!(w.publish("web", &json!({"manifest": m, "dryRun": true})).json()["diagnostics"], json!([]));
 }
 
-fn once_app(w: &World, id: &str) -> Value {
+/// A bundle whose `server.js` runs until stopped, or exits 0 at once when `EXIT_AT_ONCE` is
+/// set; stored in the service's artifact store. Its digest.
+fn stored_bundle(w: &World) -> String {
+    let bundle = w.dir.path().join("bundle");
+    std::fs::create_dir_all(&bundle).expect("bundle dir");
+    std::fs::write(
+        bundle.join("server.js"),
+        "if (process.env.EXIT_AT_ONCE) process.exit(0);\nsetInterval(() => {}, 1000);\n",
+    )
+    .expect("server.js");
+    let bundle = bundle.to_str().expect("utf-8").to_owned();
+    admin(&["artifact", "store", "--data-dir", w.dir.str(), "--bundle", &bundle])
+}
+
+fn once_app(w: &World, id: &str, digest: &str, exit_at_once: bool) -> Value {
     w.create(id);
-    w.accept_source(id);
-    w.publish(id, &json!({"manifest": v5(id)})).json()
+    svc_e2e::service::accept_build_of(w.dir.str(), "acme", id, digest);
+    let mut manifest = v5(id);
+    if exit_at_once {
+        manifest["configuration"] = json!({"variables": [{"source": "literal", "name": "EXIT_AT_ONCE", "value": "1"}]});
+    }
+    w.publish(id, &json!({"manifest": manifest})).json()
 }
 
 #[test]
-fn a_settled_once_application_is_not_rearmed_and_a_new_one_takes_a_job_slot() {
+fn a_once_application_settles_after_its_run_is_not_rearmed_and_a_new_one_takes_a_job_slot() {
     let w = World::new("once");
-    // The basic tier has 4 job slots; each of these holds one.
-    for id in ["a", "b", "c", "d"] {
-        assert_eq!(once_app(&w, id)["status"], "active");
+    let digest = stored_bundle(&w);
+    admin(&["spend-authority", "set", "--data-dir", w.dir.str(), "--org", "acme", "--micros", "1000000"]);
+    // The basic tier has 4 job slots; each of these holds one. `a` exits at once.
+    assert_eq!(once_app(&w, "a", &digest, true)["status"], "active");
+    for id in ["b", "c", "d"] {
+        assert_eq!(once_app(&w, id, &digest, false)["status"], "active");
     }
     w.create("e");
-    w.accept_source("e");
+    svc_e2e::service::accept_build_of(w.dir.str(), "acme", "e", &digest);
     let r = w.publish("e", &json!({"manifest": v5("e")}));
     assert_eq!(diagnostics(&r.json()), [("job_slots_exceeded".to_owned(), "/deployment/jobs".to_owned())]);
 
-    admin(&["application", "settle", "--data-dir", w.dir.str(), "--org", "acme", "--app", "a"]);
-    assert_eq!(w.get("/api/applications/a")["settled"], true);
+    // The scheduler runs `a` once on the local pool; its job exits 0 and the application
+    // settles (no stand-in: the run itself settles it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while w.get("/api/applications/a")["settled"] != true {
+        assert!(std::time::Instant::now() < deadline, "{}", w.get("/api/applications/a/executions"));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let executions = w.get("/api/applications/a/executions");
+    assert_eq!(executions["convergence"]["state"], "settled");
+    assert_eq!(executions["recent"][0]["state"], "completed");
+    assert_eq!(executions["recent"].as_array().map(Vec::len), Some(1));
+    let activity = w.get("/api/applications/a/activity");
+    let actions: Vec<_> =
+        activity["activity"].as_array().expect("activity").iter().map(|a| a["action"].clone()).collect();
+    assert!(actions.contains(&json!("application_settled")), "{actions:?}");
     // Publishing to it again does not re-arm it ...
     let again = w.publish("a", &json!({"manifest": v5("a"), "dryRun": true}));
     assert_eq!(diagnostics(&again.json()), [("once_application_settled".to_owned(), "/execution".to_owned())]);

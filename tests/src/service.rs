@@ -319,9 +319,14 @@ pub fn token(data_dir: &str, org: &str, role: &str) -> String {
 /// workflow `build.yml`, manifest `svc.yaml`, artifact `fixtures::CID` with digest `a...`),
 /// which a V5 source release resolves to.
 pub fn accept_build(data_dir: &str, org: &str, app: &str) {
+    accept_build_of(data_dir, org, app, &fixtures::digest('a'));
+}
+
+/// The same, for an artifact of this digest (one `svc admin artifact store` stored, so the
+/// local pool can run it).
+pub fn accept_build_of(data_dir: &str, org: &str, app: &str, digest: &str) {
     let repository = format!("acme/{app}");
     let workflow = format!("{repository}/.github/workflows/build.yml@refs/heads/main");
-    let digest = fixtures::digest('a');
     admin(&[
         "artifact",
         "accept",
@@ -342,7 +347,7 @@ pub fn accept_build(data_dir: &str, org: &str, app: &str) {
         "--cid",
         fixtures::CID,
         "--digest",
-        &digest,
+        digest,
     ]);
 }
 

@@ -7,9 +7,8 @@ use std::path::Path;
 use crate::formats::{IPFS_CID, SHA256_DIGEST};
 use crate::service::auth::{Role, issue_token};
 use crate::service::capability::{Capability, Tier};
-use crate::service::publish::now;
 use crate::service::store::{
-    AcceptedArtifact, Activity, ArtifactEvidence, NewToken, Organization, RuntimeImage, SqliteStore, Store, StoreError,
+    AcceptedArtifact, ArtifactEvidence, NewToken, Organization, RuntimeImage, SqliteStore, Store, StoreError,
     Transaction,
 };
 use crate::shape::Pattern;
@@ -200,13 +199,43 @@ pub fn ssh_key_add(dir: &Path, org: &str, public_key: &str) -> Result<(), AdminE
     })
 }
 
-/// Marks a secret as provisioned for an application.
-pub fn secret_provision(dir: &Path, org: &str, application_id: &str, secret_id: &str) -> Result<(), AdminError> {
+/// Marks a secret as provisioned for an application, with its value for the application's
+/// jobs when given (at most 64 KiB).
+pub fn secret_provision(
+    dir: &Path,
+    org: &str,
+    application_id: &str,
+    secret_id: &str,
+    value: Option<&[u8]>,
+) -> Result<(), AdminError> {
     check(secret_id, "--secret-id", &crate::formats::SECRET_ID)?;
+    if let Some(v) = value.filter(|v| v.len() > MAX_SECRET_BYTES) {
+        return Err(AdminError::Invalid(format!(
+            "the secret's value has {} bytes; the most is {MAX_SECRET_BYTES}",
+            v.len()
+        )));
+    }
     with_store(dir, |tx| {
         let organization = existing(tx, org)?;
-        Ok(tx.provision_secret(organization.id, application_id, secret_id)?)
+        match value {
+            Some(v) => Ok(tx.set_secret_value(organization.id, application_id, secret_id, v)?),
+            None => Ok(tx.provision_secret(organization.id, application_id, secret_id)?),
+        }
     })
+}
+
+/// The largest secret value kept.
+pub const MAX_SECRET_BYTES: usize = 64 * 1024;
+
+/// Stores a bundle directory in the data directory's artifact store (`artifacts/`), the one
+/// the local pool launches from; its digest. With `expected`, another digest is refused.
+pub fn artifact_store(dir: &Path, bundle: &Path, expected: Option<&str>) -> Result<String, AdminError> {
+    if let Some(d) = expected {
+        check(d, "--digest", &SHA256_DIGEST)?;
+    }
+    let store = svc_execution::artifacts::ArtifactStore::open(dir.join("artifacts"))
+        .map_err(|e| AdminError::Invalid(format!("the artifact store: {e}")))?;
+    store.store(bundle, expected).map_err(|e| AdminError::Invalid(e.to_string()))
 }
 
 /// Adds an exact image version to a runtime catalog.
@@ -217,35 +246,4 @@ pub fn image_add(dir: &Path, image: &RuntimeImage) -> Result<(), AdminError> {
     }
     check(&image.digest, "--digest", &SHA256_DIGEST)?;
     with_store(dir, |tx| Ok(tx.add_runtime_image(image)?))
-}
-
-/// Records that a `once` application ran and settled: the execution network's report, which
-/// this offline command stands in for until the network reports it itself.
-pub fn application_settle(dir: &Path, org: &str, application_id: &str) -> Result<(), AdminError> {
-    with_store(dir, |tx| {
-        let organization = existing(tx, org)?;
-        let mut app = tx
-            .application(organization.id, application_id)?
-            .ok_or_else(|| AdminError::Invalid(format!("no application \"{application_id}\" in {org}")))?;
-        let active = tx.policy_version(app.key, app.active_pointer_version)?;
-        if active.as_ref().is_none_or(|v| v.execution != "once") {
-            return Err(AdminError::Invalid(format!(
-                "\"{application_id}\" has no active `once` policy version; only a `once` application settles"
-            )));
-        }
-        app.settled = true;
-        tx.update_application(&app)?;
-        tx.record_activity(
-            app.key,
-            &Activity {
-                at: now(),
-                actor: "svc admin".to_owned(),
-                action: "application_settled".to_owned(),
-                policy_version: Some(app.active_pointer_version),
-                status: Some(app.status.as_str().to_owned()),
-                reason: None,
-            },
-        )?;
-        Ok(())
-    })
 }

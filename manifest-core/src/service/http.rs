@@ -23,6 +23,7 @@ use crate::schema::SchemaKind;
 use crate::service::State;
 use crate::service::auth::{bearer, hash_token, new_application_uid};
 use crate::service::capability::Statement;
+use crate::service::executions::projection;
 use crate::service::publish::{self, ApiError, MAX_BODY_BYTES, now};
 use crate::service::store::{Activity, Application, Caller, PolicyVersion, StoreError};
 use crate::tree::Value;
@@ -45,12 +46,17 @@ pub(crate) fn router(state: Arc<State>) -> Router {
             get(|h: HeaderMap| async move { schema(SchemaKind::ManifestV5, &h) }),
         )
         .route("/api/application-policy/schema", get(|h: HeaderMap| async move { schema(SchemaKind::PolicyV4, &h) }))
+        .route(
+            "/api/execution-convergence/schema",
+            get(|h: HeaderMap| async move { schema(SchemaKind::Executions, &h) }),
+        )
         .route("/api/applications", post(create_application).get(applications::list))
         .route("/api/applications/{id}", get(show_application))
         .route("/api/applications/{id}/resume", post(applications::resume))
         .route("/api/applications/{id}/policy-versions", post(publish_version).get(list_versions))
         .route("/api/applications/{id}/policy-versions/{n}", get(show_version))
         .route("/api/applications/{id}/activity", get(activity))
+        .route("/api/applications/{id}/executions", get(executions))
         .route("/api/capabilities", get(capabilities))
         .fallback(|| async { error(Rejection::NoSuchRoute.into()) })
         .method_not_allowed_fallback(|| async { error(Rejection::MethodNotAllowed.into()) });
@@ -244,8 +250,20 @@ async fn with_application<T: Send + 'static>(
     .await
 }
 
+/// The application, with its executions' convergence state.
 async fn show_application(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    respond(with_application(&state, &headers, id, |_, app| Ok(json_response(200, &ApplicationView::from(app)))).await)
+    respond(
+        with_application(&state, &headers, id, |tx, app| {
+            let page = projection::Page { cursor: None, limit: Some("1".to_owned()) };
+            let convergence = projection::build(tx, &app, &page)
+                .map_err(|e| ApiError::internal(format!("the projection of {}: {e}", app.application_id)))?
+                .convergence;
+            let mut view = serde_json::to_value(ApplicationView::from(app)).unwrap_or_default();
+            view["convergence"] = serde_json::to_value(convergence).unwrap_or_default();
+            Ok(json_response(200, &view))
+        })
+        .await,
+    )
 }
 
 async fn publish_version(
@@ -326,6 +344,55 @@ async fn activity(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id):
         })
         .await,
     )
+}
+
+/// `svc.execution-convergence.v1` (any member, viewer and up): `?cursor=` pages older
+/// executions, `?limit=` (1-100) sizes the page.
+async fn executions(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    uri: axum::http::Uri,
+) -> Response {
+    respond(
+        async {
+            let page = page_query(uri.query().unwrap_or(""))?;
+            with_application(&state, &headers, id, move |tx, app| {
+                let view = projection::build(tx, &app, &page).map_err(|e| match e {
+                    projection::ProjectionError::Cursor(_) | projection::ProjectionError::Limit(_) => {
+                        ApiError::from(Rejection::InvalidQuery(e.to_string()))
+                    }
+                    projection::ProjectionError::Store(e) => e.into(),
+                    projection::ProjectionError::Plan(e) => ApiError::internal(e.to_string()),
+                })?;
+                Ok(json_response(200, &view))
+            })
+            .await
+        }
+        .await,
+    )
+}
+
+/// `cursor` and `limit`, each at most once, and nothing else.
+fn page_query(query: &str) -> Result<projection::Page, ApiError> {
+    let mut page = projection::Page::default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let slot = match key {
+            "cursor" => &mut page.cursor,
+            "limit" => &mut page.limit,
+            other => {
+                return Err(Rejection::InvalidQuery(format!(
+                    "unknown query parameter \"{other}\"; the parameters are cursor and limit"
+                ))
+                .into());
+            }
+        };
+        if slot.replace(value.to_owned()).is_some() {
+            return Err(Rejection::InvalidQuery(format!("`{key}` is given twice")).into());
+        }
+    }
+    Ok(page)
 }
 
 async fn capabilities(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {

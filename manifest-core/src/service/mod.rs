@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod auth;
 pub mod capability;
+pub mod executions;
 mod http;
 mod layers;
 mod publish;
@@ -69,6 +70,27 @@ pub struct ServiceConfig {
     pub tls: Option<svc_http::Tls>,
     /// A crash to inject, for tests.
     pub fault: Option<FaultPoint>,
+    /// Where published applications run.
+    pub pool: Pool,
+}
+
+/// The processors the scheduler launches jobs on.
+#[derive(Clone)]
+pub enum Pool {
+    /// A market given by the caller (the local pool, or a simulated one in tests).
+    Market(Arc<dyn svc_execution::Market>),
+    /// No processors, and why: the scheduler records every launch as refused
+    /// (`no_processor`, with this reason).
+    None(String),
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Pool::Market(_) => "Pool::Market",
+            Pool::None(_) => "Pool::None",
+        })
+    }
 }
 
 impl ServiceConfig {
@@ -82,6 +104,7 @@ impl ServiceConfig {
             http: svc_http::Settings::default(),
             tls: None,
             fault: None,
+            pool: Pool::None("the service was started without processors".to_owned()),
         }
     }
 }
@@ -96,6 +119,9 @@ pub enum ServeError {
     /// limit).
     #[error(transparent)]
     Listen(#[from] svc_http::ServeError),
+    /// The scheduler could not recover or start.
+    #[error("the scheduler could not start: {0}")]
+    Scheduler(#[source] svc_execution::executor::StoreFailure),
 }
 
 /// Shared by every request.
@@ -106,6 +132,8 @@ pub(crate) struct State {
     /// Publications reading and validating their manifest at once: one per core (see
     /// `publish::prepare_body`).
     pub(crate) validations: Arc<tokio::sync::Semaphore>,
+    /// The scheduler, told of every committed publication, pause and resume.
+    pub(crate) scheduler: executions::runner::Scheduler,
 }
 
 /// Runs the service until SIGINT or SIGTERM, then drains in-flight requests (at most the
@@ -122,14 +150,28 @@ pub async fn serve_until(
     on_listening: impl FnOnce(&svc_http::Server),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let store = store::SqliteStore::open(&config.data_dir)?;
+    let store = Arc::new(store::SqliteStore::open(&config.data_dir)?);
     let server = svc_http::Server::bind("svc serve", config.listen, config.tls, config.http).await?;
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    let market: Arc<dyn svc_execution::Market> = match config.pool {
+        Pool::Market(m) => m,
+        Pool::None(why) => Arc::new(svc_execution::market::Unavailable(why)),
+    };
+    let scheduler = {
+        let store = Arc::clone(&store) as Arc<dyn svc_execution::executor::ExecutionStore>;
+        tokio::task::spawn_blocking(move || {
+            executions::runner::Scheduler::start(store, market, Arc::new(svc_execution::SystemClock))
+        })
+        .await
+        .map_err(|e| ServeError::Scheduler(svc_execution::executor::StoreFailure(Box::new(e))))?
+        .map_err(ServeError::Scheduler)?
+    };
     let state = Arc::new(State {
-        store: Arc::new(store),
+        store,
         schema_pairs: config.schema_pairs,
         fault: config.fault,
         validations: Arc::new(tokio::sync::Semaphore::new(cores)),
+        scheduler,
     });
     on_listening(&server);
     server.serve(http::router(state), shutdown).await;

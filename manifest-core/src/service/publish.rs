@@ -275,7 +275,12 @@ pub(crate) async fn publish(state: &State, prepared: Prepared) -> Result<(u16, P
     );
     let gone = || ApiError::internal("the publication's grouped write was dropped before it ran");
     done_rx.await.map_err(|_| gone())??;
-    result_rx.await.map_err(|_| gone())?
+    let result = result_rx.await.map_err(|_| gone())?;
+    if matches!(result, Ok((201, _))) {
+        // Committed: the scheduler launches what the new version asks for now.
+        state.scheduler.wake();
+    }
+    result
 }
 
 /// A publication that passed layers 1-2, with everything the write needs, owned.
@@ -335,6 +340,10 @@ impl Prepared {
         }
         let rearm = app.settled;
         next_state(&mut app, self.pause_reason.as_deref(), version);
+        if rearm {
+            // The scheduler runs the application once more, under this version.
+            app.rearmed_version = version;
+        }
         tx.update_application(&app)?;
         tx.record_activity(
             app.key,
@@ -384,6 +393,17 @@ fn next_state(app: &mut Application, pause_reason: Option<&str>, version: u64) {
 /// The current time, RFC 3339 UTC, for activity.
 pub(crate) fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Unix milliseconds as RFC 3339 UTC with milliseconds (`2026-01-01T00:00:00.000Z`).
+pub(crate) fn rfc3339_ms(at: u64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+/// Now, in Unix milliseconds.
+pub(crate) fn now_ms() -> u64 {
+    svc_execution::Clock::now(&svc_execution::SystemClock)
 }
 
 #[cfg(test)]

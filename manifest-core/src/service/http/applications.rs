@@ -78,6 +78,7 @@ pub(super) async fn resume(
                     },
                 )?;
                 tx.commit()?;
+                state.scheduler.wake();
                 Ok(app)
             })
             .await?;

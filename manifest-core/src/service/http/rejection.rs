@@ -46,6 +46,9 @@ pub(crate) enum Rejection {
         /// The URL's version, as sent.
         version: String,
     },
+    /// A query string the route does not take (the message says what and why).
+    #[error("{0}")]
+    InvalidQuery(String),
     /// No route.
     #[error("no such route")]
     NoSuchRoute,
@@ -93,6 +96,7 @@ impl Rejection {
             Rejection::InvalidApplicationId { .. } => (400, "invalid_application_id"),
             Rejection::ApplicationNotFound { .. } => (404, "application_not_found"),
             Rejection::PolicyVersionNotFound { .. } => (404, "policy_version_not_found"),
+            Rejection::InvalidQuery(_) => (400, "invalid_query"),
             Rejection::NoSuchRoute => (404, "not_found"),
             Rejection::MethodNotAllowed => (405, "method_not_allowed"),
             Rejection::BodyTooLarge => (413, "body_too_large"),
@@ -262,6 +266,7 @@ mod tests {
             Rejection::InvalidApplicationId { id: s() },
             Rejection::ApplicationNotFound { application_id: s() },
             Rejection::PolicyVersionNotFound { version: s() },
+            Rejection::InvalidQuery(s()),
             Rejection::NoSuchRoute,
             Rejection::MethodNotAllowed,
             Rejection::BodyTooLarge,

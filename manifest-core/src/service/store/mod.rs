@@ -110,6 +110,26 @@ pub trait Transaction {
     /// How many wakeups an application has had.
     fn wakeups(&mut self, application: i64) -> Result<u64, StoreError>;
 
+    /// What the scheduler has recorded for an application: when it decides next, why it is
+    /// blocked, and each slot's live executions and newest generation.
+    fn execution_summary(&mut self, application: i64) -> Result<ExecutionSummary, StoreError>;
+    /// An application's executions, newest first, older than `before` (an execution key),
+    /// at most `limit`.
+    fn executions_page(
+        &mut self,
+        application: i64,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<svc_execution::Execution>, StoreError>;
+    /// Stores a secret's value for an application's jobs (provisioning it).
+    fn set_secret_value(
+        &mut self,
+        organization: i64,
+        application_id: &str,
+        secret_id: &str,
+        value: &[u8],
+    ) -> Result<(), StoreError>;
+
     /// Curated artifacts with this digest (global).
     fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, StoreError>;
     /// Curates an artifact.
@@ -230,6 +250,8 @@ pub struct Application {
     pub active_pointer_version: u64,
     /// A `once` application that ran and settled.
     pub settled: bool,
+    /// The version that re-armed it after it settled (0: never).
+    pub rearmed_version: u64,
 }
 
 /// One immutable policy version.
@@ -313,4 +335,15 @@ pub struct RuntimeImage {
     pub version: String,
     /// `sha256:...`
     pub digest: String,
+}
+
+/// What the scheduler has recorded for an application.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecutionSummary {
+    /// When it decides next (Unix ms).
+    pub next_at: Option<u64>,
+    /// Why a slot cannot run: code and message.
+    pub blocked: Option<(String, String)>,
+    /// Live executions and every attempt of each slot's newest generation, oldest first.
+    pub current: Vec<svc_execution::Execution>,
 }

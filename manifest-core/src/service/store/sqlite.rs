@@ -18,8 +18,11 @@ use super::{
 use crate::service::auth::Role;
 use crate::service::capability::Tier;
 
+mod executions;
+
 /// The migrations, in order; `PRAGMA user_version` is the number applied.
-const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/0001_initial.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../../migrations/0001_initial.sql"), include_str!("../../../migrations/0002_executions.sql")];
 
 /// The database file's name inside the data directory.
 pub const DATABASE_FILE: &str = "svc.sqlite3";
@@ -271,7 +274,7 @@ fn organization_row(r: &Row<'_>) -> rusqlite::Result<Organization> {
 }
 
 const APPLICATION_COLUMNS: &str = "id, organization_id, application_id, application_uid, status, pause_reason, \
-     active_pointer_version, settled";
+     active_pointer_version, settled, rearmed_version";
 
 fn application_row(r: &Row<'_>) -> rusqlite::Result<Application> {
     let status: String = r.get(4)?;
@@ -284,6 +287,7 @@ fn application_row(r: &Row<'_>) -> rusqlite::Result<Application> {
         pause_reason: r.get(5)?,
         active_pointer_version: r.get::<_, i64>(6)? as u64,
         settled: r.get(7)?,
+        rearmed_version: r.get::<_, i64>(8)? as u64,
     })
 }
 
@@ -469,12 +473,23 @@ impl Transaction for SqliteTransaction<'_> {
 
     fn update_application(&mut self, a: &Application) -> Result<(), StoreError> {
         self.conn()
+            // The scheduler looks at the application at once: a pause, a resume or a new
+            // pointer changes what it must do.
             .prepare_cached(
-                "UPDATE applications SET status = ?2, pause_reason = ?3, active_pointer_version = ?4, settled = ?5
+                "UPDATE applications SET status = ?2, pause_reason = ?3, active_pointer_version = ?4, settled = ?5,
+                     exec_next_at = ?6, rearmed_version = ?7
                  WHERE id = ?1",
             )
             .and_then(|mut s| {
-                s.execute(params![a.key, a.status.as_str(), a.pause_reason, int(a.active_pointer_version), a.settled])
+                s.execute(params![
+                    a.key,
+                    a.status.as_str(),
+                    a.pause_reason,
+                    int(a.active_pointer_version),
+                    a.settled,
+                    int(crate::service::publish::now_ms()),
+                    int(a.rearmed_version)
+                ])
             })
             .map_err(db)?;
         Ok(())
@@ -577,6 +592,11 @@ impl Transaction for SqliteTransaction<'_> {
             .prepare_cached("INSERT INTO wakeups (application_id, policy_version) VALUES (?1, ?2)")
             .and_then(|mut s| s.execute(params![application, int(version)]))
             .map_err(db)?;
+        // Committed with the publication: the scheduler decides for it at its next step.
+        self.conn()
+            .prepare_cached("UPDATE applications SET exec_next_at = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![application, int(crate::service::publish::now_ms())]))
+            .map_err(db)?;
         Ok(())
     }
 
@@ -585,6 +605,37 @@ impl Transaction for SqliteTransaction<'_> {
             .query_row("SELECT COUNT(*) FROM wakeups WHERE application_id = ?1", [application], |r| r.get::<_, i64>(0))
             .map(|n| n as u64)
             .map_err(db)
+    }
+
+    fn execution_summary(&mut self, application: i64) -> Result<super::ExecutionSummary, StoreError> {
+        executions::summary(self.conn(), application).map_err(db)
+    }
+
+    fn executions_page(
+        &mut self,
+        application: i64,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<svc_execution::Execution>, StoreError> {
+        executions::page(self.conn(), application, before, limit).map_err(db)
+    }
+
+    fn set_secret_value(
+        &mut self,
+        organization: i64,
+        application_id: &str,
+        secret_id: &str,
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO provisioned_secrets (organization_id, application_id, secret_id, value)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (organization_id, application_id, secret_id) DO UPDATE SET value = excluded.value",
+            )
+            .and_then(|mut s| s.execute(params![organization, application_id, secret_id, value]))
+            .map_err(db)?;
+        Ok(())
     }
 
     fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, StoreError> {

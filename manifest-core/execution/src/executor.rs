@@ -1,0 +1,466 @@
+//! Carries decisions out, exactly once. Every decision is recorded (committed) before its
+//! effect is sent to the market, and every effect's outcome is recorded after:
+//!
+//! 1. **intent**: in one transaction, the decision's executions are inserted as `launching`
+//!    and charged, stops are recorded as `stopping`, restarts as `restarting`;
+//! 2. **effect**: the orders go to the market (idempotent by execution ID);
+//! 3. **outcome**: placements become `running`, refusals `refused` (and refunded).
+//!
+//! A crash between 1 and 3 leaves `launching` or `stopping` rows; [`Executor::recover`]
+//! compares them with what the market holds ([`Market::jobs`]) and re-sends what was not
+//! done, adopts what was, and stops (and records) any job the store does not know. A slot
+//! generation is never launched twice because its execution ID is its idempotency key.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::clock::{Clock, Millis};
+use crate::market::{JobOrder, JobState, JobStatus, Market, StopMode, Workload};
+use crate::record::{AppKey, AppView, ExecKey, ExecState, Execution, Reason};
+use crate::scheduler::{Action, decide};
+
+/// Why the store failed; the executor stops its step (nothing after the failure is sent).
+#[derive(Debug, thiserror::Error)]
+#[error("the execution store failed: {0}")]
+pub struct StoreFailure(#[source] pub Box<dyn std::error::Error + Send + Sync>);
+
+/// Where executions are kept.
+pub trait ExecutionStore: Send + Sync {
+    /// A write transaction; writers are serialized.
+    fn begin(&self) -> Result<Box<dyn ExecutionTx + '_>, StoreFailure>;
+}
+
+/// One transaction of the execution store; dropped uncommitted, it rolls back.
+pub trait ExecutionTx {
+    /// Applications with something due at or before `now`, soonest first, at most `limit`.
+    fn due(&mut self, now: Millis, limit: usize) -> Result<Vec<AppKey>, StoreFailure>;
+    /// When the next application is due, if any is scheduled.
+    fn next_due(&mut self) -> Result<Option<Millis>, StoreFailure>;
+    /// One application as the scheduler sees it.
+    fn app(&mut self, app: AppKey) -> Result<Option<AppView>, StoreFailure>;
+    /// The execution with this market ID.
+    fn find(&mut self, execution_id: &str) -> Result<Option<(AppKey, Execution)>, StoreFailure>;
+    /// Every live execution.
+    fn live(&mut self) -> Result<Vec<(AppKey, Execution)>, StoreFailure>;
+    /// What a job of this policy version runs.
+    fn workload(&mut self, app: AppKey, policy_version: u64) -> Result<Workload, StoreFailure>;
+    /// Records a new execution and charges its quote to the ledger; returns its key.
+    fn insert(&mut self, app: AppKey, execution: &Execution) -> Result<ExecKey, StoreFailure>;
+    /// Records an execution's new state (and its processor, restarts, silence and reason),
+    /// with a transition entry from `from`.
+    fn transition(&mut self, app: AppKey, execution: &Execution, from: ExecState) -> Result<(), StoreFailure>;
+    /// Refunds a refused launch's charge.
+    fn refund(&mut self, app: AppKey, execution: &Execution, at: Millis) -> Result<(), StoreFailure>;
+    /// When to decide for the application next (`None`: only on a wakeup), and why it is
+    /// blocked, if it is.
+    fn schedule(&mut self, app: AppKey, next_at: Option<Millis>, blocked: Option<&Reason>) -> Result<(), StoreFailure>;
+    /// Records the active version as activated.
+    fn activate(&mut self, app: AppKey, version: u64, at: Millis) -> Result<(), StoreFailure>;
+    /// Settles a `once` application (terminal).
+    fn settle(&mut self, app: AppKey, at: Millis) -> Result<(), StoreFailure>;
+    /// Makes every write durable.
+    fn commit(self: Box<Self>) -> Result<(), StoreFailure>;
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepReport {
+    /// Applications decided for.
+    pub decided: usize,
+    /// Launch orders sent.
+    pub launched: usize,
+    /// Stops sent.
+    pub stopped: usize,
+    /// Status changes recorded.
+    pub recorded: usize,
+    /// Whether applications were left due (the batch was full): step again at once.
+    pub more: bool,
+}
+
+/// What recovery found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Launches re-sent (recorded, never placed).
+    pub relaunched: usize,
+    /// Launches found placed and adopted.
+    pub adopted: usize,
+    /// Live executions the market no longer has: recorded failed.
+    pub lost: usize,
+    /// Jobs the store does not know as live: stopped and recorded.
+    pub orphans_stopped: usize,
+}
+
+enum Effect {
+    Launch(AppKey, Execution, JobOrder),
+    Stop(String, StopMode),
+    Restart(AppKey, Execution, JobOrder, String),
+}
+
+/// Runs the scheduler over a store and a market.
+pub struct Executor {
+    store: Arc<dyn ExecutionStore>,
+    market: Arc<dyn Market>,
+    clock: Arc<dyn Clock>,
+    batch: usize,
+}
+
+impl Executor {
+    /// An executor deciding for at most `batch` applications per transaction.
+    pub fn new(
+        store: Arc<dyn ExecutionStore>,
+        market: Arc<dyn Market>,
+        clock: Arc<dyn Clock>,
+        batch: usize,
+    ) -> Executor {
+        Executor { store, market, clock, batch: batch.max(1) }
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// When the next application is due.
+    pub fn next_due(&self) -> Result<Option<Millis>, StoreFailure> {
+        self.store.begin()?.next_due()
+    }
+
+    /// Reconciles the store with what the market holds: run at start, before any step.
+    pub fn recover(&self) -> Result<RecoveryReport, StoreFailure> {
+        let now = self.clock.now();
+        let jobs: HashMap<String, JobStatus> =
+            self.market.jobs().into_iter().map(|j| (j.execution_id.clone(), j)).collect();
+        let mut report = RecoveryReport::default();
+        let mut effects = Vec::new();
+        let mut release = Vec::new();
+        let mut tx = self.store.begin()?;
+        let live = tx.live()?;
+        let known: BTreeSet<&str> = live.iter().map(|(_, e)| e.execution_id.as_str()).collect();
+        let mut touched = BTreeSet::new();
+        for (app, e) in &live {
+            match (e.state, jobs.get(&e.execution_id)) {
+                (ExecState::Launching, None) => {
+                    let avoid = avoid_for(tx.as_mut(), *app, e)?;
+                    let order = order(tx.as_mut(), *app, e, avoid, None)?;
+                    effects.push(Effect::Launch(*app, e.clone(), order));
+                    report.relaunched += 1;
+                }
+                (ExecState::Stopping, Some(job)) if !ended(job.state) => {
+                    effects.push(Effect::Stop(e.execution_id.clone(), StopMode::Stop));
+                }
+                (_, Some(job)) => {
+                    if e.state == ExecState::Launching {
+                        report.adopted += 1;
+                    }
+                    if record_status(tx.as_mut(), *app, e, job, now)? {
+                        touched.insert(*app);
+                    }
+                    if ended(job.state) {
+                        release.push(e.execution_id.clone());
+                    }
+                }
+                (ExecState::Stopping, None) => {
+                    set(tx.as_mut(), *app, e, ExecState::Stopped, None, now)?;
+                    touched.insert(*app);
+                }
+                (_, None) => {
+                    let reason = Reason::new("lost", "its processor no longer has it (found at the service's restart)");
+                    set(tx.as_mut(), *app, e, ExecState::Failed, Some(reason), now)?;
+                    report.lost += 1;
+                    touched.insert(*app);
+                }
+            }
+        }
+        // Jobs the store does not know as live: ended ones are released, running ones stopped.
+        for (id, job) in &jobs {
+            if known.contains(id.as_str()) {
+                continue;
+            }
+            if !ended(job.state) {
+                effects.push(Effect::Stop(id.clone(), StopMode::Stop));
+                report.orphans_stopped += 1;
+            }
+            release.push(id.clone());
+        }
+        for app in &touched {
+            tx.schedule(*app, Some(now), None)?;
+        }
+        tx.commit()?;
+        self.apply(effects, now)?;
+        // After the stops: an orphan is stopped first, then forgotten.
+        for id in release {
+            self.market.release(&id);
+        }
+        Ok(report)
+    }
+
+    /// Records status changes, decides for every due application (one batch), records the
+    /// decisions, sends them, and records their outcomes.
+    pub fn step(&self) -> Result<StepReport, StoreFailure> {
+        let now = self.clock.now();
+        let mut report = StepReport::default();
+        let mut touched = BTreeSet::new();
+        let changes = self.market.changes();
+        if !changes.is_empty() {
+            let mut release = Vec::new();
+            let mut tx = self.store.begin()?;
+            for job in &changes {
+                match tx.find(&job.execution_id)? {
+                    Some((app, e)) if e.state.is_live() => {
+                        if record_status(tx.as_mut(), app, &e, job, now)? {
+                            touched.insert(app);
+                            report.recorded += 1;
+                        }
+                        if ended(job.state) {
+                            release.push(job.execution_id.clone());
+                        }
+                    }
+                    Some(_) if ended(job.state) => release.push(job.execution_id.clone()),
+                    Some(_) => {}
+                    None => {
+                        // Not ours: stop it, and forget it once it has ended.
+                        self.market.stop(&job.execution_id, StopMode::Stop);
+                        if ended(job.state) {
+                            release.push(job.execution_id.clone());
+                        }
+                    }
+                }
+            }
+            for app in &touched {
+                tx.schedule(*app, Some(now), None)?;
+            }
+            tx.commit()?;
+            for id in release {
+                self.market.release(&id);
+            }
+        }
+
+        let mut tx = self.store.begin()?;
+        let due = tx.due(now, self.batch)?;
+        report.more = due.len() >= self.batch;
+        let mut effects = Vec::new();
+        for app in due {
+            let Some(view) = tx.app(app)? else { continue };
+            report.decided += 1;
+            let market = &self.market;
+            let decision =
+                decide(&view, now, &mut |plan, avoid, window| market.quote(&plan.requirements, avoid, window));
+            if let Some((version, at)) = decision.activated {
+                tx.activate(app, version, at)?;
+            }
+            let requirements = view.plan.as_ref().map(|p| &p.requirements);
+            let by_key: BTreeMap<ExecKey, &Execution> = view.executions.iter().map(|e| (e.key, e)).collect();
+            let mut stopped = BTreeSet::new();
+            for action in decision.actions {
+                match action {
+                    Action::Launch { execution, avoid } => {
+                        let mut e = execution;
+                        e.key = tx.insert(app, &e)?;
+                        let order = order(tx.as_mut(), app, &e, avoid, requirements)?;
+                        effects.push(Effect::Launch(app, e, order));
+                    }
+                    Action::Refuse(e) => {
+                        tx.insert(app, &e)?;
+                    }
+                    Action::Stop { key, mode, reason } => {
+                        let Some(e) = by_key.get(&key) else { continue };
+                        if stopped.insert(key) {
+                            set(tx.as_mut(), app, e, ExecState::Stopping, Some(reason), now)?;
+                            effects.push(Effect::Stop(e.execution_id.clone(), mode));
+                        }
+                    }
+                    Action::Fail { key, reason } => {
+                        let Some(e) = by_key.get(&key) else { continue };
+                        if stopped.insert(key) {
+                            set(tx.as_mut(), app, e, ExecState::Failed, Some(reason), now)?;
+                            effects.push(Effect::Stop(e.execution_id.clone(), StopMode::Stop));
+                        }
+                    }
+                    Action::Restart { key } => {
+                        let Some(e) = by_key.get(&key) else { continue };
+                        let Some(processor) = e.processor_id.clone() else { continue };
+                        let mut restarted = (*e).clone();
+                        restarted.state = ExecState::Restarting;
+                        restarted.restarts += 1;
+                        restarted.changed_at = now;
+                        restarted.silent_since = None;
+                        tx.transition(app, &restarted, e.state)?;
+                        let order = order(tx.as_mut(), app, &restarted, Vec::new(), requirements)?;
+                        effects.push(Effect::Restart(app, restarted, order, processor));
+                    }
+                    Action::Settle => tx.settle(app, now)?,
+                }
+            }
+            tx.schedule(app, decision.next_at, decision.blocked.as_ref())?;
+        }
+        tx.commit()?;
+        report.launched = effects.iter().filter(|e| matches!(e, Effect::Launch(..))).count();
+        report.stopped = effects.iter().filter(|e| matches!(e, Effect::Stop(..))).count();
+        self.apply(effects, now)?;
+        Ok(report)
+    }
+
+    /// Sends effects to the market and records their outcomes in one transaction.
+    fn apply(&self, effects: Vec<Effect>, now: Millis) -> Result<(), StoreFailure> {
+        let mut outcomes = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Launch(app, e, order) => outcomes.push((app, e, self.market.launch(&order).map(Some))),
+                Effect::Restart(app, e, order, processor) => {
+                    outcomes.push((app, e, self.market.restart(&order, &processor).map(|()| None)));
+                }
+                Effect::Stop(id, mode) => self.market.stop(&id, mode),
+            }
+        }
+        if outcomes.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.store.begin()?;
+        for (app, e, outcome) in outcomes {
+            match outcome {
+                Ok(Some(placement)) => {
+                    let mut placed = e.clone();
+                    placed.state = ExecState::Running;
+                    placed.processor_id = Some(placement.processor_id);
+                    placed.changed_at = now;
+                    // A status the market reported meanwhile (ready) is recorded by the next step.
+                    if current_state(tx.as_mut(), &e)? == Some(ExecState::Launching) {
+                        tx.transition(app, &placed, ExecState::Launching)?;
+                    }
+                }
+                Ok(None) => {}
+                Err(refusal) => {
+                    let from = current_state(tx.as_mut(), &e)?.unwrap_or(e.state);
+                    if !from.is_live() {
+                        continue;
+                    }
+                    let mut refused = e.clone();
+                    let reason = Reason::new(refusal.code(), refusal.to_string());
+                    if e.state == ExecState::Restarting {
+                        refused.state = ExecState::Failed;
+                    } else {
+                        refused.state = ExecState::Refused;
+                        tx.refund(app, &e, now)?;
+                    }
+                    refused.reason = Some(reason);
+                    refused.changed_at = now;
+                    tx.transition(app, &refused, from)?;
+                    tx.schedule(app, Some(now), None)?;
+                }
+            }
+        }
+        tx.commit()
+    }
+}
+
+fn ended(state: JobState) -> bool {
+    matches!(state, JobState::Exited(_) | JobState::Lost)
+}
+
+fn current_state(tx: &mut dyn ExecutionTx, e: &Execution) -> Result<Option<ExecState>, StoreFailure> {
+    Ok(tx.find(&e.execution_id)?.map(|(_, found)| found.state))
+}
+
+fn set(
+    tx: &mut dyn ExecutionTx,
+    app: AppKey,
+    e: &Execution,
+    state: ExecState,
+    reason: Option<Reason>,
+    now: Millis,
+) -> Result<(), StoreFailure> {
+    let mut next = e.clone();
+    next.state = state;
+    next.changed_at = now;
+    if reason.is_some() {
+        next.reason = reason;
+    }
+    tx.transition(app, &next, e.state)
+}
+
+/// Records what the market says of a live execution; true if its state changed in a way the
+/// scheduler must look at.
+fn record_status(
+    tx: &mut dyn ExecutionTx,
+    app: AppKey,
+    e: &Execution,
+    job: &JobStatus,
+    now: Millis,
+) -> Result<bool, StoreFailure> {
+    let mut next = e.clone();
+    next.changed_at = now;
+    next.processor_id = Some(job.processor_id.clone());
+    match job.state {
+        JobState::Starting => {
+            next.silent_since = None;
+            if e.state != ExecState::Launching {
+                return Ok(false);
+            }
+            next.state = ExecState::Running;
+        }
+        JobState::Ready => {
+            next.silent_since = None;
+            if e.state == ExecState::Stopping {
+                return Ok(false);
+            }
+            next.state = ExecState::Ready;
+        }
+        JobState::Silent(since) => {
+            if e.silent_since.is_some() {
+                return Ok(false);
+            }
+            next.silent_since = Some(since);
+            next.changed_at = e.changed_at;
+        }
+        JobState::Exited(code) => {
+            (next.state, next.reason) = match (e.state, code) {
+                (ExecState::Stopping, _) => (ExecState::Stopped, e.reason.clone()),
+                (_, Some(0)) => (ExecState::Completed, Some(Reason::new("exited", "it exited with status 0"))),
+                (_, Some(n)) => (ExecState::Failed, Some(Reason::new("exited", format!("it exited with status {n}")))),
+                (_, None) => (ExecState::Failed, Some(Reason::new("killed", "it was killed"))),
+            };
+        }
+        JobState::Lost => {
+            (next.state, next.reason) = match e.state {
+                ExecState::Stopping => (ExecState::Stopped, e.reason.clone()),
+                _ => (ExecState::Failed, Some(Reason::new("lost", "its processor lost it"))),
+            };
+        }
+    }
+    if next == *e {
+        return Ok(false);
+    }
+    tx.transition(app, &next, e.state)?;
+    Ok(true)
+}
+
+fn avoid_for(tx: &mut dyn ExecutionTx, app: AppKey, e: &Execution) -> Result<Vec<String>, StoreFailure> {
+    let Some(view) = tx.app(app)? else { return Ok(Vec::new()) };
+    Ok(view
+        .executions
+        .iter()
+        .filter(|o| o.slot == e.slot && o.generation == e.generation && o.attempt < e.attempt)
+        .filter(|o| o.state == ExecState::Failed)
+        .filter_map(|o| o.processor_id.clone())
+        .collect())
+}
+
+fn order(
+    tx: &mut dyn ExecutionTx,
+    app: AppKey,
+    e: &Execution,
+    avoid: Vec<String>,
+    requirements: Option<&crate::plan::Requirements>,
+) -> Result<JobOrder, StoreFailure> {
+    let requirements = match requirements {
+        Some(r) => r.clone(),
+        None => tx.app(app)?.and_then(|v| v.plan).map(|p| p.requirements).unwrap_or_default(),
+    };
+    Ok(JobOrder {
+        execution_id: e.execution_id.clone(),
+        window_end: e.window_end,
+        requirements,
+        avoid,
+        workload: tx.workload(app, e.policy_version)?,
+    })
+}

@@ -1,0 +1,37 @@
+//! Executions: how a published application's policy becomes running jobs.
+//!
+//! - [`plan`]: what one policy version asks for (slots, windows, phasing, modes, renewal,
+//!   update, recovery, spend), in the scheduler's terms;
+//! - [`scheduler`]: the pure decision: from what is recorded and the time, what to launch,
+//!   stop, retry, replace or settle next, each rule citing the SPEC row it runs;
+//! - [`spend`]: the charges a launch would add, checked against the spend authority;
+//! - [`market`]: the compute network as a trait; [`simulated`] is a pool that runs no
+//!   process, for tests and benchmarks; [`local`] runs each job as confined processes on
+//!   this machine, from the content-addressed [`artifacts`] store;
+//! - [`executor`]: records each decision with its effect in an [`executor::ExecutionStore`]
+//!   so that a crash at any moment launches no slot generation twice;
+//! - [`record`]: executions and the view of one application the scheduler reads;
+//! - [`memory`]: an in-memory execution store for tests;
+//! - [`clock`]: Unix milliseconds from a real or a manual clock.
+
+#![forbid(unsafe_code)]
+
+pub mod artifacts;
+pub mod clock;
+pub mod executor;
+pub mod local;
+pub mod market;
+pub mod memory;
+pub mod plan;
+pub mod record;
+pub mod scheduler;
+pub mod simulated;
+pub mod spend;
+
+pub use clock::{Clock, ManualClock, Millis, SystemClock};
+pub use market::{
+    JobOrder, JobState, JobStatus, Market, Placement, Quote, Refusal, StopMode, Workload, WorkloadRuntime,
+};
+pub use plan::Plan;
+pub use record::{AppKey, AppStatus, AppView, ExecKey, ExecState, Execution, Reason};
+pub use simulated::SimulatedPool;

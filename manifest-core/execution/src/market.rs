@@ -1,0 +1,197 @@
+//! The compute network, as the scheduler sees it: a [`Market`] of processors that take job
+//! orders. The real network cannot run here; [`crate::SimulatedPool`] runs no process (tests,
+//! benchmarks) and the local pool (`svc-execution`'s `local` module) runs each job as confined
+//! processes. `docs/compute-network.md` maps this trait onto the real network.
+//!
+//! The contract that makes launches exactly-once across a crash of the service:
+//! - [`Market::launch`] is idempotent by [`JobOrder::execution_id`]: launching an id the
+//!   market already holds returns that job's placement and starts nothing;
+//! - [`Market::stop`] and [`Market::release`] are idempotent, and an unknown id is fine;
+//! - [`Market::jobs`] lists every job the market holds, ended ones included until the service
+//!   [`release`](Market::release)s them, so a status change the service lost in a crash is
+//!   found again.
+
+use std::path::PathBuf;
+
+use crate::clock::Millis;
+use crate::plan::Requirements;
+
+/// A job order: one attempt of one generation of one slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOrder {
+    /// The idempotency key, unique forever: `{application uid}/{slot}/{generation}/{attempt}`.
+    pub execution_id: String,
+    /// When its paid window ends (the market may stop it then).
+    pub window_end: Millis,
+    /// What a processor must offer.
+    pub requirements: Requirements,
+    /// Processors not to use (a fresh replacement avoids the one that failed).
+    pub avoid: Vec<String>,
+    /// What to run.
+    pub workload: Workload,
+}
+
+/// What a job runs, resolved from its policy version.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Workload {
+    /// The artifact's digest (`sha256:...`): a processor refuses a bundle that does not match.
+    pub artifact_digest: String,
+    /// How to start it.
+    pub runtime: WorkloadRuntime,
+    /// The job's whole environment: the policy's variables and environment secrets.
+    pub env: Vec<(String, String)>,
+    /// Secret files: absolute path inside the job, contents.
+    pub files: Vec<(PathBuf, Vec<u8>)>,
+}
+
+/// How a job starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkloadRuntime {
+    /// V5 `runtime.kind: javascript` (V4: an engine and optional command).
+    Javascript {
+        /// `nodejs`, `deno` or `bun`.
+        engine: String,
+        /// The entry file, relative to the artifact root.
+        entry_file: String,
+    },
+    /// V5 `runtime.kind: native_image`.
+    NativeImage {
+        /// The catalog image's digest.
+        image_digest: String,
+        /// The executable inside the image.
+        executable: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+}
+
+impl Default for WorkloadRuntime {
+    fn default() -> WorkloadRuntime {
+        WorkloadRuntime::Javascript { engine: "nodejs".into(), entry_file: "index.js".into() }
+    }
+}
+
+/// A processor's price for a job. A launch is charged its quote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Quote {
+    /// Service-credit micros.
+    pub service_credit_micros: u128,
+    /// The processor's reward, planck (V4 `maxRewardPlanckPerJob`).
+    pub reward_planck: u128,
+    /// The network's fee, planck (V4 `maxNativeFeePlanckPerJob`).
+    pub native_fee_planck: u128,
+}
+
+/// Where a job was placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The processor.
+    pub processor_id: String,
+    /// What the launch costs.
+    pub quote: Quote,
+}
+
+/// How a job is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Stop it now.
+    Stop,
+    /// Ask it to cease (SIGTERM and a grace period, then stop): V4 `cooperative_cease`.
+    Cease,
+}
+
+/// What a job is doing, as its processor reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// Placed and starting.
+    Starting,
+    /// Its runtime reported ready.
+    Ready,
+    /// Its processor stopped reporting at this time.
+    Silent(Millis),
+    /// It ended: its exit code (`None`: killed or stopped).
+    Exited(Option<i32>),
+    /// Its processor no longer knows it (lost).
+    Lost,
+}
+
+/// One job the market holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStatus {
+    /// Its order's execution ID.
+    pub execution_id: String,
+    /// Where it runs.
+    pub processor_id: String,
+    /// What it is doing.
+    pub state: JobState,
+}
+
+/// Why the market would not take an order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// No processor offers what the order needs, or every one is busy.
+    #[error("no processor can take the job: {0}")]
+    NoProcessor(String),
+    /// The artifact is missing or its digest does not match.
+    #[error("the artifact cannot be used: {0}")]
+    Artifact(String),
+    /// The processor failed to start it.
+    #[error("the job did not start: {0}")]
+    Start(String),
+}
+
+impl Refusal {
+    /// A stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::NoProcessor(_) => "no_processor",
+            Refusal::Artifact(_) => "artifact_refused",
+            Refusal::Start(_) => "launch_failed",
+        }
+    }
+}
+
+/// The compute network.
+pub trait Market: Send + Sync {
+    /// What a job of `window_ms` meeting `requirements` would cost on the processor the
+    /// market would choose now, avoiding `avoid`.
+    fn quote(&self, requirements: &Requirements, avoid: &[String], window_ms: Millis) -> Result<Quote, Refusal>;
+    /// Places and starts a job; idempotent by execution ID.
+    fn launch(&self, order: &JobOrder) -> Result<Placement, Refusal>;
+    /// Starts a job again on `processor_id`, where it ran and failed (a same-job restart);
+    /// a job of that ID still running there is left alone.
+    fn restart(&self, order: &JobOrder, processor_id: &str) -> Result<(), Refusal>;
+    /// Stops a job; idempotent.
+    fn stop(&self, execution_id: &str, mode: StopMode);
+    /// Jobs whose state changed since the last call.
+    fn changes(&self) -> Vec<JobStatus>;
+    /// Every job held, ended ones included until released.
+    fn jobs(&self) -> Vec<JobStatus>;
+    /// Forgets an ended job (the service has recorded its end); idempotent.
+    fn release(&self, execution_id: &str);
+}
+
+/// A market with no processor: every launch is refused, with the reason it has none (the
+/// local pool could not start, or the service was started with `--processors 0`).
+#[derive(Debug, Clone)]
+pub struct Unavailable(pub String);
+
+impl Market for Unavailable {
+    fn quote(&self, _: &Requirements, _: &[String], _: Millis) -> Result<Quote, Refusal> {
+        Err(Refusal::NoProcessor(self.0.clone()))
+    }
+    fn launch(&self, _: &JobOrder) -> Result<Placement, Refusal> {
+        Err(Refusal::NoProcessor(self.0.clone()))
+    }
+    fn restart(&self, _: &JobOrder, _: &str) -> Result<(), Refusal> {
+        Err(Refusal::NoProcessor(self.0.clone()))
+    }
+    fn stop(&self, _: &str, _: StopMode) {}
+    fn changes(&self) -> Vec<JobStatus> {
+        Vec::new()
+    }
+    fn jobs(&self) -> Vec<JobStatus> {
+        Vec::new()
+    }
+    fn release(&self, _: &str) {}
+}

@@ -1,0 +1,242 @@
+//! An [`ExecutionStore`] in memory, for tests: a transaction works on a copy and commit
+//! swaps it in, so an uncommitted transaction leaves nothing. [`MemoryStore::crash`] makes
+//! every later commit fail, which is how tests stop the executor at a random moment.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::clock::Millis;
+use crate::executor::{ExecutionStore, ExecutionTx, StoreFailure};
+use crate::market::Workload;
+use crate::plan::Plan;
+use crate::record::{AppKey, AppStatus, AppView, Charge, ExecKey, ExecState, Execution, Reason};
+
+/// One application in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryApp {
+    /// Identity.
+    pub uid: String,
+    /// Publication status.
+    pub status: AppStatus,
+    /// Settled (`once`).
+    pub settled: bool,
+    /// When it settled.
+    pub settled_at: Option<Millis>,
+    /// The version that re-armed it (0: never).
+    pub rearmed_version: u64,
+    /// Its active plan.
+    pub plan: Option<Plan>,
+    /// The version the scheduler activated, and when.
+    pub activated: (u64, Millis),
+    /// When it is due next.
+    pub next_at: Option<Millis>,
+    /// Why it is blocked.
+    pub blocked: Option<Reason>,
+}
+
+/// Everything committed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryState {
+    /// Applications by key.
+    pub apps: BTreeMap<AppKey, MemoryApp>,
+    /// Executions by key, with their application.
+    pub executions: BTreeMap<ExecKey, (AppKey, Execution)>,
+    /// The ledger: charges (positive) and refunds, by application.
+    pub ledger: Vec<(AppKey, ExecKey, Charge, bool)>,
+    /// Every transition: execution, from, to.
+    pub transitions: Vec<(ExecKey, ExecState, ExecState)>,
+}
+
+/// The store.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<MemoryState>,
+    crashed: Arc<AtomicBool>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemoryState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A copy of what is committed.
+    pub fn snapshot(&self) -> MemoryState {
+        self.lock().clone()
+    }
+
+    /// Changes committed state directly (what the publication service does in its own
+    /// transactions: publish, pause, resume).
+    pub fn edit<T>(&self, f: impl FnOnce(&mut MemoryState) -> T) -> T {
+        f(&mut self.lock())
+    }
+
+    /// An empty store whose commits fail while `crashed` is set (shared with a test's market,
+    /// so both die together).
+    pub fn with_crash_flag(crashed: Arc<AtomicBool>) -> MemoryStore {
+        MemoryStore { state: Mutex::default(), crashed }
+    }
+
+    /// From now on every commit fails (the process died); [`MemoryStore::restart`] undoes it.
+    pub fn crash(&self) {
+        self.crashed.store(true, Ordering::SeqCst);
+    }
+
+    /// The shared crash flag.
+    pub fn crash_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.crashed)
+    }
+
+    /// The process is back: commits work again.
+    pub fn restart(&self) {
+        self.crashed.store(false, Ordering::SeqCst);
+    }
+}
+
+struct MemoryTx<'a> {
+    guard: MutexGuard<'a, MemoryState>,
+    work: MemoryState,
+    crashed: &'a AtomicBool,
+}
+
+fn failure(message: &str) -> StoreFailure {
+    StoreFailure(message.to_owned().into())
+}
+
+impl ExecutionStore for MemoryStore {
+    fn begin(&self) -> Result<Box<dyn ExecutionTx + '_>, StoreFailure> {
+        if self.crashed.load(Ordering::SeqCst) {
+            return Err(failure("the store is down"));
+        }
+        let guard = self.lock();
+        let work = guard.clone();
+        Ok(Box::new(MemoryTx { guard, work, crashed: &self.crashed }))
+    }
+}
+
+impl ExecutionTx for MemoryTx<'_> {
+    fn due(&mut self, now: Millis, limit: usize) -> Result<Vec<AppKey>, StoreFailure> {
+        let mut due: Vec<(Millis, AppKey)> =
+            self.work.apps.iter().filter_map(|(k, a)| a.next_at.filter(|&t| t <= now).map(|t| (t, *k))).collect();
+        due.sort_unstable();
+        Ok(due.into_iter().take(limit).map(|(_, k)| k).collect())
+    }
+
+    fn next_due(&mut self) -> Result<Option<Millis>, StoreFailure> {
+        Ok(self.work.apps.values().filter_map(|a| a.next_at).min())
+    }
+
+    fn app(&mut self, app: AppKey) -> Result<Option<AppView>, StoreFailure> {
+        let Some(a) = self.work.apps.get(&app) else { return Ok(None) };
+        let mine: Vec<&Execution> = self.work.executions.values().filter(|(k, _)| *k == app).map(|(_, e)| e).collect();
+        let mut newest: BTreeMap<u16, u64> = BTreeMap::new();
+        for e in &mine {
+            let g = newest.entry(e.slot).or_default();
+            *g = (*g).max(e.generation);
+        }
+        let executions = mine
+            .into_iter()
+            .filter(|e| e.state.is_live() || newest.get(&e.slot) == Some(&e.generation))
+            .cloned()
+            .collect();
+        let charges = self
+            .work
+            .ledger
+            .iter()
+            .filter(|(k, exec, _, refund)| {
+                *k == app && !refund && !self.work.ledger.iter().any(|(_, x, _, r)| *r && x == exec)
+            })
+            .map(|(_, _, c, _)| *c)
+            .collect();
+        Ok(Some(AppView {
+            key: app,
+            uid: a.uid.clone(),
+            status: a.status,
+            settled: a.settled,
+            rearmed_version: a.rearmed_version,
+            plan: a.plan.clone(),
+            activated_version: a.activated.0,
+            activated_at: a.activated.1,
+            executions,
+            charges,
+        }))
+    }
+
+    fn find(&mut self, execution_id: &str) -> Result<Option<(AppKey, Execution)>, StoreFailure> {
+        Ok(self.work.executions.values().find(|(_, e)| e.execution_id == execution_id).cloned())
+    }
+
+    fn live(&mut self) -> Result<Vec<(AppKey, Execution)>, StoreFailure> {
+        Ok(self.work.executions.values().filter(|(_, e)| e.state.is_live()).cloned().collect())
+    }
+
+    fn workload(&mut self, _app: AppKey, _policy_version: u64) -> Result<Workload, StoreFailure> {
+        Ok(Workload::default())
+    }
+
+    fn insert(&mut self, app: AppKey, execution: &Execution) -> Result<ExecKey, StoreFailure> {
+        if self.work.executions.values().any(|(_, e)| e.execution_id == execution.execution_id) {
+            return Err(failure("execution ID already recorded"));
+        }
+        let key = self.work.executions.keys().next_back().copied().unwrap_or(0) + 1;
+        let mut e = execution.clone();
+        e.key = key;
+        if e.state == ExecState::Launching {
+            let charge = Charge { slot: e.slot, generation: e.generation, at: e.created_at, quote: e.charged };
+            self.work.ledger.push((app, key, charge, false));
+        }
+        self.work.executions.insert(key, (app, e));
+        Ok(key)
+    }
+
+    fn transition(&mut self, app: AppKey, execution: &Execution, from: ExecState) -> Result<(), StoreFailure> {
+        let Some(slot) = self.work.executions.get_mut(&execution.key) else {
+            return Err(failure("no such execution"));
+        };
+        *slot = (app, execution.clone());
+        self.work.transitions.push((execution.key, from, execution.state));
+        Ok(())
+    }
+
+    fn refund(&mut self, app: AppKey, execution: &Execution, at: Millis) -> Result<(), StoreFailure> {
+        let charge = Charge { slot: execution.slot, generation: execution.generation, at, quote: execution.charged };
+        self.work.ledger.push((app, execution.key, charge, true));
+        Ok(())
+    }
+
+    fn schedule(&mut self, app: AppKey, next_at: Option<Millis>, blocked: Option<&Reason>) -> Result<(), StoreFailure> {
+        if let Some(a) = self.work.apps.get_mut(&app) {
+            a.next_at = next_at;
+            a.blocked = blocked.cloned();
+        }
+        Ok(())
+    }
+
+    fn activate(&mut self, app: AppKey, version: u64, at: Millis) -> Result<(), StoreFailure> {
+        if let Some(a) = self.work.apps.get_mut(&app) {
+            a.activated = (version, at);
+        }
+        Ok(())
+    }
+
+    fn settle(&mut self, app: AppKey, at: Millis) -> Result<(), StoreFailure> {
+        if let Some(a) = self.work.apps.get_mut(&app) {
+            a.settled = true;
+            a.settled_at = Some(at);
+        }
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreFailure> {
+        if self.crashed.load(Ordering::SeqCst) {
+            return Err(failure("the store is down"));
+        }
+        *self.guard = std::mem::take(&mut self.work);
+        Ok(())
+    }
+}

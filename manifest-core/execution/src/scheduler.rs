@@ -1,0 +1,522 @@
+//! The decision: given one application as recorded ([`AppView`]) and the time, what to do
+//! next. Pure: no store, no market (only a quote function), no clock; the executor records
+//! each [`Action`] durably before sending it to the market.
+//!
+//! Each rule cites the SPEC row it runs. Where SPEC is silent the choice is in
+//! `docs/decisions.md` ("Executions") and `docs/executions.md`.
+
+use crate::clock::Millis;
+use crate::market::{Quote, Refusal, StopMode};
+use crate::plan::{CeaseTrigger, ExistingJobs, Mode, Plan, RuntimeFailure, UpdateTiming};
+use crate::record::{AppStatus, AppView, Charge, ExecKey, ExecState, Execution, Reason};
+use crate::spend;
+
+/// One thing to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Record this execution (launching, charged its quote), then send its order.
+    Launch {
+        /// The new execution (key 0).
+        execution: Execution,
+        /// Processors the order avoids.
+        avoid: Vec<String>,
+    },
+    /// Record an attempt the market could not even quote (refused: it counts as a launch
+    /// attempt for the retry limit); nothing is sent.
+    Refuse(Execution),
+    /// Stop a live execution.
+    Stop {
+        /// Which.
+        key: ExecKey,
+        /// Now, or cooperatively.
+        mode: StopMode,
+        /// Why.
+        reason: Reason,
+    },
+    /// A live execution has failed (contact lost, restart grace exceeded): record it failed
+    /// and stop whatever is left of it.
+    Fail {
+        /// Which.
+        key: ExecKey,
+        /// Why.
+        reason: Reason,
+    },
+    /// Restart a failed execution on its own processor.
+    Restart {
+        /// Which.
+        key: ExecKey,
+    },
+    /// The `once` application settles: terminal.
+    Settle,
+}
+
+/// What to do for one application, and when to look at it again.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    /// In order.
+    pub actions: Vec<Action>,
+    /// The next time something is due, if anything will be.
+    pub next_at: Option<Millis>,
+    /// Why a slot that should run cannot (spend, retries exhausted, no processor).
+    pub blocked: Option<Reason>,
+    /// The active version seen for the first time: record it as activated at this time.
+    pub activated: Option<(u64, Millis)>,
+}
+
+/// Prices a launch: the plan, processors to avoid, the window length.
+pub type QuoteFn<'a> = dyn FnMut(&Plan, &[String], Millis) -> Result<Quote, Refusal> + 'a;
+
+/// How often a held application (a missing secret, no spend authority) is looked at again.
+pub const HOLD_RECHECK_MS: Millis = 10_000;
+
+/// Launch retries back off: 1 s, 2 s, 4 s, ... at most one minute.
+pub fn retry_backoff(refusals: u32) -> Millis {
+    1_000u64.saturating_mul(1 << refusals.saturating_sub(1).min(6)).min(60_000)
+}
+
+/// Decides for one application at `now`.
+pub fn decide(app: &AppView, now: Millis, quote: &mut QuoteFn<'_>) -> Decision {
+    let mut d = Decision::default();
+    let plan = app.plan.as_ref();
+    let activated_at = match plan {
+        Some(p) if p.policy_version != app.activated_version => {
+            d.activated = Some((p.policy_version, now));
+            now
+        }
+        _ => app.activated_at,
+    };
+    let slots_seen = app.executions.iter().map(|e| e.slot + 1).max().unwrap_or(0);
+    let slots = slots_seen.max(plan.map_or(0, |p| p.slots));
+    let mut finished = 0u16;
+    // Charges of launches decided in this call count for the next slots' spend checks.
+    let mut charges = app.charges.clone();
+    for slot in 0..slots {
+        let mut s = SlotDecider { app, plan, now, activated_at, slot, d: &mut d, quote, charges: &mut charges };
+        if s.run() {
+            finished += 1;
+        }
+    }
+    // SPEC execution `once`: "one occurrence, then terminal"; States: a settled once
+    // application "does not re-run".
+    if let Some(p) = plan
+        && p.mode == Mode::Once
+        && !app.settled
+        && finished == p.slots
+        && d.actions.is_empty()
+    {
+        // Timers of jobs still running (a slot a newer version removed) stay set.
+        d.actions.push(Action::Settle);
+    }
+    d
+}
+
+struct SlotDecider<'v, 'q, 'f> {
+    app: &'v AppView,
+    plan: Option<&'v Plan>,
+    now: Millis,
+    activated_at: Millis,
+    slot: u16,
+    d: &'v mut Decision,
+    quote: &'q mut QuoteFn<'f>,
+    charges: &'v mut Vec<Charge>,
+}
+
+impl SlotDecider<'_, '_, '_> {
+    fn wake_at(&mut self, at: Millis) {
+        let at = at.max(self.now);
+        self.d.next_at = Some(self.d.next_at.map_or(at, |n| n.min(at)));
+    }
+
+    fn block(&mut self, reason: Reason) {
+        self.d.blocked.get_or_insert(reason);
+    }
+
+    /// Decides for the slot; true when it is finished for a `once` application (its one
+    /// occurrence ran and nothing more will be tried).
+    fn run(&mut self) -> bool {
+        let execs: Vec<&Execution> = self.app.executions.iter().filter(|e| e.slot == self.slot).collect();
+        for e in execs.iter().filter(|e| e.state.is_live()) {
+            self.live(e, &execs);
+        }
+        let Some(plan) = self.plan else { return false };
+        // SPEC States: a settled `once` application "does not run again by itself".
+        if self.app.settled || self.slot >= plan.slots {
+            return false;
+        }
+        let newest = execs.iter().map(|e| e.generation).max().unwrap_or(0);
+        let attempts: Vec<&Execution> = execs.iter().copied().filter(|e| e.generation == newest).collect();
+        let Some(latest) = attempts.iter().copied().max_by_key(|e| e.attempt) else {
+            return self.first(plan);
+        };
+        let generation_live = attempts.iter().any(|e| e.state.is_live());
+        if self.app.status != AppStatus::Active {
+            // Decision (docs/decisions.md "Pause"): a pause stops new launches; running jobs
+            // run to their scheduled end.
+            return false;
+        }
+        if !generation_live && self.recover(plan, latest, &attempts) {
+            return false;
+        }
+        if plan.mode == Mode::Once {
+            // SPEC execution `once`: one occurrence per slot; its generation is never followed,
+            // unless a re-arm (release-gated, `once_rearm`) published after it ran.
+            if !generation_live && latest.policy_version < self.app.rearmed_version {
+                self.launch(plan, latest.generation + 1, 1, self.now, Vec::new());
+                return false;
+            }
+            return !generation_live;
+        }
+        self.next_generation(plan, latest, generation_live);
+        false
+    }
+
+    /// Rules for one live execution.
+    fn live(&mut self, e: &Execution, slot_execs: &[&Execution]) {
+        if e.state == ExecState::Stopping {
+            return;
+        }
+        let Some(plan) = self.plan else {
+            self.stop(e.key, StopMode::Stop, Reason::new("unpublished", "the application has no active policy"));
+            return;
+        };
+        // SPEC schedule.durationMs / schedule.duration: "one paid job window"; a job does not
+        // run past its window's scheduled end.
+        if self.now >= e.window_end {
+            self.stop(e.key, StopMode::Stop, Reason::new("window_ended", "its paid window ended"));
+            return;
+        }
+        if self.slot >= plan.slots && plan.update.existing_jobs != ExistingJobs::RunUntilScheduledEnd {
+            self.stop(
+                e.key,
+                StopMode::Stop,
+                Reason::new("slot_removed", format!("policy version {} has {} slots", plan.policy_version, plan.slots)),
+            );
+            return;
+        }
+        self.wake_at(e.window_end);
+        // SPEC lifecycle.update.existingJobs: what happens to a job once a successor of a
+        // newer policy version exists in its slot.
+        let successor = slot_execs
+            .iter()
+            .filter(|s| s.state.is_live() && s.generation > e.generation && s.policy_version > e.policy_version)
+            .max_by_key(|s| s.generation);
+        if let Some(succ) = successor {
+            let superseded = Reason::new(
+                "superseded",
+                format!("generation {} of policy version {} replaces it", succ.generation, succ.policy_version),
+            );
+            match plan.update.existing_jobs {
+                ExistingJobs::RunUntilScheduledEnd => {}
+                ExistingJobs::StopWhenSuccessorReady => {
+                    if succ.state == ExecState::Ready {
+                        return self.stop(e.key, StopMode::Stop, superseded);
+                    }
+                }
+                ExistingJobs::CooperativeCease(trigger) => {
+                    let fired = match trigger {
+                        CeaseTrigger::RolloutStarted => true,
+                        CeaseTrigger::SuccessorProcessorClaimed => {
+                            matches!(succ.state, ExecState::Running | ExecState::Ready | ExecState::Restarting)
+                        }
+                        CeaseTrigger::SuccessorRuntimeReady => succ.state == ExecState::Ready,
+                    };
+                    if fired {
+                        return self.stop(e.key, StopMode::Cease, superseded);
+                    }
+                }
+            }
+        }
+        // SPEC replace_after_failure contactLossAfterMs and restartGraceMs.
+        if let RuntimeFailure::ReplaceAfterFailure { contact_loss_after_ms, restart_grace_ms, .. } =
+            plan.recovery.runtime_failure
+        {
+            if let Some(since) = e.silent_since {
+                let lost_at = since.saturating_add(contact_loss_after_ms);
+                if self.now >= lost_at {
+                    let reason = Reason::new(
+                        "contact_lost",
+                        format!("its processor has not reported for {contact_loss_after_ms} ms"),
+                    );
+                    self.d.actions.push(Action::Fail { key: e.key, reason });
+                    self.wake_at(self.now);
+                    return;
+                }
+                self.wake_at(lost_at);
+            }
+            if e.state == ExecState::Restarting {
+                let deadline = e.changed_at.saturating_add(restart_grace_ms);
+                if self.now >= deadline {
+                    let reason = Reason::new(
+                        "restart_grace_exceeded",
+                        format!("it was not ready {restart_grace_ms} ms after its restart"),
+                    );
+                    self.d.actions.push(Action::Fail { key: e.key, reason });
+                    self.wake_at(self.now);
+                    return;
+                }
+                self.wake_at(deadline);
+            }
+        }
+    }
+
+    fn stop(&mut self, key: ExecKey, mode: StopMode, reason: Reason) {
+        self.d.actions.push(Action::Stop { key, mode, reason });
+    }
+
+    /// The slot's first generation. Returns whether the slot is finished (never, here).
+    fn first(&mut self, plan: &Plan) -> bool {
+        if self.app.status != AppStatus::Active {
+            return false;
+        }
+        if let Some(hold) = &plan.hold {
+            // Lifted by an administrator's change, which wakes no one: look again shortly.
+            self.block(hold.clone());
+            self.wake_at(self.now.saturating_add(HOLD_RECHECK_MS));
+            return false;
+        }
+        // SPEC schedule.startDelayMs (V4) and schedule.phasing (V5 `evenly_spaced`).
+        let start = plan.first_start(self.activated_at, self.slot);
+        if !plan.may_start(start.max(self.now)) {
+            return false;
+        }
+        if self.now < start {
+            self.wake_at(start);
+            return false;
+        }
+        self.launch(plan, 1, 1, self.now, Vec::new());
+        false
+    }
+
+    /// Launch retries and runtime-failure recovery of the newest generation, which has no
+    /// live attempt. True when it decided something (or must wait for a retry).
+    fn recover(&mut self, plan: &Plan, latest: &Execution, attempts: &[&Execution]) -> bool {
+        let open = self.now < latest.window_end;
+        match latest.state {
+            // SPEC lifecycle.recovery.launch `maxRetries`: a refused launch is retried, with
+            // backoff, at most that many times per generation.
+            ExecState::Refused => {
+                let refusals = u32::try_from(attempts.iter().filter(|e| e.state == ExecState::Refused).count())
+                    .unwrap_or(u32::MAX);
+                if refusals > u32::from(plan.recovery.max_launch_retries) {
+                    if open {
+                        let why = latest.reason.as_ref().map_or("", |r| r.message.as_str());
+                        self.block(Reason::new(
+                            "launch_retries_exhausted",
+                            format!(
+                                "slot {} generation {}: {refusals} launches were refused ({why}); the slot waits \
+                                 for its next window",
+                                self.slot, latest.generation
+                            ),
+                        ));
+                    }
+                    return false;
+                }
+                if !open && plan.mode != Mode::Once {
+                    // The window passed while retrying: the next generation takes over.
+                    return false;
+                }
+                let due = latest.changed_at.saturating_add(retry_backoff(refusals));
+                if self.now < due {
+                    self.wake_at(due);
+                    return true;
+                }
+                let attempt = latest.attempt + 1;
+                if open {
+                    let start = latest.window_start.max(self.now);
+                    self.launch_window(plan, latest.generation, attempt, start, latest.window_end, Vec::new());
+                } else {
+                    // A `once` occurrence that never ran gets a whole window when it finally does.
+                    self.launch(plan, latest.generation, attempt, self.now, Vec::new());
+                }
+                true
+            }
+            // SPEC lifecycle.recovery.runtimeFailure.
+            ExecState::Failed if open => match plan.recovery.runtime_failure {
+                RuntimeFailure::WaitUntilScheduledEnd => false,
+                RuntimeFailure::ReplaceAfterFailure { max_same_job_restarts, max_fresh_replacements, .. } => {
+                    let lost = latest.reason.as_ref().is_some_and(|r| r.code == "contact_lost");
+                    // maxSameJobRestarts: the same job, on its processor.
+                    if !lost && latest.processor_id.is_some() && latest.restarts < u32::from(max_same_job_restarts) {
+                        self.d.actions.push(Action::Restart { key: latest.key });
+                        // Its restart grace starts now.
+                        self.wake_at(self.now);
+                        return true;
+                    }
+                    // maxFreshRegistrationReplacements: a new attempt on another processor.
+                    let placed = attempts.iter().filter(|e| e.state != ExecState::Refused).count();
+                    if placed <= usize::from(max_fresh_replacements) {
+                        let avoid: Vec<String> = attempts.iter().filter_map(|e| e.processor_id.clone()).collect();
+                        let start = self.now;
+                        self.launch_window(
+                            plan,
+                            latest.generation,
+                            latest.attempt + 1,
+                            start,
+                            latest.window_end,
+                            avoid,
+                        );
+                        return true;
+                    }
+                    false
+                }
+            },
+            _ => false,
+        }
+    }
+
+    /// Renewal, the next interval occurrence, and immediate updates.
+    fn next_generation(&mut self, plan: &Plan, latest: &Execution, generation_live: bool) {
+        let next = latest.generation + 1;
+        // SPEC lifecycle.update.timing `immediate`: a slot running an older version gets a
+        // successor of the new one now (its predecessor then follows existingJobs).
+        if plan.update.timing == UpdateTiming::Immediate && latest.policy_version < plan.policy_version {
+            let serving = self.app.executions.iter().any(|e| {
+                e.slot == self.slot
+                    && e.generation == latest.generation
+                    && e.state.is_live()
+                    && e.state != ExecState::Stopping
+            });
+            if serving {
+                let app = self.app;
+                let (slot, newest) = (self.slot, latest.generation);
+                let live = |e: &&Execution| e.slot == slot && e.state.is_live() && e.state != ExecState::Stopping;
+                let older: Vec<&Execution> =
+                    app.executions.iter().filter(live).filter(|e| e.generation < newest).collect();
+                let latest_serves = latest.state == ExecState::Ready && self.now >= latest.window_start;
+                // At most one predecessor overlaps a successor: a newest generation that does
+                // not serve yet (a renewal launched ahead of its window, or a successor of an
+                // earlier update not ready yet) is replaced before it serves; otherwise older
+                // generations still overlapping it are stopped.
+                let (start, end, replaced): (Millis, Millis, Vec<&Execution>) =
+                    if !latest_serves && (!older.is_empty() || self.now < latest.window_start) {
+                        let replaced = app.executions.iter().filter(live).filter(|e| e.generation == newest).collect();
+                        if self.now < latest.window_start {
+                            (latest.window_start, latest.window_end, replaced)
+                        } else {
+                            (self.now, plan.window_end(self.now), replaced)
+                        }
+                    } else {
+                        (self.now, plan.window_end(self.now), older)
+                    };
+                for e in replaced {
+                    let reason =
+                        Reason::new("superseded", format!("policy version {} replaces it", plan.policy_version));
+                    self.stop(e.key, StopMode::Stop, reason);
+                }
+                if self.launch_window(plan, next, 1, start, end, Vec::new()) {
+                    // Decide again at once: existingJobs rules apply to the predecessor as
+                    // soon as the successor exists.
+                    self.wake_at(self.now);
+                }
+                return;
+            }
+        }
+        let (start, due) = match plan.mode {
+            Mode::Once => return,
+            // SPEC lifecycle.renewal: the successor launches at the window's end
+            // (`after_scheduled_end`) or a lead before it (`before_scheduled_end`, V5 `leadTime`).
+            Mode::Continuous { .. } => (latest.window_end, latest.window_end.saturating_sub(plan.lead_ms())),
+            // SPEC execution `interval`: a new occurrence every `every`; missed occurrences are
+            // not made up, the next starts on the cadence.
+            Mode::Interval { every_ms, .. } => {
+                let every = every_ms.max(1);
+                let mut start = latest.window_start.saturating_add(every);
+                if self.now > start {
+                    start += (self.now - start) / every * every;
+                }
+                (start, start)
+            }
+        };
+        // SPEC execution `until`: no window starts at or after the bound.
+        if !plan.may_start(start.max(self.now)) {
+            return;
+        }
+        if self.now < due {
+            self.wake_at(due);
+            return;
+        }
+        let _ = generation_live;
+        let launched = self.launch(plan, next, 1, start.max(self.now), Vec::new());
+        if launched && plan.update.existing_jobs != ExistingJobs::RunUntilScheduledEnd {
+            // At most one predecessor overlaps a successor: a generation older than the one
+            // being renewed (still waiting out an update's overlap) stops now. A
+            // `run_until_scheduled_end` job keeps its promise and runs to its window's end.
+            let app = self.app;
+            let slot = self.slot;
+            for e in app.executions.iter().filter(|e| {
+                e.slot == slot
+                    && e.state.is_live()
+                    && e.state != ExecState::Stopping
+                    && e.generation < latest.generation
+            }) {
+                let reason = Reason::new("superseded", format!("generation {next} renews its successor"));
+                self.stop(e.key, StopMode::Stop, reason);
+            }
+        }
+    }
+
+    fn launch(&mut self, plan: &Plan, generation: u64, attempt: u32, start: Millis, avoid: Vec<String>) -> bool {
+        self.launch_window(plan, generation, attempt, start, plan.window_end(start), avoid)
+    }
+
+    fn launch_window(
+        &mut self,
+        plan: &Plan,
+        generation: u64,
+        attempt: u32,
+        start: Millis,
+        end: Millis,
+        avoid: Vec<String>,
+    ) -> bool {
+        if let Some(hold) = &plan.hold {
+            // Lifted by an administrator's change, which wakes no one: look again shortly.
+            self.block(hold.clone());
+            self.wake_at(self.now.saturating_add(HOLD_RECHECK_MS));
+            return false;
+        }
+        let mut execution = Execution {
+            key: 0,
+            execution_id: Execution::id_for(&self.app.uid, self.slot, generation, attempt),
+            slot: self.slot,
+            generation,
+            attempt,
+            policy_version: plan.policy_version,
+            state: ExecState::Launching,
+            processor_id: None,
+            window_start: start,
+            window_end: end,
+            restarts: 0,
+            charged: Quote::default(),
+            created_at: self.now,
+            changed_at: self.now,
+            silent_since: None,
+            reason: None,
+        };
+        match (self.quote)(plan, &avoid, end.saturating_sub(start)) {
+            Err(refusal) => {
+                execution.state = ExecState::Refused;
+                execution.reason = Some(Reason::new(refusal.code(), refusal.to_string()));
+                self.d.actions.push(Action::Refuse(execution));
+                self.wake_at(self.now.saturating_add(retry_backoff(1)));
+                false
+            }
+            Ok(q) => {
+                // Spend authority: a launch that would exceed it is not made.
+                if let Err(exceeded) = spend::check(&plan.spend, self.charges, self.slot, generation, &q, self.now) {
+                    if let Some(at) = exceeded.retry_at {
+                        self.wake_at(at);
+                    }
+                    self.block(exceeded.reason);
+                    return false;
+                }
+                execution.charged = q;
+                self.charges.push(Charge { slot: self.slot, generation, at: self.now, quote: q });
+                self.d.actions.push(Action::Launch { execution, avoid });
+                // Its window's end, and (continuous) its successor's launch.
+                self.wake_at(end);
+                self.wake_at(end.saturating_sub(plan.lead_ms()).max(start));
+                true
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! A crash of the service at each point of a launch and a stop, then a restart: what was
+//! recorded but not sent is sent once, what was sent but not recorded is adopted, and a job
+//! the store does not know is stopped.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use svc_execution::market::{JobOrder, Workload};
+use svc_execution::{ExecState, Market, SimulatedPool};
+
+fn world() -> (World, Arc<Crashing>) {
+    World::crashable(SimulatedPool::new(2, 4, 1_000))
+}
+
+fn restart(w: &mut World, crashing: &Arc<Crashing>) -> svc_execution::executor::RecoveryReport {
+    let report = w.restart(crashing);
+    w.settle().expect("settles");
+    report
+}
+#[test]
+fn a_launch_recorded_but_never_sent_is_sent_once_after_a_restart() {
+    let (mut w, crashing) = world();
+    w.publish(1, plan(1, continuous()));
+    crashing.arm(1, false);
+    assert!(w.settle().is_err(), "the service died sending the launch");
+    assert_eq!(w.pool.launches(), 0);
+    assert_eq!(w.in_state(1, ExecState::Launching).len(), 1, "the intent was committed");
+    let report = restart(&mut w, &crashing);
+    assert_eq!((report.relaunched, report.adopted), (1, 0));
+    assert_eq!(w.pool.launches(), 1);
+    assert_eq!(w.in_state(1, ExecState::Running).len(), 1);
+}
+
+#[test]
+fn a_launch_sent_but_never_recorded_is_adopted_not_repeated() {
+    let (mut w, crashing) = world();
+    w.publish(1, plan(1, continuous()));
+    crashing.arm(1, true);
+    assert!(w.settle().is_err());
+    assert_eq!(w.pool.launches(), 1, "the launch landed");
+    let report = restart(&mut w, &crashing);
+    assert_eq!((report.relaunched, report.adopted), (0, 1));
+    assert_eq!(w.pool.launches(), 1, "not launched again");
+    assert!(w.pool.started_twice().is_empty());
+    assert_eq!(w.in_state(1, ExecState::Running).len(), 1);
+}
+
+#[test]
+fn a_stop_recorded_but_never_sent_is_sent_after_a_restart() {
+    let (mut w, crashing) = world();
+    w.publish(1, plan(1, continuous()));
+    w.settle().expect("settles");
+    w.clock.set(T0 + HOUR);
+    // The stop of the ended window is the first call: the process dies making it, and the
+    // renewal launch recorded with it is never sent either.
+    crashing.arm(1, false);
+    assert!(w.settle().is_err());
+    assert_eq!(w.in_state(1, ExecState::Stopping).len(), 1);
+    assert_eq!(w.in_state(1, ExecState::Launching).len(), 1);
+    assert_eq!(w.pool.running().len(), 1, "the old job still runs");
+    restart(&mut w, &crashing);
+    let running = w.pool.running();
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!(w.live(1).len(), 1);
+    assert_eq!(w.live(1)[0].generation, 2);
+}
+
+#[test]
+fn a_job_the_store_does_not_know_is_stopped_at_restart() {
+    let (mut w, crashing) = world();
+    let stray = JobOrder {
+        execution_id: "nobody/0/1/1".into(),
+        window_end: T0 + HOUR,
+        requirements: Default::default(),
+        avoid: Vec::new(),
+        workload: Workload::default(),
+    };
+    w.pool.launch(&stray).expect("launches");
+    let report = restart(&mut w, &crashing);
+    assert_eq!(report.orphans_stopped, 1);
+    assert!(w.pool.running().is_empty());
+    assert!(w.pool.jobs().is_empty(), "released");
+}
+
+#[test]
+fn a_job_lost_while_the_service_was_down_is_recorded_failed() {
+    let (mut w, crashing) = world();
+    w.publish(1, plan(1, continuous()));
+    w.settle().expect("settles");
+    let id = w.live(1)[0].execution_id.clone();
+    w.pool.lose(&id);
+    w.pool.release(&id);
+    let report = restart(&mut w, &crashing);
+    assert_eq!(report.lost, 1);
+    let e = w.executions(1).into_iter().find(|e| e.execution_id == id).expect("recorded");
+    assert_eq!(e.state, ExecState::Failed);
+    assert_eq!(e.reason.expect("why").code, "lost");
+}

@@ -1,0 +1,146 @@
+//! The executor's thread in the publication service. It recovers once at start (the market
+//! and the store are compared, [`Executor::recover`]), then steps whenever something is due:
+//! at the earliest `exec_next_at`, at once after a wakeup (a publication, a pause, a resume),
+//! and at least every [`POLL`] to take the market's status changes. A failing step is
+//! logged and retried after a backoff; the thread never takes the service down.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use svc_execution::executor::{ExecutionStore, Executor, StoreFailure};
+use svc_execution::{Clock, Market};
+
+/// The longest the thread sleeps without looking at the market.
+pub const POLL: Duration = Duration::from_millis(200);
+
+/// How long the thread waits after a failed step, doubling to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Applications decided per transaction.
+const BATCH: usize = 256;
+
+#[derive(Default)]
+struct Signal {
+    woken: Mutex<bool>,
+    condvar: Condvar,
+}
+
+/// The running scheduler.
+pub struct Scheduler {
+    signal: Arc<Signal>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    market: Arc<dyn Market>,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler").finish_non_exhaustive()
+    }
+}
+
+impl Scheduler {
+    /// Recovers, then starts the thread.
+    pub fn start(
+        store: Arc<dyn ExecutionStore>,
+        market: Arc<dyn Market>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Scheduler, StoreFailure> {
+        let executor = Executor::new(store, Arc::clone(&market), Arc::clone(&clock), BATCH);
+        let report = executor.recover()?;
+        if report != Default::default() {
+            tracing::info!(
+                relaunched = report.relaunched,
+                adopted = report.adopted,
+                lost = report.lost,
+                orphans_stopped = report.orphans_stopped,
+                "scheduler recovered"
+            );
+        }
+        let signal = Arc::new(Signal::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (signal, stop) = (Arc::clone(&signal), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("svc-scheduler".into())
+                .spawn(move || run(&executor, clock.as_ref(), &signal, &stop))
+                .map_err(|e| StoreFailure(Box::new(e)))?
+        };
+        Ok(Scheduler { signal, stop, thread: Some(thread), market })
+    }
+
+    /// Asks for a step now (after a publication, a pause or a resume committed).
+    pub fn wake(&self) {
+        let mut woken = self.signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *woken = true;
+        self.signal.condvar.notify_one();
+    }
+
+    /// The market it launches on.
+    pub fn market(&self) -> &Arc<dyn Market> {
+        &self.market
+    }
+
+    /// Stops the thread (running jobs are left to the market: the local pool stops them when
+    /// it is dropped).
+    pub fn shutdown(mut self) {
+        self.stop_thread();
+    }
+
+    fn stop_thread(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+fn run(executor: &Executor, clock: &dyn Clock, signal: &Signal, stop: &AtomicBool) {
+    let mut backoff = FIRST_BACKOFF;
+    while !stop.load(Ordering::SeqCst) {
+        let wait = match executor.step() {
+            Ok(report) if report.more || report.decided > 0 || report.recorded > 0 => {
+                backoff = FIRST_BACKOFF;
+                // Something happened: look again at once (a decision may be due now).
+                if report.more { Duration::ZERO } else { until_due(executor, clock) }
+            }
+            Ok(_) => {
+                backoff = FIRST_BACKOFF;
+                until_due(executor, clock)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, retry_in_ms = backoff.as_millis() as u64, "scheduler step failed");
+                let wait = backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                wait
+            }
+        };
+        if wait.is_zero() {
+            continue;
+        }
+        let woken = signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (mut woken, _) = signal
+            .condvar
+            .wait_timeout_while(woken, wait, |w| !*w && !stop.load(Ordering::SeqCst))
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *woken = false;
+    }
+}
+
+/// How long until the next application is due, at most [`POLL`].
+fn until_due(executor: &Executor, clock: &dyn Clock) -> Duration {
+    match executor.next_due() {
+        Ok(Some(at)) => Duration::from_millis(at.saturating_sub(clock.now())).min(POLL),
+        _ => POLL,
+    }
+}
