@@ -19,6 +19,10 @@ use crate::market::{JobOrder, JobState, JobStatus, Market, StopMode, Workload};
 use crate::record::{AppKey, AppView, ExecKey, ExecState, Execution, Reason};
 use crate::scheduler::{Action, decide};
 
+/// The reason of an execution lost because its processor restarted with the service (the
+/// local pool): the scheduler gives its slot a new attempt for the rest of its window.
+pub const PROCESSOR_RESTARTED: &str = "processor_restarted";
+
 /// Why the store failed; the executor stops its step (nothing after the failure is sent).
 #[derive(Debug, thiserror::Error)]
 #[error("the execution store failed: {0}")]
@@ -164,7 +168,11 @@ impl Executor {
                     touched.insert(*app);
                 }
                 (_, None) => {
-                    let reason = Reason::new("lost", "its processor no longer has it (found at the service's restart)");
+                    let reason = if self.market.starts_empty() {
+                        Reason::new(PROCESSOR_RESTARTED, "it stopped with the service; the slot gets a new attempt")
+                    } else {
+                        Reason::new("lost", "its processor no longer has it (found at the service's restart)")
+                    };
                     set(tx.as_mut(), *app, e, ExecState::Failed, Some(reason), now)?;
                     report.lost += 1;
                     touched.insert(*app);

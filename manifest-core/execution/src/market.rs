@@ -169,6 +169,12 @@ pub trait Market: Send + Sync {
     fn jobs(&self) -> Vec<JobStatus>;
     /// Forgets an ended job (the service has recorded its end); idempotent.
     fn release(&self, execution_id: &str);
+    /// Whether this market's processors start empty with the service (the local pool, whose
+    /// jobs are the service's own processes): a job it no longer has at the service's start
+    /// was lost with the service, not by a failure of its own.
+    fn starts_empty(&self) -> bool {
+        false
+    }
 }
 
 /// A market with no processor: every launch is refused, with the reason it has none (the

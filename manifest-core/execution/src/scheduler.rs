@@ -330,6 +330,21 @@ impl SlotDecider<'_, '_, '_> {
                 }
                 true
             }
+            // Not a runtime failure: the job stopped with the service (the local pool), so its
+            // generation gets a new attempt for the rest of its window (docs/decisions.md).
+            ExecState::Failed
+                if open && latest.reason.as_ref().is_some_and(|r| r.code == crate::executor::PROCESSOR_RESTARTED) =>
+            {
+                self.launch_window(
+                    plan,
+                    latest.generation,
+                    latest.attempt + 1,
+                    self.now,
+                    latest.window_end,
+                    Vec::new(),
+                );
+                true
+            }
             // SPEC lifecycle.recovery.runtimeFailure.
             ExecState::Failed if open => match plan.recovery.runtime_failure {
                 RuntimeFailure::WaitUntilScheduledEnd => false,

@@ -98,3 +98,64 @@ fn a_job_lost_while_the_service_was_down_is_recorded_failed() {
     assert_eq!(e.state, ExecState::Failed);
     assert_eq!(e.reason.expect("why").code, "lost");
 }
+
+/// The simulated pool, claiming to start empty like the local pool.
+struct StartsEmpty(Arc<SimulatedPool>);
+
+impl Market for StartsEmpty {
+    fn quote(
+        &self,
+        r: &svc_execution::plan::Requirements,
+        a: &[String],
+        w: u64,
+    ) -> Result<svc_execution::Quote, svc_execution::Refusal> {
+        self.0.quote(r, a, w)
+    }
+    fn launch(&self, o: &JobOrder) -> Result<svc_execution::Placement, svc_execution::Refusal> {
+        self.0.launch(o)
+    }
+    fn restart(&self, o: &JobOrder, p: &str) -> Result<(), svc_execution::Refusal> {
+        self.0.restart(o, p)
+    }
+    fn stop(&self, id: &str, m: svc_execution::StopMode) {
+        self.0.stop(id, m)
+    }
+    fn changes(&self) -> Vec<svc_execution::JobStatus> {
+        self.0.changes()
+    }
+    fn jobs(&self) -> Vec<svc_execution::JobStatus> {
+        self.0.jobs()
+    }
+    fn release(&self, id: &str) {
+        self.0.release(id)
+    }
+    fn starts_empty(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_job_that_stopped_with_the_service_gets_a_new_attempt_for_the_rest_of_its_window() {
+    let pool = Arc::new(SimulatedPool::new(2, 4, 1_000));
+    let mut w = World::with_market(Arc::clone(&pool), Arc::new(StartsEmpty(Arc::clone(&pool))));
+    w.publish(1, plan(1, continuous()));
+    w.settle().expect("settles");
+    let first = w.live(1)[0].clone();
+    // The service dies and its processors with it.
+    pool.lose(&first.execution_id);
+    pool.release(&first.execution_id);
+    w.clock.advance(10 * MINUTE);
+    w.executor = svc_execution::executor::Executor::new(
+        Arc::clone(&w.store) as Arc<_>,
+        Arc::new(StartsEmpty(Arc::clone(&pool))),
+        Arc::new(w.clock.clone()),
+        64,
+    );
+    assert_eq!(w.executor.recover().expect("recovers").lost, 1);
+    w.settle().expect("settles");
+    let live = w.live(1);
+    assert_eq!(live.len(), 1);
+    assert_eq!((live[0].generation, live[0].attempt), (1, 2), "the same generation, a new attempt");
+    assert_eq!((live[0].window_start, live[0].window_end), (T0 + 10 * MINUTE, first.window_end));
+    assert!(pool.started_twice().is_empty());
+}

@@ -477,6 +477,11 @@ impl Market for LocalPool {
             jobs.remove(execution_id);
         }
     }
+
+    /// Its jobs are the service's processes: none survives the service.
+    fn starts_empty(&self) -> bool {
+        true
+    }
 }
 
 impl Drop for LocalPool {
