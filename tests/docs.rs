@@ -152,6 +152,7 @@ const DOCS: &[&str] = &[
     "docs/compute-network.md",
     "docs/decisions.md",
     "docs/diagnostics.md",
+    "docs/executions.md",
     "docs/fuzzing.md",
     "docs/gateway-prep.md",
     "docs/ingress-api.md",
