@@ -33,6 +33,8 @@ pub struct MemoryApp {
     pub next_at: Option<Millis>,
     /// Why it is blocked.
     pub blocked: Option<Reason>,
+    /// What its jobs run (every version alike).
+    pub workload: Workload,
 }
 
 /// Everything committed.
@@ -175,8 +177,8 @@ impl ExecutionTx for MemoryTx<'_> {
         Ok(self.work.executions.values().filter(|(_, e)| e.state.is_live()).cloned().collect())
     }
 
-    fn workload(&mut self, _app: AppKey, _policy_version: u64) -> Result<Workload, StoreFailure> {
-        Ok(Workload::default())
+    fn workload(&mut self, app: AppKey, _policy_version: u64) -> Result<Workload, StoreFailure> {
+        Ok(self.work.apps.get(&app).map(|a| a.workload.clone()).unwrap_or_default())
     }
 
     fn insert(&mut self, app: AppKey, execution: &Execution) -> Result<ExecKey, StoreFailure> {

@@ -111,6 +111,7 @@ impl World {
                 activated: (0, 0),
                 next_at: None,
                 blocked: None,
+                workload: Default::default(),
             });
             app.plan = Some(plan);
             if app.status == AppStatus::Disabled {
