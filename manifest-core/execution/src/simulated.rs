@@ -27,6 +27,10 @@ pub struct SimProcessor {
 struct Pool {
     processors: Vec<SimProcessor>,
     jobs: BTreeMap<String, SimJob>,
+    /// Jobs that run (neither ended nor lost) on each processor, by processor ID: kept with
+    /// `jobs`, so choosing a processor does not count every job (benchmarks hold tens of
+    /// thousands).
+    load: BTreeMap<String, usize>,
     changed: BTreeSet<String>,
     /// Every execution ID ever started, and how many times.
     started: BTreeMap<String, u32>,
@@ -39,6 +43,31 @@ struct SimJob {
     processor: String,
     state: JobState,
     order: JobOrder,
+}
+
+fn runs(state: JobState) -> bool {
+    !matches!(state, JobState::Exited(_) | JobState::Lost)
+}
+
+impl Pool {
+    /// Records a job (replacing any of its ID) and the load it adds.
+    fn put(&mut self, execution_id: String, job: SimJob) {
+        if runs(job.state) {
+            *self.load.entry(job.processor.clone()).or_default() += 1;
+        }
+        if let Some(old) = self.jobs.insert(execution_id, job)
+            && runs(old.state)
+        {
+            self.unload(&old.processor);
+        }
+    }
+
+    /// A job of `processor` ended.
+    fn unload(&mut self, processor: &str) {
+        if let Some(n) = self.load.get_mut(processor) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 /// The simulated pool.
@@ -79,8 +108,12 @@ impl SimulatedPool {
 
     fn set_state(&self, execution_id: &str, state: JobState) -> bool {
         self.with(|p| match p.jobs.get_mut(execution_id) {
-            Some(job) if !matches!(job.state, JobState::Exited(_) | JobState::Lost) => {
+            Some(job) if runs(job.state) => {
                 job.state = state;
+                if !runs(state) {
+                    let processor = job.processor.clone();
+                    p.unload(&processor);
+                }
                 p.changed.insert(execution_id.to_owned());
                 true
             }
@@ -135,12 +168,7 @@ impl SimulatedPool {
     }
 
     fn choose<'p>(p: &'p Pool, requirements: &Requirements, avoid: &[String]) -> Result<&'p SimProcessor, Refusal> {
-        let load = |id: &str| {
-            p.jobs
-                .values()
-                .filter(|j| j.processor == id && !matches!(j.state, JobState::Exited(_) | JobState::Lost))
-                .count()
-        };
+        let load = |id: &str| p.load.get(id).copied().unwrap_or(0);
         p.processors
             .iter()
             .filter(|c| !avoid.contains(&c.id))
@@ -181,10 +209,7 @@ impl Market for SimulatedPool {
             }
             let processor = Self::choose(p, &order.requirements, &order.avoid)?.id.clone();
             let state = if p.auto_ready { JobState::Ready } else { JobState::Starting };
-            p.jobs.insert(
-                order.execution_id.clone(),
-                SimJob { processor: processor.clone(), state, order: order.clone() },
-            );
+            p.put(order.execution_id.clone(), SimJob { processor: processor.clone(), state, order: order.clone() });
             *p.started.entry(order.execution_id.clone()).or_default() += 1;
             if p.auto_ready {
                 p.changed.insert(order.execution_id.clone());
@@ -199,13 +224,10 @@ impl Market for SimulatedPool {
                 return Err(Refusal::Start(format!("processor {processor_id} does not take it back")));
             }
             let state = if p.auto_ready { JobState::Ready } else { JobState::Starting };
-            let running = p
-                .jobs
-                .get(&order.execution_id)
-                .is_some_and(|j| !matches!(j.state, JobState::Exited(_) | JobState::Lost));
+            let running = p.jobs.get(&order.execution_id).is_some_and(|j| runs(j.state));
             if !running {
                 let job = SimJob { processor: processor_id.to_owned(), state, order: order.clone() };
-                p.jobs.insert(order.execution_id.clone(), job);
+                p.put(order.execution_id.clone(), job);
                 p.changed.insert(order.execution_id.clone());
             }
             Ok(())
@@ -215,9 +237,11 @@ impl Market for SimulatedPool {
     fn stop(&self, execution_id: &str, _mode: StopMode) {
         self.with(|p| {
             if let Some(job) = p.jobs.get_mut(execution_id)
-                && !matches!(job.state, JobState::Exited(_) | JobState::Lost)
+                && runs(job.state)
             {
                 job.state = JobState::Exited(None);
+                let processor = job.processor.clone();
+                p.unload(&processor);
                 p.changed.insert(execution_id.to_owned());
             }
         });
@@ -255,5 +279,51 @@ impl Market for SimulatedPool {
                 p.changed.remove(execution_id);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(id: &str) -> JobOrder {
+        JobOrder {
+            execution_id: id.into(),
+            window_end: 3_600_000,
+            requirements: Requirements::default(),
+            avoid: Vec::new(),
+            workload: crate::market::Workload::default(),
+        }
+    }
+
+    #[test]
+    fn a_processor_takes_a_job_again_once_one_of_its_jobs_ended() {
+        let pool = SimulatedPool::new(1, 1, 1_000);
+        assert!(pool.launch(&order("a")).is_ok());
+        assert!(pool.launch(&order("b")).is_err(), "sim-1 is full");
+        assert!(pool.exit("a", 0));
+        assert!(pool.launch(&order("b")).is_ok(), "a exited");
+        assert!(pool.lose("b"));
+        pool.release("a");
+        assert!(pool.restart(&order("b"), "sim-1").is_ok());
+        assert!(pool.quote(&Requirements::default(), &[], 1).is_err(), "b runs again");
+        pool.stop("b", StopMode::Stop);
+        pool.stop("b", StopMode::Stop);
+        assert!(pool.launch(&order("c")).is_ok(), "b was stopped (once)");
+        assert!(pool.launch(&order("d")).is_err(), "c runs");
+    }
+
+    #[test]
+    fn the_least_loaded_processor_is_chosen_first_in_order() {
+        let pool = SimulatedPool::new(2, 2, 1_000);
+        let placed = |id: &str| pool.launch(&order(id)).map(|p| p.processor_id);
+        assert_eq!(placed("a"), Ok("sim-1".to_owned()));
+        assert_eq!(placed("b"), Ok("sim-2".to_owned()));
+        assert!(pool.silence("a", 5), "a silent job still runs");
+        assert_eq!(placed("c"), Ok("sim-1".to_owned()));
+        assert!(pool.exit("b", 1));
+        assert_eq!(placed("d"), Ok("sim-2".to_owned()));
+        assert_eq!(placed("e"), Ok("sim-2".to_owned()));
+        assert!(placed("f").is_err());
     }
 }

@@ -19,8 +19,8 @@ pub const POLL: Duration = Duration::from_millis(200);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
-/// Applications decided per transaction.
-const BATCH: usize = 256;
+/// Applications decided per transaction (the executor's batch).
+pub const BATCH: usize = 256;
 
 #[derive(Default)]
 struct Signal {

@@ -224,7 +224,9 @@ impl ExecutionTx for SqliteTransaction<'_> {
             rows.collect::<Result<Vec<_>, _>>().map_err(sql)?
         };
         // Charges within the rate window of the newest charge (a superset of what any check at
-        // a later time needs), and every charge of each slot's newest generation.
+        // a later time needs), and every charge of each slot's newest generation. A refund is
+        // recorded under its execution's application, so looking for it among the
+        // application's entries (an index) finds the same one as searching the whole ledger.
         let window = plan.as_ref().and_then(|p| p.spend.rate).map_or(0, |r| r.window_ms);
         let charges = {
             let mut s = self
@@ -232,7 +234,8 @@ impl ExecutionTx for SqliteTransaction<'_> {
                 .prepare_cached(
                     "SELECT slot, generation, at, micros, reward_planck, fee_planck FROM spend_ledger l
                      WHERE application_id = ?1 AND refund = 0
-                       AND NOT EXISTS (SELECT 1 FROM spend_ledger r WHERE r.execution = l.execution AND r.refund = 1)
+                       AND NOT EXISTS (SELECT 1 FROM spend_ledger r
+                                       WHERE r.application_id = ?1 AND r.execution = l.execution AND r.refund = 1)
                        AND (at > (SELECT MAX(at) FROM spend_ledger m WHERE m.application_id = ?1) - ?2
                             OR generation = (SELECT MAX(generation) FROM executions n
                                              WHERE n.application_id = ?1 AND n.slot = l.slot))",
@@ -469,4 +472,53 @@ fn ledger(
     })
     .map_err(sql)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::store::Store;
+
+    fn launching(uid: &str, slot: u16) -> Execution {
+        Execution {
+            key: 0,
+            execution_id: Execution::id_for(uid, slot, 1, 1),
+            slot,
+            generation: 1,
+            attempt: 1,
+            policy_version: 1,
+            state: ExecState::Launching,
+            processor_id: None,
+            window_start: 1_000,
+            window_end: 3_601_000,
+            restarts: 0,
+            charged: Quote { service_credit_micros: 7, ..Quote::default() },
+            created_at: 1_000,
+            changed_at: 1_000,
+            silent_since: None,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_refunded_charge_is_not_among_the_charges_the_scheduler_reads() {
+        let scratch = tempfile::Builder::new().prefix("svc-store-refund-").tempdir().expect("a scratch directory");
+        let store = SqliteStore::open(scratch.path()).expect("open");
+        let mut tx = store.write().expect("tx");
+        let org = tx.ensure_organization("acme").expect("org");
+        let app = tx.insert_application(org.id, "web", "app_1").expect("app").key;
+        let other = tx.insert_application(org.id, "api", "app_2").expect("app").key;
+        tx.commit().expect("commit");
+
+        let mut tx = ExecutionStore::begin(&store).expect("tx");
+        let refused = launching("app_1", 0);
+        let refused = Execution { key: tx.insert(app, &refused).expect("insert"), ..refused };
+        tx.insert(app, &launching("app_1", 1)).expect("insert");
+        tx.insert(other, &launching("app_2", 0)).expect("insert");
+        tx.refund(app, &refused, 2_000).expect("refund");
+        let view = tx.app(app).expect("read").expect("the application");
+        assert_eq!(view.charges.iter().map(|c| c.slot).collect::<Vec<_>>(), [1]);
+        let view = tx.app(other).expect("read").expect("the application");
+        assert_eq!(view.charges.iter().map(|c| (c.slot, c.quote.service_credit_micros)).collect::<Vec<_>>(), [(0, 7)]);
+    }
 }
