@@ -199,6 +199,31 @@ fn launching_one_execution_id_twice_starts_one_process() {
 }
 
 #[test]
+fn a_job_launched_from_a_thread_that_ends_outlives_the_thread() {
+    // A sandbox dies with the thread that forked it (bwrap's --die-with-parent); the service
+    // recovers on a short-lived thread, so the pool must not fork from its caller's.
+    let world = World::new();
+    let mark = marker("thread");
+    let entry = format!("{mark}.js");
+    let digest = world.artifact(&[(&entry, STAYS_UP)]);
+    let pool = std::sync::Arc::new(world.pool(1, 1));
+    let launcher = std::sync::Arc::clone(&pool);
+    let order = order("app/0/1/1", &digest, &entry);
+    // The thread outlives the sandbox's setup (bwrap asks for the signal once it runs), then ends.
+    let thread = std::thread::spawn(move || {
+        let launched = launcher.launch(&order).map(|_| ());
+        std::thread::sleep(Duration::from_millis(500));
+        launched
+    });
+    thread.join().expect("the thread ends").expect("launched");
+    assert!(wait_for(5, || state(&pool, "app/0/1/1") == Some(JobState::Ready)), "{:?}", pool.jobs());
+    // Well past the thread's end: still running.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(state(&pool, "app/0/1/1"), Some(JobState::Ready), "{:?}", pool.jobs());
+    assert_eq!(programs_marked(&mark).len(), 1, "{:?}", processes_marked(&mark));
+}
+
+#[test]
 fn a_job_exiting_with_3_is_exited_3_until_released() {
     let world = World::new();
     let entry = format!("{}.js", marker("exit"));

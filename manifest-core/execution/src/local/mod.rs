@@ -337,9 +337,22 @@ impl LocalPool {
         })?;
         let app = workload::confine(&order.workload, &self.artifacts, scratch.path())?;
         let spec = JobSpec { id: order.execution_id.clone(), app, agent: None, capture_output: true };
+        // Started on the pool's own worker thread, never the caller's: a sandbox dies with the
+        // thread that started it (bwrap's --die-with-parent is a parent-death signal, and the
+        // exit of the forking thread counts as its parent's death), and a caller may be a
+        // short-lived thread (the service recovers on a tokio blocking thread, retired after
+        // 10 s idle: a job relaunched at recovery was killed 10 s later). The worker lives as
+        // long as the pool.
         let job = {
-            let _context = runtime.enter();
-            self.runner.launch(&spec).map_err(|e| Refusal::Start(e.to_string()))?
+            let (sent, launched) = std::sync::mpsc::sync_channel(1);
+            let runner = self.runner.clone();
+            runtime.spawn(async move {
+                let _ = sent.send(runner.launch(&spec));
+            });
+            launched
+                .recv()
+                .map_err(|_| Refusal::Start("the local pool's launch task ended without an answer".into()))?
+                .map_err(|e| Refusal::Start(e.to_string()))?
         };
         let run = self.next_run.fetch_add(1, Ordering::Relaxed);
         let (control, commands) = mpsc::unbounded_channel();
