@@ -114,9 +114,10 @@ pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result
             state: "settled".into(),
             reason: reason("settled", "the `once` application ran its occurrence; it does not run again"),
         }
-    } else if let Some((code, message)) = &summary.blocked {
-        State { state: "blocked".into(), reason: reason(code, message.clone()) }
     } else if app.status != Status::Active {
+        // Before what was recorded blocked: the scheduler holds no paused application (a pause
+        // launches nothing), and until it has decided after the pause its record is the
+        // active application's.
         let why = match app.status {
             Status::Paused => reason(
                 "paused",
@@ -128,6 +129,8 @@ pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result
             _ => reason("unpublished", "no policy version is published"),
         };
         State { state: if live.is_empty() { "idle" } else { "converging" }.into(), reason: why }
+    } else if let Some((code, message)) = &summary.blocked {
+        State { state: "blocked".into(), reason: reason(code, message.clone()) }
     } else if let Some(p) = &plan {
         let stale =
             live.iter().any(|e| e.policy_version < p.policy_version && p.update.timing == UpdateTiming::Immediate);
