@@ -7,6 +7,7 @@ mod publication {
     mod capabilities;
     mod cli;
     mod durability;
+    mod executions;
     mod listener;
     mod routes;
     mod semantics;
