@@ -435,7 +435,9 @@ fn record_status(
             };
         }
     }
-    if next == *e {
+    // The same report again (recovery reads every job): nothing to record, nothing to decide.
+    let unchanged = Execution { changed_at: e.changed_at, ..next.clone() } == *e;
+    if unchanged {
         return Ok(false);
     }
     tx.transition(app, &next, e.state)?;
