@@ -95,5 +95,9 @@ fn local_pool(args: &ServeArgs) -> Result<Arc<LocalPool>, String> {
     config.processors = usize::from(args.processors);
     config.jobs_per_processor = usize::from(args.jobs_per_processor);
     config.price = Quote { service_credit_micros: u128::from(args.price_micros_per_hour), ..Quote::default() };
-    LocalPool::new(config).map(Arc::new).map_err(|e| format!("the local pool cannot start: {e}"))
+    let pool = LocalPool::new(config).map_err(|e| format!("the local pool cannot start: {e}"))?;
+    if pool.orphans_swept() > 0 {
+        tracing::warn!("svc serve: killed {} job sandboxes a killed service had left running", pool.orphans_swept());
+    }
+    Ok(Arc::new(pool))
 }

@@ -308,10 +308,11 @@ fn once_app(w: &World, id: &str, digest: &str, exit_at_once: bool) -> Value {
     w.create(id);
     svc_e2e::service::accept_build_of(w.dir.str(), "acme", id, digest);
     let mut manifest = v5(id);
-    if exit_at_once {
-        manifest["configuration"] = json!({"variables": [{"source": "literal", "name": "EXIT_AT_ONCE", "value": "1"}]});
+    if !exit_at_once {
+        return w.publish(id, &json!({"manifest": manifest})).json();
     }
-    w.publish(id, &json!({"manifest": manifest})).json()
+    manifest["configuration"] = json!({"variables": [{"source": "literal", "name": "EXIT_AT_ONCE", "value": "1"}]});
+    w.publish(id, &json!({"manifest": manifest, "postPublishStatus": "paused", "reason": "held for the test"})).json()
 }
 
 #[test]
@@ -319,8 +320,10 @@ fn a_once_application_settles_after_its_run_is_not_rearmed_and_a_new_one_takes_a
     let w = World::new("once");
     let digest = stored_bundle(&w);
     admin(&["spend-authority", "set", "--data-dir", w.dir.str(), "--org", "acme", "--micros", "1000000"]);
-    // The basic tier has 4 job slots; each of these holds one. `a` exits at once.
-    assert_eq!(once_app(&w, "a", &digest, true)["status"], "active");
+    // The basic tier has 4 job slots; each of these holds one, a paused application too.
+    // `a` exits at once, so it is published paused: it must not settle (and free its slot)
+    // before `e` is refused.
+    assert_eq!(once_app(&w, "a", &digest, true)["status"], "paused");
     for id in ["b", "c", "d"] {
         assert_eq!(once_app(&w, id, &digest, false)["status"], "active");
     }
@@ -328,6 +331,9 @@ fn a_once_application_settles_after_its_run_is_not_rearmed_and_a_new_one_takes_a
     svc_e2e::service::accept_build_of(w.dir.str(), "acme", "e", &digest);
     let r = w.publish("e", &json!({"manifest": v5("e")}));
     assert_eq!(diagnostics(&r.json()), [("job_slots_exceeded".to_owned(), "/deployment/jobs".to_owned())]);
+    let resumed =
+        w.server.request("POST", "/api/applications/a/resume", Some(&w.token), Some(&json!({"reason": "run it now"})));
+    assert_eq!(resumed.status, 200, "{}", String::from_utf8_lossy(&resumed.body));
 
     // The scheduler runs `a` once on the local pool; its job exits 0 and the application
     // settles (no stand-in: the run itself settles it).

@@ -9,6 +9,7 @@
 
 mod local;
 pub mod sandbox;
+mod sweep;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use std::pin::Pin;
 
 pub use local::{DEFAULT_UID_BASE, LocalRunner};
 pub use sandbox::{Limits, Sandbox, SandboxError, which};
+pub use sweep::sweep_orphans;
 
 /// A host path shown inside a job's sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -151,6 +151,8 @@ pub struct LocalPool {
     next_run: AtomicU64,
     /// Runs every job's watcher; `None` once dropped.
     runtime: Option<tokio::runtime::Runtime>,
+    /// Sandboxes a killed service left behind, killed at start.
+    orphans_swept: usize,
 }
 
 /// The jobs, shared with their watchers.
@@ -229,6 +231,8 @@ impl LocalPool {
         let runner = runtime
             .block_on(LocalRunner::new(config.limits, config.uid_base))
             .map_err(|source| LocalPoolError::Sandbox { source })?;
+        // Sandboxes of this pool's directories that a killed service left behind.
+        let orphans_swept = svc_runner::sweep_orphans(&[&config.work_dir, config.artifacts.dir()]);
         Ok(LocalPool {
             shared: Arc::new(Shared { jobs: Mutex::default(), ended: Condvar::new() }),
             processors: config.processors,
@@ -244,7 +248,13 @@ impl LocalPool {
             launching: Mutex::new(()),
             next_run: AtomicU64::new(0),
             runtime: Some(runtime),
+            orphans_swept,
         })
+    }
+
+    /// How many sandboxes a killed service had left behind that this pool killed at start.
+    pub fn orphans_swept(&self) -> usize {
+        self.orphans_swept
     }
 
     /// The last [`OUTPUT_LINES`] lines a job printed (standard output and error), oldest

@@ -149,10 +149,23 @@ pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result
         } else if settling || due {
             State { state: "converging".into(), reason: reason("starting", "jobs are launching, starting or stopping") }
         } else if live.is_empty() {
-            State {
-                state: "idle".into(),
-                reason: reason("waiting", "no job runs now; the next window or occurrence has not begun"),
-            }
+            let now = crate::service::publish::now_ms();
+            // A slot whose job failed waits for its window's end (`wait_until_scheduled_end`,
+            // or recovery used up): say so, not that nothing has begun.
+            let failed = current.values().find(|e| e.state == ExecState::Failed && e.window_end > now);
+            let why = match failed {
+                Some(e) => reason(
+                    "waiting_after_failure",
+                    format!(
+                        "slot {}'s job failed ({}); the slot waits for its window's end at {}",
+                        e.slot,
+                        e.reason.as_ref().map_or("no reason recorded", |r| r.message.as_str()),
+                        rfc3339_ms(e.window_end)
+                    ),
+                ),
+                None => reason("waiting", "no job runs now; the next window or occurrence has not begun"),
+            };
+            State { state: "idle".into(), reason: why }
         } else {
             State { state: "converged".into(), reason: None }
         }
