@@ -248,6 +248,12 @@ pub async fn run(
     let runner = crate::runner::LocalRunner::new(config.job_limits, config.job_uid_base)
         .await
         .map_err(setup("job confinement"))?;
+    // Sandboxes a coordinator killed in a job's first milliseconds left running (re-parented
+    // to init, before bwrap armed its parent-death signal); they name these directories.
+    let swept = crate::runner::sweep_orphans(&[&config.jobs_dir, &config.deployments_dir()]);
+    if swept > 0 {
+        tracing::warn!("killed {swept} job sandboxes a killed coordinator had left running");
+    }
     let catalog = Arc::new(
         crate::catalog::Publisher::open(&config.data_dir, config.catalog_validity)
             .map_err(setup("the signed service catalog"))?,
