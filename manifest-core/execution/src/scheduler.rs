@@ -66,6 +66,9 @@ pub struct Decision {
 /// Prices a launch: the plan, processors to avoid, the window length.
 pub type QuoteFn<'a> = dyn FnMut(&Plan, &[String], Millis) -> Result<Quote, Refusal> + 'a;
 
+/// The least time between two generations launched in one slot.
+pub const MIN_LAUNCH_SPACING_MS: Millis = 1_000;
+
 /// How often a held application (a missing secret, no spend authority) is looked at again.
 pub const HOLD_RECHECK_MS: Millis = 10_000;
 
@@ -446,6 +449,10 @@ impl SlotDecider<'_, '_, '_> {
         if !plan.may_start(start.max(self.now)) {
             return;
         }
+        // A platform bound (SPEC: "platform and plan bounds apply at publication or launch"):
+        // a slot launches at most one generation per MIN_LAUNCH_SPACING_MS, so a window or
+        // cadence of milliseconds cannot turn into a process per millisecond.
+        let due = due.max(latest.created_at.saturating_add(MIN_LAUNCH_SPACING_MS));
         if self.now < due {
             self.wake_at(due);
             return;

@@ -410,3 +410,16 @@ fn a_settled_once_application_still_stops_a_removed_slots_job_at_its_window_end(
     assert!(w.live(1).is_empty());
     assert!(w.pool.running().is_empty());
 }
+
+#[test]
+fn a_cadence_of_milliseconds_launches_at_most_one_generation_a_second_per_slot() {
+    let w = World::new();
+    let mut p = plan(1, Mode::Interval { every_ms: 1, until: None });
+    p.window_ms = 1;
+    w.publish(1, p);
+    w.run_until(T0 + 10_000).expect("runs");
+    let launched = w.executions(1).len();
+    assert!((10..=11).contains(&launched), "{launched} generations in 10 s");
+    let starts: Vec<_> = w.executions(1).iter().map(|e| e.created_at).collect();
+    assert!(starts.windows(2).all(|p| p[1] - p[0] >= svc_execution::scheduler::MIN_LAUNCH_SPACING_MS));
+}
