@@ -268,6 +268,26 @@ pub static BYTE_SIZE: Pattern = Pattern {
     exact: true,
 };
 
+/// Bytes of a V5 byte size (`512MiB`, `1GB`); `None` if it is not one or does not fit.
+pub fn byte_size(text: &str) -> Option<u128> {
+    let at = text.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = text.split_at(at);
+    let n: u128 = n.parse().ok()?;
+    let scale: u128 = match unit {
+        "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(scale)
+}
+
 /// V5 UTC bound: exactly `YYYY-MM-DDTHH:MM:SSZ`, a real date and time.
 pub static UTC_BOUND: Pattern = Pattern {
     describe: "a UTC time exactly `YYYY-MM-DDTHH:MM:SSZ` on a real date, such as `2027-01-31T00:00:00Z`",

@@ -80,24 +80,9 @@ pub fn utc_bound_ms(text: &str) -> Option<u64> {
     u64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 
-/// Bytes of a V5 byte size (`512MiB`).
+/// Bytes of a V5 byte size (`512MiB`), if it fits in 64 bits.
 pub fn byte_size(text: &str) -> Option<u64> {
-    let at = text.find(|c: char| !c.is_ascii_digit())?;
-    let (n, unit) = text.split_at(at);
-    let n: u64 = n.parse().ok()?;
-    let scale: u64 = match unit {
-        "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(scale)
+    crate::formats::byte_size(text).and_then(|b| u64::try_from(b).ok())
 }
 
 /// The plan of a stored version.

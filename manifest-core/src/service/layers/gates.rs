@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::formats::byte_size;
 use crate::service::SchemaPairs;
 use crate::service::capability::{Capability, Limits, Tier};
 use crate::service::layers::provenance::Resolved;
@@ -202,26 +203,6 @@ fn error(code: Code, pointer: &str, message: String) -> Diagnostic {
 }
 
 const MIB: u128 = 1024 * 1024;
-
-/// Bytes of a V5 byte size (`512MiB`); `None` if it is not one.
-fn byte_size(s: &str) -> Option<u128> {
-    let at = s.find(|c: char| !c.is_ascii_digit())?;
-    let (n, unit) = s.split_at(at);
-    let n: u128 = n.parse().ok()?;
-    let scale: u128 = match unit {
-        "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(scale)
-}
 
 fn resources(manifest: &Manifest, limits: Limits, tier: Tier, out: &mut Vec<Diagnostic>) {
     let mut over = |pointer: &str, what: &str, bound: String| {

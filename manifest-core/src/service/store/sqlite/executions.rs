@@ -63,6 +63,20 @@ pub(crate) fn execution_row(r: &Row<'_>) -> rusqlite::Result<Execution> {
     })
 }
 
+/// An application's live executions and every attempt of each slot's newest generation,
+/// oldest first: what the scheduler decides over and the projection shows.
+fn current(conn: &rusqlite::Connection, app: AppKey) -> rusqlite::Result<Vec<Execution>> {
+    let mut s = conn.prepare_cached(&format!(
+        "SELECT {EXECUTION_COLUMNS} FROM executions e
+         WHERE application_id = ?1
+           AND (state IN ('launching', 'running', 'ready', 'restarting', 'stopping')
+                OR generation = (SELECT MAX(generation) FROM executions n
+                                 WHERE n.application_id = e.application_id AND n.slot = e.slot))
+         ORDER BY id"
+    ))?;
+    s.query_map([app], execution_row)?.collect()
+}
+
 /// The projection's summary of an application.
 pub(super) fn summary(
     conn: &rusqlite::Connection,
@@ -73,15 +87,7 @@ pub(super) fn summary(
         .query_row([app], |r| {
             Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, Option<String>>(2)?))
         })?;
-    let mut s = conn.prepare_cached(&format!(
-        "SELECT {EXECUTION_COLUMNS} FROM executions e
-         WHERE application_id = ?1
-           AND (state IN ('launching', 'running', 'ready', 'restarting', 'stopping')
-                OR generation = (SELECT MAX(generation) FROM executions n
-                                 WHERE n.application_id = e.application_id AND n.slot = e.slot))
-         ORDER BY id"
-    ))?;
-    let current = s.query_map([app], execution_row)?.collect::<Result<Vec<_>, _>>()?;
+    let current = current(conn, app)?;
     Ok(crate::service::store::ExecutionSummary {
         next_at: next_at.map(ms),
         blocked: code.map(|c| (c, message.unwrap_or_default())),
@@ -208,21 +214,7 @@ impl ExecutionTx for SqliteTransaction<'_> {
             }
             None => None,
         };
-        let executions = {
-            let mut s = self
-                .conn()
-                .prepare_cached(&format!(
-                    "SELECT {EXECUTION_COLUMNS} FROM executions e
-                     WHERE application_id = ?1
-                       AND (state IN ('launching', 'running', 'ready', 'restarting', 'stopping')
-                            OR generation = (SELECT MAX(generation) FROM executions n
-                                             WHERE n.application_id = e.application_id AND n.slot = e.slot))
-                     ORDER BY id"
-                ))
-                .map_err(sql)?;
-            let rows = s.query_map([app], execution_row).map_err(sql)?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(sql)?
-        };
+        let executions = current(self.conn(), app).map_err(sql)?;
         // Charges within the rate window of the newest charge (a superset of what any check at
         // a later time needs), and every charge of each slot's newest generation. A refund is
         // recorded under its execution's application, so looking for it among the
