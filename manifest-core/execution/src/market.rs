@@ -53,6 +53,8 @@ pub enum WorkloadRuntime {
         engine: String,
         /// The entry file, relative to the artifact root.
         entry_file: String,
+        /// Arguments after the entry file (V4 `runtime.command` may carry some; V5 none).
+        args: Vec<String>,
     },
     /// V5 `runtime.kind: native_image`.
     NativeImage {
@@ -67,7 +69,7 @@ pub enum WorkloadRuntime {
 
 impl Default for WorkloadRuntime {
     fn default() -> WorkloadRuntime {
-        WorkloadRuntime::Javascript { engine: "nodejs".into(), entry_file: "index.js".into() }
+        WorkloadRuntime::Javascript { engine: "nodejs".into(), entry_file: "index.js".into(), args: Vec::new() }
     }
 }
 

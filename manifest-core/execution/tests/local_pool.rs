@@ -68,7 +68,11 @@ fn order(id: &str, digest: &str, entry: &str) -> JobOrder {
         avoid: Vec::new(),
         workload: Workload {
             artifact_digest: digest.to_owned(),
-            runtime: WorkloadRuntime::Javascript { engine: "nodejs".into(), entry_file: entry.to_owned() },
+            runtime: WorkloadRuntime::Javascript {
+                engine: "nodejs".into(),
+                entry_file: entry.to_owned(),
+                args: Vec::new(),
+            },
             env: vec![("GREETING".into(), "hello".into())],
             files: Vec::new(),
         },
@@ -457,7 +461,8 @@ fn an_engine_that_is_not_installed_is_refused_by_name() {
             continue;
         }
         let mut job = order(&format!("app/{engine}/1/1"), &digest, "main.ts");
-        job.workload.runtime = WorkloadRuntime::Javascript { engine: engine.into(), entry_file: "main.ts".into() };
+        job.workload.runtime =
+            WorkloadRuntime::Javascript { engine: engine.into(), entry_file: "main.ts".into(), args: Vec::new() };
         assert_eq!(
             pool.launch(&job),
             Err(Refusal::Start(format!(

@@ -60,7 +60,11 @@ impl Real {
         let now = SystemClock.now();
         let workload = Workload {
             artifact_digest: self.digest.clone(),
-            runtime: WorkloadRuntime::Javascript { engine: "nodejs".into(), entry_file: "main.js".into() },
+            runtime: WorkloadRuntime::Javascript {
+                engine: "nodejs".into(),
+                entry_file: "main.js".into(),
+                args: Vec::new(),
+            },
             env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             files: Vec::new(),
         };

@@ -28,7 +28,7 @@ const RESERVED: [&str; 11] =
 pub(super) fn confine(workload: &Workload, store: &ArtifactStore, scratch: &Path) -> Result<Confined, Refusal> {
     let mut mounts = Vec::new();
     let (argv, cwd) = match &workload.runtime {
-        WorkloadRuntime::Javascript { engine, entry_file } => {
+        WorkloadRuntime::Javascript { engine, entry_file, args } => {
             let (program, leading): (&str, &[&str]) = match engine.as_str() {
                 "nodejs" => ("node", &[]),
                 "deno" => ("deno", &["run", "--allow-all"]),
@@ -53,6 +53,7 @@ pub(super) fn confine(workload: &Workload, store: &ArtifactStore, scratch: &Path
             let mut argv = vec![program.into_os_string()];
             argv.extend(leading.iter().map(OsString::from));
             argv.push(Path::new(APP_INSIDE).join(entry).into_os_string());
+            argv.extend(args.iter().map(OsString::from));
             (argv, APP_INSIDE)
         }
         WorkloadRuntime::NativeImage { image_digest, executable, args } => {

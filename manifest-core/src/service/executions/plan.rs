@@ -312,19 +312,14 @@ pub fn workload(
                 }
             }
             let engine = p.runtime.engine.map_or("nodejs", engine_name).to_owned();
-            // V4 `runtime.command` names the entry file (no shell string is parsed).
-            let entry_file = p.runtime.command.clone().unwrap_or_else(|| "index.js".to_owned());
+            let (entry_file, args) = v4_command(p.runtime.command.as_deref());
             match &p.artifact {
                 PinnedArtifact::IpfsBundle { digest, .. } => {
-                    (digest.clone(), WorkloadRuntime::Javascript { engine, entry_file })
+                    (digest.clone(), WorkloadRuntime::Javascript { engine, entry_file, args })
                 }
                 PinnedArtifact::RuntimeImage { image_digest, bootstrap_digest, .. } => (
                     bootstrap_digest.clone(),
-                    WorkloadRuntime::NativeImage {
-                        image_digest: image_digest.clone(),
-                        executable: entry_file,
-                        args: Vec::new(),
-                    },
+                    WorkloadRuntime::NativeImage { image_digest: image_digest.clone(), executable: entry_file, args },
                 ),
             }
         }
@@ -346,6 +341,7 @@ pub fn workload(
                 EffectiveRuntime::Javascript { engine, entrypoint } => WorkloadRuntime::Javascript {
                     engine: engine_name(*engine).to_owned(),
                     entry_file: entrypoint.file.clone(),
+                    args: Vec::new(),
                 },
                 EffectiveRuntime::NativeImage { image, entrypoint } => WorkloadRuntime::NativeImage {
                     image_digest: image.digest.clone(),
@@ -360,6 +356,18 @@ pub fn workload(
     Ok(Workload { artifact_digest, runtime, env, files })
 }
 
+/// V4 `runtime.command` as an entry file and its arguments: words split on spaces (no shell
+/// string is parsed: no quotes, no variables), a leading engine name (`node`, `deno`, `bun`)
+/// dropped, since the engine is `runtime.engine`. Absent or empty: `index.js`.
+fn v4_command(command: Option<&str>) -> (String, Vec<String>) {
+    let mut words = command.unwrap_or("").split_whitespace().peekable();
+    if words.peek().is_some_and(|w| ["node", "nodejs", "deno", "bun"].contains(w)) {
+        words.next();
+    }
+    let entry = words.next().unwrap_or("index.js").to_owned();
+    (entry, words.map(str::to_owned).collect())
+}
+
 fn engine_name(engine: crate::v4::runtime::Engine) -> &'static str {
     match engine {
         crate::v4::runtime::Engine::Nodejs => "nodejs",
@@ -371,6 +379,47 @@ fn engine_name(engine: crate::v4::runtime::Engine) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stored(file: &str, schema_version: u8) -> PolicyVersion {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden").join(file);
+        PolicyVersion {
+            version: 3,
+            schema_version,
+            authored_digest: "sha256:a".into(),
+            policy_digest: "sha256:p".into(),
+            policy: std::fs::read_to_string(&path).expect("golden policy"),
+            authored: "{}".into(),
+            jobs: 1,
+            execution: "scheduled".into(),
+            published_by: "test".into(),
+        }
+    }
+
+    #[test]
+    fn a_v4_policy_becomes_its_plan_and_workload() {
+        let v = stored("v4-full.policy.json", 4);
+        let p = plan(&v).expect("a plan");
+        assert_eq!((p.policy_version, p.slots, p.window_ms, p.start_delay_ms), (3, 3, 7_200_000, 60_000));
+        assert_eq!(p.mode, Mode::Continuous { until: None });
+        assert_eq!(p.requirements.memory_bytes, Some(512 << 20));
+        let secrets = std::collections::BTreeMap::from([("db.password".to_owned(), b"s3cret".to_vec())]);
+        let w = workload(&v, &secrets).expect("a workload");
+        // `command: node dist/worker.js`: the engine is runtime.engine, the file is the entry.
+        assert_eq!(
+            w.runtime,
+            WorkloadRuntime::Javascript { engine: "nodejs".into(), entry_file: "dist/worker.js".into(), args: vec![] }
+        );
+        assert!(w.env.contains(&("LOG_LEVEL".to_owned(), "info".to_owned())));
+        assert!(w.env.contains(&("DB_PASSWORD".to_owned(), "s3cret".to_owned())));
+        assert!(w.files.is_empty(), "tls.key has no value");
+    }
+
+    #[test]
+    fn v4_commands_split_into_an_entry_and_arguments() {
+        assert_eq!(v4_command(Some("node dist/worker.js --fast")), ("dist/worker.js".into(), vec!["--fast".into()]));
+        assert_eq!(v4_command(Some("server.js")), ("server.js".into(), vec![]));
+        assert_eq!(v4_command(None), ("index.js".into(), vec![]));
+    }
 
     #[test]
     fn durations_sizes_and_bounds_convert() {
