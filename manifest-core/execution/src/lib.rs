@@ -30,7 +30,7 @@ pub mod spend;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use market::{
-    JobOrder, JobState, JobStatus, Market, Placement, Quote, Refusal, StopMode, Workload, WorkloadRuntime,
+    JobOrder, JobState, JobStatus, Market, Placement, Quote, Refusal, Sidecar, StopMode, Workload, WorkloadRuntime,
 };
 pub use plan::Plan;
 pub use record::{AppKey, AppStatus, AppView, ExecKey, ExecState, Execution, Reason};

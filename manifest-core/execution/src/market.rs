@@ -42,6 +42,23 @@ pub struct Workload {
     pub env: Vec<(String, String)>,
     /// Secret files: absolute path inside the job, contents.
     pub files: Vec<(PathBuf, Vec<u8>)>,
+    /// A process that runs beside the program, in its own sandbox (an ingress job's agent).
+    pub sidecar: Option<Sidecar>,
+}
+
+/// A process beside a job's program: its own sandbox, its own private state directory, the
+/// same network (it reaches the program on loopback). If it ends, the job ends.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sidecar {
+    /// The program (an absolute host path, or a name on the service's `PATH`) and its
+    /// arguments.
+    pub argv: Vec<String>,
+    /// Its whole environment.
+    pub env: Vec<(String, String)>,
+    /// Where its state directory appears inside (absolute): it may write there.
+    pub state_dir: PathBuf,
+    /// Files written into its state directory before it starts (0600): name, contents.
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
 /// How a job starts.

@@ -75,6 +75,7 @@ fn order(id: &str, digest: &str, entry: &str) -> JobOrder {
             },
             env: vec![("GREETING".into(), "hello".into())],
             files: Vec::new(),
+            sidecar: None,
         },
     }
 }
@@ -476,4 +477,63 @@ fn an_engine_that_is_not_installed_is_refused_by_name() {
 /// Whether `program` is on `PATH`.
 fn svc_runner_has(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// A sidecar running node on `script`, written into its state directory as `<mark>.js`.
+fn sidecar(mark: &str, script: &str) -> svc_execution::Sidecar {
+    svc_execution::Sidecar {
+        argv: vec!["node".into(), format!("/sidecar/{mark}.js")],
+        env: vec![("SIDE".into(), "car".into())],
+        state_dir: "/sidecar".into(),
+        files: vec![(format!("{mark}.js"), script.as_bytes().to_vec())],
+    }
+}
+
+#[test]
+fn a_sidecar_runs_beside_the_job_in_its_own_sandbox_and_goes_with_it() {
+    let world = World::new();
+    let mark = marker("sidecar");
+    let entry = format!("{mark}-app.js");
+    let digest = world.artifact(&[(&entry, STAYS_UP)]);
+    let pool = world.pool(1, 2);
+    // The sidecar writes into its own state directory, sees only its own environment, and
+    // cannot see the application's files.
+    let script = "const fs = require('fs');\n\
+                  fs.writeFileSync('/sidecar/state', 'written');\n\
+                  console.log('side', process.env.SIDE, process.env.GREETING === undefined, fs.existsSync('/app'));\n\
+                  setInterval(() => {}, 1000);";
+    let mut job = order("app/1/1/1", &digest, &entry);
+    job.workload.sidecar = Some(sidecar(&mark, script));
+    pool.launch(&job).expect("launched");
+    assert!(wait_for(5, || state(&pool, "app/1/1/1") == Some(JobState::Ready)), "{:?}", pool.jobs());
+    assert!(
+        wait_for(5, || pool.output("app/1/1/1").contains(&"side car true false".to_owned())),
+        "{:?}",
+        pool.output("app/1/1/1")
+    );
+    assert_eq!(programs_marked(&mark).len(), 2, "the app and its sidecar");
+    pool.stop("app/1/1/1", StopMode::Stop);
+    assert_eq!(processes_marked(&mark), Vec::<u32>::new(), "both go");
+    assert!(world.scratch_left().is_empty(), "its state directory goes with the job");
+}
+
+#[test]
+fn a_sidecar_that_ends_ends_its_job() {
+    let world = World::new();
+    let mark = marker("sidecar-exit");
+    let entry = format!("{mark}-app.js");
+    let digest = world.artifact(&[(&entry, STAYS_UP)]);
+    let pool = world.pool(1, 2);
+    let mut job = order("app/1/1/1", &digest, &entry);
+    job.workload.sidecar = Some(sidecar(&mark, "setTimeout(() => process.exit(7), 300);"));
+    pool.launch(&job).expect("launched");
+    assert!(wait_for(5, || state(&pool, "app/1/1/1") == Some(JobState::Exited(Some(7)))), "{:?}", pool.jobs());
+    assert_eq!(processes_marked(&mark), Vec::<u32>::new(), "the app went with it");
+    // A sidecar that names no program, or a state directory that is not its own, is refused.
+    let mut bad = order("app/2/1/1", &digest, &entry);
+    bad.workload.sidecar = Some(svc_execution::Sidecar { argv: vec![], ..sidecar(&mark, "") });
+    assert!(matches!(pool.launch(&bad), Err(Refusal::Start(m)) if m.contains("names no program")));
+    let mut bad = order("app/3/1/1", &digest, &entry);
+    bad.workload.sidecar = Some(svc_execution::Sidecar { state_dir: "/app".into(), ..sidecar(&mark, "") });
+    assert!(matches!(pool.launch(&bad), Err(Refusal::Start(m)) if m.contains("state directory")));
 }

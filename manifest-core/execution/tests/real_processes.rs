@@ -67,6 +67,7 @@ impl Real {
             },
             env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             files: Vec::new(),
+            sidecar: None,
         };
         self.store.edit(|s| {
             s.apps.insert(

@@ -346,7 +346,9 @@ impl LocalPool {
             Refusal::Start(format!("cannot make the job's scratch directory in {}: {e}", self.work_dir.display()))
         })?;
         let app = workload::confine(&order.workload, &self.artifacts, scratch.path())?;
-        let spec = JobSpec { id: order.execution_id.clone(), app, agent: None, capture_output: true };
+        let agent =
+            order.workload.sidecar.as_ref().map(|s| workload::confine_sidecar(s, scratch.path())).transpose()?;
+        let spec = JobSpec { id: order.execution_id.clone(), app, agent, capture_output: true };
         // Started on the pool's own worker thread, never the caller's: a sandbox dies with the
         // thread that started it (bwrap's --die-with-parent is a parent-death signal, and the
         // exit of the forking thread counts as its parent's death), and a caller may be a

@@ -11,7 +11,7 @@ use fs_err::os::unix::fs::OpenOptionsExt;
 use svc_runner::{Confined, Mount};
 
 use crate::artifacts::ArtifactStore;
-use crate::market::{Refusal, Workload, WorkloadRuntime};
+use crate::market::{Refusal, Sidecar, Workload, WorkloadRuntime};
 
 /// Where the artifact appears inside the job (its working directory).
 pub const APP_INSIDE: &str = "/app";
@@ -132,6 +132,38 @@ fn secret_files(files: &[(PathBuf, Vec<u8>)], scratch: &Path) -> Result<Vec<Moun
         mounts.push(Mount { host, inside: inside.clone(), writable: false, job_owned: true });
     }
     Ok(mounts)
+}
+
+/// The sidecar's process: its state directory is `scratch/sidecar` (0700, its files 0600),
+/// writable at `sidecar.state_dir`, which is also its working directory.
+pub(super) fn confine_sidecar(sidecar: &Sidecar, scratch: &Path) -> Result<Confined, Refusal> {
+    let refuse = |why: String| Refusal::Start(format!("the job's sidecar cannot start: {why}"));
+    let Some(program) = sidecar.argv.first() else { return Err(refuse("it names no program".into())) };
+    let program = svc_runner::which(OsStr::new(program)).map_err(|e| refuse(e.to_string()))?;
+    let inside = &sidecar.state_dir;
+    let plain = inside.is_absolute() && inside.components().skip(1).all(|c| matches!(c, Component::Normal(_)));
+    if !plain || inside.components().count() < 2 || RESERVED.iter().any(|r| inside.starts_with(r)) {
+        return Err(refuse(format!("its state directory {} must be absolute, plain and its own", inside.display())));
+    }
+    let fail = |e: std::io::Error| refuse(format!("its state directory: {e}"));
+    let host = scratch.join("sidecar");
+    std::fs::DirBuilder::new().mode(0o700).create(&host).map_err(fail)?;
+    for (name, bytes) in &sidecar.files {
+        if Path::new(name).components().count() != 1 || relative(name).is_none() {
+            return Err(refuse(format!("its file {name:?} must be a plain name")));
+        }
+        let path = host.join(name);
+        let mut file = fs_err::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).map_err(fail)?;
+        file.write_all(bytes).map_err(fail)?;
+    }
+    let mut argv = vec![program.into_os_string()];
+    argv.extend(sidecar.argv.iter().skip(1).map(OsString::from));
+    Ok(Confined {
+        argv,
+        env: sidecar.env.clone(),
+        mounts: vec![Mount { host, inside: inside.clone(), writable: true, job_owned: true }],
+        cwd: inside.clone(),
+    })
 }
 
 /// A secret file's path must be absolute, plain (no `..`, `.`), and outside the job's other

@@ -353,7 +353,7 @@ pub fn workload(
         }
     };
     env.sort();
-    Ok(Workload { artifact_digest, runtime, env, files })
+    Ok(Workload { artifact_digest, runtime, env, files, sidecar: None })
 }
 
 /// V4 `runtime.command` as an entry file and its arguments: words split on spaces (no shell
