@@ -773,18 +773,7 @@ fn a_service_killed_at_random_moments_leaves_no_job_and_recovers() {
 /// The text of `svc` for a snapshot, with its times and the application's uid replaced
 /// (insta is built without its `filters` feature).
 fn normalize(text: &str, uid: &str) -> String {
-    let is_time = |w: &str| {
-        let b = w.as_bytes();
-        b.len() == 24
-            && b.iter().enumerate().all(|(i, c)| match i {
-                4 | 7 => *c == b'-',
-                10 => *c == b'T',
-                13 | 16 => *c == b':',
-                19 => *c == b'.',
-                23 => *c == b'Z',
-                _ => c.is_ascii_digit(),
-            })
-    };
+    let is_time = |w: &str| (manifest_core::projection::RFC3339_MILLIS.check)(w);
     text.replace(uid, "[uid]")
         .lines()
         .map(|line| line.split(' ').map(|w| if is_time(w) { "[time]" } else { w }).collect::<Vec<_>>().join(" "))

@@ -144,8 +144,11 @@ impl Executor {
         for (app, e) in &live {
             match (e.state, jobs.get(&e.execution_id)) {
                 (ExecState::Launching, None) => {
-                    let avoid = avoid_for(tx.as_mut(), *app, e)?;
-                    let order = order(tx.as_mut(), *app, e, avoid, None)?;
+                    // One read of the application for both what to avoid and where to run.
+                    let view = tx.app(*app)?;
+                    let avoid = view.as_ref().map(|v| avoid_for(v, e)).unwrap_or_default();
+                    let requirements = view.and_then(|v| v.plan).map(|p| p.requirements).unwrap_or_default();
+                    let order = order(tx.as_mut(), *app, e, avoid, &requirements)?;
                     effects.push(Effect::Launch(*app, e.clone(), order));
                     report.relaunched += 1;
                 }
@@ -256,7 +259,7 @@ impl Executor {
             if let Some((version, at)) = decision.activated {
                 tx.activate(app, version, at)?;
             }
-            let requirements = view.plan.as_ref().map(|p| &p.requirements);
+            let requirements = view.plan.as_ref().map(|p| p.requirements.clone()).unwrap_or_default();
             let by_key: BTreeMap<ExecKey, &Execution> = view.executions.iter().map(|e| (e.key, e)).collect();
             let mut stopped = BTreeSet::new();
             for action in decision.actions {
@@ -264,7 +267,7 @@ impl Executor {
                     Action::Launch { execution, avoid } => {
                         let mut e = execution;
                         e.key = tx.insert(app, &e)?;
-                        let order = order(tx.as_mut(), app, &e, avoid, requirements)?;
+                        let order = order(tx.as_mut(), app, &e, avoid, &requirements)?;
                         effects.push(Effect::Launch(app, e, order));
                     }
                     Action::Refuse(e) => {
@@ -293,7 +296,7 @@ impl Executor {
                         restarted.changed_at = now;
                         restarted.silent_since = None;
                         tx.transition(app, &restarted, e.state)?;
-                        let order = order(tx.as_mut(), app, &restarted, Vec::new(), requirements)?;
+                        let order = order(tx.as_mut(), app, &restarted, Vec::new(), &requirements)?;
                         effects.push(Effect::Restart(app, restarted, order, processor));
                     }
                     Action::Settle => tx.settle(app, now)?,
@@ -444,15 +447,14 @@ fn record_status(
     Ok(true)
 }
 
-fn avoid_for(tx: &mut dyn ExecutionTx, app: AppKey, e: &Execution) -> Result<Vec<String>, StoreFailure> {
-    let Some(view) = tx.app(app)? else { return Ok(Vec::new()) };
-    Ok(view
-        .executions
+/// Processors an earlier attempt of the same generation failed on.
+fn avoid_for(view: &AppView, e: &Execution) -> Vec<String> {
+    view.executions
         .iter()
         .filter(|o| o.slot == e.slot && o.generation == e.generation && o.attempt < e.attempt)
         .filter(|o| o.state == ExecState::Failed)
         .filter_map(|o| o.processor_id.clone())
-        .collect())
+        .collect()
 }
 
 fn order(
@@ -460,16 +462,12 @@ fn order(
     app: AppKey,
     e: &Execution,
     avoid: Vec<String>,
-    requirements: Option<&crate::plan::Requirements>,
+    requirements: &crate::plan::Requirements,
 ) -> Result<JobOrder, StoreFailure> {
-    let requirements = match requirements {
-        Some(r) => r.clone(),
-        None => tx.app(app)?.and_then(|v| v.plan).map(|p| p.requirements).unwrap_or_default(),
-    };
     Ok(JobOrder {
         execution_id: e.execution_id.clone(),
         window_end: e.window_end,
-        requirements,
+        requirements: requirements.clone(),
         avoid,
         workload: tx.workload(app, e.policy_version)?,
     })

@@ -169,7 +169,7 @@ impl SlotDecider<'_, '_, '_> {
             }
             return !generation_live;
         }
-        self.next_generation(plan, latest, generation_live);
+        self.next_generation(plan, latest);
         false
     }
 
@@ -383,7 +383,7 @@ impl SlotDecider<'_, '_, '_> {
     }
 
     /// Renewal, the next interval occurrence, and immediate updates.
-    fn next_generation(&mut self, plan: &Plan, latest: &Execution, generation_live: bool) {
+    fn next_generation(&mut self, plan: &Plan, latest: &Execution) {
         let next = latest.generation + 1;
         // SPEC lifecycle.update.timing `immediate`: a slot running an older version gets a
         // successor of the new one now (its predecessor then follows existingJobs).
@@ -457,7 +457,6 @@ impl SlotDecider<'_, '_, '_> {
             self.wake_at(due);
             return;
         }
-        let _ = generation_live;
         let launched = self.launch(plan, next, 1, start.max(self.now), Vec::new());
         if launched && plan.update.existing_jobs != ExistingJobs::RunUntilScheduledEnd {
             // At most one predecessor overlaps a successor: a generation older than the one

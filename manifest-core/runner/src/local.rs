@@ -180,7 +180,7 @@ fn kill_sandbox(child: &mut Child) {
     let _ = child.start_kill();
 }
 
-fn signal(pid: u32, signal: Signal) {
+pub(crate) fn signal(pid: u32, signal: Signal) {
     if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
         // It may be gone already: nothing left to do then.
         let _ = kill_process(pid, signal);
@@ -283,13 +283,7 @@ fn children(pid: u32) -> Vec<u32> {
     entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
-                // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
-                let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-                after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid)
-            })
-        })
+        .filter(|child| crate::sweep::parent(*child) == Some(pid))
         .collect()
 }
 

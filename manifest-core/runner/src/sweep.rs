@@ -8,7 +8,9 @@
 
 use std::path::Path;
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::Signal;
+
+use crate::local::signal;
 
 /// What a process is, read from `/proc`.
 struct Proc {
@@ -18,12 +20,22 @@ struct Proc {
     cmdline: Vec<u8>,
 }
 
-fn read(pid: u32) -> Option<Proc> {
+/// A process's command name and parent, from `/proc/PID/stat`.
+fn stat(pid: u32) -> Option<(String, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
     let (head, rest) = stat.rsplit_once(')')?;
     let comm = head.split_once('(')?.1.to_owned();
-    let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+    Some((comm, rest.split_whitespace().nth(1)?.parse().ok()?))
+}
+
+/// A process's parent, if it still exists.
+pub(crate) fn parent(pid: u32) -> Option<u32> {
+    stat(pid).map(|(_, ppid)| ppid)
+}
+
+fn read(pid: u32) -> Option<Proc> {
+    let (comm, ppid) = stat(pid)?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     Some(Proc { pid, ppid, comm, cmdline })
 }
@@ -31,12 +43,6 @@ fn read(pid: u32) -> Option<Proc> {
 fn mentions(cmdline: &[u8], marker: &Path) -> bool {
     let marker = marker.as_os_str().as_encoded_bytes();
     !marker.is_empty() && cmdline.windows(marker.len()).any(|w| w == marker)
-}
-
-fn signal(pid: u32, signal: Signal) {
-    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
-        let _ = kill_process(pid, signal);
-    }
 }
 
 /// Kills every orphaned sandbox whose command line names one of `markers`; how many

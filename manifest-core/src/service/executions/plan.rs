@@ -87,6 +87,21 @@ pub fn byte_size(text: &str) -> Option<u64> {
 
 /// The plan of a stored version.
 pub fn plan(version: &PolicyVersion) -> Result<Plan, PlanError> {
+    plan_of(version, &effective(version)?)
+}
+
+/// The plan of a stored version in its context (see [`in_context`]): the policy is read once.
+pub fn plan_in_context(
+    version: &PolicyVersion,
+    authority_micros: Option<u64>,
+    valued_secrets: &std::collections::BTreeSet<String>,
+) -> Result<Plan, PlanError> {
+    let effective = effective(version)?;
+    let plan = plan_of(version, &effective)?;
+    Ok(in_context(plan, &effective, authority_micros, valued_secrets))
+}
+
+fn plan_of(version: &PolicyVersion, effective: &Effective) -> Result<Plan, PlanError> {
     let bad =
         |what: &'static str, value: &str| PlanError::Value { version: version.version, what, value: value.to_owned() };
     let money = |what: &'static str, value: &str| value.parse::<u128>().map_err(|_| bad(what, value));
@@ -105,7 +120,7 @@ pub fn plan(version: &PolicyVersion) -> Result<Plan, PlanError> {
         requirements: Requirements::default(),
         hold: None,
     };
-    match effective(version)? {
+    match effective {
         Effective::V4(p) => {
             let d = &p.deployment;
             // SPEC deployment (V4) parallelism: logical job slots with monotonic generations.
@@ -248,14 +263,14 @@ pub fn plan(version: &PolicyVersion) -> Result<Plan, PlanError> {
 /// spend authority per job (a launch is never charged above it; a policy that spends
 /// service credits launches nothing while the organization has none), and the hold of a
 /// required secret that has no value yet: what publication's layer 7 warned of.
-pub fn in_context(
+fn in_context(
     mut plan: Plan,
-    version: &PolicyVersion,
+    effective: &Effective,
     authority_micros: Option<u64>,
     valued_secrets: &std::collections::BTreeSet<String>,
-) -> Result<Plan, PlanError> {
+) -> Plan {
     plan.spend.organization_per_job_micros = authority_micros.map(u128::from);
-    let (spends, required): (bool, Vec<String>) = match effective(version)? {
+    let (spends, required): (bool, Vec<String>) = match effective {
         Effective::V4(p) => (
             p.deployment.spend.max_service_credit_micros_per_generation.is_some(),
             p.configuration.secrets.iter().filter(|s| s.required).map(|s| s.secret_id.clone()).collect(),
@@ -278,7 +293,7 @@ pub fn in_context(
             "the organization has no service-credit spend authority; `svc admin spend-authority set` sets one",
         ));
     }
-    Ok(plan)
+    plan
 }
 
 /// What a job of a stored version runs: the artifact, the runtime, the variables, and the

@@ -209,8 +209,7 @@ impl ExecutionTx for SqliteTransaction<'_> {
         let plan = match self.active_version(app)? {
             Some(version) => {
                 let (authority, valued) = self.context(app)?;
-                let p = plan::plan(&version).map_err(failure)?;
-                Some(plan::in_context(p, &version, authority, &valued).map_err(failure)?)
+                Some(plan::plan_in_context(&version, authority, &valued).map_err(failure)?)
             }
             None => None,
         };
