@@ -494,6 +494,9 @@ pub(crate) fn logs(t: &ProjectTarget, follow: bool, after: i64) -> ExitCode {
                 return Ok(());
             }
             if !more {
+                if crate::output::stdout_closed() {
+                    return Ok(());
+                }
                 std::thread::sleep(Duration::from_secs(1));
             }
         }

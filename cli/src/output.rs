@@ -316,6 +316,17 @@ fn describe(mut cmd: clap::Command, path: &str) -> clap::Command {
     cmd
 }
 
+/// Whether nobody reads standard output any more (its pipe's reader has closed): a command
+/// that waits between lines (`--watch`, `--follow`) checks it before waiting again, since it
+/// would only learn it from a write, and may have nothing to write for hours.
+pub(crate) fn stdout_closed() -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(&stdout, PollFlags::OUT)];
+    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+    poll(&mut fds, Some(&zero)).is_ok() && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

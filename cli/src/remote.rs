@@ -270,6 +270,9 @@ pub(crate) fn app_executions(
             }
             last = response.body.clone();
         }
+        if crate::output::stdout_closed() {
+            return ExitCode::SUCCESS;
+        }
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }

@@ -861,6 +861,33 @@ fn svc_app_executions_and_show_print_the_projection() {
     let watched: Value = serde_json::from_str(&line).expect("one object on a line");
     check_schema(&schema, &watched);
     assert!(converged_on(&watched, 2, 1), "{watched:#}");
+
+    // `svc app executions --watch | head -1`: once its reader is gone, a watch with nothing
+    // new to print ends on its own (it waited forever: found by hand).
+    let mut watch = std::process::Command::new(svc_e2e::service::svc_binary())
+        .args(["app", "executions", "web", "--watch"])
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("svc app executions --watch");
+    let mut reader = std::io::BufReader::new(watch.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut first).expect("a first line");
+    drop(reader);
+    let gone_by = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = watch.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > gone_by {
+            let _ = watch.kill();
+            panic!("the watch outlived its reader");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "a watch nobody reads ends quietly");
     finish(w);
 }
 
