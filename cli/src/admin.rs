@@ -83,7 +83,7 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
             admin::ssh_key_add(&target.data_dir, &target.org, key)
         }
         AdminCommand::Secret { command: SecretCommand::Provision { target, app, secret_id, value_file } } => {
-            match value_file.as_deref().map(fs_err::read).transpose() {
+            match value_file.as_deref().map(read_secret).transpose() {
                 Ok(value) => admin::secret_provision(&target.data_dir, &target.org, app, secret_id, value.as_deref()),
                 Err(e) => Err(AdminError::Invalid(format!("--value-file: {e}"))),
             }
@@ -109,4 +109,22 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A secret's value from `--value-file`: a regular file (a FIFO or a device such as
+/// `/dev/zero` could block or never end), read no further than one byte past the bound, so
+/// the store's own check can say how large is too large without reading it all.
+fn read_secret(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = fs_err::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    let bound = manifest_core::service::admin::MAX_SECRET_BYTES as u64 + 1;
+    let mut value = Vec::new();
+    file.take(bound).read_to_end(&mut value)?;
+    Ok(value)
 }

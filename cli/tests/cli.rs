@@ -383,3 +383,48 @@ fn a_typod_data_dir_is_refused_and_nothing_is_created() {
     let out = svc(&["relay", "admin", "token", "--data-dir", typo, "--org", "acme"], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Found by hand: `--value-file /dev/zero` read forever (and without bound). A device or a
+/// FIFO is refused at once, and a large file is read only one byte past the bound.
+#[test]
+fn a_secret_value_file_must_be_a_regular_file_of_bounded_size() {
+    let dir = tempfile::tempdir().expect("scratch");
+    let data = dir.path().to_str().expect("utf-8");
+    let token = svc(&["admin", "token", "create", "--data-dir", data, "--org", "acme", "--role", "owner"], None);
+    assert!(token.status.success(), "{}", String::from_utf8_lossy(&token.stderr));
+    let provision = |file: &str| {
+        svc(
+            &[
+                "admin",
+                "secret",
+                "provision",
+                "--data-dir",
+                data,
+                "--org",
+                "acme",
+                "--app",
+                "web",
+                "--secret-id",
+                "k",
+                "--value-file",
+                file,
+            ],
+            None,
+        )
+    };
+    let zero = provision("/dev/zero");
+    assert_eq!(zero.status.code(), Some(1), "{}", String::from_utf8_lossy(&zero.stderr));
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("/dev/zero is not a regular file"));
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![b'x'; 1 << 20]).expect("write");
+    let large = provision(big.to_str().expect("utf-8"));
+    assert_eq!(large.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&large.stderr).contains("the most is 65536"),
+        "{}",
+        String::from_utf8_lossy(&large.stderr)
+    );
+    let small = dir.path().join("small");
+    std::fs::write(&small, b"s3cret").expect("write");
+    assert!(provision(small.to_str().expect("utf-8")).status.success());
+}
