@@ -1,5 +1,5 @@
 //! The coordinator's engine and relay API in process: a real store (SQLite in a scratch
-//! directory), a fake job runner whose jobs end when the test says, and a fake probe whose
+//! directory), a fake processor market whose jobs end when the test says, and a fake probe whose
 //! verdicts the test scripts. Each test drives the engine with `Engine::tick`, one look at a
 //! time, and calls the API's router directly: no process, no network, no sleep to wait for
 //! something to happen.
@@ -18,66 +18,84 @@ use relay_api::coordinator::{CoordinatorConfig, Engine, EngineParts, RelayStore,
 use relay_api::gateway::{Gateway, GatewayConfig};
 use relay_api::hint::{Hint, Stage};
 use relay_api::local::LocalCoordinator;
-use relay_api::runner::{Exit, JobRunner, JobSpec, LaunchError, Part, RunningJob, Stopping};
+use svc_execution::artifacts::ArtifactStore;
+use svc_execution::market::{
+    JobOrder, JobState, JobStatus, Market, Placement, Quote as MarketQuote, Refusal, StopMode,
+};
+use svc_execution::plan::Requirements;
 
-/// Jobs launched by the fake runner, by job name (`dep_....rN`): whether each still runs, and
-/// an ending the test gave it.
+/// Jobs launched on the fake market, by job name (`dep_....rN`, their execution IDs without
+/// the launch count): whether each still runs, and an ending the test gave it.
 #[derive(Default)]
 struct Launched {
-    running: HashMap<String, bool>,
-    endings: HashMap<String, Exit>,
+    /// By execution ID: its job's name and state.
+    jobs: HashMap<String, (String, JobState)>,
     launches: Vec<String>,
 }
 
+/// A market whose jobs run until the test ends them.
 #[derive(Clone, Default)]
-struct FakeRunner(Arc<Mutex<Launched>>);
+struct FakeMarket(Arc<Mutex<Launched>>);
 
-impl FakeRunner {
+impl FakeMarket {
     fn running(&self) -> Vec<String> {
         let launched = self.0.lock().expect("lock");
-        let mut names: Vec<String> = launched.running.iter().filter(|(_, r)| **r).map(|(n, _)| n.clone()).collect();
+        let mut names: Vec<String> = launched
+            .jobs
+            .values()
+            .filter(|(_, state)| *state == JobState::Starting)
+            .map(|(name, _)| name.clone())
+            .collect();
         names.sort();
         names
     }
 
     fn end(&self, job: &str, code: i32) {
-        self.0
-            .lock()
-            .expect("lock")
-            .endings
-            .insert(job.to_owned(), Exit { part: Part::App, code: Some(code), signal: None });
-    }
-}
-
-struct FakeJob {
-    name: String,
-    launched: Arc<Mutex<Launched>>,
-}
-
-impl JobRunner for FakeRunner {
-    fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError> {
         let mut launched = self.0.lock().expect("lock");
-        launched.running.insert(job.id.clone(), true);
-        launched.launches.push(job.id.clone());
-        Ok(Box::new(FakeJob { name: job.id.clone(), launched: self.0.clone() }))
+        for (name, state) in launched.jobs.values_mut() {
+            if name == job && *state == JobState::Starting {
+                *state = JobState::Exited(Some(code));
+            }
+        }
     }
 }
 
-impl RunningJob for FakeJob {
-    fn pids(&self) -> Vec<u32> {
-        vec![1, 2]
+impl Market for FakeMarket {
+    fn quote(&self, _: &Requirements, _: &[String], _: u64) -> Result<MarketQuote, Refusal> {
+        Ok(MarketQuote::default())
     }
-    fn exited(&mut self) -> Option<Exit> {
-        self.launched.lock().ok()?.endings.remove(&self.name)
+    fn launch(&self, order: &JobOrder) -> Result<Placement, Refusal> {
+        let mut launched = self.0.lock().expect("lock");
+        let (name, _) = order.execution_id.rsplit_once('.').expect("a launch count");
+        launched.jobs.insert(order.execution_id.clone(), (name.to_owned(), JobState::Starting));
+        launched.launches.push(name.to_owned());
+        Ok(Placement { processor_id: "fake-1".into(), quote: MarketQuote::default() })
     }
-    fn output(&mut self) -> Vec<(Part, String)> {
+    fn restart(&self, _: &JobOrder, _: &str) -> Result<(), Refusal> {
+        Err(Refusal::Start("not in these tests".into()))
+    }
+    fn stop(&self, execution_id: &str, _: StopMode) {
+        if let Some((_, state)) = self.0.lock().expect("lock").jobs.get_mut(execution_id) {
+            *state = JobState::Exited(None);
+        }
+    }
+    fn changes(&self) -> Vec<JobStatus> {
         Vec::new()
     }
-    fn stop(self: Box<Self>) -> Stopping {
-        if let Ok(mut launched) = self.launched.lock() {
-            launched.running.insert(self.name.clone(), false);
-        }
-        Box::pin(async { Vec::new() })
+    fn jobs(&self) -> Vec<JobStatus> {
+        let launched = self.0.lock().expect("lock");
+        launched
+            .jobs
+            .iter()
+            .map(|(id, (_, state))| JobStatus {
+                execution_id: id.clone(),
+                processor_id: "fake-1".into(),
+                state: *state,
+            })
+            .collect()
+    }
+    fn release(&self, execution_id: &str) {
+        self.0.lock().expect("lock").jobs.remove(execution_id);
     }
 }
 
@@ -123,7 +141,7 @@ impl Probe for FakeProbe {
 struct World {
     engine: Arc<Engine>,
     store: Arc<RelayStore>,
-    runner: FakeRunner,
+    market: FakeMarket,
     probe: FakeProbe,
     org: String,
     _dir: tempfile::TempDir,
@@ -140,13 +158,15 @@ fn world(probe: FakeProbe) -> World {
     let ca = DevCa::open(&data).expect("the development CA");
     let gateway_ca = ca.cert_path.clone();
     let gateway = Gateway::new(GatewayConfig::new(any, any, any, String::new(), String::new()));
-    let runner = FakeRunner::default();
+    let market = FakeMarket::default();
+    let artifacts = ArtifactStore::open(config.jobs_dir.join("artifacts")).expect("an artifact store");
     let engine = Engine::new(EngineParts {
         config,
         store: store.clone(),
         gateway,
         signer: LocalCoordinator::new(ca),
-        runner: Arc::new(runner.clone()),
+        market: Arc::new(market.clone()),
+        artifacts,
         probe: Arc::new(probe.clone()),
         tunnel: any,
         gateway_ca,
@@ -154,7 +174,7 @@ fn world(probe: FakeProbe) -> World {
         public_port: 8443,
     });
     let org = store.invite("acme").expect("an organization");
-    World { engine, store, runner, probe, org, _dir: dir }
+    World { engine, store, market, probe, org, _dir: dir }
 }
 
 const PROJECT: &str = r#"{"version": 1, "name": "shop", "runtime": "node", "app": {"entrypoint": "server.js"},
@@ -196,6 +216,12 @@ impl World {
         };
         self.store.add_quote(&quote).expect("quote");
         self.store.fund(&d.id, &quote.id, std::slice::from_ref(&d.canonical_hostname), now_ms()).expect("funded");
+        // The app's files of the revisions the tests make: each job is launched from them.
+        for revision in 1..=3 {
+            let app = self.engine.config().deployments_dir().join(&d.id).join(format!("r{revision}")).join("app");
+            std::fs::create_dir_all(&app).expect("mkdir");
+            std::fs::write(app.join("server.js"), "// the app").expect("write");
+        }
         d
     }
 
@@ -224,7 +250,7 @@ async fn a_funded_deployment_is_launched_validated_and_live() {
         "{:?}",
         w.deployment(&d.id)
     );
-    assert_eq!(w.runner.running(), [format!("{}.r1", d.id)]);
+    assert_eq!(w.market.running(), [format!("{}.r1", d.id)]);
     let path: Vec<DeploymentState> = w.store.transitions(&d.id).expect("transitions").iter().map(|t| t.to).collect();
     use DeploymentState::*;
     assert_eq!(path, [PendingFunding, Provisioning, Validating, Live]);
@@ -264,14 +290,14 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
         "validated on its standby route before the switch"
     );
     // The predecessor drains (its connections may still be open): it runs beside the new one.
-    assert_eq!(w.runner.running(), [format!("{}.r1", d.id), format!("{}.r2", d.id)]);
+    assert_eq!(w.market.running(), [format!("{}.r1", d.id), format!("{}.r2", d.id)]);
     assert_eq!(w.store.transitions(&d.id).expect("transitions").len(), 4, "never left live");
 
     // Revision 3's app ends before it is validated: it fails, revision 2 serves on.
     w.probe.failing.lock().expect("lock").push("rt_shop_r3".into());
     w.store.put_successor(&successor(3)).expect("revision 3");
-    assert!(w.tick_until(3, |w| w.runner.running().contains(&format!("{}.r3", d.id))).await, "launched");
-    w.runner.end(&format!("{}.r3", d.id), 3);
+    assert!(w.tick_until(3, |w| w.market.running().contains(&format!("{}.r3", d.id))).await, "launched");
+    w.market.end(&format!("{}.r3", d.id), 3);
     let failed = w
         .tick_until(3, |w| w.store.successor(&d.id).ok().flatten().is_some_and(|s| s.state == SuccessorState::Failed))
         .await;
@@ -282,7 +308,7 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
     assert_eq!((now.revision, now.state), (2, DeploymentState::Live));
     let hints = w.engine.hints(&now).expect("hints");
     assert!(hints.iter().any(|h| h.code == "redeploy_failed"), "{hints:?}");
-    assert!(!w.runner.running().contains(&format!("{}.r3", d.id)), "its job is gone");
+    assert!(!w.market.running().contains(&format!("{}.r3", d.id)), "its job is gone");
 }
 
 #[tokio::test]
@@ -303,7 +329,7 @@ async fn a_successor_of_a_deployment_that_serves_nothing_takes_over_at_once() {
         .expect("revision 2");
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
     assert_eq!(w.deployment(&d.id).revision, 2);
-    let launches = w.runner.0.lock().expect("lock").launches.clone();
+    let launches = w.market.0.lock().expect("lock").launches.clone();
     assert_eq!(launches, [format!("{}.r2", d.id)], "revision 1 was never launched only to be replaced");
     let standby = w.probe.calls.lock().expect("lock").iter().any(|(_, standby)| *standby);
     assert!(!standby, "nothing served, so no standby validation was needed");

@@ -25,6 +25,20 @@ fn jobs_dir(data: &Path) -> PathBuf {
     PathBuf::from(jobs)
 }
 
+/// The state directory of the agent of revision `revision` of deployment `id`: its sidecar
+/// directory in the job's scratch directory of the local pool (`<jobs>/pool/<execution>.*/`,
+/// the execution ID `dep_….rN.K` with its dots as `_`).
+fn agent_dir(jobs: &Path, id: &str, revision: u32) -> PathBuf {
+    let prefix = format!("{id}_r{revision}_");
+    let scratch = std::fs::read_dir(jobs.join("pool"))
+        .expect("the pool's directory")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
+        .unwrap_or_else(|| panic!("no job of {id} revision {revision} in {}", jobs.join("pool").display()));
+    scratch.join("sidecar")
+}
+
 /// The hostile app's project: `tests/ingress/fixtures/hostile/server.js` with what to probe
 /// in its environment, and a secret of its own.
 fn hostile_project(dir: &Path, probe_paths: &[String], probe_pids: &[u32]) -> PathBuf {
@@ -94,9 +108,10 @@ async fn a_hostile_job_reads_no_other_tenants_secrets_keys_store_or_environment(
         data.clone(),
         data.join("deployments").join(&a_id).join("r1/secrets.json"),
         data.join("deployments").join(&a_id).join("r1/app/server.js"),
-        jobs.join(&a_id).join("r1/agent/agent.json"),
-        jobs.join(&a_id).join("r1/agent/key.pem"),
+        agent_dir(&jobs, &a_id, 1).join("agent.json"),
+        agent_dir(&jobs, &a_id, 1).join("key.pem"),
         jobs.clone(),
+        jobs.join("artifacts"),
         PathBuf::from(format!("/proc/{}/environ", relay.proc.pid())),
         PathBuf::from(format!("/proc/{}/environ", a_pids[0])),
         PathBuf::from(format!("/proc/{}/root", a_pids[0])),
@@ -186,13 +201,22 @@ async fn a_hostile_job_reads_no_other_tenants_secrets_keys_store_or_environment(
     assert_eq!(state(&a), "live", "{a:#}");
 }
 
-/// Every directory 0700 and every file 0600 under `root`.
+/// Every directory 0700 and every file 0600 under `root`; but the stored artifacts (the apps'
+/// files, each job's read-only `/app`) are 0755 and 0644 inside their 0700 directory, to be
+/// read by the jobs' own uids through their mounts and by no one else.
 fn assert_private(root: &Path) -> usize {
     let mut seen = 0;
     let mut stack = vec![root.to_path_buf()];
     while let Some(path) = stack.pop() {
         let meta = std::fs::symlink_metadata(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mode = meta.permissions().mode() & 0o777;
+        let artifact = path.parent().is_some_and(|p| p.ends_with("artifacts"))
+            && path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("sha256-"));
+        if artifact {
+            assert_eq!(mode, 0o755, "{} is {mode:o}", path.display());
+            seen += 1;
+            continue;
+        }
         if meta.is_dir() {
             assert_eq!(mode, 0o700, "{} is {mode:o}", path.display());
             stack.extend(std::fs::read_dir(&path).expect("read").flatten().map(|e| e.path()));
@@ -230,7 +254,7 @@ async fn the_relay_store_holds_no_route_credential_or_route_key_in_clear() {
     let status = relay.json(&["status", "--config", &config]).await;
     let id = status["deployment"]["id"].as_str().expect("an ID");
     let agent: Value = serde_json::from_slice(
-        &std::fs::read(jobs_dir(&data).join(id).join("r1/agent/agent.json")).expect("agent.json"),
+        &std::fs::read(agent_dir(&jobs_dir(&data), id, 1).join("agent.json")).expect("agent.json"),
     )
     .expect("JSON");
     let credential = agent["credential"].as_str().expect("a credential");

@@ -262,6 +262,24 @@ impl ArtifactStore {
         Ok(target)
     }
 
+    /// Removes every artifact but those of `keep` (digests); returns how many went. For a store whose artifacts are
+    /// copies of files kept elsewhere and stored again at each launch (the relay's revisions),
+    /// so that nothing outlives its last job.
+    pub fn retain(&self, keep: &[String]) -> usize {
+        let keep: Vec<PathBuf> = keep.iter().filter_map(|digest| self.entry(digest).ok()).collect();
+        let Ok(entries) = fs_err::read_dir(&self.root) else { return 0 };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let artifact = name.strip_prefix("sha256-").is_some_and(|hex| digest_hex(&format!("sha256:{hex}")).is_ok());
+            if artifact && !keep.contains(&entry.path()) && std::fs::remove_dir_all(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// The directory of the artifact `digest`.
     fn entry(&self, digest: &str) -> Result<PathBuf, ArtifactError> {
         Ok(self.root.join(format!("sha256-{}", digest_hex(digest)?)))
@@ -501,6 +519,21 @@ mod tests {
         fs_err::remove_dir_all(&path).expect("remove");
         let missing = store.path(&digest).expect_err("missing");
         assert!(matches!(missing, ArtifactError::Missing { .. }), "{missing}");
+    }
+
+    #[test]
+    fn retain_keeps_only_the_artifacts_named_and_nothing_else_of_the_directory_goes() {
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let store = store(scratch.path());
+        let one = store.store(&bundle(&scratch.path().join("a"), &FIXTURE), None).expect("stored");
+        let two = store.store(&bundle(&scratch.path().join("b"), &[("server.js", &b"v2"[..])]), None).expect("stored");
+        fs_err::write(store.dir().join("notes.txt"), b"not an artifact").expect("write");
+        assert_eq!(store.retain(std::slice::from_ref(&two)), 1);
+        assert!(matches!(store.path(&one), Err(ArtifactError::Missing { .. })));
+        assert!(store.path(&two).is_ok(), "kept");
+        assert!(store.dir().join("notes.txt").exists(), "only artifacts are removed");
+        assert_eq!(store.retain(&[]), 1);
+        assert_eq!(store.retain(&[]), 0);
     }
 
     #[test]

@@ -13,6 +13,8 @@
 
 use std::path::PathBuf;
 
+pub use svc_runner::{Exit, Part};
+
 use crate::clock::Millis;
 use crate::plan::Requirements;
 
@@ -193,6 +195,24 @@ pub trait Market: Send + Sync {
     /// was lost with the service, not by a failure of its own.
     fn starts_empty(&self) -> bool {
         false
+    }
+    /// The lines a job printed since the last call, each with the part that printed it (the
+    /// program, or its sidecar), oldest first. A market that keeps no output has none.
+    fn take_output(&self, execution_id: &str) -> Vec<(Part, String)> {
+        let _ = execution_id;
+        Vec::new()
+    }
+    /// How an ended job ended, in the words a person reads (which part, its status or
+    /// signal), where the market knows more than [`JobState::Exited`] says.
+    fn ending(&self, execution_id: &str) -> Option<Exit> {
+        let _ = execution_id;
+        None
+    }
+    /// The host's process IDs of a running job (the program, then its sidecar), where the
+    /// market's processors are this host; none elsewhere.
+    fn processes(&self, execution_id: &str) -> Vec<u32> {
+        let _ = execution_id;
+        Vec::new()
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use svc_execution::artifacts::ArtifactStore;
 use svc_execution::local::{LocalPool, LocalPoolConfig};
-use svc_execution::market::{JobOrder, JobState, Market, Quote, Refusal, StopMode, Workload, WorkloadRuntime};
+use svc_execution::market::{JobOrder, JobState, Market, Part, Quote, Refusal, StopMode, Workload, WorkloadRuntime};
 use svc_execution::plan::Requirements;
 
 /// A scratch directory with a store and a work directory in it.
@@ -512,7 +512,22 @@ fn a_sidecar_runs_beside_the_job_in_its_own_sandbox_and_goes_with_it() {
         pool.output("app/1/1/1")
     );
     assert_eq!(programs_marked(&mark).len(), 2, "the app and its sidecar");
+    // Its scratch directory (its secrets, its sidecar's state) is the service's alone: it was
+    // 0755, left to the umask, while this said 0700.
+    let scratch = world.scratch_left();
+    assert_eq!(scratch.len(), 1, "{scratch:?}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&fs_err::metadata(&scratch[0]).expect("stat").permissions());
+    assert_eq!(mode & 0o777, 0o700, "{}", scratch[0].display());
+    // Its processes are the host's, program first; its output comes once, by part.
+    let pids = pool.processes("app/1/1/1");
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    assert!(pids.iter().all(|pid| programs_marked(&mark).contains(pid)), "{pids:?}");
+    let taken = pool.take_output("app/1/1/1");
+    assert!(taken.contains(&(Part::Agent, "side car true false".to_owned())), "{taken:?}");
+    assert!(!pool.take_output("app/1/1/1").contains(&(Part::Agent, "side car true false".to_owned())), "taken once");
     pool.stop("app/1/1/1", StopMode::Stop);
+    assert_eq!(pool.processes("app/1/1/1"), Vec::<u32>::new(), "none once it ended");
+    assert_eq!(pool.ending("app/1/1/1"), None, "a stopped job ended because it was told to");
     assert_eq!(processes_marked(&mark), Vec::<u32>::new(), "both go");
     assert!(world.scratch_left().is_empty(), "its state directory goes with the job");
 }
@@ -529,6 +544,9 @@ fn a_sidecar_that_ends_ends_its_job() {
     pool.launch(&job).expect("launched");
     assert!(wait_for(5, || state(&pool, "app/1/1/1") == Some(JobState::Exited(Some(7)))), "{:?}", pool.jobs());
     assert_eq!(processes_marked(&mark), Vec::<u32>::new(), "the app went with it");
+    let ending = pool.ending("app/1/1/1").expect("how it ended");
+    assert_eq!((ending.part, ending.code), (Part::Agent, Some(7)), "the sidecar ended it");
+    assert_eq!(ending.to_string(), "the agent exited with status 7");
     // A sidecar that names no program, or a state directory that is not its own, is refused.
     let mut bad = order("app/2/1/1", &digest, &entry);
     bad.workload.sidecar = Some(svc_execution::Sidecar { argv: vec![], ..sidecar(&mark, "") });

@@ -27,7 +27,8 @@ use super::{AgentCertificates, CoordinatorConfig};
 use crate::gateway::{Gateway, RouteConfig};
 use crate::hint::{self, Hint, Stage};
 use crate::local::LocalCoordinator;
-use crate::runner::JobRunner;
+use svc_execution::artifacts::ArtifactStore;
+use svc_execution::market::Market;
 
 /// How often the loop looks at every deployment.
 const TICK: Duration = Duration::from_millis(250);
@@ -55,9 +56,9 @@ pub(super) const APP_DIR: &str = "app";
 pub(super) const SECRETS_FILE: &str = "secrets.json";
 
 /// What the engine is built from: its configuration and store, the gateway whose routes it
-/// keeps, the signer that certifies its jobs' names, where jobs run ([`JobRunner`]) and how
+/// keeps, the signer that certifies its jobs' names, where jobs run ([`Market`]) and how
 /// routes are looked at ([`Probe`]), and the addresses its jobs' agents are given. A test
-/// builds one with a fake runner and probe and drives it with [`Engine::tick`].
+/// builds one with a simulated market and a fake probe and drives it with [`Engine::tick`].
 pub struct EngineParts {
     /// The coordinator's configuration.
     pub config: CoordinatorConfig,
@@ -67,8 +68,11 @@ pub struct EngineParts {
     pub gateway: Arc<Gateway>,
     /// The development CA's signer (it learns the routes' names and credentials too).
     pub signer: Arc<LocalCoordinator>,
-    /// Where jobs run.
-    pub runner: Arc<dyn JobRunner>,
+    /// Where jobs run: the processor market (locally, a pool of confined processes).
+    pub market: Arc<dyn Market>,
+    /// Where a revision's app files are stored, by digest, for its jobs to be launched from
+    /// (the market's artifact store).
+    pub artifacts: ArtifactStore,
     /// How routes and hostnames are looked at from outside.
     pub probe: Arc<dyn Probe>,
     /// The gateway's tunnel address, for the agents.
@@ -119,7 +123,7 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// An engine over `parts`; [`Engine::run`] is its loop.
     pub fn new(parts: EngineParts) -> Arc<Engine> {
-        let jobs = Jobs::new(parts.config.restarts);
+        let jobs = Jobs::new(parts.market.clone(), parts.config.restarts);
         Arc::new(Engine {
             parts,
             jobs,
@@ -135,15 +139,10 @@ impl Engine {
         &self.parts.store
     }
 
-    /// Runs a store operation without holding up the runtime's other tasks (the gateway, the
-    /// API): `block_in_place` hands them to another worker while this one waits for the
-    /// disk. A current-thread runtime (tests) has no other worker: the operation runs in place.
+    /// Runs a store operation off the async runtime ([`super::blocking`]).
     fn db<T>(&self, operation: impl FnOnce(&RelayStore) -> T) -> T {
         let store = self.store();
-        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| operation(store)),
-            _ => operation(store),
-        }
+        super::blocking(|| operation(store))
     }
 
     /// The configuration.
@@ -330,6 +329,16 @@ impl Engine {
         Ok(hints)
     }
 
+    /// Removes the stored app files no running job was launched from (each launch stores its
+    /// revision's files again, so a job restarted later finds them).
+    fn sweep_artifacts(&self) {
+        let keep = self.jobs.artifacts();
+        let removed = super::blocking(|| self.parts.artifacts.retain(&keep));
+        if removed > 0 {
+            tracing::debug!("svc relay: removed {removed} job artifacts no job runs");
+        }
+    }
+
     /// The engine's loop (runs until the task is aborted).
     pub async fn run(self: Arc<Self>) {
         // Jobs do not outlive a coordinator: relaunch the ones that should run.
@@ -353,6 +362,7 @@ impl Engine {
                 let config = &self.parts.config;
                 // Directory walks and store reads: off the runtime's workers too.
                 self.db(|store| super::files::sweep(store, &config.deployments_dir(), &config.jobs_dir, false));
+                self.sweep_artifacts();
             }
             tokio::select! {
                 () = tokio::time::sleep(TICK) => {}
@@ -401,7 +411,7 @@ impl Engine {
         );
         keep.extend(self.draining_keys());
         let serving: HashMap<&str, u32> = active.iter().map(|d| (d.id.as_str(), d.revision)).collect();
-        for key in self.jobs.ids().await.into_iter().filter(|key| !keep.contains(key)) {
+        for key in self.jobs.ids().into_iter().filter(|key| !keep.contains(key)) {
             let Some((id, revision)) = parse_job_key(&key) else { continue };
             // A revision that is not the deployment's any more goes with its job (a stopped
             // deployment's files are swept).
@@ -447,7 +457,7 @@ impl Engine {
     /// restarts them after a backoff or, past the limit, fails the deployment. The time
     /// until a restarted job is live again counts as downtime (it is not `live`).
     async fn reap(&self) {
-        for (key, output, verdict) in self.jobs.reap().await {
+        for (key, output, verdict) in self.jobs.reap() {
             let Some((id, revision)) = parse_job_key(&key) else { continue };
             let Ok(d) = self.db(|store| store.deployment(id)) else { continue };
             self.record_output(id, revision, d.revision, output);
@@ -500,7 +510,7 @@ impl Engine {
                 if self.jobs.restart_pending(&key) {
                     return Ok(());
                 }
-                self.record_output(&d.id, d.revision, d.revision, self.jobs.stop(&key, false).await);
+                self.record_output(&d.id, d.revision, d.revision, self.jobs.stop(&key, false));
                 match self.launch(d).await {
                     Ok(pids) => {
                         self.db(|store| {
@@ -518,7 +528,7 @@ impl Engine {
                 }
             }
             DeploymentState::Validating | DeploymentState::Live | DeploymentState::Degraded => {
-                if !self.jobs.contains(&job_key(&d.id, d.revision)).await {
+                if !self.jobs.contains(&job_key(&d.id, d.revision)) {
                     self.db(|store| {
                         store.transition(&d.id, DeploymentState::Provisioning, "the job is not running; relaunching")
                     })?;
@@ -673,12 +683,12 @@ impl Engine {
 
     /// Stops every job (the coordinator is shutting down).
     pub async fn stop_all_jobs(&self) {
-        self.jobs.stop_all().await;
+        self.jobs.stop_all();
     }
 
     /// Process IDs of a deployment's job (app, agent), if it runs.
     pub async fn job_pids(&self, d: &Deployment) -> Option<Vec<u32>> {
-        self.jobs.pids(&job_key(&d.id, d.revision)).await
+        self.jobs.pids(&job_key(&d.id, d.revision))
     }
 
     /// Makes the gateway's (and the certificate signer's) routes those of the deployments
@@ -747,7 +757,7 @@ impl Engine {
     /// Stops revision `revision`'s job for good and records its last output; its files and
     /// agent state go too when `remove`.
     async fn retire(&self, id: &str, revision: u32, serving: u32, remove: bool) {
-        let output = self.jobs.stop(&job_key(id, revision), true).await;
+        let output = self.jobs.stop(&job_key(id, revision), true);
         self.record_output(id, revision, serving, output);
         if remove {
             self.remove_revision(id, revision);
@@ -757,7 +767,7 @@ impl Engine {
     /// Copies new lines of each job's output into the deployment's logs (`serving`: each
     /// active deployment's serving revision, read once per tick).
     async fn tail_logs(&self, serving: &HashMap<&str, u32>) {
-        for (key, output) in self.jobs.new_output().await {
+        for (key, output) in self.jobs.new_output() {
             if let Some((id, revision)) = parse_job_key(&key) {
                 self.record_output(id, revision, serving.get(id).copied().unwrap_or(revision), output);
             }

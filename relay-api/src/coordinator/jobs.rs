@@ -1,15 +1,23 @@
-//! The jobs the engine launched: their processes, their output (read through pipes) for the
-//! deployment logs, and how often each has had to be restarted. A job process that ends is
-//! seen at the engine's next tick (250 ms), reaped, and answered by [`Jobs::reap`]'s verdict:
-//! restart after a backoff that doubles, or give up after [`RestartPolicy::max_restarts`]
-//! restarts within [`RestartPolicy::window`].
+//! The jobs the engine launched, as orders on the processor [`Market`] (the same trait the
+//! publication service's executions launch on; locally, its pool of confined processes): their
+//! output for the deployment logs, and how often each has had to be restarted. A job that
+//! ends is seen at the engine's next tick (250 ms), reaped, and answered by [`Jobs::reap`]'s
+//! verdict: restart after a backoff that doubles, or give up after
+//! [`RestartPolicy::max_restarts`] restarts within [`RestartPolicy::window`].
+//!
+//! Each launch is its own order: its execution ID is the job's key (`dep_….rN`) and a count,
+//! so a relaunch never meets an earlier order the market still holds. The market's calls
+//! block (a launch starts processes, a stop waits for them): they run off the async runtime.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Mutex;
+use svc_execution::market::{JobOrder, JobState, Market, Placement, Refusal, StopMode};
 
-use crate::runner::{Exit, Part, RunningJob};
+use super::blocking;
+use crate::runner::{Exit, Part};
 
 /// Output lines of one job and one process, for the logs.
 pub(super) type Output = Vec<(&'static str, Vec<String>)>;
@@ -83,7 +91,10 @@ pub(super) enum Verdict {
 
 /// A launched job.
 struct Job {
-    running: Box<dyn RunningJob>,
+    /// Its order's execution ID.
+    execution_id: String,
+    /// The digest of its app's files.
+    artifact: String,
     started: Instant,
 }
 
@@ -96,77 +107,120 @@ struct Restarts {
 
 /// Every job the engine runs.
 pub(super) struct Jobs {
+    market: Arc<dyn Market>,
     running: Mutex<HashMap<String, Job>>,
-    restarts: std::sync::Mutex<HashMap<String, Restarts>>,
+    restarts: Mutex<HashMap<String, Restarts>>,
+    launches: AtomicU64,
     policy: RestartPolicy,
 }
 
 impl Jobs {
-    pub(super) fn new(policy: RestartPolicy) -> Jobs {
-        Jobs { running: Mutex::default(), restarts: std::sync::Mutex::default(), policy }
+    pub(super) fn new(market: Arc<dyn Market>, policy: RestartPolicy) -> Jobs {
+        Jobs { market, running: Mutex::default(), restarts: Mutex::default(), launches: AtomicU64::new(0), policy }
     }
 
-    /// Keeps a launched job.
-    pub(super) async fn insert(&self, id: &str, running: Box<dyn RunningJob>) {
-        self.running.lock().await.insert(id.to_owned(), Job { running, started: Instant::now() });
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Launches `order` (its execution ID is made here) as job `id`, and keeps it.
+    pub(super) fn launch(&self, id: &str, mut order: JobOrder) -> Result<Placement, Refusal> {
+        order.execution_id = format!("{id}.{}", self.launches.fetch_add(1, Ordering::Relaxed) + 1);
+        let placement = blocking(|| self.market.launch(&order))?;
+        let job =
+            Job { execution_id: order.execution_id, artifact: order.workload.artifact_digest, started: Instant::now() };
+        self.running().insert(id.to_owned(), job);
+        Ok(placement)
+    }
+
+    /// The artifacts the running jobs were launched from.
+    pub(super) fn artifacts(&self) -> Vec<String> {
+        self.running().values().map(|job| job.artifact.clone()).collect()
     }
 
     /// Whether the deployment's job runs.
-    pub(super) async fn contains(&self, id: &str) -> bool {
-        self.running.lock().await.contains_key(id)
+    pub(super) fn contains(&self, id: &str) -> bool {
+        self.running().contains_key(id)
     }
 
     /// The deployments whose jobs run.
-    pub(super) async fn ids(&self) -> Vec<String> {
-        self.running.lock().await.keys().cloned().collect()
+    pub(super) fn ids(&self) -> Vec<String> {
+        self.running().keys().cloned().collect()
     }
 
-    /// Process IDs of a deployment's job (app, agent), if it runs.
-    pub(super) async fn pids(&self, id: &str) -> Option<Vec<u32>> {
-        self.running.lock().await.get(id).map(|j| j.running.pids())
+    /// Process IDs of a deployment's job (app, agent), if it runs and its processor is this
+    /// host.
+    pub(super) fn pids(&self, id: &str) -> Option<Vec<u32>> {
+        let execution_id = self.running().get(id)?.execution_id.clone();
+        Some(self.market.processes(&execution_id))
     }
 
     /// Whether a restart of the deployment's job must wait still (its backoff runs).
     pub(super) fn restart_pending(&self, id: &str) -> bool {
-        let Ok(restarts) = self.restarts.lock() else { return false };
+        let restarts = self.restarts.lock().unwrap_or_else(PoisonError::into_inner);
         restarts.get(id).is_some_and(|r| r.not_before > Instant::now())
     }
 
     /// Stops the deployment's job, if it runs, returning its last output; its restart count
     /// goes with it when `forget`.
-    pub(super) async fn stop(&self, id: &str, forget: bool) -> Output {
-        let job = self.running.lock().await.remove(id);
+    pub(super) fn stop(&self, id: &str, forget: bool) -> Output {
+        let job = self.running().remove(id);
         let last = match job {
-            Some(job) => by_part(job.running.stop().await),
+            Some(job) => self.end(&job.execution_id, true),
             None => Vec::new(),
         };
-        if forget && let Ok(mut r) = self.restarts.lock() {
-            r.remove(id);
+        if forget {
+            self.restarts.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
         }
         last
     }
 
+    /// Stops an order (when `stop`), takes its last output and lets the market forget it.
+    fn end(&self, execution_id: &str, stop: bool) -> Output {
+        blocking(|| {
+            if stop {
+                self.market.stop(execution_id, StopMode::Stop);
+            }
+            let lines = self.market.take_output(execution_id);
+            self.market.release(execution_id);
+            by_part(lines)
+        })
+    }
+
     /// Stops every job.
-    pub(super) async fn stop_all(&self) {
-        let jobs: Vec<Job> = self.running.lock().await.drain().map(|(_, j)| j).collect();
+    pub(super) fn stop_all(&self) {
+        let jobs: Vec<Job> = self.running().drain().map(|(_, j)| j).collect();
         for job in jobs {
-            job.running.stop().await;
+            self.end(&job.execution_id, true);
         }
     }
 
-    /// Finds jobs with a process that ended: each is stopped (its other process too), its
-    /// last output returned for the logs, and judged.
-    pub(super) async fn reap(&self) -> Vec<(String, Output, Verdict)> {
+    /// Finds jobs that ended: each one's last output is returned for the logs, and it is
+    /// judged.
+    pub(super) fn reap(&self) -> Vec<(String, Output, Verdict)> {
+        let market = self.market.jobs();
         let ended: Vec<(String, Job, Exit)> = {
-            let mut running = self.running.lock().await;
-            let exits: Vec<(String, Exit)> =
-                running.iter_mut().filter_map(|(id, job)| Some((id.clone(), job.running.exited()?))).collect();
+            let mut running = self.running();
+            let exits: Vec<(String, Exit)> = running
+                .iter()
+                .filter_map(|(id, job)| {
+                    let state = market.iter().find(|s| s.execution_id == job.execution_id).map(|s| s.state);
+                    let code = match state {
+                        Some(JobState::Exited(code)) => code,
+                        // Gone from the market, or lost by it: ended, for all anyone knows.
+                        Some(JobState::Lost) | None => None,
+                        Some(_) => return None,
+                    };
+                    let told = Exit { part: Part::App, code, signal: None };
+                    Some((id.clone(), self.market.ending(&job.execution_id).unwrap_or(told)))
+                })
+                .collect();
             exits.into_iter().filter_map(|(id, exit)| Some((id.clone(), running.remove(&id)?, exit))).collect()
         };
         let mut verdicts = Vec::new();
         for (id, job, exit) in ended {
             let ran = job.started.elapsed();
-            let lines = by_part(job.running.stop().await);
+            let lines = self.end(&job.execution_id, false);
             verdicts.push((id.clone(), lines, self.judge(&id, exit, ran)));
         }
         verdicts
@@ -174,9 +228,7 @@ impl Jobs {
 
     fn judge(&self, id: &str, exit: Exit, ran: Duration) -> Verdict {
         let policy = self.policy;
-        let Ok(mut restarts) = self.restarts.lock() else {
-            return Verdict::GiveUp { exit, restarts: 0 };
-        };
+        let mut restarts = self.restarts.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = restarts.entry(id.to_owned()).or_insert(Restarts { count: 0, not_before: Instant::now() });
         if ran >= policy.window {
             entry.count = 0;
@@ -193,38 +245,25 @@ impl Jobs {
     }
 
     /// New lines of each job's output, by deployment and source.
-    pub(super) async fn new_output(&self) -> Vec<(String, Output)> {
-        let mut out = Vec::new();
-        for (id, job) in self.running.lock().await.iter_mut() {
-            let lines = job.running.output();
-            if !lines.is_empty() {
-                out.push((id.clone(), by_part(lines)));
-            }
-        }
-        out
+    pub(super) fn new_output(&self) -> Vec<(String, Output)> {
+        let held: Vec<(String, String)> =
+            self.running().iter().map(|(id, job)| (id.clone(), job.execution_id.clone())).collect();
+        held.into_iter()
+            .filter_map(|(id, execution_id)| {
+                let lines = self.market.take_output(&execution_id);
+                (!lines.is_empty()).then(|| (id, by_part(lines)))
+            })
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use svc_execution::SimulatedPool;
+    use svc_execution::market::{Workload, WorkloadRuntime};
+    use svc_execution::plan::Requirements;
+
     use super::*;
-
-    struct Ended(Option<Exit>);
-
-    impl RunningJob for Ended {
-        fn pids(&self) -> Vec<u32> {
-            Vec::new()
-        }
-        fn exited(&mut self) -> Option<Exit> {
-            self.0.take()
-        }
-        fn output(&mut self) -> Vec<(Part, String)> {
-            Vec::new()
-        }
-        fn stop(self: Box<Self>) -> crate::runner::Stopping {
-            Box::pin(async { vec![(Part::App, "last words".to_owned())] })
-        }
-    }
 
     #[test]
     fn backoff_doubles_up_to_its_ceiling() {
@@ -238,18 +277,42 @@ mod tests {
         assert_eq!(policy.delay(200), Duration::from_secs(5), "no overflow");
     }
 
-    #[tokio::test]
-    async fn an_ended_job_restarts_with_backoff_then_gives_up() {
+    fn order() -> JobOrder {
+        JobOrder {
+            execution_id: String::new(),
+            window_end: u64::MAX,
+            requirements: Requirements::default(),
+            avoid: Vec::new(),
+            workload: Workload {
+                artifact_digest: "sha256:00".into(),
+                runtime: WorkloadRuntime::Javascript {
+                    engine: "nodejs".into(),
+                    entry_file: "server.js".into(),
+                    args: Vec::new(),
+                },
+                ..Workload::default()
+            },
+        }
+    }
+
+    #[test]
+    fn an_ended_job_restarts_with_backoff_then_gives_up() {
+        let pool = Arc::new(SimulatedPool::new(1, 4, 0));
         let policy = RestartPolicy { max_restarts: 2, ..Default::default() };
-        let jobs = Jobs::new(policy);
+        let jobs = Jobs::new(pool.clone(), policy);
         let exit = Exit { part: Part::App, code: Some(1), signal: None };
         let mut verdicts = Vec::new();
+        let mut ids = Vec::new();
         for _ in 0..3 {
-            jobs.insert("d1", Box::new(Ended(Some(exit)))).await;
-            let mut reaped = jobs.reap().await;
+            jobs.launch("d1", order()).expect("launched");
+            let id = jobs.running().get("d1").expect("held").execution_id.clone();
+            assert!(!ids.contains(&id), "each launch is its own order");
+            ids.push(id.clone());
+            pool.exit(&id, 1);
+            let mut reaped = jobs.reap();
             assert_eq!(reaped.len(), 1);
-            assert!(!jobs.contains("d1").await, "an ended job is removed");
-            assert_eq!(reaped[0].1, [("app", vec!["last words".to_owned()])], "its last output is kept");
+            assert!(!jobs.contains("d1"), "an ended job is removed");
+            assert!(pool.jobs().is_empty(), "and released");
             verdicts.push(reaped.remove(0).2);
         }
         assert_eq!(
@@ -261,7 +324,9 @@ mod tests {
             ]
         );
         assert!(jobs.restart_pending("d1"), "the last restart's delay still runs");
-        jobs.insert("d2", Box::new(Ended(None))).await;
-        assert!(jobs.reap().await.is_empty(), "a running job is left alone");
+        jobs.launch("d2", order()).expect("launched");
+        assert!(jobs.reap().is_empty(), "a running job is left alone");
+        jobs.stop("d2", true);
+        assert!(pool.jobs().is_empty(), "a stopped job is released");
     }
 }

@@ -28,13 +28,15 @@ use std::time::Duration;
 use crate::ca::DevCa;
 use crate::gateway::{Bound, Gateway, GatewayConfig};
 use crate::local::{LocalCoordinator, ephemeral};
-use crate::runner::JobRunner;
 pub use admission::{IssuedAdmission, Operator, issue_admission_token};
 use agent::wire;
 pub use engine::{Engine, EngineParts, JOB_EXITED, STEP_CONCURRENCY};
 pub use jobs::RestartPolicy;
 pub use probe::{Probe, PublicProbe};
 pub use store::{RelayStore, StoreError};
+use svc_execution::artifacts::ArtifactStore;
+use svc_execution::local::{LocalPool, LocalPoolConfig};
+use svc_execution::market::Market;
 
 /// Where the agents of deployed jobs get their certificates.
 #[derive(Debug, Clone)]
@@ -231,6 +233,39 @@ pub fn issue_token(data_dir: &Path, org: &str, role: store::TokenRole) -> Result
     Ok(IssuedToken { plaintext, id })
 }
 
+/// Where the coordinator's jobs run: the publication service's local pool (one processor,
+/// as many jobs as there are job uids), in `<jobs dir>/pool`, from the artifacts in
+/// `<jobs dir>/artifacts`. Made on a thread of its own: the pool runs its own runtime.
+fn local_pool(config: &CoordinatorConfig) -> Result<(Arc<dyn Market>, ArtifactStore), CoordinatorError> {
+    let artifacts = ArtifactStore::open(config.jobs_dir.join("artifacts")).map_err(setup("the job artifact store"))?;
+    let mut pool = LocalPoolConfig::new(config.jobs_dir.join("pool"), artifacts.clone());
+    pool.jobs_per_processor = JOB_UIDS;
+    pool.limits = config.job_limits;
+    pool.uid_base = config.job_uid_base;
+    pool.node = config.node.clone();
+    let made = blocking(|| std::thread::spawn(move || LocalPool::new(pool)).join());
+    let pool = made.map_err(|_| CoordinatorError::Setup("job confinement: the pool's setup panicked".into()))?;
+    let pool = pool.map_err(setup("job confinement"))?;
+    if pool.orphans_swept() > 0 {
+        tracing::warn!("killed {} job sandboxes a killed coordinator had left running", pool.orphans_swept());
+    }
+    Ok((Arc::new(pool), artifacts))
+}
+
+/// Jobs the coordinator runs at once, at most: one uid each when it runs as root.
+const JOB_UIDS: usize = 65_536;
+
+/// Runs a blocking operation (a store transaction, a call to the processor market) without
+/// holding up the runtime's other tasks (the gateway, the API): `block_in_place` hands them to
+/// another worker while this one waits. A current-thread runtime (tests) has no other worker:
+/// the operation runs in place.
+fn blocking<T>(operation: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(operation),
+        _ => operation(),
+    }
+}
+
 /// Runs the coordinator (API, gateway, agent API, engine) until `shutdown` completes.
 pub async fn run(
     config: CoordinatorConfig,
@@ -245,9 +280,7 @@ pub async fn run(
         .map_err(setup("moving deployment files to their first revision"))?;
     let store = Arc::new(RelayStore::open(&config.data_dir)?);
     files::sweep(&store, &config.deployments_dir(), &config.jobs_dir, true);
-    let runner = crate::runner::LocalRunner::new(config.job_limits, config.job_uid_base)
-        .await
-        .map_err(setup("job confinement"))?;
+    let (market, artifacts) = local_pool(&config)?;
     // Sandboxes a coordinator killed in a job's first milliseconds left running (re-parented
     // to init, before bwrap armed its parent-death signal); they name these directories.
     let swept = crate::runner::sweep_orphans(&[&config.jobs_dir, &config.deployments_dir()]);
@@ -283,13 +316,13 @@ pub async fn run(
         .await
         .map_err(setup("the relay API"))?;
     let api = listener.local_addr();
-    let runner: Arc<dyn JobRunner> = Arc::new(runner);
     let engine = Engine::new(EngineParts {
         config: config.clone(),
         store: store.clone(),
         gateway: gateway.clone(),
         signer,
-        runner,
+        market,
+        artifacts,
         probe: Arc::new(probe),
         tunnel: bound.tunnel,
         gateway_ca: ca_path,

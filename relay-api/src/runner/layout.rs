@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use agent::AgentConfig;
 use agent::files::{create_private_dir, replace_private};
 
+use svc_execution::market::{JobOrder, Sidecar, Workload, WorkloadRuntime};
+use svc_execution::plan::Requirements;
+
 use super::{Confined, JobSpec, Mount};
 
 /// Where the app's files appear inside its sandbox.
@@ -64,24 +67,13 @@ impl IngressJob {
             move |source| LayoutError { job, path, source }
         };
         create_private_dir(&self.agent_dir).map_err(fail(&self.agent_dir))?;
-        let mut config = self.agent_config.clone();
-        config.gateway_ca = self.copy_in(&config.gateway_ca, "gateway-ca.pem")?;
-        if let agent::CertificateSource::Acme { directory_ca: Some(ca), .. } = &mut config.certificate {
-            *ca = self.copy_in(ca, "acme-directory-ca.pem")?;
+        for (name, bytes) in self.agent_files()? {
+            let path = self.agent_dir.join(name);
+            replace_private(&path, &bytes).map_err(fail(&path))?;
         }
-        let config_path = self.agent_dir.join("agent.json");
-        let json = serde_json::to_vec_pretty(&config).map_err(|e| LayoutError {
-            job: self.id.clone(),
-            path: config_path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        replace_private(&config_path, &json).map_err(fail(&config_path))?;
-
-        let mut env = vec![("PORT".to_owned(), self.app_port.to_string())];
-        env.extend(self.env.iter().filter(|(k, _)| k != "PORT").cloned());
         let app = Confined {
             argv: vec![self.node.clone(), Path::new(APP_INSIDE).join(&self.entrypoint).into_os_string()],
-            env,
+            env: self.app_env(),
             mounts: vec![Mount {
                 host: self.app_dir.clone(),
                 inside: APP_INSIDE.into(),
@@ -90,10 +82,8 @@ impl IngressJob {
             }],
             cwd: APP_INSIDE.into(),
         };
-        let mut agent_argv = self.agent_command.clone();
-        agent_argv.extend([OsString::from("--config"), Path::new(AGENT_INSIDE).join("agent.json").into_os_string()]);
         let agent = Confined {
-            argv: agent_argv,
+            argv: self.agent_argv(),
             // The agent gets no app environment: the app's secrets are not the agent's business.
             env: Vec::new(),
             mounts: vec![Mount {
@@ -107,16 +97,72 @@ impl IngressJob {
         Ok(JobSpec { id: self.id, app, agent: Some(agent), capture_output: self.capture_output })
     }
 
-    /// Copies `host` into the agent's state directory as `name`; the path the agent sees.
-    fn copy_in(&self, host: &Path, name: &str) -> Result<PathBuf, LayoutError> {
-        let target = self.agent_dir.join(name);
-        let fail = |source| LayoutError { job: self.id.clone(), path: host.to_owned(), source };
-        let bytes = fs_err::read(host).map_err(fail)?;
-        replace_private(&target, &bytes).map_err(|source| LayoutError {
+    /// The order the processor market launches: the app (`node` on its entrypoint) from the
+    /// artifact `artifact_digest` (the app's files, stored by digest), and the agent as its
+    /// sidecar, whose state directory starts with its configuration and CA files. The agent
+    /// gets no app environment: the app's secrets are not the agent's business.
+    pub fn order(&self, artifact_digest: String) -> Result<JobOrder, LayoutError> {
+        let sidecar = Sidecar {
+            argv: self.agent_argv().into_iter().map(|arg| arg.to_string_lossy().into_owned()).collect(),
+            env: Vec::new(),
+            state_dir: AGENT_INSIDE.into(),
+            files: self.agent_files()?,
+        };
+        Ok(JobOrder {
+            execution_id: self.id.clone(),
+            // An ingress job runs while its route is funded: the coordinator stops it.
+            window_end: u64::MAX,
+            requirements: Requirements::default(),
+            avoid: Vec::new(),
+            workload: Workload {
+                artifact_digest,
+                runtime: WorkloadRuntime::Javascript {
+                    engine: "nodejs".into(),
+                    entry_file: self.entrypoint.clone(),
+                    args: Vec::new(),
+                },
+                env: self.app_env(),
+                files: Vec::new(),
+                sidecar: Some(sidecar),
+            },
+        })
+    }
+
+    /// `PORT` (the app's loopback port), then the project's variables and secrets.
+    fn app_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![("PORT".to_owned(), self.app_port.to_string())];
+        env.extend(self.env.iter().filter(|(k, _)| k != "PORT").cloned());
+        env
+    }
+
+    fn agent_argv(&self) -> Vec<OsString> {
+        let mut argv = self.agent_command.clone();
+        argv.extend([OsString::from("--config"), Path::new(AGENT_INSIDE).join("agent.json").into_os_string()]);
+        argv
+    }
+
+    /// The agent's files, by name in its state directory: the CA files it trusts (copied from
+    /// the host) and its configuration, rewritten to name the copies.
+    fn agent_files(&self) -> Result<Vec<(String, Vec<u8>)>, LayoutError> {
+        let mut files = Vec::new();
+        let mut config = self.agent_config.clone();
+        config.gateway_ca = self.copy_in(&config.gateway_ca, "gateway-ca.pem", &mut files)?;
+        if let agent::CertificateSource::Acme { directory_ca: Some(ca), .. } = &mut config.certificate {
+            *ca = self.copy_in(ca, "acme-directory-ca.pem", &mut files)?;
+        }
+        let json = serde_json::to_vec_pretty(&config).map_err(|e| LayoutError {
             job: self.id.clone(),
-            path: target,
-            source,
+            path: self.agent_dir.join("agent.json"),
+            source: std::io::Error::other(e),
         })?;
+        files.push(("agent.json".to_owned(), json));
+        Ok(files)
+    }
+
+    fn copy_in(&self, host: &Path, name: &str, files: &mut Vec<(String, Vec<u8>)>) -> Result<PathBuf, LayoutError> {
+        let bytes =
+            fs_err::read(host).map_err(|source| LayoutError { job: self.id.clone(), path: host.to_owned(), source })?;
+        files.push((name.to_owned(), bytes));
         Ok(Path::new(AGENT_INSIDE).join(name))
     }
 }

@@ -22,6 +22,7 @@ mod watch;
 mod workload;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -35,7 +36,7 @@ pub use workload::{APP_INSIDE, IMAGE_INSIDE};
 use self::watch::{Run, Timing};
 use crate::artifacts::ArtifactStore;
 use crate::clock::{Clock, Millis, SystemClock};
-use crate::market::{JobOrder, JobState, JobStatus, Market, Placement, Quote, Refusal, StopMode};
+use crate::market::{Exit, JobOrder, JobState, JobStatus, Market, Part, Placement, Quote, Refusal, StopMode};
 use crate::plan::Requirements;
 
 /// The lines of output kept per job: its last ones.
@@ -78,11 +79,14 @@ pub struct LocalPoolConfig {
     pub cease_grace: Duration,
     /// The time a launch's quote counts its remaining window from.
     pub clock: Arc<dyn Clock>,
+    /// The program of the `nodejs` engine: a path, or a name looked up on `PATH`.
+    pub node: OsString,
 }
 
 impl LocalPoolConfig {
     /// One processor taking four jobs, of 1 GiB memory and 10 GiB storage, free, with the
-    /// default limits, ready after 500 ms, a grace of 5 s, on the system clock.
+    /// default limits, ready after 500 ms, a grace of 5 s, on the system clock, running `node`
+    /// from `PATH`.
     pub fn new(work_dir: impl Into<PathBuf>, artifacts: ArtifactStore) -> LocalPoolConfig {
         LocalPoolConfig {
             processors: 1,
@@ -97,6 +101,7 @@ impl LocalPoolConfig {
             ready_after: Duration::from_millis(500),
             cease_grace: Duration::from_secs(5),
             clock: Arc::new(SystemClock),
+            node: "node".into(),
         }
     }
 }
@@ -145,6 +150,7 @@ pub struct LocalPool {
     artifacts: ArtifactStore,
     timing: Timing,
     clock: Arc<dyn Clock>,
+    node: OsString,
     runner: LocalRunner,
     /// One launch or restart at a time: an execution ID is never started twice.
     launching: Mutex<()>,
@@ -181,18 +187,34 @@ struct Job {
     state: JobState,
     /// The state [`Market::changes`] last reported (or the launch made known).
     reported: Option<JobState>,
-    /// Its last lines of output (of every run).
-    output: VecDeque<String>,
+    /// Its last lines of output (of every run), by the part that printed them.
+    output: VecDeque<(Part, String)>,
+    /// Lines ever kept, and how many of them [`Market::take_output`] has handed out.
+    printed: u64,
+    taken: u64,
+    /// The host's process IDs of its current run (program, sidecar).
+    pids: Vec<u32>,
+    /// How its last run ended, once it has.
+    ending: Option<Exit>,
     run: u64,
     /// Tells its watcher to cease or stop; `None` once it ended.
     control: Option<mpsc::UnboundedSender<StopMode>>,
 }
 
 impl Job {
-    fn keep_output(&mut self, lines: Vec<String>) {
+    fn keep_output(&mut self, lines: Vec<(Part, String)>) {
+        self.printed += lines.len() as u64;
         self.output.extend(lines);
         let over = self.output.len().saturating_sub(OUTPUT_LINES);
         self.output.drain(..over);
+    }
+
+    /// The lines kept that were not handed out yet (lines that scrolled out of the last
+    /// [`OUTPUT_LINES`] before anyone asked are gone).
+    fn take_output(&mut self) -> Vec<(Part, String)> {
+        let new = usize::try_from(self.printed - self.taken).unwrap_or(usize::MAX).min(self.output.len());
+        self.taken = self.printed;
+        self.output.iter().skip(self.output.len() - new).cloned().collect()
     }
 }
 
@@ -244,6 +266,7 @@ impl LocalPool {
             artifacts: config.artifacts,
             timing: Timing { ready_after: config.ready_after, grace: config.cease_grace },
             clock: config.clock,
+            node: config.node,
             runner,
             launching: Mutex::new(()),
             next_run: AtomicU64::new(0),
@@ -260,7 +283,8 @@ impl LocalPool {
     /// The last [`OUTPUT_LINES`] lines a job printed (standard output and error), oldest
     /// first; none for a job the pool does not hold.
     pub fn output(&self, execution_id: &str) -> Vec<String> {
-        self.shared.lock().get(execution_id).map(|job| job.output.iter().cloned().collect()).unwrap_or_default()
+        let jobs = self.shared.lock();
+        jobs.get(execution_id).map(|job| job.output.iter().map(|(_, line)| line.clone()).collect()).unwrap_or_default()
     }
 
     /// The pool's processors: `local-1` to `local-N`.
@@ -341,11 +365,16 @@ impl LocalPool {
             .take(48)
             .chain(['.'])
             .collect();
-        // 0700, removed if the job does not start.
-        let scratch = tempfile::Builder::new().prefix(&prefix).tempdir_in(&self.work_dir).map_err(|e| {
-            Refusal::Start(format!("cannot make the job's scratch directory in {}: {e}", self.work_dir.display()))
-        })?;
-        let app = workload::confine(&order.workload, &self.artifacts, scratch.path())?;
+        // 0700 (made so: tempfile leaves a directory to the umask), removed if the job does
+        // not start.
+        let scratch = tempfile::Builder::new()
+            .prefix(&prefix)
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&self.work_dir)
+            .map_err(|e| {
+                Refusal::Start(format!("cannot make the job's scratch directory in {}: {e}", self.work_dir.display()))
+            })?;
+        let app = workload::confine(&order.workload, &self.artifacts, &self.node, scratch.path())?;
         let agent =
             order.workload.sidecar.as_ref().map(|s| workload::confine_sidecar(s, scratch.path())).transpose()?;
         let spec = JobSpec { id: order.execution_id.clone(), app, agent, capture_output: true };
@@ -370,13 +399,18 @@ impl LocalPool {
         let (control, commands) = mpsc::unbounded_channel();
         {
             let mut jobs = self.shared.lock();
-            let output = jobs.remove(&order.execution_id).map(|old| old.output).unwrap_or_default();
+            let (output, printed, taken) =
+                jobs.remove(&order.execution_id).map(|old| (old.output, old.printed, old.taken)).unwrap_or_default();
             let job = Job {
                 processor: index,
                 quote,
                 state: JobState::Starting,
                 reported,
                 output,
+                printed,
+                taken,
+                pids: job.pids(),
+                ending: None,
                 run,
                 control: Some(control),
             };
@@ -506,6 +540,19 @@ impl Market for LocalPool {
     /// Its jobs are the service's processes: none survives the service.
     fn starts_empty(&self) -> bool {
         true
+    }
+
+    fn take_output(&self, execution_id: &str) -> Vec<(Part, String)> {
+        self.shared.lock().get_mut(execution_id).map(Job::take_output).unwrap_or_default()
+    }
+
+    fn ending(&self, execution_id: &str) -> Option<Exit> {
+        self.shared.lock().get(execution_id).and_then(|job| job.ending)
+    }
+
+    fn processes(&self, execution_id: &str) -> Vec<u32> {
+        let jobs = self.shared.lock();
+        jobs.get(execution_id).filter(|job| running(job.state)).map(|job| job.pids.clone()).unwrap_or_default()
     }
 }
 

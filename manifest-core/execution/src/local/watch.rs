@@ -44,7 +44,7 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
     let started = Instant::now();
     let mut ticks = tokio::time::interval(POLL);
     let mut cease_until: Option<Instant> = None;
-    let code = loop {
+    let ended = loop {
         tokio::select! {
             command = run.commands.recv() => match command {
                 Some(StopMode::Cease) => {
@@ -57,30 +57,34 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
             },
             _ = ticks.tick() => {}
         }
-        let lines: Vec<String> = run.job.output().into_iter().map(|(_, line)| line).collect();
+        let lines = run.job.output();
+        // Read again each time: a program's own PID is known once its sandbox has started it.
+        let pids = run.job.pids();
         let exit = run.job.exited();
         let ready = exit.is_none() && started.elapsed() >= timing.ready_after;
         shared.update(&run.id, run.run, |job| {
             job.keep_output(lines);
+            job.pids = pids;
             if ready && job.state == JobState::Starting {
                 job.state = JobState::Ready;
             }
         });
         if let Some(exit) = exit {
             // A job asked to cease ended because it was told to.
-            break if cease_until.is_some() { None } else { exit.code };
+            break if cease_until.is_some() { None } else { Some(exit) };
         }
         if cease_until.is_some_and(|until| Instant::now() >= until) {
             break None;
         }
     };
     // Killed if still running, and reaped: no process of the job is left once it is `Exited`.
-    let last: Vec<String> = run.job.stop().await.into_iter().map(|(_, line)| line).collect();
+    let last = run.job.stop().await;
     // Its secret files go with it; a directory that will not go is only space.
     let _ = fs_err::remove_dir_all(&run.scratch);
     shared.update(&run.id, run.run, |job| {
         job.keep_output(last);
-        job.state = JobState::Exited(code);
+        job.state = JobState::Exited(ended.and_then(|exit| exit.code));
+        job.ending = ended;
         job.control = None;
     });
     shared.ended.notify_all();

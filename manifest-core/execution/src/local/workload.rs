@@ -25,23 +25,29 @@ const RESERVED: [&str; 11] =
 
 /// The process that runs `workload`; its secret files are written under `scratch` (the
 /// job's own directory, 0700).
-pub(super) fn confine(workload: &Workload, store: &ArtifactStore, scratch: &Path) -> Result<Confined, Refusal> {
+pub(super) fn confine(
+    workload: &Workload,
+    store: &ArtifactStore,
+    node: &OsStr,
+    scratch: &Path,
+) -> Result<Confined, Refusal> {
     let mut mounts = Vec::new();
     let (argv, cwd) = match &workload.runtime {
         WorkloadRuntime::Javascript { engine, entry_file, args } => {
-            let (program, leading): (&str, &[&str]) = match engine.as_str() {
-                "nodejs" => ("node", &[]),
-                "deno" => ("deno", &["run", "--allow-all"]),
-                "bun" => ("bun", &["run"]),
+            let (program, leading): (&OsStr, &[&str]) = match engine.as_str() {
+                "nodejs" => (node, &[]),
+                "deno" => (OsStr::new("deno"), &["run", "--allow-all"]),
+                "bun" => (OsStr::new("bun"), &["run"]),
                 other => {
                     return Err(Refusal::Start(format!(
                         "the javascript engine {other:?} is unknown: the local pool runs nodejs, deno and bun"
                     )));
                 }
             };
-            let program = svc_runner::which(OsStr::new(program)).map_err(|_| {
+            let program = svc_runner::which(program).map_err(|_| {
                 Refusal::Start(format!(
-                    "the javascript engine {engine} is not installed on this host (no `{program}` on PATH)"
+                    "the javascript engine {engine} is not installed on this host (no `{}` on PATH)",
+                    program.to_string_lossy()
                 ))
             })?;
             let entry = relative(entry_file).ok_or_else(|| {

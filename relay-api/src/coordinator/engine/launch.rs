@@ -1,6 +1,7 @@
 //! Launching a revision's job: fresh keys for its agent (the store keeps their hash and
-//! public half), its files laid out for the runner, and the gateway told before the agent
-//! first connects.
+//! public half), its app files stored by digest, its order (the app, and the agent as its
+//! sidecar) placed on the processor market, and the gateway told before the agent first
+//! connects.
 
 use agent::challenge::RouteKey;
 use agent::wire;
@@ -50,21 +51,30 @@ pub(crate) enum StartError {
         #[source]
         source: serde_json::Error,
     },
-    /// The agent's state directory could not be laid out.
+    /// The agent's files could not be read.
     #[error(transparent)]
     Layout(#[from] crate::runner::layout::LayoutError),
+    /// The app's files could not be stored as the job's artifact.
+    #[error("cannot store the app's files {path} for its job: {source}", path = path.display())]
+    Artifact {
+        /// The revision's app files.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: svc_execution::artifacts::ArtifactError,
+    },
     /// The store refused (recording the keys, reading the project, randomness).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The runner could not start it.
+    /// The processor market would not run it.
     #[error(transparent)]
-    Launch(#[from] crate::runner::LaunchError),
+    Launch(#[from] svc_execution::market::Refusal),
 }
 
 impl Engine {
     /// Launches the deployment's job with a fresh tunnel credential and route key (the
-    /// store keeps only their hash and public half); returns its process IDs for the log,
-    /// or why not.
+    /// store keeps only their hash and public half); returns where it runs, for the log, or
+    /// why not.
     pub(super) async fn launch(&self, d: &Deployment) -> Result<String, StartError> {
         let project_json = self.db(|store| store.project_json(&d.id))?;
         let job = JobOf { deployment: d, revision: d.revision, route_id: &d.route_id, project_json: &project_json };
@@ -85,16 +95,17 @@ impl Engine {
             credential_sha256: wire::sha256_hex(credential.as_bytes()),
             route_public_key: route_key.public_key(),
         };
-        let spec = self.ingress_job(&job, &project, credential, route_key)?.prepare()?;
+        let ingress = self.ingress_job(&job, &project, credential, route_key)?;
+        // Stored again at each launch (a copy, checked by digest): the store keeps what the
+        // revisions that run need, and nothing once they are gone (`Engine::sweep_artifacts`).
+        let artifacts = &self.parts.artifacts;
+        let digest = crate::coordinator::blocking(|| artifacts.store(&ingress.app_dir, None))
+            .map_err(|source| StartError::Artifact { path: ingress.app_dir.clone(), source })?;
+        let order = ingress.order(digest)?;
         record(&keys)?;
-        let running = self.parts.runner.launch(&spec)?;
-        let pids = match running.pids()[..] {
-            [app, agent] => format!("app pid {app}, agent pid {agent}"),
-            _ => "processes started".to_owned(),
-        };
-        self.jobs.insert(&job_key(&job.deployment.id, job.revision), running).await;
+        let placement = self.jobs.launch(&job_key(&job.deployment.id, job.revision), order)?;
         self.sync_routes().await;
-        Ok(pids)
+        Ok(format!("on processor {}", placement.processor_id))
     }
 
     fn ingress_job(

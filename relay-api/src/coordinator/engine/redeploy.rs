@@ -113,7 +113,7 @@ impl Engine {
                 }
             }
             SuccessorState::Validating => {
-                if !self.jobs.contains(&key).await {
+                if !self.jobs.contains(&key) {
                     return self.fail_successor(d, s, "its job is not running").await;
                 }
                 let Some(keys) = self.db(|store| store.successor_keys(&d.id))? else {
