@@ -142,6 +142,20 @@ pub enum IngressCommand {
         #[command(flatten)]
         target: ProjectTarget,
     },
+    /// The deployment's jobs as executions (`svc.execution-convergence.v1`, as `svc app
+    /// executions` shows a published application's): each launch, restart and redeploy, where
+    /// it ran and why it ended.
+    Executions {
+        /// How many recent executions (1-100).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=100))]
+        limit: Option<u16>,
+        /// Older executions: the `nextCursor` of a previous answer.
+        #[arg(long, value_name = "CURSOR")]
+        cursor: Option<String>,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
     /// What to fix, first things first.
     Hints {
         /// Which project, at which relay.

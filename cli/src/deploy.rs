@@ -521,6 +521,22 @@ pub(crate) fn hints(t: &ProjectTarget) -> ExitCode {
     run().err().unwrap_or(ExitCode::SUCCESS)
 }
 
+/// `svc ingress executions`
+pub(crate) fn executions(t: &ProjectTarget, limit: Option<u16>, cursor: Option<&str>) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let rest = format!("/executions{}", crate::remote::page_query(limit, cursor));
+        let projection: Value = call(&client, Method::GET, &path(&name, &rest), None)?;
+        if t.format == OutputFormat::Json {
+            crate::output::print_json(&projection);
+        } else {
+            print!("{}", crate::remote::executions_text(&projection));
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
 /// `svc ingress fund`
 pub(crate) fn fund(t: &ProjectTarget, periods: Option<u64>) -> ExitCode {
     let run = || -> Result<(), ExitCode> {

@@ -140,6 +140,9 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Status { target } => deploy::status(&target),
             IngressCommand::Logs { follow, after, target } => deploy::logs(&target, follow, after),
             IngressCommand::Hints { target } => deploy::hints(&target),
+            IngressCommand::Executions { limit, cursor, target } => {
+                deploy::executions(&target, limit, cursor.as_deref())
+            }
             IngressCommand::Fund { periods, target } => deploy::fund(&target, periods),
             IngressCommand::Ledger { target } => deploy::ledger(&target),
             IngressCommand::Stop { target } => deploy::stop(&target),

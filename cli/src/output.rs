@@ -272,6 +272,10 @@ const FORMAT_HELP: &[(&str, &str)] = &[
     ("ingress logs", "json: {entries: [{seq, source, line, at}], next}; with --follow one entry per line (JSON Lines)"),
     ("ingress list", "json: {deployments: [Deployment]}, newest first, stopped ones included"),
     ("ingress hints", "json: {state, hints}"),
+    (
+        "ingress executions",
+        "json: the deployment's svc.execution-convergence.v1 projection (schema: `svc manifest schema --version executions`)",
+    ),
     ("ingress fund", "json: {quote, entry}: the funded quote and its `fund` ledger entry"),
     ("ingress ledger", "json: {entries, balance}"),
     ("ingress stop", "json: the stopped Deployment"),

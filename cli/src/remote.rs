@@ -231,18 +231,7 @@ pub(crate) fn app_executions(
     cursor: Option<&str>,
     remote: &Remote,
 ) -> ExitCode {
-    let mut query = Vec::new();
-    if let Some(n) = limit {
-        query.push(format!("limit={n}"));
-    }
-    if let Some(c) = cursor {
-        query.push(format!("cursor={c}"));
-    }
-    let path = if query.is_empty() {
-        format!("/api/applications/{id}/executions")
-    } else {
-        format!("/api/applications/{id}/executions?{}", query.join("&"))
-    };
+    let path = format!("/api/applications/{id}/executions{}", page_query(limit, cursor));
     if !watch {
         return get(&path, remote, executions_text);
     }
@@ -277,7 +266,22 @@ pub(crate) fn app_executions(
     }
 }
 
-fn executions_text(b: &Value) -> String {
+/// `?limit=N&cursor=C` of a page of executions (empty when neither is given), escaped.
+pub(crate) fn page_query(limit: Option<u16>, cursor: Option<&str>) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    if let Some(n) = limit {
+        query.append_pair("limit", &n.to_string());
+    }
+    if let Some(c) = cursor {
+        query.append_pair("cursor", c);
+    }
+    match query.finish() {
+        q if q.is_empty() => q,
+        q => format!("?{q}"),
+    }
+}
+
+pub(crate) fn executions_text(b: &Value) -> String {
     let c = &b["convergence"];
     let mut out = format!("{}: {}", b["applicationId"].as_str().unwrap_or(""), c["state"].as_str().unwrap_or(""));
     if let Some(message) = c["reason"]["message"].as_str() {

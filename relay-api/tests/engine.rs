@@ -309,6 +309,79 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
     let hints = w.engine.hints(&now).expect("hints");
     assert!(hints.iter().any(|h| h.code == "redeploy_failed"), "{hints:?}");
     assert!(!w.market.running().contains(&format!("{}.r3", d.id)), "its job is gone");
+
+    // Each launch is an execution: its generation the revision, with why it is where it is.
+    let executions = w.store.executions(&d.id, None, 100).expect("executions");
+    let seen: Vec<(String, &str, Option<&str>)> = executions
+        .iter()
+        .rev()
+        .map(|(_, e)| (e.execution_id.clone(), e.state.as_str(), e.reason.as_ref().map(|r| r.code.as_str())))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (format!("{}.r1.1", d.id), "stopping", Some("superseded")),
+            (format!("{}.r2.1", d.id), "ready", None),
+            (format!("{}.r3.1", d.id), "failed", Some("job_ended")),
+        ]
+    );
+    let r3 = &executions[0].1;
+    assert_eq!(r3.reason.as_ref().map(|r| r.message.as_str()), Some("the app exited with status 3"));
+    assert_eq!(r3.processor_id.as_deref(), Some("fake-1"));
+    // The projection: revision 2 serves, revision 1 drains, so it is still rolling out.
+    let config = w.engine.config();
+    let projection =
+        relay_api::coordinator::executions::build(&w.store, config, &now, None, None, None).expect("the projection");
+    assert_eq!((projection.status.as_str(), projection.convergence.state.as_str()), ("active", "converging"));
+    assert_eq!(projection.convergence.reason.as_ref().map(|r| r.code.as_str()), Some("rolling_out"));
+    assert_eq!((projection.slots[0].generation, projection.slots[0].state.as_str()), (2, "ready"));
+    assert_eq!(projection.recent.len(), 3);
+    let page = relay_api::coordinator::executions::build(&w.store, config, &now, None, None, Some("2"))
+        .expect("a page of two");
+    let cursor = page.next_cursor.clone().expect("an older page");
+    let older = relay_api::coordinator::executions::build(&w.store, config, &now, None, Some(&cursor), Some("2"))
+        .expect("the older page");
+    assert_eq!(older.recent.len(), 1);
+    assert_eq!(older.recent[0].execution_id, format!("{}.r1.1", d.id));
+    assert!(older.next_cursor.is_none());
+    for (cursor, limit) in [(Some("x"), None), (Some("-1"), None), (None, Some("0")), (None, Some("101"))] {
+        let refused = relay_api::coordinator::executions::build(&w.store, config, &now, None, cursor, limit);
+        assert!(refused.is_err(), "{cursor:?} {limit:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_job_is_the_next_attempt_and_a_restarted_coordinator_ends_what_it_ran() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    w.market.end(&format!("{}.r1", d.id), 3);
+    // Relaunched after its backoff (1 s) as attempt 2 of the same generation.
+    let mut relaunched = false;
+    for _ in 0..40 {
+        w.engine.tick().await;
+        if w.store.executions(&d.id, None, 10).expect("read").len() == 2 {
+            relaunched = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(relaunched, "{:?}", w.store.executions(&d.id, None, 10));
+    let executions = w.store.executions(&d.id, None, 10).expect("read");
+    assert_eq!(executions[0].1.execution_id, format!("{}.r1.2", d.id));
+    assert_eq!((executions[1].1.state.as_str(), executions[1].1.attempt), ("failed", 1));
+    // A coordinator that starts again finds attempt 2 live, and its jobs gone with it.
+    let ended = w.store.end_live_executions(&svc_execution::Reason::new("processor_restarted", "test")).expect("ended");
+    assert_eq!(ended, 1);
+    let latest = &w.store.executions(&d.id, None, 1).expect("read")[0].1;
+    assert_eq!(
+        (latest.state.as_str(), latest.reason.as_ref().map(|r| r.code.as_str())),
+        ("failed", Some("processor_restarted"))
+    );
+    assert!(
+        !w.store.set_execution_state(&latest.execution_id, svc_execution::ExecState::Ready, None, None).expect("write"),
+        "an ended execution never changes"
+    );
 }
 
 #[tokio::test]

@@ -158,6 +158,32 @@ async fn a_redeploy_ships_the_new_code_without_a_failed_request() {
             .collect();
     assert_eq!(revisions, ["r2"], "revision 1's files went with its job");
 
+    // The deployment's jobs as executions, in the projection published applications have:
+    // revision 2's job is ready, revision 1's stopped once superseded (the rollout of V5's
+    // `stop_when_successor_ready`).
+    let executions = relay.json(&["executions", "--config", &config]).await;
+    let schema: Value = serde_json::from_str(manifest_core::SchemaKind::Executions.bytes()).expect("the schema");
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&executions).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}\n{executions:#}");
+    assert_eq!(executions["schema"], "svc.execution-convergence.v1");
+    assert_eq!(executions["convergence"]["state"], "converged", "{executions:#}");
+    assert_eq!(executions["desired"]["policyVersion"], 2, "{executions:#}");
+    assert_eq!((&executions["slots"][0]["generation"], &executions["slots"][0]["state"]), (&2.into(), &"ready".into()));
+    let recent: Vec<(u64, &str, &str)> = executions["recent"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let generation = e["generation"].as_u64().unwrap_or(0);
+            (generation, e["state"].as_str().unwrap_or(""), e["reason"]["code"].as_str().unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(recent, [(2, "ready", ""), (1, "stopped", "superseded")], "{executions:#}");
+    let (code, text, err) = relay.svc(&["executions", "--config", &config]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains(": converged") && text.contains("revision 2 took over"), "{text}");
+
     // Revision 3 does not start: the old revision serves on, and the deploy says why.
     std::fs::write(project.join("server.js.good"), std::fs::read(project.join("server.js")).expect("read"))
         .expect("keep the good server");
@@ -237,4 +263,18 @@ async fn a_coordinator_killed_during_a_redeploy_comes_back_on_the_new_revision()
         .take_while(|l| !l.starts_with("revision 2 serves"))
         .any(|l| l.contains("job started"));
     assert!(!relaunched_old, "revision 1 was not launched again only to be replaced: {logs:#}");
+    // Every job the killed coordinator ran is recorded as ended with it; none is live but the
+    // one serving now.
+    let executions = relay.json(&["executions", "--config", &config]).await;
+    let recent = executions["recent"].as_array().expect("executions");
+    let live: Vec<&Value> = recent
+        .iter()
+        .filter(|e| ["launching", "running", "ready", "stopping"].contains(&e["state"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(live.len(), 1, "{executions:#}");
+    assert_eq!((&live[0]["generation"], &live[0]["state"]), (&2.into(), &"ready".into()), "{executions:#}");
+    assert!(
+        recent.iter().any(|e| e["reason"]["code"] == "processor_restarted" && e["state"] == "failed"),
+        "{executions:#}"
+    );
 }

@@ -27,7 +27,9 @@ use super::{AgentCertificates, CoordinatorConfig};
 use crate::gateway::{Gateway, RouteConfig};
 use crate::hint::{self, Hint, Stage};
 use crate::local::LocalCoordinator;
+use svc_execution::Reason;
 use svc_execution::artifacts::ArtifactStore;
+use svc_execution::executor::PROCESSOR_RESTARTED;
 use svc_execution::market::Market;
 
 /// How often the loop looks at every deployment.
@@ -123,7 +125,7 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// An engine over `parts`; [`Engine::run`] is its loop.
     pub fn new(parts: EngineParts) -> Arc<Engine> {
-        let jobs = Jobs::new(parts.market.clone(), parts.config.restarts);
+        let jobs = Jobs::new(parts.market.clone(), parts.store.clone(), parts.config.restarts);
         Arc::new(Engine {
             parts,
             jobs,
@@ -341,6 +343,11 @@ impl Engine {
 
     /// The engine's loop (runs until the task is aborted).
     pub async fn run(self: Arc<Self>) {
+        // The jobs were this coordinator's processes: any recorded live ended with it.
+        let ended = Reason::new(PROCESSOR_RESTARTED, "the coordinator restarted; its jobs ended with it");
+        if let Err(e) = self.db(|store| store.end_live_executions(&ended)) {
+            tracing::error!("svc relay: recording the executions that ended with the coordinator: {e}");
+        }
         // Jobs do not outlive a coordinator: relaunch the ones that should run.
         if let Ok(active) = self.db(|store| store.active_deployments()) {
             for d in active.into_iter().filter(|d| d.state.runs_job()) {
@@ -418,7 +425,17 @@ impl Engine {
             let current = serving.get(id).copied();
             let gone =
                 current.is_some_and(|c| c != revision) && successors.get(id).is_none_or(|s| s.revision != revision);
-            self.retire(id, revision, current.unwrap_or(revision), gone).await;
+            let reason = match active.iter().find(|d| d.id == id) {
+                None => Reason::new("deployment_stopped", "the deployment was stopped"),
+                Some(d) if d.revision != revision => {
+                    Reason::new("superseded", format!("revision {} replaced revision {revision}", d.revision))
+                }
+                Some(d) if d.state == DeploymentState::PendingFunding => {
+                    Reason::new("unfunded", "the deployment's funds ran out; fund a new quote")
+                }
+                Some(d) => Reason::new("deployment_not_running", format!("the deployment is {}", d.state)),
+            };
+            self.retire(id, revision, current.unwrap_or(revision), gone, reason).await;
         }
         self.sync_routes().await;
         self.tail_logs(&serving).await;
@@ -510,7 +527,8 @@ impl Engine {
                 if self.jobs.restart_pending(&key) {
                     return Ok(());
                 }
-                self.record_output(&d.id, d.revision, d.revision, self.jobs.stop(&key, false));
+                let relaunched = Reason::new("relaunched", "a new launch of the revision replaces it");
+                self.record_output(&d.id, d.revision, d.revision, self.jobs.stop(&key, false, relaunched));
                 match self.launch(d).await {
                     Ok(pids) => {
                         self.db(|store| {
@@ -597,6 +615,9 @@ impl Engine {
         let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys.route_public_key, false).await;
         self.check_pins(d, &pins, &mut probed.outcome);
         self.record(d, &d.canonical_hostname, &probed.outcome)?;
+        if probed.outcome.is_ok() {
+            self.jobs.ready(&job_key(&d.id, d.revision));
+        }
         match (&probed.outcome, d.state) {
             (Ok(_), DeploymentState::Validating) => {
                 if self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms()))? {
@@ -754,10 +775,10 @@ impl Engine {
         }
     }
 
-    /// Stops revision `revision`'s job for good and records its last output; its files and
-    /// agent state go too when `remove`.
-    async fn retire(&self, id: &str, revision: u32, serving: u32, remove: bool) {
-        let output = self.jobs.stop(&job_key(id, revision), true);
+    /// Stops revision `revision`'s job for good, for `reason`, and records its last output;
+    /// its files and agent state go too when `remove`.
+    async fn retire(&self, id: &str, revision: u32, serving: u32, remove: bool, reason: Reason) {
+        let output = self.jobs.stop(&job_key(id, revision), true, reason);
         self.record_output(id, revision, serving, output);
         if remove {
             self.remove_revision(id, revision);

@@ -102,6 +102,7 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/ingress/deployments/{project}/ledger", get(ledger))
         .route("/api/ingress/deployments/{project}/logs", get(logs))
         .route("/api/ingress/deployments/{project}/hints", get(hints))
+        .route("/api/ingress/deployments/{project}/executions", get(executions))
         .route("/api/ingress/deployments/{project}/stop", post(stop))
         .route("/api/ingress/deployments/{project}/hostnames", post(add_hostname))
         .route("/api/ingress/deployments/{project}/hostnames/{hostname}", axum::routing::delete(remove_hostname))
@@ -317,6 +318,46 @@ async fn logs(
         let entries = engine.store().logs(&d.id, q.after, limit)?;
         let next = entries.last().map_or(q.after, |e| e.seq);
         ok(LogsResponse { entries, next })
+    })
+    .await
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecutionsQuery {
+    #[serde(default)]
+    cursor: Option<String>,
+    #[serde(default)]
+    limit: Option<String>,
+}
+
+/// The deployment's jobs as executions: `svc.execution-convergence.v1`, one page at a time.
+async fn executions(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    UrlPath(project): UrlPath<String>,
+    query: Result<Query<ExecutionsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<manifest_core::projection::Convergence> {
+    blocking(move || {
+        let bad = |why: BadRequest| ApiError::from(Rejection::InvalidRequest(why));
+        let Query(q) = query.map_err(|e| bad(BadRequest::Query(e.body_text())))?;
+        let caller = caller(&engine, &headers)?;
+        let d = deployment_of(&engine, &caller, &project)?;
+        let store = engine.store();
+        let successor = store.successor(&d.id)?;
+        let built = super::executions::build(
+            store,
+            engine.config(),
+            &d,
+            successor.as_ref(),
+            q.cursor.as_deref(),
+            q.limit.as_deref(),
+        );
+        match built {
+            Ok(projection) => ok(projection),
+            Err(super::executions::ProjectionError::Store(e)) => Err(e.into()),
+            Err(e) => Err(bad(BadRequest::Page(e.to_string()))),
+        }
     })
     .await
 }

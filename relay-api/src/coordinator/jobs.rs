@@ -5,18 +5,21 @@
 //! verdict: restart after a backoff that doubles, or give up after
 //! [`RestartPolicy::max_restarts`] restarts within [`RestartPolicy::window`].
 //!
-//! Each launch is its own order: its execution ID is the job's key (`dep_….rN`) and a count,
-//! so a relaunch never meets an earlier order the market still holds. The market's calls
-//! block (a launch starts processes, a stop waits for them): they run off the async runtime.
+//! Each launch is its own order and its own execution in the store
+//! ([`RelayStore::begin_execution`]: `dep_….rN.<attempt>`), so a relaunch never meets an
+//! earlier order the market still holds; every change of a job (placed, ready, ended, stopping,
+//! stopped) is recorded on its execution, with why. The market's calls block (a launch starts
+//! processes, a stop waits for them): they run off the async runtime.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use svc_execution::market::{JobOrder, JobState, Market, Placement, Refusal, StopMode};
+use svc_execution::{ExecState, Reason};
 
 use super::blocking;
+use super::store::RelayStore;
 use crate::runner::{Exit, Part};
 
 /// Output lines of one job and one process, for the logs.
@@ -108,25 +111,44 @@ struct Restarts {
 /// Every job the engine runs.
 pub(super) struct Jobs {
     market: Arc<dyn Market>,
+    store: Arc<RelayStore>,
     running: Mutex<HashMap<String, Job>>,
     restarts: Mutex<HashMap<String, Restarts>>,
-    launches: AtomicU64,
     policy: RestartPolicy,
 }
 
+/// The reason code of a job that ended on its own (its app or agent exited or was killed).
+pub(super) const JOB_ENDED: &str = "job_ended";
+
 impl Jobs {
-    pub(super) fn new(market: Arc<dyn Market>, policy: RestartPolicy) -> Jobs {
-        Jobs { market, running: Mutex::default(), restarts: Mutex::default(), launches: AtomicU64::new(0), policy }
+    pub(super) fn new(market: Arc<dyn Market>, store: Arc<RelayStore>, policy: RestartPolicy) -> Jobs {
+        Jobs { market, store, running: Mutex::default(), restarts: Mutex::default(), policy }
+    }
+
+    /// Records a change of execution `execution_id`. A failure to record is logged, not
+    /// the job's: the job runs (or ended) whatever the store says.
+    fn record(&self, execution_id: &str, to: ExecState, processor_id: Option<&str>, reason: Option<Reason>) {
+        if let Err(e) = blocking(|| self.store.set_execution_state(execution_id, to, processor_id, reason)) {
+            tracing::error!("svc relay: recording execution {execution_id} {}: {e}", to.as_str());
+        }
     }
 
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Launches `order` (its execution ID is made here) as job `id`, and keeps it.
-    pub(super) fn launch(&self, id: &str, mut order: JobOrder) -> Result<Placement, Refusal> {
-        order.execution_id = format!("{id}.{}", self.launches.fetch_add(1, Ordering::Relaxed) + 1);
-        let placement = blocking(|| self.market.launch(&order))?;
+    /// Launches `order` (its execution recorded `launching` already) as job `id`, keeps it,
+    /// and records where it runs, or why the market refused it.
+    pub(super) fn launch(&self, id: &str, order: JobOrder) -> Result<Placement, Refusal> {
+        let placement = match blocking(|| self.market.launch(&order)) {
+            Ok(placement) => placement,
+            Err(refusal) => {
+                let reason = Reason::new(refusal.code(), refusal.to_string());
+                self.record(&order.execution_id, ExecState::Refused, None, Some(reason));
+                return Err(refusal);
+            }
+        };
+        self.record(&order.execution_id, ExecState::Running, Some(&placement.processor_id), None);
         let job =
             Job { execution_id: order.execution_id, artifact: order.workload.artifact_digest, started: Instant::now() };
         self.running().insert(id.to_owned(), job);
@@ -136,6 +158,18 @@ impl Jobs {
     /// The artifacts the running jobs were launched from.
     pub(super) fn artifacts(&self) -> Vec<String> {
         self.running().values().map(|job| job.artifact.clone()).collect()
+    }
+
+    /// Records job `id` ready: its route passed validation through the public path.
+    pub(super) fn ready(&self, id: &str) {
+        let Some(execution_id) = self.running().get(id).map(|job| job.execution_id.clone()) else { return };
+        self.record(&execution_id, ExecState::Ready, None, None);
+    }
+
+    /// Records job `id` stopping for `reason`: it runs on until its connections end.
+    pub(super) fn stopping(&self, id: &str, reason: Reason) {
+        let Some(execution_id) = self.running().get(id).map(|job| job.execution_id.clone()) else { return };
+        self.record(&execution_id, ExecState::Stopping, None, Some(reason));
     }
 
     /// Whether the deployment's job runs.
@@ -161,12 +195,16 @@ impl Jobs {
         restarts.get(id).is_some_and(|r| r.not_before > Instant::now())
     }
 
-    /// Stops the deployment's job, if it runs, returning its last output; its restart count
-    /// goes with it when `forget`.
-    pub(super) fn stop(&self, id: &str, forget: bool) -> Output {
+    /// Stops the deployment's job, if it runs, for `reason`, returning its last output; its
+    /// restart count goes with it when `forget`.
+    pub(super) fn stop(&self, id: &str, forget: bool, reason: Reason) -> Output {
         let job = self.running().remove(id);
         let last = match job {
-            Some(job) => self.end(&job.execution_id, true),
+            Some(job) => {
+                let last = self.end(&job.execution_id, true);
+                self.record(&job.execution_id, ExecState::Stopped, None, Some(reason));
+                last
+            }
             None => Vec::new(),
         };
         if forget {
@@ -187,11 +225,13 @@ impl Jobs {
         })
     }
 
-    /// Stops every job.
+    /// Stops every job (the coordinator is stopping).
     pub(super) fn stop_all(&self) {
         let jobs: Vec<Job> = self.running().drain().map(|(_, j)| j).collect();
         for job in jobs {
             self.end(&job.execution_id, true);
+            let reason = Reason::new("coordinator_stopped", "the coordinator stopped; its jobs end with it");
+            self.record(&job.execution_id, ExecState::Stopped, None, Some(reason));
         }
     }
 
@@ -221,6 +261,9 @@ impl Jobs {
         for (id, job, exit) in ended {
             let ran = job.started.elapsed();
             let lines = self.end(&job.execution_id, false);
+            // A web job that exits 0 still ended before it was stopped: `completed`, not failed.
+            let state = if exit.code == Some(0) { ExecState::Completed } else { ExecState::Failed };
+            self.record(&job.execution_id, state, None, Some(Reason::new(JOB_ENDED, exit.to_string())));
             verdicts.push((id.clone(), lines, self.judge(&id, exit, ran)));
         }
         verdicts
@@ -277,9 +320,9 @@ mod tests {
         assert_eq!(policy.delay(200), Duration::from_secs(5), "no overflow");
     }
 
-    fn order() -> JobOrder {
+    fn order(execution_id: String) -> JobOrder {
         JobOrder {
-            execution_id: String::new(),
+            execution_id,
             window_end: u64::MAX,
             requirements: Requirements::default(),
             avoid: Vec::new(),
@@ -299,15 +342,15 @@ mod tests {
     fn an_ended_job_restarts_with_backoff_then_gives_up() {
         let pool = Arc::new(SimulatedPool::new(1, 4, 0));
         let policy = RestartPolicy { max_restarts: 2, ..Default::default() };
-        let jobs = Jobs::new(pool.clone(), policy);
+        // The store records nothing here (no deployment): recording is the engine tests'.
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let store = Arc::new(RelayStore::open(dir.path()).expect("a store"));
+        let jobs = Jobs::new(pool.clone(), store, policy);
         let exit = Exit { part: Part::App, code: Some(1), signal: None };
         let mut verdicts = Vec::new();
-        let mut ids = Vec::new();
-        for _ in 0..3 {
-            jobs.launch("d1", order()).expect("launched");
-            let id = jobs.running().get("d1").expect("held").execution_id.clone();
-            assert!(!ids.contains(&id), "each launch is its own order");
-            ids.push(id.clone());
+        for attempt in 1..=3 {
+            let id = format!("d1.r1.{attempt}");
+            jobs.launch("d1", order(id.clone())).expect("launched");
             pool.exit(&id, 1);
             let mut reaped = jobs.reap();
             assert_eq!(reaped.len(), 1);
@@ -324,9 +367,9 @@ mod tests {
             ]
         );
         assert!(jobs.restart_pending("d1"), "the last restart's delay still runs");
-        jobs.launch("d2", order()).expect("launched");
+        jobs.launch("d2", order("d2.r1.1".into())).expect("launched");
         assert!(jobs.reap().is_empty(), "a running job is left alone");
-        jobs.stop("d2", true);
+        jobs.stop("d2", true, Reason::new("test", "the test stops it"));
         assert!(pool.jobs().is_empty(), "a stopped job is released");
     }
 }

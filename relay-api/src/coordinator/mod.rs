@@ -10,6 +10,7 @@ pub mod admission;
 pub mod api;
 pub mod catalog_content;
 mod engine;
+pub mod executions;
 mod files;
 mod http;
 mod jobs;

@@ -101,8 +101,10 @@ impl Engine {
         let artifacts = &self.parts.artifacts;
         let digest = crate::coordinator::blocking(|| artifacts.store(&ingress.app_dir, None))
             .map_err(|source| StartError::Artifact { path: ingress.app_dir.clone(), source })?;
-        let order = ingress.order(digest)?;
+        let mut order = ingress.order(digest)?;
         record(&keys)?;
+        let (id, revision) = (&job.deployment.id, job.revision);
+        order.execution_id = self.db(|store| store.begin_execution(id, revision))?;
         let placement = self.jobs.launch(&job_key(&job.deployment.id, job.revision), order)?;
         self.sync_routes().await;
         Ok(format!("on processor {}", placement.processor_id))

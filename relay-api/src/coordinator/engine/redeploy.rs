@@ -16,6 +16,8 @@
 
 use std::time::{Duration, Instant};
 
+use svc_execution::Reason;
+
 use super::{Engine, JobOf, job_key};
 use crate::coordinator::jobs::Verdict;
 use crate::coordinator::model::{Deployment, Successor, SuccessorState};
@@ -159,6 +161,17 @@ impl Engine {
             DRAIN_LIMIT.as_secs()
         );
         let promoted = self.db(|store| store.promote(&d.id, s.revision, &reason))?;
+        // The rollout of V5's `stop_when_successor_ready`: the successor is ready (validated
+        // through the gateway), so its predecessor stops, once its connections end.
+        self.jobs.ready(&job_key(&d.id, s.revision));
+        let superseded = Reason::new(
+            "superseded",
+            format!(
+                "revision {} is ready (stop_when_successor_ready); this one stops once its connections end",
+                s.revision
+            ),
+        );
+        self.jobs.stopping(&job_key(&d.id, d.revision), superseded);
         if let Ok(mut draining) = self.draining.lock() {
             draining.push(Draining {
                 deployment_id: d.id.clone(),
@@ -180,10 +193,13 @@ impl Engine {
     pub(super) async fn take_over_at_once(&self, d: &Deployment, s: &Successor) -> Result<Deployment, StoreError> {
         // A successor job started while the deployment served is launched again as the
         // deployment's own, with fresh keys.
-        self.retire(&d.id, s.revision, d.revision, false).await;
+        let relaunched =
+            Reason::new("relaunched", format!("revision {} is launched again as the deployment's own job", s.revision));
+        self.retire(&d.id, s.revision, d.revision, false, relaunched).await;
         let reason = format!("the deployment was {}, so nothing had to stay up", d.state);
         let mut promoted = self.db(|store| store.promote(&d.id, s.revision, &reason))?;
-        self.retire(&d.id, d.revision, s.revision, true).await;
+        let superseded = Reason::new("superseded", format!("revision {} replaced it; {reason}", s.revision));
+        self.retire(&d.id, d.revision, s.revision, true, superseded).await;
         if promoted.state.runs_job() || promoted.state == DeploymentState::Failed {
             promoted = self.db(|store| {
                 store.transition(
@@ -199,7 +215,7 @@ impl Engine {
 
     /// The successor failed: its job stops and its files go; the serving revision stays.
     async fn fail_successor(&self, d: &Deployment, s: &Successor, why: &str) -> Result<(), StoreError> {
-        self.retire(&d.id, s.revision, d.revision, true).await;
+        self.retire(&d.id, s.revision, d.revision, true, Reason::new("successor_failed", why)).await;
         self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, why))?;
         self.sync_routes().await;
         Ok(())
@@ -238,7 +254,6 @@ impl Engine {
         };
         for d in done {
             let open = self.parts.gateway.active_connections(&d.route_id);
-            self.retire(&d.deployment_id, d.revision, d.successor, true).await;
             let line = match open {
                 0 => format!("revision {} stopped: its connections had ended", d.revision),
                 n => format!(
@@ -247,6 +262,8 @@ impl Engine {
                     DRAIN_LIMIT.as_secs()
                 ),
             };
+            let superseded = Reason::new("superseded", format!("revision {} took over; {line}", d.successor));
+            self.retire(&d.deployment_id, d.revision, d.successor, true, superseded).await;
             let _ = self.db(|store| store.append_logs(&d.deployment_id, "route", &[line]));
         }
     }

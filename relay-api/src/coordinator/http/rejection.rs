@@ -220,6 +220,9 @@ pub(super) enum BadRequest {
     /// A log page size out of range.
     #[error("`limit` must be 1 to {LOGS_PAGE_MAX}, not {0}")]
     Limit(u32),
+    /// A page of executions asked for wrongly (`cursor`, `limit`).
+    #[error("{0}")]
+    Page(String),
     /// A secret the project does not name.
     #[error("secret {0} is not named in app.secrets")]
     UnknownSecret(String),

@@ -6,7 +6,7 @@
 //! The row traits are split by concept; [`Transaction`] is all of them plus `commit`. A
 //! transaction dropped without [`Transaction::commit`] rolls back.
 
-use super::{Caller, NewDeployment, NewSuccessor, RouteKeys, StoreError, TokenRole};
+use super::{Caller, ExecutionRecord, NewDeployment, NewSuccessor, RouteKeys, StoreError, TokenRole};
 use crate::coordinator::model::{
     CustomerHostname, Deployment, HostnameState, LedgerEntry, LogEntry, Quote, Reward, Session, Successor,
     SuccessorState, Transition, ValidationRecord,
@@ -26,7 +26,9 @@ pub trait Backend: Send + Sync + 'static {
 }
 
 /// One transaction: every row trait, and its end.
-pub trait Transaction: OrgRows + DeploymentRows + MoneyRows + ActivityRows + RevisionRows + AdmissionRows {
+pub trait Transaction:
+    OrgRows + DeploymentRows + MoneyRows + ActivityRows + RevisionRows + AdmissionRows + ExecutionRows
+{
     /// Makes every write of this transaction durable.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
@@ -297,4 +299,27 @@ pub trait AdmissionRows {
     fn operator(&mut self, id: &str) -> Result<Option<Operator>, StoreError>;
     /// Every admitted operator, oldest admission first.
     fn operators(&mut self) -> Result<Vec<Operator>, StoreError>;
+}
+
+/// The deployments' jobs as executions (`executions.rs`).
+pub trait ExecutionRows {
+    /// The highest attempt recorded for the deployment's revision (0: none).
+    fn last_attempt(&mut self, deployment_id: &str, generation: u32) -> Result<u32, StoreError>;
+    /// Records a new execution.
+    fn insert_execution(&mut self, deployment_id: &str, record: &ExecutionRecord) -> Result<(), StoreError>;
+    /// The execution with this order ID, and its deployment.
+    fn execution(&mut self, execution_id: &str) -> Result<Option<(String, ExecutionRecord)>, StoreError>;
+    /// Writes an execution's state, processor, reason and change time.
+    fn update_execution(&mut self, record: &ExecutionRecord) -> Result<(), StoreError>;
+    /// The deployment's executions older than the one with row `before` (all, without),
+    /// newest first, at most `limit`, each with its row for a cursor.
+    fn executions_page(
+        &mut self,
+        deployment_id: &str,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<(i64, ExecutionRecord)>, StoreError>;
+    /// Every live execution (launching, running, ready, restarting, stopping), of every
+    /// deployment.
+    fn live_executions(&mut self) -> Result<Vec<ExecutionRecord>, StoreError>;
 }

@@ -10,6 +10,7 @@
 mod activity;
 pub mod backend;
 mod deployments;
+mod executions;
 mod ledger;
 mod revisions;
 pub mod sqlite;
@@ -18,6 +19,7 @@ use crate::coordinator::model::Quote;
 use crate::coordinator::state::TransitionError;
 
 pub use backend::{Backend, Transaction};
+pub use executions::ExecutionRecord;
 pub use revisions::NewSuccessor;
 pub use sqlite::{DATABASE_FILE, SqliteBackend};
 

@@ -8,6 +8,7 @@
 mod activity;
 mod admission;
 mod deployments;
+mod executions;
 mod money;
 mod revisions;
 mod rows;
@@ -28,6 +29,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0003_economics.sql"),
     include_str!("../../../../migrations/0004_route_keys.sql"),
     include_str!("../../../../migrations/0005_revisions.sql"),
+    include_str!("../../../../migrations/0006_executions.sql"),
 ];
 
 /// The database file's name inside the data directory.

@@ -1,0 +1,173 @@
+//! A deployment's `svc.execution-convergence.v1`: its jobs as executions, in the shape
+//! `svc app executions` reads for a published application (`manifest_core::projection`). An
+//! ingress deployment is one slot running its derived Manifest V5 continuously: the desired
+//! policy version is the serving revision (its manifest's digest), each revision a
+//! generation, each launch of it an attempt. A job's window is the time its route's funds
+//! cover; its launches are charged nothing (the route is paid by the period, in the ledger).
+
+use manifest_core::projection::{
+    Convergence, DEFAULT_RECENT, Desired, EXECUTION_CONVERGENCE, MAX_RECENT, ReasonBody, Recent, Slot, State,
+};
+
+use super::model::{Deployment, Successor, SuccessorState};
+use super::state::DeploymentState;
+use super::store::{ExecutionRecord, StoreError, now_ms};
+use super::{CoordinatorConfig, RelayStore};
+
+/// Why a page could not be given.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectionError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// `cursor` is not one this route gave.
+    #[error("the cursor \"{0}\" is not one this route gave; start without it")]
+    Cursor(String),
+    /// `limit` is out of range.
+    #[error("limit must be an integer from 1 to {MAX_RECENT}, not \"{0}\"")]
+    Limit(String),
+}
+
+/// RFC 3339 UTC with milliseconds, as the projection writes times.
+fn rfc3339_ms(at: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(at).unwrap_or(0));
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+fn reason(code: &str, message: impl Into<String>) -> Option<ReasonBody> {
+    Some(ReasonBody { code: code.to_owned(), message: message.into() })
+}
+
+/// The projection of deployment `d` (`successor`: its redeploy in progress), with one page of
+/// executions: older than `cursor`, at most `limit`.
+pub fn build(
+    store: &RelayStore,
+    config: &CoordinatorConfig,
+    d: &Deployment,
+    successor: Option<&Successor>,
+    cursor: Option<&str>,
+    limit: Option<&str>,
+) -> Result<Convergence, ProjectionError> {
+    let before = match cursor {
+        None => None,
+        Some(c) => Some(c.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| ProjectionError::Cursor(c.into()))?),
+    };
+    let limit = match limit {
+        None => DEFAULT_RECENT,
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_RECENT).contains(n))
+            .ok_or_else(|| ProjectionError::Limit(l.into()))?,
+    };
+    // One more than asked, to know whether an older page exists.
+    let mut page = store.executions(&d.id, before, limit + 1)?;
+    let next_cursor = (page.len() > limit).then(|| page[limit - 1].0.to_string());
+    page.truncate(limit);
+    // The slot's current execution: the newest of the serving revision (the first page
+    // holds it unless a hundred launches of later revisions came since: then none is shown).
+    let newest = if before.is_none() { page.clone() } else { store.executions(&d.id, None, MAX_RECENT)? };
+    let current = newest.iter().map(|(_, e)| e).find(|e| e.generation == d.revision);
+    let balance = store.balance(&d.id)?;
+    let period_ms = i64::try_from(config.period.as_millis()).unwrap_or(i64::MAX);
+    let periods = i64::try_from(balance.available_micros / config.price_micros.max(1)).unwrap_or(i64::MAX);
+    // What the route's funds cover: the period under way, and as many more as they pay for.
+    let funded_until = d.next_period_at.unwrap_or_else(now_ms).saturating_add(periods.saturating_mul(period_ms));
+    let window_end = |e: &ExecutionRecord| if e.state.is_live() { funded_until } else { e.changed_at };
+    let slot = match current {
+        Some(e) => Slot {
+            slot: 0,
+            generation: u64::from(e.generation),
+            policy_version: u64::from(e.generation),
+            state: e.state.as_str().to_owned(),
+            processor_id: e.processor_id.clone(),
+            window_start: Some(rfc3339_ms(e.created_at)),
+            window_end: Some(rfc3339_ms(window_end(e))),
+            restarts: e.attempt.saturating_sub(1),
+        },
+        None => Slot {
+            slot: 0,
+            generation: 0,
+            policy_version: u64::from(d.revision),
+            state: "pending".to_owned(),
+            processor_id: None,
+            window_start: None,
+            window_end: None,
+            restarts: 0,
+        },
+    };
+    let older_live = newest.iter().any(|(_, e)| e.generation < d.revision && e.state.is_live());
+    let rolling = successor.filter(|s| s.revision > d.revision && s.state != SuccessorState::Failed);
+    let status = match d.state {
+        DeploymentState::Stopped => "disabled",
+        DeploymentState::PendingFunding => "paused",
+        _ => "active",
+    };
+    let convergence = match d.state {
+        DeploymentState::Stopped => {
+            State { state: "idle".into(), reason: reason("stopped", "the deployment is stopped") }
+        }
+        DeploymentState::PendingFunding => State {
+            state: "blocked".into(),
+            reason: reason("quote_unfunded", format!("{}; fund a quote: `svc ingress fund`", d.state_reason)),
+        },
+        DeploymentState::Failed => State {
+            state: "blocked".into(),
+            reason: reason(d.failure_code.as_deref().unwrap_or("job_failed"), d.state_reason.clone()),
+        },
+        DeploymentState::Degraded => {
+            State { state: "blocked".into(), reason: reason("route_degraded", d.state_reason.clone()) }
+        }
+        DeploymentState::Provisioning | DeploymentState::Validating => State {
+            state: "converging".into(),
+            reason: reason("starting", "the job is launching, or its route is being validated through the public path"),
+        },
+        DeploymentState::Live if rolling.is_some() || older_live => {
+            let message = match rolling {
+                Some(s) => format!(
+                    "revision {} runs beside revision {} until it passes validation (stop_when_successor_ready)",
+                    s.revision, d.revision
+                ),
+                None => {
+                    format!("revision {} serves; the revision it replaced stops once its connections end", d.revision)
+                }
+            };
+            State { state: "converging".into(), reason: reason("rolling_out", message) }
+        }
+        DeploymentState::Live => State { state: "converged".into(), reason: None },
+    };
+    let recent = page
+        .iter()
+        .map(|(_, e)| Recent {
+            execution_id: e.execution_id.clone(),
+            slot: 0,
+            generation: u64::from(e.generation),
+            attempt: e.attempt,
+            policy_version: u64::from(e.generation),
+            state: e.state.as_str().to_owned(),
+            processor_id: e.processor_id.clone(),
+            window_start: rfc3339_ms(e.created_at),
+            window_end: rfc3339_ms(window_end(e)),
+            changed_at: rfc3339_ms(e.changed_at),
+            restarts: 0,
+            charged_micros: "0".to_owned(),
+            reason: e.reason.as_ref().map(|r| ReasonBody { code: r.code.clone(), message: r.message.clone() }),
+        })
+        .collect();
+    Ok(Convergence {
+        schema: EXECUTION_CONVERGENCE.to_owned(),
+        application_id: d.project.clone(),
+        status: status.to_owned(),
+        desired: Some(Desired {
+            policy_version: u64::from(d.revision),
+            policy_digest: d.manifest_digest.clone(),
+            slots: 1,
+            execution: "continuous".to_owned(),
+        }),
+        convergence,
+        slots: vec![slot],
+        recent,
+        next_cursor,
+        next: None,
+    })
+}
