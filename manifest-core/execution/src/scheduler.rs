@@ -326,7 +326,8 @@ impl SlotDecider<'_, '_, '_> {
                 let attempt = latest.attempt + 1;
                 if open {
                     let start = latest.window_start.max(self.now);
-                    self.launch_window(plan, latest.generation, attempt, start, latest.window_end, Vec::new());
+                    let which = Attempt::next(plan, latest);
+                    self.launch_window(plan, which, start, latest.window_end, Vec::new());
                 } else {
                     // A `once` occurrence that never ran gets a whole window when it finally does.
                     self.launch(plan, latest.generation, attempt, self.now, Vec::new());
@@ -338,14 +339,7 @@ impl SlotDecider<'_, '_, '_> {
             ExecState::Failed
                 if open && latest.reason.as_ref().is_some_and(|r| r.code == crate::executor::PROCESSOR_RESTARTED) =>
             {
-                self.launch_window(
-                    plan,
-                    latest.generation,
-                    latest.attempt + 1,
-                    self.now,
-                    latest.window_end,
-                    Vec::new(),
-                );
+                self.launch_window(plan, Attempt::next(plan, latest), self.now, latest.window_end, Vec::new());
                 true
             }
             // SPEC lifecycle.recovery.runtimeFailure.
@@ -365,14 +359,7 @@ impl SlotDecider<'_, '_, '_> {
                     if placed <= usize::from(max_fresh_replacements) {
                         let avoid: Vec<String> = attempts.iter().filter_map(|e| e.processor_id.clone()).collect();
                         let start = self.now;
-                        self.launch_window(
-                            plan,
-                            latest.generation,
-                            latest.attempt + 1,
-                            start,
-                            latest.window_end,
-                            avoid,
-                        );
+                        self.launch_window(plan, Attempt::next(plan, latest), start, latest.window_end, avoid);
                         return true;
                     }
                     false
@@ -421,7 +408,8 @@ impl SlotDecider<'_, '_, '_> {
                         Reason::new("superseded", format!("policy version {} replaces it", plan.policy_version));
                     self.stop(e.key, StopMode::Stop, reason);
                 }
-                if self.launch_window(plan, next, 1, start, end, Vec::new()) {
+                let which = Attempt { generation: next, attempt: 1, policy_version: plan.policy_version };
+                if self.launch_window(plan, which, start, end, Vec::new()) {
                     // Decide again at once: existingJobs rules apply to the predecessor as
                     // soon as the successor exists.
                     self.wake_at(self.now);
@@ -477,14 +465,14 @@ impl SlotDecider<'_, '_, '_> {
     }
 
     fn launch(&mut self, plan: &Plan, generation: u64, attempt: u32, start: Millis, avoid: Vec<String>) -> bool {
-        self.launch_window(plan, generation, attempt, start, plan.window_end(start), avoid)
+        let which = Attempt { generation, attempt, policy_version: plan.policy_version };
+        self.launch_window(plan, which, start, plan.window_end(start), avoid)
     }
 
     fn launch_window(
         &mut self,
         plan: &Plan,
-        generation: u64,
-        attempt: u32,
+        Attempt { generation, attempt, policy_version }: Attempt,
         start: Millis,
         end: Millis,
         avoid: Vec<String>,
@@ -501,7 +489,7 @@ impl SlotDecider<'_, '_, '_> {
             slot: self.slot,
             generation,
             attempt,
-            policy_version: plan.policy_version,
+            policy_version,
             state: ExecState::Launching,
             processor_id: None,
             window_start: start,
@@ -539,5 +527,28 @@ impl SlotDecider<'_, '_, '_> {
                 true
             }
         }
+    }
+}
+
+/// Which attempt a launch makes: its generation, its number within it, and the policy
+/// version it runs.
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    generation: u64,
+    attempt: u32,
+    policy_version: u64,
+}
+
+impl Attempt {
+    /// The attempt after `latest` in its generation (a retry, a replacement). It runs its
+    /// generation's own version (SPEC lifecycle.update.timing `next_scheduled_renewal`: a
+    /// version takes effect at the next renewal, so a retry within the generation does not
+    /// bring it in), unless the update is `immediate`, which wants the active version now.
+    fn next(plan: &Plan, latest: &Execution) -> Attempt {
+        let policy_version = match plan.update.timing {
+            UpdateTiming::Immediate => plan.policy_version,
+            UpdateTiming::NextRenewal => latest.policy_version,
+        };
+        Attempt { generation: latest.generation, attempt: latest.attempt + 1, policy_version }
     }
 }

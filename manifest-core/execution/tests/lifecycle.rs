@@ -292,6 +292,48 @@ fn replace_after_failure_restarts_then_replaces_on_a_fresh_processor_then_waits(
     assert_eq!(w.live(1)[0].generation, 2);
 }
 
+/// A replacement made after a `next_scheduled_renewal` update runs its generation's own
+/// version: it used to run the newly active one, bringing the update in mid-generation.
+#[test]
+fn a_replacement_runs_its_generations_version_until_a_next_renewal_update_takes_effect() {
+    let w = World::new();
+    let mut p = plan(1, continuous());
+    p.recovery = Recovery {
+        max_launch_retries: 5,
+        runtime_failure: RuntimeFailure::ReplaceAfterFailure {
+            contact_loss_after_ms: 2 * MINUTE,
+            restart_grace_ms: 10 * MINUTE,
+            max_same_job_restarts: 0,
+            max_fresh_replacements: 1,
+        },
+    };
+    w.publish(1, p.clone());
+    w.settle().expect("settles");
+    let first = w.live(1)[0].clone();
+    w.clock.advance(5 * MINUTE);
+    let mut next = updated(&p, UpdateTiming::NextRenewal, ExistingJobs::StopWhenSuccessorReady);
+    w.publish(1, next.clone());
+    w.pool.exit(&first.execution_id, 1);
+    w.settle().expect("settles");
+    let replacement = w.live(1)[0].clone();
+    assert_eq!((replacement.generation, replacement.attempt, replacement.policy_version), (1, 2, 1));
+    // The renewal brings version 2 in.
+    w.run_until(T0 + 50 * MINUTE).expect("runs");
+    let renewed = w.live(1).into_iter().find(|e| e.generation == 2).expect("renewal");
+    assert_eq!(renewed.policy_version, 2);
+
+    // An immediate update wants the active version at once: a replacement runs it.
+    let w = World::new();
+    w.publish(1, p.clone());
+    w.settle().expect("settles");
+    let first = w.live(1)[0].clone();
+    w.pool.exit(&first.execution_id, 1);
+    next.update.timing = UpdateTiming::Immediate;
+    w.publish(1, next);
+    w.settle().expect("settles");
+    assert!(w.live(1).iter().all(|e| e.policy_version == 2), "{:#?}", w.live(1));
+}
+
 #[test]
 fn wait_until_scheduled_end_leaves_a_failed_slot_empty_until_renewal() {
     let w = World::new();
