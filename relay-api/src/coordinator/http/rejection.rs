@@ -164,6 +164,9 @@ impl Rejection {
         match self {
             Rejection::InvalidProject(e) => Some(json!(e.diagnostics)),
             Rejection::IngressUnsupported(u) => Some(json!(u.iter().map(|u| u.diagnostic()).collect::<Vec<_>>())),
+            // The named manifest's own problems, each at its pointer, line and column (the
+            // message only counts them).
+            Rejection::InvalidManifest(ManifestV5Error::Invalid { diagnostics, .. }) => Some(json!(diagnostics)),
             _ => None,
         }
     }
@@ -395,6 +398,16 @@ mod tests {
             message(Rejection::InvalidBundle(BundleProblem::Path { path: long, why: BundlePathProblem::Depth })),
             format!("{:?} is deeper than 32 components", format!("{}...", "a/".repeat(40)))
         );
+        let report = manifest_core::validate(b"{\"schemaVersion\": 5,\n \"applicationId\": 7}");
+        let diagnostics: Vec<manifest_core::Diagnostic> = report.diagnostics.into_iter().collect();
+        assert!(!diagnostics.is_empty());
+        let e = ApiError::from(Rejection::InvalidManifest(ManifestV5Error::Invalid {
+            path: "manifest.json".to_owned(),
+            diagnostics,
+        }));
+        let listed = e.diagnostics.expect("the manifest's diagnostics");
+        let at_line_2 = listed.as_array().into_iter().flatten().any(|d| d.to_string().contains("\"line\":2"));
+        assert!(at_line_2, "each with its line and column: {listed:#}");
         let e = ApiError::from(Rejection::IngressUnsupported(vec![Unsupported::ArbitraryRuntimes]));
         assert!(e.message.starts_with("the ingress add-on does not support: "), "{}", e.message);
         assert_eq!(e.diagnostics.as_ref().and_then(|d| d.as_array()).map(Vec::len), Some(1));

@@ -495,3 +495,33 @@ fn a_deploy_refused_on_its_second_hostname_leaves_nothing_behind() {
     let d = store.create_deployment(&refused).expect("now free");
     assert_eq!(store.hostnames(&d.id).expect("read").len(), 2);
 }
+
+/// Reads used to share the writer's one connection: a status or a page of logs waited for
+/// whatever write held it. A read now proceeds while a write transaction is open, and sees
+/// the last committed state, not the open write's.
+#[test]
+fn a_read_does_not_wait_for_an_open_write_and_sees_only_what_is_committed() {
+    let dir = temp_dir("reader");
+    let store = RelayStore::open(dir.path()).expect("store");
+    let d = new_deployment(&store, "dep_r", 1_000_000);
+    std::thread::scope(|scope| {
+        let (sent, got) = std::sync::mpsc::channel();
+        let outcome: Result<(), StoreError> = store.write(|tx| {
+            tx.insert_org("org_open", "open-write", now_ms())?;
+            let (reader, id) = (&store, d.id.clone());
+            scope.spawn(move || {
+                let _ = sent.send(reader.read(|r| Ok((r.org_id("open-write")?, super::deployments::get(r, &id)?))));
+            });
+            // A panic here unwinds through `write`, which rolls back and frees the reader.
+            let (uncommitted, seen) = got
+                .recv_timeout(std::time::Duration::from_secs(5))
+                .expect("the read answered while the write was open")
+                .expect("read");
+            assert_eq!(uncommitted, None, "the open write is not seen");
+            assert_eq!(seen.id, d.id);
+            Ok(())
+        });
+        outcome.expect("the write commits");
+    });
+    assert!(store.read(|tx| tx.org_id("open-write")).expect("read").is_some(), "seen once committed");
+}

@@ -1,7 +1,9 @@
 //! The embedded backend: `relay.sqlite3` in the data directory, WAL mode with
 //! `synchronous = FULL`, versioned migrations, deleted content overwritten
-//! (`secure_delete`). One connection behind a mutex: readers begin `DEFERRED`, writers
-//! `IMMEDIATE` (which also excludes other processes, such as `svc relay admin`).
+//! (`secure_delete`). Two connections, each behind a mutex: writers begin `IMMEDIATE` on one
+//! (which also excludes other processes, such as `svc relay admin`); readers begin `DEFERRED`
+//! on the other, opened read-only, so a read (a status, a page of logs, the engine's look at
+//! the deployments) never waits for a write to commit: WAL gives it the last committed state.
 //!
 //! Only SQL lives here; every rule is above, in the store's operations.
 
@@ -43,6 +45,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct SqliteBackend {
     path: PathBuf,
     conn: Mutex<Connection>,
+    reader: Mutex<Connection>,
 }
 
 impl SqliteBackend {
@@ -80,7 +83,14 @@ impl SqliteBackend {
             // Old pages (credentials in clear, before 0004) may linger in the log: empty it.
             conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(wrap)?;
         }
-        Ok(SqliteBackend { path, conn: Mutex::new(conn) })
+        let reader = rusqlite::Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(wrap)?;
+        reader.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
+        reader.pragma_update(None, "query_only", "ON").map_err(wrap)?;
+        Ok(SqliteBackend { path, conn: Mutex::new(conn), reader: Mutex::new(reader) })
     }
 
     /// The database file.
@@ -88,8 +98,8 @@ impl SqliteBackend {
         &self.path
     }
 
-    fn begin(&self, sql: &str) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        let conn = self.conn.lock().map_err(|_| StoreError::Backend("a previous store operation panicked".into()))?;
+    fn begin<'s>(&'s self, conn: &'s Mutex<Connection>, sql: &str) -> Result<Box<dyn Transaction + 's>, StoreError> {
+        let conn = conn.lock().map_err(|_| StoreError::Backend("a previous store operation panicked".into()))?;
         conn.prepare_cached(sql)?.execute([])?;
         Ok(Box::new(SqliteTransaction { conn, open: true }))
     }
@@ -97,11 +107,11 @@ impl SqliteBackend {
 
 impl Backend for SqliteBackend {
     fn read(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        self.begin("BEGIN DEFERRED")
+        self.begin(&self.reader, "BEGIN DEFERRED")
     }
 
     fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        self.begin("BEGIN IMMEDIATE")
+        self.begin(&self.conn, "BEGIN IMMEDIATE")
     }
 
     fn location(&self) -> String {
