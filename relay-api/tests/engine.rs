@@ -325,6 +325,11 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
             (format!("{}.r3.1", d.id), "failed", Some("job_ended")),
         ]
     );
+    let r1 = &executions[2].1;
+    assert!(
+        !w.store.set_execution_state(&r1.execution_id, svc_execution::ExecState::Ready, None, None).expect("write"),
+        "a stopping execution does not come back"
+    );
     let r3 = &executions[0].1;
     assert_eq!(r3.reason.as_ref().map(|r| r.message.as_str()), Some("the app exited with status 3"));
     assert_eq!(r3.processor_id.as_deref(), Some("fake-1"));
@@ -339,9 +344,15 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
     let page = relay_api::coordinator::executions::build(&w.store, config, &now, None, None, Some("2"))
         .expect("a page of two");
     let cursor = page.next_cursor.clone().expect("an older page");
+    // The slot and the rollout are the same whatever page is asked for (they were read from
+    // the page: a page of one said `pending`, and `converged` while revision 1 drained).
+    let one = relay_api::coordinator::executions::build(&w.store, config, &now, None, None, Some("1"))
+        .expect("a page of one");
+    assert_eq!((&one.slots, &one.convergence), (&projection.slots, &projection.convergence));
     let older = relay_api::coordinator::executions::build(&w.store, config, &now, None, Some(&cursor), Some("2"))
         .expect("the older page");
     assert_eq!(older.recent.len(), 1);
+    assert_eq!((&older.slots, &older.convergence), (&projection.slots, &projection.convergence));
     assert_eq!(older.recent[0].execution_id, format!("{}.r1.1", d.id));
     assert!(older.next_cursor.is_none());
     for (cursor, limit) in [(Some("x"), None), (Some("-1"), None), (None, Some("0")), (None, Some("101"))] {

@@ -25,18 +25,10 @@ fn jobs_dir(data: &Path) -> PathBuf {
     PathBuf::from(jobs)
 }
 
-/// The state directory of the agent of revision `revision` of deployment `id`: its sidecar
-/// directory in the job's scratch directory of the local pool (`<jobs>/pool/<execution>.*/`,
-/// the execution ID `dep_….rN.K` with its dots as `_`).
+/// The state directory of the agent of revision `revision` of deployment `id`, kept across
+/// the job's launches.
 fn agent_dir(jobs: &Path, id: &str, revision: u32) -> PathBuf {
-    let prefix = format!("{id}_r{revision}_");
-    let scratch = std::fs::read_dir(jobs.join("pool"))
-        .expect("the pool's directory")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
-        .unwrap_or_else(|| panic!("no job of {id} revision {revision} in {}", jobs.join("pool").display()));
-    scratch.join("sidecar")
+    jobs.join(id).join(format!("r{revision}")).join("agent")
 }
 
 /// The hostile app's project: `tests/ingress/fixtures/hostile/server.js` with what to probe

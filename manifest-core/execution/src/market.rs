@@ -61,6 +61,12 @@ pub struct Sidecar {
     pub state_dir: PathBuf,
     /// Files written into its state directory before it starts (0600): name, contents.
     pub files: Vec<(String, Vec<u8>)>,
+    /// A directory of the processor's that holds the state directory across the job's runs
+    /// (a restart, a relaunch of the same revision), instead of the run's own scratch: what
+    /// it keeps (an ingress agent's key, certificate and ACME account) is not made again at
+    /// each run. On the network: the runtime's sealed storage of the job. `None`: the state
+    /// goes with the run.
+    pub kept_state: Option<PathBuf>,
 }
 
 /// How a job starts.

@@ -323,14 +323,13 @@ impl SlotDecider<'_, '_, '_> {
                     self.wake_at(due);
                     return true;
                 }
-                let attempt = latest.attempt + 1;
+                let which = Attempt::next(plan, latest);
                 if open {
                     let start = latest.window_start.max(self.now);
-                    let which = Attempt::next(plan, latest);
                     self.launch_window(plan, which, start, latest.window_end, Vec::new());
                 } else {
                     // A `once` occurrence that never ran gets a whole window when it finally does.
-                    self.launch(plan, latest.generation, attempt, self.now, Vec::new());
+                    self.launch_window(plan, which, self.now, plan.window_end(self.now), Vec::new());
                 }
                 true
             }
@@ -544,6 +543,8 @@ impl Attempt {
     /// generation's own version (SPEC lifecycle.update.timing `next_scheduled_renewal`: a
     /// version takes effect at the next renewal, so a retry within the generation does not
     /// bring it in), unless the update is `immediate`, which wants the active version now.
+    /// Where it may run and what it may cost are the active version's (placement, spend): the
+    /// scheduler holds one plan, the active one (docs/decisions.md, "Executions").
     fn next(plan: &Plan, latest: &Execution) -> Attempt {
         let policy_version = match plan.update.timing {
             UpdateTiming::Immediate => plan.policy_version,

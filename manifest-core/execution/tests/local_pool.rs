@@ -486,6 +486,7 @@ fn sidecar(mark: &str, script: &str) -> svc_execution::Sidecar {
         env: vec![("SIDE".into(), "car".into())],
         state_dir: "/sidecar".into(),
         files: vec![(format!("{mark}.js"), script.as_bytes().to_vec())],
+        kept_state: None,
     }
 }
 
@@ -554,4 +555,47 @@ fn a_sidecar_that_ends_ends_its_job() {
     let mut bad = order("app/3/1/1", &digest, &entry);
     bad.workload.sidecar = Some(svc_execution::Sidecar { state_dir: "/app".into(), ..sidecar(&mark, "") });
     assert!(matches!(pool.launch(&bad), Err(Refusal::Start(m)) if m.contains("state directory")));
+}
+
+/// An ingress agent's key, certificate and ACME account live in its state directory: kept
+/// across the job's launches, they are not made again (an ACME CA asked for a new account)
+/// at each one. Files given are replaced, never written through a link the job planted.
+#[test]
+fn a_sidecars_kept_state_outlives_its_run_and_links_planted_in_it_are_replaced() {
+    let world = World::new();
+    let mark = marker("kept");
+    let entry = format!("{mark}-app.js");
+    let digest = world.artifact(&[(&entry, STAYS_UP)]);
+    let pool = world.pool(1, 2);
+    let kept = world.dir.path().join("agent-state");
+    let script = "const fs = require('fs');\n\
+                  const n = fs.existsSync('/sidecar/count') ? Number(fs.readFileSync('/sidecar/count')) : 0;\n\
+                  fs.writeFileSync('/sidecar/count', String(n + 1));\n\
+                  try { fs.unlinkSync('/sidecar/config'); } catch (e) {}\n\
+                  fs.symlinkSync(process.env.OUTSIDE, '/sidecar/config');\n\
+                  setInterval(() => {}, 1000);";
+    for (run, id) in ["app/1/1/1", "app/1/1/2"].into_iter().enumerate() {
+        let mut job = order(id, &digest, &entry);
+        let mut side = sidecar(&mark, script);
+        side.files.push(("config".to_owned(), format!("run {run}").into_bytes()));
+        side.kept_state = Some(kept.clone());
+        // The link the job plants names this host file: followed, the next launch's
+        // `config` would overwrite it.
+        side.env.push(("OUTSIDE".to_owned(), kept.join("outside").display().to_string()));
+        job.workload.sidecar = Some(side);
+        std::fs::create_dir_all(&kept).expect("mkdir");
+        std::fs::write(kept.join("outside"), b"not the job's config").expect("write");
+        pool.launch(&job).expect("launched");
+        assert!(
+            wait_for(5, || std::fs::read_to_string(kept.join("count")).is_ok_and(|c| c == (run + 1).to_string())),
+            "run {run} counted in the kept state"
+        );
+        pool.stop(id, StopMode::Stop);
+        let planted = std::fs::symlink_metadata(kept.join("config")).expect("config").file_type().is_symlink();
+        assert!(planted, "the job planted its link");
+        assert_eq!(std::fs::read(kept.join("outside")).expect("read"), b"not the job's config", "not written through");
+    }
+    let mode = std::os::unix::fs::PermissionsExt::mode(&fs_err::metadata(&kept).expect("stat").permissions());
+    assert_eq!(mode & 0o777, 0o700);
+    assert!(world.scratch_left().is_empty(), "the runs' scratch went; the kept state stays");
 }

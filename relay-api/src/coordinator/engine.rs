@@ -427,6 +427,9 @@ impl Engine {
                 current.is_some_and(|c| c != revision) && successors.get(id).is_none_or(|s| s.revision != revision);
             let reason = match active.iter().find(|d| d.id == id) {
                 None => Reason::new("deployment_stopped", "the deployment was stopped"),
+                Some(d) if revision > d.revision => {
+                    Reason::new("replaced", format!("a newer deploy replaced revision {revision} before it served"))
+                }
                 Some(d) if d.revision != revision => {
                     Reason::new("superseded", format!("revision {} replaced revision {revision}", d.revision))
                 }

@@ -64,10 +64,10 @@ pub fn build(
     let mut page = store.executions(&d.id, before, limit + 1)?;
     let next_cursor = (page.len() > limit).then(|| page[limit - 1].0.to_string());
     page.truncate(limit);
-    // The slot's current execution: the newest of the serving revision (the first page
-    // holds it unless a hundred launches of later revisions came since: then none is shown).
-    let newest = if before.is_none() { page.clone() } else { store.executions(&d.id, None, MAX_RECENT)? };
-    let current = newest.iter().map(|(_, e)| e).find(|e| e.generation == d.revision);
+    // The slot's current execution (the newest of the serving revision) and a drain under
+    // way: read for themselves, so every page says the same.
+    let (current, older_live) = store.execution_summary(&d.id, d.revision)?;
+    let current = current.as_ref();
     let balance = store.balance(&d.id)?;
     let period_ms = i64::try_from(config.period.as_millis()).unwrap_or(i64::MAX);
     let periods = i64::try_from(balance.available_micros / config.price_micros.max(1)).unwrap_or(i64::MAX);
@@ -96,7 +96,6 @@ pub fn build(
             restarts: 0,
         },
     };
-    let older_live = newest.iter().any(|(_, e)| e.generation < d.revision && e.state.is_live());
     let rolling = successor.filter(|s| s.revision > d.revision && s.state != SuccessorState::Failed);
     let status = match d.state {
         DeploymentState::Stopped => "disabled",

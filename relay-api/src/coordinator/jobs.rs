@@ -99,6 +99,8 @@ struct Job {
     /// The digest of its app's files.
     artifact: String,
     started: Instant,
+    /// Whether it was recorded ready (a revalidation records nothing more).
+    ready: bool,
 }
 
 /// Restarts of one deployment's job.
@@ -114,7 +116,19 @@ pub(super) struct Jobs {
     store: Arc<RelayStore>,
     running: Mutex<HashMap<String, Job>>,
     restarts: Mutex<HashMap<String, Restarts>>,
+    /// Changes the store refused (busy, full): tried again at each reap, so no execution is
+    /// left live for a job that ended.
+    unrecorded: Mutex<Vec<Change>>,
     policy: RestartPolicy,
+}
+
+/// A change of an execution, to record.
+#[derive(Debug, Clone)]
+struct Change {
+    execution_id: String,
+    to: ExecState,
+    processor_id: Option<String>,
+    reason: Option<Reason>,
 }
 
 /// The reason code of a job that ended on its own (its app or agent exited or was killed).
@@ -122,14 +136,50 @@ pub(super) const JOB_ENDED: &str = "job_ended";
 
 impl Jobs {
     pub(super) fn new(market: Arc<dyn Market>, store: Arc<RelayStore>, policy: RestartPolicy) -> Jobs {
-        Jobs { market, store, running: Mutex::default(), restarts: Mutex::default(), policy }
+        Jobs {
+            market,
+            store,
+            running: Mutex::default(),
+            restarts: Mutex::default(),
+            unrecorded: Mutex::default(),
+            policy,
+        }
     }
 
-    /// Records a change of execution `execution_id`. A failure to record is logged, not
-    /// the job's: the job runs (or ended) whatever the store says.
+    /// Records a change of execution `execution_id`. The job runs (or ended) whatever the
+    /// store says: a change the store refuses is logged and kept to be tried again.
     fn record(&self, execution_id: &str, to: ExecState, processor_id: Option<&str>, reason: Option<Reason>) {
-        if let Err(e) = blocking(|| self.store.set_execution_state(execution_id, to, processor_id, reason)) {
-            tracing::error!("svc relay: recording execution {execution_id} {}: {e}", to.as_str());
+        let change =
+            Change { execution_id: execution_id.to_owned(), to, processor_id: processor_id.map(str::to_owned), reason };
+        if let Err(change) = self.write(change) {
+            self.unrecorded.lock().unwrap_or_else(PoisonError::into_inner).push(change);
+        }
+    }
+
+    fn write(&self, change: Change) -> Result<(), Change> {
+        let Change { execution_id, to, processor_id, reason } = &change;
+        let written =
+            blocking(|| self.store.set_execution_state(execution_id, *to, processor_id.as_deref(), reason.clone()));
+        match written {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::error!("svc relay: recording execution {execution_id} {}: {e}", to.as_str());
+                Err(change)
+            }
+        }
+    }
+
+    /// Tries again the changes the store refused, in order.
+    fn record_again(&self) {
+        let pending = std::mem::take(&mut *self.unrecorded.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut pending = pending.into_iter();
+        while let Some(change) = pending.next() {
+            if let Err(change) = self.write(change) {
+                let mut left = self.unrecorded.lock().unwrap_or_else(PoisonError::into_inner);
+                left.push(change);
+                left.extend(pending);
+                return;
+            }
         }
     }
 
@@ -138,19 +188,30 @@ impl Jobs {
     }
 
     /// Launches `order` (its execution recorded `launching` already) as job `id`, keeps it,
-    /// and records where it runs, or why the market refused it.
+    /// and records where it runs, or why the market refused it. A job `id` still held (a
+    /// launch whose next step failed, launched again) is stopped first, never left running
+    /// unheld.
     pub(super) fn launch(&self, id: &str, order: JobOrder) -> Result<Placement, Refusal> {
+        if self.contains(id) {
+            self.stop(id, false, Reason::new("relaunched", "a new launch of the revision replaces it"));
+        }
         let placement = match blocking(|| self.market.launch(&order)) {
             Ok(placement) => placement,
             Err(refusal) => {
-                let reason = Reason::new(refusal.code(), refusal.to_string());
+                // What the customer reads says what failed; where on the host, the log.
+                tracing::warn!("svc relay: job {} refused: {refusal}", order.execution_id);
+                let reason = Reason::new(refusal.code(), refused_message(&refusal));
                 self.record(&order.execution_id, ExecState::Refused, None, Some(reason));
                 return Err(refusal);
             }
         };
         self.record(&order.execution_id, ExecState::Running, Some(&placement.processor_id), None);
-        let job =
-            Job { execution_id: order.execution_id, artifact: order.workload.artifact_digest, started: Instant::now() };
+        let job = Job {
+            execution_id: order.execution_id,
+            artifact: order.workload.artifact_digest,
+            started: Instant::now(),
+            ready: false,
+        };
         self.running().insert(id.to_owned(), job);
         Ok(placement)
     }
@@ -162,7 +223,12 @@ impl Jobs {
 
     /// Records job `id` ready: its route passed validation through the public path.
     pub(super) fn ready(&self, id: &str) {
-        let Some(execution_id) = self.running().get(id).map(|job| job.execution_id.clone()) else { return };
+        let execution_id = {
+            let mut running = self.running();
+            let Some(job) = running.get_mut(id).filter(|job| !job.ready) else { return };
+            job.ready = true;
+            job.execution_id.clone()
+        };
         self.record(&execution_id, ExecState::Ready, None, None);
     }
 
@@ -238,6 +304,7 @@ impl Jobs {
     /// Finds jobs that ended: each one's last output is returned for the logs, and it is
     /// judged.
     pub(super) fn reap(&self) -> Vec<(String, Output, Verdict)> {
+        self.record_again();
         let market = self.market.jobs();
         let ended: Vec<(String, Job, Exit)> = {
             let mut running = self.running();
@@ -297,6 +364,16 @@ impl Jobs {
                 (!lines.is_empty()).then(|| (id, by_part(lines)))
             })
             .collect()
+    }
+}
+
+/// What a refused launch's execution says to the customer: what failed, without the host's
+/// paths and programs (the coordinator's log has them).
+fn refused_message(refusal: &Refusal) -> String {
+    match refusal {
+        Refusal::NoProcessor(_) => "no processor could take the job".to_owned(),
+        Refusal::Artifact(_) => "the app's files could not be used for the job".to_owned(),
+        Refusal::Start(_) => "the job could not be started (the coordinator's log has why)".to_owned(),
     }
 }
 
@@ -371,5 +448,29 @@ mod tests {
         assert!(jobs.reap().is_empty(), "a running job is left alone");
         jobs.stop("d2", true, Reason::new("test", "the test stops it"));
         assert!(pool.jobs().is_empty(), "a stopped job is released");
+    }
+
+    #[test]
+    fn a_job_launched_again_while_held_is_stopped_first_never_left_running_unheld() {
+        let pool = Arc::new(SimulatedPool::new(1, 4, 0));
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let jobs =
+            Jobs::new(pool.clone(), Arc::new(RelayStore::open(dir.path()).expect("a store")), RestartPolicy::default());
+        jobs.launch("d1", order("d1.r1.1".into())).expect("launched");
+        jobs.launch("d1", order("d1.r1.2".into())).expect("launched again");
+        let held: Vec<String> = pool.jobs().into_iter().map(|j| j.execution_id).collect();
+        assert_eq!(held, ["d1.r1.2"], "the first is stopped and released");
+    }
+
+    #[test]
+    fn a_refusal_tells_the_customer_what_failed_not_the_hosts_paths() {
+        for refusal in [
+            Refusal::Start("cannot make the job's scratch directory in /var/lib/svc/relay-jobs/pool: denied".into()),
+            Refusal::Artifact("/var/lib/svc/relay-jobs/artifacts/sha256-00: missing".into()),
+            Refusal::NoProcessor("local-1 runs 4 of 4 jobs".into()),
+        ] {
+            let message = refused_message(&refusal);
+            assert!(!message.contains('/') && !message.contains("local-1"), "{message}");
+        }
     }
 }

@@ -99,14 +99,18 @@ impl IngressJob {
 
     /// The order the processor market launches: the app (`node` on its entrypoint) from the
     /// artifact `artifact_digest` (the app's files, stored by digest), and the agent as its
-    /// sidecar, whose state directory starts with its configuration and CA files. The agent
-    /// gets no app environment: the app's secrets are not the agent's business.
+    /// sidecar, whose state directory (`agent_dir`, kept across launches) gets its
+    /// configuration and CA files. The agent gets no app environment: the app's secrets are
+    /// not the agent's business.
     pub fn order(&self, artifact_digest: String) -> Result<JobOrder, LayoutError> {
         let sidecar = Sidecar {
             argv: self.agent_argv().into_iter().map(|arg| arg.to_string_lossy().into_owned()).collect(),
             env: Vec::new(),
             state_dir: AGENT_INSIDE.into(),
             files: self.agent_files()?,
+            // Its key, certificate and ACME account survive a restart of the job, as they
+            // always have: an ACME CA is not asked for a new account at each launch.
+            kept_state: Some(self.agent_dir.clone()),
         };
         Ok(JobOrder {
             execution_id: self.id.clone(),

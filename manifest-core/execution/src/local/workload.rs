@@ -152,15 +152,32 @@ pub(super) fn confine_sidecar(sidecar: &Sidecar, scratch: &Path) -> Result<Confi
         return Err(refuse(format!("its state directory {} must be absolute, plain and its own", inside.display())));
     }
     let fail = |e: std::io::Error| refuse(format!("its state directory: {e}"));
-    let host = scratch.join("sidecar");
-    std::fs::DirBuilder::new().mode(0o700).create(&host).map_err(fail)?;
+    let host = match &sidecar.kept_state {
+        Some(kept) => {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(kept).map_err(fail)?;
+            // Its own, and a directory: never a link the job planted in its place.
+            let meta = fs_err::symlink_metadata(kept).map_err(fail)?;
+            if !meta.is_dir() {
+                return Err(refuse(format!("its kept state {} is not a directory", kept.display())));
+            }
+            fs_err::set_permissions(kept, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
+            kept.clone()
+        }
+        None => {
+            let host = scratch.join("sidecar");
+            std::fs::DirBuilder::new().mode(0o700).create(&host).map_err(fail)?;
+            host
+        }
+    };
     for (name, bytes) in &sidecar.files {
         if Path::new(name).components().count() != 1 || relative(name).is_none() {
             return Err(refuse(format!("its file {name:?} must be a plain name")));
         }
-        let path = host.join(name);
-        let mut file = fs_err::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).map_err(fail)?;
+        // Replaced by a rename (0600 from the start): a link the job planted under the name
+        // is replaced, never written through.
+        let mut file = tempfile::NamedTempFile::new_in(&host).map_err(fail)?;
         file.write_all(bytes).map_err(fail)?;
+        file.persist(host.join(name)).map_err(|e| fail(e.error))?;
     }
     let mut argv = vec![program.into_os_string()];
     argv.extend(sidecar.argv.iter().skip(1).map(OsString::from));

@@ -54,7 +54,8 @@ impl RelayStore {
     }
 
     /// Moves a live execution to `to`, with where it runs (kept if `None`) and why; an ended
-    /// one, or one not recorded, is left alone. Whether it moved.
+    /// one, one not recorded, or a stopping one asked back to a running state is left alone.
+    /// Whether it moved.
     pub fn set_execution_state(
         &self,
         execution_id: &str,
@@ -64,7 +65,9 @@ impl RelayStore {
     ) -> Result<bool, StoreError> {
         self.write(|tx| {
             let Some((_, mut record)) = tx.execution(execution_id)? else { return Ok(false) };
-            if !record.state.is_live() || record.state == to {
+            // An ended one never changes, nor does a stopping one come back.
+            let back = record.state == ExecState::Stopping && to.is_live() && to != ExecState::Stopping;
+            if !record.state.is_live() || record.state == to || back {
                 return Ok(false);
             }
             record.state = to;
@@ -87,6 +90,17 @@ impl RelayStore {
         limit: usize,
     ) -> Result<Vec<(i64, ExecutionRecord)>, StoreError> {
         self.read(|tx| tx.executions_page(deployment_id, before, limit))
+    }
+
+    /// The newest execution of the deployment's revision `revision`, and whether a job of an
+    /// older revision is still live (draining): what its projection's slot and rollout say,
+    /// whatever page of executions is asked for.
+    pub fn execution_summary(
+        &self,
+        deployment_id: &str,
+        revision: u32,
+    ) -> Result<(Option<ExecutionRecord>, bool), StoreError> {
+        self.read(|tx| Ok((tx.latest_execution(deployment_id, revision)?, tx.live_before(deployment_id, revision)?)))
     }
 
     /// Ends every execution still live as `failed` for `reason`: at a start of the

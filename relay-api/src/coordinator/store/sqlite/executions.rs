@@ -101,6 +101,26 @@ impl ExecutionRows for SqliteTransaction<'_> {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    fn latest_execution(
+        &mut self,
+        deployment_id: &str,
+        generation: u32,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM executions WHERE deployment_id = ?1 AND generation = ?2 ORDER BY attempt DESC LIMIT 1"
+        );
+        Ok(self.conn.query_row(&sql, params![deployment_id, generation], record_row).optional()?)
+    }
+
+    fn live_before(&mut self, deployment_id: &str, generation: u32) -> Result<bool, StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM executions WHERE deployment_id = ?1 AND generation < ?2 \
+             AND state IN ('launching', 'running', 'ready', 'restarting', 'stopping'))",
+            params![deployment_id, generation],
+            |r| r.get(0),
+        )?)
+    }
+
     fn live_executions(&mut self) -> Result<Vec<ExecutionRecord>, StoreError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM executions \
