@@ -148,10 +148,16 @@ struct World {
 }
 
 fn world(probe: FakeProbe) -> World {
+    world_with(probe, |_| {})
+}
+
+/// A world whose coordinator configuration `tune` changes first.
+fn world_with(probe: FakeProbe, tune: impl FnOnce(&mut CoordinatorConfig)) -> World {
     let dir = tempfile::tempdir().expect("scratch directory");
     let any: SocketAddr = ([127, 0, 0, 1], 0).into();
     let mut config = CoordinatorConfig::new(dir.path().join("relay"), any, any, vec!["svc".into()]);
     config.agent_grace = Duration::ZERO;
+    tune(&mut config);
     let (data, jobs) = relay_api::coordinator::prepare_dirs(&config.data_dir).expect("the data and job directories");
     (config.data_dir, config.jobs_dir) = (data.clone(), jobs);
     let store = Arc::new(RelayStore::open(&data).expect("store"));
@@ -530,4 +536,43 @@ async fn the_api_deploys_once_ships_a_changed_project_as_a_revision_and_refuses_
     assert_eq!(status_body["deployment"]["revision"], 2, "{status_body}");
     assert_eq!(status_body["deployment"]["projectDigest"], changed["successor"]["projectDigest"]);
     assert!(status_body.get("successor").is_none(), "{status_body}");
+}
+
+/// Soak (bounded): many deployments whose jobs end again and again, then stop. Every count
+/// returns to zero: no job left in the market, none held, no execution live; and each launch
+/// is exactly one execution.
+#[tokio::test]
+async fn many_launches_restarts_and_stops_leave_no_job_and_no_live_execution() {
+    const DEPLOYMENTS: usize = 24;
+    const ENDINGS: usize = 4;
+    let w = world_with(FakeProbe::default(), |config| {
+        config.restarts.backoff = Duration::ZERO;
+        config.restarts.max_restarts = ENDINGS as u32;
+    });
+    let all: Vec<Deployment> = (0..DEPLOYMENTS).map(|i| w.funded(&format!("s{i}"))).collect();
+    let live = |w: &World| all.iter().all(|d| w.deployment(&d.id).state == DeploymentState::Live);
+    assert!(w.tick_until(20, live).await, "all live");
+    for round in 0..ENDINGS {
+        for d in &all {
+            w.market.end(&format!("{}.r1", d.id), 1);
+        }
+        let relaunched = |w: &World| w.market.running().len() == DEPLOYMENTS && live(w);
+        assert!(w.tick_until(20, relaunched).await, "all live again after ending {round}");
+        let launches = w.market.0.lock().expect("lock").launches.len();
+        assert_eq!(launches, DEPLOYMENTS * (round + 2), "one launch per ending, never two");
+    }
+    let terms = relay_api::coordinator::money::Terms::default();
+    for d in &all {
+        w.store.stop(&d.id, "the soak ends", &terms, now_ms()).expect("stopped");
+    }
+    w.engine.tick().await;
+    assert!(w.market.jobs().is_empty(), "every job stopped and released: {:?}", w.market.jobs().len());
+    for d in &all {
+        let executions = w.store.executions(&d.id, None, 100).expect("read");
+        assert_eq!(executions.len(), ENDINGS + 1, "one execution per launch");
+        assert!(executions.iter().all(|(_, e)| !e.state.is_live()), "{executions:?}");
+        let stopped = &executions[0].1;
+        assert_eq!(stopped.reason.as_ref().map(|r| r.code.as_str()), Some("deployment_stopped"));
+    }
+    assert_eq!(w.engine.job_pids(&all[0]).await, None, "none held");
 }
