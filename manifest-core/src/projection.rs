@@ -19,6 +19,35 @@ pub const MAX_RECENT: usize = 100;
 /// How many `recent` executions a page has unless asked.
 pub const DEFAULT_RECENT: usize = 20;
 
+/// Why a page of `recent` executions cannot be given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PageError {
+    /// `cursor` is not one a page gave.
+    #[error("the cursor \"{0}\" is not one this route gave; start without it")]
+    Cursor(String),
+    /// `limit` is out of range.
+    #[error("limit must be an integer from 1 to {MAX_RECENT}, not \"{0}\"")]
+    Limit(String),
+}
+
+/// A page of `recent` asked for (`?cursor=`, `?limit=`), read: the row to start below (a
+/// previous page's `nextCursor`, a positive number) and how many (1-100, default 20).
+pub fn page(cursor: Option<&str>, limit: Option<&str>) -> Result<(Option<i64>, usize), PageError> {
+    let before = match cursor {
+        None => None,
+        Some(c) => Some(c.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| PageError::Cursor(c.to_owned()))?),
+    };
+    let limit = match limit {
+        None => DEFAULT_RECENT,
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_RECENT).contains(n))
+            .ok_or_else(|| PageError::Limit(l.to_owned()))?,
+    };
+    Ok((before, limit))
+}
+
 /// The projection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -271,6 +300,18 @@ pub static CONVERGENCE: ObjectShape = object("execution convergence", FIELDS);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_is_a_positive_cursor_and_a_limit_of_1_to_100() {
+        assert_eq!(page(None, None), Ok((None, DEFAULT_RECENT)));
+        assert_eq!(page(Some("42"), Some("100")), Ok((Some(42), 100)));
+        for cursor in ["0", "-1", "x", "1&limit=5", ""] {
+            assert_eq!(page(Some(cursor), None), Err(PageError::Cursor(cursor.to_owned())), "{cursor:?}");
+        }
+        for limit in ["0", "101", "-1", "ten"] {
+            assert_eq!(page(None, Some(limit)), Err(PageError::Limit(limit.to_owned())), "{limit:?}");
+        }
+    }
 
     #[test]
     fn rfc3339_millis_check_and_regex_agree_on_examples() {

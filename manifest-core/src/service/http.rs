@@ -359,9 +359,7 @@ async fn executions(
             let page = page_query(uri.query().unwrap_or(""))?;
             with_application(&state, &headers, id, move |tx, app| {
                 let view = projection::build(tx, &app, &page).map_err(|e| match e {
-                    projection::ProjectionError::Cursor(_) | projection::ProjectionError::Limit(_) => {
-                        ApiError::from(Rejection::InvalidQuery(e.to_string()))
-                    }
+                    projection::ProjectionError::Page(_) => ApiError::from(Rejection::InvalidQuery(e.to_string())),
                     projection::ProjectionError::Store(e) => e.into(),
                     projection::ProjectionError::Plan(e) => ApiError::internal(e.to_string()),
                 })?;

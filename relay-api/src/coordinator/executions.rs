@@ -6,7 +6,7 @@
 //! cover; its launches are charged nothing (the route is paid by the period, in the ledger).
 
 use manifest_core::projection::{
-    Convergence, DEFAULT_RECENT, Desired, EXECUTION_CONVERGENCE, MAX_RECENT, ReasonBody, Recent, Slot, State,
+    Convergence, Desired, EXECUTION_CONVERGENCE, PageError, ReasonBody, Recent, Slot, State,
 };
 
 use super::model::{Deployment, Successor, SuccessorState};
@@ -20,12 +20,9 @@ pub enum ProjectionError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// `cursor` is not one this route gave.
-    #[error("the cursor \"{0}\" is not one this route gave; start without it")]
-    Cursor(String),
-    /// `limit` is out of range.
-    #[error("limit must be an integer from 1 to {MAX_RECENT}, not \"{0}\"")]
-    Limit(String),
+    /// The page asked for cannot be given.
+    #[error(transparent)]
+    Page(#[from] PageError),
 }
 
 /// RFC 3339 UTC with milliseconds, as the projection writes times.
@@ -48,18 +45,7 @@ pub fn build(
     cursor: Option<&str>,
     limit: Option<&str>,
 ) -> Result<Convergence, ProjectionError> {
-    let before = match cursor {
-        None => None,
-        Some(c) => Some(c.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| ProjectionError::Cursor(c.into()))?),
-    };
-    let limit = match limit {
-        None => DEFAULT_RECENT,
-        Some(l) => l
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_RECENT).contains(n))
-            .ok_or_else(|| ProjectionError::Limit(l.into()))?,
-    };
+    let (before, limit) = manifest_core::projection::page(cursor, limit)?;
     // One more than asked, to know whether an older page exists.
     let mut page = store.executions(&d.id, before, limit + 1)?;
     let next_cursor = (page.len() > limit).then(|| page[limit - 1].0.to_string());

@@ -8,7 +8,7 @@ use svc_execution::plan::UpdateTiming;
 use svc_execution::{ExecState, Execution};
 
 use crate::projection::{
-    Convergence, DEFAULT_RECENT, Desired, EXECUTION_CONVERGENCE, MAX_RECENT, Next, ReasonBody, Recent, Slot, State,
+    Convergence, Desired, EXECUTION_CONVERGENCE, Next, PageError, ReasonBody, Recent, Slot, State,
 };
 use crate::service::executions::plan;
 use crate::service::publish::rfc3339_ms;
@@ -23,12 +23,9 @@ pub enum ProjectionError {
     /// The active version cannot be read as a plan.
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
-    /// `cursor` is not one this route gave.
-    #[error("the cursor \"{0}\" is not one this route gave; start without it")]
-    Cursor(String),
-    /// `limit` is out of range.
-    #[error("limit must be an integer from 1 to {MAX_RECENT}, not \"{0}\"")]
-    Limit(String),
+    /// The page asked for cannot be given.
+    #[error(transparent)]
+    Page(#[from] PageError),
 }
 
 /// A page request: `?cursor=` and `?limit=`.
@@ -46,18 +43,7 @@ fn reason(code: &str, message: impl Into<String>) -> Option<ReasonBody> {
 
 /// The projection of `app`.
 pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result<Convergence, ProjectionError> {
-    let before = match &page.cursor {
-        None => None,
-        Some(c) => Some(c.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| ProjectionError::Cursor(c.clone()))?),
-    };
-    let limit = match &page.limit {
-        None => DEFAULT_RECENT,
-        Some(l) => l
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_RECENT).contains(n))
-            .ok_or_else(|| ProjectionError::Limit(l.clone()))?,
-    };
+    let (before, limit) = crate::projection::page(page.cursor.as_deref(), page.limit.as_deref())?;
     let version = match app.active_pointer_version {
         0 => None,
         v => tx.policy_version(app.key, v)?,
