@@ -249,19 +249,25 @@ fn refused_launches_retry_with_backoff_then_wait_for_the_next_window() {
     assert!(w.store.snapshot().ledger.iter().filter(|(_, _, _, refund)| !refund).count() >= 1);
 }
 
-#[test]
-fn replace_after_failure_restarts_then_replaces_on_a_fresh_processor_then_waits() {
-    let w = World::new();
-    let mut p = plan(1, continuous());
-    p.recovery = Recovery {
+/// `replace_after_failure` with `restarts` same-job restarts and one fresh replacement; contact
+/// lost after 2 min, a restart's grace 10 min; five launch retries.
+fn replace_after_failure(restarts: u8) -> Recovery {
+    Recovery {
         max_launch_retries: 5,
         runtime_failure: RuntimeFailure::ReplaceAfterFailure {
             contact_loss_after_ms: 2 * MINUTE,
             restart_grace_ms: 10 * MINUTE,
-            max_same_job_restarts: 2,
+            max_same_job_restarts: restarts,
             max_fresh_replacements: 1,
         },
-    };
+    }
+}
+
+#[test]
+fn replace_after_failure_restarts_then_replaces_on_a_fresh_processor_then_waits() {
+    let w = World::new();
+    let mut p = plan(1, continuous());
+    p.recovery = replace_after_failure(2);
     w.publish(1, p);
     w.settle().expect("settles");
     let first = w.live(1)[0].clone();
@@ -298,15 +304,7 @@ fn replace_after_failure_restarts_then_replaces_on_a_fresh_processor_then_waits(
 fn a_replacement_runs_its_generations_version_until_a_next_renewal_update_takes_effect() {
     let w = World::new();
     let mut p = plan(1, continuous());
-    p.recovery = Recovery {
-        max_launch_retries: 5,
-        runtime_failure: RuntimeFailure::ReplaceAfterFailure {
-            contact_loss_after_ms: 2 * MINUTE,
-            restart_grace_ms: 10 * MINUTE,
-            max_same_job_restarts: 0,
-            max_fresh_replacements: 1,
-        },
-    };
+    p.recovery = replace_after_failure(0);
     w.publish(1, p.clone());
     w.settle().expect("settles");
     let first = w.live(1)[0].clone();
