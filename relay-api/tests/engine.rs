@@ -340,29 +340,26 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
     assert_eq!(r3.reason.as_ref().map(|r| r.message.as_str()), Some("the app exited with status 3"));
     assert_eq!(r3.processor_id.as_deref(), Some("fake-1"));
     // The projection: revision 2 serves, revision 1 drains, so it is still rolling out.
-    let config = w.engine.config();
     let projection =
-        relay_api::coordinator::executions::build(&w.store, config, &now, None, None, None).expect("the projection");
+        relay_api::coordinator::executions::build(&w.store, &now, None, None, None).expect("the projection");
     assert_eq!((projection.status.as_str(), projection.convergence.state.as_str()), ("active", "converging"));
     assert_eq!(projection.convergence.reason.as_ref().map(|r| r.code.as_str()), Some("rolling_out"));
     assert_eq!((projection.slots[0].generation, projection.slots[0].state.as_str()), (2, "ready"));
     assert_eq!(projection.recent.len(), 3);
-    let page = relay_api::coordinator::executions::build(&w.store, config, &now, None, None, Some("2"))
-        .expect("a page of two");
+    let page = relay_api::coordinator::executions::build(&w.store, &now, None, None, Some("2")).expect("a page of two");
     let cursor = page.next_cursor.clone().expect("an older page");
     // The slot and the rollout are the same whatever page is asked for (they were read from
     // the page: a page of one said `pending`, and `converged` while revision 1 drained).
-    let one = relay_api::coordinator::executions::build(&w.store, config, &now, None, None, Some("1"))
-        .expect("a page of one");
+    let one = relay_api::coordinator::executions::build(&w.store, &now, None, None, Some("1")).expect("a page of one");
     assert_eq!((&one.slots, &one.convergence), (&projection.slots, &projection.convergence));
-    let older = relay_api::coordinator::executions::build(&w.store, config, &now, None, Some(&cursor), Some("2"))
+    let older = relay_api::coordinator::executions::build(&w.store, &now, None, Some(&cursor), Some("2"))
         .expect("the older page");
     assert_eq!(older.recent.len(), 1);
     assert_eq!((&older.slots, &older.convergence), (&projection.slots, &projection.convergence));
     assert_eq!(older.recent[0].execution_id, format!("{}.r1.1", d.id));
     assert!(older.next_cursor.is_none());
     for (cursor, limit) in [(Some("x"), None), (Some("-1"), None), (None, Some("0")), (None, Some("101"))] {
-        let refused = relay_api::coordinator::executions::build(&w.store, config, &now, None, cursor, limit);
+        let refused = relay_api::coordinator::executions::build(&w.store, &now, None, cursor, limit);
         assert!(refused.is_err(), "{cursor:?} {limit:?}");
     }
 }
@@ -387,6 +384,25 @@ async fn a_restarted_job_is_the_next_attempt_and_a_restarted_coordinator_ends_wh
     let executions = w.store.executions(&d.id, None, 10).expect("read");
     assert_eq!(executions[0].1.execution_id, format!("{}.r1.2", d.id));
     assert_eq!((executions[1].1.state.as_str(), executions[1].1.attempt), ("failed", 1));
+    // The job's window reaches where the funds do: the end of the period under way, and the
+    // funded one after it. A relaunch clears the deployment's period clock (`provisioning`),
+    // not the period: the window said `now` after a coordinator restart.
+    let sessions = w.store.sessions(&d.id).expect("sessions");
+    let running_end = sessions.iter().find_map(|s| s.ends_at).expect("a period under way");
+    let paid_until = running_end + 3_600_000;
+    let window_end = |w: &World| {
+        let d = w.deployment(&d.id);
+        let projection = relay_api::coordinator::executions::build(&w.store, &d, None, None, None).expect("built");
+        projection.slots[0].window_end.clone().expect("a window")
+    };
+    let expected = humantime::format_rfc3339_millis(
+        std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(paid_until).expect("positive")),
+    )
+    .to_string();
+    assert_eq!(window_end(&w), expected);
+    w.store.transition(&d.id, DeploymentState::Provisioning, "as a restart does").expect("provisioning");
+    assert_eq!(w.deployment(&d.id).next_period_at, None, "the period clock is cleared");
+    assert_eq!(window_end(&w), expected, "the funds still reach as far");
     // A coordinator that starts again finds attempt 2 live, and its jobs gone with it.
     let ended = w.store.end_live_executions(&svc_execution::Reason::new("processor_restarted", "test")).expect("ended");
     assert_eq!(ended, 1);

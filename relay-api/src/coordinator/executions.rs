@@ -9,10 +9,10 @@ use manifest_core::projection::{
     Convergence, Desired, EXECUTION_CONVERGENCE, PageError, ReasonBody, Recent, Slot, State,
 };
 
-use super::model::{Deployment, Successor, SuccessorState};
+use super::RelayStore;
+use super::model::{Deployment, Session, SessionState, Successor, SuccessorState};
 use super::state::DeploymentState;
 use super::store::{ExecutionRecord, StoreError, now_ms};
-use super::{CoordinatorConfig, RelayStore};
 
 /// Why a page could not be given.
 #[derive(Debug, thiserror::Error)]
@@ -35,11 +35,23 @@ fn reason(code: &str, message: impl Into<String>) -> Option<ReasonBody> {
     Some(ReasonBody { code: code.to_owned(), message: message.into() })
 }
 
+/// Where a route's funds reach, from its ledger's sessions: the end of the period under way
+/// (or now, between periods), and the periods funded but not started after it. Not the
+/// deployment's `next_period_at`: a coordinator restart clears it while the period runs on.
+fn funded_until(sessions: &[Session], now: i64) -> i64 {
+    let running = sessions.iter().find(|s| s.state == SessionState::Active).and_then(|s| s.ends_at);
+    let unstarted: i64 = sessions
+        .iter()
+        .filter(|s| s.state == SessionState::Funded)
+        .map(|s| i64::try_from(s.period_ms).unwrap_or(i64::MAX))
+        .fold(0, i64::saturating_add);
+    running.unwrap_or(now).max(now).saturating_add(unstarted)
+}
+
 /// The projection of deployment `d` (`successor`: its redeploy in progress), with one page of
 /// executions: older than `cursor`, at most `limit`.
 pub fn build(
     store: &RelayStore,
-    config: &CoordinatorConfig,
     d: &Deployment,
     successor: Option<&Successor>,
     cursor: Option<&str>,
@@ -54,11 +66,7 @@ pub fn build(
     // way: read for themselves, so every page says the same.
     let (current, older_live) = store.execution_summary(&d.id, d.revision)?;
     let current = current.as_ref();
-    let balance = store.balance(&d.id)?;
-    let period_ms = i64::try_from(config.period.as_millis()).unwrap_or(i64::MAX);
-    let periods = i64::try_from(balance.available_micros / config.price_micros.max(1)).unwrap_or(i64::MAX);
-    // What the route's funds cover: the period under way, and as many more as they pay for.
-    let funded_until = d.next_period_at.unwrap_or_else(now_ms).saturating_add(periods.saturating_mul(period_ms));
+    let funded_until = funded_until(&store.sessions(&d.id)?, now_ms());
     let window_end = |e: &ExecutionRecord| if e.state.is_live() { funded_until } else { e.changed_at };
     let slot = match current {
         Some(e) => Slot {

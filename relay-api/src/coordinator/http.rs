@@ -345,14 +345,7 @@ async fn executions(
         let d = deployment_of(&engine, &caller, &project)?;
         let store = engine.store();
         let successor = store.successor(&d.id)?;
-        let built = super::executions::build(
-            store,
-            engine.config(),
-            &d,
-            successor.as_ref(),
-            q.cursor.as_deref(),
-            q.limit.as_deref(),
-        );
+        let built = super::executions::build(store, &d, successor.as_ref(), q.cursor.as_deref(), q.limit.as_deref());
         match built {
             Ok(projection) => ok(projection),
             Err(super::executions::ProjectionError::Store(e)) => Err(e.into()),
