@@ -19,6 +19,12 @@ pub const MAX_RECENT: usize = 100;
 /// How many `recent` executions a page has unless asked.
 pub const DEFAULT_RECENT: usize = 20;
 
+/// A time (Unix milliseconds) as the projection writes it: RFC 3339 UTC with milliseconds.
+pub fn rfc3339_ms(at: u64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
 /// Why a page of `recent` executions cannot be given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PageError {

@@ -395,12 +395,6 @@ pub(crate) fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
-/// Unix milliseconds as RFC 3339 UTC with milliseconds (`2026-01-01T00:00:00.000Z`).
-pub(crate) fn rfc3339_ms(at: u64) -> String {
-    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
-    humantime::format_rfc3339_millis(time).to_string()
-}
-
 /// Now, in Unix milliseconds.
 pub(crate) fn now_ms() -> u64 {
     svc_execution::Clock::now(&svc_execution::SystemClock)

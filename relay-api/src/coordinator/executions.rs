@@ -25,10 +25,9 @@ pub enum ProjectionError {
     Page(#[from] PageError),
 }
 
-/// RFC 3339 UTC with milliseconds, as the projection writes times.
+/// A store time (Unix milliseconds, never negative) as the projection writes it.
 fn rfc3339_ms(at: i64) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(at).unwrap_or(0));
-    humantime::format_rfc3339_millis(at).to_string()
+    manifest_core::projection::rfc3339_ms(u64::try_from(at).unwrap_or(0))
 }
 
 fn reason(code: &str, message: impl Into<String>) -> Option<ReasonBody> {

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use svc_execution::plan::UpdateTiming;
 use svc_execution::{ExecState, Execution};
 
+use crate::projection::rfc3339_ms;
 use crate::projection::{
     Convergence, Desired, EXECUTION_CONVERGENCE, Next, PageError, ReasonBody, Recent, Slot, State,
 };
 use crate::service::executions::plan;
-use crate::service::publish::rfc3339_ms;
 use crate::service::store::{Application, Status, StoreError, Transaction};
 
 /// Why a projection could not be built.

@@ -423,7 +423,7 @@ impl ExecutionTx for SqliteTransaction<'_> {
              SELECT id, ?2, 'scheduler', 'application_settled', active_pointer_version, status, NULL
              FROM applications WHERE id = ?1",
         )
-        .and_then(|mut s| s.execute(params![app, crate::service::publish::rfc3339_ms(at)]))
+        .and_then(|mut s| s.execute(params![app, crate::projection::rfc3339_ms(at)]))
         .map_err(sql)?;
         Ok(())
     }
