@@ -156,6 +156,17 @@ pub enum IngressCommand {
         #[command(flatten)]
         target: ProjectTarget,
     },
+    /// The policy the deployment's revision published: its Manifest V5 (the project's named
+    /// file, or the one derived from it) as the effective document its jobs run, with its
+    /// version and digest (the `desired` of `svc ingress executions`).
+    Policy {
+        /// Another revision's (default: the serving one's).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        revision: Option<u32>,
+        /// Which project, at which relay.
+        #[command(flatten)]
+        target: ProjectTarget,
+    },
     /// What to fix, first things first.
     Hints {
         /// Which project, at which relay.

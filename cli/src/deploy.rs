@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use relay_api::coordinator::api::{
-    DeployResponse, HintsResponse, HostnameResponse, LedgerResponse, LogsResponse, Status,
+    DeployResponse, HintsResponse, HostnameResponse, LedgerResponse, LogsResponse, PolicyResponse, Status,
 };
 use relay_api::coordinator::model::{Deployment, LedgerEntry, Quote, SuccessorState};
 use relay_api::coordinator::state::DeploymentState;
@@ -531,6 +531,26 @@ pub(crate) fn executions(t: &ProjectTarget, limit: Option<u16>, cursor: Option<&
             crate::output::print_json(&projection);
         } else {
             print!("{}", crate::remote::executions_text(&projection));
+        }
+        Ok(())
+    };
+    run().err().unwrap_or(ExitCode::SUCCESS)
+}
+
+/// `svc ingress policy`
+pub(crate) fn policy(t: &ProjectTarget, revision: Option<u32>) -> ExitCode {
+    let run = || -> Result<(), ExitCode> {
+        let (client, name) = target(t)?;
+        let rest = revision.map_or_else(|| "/policy".to_owned(), |r| format!("/policy?revision={r}"));
+        let p: PolicyResponse = call(&client, Method::GET, &path(&name, &rest), None)?;
+        if t.format == OutputFormat::Json {
+            print_json(&p);
+        } else {
+            let serving = if p.active { "serving" } else { "not serving" };
+            println!("{} policy version {} ({serving}), published {}", p.project, p.policy_version, p.published_at);
+            println!("policy digest:   {}", p.policy_digest);
+            println!("authored digest: {}", p.authored_digest);
+            print_json(&p.policy);
         }
         Ok(())
     };

@@ -143,6 +143,7 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Executions { limit, cursor, target } => {
                 deploy::executions(&target, limit, cursor.as_deref())
             }
+            IngressCommand::Policy { revision, target } => deploy::policy(&target, revision),
             IngressCommand::Fund { periods, target } => deploy::fund(&target, periods),
             IngressCommand::Ledger { target } => deploy::ledger(&target),
             IngressCommand::Stop { target } => deploy::stop(&target),

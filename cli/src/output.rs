@@ -276,6 +276,10 @@ const FORMAT_HELP: &[(&str, &str)] = &[
         "ingress executions",
         "json: the deployment's svc.execution-convergence.v1 projection (schema: `svc manifest schema --version executions`)",
     ),
+    (
+        "ingress policy",
+        "json: {deploymentId, project, policyVersion, schemaVersion, authoredDigest, policyDigest, publishedAt, active, policy}",
+    ),
     ("ingress fund", "json: {quote, entry}: the funded quote and its `fund` ledger entry"),
     ("ingress ledger", "json: {entries, balance}"),
     ("ingress stop", "json: the stopped Deployment"),

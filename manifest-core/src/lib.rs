@@ -36,6 +36,8 @@ pub mod document;
 pub mod formats;
 pub mod invariants;
 pub mod names;
+#[cfg(feature = "executions")]
+pub mod plan;
 pub mod projection;
 #[cfg(feature = "service")]
 pub mod service;

@@ -13,7 +13,7 @@ use relay_api::ca::DevCa;
 use relay_api::coordinator::model::{Deployment, Quote, SuccessorState};
 use relay_api::coordinator::probe::{BoxFuture, Probe, Probed};
 use relay_api::coordinator::state::DeploymentState;
-use relay_api::coordinator::store::{NewDeployment, NewSuccessor, now_ms};
+use relay_api::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, now_ms};
 use relay_api::coordinator::{CoordinatorConfig, Engine, EngineParts, RelayStore, STEP_CONCURRENCY};
 use relay_api::gateway::{Gateway, GatewayConfig};
 use relay_api::hint::{Hint, Stage};
@@ -31,6 +31,8 @@ struct Launched {
     /// By execution ID: its job's name and state.
     jobs: HashMap<String, (String, JobState)>,
     launches: Vec<String>,
+    /// Each launch's workload, in order.
+    workloads: Vec<svc_execution::Workload>,
 }
 
 /// A market whose jobs run until the test ends them.
@@ -69,6 +71,7 @@ impl Market for FakeMarket {
         let (name, _) = order.execution_id.rsplit_once('.').expect("a launch count");
         launched.jobs.insert(order.execution_id.clone(), (name.to_owned(), JobState::Starting));
         launched.launches.push(name.to_owned());
+        launched.workloads.push(order.workload.clone());
         Ok(Placement { processor_id: "fake-1".into(), quote: MarketQuote::default() })
     }
     fn restart(&self, _: &JobOrder, _: &str) -> Result<(), Refusal> {
@@ -186,9 +189,27 @@ fn world_with(probe: FakeProbe, tune: impl FnOnce(&mut CoordinatorConfig)) -> Wo
 const PROJECT: &str = r#"{"version": 1, "name": "shop", "runtime": "node", "app": {"entrypoint": "server.js"},
     "spend": {"ceilingMicros": 5000000}}"#;
 
+/// The app every revision of the tests' deployments runs.
+const APP: &str = "// the app";
+
+/// The policy revision `revision` of deployment `id` publishes for `project` (its derived
+/// manifest) over the app files [`APP`], as a deploy publishes it.
+fn published(project: &str, id: &str, revision: u32) -> PublishedPolicy {
+    let project = relay_api::project::read(project).expect("a valid project");
+    let manifest = project.manifest_v5(None).expect("a derived manifest");
+    let digest = svc_execution::artifacts::bundle_digest([("server.js", APP.as_bytes())]);
+    relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |file| file == "server.js")
+        .expect("published")
+}
+
 impl World {
     /// A deployment of project `name`, funded for two periods.
     fn funded(&self, name: &str) -> Deployment {
+        self.funded_project(name, &PROJECT.replace("shop", name))
+    }
+
+    /// A deployment of project `name` (its file `project`), funded for two periods.
+    fn funded_project(&self, name: &str, project: &str) -> Deployment {
         let id = format!("dep_{:0>16}", name.len() + self.store.deployments_of(&self.org).expect("list").len());
         let d = self
             .store
@@ -196,7 +217,7 @@ impl World {
                 id: id.clone(),
                 org_id: self.org.clone(),
                 project: name.into(),
-                project_json: PROJECT.replace("shop", name),
+                project_json: project.to_owned(),
                 project_digest: "sha256:one".into(),
                 manifest_digest: "sha256:m".into(),
                 canonical_hostname: format!("{name}-acme.localhost"),
@@ -205,6 +226,7 @@ impl World {
                 gateway_operator: "local".into(),
                 hostnames: Vec::new(),
                 quote: None,
+                policy: published(project, &id, 1),
             })
             .expect("created");
         let quote = Quote {
@@ -226,7 +248,7 @@ impl World {
         for revision in 1..=3 {
             let app = self.engine.config().deployments_dir().join(&d.id).join(format!("r{revision}")).join("app");
             std::fs::create_dir_all(&app).expect("mkdir");
-            std::fs::write(app.join("server.js"), "// the app").expect("write");
+            std::fs::write(app.join("server.js"), APP).expect("write");
         }
         d
     }
@@ -282,6 +304,7 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
         manifest_digest: "sha256:m".into(),
         ceiling_micros: 5_000_000,
         route_id: format!("rt_shop_r{revision}"),
+        policy: published(PROJECT, &d.id, revision),
     };
     w.store.put_successor(&successor(2)).expect("revision 2");
     let switched = w.tick_until(10, |w| w.deployment(&d.id).revision == 2).await;
@@ -431,6 +454,7 @@ async fn a_successor_of_a_deployment_that_serves_nothing_takes_over_at_once() {
             manifest_digest: "sha256:m".into(),
             ceiling_micros: 5_000_000,
             route_id: "rt_shop_r2".into(),
+            policy: published(PROJECT, &d.id, 2),
         })
         .expect("revision 2");
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
@@ -591,4 +615,67 @@ async fn many_launches_restarts_and_stops_leave_no_job_and_no_live_execution() {
         assert_eq!(stopped.reason.as_ref().map(|r| r.code.as_str()), Some("deployment_stopped"));
     }
     assert_eq!(w.engine.job_pids(&all[0]).await, None, "none held");
+}
+
+/// Issue 17, point 8: a revision's job runs what the policy it published says (its variables,
+/// its secrets by ID, its artifact), and the projection desires that policy.
+#[tokio::test]
+async fn a_revision_runs_what_its_published_policy_says() {
+    let w = world(FakeProbe::default());
+    let project = r#"{"version": 1, "name": "shop", "runtime": "node", "app": {"entrypoint": "server.js",
+        "env": {"GREETING": "hello"}, "secrets": {"API_KEY": {"fromEnv": "SHOP_API_KEY"}}},
+        "spend": {"ceilingMicros": 5000000}}"#;
+    let d = w.funded_project("shop", project);
+    let secrets = w.engine.config().deployments_dir().join(&d.id).join("r1").join("secrets.json");
+    std::fs::write(&secrets, r#"{"API_KEY": "s3cret"}"#).expect("write");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+
+    let policy = w.store.policy(&d.id, 1).expect("read").expect("revision 1 published its policy");
+    let document: serde_json::Value = serde_json::from_str(&policy.policy_json).expect("JSON");
+    assert_eq!(document["applicationUid"], d.id.as_str(), "the deployment is the application");
+    assert_eq!(document["artifact"]["cid"], format!("relay:{}/r1", d.id));
+    let workload = w.market.0.lock().expect("lock").workloads[0].clone();
+    assert_eq!(workload.artifact_digest, document["artifact"]["digest"].as_str().expect("a digest"));
+    let env: HashMap<String, String> = workload.env.into_iter().collect();
+    assert_eq!(env.get("GREETING").map(String::as_str), Some("hello"), "a variable of the policy");
+    assert_eq!(env.get("API_KEY").map(String::as_str), Some("s3cret"), "a secret of the policy, by ID");
+    assert_ne!(env.get("PORT").map(String::as_str), Some("8080"), "the job's own loopback port");
+    assert!(workload.sidecar.is_some(), "the agent runs beside the app");
+
+    let projection = relay_api::coordinator::executions::build(&w.store, &w.deployment(&d.id), None, None, None)
+        .expect("a projection");
+    let desired = projection.desired.expect("desired");
+    assert_eq!((desired.policy_version, desired.policy_digest.as_str()), (1, policy.policy_digest.as_str()));
+    assert_eq!((desired.slots, desired.execution.as_str()), (1, "continuous"));
+}
+
+/// Issue 17, point 8: the artifact a policy resolved is what its jobs run. An app file changed
+/// on disk since the deploy refuses the launch, saying so.
+#[tokio::test]
+async fn an_app_file_changed_since_the_deploy_refuses_the_launch() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    let app = w.engine.config().deployments_dir().join(&d.id).join("r1").join("app");
+    std::fs::write(app.join("server.js"), "// not what was deployed").expect("write");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Failed).await);
+    assert!(w.market.0.lock().expect("lock").launches.is_empty(), "nothing was launched");
+    let reason = w.deployment(&d.id).state_reason;
+    assert!(reason.contains("digest to"), "{reason}");
+}
+
+/// A revision deployed before revisions published policies publishes one, derived from its
+/// project, at its next launch: an upgrade keeps it running, with the same variables.
+#[tokio::test]
+async fn a_revision_deployed_before_policies_publishes_one_at_its_next_launch() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    let db = rusqlite::Connection::open(w.engine.config().data_dir.join(relay_api::coordinator::store::DATABASE_FILE))
+        .expect("the database");
+    db.execute("DELETE FROM policies", []).expect("an older store");
+    assert!(w.store.policy(&d.id, 1).expect("read").is_none());
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let policy = w.store.policy(&d.id, 1).expect("read").expect("published at launch");
+    assert_eq!(policy.policy_digest, published(PROJECT, &d.id, 1).policy_digest, "the derived manifest's");
+    let logs = w.store.logs(&d.id, 0, 100).expect("logs");
+    assert!(logs.iter().any(|l| l.line.contains("published its policy")), "{logs:?}");
 }

@@ -42,7 +42,7 @@ impl Drop for Relay {
     }
 }
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf()
 }
 

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use svc_e2e::service::TempDir;
 
-use super::deploy::{Relay, admin};
+use super::deploy::{Relay, admin, repo};
 
 /// `POST path` with a bearer token and a JSON body to the relay API: (status, body).
 fn post(relay: &Relay, token: &str, path: &str, body: &Value) -> (u16, Value) {
@@ -275,4 +275,50 @@ async fn canonical_names_never_pass_to_another_organization() {
     // The owner deploys under it again.
     let (status, again) = post(&relay, &c, path, &deploy_request("a-b", app_files(1, 10), &[]));
     assert_eq!(status, 201, "{again:#}");
+}
+
+/// Issue 17, point 8: a revision publishes its manifest, and its job runs what the manifest
+/// declares. A project that gives the job a variable its named manifest leaves out, or a
+/// manifest that pins other files than those sent, is refused before anything is kept; a
+/// deploy that publishes answers its policy at `.../policy`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deploy_whose_manifest_cannot_run_what_is_sent_is_refused_and_a_published_one_is_readable() {
+    let dir = TempDir::new("published");
+    let relay = relay(&dir).await;
+    let manifest =
+        std::fs::read_to_string(repo().join("examples/node-demo/manifest.yaml")).expect("the demo manifest").replace(
+            "  - source: literal\n      name: PORT\n      value: \"8080\"\n",
+            "  - source: literal\n      name: MODE\n      value: named\n",
+        );
+    let mut request = deploy_request("named", app_files(0, 0), &[]);
+    request["project"]["manifest"] = json!("manifest.yaml");
+    request["project"]["app"]["env"] = json!({"DEBUG": "1"});
+    request["manifest"] = json!(manifest);
+    let (status, body) = post(&relay, &relay.token, "/api/ingress/deployments", &request);
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("manifest_undeclared")), "{body:#}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("/app/env/DEBUG")), "{body:#}");
+
+    request["project"]["app"]["env"] = json!({});
+    let pinned = manifest
+        .replace("  mode: source\n", &format!("  mode: pinned\n  artifact:\n    digest: sha256:{}\n", "0".repeat(64)));
+    request["manifest"] = json!(pinned);
+    let (status, body) = post(&relay, &relay.token, "/api/ingress/deployments", &request);
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("artifact_not_sent")), "{body:#}");
+    assert!(deployment_dirs(&relay.data).is_empty(), "nothing kept");
+
+    request["manifest"] = json!(manifest);
+    let (status, body) = post(&relay, &relay.token, "/api/ingress/deployments", &request);
+    assert_eq!(status, 201, "{body:#}");
+    let (status, policy) = request_get(&relay, "/api/ingress/deployments/named/policy");
+    assert_eq!(status, 200, "{policy:#}");
+    assert_eq!((&policy["policyVersion"], &policy["active"]), (&json!(1), &json!(true)), "{policy:#}");
+    assert_eq!(policy["policy"]["configuration"]["variables"][0]["name"], "MODE", "as the manifest says");
+    assert_eq!(policy["policy"]["applicationUid"], body["deployment"]["id"]);
+    assert!(policy["policyDigest"].as_str().is_some_and(|d| d.starts_with("sha256:")), "{policy:#}");
+    let (status, missing) = request_get(&relay, "/api/ingress/deployments/named/policy?revision=2");
+    assert_eq!((status, missing["error"]["code"].as_str()), (404, Some("not_found")), "{missing:#}");
+}
+
+fn request_get(relay: &Relay, path: &str) -> (u16, Value) {
+    request(relay, &relay.token, "GET", path, "")
 }

@@ -183,6 +183,16 @@ async fn a_redeploy_ships_the_new_code_without_a_failed_request() {
     let (code, text, err) = relay.svc(&["executions", "--config", &config]).await;
     assert_eq!(code, 0, "{err}");
     assert!(text.contains(": converged") && text.contains("revision 2 took over"), "{text}");
+    // What each revision published: its policy, the `desired` of the projection.
+    let policy = relay.json(&["policy", "--config", &config]).await;
+    assert_eq!((&policy["policyVersion"], &policy["active"]), (&2.into(), &true.into()), "{policy:#}");
+    assert_eq!(policy["policyDigest"], executions["desired"]["policyDigest"], "{policy:#}");
+    let first = relay.json(&["policy", "--revision", "1", "--config", &config]).await;
+    assert_eq!((&first["policyVersion"], &first["active"]), (&1.into(), &false.into()), "{first:#}");
+    assert_ne!(first["policy"]["artifact"]["digest"], policy["policy"]["artifact"]["digest"], "another server.js");
+    let (code, text, err) = relay.svc(&["policy", "--config", &config]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("policy version 2 (serving)") && text.contains("\"applicationId\""), "{text}");
 
     // Revision 3 does not start: the old revision serves on, and the deploy says why.
     std::fs::write(project.join("server.js.good"), std::fs::read(project.join("server.js")).expect("read"))

@@ -129,6 +129,30 @@ pub struct HintsResponse {
     pub hints: Vec<Hint>,
 }
 
+/// `GET .../policy`: a published policy version, as the publication service shows one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyResponse {
+    /// The deployment.
+    pub deployment_id: String,
+    /// The project.
+    pub project: String,
+    /// The version: the revision that published it.
+    pub policy_version: u32,
+    /// 5.
+    pub schema_version: u8,
+    /// The manifest's authored digest.
+    pub authored_digest: String,
+    /// The effective document's digest.
+    pub policy_digest: String,
+    /// When it was published, RFC 3339.
+    pub published_at: String,
+    /// Whether it is the serving revision's.
+    pub active: bool,
+    /// The effective V5 document.
+    pub policy: serde_json::Value,
+}
+
 /// `POST .../hostnames` and `.../verify`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,7 +1,7 @@
 //! A deployment's `svc.execution-convergence.v1`: its jobs as executions, in the shape
 //! `svc app executions` reads for a published application (`manifest_core::projection`). An
-//! ingress deployment is one slot running its derived Manifest V5 continuously: the desired
-//! policy version is the serving revision (its manifest's digest), each revision a
+//! ingress deployment is one slot running its Manifest V5 continuously: the desired policy
+//! version is the serving revision's published policy (`coordinator::policy`), each revision a
 //! generation, each launch of it an attempt. A job's window is the time its route's funds
 //! cover; its launches are charged nothing (the route is paid by the period, in the ledger).
 
@@ -23,6 +23,9 @@ pub enum ProjectionError {
     /// The page asked for cannot be given.
     #[error(transparent)]
     Page(#[from] PageError),
+    /// The serving revision's policy does not read as a plan (a bug or a damaged store).
+    #[error(transparent)]
+    Plan(#[from] manifest_core::plan::PlanError),
 }
 
 /// A store time (Unix milliseconds, never negative) as the projection writes it.
@@ -146,16 +149,30 @@ pub fn build(
             reason: e.reason.as_ref().map(|r| ReasonBody { code: r.code.clone(), message: r.message.clone() }),
         })
         .collect();
-    Ok(Convergence {
-        schema: EXECUTION_CONVERGENCE.to_owned(),
-        application_id: d.project.clone(),
-        status: status.to_owned(),
-        desired: Some(Desired {
+    // A revision deployed before revisions published policies publishes at its next launch;
+    // until then, its manifest's digest stands for its policy's.
+    let desired = match store.policy(&d.id, d.revision)? {
+        Some(policy) => {
+            let plan = manifest_core::plan::plan(policy.published())?;
+            Desired {
+                policy_version: plan.policy_version,
+                policy_digest: plan.policy_digest,
+                slots: plan.slots,
+                execution: plan.mode.as_str().to_owned(),
+            }
+        }
+        None => Desired {
             policy_version: u64::from(d.revision),
             policy_digest: d.manifest_digest.clone(),
             slots: 1,
             execution: "continuous".to_owned(),
-        }),
+        },
+    };
+    Ok(Convergence {
+        schema: EXECUTION_CONVERGENCE.to_owned(),
+        application_id: d.project.clone(),
+        status: status.to_owned(),
+        desired: Some(desired),
         convergence,
         slots: vec![slot],
         recent,

@@ -30,6 +30,7 @@ use agent::wire;
 pub(super) const DEPLOY_LIMIT: usize = (BUNDLE_MAX_BYTES as usize) / 3 * 4 + 2 * 1024 * 1024;
 
 mod deploy;
+mod policy;
 mod rejection;
 
 use deploy::deploy;
@@ -103,6 +104,7 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/ingress/deployments/{project}/logs", get(logs))
         .route("/api/ingress/deployments/{project}/hints", get(hints))
         .route("/api/ingress/deployments/{project}/executions", get(executions))
+        .route("/api/ingress/deployments/{project}/policy", get(policy::policy))
         .route("/api/ingress/deployments/{project}/stop", post(stop))
         .route("/api/ingress/deployments/{project}/hostnames", post(add_hostname))
         .route("/api/ingress/deployments/{project}/hostnames/{hostname}", axum::routing::delete(remove_hostname))
@@ -349,6 +351,7 @@ async fn executions(
         match built {
             Ok(projection) => ok(projection),
             Err(super::executions::ProjectionError::Store(e)) => Err(e.into()),
+            Err(e @ super::executions::ProjectionError::Plan(_)) => Err(ApiError::internal(&e)),
             Err(e) => Err(bad(BadRequest::Page(e.to_string()))),
         }
     })

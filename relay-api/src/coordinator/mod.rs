@@ -16,6 +16,7 @@ mod http;
 mod jobs;
 pub mod model;
 pub mod money;
+pub mod policy;
 pub mod probe;
 pub mod state;
 pub mod store;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use agent::AgentConfig;
 use agent::files::{create_private_dir, replace_private};
 
-use svc_execution::market::{JobOrder, Sidecar, Workload, WorkloadRuntime};
+use svc_execution::market::{JobOrder, Sidecar, Workload};
 use svc_execution::plan::Requirements;
 
 use super::{Confined, JobSpec, Mount};
@@ -97,12 +97,13 @@ impl IngressJob {
         Ok(JobSpec { id: self.id, app, agent: Some(agent), capture_output: self.capture_output })
     }
 
-    /// The order the processor market launches: the app (`node` on its entrypoint) from the
-    /// artifact `artifact_digest` (the app's files, stored by digest), and the agent as its
-    /// sidecar, whose state directory (`agent_dir`, kept across launches) gets its
-    /// configuration and CA files. The agent gets no app environment: the app's secrets are
-    /// not the agent's business.
-    pub fn order(&self, artifact_digest: String) -> Result<JobOrder, LayoutError> {
+    /// The order the processor market launches: the app as its published policy's
+    /// `workload` says (artifact, runtime, variables, secrets; `PORT` is the job's loopback
+    /// port), and the agent as its sidecar, whose state directory (`agent_dir`, kept across
+    /// launches) gets its configuration and CA files. The agent gets no app environment: the
+    /// app's secrets are not the agent's business. (`entrypoint` and `env` are what
+    /// [`IngressJob::prepare`] runs; an order runs the workload's.)
+    pub fn order(&self, mut workload: Workload) -> Result<JobOrder, LayoutError> {
         let sidecar = Sidecar {
             argv: self.agent_argv().into_iter().map(|arg| arg.to_string_lossy().into_owned()).collect(),
             env: Vec::new(),
@@ -118,16 +119,11 @@ impl IngressJob {
             window_end: u64::MAX,
             requirements: Requirements::default(),
             avoid: Vec::new(),
-            workload: Workload {
-                artifact_digest,
-                runtime: WorkloadRuntime::Javascript {
-                    engine: "nodejs".into(),
-                    entry_file: self.entrypoint.clone(),
-                    args: Vec::new(),
-                },
-                env: self.app_env(),
-                files: Vec::new(),
-                sidecar: Some(sidecar),
+            workload: {
+                workload.env.retain(|(name, _)| name != "PORT");
+                workload.env.push(("PORT".to_owned(), self.app_port.to_string()));
+                workload.sidecar = Some(sidecar);
+                workload
             },
         })
     }

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use svc_execution::plan::UpdateTiming;
 use svc_execution::{ExecState, Execution};
 
+use crate::plan;
 use crate::projection::rfc3339_ms;
 use crate::projection::{
     Convergence, Desired, EXECUTION_CONVERGENCE, Next, PageError, ReasonBody, Recent, Slot, State,
 };
-use crate::service::executions::plan;
 use crate::service::store::{Application, Status, StoreError, Transaction};
 
 /// Why a projection could not be built.
@@ -48,7 +48,7 @@ pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result
         0 => None,
         v => tx.policy_version(app.key, v)?,
     };
-    let plan = version.as_ref().map(plan::plan).transpose()?;
+    let plan = version.as_ref().map(|v| plan::plan(v.published())).transpose()?;
     let summary = tx.execution_summary(app.key)?;
     // One more than asked, to know whether an older page exists.
     let mut older = tx.executions_page(app.key, before, limit + 1)?;

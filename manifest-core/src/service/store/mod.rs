@@ -277,6 +277,18 @@ pub struct PolicyVersion {
     pub published_by: String,
 }
 
+impl PolicyVersion {
+    /// The version as the scheduler reads it.
+    pub fn published(&self) -> crate::plan::Published<'_> {
+        crate::plan::Published {
+            version: self.version,
+            schema_version: self.schema_version,
+            policy_digest: &self.policy_digest,
+            policy: &self.policy,
+        }
+    }
+}
+
 /// One activity entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Activity {

@@ -1,14 +1,18 @@
 //! Launching a revision's job: fresh keys for its agent (the store keeps their hash and
-//! public half), its app files stored by digest, its order (the app, and the agent as its
-//! sidecar) placed on the processor market, and the gateway told before the agent first
-//! connects.
+//! public half), its app files stored by digest (checked against its published policy's
+//! artifact), its order (the app as the policy's workload says, and the agent as its sidecar)
+//! placed on the processor market, and the gateway told before the agent first connects.
 
 use agent::challenge::RouteKey;
 use agent::wire;
 
 use super::{APP_DIR, AgentCertificates, Engine, SECRETS_FILE, job_key};
 use crate::coordinator::model::Deployment;
-use crate::coordinator::store::{RouteKeys, StoreError, random_hex};
+use std::collections::BTreeMap;
+
+use svc_execution::{Workload, WorkloadRuntime};
+
+use crate::coordinator::store::{PublishedPolicy, RouteKeys, StoreError, random_hex};
 use crate::project::Project;
 use crate::runner::IngressJob;
 
@@ -63,6 +67,18 @@ pub(crate) enum StartError {
         #[source]
         source: svc_execution::artifacts::ArtifactError,
     },
+    /// The revision's published policy does not read as a workload (a bug or a damaged store).
+    #[error(transparent)]
+    Policy(#[from] manifest_core::plan::PlanError),
+    /// A revision deployed before policies were recorded could not publish one.
+    #[error("cannot publish revision {revision}'s policy: {source}")]
+    Publish {
+        /// The revision.
+        revision: u32,
+        /// Why.
+        #[source]
+        source: crate::coordinator::policy::PublishError,
+    },
     /// The store refused (recording the keys, reading the project, randomness).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -95,13 +111,22 @@ impl Engine {
             credential_sha256: wire::sha256_hex(credential.as_bytes()),
             route_public_key: route_key.public_key(),
         };
-        let ingress = self.ingress_job(&job, &project, credential, route_key)?;
-        // Stored again at each launch (a copy, checked by digest): the store keeps what the
+        let (d, revision) = (job.deployment, job.revision);
+        let revision_dir = self.revision_dir(&d.id, revision);
+        let app_dir = revision_dir.join(APP_DIR);
+        let policy = match self.db(|store| store.policy(&d.id, revision))? {
+            Some(policy) => policy,
+            None => self.publish_unpublished(&job, &project, &app_dir)?,
+        };
+        let workload = manifest_core::plan::workload(policy.published(), &secret_values(&revision_dir)?)?;
+        // Stored again at each launch (a copy, checked against the policy's artifact digest: a
+        // file changed since the deploy refuses the launch): the store keeps what the
         // revisions that run need, and nothing once they are gone (`Engine::sweep_artifacts`).
         let artifacts = &self.parts.artifacts;
-        let digest = crate::coordinator::blocking(|| artifacts.store(&ingress.app_dir, None))
-            .map_err(|source| StartError::Artifact { path: ingress.app_dir.clone(), source })?;
-        let mut order = ingress.order(digest)?;
+        crate::coordinator::blocking(|| artifacts.store(&app_dir, Some(&workload.artifact_digest)))
+            .map_err(|source| StartError::Artifact { path: app_dir.clone(), source })?;
+        let ingress = self.ingress_job(&job, &project, &workload, credential, route_key)?;
+        let mut order = ingress.order(workload)?;
         record(&keys)?;
         let (id, revision) = (&job.deployment.id, job.revision);
         order.execution_id = self.db(|store| store.begin_execution(id, revision))?;
@@ -110,10 +135,43 @@ impl Engine {
         Ok(format!("on processor {}", placement.processor_id))
     }
 
+    /// Publishes the policy of a revision deployed before revisions published one: the
+    /// manifest derived from its project (a named manifest's text was not kept then; its jobs
+    /// ran the project's variables, which the derived manifest declares), over its app files.
+    fn publish_unpublished(
+        &self,
+        job: &JobOf<'_>,
+        project: &Project,
+        app_dir: &std::path::Path,
+    ) -> Result<PublishedPolicy, StartError> {
+        let (d, revision) = (job.deployment, job.revision);
+        let failed = |source| StartError::Publish { revision, source };
+        let mut derived = project.clone();
+        derived.manifest = None;
+        let manifest = derived
+            .manifest_v5(None)
+            .map_err(|e| failed(crate::coordinator::policy::PublishError::NotV5(e.to_string())))?;
+        let artifacts = &self.parts.artifacts;
+        let digest = crate::coordinator::blocking(|| artifacts.store(app_dir, None))
+            .map_err(|source| StartError::Artifact { path: app_dir.to_owned(), source })?;
+        let has_file = |name: &str| app_dir.join(name).is_file();
+        let policy = crate::coordinator::policy::publish(&manifest, &derived, &d.id, revision, &digest, has_file)
+            .map_err(failed)?;
+        let policy = self.db(|store| store.publish_policy(&d.id, &policy))?;
+        let line = format!(
+            "revision {revision} published its policy {} (deployed before revisions published one: the manifest \
+             derived from its project)",
+            policy.policy_digest
+        );
+        let _ = self.db(|store| store.append_logs(&d.id, "route", &[line]));
+        Ok(policy)
+    }
+
     fn ingress_job(
         &self,
         job: &JobOf<'_>,
         project: &Project,
+        workload: &Workload,
         credential: String,
         route_key: RouteKey,
     ) -> Result<IngressJob, StartError> {
@@ -148,29 +206,36 @@ impl Engine {
             coordinator: Some(agent_api),
             refresh_secs: config.revalidate.as_secs().clamp(1, 30),
         };
-        let revision_dir = self.revision_dir(&d.id, revision);
-        let mut env: Vec<(String, String)> = project.app.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let secrets_path = revision_dir.join(SECRETS_FILE);
-        match std::fs::read(&secrets_path) {
-            Ok(bytes) => {
-                let values: std::collections::BTreeMap<String, String> = serde_json::from_slice(&bytes)
-                    .map_err(|source| StartError::SecretsInvalid { path: secrets_path.clone(), source })?;
-                env.extend(values);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(StartError::SecretsRead { path: secrets_path, source }),
-        }
+        let entrypoint = match &workload.runtime {
+            WorkloadRuntime::Javascript { entry_file, .. } => entry_file.clone(),
+            WorkloadRuntime::NativeImage { executable, .. } => executable.clone(),
+        };
         Ok(IngressJob {
             id: job_key(&d.id, revision),
-            app_dir: revision_dir.join(APP_DIR),
-            entrypoint: project.app.entrypoint.clone(),
+            app_dir: self.revision_dir(&d.id, revision).join(APP_DIR),
+            entrypoint,
             node: config.node.clone(),
-            env,
+            env: workload.env.clone(),
             app_port,
             agent_dir: self.job_dir(&d.id, revision).join("agent"),
             agent_command: config.agent_command.clone(),
             agent_config,
             capture_output: true,
         })
+    }
+}
+
+/// The values of a revision's secrets, by name (the secret's ID in its manifest), from its
+/// `secrets.json` (none: no file).
+fn secret_values(revision_dir: &std::path::Path) -> Result<BTreeMap<String, Vec<u8>>, StartError> {
+    let path = revision_dir.join(SECRETS_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let values: BTreeMap<String, String> =
+                serde_json::from_slice(&bytes).map_err(|source| StartError::SecretsInvalid { path, source })?;
+            Ok(values.into_iter().map(|(name, value)| (name, value.into_bytes())).collect())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(source) => Err(StartError::SecretsRead { path, source }),
     }
 }

@@ -11,6 +11,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
+use svc_execution::artifacts::bundle_digest;
 
 use super::rejection::{BadRequest, BundleProblem, Oversize, Rejection};
 use super::{ApiError, ApiResult, body, caller};
@@ -19,7 +20,8 @@ use crate::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, DeployRequest,
 use crate::coordinator::engine::SECRETS_FILE;
 use crate::coordinator::files::{StagedBundle, revision_dir};
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
-use crate::coordinator::store::{NewDeployment, NewSuccessor, StoreError, random_hex};
+use crate::coordinator::policy::{self, PublishError};
+use crate::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, StoreError, random_hex};
 use crate::project::Project;
 
 pub(super) async fn deploy(
@@ -60,7 +62,15 @@ fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<
         return Err(Rejection::EntrypointMissing { entrypoint: project.app.entrypoint.clone() }.into());
     }
     let digest = project.digest_with_files(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())));
-    let shipment = Shipment { project: &project, text: &text, digest: &digest, manifest_digest: &manifest_digest };
+    let bundle_digest = bundle_digest(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())));
+    let shipment = Shipment {
+        project: &project,
+        text: &text,
+        digest: &digest,
+        manifest: &manifest,
+        manifest_digest: &manifest_digest,
+        bundle_digest: &bundle_digest,
+    };
     if let Some(existing) =
         engine.store().deployment_of(&caller.org_id, &project.name)?.filter(|d| !d.state.is_terminal())
     {
@@ -71,6 +81,7 @@ fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<
     let mut quoted = vec![canonical.clone()];
     quoted.extend(project.hostnames.iter().cloned());
     let quote = engine.price(&id, &digest, quoted, u64::from(project.spend.fund_periods))?;
+    let policy = shipment.publish(&id, 1, &files)?;
     let mut hostnames = Vec::new();
     for host in &project.hostnames {
         hostnames.push((host.clone(), random_hex(16)?));
@@ -88,6 +99,7 @@ fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<
         gateway_operator: engine.config().gateway_operator.clone(),
         hostnames,
         quote: Some(quote.clone()),
+        policy,
     };
     // Files first, then the record: a refused record (a hostname taken) or a crash between
     // the two takes the files away again (at once, or at the next start).
@@ -116,7 +128,23 @@ struct Shipment<'a> {
     project: &'a Project,
     text: &'a str,
     digest: &'a str,
+    manifest: &'a serde_json::Value,
     manifest_digest: &'a str,
+    /// The app files' bundle digest: the artifact the revision's policy resolves.
+    bundle_digest: &'a str,
+}
+
+impl Shipment<'_> {
+    /// The policy revision `revision` of deployment `id` publishes (`coordinator::policy`).
+    fn publish(&self, id: &str, revision: u32, files: &[(String, Vec<u8>)]) -> Result<PublishedPolicy, ApiError> {
+        let has_file = |name: &str| files.iter().any(|(path, _)| path == name);
+        policy::publish(self.manifest, self.project, id, revision, self.bundle_digest, has_file).map_err(|e| match e {
+            PublishError::PinnedElsewhere { pinned, sent } => Rejection::ArtifactNotSent { pinned, sent }.into(),
+            PublishError::EntrypointMissing { entrypoint } => Rejection::EntrypointMissing { entrypoint }.into(),
+            e @ PublishError::Undeclared(_) => Rejection::ManifestUndeclared(e).into(),
+            e @ PublishError::NotV5(_) => ApiError::internal(&e),
+        })
+    }
 }
 
 /// Writes a revision's files (up to 12 MiB: off the async runtime) and moves them into place.
@@ -177,6 +205,7 @@ fn redeploy(
         return Err(Rejection::HostnamesChanged { deployment: d.id, added, removed }.into());
     }
     let revision = store.next_revision(&d.id)?;
+    let policy = shipment.publish(&d.id, revision, &files)?;
     let bundle = stage(engine, &d.id, revision, files, secrets)?;
     let new = NewSuccessor {
         deployment_id: d.id.clone(),
@@ -186,6 +215,7 @@ fn redeploy(
         manifest_digest: shipment.manifest_digest.to_owned(),
         ceiling_micros: project.spend.ceiling_micros,
         route_id: format!("rt_{}", random_hex(8)?),
+        policy,
     };
     store.put_successor(&new)?;
     bundle.keep();

@@ -100,6 +100,20 @@ pub(super) enum Rejection {
         /// The project's `app.entrypoint`.
         entrypoint: String,
     },
+    /// A deploy whose manifest pins an artifact other than the files it sends.
+    #[error(
+        "the manifest pins the artifact {pinned}, and the app files sent have the digest {sent}; pin {sent}, or \
+         write `release: {{mode: source}}` (the files sent are the release)"
+    )]
+    ArtifactNotSent {
+        /// `/release/artifact/digest`.
+        pinned: String,
+        /// The bundle digest of the files sent.
+        sent: String,
+    },
+    /// A deploy whose project gives the job what its named manifest does not declare.
+    #[error("{0}")]
+    ManifestUndeclared(crate::coordinator::policy::PublishError),
     /// A redeploy whose project lists other hostnames than the deployment has.
     #[error(
         "the project file's hostnames differ from deployment {deployment}'s; nothing was deployed. Change them on the \
@@ -143,6 +157,8 @@ impl Rejection {
             Rejection::HostnameTooLong { .. } => (StatusCode::BAD_REQUEST, "hostname_too_long"),
             Rejection::CanonicalNameTaken { .. } => (StatusCode::CONFLICT, "canonical_name_taken"),
             Rejection::EntrypointMissing { .. } => (StatusCode::BAD_REQUEST, "entrypoint_missing"),
+            Rejection::ArtifactNotSent { .. } => (StatusCode::BAD_REQUEST, "artifact_not_sent"),
+            Rejection::ManifestUndeclared(_) => (StatusCode::BAD_REQUEST, "manifest_undeclared"),
             Rejection::HostnamesChanged { .. } => (StatusCode::CONFLICT, "hostnames_changed"),
             Rejection::BundleTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "bundle_too_large"),
             Rejection::InvalidBundle(_) => (StatusCode::BAD_REQUEST, "invalid_bundle"),
@@ -243,6 +259,16 @@ pub(super) enum Missing {
     /// No deployment of this project in the caller's organization.
     #[error("no deployment of project \"{0}\"")]
     Project(String),
+    /// No published policy of this revision.
+    #[error(
+        "deployment {deployment} published no policy as revision {revision} (`svc ingress executions` lists its revisions)"
+    )]
+    Revision {
+        /// The deployment's id.
+        deployment: String,
+        /// The revision asked for.
+        revision: u32,
+    },
     /// No hostname of this name on the deployment (or a removed one).
     #[error("hostname {0} not found")]
     Hostname(String),
@@ -356,6 +382,8 @@ mod tests {
             Rejection::HostnameTooLong { canonical: s() },
             Rejection::CanonicalNameTaken { canonical: s() },
             Rejection::EntrypointMissing { entrypoint: s() },
+            Rejection::ArtifactNotSent { pinned: s(), sent: s() },
+            Rejection::ManifestUndeclared(crate::coordinator::policy::PublishError::Undeclared(vec![s()])),
             Rejection::HostnamesChanged { deployment: s(), added: vec![s()], removed: Vec::new() },
             Rejection::BundleTooLarge(Oversize::Files(1)),
             Rejection::InvalidBundle(BundleProblem::FileAndDirectory(s())),

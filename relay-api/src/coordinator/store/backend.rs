@@ -6,7 +6,7 @@
 //! The row traits are split by concept; [`Transaction`] is all of them plus `commit`. A
 //! transaction dropped without [`Transaction::commit`] rolls back.
 
-use super::{Caller, ExecutionRecord, NewDeployment, NewSuccessor, RouteKeys, StoreError, TokenRole};
+use super::{Caller, ExecutionRecord, NewDeployment, NewSuccessor, PublishedPolicy, RouteKeys, StoreError, TokenRole};
 use crate::coordinator::model::{
     CustomerHostname, Deployment, HostnameState, LedgerEntry, LogEntry, Quote, Reward, Session, Successor,
     SuccessorState, Transition, ValidationRecord,
@@ -27,7 +27,7 @@ pub trait Backend: Send + Sync + 'static {
 
 /// One transaction: every row trait, and its end.
 pub trait Transaction:
-    OrgRows + DeploymentRows + MoneyRows + ActivityRows + RevisionRows + AdmissionRows + ExecutionRows
+    OrgRows + DeploymentRows + MoneyRows + ActivityRows + RevisionRows + AdmissionRows + ExecutionRows + PolicyRows
 {
     /// Makes every write of this transaction durable.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
@@ -299,6 +299,16 @@ pub trait AdmissionRows {
     fn operator(&mut self, id: &str) -> Result<Option<Operator>, StoreError>;
     /// Every admitted operator, oldest admission first.
     fn operators(&mut self) -> Result<Vec<Operator>, StoreError>;
+}
+
+/// The policies revisions publish (`policies.rs`).
+pub trait PolicyRows {
+    /// Records a revision's policy (refused if the revision has one).
+    fn insert_policy(&mut self, deployment_id: &str, policy: &PublishedPolicy) -> Result<(), StoreError>;
+    /// The policy of the deployment's revision `revision`.
+    fn policy(&mut self, deployment_id: &str, revision: u32) -> Result<Option<PublishedPolicy>, StoreError>;
+    /// The highest revision of the deployment that published a policy (0: none).
+    fn last_published(&mut self, deployment_id: &str) -> Result<u32, StoreError>;
 }
 
 /// The deployments' jobs as executions (`executions.rs`).

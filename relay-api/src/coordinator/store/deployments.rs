@@ -2,7 +2,9 @@
 //! machine, and stopping (which settles the running period).
 
 use super::backend::{NewEntry, StateChange, Transaction};
-use super::{Caller, NewDeployment, RelayStore, RouteKeys, StoreError, TokenRole, not_found, now_ms, random_hex};
+use super::{
+    Caller, NewDeployment, PublishedPolicy, RelayStore, RouteKeys, StoreError, TokenRole, not_found, now_ms, random_hex,
+};
 use super::{ledger, refused};
 use crate::coordinator::model::{Deployment, EntryKind, Quote, Transition};
 use crate::coordinator::money::Terms;
@@ -67,6 +69,7 @@ impl RelayStore {
             if let Some(quote) = &new.quote {
                 tx.insert_quote(quote)?;
             }
+            tx.insert_policy(&new.id, &PublishedPolicy { revision: 1, published_at: now, ..new.policy.clone() })?;
             get(tx, &new.id)
         })
     }

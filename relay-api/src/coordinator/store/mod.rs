@@ -12,6 +12,7 @@ pub mod backend;
 mod deployments;
 mod executions;
 mod ledger;
+mod policies;
 mod revisions;
 pub mod sqlite;
 
@@ -20,6 +21,7 @@ use crate::coordinator::state::TransitionError;
 
 pub use backend::{Backend, Transaction};
 pub use executions::ExecutionRecord;
+pub use policies::PublishedPolicy;
 pub use revisions::NewSuccessor;
 pub use sqlite::{DATABASE_FILE, SqliteBackend};
 
@@ -107,6 +109,8 @@ pub struct NewDeployment {
     pub project_digest: String,
     /// The V5 manifest's digest.
     pub manifest_digest: String,
+    /// The policy its first revision publishes (recorded with it).
+    pub policy: PublishedPolicy,
     /// The canonical hostname.
     pub canonical_hostname: String,
     /// The gateway route ID.

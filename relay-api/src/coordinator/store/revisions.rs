@@ -2,8 +2,9 @@
 //! takes over. The successor has its own route and keys while it is validated beside the
 //! serving revision; [`RelayStore::promote`] makes them the deployment's in one transaction.
 
+use super::backend::Transaction;
 use super::deployments::get;
-use super::{RelayStore, RouteKeys, StoreError, not_found, now_ms, refused};
+use super::{PublishedPolicy, RelayStore, RouteKeys, StoreError, not_found, now_ms, refused};
 use crate::coordinator::model::{Deployment, Successor, SuccessorState};
 use crate::coordinator::state::DeploymentState;
 
@@ -24,11 +25,20 @@ pub struct NewSuccessor {
     pub ceiling_micros: u64,
     /// Its own gateway route ID.
     pub route_id: String,
+    /// The policy it publishes (its revision is `revision`; recorded with it).
+    pub policy: PublishedPolicy,
 }
 
-/// One more than the deployment's revision and than its successor's.
-fn next_revision(deployment: &Deployment, successor: Option<&Successor>) -> u32 {
-    deployment.revision.max(successor.map_or(0, |s| s.revision)).saturating_add(1)
+/// One more than the deployment's revision, than its successor's, and than any revision that
+/// published a policy (a withdrawn successor's number is not given again: a policy version is
+/// published once).
+fn next_revision(
+    tx: &mut dyn Transaction,
+    deployment: &Deployment,
+    successor: Option<&Successor>,
+) -> Result<u32, StoreError> {
+    let published = tx.last_published(&deployment.id)?;
+    Ok(deployment.revision.max(successor.map_or(0, |s| s.revision)).max(published).saturating_add(1))
 }
 
 impl RelayStore {
@@ -38,7 +48,7 @@ impl RelayStore {
         self.read(|tx| {
             let d = get(tx, deployment_id)?;
             let successor = tx.successor(deployment_id)?;
-            Ok(next_revision(&d, successor.as_ref()))
+            next_revision(tx, &d, successor.as_ref())
         })
     }
 
@@ -52,7 +62,7 @@ impl RelayStore {
                 return Err(refused("deployment_stopped", format!("deployment {} is stopped", d.id)));
             }
             let replaced = tx.successor(&new.deployment_id)?;
-            if new.revision != next_revision(&d, replaced.as_ref()) {
+            if new.revision != next_revision(tx, &d, replaced.as_ref())? {
                 return Err(refused(
                     "deploy_in_progress",
                     format!("another deploy of project \"{}\" was recorded meanwhile; deploy again", d.project),
@@ -61,6 +71,8 @@ impl RelayStore {
             let now = now_ms();
             let reason = format!("deployed; revision {} serves until this one is validated", d.revision);
             tx.put_successor(new, &reason, now)?;
+            let policy = PublishedPolicy { revision: new.revision, published_at: now, ..new.policy.clone() };
+            tx.insert_policy(&new.deployment_id, &policy)?;
             let line = format!(
                 "revision {} deployed (project {}); revision {} serves meanwhile",
                 new.revision, new.project_digest, d.revision

@@ -15,6 +15,18 @@ fn temp_dir(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(&format!("svc-relay-store-{name}-")).tempdir().expect("a scratch directory")
 }
 
+/// A policy as the store records it (its content is `coordinator::policy`'s business).
+fn policy(revision: u32) -> PublishedPolicy {
+    PublishedPolicy {
+        revision,
+        schema_version: 5,
+        authored_digest: "sha256:m".into(),
+        policy_digest: format!("sha256:p{revision}"),
+        policy_json: "{}".into(),
+        published_at: 0,
+    }
+}
+
 fn new_deployment(store: &RelayStore, id: &str, ceiling: u64) -> Deployment {
     let org = store.invite("acme").expect("org");
     store
@@ -31,6 +43,7 @@ fn new_deployment(store: &RelayStore, id: &str, ceiling: u64) -> Deployment {
             gateway_operator: "gw-op".into(),
             hostnames: Vec::new(),
             quote: None,
+            policy: policy(1),
         })
         .expect("created")
 }
@@ -170,6 +183,7 @@ fn transitions_follow_the_machine_and_are_recorded() {
         gateway_operator: "local".into(),
         hostnames: Vec::new(),
         quote: None,
+        policy: policy(1),
     };
     assert_eq!(code(store.create_deployment(&clash).expect_err("taken")), "hostname_taken");
     drop(store);
@@ -391,6 +405,7 @@ fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
         manifest_digest: "sha256:m2".into(),
         ceiling_micros: 7_000_000,
         route_id: format!("rt_{id}_{revision}"),
+        policy: policy(revision),
     }
 }
 
@@ -482,6 +497,7 @@ fn a_deploy_refused_on_its_second_hostname_leaves_nothing_behind() {
         gateway_operator: "gw-op".into(),
         hostnames: vec![("free.example".into(), "t1".into()), ("www.taken.example".into(), "t2".into())],
         quote: Some(quote("q_late", "dep_late", 1_000, 1, i64::MAX)),
+        policy: policy(1),
     };
     assert_eq!(code(store.create_deployment(&refused).expect_err("the second is taken")), "hostname_taken");
     assert!(matches!(store.deployment("dep_late"), Err(StoreError::NotFound(_))), "no deployment");
@@ -524,4 +540,27 @@ fn a_read_does_not_wait_for_an_open_write_and_sees_only_what_is_committed() {
         outcome.expect("the write commits");
     });
     assert!(store.read(|tx| tx.org_id("open-write")).expect("read").is_some(), "seen once committed");
+}
+
+/// A revision number is published once: after a successor is withdrawn, the next deploy is a
+/// new revision, not the withdrawn one's number with another policy.
+#[test]
+fn a_withdrawn_revisions_number_is_never_published_again() {
+    let scratch = temp_dir("withdrawn");
+    let store = RelayStore::open(scratch.path()).expect("store");
+    new_deployment(&store, "d1", 5_000_000);
+    assert_eq!(store.policy("d1", 1).expect("read").map(|p| p.policy_digest), Some("sha256:p1".to_owned()));
+    store.put_successor(&successor("d1", 2, "sha256:two")).expect("revision 2");
+    store.drop_successor("d1", 2, "withdrawn").expect("withdrawn");
+    assert_eq!(store.next_revision("d1").expect("next"), 3, "2 published its policy");
+    assert_eq!(
+        code(store.put_successor(&successor("d1", 2, "sha256:again")).expect_err("reused")),
+        "deploy_in_progress"
+    );
+    store.put_successor(&successor("d1", 3, "sha256:three")).expect("revision 3");
+    let recorded = store.policy("d1", 2).expect("read").expect("revision 2's policy stays");
+    assert_eq!(recorded.policy_digest, "sha256:p2");
+    // Publishing a recorded revision's policy again returns the recorded one, unchanged.
+    let again = PublishedPolicy { policy_digest: "sha256:other".into(), ..policy(2) };
+    assert_eq!(store.publish_policy("d1", &again).expect("publish").policy_digest, "sha256:p2");
 }

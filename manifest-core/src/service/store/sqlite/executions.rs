@@ -11,7 +11,7 @@ use svc_execution::record::Charge;
 use svc_execution::{AppKey, AppStatus, AppView, ExecKey, ExecState, Execution, Millis, Quote, Reason, Workload};
 
 use super::{Held, SqliteStore, SqliteTransaction, int, poisoned, run_cached, version_row};
-use crate::service::executions::plan;
+use crate::plan;
 use crate::service::store::{PolicyVersion, Status, StoreError};
 
 fn failure(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreFailure {
@@ -209,7 +209,7 @@ impl ExecutionTx for SqliteTransaction<'_> {
         let plan = match self.active_version(app)? {
             Some(version) => {
                 let (authority, valued) = self.context(app)?;
-                Some(plan::plan_in_context(&version, authority, &valued).map_err(failure)?)
+                Some(plan::plan_in_context(version.published(), authority, &valued).map_err(failure)?)
             }
             None => None,
         };
@@ -306,7 +306,7 @@ impl ExecutionTx for SqliteTransaction<'_> {
             let rows = s.query_map([app], |r| Ok((r.get(0)?, r.get(1)?))).map_err(sql)?;
             rows.collect::<Result<_, _>>().map_err(sql)?
         };
-        plan::workload(&version, &secrets).map_err(failure)
+        plan::workload(version.published(), &secrets).map_err(failure)
     }
 
     fn insert(&mut self, app: AppKey, e: &Execution) -> Result<ExecKey, StoreFailure> {

@@ -12,6 +12,7 @@ mod admission;
 mod deployments;
 mod executions;
 mod money;
+mod policies;
 mod revisions;
 mod rows;
 
@@ -32,6 +33,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0004_route_keys.sql"),
     include_str!("../../../../migrations/0005_revisions.sql"),
     include_str!("../../../../migrations/0006_executions.sql"),
+    include_str!("../../../../migrations/0007_policies.sql"),
 ];
 
 /// The database file's name inside the data directory.

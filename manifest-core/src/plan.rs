@@ -1,6 +1,8 @@
-//! From a stored policy version to what the scheduler runs: its [`Plan`] (lifecycle rules)
-//! and its [`Workload`] (what a job starts with). Both are read from the version's effective
-//! policy JSON, never from the authored manifest.
+//! From a published policy version to what the scheduler runs: its [`Plan`] (lifecycle
+//! rules) and its [`Workload`] (what a job starts with). Both are read from the version's
+//! effective policy JSON, never from the authored manifest. The publication service reads its
+//! stored versions through here, and the ingress coordinator the versions its deployments
+//! publish (feature `executions`, without the service).
 
 use std::path::PathBuf;
 
@@ -12,13 +14,25 @@ use svc_execution::{Workload, WorkloadRuntime};
 
 use crate::policy::PolicyV4;
 use crate::policy_v5::{EffectiveRuntime, EffectiveSelection, PolicyV5};
-use crate::service::store::PolicyVersion;
 use crate::v4::configuration::SecretDestination as V4Destination;
 use crate::v4::lifecycle as v4;
 use crate::v4::release::PinnedArtifact;
 use crate::v5::configuration::{SecretDestination as V5Destination, Variable as V5Variable};
 use crate::v5::deployment as v5;
 use crate::v5::execution::Execution;
+
+/// A published policy version, as the scheduler reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Published<'a> {
+    /// 1, 2, ...
+    pub version: u64,
+    /// 4 or 5.
+    pub schema_version: u8,
+    /// Of the effective policy.
+    pub policy_digest: &'a str,
+    /// The effective policy's JSON.
+    pub policy: &'a str,
+}
 
 /// Why a stored version cannot be run (it was valid when published: a bug or a damaged store).
 #[derive(Debug, thiserror::Error)]
@@ -50,11 +64,11 @@ pub(crate) enum Effective {
     V5(Box<PolicyV5>),
 }
 
-pub(crate) fn effective(version: &PolicyVersion) -> Result<Effective, PlanError> {
+pub(crate) fn effective(version: Published<'_>) -> Result<Effective, PlanError> {
     let wrap = |source| PlanError::Policy { version: version.version, source };
     Ok(match version.schema_version {
-        4 => Effective::V4(Box::new(serde_json::from_str(&version.policy).map_err(wrap)?)),
-        _ => Effective::V5(Box::new(serde_json::from_str(&version.policy).map_err(wrap)?)),
+        4 => Effective::V4(Box::new(serde_json::from_str(version.policy).map_err(wrap)?)),
+        _ => Effective::V5(Box::new(serde_json::from_str(version.policy).map_err(wrap)?)),
     })
 }
 
@@ -86,13 +100,13 @@ pub fn byte_size(text: &str) -> Option<u64> {
 }
 
 /// The plan of a stored version.
-pub fn plan(version: &PolicyVersion) -> Result<Plan, PlanError> {
+pub fn plan(version: Published<'_>) -> Result<Plan, PlanError> {
     plan_of(version, &effective(version)?)
 }
 
 /// The plan of a stored version in its context (see [`in_context`]): the policy is read once.
 pub fn plan_in_context(
-    version: &PolicyVersion,
+    version: Published<'_>,
     authority_micros: Option<u64>,
     valued_secrets: &std::collections::BTreeSet<String>,
 ) -> Result<Plan, PlanError> {
@@ -101,13 +115,13 @@ pub fn plan_in_context(
     Ok(in_context(plan, &effective, authority_micros, valued_secrets))
 }
 
-fn plan_of(version: &PolicyVersion, effective: &Effective) -> Result<Plan, PlanError> {
+fn plan_of(version: Published<'_>, effective: &Effective) -> Result<Plan, PlanError> {
     let bad =
         |what: &'static str, value: &str| PlanError::Value { version: version.version, what, value: value.to_owned() };
     let money = |what: &'static str, value: &str| value.parse::<u128>().map_err(|_| bad(what, value));
     let mut plan = Plan {
         policy_version: version.version,
-        policy_digest: version.policy_digest.clone(),
+        policy_digest: version.policy_digest.to_owned(),
         slots: 1,
         window_ms: 0,
         start_delay_ms: 0,
@@ -299,7 +313,7 @@ fn in_context(
 /// What a job of a stored version runs: the artifact, the runtime, the variables, and the
 /// values of the secrets provisioned for the application (`secret_values`: by secret ID).
 pub fn workload(
-    version: &PolicyVersion,
+    version: Published<'_>,
     secret_values: &std::collections::BTreeMap<String, Vec<u8>>,
 ) -> Result<Workload, PlanError> {
     let mut env = Vec::new();
@@ -395,30 +409,25 @@ fn engine_name(engine: crate::v4::runtime::Engine) -> &'static str {
 mod tests {
     use super::*;
 
-    fn stored(file: &str, schema_version: u8) -> PolicyVersion {
+    fn golden(file: &str) -> String {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden").join(file);
-        PolicyVersion {
-            version: 3,
-            schema_version,
-            authored_digest: "sha256:a".into(),
-            policy_digest: "sha256:p".into(),
-            policy: std::fs::read_to_string(&path).expect("golden policy"),
-            authored: "{}".into(),
-            jobs: 1,
-            execution: "scheduled".into(),
-            published_by: "test".into(),
-        }
+        std::fs::read_to_string(&path).expect("golden policy")
+    }
+
+    fn stored(policy: &str, schema_version: u8) -> Published<'_> {
+        Published { version: 3, schema_version, policy_digest: "sha256:p", policy }
     }
 
     #[test]
     fn a_v4_policy_becomes_its_plan_and_workload() {
-        let v = stored("v4-full.policy.json", 4);
-        let p = plan(&v).expect("a plan");
+        let text = golden("v4-full.policy.json");
+        let v = stored(&text, 4);
+        let p = plan(v).expect("a plan");
         assert_eq!((p.policy_version, p.slots, p.window_ms, p.start_delay_ms), (3, 3, 7_200_000, 60_000));
         assert_eq!(p.mode, Mode::Continuous { until: None });
         assert_eq!(p.requirements.memory_bytes, Some(512 << 20));
         let secrets = std::collections::BTreeMap::from([("db.password".to_owned(), b"s3cret".to_vec())]);
-        let w = workload(&v, &secrets).expect("a workload");
+        let w = workload(v, &secrets).expect("a workload");
         // `command: node dist/worker.js`: the engine is runtime.engine, the file is the entry.
         assert_eq!(
             w.runtime,
