@@ -150,6 +150,7 @@ const DOCS: &[&str] = &[
     "docs/architecture.md",
     "docs/capabilities.md",
     "docs/compute-network.md",
+    "docs/console.md",
     "docs/decisions.md",
     "docs/diagnostics.md",
     "docs/executions.md",

@@ -66,6 +66,7 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
                 server.url(),
                 server.connection_cap()
             );
+            tracing::info!("svc serve: the console is at {}/console/ (sign in with an API token)", server.url());
         },
         shutdown,
     ));

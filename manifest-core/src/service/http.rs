@@ -58,6 +58,9 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/api/applications/{id}/activity", get(activity))
         .route("/api/applications/{id}/executions", get(executions))
         .route("/api/capabilities", get(capabilities))
+        .nest("/console", crate::service::console::router())
+        // The console's own address, with its slash: `nest` serves `/console` only.
+        .route("/console/", get(|| async { svc_web::page::see_other("/console") }))
         .fallback(|| async { error(Rejection::NoSuchRoute.into()) })
         .method_not_allowed_fallback(|| async { error(Rejection::MethodNotAllowed.into()) });
     svc_http::limit_body(routes, MAX_BODY_BYTES)

@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod auth;
 pub mod capability;
+mod console;
 pub mod executions;
 mod http;
 mod layers;

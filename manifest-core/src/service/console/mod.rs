@@ -1,0 +1,317 @@
+//! The publication console at `/console/`: the organization's applications, each one's
+//! overview and its executions updating live, for a member signed in with their API token.
+//! Server-rendered HTML (`views`), with the shared layout, assets, session cookie and CSRF
+//! checks of `svc-web`. It reads the store as the API does, with the same roles: the console
+//! is another client of the same rules, not a second set of them.
+
+mod views;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, Path, State as Extract};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use svc_web::page::{Nav, Page, SignedIn, html_response, see_other};
+use svc_web::{Markup, html, session};
+
+use super::State;
+use super::auth::hash_token;
+use super::publish::ApiError;
+use super::store::{Application, Caller};
+
+type Shared = Arc<State>;
+
+/// The console's name in every page's header.
+const PRODUCT: &str = "svc console";
+
+/// The console's routes (nested under `/console` by the service's router).
+pub(crate) fn router() -> Router<Shared> {
+    Router::new()
+        .route("/", get(home))
+        .route("/sign-in", get(sign_in_form).post(sign_in))
+        .route("/sign-out", post(sign_out))
+        .route("/apps", get(applications))
+        .route("/apps/{id}", get(overview))
+        .route("/apps/{id}/executions", get(executions))
+        .route("/apps/{id}/executions/live", get(executions_live))
+        .route("/assets/{name}", get(svc_web::assets::serve))
+        .fallback(|| async { not_found("no such page") })
+        .layer(axum::middleware::map_response(svc_web::headers::secure))
+}
+
+/// A member signed in: who they are, and their session's token (for the CSRF token).
+struct Member {
+    caller: Caller,
+    token: String,
+}
+
+impl Member {
+    fn page(&self, title: impl Into<String>, nav: Vec<Nav>) -> Page {
+        Page {
+            product: PRODUCT.to_owned(),
+            title: title.into(),
+            nav,
+            signed_in: Some(SignedIn {
+                who: format!("{} ({})", self.caller.name, self.caller.role.as_str()),
+                csrf: session::csrf(&self.token),
+            }),
+        }
+    }
+}
+
+/// Why a console request was not answered with its view.
+enum Refusal {
+    /// Not signed in (or the token was revoked): to the sign-in page.
+    SignIn,
+    /// Answered with this page instead (not found, a store failure).
+    Page(Response),
+}
+
+impl From<ApiError> for Refusal {
+    fn from(e: ApiError) -> Refusal {
+        if e.status == 500 {
+            // The detail goes to the server log under the request id, never to the page.
+            return Refusal::Page(svc_http::internal_error(e.message));
+        }
+        Refusal::Page(error_page(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), &e.message))
+    }
+}
+
+impl From<super::store::StoreError> for Refusal {
+    fn from(e: super::store::StoreError) -> Refusal {
+        Refusal::from(ApiError::from(e))
+    }
+}
+
+fn answer(result: Result<Response, Refusal>) -> Response {
+    match result {
+        Ok(r) | Err(Refusal::Page(r)) => r,
+        Err(Refusal::SignIn) => see_other("/console/sign-in"),
+    }
+}
+
+/// The member behind the request's session cookie, read on every request (a revoked token
+/// signs its sessions out at once).
+async fn member(state: &Shared, headers: &HeaderMap) -> Result<Member, Refusal> {
+    let token = session::token(headers).ok_or(Refusal::SignIn)?;
+    let state = state.clone();
+    blocking(move || {
+        let caller = state.store.read()?.caller(&hash_token(&token))?;
+        Ok(caller.map(|caller| Member { caller, token }))
+    })
+    .await?
+    .ok_or(Refusal::SignIn)
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, Refusal> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(ApiError::internal(format!("a console task failed: {e}"))))
+        .map_err(Refusal::from)
+}
+
+fn error_page(status: StatusCode, message: &str) -> Response {
+    let page =
+        Page { product: PRODUCT.to_owned(), title: "Not available".to_owned(), nav: Vec::new(), signed_in: None };
+    page.respond(
+        status,
+        html! {
+            p.notice.error role="alert" { (message) }
+            p { a href="/console/apps" { "Back to the applications" } }
+        },
+    )
+}
+
+fn not_found(message: &str) -> Response {
+    error_page(StatusCode::NOT_FOUND, message)
+}
+
+fn nav(app: Option<&str>, current: &str) -> Vec<Nav> {
+    let mut links = vec![Nav::new("/console/apps", "Applications", current == "apps")];
+    if let Some(id) = app {
+        links.push(Nav::new(format!("/console/apps/{id}"), "Overview", current == "overview"));
+        links.push(Nav::new(format!("/console/apps/{id}/executions"), "Executions", current == "executions"));
+    }
+    links
+}
+
+async fn home(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {
+    match member(&state, &headers).await {
+        Ok(_) => see_other("/console/apps"),
+        Err(refusal) => answer(Err(refusal)),
+    }
+}
+
+fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
+    let page = Page { product: PRODUCT.to_owned(), title: "Sign in".to_owned(), nav: Vec::new(), signed_in: None };
+    page.respond(status, views::sign_in(problem))
+}
+
+async fn sign_in_form() -> Response {
+    sign_in_page(StatusCode::OK, None)
+}
+
+#[derive(Deserialize)]
+struct SignInForm {
+    token: String,
+}
+
+async fn sign_in(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    form: Result<Form<SignInForm>, FormRejection>,
+) -> Response {
+    if !session::same_origin(&headers) {
+        return error_page(StatusCode::FORBIDDEN, "this form was sent from another site");
+    }
+    let Ok(Form(form)) = form else {
+        return sign_in_page(StatusCode::BAD_REQUEST, Some("paste your API token (`svc admin token create` made it)"));
+    };
+    let token = form.token.trim().to_owned();
+    if !session::token_shape(&token) {
+        return sign_in_page(StatusCode::UNAUTHORIZED, Some("that is not a token: it starts with `svc_`"));
+    }
+    let lookup = token.clone();
+    let state = state.clone();
+    let caller = match blocking(move || Ok(state.store.read()?.caller(&hash_token(&lookup))?)).await {
+        Ok(caller) => caller,
+        Err(refusal) => return answer(Err(refusal)),
+    };
+    if caller.is_none() {
+        return sign_in_page(StatusCode::UNAUTHORIZED, Some("no member has this token (it may have been revoked)"));
+    }
+    // Secure when the console is served over TLS (the scheme the browser used is not seen
+    // here: a TLS listener is the only way to serve off loopback).
+    let secure = headers.get("x-forwarded-proto").is_some_and(|v| v == "https");
+    let mut response = see_other("/console/apps");
+    if let Some(cookie) = session::sign_in_cookie(&token, secure) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    csrf: String,
+}
+
+async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection>) -> Response {
+    let token = session::token(&headers);
+    let valid = match (&token, form) {
+        (Some(token), Ok(Form(form))) => session::same_origin(&headers) && session::csrf_ok(token, &form.csrf),
+        (None, _) => true,
+        (Some(_), Err(_)) => false,
+    };
+    if !valid {
+        return error_page(StatusCode::FORBIDDEN, "this form was sent from another site, or its page is stale: reload");
+    }
+    let mut response = see_other("/console/sign-in");
+    response.headers_mut().insert(header::SET_COOKIE, session::sign_out_cookie());
+    response
+}
+
+async fn applications(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {
+    answer(
+        async {
+            let member = member(&state, &headers).await?;
+            let org = member.caller.organization.clone();
+            let state = state.clone();
+            let rows = blocking(move || {
+                let mut tx = state.store.read()?;
+                let mut rows = Vec::new();
+                for app in tx.applications(org.id)? {
+                    let convergence = views::convergence_of(tx.as_mut(), &app)?;
+                    rows.push((app, convergence));
+                }
+                Ok(rows)
+            })
+            .await?;
+            let page = member.page("Applications", nav(None, "apps"));
+            Ok(page.respond(StatusCode::OK, views::applications(&org.name, &rows)))
+        }
+        .await,
+    )
+}
+
+/// Reads one application of the member's organization ("not found" for another's).
+async fn with_app<T: Send + 'static>(
+    state: &Shared,
+    member: &Member,
+    id: String,
+    f: impl FnOnce(&mut dyn super::store::Transaction, Application) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, Refusal> {
+    let org = member.caller.organization.id;
+    let state = state.clone();
+    let found = blocking(move || {
+        let mut tx = state.store.read()?;
+        match tx.application(org, &id)? {
+            Some(app) => f(tx.as_mut(), app).map(Some),
+            None => Ok(None),
+        }
+    })
+    .await?;
+    found.ok_or_else(|| Refusal::Page(not_found("no such application in your organization")))
+}
+
+async fn overview(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    answer(
+        async {
+            let member = member(&state, &headers).await?;
+            let (app, convergence, versions, activity) = with_app(&state, &member, id.clone(), |tx, app| {
+                let convergence = views::convergence_of(tx, &app)?;
+                let versions = tx.policy_versions(app.key)?;
+                let activity = tx.activity(app.key)?;
+                Ok((app, convergence, versions, activity))
+            })
+            .await?;
+            let page = member.page(app.application_id.clone(), nav(Some(&id), "overview"));
+            Ok(page.respond(StatusCode::OK, views::overview(&app, &convergence, &versions, &activity)))
+        }
+        .await,
+    )
+}
+
+async fn projection_of(state: &Shared, member: &Member, id: String) -> Result<Markup, Refusal> {
+    let convergence = with_app(state, member, id, |tx, app| {
+        let page = super::executions::projection::Page { cursor: None, limit: Some("20".to_owned()) };
+        super::executions::projection::build(tx, &app, &page)
+            .map_err(|e| ApiError::internal(format!("the projection of {}: {e}", app.application_id)))
+    })
+    .await?;
+    Ok(views::executions(&convergence))
+}
+
+async fn executions(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    answer(
+        async {
+            let member = member(&state, &headers).await?;
+            let live = projection_of(&state, &member, id.clone()).await?;
+            let page = member.page(format!("{id}: executions"), nav(Some(&id), "executions"));
+            Ok(page.respond(StatusCode::OK, views::executions_page(&id, live)))
+        }
+        .await,
+    )
+}
+
+/// The executions region alone, which the page's script swaps in every two seconds; 401 (not
+/// a redirect) when signed out, so the script can go to the sign-in page.
+async fn executions_live(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let member = match member(&state, &headers).await {
+        Ok(m) => m,
+        Err(Refusal::SignIn) => return StatusCode::UNAUTHORIZED.into_response(),
+        Err(Refusal::Page(r)) => return r,
+    };
+    match projection_of(&state, &member, id).await {
+        Ok(markup) => {
+            let mut response = html_response(StatusCode::OK, markup);
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(Refusal::SignIn) => StatusCode::UNAUTHORIZED.into_response(),
+        Err(Refusal::Page(r)) => r,
+    }
+}

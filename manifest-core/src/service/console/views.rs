@@ -1,0 +1,174 @@
+//! What each console view shows, as markup (escaped by `maud`): the sign-in form, the
+//! applications list, an application's overview, and its executions.
+
+use svc_web::page::state;
+use svc_web::{Markup, html};
+
+use crate::plural;
+use crate::projection::{Convergence, State as Verdict};
+use crate::service::executions::projection;
+use crate::service::publish::ApiError;
+use crate::service::store::{Activity, Application, PolicyVersion, Transaction};
+
+/// The convergence verdict of an application (its projection's first page of one).
+pub(super) fn convergence_of(tx: &mut dyn Transaction, app: &Application) -> Result<Verdict, ApiError> {
+    let page = projection::Page { cursor: None, limit: Some("1".to_owned()) };
+    projection::build(tx, app, &page)
+        .map(|c| c.convergence)
+        .map_err(|e| ApiError::internal(format!("the projection of {}: {e}", app.application_id)))
+}
+
+pub(super) fn sign_in(problem: Option<&str>) -> Markup {
+    html! {
+        @if let Some(problem) = problem {
+            p.notice.error role="alert" id="sign-in-problem" { (problem) }
+        }
+        form.stack method="post" action="/console/sign-in" {
+            label for="token" { "API token" }
+            input #token type="password" name="token" autocomplete="off" required
+                aria-describedby="token-help";
+            p.muted #token-help { "The token `svc admin token create` printed for you. It stays in this browser, in a cookie its pages' scripts cannot read." }
+            button type="submit" { "Sign in" }
+        }
+    }
+}
+
+fn verdict(v: &Verdict) -> Markup {
+    html! {
+        (state(&v.state))
+        @if let Some(reason) = &v.reason {
+            " " span.muted { (reason.message) " (" code { (reason.code) } ")" }
+        }
+    }
+}
+
+pub(super) fn applications(organization: &str, rows: &[(Application, Verdict)]) -> Markup {
+    html! {
+        p.muted { "Organization " strong { (organization) } ": " (plural(u64::try_from(rows.len()).unwrap_or(u64::MAX), "application")) "." }
+        @if rows.is_empty() {
+            p { "No application yet: `svc app create ID`, then `svc policy publish --app ID --file manifest.yaml`." }
+        } @else {
+            div.table-wrap {
+                table {
+                    caption.muted { "Applications, their status, active version and whether what runs matches it" }
+                    thead { tr { th scope="col" { "Application" } th scope="col" { "Status" } th scope="col" { "Active version" } th scope="col" { "Convergence" } } }
+                    tbody {
+                        @for (app, v) in rows {
+                            tr {
+                                td { a href={ "/console/apps/" (app.application_id) } { (app.application_id) } }
+                                td { (state(app.status.as_str())) }
+                                td { @if app.active_pointer_version == 0 { span.muted { "none" } } @else { (app.active_pointer_version) } }
+                                td { (verdict(v)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn overview(app: &Application, v: &Verdict, versions: &[PolicyVersion], activity: &[Activity]) -> Markup {
+    let active = versions.iter().find(|p| p.version == app.active_pointer_version);
+    html! {
+        dl.facts {
+            dt { "Status" } dd #status { (state(app.status.as_str())) }
+            @if let Some(reason) = &app.pause_reason {
+                dt { "Pause reason" } dd { (reason) }
+            }
+            dt { "Convergence" } dd #convergence { (verdict(v)) }
+            dt { "Active version" }
+            dd { @if let Some(p) = active { (p.version) " (schema version " (p.schema_version) ")" } @else { span.muted { "none published" } } }
+            @if let Some(p) = active {
+                dt { "Policy digest" } dd.digest { (p.policy_digest) }
+                dt { "Authored digest" } dd.digest { (p.authored_digest) }
+            }
+            dt { "Application UID" } dd.digest { (app.application_uid) }
+            @if app.settled { dt { "Settled" } dd { "yes: its once execution ran" } }
+        }
+        p { a href={ "/console/apps/" (app.application_id) "/executions" } { "Executions, live" } }
+        h2 { "Recent activity" }
+        @if activity.is_empty() {
+            p.muted { "Nothing yet." }
+        } @else {
+            div.table-wrap {
+                table {
+                    thead { tr { th scope="col" { "When" } th scope="col" { "What" } th scope="col" { "Version" } th scope="col" { "Who" } th scope="col" { "Reason" } } }
+                    tbody {
+                        @for a in activity.iter().rev().take(20) {
+                            tr {
+                                td { (a.at) }
+                                td { (a.action) }
+                                td { @if let Some(n) = a.policy_version { (n) } }
+                                td { (a.actor) }
+                                td { @if let Some(r) = &a.reason { (r) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The executions page: the live region (swapped by the script every two seconds).
+pub(super) fn executions_page(id: &str, live: Markup) -> Markup {
+    html! {
+        p.live-status.muted #live-status aria-live="polite" { "updates every 2 seconds" }
+        div #executions data-refresh={ "/console/apps/" (id) "/executions/live" } data-every="2000" data-status="live-status" {
+            (live)
+        }
+    }
+}
+
+/// The live region: the verdict, each slot's current job, and recent executions.
+pub(super) fn executions(c: &Convergence) -> Markup {
+    html! {
+        dl.facts {
+            dt { "Convergence" } dd #verdict { (verdict(&c.convergence)) }
+            @if let Some(d) = &c.desired {
+                dt { "Desired" } dd { "version " (d.policy_version) ", " (plural(u64::from(d.slots), "slot")) ", " (d.execution) }
+            }
+            @if let Some(next) = &c.next { dt { "Next decision" } dd { (next.at) } }
+        }
+        h2 { "Slots" }
+        div.table-wrap {
+            table #slots {
+                thead { tr { th scope="col" { "Slot" } th scope="col" { "Generation" } th scope="col" { "Version" } th scope="col" { "State" } th scope="col" { "Processor" } th scope="col" { "Window" } th scope="col" { "Restarts" } } }
+                tbody {
+                    @for s in &c.slots {
+                        tr {
+                            td { (s.slot) } td { (s.generation) } td { (s.policy_version) }
+                            td { (state(&s.state)) }
+                            td { @if let Some(p) = &s.processor_id { code { (p) } } }
+                            td { @if let (Some(a), Some(b)) = (&s.window_start, &s.window_end) { (a) " to " (b) } }
+                            td { (s.restarts) }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Recent executions" }
+        @if c.recent.is_empty() {
+            p.muted #recent-empty { "None yet." }
+        } @else {
+            div.table-wrap {
+                table #recent {
+                    thead { tr { th scope="col" { "Execution" } th scope="col" { "State" } th scope="col" { "Version" } th scope="col" { "Processor" } th scope="col" { "Changed" } th scope="col" { "Why" } } }
+                    tbody {
+                        @for e in &c.recent {
+                            tr {
+                                td { code { (e.execution_id) } }
+                                td { (state(&e.state)) }
+                                td { (e.policy_version) }
+                                td { @if let Some(p) = &e.processor_id { code { (p) } } }
+                                td { (e.changed_at) }
+                                td { @if let Some(r) = &e.reason { (r.message) " (" code { (r.code) } ")" } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The web consoles' shared parts. `svc serve` serves the publication console and `svc relay
+//! serve` the ingress console, each at `/console/`, each from its own crate; what they share
+//! is here:
+//!
+//! - [`assets`]: the one stylesheet and the one script, embedded in the binary and served
+//!   from `/console/assets/` (no CDN, no other origin, no build step);
+//! - [`page`]: the page layout every view renders into, HTML written with `maud` (escaped by
+//!   default);
+//! - [`session`]: signing in with a token kept in an HttpOnly, SameSite=Strict cookie, and the
+//!   CSRF token every state-changing form carries;
+//! - [`headers`]: the Content-Security-Policy (no inline script, nothing from another origin)
+//!   and the other headers every console response carries.
+
+#![forbid(unsafe_code)]
+
+pub mod assets;
+pub mod headers;
+pub mod page;
+pub mod session;
+
+pub use maud::{Markup, PreEscaped, html};
+pub use page::{Nav, Page};

@@ -1,0 +1,154 @@
+//! The publication console (`svc serve`, `/console/`) as a member uses it: signing in with a
+//! token, the applications list, an application's overview, its executions updating without
+//! a reload, signing out; and as an attacker: another organization's application, a form from
+//! another site, a stale CSRF token.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use svc_e2e::service::{Server, TempDir, accept_build, http, token};
+
+use super::webdriver::Browser;
+
+/// A V5 manifest that publishes (build evidence accepted) and is held: the organization has
+/// no spend authority, so its executions are `blocked` and no job runs.
+fn held_manifest(app: &str) -> Value {
+    json!({
+        "schema": "svc.application-manifest", "schemaVersion": 5, "applicationId": app,
+        "release": {"mode": "source"},
+        "runtime": {"kind": "javascript", "entrypoint": {"file": "server.js"}},
+        "execution": {"mode": "continuous"},
+        "deployment": {"schedule": {"duration": "1h"},
+            "spend": {"unit": "service_credit_micros", "perJob": "1000000", "rate": {"amount": "100000000"}}},
+        "state": {"mode": "off"}
+    })
+}
+
+fn create(server: &Server, token: &str, app: &str) {
+    let r = server.request("POST", "/api/applications", Some(token), Some(&json!({"applicationId": app})));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
+
+#[test]
+fn the_publication_console_signs_in_lists_applications_and_updates_executions_without_a_reload() {
+    let dir = TempDir::new("console-publication");
+    let developer = token(dir.str(), "acme", "developer");
+    let server = Server::start(dir.path(), &[]);
+    let base = server.url();
+    create(&server, &developer, "web");
+    accept_build(dir.str(), "acme", "web");
+
+    let browser = Browser::start("publication-console");
+    // Signed out, the console is its sign-in page.
+    browser.goto(&format!("{base}/console/"));
+    assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());
+    browser.type_into("#token", "svc_not_a_member");
+    browser.click("button[type=submit]");
+    assert!(browser.text("#sign-in-problem").contains("no member has this token"), "{}", browser.source());
+    browser.type_into("#token", &developer);
+    browser.click("button[type=submit]");
+    assert!(browser.url().ends_with("/console/apps"), "{}", browser.url());
+    let list = browser.text("main");
+    assert!(list.contains("web") && list.contains("disabled") && list.contains("idle"), "{list}");
+    // The token stays out of the page's reach (HttpOnly), and no script is inline.
+    assert_eq!(browser.execute("return document.cookie;"), json!(""), "the session cookie is HttpOnly");
+    let source = browser.source();
+    assert_eq!(source.matches("<script").count(), 1, "one script, the console's file: {source}");
+
+    // The overview, through the list's link.
+    browser.click("a[href='/console/apps/web']");
+    assert!(browser.text("#status").contains("disabled"));
+    assert!(browser.text("#convergence").contains("idle"));
+
+    // Executions: the region updates in place when a version is published elsewhere.
+    browser.goto(&format!("{base}/console/apps/web/executions"));
+    assert!(browser.text("#verdict").contains("idle"), "{}", browser.source());
+    browser.execute("window.stillTheSamePage = true;");
+    let r = server.request(
+        "POST",
+        "/api/applications/web/policy-versions",
+        Some(&developer),
+        Some(&json!({"manifest": held_manifest("web")})),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    browser.wait_until("the executions region shows the published version", Duration::from_secs(15), |b| {
+        b.text("#verdict").contains("blocked")
+    });
+    assert!(browser.text("#verdict").contains("spend_authority_missing"), "{}", browser.text("#verdict"));
+    assert_eq!(browser.execute("return window.stillTheSamePage === true;"), json!(true), "no reload happened");
+    browser.screenshot("publication-executions");
+
+    // Signing out ends the session: the console asks to sign in again.
+    browser.click("header form button");
+    assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());
+    browser.goto(&format!("{base}/console/apps"));
+    assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());
+}
+
+/// Attack pass: another organization's application is not found; a form posted from another
+/// site, or with another session's CSRF token, changes nothing; every page carries the
+/// Content-Security-Policy.
+#[test]
+fn the_publication_console_refuses_other_organizations_other_sites_and_stale_forms() {
+    let dir = TempDir::new("console-attacks");
+    let acme = token(dir.str(), "acme", "developer");
+    let other = token(dir.str(), "other", "viewer");
+    let server = Server::start(dir.path(), &[]);
+    create(&server, &acme, "web");
+    let cookie = |t: &str| format!("svc_console={t}");
+
+    let mine = http(server.addr, "GET", "/console/apps/web", &[("Cookie", &cookie(&acme))], None);
+    assert_eq!(mine.status, 200);
+    let csp = mine.header("content-security-policy").expect("a Content-Security-Policy");
+    assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    let theirs = http(server.addr, "GET", "/console/apps/web", &[("Cookie", &cookie(&other))], None);
+    assert_eq!(theirs.status, 404, "another organization's application is not found");
+    let listed = http(server.addr, "GET", "/console/apps", &[("Cookie", &cookie(&other))], None);
+    assert!(!String::from_utf8_lossy(&listed.body).contains("/console/apps/web"), "and not listed");
+
+    let form = |csrf: &str| format!("csrf={csrf}").into_bytes();
+    let stale = http(
+        server.addr,
+        "POST",
+        "/console/sign-out",
+        &[("Cookie", &cookie(&acme)), ("Content-Type", "application/x-www-form-urlencoded")],
+        Some(&form(&svc_web_csrf(&other))),
+    );
+    assert_eq!(stale.status, 403, "another session's CSRF token");
+    assert!(stale.header("set-cookie").is_none(), "the session stays");
+    let sign_in = http(
+        server.addr,
+        "POST",
+        "/console/sign-in",
+        &[("Origin", "http://evil.example"), ("Content-Type", "application/x-www-form-urlencoded")],
+        Some(format!("token={acme}").as_bytes()),
+    );
+    assert_eq!(sign_in.status, 403, "a sign-in form posted from another site");
+    assert!(sign_in.header("set-cookie").is_none());
+    // The same forms from the console's own pages do what they say.
+    let own = http(
+        server.addr,
+        "POST",
+        "/console/sign-in",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(format!("token={acme}").as_bytes()),
+    );
+    assert_eq!(own.status, 303, "{}", String::from_utf8_lossy(&own.body));
+    assert!(own.header("set-cookie").is_some_and(|c| c.contains("HttpOnly") && c.contains("SameSite=Strict")));
+    let signed_out = http(
+        server.addr,
+        "POST",
+        "/console/sign-out",
+        &[("Cookie", &cookie(&acme)), ("Content-Type", "application/x-www-form-urlencoded")],
+        Some(&form(&svc_web_csrf(&acme))),
+    );
+    assert_eq!(signed_out.status, 303);
+    assert!(signed_out.header("set-cookie").is_some_and(|c| c.contains("Max-Age=0")), "signed out");
+    let live = http(server.addr, "GET", "/console/apps/web/executions/live", &[], None);
+    assert_eq!(live.status, 401, "the live region says signed out, for its script");
+}
+
+/// The session's CSRF token as the console derives it (the test posts another session's).
+fn svc_web_csrf(token: &str) -> String {
+    svc_web::session::csrf(token)
+}

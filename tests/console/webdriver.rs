@@ -1,0 +1,213 @@
+//! A small WebDriver client for the console tests: Debian's `chromedriver` started on a free
+//! loopback port, one headless Chromium session, and the dozen W3C WebDriver commands the
+//! tests use, each a JSON request over a plain HTTP/1.1 connection. (fantoccini would bring
+//! Mozilla's `webdriver` crate and the ICU segmenter stack, 300 lockfile lines, for these.)
+//! A test that fails leaves a screenshot of the page in `target/console-screenshots/`.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use svc_e2e::service::{Response, parse_response};
+
+/// The W3C key of an element reference.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// One headless Chromium, driven over WebDriver.
+pub(crate) struct Browser {
+    driver: Child,
+    addr: SocketAddr,
+    session: String,
+    /// Named after the test: its failure screenshot's file name.
+    name: String,
+    _profile: tempfile::TempDir,
+}
+
+/// One request to chromedriver, read up to its `Content-Length` (chromedriver keeps the
+/// connection open whatever `Connection: close` says, so reading to the end would wait).
+fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>) -> Response {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to chromedriver");
+    stream.set_read_timeout(Some(Duration::from_secs(60))).expect("a read timeout");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(b) = body {
+        head += &format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len());
+    }
+    head += "\r\n";
+    stream.write_all(head.as_bytes()).expect("write");
+    if let Some(b) = body {
+        stream.write_all(b).expect("write");
+    }
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if raw.len() >= end + 4 + length {
+                break;
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+        }
+    }
+    parse_response(&raw)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+impl Browser {
+    /// Starts chromedriver and a session (headless, no sandbox: tests run as root; no
+    /// background networking: nothing but the pages under test).
+    pub(crate) fn start(name: &str) -> Browser {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs (apt-get install chromium chromium-driver; .ci/run installs them)");
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if std::net::TcpStream::connect(addr).is_ok() && http(addr, "GET", "/status", None).status == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not answer on {addr}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let profile = tempfile::tempdir().expect("a browser profile directory");
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                    "--disable-quic", "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--window-size=1280,900",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            },
+        }}});
+        let mut browser = Browser { driver, addr, session: String::new(), name: name.to_owned(), _profile: profile };
+        let answer = browser.command("POST", "/session", Some(capabilities));
+        browser.session = answer["sessionId"].as_str().expect("a session id").to_owned();
+        browser
+    }
+
+    /// One WebDriver command: its `value`, or a panic naming the command and the error.
+    fn command(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        // A POST always has a JSON body (`{}` for none); GET and DELETE have none.
+        let bytes = (method == "POST").then(|| serde_json::to_vec(&body.unwrap_or_else(|| json!({}))).expect("JSON"));
+        let r = http(self.addr, method, path, bytes.as_deref());
+        let answer: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        assert!(r.status == 200, "WebDriver {method} {path}: {} {answer}", r.status);
+        answer["value"].clone()
+    }
+
+    fn session_command(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        self.command(method, &format!("/session/{}{path}", self.session), body)
+    }
+
+    /// Opens a URL and waits for its document.
+    pub(crate) fn goto(&self, url: &str) {
+        self.session_command("POST", "/url", Some(json!({"url": url})));
+    }
+
+    /// The page's URL.
+    pub(crate) fn url(&self) -> String {
+        self.session_command("GET", "/url", None).as_str().unwrap_or_default().to_owned()
+    }
+
+    /// The page's HTML as the browser has it now.
+    pub(crate) fn source(&self) -> String {
+        self.session_command("GET", "/source", None).as_str().unwrap_or_default().to_owned()
+    }
+
+    /// The element a CSS selector finds first, if any.
+    pub(crate) fn find(&self, css: &str) -> Option<String> {
+        let path = format!("/session/{}/element", self.session);
+        let body = serde_json::to_vec(&json!({"using": "css selector", "value": css})).expect("JSON");
+        let r = http(self.addr, "POST", &path, Some(&body));
+        let answer: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        (r.status == 200).then(|| answer["value"][ELEMENT].as_str().unwrap_or_default().to_owned())
+    }
+
+    fn element(&self, css: &str) -> String {
+        self.find(css).unwrap_or_else(|| panic!("no element {css} on {}:\n{}", self.url(), self.source()))
+    }
+
+    /// The visible text of the first element `css` finds.
+    pub(crate) fn text(&self, css: &str) -> String {
+        let id = self.element(css);
+        self.session_command("GET", &format!("/element/{id}/text"), None).as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Types `text` into the first element `css` finds.
+    pub(crate) fn type_into(&self, css: &str, text: &str) {
+        let id = self.element(css);
+        self.session_command("POST", &format!("/element/{id}/value"), Some(json!({"text": text})));
+    }
+
+    /// Clicks the first element `css` finds.
+    pub(crate) fn click(&self, css: &str) {
+        let id = self.element(css);
+        self.session_command("POST", &format!("/element/{id}/click"), Some(json!({})));
+    }
+
+    /// Runs a script in the page (WebDriver's own channel: the page's CSP does not apply).
+    pub(crate) fn execute(&self, script: &str) -> Value {
+        self.session_command("POST", "/execute/sync", Some(json!({"script": script, "args": []})))
+    }
+
+    /// Waits (at most `limit`) until `done` holds; panics naming `what` otherwise.
+    pub(crate) fn wait_until(&self, what: &str, limit: Duration, done: impl Fn(&Browser) -> bool) {
+        let deadline = Instant::now() + limit;
+        while !done(self) {
+            assert!(Instant::now() < deadline, "{what}: not within {limit:?} on {}:\n{}", self.url(), self.source());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// A PNG of the viewport, written to `target/console-screenshots/<name>.png`.
+    pub(crate) fn screenshot(&self, name: &str) -> PathBuf {
+        let data = self.session_command("GET", "/screenshot", None);
+        let png =
+            base64::engine::general_purpose::STANDARD.decode(data.as_str().unwrap_or_default()).unwrap_or_default();
+        let dir = svc_e2e::workspace().join("target").join("console-screenshots");
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join(format!("{name}.png"));
+        let _ = std::fs::write(&path, png);
+        path
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if std::thread::panicking() && !self.session.is_empty() {
+            let name = format!("{}-failed", self.name);
+            let path = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.screenshot(&name)));
+            if let Ok(path) = path {
+                eprintln!("the page when the test failed: {}", path.display());
+            }
+        }
+        if !self.session.is_empty() {
+            let path = format!("/session/{}", self.session);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| http(self.addr, "DELETE", &path, None)));
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
