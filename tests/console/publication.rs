@@ -152,3 +152,122 @@ fn the_publication_console_refuses_other_organizations_other_sites_and_stale_for
 fn svc_web_csrf(token: &str) -> String {
     svc_web::session::csrf(token)
 }
+
+/// Signs `browser` in with `token` through the sign-in page.
+fn sign_in(browser: &Browser, base: &str, token: &str) {
+    browser.goto(&format!("{base}/console/sign-in"));
+    browser.type_into("#token", token);
+    browser.click("button[type=submit]");
+    assert!(browser.url().ends_with("/console/apps"), "{}", browser.url());
+}
+
+/// The manifest text the tests type: YAML, as a person would paste it.
+const HELD_YAML: &str = "schema: svc.application-manifest
+schemaVersion: 5
+applicationId: web
+release:
+  mode: source
+runtime:
+  kind: javascript
+  entrypoint:
+    file: server.js
+execution:
+  mode: continuous
+deployment:
+  schedule:
+    duration: 1h
+  spend:
+    unit: service_credit_micros
+    perJob: \"1000000\"
+    rate:
+      amount: \"100000000\"
+state:
+  mode: off
+";
+
+/// Issue 18: publish with a preview, then confirm on the same fence; a stale fence from a
+/// second tab shows the conflict and a fresh review; a publication that pauses, then resume;
+/// a viewer sees no publish form and is refused if it posts anyway.
+#[test]
+fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fresh_review() {
+    let dir = TempDir::new("console-publish");
+    let developer = token(dir.str(), "acme", "developer");
+    let viewer = token(dir.str(), "acme", "viewer");
+    let server = Server::start(dir.path(), &[]);
+    let base = server.url();
+    create(&server, &developer, "web");
+    accept_build(dir.str(), "acme", "web");
+    let browser = Browser::start("publication-publish");
+    sign_in(&browser, &base, &developer);
+
+    // A manifest with a mistake: every diagnostic at its line, the text kept.
+    browser.goto(&format!("{base}/console/apps/web/publish"));
+    browser.type_into("#manifest", "schema: svc.application-manifest\nschemaVersion: 5\nbogus: 1\n");
+    browser.click("#preview");
+    let problems = browser.text("#diagnostics");
+    assert!(problems.contains("bogus: 1") && problems.contains("/bogus"), "{problems}");
+    assert!(browser.text("#manifest").is_empty() || browser.source().contains("bogus: 1"), "the text is kept");
+
+    // A valid one: the preview says what would commit, fenced on the active version (none).
+    browser.clear("#manifest");
+    browser.type_into("#manifest", HELD_YAML);
+    browser.click("#preview");
+    assert_eq!(browser.text("#preview-version"), "1");
+    assert!(browser.text("#preview-fence").contains("none"), "{}", browser.text("#preview-fence"));
+    browser.screenshot("publication-preview");
+    let first = browser.tab();
+
+    // A second tab publishes first...
+    browser.new_tab();
+    browser.goto(&format!("{base}/console/apps/web/publish"));
+    browser.type_into("#manifest", HELD_YAML);
+    browser.click("#preview");
+    browser.click("#confirm");
+    assert!(browser.url().contains("/console/apps/web?published=1"), "{}", browser.url());
+    assert!(browser.text("#notice").contains("Published version 1"));
+
+    // ...so the first tab's confirm meets a moved fence: the conflict, and a fresh review.
+    browser.switch_to(&first);
+    browser.click("#confirm");
+    let conflict = browser.text("#publish-problem");
+    assert!(conflict.contains("review it again") && conflict.contains("now 1"), "{conflict}");
+    browser.click("#pause");
+    browser.type_into("#reason", "db migration");
+    browser.click("#preview");
+    assert_eq!(browser.text("#preview-version"), "2");
+    assert!(browser.text("#preview-fence").contains("version 1"));
+    assert!(browser.text("#preview-summary").contains("paused"), "{}", browser.text("#preview-summary"));
+    browser.click("#confirm");
+    assert!(browser.text("#status").contains("paused"));
+    assert!(browser.text("main").contains("db migration"), "the pause reason is shown");
+
+    // Resume, with a reason.
+    browser.type_into("#resume-reason", "migration done");
+    browser.click("#resume");
+    assert!(browser.text("#notice").contains("Resumed"));
+    assert!(browser.text("#status").contains("active"));
+
+    // A viewer: no Publish link, no form, and a post is refused.
+    browser.click("header form button");
+    sign_in(&browser, &base, &viewer);
+    browser.goto(&format!("{base}/console/apps/web"));
+    assert!(browser.find("nav a[href='/console/apps/web/publish']").is_none(), "no Publish link for a viewer");
+    browser.goto(&format!("{base}/console/apps/web/publish"));
+    assert!(browser.find("#manifest").is_none(), "no form for a viewer");
+    assert!(browser.text("main").contains("cannot publish"));
+    let body = format!(
+        "csrf={}&action=confirm&expected=2&manifest={}",
+        svc_web_csrf(&viewer),
+        HELD_YAML.replace('\n', "%0A").replace(' ', "+").replace(':', "%3A").replace('"', "%22")
+    );
+    let refused = http(
+        server.addr,
+        "POST",
+        "/console/apps/web/publish",
+        &[("Cookie", &format!("svc_console={viewer}")), ("Content-Type", "application/x-www-form-urlencoded")],
+        Some(body.as_bytes()),
+    );
+    assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
+    let versions = server.request("GET", "/api/applications/web/policy-versions", Some(&developer), None).json();
+    assert_eq!(versions["policyVersions"].as_array().map(Vec::len), Some(2), "the viewer published nothing");
+}

@@ -161,6 +161,32 @@ impl Browser {
         self.session_command("POST", &format!("/element/{id}/value"), Some(json!({"text": text})));
     }
 
+    /// Empties the first field `css` finds.
+    pub(crate) fn clear(&self, css: &str) {
+        let id = self.element(css);
+        self.session_command("POST", &format!("/element/{id}/clear"), Some(json!({})));
+    }
+
+    /// The current tab's handle.
+    pub(crate) fn tab(&self) -> String {
+        self.session_command("GET", "/window", None).as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Opens a new tab (same cookies: the same browser) and switches to it; its handle.
+    pub(crate) fn new_tab(&self) -> String {
+        let handle = self.session_command("POST", "/window/new", Some(json!({"type": "tab"})))["handle"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.switch_to(&handle);
+        handle
+    }
+
+    /// Switches to a tab.
+    pub(crate) fn switch_to(&self, handle: &str) {
+        self.session_command("POST", "/window", Some(json!({"handle": handle})));
+    }
+
     /// Clicks the first element `css` finds.
     pub(crate) fn click(&self, css: &str) {
         let id = self.element(css);

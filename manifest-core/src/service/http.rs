@@ -5,7 +5,7 @@
 //! decisions live in `publish`, `layers` and the store, and store work runs off the async
 //! runtime (`spawn_blocking`).
 
-mod applications;
+pub(crate) mod applications;
 pub(super) mod rejection;
 
 use std::sync::Arc;

@@ -22,7 +22,7 @@ use crate::validate::validate;
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// A pause reason's bound, in characters after trimming.
-const MAX_REASON_CHARS: usize = 500;
+pub(crate) const MAX_REASON_CHARS: usize = 500;
 
 /// An API error: HTTP status, stable code, message, and diagnostics for a refused manifest.
 /// A refusal is a [`Rejection`]; the others are the store's errors and a 500.
@@ -160,15 +160,15 @@ fn pause(status: Option<&str>, reason: Option<&str>) -> Result<Option<String>, A
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PublishResponse {
-    application_id: String,
-    policy_version: u64,
-    active_pointer_version: u64,
-    status: &'static str,
-    authored_digest: String,
-    policy_digest: String,
-    diagnostics: Vec<Diagnostic>,
+    pub(crate) application_id: String,
+    pub(crate) policy_version: u64,
+    pub(crate) active_pointer_version: u64,
+    pub(crate) status: &'static str,
+    pub(crate) authored_digest: String,
+    pub(crate) policy_digest: String,
+    pub(crate) diagnostics: Vec<Diagnostic>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    dry_run: Option<bool>,
+    pub(crate) dry_run: Option<bool>,
 }
 
 fn refused(diagnostics: Vec<Diagnostic>) -> ApiError {

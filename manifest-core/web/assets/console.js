@@ -1,7 +1,8 @@
 // The svc consoles' only script (no inline script: the Content-Security-Policy forbids it).
 // A region marked `data-refresh="URL"` is replaced by the HTML fragment URL answers, every
 // `data-every` milliseconds (default 2000), so a view updates without a reload; a button
-// marked `data-copy="TEXT"` copies TEXT.
+// marked `data-copy="TEXT"` copies TEXT; a file input marked `data-file-into="ID"` reads the
+// chosen file (as text) into the field ID.
 "use strict";
 
 function refresh(region) {
@@ -34,6 +35,13 @@ function refresh(region) {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("[data-refresh]").forEach(refresh);
+  document.querySelectorAll("input[type=file][data-file-into]").forEach((input) => {
+    input.addEventListener("change", async () => {
+      const target = document.getElementById(input.getAttribute("data-file-into"));
+      const file = input.files && input.files[0];
+      if (target && file) target.value = await file.text();
+    });
+  });
   document.querySelectorAll("button[data-copy]").forEach((button) => {
     button.addEventListener("click", () => navigator.clipboard.writeText(button.getAttribute("data-copy")));
   });

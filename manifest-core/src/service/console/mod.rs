@@ -4,6 +4,7 @@
 //! checks of `svc-web`. It reads the store as the API does, with the same roles: the console
 //! is another client of the same rules, not a second set of them.
 
+mod publish;
 mod views;
 
 use std::sync::Arc;
@@ -38,6 +39,8 @@ pub(crate) fn router() -> Router<Shared> {
         .route("/apps/{id}", get(overview))
         .route("/apps/{id}/executions", get(executions))
         .route("/apps/{id}/executions/live", get(executions_live))
+        .route("/apps/{id}/publish", get(publish::form).post(publish::submit))
+        .route("/apps/{id}/resume", post(publish::resume))
         .route("/assets/{name}", get(svc_web::assets::serve))
         .fallback(|| async { not_found("no such page") })
         .layer(axum::middleware::map_response(svc_web::headers::secure))
@@ -50,6 +53,10 @@ struct Member {
 }
 
 impl Member {
+    fn can_publish(&self) -> bool {
+        self.caller.role.can_publish()
+    }
+
     fn page(&self, title: impl Into<String>, nav: Vec<Nav>) -> Page {
         Page {
             product: PRODUCT.to_owned(),
@@ -130,11 +137,15 @@ fn not_found(message: &str) -> Response {
     error_page(StatusCode::NOT_FOUND, message)
 }
 
-fn nav(app: Option<&str>, current: &str) -> Vec<Nav> {
+/// The navigation: the list, and for an application its views (Publish for a member who may).
+fn nav(app: Option<&str>, current: &str, can_publish: bool) -> Vec<Nav> {
     let mut links = vec![Nav::new("/console/apps", "Applications", current == "apps")];
     if let Some(id) = app {
         links.push(Nav::new(format!("/console/apps/{id}"), "Overview", current == "overview"));
         links.push(Nav::new(format!("/console/apps/{id}/executions"), "Executions", current == "executions"));
+        if can_publish {
+            links.push(Nav::new(format!("/console/apps/{id}/publish"), "Publish", current == "publish"));
+        }
     }
     links
 }
@@ -230,7 +241,7 @@ async fn applications(Extract(state): Extract<Shared>, headers: HeaderMap) -> Re
                 Ok(rows)
             })
             .await?;
-            let page = member.page("Applications", nav(None, "apps"));
+            let page = member.page("Applications", nav(None, "apps", member.can_publish()));
             Ok(page.respond(StatusCode::OK, views::applications(&org.name, &rows)))
         }
         .await,
@@ -257,7 +268,19 @@ async fn with_app<T: Send + 'static>(
     found.ok_or_else(|| Refusal::Page(not_found("no such application in your organization")))
 }
 
-async fn overview(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+/// What a redirect to the overview tells it to say.
+#[derive(Deserialize)]
+struct OverviewQuery {
+    published: Option<u64>,
+    resumed: Option<u8>,
+}
+
+async fn overview(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    query: Result<axum::extract::Query<OverviewQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
     answer(
         async {
             let member = member(&state, &headers).await?;
@@ -268,8 +291,16 @@ async fn overview(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id):
                 Ok((app, convergence, versions, activity))
             })
             .await?;
-            let page = member.page(app.application_id.clone(), nav(Some(&id), "overview"));
-            Ok(page.respond(StatusCode::OK, views::overview(&app, &convergence, &versions, &activity)))
+            let page = member.page(app.application_id.clone(), nav(Some(&id), "overview", member.can_publish()));
+            let notice = match query.ok().map(|q| q.0) {
+                Some(OverviewQuery { published: Some(n), .. }) => Some(format!("Published version {n}.")),
+                Some(OverviewQuery { resumed: Some(_), .. }) => Some("Resumed.".to_owned()),
+                _ => None,
+            };
+            let resume = (app.status == super::store::Status::Paused && member.can_publish())
+                .then(|| publish::resume_form(&id, &member));
+            let content = views::overview(&app, &convergence, &versions, &activity, notice.as_deref(), resume);
+            Ok(page.respond(StatusCode::OK, content))
         }
         .await,
     )
@@ -290,7 +321,7 @@ async fn executions(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id
         async {
             let member = member(&state, &headers).await?;
             let live = projection_of(&state, &member, id.clone()).await?;
-            let page = member.page(format!("{id}: executions"), nav(Some(&id), "executions"));
+            let page = member.page(format!("{id}: executions"), nav(Some(&id), "executions", member.can_publish()));
             Ok(page.respond(StatusCode::OK, views::executions_page(&id, live)))
         }
         .await,

@@ -68,9 +68,17 @@ pub(super) fn applications(organization: &str, rows: &[(Application, Verdict)]) 
     }
 }
 
-pub(super) fn overview(app: &Application, v: &Verdict, versions: &[PolicyVersion], activity: &[Activity]) -> Markup {
+pub(super) fn overview(
+    app: &Application,
+    v: &Verdict,
+    versions: &[PolicyVersion],
+    activity: &[Activity],
+    notice: Option<&str>,
+    resume: Option<Markup>,
+) -> Markup {
     let active = versions.iter().find(|p| p.version == app.active_pointer_version);
     html! {
+        @if let Some(notice) = notice { p.notice role="status" #notice { (notice) } }
         dl.facts {
             dt { "Status" } dd #status { (state(app.status.as_str())) }
             @if let Some(reason) = &app.pause_reason {
@@ -86,6 +94,7 @@ pub(super) fn overview(app: &Application, v: &Verdict, versions: &[PolicyVersion
             dt { "Application UID" } dd.digest { (app.application_uid) }
             @if app.settled { dt { "Settled" } dd { "yes: its once execution ran" } }
         }
+        @if let Some(form) = resume { h2 { "Resume" } (form) }
         p { a href={ "/console/apps/" (app.application_id) "/executions" } { "Executions, live" } }
         h2 { "Recent activity" }
         @if activity.is_empty() {

@@ -47,43 +47,50 @@ pub(super) async fn resume(
             let body = read_body(body).await?;
             let request: ResumeRequest =
                 serde_json::from_slice(&body).map_err(|e| Rejection::InvalidRequestBody(BodyProblem::ResumeBody(e)))?;
-            let reason = request.reason.trim().to_owned();
-            if reason.is_empty() || reason.chars().count() > REASON_MAX_CHARS {
-                return Err(Rejection::InvalidRequestBody(BodyProblem::ResumeReason).into());
-            }
-            if !caller.role.can_publish() {
-                return Err(Rejection::Forbidden(Denied::Resume).into());
-            }
             let state = state.clone();
-            let app = blocking(move || {
-                let mut tx = state.store.write()?;
-                let mut app = tx
-                    .application(caller.organization.id, &id)?
-                    .ok_or_else(|| Rejection::application_not_found(&id))?;
-                if app.status != Status::Paused {
-                    return Err(Rejection::NotPaused { application_id: id, status: app.status.as_str() }.into());
-                }
-                app.status = Status::Active;
-                app.pause_reason = None;
-                tx.update_application(&app)?;
-                tx.record_activity(
-                    app.key,
-                    &Activity {
-                        at: now(),
-                        actor: caller.actor(),
-                        action: "application_resumed".to_owned(),
-                        policy_version: Some(app.active_pointer_version),
-                        status: Some(app.status.as_str().to_owned()),
-                        reason: Some(reason),
-                    },
-                )?;
-                tx.commit()?;
-                state.scheduler.wake();
-                Ok(app)
-            })
-            .await?;
+            let app = blocking(move || resume_application(&state, &caller, &id, &request.reason)).await?;
             Ok(json_response(200, &ApplicationView::from(app)))
         }
         .await,
     )
+}
+
+/// Lifts an application's pause with a reason (trimmed, 1-500 characters), recorded in
+/// activity; a developer or more. The API's `resume` and the console's share it. Blocking:
+/// one write transaction.
+pub(crate) fn resume_application(
+    state: &crate::service::State,
+    caller: &crate::service::store::Caller,
+    id: &str,
+    reason: &str,
+) -> Result<crate::service::store::Application, crate::service::publish::ApiError> {
+    let reason = reason.trim().to_owned();
+    if reason.is_empty() || reason.chars().count() > REASON_MAX_CHARS {
+        return Err(Rejection::InvalidRequestBody(BodyProblem::ResumeReason).into());
+    }
+    if !caller.role.can_publish() {
+        return Err(Rejection::Forbidden(Denied::Resume).into());
+    }
+    let mut tx = state.store.write()?;
+    let mut app = tx.application(caller.organization.id, id)?.ok_or_else(|| Rejection::application_not_found(id))?;
+    if app.status != Status::Paused {
+        return Err(Rejection::NotPaused { application_id: id.to_owned(), status: app.status.as_str() }.into());
+    }
+    app.status = Status::Active;
+    app.pause_reason = None;
+    tx.update_application(&app)?;
+    tx.record_activity(
+        app.key,
+        &Activity {
+            at: now(),
+            actor: caller.actor(),
+            action: "application_resumed".to_owned(),
+            policy_version: Some(app.active_pointer_version),
+            status: Some(app.status.as_str().to_owned()),
+            reason: Some(reason),
+        },
+    )?;
+    tx.commit()?;
+    state.scheduler.wake();
+    Ok(app)
 }

@@ -1,0 +1,333 @@
+//! Publishing from the console, as `svc policy publish` does, in two steps: a **preview** (the
+//! publication's dry run, fenced on the active version read then: what would commit, its
+//! version, status and digests, its warnings), then **confirm** with that same fence. A
+//! manifest the layers refuse comes back with every diagnostic at its line; a fence another
+//! publication moved shows the conflict and offers a fresh review. Publishing may pause the
+//! application (with a reason); the overview resumes it. A viewer sees no form and is refused
+//! if it posts anyway, as by the API.
+
+use std::borrow::Cow;
+
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, Path, State as Extract};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use svc_web::page::{see_other, state};
+use svc_web::{Markup, html, session};
+
+use super::{Member, Refusal, Shared, answer, error_page, member, nav, with_app};
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::service::publish::{self, ApiError, MAX_REASON_CHARS, PublishRequest, PublishResponse};
+
+/// The publish form's fields.
+#[derive(Deserialize)]
+pub(super) struct PublishForm {
+    csrf: String,
+    #[serde(default)]
+    manifest: String,
+    /// `preview` or `confirm`.
+    action: String,
+    /// The active version the preview was fenced on (confirm only).
+    #[serde(default)]
+    expected: Option<u64>,
+    /// `on` when the publication pauses the application.
+    #[serde(default)]
+    pause: Option<String>,
+    #[serde(default)]
+    reason: String,
+}
+
+/// What the form shows again after a refusal or a conflict.
+struct Draft<'a> {
+    manifest: &'a str,
+    pause: bool,
+    reason: &'a str,
+}
+
+/// Whether a state-changing form comes from this session's own pages (CSRF and `Origin`).
+pub(super) fn forged(headers: &HeaderMap, member: &Member, csrf: &str) -> Option<Response> {
+    (!session::same_origin(headers) || !session::csrf_ok(&member.token, csrf)).then(|| {
+        error_page(
+            StatusCode::FORBIDDEN,
+            "this form was sent from another site, or from a page of an earlier session: reload the page and try again",
+        )
+    })
+}
+
+pub(super) async fn form(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    answer(
+        async {
+            let member = member(&state, &headers).await?;
+            let app = with_app(&state, &member, id.clone(), |_, app| Ok(app)).await?;
+            let page = member.page(format!("{id}: publish"), nav(Some(&id), "publish", member.can_publish()));
+            if !member.can_publish() {
+                return Ok(page.respond(StatusCode::OK, viewer_notice(&member)));
+            }
+            let draft = Draft { manifest: "", pause: false, reason: "" };
+            let content = html! {
+                p.muted { "Active version now: " (active_label(app.active_pointer_version)) "." }
+                (editor(&id, &member, &draft))
+            };
+            Ok(page.respond(StatusCode::OK, content))
+        }
+        .await,
+    )
+}
+
+fn viewer_notice(member: &Member) -> Markup {
+    html! {
+        p.notice role="status" {
+            "A " (member.caller.role.as_str()) " token cannot publish; ask for a developer token."
+        }
+    }
+}
+
+fn active_label(version: u64) -> String {
+    if version == 0 { "none".to_owned() } else { format!("version {version}") }
+}
+
+pub(super) async fn submit(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<PublishForm>, FormRejection>,
+) -> Response {
+    answer(
+        async {
+            let member = member(&state, &headers).await?;
+            let Ok(Form(form)) = form else {
+                return Ok(error_page(StatusCode::BAD_REQUEST, "the form arrived incomplete: reload the page"));
+            };
+            if let Some(refusal) = forged(&headers, &member, &form.csrf) {
+                return Ok(refusal);
+            }
+            let page = member.page(format!("{id}: publish"), nav(Some(&id), "publish", member.can_publish()));
+            if !member.can_publish() {
+                return Ok(page.respond(StatusCode::FORBIDDEN, viewer_notice(&member)));
+            }
+            // Browsers send a form's line breaks as CRLF; the manifest is read as written.
+            let manifest = form.manifest.replace("\r\n", "\n");
+            let draft = Draft { manifest: &manifest, pause: form.pause.as_deref() == Some("on"), reason: &form.reason };
+            let pause_reason = match (draft.pause, form.reason.trim()) {
+                (false, _) => None,
+                (true, r) if !r.is_empty() && r.chars().count() <= MAX_REASON_CHARS => Some(r.to_owned()),
+                (true, _) => {
+                    let problem = format!("a pause needs a reason of 1 to {MAX_REASON_CHARS} characters");
+                    return Ok(page.respond(StatusCode::BAD_REQUEST, refused(&id, &member, &draft, &problem, &[])));
+                }
+            };
+            let confirm = form.action == "confirm";
+            let expected = match (confirm, form.expected) {
+                (true, Some(n)) => n,
+                // The preview is fenced on the active version it reads now.
+                _ => with_app(&state, &member, id.clone(), |_, app| Ok(app.active_pointer_version)).await?,
+            };
+            let request = PublishRequest {
+                manifest: Cow::Owned(manifest.clone()),
+                dry_run: !confirm,
+                pause_reason,
+                expected_active_pointer_version: Some(expected),
+            };
+            let outcome = run(&state, &member, &id, request).await?;
+            Ok(match outcome {
+                Ok(done) if confirm => see_other(&format!("/console/apps/{id}?published={}", done.policy_version)),
+                Ok(preview) => page.respond(StatusCode::OK, preview_view(&id, &member, &draft, &preview, expected)),
+                Err(e) if e.code == "active_pointer_version_conflict" => {
+                    page.respond(StatusCode::CONFLICT, refused(&id, &member, &draft, &e.message, &[]))
+                }
+                Err(e) => {
+                    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+                    let diagnostics = e.diagnostics.unwrap_or_default();
+                    page.respond(status, refused(&id, &member, &draft, &e.message, &diagnostics))
+                }
+            })
+        }
+        .await,
+    )
+}
+
+/// Runs the publication (layers 1-2 off the runtime, then the grouped write); a refusal is
+/// the inner error, a failure of the service the outer one.
+async fn run(
+    state: &Shared,
+    member: &Member,
+    id: &str,
+    request: PublishRequest<'static>,
+) -> Result<Result<PublishResponse, ApiError>, Refusal> {
+    let (prep_state, caller, app_id) = (state.clone(), member.caller.clone(), id.to_owned());
+    let prepared = tokio::task::spawn_blocking(move || publish::prepare(&prep_state, &caller, &app_id, &request))
+        .await
+        .map_err(|e| Refusal::from(ApiError::internal(format!("a console publication failed: {e}"))))?;
+    let result = match prepared {
+        Ok(prepared) => publish::publish(state, prepared).await.map(|(_, response)| response),
+        Err(e) => Err(e),
+    };
+    match result {
+        Err(e) if e.status == 500 => Err(Refusal::from(e)),
+        other => Ok(other),
+    }
+}
+
+/// The form, with the manifest as it was and a file picker that fills it.
+fn editor(id: &str, member: &Member, draft: &Draft<'_>) -> Markup {
+    html! {
+        form.stack.wide method="post" action={ "/console/apps/" (id) "/publish" } {
+            input type="hidden" name="csrf" value=(session::csrf(&member.token));
+            label for="manifest" { "Manifest (YAML or JSON)" }
+            textarea #manifest name="manifest" rows="18" spellcheck="false" required { (draft.manifest) }
+            label for="manifest-file" { "Or read it from a file" }
+            input #manifest-file type="file" accept=".yaml,.yml,.json" data-file-into="manifest";
+            div.check {
+                @if draft.pause {
+                    input #pause type="checkbox" name="pause" value="on" checked;
+                } @else {
+                    input #pause type="checkbox" name="pause" value="on";
+                }
+                label for="pause" { "Pause the application once published" }
+            }
+            label for="reason" { "Pause reason (1 to 500 characters)" }
+            input #reason type="text" name="reason" maxlength="500" value=(draft.reason);
+            button #preview type="submit" name="action" value="preview" { "Preview" }
+        }
+    }
+}
+
+/// A refused manifest (every diagnostic at its line), a conflict, or a bad pause: the message,
+/// then the form again with what was sent.
+fn refused(id: &str, member: &Member, draft: &Draft<'_>, message: &str, diagnostics: &[Diagnostic]) -> Markup {
+    html! {
+        p.notice.error role="alert" #publish-problem { (message) }
+        @if !diagnostics.is_empty() { (diagnostics_table(draft.manifest, diagnostics)) }
+        (editor(id, member, draft))
+    }
+}
+
+fn diagnostics_table(text: &str, diagnostics: &[Diagnostic]) -> Markup {
+    let lines: Vec<&str> = text.lines().collect();
+    html! {
+        div.table-wrap {
+            table #diagnostics {
+                caption.muted { "What the validator found, at its line" }
+                thead { tr { th scope="col" { "Line" } th scope="col" { "Where" } th scope="col" { "Problem" } } }
+                tbody {
+                    @for d in diagnostics {
+                        tr {
+                            td {
+                                @if let Some(line) = d.line {
+                                    (line) @if let Some(column) = d.column { ":" (column) }
+                                }
+                            }
+                            td { code { (d.pointer) } }
+                            td {
+                                (state(d.severity.as_str())) " " (d.message) " (" code { (d.code.as_str()) } ")"
+                                @if let Some(source) = d.line.and_then(|l| lines.get((l as usize).saturating_sub(1))) {
+                                    pre.source { (source) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What the dry run would commit, and the form that commits it on the same fence.
+fn preview_view(id: &str, member: &Member, draft: &Draft<'_>, p: &PublishResponse, fence: u64) -> Markup {
+    let warnings: Vec<&Diagnostic> = p.diagnostics.iter().filter(|d| d.severity == Severity::Warning).collect();
+    html! {
+        p.notice role="status" #preview-summary {
+            "Nothing is committed yet. Publishing would make version " strong { (p.policy_version) }
+            " active, with the application " strong { (p.status) } "."
+        }
+        dl.facts {
+            dt { "Version" } dd #preview-version { (p.policy_version) }
+            dt { "Status after" } dd { (state(p.status)) }
+            dt { "Fenced on" } dd #preview-fence { (active_label(fence)) " (the active version now; publishing checks it still is)" }
+            dt { "Policy digest" } dd.digest { (p.policy_digest) }
+            dt { "Authored digest" } dd.digest { (p.authored_digest) }
+            dt { "Warnings" } dd { (warnings.len()) }
+        }
+        @if !warnings.is_empty() {
+            (diagnostics_table(draft.manifest, &p.diagnostics))
+        }
+        form method="post" action={ "/console/apps/" (id) "/publish" } {
+            input type="hidden" name="csrf" value=(session::csrf(&member.token));
+            input type="hidden" name="manifest" value=(draft.manifest);
+            input type="hidden" name="expected" value=(fence);
+            @if draft.pause {
+                input type="hidden" name="pause" value="on";
+                input type="hidden" name="reason" value=(draft.reason);
+            }
+            button #confirm type="submit" name="action" value="confirm" { "Publish version " (p.policy_version) }
+        }
+        p { a href={ "/console/apps/" (id) "/publish" } { "Start over" } }
+    }
+}
+
+/// The resume form's fields.
+#[derive(Deserialize)]
+pub(super) struct ResumeForm {
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+pub(super) async fn resume(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<ResumeForm>, FormRejection>,
+) -> Response {
+    answer(
+        async {
+            let member = member(&state, &headers).await?;
+            let Ok(Form(form)) = form else {
+                return Ok(error_page(StatusCode::BAD_REQUEST, "the form arrived incomplete: reload the page"));
+            };
+            if let Some(refusal) = forged(&headers, &member, &form.csrf) {
+                return Ok(refusal);
+            }
+            let (resume_state, caller, app_id) = (state.clone(), member.caller.clone(), id.clone());
+            let done = tokio::task::spawn_blocking(move || {
+                crate::service::http::applications::resume_application(&resume_state, &caller, &app_id, &form.reason)
+            })
+            .await
+            .map_err(|e| Refusal::from(ApiError::internal(format!("a console resume failed: {e}"))))?;
+            match done {
+                Ok(_) => Ok(see_other(&format!("/console/apps/{id}?resumed=1"))),
+                Err(e) if e.status == 500 => Err(Refusal::from(e)),
+                Err(e) => Ok(error_page(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), &e.message)),
+            }
+        }
+        .await,
+    )
+}
+
+/// The resume form the overview shows for a paused application (a developer or more).
+pub(super) fn resume_form(id: &str, member: &Member) -> Markup {
+    html! {
+        form.stack method="post" action={ "/console/apps/" (id) "/resume" } {
+            input type="hidden" name="csrf" value=(session::csrf(&member.token));
+            label for="resume-reason" { "Why resume (1 to 500 characters)" }
+            input #resume-reason type="text" name="reason" maxlength="500" required;
+            button #resume type="submit" { "Resume" }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_diagnostic_shows_its_line() {
+        let text = "schema: svc.application-manifest\nschemaVersion: 5\nbogus: 1\n";
+        let report = crate::validate(text.as_bytes());
+        assert!(!report.is_valid());
+        let html = diagnostics_table(text, &report.diagnostics).into_string();
+        assert!(html.contains("<pre class=\"source\">bogus: 1</pre>"), "{html}");
+        assert!(html.contains("<code>/bogus</code>"), "{html}");
+    }
+}
