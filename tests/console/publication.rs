@@ -43,10 +43,10 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     browser.goto(&format!("{base}/console/"));
     assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());
     browser.type_into("#token", "svc_not_a_member");
-    browser.click("button[type=submit]");
+    browser.click_and_wait("button[type=submit]");
     assert!(browser.text("#sign-in-problem").contains("no member has this token"), "{}", browser.source());
     browser.type_into("#token", &developer);
-    browser.click("button[type=submit]");
+    browser.click_and_wait("button[type=submit]");
     assert!(browser.url().ends_with("/console/apps"), "{}", browser.url());
     let list = browser.text("main");
     assert!(list.contains("web") && list.contains("disabled") && list.contains("idle"), "{list}");
@@ -56,7 +56,7 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     assert_eq!(source.matches("<script").count(), 1, "one script, the console's file: {source}");
 
     // The overview, through the list's link.
-    browser.click("a[href='/console/apps/web']");
+    browser.click_and_wait("a[href='/console/apps/web']");
     assert!(browser.text("#status").contains("disabled"));
     assert!(browser.text("#convergence").contains("idle"));
 
@@ -79,7 +79,7 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     browser.screenshot("publication-executions");
 
     // Signing out ends the session: the console asks to sign in again.
-    browser.click("header form button");
+    browser.click_and_wait("header form button");
     assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());
     browser.goto(&format!("{base}/console/apps"));
     assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());
@@ -157,7 +157,7 @@ fn svc_web_csrf(token: &str) -> String {
 fn sign_in(browser: &Browser, base: &str, token: &str) {
     browser.goto(&format!("{base}/console/sign-in"));
     browser.type_into("#token", token);
-    browser.click("button[type=submit]");
+    browser.click_and_wait("button[type=submit]");
     assert!(browser.url().ends_with("/console/apps"), "{}", browser.url());
 }
 
@@ -203,7 +203,7 @@ fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fre
     // A manifest with a mistake: every diagnostic at its line, the text kept.
     browser.goto(&format!("{base}/console/apps/web/publish"));
     browser.type_into("#manifest", "schema: svc.application-manifest\nschemaVersion: 5\nbogus: 1\n");
-    browser.click("#preview");
+    browser.click_and_wait("#preview");
     let problems = browser.text("#diagnostics");
     assert!(problems.contains("bogus: 1") && problems.contains("/bogus"), "{problems}");
     assert!(browser.text("#manifest").is_empty() || browser.source().contains("bogus: 1"), "the text is kept");
@@ -211,7 +211,7 @@ fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fre
     // A valid one: the preview says what would commit, fenced on the active version (none).
     browser.clear("#manifest");
     browser.type_into("#manifest", HELD_YAML);
-    browser.click("#preview");
+    browser.click_and_wait("#preview");
     assert_eq!(browser.text("#preview-version"), "1");
     assert!(browser.text("#preview-fence").contains("none"), "{}", browser.text("#preview-fence"));
     browser.screenshot("publication-preview");
@@ -221,34 +221,47 @@ fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fre
     browser.new_tab();
     browser.goto(&format!("{base}/console/apps/web/publish"));
     browser.type_into("#manifest", HELD_YAML);
-    browser.click("#preview");
-    browser.click("#confirm");
+    browser.click_and_wait("#preview");
+    browser.click_and_wait("#confirm");
     assert!(browser.url().contains("/console/apps/web?published=1"), "{}", browser.url());
     assert!(browser.text("#notice").contains("Published version 1"));
 
     // ...so the first tab's confirm meets a moved fence: the conflict, and a fresh review.
     browser.switch_to(&first);
-    browser.click("#confirm");
+    browser.click_and_wait("#confirm");
     let conflict = browser.text("#publish-problem");
     assert!(conflict.contains("review it again") && conflict.contains("now 1"), "{conflict}");
+    browser.clear("#manifest");
+    browser.type_into("#manifest", &HELD_YAML.replace("duration: 1h", "duration: 2h"));
     browser.click("#pause");
     browser.type_into("#reason", "db migration");
-    browser.click("#preview");
+    browser.click_and_wait("#preview");
     assert_eq!(browser.text("#preview-version"), "2");
     assert!(browser.text("#preview-fence").contains("version 1"));
     assert!(browser.text("#preview-summary").contains("paused"), "{}", browser.text("#preview-summary"));
-    browser.click("#confirm");
+    browser.click_and_wait("#confirm");
     assert!(browser.text("#status").contains("paused"));
     assert!(browser.text("main").contains("db migration"), "the pause reason is shown");
 
     // Resume, with a reason.
     browser.type_into("#resume-reason", "migration done");
-    browser.click("#resume");
+    browser.click_and_wait("#resume");
     assert!(browser.text("#notice").contains("Resumed"));
     assert!(browser.text("#status").contains("active"));
 
+    // The versions, and what changed between them, field by field.
+    browser.goto(&format!("{base}/console/apps/web/versions"));
+    assert!(browser.text("#versions").contains("active"));
+    browser.click_and_wait("#compare");
+    assert!(browser.text("#diff-title").contains("1 field differ"), "{}", browser.text("#diff-title"));
+    let changed = browser.text("#diff");
+    assert!(changed.contains("/deployment/schedule/duration") && changed.contains("\"2h\""), "{changed}");
+    browser.screenshot("publication-versions");
+    browser.goto(&format!("{base}/console/apps/web/versions/2"));
+    assert!(browser.text("#authored").contains("\"2h\""), "{}", browser.text("#authored"));
+
     // A viewer: no Publish link, no form, and a post is refused.
-    browser.click("header form button");
+    browser.click_and_wait("header form button");
     sign_in(&browser, &base, &viewer);
     browser.goto(&format!("{base}/console/apps/web"));
     assert!(browser.find("nav a[href='/console/apps/web/publish']").is_none(), "no Publish link for a viewer");

@@ -149,10 +149,15 @@ impl Browser {
         self.find(css).unwrap_or_else(|| panic!("no element {css} on {}:\n{}", self.url(), self.source()))
     }
 
-    /// The visible text of the first element `css` finds.
+    /// The visible text of the first element `css` finds, read in one step in the page (a
+    /// region the console refreshes may be replaced between a find and a read).
     pub(crate) fn text(&self, css: &str) -> String {
-        let id = self.element(css);
-        self.session_command("GET", &format!("/element/{id}/text"), None).as_str().unwrap_or_default().to_owned()
+        let script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;";
+        let value = self.session_command("POST", "/execute/sync", Some(json!({"script": script, "args": [css]})));
+        match value.as_str() {
+            Some(text) => text.to_owned(),
+            None => panic!("no element {css} on {}:\n{}", self.url(), self.source()),
+        }
     }
 
     /// Types `text` into the first element `css` finds.
@@ -191,6 +196,16 @@ impl Browser {
     pub(crate) fn click(&self, css: &str) {
         let id = self.element(css);
         self.session_command("POST", &format!("/element/{id}/click"), Some(json!({})));
+    }
+
+    /// Clicks what `css` finds and waits (at most 15 s) until the page it leads to has loaded:
+    /// a click on a submit button or a link returns before the next page is there.
+    pub(crate) fn click_and_wait(&self, css: &str) {
+        self.execute("window.svcTestOldPage = true;");
+        self.click(css);
+        self.wait_until("the next page", Duration::from_secs(15), |b| {
+            b.execute("return window.svcTestOldPage !== true && document.readyState === 'complete';") == json!(true)
+        });
     }
 
     /// Runs a script in the page (WebDriver's own channel: the page's CSP does not apply).

@@ -4,7 +4,9 @@
 //! checks of `svc-web`. It reads the store as the API does, with the same roles: the console
 //! is another client of the same rules, not a second set of them.
 
+mod diff;
 mod publish;
+mod versions;
 mod views;
 
 use std::sync::Arc;
@@ -40,6 +42,8 @@ pub(crate) fn router() -> Router<Shared> {
         .route("/apps/{id}/executions", get(executions))
         .route("/apps/{id}/executions/live", get(executions_live))
         .route("/apps/{id}/publish", get(publish::form).post(publish::submit))
+        .route("/apps/{id}/versions", get(versions::list))
+        .route("/apps/{id}/versions/{n}", get(versions::show))
         .route("/apps/{id}/resume", post(publish::resume))
         .route("/assets/{name}", get(svc_web::assets::serve))
         .fallback(|| async { not_found("no such page") })
@@ -143,6 +147,7 @@ fn nav(app: Option<&str>, current: &str, can_publish: bool) -> Vec<Nav> {
     if let Some(id) = app {
         links.push(Nav::new(format!("/console/apps/{id}"), "Overview", current == "overview"));
         links.push(Nav::new(format!("/console/apps/{id}/executions"), "Executions", current == "executions"));
+        links.push(Nav::new(format!("/console/apps/{id}/versions"), "Versions", current == "versions"));
         if can_publish {
             links.push(Nav::new(format!("/console/apps/{id}/publish"), "Publish", current == "publish"));
         }
