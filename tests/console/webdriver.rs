@@ -63,6 +63,21 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>) -> Resp
     parse_response(&raw)
 }
 
+/// axe-core's script, from `tests/console/axe` (`npm ci` there the first time: `.ci/run` does).
+fn axe_source() -> String {
+    let dir = svc_e2e::workspace().join("tests/console/axe");
+    let script = dir.join("node_modules/axe-core/axe.min.js");
+    if !script.is_file() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--silent", "--prefix"])
+            .arg(&dir)
+            .status()
+            .expect("npm runs (axe-core audits the console's pages)");
+        assert!(status.success(), "npm ci --prefix {} failed", dir.display());
+    }
+    std::fs::read_to_string(&script).unwrap_or_else(|e| panic!("{}: {e}", script.display()))
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
@@ -211,6 +226,35 @@ impl Browser {
     /// Runs a script in the page (WebDriver's own channel: the page's CSP does not apply).
     pub(crate) fn execute(&self, script: &str) -> Value {
         self.session_command("POST", "/execute/sync", Some(json!({"script": script, "args": []})))
+    }
+
+    /// What keeps the page from being usable by everyone: axe-core's serious and critical
+    /// violations (injected from `tests/console/axe`, installed with `npm ci` on first use),
+    /// and, at 360 px wide, content wider than the screen. Empty when none.
+    pub(crate) fn accessibility_problems(&self) -> Vec<String> {
+        let axe = axe_source();
+        self.session_command("POST", "/execute/sync", Some(json!({"script": axe, "args": []})));
+        let run = "const done = arguments[arguments.length - 1];
+            axe.run(document, {resultTypes: ['violations']}).then(
+              (r) => done(r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
+                nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 3)}))),
+              (e) => done([{id: 'axe-failed', impact: 'critical', help: String(e), nodes: []}]));";
+        let violations = self.session_command("POST", "/execute/async", Some(json!({"script": run, "args": []})));
+        let mut problems: Vec<String> = violations
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+            .map(|v| format!("{} ({}): {} at {}", v["id"], v["impact"], v["help"], v["nodes"]))
+            .collect();
+        let narrow = json!({"width": 360, "height": 800});
+        self.session_command("POST", "/window/rect", Some(narrow));
+        let overflow = self.execute("return document.documentElement.scrollWidth - window.innerWidth;");
+        if overflow.as_i64().unwrap_or(0) > 0 {
+            problems.push(format!("at 360 px the page is {overflow} px wider than the screen"));
+        }
+        self.session_command("POST", "/window/rect", Some(json!({"width": 1280, "height": 900})));
+        problems
     }
 
     /// Waits (at most `limit`) until `done` holds; panics naming `what` otherwise.

@@ -316,8 +316,11 @@ fn executions_page_newest_first_without_duplicates_and_bad_queries_are_refused()
     m["deployment"]["schedule"]["duration"] = json!("200ms");
     m["deployment"]["spend"]["rate"] = json!({"amount": "100000000", "window": "30d"});
     launch(&w, "tick", &digest, &m);
-    let enough = wait_for(&w, &schema, "tick", "at 7 executions", WAIT, |a| {
-        a["recent"].as_array().is_some_and(|r| r.iter().filter(|e| e["state"] == "completed").count() >= 7)
+    // Ended, however (a job slower than its 200 ms window on a loaded machine is stopped at
+    // the window's end instead of completing: seen in CI with other tests running).
+    let enough = wait_for(&w, &schema, "tick", "at 7 ended executions", WAIT, |a| {
+        let ended = |e: &&Value| matches!(e["state"].as_str(), Some("completed" | "stopped" | "failed"));
+        a["recent"].as_array().is_some_and(|r| r.iter().filter(ended).count() >= 7)
     });
     assert_eq!(enough["desired"]["execution"], "interval");
 

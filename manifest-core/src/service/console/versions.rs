@@ -165,9 +165,10 @@ pub(super) async fn show(
                     dt { "Published by" } dd { (v.published_by) }
                 }
                 h2 { "Effective policy" }
-                pre.document #policy { (pretty(&v.policy)) }
+                // Scrollable: focusable, so a keyboard can scroll it (axe: scrollable-region-focusable).
+                pre.document #policy tabindex="0" aria-label="Effective policy" { (pretty(&v.policy)) }
                 h2 { "Authored manifest" }
-                pre.document #authored { (pretty(&v.authored)) }
+                pre.document #authored tabindex="0" aria-label="Authored manifest" { (pretty(&v.authored)) }
             };
             Ok(page.respond(StatusCode::OK, content))
         }
