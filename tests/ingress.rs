@@ -8,6 +8,7 @@ mod ingress {
     mod catalog;
     mod client;
     mod confinement;
+    mod console;
     mod demo;
     mod deploy;
     mod deploy_refusals;

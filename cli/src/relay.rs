@@ -42,6 +42,10 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
                 "svc relay: gateway public {} tunnel {} metrics http://{}/metrics",
                 started.gateway.public, started.gateway.tunnel, started.gateway.admin
             ));
+            crate::output::say(&format!(
+                "svc relay: console {scheme}://{}/console/ (sign in with a customer token)",
+                started.api
+            ));
             crate::output::say(&format!("ready {scheme}://{}", started.api));
         },
         shutdown_signal(),

@@ -10,13 +10,6 @@ use svc_e2e::service::{Server, TempDir, accept_build, http, token};
 
 use super::webdriver::Browser;
 
-/// Asserts the page in `browser` has no serious or critical accessibility violation and
-/// reads at 360 px wide (issue 18, point 5).
-fn assert_accessible(browser: &Browser, page: &str) {
-    let problems = browser.accessibility_problems();
-    assert!(problems.is_empty(), "{page}: {problems:#?}");
-}
-
 /// A V5 manifest that publishes (build evidence accepted) and is held: the organization has
 /// no spend authority, so its executions are `blocked` and no job runs.
 fn held_manifest(app: &str) -> Value {
@@ -52,11 +45,11 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     browser.type_into("#token", "svc_not_a_member");
     browser.click_and_wait("button[type=submit]");
     assert!(browser.text("#sign-in-problem").contains("no member has this token"), "{}", browser.source());
-    assert_accessible(&browser, "sign-in, refused");
+    browser.assert_accessible("sign-in, refused");
     browser.type_into("#token", &developer);
     browser.click_and_wait("button[type=submit]");
     assert!(browser.url().ends_with("/console/apps"), "{}", browser.url());
-    assert_accessible(&browser, "applications");
+    browser.assert_accessible("applications");
     let list = browser.text("main");
     assert!(list.contains("web") && list.contains("disabled") && list.contains("idle"), "{list}");
     // The token stays out of the page's reach (HttpOnly), and no script is inline.
@@ -68,7 +61,7 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     browser.click_and_wait("a[href='/console/apps/web']");
     assert!(browser.text("#status").contains("disabled"));
     assert!(browser.text("#convergence").contains("idle"));
-    assert_accessible(&browser, "overview");
+    browser.assert_accessible("overview");
 
     // Executions: the region updates in place when a version is published elsewhere.
     browser.goto(&format!("{base}/console/apps/web/executions"));
@@ -87,7 +80,7 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     assert!(browser.text("#verdict").contains("spend_authority_missing"), "{}", browser.text("#verdict"));
     assert_eq!(browser.execute("return window.stillTheSamePage === true;"), json!(true), "no reload happened");
     browser.screenshot("publication-executions");
-    assert_accessible(&browser, "executions");
+    browser.assert_accessible("executions");
 
     // Signing out ends the session: the console asks to sign in again.
     browser.click_and_wait("header form button");
@@ -218,7 +211,7 @@ fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fre
     let problems = browser.text("#diagnostics");
     assert!(problems.contains("bogus: 1") && problems.contains("/bogus"), "{problems}");
     assert!(browser.text("#manifest").is_empty() || browser.source().contains("bogus: 1"), "the text is kept");
-    assert_accessible(&browser, "publish, refused");
+    browser.assert_accessible("publish, refused");
 
     // A valid one: the preview says what would commit, fenced on the active version (none).
     browser.clear("#manifest");
@@ -227,7 +220,7 @@ fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fre
     assert_eq!(browser.text("#preview-version"), "1");
     assert!(browser.text("#preview-fence").contains("none"), "{}", browser.text("#preview-fence"));
     browser.screenshot("publication-preview");
-    assert_accessible(&browser, "publish preview");
+    browser.assert_accessible("publish preview");
     let first = browser.tab();
 
     // A second tab publishes first...
@@ -255,7 +248,7 @@ fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fre
     browser.click_and_wait("#confirm");
     assert!(browser.text("#status").contains("paused"));
     assert!(browser.text("main").contains("db migration"), "the pause reason is shown");
-    assert_accessible(&browser, "overview, paused, with its resume form");
+    browser.assert_accessible("overview, paused, with its resume form");
 
     // Resume, with a reason.
     browser.type_into("#resume-reason", "migration done");
@@ -271,10 +264,10 @@ fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fre
     let changed = browser.text("#diff");
     assert!(changed.contains("/deployment/schedule/duration") && changed.contains("\"2h\""), "{changed}");
     browser.screenshot("publication-versions");
-    assert_accessible(&browser, "versions and a diff");
+    browser.assert_accessible("versions and a diff");
     browser.goto(&format!("{base}/console/apps/web/versions/2"));
     assert!(browser.text("#authored").contains("\"2h\""), "{}", browser.text("#authored"));
-    assert_accessible(&browser, "a version");
+    browser.assert_accessible("a version");
 
     // A viewer: no Publish link, no form, and a post is refused.
     browser.click_and_wait("header form button");

@@ -4,6 +4,8 @@
 //! Mozilla's `webdriver` crate and the ICU segmenter stack, 300 lockfile lines, for these.)
 //! A test that fails leaves a screenshot of the page in `target/console-screenshots/`.
 
+// Included by two test binaries (`console`, and `ingress` by path); each uses part of it.
+#![allow(dead_code)]
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -255,6 +257,24 @@ impl Browser {
         }
         self.session_command("POST", "/window/rect", Some(json!({"width": 1280, "height": 900})));
         problems
+    }
+
+    /// Every request the page made (its resources, fetches included) to another origin than
+    /// its own, from the browser's resource timing. Empty when none.
+    pub(crate) fn other_origin_requests(&self) -> Vec<String> {
+        let script = "return performance.getEntriesByType('resource').map((e) => e.name)
+            .filter((url) => new URL(url).origin !== location.origin);";
+        let urls = self.execute(script);
+        urls.as_array().into_iter().flatten().filter_map(|u| u.as_str().map(str::to_owned)).collect()
+    }
+
+    /// Asserts the page asked nothing of another origin, has no serious or critical
+    /// accessibility violation, and reads at 360 px wide (issue 18, points 1, 5 and 6).
+    pub(crate) fn assert_accessible(&self, page: &str) {
+        let elsewhere = self.other_origin_requests();
+        assert!(elsewhere.is_empty(), "{page} requested another origin: {elsewhere:?}");
+        let problems = self.accessibility_problems();
+        assert!(problems.is_empty(), "{page}: {problems:#?}");
     }
 
     /// Waits (at most `limit`) until `done` holds; panics naming `what` otherwise.

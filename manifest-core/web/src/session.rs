@@ -77,6 +77,35 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
     authority == Some(host)
 }
 
+/// The answer to a sign-in form whose token names a member: to `home`, with the session
+/// cookie (`Secure` when a TLS front says the browser used https).
+pub fn signed_in(token: &str, home: &str, headers: &HeaderMap) -> axum::response::Response {
+    let secure = headers.get("x-forwarded-proto").is_some_and(|v| v == "https");
+    let mut response = crate::page::see_other(home);
+    if let Some(cookie) = sign_in_cookie(token, secure) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// Whether a sign-out form may end the session: it comes from the console's own origin with
+/// the session's CSRF token (`None`: the form had none). Without a session there is nothing
+/// to end, and it may.
+pub fn sign_out_allowed(headers: &HeaderMap, csrf: Option<&str>) -> bool {
+    match (token(headers), csrf) {
+        (None, _) => true,
+        (Some(token), Some(csrf)) => same_origin(headers) && csrf_ok(&token, csrf),
+        (Some(_), None) => false,
+    }
+}
+
+/// The answer to an allowed sign-out: to `sign_in`, with the cookie cleared.
+pub fn signed_out(sign_in: &str) -> axum::response::Response {
+    let mut response = crate::page::see_other(sign_in);
+    response.headers_mut().insert(header::SET_COOKIE, sign_out_cookie());
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

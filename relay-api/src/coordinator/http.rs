@@ -56,6 +56,16 @@ impl ApiError {
     fn internal(detail: &dyn std::fmt::Display) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", detail.to_string())
     }
+
+    /// Its status (the console answers with a page of its own).
+    pub(super) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What it says (the console shows it; never for a 500, whose detail is for the log).
+    pub(super) fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 impl From<StoreError> for ApiError {
@@ -117,6 +127,9 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/ingress/rewards/claim", post(claim))
         .route("/api/relay/health", get(super::admission::health))
         .route("/api/operators/register", post(super::admission::register))
+        .nest("/console", super::console::router())
+        // The console's own address, with its slash: `nest` serves `/console` only.
+        .route("/console/", get(|| async { svc_web::page::see_other("/console") }))
         .fallback(|| async { Rejection::NotFound(Missing::Route) })
         .with_state(engine)
 }
@@ -148,6 +161,16 @@ fn token_caller(engine: &Engine, headers: &HeaderMap, role: TokenRole) -> Result
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or(Rejection::Unauthenticated(Credentials::Missing))?;
+    caller_of_token(engine, token, role)
+}
+
+/// The caller behind a token (a bearer token, or the console's session), which must have the
+/// role `role`; a customer's organization must hold an invitation.
+pub(super) fn customer_of_token(engine: &Engine, token: &str) -> Result<Caller, ApiError> {
+    invited(caller_of_token(engine, token, TokenRole::Customer)?)
+}
+
+fn caller_of_token(engine: &Engine, token: &str, role: TokenRole) -> Result<Caller, ApiError> {
     let caller = engine
         .store()
         .caller(&wire::sha256_hex(token.trim().as_bytes()))?

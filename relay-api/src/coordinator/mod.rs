@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod api;
 pub mod catalog_content;
+mod console;
 mod engine;
 pub mod executions;
 mod files;

@@ -200,14 +200,7 @@ async fn sign_in(
     if caller.is_none() {
         return sign_in_page(StatusCode::UNAUTHORIZED, Some("no member has this token (it may have been revoked)"));
     }
-    // Secure when the console is served over TLS (the scheme the browser used is not seen
-    // here: a TLS listener is the only way to serve off loopback).
-    let secure = headers.get("x-forwarded-proto").is_some_and(|v| v == "https");
-    let mut response = see_other("/console/apps");
-    if let Some(cookie) = session::sign_in_cookie(&token, secure) {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    response
+    session::signed_in(&token, "/console/apps", &headers)
 }
 
 #[derive(Deserialize)]
@@ -216,18 +209,11 @@ struct CsrfForm {
 }
 
 async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection>) -> Response {
-    let token = session::token(&headers);
-    let valid = match (&token, form) {
-        (Some(token), Ok(Form(form))) => session::same_origin(&headers) && session::csrf_ok(token, &form.csrf),
-        (None, _) => true,
-        (Some(_), Err(_)) => false,
-    };
-    if !valid {
+    let csrf = form.ok().map(|Form(f)| f.csrf);
+    if !session::sign_out_allowed(&headers, csrf.as_deref()) {
         return error_page(StatusCode::FORBIDDEN, "this form was sent from another site, or its page is stale: reload");
     }
-    let mut response = see_other("/console/sign-in");
-    response.headers_mut().insert(header::SET_COOKIE, session::sign_out_cookie());
-    response
+    session::signed_out("/console/sign-in")
 }
 
 async fn applications(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {

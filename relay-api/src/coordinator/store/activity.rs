@@ -89,6 +89,11 @@ impl RelayStore {
         self.write(|tx| tx.append_logs(deployment_id, source, lines, now_ms()))
     }
 
+    /// The newest `limit` log lines, oldest first (the console's live view).
+    pub fn recent_logs(&self, deployment_id: &str, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
+        self.read(|tx| tx.recent_logs(deployment_id, limit))
+    }
+
     /// Log lines after `after`, at most `limit`.
     pub fn logs(&self, deployment_id: &str, after: i64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
         self.read(|tx| tx.logs(deployment_id, after, limit))

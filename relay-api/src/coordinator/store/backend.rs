@@ -228,6 +228,8 @@ pub trait ActivityRows {
     fn append_logs(&mut self, deployment_id: &str, source: &str, lines: &[String], at: i64) -> Result<(), StoreError>;
     /// Log lines after `after`, at most `limit`.
     fn logs(&mut self, deployment_id: &str, after: i64, limit: u32) -> Result<Vec<LogEntry>, StoreError>;
+    /// The newest `limit` log lines, oldest first.
+    fn recent_logs(&mut self, deployment_id: &str, limit: u32) -> Result<Vec<LogEntry>, StoreError>;
 }
 
 /// Redeploys' successors.

@@ -131,6 +131,18 @@ impl ActivityRows for SqliteTransaction<'_> {
         Ok(())
     }
 
+    fn recent_logs(&mut self, deployment_id: &str, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT seq, source, line, at FROM logs WHERE deployment_id = ?1 ORDER BY seq DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![deployment_id, limit], |r| {
+            Ok(LogEntry { seq: r.get(0)?, source: r.get(1)?, line: r.get(2)?, at: r.get(3)? })
+        })?;
+        let mut newest_first: Vec<LogEntry> = rows.collect::<Result<_, _>>()?;
+        newest_first.reverse();
+        Ok(newest_first)
+    }
+
     fn logs(&mut self, deployment_id: &str, after: i64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT seq, source, line, at FROM logs WHERE deployment_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",

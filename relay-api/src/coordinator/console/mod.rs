@@ -1,0 +1,278 @@
+//! The ingress console at `/console/` of `svc relay serve`: a customer's deployments (stopped
+//! ones too), and each deployment's state, hints with the exact DNS records to create,
+//! hostnames, validations, state timeline and live logs, for a member signed in with their
+//! customer token. Server-rendered (`views`), with the layout, assets, session cookie and CSRF
+//! checks of `svc-web`, the same as the publication console's; the data is what the relay API
+//! answers, read through the same store and rules.
+
+mod views;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use svc_web::page::{Nav, Page, SignedIn, html_response, see_other};
+use svc_web::{html, session};
+
+use super::Engine;
+use super::http::{ApiError, customer_of_token};
+use super::store::Caller;
+
+/// The console's name in every page's header.
+const PRODUCT: &str = "svc ingress console";
+
+/// Log lines the live region shows.
+const LOG_LINES: u32 = 100;
+
+/// The console's routes (nested under `/console` by the relay's router).
+pub(super) fn router() -> Router<Arc<Engine>> {
+    Router::new()
+        .route("/", get(home))
+        .route("/sign-in", get(sign_in_form).post(sign_in))
+        .route("/sign-out", post(sign_out))
+        .route("/deployments", get(deployments))
+        .route("/deployments/{project}", get(deployment))
+        .route("/deployments/{project}/logs/live", get(logs_live))
+        .route("/assets/{name}", get(svc_web::assets::serve))
+        .fallback(|| async { error_page(StatusCode::NOT_FOUND, "no such page") })
+        .layer(axum::middleware::map_response(svc_web::headers::secure))
+}
+
+/// A member signed in, and their session's token (for the CSRF token).
+struct Member {
+    caller: Caller,
+    token: String,
+}
+
+impl Member {
+    fn page(&self, title: impl Into<String>, nav: Vec<Nav>) -> Page {
+        Page {
+            product: PRODUCT.to_owned(),
+            title: title.into(),
+            nav,
+            signed_in: Some(SignedIn {
+                who: format!("organization {}", self.caller.org_name),
+                csrf: session::csrf(&self.token),
+            }),
+        }
+    }
+}
+
+/// Why a request was not answered with its view.
+enum Refusal {
+    /// Not signed in (or the token was revoked, or its organization lost its invitation).
+    SignIn,
+    /// Answered with this page instead.
+    Page(Response),
+}
+
+impl From<ApiError> for Refusal {
+    fn from(e: ApiError) -> Refusal {
+        if e.status() == StatusCode::INTERNAL_SERVER_ERROR {
+            return Refusal::Page(e.into_response());
+        }
+        Refusal::Page(error_page(e.status(), e.message()))
+    }
+}
+
+impl From<super::store::StoreError> for Refusal {
+    fn from(e: super::store::StoreError) -> Refusal {
+        Refusal::from(ApiError::from(e))
+    }
+}
+
+fn answer(result: Result<Response, Refusal>) -> Response {
+    match result {
+        Ok(r) | Err(Refusal::Page(r)) => r,
+        Err(Refusal::SignIn) => see_other("/console/sign-in"),
+    }
+}
+
+/// Store work off the async runtime.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, Refusal> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Refusal::Page(svc_http::internal_error(format!("a console task failed: {e}"))))?
+        .map_err(Refusal::from)
+}
+
+/// The member behind the session cookie, read on every request.
+async fn member(engine: &Arc<Engine>, headers: &HeaderMap) -> Result<Member, Refusal> {
+    let token = session::token(headers).ok_or(Refusal::SignIn)?;
+    let engine = engine.clone();
+    let lookup = token.clone();
+    match blocking(move || customer_of_token(&engine, &lookup)).await {
+        Ok(caller) => Ok(Member { caller, token }),
+        Err(Refusal::Page(r)) if r.status() == StatusCode::INTERNAL_SERVER_ERROR => Err(Refusal::Page(r)),
+        Err(_) => Err(Refusal::SignIn),
+    }
+}
+
+fn error_page(status: StatusCode, message: &str) -> Response {
+    let page =
+        Page { product: PRODUCT.to_owned(), title: "Not available".to_owned(), nav: Vec::new(), signed_in: None };
+    page.respond(
+        status,
+        html! {
+            p.notice.error role="alert" { (message) }
+            p { a href="/console/deployments" { "Back to the deployments" } }
+        },
+    )
+}
+
+fn nav(project: Option<&str>, current: &str) -> Vec<Nav> {
+    let mut links = vec![Nav::new("/console/deployments", "Deployments", current == "deployments")];
+    if let Some(p) = project {
+        links.push(Nav::new(format!("/console/deployments/{p}"), p.to_owned(), current == "deployment"));
+    }
+    links
+}
+
+async fn home(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
+    match member(&engine, &headers).await {
+        Ok(_) => see_other("/console/deployments"),
+        Err(refusal) => answer(Err(refusal)),
+    }
+}
+
+fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
+    let page = Page { product: PRODUCT.to_owned(), title: "Sign in".to_owned(), nav: Vec::new(), signed_in: None };
+    page.respond(status, views::sign_in(problem))
+}
+
+async fn sign_in_form() -> Response {
+    sign_in_page(StatusCode::OK, None)
+}
+
+#[derive(Deserialize)]
+struct SignInForm {
+    token: String,
+}
+
+async fn sign_in(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    form: Result<Form<SignInForm>, FormRejection>,
+) -> Response {
+    if !session::same_origin(&headers) {
+        return error_page(StatusCode::FORBIDDEN, "this form was sent from another site");
+    }
+    let Ok(Form(form)) = form else {
+        return sign_in_page(StatusCode::BAD_REQUEST, Some("paste your customer token"));
+    };
+    let token = form.token.trim().to_owned();
+    if !session::token_shape(&token) {
+        return sign_in_page(StatusCode::UNAUTHORIZED, Some("that is not a token"));
+    }
+    let lookup = token.clone();
+    match blocking(move || customer_of_token(&engine, &lookup)).await {
+        Ok(_) => session::signed_in(&token, "/console/deployments", &headers),
+        Err(Refusal::Page(r)) if r.status() == StatusCode::INTERNAL_SERVER_ERROR => r,
+        Err(Refusal::Page(r)) if r.status() == StatusCode::FORBIDDEN => {
+            sign_in_page(StatusCode::FORBIDDEN, Some("this organization has no invitation to the ingress add-on yet"))
+        }
+        Err(_) => sign_in_page(
+            StatusCode::UNAUTHORIZED,
+            Some("no customer has this token (an operator token signs in nowhere here; it may have been revoked)"),
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    csrf: String,
+}
+
+async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection>) -> Response {
+    let csrf = form.ok().map(|Form(f)| f.csrf);
+    if !session::sign_out_allowed(&headers, csrf.as_deref()) {
+        return error_page(StatusCode::FORBIDDEN, "this form was sent from another site, or its page is stale: reload");
+    }
+    session::signed_out("/console/sign-in")
+}
+
+async fn deployments(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
+    answer(
+        async {
+            let member = member(&engine, &headers).await?;
+            let org = member.caller.org_id.clone();
+            let reader = engine.clone();
+            let list = blocking(move || {
+                Ok(reader.store().deployments_of(&org)?.into_iter().map(|d| reader.with_url(d)).collect::<Vec<_>>())
+            })
+            .await?;
+            let page = member.page("Deployments", nav(None, "deployments"));
+            Ok(page.respond(StatusCode::OK, views::deployments(&member.caller.org_name, &list)))
+        }
+        .await,
+    )
+}
+
+/// The deployment `project` names (a project's newest deployment, or a `dep_...` ID) in the
+/// member's organization, with what its page shows.
+async fn deployment(State(engine): State<Arc<Engine>>, headers: HeaderMap, Path(project): Path<String>) -> Response {
+    answer(
+        async {
+            let member = member(&engine, &headers).await?;
+            let org = member.caller.org_id.clone();
+            let reader = engine.clone();
+            let name = project.clone();
+            let view = blocking(move || {
+                let store = reader.store();
+                let Some(d) = store.deployment_of(&org, &name)? else { return Ok(None) };
+                let d = reader.with_url(d);
+                Ok(Some(views::DeploymentView {
+                    balance: store.balance(&d.id)?,
+                    hints: reader.hints(&d)?,
+                    hostnames: store.hostnames(&d.id)?,
+                    validations: store.latest_validations(&d.id)?,
+                    transitions: store.transitions(&d.id)?,
+                    logs: store.recent_logs(&d.id, LOG_LINES)?,
+                    deployment: d,
+                }))
+            })
+            .await?;
+            let Some(view) = view else {
+                return Ok(error_page(StatusCode::NOT_FOUND, "no such deployment in your organization"));
+            };
+            let page = member.page(view.deployment.project.clone(), nav(Some(&project), "deployment"));
+            Ok(page.respond(StatusCode::OK, views::deployment(&project, &view)))
+        }
+        .await,
+    )
+}
+
+/// The logs region alone, which the page's script swaps in every two seconds; 401 when
+/// signed out, so the script goes to the sign-in page.
+async fn logs_live(State(engine): State<Arc<Engine>>, headers: HeaderMap, Path(project): Path<String>) -> Response {
+    let member = match member(&engine, &headers).await {
+        Ok(m) => m,
+        Err(Refusal::SignIn) => return StatusCode::UNAUTHORIZED.into_response(),
+        Err(Refusal::Page(r)) => return r,
+    };
+    let org = member.caller.org_id.clone();
+    let found = blocking(move || {
+        let store = engine.store();
+        match store.deployment_of(&org, &project)? {
+            Some(d) => Ok(Some(store.recent_logs(&d.id, LOG_LINES)?)),
+            None => Ok(None),
+        }
+    })
+    .await;
+    match found {
+        Ok(Some(logs)) => {
+            let mut response = html_response(StatusCode::OK, views::logs(&logs));
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Ok(None) => error_page(StatusCode::NOT_FOUND, "no such deployment in your organization"),
+        Err(refusal) => answer(Err(refusal)),
+    }
+}

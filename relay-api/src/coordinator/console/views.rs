@@ -1,0 +1,160 @@
+//! What each ingress console view shows, as markup (escaped by `maud`).
+
+use svc_web::page::state;
+use svc_web::{Markup, html};
+
+use crate::coordinator::model::{Balance, CustomerHostname, Deployment, LogEntry, Transition, ValidationRecord};
+use crate::hint::Hint;
+
+/// A store time (Unix milliseconds) as the console writes it.
+fn at(ms: i64) -> String {
+    manifest_core::projection::rfc3339_ms(u64::try_from(ms).unwrap_or(0))
+}
+
+pub(super) fn sign_in(problem: Option<&str>) -> Markup {
+    html! {
+        @if let Some(problem) = problem {
+            p.notice.error role="alert" #sign-in-problem { (problem) }
+        }
+        form.stack method="post" action="/console/sign-in" {
+            label for="token" { "Customer token" }
+            input #token type="password" name="token" autocomplete="off" required aria-describedby="token-help";
+            p.muted #token-help { "The token `svc relay invite` (or `svc ingress demo`) printed for your organization. It stays in this browser, in a cookie its pages' scripts cannot read." }
+            button type="submit" { "Sign in" }
+        }
+    }
+}
+
+pub(super) fn deployments(organization: &str, list: &[Deployment]) -> Markup {
+    html! {
+        p.muted { "Organization " strong { (organization) } ": " (manifest_core::plural(u64::try_from(list.len()).unwrap_or(u64::MAX), "deployment")) ", stopped ones included." }
+        @if list.is_empty() {
+            p { "No deployment yet: `svc ingress deploy` in a project's folder." }
+        } @else {
+            div.table-wrap {
+                table #deployments {
+                    caption.muted { "Deployments, newest first" }
+                    thead { tr { th scope="col" { "Project" } th scope="col" { "State" } th scope="col" { "Revision" } th scope="col" { "URL" } th scope="col" { "Deployment" } } }
+                    tbody {
+                        @for d in list {
+                            tr {
+                                td { a href={ "/console/deployments/" (d.id) } { (d.project) } }
+                                td { (state(d.state.as_str())) }
+                                td { (d.revision) }
+                                td { @if d.state.is_terminal() { span.muted { (d.url) } } @else { a href=(d.url) { (d.url) } } }
+                                td { code { (d.id) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Everything a deployment's page shows.
+pub(super) struct DeploymentView {
+    pub(super) deployment: Deployment,
+    pub(super) balance: Balance,
+    pub(super) hints: Vec<Hint>,
+    pub(super) hostnames: Vec<CustomerHostname>,
+    pub(super) validations: Vec<ValidationRecord>,
+    pub(super) transitions: Vec<Transition>,
+    pub(super) logs: Vec<LogEntry>,
+}
+
+pub(super) fn deployment(project: &str, v: &DeploymentView) -> Markup {
+    let d = &v.deployment;
+    html! {
+        dl.facts {
+            dt { "State" } dd #state { (state(d.state.as_str())) " " span.muted { (d.state_reason) } }
+            dt { "URL" } dd { a href=(d.url) { (d.url) } }
+            dt { "Revision" } dd { (d.revision) }
+            dt { "Available" } dd { (v.balance.available_micros) " micros (" (v.balance.spent_micros) " spent, " (v.balance.refundable_micros) " refundable)" }
+            dt { "Deployment" } dd.digest { (d.id) }
+            dt { "Project digest" } dd.digest { (d.project_digest) }
+        }
+        h2 { "What to fix" }
+        @if v.hints.is_empty() {
+            p.muted #hints-none { "Nothing: the deployment is " (d.state.as_str()) "." }
+        } @else {
+            ol #hints {
+                @for h in &v.hints {
+                    li {
+                        strong { (h.problem) } " " code { (h.code) }
+                        @if let Some(host) = &h.hostname { " (" (host) ")" }
+                        br;
+                        (h.fix)
+                        @if let Some(record) = &h.record {
+                            div.record {
+                                code { (record.zone_line()) }
+                                " "
+                                button.plain type="button" data-copy=(record.zone_line()) aria-label={ "Copy the " (record.kind) " record for " (record.name) } { "Copy" }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Hostnames" }
+        div.table-wrap {
+            table #hostnames {
+                thead { tr { th scope="col" { "Hostname" } th scope="col" { "State" } th scope="col" { "Checked" } } }
+                tbody {
+                    tr { td { (d.canonical_hostname) } td { "canonical" } td {} }
+                    @for h in &v.hostnames {
+                        tr { td { (h.hostname) } td { (state(h.state.as_str())) } td { @if let Some(t) = h.checked_at { (at(t)) } } }
+                    }
+                }
+            }
+        }
+        h2 { "Validations" }
+        @if v.validations.is_empty() {
+            p.muted { "None yet." }
+        } @else {
+            div.table-wrap {
+                table #validations {
+                    thead { tr { th scope="col" { "When" } th scope="col" { "Hostname" } th scope="col" { "Result" } th scope="col" { "Validator" } } }
+                    tbody {
+                        @for r in &v.validations {
+                            tr {
+                                td { (at(r.at)) } td { (r.hostname) }
+                                td { @if r.passed { (state("passed")) } @else { (state("failed")) } }
+                                td { (r.validator_version) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Timeline" }
+        div.table-wrap {
+            table #timeline {
+                thead { tr { th scope="col" { "When" } th scope="col" { "State" } th scope="col" { "Why" } } }
+                tbody {
+                    @for t in v.transitions.iter().rev() {
+                        tr { td { (at(t.at)) } td { (state(t.to.as_str())) } td { (t.reason) } }
+                    }
+                }
+            }
+        }
+        h2 #logs-title { "Logs" }
+        p.live-status.muted #logs-status aria-live="polite" { "the newest 100 lines; updates every 2 seconds" }
+        div #logs data-refresh={ "/console/deployments/" (project) "/logs/live" } data-every="2000" data-status="logs-status" {
+            (logs(&v.logs))
+        }
+    }
+}
+
+/// The logs region: the newest lines, oldest first.
+pub(super) fn logs(entries: &[LogEntry]) -> Markup {
+    html! {
+        @if entries.is_empty() {
+            p.muted { "No line yet." }
+        } @else {
+            pre.document #log-lines tabindex="0" aria-labelledby="logs-title" {
+                @for e in entries { (at(e.at)) " " (e.source) " " (e.line) "\n" }
+            }
+        }
+    }
+}
