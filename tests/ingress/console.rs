@@ -1,7 +1,7 @@
 //! The ingress console (`svc relay serve`, `/console/`) in Chromium, on a relay where
 //! `examples/node-demo` is live: signing in with the customer token, the deployments, the
-//! deployment's page (state, timeline, logs updating in place); and another organization's
-//! deployment, not found.
+//! deployment's page (state, timeline, logs updating in place), stopping it and refunding
+//! what it did not serve; and another organization's deployment, not found.
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ mod webdriver;
 use webdriver::Browser;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_ingress_console_shows_a_live_deployment_its_timeline_and_its_logs() {
+async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_refunds_it() {
     let dir = TempDir::new("ingress-console");
     let (relay, _config) = Relay::with_live_demo(dir.path(), &[]).await;
     let base = relay.api.trim_end_matches('/').to_owned();
@@ -58,6 +58,17 @@ async fn the_ingress_console_shows_a_live_deployment_its_timeline_and_its_logs()
         assert_eq!(theirs.status, 404, "{}", String::from_utf8_lossy(&theirs.body));
         let listed = http(addr, "GET", "/console/deployments", &[("Cookie", &format!("svc_console={other}"))], None);
         assert!(!String::from_utf8_lossy(&listed.body).contains("node-demo"), "not listed for another organization");
+
+        // Stop, then refund what the stopped period did not serve (issue 18, point 6).
+        browser.click_and_wait("#stop");
+        assert!(browser.text("#notice").contains("Stopped"), "{}", browser.source());
+        assert!(browser.text("#state").contains("stopped"), "{}", browser.text("#state"));
+        browser.click_and_wait("#sessions button.refund");
+        assert!(browser.text("#notice").contains("Refunded"), "{}", browser.source());
+        let ledger = browser.text("#ledger");
+        assert!(ledger.contains("refund"), "{ledger}");
+        assert!(browser.find("#sessions button.refund").is_none(), "refunded once: {}", browser.text("#sessions"));
+        browser.assert_accessible("a stopped, refunded deployment");
 
         browser.click_and_wait("header form button");
         assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());

@@ -38,6 +38,8 @@ pub(super) fn router() -> Router<Arc<Engine>> {
         .route("/deployments", get(deployments))
         .route("/deployments/{project}", get(deployment))
         .route("/deployments/{project}/logs/live", get(logs_live))
+        .route("/deployments/{project}/stop", post(stop))
+        .route("/deployments/{project}/sessions/{session}/refund", post(refund))
         .route("/assets/{name}", get(svc_web::assets::serve))
         .fallback(|| async { error_page(StatusCode::NOT_FOUND, "no such page") })
         .layer(axum::middleware::map_response(svc_web::headers::secure))
@@ -217,7 +219,18 @@ async fn deployments(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> R
 
 /// The deployment `project` names (a project's newest deployment, or a `dep_...` ID) in the
 /// member's organization, with what its page shows.
-async fn deployment(State(engine): State<Arc<Engine>>, headers: HeaderMap, Path(project): Path<String>) -> Response {
+/// What a redirect back to the deployment tells it to say.
+#[derive(Deserialize)]
+struct DoneQuery {
+    done: Option<String>,
+}
+
+async fn deployment(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    Path(project): Path<String>,
+    query: Result<axum::extract::Query<DoneQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
     answer(
         async {
             let member = member(&engine, &headers).await?;
@@ -235,6 +248,8 @@ async fn deployment(State(engine): State<Arc<Engine>>, headers: HeaderMap, Path(
                     validations: store.latest_validations(&d.id)?,
                     transitions: store.transitions(&d.id)?,
                     logs: store.recent_logs(&d.id, LOG_LINES)?,
+                    sessions: store.sessions(&d.id)?,
+                    ledger: store.ledger(&d.id)?,
                     deployment: d,
                 }))
             })
@@ -243,7 +258,13 @@ async fn deployment(State(engine): State<Arc<Engine>>, headers: HeaderMap, Path(
                 return Ok(error_page(StatusCode::NOT_FOUND, "no such deployment in your organization"));
             };
             let page = member.page(view.deployment.project.clone(), nav(Some(&project), "deployment"));
-            Ok(page.respond(StatusCode::OK, views::deployment(&project, &view)))
+            let done = match query.ok().and_then(|q| q.0.done).as_deref() {
+                Some("stopped") => Some("Stopped. What its funds did not serve is refundable below."),
+                Some("refunded") => Some("Refunded: the ledger has its refund entry."),
+                _ => None,
+            };
+            let csrf = session::csrf(&member.token);
+            Ok(page.respond(StatusCode::OK, views::deployment(&project, &view, done, &csrf)))
         }
         .await,
     )
@@ -275,4 +296,77 @@ async fn logs_live(State(engine): State<Arc<Engine>>, headers: HeaderMap, Path(p
         Ok(None) => error_page(StatusCode::NOT_FOUND, "no such deployment in your organization"),
         Err(refusal) => answer(Err(refusal)),
     }
+}
+
+/// A form that changes a deployment: its CSRF token.
+#[derive(Deserialize)]
+struct ActionForm {
+    csrf: String,
+}
+
+/// Runs `change` on the member's deployment `project` after the form's checks, then goes back
+/// to the deployment's page saying `done`.
+async fn act(
+    engine: Arc<Engine>,
+    headers: HeaderMap,
+    project: String,
+    form: Result<Form<ActionForm>, FormRejection>,
+    done: &'static str,
+    change: impl FnOnce(&Engine, &super::model::Deployment, &Caller) -> Result<(), ApiError> + Send + 'static,
+) -> Response {
+    answer(
+        async {
+            let member = member(&engine, &headers).await?;
+            let csrf = form.ok().map(|Form(f)| f.csrf).unwrap_or_default();
+            if !session::same_origin(&headers) || !session::csrf_ok(&member.token, &csrf) {
+                return Ok(error_page(
+                    StatusCode::FORBIDDEN,
+                    "this form was sent from another site, or from a page of an earlier session: reload the page",
+                ));
+            }
+            let caller = member.caller.clone();
+            let name = project.clone();
+            let changed = blocking(move || {
+                let Some(d) = engine.store().deployment_of(&caller.org_id, &name)? else { return Ok(false) };
+                change(&engine, &d, &caller)?;
+                engine.wake();
+                Ok(true)
+            })
+            .await?;
+            if !changed {
+                return Ok(error_page(StatusCode::NOT_FOUND, "no such deployment in your organization"));
+            }
+            Ok(see_other(&format!("/console/deployments/{project}?done={done}")))
+        }
+        .await,
+    )
+}
+
+/// Stops the deployment, as `svc ingress stop` does.
+async fn stop(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    Path(project): Path<String>,
+    form: Result<Form<ActionForm>, FormRejection>,
+) -> Response {
+    act(engine, headers, project, form, "stopped", |engine, d, caller| {
+        let reason = format!("stopped by {} (console)", caller.token_id);
+        engine.store().stop(&d.id, &reason, &engine.config().terms, super::store::now_ms())?;
+        Ok(())
+    })
+    .await
+}
+
+/// Refunds what a session has refundable, as `svc ingress refund` does.
+async fn refund(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    Path((project, session_id)): Path<(String, String)>,
+    form: Result<Form<ActionForm>, FormRejection>,
+) -> Response {
+    act(engine, headers, project, form, "refunded", move |engine, d, _| {
+        engine.store().refund(&d.id, &session_id, super::store::now_ms())?;
+        Ok(())
+    })
+    .await
 }

@@ -3,7 +3,9 @@
 use svc_web::page::state;
 use svc_web::{Markup, html};
 
-use crate::coordinator::model::{Balance, CustomerHostname, Deployment, LogEntry, Transition, ValidationRecord};
+use crate::coordinator::model::{
+    Balance, CustomerHostname, Deployment, LedgerEntry, LogEntry, Session, Transition, ValidationRecord,
+};
 use crate::hint::Hint;
 
 /// A store time (Unix milliseconds) as the console writes it.
@@ -61,11 +63,14 @@ pub(super) struct DeploymentView {
     pub(super) validations: Vec<ValidationRecord>,
     pub(super) transitions: Vec<Transition>,
     pub(super) logs: Vec<LogEntry>,
+    pub(super) sessions: Vec<Session>,
+    pub(super) ledger: Vec<LedgerEntry>,
 }
 
-pub(super) fn deployment(project: &str, v: &DeploymentView) -> Markup {
+pub(super) fn deployment(project: &str, v: &DeploymentView, done: Option<&str>, csrf: &str) -> Markup {
     let d = &v.deployment;
     html! {
+        @if let Some(done) = done { p.notice role="status" #notice { (done) } }
         dl.facts {
             dt { "State" } dd #state { (state(d.state.as_str())) " " span.muted { (d.state_reason) } }
             dt { "URL" } dd { a href=(d.url) { (d.url) } }
@@ -125,6 +130,48 @@ pub(super) fn deployment(project: &str, v: &DeploymentView) -> Markup {
                         }
                     }
                 }
+            }
+        }
+        h2 { "Funds" }
+        div.table-wrap {
+            table #sessions {
+                caption.muted { "Funded periods (sessions); what a period did not serve is refundable once it settles" }
+                thead { tr { th scope="col" { "Session" } th scope="col" { "State" } th scope="col" { "Price" } th scope="col" { "Refundable" } th scope="col" { "Refunded" } th scope="col" { "Action" } } }
+                tbody {
+                    @for s in &v.sessions {
+                        tr {
+                            td { code { (s.id) } } td { (state(s.state.as_str())) } td { (s.price_micros) }
+                            td { (s.refundable_micros) } td { (s.refunded_micros) }
+                            td {
+                                @if s.refundable_micros > 0 {
+                                    form method="post" action={ "/console/deployments/" (project) "/sessions/" (s.id) "/refund" } {
+                                        input type="hidden" name="csrf" value=(csrf);
+                                        button.plain.refund type="submit" aria-label={ "Refund " (s.refundable_micros) " micros of session " (s.id) } { "Refund" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Ledger" }
+        div.table-wrap {
+            table #ledger {
+                thead { tr { th scope="col" { "When" } th scope="col" { "Entry" } th scope="col" { "Micros" } th scope="col" { "Note" } } }
+                tbody {
+                    @for e in v.ledger.iter().rev() {
+                        tr { td { (at(e.at)) } td { (e.kind.as_str()) } td { (e.amount_micros) } td { (e.note) } }
+                    }
+                }
+            }
+        }
+        @if !d.state.is_terminal() {
+            h2 { "Stop" }
+            form method="post" action={ "/console/deployments/" (project) "/stop" } {
+                input type="hidden" name="csrf" value=(csrf);
+                p.muted { "Stopping ends the job and the route; what its funds did not serve becomes refundable." }
+                button #stop type="submit" { "Stop the deployment" }
             }
         }
         h2 { "Timeline" }
