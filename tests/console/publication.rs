@@ -293,3 +293,28 @@ fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fre
     let versions = server.request("GET", "/api/applications/web/policy-versions", Some(&developer), None).json();
     assert_eq!(versions["policyVersions"].as_array().map(Vec::len), Some(2), "the viewer published nothing");
 }
+
+/// The applications list reads each listed application's convergence, so it is paged: 50 a
+/// page, whatever the organization holds (issue 18, point 7: a view's work is bounded).
+#[test]
+fn the_applications_list_shows_fifty_a_page() {
+    let dir = TempDir::new("console-pages");
+    let developer = token(dir.str(), "acme", "developer");
+    let server = Server::start(dir.path(), &[]);
+    for i in 0..51 {
+        create(&server, &developer, &format!("app-{i:02}"));
+    }
+    let cookie = format!("svc_console={developer}");
+    let page = |n: usize| {
+        let r = http(server.addr, "GET", &format!("/console/apps?page={n}"), &[("Cookie", &cookie)], None);
+        assert_eq!(r.status, 200);
+        String::from_utf8_lossy(&r.body).into_owned()
+    };
+    let first = page(1);
+    assert_eq!(first.matches("<a href=\"/console/apps/app-").count(), 50, "{first}");
+    assert!(first.contains("51 applications") && first.contains("id=\"next-page\""));
+    let second = page(2);
+    assert_eq!(second.matches("<a href=\"/console/apps/app-").count(), 1);
+    assert!(second.contains("Previous page") && !second.contains("id=\"next-page\""));
+    assert!(page(9).contains("No application on this page"));
+}

@@ -216,24 +216,42 @@ async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection
     session::signed_out("/console/sign-in")
 }
 
-async fn applications(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {
+/// Applications one page of the list shows: each row reads its application's convergence, so
+/// a page's work is bounded whatever the organization holds.
+const APPS_PER_PAGE: usize = 50;
+
+/// The list's page number (from 1).
+#[derive(Deserialize)]
+struct ListQuery {
+    page: Option<usize>,
+}
+
+async fn applications(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    query: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
     answer(
         async {
             let member = member(&state, &headers).await?;
             let org = member.caller.organization.clone();
+            let number = query.ok().and_then(|q| q.0.page).unwrap_or(1).max(1);
             let state = state.clone();
-            let rows = blocking(move || {
+            let (rows, total) = blocking(move || {
                 let mut tx = state.store.read()?;
+                let apps = tx.applications(org.id)?;
+                let total = apps.len();
                 let mut rows = Vec::new();
-                for app in tx.applications(org.id)? {
+                for app in apps.into_iter().skip((number - 1).saturating_mul(APPS_PER_PAGE)).take(APPS_PER_PAGE) {
                     let convergence = views::convergence_of(tx.as_mut(), &app)?;
                     rows.push((app, convergence));
                 }
-                Ok(rows)
+                Ok((rows, total))
             })
             .await?;
             let page = member.page("Applications", nav(None, "apps", member.can_publish()));
-            Ok(page.respond(StatusCode::OK, views::applications(&org.name, &rows)))
+            let list = views::ListPage { number, per_page: APPS_PER_PAGE, total };
+            Ok(page.respond(StatusCode::OK, views::applications(&member.caller.organization.name, &rows, &list)))
         }
         .await,
     )

@@ -42,10 +42,34 @@ fn verdict(v: &Verdict) -> Markup {
     }
 }
 
-pub(super) fn applications(organization: &str, rows: &[(Application, Verdict)]) -> Markup {
+/// Where a page of the applications list is.
+pub(super) struct ListPage {
+    /// From 1.
+    pub(super) number: usize,
+    pub(super) per_page: usize,
+    /// Applications in all.
+    pub(super) total: usize,
+}
+
+pub(super) fn applications(organization: &str, rows: &[(Application, Verdict)], list: &ListPage) -> Markup {
+    let first = (list.number - 1) * list.per_page + 1;
+    let more = list.number * list.per_page < list.total;
     html! {
-        p.muted { "Organization " strong { (organization) } ": " (plural(u64::try_from(rows.len()).unwrap_or(u64::MAX), "application")) "." }
-        @if rows.is_empty() {
+        p.muted {
+            "Organization " strong { (organization) } ": " (plural(u64::try_from(list.total).unwrap_or(u64::MAX), "application")) "."
+            @if list.total > list.per_page && !rows.is_empty() { " Showing " (first) " to " (first + rows.len() - 1) "." }
+        }
+        @if list.number > 1 || more {
+            nav aria-label="Pages" {
+                ul {
+                    @if list.number > 1 { li { a href={ "/console/apps?page=" (list.number - 1) } { "Previous page" } } }
+                    @if more { li { a #next-page href={ "/console/apps?page=" (list.number + 1) } { "Next page" } } }
+                }
+            }
+        }
+        @if rows.is_empty() && list.total > 0 {
+            p { "No application on this page: " a href="/console/apps" { "back to the first" } "." }
+        } @else if rows.is_empty() {
             p { "No application yet: `svc app create ID`, then `svc policy publish --app ID --file manifest.yaml`." }
         } @else {
             div.table-wrap {
