@@ -150,6 +150,51 @@ fn the_publication_console_refuses_other_organizations_other_sites_and_stale_for
     assert!(signed_out.header("set-cookie").is_some_and(|c| c.contains("Max-Age=0")), "signed out");
     let live = http(server.addr, "GET", "/console/apps/web/executions/live", &[], None);
     assert_eq!(live.status, 401, "the live region says signed out, for its script");
+
+    // Review finding: a one-line manifest of 1,200 unknown keys with long values made 1,000
+    // diagnostics, each echoing the whole line (900 MB of page). Now the page grows with the
+    // manifest (kept in the editor), not with the manifest times its diagnostics.
+    let keys: String = (0..1200).map(|i| format!(",\"k{i}\":\"{}\"", "a".repeat(600))).collect();
+    let manifest = format!("{{\"schema\":\"svc.application-manifest\",\"schemaVersion\":5{keys}}}");
+    let encoded: String = manifest
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    let csrf = svc_web_csrf(&acme);
+    let form_post = |body: String| {
+        http(
+            server.addr,
+            "POST",
+            "/console/apps/web/publish",
+            &[("Cookie", &cookie(&acme)), ("Content-Type", "application/x-www-form-urlencoded")],
+            Some(body.as_bytes()),
+        )
+    };
+    let refused = form_post(format!("csrf={csrf}&action=preview&manifest={encoded}"));
+    assert_eq!(refused.status, 422, "{}", String::from_utf8_lossy(&refused.body[..refused.body.len().min(2000)]));
+    let page = String::from_utf8_lossy(&refused.body);
+    assert_eq!(page.matches("<pre class=\"source\">").count(), 100, "at most 100 rows");
+    assert!(page.contains("The first 100 of 10"), "and says how many there are");
+    assert!(
+        refused.body.len() < 2 * manifest.len() + 200_000,
+        "{} bytes for a {} byte manifest",
+        refused.body.len(),
+        manifest.len()
+    );
+
+    // Review finding: confirm publishes what the preview showed, or nothing.
+    accept_build(dir.str(), "acme", "web");
+    let valid = serde_json::to_string(&held_manifest("web")).expect("JSON");
+    let valid: String = valid
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    let other = format!("sha256:{}", "0".repeat(64));
+    let stale = form_post(format!("csrf={csrf}&action=confirm&expected=0&reviewed={other}&manifest={valid}"));
+    assert_eq!(stale.status, 409, "{}", String::from_utf8_lossy(&stale.body));
+    assert!(String::from_utf8_lossy(&stale.body).contains("not the one previewed"));
+    let versions = server.request("GET", "/api/applications/web/policy-versions", Some(&acme), None).json();
+    assert_eq!(versions["policyVersions"].as_array().map(Vec::len), Some(0), "nothing was published");
 }
 
 /// The session's CSRF token as the console derives it (the test posts another session's).

@@ -54,9 +54,10 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         // Another organization's deployment is not found, and not listed.
         let url = browser.url();
         let path = url.trim_start_matches(&base).to_owned();
-        let theirs = http(addr, "GET", &path, &[("Cookie", &format!("svc_console={other}"))], None);
+        let theirs = http(addr, "GET", &path, &[("Cookie", &format!("svc_ingress_console={other}"))], None);
         assert_eq!(theirs.status, 404, "{}", String::from_utf8_lossy(&theirs.body));
-        let listed = http(addr, "GET", "/console/deployments", &[("Cookie", &format!("svc_console={other}"))], None);
+        let listed =
+            http(addr, "GET", "/console/deployments", &[("Cookie", &format!("svc_ingress_console={other}"))], None);
         assert!(!String::from_utf8_lossy(&listed.body).contains("node-demo"), "not listed for another organization");
 
         // Stop, then refund what the stopped period did not serve (issue 18, point 6).

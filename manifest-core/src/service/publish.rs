@@ -300,6 +300,11 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
+    /// The manifest's authored digest (the console's confirm checks it is the one previewed).
+    pub(crate) fn authored_digest(&self) -> &str {
+        &self.authored_digest
+    }
+
     /// Layers 3-7 and the write, inside the (grouped) write transaction. A 201 keeps the
     /// writes; anything else, a dry run included, rolls them back.
     fn commit(self, tx: &mut dyn Transaction) -> Result<(u16, PublishResponse), ApiError> {

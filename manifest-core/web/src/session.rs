@@ -7,8 +7,19 @@
 use axum::http::{HeaderMap, HeaderValue, header};
 use sha2::{Digest, Sha256};
 
-/// The session cookie's name.
-pub const COOKIE: &str = "svc_console";
+/// One console's session cookie. Each console has its own name: cookies ignore the port, so
+/// two consoles on one host would otherwise read each other's sessions.
+#[derive(Debug, Clone, Copy)]
+pub struct Cookie {
+    /// The cookie's name.
+    pub name: &'static str,
+}
+
+/// The publication console's (`svc serve`).
+pub const PUBLICATION: Cookie = Cookie { name: "svc_console" };
+
+/// The ingress console's (`svc relay serve`).
+pub const INGRESS: Cookie = Cookie { name: "svc_ingress_console" };
 
 /// How long a session lasts without signing in again (12 hours).
 pub const MAX_AGE_SECS: u64 = 12 * 3600;
@@ -24,34 +35,83 @@ pub fn token_shape(text: &str) -> bool {
         && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// The session's token, from the request's cookies.
-pub fn token(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value.to_owned())
-        .filter(|value| token_shape(value))
-}
-
-/// The `Set-Cookie` that signs in with `token` (`secure`: the console is served over TLS).
-pub fn sign_in_cookie(token: &str, secure: bool) -> Option<HeaderValue> {
-    if !token_shape(token) {
-        return None;
+/// Whether the browser reached the console over TLS, or could only have: a TLS front says so,
+/// or the host is not loopback (the services refuse to listen off loopback without TLS). A
+/// cookie sent over plain HTTP to a loopback address stays on the machine.
+fn secure(headers: &HeaderMap) -> bool {
+    if headers.get("x-forwarded-proto").is_some_and(|v| v == "https") {
+        return true;
     }
-    let secure = if secure { "; Secure" } else { "" };
-    HeaderValue::from_str(&format!(
-        "{COOKIE}={token}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={MAX_AGE_SECS}{secure}"
-    ))
-    .ok()
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    !(name == "localhost" || name.ends_with(".localhost") || name == "::1" || name.starts_with("127."))
 }
 
-/// The `Set-Cookie` that signs out.
-pub fn sign_out_cookie() -> HeaderValue {
-    HeaderValue::from_static("svc_console=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0")
+impl Cookie {
+    /// The session's token, from the request's cookies: none unless exactly one cookie has
+    /// the name (a second one, planted for another path or domain, is not guessed between).
+    pub fn token(self, headers: &HeaderMap) -> Option<String> {
+        let mut found = headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .filter(|(name, _)| *name == self.name)
+            .map(|(_, value)| value.to_owned());
+        let first = found.next()?;
+        (found.next().is_none() && token_shape(&first)).then_some(first)
+    }
+
+    /// The `Set-Cookie` that signs in with `token`.
+    pub fn sign_in_cookie(self, token: &str, secure: bool) -> Option<HeaderValue> {
+        if !token_shape(token) {
+            return None;
+        }
+        let secure = if secure { "; Secure" } else { "" };
+        HeaderValue::from_str(&format!(
+            "{}={token}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={MAX_AGE_SECS}{secure}",
+            self.name
+        ))
+        .ok()
+    }
+
+    /// The `Set-Cookie` that signs out.
+    pub fn sign_out_cookie(self) -> HeaderValue {
+        HeaderValue::from_str(&format!("{}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0", self.name))
+            .unwrap_or_else(|_| HeaderValue::from_static("svc_console=; Max-Age=0"))
+    }
+
+    /// The answer to a sign-in form whose token names a member: to `home`, with the session
+    /// cookie (`Secure` unless the console is reached over loopback HTTP).
+    pub fn signed_in(self, token: &str, home: &str, headers: &HeaderMap) -> axum::response::Response {
+        let mut response = crate::page::see_other(home);
+        if let Some(cookie) = self.sign_in_cookie(token, secure(headers)) {
+            response.headers_mut().insert(header::SET_COOKIE, cookie);
+        }
+        response
+    }
+
+    /// Whether a sign-out form may end the session: it comes from the console's own origin
+    /// with the session's CSRF token (`None`: the form had none). Without a session there is
+    /// nothing to end, and it may.
+    pub fn sign_out_allowed(self, headers: &HeaderMap, csrf: Option<&str>) -> bool {
+        match (self.token(headers), csrf) {
+            (None, _) => true,
+            (Some(token), Some(csrf)) => same_origin(headers) && csrf_ok(&token, csrf),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// The answer to an allowed sign-out: to `sign_in`, with the cookie cleared.
+    pub fn signed_out(self, sign_in: &str) -> axum::response::Response {
+        let mut response = crate::page::see_other(sign_in);
+        response.headers_mut().insert(header::SET_COOKIE, self.sign_out_cookie());
+        response
+    }
 }
 
 /// The CSRF token of a session: derived from its token, so nothing is stored, and useless to
@@ -77,35 +137,6 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
     authority == Some(host)
 }
 
-/// The answer to a sign-in form whose token names a member: to `home`, with the session
-/// cookie (`Secure` when a TLS front says the browser used https).
-pub fn signed_in(token: &str, home: &str, headers: &HeaderMap) -> axum::response::Response {
-    let secure = headers.get("x-forwarded-proto").is_some_and(|v| v == "https");
-    let mut response = crate::page::see_other(home);
-    if let Some(cookie) = sign_in_cookie(token, secure) {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    response
-}
-
-/// Whether a sign-out form may end the session: it comes from the console's own origin with
-/// the session's CSRF token (`None`: the form had none). Without a session there is nothing
-/// to end, and it may.
-pub fn sign_out_allowed(headers: &HeaderMap, csrf: Option<&str>) -> bool {
-    match (token(headers), csrf) {
-        (None, _) => true,
-        (Some(token), Some(csrf)) => same_origin(headers) && csrf_ok(&token, csrf),
-        (Some(_), None) => false,
-    }
-}
-
-/// The answer to an allowed sign-out: to `sign_in`, with the cookie cleared.
-pub fn signed_out(sign_in: &str) -> axum::response::Response {
-    let mut response = crate::page::see_other(sign_in);
-    response.headers_mut().insert(header::SET_COOKIE, sign_out_cookie());
-    response
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,15 +149,33 @@ mod tests {
 
     #[test]
     fn the_cookie_is_http_only_strict_and_under_the_console() {
-        let cookie = sign_in_cookie("svc_abc", false).expect("a cookie");
+        let cookie = PUBLICATION.sign_in_cookie("svc_abc", false).expect("a cookie");
         let text = cookie.to_str().expect("text");
         assert!(text.starts_with("svc_console=svc_abc; Path=/console; HttpOnly; SameSite=Strict"), "{text}");
         assert!(!text.contains("Secure"));
-        assert!(sign_in_cookie("svc_abc", true).expect("a cookie").to_str().expect("text").ends_with("; Secure"));
-        assert!(sign_in_cookie("a; Path=/", false).is_none(), "no attribute smuggled through a token");
+        let secure = PUBLICATION.sign_in_cookie("svc_abc", true).expect("a cookie");
+        assert!(secure.to_str().expect("text").ends_with("; Secure"));
+        assert!(PUBLICATION.sign_in_cookie("a; Path=/", false).is_none(), "no attribute smuggled through a token");
         let h = with(header::COOKIE, "other=1; svc_console=svc_abc; more=2");
-        assert_eq!(token(&h).as_deref(), Some("svc_abc"));
-        assert_eq!(token(&with(header::COOKIE, "svc_console=bad value")), None);
+        assert_eq!(PUBLICATION.token(&h).as_deref(), Some("svc_abc"));
+        assert_eq!(INGRESS.token(&h), None, "each console reads its own cookie");
+        assert_eq!(PUBLICATION.token(&with(header::COOKIE, "svc_console=bad value")), None);
+        // Review finding: a second cookie of the name (planted by a customer's app on a
+        // parent domain, with a longer path) is not guessed between.
+        let planted = with(header::COOKIE, "svc_console=svc_attacker; svc_console=svc_abc");
+        assert_eq!(PUBLICATION.token(&planted), None);
+    }
+
+    #[test]
+    fn the_cookie_is_secure_unless_the_console_is_on_loopback() {
+        assert!(!secure(&with(header::HOST, "127.0.0.1:8080")));
+        assert!(!secure(&with(header::HOST, "localhost:8080")));
+        assert!(!secure(&with(header::HOST, "[::1]:8080")));
+        assert!(secure(&with(header::HOST, "console.example.com")));
+        assert!(secure(&with(header::HOST, "203.0.113.7:443")));
+        let mut proxied = with(header::HOST, "127.0.0.1:8080");
+        proxied.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        assert!(secure(&proxied));
     }
 
     #[test]

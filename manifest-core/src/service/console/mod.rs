@@ -108,7 +108,7 @@ fn answer(result: Result<Response, Refusal>) -> Response {
 /// The member behind the request's session cookie, read on every request (a revoked token
 /// signs its sessions out at once).
 async fn member(state: &Shared, headers: &HeaderMap) -> Result<Member, Refusal> {
-    let token = session::token(headers).ok_or(Refusal::SignIn)?;
+    let token = session::PUBLICATION.token(headers).ok_or(Refusal::SignIn)?;
     let state = state.clone();
     blocking(move || {
         let caller = state.store.read()?.caller(&hash_token(&token))?;
@@ -200,7 +200,7 @@ async fn sign_in(
     if caller.is_none() {
         return sign_in_page(StatusCode::UNAUTHORIZED, Some("no member has this token (it may have been revoked)"));
     }
-    session::signed_in(&token, "/console/apps", &headers)
+    session::PUBLICATION.signed_in(&token, "/console/apps", &headers)
 }
 
 #[derive(Deserialize)]
@@ -210,10 +210,10 @@ struct CsrfForm {
 
 async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection>) -> Response {
     let csrf = form.ok().map(|Form(f)| f.csrf);
-    if !session::sign_out_allowed(&headers, csrf.as_deref()) {
+    if !session::PUBLICATION.sign_out_allowed(&headers, csrf.as_deref()) {
         return error_page(StatusCode::FORBIDDEN, "this form was sent from another site, or its page is stale: reload");
     }
-    session::signed_out("/console/sign-in")
+    session::PUBLICATION.signed_out("/console/sign-in")
 }
 
 /// Applications one page of the list shows: each row reads its application's convergence, so
@@ -235,7 +235,8 @@ async fn applications(
         async {
             let member = member(&state, &headers).await?;
             let org = member.caller.organization.clone();
-            let number = query.ok().and_then(|q| q.0.page).unwrap_or(1).max(1);
+            // Past the last page is an empty page; a number this large is one.
+            let number = query.ok().and_then(|q| q.0.page).unwrap_or(1).clamp(1, 1_000_000);
             let state = state.clone();
             let (rows, total) = blocking(move || {
                 let mut tx = state.store.read()?;
@@ -293,11 +294,16 @@ async fn overview(
     answer(
         async {
             let member = member(&state, &headers).await?;
-            let (app, convergence, versions, activity) = with_app(&state, &member, id.clone(), |tx, app| {
+            let (app, convergence, active, activity) = with_app(&state, &member, id.clone(), |tx, app| {
                 let convergence = views::convergence_of(tx, &app)?;
-                let versions = tx.policy_versions(app.key)?;
+                // The active version alone (review finding: every version was read, each up to
+                // a few MiB, on every overview).
+                let active = match app.active_pointer_version {
+                    0 => None,
+                    n => tx.policy_version(app.key, n)?,
+                };
                 let activity = tx.activity(app.key)?;
-                Ok((app, convergence, versions, activity))
+                Ok((app, convergence, active, activity))
             })
             .await?;
             let page = member.page(app.application_id.clone(), nav(Some(&id), "overview", member.can_publish()));
@@ -308,7 +314,7 @@ async fn overview(
             };
             let resume = (app.status == super::store::Status::Paused && member.can_publish())
                 .then(|| publish::resume_form(&id, &member));
-            let content = views::overview(&app, &convergence, &versions, &activity, notice.as_deref(), resume);
+            let content = views::overview(&app, &convergence, active.as_ref(), &activity, notice.as_deref(), resume);
             Ok(page.respond(StatusCode::OK, content))
         }
         .await,

@@ -36,6 +36,9 @@ pub(super) struct PublishForm {
     pause: Option<String>,
     #[serde(default)]
     reason: String,
+    /// The authored digest the preview showed (confirm only).
+    #[serde(default)]
+    reviewed: Option<String>,
 }
 
 /// What the form shows again after a refusal or a conflict.
@@ -129,11 +132,12 @@ pub(super) async fn submit(
                 pause_reason,
                 expected_active_pointer_version: Some(expected),
             };
-            let outcome = run(&state, &member, &id, request).await?;
+            let reviewed = form.reviewed.filter(|_| confirm);
+            let outcome = run(&state, &member, &id, request, reviewed).await?;
             Ok(match outcome {
                 Ok(done) if confirm => see_other(&format!("/console/apps/{id}?published={}", done.policy_version)),
                 Ok(preview) => page.respond(StatusCode::OK, preview_view(&id, &member, &draft, &preview, expected)),
-                Err(e) if e.code == "active_pointer_version_conflict" => {
+                Err(e) if e.code == "active_pointer_version_conflict" || e.code == "manifest_changed" => {
                     page.respond(StatusCode::CONFLICT, refused(&id, &member, &draft, &e.message, &[]))
                 }
                 Err(e) => {
@@ -154,12 +158,22 @@ async fn run(
     member: &Member,
     id: &str,
     request: PublishRequest<'static>,
+    reviewed: Option<String>,
 ) -> Result<Result<PublishResponse, ApiError>, Refusal> {
     let (prep_state, caller, app_id) = (state.clone(), member.caller.clone(), id.to_owned());
     let prepared = tokio::task::spawn_blocking(move || publish::prepare(&prep_state, &caller, &app_id, &request))
         .await
         .map_err(|e| Refusal::from(ApiError::internal(format!("a console publication failed: {e}"))))?;
+    // The confirm publishes what was previewed, or nothing (review finding: the manifest makes
+    // a round trip through the page, whose parser may change it).
+    let changed = |p: &publish::Prepared| reviewed.as_deref().is_some_and(|r| r != p.authored_digest());
     let result = match prepared {
+        Ok(prepared) if changed(&prepared) => Err(ApiError {
+            status: 409,
+            code: "manifest_changed",
+            message: "the manifest sent is not the one previewed; preview it again".to_owned(),
+            diagnostics: None,
+        }),
         Ok(prepared) => publish::publish(state, prepared).await.map(|(_, response)| response),
         Err(e) => Err(e),
     };
@@ -203,15 +217,44 @@ fn refused(id: &str, member: &Member, draft: &Draft<'_>, message: &str, diagnost
     }
 }
 
+/// Rows the diagnostics table shows (the validator reports up to 1,000).
+const DIAGNOSTIC_ROWS: usize = 100;
+
+/// Characters of a source line shown around a diagnostic's column.
+const SOURCE_WINDOW: usize = 160;
+
+/// The part of `line` around `column` (1-based, in characters), at most [`SOURCE_WINDOW`]
+/// characters, with `…` where it was cut. Review finding: a one-line manifest of 900 KB with
+/// 1,000 diagnostics on that line made a 900 MB page when each row echoed the whole line.
+fn excerpt(line: &str, column: Option<u32>) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= SOURCE_WINDOW {
+        return line.to_owned();
+    }
+    let at = column.map_or(0, |c| (c as usize).saturating_sub(1)).min(chars.len());
+    let start = at.saturating_sub(SOURCE_WINDOW / 2).min(chars.len() - SOURCE_WINDOW);
+    let end = start + SOURCE_WINDOW;
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    out.extend(&chars[start..end]);
+    if end < chars.len() {
+        out.push('…');
+    }
+    out
+}
+
 fn diagnostics_table(text: &str, diagnostics: &[Diagnostic]) -> Markup {
     let lines: Vec<&str> = text.lines().collect();
+    let shown = &diagnostics[..diagnostics.len().min(DIAGNOSTIC_ROWS)];
     html! {
         div.table-wrap {
             table #diagnostics {
                 caption.muted { "What the validator found, at its line" }
                 thead { tr { th scope="col" { "Line" } th scope="col" { "Where" } th scope="col" { "Problem" } } }
                 tbody {
-                    @for d in diagnostics {
+                    @for d in shown {
                         tr {
                             td {
                                 @if let Some(line) = d.line {
@@ -222,13 +265,16 @@ fn diagnostics_table(text: &str, diagnostics: &[Diagnostic]) -> Markup {
                             td {
                                 (state(d.severity.as_str())) " " (d.message) " (" code { (d.code.as_str()) } ")"
                                 @if let Some(source) = d.line.and_then(|l| lines.get((l as usize).saturating_sub(1))) {
-                                    pre.source { (source) }
+                                    pre.source { (excerpt(source, d.column)) }
                                 }
                             }
                         }
                     }
                 }
             }
+        }
+        @if diagnostics.len() > shown.len() {
+            p.muted { "The first " (shown.len()) " of " (diagnostics.len()) " are shown: fix these, then preview again." }
         }
     }
 }
@@ -256,6 +302,7 @@ fn preview_view(id: &str, member: &Member, draft: &Draft<'_>, p: &PublishRespons
             input type="hidden" name="csrf" value=(session::csrf(&member.token));
             input type="hidden" name="manifest" value=(draft.manifest);
             input type="hidden" name="expected" value=(fence);
+            input type="hidden" name="reviewed" value=(p.authored_digest);
             @if draft.pause {
                 input type="hidden" name="pause" value="on";
                 input type="hidden" name="reason" value=(draft.reason);

@@ -52,8 +52,8 @@ pub(super) struct ListPage {
 }
 
 pub(super) fn applications(organization: &str, rows: &[(Application, Verdict)], list: &ListPage) -> Markup {
-    let first = (list.number - 1) * list.per_page + 1;
-    let more = list.number * list.per_page < list.total;
+    let first = (list.number - 1).saturating_mul(list.per_page) + 1;
+    let more = list.number.saturating_mul(list.per_page) < list.total;
     html! {
         p.muted {
             "Organization " strong { (organization) } ": " (plural(u64::try_from(list.total).unwrap_or(u64::MAX), "application")) "."
@@ -95,12 +95,11 @@ pub(super) fn applications(organization: &str, rows: &[(Application, Verdict)], 
 pub(super) fn overview(
     app: &Application,
     v: &Verdict,
-    versions: &[PolicyVersion],
+    active: Option<&PolicyVersion>,
     activity: &[Activity],
     notice: Option<&str>,
     resume: Option<Markup>,
 ) -> Markup {
-    let active = versions.iter().find(|p| p.version == app.active_pointer_version);
     html! {
         @if let Some(notice) = notice { p.notice role="status" #notice { (notice) } }
         dl.facts {

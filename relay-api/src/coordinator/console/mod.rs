@@ -107,7 +107,7 @@ async fn blocking<T: Send + 'static>(
 
 /// The member behind the session cookie, read on every request.
 async fn member(engine: &Arc<Engine>, headers: &HeaderMap) -> Result<Member, Refusal> {
-    let token = session::token(headers).ok_or(Refusal::SignIn)?;
+    let token = session::INGRESS.token(headers).ok_or(Refusal::SignIn)?;
     let engine = engine.clone();
     let lookup = token.clone();
     match blocking(move || customer_of_token(&engine, &lookup)).await {
@@ -175,7 +175,7 @@ async fn sign_in(
     }
     let lookup = token.clone();
     match blocking(move || customer_of_token(&engine, &lookup)).await {
-        Ok(_) => session::signed_in(&token, "/console/deployments", &headers),
+        Ok(_) => session::INGRESS.signed_in(&token, "/console/deployments", &headers),
         Err(Refusal::Page(r)) if r.status() == StatusCode::INTERNAL_SERVER_ERROR => r,
         Err(Refusal::Page(r)) if r.status() == StatusCode::FORBIDDEN => {
             sign_in_page(StatusCode::FORBIDDEN, Some("this organization has no invitation to the ingress add-on yet"))
@@ -194,10 +194,10 @@ struct CsrfForm {
 
 async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection>) -> Response {
     let csrf = form.ok().map(|Form(f)| f.csrf);
-    if !session::sign_out_allowed(&headers, csrf.as_deref()) {
+    if !session::INGRESS.sign_out_allowed(&headers, csrf.as_deref()) {
         return error_page(StatusCode::FORBIDDEN, "this form was sent from another site, or its page is stale: reload");
     }
-    session::signed_out("/console/sign-in")
+    session::INGRESS.signed_out("/console/sign-in")
 }
 
 async fn deployments(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
@@ -264,7 +264,7 @@ async fn deployment(
                 _ => None,
             };
             let csrf = session::csrf(&member.token);
-            Ok(page.respond(StatusCode::OK, views::deployment(&project, &view, done, &csrf)))
+            Ok(page.respond(StatusCode::OK, views::deployment(&view, done, &csrf)))
         }
         .await,
     )

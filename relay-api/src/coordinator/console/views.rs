@@ -67,7 +67,9 @@ pub(super) struct DeploymentView {
     pub(super) ledger: Vec<LedgerEntry>,
 }
 
-pub(super) fn deployment(project: &str, v: &DeploymentView, done: Option<&str>, csrf: &str) -> Markup {
+/// A deployment's page. Its forms and live region name the deployment by its ID, never by the
+/// project's name (review finding: a redeploy in between would make Stop stop the new one).
+pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> Markup {
     let d = &v.deployment;
     html! {
         @if let Some(done) = done { p.notice role="status" #notice { (done) } }
@@ -144,7 +146,7 @@ pub(super) fn deployment(project: &str, v: &DeploymentView, done: Option<&str>, 
                             td { (s.refundable_micros) } td { (s.refunded_micros) }
                             td {
                                 @if s.refundable_micros > 0 {
-                                    form method="post" action={ "/console/deployments/" (project) "/sessions/" (s.id) "/refund" } {
+                                    form method="post" action={ "/console/deployments/" (d.id) "/sessions/" (s.id) "/refund" } {
                                         input type="hidden" name="csrf" value=(csrf);
                                         button.plain.refund type="submit" aria-label={ "Refund " (s.refundable_micros) " micros of session " (s.id) } { "Refund" }
                                     }
@@ -168,7 +170,7 @@ pub(super) fn deployment(project: &str, v: &DeploymentView, done: Option<&str>, 
         }
         @if !d.state.is_terminal() {
             h2 { "Stop" }
-            form method="post" action={ "/console/deployments/" (project) "/stop" } {
+            form method="post" action={ "/console/deployments/" (d.id) "/stop" } {
                 input type="hidden" name="csrf" value=(csrf);
                 p.muted { "Stopping ends the job and the route; what its funds did not serve becomes refundable." }
                 button #stop type="submit" { "Stop the deployment" }
@@ -187,7 +189,7 @@ pub(super) fn deployment(project: &str, v: &DeploymentView, done: Option<&str>, 
         }
         h2 #logs-title { "Logs" }
         p.live-status.muted #logs-status aria-live="polite" { "the newest 100 lines; updates every 2 seconds" }
-        div #logs data-refresh={ "/console/deployments/" (project) "/logs/live" } data-every="2000" data-status="logs-status" {
+        div #logs data-refresh={ "/console/deployments/" (d.id) "/logs/live" } data-every="2000" data-status="logs-status" {
             (logs(&v.logs))
         }
     }
