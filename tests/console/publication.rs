@@ -50,6 +50,7 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     browser.click_and_wait("button[type=submit]");
     assert!(browser.url().ends_with("/console/apps"), "{}", browser.url());
     browser.assert_accessible("applications");
+    browser.screenshot("publication-applications");
     let list = browser.text("main");
     assert!(list.contains("web") && list.contains("disabled") && list.contains("idle"), "{list}");
     // The token stays out of the page's reach (HttpOnly), and no script is inline.
@@ -62,6 +63,7 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     assert!(browser.text("#status").contains("disabled"));
     assert!(browser.text("#convergence").contains("idle"));
     browser.assert_accessible("overview");
+    browser.screenshot("publication-overview");
 
     // Executions: the region updates in place when a version is published elsewhere.
     browser.goto(&format!("{base}/console/apps/web/executions"));

@@ -286,7 +286,8 @@ impl Browser {
         }
     }
 
-    /// A PNG of the viewport, written to `target/console-screenshots/<name>.png`.
+    /// A PNG of the viewport, written to `target/console-screenshots/<name>.png`, and also
+    /// to the folder `SVC_CONSOLE_SCREENSHOTS` names, if set (`docs/console/` is made so).
     pub(crate) fn screenshot(&self, name: &str) -> PathBuf {
         let data = self.session_command("GET", "/screenshot", None);
         let png =
@@ -294,7 +295,10 @@ impl Browser {
         let dir = svc_e2e::workspace().join("target").join("console-screenshots");
         let _ = std::fs::create_dir_all(&dir);
         let path = dir.join(format!("{name}.png"));
-        let _ = std::fs::write(&path, png);
+        let _ = std::fs::write(&path, &png);
+        if let Some(docs) = std::env::var_os("SVC_CONSOLE_SCREENSHOTS") {
+            let _ = std::fs::write(PathBuf::from(docs).join(format!("{name}.png")), &png);
+        }
         path
     }
 }

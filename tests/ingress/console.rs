@@ -37,6 +37,7 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         let list = browser.text("#deployments");
         assert!(list.contains("node-demo") && list.contains("live"), "{list}");
         browser.assert_accessible("deployments");
+        browser.screenshot("ingress-deployments");
 
         browser.click_and_wait("#deployments a[href^='/console/deployments/dep_']");
         assert!(browser.text("#state").contains("live"), "{}", browser.text("#state"));

@@ -302,7 +302,7 @@ async fn overview(
                     0 => None,
                     n => tx.policy_version(app.key, n)?,
                 };
-                let activity = tx.activity(app.key)?;
+                let activity = tx.recent_activity(app.key, 20)?;
                 Ok((app, convergence, active, activity))
             })
             .await?;

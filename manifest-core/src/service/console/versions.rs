@@ -116,7 +116,7 @@ fn diff_view(versions: &[PolicyVersion], a: u64, b: u64, authored: bool) -> Mark
     let (changes, total) = diff(&read(va), &read(vb));
     let what = if authored { "authored manifests" } else { "effective policies" };
     html! {
-        h2 #diff-title { "Version " (a) " to version " (b) ": " (plural(u64::try_from(total).unwrap_or(u64::MAX), "field")) " differ (" (what) ")" }
+        h2 #diff-title { "Version " (a) " to version " (b) ": " (plural(u64::try_from(total).unwrap_or(u64::MAX), "field")) @if total == 1 { " differs" } @else { " differ" } " (" (what) ")" }
         @if changes.is_empty() {
             p.muted { "They are the same." }
         } @else {

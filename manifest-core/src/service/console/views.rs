@@ -119,7 +119,7 @@ pub(super) fn overview(
         }
         @if let Some(form) = resume { h2 { "Resume" } (form) }
         p { a href={ "/console/apps/" (app.application_id) "/executions" } { "Executions, live" } }
-        h2 { "Recent activity" }
+        h2 { "Recent activity" span.muted { " (the newest 20)" } }
         @if activity.is_empty() {
             p.muted { "Nothing yet." }
         } @else {
@@ -127,7 +127,7 @@ pub(super) fn overview(
                 table {
                     thead { tr { th scope="col" { "When" } th scope="col" { "What" } th scope="col" { "Version" } th scope="col" { "Who" } th scope="col" { "Reason" } } }
                     tbody {
-                        @for a in activity.iter().rev().take(20) {
+                        @for a in activity {
                             tr {
                                 td { (a.at) }
                                 td { (a.action) }

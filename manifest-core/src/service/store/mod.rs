@@ -105,6 +105,9 @@ pub trait Transaction {
     fn record_activity(&mut self, application: i64, entry: &Activity) -> Result<(), StoreError>;
     /// An application's activity, oldest first.
     fn activity(&mut self, application: i64) -> Result<Vec<Activity>, StoreError>;
+    /// The newest `limit` activity entries of an application, newest first (the console's
+    /// overview: its work stays bounded whatever the history).
+    fn recent_activity(&mut self, application: i64, limit: u32) -> Result<Vec<Activity>, StoreError>;
     /// Asks the scheduler to reconcile an application at a version.
     fn record_wakeup(&mut self, application: i64, version: u64) -> Result<(), StoreError>;
     /// How many wakeups an application has had.

@@ -572,18 +572,19 @@ impl Transaction for SqliteTransaction<'_> {
                  WHERE application_id = ?1 ORDER BY id",
             )
             .map_err(db)?;
-        let rows = stmt
-            .query_map([application], |r| {
-                Ok(Activity {
-                    at: r.get(0)?,
-                    actor: r.get(1)?,
-                    action: r.get(2)?,
-                    policy_version: r.get::<_, Option<i64>>(3)?.map(|v| v as u64),
-                    status: r.get(4)?,
-                    reason: r.get(5)?,
-                })
-            })
+        let rows = stmt.query_map([application], activity_row).map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
+    }
+
+    fn recent_activity(&mut self, application: i64, limit: u32) -> Result<Vec<Activity>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT at, actor, action, policy_version, status, reason FROM activity
+                 WHERE application_id = ?1 ORDER BY id DESC LIMIT ?2",
+            )
             .map_err(db)?;
+        let rows = stmt.query_map(params![application, limit], activity_row).map_err(db)?;
         rows.collect::<Result<_, _>>().map_err(db)
     }
 
@@ -753,6 +754,18 @@ impl Transaction for SqliteTransaction<'_> {
             .map_err(db)?;
         Ok(())
     }
+}
+
+/// One activity row (`at, actor, action, policy_version, status, reason`).
+fn activity_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Activity> {
+    Ok(Activity {
+        at: r.get(0)?,
+        actor: r.get(1)?,
+        action: r.get(2)?,
+        policy_version: r.get::<_, Option<i64>>(3)?.map(|v| v as u64),
+        status: r.get(4)?,
+        reason: r.get(5)?,
+    })
 }
 
 #[cfg(test)]
