@@ -29,6 +29,13 @@ const PRODUCT: &str = "svc ingress console";
 /// Log lines the live region shows.
 const LOG_LINES: u32 = 100;
 
+/// Transitions the timeline shows, newest first (a page's work stays bounded however long a
+/// deployment has lived).
+const TIMELINE_ROWS: u32 = 50;
+
+/// Ledger entries the page shows, newest first (`svc ingress ledger` lists them all).
+const LEDGER_ROWS: u32 = 100;
+
 /// The console's routes (nested under `/console` by the relay's router).
 pub(super) fn router() -> Router<Arc<Engine>> {
     Router::new()
@@ -246,10 +253,10 @@ async fn deployment(
                     hints: reader.hints(&d)?,
                     hostnames: store.hostnames(&d.id)?,
                     validations: store.latest_validations(&d.id)?,
-                    transitions: store.transitions(&d.id)?,
+                    transitions: store.recent_transitions(&d.id, TIMELINE_ROWS)?,
                     logs: store.recent_logs(&d.id, LOG_LINES)?,
                     sessions: store.sessions(&d.id)?,
-                    ledger: store.ledger(&d.id)?,
+                    ledger: store.recent_ledger(&d.id, LEDGER_ROWS)?,
                     deployment: d,
                 }))
             })

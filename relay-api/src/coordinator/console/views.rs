@@ -157,12 +157,12 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
                 }
             }
         }
-        h2 { "Ledger" }
+        h2 { "Ledger" span.muted { " (the newest 100 entries; `svc ingress ledger` lists them all)" } }
         div.table-wrap {
             table #ledger {
                 thead { tr { th scope="col" { "When" } th scope="col" { "Entry" } th scope="col" { "Micros" } th scope="col" { "Note" } } }
                 tbody {
-                    @for e in v.ledger.iter().rev() {
+                    @for e in &v.ledger {
                         tr { td { (at(e.at)) } td { (e.kind.as_str()) } td { (e.amount_micros) } td { (e.note) } }
                     }
                 }
@@ -176,12 +176,12 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
                 button #stop type="submit" { "Stop the deployment" }
             }
         }
-        h2 { "Timeline" }
+        h2 { "Timeline" span.muted { " (the newest 50 changes)" } }
         div.table-wrap {
             table #timeline {
                 thead { tr { th scope="col" { "When" } th scope="col" { "State" } th scope="col" { "Why" } } }
                 tbody {
-                    @for t in v.transitions.iter().rev() {
+                    @for t in &v.transitions {
                         tr { td { (at(t.at)) } td { (state(t.to.as_str())) } td { (t.reason) } }
                     }
                 }

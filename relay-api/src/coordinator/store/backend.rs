@@ -110,6 +110,8 @@ pub trait DeploymentRows {
     ) -> Result<(), StoreError>;
     /// The deployment's transitions, oldest first.
     fn transitions(&mut self, id: &str) -> Result<Vec<Transition>, StoreError>;
+    /// The newest `limit` transitions of a deployment, newest first.
+    fn recent_transitions(&mut self, id: &str, limit: u32) -> Result<Vec<Transition>, StoreError>;
     /// Records how many periods were spent and when the running one ends.
     fn set_periods(&mut self, id: &str, periods_spent: u64, next_period_at: i64, now: i64) -> Result<(), StoreError>;
 }
@@ -162,6 +164,8 @@ pub trait MoneyRows {
     fn insert_entry(&mut self, deployment_id: &str, entry: &NewEntry<'_>) -> Result<i64, StoreError>;
     /// The deployment's ledger, oldest first.
     fn ledger(&mut self, deployment_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// The newest `limit` ledger entries of a deployment, newest first.
+    fn recent_ledger(&mut self, deployment_id: &str, limit: u32) -> Result<Vec<LedgerEntry>, StoreError>;
     /// Records a funded session.
     fn insert_session(&mut self, session: &NewSession<'_>) -> Result<(), StoreError>;
     /// The deployment's sessions, in funding order.

@@ -175,7 +175,12 @@ impl RelayStore {
         self.write(|tx| tx.set_reason(id, reason, now_ms()))
     }
 
-    /// The deployment's transitions, oldest first.
+    /// The deployment's newest `limit` transitions, newest first.
+    pub fn recent_transitions(&self, id: &str, limit: u32) -> Result<Vec<Transition>, StoreError> {
+        self.read(|tx| tx.recent_transitions(id, limit))
+    }
+
+    /// Every transition of a deployment, oldest first.
     pub fn transitions(&self, id: &str) -> Result<Vec<Transition>, StoreError> {
         self.read(|tx| tx.transitions(id))
     }

@@ -286,7 +286,12 @@ impl RelayStore {
         self.read(|tx| tx.sessions(deployment_id))
     }
 
-    /// The deployment's ledger, oldest first.
+    /// The deployment's newest `limit` ledger entries, newest first.
+    pub fn recent_ledger(&self, deployment_id: &str, limit: u32) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.read(|tx| tx.recent_ledger(deployment_id, limit))
+    }
+
+    /// Every ledger entry of a deployment, oldest first.
     pub fn ledger(&self, deployment_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         self.read(|tx| tx.ledger(deployment_id))
     }

@@ -564,3 +564,20 @@ fn a_withdrawn_revisions_number_is_never_published_again() {
     let again = PublishedPolicy { policy_digest: "sha256:other".into(), ..policy(2) };
     assert_eq!(store.publish_policy("d1", &again).expect("publish").policy_digest, "sha256:p2");
 }
+
+/// The console's timeline reads the newest transitions only, newest first.
+#[test]
+fn recent_transitions_are_the_newest_newest_first() {
+    let scratch = temp_dir("recent");
+    let store = RelayStore::open(scratch.path()).expect("store");
+    new_deployment(&store, "d1", 5_000_000);
+    store.transition("d1", DeploymentState::Provisioning, "one").expect("provisioning");
+    store.transition("d1", DeploymentState::Validating, "two").expect("validating");
+    let all = store.transitions("d1").expect("all");
+    let recent = store.recent_transitions("d1", 2).expect("recent");
+    assert_eq!(recent.len(), 2);
+    assert_eq!(recent[0].seq, all[all.len() - 1].seq);
+    assert_eq!(recent[1].seq, all[all.len() - 2].seq);
+    assert_eq!(recent[0].to, DeploymentState::Validating);
+    assert!(store.recent_ledger("d1", 10).expect("ledger").len() <= store.ledger("d1").expect("ledger").len());
+}

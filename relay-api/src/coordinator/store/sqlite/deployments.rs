@@ -205,19 +205,16 @@ impl DeploymentRows for SqliteTransaction<'_> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT seq, from_state, to_state, reason, at FROM transitions WHERE deployment_id = ?1 ORDER BY seq",
         )?;
-        let rows = stmt.query_map([id], |r| {
-            let from: Option<String> = r.get(1)?;
-            Ok(Transition {
-                seq: r.get(0)?,
-                from: match from {
-                    Some(_) => Some(spelled(r, 1, DeploymentState::parse)?),
-                    None => None,
-                },
-                to: spelled(r, 2, DeploymentState::parse)?,
-                reason: r.get(3)?,
-                at: r.get(4)?,
-            })
-        })?;
+        let rows = stmt.query_map([id], transition_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn recent_transitions(&mut self, id: &str, limit: u32) -> Result<Vec<Transition>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT seq, from_state, to_state, reason, at FROM transitions WHERE deployment_id = ?1 \
+             ORDER BY seq DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(rusqlite::params![id, limit], transition_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -228,4 +225,19 @@ impl DeploymentRows for SqliteTransaction<'_> {
         )?;
         Ok(())
     }
+}
+
+/// One transition row (`seq, from_state, to_state, reason, at`).
+fn transition_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Transition> {
+    let from: Option<String> = r.get(1)?;
+    Ok(Transition {
+        seq: r.get(0)?,
+        from: match from {
+            Some(_) => Some(spelled(r, 1, DeploymentState::parse)?),
+            None => None,
+        },
+        to: spelled(r, 2, DeploymentState::parse)?,
+        reason: r.get(3)?,
+        at: r.get(4)?,
+    })
 }

@@ -75,17 +75,16 @@ impl MoneyRows for SqliteTransaction<'_> {
             "SELECT seq, kind, amount_micros, quote_id, period_index, note, at FROM ledger WHERE deployment_id = ?1 \
              ORDER BY seq",
         )?;
-        let rows = stmt.query_map([deployment_id], |r| {
-            Ok(LedgerEntry {
-                seq: r.get(0)?,
-                kind: spelled(r, 1, EntryKind::parse)?,
-                amount_micros: r.get::<_, u64>(2)?,
-                quote_id: r.get(3)?,
-                period_index: r.get::<_, Option<u64>>(4)?,
-                note: r.get(5)?,
-                at: r.get(6)?,
-            })
-        })?;
+        let rows = stmt.query_map([deployment_id], ledger_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn recent_ledger(&mut self, deployment_id: &str, limit: u32) -> Result<Vec<LedgerEntry>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT seq, kind, amount_micros, quote_id, period_index, note, at FROM ledger WHERE deployment_id = ?1 \
+             ORDER BY seq DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![deployment_id, limit], ledger_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -226,4 +225,17 @@ impl MoneyRows for SqliteTransaction<'_> {
         )?;
         Ok(n > 0)
     }
+}
+
+/// One ledger row (`seq, kind, amount_micros, quote_id, period_index, note, at`).
+fn ledger_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerEntry> {
+    Ok(LedgerEntry {
+        seq: r.get(0)?,
+        kind: spelled(r, 1, EntryKind::parse)?,
+        amount_micros: r.get::<_, u64>(2)?,
+        quote_id: r.get(3)?,
+        period_index: r.get::<_, Option<u64>>(4)?,
+        note: r.get(5)?,
+        at: r.get(6)?,
+    })
 }
