@@ -101,7 +101,7 @@ impl Cookie {
     pub fn sign_out_allowed(self, headers: &HeaderMap, csrf: Option<&str>) -> bool {
         match (self.token(headers), csrf) {
             (None, _) => true,
-            (Some(token), Some(csrf)) => same_origin(headers) && csrf_ok(&token, csrf),
+            (Some(token), Some(csrf)) => from_own_page(headers, &token, csrf),
             (Some(_), None) => false,
         }
     }
@@ -126,6 +126,12 @@ pub fn csrf_ok(token: &str, presented: &str) -> bool {
     let expected = csrf(token);
     expected.len() == presented.len()
         && expected.bytes().zip(presented.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// Whether a state-changing form comes from this session's own pages: its `Origin` is the
+/// console's and it carries the session's CSRF token. Every console form is checked here.
+pub fn from_own_page(headers: &HeaderMap, token: &str, csrf: &str) -> bool {
+    same_origin(headers) && csrf_ok(token, csrf)
 }
 
 /// Whether a state-changing request comes from the console's own pages: its `Origin`, when

@@ -50,7 +50,7 @@ struct Draft<'a> {
 
 /// Whether a state-changing form comes from this session's own pages (CSRF and `Origin`).
 pub(super) fn forged(headers: &HeaderMap, member: &Member, csrf: &str) -> Option<Response> {
-    (!session::same_origin(headers) || !session::csrf_ok(&member.token, csrf)).then(|| {
+    (!session::from_own_page(headers, &member.token, csrf)).then(|| {
         error_page(
             StatusCode::FORBIDDEN,
             "this form was sent from another site, or from a page of an earlier session: reload the page and try again",

@@ -325,7 +325,7 @@ async fn act(
         async {
             let member = member(&engine, &headers).await?;
             let csrf = form.ok().map(|Form(f)| f.csrf).unwrap_or_default();
-            if !session::same_origin(&headers) || !session::csrf_ok(&member.token, &csrf) {
+            if !session::from_own_page(&headers, &member.token, &csrf) {
                 return Ok(error_page(
                     StatusCode::FORBIDDEN,
                     "this form was sent from another site, or from a page of an earlier session: reload the page",
