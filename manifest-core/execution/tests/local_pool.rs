@@ -590,6 +590,10 @@ fn a_sidecars_kept_state_outlives_its_run_and_links_planted_in_it_are_replaced()
             wait_for(5, || std::fs::read_to_string(kept.join("count")).is_ok_and(|c| c == (run + 1).to_string())),
             "run {run} counted in the kept state"
         );
+        // The script writes `count`, then replaces `config` by its link: wait for the link too
+        // before stopping it (CI once stopped it in between).
+        let linked = || std::fs::symlink_metadata(kept.join("config")).is_ok_and(|m| m.file_type().is_symlink());
+        wait_for(5, linked);
         pool.stop(id, StopMode::Stop);
         let planted = std::fs::symlink_metadata(kept.join("config")).expect("config").file_type().is_symlink();
         assert!(planted, "the job planted its link");
