@@ -19,6 +19,8 @@ pub struct MemoryApp {
     pub uid: String,
     /// Publication status.
     pub status: AppStatus,
+    /// Why nothing of it may run now ([`AppView::halt`]).
+    pub halt: Option<Reason>,
     /// Settled (`once`).
     pub settled: bool,
     /// When it settled.
@@ -159,6 +161,7 @@ impl ExecutionTx for MemoryTx<'_> {
             key: app,
             uid: a.uid.clone(),
             status: a.status,
+            halt: a.halt.clone(),
             settled: a.settled,
             rearmed_version: a.rearmed_version,
             plan: a.plan.clone(),

@@ -171,6 +171,11 @@ pub struct AppView {
     pub uid: String,
     /// Publication status.
     pub status: AppStatus,
+    /// Why nothing of the application may run now, whatever its status and plan (an ingress
+    /// deployment whose funds ran out, or that was stopped): its live executions are stopped
+    /// now with this reason, and nothing is launched. A pause, by contrast, lets running jobs
+    /// reach their window's end.
+    pub halt: Option<Reason>,
     /// A `once` application that has settled.
     pub settled: bool,
     /// The version that re-armed it after it settled (0: never): `once` occurrences of

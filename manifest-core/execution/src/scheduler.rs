@@ -72,7 +72,7 @@ pub const MIN_LAUNCH_SPACING_MS: Millis = 1_000;
 /// How often a held application (a missing secret, no spend authority) is looked at again.
 pub const HOLD_RECHECK_MS: Millis = 10_000;
 
-/// Launch retries back off: 1 s, 2 s, 4 s, ... at most one minute.
+/// Launch retries and same-job restarts back off: 1 s, 2 s, 4 s, ... at most one minute.
 pub fn retry_backoff(refusals: u32) -> Millis {
     1_000u64.saturating_mul(1 << refusals.saturating_sub(1).min(6)).min(60_000)
 }
@@ -90,6 +90,9 @@ pub fn decide(app: &AppView, now: Millis, quote: &mut QuoteFn<'_>) -> Decision {
     };
     let slots_seen = app.executions.iter().map(|e| e.slot + 1).max().unwrap_or(0);
     let slots = slots_seen.max(plan.map_or(0, |p| p.slots));
+    if let Some(halt) = &app.halt {
+        d.blocked = Some(halt.clone());
+    }
     let mut finished = 0u16;
     // Charges of launches decided in this call count for the next slots' spend checks.
     let mut charges = app.charges.clone();
@@ -142,6 +145,9 @@ impl SlotDecider<'_, '_, '_> {
             self.live(e, &execs);
         }
         let Some(plan) = self.plan else { return false };
+        if self.app.halt.is_some() {
+            return false;
+        }
         // SPEC States: a settled `once` application "does not run again by itself".
         if self.app.settled || self.slot >= plan.slots {
             return false;
@@ -176,6 +182,10 @@ impl SlotDecider<'_, '_, '_> {
     /// Rules for one live execution.
     fn live(&mut self, e: &Execution, slot_execs: &[&Execution]) {
         if e.state == ExecState::Stopping {
+            return;
+        }
+        if let Some(halt) = &self.app.halt {
+            self.stop(e.key, StopMode::Stop, halt.clone());
             return;
         }
         let Some(plan) = self.plan else {
@@ -348,6 +358,14 @@ impl SlotDecider<'_, '_, '_> {
                     let lost = latest.reason.as_ref().is_some_and(|r| r.code == "contact_lost");
                     // maxSameJobRestarts: the same job, on its processor.
                     if !lost && latest.processor_id.is_some() && latest.restarts < u32::from(max_same_job_restarts) {
+                        // A platform bound (docs/decisions.md "Restart backoff"): restart `n`
+                        // waits `retry_backoff(n)` after the failure, so a job that fails as
+                        // it starts is not restarted in a tight loop.
+                        let due = latest.changed_at.saturating_add(retry_backoff(latest.restarts + 1));
+                        if self.now < due {
+                            self.wake_at(due);
+                            return true;
+                        }
                         self.d.actions.push(Action::Restart { key: latest.key });
                         // Its restart grace starts now.
                         self.wake_at(self.now);

@@ -275,6 +275,9 @@ fn replace_after_failure_restarts_then_replaces_on_a_fresh_processor_then_waits(
     for restarts in 1..=2 {
         w.pool.exit(&first.execution_id, 1);
         w.settle().expect("settles");
+        // Restart n waits retry_backoff(n) (1 s, 2 s) after the failure.
+        assert!(w.live(1).is_empty(), "restart {restarts} waits its backoff");
+        w.advance(svc_execution::scheduler::retry_backoff(restarts));
         let again = w.live(1);
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].execution_id, first.execution_id, "the same job restarts");
@@ -462,4 +465,57 @@ fn a_cadence_of_milliseconds_launches_at_most_one_generation_a_second_per_slot()
     assert!((10..=11).contains(&launched), "{launched} generations in 10 s");
     let starts: Vec<_> = w.executions(1).iter().map(|e| e.created_at).collect();
     assert!(starts.windows(2).all(|p| p[1] - p[0] >= svc_execution::scheduler::MIN_LAUNCH_SPACING_MS));
+}
+
+/// A job that fails as it starts is restarted after 1 s, 2 s, 4 s..., not in a tight loop:
+/// the restarts of a crash loop spread over time, and each waits for the one before.
+#[test]
+fn same_job_restarts_back_off_so_a_crash_loop_does_not_spin() {
+    let w = World::new();
+    let mut p = plan(1, continuous());
+    p.recovery = replace_after_failure(4);
+    w.publish(1, p);
+    w.settle().expect("settles");
+    let job = w.live(1)[0].execution_id.clone();
+    let mut restarted_at = Vec::new();
+    for n in 1..=4u32 {
+        w.pool.exit(&job, 1);
+        w.settle().expect("settles");
+        let failed_at = w.now();
+        w.advance(svc_execution::scheduler::retry_backoff(n) - 1);
+        assert!(w.live(1).is_empty(), "restart {n} does not come before its backoff");
+        w.advance(1);
+        assert_eq!(w.live(1)[0].restarts, n, "restart {n}");
+        restarted_at.push(w.now() - failed_at);
+    }
+    assert_eq!(restarted_at, [1_000, 2_000, 4_000, 8_000]);
+}
+
+/// A halted application (an ingress deployment whose funds ran out) stops its jobs now, not
+/// at their window's end as a pause would, launches nothing while halted, and says why; once
+/// lifted, it launches again.
+#[test]
+fn a_halt_stops_running_jobs_now_and_launches_nothing_until_lifted() {
+    let w = World::new();
+    w.publish(1, plan(2, continuous()));
+    w.settle().expect("settles");
+    w.all_ready();
+    assert_eq!(w.live(1).len(), 2);
+    let unfunded = svc_execution::Reason::new("unfunded", "the deployment's funds ran out");
+    w.set_halt(1, Some(unfunded.clone()));
+    w.settle().expect("settles");
+    assert!(w.live(1).is_empty(), "stopped now: {:#?}", w.live(1));
+    let stopped = w.in_state(1, ExecState::Stopped);
+    assert_eq!(stopped.len(), 2);
+    assert!(stopped.iter().all(|e| e.reason.as_ref() == Some(&unfunded)));
+    assert_eq!(w.app(1).blocked, Some(unfunded));
+    // Hours later, still nothing: no renewal, no recovery.
+    w.run_until(T0 + 3 * HOUR).expect("runs");
+    assert!(w.live(1).is_empty());
+    w.set_halt(1, None);
+    w.settle().expect("settles");
+    let live = w.live(1);
+    assert_eq!(live.len(), 2, "lifted: a new generation in each slot");
+    assert!(live.iter().all(|e| e.generation == 2));
+    assert_eq!(w.app(1).blocked, None);
 }

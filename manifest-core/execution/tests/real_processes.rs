@@ -75,6 +75,7 @@ impl Real {
                 MemoryApp {
                     uid: "app1".into(),
                     status: AppStatus::Active,
+                    halt: None,
                     settled: false,
                     settled_at: None,
                     rearmed_version: 0,

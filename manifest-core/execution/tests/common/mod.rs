@@ -104,6 +104,7 @@ impl World {
             let app = s.apps.entry(key).or_insert_with(|| MemoryApp {
                 uid: format!("app{key}"),
                 status: AppStatus::Active,
+                halt: None,
                 settled: false,
                 settled_at: None,
                 rearmed_version: 0,
@@ -126,6 +127,17 @@ impl World {
         self.store.edit(|s| {
             if let Some(a) = s.apps.get_mut(&key) {
                 a.status = status;
+                a.next_at = Some(now);
+            }
+        });
+    }
+
+    /// Halts application `key` for `reason` (`None`: lifts it) and wakes the scheduler.
+    pub fn set_halt(&self, key: AppKey, reason: Option<svc_execution::Reason>) {
+        let now = self.now();
+        self.store.edit(|s| {
+            if let Some(a) = s.apps.get_mut(&key) {
+                a.halt = reason;
                 a.next_at = Some(now);
             }
         });

@@ -252,6 +252,8 @@ impl ExecutionTx for SqliteTransaction<'_> {
             key: app,
             uid,
             status,
+            // Publication has pause and disable; nothing halts a published application.
+            halt: None,
             settled,
             rearmed_version: ms(rearmed),
             plan,
