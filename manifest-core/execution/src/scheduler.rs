@@ -351,6 +351,14 @@ impl SlotDecider<'_, '_, '_> {
                 self.launch_window(plan, Attempt::next(plan, latest), self.now, latest.window_end, Vec::new());
                 true
             }
+            // Stopped with its window still open by something other than its lifecycle (a
+            // halt, the application unpublished): now that it may run again, the slot runs a
+            // new generation at once rather than waiting out a window nothing runs in
+            // (docs/decisions.md "Halt is not pause"). A `once` occurrence is not run again.
+            ExecState::Stopped if open && plan.mode != Mode::Once => {
+                self.launch(plan, latest.generation + 1, 1, self.now, Vec::new());
+                true
+            }
             // SPEC lifecycle.recovery.runtimeFailure.
             ExecState::Failed if open => match plan.recovery.runtime_failure {
                 RuntimeFailure::WaitUntilScheduledEnd => false,

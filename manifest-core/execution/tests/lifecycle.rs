@@ -509,13 +509,20 @@ fn a_halt_stops_running_jobs_now_and_launches_nothing_until_lifted() {
     assert_eq!(stopped.len(), 2);
     assert!(stopped.iter().all(|e| e.reason.as_ref() == Some(&unfunded)));
     assert_eq!(w.app(1).blocked, Some(unfunded));
-    // Hours later, still nothing: no renewal, no recovery.
-    w.run_until(T0 + 3 * HOUR).expect("runs");
+    // Ten minutes later, still nothing.
+    w.advance(10 * MINUTE);
     assert!(w.live(1).is_empty());
+    // Lifted within the stopped window: a new generation now, its window from now, not at
+    // the renewal of a window nothing ran in.
     w.set_halt(1, None);
     w.settle().expect("settles");
     let live = w.live(1);
     assert_eq!(live.len(), 2, "lifted: a new generation in each slot");
-    assert!(live.iter().all(|e| e.generation == 2));
-    assert_eq!(w.app(1).blocked, None);
+    assert!(live.iter().all(|e| e.generation == 2 && e.window_start == w.now()), "{live:#?}");
+    // Halted again past the renewal lead: no renewal either.
+    w.set_halt(1, Some(svc_execution::Reason::new("unfunded", "again")));
+    w.run_until(T0 + 3 * HOUR).expect("runs");
+    assert!(w.live(1).is_empty());
+    assert!(w.executions(1).iter().all(|e| e.generation <= 2));
+    assert_eq!(w.app(1).blocked.map(|r| r.code), Some("unfunded".to_owned()));
 }

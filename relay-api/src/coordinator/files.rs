@@ -60,7 +60,7 @@ pub(super) fn prepare_dirs(data_dir: &Path, jobs_dir: &Path) -> Result<(PathBuf,
 
 /// The directory of revision `revision` of deployment `id` under `base` (the data
 /// directory's `deployments/`, or the job directory).
-pub(super) fn revision_dir(base: &Path, id: &str, revision: u32) -> PathBuf {
+pub(crate) fn revision_dir(base: &Path, id: &str, revision: u32) -> PathBuf {
     base.join(id).join(format!("r{revision}"))
 }
 
@@ -375,5 +375,43 @@ mod tests {
         let (data, jobs) = prepare_dirs(&dir.join("relay"), &dir.join("relay-jobs")).expect("prepared");
         assert!(data.is_absolute() && jobs.is_absolute());
         assert_eq!((mode(&data), mode(&jobs), mode(&data.join("deployments"))), (0o700, 0o700, 0o700));
+    }
+}
+
+/// Why a revision's secrets could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SecretsError {
+    /// The file is unreadable.
+    #[error("cannot read {path}: {source}", path = path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not what the coordinator wrote.
+    #[error("{path} is not readable: {source}", path = path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// The values of a revision's secrets, by name (the secret's ID in its manifest), from its
+/// `secrets.json` (none: no file).
+pub(crate) fn secret_values(revision_dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, SecretsError> {
+    let path = revision_dir.join(SECRETS_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let values: BTreeMap<String, String> =
+                serde_json::from_slice(&bytes).map_err(|source| SecretsError::Invalid { path, source })?;
+            Ok(values.into_iter().map(|(name, value)| (name, value.into_bytes())).collect())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(source) => Err(SecretsError::Read { path, source }),
     }
 }

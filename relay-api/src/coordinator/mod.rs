@@ -19,6 +19,7 @@ pub mod model;
 pub mod money;
 pub mod policy;
 pub mod probe;
+pub mod scheduling;
 pub mod state;
 pub mod store;
 

@@ -6,9 +6,8 @@
 use agent::challenge::RouteKey;
 use agent::wire;
 
-use super::{APP_DIR, AgentCertificates, Engine, SECRETS_FILE, job_key};
+use super::{APP_DIR, AgentCertificates, Engine, job_key};
 use crate::coordinator::model::Deployment;
-use std::collections::BTreeMap;
 
 use svc_execution::{Workload, WorkloadRuntime};
 
@@ -37,24 +36,9 @@ pub(crate) enum StartError {
     /// No loopback port for the app.
     #[error("no free port for the app: {0}")]
     Port(#[source] std::io::Error),
-    /// The revision's secrets file is unreadable.
-    #[error("cannot read {path}: {source}", path = path.display())]
-    SecretsRead {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The revision's secrets file is not what the coordinator wrote.
-    #[error("{path} is not readable: {source}", path = path.display())]
-    SecretsInvalid {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
-        #[source]
-        source: serde_json::Error,
-    },
+    /// The revision's secrets could not be read.
+    #[error(transparent)]
+    Secrets(#[from] crate::coordinator::files::SecretsError),
     /// The agent's files could not be read.
     #[error(transparent)]
     Layout(#[from] crate::runner::layout::LayoutError),
@@ -118,7 +102,10 @@ impl Engine {
             Some(policy) => policy,
             None => self.publish_unpublished(&job, &project, &app_dir)?,
         };
-        let workload = manifest_core::plan::workload(policy.published(), &secret_values(&revision_dir)?)?;
+        let workload = manifest_core::plan::workload(
+            policy.published(),
+            &crate::coordinator::files::secret_values(&revision_dir)?,
+        )?;
         // Stored again at each launch (a copy, checked against the policy's artifact digest: a
         // file changed since the deploy refuses the launch): the store keeps what the
         // revisions that run need, and nothing once they are gone (`Engine::sweep_artifacts`).
@@ -222,20 +209,5 @@ impl Engine {
             agent_config,
             capture_output: true,
         })
-    }
-}
-
-/// The values of a revision's secrets, by name (the secret's ID in its manifest), from its
-/// `secrets.json` (none: no file).
-fn secret_values(revision_dir: &std::path::Path) -> Result<BTreeMap<String, Vec<u8>>, StartError> {
-    let path = revision_dir.join(SECRETS_FILE);
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            let values: BTreeMap<String, String> =
-                serde_json::from_slice(&bytes).map_err(|source| StartError::SecretsInvalid { path, source })?;
-            Ok(values.into_iter().map(|(name, value)| (name, value.into_bytes())).collect())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(source) => Err(StartError::SecretsRead { path, source }),
     }
 }

@@ -27,7 +27,15 @@ pub trait Backend: Send + Sync + 'static {
 
 /// One transaction: every row trait, and its end.
 pub trait Transaction:
-    OrgRows + DeploymentRows + MoneyRows + ActivityRows + RevisionRows + AdmissionRows + ExecutionRows + PolicyRows
+    OrgRows
+    + DeploymentRows
+    + MoneyRows
+    + ActivityRows
+    + RevisionRows
+    + AdmissionRows
+    + ExecutionRows
+    + PolicyRows
+    + SchedulingRows
 {
     /// Makes every write of this transaction durable.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
@@ -343,4 +351,44 @@ pub trait ExecutionRows {
     /// Every live execution (launching, running, ready, restarting, stopping), of every
     /// deployment.
     fn live_executions(&mut self) -> Result<Vec<ExecutionRecord>, StoreError>;
+}
+
+/// The scheduler's records of the deployments (`svc_execution`'s view): each deployment is an
+/// application keyed by its row, its executions as the scheduler records them, and its
+/// scheduling state. [`crate::coordinator::scheduling`] puts the rules on top.
+pub trait SchedulingRows {
+    /// A deployment's key.
+    fn deployment_key(&mut self, id: &str) -> Result<Option<i64>, StoreError>;
+    /// The deployment of a key.
+    fn deployment_by_key(&mut self, key: i64) -> Result<Option<Deployment>, StoreError>;
+    /// Deployments due at or before `now`, soonest first, at most `limit`.
+    fn due_deployments(&mut self, now: i64, limit: u32) -> Result<Vec<i64>, StoreError>;
+    /// When the next deployment is due.
+    fn next_due_deployment(&mut self) -> Result<Option<i64>, StoreError>;
+    /// The version the scheduler activated for the deployment, and when.
+    fn activated(&mut self, key: i64) -> Result<(u64, i64), StoreError>;
+    /// Records the version activated.
+    fn set_activated(&mut self, key: i64, version: u64, at: i64) -> Result<(), StoreError>;
+    /// When to decide next (`None`: only when woken), and why it is blocked.
+    fn set_schedule(
+        &mut self,
+        key: i64,
+        next_at: Option<i64>,
+        blocked: Option<&svc_execution::Reason>,
+    ) -> Result<(), StoreError>;
+    /// Why the scheduler is blocked for the deployment, if it is.
+    fn blocked(&mut self, deployment_id: &str) -> Result<Option<svc_execution::Reason>, StoreError>;
+    /// Makes the deployment due at `at` at the latest (its state or its revisions changed).
+    fn wake(&mut self, deployment_id: &str, at: i64) -> Result<(), StoreError>;
+    /// The deployment's live executions and every attempt of its slots' newest generations,
+    /// oldest first.
+    fn scheduled(&mut self, key: i64) -> Result<Vec<svc_execution::Execution>, StoreError>;
+    /// The execution with this market ID, with its deployment's key.
+    fn scheduled_by_id(&mut self, execution_id: &str) -> Result<Option<(i64, svc_execution::Execution)>, StoreError>;
+    /// Every live execution, with its deployment's key.
+    fn live_scheduled(&mut self) -> Result<Vec<(i64, svc_execution::Execution)>, StoreError>;
+    /// Records a new execution; returns its key.
+    fn insert_scheduled(&mut self, key: i64, execution: &svc_execution::Execution) -> Result<i64, StoreError>;
+    /// Records an execution's state, processor, restarts, silence and reason.
+    fn update_scheduled(&mut self, execution: &svc_execution::Execution) -> Result<(), StoreError>;
 }

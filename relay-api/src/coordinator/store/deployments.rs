@@ -20,7 +20,9 @@ fn record_change(tx: &mut dyn Transaction, d: &Deployment, change: &StateChange<
     tx.set_state(&d.id, change)?;
     tx.insert_transition(&d.id, Some(d.state), change.to, change.reason, change.at)?;
     let line = format!("{} -> {}: {}", d.state, change.to, change.reason);
-    tx.append_logs(&d.id, "route", &[line], change.at)
+    tx.append_logs(&d.id, "route", &[line], change.at)?;
+    // What the deployment's jobs should be changed with it: the scheduler decides now.
+    tx.wake(&d.id, change.at)
 }
 
 impl RelayStore {
@@ -70,6 +72,7 @@ impl RelayStore {
                 tx.insert_quote(quote)?;
             }
             tx.insert_policy(&new.id, &PublishedPolicy { revision: 1, published_at: now, ..new.policy.clone() })?;
+            tx.wake(&new.id, now)?;
             get(tx, &new.id)
         })
     }

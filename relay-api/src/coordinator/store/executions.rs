@@ -103,6 +103,12 @@ impl RelayStore {
         self.read(|tx| Ok((tx.latest_execution(deployment_id, revision)?, tx.live_before(deployment_id, revision)?)))
     }
 
+    /// Why the scheduler launches nothing for the deployment now, if it is blocked (unfunded,
+    /// restarts exhausted, ...): what its projection's convergence says.
+    pub fn scheduler_blocked(&self, deployment_id: &str) -> Result<Option<Reason>, StoreError> {
+        self.read(|tx| tx.blocked(deployment_id))
+    }
+
     /// Ends every execution still live as `failed` for `reason`: at a start of the
     /// coordinator, whose jobs are its processes and ended with it. How many.
     pub fn end_live_executions(&self, reason: &Reason) -> Result<usize, StoreError> {

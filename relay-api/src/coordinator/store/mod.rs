@@ -189,6 +189,12 @@ impl RelayStore {
         read(tx.as_mut())
     }
 
+    /// A write transaction, for a caller that holds it across its own steps (the scheduler's
+    /// [`crate::coordinator::scheduling`]); dropped uncommitted, it rolls back.
+    pub(crate) fn begin_write(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        self.backend.write()
+    }
+
     /// Runs `write` in one write transaction, committed if it succeeds (rolled back if not).
     pub fn write<T, E: From<StoreError>>(
         &self,

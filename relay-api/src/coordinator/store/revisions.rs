@@ -78,6 +78,8 @@ impl RelayStore {
                 new.revision, new.project_digest, d.revision
             );
             tx.append_logs(&new.deployment_id, "route", &[line], now)?;
+            // A newer policy version: the scheduler rolls it out now.
+            tx.wake(&new.deployment_id, now)?;
             Ok(replaced)
         })
     }
@@ -129,6 +131,7 @@ impl RelayStore {
             if before.state != state {
                 let line = format!("revision {revision} is {}: {reason}", state.as_str());
                 tx.append_logs(deployment_id, "route", &[line], now)?;
+                tx.wake(deployment_id, now)?;
             }
             Ok(())
         })
@@ -145,6 +148,7 @@ impl RelayStore {
             }
             tx.delete_successors(deployment_id)?;
             tx.append_logs(deployment_id, "route", &[format!("revision {revision} serves: {reason}")], now)?;
+            tx.wake(deployment_id, now)?;
             get(tx, deployment_id)
         })
     }
@@ -154,7 +158,9 @@ impl RelayStore {
     pub fn drop_successor(&self, deployment_id: &str, revision: u32, reason: &str) -> Result<(), StoreError> {
         self.write(|tx| {
             if tx.delete_successor(deployment_id, revision)? {
-                tx.append_logs(deployment_id, "route", &[format!("revision {revision} {reason}")], now_ms())?;
+                let now = now_ms();
+                tx.append_logs(deployment_id, "route", &[format!("revision {revision} {reason}")], now)?;
+                tx.wake(deployment_id, now)?;
             }
             Ok(())
         })

@@ -15,6 +15,7 @@ mod money;
 mod policies;
 mod revisions;
 mod rows;
+mod scheduling;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -34,6 +35,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0005_revisions.sql"),
     include_str!("../../../../migrations/0006_executions.sql"),
     include_str!("../../../../migrations/0007_policies.sql"),
+    include_str!("../../../../migrations/0008_scheduling.sql"),
 ];
 
 /// The database file's name inside the data directory.

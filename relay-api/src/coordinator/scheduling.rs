@@ -1,0 +1,239 @@
+//! The deployments as applications of the scheduler (`svc_execution`): the relay's store seen
+//! as an [`ExecutionStore`], so the same `scheduler::decide` and executor that run published
+//! applications decide an ingress deployment's jobs (issue 17, point 8).
+//!
+//! - A deployment is an application: its key is its row, its identity its ID (execution IDs
+//!   start with it).
+//! - Its plan is the policy of its newest revision that has not failed (a successor's, while
+//!   one is deployed: a newer policy version, rolled out as the policy's `lifecycle.update`
+//!   says), read as the publication service reads one ([`manifest_core::plan::plan`]), with
+//!   the relay's own recovery and spend ([`ingress_plan`]).
+//! - It runs while it is funded and not stopped or failed; otherwise it is halted
+//!   ([`svc_execution::AppView::halt`]): its jobs stop now, since a route must not serve on
+//!   credit until a day-long window ends.
+//! - What a job runs is its revision's policy with the revision's secrets; the agent beside
+//!   it is the market's to add (the ingress market).
+//!
+//! Every deployment state change and every new or withdrawn revision wakes the deployment
+//! (the store's rules set it due in the same transaction).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use svc_execution::executor::{ExecutionStore, ExecutionTx, StoreFailure};
+use svc_execution::plan::{Recovery, RuntimeFailure, SpendAuthority};
+use svc_execution::{AppKey, AppStatus, AppView, ExecKey, ExecState, Execution, Millis, Plan, Reason, Workload};
+
+use super::files;
+use super::model::{Deployment, SuccessorState};
+use super::state::DeploymentState;
+use super::store::{RelayStore, StoreError, Transaction};
+
+/// Same-job restarts of an ingress job per generation (a paid window) before its deployment
+/// is given up as failed (`job_exited`): restart *n* waits `retry_backoff(n)`.
+pub const MAX_RESTARTS: u8 = 5;
+
+/// How long a restarted ingress job has to be ready (its route validated through the public
+/// path) before it counts as failed again.
+pub const RESTART_GRACE_MS: Millis = 60_000;
+
+/// How long an ingress job's processor may be silent before the job counts as failed.
+pub const CONTACT_LOSS_MS: Millis = 60_000;
+
+/// The relay's store as the scheduler's: the deployments, their executions and policies, and
+/// the revisions' secrets in the data directory.
+pub struct Scheduling {
+    store: Arc<RelayStore>,
+    deployments_dir: PathBuf,
+}
+
+impl Scheduling {
+    /// The scheduler's view of `store`, whose revisions keep their files under
+    /// `deployments_dir`.
+    pub fn new(store: Arc<RelayStore>, deployments_dir: PathBuf) -> Scheduling {
+        Scheduling { store, deployments_dir }
+    }
+}
+
+fn failure(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreFailure {
+    StoreFailure(e.into())
+}
+
+fn store_failure(e: StoreError) -> StoreFailure {
+    failure(e)
+}
+
+fn ms(n: i64) -> Millis {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn int(n: Millis) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl ExecutionStore for Scheduling {
+    fn begin(&self) -> Result<Box<dyn ExecutionTx + '_>, StoreFailure> {
+        let tx = self.store.begin_write().map_err(store_failure)?;
+        Ok(Box::new(SchedulingTx { tx, deployments_dir: &self.deployments_dir }))
+    }
+}
+
+struct SchedulingTx<'a> {
+    tx: Box<dyn Transaction + 'a>,
+    deployments_dir: &'a Path,
+}
+
+/// The revision whose policy is the deployment's active version: a successor's while one is
+/// deployed and has not failed, else the one it serves.
+fn active_revision(tx: &mut dyn Transaction, d: &Deployment) -> Result<u32, StoreError> {
+    Ok(match tx.successor(&d.id)? {
+        Some(s) if s.state != SuccessorState::Failed && s.revision > d.revision => s.revision,
+        _ => d.revision,
+    })
+}
+
+/// Why nothing of the deployment may run now, if so.
+pub fn halt_of(d: &Deployment) -> Option<Reason> {
+    match d.state {
+        DeploymentState::PendingFunding => {
+            Some(Reason::new("unfunded", "the deployment's funds do not cover a period; fund a quote"))
+        }
+        DeploymentState::Stopped => Some(Reason::new("deployment_stopped", "the deployment was stopped")),
+        DeploymentState::Failed => Some(Reason::new("deployment_failed", d.state_reason.clone())),
+        DeploymentState::Provisioning
+        | DeploymentState::Validating
+        | DeploymentState::Live
+        | DeploymentState::Degraded => None,
+    }
+}
+
+/// An ingress policy's plan, as the relay runs it: the policy's slots, windows, renewal and
+/// update rules, with the relay's recovery and without a spend authority of its own.
+///
+/// - **Recovery.** A web job that ends is restarted on its processor, up to [`MAX_RESTARTS`]
+///   times per window, each after a backoff; a V5 policy has no recovery field, and SPEC's V5
+///   default (wait until the window's end) would leave a route dark for up to a day.
+/// - **Spend.** The deployment's funded periods are what it may spend (the ledger and its
+///   ceiling); a launch costs nothing more.
+pub fn ingress_plan(mut plan: Plan) -> Plan {
+    plan.recovery = Recovery {
+        runtime_failure: RuntimeFailure::ReplaceAfterFailure {
+            contact_loss_after_ms: CONTACT_LOSS_MS,
+            restart_grace_ms: RESTART_GRACE_MS,
+            max_same_job_restarts: MAX_RESTARTS,
+            max_fresh_replacements: 0,
+        },
+        ..plan.recovery
+    };
+    plan.spend = SpendAuthority::default();
+    plan
+}
+
+impl SchedulingTx<'_> {
+    fn deployment(&mut self, app: AppKey) -> Result<Deployment, StoreFailure> {
+        self.tx
+            .deployment_by_key(app)
+            .map_err(store_failure)?
+            .ok_or_else(|| failure(format!("no deployment has key {app}")))
+    }
+}
+
+impl ExecutionTx for SchedulingTx<'_> {
+    fn due(&mut self, now: Millis, limit: usize) -> Result<Vec<AppKey>, StoreFailure> {
+        self.tx.due_deployments(int(now), u32::try_from(limit).unwrap_or(u32::MAX)).map_err(store_failure)
+    }
+
+    fn next_due(&mut self) -> Result<Option<Millis>, StoreFailure> {
+        Ok(self.tx.next_due_deployment().map_err(store_failure)?.map(ms))
+    }
+
+    fn app(&mut self, app: AppKey) -> Result<Option<AppView>, StoreFailure> {
+        let tx = self.tx.as_mut();
+        let Some(d) = tx.deployment_by_key(app).map_err(store_failure)? else { return Ok(None) };
+        let revision = active_revision(tx, &d).map_err(store_failure)?;
+        let mut halt = halt_of(&d);
+        let plan = match tx.policy(&d.id, revision).map_err(store_failure)? {
+            Some(policy) => match manifest_core::plan::plan(policy.published()) {
+                Ok(plan) => Some(ingress_plan(plan)),
+                Err(e) => {
+                    // One damaged policy halts its deployment, not the scheduler.
+                    halt.get_or_insert(Reason::new("policy_unreadable", format!("revision {revision}: {e}")));
+                    None
+                }
+            },
+            None => {
+                // A revision deployed before revisions published a policy publishes one at
+                // its launch (the engine's); until then nothing of it is decided.
+                halt.get_or_insert(Reason::new("unpublished", format!("revision {revision} has no policy yet")));
+                None
+            }
+        };
+        let (activated_version, activated_at) = tx.activated(app).map_err(store_failure)?;
+        let executions = tx.scheduled(app).map_err(store_failure)?;
+        Ok(Some(AppView {
+            key: app,
+            uid: d.id,
+            status: AppStatus::Active,
+            halt,
+            settled: false,
+            rearmed_version: 0,
+            plan,
+            activated_version,
+            activated_at: ms(activated_at),
+            executions,
+            charges: Vec::new(),
+        }))
+    }
+
+    fn find(&mut self, execution_id: &str) -> Result<Option<(AppKey, Execution)>, StoreFailure> {
+        self.tx.scheduled_by_id(execution_id).map_err(store_failure)
+    }
+
+    fn live(&mut self) -> Result<Vec<(AppKey, Execution)>, StoreFailure> {
+        self.tx.live_scheduled().map_err(store_failure)
+    }
+
+    fn workload(&mut self, app: AppKey, policy_version: u64) -> Result<Workload, StoreFailure> {
+        let d = self.deployment(app)?;
+        let revision = u32::try_from(policy_version).map_err(|_| failure(format!("no revision {policy_version}")))?;
+        let policy = self
+            .tx
+            .policy(&d.id, revision)
+            .map_err(store_failure)?
+            .ok_or_else(|| failure(format!("revision {revision} of {} has no policy", d.id)))?;
+        let secrets =
+            files::secret_values(&files::revision_dir(self.deployments_dir, &d.id, revision)).map_err(failure)?;
+        manifest_core::plan::workload(policy.published(), &secrets).map_err(failure)
+    }
+
+    fn insert(&mut self, app: AppKey, execution: &Execution) -> Result<ExecKey, StoreFailure> {
+        self.tx.insert_scheduled(app, execution).map_err(store_failure)
+    }
+
+    fn transition(&mut self, _app: AppKey, execution: &Execution, _from: ExecState) -> Result<(), StoreFailure> {
+        self.tx.update_scheduled(execution).map_err(store_failure)
+    }
+
+    fn refund(&mut self, _app: AppKey, _execution: &Execution, _at: Millis) -> Result<(), StoreFailure> {
+        // A launch charges nothing (funded periods are the spend): nothing to refund.
+        Ok(())
+    }
+
+    fn schedule(&mut self, app: AppKey, next_at: Option<Millis>, blocked: Option<&Reason>) -> Result<(), StoreFailure> {
+        self.tx.set_schedule(app, next_at.map(int), blocked).map_err(store_failure)
+    }
+
+    fn activate(&mut self, app: AppKey, version: u64, at: Millis) -> Result<(), StoreFailure> {
+        self.tx.set_activated(app, version, int(at)).map_err(store_failure)
+    }
+
+    fn settle(&mut self, _app: AppKey, _at: Millis) -> Result<(), StoreFailure> {
+        // An ingress policy is `continuous` (a `once` manifest is refused at deploy): a web job
+        // never settles.
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>) -> Result<(), StoreFailure> {
+        self.tx.commit().map_err(store_failure)
+    }
+}
