@@ -203,3 +203,35 @@ fn a_redeploy_rolls_out_as_stop_when_successor_ready_and_unfunding_stops_the_job
     w.move_to(&d.id, DeploymentState::Provisioning);
     assert_eq!(w.running(), [format!("{}/0/3/1", d.id)]);
 }
+
+#[test]
+fn a_failed_successors_job_is_withdrawn_and_the_serving_job_runs_on() {
+    let w = World::new();
+    let d = w.deploy("dep_0000000000000004");
+    w.move_to(&d.id, DeploymentState::Provisioning);
+    let first = format!("{}/0/1/1", d.id);
+    w.pool.make_ready(&first);
+    w.settle();
+    w.store
+        .put_successor(&NewSuccessor {
+            deployment_id: d.id.clone(),
+            revision: 2,
+            project_json: PROJECT.into(),
+            project_digest: "sha256:two".into(),
+            manifest_digest: "sha256:m".into(),
+            ceiling_micros: 5_000_000,
+            route_id: "rt_shop_2".into(),
+            policy: published(&d.id, 2),
+        })
+        .expect("a successor");
+    w.settle();
+    let second = format!("{}/0/2/1", d.id);
+    assert_eq!(w.running(), [first.clone(), second.clone()]);
+    w.store
+        .set_successor_state(&d.id, 2, relay_api::coordinator::model::SuccessorState::Failed, "it never validated")
+        .expect("failed");
+    w.settle();
+    assert_eq!(w.running(), std::slice::from_ref(&first), "revision 1 serves on");
+    let withdrawn = w.executions(&d.id).into_iter().find(|e| e.execution_id == second).expect("recorded");
+    assert_eq!(withdrawn.reason.map(|r| r.code), Some("withdrawn".into()));
+}

@@ -97,7 +97,8 @@ pub fn decide(app: &AppView, now: Millis, quote: &mut QuoteFn<'_>) -> Decision {
     // Charges of launches decided in this call count for the next slots' spend checks.
     let mut charges = app.charges.clone();
     for slot in 0..slots {
-        let mut s = SlotDecider { app, plan, now, activated_at, slot, d: &mut d, quote, charges: &mut charges };
+        let mut s =
+            SlotDecider { app, plan, now, activated_at, slot, d: &mut d, quote, charges: &mut charges, next_gen: 1 };
         if s.run() {
             finished += 1;
         }
@@ -125,6 +126,8 @@ struct SlotDecider<'v, 'q, 'f> {
     d: &'v mut Decision,
     quote: &'q mut QuoteFn<'f>,
     charges: &'v mut Vec<Charge>,
+    /// The number a new generation of the slot gets: one past every generation it had.
+    next_gen: u64,
 }
 
 impl SlotDecider<'_, '_, '_> {
@@ -152,8 +155,17 @@ impl SlotDecider<'_, '_, '_> {
         if self.app.settled || self.slot >= plan.slots {
             return false;
         }
-        let newest = execs.iter().map(|e| e.generation).max().unwrap_or(0);
-        let attempts: Vec<&Execution> = execs.iter().copied().filter(|e| e.generation == newest).collect();
+        self.next_gen = execs.iter().map(|e| e.generation).max().unwrap_or(0) + 1;
+        // Generations of a version newer than the active one were withdrawn (an ingress
+        // redeploy whose successor failed): `live` stops them, and the slot goes on from the
+        // active version's own newest generation. Their numbers are not given again.
+        let newest =
+            execs.iter().filter(|e| e.policy_version <= plan.policy_version).map(|e| e.generation).max().unwrap_or(0);
+        let attempts: Vec<&Execution> = execs
+            .iter()
+            .copied()
+            .filter(|e| e.generation == newest && e.policy_version <= plan.policy_version)
+            .collect();
         let Some(latest) = attempts.iter().copied().max_by_key(|e| e.attempt) else {
             return self.first(plan);
         };
@@ -170,7 +182,7 @@ impl SlotDecider<'_, '_, '_> {
             // SPEC execution `once`: one occurrence per slot; its generation is never followed,
             // unless a re-arm (release-gated, `once_rearm`) published after it ran.
             if !generation_live && latest.policy_version < self.app.rearmed_version {
-                self.launch(plan, latest.generation + 1, 1, self.now, Vec::new());
+                self.launch(plan, self.next_gen, 1, self.now, Vec::new());
                 return false;
             }
             return !generation_live;
@@ -196,6 +208,14 @@ impl SlotDecider<'_, '_, '_> {
         // run past its window's scheduled end.
         if self.now >= e.window_end {
             self.stop(e.key, StopMode::Stop, Reason::new("window_ended", "its paid window ended"));
+            return;
+        }
+        if e.policy_version > plan.policy_version {
+            let reason = Reason::new(
+                "withdrawn",
+                format!("policy version {} is no longer active; version {} is", e.policy_version, plan.policy_version),
+            );
+            self.stop(e.key, StopMode::Stop, reason);
             return;
         }
         if self.slot >= plan.slots && plan.update.existing_jobs != ExistingJobs::RunUntilScheduledEnd {
@@ -296,8 +316,13 @@ impl SlotDecider<'_, '_, '_> {
             self.wake_at(start);
             return false;
         }
-        self.launch(plan, 1, 1, self.now, Vec::new());
+        self.launch(plan, self.next_gen, 1, self.now, Vec::new());
         false
+    }
+
+    /// Whether anything runs in the slot (a withdrawn version's job being stopped included).
+    fn slot_live(&self) -> bool {
+        self.app.executions.iter().any(|e| e.slot == self.slot && e.state.is_live())
     }
 
     /// Launch retries and runtime-failure recovery of the newest generation, which has no
@@ -355,8 +380,8 @@ impl SlotDecider<'_, '_, '_> {
             // halt, the application unpublished): now that it may run again, the slot runs a
             // new generation at once rather than waiting out a window nothing runs in
             // (docs/decisions.md "Halt is not pause"). A `once` occurrence is not run again.
-            ExecState::Stopped if open && plan.mode != Mode::Once => {
-                self.launch(plan, latest.generation + 1, 1, self.now, Vec::new());
+            ExecState::Stopped if open && plan.mode != Mode::Once && !self.slot_live() => {
+                self.launch(plan, self.next_gen, 1, self.now, Vec::new());
                 true
             }
             // SPEC lifecycle.recovery.runtimeFailure.
@@ -396,7 +421,7 @@ impl SlotDecider<'_, '_, '_> {
 
     /// Renewal, the next interval occurrence, and immediate updates.
     fn next_generation(&mut self, plan: &Plan, latest: &Execution) {
-        let next = latest.generation + 1;
+        let next = self.next_gen;
         // SPEC lifecycle.update.timing `immediate`: a slot running an older version gets a
         // successor of the new one now (its predecessor then follows existingJobs).
         if plan.update.timing == UpdateTiming::Immediate && latest.policy_version < plan.policy_version {

@@ -526,3 +526,35 @@ fn a_halt_stops_running_jobs_now_and_launches_nothing_until_lifted() {
     assert!(w.executions(1).iter().all(|e| e.generation <= 2));
     assert_eq!(w.app(1).blocked.map(|r| r.code), Some("unfunded".to_owned()));
 }
+
+/// A version withdrawn after its successor generation started (an ingress redeploy whose
+/// successor failed: the active version goes back to the one serving): the withdrawn job
+/// stops, the serving one runs on untouched, and renewal goes on from it with a fresh
+/// generation number.
+#[test]
+fn a_withdrawn_versions_job_stops_and_the_serving_generation_runs_on() {
+    let w = World::new();
+    let p = plan(1, continuous());
+    w.publish(1, p.clone());
+    w.settle().expect("settles");
+    w.all_ready();
+    let serving = w.live(1)[0].clone();
+    w.clock.advance(5 * MINUTE);
+    let next = updated(&p, UpdateTiming::Immediate, ExistingJobs::StopWhenSuccessorReady);
+    w.publish(1, next);
+    w.settle().expect("settles");
+    let successor = w.live(1).into_iter().find(|e| e.policy_version == 2).expect("the successor");
+    assert_eq!(successor.generation, 2);
+    // Version 2 is withdrawn before its job is ready: version 1 is active again.
+    w.publish(1, p);
+    w.settle().expect("settles");
+    let live = w.live(1);
+    assert_eq!(live.len(), 1, "{live:#?}");
+    assert_eq!(live[0].execution_id, serving.execution_id, "the serving job runs on");
+    let withdrawn = w.executions(1).into_iter().find(|e| e.key == successor.key).expect("recorded");
+    assert_eq!((withdrawn.state, withdrawn.reason.map(|r| r.code)), (ExecState::Stopped, Some("withdrawn".into())));
+    // Its renewal comes from the serving generation's window, as generation 3.
+    w.run_until(T0 + 50 * MINUTE).expect("runs");
+    let renewed = w.live(1).into_iter().find(|e| e.key != serving.key).expect("the renewal");
+    assert_eq!((renewed.generation, renewed.policy_version, renewed.window_start), (3, 1, T0 + HOUR));
+}
