@@ -253,7 +253,16 @@ impl Browser {
         self.session_command("POST", "/window/rect", Some(narrow));
         let overflow = self.execute("return document.documentElement.scrollWidth - window.innerWidth;");
         if overflow.as_i64().unwrap_or(0) > 0 {
-            problems.push(format!("at 360 px the page is {overflow} px wider than the screen"));
+            // Which elements stick out, outermost first, so the fix is findable.
+            let culprits = self.execute(
+                "return [...document.querySelectorAll('body *')]
+                   .filter((e) => e.scrollWidth > e.clientWidth + 1
+                     && getComputedStyle(e).overflowX === 'visible'
+                     && !(e.parentElement && e.parentElement.closest('.table-wrap, pre')))
+                   .slice(-4).map((e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+                     + (e.className ? '.' + String(e.className).trim().replace(/ +/g, '.') : ''));",
+            );
+            problems.push(format!("at 360 px the page is {overflow} px wider than the screen: {culprits}"));
         }
         self.session_command("POST", "/window/rect", Some(json!({"width": 1280, "height": 900})));
         problems

@@ -1,14 +1,15 @@
 //! The ingress console (`svc relay serve`, `/console/`) in Chromium, on a relay where
 //! `examples/node-demo` is live: signing in with the customer token, the deployments, the
-//! deployment's page (state, timeline, logs updating in place), stopping it and refunding
-//! what it did not serve; and another organization's deployment, not found.
+//! deployment's page (state, timeline, logs updating in place), the signed catalog and its
+//! verification, stopping the deployment and refunding what it did not serve, then the
+//! gateway operator claiming its reward; and another organization's deployment, not found.
 
 use std::time::Duration;
 
 use serde_json::json;
 use svc_e2e::service::{TempDir, http};
 
-use super::deploy::{Relay, admin};
+use super::deploy::{ACME_CANONICAL, AcmeRelay, Relay, admin, admin_token};
 
 #[path = "../console/webdriver.rs"]
 mod webdriver;
@@ -18,13 +19,15 @@ use webdriver::Browser;
 #[tokio::test(flavor = "multi_thread")]
 async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_refunds_it() {
     let dir = TempDir::new("ingress-console");
-    let (relay, _config) = Relay::with_live_demo(dir.path(), &[]).await;
+    // Rewards are claimable as soon as their period settles.
+    let (relay, _config) = Relay::with_live_demo(dir.path(), &["--settlement-delay-secs", "0"]).await;
     let base = relay.api.trim_end_matches('/').to_owned();
     let token = relay.token.clone();
     let other = {
         admin(&relay.data, "invite", "other");
         admin(&relay.data, "token", "other")
     };
+    let operator = admin_token(&relay.data, "local", true);
     let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().expect("the API's address");
     // The browser blocks: off the runtime's workers, which the relay's client calls use.
     tokio::task::spawn_blocking(move || {
@@ -51,6 +54,23 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         assert!(!browser.text("#logs").is_empty());
         browser.screenshot("ingress-deployment");
         browser.assert_accessible("a deployment");
+        // The development CA issues no certificate for a customer's own hostname: the page
+        // says so instead of offering a form that would be refused.
+        assert!(browser.find("#add-hostname").is_none());
+        assert!(browser.text("#hostnames-acme").contains("--acme-directory"), "{}", browser.source());
+
+        // The signed catalog, verified.
+        let deployment_url = browser.url();
+        browser.click_and_wait("nav a[href='/console/catalog']");
+        let verdict = browser.text("#verdict");
+        assert!(verdict.contains("The signature verifies against the catalog's signing key ed25519:"), "{verdict}");
+        assert!(verdict.contains("Valid until"), "{verdict}");
+        let pin = browser.text("#pin-command");
+        assert!(pin.starts_with(&format!("svc ingress catalog verify --relay {base} --pin ed25519:")), "{pin}");
+        assert!(browser.text("#validators").contains("route-validation/"), "{}", browser.text("#validators"));
+        browser.screenshot("ingress-catalog");
+        browser.assert_accessible("the catalog");
+        browser.goto(&deployment_url);
 
         // Another organization's deployment is not found, and not listed.
         let url = browser.url();
@@ -74,7 +94,96 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
 
         browser.click_and_wait("header form button");
         assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());
+
+        // The gateway's operator: the stopped deployment's settled period earned it a reward.
+        browser.type_into("#token", &operator);
+        browser.click_and_wait("button[type=submit]");
+        assert!(browser.url().ends_with("/console/rewards"), "{}", browser.url());
+        assert!(browser.text("#rewards").contains("dep_"), "{}", browser.source());
+        let claimable = browser.text("#claimable");
+        assert!(!claimable.starts_with("0 "), "{claimable}");
+        browser.assert_accessible("rewards");
+        browser.screenshot("ingress-rewards");
+        // An operator sees no deployment.
+        let theirs =
+            http(addr, "GET", "/console/deployments", &[("Cookie", &format!("svc_ingress_console={operator}"))], None);
+        assert_eq!(theirs.status, 403, "{}", String::from_utf8_lossy(&theirs.body));
+        browser.click_and_wait("#claim");
+        assert!(browser.text("#notice").contains("Claimed: clm_"), "{}", browser.source());
+        assert!(browser.text("#claimable").starts_with("0 "), "{}", browser.text("#claimable"));
+        assert!(browser.find("#claim").is_none(), "claimed once");
+        assert!(browser.text("#rewards").contains("claimed"), "{}", browser.text("#rewards"));
     })
     .await
     .expect("the browser part");
+}
+
+/// A customer's own hostname from the console, on a relay issuing certificates from a real
+/// Pebble: added by its form, its exact DNS records listed with Copy buttons, checked while
+/// they are missing (still pending, the missing record named), checked again once they exist
+/// (verified), then removed (off the list).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ingress_console_adds_checks_and_removes_a_customer_hostname() {
+    let Some((pebble_bin, dns_bin)) = super::pebble::programs() else {
+        svc_e2e::skipped("the_ingress_console_adds_checks_and_removes_a_customer_hostname", "SVC_SKIP_PEBBLE=1");
+        return;
+    };
+    let dir = TempDir::new("ingress-console-hostnames");
+    let AcmeRelay { relay, stack, config, .. } = AcmeRelay::deployed(dir.path(), &pebble_bin, &dns_bin).await;
+    // Funded well past the test, so the route serves throughout.
+    let funded = relay.json(&["fund", "--periods", "100", "--config", &config]).await;
+    assert_eq!(funded["entry"]["kind"], "fund", "{funded:#}");
+    let base = relay.api.trim_end_matches('/').to_owned();
+    let token = relay.token.clone();
+    tokio::task::spawn_blocking(move || {
+        let host = "shop.example.test";
+        let browser = Browser::start("ingress-console-hostnames");
+        browser.goto(&format!("{base}/console/"));
+        browser.type_into("#token", &token);
+        browser.click_and_wait("button[type=submit]");
+        browser.click_and_wait("#deployments a[href^='/console/deployments/dep_']");
+
+        browser.type_into("#hostname", host);
+        browser.click_and_wait("#add-hostname button[type=submit]");
+        assert!(browser.text("#notice").contains("Added"), "{}", browser.source());
+        let listed = browser.text("#hostnames");
+        assert!(listed.contains(host) && listed.contains("pending_dns"), "{listed}");
+        let records = browser.text("#records");
+        assert!(records.contains(&format!("{host}. 300 IN CNAME {ACME_CANONICAL}.")), "{records}");
+        assert!(records.contains(&format!("_svc-challenge.{host}. 300 IN TXT")), "{records}");
+        assert!(browser.find("#records button[data-copy]").is_some(), "each record has a Copy button");
+
+        // Checked before the records exist: still pending, and the page says which is missing.
+        browser.click_and_wait("#hostnames button.verify");
+        assert!(browser.text("#notice").contains("Checked"), "{}", browser.source());
+        assert!(browser.text("#hostnames").contains("pending_dns"), "{}", browser.text("#hostnames"));
+        assert!(browser.text("#hints").contains("dns_cname_missing"), "{}", browser.text("#hints"));
+        browser.screenshot("ingress-hostnames");
+        browser.assert_accessible("a deployment with a pending hostname");
+
+        // The records created: verified.
+        let proof = relay_token_of(&browser.text("#records"), host);
+        stack.dns_set("/set-cname", json!({"host": format!("{host}."), "target": format!("{ACME_CANONICAL}.")}));
+        stack.dns_set("/set-txt", json!({"host": format!("_svc-challenge.{host}."), "value": proof}));
+        browser.click_and_wait("#hostnames button.verify");
+        let listed = browser.text("#hostnames");
+        assert!(listed.contains("verified") || listed.contains("live"), "{listed}");
+        assert!(!browser.text("main").contains("dns_cname_missing"), "{}", browser.text("main"));
+        assert!(browser.find("#records").is_none(), "nothing left to create");
+
+        browser.click_and_wait("#hostnames button.remove");
+        assert!(browser.text("#notice").contains("Removed"), "{}", browser.source());
+        assert!(!browser.text("#hostnames").contains(host), "{}", browser.text("#hostnames"));
+        assert!(browser.find("#hostnames button.verify").is_none(), "a removed hostname has no actions");
+        drop(stack);
+    })
+    .await
+    .expect("the browser part");
+}
+
+/// The TXT proof the page asks for `host`: the quoted value of its `_svc-challenge` record.
+fn relay_token_of(records: &str, host: &str) -> String {
+    let record = format!("_svc-challenge.{host}. 300 IN TXT \"");
+    let start = records.find(&record).map(|i| i + record.len()).expect("the TXT record on the page");
+    records[start..].split('"').next().unwrap_or_default().to_owned()
 }

@@ -60,7 +60,7 @@ pub(super) fn admin(data: &Path, what: &str, org: &str) -> String {
     admin_with(data, what, org, &[])
 }
 
-fn admin_token(data: &Path, org: &str, operator: bool) -> String {
+pub(super) fn admin_token(data: &Path, org: &str, operator: bool) -> String {
     admin_with(data, "token", org, if operator { &["--operator"] } else { &[] })
 }
 
@@ -404,44 +404,9 @@ async fn a_customer_hostname_goes_live_once_its_dns_and_caa_are_right() {
         return;
     };
     let dir = TempDir::new("relay-acme");
-    let public: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let stack = PebbleStack::start(dir.path(), &pebble_bin, &dns_bin, public.port()).await;
-    let extra: Vec<String> = [
-        "--public",
-        &public.to_string(),
-        "--relay-domain",
-        "relay.test",
-        "--dns",
-        &stack.dns.to_string(),
-        "--caa-identity",
-        "pebble.test",
-        "--acme-directory",
-        &stack.directory,
-        "--acme-directory-ca",
-        &stack.https_cert.to_string_lossy(),
-        "--acme-roots",
-        &stack.root.to_string_lossy(),
-        // The test's DNS answers 127.0.0.1 for the customer hostname: a relay inside a private
-        // network, the one case that flag is for (`.localhost` routes need none).
-        "--allow-private-targets",
-        "--period-secs",
-        "3",
-        "--price-micros",
-        "1000",
-        "--settlement-delay-secs",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let relay = Relay::start(&dir.path().join("relay"), &extra).await;
-    let project = node_demo_project(dir.path());
-    let config = project.to_string_lossy().into_owned();
-
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "90"]).await;
-    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}\n{}", relay.proc.output(), stack.pebble.output());
-    let canonical = "node-demo-acme.relay.test";
-    assert!(out.ends_with(&format!("live https://{canonical}:{}/\n", public.port())), "{out}");
+    let AcmeRelay { relay, stack, public, project, config } =
+        AcmeRelay::deployed(dir.path(), &pebble_bin, &dns_bin).await;
+    let canonical = ACME_CANONICAL;
     // More periods than the project funds at deploy, so the route keeps running.
     let funded = relay.json(&["fund", "--periods", "100", "--config", &config]).await;
     assert_eq!(funded["entry"]["kind"], "fund");
@@ -573,4 +538,60 @@ pub(super) fn refundable(sessions: &Value) -> Vec<(String, u64)> {
         .filter(|s| s["refundableMicros"].as_u64() > Some(0))
         .map(|s| (s["id"].as_str().unwrap_or("").to_owned(), s["refundableMicros"].as_u64().unwrap_or(0)))
         .collect()
+}
+
+/// The canonical hostname of `examples/node-demo` on an [`AcmeRelay`].
+pub(super) const ACME_CANONICAL: &str = "node-demo-acme.relay.test";
+
+/// A relay issuing certificates from a real Pebble (its DNS a `pebble-challtestsrv`), on which
+/// `examples/node-demo` is deployed and live under `node-demo-acme.relay.test`.
+pub(super) struct AcmeRelay {
+    pub(super) relay: Relay,
+    pub(super) stack: PebbleStack,
+    pub(super) public: SocketAddr,
+    pub(super) project: std::path::PathBuf,
+    pub(super) config: String,
+}
+
+impl AcmeRelay {
+    pub(super) async fn deployed(dir: &Path, pebble_bin: &Path, dns_bin: &Path) -> AcmeRelay {
+        let public: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let stack = PebbleStack::start(dir, &pebble_bin, &dns_bin, public.port()).await;
+        let extra: Vec<String> = [
+            "--public",
+            &public.to_string(),
+            "--relay-domain",
+            "relay.test",
+            "--dns",
+            &stack.dns.to_string(),
+            "--caa-identity",
+            "pebble.test",
+            "--acme-directory",
+            &stack.directory,
+            "--acme-directory-ca",
+            &stack.https_cert.to_string_lossy(),
+            "--acme-roots",
+            &stack.root.to_string_lossy(),
+            // The test's DNS answers 127.0.0.1 for the customer hostname: a relay inside a private
+            // network, the one case that flag is for (`.localhost` routes need none).
+            "--allow-private-targets",
+            "--period-secs",
+            "3",
+            "--price-micros",
+            "1000",
+            "--settlement-delay-secs",
+            "0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let relay = Relay::start(&dir.join("relay"), &extra).await;
+        let project = node_demo_project(dir);
+        let config = project.to_string_lossy().into_owned();
+
+        let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "90"]).await;
+        assert_eq!(code, 0, "deploy: {err}\n{out}\n{}\n{}", relay.proc.output(), stack.pebble.output());
+        assert!(out.ends_with(&format!("live https://{ACME_CANONICAL}:{}/\n", public.port())), "{out}");
+        AcmeRelay { relay, stack, public, project, config }
+    }
 }

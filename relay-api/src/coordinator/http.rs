@@ -127,9 +127,6 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/ingress/rewards/claim", post(claim))
         .route("/api/relay/health", get(super::admission::health))
         .route("/api/operators/register", post(super::admission::register))
-        .nest("/console", super::console::router())
-        // The console's own address, with its slash: `nest` serves `/console` only.
-        .route("/console/", get(|| async { svc_web::page::see_other("/console") }))
         .fallback(|| async { Rejection::NotFound(Missing::Route) })
         .with_state(engine)
 }
@@ -164,17 +161,25 @@ fn token_caller(engine: &Engine, headers: &HeaderMap, role: TokenRole) -> Result
     caller_of_token(engine, token, role)
 }
 
-/// The caller behind a token (a bearer token, or the console's session), which must have the
-/// role `role`; a customer's organization must hold an invitation.
-pub(super) fn customer_of_token(engine: &Engine, token: &str) -> Result<Caller, ApiError> {
-    invited(caller_of_token(engine, token, TokenRole::Customer)?)
+/// Whoever a token speaks for, customer (invited) or operator: the console's session.
+pub(super) fn member_of_token(engine: &Engine, token: &str) -> Result<Caller, ApiError> {
+    let caller = token_owner(engine, token)?;
+    match caller.role {
+        TokenRole::Customer => invited(caller),
+        TokenRole::Operator => Ok(caller),
+    }
+}
+
+/// Whoever a token belongs to, whatever its role.
+fn token_owner(engine: &Engine, token: &str) -> Result<Caller, ApiError> {
+    Ok(engine
+        .store()
+        .caller(&wire::sha256_hex(token.trim().as_bytes()))?
+        .ok_or(Rejection::Unauthenticated(Credentials::NotValid))?)
 }
 
 fn caller_of_token(engine: &Engine, token: &str, role: TokenRole) -> Result<Caller, ApiError> {
-    let caller = engine
-        .store()
-        .caller(&wire::sha256_hex(token.trim().as_bytes()))?
-        .ok_or(Rejection::Unauthenticated(Credentials::NotValid))?;
+    let caller = token_owner(engine, token)?;
     if caller.role != role {
         return Err(match role {
             TokenRole::Customer => Rejection::CustomerTokenRequired,
@@ -424,19 +429,29 @@ async fn add_hostname(
     blocking(move || {
         let caller = caller(&engine, &headers)?;
         let req: HostnameRequest = body(&bytes)?;
-        let d = deployment_of(&engine, &caller, &project)?;
-        if d.state.is_terminal() {
-            return Err(Rejection::DeploymentStopped.into());
-        }
-        let hostname = crate::dns::customer_hostname(req.hostname.trim()).map_err(Rejection::InvalidHostname)?;
-        if !engine.issues_customer_certificates() {
-            return Err(Rejection::HostnameNeedsAcme.into());
-        }
-        let h = engine.store().add_hostname(&d.id, &hostname, &random_hex(16)?)?;
-        let records = records(&d, &h.hostname, &h.token);
-        Ok((StatusCode::CREATED, axum::Json(HostnameResponse { hostname: h, records })))
+        Ok((StatusCode::CREATED, axum::Json(add_hostname_to(&engine, &caller, &project, &req.hostname)?)))
     })
     .await
+}
+
+/// Adds a customer hostname to the caller's deployment `project`: the API's and the console's.
+pub(super) fn add_hostname_to(
+    engine: &Engine,
+    caller: &Caller,
+    project: &str,
+    hostname: &str,
+) -> Result<HostnameResponse, ApiError> {
+    let d = deployment_of(engine, caller, project)?;
+    if d.state.is_terminal() {
+        return Err(Rejection::DeploymentStopped.into());
+    }
+    let hostname = crate::dns::customer_hostname(hostname.trim()).map_err(Rejection::InvalidHostname)?;
+    if !engine.issues_customer_certificates() {
+        return Err(Rejection::HostnameNeedsAcme.into());
+    }
+    let h = engine.store().add_hostname(&d.id, &hostname, &random_hex(16)?)?;
+    let records = records(&d, &h.hostname, &h.token);
+    Ok(HostnameResponse { hostname: h, records })
 }
 
 async fn verify_hostname(
@@ -445,7 +460,20 @@ async fn verify_hostname(
     UrlPath((project, hostname)): UrlPath<(String, String)>,
 ) -> ApiResult<HostnameResponse> {
     let reader = Arc::clone(&engine);
-    let d = blocking(move || deployment_of(&reader, &caller(&reader, &headers)?, &project)).await?;
+    let caller = blocking(move || caller(&reader, &headers)).await?;
+    ok(verify_hostname_of(engine, caller, project, hostname).await?)
+}
+
+/// Checks a customer hostname's DNS now and answers what it found: the API's and the
+/// console's.
+pub(super) async fn verify_hostname_of(
+    engine: Arc<Engine>,
+    caller: Caller,
+    project: String,
+    hostname: String,
+) -> Result<HostnameResponse, ApiError> {
+    let reader = Arc::clone(&engine);
+    let d = blocking(move || deployment_of(&reader, &caller, &project)).await?;
     engine.check_hostname(&d, &hostname).await?;
     blocking(move || {
         let h = engine
@@ -454,7 +482,7 @@ async fn verify_hostname(
             .filter(|h| h.state != HostnameState::Removed)
             .ok_or_else(|| Rejection::NotFound(Missing::Hostname(hostname.clone())))?;
         let records = records(&d, &h.hostname, &h.token);
-        ok(HostnameResponse { hostname: h, records })
+        Ok(HostnameResponse { hostname: h, records })
     })
     .await
 }
@@ -466,19 +494,30 @@ async fn remove_hostname(
 ) -> ApiResult<HostnameResponse> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
-        let d = deployment_of(&engine, &caller, &project)?;
-        let h = engine
-            .store()
-            .hostname(&d.id, &hostname)?
-            .filter(|h| h.state != HostnameState::Removed)
-            .ok_or_else(|| Rejection::NotFound(Missing::Hostname(hostname.clone())))?;
-        engine.store().set_hostname(&d.id, &hostname, HostnameState::Removed, &[])?;
-        engine.wake();
-        let records = records(&d, &h.hostname, &h.token);
-        let h = engine.store().hostname(&d.id, &hostname)?.unwrap_or(h);
-        ok(HostnameResponse { hostname: h, records })
+        ok(remove_hostname_of(&engine, &caller, &project, &hostname)?)
     })
     .await
+}
+
+/// Removes a customer hostname from the caller's deployment `project`: the API's and the
+/// console's.
+pub(super) fn remove_hostname_of(
+    engine: &Engine,
+    caller: &Caller,
+    project: &str,
+    hostname: &str,
+) -> Result<HostnameResponse, ApiError> {
+    let d = deployment_of(engine, caller, project)?;
+    let h = engine
+        .store()
+        .hostname(&d.id, hostname)?
+        .filter(|h| h.state != HostnameState::Removed)
+        .ok_or_else(|| Rejection::NotFound(Missing::Hostname(hostname.to_owned())))?;
+    engine.store().set_hostname(&d.id, hostname, HostnameState::Removed, &[])?;
+    engine.wake();
+    let records = records(&d, &h.hostname, &h.token);
+    let h = engine.store().hostname(&d.id, hostname)?.unwrap_or(h);
+    Ok(HostnameResponse { hostname: h, records })
 }
 
 async fn sessions(
@@ -520,12 +559,17 @@ async fn rewards(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiRe
 async fn claim(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<ClaimResponse> {
     blocking(move || {
         let caller = operator(&engine, &headers)?;
-        let now = now_ms();
-        let (claim_id, amount_micros) = engine.store().claim(&caller.org_name, now)?;
-        let rewards = engine.store().rewards(&caller.org_name, now)?;
-        Ok((StatusCode::CREATED, axum::Json(ClaimResponse { claim_id, amount_micros, rewards })))
+        Ok((StatusCode::CREATED, axum::Json(claim_rewards(&engine, &caller)?)))
     })
     .await
+}
+
+/// Claims the operator's claimable rewards: the API's and the console's.
+pub(super) fn claim_rewards(engine: &Engine, caller: &Caller) -> Result<ClaimResponse, ApiError> {
+    let now = now_ms();
+    let (claim_id, amount_micros) = engine.store().claim(&caller.org_name, now)?;
+    let rewards = engine.store().rewards(&caller.org_name, now)?;
+    Ok(ClaimResponse { claim_id, amount_micros, rewards })
 }
 
 fn pins_response(engine: &Engine, caller: &Caller, project: &str) -> Result<PinsResponse, ApiError> {
@@ -607,23 +651,25 @@ async fn catalog(
 ) -> ApiResult<crate::catalog::SignedCatalog> {
     blocking(move || {
         caller(&engine, &headers)?;
-        let gateways = engine
-            .store()
-            .admitted_gateways()?
-            .into_iter()
-            .map(|o| crate::catalog::CatalogGateway {
-                operator: o.name,
-                hostname: o.hostname,
-                public_key: o.public_key,
-            })
-            .collect();
-        let content = super::catalog_content::coordinator_content(engine.config(), gateways);
-        let signed = publisher
-            .current(content, super::store::now_ms())
-            .map_err(|e| ApiError::internal(&format!("the catalog: {e}")))?;
-        ok(signed)
+        ok(signed_catalog(&engine, &publisher)?)
     })
     .await
+}
+
+/// The relay's signed catalog now (signed again when its content changed or half its
+/// validity passed): the API's and the console's.
+pub(super) fn signed_catalog(
+    engine: &Engine,
+    publisher: &crate::catalog::Publisher,
+) -> Result<crate::catalog::SignedCatalog, ApiError> {
+    let gateways = engine
+        .store()
+        .admitted_gateways()?
+        .into_iter()
+        .map(|o| crate::catalog::CatalogGateway { operator: o.name, hostname: o.hostname, public_key: o.public_key })
+        .collect();
+    let content = super::catalog_content::coordinator_content(engine.config(), gateways);
+    publisher.current(content, super::store::now_ms()).map_err(|e| ApiError::internal(&format!("the catalog: {e}")))
 }
 
 #[cfg(test)]

@@ -336,7 +336,9 @@ pub async fn run(
     let started = Started { api, gateway: bound, agent_api };
     on_started(&started);
     let engine_task = tokio::spawn(engine.clone().run());
-    let app = api_router(engine.clone()).merge(http::catalog_router(engine.clone(), catalog));
+    let app = api_router(engine.clone())
+        .merge(http::catalog_router(engine.clone(), catalog.clone()))
+        .merge(console::router(engine.clone(), catalog));
     listener.serve(svc_http::limit_body(app, API_BODY_LIMIT), shutdown).await;
     // Wait for the engine to be gone, not only told to go: a step inside a store operation
     // (`Engine::db`, on a thread of its own) finishes it first, and must neither launch a job

@@ -1,10 +1,16 @@
-//! The ingress console at `/console/` of `svc relay serve`: a customer's deployments (stopped
-//! ones too), and each deployment's state, hints with the exact DNS records to create,
-//! hostnames, validations, state timeline and live logs, for a member signed in with their
-//! customer token. Server-rendered (`views`), with the layout, assets, session cookie and CSRF
-//! checks of `svc-web`, the same as the publication console's; the data is what the relay API
-//! answers, read through the same store and rules.
+//! The ingress console at `/console/` of `svc relay serve`. A customer signed in with their
+//! token sees their deployments (stopped ones too), and each deployment's state, hints with
+//! the exact DNS records to create, hostnames (added, checked and removed here), validations,
+//! funds with refunds, the ledger, state timeline and live logs; a gateway operator signed in
+//! with theirs sees their rewards and claims them ([`rewards`]); both see the relay's signed
+//! catalog and whether it verifies ([`catalog`]). Server-rendered (`views`), with the layout,
+//! assets, session cookie and CSRF checks of `svc-web`, the same as the publication console's;
+//! every change is the relay API's own operation (`super::http`), read and made through the
+//! same store and rules.
 
+mod catalog;
+mod hostnames;
+mod rewards;
 mod views;
 
 use std::sync::Arc;
@@ -20,8 +26,9 @@ use svc_web::page::{Nav, Page, SignedIn, html_response, see_other};
 use svc_web::{html, session};
 
 use super::Engine;
-use super::http::{ApiError, customer_of_token};
-use super::store::Caller;
+use super::http::{ApiError, member_of_token};
+use super::store::{Caller, TokenRole};
+use crate::catalog::Publisher;
 
 /// The console's name in every page's header.
 const PRODUCT: &str = "svc ingress console";
@@ -36,9 +43,22 @@ const TIMELINE_ROWS: u32 = 50;
 /// Ledger entries the page shows, newest first (`svc ingress ledger` lists them all).
 const LEDGER_ROWS: u32 = 100;
 
-/// The console's routes (nested under `/console` by the relay's router).
-pub(super) fn router() -> Router<Arc<Engine>> {
-    Router::new()
+/// What the console's handlers read: the engine (and its store), and the catalog's publisher.
+#[derive(Clone)]
+struct Console {
+    engine: Arc<Engine>,
+    publisher: Arc<Publisher>,
+}
+
+impl axum::extract::FromRef<Console> for Arc<Engine> {
+    fn from_ref(console: &Console) -> Arc<Engine> {
+        console.engine.clone()
+    }
+}
+
+/// The console's routes, at `/console/`, merged into the relay's router.
+pub(super) fn router(engine: Arc<Engine>, publisher: Arc<Publisher>) -> Router {
+    let console = Router::new()
         .route("/", get(home))
         .route("/sign-in", get(sign_in_form).post(sign_in))
         .route("/sign-out", post(sign_out))
@@ -47,9 +67,20 @@ pub(super) fn router() -> Router<Arc<Engine>> {
         .route("/deployments/{project}/logs/live", get(logs_live))
         .route("/deployments/{project}/stop", post(stop))
         .route("/deployments/{project}/sessions/{session}/refund", post(refund))
+        .route("/deployments/{project}/hostnames", post(hostnames::add))
+        .route("/deployments/{project}/hostnames/{hostname}/verify", post(hostnames::verify))
+        .route("/deployments/{project}/hostnames/{hostname}/remove", post(hostnames::remove))
+        .route("/rewards", get(rewards::page))
+        .route("/rewards/claim", post(rewards::claim))
+        .route("/catalog", get(catalog::page))
         .route("/assets/{name}", get(svc_web::assets::serve))
         .fallback(|| async { error_page(StatusCode::NOT_FOUND, "no such page") })
         .layer(axum::middleware::map_response(svc_web::headers::secure))
+        .with_state(Console { engine, publisher });
+    Router::new()
+        .nest("/console", console)
+        // The console's own address, with its slash: `nest` serves `/console` only.
+        .route("/console/", get(|| async { svc_web::page::see_other("/console") }))
 }
 
 /// A member signed in, and their session's token (for the CSRF token).
@@ -59,13 +90,48 @@ struct Member {
 }
 
 impl Member {
+    /// The member's landing page.
+    fn home(&self) -> &'static str {
+        match self.caller.role {
+            TokenRole::Customer => "/console/deployments",
+            TokenRole::Operator => "/console/rewards",
+        }
+    }
+
+    /// Refused unless the member is a customer (deployments are customers').
+    fn customer(self) -> Result<Member, Refusal> {
+        match self.caller.role {
+            TokenRole::Customer => Ok(self),
+            TokenRole::Operator => Err(Refusal::Page(error_page(
+                StatusCode::FORBIDDEN,
+                "an operator token sees its rewards and the catalog; deployments are a customer's",
+            ))),
+        }
+    }
+
+    /// What the member may go to, `current` marked.
+    fn nav(&self, project: Option<&str>, current: &str) -> Vec<Nav> {
+        let mut links = match self.caller.role {
+            TokenRole::Customer => vec![Nav::new("/console/deployments", "Deployments", current == "deployments")],
+            TokenRole::Operator => vec![Nav::new("/console/rewards", "Rewards", current == "rewards")],
+        };
+        if let Some(p) = project {
+            links.push(Nav::new(format!("/console/deployments/{p}"), p.to_owned(), current == "deployment"));
+        }
+        links.push(Nav::new("/console/catalog", "Catalog", current == "catalog"));
+        links
+    }
+
     fn page(&self, title: impl Into<String>, nav: Vec<Nav>) -> Page {
         Page {
             product: PRODUCT.to_owned(),
             title: title.into(),
             nav,
             signed_in: Some(SignedIn {
-                who: format!("organization {}", self.caller.org_name),
+                who: match self.caller.role {
+                    TokenRole::Customer => format!("organization {}", self.caller.org_name),
+                    TokenRole::Operator => format!("operator {}", self.caller.org_name),
+                },
                 csrf: session::csrf(&self.token),
             }),
         }
@@ -117,7 +183,7 @@ async fn member(engine: &Arc<Engine>, headers: &HeaderMap) -> Result<Member, Ref
     let token = session::INGRESS.token(headers).ok_or(Refusal::SignIn)?;
     let engine = engine.clone();
     let lookup = token.clone();
-    match blocking(move || customer_of_token(&engine, &lookup)).await {
+    match blocking(move || member_of_token(&engine, &lookup)).await {
         Ok(caller) => Ok(Member { caller, token }),
         Err(Refusal::Page(r)) if r.status() == StatusCode::INTERNAL_SERVER_ERROR => Err(Refusal::Page(r)),
         Err(_) => Err(Refusal::SignIn),
@@ -136,17 +202,9 @@ fn error_page(status: StatusCode, message: &str) -> Response {
     )
 }
 
-fn nav(project: Option<&str>, current: &str) -> Vec<Nav> {
-    let mut links = vec![Nav::new("/console/deployments", "Deployments", current == "deployments")];
-    if let Some(p) = project {
-        links.push(Nav::new(format!("/console/deployments/{p}"), p.to_owned(), current == "deployment"));
-    }
-    links
-}
-
 async fn home(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
     match member(&engine, &headers).await {
-        Ok(_) => see_other("/console/deployments"),
+        Ok(member) => see_other(member.home()),
         Err(refusal) => answer(Err(refusal)),
     }
 }
@@ -181,15 +239,18 @@ async fn sign_in(
         return sign_in_page(StatusCode::UNAUTHORIZED, Some("that is not a token"));
     }
     let lookup = token.clone();
-    match blocking(move || customer_of_token(&engine, &lookup)).await {
-        Ok(_) => session::INGRESS.signed_in(&token, "/console/deployments", &headers),
+    match blocking(move || member_of_token(&engine, &lookup)).await {
+        Ok(caller) => {
+            let home = Member { caller, token: token.clone() }.home();
+            session::INGRESS.signed_in(&token, home, &headers)
+        }
         Err(Refusal::Page(r)) if r.status() == StatusCode::INTERNAL_SERVER_ERROR => r,
         Err(Refusal::Page(r)) if r.status() == StatusCode::FORBIDDEN => {
             sign_in_page(StatusCode::FORBIDDEN, Some("this organization has no invitation to the ingress add-on yet"))
         }
         Err(_) => sign_in_page(
             StatusCode::UNAUTHORIZED,
-            Some("no customer has this token (an operator token signs in nowhere here; it may have been revoked)"),
+            Some("no customer or gateway operator has this token (it may have been revoked)"),
         ),
     }
 }
@@ -210,14 +271,14 @@ async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection
 async fn deployments(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
     answer(
         async {
-            let member = member(&engine, &headers).await?;
+            let member = member(&engine, &headers).await?.customer()?;
             let org = member.caller.org_id.clone();
             let reader = engine.clone();
             let list = blocking(move || {
                 Ok(reader.store().deployments_of(&org)?.into_iter().map(|d| reader.with_url(d)).collect::<Vec<_>>())
             })
             .await?;
-            let page = member.page("Deployments", nav(None, "deployments"));
+            let page = member.page("Deployments", member.nav(None, "deployments"));
             Ok(page.respond(StatusCode::OK, views::deployments(&member.caller.org_name, &list)))
         }
         .await,
@@ -240,7 +301,7 @@ async fn deployment(
 ) -> Response {
     answer(
         async {
-            let member = member(&engine, &headers).await?;
+            let member = member(&engine, &headers).await?.customer()?;
             let org = member.caller.org_id.clone();
             let reader = engine.clone();
             let name = project.clone();
@@ -257,6 +318,7 @@ async fn deployment(
                     logs: store.recent_logs(&d.id, LOG_LINES)?,
                     sessions: store.sessions(&d.id)?,
                     ledger: store.recent_ledger(&d.id, LEDGER_ROWS)?,
+                    adds_hostnames: reader.issues_customer_certificates(),
                     deployment: d,
                 }))
             })
@@ -264,10 +326,15 @@ async fn deployment(
             let Some(view) = view else {
                 return Ok(error_page(StatusCode::NOT_FOUND, "no such deployment in your organization"));
             };
-            let page = member.page(view.deployment.project.clone(), nav(Some(&project), "deployment"));
+            let page = member.page(view.deployment.project.clone(), member.nav(Some(&project), "deployment"));
             let done = match query.ok().and_then(|q| q.0.done).as_deref() {
                 Some("stopped") => Some("Stopped. What its funds did not serve is refundable below."),
                 Some("refunded") => Some("Refunded: the ledger has its refund entry."),
+                Some("hostname_added") => {
+                    Some("Added. Create the DNS records listed under What to fix, then check its DNS below.")
+                }
+                Some("hostname_checked") => Some("Checked its DNS: what it found is below."),
+                Some("hostname_removed") => Some("Removed: the route no longer answers for it."),
                 _ => None,
             };
             let csrf = session::csrf(&member.token);
@@ -280,7 +347,7 @@ async fn deployment(
 /// The logs region alone, which the page's script swaps in every two seconds; 401 when
 /// signed out, so the script goes to the sign-in page.
 async fn logs_live(State(engine): State<Arc<Engine>>, headers: HeaderMap, Path(project): Path<String>) -> Response {
-    let member = match member(&engine, &headers).await {
+    let member = match member(&engine, &headers).await.and_then(Member::customer) {
         Ok(m) => m,
         Err(Refusal::SignIn) => return StatusCode::UNAUTHORIZED.into_response(),
         Err(Refusal::Page(r)) => return r,
@@ -311,26 +378,32 @@ struct ActionForm {
     csrf: String,
 }
 
-/// Runs `change` on the member's deployment `project` after the form's checks, then goes back
-/// to the deployment's page saying `done`.
+/// The member behind a form that changes something: signed in, and the form from one of
+/// this session's own pages (its `csrf`).
+async fn acting_member(engine: &Arc<Engine>, headers: &HeaderMap, csrf: &str) -> Result<Member, Refusal> {
+    let member = member(engine, headers).await?;
+    if !session::from_own_page(headers, &member.token, csrf) {
+        return Err(Refusal::Page(error_page(
+            StatusCode::FORBIDDEN,
+            "this form was sent from another site, or from a page of an earlier session: reload the page",
+        )));
+    }
+    Ok(member)
+}
+
+/// Runs `change` on the member's deployment `project` after the form's checks (`csrf`), then
+/// goes back to the deployment's page saying `done`.
 async fn act(
     engine: Arc<Engine>,
     headers: HeaderMap,
     project: String,
-    form: Result<Form<ActionForm>, FormRejection>,
+    csrf: String,
     done: &'static str,
     change: impl FnOnce(&Engine, &super::model::Deployment, &Caller) -> Result<(), ApiError> + Send + 'static,
 ) -> Response {
     answer(
         async {
-            let member = member(&engine, &headers).await?;
-            let csrf = form.ok().map(|Form(f)| f.csrf).unwrap_or_default();
-            if !session::from_own_page(&headers, &member.token, &csrf) {
-                return Ok(error_page(
-                    StatusCode::FORBIDDEN,
-                    "this form was sent from another site, or from a page of an earlier session: reload the page",
-                ));
-            }
+            let member = acting_member(&engine, &headers, &csrf).await?.customer()?;
             let caller = member.caller.clone();
             let name = project.clone();
             let changed = blocking(move || {
@@ -356,7 +429,8 @@ async fn stop(
     Path(project): Path<String>,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Response {
-    act(engine, headers, project, form, "stopped", |engine, d, caller| {
+    let csrf = form.ok().map(|Form(f)| f.csrf).unwrap_or_default();
+    act(engine, headers, project, csrf, "stopped", |engine, d, caller| {
         let reason = format!("stopped by {} (console)", caller.token_id);
         engine.store().stop(&d.id, &reason, &engine.config().terms, super::store::now_ms())?;
         Ok(())
@@ -371,7 +445,8 @@ async fn refund(
     Path((project, session_id)): Path<(String, String)>,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Response {
-    act(engine, headers, project, form, "refunded", move |engine, d, _| {
+    let csrf = form.ok().map(|Form(f)| f.csrf).unwrap_or_default();
+    act(engine, headers, project, csrf, "refunded", move |engine, d, _| {
         engine.store().refund(&d.id, &session_id, super::store::now_ms())?;
         Ok(())
     })

@@ -4,12 +4,12 @@ use svc_web::page::state;
 use svc_web::{Markup, html};
 
 use crate::coordinator::model::{
-    Balance, CustomerHostname, Deployment, LedgerEntry, LogEntry, Session, Transition, ValidationRecord,
+    Balance, CustomerHostname, Deployment, HostnameState, LedgerEntry, LogEntry, Session, Transition, ValidationRecord,
 };
 use crate::hint::Hint;
 
 /// A store time (Unix milliseconds) as the console writes it.
-fn at(ms: i64) -> String {
+pub(super) fn at(ms: i64) -> String {
     manifest_core::projection::rfc3339_ms(u64::try_from(ms).unwrap_or(0))
 }
 
@@ -65,6 +65,8 @@ pub(super) struct DeploymentView {
     pub(super) logs: Vec<LogEntry>,
     pub(super) sessions: Vec<Session>,
     pub(super) ledger: Vec<LedgerEntry>,
+    /// Whether customer hostnames can be added here (the relay issues ACME certificates).
+    pub(super) adds_hostnames: bool,
 }
 
 /// A deployment's page. Its forms and live region name the deployment by its ID, never by the
@@ -106,13 +108,60 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
         h2 { "Hostnames" }
         div.table-wrap {
             table #hostnames {
-                thead { tr { th scope="col" { "Hostname" } th scope="col" { "State" } th scope="col" { "Checked" } } }
+                thead { tr { th scope="col" { "Hostname" } th scope="col" { "State" } th scope="col" { "Checked" } th scope="col" { "Actions" } } }
                 tbody {
-                    tr { td { (d.canonical_hostname) } td { "canonical" } td {} }
+                    tr { td { (d.canonical_hostname) } td { "canonical" } td {} td {} }
                     @for h in &v.hostnames {
-                        tr { td { (h.hostname) } td { (state(h.state.as_str())) } td { @if let Some(t) = h.checked_at { (at(t)) } } }
+                        tr {
+                            td { (h.hostname) }
+                            td { (state(h.state.as_str())) }
+                            td { @if let Some(t) = h.checked_at { (at(t)) } }
+                            td {
+                                @if h.state != HostnameState::Removed && !d.state.is_terminal() {
+                                    div.actions {
+                                        form method="post" action={ "/console/deployments/" (d.id) "/hostnames/" (h.hostname) "/verify" } {
+                                            input type="hidden" name="csrf" value=(csrf);
+                                            button.plain.verify type="submit" aria-label={ "Check DNS of " (h.hostname) } { "Check DNS" }
+                                        }
+                                        form method="post" action={ "/console/deployments/" (d.id) "/hostnames/" (h.hostname) "/remove" } {
+                                            input type="hidden" name="csrf" value=(csrf);
+                                            button.plain.remove type="submit" aria-label={ "Remove " (h.hostname) } { "Remove" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
+            }
+        }
+        @let pending: Vec<&CustomerHostname> = v.hostnames.iter().filter(|h| h.state == HostnameState::PendingDns).collect();
+        @if !pending.is_empty() && !d.state.is_terminal() {
+            div #records {
+                h3 { "DNS records to create" }
+                p.muted { "At your DNS provider, for each hostname: the CNAME routes it here, the TXT proves it is yours. Then Check DNS." }
+                @for h in pending {
+                    @for record in crate::dns::required_records(&h.hostname, &d.canonical_hostname, &h.token) {
+                        div.record {
+                            code { (record.zone_line()) }
+                            " "
+                            button.plain type="button" data-copy=(record.zone_line()) aria-label={ "Copy the " (record.kind) " record for " (record.name) } { "Copy" }
+                        }
+                    }
+                }
+            }
+        }
+        @if !d.state.is_terminal() {
+            @if v.adds_hostnames {
+                form.inline #add-hostname method="post" action={ "/console/deployments/" (d.id) "/hostnames" } {
+                    input type="hidden" name="csrf" value=(csrf);
+                    label for="hostname" { "Add a hostname you own" }
+                    input #hostname type="text" name="hostname" required placeholder="shop.example.com" autocomplete="off" inputmode="url" aria-describedby="hostname-help";
+                    button type="submit" { "Add" }
+                    p.muted #hostname-help { "The DNS records it needs (a CNAME to " (d.canonical_hostname) " and a TXT proof) then appear above it." }
+                }
+            } @else {
+                p.muted #hostnames-acme { "Hostnames of your own need certificates from a public CA: this relay runs with its development CA (`svc relay serve --acme-directory URL` enables them)." }
             }
         }
         h2 { "Validations" }
