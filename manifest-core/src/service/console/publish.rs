@@ -111,6 +111,19 @@ pub(super) async fn submit(
             }
             // Browsers send a form's line breaks as CRLF; the manifest is read as written.
             let manifest = form.manifest.replace("\r\n", "\n");
+            let weight = escaped_len(&manifest);
+            if weight > MANIFEST_PAGE_BUDGET {
+                // Every page stays under 200 KB: one that carries this manifest back (the editor,
+                // the confirmation) would not.
+                let problem = format!(
+                    "this manifest takes {} KB in a page, more than the console's {} KB; publish it with `svc \
+                     policy publish --app {id} --file FILE`",
+                    weight.div_ceil(1000),
+                    MANIFEST_PAGE_BUDGET / 1000
+                );
+                let empty = Draft { manifest: "", pause: false, reason: "" };
+                return Ok(page.respond(StatusCode::PAYLOAD_TOO_LARGE, refused(&id, &member, &empty, &problem, &[])));
+            }
             let draft = Draft { manifest: &manifest, pause: form.pause.as_deref() == Some("on"), reason: &form.reason };
             let pause_reason = match (draft.pause, form.reason.trim()) {
                 (false, _) => None,
@@ -181,6 +194,23 @@ async fn run(
         Err(e) if e.status == 500 => Err(Refusal::from(e)),
         other => Ok(other),
     }
+}
+
+/// The most a manifest may take in a page, escaped: a page that carries it back (the editor
+/// of a refused manifest, the preview's confirmation) stays under 200 KB with its diagnostics
+/// (at most 100 rows of at most 160 source characters).
+const MANIFEST_PAGE_BUDGET: usize = 96_000;
+
+/// The bytes `text` takes in a page once escaped (maud escapes `&`, `<`, `>` and `"`).
+fn escaped_len(text: &str) -> usize {
+    text.bytes()
+        .map(|b| match b {
+            b'&' => 5,
+            b'<' | b'>' => 4,
+            b'"' => 6,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// The form, with the manifest as it was and a file picker that fills it.
