@@ -179,6 +179,20 @@ pub async fn serve_until(
     Ok(())
 }
 
+/// The service's routes (the API and the console) over `store` and a running `scheduler`,
+/// with no listener: what [`serve`] serves, for a caller that drives the router itself (the
+/// console's view benchmark, `manifest-core/benches/console.rs`).
+pub fn router_over(store: Arc<store::SqliteStore>, scheduler: executions::runner::Scheduler) -> axum::Router {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    http::router(Arc::new(State {
+        store,
+        schema_pairs: SchemaPairs::default(),
+        fault: None,
+        validations: Arc::new(tokio::sync::Semaphore::new(cores)),
+        scheduler,
+    }))
+}
+
 async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
