@@ -556,7 +556,7 @@ pub(super) struct AcmeRelay {
 impl AcmeRelay {
     pub(super) async fn deployed(dir: &Path, pebble_bin: &Path, dns_bin: &Path) -> AcmeRelay {
         let public: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let stack = PebbleStack::start(dir, &pebble_bin, &dns_bin, public.port()).await;
+        let stack = PebbleStack::start(dir, pebble_bin, dns_bin, public.port()).await;
         let extra: Vec<String> = [
             "--public",
             &public.to_string(),

@@ -2,6 +2,8 @@
 //! serve` the ingress console, each at `/console/`, each from its own crate; what they share
 //! is here:
 //!
+//! - [`console`]: what both consoles do alike around their views (the error page, signing in
+//!   and out, refusals, the own-page check of a form);
 //! - [`assets`]: the one stylesheet and the one script, embedded in the binary and served
 //!   from `/console/assets/` (no CDN, no other origin, no build step);
 //! - [`page`]: the page layout every view renders into, HTML written with `maud` (escaped by
@@ -14,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod assets;
+pub mod console;
 pub mod headers;
 pub mod page;
 pub mod session;

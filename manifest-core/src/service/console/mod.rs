@@ -18,8 +18,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use svc_web::page::{Nav, Page, SignedIn, html_response, see_other};
-use svc_web::{Markup, html, session};
+use svc_web::console::{Console, Refusal};
+use svc_web::page::{Nav, Page, html_response, see_other};
+use svc_web::{Markup, session};
 
 use super::State;
 use super::auth::hash_token;
@@ -28,8 +29,13 @@ use super::store::{Application, Caller};
 
 type Shared = Arc<State>;
 
-/// The console's name in every page's header.
-const PRODUCT: &str = "svc console";
+/// This console: its name, its cookie, its home.
+const CONSOLE: Console = Console {
+    product: "svc console",
+    cookie: session::PUBLICATION,
+    home: ("/console/apps", "Back to the applications"),
+    paste_token: "paste your API token (`svc admin token create` made it)",
+};
 
 /// The console's routes (nested under `/console` by the service's router).
 pub(crate) fn router() -> Router<Shared> {
@@ -62,33 +68,18 @@ impl Member {
     }
 
     fn page(&self, title: impl Into<String>, nav: Vec<Nav>) -> Page {
-        Page {
-            product: PRODUCT.to_owned(),
-            title: title.into(),
-            nav,
-            signed_in: Some(SignedIn {
-                who: format!("{} ({})", self.caller.name, self.caller.role.as_str()),
-                csrf: session::csrf(&self.token),
-            }),
-        }
+        let who = format!("{} ({})", self.caller.name, self.caller.role.as_str());
+        CONSOLE.member_page(title, nav, who, &self.token)
     }
-}
-
-/// Why a console request was not answered with its view.
-enum Refusal {
-    /// Not signed in (or the token was revoked): to the sign-in page.
-    SignIn,
-    /// Answered with this page instead (not found, a store failure).
-    Page(Response),
 }
 
 impl From<ApiError> for Refusal {
     fn from(e: ApiError) -> Refusal {
         if e.status == 500 {
             // The detail goes to the server log under the request id, never to the page.
-            return Refusal::Page(svc_http::internal_error(e.message));
+            return Refusal::page(svc_http::internal_error(e.message));
         }
-        Refusal::Page(error_page(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), &e.message))
+        Refusal::page(error_page(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), &e.message))
     }
 }
 
@@ -99,10 +90,7 @@ impl From<super::store::StoreError> for Refusal {
 }
 
 fn answer(result: Result<Response, Refusal>) -> Response {
-    match result {
-        Ok(r) | Err(Refusal::Page(r)) => r,
-        Err(Refusal::SignIn) => see_other("/console/sign-in"),
-    }
+    CONSOLE.answer(result)
 }
 
 /// The member behind the request's session cookie, read on every request (a revoked token
@@ -126,15 +114,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
 }
 
 fn error_page(status: StatusCode, message: &str) -> Response {
-    let page =
-        Page { product: PRODUCT.to_owned(), title: "Not available".to_owned(), nav: Vec::new(), signed_in: None };
-    page.respond(
-        status,
-        html! {
-            p.notice.error role="alert" { (message) }
-            p { a href="/console/apps" { "Back to the applications" } }
-        },
-    )
+    CONSOLE.error_page(status, message)
 }
 
 fn not_found(message: &str) -> Response {
@@ -163,8 +143,7 @@ async fn home(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {
 }
 
 fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
-    let page = Page { product: PRODUCT.to_owned(), title: "Sign in".to_owned(), nav: Vec::new(), signed_in: None };
-    page.respond(status, views::sign_in(problem))
+    CONSOLE.sign_in_page(status, views::sign_in(problem))
 }
 
 async fn sign_in_form() -> Response {
@@ -181,16 +160,10 @@ async fn sign_in(
     headers: HeaderMap,
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Response {
-    if !session::same_origin(&headers) {
-        return error_page(StatusCode::FORBIDDEN, "this form was sent from another site");
-    }
-    let Ok(Form(form)) = form else {
-        return sign_in_page(StatusCode::BAD_REQUEST, Some("paste your API token (`svc admin token create` made it)"));
+    let token = match CONSOLE.sign_in_token(&headers, form.ok().map(|Form(f)| f.token), views::sign_in) {
+        Ok(token) => token,
+        Err(refused) => return refused,
     };
-    let token = form.token.trim().to_owned();
-    if !session::token_shape(&token) {
-        return sign_in_page(StatusCode::UNAUTHORIZED, Some("that is not a token: it starts with `svc_`"));
-    }
     let lookup = token.clone();
     let state = state.clone();
     let caller = match blocking(move || Ok(state.store.read()?.caller(&hash_token(&lookup))?)).await {
@@ -209,11 +182,7 @@ struct CsrfForm {
 }
 
 async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection>) -> Response {
-    let csrf = form.ok().map(|Form(f)| f.csrf);
-    if !session::PUBLICATION.sign_out_allowed(&headers, csrf.as_deref()) {
-        return error_page(StatusCode::FORBIDDEN, "this form was sent from another site, or its page is stale: reload");
-    }
-    session::PUBLICATION.signed_out("/console/sign-in")
+    CONSOLE.sign_out(&headers, form.ok().map(|Form(f)| f.csrf).as_deref())
 }
 
 /// Applications one page of the list shows: each row reads its application's convergence, so
@@ -275,7 +244,7 @@ async fn with_app<T: Send + 'static>(
         }
     })
     .await?;
-    found.ok_or_else(|| Refusal::Page(not_found("no such application in your organization")))
+    found.ok_or_else(|| Refusal::page(not_found("no such application in your organization")))
 }
 
 /// What a redirect to the overview tells it to say.
@@ -349,7 +318,7 @@ async fn executions_live(Extract(state): Extract<Shared>, headers: HeaderMap, Pa
     let member = match member(&state, &headers).await {
         Ok(m) => m,
         Err(Refusal::SignIn) => return StatusCode::UNAUTHORIZED.into_response(),
-        Err(Refusal::Page(r)) => return r,
+        Err(Refusal::Page(r)) => return *r,
     };
     match projection_of(&state, &member, id).await {
         Ok(markup) => {
@@ -358,6 +327,6 @@ async fn executions_live(Extract(state): Extract<Shared>, headers: HeaderMap, Pa
             response
         }
         Err(Refusal::SignIn) => StatusCode::UNAUTHORIZED.into_response(),
-        Err(Refusal::Page(r)) => r,
+        Err(Refusal::Page(r)) => *r,
     }
 }

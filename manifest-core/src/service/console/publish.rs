@@ -48,16 +48,6 @@ struct Draft<'a> {
     reason: &'a str,
 }
 
-/// Whether a state-changing form comes from this session's own pages (CSRF and `Origin`).
-pub(super) fn forged(headers: &HeaderMap, member: &Member, csrf: &str) -> Option<Response> {
-    (!session::from_own_page(headers, &member.token, csrf)).then(|| {
-        error_page(
-            StatusCode::FORBIDDEN,
-            "this form was sent from another site, or from a page of an earlier session: reload the page and try again",
-        )
-    })
-}
-
 pub(super) async fn form(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     answer(
         async {
@@ -102,9 +92,7 @@ pub(super) async fn submit(
             let Ok(Form(form)) = form else {
                 return Ok(error_page(StatusCode::BAD_REQUEST, "the form arrived incomplete: reload the page"));
             };
-            if let Some(refusal) = forged(&headers, &member, &form.csrf) {
-                return Ok(refusal);
-            }
+            super::CONSOLE.from_own_page(&headers, &member.token, &form.csrf)?;
             let page = member.page(format!("{id}: publish"), nav(Some(&id), "publish", member.can_publish()));
             if !member.can_publish() {
                 return Ok(page.respond(StatusCode::FORBIDDEN, viewer_notice(&member)));
@@ -363,9 +351,7 @@ pub(super) async fn resume(
             let Ok(Form(form)) = form else {
                 return Ok(error_page(StatusCode::BAD_REQUEST, "the form arrived incomplete: reload the page"));
             };
-            if let Some(refusal) = forged(&headers, &member, &form.csrf) {
-                return Ok(refusal);
-            }
+            super::CONSOLE.from_own_page(&headers, &member.token, &form.csrf)?;
             let (resume_state, caller, app_id) = (state.clone(), member.caller.clone(), id.clone());
             let done = tokio::task::spawn_blocking(move || {
                 crate::service::http::applications::resume_application(&resume_state, &caller, &app_id, &form.reason)

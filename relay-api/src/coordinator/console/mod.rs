@@ -22,16 +22,22 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use svc_web::page::{Nav, Page, SignedIn, html_response, see_other};
-use svc_web::{html, session};
+use svc_web::console::{Console as Site, Refusal};
+use svc_web::page::{Nav, Page, html_response, see_other};
+use svc_web::session;
 
 use super::Engine;
 use super::http::{ApiError, member_of_token};
 use super::store::{Caller, TokenRole};
 use crate::catalog::Publisher;
 
-/// The console's name in every page's header.
-const PRODUCT: &str = "svc ingress console";
+/// This console: its name, its cookie, its home.
+const CONSOLE: Site = Site {
+    product: "svc ingress console",
+    cookie: session::INGRESS,
+    home: ("/console/", "Back to the console"),
+    paste_token: "paste your customer or operator token",
+};
 
 /// Log lines the live region shows.
 const LOG_LINES: u32 = 100;
@@ -102,7 +108,7 @@ impl Member {
     fn customer(self) -> Result<Member, Refusal> {
         match self.caller.role {
             TokenRole::Customer => Ok(self),
-            TokenRole::Operator => Err(Refusal::Page(error_page(
+            TokenRole::Operator => Err(Refusal::page(error_page(
                 StatusCode::FORBIDDEN,
                 "an operator token sees its rewards and the catalog; deployments are a customer's",
             ))),
@@ -123,35 +129,20 @@ impl Member {
     }
 
     fn page(&self, title: impl Into<String>, nav: Vec<Nav>) -> Page {
-        Page {
-            product: PRODUCT.to_owned(),
-            title: title.into(),
-            nav,
-            signed_in: Some(SignedIn {
-                who: match self.caller.role {
-                    TokenRole::Customer => format!("organization {}", self.caller.org_name),
-                    TokenRole::Operator => format!("operator {}", self.caller.org_name),
-                },
-                csrf: session::csrf(&self.token),
-            }),
-        }
+        let who = match self.caller.role {
+            TokenRole::Customer => format!("organization {}", self.caller.org_name),
+            TokenRole::Operator => format!("operator {}", self.caller.org_name),
+        };
+        CONSOLE.member_page(title, nav, who, &self.token)
     }
-}
-
-/// Why a request was not answered with its view.
-enum Refusal {
-    /// Not signed in (or the token was revoked, or its organization lost its invitation).
-    SignIn,
-    /// Answered with this page instead.
-    Page(Response),
 }
 
 impl From<ApiError> for Refusal {
     fn from(e: ApiError) -> Refusal {
         if e.status() == StatusCode::INTERNAL_SERVER_ERROR {
-            return Refusal::Page(e.into_response());
+            return Refusal::page(e.into_response());
         }
-        Refusal::Page(error_page(e.status(), e.message()))
+        Refusal::page(error_page(e.status(), e.message()))
     }
 }
 
@@ -162,10 +153,7 @@ impl From<super::store::StoreError> for Refusal {
 }
 
 fn answer(result: Result<Response, Refusal>) -> Response {
-    match result {
-        Ok(r) | Err(Refusal::Page(r)) => r,
-        Err(Refusal::SignIn) => see_other("/console/sign-in"),
-    }
+    CONSOLE.answer(result)
 }
 
 /// Store work off the async runtime.
@@ -174,7 +162,7 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, Refusal> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| Refusal::Page(svc_http::internal_error(format!("a console task failed: {e}"))))?
+        .map_err(|e| Refusal::page(svc_http::internal_error(format!("a console task failed: {e}"))))?
         .map_err(Refusal::from)
 }
 
@@ -191,15 +179,7 @@ async fn member(engine: &Arc<Engine>, headers: &HeaderMap) -> Result<Member, Ref
 }
 
 fn error_page(status: StatusCode, message: &str) -> Response {
-    let page =
-        Page { product: PRODUCT.to_owned(), title: "Not available".to_owned(), nav: Vec::new(), signed_in: None };
-    page.respond(
-        status,
-        html! {
-            p.notice.error role="alert" { (message) }
-            p { a href="/console/deployments" { "Back to the deployments" } }
-        },
-    )
+    CONSOLE.error_page(status, message)
 }
 
 async fn home(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
@@ -210,8 +190,7 @@ async fn home(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response
 }
 
 fn sign_in_page(status: StatusCode, problem: Option<&str>) -> Response {
-    let page = Page { product: PRODUCT.to_owned(), title: "Sign in".to_owned(), nav: Vec::new(), signed_in: None };
-    page.respond(status, views::sign_in(problem))
+    CONSOLE.sign_in_page(status, views::sign_in(problem))
 }
 
 async fn sign_in_form() -> Response {
@@ -228,23 +207,17 @@ async fn sign_in(
     headers: HeaderMap,
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Response {
-    if !session::same_origin(&headers) {
-        return error_page(StatusCode::FORBIDDEN, "this form was sent from another site");
-    }
-    let Ok(Form(form)) = form else {
-        return sign_in_page(StatusCode::BAD_REQUEST, Some("paste your customer token"));
+    let token = match CONSOLE.sign_in_token(&headers, form.ok().map(|Form(f)| f.token), views::sign_in) {
+        Ok(token) => token,
+        Err(refused) => return refused,
     };
-    let token = form.token.trim().to_owned();
-    if !session::token_shape(&token) {
-        return sign_in_page(StatusCode::UNAUTHORIZED, Some("that is not a token"));
-    }
     let lookup = token.clone();
     match blocking(move || member_of_token(&engine, &lookup)).await {
         Ok(caller) => {
             let home = Member { caller, token: token.clone() }.home();
             session::INGRESS.signed_in(&token, home, &headers)
         }
-        Err(Refusal::Page(r)) if r.status() == StatusCode::INTERNAL_SERVER_ERROR => r,
+        Err(Refusal::Page(r)) if r.status() == StatusCode::INTERNAL_SERVER_ERROR => *r,
         Err(Refusal::Page(r)) if r.status() == StatusCode::FORBIDDEN => {
             sign_in_page(StatusCode::FORBIDDEN, Some("this organization has no invitation to the ingress add-on yet"))
         }
@@ -261,11 +234,7 @@ struct CsrfForm {
 }
 
 async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection>) -> Response {
-    let csrf = form.ok().map(|Form(f)| f.csrf);
-    if !session::INGRESS.sign_out_allowed(&headers, csrf.as_deref()) {
-        return error_page(StatusCode::FORBIDDEN, "this form was sent from another site, or its page is stale: reload");
-    }
-    session::INGRESS.signed_out("/console/sign-in")
+    CONSOLE.sign_out(&headers, form.ok().map(|Form(f)| f.csrf).as_deref())
 }
 
 async fn deployments(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
@@ -350,7 +319,7 @@ async fn logs_live(State(engine): State<Arc<Engine>>, headers: HeaderMap, Path(p
     let member = match member(&engine, &headers).await.and_then(Member::customer) {
         Ok(m) => m,
         Err(Refusal::SignIn) => return StatusCode::UNAUTHORIZED.into_response(),
-        Err(Refusal::Page(r)) => return r,
+        Err(Refusal::Page(r)) => return *r,
     };
     let org = member.caller.org_id.clone();
     let found = blocking(move || {
@@ -382,12 +351,7 @@ struct ActionForm {
 /// this session's own pages (its `csrf`).
 async fn acting_member(engine: &Arc<Engine>, headers: &HeaderMap, csrf: &str) -> Result<Member, Refusal> {
     let member = member(engine, headers).await?;
-    if !session::from_own_page(headers, &member.token, csrf) {
-        return Err(Refusal::Page(error_page(
-            StatusCode::FORBIDDEN,
-            "this form was sent from another site, or from a page of an earlier session: reload the page",
-        )));
-    }
+    CONSOLE.from_own_page(headers, &member.token, csrf)?;
     Ok(member)
 }
 

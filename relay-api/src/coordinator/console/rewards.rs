@@ -25,7 +25,7 @@ impl Member {
     fn operator(self) -> Result<Member, Refusal> {
         match self.caller.role {
             TokenRole::Operator => Ok(self),
-            TokenRole::Customer => Err(Refusal::Page(error_page(
+            TokenRole::Customer => Err(Refusal::page(error_page(
                 StatusCode::FORBIDDEN,
                 "rewards are a gateway operator's: sign in with an operator token (`svc relay admin token --operator`)",
             ))),
