@@ -235,3 +235,71 @@ fn a_failed_successors_job_is_withdrawn_and_the_serving_job_runs_on() {
     let withdrawn = w.executions(&d.id).into_iter().find(|e| e.execution_id == second).expect("recorded");
     assert_eq!(withdrawn.reason.map(|r| r.code), Some("withdrawn".into()));
 }
+
+/// Equips orders with nothing but a count, and reports no open connection.
+#[derive(Default)]
+struct CountingEquip(std::sync::atomic::AtomicUsize);
+
+impl relay_api::coordinator::ingress_market::Equip for CountingEquip {
+    fn equip(&self, order: &mut svc_execution::JobOrder) -> Result<(), svc_execution::Refusal> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        order.workload.sidecar = Some(svc_execution::Sidecar { argv: vec!["agent".into()], ..Default::default() });
+        Ok(())
+    }
+    fn open_connections(&self, _: &str) -> usize {
+        0
+    }
+}
+
+/// The pieces of point 8 together: the scheduler over the relay's store, its jobs on the
+/// ingress market over the pool. A redeploy's successor is not ready until its route
+/// validates, whatever its processes say; once it is, the serving job is stopped through a
+/// drain, not at once.
+#[test]
+fn on_the_ingress_market_a_successor_is_ready_when_validated_and_its_predecessor_drains() {
+    use relay_api::coordinator::ingress_market::{DRAIN_MIN, IngressMarket};
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let store = Arc::new(RelayStore::open(dir.path()).expect("a store"));
+    let pool = Arc::new(SimulatedPool::new(1, 4, 0));
+    let equip = Arc::new(CountingEquip::default());
+    let market = Arc::new(IngressMarket::new(pool.clone(), equip.clone()));
+    let clock = ManualClock::at(u64::try_from(now_ms()).expect("after 1970") + 1_000);
+    let scheduling = Scheduling::new(store.clone(), dir.path().join("deployments"));
+    let executor = Executor::new(Arc::new(scheduling), market.clone(), Arc::new(clock.clone()), 16);
+    let w = World { store, pool: pool.clone(), clock, executor, _dir: dir };
+    let d = w.deploy("dep_0000000000000005");
+    w.move_to(&d.id, DeploymentState::Provisioning);
+    let first = format!("{}/0/1/1", d.id);
+    assert!(pool.order(&first).and_then(|o| o.workload.sidecar).is_some(), "launched with its agent");
+    market.validated(&first);
+    w.settle();
+    w.store
+        .put_successor(&NewSuccessor {
+            deployment_id: d.id.clone(),
+            revision: 2,
+            project_json: PROJECT.into(),
+            project_digest: "sha256:two".into(),
+            manifest_digest: "sha256:m".into(),
+            ceiling_micros: 5_000_000,
+            route_id: "rt_shop_2".into(),
+            policy: published(&d.id, 2),
+        })
+        .expect("a successor");
+    w.settle();
+    let second = format!("{}/0/2/1", d.id);
+    // Its processes are up, its route not validated: the serving job stays.
+    pool.make_ready(&second);
+    w.settle();
+    assert_eq!(w.running(), [first.clone(), second.clone()]);
+    market.validated(&second);
+    w.settle();
+    assert!(market.is_draining(&first), "the predecessor drains");
+    assert_eq!(w.running(), [first.clone(), second.clone()], "still running for its connections");
+    std::thread::sleep(DRAIN_MIN);
+    assert_eq!(market.drain().len(), 1);
+    w.settle();
+    assert_eq!(w.running(), std::slice::from_ref(&second));
+    let stopped = w.executions(&d.id).into_iter().find(|e| e.execution_id == first).expect("recorded");
+    assert_eq!((stopped.state, stopped.reason.map(|r| r.code)), (ExecState::Stopped, Some("superseded".into())));
+    assert_eq!(equip.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

@@ -14,6 +14,7 @@ mod engine;
 pub mod executions;
 mod files;
 mod http;
+pub mod ingress_market;
 mod jobs;
 pub mod model;
 pub mod money;
