@@ -533,9 +533,9 @@ pub struct RelayServeArgs {
     /// How long a signed service catalog is valid, seconds (re-signed after half), at most a year.
     #[arg(long, value_name = "SECS", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
     pub catalog_validity_secs: u64,
-    /// Restarts of a job whose app or agent ended (within 10 minutes, with a backoff of 1 s
-    /// doubling to 60 s) before its deployment fails with `job_exited`.
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    /// Restarts of a job whose app or agent ended (each after a backoff of 1 s doubling to
+    /// 60 s, at most 255) before its deployment fails with `job_exited`.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=255))]
     pub max_restarts: u32,
     /// Memory of each job process (its heap: RLIMIT_DATA), MiB.
     #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]

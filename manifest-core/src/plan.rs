@@ -181,6 +181,7 @@ fn plan_of(version: Published<'_>, effective: &Effective) -> Result<Plan, PlanEr
                         max_fresh_replacements: u8::try_from(*max_fresh_registration_replacements).unwrap_or(u8::MAX),
                     },
                 },
+                exit_is_failure: false,
             };
             let spend = &d.spend;
             plan.spend = SpendAuthority {

@@ -1,8 +1,8 @@
 //! The coordinator's engine and relay API in process: a real store (SQLite in a scratch
-//! directory), a fake processor market whose jobs end when the test says, and a fake probe whose
-//! verdicts the test scripts. Each test drives the engine with `Engine::tick`, one look at a
-//! time, and calls the API's router directly: no process, no network, no sleep to wait for
-//! something to happen.
+//! directory), a fake processor market whose jobs end when the test says, a fake probe whose
+//! verdicts the test scripts, and a clock the test moves (the scheduler's restart backoffs).
+//! Each test drives the engine with `Engine::tick`, one look at a time, and calls the API's
+//! router directly: no process, no network, no sleep to wait for something to happen.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,15 +24,29 @@ use svc_execution::market::{
 };
 use svc_execution::plan::Requirements;
 
-/// Jobs launched on the fake market, by job name (`dep_....rN`, their execution IDs without
-/// the launch count): whether each still runs, and an ending the test gave it.
+/// Jobs launched on the fake market, by job name (`dep_....rN`: the deployment and the
+/// revision it runs): whether each still runs, and an ending the test gave it.
 #[derive(Default)]
 struct Launched {
     /// By execution ID: its job's name and state.
     jobs: HashMap<String, (String, JobState)>,
     launches: Vec<String>,
+    /// Same-job restarts, by name.
+    restarts: Vec<String>,
     /// Each launch's workload, in order.
     workloads: Vec<svc_execution::Workload>,
+    /// Jobs whose state changed since the scheduler last asked.
+    changed: Vec<String>,
+    /// Where the job names come from.
+    store: Option<Arc<RelayStore>>,
+}
+
+impl Launched {
+    /// `dep_....rN`: the deployment and revision of an execution.
+    fn name(&self, execution_id: &str) -> String {
+        let found = self.store.as_ref().and_then(|s| s.execution_deployment(execution_id).ok().flatten());
+        found.map_or_else(|| execution_id.to_owned(), |(d, revision)| format!("{}.r{revision}", d.id))
+    }
 }
 
 /// A market whose jobs run until the test ends them.
@@ -54,11 +68,14 @@ impl FakeMarket {
 
     fn end(&self, job: &str, code: i32) {
         let mut launched = self.0.lock().expect("lock");
-        for (name, state) in launched.jobs.values_mut() {
+        let mut ended = Vec::new();
+        for (id, (name, state)) in launched.jobs.iter_mut() {
             if name == job && *state == JobState::Starting {
                 *state = JobState::Exited(Some(code));
+                ended.push(id.clone());
             }
         }
+        launched.changed.extend(ended);
     }
 }
 
@@ -68,22 +85,42 @@ impl Market for FakeMarket {
     }
     fn launch(&self, order: &JobOrder) -> Result<Placement, Refusal> {
         let mut launched = self.0.lock().expect("lock");
-        let (name, _) = order.execution_id.rsplit_once('.').expect("a launch count");
-        launched.jobs.insert(order.execution_id.clone(), (name.to_owned(), JobState::Starting));
-        launched.launches.push(name.to_owned());
-        launched.workloads.push(order.workload.clone());
+        let name = launched.name(&order.execution_id);
+        if !launched.jobs.contains_key(&order.execution_id) {
+            launched.jobs.insert(order.execution_id.clone(), (name.clone(), JobState::Starting));
+            launched.launches.push(name);
+            launched.workloads.push(order.workload.clone());
+            launched.changed.push(order.execution_id.clone());
+        }
         Ok(Placement { processor_id: "fake-1".into(), quote: MarketQuote::default() })
     }
-    fn restart(&self, _: &JobOrder, _: &str) -> Result<(), Refusal> {
-        Err(Refusal::Start("not in these tests".into()))
+    fn restart(&self, order: &JobOrder, _: &str) -> Result<(), Refusal> {
+        let mut launched = self.0.lock().expect("lock");
+        let name = launched.name(&order.execution_id);
+        launched.jobs.insert(order.execution_id.clone(), (name.clone(), JobState::Starting));
+        launched.restarts.push(name);
+        launched.changed.push(order.execution_id.clone());
+        Ok(())
     }
     fn stop(&self, execution_id: &str, _: StopMode) {
-        if let Some((_, state)) = self.0.lock().expect("lock").jobs.get_mut(execution_id) {
+        let mut launched = self.0.lock().expect("lock");
+        if let Some((_, state)) = launched.jobs.get_mut(execution_id)
+            && !matches!(state, JobState::Exited(_))
+        {
             *state = JobState::Exited(None);
+            launched.changed.push(execution_id.to_owned());
         }
     }
     fn changes(&self) -> Vec<JobStatus> {
-        Vec::new()
+        let mut launched = self.0.lock().expect("lock");
+        let changed = std::mem::take(&mut launched.changed);
+        changed
+            .into_iter()
+            .filter_map(|id| {
+                let (_, state) = launched.jobs.get(&id)?;
+                Some(JobStatus { execution_id: id.clone(), processor_id: "fake-1".into(), state: *state })
+            })
+            .collect()
     }
     fn jobs(&self) -> Vec<JobStatus> {
         let launched = self.0.lock().expect("lock");
@@ -141,10 +178,28 @@ impl Probe for FakeProbe {
     }
 }
 
+/// The scheduler's time: the real time, moved ahead by the test (a restart's backoff passes
+/// at once). Never behind the real time, which the store's own rules stamp changes with.
+#[derive(Default)]
+struct AheadClock(std::sync::atomic::AtomicU64);
+
+impl AheadClock {
+    fn advance(&self, ms: u64) {
+        self.0.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl svc_execution::Clock for AheadClock {
+    fn now(&self) -> u64 {
+        svc_execution::SystemClock.now() + self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 struct World {
     engine: Arc<Engine>,
     store: Arc<RelayStore>,
     market: FakeMarket,
+    clock: Arc<AheadClock>,
     probe: FakeProbe,
     org: String,
     _dir: tempfile::TempDir,
@@ -168,6 +223,8 @@ fn world_with(probe: FakeProbe, tune: impl FnOnce(&mut CoordinatorConfig)) -> Wo
     let gateway_ca = ca.cert_path.clone();
     let gateway = Gateway::new(GatewayConfig::new(any, any, any, String::new(), String::new()));
     let market = FakeMarket::default();
+    market.0.lock().expect("lock").store = Some(store.clone());
+    let clock = Arc::new(AheadClock::default());
     let artifacts = ArtifactStore::open(config.jobs_dir.join("artifacts")).expect("an artifact store");
     let engine = Engine::new(EngineParts {
         config,
@@ -181,9 +238,10 @@ fn world_with(probe: FakeProbe, tune: impl FnOnce(&mut CoordinatorConfig)) -> Wo
         gateway_ca,
         agent_api: any,
         public_port: 8443,
+        clock: clock.clone(),
     });
     let org = store.invite("acme").expect("an organization");
-    World { engine, store, market, probe, org, _dir: dir }
+    World { engine, store, market, clock, probe, org, _dir: dir }
 }
 
 const PROJECT: &str = r#"{"version": 1, "name": "shop", "runtime": "node", "app": {"entrypoint": "server.js"},
@@ -349,18 +407,15 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
     assert_eq!(
         seen,
         [
-            (format!("{}.r1.1", d.id), "stopping", Some("superseded")),
-            (format!("{}.r2.1", d.id), "ready", None),
-            (format!("{}.r3.1", d.id), "failed", Some("job_ended")),
+            (format!("{}/0/1/1", d.id), "stopping", Some("superseded")),
+            (format!("{}/0/2/1", d.id), "ready", None),
+            (format!("{}/0/3/1", d.id), "failed", Some("exited")),
         ]
     );
-    let r1 = &executions[2].1;
-    assert!(
-        !w.store.set_execution_state(&r1.execution_id, svc_execution::ExecState::Ready, None, None).expect("write"),
-        "a stopping execution does not come back"
-    );
+    let versions: Vec<u32> = executions.iter().rev().map(|(_, e)| e.policy_version).collect();
+    assert_eq!(versions, [1, 2, 3], "each generation runs its revision's policy");
     let r3 = &executions[0].1;
-    assert_eq!(r3.reason.as_ref().map(|r| r.message.as_str()), Some("the app exited with status 3"));
+    assert_eq!(r3.reason.as_ref().map(|r| r.message.as_str()), Some("it exited with status 3"));
     assert_eq!(r3.processor_id.as_deref(), Some("fake-1"));
     // The projection: revision 2 serves, revision 1 drains, so it is still rolling out.
     let projection =
@@ -379,7 +434,7 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
         .expect("the older page");
     assert_eq!(older.recent.len(), 1);
     assert_eq!((&older.slots, &older.convergence), (&projection.slots, &projection.convergence));
-    assert_eq!(older.recent[0].execution_id, format!("{}.r1.1", d.id));
+    assert_eq!(older.recent[0].execution_id, format!("{}/0/1/1", d.id));
     assert!(older.next_cursor.is_none());
     for (cursor, limit) in [(Some("x"), None), (Some("-1"), None), (None, Some("0")), (None, Some("101"))] {
         let refused = relay_api::coordinator::executions::build(&w.store, &now, None, cursor, limit);
@@ -388,25 +443,30 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
 }
 
 #[tokio::test]
-async fn a_restarted_job_is_the_next_attempt_and_a_restarted_coordinator_ends_what_it_ran() {
+async fn an_ended_job_is_restarted_after_its_backoff_as_the_same_execution() {
     let w = world(FakeProbe::default());
     let d = w.funded("shop");
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
     w.market.end(&format!("{}.r1", d.id), 3);
-    // Relaunched after its backoff (1 s) as attempt 2 of the same generation.
-    let mut relaunched = false;
-    for _ in 0..40 {
-        w.engine.tick().await;
-        if w.store.executions(&d.id, None, 10).expect("read").len() == 2 {
-            relaunched = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(relaunched, "{:?}", w.store.executions(&d.id, None, 10));
+    w.engine.tick().await;
+    let now = w.deployment(&d.id);
+    assert_eq!(now.state, DeploymentState::Provisioning, "{now:?}");
+    assert!(
+        now.state_reason.contains("it exited with status 3; restarting the job in 1 s (restart 1 of 5)"),
+        "{}",
+        now.state_reason
+    );
+    // Not before its backoff.
+    w.engine.tick().await;
+    assert!(w.market.0.lock().expect("lock").restarts.is_empty());
+    w.clock.advance(1_000);
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    assert_eq!(w.market.0.lock().expect("lock").restarts, [format!("{}.r1", d.id)], "the same job, restarted");
+    // Its validation made it ready: the scheduler records that at its next step.
+    w.engine.tick().await;
     let executions = w.store.executions(&d.id, None, 10).expect("read");
-    assert_eq!(executions[0].1.execution_id, format!("{}.r1.2", d.id));
-    assert_eq!((executions[1].1.state.as_str(), executions[1].1.attempt), ("failed", 1));
+    assert_eq!(executions.len(), 1, "a restart is the same execution: {executions:?}");
+    assert_eq!((executions[0].1.state.as_str(), executions[0].1.restarts), ("ready", 1));
     // The job's window reaches where the funds do: the end of the period under way, and the
     // funded one after it. A relaunch clears the deployment's period clock (`provisioning`),
     // not the period: the window said `now` after a coordinator restart.
@@ -423,21 +483,9 @@ async fn a_restarted_job_is_the_next_attempt_and_a_restarted_coordinator_ends_wh
     )
     .to_string();
     assert_eq!(window_end(&w), expected);
-    w.store.transition(&d.id, DeploymentState::Provisioning, "as a restart does").expect("provisioning");
-    assert_eq!(w.deployment(&d.id).next_period_at, None, "the period clock is cleared");
-    assert_eq!(window_end(&w), expected, "the funds still reach as far");
-    // A coordinator that starts again finds attempt 2 live, and its jobs gone with it.
-    let ended = w.store.end_live_executions(&svc_execution::Reason::new("processor_restarted", "test")).expect("ended");
-    assert_eq!(ended, 1);
-    let latest = &w.store.executions(&d.id, None, 1).expect("read")[0].1;
-    assert_eq!(
-        (latest.state.as_str(), latest.reason.as_ref().map(|r| r.code.as_str())),
-        ("failed", Some("processor_restarted"))
-    );
-    assert!(
-        !w.store.set_execution_state(&latest.execution_id, svc_execution::ExecState::Ready, None, None).expect("write"),
-        "an ended execution never changes"
-    );
+    let projection =
+        relay_api::coordinator::executions::build(&w.store, &w.deployment(&d.id), None, None, None).expect("built");
+    assert_eq!(projection.slots[0].restarts, 1);
 }
 
 #[tokio::test]
@@ -586,7 +634,6 @@ async fn many_launches_restarts_and_stops_leave_no_job_and_no_live_execution() {
     const DEPLOYMENTS: usize = 24;
     const ENDINGS: usize = 4;
     let w = world_with(FakeProbe::default(), |config| {
-        config.restarts.backoff = Duration::ZERO;
         config.restarts.max_restarts = ENDINGS as u32;
     });
     let all: Vec<Deployment> = (0..DEPLOYMENTS).map(|i| w.funded(&format!("s{i}"))).collect();
@@ -596,22 +643,30 @@ async fn many_launches_restarts_and_stops_leave_no_job_and_no_live_execution() {
         for d in &all {
             w.market.end(&format!("{}.r1", d.id), 1);
         }
+        w.engine.tick().await;
+        // Past every backoff (1 s doubling: at most 8 s here).
+        w.clock.advance(60_000);
         let relaunched = |w: &World| w.market.running().len() == DEPLOYMENTS && live(w);
         assert!(w.tick_until(20, relaunched).await, "all live again after ending {round}");
-        let launches = w.market.0.lock().expect("lock").launches.len();
-        assert_eq!(launches, DEPLOYMENTS * (round + 2), "one launch per ending, never two");
+        let restarts = w.market.0.lock().expect("lock").restarts.len();
+        assert_eq!(restarts, DEPLOYMENTS * (round + 1), "one restart per ending, never two");
     }
     let terms = relay_api::coordinator::money::Terms::default();
     for d in &all {
         w.store.stop(&d.id, "the soak ends", &terms, now_ms()).expect("stopped");
     }
+    // Stopped, then drained (no connection is open: at least a second).
+    w.engine.tick().await;
+    tokio::time::sleep(relay_api::coordinator::ingress_market::DRAIN_MIN).await;
+    w.engine.tick().await;
     w.engine.tick().await;
     assert!(w.market.jobs().is_empty(), "every job stopped and released: {:?}", w.market.jobs().len());
     for d in &all {
         let executions = w.store.executions(&d.id, None, 100).expect("read");
-        assert_eq!(executions.len(), ENDINGS + 1, "one execution per launch");
+        assert_eq!(executions.len(), 1, "one execution, restarted {ENDINGS} times");
         assert!(executions.iter().all(|(_, e)| !e.state.is_live()), "{executions:?}");
         let stopped = &executions[0].1;
+        assert_eq!(stopped.restarts, ENDINGS as u32);
         assert_eq!(stopped.reason.as_ref().map(|r| r.code.as_str()), Some("deployment_stopped"));
     }
     assert_eq!(w.engine.job_pids(&all[0]).await, None, "none held");
@@ -660,7 +715,7 @@ async fn an_app_file_changed_since_the_deploy_refuses_the_launch() {
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Failed).await);
     assert!(w.market.0.lock().expect("lock").launches.is_empty(), "nothing was launched");
     let reason = w.deployment(&d.id).state_reason;
-    assert!(reason.contains("digest to"), "{reason}");
+    assert!(reason.contains("not those the revision published"), "{reason}");
 }
 
 /// A revision deployed before revisions published policies publishes one, derived from its

@@ -182,7 +182,7 @@ async fn a_redeploy_ships_the_new_code_without_a_failed_request() {
     assert_eq!(recent, [(2, "ready", ""), (1, "stopped", "superseded")], "{executions:#}");
     let (code, text, err) = relay.svc(&["executions", "--config", &config]).await;
     assert_eq!(code, 0, "{err}");
-    assert!(text.contains(": converged") && text.contains("revision 2 took over"), "{text}");
+    assert!(text.contains(": converged") && text.contains("of policy version 2 replaces it"), "{text}");
     // What each revision published: its policy, the `desired` of the projection.
     let policy = relay.json(&["policy", "--config", &config]).await;
     assert_eq!((&policy["policyVersion"], &policy["active"]), (&2.into(), &true.into()), "{policy:#}");

@@ -145,12 +145,20 @@ pub struct Recovery {
     pub max_launch_retries: u8,
     /// `recovery.runtimeFailure`.
     pub runtime_failure: RuntimeFailure,
+    /// Whether a job that exits with status 0 before its window's end is recovered as a
+    /// failed one. No manifest says so (a batch job that finishes is done); the ingress
+    /// coordinator's web jobs do: a web server that exits has stopped serving.
+    pub exit_is_failure: bool,
 }
 
 impl Default for Recovery {
     /// V4's defaults, which V5 uses: five launch retries, wait until the scheduled end.
     fn default() -> Recovery {
-        Recovery { max_launch_retries: 5, runtime_failure: RuntimeFailure::WaitUntilScheduledEnd }
+        Recovery {
+            max_launch_retries: 5,
+            runtime_failure: RuntimeFailure::WaitUntilScheduledEnd,
+            exit_is_failure: false,
+        }
     }
 }
 

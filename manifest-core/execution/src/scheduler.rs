@@ -384,37 +384,43 @@ impl SlotDecider<'_, '_, '_> {
                 self.launch(plan, self.next_gen, 1, self.now, Vec::new());
                 true
             }
-            // SPEC lifecycle.recovery.runtimeFailure.
-            ExecState::Failed if open => match plan.recovery.runtime_failure {
-                RuntimeFailure::WaitUntilScheduledEnd => false,
-                RuntimeFailure::ReplaceAfterFailure { max_same_job_restarts, max_fresh_replacements, .. } => {
-                    let lost = latest.reason.as_ref().is_some_and(|r| r.code == "contact_lost");
-                    // maxSameJobRestarts: the same job, on its processor.
-                    if !lost && latest.processor_id.is_some() && latest.restarts < u32::from(max_same_job_restarts) {
-                        // A platform bound (docs/decisions.md "Restart backoff"): restart `n`
-                        // waits `retry_backoff(n)` after the failure, so a job that fails as
-                        // it starts is not restarted in a tight loop.
-                        let due = latest.changed_at.saturating_add(retry_backoff(latest.restarts + 1));
-                        if self.now < due {
-                            self.wake_at(due);
+            // SPEC lifecycle.recovery.runtimeFailure (and, where the plan says so, an exit
+            // with status 0 before the window's end: a web job's).
+            ExecState::Failed | ExecState::Completed
+                if open && (latest.state == ExecState::Failed || plan.recovery.exit_is_failure) =>
+            {
+                match plan.recovery.runtime_failure {
+                    RuntimeFailure::WaitUntilScheduledEnd => false,
+                    RuntimeFailure::ReplaceAfterFailure { max_same_job_restarts, max_fresh_replacements, .. } => {
+                        let lost = latest.reason.as_ref().is_some_and(|r| r.code == "contact_lost");
+                        // maxSameJobRestarts: the same job, on its processor.
+                        if !lost && latest.processor_id.is_some() && latest.restarts < u32::from(max_same_job_restarts)
+                        {
+                            // A platform bound (docs/decisions.md "Restart backoff"): restart `n`
+                            // waits `retry_backoff(n)` after the failure, so a job that fails as
+                            // it starts is not restarted in a tight loop.
+                            let due = latest.changed_at.saturating_add(retry_backoff(latest.restarts + 1));
+                            if self.now < due {
+                                self.wake_at(due);
+                                return true;
+                            }
+                            self.d.actions.push(Action::Restart { key: latest.key });
+                            // Its restart grace starts now.
+                            self.wake_at(self.now);
                             return true;
                         }
-                        self.d.actions.push(Action::Restart { key: latest.key });
-                        // Its restart grace starts now.
-                        self.wake_at(self.now);
-                        return true;
+                        // maxFreshRegistrationReplacements: a new attempt on another processor.
+                        let placed = attempts.iter().filter(|e| e.state != ExecState::Refused).count();
+                        if placed <= usize::from(max_fresh_replacements) {
+                            let avoid: Vec<String> = attempts.iter().filter_map(|e| e.processor_id.clone()).collect();
+                            let start = self.now;
+                            self.launch_window(plan, Attempt::next(plan, latest), start, latest.window_end, avoid);
+                            return true;
+                        }
+                        false
                     }
-                    // maxFreshRegistrationReplacements: a new attempt on another processor.
-                    let placed = attempts.iter().filter(|e| e.state != ExecState::Refused).count();
-                    if placed <= usize::from(max_fresh_replacements) {
-                        let avoid: Vec<String> = attempts.iter().filter_map(|e| e.processor_id.clone()).collect();
-                        let start = self.now;
-                        self.launch_window(plan, Attempt::next(plan, latest), start, latest.window_end, avoid);
-                        return true;
-                    }
-                    false
                 }
-            },
+            }
             _ => false,
         }
     }
@@ -464,6 +470,18 @@ impl SlotDecider<'_, '_, '_> {
                     // soon as the successor exists.
                     self.wake_at(self.now);
                 }
+                return;
+            }
+            if !self.slot_live() {
+                // The new version takes effect now (`immediate`) in a slot that runs nothing
+                // (its job failed and waits for its window's end, or was stopped): at once,
+                // not at the renewal of a window nothing runs in (docs/decisions.md).
+                let due = latest.created_at.saturating_add(MIN_LAUNCH_SPACING_MS);
+                if self.now < due {
+                    self.wake_at(due);
+                    return;
+                }
+                self.launch(plan, next, 1, self.now, Vec::new());
                 return;
             }
         }

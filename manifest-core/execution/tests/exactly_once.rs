@@ -74,7 +74,7 @@ fn base_plan() -> impl Strategy<Value = Plan> {
         |(slots, mode, renewal, retries, failure, spend, phased, delay)| {
             let mut p = plan(slots, mode);
             p.renewal = renewal;
-            p.recovery = Recovery { max_launch_retries: retries, runtime_failure: failure };
+            p.recovery = Recovery { max_launch_retries: retries, runtime_failure: failure, exit_is_failure: false };
             p.spend = spend;
             p.start_delay_ms = delay * 5 * MINUTE;
             if phased && slots.is_multiple_of(2) {

@@ -260,6 +260,7 @@ fn replace_after_failure(restarts: u8) -> Recovery {
             max_same_job_restarts: restarts,
             max_fresh_replacements: 1,
         },
+        exit_is_failure: false,
     }
 }
 

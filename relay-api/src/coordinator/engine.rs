@@ -1,8 +1,13 @@
-//! The engine moves deployments through their states: it launches funded jobs, keeps the
-//! gateway's routes equal to the running deployments, validates routes through the public
-//! path on an interval, charges periods while live, re-checks pending customer hostnames,
-//! and copies the jobs' output into the deployment logs. One loop, one deployment at a time:
-//! the decisions are simple to follow, and each is a store transaction.
+//! The engine moves deployments through their states. Their jobs are the scheduler's
+//! (`svc_execution`, the same `decide` and executor as a published application's, over the
+//! relay's store: [`super::scheduling`]) on the ingress market ([`super::ingress_market`]):
+//! launches, same-job restarts with backoff, a redeploy's rollout
+//! (`stop_when_successor_ready`), and stopping what is not funded. The engine keeps what is
+//! the relay's: it funds periods while live, validates routes through the public path on an
+//! interval (a pass makes a job ready), follows each deployment's serving job into its state,
+//! keeps the gateway's routes equal to the running deployments, re-checks pending customer
+//! hostnames, and copies the jobs' output into the deployment logs. One loop; each decision
+//! is a store transaction.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -16,9 +21,7 @@ use tokio::sync::Notify;
 mod launch;
 mod redeploy;
 
-use launch::JobOf;
-
-use super::jobs::{Jobs, Verdict};
+use super::ingress_market::IngressMarket;
 use super::model::{Deployment, HostnameState, Quote, SuccessorState};
 use super::probe::Probe;
 use super::state::DeploymentState;
@@ -27,10 +30,10 @@ use super::{AgentCertificates, CoordinatorConfig};
 use crate::gateway::{Gateway, RouteConfig};
 use crate::hint::{self, Hint, Stage};
 use crate::local::LocalCoordinator;
-use svc_execution::Reason;
 use svc_execution::artifacts::ArtifactStore;
-use svc_execution::executor::PROCESSOR_RESTARTED;
+use svc_execution::executor::Executor;
 use svc_execution::market::Market;
+use svc_execution::{ExecState, Execution, Reason};
 
 /// How often the loop looks at every deployment.
 const TICK: Duration = Duration::from_millis(250);
@@ -85,6 +88,9 @@ pub struct EngineParts {
     pub agent_api: SocketAddr,
     /// The gateway's public port (in URLs).
     pub public_port: u16,
+    /// The scheduler's time (restart backoffs, windows): [`svc_execution::SystemClock`], or a
+    /// test's clock.
+    pub clock: Arc<dyn svc_execution::Clock>,
 }
 
 /// Deployments stepped at once in one tick: one whose probe is slow holds one of these, not
@@ -94,11 +100,17 @@ pub const STEP_CONCURRENCY: usize = 16;
 /// The coordinator's engine.
 pub struct Engine {
     parts: EngineParts,
-    jobs: Jobs,
+    /// The scheduler's decisions for every deployment, carried out on `market`.
+    executor: Executor,
+    /// The jobs' market: the parts' market, equipped by `launcher`.
+    market: Arc<IngressMarket>,
+    /// Equips each job with its agent, and knows what each job it equipped is.
+    launcher: Arc<launch::Launcher>,
+    /// How each job that ended ended (`the app was killed by signal 9`), by execution ID,
+    /// until its deployment's step has said so.
+    endings: std::sync::Mutex<HashMap<String, String>>,
     /// When each route is next validated, by route ID (a redeploy's successor has its own).
     validate_at: std::sync::Mutex<HashMap<String, Due>>,
-    /// Predecessors whose route was taken over: their jobs run until their connections end.
-    draining: std::sync::Mutex<Vec<redeploy::Draining>>,
     /// Held while the routes are read and set, so that concurrent steps set them in order.
     syncing: tokio::sync::Mutex<()>,
     wake: Notify,
@@ -110,10 +122,19 @@ fn job_key(id: &str, revision: u32) -> String {
     format!("{id}.r{revision}")
 }
 
-/// The deployment and revision of a job key.
-fn parse_job_key(key: &str) -> Option<(&str, u32)> {
-    let (id, revision) = key.rsplit_once(".r")?;
-    Some((id, revision.parse().ok()?))
+/// The newest execution of revision `revision` among a deployment's current ones.
+fn newest_of(executions: &[Execution], revision: u32) -> Option<&Execution> {
+    executions.iter().filter(|e| e.policy_version == u64::from(revision)).max_by_key(|e| (e.generation, e.attempt))
+}
+
+/// Whether an execution's job has been placed and runs (or is being restarted).
+fn placed(e: &Execution) -> bool {
+    matches!(e.state, ExecState::Running | ExecState::Ready | ExecState::Restarting)
+}
+
+/// Whether an execution's job ended by itself (an exit, a kill, lost).
+fn ended(e: &Execution) -> bool {
+    matches!(e.state, ExecState::Failed | ExecState::Completed)
 }
 
 impl std::fmt::Debug for Engine {
@@ -125,12 +146,29 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// An engine over `parts`; [`Engine::run`] is its loop.
     pub fn new(parts: EngineParts) -> Arc<Engine> {
-        let jobs = Jobs::new(parts.market.clone(), parts.store.clone(), parts.config.restarts);
+        let launcher = Arc::new(launch::Launcher {
+            config: parts.config.clone(),
+            store: parts.store.clone(),
+            artifacts: parts.artifacts.clone(),
+            tunnel: parts.tunnel,
+            gateway_ca: parts.gateway_ca.clone(),
+            agent_api: parts.agent_api,
+            jobs: std::sync::Mutex::default(),
+            gateway: parts.gateway.clone(),
+        });
+        let market = Arc::new(IngressMarket::new(parts.market.clone(), launcher.clone()));
+        let max_restarts = u8::try_from(parts.config.restarts.max_restarts).unwrap_or(u8::MAX);
+        let scheduling =
+            super::scheduling::Scheduling::new(parts.store.clone(), parts.config.deployments_dir(), max_restarts);
+        let executor =
+            Executor::new(Arc::new(scheduling), market.clone(), parts.clock.clone(), super::scheduling::BATCH);
         Arc::new(Engine {
             parts,
-            jobs,
+            executor,
+            market,
+            launcher,
+            endings: std::sync::Mutex::default(),
             validate_at: std::sync::Mutex::new(HashMap::new()),
-            draining: std::sync::Mutex::default(),
             syncing: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
         })
@@ -169,11 +207,6 @@ impl Engine {
     /// (`secrets.json`). Its jobs' output goes to the store's logs.
     fn revision_dir(&self, deployment_id: &str, revision: u32) -> PathBuf {
         super::files::revision_dir(&self.parts.config.deployments_dir(), deployment_id, revision)
-    }
-
-    /// A revision's job directory (outside the data directory): its agent's state.
-    fn job_dir(&self, deployment_id: &str, revision: u32) -> PathBuf {
-        super::files::revision_dir(&self.parts.config.jobs_dir, deployment_id, revision)
     }
 
     /// Removes a revision's files and its job's state (its job has stopped for good).
@@ -334,7 +367,7 @@ impl Engine {
     /// Removes the stored app files no running job was launched from (each launch stores its
     /// revision's files again, so a job restarted later finds them).
     fn sweep_artifacts(&self) {
-        let keep = self.jobs.artifacts();
+        let keep = self.launcher.artifacts();
         let removed = super::blocking(|| self.parts.artifacts.retain(&keep));
         if removed > 0 {
             tracing::debug!("svc relay: removed {removed} job artifacts no job runs");
@@ -343,10 +376,19 @@ impl Engine {
 
     /// The engine's loop (runs until the task is aborted).
     pub async fn run(self: Arc<Self>) {
-        // The jobs were this coordinator's processes: any recorded live ended with it.
-        let ended = Reason::new(PROCESSOR_RESTARTED, "the coordinator restarted; its jobs ended with it");
-        if let Err(e) = self.db(|store| store.end_live_executions(&ended)) {
-            tracing::error!("svc relay: recording the executions that ended with the coordinator: {e}");
+        if let Ok(active) = self.db(|store| store.active_deployments()) {
+            self.publish_missing_policies(&active);
+        }
+        // The jobs were this coordinator's processes: the scheduler's recovery records those it
+        // ran as ended with it (`processor_restarted`), and their slots get a new attempt.
+        match super::blocking(|| self.executor.recover()) {
+            Ok(report) if report != Default::default() => tracing::info!(
+                relaunched = report.relaunched,
+                lost = report.lost,
+                "svc relay: the scheduler recovered the jobs of the coordinator's last run"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::error!("svc relay: recovering the jobs of the coordinator's last run: {e}"),
         }
         // Jobs do not outlive a coordinator: relaunch the ones that should run.
         if let Ok(active) = self.db(|store| store.active_deployments()) {
@@ -383,7 +425,9 @@ impl Engine {
     /// the jobs' output. [`Engine::run`] calls it every 250 ms or when woken; a test calls it
     /// directly, one step at a time.
     pub async fn tick(&self) {
-        self.reap().await;
+        self.schedule();
+        self.drain();
+        self.record_ended();
         let active = match self.db(|store| store.active_deployments()) {
             Ok(a) => a,
             Err(e) => {
@@ -398,50 +442,95 @@ impl Engine {
                 HashMap::new()
             }
         };
+        self.publish_missing_policies(&active);
         // Each deployment is stepped on its own; a slow probe holds one of these slots.
         futures_util::stream::iter(&active)
             .for_each_concurrent(STEP_CONCURRENCY, |d| self.step_deployment(d, successors.get(&d.id)))
             .await;
-        self.drain().await;
-        // Jobs of deployments that no longer run (stopped, failed, unfunded) end here, and
-        // those of successors replaced or failed.
-        let mut keep: Vec<String> = active
-            .iter()
-            .filter(|d| d.state.runs_job() || d.state == DeploymentState::Provisioning)
-            .map(|d| job_key(&d.id, d.revision))
-            .collect();
-        keep.extend(
-            successors
-                .values()
-                .filter(|s| s.state != SuccessorState::Failed)
-                .map(|s| job_key(&s.deployment_id, s.revision)),
-        );
-        keep.extend(self.draining_keys());
-        let serving: HashMap<&str, u32> = active.iter().map(|d| (d.id.as_str(), d.revision)).collect();
-        for key in self.jobs.ids().into_iter().filter(|key| !keep.contains(key)) {
-            let Some((id, revision)) = parse_job_key(&key) else { continue };
-            // A revision that is not the deployment's any more goes with its job (a stopped
-            // deployment's files are swept).
-            let current = serving.get(id).copied();
-            let gone =
-                current.is_some_and(|c| c != revision) && successors.get(id).is_none_or(|s| s.revision != revision);
-            let reason = match active.iter().find(|d| d.id == id) {
-                None => Reason::new("deployment_stopped", "the deployment was stopped"),
-                Some(d) if revision > d.revision => {
-                    Reason::new("replaced", format!("a newer deploy replaced revision {revision} before it served"))
-                }
-                Some(d) if d.revision != revision => {
-                    Reason::new("superseded", format!("revision {} replaced revision {revision}", d.revision))
-                }
-                Some(d) if d.state == DeploymentState::PendingFunding => {
-                    Reason::new("unfunded", "the deployment's funds ran out; fund a new quote")
-                }
-                Some(d) => Reason::new("deployment_not_running", format!("the deployment is {}", d.state)),
-            };
-            self.retire(id, revision, current.unwrap_or(revision), gone, reason).await;
-        }
         self.sync_routes().await;
+        let serving: HashMap<&str, u32> = active.iter().map(|d| (d.id.as_str(), d.revision)).collect();
         self.tail_logs(&serving).await;
+    }
+
+    /// Steps the scheduler until nothing more is due now (a few batches at most per tick).
+    fn schedule(&self) {
+        for _ in 0..8 {
+            match super::blocking(|| self.executor.step()) {
+                Ok(report) if report.more => {}
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::error!("svc relay: the scheduler: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Stops the jobs whose drain is over (their route's connections ended, or their time is
+    /// up), and says so in their deployments' logs.
+    fn drain(&self) {
+        let drained = super::blocking(|| self.market.drain());
+        if !drained.is_empty() {
+            // Recorded stopped at once, so the deployment reads as converged when it is.
+            self.schedule();
+        }
+        for drained in drained {
+            let Some(meta) = self.launcher.meta(&drained.execution_id) else { continue };
+            let line = match drained.cut {
+                0 => format!("revision {} stopped: its connections had ended", meta.revision),
+                n => format!(
+                    "revision {} stopped after {} s; {n} connections were cut",
+                    meta.revision,
+                    super::ingress_market::DRAIN_LIMIT.as_secs()
+                ),
+            };
+            let _ = self.db(|store| store.append_logs(&meta.deployment, "route", &[line]));
+            // Its processes are gone: the files of a revision replaced go with them.
+            self.remove_if_replaced(&meta.deployment, meta.revision, Some(&drained.execution_id));
+        }
+    }
+
+    /// Removes revision `revision`'s files if it is neither what the deployment serves nor a
+    /// successor still deployed, and no job of it runs (`gone`: a job whose processes are
+    /// gone, whatever its record says yet).
+    pub(super) fn remove_if_replaced(&self, deployment_id: &str, revision: u32, gone: Option<&str>) {
+        let Ok(d) = self.db(|store| store.deployment(deployment_id)) else { return };
+        let successor = self.db(|store| store.successor(&d.id)).ok().flatten();
+        let deployed = successor.is_some_and(|s| s.revision == revision && s.state != SuccessorState::Failed);
+        let running = self.db(|store| store.current_executions(&d.id)).map_or(true, |executions| {
+            executions.iter().any(|e| {
+                e.policy_version == u64::from(revision) && e.state.is_live() && Some(e.execution_id.as_str()) != gone
+            })
+        });
+        if revision != d.revision && !deployed && !running {
+            self.remove_revision(&d.id, revision);
+        }
+    }
+
+    /// Logs how each job that ended ended, with its last output; removes the files of a
+    /// revision whose last job this was (neither served nor deployed any more).
+    fn record_ended(&self) {
+        for ended in self.market.take_ended() {
+            let Some(meta) = self.launcher.forget(&ended.execution_id) else { continue };
+            let Ok(d) = self.db(|store| store.deployment(&meta.deployment)) else { continue };
+            let output = by_part(ended.output);
+            self.record_output(&d.id, meta.revision, d.revision, output);
+            if let Some(exit) = ended.ending
+                && let Ok(mut endings) = self.endings.lock()
+            {
+                endings.insert(ended.execution_id.clone(), exit.to_string());
+            }
+            self.remove_if_replaced(&d.id, meta.revision, Some(&ended.execution_id));
+        }
+    }
+
+    /// How execution `e` ended, in words (from the market, else from its record).
+    fn ending_of(&self, e: &Execution) -> String {
+        let told = self.endings.lock().ok().and_then(|mut endings| endings.remove(&e.execution_id));
+        told.unwrap_or_else(|| match &e.reason {
+            Some(r) => r.message.clone(),
+            None => "the job ended".to_owned(),
+        })
     }
 
     /// Steps one deployment: a successor takes over at once if nothing serves, then the
@@ -465,47 +554,12 @@ impl Engine {
         if let Err(e) = self.step(d).await {
             let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
         }
+        let executions = self.db(|store| store.current_executions(&d.id)).unwrap_or_default();
         if let Some(s) = successor.filter(|s| s.revision > d.revision)
-            && let Err(e) = self.step_successor(d, s).await
+            && let Err(e) = self.step_successor(d, s, &executions).await
         {
             let _ =
                 self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]));
-        }
-    }
-
-    /// Notices jobs whose app or agent ended: logs how, with the job's last output, and
-    /// restarts them after a backoff or, past the limit, fails the deployment. The time
-    /// until a restarted job is live again counts as downtime (it is not `live`).
-    async fn reap(&self) {
-        for (key, output, verdict) in self.jobs.reap() {
-            let Some((id, revision)) = parse_job_key(&key) else { continue };
-            let Ok(d) = self.db(|store| store.deployment(id)) else { continue };
-            self.record_output(id, revision, d.revision, output);
-            // A successor's or a draining predecessor's job is not restarted.
-            if d.revision != revision {
-                self.reap_other_revision(&d, revision, &verdict).await;
-                continue;
-            }
-            let outcome = match verdict {
-                Verdict::Restart { exit, delay, n, of } => self.db(|store| {
-                    store.transition(
-                        id,
-                        DeploymentState::Provisioning,
-                        &format!("{exit}; restarting the job in {} s (restart {n} of {of})", delay.as_secs_f32()),
-                    )
-                }),
-                Verdict::GiveUp { exit, restarts } => self.db(|store| {
-                    store.fail(
-                        id,
-                        JOB_EXITED,
-                        &format!("{exit}; it ended again after {restarts} restarts, so it is not restarted any more"),
-                    )
-                }),
-            };
-            if let Err(e) = outcome {
-                let _ = self.db(|store| store.append_logs(id, "route", &[format!("engine: {e}")]));
-            }
-            self.wake();
         }
     }
 
@@ -526,35 +580,44 @@ impl Engine {
                 }
             }
             DeploymentState::Provisioning => {
-                let key = job_key(&d.id, d.revision);
-                if self.jobs.restart_pending(&key) {
-                    return Ok(());
-                }
-                let relaunched = Reason::new("relaunched", "a new launch of the revision replaces it");
-                self.record_output(&d.id, d.revision, d.revision, self.jobs.stop(&key, false, relaunched));
-                match self.launch(d).await {
-                    Ok(pids) => {
+                // The scheduler launches it (or restarts it after its backoff).
+                let executions = self.db(|store| store.current_executions(&d.id))?;
+                match newest_of(&executions, d.revision) {
+                    Some(e) if placed(e) => {
+                        let processor = e.processor_id.as_deref().unwrap_or("unknown");
                         self.db(|store| {
                             store.transition(
                                 &d.id,
                                 DeploymentState::Validating,
-                                &format!("job started ({pids}); validating the route"),
+                                &format!("job started (on processor {processor}); validating the route"),
                             )
                         })?;
                         self.due_now(d);
                     }
-                    Err(reason) => {
-                        self.db(|store| store.fail(&d.id, "job_failed", &reason.to_string()))?;
+                    Some(e) if e.state == ExecState::Refused => {
+                        let why = e.reason.as_ref().map_or("the launch was refused", |r| r.message.as_str());
+                        self.db(|store| store.fail(&d.id, "job_failed", why))?;
                     }
+                    _ => {}
                 }
             }
             DeploymentState::Validating | DeploymentState::Live | DeploymentState::Degraded => {
-                if !self.jobs.contains(&job_key(&d.id, d.revision)) {
-                    self.db(|store| {
-                        store.transition(&d.id, DeploymentState::Provisioning, "the job is not running; relaunching")
-                    })?;
-                    return Ok(());
-                }
+                let executions = self.db(|store| store.current_executions(&d.id))?;
+                let Some(job) = newest_of(&executions, d.revision).filter(|e| placed(e)) else {
+                    return match newest_of(&executions, d.revision).filter(|e| ended(e)) {
+                        Some(e) => self.job_ended(d, e),
+                        None => self
+                            .db(|store| {
+                                store.transition(
+                                    &d.id,
+                                    DeploymentState::Provisioning,
+                                    "the job is not running; relaunching",
+                                )
+                            })
+                            .map(|_| ()),
+                    };
+                };
+                let job_id = job.execution_id.clone();
                 if d.state.spends()
                     && !self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms()))?
                 {
@@ -564,11 +627,41 @@ impl Engine {
                     return Ok(());
                 }
                 if self.validation_due(&d.route_id, d.state == DeploymentState::Validating) {
-                    self.validate(d).await?;
+                    self.validate(d, &job_id).await?;
                 }
             }
             DeploymentState::Failed | DeploymentState::Stopped => {}
         }
+        Ok(())
+    }
+
+    /// The deployment's serving job ended by itself: it is restarted (by the scheduler, after
+    /// its backoff) up to the limit, and the deployment says so; past it, it fails
+    /// (`job_exited`). The time until a restarted job is live again counts as downtime.
+    fn job_ended(&self, d: &Deployment, e: &Execution) -> Result<(), StoreError> {
+        let exit = self.ending_of(e);
+        let most = self.parts.config.restarts.max_restarts;
+        if e.restarts < most {
+            let n = e.restarts + 1;
+            let delay = svc_execution::scheduler::retry_backoff(n) as f32 / 1000.0;
+            self.db(|store| {
+                store.transition(
+                    &d.id,
+                    DeploymentState::Provisioning,
+                    &format!("{exit}; restarting the job in {delay} s (restart {n} of {most})"),
+                )
+            })?;
+        } else {
+            let restarts = e.restarts;
+            self.db(|store| {
+                store.fail(
+                    &d.id,
+                    JOB_EXITED,
+                    &format!("{exit}; it ended again after {restarts} restarts, so it is not restarted any more"),
+                )
+            })?;
+        }
+        self.wake();
         Ok(())
     }
 
@@ -611,7 +704,7 @@ impl Engine {
     }
 
     /// Validates the canonical hostname and each customer hostname, and moves the states.
-    async fn validate(&self, d: &Deployment) -> Result<(), StoreError> {
+    async fn validate(&self, d: &Deployment, job: &str) -> Result<(), StoreError> {
         let Some(keys) = self.db(|store| store.route_keys(&d.id))? else { return Ok(()) };
         let probe = &self.parts.probe;
         let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
@@ -619,7 +712,9 @@ impl Engine {
         self.check_pins(d, &pins, &mut probed.outcome);
         self.record(d, &d.canonical_hostname, &probed.outcome)?;
         if probed.outcome.is_ok() {
-            self.jobs.ready(&job_key(&d.id, d.revision));
+            // Serving: the scheduler records it ready now, before the deployment says live.
+            self.market.validated(job);
+            self.schedule();
         }
         match (&probed.outcome, d.state) {
             (Ok(_), DeploymentState::Validating) => {
@@ -707,12 +802,28 @@ impl Engine {
 
     /// Stops every job (the coordinator is shutting down).
     pub async fn stop_all_jobs(&self) {
-        self.jobs.stop_all();
+        for job in self.market.jobs() {
+            let id = job.execution_id;
+            let output = super::blocking(|| {
+                self.market.stop_now(&id);
+                self.market.take_output(&id)
+            });
+            if let Some(meta) = self.launcher.meta(&id) {
+                self.record_output(&meta.deployment, meta.revision, meta.revision, by_part(output));
+            }
+        }
+        let stopped = Reason::new("coordinator_stopped", "the coordinator stopped; its jobs end with it");
+        if let Err(e) = self.db(|store| store.stop_live_executions(&stopped)) {
+            tracing::error!("svc relay: recording the jobs stopped with the coordinator: {e}");
+        }
     }
 
     /// Process IDs of a deployment's job (app, agent), if it runs.
     pub async fn job_pids(&self, d: &Deployment) -> Option<Vec<u32>> {
-        self.jobs.pids(&job_key(&d.id, d.revision))
+        let executions = self.db(|store| store.current_executions(&d.id)).ok()?;
+        let job = newest_of(&executions, d.revision).filter(|e| placed(e))?;
+        let pids = self.market.processes(&job.execution_id);
+        (!pids.is_empty()).then_some(pids)
     }
 
     /// Makes the gateway's (and the certificate signer's) routes those of the deployments
@@ -767,7 +878,7 @@ impl Engine {
 
     /// Records output lines of revision `revision`'s job in its deployment's logs; lines of a
     /// revision other than the `serving` one (a successor, a predecessor draining) say which.
-    fn record_output(&self, id: &str, revision: u32, serving: u32, output: super::jobs::Output) {
+    fn record_output(&self, id: &str, revision: u32, serving: u32, output: Output) {
         for (source, lines) in output {
             if revision == serving {
                 let _ = self.db(|store| store.append_logs(id, source, &lines));
@@ -778,22 +889,50 @@ impl Engine {
         }
     }
 
-    /// Stops revision `revision`'s job for good, for `reason`, and records its last output;
-    /// its files and agent state go too when `remove`.
-    async fn retire(&self, id: &str, revision: u32, serving: u32, remove: bool, reason: Reason) {
-        let output = self.jobs.stop(&job_key(id, revision), true, reason);
-        self.record_output(id, revision, serving, output);
-        if remove {
-            self.remove_revision(id, revision);
-        }
-    }
-
     /// Copies new lines of each job's output into the deployment's logs (`serving`: each
     /// active deployment's serving revision, read once per tick).
     async fn tail_logs(&self, serving: &HashMap<&str, u32>) {
-        for (key, output) in self.jobs.new_output() {
-            if let Some((id, revision)) = parse_job_key(&key) {
-                self.record_output(id, revision, serving.get(id).copied().unwrap_or(revision), output);
+        for job in self.market.jobs() {
+            let Some(meta) = self.launcher.meta(&job.execution_id) else { continue };
+            let lines = self.market.take_output(&job.execution_id);
+            if lines.is_empty() {
+                continue;
+            }
+            let current = serving.get(meta.deployment.as_str()).copied().unwrap_or(meta.revision);
+            self.record_output(&meta.deployment, meta.revision, current, by_part(lines));
+        }
+    }
+
+    /// Publishes the policies of the revisions deployed before revisions published one
+    /// (each served or deployed revision of the `active` deployments), before the scheduler
+    /// plans from them, and wakes it for them.
+    fn publish_missing_policies(&self, active: &[Deployment]) {
+        for d in active {
+            let mut revisions = vec![(d.revision, d.route_id.clone(), self.db(|store| store.project_json(&d.id)))];
+            if let Ok(Some(s)) = self.db(|store| store.successor(&d.id)) {
+                revisions.push((s.revision, s.route_id.clone(), self.db(|store| store.successor_project_json(&d.id))));
+            }
+            for (revision, route_id, project_json) in revisions {
+                if !matches!(self.db(|store| store.policy(&d.id, revision)), Ok(None)) {
+                    continue;
+                }
+                let Ok(project_json) = project_json else { continue };
+                let job = launch::JobOf { deployment: d, revision, route_id: &route_id, project_json: &project_json };
+                let published =
+                    crate::project::read(&project_json).map_err(launch::StartError::Project).and_then(|project| {
+                        let app_dir = self.revision_dir(&d.id, revision).join(APP_DIR);
+                        super::blocking(|| self.launcher.publish_unpublished(&job, &project, &app_dir))
+                    });
+                match published {
+                    Ok(_) => {
+                        let _ = self.db(|store| store.wake_scheduler(&d.id));
+                        self.wake();
+                    }
+                    Err(e) => {
+                        let line = format!("engine: revision {revision} could not publish its policy: {e}");
+                        let _ = self.db(|store| store.append_logs(&d.id, "route", &[line]));
+                    }
+                }
             }
         }
     }
@@ -801,3 +940,18 @@ impl Engine {
 
 /// Open public connections a route allows at once.
 const ROUTE_MAX_CONNECTIONS: usize = 1024;
+
+/// Output lines of one job, by the process that printed them, for the logs.
+pub(super) type Output = Vec<(&'static str, Vec<String>)>;
+
+/// Groups lines by process, keeping their order within each.
+fn by_part(lines: Vec<(svc_execution::market::Part, String)>) -> Output {
+    let mut out: Output = Vec::new();
+    for (part, line) in lines {
+        match out.iter_mut().find(|(source, _)| *source == part.as_str()) {
+            Some((_, group)) => group.push(line),
+            None => out.push((part.as_str(), vec![line])),
+        }
+    }
+    out
+}

@@ -1,8 +1,9 @@
 //! A deployment's `svc.execution-convergence.v1`: its jobs as executions, in the shape
 //! `svc app executions` reads for a published application (`manifest_core::projection`). An
 //! ingress deployment is one slot running its Manifest V5 continuously: the desired policy
-//! version is the serving revision's published policy (`coordinator::policy`), each revision a
-//! generation, each launch of it an attempt. A job's window is the time its route's funds
+//! version is the serving revision's published policy (`coordinator::policy`), each launch of a
+//! revision a generation of the slot (its policy version the revision), a same-job restart
+//! counted on it. A job's window is the time its route's funds
 //! cover; its launches are charged nothing (the route is paid by the period, in the ledger).
 
 use manifest_core::projection::{
@@ -74,12 +75,12 @@ pub fn build(
         Some(e) => Slot {
             slot: 0,
             generation: u64::from(e.generation),
-            policy_version: u64::from(e.generation),
+            policy_version: u64::from(e.policy_version),
             state: e.state.as_str().to_owned(),
             processor_id: e.processor_id.clone(),
             window_start: Some(rfc3339_ms(e.created_at)),
             window_end: Some(rfc3339_ms(window_end(e))),
-            restarts: e.attempt.saturating_sub(1),
+            restarts: e.restarts,
         },
         None => Slot {
             slot: 0,
@@ -138,13 +139,13 @@ pub fn build(
             slot: 0,
             generation: u64::from(e.generation),
             attempt: e.attempt,
-            policy_version: u64::from(e.generation),
+            policy_version: u64::from(e.policy_version),
             state: e.state.as_str().to_owned(),
             processor_id: e.processor_id.clone(),
             window_start: rfc3339_ms(e.created_at),
             window_end: rfc3339_ms(window_end(e)),
             changed_at: rfc3339_ms(e.changed_at),
-            restarts: 0,
+            restarts: e.restarts,
             charged_micros: "0".to_owned(),
             reason: e.reason.as_ref().map(|r| ReasonBody { code: r.code.clone(), message: r.message.clone() }),
         })

@@ -49,6 +49,18 @@ pub struct Drained {
     pub cut: usize,
 }
 
+/// A job the scheduler recorded as ended and released: how it ended and its last output,
+/// for the deployment's logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    /// The execution.
+    pub execution_id: String,
+    /// How it ended, as the market tells it (which part, its status or signal).
+    pub ending: Option<Exit>,
+    /// Its last output lines.
+    pub output: Vec<(Part, String)>,
+}
+
 #[derive(Default)]
 struct State {
     /// Jobs whose route passed validation: their readiness is reported.
@@ -57,6 +69,8 @@ struct State {
     newly_ready: Vec<String>,
     /// Jobs asked to stop, since when: stopped by [`IngressMarket::drain`].
     draining: HashMap<String, Instant>,
+    /// Jobs released since [`IngressMarket::take_ended`] was last called.
+    ended: Vec<Ended>,
 }
 
 /// The decorator.
@@ -115,6 +129,18 @@ impl IngressMarket {
         drained
     }
 
+    /// The jobs released (their end recorded) since the last call, with their ending and
+    /// last output.
+    pub fn take_ended(&self) -> Vec<Ended> {
+        std::mem::take(&mut self.state().ended)
+    }
+
+    /// Stops a job now, without draining (the coordinator is stopping).
+    pub fn stop_now(&self, execution_id: &str) {
+        self.state().draining.remove(execution_id);
+        self.inner.stop(execution_id, StopMode::Stop);
+    }
+
     /// Whether job `execution_id` is draining (asked to stop, still serving its connections).
     pub fn is_draining(&self, execution_id: &str) -> bool {
         self.state().draining.contains_key(execution_id)
@@ -138,7 +164,7 @@ impl Market for IngressMarket {
     fn launch(&self, order: &JobOrder) -> Result<Placement, Refusal> {
         let mut equipped = order.clone();
         self.equip.equip(&mut equipped)?;
-        self.inner.launch(&equipped)
+        self.inner.launch(&equipped).map_err(|refusal| told(&order.execution_id, refusal))
     }
 
     fn restart(&self, order: &JobOrder, processor_id: &str) -> Result<(), Refusal> {
@@ -150,7 +176,7 @@ impl Market for IngressMarket {
         }
         let mut equipped = order.clone();
         self.equip.equip(&mut equipped)?;
-        self.inner.restart(&equipped, processor_id)
+        self.inner.restart(&equipped, processor_id).map_err(|refusal| told(&order.execution_id, refusal))
     }
 
     fn stop(&self, execution_id: &str, mode: StopMode) {
@@ -192,11 +218,14 @@ impl Market for IngressMarket {
     }
 
     fn release(&self, execution_id: &str) {
+        let output = self.inner.take_output(execution_id);
+        let ending = self.inner.ending(execution_id);
         {
             let mut state = self.state();
             state.validated.remove(execution_id);
             state.draining.remove(execution_id);
             state.newly_ready.retain(|id| id != execution_id);
+            state.ended.push(Ended { execution_id: execution_id.to_owned(), ending, output });
         }
         self.inner.release(execution_id);
     }
@@ -215,6 +244,17 @@ impl Market for IngressMarket {
 
     fn processes(&self, execution_id: &str) -> Vec<u32> {
         self.inner.processes(execution_id)
+    }
+}
+
+/// What a refusal of the processors says to the customer (it is recorded on the execution):
+/// what failed, without the host's paths and programs, which go to the coordinator's log.
+fn told(execution_id: &str, refusal: Refusal) -> Refusal {
+    tracing::warn!("svc relay: job {execution_id} refused: {refusal}");
+    match refusal {
+        Refusal::NoProcessor(_) => Refusal::NoProcessor("no processor could take the job".to_owned()),
+        Refusal::Artifact(_) => Refusal::Artifact("the app's files could not be used for the job".to_owned()),
+        Refusal::Start(_) => Refusal::Start("the job could not be started (the coordinator's log has why)".to_owned()),
     }
 }
 
@@ -269,6 +309,18 @@ mod tests {
 
     fn state_of(market: &IngressMarket, id: &str) -> Option<JobState> {
         market.jobs().into_iter().find(|j| j.execution_id == id).map(|j| j.state)
+    }
+
+    #[test]
+    fn a_refusal_tells_the_customer_what_failed_not_the_hosts_paths() {
+        for refusal in [
+            Refusal::Start("cannot make the job's scratch directory in /var/lib/svc/relay-jobs/pool: denied".into()),
+            Refusal::Artifact("/var/lib/svc/relay-jobs/artifacts/sha256-00: missing".into()),
+            Refusal::NoProcessor("local-1 runs 4 of 4 jobs".into()),
+        ] {
+            let message = told("d/0/1/1", refusal).to_string();
+            assert!(!message.contains("/var") && !message.contains("local-1"), "{message}");
+        }
     }
 
     #[test]

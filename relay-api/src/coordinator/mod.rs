@@ -15,11 +15,11 @@ pub mod executions;
 mod files;
 mod http;
 pub mod ingress_market;
-mod jobs;
 pub mod model;
 pub mod money;
 pub mod policy;
 pub mod probe;
+mod restarts;
 pub mod scheduling;
 pub mod state;
 pub mod store;
@@ -36,8 +36,8 @@ use crate::local::{LocalCoordinator, ephemeral};
 pub use admission::{IssuedAdmission, Operator, issue_admission_token};
 use agent::wire;
 pub use engine::{Engine, EngineParts, JOB_EXITED, STEP_CONCURRENCY};
-pub use jobs::RestartPolicy;
 pub use probe::{Probe, PublicProbe};
+pub use restarts::RestartPolicy;
 pub use store::{RelayStore, StoreError};
 use svc_execution::artifacts::ArtifactStore;
 use svc_execution::local::{LocalPool, LocalPoolConfig};
@@ -333,6 +333,7 @@ pub async fn run(
         gateway_ca: ca_path,
         agent_api,
         public_port: bound.public.port(),
+        clock: Arc::new(svc_execution::SystemClock),
     });
     let started = Started { api, gateway: bound, agent_api };
     on_started(&started);

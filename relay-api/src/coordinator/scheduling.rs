@@ -29,9 +29,19 @@ use super::model::{Deployment, SuccessorState};
 use super::state::DeploymentState;
 use super::store::{RelayStore, StoreError, Transaction};
 
-/// Same-job restarts of an ingress job per generation (a paid window) before its deployment
-/// is given up as failed (`job_exited`): restart *n* waits `retry_backoff(n)`.
+/// Same-job restarts of an ingress job per generation before its deployment is given up as
+/// failed (`job_exited`), unless the coordinator is told otherwise (`--max-restarts`):
+/// restart *n* waits `retry_backoff(n)`.
 pub const MAX_RESTARTS: u8 = 5;
+
+/// An ingress job's window: its route serves while it is funded, and the coordinator stops
+/// it when it is not, so no paid window of the policy's schedule ends it. (Until routes are
+/// per execution, a renewal could not hand a route over to its successor as a redeploy does:
+/// docs/decisions.md.)
+pub const INGRESS_WINDOW_MS: Millis = 100 * 365 * 86_400_000;
+
+/// Deployments the scheduler decides for in one transaction.
+pub const BATCH: usize = 64;
 
 /// How long a restarted ingress job has to be ready (its route validated through the public
 /// path) before it counts as failed again.
@@ -45,13 +55,14 @@ pub const CONTACT_LOSS_MS: Millis = 60_000;
 pub struct Scheduling {
     store: Arc<RelayStore>,
     deployments_dir: PathBuf,
+    max_restarts: u8,
 }
 
 impl Scheduling {
     /// The scheduler's view of `store`, whose revisions keep their files under
-    /// `deployments_dir`.
-    pub fn new(store: Arc<RelayStore>, deployments_dir: PathBuf) -> Scheduling {
-        Scheduling { store, deployments_dir }
+    /// `deployments_dir`; a job is restarted at most `max_restarts` times per generation.
+    pub fn new(store: Arc<RelayStore>, deployments_dir: PathBuf, max_restarts: u8) -> Scheduling {
+        Scheduling { store, deployments_dir, max_restarts }
     }
 }
 
@@ -74,13 +85,14 @@ fn int(n: Millis) -> i64 {
 impl ExecutionStore for Scheduling {
     fn begin(&self) -> Result<Box<dyn ExecutionTx + '_>, StoreFailure> {
         let tx = self.store.begin_write().map_err(store_failure)?;
-        Ok(Box::new(SchedulingTx { tx, deployments_dir: &self.deployments_dir }))
+        Ok(Box::new(SchedulingTx { tx, deployments_dir: &self.deployments_dir, max_restarts: self.max_restarts }))
     }
 }
 
 struct SchedulingTx<'a> {
     tx: Box<dyn Transaction + 'a>,
     deployments_dir: &'a Path,
+    max_restarts: u8,
 }
 
 /// The revision whose policy is the deployment's active version: a successor's while one is
@@ -110,22 +122,26 @@ pub fn halt_of(d: &Deployment) -> Option<Reason> {
 /// An ingress policy's plan, as the relay runs it: the policy's slots, windows, renewal and
 /// update rules, with the relay's recovery and without a spend authority of its own.
 ///
-/// - **Recovery.** A web job that ends is restarted on its processor, up to [`MAX_RESTARTS`]
-///   times per window, each after a backoff; a V5 policy has no recovery field, and SPEC's V5
-///   default (wait until the window's end) would leave a route dark for up to a day.
+/// - **Recovery.** A web job that ends (whatever its status: a web server that exits has
+///   stopped serving) is restarted on its processor, up to `max_restarts` times, each after
+///   a backoff; a V5 policy has no recovery field, and SPEC's V5 default (wait until the
+///   window's end) would leave a route dark until then.
+/// - **Window.** [`INGRESS_WINDOW_MS`]: the funding, not the schedule, bounds a web job.
 /// - **Spend.** The deployment's funded periods are what it may spend (the ledger and its
 ///   ceiling); a launch costs nothing more.
-pub fn ingress_plan(mut plan: Plan) -> Plan {
+pub fn ingress_plan(mut plan: Plan, max_restarts: u8) -> Plan {
     plan.recovery = Recovery {
         runtime_failure: RuntimeFailure::ReplaceAfterFailure {
             contact_loss_after_ms: CONTACT_LOSS_MS,
             restart_grace_ms: RESTART_GRACE_MS,
-            max_same_job_restarts: MAX_RESTARTS,
+            max_same_job_restarts: max_restarts,
             max_fresh_replacements: 0,
         },
+        exit_is_failure: true,
         ..plan.recovery
     };
     plan.spend = SpendAuthority::default();
+    plan.window_ms = INGRESS_WINDOW_MS;
     plan
 }
 
@@ -154,7 +170,7 @@ impl ExecutionTx for SchedulingTx<'_> {
         let mut halt = halt_of(&d);
         let plan = match tx.policy(&d.id, revision).map_err(store_failure)? {
             Some(policy) => match manifest_core::plan::plan(policy.published()) {
-                Ok(plan) => Some(ingress_plan(plan)),
+                Ok(plan) => Some(ingress_plan(plan, self.max_restarts)),
                 Err(e) => {
                     // One damaged policy halts its deployment, not the scheduler.
                     halt.get_or_insert(Reason::new("policy_unreadable", format!("revision {revision}: {e}")));

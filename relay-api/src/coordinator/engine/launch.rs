@@ -1,17 +1,25 @@
-//! Launching a revision's job: fresh keys for its agent (the store keeps their hash and
-//! public half), its app files stored by digest (checked against its published policy's
-//! artifact), its order (the app as the policy's workload says, and the agent as its sidecar)
-//! placed on the processor market, and the gateway told before the agent first connects.
+//! Equipping a revision's job for the market ([`Launcher`], the ingress market's [`Equip`]):
+//! fresh keys for its agent (the store keeps their hash and public half, on the revision it
+//! runs), its app files stored by digest (checked against its published policy's artifact),
+//! and the agent added to its order as its sidecar. The scheduler decides the launch and
+//! records it; the gateway learns the new keys at the engine's next route sync, and the agent
+//! retries until it does.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use agent::challenge::RouteKey;
 use agent::wire;
-
-use super::{APP_DIR, AgentCertificates, Engine, job_key};
-use crate::coordinator::model::Deployment;
-
+use svc_execution::market::{JobOrder, Refusal};
 use svc_execution::{Workload, WorkloadRuntime};
 
-use crate::coordinator::store::{PublishedPolicy, RouteKeys, StoreError, random_hex};
+use super::{APP_DIR, AgentCertificates, job_key};
+use crate::coordinator::CoordinatorConfig;
+use crate::coordinator::ingress_market::Equip;
+use crate::coordinator::model::Deployment;
+use crate::coordinator::store::{PublishedPolicy, RelayStore, RouteKeys, StoreError, random_hex};
 use crate::project::Project;
 use crate::runner::IngressJob;
 
@@ -66,28 +74,108 @@ pub(crate) enum StartError {
     /// The store refused (recording the keys, reading the project, randomness).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The processor market would not run it.
-    #[error(transparent)]
-    Launch(#[from] svc_execution::market::Refusal),
+    /// The revision is neither the one the deployment serves nor its successor (withdrawn
+    /// meanwhile).
+    #[error("revision {0} is neither served nor deployed any more")]
+    NotDeployed(u32),
+    /// No execution has this ID (its order came from elsewhere).
+    #[error("no execution {0} is recorded")]
+    Unknown(String),
 }
 
-impl Engine {
-    /// Launches the deployment's job with a fresh tunnel credential and route key (the
-    /// store keeps only their hash and public half); returns where it runs, for the log, or
-    /// why not.
-    pub(super) async fn launch(&self, d: &Deployment) -> Result<String, StartError> {
-        let project_json = self.db(|store| store.project_json(&d.id))?;
-        let job = JobOf { deployment: d, revision: d.revision, route_id: &d.route_id, project_json: &project_json };
-        self.launch_job(job, |keys| self.db(|store| store.set_route_keys(&d.id, keys))).await
+/// What a job equipped by the [`Launcher`] is: its deployment, the revision it runs, the
+/// artifact it was launched from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JobMeta {
+    pub(crate) deployment: String,
+    pub(crate) revision: u32,
+    pub(crate) artifact: String,
+    /// The gateway route its agent serves (its revision's).
+    pub(crate) route_id: String,
+}
+
+/// Equips ingress jobs: what it needs of the coordinator, and the jobs it equipped.
+pub(crate) struct Launcher {
+    pub(super) config: CoordinatorConfig,
+    pub(super) store: Arc<RelayStore>,
+    pub(super) artifacts: svc_execution::artifacts::ArtifactStore,
+    pub(super) tunnel: SocketAddr,
+    pub(super) gateway_ca: PathBuf,
+    pub(super) agent_api: SocketAddr,
+    /// By execution ID.
+    pub(super) jobs: Mutex<HashMap<String, JobMeta>>,
+    /// The gateway, for the open connections of a draining job's route.
+    pub(super) gateway: Arc<crate::gateway::Gateway>,
+}
+
+impl Equip for Launcher {
+    fn equip(&self, order: &mut JobOrder) -> Result<(), Refusal> {
+        match self.prepare(order) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // What the customer reads says what failed; where on the host, the log.
+                tracing::warn!("svc relay: job {} not launched: {e}", order.execution_id);
+                Err(match e {
+                    StartError::Artifact { .. } => Refusal::Artifact(
+                        "the app's files are not those the revision published (changed since the deploy?)".to_owned(),
+                    ),
+                    StartError::Project(e) => Refusal::Start(format!("the stored project no longer validates: {e}")),
+                    StartError::NotDeployed(revision) => {
+                        Refusal::Start(format!("revision {revision} is neither served nor deployed any more"))
+                    }
+                    _ => Refusal::Start("the job could not be prepared (the coordinator's log has why)".to_owned()),
+                })
+            }
+        }
     }
 
-    /// Launches a revision's job: its keys are made, `record`ed, and known to the gateway
-    /// and the certificate signer before its agent first presents them.
-    pub(super) async fn launch_job(
-        &self,
-        job: JobOf<'_>,
-        record: impl FnOnce(&RouteKeys) -> Result<(), StoreError>,
-    ) -> Result<String, StartError> {
+    fn open_connections(&self, execution_id: &str) -> usize {
+        self.meta(execution_id).map_or(0, |meta| self.gateway.active_connections(&meta.route_id))
+    }
+}
+
+impl Launcher {
+    /// What job `execution_id` is, if this launcher equipped it.
+    pub(crate) fn meta(&self, execution_id: &str) -> Option<JobMeta> {
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner).get(execution_id).cloned()
+    }
+
+    /// Forgets a job that ended.
+    pub(crate) fn forget(&self, execution_id: &str) -> Option<JobMeta> {
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner).remove(execution_id)
+    }
+
+    /// The artifacts the jobs equipped were launched from.
+    pub(crate) fn artifacts(&self) -> Vec<String> {
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner).values().map(|m| m.artifact.clone()).collect()
+    }
+
+    /// A revision's directory in the data directory: its app files, its secrets.
+    fn revision_dir(&self, deployment_id: &str, revision: u32) -> PathBuf {
+        crate::coordinator::files::revision_dir(&self.config.deployments_dir(), deployment_id, revision)
+    }
+
+    /// A revision's job directory (outside the data directory): its agent's state.
+    fn job_dir(&self, deployment_id: &str, revision: u32) -> PathBuf {
+        crate::coordinator::files::revision_dir(&self.config.jobs_dir, deployment_id, revision)
+    }
+
+    /// Makes `order` (the scheduler's, for a recorded execution) the revision's job: its
+    /// keys made and recorded, its files checked and stored, its agent added.
+    fn prepare(&self, order: &mut JobOrder) -> Result<(), StartError> {
+        let (d, revision) = self
+            .store
+            .execution_deployment(&order.execution_id)?
+            .ok_or_else(|| StartError::Unknown(order.execution_id.clone()))?;
+        let successor = self.store.successor(&d.id)?;
+        let (route_id, project_json, serving) = if revision == d.revision {
+            (d.route_id.clone(), self.store.project_json(&d.id)?, true)
+        } else if let Some(s) = successor.filter(|s| s.revision == revision) {
+            (s.route_id, self.store.successor_project_json(&d.id)?, false)
+        } else {
+            return Err(StartError::NotDeployed(revision));
+        };
+        let job = JobOf { deployment: &d, revision, route_id: &route_id, project_json: &project_json };
         let project = crate::project::read(job.project_json).map_err(StartError::Project)?;
         let credential = random_hex(32)?;
         let route_key = RouteKey::generate().map_err(StartError::RouteKey)?;
@@ -95,37 +183,35 @@ impl Engine {
             credential_sha256: wire::sha256_hex(credential.as_bytes()),
             route_public_key: route_key.public_key(),
         };
-        let (d, revision) = (job.deployment, job.revision);
-        let revision_dir = self.revision_dir(&d.id, revision);
-        let app_dir = revision_dir.join(APP_DIR);
-        let policy = match self.db(|store| store.policy(&d.id, revision))? {
-            Some(policy) => policy,
-            None => self.publish_unpublished(&job, &project, &app_dir)?,
-        };
-        let workload = manifest_core::plan::workload(
-            policy.published(),
-            &crate::coordinator::files::secret_values(&revision_dir)?,
-        )?;
+        let app_dir = self.revision_dir(&d.id, revision).join(APP_DIR);
         // Stored again at each launch (a copy, checked against the policy's artifact digest: a
         // file changed since the deploy refuses the launch): the store keeps what the
         // revisions that run need, and nothing once they are gone (`Engine::sweep_artifacts`).
-        let artifacts = &self.parts.artifacts;
-        crate::coordinator::blocking(|| artifacts.store(&app_dir, Some(&workload.artifact_digest)))
+        let digest = order.workload.artifact_digest.clone();
+        self.artifacts
+            .store(&app_dir, Some(&digest))
             .map_err(|source| StartError::Artifact { path: app_dir.clone(), source })?;
-        let ingress = self.ingress_job(&job, &project, &workload, credential, route_key)?;
-        let mut order = ingress.order(workload)?;
-        record(&keys)?;
-        let (id, revision) = (&job.deployment.id, job.revision);
-        order.execution_id = self.db(|store| store.begin_execution(id, revision))?;
-        let placement = self.jobs.launch(&job_key(&job.deployment.id, job.revision), order)?;
-        self.sync_routes().await;
-        Ok(format!("on processor {}", placement.processor_id))
+        let ingress = self.ingress_job(&job, &project, &order.workload, credential, route_key)?;
+        let mut equipped = ingress.order(order.workload.clone())?;
+        equipped.execution_id = order.execution_id.clone();
+        equipped.window_end = order.window_end;
+        equipped.requirements = order.requirements.clone();
+        equipped.avoid = order.avoid.clone();
+        if serving {
+            self.store.set_route_keys(&d.id, &keys)?;
+        } else {
+            self.store.set_successor_keys(&d.id, revision, &keys)?;
+        }
+        let meta = JobMeta { deployment: d.id.clone(), revision, artifact: digest, route_id: route_id.clone() };
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner).insert(order.execution_id.clone(), meta);
+        *order = equipped;
+        Ok(())
     }
 
     /// Publishes the policy of a revision deployed before revisions published one: the
     /// manifest derived from its project (a named manifest's text was not kept then; its jobs
     /// ran the project's variables, which the derived manifest declares), over its app files.
-    fn publish_unpublished(
+    pub(super) fn publish_unpublished(
         &self,
         job: &JobOf<'_>,
         project: &Project,
@@ -138,19 +224,20 @@ impl Engine {
         let manifest = derived
             .manifest_v5(None)
             .map_err(|e| failed(crate::coordinator::policy::PublishError::NotV5(e.to_string())))?;
-        let artifacts = &self.parts.artifacts;
-        let digest = crate::coordinator::blocking(|| artifacts.store(app_dir, None))
+        let artifacts = &self.artifacts;
+        let digest = artifacts
+            .store(app_dir, None)
             .map_err(|source| StartError::Artifact { path: app_dir.to_owned(), source })?;
         let has_file = |name: &str| app_dir.join(name).is_file();
         let policy = crate::coordinator::policy::publish(&manifest, &derived, &d.id, revision, &digest, has_file)
             .map_err(failed)?;
-        let policy = self.db(|store| store.publish_policy(&d.id, &policy))?;
+        let policy = self.store.publish_policy(&d.id, &policy)?;
         let line = format!(
             "revision {revision} published its policy {} (deployed before revisions published one: the manifest \
              derived from its project)",
             policy.policy_digest
         );
-        let _ = self.db(|store| store.append_logs(&d.id, "route", &[line]));
+        let _ = self.store.append_logs(&d.id, "route", &[line]);
         Ok(policy)
     }
 
@@ -163,10 +250,10 @@ impl Engine {
         route_key: RouteKey,
     ) -> Result<IngressJob, StartError> {
         let (d, revision) = (job.deployment, job.revision);
-        let config = &self.parts.config;
+        let config = &self.config;
         let app_port =
             std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(StartError::Port)?.port();
-        let agent_api = format!("http://{}", self.parts.agent_api);
+        let agent_api = format!("http://{}", self.agent_api);
         let certificate = match &config.certificates {
             AgentCertificates::DevCa => {
                 agent::CertificateSource::DevCa { url: agent_api.clone(), validity_secs: 7 * 24 * 3600 }
@@ -182,9 +269,9 @@ impl Engine {
             hostname: d.canonical_hostname.clone(),
             credential,
             route_key,
-            gateway: self.parts.tunnel,
+            gateway: self.tunnel,
             gateway_name: "gateway.localhost".to_owned(),
-            gateway_ca: self.parts.gateway_ca.clone(),
+            gateway_ca: self.gateway_ca.clone(),
             app_port,
             app_health_path: project.app.health_path.clone(),
             proxy_protocol: project.proxy_protocol,

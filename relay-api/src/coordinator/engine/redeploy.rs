@@ -1,25 +1,28 @@
 //! Redeploys without downtime. A deploy of a changed project records a successor (the next
-//! revision). While the deployment serves (`live` or `degraded`), the engine:
+//! revision) and publishes its policy: a newer policy version, which the scheduler rolls out
+//! as the policy's `lifecycle.update` says (`immediate`, `stop_when_successor_ready`). While
+//! the deployment serves (`live` or `degraded`):
 //!
-//! 1. launches the successor's job beside the serving one, on its own standby route: the
-//!    gateway sends it no client, only the coordinator's validation (which names the route by
-//!    ALPN) and an ACME server's tls-alpn-01 check;
-//! 2. validates it through the gateway's public port, every step as for a serving route,
-//!    until it passes or [`SUCCESSOR_DEADLINE`] is up; its app ending fails it at once;
-//! 3. on a pass, makes it the deployment's revision in one store transaction, and the
-//!    gateway's route for the hostnames (new connections go to it);
-//! 4. stops the predecessor once its open connections have ended, or after [`DRAIN_LIMIT`].
+//! 1. the scheduler launches the successor's job beside the serving one, on its own standby
+//!    route: the gateway sends it no client, only the coordinator's validation (which names
+//!    the route by ALPN) and an ACME server's tls-alpn-01 check;
+//! 2. the engine validates it through the gateway's public port, every step as for a serving
+//!    route, until it passes or [`SUCCESSOR_DEADLINE`] is up; its app ending fails it at once;
+//! 3. on a pass, the engine makes it the deployment's revision in one store transaction, and
+//!    the gateway's route for the hostnames (new connections go to it), and tells the market
+//!    it is ready;
+//! 4. the scheduler then stops the predecessor (`superseded`), which the ingress market drains:
+//!    it stops once its open connections have ended, or after its drain limit.
 //!
 //! A successor that fails leaves the serving revision as it was, with a hint. A deployment
 //! that serves nothing (unfunded, launching, failed) has nothing to keep up: its successor
 //! takes over at once and is launched like any job.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use svc_execution::Reason;
+use svc_execution::{ExecState, Execution};
 
-use super::{Engine, JobOf, job_key};
-use crate::coordinator::jobs::Verdict;
+use super::{Engine, ended, newest_of, placed};
 use crate::coordinator::model::{Deployment, Successor, SuccessorState};
 use crate::coordinator::state::DeploymentState;
 use crate::coordinator::store::{StoreError, now_ms};
@@ -28,25 +31,6 @@ use crate::hint::{Hint, Stage};
 
 /// How long a successor has, from its deploy, to pass validation.
 pub(crate) const SUCCESSOR_DEADLINE: Duration = Duration::from_secs(60);
-
-/// How long a predecessor's open connections may take to end after the route moved; then
-/// its job is stopped, and what is still open is cut.
-pub(crate) const DRAIN_LIMIT: Duration = Duration::from_secs(30);
-
-/// How long a predecessor runs at least after the route moved, with no connection open: a
-/// client routed to it just before the move has long been counted by then.
-const DRAIN_MIN: Duration = Duration::from_secs(1);
-
-/// A predecessor whose route was taken over, still running for its open connections.
-#[derive(Debug, Clone)]
-pub(super) struct Draining {
-    deployment_id: String,
-    revision: u32,
-    /// The revision that took over.
-    successor: u32,
-    route_id: String,
-    since: Instant,
-}
 
 /// The hint of a successor that failed.
 pub(super) fn failed_hint(d: &Deployment, s: &Successor) -> Hint {
@@ -63,14 +47,6 @@ pub(super) fn failed_hint(d: &Deployment, s: &Successor) -> Hint {
 }
 
 impl Engine {
-    /// Jobs of draining predecessors (kept running).
-    pub(super) fn draining_keys(&self) -> Vec<String> {
-        self.draining
-            .lock()
-            .map(|d| d.iter().map(|d| job_key(&d.deployment_id, d.revision)).collect())
-            .unwrap_or_default()
-    }
-
     /// Successors whose jobs a coordinator restart took start again.
     pub(super) fn restart_successors(&self) {
         for s in self.db(|store| store.successors()).unwrap_or_default() {
@@ -87,37 +63,38 @@ impl Engine {
         }
     }
 
-    /// Moves a deployment's successor one step.
-    pub(super) async fn step_successor(&self, d: &Deployment, s: &Successor) -> Result<(), StoreError> {
+    /// Moves a deployment's successor one step (`executions`: the deployment's current ones).
+    pub(super) async fn step_successor(
+        &self,
+        d: &Deployment,
+        s: &Successor,
+        executions: &[Execution],
+    ) -> Result<(), StoreError> {
         if s.state == SuccessorState::Failed || !d.state.spends() {
             return Ok(());
         }
-        let key = job_key(&d.id, s.revision);
+        let job = newest_of(executions, s.revision);
+        if let Some(e) = job.filter(|e| ended(e)) {
+            let why = format!("{} before it was validated", self.ending_of(e));
+            return self.fail_successor(d, s, &why).await;
+        }
+        if let Some(e) = job.filter(|e| e.state == ExecState::Refused) {
+            let why = e.reason.as_ref().map_or("its launch was refused", |r| r.message.as_str()).to_owned();
+            return self.fail_successor(d, s, &why).await;
+        }
         match s.state {
             SuccessorState::Starting => {
-                let project_json = self.db(|store| store.successor_project_json(&d.id))?;
-                let job =
-                    JobOf { deployment: d, revision: s.revision, route_id: &s.route_id, project_json: &project_json };
-                let launched = self
-                    .launch_job(job, |keys| self.db(|store| store.set_successor_keys(&d.id, s.revision, keys)))
-                    .await;
-                match launched {
-                    Ok(pids) => {
-                        let reason = format!("job started ({pids}); validating it through the gateway");
-                        self.db(|store| {
-                            store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason)
-                        })?;
-                        self.route_due_now(&s.route_id);
-                    }
-                    Err(why) => self.db(|store| {
-                        store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, &why.to_string())
-                    })?,
+                if let Some(e) = job.filter(|e| placed(e)) {
+                    let processor = e.processor_id.as_deref().unwrap_or("unknown");
+                    let reason = format!("job started (on processor {processor}); validating it through the gateway");
+                    self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason))?;
+                    self.route_due_now(&s.route_id);
                 }
             }
             SuccessorState::Validating => {
-                if !self.jobs.contains(&key) {
+                let Some(e) = job.filter(|e| placed(e)) else {
                     return self.fail_successor(d, s, "its job is not running").await;
-                }
+                };
                 let Some(keys) = self.db(|store| store.successor_keys(&d.id))? else {
                     return self.fail_successor(d, s, "its job has no keys").await;
                 };
@@ -138,7 +115,7 @@ impl Engine {
                 let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
                 self.check_pins(d, &pins, &mut probed.outcome);
                 match probed.outcome {
-                    Ok(_) => self.take_over(d, s).await?,
+                    Ok(_) => self.take_over(d, s, &e.execution_id).await?,
                     Err(hint) => {
                         let reason = format!("validation failed: {}", hint.problem);
                         self.db(|store| {
@@ -152,54 +129,37 @@ impl Engine {
         Ok(())
     }
 
-    /// The successor passed: it becomes the deployment's revision and route; the predecessor
-    /// drains.
-    async fn take_over(&self, d: &Deployment, s: &Successor) -> Result<(), StoreError> {
+    /// The successor passed: it becomes the deployment's revision and route, and its job is
+    /// ready, so the scheduler stops the predecessor, which drains.
+    async fn take_over(&self, d: &Deployment, s: &Successor, job: &str) -> Result<(), StoreError> {
         let reason = format!(
             "validated through the gateway; revision {} stops once its open connections end (at most {} s)",
             d.revision,
-            DRAIN_LIMIT.as_secs()
+            crate::coordinator::ingress_market::DRAIN_LIMIT.as_secs()
         );
         let promoted = self.db(|store| store.promote(&d.id, s.revision, &reason))?;
         // The rollout of V5's `stop_when_successor_ready`: the successor is ready (validated
-        // through the gateway), so its predecessor stops, once its connections end.
-        self.jobs.ready(&job_key(&d.id, s.revision));
-        let superseded = Reason::new(
-            "superseded",
-            format!(
-                "revision {} is ready (stop_when_successor_ready); this one stops once its connections end",
-                s.revision
-            ),
-        );
-        self.jobs.stopping(&job_key(&d.id, d.revision), superseded);
-        if let Ok(mut draining) = self.draining.lock() {
-            draining.push(Draining {
-                deployment_id: d.id.clone(),
-                revision: d.revision,
-                successor: s.revision,
-                route_id: d.route_id.clone(),
-                since: Instant::now(),
-            });
-        }
+        // through the gateway), so the scheduler stops its predecessor, once its connections
+        // end.
+        self.market.validated(job);
+        self.schedule();
         // New connections go to the successor from here; the predecessor's open ones go on.
         self.sync_routes().await;
         // Its public path (the hostnames, not the route's ID) is validated at the next tick.
         self.due_now(&promoted);
+        self.wake();
         Ok(())
     }
 
-    /// A deployment that serves nothing: the successor takes over now; a job that ran is
-    /// relaunched as the new revision. Returns the deployment as it is then.
+    /// A deployment that serves nothing: the successor takes over now (its job, if it was
+    /// launched, becomes the deployment's, validated through the public path). Returns the
+    /// deployment as it is then.
     pub(super) async fn take_over_at_once(&self, d: &Deployment, s: &Successor) -> Result<Deployment, StoreError> {
-        // A successor job started while the deployment served is launched again as the
-        // deployment's own, with fresh keys.
-        let relaunched =
-            Reason::new("relaunched", format!("revision {} is launched again as the deployment's own job", s.revision));
-        self.retire(&d.id, s.revision, d.revision, false, relaunched).await;
         let reason = format!("the deployment was {}, so nothing had to stay up", d.state);
         let mut promoted = self.db(|store| store.promote(&d.id, s.revision, &reason))?;
-        let superseded = Reason::new("superseded", format!("revision {} replaced it; {reason}", s.revision));
-        self.retire(&d.id, d.revision, s.revision, true, superseded).await;
+        // The revision replaced goes, files and all, once no job of it runs (one that does is
+        // stopped by the scheduler, and its files go when it has drained).
+        self.remove_if_replaced(&d.id, d.revision, None);
         if promoted.state.runs_job() || promoted.state == DeploymentState::Failed {
             promoted = self.db(|store| {
                 store.transition(
@@ -213,67 +173,13 @@ impl Engine {
         Ok(promoted)
     }
 
-    /// The successor failed: its job stops and its files go; the serving revision stays.
+    /// The successor failed: its policy version is withdrawn (the scheduler stops its job,
+    /// and its files go once it has ended); the serving revision stays.
     async fn fail_successor(&self, d: &Deployment, s: &Successor, why: &str) -> Result<(), StoreError> {
-        self.retire(&d.id, s.revision, d.revision, true, Reason::new("successor_failed", why)).await;
         self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, why))?;
         self.sync_routes().await;
+        self.wake();
         Ok(())
-    }
-
-    /// A job of `d` that ended and is not its serving revision (its output is recorded): a
-    /// successor fails (its app must not end before it is validated), a draining predecessor
-    /// is done. Neither is restarted.
-    pub(super) async fn reap_other_revision(&self, d: &Deployment, revision: u32, verdict: &Verdict) {
-        let exit = match verdict {
-            Verdict::Restart { exit, .. } | Verdict::GiveUp { exit, .. } => *exit,
-        };
-        if let Ok(Some(s)) = self.db(|store| store.successor(&d.id))
-            && s.revision == revision
-        {
-            let why = format!("{exit} before it was validated");
-            if let Err(e) = self.fail_successor(d, &s, &why).await {
-                let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
-            }
-        } else {
-            self.finish_draining(&d.id, revision);
-        }
-    }
-
-    /// Stops the predecessors whose connections have ended, or whose time is up.
-    pub(super) async fn drain(&self) {
-        let done: Vec<Draining> = {
-            let Ok(mut draining) = self.draining.lock() else { return };
-            let gateway = &self.parts.gateway;
-            let (done, still): (Vec<Draining>, Vec<Draining>) = draining.drain(..).partition(|d| {
-                let elapsed = d.since.elapsed();
-                elapsed >= DRAIN_LIMIT || elapsed >= DRAIN_MIN && gateway.active_connections(&d.route_id) == 0
-            });
-            *draining = still;
-            done
-        };
-        for d in done {
-            let open = self.parts.gateway.active_connections(&d.route_id);
-            let line = match open {
-                0 => format!("revision {} stopped: its connections had ended", d.revision),
-                n => format!(
-                    "revision {} stopped after {} s; {n} connections were cut",
-                    d.revision,
-                    DRAIN_LIMIT.as_secs()
-                ),
-            };
-            let superseded = Reason::new("superseded", format!("revision {} took over; {line}", d.successor));
-            self.retire(&d.deployment_id, d.revision, d.successor, true, superseded).await;
-            let _ = self.db(|store| store.append_logs(&d.deployment_id, "route", &[line]));
-        }
-    }
-
-    /// Forgets a draining predecessor whose job ended by itself.
-    fn finish_draining(&self, id: &str, revision: u32) {
-        if let Ok(mut draining) = self.draining.lock() {
-            draining.retain(|d| d.deployment_id != id || d.revision != revision);
-        }
-        self.remove_revision(id, revision);
     }
 
     /// The standby routes of successors whose jobs run: the same hostnames as their

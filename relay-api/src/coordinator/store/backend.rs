@@ -328,11 +328,8 @@ pub trait PolicyRows {
 /// The deployments' jobs as executions (`executions.rs`).
 pub trait ExecutionRows {
     /// The highest attempt recorded for the deployment's revision (0: none).
-    fn last_attempt(&mut self, deployment_id: &str, generation: u32) -> Result<u32, StoreError>;
     /// Records a new execution.
-    fn insert_execution(&mut self, deployment_id: &str, record: &ExecutionRecord) -> Result<(), StoreError>;
     /// The execution with this order ID, and its deployment.
-    fn execution(&mut self, execution_id: &str) -> Result<Option<(String, ExecutionRecord)>, StoreError>;
     /// Writes an execution's state, processor, reason and change time.
     fn update_execution(&mut self, record: &ExecutionRecord) -> Result<(), StoreError>;
     /// The deployment's executions older than the one with row `before` (all, without),

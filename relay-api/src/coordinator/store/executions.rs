@@ -1,12 +1,11 @@
 //! A deployment's jobs as executions, in the record model of the publication service's
-//! (svc-execution): slot 0, generation = the revision, attempt = the launch of that revision.
-//! Every launch, readiness, end and stop of a job is one transaction here, so the deployment's
-//! `svc.execution-convergence.v1` says what ran, where, and why it ended. An ended execution
-//! never changes again.
+//! (svc-execution): the scheduler records them (`coordinator::scheduling`), each launch, same-
+//! job restart, readiness, end and stop one transaction, so the deployment's
+//! `svc.execution-convergence.v1` says what ran, where, and why it ended. These are the reads
+//! its projection makes, and what the coordinator records when it stops.
 
 use svc_execution::{ExecState, Reason};
 
-use super::deployments::get;
 use super::{RelayStore, StoreError, now_ms};
 
 /// One execution of a deployment's job.
@@ -14,10 +13,14 @@ use super::{RelayStore, StoreError, now_ms};
 pub struct ExecutionRecord {
     /// The processor market's order ID: `<deployment>.r<revision>.<attempt>`.
     pub execution_id: String,
-    /// The revision whose job it is.
+    /// The slot's generation (each launch of a revision, or of its renewal, is one).
     pub generation: u32,
-    /// Which launch of that revision (a restart is the next).
+    /// Which attempt of that generation.
     pub attempt: u32,
+    /// The revision (policy version) it runs.
+    pub policy_version: u32,
+    /// Its same-job restarts.
+    pub restarts: u32,
     /// Its state.
     pub state: ExecState,
     /// Where it was placed.
@@ -31,56 +34,6 @@ pub struct ExecutionRecord {
 }
 
 impl RelayStore {
-    /// Records the next launch of the deployment's revision `revision` (`launching`);
-    /// returns its order ID.
-    pub fn begin_execution(&self, deployment_id: &str, revision: u32) -> Result<String, StoreError> {
-        self.write(|tx| {
-            get(tx, deployment_id)?;
-            let attempt = tx.last_attempt(deployment_id, revision)?.saturating_add(1);
-            let now = now_ms();
-            let record = ExecutionRecord {
-                execution_id: format!("{deployment_id}.r{revision}.{attempt}"),
-                generation: revision,
-                attempt,
-                state: ExecState::Launching,
-                processor_id: None,
-                created_at: now,
-                changed_at: now,
-                reason: None,
-            };
-            tx.insert_execution(deployment_id, &record)?;
-            Ok(record.execution_id)
-        })
-    }
-
-    /// Moves a live execution to `to`, with where it runs (kept if `None`) and why; an ended
-    /// one, one not recorded, or a stopping one asked back to a running state is left alone.
-    /// Whether it moved.
-    pub fn set_execution_state(
-        &self,
-        execution_id: &str,
-        to: ExecState,
-        processor_id: Option<&str>,
-        reason: Option<Reason>,
-    ) -> Result<bool, StoreError> {
-        self.write(|tx| {
-            let Some((_, mut record)) = tx.execution(execution_id)? else { return Ok(false) };
-            // An ended one never changes, nor does a stopping one come back.
-            let back = record.state == ExecState::Stopping && to.is_live() && to != ExecState::Stopping;
-            if !record.state.is_live() || record.state == to || back {
-                return Ok(false);
-            }
-            record.state = to;
-            if let Some(p) = processor_id {
-                record.processor_id = Some(p.to_owned());
-            }
-            record.reason = reason;
-            record.changed_at = now_ms();
-            tx.update_execution(&record)?;
-            Ok(true)
-        })
-    }
-
     /// The deployment's executions older than row `before` (all, without), newest first, at
     /// most `limit`, each with its row (the cursor of the next page).
     pub fn executions(
@@ -103,25 +56,52 @@ impl RelayStore {
         self.read(|tx| Ok((tx.latest_execution(deployment_id, revision)?, tx.live_before(deployment_id, revision)?)))
     }
 
-    /// Why the scheduler launches nothing for the deployment now, if it is blocked (unfunded,
-    /// restarts exhausted, ...): what its projection's convergence says.
-    pub fn scheduler_blocked(&self, deployment_id: &str) -> Result<Option<Reason>, StoreError> {
-        self.read(|tx| tx.blocked(deployment_id))
+    /// The deployment of execution `execution_id`, and the revision (policy version) it runs.
+    pub fn execution_deployment(
+        &self,
+        execution_id: &str,
+    ) -> Result<Option<(crate::coordinator::model::Deployment, u32)>, StoreError> {
+        self.read(|tx| {
+            let Some((key, e)) = tx.scheduled_by_id(execution_id)? else { return Ok(None) };
+            let Some(d) = tx.deployment_by_key(key)? else { return Ok(None) };
+            Ok(Some((d, u32::try_from(e.policy_version).unwrap_or(0))))
+        })
     }
 
-    /// Ends every execution still live as `failed` for `reason`: at a start of the
-    /// coordinator, whose jobs are its processes and ended with it. How many.
-    pub fn end_live_executions(&self, reason: &Reason) -> Result<usize, StoreError> {
+    /// The scheduler's current executions of a deployment: the live ones and every attempt of
+    /// its slots' newest generations, oldest first.
+    pub fn current_executions(&self, deployment_id: &str) -> Result<Vec<svc_execution::Execution>, StoreError> {
+        self.read(|tx| match tx.deployment_key(deployment_id)? {
+            Some(key) => tx.scheduled(key),
+            None => Ok(Vec::new()),
+        })
+    }
+
+    /// Records every live execution as stopped for `reason` (the coordinator stopped, and its
+    /// jobs with it). How many.
+    pub fn stop_live_executions(&self, reason: &Reason) -> Result<usize, StoreError> {
         self.write(|tx| {
             let live = tx.live_executions()?;
             let now = now_ms();
             for mut record in live.iter().cloned() {
-                record.state = ExecState::Failed;
+                record.state = ExecState::Stopped;
                 record.reason = Some(reason.clone());
                 record.changed_at = now;
                 tx.update_execution(&record)?;
             }
             Ok(live.len())
         })
+    }
+
+    /// Makes the deployment due for the scheduler now (what it plans from changed outside
+    /// the store's own operations: a policy published at last).
+    pub fn wake_scheduler(&self, deployment_id: &str) -> Result<(), StoreError> {
+        self.write(|tx| tx.wake(deployment_id, now_ms()))
+    }
+
+    /// Why the scheduler launches nothing for the deployment now, if it is blocked (unfunded,
+    /// restarts exhausted, ...): what its projection's convergence says.
+    pub fn scheduler_blocked(&self, deployment_id: &str) -> Result<Option<Reason>, StoreError> {
+        self.read(|tx| tx.blocked(deployment_id))
     }
 }

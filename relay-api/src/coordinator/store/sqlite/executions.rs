@@ -8,7 +8,7 @@ use crate::coordinator::store::backend::ExecutionRows;
 use crate::coordinator::store::{ExecutionRecord, StoreError};
 
 const COLUMNS: &str = "execution_id, generation, attempt, state, processor_id, created_at, changed_at, \
-                       reason_code, reason_message";
+                       reason_code, reason_message, policy_version, restarts";
 
 fn record_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRecord> {
     let state: String = row.get(3)?;
@@ -28,45 +28,12 @@ fn record_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRecord> {
         created_at: row.get(5)?,
         changed_at: row.get(6)?,
         reason,
+        policy_version: row.get(9)?,
+        restarts: row.get(10)?,
     })
 }
 
 impl ExecutionRows for SqliteTransaction<'_> {
-    fn last_attempt(&mut self, deployment_id: &str, generation: u32) -> Result<u32, StoreError> {
-        Ok(self.conn.query_row(
-            "SELECT COALESCE(MAX(attempt), 0) FROM executions WHERE deployment_id = ?1 AND generation = ?2",
-            params![deployment_id, generation],
-            |r| r.get(0),
-        )?)
-    }
-
-    fn insert_execution(&mut self, deployment_id: &str, record: &ExecutionRecord) -> Result<(), StoreError> {
-        let reason = record.reason.as_ref();
-        self.conn.execute(
-            &format!(
-                "INSERT INTO executions (deployment_id, {COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-            ),
-            params![
-                deployment_id,
-                record.execution_id,
-                record.generation,
-                record.attempt,
-                record.state.as_str(),
-                record.processor_id,
-                record.created_at,
-                record.changed_at,
-                reason.map(|r| &r.code),
-                reason.map(|r| &r.message),
-            ],
-        )?;
-        Ok(())
-    }
-
-    fn execution(&mut self, execution_id: &str) -> Result<Option<(String, ExecutionRecord)>, StoreError> {
-        let sql = format!("SELECT {COLUMNS}, deployment_id FROM executions WHERE execution_id = ?1");
-        Ok(self.conn.query_row(&sql, [execution_id], |r| Ok((r.get(9)?, record_row(r)?))).optional()?)
-    }
-
     fn update_execution(&mut self, record: &ExecutionRecord) -> Result<(), StoreError> {
         let reason = record.reason.as_ref();
         self.conn.execute(
@@ -96,7 +63,7 @@ impl ExecutionRows for SqliteTransaction<'_> {
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt.query_map(params![deployment_id, before.unwrap_or(i64::MAX), limit], |r| {
-            Ok((r.get(9)?, record_row(r)?))
+            Ok((r.get(11)?, record_row(r)?))
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -107,14 +74,15 @@ impl ExecutionRows for SqliteTransaction<'_> {
         generation: u32,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM executions WHERE deployment_id = ?1 AND generation = ?2 ORDER BY attempt DESC LIMIT 1"
+            "SELECT {COLUMNS} FROM executions WHERE deployment_id = ?1 AND policy_version = ?2 \
+             ORDER BY generation DESC, attempt DESC LIMIT 1"
         );
         Ok(self.conn.query_row(&sql, params![deployment_id, generation], record_row).optional()?)
     }
 
     fn live_before(&mut self, deployment_id: &str, generation: u32) -> Result<bool, StoreError> {
         Ok(self.conn.query_row(
-            "SELECT EXISTS (SELECT 1 FROM executions WHERE deployment_id = ?1 AND generation < ?2 \
+            "SELECT EXISTS (SELECT 1 FROM executions WHERE deployment_id = ?1 AND policy_version < ?2 \
              AND state IN ('launching', 'running', 'ready', 'restarting', 'stopping'))",
             params![deployment_id, generation],
             |r| r.get(0),
