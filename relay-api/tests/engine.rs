@@ -660,7 +660,7 @@ async fn many_launches_restarts_and_stops_leave_no_job_and_no_live_execution() {
     tokio::time::sleep(relay_api::coordinator::ingress_market::DRAIN_MIN).await;
     w.engine.tick().await;
     w.engine.tick().await;
-    assert!(w.market.jobs().is_empty(), "every job stopped and released: {:?}", w.market.jobs().len());
+    assert!(w.market.jobs().is_empty(), "every job stopped and released: {:?}", w.market.jobs());
     for d in &all {
         let executions = w.store.executions(&d.id, None, 100).expect("read");
         assert_eq!(executions.len(), 1, "one execution, restarted {ENDINGS} times");

@@ -908,14 +908,19 @@ impl Engine {
     /// plans from them, and wakes it for them.
     fn publish_missing_policies(&self, active: &[Deployment]) {
         for d in active {
-            let mut revisions = vec![(d.revision, d.route_id.clone(), self.db(|store| store.project_json(&d.id)))];
+            let mut revisions = vec![(d.revision, d.route_id.clone(), false)];
             if let Ok(Some(s)) = self.db(|store| store.successor(&d.id)) {
-                revisions.push((s.revision, s.route_id.clone(), self.db(|store| store.successor_project_json(&d.id))));
+                revisions.push((s.revision, s.route_id.clone(), true));
             }
-            for (revision, route_id, project_json) in revisions {
+            for (revision, route_id, successor) in revisions {
                 if !matches!(self.db(|store| store.policy(&d.id, revision)), Ok(None)) {
                     continue;
                 }
+                let project_json = if successor {
+                    self.db(|store| store.successor_project_json(&d.id))
+                } else {
+                    self.db(|store| store.project_json(&d.id))
+                };
                 let Ok(project_json) = project_json else { continue };
                 let job = launch::JobOf { deployment: d, revision, route_id: &route_id, project_json: &project_json };
                 let published =

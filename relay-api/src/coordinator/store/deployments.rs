@@ -225,6 +225,8 @@ impl RelayStore {
             tx.insert_entry(deployment_id, &entry)?;
             tx.remove_hostnames(deployment_id)?;
             tx.delete_successors(deployment_id)?;
+            // Its jobs stop now: the scheduler decides at once.
+            tx.wake(deployment_id, now)?;
             get(tx, deployment_id)
         })
     }
