@@ -559,3 +559,60 @@ fn a_withdrawn_versions_job_stops_and_the_serving_generation_runs_on() {
     let renewed = w.live(1).into_iter().find(|e| e.key != serving.key).expect("the renewal");
     assert_eq!((renewed.generation, renewed.policy_version, renewed.window_start), (3, 1, T0 + HOUR));
 }
+
+/// An `immediate` update to a slot that runs nothing (its job failed and waits for its
+/// window's end) takes effect at once, not at the renewal of a window nothing runs in.
+#[test]
+fn an_immediate_update_launches_at_once_in_a_slot_that_runs_nothing() {
+    let w = World::new();
+    let p = plan(1, continuous());
+    w.publish(1, p.clone());
+    w.settle().expect("settles");
+    let first = w.live(1)[0].clone();
+    w.pool.exit(&first.execution_id, 1);
+    w.settle().expect("settles");
+    assert!(w.live(1).is_empty(), "wait_until_scheduled_end: the slot waits");
+    w.clock.advance(5 * MINUTE);
+    w.publish(1, updated(&p, UpdateTiming::Immediate, ExistingJobs::StopWhenSuccessorReady));
+    w.settle().expect("settles");
+    let live = w.live(1);
+    assert_eq!(live.len(), 1, "{live:#?}");
+    assert_eq!((live[0].generation, live[0].policy_version, live[0].window_start), (2, 2, w.now()));
+    // A `next_renewal` update waits for the renewal, as before.
+    let w = World::new();
+    w.publish(1, p.clone());
+    w.settle().expect("settles");
+    let first = w.live(1)[0].clone();
+    w.pool.exit(&first.execution_id, 1);
+    w.settle().expect("settles");
+    w.publish(1, updated(&p, UpdateTiming::NextRenewal, ExistingJobs::StopWhenSuccessorReady));
+    w.settle().expect("settles");
+    assert!(w.live(1).is_empty());
+}
+
+/// A plan that counts an exit with status 0 as a failure (the ingress coordinator's web jobs)
+/// restarts a job that completed; without it, a completed job's slot waits.
+#[test]
+fn exit_is_failure_restarts_a_job_that_completed() {
+    let w = World::new();
+    let mut p = plan(1, continuous());
+    p.recovery = replace_after_failure(2);
+    p.recovery.exit_is_failure = true;
+    w.publish(1, p);
+    w.settle().expect("settles");
+    let job = w.live(1)[0].execution_id.clone();
+    w.pool.exit(&job, 0);
+    w.settle().expect("settles");
+    w.advance(svc_execution::scheduler::retry_backoff(1));
+    assert_eq!(w.live(1)[0].restarts, 1, "restarted");
+    let w = World::new();
+    let mut p = plan(1, continuous());
+    p.recovery = replace_after_failure(2);
+    w.publish(1, p);
+    w.settle().expect("settles");
+    let job = w.live(1)[0].execution_id.clone();
+    w.pool.exit(&job, 0);
+    w.settle().expect("settles");
+    w.advance(10 * MINUTE);
+    assert!(w.live(1).is_empty(), "completed: the slot waits for its renewal");
+}
