@@ -43,9 +43,11 @@ pub const INGRESS_WINDOW_MS: Millis = 100 * 365 * 86_400_000;
 /// Deployments the scheduler decides for in one transaction.
 pub const BATCH: usize = 64;
 
-/// How long a restarted ingress job has to be ready (its route validated through the public
-/// path) before it counts as failed again.
-pub const RESTART_GRACE_MS: Millis = 60_000;
+/// How long a restarted ingress job has to be ready before it counts as failed again: no
+/// limit. Ready is its route validating through the public path, which can fail for reasons
+/// no restart mends (a DNS record, a validator version the project does not pin); the
+/// deployment says `degraded` with the hint instead.
+pub const RESTART_GRACE_MS: Millis = Millis::MAX / 4;
 
 /// How long an ingress job's processor may be silent before the job counts as failed.
 pub const CONTACT_LOSS_MS: Millis = 60_000;
