@@ -467,6 +467,10 @@ async fn an_ended_job_is_restarted_after_its_backoff_as_the_same_execution() {
     let executions = w.store.executions(&d.id, None, 10).expect("read");
     assert_eq!(executions.len(), 1, "a restart is the same execution: {executions:?}");
     assert_eq!((executions[0].1.state.as_str(), executions[0].1.restarts), ("ready", 1));
+    // Ready again, it reads as restarted (and why), not as killed.
+    let reason = executions[0].1.reason.clone().expect("a reason");
+    assert_eq!(reason.code, "restarted");
+    assert!(reason.message.contains("after: it exited with status 3"), "{}", reason.message);
     // The job's window reaches where the funds do: the end of the period under way, and the
     // funded one after it. A relaunch clears the deployment's period clock (`provisioning`),
     // not the period: the window said `now` after a coordinator restart.

@@ -295,6 +295,13 @@ impl Executor {
                         restarted.restarts += 1;
                         restarted.changed_at = now;
                         restarted.silent_since = None;
+                        // Why it is restarting, not the ending alone: a restarted job that is
+                        // ready again must not read as killed.
+                        let after = e.reason.as_ref().map_or("it ended", |r| r.message.as_str());
+                        restarted.reason = Some(Reason::new(
+                            "restarted",
+                            format!("restart {} on its processor, after: {after}", restarted.restarts),
+                        ));
                         tx.transition(app, &restarted, e.state)?;
                         let order = order(tx.as_mut(), app, &restarted, Vec::new(), &requirements)?;
                         effects.push(Effect::Restart(app, restarted, order, processor));
