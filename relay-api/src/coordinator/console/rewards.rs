@@ -18,7 +18,7 @@ use crate::coordinator::model::RewardsSummary;
 use crate::coordinator::store::{TokenRole, now_ms};
 
 /// Rewards the page lists, newest first (the totals count them all).
-const REWARD_ROWS: usize = 100;
+const REWARD_ROWS: u32 = 100;
 
 impl Member {
     /// Refused unless the member is a gateway operator.
@@ -48,7 +48,8 @@ pub(super) async fn page(
         async {
             let member = member(&engine, &headers).await?.operator()?;
             let operator = member.caller.org_name.clone();
-            let summary = blocking(move || Ok(engine.store().rewards(&operator, now_ms())?)).await?;
+            let summary =
+                blocking(move || Ok(engine.store().recent_rewards(&operator, now_ms(), REWARD_ROWS)?)).await?;
             let claimed = query.ok().and_then(|q| q.0.claimed);
             let page = member.page("Rewards", member.nav(None, "rewards"));
             let csrf = session::csrf(&member.token);
@@ -81,7 +82,7 @@ pub(super) async fn claim(
 }
 
 fn view(summary: &RewardsSummary, claimed: Option<&str>, csrf: &str) -> Markup {
-    let newest: Vec<_> = summary.rewards.iter().rev().take(REWARD_ROWS).collect();
+    let newest: Vec<_> = summary.rewards.iter().rev().collect();
     html! {
         @if let Some(claim) = claimed {
             p.notice role="status" #notice { "Claimed: " code { (claim) } "." }

@@ -186,6 +186,10 @@ pub trait MoneyRows {
     fn insert_reward(&mut self, reward: &Reward, operator: &str) -> Result<(), StoreError>;
     /// An operator's rewards, oldest settlement first.
     fn rewards(&mut self, operator: &str) -> Result<Vec<Reward>, StoreError>;
+    /// The operator's newest `limit` rewards, newest first.
+    fn recent_rewards(&mut self, operator: &str, limit: u32) -> Result<Vec<Reward>, StoreError>;
+    /// The operator's reward totals at `now`: accrued, pending, claimable, claimed.
+    fn reward_totals(&mut self, operator: &str, now: i64) -> Result<[u64; 4], StoreError>;
     /// Records a claim and marks its rewards claimed.
     fn insert_claim(
         &mut self,

@@ -378,6 +378,24 @@ impl RelayStore {
         Ok(summary)
     }
 
+    /// The operator's reward totals (over every reward) and its newest `limit` rewards
+    /// (oldest first among them): what a page shows, its work bounded however many there are.
+    pub fn recent_rewards(&self, operator: &str, now: i64, limit: u32) -> Result<RewardsSummary, StoreError> {
+        self.read(|tx| {
+            let [accrued_micros, pending_micros, claimable_micros, claimed_micros] = tx.reward_totals(operator, now)?;
+            let mut rewards = tx.recent_rewards(operator, limit)?;
+            rewards.reverse();
+            Ok(RewardsSummary {
+                operator: operator.to_owned(),
+                accrued_micros,
+                pending_micros,
+                claimable_micros,
+                claimed_micros,
+                rewards,
+            })
+        })
+    }
+
     /// Claims every claimable reward of the operator, once; returns the claim's ID and amount.
     pub fn claim(&self, operator: &str, now: i64) -> Result<(String, u64), StoreError> {
         self.write(|tx| {

@@ -309,7 +309,16 @@ fn the_ledger_balances_under_random_deploy_fund_degrade_stop_refund_and_claim() 
                         }
                         assert!(store.refund(id, &s.id, now).is_err(), "{context}: a second refund");
                     }
-                    let claimable = store.rewards("gw-op", now).expect("rewards").claimable_micros;
+                    // The console's bounded read agrees with the whole one.
+                    let all = store.rewards("gw-op", now).expect("rewards");
+                    let recent = store.recent_rewards("gw-op", now, 3).expect("recent rewards");
+                    assert_eq!(
+                        [recent.accrued_micros, recent.pending_micros, recent.claimable_micros, recent.claimed_micros],
+                        [all.accrued_micros, all.pending_micros, all.claimable_micros, all.claimed_micros],
+                        "{context}"
+                    );
+                    assert_eq!(recent.rewards[..], all.rewards[all.rewards.len().saturating_sub(3)..], "{context}");
+                    let claimable = all.claimable_micros;
                     match store.claim("gw-op", now) {
                         Ok((_, amount)) => {
                             assert_eq!(amount, claimable, "{context}");

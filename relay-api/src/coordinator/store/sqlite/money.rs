@@ -173,6 +173,37 @@ impl MoneyRows for SqliteTransaction<'_> {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    fn recent_rewards(&mut self, operator: &str, limit: u32) -> Result<Vec<Reward>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT r.session_id, s.deployment_id, r.amount_micros, r.settled_at, r.claimable_at, r.claim_id \
+             FROM rewards r JOIN sessions s ON s.id = r.session_id WHERE r.operator = ?1 \
+             ORDER BY r.settled_at DESC, r.session_id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![operator, limit], |r| {
+            Ok(Reward {
+                session_id: r.get(0)?,
+                deployment_id: r.get(1)?,
+                amount_micros: r.get::<_, u64>(2)?,
+                settled_at: r.get(3)?,
+                claimable_at: r.get(4)?,
+                claim_id: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn reward_totals(&mut self, operator: &str, now: i64) -> Result<[u64; 4], StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT COALESCE(SUM(amount_micros), 0), \
+                    COALESCE(SUM(CASE WHEN claim_id IS NULL AND claimable_at > ?2 THEN amount_micros END), 0), \
+                    COALESCE(SUM(CASE WHEN claim_id IS NULL AND claimable_at <= ?2 THEN amount_micros END), 0), \
+                    COALESCE(SUM(CASE WHEN claim_id IS NOT NULL THEN amount_micros END), 0) \
+             FROM rewards WHERE operator = ?1",
+            params![operator, now],
+            |r| Ok([r.get::<_, u64>(0)?, r.get::<_, u64>(1)?, r.get::<_, u64>(2)?, r.get::<_, u64>(3)?]),
+        )?)
+    }
+
     fn insert_claim(
         &mut self,
         claim_id: &str,
