@@ -11,9 +11,9 @@ ALTER TABLE executions ADD COLUMN window_end INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE executions ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE executions ADD COLUMN silent_since INTEGER;
 -- Executions recorded before: each ran its revision (the generation), in a window from its
--- launch that the coordinator's one-day derived schedule gave it.
+-- launch that its funding bounds (`scheduling::INGRESS_WINDOW_MS`, a century).
 UPDATE executions SET policy_version = generation, window_start = created_at,
-    window_end = created_at + 86400000;
+    window_end = created_at + 3153600000000;
 
 ALTER TABLE deployments ADD COLUMN exec_activated_version INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE deployments ADD COLUMN exec_activated_at INTEGER NOT NULL DEFAULT 0;

@@ -39,6 +39,8 @@ struct Launched {
     changed: Vec<String>,
     /// Where the job names come from.
     store: Option<Arc<RelayStore>>,
+    /// Same-job restarts are refused (the processor is full).
+    refuse_restarts: bool,
 }
 
 impl Launched {
@@ -96,6 +98,9 @@ impl Market for FakeMarket {
     }
     fn restart(&self, order: &JobOrder, _: &str) -> Result<(), Refusal> {
         let mut launched = self.0.lock().expect("lock");
+        if launched.refuse_restarts {
+            return Err(Refusal::NoProcessor("fake-1 is full".into()));
+        }
         let name = launched.name(&order.execution_id);
         launched.jobs.insert(order.execution_id.clone(), (name.clone(), JobState::Starting));
         launched.restarts.push(name);
@@ -737,4 +742,27 @@ async fn a_revision_deployed_before_policies_publishes_one_at_its_next_launch() 
     assert_eq!(policy.policy_digest, published(PROJECT, &d.id, 1).policy_digest, "the derived manifest's");
     let logs = w.store.logs(&d.id, 0, 100).expect("logs");
     assert!(logs.iter().any(|l| l.line.contains("published its policy")), "{logs:?}");
+}
+
+/// Review finding: a job whose restarts were all refused (its processor full) left its
+/// deployment `provisioning` for good; past the limit it fails with `job_exited`.
+#[tokio::test]
+async fn restarts_refused_to_the_limit_fail_the_deployment() {
+    let w = world_with(FakeProbe::default(), |config| config.restarts.max_restarts = 2);
+    let d = w.funded("shop");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    w.market.0.lock().expect("lock").refuse_restarts = true;
+    w.market.end(&format!("{}.r1", d.id), 1);
+    for _ in 0..6 {
+        w.engine.tick().await;
+        w.clock.advance(60_000);
+    }
+    assert!(
+        w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Failed).await,
+        "{:?}",
+        w.deployment(&d.id)
+    );
+    let failed = w.deployment(&d.id);
+    assert_eq!(failed.failure_code.as_deref(), Some("job_exited"), "{failed:?}");
+    assert!(failed.state_reason.contains("after 2 restarts"), "{}", failed.state_reason);
 }

@@ -329,6 +329,10 @@ impl SlotDecider<'_, '_, '_> {
     /// live attempt. True when it decided something (or must wait for a retry).
     fn recover(&mut self, plan: &Plan, latest: &Execution, attempts: &[&Execution]) -> bool {
         let open = self.now < latest.window_end;
+        // An older version's job that ended, with an `immediate` update active: the new version
+        // launches in its place (`next_generation`), rather than the old one being restarted
+        // (review finding: a redeploy during a restart's backoff waited out every restart).
+        let superseded = plan.update.timing == UpdateTiming::Immediate && latest.policy_version < plan.policy_version;
         match latest.state {
             // SPEC lifecycle.recovery.launch `maxRetries`: a refused launch is retried, with
             // backoff, at most that many times per generation.
@@ -371,7 +375,9 @@ impl SlotDecider<'_, '_, '_> {
             // Not a runtime failure: the job stopped with the service (the local pool), so its
             // generation gets a new attempt for the rest of its window (docs/decisions.md).
             ExecState::Failed
-                if open && latest.reason.as_ref().is_some_and(|r| r.code == crate::executor::PROCESSOR_RESTARTED) =>
+                if open
+                    && !superseded
+                    && latest.reason.as_ref().is_some_and(|r| r.code == crate::executor::PROCESSOR_RESTARTED) =>
             {
                 self.launch_window(plan, Attempt::next(plan, latest), self.now, latest.window_end, Vec::new());
                 true
@@ -380,14 +386,19 @@ impl SlotDecider<'_, '_, '_> {
             // halt, the application unpublished): now that it may run again, the slot runs a
             // new generation at once rather than waiting out a window nothing runs in
             // (docs/decisions.md "Halt is not pause"). A `once` occurrence is not run again.
-            ExecState::Stopped if open && plan.mode != Mode::Once && !self.slot_live() => {
+            ExecState::Stopped
+                if open
+                    && matches!(plan.mode, Mode::Continuous { .. })
+                    && !self.slot_live()
+                    && plan.may_start(self.now) =>
+            {
                 self.launch(plan, self.next_gen, 1, self.now, Vec::new());
                 true
             }
             // SPEC lifecycle.recovery.runtimeFailure (and, where the plan says so, an exit
             // with status 0 before the window's end: a web job's).
             ExecState::Failed | ExecState::Completed
-                if open && (latest.state == ExecState::Failed || plan.recovery.exit_is_failure) =>
+                if open && !superseded && (latest.state == ExecState::Failed || plan.recovery.exit_is_failure) =>
             {
                 match plan.recovery.runtime_failure {
                     RuntimeFailure::WaitUntilScheduledEnd => false,
@@ -472,7 +483,7 @@ impl SlotDecider<'_, '_, '_> {
                 }
                 return;
             }
-            if !self.slot_live() {
+            if !self.slot_live() && plan.may_start(self.now) {
                 // The new version takes effect now (`immediate`) in a slot that runs nothing
                 // (its job failed and waits for its window's end, or was stopped): at once,
                 // not at the renewal of a window nothing runs in (docs/decisions.md).

@@ -616,3 +616,47 @@ fn exit_is_failure_restarts_a_job_that_completed() {
     w.advance(10 * MINUTE);
     assert!(w.live(1).is_empty(), "completed: the slot waits for its renewal");
 }
+
+/// Review finding: a job of the old version that failed and waits for a restart's backoff
+/// was restarted (its version and all) when an immediate update came; the new version now
+/// launches in its place.
+#[test]
+fn an_immediate_update_replaces_a_failed_job_instead_of_restarting_it() {
+    let w = World::new();
+    let mut p = plan(1, continuous());
+    p.recovery = replace_after_failure(3);
+    w.publish(1, p.clone());
+    w.settle().expect("settles");
+    let first = w.live(1)[0].clone();
+    w.pool.exit(&first.execution_id, 1);
+    w.settle().expect("settles");
+    assert!(w.live(1).is_empty(), "in its backoff");
+    w.clock.advance(2_000);
+    w.publish(1, updated(&p, UpdateTiming::Immediate, ExistingJobs::StopWhenSuccessorReady));
+    w.settle().expect("settles");
+    let live = w.live(1);
+    assert_eq!(live.len(), 1, "{live:#?}");
+    assert_eq!((live[0].generation, live[0].policy_version, live[0].restarts), (2, 2, 0));
+    let old = w.executions(1).into_iter().find(|e| e.key == first.key).expect("recorded");
+    assert_eq!((old.state, old.restarts), (ExecState::Failed, 0), "not restarted");
+}
+
+/// Review finding: the launch paths added for halts and immediate updates did not check
+/// `until`: no window starts at or after it, whatever led to the launch.
+#[test]
+fn no_new_launch_path_starts_a_window_past_until() {
+    let w = World::new();
+    let p = plan(1, Mode::Continuous { until: Some(T0 + 20 * MINUTE) });
+    w.publish(1, p.clone());
+    w.settle().expect("settles");
+    w.all_ready();
+    w.set_halt(1, Some(svc_execution::Reason::new("unfunded", "test")));
+    w.settle().expect("settles");
+    w.clock.advance(30 * MINUTE);
+    w.set_halt(1, None);
+    w.settle().expect("settles");
+    assert!(w.live(1).is_empty(), "lifted past until: nothing starts");
+    w.publish(1, updated(&p, UpdateTiming::Immediate, ExistingJobs::StopWhenSuccessorReady));
+    w.settle().expect("settles");
+    assert!(w.live(1).is_empty(), "an immediate update past until: nothing starts");
+}

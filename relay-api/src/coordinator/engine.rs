@@ -109,6 +109,8 @@ pub struct Engine {
     /// How each job that ended ended (`the app was killed by signal 9`), by execution ID,
     /// until its deployment's step has said so.
     endings: std::sync::Mutex<HashMap<String, String>>,
+    /// Revisions (deployment, revision) whose policy could not be published: said once.
+    unpublishable: std::sync::Mutex<std::collections::HashSet<(String, u32)>>,
     /// When each route is next validated, by route ID (a redeploy's successor has its own).
     validate_at: std::sync::Mutex<HashMap<String, Due>>,
     /// Held while the routes are read and set, so that concurrent steps set them in order.
@@ -168,6 +170,7 @@ impl Engine {
             market,
             launcher,
             endings: std::sync::Mutex::default(),
+            unpublishable: std::sync::Mutex::default(),
             validate_at: std::sync::Mutex::new(HashMap::new()),
             syncing: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
@@ -381,17 +384,33 @@ impl Engine {
         }
         // The jobs were this coordinator's processes: the scheduler's recovery records those it
         // ran as ended with it (`processor_restarted`), and their slots get a new attempt.
-        match super::blocking(|| self.executor.recover()) {
-            Ok(report) if report != Default::default() => tracing::info!(
-                relaunched = report.relaunched,
-                lost = report.lost,
-                "svc relay: the scheduler recovered the jobs of the coordinator's last run"
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::error!("svc relay: recovering the jobs of the coordinator's last run: {e}"),
+        // Before any step: a step over unrecovered records would wait for jobs the empty pool
+        // does not have (review finding).
+        loop {
+            match super::blocking(|| self.executor.recover()) {
+                Ok(report) => {
+                    if report != Default::default() {
+                        tracing::info!(
+                            relaunched = report.relaunched,
+                            lost = report.lost,
+                            "svc relay: the scheduler recovered the jobs of the coordinator's last run"
+                        );
+                    }
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!("svc relay: recovering the jobs of the coordinator's last run (again in 1 s): {e}");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
         }
-        // Jobs do not outlive a coordinator: relaunch the ones that should run.
+        // Jobs do not outlive a coordinator: relaunch the ones that should run. Every active
+        // deployment is decided again now (one stopped with the coordinator while provisioning
+        // has nothing else to wake it: review finding).
         if let Ok(active) = self.db(|store| store.active_deployments()) {
+            for d in &active {
+                let _ = self.db(|store| store.wake_scheduler(&d.id));
+            }
             for d in active.into_iter().filter(|d| d.state.runs_job()) {
                 let _ = self.db(|store| {
                     store.transition(
@@ -497,7 +516,7 @@ impl Engine {
         let Ok(d) = self.db(|store| store.deployment(deployment_id)) else { return };
         let successor = self.db(|store| store.successor(&d.id)).ok().flatten();
         let deployed = successor.is_some_and(|s| s.revision == revision && s.state != SuccessorState::Failed);
-        let running = self.db(|store| store.current_executions(&d.id)).map_or(true, |executions| {
+        let running = self.db(|store| store.current_executions(&d.id, d.revision)).map_or(true, |executions| {
             executions.iter().any(|e| {
                 e.policy_version == u64::from(revision) && e.state.is_live() && Some(e.execution_id.as_str()) != gone
             })
@@ -511,13 +530,28 @@ impl Engine {
     /// revision whose last job this was (neither served nor deployed any more).
     fn record_ended(&self) {
         for ended in self.market.take_ended() {
-            let Some(meta) = self.launcher.forget(&ended.execution_id) else { continue };
+            // A same-job restart equipped since it ended keeps its record (review finding).
+            let restarted = self.market.jobs().iter().any(|j| {
+                j.execution_id == ended.execution_id
+                    && matches!(j.state, svc_execution::JobState::Starting | svc_execution::JobState::Ready)
+            });
+            let meta = if restarted {
+                self.launcher.meta(&ended.execution_id)
+            } else {
+                self.launcher.forget(&ended.execution_id)
+            };
+            let Some(meta) = meta else { continue };
             let Ok(d) = self.db(|store| store.deployment(&meta.deployment)) else { continue };
             let output = by_part(ended.output);
             self.record_output(&d.id, meta.revision, d.revision, output);
             if let Some(exit) = ended.ending
                 && let Ok(mut endings) = self.endings.lock()
             {
+                // Read by the deployment's next step, if it cares (a serving job's ending);
+                // the others must not pile up.
+                if endings.len() >= 1024 {
+                    endings.clear();
+                }
                 endings.insert(ended.execution_id.clone(), exit.to_string());
             }
             self.remove_if_replaced(&d.id, meta.revision, Some(&ended.execution_id));
@@ -554,7 +588,7 @@ impl Engine {
         if let Err(e) = self.step(d).await {
             let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
         }
-        let executions = self.db(|store| store.current_executions(&d.id)).unwrap_or_default();
+        let executions = self.db(|store| store.current_executions(&d.id, d.revision)).unwrap_or_default();
         if let Some(s) = successor.filter(|s| s.revision > d.revision)
             && let Err(e) = self.step_successor(d, s, &executions).await
         {
@@ -581,7 +615,7 @@ impl Engine {
             }
             DeploymentState::Provisioning => {
                 // The scheduler launches it (or restarts it after its backoff).
-                let executions = self.db(|store| store.current_executions(&d.id))?;
+                let executions = self.db(|store| store.current_executions(&d.id, d.revision))?;
                 match newest_of(&executions, d.revision) {
                     Some(e) if placed(e) => {
                         let processor = e.processor_id.as_deref().unwrap_or("unknown");
@@ -598,11 +632,15 @@ impl Engine {
                         let why = e.reason.as_ref().map_or("the launch was refused", |r| r.message.as_str());
                         self.db(|store| store.fail(&d.id, "job_failed", why))?;
                     }
+                    // Ended again, past the limit (its restarts refused, or it ended before it
+                    // was ever seen placed): the scheduler tries no more, so the deployment
+                    // fails rather than waiting for good (review finding).
+                    Some(e) if ended(e) && e.restarts >= self.max_restarts() => self.job_ended(d, e)?,
                     _ => {}
                 }
             }
             DeploymentState::Validating | DeploymentState::Live | DeploymentState::Degraded => {
-                let executions = self.db(|store| store.current_executions(&d.id))?;
+                let executions = self.db(|store| store.current_executions(&d.id, d.revision))?;
                 let Some(job) = newest_of(&executions, d.revision).filter(|e| placed(e)) else {
                     return match newest_of(&executions, d.revision).filter(|e| ended(e)) {
                         Some(e) => self.job_ended(d, e),
@@ -640,7 +678,7 @@ impl Engine {
     /// (`job_exited`). The time until a restarted job is live again counts as downtime.
     fn job_ended(&self, d: &Deployment, e: &Execution) -> Result<(), StoreError> {
         let exit = self.ending_of(e);
-        let most = self.parts.config.restarts.max_restarts;
+        let most = self.max_restarts();
         if e.restarts < most {
             let n = e.restarts + 1;
             let delay = svc_execution::scheduler::retry_backoff(n) as f32 / 1000.0;
@@ -663,6 +701,11 @@ impl Engine {
         }
         self.wake();
         Ok(())
+    }
+
+    /// Restarts a job gets (as the scheduler counts them: at most 255).
+    fn max_restarts(&self) -> u32 {
+        self.parts.config.restarts.max_restarts.min(u32::from(u8::MAX))
     }
 
     /// Whether the deployment's route is due for validation. A job just launched is
@@ -820,7 +863,7 @@ impl Engine {
 
     /// Process IDs of a deployment's job (app, agent), if it runs.
     pub async fn job_pids(&self, d: &Deployment) -> Option<Vec<u32>> {
-        let executions = self.db(|store| store.current_executions(&d.id)).ok()?;
+        let executions = self.db(|store| store.current_executions(&d.id, d.revision)).ok()?;
         let job = newest_of(&executions, d.revision).filter(|e| placed(e))?;
         let pids = self.market.processes(&job.execution_id);
         (!pids.is_empty()).then_some(pids)
@@ -934,8 +977,23 @@ impl Engine {
                         self.wake();
                     }
                     Err(e) => {
-                        let line = format!("engine: revision {revision} could not publish its policy: {e}");
-                        let _ = self.db(|store| store.append_logs(&d.id, "route", &[line]));
+                        // Once per revision, and in the customer's words: the details (host
+                        // paths) go to the coordinator's log (review finding: four lines a
+                        // second, with paths).
+                        let first =
+                            self.unpublishable.lock().is_ok_and(|mut said| said.insert((d.id.clone(), revision)));
+                        if first {
+                            tracing::warn!("svc relay: {} revision {revision} cannot publish its policy: {e}", d.id);
+                            let line = format!(
+                                "revision {revision} cannot publish its policy, so its job is not launched: {}; \
+                                 deploy the project again",
+                                match e {
+                                    launch::StartError::Project(ref why) => why.to_string(),
+                                    _ => "the coordinator's log has why".to_owned(),
+                                }
+                            );
+                            let _ = self.db(|store| store.append_logs(&d.id, "route", &[line]));
+                        }
                     }
                 }
             }

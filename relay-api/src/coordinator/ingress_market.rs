@@ -38,6 +38,11 @@ pub trait Equip: Send + Sync {
     fn equip(&self, order: &mut JobOrder) -> Result<(), Refusal>;
     /// Public connections open now on the route of execution `execution_id`.
     fn open_connections(&self, execution_id: &str) -> usize;
+    /// The job equipped for `execution_id` was refused by the processors: what was kept for
+    /// it goes.
+    fn abandon(&self, execution_id: &str) {
+        let _ = execution_id;
+    }
 }
 
 /// A job stopped once its connections ended (or were cut).
@@ -158,13 +163,16 @@ impl IngressMarket {
 
 impl Market for IngressMarket {
     fn quote(&self, requirements: &Requirements, avoid: &[String], window_ms: Millis) -> Result<Quote, Refusal> {
-        self.inner.quote(requirements, avoid, window_ms)
+        self.inner.quote(requirements, avoid, window_ms).map_err(|refusal| told("a quote", refusal))
     }
 
     fn launch(&self, order: &JobOrder) -> Result<Placement, Refusal> {
         let mut equipped = order.clone();
         self.equip.equip(&mut equipped)?;
-        self.inner.launch(&equipped).map_err(|refusal| told(&order.execution_id, refusal))
+        self.inner.launch(&equipped).map_err(|refusal| {
+            self.equip.abandon(&order.execution_id);
+            told(&order.execution_id, refusal)
+        })
     }
 
     fn restart(&self, order: &JobOrder, processor_id: &str) -> Result<(), Refusal> {

@@ -51,6 +51,10 @@ pub enum PublishError {
         .0.join(", ")
     )]
     Undeclared(Vec<String>),
+    /// The manifest asks for what the relay does not run: a route is one job, continuous,
+    /// and a redeploy takes over as soon as its job validates.
+    #[error("the manifest asks for what a route cannot run: {0}")]
+    NotRunnable(String),
     /// The manifest checked at deploy does not read as a Manifest V5 any more: a bug.
     #[error("internal error: the checked manifest does not read as a Manifest V5 ({0}); please report this")]
     NotV5(String),
@@ -105,14 +109,48 @@ pub fn publish(
     }
     let policy_json = serde_json_canonicalizer::to_string(&policy)
         .map_err(|e| PublishError::NotV5(format!("the effective document has no canonical JSON: {e}")))?;
-    Ok(PublishedPolicy {
+    let published = PublishedPolicy {
         revision,
         schema_version: 5,
         authored_digest,
         policy_digest: policy.digest(),
         policy_json,
         published_at: 0,
-    })
+    };
+    runnable(&published)?;
+    Ok(published)
+}
+
+/// Refuses a policy the relay cannot roll out as a route (review finding: two jobs made two
+/// launches the store could not record, and stalled the scheduler of every deployment).
+fn runnable(published: &PublishedPolicy) -> Result<(), PublishError> {
+    use svc_execution::plan::{ExistingJobs, Mode, UpdateTiming};
+    let plan = manifest_core::plan::plan(published.published())
+        .map_err(|e| PublishError::NotRunnable(format!("its policy cannot be scheduled ({e})")))?;
+    let refused = |why: String| Err(PublishError::NotRunnable(why));
+    if plan.slots != 1 {
+        return refused(format!(
+            "`deployment.jobs` is {}: a route is served by one job (`jobs: 1`, the default)",
+            plan.slots
+        ));
+    }
+    if plan.mode != (Mode::Continuous { until: None }) {
+        return refused("a web job runs until it is stopped: `execution.mode: continuous`, without `until`".to_owned());
+    }
+    if plan.update.timing != UpdateTiming::Immediate {
+        return refused(
+            "`lifecycle.update.timing` must be `immediate`: a redeploy takes over as soon as its job validates"
+                .to_owned(),
+        );
+    }
+    if plan.update.existing_jobs != ExistingJobs::StopWhenSuccessorReady {
+        return refused(
+            "`lifecycle.update.existingJobs` must be `stop_when_successor_ready`: the job a redeploy replaces stops \
+             once the new one serves"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }
 
 /// The project's `app.env` and `app.secrets` entries the policy does not declare, as JSON
@@ -221,5 +259,22 @@ mod tests {
             "{refused}"
         );
         assert!(refused.to_string().contains("declare each in the manifest's `configuration`"), "{refused}");
+    }
+
+    /// Review finding: a named manifest with `jobs: 2` was published, and its two launches
+    /// stalled the scheduler of every deployment. What a route cannot run is refused at
+    /// deploy, saying what to change.
+    #[test]
+    fn a_manifest_the_relay_cannot_roll_out_is_refused_at_deploy() {
+        let two_jobs = NAMED.replace("deployment:\n", "deployment:\n  jobs: 2\n");
+        let refused = publish_named(&two_jobs, PROJECT, &["main.js"]).expect_err("two jobs");
+        assert!(refused.to_string().contains("`deployment.jobs` is 2"), "{refused}");
+        let later =
+            NAMED.replace("deployment:\n", "deployment:\n  lifecycle:\n    update:\n      timing: next_renewal\n");
+        let refused = publish_named(&later, PROJECT, &["main.js"]).expect_err("next renewal");
+        assert!(refused.to_string().contains("`lifecycle.update.timing` must be `immediate`"), "{refused}");
+        let bounded = NAMED.replace("mode: continuous\n", "mode: continuous\n  until: \"2030-01-01T00:00:00Z\"\n");
+        let refused = publish_named(&bounded, PROJECT, &["main.js"]).expect_err("until");
+        assert!(refused.to_string().contains("without `until`"), "{refused}");
     }
 }

@@ -187,7 +187,7 @@ impl ExecutionTx for SchedulingTx<'_> {
             }
         };
         let (activated_version, activated_at) = tx.activated(app).map_err(store_failure)?;
-        let executions = tx.scheduled(app).map_err(store_failure)?;
+        let executions = tx.scheduled(app, u64::from(revision)).map_err(store_failure)?;
         Ok(Some(AppView {
             key: app,
             uid: d.id,

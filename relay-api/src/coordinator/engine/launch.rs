@@ -129,6 +129,10 @@ impl Equip for Launcher {
         }
     }
 
+    fn abandon(&self, execution_id: &str) {
+        self.forget(execution_id);
+    }
+
     fn open_connections(&self, execution_id: &str) -> usize {
         self.meta(execution_id).map_or(0, |meta| self.gateway.active_connections(&meta.route_id))
     }

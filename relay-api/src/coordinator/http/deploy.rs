@@ -142,6 +142,7 @@ impl Shipment<'_> {
             PublishError::PinnedElsewhere { pinned, sent } => Rejection::ArtifactNotSent { pinned, sent }.into(),
             PublishError::EntrypointMissing { entrypoint } => Rejection::EntrypointMissing { entrypoint }.into(),
             e @ PublishError::Undeclared(_) => Rejection::ManifestUndeclared(e).into(),
+            e @ PublishError::NotRunnable(_) => Rejection::ManifestNotRunnable(e).into(),
             e @ PublishError::NotV5(_) => ApiError::internal(&e),
         })
     }

@@ -114,6 +114,10 @@ pub(super) enum Rejection {
     /// A deploy whose project gives the job what its named manifest does not declare.
     #[error("{0}")]
     ManifestUndeclared(crate::coordinator::policy::PublishError),
+    /// A deploy whose named manifest asks for what a route cannot run (two jobs, an update
+    /// at the next renewal, a bound on the execution).
+    #[error("{0}")]
+    ManifestNotRunnable(crate::coordinator::policy::PublishError),
     /// A redeploy whose project lists other hostnames than the deployment has.
     #[error(
         "the project file's hostnames differ from deployment {deployment}'s; nothing was deployed. Change them on the \
@@ -159,6 +163,7 @@ impl Rejection {
             Rejection::EntrypointMissing { .. } => (StatusCode::BAD_REQUEST, "entrypoint_missing"),
             Rejection::ArtifactNotSent { .. } => (StatusCode::BAD_REQUEST, "artifact_not_sent"),
             Rejection::ManifestUndeclared(_) => (StatusCode::BAD_REQUEST, "manifest_undeclared"),
+            Rejection::ManifestNotRunnable(_) => (StatusCode::BAD_REQUEST, "manifest_not_runnable"),
             Rejection::HostnamesChanged { .. } => (StatusCode::CONFLICT, "hostnames_changed"),
             Rejection::BundleTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "bundle_too_large"),
             Rejection::InvalidBundle(_) => (StatusCode::BAD_REQUEST, "invalid_bundle"),
@@ -384,6 +389,7 @@ mod tests {
             Rejection::EntrypointMissing { entrypoint: s() },
             Rejection::ArtifactNotSent { pinned: s(), sent: s() },
             Rejection::ManifestUndeclared(crate::coordinator::policy::PublishError::Undeclared(vec![s()])),
+            Rejection::ManifestNotRunnable(crate::coordinator::policy::PublishError::NotRunnable(s())),
             Rejection::HostnamesChanged { deployment: s(), added: vec![s()], removed: Vec::new() },
             Rejection::BundleTooLarge(Oversize::Files(1)),
             Rejection::InvalidBundle(BundleProblem::FileAndDirectory(s())),

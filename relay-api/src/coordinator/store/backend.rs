@@ -382,8 +382,8 @@ pub trait SchedulingRows {
     /// Makes the deployment due at `at` at the latest (its state or its revisions changed).
     fn wake(&mut self, deployment_id: &str, at: i64) -> Result<(), StoreError>;
     /// The deployment's live executions and every attempt of its slots' newest generations,
-    /// oldest first.
-    fn scheduled(&mut self, key: i64) -> Result<Vec<svc_execution::Execution>, StoreError>;
+    /// and of their newest generations of a policy version up to `active`, oldest first.
+    fn scheduled(&mut self, key: i64, active: u64) -> Result<Vec<svc_execution::Execution>, StoreError>;
     /// The execution with this market ID, with its deployment's key.
     fn scheduled_by_id(&mut self, execution_id: &str) -> Result<Option<(i64, svc_execution::Execution)>, StoreError>;
     /// Every live execution, with its deployment's key.

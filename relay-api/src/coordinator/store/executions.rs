@@ -69,10 +69,15 @@ impl RelayStore {
     }
 
     /// The scheduler's current executions of a deployment: the live ones and every attempt of
-    /// its slots' newest generations, oldest first.
-    pub fn current_executions(&self, deployment_id: &str) -> Result<Vec<svc_execution::Execution>, StoreError> {
+    /// its slots' newest generations, and of their newest generations of a revision up to
+    /// `serving`, oldest first.
+    pub fn current_executions(
+        &self,
+        deployment_id: &str,
+        serving: u32,
+    ) -> Result<Vec<svc_execution::Execution>, StoreError> {
         self.read(|tx| match tx.deployment_key(deployment_id)? {
-            Some(key) => tx.scheduled(key),
+            Some(key) => tx.scheduled(key, u64::from(serving)),
             None => Ok(Vec::new()),
         })
     }

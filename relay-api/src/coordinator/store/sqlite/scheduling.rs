@@ -129,18 +129,23 @@ impl SchedulingRows for SqliteTransaction<'_> {
         Ok(())
     }
 
-    fn scheduled(&mut self, key: i64) -> Result<Vec<Execution>, StoreError> {
+    fn scheduled(&mut self, key: i64, active: u64) -> Result<Vec<Execution>, StoreError> {
+        // The newest generation of a version up to the active one too: after a withdrawn
+        // successor, the serving generation's ending must stay in view (review finding).
         let sql = format!(
             "SELECT e.{cols} FROM executions e JOIN deployments d ON d.id = e.deployment_id
              WHERE d.rowid = ?1
                AND (e.state IN {LIVE}
                     OR e.generation = (SELECT MAX(n.generation) FROM executions n
-                                       WHERE n.deployment_id = e.deployment_id AND n.slot = e.slot))
+                                       WHERE n.deployment_id = e.deployment_id AND n.slot = e.slot)
+                    OR e.generation = (SELECT MAX(n.generation) FROM executions n
+                                       WHERE n.deployment_id = e.deployment_id AND n.slot = e.slot
+                                         AND n.policy_version <= ?2))
              ORDER BY e.id",
             cols = COLUMNS.replace(", ", ", e.")
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([key], execution_row)?;
+        let rows = stmt.query_map(params![key, int(active)], execution_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
