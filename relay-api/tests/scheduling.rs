@@ -303,3 +303,41 @@ fn on_the_ingress_market_a_successor_is_ready_when_validated_and_its_predecessor
     assert_eq!((stopped.state, stopped.reason.map(|r| r.code)), (ExecState::Stopped, Some("superseded".into())));
     assert_eq!(equip.0.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
+
+/// Review finding: a failure met inside one deployment's decision (its secrets unreadable)
+/// aborted the step of every deployment. The deployment that cannot be launched is halted
+/// instead, saying why, and the others go on.
+#[test]
+fn one_deployment_with_unreadable_secrets_does_not_stall_the_others() {
+    let w = World::new();
+    let broken = w.deploy("dep_0000000000000006");
+    let secrets = w._dir.path().join("deployments").join(&broken.id).join("r1");
+    std::fs::create_dir_all(&secrets).expect("mkdir");
+    std::fs::write(secrets.join("secrets.json"), "not json").expect("write");
+    let fine = {
+        let org = w.store.invite("acme").expect("an organization");
+        w.store
+            .create_deployment(&NewDeployment {
+                id: "dep_0000000000000007".into(),
+                org_id: org,
+                project: "other".into(),
+                project_json: PROJECT.replace("shop", "other"),
+                project_digest: "sha256:one".into(),
+                manifest_digest: "sha256:m".into(),
+                canonical_hostname: "other-acme.localhost".into(),
+                route_id: "rt_other".into(),
+                ceiling_micros: 5_000_000,
+                gateway_operator: "local".into(),
+                hostnames: Vec::new(),
+                quote: None,
+                policy: published("dep_0000000000000007", 1),
+            })
+            .expect("created")
+    };
+    w.move_to(&broken.id, DeploymentState::Provisioning);
+    w.move_to(&fine.id, DeploymentState::Provisioning);
+    assert_eq!(w.running(), [format!("{}/0/1/1", fine.id)], "the other deployment launched");
+    let blocked = w.store.scheduler_blocked(&broken.id).expect("read").expect("blocked");
+    assert_eq!(blocked.code, "secrets_unreadable");
+    assert!(!blocked.message.contains('/'), "no host path: {}", blocked.message);
+}

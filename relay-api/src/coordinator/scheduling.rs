@@ -186,6 +186,17 @@ impl ExecutionTx for SchedulingTx<'_> {
                 None
             }
         };
+        // What a launch will read, read now: a failure inside the decision's transaction would
+        // abort the step of every deployment, so one that cannot be launched is halted here.
+        if halt.is_none()
+            && let Err(e) = files::secret_values(&files::revision_dir(self.deployments_dir, &d.id, revision))
+        {
+            tracing::warn!("svc relay: {} revision {revision}: {e}", d.id);
+            halt = Some(Reason::new(
+                "secrets_unreadable",
+                "the revision's secrets cannot be read (the coordinator's log has why); deploy the project again",
+            ));
+        }
         let (activated_version, activated_at) = tx.activated(app).map_err(store_failure)?;
         let executions = tx.scheduled(app, u64::from(revision)).map_err(store_failure)?;
         Ok(Some(AppView {
