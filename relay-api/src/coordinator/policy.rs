@@ -124,7 +124,7 @@ pub fn publish(
 /// Refuses a policy the relay cannot roll out as a route (review finding: two jobs made two
 /// launches the store could not record, and stalled the scheduler of every deployment).
 fn runnable(published: &PublishedPolicy) -> Result<(), PublishError> {
-    use svc_execution::plan::{ExistingJobs, Mode, UpdateTiming};
+    use svc_execution::plan::Mode;
     let plan = manifest_core::plan::plan(published.published())
         .map_err(|e| PublishError::NotRunnable(format!("its policy cannot be scheduled ({e})")))?;
     let refused = |why: String| Err(PublishError::NotRunnable(why));
@@ -136,19 +136,6 @@ fn runnable(published: &PublishedPolicy) -> Result<(), PublishError> {
     }
     if plan.mode != (Mode::Continuous { until: None }) {
         return refused("a web job runs until it is stopped: `execution.mode: continuous`, without `until`".to_owned());
-    }
-    if plan.update.timing != UpdateTiming::Immediate {
-        return refused(
-            "`lifecycle.update.timing` must be `immediate`: a redeploy takes over as soon as its job validates"
-                .to_owned(),
-        );
-    }
-    if plan.update.existing_jobs != ExistingJobs::StopWhenSuccessorReady {
-        return refused(
-            "`lifecycle.update.existingJobs` must be `stop_when_successor_ready`: the job a redeploy replaces stops \
-             once the new one serves"
-                .to_owned(),
-        );
     }
     Ok(())
 }
@@ -269,10 +256,6 @@ mod tests {
         let two_jobs = NAMED.replace("deployment:\n", "deployment:\n  jobs: 2\n");
         let refused = publish_named(&two_jobs, PROJECT, &["main.js"]).expect_err("two jobs");
         assert!(refused.to_string().contains("`deployment.jobs` is 2"), "{refused}");
-        let later =
-            NAMED.replace("deployment:\n", "deployment:\n  lifecycle:\n    update:\n      timing: next_renewal\n");
-        let refused = publish_named(&later, PROJECT, &["main.js"]).expect_err("next renewal");
-        assert!(refused.to_string().contains("`lifecycle.update.timing` must be `immediate`"), "{refused}");
         let bounded = NAMED.replace("mode: continuous\n", "mode: continuous\n  until: \"2030-01-01T00:00:00Z\"\n");
         let refused = publish_named(&bounded, PROJECT, &["main.js"]).expect_err("until");
         assert!(refused.to_string().contains("without `until`"), "{refused}");

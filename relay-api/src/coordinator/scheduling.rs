@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use svc_execution::executor::{ExecutionStore, ExecutionTx, StoreFailure};
-use svc_execution::plan::{Recovery, RuntimeFailure, SpendAuthority};
+use svc_execution::plan::{ExistingJobs, Recovery, RuntimeFailure, SpendAuthority, Update, UpdateTiming};
 use svc_execution::{AppKey, AppStatus, AppView, ExecKey, ExecState, Execution, Millis, Plan, Reason, Workload};
 
 use super::files;
@@ -129,6 +129,9 @@ pub fn halt_of(d: &Deployment) -> Option<Reason> {
 ///   a backoff; a V5 policy has no recovery field, and SPEC's V5 default (wait until the
 ///   window's end) would leave a route dark until then.
 /// - **Window.** [`INGRESS_WINDOW_MS`]: the funding, not the schedule, bounds a web job.
+/// - **Update.** A redeploy is the update, and it takes over once its job serves: `immediate`
+///   with `stop_when_successor_ready`, whatever the manifest's `lifecycle.update` says (its
+///   `next_renewal` would hold a redeploy back until a renewal a route never has).
 /// - **Spend.** The deployment's funded periods are what it may spend (the ledger and its
 ///   ceiling); a launch costs nothing more.
 pub fn ingress_plan(mut plan: Plan, max_restarts: u8) -> Plan {
@@ -144,6 +147,7 @@ pub fn ingress_plan(mut plan: Plan, max_restarts: u8) -> Plan {
     };
     plan.spend = SpendAuthority::default();
     plan.window_ms = INGRESS_WINDOW_MS;
+    plan.update = Update { timing: UpdateTiming::Immediate, existing_jobs: ExistingJobs::StopWhenSuccessorReady };
     plan
 }
 
