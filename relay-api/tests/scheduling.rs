@@ -36,6 +36,20 @@ fn published_project(project: &str, id: &str, revision: u32) -> PublishedPolicy 
         .expect("published")
 }
 
+/// Revision 2 of deployment `id`, publishing `policy`.
+fn successor(id: &str, policy: PublishedPolicy) -> NewSuccessor {
+    NewSuccessor {
+        deployment_id: id.to_owned(),
+        revision: 2,
+        project_json: PROJECT.into(),
+        project_digest: "sha256:two".into(),
+        manifest_digest: "sha256:m".into(),
+        ceiling_micros: 5_000_000,
+        route_id: "rt_shop_2".into(),
+        policy,
+    }
+}
+
 struct World {
     store: Arc<RelayStore>,
     pool: Arc<SimulatedPool>,
@@ -168,16 +182,7 @@ fn a_redeploy_rolls_out_as_stop_when_successor_ready_and_unfunding_stops_the_job
 
     // A changed project deployed: revision 2, a newer policy version.
     w.store
-        .put_successor(&NewSuccessor {
-            deployment_id: d.id.clone(),
-            revision: 2,
-            project_json: PROJECT.into(),
-            project_digest: "sha256:two".into(),
-            manifest_digest: "sha256:m".into(),
-            ceiling_micros: 5_000_000,
-            route_id: "rt_shop_2".into(),
-            policy: published_project(&PROJECT.replace("hello", "bonjour"), &d.id, 2),
-        })
+        .put_successor(&successor(&d.id, published_project(&PROJECT.replace("hello", "bonjour"), &d.id, 2)))
         .expect("a successor");
     w.settle();
     let second = format!("{}/0/2/1", d.id);
@@ -212,18 +217,7 @@ fn a_failed_successors_job_is_withdrawn_and_the_serving_job_runs_on() {
     let first = format!("{}/0/1/1", d.id);
     w.pool.make_ready(&first);
     w.settle();
-    w.store
-        .put_successor(&NewSuccessor {
-            deployment_id: d.id.clone(),
-            revision: 2,
-            project_json: PROJECT.into(),
-            project_digest: "sha256:two".into(),
-            manifest_digest: "sha256:m".into(),
-            ceiling_micros: 5_000_000,
-            route_id: "rt_shop_2".into(),
-            policy: published(&d.id, 2),
-        })
-        .expect("a successor");
+    w.store.put_successor(&successor(&d.id, published(&d.id, 2))).expect("a successor");
     w.settle();
     let second = format!("{}/0/2/1", d.id);
     assert_eq!(w.running(), [first.clone(), second.clone()]);
@@ -273,18 +267,7 @@ fn on_the_ingress_market_a_successor_is_ready_when_validated_and_its_predecessor
     assert!(pool.order(&first).and_then(|o| o.workload.sidecar).is_some(), "launched with its agent");
     market.validated(&first);
     w.settle();
-    w.store
-        .put_successor(&NewSuccessor {
-            deployment_id: d.id.clone(),
-            revision: 2,
-            project_json: PROJECT.into(),
-            project_digest: "sha256:two".into(),
-            manifest_digest: "sha256:m".into(),
-            ceiling_micros: 5_000_000,
-            route_id: "rt_shop_2".into(),
-            policy: published(&d.id, 2),
-        })
-        .expect("a successor");
+    w.store.put_successor(&successor(&d.id, published(&d.id, 2))).expect("a successor");
     w.settle();
     let second = format!("{}/0/2/1", d.id);
     // Its processes are up, its route not validated: the serving job stays.

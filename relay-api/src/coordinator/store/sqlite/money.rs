@@ -160,16 +160,7 @@ impl MoneyRows for SqliteTransaction<'_> {
              FROM rewards r JOIN sessions s ON s.id = r.session_id WHERE r.operator = ?1 \
              ORDER BY r.settled_at, r.session_id",
         )?;
-        let rows = stmt.query_map([operator], |r| {
-            Ok(Reward {
-                session_id: r.get(0)?,
-                deployment_id: r.get(1)?,
-                amount_micros: r.get::<_, u64>(2)?,
-                settled_at: r.get(3)?,
-                claimable_at: r.get(4)?,
-                claim_id: r.get(5)?,
-            })
-        })?;
+        let rows = stmt.query_map([operator], reward_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -179,16 +170,7 @@ impl MoneyRows for SqliteTransaction<'_> {
              FROM rewards r JOIN sessions s ON s.id = r.session_id WHERE r.operator = ?1 \
              ORDER BY r.settled_at DESC, r.session_id DESC LIMIT ?2",
         )?;
-        let rows = stmt.query_map(params![operator, limit], |r| {
-            Ok(Reward {
-                session_id: r.get(0)?,
-                deployment_id: r.get(1)?,
-                amount_micros: r.get::<_, u64>(2)?,
-                settled_at: r.get(3)?,
-                claimable_at: r.get(4)?,
-                claim_id: r.get(5)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![operator, limit], reward_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -268,5 +250,18 @@ fn ledger_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerEntry> {
         period_index: r.get::<_, Option<u64>>(4)?,
         note: r.get(5)?,
         at: r.get(6)?,
+    })
+}
+
+/// A reward from a row of `session_id, deployment_id, amount_micros, settled_at,
+/// claimable_at, claim_id`.
+fn reward_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Reward> {
+    Ok(Reward {
+        session_id: r.get(0)?,
+        deployment_id: r.get(1)?,
+        amount_micros: r.get::<_, u64>(2)?,
+        settled_at: r.get(3)?,
+        claimable_at: r.get(4)?,
+        claim_id: r.get(5)?,
     })
 }
