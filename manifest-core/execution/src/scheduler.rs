@@ -329,9 +329,10 @@ impl SlotDecider<'_, '_, '_> {
     /// live attempt. True when it decided something (or must wait for a retry).
     fn recover(&mut self, plan: &Plan, latest: &Execution, attempts: &[&Execution]) -> bool {
         let open = self.now < latest.window_end;
-        // An older version's job that ended, with an `immediate` update active: the new version
-        // launches in its place (`next_generation`), rather than the old one being restarted
-        // (review finding: a redeploy during a restart's backoff waited out every restart).
+        // An older version's job that ended, with an `immediate` update active: it is not
+        // restarted as it was (a same-job restart runs its old version); a replacement or a
+        // new generation runs the new one (review finding: a redeploy during a restart's
+        // backoff waited out every restart of the old revision).
         let superseded = plan.update.timing == UpdateTiming::Immediate && latest.policy_version < plan.policy_version;
         match latest.state {
             // SPEC lifecycle.recovery.launch `maxRetries`: a refused launch is retried, with
@@ -375,9 +376,7 @@ impl SlotDecider<'_, '_, '_> {
             // Not a runtime failure: the job stopped with the service (the local pool), so its
             // generation gets a new attempt for the rest of its window (docs/decisions.md).
             ExecState::Failed
-                if open
-                    && !superseded
-                    && latest.reason.as_ref().is_some_and(|r| r.code == crate::executor::PROCESSOR_RESTARTED) =>
+                if open && latest.reason.as_ref().is_some_and(|r| r.code == crate::executor::PROCESSOR_RESTARTED) =>
             {
                 self.launch_window(plan, Attempt::next(plan, latest), self.now, latest.window_end, Vec::new());
                 true
@@ -398,14 +397,17 @@ impl SlotDecider<'_, '_, '_> {
             // SPEC lifecycle.recovery.runtimeFailure (and, where the plan says so, an exit
             // with status 0 before the window's end: a web job's).
             ExecState::Failed | ExecState::Completed
-                if open && !superseded && (latest.state == ExecState::Failed || plan.recovery.exit_is_failure) =>
+                if open && (latest.state == ExecState::Failed || plan.recovery.exit_is_failure) =>
             {
                 match plan.recovery.runtime_failure {
                     RuntimeFailure::WaitUntilScheduledEnd => false,
                     RuntimeFailure::ReplaceAfterFailure { max_same_job_restarts, max_fresh_replacements, .. } => {
                         let lost = latest.reason.as_ref().is_some_and(|r| r.code == "contact_lost");
                         // maxSameJobRestarts: the same job, on its processor.
-                        if !lost && latest.processor_id.is_some() && latest.restarts < u32::from(max_same_job_restarts)
+                        if !superseded
+                            && !lost
+                            && latest.processor_id.is_some()
+                            && latest.restarts < u32::from(max_same_job_restarts)
                         {
                             // A platform bound (docs/decisions.md "Restart backoff"): restart `n`
                             // waits `retry_backoff(n)` after the failure, so a job that fails as

@@ -634,11 +634,31 @@ fn an_immediate_update_replaces_a_failed_job_instead_of_restarting_it() {
     w.clock.advance(2_000);
     w.publish(1, updated(&p, UpdateTiming::Immediate, ExistingJobs::StopWhenSuccessorReady));
     w.settle().expect("settles");
+    // Its fresh replacement runs the new version, for the rest of the window.
+    let live = w.live(1);
+    assert_eq!(live.len(), 1, "{live:#?}");
+    assert_eq!((live[0].generation, live[0].attempt, live[0].policy_version, live[0].restarts), (1, 2, 2, 0));
+    assert_eq!(live[0].window_end, first.window_end);
+    let old = w.executions(1).into_iter().find(|e| e.key == first.key).expect("recorded");
+    assert_eq!((old.state, old.restarts), (ExecState::Failed, 0), "not restarted");
+    // With no fresh replacement allowed (the relay's), a new generation of it launches now.
+    let w = World::new();
+    let mut p = plan(1, continuous());
+    p.recovery = replace_after_failure(3);
+    if let RuntimeFailure::ReplaceAfterFailure { max_fresh_replacements, .. } = &mut p.recovery.runtime_failure {
+        *max_fresh_replacements = 0;
+    }
+    w.publish(1, p.clone());
+    w.settle().expect("settles");
+    let first = w.live(1)[0].clone();
+    w.pool.exit(&first.execution_id, 1);
+    w.settle().expect("settles");
+    w.clock.advance(2_000);
+    w.publish(1, updated(&p, UpdateTiming::Immediate, ExistingJobs::StopWhenSuccessorReady));
+    w.settle().expect("settles");
     let live = w.live(1);
     assert_eq!(live.len(), 1, "{live:#?}");
     assert_eq!((live[0].generation, live[0].policy_version, live[0].restarts), (2, 2, 0));
-    let old = w.executions(1).into_iter().find(|e| e.key == first.key).expect("recorded");
-    assert_eq!((old.state, old.restarts), (ExecState::Failed, 0), "not restarted");
 }
 
 /// Review finding: the launch paths added for halts and immediate updates did not check
