@@ -586,7 +586,13 @@ impl Engine {
             _ => d,
         };
         if let Err(e) = self.step(d).await {
-            let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
+            // Stopped while its step ran: the change the step meant no longer applies, and is
+            // no news to the customer.
+            let stopped = matches!(e, StoreError::Transition(_))
+                && self.db(|store| store.deployment(&d.id)).is_ok_and(|now| now.state.is_terminal());
+            if !stopped {
+                let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
+            }
         }
         let executions = self.db(|store| store.current_executions(&d.id, d.revision)).unwrap_or_default();
         if let Some(s) = successor.filter(|s| s.revision > d.revision)

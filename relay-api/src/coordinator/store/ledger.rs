@@ -237,6 +237,12 @@ impl RelayStore {
         now: i64,
     ) -> Result<bool, StoreError> {
         self.write(|tx| {
+            // Read in this transaction: an engine step that read the deployment running may
+            // come after a stop committed, and a stopped (or failed) deployment spends nothing
+            // (CI found a period charged a millisecond after a stop).
+            if !get(tx, deployment_id)?.state.runs_job() {
+                return Ok(false);
+            }
             let sessions = tx.sessions(deployment_id)?;
             let operator = operator_of(tx, deployment_id)?;
             let mut chain_from = None;

@@ -146,6 +146,29 @@ fn funding_is_bounded_once_per_quote_and_sessions_settle_exactly() {
     assert_eq!(store.rewards("gw-op", later).expect("rewards").claimed_micros, 241);
 }
 
+/// CI found a period started a millisecond after a stop: an engine step had read the
+/// deployment running, and charged its next funded period after the stop committed. A
+/// deployment that does not run spends nothing, whatever its caller read.
+#[test]
+fn a_stopped_deployment_starts_no_period_whoever_asks() {
+    let dir = temp_dir("stopped-spends-nothing");
+    let store = RelayStore::open(dir.path()).expect("store");
+    let d = new_deployment(&store, "dep_2", 10_000);
+    let later = now_ms() + 60_000;
+    store.add_quote(&quote("q1", "dep_2", 300, 3, later)).expect("quote");
+    let now = now_ms();
+    store.fund(&d.id, "q1", &names("dep_2"), now).expect("funded");
+    let terms = Terms::default();
+    store.transition_at(&d.id, DeploymentState::Provisioning, "funded", now).expect("t");
+    store.transition_at(&d.id, DeploymentState::Validating, "launched", now).expect("t");
+    assert!(store.advance_periods(&d.id, true, &terms, now).expect("start"));
+    store.stop(&d.id, "test", &terms, now + 1_000).expect("stop");
+    assert!(!store.advance_periods(&d.id, true, &terms, now + 1_001).expect("after the stop"));
+    let kinds: Vec<EntryKind> = store.ledger(&d.id).expect("ledger").iter().map(|e| e.kind).collect();
+    assert_eq!(kinds.last(), Some(&EntryKind::Stop), "nothing after the stop: {kinds:?}");
+    assert!(store.sessions(&d.id).expect("sessions").iter().all(|s| s.state != SessionState::Active));
+}
+
 #[test]
 fn transitions_follow_the_machine_and_are_recorded() {
     let scratch = temp_dir("transitions");
