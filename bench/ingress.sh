@@ -2,7 +2,7 @@
 # Ingress data plane benchmark, on loopback, in one run: the same agent and app reached
 #   direct   - HTTPS straight to the agent's `directListen` port (no relay),
 #   gateway  - through our SNI gateway (`svc gateway run`) and the agent's tunnel,
-#   nginx    - through nginx `stream { ssl_preread on; }` forwarding SNI demo.localhost to
+#   nginx    - through nginx `stream { ssl_preread on; }` forwarding SNI node-demo-acme.localhost to
 #              the agent's direct port (the peer we compare with).
 # It reports bulk throughput (1 stream, 16 streams; curl), requests/s and p50/p99 latency
 # (wrk, 1 connection and 16 connections), and the gateway's RSS per 1,000 idle tunneled
@@ -28,7 +28,7 @@ BULK_MIB=${BULK_MIB:-256}     # one stream downloads this much
 BULK16_MIB=${BULK16_MIB:-64}  # each of the 16 concurrent streams downloads this much
 WRK_SECS=${WRK_SECS:-8}
 IDLE_CONNS=${IDLE_CONNS:-1000}
-HOST=demo.localhost
+HOST=node-demo-acme.localhost
 
 say() { printf '[bench] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -83,13 +83,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-DEMO_PORT=$(free_port); GW_PORT=$(free_port); TUN_PORT=$(free_port); ADMIN_PORT=$(free_port)
+DEMO_PORT=$(free_port); API_PORT=$(free_port); GW_PORT=$(free_port); TUN_PORT=$(free_port); ADMIN_PORT=$(free_port)
 DIRECT_PORT=$(free_port); NGINX_PORT=$(free_port); APP_PORT=$(free_port)
 
-# The demo brings the development CA and the local coordinator that signs the agent's CSR
-# (its own gateway, Node demo and agent run alongside, idle).
+# The demo brings the development CA and the relay coordinator whose agent API signs the
+# agent's CSR (its own gateway, and its deployed Node demo with its agent, sit idle).
 say "starting svc ingress demo (CA and coordinator)"
-"$SVC" ingress demo --data-dir "$TMP/demo" --listen "127.0.0.1:$DEMO_PORT" >"$TMP/demo.log" 2>&1 &
+"$SVC" ingress demo --data-dir "$TMP/demo" --listen "127.0.0.1:$DEMO_PORT" --api-listen "127.0.0.1:$API_PORT" >"$TMP/demo.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 600); do grep -q '^ready ' "$TMP/demo.log" && break; sleep 0.1; done
 grep -q '^ready ' "$TMP/demo.log" || { cat "$TMP/demo.log" >&2; die "the demo did not come up"; }
@@ -104,9 +104,10 @@ openssl x509 -req -in "$TMP/tunnel.csr" -CA "$CA" -CAkey "$TMP/demo/ca-key.pem" 
   -days 2 -extfile "$TMP/tunnel.ext" -out "$TMP/tunnel.pem" 2>/dev/null
 mkdir -p "$TMP/agent"
 python3 - "$TMP" "$GW_PORT" "$TUN_PORT" "$ADMIN_PORT" "$DIRECT_PORT" "$APP_PORT" <<'EOF'
-import hashlib, json, os, sys
+import glob, hashlib, json, os, sys
 tmp, gw, tun, admin, direct, app = sys.argv[1], *map(int, sys.argv[2:])
-agent = json.load(open(f"{tmp}/demo/jobs/demo/agent.json"))
+# The demo deployment's agent, in the job directory beside the data directory.
+agent = json.load(open(glob.glob(f"{tmp}/demo-jobs/dep_*/r1/agent/agent.json")[0]))
 agent.update(gateway=f"127.0.0.1:{tun}", appPort=app, directListen=f"127.0.0.1:{direct}")
 fd = os.open(f"{tmp}/agent/agent.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 os.write(fd, json.dumps(agent, indent=2).encode()); os.close(fd)
@@ -171,7 +172,7 @@ done
 say "all three paths answer 200 (direct :$DIRECT_PORT, gateway :$GW_PORT, nginx :$NGINX_PORT)"
 
 # wrk takes the server name (SNI) from the URL's host, and glibc does not resolve
-# demo.localhost: run it in a private mount namespace whose /etc/hosts names it.
+# $HOST: run it in a private mount namespace whose /etc/hosts names it.
 { echo "127.0.0.1 $HOST"; cat /etc/hosts; } >"$TMP/hosts"
 if unshare -m sh -c "mount --bind '$TMP/hosts' /etc/hosts && getent hosts $HOST" >/dev/null 2>&1; then
   wrk_run() { unshare -m sh -c "mount --bind '$TMP/hosts' /etc/hosts && exec wrk \"\$@\"" wrk "$@"; }

@@ -1,6 +1,7 @@
-//! The ingress data plane as users reach it, over real processes on loopback: `svc ingress
-//! demo` (gateway, coordinator, the Node demo and its agent), and the standalone `svc gateway
-//! run` and `svc agent run` beside an in-test coordinator. Every child process is killed
+//! The ingress path as users reach it, over real processes on loopback: `svc ingress demo`
+//! (a relay coordinator with the bundled Node project deployed to it), `svc relay serve` with
+//! `svc ingress deploy`, and the standalone `svc gateway run` and `svc agent run` beside an
+//! in-test coordinator. Every child process is killed
 //! when its test ends, even on panic. One binary, a module per concern.
 
 mod ingress {
@@ -33,13 +34,14 @@ mod ingress {
 
     use process::Proc;
 
-    /// The demo's hostname.
-    pub(super) const HOST: &str = "demo.localhost";
+    /// The demo's hostname: its project's canonical name, `<project>-<org>.localhost`.
+    pub(super) const HOST: &str = "node-demo-acme.localhost";
 
-    /// How long the demo may take to print `ready` (it waits up to 60 s itself).
-    const READY: Duration = Duration::from_secs(90);
+    /// How long the demo may take to print `ready` (its deploy waits up to 120 s itself).
+    const READY: Duration = Duration::from_secs(150);
 
-    /// A running `svc ingress demo` on `127.0.0.1:0`, with the addresses and pids it printed.
+    /// A running `svc ingress demo` on `127.0.0.1:0` ports, with the addresses, pids and
+    /// token it printed.
     pub(super) struct Demo {
         /// The demo process (it kills its app and agent when dropped).
         pub(super) proc: Proc,
@@ -47,6 +49,12 @@ mod ingress {
         pub(super) public: SocketAddr,
         /// The gateway's metrics address.
         pub(super) metrics: SocketAddr,
+        /// The relay API and console, `http://127.0.0.1:PORT`.
+        pub(super) api: String,
+        /// The organization's token the demo printed.
+        pub(super) token: String,
+        /// The demo's deployment.
+        pub(super) deployment: String,
         /// The Node app's pid.
         pub(super) app_pid: u32,
         /// The agent's pid.
@@ -55,25 +63,50 @@ mod ingress {
         pub(super) dir: TempDir,
     }
 
+    /// The two pids of a `job processes: app pid A, agent pid B` line.
+    pub(super) fn job_pids(line: &str) -> [u32; 2] {
+        let numbers: Vec<u32> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|w| !w.is_empty())
+            .map(|w| w.parse().expect("pid"))
+            .collect();
+        let [app, agent] = numbers[..] else { panic!("two pids in {line:?}") };
+        [app, agent]
+    }
+
+    /// What follows `marker` in `line`, up to the first character `end` accepts.
+    fn after<'a>(line: &'a str, marker: &str, end: impl Fn(char) -> bool) -> &'a str {
+        let rest = line.split_once(marker).map(|(_, r)| r).unwrap_or_else(|| panic!("{marker:?} in {line:?}"));
+        rest.split(end).next().unwrap_or_default()
+    }
+
     impl Demo {
         pub(super) async fn start(name: &str, extra: &[&str]) -> Demo {
-            let dir = TempDir::new(name);
+            Demo::start_in(TempDir::new(name), extra).await
+        }
+
+        /// The demo on a data directory of an earlier run.
+        pub(super) async fn start_in(dir: TempDir, extra: &[&str]) -> Demo {
             let mut command = Command::new(svc_binary());
             command
                 .args(["ingress", "demo", "--data-dir"])
                 .arg(dir.path())
-                .args(["--listen", "127.0.0.1:0"])
+                .args(["--listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
                 .args(extra)
                 .env("SVC_NODE", process::node());
             let mut proc = Proc::spawn("svc ingress demo", command);
+            let metrics = proc.expect_line(READY, "the metrics URL", |l| l.contains("metrics http://")).await;
+            let metrics: SocketAddr = after(&metrics, "metrics http://", |c| c == '/')
+                .parse()
+                .unwrap_or_else(|_| panic!("a metrics address in {metrics:?}"));
+            let console = proc.expect_line(READY, "the console URL", |l| l.contains(" console http://")).await;
+            let api = after(&console, " console ", |c| c == ' ').trim_end_matches("/console/").to_owned();
+            let token = after(&console, "the token ", |c| c == ',').to_owned();
+            let sent = proc.expect_line(READY, "the deployment", |l| l.contains(" deployment dep_")).await;
+            let deployment = after(&sent, " deployment ", |c| c == ' ').to_owned();
             // The pids come before `ready`: register them at once, so they die with the test.
             let pids = proc.expect_line(READY, "the job's pids", |l| l.contains("job processes:")).await;
-            let numbers: Vec<u32> = pids
-                .split(|c: char| !c.is_ascii_digit())
-                .filter(|w| !w.is_empty())
-                .map(|w| w.parse().expect("pid"))
-                .collect();
-            let [app_pid, agent_pid] = numbers[..] else { panic!("two pids in {pids:?}") };
+            let [app_pid, agent_pid] = job_pids(&pids);
             proc.also_kill(app_pid);
             proc.also_kill(agent_pid);
             let ready = proc.expect_line(READY, "`ready URL`", |l| l.starts_with("ready https://")).await;
@@ -84,14 +117,17 @@ mod ingress {
                 .unwrap_or_else(|| panic!("a port in {ready:?}"));
             assert_ne!(port, 0, "the real port is printed");
             assert_eq!(ready, format!("ready https://{HOST}:{port}/"));
-            let metrics = proc.expect_line(READY, "the metrics URL", |l| l.contains("metrics http://")).await;
-            let metrics: SocketAddr = metrics
-                .split("metrics http://")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .and_then(|a| a.parse().ok())
-                .unwrap_or_else(|| panic!("a metrics address in {metrics:?}"));
-            Demo { proc, public: SocketAddr::from(([127, 0, 0, 1], port)), metrics, app_pid, agent_pid, dir }
+            Demo {
+                proc,
+                public: SocketAddr::from(([127, 0, 0, 1], port)),
+                metrics,
+                api,
+                token,
+                deployment,
+                app_pid,
+                agent_pid,
+                dir,
+            }
         }
 
         /// `DIR/ca.pem`, the only certificate the tests trust.
@@ -99,11 +135,33 @@ mod ingress {
             self.dir.path().join("ca.pem")
         }
 
-        /// The demo agent's state directory: `DIR-jobs/demo/agent`, outside the data directory.
-        pub(super) fn job_dir(&self) -> PathBuf {
+        /// `DIR-jobs`: the jobs' state, outside the data directory.
+        pub(super) fn jobs_dir(&self) -> PathBuf {
             let mut jobs = self.dir.path().as_os_str().to_owned();
             jobs.push("-jobs");
-            PathBuf::from(jobs).join("demo").join("agent")
+            PathBuf::from(jobs)
+        }
+
+        /// The demo agent's state directory: its deployment's first revision's, in `DIR-jobs`.
+        pub(super) fn job_dir(&self) -> PathBuf {
+            self.jobs_dir().join(&self.deployment).join("r1").join("agent")
+        }
+
+        /// `svc ingress ARGS --format json` against the demo's relay with the token it printed,
+        /// as the CLI line it prints says; must succeed.
+        pub(super) async fn svc_json(&self, args: &[&str]) -> serde_json::Value {
+            let out = tokio::process::Command::new(svc_binary())
+                .arg("ingress")
+                .args(args)
+                .args(["--format", "json"])
+                .env("SVC_RELAY", &self.api)
+                .env("SVC_RELAY_TOKEN", &self.token)
+                .output()
+                .await
+                .expect("svc ingress");
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "svc ingress {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("svc ingress {args:?} printed no JSON ({e}): {text}"))
         }
 
         /// GET on a fresh connection; panics on a transport error.

@@ -83,19 +83,24 @@ pub enum Command {
 /// `svc ingress ...`
 #[derive(Debug, Subcommand)]
 pub enum IngressCommand {
-    /// Everything on this machine in one command: a local coordinator with a development CA,
-    /// the gateway, and the bundled Node demo with its agent. Prints `ready <url>` when the
-    /// URL answers through the gateway; stops everything on Ctrl-C.
+    /// Everything on this machine in one command: a relay coordinator (API, console, gateway,
+    /// development CA, jobs confined), an invited organization with a token, and the bundled
+    /// Node.js project deployed to it as `svc ingress deploy` would. Prints the console's URL,
+    /// then `ready <url>` once the route is live; stops everything on Ctrl-C.
     Demo {
-        /// Data directory (may exist; the CA certificate is written to DIR/ca.pem).
+        /// Data directory (may exist; the CA certificate is written to DIR/ca.pem, the
+        /// organization's token to DIR/token, the project to DIR/project/).
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
         /// The gateway's public TLS address.
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
         listen: std::net::SocketAddr,
-        /// Development certificate lifetime in seconds (renewed after two thirds), at most a year.
+        /// The relay API and console (plain HTTP: loopback only).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7300", value_parser = loopback_addr)]
+        api_listen: std::net::SocketAddr,
+        /// Development certificate lifetime in seconds (renewed after two thirds), 60 s to 90 days.
         #[arg(long, value_name = "SECS", default_value_t = 86_400, hide = true,
-            value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
+            value_parser = clap::value_parser!(u64).range(60..=90 * DAY_SECS))]
         cert_validity_secs: u64,
     },
     /// Deploy the project: validate it, send it with the app's files, fund its quote (within
@@ -379,6 +384,19 @@ pub struct ProjectTarget {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+}
+
+/// A loopback address: a plain-HTTP listener that carries tokens serves this machine only.
+fn loopback_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    let addr: std::net::SocketAddr = text.parse().map_err(|e| format!("{e} (an address such as 127.0.0.1:7300)"))?;
+    if addr.ip().is_loopback() {
+        Ok(addr)
+    } else {
+        Err(format!(
+            "{} is not a loopback address: the demo serves its API over plain HTTP, to this machine only",
+            addr.ip()
+        ))
+    }
 }
 
 /// A deployment ID: `dep_` and 16 lower-case hex digits.

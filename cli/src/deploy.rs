@@ -33,13 +33,13 @@ fn fail(exit: u8, code: &str, message: &str) -> ExitCode {
 }
 
 /// A project file read and validated.
-struct Loaded {
+pub(crate) struct Loaded {
     project: Project,
     text: String,
     dir: PathBuf,
 }
 
-fn load(path: &Path) -> Result<Loaded, ExitCode> {
+pub(crate) fn load(path: &Path) -> Result<Loaded, ExitCode> {
     let text = fs_err::read_to_string(path).map_err(|e| {
         fail(
             EXIT_USAGE,
@@ -232,18 +232,51 @@ fn bundle(dir: &Path) -> Result<BTreeMap<String, String>, BundleError> {
 
 /// `svc ingress deploy`
 pub(crate) fn deploy(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -> ExitCode {
-    match deploy_inner(t, no_fund, no_wait, timeout) {
+    match deploy_inner(t, DeployOptions { no_fund, no_wait, timeout }) {
         Ok(code) | Err(code) => code,
     }
 }
 
-fn say(t: &ProjectTarget, line: &str) {
-    if t.format == OutputFormat::Text {
-        println!("svc ingress deploy: {line}");
+/// How far a deploy goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeployOptions {
+    /// Send and quote, do not fund.
+    pub(crate) no_fund: bool,
+    /// Return once funded (a redeploy: once sent).
+    pub(crate) no_wait: bool,
+    /// How long to wait until live, seconds.
+    pub(crate) timeout: u64,
+}
+
+/// Where a deploy reports as it goes: its progress lines, and each status it reads while it
+/// waits (`svc ingress demo` prints the job's processes from one).
+pub(crate) trait DeployProgress {
+    /// A line for the person watching.
+    fn say(&mut self, line: &str);
+    /// A status read while waiting for the revision to serve.
+    fn status(&mut self, _status: &Status) {}
+}
+
+/// How a deploy ended well.
+pub(crate) enum Deployed {
+    /// Sent (and funded, unless told not to), not waited for: what `--format json` prints.
+    Sent(Value),
+    /// The revision serves and the deployment is live.
+    Live(Box<Status>),
+}
+
+/// `svc ingress deploy`'s lines on standard output (none for `--format json`).
+struct Lines(OutputFormat);
+
+impl DeployProgress for Lines {
+    fn say(&mut self, line: &str) {
+        if self.0 == OutputFormat::Text {
+            println!("svc ingress deploy: {line}");
+        }
     }
 }
 
-fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -> Result<ExitCode, ExitCode> {
+fn deploy_inner(t: &ProjectTarget, options: DeployOptions) -> Result<ExitCode, ExitCode> {
     if t.deployment.is_some() {
         return Err(fail(
             EXIT_USAGE,
@@ -253,6 +286,26 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
     }
     let loaded = load(&t.config)?;
     let client = client(&t.relay, &t.trust)?;
+    match deploy_project(&client, &loaded, options, &mut Lines(t.format))? {
+        Deployed::Sent(answer) if t.format == OutputFormat::Json => print_json(&answer),
+        Deployed::Sent(_) => {}
+        Deployed::Live(status) if t.format == OutputFormat::Json => print_json(&status),
+        Deployed::Live(status) => println!("live {}", status.deployment.url),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Deploys a loaded project file through `client`: validates it, sends it with its
+/// app's files and secrets, funds its quote (unless `no_fund`), and waits until the new
+/// revision serves live (unless `no_wait`). A refusal or a failure is printed and becomes
+/// the exit code.
+pub(crate) fn deploy_project(
+    client: &Client,
+    loaded: &Loaded,
+    options: DeployOptions,
+    progress: &mut dyn DeployProgress,
+) -> Result<Deployed, ExitCode> {
+    let DeployOptions { no_fund, no_wait, timeout } = options;
     let project = &loaded.project;
     let app_dir = loaded.dir.join(&project.app.dir);
     let files = bundle(&app_dir).map_err(|e| fail(EXIT_USAGE, "invalid_bundle", &e.to_string()))?;
@@ -277,63 +330,55 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
     let project_json: Value =
         serde_json::from_str(&loaded.text).map_err(|e| fail(EXIT_USAGE, "invalid_project", &e.to_string()))?;
     let count = manifest_core::plural(files.len() as u64, "file");
-    say(t, &format!("sending project {} ({count} from {})", project.name, app_dir.display()));
+    progress.say(&format!("sending project {} ({count} from {})", project.name, app_dir.display()));
     let body = json!({"project": project_json, "manifest": manifest, "bundle": files, "secrets": secrets});
-    let deployed: DeployResponse = call(&client, Method::POST, "/api/ingress/deployments", Some(body))?;
+    let deployed: DeployResponse = call(client, Method::POST, "/api/ingress/deployments", Some(body))?;
     let d = &deployed.deployment;
     match &deployed.successor {
-        Some(s) => say(
-            t,
-            &format!(
-                "deployment {} is {}: revision {} is {}; revision {} serves until it is validated",
-                d.id,
-                d.state,
-                s.revision,
-                s.state.as_str(),
-                d.revision
-            ),
-        ),
-        None => say(
-            t,
-            &format!(
-                "deployment {} is {}{}",
-                d.id,
-                d.state,
-                if deployed.existing { " (unchanged project: nothing new created)" } else { "" }
-            ),
-        ),
+        Some(s) => progress.say(&format!(
+            "deployment {} is {}: revision {} is {}; revision {} serves until it is validated",
+            d.id,
+            d.state,
+            s.revision,
+            s.state.as_str(),
+            d.revision
+        )),
+        None => progress.say(&format!(
+            "deployment {} is {}{}",
+            d.id,
+            d.state,
+            if deployed.existing { " (unchanged project: nothing new created)" } else { "" }
+        )),
     }
     // A redeploy is done when its revision serves.
     let revision = deployed.successor.as_ref().map_or(d.revision, |s| s.revision);
     // A redeploy of a funded deployment carries its funds over: no quote to read.
     if deployed.successor.is_none() || d.state == DeploymentState::PendingFunding {
-        say(t, &quote_line(&deployed.quote));
+        progress.say(&quote_line(&deployed.quote));
     }
     let mut funded: Option<LedgerEntry> = None;
     if !no_fund && d.state == DeploymentState::PendingFunding && deployed.quote.funded_at.is_none() {
         let entry: LedgerEntry =
-            call(&client, Method::POST, &path(&project.name, "/fund"), Some(json!({"quoteId": deployed.quote.id})))?;
-        say(t, &format!("funded {} micros (ledger entry {})", entry.amount_micros, entry.seq));
+            call(client, Method::POST, &path(&project.name, "/fund"), Some(json!({"quoteId": deployed.quote.id})))?;
+        progress.say(&format!("funded {} micros (ledger entry {})", entry.amount_micros, entry.seq));
         funded = Some(entry);
     }
     if no_fund || no_wait {
-        if t.format == OutputFormat::Json {
-            let mut answer = json!({"deployment": d, "quote": deployed.quote, "funded": funded});
-            if let Some(s) = &deployed.successor {
-                answer["successor"] = json!(s);
-            }
-            print_json(&answer);
+        let mut answer = json!({"deployment": d, "quote": deployed.quote, "funded": funded});
+        if let Some(s) = &deployed.successor {
+            answer["successor"] = json!(s);
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Deployed::Sent(answer));
     }
     let deadline = Instant::now() + Duration::from_secs(timeout);
     // A new deployment's transitions are told from its creation; an existing one's from now.
     let mut seen: Option<usize> = (!deployed.existing && deployed.successor.is_none()).then_some(0);
     let mut seen_revision = d.revision;
     loop {
-        let status: Status = call(&client, Method::GET, &path(&project.name, ""), None)?;
+        let status: Status = call(client, Method::GET, &path(&project.name, ""), None)?;
+        progress.status(&status);
         for tr in status.transitions.iter().skip(seen.unwrap_or(status.transitions.len())) {
-            say(t, &format!("{} ({})", tr.to, tr.reason));
+            progress.say(&format!("{} ({})", tr.to, tr.reason));
         }
         seen = Some(status.transitions.len());
         if status.deployment.revision < revision {
@@ -373,17 +418,10 @@ fn deploy_inner(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -
         }
         if status.deployment.revision > seen_revision {
             seen_revision = status.deployment.revision;
-            say(t, &format!("revision {} serves", status.deployment.revision));
+            progress.say(&format!("revision {} serves", status.deployment.revision));
         }
         match status.deployment.state {
-            DeploymentState::Live => {
-                if t.format == OutputFormat::Json {
-                    print_json(&status);
-                } else {
-                    println!("live {}", status.deployment.url);
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
+            DeploymentState::Live => return Ok(Deployed::Live(Box::new(status))),
             DeploymentState::Failed | DeploymentState::Stopped => {
                 print_hints(&status.hints, &mut std::io::stderr());
                 return Err(fail(

@@ -1,10 +1,9 @@
-//! `svc ingress demo`, `svc gateway run`, `svc agent run`: the ingress data plane.
+//! `svc gateway run`, `svc agent run`: the ingress data plane, and what the long-running
+//! commands share.
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use relay_api::demo::{DemoConfig, default_data_dir};
 use relay_api::gateway::Gateway;
 use relay_api::gateway::file::GatewayFile;
 
@@ -20,25 +19,6 @@ pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send 
 fn fail(who: &str, message: &str) -> ExitCode {
     eprintln!("{who}: {message}");
     ExitCode::from(2)
-}
-
-/// `svc ingress demo`
-pub(crate) fn demo(data_dir: Option<&Path>, listen: std::net::SocketAddr, cert_validity_secs: u64) -> ExitCode {
-    let Ok(exe) = std::env::current_exe() else { return fail("svc ingress demo", "cannot find the svc binary") };
-    let config = DemoConfig {
-        data_dir: data_dir.map_or_else(|| default_data_dir(dirs::data_local_dir().as_deref()), Path::to_path_buf),
-        listen,
-        agent_command: vec![exe.into_os_string(), "agent".into(), "run".into()],
-        node: std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into()),
-        certificate_validity: Duration::from_secs(cert_validity_secs),
-        ready_timeout: Duration::from_secs(60),
-    };
-    let Some(rt) = runtime() else { return fail("svc ingress demo", "cannot start the runtime") };
-    let say = |line: &str| crate::output::say(&format!("svc ingress demo: {line}"));
-    match rt.block_on(relay_api::demo::run(config, say, shutdown_signal())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("svc ingress demo", &e.to_string()),
-    }
 }
 
 /// `svc gateway run --config FILE`

@@ -10,6 +10,7 @@ mod args;
 mod catalog;
 mod client;
 mod data_dir;
+mod demo;
 mod deploy;
 mod economics;
 mod ingress;
@@ -131,8 +132,13 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Serve(args) => serve::serve(&args),
         Command::Admin { command } => admin::run(&command),
         Command::Ingress { command } => match command {
-            IngressCommand::Demo { data_dir, listen, cert_validity_secs } => {
-                ingress::demo(data_dir.as_deref(), listen, cert_validity_secs)
+            IngressCommand::Demo { data_dir, listen, api_listen, cert_validity_secs } => {
+                demo::run(demo::DemoSettings {
+                    data_dir: data_dir.unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref())),
+                    public: listen,
+                    api: api_listen,
+                    certificate_validity: std::time::Duration::from_secs(cert_validity_secs),
+                })
             }
             IngressCommand::Deploy { no_fund, no_wait, timeout, target } => {
                 deploy::deploy(&target, no_fund, no_wait, timeout)

@@ -4,15 +4,14 @@
 //! and funding, customer hostnames checked in DNS ([`dns`]), route validation through the
 //! public path ([`validation`]), status, logs and recovery hints ([`hint`]). Beside them: the
 //! development CA ([`ca`]) and the agent-facing API that signs with it ([`local`]), the job
-//! runner ([`runner`]) and the one-command demo ([`demo`]). The coordinator publishes a signed
-//! service catalog ([`catalog`]).
+//! runner ([`runner`]). The coordinator publishes a signed service catalog ([`catalog`]).
+//! `svc ingress demo` (in the CLI) runs a coordinator and deploys to it.
 
 #![forbid(unsafe_code)]
 
 pub mod ca;
 pub mod catalog;
 pub mod coordinator;
-pub mod demo;
 pub mod invariants;
 pub mod local;
 pub mod project;

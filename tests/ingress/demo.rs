@@ -1,6 +1,7 @@
 //! `svc ingress demo` end to end: HTTPS through the gateway with a certificate only the job
 //! holds, the challenge, server-sent events, PROXY v2, unknown names refused without a byte,
-//! health, and shutdown.
+//! the console and the CLI with the token it prints, the job restarted when its app dies, and
+//! shutdown.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpStream};
@@ -8,6 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rcgen::PublicKeyData;
+
+use svc_e2e::service::http;
 
 use super::client::{self, Https, outcome_count, serial_and_spki};
 use super::process::alive;
@@ -60,12 +63,13 @@ async fn the_demo_answers_https_through_the_gateway_with_the_jobs_own_key() {
     let challenge = demo.get("/.well-known/svc/challenge?nonce=abc").await;
     assert_eq!(challenge.status, 200, "{}", challenge.text());
     let answer = challenge.json();
+    let route_id = agent["routeId"].as_str().expect("routeId");
     assert_eq!(answer["nonce"], "abc");
-    assert_eq!(answer["routeId"], "demo");
+    assert_eq!(answer["routeId"], route_id);
     assert_eq!(answer["hostname"], HOST);
     let proof = answer["proof"].as_str().expect("proof");
-    assert!(agent::challenge::verify(&public, "demo", HOST, "abc", proof), "the proof verifies");
-    assert!(!agent::challenge::verify(&public, "demo", HOST, "abd", proof), "for this nonce only");
+    assert!(agent::challenge::verify(&public, route_id, HOST, "abc", proof), "the proof verifies");
+    assert!(!agent::challenge::verify(&public, route_id, HOST, "abd", proof), "for this nonce only");
     let missing = demo.get("/.well-known/svc/challenge").await;
     assert_eq!(missing.status, 400, "{}", missing.text());
 
@@ -80,13 +84,14 @@ async fn the_demo_answers_https_through_the_gateway_with_the_jobs_own_key() {
     assert_eq!(conn.get("/api/info").await.expect("keep-alive").status, 200);
 }
 
+/// Every regular file under `dir` (not following links; sockets and pipes are not read).
 fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            walk(&path, out);
-        } else {
-            out.push(path);
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
+            walk(&entry.path(), out);
+        } else if kind.is_file() {
+            out.push(entry.path());
         }
     }
 }
@@ -200,23 +205,61 @@ async fn an_unknown_name_or_plain_bytes_get_no_byte_and_are_counted() {
     assert_eq!(demo.get("/").await.status, 200);
 }
 
+/// The demo's job is supervised as every relay job is: its app killed, the job starts again
+/// (new processes, the same job key) and the URL answers again.
 #[tokio::test(flavor = "multi_thread")]
-async fn health_turns_503_when_the_app_dies() {
-    let demo = Demo::start("demo-health", &[]).await;
+async fn the_demo_restarts_its_job_when_the_app_dies() {
+    let mut demo = Demo::start("demo-restart", &[]).await;
     assert_eq!(demo.get("/health").await.status, 200);
     assert!(alive(demo.app_pid), "the app runs");
     super::process::signal(demo.app_pid, "KILL");
     let start = Instant::now();
-    let mut last = 0;
-    while start.elapsed() < Duration::from_secs(5) {
-        last = demo.get("/health").await.status;
-        if last == 503 {
-            break;
+    let status = loop {
+        let status = demo.svc_json(&["status", "--project", "node-demo"]).await;
+        let pids: Vec<u64> =
+            status["processes"].as_array().expect("processes").iter().filter_map(|p| p.as_u64()).collect();
+        if status["deployment"]["state"] == "live" && pids.len() == 2 && !pids.contains(&u64::from(demo.app_pid)) {
+            break status;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(start.elapsed() < Duration::from_secs(60), "the job was not restarted within 60 s: {status:#}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    for pid in status["processes"].as_array().expect("processes").iter().filter_map(|p| p.as_u64()) {
+        demo.proc.also_kill(u32::try_from(pid).expect("a pid"));
     }
-    assert_eq!(last, 503, "/health within 5 s of the app's death");
-    assert!(alive(demo.agent_pid), "the agent lives on");
+    assert!(!alive(demo.app_pid), "the killed app {} is gone", demo.app_pid);
+    let page = demo.get("/").await;
+    assert_eq!(page.status, 200, "the restarted job answers: {}", page.text());
+    let executions = demo.svc_json(&["executions", "--project", "node-demo"]).await;
+    assert!(executions.to_string().contains("restart"), "the restart is an execution of its own: {executions:#}");
+}
+
+/// The demo prints its console's URL and a token that signs in to it (as the sign-in form
+/// does), where its deployment is listed live.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_prints_its_console_and_a_token_that_signs_in() {
+    let demo = Demo::start("demo-console", &[]).await;
+    let api: std::net::SocketAddr = demo.api.trim_start_matches("http://").parse().expect("the console's address");
+    let form = format!("token={}", demo.token);
+    let (sign_in, list) = tokio::task::spawn_blocking(move || {
+        let form_type = ("Content-Type", "application/x-www-form-urlencoded");
+        let sign_in = http(api, "POST", "/console/sign-in", &[form_type], Some(form.as_bytes()));
+        let session = sign_in.header("set-cookie").and_then(|c| c.split(';').next()).unwrap_or_default().to_owned();
+        // The printed URL leads, through redirects, to the deployments.
+        let mut page = http(api, "GET", "/console/", &[("Cookie", &session)], None);
+        for _ in 0..3 {
+            let Some(to) = page.header("location").map(str::to_owned) else { break };
+            page = http(api, "GET", &to, &[("Cookie", &session)], None);
+        }
+        (sign_in, page)
+    })
+    .await
+    .expect("join");
+    assert_eq!(sign_in.status, 303, "signed in: {}", String::from_utf8_lossy(&sign_in.body));
+    assert!(sign_in.header("set-cookie").is_some_and(|c| c.contains("HttpOnly")), "a session cookie");
+    assert_eq!(list.status, 200, "{list:?}");
+    let page = String::from_utf8_lossy(&list.body);
+    assert!(page.contains("node-demo") && page.contains("live"), "the deployment, live, on the console: {page}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -236,4 +279,25 @@ async fn sigterm_stops_the_demo_and_its_processes_and_frees_the_port() {
     let rebound = std::net::TcpListener::bind(demo.public);
     assert!(rebound.is_ok(), "{} can be bound again: {:?}", demo.public, rebound.err());
     assert!(status.is_some_and(|s| s.success()), "exit status 0: {status:?}");
+}
+
+/// Run again on its data directory with the project's `server.js` edited, the demo ships the
+/// change as the deployment's next revision, as its first line says it will.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_run_again_ships_an_edited_server_js_as_the_next_revision() {
+    let mut first = Demo::start("demo-again", &[]).await;
+    let deployment = first.deployment.clone();
+    first.proc.signal("TERM");
+    assert!(first.proc.wait_exit(Duration::from_secs(10)).await.is_some(), "{}", first.proc.output());
+    let server = first.dir.path().join("project").join("server.js");
+    let text = std::fs::read_to_string(&server).expect("DIR/project/server.js");
+    assert!(text.contains("Hello from the svc Node.js demo"), "the bundled demo was written");
+    std::fs::write(&server, text.replace("Hello from the svc Node.js demo", "Hello from my change")).expect("edit");
+
+    let mut again = Demo::start_in(first.dir, &[]).await;
+    assert_eq!(again.deployment, deployment, "the same deployment");
+    again.proc.expect_line(Duration::from_secs(30), "the new revision", |l| l.contains("revision 2 serves")).await;
+    let page = again.get("/").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("Hello from my change"), "the edited app serves: {}", page.text());
 }

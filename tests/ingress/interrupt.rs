@@ -37,7 +37,7 @@ async fn ctrl_c_while_the_demo_waits_exits_130_and_stops_its_jobs() {
     command
         .args(["ingress", "demo", "--data-dir"])
         .arg(dir.path())
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
         .env("SVC_NODE", super::process::node());
     let mut proc = Proc::spawn("svc ingress demo", command);
     let line = proc.expect_line(Duration::from_secs(60), "the job's pids", |l| l.contains("job processes:")).await;
@@ -133,7 +133,7 @@ fn a_demo_whose_stdout_closes_keeps_its_jobs_and_ctrl_c_still_stops_them() {
     let mut demo = Command::new(svc_binary())
         .args(["ingress", "demo", "--data-dir"])
         .arg(dir.path())
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
         .env("SVC_NODE", super::process::node())
         .stdin(std::process::Stdio::null())
         .stdout(writer)

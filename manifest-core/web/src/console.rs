@@ -22,6 +22,8 @@ pub struct Console {
     pub home: (&'static str, &'static str),
     /// What the sign-in page says when the form arrived without a token.
     pub paste_token: &'static str,
+    /// How its tokens begin (`svc_`, `rly_`): told when something else is pasted.
+    pub token_prefix: &'static str,
 }
 
 /// Why a request was not answered with its view.
@@ -98,9 +100,8 @@ impl Console {
         };
         let token = sent.trim().to_owned();
         if !session::token_shape(&token) {
-            return Err(
-                self.sign_in_page(StatusCode::UNAUTHORIZED, form(Some("that is not a token: it starts with `svc_`")))
-            );
+            let problem = format!("that is not a token: it starts with `{}`", self.token_prefix);
+            return Err(self.sign_in_page(StatusCode::UNAUTHORIZED, form(Some(&problem))));
         }
         Ok(token)
     }

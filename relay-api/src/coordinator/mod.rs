@@ -77,6 +77,9 @@ pub struct CoordinatorConfig {
     pub relay_domain: String,
     /// Where agents get certificates.
     pub certificates: AgentCertificates,
+    /// How long a development-CA certificate an agent asks for is valid (renewed after two
+    /// thirds of it; default 7 days).
+    pub dev_certificate_validity: Duration,
     /// Name servers for the hostname checks and route validation (empty: the system's).
     pub nameservers: Vec<SocketAddr>,
     /// CA identities (CAA issuer domains) a customer hostname's CAA records must permit.
@@ -129,6 +132,7 @@ impl CoordinatorConfig {
             public,
             relay_domain: "localhost".to_owned(),
             certificates: AgentCertificates::DevCa,
+            dev_certificate_validity: Duration::from_secs(7 * 24 * 3600),
             nameservers: Vec::new(),
             caa_identities: Vec::new(),
             allow_private_targets: false,

@@ -35,6 +35,7 @@ const CONSOLE: Console = Console {
     cookie: session::PUBLICATION,
     home: ("/console/apps", "Back to the applications"),
     paste_token: "paste your API token (`svc admin token create` made it)",
+    token_prefix: "svc_",
 };
 
 /// The console's routes (nested under `/console` by the service's router).

@@ -37,6 +37,7 @@ const CONSOLE: Site = Site {
     cookie: session::INGRESS,
     home: ("/console/", "Back to the console"),
     paste_token: "paste your customer or operator token",
+    token_prefix: "rly_",
 };
 
 /// Log lines the live region shows.

@@ -21,7 +21,7 @@ pub(super) fn sign_in(problem: Option<&str>) -> Markup {
         form.stack method="post" action="/console/sign-in" {
             label for="token" { "Customer token" }
             input #token type="password" name="token" autocomplete="off" required aria-describedby="token-help";
-            p.muted #token-help { "The token `svc relay invite` (or `svc ingress demo`) printed for your organization. It stays in this browser, in a cookie its pages' scripts cannot read." }
+            p.muted #token-help { "The token `svc relay admin token` (or `svc ingress demo`) printed for your organization. It stays in this browser, in a cookie its pages' scripts cannot read." }
             button type="submit" { "Sign in" }
         }
     }

@@ -259,9 +259,10 @@ impl Launcher {
             std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(StartError::Port)?.port();
         let agent_api = format!("http://{}", self.agent_api);
         let certificate = match &config.certificates {
-            AgentCertificates::DevCa => {
-                agent::CertificateSource::DevCa { url: agent_api.clone(), validity_secs: 7 * 24 * 3600 }
-            }
+            AgentCertificates::DevCa => agent::CertificateSource::DevCa {
+                url: agent_api.clone(),
+                validity_secs: config.dev_certificate_validity.as_secs(),
+            },
             AgentCertificates::Acme { directory_url, directory_ca, .. } => agent::CertificateSource::Acme {
                 directory_url: directory_url.clone(),
                 contact: Vec::new(),

@@ -1,0 +1,203 @@
+//! `svc ingress demo`: the whole ingress path on one machine, in one command, the way a
+//! customer gets it. It starts a relay coordinator (what `svc relay serve` runs: API,
+//! console, gateway, engine, jobs confined) in its data directory, invites an organization,
+//! issues it a token, and deploys the bundled Node.js project through the relay API as
+//! `svc ingress deploy` does: quoted, funded, launched, validated through the gateway. It
+//! prints the console's URL, the job's processes, then `ready <url>` once the route is live.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use agent::files::{create_private_dir, write_private};
+use relay_api::coordinator::api::Status;
+use relay_api::coordinator::store::TokenRole;
+use relay_api::coordinator::{self, CoordinatorConfig, Started};
+
+use crate::client::Client;
+use crate::deploy::{DeployOptions, DeployProgress, Deployed};
+
+/// The bundled project, carried inside the binary so the command works anywhere.
+const PROJECT_FILES: [(&str, &str); 2] = [
+    ("ingress.json", include_str!("../../examples/node-demo/ingress.json")),
+    ("server.js", include_str!("../../examples/node-demo/server.js")),
+];
+
+/// The organization the demo deploys as (the README's running example).
+pub(crate) const ORG: &str = "acme";
+
+/// How long the deploy may take to go live.
+const LIVE_TIMEOUT_SECS: u64 = 120;
+
+/// A development period: the demo's one funded period lasts a day.
+const DEMO_PERIOD: Duration = Duration::from_secs(24 * 3600);
+
+/// How the demo runs: `svc ingress demo`'s flags, validated.
+#[derive(Debug, Clone)]
+pub(crate) struct DemoSettings {
+    /// The data directory (the coordinator's; `DIR-jobs` beside it holds the jobs' state).
+    pub(crate) data_dir: PathBuf,
+    /// The gateway's public TLS address.
+    pub(crate) public: SocketAddr,
+    /// The relay API and console.
+    pub(crate) api: SocketAddr,
+    /// The agent's development certificate lifetime.
+    pub(crate) certificate_validity: Duration,
+}
+
+/// The default data directory: `svc/ingress-demo` in the user's data directory.
+pub(crate) fn default_data_dir(user_data: Option<&Path>) -> PathBuf {
+    user_data.map_or_else(|| PathBuf::from(".svc-ingress-demo"), |d| d.join("svc").join("ingress-demo"))
+}
+
+fn fail(message: &str) -> ExitCode {
+    crate::output::fail("svc ingress demo", 2, "demo_failed", message)
+}
+
+fn say(line: &str) {
+    crate::output::say(&format!("svc ingress demo: {line}"));
+}
+
+/// The deploy's progress as demo lines; the job's processes whenever they change.
+struct Progress {
+    processes: Vec<u32>,
+}
+
+impl DeployProgress for Progress {
+    fn say(&mut self, line: &str) {
+        say(line);
+    }
+
+    fn status(&mut self, status: &Status) {
+        if let [app, agent] = status.processes[..]
+            && status.processes != self.processes
+        {
+            say(&format!("job processes: app pid {app}, agent pid {agent}"));
+            self.processes.clone_from(&status.processes);
+        }
+    }
+}
+
+/// `svc ingress demo`
+pub(crate) fn run(settings: DemoSettings) -> ExitCode {
+    let dir = &settings.data_dir;
+    if let Err(e) = coordinator::prepare_dirs(dir) {
+        return fail(&e.to_string());
+    }
+    say(&format!("data directory {}", dir.display()));
+    let project = match write_project(&dir.join("project")) {
+        Ok(project) => project,
+        Err(e) => return fail(&e),
+    };
+    let token =
+        match coordinator::invite(dir, ORG).and_then(|()| coordinator::issue_token(dir, ORG, TokenRole::Customer)) {
+            Ok(token) => token.plaintext,
+            Err(e) => return fail(&format!("inviting organization \"{ORG}\": {e}")),
+        };
+    let token_file = dir.join("token");
+    if let Err(e) = write_private(&token_file, format!("{token}\n").as_bytes()) {
+        return fail(&format!("cannot write {}: {e}", token_file.display()));
+    }
+
+    let Ok(exe) = std::env::current_exe() else { return fail("cannot find the svc binary") };
+    let mut config = CoordinatorConfig::new(
+        dir.clone(),
+        settings.api,
+        settings.public,
+        vec![exe.into_os_string(), "agent".into(), "run".into()],
+    );
+    config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
+    config.dev_certificate_validity = settings.certificate_validity;
+    config.period = DEMO_PERIOD;
+
+    // The coordinator runs on a runtime of its own thread; the deploy is the CLI's blocking
+    // client on this one, as `svc ingress deploy` in another terminal would be.
+    let (started_tx, started_rx) = mpsc::channel::<Started>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let signal = crate::ingress::shutdown_signal();
+    let shutdown = async move {
+        tokio::select! {
+            () = signal => {}
+            _ = stop_rx => {}
+        }
+    };
+    let Some(rt) = crate::ingress::runtime() else { return fail("cannot start the runtime") };
+    let relay = std::thread::spawn(move || {
+        rt.block_on(coordinator::run(
+            config,
+            move |started| {
+                let _ = started_tx.send(started.clone());
+            },
+            shutdown,
+        ))
+    });
+    let ended = |relay: std::thread::JoinHandle<Result<(), coordinator::CoordinatorError>>| match relay.join() {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => fail(&e.to_string()),
+        Err(_) => fail("the relay coordinator panicked"),
+    };
+    let Ok(started) = started_rx.recv() else { return ended(relay) };
+
+    say(&format!(
+        "gateway: public TLS {}, metrics http://{}/metrics; development CA {}",
+        started.gateway.public,
+        started.gateway.admin,
+        dir.join("ca.pem").display()
+    ));
+    let api = format!("http://{}", started.api);
+    say(&format!("console {api}/console/ (sign in with the token {token}, kept in {})", token_file.display()));
+    say(&format!(
+        "the CLI: export SVC_RELAY={api} SVC_RELAY_TOKEN=$(cat {}); svc ingress status --config {}",
+        token_file.display(),
+        project.display()
+    ));
+
+    let live = Client::new(&api, Some(token), None)
+        .map_err(|e| fail(&e.to_string()))
+        .and_then(|client| deploy(&client, &project));
+    match live {
+        Ok(url) => {
+            // A closed stdout must not end the demo with its jobs running: `say` ignores it.
+            crate::output::say(&format!("ready {url}"));
+            ended(relay)
+        }
+        Err(code) => {
+            if !relay.is_finished() {
+                say("stopping: the project did not go live");
+                let _ = stop_tx.send(());
+            }
+            match ended(relay) {
+                // Stopped by a signal while deploying: the coordinator's ending says it all.
+                done if crate::output::interrupted() => done,
+                _ => code,
+            }
+        }
+    }
+}
+
+/// Deploys the bundled project and waits for it to go live; its URL.
+fn deploy(client: &Client, project: &Path) -> Result<String, ExitCode> {
+    let loaded = crate::deploy::load(project)?;
+    let options = DeployOptions { no_fund: false, no_wait: false, timeout: LIVE_TIMEOUT_SECS };
+    match crate::deploy::deploy_project(client, &loaded, options, &mut Progress { processes: Vec::new() })? {
+        Deployed::Live(status) => Ok(status.deployment.url),
+        Deployed::Sent(_) => Err(fail("the deploy returned before the project was live")),
+    }
+}
+
+/// Writes the bundled project into `dir` where a file is missing (an edited `server.js` is
+/// kept, so running the demo again ships the change as the deployment's next revision); the
+/// project file's path.
+fn write_project(dir: &Path) -> Result<PathBuf, String> {
+    create_private_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for (name, text) in PROJECT_FILES {
+        let path = dir.join(name);
+        if !path.exists() {
+            write_private(&path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+    }
+    say(&format!("project {} (edit its server.js and run the demo again to ship a change)", dir.display()));
+    Ok(dir.join("ingress.json"))
+}
