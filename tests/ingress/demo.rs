@@ -301,3 +301,24 @@ async fn the_demo_run_again_ships_an_edited_server_js_as_the_next_revision() {
     assert_eq!(page.status, 200);
     assert!(page.text().contains("Hello from my change"), "the edited app serves: {}", page.text());
 }
+
+/// Found by starting the demo twice on one directory: both coordinators ran the deployment's
+/// job, each sweeping the other's sandboxes. The data directory is locked while a coordinator
+/// runs; a second one (`svc relay serve` here) is refused and the first serves on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_coordinator_on_the_demos_data_directory_is_refused() {
+    let demo = Demo::start("demo-twice", &[]).await;
+    let out = tokio::process::Command::new(svc_e2e::service::svc_binary())
+        .args(["relay", "serve", "--data-dir"])
+        .arg(demo.dir.path())
+        .args(["--listen", "127.0.0.1:0", "--public", "127.0.0.1:0"])
+        .env("SVC_NODE", super::process::node())
+        .output()
+        .await
+        .expect("svc relay serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("another coordinator") && stderr.contains("--data-dir"), "{stderr}");
+    assert!(alive(demo.app_pid), "the first coordinator's job runs on");
+    assert_eq!(demo.get("/").await.status, 200);
+}

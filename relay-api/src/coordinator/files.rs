@@ -58,6 +58,46 @@ pub(super) fn prepare_dirs(data_dir: &Path, jobs_dir: &Path) -> Result<(PathBuf,
     Ok((data, jobs))
 }
 
+/// The data directory's lock file.
+const LOCK_FILE: &str = "coordinator.lock";
+
+/// The data directory's lock, held while a coordinator runs on it: a second coordinator on
+/// the same directory would launch every job again and sweep the first one's sandboxes as
+/// orphans. Released when dropped, or by the kernel when the process dies (`kill -9`
+/// included), so a stale file never blocks.
+#[derive(Debug)]
+pub(super) struct DataDirLock {
+    _file: std::fs::File,
+}
+
+/// Takes the data directory's lock, or says who holds it.
+pub(super) fn lock_data_dir(data_dir: &Path) -> Result<DataDirLock, FilesError> {
+    use fs_err::os::unix::fs::OpenOptionsExt;
+    use std::io::{Seek, Write};
+    let path = data_dir.join(LOCK_FILE);
+    let mut file =
+        fs_err::OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)?;
+    match rustix::fs::flock(file.file(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => {
+            let holder = fs_err::read_to_string(&path).unwrap_or_default();
+            let holder = holder.trim();
+            let who = if holder.is_empty() { String::new() } else { format!(" (pid {holder})") };
+            return Err(FilesError(std::io::Error::other(format!(
+                "{}: another coordinator{who} runs on this data directory (`svc relay serve` or `svc ingress \
+                 demo`): stop it first, or choose another --data-dir",
+                data_dir.display()
+            ))));
+        }
+        Err(e) => return Err(FilesError(std::io::Error::other(format!("{}: cannot lock it: {e}", path.display())))),
+    }
+    // Who holds it, for the next one's message.
+    file.set_len(0)?;
+    file.rewind().map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    write!(file, "{}", std::process::id())?;
+    Ok(DataDirLock { _file: file.into_parts().0 })
+}
+
 /// The directory of revision `revision` of deployment `id` under `base` (the data
 /// directory's `deployments/`, or the job directory).
 pub(crate) fn revision_dir(base: &Path, id: &str, revision: u32) -> PathBuf {

@@ -284,6 +284,8 @@ pub async fn run(
     let mut config = config;
     (config.data_dir, config.jobs_dir) =
         files::prepare_dirs(&config.data_dir, &config.jobs_dir).map_err(setup("the data and job directories"))?;
+    // Held until this function returns: while the coordinator runs.
+    let _lock = files::lock_data_dir(&config.data_dir).map_err(setup("the data directory"))?;
     files::migrate_old_layout(&config.data_dir).map_err(setup("moving deployment files to deployments/"))?;
     files::migrate_to_revisions(&config.deployments_dir())
         .map_err(setup("moving deployment files to their first revision"))?;
