@@ -230,6 +230,14 @@ fn bundle(dir: &Path) -> Result<BTreeMap<String, String>, BundleError> {
     Ok(files)
 }
 
+/// The quote, if it can still be funded: not funded yet, and not about to expire.
+fn fundable(quote: &Quote) -> Option<&Quote> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    (quote.funded_at.is_none() && quote.expires_at > now + 5_000).then_some(quote)
+}
+
 /// `svc ingress deploy`
 pub(crate) fn deploy(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -> ExitCode {
     match deploy_inner(t, DeployOptions { no_fund, no_wait, timeout }) {
@@ -357,11 +365,29 @@ pub(crate) fn deploy_project(
         progress.say(&quote_line(&deployed.quote));
     }
     let mut funded: Option<LedgerEntry> = None;
-    if !no_fund && d.state == DeploymentState::PendingFunding && deployed.quote.funded_at.is_none() {
-        let entry: LedgerEntry =
-            call(client, Method::POST, &path(&project.name, "/fund"), Some(json!({"quoteId": deployed.quote.id})))?;
-        progress.say(&format!("funded {} micros (ledger entry {})", entry.amount_micros, entry.seq));
-        funded = Some(entry);
+    if !no_fund && d.state == DeploymentState::PendingFunding {
+        let quote = match fundable(&deployed.quote) {
+            Some(quote) => Some(quote.clone()),
+            // An unchanged project whose funds ran out (or whose quote expired): a new quote,
+            // unless the funds of the one it has are still there (funded a moment ago, not
+            // yet spent on a period).
+            None => {
+                let status: Status = call(client, Method::GET, &path(&project.name, ""), None)?;
+                if status.balance.available_micros < deployed.quote.price_micros {
+                    let quote: Quote = call(client, Method::POST, &path(&project.name, "/quotes"), Some(json!({})))?;
+                    progress.say(&format!("a new {}", quote_line(&quote)));
+                    Some(quote)
+                } else {
+                    None
+                }
+            }
+        };
+        if let Some(quote) = quote {
+            let entry: LedgerEntry =
+                call(client, Method::POST, &path(&project.name, "/fund"), Some(json!({"quoteId": quote.id})))?;
+            progress.say(&format!("funded {} micros (ledger entry {})", entry.amount_micros, entry.seq));
+            funded = Some(entry);
+        }
     }
     if no_fund || no_wait {
         let mut answer = json!({"deployment": d, "quote": deployed.quote, "funded": funded});
@@ -602,12 +628,8 @@ pub(crate) fn fund(t: &ProjectTarget, periods: Option<u64>) -> ExitCode {
         // The quote `deploy --no-fund` (or `status`) showed, while it can still be funded;
         // a new one only when there is none, it expired, or other periods are asked for.
         let status: Status = call(&client, Method::GET, &path(&name, ""), None)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let shown = status
-            .latest_quote
-            .filter(|q| q.funded_at.is_none() && q.expires_at > now + 5_000 && periods.is_none_or(|p| p == q.periods));
+        let shown =
+            status.latest_quote.as_ref().and_then(fundable).filter(|q| periods.is_none_or(|p| p == q.periods)).cloned();
         let quote = match shown {
             Some(quote) => quote,
             None => {

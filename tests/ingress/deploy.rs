@@ -595,3 +595,32 @@ impl AcmeRelay {
         AcmeRelay { relay, stack, public, project, config }
     }
 }
+
+/// Found by leaving the demo running past its funded period: `svc ingress deploy` of the
+/// unchanged project found its quote already funded, bought nothing, and waited in
+/// `pending_funding` until it timed out. It now funds a new quote when the funds ran out,
+/// once; deployed again while funded, it buys nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn deploying_again_after_the_funds_ran_out_funds_a_new_quote_once() {
+    let dir = TempDir::new("relay-funds-ran-out");
+    let (relay, config) = Relay::with_live_demo(dir.path(), &["--period-secs", "3"]).await;
+    let project = PathBuf::from(&config);
+    relay
+        .wait_status(&project, Duration::from_secs(30), "the funds running out", |s| state(s) == "pending_funding")
+        .await;
+
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "60"]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    assert!(out.contains("a new quote quo_"), "{out}");
+    assert!(out.lines().last().is_some_and(|l| l.starts_with("live https://")), "{out}");
+    let funds = |ledger: &Value| kinds(ledger).iter().filter(|k| *k == "fund").count();
+    let ledger = relay.json(&["ledger", "--config", &config]).await;
+    assert_eq!(funds(&ledger), 2, "the first quote and the new one: {ledger:#}");
+
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "60"]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}");
+    let ledger = relay.json(&["ledger", "--config", &config]).await;
+    let expected = if out.contains("a new quote") { 3 } else { 2 };
+    assert_eq!(funds(&ledger), expected, "a quote only when the funds ran out again: {out}\n{ledger:#}");
+    assert!(!out.contains("a new quote") || out.contains("funded "), "{out}");
+}

@@ -204,7 +204,11 @@ impl RelayStore {
                     period_ms: quote.period_secs.saturating_mul(1000),
                 })?;
             }
-            let note = format!("funded quote {quote_id}: {} periods of {} s", quote.periods, quote.period_secs);
+            let note = format!(
+                "funded quote {quote_id}: {} of {} s",
+                manifest_core::plural(quote.periods, "period"),
+                quote.period_secs
+            );
             let entry = NewEntry {
                 kind: EntryKind::Fund,
                 amount_micros: quote.total_micros,
