@@ -13,6 +13,7 @@ mod deployments;
 mod executions;
 mod ledger;
 mod policies;
+pub mod postgres;
 mod revisions;
 pub mod sqlite;
 

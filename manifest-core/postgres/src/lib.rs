@@ -1,0 +1,307 @@
+//! What the stores share on PostgreSQL (issue 19): a database URL checked once
+//! ([`Database::parse`]), connections over the project's rustls ([`Database::connect`]), and
+//! migrations versioned per store, applied once however many instances start together
+//! ([`migrate`]).
+//!
+//! The client is `postgres`, the synchronous face of `tokio-postgres`: the stores' operations
+//! are synchronous (SQLite's are) and run off the async workers. It drives each connection on
+//! a small tokio runtime of its own, so it must not be called on a thread that is running
+//! async tasks, except inside `tokio::task::block_in_place`.
+
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// Why a database could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The URL is not a PostgreSQL URL.
+    #[error(
+        "the database URL {shown:?} is not valid: {reason} (expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, \
+         with ?sslmode=require for TLS)"
+    )]
+    BadUrl {
+        /// The URL with its password hidden.
+        shown: String,
+        /// Why.
+        reason: String,
+    },
+    /// The CA file for the database's TLS could not be used.
+    #[error("cannot use {path} to check the database's certificate: {reason}")]
+    Ca {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Connecting, or a statement, failed.
+    #[error("database {location}: {source}")]
+    Postgres {
+        /// Where (host, port, database; never the password).
+        location: String,
+        /// The client's error.
+        #[source]
+        source: postgres::Error,
+    },
+    /// A migration failed; nothing of it was applied.
+    #[error("database {location}: migration {version} of the {store} store failed: {source}")]
+    Migration {
+        /// Where.
+        location: String,
+        /// Which store.
+        store: String,
+        /// Which migration (1-based).
+        version: usize,
+        /// The client's error.
+        #[source]
+        source: postgres::Error,
+    },
+    /// The database holds migrations this build does not know: a newer build wrote it.
+    #[error(
+        "database {location}: the {store} store is at migration {found}, newer than this build's {known}: run the \
+         newer svc, or restore the database"
+    )]
+    TooNew {
+        /// Where.
+        location: String,
+        /// Which store.
+        store: String,
+        /// The database's version.
+        found: i64,
+        /// This build's.
+        known: usize,
+    },
+}
+
+/// A PostgreSQL database to connect to: its URL checked, and the TLS to reach it.
+#[derive(Clone)]
+pub struct Database {
+    config: postgres::Config,
+    tls: MakeRustlsConnect,
+    location: String,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database").field("location", &self.location).finish_non_exhaustive()
+    }
+}
+
+/// Whether `url` names a PostgreSQL database (and not a SQLite file).
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// The URL with any password replaced by `***`, for messages.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let (authority, tail) = rest.split_once('/').map_or((rest, None), |(a, t)| (a, Some(t)));
+    let authority = match authority.rsplit_once('@') {
+        Some((user, host)) => match user.split_once(':') {
+            Some((name, _)) => format!("{name}:***@{host}"),
+            None => format!("{user}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    match tail {
+        Some(t) => format!("{scheme}://{authority}/{t}"),
+        None => format!("{scheme}://{authority}"),
+    }
+}
+
+impl Database {
+    /// Checks `url` (`postgres://` or `postgresql://`, `sslmode` as libpq reads it) and
+    /// prepares TLS: the database's certificate is checked against `ca` (a PEM file) if given,
+    /// else the system's roots.
+    pub fn parse(url: &str, ca: Option<&Path>) -> Result<Database, DbError> {
+        let bad = |reason: String| DbError::BadUrl { shown: redacted(url), reason };
+        if !is_postgres_url(url) {
+            return Err(bad("it does not start with postgres:// or postgresql://".to_owned()));
+        }
+        let config: postgres::Config = url.parse().map_err(|e: postgres::Error| bad(e.to_string()))?;
+        if config.get_dbname().is_none() {
+            return Err(bad("it names no database".to_owned()));
+        }
+        if config.get_hosts().is_empty() {
+            return Err(bad("it names no host".to_owned()));
+        }
+        let location = location(&config);
+        Ok(Database { config, tls: MakeRustlsConnect::new(tls_config(ca)?), location })
+    }
+
+    /// Opens a connection.
+    pub fn connect(&self) -> Result<postgres::Client, DbError> {
+        self.config
+            .connect(self.tls.clone())
+            .map_err(|source| DbError::Postgres { location: self.location.clone(), source })
+    }
+
+    /// Host, port and database, for messages (never a password).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Wraps a client error with where it happened.
+    pub fn error(&self, source: postgres::Error) -> DbError {
+        DbError::Postgres { location: self.location.clone(), source }
+    }
+}
+
+fn location(config: &postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(name)) => name.clone(),
+        Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => String::new(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}/{}", config.get_dbname().unwrap_or_default())
+}
+
+fn tls_config(ca: Option<&Path>) -> Result<rustls::ClientConfig, DbError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    match ca {
+        Some(path) => {
+            let failed = |reason: String| DbError::Ca { path: path.to_owned(), reason };
+            let pem = fs_err::read(path).map_err(|e| failed(e.to_string()))?;
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                roots.add(cert.map_err(|e| failed(e.to_string()))?).map_err(|e| failed(e.to_string()))?;
+            }
+            if roots.is_empty() {
+                return Err(failed("it holds no PEM certificate".to_owned()));
+            }
+        }
+        None => {
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| DbError::Ca { path: ca.map(Path::to_owned).unwrap_or_default(), reason: e.to_string() })?;
+    Ok(builder.with_root_certificates(roots).with_no_client_auth())
+}
+
+/// The table that records each store's applied migrations.
+const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS svc_migrations (
+    store       TEXT NOT NULL,
+    version     BIGINT NOT NULL,
+    applied_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (store, version)
+)";
+
+/// Applies the `store`'s migrations the database does not have yet, in one transaction,
+/// holding a transaction-scoped advisory lock on the store's name: instances that start
+/// together wait for each other, and each migration is applied once. Returns how many
+/// were applied.
+pub fn migrate(
+    db: &Database,
+    client: &mut postgres::Client,
+    store: &str,
+    migrations: &[&str],
+) -> Result<usize, DbError> {
+    let mut tx = client.transaction().map_err(|e| db.error(e))?;
+    tx.execute("SELECT pg_advisory_xact_lock(hashtext('svc-migrations:' || $1))", &[&store])
+        .map_err(|e| db.error(e))?;
+    // Made under the lock: two first starts would otherwise race on the catalog.
+    tx.batch_execute(MIGRATIONS_TABLE).map_err(|e| db.error(e))?;
+    let row = tx
+        .query_one("SELECT COALESCE(MAX(version), 0) FROM svc_migrations WHERE store = $1", &[&store])
+        .map_err(|e| db.error(e))?;
+    let applied: i64 = row.get(0);
+    if applied > migrations.len() as i64 {
+        return Err(DbError::TooNew {
+            location: db.location.clone(),
+            store: store.to_owned(),
+            found: applied,
+            known: migrations.len(),
+        });
+    }
+    let mut count = 0;
+    for (i, sql) in migrations.iter().enumerate().skip(usize::try_from(applied).unwrap_or(usize::MAX)) {
+        let version = i + 1;
+        let failed =
+            |source| DbError::Migration { location: db.location.clone(), store: store.to_owned(), version, source };
+        tx.batch_execute(sql).map_err(failed)?;
+        tx.execute("INSERT INTO svc_migrations (store, version) VALUES ($1, $2)", &[&store, &(version as i64)])
+            .map_err(failed)?;
+        count += 1;
+    }
+    tx.commit().map_err(|e| db.error(e))?;
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_once_and_passwords_never_shown() {
+        assert!(is_postgres_url("postgres://u@h/db") && is_postgres_url("postgresql://u@h/db"));
+        assert!(!is_postgres_url("relay.sqlite3") && !is_postgres_url("mysql://u@h/db"));
+        assert_eq!(redacted("postgres://svc:s3cret@db.internal:5432/svc"), "postgres://svc:***@db.internal:5432/svc");
+        assert_eq!(redacted("postgres://svc@db/svc?sslmode=require"), "postgres://svc@db/svc?sslmode=require");
+        let refused = Database::parse("mysql://svc:s3cret@db/svc", None).expect_err("not PostgreSQL");
+        assert!(refused.to_string().contains("postgres://") && !refused.to_string().contains("s3cret"), "{refused}");
+        let no_db = Database::parse("postgres://svc:s3cret@db", None).expect_err("no database");
+        assert!(no_db.to_string().contains("names no database") && !no_db.to_string().contains("s3cret"), "{no_db}");
+        let db = Database::parse("postgres://svc:s3cret@db.internal:5433/relay?sslmode=require", None).expect("valid");
+        assert_eq!(db.location(), "db.internal:5433/relay");
+        assert!(!format!("{db:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_missing_ca_file_is_named() {
+        let e = Database::parse("postgres://svc@db/svc", Some(Path::new("/nonexistent/ca.pem"))).expect_err("no file");
+        assert!(e.to_string().contains("/nonexistent/ca.pem"), "{e}");
+    }
+
+    const STEPS: &[&str] =
+        &["CREATE TABLE a (id BIGINT PRIMARY KEY)", "ALTER TABLE a ADD COLUMN note TEXT NOT NULL DEFAULT ''"];
+
+    #[test]
+    fn migrations_apply_once_even_from_instances_starting_together() {
+        let Some(cluster) = svc_pg_cluster::for_test("migrations_apply_once") else { return };
+        let db = Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
+        // Eight instances start at once: each migration is applied by exactly one.
+        let applied: usize = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut client = db.connect().expect("connect");
+                        migrate(&db, &mut client, "test", STEPS).expect("migrate")
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().expect("no panic")).sum()
+        });
+        assert_eq!(applied, STEPS.len(), "each migration once, whoever applied it");
+        let mut client = db.connect().expect("connect");
+        assert_eq!(migrate(&db, &mut client, "test", STEPS).expect("again"), 0, "nothing left to apply");
+        // Another store's migrations are counted apart.
+        assert_eq!(migrate(&db, &mut client, "other", &["CREATE TABLE b (id BIGINT)"]).expect("other"), 1);
+        // A build that knows fewer migrations than the database has refuses to run on it.
+        let too_new = migrate(&db, &mut client, "test", &STEPS[..1]).expect_err("older build");
+        assert!(matches!(too_new, DbError::TooNew { found: 2, known: 1, .. }), "{too_new}");
+        // A failing migration leaves nothing of itself, and the version is not recorded.
+        let broken = [STEPS[0], STEPS[1], "CREATE TABLE c (id BIGINT); SELECT no_such_function()"];
+        let failed = migrate(&db, &mut client, "test", &broken).expect_err("broken");
+        assert!(matches!(failed, DbError::Migration { version: 3, .. }), "{failed}");
+        let tables = cluster.sql("svc", "SELECT count(*) FROM pg_tables WHERE tablename = 'c'").expect("query");
+        assert_eq!(tables, "0", "the failed migration's table was rolled back");
+    }
+
+    #[test]
+    fn an_unreachable_database_is_a_clear_error_with_no_password() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a port").port();
+        let db = Database::parse(&format!("postgres://svc:s3cret@127.0.0.1:{port}/svc?connect_timeout=2"), None)
+            .expect("valid");
+        let Err(e) = db.connect() else { panic!("nothing listens on {port}") };
+        let text = e.to_string();
+        assert!(text.contains(&format!("127.0.0.1:{port}/svc")) && !text.contains("s3cret"), "{text}");
+    }
+}

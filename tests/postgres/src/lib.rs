@@ -1,0 +1,255 @@
+//! A throwaway PostgreSQL cluster for tests (Debian's `postgresql` package): `initdb` into a
+//! temporary directory, `pg_ctl start` on a free loopback port and a Unix socket in that
+//! directory, trust authentication for loopback only, and a stop (`-m immediate`) and removal
+//! when the [`Cluster`] is dropped, so a failed test leaves no server behind.
+//!
+//! The server refuses to run as root, and CI runs as root: then `initdb` and `pg_ctl` run as
+//! the `postgres` user the package creates (`runuser`). Clients connect as anyone.
+
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Why no cluster could be started.
+#[derive(Debug)]
+pub enum ClusterError {
+    /// PostgreSQL's server programs are not installed (`apt-get install postgresql`).
+    NotInstalled,
+    /// A step failed: which, and what it printed.
+    Failed(String),
+}
+
+impl std::fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClusterError::NotInstalled => f.write_str(
+                "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): apt-get install postgresql",
+            ),
+            ClusterError::Failed(what) => f.write_str(what),
+        }
+    }
+}
+
+impl std::error::Error for ClusterError {}
+
+/// When set (`.ci/run` sets it), a test must not skip for want of PostgreSQL.
+pub const REQUIRED: &str = "SVC_REQUIRE_POSTGRES";
+
+/// A cluster for a test, or `None` when PostgreSQL is not installed and [`REQUIRED`] is not
+/// set (the caller then skips, saying so); panics on any other failure.
+pub fn for_test(test: &str) -> Option<Cluster> {
+    match Cluster::start() {
+        Ok(cluster) => Some(cluster),
+        Err(ClusterError::NotInstalled) if std::env::var_os(REQUIRED).is_none() => {
+            eprintln!("{test}: skipped: {}", ClusterError::NotInstalled);
+            None
+        }
+        Err(e) => panic!("{test}: a PostgreSQL cluster: {e}"),
+    }
+}
+
+/// A running cluster; stopped and removed when dropped.
+#[derive(Debug)]
+pub struct Cluster {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    as_postgres: bool,
+}
+
+/// The newest installed server's program directory.
+fn server_bin() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+fn is_root() -> bool {
+    // The owner of /proc/self is the process's effective user.
+    std::os::unix::fs::MetadataExt::uid(&match std::fs::metadata("/proc/self") {
+        Ok(m) => m,
+        Err(_) => return false,
+    }) == 0
+}
+
+fn free_port() -> Result<u16, ClusterError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| ClusterError::Failed(format!("no free port: {e}")))
+}
+
+impl Cluster {
+    /// Starts a new cluster (about a second), with a database `svc`.
+    pub fn start() -> Result<Cluster, ClusterError> {
+        let bin = server_bin().ok_or(ClusterError::NotInstalled)?;
+        let as_postgres = is_root();
+        let dir = tempfile::Builder::new()
+            .prefix("svc-pg-")
+            .tempdir()
+            .map_err(|e| ClusterError::Failed(format!("a temporary directory: {e}")))?;
+        if as_postgres {
+            let chown = Command::new("chown").arg("postgres").arg(dir.path()).output();
+            check("chown postgres", chown)?;
+        }
+        let cluster = Cluster { bin, dir, port: free_port()?, as_postgres };
+        let initdb = cluster
+            .server_command("initdb")
+            .arg("-D")
+            .arg(cluster.data())
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+            .output();
+        check("initdb", initdb)?;
+        cluster.restart().map_err(|e| ClusterError::Failed(format!("{e}\n{}", cluster.log())))?;
+        cluster.sql("postgres", "CREATE DATABASE svc")?;
+        Ok(cluster)
+    }
+
+    /// The loopback URL of database `db` (as `postgres`, no password: trust on loopback).
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// The URL of the `svc` database made at start.
+    pub fn svc_url(&self) -> String {
+        self.url("svc")
+    }
+
+    /// Creates database `name` (one per test keeps tests apart); its URL.
+    pub fn create_database(&self, name: &str) -> Result<String, ClusterError> {
+        self.sql("postgres", &format!("CREATE DATABASE \"{name}\""))?;
+        Ok(self.url(name))
+    }
+
+    /// The TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The directory holding the Unix socket (`host=` of a socket connection).
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    /// Stops the server (`-m fast`), as a database restart's first half.
+    pub fn stop(&self) -> Result<(), ClusterError> {
+        let out = self.server_command("pg_ctl").arg("-D").arg(self.data()).args(["-m", "fast", "-w", "stop"]).output();
+        check("pg_ctl stop", out)
+    }
+
+    /// Starts the server (again, after [`Cluster::stop`]) on its port; durability is off
+    /// (`fsync`, full-page writes): a test cluster never outlives a crash.
+    pub fn restart(&self) -> Result<(), ClusterError> {
+        let options = format!(
+            "-k {} -c listen_addresses=127.0.0.1 -p {} -c fsync=off -c full_page_writes=off",
+            self.dir.path().display(),
+            self.port
+        );
+        let out = self
+            .server_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(self.dir.path().join("log"))
+            .args(["-w", "-t", "30", "start", "-o", &options])
+            .output();
+        check("pg_ctl start", out)?;
+        self.wait_accepting()
+    }
+
+    /// Runs SQL through `psql` in database `db`.
+    pub fn sql(&self, db: &str, sql: &str) -> Result<String, ClusterError> {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-U", "postgres"])
+            .args(["-p", &self.port.to_string(), "-d", db, "-c", sql])
+            .output();
+        let out = out.map_err(|e| ClusterError::Failed(format!("psql: {e}")))?;
+        if !out.status.success() {
+            return Err(ClusterError::Failed(format!("psql {sql:?}: {}", String::from_utf8_lossy(&out.stderr))));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn server_command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(path);
+            command
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn wait_accepting(&self) -> Result<(), ClusterError> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.sql("postgres", "SELECT 1") {
+                Ok(_) => return Ok(()),
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+fn check(what: &str, output: std::io::Result<Output>) -> Result<(), ClusterError> {
+    match output {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(ClusterError::Failed(format!(
+            "{what} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))),
+        Err(e) => Err(ClusterError::Failed(format!("{what}: {e}"))),
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let data = self.data();
+        if data.join("postmaster.pid").exists() {
+            let _ = self.server_command("pg_ctl").arg("-D").arg(&data).args(["-m", "immediate", "-w", "stop"]).output();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_starts_answers_restarts_and_is_gone_when_dropped() {
+        let Some(cluster) = for_test("a_cluster_starts") else { return };
+        assert_eq!(cluster.sql("svc", "SELECT 40 + 2").expect("a query"), "42");
+        let url = cluster.create_database("other").expect("a database");
+        assert!(url.ends_with("/other"), "{url}");
+        cluster.stop().expect("stop");
+        assert!(cluster.sql("svc", "SELECT 1").is_err(), "stopped");
+        cluster.restart().expect("restart");
+        assert_eq!(cluster.sql("other", "SELECT 1").expect("a query after the restart"), "1");
+        let dir = cluster.socket_dir().to_owned();
+        drop(cluster);
+        assert!(!dir.exists(), "{} is removed", dir.display());
+    }
+}
