@@ -39,8 +39,9 @@ fn postgres_schema(cluster: &svc_pg_cluster::Cluster) -> (Columns, BTreeSet<Stri
     let columns = cluster
         .sql(
             "svc",
+            // `key`: PostgreSQL's stand-in for SQLite's implicit rowid.
             "SELECT table_name || '|' || column_name || '|' || is_nullable FROM information_schema.columns \
-             WHERE table_schema = 'public' AND table_name <> 'svc_migrations' ORDER BY 1",
+             WHERE table_schema = 'public' AND table_name <> 'svc_migrations' AND column_name <> 'key' ORDER BY 1",
         )
         .expect("columns");
     let columns = columns

@@ -59,6 +59,15 @@ pub enum DbError {
         #[source]
         source: postgres::Error,
     },
+    /// No connection could be had in time: the database is down or unreachable, or every
+    /// connection of the pool is busy.
+    #[error("database {location}: no connection: {reason}")]
+    Busy {
+        /// Where.
+        location: String,
+        /// The last connection error, or the wait.
+        reason: String,
+    },
     /// The database holds migrations this build does not know: a newer build wrote it.
     #[error(
         "database {location}: the {store} store is at migration {found}, newer than this build's {known}: run the \
@@ -139,6 +148,20 @@ impl Database {
             .map_err(|source| DbError::Postgres { location: self.location.clone(), source })
     }
 
+    /// A bounded pool of connections to it: at most `size`, a checkout waiting at most
+    /// `wait` before it fails ([`DbError::Busy`]). A connection found closed (the database
+    /// restarted) is dropped when it comes back, so the next checkout opens a fresh one.
+    pub fn pool(&self, size: u32, wait: std::time::Duration) -> Pool {
+        let manager = r2d2_postgres::PostgresConnectionManager::new(self.config.clone(), self.tls.clone());
+        let r2d2_pool = r2d2::Pool::builder()
+            .max_size(size.max(1))
+            .min_idle(Some(0))
+            .connection_timeout(wait)
+            .test_on_check_out(false)
+            .build_unchecked(manager);
+        Pool { pool: r2d2_pool, location: self.location.clone() }
+    }
+
     /// Host, port and database, for messages (never a password).
     pub fn location(&self) -> &str {
         &self.location
@@ -184,6 +207,34 @@ fn tls_config(ca: Option<&Path>) -> Result<rustls::ClientConfig, DbError> {
         .with_safe_default_protocol_versions()
         .map_err(|e| DbError::Ca { path: ca.map(Path::to_owned).unwrap_or_default(), reason: e.to_string() })?;
     Ok(builder.with_root_certificates(roots).with_no_client_auth())
+}
+
+/// A bounded pool of connections to one database.
+#[derive(Clone)]
+pub struct Pool {
+    pool: r2d2::Pool<r2d2_postgres::PostgresConnectionManager<MakeRustlsConnect>>,
+    location: String,
+}
+
+/// A connection checked out of a [`Pool`]; back in the pool when dropped.
+pub type PooledClient = r2d2::PooledConnection<r2d2_postgres::PostgresConnectionManager<MakeRustlsConnect>>;
+
+impl Pool {
+    /// A connection, waiting for one at most the pool's timeout.
+    pub fn get(&self) -> Result<PooledClient, DbError> {
+        self.pool.get().map_err(|e| DbError::Busy { location: self.location.clone(), reason: e.to_string() })
+    }
+
+    /// Where, for messages.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("location", &self.location).field("state", &self.pool.state()).finish()
+    }
 }
 
 /// The table that records each store's applied migrations.

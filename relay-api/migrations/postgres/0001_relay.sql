@@ -3,6 +3,8 @@
 -- milliseconds and money integer service-credit micros, as BIGINT (SQLite's INTEGER is 64
 -- bits; PostgreSQL's is 32); sequence columns are identities. Later changes come as numbered
 -- files beside this one, each mirroring a SQLite migration (a test compares the two schemas).
+-- `key` (deployments, quotes) stands for SQLite's implicit rowid: the order rows were
+-- inserted in, and the scheduler's key of a deployment.
 
 CREATE TABLE orgs (
     id          TEXT PRIMARY KEY,
@@ -20,6 +22,7 @@ CREATE TABLE tokens (
 );
 
 CREATE TABLE deployments (
+    key                     BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
     id                      TEXT PRIMARY KEY,
     org_id                  TEXT NOT NULL REFERENCES orgs(id),
     project                 TEXT NOT NULL,
@@ -60,6 +63,7 @@ CREATE TABLE transitions (
 );
 
 CREATE TABLE quotes (
+    key                BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
     id                 TEXT PRIMARY KEY,
     deployment_id      TEXT NOT NULL REFERENCES deployments(id),
     project_digest     TEXT NOT NULL,

@@ -2,10 +2,10 @@
 //! and quote, fund, stop, settle, refund, claim, admit) is one transaction: a crash leaves
 //! all of a change or none of it, and money moves only inside one.
 //!
-//! The rules live here, in Rust, over the row traits of [`backend`]; the SQL lives in
-//! [`sqlite`], today's backend. A PostgreSQL backend implements [`Backend`] and
-//! [`Transaction`] and inherits every rule. The operations block (SQLite waits for its
-//! disk): the HTTP handlers run them off the async runtime (`http::blocking`).
+//! The rules live here, in Rust, over the row traits of [`backend`]; the statements are in
+//! `rows/`, written once for both backends over [`sql`]: [`sqlite`] (embedded, the default)
+//! and [`postgres`] (a database several coordinators can share). The operations block (a
+//! disk, a network): the HTTP handlers run them off the async runtime (`http::blocking`).
 
 mod activity;
 pub mod backend;
@@ -15,6 +15,8 @@ mod ledger;
 mod policies;
 pub mod postgres;
 mod revisions;
+mod rows;
+pub(crate) mod sql;
 pub mod sqlite;
 
 use crate::coordinator::model::Quote;

@@ -1,5 +1,6 @@
-//! The store's rules, over a real SQLite file: funding bounds, the state machine, sessions,
-//! refunds and rewards, and the ledger identities under random operation sequences.
+//! The store's rules, over a real SQLite file and a real PostgreSQL database (each test that
+//! is not about one backend's files runs on both): funding bounds, the state machine,
+//! sessions, refunds and rewards, and the ledger identities under random operation sequences.
 
 use rusqlite::{Connection, params};
 
@@ -13,6 +14,20 @@ const PERIOD_MS: i64 = 60_000;
 
 fn temp_dir(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(&format!("svc-relay-store-{name}-")).tempdir().expect("a scratch directory")
+}
+
+/// Runs `test` on each backend: SQLite in a scratch directory, then PostgreSQL in a
+/// throwaway cluster (skipped, saying so, where PostgreSQL is not installed and not
+/// required). `open` opens the store again on the same data, as a restart would.
+fn on_each_backend(name: &str, test: impl Fn(&dyn Fn() -> RelayStore)) {
+    let scratch = temp_dir(name);
+    test(&|| RelayStore::open(scratch.path()).expect("a SQLite store"));
+    let Some(cluster) = svc_pg_cluster::for_test(name) else { return };
+    let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
+    test(&|| {
+        let backend = postgres::PostgresBackend::open(&db, postgres::PoolSettings::default());
+        RelayStore::on(Box::new(backend.expect("a PostgreSQL store")))
+    });
 }
 
 /// A policy as the store records it (its content is `coordinator::policy`'s business).
@@ -77,73 +92,76 @@ fn names(id: &str) -> Vec<String> {
 
 #[test]
 fn funding_is_bounded_once_per_quote_and_sessions_settle_exactly() {
-    let scratch = temp_dir("fund");
-    let dir = scratch.path();
-    let store = RelayStore::open(dir).expect("open");
-    let d = new_deployment(&store, "dep_1", 1_000);
-    let later = now_ms() + 60_000;
-    store.add_quote(&quote("q1", "dep_1", 300, 2, later)).expect("quote");
-    store.add_quote(&quote("q2", "dep_1", 300, 2, later)).expect("quote");
-    store.add_quote(&quote("q3", "dep_1", 100, 1, now_ms() - 1)).expect("quote");
-    store.add_quote(&quote("q4", "dep_1", 100, 1, later)).expect("quote");
-    let now = now_ms();
-    store.fund(&d.id, "q1", &names("dep_1"), now).expect("funded");
-    assert_eq!(code(store.fund(&d.id, "q1", &names("dep_1"), now).expect_err("twice")), "quote_already_funded");
-    assert_eq!(code(store.fund(&d.id, "q2", &names("dep_1"), now).expect_err("ceiling")), "spend_ceiling_exceeded");
-    assert_eq!(code(store.fund(&d.id, "q3", &names("dep_1"), now).expect_err("expired")), "quote_expired");
-    let other = vec!["dep_1.localhost".to_owned(), "shop.example.com".to_owned()];
-    assert_eq!(code(store.fund(&d.id, "q4", &other, now).expect_err("stale")), "quote_stale");
-    let sessions = store.sessions(&d.id).expect("sessions");
-    assert_eq!(sessions.len(), 2, "one session per funded period");
-    assert!(sessions.iter().all(|s| s.quote_id == "q1" && s.state == SessionState::Funded));
+    on_each_backend("fund", |open| {
+        let store = open();
+        let d = new_deployment(&store, "dep_1", 1_000);
+        let later = now_ms() + 60_000;
+        store.add_quote(&quote("q1", "dep_1", 300, 2, later)).expect("quote");
+        store.add_quote(&quote("q2", "dep_1", 300, 2, later)).expect("quote");
+        store.add_quote(&quote("q3", "dep_1", 100, 1, now_ms() - 1)).expect("quote");
+        store.add_quote(&quote("q4", "dep_1", 100, 1, later)).expect("quote");
+        let now = now_ms();
+        store.fund(&d.id, "q1", &names("dep_1"), now).expect("funded");
+        assert_eq!(code(store.fund(&d.id, "q1", &names("dep_1"), now).expect_err("twice")), "quote_already_funded");
+        assert_eq!(code(store.fund(&d.id, "q2", &names("dep_1"), now).expect_err("ceiling")), "spend_ceiling_exceeded");
+        assert_eq!(code(store.fund(&d.id, "q3", &names("dep_1"), now).expect_err("expired")), "quote_expired");
+        let other = vec!["dep_1.localhost".to_owned(), "shop.example.com".to_owned()];
+        assert_eq!(code(store.fund(&d.id, "q4", &other, now).expect_err("stale")), "quote_stale");
+        let sessions = store.sessions(&d.id).expect("sessions");
+        assert_eq!(sessions.len(), 2, "one session per funded period");
+        assert!(sessions.iter().all(|s| s.quote_id == "q1" && s.state == SessionState::Funded));
 
-    // Live from t0: period 0 runs, is degraded 10% of its time (beyond 5%), then period 1.
-    let t0 = now;
-    let terms = Terms { settlement_delay_ms: 1_000, ..Terms::default() };
-    store.transition_at(&d.id, DeploymentState::Provisioning, "funded", t0).expect("t");
-    store.transition_at(&d.id, DeploymentState::Validating, "launched", t0).expect("t");
-    assert!(store.advance_periods(&d.id, true, &terms, t0).expect("start"));
-    store.transition_at(&d.id, DeploymentState::Live, "validated", t0).expect("t");
-    store.transition_at(&d.id, DeploymentState::Degraded, "down", t0 + 10_000).expect("t");
-    store.transition_at(&d.id, DeploymentState::Live, "up", t0 + 16_000).expect("t");
-    assert!(store.advance_periods(&d.id, true, &terms, t0 + PERIOD_MS).expect("next"));
-    let s0 = &store.sessions(&d.id).expect("sessions")[0];
-    assert_eq!(s0.state, SessionState::Settled);
-    assert_eq!(s0.unserved_ms, Some(6_000));
-    // 300 × 6,000 / 60,000 = 30 unserved; 270 served: 70% = 189 reward, 81 service.
-    assert_eq!((s0.unserved_micros, s0.reward_micros, s0.service_micros), (30, 189, 81));
-    assert_eq!(s0.refundable_micros, 30);
+        // Live from t0: period 0 runs, is degraded 10% of its time (beyond 5%), then period 1.
+        let t0 = now;
+        let terms = Terms { settlement_delay_ms: 1_000, ..Terms::default() };
+        store.transition_at(&d.id, DeploymentState::Provisioning, "funded", t0).expect("t");
+        store.transition_at(&d.id, DeploymentState::Validating, "launched", t0).expect("t");
+        assert!(store.advance_periods(&d.id, true, &terms, t0).expect("start"));
+        store.transition_at(&d.id, DeploymentState::Live, "validated", t0).expect("t");
+        store.transition_at(&d.id, DeploymentState::Degraded, "down", t0 + 10_000).expect("t");
+        store.transition_at(&d.id, DeploymentState::Live, "up", t0 + 16_000).expect("t");
+        assert!(store.advance_periods(&d.id, true, &terms, t0 + PERIOD_MS).expect("next"));
+        let s0 = &store.sessions(&d.id).expect("sessions")[0];
+        assert_eq!(s0.state, SessionState::Settled);
+        assert_eq!(s0.unserved_ms, Some(6_000));
+        // 300 × 6,000 / 60,000 = 30 unserved; 270 served: 70% = 189 reward, 81 service.
+        assert_eq!((s0.unserved_micros, s0.reward_micros, s0.service_micros), (30, 189, 81));
+        assert_eq!(s0.refundable_micros, 30);
 
-    // Stopped 15 s into period 1: 45 s of it unserved, refundable.
-    let stopped = store.stop(&d.id, "test", &terms, t0 + PERIOD_MS + 15_000).expect("stop");
-    assert_eq!(stopped.state, DeploymentState::Stopped);
-    store.stop(&d.id, "again", &terms, t0 + PERIOD_MS + 20_000).expect("stopping twice changes nothing");
-    let s1 = &store.sessions(&d.id).expect("sessions")[1];
-    assert_eq!((s1.unserved_micros, s1.reward_micros, s1.service_micros), (225, 52, 23));
-    let kinds: Vec<EntryKind> = store.ledger(&d.id).expect("ledger").iter().map(|e| e.kind).collect();
-    use EntryKind::*;
-    assert_eq!(kinds, [Fund, Spend, Unserved, Spend, Unserved, Stop]);
+        // Stopped 15 s into period 1: 45 s of it unserved, refundable.
+        let stopped = store.stop(&d.id, "test", &terms, t0 + PERIOD_MS + 15_000).expect("stop");
+        assert_eq!(stopped.state, DeploymentState::Stopped);
+        store.stop(&d.id, "again", &terms, t0 + PERIOD_MS + 20_000).expect("stopping twice changes nothing");
+        let s1 = &store.sessions(&d.id).expect("sessions")[1];
+        assert_eq!((s1.unserved_micros, s1.reward_micros, s1.service_micros), (225, 52, 23));
+        let kinds: Vec<EntryKind> = store.ledger(&d.id).expect("ledger").iter().map(|e| e.kind).collect();
+        use EntryKind::*;
+        assert_eq!(kinds, [Fund, Spend, Unserved, Spend, Unserved, Stop]);
 
-    // Refunds: once each; a served-in-full or unknown session has nothing.
-    let r = store.refund(&d.id, &s1.id, t0 + PERIOD_MS + 30_000).expect("refund");
-    assert_eq!(r.amount_micros, 225);
-    assert_eq!(
-        code(store.refund(&d.id, &s1.id, t0 + PERIOD_MS + 31_000).expect_err("twice")),
-        "session_already_refunded"
-    );
-    let b = store.balance(&d.id).expect("balance");
-    assert_eq!((b.funded_micros, b.spent_micros, b.refundable_micros, b.refunded_micros), (600, 345, 30, 225));
-    assert_eq!(b.spent_micros, b.reward_micros + b.service_micros + b.in_progress_micros);
-    assert_eq!(code(store.fund(&d.id, "q4", &names("dep_1"), now).expect_err("stopped")), "deployment_not_fundable");
+        // Refunds: once each; a served-in-full or unknown session has nothing.
+        let r = store.refund(&d.id, &s1.id, t0 + PERIOD_MS + 30_000).expect("refund");
+        assert_eq!(r.amount_micros, 225);
+        assert_eq!(
+            code(store.refund(&d.id, &s1.id, t0 + PERIOD_MS + 31_000).expect_err("twice")),
+            "session_already_refunded"
+        );
+        let b = store.balance(&d.id).expect("balance");
+        assert_eq!((b.funded_micros, b.spent_micros, b.refundable_micros, b.refunded_micros), (600, 345, 30, 225));
+        assert_eq!(b.spent_micros, b.reward_micros + b.service_micros + b.in_progress_micros);
+        assert_eq!(
+            code(store.fund(&d.id, "q4", &names("dep_1"), now).expect_err("stopped")),
+            "deployment_not_fundable"
+        );
 
-    // Rewards: pending within the delay, then claimable, claimed once.
-    let early = store.rewards("gw-op", t0 + PERIOD_MS + 15_000).expect("rewards");
-    assert_eq!((early.accrued_micros, early.claimable_micros), (241, 189));
-    let later = t0 + PERIOD_MS + 20_000;
-    assert_eq!(store.rewards("gw-op", later).expect("rewards").claimable_micros, 241);
-    assert_eq!(store.claim("gw-op", later).expect("claim").1, 241);
-    assert_eq!(code(store.claim("gw-op", later).expect_err("twice")), "nothing_claimable");
-    assert_eq!(store.rewards("gw-op", later).expect("rewards").claimed_micros, 241);
+        // Rewards: pending within the delay, then claimable, claimed once.
+        let early = store.rewards("gw-op", t0 + PERIOD_MS + 15_000).expect("rewards");
+        assert_eq!((early.accrued_micros, early.claimable_micros), (241, 189));
+        let later = t0 + PERIOD_MS + 20_000;
+        assert_eq!(store.rewards("gw-op", later).expect("rewards").claimable_micros, 241);
+        assert_eq!(store.claim("gw-op", later).expect("claim").1, 241);
+        assert_eq!(code(store.claim("gw-op", later).expect_err("twice")), "nothing_claimable");
+        assert_eq!(store.rewards("gw-op", later).expect("rewards").claimed_micros, 241);
+    });
 }
 
 /// CI found a period started a millisecond after a stop: an engine step had read the
@@ -151,67 +169,68 @@ fn funding_is_bounded_once_per_quote_and_sessions_settle_exactly() {
 /// deployment that does not run spends nothing, whatever its caller read.
 #[test]
 fn a_stopped_deployment_starts_no_period_whoever_asks() {
-    let dir = temp_dir("stopped-spends-nothing");
-    let store = RelayStore::open(dir.path()).expect("store");
-    let d = new_deployment(&store, "dep_2", 10_000);
-    let later = now_ms() + 60_000;
-    store.add_quote(&quote("q1", "dep_2", 300, 3, later)).expect("quote");
-    let now = now_ms();
-    store.fund(&d.id, "q1", &names("dep_2"), now).expect("funded");
-    let terms = Terms::default();
-    store.transition_at(&d.id, DeploymentState::Provisioning, "funded", now).expect("t");
-    store.transition_at(&d.id, DeploymentState::Validating, "launched", now).expect("t");
-    assert!(store.advance_periods(&d.id, true, &terms, now).expect("start"));
-    store.stop(&d.id, "test", &terms, now + 1_000).expect("stop");
-    assert!(!store.advance_periods(&d.id, true, &terms, now + 1_001).expect("after the stop"));
-    let kinds: Vec<EntryKind> = store.ledger(&d.id).expect("ledger").iter().map(|e| e.kind).collect();
-    assert_eq!(kinds.last(), Some(&EntryKind::Stop), "nothing after the stop: {kinds:?}");
-    assert!(store.sessions(&d.id).expect("sessions").iter().all(|s| s.state != SessionState::Active));
+    on_each_backend("stopped-spends-nothing", |open| {
+        let store = open();
+        let d = new_deployment(&store, "dep_2", 10_000);
+        let later = now_ms() + 60_000;
+        store.add_quote(&quote("q1", "dep_2", 300, 3, later)).expect("quote");
+        let now = now_ms();
+        store.fund(&d.id, "q1", &names("dep_2"), now).expect("funded");
+        let terms = Terms::default();
+        store.transition_at(&d.id, DeploymentState::Provisioning, "funded", now).expect("t");
+        store.transition_at(&d.id, DeploymentState::Validating, "launched", now).expect("t");
+        assert!(store.advance_periods(&d.id, true, &terms, now).expect("start"));
+        store.stop(&d.id, "test", &terms, now + 1_000).expect("stop");
+        assert!(!store.advance_periods(&d.id, true, &terms, now + 1_001).expect("after the stop"));
+        let kinds: Vec<EntryKind> = store.ledger(&d.id).expect("ledger").iter().map(|e| e.kind).collect();
+        assert_eq!(kinds.last(), Some(&EntryKind::Stop), "nothing after the stop: {kinds:?}");
+        assert!(store.sessions(&d.id).expect("sessions").iter().all(|s| s.state != SessionState::Active));
+    });
 }
 
 #[test]
 fn transitions_follow_the_machine_and_are_recorded() {
-    let scratch = temp_dir("transitions");
-    let dir = scratch.path();
-    let store = RelayStore::open(dir).expect("open");
-    let d = new_deployment(&store, "dep_1", 1_000);
-    assert!(matches!(
-        store.transition(&d.id, DeploymentState::Live, "skip validation"),
-        Err(StoreError::Transition(_))
-    ));
-    store.transition(&d.id, DeploymentState::Provisioning, "funded").expect("provisioning");
-    store.transition(&d.id, DeploymentState::Provisioning, "again").expect("no-op");
-    store.transition(&d.id, DeploymentState::Validating, "launched").expect("validating");
-    let path: Vec<(Option<DeploymentState>, DeploymentState)> =
-        store.transitions(&d.id).expect("transitions").iter().map(|t| (t.from, t.to)).collect();
-    assert_eq!(
-        path,
-        [
-            (None, DeploymentState::PendingFunding),
-            (Some(DeploymentState::PendingFunding), DeploymentState::Provisioning),
-            (Some(DeploymentState::Provisioning), DeploymentState::Validating),
-        ]
-    );
-    let org = store.invite("acme").expect("org");
-    let clash = NewDeployment {
-        id: "dep_2".into(),
-        org_id: org,
-        project: "other".into(),
-        project_json: "{}".into(),
-        project_digest: "sha256:p".into(),
-        manifest_digest: "sha256:m".into(),
-        canonical_hostname: "dep_1.localhost".into(),
-        route_id: "rt_2".into(),
-        ceiling_micros: 1,
-        gateway_operator: "local".into(),
-        hostnames: Vec::new(),
-        quote: None,
-        policy: policy(1),
-    };
-    assert_eq!(code(store.create_deployment(&clash).expect_err("taken")), "hostname_taken");
-    drop(store);
-    let store = RelayStore::open(dir).expect("reopen");
-    assert_eq!(store.deployment(&d.id).expect("kept").state, DeploymentState::Validating);
+    on_each_backend("transitions", |open| {
+        let store = open();
+        let d = new_deployment(&store, "dep_1", 1_000);
+        assert!(matches!(
+            store.transition(&d.id, DeploymentState::Live, "skip validation"),
+            Err(StoreError::Transition(_))
+        ));
+        store.transition(&d.id, DeploymentState::Provisioning, "funded").expect("provisioning");
+        store.transition(&d.id, DeploymentState::Provisioning, "again").expect("no-op");
+        store.transition(&d.id, DeploymentState::Validating, "launched").expect("validating");
+        let path: Vec<(Option<DeploymentState>, DeploymentState)> =
+            store.transitions(&d.id).expect("transitions").iter().map(|t| (t.from, t.to)).collect();
+        assert_eq!(
+            path,
+            [
+                (None, DeploymentState::PendingFunding),
+                (Some(DeploymentState::PendingFunding), DeploymentState::Provisioning),
+                (Some(DeploymentState::Provisioning), DeploymentState::Validating),
+            ]
+        );
+        let org = store.invite("acme").expect("org");
+        let clash = NewDeployment {
+            id: "dep_2".into(),
+            org_id: org,
+            project: "other".into(),
+            project_json: "{}".into(),
+            project_digest: "sha256:p".into(),
+            manifest_digest: "sha256:m".into(),
+            canonical_hostname: "dep_1.localhost".into(),
+            route_id: "rt_2".into(),
+            ceiling_micros: 1,
+            gateway_operator: "local".into(),
+            hostnames: Vec::new(),
+            quote: None,
+            policy: policy(1),
+        };
+        assert_eq!(code(store.create_deployment(&clash).expect_err("taken")), "hostname_taken");
+        drop(store);
+        let store = open();
+        assert_eq!(store.deployment(&d.id).expect("kept").state, DeploymentState::Validating);
+    });
 }
 
 /// A small deterministic generator (xorshift64*): the property test needs no crate, and a
@@ -252,123 +271,133 @@ fn check_identities(store: &RelayStore, ids: &[String], now: i64, context: &str)
 
 #[test]
 fn the_ledger_balances_under_random_deploy_fund_degrade_stop_refund_and_claim() {
-    let scratch = temp_dir("property");
-    let dir = scratch.path();
-    let store = RelayStore::open(dir).expect("open");
-    let terms = Terms { reward_share_bps: 6_999, downtime_tolerance_bps: 500, settlement_delay_ms: 90_000 };
-    let (mut refunds, mut claims, mut unserved) = (0u32, 0u32, 0u64);
-    for seed in 1..=40u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let mut now = 1_000_000_000_000i64 + i64::try_from(seed).unwrap_or(0) * 10_000_000;
-        let mut ids: Vec<String> = Vec::new();
-        let mut quotes = 0u64;
-        let mut log = Vec::new();
-        for step in 0..60 {
-            now += i64::try_from(rng.below(40_000)).unwrap_or(0);
-            let op = rng.below(7);
-            log.push(format!("{step}:{op}@{now}"));
-            let context = format!("seed {seed}, ops {}", log.join(" "));
-            match op {
-                // deploy
-                0 if ids.len() < 4 => {
-                    let id = format!("d{seed}x{step}");
-                    new_deployment(&store, &id, 1 + rng.below(5_000));
-                    ids.push(id);
-                }
-                // fund (sometimes beyond the ceiling, which must be refused)
-                1 if !ids.is_empty() => {
-                    let id = &ids[usize::try_from(rng.below(ids.len() as u64)).unwrap_or(0)];
-                    quotes += 1;
-                    let q = format!("q{seed}x{quotes}");
-                    store.add_quote(&quote(&q, id, 1 + rng.below(700), 1 + rng.below(3), now + 60_000)).expect("quote");
-                    let _ = store.fund(id, &q, &names(id), now);
-                }
-                // go live / degrade / recover, and let periods run
-                2 | 3 if !ids.is_empty() => {
-                    let id = &ids[usize::try_from(rng.below(ids.len() as u64)).unwrap_or(0)];
-                    let d = store.deployment(id).expect("deployment");
-                    let to = match d.state {
-                        DeploymentState::PendingFunding => Some(DeploymentState::Provisioning),
-                        DeploymentState::Provisioning => Some(DeploymentState::Validating),
-                        DeploymentState::Validating | DeploymentState::Degraded => Some(DeploymentState::Live),
-                        DeploymentState::Live => Some(DeploymentState::Degraded),
-                        _ => None,
-                    };
-                    if let Some(to) = to {
-                        if to == DeploymentState::Live && d.state == DeploymentState::Validating {
-                            if store.advance_periods(id, true, &terms, now).expect("advance") {
-                                store.transition_at(id, to, "validated", now).expect("transition");
-                            }
-                        } else {
-                            store.transition_at(id, to, "random", now).expect("transition");
-                        }
+    on_each_backend("property", |open| {
+        let store = open();
+        let terms = Terms { reward_share_bps: 6_999, downtime_tolerance_bps: 500, settlement_delay_ms: 90_000 };
+        let (mut refunds, mut claims, mut unserved) = (0u32, 0u32, 0u64);
+        for seed in 1..=40u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut now = 1_000_000_000_000i64 + i64::try_from(seed).unwrap_or(0) * 10_000_000;
+            let mut ids: Vec<String> = Vec::new();
+            let mut quotes = 0u64;
+            let mut log = Vec::new();
+            for step in 0..60 {
+                now += i64::try_from(rng.below(40_000)).unwrap_or(0);
+                let op = rng.below(7);
+                log.push(format!("{step}:{op}@{now}"));
+                let context = format!("seed {seed}, ops {}", log.join(" "));
+                match op {
+                    // deploy
+                    0 if ids.len() < 4 => {
+                        let id = format!("d{seed}x{step}");
+                        new_deployment(&store, &id, 1 + rng.below(5_000));
+                        ids.push(id);
                     }
-                }
-                4 if !ids.is_empty() => {
-                    for id in &ids {
+                    // fund (sometimes beyond the ceiling, which must be refused)
+                    1 if !ids.is_empty() => {
+                        let id = &ids[usize::try_from(rng.below(ids.len() as u64)).unwrap_or(0)];
+                        quotes += 1;
+                        let q = format!("q{seed}x{quotes}");
+                        store
+                            .add_quote(&quote(&q, id, 1 + rng.below(700), 1 + rng.below(3), now + 60_000))
+                            .expect("quote");
+                        let _ = store.fund(id, &q, &names(id), now);
+                    }
+                    // go live / degrade / recover, and let periods run
+                    2 | 3 if !ids.is_empty() => {
+                        let id = &ids[usize::try_from(rng.below(ids.len() as u64)).unwrap_or(0)];
                         let d = store.deployment(id).expect("deployment");
-                        if d.state.spends() && !store.advance_periods(id, true, &terms, now).expect("advance") {
-                            store.transition_at(id, DeploymentState::PendingFunding, "ran out", now).expect("t");
-                        }
-                    }
-                }
-                // stop
-                5 if !ids.is_empty() => {
-                    let id = &ids[usize::try_from(rng.below(ids.len() as u64)).unwrap_or(0)];
-                    store.stop(id, "random", &terms, now).expect("stop");
-                }
-                // refund a random session / claim
-                _ if !ids.is_empty() => {
-                    let id = &ids[usize::try_from(rng.below(ids.len() as u64)).unwrap_or(0)];
-                    let sessions = store.sessions(id).expect("sessions");
-                    if let Some(s) = sessions.get(usize::try_from(rng.below(sessions.len() as u64 + 1)).unwrap_or(0)) {
-                        let before = s.refundable_micros;
-                        match store.refund(id, &s.id, now) {
-                            Ok(e) => {
-                                assert_eq!(e.amount_micros, before, "{context}");
-                                refunds += 1;
+                        let to = match d.state {
+                            DeploymentState::PendingFunding => Some(DeploymentState::Provisioning),
+                            DeploymentState::Provisioning => Some(DeploymentState::Validating),
+                            DeploymentState::Validating | DeploymentState::Degraded => Some(DeploymentState::Live),
+                            DeploymentState::Live => Some(DeploymentState::Degraded),
+                            _ => None,
+                        };
+                        if let Some(to) = to {
+                            if to == DeploymentState::Live && d.state == DeploymentState::Validating {
+                                if store.advance_periods(id, true, &terms, now).expect("advance") {
+                                    store.transition_at(id, to, "validated", now).expect("transition");
+                                }
+                            } else {
+                                store.transition_at(id, to, "random", now).expect("transition");
                             }
-                            Err(e) => assert_eq!(before, 0, "{context}: refused {e} with {before} refundable"),
                         }
-                        assert!(store.refund(id, &s.id, now).is_err(), "{context}: a second refund");
                     }
-                    // The console's bounded read agrees with the whole one.
-                    let all = store.rewards("gw-op", now).expect("rewards");
-                    let recent = store.recent_rewards("gw-op", now, 3).expect("recent rewards");
-                    assert_eq!(
-                        [recent.accrued_micros, recent.pending_micros, recent.claimable_micros, recent.claimed_micros],
-                        [all.accrued_micros, all.pending_micros, all.claimable_micros, all.claimed_micros],
-                        "{context}"
-                    );
-                    assert_eq!(recent.rewards[..], all.rewards[all.rewards.len().saturating_sub(3)..], "{context}");
-                    let claimable = all.claimable_micros;
-                    match store.claim("gw-op", now) {
-                        Ok((_, amount)) => {
-                            assert_eq!(amount, claimable, "{context}");
-                            claims += 1;
+                    4 if !ids.is_empty() => {
+                        for id in &ids {
+                            let d = store.deployment(id).expect("deployment");
+                            if d.state.spends() && !store.advance_periods(id, true, &terms, now).expect("advance") {
+                                store.transition_at(id, DeploymentState::PendingFunding, "ran out", now).expect("t");
+                            }
                         }
-                        Err(_) => assert_eq!(claimable, 0, "{context}"),
                     }
+                    // stop
+                    5 if !ids.is_empty() => {
+                        let id = &ids[usize::try_from(rng.below(ids.len() as u64)).unwrap_or(0)];
+                        store.stop(id, "random", &terms, now).expect("stop");
+                    }
+                    // refund a random session / claim
+                    _ if !ids.is_empty() => {
+                        let id = &ids[usize::try_from(rng.below(ids.len() as u64)).unwrap_or(0)];
+                        let sessions = store.sessions(id).expect("sessions");
+                        if let Some(s) =
+                            sessions.get(usize::try_from(rng.below(sessions.len() as u64 + 1)).unwrap_or(0))
+                        {
+                            let before = s.refundable_micros;
+                            match store.refund(id, &s.id, now) {
+                                Ok(e) => {
+                                    assert_eq!(e.amount_micros, before, "{context}");
+                                    refunds += 1;
+                                }
+                                Err(e) => assert_eq!(before, 0, "{context}: refused {e} with {before} refundable"),
+                            }
+                            assert!(store.refund(id, &s.id, now).is_err(), "{context}: a second refund");
+                        }
+                        // The console's bounded read agrees with the whole one.
+                        let all = store.rewards("gw-op", now).expect("rewards");
+                        let recent = store.recent_rewards("gw-op", now, 3).expect("recent rewards");
+                        assert_eq!(
+                            [
+                                recent.accrued_micros,
+                                recent.pending_micros,
+                                recent.claimable_micros,
+                                recent.claimed_micros
+                            ],
+                            [all.accrued_micros, all.pending_micros, all.claimable_micros, all.claimed_micros],
+                            "{context}"
+                        );
+                        assert_eq!(recent.rewards[..], all.rewards[all.rewards.len().saturating_sub(3)..], "{context}");
+                        let claimable = all.claimable_micros;
+                        match store.claim("gw-op", now) {
+                            Ok((_, amount)) => {
+                                assert_eq!(amount, claimable, "{context}");
+                                claims += 1;
+                            }
+                            Err(_) => assert_eq!(claimable, 0, "{context}"),
+                        }
+                    }
+                    _ => {}
                 }
-                _ => {}
+                check_identities(&store, &ids, now, &context);
             }
-            check_identities(&store, &ids, now, &context);
+            // Everything stops; then every session is settled and the split is exact.
+            now += 1;
+            for id in &ids {
+                store.stop(id, "end", &terms, now).expect("stop");
+                assert!(store.sessions(id).expect("sessions").iter().all(|s| s.state != SessionState::Active));
+                assert_eq!(store.balance(id).expect("balance").in_progress_micros, 0);
+            }
+            check_identities(&store, &ids, now, &format!("seed {seed} at the end"));
+            for id in &ids {
+                let ledger = store.ledger(id).expect("ledger");
+                unserved +=
+                    ledger.iter().filter(|e| e.kind == EntryKind::Unserved).map(|e| e.amount_micros).sum::<u64>();
+            }
         }
-        // Everything stops; then every session is settled and the split is exact.
-        now += 1;
-        for id in &ids {
-            store.stop(id, "end", &terms, now).expect("stop");
-            assert!(store.sessions(id).expect("sessions").iter().all(|s| s.state != SessionState::Active));
-            assert_eq!(store.balance(id).expect("balance").in_progress_micros, 0);
-        }
-        check_identities(&store, &ids, now, &format!("seed {seed} at the end"));
-        for id in &ids {
-            let ledger = store.ledger(id).expect("ledger");
-            unserved += ledger.iter().filter(|e| e.kind == EntryKind::Unserved).map(|e| e.amount_micros).sum::<u64>();
-        }
-    }
-    // The sequences did reach every path (the identities were not checked on empty ledgers).
-    assert!(refunds > 20 && claims > 5 && unserved > 0, "refunds {refunds}, claims {claims}, unserved {unserved}");
+        // The sequences did reach every path (the identities were not checked on empty ledgers).
+        assert!(refunds > 20 && claims > 5 && unserved > 0, "refunds {refunds}, claims {claims}, unserved {unserved}");
+    });
 }
 
 #[test]
@@ -411,21 +440,21 @@ fn a_store_from_before_route_keys_loses_its_clear_credentials_on_open() {
 
 #[test]
 fn a_chatty_job_keeps_only_its_newest_log_lines() {
-    let scratch = temp_dir("log-retention");
-    let dir = scratch.path();
-    let store = RelayStore::open(dir).expect("store");
-    new_deployment(&store, "d1", 1_000_000);
-    new_deployment(&store, "d2", 1_000_000);
-    store.append_logs("d2", "app", &["other".to_owned()]).expect("append");
-    for batch in 0..25 {
-        let lines: Vec<String> = (0..500).map(|i| format!("line {}", batch * 500 + i)).collect();
-        store.append_logs("d1", "app", &lines).expect("append");
-    }
-    let kept = store.logs("d1", 0, 20_000).expect("logs");
-    assert!(kept.len() as i64 <= LOG_LINES_KEPT + 1_000, "bounded: {}", kept.len());
-    assert!(kept.len() as i64 >= LOG_LINES_KEPT, "the newest are all there: {}", kept.len());
-    assert_eq!(kept.last().map(|e| e.line.as_str()), Some("line 12499"));
-    assert_eq!(store.logs("d2", 0, 10).expect("logs").len(), 1, "another deployment's lines stay");
+    on_each_backend("log-retention", |open| {
+        let store = open();
+        new_deployment(&store, "d1", 1_000_000);
+        new_deployment(&store, "d2", 1_000_000);
+        store.append_logs("d2", "app", &["other".to_owned()]).expect("append");
+        for batch in 0..25 {
+            let lines: Vec<String> = (0..500).map(|i| format!("line {}", batch * 500 + i)).collect();
+            store.append_logs("d1", "app", &lines).expect("append");
+        }
+        let kept = store.logs("d1", 0, 20_000).expect("logs");
+        assert!(kept.len() as i64 <= LOG_LINES_KEPT + 1_000, "bounded: {}", kept.len());
+        assert!(kept.len() as i64 >= LOG_LINES_KEPT, "the newest are all there: {}", kept.len());
+        assert_eq!(kept.last().map(|e| e.line.as_str()), Some("line 12499"));
+        assert_eq!(store.logs("d2", 0, 10).expect("logs").len(), 1, "another deployment's lines stay");
+    });
 }
 
 fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
@@ -443,51 +472,51 @@ fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
 
 #[test]
 fn a_successor_replaces_the_deployments_revision_only_when_promoted() {
-    let scratch = temp_dir("successor");
-    let dir = scratch.path();
-    let store = RelayStore::open(dir).expect("store");
-    let d = new_deployment(&store, "d1", 5_000_000);
-    assert_eq!((d.revision, store.next_revision("d1").expect("next")), (1, 2));
-    assert_eq!(store.put_successor(&successor("d1", 2, "sha256:two")).expect("recorded"), None);
-    // Two deploys racing for revision 2: the second is told to deploy again.
-    assert_eq!(
-        code(store.put_successor(&successor("d1", 2, "sha256:other")).expect_err("taken")),
-        "deploy_in_progress"
-    );
-    // A newer deploy replaces a successor not serving yet.
-    assert_eq!(store.next_revision("d1").expect("next"), 3);
-    let replaced = store.put_successor(&successor("d1", 3, "sha256:three")).expect("recorded");
-    assert_eq!(replaced.map(|s| s.revision), Some(2));
-    assert_eq!(store.deployment("d1").expect("d1").project_digest, "sha256:p", "nothing changes before promotion");
+    on_each_backend("successor", |open| {
+        let store = open();
+        let d = new_deployment(&store, "d1", 5_000_000);
+        assert_eq!((d.revision, store.next_revision("d1").expect("next")), (1, 2));
+        assert_eq!(store.put_successor(&successor("d1", 2, "sha256:two")).expect("recorded"), None);
+        // Two deploys racing for revision 2: the second is told to deploy again.
+        assert_eq!(
+            code(store.put_successor(&successor("d1", 2, "sha256:other")).expect_err("taken")),
+            "deploy_in_progress"
+        );
+        // A newer deploy replaces a successor not serving yet.
+        assert_eq!(store.next_revision("d1").expect("next"), 3);
+        let replaced = store.put_successor(&successor("d1", 3, "sha256:three")).expect("recorded");
+        assert_eq!(replaced.map(|s| s.revision), Some(2));
+        assert_eq!(store.deployment("d1").expect("d1").project_digest, "sha256:p", "nothing changes before promotion");
 
-    // A quote for the successor funds the deployment (it buys the same periods).
-    let mut for_next = quote("q-next", "d1", 100, 2, i64::MAX);
-    for_next.project_digest = "sha256:three".into();
-    store.add_quote(&for_next).expect("quote");
-    store.fund("d1", "q-next", &names("d1"), 1).expect("funded with the successor's quote");
+        // A quote for the successor funds the deployment (it buys the same periods).
+        let mut for_next = quote("q-next", "d1", 100, 2, i64::MAX);
+        for_next.project_digest = "sha256:three".into();
+        store.add_quote(&for_next).expect("quote");
+        store.fund("d1", "q-next", &names("d1"), 1).expect("funded with the successor's quote");
 
-    store
-        .set_successor_keys("d1", 3, &RouteKeys { credential_sha256: "c3".into(), route_public_key: "k3".into() })
-        .expect("keys");
-    let promoted = store.promote("d1", 3, "validated").expect("promoted");
-    assert_eq!(
-        (promoted.revision, promoted.project_digest.as_str(), promoted.route_id.as_str(), promoted.ceiling_micros),
-        (3, "sha256:three", "rt_d1_3", 7_000_000)
-    );
-    assert_eq!(store.project_json("d1").expect("json"), "{\"revision\": 3}");
-    assert_eq!(store.route_keys("d1").expect("keys").map(|k| k.credential_sha256), Some("c3".into()));
-    assert_eq!(store.successor("d1").expect("read"), None, "the successor row went");
-    assert!(matches!(store.promote("d1", 3, "again"), Err(StoreError::NotFound(_))), "promoted once");
-    assert_eq!(store.balance("d1").expect("balance").funded_micros, 200, "the money stayed with the deployment");
+        store
+            .set_successor_keys("d1", 3, &RouteKeys { credential_sha256: "c3".into(), route_public_key: "k3".into() })
+            .expect("keys");
+        let promoted = store.promote("d1", 3, "validated").expect("promoted");
+        assert_eq!(
+            (promoted.revision, promoted.project_digest.as_str(), promoted.route_id.as_str(), promoted.ceiling_micros),
+            (3, "sha256:three", "rt_d1_3", 7_000_000)
+        );
+        assert_eq!(store.project_json("d1").expect("json"), "{\"revision\": 3}");
+        assert_eq!(store.route_keys("d1").expect("keys").map(|k| k.credential_sha256), Some("c3".into()));
+        assert_eq!(store.successor("d1").expect("read"), None, "the successor row went");
+        assert!(matches!(store.promote("d1", 3, "again"), Err(StoreError::NotFound(_))), "promoted once");
+        assert_eq!(store.balance("d1").expect("balance").funded_micros, 200, "the money stayed with the deployment");
 
-    // Stopping a deployment withdraws its successor; a stopped one takes none.
-    store.put_successor(&successor("d1", 4, "sha256:four")).expect("recorded");
-    store.stop("d1", "done", &Terms::default(), 2).expect("stopped");
-    assert_eq!(store.successor("d1").expect("read"), None);
-    assert_eq!(
-        code(store.put_successor(&successor("d1", 4, "sha256:four")).expect_err("stopped")),
-        "deployment_stopped"
-    );
+        // Stopping a deployment withdraws its successor; a stopped one takes none.
+        store.put_successor(&successor("d1", 4, "sha256:four")).expect("recorded");
+        store.stop("d1", "done", &Terms::default(), 2).expect("stopped");
+        assert_eq!(store.successor("d1").expect("read"), None);
+        assert_eq!(
+            code(store.put_successor(&successor("d1", 4, "sha256:four")).expect_err("stopped")),
+            "deployment_stopped"
+        );
+    });
 }
 
 /// Issue 16: "a corrupt row silently becomes a default" (an unknown state read as `failed`).
@@ -511,37 +540,38 @@ fn a_corrupt_row_fails_loudly_instead_of_reading_as_a_default() {
 /// quote go in one transaction with the second, or not at all.
 #[test]
 fn a_deploy_refused_on_its_second_hostname_leaves_nothing_behind() {
-    let scratch = temp_dir("half-made");
-    let store = RelayStore::open(scratch.path()).expect("store");
-    let holder = new_deployment(&store, "dep_holder", 5_000_000);
-    store.add_hostname(&holder.id, "www.taken.example", "tok").expect("held");
-    let org = store.invite("acme").expect("org");
-    let refused = NewDeployment {
-        id: "dep_late".into(),
-        org_id: org.clone(),
-        project: "late".into(),
-        project_json: "{}".into(),
-        project_digest: "sha256:p".into(),
-        manifest_digest: "sha256:m".into(),
-        canonical_hostname: "late-acme.localhost".into(),
-        route_id: "rt_late".into(),
-        ceiling_micros: 5_000_000,
-        gateway_operator: "gw-op".into(),
-        hostnames: vec![("free.example".into(), "t1".into()), ("www.taken.example".into(), "t2".into())],
-        quote: Some(quote("q_late", "dep_late", 1_000, 1, i64::MAX)),
-        policy: policy(1),
-    };
-    assert_eq!(code(store.create_deployment(&refused).expect_err("the second is taken")), "hostname_taken");
-    assert!(matches!(store.deployment("dep_late"), Err(StoreError::NotFound(_))), "no deployment");
-    assert_eq!(store.deployment_of(&org, "late").expect("read"), None, "nothing a next deploy would find");
-    assert!(store.hostnames("dep_late").expect("read").is_empty(), "not the first hostname either");
-    assert!(store.quotes("dep_late").expect("read").is_empty(), "nor its quote");
-    // Once the name is free, the same deploy goes through whole.
-    store
-        .set_hostname(&holder.id, "www.taken.example", crate::coordinator::model::HostnameState::Removed, &[])
-        .expect("released");
-    let d = store.create_deployment(&refused).expect("now free");
-    assert_eq!(store.hostnames(&d.id).expect("read").len(), 2);
+    on_each_backend("half-made", |open| {
+        let store = open();
+        let holder = new_deployment(&store, "dep_holder", 5_000_000);
+        store.add_hostname(&holder.id, "www.taken.example", "tok").expect("held");
+        let org = store.invite("acme").expect("org");
+        let refused = NewDeployment {
+            id: "dep_late".into(),
+            org_id: org.clone(),
+            project: "late".into(),
+            project_json: "{}".into(),
+            project_digest: "sha256:p".into(),
+            manifest_digest: "sha256:m".into(),
+            canonical_hostname: "late-acme.localhost".into(),
+            route_id: "rt_late".into(),
+            ceiling_micros: 5_000_000,
+            gateway_operator: "gw-op".into(),
+            hostnames: vec![("free.example".into(), "t1".into()), ("www.taken.example".into(), "t2".into())],
+            quote: Some(quote("q_late", "dep_late", 1_000, 1, i64::MAX)),
+            policy: policy(1),
+        };
+        assert_eq!(code(store.create_deployment(&refused).expect_err("the second is taken")), "hostname_taken");
+        assert!(matches!(store.deployment("dep_late"), Err(StoreError::NotFound(_))), "no deployment");
+        assert_eq!(store.deployment_of(&org, "late").expect("read"), None, "nothing a next deploy would find");
+        assert!(store.hostnames("dep_late").expect("read").is_empty(), "not the first hostname either");
+        assert!(store.quotes("dep_late").expect("read").is_empty(), "nor its quote");
+        // Once the name is free, the same deploy goes through whole.
+        store
+            .set_hostname(&holder.id, "www.taken.example", crate::coordinator::model::HostnameState::Removed, &[])
+            .expect("released");
+        let d = store.create_deployment(&refused).expect("now free");
+        assert_eq!(store.hostnames(&d.id).expect("read").len(), 2);
+    });
 }
 
 /// Reads used to share the writer's one connection: a status or a page of logs waited for
@@ -578,38 +608,40 @@ fn a_read_does_not_wait_for_an_open_write_and_sees_only_what_is_committed() {
 /// new revision, not the withdrawn one's number with another policy.
 #[test]
 fn a_withdrawn_revisions_number_is_never_published_again() {
-    let scratch = temp_dir("withdrawn");
-    let store = RelayStore::open(scratch.path()).expect("store");
-    new_deployment(&store, "d1", 5_000_000);
-    assert_eq!(store.policy("d1", 1).expect("read").map(|p| p.policy_digest), Some("sha256:p1".to_owned()));
-    store.put_successor(&successor("d1", 2, "sha256:two")).expect("revision 2");
-    store.drop_successor("d1", 2, "withdrawn").expect("withdrawn");
-    assert_eq!(store.next_revision("d1").expect("next"), 3, "2 published its policy");
-    assert_eq!(
-        code(store.put_successor(&successor("d1", 2, "sha256:again")).expect_err("reused")),
-        "deploy_in_progress"
-    );
-    store.put_successor(&successor("d1", 3, "sha256:three")).expect("revision 3");
-    let recorded = store.policy("d1", 2).expect("read").expect("revision 2's policy stays");
-    assert_eq!(recorded.policy_digest, "sha256:p2");
-    // Publishing a recorded revision's policy again returns the recorded one, unchanged.
-    let again = PublishedPolicy { policy_digest: "sha256:other".into(), ..policy(2) };
-    assert_eq!(store.publish_policy("d1", &again).expect("publish").policy_digest, "sha256:p2");
+    on_each_backend("withdrawn", |open| {
+        let store = open();
+        new_deployment(&store, "d1", 5_000_000);
+        assert_eq!(store.policy("d1", 1).expect("read").map(|p| p.policy_digest), Some("sha256:p1".to_owned()));
+        store.put_successor(&successor("d1", 2, "sha256:two")).expect("revision 2");
+        store.drop_successor("d1", 2, "withdrawn").expect("withdrawn");
+        assert_eq!(store.next_revision("d1").expect("next"), 3, "2 published its policy");
+        assert_eq!(
+            code(store.put_successor(&successor("d1", 2, "sha256:again")).expect_err("reused")),
+            "deploy_in_progress"
+        );
+        store.put_successor(&successor("d1", 3, "sha256:three")).expect("revision 3");
+        let recorded = store.policy("d1", 2).expect("read").expect("revision 2's policy stays");
+        assert_eq!(recorded.policy_digest, "sha256:p2");
+        // Publishing a recorded revision's policy again returns the recorded one, unchanged.
+        let again = PublishedPolicy { policy_digest: "sha256:other".into(), ..policy(2) };
+        assert_eq!(store.publish_policy("d1", &again).expect("publish").policy_digest, "sha256:p2");
+    });
 }
 
 /// The console's timeline reads the newest transitions only, newest first.
 #[test]
 fn recent_transitions_are_the_newest_newest_first() {
-    let scratch = temp_dir("recent");
-    let store = RelayStore::open(scratch.path()).expect("store");
-    new_deployment(&store, "d1", 5_000_000);
-    store.transition("d1", DeploymentState::Provisioning, "one").expect("provisioning");
-    store.transition("d1", DeploymentState::Validating, "two").expect("validating");
-    let all = store.transitions("d1").expect("all");
-    let recent = store.recent_transitions("d1", 2).expect("recent");
-    assert_eq!(recent.len(), 2);
-    assert_eq!(recent[0].seq, all[all.len() - 1].seq);
-    assert_eq!(recent[1].seq, all[all.len() - 2].seq);
-    assert_eq!(recent[0].to, DeploymentState::Validating);
-    assert!(store.recent_ledger("d1", 10).expect("ledger").len() <= store.ledger("d1").expect("ledger").len());
+    on_each_backend("recent", |open| {
+        let store = open();
+        new_deployment(&store, "d1", 5_000_000);
+        store.transition("d1", DeploymentState::Provisioning, "one").expect("provisioning");
+        store.transition("d1", DeploymentState::Validating, "two").expect("validating");
+        let all = store.transitions("d1").expect("all");
+        let recent = store.recent_transitions("d1", 2).expect("recent");
+        assert_eq!(recent.len(), 2);
+        assert_eq!(recent[0].seq, all[all.len() - 1].seq);
+        assert_eq!(recent[1].seq, all[all.len() - 2].seq);
+        assert_eq!(recent[0].to, DeploymentState::Validating);
+        assert!(store.recent_ledger("d1", 10).expect("ledger").len() <= store.ledger("d1").expect("ledger").len());
+    });
 }

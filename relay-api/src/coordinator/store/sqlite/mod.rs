@@ -5,17 +5,8 @@
 //! on the other, opened read-only, so a read (a status, a page of logs, the engine's look at
 //! the deployments) never waits for a write to commit: WAL gives it the last committed state.
 //!
-//! Only SQL lives here; every rule is above, in the store's operations.
-
-mod activity;
-mod admission;
-mod deployments;
-mod executions;
-mod money;
-mod policies;
-mod revisions;
-mod rows;
-mod scheduling;
+//! Only the connections live here: the statements are the backends' shared ones
+//! ([`super::rows`], over [`Sql`]), and every rule is above, in the store's operations.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -25,6 +16,7 @@ use rusqlite::Connection;
 
 use super::StoreError;
 use super::backend::{Backend, Transaction};
+use super::sql::{Cell, Param, Sql, SqlRow};
 
 /// The migrations, in order; `PRAGMA user_version` is the number applied.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -142,6 +134,65 @@ impl Transaction for SqliteTransaction<'_> {
         self.conn.prepare_cached("COMMIT")?.execute([])?;
         self.open = false;
         Ok(())
+    }
+}
+
+impl rusqlite::ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+        Ok(match *self {
+            Param::Int(Some(v)) => ToSqlOutput::Owned(Value::Integer(v)),
+            Param::Text(Some(t)) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
+            Param::Int(None) | Param::Text(None) => ToSqlOutput::Owned(Value::Null),
+        })
+    }
+}
+
+impl Sql for SqliteTransaction<'_> {
+    const ROW_KEY: &'static str = "rowid";
+
+    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, StoreError> {
+        let changed = self.conn.prepare_cached(sql)?.execute(rusqlite::params_from_iter(params))?;
+        Ok(changed as u64)
+    }
+
+    fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, StoreError> {
+        let done = self.conn.prepare_cached(sql).and_then(|mut s| s.execute(rusqlite::params_from_iter(params)));
+        if unique_violation(&done) {
+            return Ok(false);
+        }
+        done?;
+        Ok(true)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, StoreError> {
+        use rusqlite::types::ValueRef;
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let width = stmt.column_count();
+        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let mut cells = Vec::with_capacity(width);
+            for i in 0..width {
+                cells.push(match row.get_ref(i)? {
+                    ValueRef::Null => Cell::Null,
+                    ValueRef::Integer(v) => Cell::Int(v),
+                    ValueRef::Text(t) => {
+                        Cell::Text(String::from_utf8(t.to_vec()).map_err(|e| {
+                            StoreError::Backend(format!("column {i}: text that is not UTF-8: {e}").into())
+                        })?)
+                    }
+                    other => {
+                        return Err(StoreError::Backend(
+                            format!("column {i}: a {:?} value, which this store never writes", other.data_type())
+                                .into(),
+                        ));
+                    }
+                });
+            }
+            out.push(SqlRow(cells));
+        }
+        Ok(out)
     }
 }
 

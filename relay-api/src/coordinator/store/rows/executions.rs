@@ -1,48 +1,50 @@
-//! The deployments' jobs as executions, in SQL.
+//! The deployments' jobs as executions.
 
-use rusqlite::{OptionalExtension, params};
 use svc_execution::{ExecState, Reason};
 
-use super::SqliteTransaction;
 use crate::coordinator::store::backend::ExecutionRows;
+use crate::coordinator::store::sql::{Sql, SqlRow, params};
 use crate::coordinator::store::{ExecutionRecord, StoreError};
 
 const COLUMNS: &str = "execution_id, generation, attempt, state, processor_id, created_at, changed_at, \
                        reason_code, reason_message, policy_version, restarts";
 
-fn record_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRecord> {
-    let state: String = row.get(3)?;
-    let state = ExecState::parse(&state).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, format!("state {state:?}").into())
-    })?;
-    let reason = match (row.get::<_, Option<String>>(7)?, row.get::<_, Option<String>>(8)?) {
+/// What the scheduler calls live.
+pub(super) const LIVE: &str = "('launching', 'running', 'ready', 'restarting', 'stopping')";
+
+/// A reason from its code and message columns (none without a code).
+pub(super) fn reason_of(row: &SqlRow, code: usize, message: usize) -> Result<Option<Reason>, StoreError> {
+    Ok(match (row.opt_text(code)?, row.opt_text(message)?) {
         (Some(code), message) => Some(Reason { code, message: message.unwrap_or_default() }),
         (None, _) => None,
-    };
-    Ok(ExecutionRecord {
-        execution_id: row.get(0)?,
-        generation: row.get(1)?,
-        attempt: row.get(2)?,
-        state,
-        processor_id: row.get(4)?,
-        created_at: row.get(5)?,
-        changed_at: row.get(6)?,
-        reason,
-        policy_version: row.get(9)?,
-        restarts: row.get(10)?,
     })
 }
 
-impl ExecutionRows for SqliteTransaction<'_> {
+fn record_row(row: &SqlRow) -> Result<ExecutionRecord, StoreError> {
+    Ok(ExecutionRecord {
+        execution_id: row.text(0)?,
+        generation: row.u32(1)?,
+        attempt: row.u32(2)?,
+        state: row.spelled(3, ExecState::parse)?,
+        processor_id: row.opt_text(4)?,
+        created_at: row.i64(5)?,
+        changed_at: row.i64(6)?,
+        reason: reason_of(row, 7, 8)?,
+        policy_version: row.u32(9)?,
+        restarts: row.u32(10)?,
+    })
+}
+
+impl<T: Sql> ExecutionRows for T {
     fn update_execution(&mut self, record: &ExecutionRecord) -> Result<(), StoreError> {
         let reason = record.reason.as_ref();
-        self.conn.execute(
+        self.execute(
             "UPDATE executions SET state = ?2, processor_id = ?3, changed_at = ?4, reason_code = ?5, \
              reason_message = ?6 WHERE execution_id = ?1",
             params![
-                record.execution_id,
+                &record.execution_id,
                 record.state.as_str(),
-                record.processor_id,
+                record.processor_id.as_ref(),
                 record.changed_at,
                 reason.map(|r| &r.code),
                 reason.map(|r| &r.message),
@@ -60,12 +62,11 @@ impl ExecutionRows for SqliteTransaction<'_> {
         let sql = format!(
             "SELECT {COLUMNS}, id FROM executions WHERE deployment_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt.query_map(params![deployment_id, before.unwrap_or(i64::MAX), limit], |r| {
-            Ok((r.get(11)?, record_row(r)?))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.query(&sql, params![deployment_id, before.unwrap_or(i64::MAX), limit])?
+            .iter()
+            .map(|r| Ok((r.i64(11)?, record_row(r)?)))
+            .collect()
     }
 
     fn latest_execution(
@@ -77,25 +78,18 @@ impl ExecutionRows for SqliteTransaction<'_> {
             "SELECT {COLUMNS} FROM executions WHERE deployment_id = ?1 AND policy_version = ?2 \
              ORDER BY generation DESC, attempt DESC LIMIT 1"
         );
-        Ok(self.conn.query_row(&sql, params![deployment_id, generation], record_row).optional()?)
+        self.query_opt(&sql, params![deployment_id, generation])?.as_ref().map(record_row).transpose()
     }
 
     fn live_before(&mut self, deployment_id: &str, generation: u32) -> Result<bool, StoreError> {
-        Ok(self.conn.query_row(
-            "SELECT EXISTS (SELECT 1 FROM executions WHERE deployment_id = ?1 AND policy_version < ?2 \
-             AND state IN ('launching', 'running', 'ready', 'restarting', 'stopping'))",
-            params![deployment_id, generation],
-            |r| r.get(0),
-        )?)
+        let sql = format!(
+            "SELECT 1 FROM executions WHERE deployment_id = ?1 AND policy_version < ?2 AND state IN {LIVE} LIMIT 1"
+        );
+        Ok(self.query_opt(&sql, params![deployment_id, generation])?.is_some())
     }
 
     fn live_executions(&mut self) -> Result<Vec<ExecutionRecord>, StoreError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM executions \
-             WHERE state IN ('launching', 'running', 'ready', 'restarting', 'stopping') ORDER BY id"
-        );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([], record_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let sql = format!("SELECT {COLUMNS} FROM executions WHERE state IN {LIVE} ORDER BY id");
+        self.query(&sql, &[])?.iter().map(record_row).collect()
     }
 }

@@ -1,40 +1,36 @@
-//! Redeploys' successors, in SQL.
+//! Redeploys' successors.
 
-use rusqlite::{OptionalExtension, params};
-
-use super::SqliteTransaction;
-use super::rows::{SUCCESSOR_COLUMNS, i64_of, route_keys_row, successor_row};
+use super::columns::{SUCCESSOR_COLUMNS, route_keys_row, successor_row};
 use crate::coordinator::model::{Successor, SuccessorState};
 use crate::coordinator::store::backend::RevisionRows;
+use crate::coordinator::store::sql::{Sql, i64_of, params};
 use crate::coordinator::store::{NewSuccessor, RouteKeys, StoreError};
 
-impl RevisionRows for SqliteTransaction<'_> {
+impl<T: Sql> RevisionRows for T {
     fn successor(&mut self, deployment_id: &str) -> Result<Option<Successor>, StoreError> {
         let sql = format!("SELECT {SUCCESSOR_COLUMNS} FROM successors WHERE deployment_id = ?1");
-        Ok(self.conn.query_row(&sql, [deployment_id], successor_row).optional()?)
+        self.query_opt(&sql, params![deployment_id])?.as_ref().map(successor_row).transpose()
     }
 
     fn successors(&mut self) -> Result<Vec<Successor>, StoreError> {
         let sql = format!("SELECT {SUCCESSOR_COLUMNS} FROM successors ORDER BY created_at");
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([], successor_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.query(&sql, &[])?.iter().map(successor_row).collect()
     }
 
     fn put_successor(&mut self, new: &NewSuccessor, reason: &str, now: i64) -> Result<(), StoreError> {
-        self.conn.execute("DELETE FROM successors WHERE deployment_id = ?1", [&new.deployment_id])?;
-        self.conn.execute(
+        self.execute("DELETE FROM successors WHERE deployment_id = ?1", params![&new.deployment_id])?;
+        self.execute(
             "INSERT INTO successors (deployment_id, revision, project_json, project_digest, manifest_digest, \
              ceiling_micros, route_id, state, reason, created_at, updated_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'starting', ?8, ?9, ?9)",
             params![
-                new.deployment_id,
+                &new.deployment_id,
                 new.revision,
-                new.project_json,
-                new.project_digest,
-                new.manifest_digest,
+                &new.project_json,
+                &new.project_digest,
+                &new.manifest_digest,
                 i64_of(new.ceiling_micros)?,
-                new.route_id,
+                &new.route_id,
                 reason,
                 now
             ],
@@ -43,29 +39,24 @@ impl RevisionRows for SqliteTransaction<'_> {
     }
 
     fn successor_project_json(&mut self, deployment_id: &str) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .conn
-            .query_row("SELECT project_json FROM successors WHERE deployment_id = ?1", [deployment_id], |r| r.get(0))
-            .optional()?)
+        self.query_opt("SELECT project_json FROM successors WHERE deployment_id = ?1", params![deployment_id])?
+            .map(|r| r.text(0))
+            .transpose()
     }
 
     fn successor_keys(&mut self, deployment_id: &str) -> Result<Option<RouteKeys>, StoreError> {
-        let keys = self
-            .conn
-            .query_row(
-                "SELECT credential_sha256, route_public_key FROM successors WHERE deployment_id = ?1",
-                [deployment_id],
-                route_keys_row,
-            )
-            .optional()?;
-        Ok(keys.flatten())
+        let row = self.query_opt(
+            "SELECT credential_sha256, route_public_key FROM successors WHERE deployment_id = ?1",
+            params![deployment_id],
+        )?;
+        Ok(row.as_ref().map(route_keys_row).transpose()?.flatten())
     }
 
     fn set_successor_keys(&mut self, deployment_id: &str, revision: u32, keys: &RouteKeys) -> Result<bool, StoreError> {
-        let changed = self.conn.execute(
+        let changed = self.execute(
             "UPDATE successors SET credential_sha256 = ?1, route_public_key = ?2 \
              WHERE deployment_id = ?3 AND revision = ?4",
-            params![keys.credential_sha256, keys.route_public_key, deployment_id, revision],
+            params![&keys.credential_sha256, &keys.route_public_key, deployment_id, revision],
         )?;
         Ok(changed > 0)
     }
@@ -78,7 +69,7 @@ impl RevisionRows for SqliteTransaction<'_> {
         reason: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.execute(
             "UPDATE successors SET state = ?1, reason = ?2, updated_at = ?3 WHERE deployment_id = ?4 AND revision = ?5",
             params![state.as_str(), reason, now, deployment_id, revision],
         )?;
@@ -86,11 +77,11 @@ impl RevisionRows for SqliteTransaction<'_> {
     }
 
     fn adopt_successor(&mut self, deployment_id: &str, revision: u32, now: i64) -> Result<bool, StoreError> {
-        let changed = self.conn.execute(
+        let changed = self.execute(
             "UPDATE deployments SET (project_json, project_digest, manifest_digest, ceiling_micros, route_id, \
              credential_sha256, route_public_key, revision, updated_at) = \
              (SELECT project_json, project_digest, manifest_digest, ceiling_micros, route_id, credential_sha256, \
-              route_public_key, revision, ?3 FROM successors WHERE deployment_id = ?1 AND revision = ?2) \
+              route_public_key, revision, CAST(?3 AS BIGINT) FROM successors WHERE deployment_id = ?1 AND revision = ?2) \
              WHERE id = ?1 AND state <> 'stopped' \
              AND EXISTS (SELECT 1 FROM successors WHERE deployment_id = ?1 AND revision = ?2)",
             params![deployment_id, revision, now],
@@ -99,7 +90,7 @@ impl RevisionRows for SqliteTransaction<'_> {
     }
 
     fn delete_successor(&mut self, deployment_id: &str, revision: u32) -> Result<bool, StoreError> {
-        let dropped = self.conn.execute(
+        let dropped = self.execute(
             "DELETE FROM successors WHERE deployment_id = ?1 AND revision = ?2",
             params![deployment_id, revision],
         )?;
@@ -107,7 +98,7 @@ impl RevisionRows for SqliteTransaction<'_> {
     }
 
     fn delete_successors(&mut self, deployment_id: &str) -> Result<(), StoreError> {
-        self.conn.execute("DELETE FROM successors WHERE deployment_id = ?1", [deployment_id])?;
+        self.execute("DELETE FROM successors WHERE deployment_id = ?1", params![deployment_id])?;
         Ok(())
     }
 }

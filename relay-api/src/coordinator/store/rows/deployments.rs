@@ -1,27 +1,24 @@
-//! Organizations, tokens, deployments and their transitions, in SQL.
+//! Organizations, tokens, deployments and their transitions.
 
-use rusqlite::{OptionalExtension, params};
-
-use super::rows::{DEPLOYMENT_COLUMNS, deployment_row, i64_of, route_keys_row, spelled};
-use super::{SqliteTransaction, unique_violation};
+use super::columns::{DEPLOYMENT_COLUMNS, deployment_row, route_keys_row};
 use crate::coordinator::model::{Deployment, Transition};
 use crate::coordinator::state::DeploymentState;
 use crate::coordinator::store::backend::{DeploymentRows, OrgRows, StateChange};
+use crate::coordinator::store::sql::{Param, Sql, SqlRow, i64_of, params};
 use crate::coordinator::store::{Caller, NewDeployment, RouteKeys, StoreError, TokenRole};
 
-impl OrgRows for SqliteTransaction<'_> {
+impl<T: Sql> OrgRows for T {
     fn org_id(&mut self, name: &str) -> Result<Option<String>, StoreError> {
-        Ok(self.conn.query_row("SELECT id FROM orgs WHERE name = ?1", [name], |r| r.get(0)).optional()?)
+        self.query_opt("SELECT id FROM orgs WHERE name = ?1", params![name])?.map(|r| r.text(0)).transpose()
     }
 
     fn insert_org(&mut self, id: &str, name: &str, now: i64) -> Result<(), StoreError> {
-        self.conn.execute("INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)", params![id, name, now])?;
+        self.execute("INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)", params![id, name, now])?;
         Ok(())
     }
 
     fn mark_invited(&mut self, org_id: &str, now: i64) -> Result<(), StoreError> {
-        self.conn
-            .execute("UPDATE orgs SET invited_at = COALESCE(invited_at, ?1) WHERE id = ?2", params![now, org_id])?;
+        self.execute("UPDATE orgs SET invited_at = COALESCE(invited_at, ?1) WHERE id = ?2", params![now, org_id])?;
         Ok(())
     }
 
@@ -33,7 +30,7 @@ impl OrgRows for SqliteTransaction<'_> {
         role: TokenRole,
         now: i64,
     ) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.execute(
             "INSERT INTO tokens (hash, id, org_id, created_at, role) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![hash, token_id, org_id, now, role.as_str()],
         )?;
@@ -41,136 +38,118 @@ impl OrgRows for SqliteTransaction<'_> {
     }
 
     fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
-        let caller = self
-            .conn
-            .prepare_cached(
-                "SELECT o.id, o.name, o.invited_at IS NOT NULL, t.id, t.role FROM tokens t JOIN orgs o ON o.id = t.org_id \
-                 WHERE t.hash = ?1",
-            )?
-            .query_row([token_hash], |r| {
-                Ok(Caller {
-                    org_id: r.get(0)?,
-                    org_name: r.get(1)?,
-                    invited: r.get(2)?,
-                    token_id: r.get(3)?,
-                    role: spelled(r, 4, TokenRole::parse)?,
-                })
+        let row = self.query_opt(
+            "SELECT o.id, o.name, o.invited_at IS NOT NULL, t.id, t.role FROM tokens t JOIN orgs o ON o.id = t.org_id \
+             WHERE t.hash = ?1",
+            params![token_hash],
+        )?;
+        row.map(|r| {
+            Ok(Caller {
+                org_id: r.text(0)?,
+                org_name: r.text(1)?,
+                invited: r.bool(2)?,
+                token_id: r.text(3)?,
+                role: r.spelled(4, TokenRole::parse)?,
             })
-            .optional()?;
-        Ok(caller)
+        })
+        .transpose()
     }
 }
 
-impl SqliteTransaction<'_> {
-    fn deployments_where(&mut self, filter: &str, args: &[&str]) -> Result<Vec<Deployment>, StoreError> {
-        let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments {filter}");
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(rusqlite::params_from_iter(args), deployment_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    fn one_deployment(&mut self, filter: &str, args: &[&str]) -> Result<Option<Deployment>, StoreError> {
-        Ok(self.deployments_where(filter, args)?.into_iter().next())
-    }
+fn deployments_where<T: Sql>(tx: &mut T, filter: &str, args: &[Param<'_>]) -> Result<Vec<Deployment>, StoreError> {
+    let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments {filter}");
+    tx.query(&sql, args)?.iter().map(deployment_row).collect()
 }
 
-impl DeploymentRows for SqliteTransaction<'_> {
+fn one_deployment<T: Sql>(tx: &mut T, filter: &str, args: &[Param<'_>]) -> Result<Option<Deployment>, StoreError> {
+    Ok(deployments_where(tx, filter, args)?.into_iter().next())
+}
+
+impl<T: Sql> DeploymentRows for T {
     fn insert_deployment(&mut self, new: &NewDeployment, reason: &str, now: i64) -> Result<bool, StoreError> {
-        let inserted = self.conn.execute(
+        self.execute_unique(
             "INSERT INTO deployments (id, org_id, project, project_json, project_digest, manifest_digest, \
              canonical_hostname, route_id, ceiling_micros, state, state_reason, created_at, updated_at, \
              gateway_operator) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13)",
             params![
-                new.id,
-                new.org_id,
-                new.project,
-                new.project_json,
-                new.project_digest,
-                new.manifest_digest,
-                new.canonical_hostname,
-                new.route_id,
+                &new.id,
+                &new.org_id,
+                &new.project,
+                &new.project_json,
+                &new.project_digest,
+                &new.manifest_digest,
+                &new.canonical_hostname,
+                &new.route_id,
                 i64_of(new.ceiling_micros)?,
                 DeploymentState::PendingFunding.as_str(),
                 reason,
                 now,
-                new.gateway_operator
+                &new.gateway_operator
             ],
-        );
-        if unique_violation(&inserted) {
-            return Ok(false);
-        }
-        inserted?;
-        Ok(true)
-    }
-
-    fn deployment(&mut self, id: &str) -> Result<Option<Deployment>, StoreError> {
-        self.one_deployment("WHERE id = ?1", &[id])
-    }
-
-    fn org_deployment(&mut self, org_id: &str, id: &str) -> Result<Option<Deployment>, StoreError> {
-        self.one_deployment("WHERE org_id = ?1 AND id = ?2", &[org_id, id])
-    }
-
-    fn newest_deployment(&mut self, org_id: &str, project: &str) -> Result<Option<Deployment>, StoreError> {
-        self.one_deployment(
-            "WHERE org_id = ?1 AND project = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1",
-            &[org_id, project],
         )
     }
 
+    fn deployment(&mut self, id: &str) -> Result<Option<Deployment>, StoreError> {
+        one_deployment(self, "WHERE id = ?1", params![id])
+    }
+
+    fn org_deployment(&mut self, org_id: &str, id: &str) -> Result<Option<Deployment>, StoreError> {
+        one_deployment(self, "WHERE org_id = ?1 AND id = ?2", params![org_id, id])
+    }
+
+    fn newest_deployment(&mut self, org_id: &str, project: &str) -> Result<Option<Deployment>, StoreError> {
+        let filter =
+            format!("WHERE org_id = ?1 AND project = ?2 ORDER BY created_at DESC, {} DESC LIMIT 1", T::ROW_KEY);
+        one_deployment(self, &filter, params![org_id, project])
+    }
+
     fn deployments_of(&mut self, org_id: &str) -> Result<Vec<Deployment>, StoreError> {
-        self.deployments_where("WHERE org_id = ?1 ORDER BY created_at DESC, rowid DESC", &[org_id])
+        let filter = format!("WHERE org_id = ?1 ORDER BY created_at DESC, {} DESC", T::ROW_KEY);
+        deployments_where(self, &filter, params![org_id])
     }
 
     fn active_deployments(&mut self) -> Result<Vec<Deployment>, StoreError> {
-        self.deployments_where("WHERE state <> 'stopped' ORDER BY created_at", &[])
+        deployments_where(self, "WHERE state <> 'stopped' ORDER BY created_at", &[])
     }
 
     fn canonical_held_elsewhere(&mut self, canonical: &str, org_id: &str) -> Result<bool, StoreError> {
-        let held: Option<i64> = self
-            .conn
-            .query_row(
-                "SELECT 1 FROM deployments WHERE canonical_hostname = ?1 AND org_id <> ?2 LIMIT 1",
-                params![canonical, org_id],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let held = self.query_opt(
+            "SELECT 1 FROM deployments WHERE canonical_hostname = ?1 AND org_id <> ?2 LIMIT 1",
+            params![canonical, org_id],
+        )?;
         Ok(held.is_some())
     }
 
     fn project_json(&mut self, id: &str) -> Result<Option<String>, StoreError> {
-        Ok(self.conn.query_row("SELECT project_json FROM deployments WHERE id = ?1", [id], |r| r.get(0)).optional()?)
+        self.query_opt("SELECT project_json FROM deployments WHERE id = ?1", params![id])?
+            .map(|r| r.text(0))
+            .transpose()
     }
 
     fn gateway_operator(&mut self, id: &str) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .conn
-            .query_row("SELECT gateway_operator FROM deployments WHERE id = ?1", [id], |r| r.get(0))
-            .optional()?)
+        self.query_opt("SELECT gateway_operator FROM deployments WHERE id = ?1", params![id])?
+            .map(|r| r.text(0))
+            .transpose()
     }
 
     fn route_keys(&mut self, id: &str) -> Result<Option<Option<RouteKeys>>, StoreError> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT credential_sha256, route_public_key FROM deployments WHERE id = ?1",
-                [id],
-                route_keys_row,
-            )
-            .optional()?)
+        self.query_opt("SELECT credential_sha256, route_public_key FROM deployments WHERE id = ?1", params![id])?
+            .as_ref()
+            .map(route_keys_row)
+            .transpose()
     }
 
     fn set_route_keys(&mut self, id: &str, keys: &RouteKeys) -> Result<bool, StoreError> {
-        let changed = self.conn.execute(
+        let changed = self.execute(
             "UPDATE deployments SET credential_sha256 = ?1, route_public_key = ?2 WHERE id = ?3",
-            params![keys.credential_sha256, keys.route_public_key, id],
+            params![&keys.credential_sha256, &keys.route_public_key, id],
         )?;
         Ok(changed > 0)
     }
 
     fn set_state(&mut self, id: &str, change: &StateChange<'_>) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.execute(
             "UPDATE deployments SET state = ?1, state_reason = ?2, updated_at = ?3, next_period_at = ?4, \
              failure_code = ?5 WHERE id = ?6",
             params![change.to.as_str(), change.reason, change.at, change.next_period_at, change.failure_code, id],
@@ -179,7 +158,7 @@ impl DeploymentRows for SqliteTransaction<'_> {
     }
 
     fn set_reason(&mut self, id: &str, reason: &str, now: i64) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.execute(
             "UPDATE deployments SET state_reason = ?1, updated_at = ?2 WHERE id = ?3 AND state_reason <> ?1",
             params![reason, now, id],
         )?;
@@ -194,7 +173,7 @@ impl DeploymentRows for SqliteTransaction<'_> {
         reason: &str,
         at: i64,
     ) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.execute(
             "INSERT INTO transitions (deployment_id, from_state, to_state, reason, at) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![id, from.map(DeploymentState::as_str), to.as_str(), reason, at],
         )?;
@@ -202,24 +181,28 @@ impl DeploymentRows for SqliteTransaction<'_> {
     }
 
     fn transitions(&mut self, id: &str) -> Result<Vec<Transition>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
+        self.query(
             "SELECT seq, from_state, to_state, reason, at FROM transitions WHERE deployment_id = ?1 ORDER BY seq",
-        )?;
-        let rows = stmt.query_map([id], transition_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            params![id],
+        )?
+        .iter()
+        .map(transition_row)
+        .collect()
     }
 
     fn recent_transitions(&mut self, id: &str, limit: u32) -> Result<Vec<Transition>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
+        self.query(
             "SELECT seq, from_state, to_state, reason, at FROM transitions WHERE deployment_id = ?1 \
              ORDER BY seq DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(rusqlite::params![id, limit], transition_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            params![id, limit],
+        )?
+        .iter()
+        .map(transition_row)
+        .collect()
     }
 
     fn set_periods(&mut self, id: &str, periods_spent: u64, next_period_at: i64, now: i64) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.execute(
             "UPDATE deployments SET periods_spent = ?1, next_period_at = ?2, updated_at = ?3 WHERE id = ?4",
             params![i64_of(periods_spent)?, next_period_at, now, id],
         )?;
@@ -228,16 +211,15 @@ impl DeploymentRows for SqliteTransaction<'_> {
 }
 
 /// One transition row (`seq, from_state, to_state, reason, at`).
-fn transition_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Transition> {
-    let from: Option<String> = r.get(1)?;
+fn transition_row(r: &SqlRow) -> Result<Transition, StoreError> {
     Ok(Transition {
-        seq: r.get(0)?,
-        from: match from {
-            Some(_) => Some(spelled(r, 1, DeploymentState::parse)?),
+        seq: r.i64(0)?,
+        from: match r.opt_text(1)? {
+            Some(_) => Some(r.spelled(1, DeploymentState::parse)?),
             None => None,
         },
-        to: spelled(r, 2, DeploymentState::parse)?,
-        reason: r.get(3)?,
-        at: r.get(4)?,
+        to: r.spelled(2, DeploymentState::parse)?,
+        reason: r.text(3)?,
+        at: r.i64(4)?,
     })
 }
