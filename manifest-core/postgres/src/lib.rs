@@ -4,9 +4,10 @@
 //! ([`migrate`]).
 //!
 //! The client is `postgres`, the synchronous face of `tokio-postgres`: the stores' operations
-//! are synchronous (SQLite's are) and run off the async workers. It drives each connection on
-//! a small tokio runtime of its own, so it must not be called on a thread that is running
-//! async tasks, except inside `tokio::task::block_in_place`.
+//! are synchronous (SQLite's are). It drives each connection on a small tokio runtime of its
+//! own, so it must not be used on a thread that is running async tasks: the pool
+//! ([`threads`]) keeps every connection on a thread of its own, so a store works from any
+//! thread. [`Database::connect`] is for synchronous programs (a migration at the CLI, tests).
 
 #![forbid(unsafe_code)]
 
@@ -14,6 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio_postgres_rustls::MakeRustlsConnect;
+
+pub mod threads;
+
+pub use threads::{Connection, Pool, Session};
 
 /// Why a database could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -148,18 +153,10 @@ impl Database {
             .map_err(|source| DbError::Postgres { location: self.location.clone(), source })
     }
 
-    /// A bounded pool of connections to it: at most `size`, a checkout waiting at most
-    /// `wait` before it fails ([`DbError::Busy`]). A connection found closed (the database
-    /// restarted) is dropped when it comes back, so the next checkout opens a fresh one.
+    /// A bounded pool of connections to it, each on a thread of its own ([`threads`]): at
+    /// most `size`, a checkout waiting at most `wait` before it fails ([`DbError::Busy`]).
     pub fn pool(&self, size: u32, wait: std::time::Duration) -> Pool {
-        let manager = r2d2_postgres::PostgresConnectionManager::new(self.config.clone(), self.tls.clone());
-        let r2d2_pool = r2d2::Pool::builder()
-            .max_size(size.max(1))
-            .min_idle(Some(0))
-            .connection_timeout(wait)
-            .test_on_check_out(false)
-            .build_unchecked(manager);
-        Pool { pool: r2d2_pool, location: self.location.clone() }
+        Pool::new(self, size, wait)
     }
 
     /// Host, port and database, for messages (never a password).
@@ -207,34 +204,6 @@ fn tls_config(ca: Option<&Path>) -> Result<rustls::ClientConfig, DbError> {
         .with_safe_default_protocol_versions()
         .map_err(|e| DbError::Ca { path: ca.map(Path::to_owned).unwrap_or_default(), reason: e.to_string() })?;
     Ok(builder.with_root_certificates(roots).with_no_client_auth())
-}
-
-/// A bounded pool of connections to one database.
-#[derive(Clone)]
-pub struct Pool {
-    pool: r2d2::Pool<r2d2_postgres::PostgresConnectionManager<MakeRustlsConnect>>,
-    location: String,
-}
-
-/// A connection checked out of a [`Pool`]; back in the pool when dropped.
-pub type PooledClient = r2d2::PooledConnection<r2d2_postgres::PostgresConnectionManager<MakeRustlsConnect>>;
-
-impl Pool {
-    /// A connection, waiting for one at most the pool's timeout.
-    pub fn get(&self) -> Result<PooledClient, DbError> {
-        self.pool.get().map_err(|e| DbError::Busy { location: self.location.clone(), reason: e.to_string() })
-    }
-
-    /// Where, for messages.
-    pub fn location(&self) -> &str {
-        &self.location
-    }
-}
-
-impl std::fmt::Debug for Pool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("location", &self.location).field("state", &self.pool.state()).finish()
-    }
 }
 
 /// The table that records each store's applied migrations.

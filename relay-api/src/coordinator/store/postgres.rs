@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
-use svc_postgres::{Database, DbError, Pool, PooledClient};
+use svc_postgres::{Database, DbError, Pool, Session};
 
 use super::StoreError;
 use super::backend::{Backend, Transaction};
@@ -26,9 +26,9 @@ pub const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/000
 /// The relay store's name in `svc_migrations`.
 pub const STORE: &str = "relay";
 
-/// The advisory lock every write transaction holds (the relay store's writers, on every
-/// instance, one at a time).
-const WRITE_LOCK: i64 = 0x7376_635f_7265_6c61; // "svc_rela"
+/// How a write transaction begins: the advisory lock every write transaction holds (the
+/// relay store's writers, on every instance, one at a time; the key spells `svc_rela`).
+const WRITE_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(8319396543592965217)";
 
 /// Connects to `db` and applies the relay store's migrations it does not have yet (once,
 /// however many coordinators start together); how many were applied.
@@ -59,25 +59,25 @@ pub struct PostgresBackend {
 }
 
 impl PostgresBackend {
-    /// Migrates `db` and opens a pool of connections to it.
+    /// Opens a pool of connections to `db` and migrates it.
     pub fn open(db: &Database, pool: PoolSettings) -> Result<PostgresBackend, StoreError> {
-        migrate(db).map_err(|e| StoreError::Backend(Box::new(e)))?;
-        Ok(PostgresBackend { pool: db.pool(pool.size, pool.wait) })
+        let pool = db.pool(pool.size, pool.wait);
+        let session = pool.session().map_err(|e| StoreError::Backend(Box::new(e)))?;
+        session
+            .with(|conn, db| svc_postgres::migrate(db, conn.client(), STORE, MIGRATIONS))
+            .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        Ok(PostgresBackend { pool })
     }
 
-    fn begin(&self, statements: &str) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        let mut conn = self.pool.get().map_err(|e| StoreError::Backend(Box::new(e)))?;
-        conn.batch_execute(statements).map_err(|e| self.failed(e))?;
-        Ok(Box::new(PgTransaction { conn, open: true, location: self.pool.location() }))
-    }
-
-    fn failed(&self, e: postgres::Error) -> StoreError {
-        failed(self.pool.location(), e)
+    fn begin(&self, statements: &'static str) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        let session = self.pool.session().map_err(|e| StoreError::Backend(Box::new(e)))?;
+        session.run(move |c| c.client().batch_execute(statements)).map_err(backend)?;
+        Ok(Box::new(PgTransaction { session, open: true }))
     }
 }
 
-fn failed(location: &str, e: postgres::Error) -> StoreError {
-    StoreError::Backend(format!("database {location}: {e}").into())
+fn backend(e: DbError) -> StoreError {
+    StoreError::Backend(Box::new(e))
 }
 
 impl Backend for PostgresBackend {
@@ -86,7 +86,7 @@ impl Backend for PostgresBackend {
     }
 
     fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        self.begin(&format!("BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"))
+        self.begin(WRITE_BEGIN)
     }
 
     fn location(&self) -> String {
@@ -94,40 +94,58 @@ impl Backend for PostgresBackend {
     }
 }
 
-/// A transaction on a pooled connection; rolled back when dropped uncommitted.
-struct PgTransaction<'p> {
-    conn: PooledClient,
+/// A transaction on a session's connection; rolled back when dropped uncommitted.
+struct PgTransaction {
+    session: Session,
     open: bool,
-    location: &'p str,
 }
 
-impl Drop for PgTransaction<'_> {
+impl Drop for PgTransaction {
     fn drop(&mut self) {
         if self.open {
-            // A connection whose rollback failed is broken: the pool's check on checkout
-            // finds it so and replaces it.
-            let _ = self.conn.batch_execute("ROLLBACK");
+            // Runs on the connection's thread before the session's next work; a connection
+            // whose rollback failed is closed, and the next session connects again.
+            self.session.send(|c| {
+                let _ = c.client().batch_execute("ROLLBACK");
+            });
         }
     }
 }
 
-impl Transaction for PgTransaction<'_> {
+impl Transaction for PgTransaction {
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
-        self.conn.batch_execute("COMMIT").map_err(|e| failed(self.location, e))?;
+        self.session.run(|c| c.client().batch_execute("COMMIT")).map_err(backend)?;
         self.open = false;
         Ok(())
     }
 }
 
-impl ToSql for Param<'_> {
+/// A parameter owned, to travel to the connection's thread.
+#[derive(Debug)]
+enum Owned {
+    Int(Option<i64>),
+    Text(Option<String>),
+}
+
+fn owned(params: &[Param<'_>]) -> Vec<Owned> {
+    params
+        .iter()
+        .map(|p| match *p {
+            Param::Int(v) => Owned::Int(v),
+            Param::Text(v) => Owned::Text(v.map(str::to_owned)),
+        })
+        .collect()
+}
+
+impl ToSql for Owned {
     fn to_sql(
         &self,
         ty: &Type,
         out: &mut postgres::types::private::BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match *self {
-            Param::Int(v) => v.to_sql(ty, out),
-            Param::Text(v) => v.to_sql(ty, out),
+        match self {
+            Owned::Int(v) => v.to_sql(ty, out),
+            Owned::Text(v) => v.as_deref().to_sql(ty, out),
         }
     }
 
@@ -144,7 +162,7 @@ fn dollars(sql: &str) -> String {
     sql.replace('?', "$")
 }
 
-fn bound<'a>(params: &'a [Param<'a>]) -> Vec<&'a (dyn ToSql + Sync)> {
+fn bound(params: &[Owned]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
 }
 
@@ -162,35 +180,49 @@ fn cell(row: &postgres::Row, i: usize) -> Result<Cell, postgres::Error> {
     })
 }
 
-impl Sql for PgTransaction<'_> {
+impl Sql for PgTransaction {
     const ROW_KEY: &'static str = "key";
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, StoreError> {
-        self.conn.execute(dollars(sql).as_str(), &bound(params)).map_err(|e| failed(self.location, e))
+        let (sql, params) = (dollars(sql), owned(params));
+        self.session
+            .run(move |c| {
+                let statement = c.prepared(&sql)?;
+                c.client().execute(&statement, &bound(&params))
+            })
+            .map_err(backend)
     }
 
     fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, StoreError> {
+        let (sql, params) = (dollars(sql), owned(params));
         // A failed statement aborts a PostgreSQL transaction: the savepoint keeps the rest
         // of it usable after a uniqueness refusal, as SQLite's is.
-        self.conn.batch_execute("SAVEPOINT unique_check").map_err(|e| failed(self.location, e))?;
-        match self.conn.execute(dollars(sql).as_str(), &bound(params)) {
-            Ok(_) => {
-                self.conn.batch_execute("RELEASE SAVEPOINT unique_check").map_err(|e| failed(self.location, e))?;
-                Ok(true)
-            }
-            Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
-                self.conn.batch_execute("ROLLBACK TO SAVEPOINT unique_check").map_err(|e| failed(self.location, e))?;
-                Ok(false)
-            }
-            Err(e) => Err(failed(self.location, e)),
-        }
+        self.session
+            .run(move |c| {
+                let statement = c.prepared(&sql)?;
+                let client = c.client();
+                client.batch_execute("SAVEPOINT unique_check")?;
+                match client.execute(&statement, &bound(&params)) {
+                    Ok(_) => client.batch_execute("RELEASE SAVEPOINT unique_check").map(|()| true),
+                    Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                        client.batch_execute("ROLLBACK TO SAVEPOINT unique_check").map(|()| false)
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .map_err(backend)
     }
 
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, StoreError> {
-        let rows = self.conn.query(dollars(sql).as_str(), &bound(params)).map_err(|e| failed(self.location, e))?;
-        rows.iter()
-            .map(|row| (0..row.len()).map(|i| cell(row, i)).collect::<Result<Vec<_>, _>>().map(SqlRow))
-            .collect::<Result<_, _>>()
-            .map_err(|e| failed(self.location, e))
+        let (sql, params) = (dollars(sql), owned(params));
+        self.session
+            .run(move |c| {
+                let statement = c.prepared(&sql)?;
+                let rows = c.client().query(&statement, &bound(&params))?;
+                rows.iter()
+                    .map(|row| (0..row.len()).map(|i| cell(row, i)).collect::<Result<Vec<_>, _>>().map(SqlRow))
+                    .collect()
+            })
+            .map_err(backend)
     }
 }

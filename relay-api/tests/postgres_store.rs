@@ -1,0 +1,40 @@
+//! The relay store on PostgreSQL from where the coordinator calls it: its runtime's threads.
+
+use relay_api::coordinator::store::RelayStore;
+use relay_api::coordinator::store::postgres::{PoolSettings, PostgresBackend};
+
+/// Found before `--database` reached the servers: the synchronous client panicked when a
+/// store was opened, used or dropped on a thread running async tasks (its connection runs
+/// a runtime of its own). Connections now live on threads of their own.
+#[tokio::test]
+async fn a_postgres_store_opens_works_and_drops_inside_async_code() {
+    let Some(cluster) = svc_pg_cluster::for_test("a_postgres_store_in_async_code") else { return };
+    let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
+    let store = RelayStore::on(Box::new(PostgresBackend::open(&db, PoolSettings::default()).expect("opens")));
+    let org = store.invite("acme").expect("a write");
+    assert_eq!(store.invite("acme").expect("again"), org, "the same organization");
+    tokio::task::yield_now().await;
+    drop(store);
+    // And again on the same database, migrated already.
+    let again = RelayStore::on(Box::new(PostgresBackend::open(&db, PoolSettings::default()).expect("reopens")));
+    assert_eq!(again.invite("acme").expect("read back"), org);
+}
+
+/// A database restart: operations fail fast while it is down, and work again once it is
+/// back, without reopening the store.
+#[test]
+fn a_postgres_store_survives_a_database_restart() {
+    let Some(cluster) = svc_pg_cluster::for_test("a_postgres_store_survives_a_database_restart") else { return };
+    let db = svc_postgres::Database::parse(&format!("{}?connect_timeout=2", cluster.svc_url()), None).expect("url");
+    let settings = PoolSettings { size: 2, wait: std::time::Duration::from_secs(2) };
+    let store = RelayStore::on(Box::new(PostgresBackend::open(&db, settings).expect("opens")));
+    let org = store.invite("acme").expect("a write");
+    cluster.stop().expect("stop");
+    let started = std::time::Instant::now();
+    assert!(store.invite("acme").is_err(), "refused while the database is down");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "fast: {:?}", started.elapsed());
+    cluster.restart().expect("restart");
+    // The connections the restart closed are made again as they are needed.
+    let back = (0..5).find_map(|_| store.invite("acme").ok());
+    assert_eq!(back, Some(org), "works again without reopening the store");
+}
