@@ -163,6 +163,7 @@ const DOCS: &[&str] = &[
     "docs/performance.md",
     "docs/policy-v5.md",
     "docs/publication.md",
+    "docs/scale-out.md",
     "docs/schemas.md",
 ];
 

@@ -19,6 +19,7 @@ mod ingress {
     mod logging;
     mod money_reach;
     mod pebble;
+    mod postgres;
     mod process;
     mod redeploy;
     mod renewal;

@@ -435,6 +435,9 @@ pub enum RelayAdminCommand {
         /// The coordinator's data directory.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
+        /// Where its store lives.
+        #[command(flatten)]
+        database: DatabaseArgs,
         /// The organization (a-z, 0-9 and single hyphens, 1-32: it becomes part of canonical
         /// hostnames).
         #[arg(long, value_parser = manifest_core::names::parse_organization)]
@@ -445,6 +448,9 @@ pub enum RelayAdminCommand {
         /// The coordinator's data directory.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
+        /// Where its store lives.
+        #[command(flatten)]
+        database: DatabaseArgs,
         /// The organization (for `--operator`: the gateway operator's name).
         #[arg(long, value_parser = manifest_core::names::parse_organization)]
         org: String,
@@ -475,6 +481,9 @@ pub enum RelayAdminCommand {
         /// The coordinator's data directory.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
+        /// Where its store lives.
+        #[command(flatten)]
+        database: DatabaseArgs,
         /// The operator it admits (a DNS label).
         #[arg(long, value_name = "NAME")]
         operator: String,
@@ -482,6 +491,21 @@ pub enum RelayAdminCommand {
         #[arg(long, value_name = "N", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
         ttl_secs: u64,
     },
+}
+
+/// Where the relay's store lives: `--database`, else SQLite in the data directory.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DatabaseArgs {
+    /// Keep the store in this PostgreSQL database (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`,
+    /// `?sslmode=require` for TLS) instead of SQLite in the data directory.
+    #[arg(long, value_name = "URL", env = "SVC_RELAY_DATABASE", hide_env_values = true)]
+    pub database: Option<String>,
+    /// Check the database's TLS certificate against this PEM file instead of the system's roots.
+    #[arg(long, value_name = "FILE", requires = "database")]
+    pub database_ca: Option<PathBuf>,
+    /// Connections to the database at most.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub database_pool: u32,
 }
 
 /// `svc relay serve`
@@ -568,6 +592,9 @@ pub struct RelayServeArgs {
     /// The relay API's TLS, timeouts and connection cap.
     #[command(flatten)]
     pub listener: ListenerArgs,
+    /// Where the store lives.
+    #[command(flatten)]
+    pub database: DatabaseArgs,
 }
 
 /// `svc gateway run`

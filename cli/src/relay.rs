@@ -73,16 +73,25 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
         return crate::output::fail("svc relay admin", 2, "no_data_dir", &e.to_string());
     }
     match command {
-        RelayAdminCommand::Invite { data_dir, org } => match coordinator::invite(data_dir, org) {
-            Ok(()) => {
-                println!("organization \"{org}\" is invited to the ingress add-on");
-                ExitCode::SUCCESS
+        RelayAdminCommand::Invite { data_dir, database, org } => {
+            match database.store_at(data_dir).map_err(|e| e.to_string()).and_then(|at| {
+                // The data directory holds the CA and the files even when the store does not.
+                agent::files::create_private_dir(data_dir).map_err(|e| e.to_string())?;
+                coordinator::invite(at, org).map_err(|e| e.to_string())
+            }) {
+                Ok(()) => {
+                    println!("organization \"{org}\" is invited to the ingress add-on");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
             }
-            Err(e) => fail(&e.to_string()),
-        },
-        RelayAdminCommand::Token { data_dir, org, operator } => {
+        }
+        RelayAdminCommand::Token { data_dir, database, org, operator } => {
             let role = if *operator { TokenRole::Operator } else { TokenRole::Customer };
-            token(data_dir, org, role)
+            match database.store_at(data_dir) {
+                Ok(at) => token(at, org, role),
+                Err(e) => fail(&e.to_string()),
+            }
         }
         RelayAdminCommand::CatalogKey { data_dir } => match relay_api::catalog::signing_key(data_dir) {
             Ok(key) => {
@@ -107,8 +116,12 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
             }
             Err(e) => fail(&e.to_string()),
         },
-        RelayAdminCommand::AdmissionToken { data_dir, operator, ttl_secs } => {
-            match coordinator::issue_admission_token(data_dir, operator, Duration::from_secs(*ttl_secs)) {
+        RelayAdminCommand::AdmissionToken { data_dir, database, operator, ttl_secs } => {
+            let issued = database.store_at(data_dir).map_err(|e| e.to_string()).and_then(|at| {
+                coordinator::issue_admission_token(at, operator, Duration::from_secs(*ttl_secs))
+                    .map_err(|e| e.to_string())
+            });
+            match issued {
                 Ok(issued) => {
                     eprintln!(
                         "admission token {} for operator \"{operator}\", single use, expires in {ttl_secs} s (shown once; \
@@ -118,14 +131,14 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
                     println!("{}", issued.plaintext);
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(&e.to_string()),
+                Err(e) => fail(&e),
             }
         }
     }
 }
 
-fn token(data_dir: &std::path::Path, org: &str, role: TokenRole) -> ExitCode {
-    match coordinator::issue_token(data_dir, org, role) {
+fn token(at: relay_api::coordinator::store::StoreAt, org: &str, role: TokenRole) -> ExitCode {
+    match coordinator::issue_token(at, org, role) {
         Ok(token) => {
             eprintln!("token {} for organization \"{org}\" (shown once; set SVC_RELAY_TOKEN to it):", token.id);
             println!("{}", token.plaintext);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use relay_api::coordinator::{AgentCertificates, CoordinatorConfig};
 
-use crate::args::{ListenerArgs, RelayServeArgs};
+use crate::args::{DatabaseArgs, ListenerArgs, RelayServeArgs};
 
 /// A flag whose value cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -43,9 +43,37 @@ pub enum SettingsError {
         "--acme-directory needs --caa-identity: the CA's issuer domain that customer hostnames' CAA records must permit"
     )]
     CaaIdentity,
+    /// `--database` cannot be used.
+    #[error("--database: {0}")]
+    Database(#[source] svc_postgres::DbError),
     /// The agent command is this binary, which could not be found.
     #[error("cannot find the svc binary")]
     NoExecutable,
+}
+
+impl DatabaseArgs {
+    /// The database and its pool, if `--database` is given.
+    pub(crate) fn settings(
+        &self,
+    ) -> Result<Option<(svc_postgres::Database, relay_api::coordinator::store::postgres::PoolSettings)>, SettingsError>
+    {
+        let Some(url) = &self.database else { return Ok(None) };
+        let db = svc_postgres::Database::parse(url, self.database_ca.as_deref()).map_err(SettingsError::Database)?;
+        let pool =
+            relay_api::coordinator::store::postgres::PoolSettings { size: self.database_pool, ..Default::default() };
+        Ok(Some((db, pool)))
+    }
+
+    /// Where the relay's store lives, for the data directory `data_dir`.
+    pub(crate) fn store_at(
+        &self,
+        data_dir: &std::path::Path,
+    ) -> Result<relay_api::coordinator::store::StoreAt, SettingsError> {
+        Ok(match self.settings()? {
+            Some((db, pool)) => relay_api::coordinator::store::StoreAt::Postgres { db: Box::new(db), pool },
+            None => relay_api::coordinator::store::StoreAt::DataDir(data_dir.to_owned()),
+        })
+    }
 }
 
 /// The longest relay domain: a DNS name is at most 253 characters, and canonical hostnames
@@ -123,6 +151,7 @@ impl TryFrom<&RelayServeArgs> for CoordinatorConfig {
         config.job_limits.processes = args.job_processes;
         config.job_limits.open_files = args.job_open_files;
         config.api_http = svc_http::Settings::try_from(&args.listener)?;
+        config.database = args.database.settings()?;
         if let Some(directory_url) = &args.acme_directory {
             let roots = args.acme_roots.clone().ok_or(SettingsError::AcmeRoots)?;
             if args.caa_identities.is_empty() {

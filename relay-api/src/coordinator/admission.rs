@@ -8,7 +8,6 @@
 //! `GET /api/relay/health` lives here too: the unauthenticated liveness answer operators'
 //! preflight checks use to prove the coordinator is reachable.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -153,12 +152,16 @@ pub fn operator_name(name: &str) -> Result<&str, OperatorNameError> {
 pub struct OperatorNameError(pub String);
 
 /// Issues a single-use admission token for `operator`, valid for `ttl`.
-pub fn issue_admission_token(data_dir: &Path, operator: &str, ttl: Duration) -> Result<IssuedAdmission, StoreError> {
+pub fn issue_admission_token(
+    at: impl Into<crate::coordinator::store::StoreAt>,
+    operator: &str,
+    ttl: Duration,
+) -> Result<IssuedAdmission, StoreError> {
     let operator = operator_name(operator)
         .map_err(|e| StoreError::Refused { code: "invalid_operator_name", message: e.to_string() })?
         .to_owned();
     let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-    let store = RelayStore::open(data_dir)?;
+    let store = RelayStore::open_at(&at.into())?;
     let plaintext = format!("adm_{}", random_hex(32)?);
     let id = format!("admt_{}", random_hex(8)?);
     let expires_at = now_ms().saturating_add(ttl_ms);

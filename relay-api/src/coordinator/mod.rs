@@ -120,6 +120,8 @@ pub struct CoordinatorConfig {
     pub api_tls: Option<svc_http::Tls>,
     /// The relay API listener's timeouts, connection cap and drain time.
     pub api_http: svc_http::Settings,
+    /// The store on a PostgreSQL database instead of SQLite in the data directory.
+    pub database: Option<(svc_postgres::Database, store::postgres::PoolSettings)>,
 }
 
 impl CoordinatorConfig {
@@ -151,11 +153,20 @@ impl CoordinatorConfig {
             catalog_validity: crate::catalog::DEFAULT_VALIDITY,
             api_tls: None,
             api_http: svc_http::Settings::default(),
+            database: None,
         }
     }
 }
 
 impl CoordinatorConfig {
+    /// Where the store lives: the database if one is set, else the data directory.
+    pub fn store_at(&self) -> store::StoreAt {
+        match &self.database {
+            Some((db, pool)) => store::StoreAt::Postgres { db: Box::new(db.clone()), pool: *pool },
+            None => store::StoreAt::DataDir(self.data_dir.clone()),
+        }
+    }
+
     /// Where each deployment's app files, secrets and job output live.
     pub fn deployments_dir(&self) -> PathBuf {
         self.data_dir.join("deployments")
@@ -226,15 +237,20 @@ pub struct IssuedToken {
     pub id: String,
 }
 
-/// Records an organization's invitation to the ingress add-on (creating it if needed).
-pub fn invite(data_dir: &Path, org: &str) -> Result<(), StoreError> {
-    RelayStore::open(data_dir)?.invite(org).map(|_| ())
+/// Records an organization's invitation to the ingress add-on (creating it if needed), in
+/// the store `at` (a data directory, or a database).
+pub fn invite(at: impl Into<store::StoreAt>, org: &str) -> Result<(), StoreError> {
+    RelayStore::open_at(&at.into())?.invite(org).map(|_| ())
 }
 
 /// Issues an API token for an organization (creating it, uninvited, if needed); an
 /// operator token reads and claims the rewards of the gateway operator named `org`.
-pub fn issue_token(data_dir: &Path, org: &str, role: store::TokenRole) -> Result<IssuedToken, StoreError> {
-    let store = RelayStore::open(data_dir)?;
+pub fn issue_token(
+    at: impl Into<store::StoreAt>,
+    org: &str,
+    role: store::TokenRole,
+) -> Result<IssuedToken, StoreError> {
+    let store = RelayStore::open_at(&at.into())?;
     let org_id = store.ensure_org(org)?;
     let plaintext = format!("rly_{}", store::random_hex(32)?);
     let id = format!("tok_{}", store::random_hex(8)?);
@@ -289,7 +305,13 @@ pub async fn run(
     files::migrate_old_layout(&config.data_dir).map_err(setup("moving deployment files to deployments/"))?;
     files::migrate_to_revisions(&config.deployments_dir())
         .map_err(setup("moving deployment files to their first revision"))?;
-    let store = Arc::new(RelayStore::open(&config.data_dir)?);
+    // On a database, one coordinator at a time (the data directory's lock cannot see the
+    // others): until leases share the work, a second engine would launch every job again.
+    let _database_lock = match &config.database {
+        Some((db, _)) => Some(store::postgres::hold_coordinator_lock(db)?),
+        None => None,
+    };
+    let store = Arc::new(blocking(|| RelayStore::open_at(&config.store_at()))?);
     files::sweep(&store, &config.deployments_dir(), &config.jobs_dir, true);
     let (market, artifacts) = local_pool(&config)?;
     // Sandboxes a coordinator killed in a job's first milliseconds left running (re-parented

@@ -170,7 +170,41 @@ fn not_found(what: String) -> StoreError {
     StoreError::NotFound(what)
 }
 
+/// Where a relay store lives.
+#[derive(Debug, Clone)]
+pub enum StoreAt {
+    /// SQLite, `relay.sqlite3` in this data directory (the default).
+    DataDir(std::path::PathBuf),
+    /// A PostgreSQL database (`--database postgres://...`).
+    Postgres {
+        /// The database, its URL checked (boxed: it carries its TLS configuration).
+        db: Box<svc_postgres::Database>,
+        /// Its connection pool.
+        pool: postgres::PoolSettings,
+    },
+}
+
+impl From<&std::path::Path> for StoreAt {
+    fn from(dir: &std::path::Path) -> StoreAt {
+        StoreAt::DataDir(dir.to_owned())
+    }
+}
+
+impl From<&std::path::PathBuf> for StoreAt {
+    fn from(dir: &std::path::PathBuf) -> StoreAt {
+        StoreAt::DataDir(dir.clone())
+    }
+}
+
 impl RelayStore {
+    /// Opens (creating and migrating) the store where `at` says.
+    pub fn open_at(at: &StoreAt) -> Result<RelayStore, StoreError> {
+        match at {
+            StoreAt::DataDir(dir) => RelayStore::open(dir),
+            StoreAt::Postgres { db, pool } => Ok(RelayStore::on(Box::new(postgres::PostgresBackend::open(db, *pool)?))),
+        }
+    }
+
     /// Opens (creating and migrating) the SQLite store in `dir`: see [`SqliteBackend::open`].
     pub fn open(dir: &std::path::Path) -> Result<RelayStore, StoreError> {
         Ok(RelayStore::on(Box::new(SqliteBackend::open(dir)?)))

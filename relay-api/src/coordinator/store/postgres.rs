@@ -52,6 +52,33 @@ impl Default for PoolSettings {
     }
 }
 
+/// The session-level advisory lock a coordinator holds on its database while it runs (the
+/// key spells `svc_coor`).
+const COORDINATOR_LOCK: i64 = 8319396543559528306;
+
+/// Holds the database's coordinator lock until the returned session is dropped (or the
+/// process ends: the database releases a session's locks with it, `kill -9` included).
+pub fn hold_coordinator_lock(db: &Database) -> Result<Session, StoreError> {
+    let pool = db.pool(1, Duration::from_secs(10));
+    let session = pool.session().map_err(backend)?;
+    let taken = session
+        .run(|c| {
+            c.client().query_one("SELECT pg_try_advisory_lock($1)", &[&COORDINATOR_LOCK]).map(|r| r.get::<_, bool>(0))
+        })
+        .map_err(backend)?;
+    if !taken {
+        return Err(StoreError::Refused {
+            code: "database_in_use",
+            message: format!(
+                "database {}: another coordinator runs on it (one at a time, until coordinators share the work): stop \
+                 it first, or choose another --database",
+                db.location()
+            ),
+        });
+    }
+    Ok(session)
+}
+
 /// The relay store on a PostgreSQL database.
 #[derive(Debug)]
 pub struct PostgresBackend {
