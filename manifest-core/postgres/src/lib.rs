@@ -43,7 +43,7 @@ pub enum DbError {
         reason: String,
     },
     /// Connecting, or a statement, failed.
-    #[error("database {location}: {source}")]
+    #[error("database {location}: {}", causes(source))]
     Postgres {
         /// Where (host, port, database; never the password).
         location: String,
@@ -52,7 +52,7 @@ pub enum DbError {
         source: postgres::Error,
     },
     /// A migration failed; nothing of it was applied.
-    #[error("database {location}: migration {version} of the {store} store failed: {source}")]
+    #[error("database {location}: migration {version} of the {store} store failed: {}", causes(source))]
     Migration {
         /// Where.
         location: String,
@@ -88,6 +88,21 @@ pub enum DbError {
         /// This build's.
         known: usize,
     },
+}
+
+/// An error with its causes, as one line: the client's "error connecting to server" says
+/// why only in its source ("Connection refused").
+fn causes(error: &postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut next = std::error::Error::source(error);
+    while let Some(cause) = next {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+        next = cause.source();
+    }
+    text
 }
 
 /// A PostgreSQL database to connect to: its URL checked, and the TLS to reach it.
@@ -323,5 +338,6 @@ mod tests {
         let Err(e) = db.connect() else { panic!("nothing listens on {port}") };
         let text = e.to_string();
         assert!(text.contains(&format!("127.0.0.1:{port}/svc")) && !text.contains("s3cret"), "{text}");
+        assert!(text.to_lowercase().contains("refused"), "why, not only that it failed: {text}");
     }
 }
