@@ -58,12 +58,24 @@ async fn a_relay_on_postgres_deploys_keeps_its_state_across_a_restart_and_runs_a
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("another coordinator runs on it"), "{stderr}");
 
+    // The database restarting: the API says 503 `store_unavailable` (no detail), at once,
+    // and answers again once it is back, with no coordinator restart.
+    cluster.stop().expect("stop the database");
+    let started = std::time::Instant::now();
+    let (code, out, err) = relay.svc(&["status", "--config", &config]).await;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("store_unavailable (HTTP 503)"), "{err}");
+    assert!(!err.contains("127.0.0.1") && !err.contains("postgres"), "no database detail to the caller: {err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "fast: {:?}", started.elapsed());
+    cluster.restart().expect("start the database again");
+    let project = std::path::PathBuf::from(&config);
+    relay.wait_status(&project, Duration::from_secs(30), "answers again", |s| state(s) == "live").await;
+
     // Restarted, the coordinator finds its deployment in the database and brings it back.
     let mut relay = relay;
     relay.proc.signal("TERM");
     assert!(relay.proc.wait_exit(Duration::from_secs(15)).await.is_some(), "{}", relay.proc.output());
     let relay = Relay::attach(Proc::spawn("svc relay serve (again)", serve(&data, &url)), &data, token).await;
-    let project = std::path::PathBuf::from(&config);
     let (status, _) = relay.wait_status(&project, Duration::from_secs(60), "live again", |s| state(s) == "live").await;
     assert_eq!(status["deployment"]["revision"], 1, "{status:#}");
 }

@@ -73,6 +73,15 @@ pub enum DbError {
         /// The last connection error, or the wait.
         reason: String,
     },
+    /// The database could not be reached, or dropped the connection (it is down or
+    /// restarting): the same work may succeed in a moment.
+    #[error("database {location}: unreachable: {reason}")]
+    Unreachable {
+        /// Where.
+        location: String,
+        /// Why, with its causes.
+        reason: String,
+    },
     /// The database holds migrations this build does not know: a newer build wrote it.
     #[error(
         "database {location}: the {store} store is at migration {found}, newer than this build's {known}: run the \
@@ -92,7 +101,7 @@ pub enum DbError {
 
 /// An error with its causes, as one line: the client's "error connecting to server" says
 /// why only in its source ("Connection refused").
-fn causes(error: &postgres::Error) -> String {
+pub(crate) fn causes(error: &postgres::Error) -> String {
     let mut text = error.to_string();
     let mut next = std::error::Error::source(error);
     while let Some(cause) = next {
@@ -138,6 +147,14 @@ pub fn redacted(url: &str) -> String {
     match tail {
         Some(t) => format!("{scheme}://{authority}/{t}"),
         None => format!("{scheme}://{authority}"),
+    }
+}
+
+impl DbError {
+    /// Whether trying again later may succeed (the database is down, restarting, or every
+    /// connection is busy), as opposed to a refused statement or a bad setting.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DbError::Busy { .. } | DbError::Unreachable { .. })
     }
 }
 

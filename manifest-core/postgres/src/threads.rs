@@ -135,10 +135,13 @@ impl Session {
     ) -> Result<R, DbError> {
         let (answer, answered) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |client, db| {
-            let result = connected(client, db).and_then(|c| work(c, db));
-            if result.is_err() && client.as_ref().is_some_and(|c| c.client.is_closed()) {
+            let mut result = connected(client, db).and_then(|c| work(c, db));
+            if let Err(e) = &result
+                && client.as_ref().is_some_and(|c| c.client.is_closed())
+            {
                 // The database went away: connect again on the next statement.
                 *client = None;
+                result = Err(DbError::Unreachable { location: db.location().to_owned(), reason: e.to_string() });
             }
             let _ = answer.send(result);
         });
@@ -171,7 +174,14 @@ impl Drop for Session {
 fn connected<'c>(client: &'c mut Option<Connection>, db: &Database) -> Result<&'c mut Connection, DbError> {
     if client.as_ref().is_none_or(|c| c.client.is_closed()) {
         // A new connection prepares its statements anew.
-        *client = Some(Connection { client: db.connect()?, prepared: std::collections::HashMap::new() });
+        let made = db.connect().map_err(|e| DbError::Unreachable {
+            location: db.location().to_owned(),
+            reason: match e {
+                DbError::Postgres { source, .. } => crate::causes(&source),
+                other => other.to_string(),
+            },
+        })?;
+        *client = Some(Connection { client: made, prepared: std::collections::HashMap::new() });
     }
     client
         .as_mut()

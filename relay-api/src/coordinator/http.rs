@@ -77,6 +77,15 @@ impl From<StoreError> for ApiError {
             StoreError::Refused { code, message } => ApiError::new(StatusCode::CONFLICT, code, message),
             StoreError::Transition(t) => ApiError::new(StatusCode::CONFLICT, "invalid_transition", t.to_string()),
             StoreError::Backend(m) => ApiError::internal(&m),
+            StoreError::Unavailable(why) => {
+                // Where the database is and why it failed are for the log, not the caller.
+                tracing::warn!("svc relay: the store is unavailable: {why}");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    "the relay's database cannot be reached just now; try again in a moment",
+                )
+            }
         }
     }
 }

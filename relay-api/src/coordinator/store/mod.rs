@@ -38,6 +38,10 @@ pub enum StoreError {
     /// the cause is kept, typed, for whoever inspects it.
     #[error("the relay store failed: {0}")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database cannot be reached now (down, restarting, every connection busy): the
+    /// same operation may succeed in a moment.
+    #[error("the relay store is unavailable: {0}")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A refused state change.
     #[error(transparent)]
     Transition(#[from] TransitionError),

@@ -89,22 +89,30 @@ impl PostgresBackend {
     /// Opens a pool of connections to `db` and migrates it.
     pub fn open(db: &Database, pool: PoolSettings) -> Result<PostgresBackend, StoreError> {
         let pool = db.pool(pool.size, pool.wait);
-        let session = pool.session().map_err(|e| StoreError::Backend(Box::new(e)))?;
-        session
-            .with(|conn, db| svc_postgres::migrate(db, conn.client(), STORE, MIGRATIONS))
-            .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        let session = pool.session().map_err(backend)?;
+        session.with(|conn, db| svc_postgres::migrate(db, conn.client(), STORE, MIGRATIONS)).map_err(backend)?;
         Ok(PostgresBackend { pool })
     }
 
     fn begin(&self, statements: &'static str) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        let session = self.pool.session().map_err(|e| StoreError::Backend(Box::new(e)))?;
-        session.run(move |c| c.client().batch_execute(statements)).map_err(backend)?;
+        let session = self.pool.session().map_err(backend)?;
+        let begun = session.run(move |c| c.client().batch_execute(statements));
+        // A connection the database dropped (a restart) is noticed when used: nothing of
+        // the transaction has run yet, so it begins once more, on a fresh connection.
+        if let Err(e) = begun {
+            if !e.is_transient() {
+                return Err(backend(e));
+            }
+            session.run(move |c| c.client().batch_execute(statements)).map_err(backend)?;
+        }
         Ok(Box::new(PgTransaction { session, open: true }))
     }
 }
 
+/// A database failure as the store says it: one that may pass (the database down, restarting,
+/// busy) is `Unavailable` (503 at the API), any other a failure of the store.
 fn backend(e: DbError) -> StoreError {
-    StoreError::Backend(Box::new(e))
+    if e.is_transient() { StoreError::Unavailable(Box::new(e)) } else { StoreError::Backend(Box::new(e)) }
 }
 
 impl Backend for PostgresBackend {
