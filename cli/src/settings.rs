@@ -69,10 +69,7 @@ impl DatabaseArgs {
         &self,
         data_dir: &std::path::Path,
     ) -> Result<relay_api::coordinator::store::StoreAt, SettingsError> {
-        Ok(match self.settings()? {
-            Some((db, pool)) => relay_api::coordinator::store::StoreAt::Postgres { db: Box::new(db), pool },
-            None => relay_api::coordinator::store::StoreAt::DataDir(data_dir.to_owned()),
-        })
+        Ok(relay_api::coordinator::store::StoreAt::of(data_dir, self.settings()?.as_ref()))
     }
 }
 

@@ -161,10 +161,7 @@ impl CoordinatorConfig {
 impl CoordinatorConfig {
     /// Where the store lives: the database if one is set, else the data directory.
     pub fn store_at(&self) -> store::StoreAt {
-        match &self.database {
-            Some((db, pool)) => store::StoreAt::Postgres { db: Box::new(db.clone()), pool: *pool },
-            None => store::StoreAt::DataDir(self.data_dir.clone()),
-        }
+        store::StoreAt::of(&self.data_dir, self.database.as_ref())
     }
 
     /// Where each deployment's app files, secrets and job output live.

@@ -188,6 +188,19 @@ pub enum StoreAt {
     },
 }
 
+impl StoreAt {
+    /// The database if one is given, else SQLite in `data_dir`.
+    pub fn of(
+        data_dir: &std::path::Path,
+        database: Option<&(svc_postgres::Database, postgres::PoolSettings)>,
+    ) -> StoreAt {
+        match database {
+            Some((db, pool)) => StoreAt::Postgres { db: Box::new(db.clone()), pool: *pool },
+            None => StoreAt::DataDir(data_dir.to_owned()),
+        }
+    }
+}
+
 impl From<&std::path::Path> for StoreAt {
     fn from(dir: &std::path::Path) -> StoreAt {
         StoreAt::DataDir(dir.to_owned())

@@ -30,13 +30,6 @@ pub const STORE: &str = "relay";
 /// relay store's writers, on every instance, one at a time; the key spells `svc_rela`).
 const WRITE_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(8319396543592965217)";
 
-/// Connects to `db` and applies the relay store's migrations it does not have yet (once,
-/// however many coordinators start together); how many were applied.
-pub fn migrate(db: &Database) -> Result<usize, DbError> {
-    let mut client = db.connect()?;
-    svc_postgres::migrate(db, &mut client, STORE, MIGRATIONS)
-}
-
 /// How a PostgreSQL store's connections are pooled.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolSettings {
