@@ -13,6 +13,7 @@ use crate::coordinator::model::{
 };
 use crate::coordinator::state::DeploymentState;
 use relay_wire::admission::Operator;
+use svc_sql::Sql;
 
 /// A storage backend: hands out transactions.
 pub trait Backend: Send + Sync + 'static {
@@ -39,6 +40,13 @@ pub trait Transaction:
 {
     /// Makes every write of this transaction durable.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// Every backend's transaction: the row traits are implemented over [`Sql`].
+impl<T: Sql> Transaction for T {
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        Ok(self.commit_tx()?)
+    }
 }
 
 /// Organizations and their tokens.

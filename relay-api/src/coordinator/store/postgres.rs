@@ -13,12 +13,11 @@
 
 use std::time::Duration;
 
-use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use svc_postgres::{Database, DbError, Pool, Session};
 
 use super::StoreError;
 use super::backend::{Backend, Transaction};
-use super::sql::{Cell, Param, Sql, SqlRow};
+use svc_sql::postgres::PgTx;
 
 /// The migrations, in order; `svc_migrations` records those applied.
 pub const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/0001_relay.sql")];
@@ -88,17 +87,7 @@ impl PostgresBackend {
     }
 
     fn begin(&self, statements: &'static str) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        let session = self.pool.session().map_err(backend)?;
-        let begun = session.run(move |c| c.client().batch_execute(statements));
-        // A connection the database dropped (a restart) is noticed when used: nothing of
-        // the transaction has run yet, so it begins once more, on a fresh connection.
-        if let Err(e) = begun {
-            if !e.is_transient() {
-                return Err(backend(e));
-            }
-            session.run(move |c| c.client().batch_execute(statements)).map_err(backend)?;
-        }
-        Ok(Box::new(PgTransaction { session, open: true }))
+        Ok(Box::new(PgTx::begin(&self.pool, statements)?))
     }
 }
 
@@ -119,138 +108,5 @@ impl Backend for PostgresBackend {
 
     fn location(&self) -> String {
         format!("postgres {}", self.pool.location())
-    }
-}
-
-/// A transaction on a session's connection; rolled back when dropped uncommitted.
-struct PgTransaction {
-    session: Session,
-    open: bool,
-}
-
-impl Drop for PgTransaction {
-    fn drop(&mut self) {
-        if self.open {
-            // Runs on the connection's thread before the session's next work; a connection
-            // whose rollback failed is closed, and the next session connects again.
-            self.session.send(|c| {
-                let _ = c.client().batch_execute("ROLLBACK");
-            });
-        }
-    }
-}
-
-impl Transaction for PgTransaction {
-    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
-        self.session.run(|c| c.client().batch_execute("COMMIT")).map_err(backend)?;
-        self.open = false;
-        Ok(())
-    }
-}
-
-/// A parameter owned, to travel to the connection's thread.
-#[derive(Debug)]
-enum Owned {
-    Int(Option<i64>),
-    Text(Option<String>),
-}
-
-fn owned(params: &[Param<'_>]) -> Vec<Owned> {
-    params
-        .iter()
-        .map(|p| match *p {
-            Param::Int(v) => Owned::Int(v),
-            Param::Text(v) => Owned::Text(v.map(str::to_owned)),
-        })
-        .collect()
-}
-
-impl ToSql for Owned {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut postgres::types::private::BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match self {
-            Owned::Int(v) => v.to_sql(ty, out),
-            Owned::Text(v) => v.as_deref().to_sql(ty, out),
-        }
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        <i64 as ToSql>::accepts(ty) || <&str as ToSql>::accepts(ty)
-    }
-
-    to_sql_checked!();
-}
-
-/// `?N` placeholders as PostgreSQL writes them (`$N`): the shared statements carry no `?`
-/// in their string literals.
-fn dollars(sql: &str) -> String {
-    sql.replace('?', "$")
-}
-
-fn bound(params: &[Owned]) -> Vec<&(dyn ToSql + Sync)> {
-    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
-}
-
-fn cell(row: &postgres::Row, i: usize) -> Result<Cell, postgres::Error> {
-    let ty = row.columns()[i].type_();
-    Ok(if *ty == Type::INT8 {
-        row.try_get::<_, Option<i64>>(i)?.map_or(Cell::Null, Cell::Int)
-    } else if *ty == Type::INT4 {
-        row.try_get::<_, Option<i32>>(i)?.map_or(Cell::Null, |v| Cell::Int(i64::from(v)))
-    } else if *ty == Type::BOOL {
-        row.try_get::<_, Option<bool>>(i)?.map_or(Cell::Null, |v| Cell::Int(i64::from(v)))
-    } else {
-        // TEXT; any other type fails here, naming it, rather than reading as text.
-        row.try_get::<_, Option<String>>(i)?.map_or(Cell::Null, Cell::Text)
-    })
-}
-
-impl Sql for PgTransaction {
-    const ROW_KEY: &'static str = "key";
-
-    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, StoreError> {
-        let (sql, params) = (dollars(sql), owned(params));
-        self.session
-            .run(move |c| {
-                let statement = c.prepared(&sql)?;
-                c.client().execute(&statement, &bound(&params))
-            })
-            .map_err(backend)
-    }
-
-    fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, StoreError> {
-        let (sql, params) = (dollars(sql), owned(params));
-        // A failed statement aborts a PostgreSQL transaction: the savepoint keeps the rest
-        // of it usable after a uniqueness refusal, as SQLite's is.
-        self.session
-            .run(move |c| {
-                let statement = c.prepared(&sql)?;
-                let client = c.client();
-                client.batch_execute("SAVEPOINT unique_check")?;
-                match client.execute(&statement, &bound(&params)) {
-                    Ok(_) => client.batch_execute("RELEASE SAVEPOINT unique_check").map(|()| true),
-                    Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
-                        client.batch_execute("ROLLBACK TO SAVEPOINT unique_check").map(|()| false)
-                    }
-                    Err(e) => Err(e),
-                }
-            })
-            .map_err(backend)
-    }
-
-    fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, StoreError> {
-        let (sql, params) = (dollars(sql), owned(params));
-        self.session
-            .run(move |c| {
-                let statement = c.prepared(&sql)?;
-                let rows = c.client().query(&statement, &bound(&params))?;
-                rows.iter()
-                    .map(|row| (0..row.len()).map(|i| cell(row, i)).collect::<Result<Vec<_>, _>>().map(SqlRow))
-                    .collect()
-            })
-            .map_err(backend)
     }
 }

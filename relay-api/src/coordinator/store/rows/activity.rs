@@ -33,12 +33,12 @@ impl<T: Sql> ActivityRows for T {
         token: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        self.execute_unique(
+        Ok(self.execute_unique(
             "INSERT INTO hostnames (hostname, deployment_id, token, state, created_at) VALUES (?1, ?2, ?3, 'pending_dns', ?4) \
              ON CONFLICT (deployment_id, hostname) DO UPDATE SET state = 'pending_dns', hints_json = '[]', \
              checked_at = NULL WHERE hostnames.state = 'removed'",
             params![hostname, deployment_id, token, now],
-        )
+        )?)
     }
 
     fn hostname(&mut self, deployment_id: &str, hostname: &str) -> Result<Option<CustomerHostname>, StoreError> {

@@ -53,12 +53,12 @@ impl<T: Sql> AdmissionRows for T {
     }
 
     fn put_operator(&mut self, o: &Operator, token_id: &str) -> Result<bool, StoreError> {
-        self.execute_unique(
+        Ok(self.execute_unique(
             "INSERT INTO operators (id, name, public_key, hostname, admitted_at, admission_token_id) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO UPDATE SET public_key = excluded.public_key, \
              admitted_at = excluded.admitted_at, admission_token_id = excluded.admission_token_id",
             params![&o.id, &o.name, &o.public_key, &o.hostname, o.admitted_at, token_id],
-        )
+        )?)
     }
 
     fn use_admission_token(&mut self, hash: &str, operator_id: &str, now: i64) -> Result<(), StoreError> {

@@ -9,7 +9,7 @@ use crate::coordinator::store::{Caller, NewDeployment, RouteKeys, StoreError, To
 
 impl<T: Sql> OrgRows for T {
     fn org_id(&mut self, name: &str) -> Result<Option<String>, StoreError> {
-        self.query_opt("SELECT id FROM orgs WHERE name = ?1", params![name])?.map(|r| r.text(0)).transpose()
+        Ok(self.query_opt("SELECT id FROM orgs WHERE name = ?1", params![name])?.map(|r| r.text(0)).transpose()?)
     }
 
     fn insert_org(&mut self, id: &str, name: &str, now: i64) -> Result<(), StoreError> {
@@ -67,7 +67,7 @@ fn one_deployment<T: Sql>(tx: &mut T, filter: &str, args: &[Param<'_>]) -> Resul
 
 impl<T: Sql> DeploymentRows for T {
     fn insert_deployment(&mut self, new: &NewDeployment, reason: &str, now: i64) -> Result<bool, StoreError> {
-        self.execute_unique(
+        Ok(self.execute_unique(
             "INSERT INTO deployments (id, org_id, project, project_json, project_digest, manifest_digest, \
              canonical_hostname, route_id, ceiling_micros, state, state_reason, created_at, updated_at, \
              gateway_operator) \
@@ -87,7 +87,7 @@ impl<T: Sql> DeploymentRows for T {
                 now,
                 &new.gateway_operator
             ],
-        )
+        )?)
     }
 
     fn deployment(&mut self, id: &str) -> Result<Option<Deployment>, StoreError> {
@@ -122,15 +122,17 @@ impl<T: Sql> DeploymentRows for T {
     }
 
     fn project_json(&mut self, id: &str) -> Result<Option<String>, StoreError> {
-        self.query_opt("SELECT project_json FROM deployments WHERE id = ?1", params![id])?
+        Ok(self
+            .query_opt("SELECT project_json FROM deployments WHERE id = ?1", params![id])?
             .map(|r| r.text(0))
-            .transpose()
+            .transpose()?)
     }
 
     fn gateway_operator(&mut self, id: &str) -> Result<Option<String>, StoreError> {
-        self.query_opt("SELECT gateway_operator FROM deployments WHERE id = ?1", params![id])?
+        Ok(self
+            .query_opt("SELECT gateway_operator FROM deployments WHERE id = ?1", params![id])?
             .map(|r| r.text(0))
-            .transpose()
+            .transpose()?)
     }
 
     fn route_keys(&mut self, id: &str) -> Result<Option<Option<RouteKeys>>, StoreError> {

@@ -122,20 +122,21 @@ impl<T: Sql> MoneyRows for T {
     }
 
     fn insert_entry(&mut self, deployment_id: &str, e: &NewEntry<'_>) -> Result<i64, StoreError> {
-        self.query_one(
-            "INSERT INTO ledger (deployment_id, kind, amount_micros, quote_id, period_index, note, at) \
+        Ok(self
+            .query_one(
+                "INSERT INTO ledger (deployment_id, kind, amount_micros, quote_id, period_index, note, at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING seq",
-            params![
-                deployment_id,
-                e.kind.as_str(),
-                i64_of(e.amount_micros)?,
-                e.quote_id,
-                e.period_index.map(i64_of).transpose()?,
-                e.note,
-                e.at
-            ],
-        )?
-        .i64(0)
+                params![
+                    deployment_id,
+                    e.kind.as_str(),
+                    i64_of(e.amount_micros)?,
+                    e.quote_id,
+                    e.period_index.map(i64_of).transpose()?,
+                    e.note,
+                    e.at
+                ],
+            )?
+            .i64(0)?)
     }
 
     fn ledger(&mut self, deployment_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
@@ -276,24 +277,20 @@ impl<T: Sql> MoneyRows for T {
     }
 
     fn pins(&mut self, org_id: &str, project: &str) -> Result<Vec<String>, StoreError> {
-        self.query(
+        let rows = self.query(
             "SELECT digest FROM validator_pins WHERE org_id = ?1 AND project = ?2 ORDER BY added_at, digest",
             params![org_id, project],
-        )?
-        .iter()
-        .map(|r| r.text(0))
-        .collect()
+        )?;
+        Ok(rows.iter().map(|r| r.text(0)).collect::<Result<_, _>>()?)
     }
 
     fn pins_of_deployment(&mut self, deployment_id: &str) -> Result<Vec<String>, StoreError> {
-        self.query(
+        let rows = self.query(
             "SELECT p.digest FROM validator_pins p JOIN deployments d ON d.org_id = p.org_id AND d.project = p.project \
              WHERE d.id = ?1 ORDER BY p.added_at, p.digest",
             params![deployment_id],
-        )?
-        .iter()
-        .map(|r| r.text(0))
-        .collect()
+        )?;
+        Ok(rows.iter().map(|r| r.text(0)).collect::<Result<_, _>>()?)
     }
 
     fn add_pin(&mut self, org_id: &str, project: &str, digest: &str, now: i64) -> Result<(), StoreError> {

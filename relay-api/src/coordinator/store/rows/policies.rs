@@ -43,10 +43,11 @@ impl<T: Sql> PolicyRows for T {
     }
 
     fn last_published(&mut self, deployment_id: &str) -> Result<u32, StoreError> {
-        self.query_one(
-            "SELECT COALESCE(MAX(revision), 0) FROM policies WHERE deployment_id = ?1",
-            params![deployment_id],
-        )?
-        .u32(0)
+        Ok(self
+            .query_one(
+                "SELECT COALESCE(MAX(revision), 0) FROM policies WHERE deployment_id = ?1",
+                params![deployment_id],
+            )?
+            .u32(0)?)
     }
 }

@@ -39,9 +39,10 @@ impl<T: Sql> RevisionRows for T {
     }
 
     fn successor_project_json(&mut self, deployment_id: &str) -> Result<Option<String>, StoreError> {
-        self.query_opt("SELECT project_json FROM successors WHERE deployment_id = ?1", params![deployment_id])?
+        Ok(self
+            .query_opt("SELECT project_json FROM successors WHERE deployment_id = ?1", params![deployment_id])?
             .map(|r| r.text(0))
-            .transpose()
+            .transpose()?)
     }
 
     fn successor_keys(&mut self, deployment_id: &str) -> Result<Option<RouteKeys>, StoreError> {

@@ -57,7 +57,7 @@ fn e_columns() -> String {
 impl<T: Sql> SchedulingRows for T {
     fn deployment_key(&mut self, id: &str) -> Result<Option<i64>, StoreError> {
         let sql = format!("SELECT {} FROM deployments WHERE id = ?1", T::ROW_KEY);
-        self.query_opt(&sql, params![id])?.map(|r| r.i64(0)).transpose()
+        Ok(self.query_opt(&sql, params![id])?.map(|r| r.i64(0)).transpose()?)
     }
 
     fn deployment_by_key(&mut self, key: i64) -> Result<Option<Deployment>, StoreError> {
@@ -71,11 +71,13 @@ impl<T: Sql> SchedulingRows for T {
              ORDER BY exec_next_at LIMIT ?2",
             T::ROW_KEY
         );
-        self.query(&sql, params![now, limit])?.iter().map(|r| r.i64(0)).collect()
+        Ok(self.query(&sql, params![now, limit])?.iter().map(|r| r.i64(0)).collect::<Result<_, _>>()?)
     }
 
     fn next_due_deployment(&mut self) -> Result<Option<i64>, StoreError> {
-        self.query_one("SELECT MIN(exec_next_at) FROM deployments WHERE exec_next_at IS NOT NULL", &[])?.opt_i64(0)
+        Ok(self
+            .query_one("SELECT MIN(exec_next_at) FROM deployments WHERE exec_next_at IS NOT NULL", &[])?
+            .opt_i64(0)?)
     }
 
     fn activated(&mut self, key: i64) -> Result<(u64, i64), StoreError> {
@@ -175,28 +177,29 @@ impl<T: Sql> SchedulingRows for T {
              FROM deployments WHERE {} = ?1 RETURNING id",
             T::ROW_KEY
         );
-        self.query_one(
-            &sql,
-            params![
-                key,
-                &e.execution_id,
-                i64::from(e.slot),
-                int(e.generation),
-                e.attempt,
-                int(e.policy_version),
-                e.state.as_str(),
-                e.processor_id.as_ref(),
-                int(e.window_start),
-                int(e.window_end),
-                e.restarts,
-                int(e.created_at),
-                int(e.changed_at),
-                e.silent_since.map(int),
-                reason.map(|r| &r.code),
-                reason.map(|r| &r.message),
-            ],
-        )?
-        .i64(0)
+        Ok(self
+            .query_one(
+                &sql,
+                params![
+                    key,
+                    &e.execution_id,
+                    i64::from(e.slot),
+                    int(e.generation),
+                    e.attempt,
+                    int(e.policy_version),
+                    e.state.as_str(),
+                    e.processor_id.as_ref(),
+                    int(e.window_start),
+                    int(e.window_end),
+                    e.restarts,
+                    int(e.created_at),
+                    int(e.changed_at),
+                    e.silent_since.map(int),
+                    reason.map(|r| &r.code),
+                    reason.map(|r| &r.message),
+                ],
+            )?
+            .i64(0)?)
     }
 
     fn update_scheduled(&mut self, e: &Execution) -> Result<(), StoreError> {

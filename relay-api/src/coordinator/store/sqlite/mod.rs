@@ -6,17 +6,17 @@
 //! the deployments) never waits for a write to commit: WAL gives it the last committed state.
 //!
 //! Only the connections live here: the statements are the backends' shared ones
-//! ([`super::rows`], over [`Sql`]), and every rule is above, in the store's operations.
+//! ([`super::rows`], over [`svc_sql::Sql`]), and every rule is above, in the store's operations.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::Connection;
 
 use super::StoreError;
 use super::backend::{Backend, Transaction};
-use super::sql::{Cell, Param, Sql, SqlRow};
+use svc_sql::sqlite::{Held, SqliteTx};
 
 /// The migrations, in order; `PRAGMA user_version` is the number applied.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -96,8 +96,7 @@ impl SqliteBackend {
 
     fn begin<'s>(&'s self, conn: &'s Mutex<Connection>, sql: &str) -> Result<Box<dyn Transaction + 's>, StoreError> {
         let conn = conn.lock().map_err(|_| StoreError::Backend("a previous store operation panicked".into()))?;
-        conn.prepare_cached(sql)?.execute([])?;
-        Ok(Box::new(SqliteTransaction { conn, open: true }))
+        Ok(Box::new(SqliteTx::begin(Held::Locked(conn), sql)?))
     }
 }
 
@@ -113,96 +112,4 @@ impl Backend for SqliteBackend {
     fn location(&self) -> String {
         self.path.display().to_string()
     }
-}
-
-/// A transaction on the connection it holds; rolled back when dropped uncommitted.
-struct SqliteTransaction<'s> {
-    conn: MutexGuard<'s, Connection>,
-    open: bool,
-}
-
-impl Drop for SqliteTransaction<'_> {
-    fn drop(&mut self) {
-        if self.open {
-            let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
-        }
-    }
-}
-
-impl Transaction for SqliteTransaction<'_> {
-    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
-        self.open = false;
-        Ok(())
-    }
-}
-
-impl rusqlite::ToSql for Param<'_> {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        use rusqlite::types::{ToSqlOutput, Value, ValueRef};
-        Ok(match *self {
-            Param::Int(Some(v)) => ToSqlOutput::Owned(Value::Integer(v)),
-            Param::Text(Some(t)) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
-            Param::Int(None) | Param::Text(None) => ToSqlOutput::Owned(Value::Null),
-        })
-    }
-}
-
-impl Sql for SqliteTransaction<'_> {
-    const ROW_KEY: &'static str = "rowid";
-
-    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, StoreError> {
-        let changed = self.conn.prepare_cached(sql)?.execute(rusqlite::params_from_iter(params))?;
-        Ok(changed as u64)
-    }
-
-    fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, StoreError> {
-        let done = self.conn.prepare_cached(sql).and_then(|mut s| s.execute(rusqlite::params_from_iter(params)));
-        if unique_violation(&done) {
-            return Ok(false);
-        }
-        done?;
-        Ok(true)
-    }
-
-    fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, StoreError> {
-        use rusqlite::types::ValueRef;
-        let mut stmt = self.conn.prepare_cached(sql)?;
-        let width = stmt.column_count();
-        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next()? {
-            let mut cells = Vec::with_capacity(width);
-            for i in 0..width {
-                cells.push(match row.get_ref(i)? {
-                    ValueRef::Null => Cell::Null,
-                    ValueRef::Integer(v) => Cell::Int(v),
-                    ValueRef::Text(t) => {
-                        Cell::Text(String::from_utf8(t.to_vec()).map_err(|e| {
-                            StoreError::Backend(format!("column {i}: text that is not UTF-8: {e}").into())
-                        })?)
-                    }
-                    other => {
-                        return Err(StoreError::Backend(
-                            format!("column {i}: a {:?} value, which this store never writes", other.data_type())
-                                .into(),
-                        ));
-                    }
-                });
-            }
-            out.push(SqlRow(cells));
-        }
-        Ok(out)
-    }
-}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> StoreError {
-        StoreError::Backend(Box::new(e))
-    }
-}
-
-/// Whether a write failed on a uniqueness rule (the caller says which thing is taken).
-fn unique_violation<T>(result: &rusqlite::Result<T>) -> bool {
-    matches!(result, Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation)
 }

@@ -1,0 +1,160 @@
+//! Transactions on pooled PostgreSQL connections ([`svc_postgres::Pool`]). Each statement
+//! travels to its connection's thread as a closure, with its parameters owned; statements
+//! are prepared once per connection.
+
+use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
+use svc_postgres::{Pool, Session};
+
+use crate::{Cell, Param, Sql, SqlError, SqlRow};
+
+/// A transaction on one pooled connection; rolled back when dropped uncommitted.
+pub struct PgTx {
+    session: Session,
+    open: bool,
+}
+
+impl PgTx {
+    /// Checks a connection out of `pool` and runs `begin` on it (`BEGIN ...`, and whatever
+    /// the store takes first, such as an advisory lock). A connection the database dropped
+    /// (a restart) is noticed when used: nothing of the transaction has run yet, so it begins
+    /// once more, on a fresh connection.
+    pub fn begin(pool: &Pool, begin: &'static str) -> Result<PgTx, SqlError> {
+        let session = pool.session()?;
+        if let Err(e) = session.run(move |c| c.client().batch_execute(begin)) {
+            if !e.is_transient() {
+                return Err(e.into());
+            }
+            session.run(move |c| c.client().batch_execute(begin))?;
+        }
+        Ok(PgTx { session, open: true })
+    }
+
+    /// The session, for what only PostgreSQL has.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+}
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        if self.open {
+            // Runs on the connection's thread before the session's next work; a connection
+            // whose rollback failed is closed, and the next session connects again.
+            self.session.send(|c| {
+                let _ = c.client().batch_execute("ROLLBACK");
+            });
+        }
+    }
+}
+
+/// A parameter owned, to travel to the connection's thread.
+#[derive(Debug)]
+enum Owned {
+    Int(Option<i64>),
+    Text(Option<String>),
+    Bytes(Option<Vec<u8>>),
+}
+
+fn owned(params: &[Param<'_>]) -> Vec<Owned> {
+    params
+        .iter()
+        .map(|p| match *p {
+            Param::Int(v) => Owned::Int(v),
+            Param::Text(v) => Owned::Text(v.map(str::to_owned)),
+            Param::Bytes(v) => Owned::Bytes(v.map(<[u8]>::to_vec)),
+        })
+        .collect()
+}
+
+impl ToSql for Owned {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut postgres::types::private::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            Owned::Int(v) => v.to_sql(ty, out),
+            Owned::Text(v) => v.as_deref().to_sql(ty, out),
+            Owned::Bytes(v) => v.as_deref().to_sql(ty, out),
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <i64 as ToSql>::accepts(ty) || <&str as ToSql>::accepts(ty) || <&[u8] as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
+}
+
+/// `?N` placeholders as PostgreSQL writes them (`$N`): the shared statements carry no `?`
+/// in their string literals.
+fn dollars(sql: &str) -> String {
+    sql.replace('?', "$")
+}
+
+fn bound(params: &[Owned]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
+fn cell(row: &postgres::Row, i: usize) -> Result<Cell, postgres::Error> {
+    let ty = row.columns()[i].type_();
+    Ok(if *ty == Type::INT8 {
+        row.try_get::<_, Option<i64>>(i)?.map_or(Cell::Null, Cell::Int)
+    } else if *ty == Type::INT4 {
+        row.try_get::<_, Option<i32>>(i)?.map_or(Cell::Null, |v| Cell::Int(i64::from(v)))
+    } else if *ty == Type::BOOL {
+        row.try_get::<_, Option<bool>>(i)?.map_or(Cell::Null, |v| Cell::Int(i64::from(v)))
+    } else if *ty == Type::BYTEA {
+        row.try_get::<_, Option<Vec<u8>>>(i)?.map_or(Cell::Null, Cell::Bytes)
+    } else {
+        // TEXT; any other type fails here, naming it, rather than reading as text.
+        row.try_get::<_, Option<String>>(i)?.map_or(Cell::Null, Cell::Text)
+    })
+}
+
+impl Sql for PgTx {
+    const ROW_KEY: &'static str = "key";
+
+    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
+        let (sql, params) = (dollars(sql), owned(params));
+        Ok(self.session.run(move |c| {
+            let statement = c.prepared(&sql)?;
+            c.client().execute(&statement, &bound(&params))
+        })?)
+    }
+
+    fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, SqlError> {
+        let (sql, params) = (dollars(sql), owned(params));
+        // A failed statement aborts a PostgreSQL transaction: the savepoint keeps the rest
+        // of it usable after a uniqueness refusal, as SQLite's is.
+        Ok(self.session.run(move |c| {
+            let statement = c.prepared(&sql)?;
+            let client = c.client();
+            client.batch_execute("SAVEPOINT unique_check")?;
+            match client.execute(&statement, &bound(&params)) {
+                Ok(_) => client.batch_execute("RELEASE SAVEPOINT unique_check").map(|()| true),
+                Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                    client.batch_execute("ROLLBACK TO SAVEPOINT unique_check").map(|()| false)
+                }
+                Err(e) => Err(e),
+            }
+        })?)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
+        let (sql, params) = (dollars(sql), owned(params));
+        Ok(self.session.run(move |c| {
+            let statement = c.prepared(&sql)?;
+            let rows = c.client().query(&statement, &bound(&params))?;
+            rows.iter()
+                .map(|row| (0..row.len()).map(|i| cell(row, i)).collect::<Result<Vec<_>, _>>().map(SqlRow))
+                .collect()
+        })?)
+    }
+
+    fn commit_tx(&mut self) -> Result<(), SqlError> {
+        self.session.run(|c| c.client().batch_execute("COMMIT"))?;
+        self.open = false;
+        Ok(())
+    }
+}

@@ -1,0 +1,135 @@
+//! Transactions on SQLite connections.
+
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::Connection;
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+
+use crate::{Cell, Param, Sql, SqlError, SqlRow};
+
+/// The connection a transaction runs on.
+pub enum Held<'s> {
+    /// A connection under its lock (a store's writer, or its one reader).
+    Locked(MutexGuard<'s, Connection>),
+    /// A reader taken from a pool, put back when the transaction ends.
+    Pooled(Option<Connection>, &'s Mutex<Vec<Connection>>),
+    /// A connection whose transaction someone else manages (a group commit's savepoint).
+    Borrowed(&'s Connection),
+}
+
+/// A transaction on a SQLite connection; rolled back when dropped uncommitted.
+pub struct SqliteTx<'s> {
+    conn: Held<'s>,
+    open: bool,
+}
+
+/// Runs a statement without parameters through the connection's statement cache (every
+/// request begins and ends a transaction: parsing `BEGIN` each time showed in profiles).
+pub fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+impl<'s> SqliteTx<'s> {
+    /// Begins a transaction on `conn` with `begin` (`BEGIN IMMEDIATE` for a writer, `BEGIN
+    /// DEFERRED` for a reader).
+    pub fn begin(conn: Held<'s>, begin: &str) -> Result<SqliteTx<'s>, SqlError> {
+        let mut tx = SqliteTx { conn, open: false };
+        run_cached(tx.conn(), begin)?;
+        tx.open = true;
+        Ok(tx)
+    }
+
+    /// Statements inside a transaction the caller manages (begun, and ended, by it).
+    pub fn within(conn: &'s Connection) -> SqliteTx<'s> {
+        SqliteTx { conn: Held::Borrowed(conn), open: false }
+    }
+
+    /// The connection, for what only SQLite has (a savepoint of a group commit, a test).
+    pub fn conn(&self) -> &Connection {
+        match &self.conn {
+            Held::Locked(guard) => guard,
+            Held::Borrowed(conn) => conn,
+            // Only `Drop` takes the reader out.
+            Held::Pooled(conn, _) => conn.as_ref().unwrap_or_else(|| unreachable!("reader taken before drop")),
+        }
+    }
+}
+
+impl Drop for SqliteTx<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = run_cached(self.conn(), "ROLLBACK");
+        }
+        if let Held::Pooled(conn, pool) = &mut self.conn
+            && let (Some(conn), Ok(mut pool)) = (conn.take(), pool.lock())
+        {
+            pool.push(conn);
+        }
+    }
+}
+
+impl rusqlite::ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match *self {
+            Param::Int(Some(v)) => ToSqlOutput::Owned(Value::Integer(v)),
+            Param::Text(Some(t)) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
+            Param::Bytes(Some(b)) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+            Param::Int(None) | Param::Text(None) | Param::Bytes(None) => ToSqlOutput::Owned(Value::Null),
+        })
+    }
+}
+
+/// Whether a write failed on a uniqueness rule.
+fn unique_violation<T>(result: &rusqlite::Result<T>) -> bool {
+    matches!(result, Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation)
+}
+
+impl Sql for SqliteTx<'_> {
+    const ROW_KEY: &'static str = "rowid";
+
+    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
+        let changed = self.conn().prepare_cached(sql)?.execute(rusqlite::params_from_iter(params))?;
+        Ok(changed as u64)
+    }
+
+    fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, SqlError> {
+        let done = self.conn().prepare_cached(sql).and_then(|mut s| s.execute(rusqlite::params_from_iter(params)));
+        if unique_violation(&done) {
+            return Ok(false);
+        }
+        done?;
+        Ok(true)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
+        let mut stmt = self.conn().prepare_cached(sql)?;
+        let width = stmt.column_count();
+        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let mut cells = Vec::with_capacity(width);
+            for i in 0..width {
+                cells.push(match row.get_ref(i)? {
+                    ValueRef::Null => Cell::Null,
+                    ValueRef::Integer(v) => Cell::Int(v),
+                    ValueRef::Text(t) => {
+                        Cell::Text(String::from_utf8(t.to_vec()).map_err(|e| SqlError::Corrupt {
+                            column: i,
+                            what: format!("text that is not UTF-8 ({e})"),
+                        })?)
+                    }
+                    ValueRef::Blob(b) => Cell::Bytes(b.to_vec()),
+                    ValueRef::Real(v) => return Err(SqlError::Corrupt { column: i, what: format!("the real {v}") }),
+                });
+            }
+            out.push(SqlRow(cells));
+        }
+        Ok(out)
+    }
+
+    fn commit_tx(&mut self) -> Result<(), SqlError> {
+        run_cached(self.conn(), "COMMIT")?;
+        self.open = false;
+        Ok(())
+    }
+}
