@@ -92,7 +92,7 @@ fn main() -> Result<()> {
         Arc::clone(&pool) as Arc<dyn Market>,
         Arc::new(clock.clone()),
     )?;
-    let router = manifest_core::service::router_over(Arc::clone(&store), scheduler);
+    let router = manifest_core::service::router_over(store.clone(), scheduler);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
 
     // Each sample asks for another application's page (`{app}`), so no answer is a repeat.

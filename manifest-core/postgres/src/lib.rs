@@ -114,6 +114,21 @@ pub(crate) fn causes(error: &postgres::Error) -> String {
     text
 }
 
+/// How a store's connections to its database are pooled.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolSettings {
+    /// Connections at most (each instance's own).
+    pub size: u32,
+    /// How long an operation waits for a connection before it fails (503 at the API).
+    pub wait: std::time::Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings { size: 8, wait: std::time::Duration::from_secs(5) }
+    }
+}
+
 /// A PostgreSQL database to connect to: its URL checked, and the TLS to reach it.
 #[derive(Clone)]
 pub struct Database {

@@ -21,6 +21,45 @@ pub mod sqlite;
 
 pub use row::{Cell, SqlRow};
 
+/// Where a store lives: chosen once, from `--data-dir` and `--database`.
+#[derive(Debug, Clone)]
+pub enum StoreAt {
+    /// SQLite, a file in this data directory (the default).
+    DataDir(std::path::PathBuf),
+    /// A PostgreSQL database (`--database postgres://...`).
+    Postgres {
+        /// The database, its URL checked (boxed: it carries its TLS configuration).
+        db: Box<svc_postgres::Database>,
+        /// Its connection pool.
+        pool: svc_postgres::PoolSettings,
+    },
+}
+
+impl StoreAt {
+    /// The database if one is given, else SQLite in `data_dir`.
+    pub fn of(
+        data_dir: &std::path::Path,
+        database: Option<&(svc_postgres::Database, svc_postgres::PoolSettings)>,
+    ) -> StoreAt {
+        match database {
+            Some((db, pool)) => StoreAt::Postgres { db: Box::new(db.clone()), pool: *pool },
+            None => StoreAt::DataDir(data_dir.to_owned()),
+        }
+    }
+}
+
+impl From<&std::path::Path> for StoreAt {
+    fn from(dir: &std::path::Path) -> StoreAt {
+        StoreAt::DataDir(dir.to_owned())
+    }
+}
+
+impl From<&std::path::PathBuf> for StoreAt {
+    fn from(dir: &std::path::PathBuf) -> StoreAt {
+        StoreAt::DataDir(dir.clone())
+    }
+}
+
 /// Why a statement failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SqlError {
@@ -153,6 +192,9 @@ pub trait Sql {
     /// Runs a query; its rows.
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError>;
 
+    /// Runs a statement without parameters or rows (`SAVEPOINT unit`, `RELEASE unit`).
+    fn run_plain(&mut self, sql: &str) -> Result<(), SqlError>;
+
     /// Makes every write of the transaction durable; after it, the transaction is over.
     fn commit_tx(&mut self) -> Result<(), SqlError>;
 
@@ -164,5 +206,31 @@ pub trait Sql {
     /// Runs a query expected to give exactly one row.
     fn query_one(&mut self, sql: &str, params: &[Param<'_>]) -> Result<SqlRow, SqlError> {
         self.query_opt(sql, params)?.ok_or_else(|| SqlError::NoRow(sql.to_owned()))
+    }
+}
+
+/// A transaction lent out: statements run on the borrowed one (a unit of a group commit runs
+/// on the group's transaction, inside its own savepoint).
+impl<S: Sql + ?Sized> Sql for &mut S {
+    const ROW_KEY: &'static str = S::ROW_KEY;
+
+    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
+        (**self).execute(sql, params)
+    }
+
+    fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, SqlError> {
+        (**self).execute_unique(sql, params)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
+        (**self).query(sql, params)
+    }
+
+    fn run_plain(&mut self, sql: &str) -> Result<(), SqlError> {
+        (**self).run_plain(sql)
+    }
+
+    fn commit_tx(&mut self) -> Result<(), SqlError> {
+        (**self).commit_tx()
     }
 }

@@ -152,6 +152,11 @@ impl Sql for PgTx {
         })?)
     }
 
+    fn run_plain(&mut self, sql: &str) -> Result<(), SqlError> {
+        let sql = sql.to_owned();
+        Ok(self.session.run(move |c| c.client().batch_execute(&sql))?)
+    }
+
     fn commit_tx(&mut self) -> Result<(), SqlError> {
         self.session.run(|c| c.client().batch_execute("COMMIT"))?;
         self.open = false;

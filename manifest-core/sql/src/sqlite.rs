@@ -127,6 +127,10 @@ impl Sql for SqliteTx<'_> {
         Ok(out)
     }
 
+    fn run_plain(&mut self, sql: &str) -> Result<(), SqlError> {
+        Ok(run_cached(self.conn(), sql)?)
+    }
+
     fn commit_tx(&mut self) -> Result<(), SqlError> {
         run_cached(self.conn(), "COMMIT")?;
         self.open = false;

@@ -4,12 +4,13 @@
 
 use std::path::Path;
 
+pub use svc_sql::StoreAt;
+
 use crate::formats::{IPFS_CID, SHA256_DIGEST};
 use crate::service::auth::{Role, issue_token};
 use crate::service::capability::{Capability, Tier};
 use crate::service::store::{
-    AcceptedArtifact, ArtifactEvidence, NewToken, Organization, RuntimeImage, SqliteStore, Store, StoreError,
-    Transaction,
+    AcceptedArtifact, ArtifactEvidence, NewToken, Organization, RuntimeImage, StoreError, Transaction,
 };
 use crate::shape::Pattern;
 
@@ -52,8 +53,11 @@ pub struct BuildArgs {
     pub manifest_path: String,
 }
 
-fn with_store<T>(dir: &Path, f: impl FnOnce(&mut dyn Transaction) -> Result<T, AdminError>) -> Result<T, AdminError> {
-    let store = SqliteStore::open(dir)?;
+fn with_store<T>(
+    at: impl Into<StoreAt>,
+    f: impl FnOnce(&mut dyn Transaction) -> Result<T, AdminError>,
+) -> Result<T, AdminError> {
+    let store = crate::service::store::open(&at.into())?;
     let mut tx = store.write()?;
     let value = f(tx.as_mut())?;
     tx.commit()?;
@@ -105,11 +109,11 @@ fn evidence(a: &ArtifactArgs) -> Result<ArtifactEvidence, AdminError> {
 }
 
 /// Creates a token (and the organization if new); returns the plaintext, shown only once.
-pub fn token_create(dir: &Path, org: &str, role: Role, name: Option<&str>) -> Result<String, AdminError> {
+pub fn token_create(at: impl Into<StoreAt>, org: &str, role: Role, name: Option<&str>) -> Result<String, AdminError> {
     crate::names::organization(org).map_err(|e| AdminError::Invalid(e.to_string()))?;
     let token = issue_token().map_err(|e| AdminError::Invalid(e.to_string()))?;
     let name = name.map_or_else(|| format!("{}-{}", role.as_str(), &token.id[4..]), str::to_owned);
-    with_store(dir, |tx| {
+    with_store(at, |tx| {
         let organization = tx.ensure_organization(org)?;
         tx.insert_token(organization.id, &NewToken { id: token.id.clone(), role, name, hash: token.hash.clone() })?;
         Ok(token.plaintext.clone())
@@ -117,14 +121,14 @@ pub fn token_create(dir: &Path, org: &str, role: Role, name: Option<&str>) -> Re
 }
 
 /// Curates an artifact (global).
-pub fn artifact_curate(dir: &Path, artifact: &ArtifactArgs) -> Result<(), AdminError> {
+pub fn artifact_curate(at: impl Into<StoreAt>, artifact: &ArtifactArgs) -> Result<(), AdminError> {
     let e = evidence(artifact)?;
-    with_store(dir, |tx| Ok(tx.curate(&e)?))
+    with_store(at, |tx| Ok(tx.curate(&e)?))
 }
 
 /// Accepts an artifact version built for an application.
 pub fn artifact_accept(
-    dir: &Path,
+    at: impl Into<StoreAt>,
     org: &str,
     application_id: &str,
     build: &BuildArgs,
@@ -135,7 +139,7 @@ pub fn artifact_accept(
     check(&build.git_ref, "--ref", &crate::formats::GIT_REF)?;
     check(&build.workflow_ref, "--workflow-ref", &crate::formats::WORKFLOW_REF)?;
     check(&build.manifest_path, "--manifest-path", &crate::formats::SAFE_RELATIVE_PATH)?;
-    with_store(dir, |tx| {
+    with_store(at, |tx| {
         let organization = existing(tx, org)?;
         let accepted = AcceptedArtifact {
             repository: build.repository.clone(),
@@ -149,7 +153,7 @@ pub fn artifact_accept(
 }
 
 /// Grants or revokes a capability.
-pub fn capability_set(dir: &Path, org: &str, name: &str, granted: bool) -> Result<(), AdminError> {
+pub fn capability_set(at: impl Into<StoreAt>, org: &str, name: &str, granted: bool) -> Result<(), AdminError> {
     let Some(capability) = Capability::parse(name) else {
         let names: Vec<_> = Capability::ALL.iter().map(|c| c.name()).collect();
         return Err(AdminError::Invalid(format!(
@@ -157,15 +161,15 @@ pub fn capability_set(dir: &Path, org: &str, name: &str, granted: bool) -> Resul
             names.join(", ")
         )));
     };
-    with_store(dir, |tx| {
+    with_store(at, |tx| {
         let organization = existing(tx, org)?;
         Ok(tx.set_grant(organization.id, capability.name(), granted)?)
     })
 }
 
 /// Sets the organization's entitlement tier.
-pub fn entitlement_set(dir: &Path, org: &str, tier: Tier) -> Result<(), AdminError> {
-    with_store(dir, |tx| {
+pub fn entitlement_set(at: impl Into<StoreAt>, org: &str, tier: Tier) -> Result<(), AdminError> {
+    with_store(at, |tx| {
         let organization = existing(tx, org)?;
         Ok(tx.set_tier(organization.id, tier)?)
     })
@@ -173,18 +177,18 @@ pub fn entitlement_set(dir: &Path, org: &str, tier: Tier) -> Result<(), AdminErr
 
 /// Sets (or, with `None`, clears) the organization's spend authority per job: at most
 /// 2^63 - 1 micros, the store's range (a larger value is refused, never saturated).
-pub fn spend_authority_set(dir: &Path, org: &str, micros: Option<u64>) -> Result<(), AdminError> {
+pub fn spend_authority_set(at: impl Into<StoreAt>, org: &str, micros: Option<u64>) -> Result<(), AdminError> {
     if let Some(m) = micros.filter(|&m| i64::try_from(m).is_err()) {
         return Err(AdminError::Invalid(format!("--micros {m} is out of range: at most {} micros", i64::MAX)));
     }
-    with_store(dir, |tx| {
+    with_store(at, |tx| {
         let organization = existing(tx, org)?;
         Ok(tx.set_spend_authority(organization.id, micros)?)
     })
 }
 
 /// Adds an operator SSH public key to the organization.
-pub fn ssh_key_add(dir: &Path, org: &str, public_key: &str) -> Result<(), AdminError> {
+pub fn ssh_key_add(at: impl Into<StoreAt>, org: &str, public_key: &str) -> Result<(), AdminError> {
     let key = public_key.trim();
     let valid = key.split_whitespace().count() >= 2
         && ["ssh-ed25519 ", "ssh-rsa ", "ecdsa-sha2-"].iter().any(|p| key.starts_with(p));
@@ -193,7 +197,7 @@ pub fn ssh_key_add(dir: &Path, org: &str, public_key: &str) -> Result<(), AdminE
             "the key is not an OpenSSH public key line (`ssh-ed25519 AAAA... comment`)".into(),
         ));
     }
-    with_store(dir, |tx| {
+    with_store(at, |tx| {
         let organization = existing(tx, org)?;
         Ok(tx.add_ssh_key(organization.id, key)?)
     })
@@ -202,7 +206,7 @@ pub fn ssh_key_add(dir: &Path, org: &str, public_key: &str) -> Result<(), AdminE
 /// Marks a secret as provisioned for an application, with its value for the application's
 /// jobs when given (at most 64 KiB).
 pub fn secret_provision(
-    dir: &Path,
+    at: impl Into<StoreAt>,
     org: &str,
     application_id: &str,
     secret_id: &str,
@@ -215,7 +219,7 @@ pub fn secret_provision(
             v.len()
         )));
     }
-    with_store(dir, |tx| {
+    with_store(at, |tx| {
         let organization = existing(tx, org)?;
         match value {
             Some(v) => Ok(tx.set_secret_value(organization.id, application_id, secret_id, v)?),
@@ -239,11 +243,11 @@ pub fn artifact_store(dir: &Path, bundle: &Path, expected: Option<&str>) -> Resu
 }
 
 /// Adds an exact image version to a runtime catalog.
-pub fn image_add(dir: &Path, image: &RuntimeImage) -> Result<(), AdminError> {
+pub fn image_add(at: impl Into<StoreAt>, image: &RuntimeImage) -> Result<(), AdminError> {
     let exact = image.version.split('.').count() == 3 && (crate::formats::IMAGE_VERSION.check)(&image.version);
     if !exact {
         return Err(AdminError::Invalid(format!("--version \"{}\" is not an exact MAJOR.MINOR.PATCH", image.version)));
     }
     check(&image.digest, "--digest", &SHA256_DIGEST)?;
-    with_store(dir, |tx| Ok(tx.add_runtime_image(image)?))
+    with_store(at, |tx| Ok(tx.add_runtime_image(image)?))
 }

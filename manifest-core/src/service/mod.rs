@@ -61,8 +61,11 @@ pub enum FaultPoint {
 pub struct ServiceConfig {
     /// Where to listen (tests use loopback with port 0).
     pub listen: SocketAddr,
-    /// The data directory (holds the SQLite database).
+    /// The data directory (holds the SQLite database, unless `database` is given).
     pub data_dir: PathBuf,
+    /// A PostgreSQL database for the store, and its pool (`--database`): several instances
+    /// may share it.
+    pub database: Option<(svc_postgres::Database, svc_postgres::PoolSettings)>,
     /// Registered schema pairs.
     pub schema_pairs: SchemaPairs,
     /// The listener's timeouts, connection cap and drain time (after SIGINT or SIGTERM).
@@ -101,6 +104,7 @@ impl ServiceConfig {
         ServiceConfig {
             listen,
             data_dir,
+            database: None,
             schema_pairs: SchemaPairs::default(),
             http: svc_http::Settings::default(),
             tls: None,
@@ -151,7 +155,10 @@ pub async fn serve_until(
     on_listening: impl FnOnce(&svc_http::Server),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let store = Arc::new(store::SqliteStore::open(&config.data_dir)?);
+    let at = svc_sql::StoreAt::of(&config.data_dir, config.database.as_ref());
+    let store = tokio::task::spawn_blocking(move || store::open(&at))
+        .await
+        .map_err(|e| ServeError::Store(store::StoreError::Backend(Box::new(e))))??;
     let server = svc_http::Server::bind("svc serve", config.listen, config.tls, config.http).await?;
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let market: Arc<dyn svc_execution::Market> = match config.pool {
@@ -159,7 +166,7 @@ pub async fn serve_until(
         Pool::None(why) => Arc::new(svc_execution::market::Unavailable(why)),
     };
     let scheduler = {
-        let store = Arc::clone(&store) as Arc<dyn svc_execution::executor::ExecutionStore>;
+        let store: Arc<dyn svc_execution::executor::ExecutionStore> = Arc::clone(&store) as _;
         tokio::task::spawn_blocking(move || {
             executions::runner::Scheduler::start(store, market, Arc::new(svc_execution::SystemClock))
         })
@@ -168,7 +175,7 @@ pub async fn serve_until(
         .map_err(ServeError::Scheduler)?
     };
     let state = Arc::new(State {
-        store,
+        store: store as Arc<dyn store::Store>,
         schema_pairs: config.schema_pairs,
         fault: config.fault,
         validations: Arc::new(tokio::sync::Semaphore::new(cores)),
@@ -182,10 +189,10 @@ pub async fn serve_until(
 /// The service's routes (the API and the console) over `store` and a running `scheduler`,
 /// with no listener: what [`serve`] serves, for a caller that drives the router itself (the
 /// console's view benchmark, `manifest-core/benches/console.rs`).
-pub fn router_over(store: Arc<store::SqliteStore>, scheduler: executions::runner::Scheduler) -> axum::Router {
+pub fn router_over(store: Arc<dyn store::ServiceStore>, scheduler: executions::runner::Scheduler) -> axum::Router {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     http::router(Arc::new(State {
-        store,
+        store: store as Arc<dyn store::Store>,
         schema_pairs: SchemaPairs::default(),
         fault: None,
         validations: Arc::new(tokio::sync::Semaphore::new(cores)),

@@ -52,6 +52,15 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(m) => ApiError::new(409, "conflict", m),
             StoreError::NotFound(m) => ApiError::new(404, "not_found", m),
             StoreError::Backend(m) => ApiError::internal(format!("store error: {m}")),
+            StoreError::Unavailable(why) => {
+                // Where the database is and why it failed are for the log, not the caller.
+                tracing::warn!("svc serve: the store is unavailable: {why}");
+                ApiError::new(
+                    503,
+                    "store_unavailable",
+                    "the service's database cannot be reached just now; try again in a moment",
+                )
+            }
         }
     }
 }

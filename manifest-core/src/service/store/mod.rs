@@ -4,8 +4,14 @@
 //! Nothing is cached between transactions, so offline `svc admin` commands on the same store
 //! take effect at once.
 
+mod group;
+pub mod postgres;
+mod rows;
 mod sqlite;
+#[cfg(test)]
+mod tests;
 
+pub use postgres::PostgresStore;
 pub use sqlite::{DATABASE_FILE, SqliteStore};
 
 use std::collections::BTreeSet;
@@ -25,6 +31,37 @@ pub enum StoreError {
     /// The backend failed (I/O, corruption, a lock held too long); the cause is kept, typed.
     #[error("storage error: {0}")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database cannot be reached now (down, restarting, every connection busy): the
+    /// same operation may succeed in a moment (503, not 500).
+    #[error("the store is unavailable: {0}")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Opens (creating and migrating) the store where `at` says: SQLite in a data directory, or a
+/// PostgreSQL database.
+pub fn open(at: &svc_sql::StoreAt) -> Result<std::sync::Arc<dyn ServiceStore>, StoreError> {
+    Ok(match at {
+        svc_sql::StoreAt::DataDir(dir) => std::sync::Arc::new(SqliteStore::open(dir)?),
+        svc_sql::StoreAt::Postgres { db, pool } => std::sync::Arc::new(PostgresStore::open(db, *pool)?),
+    })
+}
+
+/// A store the service runs on: the publication's transactions and the scheduler's.
+pub trait ServiceStore: Store + svc_execution::executor::ExecutionStore {
+    /// Where the data lives, for messages (a file, or a database's host, port and name).
+    fn location(&self) -> String;
+}
+
+impl ServiceStore for SqliteStore {
+    fn location(&self) -> String {
+        self.path().display().to_string()
+    }
+}
+
+impl ServiceStore for PostgresStore {
+    fn location(&self) -> String {
+        format!("postgres {}", PostgresStore::location(self))
+    }
 }
 
 /// A storage backend: hands out transactions.

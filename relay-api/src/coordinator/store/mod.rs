@@ -174,44 +174,8 @@ fn not_found(what: String) -> StoreError {
     StoreError::NotFound(what)
 }
 
-/// Where a relay store lives.
-#[derive(Debug, Clone)]
-pub enum StoreAt {
-    /// SQLite, `relay.sqlite3` in this data directory (the default).
-    DataDir(std::path::PathBuf),
-    /// A PostgreSQL database (`--database postgres://...`).
-    Postgres {
-        /// The database, its URL checked (boxed: it carries its TLS configuration).
-        db: Box<svc_postgres::Database>,
-        /// Its connection pool.
-        pool: postgres::PoolSettings,
-    },
-}
-
-impl StoreAt {
-    /// The database if one is given, else SQLite in `data_dir`.
-    pub fn of(
-        data_dir: &std::path::Path,
-        database: Option<&(svc_postgres::Database, postgres::PoolSettings)>,
-    ) -> StoreAt {
-        match database {
-            Some((db, pool)) => StoreAt::Postgres { db: Box::new(db.clone()), pool: *pool },
-            None => StoreAt::DataDir(data_dir.to_owned()),
-        }
-    }
-}
-
-impl From<&std::path::Path> for StoreAt {
-    fn from(dir: &std::path::Path) -> StoreAt {
-        StoreAt::DataDir(dir.to_owned())
-    }
-}
-
-impl From<&std::path::PathBuf> for StoreAt {
-    fn from(dir: &std::path::PathBuf) -> StoreAt {
-        StoreAt::DataDir(dir.clone())
-    }
-}
+/// Where a relay store lives (`relay.sqlite3` in a data directory, or a PostgreSQL database).
+pub use svc_sql::StoreAt;
 
 impl RelayStore {
     /// Opens (creating and migrating) the store where `at` says.

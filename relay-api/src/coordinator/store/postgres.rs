@@ -29,20 +29,7 @@ pub const STORE: &str = "relay";
 /// relay store's writers, on every instance, one at a time; the key spells `svc_rela`).
 const WRITE_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(8319396543592965217)";
 
-/// How a PostgreSQL store's connections are pooled.
-#[derive(Debug, Clone, Copy)]
-pub struct PoolSettings {
-    /// Connections at most (each instance's own).
-    pub size: u32,
-    /// How long an operation waits for a connection before it fails (503 at the API).
-    pub wait: Duration,
-}
-
-impl Default for PoolSettings {
-    fn default() -> Self {
-        PoolSettings { size: 8, wait: Duration::from_secs(5) }
-    }
-}
+pub use svc_postgres::PoolSettings;
 
 /// The session-level advisory lock a coordinator holds on its database while it runs (the
 /// key spells `svc_coor`).

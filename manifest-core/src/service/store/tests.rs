@@ -1,0 +1,295 @@
+//! The store over a real SQLite file and a real PostgreSQL database: each test runs on both
+//! (PostgreSQL in a throwaway cluster; skipped, saying so, where it is not installed and
+//! `SVC_REQUIRE_POSTGRES` is not set).
+
+use std::sync::Arc;
+
+use svc_execution::{ExecState, Execution, Quote};
+
+use super::*;
+
+/// One backend under test: opens the store (again, on the same data, as a restart would),
+/// and runs SQL on its database outside the store (what a person with a SQL prompt could
+/// do).
+struct Backend<'a> {
+    open: &'a dyn Fn() -> Arc<dyn ServiceStore>,
+    raw: &'a dyn Fn(&str) -> Result<(), String>,
+}
+
+fn on_each_backend(name: &str, test: impl Fn(&Backend<'_>)) {
+    let scratch = tempfile::Builder::new().prefix(&format!("svc-store-{name}-")).tempdir().expect("a scratch dir");
+    let dir = scratch.path().to_owned();
+    test(&Backend {
+        open: &|| Arc::new(SqliteStore::open(&dir).expect("a SQLite store")),
+        raw: &|sql| {
+            let conn = rusqlite::Connection::open(dir.join(DATABASE_FILE)).map_err(|e| e.to_string())?;
+            conn.execute_batch(sql).map_err(|e| e.to_string())
+        },
+    });
+    let Some(cluster) = svc_pg_cluster::for_test(name) else { return };
+    let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
+    test(&Backend {
+        open: &|| {
+            Arc::new(PostgresStore::open(&db, svc_postgres::PoolSettings::default()).expect("a PostgreSQL store"))
+        },
+        raw: &|sql| cluster.sql("svc", sql).map(drop).map_err(|e| e.to_string()),
+    });
+}
+
+fn version(n: u64, jobs: u64) -> PolicyVersion {
+    PolicyVersion {
+        version: n,
+        schema_version: 5,
+        authored_digest: "sha256:a".into(),
+        policy_digest: format!("sha256:p{n}"),
+        policy: "{}".into(),
+        authored: "{}".into(),
+        jobs,
+        execution: "once".into(),
+        published_by: "me".into(),
+    }
+}
+
+#[test]
+fn migrations_apply_once_and_reopen_finds_the_data() {
+    on_each_backend("reopen", |b| {
+        {
+            let store = (b.open)();
+            let mut tx = store.write().expect("tx");
+            let org = tx.ensure_organization("acme").expect("org");
+            tx.insert_application(org.id, "web", "app_1").expect("app");
+            tx.commit().expect("commit");
+        }
+        let store = (b.open)();
+        let mut tx = store.read().expect("tx");
+        let org = tx.organization("acme").expect("read").expect("org");
+        assert_eq!(tx.application(org.id, "web").expect("read").expect("app").application_uid, "app_1");
+    });
+}
+
+#[test]
+fn an_uncommitted_transaction_leaves_nothing() {
+    on_each_backend("rollback", |b| {
+        let store = (b.open)();
+        {
+            let mut tx = store.write().expect("tx");
+            tx.ensure_organization("acme").expect("org");
+        }
+        assert!(store.read().expect("tx").organization("acme").expect("read").is_none());
+        // The connection is usable again after the rollback.
+        let mut tx = store.write().expect("tx");
+        tx.ensure_organization("acme").expect("org");
+        tx.commit().expect("commit");
+        assert!(store.read().expect("tx").organization("acme").expect("read").is_some());
+    });
+}
+
+#[test]
+fn policy_versions_are_immutable_and_a_taken_version_is_a_conflict() {
+    on_each_backend("immutable", |b| {
+        let store = (b.open)();
+        let mut tx = store.write().expect("tx");
+        let org = tx.ensure_organization("acme").expect("org");
+        let app = tx.insert_application(org.id, "web", "app_1").expect("app");
+        assert!(matches!(tx.insert_application(org.id, "web", "app_2"), Err(StoreError::Conflict(_))));
+        tx.insert_policy_version(app.key, &version(1, 1)).expect("insert");
+        assert!(matches!(tx.insert_policy_version(app.key, &version(1, 1)), Err(StoreError::Conflict(_))));
+        // The transaction goes on after the refusals (PostgreSQL aborts it without a savepoint).
+        tx.insert_policy_version(app.key, &version(2, 1)).expect("the next version");
+        tx.commit().expect("commit");
+        let update = (b.raw)("UPDATE policy_versions SET policy = 'x'");
+        assert!(update.as_ref().is_err_and(|e| e.contains("immutable")), "{update:?}");
+        assert!((b.raw)("DELETE FROM policy_versions").is_err());
+        let versions = store.read().expect("tx").policy_versions(app.key).expect("read");
+        assert_eq!(versions.iter().map(|v| (v.version, v.policy.as_str())).collect::<Vec<_>>(), [(1, "{}"), (2, "{}")]);
+    });
+}
+
+#[test]
+fn jobs_in_use_counts_active_unsettled_applications_other_than_the_one_asked_for() {
+    on_each_backend("jobs", |b| {
+        let store = (b.open)();
+        let mut tx = store.write().expect("tx");
+        let org = tx.ensure_organization("acme").expect("org");
+        for (id, jobs, status, settled) in
+            [("a", 2, Status::Active, false), ("b", 3, Status::Paused, false), ("c", 5, Status::Active, true)]
+        {
+            let mut app = tx.insert_application(org.id, id, &format!("app_{id}")).expect("app");
+            tx.insert_policy_version(app.key, &version(1, jobs)).expect("version");
+            app.status = status;
+            app.active_pointer_version = 1;
+            app.settled = settled;
+            tx.update_application(&app).expect("update");
+        }
+        let d = tx.insert_application(org.id, "d", "app_d").expect("a disabled one");
+        tx.insert_policy_version(d.key, &version(1, 7)).expect("version");
+        tx.commit().expect("commit");
+        let mut tx = store.read().expect("tx");
+        let a = tx.application(org.id, "a").expect("read").expect("a");
+        assert_eq!(tx.jobs_in_use(org.id, 0).expect("sum"), 5, "a and b; c settled, d disabled");
+        assert_eq!(tx.jobs_in_use(org.id, a.key).expect("sum"), 3);
+    });
+}
+
+#[test]
+fn secrets_artifacts_images_and_keys_round_trip() {
+    on_each_backend("round-trip", |b| {
+        let store = (b.open)();
+        let mut tx = store.write().expect("tx");
+        let org = tx.ensure_organization("acme").expect("org");
+        tx.provision_secret(org.id, "web", "old").expect("provision");
+        tx.set_secret_value(org.id, "web", "db", &[0, 159, 255]).expect("value");
+        tx.set_secret_value(org.id, "web", "db", b"v2").expect("a new value replaces it");
+        let evidence = ArtifactEvidence {
+            cid: "ipfs://x".into(),
+            digest: "sha256:d".into(),
+            kind: "ipfs_bundle".into(),
+            encryption: "none".into(),
+            image_digest: None,
+        };
+        tx.curate(&evidence).expect("curate");
+        tx.curate(&ArtifactEvidence { encryption: "aes256_gcm".into(), ..evidence.clone() }).expect("again");
+        let image =
+            RuntimeImage { catalog: "c".into(), name: "node".into(), version: "1.2.3".into(), digest: "d".into() };
+        tx.add_runtime_image(&image).expect("image");
+        tx.add_runtime_image(&RuntimeImage { digest: "d2".into(), ..image.clone() }).expect("replaced");
+        tx.add_ssh_key(org.id, "ssh-ed25519 B").expect("key");
+        tx.add_ssh_key(org.id, "ssh-ed25519 A").expect("key");
+        tx.add_ssh_key(org.id, "ssh-ed25519 A").expect("the same key again is no error");
+        tx.set_grant(org.id, "gpu", true).expect("grant");
+        tx.set_grant(org.id, "gpu", true).expect("twice");
+        tx.set_spend_authority(org.id, Some(u64::from(u32::MAX) * 4)).expect("authority");
+        tx.commit().expect("commit");
+
+        let mut tx = store.read().expect("tx");
+        let secrets = tx.provisioned_secrets(org.id, "web").expect("read");
+        assert_eq!(secrets.into_iter().collect::<Vec<_>>(), ["db", "old"]);
+        let curated = tx.curated("sha256:d").expect("read");
+        assert_eq!(curated.iter().map(|e| e.encryption.as_str()).collect::<Vec<_>>(), ["aes256_gcm"]);
+        assert_eq!(tx.runtime_images("c", "node").expect("read")[0].digest, "d2");
+        assert_eq!(tx.ssh_keys(org.id).expect("read"), ["ssh-ed25519 A", "ssh-ed25519 B"]);
+        assert_eq!(tx.grants(org.id).expect("read").len(), 1);
+        let org = tx.organization("acme").expect("read").expect("org");
+        assert_eq!(org.spend_authority_micros, Some(u64::from(u32::MAX) * 4), "beyond 32 bits");
+    });
+}
+
+fn launching(uid: &str, slot: u16) -> Execution {
+    Execution {
+        key: 0,
+        execution_id: Execution::id_for(uid, slot, 1, 1),
+        slot,
+        generation: 1,
+        attempt: 1,
+        policy_version: 1,
+        state: ExecState::Launching,
+        processor_id: None,
+        window_start: 1_000,
+        window_end: 3_601_000,
+        restarts: 0,
+        charged: Quote { service_credit_micros: 7, reward_planck: u128::from(u64::MAX) * 3, ..Quote::default() },
+        created_at: 1_000,
+        changed_at: 1_000,
+        silent_since: None,
+        reason: None,
+    }
+}
+
+#[test]
+fn a_refunded_charge_is_not_among_the_charges_the_scheduler_reads() {
+    on_each_backend("refund", |b| {
+        let store = (b.open)();
+        let mut tx = store.write().expect("tx");
+        let org = tx.ensure_organization("acme").expect("org");
+        let app = tx.insert_application(org.id, "web", "app_1").expect("app").key;
+        let other = tx.insert_application(org.id, "api", "app_2").expect("app").key;
+        tx.commit().expect("commit");
+
+        let mut tx = store.begin().expect("tx");
+        let refused = launching("app_1", 0);
+        let refused = Execution { key: tx.insert(app, &refused).expect("insert"), ..refused };
+        tx.insert(app, &launching("app_1", 1)).expect("insert");
+        tx.insert(other, &launching("app_2", 0)).expect("insert");
+        tx.refund(app, &refused, 2_000).expect("refund");
+        let view = tx.app(app).expect("read").expect("the application");
+        assert_eq!(view.charges.iter().map(|c| c.slot).collect::<Vec<_>>(), [1]);
+        let view = tx.app(other).expect("read").expect("the application");
+        assert_eq!(
+            view.charges
+                .iter()
+                .map(|c| (c.slot, c.quote.service_credit_micros, c.quote.reward_planck))
+                .collect::<Vec<_>>(),
+            [(0, 7, u128::from(u64::MAX) * 3)],
+            "amounts beyond 64 bits survive"
+        );
+        tx.commit().expect("commit");
+        assert!((b.raw)("DELETE FROM spend_ledger").is_err(), "the ledger is append-only");
+    });
+}
+
+#[test]
+fn an_execution_moves_through_its_states_and_is_found_by_id_and_among_the_live() {
+    on_each_backend("transitions", |b| {
+        let store = (b.open)();
+        let mut tx = store.write().expect("tx");
+        let org = tx.ensure_organization("acme").expect("org");
+        let app = tx.insert_application(org.id, "web", "app_1").expect("app").key;
+        tx.commit().expect("commit");
+
+        let mut tx = store.begin().expect("tx");
+        let first = launching("app_1", 0);
+        let first = Execution { key: tx.insert(app, &first).expect("insert"), ..first };
+        let running =
+            Execution { state: ExecState::Running, processor_id: Some("p1".into()), changed_at: 2_000, ..first };
+        tx.transition(app, &running, ExecState::Launching).expect("running");
+        tx.schedule(app, Some(5_000), None).expect("schedule");
+        tx.commit().expect("commit");
+
+        let mut tx = store.begin().expect("tx");
+        assert_eq!(tx.due(5_000, 10).expect("due"), [app]);
+        assert!(tx.due(4_999, 10).expect("due").is_empty());
+        assert_eq!(tx.next_due().expect("next"), Some(5_000));
+        let (owner, found) = tx.find(&running.execution_id).expect("find").expect("found");
+        assert_eq!((owner, found.state, found.processor_id.as_deref()), (app, ExecState::Running, Some("p1")));
+        assert_eq!(tx.live().expect("live").len(), 1);
+        drop(tx);
+
+        let mut read = store.read().expect("tx");
+        let summary = read.execution_summary(app).expect("summary");
+        assert_eq!((summary.next_at, summary.current.len()), (Some(5_000), 1));
+        let page = read.executions_page(app, None, 10).expect("page");
+        assert_eq!(page.iter().map(|e| e.state).collect::<Vec<_>>(), [ExecState::Running]);
+        assert!(read.executions_page(app, Some(page[0].key), 10).expect("page").is_empty());
+    });
+}
+
+#[test]
+fn grouped_work_commits_together_and_a_failed_or_panicking_unit_is_rolled_back_alone() {
+    on_each_backend("grouped", |b| {
+        let store = (b.open)();
+        let (sent, received) = std::sync::mpsc::channel();
+        for (name, outcome) in [("kept", 0), ("refused", 1), ("panics", 2), ("after", 0)] {
+            let sent = sent.clone();
+            store.write_grouped(
+                Box::new(move |tx| {
+                    tx.ensure_organization(name).expect("org");
+                    match outcome {
+                        0 => true,
+                        1 => false,
+                        _ => panic!("a unit that panics"),
+                    }
+                }),
+                Box::new(move |result| sent.send(result.is_ok()).expect("told")),
+            );
+        }
+        for _ in 0..4 {
+            assert!(received.recv().expect("an outcome"), "the commit succeeded");
+        }
+        let mut tx = store.read().expect("tx");
+        let kept: Vec<bool> = ["kept", "refused", "panics", "after"]
+            .iter()
+            .map(|n| tx.organization(n).expect("read").is_some())
+            .collect();
+        assert_eq!(kept, [true, false, false, true]);
+    });
+}
