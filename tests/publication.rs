@@ -1,6 +1,8 @@
 //! The publication service as users reach it: the real `svc` binary serving on loopback over
 //! a real SQLite data directory, driven over HTTP and by `svc admin` / `svc policy publish`.
-//! One binary, a module per concern.
+//! One binary, a module per concern. With `SVC_E2E_BACKEND=postgres` the same tests run with
+//! every store on PostgreSQL (`svc_e2e::service::database_of`); `postgres` holds what only
+//! several instances on one database can show.
 
 mod publication {
     mod bounds;
@@ -9,6 +11,7 @@ mod publication {
     mod durability;
     mod executions;
     mod listener;
+    mod postgres;
     mod routes;
     mod semantics;
     mod tls;
@@ -72,8 +75,8 @@ mod publication {
 
         /// How many scheduler wakeups an application has had, read from the store itself.
         pub(super) fn wakeups(&self, app: &str) -> u64 {
-            use manifest_core::service::store::{SqliteStore, Store};
-            let store = SqliteStore::open(self.dir.path()).expect("store");
+            let store =
+                manifest_core::service::store::open(&svc_e2e::service::store_at(self.dir.path())).expect("store");
             let mut tx = store.read().expect("tx");
             let org = tx.organization("acme").expect("read").expect("org");
             let key = tx.application(org.id, app).expect("read").expect("app").key;

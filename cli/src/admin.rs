@@ -9,7 +9,7 @@ use manifest_core::service::store::RuntimeImage;
 
 use crate::args::{
     AdminCommand, ArtifactCommand, ArtifactFlags, CapabilityCommand, EntitlementCommand, ImageCommand, SecretCommand,
-    SpendAuthorityCommand, SshKeyCommand, TokenCommand,
+    ServiceDatabaseArgs, SpendAuthorityCommand, SshKeyCommand, TokenCommand,
 };
 
 fn artifact(flags: &ArtifactFlags) -> ArtifactArgs {
@@ -22,8 +22,9 @@ fn artifact(flags: &ArtifactFlags) -> ArtifactArgs {
     }
 }
 
-/// The data directory an admin command works on.
-fn data_dir_of(command: &AdminCommand) -> &std::path::Path {
+/// The data directory an admin command works on, and where its store lives (`--database`;
+/// storing an artifact touches only files).
+fn target_of(command: &AdminCommand) -> (&std::path::Path, Option<&ServiceDatabaseArgs>) {
     match command {
         AdminCommand::Token { command: TokenCommand::Create { target, .. } }
         | AdminCommand::Artifact { command: ArtifactCommand::Accept { target, .. } }
@@ -32,28 +33,35 @@ fn data_dir_of(command: &AdminCommand) -> &std::path::Path {
         | AdminCommand::Entitlement { command: EntitlementCommand::Set { target, .. } }
         | AdminCommand::SpendAuthority { command: SpendAuthorityCommand::Set { target, .. } }
         | AdminCommand::SshKey { command: SshKeyCommand::Add { target, .. } }
-        | AdminCommand::Secret { command: SecretCommand::Provision { target, .. } } => &target.data_dir,
-        AdminCommand::Artifact { command: ArtifactCommand::Curate { data_dir, .. } }
-        | AdminCommand::Artifact { command: ArtifactCommand::Store { data_dir, .. } }
-        | AdminCommand::Image { command: ImageCommand::Add { data_dir, .. } } => data_dir,
+        | AdminCommand::Secret { command: SecretCommand::Provision { target, .. } } => {
+            (&target.data_dir, Some(&target.database))
+        }
+        AdminCommand::Artifact { command: ArtifactCommand::Curate { data_dir, database, .. } }
+        | AdminCommand::Image { command: ImageCommand::Add { data_dir, database, .. } } => (data_dir, Some(database)),
+        AdminCommand::Artifact { command: ArtifactCommand::Store { data_dir, .. } } => (data_dir, None),
     }
 }
 
 /// Runs one admin command; exit 0 done, 1 refused (with the reason), 2 store trouble.
 pub(crate) fn run(command: &AdminCommand) -> ExitCode {
-    if let Err(e) = crate::data_dir::existing(data_dir_of(command), "svc serve --data-dir") {
+    let (data_dir, database) = target_of(command);
+    if let Err(e) = crate::data_dir::existing(data_dir, "svc serve --data-dir") {
         return crate::output::fail("svc admin", 2, "no_data_dir", &e.to_string());
     }
+    let at = match database.map(|d| d.store_at(data_dir)).transpose() {
+        Ok(at) => at.unwrap_or_else(|| svc_sql::StoreAt::DataDir(data_dir.to_owned())),
+        Err(e) => return crate::output::fail("svc admin", 2, "bad_database", &e.to_string()),
+    };
     let result = match command {
         AdminCommand::Token { command: TokenCommand::Create { target, role, name } } => {
             let role = Role::parse(role).unwrap_or(Role::Viewer);
-            admin::token_create(&target.data_dir, &target.org, role, name.as_deref()).map(|token| println!("{token}"))
+            admin::token_create(&at, &target.org, role, name.as_deref()).map(|token| println!("{token}"))
         }
         AdminCommand::Artifact { command: ArtifactCommand::Store { data_dir, bundle, digest } } => {
             admin::artifact_store(data_dir, bundle, digest.as_deref()).map(|digest| println!("{digest}"))
         }
-        AdminCommand::Artifact { command: ArtifactCommand::Curate { data_dir, artifact: flags } } => {
-            admin::artifact_curate(data_dir, &artifact(flags))
+        AdminCommand::Artifact { command: ArtifactCommand::Curate { artifact: flags, .. } } => {
+            admin::artifact_curate(&at, &artifact(flags))
         }
         AdminCommand::Artifact {
             command:
@@ -65,37 +73,37 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
                 workflow_ref: workflow_ref.clone(),
                 manifest_path: manifest_path.clone(),
             };
-            admin::artifact_accept(&target.data_dir, &target.org, app, &build, &artifact(flags))
+            admin::artifact_accept(&at, &target.org, app, &build, &artifact(flags))
         }
         AdminCommand::Capability { command: CapabilityCommand::Grant { target, name } } => {
-            admin::capability_set(&target.data_dir, &target.org, name, true)
+            admin::capability_set(&at, &target.org, name, true)
         }
         AdminCommand::Capability { command: CapabilityCommand::Revoke { target, name } } => {
-            admin::capability_set(&target.data_dir, &target.org, name, false)
+            admin::capability_set(&at, &target.org, name, false)
         }
         AdminCommand::Entitlement { command: EntitlementCommand::Set { target, tier } } => {
-            admin::entitlement_set(&target.data_dir, &target.org, Tier::parse(tier).unwrap_or(Tier::Basic))
+            admin::entitlement_set(&at, &target.org, Tier::parse(tier).unwrap_or(Tier::Basic))
         }
         AdminCommand::SpendAuthority { command: SpendAuthorityCommand::Set { target, micros, .. } } => {
-            admin::spend_authority_set(&target.data_dir, &target.org, *micros)
+            admin::spend_authority_set(&at, &target.org, *micros)
         }
         AdminCommand::SshKey { command: SshKeyCommand::Add { target, key } } => {
-            admin::ssh_key_add(&target.data_dir, &target.org, key)
+            admin::ssh_key_add(&at, &target.org, key)
         }
         AdminCommand::Secret { command: SecretCommand::Provision { target, app, secret_id, value_file } } => {
             match value_file.as_deref().map(read_secret).transpose() {
-                Ok(value) => admin::secret_provision(&target.data_dir, &target.org, app, secret_id, value.as_deref()),
+                Ok(value) => admin::secret_provision(&at, &target.org, app, secret_id, value.as_deref()),
                 Err(e) => Err(AdminError::Invalid(format!("--value-file: {e}"))),
             }
         }
-        AdminCommand::Image { command: ImageCommand::Add { data_dir, catalog, name, version, digest } } => {
+        AdminCommand::Image { command: ImageCommand::Add { catalog, name, version, digest, .. } } => {
             let image = RuntimeImage {
                 catalog: catalog.clone(),
                 name: name.clone(),
                 version: version.clone(),
                 digest: digest.clone(),
             };
-            admin::image_add(data_dir, &image)
+            admin::image_add(&at, &image)
         }
     };
     match result {

@@ -508,6 +508,24 @@ pub struct DatabaseArgs {
     pub database_pool: u32,
 }
 
+/// Where the publication service's store lives: `--database`, else SQLite in the data
+/// directory. Its own variable (`SVC_DATABASE`): the relay's store and the service's are
+/// different databases.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServiceDatabaseArgs {
+    /// Keep the store in this PostgreSQL database (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`,
+    /// `?sslmode=require` for TLS) instead of SQLite in the data directory; several `svc
+    /// serve` instances may share it.
+    #[arg(long, value_name = "URL", env = "SVC_DATABASE", hide_env_values = true)]
+    pub database: Option<String>,
+    /// Check the database's TLS certificate against this PEM file instead of the system's roots.
+    #[arg(long, value_name = "FILE", requires = "database")]
+    pub database_ca: Option<PathBuf>,
+    /// Connections to the database at most.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub database_pool: u32,
+}
+
 /// `svc relay serve`
 #[derive(Debug, Clone, clap::Args)]
 pub struct RelayServeArgs {
@@ -817,6 +835,9 @@ pub struct ServeArgs {
     /// (charged against each policy's spend authority).
     #[arg(long, value_name = "MICROS", default_value_t = 10_000)]
     pub price_micros_per_hour: u64,
+    /// Where the store lives.
+    #[command(flatten)]
+    pub database: ServiceDatabaseArgs,
     /// TLS, timeouts and the connection cap.
     #[command(flatten)]
     pub listener: ListenerArgs,
@@ -881,6 +902,9 @@ pub struct OrgArgs {
     /// The service's data directory.
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
+    /// Where the store lives.
+    #[command(flatten)]
+    pub database: ServiceDatabaseArgs,
     /// The organization (a-z, 0-9 and single hyphens, 1-32).
     #[arg(long, value_name = "ORG", value_parser = manifest_core::names::parse_organization)]
     pub org: String,
@@ -944,6 +968,9 @@ pub enum ArtifactCommand {
         /// The service's data directory.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
+        /// Where the store lives.
+        #[command(flatten)]
+        database: ServiceDatabaseArgs,
         /// The artifact.
         #[command(flatten)]
         artifact: ArtifactFlags,
@@ -1069,6 +1096,9 @@ pub enum ImageCommand {
         /// The service's data directory.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
+        /// Where the store lives.
+        #[command(flatten)]
+        database: ServiceDatabaseArgs,
         /// Catalog.
         #[arg(long, default_value = "svc-runtime-images")]
         catalog: String,

@@ -16,6 +16,13 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     let mut config = ServiceConfig::new(args.listen, args.data_dir.clone());
     config.schema_pairs = SchemaPairs::parse(&args.schema_pairs).unwrap_or_default();
     config.fault = args.inject_fault.as_ref().map(|_| FaultPoint::AfterVersionInsert);
+    config.database = match args.database.settings() {
+        Ok(database) => database,
+        Err(e) => {
+            eprintln!("svc serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
     config.http = match svc_http::Settings::try_from(&args.listener) {
         Ok(settings) => settings,
         Err(e) => {

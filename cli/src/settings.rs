@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use relay_api::coordinator::{AgentCertificates, CoordinatorConfig};
 
-use crate::args::{DatabaseArgs, ListenerArgs, RelayServeArgs};
+use crate::args::{DatabaseArgs, ListenerArgs, RelayServeArgs, ServiceDatabaseArgs};
 
 /// A flag whose value cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -51,25 +51,42 @@ pub enum SettingsError {
     NoExecutable,
 }
 
+/// The database and its pool from `--database`, `--database-ca` and `--database-pool`.
+fn database_settings(
+    url: Option<&str>,
+    ca: Option<&std::path::Path>,
+    pool: u32,
+) -> Result<Option<(svc_postgres::Database, svc_postgres::PoolSettings)>, SettingsError> {
+    let Some(url) = url else { return Ok(None) };
+    let db = svc_postgres::Database::parse(url, ca).map_err(SettingsError::Database)?;
+    Ok(Some((db, svc_postgres::PoolSettings { size: pool, ..Default::default() })))
+}
+
 impl DatabaseArgs {
     /// The database and its pool, if `--database` is given.
     pub(crate) fn settings(
         &self,
-    ) -> Result<Option<(svc_postgres::Database, relay_api::coordinator::store::postgres::PoolSettings)>, SettingsError>
-    {
-        let Some(url) = &self.database else { return Ok(None) };
-        let db = svc_postgres::Database::parse(url, self.database_ca.as_deref()).map_err(SettingsError::Database)?;
-        let pool =
-            relay_api::coordinator::store::postgres::PoolSettings { size: self.database_pool, ..Default::default() };
-        Ok(Some((db, pool)))
+    ) -> Result<Option<(svc_postgres::Database, svc_postgres::PoolSettings)>, SettingsError> {
+        database_settings(self.database.as_deref(), self.database_ca.as_deref(), self.database_pool)
     }
 
     /// Where the relay's store lives, for the data directory `data_dir`.
-    pub(crate) fn store_at(
+    pub(crate) fn store_at(&self, data_dir: &std::path::Path) -> Result<svc_sql::StoreAt, SettingsError> {
+        Ok(svc_sql::StoreAt::of(data_dir, self.settings()?.as_ref()))
+    }
+}
+
+impl ServiceDatabaseArgs {
+    /// The database and its pool, if `--database` is given.
+    pub(crate) fn settings(
         &self,
-        data_dir: &std::path::Path,
-    ) -> Result<relay_api::coordinator::store::StoreAt, SettingsError> {
-        Ok(relay_api::coordinator::store::StoreAt::of(data_dir, self.settings()?.as_ref()))
+    ) -> Result<Option<(svc_postgres::Database, svc_postgres::PoolSettings)>, SettingsError> {
+        database_settings(self.database.as_deref(), self.database_ca.as_deref(), self.database_pool)
+    }
+
+    /// Where the service's store lives, for the data directory `data_dir`.
+    pub(crate) fn store_at(&self, data_dir: &std::path::Path) -> Result<svc_sql::StoreAt, SettingsError> {
+        Ok(svc_sql::StoreAt::of(data_dir, self.settings()?.as_ref()))
     }
 }
 

@@ -67,8 +67,7 @@ fn a_crash_between_the_version_insert_and_the_commit_commits_nothing() {
     assert_eq!(app["activePointerVersion"], 1, "the pointer did not move");
     let list = restarted.request("GET", "/api/applications/web/policy-versions", Some(&token), None).json();
     assert_eq!(list["policyVersions"].as_array().map(Vec::len), Some(1), "no new version");
-    use manifest_core::service::store::{SqliteStore, Store};
-    let store = SqliteStore::open(&dir).expect("store");
+    let store = manifest_core::service::store::open(&svc_e2e::service::store_at(&dir)).expect("store");
     let mut tx = store.read().expect("tx");
     let org = tx.organization("acme").expect("read").expect("org");
     let key = tx.application(org.id, "web").expect("read").expect("app").key;
@@ -129,16 +128,22 @@ fn tokens_are_stored_only_as_hashes_and_admin_changes_count_at_once() {
             if path.is_dir() { dirs.push(path) } else { files.push(path) }
         }
     }
-    assert!(files.len() >= 2, "{files:?}");
+    // On PostgreSQL, the database's tokens table stands in for the database file.
+    let mut stored = Vec::new();
+    match svc_e2e::service::postgres_sql(w.dir.path(), "SELECT * FROM tokens") {
+        Some(rows) => {
+            assert_eq!(rows.lines().count(), 2, "two tokens: {rows}");
+            stored.push(("the tokens table".to_owned(), rows.into_bytes()));
+        }
+        None => assert!(files.len() >= 2, "{files:?}"),
+    }
     for path in files {
-        let bytes = std::fs::read(&path).expect("read");
+        stored.push((path.display().to_string(), std::fs::read(&path).expect("read")));
+    }
+    for (path, bytes) in stored {
         for t in [&w.token, &fresh] {
             let secret = t.trim_start_matches("svc_").as_bytes();
-            assert!(
-                !bytes.windows(secret.len()).any(|win| win == secret),
-                "{} holds a token in plaintext",
-                path.display()
-            );
+            assert!(!bytes.windows(secret.len()).any(|win| win == secret), "{path} holds a token in plaintext");
         }
     }
 }

@@ -205,33 +205,52 @@ struct Row {
     reason: Option<String>,
 }
 
-/// Every execution recorded in the data directory's database, by key.
+const ROWS: &str = "SELECT id, execution_id, slot, generation, attempt, policy_version, state, window_end, \
+                    COALESCE(reason_code, '') FROM executions ORDER BY id";
+
+/// Every execution recorded in the data directory's database, by key (SQLite's file, or the
+/// PostgreSQL database the suite runs on).
 fn rows(data_dir: &Path) -> Vec<Row> {
-    let db = rusqlite::Connection::open(data_dir.join(manifest_core::service::store::DATABASE_FILE)).expect("db");
-    db.busy_timeout(Duration::from_secs(5)).expect("busy timeout");
-    let mut statement = db
-        .prepare(
-            "SELECT id, execution_id, slot, generation, attempt, policy_version, state, window_end, reason_code \
-             FROM executions ORDER BY id",
-        )
-        .expect("query");
-    statement
-        .query_map([], |r| {
-            Ok(Row {
-                key: r.get(0)?,
-                execution_id: r.get(1)?,
-                slot: r.get(2)?,
-                generation: r.get(3)?,
-                attempt: r.get(4)?,
-                policy_version: r.get(5)?,
-                state: r.get(6)?,
-                window_end: r.get(7)?,
-                reason: r.get(8)?,
+    let text = svc_e2e::service::postgres_sql(data_dir, ROWS).unwrap_or_else(|| {
+        let db = rusqlite::Connection::open(data_dir.join(manifest_core::service::store::DATABASE_FILE)).expect("db");
+        db.busy_timeout(Duration::from_secs(5)).expect("busy timeout");
+        let mut statement = db.prepare(ROWS).expect("query");
+        let rows = statement
+            .query_map([], |r| {
+                let cells: Vec<String> = (0..9)
+                    .map(|i| {
+                        r.get_ref(i).map(|v| match v {
+                            rusqlite::types::ValueRef::Integer(n) => n.to_string(),
+                            rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                            _ => String::new(),
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+                Ok(cells.join("|"))
             })
+            .expect("rows")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("rows read");
+        rows.join("\n")
+    });
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let c: Vec<&str> = line.split('|').collect();
+            let number = |i: usize| c[i].parse::<i64>().unwrap_or_else(|_| panic!("column {i} of {line:?}"));
+            Row {
+                key: number(0),
+                execution_id: c[1].to_owned(),
+                slot: u16::try_from(number(2)).expect("slot"),
+                generation: u64::try_from(number(3)).expect("generation"),
+                attempt: u32::try_from(number(4)).expect("attempt"),
+                policy_version: u64::try_from(number(5)).expect("version"),
+                state: c[6].to_owned(),
+                window_end: number(7),
+                reason: Some(c[8].to_owned()).filter(|r| !r.is_empty()),
+            }
         })
-        .expect("rows")
-        .collect::<Result<_, _>>()
-        .expect("rows read")
+        .collect()
 }
 
 /// The execution IDs of an answer's `recent`, in order.

@@ -77,10 +77,81 @@ fn newest_file(dir: &Path) -> Option<std::time::SystemTime> {
         .max()
 }
 
-/// Runs `svc` with arguments and an environment, to completion.
+/// Set to `postgres`, the publication suites run with every data directory's store on
+/// PostgreSQL: a throwaway cluster per data directory, which `svc serve` and `svc admin` reach
+/// through `SVC_DATABASE` (what an operator sets), as `.ci/run` does after the SQLite run.
+pub const BACKEND: &str = "SVC_E2E_BACKEND";
+
+/// Whether the suites run on PostgreSQL ([`BACKEND`]).
+pub fn on_postgres() -> bool {
+    std::env::var(BACKEND).is_ok_and(|v| v == "postgres")
+}
+
+/// The clusters of the data directories in use, by directory (dropped, so stopped, with their
+/// [`TempDir`]).
+static CLUSTERS: std::sync::Mutex<std::collections::BTreeMap<PathBuf, svc_pg_cluster::Cluster>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Data directories whose store is a database given by the test (several instances on one
+/// database), by directory.
+static ATTACHED: std::sync::Mutex<std::collections::BTreeMap<PathBuf, String>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Makes `data_dir`'s store the database at `url`, for every `svc serve` and `svc` command
+/// this harness runs on it (until its [`TempDir`] goes).
+pub fn attach_database(data_dir: &Path, url: &str) {
+    ATTACHED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(data_dir.to_owned(), url.to_owned());
+}
+
+/// The database URL of a data directory's store: one attached ([`attach_database`]), or when
+/// the suites run on PostgreSQL its own cluster's (started on first use); `None` on SQLite.
+pub fn database_of(data_dir: &Path) -> Option<String> {
+    if let Some(url) = ATTACHED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(data_dir) {
+        return Some(url.clone());
+    }
+    if !on_postgres() {
+        return None;
+    }
+    let clusters = || CLUSTERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(cluster) = clusters().get(data_dir) {
+        return Some(cluster.svc_url());
+    }
+    // Started outside the lock: tests running together start theirs at once.
+    let started = svc_pg_cluster::Cluster::start().unwrap_or_else(|e| panic!("{BACKEND}=postgres: a cluster: {e}"));
+    Some(clusters().entry(data_dir.to_owned()).or_insert(started).svc_url())
+}
+
+/// Runs SQL on a data directory's own PostgreSQL cluster (`psql -A` output), when the suites
+/// run on PostgreSQL.
+pub fn postgres_sql(data_dir: &Path, sql: &str) -> Option<String> {
+    if !on_postgres() {
+        return None;
+    }
+    database_of(data_dir)?;
+    let clusters = CLUSTERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some(clusters.get(data_dir).map(|c| c.sql("svc", sql).expect("a query")).unwrap_or_default())
+}
+
+/// Where a data directory's store is, as `svc serve` finds it.
+pub fn store_at(data_dir: &Path) -> manifest_core::service::store::StoreAt {
+    match database_of(data_dir) {
+        Some(url) => manifest_core::service::store::StoreAt::Postgres {
+            db: Box::new(svc_postgres::Database::parse(&url, None).expect("the cluster's URL")),
+            pool: svc_postgres::PoolSettings::default(),
+        },
+        None => manifest_core::service::store::StoreAt::DataDir(data_dir.to_owned()),
+    }
+}
+
+/// Runs `svc` with arguments and an environment, to completion. On PostgreSQL ([`BACKEND`]),
+/// a `--data-dir` it names gets its database through `SVC_DATABASE`.
 pub fn svc(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(svc_binary());
     command.args(args).stdin(Stdio::null());
+    let data_dir = args.windows(2).find(|w| w[0] == "--data-dir").map(|w| Path::new(w[1]));
+    if let Some(url) = data_dir.and_then(database_of) {
+        command.env("SVC_DATABASE", url);
+    }
     for (k, v) in env {
         command.env(k, v);
     }
@@ -111,6 +182,15 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // The clusters of data directories inside it stop (their servers are gone by now).
+        CLUSTERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|dir, _| !dir.starts_with(self.path()));
+        ATTACHED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|dir, _| !dir.starts_with(self.path()));
         let mut jobs = self.path().as_os_str().to_owned();
         jobs.push("-jobs");
         let _ = std::fs::remove_dir_all(jobs);
@@ -145,6 +225,9 @@ impl Server {
     }
 
     fn spawn(mut command: Command, data_dir: &Path, extra: &[&str]) -> Server {
+        if let Some(url) = database_of(data_dir) {
+            command.env("SVC_DATABASE", url);
+        }
         let mut child = command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)

@@ -28,10 +28,36 @@ pub const PROCESSOR_RESTARTED: &str = "processor_restarted";
 #[error("the execution store failed: {0}")]
 pub struct StoreFailure(#[source] pub Box<dyn std::error::Error + Send + Sync>);
 
+impl StoreFailure {
+    /// Whether the store refused because this instance no longer leads the scheduling
+    /// ([`NotLeader`]): another instance took over, and this one must stand by.
+    pub fn is_not_leader(&self) -> bool {
+        self.0.downcast_ref::<NotLeader>().is_some()
+    }
+}
+
+/// The store's refusal of a scheduler that does not hold the scheduling lease (several
+/// instances on one database: one schedules, the others stand by).
+#[derive(Debug, thiserror::Error)]
+#[error("this instance does not lead the scheduling: {0}")]
+pub struct NotLeader(pub String);
+
 /// Where executions are kept.
 pub trait ExecutionStore: Send + Sync {
-    /// A write transaction; writers are serialized.
+    /// A write transaction; writers are serialized. A store several instances share refuses
+    /// it ([`NotLeader`]) unless this instance holds the scheduling lease, and renews the lease
+    /// when it grants it.
     fn begin(&self) -> Result<Box<dyn ExecutionTx + '_>, StoreFailure>;
+
+    /// Takes (or keeps) the scheduling lease: `true` if this instance now schedules. A store
+    /// only one instance uses always leads.
+    fn lead(&self) -> Result<bool, StoreFailure> {
+        Ok(true)
+    }
+
+    /// Gives the scheduling lease up (a stop asked for): another instance takes over at once
+    /// instead of when the lease runs out.
+    fn resign(&self) {}
 }
 
 /// One transaction of the execution store; dropped uncommitted, it rolls back.

@@ -19,6 +19,7 @@
 //!   goes to the server log (standard error) under that id.
 //! - **TLS** ([`Tls`]): rustls on ring, from PEM files or a certificate issued in memory; a
 //!   listener off loopback without TLS is refused.
+//! - **Health** ([`store_health`]): whether the store answers, 200 or 503, bounded.
 //! - **Graceful shutdown**: requests in flight finish (at most the drain timeout); idle and
 //!   half-sent connections are closed at once.
 
@@ -28,6 +29,7 @@ mod body;
 mod conn;
 mod envelope;
 mod error;
+mod health;
 mod limit;
 mod request;
 mod server;
@@ -37,6 +39,7 @@ mod tls;
 pub use access::{MAX_LOGGED_PATH, loggable_path};
 pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED, envelope_response};
 pub use error::ServeError;
+pub use health::{STORE_CHECK_WAIT, store_health};
 pub use limit::limit_body;
 pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};
 pub use server::Server;

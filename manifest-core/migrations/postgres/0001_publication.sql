@@ -197,3 +197,12 @@ CREATE INDEX spend_ledger_by_application ON spend_ledger (application_id, at);
 
 CREATE TRIGGER spend_ledger_append_only BEFORE UPDATE OR DELETE ON spend_ledger
     FOR EACH ROW EXECUTE FUNCTION svc_refuse_change('the spend ledger is append-only');
+
+-- Only on PostgreSQL (several instances share the database): the scheduling lease. The row
+-- `scheduler` names the instance that schedules until `expires_at` (the database's clock, Unix
+-- ms); the holder renews it at every step, another instance takes it once it runs out.
+CREATE TABLE svc_leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at BIGINT NOT NULL
+);

@@ -48,6 +48,12 @@ impl StoreAt {
     }
 }
 
+impl From<&StoreAt> for StoreAt {
+    fn from(at: &StoreAt) -> StoreAt {
+        at.clone()
+    }
+}
+
 impl From<&std::path::Path> for StoreAt {
     fn from(dir: &std::path::Path) -> StoreAt {
         StoreAt::DataDir(dir.to_owned())

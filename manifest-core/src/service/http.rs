@@ -58,6 +58,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/api/applications/{id}/activity", get(activity))
         .route("/api/applications/{id}/executions", get(executions))
         .route("/api/capabilities", get(capabilities))
+        .route("/api/health", get(health))
         .nest("/console", crate::service::console::router())
         // The console's own address, with its slash: `nest` serves `/console` only.
         .route("/console/", get(|| async { svc_web::page::see_other("/console") }))
@@ -394,6 +395,13 @@ fn page_query(query: &str) -> Result<projection::Page, ApiError> {
         }
     }
     Ok(page)
+}
+
+/// `GET /api/health`: whether the service serves and its store answers (200, or 503); no
+/// token needed (load balancers ask it).
+async fn health(Extract(state): Extract<Shared>) -> Response {
+    let store = Arc::clone(&state.store);
+    svc_http::store_health("svc serve", state.store.kind(), move || store.ping()).await
 }
 
 async fn capabilities(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {

@@ -5,8 +5,8 @@
 //! key by signing [`registration_message`]. Only a known, unexpired, unused token admits; the
 //! operator is recorded and [`RelayStore::admitted_gateways`] lists them for a catalog.
 //!
-//! `GET /api/relay/health` lives here too: the unauthenticated liveness answer operators'
-//! preflight checks use to prove the coordinator is reachable.
+//! `GET /api/relay/health` lives here too: the unauthenticated answer operators' preflight
+//! checks and load balancers use to prove the coordinator is reachable and its store answers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +16,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-
-use serde_json::json;
 
 use super::Engine;
 use super::store::{RelayStore, StoreError, now_ms, random_hex};
@@ -264,9 +262,10 @@ pub(super) async fn register(State(engine): State<Arc<Engine>>, bytes: Bytes) ->
     Ok((StatusCode::CREATED, axum::Json(operator)).into_response())
 }
 
-/// `GET /api/relay/health`: `{"status": "ok"}`, unauthenticated.
-pub(super) async fn health() -> axum::Json<serde_json::Value> {
-    axum::Json(json!({"status": "ok"}))
+/// `GET /api/relay/health`: whether the relay serves and its store answers (200, or 503).
+pub(super) async fn health(State(engine): State<Arc<Engine>>) -> axum::response::Response {
+    let kind = engine.store().kind();
+    svc_http::store_health("svc relay", kind, move || engine.store().ping()).await
 }
 
 #[cfg(test)]

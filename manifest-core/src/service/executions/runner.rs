@@ -15,6 +15,13 @@ use svc_execution::{Clock, Market};
 /// The longest the thread sleeps without looking at the market.
 pub const POLL: Duration = Duration::from_millis(200);
 
+/// How often an instance standing by tries for the scheduling lease.
+pub const STANDBY_POLL: Duration = Duration::from_secs(1);
+
+/// How often the leader renews the scheduling lease (a fifth of its length: a renewal or two
+/// may fail without losing it).
+pub const RENEW: Duration = Duration::from_secs(1);
+
 /// How long the thread waits after a failed step, doubling to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -34,6 +41,7 @@ pub struct Scheduler {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     market: Arc<dyn Market>,
+    store: Arc<dyn ExecutionStore>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -43,22 +51,19 @@ impl std::fmt::Debug for Scheduler {
 }
 
 impl Scheduler {
-    /// Recovers, then starts the thread.
+    /// Recovers (if this instance leads the scheduling; else it stands by, and recovers
+    /// when it takes over), then starts the thread.
     pub fn start(
         store: Arc<dyn ExecutionStore>,
         market: Arc<dyn Market>,
         clock: Arc<dyn Clock>,
     ) -> Result<Scheduler, StoreFailure> {
-        let executor = Executor::new(store, Arc::clone(&market), Arc::clone(&clock), BATCH);
-        let report = executor.recover()?;
-        if report != Default::default() {
-            tracing::info!(
-                relaunched = report.relaunched,
-                adopted = report.adopted,
-                lost = report.lost,
-                orphans_stopped = report.orphans_stopped,
-                "scheduler recovered"
-            );
+        let leading = store.lead()?;
+        let executor = Executor::new(Arc::clone(&store), Arc::clone(&market), Arc::clone(&clock), BATCH);
+        if leading {
+            recover(&executor)?;
+        } else {
+            tracing::info!("another instance schedules; this one stands by");
         }
         let signal = Arc::new(Signal::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -66,10 +71,13 @@ impl Scheduler {
             let (signal, stop) = (Arc::clone(&signal), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("svc-scheduler".into())
-                .spawn(move || run(&executor, clock.as_ref(), &signal, &stop))
+                .spawn({
+                    let store = Arc::clone(&store);
+                    move || run(&executor, store.as_ref(), leading, clock.as_ref(), &signal, &stop)
+                })
                 .map_err(|e| StoreFailure(Box::new(e)))?
         };
-        Ok(Scheduler { signal, stop, thread: Some(thread), market })
+        Ok(Scheduler { signal, stop, thread: Some(thread), market, store })
     }
 
     /// Asks for a step now (after a publication, a pause or a resume committed).
@@ -95,6 +103,7 @@ impl Scheduler {
         self.wake();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+            self.store.resign();
         }
     }
 }
@@ -105,9 +114,65 @@ impl Drop for Scheduler {
     }
 }
 
-fn run(executor: &Executor, clock: &dyn Clock, signal: &Signal, stop: &AtomicBool) {
+/// Reconciles the store with the market, and says what it found.
+fn recover(executor: &Executor) -> Result<(), StoreFailure> {
+    let report = executor.recover()?;
+    if report != Default::default() {
+        tracing::info!(
+            relaunched = report.relaunched,
+            adopted = report.adopted,
+            lost = report.lost,
+            orphans_stopped = report.orphans_stopped,
+            "scheduler recovered"
+        );
+    }
+    Ok(())
+}
+
+fn run(
+    executor: &Executor,
+    store: &dyn ExecutionStore,
+    mut leading: bool,
+    clock: &dyn Clock,
+    signal: &Signal,
+    stop: &AtomicBool,
+) {
     let mut backoff = FIRST_BACKOFF;
+    let mut renewed = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
+        if leading && renewed.elapsed() >= RENEW {
+            match store.lead() {
+                Ok(true) => renewed = std::time::Instant::now(),
+                Ok(false) => {
+                    tracing::warn!("another instance took the scheduling lease; standing by");
+                    leading = false;
+                }
+                // Not fatal yet: the lease lasts a few renewals, and a step will say.
+                Err(e) => tracing::warn!(error = %e, "could not renew the scheduling lease"),
+            }
+        }
+        if !leading {
+            // Standing by: try for the lease now and then; on taking it, recover first (the
+            // previous leader's live executions are compared with this instance's market).
+            leading = match store.lead().and_then(|led| if led { recover(executor).map(|()| true) } else { Ok(false) })
+            {
+                Ok(led) => {
+                    if led {
+                        tracing::info!("this instance now schedules");
+                    }
+                    led
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not try for the scheduling lease");
+                    false
+                }
+            };
+            if !leading {
+                sleep_unless_stopped(signal, stop, STANDBY_POLL);
+                continue;
+            }
+            renewed = std::time::Instant::now();
+        }
         let wait = match executor.step() {
             Ok(report) if report.more || report.decided > 0 || report.recorded > 0 => {
                 backoff = FIRST_BACKOFF;
@@ -117,6 +182,11 @@ fn run(executor: &Executor, clock: &dyn Clock, signal: &Signal, stop: &AtomicBoo
             Ok(_) => {
                 backoff = FIRST_BACKOFF;
                 until_due(executor, clock)
+            }
+            Err(e) if e.is_not_leader() => {
+                tracing::warn!(error = %e, "this instance no longer schedules; standing by");
+                leading = false;
+                continue;
             }
             Err(e) => {
                 tracing::error!(error = %e, retry_in_ms = backoff.as_millis() as u64, "scheduler step failed");
@@ -143,4 +213,13 @@ fn until_due(executor: &Executor, clock: &dyn Clock) -> Duration {
         Ok(Some(at)) => Duration::from_millis(at.saturating_sub(clock.now())).min(POLL),
         _ => POLL,
     }
+}
+
+/// Sleeps `wait`, or less if the scheduler is stopped.
+fn sleep_unless_stopped(signal: &Signal, stop: &AtomicBool, wait: Duration) {
+    let woken = signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = signal
+        .condvar
+        .wait_timeout_while(woken, wait, |_| !stop.load(Ordering::SeqCst))
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
 }

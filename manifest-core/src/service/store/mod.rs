@@ -13,6 +13,7 @@ mod tests;
 
 pub use postgres::PostgresStore;
 pub use sqlite::{DATABASE_FILE, SqliteStore};
+pub use svc_sql::StoreAt;
 
 use std::collections::BTreeSet;
 
@@ -71,6 +72,13 @@ pub trait Store: Send + Sync + 'static {
     /// A transaction that may write. Writers are serialized, so a decision taken on what a
     /// write transaction read still holds when it commits.
     fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError>;
+    /// `sqlite` or `postgres`, for the health route.
+    fn kind(&self) -> &'static str;
+
+    /// Whether the store answers: one read of an index, in a read transaction.
+    fn ping(&self) -> Result<(), StoreError> {
+        self.read()?.caller("").map(drop)
+    }
 
     /// Runs `work` inside a write transaction and makes its writes durable if it returns
     /// `true` (otherwise they are rolled back), then calls `done` with the commit's outcome.

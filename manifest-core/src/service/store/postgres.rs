@@ -14,9 +14,10 @@
 //! (group commit, [`super::group`]). A read transaction is one `REPEATABLE READ` snapshot and
 //! takes no lock. `docs/decisions.md` says why a lock and not `SERIALIZABLE`.
 
-use svc_execution::executor::{ExecutionStore, ExecutionTx, StoreFailure};
+use svc_execution::executor::{ExecutionStore, ExecutionTx, NotLeader, StoreFailure};
 use svc_postgres::{Database, Pool, PoolSettings};
 use svc_sql::postgres::PgTx;
+use svc_sql::{Sql, params};
 
 use super::group::{Group, run_units};
 use super::rows::Tx;
@@ -35,11 +36,22 @@ const WRITE_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advis
 /// How a read transaction begins.
 const READ_BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
+/// The database's clock in Unix milliseconds: leases are timed by one clock, whatever the
+/// instances' clocks say.
+const DB_NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
+
+/// How long the scheduling lease lasts unless renewed. The leader renews it every
+/// `runner::RENEW`; an instance standing by tries for it every `runner::STANDBY_POLL`, so the
+/// work of a killed leader is taken over within about `LEASE_MS` plus that.
+pub const LEASE_MS: i64 = 5_000;
+
 /// The publication store on a PostgreSQL database.
 #[derive(Debug)]
 pub struct PostgresStore {
     pool: Pool,
     group: Group,
+    /// This instance, as the scheduling lease names its holder.
+    instance: String,
 }
 
 impl PostgresStore {
@@ -50,7 +62,16 @@ impl PostgresStore {
         session
             .with(|conn, db| svc_postgres::migrate(db, conn.client(), STORE, MIGRATIONS))
             .map_err(svc_sql::SqlError::from)?;
-        Ok(PostgresStore { pool, group: Group::default() })
+        let mut nonce = [0u8; 6];
+        getrandom::fill(&mut nonce).map_err(|e| StoreError::Backend(format!("no random numbers: {e}").into()))?;
+        let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let instance = format!("pid{}-{nonce}", std::process::id());
+        Ok(PostgresStore { pool, group: Group::default(), instance })
+    }
+
+    /// This instance's name in the scheduling lease.
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     /// Host, port and database (never a password).
@@ -72,6 +93,10 @@ impl Store for PostgresStore {
         Ok(Box::new(self.begin_write()?))
     }
 
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
     fn write_grouped(&self, work: GroupedWork, done: GroupedDone) {
         self.group.submit(work, done, || {
             let pool = self.pool.clone();
@@ -83,8 +108,62 @@ impl Store for PostgresStore {
     }
 }
 
+fn failure(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreFailure {
+    StoreFailure(e.into())
+}
+
+/// One scheduler for the database, whichever instances run: the scheduling lease (a row of
+/// `svc_leases`, timed by the database's clock) names the instance that schedules; the leader
+/// renews it every `runner::RENEW` ([`ExecutionStore::lead`]). Every scheduler transaction
+/// checks it under the write lock, or is refused ([`NotLeader`]), so a scheduler that lost
+/// the lease (it stalled past it, or lost the database) writes nothing more; the new leader
+/// recovers first, comparing the live executions with its own market.
 impl ExecutionStore for PostgresStore {
     fn begin(&self) -> Result<Box<dyn ExecutionTx + '_>, StoreFailure> {
-        Ok(Box::new(self.begin_write().map_err(|e| StoreFailure(Box::new(e)))?))
+        let mut tx = self.begin_write().map_err(failure)?;
+        let held =
+            tx.0.query_opt(
+                &format!(
+                    "SELECT 1 FROM svc_leases WHERE name = 'scheduler' AND holder = ?1 AND expires_at > {DB_NOW_MS}"
+                ),
+                params![self.instance.as_str()],
+            )
+            .map_err(failure)?
+            .is_some();
+        if !held {
+            return Err(failure(NotLeader(format!("{} does not hold the scheduling lease", self.instance))));
+        }
+        Ok(Box::new(tx))
+    }
+
+    fn lead(&self) -> Result<bool, StoreFailure> {
+        let mut tx = self.begin_write().map_err(failure)?;
+        let held =
+            tx.0.query_opt(
+                &format!(
+                    "INSERT INTO svc_leases (name, holder, expires_at) VALUES ('scheduler', ?1, {DB_NOW_MS} + ?2) \
+                     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
+                     WHERE svc_leases.holder = excluded.holder OR svc_leases.expires_at <= {DB_NOW_MS} \
+                     RETURNING holder"
+                ),
+                params![self.instance.as_str(), LEASE_MS],
+            )
+            .map_err(failure)?
+            .is_some();
+        tx.0.commit_tx().map_err(failure)?;
+        Ok(held)
+    }
+
+    fn resign(&self) {
+        let resigned = self.begin_write().and_then(|mut tx| {
+            tx.0.execute(
+                "DELETE FROM svc_leases WHERE name = 'scheduler' AND holder = ?1",
+                params![self.instance.as_str()],
+            )?;
+            Ok(tx.0.commit_tx()?)
+        });
+        if let Err(e) = resigned {
+            tracing::warn!(error = %e, "could not give the scheduling lease up; it runs out by itself");
+        }
     }
 }

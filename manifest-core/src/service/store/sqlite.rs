@@ -143,6 +143,10 @@ impl Store for SqliteStore {
         Ok(Box::new(self.begin_write()?))
     }
 
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
     fn write_grouped(&self, work: GroupedWork, done: GroupedDone) {
         self.group.submit(work, done, || {
             let writer = Arc::clone(&self.writer);

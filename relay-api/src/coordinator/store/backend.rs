@@ -24,6 +24,8 @@ pub trait Backend: Send + Sync + 'static {
     fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError>;
     /// Where the data lives, for messages.
     fn location(&self) -> String;
+    /// `sqlite` or `postgres`, for the health route.
+    fn kind(&self) -> &'static str;
 }
 
 /// One transaction: every row trait, and its end.

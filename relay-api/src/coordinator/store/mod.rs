@@ -201,6 +201,16 @@ impl RelayStore {
         self.backend.location()
     }
 
+    /// `sqlite` or `postgres`.
+    pub fn kind(&self) -> &'static str {
+        self.backend.kind()
+    }
+
+    /// Whether the store answers: one read of an index, in a read transaction.
+    pub fn ping(&self) -> Result<(), StoreError> {
+        self.read(|tx| tx.org_id("").map(drop))
+    }
+
     /// Runs `read` in one read transaction.
     pub fn read<T>(&self, read: impl FnOnce(&mut dyn Transaction) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut tx = self.backend.read()?;

@@ -96,4 +96,8 @@ impl Backend for PostgresBackend {
     fn location(&self) -> String {
         format!("postgres {}", self.pool.location())
     }
+
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
 }

@@ -112,4 +112,8 @@ impl Backend for SqliteBackend {
     fn location(&self) -> String {
         self.path.display().to_string()
     }
+
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
 }
