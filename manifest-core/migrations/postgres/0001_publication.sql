@@ -1,5 +1,5 @@
 -- The publication service's store on PostgreSQL: the schema SQLite reaches after its
--- migrations 0001-0002, in one step (no PostgreSQL database predates it). Every integer is
+-- migrations 0001-0003, in one step (no PostgreSQL database predates it). Every integer is
 -- BIGINT (SQLite's INTEGER is 64 bits; PostgreSQL's is 32), flags included (0 or 1, as the
 -- shared statements write them); keys are identities. Money is decimal TEXT, as in SQLite.
 -- Later changes come as numbered files beside this one, each mirroring a SQLite migration
@@ -83,7 +83,6 @@ CREATE TABLE activity (
     reason TEXT
 );
 
--- SQLite finds an application's activity through its rowid order; here an index does.
 CREATE INDEX activity_by_application ON activity (application_id, id);
 
 CREATE TABLE wakeups (
@@ -91,8 +90,6 @@ CREATE TABLE wakeups (
     application_id BIGINT NOT NULL REFERENCES applications (id),
     policy_version BIGINT NOT NULL
 );
-
-CREATE INDEX wakeups_by_application ON wakeups (application_id);
 
 CREATE TABLE curated_artifacts (
     cid TEXT NOT NULL,

@@ -131,8 +131,16 @@ async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, Api
     let unauthorized = || ApiError::from(Rejection::Unauthenticated);
     let token =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer).ok_or_else(unauthorized)?;
-    // An indexed read on a pooled connection: short enough for the async runtime.
-    state.store.read()?.caller(&hash_token(token))?.ok_or_else(unauthorized)
+    let hash = hash_token(token);
+    let caller = if state.store.kind() == "sqlite" {
+        // An indexed read on a pooled local connection: short enough for the async runtime.
+        state.store.read()?.caller(&hash)?
+    } else {
+        // A database across a network: round trips, off the async workers.
+        let state = state.clone();
+        blocking(move || Ok(state.store.read()?.caller(&hash)?)).await?
+    };
+    caller.ok_or_else(unauthorized)
 }
 
 /// Reads a body of at most 1 MiB (413 beyond).

@@ -8,6 +8,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod schema;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -57,6 +59,7 @@ pub struct Cluster {
     dir: tempfile::TempDir,
     port: u16,
     as_postgres: bool,
+    durable: bool,
 }
 
 /// The newest installed server's program directory.
@@ -90,8 +93,18 @@ fn free_port() -> Result<u16, ClusterError> {
 }
 
 impl Cluster {
-    /// Starts a new cluster (about a second), with a database `svc`.
+    /// Starts a new cluster (about a second), with a database `svc`; durability off.
     pub fn start() -> Result<Cluster, ClusterError> {
+        Cluster::start_with(false)
+    }
+
+    /// The same with PostgreSQL's default durability (`fsync`, full-page writes): for a
+    /// benchmark, whose floor and service must both wait for the disk.
+    pub fn start_durable() -> Result<Cluster, ClusterError> {
+        Cluster::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Result<Cluster, ClusterError> {
         let bin = server_bin().ok_or(ClusterError::NotInstalled)?;
         let as_postgres = is_root();
         let dir = tempfile::Builder::new()
@@ -102,7 +115,7 @@ impl Cluster {
             let chown = Command::new("chown").arg("postgres").arg(dir.path()).output();
             check("chown postgres", chown)?;
         }
-        let cluster = Cluster { bin, dir, port: free_port()?, as_postgres };
+        let cluster = Cluster { bin, dir, port: free_port()?, as_postgres, durable };
         let initdb = cluster
             .server_command("initdb")
             .arg("-D")
@@ -131,6 +144,11 @@ impl Cluster {
         Ok(self.url(name))
     }
 
+    /// A client program of the server's version (`pgbench`, `psql`).
+    pub fn program(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
     /// The TCP port.
     pub fn port(&self) -> u16 {
         self.port
@@ -153,13 +171,12 @@ impl Cluster {
     }
 
     /// Starts the server (again, after [`Cluster::stop`]) on its port; durability is off
-    /// (`fsync`, full-page writes): a test cluster never outlives a crash.
+    /// (`fsync`, full-page writes) unless made [`Cluster::start_durable`]: a test cluster never
+    /// outlives a crash.
     pub fn restart(&self) -> Result<(), ClusterError> {
-        let options = format!(
-            "-k {} -c listen_addresses=127.0.0.1 -p {} -c fsync=off -c full_page_writes=off",
-            self.dir.path().display(),
-            self.port
-        );
+        let durability = if self.durable { "" } else { " -c fsync=off -c full_page_writes=off" };
+        let options =
+            format!("-k {} -c listen_addresses=127.0.0.1 -p {}{durability}", self.dir.path().display(), self.port);
         let out = self
             .server_command("pg_ctl")
             .arg("-D")

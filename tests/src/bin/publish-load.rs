@@ -9,13 +9,18 @@
 //! ```sh
 //! cargo build --release -p svc-cli && cargo run --release -p svc-e2e --bin publish-load
 //! ```
+//!
+//! With `--database postgres [--instances N]` the store is a throwaway PostgreSQL cluster
+//! with PostgreSQL's default durability, shared by `N` instances (the connections spread over
+//! them), and the floor is `pgbench` on the same cluster: the same clients, one policy-sized
+//! INSERT per transaction.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use svc_e2e::service::{Server, TempDir, accept_build, admin, token};
+use svc_e2e::service::{Server, TempDir, accept_build, admin, attach_database, token};
 
 struct Phase {
     name: &'static str,
@@ -29,24 +34,47 @@ struct Phase {
 fn main() {
     let mut requests = 2000usize;
     let mut connections = 4usize;
+    let mut instances = 1usize;
+    let mut postgres = false;
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
-        match (pair[0].as_str(), pair.get(1).and_then(|v| v.parse().ok())) {
-            ("--requests", Some(n)) => requests = n,
-            ("--connections", Some(n)) => connections = n,
+        match (pair[0].as_str(), pair.get(1).map(String::as_str)) {
+            ("--requests", Some(n)) if n.parse::<usize>().is_ok() => requests = n.parse().unwrap_or(requests),
+            ("--connections", Some(n)) if n.parse::<usize>().is_ok() => connections = n.parse().unwrap_or(connections),
+            ("--instances", Some(n)) if n.parse::<usize>().is_ok_and(|n| n >= 1) => {
+                instances = n.parse().unwrap_or(instances);
+            }
+            ("--database", Some("postgres")) => postgres = true,
+            ("--database", Some("sqlite")) => postgres = false,
             _ => {
-                eprintln!("usage: publish-load [--requests N] [--connections C]");
+                eprintln!(
+                    "usage: publish-load [--requests N] [--connections C] [--database sqlite|postgres] [--instances N]"
+                );
                 std::process::exit(2);
             }
         }
     }
+    if instances > 1 && !postgres {
+        eprintln!("publish-load: several instances share a PostgreSQL database: add --database postgres");
+        std::process::exit(2);
+    }
+    let cluster = postgres.then(|| svc_pg_cluster::Cluster::start_durable().expect("a PostgreSQL cluster"));
     let dir = TempDir::new("load");
-    let t = token(dir.str(), "acme", "developer");
-    admin(&["entitlement", "set", "--data-dir", dir.str(), "--org", "acme", "enterprise"]);
-    admin(&["spend-authority", "set", "--data-dir", dir.str(), "--org", "acme", "--micros", "1000000"]);
-    accept_build(dir.str(), "acme", "load");
-    let server = Server::start(dir.path(), &[]);
-    let created = server.request("POST", "/api/applications", Some(&t), Some(&json!({"applicationId": "load"})));
+    let dirs: Vec<std::path::PathBuf> = (0..instances).map(|i| dir.path().join(format!("instance-{i}"))).collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d).expect("a data directory");
+        if let Some(c) = &cluster {
+            attach_database(d, &c.svc_url());
+        }
+    }
+    let first = dirs[0].to_str().expect("utf-8");
+    let t = token(first, "acme", "developer");
+    admin(&["entitlement", "set", "--data-dir", first, "--org", "acme", "enterprise"]);
+    admin(&["spend-authority", "set", "--data-dir", first, "--org", "acme", "--micros", "1000000"]);
+    accept_build(first, "acme", "load");
+    let servers: Vec<Server> = dirs.iter().map(|d| Server::start(d, &[])).collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let created = servers[0].request("POST", "/api/applications", Some(&t), Some(&json!({"applicationId": "load"})));
     assert_eq!(created.status, 201);
 
     let manifest = std::fs::read_to_string(svc_e2e::workspace().join("examples/node-demo/manifest.yaml"))
@@ -54,18 +82,26 @@ fn main() {
         .replace("applicationId: node-demo", "applicationId: load");
     let body = |dry: bool| serde_json::to_vec(&json!({"manifest": manifest, "dryRun": dry})).expect("json");
 
-    let _warm = run(server.addr, &t, &body(true), 200, connections, "warm-up");
+    let _warm = run(&addrs, &t, &body(true), 200, connections, "warm-up");
     // Interleaved rounds: this machine's speed (a VM) drifts by tens of percent over a minute,
     // so each round measures the three phases back to back and the ratio is taken per round.
     let per_round = requests.div_ceil(ROUNDS);
     let policy_size = 3000;
     let floor_dir = TempDir::new("floor");
-    let floor_db = sqlite_floor_open(floor_dir.path());
+    let floor_db = if cluster.is_none() { Some(sqlite_floor_open(floor_dir.path())) } else { None };
+    if let Some(c) = &cluster {
+        c.sql("svc", "CREATE TABLE floor (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, body TEXT NOT NULL)")
+            .expect("the floor's table");
+    }
     let (mut dry, mut commit, mut floors, mut ratios) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        dry.push(run(server.addr, &t, &body(true), per_round, connections, "dry-run publish"));
-        let c = run(server.addr, &t, &body(false), per_round, connections, "committed publish");
-        let f = sqlite_floor(&floor_db, per_round, policy_size);
+        dry.push(run(&addrs, &t, &body(true), per_round, connections, "dry-run publish"));
+        let c = run(&addrs, &t, &body(false), per_round, connections, "committed publish");
+        let f = match (&floor_db, &cluster) {
+            (Some(db), _) => sqlite_floor(db, per_round, policy_size),
+            (None, Some(cluster)) => pgbench_floor(cluster, floor_dir.path(), per_round, connections, policy_size),
+            (None, None) => unreachable!("a floor for each store"),
+        };
         ratios.push(c.per_second / f);
         floors.push(f);
         commit.push(c);
@@ -76,8 +112,10 @@ fn main() {
     let floor = floors[floors.len() / 2];
 
     println!(
-        "publish-load: {} requests per phase over {connections} keep-alive connections, in {ROUNDS} interleaved rounds",
-        per_round * ROUNDS
+        "publish-load: {} requests per phase over {connections} keep-alive connections to {instances} instance(s) \
+         on {}, in {ROUNDS} interleaved rounds",
+        per_round * ROUNDS,
+        if cluster.is_some() { "PostgreSQL" } else { "SQLite" }
     );
     println!("| Phase | Per second | p50 | p99 | Statuses |");
     println!("|---|---|---|---|---|");
@@ -92,9 +130,14 @@ fn main() {
             p.statuses.len()
         );
     }
-    println!(
-        "| floor: bare SQLite transactions (WAL, synchronous=FULL, one {policy_size}-byte INSERT each), median round | {floor:.0} | | | |"
-    );
+    let floor_name = if cluster.is_some() {
+        format!(
+            "pgbench on the same cluster ({connections} clients, fsync on, one {policy_size}-byte INSERT per transaction)"
+        )
+    } else {
+        format!("bare SQLite transactions (WAL, synchronous=FULL, one {policy_size}-byte INSERT each)")
+    };
+    println!("| floor: {floor_name}, median round | {floor:.0} | | | |");
     let shown: Vec<String> = ratios.iter().map(|r| format!("{:.0}%", 100.0 * r)).collect();
     println!(
         "committed / floor: {:.0}% median of rounds ({}) (goal: at least 50%)",
@@ -102,7 +145,9 @@ fn main() {
         shown.join(", ")
     );
     println!("committed p99: {:.2} ms (goal: under 20 ms)", ms(commit.p99));
-    let _ = server.stop();
+    for server in servers {
+        let _ = server.stop();
+    }
 }
 
 /// Rounds of the interleaved measurement.
@@ -130,11 +175,21 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn run(addr: SocketAddr, token: &str, body: &[u8], requests: usize, connections: usize, name: &'static str) -> Phase {
+/// `requests` publications over `connections` keep-alive connections, spread over the
+/// instances at `addrs` (connection `i` to instance `i mod n`).
+fn run(
+    addrs: &[SocketAddr],
+    token: &str,
+    body: &[u8],
+    requests: usize,
+    connections: usize,
+    name: &'static str,
+) -> Phase {
     let per = requests.div_ceil(connections);
     let start = Instant::now();
     let results: Vec<(Duration, u16)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..connections).map(|_| s.spawn(move || client(addr, token, body, per))).collect();
+        let handles: Vec<_> =
+            (0..connections).map(|i| s.spawn(move || client(addrs[i % addrs.len()], token, body, per))).collect();
         handles.into_iter().flat_map(|h| h.join().expect("client")).collect()
     });
     let elapsed = start.elapsed();
@@ -210,4 +265,30 @@ fn sqlite_floor(conn: &rusqlite::Connection, n: usize, size: usize) -> f64 {
         conn.execute_batch("COMMIT").expect("commit");
     }
     n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// `pgbench` transactions per second on the cluster: `clients` clients, `n` transactions in
+/// all, each one INSERT of a `size`-byte row (what a publication's version row weighs).
+fn pgbench_floor(
+    cluster: &svc_pg_cluster::Cluster,
+    scratch: &std::path::Path,
+    n: usize,
+    clients: usize,
+    size: usize,
+) -> f64 {
+    let script = scratch.join("floor.sql");
+    std::fs::write(&script, format!("INSERT INTO floor (body) VALUES (repeat('x', {size}));\n")).expect("the script");
+    let out = std::process::Command::new(cluster.program("pgbench"))
+        .args(["-n", "-h", "127.0.0.1", "-U", "postgres", "-p", &cluster.port().to_string()])
+        .args(["-c", &clients.to_string(), "-j", &clients.to_string()])
+        .args(["-t", &n.div_ceil(clients).to_string(), "-f"])
+        .arg(&script)
+        .arg("svc")
+        .output()
+        .expect("pgbench runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "pgbench: {}{text}", String::from_utf8_lossy(&out.stderr));
+    text.lines()
+        .find_map(|l| l.strip_prefix("tps = ")?.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no tps in pgbench's output: {text}"))
 }

@@ -17,8 +17,11 @@ use super::rows::Tx;
 use super::{GroupedDone, GroupedWork, Store, StoreError, Transaction};
 
 /// The migrations, in order; `PRAGMA user_version` is the number applied.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../../migrations/0001_initial.sql"), include_str!("../../../migrations/0002_executions.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/0001_initial.sql"),
+    include_str!("../../../migrations/0002_executions.sql"),
+    include_str!("../../../migrations/0003_activity_index.sql"),
+];
 
 /// The database file's name inside the data directory.
 pub const DATABASE_FILE: &str = "svc.sqlite3";
