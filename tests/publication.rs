@@ -1,8 +1,8 @@
 //! The publication service as users reach it: the real `svc` binary serving on loopback over
 //! a real SQLite data directory, driven over HTTP and by `svc admin` / `svc policy publish`.
 //! One binary, a module per concern. With `SVC_E2E_BACKEND=postgres` the same tests run with
-//! every store on PostgreSQL (`svc_e2e::service::database_of`); `postgres` holds what only
-//! several instances on one database can show.
+//! every store on PostgreSQL (`svc_e2e::service::database_of`); `instances` holds what only
+//! several instances on one store can show.
 
 mod publication {
     mod bounds;
@@ -10,8 +10,8 @@ mod publication {
     mod cli;
     mod durability;
     mod executions;
+    mod instances;
     mod listener;
-    mod postgres;
     mod routes;
     mod semantics;
     mod tls;

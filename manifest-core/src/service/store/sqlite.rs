@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
-use svc_execution::executor::{ExecutionStore, ExecutionTx, StoreFailure};
+use svc_execution::executor::{ExecutionStore, ExecutionTx, NotLeader, StoreFailure};
 use svc_sql::sqlite::{Held, SqliteTx};
 
 use super::group::{Group, run_units};
@@ -29,6 +29,9 @@ pub const DATABASE_FILE: &str = "svc.sqlite3";
 /// How long a connection waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The scheduling lock's file inside the data directory.
+const SCHEDULER_LOCK: &str = "scheduler.lock";
+
 /// The SQLite store of one data directory.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -36,6 +39,9 @@ pub struct SqliteStore {
     writer: Arc<Mutex<Connection>>,
     readers: Mutex<Vec<Connection>>,
     group: Group,
+    /// The scheduling lock, once taken: `flock` on [`SCHEDULER_LOCK`], held while this store
+    /// lives (the kernel drops it when the process dies, `kill -9` included).
+    scheduling: Mutex<Option<std::fs::File>>,
 }
 
 /// Creates `dir` (and missing parents) 0700, or makes an existing one 0700.
@@ -80,6 +86,7 @@ impl SqliteStore {
             writer: Arc::new(Mutex::new(writer)),
             readers: Mutex::new(Vec::new()),
             group: Group::default(),
+            scheduling: Mutex::new(None),
         })
     }
 
@@ -162,8 +169,61 @@ impl Store for SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// Takes the data directory's scheduling lock if this store does not hold it yet: `true`
+    /// if it holds it now.
+    fn hold_scheduling(&self) -> Result<bool, StoreFailure> {
+        use fs_err::os::unix::fs::OpenOptionsExt;
+        use std::io::{Seek, Write};
+        let failure = |e: std::io::Error| StoreFailure(Box::new(e));
+        let mut held = self.scheduling.lock().map_err(|_| StoreFailure("the scheduling lock was poisoned".into()))?;
+        if held.is_some() {
+            return Ok(true);
+        }
+        let path = self.path.with_file_name(SCHEDULER_LOCK);
+        let mut file = fs_err::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(failure)?;
+        match rustix::fs::flock(file.file(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+            Err(e) => return Err(failure(std::io::Error::other(format!("{}: cannot lock it: {e}", path.display())))),
+        }
+        // Who holds it, for a person looking.
+        file.set_len(0).map_err(failure)?;
+        file.rewind().map_err(failure)?;
+        write!(file, "{}", std::process::id()).map_err(failure)?;
+        *held = Some(file.into_parts().0);
+        Ok(true)
+    }
+}
+
+/// One scheduler per data directory, however many `svc serve` run on it: the one holding
+/// the directory's scheduling lock (taken on first use); the others stand by and take it
+/// when its holder stops or dies, as instances on a PostgreSQL database take its lease.
 impl ExecutionStore for SqliteStore {
     fn begin(&self) -> Result<Box<dyn ExecutionTx + '_>, StoreFailure> {
+        if !self.hold_scheduling()? {
+            return Err(StoreFailure(Box::new(NotLeader(format!(
+                "another svc serve schedules on {} (its pid is in {SCHEDULER_LOCK})",
+                self.path.parent().unwrap_or(&self.path).display()
+            )))));
+        }
         Ok(Box::new(self.begin_write().map_err(|e| StoreFailure(Box::new(e)))?))
+    }
+
+    fn lead(&self) -> Result<bool, StoreFailure> {
+        self.hold_scheduling()
+    }
+
+    fn resign(&self) {
+        if let Ok(mut held) = self.scheduling.lock() {
+            *held = None;
+        }
     }
 }

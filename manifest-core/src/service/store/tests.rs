@@ -205,6 +205,7 @@ fn a_refunded_charge_is_not_among_the_charges_the_scheduler_reads() {
         let other = tx.insert_application(org.id, "api", "app_2").expect("app").key;
         tx.commit().expect("commit");
 
+        assert!(store.lead().expect("the scheduling lease"), "alone, it leads");
         let mut tx = store.begin().expect("tx");
         let refused = launching("app_1", 0);
         let refused = Execution { key: tx.insert(app, &refused).expect("insert"), ..refused };
@@ -236,6 +237,7 @@ fn an_execution_moves_through_its_states_and_is_found_by_id_and_among_the_live()
         let app = tx.insert_application(org.id, "web", "app_1").expect("app").key;
         tx.commit().expect("commit");
 
+        assert!(store.lead().expect("the scheduling lease"), "alone, it leads");
         let mut tx = store.begin().expect("tx");
         let first = launching("app_1", 0);
         let first = Execution { key: tx.insert(app, &first).expect("insert"), ..first };
@@ -291,5 +293,21 @@ fn grouped_work_commits_together_and_a_failed_or_panicking_unit_is_rolled_back_a
             .map(|n| tx.organization(n).expect("read").is_some())
             .collect();
         assert_eq!(kept, [true, false, false, true]);
+    });
+}
+
+#[test]
+fn only_the_store_that_leads_the_scheduling_may_begin_a_scheduler_transaction() {
+    on_each_backend("leases", |b| {
+        let (first, second) = ((b.open)(), (b.open)());
+        assert!(first.lead().expect("lead"), "the first takes the lease");
+        assert!(!second.lead().expect("lead"), "the second stands by");
+        let refused = second.begin().err().expect("refused");
+        assert!(refused.is_not_leader(), "{refused}");
+        assert!(first.begin().is_ok());
+        first.resign();
+        assert!(second.lead().expect("lead"), "the lease given up, the second takes it");
+        assert!(second.begin().is_ok());
+        assert!(first.begin().err().expect("refused").is_not_leader(), "the first no longer leads");
     });
 }
