@@ -72,8 +72,8 @@ impl Scheduler {
             std::thread::Builder::new()
                 .name("svc-scheduler".into())
                 .spawn({
-                    let store = Arc::clone(&store);
-                    move || run(&executor, store.as_ref(), leading, clock.as_ref(), &signal, &stop)
+                    let (store, market) = (Arc::clone(&store), Arc::clone(&market));
+                    move || run(&executor, store.as_ref(), market.as_ref(), leading, clock.as_ref(), &signal, &stop)
                 })
                 .map_err(|e| StoreFailure(Box::new(e)))?
         };
@@ -132,6 +132,7 @@ fn recover(executor: &Executor) -> Result<(), StoreFailure> {
 fn run(
     executor: &Executor,
     store: &dyn ExecutionStore,
+    market: &dyn Market,
     mut leading: bool,
     clock: &dyn Clock,
     signal: &Signal,
@@ -145,6 +146,7 @@ fn run(
                 Ok(true) => renewed = std::time::Instant::now(),
                 Ok(false) => {
                     tracing::warn!("another instance took the scheduling lease; standing by");
+                    stand_down(market);
                     leading = false;
                 }
                 // Not fatal yet: the lease lasts a few renewals, and a step will say.
@@ -185,6 +187,7 @@ fn run(
             }
             Err(e) if e.is_not_leader() => {
                 tracing::warn!(error = %e, "this instance no longer schedules; standing by");
+                stand_down(market);
                 leading = false;
                 continue;
             }
@@ -215,6 +218,25 @@ fn until_due(executor: &Executor, clock: &dyn Clock) -> Duration {
     }
 }
 
+/// What an instance that lost the scheduling lease does with the jobs it runs. The new
+/// leader finds the executions it cannot see in its own market lost, and gives their slots
+/// new attempts: where the market's jobs are this instance's own processes (the local pool),
+/// they are stopped here, so that no job runs twice (this instance stalled past its lease,
+/// or lost the database while the others kept it). A market the instances share (the
+/// compute network) is left alone: the new leader sees its jobs and adopts them.
+fn stand_down(market: &dyn Market) {
+    if !market.starts_empty() {
+        return;
+    }
+    let jobs = market.jobs();
+    for job in &jobs {
+        market.stop(&job.execution_id, svc_execution::market::StopMode::Stop);
+    }
+    if !jobs.is_empty() {
+        tracing::warn!(stopped = jobs.len(), "stopped this instance's jobs: another instance schedules them now");
+    }
+}
+
 /// Sleeps `wait`, or less if the scheduler is stopped.
 fn sleep_unless_stopped(signal: &Signal, stop: &AtomicBool, wait: Duration) {
     let woken = signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -222,4 +244,57 @@ fn sleep_unless_stopped(signal: &Signal, stop: &AtomicBool, wait: Duration) {
         .condvar
         .wait_timeout_while(woken, wait, |_| !stop.load(Ordering::SeqCst))
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use svc_execution::plan::Requirements;
+    use svc_execution::{JobOrder, JobState, JobStatus, Millis, Placement, Quote, Refusal, StopMode};
+
+    use super::*;
+
+    /// A market that holds two jobs and records what it is told to stop.
+    struct Held {
+        own_processes: bool,
+        stopped: Mutex<Vec<String>>,
+    }
+
+    impl Market for Held {
+        fn quote(&self, _: &Requirements, _: &[String], _: Millis) -> Result<Quote, Refusal> {
+            Err(Refusal::NoProcessor("none".into()))
+        }
+        fn launch(&self, _: &JobOrder) -> Result<Placement, Refusal> {
+            Err(Refusal::NoProcessor("none".into()))
+        }
+        fn restart(&self, _: &JobOrder, _: &str) -> Result<(), Refusal> {
+            Ok(())
+        }
+        fn stop(&self, execution_id: &str, _: StopMode) {
+            self.stopped.lock().expect("lock").push(execution_id.to_owned());
+        }
+        fn changes(&self) -> Vec<JobStatus> {
+            Vec::new()
+        }
+        fn jobs(&self) -> Vec<JobStatus> {
+            ["a", "b"]
+                .map(|id| JobStatus { execution_id: id.into(), processor_id: "p".into(), state: JobState::Ready })
+                .into()
+        }
+        fn release(&self, _: &str) {}
+        fn starts_empty(&self) -> bool {
+            self.own_processes
+        }
+    }
+
+    #[test]
+    fn an_instance_that_loses_the_lease_stops_its_own_jobs_and_leaves_a_shared_markets_alone() {
+        let own = Held { own_processes: true, stopped: Mutex::new(Vec::new()) };
+        stand_down(&own);
+        assert_eq!(*own.stopped.lock().expect("lock"), ["a", "b"]);
+        let shared = Held { own_processes: false, stopped: Mutex::new(Vec::new()) };
+        stand_down(&shared);
+        assert!(shared.stopped.lock().expect("lock").is_empty());
+    }
 }
