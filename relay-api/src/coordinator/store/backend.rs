@@ -337,6 +337,22 @@ pub trait PolicyRows {
     fn policy(&mut self, deployment_id: &str, revision: u32) -> Result<Option<PublishedPolicy>, StoreError>;
     /// The highest revision of the deployment that published a policy (0: none).
     fn last_published(&mut self, deployment_id: &str) -> Result<u32, StoreError>;
+    /// Every revision (a deployment's current one, or its successor's) with no policy yet.
+    fn unpublished(&mut self) -> Result<Vec<Unpublished>, StoreError>;
+}
+
+/// A revision with no policy yet: its deployment, revision and route, and whether it is the
+/// deployment's successor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unpublished {
+    /// The deployment.
+    pub deployment_id: String,
+    /// The revision.
+    pub revision: u32,
+    /// The revision's route.
+    pub route_id: String,
+    /// Whether it is the successor being deployed (not the current revision).
+    pub successor: bool,
 }
 
 /// The deployments' jobs as executions (`executions.rs`).

@@ -42,6 +42,12 @@ impl RelayStore {
         self.read(|tx| tx.policy(deployment_id, revision))
     }
 
+    /// Every revision with no policy yet (the engine publishes those of its active
+    /// deployments): one read, whatever the number of deployments.
+    pub fn unpublished(&self) -> Result<Vec<super::backend::Unpublished>, StoreError> {
+        self.read(|tx| tx.unpublished())
+    }
+
     /// Records the policy of a revision deployed before policies were recorded, when its job
     /// is next launched; a revision's policy, once recorded, is never replaced: the one
     /// recorded is returned.

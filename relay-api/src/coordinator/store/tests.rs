@@ -430,6 +430,14 @@ fn a_store_from_before_route_keys_loses_its_clear_credentials_on_open() {
     let d = store.deployment("dep_1").expect("kept");
     assert_eq!(d.state, DeploymentState::Live);
     assert_eq!(store.route_keys("dep_1").expect("read"), None, "new keys come with the next launch");
+    // Deployed before policies were recorded: the engine publishes its revision's policy.
+    let unpublished = store.unpublished().expect("read");
+    assert_eq!(
+        unpublished.iter().map(|u| (u.deployment_id.as_str(), u.revision, u.successor)).collect::<Vec<_>>(),
+        [("dep_1", 1, false)]
+    );
+    store.publish_policy("dep_1", &policy(1)).expect("published");
+    assert!(store.unpublished().expect("read").is_empty(), "published once, listed no more");
     drop(store);
     let mut bytes = std::fs::read(&path).expect("read");
     bytes.extend(std::fs::read(dir.join(format!("{DATABASE_FILE}-wal"))).unwrap_or_default());
@@ -612,6 +620,7 @@ fn a_withdrawn_revisions_number_is_never_published_again() {
         let store = open();
         new_deployment(&store, "d1", 5_000_000);
         assert_eq!(store.policy("d1", 1).expect("read").map(|p| p.policy_digest), Some("sha256:p1".to_owned()));
+        assert!(store.unpublished().expect("read").is_empty(), "a deploy records its revision's policy");
         store.put_successor(&successor("d1", 2, "sha256:two")).expect("revision 2");
         store.drop_successor("d1", 2, "withdrawn").expect("withdrawn");
         assert_eq!(store.next_revision("d1").expect("next"), 3, "2 published its policy");

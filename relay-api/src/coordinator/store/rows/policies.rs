@@ -1,6 +1,6 @@
 //! Published policies.
 
-use crate::coordinator::store::backend::PolicyRows;
+use crate::coordinator::store::backend::{PolicyRows, Unpublished};
 use crate::coordinator::store::sql::{Sql, params};
 use crate::coordinator::store::{PublishedPolicy, StoreError};
 
@@ -49,5 +49,28 @@ impl<T: Sql> PolicyRows for T {
                 params![deployment_id],
             )?
             .u32(0)?)
+    }
+
+    fn unpublished(&mut self) -> Result<Vec<Unpublished>, StoreError> {
+        let rows = self.query(
+            "SELECT d.id, d.revision, d.route_id, 0 FROM deployments d \
+             WHERE NOT EXISTS (SELECT 1 FROM policies p WHERE p.deployment_id = d.id AND p.revision = d.revision) \
+             UNION ALL \
+             SELECT s.deployment_id, s.revision, s.route_id, 1 FROM successors s \
+             WHERE NOT EXISTS (SELECT 1 FROM policies p WHERE p.deployment_id = s.deployment_id \
+                               AND p.revision = s.revision)",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Ok(Unpublished {
+                    deployment_id: r.text(0)?,
+                    revision: r.u32(1)?,
+                    route_id: r.text(2)?,
+                    successor: r.bool(3)?,
+                })
+            })
+            .collect::<Result<_, svc_sql::SqlError>>()?)
     }
 }
