@@ -212,26 +212,7 @@ const ROWS: &str = "SELECT id, execution_id, slot, generation, attempt, policy_v
 /// PostgreSQL database the suite runs on).
 fn rows(data_dir: &Path) -> Vec<Row> {
     let text = svc_e2e::service::postgres_sql(data_dir, ROWS).unwrap_or_else(|| {
-        let db = rusqlite::Connection::open(data_dir.join(manifest_core::service::store::DATABASE_FILE)).expect("db");
-        db.busy_timeout(Duration::from_secs(5)).expect("busy timeout");
-        let mut statement = db.prepare(ROWS).expect("query");
-        let rows = statement
-            .query_map([], |r| {
-                let cells: Vec<String> = (0..9)
-                    .map(|i| {
-                        r.get_ref(i).map(|v| match v {
-                            rusqlite::types::ValueRef::Integer(n) => n.to_string(),
-                            rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                            _ => String::new(),
-                        })
-                    })
-                    .collect::<Result<_, _>>()?;
-                Ok(cells.join("|"))
-            })
-            .expect("rows")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("rows read");
-        rows.join("\n")
+        svc_e2e::service::sqlite_rows(&data_dir.join(manifest_core::service::store::DATABASE_FILE), ROWS)
     });
     text.lines()
         .filter(|l| !l.is_empty())

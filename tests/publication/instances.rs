@@ -69,28 +69,7 @@ impl Fleet {
         if let Some(cluster) = &self.cluster {
             return cluster.sql("svc", sql).expect("a query");
         }
-        let db = rusqlite::Connection::open(self.dirs[0].join(manifest_core::service::store::DATABASE_FILE))
-            .expect("the SQLite database");
-        db.busy_timeout(Duration::from_secs(5)).expect("busy timeout");
-        let mut statement = db.prepare(sql).expect("a query");
-        let width = statement.column_count();
-        let rows = statement
-            .query_map([], |r| {
-                let cells: Vec<String> = (0..width)
-                    .map(|i| {
-                        r.get_ref(i).map(|v| match v {
-                            rusqlite::types::ValueRef::Integer(n) => n.to_string(),
-                            rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                            _ => String::new(),
-                        })
-                    })
-                    .collect::<Result<_, _>>()?;
-                Ok(cells.join("|"))
-            })
-            .expect("rows")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("rows read");
-        rows.join("\n")
+        svc_e2e::service::sqlite_rows(&self.dirs[0].join(manifest_core::service::store::DATABASE_FILE), sql)
     }
 }
 

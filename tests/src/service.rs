@@ -132,6 +132,32 @@ pub fn postgres_sql(data_dir: &Path, sql: &str) -> Option<String> {
     Some(clusters.get(data_dir).map(|c| c.sql("svc", sql).expect("a query")).unwrap_or_default())
 }
 
+/// A query's rows on the SQLite database `file`, as `psql -A` prints them (`|` between
+/// columns, a row a line; NULL and bytes as empty), so a test reads either store alike.
+pub fn sqlite_rows(file: &Path, sql: &str) -> String {
+    let db = rusqlite::Connection::open(file).expect("the SQLite database");
+    db.busy_timeout(Duration::from_secs(5)).expect("busy timeout");
+    let mut statement = db.prepare(sql).expect("a query");
+    let width = statement.column_count();
+    let rows = statement
+        .query_map([], |r| {
+            let cells: Vec<String> = (0..width)
+                .map(|i| {
+                    r.get_ref(i).map(|v| match v {
+                        rusqlite::types::ValueRef::Integer(n) => n.to_string(),
+                        rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                        _ => String::new(),
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(cells.join("|"))
+        })
+        .expect("rows")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("rows read");
+    rows.join("\n")
+}
+
 /// Where a data directory's store is, as `svc serve` finds it.
 pub fn store_at(data_dir: &Path) -> manifest_core::service::store::StoreAt {
     match database_of(data_dir) {

@@ -201,7 +201,9 @@ pub(crate) async fn prepare_body(
     application_id: String,
     body: Bytes,
 ) -> Result<Prepared, ApiError> {
-    let inline = body.len() <= INLINE_BODY_BYTES;
+    // An invalid manifest reads the store (the 404 goes first): on a database across a
+    // network that is round trips, which stay off the async workers.
+    let inline = body.len() <= INLINE_BODY_BYTES && state.store.kind() == "sqlite";
     let validations = state.validations.clone();
     let work = move || parse_request(&body).and_then(|request| prepare(&state, &caller, &application_id, &request));
     if inline {
