@@ -201,6 +201,12 @@ pub trait Sql {
     /// Runs a statement without parameters or rows (`SAVEPOINT unit`, `RELEASE unit`).
     fn run_plain(&mut self, sql: &str) -> Result<(), SqlError>;
 
+    /// Runs statements without parameters or rows, in order; a backend across a network
+    /// sends them in one round trip.
+    fn run_plains(&mut self, sqls: &[&str]) -> Result<(), SqlError> {
+        sqls.iter().try_for_each(|sql| self.run_plain(sql))
+    }
+
     /// Makes every write of the transaction durable; after it, the transaction is over.
     fn commit_tx(&mut self) -> Result<(), SqlError>;
 
@@ -234,6 +240,10 @@ impl<S: Sql + ?Sized> Sql for &mut S {
 
     fn run_plain(&mut self, sql: &str) -> Result<(), SqlError> {
         (**self).run_plain(sql)
+    }
+
+    fn run_plains(&mut self, sqls: &[&str]) -> Result<(), SqlError> {
+        (**self).run_plains(sqls)
     }
 
     fn commit_tx(&mut self) -> Result<(), SqlError> {

@@ -157,6 +157,11 @@ impl Sql for PgTx {
         Ok(self.session.run(move |c| c.client().batch_execute(&sql))?)
     }
 
+    fn run_plains(&mut self, sqls: &[&str]) -> Result<(), SqlError> {
+        // The simple query protocol takes several statements at once.
+        self.run_plain(&sqls.join("; "))
+    }
+
     fn commit_tx(&mut self) -> Result<(), SqlError> {
         self.session.run(|c| c.client().batch_execute("COMMIT"))?;
         self.open = false;

@@ -68,18 +68,30 @@ fn group_loop(mut run: RunGroup, queue: &Receiver<Grouped>) {
 }
 
 /// Runs each unit in its own savepoint of `tx` (kept or rolled back alone; a unit that
-/// panics is rolled back), then commits.
+/// panics is rolled back), then commits. The end of one unit's savepoint and the start of
+/// the next go together (one round trip on PostgreSQL); `open` says whether a kept unit's
+/// savepoint is still to be released.
 pub(crate) fn run_units<S: Sql>(tx: &mut S, units: &mut [Grouped]) -> Result<(), StoreError> {
+    let mut open = false;
     for unit in units.iter_mut() {
         let work = std::mem::replace(&mut unit.work, Box::new(|_| false));
-        tx.run_plain("SAVEPOINT unit")?;
+        if open {
+            tx.run_plains(&["RELEASE unit", "SAVEPOINT unit"])?;
+        } else {
+            tx.run_plain("SAVEPOINT unit")?;
+        }
         let keep = {
             let mut lent = Tx(&mut *tx);
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut lent))).unwrap_or(false)
         };
-        if !keep {
-            tx.run_plain("ROLLBACK TO unit")?;
+        if keep {
+            open = true;
+        } else {
+            tx.run_plains(&["ROLLBACK TO unit", "RELEASE unit"])?;
+            open = false;
         }
+    }
+    if open {
         tx.run_plain("RELEASE unit")?;
     }
     Ok(tx.commit_tx()?)

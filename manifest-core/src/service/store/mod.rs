@@ -153,7 +153,9 @@ pub trait Transaction {
     /// The newest `limit` activity entries of an application, newest first (the console's
     /// overview: its work stays bounded whatever the history).
     fn recent_activity(&mut self, application: i64, limit: u32) -> Result<Vec<Activity>, StoreError>;
-    /// Asks the scheduler to reconcile an application at a version.
+    /// Records that a publication asked the scheduler to reconcile an application at a
+    /// version. What makes the scheduler look is the application's `exec_next_at`, which
+    /// [`Transaction::update_application`] sets in the same transaction.
     fn record_wakeup(&mut self, application: i64, version: u64) -> Result<(), StoreError>;
     /// How many wakeups an application has had.
     fn wakeups(&mut self, application: i64) -> Result<u64, StoreError>;

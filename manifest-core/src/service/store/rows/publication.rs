@@ -220,9 +220,12 @@ impl<S: Sql> Transaction for Tx<S> {
     }
 
     fn insert_policy_version(&mut self, application: i64, v: &PolicyVersion) -> Result<(), StoreError> {
-        let inserted = self.sql().execute_unique(
+        // `ON CONFLICT DO NOTHING` rather than a refused statement: on PostgreSQL a refusal
+        // needs a savepoint around it (three round trips, not one).
+        let inserted = 0 < self.sql().execute(
             "INSERT INTO policy_versions (application_id, version, schema_version, authored_digest, policy_digest,
-             policy, authored, jobs, execution, published_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             policy, authored, jobs, execution, published_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             ON CONFLICT DO NOTHING",
             params![
                 application,
                 int(v.version),
@@ -273,14 +276,11 @@ impl<S: Sql> Transaction for Tx<S> {
     }
 
     fn record_wakeup(&mut self, application: i64, version: u64) -> Result<(), StoreError> {
+        // The scheduler decides at its next step: `update_application`, in the same
+        // transaction, set the application due (one statement less per publication).
         self.sql().execute(
             "INSERT INTO wakeups (application_id, policy_version) VALUES (?1, ?2)",
             params![application, int(version)],
-        )?;
-        // Committed with the publication: the scheduler decides for it at its next step.
-        self.sql().execute(
-            "UPDATE applications SET exec_next_at = ?2 WHERE id = ?1",
-            params![application, int(crate::service::publish::now_ms())],
         )?;
         Ok(())
     }
