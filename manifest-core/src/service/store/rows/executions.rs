@@ -102,13 +102,13 @@ pub(super) fn page(
 
 impl<S: Sql> Tx<S> {
     fn active_version(&mut self, app: AppKey) -> Result<Option<PolicyVersion>, SqlError> {
-        let columns = VERSION_COLUMNS.split(", ").map(|c| format!("v.{c}")).collect::<Vec<_>>().join(", ");
-        let sql = format!(
-            "SELECT {columns} FROM applications a JOIN policy_versions v
+        // [`VERSION_COLUMNS`], prefixed.
+        const ACTIVE: &str = "SELECT v.version, v.schema_version, v.authored_digest, v.policy_digest, v.policy, \
+             v.authored, v.jobs, v.execution, v.published_by
+             FROM applications a JOIN policy_versions v
                ON v.application_id = a.id AND v.version = a.active_pointer_version
-             WHERE a.id = ?1"
-        );
-        self.sql().query_opt(&sql, params![app])?.as_ref().map(version_row).transpose()
+             WHERE a.id = ?1";
+        self.sql().query_opt(ACTIVE, params![app])?.as_ref().map(version_row).transpose()
     }
 
     /// The organization's spend authority per job, and the application's secrets that have a

@@ -59,12 +59,10 @@ impl<S: Sql> Transaction for Tx<S> {
     }
 
     fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
-        let sql = format!(
-            "SELECT t.id, t.name, t.role, {} FROM tokens t JOIN organizations o ON o.id = t.organization_id \
-             WHERE t.token_hash = ?1",
-            ORGANIZATION_COLUMNS.split(", ").map(|c| format!("o.{c}")).collect::<Vec<_>>().join(", ")
-        );
-        let Some(r) = self.sql().query_opt(&sql, params![token_hash])? else { return Ok(None) };
+        // Every request asks: one fixed statement ([`ORGANIZATION_COLUMNS`], prefixed).
+        const CALLER: &str = "SELECT t.id, t.name, t.role, o.id, o.name, o.entitlement, o.spend_authority_micros \
+             FROM tokens t JOIN organizations o ON o.id = t.organization_id WHERE t.token_hash = ?1";
+        let Some(r) = self.sql().query_opt(CALLER, params![token_hash])? else { return Ok(None) };
         Ok(Some(Caller {
             organization: organization_row(&r, 3)?,
             token_id: r.text(0)?,
