@@ -662,6 +662,23 @@ fn kill_rounds(name: &str, moments: &[Moment]) {
             .collect();
 
         w.server = Server::start(w.dir.path(), &[]);
+        // The restarted service records what the killed one left running: at once on SQLite
+        // (it takes the directory's scheduling lock); on PostgreSQL once the killed one's
+        // scheduling lease runs out (5 s; docs/scale-out.md).
+        let recorded_by = Instant::now() + Duration::from_secs(15);
+        let ended = |state: &str| !["running", "ready", "restarting", "stopping"].contains(&state);
+        loop {
+            let now = rows(w.dir.path());
+            let recorded = live_at_kill
+                .iter()
+                .filter(|b| b.state != "launching")
+                .all(|b| now.iter().find(|r| r.execution_id == b.execution_id).is_some_and(|r| ended(&r.state)));
+            if recorded {
+                break;
+            }
+            assert!(Instant::now() < recorded_by, "round {round} ({moment:?}): not recovered: {now:#?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let answer = wait_for(&w, &schema, "web", "converged after the restart", WAIT, |a| {
             converged_on(a, 2, version)
                 && a["recent"].as_array().is_some_and(|r| r.iter().all(|e| e["state"] != "stopping"))
