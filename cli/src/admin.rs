@@ -11,6 +11,7 @@ use crate::args::{
     AdminCommand, ArtifactCommand, ArtifactFlags, CapabilityCommand, EntitlementCommand, ImageCommand, SecretCommand,
     ServiceDatabaseArgs, SpendAuthorityCommand, SshKeyCommand, TokenCommand,
 };
+use crate::settings::DatabaseFlags as _;
 
 fn artifact(flags: &ArtifactFlags) -> ArtifactArgs {
     ArtifactArgs {

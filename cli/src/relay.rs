@@ -8,6 +8,7 @@ use relay_api::coordinator::{self, CoordinatorConfig};
 
 use crate::args::{OutputFormat, RelayAdminCommand, RelayServeArgs};
 use crate::ingress::{runtime, shutdown_signal};
+use crate::settings::DatabaseFlags as _;
 
 fn fail(message: &str) -> ExitCode {
     crate::output::fail("svc relay", 2, "relay_failed", message)

@@ -10,6 +10,7 @@ use svc_execution::artifacts::ArtifactStore;
 use svc_execution::local::{LocalPool, LocalPoolConfig};
 
 use crate::args::ServeArgs;
+use crate::settings::DatabaseFlags as _;
 
 /// Runs until SIGINT or SIGTERM; exit 0 after draining, 2 if it cannot start.
 pub(crate) fn serve(args: &ServeArgs) -> ExitCode {

@@ -51,42 +51,35 @@ pub enum SettingsError {
     NoExecutable,
 }
 
-/// The database and its pool from `--database`, `--database-ca` and `--database-pool`.
-fn database_settings(
-    url: Option<&str>,
-    ca: Option<&std::path::Path>,
-    pool: u32,
-) -> Result<Option<(svc_postgres::Database, svc_postgres::PoolSettings)>, SettingsError> {
-    let Some(url) = url else { return Ok(None) };
-    let db = svc_postgres::Database::parse(url, ca).map_err(SettingsError::Database)?;
-    Ok(Some((db, svc_postgres::PoolSettings { size: pool, ..Default::default() })))
-}
+/// `--database`, `--database-ca` and `--database-pool`, as the relay's and the service's
+/// commands take them (each under its own environment variable): made into settings once.
+pub(crate) trait DatabaseFlags {
+    /// The URL, the CA file and the pool size given.
+    fn flags(&self) -> (Option<&str>, Option<&std::path::Path>, u32);
 
-impl DatabaseArgs {
     /// The database and its pool, if `--database` is given.
-    pub(crate) fn settings(
-        &self,
-    ) -> Result<Option<(svc_postgres::Database, svc_postgres::PoolSettings)>, SettingsError> {
-        database_settings(self.database.as_deref(), self.database_ca.as_deref(), self.database_pool)
+    fn settings(&self) -> Result<Option<(svc_postgres::Database, svc_postgres::PoolSettings)>, SettingsError> {
+        let (url, ca, pool) = self.flags();
+        let Some(url) = url else { return Ok(None) };
+        let db = svc_postgres::Database::parse(url, ca).map_err(SettingsError::Database)?;
+        Ok(Some((db, svc_postgres::PoolSettings { size: pool, ..Default::default() })))
     }
 
-    /// Where the relay's store lives, for the data directory `data_dir`.
-    pub(crate) fn store_at(&self, data_dir: &std::path::Path) -> Result<svc_sql::StoreAt, SettingsError> {
+    /// Where the store lives, for the data directory `data_dir`.
+    fn store_at(&self, data_dir: &std::path::Path) -> Result<svc_sql::StoreAt, SettingsError> {
         Ok(svc_sql::StoreAt::of(data_dir, self.settings()?.as_ref()))
     }
 }
 
-impl ServiceDatabaseArgs {
-    /// The database and its pool, if `--database` is given.
-    pub(crate) fn settings(
-        &self,
-    ) -> Result<Option<(svc_postgres::Database, svc_postgres::PoolSettings)>, SettingsError> {
-        database_settings(self.database.as_deref(), self.database_ca.as_deref(), self.database_pool)
+impl DatabaseFlags for DatabaseArgs {
+    fn flags(&self) -> (Option<&str>, Option<&std::path::Path>, u32) {
+        (self.database.as_deref(), self.database_ca.as_deref(), self.database_pool)
     }
+}
 
-    /// Where the service's store lives, for the data directory `data_dir`.
-    pub(crate) fn store_at(&self, data_dir: &std::path::Path) -> Result<svc_sql::StoreAt, SettingsError> {
-        Ok(svc_sql::StoreAt::of(data_dir, self.settings()?.as_ref()))
+impl DatabaseFlags for ServiceDatabaseArgs {
+    fn flags(&self) -> (Option<&str>, Option<&std::path::Path>, u32) {
+        (self.database.as_deref(), self.database_ca.as_deref(), self.database_pool)
     }
 }
 

@@ -132,7 +132,7 @@ async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, Api
     let token =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer).ok_or_else(unauthorized)?;
     let hash = hash_token(token);
-    let caller = if state.store.kind() == "sqlite" {
+    let caller = if state.store.is_local() {
         // An indexed read on a pooled local connection: short enough for the async runtime.
         state.store.read()?.caller(&hash)?
     } else {

@@ -203,7 +203,7 @@ pub(crate) async fn prepare_body(
 ) -> Result<Prepared, ApiError> {
     // An invalid manifest reads the store (the 404 goes first): on a database across a
     // network that is round trips, which stay off the async workers.
-    let inline = body.len() <= INLINE_BODY_BYTES && state.store.kind() == "sqlite";
+    let inline = body.len() <= INLINE_BODY_BYTES && state.store.is_local();
     let validations = state.validations.clone();
     let work = move || parse_request(&body).and_then(|request| prepare(&state, &caller, &application_id, &request));
     if inline {

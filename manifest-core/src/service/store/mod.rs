@@ -75,6 +75,12 @@ pub trait Store: Send + Sync + 'static {
     /// `sqlite` or `postgres`, for the health route.
     fn kind(&self) -> &'static str;
 
+    /// Whether a read is local and short (SQLite: microseconds, fine on the async runtime) or
+    /// round trips to a database across a network (kept off the async workers).
+    fn is_local(&self) -> bool {
+        self.kind() == "sqlite"
+    }
+
     /// Whether the store answers: one read of an index, in a read transaction.
     fn ping(&self) -> Result<(), StoreError> {
         self.read()?.caller("").map(drop)
