@@ -188,6 +188,10 @@ pub trait Sql {
     /// own (`rowid` in SQLite; an identity column, `key`, in PostgreSQL).
     const ROW_KEY: &'static str;
 
+    /// Whether the statements of a `WITH` may write (PostgreSQL), so several writes go in
+    /// one statement and one round trip; SQLite's may only read.
+    const WRITING_WITH: bool;
+
     /// Runs a statement; how many rows it changed.
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError>;
 
@@ -225,6 +229,7 @@ pub trait Sql {
 /// on the group's transaction, inside its own savepoint).
 impl<S: Sql + ?Sized> Sql for &mut S {
     const ROW_KEY: &'static str = S::ROW_KEY;
+    const WRITING_WITH: bool = S::WRITING_WITH;
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
         (**self).execute(sql, params)

@@ -11,6 +11,9 @@ use crate::{Cell, Param, Sql, SqlError, SqlRow};
 pub struct PgTx {
     session: Session,
     open: bool,
+    /// A statement failed: PostgreSQL has aborted the transaction, and a `COMMIT` would
+    /// answer as a rollback does, without an error. [`Sql::commit_tx`] says so instead.
+    failed: bool,
 }
 
 impl PgTx {
@@ -26,7 +29,24 @@ impl PgTx {
             }
             session.run(move |c| c.client().batch_execute(begin))?;
         }
-        Ok(PgTx { session, open: true })
+        Ok(PgTx { session, open: true, failed: false })
+    }
+
+    /// Checks a connection out of `pool` for statements that each stand alone (each its own
+    /// transaction, one round trip): a single read needs no `BEGIN`, its statement is one
+    /// snapshot. A connection the database dropped is noticed at the first statement.
+    pub fn single(pool: &Pool) -> Result<PgTx, SqlError> {
+        Ok(PgTx { session: pool.session()?, open: false, failed: false })
+    }
+
+    /// Runs `work` on the connection's thread; a failed statement marks the transaction.
+    fn run<T: Send + 'static>(
+        &mut self,
+        work: impl FnOnce(&mut svc_postgres::Connection) -> Result<T, postgres::Error> + Send + 'static,
+    ) -> Result<T, SqlError> {
+        let out = self.session.run(work);
+        self.failed |= out.is_err();
+        Ok(out?)
     }
 
     /// The session, for what only PostgreSQL has.
@@ -114,20 +134,21 @@ fn cell(row: &postgres::Row, i: usize) -> Result<Cell, postgres::Error> {
 
 impl Sql for PgTx {
     const ROW_KEY: &'static str = "key";
+    const WRITING_WITH: bool = true;
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
         let (sql, params) = (dollars(sql), owned(params));
-        Ok(self.session.run(move |c| {
+        self.run(move |c| {
             let statement = c.prepared(&sql)?;
             c.client().execute(&statement, &bound(&params))
-        })?)
+        })
     }
 
     fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, SqlError> {
         let (sql, params) = (dollars(sql), owned(params));
         // A failed statement aborts a PostgreSQL transaction: the savepoint keeps the rest
         // of it usable after a uniqueness refusal, as SQLite's is.
-        Ok(self.session.run(move |c| {
+        self.run(move |c| {
             let statement = c.prepared(&sql)?;
             let client = c.client();
             client.batch_execute("SAVEPOINT unique_check")?;
@@ -138,23 +159,23 @@ impl Sql for PgTx {
                 }
                 Err(e) => Err(e),
             }
-        })?)
+        })
     }
 
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
         let (sql, params) = (dollars(sql), owned(params));
-        Ok(self.session.run(move |c| {
+        self.run(move |c| {
             let statement = c.prepared(&sql)?;
             let rows = c.client().query(&statement, &bound(&params))?;
             rows.iter()
                 .map(|row| (0..row.len()).map(|i| cell(row, i)).collect::<Result<Vec<_>, _>>().map(SqlRow))
                 .collect()
-        })?)
+        })
     }
 
     fn run_plain(&mut self, sql: &str) -> Result<(), SqlError> {
         let sql = sql.to_owned();
-        Ok(self.session.run(move |c| c.client().batch_execute(&sql))?)
+        self.run(move |c| c.client().batch_execute(&sql))
     }
 
     fn run_plains(&mut self, sqls: &[&str]) -> Result<(), SqlError> {
@@ -163,8 +184,14 @@ impl Sql for PgTx {
     }
 
     fn commit_tx(&mut self) -> Result<(), SqlError> {
-        self.session.run(|c| c.client().batch_execute("COMMIT"))?;
-        self.open = false;
+        if self.failed {
+            // Dropped open, it rolls back.
+            return Err(SqlError::Database("a statement of the transaction failed; it was rolled back".into()));
+        }
+        if self.open {
+            self.run(|c| c.client().batch_execute("COMMIT"))?;
+            self.open = false;
+        }
         Ok(())
     }
 }

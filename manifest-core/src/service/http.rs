@@ -134,11 +134,11 @@ async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, Api
     let hash = hash_token(token);
     let caller = if state.store.is_local() {
         // An indexed read on a pooled local connection: short enough for the async runtime.
-        state.store.read()?.caller(&hash)?
+        state.store.caller(&hash)?
     } else {
         // A database across a network: round trips, off the async workers.
         let state = state.clone();
-        blocking(move || Ok(state.store.read()?.caller(&hash)?)).await?
+        blocking(move || Ok(state.store.caller(&hash)?)).await?
     };
     caller.ok_or_else(unauthorized)
 }

@@ -1,7 +1,8 @@
 //! `POST /api/applications/{id}/policy-versions`: the request body (INTERPRETATION.md section
-//! 5), the pause rules, and the publication itself: layers 1-2, then in one write transaction
-//! layers 3-5, the fence, the immutable version, the pointer and status, activity and the
-//! scheduler wakeup; a dry run does all of it and rolls back.
+//! 5), the pause rules, and the publication itself: layers 1-2, then layers 3-7 and the fence
+//! (in the write transaction, or on a snapshot the write checks), then in one write
+//! transaction the immutable version, the pointer and status, activity and the scheduler
+//! wakeup; a dry run decides all of it and writes nothing.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,7 +14,10 @@ use crate::diagnostic::Diagnostic;
 use crate::service::http::rejection::{BodyProblem, Denied, PauseProblem, Rejection};
 use crate::service::layers;
 
-use crate::service::store::{Activity, Application, Caller, PolicyVersion, Status, StoreError, Transaction};
+use crate::service::store::{
+    Activity, Application, Caller, DecidedOn, DecidedWrite, Organization, PolicyVersion, Status, StoreError,
+    Transaction,
+};
 use crate::service::{FaultPoint, State};
 use crate::tree::{Number, Value};
 use crate::validate::validate;
@@ -267,15 +271,40 @@ pub(crate) fn prepare(
     })
 }
 
-/// Publishes (or previews) a prepared publication: layers 3-7 and the write run as one unit
-/// of grouped write work, so concurrent publications share one commit (each in its own
-/// savepoint, kept or rolled back alone). Answers once that commit is durable.
+/// A publication's unit of grouped write work.
+type Unit = dyn FnOnce(&mut dyn Transaction) -> Result<(u16, PublishResponse), ApiError> + Send;
+
+/// Publishes (or previews) a prepared publication. On a local store (SQLite) layers 3-7 and
+/// the write run as one unit of grouped write work, so concurrent publications share one
+/// commit. On a database across a network, layers 3-7 run first on a read snapshot, in
+/// parallel with other publications and off the writers' lock; a dry run or a refusal is
+/// answered from it, and the write is one statement of grouped work that checks what they
+/// read still holds ([`crate::service::store::DecidedOn`]), or else runs the publication
+/// again under the lock. Answers once the commit is durable.
 pub(crate) async fn publish(state: &State, prepared: Prepared) -> Result<(u16, PublishResponse), ApiError> {
+    let unit: Box<Unit> = if state.store.is_local() {
+        Box::new(move |tx| prepared.commit(tx))
+    } else {
+        let store = state.store.clone();
+        let decided = tokio::task::spawn_blocking(move || {
+            let decided = prepared.decide_on_snapshot(&*store);
+            (prepared, decided)
+        })
+        .await;
+        let Ok((prepared, decided)) = decided else { return Err(not_checked()) };
+        match decided? {
+            Snapshot::Answered(answer) => return Ok(answer),
+            Snapshot::Write(write) => Box::new(move |tx| match write.write(tx, prepared.fault)? {
+                Some(answer) => Ok(answer),
+                None => prepared.commit(tx),
+            }),
+        }
+    };
     let (result_tx, result_rx) = tokio::sync::oneshot::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     state.store.write_grouped(
         Box::new(move |tx| {
-            let result = prepared.commit(tx);
+            let result = unit(tx);
             let keep = matches!(result, Ok((201, _)));
             let _ = result_tx.send(result);
             keep
@@ -310,84 +339,178 @@ pub(crate) struct Prepared {
     fault: Option<FaultPoint>,
 }
 
+/// What layers 3-7 and the fence decided, and on what application, as read.
+struct Decided {
+    /// The application as read.
+    read: Application,
+    /// The application after the publication (its pointer at the version it would write).
+    after: Application,
+    /// Whether the publication re-arms a settled application.
+    rearm: bool,
+    compiled: layers::Compiled,
+    diagnostics: Vec<Diagnostic>,
+    jobs_in_use: u64,
+}
+
+/// A publication decided on a read snapshot.
+enum Snapshot {
+    /// A dry run's answer (or a refusal, as the error).
+    Answered((u16, PublishResponse)),
+    /// A publication to write if what it was decided on still holds.
+    Write(Box<DecidedPublication>),
+}
+
+/// A decided publication's one checked write, and its answer once written.
+struct DecidedPublication {
+    on: DecidedOn,
+    write: DecidedWrite,
+    answer: PublishResponse,
+}
+
+impl DecidedPublication {
+    /// The checked write: the answer, or `None` if what the publication was decided on has
+    /// changed (nothing written).
+    fn write(
+        self,
+        tx: &mut dyn Transaction,
+        fault: Option<FaultPoint>,
+    ) -> Result<Option<(u16, PublishResponse)>, ApiError> {
+        let Some(version) = tx.publish_decided(&self.on, &self.write)? else { return Ok(None) };
+        if fault == Some(FaultPoint::AfterVersionInsert) {
+            eprintln!("svc serve: injected fault after the version insert: aborting before the commit");
+            std::process::abort();
+        }
+        let answer = PublishResponse { policy_version: version, active_pointer_version: version, ..self.answer };
+        Ok(Some((201, answer)))
+    }
+}
+
 impl Prepared {
     /// The manifest's authored digest (the console's confirm checks it is the one previewed).
     pub(crate) fn authored_digest(&self) -> &str {
         &self.authored_digest
     }
 
-    /// Layers 3-7 and the write, inside the (grouped) write transaction. A 201 keeps the
-    /// writes; anything else, a dry run included, rolls them back.
-    fn commit(self, tx: &mut dyn Transaction) -> Result<(u16, PublishResponse), ApiError> {
-        let org = &self.caller.organization;
-        let Some(mut app) = tx.application(org.id, &self.application_id)? else {
+    /// Layers 3-7 and the fence on what `tx` reads, for `org`: the publication to write, or
+    /// why not (a 404, a refused manifest, a fence conflict).
+    fn decide(&self, tx: &mut dyn Transaction, org: &Organization) -> Result<Decided, ApiError> {
+        let Some(read) = tx.application(org.id, &self.application_id)? else {
             return Err(Rejection::application_not_found(&self.application_id).into());
         };
-        let mut diagnostics = self.diagnostics;
-        let outcome = layers::compile(&self.manifest, tx, org, &app, self.schema_pairs)?;
+        let mut diagnostics = self.diagnostics.clone();
+        let outcome = layers::compile(&self.manifest, tx, org, &read, self.schema_pairs)?;
         diagnostics.extend(outcome.diagnostics);
         let Some(compiled) = outcome.compiled else { return Err(refused(diagnostics)) };
 
-        // Layer 6: the fence, then the immutable write.
+        // Layer 6: the fence.
         if let Some(expected) = self.expected
-            && expected != app.active_pointer_version
+            && expected != read.active_pointer_version
         {
-            return Err(Rejection::ActivePointerVersionConflict { expected, active: app.active_pointer_version }.into());
+            return Err(
+                Rejection::ActivePointerVersionConflict { expected, active: read.active_pointer_version }.into()
+            );
         }
-        let version = app.active_pointer_version + 1;
+        let mut after = read.clone();
+        let rearm = read.settled;
+        let version = read.active_pointer_version + 1;
+        next_state(&mut after, self.pause_reason.as_deref(), version);
+        if rearm {
+            // The scheduler runs the application once more, under this version.
+            after.rearmed_version = version;
+        }
+        Ok(Decided { read, after, rearm, compiled, diagnostics, jobs_in_use: outcome.jobs_in_use })
+    }
+
+    /// The answer to a decided publication (a dry run's, or a write's before it is numbered).
+    fn answer(&self, d: &Decided) -> PublishResponse {
+        PublishResponse {
+            application_id: d.after.application_id.clone(),
+            policy_version: d.after.active_pointer_version,
+            active_pointer_version: d.after.active_pointer_version,
+            status: d.after.status.as_str(),
+            authored_digest: self.authored_digest.clone(),
+            policy_digest: d.compiled.policy_digest.clone(),
+            diagnostics: d.diagnostics.clone(),
+            dry_run: self.dry_run.then_some(true),
+        }
+    }
+
+    /// The rows a decided publication writes.
+    fn rows(&self, d: Decided) -> (PolicyVersion, Activity) {
         let actor = self.caller.actor();
-        tx.insert_policy_version(
-            app.key,
-            &PolicyVersion {
-                version,
-                schema_version: self.schema_version,
-                authored_digest: self.authored_digest.clone(),
-                policy_digest: compiled.policy_digest.clone(),
-                policy: compiled.policy,
-                authored: self.authored,
-                jobs: compiled.jobs,
-                execution: compiled.execution.to_owned(),
-                published_by: actor.clone(),
-            },
-        )?;
-        if self.fault == Some(FaultPoint::AfterVersionInsert) && !self.dry_run {
+        let version = PolicyVersion {
+            version: d.after.active_pointer_version,
+            schema_version: self.schema_version,
+            authored_digest: self.authored_digest.clone(),
+            policy_digest: d.compiled.policy_digest,
+            policy: d.compiled.policy,
+            authored: self.authored.clone(),
+            jobs: d.compiled.jobs,
+            execution: d.compiled.execution.to_owned(),
+            published_by: actor.clone(),
+        };
+        let activity = Activity {
+            at: now(),
+            actor,
+            action: if d.rearm { "policy_published_rearmed" } else { "policy_published" }.to_owned(),
+            policy_version: Some(d.after.active_pointer_version),
+            status: Some(d.after.status.as_str().to_owned()),
+            reason: self.pause_reason.clone(),
+        };
+        (version, activity)
+    }
+
+    /// Layers 3-7 on one read snapshot of a store across a network: a dry run's answer, or
+    /// the checked write ([`DecidedPublication`]). Blocking (round trips).
+    fn decide_on_snapshot(&self, store: &dyn crate::service::store::Store) -> Result<Snapshot, ApiError> {
+        let mut tx = store.read()?;
+        let Some((org, inputs_revision)) = tx.organization_inputs(self.caller.organization.id)? else {
+            return Err(ApiError::internal("the caller's organization is gone"));
+        };
+        let d = self.decide(tx.as_mut(), &org)?;
+        drop(tx);
+        let answer = self.answer(&d);
+        if self.dry_run {
+            return Ok(Snapshot::Answered((200, answer)));
+        }
+        let on = DecidedOn {
+            application: d.read.key,
+            inputs_revision,
+            settled: d.read.settled,
+            status: d.read.status,
+            pause_reason: d.read.pause_reason.clone(),
+            jobs_in_use: d.jobs_in_use,
+            expected: self.expected,
+        };
+        let (status, pause_reason, rearm) = (d.after.status, d.after.pause_reason.clone(), d.rearm);
+        let (version, activity) = self.rows(d);
+        let write = DecidedWrite { version, status, pause_reason, rearm, activity, due_at_ms: now_ms() };
+        Ok(Snapshot::Write(Box::new(DecidedPublication { on, write, answer })))
+    }
+
+    /// Layers 3-7 and the write, inside the (grouped) write transaction. A 201 writes; a
+    /// dry run or a refusal writes nothing.
+    fn commit(&self, tx: &mut dyn Transaction) -> Result<(u16, PublishResponse), ApiError> {
+        let org = match tx.organization_inputs(self.caller.organization.id)? {
+            Some((org, _)) => org,
+            None => return Err(ApiError::internal("the caller's organization is gone")),
+        };
+        let d = self.decide(tx, &org)?;
+        let answer = self.answer(&d);
+        if self.dry_run {
+            return Ok((200, answer));
+        }
+        let app = d.after.clone();
+        let (version, activity) = self.rows(d);
+        tx.insert_policy_version(app.key, &version)?;
+        if self.fault == Some(FaultPoint::AfterVersionInsert) {
             eprintln!("svc serve: injected fault after the version insert: aborting before the commit");
             std::process::abort();
         }
-        let rearm = app.settled;
-        next_state(&mut app, self.pause_reason.as_deref(), version);
-        if rearm {
-            // The scheduler runs the application once more, under this version.
-            app.rearmed_version = version;
-        }
         tx.update_application(&app)?;
-        tx.record_activity(
-            app.key,
-            &Activity {
-                at: now(),
-                actor,
-                action: if rearm { "policy_published_rearmed" } else { "policy_published" }.to_owned(),
-                policy_version: Some(version),
-                status: Some(app.status.as_str().to_owned()),
-                reason: self.pause_reason,
-            },
-        )?;
-        tx.record_wakeup(app.key, version)?;
-        // A dry run answers 200 and its writes are rolled back: no version, no pointer move,
-        // no status change, no wakeup.
-        Ok((
-            if self.dry_run { 200 } else { 201 },
-            PublishResponse {
-                application_id: app.application_id,
-                policy_version: version,
-                active_pointer_version: app.active_pointer_version,
-                status: app.status.as_str(),
-                authored_digest: self.authored_digest,
-                policy_digest: compiled.policy_digest,
-                diagnostics,
-                dry_run: self.dry_run.then_some(true),
-            },
-        ))
+        tx.record_activity(app.key, &activity)?;
+        tx.record_wakeup(app.key, app.active_pointer_version)?;
+        Ok((201, answer))
     }
 }
 

@@ -100,7 +100,7 @@ async fn member(state: &Shared, headers: &HeaderMap) -> Result<Member, Refusal> 
     let token = session::PUBLICATION.token(headers).ok_or(Refusal::SignIn)?;
     let state = state.clone();
     blocking(move || {
-        let caller = state.store.read()?.caller(&hash_token(&token))?;
+        let caller = state.store.caller(&hash_token(&token))?;
         Ok(caller.map(|caller| Member { caller, token }))
     })
     .await?
@@ -167,7 +167,7 @@ async fn sign_in(
     };
     let lookup = token.clone();
     let state = state.clone();
-    let caller = match blocking(move || Ok(state.store.read()?.caller(&hash_token(&lookup))?)).await {
+    let caller = match blocking(move || Ok(state.store.caller(&hash_token(&lookup))?)).await {
         Ok(caller) => caller,
         Err(refusal) => return answer(Err(refusal)),
     };

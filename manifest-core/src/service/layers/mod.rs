@@ -1,5 +1,6 @@
 //! Publication layers 3-7 over a manifest that passed layers 1-2, read inside the publication's
-//! write transaction so that what they decide still holds when it commits: (3) identity,
+//! write transaction, or on a snapshot whose reads the write checks still hold
+//! (`store::DecidedOn`), so that what they decide holds when it commits: (3) identity,
 //! (4) provenance, (5) capabilities and entitlement, then the effective policy, then (7)
 //! deployment-time facts as warnings. Layer 6 (the fence and the immutable write) is the
 //! publication itself (`service::publish`).
@@ -37,6 +38,9 @@ pub(crate) struct Compiled {
 pub(crate) struct Outcome {
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) compiled: Option<Compiled>,
+    /// The job slots the organization's other applications held, as the quota gate read
+    /// them (a publication decided on a snapshot is written only while they still are).
+    pub(crate) jobs_in_use: u64,
 }
 
 /// Runs layers 3, 4, 5 and 7 and materializes the effective policy.
@@ -51,27 +55,23 @@ pub(crate) fn compile(
     identity::check(manifest, target, &mut out);
     let resolved = provenance::resolve(manifest, tx, organization.id, &target.application_id, &mut out)?;
     let grants: BTreeSet<String> = tx.grants(organization.id)?;
-    let has = gates::Entitlements {
-        grants: &grants,
-        tier: organization.tier,
-        pairs,
-        jobs_in_use: tx.jobs_in_use(organization.id, target.key)?,
-    };
+    let jobs_in_use = tx.jobs_in_use(organization.id, target.key)?;
+    let has = gates::Entitlements { grants: &grants, tier: organization.tier, pairs, jobs_in_use };
     gates::check(manifest, resolved.as_ref(), target, &has, &mut out);
     if out.iter().any(Diagnostic::is_error) {
-        return Ok(Outcome { diagnostics: out, compiled: None });
+        return Ok(Outcome { diagnostics: out, compiled: None, jobs_in_use });
     }
     let compiled = match materialize(manifest, resolved, tx, organization, target)? {
         Ok(compiled) => compiled,
         Err(why) => {
             // Layers 3-4 resolve every fact a policy needs; reaching this is a bug.
             out.push(Diagnostic::error(Layer::Publication, Code::InternalError, "", why.to_string()));
-            return Ok(Outcome { diagnostics: out, compiled: None });
+            return Ok(Outcome { diagnostics: out, compiled: None, jobs_in_use });
         }
     };
     let provisioned = tx.provisioned_secrets(organization.id, &target.application_id)?;
     deployment::check(manifest, &provisioned, organization.spend_authority_micros, &mut out);
-    Ok(Outcome { diagnostics: out, compiled: Some(compiled) })
+    Ok(Outcome { diagnostics: out, compiled: Some(compiled), jobs_in_use })
 }
 
 /// Why a policy could not be materialized once layers 3-5 passed (a bug: they resolve every

@@ -1,12 +1,19 @@
 //! Group commit, for both backends: concurrent units of write work (publications) share one
 //! transaction and one commit. A thread takes every unit queued by the time the previous
-//! commit finished (at most [`MAX_GROUP`]), runs each in its own savepoint, after the units
-//! before it and seeing their writes, and commits them together.
+//! commit finished (at most [`MAX_GROUP`]), runs each after the units before it, seeing
+//! their writes, and commits them together.
+//!
+//! How a unit that does not keep its writes is undone differs by cost ([`Undo`]): on SQLite
+//! each unit runs in its own savepoint (microseconds); on PostgreSQL a savepoint is a round
+//! trip under the writers' lock, as long as the unit's own statement, so none is taken: a
+//! unit that wrote and then did not keep its writes (or panicked), or a failed statement,
+//! rolls the whole group back, and every unit of it is told so. Units are written not to:
+//! a publication writes only once it has decided to keep (`service::publish`).
 
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender};
 
-use svc_sql::Sql;
+use svc_sql::{Param, Sql, SqlError, SqlRow};
 
 use super::rows::Tx;
 use super::{GroupedDone, GroupedWork, StoreError};
@@ -67,23 +74,95 @@ fn group_loop(mut run: RunGroup, queue: &Receiver<Grouped>) {
     }
 }
 
+/// How a unit of a group that does not keep its writes is undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Undo {
+    /// Each unit in its own savepoint, rolled back alone.
+    Savepoint,
+    /// No savepoint: a unit that wrote and did not keep rolls the group back.
+    Group,
+}
+
+/// Runs the units of a group in `tx`, then commits; see [`Undo`] for a unit that does not
+/// keep its writes. A unit that panics keeps nothing.
+pub(crate) fn run_units<S: Sql>(tx: &mut S, units: &mut [Grouped], undo: Undo) -> Result<(), StoreError> {
+    match undo {
+        Undo::Savepoint => run_in_savepoints(tx, units),
+        Undo::Group => run_as_one(tx, units),
+    }
+}
+
+fn run_unit<S: Sql>(tx: &mut S, unit: &mut Grouped) -> bool {
+    let work = std::mem::replace(&mut unit.work, Box::new(|_| false));
+    let mut lent = Tx(tx);
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut lent))).unwrap_or(false)
+}
+
+fn run_as_one<S: Sql>(tx: &mut S, units: &mut [Grouped]) -> Result<(), StoreError> {
+    for unit in units.iter_mut() {
+        let mut watched = Watched { tx: &mut *tx, wrote: false };
+        let keep = run_unit(&mut watched, unit);
+        if watched.wrote && !keep {
+            return Err(StoreError::Backend(
+                "a unit of grouped work wrote and did not keep its writes; its group is rolled back".into(),
+            ));
+        }
+    }
+    Ok(tx.commit_tx()?)
+}
+
+/// A unit's statements, noting whether any of them wrote.
+struct Watched<'a, S> {
+    tx: &'a mut S,
+    wrote: bool,
+}
+
+impl<S: Sql> Sql for Watched<'_, S> {
+    const ROW_KEY: &'static str = S::ROW_KEY;
+    const WRITING_WITH: bool = S::WRITING_WITH;
+
+    fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
+        let changed = self.tx.execute(sql, params)?;
+        self.wrote |= changed > 0;
+        Ok(changed)
+    }
+
+    fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, SqlError> {
+        let written = self.tx.execute_unique(sql, params)?;
+        self.wrote |= written;
+        Ok(written)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
+        // A query may write too (`INSERT ... RETURNING`, a writing `WITH`); only a plain
+        // `SELECT` surely does not.
+        self.wrote |= !sql.trim_start().starts_with("SELECT");
+        self.tx.query(sql, params)
+    }
+
+    fn run_plain(&mut self, sql: &str) -> Result<(), SqlError> {
+        self.wrote = true;
+        self.tx.run_plain(sql)
+    }
+
+    fn commit_tx(&mut self) -> Result<(), SqlError> {
+        Err(SqlError::Database("a unit of grouped work cannot commit its group".into()))
+    }
+}
+
 /// Runs each unit in its own savepoint of `tx` (kept or rolled back alone; a unit that
 /// panics is rolled back), then commits. The end of one unit's savepoint and the start of
 /// the next go together (one round trip on PostgreSQL); `open` says whether a kept unit's
 /// savepoint is still to be released.
-pub(crate) fn run_units<S: Sql>(tx: &mut S, units: &mut [Grouped]) -> Result<(), StoreError> {
+fn run_in_savepoints<S: Sql>(tx: &mut S, units: &mut [Grouped]) -> Result<(), StoreError> {
     let mut open = false;
     for unit in units.iter_mut() {
-        let work = std::mem::replace(&mut unit.work, Box::new(|_| false));
         if open {
             tx.run_plains(&["RELEASE unit", "SAVEPOINT unit"])?;
         } else {
             tx.run_plain("SAVEPOINT unit")?;
         }
-        let keep = {
-            let mut lent = Tx(&mut *tx);
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut lent))).unwrap_or(false)
-        };
+        let keep = run_unit(&mut *tx, unit);
         if keep {
             open = true;
         } else {

@@ -4,6 +4,7 @@
 //! Nothing is cached between transactions, so offline `svc admin` commands on the same store
 //! take effect at once.
 
+mod decided;
 mod group;
 pub mod postgres;
 mod rows;
@@ -11,6 +12,7 @@ mod sqlite;
 #[cfg(test)]
 mod tests;
 
+pub use decided::{DecidedOn, DecidedWrite};
 pub use postgres::PostgresStore;
 pub use sqlite::{DATABASE_FILE, SqliteStore};
 pub use svc_sql::StoreAt;
@@ -81,16 +83,23 @@ pub trait Store: Send + Sync + 'static {
         self.kind() == "sqlite"
     }
 
-    /// Whether the store answers: one read of an index, in a read transaction.
+    /// The caller a token's hash names, read alone (every request asks).
+    fn caller(&self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
+        self.read()?.caller(token_hash)
+    }
+
+    /// Whether the store answers: one read of an index.
     fn ping(&self) -> Result<(), StoreError> {
-        self.read()?.caller("").map(drop)
+        self.caller("").map(drop)
     }
 
     /// Runs `work` inside a write transaction and makes its writes durable if it returns
     /// `true` (otherwise they are rolled back), then calls `done` with the commit's outcome.
     /// A backend may group concurrent work into one transaction and one commit (group
-    /// commit): each unit runs alone in its own savepoint, after the units before it, and
-    /// sees their writes. The default runs it at once on the calling thread.
+    /// commit): each unit runs after the units before it, and sees their writes. A unit that
+    /// does not keep its writes is rolled back alone on SQLite; on PostgreSQL, if it wrote,
+    /// with its whole group (`group::Undo`), so work for it writes only what it keeps. The
+    /// default runs it at once on the calling thread.
     fn write_grouped(&self, work: GroupedWork, done: GroupedDone) {
         let outcome = self.write().and_then(|mut tx| if work(tx.as_mut()) { tx.commit() } else { Ok(()) });
         done(outcome);
@@ -112,6 +121,8 @@ pub trait Transaction {
     fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError>;
     /// An organization by name.
     fn organization(&mut self, name: &str) -> Result<Option<Organization>, StoreError>;
+    /// An organization by key, with its inputs revision ([`DecidedOn::inputs_revision`]).
+    fn organization_inputs(&mut self, organization: i64) -> Result<Option<(Organization, i64)>, StoreError>;
     /// An organization by name, created (basic tier, no authority) if new.
     fn ensure_organization(&mut self, name: &str) -> Result<Organization, StoreError>;
     /// Records a new token.
@@ -150,6 +161,11 @@ pub trait Transaction {
     fn policy_versions(&mut self, application: i64) -> Result<Vec<PolicyVersion>, StoreError>;
     /// One version of an application.
     fn policy_version(&mut self, application: i64, version: u64) -> Result<Option<PolicyVersion>, StoreError>;
+    /// Writes a publication decided on a snapshot, if what it was decided on still holds
+    /// ([`DecidedOn`]): the version (numbered after the active one), the application's new
+    /// pointer and status, the activity and the wakeup, as one statement where the backend
+    /// allows. The version written, or `None` if anything changed (nothing written).
+    fn publish_decided(&mut self, on: &DecidedOn, write: &DecidedWrite) -> Result<Option<u64>, StoreError>;
     /// Writes a new immutable version.
     fn insert_policy_version(&mut self, application: i64, version: &PolicyVersion) -> Result<(), StoreError>;
     /// Appends to an application's activity.

@@ -19,12 +19,15 @@ use svc_postgres::{Database, Pool, PoolSettings};
 use svc_sql::postgres::PgTx;
 use svc_sql::{Sql, params};
 
-use super::group::{Group, run_units};
+use super::group::{Group, Undo, run_units};
 use super::rows::Tx;
-use super::{GroupedDone, GroupedWork, Store, StoreError, Transaction};
+use super::{Caller, GroupedDone, GroupedWork, Store, StoreError, Transaction};
 
 /// The migrations, in order; `svc_migrations` records those applied.
-pub const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/0001_publication.sql")];
+pub const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/postgres/0001_publication.sql"),
+    include_str!("../../../migrations/postgres/0002_inputs_revision.sql"),
+];
 
 /// The publication store's name in `svc_migrations`.
 pub const STORE: &str = "publication";
@@ -89,6 +92,12 @@ impl Store for PostgresStore {
         Ok(Box::new(Tx(PgTx::begin(&self.pool, READ_BEGIN)?)))
     }
 
+    fn caller(&self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
+        // One statement is one snapshot: no `BEGIN` and no `ROLLBACK` around it (every
+        // request asks, so that is two round trips fewer each).
+        Tx(PgTx::single(&self.pool)?).caller(token_hash)
+    }
+
     fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
         Ok(Box::new(self.begin_write()?))
     }
@@ -102,7 +111,7 @@ impl Store for PostgresStore {
             let pool = self.pool.clone();
             Box::new(move |units| {
                 let mut tx = PgTx::begin(&pool, WRITE_BEGIN)?;
-                run_units(&mut tx, units)
+                run_units(&mut tx, units, Undo::Group)
             })
         });
     }

@@ -12,7 +12,7 @@ use rusqlite::{Connection, OpenFlags};
 use svc_execution::executor::{ExecutionStore, ExecutionTx, NotLeader, StoreFailure};
 use svc_sql::sqlite::{Held, SqliteTx};
 
-use super::group::{Group, run_units};
+use super::group::{Group, Undo, run_units};
 use super::rows::Tx;
 use super::{GroupedDone, GroupedWork, Store, StoreError, Transaction};
 
@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0001_initial.sql"),
     include_str!("../../../migrations/0002_executions.sql"),
     include_str!("../../../migrations/0003_activity_index.sql"),
+    include_str!("../../../migrations/0004_inputs_revision.sql"),
 ];
 
 /// The database file's name inside the data directory.
@@ -163,7 +164,7 @@ impl Store for SqliteStore {
             Box::new(move |units| {
                 let conn = writer.lock().map_err(poisoned)?;
                 let mut tx = SqliteTx::begin(Held::Locked(conn), "BEGIN IMMEDIATE")?;
-                run_units(&mut tx, units)
+                run_units(&mut tx, units, Undo::Savepoint)
             })
         });
     }

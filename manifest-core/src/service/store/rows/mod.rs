@@ -3,6 +3,7 @@
 //! ([`publication`]) and the scheduler's [`ExecutionTx`](svc_execution::executor::ExecutionTx)
 //! ([`executions`]). Only SQL that SQLite and PostgreSQL read alike (see [`svc_sql`]).
 
+mod decided;
 mod executions;
 mod publication;
 

@@ -5,12 +5,13 @@ use std::collections::BTreeSet;
 
 use svc_sql::{Sql, SqlRow, params};
 
+use super::decided::{self, global_inputs_changed, inputs_changed};
 use super::{ORGANIZATION_COLUMNS, Tx, VERSION_COLUMNS, evidence_row, int, organization_row, version_row};
 use crate::service::auth::Role;
 use crate::service::capability::Tier;
 use crate::service::store::{
-    AcceptedArtifact, Activity, Application, ArtifactEvidence, Caller, ExecutionSummary, NewToken, Organization,
-    PolicyVersion, RuntimeImage, Status, StoreError, Transaction,
+    AcceptedArtifact, Activity, Application, ArtifactEvidence, Caller, DecidedOn, DecidedWrite, ExecutionSummary,
+    NewToken, Organization, PolicyVersion, RuntimeImage, Status, StoreError, Transaction,
 };
 
 const APPLICATION_COLUMNS: &str = "id, organization_id, application_id, application_uid, status, pause_reason, \
@@ -76,6 +77,10 @@ impl<S: Sql> Transaction for Tx<S> {
         Ok(self.sql().query_opt(&sql, params![name])?.map(|r| organization_row(&r, 0)).transpose()?)
     }
 
+    fn organization_inputs(&mut self, organization: i64) -> Result<Option<(Organization, i64)>, StoreError> {
+        decided::organization_inputs(self.sql(), organization)
+    }
+
     fn ensure_organization(&mut self, name: &str) -> Result<Organization, StoreError> {
         self.sql().execute("INSERT INTO organizations (name) VALUES (?1) ON CONFLICT DO NOTHING", params![name])?;
         self.organization(name)?.ok_or_else(|| StoreError::NotFound(format!("organization {name}")))
@@ -103,12 +108,14 @@ impl<S: Sql> Transaction for Tx<S> {
             "DELETE FROM capability_grants WHERE organization_id = ?1 AND capability = ?2"
         };
         self.sql().execute(sql, params![organization, capability])?;
+        inputs_changed(self.sql(), organization)?;
         Ok(())
     }
 
     fn set_tier(&mut self, organization: i64, tier: Tier) -> Result<(), StoreError> {
         self.sql()
             .execute("UPDATE organizations SET entitlement = ?2 WHERE id = ?1", params![organization, tier.as_str()])?;
+        inputs_changed(self.sql(), organization)?;
         Ok(())
     }
 
@@ -117,6 +124,7 @@ impl<S: Sql> Transaction for Tx<S> {
             "UPDATE organizations SET spend_authority_micros = ?2 WHERE id = ?1",
             params![organization, micros.map(int)],
         )?;
+        inputs_changed(self.sql(), organization)?;
         Ok(())
     }
 
@@ -133,6 +141,7 @@ impl<S: Sql> Transaction for Tx<S> {
             "INSERT INTO ssh_keys (organization_id, public_key) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
             params![organization, public_key],
         )?;
+        inputs_changed(self.sql(), organization)?;
         Ok(())
     }
 
@@ -195,15 +204,11 @@ impl<S: Sql> Transaction for Tx<S> {
     }
 
     fn jobs_in_use(&mut self, organization: i64, except: i64) -> Result<u64, StoreError> {
-        Ok(self
-            .sql()
-            .query_one(
-                "SELECT CAST(COALESCE(SUM(v.jobs), 0) AS BIGINT) FROM applications a
-                 JOIN policy_versions v ON v.application_id = a.id AND v.version = a.active_pointer_version
-                 WHERE a.organization_id = ?1 AND a.id <> ?2 AND a.status <> 'disabled' AND a.settled = 0",
-                params![organization, except],
-            )?
-            .u64(0)?)
+        Ok(self.sql().query_one(decided::JOBS_IN_USE, params![organization, except])?.u64(0)?)
+    }
+
+    fn publish_decided(&mut self, on: &DecidedOn, write: &DecidedWrite) -> Result<Option<u64>, StoreError> {
+        decided::publish(self.sql(), on, write)
     }
 
     fn policy_versions(&mut self, application: i64) -> Result<Vec<PolicyVersion>, StoreError> {
@@ -316,6 +321,7 @@ impl<S: Sql> Transaction for Tx<S> {
              ON CONFLICT (organization_id, application_id, secret_id) DO UPDATE SET value = excluded.value",
             params![organization, application_id, secret_id, value],
         )?;
+        inputs_changed(self.sql(), organization)?;
         Ok(())
     }
 
@@ -334,6 +340,7 @@ impl<S: Sql> Transaction for Tx<S> {
                  image_digest = excluded.image_digest",
             params![&a.cid, &a.digest, &a.kind, &a.encryption, a.image_digest.as_ref()],
         )?;
+        global_inputs_changed(self.sql())?;
         Ok(())
     }
 
@@ -374,6 +381,7 @@ impl<S: Sql> Transaction for Tx<S> {
                 e.image_digest.as_ref()
             ],
         )?;
+        inputs_changed(self.sql(), organization)?;
         Ok(())
     }
 
@@ -393,6 +401,7 @@ impl<S: Sql> Transaction for Tx<S> {
              ON CONFLICT (catalog, name, version) DO UPDATE SET digest = excluded.digest",
             params![&i.catalog, &i.name, &i.version, &i.digest],
         )?;
+        global_inputs_changed(self.sql())?;
         Ok(())
     }
 
@@ -410,6 +419,7 @@ impl<S: Sql> Transaction for Tx<S> {
              ON CONFLICT DO NOTHING",
             params![organization, application_id, secret_id],
         )?;
+        inputs_changed(self.sql(), organization)?;
         Ok(())
     }
 }

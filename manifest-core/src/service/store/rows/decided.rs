@@ -1,0 +1,164 @@
+//! The write of a publication decided on a snapshot ([`crate::service::store::decided`]), and
+//! the inputs revision it is checked against.
+
+use svc_sql::{Sql, SqlError, params};
+
+use super::{int, organization_row};
+use crate::service::store::{DecidedOn, DecidedWrite, Organization, StoreError};
+
+/// Job slots held by an organization's applications other than one: the jobs of each one's
+/// active version, unless it is disabled or settled. `?1` is the organization, `?2` the
+/// application left out.
+pub(super) const JOBS_IN_USE: &str = "SELECT CAST(COALESCE(SUM(v.jobs), 0) AS BIGINT) FROM applications b
+     JOIN policy_versions v ON v.application_id = b.id AND v.version = b.active_pointer_version
+     WHERE b.organization_id = ?1 AND b.id <> ?2 AND b.status <> 'disabled' AND b.settled = 0";
+
+/// Counts up one organization's inputs revision: a write to what layers 3-7 read.
+pub(super) fn inputs_changed<S: Sql>(sql: &mut S, organization: i64) -> Result<(), SqlError> {
+    sql.execute("UPDATE organizations SET inputs_rev = inputs_rev + 1 WHERE id = ?1", params![organization])?;
+    Ok(())
+}
+
+/// Counts up every organization's inputs revision: a write to what layers 3-7 of any
+/// organization read (curated artifacts, runtime images; both rare, by an operator).
+pub(super) fn global_inputs_changed<S: Sql>(sql: &mut S) -> Result<(), SqlError> {
+    sql.execute("UPDATE organizations SET inputs_rev = inputs_rev + 1", params![])?;
+    Ok(())
+}
+
+pub(super) fn organization_inputs<S: Sql>(
+    sql: &mut S,
+    organization: i64,
+) -> Result<Option<(Organization, i64)>, StoreError> {
+    let row = sql.query_opt(
+        "SELECT id, name, entitlement, spend_authority_micros, inputs_rev FROM organizations WHERE id = ?1",
+        params![organization],
+    )?;
+    Ok(row.map(|r| Ok::<_, SqlError>((organization_row(&r, 0)?, r.i64(4)?))).transpose()?)
+}
+
+/// The application as a decided publication read it (`?1`-`?7`, [`DecidedOn`]): its key and
+/// the version it would write, or no row if anything it was decided on changed.
+fn still_holds() -> String {
+    format!(
+        "SELECT a.id AS id, a.active_pointer_version + 1 AS next FROM applications a
+         JOIN organizations o ON o.id = a.organization_id
+         WHERE a.id = ?1 AND o.inputs_rev = ?2 AND a.settled = ?3 AND a.status = ?4
+             AND a.pause_reason IS NOT DISTINCT FROM CAST(?5 AS TEXT)
+             AND (CAST(?6 AS BIGINT) IS NULL OR a.active_pointer_version = CAST(?6 AS BIGINT))
+             AND CAST(?7 AS BIGINT) = ({})",
+        JOBS_IN_USE.replace("?1", "a.organization_id").replace("?2", "a.id")
+    )
+}
+
+pub(super) fn publish<S: Sql>(sql: &mut S, on: &DecidedOn, w: &DecidedWrite) -> Result<Option<u64>, StoreError> {
+    let v = &w.version;
+    let e = &w.activity;
+    let checked = params![
+        on.application,
+        on.inputs_revision,
+        on.settled,
+        on.status.as_str(),
+        on.pause_reason.as_ref(),
+        on.expected.map(int),
+        int(on.jobs_in_use)
+    ];
+    if !S::WRITING_WITH {
+        return publish_in_steps(sql, &still_holds(), checked, on, w);
+    }
+    // One statement, one round trip under the writers' lock: the check, then each write
+    // from the row before it (a refused check writes nothing). Every parameter is cast: a
+    // parameter a `SELECT` list only carries has no type PostgreSQL could infer.
+    let statement = format!(
+        "WITH app AS ({}),
+         v AS (INSERT INTO policy_versions (application_id, version, schema_version, authored_digest, policy_digest,
+                   policy, authored, jobs, execution, published_by)
+               SELECT id, next, CAST(?8 AS BIGINT), CAST(?9 AS TEXT), CAST(?10 AS TEXT), CAST(?11 AS TEXT),
+                   CAST(?12 AS TEXT), CAST(?13 AS BIGINT), CAST(?14 AS TEXT), CAST(?15 AS TEXT) FROM app
+               ON CONFLICT DO NOTHING RETURNING application_id, version),
+         u AS (UPDATE applications SET status = CAST(?16 AS TEXT), pause_reason = CAST(?17 AS TEXT),
+                   active_pointer_version = v.version, settled = 0, exec_next_at = CAST(?18 AS BIGINT),
+                   rearmed_version = CASE WHEN CAST(?19 AS BIGINT) = 1 THEN v.version ELSE rearmed_version END
+               FROM v WHERE applications.id = v.application_id RETURNING applications.id AS id, v.version AS version),
+         act AS (INSERT INTO activity (application_id, at, actor, action, policy_version, status, reason)
+               SELECT id, CAST(?20 AS TEXT), CAST(?21 AS TEXT), CAST(?22 AS TEXT), version, CAST(?16 AS TEXT),
+                   CAST(?23 AS TEXT) FROM u),
+         w AS (INSERT INTO wakeups (application_id, policy_version) SELECT id, version FROM u)
+         SELECT version FROM u",
+        still_holds()
+    );
+    let params = [
+        checked.as_slice(),
+        params![
+            v.schema_version,
+            &v.authored_digest,
+            &v.policy_digest,
+            &v.policy,
+            &v.authored,
+            int(v.jobs),
+            &v.execution,
+            &v.published_by,
+            w.status.as_str(),
+            w.pause_reason.as_ref(),
+            int(w.due_at_ms),
+            w.rearm,
+            &e.at,
+            &e.actor,
+            &e.action,
+            e.reason.as_ref()
+        ],
+    ]
+    .concat();
+    Ok(sql.query_opt(&statement, &params)?.map(|r| r.u64(0)).transpose()?)
+}
+
+/// The same writes as statements in turn, where a `WITH` cannot write (SQLite: each is a
+/// function call, not a round trip).
+fn publish_in_steps<S: Sql>(
+    sql: &mut S,
+    check: &str,
+    checked: &[svc_sql::Param<'_>],
+    on: &DecidedOn,
+    w: &DecidedWrite,
+) -> Result<Option<u64>, StoreError> {
+    let Some(row) = sql.query_opt(check, checked)? else { return Ok(None) };
+    let version = row.u64(1)?;
+    let v = &w.version;
+    let inserted = sql.execute(
+        "INSERT INTO policy_versions (application_id, version, schema_version, authored_digest, policy_digest,
+         policy, authored, jobs, execution, published_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT DO NOTHING",
+        params![
+            on.application,
+            int(version),
+            v.schema_version,
+            &v.authored_digest,
+            &v.policy_digest,
+            &v.policy,
+            &v.authored,
+            int(v.jobs),
+            &v.execution,
+            &v.published_by
+        ],
+    )?;
+    if inserted == 0 {
+        return Ok(None);
+    }
+    sql.execute(
+        "UPDATE applications SET status = ?2, pause_reason = ?3, active_pointer_version = ?4, settled = 0,
+             exec_next_at = ?5, rearmed_version = CASE WHEN ?6 = 1 THEN ?4 ELSE rearmed_version END
+         WHERE id = ?1",
+        params![on.application, w.status.as_str(), w.pause_reason.as_ref(), int(version), int(w.due_at_ms), w.rearm],
+    )?;
+    let e = &w.activity;
+    sql.execute(
+        "INSERT INTO activity (application_id, at, actor, action, policy_version, status, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![on.application, &e.at, &e.actor, &e.action, int(version), w.status.as_str(), e.reason.as_ref()],
+    )?;
+    sql.execute(
+        "INSERT INTO wakeups (application_id, policy_version) VALUES (?1, ?2)",
+        params![on.application, int(version)],
+    )?;
+    Ok(Some(version))
+}
