@@ -34,7 +34,8 @@ impl PgTx {
 
     /// Checks a connection out of `pool` for statements that each stand alone (each its own
     /// transaction, one round trip): a single read needs no `BEGIN`, its statement is one
-    /// snapshot. A connection the database dropped is noticed at the first statement.
+    /// snapshot. A read whose connection the database dropped runs once more, on a fresh
+    /// connection (a write is not: it may have committed).
     pub fn single(pool: &Pool) -> Result<PgTx, SqlError> {
         Ok(PgTx { session: pool.session()?, open: false, failed: false })
     }
@@ -68,7 +69,7 @@ impl Drop for PgTx {
 }
 
 /// A parameter owned, to travel to the connection's thread.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Owned {
     Int(Option<i64>),
     Text(Option<String>),
@@ -164,13 +165,22 @@ impl Sql for PgTx {
 
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
         let (sql, params) = (dollars(sql), owned(params));
-        self.run(move |c| {
+        let query = move |c: &mut svc_postgres::Connection| {
             let statement = c.prepared(&sql)?;
             let rows = c.client().query(&statement, &bound(&params))?;
             rows.iter()
                 .map(|row| (0..row.len()).map(|i| cell(row, i)).collect::<Result<Vec<_>, _>>().map(SqlRow))
                 .collect()
-        })
+        };
+        if !self.open {
+            // A statement alone is its own transaction: a read whose connection the database
+            // dropped (a restart) runs once more, on a fresh connection, as `begin` does.
+            match self.session.run(query.clone()) {
+                Err(e) if e.is_transient() => {}
+                done => return Ok(done?),
+            }
+        }
+        self.run(query)
     }
 
     fn run_plain(&mut self, sql: &str) -> Result<(), SqlError> {

@@ -15,8 +15,8 @@ use crate::service::http::rejection::{BodyProblem, Denied, PauseProblem, Rejecti
 use crate::service::layers;
 
 use crate::service::store::{
-    Activity, Application, Caller, DecidedOn, DecidedWrite, Organization, PolicyVersion, Status, StoreError,
-    Transaction,
+    Activity, Application, Caller, DecidedOn, DecidedWrite, LayerReads, Organization, PolicyVersion, ReadAhead, Status,
+    StoreError, Transaction,
 };
 use crate::service::{FaultPoint, State};
 use crate::tree::{Number, Value};
@@ -391,14 +391,20 @@ impl Prepared {
         &self.authored_digest
     }
 
-    /// Layers 3-7 and the fence on what `tx` reads, for `org`: the publication to write, or
+    /// Layers 3-7 and the fence on what `reads` reads, for `org` and its application as
+    /// read (`None`: there is none by the publication's ID): the publication to write, or
     /// why not (a 404, a refused manifest, a fence conflict).
-    fn decide(&self, tx: &mut dyn Transaction, org: &Organization) -> Result<Decided, ApiError> {
-        let Some(read) = tx.application(org.id, &self.application_id)? else {
+    fn decide(
+        &self,
+        reads: &mut dyn LayerReads,
+        org: &Organization,
+        read: Option<Application>,
+    ) -> Result<Decided, ApiError> {
+        let Some(read) = read else {
             return Err(Rejection::application_not_found(&self.application_id).into());
         };
         let mut diagnostics = self.diagnostics.clone();
-        let outcome = layers::compile(&self.manifest, tx, org, &read, self.schema_pairs)?;
+        let outcome = layers::compile(&self.manifest, reads, org, &read, self.schema_pairs)?;
         diagnostics.extend(outcome.diagnostics);
         let Some(compiled) = outcome.compiled else { return Err(refused(diagnostics)) };
 
@@ -460,15 +466,19 @@ impl Prepared {
         (version, activity)
     }
 
-    /// Layers 3-7 on one read snapshot of a store across a network: a dry run's answer, or
-    /// the checked write ([`DecidedPublication`]). Blocking (round trips).
+    /// Layers 3-7 on reads of a store across a network: a dry run's answer, or the checked
+    /// write ([`DecidedPublication`]). What they read of the organization and application
+    /// is one statement; the rest (curated artifacts, catalog images) is checked again when
+    /// written, through the inputs revision. Blocking (round trips).
     fn decide_on_snapshot(&self, store: &dyn crate::service::store::Store) -> Result<Snapshot, ApiError> {
-        let mut tx = store.read()?;
-        let Some((org, inputs_revision)) = tx.organization_inputs(self.caller.organization.id)? else {
+        let mut tx = store.read_each()?;
+        let Some(inputs) = tx.publication_inputs(self.caller.organization.id, &self.application_id)? else {
             return Err(ApiError::internal("the caller's organization is gone"));
         };
-        let d = self.decide(tx.as_mut(), &org)?;
+        let mut reads = ReadAhead { inputs: &inputs, rest: tx.as_mut() };
+        let d = self.decide(&mut reads, &inputs.organization, inputs.application.clone())?;
         drop(tx);
+        let inputs_revision = inputs.inputs_revision;
         let answer = self.answer(&d);
         if self.dry_run {
             return Ok(Snapshot::Answered((200, answer)));
@@ -495,7 +505,8 @@ impl Prepared {
             Some((org, _)) => org,
             None => return Err(ApiError::internal("the caller's organization is gone")),
         };
-        let d = self.decide(tx, &org)?;
+        let read = tx.application(org.id, &self.application_id)?;
+        let d = self.decide(tx, &org, read)?;
         let answer = self.answer(&d);
         if self.dry_run {
             return Ok((200, answer));

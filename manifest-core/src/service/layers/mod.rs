@@ -16,7 +16,7 @@ use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::policy::{PolicyV4, ServerFacts};
 use crate::policy_v5::{PolicyV5, V5Facts};
 use crate::service::SchemaPairs;
-use crate::service::store::{Application, Organization, StoreError, Transaction};
+use crate::service::store::{Application, LayerReads, Organization, StoreError};
 use crate::validate::Manifest;
 use provenance::Resolved;
 
@@ -46,7 +46,7 @@ pub(crate) struct Outcome {
 /// Runs layers 3, 4, 5 and 7 and materializes the effective policy.
 pub(crate) fn compile(
     manifest: &Manifest,
-    tx: &mut dyn Transaction,
+    tx: &mut dyn LayerReads,
     organization: &Organization,
     target: &Application,
     pairs: SchemaPairs,
@@ -95,7 +95,7 @@ enum Uncompiled {
 fn materialize(
     manifest: &Manifest,
     resolved: Option<Resolved>,
-    tx: &mut dyn Transaction,
+    tx: &mut dyn LayerReads,
     organization: &Organization,
     target: &Application,
 ) -> Result<Result<Compiled, Uncompiled>, StoreError> {

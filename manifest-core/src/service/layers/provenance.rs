@@ -7,7 +7,7 @@
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::policy::ArtifactVersion;
 use crate::policy_v5::{EncryptionMode, ResolvedArtifact, ResolvedImage};
-use crate::service::store::{AcceptedArtifact, StoreError, Transaction};
+use crate::service::store::{AcceptedArtifact, LayerReads, StoreError};
 use crate::v4::release::{BuildArtifact, Builder, EncryptionMode as V4Encryption, PinnedArtifact, Release};
 use crate::v5::runtime::Runtime;
 use crate::validate::Manifest;
@@ -25,7 +25,7 @@ pub(crate) enum Resolved {
 /// Resolves the release; `None` (with diagnostics) when it does not resolve.
 pub(crate) fn resolve(
     manifest: &Manifest,
-    tx: &mut dyn Transaction,
+    tx: &mut dyn LayerReads,
     organization: i64,
     application_id: &str,
     out: &mut Vec<Diagnostic>,
@@ -182,7 +182,7 @@ fn build_v4(
 
 fn pinned_v4(
     artifact: &PinnedArtifact,
-    tx: &mut dyn Transaction,
+    tx: &mut dyn LayerReads,
     out: &mut Vec<Diagnostic>,
 ) -> Result<bool, StoreError> {
     let curated = match artifact {
@@ -224,7 +224,7 @@ fn parse_version(s: &str) -> Option<[u64; 3]> {
 /// The highest catalog version at or above the floor with the floor's major version: a floor
 /// is a minimum, and a new major version may break the program, so it is never chosen silently.
 fn resolve_image(
-    tx: &mut dyn Transaction,
+    tx: &mut dyn LayerReads,
     catalog: &str,
     name: &str,
     floor: &str,

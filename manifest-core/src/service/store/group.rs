@@ -134,10 +134,11 @@ impl<S: Sql> Sql for Watched<'_, S> {
     }
 
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
-        // A query may write too (`INSERT ... RETURNING`, a writing `WITH`); only a plain
-        // `SELECT` surely does not.
-        self.wrote |= !sql.trim_start().starts_with("SELECT");
-        self.tx.query(sql, params)
+        // A query may write too (`INSERT ... RETURNING`, a writing `WITH`), and returns what
+        // it wrote: one that returned nothing wrote nothing.
+        let rows = self.tx.query(sql, params)?;
+        self.wrote |= !rows.is_empty() && !sql.trim_start().starts_with("SELECT");
+        Ok(rows)
     }
 
     fn run_plain(&mut self, sql: &str) -> Result<(), SqlError> {

@@ -12,7 +12,7 @@ mod sqlite;
 #[cfg(test)]
 mod tests;
 
-pub use decided::{DecidedOn, DecidedWrite};
+pub use decided::{DecidedOn, DecidedWrite, PublicationInputs, ReadAhead};
 pub use postgres::PostgresStore;
 pub use sqlite::{DATABASE_FILE, SqliteStore};
 pub use svc_sql::StoreAt;
@@ -83,9 +83,17 @@ pub trait Store: Send + Sync + 'static {
         self.kind() == "sqlite"
     }
 
+    /// Reads whose statements each see their own snapshot: on a database across a network,
+    /// no `BEGIN` and no `ROLLBACK` round trips, for reads whose consistency holds another
+    /// way (one statement; or what is checked again when written, [`DecidedOn`]). The default
+    /// is [`Store::read`].
+    fn read_each(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        self.read()
+    }
+
     /// The caller a token's hash names, read alone (every request asks).
     fn caller(&self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
-        self.read()?.caller(token_hash)
+        self.read_each()?.caller(token_hash)
     }
 
     /// Whether the store answers: one read of an index.
@@ -112,8 +120,28 @@ pub type GroupedWork = Box<dyn FnOnce(&mut dyn Transaction) -> bool + Send>;
 /// Told the outcome of the commit that made a unit of grouped work durable (or failed).
 pub type GroupedDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
+/// What publication layers 3-7 read: a transaction's reads, or the same facts read ahead in
+/// one statement ([`PublicationInputs`]).
+pub trait LayerReads {
+    /// The organization's capability grants.
+    fn grants(&mut self, organization: i64) -> Result<BTreeSet<String>, StoreError>;
+    /// The organization's operator SSH public keys.
+    fn ssh_keys(&mut self, organization: i64) -> Result<Vec<String>, StoreError>;
+    /// Job slots held by the organization's applications other than `except`: the jobs of
+    /// each one's active version, unless it is disabled or settled.
+    fn jobs_in_use(&mut self, organization: i64, except: i64) -> Result<u64, StoreError>;
+    /// Curated artifacts with this digest (global).
+    fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, StoreError>;
+    /// Accepted artifact versions of an application, newest first.
+    fn accepted(&mut self, organization: i64, application_id: &str) -> Result<Vec<AcceptedArtifact>, StoreError>;
+    /// Every version of a catalog image.
+    fn runtime_images(&mut self, catalog: &str, name: &str) -> Result<Vec<RuntimeImage>, StoreError>;
+    /// Secrets with a provisioned value for an application.
+    fn provisioned_secrets(&mut self, organization: i64, application_id: &str) -> Result<BTreeSet<String>, StoreError>;
+}
+
 /// One transaction. Dropped without [`Transaction::commit`], it rolls back.
-pub trait Transaction {
+pub trait Transaction: LayerReads {
     /// Makes every write of this transaction durable.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 
@@ -121,22 +149,25 @@ pub trait Transaction {
     fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError>;
     /// An organization by name.
     fn organization(&mut self, name: &str) -> Result<Option<Organization>, StoreError>;
+    /// What layers 3-7 read of an organization and one of its applications, in one
+    /// statement; `None` if there is no such organization.
+    fn publication_inputs(
+        &mut self,
+        organization: i64,
+        application_id: &str,
+    ) -> Result<Option<PublicationInputs>, StoreError>;
     /// An organization by key, with its inputs revision ([`DecidedOn::inputs_revision`]).
     fn organization_inputs(&mut self, organization: i64) -> Result<Option<(Organization, i64)>, StoreError>;
     /// An organization by name, created (basic tier, no authority) if new.
     fn ensure_organization(&mut self, name: &str) -> Result<Organization, StoreError>;
     /// Records a new token.
     fn insert_token(&mut self, organization: i64, token: &NewToken) -> Result<(), StoreError>;
-    /// The organization's capability grants.
-    fn grants(&mut self, organization: i64) -> Result<BTreeSet<String>, StoreError>;
     /// Grants (or revokes) a capability.
     fn set_grant(&mut self, organization: i64, capability: &str, granted: bool) -> Result<(), StoreError>;
     /// Sets the organization's entitlement tier.
     fn set_tier(&mut self, organization: i64, tier: Tier) -> Result<(), StoreError>;
     /// Sets (or clears) the organization's service-credit spend authority per job.
     fn set_spend_authority(&mut self, organization: i64, micros: Option<u64>) -> Result<(), StoreError>;
-    /// The organization's operator SSH public keys.
-    fn ssh_keys(&mut self, organization: i64) -> Result<Vec<String>, StoreError>;
     /// Adds an operator SSH public key.
     fn add_ssh_key(&mut self, organization: i64, public_key: &str) -> Result<(), StoreError>;
 
@@ -153,9 +184,6 @@ pub trait Transaction {
     ) -> Result<Application, StoreError>;
     /// Changes an application's status, pointer and settlement.
     fn update_application(&mut self, application: &Application) -> Result<(), StoreError>;
-    /// Job slots held by the organization's applications other than `except`: the jobs of
-    /// each one's active version, unless it is disabled or settled.
-    fn jobs_in_use(&mut self, organization: i64, except: i64) -> Result<u64, StoreError>;
 
     /// Every version of an application, oldest first.
     fn policy_versions(&mut self, application: i64) -> Result<Vec<PolicyVersion>, StoreError>;
@@ -202,12 +230,8 @@ pub trait Transaction {
         value: &[u8],
     ) -> Result<(), StoreError>;
 
-    /// Curated artifacts with this digest (global).
-    fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, StoreError>;
     /// Curates an artifact.
     fn curate(&mut self, artifact: &ArtifactEvidence) -> Result<(), StoreError>;
-    /// Accepted artifact versions of an application, newest first.
-    fn accepted(&mut self, organization: i64, application_id: &str) -> Result<Vec<AcceptedArtifact>, StoreError>;
     /// Accepts an artifact version for an application.
     fn accept(
         &mut self,
@@ -215,12 +239,8 @@ pub trait Transaction {
         application_id: &str,
         artifact: &AcceptedArtifact,
     ) -> Result<(), StoreError>;
-    /// Every version of a catalog image.
-    fn runtime_images(&mut self, catalog: &str, name: &str) -> Result<Vec<RuntimeImage>, StoreError>;
     /// Adds an image version to a catalog.
     fn add_runtime_image(&mut self, image: &RuntimeImage) -> Result<(), StoreError>;
-    /// Secrets with a provisioned value for an application.
-    fn provisioned_secrets(&mut self, organization: i64, application_id: &str) -> Result<BTreeSet<String>, StoreError>;
     /// Marks a secret as provisioned.
     fn provision_secret(&mut self, organization: i64, application_id: &str, secret_id: &str) -> Result<(), StoreError>;
 }

@@ -466,3 +466,62 @@ fn only_the_store_that_leads_the_scheduling_may_begin_a_scheduler_transaction() 
         assert!(first.begin().err().expect("refused").is_not_leader(), "the first no longer leads");
     });
 }
+
+#[test]
+fn publication_inputs_read_in_one_statement_are_what_each_read_gives() {
+    on_each_backend("inputs", |b| {
+        let store = (b.open)();
+        let (org, on, _) = decided_setup(store.as_ref(), "acme");
+        let mut tx = store.write().expect("tx");
+        tx.set_grant(org.id, "once_rearm", true).expect("grant");
+        tx.set_grant(org.id, "vpn", true).expect("grant");
+        tx.set_spend_authority(org.id, Some(9)).expect("authority");
+        tx.add_ssh_key(org.id, "ssh-ed25519 B").expect("key");
+        tx.add_ssh_key(org.id, "ssh-ed25519 A").expect("key");
+        tx.provision_secret(org.id, "web", "db").expect("secret");
+        tx.provision_secret(org.id, "other", "not-web's").expect("secret");
+        for n in ["1", "2"] {
+            let evidence = ArtifactEvidence {
+                cid: format!("ipfs://c{n}"),
+                digest: format!("sha256:{n}"),
+                kind: "ipfs_bundle".into(),
+                encryption: "none".into(),
+                image_digest: (n == "2").then(|| "sha256:i".into()),
+            };
+            let a = AcceptedArtifact {
+                repository: "o/r".into(),
+                git_ref: format!("refs/tags/v{n}"),
+                workflow_ref: "w".into(),
+                manifest_path: "m".into(),
+                evidence,
+            };
+            tx.accept(org.id, "web", &a).expect("accept");
+        }
+        let other = tx.application(org.id, "other").expect("read").expect("app");
+        tx.insert_policy_version(other.key, &version(1, 3)).expect("v1");
+        tx.update_application(&Application { status: Status::Active, active_pointer_version: 1, ..other })
+            .expect("pointer");
+        tx.commit().expect("commit");
+
+        let mut tx = store.read().expect("tx");
+        let inputs = tx.publication_inputs(org.id, "web").expect("read").expect("the organization");
+        let (organization, revision) = tx.organization_inputs(org.id).expect("read").expect("org");
+        assert_eq!(inputs.organization, organization);
+        assert_eq!(inputs.inputs_revision, revision);
+        assert!(revision > on.inputs_revision, "each change counted the revision up");
+        let app = tx.application(org.id, "web").expect("read").expect("app");
+        assert_eq!(inputs.application.as_ref(), Some(&app));
+        assert_eq!(inputs.grants, tx.grants(org.id).expect("read"));
+        assert_eq!(inputs.jobs_in_use, tx.jobs_in_use(org.id, app.key).expect("read"));
+        assert_eq!(inputs.jobs_in_use, 3);
+        assert_eq!(inputs.provisioned, tx.provisioned_secrets(org.id, "web").expect("read"));
+        assert_eq!(inputs.accepted, tx.accepted(org.id, "web").expect("read"));
+        assert_eq!(inputs.accepted[0].git_ref, "refs/tags/v2", "newest first");
+        assert_eq!(inputs.ssh_keys, tx.ssh_keys(org.id).expect("read"));
+        assert_eq!(inputs.ssh_keys, ["ssh-ed25519 A", "ssh-ed25519 B"]);
+
+        let missing = tx.publication_inputs(org.id, "nope").expect("read").expect("the organization");
+        assert!(missing.application.is_none() && missing.accepted.is_empty() && missing.provisioned.is_empty());
+        assert!(tx.publication_inputs(i64::MAX, "web").expect("read").is_none());
+    });
+}

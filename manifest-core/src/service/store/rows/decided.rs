@@ -1,10 +1,14 @@
 //! The write of a publication decided on a snapshot ([`crate::service::store::decided`]), and
 //! the inputs revision it is checked against.
 
+use std::collections::BTreeSet;
+
 use svc_sql::{Sql, SqlError, params};
 
-use super::{int, organization_row};
-use crate::service::store::{DecidedOn, DecidedWrite, Organization, StoreError};
+use super::{accepted_row, int, organization_row};
+use crate::service::store::{
+    Application, DecidedOn, DecidedWrite, Organization, PublicationInputs, Status, StoreError,
+};
 
 /// Job slots held by an organization's applications other than one: the jobs of each one's
 /// active version, unless it is disabled or settled. `?1` is the organization, `?2` the
@@ -161,4 +165,83 @@ fn publish_in_steps<S: Sql>(
         params![on.application, int(version)],
     )?;
     Ok(Some(version))
+}
+
+/// What layers 3-7 read of organization `?1` and its application `?2`, as one statement:
+/// each fact is a branch of a `UNION ALL`, its rows tagged by the branch's number and laid
+/// out in four integer and nine text columns (NULL where a branch has less).
+fn inputs_statement() -> String {
+    let application = "(SELECT id FROM applications WHERE organization_id = ?1 AND application_id = ?2)";
+    let jobs = JOBS_IN_USE.replace("?2", application);
+    let (i, t) = ("CAST(NULL AS BIGINT)", "CAST(NULL AS TEXT)");
+    format!(
+        "SELECT 0, id, inputs_rev, spend_authority_micros, {i}, name, entitlement, {t}, {t}, {t}, {t}, {t}, {t}, {t}
+             FROM organizations WHERE id = ?1
+         UNION ALL SELECT 1, id, active_pointer_version, settled, rearmed_version, application_id, application_uid,
+             status, pause_reason, {t}, {t}, {t}, {t}, {t}
+             FROM applications WHERE organization_id = ?1 AND application_id = ?2
+         UNION ALL SELECT 2, ({jobs}), {i}, {i}, {i}, {t}, {t}, {t}, {t}, {t}, {t}, {t}, {t}, {t}
+         UNION ALL SELECT 3, {i}, {i}, {i}, {i}, capability, {t}, {t}, {t}, {t}, {t}, {t}, {t}, {t}
+             FROM capability_grants WHERE organization_id = ?1
+         UNION ALL SELECT 4, {i}, {i}, {i}, {i}, secret_id, {t}, {t}, {t}, {t}, {t}, {t}, {t}, {t}
+             FROM provisioned_secrets WHERE organization_id = ?1 AND application_id = ?2
+         UNION ALL SELECT 5, id, {i}, {i}, {i}, repository, ref, workflow_ref, manifest_path, cid, digest, kind,
+             encryption, image_digest
+             FROM accepted_artifacts WHERE organization_id = ?1 AND application_id = ?2
+         UNION ALL SELECT 6, {i}, {i}, {i}, {i}, public_key, {t}, {t}, {t}, {t}, {t}, {t}, {t}, {t}
+             FROM ssh_keys WHERE organization_id = ?1"
+    )
+}
+
+pub(super) fn publication_inputs<S: Sql>(
+    sql: &mut S,
+    organization: i64,
+    application_id: &str,
+) -> Result<Option<PublicationInputs>, StoreError> {
+    let rows = sql.query(&inputs_statement(), params![organization, application_id])?;
+    let (mut found, mut application, mut jobs_in_use) = (None, None, 0);
+    let (mut grants, mut provisioned, mut accepted, mut ssh_keys) =
+        (BTreeSet::new(), BTreeSet::new(), Vec::new(), Vec::new());
+    for r in &rows {
+        match r.i64(0)? {
+            0 => {
+                let spend_authority_micros = r.opt_u64(3)?;
+                let tier = r.spelled(6, crate::service::capability::Tier::parse)?;
+                let org = Organization { id: r.i64(1)?, name: r.text(5)?, tier, spend_authority_micros };
+                found = Some((org, r.i64(2)?));
+            }
+            1 => {
+                application = Some(Application {
+                    key: r.i64(1)?,
+                    organization,
+                    application_id: r.text(5)?,
+                    application_uid: r.text(6)?,
+                    status: r.spelled(7, Status::parse)?,
+                    pause_reason: r.opt_text(8)?,
+                    active_pointer_version: r.u64(2)?,
+                    settled: r.bool(3)?,
+                    rearmed_version: r.u64(4)?,
+                });
+            }
+            2 => jobs_in_use = r.u64(1)?,
+            3 => drop(grants.insert(r.text(5)?)),
+            4 => drop(provisioned.insert(r.text(5)?)),
+            5 => accepted.push((r.i64(1)?, accepted_row(r, 5)?)),
+            _ => ssh_keys.push(r.text(5)?),
+        }
+    }
+    let Some((organization, inputs_revision)) = found else { return Ok(None) };
+    // As `accepted` and `ssh_keys` order them.
+    accepted.sort_by_key(|(id, _)| std::cmp::Reverse(*id));
+    ssh_keys.sort();
+    Ok(Some(PublicationInputs {
+        organization,
+        inputs_revision,
+        application,
+        grants,
+        jobs_in_use,
+        provisioned,
+        accepted: accepted.into_iter().map(|(_, a)| a).collect(),
+        ssh_keys,
+    }))
 }

@@ -9,7 +9,7 @@ mod publication;
 
 use svc_sql::{Sql, SqlError, SqlRow};
 
-use super::{ArtifactEvidence, Organization, PolicyVersion, StoreError};
+use super::{AcceptedArtifact, ArtifactEvidence, Organization, PolicyVersion, StoreError};
 use crate::service::capability::Tier;
 
 /// A transaction of either backend.
@@ -70,5 +70,17 @@ fn evidence_row(r: &SqlRow, at: usize) -> Result<ArtifactEvidence, SqlError> {
         kind: r.text(at + 2)?,
         encryption: r.text(at + 3)?,
         image_digest: r.opt_text(at + 4)?,
+    })
+}
+
+/// An accepted artifact from `repository, ref, workflow_ref, manifest_path` and the
+/// evidence's columns at `at`.
+fn accepted_row(r: &SqlRow, at: usize) -> Result<AcceptedArtifact, SqlError> {
+    Ok(AcceptedArtifact {
+        repository: r.text(at)?,
+        git_ref: r.text(at + 1)?,
+        workflow_ref: r.text(at + 2)?,
+        manifest_path: r.text(at + 3)?,
+        evidence: evidence_row(r, at + 4)?,
     })
 }

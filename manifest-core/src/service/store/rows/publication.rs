@@ -6,12 +6,15 @@ use std::collections::BTreeSet;
 use svc_sql::{Sql, SqlRow, params};
 
 use super::decided::{self, global_inputs_changed, inputs_changed};
-use super::{ORGANIZATION_COLUMNS, Tx, VERSION_COLUMNS, evidence_row, int, organization_row, version_row};
+use super::{
+    ORGANIZATION_COLUMNS, Tx, VERSION_COLUMNS, accepted_row, evidence_row, int, organization_row, version_row,
+};
 use crate::service::auth::Role;
 use crate::service::capability::Tier;
 use crate::service::store::{
     AcceptedArtifact, Activity, Application, ArtifactEvidence, Caller, DecidedOn, DecidedWrite, ExecutionSummary,
-    NewToken, Organization, PolicyVersion, RuntimeImage, Status, StoreError, Transaction,
+    LayerReads, NewToken, Organization, PolicyVersion, PublicationInputs, RuntimeImage, Status, StoreError,
+    Transaction,
 };
 
 const APPLICATION_COLUMNS: &str = "id, organization_id, application_id, application_uid, status, pause_reason, \
@@ -54,6 +57,62 @@ fn each<T>(rows: &[SqlRow], read: impl Fn(&SqlRow) -> Result<T, svc_sql::SqlErro
     Ok(rows.iter().map(read).collect::<Result<_, _>>()?)
 }
 
+impl<S: Sql> LayerReads for Tx<S> {
+    fn grants(&mut self, organization: i64) -> Result<BTreeSet<String>, StoreError> {
+        let rows = self
+            .sql()
+            .query("SELECT capability FROM capability_grants WHERE organization_id = ?1", params![organization])?;
+        texts(&rows)
+    }
+
+    fn ssh_keys(&mut self, organization: i64) -> Result<Vec<String>, StoreError> {
+        let rows = self.sql().query(
+            "SELECT public_key FROM ssh_keys WHERE organization_id = ?1 ORDER BY public_key",
+            params![organization],
+        )?;
+        texts(&rows)
+    }
+
+    fn jobs_in_use(&mut self, organization: i64, except: i64) -> Result<u64, StoreError> {
+        Ok(self.sql().query_one(decided::JOBS_IN_USE, params![organization, except])?.u64(0)?)
+    }
+
+    fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, StoreError> {
+        let rows = self.sql().query(
+            "SELECT cid, digest, kind, encryption, image_digest FROM curated_artifacts WHERE digest = ?1 ORDER BY cid",
+            params![digest],
+        )?;
+        each(&rows, |r| evidence_row(r, 0))
+    }
+
+    fn accepted(&mut self, organization: i64, application_id: &str) -> Result<Vec<AcceptedArtifact>, StoreError> {
+        let rows = self.sql().query(
+            "SELECT repository, ref, workflow_ref, manifest_path, cid, digest, kind, encryption, image_digest
+             FROM accepted_artifacts WHERE organization_id = ?1 AND application_id = ?2 ORDER BY id DESC",
+            params![organization, application_id],
+        )?;
+        each(&rows, |r| accepted_row(r, 0))
+    }
+
+    fn runtime_images(&mut self, catalog: &str, name: &str) -> Result<Vec<RuntimeImage>, StoreError> {
+        let rows = self.sql().query(
+            "SELECT catalog, name, version, digest FROM runtime_images WHERE catalog = ?1 AND name = ?2",
+            params![catalog, name],
+        )?;
+        each(&rows, |r| {
+            Ok(RuntimeImage { catalog: r.text(0)?, name: r.text(1)?, version: r.text(2)?, digest: r.text(3)? })
+        })
+    }
+
+    fn provisioned_secrets(&mut self, organization: i64, application_id: &str) -> Result<BTreeSet<String>, StoreError> {
+        let rows = self.sql().query(
+            "SELECT secret_id FROM provisioned_secrets WHERE organization_id = ?1 AND application_id = ?2",
+            params![organization, application_id],
+        )?;
+        texts(&rows)
+    }
+}
+
 impl<S: Sql> Transaction for Tx<S> {
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         Ok(self.sql().commit_tx()?)
@@ -77,6 +136,14 @@ impl<S: Sql> Transaction for Tx<S> {
         Ok(self.sql().query_opt(&sql, params![name])?.map(|r| organization_row(&r, 0)).transpose()?)
     }
 
+    fn publication_inputs(
+        &mut self,
+        organization: i64,
+        application_id: &str,
+    ) -> Result<Option<PublicationInputs>, StoreError> {
+        decided::publication_inputs(self.sql(), organization, application_id)
+    }
+
     fn organization_inputs(&mut self, organization: i64) -> Result<Option<(Organization, i64)>, StoreError> {
         decided::organization_inputs(self.sql(), organization)
     }
@@ -92,13 +159,6 @@ impl<S: Sql> Transaction for Tx<S> {
             params![&token.id, organization, token.role.as_str(), &token.name, &token.hash],
         )?;
         Ok(())
-    }
-
-    fn grants(&mut self, organization: i64) -> Result<BTreeSet<String>, StoreError> {
-        let rows = self
-            .sql()
-            .query("SELECT capability FROM capability_grants WHERE organization_id = ?1", params![organization])?;
-        texts(&rows)
     }
 
     fn set_grant(&mut self, organization: i64, capability: &str, granted: bool) -> Result<(), StoreError> {
@@ -126,14 +186,6 @@ impl<S: Sql> Transaction for Tx<S> {
         )?;
         inputs_changed(self.sql(), organization)?;
         Ok(())
-    }
-
-    fn ssh_keys(&mut self, organization: i64) -> Result<Vec<String>, StoreError> {
-        let rows = self.sql().query(
-            "SELECT public_key FROM ssh_keys WHERE organization_id = ?1 ORDER BY public_key",
-            params![organization],
-        )?;
-        texts(&rows)
     }
 
     fn add_ssh_key(&mut self, organization: i64, public_key: &str) -> Result<(), StoreError> {
@@ -201,10 +253,6 @@ impl<S: Sql> Transaction for Tx<S> {
             ],
         )?;
         Ok(())
-    }
-
-    fn jobs_in_use(&mut self, organization: i64, except: i64) -> Result<u64, StoreError> {
-        Ok(self.sql().query_one(decided::JOBS_IN_USE, params![organization, except])?.u64(0)?)
     }
 
     fn publish_decided(&mut self, on: &DecidedOn, write: &DecidedWrite) -> Result<Option<u64>, StoreError> {
@@ -325,14 +373,6 @@ impl<S: Sql> Transaction for Tx<S> {
         Ok(())
     }
 
-    fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, StoreError> {
-        let rows = self.sql().query(
-            "SELECT cid, digest, kind, encryption, image_digest FROM curated_artifacts WHERE digest = ?1 ORDER BY cid",
-            params![digest],
-        )?;
-        each(&rows, |r| evidence_row(r, 0))
-    }
-
     fn curate(&mut self, a: &ArtifactEvidence) -> Result<(), StoreError> {
         self.sql().execute(
             "INSERT INTO curated_artifacts (cid, digest, kind, encryption, image_digest) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -342,23 +382,6 @@ impl<S: Sql> Transaction for Tx<S> {
         )?;
         global_inputs_changed(self.sql())?;
         Ok(())
-    }
-
-    fn accepted(&mut self, organization: i64, application_id: &str) -> Result<Vec<AcceptedArtifact>, StoreError> {
-        let rows = self.sql().query(
-            "SELECT repository, ref, workflow_ref, manifest_path, cid, digest, kind, encryption, image_digest
-             FROM accepted_artifacts WHERE organization_id = ?1 AND application_id = ?2 ORDER BY id DESC",
-            params![organization, application_id],
-        )?;
-        each(&rows, |r| {
-            Ok(AcceptedArtifact {
-                repository: r.text(0)?,
-                git_ref: r.text(1)?,
-                workflow_ref: r.text(2)?,
-                manifest_path: r.text(3)?,
-                evidence: evidence_row(r, 4)?,
-            })
-        })
     }
 
     fn accept(&mut self, organization: i64, application_id: &str, a: &AcceptedArtifact) -> Result<(), StoreError> {
@@ -385,16 +408,6 @@ impl<S: Sql> Transaction for Tx<S> {
         Ok(())
     }
 
-    fn runtime_images(&mut self, catalog: &str, name: &str) -> Result<Vec<RuntimeImage>, StoreError> {
-        let rows = self.sql().query(
-            "SELECT catalog, name, version, digest FROM runtime_images WHERE catalog = ?1 AND name = ?2",
-            params![catalog, name],
-        )?;
-        each(&rows, |r| {
-            Ok(RuntimeImage { catalog: r.text(0)?, name: r.text(1)?, version: r.text(2)?, digest: r.text(3)? })
-        })
-    }
-
     fn add_runtime_image(&mut self, i: &RuntimeImage) -> Result<(), StoreError> {
         self.sql().execute(
             "INSERT INTO runtime_images (catalog, name, version, digest) VALUES (?1, ?2, ?3, ?4)
@@ -403,14 +416,6 @@ impl<S: Sql> Transaction for Tx<S> {
         )?;
         global_inputs_changed(self.sql())?;
         Ok(())
-    }
-
-    fn provisioned_secrets(&mut self, organization: i64, application_id: &str) -> Result<BTreeSet<String>, StoreError> {
-        let rows = self.sql().query(
-            "SELECT secret_id FROM provisioned_secrets WHERE organization_id = ?1 AND application_id = ?2",
-            params![organization, application_id],
-        )?;
-        texts(&rows)
     }
 
     fn provision_secret(&mut self, organization: i64, application_id: &str, secret_id: &str) -> Result<(), StoreError> {
