@@ -241,6 +241,9 @@ fn a_database_restart_answers_503_and_recovers_without_restarting_the_service() 
 
     let cluster = fleet.cluster.as_ref().expect("a cluster");
     cluster.stop().expect("pg_ctl stop");
+    // A successful check answers probes for a second (`STORE_CHECK_FRESH`): the first probe
+    // after that sees the database gone.
+    std::thread::sleep(Duration::from_secs(1));
     let started = Instant::now();
     let health = fleet.request(0, "GET", "/api/health", None);
     assert_eq!((health.status, health.json()["status"].as_str()), (503, Some("unavailable")), "{}", health.json());

@@ -409,7 +409,7 @@ fn page_query(query: &str) -> Result<projection::Page, ApiError> {
 /// token needed (load balancers ask it).
 async fn health(Extract(state): Extract<Shared>) -> Response {
     let store = Arc::clone(&state.store);
-    svc_http::store_health("svc serve", state.store.kind(), move || store.ping()).await
+    svc_http::store_health(&state.health, "svc serve", state.store.kind(), move || store.ping()).await
 }
 
 async fn capabilities(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {

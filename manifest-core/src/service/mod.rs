@@ -139,6 +139,8 @@ pub(crate) struct State {
     pub(crate) validations: Arc<tokio::sync::Semaphore>,
     /// The scheduler, told of every committed publication, pause and resume.
     pub(crate) scheduler: executions::runner::Scheduler,
+    /// The health route's latest check of the store, shared by its probes.
+    pub(crate) health: svc_http::StoreCheck,
 }
 
 /// Runs the service until SIGINT or SIGTERM, then drains in-flight requests (at most the
@@ -180,6 +182,7 @@ pub async fn serve_until(
         fault: config.fault,
         validations: Arc::new(tokio::sync::Semaphore::new(cores)),
         scheduler,
+        health: svc_http::StoreCheck::default(),
     });
     on_listening(&server);
     server.serve(http::router(state), shutdown).await;
@@ -197,6 +200,7 @@ pub fn router_over(store: Arc<dyn store::ServiceStore>, scheduler: executions::r
         fault: None,
         validations: Arc::new(tokio::sync::Semaphore::new(cores)),
         scheduler,
+        health: svc_http::StoreCheck::default(),
     }))
 }
 

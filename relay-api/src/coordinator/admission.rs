@@ -265,7 +265,8 @@ pub(super) async fn register(State(engine): State<Arc<Engine>>, bytes: Bytes) ->
 /// `GET /api/relay/health`: whether the relay serves and its store answers (200, or 503).
 pub(super) async fn health(State(engine): State<Arc<Engine>>) -> axum::response::Response {
     let kind = engine.store().kind();
-    svc_http::store_health("svc relay", kind, move || engine.store().ping()).await
+    let checked = Arc::clone(&engine);
+    svc_http::store_health(checked.health(), "svc relay", kind, move || engine.store().ping()).await
 }
 
 #[cfg(test)]

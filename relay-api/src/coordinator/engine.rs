@@ -116,6 +116,8 @@ pub struct Engine {
     /// Held while the routes are read and set, so that concurrent steps set them in order.
     syncing: tokio::sync::Mutex<()>,
     wake: Notify,
+    /// The health route's latest check of the store, shared by its probes.
+    health: svc_http::StoreCheck,
 }
 
 /// The key of revision `revision` of deployment `id` among the running jobs (and the job's
@@ -174,12 +176,18 @@ impl Engine {
             validate_at: std::sync::Mutex::new(HashMap::new()),
             syncing: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
+            health: svc_http::StoreCheck::default(),
         })
     }
 
     /// The store.
     pub fn store(&self) -> &RelayStore {
         &self.parts.store
+    }
+
+    /// The health route's latest check of the store.
+    pub fn health(&self) -> &svc_http::StoreCheck {
+        &self.health
     }
 
     /// Runs a store operation off the async runtime ([`super::blocking`]).
