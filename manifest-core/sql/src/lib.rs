@@ -89,12 +89,23 @@ pub enum SqlError {
     /// A query expected to give a row gave none.
     #[error("no row where one was expected: {0}")]
     NoRow(String),
+    /// An earlier statement of the transaction failed, so it was rolled back and runs no
+    /// more statements; `transient` if that failure was (the database went away).
+    #[error("an earlier statement of the transaction failed; it was rolled back")]
+    Aborted {
+        /// Whether the failure that aborted it may pass.
+        transient: bool,
+    },
+    /// Text with a NUL character, which PostgreSQL's text cannot hold: refused before it is
+    /// sent, so the transaction it would have aborted goes on.
+    #[error("text with a NUL character cannot be stored")]
+    NulInText,
 }
 
 impl SqlError {
     /// Whether trying again later may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, SqlError::Unavailable(_))
+        matches!(self, SqlError::Unavailable(_) | SqlError::Aborted { transient: true })
     }
 }
 

@@ -11,9 +11,11 @@ use crate::{Cell, Param, Sql, SqlError, SqlRow};
 pub struct PgTx {
     session: Session,
     open: bool,
-    /// A statement failed: PostgreSQL has aborted the transaction, and a `COMMIT` would
-    /// answer as a rollback does, without an error. [`Sql::commit_tx`] says so instead.
-    failed: bool,
+    /// A statement failed (`Some(transient)`): PostgreSQL has aborted the transaction, and a
+    /// `COMMIT` would answer as a rollback does, without an error; if the connection was
+    /// lost, the next statement would even run on a new connection, outside the
+    /// transaction and its lock. So nothing more is sent, and [`Sql::commit_tx`] fails.
+    failed: Option<bool>,
 }
 
 impl PgTx {
@@ -29,7 +31,7 @@ impl PgTx {
             }
             session.run(move |c| c.client().batch_execute(begin))?;
         }
-        Ok(PgTx { session, open: true, failed: false })
+        Ok(PgTx { session, open: true, failed: None })
     }
 
     /// Checks a connection out of `pool` for statements that each stand alone (each its own
@@ -37,16 +39,24 @@ impl PgTx {
     /// snapshot. A read whose connection the database dropped runs once more, on a fresh
     /// connection (a write is not: it may have committed).
     pub fn single(pool: &Pool) -> Result<PgTx, SqlError> {
-        Ok(PgTx { session: pool.session()?, open: false, failed: false })
+        Ok(PgTx { session: pool.session()?, open: false, failed: None })
     }
 
-    /// Runs `work` on the connection's thread; a failed statement marks the transaction.
+    /// Runs `work` on the connection's thread; a failed statement marks an open transaction
+    /// (see `failed`), which then runs nothing more.
     fn run<T: Send + 'static>(
         &mut self,
         work: impl FnOnce(&mut svc_postgres::Connection) -> Result<T, postgres::Error> + Send + 'static,
     ) -> Result<T, SqlError> {
+        if let Some(transient) = self.failed {
+            return Err(SqlError::Aborted { transient });
+        }
         let out = self.session.run(work);
-        self.failed |= out.is_err();
+        if let Err(e) = &out
+            && self.open
+        {
+            self.failed = Some(e.is_transient());
+        }
         Ok(out?)
     }
 
@@ -76,13 +86,14 @@ enum Owned {
     Bytes(Option<Vec<u8>>),
 }
 
-fn owned(params: &[Param<'_>]) -> Vec<Owned> {
+fn owned(params: &[Param<'_>]) -> Result<Vec<Owned>, SqlError> {
     params
         .iter()
         .map(|p| match *p {
-            Param::Int(v) => Owned::Int(v),
-            Param::Text(v) => Owned::Text(v.map(str::to_owned)),
-            Param::Bytes(v) => Owned::Bytes(v.map(<[u8]>::to_vec)),
+            Param::Int(v) => Ok(Owned::Int(v)),
+            Param::Text(Some(v)) if v.contains('\0') => Err(SqlError::NulInText),
+            Param::Text(v) => Ok(Owned::Text(v.map(str::to_owned))),
+            Param::Bytes(v) => Ok(Owned::Bytes(v.map(<[u8]>::to_vec))),
         })
         .collect()
 }
@@ -138,7 +149,7 @@ impl Sql for PgTx {
     const WRITING_WITH: bool = true;
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
-        let (sql, params) = (dollars(sql), owned(params));
+        let (sql, params) = (dollars(sql), owned(params)?);
         self.run(move |c| {
             let statement = c.prepared(&sql)?;
             c.client().execute(&statement, &bound(&params))
@@ -146,7 +157,7 @@ impl Sql for PgTx {
     }
 
     fn execute_unique(&mut self, sql: &str, params: &[Param<'_>]) -> Result<bool, SqlError> {
-        let (sql, params) = (dollars(sql), owned(params));
+        let (sql, params) = (dollars(sql), owned(params)?);
         // A failed statement aborts a PostgreSQL transaction: the savepoint keeps the rest
         // of it usable after a uniqueness refusal, as SQLite's is.
         self.run(move |c| {
@@ -164,7 +175,8 @@ impl Sql for PgTx {
     }
 
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
-        let (sql, params) = (dollars(sql), owned(params));
+        let alone_read = !self.open && sql.trim_start().starts_with("SELECT");
+        let (sql, params) = (dollars(sql), owned(params)?);
         let query = move |c: &mut svc_postgres::Connection| {
             let statement = c.prepared(&sql)?;
             let rows = c.client().query(&statement, &bound(&params))?;
@@ -172,7 +184,7 @@ impl Sql for PgTx {
                 .map(|row| (0..row.len()).map(|i| cell(row, i)).collect::<Result<Vec<_>, _>>().map(SqlRow))
                 .collect()
         };
-        if !self.open {
+        if alone_read {
             // A statement alone is its own transaction: a read whose connection the database
             // dropped (a restart) runs once more, on a fresh connection, as `begin` does.
             match self.session.run(query.clone()) {
@@ -194,9 +206,9 @@ impl Sql for PgTx {
     }
 
     fn commit_tx(&mut self) -> Result<(), SqlError> {
-        if self.failed {
+        if let Some(transient) = self.failed {
             // Dropped open, it rolls back.
-            return Err(SqlError::Database("a statement of the transaction failed; it was rolled back".into()));
+            return Err(SqlError::Aborted { transient });
         }
         if self.open {
             self.run(|c| c.client().batch_execute("COMMIT"))?;

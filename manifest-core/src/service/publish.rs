@@ -161,6 +161,8 @@ fn pause(status: Option<&str>, reason: Option<&str>) -> Result<Option<String>, A
                 PauseProblem::ReasonBlank
             } else if n > MAX_REASON_CHARS {
                 PauseProblem::ReasonTooLong(n)
+            } else if let Some(at) = trimmed.chars().position(char::is_control) {
+                PauseProblem::ReasonControl(at + 1)
             } else {
                 return Ok(Some(trimmed.to_owned()));
             }
@@ -375,7 +377,11 @@ impl DecidedPublication {
         tx: &mut dyn Transaction,
         fault: Option<FaultPoint>,
     ) -> Result<Option<(u16, PublishResponse)>, ApiError> {
-        let Some(version) = tx.publish_decided(&self.on, &self.write)? else { return Ok(None) };
+        // When it is written, not when it was decided (it may have waited for the lock).
+        let mut write = self.write;
+        write.activity.at = now();
+        write.due_at_ms = now_ms();
+        let Some(version) = tx.publish_decided(&self.on, &write)? else { return Ok(None) };
         if fault == Some(FaultPoint::AfterVersionInsert) {
             eprintln!("svc serve: injected fault after the version insert: aborting before the commit");
             std::process::abort();
@@ -570,6 +576,8 @@ mod tests {
             r#""postPublishStatus": "paused", "reason": "   ""#,
             r#""postPublishStatus": "stopped", "reason": "x""#,
             r#""postPublishStatus": true, "reason": "x""#,
+            r#""postPublishStatus": "paused", "reason": "a\u0000b""#,
+            r#""postPublishStatus": "paused", "reason": "two\nlines""#,
         ] {
             assert_eq!(code(&format!("{{{m}, {bad}}}")), "invalid_publication_pause", "{bad}");
         }

@@ -247,6 +247,10 @@ pub(crate) enum PauseProblem {
     /// A reason over 500 characters once trimmed (how many).
     #[error("the pause `reason` has {0} characters once trimmed; the most is 500")]
     ReasonTooLong(usize),
+    /// A reason with a control character (a NUL, an escape, ...): it is shown in the console
+    /// and the CLI, and PostgreSQL's text cannot hold a NUL.
+    #[error("the pause `reason` has a control character at character {0}; write it as plain text on one line")]
+    ReasonControl(usize),
 }
 
 #[cfg(test)]

@@ -525,3 +525,52 @@ fn publication_inputs_read_in_one_statement_are_what_each_read_gives() {
         assert!(tx.publication_inputs(i64::MAX, "web").expect("read").is_none());
     });
 }
+
+#[test]
+fn a_transaction_whose_connection_was_lost_sends_nothing_more_and_cannot_commit() {
+    on_each_backend("lost", |b| {
+        let store = (b.open)();
+        if store.is_local() {
+            return; // A SQLite connection is a file: nothing to lose.
+        }
+        let mut tx = store.write().expect("tx");
+        tx.ensure_organization("before").expect("org");
+        (b.raw)(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = 'svc' AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()",
+        )
+        .expect("the transaction's connection terminated");
+        let lost = tx.ensure_organization("lost").expect_err("the connection is gone");
+        assert!(matches!(lost, StoreError::Unavailable(_)), "{lost}");
+        // Sent now, it would run on a new connection, outside the transaction and its lock.
+        let after = tx.ensure_organization("after").expect_err("nothing more is sent");
+        assert!(matches!(after, StoreError::Unavailable(_)), "{after}");
+        let refused = tx.commit().expect_err("no commit");
+        assert!(matches!(refused, StoreError::Unavailable(_)), "{refused}");
+        let mut read = store.read().expect("tx");
+        for name in ["before", "lost", "after"] {
+            assert!(read.organization(name).expect("read").is_none(), "{name} was not written");
+        }
+    });
+}
+
+#[test]
+fn a_unit_with_text_the_database_cannot_hold_fails_alone() {
+    on_each_backend("nul", |b| {
+        let store = (b.open)();
+        let (sent, received) = std::sync::mpsc::channel();
+        for name in ["first", "nul\0here", "last"] {
+            let sent = sent.clone();
+            store.write_grouped(
+                Box::new(move |tx| tx.ensure_organization(name).is_ok()),
+                Box::new(move |result| sent.send(result.is_ok()).expect("told")),
+            );
+        }
+        for _ in 0..3 {
+            assert!(received.recv().expect("an outcome"), "the group committed");
+        }
+        let mut tx = store.read().expect("tx");
+        assert!(tx.organization("first").expect("read").is_some());
+        assert!(tx.organization("last").expect("read").is_some());
+    });
+}
