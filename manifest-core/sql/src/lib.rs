@@ -66,6 +66,15 @@ impl From<&std::path::PathBuf> for StoreAt {
     }
 }
 
+/// The databases a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite, in the data directory.
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+}
+
 /// Why a statement failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SqlError {
@@ -199,9 +208,9 @@ pub trait Sql {
     /// own (`rowid` in SQLite; an identity column, `key`, in PostgreSQL).
     const ROW_KEY: &'static str;
 
-    /// Whether the statements of a `WITH` may write (PostgreSQL), so several writes go in
-    /// one statement and one round trip; SQLite's may only read.
-    const WRITING_WITH: bool;
+    /// Which database runs the statements, for what only one of them has (a function in
+    /// PostgreSQL's schema).
+    const BACKEND: Backend;
 
     /// Runs a statement; how many rows it changed.
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError>;
@@ -240,7 +249,7 @@ pub trait Sql {
 /// on the group's transaction, inside its own savepoint).
 impl<S: Sql + ?Sized> Sql for &mut S {
     const ROW_KEY: &'static str = S::ROW_KEY;
-    const WRITING_WITH: bool = S::WRITING_WITH;
+    const BACKEND: Backend = S::BACKEND;
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
         (**self).execute(sql, params)

@@ -11,6 +11,8 @@ use crate::{Cell, Param, Sql, SqlError, SqlRow};
 pub struct PgTx {
     session: Session,
     open: bool,
+    /// Whether a standalone read whose connection was lost runs once more ([`PgTx::single`]).
+    retry_reads: bool,
     /// A statement failed (`Some(transient)`): PostgreSQL has aborted the transaction, and a
     /// `COMMIT` would answer as a rollback does, without an error; if the connection was
     /// lost, the next statement would even run on a new connection, outside the
@@ -31,7 +33,7 @@ impl PgTx {
             }
             session.run(move |c| c.client().batch_execute(begin))?;
         }
-        Ok(PgTx { session, open: true, failed: None })
+        Ok(PgTx { session, open: true, retry_reads: false, failed: None })
     }
 
     /// Checks a connection out of `pool` for statements that each stand alone (each its own
@@ -39,7 +41,13 @@ impl PgTx {
     /// snapshot. A read whose connection the database dropped runs once more, on a fresh
     /// connection (a write is not: it may have committed).
     pub fn single(pool: &Pool) -> Result<PgTx, SqlError> {
-        Ok(PgTx { session: pool.session()?, open: false, failed: None })
+        Ok(PgTx { session: pool.session()?, open: false, retry_reads: true, failed: None })
+    }
+
+    /// As [`PgTx::single`], for statements that write (each commits alone): none is run
+    /// twice, since one whose answer was lost may have committed.
+    pub fn alone(pool: &Pool) -> Result<PgTx, SqlError> {
+        Ok(PgTx { session: pool.session()?, open: false, retry_reads: false, failed: None })
     }
 
     /// Runs `work` on the connection's thread; a failed statement marks an open transaction
@@ -146,7 +154,7 @@ fn cell(row: &postgres::Row, i: usize) -> Result<Cell, postgres::Error> {
 
 impl Sql for PgTx {
     const ROW_KEY: &'static str = "key";
-    const WRITING_WITH: bool = true;
+    const BACKEND: crate::Backend = crate::Backend::Postgres;
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
         let (sql, params) = (dollars(sql), owned(params)?);
@@ -175,7 +183,7 @@ impl Sql for PgTx {
     }
 
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
-        let alone_read = !self.open && sql.trim_start().starts_with("SELECT");
+        let alone_read = self.retry_reads && !self.open && sql.trim_start().starts_with("SELECT");
         let (sql, params) = (dollars(sql), owned(params)?);
         let query = move |c: &mut svc_postgres::Connection| {
             let statement = c.prepared(&sql)?;

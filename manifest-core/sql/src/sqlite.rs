@@ -86,7 +86,7 @@ fn unique_violation<T>(result: &rusqlite::Result<T>) -> bool {
 
 impl Sql for SqliteTx<'_> {
     const ROW_KEY: &'static str = "rowid";
-    const WRITING_WITH: bool = false;
+    const BACKEND: crate::Backend = crate::Backend::Sqlite;
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
         let changed = self.conn().prepare_cached(sql)?.execute(rusqlite::params_from_iter(params))?;

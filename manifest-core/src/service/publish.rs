@@ -273,40 +273,39 @@ pub(crate) fn prepare(
     })
 }
 
-/// A publication's unit of grouped write work.
-type Unit = dyn FnOnce(&mut dyn Transaction) -> Result<(u16, PublishResponse), ApiError> + Send;
-
 /// Publishes (or previews) a prepared publication. On a local store (SQLite) layers 3-7 and
 /// the write run as one unit of grouped write work, so concurrent publications share one
-/// commit. On a database across a network, layers 3-7 run first on a read snapshot, in
-/// parallel with other publications and off the writers' lock; a dry run or a refusal is
-/// answered from it, and the write is one statement of grouped work that checks what they
-/// read still holds ([`crate::service::store::DecidedOn`]), or else runs the publication
-/// again under the lock. Answers once the commit is durable.
+/// commit. On a database across a network, layers 3-7 run first on reads, in parallel with
+/// other publications and off the writers' lock; a dry run or a refusal is answered from
+/// them, and the write is one call that takes the lock and checks that what they read still
+/// holds ([`crate::service::store::DecidedOn`]), or else the publication runs again under
+/// the lock, in grouped work. Answers once the commit is durable.
 pub(crate) async fn publish(state: &State, prepared: Prepared) -> Result<(u16, PublishResponse), ApiError> {
-    let unit: Box<Unit> = if state.store.is_local() {
-        Box::new(move |tx| prepared.commit(tx))
+    // A fault to inject between the version's insert and the commit needs the grouped path:
+    // the decided write is one call.
+    let prepared = if state.store.is_local() || prepared.fault.is_some() {
+        prepared
     } else {
         let store = state.store.clone();
         let decided = tokio::task::spawn_blocking(move || {
-            let decided = prepared.decide_on_snapshot(&*store);
-            (prepared, decided)
+            let answer = prepared.publish_off_the_lock(&*store);
+            (prepared, answer)
         })
         .await;
-        let Ok((prepared, decided)) = decided else { return Err(not_checked()) };
-        match decided? {
-            Snapshot::Answered(answer) => return Ok(answer),
-            Snapshot::Write(write) => Box::new(move |tx| match write.write(tx, prepared.fault)? {
-                Some(answer) => Ok(answer),
-                None => prepared.commit(tx),
-            }),
+        let Ok((prepared, answer)) = decided else { return Err(not_checked()) };
+        if let Some(answer) = answer? {
+            if answer.0 == 201 {
+                state.scheduler.wake();
+            }
+            return Ok(answer);
         }
+        prepared
     };
     let (result_tx, result_rx) = tokio::sync::oneshot::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     state.store.write_grouped(
         Box::new(move |tx| {
-            let result = unit(tx);
+            let result = prepared.commit(tx);
             let keep = matches!(result, Ok((201, _)));
             let _ = result_tx.send(result);
             keep
@@ -362,33 +361,11 @@ enum Snapshot {
     Write(Box<DecidedPublication>),
 }
 
-/// A decided publication's one checked write, and its answer once written.
+/// A decided publication's checked write, and its answer once written.
 struct DecidedPublication {
     on: DecidedOn,
     write: DecidedWrite,
     answer: PublishResponse,
-}
-
-impl DecidedPublication {
-    /// The checked write: the answer, or `None` if what the publication was decided on has
-    /// changed (nothing written).
-    fn write(
-        self,
-        tx: &mut dyn Transaction,
-        fault: Option<FaultPoint>,
-    ) -> Result<Option<(u16, PublishResponse)>, ApiError> {
-        // When it is written, not when it was decided (it may have waited for the lock).
-        let mut write = self.write;
-        write.activity.at = now();
-        write.due_at_ms = now_ms();
-        let Some(version) = tx.publish_decided(&self.on, &write)? else { return Ok(None) };
-        if fault == Some(FaultPoint::AfterVersionInsert) {
-            eprintln!("svc serve: injected fault after the version insert: aborting before the commit");
-            std::process::abort();
-        }
-        let answer = PublishResponse { policy_version: version, active_pointer_version: version, ..self.answer };
-        Ok(Some((201, answer)))
-    }
 }
 
 impl Prepared {
@@ -470,6 +447,30 @@ impl Prepared {
             reason: self.pause_reason.clone(),
         };
         (version, activity)
+    }
+
+    /// Layers 3-7 on reads of a store across a network, then the checked write as a
+    /// transaction of its own: the answer, or `None` if the publication is to run under the
+    /// writers' lock (what it was decided on changed, or the store writes only in grouped
+    /// work). Blocking (round trips).
+    fn publish_off_the_lock(
+        &self,
+        store: &dyn crate::service::store::Store,
+    ) -> Result<Option<(u16, PublishResponse)>, ApiError> {
+        let decided = match self.decide_on_snapshot(store)? {
+            Snapshot::Answered(answer) => return Ok(Some(answer)),
+            Snapshot::Write(decided) => decided,
+        };
+        let DecidedPublication { on, mut write, answer } = *decided;
+        // When it is written, not when it was decided.
+        write.activity.at = now();
+        write.due_at_ms = now_ms();
+        Ok(match store.publish_decided_alone(&on, &write).transpose()? {
+            Some(Some(version)) => {
+                Some((201, PublishResponse { policy_version: version, active_pointer_version: version, ..answer }))
+            }
+            Some(None) | None => None,
+        })
     }
 
     /// Layers 3-7 on reads of a store across a network: a dry run's answer, or the checked

@@ -119,7 +119,7 @@ struct Watched<'a, S> {
 
 impl<S: Sql> Sql for Watched<'_, S> {
     const ROW_KEY: &'static str = S::ROW_KEY;
-    const WRITING_WITH: bool = S::WRITING_WITH;
+    const BACKEND: svc_sql::Backend = S::BACKEND;
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, SqlError> {
         let changed = self.tx.execute(sql, params)?;

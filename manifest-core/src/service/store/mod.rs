@@ -91,6 +91,14 @@ pub trait Store: Send + Sync + 'static {
         self.read()
     }
 
+    /// Writes a decided publication as a transaction of its own, where the backend does
+    /// that in one call (`None`: it does not, and the publication runs in grouped work).
+    /// As [`Transaction::publish_decided`]: the version written, or `None` if anything it
+    /// was decided on changed.
+    fn publish_decided_alone(&self, _on: &DecidedOn, _write: &DecidedWrite) -> Option<Result<Option<u64>, StoreError>> {
+        None
+    }
+
     /// The caller a token's hash names, read alone (every request asks).
     fn caller(&self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
         self.read_each()?.caller(token_hash)

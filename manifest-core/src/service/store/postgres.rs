@@ -21,12 +21,13 @@ use svc_sql::{Sql, params};
 
 use super::group::{Group, Undo, run_units};
 use super::rows::Tx;
-use super::{GroupedDone, GroupedWork, Store, StoreError, Transaction};
+use super::{DecidedOn, DecidedWrite, GroupedDone, GroupedWork, Store, StoreError, Transaction};
 
 /// The migrations, in order; `svc_migrations` records those applied.
 pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0001_publication.sql"),
     include_str!("../../../migrations/postgres/0002_inputs_revision.sql"),
+    include_str!("../../../migrations/postgres/0003_publish_decided.sql"),
 ];
 
 /// The publication store's name in `svc_migrations`.
@@ -94,6 +95,11 @@ impl Store for PostgresStore {
 
     fn read_each(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
         Ok(Box::new(Tx(PgTx::single(&self.pool)?)))
+    }
+
+    fn publish_decided_alone(&self, on: &DecidedOn, write: &DecidedWrite) -> Option<Result<Option<u64>, StoreError>> {
+        // One statement, its own transaction: the function takes the writers' lock itself.
+        Some(PgTx::alone(&self.pool).map_err(StoreError::from).and_then(|tx| Tx(tx).publish_decided(on, write)))
     }
 
     fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {

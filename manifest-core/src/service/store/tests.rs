@@ -368,6 +368,16 @@ fn a_decided_publication_is_written_numbered_after_the_active_version() {
         let last = tx.recent_activity(app.key, 1).expect("read").remove(0);
         assert_eq!((last.policy_version, last.action.as_str()), (Some(3), "policy_published"));
         assert_eq!(tx.wakeups(app.key).expect("read"), 2);
+        drop(tx);
+        match store.publish_decided_alone(&on, &write) {
+            // PostgreSQL: one call, its own transaction, the same checks.
+            Some(alone) => {
+                assert_eq!(alone.expect("the call"), Some(4));
+                let fenced = DecidedOn { expected: Some(3), ..on };
+                assert_eq!(store.publish_decided_alone(&fenced, &write).expect("a call").expect("the call"), None);
+            }
+            None => assert!(store.is_local(), "SQLite writes decided publications in grouped work"),
+        }
     });
 }
 

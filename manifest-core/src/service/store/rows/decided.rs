@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use svc_sql::{Sql, SqlError, params};
+use svc_sql::{Backend, Sql, SqlError, params};
 
 use super::{accepted_row, int, organization_row};
 use crate::service::store::{
@@ -67,30 +67,14 @@ pub(super) fn publish<S: Sql>(sql: &mut S, on: &DecidedOn, w: &DecidedWrite) -> 
         on.expected.map(int),
         int(on.jobs_in_use)
     ];
-    if !S::WRITING_WITH {
+    if S::BACKEND == Backend::Sqlite {
         return publish_in_steps(sql, &still_holds(), checked, on, w);
     }
-    // One statement, one round trip under the writers' lock: the check, then each write
-    // from the row before it (a refused check writes nothing). Every parameter is cast: a
-    // parameter a `SELECT` list only carries has no type PostgreSQL could infer.
-    let statement = format!(
-        "WITH app AS ({}),
-         v AS (INSERT INTO policy_versions (application_id, version, schema_version, authored_digest, policy_digest,
-                   policy, authored, jobs, execution, published_by)
-               SELECT id, next, CAST(?8 AS BIGINT), CAST(?9 AS TEXT), CAST(?10 AS TEXT), CAST(?11 AS TEXT),
-                   CAST(?12 AS TEXT), CAST(?13 AS BIGINT), CAST(?14 AS TEXT), CAST(?15 AS TEXT) FROM app
-               ON CONFLICT DO NOTHING RETURNING application_id, version),
-         u AS (UPDATE applications SET status = CAST(?16 AS TEXT), pause_reason = CAST(?17 AS TEXT),
-                   active_pointer_version = v.version, settled = 0, exec_next_at = CAST(?18 AS BIGINT),
-                   rearmed_version = CASE WHEN CAST(?19 AS BIGINT) = 1 THEN v.version ELSE rearmed_version END
-               FROM v WHERE applications.id = v.application_id RETURNING applications.id AS id, v.version AS version),
-         act AS (INSERT INTO activity (application_id, at, actor, action, policy_version, status, reason)
-               SELECT id, CAST(?20 AS TEXT), CAST(?21 AS TEXT), CAST(?22 AS TEXT), version, CAST(?16 AS TEXT),
-                   CAST(?23 AS TEXT) FROM u),
-         w AS (INSERT INTO wakeups (application_id, policy_version) SELECT id, version FROM u)
-         SELECT version FROM u",
-        still_holds()
-    );
+    // One call: `svc_publish_decided` (PostgreSQL's migration 0003) takes the writers' lock
+    // (again, if the transaction holds it already), checks, and writes; the parameters in
+    // its order.
+    const CALL: &str = "SELECT svc_publish_decided(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+         ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
     let params = [
         checked.as_slice(),
         params![
@@ -113,11 +97,11 @@ pub(super) fn publish<S: Sql>(sql: &mut S, on: &DecidedOn, w: &DecidedWrite) -> 
         ],
     ]
     .concat();
-    Ok(sql.query_opt(&statement, &params)?.map(|r| r.u64(0)).transpose()?)
+    Ok(sql.query_one(CALL, &params)?.opt_u64(0)?)
 }
 
-/// The same writes as statements in turn, where a `WITH` cannot write (SQLite: each is a
-/// function call, not a round trip).
+/// The same check and writes as statements in turn, on SQLite (each is a function call, not
+/// a round trip).
 fn publish_in_steps<S: Sql>(
     sql: &mut S,
     check: &str,
