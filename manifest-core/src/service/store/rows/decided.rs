@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 
 use svc_sql::{Backend, Sql, SqlError, params};
 
-use super::{accepted_row, int, organization_row};
+use super::{Tx, accepted_row, int, organization_row};
 use crate::service::store::{
-    Application, DecidedOn, DecidedWrite, Organization, PublicationInputs, Status, StoreError,
+    Activity, Application, DecidedOn, DecidedWrite, Organization, PolicyVersion, PublicationInputs, Status, StoreError,
+    Transaction,
 };
 
 /// Job slots held by an organization's applications other than one: the jobs of each one's
@@ -111,43 +112,21 @@ fn publish_in_steps<S: Sql>(
 ) -> Result<Option<u64>, StoreError> {
     let Some(row) = sql.query_opt(check, checked)? else { return Ok(None) };
     let version = row.u64(1)?;
-    let v = &w.version;
-    let inserted = sql.execute(
-        "INSERT INTO policy_versions (application_id, version, schema_version, authored_digest, policy_digest,
-         policy, authored, jobs, execution, published_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-         ON CONFLICT DO NOTHING",
-        params![
-            on.application,
-            int(version),
-            v.schema_version,
-            &v.authored_digest,
-            &v.policy_digest,
-            &v.policy,
-            &v.authored,
-            int(v.jobs),
-            &v.execution,
-            &v.published_by
-        ],
-    )?;
-    if inserted == 0 {
-        return Ok(None);
+    let mut tx = Tx(&mut *sql);
+    match tx.insert_policy_version(on.application, &PolicyVersion { version, ..w.version.clone() }) {
+        Err(StoreError::Conflict(_)) => return Ok(None),
+        written => written?,
     }
-    sql.execute(
+    tx.sql().execute(
         "UPDATE applications SET status = ?2, pause_reason = ?3, active_pointer_version = ?4, settled = 0,
              exec_next_at = ?5, rearmed_version = CASE WHEN ?6 = 1 THEN ?4 ELSE rearmed_version END
          WHERE id = ?1",
         params![on.application, w.status.as_str(), w.pause_reason.as_ref(), int(version), int(w.due_at_ms), w.rearm],
     )?;
-    let e = &w.activity;
-    sql.execute(
-        "INSERT INTO activity (application_id, at, actor, action, policy_version, status, reason)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![on.application, &e.at, &e.actor, &e.action, int(version), w.status.as_str(), e.reason.as_ref()],
-    )?;
-    sql.execute(
-        "INSERT INTO wakeups (application_id, policy_version) VALUES (?1, ?2)",
-        params![on.application, int(version)],
-    )?;
+    let activity =
+        Activity { policy_version: Some(version), status: Some(w.status.as_str().to_owned()), ..w.activity.clone() };
+    tx.record_activity(on.application, &activity)?;
+    tx.record_wakeup(on.application, version)?;
     Ok(Some(version))
 }
 
