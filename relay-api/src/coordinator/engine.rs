@@ -602,10 +602,11 @@ impl Engine {
                 let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
             }
         }
+        // Read again, after the step (its probe may have waited), and only with a successor to
+        // step: most deployments have none, and this read was one per deployment per tick.
+        let Some(s) = successor.filter(|s| s.revision > d.revision) else { return };
         let executions = self.db(|store| store.current_executions(&d.id, d.revision)).unwrap_or_default();
-        if let Some(s) = successor.filter(|s| s.revision > d.revision)
-            && let Err(e) = self.step_successor(d, s, &executions).await
-        {
+        if let Err(e) = self.step_successor(d, s, &executions).await {
             let _ =
                 self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]));
         }
