@@ -35,6 +35,7 @@ fn main() {
     let mut requests = 2000usize;
     let mut connections = 4usize;
     let mut instances = 1usize;
+    let mut organizations = 1usize;
     let mut postgres = false;
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -44,11 +45,15 @@ fn main() {
             ("--instances", Some(n)) if n.parse::<usize>().is_ok_and(|n| n >= 1) => {
                 instances = n.parse().unwrap_or(instances);
             }
+            ("--organizations", Some(n)) if n.parse::<usize>().is_ok_and(|n| n >= 1) => {
+                organizations = n.parse().unwrap_or(organizations);
+            }
             ("--database", Some("postgres")) => postgres = true,
             ("--database", Some("sqlite")) => postgres = false,
             _ => {
                 eprintln!(
-                    "usage: publish-load [--requests N] [--connections C] [--database sqlite|postgres] [--instances N]"
+                    "usage: publish-load [--requests N] [--connections C] [--database sqlite|postgres] [--instances N] \
+                     [--organizations N]"
                 );
                 std::process::exit(2);
             }
@@ -68,21 +73,32 @@ fn main() {
         }
     }
     let first = dirs[0].to_str().expect("utf-8");
-    let t = token(first, "acme", "developer");
-    admin(&["entitlement", "set", "--data-dir", first, "--org", "acme", "enterprise"]);
-    admin(&["spend-authority", "set", "--data-dir", first, "--org", "acme", "--micros", "1000000"]);
-    accept_build(first, "acme", "load");
+    // Connection `i` publishes application `load` of organization `i mod n`.
+    let names: Vec<String> =
+        if organizations == 1 { vec!["acme".into()] } else { (0..organizations).map(|i| format!("acme{i}")).collect() };
+    let tokens: Vec<String> = names
+        .iter()
+        .map(|org| {
+            let t = token(first, org, "developer");
+            admin(&["entitlement", "set", "--data-dir", first, "--org", org, "enterprise"]);
+            admin(&["spend-authority", "set", "--data-dir", first, "--org", org, "--micros", "1000000"]);
+            accept_build(first, org, "load");
+            t
+        })
+        .collect();
     let servers: Vec<Server> = dirs.iter().map(|d| Server::start(d, &[])).collect();
     let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
-    let created = servers[0].request("POST", "/api/applications", Some(&t), Some(&json!({"applicationId": "load"})));
-    assert_eq!(created.status, 201);
+    for t in &tokens {
+        let created = servers[0].request("POST", "/api/applications", Some(t), Some(&json!({"applicationId": "load"})));
+        assert_eq!(created.status, 201);
+    }
 
     let manifest = std::fs::read_to_string(svc_e2e::workspace().join("examples/node-demo/manifest.yaml"))
         .expect("the demo manifest")
         .replace("applicationId: node-demo", "applicationId: load");
     let body = |dry: bool| serde_json::to_vec(&json!({"manifest": manifest, "dryRun": dry})).expect("json");
 
-    let _warm = run(&addrs, &t, &body(true), 200, connections, "warm-up");
+    let _warm = run(&addrs, &tokens, &body(true), 200, connections, "warm-up");
     // Interleaved rounds: this machine's speed (a VM) drifts by tens of percent over a minute,
     // so each round measures the three phases back to back and the ratio is taken per round.
     let per_round = requests.div_ceil(ROUNDS);
@@ -95,8 +111,8 @@ fn main() {
     }
     let (mut dry, mut commit, mut floors, mut ratios) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        dry.push(run(&addrs, &t, &body(true), per_round, connections, "dry-run publish"));
-        let c = run(&addrs, &t, &body(false), per_round, connections, "committed publish");
+        dry.push(run(&addrs, &tokens, &body(true), per_round, connections, "dry-run publish"));
+        let c = run(&addrs, &tokens, &body(false), per_round, connections, "committed publish");
         let f = match (&floor_db, &cluster) {
             (Some(db), _) => sqlite_floor(db, per_round, policy_size),
             (None, Some(cluster)) => pgbench_floor(cluster, floor_dir.path(), per_round, connections, policy_size),
@@ -113,7 +129,7 @@ fn main() {
 
     println!(
         "publish-load: {} requests per phase over {connections} keep-alive connections to {instances} instance(s) \
-         on {}, in {ROUNDS} interleaved rounds",
+         and {organizations} organization(s) on {}, in {ROUNDS} interleaved rounds",
         per_round * ROUNDS,
         if cluster.is_some() { "PostgreSQL" } else { "SQLite" }
     );
@@ -176,10 +192,11 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// `requests` publications over `connections` keep-alive connections, spread over the
-/// instances at `addrs` (connection `i` to instance `i mod n`).
+/// instances at `addrs` (connection `i` to instance `i mod n`) and the organizations whose
+/// `tokens` are given (connection `i` as organization `i mod n`).
 fn run(
     addrs: &[SocketAddr],
-    token: &str,
+    tokens: &[String],
     body: &[u8],
     requests: usize,
     connections: usize,
@@ -188,8 +205,12 @@ fn run(
     let per = requests.div_ceil(connections);
     let start = Instant::now();
     let results: Vec<(Duration, u16)> = std::thread::scope(|s| {
-        let handles: Vec<_> =
-            (0..connections).map(|i| s.spawn(move || client(addrs[i % addrs.len()], token, body, per))).collect();
+        let handles: Vec<_> = (0..connections)
+            .map(|i| {
+                let token = tokens[i % tokens.len()].as_str();
+                s.spawn(move || client(addrs[i % addrs.len()], token, body, per))
+            })
+            .collect();
         handles.into_iter().flat_map(|h| h.join().expect("client")).collect()
     });
     let elapsed = start.elapsed();
