@@ -250,21 +250,6 @@ struct Decided {
     jobs_in_use: u64,
 }
 
-/// A publication decided on a read snapshot.
-enum Snapshot {
-    /// A dry run's answer (or a refusal, as the error).
-    Answered((u16, PublishResponse)),
-    /// A publication to write if what it was decided on still holds.
-    Write(Box<DecidedPublication>),
-}
-
-/// A decided publication's checked write, and its answer once written.
-struct DecidedPublication {
-    on: DecidedOn,
-    write: DecidedWrite,
-    answer: PublishResponse,
-}
-
 impl Prepared {
     /// The manifest's authored digest (the console's confirm checks it is the one previewed).
     pub(crate) fn authored_digest(&self) -> &str {
@@ -347,34 +332,16 @@ impl Prepared {
     }
 
     /// Layers 3-7 on reads of a store across a network, then the checked write as a
-    /// transaction of its own: the answer, or `None` if the publication is to run under the
-    /// writers' lock (what it was decided on changed, or the store writes only in grouped
-    /// work). Blocking (round trips).
+    /// transaction of its own: the answer (a dry run's, a refusal as the error, or the
+    /// written version's), or `None` if the publication is to run under the writers' lock
+    /// (what it was decided on changed, or the store writes only in grouped work). What
+    /// they read of the organization and application is one statement; the rest (curated
+    /// artifacts, catalog images) is checked again when written, through the inputs
+    /// revision. Blocking (round trips).
     fn publish_off_the_lock(
         &self,
         store: &dyn crate::service::store::Store,
     ) -> Result<Option<(u16, PublishResponse)>, ApiError> {
-        let decided = match self.decide_on_snapshot(store)? {
-            Snapshot::Answered(answer) => return Ok(Some(answer)),
-            Snapshot::Write(decided) => decided,
-        };
-        let DecidedPublication { on, mut write, answer } = *decided;
-        // When it is written, not when it was decided.
-        write.activity.at = now();
-        write.due_at_ms = now_ms();
-        Ok(match store.publish_decided_alone(&on, &write).transpose()? {
-            Some(Some(version)) => {
-                Some((201, PublishResponse { policy_version: version, active_pointer_version: version, ..answer }))
-            }
-            Some(None) | None => None,
-        })
-    }
-
-    /// Layers 3-7 on reads of a store across a network: a dry run's answer, or the checked
-    /// write ([`DecidedPublication`]). What they read of the organization and application
-    /// is one statement; the rest (curated artifacts, catalog images) is checked again when
-    /// written, through the inputs revision. Blocking (round trips).
-    fn decide_on_snapshot(&self, store: &dyn crate::service::store::Store) -> Result<Snapshot, ApiError> {
         let mut tx = store.read_each()?;
         let Some(inputs) = tx.publication_inputs(self.caller.organization.id, &self.application_id)? else {
             return Err(ApiError::internal("the caller's organization is gone"));
@@ -382,14 +349,13 @@ impl Prepared {
         let mut reads = ReadAhead { inputs: &inputs, rest: tx.as_mut() };
         let d = self.decide(&mut reads, &inputs.organization, inputs.application.clone())?;
         drop(tx);
-        let inputs_revision = inputs.inputs_revision;
         let answer = self.answer(&d);
         if self.dry_run {
-            return Ok(Snapshot::Answered((200, answer)));
+            return Ok(Some((200, answer)));
         }
         let on = DecidedOn {
             application: d.read.key,
-            inputs_revision,
+            inputs_revision: inputs.inputs_revision,
             settled: d.read.settled,
             status: d.read.status,
             pause_reason: d.read.pause_reason.clone(),
@@ -397,9 +363,15 @@ impl Prepared {
             expected: self.expected,
         };
         let (status, pause_reason, rearm) = (d.after.status, d.after.pause_reason.clone(), d.rearm);
+        // Its times are taken here, as it is written.
         let (version, activity) = self.rows(d);
         let write = DecidedWrite { version, status, pause_reason, rearm, activity, due_at_ms: now_ms() };
-        Ok(Snapshot::Write(Box::new(DecidedPublication { on, write, answer })))
+        Ok(match store.publish_decided_alone(&on, &write).transpose()? {
+            Some(Some(version)) => {
+                Some((201, PublishResponse { policy_version: version, active_pointer_version: version, ..answer }))
+            }
+            Some(None) | None => None,
+        })
     }
 
     /// Layers 3-7 and the write, inside the (grouped) write transaction. A 201 writes; a

@@ -134,7 +134,7 @@ impl<S: Sql> Sql for Watched<'_, S> {
     }
 
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<SqlRow>, SqlError> {
-        // A query may write too (`INSERT ... RETURNING`, a writing `WITH`), and returns what
+        // A query that is not a `SELECT` may write (`INSERT ... RETURNING`), and returns what
         // it wrote: one that returned nothing wrote nothing.
         let rows = self.tx.query(sql, params)?;
         self.wrote |= !rows.is_empty() && !sql.trim_start().starts_with("SELECT");
