@@ -497,6 +497,37 @@ async fn an_ended_job_is_restarted_after_its_backoff_as_the_same_execution() {
     assert_eq!(projection.slots[0].restarts, 1);
 }
 
+/// Found by the demo's restart test in CI (a 502 from a deployment saying live): the
+/// scheduler restarted a live deployment's job between two engine ticks, so the engine never
+/// saw it end and kept the deployment live while the new processes did not listen yet.
+#[tokio::test]
+async fn a_job_restarted_between_two_ticks_is_validated_again_before_it_says_live() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    let live = |w: &World| w.deployment(&d.id).state == DeploymentState::Live;
+    assert!(w.tick_until(10, live).await);
+    w.market.end(&format!("{}.r1", d.id), 3);
+    // The scheduler alone: it records the ending, then restarts the job after its backoff.
+    w.engine.schedule();
+    w.clock.advance(1_000);
+    w.engine.schedule();
+    assert_eq!(w.market.0.lock().expect("lock").restarts, [format!("{}.r1", d.id)], "restarted");
+    assert_eq!(w.deployment(&d.id).state, DeploymentState::Live, "no deployment was stepped yet");
+    // The new processes do not answer yet.
+    w.probe.failing.lock().expect("lock").push(d.route_id.clone());
+    w.engine.tick().await;
+    let now = w.deployment(&d.id);
+    assert_eq!(now.state, DeploymentState::Provisioning, "not live on a job that did not validate: {now:?}");
+    assert!(now.state_reason.contains("restart 1 on its processor"), "{}", now.state_reason);
+    for _ in 0..3 {
+        w.engine.tick().await;
+        assert!(!live(&w), "live before it validated: {:?}", w.deployment(&d.id));
+    }
+    // Once they answer, it is live again.
+    w.probe.failing.lock().expect("lock").clear();
+    assert!(w.tick_until(10, live).await, "{:?}", w.deployment(&d.id));
+}
+
 #[tokio::test]
 async fn a_successor_of_a_deployment_that_serves_nothing_takes_over_at_once() {
     let w = world(FakeProbe::default());

@@ -11,7 +11,7 @@ use svc_e2e::service::TempDir;
 use super::deploy::{Relay, hint_codes, state};
 use super::process::signal;
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
@@ -25,7 +25,7 @@ fn pids(status: &Value) -> (u32, u32) {
 }
 
 /// The newest transition to `to` after `since` (Unix ms): its time and reason.
-fn transition_after(status: &Value, to: &str, since: i64) -> Option<(i64, String)> {
+pub(super) fn transition_after(status: &Value, to: &str, since: i64) -> Option<(i64, String)> {
     status["transitions"].as_array()?.iter().rev().find_map(|t| {
         // `svc --format json` writes times as RFC 3339.
         let at = humantime::parse_rfc3339(t["at"].as_str()?).ok()?.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64;

@@ -479,8 +479,9 @@ impl Engine {
         self.tail_logs(&serving).await;
     }
 
-    /// Steps the scheduler until nothing more is due now (a few batches at most per tick).
-    fn schedule(&self) {
+    /// Steps the scheduler until nothing more is due now (a few batches at most per tick):
+    /// what [`Engine::tick`] does first, on its own (the deployments are not stepped).
+    pub fn schedule(&self) {
         for _ in 0..8 {
             match super::blocking(|| self.executor.step()) {
                 Ok(report) if report.more => {}
@@ -671,6 +672,23 @@ impl Engine {
                     };
                 };
                 let job_id = job.execution_id.clone();
+                if d.state.spends() && !self.market.is_validated(&job_id) {
+                    // Its job restarted since the route last validated, between two ticks (so
+                    // its ending was never seen here): the route is not live until the new
+                    // processes validate (found by the demo's restart test, which got a 502
+                    // from a deployment still saying live).
+                    let why = match job.state {
+                        ExecState::Restarting => {
+                            job.reason.as_ref().map_or("the job restarted", |r| r.message.as_str())
+                        }
+                        _ => "the job ended",
+                    };
+                    self.db(|store| {
+                        store.transition(&d.id, DeploymentState::Provisioning, &format!("{why}; validating it again"))
+                    })?;
+                    self.wake();
+                    return Ok(());
+                }
                 if d.state.spends()
                     && !self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms()))?
                 {

@@ -110,6 +110,12 @@ impl IngressMarket {
         }
     }
 
+    /// Whether job `execution_id`'s route passed validation since the job last started (a
+    /// restart or its ending forgets it).
+    pub fn is_validated(&self, execution_id: &str) -> bool {
+        self.state().validated.contains(execution_id)
+    }
+
     /// Stops the draining jobs whose connections have ended (after [`DRAIN_MIN`]) or whose
     /// time is up ([`DRAIN_LIMIT`]); returns them.
     pub fn drain(&self) -> Vec<Drained> {
