@@ -55,6 +55,12 @@ pub trait ExecutionStore: Send + Sync {
         Ok(true)
     }
 
+    /// When the next application is due, if any is scheduled: a read for the scheduler's
+    /// sleep, which takes no writers' lock where the store can read without it.
+    fn next_due(&self) -> Result<Option<Millis>, StoreFailure> {
+        self.begin()?.next_due()
+    }
+
     /// Gives the scheduling lease up (a stop asked for): another instance takes over at once
     /// instead of when the lease runs out.
     fn resign(&self) {}
@@ -152,7 +158,7 @@ impl Executor {
 
     /// When the next application is due.
     pub fn next_due(&self) -> Result<Option<Millis>, StoreFailure> {
-        self.store.begin()?.next_due()
+        self.store.next_due()
     }
 
     /// Reconciles the store with what the market holds: run at start, before any step.

@@ -149,6 +149,12 @@ impl ExecutionStore for PostgresStore {
         Ok(Box::new(tx))
     }
 
+    fn next_due(&self) -> Result<Option<svc_execution::Millis>, StoreFailure> {
+        // One statement, no lock: the scheduler's sleep took the writers' lock for three
+        // round trips after every step.
+        Tx(PgTx::single(&self.pool).map_err(failure)?).next_due()
+    }
+
     fn lead(&self) -> Result<bool, StoreFailure> {
         let mut tx = self.begin_write().map_err(failure)?;
         let held =

@@ -218,6 +218,13 @@ impl ExecutionStore for SqliteStore {
         Ok(Box::new(self.begin_write().map_err(|e| StoreFailure(Box::new(e)))?))
     }
 
+    fn next_due(&self) -> Result<Option<svc_execution::Millis>, StoreFailure> {
+        // On a reader: the writer's lock is the publications'.
+        let conn = self.reader().map_err(|e| StoreFailure(Box::new(e)))?;
+        let tx = SqliteTx::begin(Held::Pooled(Some(conn), &self.readers), "BEGIN DEFERRED");
+        Tx(tx.map_err(|e| StoreFailure(Box::new(e)))?).next_due()
+    }
+
     fn lead(&self) -> Result<bool, StoreFailure> {
         self.hold_scheduling()
     }

@@ -477,6 +477,32 @@ fn only_the_store_that_leads_the_scheduling_may_begin_a_scheduler_transaction() 
     });
 }
 
+/// The scheduler's sleep reads when the next application is due; it took the writers' lock
+/// for it after every step (found measuring publications on PostgreSQL).
+#[test]
+fn the_next_due_time_is_read_while_a_writer_holds_the_lock() {
+    on_each_backend("next-due", |b| {
+        let store = (b.open)();
+        {
+            let mut tx = store.write().expect("tx");
+            let org = tx.ensure_organization("acme").expect("org");
+            let app = tx.insert_application(org.id, "web", "app_1").expect("app");
+            tx.update_application(&app).expect("set due");
+            tx.commit().expect("commit");
+        }
+        let writer = store.write().expect("a writer holds the lock");
+        let reader = store.clone();
+        let (sent, got) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sent
+                .send(svc_execution::executor::ExecutionStore::next_due(reader.as_ref()).map_err(|e| e.to_string()));
+        });
+        let due = got.recv_timeout(std::time::Duration::from_secs(10));
+        drop(writer);
+        assert!(matches!(due, Ok(Ok(Some(_)))), "read beside the writer: {due:?}");
+    });
+}
+
 #[test]
 fn publication_inputs_read_in_one_statement_are_what_each_read_gives() {
     on_each_backend("inputs", |b| {
