@@ -117,15 +117,17 @@ fn a_500_answer_carries_only_internal_error_and_a_request_id_and_the_detail_goes
     let dir = TempDir::new("internal-error");
     let token = token(dir.str(), "acme", "developer");
     let server = Server::start(dir.path(), &[]);
-    // The store's file vanishes under the running server: the next read cannot open it, and
-    // the store's error names the absolute path. On PostgreSQL, the tokens table goes: the
-    // database's error names it.
-    let db = dir.path().join("svc.sqlite3");
-    let detail = match svc_e2e::service::postgres_sql(dir.path(), "ALTER TABLE tokens RENAME TO tokens_moved") {
-        Some(_) => "\"tokens\" does not exist".to_owned(),
+    // The tokens table goes under the running server: the next read fails on every
+    // connection, and the database's error names the table. (Renaming SQLite's file was not
+    // enough: a connection the server already holds open reads on; the scheduler's sleep
+    // now keeps one.)
+    let sql = "ALTER TABLE tokens RENAME TO tokens_moved";
+    let detail = match svc_e2e::service::postgres_sql(dir.path(), sql) {
+        Some(_) => "\"tokens\" does not exist",
         None => {
-            std::fs::rename(&db, dir.path().join("moved.sqlite3")).expect("rename");
-            db.to_str().expect("utf-8").to_owned()
+            let db = rusqlite::Connection::open(dir.path().join("svc.sqlite3")).expect("the store's file");
+            db.execute_batch(sql).expect("renamed");
+            "no such table: tokens"
         }
     };
     let answer = server.request("GET", "/api/capabilities", Some(&token), None);
@@ -147,5 +149,5 @@ fn a_500_answer_carries_only_internal_error_and_a_request_id_and_the_detail_goes
         assert!(Instant::now() < deadline, "no log line for {id}: {log}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(logged.contains("internal error") && logged.contains(&detail), "{logged}");
+    assert!(logged.contains("internal error") && logged.contains(detail), "{logged}");
 }

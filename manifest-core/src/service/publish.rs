@@ -104,14 +104,24 @@ pub(crate) async fn prepare_body(
     application_id: String,
     body: Bytes,
 ) -> Result<Prepared, ApiError> {
-    // An invalid manifest reads the store (the 404 goes first): on a database across a
-    // network that is round trips, which stay off the async workers.
-    let inline = body.len() <= INLINE_BODY_BYTES && state.store.is_local();
+    if body.len() <= INLINE_BODY_BYTES {
+        let request = parse_request(&body)?;
+        return match check(&state, &caller, &application_id, &request)? {
+            Ok(prepared) => Ok(prepared),
+            // An invalid manifest reads the store (the 404 goes first): on a database across
+            // a network that is a round trip, which stays off the async workers.
+            Err(diagnostics) if state.store.is_local() => {
+                Err(not_found_or(&state, &caller, &application_id, diagnostics))
+            }
+            Err(diagnostics) => {
+                tokio::task::spawn_blocking(move || Err(not_found_or(&state, &caller, &application_id, diagnostics)))
+                    .await
+                    .unwrap_or_else(|_| Err(not_checked()))
+            }
+        };
+    }
     let validations = state.validations.clone();
     let work = move || parse_request(&body).and_then(|request| prepare(&state, &caller, &application_id, &request));
-    if inline {
-        return work();
-    }
     let permit = validations.acquire_owned().await.map_err(|_| not_checked())?;
     tokio::task::spawn_blocking(move || {
         let prepared = work();
@@ -134,18 +144,35 @@ pub(crate) fn prepare(
     application_id: &str,
     request: &PublishRequest<'_>,
 ) -> Result<Prepared, ApiError> {
+    check(state, caller, application_id, request)?
+        .map_err(|diagnostics| not_found_or(state, caller, application_id, diagnostics))
+}
+
+/// The answer to an invalid manifest: a 404 goes before the manifest's problems if the URL
+/// names no application of the caller's organization (for a valid manifest the write looks
+/// the application up anyway). Reads the store.
+fn not_found_or(state: &State, caller: &Caller, application_id: &str, diagnostics: Vec<Diagnostic>) -> ApiError {
+    match state.store.read().and_then(|mut tx| tx.application(caller.organization.id, application_id)) {
+        Ok(None) => Rejection::application_not_found(application_id).into(),
+        Ok(Some(_)) => refused(diagnostics),
+        Err(e) => e.into(),
+    }
+}
+
+/// [`prepare`] without the store: the publication, or an invalid manifest's diagnostics.
+fn check(
+    state: &State,
+    caller: &Caller,
+    application_id: &str,
+    request: &PublishRequest<'_>,
+) -> Result<Result<Prepared, Vec<Diagnostic>>, ApiError> {
     if !caller.role.can_publish() {
         return Err(Rejection::Forbidden(Denied::Publish { role: caller.role.as_str() }).into());
     }
     let report = validate(request.manifest.as_bytes());
     let manifest = match report.manifest() {
         Ok(m) => m,
-        // A 404 goes before the manifest's problems: the URL names no application of this
-        // organization. (For a valid manifest the write looks the application up anyway.)
-        Err(_) if state.store.read()?.application(caller.organization.id, application_id)?.is_none() => {
-            return Err(Rejection::application_not_found(application_id).into());
-        }
-        Err(_) => return Err(refused(report.diagnostics)),
+        Err(_) => return Ok(Err(report.diagnostics)),
     };
     let authored = match &report.document {
         Some(root) => crate::digest::canonical_bytes(root, request.manifest.len())
@@ -154,7 +181,7 @@ pub(crate) fn prepare(
             .unwrap_or_default(),
         None => String::new(),
     };
-    Ok(Prepared {
+    Ok(Ok(Prepared {
         manifest,
         schema_version: report.schema_version.unwrap_or(0),
         authored_digest: report.authored_digest().unwrap_or_default(),
@@ -167,7 +194,7 @@ pub(crate) fn prepare(
         expected: request.expected_active_pointer_version,
         schema_pairs: state.schema_pairs,
         fault: state.fault,
-    })
+    }))
 }
 
 /// Publishes (or previews) a prepared publication. On a local store (SQLite) layers 3-7 and
