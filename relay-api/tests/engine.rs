@@ -518,7 +518,11 @@ async fn a_job_restarted_between_two_ticks_is_validated_again_before_it_says_liv
     w.engine.tick().await;
     let now = w.deployment(&d.id);
     assert_eq!(now.state, DeploymentState::Provisioning, "not live on a job that did not validate: {now:?}");
-    assert!(now.state_reason.contains("restart 1 on its processor"), "{}", now.state_reason);
+    assert!(
+        now.state_reason.contains("it exited with status 3; the job restarted (restart 1 of 5)"),
+        "how it ended and that it restarted: {}",
+        now.state_reason
+    );
     for _ in 0..3 {
         w.engine.tick().await;
         assert!(!live(&w), "live before it validated: {:?}", w.deployment(&d.id));

@@ -677,15 +677,16 @@ impl Engine {
                     // its ending was never seen here): the route is not live until the new
                     // processes validate (found by the demo's restart test, which got a 502
                     // from a deployment still saying live).
+                    let ending = self.ending_of(job);
                     let why = match job.state {
-                        ExecState::Restarting => {
-                            job.reason.as_ref().map_or("the job restarted", |r| r.message.as_str())
-                        }
-                        _ => "the job ended",
+                        ExecState::Restarting => format!(
+                            "{ending}; the job restarted (restart {} of {}); validating it again",
+                            job.restarts,
+                            self.max_restarts()
+                        ),
+                        _ => format!("{ending}; validating it again"),
                     };
-                    self.db(|store| {
-                        store.transition(&d.id, DeploymentState::Provisioning, &format!("{why}; validating it again"))
-                    })?;
+                    self.db(|store| store.transition(&d.id, DeploymentState::Provisioning, &why))?;
                     self.wake();
                     return Ok(());
                 }

@@ -189,7 +189,13 @@ fn run(
             && let Some(rest) = STEP_GAP.checked_sub(at.elapsed())
         {
             sleep_unless_stopped(signal, stop, rest);
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
         }
+        // This step answers every wakeup so far (one during the gap included); a later one
+        // asks for another.
+        *signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = false;
         last_step = Some((std::time::Instant::now(), false));
         let wait = match executor.step() {
             Ok(report) if report.more || report.decided > 0 || report.recorded > 0 => {
