@@ -165,20 +165,40 @@ impl Drop for LocalJob {
 /// bwrap's `--die-with-parent` is not enough: the init of the job's PID namespace asks for
 /// its parent-death signal only once the sandbox is built, so a job stopped in its first
 /// tens of milliseconds (a demo interrupted at once) lived on, orphaned. So the outer bwrap
-/// is stopped first: a pending signal aborts any fork, so the children it has now are all it
-/// will have, and being stopped it cannot reap them, so their pids cannot be reused. Each
-/// child is a namespace's init; killing it kills every process of its namespace (the
-/// kernel's rule). Then the outer bwrap goes too.
+/// is stopped first, and only once it is stopped are its children read: a stop is acted on
+/// when the process next leaves the kernel, so a clone under way completes first (the
+/// kernel aborts a fork only for a fatal signal) and its child is among them. Found in CI:
+/// children read as soon as the stop was sent missed an init cloned that moment, which
+/// waited for ever for the outer bwrap to tell it to go on. Being stopped, the outer bwrap
+/// cannot reap its children, so their pids cannot be reused. Each child is a namespace's
+/// init; killing it kills every process of its namespace (the kernel's rule). Then the
+/// outer bwrap goes too.
 fn kill_sandbox(child: &mut Child) {
     // Already reaped: it ended, and its namespace with it.
     let Some(outer) = child.id() else { return };
     signal(outer, Signal::STOP);
+    until_stopped(outer);
     for init in children(outer) {
         signal(init, Signal::KILL);
     }
     // SIGKILL ends a stopped process too.
     let _ = child.start_kill();
 }
+
+/// Waits until `pid` is stopped or gone, for at most [`STOP_WAIT`]: a process in an
+/// uninterruptible wait stops only when the wait ends.
+fn until_stopped(pid: u32) {
+    let started = std::time::Instant::now();
+    while matches!(crate::sweep::state(pid), Some(state) if !matches!(state, 'T' | 't' | 'Z' | 'X')) {
+        if started.elapsed() >= STOP_WAIT {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
+/// How long [`kill_sandbox`] waits for a sandbox's outer process to stop.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub(crate) fn signal(pid: u32, signal: Signal) {
     if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {

@@ -21,21 +21,28 @@ struct Proc {
 }
 
 /// A process's command name and parent, from `/proc/PID/stat`.
-fn stat(pid: u32) -> Option<(String, u32)> {
+fn stat(pid: u32) -> Option<(String, char, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
     let (head, rest) = stat.rsplit_once(')')?;
     let comm = head.split_once('(')?.1.to_owned();
-    Some((comm, rest.split_whitespace().nth(1)?.parse().ok()?))
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((comm, state, fields.next()?.parse().ok()?))
 }
 
 /// A process's parent, if it still exists.
 pub(crate) fn parent(pid: u32) -> Option<u32> {
-    stat(pid).map(|(_, ppid)| ppid)
+    stat(pid).map(|(_, _, ppid)| ppid)
+}
+
+/// A process's state (`R`, `S`, `D`, `T` stopped, `Z` a zombie...), if it still exists.
+pub(crate) fn state(pid: u32) -> Option<char> {
+    stat(pid).map(|(_, state, _)| state)
 }
 
 fn read(pid: u32) -> Option<Proc> {
-    let (comm, ppid) = stat(pid)?;
+    let (comm, _, ppid) = stat(pid)?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     Some(Proc { pid, ppid, comm, cmdline })
 }

@@ -153,20 +153,33 @@ async fn processes_left_by_ending_jobs_at_once(ending: Ending) -> Vec<u32> {
     leaked
 }
 
+/// What a process left behind is, for a failure's message: its state, parent and name
+/// (`/proc/PID/stat`) and its command line.
+fn described(pids: &[u32]) -> Vec<String> {
+    pids.iter()
+        .map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            format!("{pid}: stat {} | {cmdline}", stat.trim_end())
+        })
+        .collect()
+}
+
 /// Found by `svc ingress demo` interrupted at once: a sandbox stopped within milliseconds of
 /// its launch left its namespace's init running (it takes bwrap's `--die-with-parent` only
 /// once the sandbox is built), orphaned, with the job in it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_stopped_right_after_launch_leaves_no_process() {
     let left = processes_left_by_ending_jobs_at_once(Ending::Stop).await;
-    assert_eq!(left, Vec::<u32>::new(), "no process of a stopped job remains");
+    assert_eq!(described(&left), Vec::<String>::new(), "no process of a stopped job remains");
 }
 
 /// The same for a job dropped (a coordinator's shutdown) rather than stopped.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_dropped_right_after_launch_leaves_no_process() {
     let left = processes_left_by_ending_jobs_at_once(Ending::Drop).await;
-    assert_eq!(left, Vec::<u32>::new(), "no process of a dropped job remains");
+    assert_eq!(described(&left), Vec::<String>::new(), "no process of a dropped job remains");
 }
 
 /// Reads lines and waits for an exit, for up to 5 s.
