@@ -148,8 +148,8 @@ fn run(
 ) {
     let mut backoff = FIRST_BACKOFF;
     let mut renewed = std::time::Instant::now();
-    // When the last step started, and whether it left more due now.
-    let mut last_step: Option<(std::time::Instant, bool)> = None;
+    // When the last step started; none if it left more due now (no gap before the next).
+    let mut last_step: Option<std::time::Instant> = None;
     while !stop.load(Ordering::SeqCst) {
         if leading && renewed.elapsed() >= RENEW {
             match store.lead() {
@@ -185,9 +185,7 @@ fn run(
             }
             renewed = std::time::Instant::now();
         }
-        if let Some((at, false)) = last_step
-            && let Some(rest) = STEP_GAP.checked_sub(at.elapsed())
-        {
+        if let Some(rest) = last_step.and_then(|at| STEP_GAP.checked_sub(at.elapsed())) {
             sleep_unless_stopped(signal, stop, rest);
             if stop.load(Ordering::SeqCst) {
                 break;
@@ -196,13 +194,13 @@ fn run(
         // This step answers every wakeup so far (one during the gap included); a later one
         // asks for another.
         *signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = false;
-        last_step = Some((std::time::Instant::now(), false));
+        last_step = Some(std::time::Instant::now());
         let wait = match executor.step() {
             Ok(report) if report.more || report.decided > 0 || report.recorded > 0 => {
                 backoff = FIRST_BACKOFF;
                 // Something happened: look again at once (a decision may be due now).
                 if report.more {
-                    last_step = last_step.map(|(at, _)| (at, true));
+                    last_step = None;
                     Duration::ZERO
                 } else {
                     until_due(executor, clock)

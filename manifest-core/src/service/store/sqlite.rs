@@ -142,12 +142,17 @@ impl SqliteStore {
         let conn = self.writer.lock().map_err(poisoned)?;
         Ok(Tx(SqliteTx::begin(Held::Locked(conn), "BEGIN IMMEDIATE")?))
     }
+
+    /// A read transaction on a pooled reader: the writer's lock is not taken.
+    fn begin_read(&self) -> Result<Tx<SqliteTx<'_>>, StoreError> {
+        let conn = self.reader()?;
+        Ok(Tx(SqliteTx::begin(Held::Pooled(Some(conn), &self.readers), "BEGIN DEFERRED")?))
+    }
 }
 
 impl Store for SqliteStore {
     fn read(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        let conn = self.reader()?;
-        Ok(Box::new(Tx(SqliteTx::begin(Held::Pooled(Some(conn), &self.readers), "BEGIN DEFERRED")?)))
+        Ok(Box::new(self.begin_read()?))
     }
 
     fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
@@ -220,9 +225,7 @@ impl ExecutionStore for SqliteStore {
 
     fn next_due(&self) -> Result<Option<svc_execution::Millis>, StoreFailure> {
         // On a reader: the writer's lock is the publications'.
-        let conn = self.reader().map_err(|e| StoreFailure(Box::new(e)))?;
-        let tx = SqliteTx::begin(Held::Pooled(Some(conn), &self.readers), "BEGIN DEFERRED");
-        Tx(tx.map_err(|e| StoreFailure(Box::new(e)))?).next_due()
+        self.begin_read().map_err(|e| StoreFailure(Box::new(e)))?.next_due()
     }
 
     fn lead(&self) -> Result<bool, StoreFailure> {
