@@ -16,8 +16,10 @@ use std::sync::Arc;
 
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+pub mod on_runtime;
 pub mod threads;
 
+pub use on_runtime::RuntimePool;
 pub use threads::{Connection, Pool, Session};
 
 /// Why a database could not be used.
@@ -133,6 +135,8 @@ impl Default for PoolSettings {
 #[derive(Clone)]
 pub struct Database {
     config: postgres::Config,
+    /// The same settings, for connections on an async runtime ([`on_runtime`]).
+    runtime_config: tokio_postgres::Config,
     tls: MakeRustlsConnect,
     location: String,
 }
@@ -183,6 +187,7 @@ impl Database {
             return Err(bad("it does not start with postgres:// or postgresql://".to_owned()));
         }
         let config: postgres::Config = url.parse().map_err(|e: postgres::Error| bad(e.to_string()))?;
+        let runtime_config: tokio_postgres::Config = url.parse().map_err(|e: postgres::Error| bad(e.to_string()))?;
         if config.get_dbname().is_none() {
             return Err(bad("it names no database".to_owned()));
         }
@@ -190,7 +195,7 @@ impl Database {
             return Err(bad("it names no host".to_owned()));
         }
         let location = location(&config);
-        Ok(Database { config, tls: MakeRustlsConnect::new(tls_config(ca)?), location })
+        Ok(Database { config, runtime_config, tls: MakeRustlsConnect::new(tls_config(ca)?), location })
     }
 
     /// Opens a connection.
@@ -204,6 +209,12 @@ impl Database {
     /// most `size`, a checkout waiting at most `wait` before it fails ([`DbError::Busy`]).
     pub fn pool(&self, size: u32, wait: std::time::Duration) -> Pool {
         Pool::new(self, size, wait)
+    }
+
+    /// At most `size` connections driven on the caller's async runtime, for statements that
+    /// each stand alone ([`on_runtime`]); a statement fails after `wait`.
+    pub fn runtime_pool(&self, size: u32, wait: std::time::Duration) -> RuntimePool {
+        RuntimePool::new(self, self.runtime_config.clone(), size, wait)
     }
 
     /// Host, port and database, for messages (never a password).

@@ -152,6 +152,27 @@ fn cell(row: &postgres::Row, i: usize) -> Result<Cell, postgres::Error> {
     })
 }
 
+/// Rows as the shared statements read them.
+fn sql_rows(rows: &[postgres::Row]) -> Result<Vec<SqlRow>, postgres::Error> {
+    rows.iter().map(|row| (0..row.len()).map(|i| cell(row, i)).collect::<Result<Vec<_>, _>>().map(SqlRow)).collect()
+}
+
+/// Runs a shared statement alone (its own transaction) on connections driven on the async
+/// runtime ([`svc_postgres::RuntimePool`]), for the hot path of a service on its runtime.
+/// `retry`: as [`RuntimePool::query`](svc_postgres::RuntimePool::query), for a read.
+pub async fn query_on_runtime(
+    pool: &svc_postgres::RuntimePool,
+    sql: &str,
+    params: &[Param<'_>],
+    retry: bool,
+) -> Result<Vec<SqlRow>, SqlError> {
+    let (sql, params) = (dollars(sql), owned(params)?);
+    let rows = pool.query(&sql, &bound(&params), retry).await?;
+    sql_rows(&rows).map_err(|e| {
+        SqlError::from(svc_postgres::DbError::Postgres { location: pool.location().to_owned(), source: e })
+    })
+}
+
 impl Sql for PgTx {
     const ROW_KEY: &'static str = "key";
     const BACKEND: crate::Backend = crate::Backend::Postgres;
@@ -187,10 +208,7 @@ impl Sql for PgTx {
         let (sql, params) = (dollars(sql), owned(params)?);
         let query = move |c: &mut svc_postgres::Connection| {
             let statement = c.prepared(&sql)?;
-            let rows = c.client().query(&statement, &bound(&params))?;
-            rows.iter()
-                .map(|row| (0..row.len()).map(|i| cell(row, i)).collect::<Result<Vec<_>, _>>().map(SqlRow))
-                .collect()
+            sql_rows(&c.client().query(&statement, &bound(&params))?)
         };
         if alone_read {
             // A statement alone is its own transaction: a read whose connection the database

@@ -132,13 +132,16 @@ async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, Api
     let token =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer).ok_or_else(unauthorized)?;
     let hash = hash_token(token);
-    let caller = if state.store.is_local() {
+    let caller = match state.store.on_runtime() {
+        // A database across a network: one statement, from this task.
+        Some(statements) => statements.caller(&hash).await?,
         // An indexed read on a pooled local connection: short enough for the async runtime.
-        state.store.caller(&hash)?
-    } else {
-        // A database across a network: round trips, off the async workers.
-        let state = state.clone();
-        blocking(move || Ok(state.store.caller(&hash)?)).await?
+        None if state.store.is_local() => state.store.caller(&hash)?,
+        // Round trips, off the async workers.
+        None => {
+            let state = state.clone();
+            blocking(move || Ok(state.store.caller(&hash)?)).await?
+        }
     };
     caller.ok_or_else(unauthorized)
 }

@@ -14,8 +14,8 @@ use crate::service::http::rejection::{Denied, Rejection};
 use crate::service::layers;
 
 use crate::service::store::{
-    Activity, Application, Caller, DecidedOn, DecidedWrite, LayerReads, Organization, PolicyVersion, ReadAhead, Status,
-    StoreError, Transaction,
+    Activity, Application, Caller, DecidedOn, DecidedWrite, LayerReads, OnRuntime, Organization, PolicyVersion,
+    PublicationInputs, ReadAhead, Status, StoreError, Transaction,
 };
 use crate::service::{FaultPoint, State};
 use crate::validate::validate;
@@ -210,20 +210,15 @@ pub(crate) async fn publish(state: &State, prepared: Prepared) -> Result<(u16, P
     let prepared = if state.store.is_local() || prepared.fault.is_some() {
         prepared
     } else {
-        let store = state.store.clone();
-        let decided = tokio::task::spawn_blocking(move || {
-            let answer = prepared.publish_off_the_lock(&*store);
-            (prepared, answer)
-        })
-        .await;
-        let Ok((prepared, answer)) = decided else { return Err(not_checked()) };
-        if let Some(answer) = answer? {
-            if answer.0 == 201 {
-                state.scheduler.wake();
+        match off_the_lock(state, prepared).await? {
+            Ok(answer) => {
+                if answer.0 == 201 {
+                    state.scheduler.wake();
+                }
+                return Ok(answer);
             }
-            return Ok(answer);
+            Err(prepared) => prepared,
         }
-        prepared
     };
     let (result_tx, result_rx) = tokio::sync::oneshot::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
@@ -246,6 +241,86 @@ pub(crate) async fn publish(state: &State, prepared: Prepared) -> Result<(u16, P
         state.scheduler.wake();
     }
     result
+}
+
+/// On a database across a network: layers 3-7 off the writers' lock, and the checked write.
+/// The answer, or the publication back if it is to run under the lock. A small manifest is
+/// decided on the async runtime; a large one (layers 3-7 take a while) or one that needs
+/// more reads, on the blocking pool.
+async fn off_the_lock(state: &State, prepared: Prepared) -> Result<Result<(u16, PublishResponse), Prepared>, ApiError> {
+    if let Some(statements) = state.store.on_runtime()
+        && prepared.authored.len() <= INLINE_BODY_BYTES
+    {
+        match prepared.publish_on_runtime(statements).await? {
+            OnTheRuntime::Answered(answer) => return Ok(Ok(answer)),
+            OnTheRuntime::UnderTheLock => return Ok(Err(prepared)),
+            OnTheRuntime::NeedsReads => {}
+        }
+    }
+    let store = state.store.clone();
+    let decided = tokio::task::spawn_blocking(move || {
+        let answer = prepared.publish_off_the_lock(&*store);
+        (prepared, answer)
+    })
+    .await;
+    let Ok((prepared, answer)) = decided else { return Err(not_checked()) };
+    Ok(answer?.ok_or(prepared))
+}
+
+/// What layers 3-7 decided off the writers' lock.
+enum OffTheLock {
+    /// A dry run's answer.
+    Answered(PublishResponse),
+    /// The checked write (boxed: it holds the version), and the answer before it is numbered.
+    Write(Box<(DecidedOn, DecidedWrite)>, PublishResponse),
+}
+
+/// Where a publication decided on the async runtime stands.
+enum OnTheRuntime {
+    /// Answered (a dry run, or written).
+    Answered((u16, PublishResponse)),
+    /// What it was decided on changed: it runs again under the writers' lock.
+    UnderTheLock,
+    /// Layers 3-7 asked for what was not read ahead: it is decided on the blocking pool.
+    NeedsReads,
+}
+
+/// Layer reads for what [`PublicationInputs`] does not hold, on the async runtime: none is
+/// made there; each is noted, and the publication is decided again on the blocking pool.
+#[derive(Default)]
+struct NotReadAhead {
+    asked: bool,
+}
+
+impl NotReadAhead {
+    fn ask<T>(&mut self) -> Result<T, StoreError> {
+        self.asked = true;
+        Err(StoreError::Backend("a read that was not made ahead; decided again on the blocking pool".into()))
+    }
+}
+
+impl LayerReads for NotReadAhead {
+    fn grants(&mut self, _: i64) -> Result<std::collections::BTreeSet<String>, StoreError> {
+        self.ask()
+    }
+    fn ssh_keys(&mut self, _: i64) -> Result<Vec<String>, StoreError> {
+        self.ask()
+    }
+    fn jobs_in_use(&mut self, _: i64, _: i64) -> Result<u64, StoreError> {
+        self.ask()
+    }
+    fn curated(&mut self, _: &str) -> Result<Vec<crate::service::store::ArtifactEvidence>, StoreError> {
+        self.ask()
+    }
+    fn accepted(&mut self, _: i64, _: &str) -> Result<Vec<crate::service::store::AcceptedArtifact>, StoreError> {
+        self.ask()
+    }
+    fn runtime_images(&mut self, _: &str, _: &str) -> Result<Vec<crate::service::store::RuntimeImage>, StoreError> {
+        self.ask()
+    }
+    fn provisioned_secrets(&mut self, _: i64, _: &str) -> Result<std::collections::BTreeSet<String>, StoreError> {
+        self.ask()
+    }
 }
 
 /// A publication that passed layers 1-2, with everything the write needs, owned.
@@ -358,27 +433,19 @@ impl Prepared {
         (version, activity)
     }
 
-    /// Layers 3-7 on reads of a store across a network, then the checked write as a
-    /// transaction of its own: the answer (a dry run's, a refusal as the error, or the
-    /// written version's), or `None` if the publication is to run under the writers' lock
-    /// (what it was decided on changed, or the store writes only in grouped work). What
-    /// they read of the organization and application is one statement; the rest (curated
-    /// artifacts, catalog images) is checked again when written, through the inputs
-    /// revision. Blocking (round trips).
-    fn publish_off_the_lock(
+    /// Layers 3-7 on what was read ahead of the organization and application, off the
+    /// writers' lock (what else they read comes from `rest`): a dry run's answer, or the
+    /// checked write to make and the answer it gives once numbered. A refusal is the error.
+    fn decide_off_the_lock(
         &self,
-        store: &dyn crate::service::store::Store,
-    ) -> Result<Option<(u16, PublishResponse)>, ApiError> {
-        let mut tx = store.read_each()?;
-        let Some(inputs) = tx.publication_inputs(self.caller.organization.id, &self.application_id)? else {
-            return Err(ApiError::internal("the caller's organization is gone"));
-        };
-        let mut reads = ReadAhead { inputs: &inputs, rest: tx.as_mut() };
+        inputs: &PublicationInputs,
+        rest: &mut dyn LayerReads,
+    ) -> Result<OffTheLock, ApiError> {
+        let mut reads = ReadAhead { inputs, rest };
         let d = self.decide(&mut reads, &inputs.organization, inputs.application.clone())?;
-        drop(tx);
         let answer = self.answer(&d);
         if self.dry_run {
-            return Ok(Some((200, answer)));
+            return Ok(OffTheLock::Answered(answer));
         }
         let on = DecidedOn {
             application: d.read.key,
@@ -393,11 +460,60 @@ impl Prepared {
         // Its times are taken here, as it is written.
         let (version, activity) = self.rows(d);
         let write = DecidedWrite { version, status, pause_reason, rearm, activity, due_at_ms: now_ms() };
-        Ok(match store.publish_decided_alone(&on, &write).transpose()? {
-            Some(Some(version)) => {
-                Some((201, PublishResponse { policy_version: version, active_pointer_version: version, ..answer }))
+        Ok(OffTheLock::Write(Box::new((on, write)), answer))
+    }
+
+    /// The answer to a decided write: 201 with the version written, or `None` if what it
+    /// was decided on changed (it runs again under the lock).
+    fn written(answer: PublishResponse, version: Option<u64>) -> Option<(u16, PublishResponse)> {
+        version.map(|v| (201, PublishResponse { policy_version: v, active_pointer_version: v, ..answer }))
+    }
+
+    /// [`Prepared::decide_off_the_lock`] and the write on the async runtime, each statement
+    /// alone ([`OnRuntime`]). Layers 3-7 are short for a small manifest; a manifest that
+    /// names what the inputs do not hold (curated artifacts, catalog images) is decided on
+    /// the blocking path instead, where those are read.
+    async fn publish_on_runtime(&self, statements: &dyn OnRuntime) -> Result<OnTheRuntime, ApiError> {
+        let Some(inputs) = statements.publication_inputs(self.caller.organization.id, &self.application_id).await?
+        else {
+            return Err(ApiError::internal("the caller's organization is gone"));
+        };
+        let mut rest = NotReadAhead::default();
+        let decided = self.decide_off_the_lock(&inputs, &mut rest);
+        if rest.asked {
+            return Ok(OnTheRuntime::NeedsReads);
+        }
+        Ok(match decided? {
+            OffTheLock::Answered(answer) => OnTheRuntime::Answered((200, answer)),
+            OffTheLock::Write(write, answer) => {
+                match Prepared::written(answer, statements.publish_decided(&write.0, &write.1).await?) {
+                    Some(answer) => OnTheRuntime::Answered(answer),
+                    None => OnTheRuntime::UnderTheLock,
+                }
             }
-            Some(None) | None => None,
+        })
+    }
+
+    /// [`Prepared::decide_off_the_lock`] on a snapshot read from the blocking pool, then the
+    /// write as a transaction of its own: the answer, or `None` if the publication is to run
+    /// under the writers' lock (what it was decided on changed, or the store writes only in
+    /// grouped work). Blocking (round trips).
+    fn publish_off_the_lock(
+        &self,
+        store: &dyn crate::service::store::Store,
+    ) -> Result<Option<(u16, PublishResponse)>, ApiError> {
+        let mut tx = store.read_each()?;
+        let Some(inputs) = tx.publication_inputs(self.caller.organization.id, &self.application_id)? else {
+            return Err(ApiError::internal("the caller's organization is gone"));
+        };
+        let decided = self.decide_off_the_lock(&inputs, tx.as_mut())?;
+        drop(tx);
+        Ok(match decided {
+            OffTheLock::Answered(answer) => Some((200, answer)),
+            OffTheLock::Write(write, answer) => match store.publish_decided_alone(&write.0, &write.1).transpose()? {
+                Some(version) => Prepared::written(answer, version),
+                None => None,
+            },
         })
     }
 

@@ -13,7 +13,10 @@
 //! With `--database postgres [--instances N]` the store is a throwaway PostgreSQL cluster
 //! with PostgreSQL's default durability, shared by `N` instances (the connections spread over
 //! them), and the floor is `pgbench` on the same cluster: the same clients, one policy-sized
-//! INSERT per transaction.
+//! INSERT per transaction. A second floor is the same write a publication commits, bare:
+//! `pgbench` calling `svc_publish_decided` (the checked write under the writers' lock) for
+//! another application, with a real version's texts and no service in front; it says what
+//! the service costs on top of the database's own work for the same rows.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -86,6 +89,10 @@ fn main() {
             t
         })
         .collect();
+    if postgres {
+        // The same-write floor's application (`SameWrite`).
+        accept_build(first, &names[0], "floor");
+    }
     let servers: Vec<Server> = dirs.iter().map(|d| Server::start(d, &[])).collect();
     let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
     for t in &tokens {
@@ -105,11 +112,13 @@ fn main() {
     let policy_size = 3000;
     let floor_dir = TempDir::new("floor");
     let floor_db = if cluster.is_none() { Some(sqlite_floor_open(floor_dir.path())) } else { None };
-    if let Some(c) = &cluster {
+    let same_write = cluster.as_ref().map(|c| {
         c.sql("svc", "CREATE TABLE floor (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, body TEXT NOT NULL)")
             .expect("the floor's table");
-    }
+        SameWrite::prepare(c, &servers[0], &tokens[0], &manifest, floor_dir.path())
+    });
     let (mut dry, mut commit, mut floors, mut ratios) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut same_floors, mut same_ratios) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         dry.push(run(&addrs, &tokens, &body(true), per_round, connections, "dry-run publish"));
         let c = run(&addrs, &tokens, &body(false), per_round, connections, "committed publish");
@@ -120,8 +129,15 @@ fn main() {
         };
         ratios.push(c.per_second / f);
         floors.push(f);
+        if let (Some(same), Some(cluster)) = (&same_write, &cluster) {
+            let f = same.run(cluster, per_round, connections);
+            same_ratios.push(c.per_second / f);
+            same_floors.push(f);
+        }
         commit.push(c);
     }
+    same_ratios.sort_by(f64::total_cmp);
+    same_floors.sort_by(f64::total_cmp);
     let (dry, commit) = (merge(dry), merge(commit));
     ratios.sort_by(f64::total_cmp);
     floors.sort_by(f64::total_cmp);
@@ -160,6 +176,16 @@ fn main() {
         100.0 * ratios[ratios.len() / 2],
         shown.join(", ")
     );
+    if !same_floors.is_empty() {
+        let shown: Vec<String> = same_ratios.iter().map(|r| format!("{:.0}%", 100.0 * r)).collect();
+        println!(
+            "same write, bare (pgbench calling svc_publish_decided, {connections} clients), median round: {:.0}/s; \
+             committed / it: {:.0}% median of rounds ({})",
+            same_floors[same_floors.len() / 2],
+            100.0 * same_ratios[same_ratios.len() / 2],
+            shown.join(", ")
+        );
+    }
     println!("committed p99: {:.2} ms (goal: under 20 ms)", ms(commit.p99));
     for server in servers {
         let _ = server.stop();
@@ -288,6 +314,114 @@ fn sqlite_floor(conn: &rusqlite::Connection, n: usize, size: usize) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// The same write a publication commits, bare: `pgbench` calls `svc_publish_decided` for an
+/// application of its own (`floor`, published once through the service so that it is
+/// active), with the texts of that real version and what a publication of it would have read
+/// just before. Each call must write a version: a check that failed would write nothing and
+/// pass for a fast floor, so the versions are counted.
+struct SameWrite {
+    script: std::path::PathBuf,
+    /// The call's text parameters after the checked ones (`?8`-`?15` and the actor).
+    texts: String,
+}
+
+/// What a publication of the floor's application reads before it writes (`?1`-`?7` but the
+/// pause and the fence, which stay NULL), in the call's order.
+const FLOOR_STATE: &str = "SELECT a.id || ', ' || o.inputs_rev || ', ' || a.settled || ', ' || quote_literal(a.status) \
+     || ', NULL, NULL, ' || (SELECT CAST(COALESCE(SUM(v.jobs), 0) AS BIGINT) FROM applications b \
+     JOIN policy_versions v ON v.application_id = b.id AND v.version = b.active_pointer_version \
+     WHERE b.organization_id = a.organization_id AND b.id <> a.id AND b.status <> 'disabled' AND b.settled = 0) \
+     FROM applications a JOIN organizations o ON o.id = a.organization_id WHERE a.application_id = 'floor'";
+
+impl SameWrite {
+    fn prepare(
+        cluster: &svc_pg_cluster::Cluster,
+        server: &Server,
+        token: &str,
+        manifest: &str,
+        scratch: &std::path::Path,
+    ) -> SameWrite {
+        let created =
+            server.request("POST", "/api/applications", Some(token), Some(&json!({"applicationId": "floor"})));
+        assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+        let manifest = manifest.replace("applicationId: load", "applicationId: floor");
+        let published = server.request(
+            "POST",
+            "/api/applications/floor/policy-versions",
+            Some(token),
+            Some(&json!({"manifest": manifest})),
+        );
+        assert_eq!(published.status, 201, "{}", String::from_utf8_lossy(&published.body));
+        // Texts travel as hex (any character survives psql), and go into the script as escape
+        // literals with every colon escaped: pgbench reads `:name` as a variable.
+        let hex = |column: &str| format!("encode(convert_to({column}, 'UTF8'), 'hex')");
+        let columns = [
+            "schema_version".to_owned(),
+            hex("authored_digest"),
+            hex("policy_digest"),
+            hex("policy"),
+            hex("authored"),
+            "jobs".to_owned(),
+            hex("execution"),
+            hex("published_by"),
+        ];
+        let row = cluster
+            .sql(
+                "svc",
+                &format!(
+                    "SELECT {} FROM policy_versions p JOIN applications a ON p.application_id = a.id \
+                     AND p.version = a.active_pointer_version WHERE a.application_id = 'floor'",
+                    columns.map(|c| format!("{c}::text")).join(" || ',' || ")
+                ),
+            )
+            .expect("the floor application's version");
+        let v: Vec<&str> = row.split(',').collect();
+        assert_eq!(v.len(), 8, "the floor application's version: {row}");
+        let literal = |hex: &str| {
+            let bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex from the database"))
+                .collect();
+            let text = String::from_utf8(bytes).expect("utf-8 from the database");
+            format!("E'{}'", text.replace('\\', "\\\\").replace('\'', "\\'").replace(':', "\\x3a"))
+        };
+        // The parameters a publication of it sends (`store/rows/decided.rs`), as literals.
+        let texts = format!(
+            "{}, {}, {}, {}, {}, {}, {}, {}, 'active', NULL, 0, 0, E'2026-11-27T00\\x3a00\\x3a00Z', {}, \
+             'policy_published', NULL",
+            v[0],
+            literal(v[1]),
+            literal(v[2]),
+            literal(v[3]),
+            literal(v[4]),
+            v[5],
+            literal(v[6]),
+            literal(v[7]),
+            literal(v[7])
+        );
+        SameWrite { script: scratch.join("same-write.sql"), texts }
+    }
+
+    /// Calls per second, `n` in all over `clients` clients (prepared, as the service sends
+    /// them), each as a publication would make it now.
+    fn run(&self, cluster: &svc_pg_cluster::Cluster, n: usize, clients: usize) -> f64 {
+        let state = cluster.sql("svc", FLOOR_STATE).expect("the floor application's state");
+        let call = format!("SELECT svc_publish_decided({state}, {});\n", self.texts);
+        std::fs::write(&self.script, &call).expect("the script");
+        let count = || {
+            let sql = "SELECT count(*) FROM policy_versions p JOIN applications a ON a.id = p.application_id \
+                       WHERE a.application_id = 'floor'";
+            cluster.sql("svc", sql).expect("count").parse::<usize>().expect("a count")
+        };
+        let before = count();
+        let per_client = n.div_ceil(clients);
+        let tps = pgbench(cluster, &self.script, per_client, clients, &["-M", "prepared"]);
+        let written = count() - before;
+        assert_eq!(written, per_client * clients, "every call of the floor wrote its version: {call:.600}");
+        tps
+    }
+}
+
 /// `pgbench` transactions per second on the cluster: `clients` clients, `n` transactions in
 /// all, each one INSERT of a `size`-byte row (what a publication's version row weighs).
 fn pgbench_floor(
@@ -299,11 +433,24 @@ fn pgbench_floor(
 ) -> f64 {
     let script = scratch.join("floor.sql");
     std::fs::write(&script, format!("INSERT INTO floor (body) VALUES (repeat('x', {size}));\n")).expect("the script");
+    pgbench(cluster, &script, n.div_ceil(clients), clients, &[])
+}
+
+/// `pgbench` running `script` `per_client` times from each of `clients` clients: transactions
+/// per second.
+fn pgbench(
+    cluster: &svc_pg_cluster::Cluster,
+    script: &std::path::Path,
+    per_client: usize,
+    clients: usize,
+    options: &[&str],
+) -> f64 {
     let out = std::process::Command::new(cluster.program("pgbench"))
         .args(["-n", "-h", "127.0.0.1", "-U", "postgres", "-p", &cluster.port().to_string()])
         .args(["-c", &clients.to_string(), "-j", &clients.to_string()])
-        .args(["-t", &n.div_ceil(clients).to_string(), "-f"])
-        .arg(&script)
+        .args(options)
+        .args(["-t", &per_client.to_string(), "-f"])
+        .arg(script)
         .arg("svc")
         .output()
         .expect("pgbench runs");

@@ -99,6 +99,12 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// The publication's hot path as statements on the async runtime, where the backend has
+    /// it (a database across a network; `None`: the blocking calls here serve).
+    fn on_runtime(&self) -> Option<&dyn OnRuntime> {
+        None
+    }
+
     /// The caller a token's hash names, read alone (every request asks).
     fn caller(&self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
         self.read_each()?.caller(token_hash)
@@ -120,6 +126,26 @@ pub trait Store: Send + Sync + 'static {
         let outcome = self.write().and_then(|mut tx| if work(tx.as_mut()) { tx.commit() } else { Ok(()) });
         done(outcome);
     }
+}
+
+/// A store's answer, on the async runtime.
+pub type Answer<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// The statements of every publication (and every request's caller), each alone, run on the
+/// async runtime: on a database across a network, a statement sent from the blocking pool
+/// crosses threads four times; here it is written to the connection from the request's task.
+/// Each answers as the [`Store`] call of the same name.
+pub trait OnRuntime: Send + Sync {
+    /// As [`Store::caller`].
+    fn caller<'a>(&'a self, token_hash: &'a str) -> Answer<'a, Option<Caller>>;
+    /// As [`Transaction::publication_inputs`], read alone.
+    fn publication_inputs<'a>(
+        &'a self,
+        organization: i64,
+        application_id: &'a str,
+    ) -> Answer<'a, Option<PublicationInputs>>;
+    /// As [`Store::publish_decided_alone`].
+    fn publish_decided<'a>(&'a self, on: &'a DecidedOn, write: &'a DecidedWrite) -> Answer<'a, Option<u64>>;
 }
 
 /// A unit of write work: `true` keeps its writes.

@@ -15,13 +15,16 @@
 //! takes no lock. `docs/decisions.md` says why a lock and not `SERIALIZABLE`.
 
 use svc_execution::executor::{ExecutionStore, ExecutionTx, NotLeader, StoreFailure};
-use svc_postgres::{Database, Pool, PoolSettings};
-use svc_sql::postgres::PgTx;
+use svc_postgres::{Database, Pool, PoolSettings, RuntimePool};
+use svc_sql::postgres::{PgTx, query_on_runtime};
 use svc_sql::{Sql, params};
 
 use super::group::{Group, Undo, run_units};
-use super::rows::Tx;
-use super::{DecidedOn, DecidedWrite, GroupedDone, GroupedWork, Store, StoreError, Transaction};
+use super::rows::{self, Tx};
+use super::{
+    Answer, Caller, DecidedOn, DecidedWrite, GroupedDone, GroupedWork, OnRuntime, PublicationInputs, Store, StoreError,
+    Transaction,
+};
 
 /// The migrations, in order; `svc_migrations` records those applied.
 pub const MIGRATIONS: &[&str] = &[
@@ -53,6 +56,9 @@ pub const LEASE_MS: i64 = 5_000;
 #[derive(Debug)]
 pub struct PostgresStore {
     pool: Pool,
+    /// Connections on the service's runtime, for the publication's hot path ([`OnRuntime`]);
+    /// none if the pool is one connection.
+    runtime: Option<RuntimePool>,
     group: Group,
     /// This instance, as the scheduling lease names its holder.
     instance: String,
@@ -61,7 +67,10 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Opens a pool of connections to `db` and migrates it.
     pub fn open(db: &Database, settings: PoolSettings) -> Result<PostgresStore, StoreError> {
-        let pool = db.pool(settings.size, settings.wait);
+        // The pool's size bounds every connection: a quarter of them (at least one) carry the
+        // hot path's statements, pipelined, and the rest the transactions.
+        let on_runtime = if settings.size >= 2 { (settings.size / 4).max(1) } else { 0 };
+        let pool = db.pool(settings.size - on_runtime, settings.wait);
         let session = pool.session().map_err(svc_sql::SqlError::from)?;
         session
             .with(|conn, db| svc_postgres::migrate(db, conn.client(), STORE, MIGRATIONS))
@@ -70,7 +79,12 @@ impl PostgresStore {
         getrandom::fill(&mut nonce).map_err(|e| StoreError::Backend(format!("no random numbers: {e}").into()))?;
         let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
         let instance = format!("pid{}-{nonce}", std::process::id());
-        Ok(PostgresStore { pool, group: Group::default(), instance })
+        let runtime = (on_runtime > 0).then(|| db.runtime_pool(on_runtime, settings.wait));
+        Ok(PostgresStore { pool, runtime, group: Group::default(), instance })
+    }
+
+    fn runtime(&self) -> Result<&RuntimePool, StoreError> {
+        self.runtime.as_ref().ok_or_else(|| StoreError::Backend("no connections on the runtime".into()))
     }
 
     /// This instance's name in the scheduling lease.
@@ -110,6 +124,10 @@ impl Store for PostgresStore {
         "postgres"
     }
 
+    fn on_runtime(&self) -> Option<&dyn OnRuntime> {
+        self.runtime.as_ref().map(|_| self as &dyn OnRuntime)
+    }
+
     fn write_grouped(&self, work: GroupedWork, done: GroupedDone) {
         self.group.submit(work, done, || {
             let pool = self.pool.clone();
@@ -118,6 +136,39 @@ impl Store for PostgresStore {
                 run_units(&mut tx, units, Undo::Group)
             })
         });
+    }
+}
+
+/// Reads are run once more if the database dropped their connection; the decided write is
+/// not (it may have committed). Offered only with runtime connections
+/// ([`Store::on_runtime`]).
+impl OnRuntime for PostgresStore {
+    fn caller<'a>(&'a self, token_hash: &'a str) -> Answer<'a, Option<Caller>> {
+        Box::pin(async move {
+            let rows = query_on_runtime(self.runtime()?, rows::CALLER, params![token_hash], true).await?;
+            Ok(rows.first().map(rows::caller_row).transpose()?)
+        })
+    }
+
+    fn publication_inputs<'a>(
+        &'a self,
+        organization: i64,
+        application_id: &'a str,
+    ) -> Answer<'a, Option<PublicationInputs>> {
+        Box::pin(async move {
+            let rows =
+                query_on_runtime(self.runtime()?, &rows::INPUTS, params![organization, application_id], true).await?;
+            Ok(rows::inputs_from_rows(&rows, organization)?)
+        })
+    }
+
+    fn publish_decided<'a>(&'a self, on: &'a DecidedOn, write: &'a DecidedWrite) -> Answer<'a, Option<u64>> {
+        Box::pin(async move {
+            let params = rows::decided_call_params(on, write);
+            let rows = query_on_runtime(self.runtime()?, rows::DECIDED_CALL, &params, false).await?;
+            let row = rows.first().ok_or_else(|| svc_sql::SqlError::NoRow("svc_publish_decided".to_owned()))?;
+            Ok(row.opt_u64(0)?)
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use svc_sql::{Backend, Sql, SqlError, params};
+use svc_sql::{Backend, Sql, SqlError, SqlRow, params};
 
 use super::{Tx, accepted_row, int, organization_row};
 use crate::service::store::{
@@ -56,10 +56,9 @@ fn still_holds() -> String {
     )
 }
 
-pub(super) fn publish<S: Sql>(sql: &mut S, on: &DecidedOn, w: &DecidedWrite) -> Result<Option<u64>, StoreError> {
-    let v = &w.version;
-    let e = &w.activity;
-    let checked = params![
+/// The parameters of the decided check, `?1`-`?7` ([`still_holds`]).
+fn checked<'a>(on: &'a DecidedOn) -> [svc_sql::Param<'a>; 7] {
+    *params![
         on.application,
         on.inputs_revision,
         on.settled,
@@ -67,17 +66,23 @@ pub(super) fn publish<S: Sql>(sql: &mut S, on: &DecidedOn, w: &DecidedWrite) -> 
         on.pause_reason.as_ref(),
         on.expected.map(int),
         int(on.jobs_in_use)
-    ];
-    if S::BACKEND == Backend::Sqlite {
-        return publish_in_steps(sql, &still_holds(), checked, on, w);
-    }
-    // One call: `svc_publish_decided` (PostgreSQL's migration 0003) takes the writers' lock
-    // (again, if the transaction holds it already), checks, and writes; the parameters in
-    // its order.
-    const CALL: &str = "SELECT svc_publish_decided(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-         ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
-    let params = [
-        checked.as_slice(),
+    ]
+}
+
+/// One call on PostgreSQL: `svc_publish_decided` (its migration 0003) takes the writers' lock
+/// (again, if the transaction holds it already), checks, and writes; [`decided_call_params`]
+/// in its order. It answers the version written, or NULL.
+pub(in crate::service::store) const DECIDED_CALL: &str = "SELECT svc_publish_decided(?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+     ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
+
+/// The parameters of [`DECIDED_CALL`].
+pub(in crate::service::store) fn decided_call_params<'a>(
+    on: &'a DecidedOn,
+    w: &'a DecidedWrite,
+) -> Vec<svc_sql::Param<'a>> {
+    let (v, e) = (&w.version, &w.activity);
+    [
+        checked(on).as_slice(),
         params![
             v.schema_version,
             &v.authored_digest,
@@ -97,8 +102,14 @@ pub(super) fn publish<S: Sql>(sql: &mut S, on: &DecidedOn, w: &DecidedWrite) -> 
             e.reason.as_ref()
         ],
     ]
-    .concat();
-    Ok(sql.query_one(CALL, &params)?.opt_u64(0)?)
+    .concat()
+}
+
+pub(super) fn publish<S: Sql>(sql: &mut S, on: &DecidedOn, w: &DecidedWrite) -> Result<Option<u64>, StoreError> {
+    if S::BACKEND == Backend::Sqlite {
+        return publish_in_steps(sql, &still_holds(), &checked(on), on, w);
+    }
+    Ok(sql.query_one(DECIDED_CALL, &decided_call_params(on, w))?.opt_u64(0)?)
 }
 
 /// The same check and writes as statements in turn, on SQLite (each is a function call, not
@@ -129,6 +140,9 @@ fn publish_in_steps<S: Sql>(
     tx.record_wakeup(on.application, version)?;
     Ok(Some(version))
 }
+
+/// [`inputs_statement`], made once.
+pub(in crate::service::store) static INPUTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(inputs_statement);
 
 /// What layers 3-7 read of organization `?1` and its application `?2`, as one statement:
 /// each fact is a branch of a `UNION ALL`, its rows tagged by the branch's number and laid
@@ -161,11 +175,19 @@ pub(super) fn publication_inputs<S: Sql>(
     organization: i64,
     application_id: &str,
 ) -> Result<Option<PublicationInputs>, StoreError> {
-    let rows = sql.query(&inputs_statement(), params![organization, application_id])?;
+    let rows = sql.query(&INPUTS, params![organization, application_id])?;
+    Ok(inputs_from_rows(&rows, organization)?)
+}
+
+/// [`PublicationInputs`] from the rows of [`INPUTS`] (`None`: no such organization).
+pub(in crate::service::store) fn inputs_from_rows(
+    rows: &[SqlRow],
+    organization: i64,
+) -> Result<Option<PublicationInputs>, SqlError> {
     let (mut found, mut application, mut jobs_in_use) = (None, None, 0);
     let (mut grants, mut provisioned, mut accepted, mut ssh_keys) =
         (BTreeSet::new(), BTreeSet::new(), Vec::new(), Vec::new());
-    for r in &rows {
+    for r in rows {
         match r.i64(0)? {
             0 => {
                 let spend_authority_micros = r.opt_u64(3)?;

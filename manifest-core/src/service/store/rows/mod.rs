@@ -7,6 +7,10 @@ mod decided;
 mod executions;
 mod publication;
 
+// The hot path's statements, for the backend that runs them on the async runtime.
+pub(super) use decided::{DECIDED_CALL, INPUTS, decided_call_params, inputs_from_rows};
+pub(super) use publication::{CALLER, caller_row};
+
 use svc_sql::{Sql, SqlError, SqlRow};
 
 use super::{AcceptedArtifact, ArtifactEvidence, Organization, PolicyVersion, StoreError};

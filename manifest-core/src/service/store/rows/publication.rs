@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use svc_sql::{Sql, SqlRow, params};
+use svc_sql::{Sql, SqlError, SqlRow, params};
 
 use super::decided::{self, global_inputs_changed, inputs_changed};
 use super::{
@@ -113,22 +113,28 @@ impl<S: Sql> LayerReads for Tx<S> {
     }
 }
 
+/// The caller a token's hash (`?1`) names. Every request asks: one fixed statement
+/// ([`ORGANIZATION_COLUMNS`], prefixed).
+pub(in crate::service::store) const CALLER: &str = "SELECT t.id, t.name, t.role, o.id, o.name, o.entitlement, \
+     o.spend_authority_micros FROM tokens t JOIN organizations o ON o.id = t.organization_id WHERE t.token_hash = ?1";
+
+/// A caller from [`CALLER`].
+pub(in crate::service::store) fn caller_row(r: &SqlRow) -> Result<Caller, SqlError> {
+    Ok(Caller {
+        organization: organization_row(r, 3)?,
+        token_id: r.text(0)?,
+        name: r.text(1)?,
+        role: r.spelled(2, Role::parse)?,
+    })
+}
+
 impl<S: Sql> Transaction for Tx<S> {
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         Ok(self.sql().commit_tx()?)
     }
 
     fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
-        // Every request asks: one fixed statement ([`ORGANIZATION_COLUMNS`], prefixed).
-        const CALLER: &str = "SELECT t.id, t.name, t.role, o.id, o.name, o.entitlement, o.spend_authority_micros \
-             FROM tokens t JOIN organizations o ON o.id = t.organization_id WHERE t.token_hash = ?1";
-        let Some(r) = self.sql().query_opt(CALLER, params![token_hash])? else { return Ok(None) };
-        Ok(Some(Caller {
-            organization: organization_row(&r, 3)?,
-            token_id: r.text(0)?,
-            name: r.text(1)?,
-            role: r.spelled(2, Role::parse)?,
-        }))
+        Ok(self.sql().query_opt(CALLER, params![token_hash])?.map(|r| caller_row(&r)).transpose()?)
     }
 
     fn organization(&mut self, name: &str) -> Result<Option<Organization>, StoreError> {
