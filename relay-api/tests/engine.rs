@@ -13,7 +13,7 @@ use relay_api::ca::DevCa;
 use relay_api::coordinator::model::{Deployment, Quote, SuccessorState};
 use relay_api::coordinator::probe::{BoxFuture, Probe, Probed};
 use relay_api::coordinator::state::DeploymentState;
-use relay_api::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, now_ms};
+use relay_api::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, now_ms};
 use relay_api::coordinator::{CoordinatorConfig, Engine, EngineParts, RelayStore, STEP_CONCURRENCY};
 use relay_api::gateway::{Gateway, GatewayConfig};
 use relay_api::hint::{Hint, Stage};
@@ -265,6 +265,11 @@ fn published(project: &str, id: &str, revision: u32) -> PublishedPolicy {
         .expect("published")
 }
 
+/// The app's files a revision records (as written into the data directory below).
+fn app_bundle() -> RevisionBundle {
+    RevisionBundle { files: vec![("server.js".to_owned(), APP.as_bytes().to_vec())], ..RevisionBundle::default() }
+}
+
 impl World {
     /// A deployment of project `name`, funded for two periods.
     fn funded(&self, name: &str) -> Deployment {
@@ -273,6 +278,11 @@ impl World {
 
     /// A deployment of project `name` (its file `project`), funded for two periods.
     fn funded_project(&self, name: &str, project: &str) -> Deployment {
+        self.funded_with(name, project, &[])
+    }
+
+    /// The same, with these secrets deployed.
+    fn funded_with(&self, name: &str, project: &str, secrets: &[(&str, &str)]) -> Deployment {
         let id = format!("dep_{:0>16}", name.len() + self.store.deployments_of(&self.org).expect("list").len());
         let d = self
             .store
@@ -290,6 +300,10 @@ impl World {
                 hostnames: Vec::new(),
                 quote: None,
                 policy: published(project, &id, 1),
+                bundle: RevisionBundle {
+                    secrets: secrets.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+                    ..app_bundle()
+                },
             })
             .expect("created");
         let quote = Quote {
@@ -368,6 +382,7 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
         ceiling_micros: 5_000_000,
         route_id: format!("rt_shop_r{revision}"),
         policy: published(PROJECT, &d.id, revision),
+        bundle: app_bundle(),
     };
     w.store.put_successor(&successor(2)).expect("revision 2");
     let switched = w.tick_until(10, |w| w.deployment(&d.id).revision == 2).await;
@@ -547,6 +562,7 @@ async fn a_successor_of_a_deployment_that_serves_nothing_takes_over_at_once() {
             ceiling_micros: 5_000_000,
             route_id: "rt_shop_r2".into(),
             policy: published(PROJECT, &d.id, 2),
+            bundle: app_bundle(),
         })
         .expect("revision 2");
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
@@ -724,9 +740,7 @@ async fn a_revision_runs_what_its_published_policy_says() {
     let project = r#"{"version": 1, "name": "shop", "runtime": "node", "app": {"entrypoint": "server.js",
         "env": {"GREETING": "hello"}, "secrets": {"API_KEY": {"fromEnv": "SHOP_API_KEY"}}},
         "spend": {"ceilingMicros": 5000000}}"#;
-    let d = w.funded_project("shop", project);
-    let secrets = w.engine.config().deployments_dir().join(&d.id).join("r1").join("secrets.json");
-    std::fs::write(&secrets, r#"{"API_KEY": "s3cret"}"#).expect("write");
+    let d = w.funded_with("shop", project, &[("API_KEY", "s3cret")]);
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
 
     let policy = w.store.policy(&d.id, 1).expect("read").expect("revision 1 published its policy");

@@ -9,7 +9,7 @@ use relay_api::coordinator::RelayStore;
 use relay_api::coordinator::model::Deployment;
 use relay_api::coordinator::scheduling::{MAX_RESTARTS, Scheduling};
 use relay_api::coordinator::state::DeploymentState;
-use relay_api::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, now_ms};
+use relay_api::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, now_ms};
 use svc_execution::executor::Executor;
 use svc_execution::scheduler::retry_backoff;
 use svc_execution::{ExecState, ManualClock, SimulatedPool};
@@ -47,6 +47,7 @@ fn successor(id: &str, policy: PublishedPolicy) -> NewSuccessor {
         ceiling_micros: 5_000_000,
         route_id: "rt_shop_2".into(),
         policy,
+        bundle: RevisionBundle::default(),
     }
 }
 
@@ -86,6 +87,7 @@ impl World {
                 hostnames: Vec::new(),
                 quote: None,
                 policy: published(id, 1),
+                bundle: RevisionBundle::default(),
             })
             .expect("created")
     }
@@ -294,9 +296,13 @@ fn on_the_ingress_market_a_successor_is_ready_when_validated_and_its_predecessor
 fn one_deployment_with_unreadable_secrets_does_not_stall_the_others() {
     let w = World::new();
     let broken = w.deploy("dep_0000000000000006");
-    let secrets = w._dir.path().join("deployments").join(&broken.id).join("r1");
-    std::fs::create_dir_all(&secrets).expect("mkdir");
-    std::fs::write(secrets.join("secrets.json"), "not json").expect("write");
+    // Its stored secrets damaged (by hand, at a SQL prompt).
+    let db = rusqlite::Connection::open(w._dir.path().join(relay_api::coordinator::store::DATABASE_FILE))
+        .expect("the database");
+    let damaged = db
+        .execute("UPDATE revision_secrets SET secrets = 'not json' WHERE deployment_id = ?1", [&broken.id])
+        .expect("damaged");
+    assert_eq!(damaged, 1);
     let fine = {
         let org = w.store.invite("acme").expect("an organization");
         w.store
@@ -314,6 +320,7 @@ fn one_deployment_with_unreadable_secrets_does_not_stall_the_others() {
                 hostnames: Vec::new(),
                 quote: None,
                 policy: published("dep_0000000000000007", 1),
+                bundle: RevisionBundle::default(),
             })
             .expect("created")
     };

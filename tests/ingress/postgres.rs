@@ -33,7 +33,7 @@ fn serve(data: &std::path::Path, url: &str) -> Command {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_relay_on_postgres_deploys_keeps_its_state_across_a_restart_and_runs_alone() {
+async fn a_relay_on_postgres_deploys_keeps_its_state_across_a_restart_runs_alone_and_moves_with_its_database() {
     let Some(cluster) = svc_pg_cluster::for_test("relay-on-postgres") else { return };
     let url = cluster.svc_url();
     let dir = TempDir::new("relay-postgres");
@@ -71,11 +71,27 @@ async fn a_relay_on_postgres_deploys_keeps_its_state_across_a_restart_and_runs_a
     let project = std::path::PathBuf::from(&config);
     relay.wait_status(&project, Duration::from_secs(30), "answers again", |s| state(s) == "live").await;
 
-    // Restarted, the coordinator finds its deployment in the database and brings it back.
+    // Started again on another data directory (a coordinator moved to a new host, with only
+    // the database): it finds the deployment there, writes its files from the database and
+    // brings it back.
     let mut relay = relay;
     relay.proc.signal("TERM");
     assert!(relay.proc.wait_exit(Duration::from_secs(15)).await.is_some(), "{}", relay.proc.output());
-    let relay = Relay::attach(Proc::spawn("svc relay serve (again)", serve(&data, &url)), &data, token).await;
-    let (status, _) = relay.wait_status(&project, Duration::from_secs(60), "live again", |s| state(s) == "live").await;
+    let id = cluster.sql("svc", "SELECT id FROM deployments").expect("a query");
+    assert!(!other.join("deployments").join(&id).exists(), "nothing of it in the other data directory yet");
+    let moved_at = super::supervision::now_ms();
+    let relay = Relay::attach(Proc::spawn("svc relay serve (moved)", serve(&other, &url)), &other, token).await;
+    // Its state in the database says live from the start: what counts is a job of this
+    // coordinator validated, a transition to live after the move.
+    let (status, _) = relay
+        .wait_status(&project, Duration::from_secs(60), "live again, on the moved coordinator", |s| {
+            super::supervision::transition_after(s, "live", moved_at).is_some()
+        })
+        .await;
     assert_eq!(status["deployment"]["revision"], 1, "{status:#}");
+    let server = other.join("deployments").join(&id).join("r1").join("app").join("server.js");
+    assert_eq!(
+        std::fs::read(&server).expect("the app's files, written from the database"),
+        std::fs::read(data.join("deployments").join(&id).join("r1").join("app").join("server.js")).expect("the first")
+    );
 }

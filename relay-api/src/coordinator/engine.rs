@@ -1001,6 +1001,8 @@ impl Engine {
                 let job = launch::JobOf { deployment: d, revision, route_id: &route_id, project_json: &project_json };
                 let published =
                     crate::project::read(&project_json).map_err(launch::StartError::Project).and_then(|project| {
+                        let deployments = self.parts.config.deployments_dir();
+                        self.db(|store| super::files::materialize(store, &deployments, &d.id, revision))?;
                         let app_dir = self.revision_dir(&d.id, revision).join(APP_DIR);
                         super::blocking(|| self.launcher.publish_unpublished(&job, &project, &app_dir))
                     });

@@ -5,9 +5,11 @@
 //! revision sits beside the serving one until it takes over; the engine removes a
 //! revision's files when its job has stopped for good.
 //!
-//! A deploy writes its files into a staging directory first ([`StagedBundle`]), moves them
-//! into place, then records the deployment; if the store refuses, the files go again. So a
-//! refused or failed deploy leaves nothing. [`sweep`] removes what no deployment needs: the
+//! A deploy records its files and secrets in the store, with the revision, in one
+//! transaction, and writes them into the receiving coordinator's data directory first
+//! ([`stage`]: a staging directory, moved into place, removed again if the store refuses).
+//! So a refused or failed deploy leaves nothing. Any other coordinator on the store writes a
+//! revision's files from the store when it launches it ([`materialize`]). [`sweep`] removes what no deployment needs: the
 //! files of stopped deployments and, at startup, what a crash left (staging directories,
 //! files of deployments the store does not know, revisions neither serving nor next).
 
@@ -18,7 +20,7 @@ use agent::files::{create_private_dir, write_private};
 
 use super::engine::{APP_DIR, SECRETS_FILE};
 use super::state::DeploymentState;
-use super::store::RelayStore;
+use super::store::{RelayStore, RevisionBundle};
 
 /// Staging directories start with this (never a deployment ID).
 const STAGING: &str = ".staging-";
@@ -27,7 +29,7 @@ const STAGING: &str = ".staging-";
 /// helpers word theirs the same way).
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-pub(super) struct FilesError(#[from] std::io::Error);
+pub(crate) struct FilesError(#[from] std::io::Error);
 
 /// Creates the data and job directories (0700) and returns their absolute paths, so jobs and
 /// their sandboxes never depend on the working directory. They must be apart: neither may be
@@ -104,6 +106,130 @@ pub(crate) fn revision_dir(base: &Path, id: &str, revision: u32) -> PathBuf {
     base.join(id).join(format!("r{revision}"))
 }
 
+/// Why a revision's files could not be written from the store.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MaterializeError {
+    /// The store keeps no files for the revision (it neither serves nor comes next).
+    #[error("the store keeps no files for revision {revision} of deployment {id}")]
+    NotStored {
+        /// The deployment.
+        id: String,
+        /// The revision.
+        revision: u32,
+    },
+    /// The store could not be read.
+    #[error("reading the files of revision {revision} of deployment {id}: {source}")]
+    Store {
+        /// The deployment.
+        id: String,
+        /// The revision.
+        revision: u32,
+        /// Why.
+        #[source]
+        source: super::StoreError,
+    },
+    /// They could not be written.
+    #[error(transparent)]
+    Files(#[from] FilesError),
+}
+
+/// Writes revision `revision` of deployment `id` from the store into `deployments`, unless
+/// its files are there already: the deploy recorded them in the store, and whichever
+/// coordinator launches the revision (one on a fresh data directory, or not the one that
+/// received the deploy) writes them first. Staged and moved into place, so a crash leaves
+/// nothing half written.
+pub(crate) fn materialize(
+    store: &RelayStore,
+    deployments: &Path,
+    id: &str,
+    revision: u32,
+) -> Result<(), MaterializeError> {
+    if revision_dir(deployments, id, revision).join(APP_DIR).is_dir() {
+        return Ok(());
+    }
+    let stored = store.revision_bundle(id, revision).map_err(|source| MaterializeError::Store {
+        id: id.to_owned(),
+        revision,
+        source,
+    })?;
+    let bundle = stored.ok_or_else(|| MaterializeError::NotStored { id: id.to_owned(), revision })?;
+    stage(deployments, id, revision, &bundle)?.keep();
+    Ok(())
+}
+
+/// Writes revision `revision` of deployment `id` under `deployments` and moves it into
+/// place; removed again unless [`StagedBundle::keep`] is called.
+pub(super) fn stage(
+    deployments: &Path,
+    id: &str,
+    revision: u32,
+    bundle: &RevisionBundle,
+) -> Result<StagedBundle, FilesError> {
+    let mut staged = StagedBundle::write(deployments, id, revision, &bundle.files, &bundle.secrets)?;
+    staged.place()?;
+    Ok(staged)
+}
+
+/// Records in the store the files of the revisions this data directory holds and the store
+/// does not: a data directory written before the store kept them (each deployment's serving
+/// and next revision, unless it is stopped). Returns how many revisions were recorded.
+pub(super) fn import(store: &RelayStore, deployments: &Path) -> Result<usize, MaterializeError> {
+    let mut imported = 0;
+    let Ok(entries) = std::fs::read_dir(deployments) else { return Ok(0) };
+    for entry in entries.flatten() {
+        let id = entry.file_name().to_string_lossy().into_owned();
+        if !is_deployment_id(&id) {
+            continue;
+        }
+        let failed = |revision: u32| {
+            let id = id.clone();
+            move |source| MaterializeError::Store { id, revision, source }
+        };
+        let d = match store.deployment(&id) {
+            Ok(d) if d.state != DeploymentState::Stopped => d,
+            _ => continue,
+        };
+        let next = store.successor(&id).map_err(failed(d.revision))?.map(|s| s.revision);
+        for revision in std::iter::once(d.revision).chain(next) {
+            let dir = revision_dir(deployments, &id, revision);
+            let app = dir.join(APP_DIR);
+            if !app.is_dir() {
+                continue;
+            }
+            let mut files = Vec::new();
+            read_tree(&app, "", &mut files)?;
+            let secrets_path = dir.join(SECRETS_FILE);
+            let secrets: BTreeMap<String, String> = match fs_err::read(&secrets_path) {
+                Ok(bytes) => serde_json::from_slice(&bytes)
+                    .map_err(|e| FilesError(std::io::Error::other(format!("{}: {e}", secrets_path.display()))))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+                Err(e) => return Err(FilesError(e).into()),
+            };
+            let bundle = RevisionBundle { files, secrets };
+            if store.import_revision_bundle(&id, revision, &bundle).map_err(failed(revision))? {
+                imported += 1;
+            }
+        }
+    }
+    Ok(imported)
+}
+
+/// Every regular file under `dir`, as `/`-separated paths under `prefix` and their bytes.
+fn read_tree(dir: &Path, prefix: &str, out: &mut Vec<(String, Vec<u8>)>) -> Result<(), FilesError> {
+    for entry in fs_err::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            read_tree(&entry.path(), &path, out)?;
+        } else if kind.is_file() {
+            out.push((path, fs_err::read(entry.path())?));
+        }
+    }
+    Ok(())
+}
+
 /// A deploy's files, written into a staging directory, moved into place by
 /// [`StagedBundle::place`] and kept by [`StagedBundle::keep`]; removed (wherever they are) if
 /// dropped before.
@@ -118,7 +244,7 @@ impl StagedBundle {
     /// Writes the app's files and the secrets of revision `revision` of deployment `id`
     /// under `deployments`: staged beside the deployment's other revisions when it has some,
     /// else as the whole deployment directory (a new deployment).
-    pub(super) fn write(
+    fn write(
         deployments: &Path,
         id: &str,
         revision: u32,
@@ -159,7 +285,7 @@ impl StagedBundle {
     }
 
     /// Moves the files into place (an atomic rename).
-    pub(super) fn place(&mut self) -> Result<(), FilesError> {
+    fn place(&mut self) -> Result<(), FilesError> {
         fs_err::rename(&self.path, &self.target)?;
         self.path = self.target.clone();
         Ok(())
@@ -246,6 +372,10 @@ fn is_deployment_id(name: &str) -> bool {
 /// between placing a deploy's files and recording it). Entries not named like a deployment
 /// are never touched. Returns how many directories went.
 pub(super) fn sweep(store: &RelayStore, deployments: &Path, jobs: &Path, startup: bool) -> usize {
+    // The store's copies first: what no revision in use needs (the secrets with them).
+    if let Err(e) = store.sweep_revision_bundles() {
+        tracing::warn!(error = %e, "could not remove the stored files of revisions no longer in use");
+    }
     let mut removed = 0;
     for dir in [deployments, jobs] {
         let Ok(entries) = std::fs::read_dir(dir) else { continue };

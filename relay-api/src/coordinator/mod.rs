@@ -309,6 +309,12 @@ pub async fn run(
         None => None,
     };
     let store = Arc::new(blocking(|| RelayStore::open_at(&config.store_at()))?);
+    // Revisions deployed before the store kept their files: recorded now, before the sweep.
+    match files::import(&store, &config.deployments_dir()) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("recorded the files of {n} revisions in the store"),
+        Err(e) => tracing::warn!(error = %e, "could not record the data directory's revision files in the store"),
+    }
     files::sweep(&store, &config.deployments_dir(), &config.jobs_dir, true);
     let (market, artifacts) = local_pool(&config)?;
     // Sandboxes a coordinator killed in a job's first milliseconds left running (re-parented

@@ -17,6 +17,7 @@
 //! Every deployment state change and every new or withdrawn revision wakes the deployment
 //! (the store's rules set it due in the same transaction).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -160,6 +161,21 @@ impl SchedulingTx<'_> {
     }
 }
 
+/// The values of a revision's secrets, by name: as the store recorded them with the revision,
+/// or, for a revision deployed before it did, from its `secrets.json` under `deployments`.
+fn secret_values(
+    tx: &mut dyn Transaction,
+    deployments: &Path,
+    id: &str,
+    revision: u32,
+) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    match tx.revision_secrets(id, revision) {
+        Ok(Some(values)) => Ok(values.into_iter().map(|(name, value)| (name, value.into_bytes())).collect()),
+        Ok(None) => files::secret_values(&files::revision_dir(deployments, id, revision)).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 impl ExecutionTx for SchedulingTx<'_> {
     fn due(&mut self, now: Millis, limit: usize) -> Result<Vec<AppKey>, StoreFailure> {
         self.tx.due_deployments(int(now), u32::try_from(limit).unwrap_or(u32::MAX)).map_err(store_failure)
@@ -193,7 +209,7 @@ impl ExecutionTx for SchedulingTx<'_> {
         // What a launch will read, read now: a failure inside the decision's transaction would
         // abort the step of every deployment, so one that cannot be launched is halted here.
         if halt.is_none()
-            && let Err(e) = files::secret_values(&files::revision_dir(self.deployments_dir, &d.id, revision))
+            && let Err(e) = secret_values(tx, self.deployments_dir, &d.id, revision)
         {
             tracing::warn!("svc relay: {} revision {revision}: {e}", d.id);
             halt = Some(Reason::new(
@@ -234,8 +250,7 @@ impl ExecutionTx for SchedulingTx<'_> {
             .policy(&d.id, revision)
             .map_err(store_failure)?
             .ok_or_else(|| failure(format!("revision {revision} of {} has no policy", d.id)))?;
-        let secrets =
-            files::secret_values(&files::revision_dir(self.deployments_dir, &d.id, revision)).map_err(failure)?;
+        let secrets = secret_values(self.tx.as_mut(), self.deployments_dir, &d.id, revision).map_err(failure)?;
         manifest_core::plan::workload(policy.published(), &secrets).map_err(failure)
     }
 

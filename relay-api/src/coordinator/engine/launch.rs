@@ -47,6 +47,9 @@ pub(crate) enum StartError {
     /// The revision's secrets could not be read.
     #[error(transparent)]
     Secrets(#[from] crate::coordinator::files::SecretsError),
+    /// The revision's files could not be written from the store.
+    #[error(transparent)]
+    Files(#[from] crate::coordinator::files::MaterializeError),
     /// The agent's files could not be read.
     #[error(transparent)]
     Layout(#[from] crate::runner::layout::LayoutError),
@@ -187,6 +190,7 @@ impl Launcher {
             credential_sha256: wire::sha256_hex(credential.as_bytes()),
             route_public_key: route_key.public_key(),
         };
+        crate::coordinator::files::materialize(&self.store, &self.config.deployments_dir(), &d.id, revision)?;
         let app_dir = self.revision_dir(&d.id, revision).join(APP_DIR);
         // Stored again at each launch (a copy, checked against the policy's artifact digest: a
         // file changed since the deploy refuses the launch): the store keeps what the

@@ -17,11 +17,10 @@ use super::rejection::{BadRequest, BundleProblem, Oversize, Rejection};
 use super::{ApiError, ApiResult, body, caller};
 use crate::coordinator::Engine;
 use crate::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, DeployRequest, DeployResponse};
-use crate::coordinator::engine::SECRETS_FILE;
-use crate::coordinator::files::{StagedBundle, revision_dir};
+use crate::coordinator::files::{self, StagedBundle};
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
 use crate::coordinator::policy::{self, PublishError};
-use crate::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, StoreError, random_hex};
+use crate::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, StoreError, random_hex};
 use crate::project::Project;
 
 pub(super) async fn deploy(
@@ -100,15 +99,18 @@ fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<
         hostnames,
         quote: Some(quote.clone()),
         policy,
+        // Recorded with the deployment, in one transaction, so any coordinator on the store
+        // can launch it (`files::materialize`).
+        bundle: RevisionBundle { files, secrets: req.secrets },
     };
     // Files first, then the record: a refused record (a hostname taken) or a crash between
     // the two takes the files away again (at once, or at the next start).
-    let bundle = stage(engine, &id, 1, files, req.secrets)?;
+    let staged = stage(engine, &id, 1, &new.bundle)?;
     let d = match store.create_deployment(&new) {
         Ok(d) => d,
         Err(e @ StoreError::Refused { code: "hostname_taken", .. }) => {
             // Two identical deploys at once: the other one made it; answer as it would now.
-            drop(bundle);
+            drop(staged);
             return match store.deployment_of(&caller.org_id, &project.name)? {
                 Some(existing) if existing.project_digest == digest => unchanged(engine, existing, &project),
                 _ => Err(e.into()),
@@ -116,7 +118,7 @@ fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<
         }
         Err(e) => return Err(e.into()),
     };
-    bundle.keep();
+    staged.keep();
     Ok((
         StatusCode::CREATED,
         axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: false, successor: None }),
@@ -148,19 +150,10 @@ impl Shipment<'_> {
     }
 }
 
-/// Writes a revision's files (up to 12 MiB: off the async runtime) and moves them into place.
-fn stage(
-    engine: &Engine,
-    id: &str,
-    revision: u32,
-    files: Vec<(String, Vec<u8>)>,
-    secrets: BTreeMap<String, String>,
-) -> Result<StagedBundle, ApiError> {
-    let deployments = engine.config().deployments_dir();
-    let mut bundle =
-        StagedBundle::write(&deployments, id, revision, &files, &secrets).map_err(|e| ApiError::internal(&e))?;
-    bundle.place().map_err(|e| ApiError::internal(&e))?;
-    Ok(bundle)
+/// Writes a revision's files into this coordinator's data directory (up to 12 MiB: off the
+/// async runtime), where its job will run from.
+fn stage(engine: &Engine, id: &str, revision: u32, bundle: &RevisionBundle) -> Result<StagedBundle, ApiError> {
+    files::stage(&engine.config().deployments_dir(), id, revision, bundle).map_err(|e| ApiError::internal(&e))
 }
 
 /// A deploy of a project that has a deployment (not stopped): nothing new for the same
@@ -176,12 +169,10 @@ fn redeploy(
     let store = engine.store();
     let project = shipment.project;
     let successor = store.successor(&d.id)?;
-    let same_secrets = |revision: u32| {
-        let path = revision_dir(&engine.config().deployments_dir(), &d.id, revision).join(SECRETS_FILE);
-        std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<BTreeMap<String, String>>(&b).ok())
-            == Some(secrets.clone())
+    let same_secrets = |revision: u32| -> Result<bool, StoreError> {
+        Ok(store.revision_secrets(&d.id, revision)?.as_ref() == Some(&secrets))
     };
-    if d.project_digest == shipment.digest && same_secrets(d.revision) {
+    if d.project_digest == shipment.digest && same_secrets(d.revision)? {
         // The serving revision again: a successor (failed, or on its way) is withdrawn.
         if let Some(s) = &successor {
             store.drop_successor(&d.id, s.revision, "withdrawn: the serving revision was deployed again")?;
@@ -192,7 +183,7 @@ fn redeploy(
     if let Some(s) = &successor
         && s.state != SuccessorState::Failed
         && s.project_digest == shipment.digest
-        && same_secrets(s.revision)
+        && same_secrets(s.revision)?
     {
         return in_progress(engine, d, project, s.clone());
     }
@@ -207,7 +198,6 @@ fn redeploy(
     }
     let revision = store.next_revision(&d.id)?;
     let policy = shipment.publish(&d.id, revision, &files)?;
-    let bundle = stage(engine, &d.id, revision, files, secrets)?;
     let new = NewSuccessor {
         deployment_id: d.id.clone(),
         revision,
@@ -217,9 +207,11 @@ fn redeploy(
         ceiling_micros: project.spend.ceiling_micros,
         route_id: format!("rt_{}", random_hex(8)?),
         policy,
+        bundle: RevisionBundle { files, secrets },
     };
+    let staged = stage(engine, &d.id, revision, &new.bundle)?;
     store.put_successor(&new)?;
-    bundle.keep();
+    staged.keep();
     engine.wake();
     let s = store.successor(&d.id)?.ok_or_else(|| ApiError::internal(&"the successor just recorded is gone"))?;
     in_progress(engine, d, project, s)

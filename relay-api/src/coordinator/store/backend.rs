@@ -6,7 +6,10 @@
 //! The row traits are split by concept; [`Transaction`] is all of them plus `commit`. A
 //! transaction dropped without [`Transaction::commit`] rolls back.
 
-use super::{Caller, ExecutionRecord, NewDeployment, NewSuccessor, PublishedPolicy, RouteKeys, StoreError, TokenRole};
+use super::{
+    Caller, ExecutionRecord, NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, RouteKeys, StoreError,
+    TokenRole,
+};
 use crate::coordinator::model::{
     CustomerHostname, Deployment, HostnameState, LedgerEntry, LogEntry, Quote, Reward, Session, Successor,
     SuccessorState, Transition, ValidationRecord,
@@ -288,6 +291,24 @@ pub trait RevisionRows {
     fn delete_successor(&mut self, deployment_id: &str, revision: u32) -> Result<bool, StoreError>;
     /// Removes the deployment's successor, whichever revision.
     fn delete_successors(&mut self, deployment_id: &str) -> Result<(), StoreError>;
+    /// Records a revision's files and secrets.
+    fn insert_revision_bundle(
+        &mut self,
+        deployment_id: &str,
+        revision: u32,
+        bundle: &RevisionBundle,
+    ) -> Result<(), StoreError>;
+    /// A revision's files and secrets, if recorded.
+    fn revision_bundle(&mut self, deployment_id: &str, revision: u32) -> Result<Option<RevisionBundle>, StoreError>;
+    /// A revision's secrets, if recorded.
+    fn revision_secrets(
+        &mut self,
+        deployment_id: &str,
+        revision: u32,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, StoreError>;
+    /// Removes the files and secrets of revisions that neither serve (of a deployment not
+    /// stopped) nor come next; how many revisions' rows went.
+    fn delete_unused_bundles(&mut self) -> Result<u64, StoreError>;
 }
 
 /// An admission token as stored.

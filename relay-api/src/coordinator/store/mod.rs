@@ -130,6 +130,19 @@ pub struct NewDeployment {
     pub hostnames: Vec<(String, String)>,
     /// Its first quote.
     pub quote: Option<Quote>,
+    /// Its first revision's files and secrets.
+    pub bundle: RevisionBundle,
+}
+
+/// A revision's files and secrets, as a deploy sent them: recorded with the revision, and
+/// written into a coordinator's data directory when it launches the revision
+/// (`files::materialize`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RevisionBundle {
+    /// The app's files: each path (relative, `/`-separated) and its bytes.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The secrets' values, by name.
+    pub secrets: std::collections::BTreeMap<String, String>,
 }
 
 /// What the coordinator keeps to recognise a deployment's job: hashes and public keys only,

@@ -20,7 +20,10 @@ use super::backend::{Backend, Transaction};
 use svc_sql::postgres::PgTx;
 
 /// The migrations, in order; `svc_migrations` records those applied.
-pub const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/postgres/0001_relay.sql")];
+pub const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/postgres/0001_relay.sql"),
+    include_str!("../../../migrations/postgres/0002_revision_files.sql"),
+];
 
 /// The relay store's name in `svc_migrations`.
 pub const STORE: &str = "relay";

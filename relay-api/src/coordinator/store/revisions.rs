@@ -4,7 +4,7 @@
 
 use super::backend::Transaction;
 use super::deployments::get;
-use super::{PublishedPolicy, RelayStore, RouteKeys, StoreError, not_found, now_ms, refused};
+use super::{PublishedPolicy, RelayStore, RevisionBundle, RouteKeys, StoreError, not_found, now_ms, refused};
 use crate::coordinator::model::{Deployment, Successor, SuccessorState};
 use crate::coordinator::state::DeploymentState;
 
@@ -27,6 +27,8 @@ pub struct NewSuccessor {
     pub route_id: String,
     /// The policy it publishes (its revision is `revision`; recorded with it).
     pub policy: PublishedPolicy,
+    /// Its files and secrets.
+    pub bundle: RevisionBundle,
 }
 
 /// One more than the deployment's revision, than its successor's, and than any revision that
@@ -71,6 +73,7 @@ impl RelayStore {
             let now = now_ms();
             let reason = format!("deployed; revision {} serves until this one is validated", d.revision);
             tx.put_successor(new, &reason, now)?;
+            tx.insert_revision_bundle(&new.deployment_id, new.revision, &new.bundle)?;
             let policy = PublishedPolicy { revision: new.revision, published_at: now, ..new.policy.clone() };
             tx.insert_policy(&new.deployment_id, &policy)?;
             let line = format!(
@@ -82,6 +85,44 @@ impl RelayStore {
             tx.wake(&new.deployment_id, now)?;
             Ok(replaced)
         })
+    }
+
+    /// A revision's files and secrets, as its deploy sent them; `None` if the store has
+    /// none for it (a revision that neither serves nor comes next, swept).
+    pub fn revision_bundle(&self, deployment_id: &str, revision: u32) -> Result<Option<RevisionBundle>, StoreError> {
+        self.read(|tx| tx.revision_bundle(deployment_id, revision))
+    }
+
+    /// A revision's secrets, as its deploy sent them (a redeploy compares them).
+    pub fn revision_secrets(
+        &self,
+        deployment_id: &str,
+        revision: u32,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, StoreError> {
+        self.read(|tx| tx.revision_secrets(deployment_id, revision))
+    }
+
+    /// Records a revision's files and secrets if the store has none for it: a data directory
+    /// written before the store kept them (`files::import`). `false` if it had them.
+    pub fn import_revision_bundle(
+        &self,
+        deployment_id: &str,
+        revision: u32,
+        bundle: &RevisionBundle,
+    ) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            if tx.revision_secrets(deployment_id, revision)?.is_some() {
+                return Ok(false);
+            }
+            tx.insert_revision_bundle(deployment_id, revision, bundle)?;
+            Ok(true)
+        })
+    }
+
+    /// Removes the files and secrets of revisions that neither serve (of a deployment not
+    /// stopped) nor come next; returns how many revisions' rows went.
+    pub fn sweep_revision_bundles(&self) -> Result<u64, StoreError> {
+        self.write(|tx| tx.delete_unused_bundles())
     }
 
     /// The deployment's successor, if it has one.

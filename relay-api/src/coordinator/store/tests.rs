@@ -42,6 +42,17 @@ fn policy(revision: u32) -> PublishedPolicy {
     }
 }
 
+/// A revision's files and secrets, telling the revision apart.
+fn bundle(revision: u32) -> RevisionBundle {
+    RevisionBundle {
+        files: vec![
+            ("lib/util.js".into(), vec![0, 159, 146, 150, u8::try_from(revision).unwrap_or(0)]),
+            ("server.js".into(), format!("// revision {revision}").into_bytes()),
+        ],
+        secrets: [("API_KEY".to_owned(), format!("key {revision}"))].into(),
+    }
+}
+
 fn new_deployment(store: &RelayStore, id: &str, ceiling: u64) -> Deployment {
     let org = store.invite("acme").expect("org");
     store
@@ -59,6 +70,7 @@ fn new_deployment(store: &RelayStore, id: &str, ceiling: u64) -> Deployment {
             hostnames: Vec::new(),
             quote: None,
             policy: policy(1),
+            bundle: bundle(1),
         })
         .expect("created")
 }
@@ -225,6 +237,7 @@ fn transitions_follow_the_machine_and_are_recorded() {
             hostnames: Vec::new(),
             quote: None,
             policy: policy(1),
+            bundle: bundle(1),
         };
         assert_eq!(code(store.create_deployment(&clash).expect_err("taken")), "hostname_taken");
         drop(store);
@@ -475,6 +488,7 @@ fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
         ceiling_micros: 7_000_000,
         route_id: format!("rt_{id}_{revision}"),
         policy: policy(revision),
+        bundle: bundle(revision),
     }
 }
 
@@ -567,6 +581,7 @@ fn a_deploy_refused_on_its_second_hostname_leaves_nothing_behind() {
             hostnames: vec![("free.example".into(), "t1".into()), ("www.taken.example".into(), "t2".into())],
             quote: Some(quote("q_late", "dep_late", 1_000, 1, i64::MAX)),
             policy: policy(1),
+            bundle: bundle(1),
         };
         assert_eq!(code(store.create_deployment(&refused).expect_err("the second is taken")), "hostname_taken");
         assert!(matches!(store.deployment("dep_late"), Err(StoreError::NotFound(_))), "no deployment");
@@ -652,5 +667,42 @@ fn recent_transitions_are_the_newest_newest_first() {
         assert_eq!(recent[1].seq, all[all.len() - 2].seq);
         assert_eq!(recent[0].to, DeploymentState::Validating);
         assert!(store.recent_ledger("d1", 10).expect("ledger").len() <= store.ledger("d1").expect("ledger").len());
+    });
+}
+
+#[test]
+fn each_revisions_files_are_kept_with_it_while_it_serves_or_comes_next() {
+    on_each_backend("revision-files", |open| {
+        let store = open();
+        new_deployment(&store, "d1", 5_000_000);
+        assert_eq!(store.revision_bundle("d1", 1).expect("read"), Some(bundle(1)), "recorded with the deployment");
+        assert_eq!(store.revision_secrets("d1", 1).expect("read"), Some(bundle(1).secrets));
+        assert_eq!(store.revision_bundle("d1", 2).expect("read"), None);
+        store.put_successor(&successor("d1", 2, "sha256:two")).expect("recorded");
+        assert_eq!(store.revision_bundle("d1", 2).expect("read"), Some(bundle(2)), "recorded with the successor");
+        // Both in use: the sweep keeps them, and a second opening reads them.
+        assert_eq!(store.sweep_revision_bundles().expect("swept"), 0);
+        assert_eq!(open().revision_bundle("d1", 2).expect("read"), Some(bundle(2)));
+
+        // A newer successor replaces revision 2: its files go with the next sweep.
+        store.put_successor(&successor("d1", 3, "sha256:three")).expect("recorded");
+        assert_eq!(store.sweep_revision_bundles().expect("swept"), 1);
+        assert_eq!(store.revision_bundle("d1", 2).expect("read"), None);
+        // Promoted, revision 3 serves and revision 1 goes.
+        store.promote("d1", 3, "validated").expect("promoted");
+        assert_eq!(store.sweep_revision_bundles().expect("swept"), 1);
+        assert_eq!(
+            (store.revision_bundle("d1", 1).expect("read"), store.revision_bundle("d1", 3).expect("read")),
+            (None, Some(bundle(3)))
+        );
+
+        // Recorded again from a data directory only where the store has none.
+        assert!(!store.import_revision_bundle("d1", 3, &bundle(9)).expect("import"), "it had them");
+        assert_eq!(store.revision_bundle("d1", 3).expect("read"), Some(bundle(3)));
+
+        // A stopped deployment's files and secrets go.
+        store.stop("d1", "stopped by its owner", &Terms::default(), now_ms()).expect("stopped");
+        assert_eq!(store.sweep_revision_bundles().expect("swept"), 1);
+        assert_eq!(store.revision_bundle("d1", 3).expect("read"), None);
     });
 }

@@ -4,7 +4,7 @@ use super::columns::{SUCCESSOR_COLUMNS, route_keys_row, successor_row};
 use crate::coordinator::model::{Successor, SuccessorState};
 use crate::coordinator::store::backend::RevisionRows;
 use crate::coordinator::store::sql::{Sql, i64_of, params};
-use crate::coordinator::store::{NewSuccessor, RouteKeys, StoreError};
+use crate::coordinator::store::{NewSuccessor, RevisionBundle, RouteKeys, StoreError};
 
 impl<T: Sql> RevisionRows for T {
     fn successor(&mut self, deployment_id: &str) -> Result<Option<Successor>, StoreError> {
@@ -101,5 +101,67 @@ impl<T: Sql> RevisionRows for T {
     fn delete_successors(&mut self, deployment_id: &str) -> Result<(), StoreError> {
         self.execute("DELETE FROM successors WHERE deployment_id = ?1", params![deployment_id])?;
         Ok(())
+    }
+
+    fn insert_revision_bundle(
+        &mut self,
+        deployment_id: &str,
+        revision: u32,
+        bundle: &RevisionBundle,
+    ) -> Result<(), StoreError> {
+        for (path, bytes) in &bundle.files {
+            self.execute(
+                "INSERT INTO revision_files (deployment_id, revision, path, bytes) VALUES (?1, ?2, ?3, ?4)",
+                params![deployment_id, revision, path, bytes.as_slice()],
+            )?;
+        }
+        let secrets = serde_json::to_string(&bundle.secrets)
+            .map_err(|e| StoreError::Backend(format!("the secrets of revision {revision}: {e}").into()))?;
+        self.execute(
+            "INSERT INTO revision_secrets (deployment_id, revision, secrets) VALUES (?1, ?2, ?3)",
+            params![deployment_id, revision, &secrets],
+        )?;
+        Ok(())
+    }
+
+    fn revision_bundle(&mut self, deployment_id: &str, revision: u32) -> Result<Option<RevisionBundle>, StoreError> {
+        let Some(secrets) = self.revision_secrets(deployment_id, revision)? else { return Ok(None) };
+        let rows = self.query(
+            "SELECT path, bytes FROM revision_files WHERE deployment_id = ?1 AND revision = ?2 ORDER BY path",
+            params![deployment_id, revision],
+        )?;
+        let files = rows
+            .iter()
+            .map(|r| Ok((r.text(0)?, r.opt_bytes(1)?.unwrap_or_default())))
+            .collect::<Result<Vec<_>, svc_sql::SqlError>>()?;
+        Ok(Some(RevisionBundle { files, secrets }))
+    }
+
+    fn revision_secrets(
+        &mut self,
+        deployment_id: &str,
+        revision: u32,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, StoreError> {
+        let row = self.query_opt(
+            "SELECT secrets FROM revision_secrets WHERE deployment_id = ?1 AND revision = ?2",
+            params![deployment_id, revision],
+        )?;
+        let Some(text) = row.map(|r| r.text(0)).transpose()? else { return Ok(None) };
+        serde_json::from_str(&text).map(Some).map_err(|e| {
+            StoreError::Backend(format!("the stored secrets of revision {revision} of {deployment_id}: {e}").into())
+        })
+    }
+
+    fn delete_unused_bundles(&mut self) -> Result<u64, StoreError> {
+        // A revision is in use while its deployment (not stopped) serves it or it comes next.
+        let unused = |table: &str| {
+            format!(
+                "DELETE FROM {table} WHERE NOT EXISTS (SELECT 1 FROM deployments d WHERE d.id = {table}.deployment_id \
+                 AND d.revision = {table}.revision AND d.state <> 'stopped') AND NOT EXISTS (SELECT 1 FROM successors s \
+                 WHERE s.deployment_id = {table}.deployment_id AND s.revision = {table}.revision)"
+            )
+        };
+        self.execute(&unused("revision_files"), &[])?;
+        Ok(self.execute(&unused("revision_secrets"), &[])?)
     }
 }
