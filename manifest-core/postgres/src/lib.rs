@@ -19,7 +19,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 pub mod on_runtime;
 pub mod threads;
 
-pub use on_runtime::RuntimePool;
+pub use on_runtime::{Lane, RuntimePool};
 pub use threads::{Connection, Pool, Session};
 
 /// Why a database could not be used.
@@ -186,8 +186,8 @@ impl Database {
         if !is_postgres_url(url) {
             return Err(bad("it does not start with postgres:// or postgresql://".to_owned()));
         }
-        let config: postgres::Config = url.parse().map_err(|e: postgres::Error| bad(e.to_string()))?;
         let runtime_config: tokio_postgres::Config = url.parse().map_err(|e: postgres::Error| bad(e.to_string()))?;
+        let config = postgres::Config::from(runtime_config.clone());
         if config.get_dbname().is_none() {
             return Err(bad("it names no database".to_owned()));
         }
@@ -211,8 +211,8 @@ impl Database {
         Pool::new(self, size, wait)
     }
 
-    /// At most `size` connections driven on the caller's async runtime, for statements that
-    /// each stand alone ([`on_runtime`]); a statement fails after `wait`.
+    /// `size` connections (at least two) driven on the caller's async runtime, for
+    /// statements that each stand alone ([`on_runtime`], which says what `wait` bounds).
     pub fn runtime_pool(&self, size: u32, wait: std::time::Duration) -> RuntimePool {
         RuntimePool::new(self, self.runtime_config.clone(), size, wait)
     }
@@ -220,6 +220,11 @@ impl Database {
     /// Host, port and database, for messages (never a password).
     pub fn location(&self) -> &str {
         &self.location
+    }
+
+    /// The database could not be reached, or dropped the connection: `source` with its causes.
+    pub fn unreachable(&self, source: &postgres::Error) -> DbError {
+        DbError::Unreachable { location: self.location.clone(), reason: causes(source) }
     }
 
     /// Wraps a client error with where it happened.

@@ -23,11 +23,30 @@ type Job = Box<dyn FnOnce(&mut Option<Connection>, &Database) + Send>;
 /// Statements kept prepared per connection, at most (a store has a few dozen).
 const PREPARED_MAX: usize = 512;
 
-/// A connection and the statements prepared on it: a statement run again is sent once
-/// (bind and execute), not parsed and planned again.
+/// The statements prepared on one connection, by their text: a statement run again is sent
+/// once (bind and execute), not parsed and planned again. Shared by both kinds of connection.
+#[derive(Default)]
+pub(crate) struct PreparedCache(std::collections::HashMap<String, postgres::Statement>);
+
+impl PreparedCache {
+    /// The statement prepared for `sql`, if it was.
+    pub(crate) fn get(&self, sql: &str) -> Option<postgres::Statement> {
+        self.0.get(sql).cloned()
+    }
+
+    /// Keeps `statement` for `sql` (all are forgotten past [`PREPARED_MAX`]).
+    pub(crate) fn keep(&mut self, sql: &str, statement: &postgres::Statement) {
+        if self.0.len() >= PREPARED_MAX {
+            self.0.clear();
+        }
+        self.0.insert(sql.to_owned(), statement.clone());
+    }
+}
+
+/// A connection and the statements prepared on it.
 pub struct Connection {
     client: postgres::Client,
-    prepared: std::collections::HashMap<String, postgres::Statement>,
+    prepared: PreparedCache,
 }
 
 impl Connection {
@@ -39,13 +58,10 @@ impl Connection {
     /// `sql` prepared on this connection, once.
     pub fn prepared(&mut self, sql: &str) -> Result<postgres::Statement, postgres::Error> {
         if let Some(statement) = self.prepared.get(sql) {
-            return Ok(statement.clone());
+            return Ok(statement);
         }
         let statement = self.client.prepare(sql)?;
-        if self.prepared.len() >= PREPARED_MAX {
-            self.prepared.clear();
-        }
-        self.prepared.insert(sql.to_owned(), statement.clone());
+        self.prepared.keep(sql, &statement);
         Ok(statement)
     }
 }
@@ -174,14 +190,11 @@ impl Drop for Session {
 fn connected<'c>(client: &'c mut Option<Connection>, db: &Database) -> Result<&'c mut Connection, DbError> {
     if client.as_ref().is_none_or(|c| c.client.is_closed()) {
         // A new connection prepares its statements anew.
-        let made = db.connect().map_err(|e| DbError::Unreachable {
-            location: db.location().to_owned(),
-            reason: match e {
-                DbError::Postgres { source, .. } => crate::causes(&source),
-                other => other.to_string(),
-            },
+        let made = db.connect().map_err(|e| match e {
+            DbError::Postgres { source, .. } => db.unreachable(&source),
+            other => DbError::Unreachable { location: db.location().to_owned(), reason: other.to_string() },
         })?;
-        *client = Some(Connection { client: made, prepared: std::collections::HashMap::new() });
+        *client = Some(Connection { client: made, prepared: PreparedCache::default() });
     }
     client
         .as_mut()

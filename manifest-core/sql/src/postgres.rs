@@ -158,18 +158,18 @@ fn sql_rows(rows: &[postgres::Row]) -> Result<Vec<SqlRow>, postgres::Error> {
 }
 
 /// Runs a shared statement alone (its own transaction) on connections driven on the async
-/// runtime ([`svc_postgres::RuntimePool`]), for the hot path of a service on its runtime.
-/// `retry`: as [`RuntimePool::query`](svc_postgres::RuntimePool::query), for a read.
+/// runtime ([`svc_postgres::RuntimePool`]), for the hot path of a service on its runtime, on
+/// the lane its kind asks ([`svc_postgres::Lane`]).
 pub async fn query_on_runtime(
     pool: &svc_postgres::RuntimePool,
+    lane: svc_postgres::Lane,
     sql: &str,
     params: &[Param<'_>],
-    retry: bool,
 ) -> Result<Vec<SqlRow>, SqlError> {
     let (sql, params) = (dollars(sql), owned(params)?);
-    let rows = pool.query(&sql, &bound(&params), retry).await?;
-    sql_rows(&rows).map_err(|e| {
-        SqlError::from(svc_postgres::DbError::Postgres { location: pool.location().to_owned(), source: e })
+    let rows = pool.query(lane, &sql, &bound(&params)).await?;
+    sql_rows(&rows).map_err(|source| {
+        SqlError::from(svc_postgres::DbError::Postgres { location: pool.location().to_owned(), source })
     })
 }
 

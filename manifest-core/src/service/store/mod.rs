@@ -8,6 +8,8 @@ mod decided;
 mod group;
 pub mod postgres;
 mod rows;
+#[cfg(test)]
+mod runtime_tests;
 mod sqlite;
 #[cfg(test)]
 mod tests;

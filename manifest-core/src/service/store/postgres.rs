@@ -15,7 +15,7 @@
 //! takes no lock. `docs/decisions.md` says why a lock and not `SERIALIZABLE`.
 
 use svc_execution::executor::{ExecutionStore, ExecutionTx, NotLeader, StoreFailure};
-use svc_postgres::{Database, Pool, PoolSettings, RuntimePool};
+use svc_postgres::{Database, Lane, Pool, PoolSettings, RuntimePool};
 use svc_sql::postgres::{PgTx, query_on_runtime};
 use svc_sql::{Sql, params};
 
@@ -57,7 +57,7 @@ pub const LEASE_MS: i64 = 5_000;
 pub struct PostgresStore {
     pool: Pool,
     /// Connections on the service's runtime, for the publication's hot path ([`OnRuntime`]);
-    /// none if the pool is one connection.
+    /// none for a pool of fewer than four.
     runtime: Option<RuntimePool>,
     group: Group,
     /// This instance, as the scheduling lease names its holder.
@@ -67,9 +67,10 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Opens a pool of connections to `db` and migrates it.
     pub fn open(db: &Database, settings: PoolSettings) -> Result<PostgresStore, StoreError> {
-        // The pool's size bounds every connection: a quarter of them (at least one) carry the
-        // hot path's statements, pipelined, and the rest the transactions.
-        let on_runtime = if settings.size >= 2 { (settings.size / 4).max(1) } else { 0 };
+        // The pool's size bounds every connection: from four up, a quarter of them (at least
+        // two: one for writes, the others for reads) carry the hot path's statements,
+        // pipelined, and the rest the transactions; below, transactions have them all.
+        let on_runtime = if settings.size >= 4 { settings.size / 4 + 1 } else { 0 };
         let pool = db.pool(settings.size - on_runtime, settings.wait);
         let session = pool.session().map_err(svc_sql::SqlError::from)?;
         session
@@ -145,7 +146,7 @@ impl Store for PostgresStore {
 impl OnRuntime for PostgresStore {
     fn caller<'a>(&'a self, token_hash: &'a str) -> Answer<'a, Option<Caller>> {
         Box::pin(async move {
-            let rows = query_on_runtime(self.runtime()?, rows::CALLER, params![token_hash], true).await?;
+            let rows = query_on_runtime(self.runtime()?, Lane::Read, rows::CALLER, params![token_hash]).await?;
             Ok(rows.first().map(rows::caller_row).transpose()?)
         })
     }
@@ -157,7 +158,8 @@ impl OnRuntime for PostgresStore {
     ) -> Answer<'a, Option<PublicationInputs>> {
         Box::pin(async move {
             let rows =
-                query_on_runtime(self.runtime()?, &rows::INPUTS, params![organization, application_id], true).await?;
+                query_on_runtime(self.runtime()?, Lane::Read, &rows::INPUTS, params![organization, application_id])
+                    .await?;
             Ok(rows::inputs_from_rows(&rows, organization)?)
         })
     }
@@ -165,7 +167,7 @@ impl OnRuntime for PostgresStore {
     fn publish_decided<'a>(&'a self, on: &'a DecidedOn, write: &'a DecidedWrite) -> Answer<'a, Option<u64>> {
         Box::pin(async move {
             let params = rows::decided_call_params(on, write);
-            let rows = query_on_runtime(self.runtime()?, rows::DECIDED_CALL, &params, false).await?;
+            let rows = query_on_runtime(self.runtime()?, Lane::Write, rows::DECIDED_CALL, &params).await?;
             let row = rows.first().ok_or_else(|| svc_sql::SqlError::NoRow("svc_publish_decided".to_owned()))?;
             Ok(row.opt_u64(0)?)
         })

@@ -11,12 +11,12 @@ use super::*;
 /// One backend under test: opens the store (again, on the same data, as a restart would),
 /// and runs SQL on its database outside the store (what a person with a SQL prompt could
 /// do).
-struct Backend<'a> {
-    open: &'a dyn Fn() -> Arc<dyn ServiceStore>,
-    raw: &'a dyn Fn(&str) -> Result<(), String>,
+pub(super) struct Backend<'a> {
+    pub(super) open: &'a dyn Fn() -> Arc<dyn ServiceStore>,
+    pub(super) raw: &'a dyn Fn(&str) -> Result<(), String>,
 }
 
-fn on_each_backend(name: &str, test: impl Fn(&Backend<'_>)) {
+pub(super) fn on_each_backend(name: &str, test: impl Fn(&Backend<'_>)) {
     let scratch = tempfile::Builder::new().prefix(&format!("svc-store-{name}-")).tempdir().expect("a scratch dir");
     let dir = scratch.path().to_owned();
     test(&Backend {
@@ -306,7 +306,7 @@ fn grouped_work_commits_together_and_a_unit_that_writes_and_does_not_keep_is_rol
 
 /// An organization with an application whose version 1 is active, and another application
 /// of the same organization, and what a publication of the first would be decided on.
-fn decided_setup(store: &dyn ServiceStore, org: &str) -> (Organization, DecidedOn, DecidedWrite) {
+pub(super) fn decided_setup(store: &dyn ServiceStore, org: &str) -> (Organization, DecidedOn, DecidedWrite) {
     let mut tx = store.write().expect("tx");
     let org = tx.ensure_organization(org).expect("org");
     let app = tx.insert_application(org.id, "web", &format!("{}_1", org.name)).expect("app");
@@ -609,102 +609,4 @@ fn a_unit_with_text_the_database_cannot_hold_fails_alone() {
         assert!(tx.organization("first").expect("read").is_some());
         assert!(tx.organization("last").expect("read").is_some());
     });
-}
-
-#[test]
-fn the_hot_path_on_the_runtime_reads_and_writes_as_the_blocking_calls_do() {
-    on_each_backend("on-runtime", |b| {
-        let store = (b.open)();
-        let Some(statements) = store.on_runtime() else {
-            assert!(store.is_local(), "a store across a network runs its hot path on the runtime");
-            return;
-        };
-        let (org, on, write) = decided_setup(store.as_ref(), "acme");
-        let mut tx = store.write().expect("tx");
-        tx.insert_token(
-            org.id,
-            &NewToken { id: "t1".into(), name: "ci".into(), role: Role::Developer, hash: "h1".into() },
-        )
-        .expect("token");
-        tx.set_grant(org.id, "vpn", true).expect("grant");
-        tx.commit().expect("commit");
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
-        runtime.block_on(async {
-            let caller = statements.caller("h1").await.expect("read");
-            assert_eq!(format!("{caller:?}"), format!("{:?}", store.caller("h1").expect("read")));
-            assert_eq!(caller.expect("the token's caller").organization, org);
-            assert!(statements.caller("nobody").await.expect("read").is_none());
-
-            let inputs = statements.publication_inputs(org.id, "web").await.expect("read").expect("the organization");
-            let blocking = store.read().expect("tx").publication_inputs(org.id, "web").expect("read");
-            assert_eq!(format!("{:?}", Some(&inputs)), format!("{:?}", blocking.as_ref()));
-            assert!(inputs.grants.contains("vpn"));
-            assert!(statements.publication_inputs(i64::MAX, "web").await.expect("read").is_none());
-
-            // The grant counted the inputs revision up: decided on what was read now.
-            assert!(inputs.inputs_revision > on.inputs_revision);
-            let on = DecidedOn { inputs_revision: inputs.inputs_revision, ..on.clone() };
-
-            assert_eq!(statements.publish_decided(&on, &write).await.expect("write"), Some(2));
-            // What it was decided on changed (the pointer moved): nothing is written.
-            let stale = DecidedOn { expected: Some(1), ..on.clone() };
-            assert_eq!(statements.publish_decided(&stale, &write).await.expect("write"), None);
-            assert_eq!(statements.publish_decided(&on, &write).await.expect("write"), Some(3));
-
-            // Connections the database dropped are made again; a read runs once more.
-            (b.raw)("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'svc' AND pid <> pg_backend_pid()")
-                .expect("every connection terminated");
-            assert!(statements.caller("h1").await.expect("read again on a new connection").is_some());
-        });
-        let versions = store.read().expect("tx").policy_versions(on.application).expect("read");
-        assert_eq!(versions.iter().map(|v| v.version).collect::<Vec<_>>(), [1, 2, 3]);
-    });
-}
-
-#[test]
-fn the_pool_size_bounds_every_connection_the_store_opens() {
-    let Some(cluster) = svc_pg_cluster::for_test("bound") else { return };
-    let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
-    let settings = svc_postgres::PoolSettings { size: 4, wait: std::time::Duration::from_secs(5) };
-    let store: Arc<dyn ServiceStore> = Arc::new(PostgresStore::open(&db, settings).expect("a PostgreSQL store"));
-    let (org, _, _) = decided_setup(store.as_ref(), "acme");
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
-    // Both paths at once, far more work than connections: transactions from threads, and
-    // statements from many tasks on the runtime.
-    std::thread::scope(|s| {
-        for _ in 0..8 {
-            s.spawn(|| {
-                for _ in 0..20 {
-                    let mut tx = store.read().expect("a transaction");
-                    tx.organization("acme").expect("read");
-                }
-            });
-        }
-        runtime.block_on(async {
-            let tasks: Vec<_> = (0..64)
-                .map(|_| {
-                    let store = store.clone();
-                    tokio::spawn(async move {
-                        let statements = store.on_runtime().expect("statements on the runtime");
-                        for _ in 0..20 {
-                            statements.publication_inputs(org.id, "web").await.expect("read");
-                        }
-                    })
-                })
-                .collect();
-            for task in tasks {
-                task.await.expect("a task");
-            }
-        });
-    });
-    let open = cluster
-        .sql("svc", "SELECT count(*) FROM pg_stat_activity WHERE datname = 'svc' AND pid <> pg_backend_pid()")
-        .expect("count");
-    let open: u32 = open.parse().expect("a count");
-    assert!((2..=4).contains(&open), "{open} connections for a pool of 4");
-
-    // A pool of one: no connection of its own for the runtime, whose calls go to the
-    // blocking path.
-    let one = svc_postgres::PoolSettings { size: 1, ..settings };
-    assert!(PostgresStore::open(&db, one).expect("a store").on_runtime().is_none());
 }
