@@ -686,6 +686,32 @@ async fn the_api_deploys_once_ships_a_changed_project_as_a_revision_and_refuses_
     assert!(status_body.get("successor").is_none(), "{status_body}");
 }
 
+/// Review finding: a revision halted because its stored secrets were damaged says "deploy the
+/// project again"; that deploy answered 500 (the comparison with the damaged secrets
+/// failed). It makes a new revision, which repairs the deployment.
+#[tokio::test]
+async fn a_redeploy_after_its_stored_secrets_were_damaged_makes_a_new_revision() {
+    let w = world(FakeProbe::default());
+    let token = relay_api::coordinator::issue_token(
+        &w.engine.config().data_dir,
+        "acme",
+        relay_api::coordinator::store::TokenRole::Customer,
+    )
+    .expect("a token")
+    .plaintext;
+    let api = relay_api::coordinator::api_router(w.engine.clone());
+    let deployments = "/api/ingress/deployments";
+    let (status, first) = call(&api, "POST", deployments, Some(&token), Some(deploy_body("v1", &[]))).await;
+    assert_eq!(status, 201, "{first}");
+    let db = rusqlite::Connection::open(w.engine.config().data_dir.join(relay_api::coordinator::store::DATABASE_FILE))
+        .expect("the database");
+    let damaged = db.execute("UPDATE revision_secrets SET secrets = 'not json'", []).expect("damaged");
+    assert_eq!(damaged, 1);
+    let (status, again) = call(&api, "POST", deployments, Some(&token), Some(deploy_body("v1", &[]))).await;
+    assert_eq!(status, 202, "a new revision, not a 500: {again}");
+    assert_eq!(again["successor"]["revision"], 2, "{again}");
+}
+
 /// Soak (bounded): many deployments whose jobs end again and again, then stop. Every count
 /// returns to zero: no job left in the market, none held, no execution live; and each launch
 /// is exactly one execution.

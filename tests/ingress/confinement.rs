@@ -98,7 +98,7 @@ async fn a_hostile_job_reads_no_other_tenants_secrets_keys_store_or_environment(
         data.join("ca-key.pem"),
         catalog_key,
         data.clone(),
-        data.join("deployments").join(&a_id).join("r1/secrets.json"),
+        // Tenant A's secrets are in the store (probed above), not in a file of their own.
         data.join("deployments").join(&a_id).join("r1/app/server.js"),
         agent_dir(&jobs, &a_id, 1).join("agent.json"),
         agent_dir(&jobs, &a_id, 1).join("key.pem"),

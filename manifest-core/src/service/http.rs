@@ -412,7 +412,16 @@ fn page_query(query: &str) -> Result<projection::Page, ApiError> {
 /// token needed (load balancers ask it).
 async fn health(Extract(state): Extract<Shared>) -> Response {
     let store = Arc::clone(&state.store);
-    svc_http::store_health(&state.health, "svc serve", state.store.kind(), move || store.ping()).await
+    let runtime = tokio::runtime::Handle::current();
+    svc_http::store_health(&state.health, "svc serve", state.store.kind(), move || {
+        store.ping()?;
+        // Both kinds of connection: the hot path's, on the runtime, answer most requests.
+        match store.on_runtime() {
+            Some(statements) => runtime.block_on(statements.caller("")).map(drop),
+            None => Ok(()),
+        }
+    })
+    .await
 }
 
 async fn capabilities(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {

@@ -1,17 +1,18 @@
 //! The coordinator's files besides its store. In the data directory (0700),
-//! `deployments/<id>/r<N>/` holds revision N of each deployment: its app files (`app/`) and
-//! its secrets (`secrets.json`, 0600); in the job directory (0700, outside the data
-//! directory), `<id>/r<N>/agent/` is that revision's job's own writable state. A redeploy's
-//! revision sits beside the serving one until it takes over; the engine removes a
-//! revision's files when its job has stopped for good.
+//! `deployments/<id>/r<N>/` holds revision N of each deployment: its app files (`app/`; a
+//! revision deployed before the store kept secrets also has `secrets.json`, 0600); in the job
+//! directory (0700, outside the data directory), `<id>/r<N>/agent/` is that revision's job's
+//! own writable state. A redeploy's revision sits beside the serving one until it takes
+//! over; the engine removes a revision's files when its job has stopped for good.
 //!
 //! A deploy records its files and secrets in the store, with the revision, in one
-//! transaction, and writes them into the receiving coordinator's data directory first
-//! ([`stage`]: a staging directory, moved into place, removed again if the store refuses).
-//! So a refused or failed deploy leaves nothing. Any other coordinator on the store writes a
-//! revision's files from the store when it launches it ([`materialize`]). [`sweep`] removes what no deployment needs: the
-//! files of stopped deployments and, at startup, what a crash left (staging directories,
-//! files of deployments the store does not know, revisions neither serving nor next).
+//! transaction, and writes the files into the receiving coordinator's data directory first
+//! ([`stage`]: a staging directory per revision, moved into place, removed again if the store
+//! refuses). So a refused or failed deploy leaves nothing. Any other coordinator on the store
+//! writes a revision's files from the store when it launches it ([`materialize`]), checking
+//! each path again. [`sweep`] removes what no deployment needs: the stored copies and files of
+//! revisions no longer in use and, at startup, what a crash left (staging directories, files
+//! of deployments the store does not know, revisions neither serving nor next).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -106,6 +107,52 @@ pub(crate) fn revision_dir(base: &Path, id: &str, revision: u32) -> PathBuf {
     base.join(id).join(format!("r{revision}"))
 }
 
+/// The deepest path of an app file, in components (`lib/a.js` is 2).
+pub(crate) const BUNDLE_MAX_DEPTH: usize = 32;
+
+/// The longest path of an app file, bytes; a component is at most 255 (as on Linux).
+pub(crate) const BUNDLE_MAX_PATH: usize = 1024;
+
+/// Why `path` is not a plain relative path inside the app directory: `..` or `.`, absolute,
+/// empty components (`a//b`, `dir/`), control characters, more than [`BUNDLE_MAX_DEPTH`]
+/// components, a component over 255 bytes, more than [`BUNDLE_MAX_PATH`] bytes.
+pub(crate) fn check_bundle_path(path: &str) -> Result<(), BundlePathProblem> {
+    if path.is_empty() || path.len() > BUNDLE_MAX_PATH {
+        return Err(BundlePathProblem::Length);
+    }
+    if path.chars().any(char::is_control) {
+        return Err(BundlePathProblem::Control);
+    }
+    let components: Vec<&str> = path.split('/').collect();
+    if components.len() > BUNDLE_MAX_DEPTH {
+        return Err(BundlePathProblem::Depth);
+    }
+    for c in components {
+        if c.is_empty() || c == "." || c == ".." {
+            return Err(BundlePathProblem::Outside);
+        }
+        if c.len() > 255 {
+            return Err(BundlePathProblem::Component);
+        }
+    }
+    Ok(())
+}
+
+/// Why an app file's path is refused (said after the path, `Rejection::InvalidBundle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BundlePathProblem {
+    #[error("is not a path of 1 to {BUNDLE_MAX_PATH} bytes")]
+    Length,
+    #[error("holds a control character")]
+    Control,
+    #[error("is deeper than {BUNDLE_MAX_DEPTH} components")]
+    Depth,
+    #[error("is not a relative path inside the app directory (no `.`, `..`, `/` at either end or `//`)")]
+    Outside,
+    #[error("has a component over 255 bytes")]
+    Component,
+}
+
 /// Why a revision's files could not be written from the store.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum MaterializeError {
@@ -131,6 +178,22 @@ pub(crate) enum MaterializeError {
     /// They could not be written.
     #[error(transparent)]
     Files(#[from] FilesError),
+}
+
+/// A bundle that cannot be written where it belongs: a deployment ID or a file path a deploy
+/// would have refused (the store's copy was damaged, or edited at a SQL prompt).
+fn refuse_outside(id: &str, bundle: &RevisionBundle) -> Result<(), FilesError> {
+    if !is_deployment_id(id) {
+        return Err(FilesError(std::io::Error::other(format!("{id:?} is not a deployment ID; nothing was written"))));
+    }
+    for (path, _) in &bundle.files {
+        if let Err(why) = check_bundle_path(path) {
+            return Err(FilesError(std::io::Error::other(format!(
+                "deployment {id}: the stored file {path:?} {why}; nothing was written"
+            ))));
+        }
+    }
+    Ok(())
 }
 
 /// Writes revision `revision` of deployment `id` from the store into `deployments`, unless
@@ -165,53 +228,54 @@ pub(super) fn stage(
     revision: u32,
     bundle: &RevisionBundle,
 ) -> Result<StagedBundle, FilesError> {
-    let mut staged = StagedBundle::write(deployments, id, revision, &bundle.files, &bundle.secrets)?;
+    refuse_outside(id, bundle)?;
+    let mut staged = StagedBundle::write(deployments, id, revision, &bundle.files)?;
     staged.place()?;
     Ok(staged)
 }
 
 /// Records in the store the files of the revisions this data directory holds and the store
 /// does not: a data directory written before the store kept them (each deployment's serving
-/// and next revision, unless it is stopped). Returns how many revisions were recorded.
-pub(super) fn import(store: &RelayStore, deployments: &Path) -> Result<usize, MaterializeError> {
+/// and next revision, unless it is stopped). A revision that cannot be read is logged and
+/// left as it was (its job still runs from its files). Returns how many revisions were
+/// recorded.
+pub(super) fn import(store: &RelayStore, deployments: &Path) -> usize {
     let mut imported = 0;
-    let Ok(entries) = std::fs::read_dir(deployments) else { return Ok(0) };
+    let Ok(entries) = std::fs::read_dir(deployments) else { return 0 };
     for entry in entries.flatten() {
         let id = entry.file_name().to_string_lossy().into_owned();
         if !is_deployment_id(&id) {
             continue;
         }
-        let failed = |revision: u32| {
-            let id = id.clone();
-            move |source| MaterializeError::Store { id, revision, source }
-        };
-        let d = match store.deployment(&id) {
-            Ok(d) if d.state != DeploymentState::Stopped => d,
-            _ => continue,
-        };
-        let next = store.successor(&id).map_err(failed(d.revision))?.map(|s| s.revision);
+        let Ok(d) = store.deployment(&id) else { continue };
+        if d.state == DeploymentState::Stopped {
+            continue;
+        }
+        let next = store.successor(&id).ok().flatten().map(|s| s.revision);
         for revision in std::iter::once(d.revision).chain(next) {
-            let dir = revision_dir(deployments, &id, revision);
-            let app = dir.join(APP_DIR);
-            if !app.is_dir() {
-                continue;
-            }
-            let mut files = Vec::new();
-            read_tree(&app, "", &mut files)?;
-            let secrets_path = dir.join(SECRETS_FILE);
-            let secrets: BTreeMap<String, String> = match fs_err::read(&secrets_path) {
-                Ok(bytes) => serde_json::from_slice(&bytes)
-                    .map_err(|e| FilesError(std::io::Error::other(format!("{}: {e}", secrets_path.display()))))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-                Err(e) => return Err(FilesError(e).into()),
-            };
-            let bundle = RevisionBundle { files, secrets };
-            if store.import_revision_bundle(&id, revision, &bundle).map_err(failed(revision))? {
-                imported += 1;
+            match import_revision(store, deployments, &id, revision) {
+                Ok(true) => imported += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "could not record revision {revision} of {id} in the store"),
             }
         }
     }
-    Ok(imported)
+    imported
+}
+
+/// [`import`] for one revision: whether it was recorded (not if the store had it, or the
+/// data directory has no files for it).
+fn import_revision(store: &RelayStore, deployments: &Path, id: &str, revision: u32) -> Result<bool, MaterializeError> {
+    let failed = |source| MaterializeError::Store { id: id.to_owned(), revision, source };
+    let dir = revision_dir(deployments, id, revision);
+    let app = dir.join(APP_DIR);
+    if !app.is_dir() || store.revision_secrets(id, revision).map_err(failed)?.is_some() {
+        return Ok(false);
+    }
+    let mut files = Vec::new();
+    read_tree(&app, "", &mut files)?;
+    let secrets = read_secrets(&dir).map_err(|e| FilesError(std::io::Error::other(e.to_string())))?;
+    store.import_revision_bundle(id, revision, &RevisionBundle { files, secrets }).map_err(failed)
 }
 
 /// Every regular file under `dir`, as `/`-separated paths under `prefix` and their bytes.
@@ -237,6 +301,8 @@ fn read_tree(dir: &Path, prefix: &str, out: &mut Vec<(String, Vec<u8>)>) -> Resu
 pub(super) struct StagedBundle {
     path: PathBuf,
     target: PathBuf,
+    /// The deployment's directory, if it was made for these files.
+    made_dir: Option<PathBuf>,
     kept: bool,
 }
 
@@ -249,26 +315,25 @@ impl StagedBundle {
         id: &str,
         revision: u32,
         files: &[(String, Vec<u8>)],
-        secrets: &BTreeMap<String, String>,
     ) -> Result<StagedBundle, FilesError> {
         let deployment = deployments.join(id);
-        let (staged, root) = if deployment.is_dir() {
-            let staged = StagedBundle {
-                path: deployment.join(format!("{STAGING}r{revision}")),
-                target: revision_dir(deployments, id, revision),
-                kept: false,
-            };
-            let root = staged.path.clone();
-            (staged, root)
+        // Each revision stages apart (a deploy and a launch may write two revisions at once);
+        // a deployment directory made for it goes again with it unless kept.
+        let made_dir = if deployment.is_dir() {
+            None
         } else {
-            let staged =
-                StagedBundle { path: deployments.join(format!("{STAGING}{id}")), target: deployment, kept: false };
-            let root = staged.path.join(format!("r{revision}"));
-            (staged, root)
+            create_private_dir(&deployment)?;
+            Some(deployment.clone())
+        };
+        let staged = StagedBundle {
+            path: deployment.join(format!("{STAGING}r{revision}")),
+            target: revision_dir(deployments, id, revision),
+            made_dir,
+            kept: false,
         };
         // A staging directory a crash left is replaced.
         let _ = std::fs::remove_dir_all(&staged.path);
-        let app = root.join(APP_DIR);
+        let app = staged.path.join(APP_DIR);
         create_private_dir(&app)?;
         for (path, bytes) in files {
             let target = app.join(path);
@@ -277,10 +342,6 @@ impl StagedBundle {
             }
             write_private(&target, bytes)?;
         }
-        let secrets_path = root.join(SECRETS_FILE);
-        let json = serde_json::to_vec(secrets)
-            .map_err(|e| std::io::Error::other(format!("{}: {e}", secrets_path.display())))?;
-        write_private(&secrets_path, &json)?;
         Ok(staged)
     }
 
@@ -301,6 +362,10 @@ impl Drop for StagedBundle {
     fn drop(&mut self) {
         if !self.kept {
             let _ = std::fs::remove_dir_all(&self.path);
+            if let Some(dir) = &self.made_dir {
+                // Only if nothing else is in it now (another revision written meanwhile).
+                let _ = std::fs::remove_dir(dir);
+            }
         }
     }
 }
@@ -445,25 +510,25 @@ mod tests {
         let dir = scratch.path();
         std::fs::create_dir_all(dir).expect("mkdir");
         let files = vec![("server.js".to_owned(), b"x".to_vec()), ("lib/a.js".to_owned(), b"y".to_vec())];
-        let secrets = BTreeMap::from([("TOKEN".to_owned(), "s3cret".to_owned())]);
-        drop(StagedBundle::write(dir, "dep_1", 1, &files, &secrets).expect("staged"));
-        let mut placed = StagedBundle::write(dir, "dep_1", 1, &files, &secrets).expect("staged");
+        drop(StagedBundle::write(dir, "dep_1", 1, &files).expect("staged"));
+        assert_eq!(std::fs::read_dir(dir).expect("read").count(), 0, "a dropped bundle leaves nothing");
+        let mut placed = StagedBundle::write(dir, "dep_1", 1, &files).expect("staged");
         placed.place().expect("placed");
         assert!(dir.join("dep_1/r1/app/server.js").is_file());
         drop(placed);
         assert_eq!(std::fs::read_dir(dir).expect("read").count(), 0, "an unkept bundle leaves nothing");
 
-        let mut kept = StagedBundle::write(dir, "dep_2", 1, &files, &secrets).expect("staged");
+        let mut kept = StagedBundle::write(dir, "dep_2", 1, &files).expect("staged");
         kept.place().expect("placed");
         kept.keep();
         let landed = dir.join("dep_2/r1");
         assert_eq!(std::fs::read(landed.join("app/lib/a.js")).expect("read"), b"y");
         assert_eq!(mode(&landed.join("app/lib")), 0o700);
         assert_eq!(mode(&landed.join("app/server.js")), 0o600);
-        assert_eq!(mode(&landed.join(SECRETS_FILE)), 0o600);
+        assert!(!landed.join(SECRETS_FILE).exists(), "secrets stay in the store");
         assert_eq!(std::fs::read_dir(dir).expect("read").count(), 1, "no staging left");
         // The next revision lands beside the first, which stays.
-        let mut next = StagedBundle::write(dir, "dep_2", 2, &files, &secrets).expect("staged");
+        let mut next = StagedBundle::write(dir, "dep_2", 2, &files).expect("staged");
         next.place().expect("placed");
         next.keep();
         assert!(dir.join("dep_2/r2/app/server.js").is_file() && dir.join("dep_2/r1/app/server.js").is_file());
@@ -473,6 +538,28 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(entries.len(), 2, "no staging left beside the revisions: {entries:?}");
+    }
+
+    /// Review finding: the store's copy of a revision (edited at a SQL prompt, or a database
+    /// others can write) was written under the data directory as it came.
+    #[test]
+    fn stored_paths_that_would_leave_the_app_directory_are_refused_when_written() {
+        let scratch = scratch("escape");
+        let deployments = scratch.path().join("relay").join("deployments");
+        std::fs::create_dir_all(&deployments).expect("mkdir");
+        let outside = scratch.path().join("outside");
+        let bundle =
+            |path: &str| RevisionBundle { files: vec![(path.to_owned(), b"x".to_vec())], ..Default::default() };
+        for path in ["../../../outside", &outside.display().to_string(), "a//b", "./x", ""] {
+            let refused = stage(&deployments, "dep_0123456789abcdef", 1, &bundle(path)).expect_err(path);
+            assert!(refused.to_string().contains("nothing was written"), "{refused}");
+        }
+        let refused = stage(&deployments, "../outside", 1, &bundle("server.js")).expect_err("not an ID");
+        assert!(refused.to_string().contains("not a deployment ID"), "{refused}");
+        assert!(!outside.exists(), "nothing outside");
+        assert_eq!(std::fs::read_dir(&deployments).expect("read").count(), 0, "nothing inside either");
+        stage(&deployments, "dep_0123456789abcdef", 1, &bundle("lib/ok.js")).expect("a plain path").keep();
+        assert!(deployments.join("dep_0123456789abcdef/r1/app/lib/ok.js").is_file());
     }
 
     #[test]
@@ -574,13 +661,15 @@ pub(crate) enum SecretsError {
 /// The values of a revision's secrets, by name (the secret's ID in its manifest), from its
 /// `secrets.json` (none: no file).
 pub(crate) fn secret_values(revision_dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, SecretsError> {
+    Ok(read_secrets(revision_dir)?.into_iter().map(|(name, value)| (name, value.into_bytes())).collect())
+}
+
+/// A revision's `secrets.json` as written (none: no file). Revisions deployed since the store
+/// keeps secrets have none; older ones are read from it.
+fn read_secrets(revision_dir: &Path) -> Result<BTreeMap<String, String>, SecretsError> {
     let path = revision_dir.join(SECRETS_FILE);
     match std::fs::read(&path) {
-        Ok(bytes) => {
-            let values: BTreeMap<String, String> =
-                serde_json::from_slice(&bytes).map_err(|source| SecretsError::Invalid { path, source })?;
-            Ok(values.into_iter().map(|(name, value)| (name, value.into_bytes())).collect())
-        }
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| SecretsError::Invalid { path, source }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
         Err(source) => Err(SecretsError::Read { path, source }),
     }

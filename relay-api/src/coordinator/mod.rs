@@ -310,10 +310,9 @@ pub async fn run(
     };
     let store = Arc::new(blocking(|| RelayStore::open_at(&config.store_at()))?);
     // Revisions deployed before the store kept their files: recorded now, before the sweep.
-    match files::import(&store, &config.deployments_dir()) {
-        Ok(0) => {}
-        Ok(n) => tracing::info!("recorded the files of {n} revisions in the store"),
-        Err(e) => tracing::warn!(error = %e, "could not record the data directory's revision files in the store"),
+    let imported = files::import(&store, &config.deployments_dir());
+    if imported > 0 {
+        tracing::info!("recorded the files of {imported} revisions in the store");
     }
     files::sweep(&store, &config.deployments_dir(), &config.jobs_dir, true);
     let (market, artifacts) = local_pool(&config)?;

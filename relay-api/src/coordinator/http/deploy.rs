@@ -17,7 +17,7 @@ use super::rejection::{BadRequest, BundleProblem, Oversize, Rejection};
 use super::{ApiError, ApiResult, body, caller};
 use crate::coordinator::Engine;
 use crate::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, DeployRequest, DeployResponse};
-use crate::coordinator::files::{self, StagedBundle};
+use crate::coordinator::files::{self, StagedBundle, check_bundle_path};
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
 use crate::coordinator::policy::{self, PublishError};
 use crate::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, StoreError, random_hex};
@@ -169,8 +169,17 @@ fn redeploy(
     let store = engine.store();
     let project = shipment.project;
     let successor = store.successor(&d.id)?;
+    // Secrets the store cannot give back (damaged) are not the same: the deploy makes a new
+    // revision, which repairs the deployment; only the store being unreachable fails it.
     let same_secrets = |revision: u32| -> Result<bool, StoreError> {
-        Ok(store.revision_secrets(&d.id, revision)?.as_ref() == Some(&secrets))
+        match store.revision_secrets(&d.id, revision) {
+            Ok(stored) => Ok(stored.as_ref() == Some(&secrets)),
+            Err(e @ StoreError::Unavailable(_)) => Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "{}: the stored secrets of revision {revision} are unreadable", d.id);
+                Ok(false)
+            }
+        }
     };
     if d.project_digest == shipment.digest && same_secrets(d.revision)? {
         // The serving revision again: a successor (failed, or on its way) is withdrawn.
@@ -264,12 +273,6 @@ fn in_progress(
     ))
 }
 
-/// The deepest path of an app file, in components (`lib/a.js` is 2).
-const BUNDLE_MAX_DEPTH: usize = 32;
-
-/// The longest path of an app file, bytes; a component is at most 255 (as on Linux).
-const BUNDLE_MAX_PATH: usize = 1024;
-
 /// Decodes the app's files, refusing bundles over [`BUNDLE_MAX_FILES`] files or
 /// [`BUNDLE_MAX_BYTES`] bytes and paths that are not plain, bounded relative paths inside the
 /// app directory (see [`check_bundle_path`]), or a file that another path needs as a directory.
@@ -300,44 +303,4 @@ fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8
         files.push((path.clone(), bytes));
     }
     Ok(files)
-}
-
-/// Why `path` is not a plain relative path inside the app directory: `..` or `.`, absolute,
-/// empty components (`a//b`, `dir/`), control characters, more than [`BUNDLE_MAX_DEPTH`]
-/// components, a component over 255 bytes, more than [`BUNDLE_MAX_PATH`] bytes.
-fn check_bundle_path(path: &str) -> Result<(), BundlePathProblem> {
-    if path.is_empty() || path.len() > BUNDLE_MAX_PATH {
-        return Err(BundlePathProblem::Length);
-    }
-    if path.chars().any(char::is_control) {
-        return Err(BundlePathProblem::Control);
-    }
-    let components: Vec<&str> = path.split('/').collect();
-    if components.len() > BUNDLE_MAX_DEPTH {
-        return Err(BundlePathProblem::Depth);
-    }
-    for c in components {
-        if c.is_empty() || c == "." || c == ".." {
-            return Err(BundlePathProblem::Outside);
-        }
-        if c.len() > 255 {
-            return Err(BundlePathProblem::Component);
-        }
-    }
-    Ok(())
-}
-
-/// Why an app file's path is refused (said after the path, `Rejection::InvalidBundle`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(super) enum BundlePathProblem {
-    #[error("is not a path of 1 to {BUNDLE_MAX_PATH} bytes")]
-    Length,
-    #[error("holds a control character")]
-    Control,
-    #[error("is deeper than {BUNDLE_MAX_DEPTH} components")]
-    Depth,
-    #[error("is not a relative path inside the app directory (no `.`, `..`, `/` at either end or `//`)")]
-    Outside,
-    #[error("has a component over 255 bytes")]
-    Component,
 }

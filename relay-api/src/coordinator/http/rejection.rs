@@ -13,9 +13,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::deploy::BundlePathProblem;
 use super::{ApiError, LOGS_PAGE_MAX};
 use crate::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES};
+use crate::coordinator::files::BundlePathProblem;
 use crate::dns::DnsError;
 use crate::project::{ManifestV5Error, ProjectErrors, Unsupported};
 

@@ -154,14 +154,20 @@ impl<T: Sql> RevisionRows for T {
 
     fn delete_unused_bundles(&mut self) -> Result<u64, StoreError> {
         // A revision is in use while its deployment (not stopped) serves it or it comes next.
-        let unused = |table: &str| {
-            format!(
-                "DELETE FROM {table} WHERE NOT EXISTS (SELECT 1 FROM deployments d WHERE d.id = {table}.deployment_id \
-                 AND d.revision = {table}.revision AND d.state <> 'stopped') AND NOT EXISTS (SELECT 1 FROM successors s \
-                 WHERE s.deployment_id = {table}.deployment_id AND s.revision = {table}.revision)"
-            )
-        };
-        self.execute(&unused("revision_files"), &[])?;
-        Ok(self.execute(&unused("revision_secrets"), &[])?)
+        // Found on `revision_secrets` (a row per revision, written with its files), then each
+        // unused revision's files by their key: no scan of every stored file.
+        let unused = self.query(
+            "SELECT r.deployment_id, r.revision FROM revision_secrets r WHERE NOT EXISTS (SELECT 1 FROM deployments d \
+             WHERE d.id = r.deployment_id AND d.revision = r.revision AND d.state <> 'stopped') AND NOT EXISTS \
+             (SELECT 1 FROM successors s WHERE s.deployment_id = r.deployment_id AND s.revision = r.revision)",
+            &[],
+        )?;
+        for row in &unused {
+            let (id, revision) = (row.text(0)?, row.i64(1)?);
+            let key = params![&id, revision];
+            self.execute("DELETE FROM revision_files WHERE deployment_id = ?1 AND revision = ?2", key)?;
+            self.execute("DELETE FROM revision_secrets WHERE deployment_id = ?1 AND revision = ?2", key)?;
+        }
+        Ok(unused.len() as u64)
     }
 }
