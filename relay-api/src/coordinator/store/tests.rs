@@ -700,9 +700,18 @@ fn each_revisions_files_are_kept_with_it_while_it_serves_or_comes_next() {
         assert!(!store.import_revision_bundle("d1", 3, &bundle(9)).expect("import"), "it had them");
         assert_eq!(store.revision_bundle("d1", 3).expect("read"), Some(bundle(3)));
 
+        // Many files (several statements' worth) come back as they went, in path order.
+        let mut many = bundle(4);
+        many.files = (0..150).map(|i| (format!("f/{i:03}.js"), vec![u8::try_from(i % 256).unwrap_or(0); i])).collect();
+        store
+            .put_successor(&NewSuccessor { bundle: many.clone(), ..successor("d1", 4, "sha256:four") })
+            .expect("recorded");
+        assert_eq!(store.revision_bundle("d1", 4).expect("read"), Some(many));
+        store.drop_successor("d1", 4, "withdrawn").expect("dropped");
+
         // A stopped deployment's files and secrets go.
         store.stop("d1", "stopped by its owner", &Terms::default(), now_ms()).expect("stopped");
-        assert_eq!(store.sweep_revision_bundles().expect("swept"), 1);
+        assert_eq!(store.sweep_revision_bundles().expect("swept"), 2, "revision 3, and the withdrawn 4");
         assert_eq!(store.revision_bundle("d1", 3).expect("read"), None);
     });
 }

@@ -6,6 +6,10 @@ use crate::coordinator::store::backend::RevisionRows;
 use crate::coordinator::store::sql::{Sql, i64_of, params};
 use crate::coordinator::store::{NewSuccessor, RevisionBundle, RouteKeys, StoreError};
 
+/// App files written by one `INSERT` at most (a bounded number of statement texts, each
+/// prepared once per connection).
+const FILES_PER_INSERT: usize = 64;
+
 impl<T: Sql> RevisionRows for T {
     fn successor(&mut self, deployment_id: &str) -> Result<Option<Successor>, StoreError> {
         let sql = format!("SELECT {SUCCESSOR_COLUMNS} FROM successors WHERE deployment_id = ?1");
@@ -109,11 +113,18 @@ impl<T: Sql> RevisionRows for T {
         revision: u32,
         bundle: &RevisionBundle,
     ) -> Result<(), StoreError> {
-        for (path, bytes) in &bundle.files {
-            self.execute(
-                "INSERT INTO revision_files (deployment_id, revision, path, bytes) VALUES (?1, ?2, ?3, ?4)",
-                params![deployment_id, revision, path, bytes.as_slice()],
-            )?;
+        // Up to FILES_PER_INSERT rows a statement: on PostgreSQL each statement is a round
+        // trip, made under the writers' lock (a deploy has up to 2,000 files).
+        for chunk in bundle.files.chunks(FILES_PER_INSERT) {
+            let rows: Vec<String> =
+                (0..chunk.len()).map(|i| format!("(?1, ?2, ?{}, ?{})", 3 + 2 * i, 4 + 2 * i)).collect();
+            let sql =
+                format!("INSERT INTO revision_files (deployment_id, revision, path, bytes) VALUES {}", rows.join(", "));
+            let mut values = params![deployment_id, revision].to_vec();
+            for (path, bytes) in chunk {
+                values.extend_from_slice(params![path, bytes.as_slice()]);
+            }
+            self.execute(&sql, &values)?;
         }
         let secrets = serde_json::to_string(&bundle.secrets)
             .map_err(|e| StoreError::Backend(format!("the secrets of revision {revision}: {e}").into()))?;
