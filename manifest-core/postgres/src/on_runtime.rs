@@ -119,6 +119,29 @@ impl RuntimePool {
         RuntimePool { db: db.clone(), config, reads, write: Arc::default(), wait }
     }
 
+    /// Connects every connection and prepares `reads` on the read connections and `writes`
+    /// on the write connection, at once: what a first request would otherwise wait for. A
+    /// failure is left for the statements to meet again.
+    pub async fn warm(&self, reads: &[&str], writes: &[&str]) {
+        let prepare = |slot: &Arc<Slot>, sqls: &[&str]| {
+            let (slot, sqls) = (slot.clone(), sqls.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+            async move {
+                let deadline = Instant::now() + self.wait;
+                let Ok(Ok(connected)) = timeout_at(deadline, self.connected(&slot)).await else { return };
+                for sql in sqls {
+                    if let Ok(Ok(statement)) = timeout_at(deadline, connected.client.prepare(&sql)).await {
+                        connected.prepared.lock().unwrap_or_else(PoisonError::into_inner).keep(&sql, &statement);
+                    }
+                }
+            }
+        };
+        let mut all: Vec<_> = self.reads.iter().map(|slot| prepare(slot, reads)).collect();
+        all.push(prepare(&self.write, writes));
+        for warming in all {
+            warming.await;
+        }
+    }
+
     /// Host, port and database, for messages.
     pub fn location(&self) -> &str {
         self.db.location()

@@ -173,6 +173,17 @@ pub async fn query_on_runtime(
     })
 }
 
+/// Makes the runtime pool's connections and prepares the shared statements `reads` and
+/// `writes` on them ([`svc_postgres::RuntimePool::warm`]), as [`query_on_runtime`] will send
+/// them.
+pub async fn warm_on_runtime(pool: &svc_postgres::RuntimePool, reads: &[&str], writes: &[&str]) {
+    let reads: Vec<String> = reads.iter().map(|s| dollars(s)).collect();
+    let writes: Vec<String> = writes.iter().map(|s| dollars(s)).collect();
+    let reads: Vec<&str> = reads.iter().map(String::as_str).collect();
+    let writes: Vec<&str> = writes.iter().map(String::as_str).collect();
+    pool.warm(&reads, &writes).await;
+}
+
 impl Sql for PgTx {
     const ROW_KEY: &'static str = "key";
     const BACKEND: crate::Backend = crate::Backend::Postgres;

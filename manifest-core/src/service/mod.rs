@@ -176,6 +176,11 @@ pub async fn serve_until(
         .map_err(|e| ServeError::Scheduler(svc_execution::executor::StoreFailure(Box::new(e))))?
         .map_err(ServeError::Scheduler)?
     };
+    if let Some(statements) = store.on_runtime() {
+        // The hot path's connections made and its statements prepared before the first
+        // request, which would otherwise wait for them.
+        statements.warm().await;
+    }
     let state = Arc::new(State {
         store: store as Arc<dyn store::Store>,
         schema_pairs: config.schema_pairs,

@@ -148,6 +148,9 @@ pub trait OnRuntime: Send + Sync {
     ) -> Answer<'a, Option<PublicationInputs>>;
     /// As [`Store::publish_decided_alone`].
     fn publish_decided<'a>(&'a self, on: &'a DecidedOn, write: &'a DecidedWrite) -> Answer<'a, Option<u64>>;
+    /// Makes the connections and prepares these statements, before the first request needs
+    /// them (a failure is left for the requests to meet).
+    fn warm(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
 }
 
 /// A unit of write work: `true` keeps its writes.

@@ -16,7 +16,7 @@
 
 use svc_execution::executor::{ExecutionStore, ExecutionTx, NotLeader, StoreFailure};
 use svc_postgres::{Database, Lane, Pool, PoolSettings, RuntimePool};
-use svc_sql::postgres::{PgTx, query_on_runtime};
+use svc_sql::postgres::{PgTx, query_on_runtime, warm_on_runtime};
 use svc_sql::{Sql, params};
 
 use super::group::{Group, Undo, run_units};
@@ -161,6 +161,14 @@ impl OnRuntime for PostgresStore {
                 query_on_runtime(self.runtime()?, Lane::Read, &rows::INPUTS, params![organization, application_id])
                     .await?;
             Ok(rows::inputs_from_rows(&rows, organization)?)
+        })
+    }
+
+    fn warm(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            if let Some(pool) = &self.runtime {
+                warm_on_runtime(pool, &[rows::CALLER, &rows::INPUTS], &[rows::DECIDED_CALL]).await;
+            }
         })
     }
 
