@@ -636,9 +636,8 @@ fn deploy_body(server_js: &str, hostnames: &[&str]) -> serde_json::Value {
     })
 }
 
-#[tokio::test]
-async fn the_api_deploys_once_ships_a_changed_project_as_a_revision_and_refuses_changed_hostnames() {
-    let w = world(FakeProbe::default());
+/// The coordinator's API over `w`, and a customer token of `acme`.
+fn customer_api(w: &World) -> (axum::Router, String) {
     let token = relay_api::coordinator::issue_token(
         &w.engine.config().data_dir,
         "acme",
@@ -646,7 +645,13 @@ async fn the_api_deploys_once_ships_a_changed_project_as_a_revision_and_refuses_
     )
     .expect("a token")
     .plaintext;
-    let api = relay_api::coordinator::api_router(w.engine.clone());
+    (relay_api::coordinator::api_router(w.engine.clone()), token)
+}
+
+#[tokio::test]
+async fn the_api_deploys_once_ships_a_changed_project_as_a_revision_and_refuses_changed_hostnames() {
+    let w = world(FakeProbe::default());
+    let (api, token) = customer_api(&w);
     let deployments = "/api/ingress/deployments";
 
     let (status, body) = call(&api, "POST", deployments, None, Some(deploy_body("v1", &[]))).await;
@@ -692,14 +697,7 @@ async fn the_api_deploys_once_ships_a_changed_project_as_a_revision_and_refuses_
 #[tokio::test]
 async fn a_redeploy_after_its_stored_secrets_were_damaged_makes_a_new_revision() {
     let w = world(FakeProbe::default());
-    let token = relay_api::coordinator::issue_token(
-        &w.engine.config().data_dir,
-        "acme",
-        relay_api::coordinator::store::TokenRole::Customer,
-    )
-    .expect("a token")
-    .plaintext;
-    let api = relay_api::coordinator::api_router(w.engine.clone());
+    let (api, token) = customer_api(&w);
     let deployments = "/api/ingress/deployments";
     let (status, first) = call(&api, "POST", deployments, Some(&token), Some(deploy_body("v1", &[]))).await;
     assert_eq!(status, 201, "{first}");
