@@ -217,3 +217,19 @@ fn a_drifted_document_fails_at_each_drifted_block() {
         failures[2]
     );
 }
+
+/// CI once failed `svc serve --listen 127.0.0.1:8081 ... &` as "exited instead of serving"
+/// right after it printed that it listened: the harness's own `mv`, writing the command's
+/// status, was still a child of the shell and was taken for the server. The bookkeeping after
+/// each command runs builtins only, so it works with no `PATH` at all.
+#[test]
+fn the_harness_bookkeeping_starts_no_process_that_could_be_taken_for_a_server() {
+    let root = svc_e2e::workspace();
+    let mut session = Session::start(&root, Path::new("/nonexistent")).expect("a session");
+    for command in ["PATH=/nonexistent", "cd examples", "true"] {
+        let outcome = session.run(command, None).unwrap_or_else(|e| panic!("`{command}`: {e}"));
+        assert_eq!(outcome.code, Some(0), "`{command}`: {outcome:?}");
+    }
+    assert!(session.cwd().ends_with("work/examples"), "{}", session.cwd().display());
+    assert!(session.finish().is_empty(), "no command ran in the background");
+}

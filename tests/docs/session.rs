@@ -101,8 +101,12 @@ impl Session {
         let before = procs::children(shell);
         let c = self.dir.path().join("control");
         let c = c.display();
+        // Only builtins after the command: a process of the harness's own (an `mv` once)
+        // would be a new child of the shell when the status appears, and would be taken for
+        // a server the command started in the background. `echo` writes the status and its
+        // newline in one write; the status counts once the newline is there.
         let script = format!(
-            "{{ {command}\n}} </dev/null >{c}/{n}.out 2>{c}/{n}.err; echo $? >{c}/{n}.rc.tmp; pwd >{c}/cwd; mv {c}/{n}.rc.tmp {c}/{n}.rc\n"
+            "{{ {command}\n}} </dev/null >{c}/{n}.out 2>{c}/{n}.err; __svc_docs_rc=$?; pwd >{c}/cwd; echo $__svc_docs_rc >{c}/{n}.rc\n"
         );
         self.stdin
             .write_all(script.as_bytes())
@@ -112,7 +116,9 @@ impl Session {
         let started = Instant::now();
         let mut interrupted: Option<Instant> = None;
         let rc = loop {
-            if let Ok(rc) = std::fs::read_to_string(self.control(&format!("{n}.rc"))) {
+            if let Ok(rc) = std::fs::read_to_string(self.control(&format!("{n}.rc")))
+                && rc.ends_with('\n')
+            {
                 break rc;
             }
             if self.shell.try_wait().ok().flatten().is_some() {
