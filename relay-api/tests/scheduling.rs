@@ -65,7 +65,7 @@ impl World {
         let store = Arc::new(RelayStore::open(dir.path()).expect("a store"));
         let pool = Arc::new(SimulatedPool::new(1, 4, 0));
         let clock = ManualClock::at(u64::try_from(now_ms()).expect("after 1970"));
-        let scheduling = Scheduling::new(store.clone(), dir.path().join("deployments"), MAX_RESTARTS);
+        let scheduling = Scheduling::new(store.clone(), dir.path().join("deployments"), MAX_RESTARTS, "test".into());
         let executor = Executor::new(Arc::new(scheduling), pool.clone(), Arc::new(clock.clone()), 16);
         World { store, pool, clock, executor, _dir: dir }
     }
@@ -260,7 +260,7 @@ fn on_the_ingress_market_a_successor_is_ready_when_validated_and_its_predecessor
     let equip = Arc::new(CountingEquip::default());
     let market = Arc::new(IngressMarket::new(pool.clone(), equip.clone()));
     let clock = ManualClock::at(u64::try_from(now_ms()).expect("after 1970") + 1_000);
-    let scheduling = Scheduling::new(store.clone(), dir.path().join("deployments"), MAX_RESTARTS);
+    let scheduling = Scheduling::new(store.clone(), dir.path().join("deployments"), MAX_RESTARTS, "test".into());
     let executor = Executor::new(Arc::new(scheduling), market.clone(), Arc::new(clock.clone()), 16);
     let w = World { store, pool: pool.clone(), clock, executor, _dir: dir };
     let d = w.deploy("dep_0000000000000005");

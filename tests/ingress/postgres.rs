@@ -1,5 +1,6 @@
 //! `svc relay serve --database postgres://...`: the relay's store on PostgreSQL, the way an
-//! operator runs it, with `svc relay admin` against the same database.
+//! operator runs it, with `svc relay admin` against the same database, and a second
+//! coordinator standing by on it.
 
 use std::process::Command;
 use std::time::Duration;
@@ -33,7 +34,7 @@ fn serve(data: &std::path::Path, url: &str) -> Command {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_relay_on_postgres_deploys_keeps_its_state_across_a_restart_runs_alone_and_moves_with_its_database() {
+async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_takes_over_after_kill_9() {
     let Some(cluster) = svc_pg_cluster::for_test("relay-on-postgres") else { return };
     let url = cluster.svc_url();
     let dir = TempDir::new("relay-postgres");
@@ -43,6 +44,7 @@ async fn a_relay_on_postgres_deploys_keeps_its_state_across_a_restart_runs_alone
 
     let relay = Relay::attach(Proc::spawn("svc relay serve", serve(&data, &url)), &data, token.clone()).await;
     let config = node_demo_project(dir.path()).to_string_lossy().into_owned();
+    let project = std::path::PathBuf::from(&config);
     let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
     assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
     assert!(out.lines().last().is_some_and(|l| l.starts_with("live https://")), "{out}");
@@ -50,13 +52,6 @@ async fn a_relay_on_postgres_deploys_keeps_its_state_across_a_restart_runs_alone
     let rows = cluster.sql("svc", "SELECT state FROM deployments").expect("a query");
     assert_eq!(rows, "live", "the deployment's row in PostgreSQL");
     assert!(!data.join("relay.sqlite3").exists(), "no SQLite store beside it");
-
-    // A second coordinator on the same database is refused, before it touches a job.
-    let other = dir.path().join("other");
-    let out = serve(&other, &url).output().expect("a second svc relay serve");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("another coordinator runs on it"), "{stderr}");
 
     // The database restarting: the API says 503 `store_unavailable` (no detail), at once,
     // and answers again once it is back, with no coordinator restart.
@@ -68,30 +63,44 @@ async fn a_relay_on_postgres_deploys_keeps_its_state_across_a_restart_runs_alone
     assert!(!err.contains("127.0.0.1") && !err.contains("postgres"), "no database detail to the caller: {err}");
     assert!(started.elapsed() < Duration::from_secs(10), "fast: {:?}", started.elapsed());
     cluster.restart().expect("start the database again");
-    let project = std::path::PathBuf::from(&config);
     relay.wait_status(&project, Duration::from_secs(30), "answers again", |s| state(s) == "live").await;
 
-    // Started again on another data directory (a coordinator moved to a new host, with only
-    // the database): it finds the deployment there, writes its files from the database and
-    // brings it back.
-    let mut relay = relay;
-    relay.proc.signal("TERM");
-    assert!(relay.proc.wait_exit(Duration::from_secs(15)).await.is_some(), "{}", relay.proc.output());
+    // A second coordinator on the same database, on another host (another data directory):
+    // it serves the API and agrees on the route, and stands by while the first runs the job.
+    let other = dir.path().join("other");
+    let mut standby = Relay::attach(Proc::spawn("svc relay serve (standby)", serve(&other, &url)), &other, token).await;
+    standby.proc.expect_line(Duration::from_secs(10), "that it stands by", |l| l.contains("stands by")).await;
     let id = cluster.sql("svc", "SELECT id FROM deployments").expect("a query");
-    assert!(!other.join("deployments").join(&id).exists(), "nothing of it in the other data directory yet");
-    let moved_at = super::supervision::now_ms();
-    let relay = Relay::attach(Proc::spawn("svc relay serve (moved)", serve(&other, &url)), &other, token).await;
-    // Its state in the database says live from the start: what counts is a job of this
-    // coordinator validated, a transition to live after the move.
-    let (status, _) = relay
-        .wait_status(&project, Duration::from_secs(60), "live again, on the moved coordinator", |s| {
-            super::supervision::transition_after(s, "live", moved_at).is_some()
+    let (seen, _) =
+        standby.wait_status(&project, Duration::from_secs(5), "the route, from the standby", |_| true).await;
+    let (first, _) = relay.wait_status(&project, Duration::from_secs(5), "the route", |_| true).await;
+    assert_eq!(state(&seen), "live", "{seen:#}");
+    assert!(first["deployment"]["routeId"].is_string(), "{first:#}");
+    assert_eq!(seen["deployment"]["canonicalHostname"], first["deployment"]["canonicalHostname"], "{seen:#}");
+    assert_eq!(seen["deployment"]["routeId"], first["deployment"]["routeId"], "{seen:#}");
+    // Its URL names the gateway that serves the route: the first coordinator's.
+    assert_eq!(seen["deployment"]["url"], first["deployment"]["url"], "{seen:#}");
+    assert!(first["deployment"]["url"].as_str().is_some_and(|u| u.contains(&format!(":{}/", relay.public.port()))));
+    assert!(!other.join("deployments").join(&id).exists(), "the standby launched nothing");
+
+    // The first coordinator killed with `kill -9`: the standby takes the jobs over once the
+    // lease runs out, writes the app's files from the database and brings the route back.
+    let killed_at = super::supervision::now_ms();
+    relay.proc.signal("KILL");
+    let (status, _) = standby
+        .wait_status(&project, Duration::from_secs(60), "live again, on the standby", |s| {
+            super::supervision::transition_after(s, "live", killed_at).is_some()
         })
         .await;
+    let (taken_at, why) = super::supervision::transition_after(&status, "provisioning", killed_at)
+        .unwrap_or_else(|| panic!("relaunched by the standby: {status:#}"));
+    assert!(why.contains("relaunching"), "{why}");
+    assert!(taken_at - killed_at <= 10_000, "taken over within 10 s of the kill: {} ms", taken_at - killed_at);
     assert_eq!(status["deployment"]["revision"], 1, "{status:#}");
     let server = other.join("deployments").join(&id).join("r1").join("app").join("server.js");
     assert_eq!(
         std::fs::read(&server).expect("the app's files, written from the database"),
         std::fs::read(data.join("deployments").join(&id).join("r1").join("app").join("server.js")).expect("the first")
     );
+    standby.proc.expect_line(Duration::from_secs(1), "that it took over", |l| l.contains("taking the jobs over")).await;
 }

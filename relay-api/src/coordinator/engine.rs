@@ -19,6 +19,7 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 mod launch;
+mod lease;
 mod redeploy;
 
 use super::ingress_market::IngressMarket;
@@ -118,6 +119,8 @@ pub struct Engine {
     wake: Notify,
     /// The health route's latest check of the store, shared by its probes.
     health: svc_http::StoreCheck,
+    /// This coordinator's claim on the engine lease.
+    lease: lease::Lease,
 }
 
 /// The key of revision `revision` of deployment `id` among the running jobs (and the job's
@@ -162,8 +165,13 @@ impl Engine {
         });
         let market = Arc::new(IngressMarket::new(parts.market.clone(), launcher.clone()));
         let max_restarts = u8::try_from(parts.config.restarts.max_restarts).unwrap_or(u8::MAX);
-        let scheduling =
-            super::scheduling::Scheduling::new(parts.store.clone(), parts.config.deployments_dir(), max_restarts);
+        let lease = lease::Lease::new(parts.public_port);
+        let scheduling = super::scheduling::Scheduling::new(
+            parts.store.clone(),
+            parts.config.deployments_dir(),
+            max_restarts,
+            lease.holder.clone(),
+        );
         let executor =
             Executor::new(Arc::new(scheduling), market.clone(), parts.clock.clone(), super::scheduling::BATCH);
         Arc::new(Engine {
@@ -177,6 +185,7 @@ impl Engine {
             syncing: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
             health: svc_http::StoreCheck::default(),
+            lease,
         })
     }
 
@@ -206,9 +215,10 @@ impl Engine {
         self.wake.notify_one();
     }
 
-    /// The public URL of a hostname.
+    /// The public URL of a hostname, at the gateway of the coordinator that runs the jobs
+    /// (this one's, unless another holds the engine lease).
     pub fn url(&self, hostname: &str) -> String {
-        match self.parts.public_port {
+        match self.lease.public_port.load(std::sync::atomic::Ordering::Relaxed) {
             443 => format!("https://{hostname}/"),
             port => format!("https://{hostname}:{port}/"),
         }
@@ -385,15 +395,29 @@ impl Engine {
         }
     }
 
-    /// The engine's loop (runs until the task is aborted).
+    /// The engine's loop (runs until the task is aborted): it stands by until this
+    /// coordinator holds the engine lease, takes the jobs over, runs them while it keeps the
+    /// lease, and stands by again if it loses it ([`lease`]).
     pub async fn run(self: Arc<Self>) {
+        loop {
+            self.wait_for_lease().await;
+            self.take_the_jobs_over().await;
+            self.lead().await;
+            self.step_down().await;
+        }
+    }
+
+    /// What a coordinator does first when its engine starts to lead: the jobs of the last
+    /// leader (this coordinator's last run, or another coordinator) ended with it, so each
+    /// deployment that should run is launched again.
+    async fn take_the_jobs_over(&self) {
         if let Ok(active) = self.db(|store| store.active_deployments()) {
             self.publish_missing_policies(&active);
         }
-        // The jobs were this coordinator's processes: the scheduler's recovery records those it
-        // ran as ended with it (`processor_restarted`), and their slots get a new attempt.
-        // Before any step: a step over unrecovered records would wait for jobs the empty pool
-        // does not have (review finding).
+        // The scheduler's recovery records the jobs the last leader ran as ended with it
+        // (`processor_restarted`), and their slots get a new attempt. Before any step: a step
+        // over unrecovered records would wait for jobs the empty pool does not have (review
+        // finding).
         loop {
             match super::blocking(|| self.executor.recover()) {
                 Ok(report) => {
@@ -401,20 +425,19 @@ impl Engine {
                         tracing::info!(
                             relaunched = report.relaunched,
                             lost = report.lost,
-                            "svc relay: the scheduler recovered the jobs of the coordinator's last run"
+                            "svc relay: the scheduler recovered the jobs of the last leader"
                         );
                     }
                     break;
                 }
                 Err(e) => {
-                    tracing::error!("svc relay: recovering the jobs of the coordinator's last run (again in 1 s): {e}");
+                    tracing::error!("svc relay: recovering the jobs of the last leader (again in 1 s): {e}");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
         }
-        // Jobs do not outlive a coordinator: relaunch the ones that should run. Every active
-        // deployment is decided again now (one stopped with the coordinator while provisioning
-        // has nothing else to wake it: review finding).
+        // Every active deployment is decided again now (one stopped with the last leader
+        // while provisioning has nothing else to wake it: review finding).
         if let Ok(active) = self.db(|store| store.active_deployments()) {
             for d in &active {
                 let _ = self.db(|store| store.wake_scheduler(&d.id));
@@ -430,8 +453,15 @@ impl Engine {
             }
         }
         self.restart_successors();
+    }
+
+    /// Ticks while this coordinator keeps the engine lease; returns once it has lost it.
+    async fn lead(&self) {
         let mut ticks: u32 = 0;
         loop {
+            if !self.keep_lease().await {
+                return;
+            }
             self.tick().await;
             ticks = ticks.wrapping_add(1);
             if ticks.is_multiple_of(SWEEP_EVERY) {
@@ -877,8 +907,8 @@ impl Engine {
         }
     }
 
-    /// Stops every job (the coordinator is shutting down).
-    pub async fn stop_all_jobs(&self) {
+    /// Stops every job this coordinator runs, keeping their last output in their logs.
+    async fn stop_local_jobs(&self) {
         for job in self.market.jobs() {
             let id = job.execution_id;
             let output = super::blocking(|| {
@@ -889,6 +919,10 @@ impl Engine {
                 self.record_output(&meta.deployment, meta.revision, meta.revision, by_part(output));
             }
         }
+    }
+
+    /// Records every live job as stopped with the coordinator.
+    fn record_stopped(&self) {
         let stopped = Reason::new("coordinator_stopped", "the coordinator stopped; its jobs end with it");
         if let Err(e) = self.db(|store| store.stop_live_executions(&stopped)) {
             tracing::error!("svc relay: recording the jobs stopped with the coordinator: {e}");

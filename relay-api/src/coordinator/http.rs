@@ -77,6 +77,8 @@ impl From<StoreError> for ApiError {
             StoreError::Refused { code, message } => ApiError::new(StatusCode::CONFLICT, code, message),
             StoreError::Transition(t) => ApiError::new(StatusCode::CONFLICT, "invalid_transition", t.to_string()),
             StoreError::Backend(m) => ApiError::internal(&m),
+            // Only the scheduler's writes ask for the lease; an API call never meets it.
+            e @ StoreError::NotLeader(_) => ApiError::internal(&e),
             StoreError::Unavailable(why) => {
                 // Where the database is and why it failed are for the log, not the caller.
                 tracing::warn!("svc relay: the store is unavailable: {why}");

@@ -302,12 +302,6 @@ pub async fn run(
     files::migrate_old_layout(&config.data_dir).map_err(setup("moving deployment files to deployments/"))?;
     files::migrate_to_revisions(&config.deployments_dir())
         .map_err(setup("moving deployment files to their first revision"))?;
-    // On a database, one coordinator at a time (the data directory's lock cannot see the
-    // others): until leases share the work, a second engine would launch every job again.
-    let _database_lock = match &config.database {
-        Some((db, _)) => Some(store::postgres::hold_coordinator_lock(db)?),
-        None => None,
-    };
     let store = Arc::new(blocking(|| RelayStore::open_at(&config.store_at()))?);
     // Revisions deployed before the store kept their files: recorded now, before the sweep.
     let imported = files::import(&store, &config.deployments_dir());
@@ -374,10 +368,10 @@ pub async fn run(
     listener.serve(svc_http::limit_body(app, API_BODY_LIMIT), shutdown).await;
     // Wait for the engine to be gone, not only told to go: a step inside a store operation
     // (`Engine::db`, on a thread of its own) finishes it first, and must neither launch a job
-    // after `stop_all_jobs` nor poll a timer once the runtime shuts down.
+    // after `shut_down` nor poll a timer once the runtime shuts down.
     engine_task.abort();
     let _ = engine_task.await;
-    engine.stop_all_jobs().await;
+    engine.shut_down().await;
     signer_task.abort();
     gw_task.abort();
     Ok(())

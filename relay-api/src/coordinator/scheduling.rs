@@ -59,13 +59,17 @@ pub struct Scheduling {
     store: Arc<RelayStore>,
     deployments_dir: PathBuf,
     max_restarts: u8,
+    /// The coordinator, as the engine lease names its holder: every scheduler transaction
+    /// begins only while it holds the lease.
+    holder: String,
 }
 
 impl Scheduling {
     /// The scheduler's view of `store`, whose revisions keep their files under
-    /// `deployments_dir`; a job is restarted at most `max_restarts` times per generation.
-    pub fn new(store: Arc<RelayStore>, deployments_dir: PathBuf, max_restarts: u8) -> Scheduling {
-        Scheduling { store, deployments_dir, max_restarts }
+    /// `deployments_dir`; a job is restarted at most `max_restarts` times per generation; it
+    /// writes only while coordinator `holder` holds the engine lease.
+    pub fn new(store: Arc<RelayStore>, deployments_dir: PathBuf, max_restarts: u8, holder: String) -> Scheduling {
+        Scheduling { store, deployments_dir, max_restarts, holder }
     }
 }
 
@@ -87,7 +91,9 @@ fn int(n: Millis) -> i64 {
 
 impl ExecutionStore for Scheduling {
     fn begin(&self) -> Result<Box<dyn ExecutionTx + '_>, StoreFailure> {
-        let tx = self.store.begin_write().map_err(store_failure)?;
+        // A coordinator that lost the lease (stalled past it, or cut off from the database)
+        // decides nothing more: the one holding it now launches the jobs.
+        let tx = self.store.begin_write_as_leader(&self.holder).map_err(store_failure)?;
         Ok(Box::new(SchedulingTx { tx, deployments_dir: &self.deployments_dir, max_restarts: self.max_restarts }))
     }
 }

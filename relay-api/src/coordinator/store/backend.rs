@@ -18,6 +18,15 @@ use crate::coordinator::state::DeploymentState;
 use relay_wire::admission::Operator;
 use svc_sql::Sql;
 
+/// Who holds the engine lease, as a coordinator trying for it sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseState {
+    /// Whether the coordinator that asked holds it now.
+    pub held: bool,
+    /// The holder's gateway port, if a coordinator holds it.
+    pub public_port: Option<u16>,
+}
+
 /// A storage backend: hands out transactions.
 pub trait Backend: Send + Sync + 'static {
     /// A transaction that only reads; it sees one consistent snapshot.
@@ -29,6 +38,29 @@ pub trait Backend: Send + Sync + 'static {
     fn location(&self) -> String;
     /// `sqlite` or `postgres`, for the health route.
     fn kind(&self) -> &'static str;
+
+    /// Takes (or keeps, for `lease_ms` more) the engine lease for coordinator `holder`, whose
+    /// gateway listens on `public_port`: whether `holder` holds it now, and the holder's
+    /// public port. A store one coordinator alone can open (SQLite's, in its locked data
+    /// directory) always grants it.
+    fn lead(&self, holder: &str, lease_ms: i64, public_port: u16) -> Result<LeaseState, StoreError> {
+        let _ = (holder, lease_ms);
+        Ok(LeaseState { held: true, public_port: Some(public_port) })
+    }
+
+    /// A write transaction that begins only while `holder` holds the engine lease (checked
+    /// under the writers' lock, so a coordinator that lost the lease writes nothing with it);
+    /// otherwise [`StoreError::NotLeader`].
+    fn write_as_leader(&self, holder: &str) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        let _ = holder;
+        self.write()
+    }
+
+    /// Gives the engine lease up, if `holder` holds it: another coordinator takes it at once
+    /// instead of when it runs out.
+    fn resign(&self, holder: &str) {
+        let _ = holder;
+    }
 }
 
 /// One transaction: every row trait, and its end.

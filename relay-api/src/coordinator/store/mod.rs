@@ -22,7 +22,7 @@ pub mod sqlite;
 use crate::coordinator::model::Quote;
 use crate::coordinator::state::TransitionError;
 
-pub use backend::{Backend, Transaction};
+pub use backend::{Backend, LeaseState, Transaction};
 pub use executions::ExecutionRecord;
 pub use policies::PublishedPolicy;
 pub use revisions::NewSuccessor;
@@ -48,6 +48,10 @@ pub enum StoreError {
     /// Something named does not exist.
     #[error("{0} not found")]
     NotFound(String),
+    /// This coordinator does not hold the engine lease (another coordinator on the database
+    /// runs the jobs): a write only the lease's holder makes was refused, nothing written.
+    #[error("{0} does not hold the engine lease")]
+    NotLeader(String),
     /// A rule of the ledger or the hostnames refused the change.
     #[error("{message}")]
     Refused {
@@ -224,16 +228,29 @@ impl RelayStore {
         self.read(|tx| tx.org_id("").map(drop))
     }
 
+    /// Takes (or keeps) the engine lease for coordinator `holder` (its gateway on
+    /// `public_port`) for `lease_ms`: whether it holds it now, and the holder's gateway port
+    /// ([`Backend::lead`]).
+    pub fn lead(&self, holder: &str, lease_ms: i64, public_port: u16) -> Result<LeaseState, StoreError> {
+        self.backend.lead(holder, lease_ms, public_port)
+    }
+
+    /// Gives the engine lease up, if `holder` holds it.
+    pub fn resign(&self, holder: &str) {
+        self.backend.resign(holder);
+    }
+
+    /// A write transaction that begins only while `holder` holds the engine lease, for a
+    /// caller that holds it across its own steps (the scheduler's:
+    /// [`crate::coordinator::scheduling`]); dropped uncommitted, it rolls back.
+    pub(crate) fn begin_write_as_leader(&self, holder: &str) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        self.backend.write_as_leader(holder)
+    }
+
     /// Runs `read` in one read transaction.
     pub fn read<T>(&self, read: impl FnOnce(&mut dyn Transaction) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut tx = self.backend.read()?;
         read(tx.as_mut())
-    }
-
-    /// A write transaction, for a caller that holds it across its own steps (the scheduler's
-    /// [`crate::coordinator::scheduling`]); dropped uncommitted, it rolls back.
-    pub(crate) fn begin_write(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        self.backend.write()
     }
 
     /// Runs `write` in one write transaction, committed if it succeeds (rolled back if not).

@@ -11,18 +11,18 @@
 //! commits, with no retry loop (it runs at `READ COMMITTED`, and under the lock nothing else
 //! commits). A read transaction is one `REPEATABLE READ` snapshot and takes no lock.
 
-use std::time::Duration;
-
-use svc_postgres::{Database, DbError, Pool, Session};
+use svc_postgres::{Database, DbError, Pool};
 
 use super::StoreError;
-use super::backend::{Backend, Transaction};
+use super::backend::{Backend, LeaseState, Transaction};
 use svc_sql::postgres::PgTx;
+use svc_sql::{Sql, params};
 
 /// The migrations, in order; `svc_migrations` records those applied.
 pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0001_relay.sql"),
     include_str!("../../../migrations/postgres/0002_revision_files.sql"),
+    include_str!("../../../migrations/postgres/0003_engine_lease.sql"),
 ];
 
 /// The relay store's name in `svc_migrations`.
@@ -34,32 +34,9 @@ const WRITE_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advis
 
 pub use svc_postgres::PoolSettings;
 
-/// The session-level advisory lock a coordinator holds on its database while it runs (the
-/// key spells `svc_coor`).
-const COORDINATOR_LOCK: i64 = 8319396543559528306;
-
-/// Holds the database's coordinator lock until the returned session is dropped (or the
-/// process ends: the database releases a session's locks with it, `kill -9` included).
-pub fn hold_coordinator_lock(db: &Database) -> Result<Session, StoreError> {
-    let pool = db.pool(1, Duration::from_secs(10));
-    let session = pool.session().map_err(backend)?;
-    let taken = session
-        .run(|c| {
-            c.client().query_one("SELECT pg_try_advisory_lock($1)", &[&COORDINATOR_LOCK]).map(|r| r.get::<_, bool>(0))
-        })
-        .map_err(backend)?;
-    if !taken {
-        return Err(StoreError::Refused {
-            code: "database_in_use",
-            message: format!(
-                "database {}: another coordinator runs on it (one at a time, until coordinators share the work): stop \
-                 it first, or choose another --database",
-                db.location()
-            ),
-        });
-    }
-    Ok(session)
-}
+/// The database's clock in Unix milliseconds: the lease is timed by one clock, whatever the
+/// coordinators' clocks say.
+const DB_NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
 
 /// The relay store on a PostgreSQL database.
 #[derive(Debug)]
@@ -102,5 +79,57 @@ impl Backend for PostgresBackend {
 
     fn kind(&self) -> &'static str {
         "postgres"
+    }
+
+    fn lead(&self, holder: &str, lease_ms: i64, public_port: u16) -> Result<LeaseState, StoreError> {
+        let mut tx = PgTx::begin(&self.pool, WRITE_BEGIN)?;
+        let held = !tx
+            .query(
+                &format!(
+                    "INSERT INTO relay_leases (name, holder, expires_at, public_port) \
+                     VALUES ('engine', ?1, {DB_NOW_MS} + ?2, ?3) \
+                     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, \
+                     public_port = excluded.public_port \
+                     WHERE relay_leases.holder = excluded.holder OR relay_leases.expires_at <= {DB_NOW_MS} \
+                     RETURNING holder"
+                ),
+                params![holder, lease_ms, i64::from(public_port)],
+            )?
+            .is_empty();
+        let state = if held {
+            LeaseState { held, public_port: Some(public_port) }
+        } else {
+            let rows = tx.query("SELECT public_port FROM relay_leases WHERE name = 'engine'", params![])?;
+            let port = rows.first().map(|r| r.i64(0)).transpose()?.and_then(|p| u16::try_from(p).ok());
+            LeaseState { held, public_port: port }
+        };
+        tx.commit_tx()?;
+        Ok(state)
+    }
+
+    fn write_as_leader(&self, holder: &str) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        let mut tx = PgTx::begin(&self.pool, WRITE_BEGIN)?;
+        let held = !tx
+            .query(
+                &format!(
+                    "SELECT 1 FROM relay_leases WHERE name = 'engine' AND holder = ?1 AND expires_at > {DB_NOW_MS}"
+                ),
+                params![holder],
+            )?
+            .is_empty();
+        if !held {
+            return Err(StoreError::NotLeader(holder.to_owned()));
+        }
+        Ok(Box::new(tx))
+    }
+
+    fn resign(&self, holder: &str) {
+        let resigned = PgTx::begin(&self.pool, WRITE_BEGIN).and_then(|mut tx| {
+            tx.execute("DELETE FROM relay_leases WHERE name = 'engine' AND holder = ?1", params![holder])?;
+            tx.commit_tx()
+        });
+        if let Err(e) = resigned {
+            tracing::warn!("svc relay: could not give the engine lease up; it runs out by itself: {e}");
+        }
     }
 }

@@ -715,3 +715,90 @@ fn each_revisions_files_are_kept_with_it_while_it_serves_or_comes_next() {
         assert_eq!(store.revision_bundle("d1", 3).expect("read"), None);
     });
 }
+
+/// Runs `attempt` from eight threads at once, half on each store: how many succeeded.
+fn race(stores: &[RelayStore; 2], attempt: impl Fn(&RelayStore) -> bool + Sync) -> usize {
+    let start = std::sync::Barrier::new(8);
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..8)
+            .map(|i| {
+                let (start, attempt, store) = (&start, &attempt, &stores[i % 2]);
+                scope.spawn(move || {
+                    start.wait();
+                    attempt(store)
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join()).filter(|won| matches!(won, Ok(true))).count()
+    })
+}
+
+/// Several coordinators on one database (issue 19): each opens its own store on it, and the
+/// same quote funded from both at once is funded once; each session refunded from both at
+/// once is refunded once, and the balance says so.
+#[test]
+fn coordinators_racing_on_one_database_fund_each_quote_once_and_refund_each_session_once() {
+    on_each_backend("racing", |open| {
+        let stores = [open(), open()];
+        let d = new_deployment(&stores[0], "dep_race", 10_000);
+        let now = now_ms();
+        stores[1].add_quote(&quote("q1", "dep_race", 300, 2, now + 60_000)).expect("quote");
+        let funded = race(&stores, |s| s.fund(&d.id, "q1", &names("dep_race"), now).is_ok());
+        assert_eq!(funded, 1, "funded once");
+        let b = stores[1].balance(&d.id).expect("balance");
+        assert_eq!(b.funded_micros, 600, "{b:?}");
+
+        stores[0].stop(&d.id, "test", &Terms::default(), now + 1_000).expect("stopped");
+        let sessions = stores[1].sessions(&d.id).expect("sessions");
+        assert_eq!(sessions.len(), 2, "one per funded period");
+        let refunded = std::sync::Mutex::new(0);
+        for session in &sessions {
+            let once = race(&stores, |s| match s.refund(&d.id, &session.id, now + 2_000) {
+                Ok(entry) => {
+                    *refunded.lock().expect("a count") += entry.amount_micros;
+                    true
+                }
+                Err(_) => false,
+            });
+            assert_eq!(once, 1, "session {} refunded once", session.id);
+        }
+        let b = stores[0].balance(&d.id).expect("balance");
+        assert_eq!(b.refunded_micros, *refunded.lock().expect("a count"), "{b:?}");
+        assert_eq!(b.refunded_micros, 600, "nothing of a stopped deployment that never ran was served: {b:?}");
+    });
+}
+
+/// Several coordinators on one database (issue 19): the engine lease has one holder, which
+/// renews it; another takes it once it runs out or is given up; a scheduler transaction of a
+/// coordinator without it does not begin. SQLite's store is one coordinator's: it grants it.
+#[test]
+fn the_engine_lease_has_one_holder_until_it_runs_out_or_is_given_up() {
+    on_each_backend("lease", |open| {
+        let (a, b) = (open(), open());
+        let lead = |store: &RelayStore, holder: &str, ms: i64, port: u16| {
+            let state = store.lead(holder, ms, port).expect("the lease");
+            (state.held, state.public_port)
+        };
+        if a.kind() == "sqlite" {
+            assert_eq!(lead(&a, "a", 5_000, 443), (true, Some(443)));
+            assert_eq!(lead(&b, "b", 5_000, 8443), (true, Some(8443)));
+            assert!(b.begin_write_as_leader("b").is_ok());
+            return;
+        }
+        let refused = |store: &RelayStore, holder: &str| {
+            matches!(store.begin_write_as_leader(holder).err(), Some(StoreError::NotLeader(_)))
+        };
+        assert_eq!(lead(&a, "a", 5_000, 443), (true, Some(443)), "a takes it");
+        assert_eq!(lead(&b, "b", 5_000, 8443), (false, Some(443)), "one holder, whose gateway b names");
+        assert_eq!(lead(&a, "a", 5_000, 443), (true, Some(443)), "a renews it");
+        assert!(refused(&b, "b"), "b's scheduler writes nothing");
+        assert!(a.begin_write_as_leader("a").is_ok());
+        a.resign("a");
+        assert_eq!(lead(&b, "b", 300, 8443), (true, Some(8443)), "given up: taken at once");
+        assert_eq!(lead(&a, "a", 5_000, 443), (false, Some(8443)));
+        assert!(refused(&a, "a"), "a's scheduler writes nothing");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert_eq!(lead(&a, "a", 5_000, 443), (true, Some(443)), "b's lease ran out: taken");
+        assert!(refused(&b, "b"), "b, stalled past its lease, writes nothing more");
+    });
+}
