@@ -216,6 +216,11 @@ fn world(probe: FakeProbe) -> World {
 
 /// A world whose coordinator configuration `tune` changes first.
 fn world_with(probe: FakeProbe, tune: impl FnOnce(&mut CoordinatorConfig)) -> World {
+    world_in(probe, tune, None)
+}
+
+/// A world on `store` (else on SQLite in its data directory).
+fn world_in(probe: FakeProbe, tune: impl FnOnce(&mut CoordinatorConfig), store: Option<Arc<RelayStore>>) -> World {
     let dir = tempfile::tempdir().expect("scratch directory");
     let any: SocketAddr = ([127, 0, 0, 1], 0).into();
     let mut config = CoordinatorConfig::new(dir.path().join("relay"), any, any, vec!["svc".into()]);
@@ -223,7 +228,7 @@ fn world_with(probe: FakeProbe, tune: impl FnOnce(&mut CoordinatorConfig)) -> Wo
     tune(&mut config);
     let (data, jobs) = relay_api::coordinator::prepare_dirs(&config.data_dir).expect("the data and job directories");
     (config.data_dir, config.jobs_dir) = (data.clone(), jobs);
-    let store = Arc::new(RelayStore::open(&data).expect("store"));
+    let store = store.unwrap_or_else(|| Arc::new(RelayStore::open(&data).expect("store")));
     let ca = DevCa::open(&data).expect("the development CA");
     let gateway_ca = ca.cert_path.clone();
     let gateway = Gateway::new(GatewayConfig::new(any, any, any, String::new(), String::new()));
@@ -593,6 +598,35 @@ async fn a_slow_probe_does_not_hold_the_other_deployments() {
     let took = started.elapsed();
     assert_eq!(w.probe.calls.lock().expect("lock").len() - before, ids.len(), "each was validated");
     assert!(took < SLOW * 2, "a tick of {} slow probes took {took:?}: they ran one after another", ids.len());
+}
+
+/// Review finding: the engine lease was renewed between ticks only, so a tick held up by a
+/// route whose probe does not answer (8 s here, past the 5 s lease) handed the jobs to
+/// another coordinator, every time. Renewed by a task of its own, the lease stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_held_up_by_a_slow_probe_keeps_the_engine_lease() {
+    use relay_api::coordinator::store::postgres::{PoolSettings, PostgresBackend};
+    let Some(cluster) = svc_pg_cluster::for_test("a_tick_held_up_keeps_the_lease") else { return };
+    let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
+    let open =
+        || Arc::new(RelayStore::on(Box::new(PostgresBackend::open(&db, PoolSettings::default()).expect("opens"))));
+    let w = world_in(FakeProbe { delay: Duration::from_secs(8), ..FakeProbe::default() }, |_| {}, Some(open()));
+    let d = w.funded("slow");
+    let engine = tokio::spawn(w.engine.clone().run());
+    let other = open();
+    let started = std::time::Instant::now();
+    let mut validating = false;
+    while started.elapsed() < Duration::from_secs(12) {
+        let state = tokio::task::block_in_place(|| other.lead("other", 5_000, 9443)).expect("the lease");
+        assert!(!state.held, "taken from the engine after {:?}", started.elapsed());
+        assert_eq!(state.public_port, Some(8443), "the engine's gateway");
+        validating |= w.deployment(&d.id).state == DeploymentState::Validating;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(validating, "the probe was held up in the meantime");
+    assert!(w.engine.leading());
+    engine.abort();
+    let _ = engine.await;
 }
 
 // ------------------------------------------------------------------ the relay API in process

@@ -68,7 +68,8 @@ async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_t
     // A second coordinator on the same database, on another host (another data directory):
     // it serves the API and agrees on the route, and stands by while the first runs the job.
     let other = dir.path().join("other");
-    let mut standby = Relay::attach(Proc::spawn("svc relay serve (standby)", serve(&other, &url)), &other, token).await;
+    let mut standby =
+        Relay::attach(Proc::spawn("svc relay serve (standby)", serve(&other, &url)), &other, token.clone()).await;
     standby.proc.expect_line(Duration::from_secs(10), "that it stands by", |l| l.contains("stands by")).await;
     let id = cluster.sql("svc", "SELECT id FROM deployments").expect("a query");
     let (seen, _) =
@@ -103,4 +104,24 @@ async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_t
         std::fs::read(data.join("deployments").join(&id).join("r1").join("app").join("server.js")).expect("the first")
     );
     standby.proc.expect_line(Duration::from_secs(1), "that it took over", |l| l.contains("taking the jobs over")).await;
+
+    // The first coordinator back, standing by now; the second stopped as an operator stops
+    // it: it records its job stopped and gives the lease up, and the first takes over at once.
+    let mut back = Relay::attach(Proc::spawn("svc relay serve (back)", serve(&data, &url)), &data, token).await;
+    back.proc.expect_line(Duration::from_secs(10), "that it stands by", |l| l.contains("stands by")).await;
+    let stopped_at = super::supervision::now_ms();
+    standby.proc.signal("TERM");
+    assert!(standby.proc.wait_exit(Duration::from_secs(15)).await.is_some(), "{}", standby.proc.output());
+    let (status, _) = back
+        .wait_status(&project, Duration::from_secs(60), "live again, on the first coordinator", |s| {
+            super::supervision::transition_after(s, "live", stopped_at).is_some()
+        })
+        .await;
+    let (taken_at, _) = super::supervision::transition_after(&status, "provisioning", stopped_at)
+        .unwrap_or_else(|| panic!("relaunched by the first coordinator: {status:#}"));
+    assert!(taken_at - stopped_at <= 5_000, "a stop hands over at once: {} ms", taken_at - stopped_at);
+    assert!(
+        status["deployment"]["url"].as_str().is_some_and(|u| u.contains(&format!(":{}/", back.public.port()))),
+        "{status:#}"
+    );
 }

@@ -34,7 +34,7 @@ use crate::local::LocalCoordinator;
 use svc_execution::artifacts::ArtifactStore;
 use svc_execution::executor::Executor;
 use svc_execution::market::Market;
-use svc_execution::{ExecState, Execution, Reason};
+use svc_execution::{ExecState, Execution};
 
 /// How often the loop looks at every deployment.
 const TICK: Duration = Duration::from_millis(250);
@@ -51,6 +51,10 @@ struct Due {
 
 /// Every this many ticks (10 s), the files of stopped deployments are removed.
 const SWEEP_EVERY: u32 = 40;
+
+/// Why a deployment's job is launched again when a coordinator starts to run the jobs.
+pub(super) const COORDINATOR_CHANGED: &str =
+    "the coordinator restarted (or another took its jobs over); relaunching the job";
 
 /// The failure code (and hint) of a deployment whose job kept ending.
 pub const JOB_EXITED: &str = "job_exited";
@@ -307,7 +311,9 @@ impl Engine {
             (state, true) => state,
         };
         self.db(|store| store.set_hostname(&d.id, hostname, state, &hints))?;
-        if state != h.state {
+        // The lease holder's gateway serves the routes: a coordinator standing by leaves them
+        // to it (its next tick reads the hostname's new state).
+        if state != h.state && self.leading() {
             self.sync_routes().await;
             self.due_now(d);
         }
@@ -401,16 +407,20 @@ impl Engine {
     pub async fn run(self: Arc<Self>) {
         loop {
             self.wait_for_lease().await;
-            self.take_the_jobs_over().await;
-            self.lead().await;
+            if self.take_the_jobs_over().await {
+                self.lead().await;
+            }
             self.step_down().await;
         }
     }
 
     /// What a coordinator does first when its engine starts to lead: the jobs of the last
     /// leader (this coordinator's last run, or another coordinator) ended with it, so each
-    /// deployment that should run is launched again.
-    async fn take_the_jobs_over(&self) {
+    /// deployment that should run is launched again. `false` if the lease was lost meanwhile.
+    async fn take_the_jobs_over(&self) -> bool {
+        if !self.lease_valid_within(Duration::ZERO).await {
+            return false;
+        }
         if let Ok(active) = self.db(|store| store.active_deployments()) {
             self.publish_missing_policies(&active);
         }
@@ -419,6 +429,12 @@ impl Engine {
         // over unrecovered records would wait for jobs the empty pool does not have (review
         // finding).
         loop {
+            if !self.lease_valid_within(Duration::from_secs(60)).await {
+                if self.lease.lost() {
+                    return false;
+                }
+                continue;
+            }
             match super::blocking(|| self.executor.recover()) {
                 Ok(report) => {
                     if report != Default::default() {
@@ -443,24 +459,25 @@ impl Engine {
                 let _ = self.db(|store| store.wake_scheduler(&d.id));
             }
             for d in active.into_iter().filter(|d| d.state.runs_job()) {
-                let _ = self.db(|store| {
-                    store.transition(
-                        &d.id,
-                        DeploymentState::Provisioning,
-                        "the coordinator restarted; relaunching the job",
-                    )
-                });
+                let _ = self.db(|store| store.transition(&d.id, DeploymentState::Provisioning, COORDINATOR_CHANGED));
             }
         }
         self.restart_successors();
+        true
     }
 
     /// Ticks while this coordinator keeps the engine lease; returns once it has lost it.
+    /// While the lease cannot be renewed (the database out of reach), the jobs go on serving
+    /// and nothing is stepped.
     async fn lead(&self) {
         let mut ticks: u32 = 0;
         loop {
-            if !self.keep_lease().await {
+            if self.lease.lost() {
                 return;
+            }
+            if !self.lease.valid() {
+                self.pause(TICK).await;
+                continue;
             }
             self.tick().await;
             ticks = ticks.wrapping_add(1);
@@ -470,10 +487,7 @@ impl Engine {
                 self.db(|store| super::files::sweep(store, &config.deployments_dir(), &config.jobs_dir, false));
                 self.sweep_artifacts();
             }
-            tokio::select! {
-                () = tokio::time::sleep(TICK) => {}
-                () = self.wake.notified() => {}
-            }
+            self.pause(TICK).await;
         }
     }
 
@@ -918,14 +932,6 @@ impl Engine {
             if let Some(meta) = self.launcher.meta(&id) {
                 self.record_output(&meta.deployment, meta.revision, meta.revision, by_part(output));
             }
-        }
-    }
-
-    /// Records every live job as stopped with the coordinator.
-    fn record_stopped(&self) {
-        let stopped = Reason::new("coordinator_stopped", "the coordinator stopped; its jobs end with it");
-        if let Err(e) = self.db(|store| store.stop_live_executions(&stopped)) {
-            tracing::error!("svc relay: recording the jobs stopped with the coordinator: {e}");
         }
     }
 

@@ -8,18 +8,24 @@
 //! jobs (the new holder's recovery records them as ended with it) and stands by. SQLite's
 //! store is one coordinator's: it always holds the lease.
 //!
-//! The scheduler's transactions check the lease under the writers' lock
-//! ([`crate::coordinator::scheduling`]), so a coordinator that stalled past its lease launches
-//! nothing more. One that cannot reach the database keeps its jobs serving until it can, and
-//! learns then whether another took over: a route goes on serving through an outage of the
-//! database rather than going dark for it (docs/decisions.md).
+//! The lease is renewed by a task of its own, whatever a tick waits for (a probe of a route
+//! that never answers must not hand the jobs over). The engine steps only while its lease is
+//! valid by its own clock (the last renewal's start plus [`LEASE_MS`], less a margin), and the
+//! scheduler's transactions check the lease under the writers' lock
+//! ([`crate::coordinator::scheduling`]). One that cannot reach the database keeps its jobs
+//! serving, without stepping, until it can, and learns then whether another took over: a
+//! route goes on serving through an outage of the database rather than going dark for it
+//! (docs/decisions.md).
 
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
 use super::Engine;
-use crate::coordinator::store::random_hex;
+use crate::coordinator::store::{StoreError, random_hex};
 
 /// How long the engine lease lasts unless renewed.
 pub(super) const LEASE_MS: i64 = 5_000;
@@ -27,6 +33,12 @@ pub(super) const LEASE_MS: i64 = 5_000;
 pub(super) const RENEW: Duration = Duration::from_secs(1);
 /// How often a coordinator standing by tries for the lease.
 pub(super) const STANDBY_POLL: Duration = Duration::from_secs(1);
+/// How much sooner than the database the holder counts its lease as run out: it stops
+/// stepping before another coordinator may take over.
+const MARGIN: Duration = Duration::from_millis(1_500);
+/// Every this many polls (10 s), a coordinator standing by sweeps the files of deploys it
+/// received that no revision in use needs.
+const STANDBY_SWEEP_EVERY: u32 = 10;
 
 /// This coordinator's claim on the engine lease.
 #[derive(Debug)]
@@ -35,9 +47,15 @@ pub(super) struct Lease {
     pub(super) holder: String,
     /// Whether this coordinator's engine leads (runs the jobs) now.
     leading: AtomicBool,
-    /// When the lease was last tried for while held, and whether that try failed (the
-    /// database out of reach).
-    renewed: Mutex<Option<(Instant, bool)>>,
+    /// Set once another coordinator holds the lease this one held.
+    lost: AtomicBool,
+    /// Wakes the engine when the lease is lost.
+    lost_now: Notify,
+    /// Until when the lease holds by this coordinator's clock (the last renewal's start,
+    /// plus the lease, less [`MARGIN`]).
+    valid_until: Mutex<Option<Instant>>,
+    /// The renewing task, stopped before the lease is given up.
+    renewer: Mutex<Option<tokio::task::AbortHandle>>,
     /// The holder's gateway port, which the URLs name: the route is served there.
     pub(super) public_port: AtomicU16,
 }
@@ -48,8 +66,35 @@ impl Lease {
         Lease {
             holder: format!("pid{}-{nonce}", std::process::id()),
             leading: AtomicBool::new(false),
-            renewed: Mutex::new(None),
+            lost: AtomicBool::new(false),
+            lost_now: Notify::new(),
+            valid_until: Mutex::new(None),
+            renewer: Mutex::new(None),
             public_port: AtomicU16::new(public_port),
+        }
+    }
+
+    /// Whether the lease holds by this coordinator's clock, and was not lost.
+    pub(super) fn valid(&self) -> bool {
+        !self.lost.load(Ordering::Relaxed)
+            && self.valid_until.lock().is_ok_and(|until| until.is_some_and(|until| Instant::now() < until))
+    }
+
+    pub(super) fn lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Notes a renewal that started at `started`.
+    fn renewed(&self, started: Instant) {
+        let lease = Duration::from_millis(u64::try_from(LEASE_MS).unwrap_or(0));
+        if let Ok(mut until) = self.valid_until.lock() {
+            *until = Some(started + lease.saturating_sub(MARGIN));
+        }
+    }
+
+    fn stop_renewing(&self) {
+        if let Some(task) = self.renewer.lock().ok().and_then(|mut task| task.take()) {
+            task.abort();
         }
     }
 }
@@ -64,22 +109,24 @@ impl Engine {
         self.lease.leading.load(Ordering::Relaxed)
     }
 
-    /// This coordinator, as the engine lease names it.
-    pub fn lease_holder(&self) -> &str {
-        &self.lease.holder
-    }
-
-    /// Stands by until this coordinator holds the engine lease.
-    pub(super) async fn wait_for_lease(&self) {
-        let (mut standing_by, mut unreachable) = (false, false);
+    /// Stands by until this coordinator holds the engine lease, then renews it from a task of
+    /// its own until it is lost.
+    pub(super) async fn wait_for_lease(self: &Arc<Self>) {
+        let (mut standing_by, mut unreachable, mut polls) = (false, false, 0u32);
         loop {
+            let started = Instant::now();
             match self.try_lease() {
                 Ok(true) => {
                     if standing_by {
                         tracing::info!("svc relay: this coordinator holds the engine lease now; taking the jobs over");
                     }
-                    self.renewed(false);
+                    self.lease.renewed(started);
+                    self.lease.lost.store(false, Ordering::Relaxed);
                     self.lease.leading.store(true, Ordering::Relaxed);
+                    let renewer = tokio::spawn(Arc::clone(self).renew_lease());
+                    if let Ok(mut task) = self.lease.renewer.lock() {
+                        *task = Some(renewer.abort_handle());
+                    }
                     return;
                 }
                 Ok(false) => {
@@ -98,51 +145,81 @@ impl Engine {
                 }
                 Err(_) => {}
             }
+            polls = polls.wrapping_add(1);
+            if standing_by && polls.is_multiple_of(STANDBY_SWEEP_EVERY) {
+                let config = &self.parts.config;
+                self.db(|store| {
+                    crate::coordinator::files::sweep(store, &config.deployments_dir(), &config.jobs_dir, false)
+                });
+            }
             tokio::time::sleep(STANDBY_POLL).await;
         }
     }
 
-    /// Renews the lease when due: `false` once another coordinator holds it. A database this
+    /// Renews the lease every [`RENEW`] until another coordinator holds it. A database this
     /// coordinator cannot reach does not take the lease from it (see the module's comment).
-    pub(super) async fn keep_lease(&self) -> bool {
-        let due = self.lease.renewed.lock().map_or(true, |at| at.is_none_or(|(at, _)| at.elapsed() >= RENEW));
-        if !due {
-            return true;
-        }
-        let failing = self.lease.renewed.lock().is_ok_and(|at| at.is_some_and(|(_, failed)| failed));
-        match self.try_lease() {
-            Ok(true) => {
-                if failing {
-                    tracing::info!(
-                        "svc relay: the engine lease is renewed again; this coordinator still runs the jobs"
-                    );
+    async fn renew_lease(self: Arc<Self>) {
+        let mut failing = false;
+        loop {
+            tokio::time::sleep(RENEW).await;
+            let started = Instant::now();
+            match self.try_lease() {
+                Ok(true) => {
+                    if failing {
+                        tracing::info!(
+                            "svc relay: the engine lease is renewed again; this coordinator still runs the jobs"
+                        );
+                    }
+                    self.lease.renewed(started);
+                    failing = false;
                 }
-                self.renewed(false);
-                true
-            }
-            Ok(false) => {
-                tracing::warn!(
-                    "svc relay: another coordinator took the engine lease over; stopping this one's jobs and \
-                     standing by"
-                );
-                false
-            }
-            Err(e) => {
-                if !failing {
+                Ok(false) => {
                     tracing::warn!(
-                        "svc relay: renewing the engine lease (again every second; the jobs go on meanwhile): {e}"
+                        "svc relay: another coordinator took the engine lease over; stopping this one's jobs and \
+                         standing by"
                     );
+                    self.lease.lost.store(true, Ordering::Relaxed);
+                    self.lease.lost_now.notify_one();
+                    return;
                 }
-                // Tried again in a second, not at every tick.
-                self.renewed(true);
-                true
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(
+                            "svc relay: renewing the engine lease (again every second; the jobs go on serving, and \
+                             the deployments are stepped once it is renewed): {e}"
+                        );
+                    }
+                    failing = true;
+                }
             }
+        }
+    }
+
+    /// Waits until the lease is valid again (`true`), or lost (`false`), or `limit` passed
+    /// (`true` if valid).
+    pub(super) async fn lease_valid_within(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while !self.lease.valid() && !self.lease.lost() && Instant::now() < deadline {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                () = self.lease.lost_now.notified() => {}
+            }
+        }
+        self.lease.valid()
+    }
+
+    /// Sleeps a tick, or less if woken or the lease is lost.
+    pub(super) async fn pause(&self, tick: Duration) {
+        tokio::select! {
+            () = tokio::time::sleep(tick) => {}
+            () = self.wake.notified() => {}
+            () = self.lease.lost_now.notified() => {}
         }
     }
 
     /// Tries for (or renews) the lease: whether this coordinator holds it. Learns where the
     /// holder's gateway is, for the URLs.
-    fn try_lease(&self) -> Result<bool, crate::coordinator::store::StoreError> {
+    fn try_lease(&self) -> Result<bool, StoreError> {
         let own = self.parts.public_port;
         let state = self.db(|store| store.lead(&self.lease.holder, LEASE_MS, own))?;
         if let Some(port) = state.public_port {
@@ -151,20 +228,17 @@ impl Engine {
         Ok(state.held)
     }
 
-    /// Notes a try at renewing, and whether it `failed`.
-    fn renewed(&self, failed: bool) {
-        if let Ok(mut at) = self.lease.renewed.lock() {
-            *at = Some((Instant::now(), failed));
-        }
-    }
-
     /// Stops this coordinator's jobs and routes after another took the lease: their records
     /// are the new holder's to keep, so nothing is written.
     pub(super) async fn step_down(&self) {
+        self.lease.stop_renewing();
         self.lease.leading.store(false, Ordering::Relaxed);
         self.stop_local_jobs().await;
-        self.parts.gateway.set_routes(Vec::new());
-        self.parts.signer.set_routes(Vec::new());
+        {
+            let _in_order = self.syncing.lock().await;
+            self.parts.gateway.set_routes(Vec::new());
+            self.parts.signer.set_routes(Vec::new());
+        }
         if let Ok(mut due) = self.validate_at.lock() {
             due.clear();
         }
@@ -174,18 +248,23 @@ impl Engine {
     }
 
     /// Stops every job as the coordinator shuts down. The leader records them as stopped with
-    /// it and gives the lease up, so another coordinator takes over at once; one standing by
-    /// has no jobs and leaves the records alone.
+    /// it (only while it holds the lease, checked in the same transaction) and gives the lease
+    /// up, so another coordinator takes over at once; one standing by has no jobs and leaves
+    /// the records alone.
     pub async fn shut_down(&self) {
+        self.lease.stop_renewing();
         if !self.leading() {
             return;
         }
         self.stop_local_jobs().await;
-        // Renewed first: what is recorded next is not written over a successor's jobs.
-        if !matches!(self.try_lease(), Ok(true)) {
-            return;
+        let stopped =
+            svc_execution::Reason::new("coordinator_stopped", "the coordinator stopped; its jobs end with it");
+        match self.db(|store| store.stop_live_executions(&self.lease.holder, &stopped)) {
+            Ok(_) => self.db(|store| store.resign(&self.lease.holder)),
+            Err(StoreError::NotLeader(_)) => {
+                tracing::warn!("svc relay: another coordinator took the jobs over as this one stopped");
+            }
+            Err(e) => tracing::error!("svc relay: recording the jobs stopped with the coordinator: {e}"),
         }
-        self.record_stopped();
-        self.db(|store| store.resign(&self.lease.holder));
     }
 }

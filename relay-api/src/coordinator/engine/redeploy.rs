@@ -56,7 +56,7 @@ impl Engine {
                         &s.deployment_id,
                         s.revision,
                         SuccessorState::Starting,
-                        "the coordinator restarted; relaunching it",
+                        "the coordinator restarted (or another took its jobs over); relaunching it",
                     )
                 });
             }

@@ -83,19 +83,21 @@ impl RelayStore {
     }
 
     /// Records every live execution as stopped for `reason` (the coordinator stopped, and its
-    /// jobs with it). How many.
-    pub fn stop_live_executions(&self, reason: &Reason) -> Result<usize, StoreError> {
-        self.write(|tx| {
-            let live = tx.live_executions()?;
-            let now = now_ms();
-            for mut record in live.iter().cloned() {
-                record.state = ExecState::Stopped;
-                record.reason = Some(reason.clone());
-                record.changed_at = now;
-                tx.update_execution(&record)?;
-            }
-            Ok(live.len())
-        })
+    /// jobs with it), only while coordinator `holder` holds the engine lease, checked in the
+    /// same transaction: a coordinator that lost it records nothing over the jobs its
+    /// successor launched ([`StoreError::NotLeader`]). How many.
+    pub fn stop_live_executions(&self, holder: &str, reason: &Reason) -> Result<usize, StoreError> {
+        let mut tx = self.begin_write_as_leader(holder)?;
+        let live = tx.live_executions()?;
+        let now = now_ms();
+        for mut record in live.iter().cloned() {
+            record.state = ExecState::Stopped;
+            record.reason = Some(reason.clone());
+            record.changed_at = now;
+            tx.update_execution(&record)?;
+        }
+        tx.commit()?;
+        Ok(live.len())
     }
 
     /// Makes the deployment due for the scheduler now (what it plans from changed outside

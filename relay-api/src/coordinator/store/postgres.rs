@@ -82,6 +82,18 @@ impl Backend for PostgresBackend {
     }
 
     fn lead(&self, holder: &str, lease_ms: i64, public_port: u16) -> Result<LeaseState, StoreError> {
+        // A lease another holds and renews is seen without the writers' lock: coordinators
+        // standing by poll every second.
+        let held_elsewhere = PgTx::single(&self.pool)?.query(
+            &format!(
+                "SELECT public_port FROM relay_leases WHERE name = 'engine' AND holder <> ?1 \
+                 AND expires_at > {DB_NOW_MS}"
+            ),
+            params![holder],
+        )?;
+        if let Some(row) = held_elsewhere.first() {
+            return Ok(LeaseState { held: false, public_port: u16::try_from(row.i64(0)?).ok() });
+        }
         let mut tx = PgTx::begin(&self.pool, WRITE_BEGIN)?;
         let held = !tx
             .query(
