@@ -36,9 +36,11 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
     }
     let scheme = if config.api_tls.is_some() { "https" } else { "http" };
     let Some(rt) = runtime() else { return fail("cannot start the runtime") };
+    let started_up = std::cell::Cell::new(false);
     let result = rt.block_on(coordinator::run(
         config,
         |started| {
+            started_up.set(true);
             crate::output::say(&format!(
                 "svc relay: gateway public {} tunnel {} metrics http://{}/metrics",
                 started.gateway.public, started.gateway.tunnel, started.gateway.admin
@@ -51,6 +53,12 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
         },
         shutdown_signal(),
     ));
+    if !started_up.get() {
+        // Stopped (or failed) while starting: a connection to a database that does not
+        // answer may still be waited for on a blocking thread; dropping the runtime would
+        // wait for it too.
+        rt.shutdown_background();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string()),

@@ -66,9 +66,11 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     // SIGTERM or Ctrl-C drains requests in flight; after Ctrl-C the exit is 130.
     let shutdown = crate::output::graceful_shutdown();
     let data_dir = args.data_dir.display().to_string();
+    let listened = std::cell::Cell::new(false);
     let result = runtime.block_on(serve_until(
         config,
         |server| {
+            listened.set(true);
             tracing::info!(
                 "svc serve: listening on {} (data directory {data_dir}; at most {} connections)",
                 server.url(),
@@ -78,7 +80,13 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
         },
         shutdown,
     ));
-    drop(runtime);
+    if listened.get() {
+        drop(runtime);
+    } else {
+        // Stopped while starting: a connection to a database that does not answer may still
+        // be waited for on a blocking thread, which dropping the runtime would wait for too.
+        runtime.shutdown_background();
+    }
     drop(pool);
     match result {
         Ok(()) => {

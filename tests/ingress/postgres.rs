@@ -125,3 +125,47 @@ async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_t
         "{status:#}"
     );
 }
+
+/// Found by hand: Ctrl-C while `svc serve` or `svc relay serve` was opening a database that
+/// accepts connections and never answers was held up until the connection timed out (10 s
+/// and more than 20 s). A stop asked for while starting now ends the start.
+#[test]
+fn ctrl_c_while_the_database_does_not_answer_stops_at_once() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = silent.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().collect();
+        drop(held);
+    });
+    let url = format!("postgres://svc@127.0.0.1:{port}/svc");
+    let dir = TempDir::new("silent-database");
+    let (svc_data, relay_data) = (dir.path().join("svc"), dir.path().join("relay"));
+    let starts: [(&str, Vec<&std::ffi::OsStr>); 2] = [
+        ("svc serve", vec!["serve".as_ref(), "--data-dir".as_ref(), svc_data.as_os_str()]),
+        ("svc relay serve", vec!["relay".as_ref(), "serve".as_ref(), "--data-dir".as_ref(), relay_data.as_os_str()]),
+    ];
+    for (what, args) in starts {
+        let mut child = Command::new(svc_binary())
+            .args(args)
+            .args(["--listen", "127.0.0.1:0", "--database", &url])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("svc runs");
+        std::thread::sleep(Duration::from_millis(1_500));
+        assert!(matches!(child.try_wait(), Ok(None)), "{what} still starts, waiting for the database");
+        super::process::signal(child.id(), "INT");
+        let asked = std::time::Instant::now();
+        let status = loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                break status;
+            }
+            if asked.elapsed() > Duration::from_secs(3) {
+                let _ = child.kill();
+                panic!("{what} still ran 3 s after Ctrl-C");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(130), "{what}: the exit after Ctrl-C");
+    }
+}

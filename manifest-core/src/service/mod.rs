@@ -151,12 +151,26 @@ pub async fn serve(config: ServiceConfig, on_listening: impl FnOnce(&svc_http::S
 }
 
 /// [`serve`] until `shutdown` completes instead of the signals: `svc` passes its own, which
-/// knows whether the stop was Ctrl-C (exit 130) or SIGTERM (exit 0).
+/// knows whether the stop was Ctrl-C (exit 130) or SIGTERM (exit 0). A stop asked for while
+/// the service starts (opening a database that does not answer, say) ends it at once, before
+/// it listens.
 pub async fn serve_until(
     config: ServiceConfig,
     on_listening: impl FnOnce(&svc_http::Server),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let (server, state) = tokio::select! {
+        started = start(config) => started?,
+        () = shutdown.as_mut() => return Ok(()),
+    };
+    on_listening(&server);
+    server.serve(http::router(state), shutdown).await;
+    Ok(())
+}
+
+/// Opens the store, binds the listener, starts the scheduler and warms the hot path.
+async fn start(config: ServiceConfig) -> Result<(svc_http::Server, Arc<State>), ServeError> {
     let at = svc_sql::StoreAt::of(&config.data_dir, config.database.as_ref());
     let store = tokio::task::spawn_blocking(move || store::open(&at))
         .await
@@ -189,9 +203,7 @@ pub async fn serve_until(
         scheduler,
         health: svc_http::StoreCheck::default(),
     });
-    on_listening(&server);
-    server.serve(http::router(state), shutdown).await;
-    Ok(())
+    Ok((server, state))
 }
 
 /// The service's routes (the API and the console) over `store` and a running `scheduler`,

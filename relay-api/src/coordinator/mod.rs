@@ -302,7 +302,17 @@ pub async fn run(
     files::migrate_old_layout(&config.data_dir).map_err(setup("moving deployment files to deployments/"))?;
     files::migrate_to_revisions(&config.deployments_dir())
         .map_err(setup("moving deployment files to their first revision"))?;
-    let store = Arc::new(blocking(|| RelayStore::open_at(&config.store_at()))?);
+    // Off the runtime's threads and raced with the stop: a database that does not answer
+    // must not hold Ctrl-C up until its connection times out.
+    let mut shutdown = Box::pin(shutdown);
+    let at = config.store_at();
+    let store = tokio::select! {
+        opened = tokio::task::spawn_blocking(move || RelayStore::open_at(&at)) => {
+            opened.map_err(|e| CoordinatorError::Setup(format!("opening the store: {e}")))??
+        }
+        () = shutdown.as_mut() => return Ok(()),
+    };
+    let store = Arc::new(store);
     // Revisions deployed before the store kept their files: recorded now, before the sweep.
     let imported = files::import(&store, &config.deployments_dir());
     if imported > 0 {
