@@ -23,6 +23,15 @@ fn admin(data: &std::path::Path, url: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// What the relay's health route says of its engine: `leading` or `standing_by`.
+fn engine_role(relay: &Relay) -> String {
+    let addr: std::net::SocketAddr = relay.api.trim_start_matches("http://").parse().expect("the API's address");
+    let answer = svc_e2e::service::http(addr, "GET", "/api/relay/health", &[], None);
+    let health: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
+    assert_eq!(health["status"], "ok", "{health}");
+    health["engine"].as_str().unwrap_or_default().to_owned()
+}
+
 fn serve(data: &std::path::Path, url: &str) -> Command {
     let mut command = Command::new(svc_binary());
     command
@@ -83,6 +92,11 @@ async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_t
     assert_eq!(seen["deployment"]["url"], first["deployment"]["url"], "{seen:#}");
     assert!(first["deployment"]["url"].as_str().is_some_and(|u| u.contains(&format!(":{}/", relay.public.port()))));
     assert!(!other.join("deployments").join(&id).exists(), "the standby launched nothing");
+    assert_eq!(
+        (engine_role(&relay), engine_role(&standby)),
+        ("leading".into(), "standing_by".into()),
+        "the health route"
+    );
 
     // The first coordinator killed with `kill -9`: the standby takes the jobs over once the
     // lease runs out, writes the app's files from the database and brings the route back.

@@ -45,6 +45,18 @@ pub async fn store_health<E: std::fmt::Display + Send + 'static>(
     backend: &'static str,
     ping: impl FnOnce() -> Result<(), E> + Send + 'static,
 ) -> Response {
+    store_health_with(check, who, backend, ping, Vec::new()).await
+}
+
+/// [`store_health`] with fields of the service's own beside `status` and `store` (the
+/// relay's: which coordinator runs the jobs).
+pub async fn store_health_with<E: std::fmt::Display + Send + 'static>(
+    check: &StoreCheck,
+    who: &'static str,
+    backend: &'static str,
+    ping: impl FnOnce() -> Result<(), E> + Send + 'static,
+    extra: Vec<(&'static str, serde_json::Value)>,
+) -> Response {
     let mut latest = check.latest.lock().await;
     let checked = match *latest {
         // A failed check is not kept: the next probe looks again, so a store that is back
@@ -57,7 +69,7 @@ pub async fn store_health<E: std::fmt::Display + Send + 'static>(
         }
     };
     drop(latest);
-    respond(backend, checked)
+    respond(backend, checked, extra)
 }
 
 async fn ping_store<E: std::fmt::Display + Send + 'static>(
@@ -84,8 +96,12 @@ async fn ping_store<E: std::fmt::Display + Send + 'static>(
     Checked { at: Instant::now(), reachable, took: started.elapsed() }
 }
 
-fn respond(backend: &'static str, Checked { reachable, took, .. }: Checked) -> Response {
-    let body = json!({
+fn respond(
+    backend: &'static str,
+    Checked { reachable, took, .. }: Checked,
+    extra: Vec<(&'static str, serde_json::Value)>,
+) -> Response {
+    let mut body = json!({
         "status": if reachable { "ok" } else { "unavailable" },
         "store": {
             "backend": backend,
@@ -93,6 +109,9 @@ fn respond(backend: &'static str, Checked { reachable, took, .. }: Checked) -> R
             "checkedInMs": u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
         },
     });
+    if let Some(fields) = body.as_object_mut() {
+        fields.extend(extra.into_iter().map(|(name, value)| (name.to_owned(), value)));
+    }
     let status = if reachable { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let bytes = serde_json::to_vec_pretty(&body).unwrap_or_default();
     let mut response = (status, bytes).into_response();

@@ -39,7 +39,7 @@ mod tls;
 pub use access::{MAX_LOGGED_PATH, loggable_path};
 pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED, envelope_response};
 pub use error::ServeError;
-pub use health::{STORE_CHECK_FRESH, STORE_CHECK_WAIT, StoreCheck, store_health};
+pub use health::{STORE_CHECK_FRESH, STORE_CHECK_WAIT, StoreCheck, store_health, store_health_with};
 pub use limit::limit_body;
 pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};
 pub use server::Server;

@@ -10,6 +10,7 @@
 mod local;
 pub mod sandbox;
 mod sweep;
+mod uids;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -18,6 +19,7 @@ use std::pin::Pin;
 pub use local::{DEFAULT_UID_BASE, LocalRunner};
 pub use sandbox::{Limits, Sandbox, SandboxError, which};
 pub use sweep::sweep_orphans;
+pub use uids::HOST_RESERVATIONS;
 
 /// A host path shown inside a job's sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,10 +1,8 @@
 //! [`LocalRunner`]: each job as confined local processes, the app and (an ingress job's) the
 //! agent, with their output read through pipes, and their own uid when the service is root.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process};
@@ -14,39 +12,30 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::sandbox::{Limits, Sandbox, SandboxError};
+use super::uids::{HOST_RESERVATIONS, UidLease, Uids};
 use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, MAX_LINE, Part, RunningJob, Stopping};
 
 /// The first job uid (and gid) when the service runs as root: far above the ranges
 /// distributions give to users (1000+) and to containers' subordinate ids (100000+).
 pub const DEFAULT_UID_BASE: u32 = 2_000_000_000;
 
-/// How many jobs may run at once with their own uid.
-const UID_COUNT: u32 = 65_536;
-
 /// Runs jobs as confined local processes.
 #[derive(Debug, Clone)]
 pub struct LocalRunner {
     sandbox: Sandbox,
-    uid_base: u32,
-    uids: Arc<Mutex<BTreeSet<u32>>>,
+    uids: Uids,
 }
 
 impl LocalRunner {
     /// A runner confining jobs with the host's sandbox tools (checked now) under `limits`;
-    /// jobs' uids start at `uid_base` when the service runs as root.
+    /// jobs' uids start at `uid_base` when the service runs as root, each reserved on the
+    /// whole host ([`HOST_RESERVATIONS`]).
     pub async fn new(limits: Limits, uid_base: u32) -> Result<LocalRunner, SandboxError> {
-        Ok(LocalRunner { sandbox: Sandbox::detect(limits).await?, uid_base, uids: Arc::default() })
-    }
-
-    /// Takes the lowest free job uid.
-    fn lease(&self, job: &str) -> Result<UidLease, LaunchError> {
-        let mut taken = self.uids.lock().map_err(|_| LaunchError::NoUid { job: job.to_owned(), running: 0 })?;
-        let slot = (0..UID_COUNT)
-            .find(|n| !taken.contains(n))
-            .ok_or_else(|| LaunchError::NoUid { job: job.to_owned(), running: taken.len() })?;
-        taken.insert(slot);
-        let id = self.uid_base.saturating_add(slot);
-        Ok(UidLease { uid: JobUid { uid: id, gid: id }, slot, pool: self.uids.clone() })
+        let sandbox = Sandbox::detect(limits).await?;
+        let host = sandbox.separate_uids().then_some(Path::new(HOST_RESERVATIONS));
+        let uids = Uids::new(uid_base, host)
+            .map_err(|source| SandboxError::Reservations { dir: HOST_RESERVATIONS.into(), source })?;
+        Ok(LocalRunner { sandbox, uids })
     }
 
     fn spawn(&self, job: &JobSpec, part: Part, confined: &Confined, uid: JobUid) -> Result<Child, LaunchError> {
@@ -78,7 +67,7 @@ impl LocalRunner {
 
 impl JobRunner for LocalRunner {
     fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError> {
-        let lease = self.lease(&job.id)?;
+        let lease = self.uids.lease(&job.id)?;
         let mut processes = vec![(Part::App, self.spawn(job, Part::App, &job.app, lease.uid)?)];
         if let Some(agent) = &job.agent {
             // If the agent cannot start, the app is killed as `processes` drops.
@@ -119,22 +108,6 @@ async fn read_lines(part: Part, stream: impl AsyncRead + Unpin, lines: mpsc::Sen
                     return;
                 }
             }
-        }
-    }
-}
-
-/// A job uid in use; given back when dropped (after the job's processes are gone).
-#[derive(Debug)]
-struct UidLease {
-    uid: JobUid,
-    slot: u32,
-    pool: Arc<Mutex<BTreeSet<u32>>>,
-}
-
-impl Drop for UidLease {
-    fn drop(&mut self) {
-        if let Ok(mut taken) = self.pool.lock() {
-            taken.remove(&self.slot);
         }
     }
 }

@@ -113,6 +113,15 @@ pub enum SandboxError {
         /// What bwrap printed.
         detail: String,
     },
+    /// The directory where job uids are reserved host-wide cannot be made.
+    #[error("cannot make {dir}, where job uids are reserved on the host: {source}")]
+    Reservations {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A program of a job is not where it was said to be.
     #[error("cannot find the program {program:?}: {source}")]
     Program {

@@ -262,11 +262,15 @@ pub(super) async fn register(State(engine): State<Arc<Engine>>, bytes: Bytes) ->
     Ok((StatusCode::CREATED, axum::Json(operator)).into_response())
 }
 
-/// `GET /api/relay/health`: whether the relay serves and its store answers (200, or 503).
+/// `GET /api/relay/health`: whether the relay serves and its store answers (200, or 503),
+/// and whether this coordinator runs the jobs (`engine`: `leading`, or `standing_by` while
+/// another coordinator on the database holds the engine lease).
 pub(super) async fn health(State(engine): State<Arc<Engine>>) -> axum::response::Response {
     let kind = engine.store().kind();
+    let role = if engine.leading() { "leading" } else { "standing_by" };
     let checked = Arc::clone(&engine);
-    svc_http::store_health(checked.health(), "svc relay", kind, move || engine.store().ping()).await
+    let extra = vec![("engine", serde_json::Value::from(role))];
+    svc_http::store_health_with(checked.health(), "svc relay", kind, move || engine.store().ping(), extra).await
 }
 
 #[cfg(test)]
