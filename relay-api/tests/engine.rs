@@ -873,3 +873,119 @@ async fn restarts_refused_to_the_limit_fail_the_deployment() {
     assert_eq!(failed.failure_code.as_deref(), Some("job_exited"), "{failed:?}");
     assert!(failed.state_reason.contains("after 2 restarts"), "{}", failed.state_reason);
 }
+
+// ------------------------------------------------------------------ the route feed
+
+/// An operator's gateway host: its key, admitted under `name` on `w`'s coordinator.
+struct GatewayHost {
+    id: String,
+    key: ring::signature::Ed25519KeyPair,
+}
+
+fn admitted(w: &World, name: &str) -> GatewayHost {
+    use base64::Engine as _;
+    use ring::signature::KeyPair as _;
+    let issued =
+        relay_api::coordinator::issue_admission_token(&w.engine.config().data_dir, name, Duration::from_secs(60))
+            .expect("an admission token");
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).expect("a key");
+    let key = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).expect("a key pair");
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let public_key = b64.encode(key.public_key().as_ref());
+    let hostname = format!("{name}.gateways.test");
+    let message = relay_wire::admission::registration_message(&issued.plaintext, &hostname, &public_key);
+    let request = relay_wire::admission::RegisterRequest {
+        admission_token: issued.plaintext,
+        operator: None,
+        public_key,
+        signature: b64.encode(key.sign(&message).as_ref()),
+        hostname,
+    };
+    let operator = w.store.admit(&request, now_ms()).expect("admitted");
+    GatewayHost { id: operator.id, key }
+}
+
+impl GatewayHost {
+    /// The signature header of a feed request for `path` signed by `self` at `at_ms` as
+    /// operator `as_id`.
+    fn header(&self, as_id: &str, at_ms: i64, path: &str) -> String {
+        use base64::Engine as _;
+        let message = relay_wire::feed::feed_message(as_id, at_ms, path);
+        relay_wire::feed::FeedSignature {
+            operator_id: as_id.to_owned(),
+            at_ms,
+            signature: base64::engine::general_purpose::STANDARD.encode(self.key.sign(&message).as_ref()),
+        }
+        .header_value()
+    }
+}
+
+/// `GET path` with the feed's signature header, if any: (status, JSON body).
+async fn feed(router: &axum::Router, path: &str, signature: Option<String>) -> (u16, serde_json::Value) {
+    use http_body_util::BodyExt as _;
+    use tower_service::Service as _;
+    let mut request = axum::http::Request::builder().method("GET").uri(path);
+    if let Some(signature) = signature {
+        request = request.header(relay_wire::feed::SIGNATURE_HEADER, signature);
+    }
+    let request = request.body(axum::body::Body::empty()).expect("a request");
+    let mut service = router.clone();
+    std::future::poll_fn(|cx| {
+        tower_service::Service::<axum::http::Request<axum::body::Body>>::poll_ready(&mut service, cx)
+    })
+    .await
+    .expect("ready");
+    let response = service.call(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.expect("the body").to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+/// Issue 20, first step: an admitted gateway host asks for its routes with a request its
+/// operator key signed now, and gets the routes assigned to its operator, no other's; a
+/// request unsigned, signed by another key, for another path, as another operator or too far
+/// from the coordinator's clock gets a 401 that says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    // The tests' deployments are assigned to operator `local`.
+    let (local, other) = (admitted(&w, "local"), admitted(&w, "north"));
+    let api = relay_api::coordinator::api_router(w.engine.clone());
+    let path = relay_wire::feed::FEED_PATH;
+    let now = now_ms();
+
+    let (status, body) = feed(&api, path, Some(local.header(&local.id, now, path))).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["operator"], local.id.as_str());
+    let routes = body["routes"].as_array().expect("routes");
+    assert_eq!(routes.len(), 1, "{body}");
+    assert_eq!(routes[0]["routeId"], d.route_id.as_str());
+    assert_eq!(routes[0]["hostnames"][0], d.canonical_hostname.as_str());
+    let table = w.engine.route_table(None).expect("the coordinator's own table");
+    assert_eq!(
+        serde_json::to_value(&table).expect("JSON"),
+        body["routes"],
+        "the table the coordinator's gateway serves"
+    );
+
+    let (status, body) = feed(&api, path, Some(other.header(&other.id, now, path))).await;
+    assert_eq!((status, body["routes"].as_array().map(Vec::len)), (200, Some(0)), "another operator's: none");
+
+    let refused = [
+        (None, "gateway_signature_missing"),
+        (Some("op=x;at=1".to_owned()), "gateway_signature_missing"),
+        (Some(other.header(&local.id, now, path)), "gateway_signature_invalid"),
+        (Some(local.header(&local.id, now, &format!("{path}?after=1"))), "gateway_signature_invalid"),
+        (Some(local.header("op_0000000000000000", now, path)), "gateway_operator_unknown"),
+        (Some(local.header(&local.id, now - 120_000, path)), "gateway_clock_skewed"),
+        (Some(local.header(&local.id, now + 120_000, path)), "gateway_clock_skewed"),
+    ];
+    for (signature, code) in refused {
+        let (status, body) = feed(&api, path, signature.clone()).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (401, Some(code)), "{signature:?}: {body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    }
+}

@@ -947,7 +947,35 @@ impl Engine {
     /// whose job runs: the canonical hostname and the customer hostnames whose DNS checks out.
     async fn sync_routes(&self) {
         let _in_order = self.syncing.lock().await;
-        let Ok(active) = self.db(|store| store.active_deployments()) else { return };
+        let Ok(routes) = self.route_table(None) else { return };
+        // Validation schedules of routes no longer in use (a revision replaced, a deployment
+        // stopped) go with them.
+        if let Ok(mut due) = self.validate_at.lock() {
+            due.retain(|route_id, _| routes.iter().any(|r| &r.route_id == route_id));
+        }
+        self.parts.gateway.set_routes(routes.clone());
+        self.parts.signer.set_routes(routes);
+    }
+
+    /// The routes of the deployments whose job runs, and of their successors on standby:
+    /// what a gateway serves. Only those assigned to gateway operator `operator`, if named
+    /// (the route feed's table for that operator's gateway).
+    pub fn route_table(&self, operator: Option<&str>) -> Result<Vec<RouteConfig>, StoreError> {
+        let mut active = self.db(|store| store.active_deployments())?;
+        if let Some(operator) = operator {
+            let assigned = self.db(|store| {
+                store.read(|tx| {
+                    let mut assigned = std::collections::HashSet::new();
+                    for d in &active {
+                        if tx.gateway_operator(&d.id)?.as_deref() == Some(operator) {
+                            assigned.insert(d.id.clone());
+                        }
+                    }
+                    Ok(assigned)
+                })
+            })?;
+            active.retain(|d| assigned.contains(&d.id));
+        }
         let mut routes = self.standby_routes(&active);
         for d in active.iter().filter(|d| d.state.runs_job()) {
             if let (Ok(Some(keys)), Ok(project_json)) =
@@ -956,13 +984,7 @@ impl Engine {
                 routes.extend(self.route_config(d, &d.route_id, keys, &project_json, false));
             }
         }
-        // Validation schedules of routes no longer in use (a revision replaced, a deployment
-        // stopped) go with them.
-        if let Ok(mut due) = self.validate_at.lock() {
-            due.retain(|route_id, _| routes.iter().any(|r| &r.route_id == route_id));
-        }
-        self.parts.gateway.set_routes(routes.clone());
-        self.parts.signer.set_routes(routes);
+        Ok(routes)
     }
 
     /// The gateway route of a revision of `d` (`route_id`, with its job's `keys`): the

@@ -138,6 +138,7 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/ingress/rewards/claim", post(claim))
         .route("/api/relay/health", get(super::admission::health))
         .route("/api/operators/register", post(super::admission::register))
+        .route(relay_wire::feed::FEED_PATH, get(super::feed::routes))
         .fallback(|| async { Rejection::NotFound(Missing::Route) })
         .with_state(engine)
 }

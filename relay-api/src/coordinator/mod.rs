@@ -12,6 +12,7 @@ pub mod catalog_content;
 mod console;
 mod engine;
 pub mod executions;
+pub mod feed;
 mod files;
 mod http;
 pub mod ingress_market;

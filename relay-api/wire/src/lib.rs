@@ -6,6 +6,7 @@
 //! - [`challenge`]: the route key and the challenge proof route validation checks;
 //! - [`alpn`]: ALPN names the gateway routes by;
 //! - [`admission`]: a gateway host's registration with the coordinator;
+//! - [`feed`]: the signed request a gateway host asks the coordinator for its routes with;
 //! - [`idle`], [`accept`], [`limits`]: what every listener of the relay shares (idle and
 //!   linger deadlines, accept backoff, connection caps under the open-file limit);
 //! - [`files`]: private files and directories (0600/0700), replaced atomically;
@@ -18,6 +19,7 @@ pub mod admission;
 pub mod alpn;
 pub mod challenge;
 pub mod envelope;
+pub mod feed;
 pub mod files;
 pub mod idle;
 pub mod limits;

@@ -1,0 +1,129 @@
+//! `GET /api/gateway/routes`: the route feed (issue 20, first step). An admitted gateway host
+//! asks for the routes assigned to its operator, the request signed with its operator key
+//! ([`relay_wire::feed`]); the answer is the table its gateway serves, the same one the
+//! coordinator's own gateway is given ([`Engine::route_table`]), limited to the deployments
+//! whose `gatewayOperator` is that operator. Any coordinator on the database answers it.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use relay_wire::feed::{FEED_SKEW_MS, FeedSignature, SIGNATURE_HEADER, feed_message};
+
+use super::Engine;
+use super::store::{StoreError, now_ms};
+use crate::gateway::RouteConfig;
+
+/// Why a feed request was refused. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    /// No signature header, or one that does not read.
+    #[error(
+        "send `{SIGNATURE_HEADER}: op=<operator id>;at=<Unix ms>;sig=<base64>`, signed with the operator key \
+         (`svc gateway run` does)"
+    )]
+    SignatureMissing,
+    /// The operator is not admitted here.
+    #[error("operator {0} is not admitted by this coordinator: register the host with `gateway-prep init`")]
+    UnknownOperator(String),
+    /// The request's time is too far from the coordinator's clock.
+    #[error(
+        "the request was signed {off_secs} s away from the coordinator's clock (at most {} s): set the gateway \
+         host's clock (`timedatectl set-ntp true`; `gateway-prep check` checks it)",
+        FEED_SKEW_MS / 1000
+    )]
+    Skewed {
+        /// How far off, seconds.
+        off_secs: i64,
+    },
+    /// The signature is not the operator key's over this request.
+    #[error("the signature is not the registered operator key's over this request")]
+    BadSignature,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl FeedError {
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            FeedError::SignatureMissing => (StatusCode::UNAUTHORIZED, "gateway_signature_missing"),
+            FeedError::UnknownOperator(_) => (StatusCode::UNAUTHORIZED, "gateway_operator_unknown"),
+            FeedError::Skewed { .. } => (StatusCode::UNAUTHORIZED, "gateway_clock_skewed"),
+            FeedError::BadSignature => (StatusCode::UNAUTHORIZED, "gateway_signature_invalid"),
+            FeedError::Store(StoreError::Unavailable(_)) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            FeedError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+        }
+    }
+}
+
+impl IntoResponse for FeedError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        match self {
+            // What failed is for the log, not the caller.
+            FeedError::Store(e) => {
+                tracing::warn!("svc relay: the route feed: {e}");
+                let message = if status == StatusCode::SERVICE_UNAVAILABLE {
+                    "the relay's database cannot be reached just now; try again in a moment"
+                } else {
+                    "the coordinator failed to answer; it is logged"
+                };
+                svc_http::envelope_response(&svc_http::ErrorBody::new(code, message), status)
+            }
+            other => svc_http::envelope_response(&svc_http::ErrorBody::new(code, other.to_string()), status),
+        }
+    }
+}
+
+/// The answer: the routes the operator's gateway serves.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedAnswer {
+    /// The operator asked for.
+    pub operator: String,
+    /// Its routes.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// `GET /api/gateway/routes`.
+pub(super) async fn routes(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<axum::Json<FeedAnswer>, FeedError> {
+    let signed = headers
+        .get(SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(FeedSignature::parse)
+        .ok_or(FeedError::SignatureMissing)?;
+    let path = uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
+    let answer = tokio::task::spawn_blocking(move || answer(&engine, &signed, &path, now_ms()))
+        .await
+        .map_err(|e| FeedError::Store(StoreError::Backend(Box::new(e))))??;
+    Ok(axum::Json(answer))
+}
+
+/// Checks `signed` over `path` at `now`, then reads the operator's routes.
+fn answer(engine: &Engine, signed: &FeedSignature, path: &str, now: i64) -> Result<FeedAnswer, FeedError> {
+    let operator = engine
+        .store()
+        .admitted_gateways()?
+        .into_iter()
+        .find(|o| o.id == signed.operator_id)
+        .ok_or_else(|| FeedError::UnknownOperator(signed.operator_id.clone()))?;
+    let off = now.saturating_sub(signed.at_ms);
+    if off.abs() > FEED_SKEW_MS {
+        return Err(FeedError::Skewed { off_secs: off / 1000 });
+    }
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let key = b64.decode(operator.public_key.as_bytes()).map_err(|_| FeedError::BadSignature)?;
+    let signature = b64.decode(signed.signature.as_bytes()).map_err(|_| FeedError::BadSignature)?;
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key)
+        .verify(&feed_message(&operator.id, signed.at_ms, path), &signature)
+        .map_err(|_| FeedError::BadSignature)?;
+    let routes = engine.route_table(Some(&operator.name))?;
+    Ok(FeedAnswer { operator: operator.id, routes })
+}
