@@ -639,15 +639,19 @@ async fn call(
     token: Option<&str>,
     body: Option<serde_json::Value>,
 ) -> (u16, serde_json::Value) {
-    use http_body_util::BodyExt as _;
-    use tower_service::Service as _;
     let mut request =
         axum::http::Request::builder().method(method).uri(path).header("content-type", "application/json");
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
     let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-    let request = request.body(axum::body::Body::from(bytes)).expect("a request");
+    send(router, request.body(axum::body::Body::from(bytes)).expect("a request")).await
+}
+
+/// Sends `request` to the relay API in process: (status, JSON body).
+async fn send(router: &axum::Router, request: axum::http::Request<axum::body::Body>) -> (u16, serde_json::Value) {
+    use http_body_util::BodyExt as _;
+    use tower_service::Service as _;
     let mut service = router.clone();
     std::future::poll_fn(|cx| {
         tower_service::Service::<axum::http::Request<axum::body::Body>>::poll_ready(&mut service, cx)
@@ -923,23 +927,11 @@ impl GatewayHost {
 
 /// `GET path` with the feed's signature header, if any: (status, JSON body).
 async fn feed(router: &axum::Router, path: &str, signature: Option<String>) -> (u16, serde_json::Value) {
-    use http_body_util::BodyExt as _;
-    use tower_service::Service as _;
     let mut request = axum::http::Request::builder().method("GET").uri(path);
     if let Some(signature) = signature {
         request = request.header(relay_wire::feed::SIGNATURE_HEADER, signature);
     }
-    let request = request.body(axum::body::Body::empty()).expect("a request");
-    let mut service = router.clone();
-    std::future::poll_fn(|cx| {
-        tower_service::Service::<axum::http::Request<axum::body::Body>>::poll_ready(&mut service, cx)
-    })
-    .await
-    .expect("ready");
-    let response = service.call(request).await.expect("an answer");
-    let status = response.status().as_u16();
-    let bytes = response.into_body().collect().await.expect("the body").to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+    send(router, request.body(axum::body::Body::empty()).expect("a request")).await
 }
 
 /// Issue 20, first step: an admitted gateway host asks for its routes with a request its

@@ -177,6 +177,18 @@ impl DbError {
     }
 }
 
+/// Whether `e` is the database ending the connection (`pg_terminate_backend`, a shutdown, a
+/// restart, a connection failure): its message may arrive before the client sees the socket
+/// close, so `is_closed` alone misses it (CI saw a terminated transaction's next statement
+/// answered as a plain failure, not as the database gone).
+pub fn ends_connection(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    e.code().is_some_and(|code| {
+        [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(code)
+            || code.code().starts_with("08")
+    })
+}
+
 impl Database {
     /// Checks `url` (`postgres://` or `postgresql://`, `sslmode` as libpq reads it) and
     /// prepares TLS: the database's certificate is checked against `ca` (a PEM file) if given,

@@ -204,7 +204,13 @@ impl RuntimePool {
             },
         };
         // The database went away: the slot's next statement connects again.
-        answer.map_err(|e| if connected.client.is_closed() { self.db.unreachable(&e) } else { self.db.error(e) })
+        answer.map_err(|e| {
+            if connected.client.is_closed() || crate::ends_connection(&e) {
+                self.db.unreachable(&e)
+            } else {
+                self.db.error(e)
+            }
+        })
     }
 
     fn late(&self) -> DbError {

@@ -152,8 +152,9 @@ impl Session {
         let (answer, answered) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |client, db| {
             let mut result = connected(client, db).and_then(|c| work(c, db));
+            let ended = |e: &DbError| matches!(e, DbError::Postgres { source, .. } if crate::ends_connection(source));
             if let Err(e) = &result
-                && client.as_ref().is_some_and(|c| c.client.is_closed())
+                && (client.as_ref().is_some_and(|c| c.client.is_closed()) || ended(e))
             {
                 // The database went away: connect again on the next statement.
                 *client = None;
