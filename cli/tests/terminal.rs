@@ -209,9 +209,10 @@ fn answer_once(status: u16, body: &'static str) -> String {
     std::thread::spawn(move || {
         for stream in listener.incoming().take(4) {
             let Ok(mut stream) = stream else { continue };
-            let mut buf = [0u8; 8192];
             let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let _ = stream.read(&mut buf);
+            // The whole request first: an answer sent while the client still writes reads to
+            // it as an unexpected message, and the command says `unreachable` (a CI flake).
+            read_request(&mut stream);
             let _ = write!(
                 stream,
                 "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -220,6 +221,38 @@ fn answer_once(status: u16, body: &'static str) -> String {
         }
     });
     url
+}
+
+/// Reads one HTTP request from `stream`: its head, then as many body bytes as its
+/// `content-length` says (at most 1 MiB; a failed read ends it).
+fn read_request(stream: &mut std::net::TcpStream) {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+        if request.len() > 1 << 20 {
+            return;
+        }
+    };
+    let head = String::from_utf8_lossy(&request[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+        .min(1 << 20);
+    while request.len() < head_end + length {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+    }
 }
 
 #[test]
