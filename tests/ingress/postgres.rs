@@ -32,6 +32,24 @@ fn engine_role(relay: &Relay) -> String {
     health["engine"].as_str().unwrap_or_default().to_owned()
 }
 
+/// Waits until `relay` (named `who`) has the deployment live again after `since`: its status,
+/// and when and why it relaunched the job.
+async fn relaunched_after(
+    relay: &Relay,
+    project: &std::path::Path,
+    since: i64,
+    who: &str,
+) -> (serde_json::Value, i64, String) {
+    let (status, _) = relay
+        .wait_status(project, Duration::from_secs(60), &format!("live again, on {who}"), |s| {
+            super::supervision::transition_after(s, "live", since).is_some()
+        })
+        .await;
+    let (at, why) = super::supervision::transition_after(&status, "provisioning", since)
+        .unwrap_or_else(|| panic!("relaunched by {who}: {status:#}"));
+    (status, at, why)
+}
+
 fn serve(data: &std::path::Path, url: &str) -> Command {
     let mut command = Command::new(svc_binary());
     command
@@ -102,13 +120,7 @@ async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_t
     // lease runs out, writes the app's files from the database and brings the route back.
     let killed_at = super::supervision::now_ms();
     relay.proc.signal("KILL");
-    let (status, _) = standby
-        .wait_status(&project, Duration::from_secs(60), "live again, on the standby", |s| {
-            super::supervision::transition_after(s, "live", killed_at).is_some()
-        })
-        .await;
-    let (taken_at, why) = super::supervision::transition_after(&status, "provisioning", killed_at)
-        .unwrap_or_else(|| panic!("relaunched by the standby: {status:#}"));
+    let (status, taken_at, why) = relaunched_after(&standby, &project, killed_at, "the standby").await;
     assert!(why.contains("relaunching"), "{why}");
     assert!(taken_at - killed_at <= 10_000, "taken over within 10 s of the kill: {} ms", taken_at - killed_at);
     assert_eq!(status["deployment"]["revision"], 1, "{status:#}");
@@ -126,13 +138,7 @@ async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_t
     let stopped_at = super::supervision::now_ms();
     standby.proc.signal("TERM");
     assert!(standby.proc.wait_exit(Duration::from_secs(15)).await.is_some(), "{}", standby.proc.output());
-    let (status, _) = back
-        .wait_status(&project, Duration::from_secs(60), "live again, on the first coordinator", |s| {
-            super::supervision::transition_after(s, "live", stopped_at).is_some()
-        })
-        .await;
-    let (taken_at, _) = super::supervision::transition_after(&status, "provisioning", stopped_at)
-        .unwrap_or_else(|| panic!("relaunched by the first coordinator: {status:#}"));
+    let (status, taken_at, _) = relaunched_after(&back, &project, stopped_at, "the first coordinator").await;
     assert!(taken_at - stopped_at <= 5_000, "a stop hands over at once: {} ms", taken_at - stopped_at);
     assert!(
         status["deployment"]["url"].as_str().is_some_and(|u| u.contains(&format!(":{}/", back.public.port()))),
