@@ -202,6 +202,10 @@ impl svc_execution::Clock for AheadClock {
 
 struct World {
     engine: Arc<Engine>,
+    /// The engine's gateway: the routes it serves.
+    gateway: Arc<Gateway>,
+    /// The coordinator's data directory (its SQLite store, unless on another store).
+    data: std::path::PathBuf,
     store: Arc<RelayStore>,
     market: FakeMarket,
     clock: Arc<AheadClock>,
@@ -239,7 +243,7 @@ fn world_in(probe: FakeProbe, tune: impl FnOnce(&mut CoordinatorConfig), store: 
     let engine = Engine::new(EngineParts {
         config,
         store: store.clone(),
-        gateway,
+        gateway: gateway.clone(),
         signer: LocalCoordinator::new(ca),
         market: Arc::new(market.clone()),
         artifacts,
@@ -251,7 +255,7 @@ fn world_in(probe: FakeProbe, tune: impl FnOnce(&mut CoordinatorConfig), store: 
         clock: clock.clone(),
     });
     let org = store.invite("acme").expect("an organization");
-    World { engine, store, market, clock, probe, org, _dir: dir }
+    World { engine, gateway, data, store, market, clock, probe, org, _dir: dir }
 }
 
 const PROJECT: &str = r#"{"version": 1, "name": "shop", "runtime": "node", "app": {"entrypoint": "server.js"},
@@ -598,6 +602,32 @@ async fn a_slow_probe_does_not_hold_the_other_deployments() {
     let took = started.elapsed();
     assert_eq!(w.probe.calls.lock().expect("lock").len() - before, ids.len(), "each was validated");
     assert!(took < SLOW * 2, "a tick of {} slow probes took {took:?}: they ran one after another", ids.len());
+}
+
+/// CI: PostgreSQL restarting in the middle of a tick failed one deployment's reads after the
+/// list of deployments had been read, and the route table was set without that route: the
+/// next validation found the gateway closing the handshakes of a live route. The table is
+/// read in one transaction now; one that fails leaves the gateway's routes as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_failing_half_way_through_the_route_table_leaves_the_gateways_routes_alone() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let served = |w: &World| w.gateway.route_rows().into_iter().map(|r| r.route_id).collect::<Vec<_>>();
+    assert_eq!(served(&w), std::slice::from_ref(&d.route_id));
+
+    // The deployments read, and the hostnames of each fail (as a connection ended mid-tick).
+    let db = rusqlite::Connection::open(w.data.join(relay_api::coordinator::store::DATABASE_FILE)).expect("the store");
+    db.execute_batch("ALTER TABLE hostnames RENAME TO hostnames_away").expect("renamed");
+    assert!(w.store.active_deployments().is_ok_and(|a| a.len() == 1));
+    assert!(w.engine.route_table(None).is_err(), "a table with a read failed is an error, not a shorter table");
+    w.engine.tick().await;
+    assert_eq!(served(&w), std::slice::from_ref(&d.route_id), "the live route stays on the gateway");
+
+    db.execute_batch("ALTER TABLE hostnames_away RENAME TO hostnames").expect("renamed back");
+    w.engine.tick().await;
+    assert_eq!(served(&w), std::slice::from_ref(&d.route_id));
+    assert_eq!(w.deployment(&d.id).state, DeploymentState::Live);
 }
 
 /// Review finding: the engine lease was renewed between ticks only, so a tick held up by a

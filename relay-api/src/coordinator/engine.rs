@@ -21,14 +21,15 @@ use tokio::sync::Notify;
 mod launch;
 mod lease;
 mod redeploy;
+mod routes;
 
 use super::ingress_market::IngressMarket;
 use super::model::{Deployment, HostnameState, Quote, SuccessorState};
 use super::probe::Probe;
 use super::state::DeploymentState;
-use super::store::{RelayStore, RouteKeys, StoreError, now_ms, random_hex};
+use super::store::{RelayStore, StoreError, now_ms, random_hex};
 use super::{AgentCertificates, CoordinatorConfig};
-use crate::gateway::{Gateway, RouteConfig};
+use crate::gateway::Gateway;
 use crate::hint::{self, Hint, Stage};
 use crate::local::LocalCoordinator;
 use svc_execution::artifacts::ArtifactStore;
@@ -567,7 +568,8 @@ impl Engine {
     /// gone, whatever its record says yet).
     pub(super) fn remove_if_replaced(&self, deployment_id: &str, revision: u32, gone: Option<&str>) {
         let Ok(d) = self.db(|store| store.deployment(deployment_id)) else { return };
-        let successor = self.db(|store| store.successor(&d.id)).ok().flatten();
+        // A read that fails removes nothing: the files may be a successor's.
+        let Ok(successor) = self.db(|store| store.successor(&d.id)) else { return };
         let deployed = successor.is_some_and(|s| s.revision == revision && s.state != SuccessorState::Failed);
         let running = self.db(|store| store.current_executions(&d.id, d.revision)).map_or(true, |executions| {
             executions.iter().any(|e| {
@@ -650,7 +652,8 @@ impl Engine {
         // Read again, after the step (its probe may have waited), and only with a successor to
         // step: most deployments have none, and this read was one per deployment per tick.
         let Some(s) = successor.filter(|s| s.revision > d.revision) else { return };
-        let executions = self.db(|store| store.current_executions(&d.id, d.revision)).unwrap_or_default();
+        // Not stepped on a failed read: no jobs read is not no jobs running.
+        let Ok(executions) = self.db(|store| store.current_executions(&d.id, d.revision)) else { return };
         if let Err(e) = self.step_successor(d, s, &executions).await {
             let _ =
                 self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]));
@@ -943,78 +946,6 @@ impl Engine {
         (!pids.is_empty()).then_some(pids)
     }
 
-    /// Makes the gateway's (and the certificate signer's) routes those of the deployments
-    /// whose job runs: the canonical hostname and the customer hostnames whose DNS checks out.
-    async fn sync_routes(&self) {
-        let _in_order = self.syncing.lock().await;
-        let Ok(routes) = self.route_table(None) else { return };
-        // Validation schedules of routes no longer in use (a revision replaced, a deployment
-        // stopped) go with them.
-        if let Ok(mut due) = self.validate_at.lock() {
-            due.retain(|route_id, _| routes.iter().any(|r| &r.route_id == route_id));
-        }
-        self.parts.gateway.set_routes(routes.clone());
-        self.parts.signer.set_routes(routes);
-    }
-
-    /// The routes of the deployments whose job runs, and of their successors on standby:
-    /// what a gateway serves. Only those assigned to gateway operator `operator`, if named
-    /// (the route feed's table for that operator's gateway).
-    pub fn route_table(&self, operator: Option<&str>) -> Result<Vec<RouteConfig>, StoreError> {
-        let mut active = self.db(|store| store.active_deployments())?;
-        if let Some(operator) = operator {
-            let assigned = self.db(|store| {
-                store.read(|tx| {
-                    let mut assigned = std::collections::HashSet::new();
-                    for d in &active {
-                        if tx.gateway_operator(&d.id)?.as_deref() == Some(operator) {
-                            assigned.insert(d.id.clone());
-                        }
-                    }
-                    Ok(assigned)
-                })
-            })?;
-            active.retain(|d| assigned.contains(&d.id));
-        }
-        let mut routes = self.standby_routes(&active);
-        for d in active.iter().filter(|d| d.state.runs_job()) {
-            if let (Ok(Some(keys)), Ok(project_json)) =
-                (self.db(|store| store.route_keys(&d.id)), self.db(|store| store.project_json(&d.id)))
-            {
-                routes.extend(self.route_config(d, &d.route_id, keys, &project_json, false));
-            }
-        }
-        Ok(routes)
-    }
-
-    /// The gateway route of a revision of `d` (`route_id`, with its job's `keys`): the
-    /// canonical hostname and the customer hostnames whose DNS checks out.
-    fn route_config(
-        &self,
-        d: &Deployment,
-        route_id: &str,
-        keys: RouteKeys,
-        project_json: &str,
-        standby: bool,
-    ) -> Option<RouteConfig> {
-        let names = self.db(|store| store.hostnames(&d.id)).ok()?;
-        let mut hostnames = vec![d.canonical_hostname.clone()];
-        hostnames.extend(
-            names
-                .into_iter()
-                .filter(|h| matches!(h.state, HostnameState::Verified | HostnameState::Live))
-                .map(|h| h.hostname),
-        );
-        Some(RouteConfig {
-            route_id: route_id.to_owned(),
-            hostnames,
-            credential_sha256: keys.credential_sha256,
-            proxy_protocol: crate::project::read(project_json).is_ok_and(|p| p.proxy_protocol),
-            max_connections: ROUTE_MAX_CONNECTIONS,
-            standby,
-        })
-    }
-
     /// Records output lines of revision `revision`'s job in its deployment's logs; lines of a
     /// revision other than the `serving` one (a successor, a predecessor draining) say which.
     fn record_output(&self, id: &str, revision: u32, serving: u32, output: Output) {
@@ -1097,9 +1028,6 @@ impl Engine {
         }
     }
 }
-
-/// Open public connections a route allows at once.
-const ROUTE_MAX_CONNECTIONS: usize = 1024;
 
 /// Output lines of one job, by the process that printed them, for the logs.
 pub(super) type Output = Vec<(&'static str, Vec<String>)>;

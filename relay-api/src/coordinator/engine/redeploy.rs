@@ -26,7 +26,6 @@ use super::{Engine, ended, newest_of, placed};
 use crate::coordinator::model::{Deployment, Successor, SuccessorState};
 use crate::coordinator::state::DeploymentState;
 use crate::coordinator::store::{StoreError, now_ms};
-use crate::gateway::RouteConfig;
 use crate::hint::{Hint, Stage};
 
 /// How long a successor has, from its deploy, to pass validation.
@@ -180,23 +179,5 @@ impl Engine {
         self.sync_routes().await;
         self.wake();
         Ok(())
-    }
-
-    /// The standby routes of successors whose jobs run: the same hostnames as their
-    /// deployment's route, reached only as [`RouteConfig::standby`] says.
-    pub(super) fn standby_routes(&self, active: &[Deployment]) -> Vec<RouteConfig> {
-        let mut routes = Vec::new();
-        for s in self.db(|store| store.successors()).unwrap_or_default() {
-            let Some(d) = active.iter().find(|d| d.id == s.deployment_id && d.state.spends()) else { continue };
-            if s.state == SuccessorState::Failed {
-                continue;
-            }
-            if let (Ok(Some(keys)), Ok(project_json)) =
-                (self.db(|store| store.successor_keys(&d.id)), self.db(|store| store.successor_project_json(&d.id)))
-            {
-                routes.extend(self.route_config(d, &s.route_id, keys, &project_json, true));
-            }
-        }
-        routes
     }
 }

@@ -1,0 +1,102 @@
+//! The gateway's route table: the routes of the deployments whose job runs, and of their
+//! successors on standby. It is read in one transaction, and a read that fails leaves the
+//! gateway's table as it was: a database going away in the middle of a tick must not take a
+//! live route off the gateway (CI: a route read half-way through a restart of PostgreSQL
+//! vanished, and the next validation found the gateway closing its handshakes).
+
+use super::Engine;
+use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
+use crate::coordinator::store::{RouteKeys, StoreError, Transaction};
+use crate::gateway::RouteConfig;
+
+/// Open public connections a route allows at once.
+const ROUTE_MAX_CONNECTIONS: usize = 1024;
+
+impl Engine {
+    /// Makes the gateway's (and the certificate signer's) routes those of the deployments
+    /// whose job runs: the canonical hostname and the customer hostnames whose DNS checks out.
+    /// A store that does not answer changes nothing.
+    pub(super) async fn sync_routes(&self) {
+        let _in_order = self.syncing.lock().await;
+        let routes = match self.route_table(None) {
+            Ok(routes) => routes,
+            Err(e) => {
+                tracing::warn!("svc relay: reading the route table (the gateway keeps its routes): {e}");
+                return;
+            }
+        };
+        // Validation schedules of routes no longer in use (a revision replaced, a deployment
+        // stopped) go with them.
+        if let Ok(mut due) = self.validate_at.lock() {
+            due.retain(|route_id, _| routes.iter().any(|r| &r.route_id == route_id));
+        }
+        self.parts.gateway.set_routes(routes.clone());
+        self.parts.signer.set_routes(routes);
+    }
+
+    /// The routes of the deployments whose job runs, and of their successors on standby:
+    /// what a gateway serves. Only those assigned to gateway operator `operator`, if named
+    /// (the route feed's table for that operator's gateway). One read transaction: the
+    /// table is whole, or an error.
+    pub fn route_table(&self, operator: Option<&str>) -> Result<Vec<RouteConfig>, StoreError> {
+        self.db(|store| store.read(|tx| table(tx, operator)))
+    }
+}
+
+fn table(tx: &mut dyn Transaction, operator: Option<&str>) -> Result<Vec<RouteConfig>, StoreError> {
+    let mut active = tx.active_deployments()?;
+    if let Some(operator) = operator {
+        let mut assigned = Vec::with_capacity(active.len());
+        for d in active {
+            if tx.gateway_operator(&d.id)?.as_deref() == Some(operator) {
+                assigned.push(d);
+            }
+        }
+        active = assigned;
+    }
+    let mut routes = Vec::new();
+    // Successors on standby first: the same hostnames as their deployment's route, reached
+    // only as [`RouteConfig::standby`] says.
+    for s in tx.successors()? {
+        let Some(d) = active.iter().find(|d| d.id == s.deployment_id && d.state.spends()) else { continue };
+        if s.state == SuccessorState::Failed {
+            continue;
+        }
+        if let (Some(keys), Some(project_json)) = (tx.successor_keys(&d.id)?, tx.successor_project_json(&d.id)?) {
+            routes.push(route(tx, d, &s.route_id, keys, &project_json, true)?);
+        }
+    }
+    for d in active.iter().filter(|d| d.state.runs_job()) {
+        // A deployment not launched yet has no keys: no route.
+        if let (Some(Some(keys)), Some(project_json)) = (tx.route_keys(&d.id)?, tx.project_json(&d.id)?) {
+            routes.push(route(tx, d, &d.route_id, keys, &project_json, false)?);
+        }
+    }
+    Ok(routes)
+}
+
+/// The gateway route of a revision of `d` (`route_id`, with its job's `keys`).
+fn route(
+    tx: &mut dyn Transaction,
+    d: &Deployment,
+    route_id: &str,
+    keys: RouteKeys,
+    project_json: &str,
+    standby: bool,
+) -> Result<RouteConfig, StoreError> {
+    let mut hostnames = vec![d.canonical_hostname.clone()];
+    hostnames.extend(
+        tx.hostnames(&d.id)?
+            .into_iter()
+            .filter(|h| matches!(h.state, HostnameState::Verified | HostnameState::Live))
+            .map(|h| h.hostname),
+    );
+    Ok(RouteConfig {
+        route_id: route_id.to_owned(),
+        hostnames,
+        credential_sha256: keys.credential_sha256,
+        proxy_protocol: crate::project::read(project_json).is_ok_and(|p| p.proxy_protocol),
+        max_connections: ROUTE_MAX_CONNECTIONS,
+        standby,
+    })
+}
