@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use relay_api::gateway::Gateway;
 use relay_api::gateway::file::GatewayFile;
+use relay_gateway_host::follow::Feed;
 
 pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().ok()
@@ -21,7 +22,8 @@ fn fail(who: &str, message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// `svc gateway run --config FILE`
+/// `svc gateway run --config FILE`: the routes are the file's (read again on SIGHUP), or
+/// its coordinator's route feed's.
 pub(crate) fn gateway(config_path: &Path) -> ExitCode {
     let file = match GatewayFile::read(config_path) {
         Ok(f) => f,
@@ -31,17 +33,30 @@ pub(crate) fn gateway(config_path: &Path) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail("svc gateway", &e.to_string()),
     };
+    let feed = match file.coordinator.as_ref().map(Feed::open).transpose() {
+        Ok(feed) => feed,
+        Err(e) => return fail("svc gateway", &e.to_string()),
+    };
     let Some(rt) = runtime() else { return fail("svc gateway", "cannot start the runtime") };
     let gateway = Gateway::new(config);
     gateway.set_routes(file.routes.clone());
     let path = config_path.to_owned();
     let result = rt.block_on(async move {
+        let following = feed.is_some();
+        if let Some(feed) = feed {
+            crate::output::say(&format!("svc gateway: routes from {}", feed.url()));
+            tokio::spawn(relay_gateway_host::follow::follow(gateway.clone(), feed));
+        }
         #[cfg(unix)]
         {
             let gw = gateway.clone();
             if let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
                 tokio::spawn(async move {
                     while hup.recv().await.is_some() {
+                        if following {
+                            tracing::info!("svc gateway: the routes come from the coordinator; SIGHUP changes none");
+                            continue;
+                        }
                         match GatewayFile::read(&path) {
                             Ok(f) => {
                                 tracing::info!("svc gateway: routes reloaded ({})", f.routes.len());

@@ -16,10 +16,11 @@
 
 pub mod args;
 pub mod check;
-pub mod coordinator;
 pub mod init;
-pub mod key;
 pub mod run;
+
+// The operator key and the coordinator's API are shared with `svc gateway run`.
+pub use relay_gateway_host::{coordinator, key};
 
 use std::path::{Path, PathBuf};
 

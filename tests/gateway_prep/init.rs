@@ -109,7 +109,11 @@ async fn the_first_run_registers_and_writes_the_second_changes_nothing() {
     // What init wrote is what `svc gateway run` reads, and the unit runs it.
     let gateway = GatewayFile::read(&root.root().path(GATEWAY)).expect("gateway.json");
     assert_eq!(gateway.public.to_string(), layout::PUBLIC);
-    assert_eq!(gateway.tunnel_key, std::path::Path::new("/etc/svc-gateway/tunnel.key"));
+    // Its paths are relative to it (read as the gateway reads them: beside the file).
+    assert_eq!(gateway.tunnel_key, root.root().path("/etc/svc-gateway/tunnel.key"));
+    let feed = gateway.coordinator.expect("the coordinator whose route feed it follows");
+    assert_eq!((feed.url.as_str(), feed.operator_id.as_str()), (coordinator.url.as_str(), admitted[0].id.as_str()));
+    assert_eq!(feed.operator_key, root.root().path("/etc/svc-gateway/operator.key"));
     let unit = root.root().read(UNIT).expect("unit");
     assert!(unit.contains("ExecStart=/usr/local/bin/svc gateway run --config /etc/svc-gateway/gateway.json\n"));
     assert_eq!(config::gateway(&root.root()).status, Status::Pass, "{:?}", config::gateway(&root.root()));
@@ -240,4 +244,79 @@ async fn unknown_expired_and_reused_admission_tokens_are_refused() {
     none.admission_token = None;
     let usage = init(&none).await.expect_err("no token");
     assert!(matches!(usage, InitError::Usage(_)) && usage.exit_code() == 64, "{usage:?}");
+}
+
+/// Issue 20, point 1, as an operator runs it: `gateway-prep init` prepares the host (under a
+/// fake root here), and `svc gateway run --config` on the file it wrote follows the
+/// coordinator's route feed as the registered operator: its metrics say it is connected, and
+/// once the coordinator stops, that it serves its last table without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn svc_gateway_run_on_what_init_wrote_follows_the_coordinators_route_feed() {
+    use std::io::BufRead as _;
+    let coordinator = TestCoordinator::start().await;
+    let root = TempDir::new("follow");
+    let token = coordinator.token("north", Duration::from_secs(600));
+    let loopback = "127.0.0.1:0";
+    let init = std::process::Command::new(svc_e2e::service::gateway_prep_binary())
+        .args(["init", "--root", &root.0.to_string_lossy(), "--coordinator", &coordinator.url])
+        .args(["--admission-token", &token, "--hostname", HOST])
+        .args(["--public", loopback, "--tunnel", loopback, "--admin", loopback])
+        .output()
+        .expect("gateway-prep init");
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+
+    let config = root.root().path(GATEWAY);
+    let mut gateway = std::process::Command::new(svc_e2e::service::svc_binary())
+        .args(["gateway", "run", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("svc gateway run");
+    let stdout = gateway.stdout.take().expect("its output");
+    let (lines, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let mut admin = None;
+    while let Ok(line) = said.recv_timeout(Duration::from_secs(10)) {
+        if let Some(at) = line.split("admin http://").nth(1) {
+            admin = at.trim_end_matches("/metrics").parse::<std::net::SocketAddr>().ok();
+            break;
+        }
+    }
+    let Some(admin) = admin else {
+        let _ = gateway.kill();
+        let out = gateway.wait_with_output().expect("its output");
+        panic!("no admin address: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let metrics = move || {
+        let answer = svc_e2e::service::http(admin, "GET", "/metrics", &[], None);
+        String::from_utf8_lossy(&answer.body).into_owned()
+    };
+    let until = |want: &'static str| async move {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let text = tokio::task::spawn_blocking(metrics).await.expect("the metrics");
+            if text.contains(want) || std::time::Instant::now() > deadline {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let text = until("svc_gateway_feed_connected 1\n").await;
+    assert!(text.contains("svc_gateway_feed_connected 1\n"), "{text}");
+    assert!(text.contains("svc_gateway_feed_updates_total 1\n"), "the (empty) table, applied: {text}");
+    assert!(text.contains("svc_gateway_routes 0\n"), "{text}");
+
+    drop(coordinator);
+    let text = until("svc_gateway_feed_connected 0\n").await;
+    assert!(text.contains("svc_gateway_feed_connected 0\n"), "{text}");
+    assert_eq!(gateway.try_wait().expect("its state"), None, "the gateway runs on");
+    let _ = gateway.kill();
+    let out = gateway.wait_with_output().expect("its output");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("the route feed failed"), "said once, in the log: {log}");
 }

@@ -23,6 +23,7 @@ pub fn svc_binary() -> PathBuf {
             "relay-api/migrations",
             "relay-api/wire/src",
             "relay-api/gateway/src",
+            "relay-api/gateway-host/src",
             "relay-api/dns/src",
             "agent/src",
         ],
@@ -34,7 +35,13 @@ pub fn gateway_prep_binary() -> PathBuf {
     built_binary(
         "gateway-prep",
         "gateway-prep",
-        &["gateway-prep/src", "relay-api/wire/src", "relay-api/gateway/src", "relay-api/dns/src"],
+        &[
+            "gateway-prep/src",
+            "relay-api/wire/src",
+            "relay-api/gateway/src",
+            "relay-api/gateway-host/src",
+            "relay-api/dns/src",
+        ],
     )
 }
 

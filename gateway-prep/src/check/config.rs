@@ -44,7 +44,7 @@ pub fn gateway(root: &Root) -> CheckResult {
             "run `gateway-prep init --coordinator URL --admission-token TOKEN --hostname NAME`",
         );
     }
-    let file = match GatewayFile::read(&path) {
+    let file = match GatewayFile::read_as_written(&path) {
         Ok(f) => f,
         Err(e) => {
             return CheckResult::fail(
@@ -54,9 +54,12 @@ pub fn gateway(root: &Root) -> CheckResult {
             );
         }
     };
+    // Paths in the file are relative to its directory (as the gateway reads them).
+    let dir = Path::new(layout::CONFIG_DIR);
+    let (tunnel_cert, tunnel_key) = (dir.join(&file.tunnel_cert), dir.join(&file.tunnel_key));
     let read = |p: &Path| root.read(p).map_err(|e| e.to_string());
-    let identity = read(&file.tunnel_cert)
-        .and_then(|cert| read(&file.tunnel_key).map(|key| (cert, key)))
+    let identity = read(&tunnel_cert)
+        .and_then(|cert| read(&tunnel_key).map(|key| (cert, key)))
         .and_then(|(cert, key)| check_tls_identity(&cert, &key).map_err(|e| e.to_string()));
     if let Err(e) = identity {
         return CheckResult::fail(
@@ -65,8 +68,8 @@ pub fn gateway(root: &Root) -> CheckResult {
             "restore the tunnel certificate and key, or remove both and run `gateway-prep init` to make new ones",
         );
     }
-    if let Some(mode) = shared_mode(&root.path(&file.tunnel_key)) {
-        return private_mode_fail(ID, &file.tunnel_key, mode);
+    if let Some(mode) = shared_mode(&root.path(&tunnel_key)) {
+        return private_mode_fail(ID, &tunnel_key, mode);
     }
     let found = format!(
         "{} is valid: public {}, tunnel {}, metrics {}, {} route{}",

@@ -174,7 +174,8 @@ impl TryFrom<&CheckArgs> for CheckInputs {
         let min_free_mib = ArgsError::check("--min-free-mib", 0..=MAX_MIN_FREE_MIB, args.min_free_mib)?;
         let root = Root::new(&args.host.root);
         let config_dir = std::path::Path::new(layout::CONFIG_DIR);
-        let gateway = relay_gateway::file::GatewayFile::read(&root.path(config_dir.join(layout::GATEWAY_FILE)));
+        let gateway =
+            relay_gateway::file::GatewayFile::read_as_written(&root.path(config_dir.join(layout::GATEWAY_FILE)));
         let record = Registration::read(&root).ok().flatten();
         let public =
             args.public.or(gateway.as_ref().ok().map(|g| g.public)).unwrap_or_else(|| default_addr(layout::PUBLIC));

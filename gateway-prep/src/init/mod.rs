@@ -15,7 +15,7 @@ pub mod unit;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use relay_gateway::file::GatewayFile;
+use relay_gateway::file::{FeedSource, GatewayFile};
 use relay_wire::admission::{Operator, RegisterRequest, registration_message};
 use serde::Serialize;
 
@@ -291,27 +291,36 @@ fn tunnel_pair(root: &Root, hostname: &str) -> Result<(String, String), InitErro
     Ok((pair.cert_pem, pair.key_pem))
 }
 
-/// The gateway configuration: the addresses and tunnel files given, and the routes of the
-/// existing file (routes are the gateway's to change; init keeps them).
-fn gateway_json(root: &Root, opts: &InitOptions) -> String {
+/// The gateway configuration: the addresses and tunnel files given, the coordinator whose
+/// route feed it follows as operator `operator_id` (known once registered), and the routes of
+/// the existing file (routes are the gateway's to change; init keeps them). The files init
+/// writes beside it are named relative to it, so a host prepared under `--root` runs as is.
+fn gateway_json(root: &Root, opts: &InitOptions, coordinator: &str, operator_id: &str) -> String {
     let host = config_path(layout::GATEWAY_FILE);
-    // A re-run keeps the configured addresses: only a flag given now changes one.
-    let existing = GatewayFile::read(&root.path(&host)).ok();
+    // A re-run keeps the configured addresses and CA: only a flag given now changes one.
+    let existing = GatewayFile::read_as_written(&root.path(&host)).ok();
     let address = |given: Option<SocketAddr>, configured: Option<SocketAddr>, default: &str| {
         given.or(configured).unwrap_or_else(|| default.parse().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))))
     };
+    let ca = opts.coordinator_ca.clone().or_else(|| existing.as_ref()?.coordinator.as_ref()?.ca.clone());
     let file = GatewayFile {
         public: address(opts.public, existing.as_ref().map(|f| f.public), layout::PUBLIC),
         tunnel: address(opts.tunnel, existing.as_ref().map(|f| f.tunnel), layout::TUNNEL),
         admin: address(opts.admin, existing.as_ref().map(|f| f.admin), layout::ADMIN),
-        tunnel_cert: config_path(layout::TUNNEL_CERT),
-        tunnel_key: config_path(layout::TUNNEL_KEY),
+        tunnel_cert: PathBuf::from(layout::TUNNEL_CERT),
+        tunnel_key: PathBuf::from(layout::TUNNEL_KEY),
         client_hello_max_bytes: None,
         client_hello_timeout_secs: None,
         idle_timeout_secs: None,
         half_close_linger_secs: None,
         client_share_percent: None,
         client_hellos_per_client: None,
+        coordinator: Some(FeedSource {
+            url: coordinator.to_owned(),
+            operator_id: operator_id.to_owned(),
+            operator_key: PathBuf::from(layout::OPERATOR_KEY),
+            ca,
+        }),
         routes: existing.map(|f| f.routes).unwrap_or_default(),
     };
     let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
@@ -351,12 +360,19 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
     let client = CoordinatorClient::new(&coordinator, opts.coordinator_ca.as_deref()).map_err(InitError::Client)?;
 
     let (key, key_text) = operator_key(root, record.as_ref())?;
+    // Known once registered: a first run plans gateway.json without it and again after.
+    let operator_id = record.as_ref().map(|r| r.operator.id.clone()).unwrap_or_default();
     let (cert_pem, tunnel_key_pem) = tunnel_pair(root, &hostname)?;
     let wanted = [
         (config_path(layout::OPERATOR_KEY), key_text, 0o600, Fingerprint::Bytes),
         (config_path(layout::TUNNEL_KEY), tunnel_key_pem, 0o600, Fingerprint::Bytes),
         (config_path(layout::TUNNEL_CERT), cert_pem, 0o644, Fingerprint::Bytes),
-        (config_path(layout::GATEWAY_FILE), gateway_json(root, opts), 0o644, Fingerprint::GatewayConfig),
+        (
+            config_path(layout::GATEWAY_FILE),
+            gateway_json(root, opts, &coordinator, &operator_id),
+            0o644,
+            Fingerprint::GatewayConfig,
+        ),
         (
             PathBuf::from(layout::UNIT),
             unit::unit(&opts.svc_binary, &config_path(layout::GATEWAY_FILE), opts.limit_nofile, &hostname),
@@ -452,6 +468,20 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
             }
         }
     };
+    if operator.id != operator_id
+        && let Some(gateway) = planned.iter_mut().find(|f| f.path == config_path(layout::GATEWAY_FILE))
+    {
+        gateway.content = gateway_json(root, opts, &coordinator, &operator.id);
+        gateway.action = files::classify(
+            root,
+            &gateway.path,
+            &gateway.content,
+            gateway.mode,
+            gateway.fingerprint,
+            recorded(&gateway.path).as_deref(),
+            opts.force,
+        );
+    }
     for f in &planned[1..] {
         if f.action.writes() {
             write(f)?;

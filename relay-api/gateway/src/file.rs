@@ -1,5 +1,7 @@
 //! The standalone gateway's configuration file (`svc gateway run --config FILE`). Routes are
-//! read again on SIGHUP.
+//! read again on SIGHUP, unless a coordinator feeds them (`coordinator`). Relative paths in
+//! the file are relative to the file's directory ([`GatewayFile::read`]), so a host prepared
+//! under another root (`gateway-prep init --root DIR`) runs as it is.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -75,14 +77,51 @@ pub struct GatewayFile {
     /// Connections one client address may have still sending their ClientHello (default 64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_hellos_per_client: Option<usize>,
-    /// The routes.
+    /// The coordinator whose route feed this gateway follows (`gateway-prep init` writes it);
+    /// without it, the routes are the file's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordinator: Option<FeedSource>,
+    /// The routes (with a `coordinator`: the table served until its first answer).
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
 }
 
+/// Where a gateway's routes come from: a coordinator's route feed, each request signed with
+/// the operator key the host registered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeedSource {
+    /// The coordinator's base URL (`https://relay.example.com`, `http://127.0.0.1:7300`).
+    pub url: String,
+    /// The operator's ID (`op_...`), as the coordinator registered it.
+    pub operator_id: String,
+    /// PEM file: the operator's Ed25519 key (mode 0600).
+    pub operator_key: PathBuf,
+    /// PEM file: the roots to trust for an https coordinator (default: the system's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
+}
+
 impl GatewayFile {
-    /// Reads and checks a file.
+    /// Reads and checks a file, its relative paths made relative to its directory: what a
+    /// gateway runs with.
     pub fn read(path: &Path) -> Result<GatewayFile, GatewayFileError> {
+        let mut file = GatewayFile::read_as_written(path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let beside = |p: &mut PathBuf| *p = dir.join(&*p);
+        beside(&mut file.tunnel_cert);
+        beside(&mut file.tunnel_key);
+        if let Some(source) = &mut file.coordinator {
+            beside(&mut source.operator_key);
+            if let Some(ca) = &mut source.ca {
+                beside(ca);
+            }
+        }
+        Ok(file)
+    }
+
+    /// Reads and checks a file, its paths as written (a tool placing them under a root).
+    pub fn read_as_written(path: &Path) -> Result<GatewayFile, GatewayFileError> {
         let text = fs_err::read(path).map_err(GatewayFileError::Read)?;
         serde_json::from_slice(&text).map_err(|source| GatewayFileError::Invalid { path: path.to_owned(), source })
     }
@@ -182,5 +221,23 @@ mod tests {
             assert!(matches!(e, GatewayFileError::OutOfRange { field: f, .. } if f == field), "{field}: {e}");
             assert!(e.to_string().contains(field), "{field}: {e}");
         }
+    }
+
+    #[test]
+    fn relative_paths_are_the_files_neighbours_and_absolute_ones_stay() {
+        let scratch = tempfile::tempdir().expect("a scratch");
+        let path = scratch.path().join("gateway.json");
+        let json = serde_json::json!({
+            "public": "127.0.0.1:8443", "tunnel": "127.0.0.1:8444", "admin": "127.0.0.1:9100",
+            "tunnelCert": "tunnel.crt", "tunnelKey": "/etc/svc-gateway/tunnel.key",
+            "coordinator": {"url": "http://127.0.0.1:7300", "operatorId": "op_1", "operatorKey": "operator.key"},
+        });
+        std::fs::write(&path, json.to_string()).expect("write");
+        let file = GatewayFile::read(&path).expect("a gateway file");
+        assert_eq!(file.tunnel_cert, scratch.path().join("tunnel.crt"));
+        assert_eq!(file.tunnel_key, Path::new("/etc/svc-gateway/tunnel.key"));
+        let source = file.coordinator.expect("a coordinator");
+        assert_eq!(source.operator_key, scratch.path().join("operator.key"));
+        assert_eq!(GatewayFile::read_as_written(&path).expect("as written").tunnel_cert, Path::new("tunnel.crt"));
     }
 }

@@ -19,6 +19,7 @@
 mod accounting;
 mod admin;
 mod client;
+pub mod feed;
 pub mod file;
 pub mod metrics;
 mod pending;
@@ -206,6 +207,8 @@ pub struct Gateway {
     tickets: Mutex<HashMap<[u8; TICKET_LEN], oneshot::Sender<TcpStream>>>,
     /// Counters.
     pub metrics: Metrics,
+    /// The route feed's state, when a coordinator feeds the routes.
+    feed: feed::FeedState,
 }
 
 /// The bound addresses of a started gateway.
@@ -232,6 +235,7 @@ impl Gateway {
             sessions: Mutex::default(),
             tickets: Mutex::default(),
             metrics: Metrics::default(),
+            feed: feed::FeedState::default(),
         })
     }
 
@@ -313,9 +317,24 @@ impl Gateway {
         self.pending.is_idle()
     }
 
+    /// The route feed's state (a gateway following a coordinator: `svc gateway run`).
+    pub fn feed(&self) -> &feed::FeedState {
+        &self.feed
+    }
+
+    /// How many routes are configured now.
+    pub fn route_count(&self) -> usize {
+        self.routes.read().map_or(0, |r| r.len())
+    }
+
     /// The Prometheus text exposition served on the admin port.
     pub fn render_metrics(&self) -> String {
-        self.metrics.render(&self.accounting.rows(), self.pending_connections())
+        let mut out = self.metrics.render(&self.accounting.rows(), self.pending_connections());
+        out += "# HELP svc_gateway_routes Routes configured now.\n";
+        out += "# TYPE svc_gateway_routes gauge\n";
+        out += &format!("svc_gateway_routes {}\n", self.route_count());
+        self.feed.render(&mut out);
+        out
     }
 
     /// Admits a new connection from `peer` on `port` as pending: `None` if its source has

@@ -126,6 +126,9 @@ pub struct Engine {
     health: svc_http::StoreCheck,
     /// This coordinator's claim on the engine lease.
     lease: lease::Lease,
+    /// Set once the coordinator stops: requests held for a change (the route feed) are
+    /// answered at once, not left to the listener's drain.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// The key of revision `revision` of deployment `id` among the running jobs (and the job's
@@ -191,7 +194,19 @@ impl Engine {
             wake: Notify::new(),
             health: svc_http::StoreCheck::default(),
             lease,
+            stopping: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Marks the coordinator as stopping (its listener drains now).
+    pub fn begin_stopping(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Completes once the coordinator is stopping.
+    pub async fn stopping(&self) {
+        let mut stopping = self.stopping.subscribe();
+        let _ = stopping.wait_for(|s| *s).await;
     }
 
     /// The store.

@@ -3,18 +3,34 @@
 //! ([`relay_wire::feed`]); the answer is the table its gateway serves, the same one the
 //! coordinator's own gateway is given ([`Engine::route_table`]), limited to the deployments
 //! whose `gatewayOperator` is that operator. Any coordinator on the database answers it.
+//!
+//! A request naming the version its gateway serves (`?after=`) is held until the table
+//! differs, looked at every second, for up to `FEED_WAIT_SECS`: gateways learn of a change
+//! within a second without asking in a loop. At most [`MAX_WAITING`] requests are held at
+//! once (each holds one of the API's connections); beyond, each is answered at once (and its
+//! gateway waits a second before the next). A coordinator that stops answers the held ones.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use relay_wire::feed::{FEED_SKEW_MS, FeedSignature, SIGNATURE_HEADER, feed_message};
+use relay_wire::feed::{AFTER_PARAM, FEED_SKEW_MS, FEED_WAIT_SECS, FeedSignature, SIGNATURE_HEADER, feed_message};
 
 use super::Engine;
 use super::store::{StoreError, now_ms};
 use crate::gateway::RouteConfig;
+pub use crate::gateway::feed::FeedAnswer;
+
+/// Feed requests held at once, waiting for a change.
+pub const MAX_WAITING: usize = 64;
+
+/// How often a held request looks at the table again.
+const RECHECK: Duration = Duration::from_secs(1);
+
+static WAITING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_WAITING);
 
 /// Why a feed request was refused. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -78,16 +94,6 @@ impl IntoResponse for FeedError {
     }
 }
 
-/// The answer: the routes the operator's gateway serves.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FeedAnswer {
-    /// The operator asked for.
-    pub operator: String,
-    /// Its routes.
-    pub routes: Vec<RouteConfig>,
-}
-
 /// `GET /api/gateway/routes`.
 pub(super) async fn routes(
     State(engine): State<Arc<Engine>>,
@@ -100,10 +106,29 @@ pub(super) async fn routes(
         .and_then(FeedSignature::parse)
         .ok_or(FeedError::SignatureMissing)?;
     let path = uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
-    let answer = tokio::task::spawn_blocking(move || answer(&engine, &signed, &path, now_ms()))
-        .await
-        .map_err(|e| FeedError::Store(StoreError::Backend(Box::new(e))))??;
-    Ok(axum::Json(answer))
+    let after = uri.query().and_then(|q| {
+        q.split('&').find_map(|pair| pair.strip_prefix(AFTER_PARAM)?.strip_prefix('=')).map(str::to_owned)
+    });
+    let (arrived, arrived_ms) = (Instant::now(), now_ms());
+    let held = match after {
+        Some(_) => WAITING.try_acquire().ok(),
+        None => None,
+    };
+    loop {
+        let (reader, signed, path) = (engine.clone(), signed.clone(), path.clone());
+        let answer = tokio::task::spawn_blocking(move || answer(&reader, &signed, &path, arrived_ms))
+            .await
+            .map_err(|e| FeedError::Store(StoreError::Backend(Box::new(e))))??;
+        let unchanged = after.as_deref() == Some(answer.version.as_str());
+        if !unchanged || held.is_none() || arrived.elapsed() + RECHECK > Duration::from_secs(FEED_WAIT_SECS) {
+            return Ok(axum::Json(answer));
+        }
+        tokio::select! {
+            () = tokio::time::sleep(RECHECK) => {}
+            // The coordinator stops: the gateway asks the next one (or this one, back).
+            () = engine.stopping() => return Ok(axum::Json(answer)),
+        }
+    }
 }
 
 /// Checks `signed` over `path` at `now`, then reads the operator's routes.
@@ -124,6 +149,15 @@ fn answer(engine: &Engine, signed: &FeedSignature, path: &str, now: i64) -> Resu
     ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key)
         .verify(&feed_message(&operator.id, signed.at_ms, path), &signature)
         .map_err(|_| FeedError::BadSignature)?;
-    let routes = engine.route_table(Some(&operator.name))?;
-    Ok(FeedAnswer { operator: operator.id, routes })
+    let mut routes = engine.route_table(Some(&operator.name))?;
+    // In one order, so that the same table has the same version.
+    routes.sort_by(|a, b| a.route_id.cmp(&b.route_id));
+    Ok(FeedAnswer { operator: operator.id, version: version(&routes), routes })
+}
+
+/// The table's version: the first 16 bytes of the SHA-256 of its JSON, hex.
+fn version(routes: &[RouteConfig]) -> String {
+    let json = serde_json::to_vec(routes).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &json);
+    digest.as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect()
 }

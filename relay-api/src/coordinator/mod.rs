@@ -376,6 +376,11 @@ pub async fn run(
     let app = api_router(engine.clone())
         .merge(http::catalog_router(engine.clone(), catalog.clone()))
         .merge(console::router(engine.clone(), catalog));
+    let stopping = engine.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.begin_stopping();
+    };
     listener.serve(svc_http::limit_body(app, API_BODY_LIMIT), shutdown).await;
     // Wait for the engine to be gone, not only told to go: a step inside a store operation
     // (`Engine::db`, on a thread of its own) finishes it first, and must neither launch a job

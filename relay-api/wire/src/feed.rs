@@ -22,6 +22,22 @@ pub const SIGNATURE_HEADER: &str = "x-svc-gateway-signature";
 /// check` holds the host's clock within 30 s).
 pub const FEED_SKEW_MS: i64 = 60_000;
 
+/// The query parameter naming the table version a gateway serves: the coordinator answers
+/// when its table differs, or after [`FEED_WAIT_SECS`] with the same one (a long poll).
+pub const AFTER_PARAM: &str = "after";
+
+/// How long the coordinator holds a feed request whose table has not changed, seconds.
+pub const FEED_WAIT_SECS: u64 = 20;
+
+/// The path and query of a feed request: `after` is the version the gateway serves, if any.
+/// Versions are hex, so nothing needs escaping.
+pub fn feed_path(after: Option<&str>) -> String {
+    match after {
+        Some(version) => format!("{FEED_PATH}?{AFTER_PARAM}={version}"),
+        None => FEED_PATH.to_owned(),
+    }
+}
+
 /// The bytes a gateway host signs for one feed request.
 pub fn feed_message(operator_id: &str, at_ms: i64, path_and_query: &str) -> Vec<u8> {
     format!("{FEED_CONTEXT}\n{operator_id}\n{at_ms}\n{path_and_query}").into_bytes()
@@ -89,5 +105,11 @@ mod tests {
         assert_ne!(base, feed_message("op_a", 2, "/api/gateway/routes"));
         assert_ne!(base, feed_message("op_a", 1, "/api/gateway/routes?after=1"));
         assert!(base.starts_with(FEED_CONTEXT.as_bytes()));
+    }
+
+    #[test]
+    fn a_feed_path_names_the_version_served() {
+        assert_eq!(feed_path(None), "/api/gateway/routes");
+        assert_eq!(feed_path(Some("0a1b")), "/api/gateway/routes?after=0a1b");
     }
 }

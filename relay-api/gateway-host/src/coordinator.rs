@@ -1,22 +1,31 @@
 //! The coordinator's API as the gateway host uses it: `GET /api/relay/health` (reachability
-//! and its clock) and `POST /api/operators/register` (admission). http or https; https
-//! trusts the system's roots, or only `--coordinator-ca`.
+//! and its clock), `POST /api/operators/register` (admission) and `GET /api/gateway/routes`
+//! (the route feed, signed with the operator key). http or https; https trusts the system's
+//! roots, or only the given CA file. Every answer is bounded ([`MAX_ANSWER_BYTES`]) and
+//! every exchange timed out.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Method, Request, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use relay_gateway::feed::FeedAnswer;
 use relay_wire::admission::{Operator, RegisterRequest};
+use relay_wire::feed::{FEED_WAIT_SECS, FeedSignature, SIGNATURE_HEADER, feed_message, feed_path};
+
+use crate::key::OperatorKey;
 
 /// How long one request may take, connection included.
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest answer read: a route table of tens of thousands of routes.
+pub const MAX_ANSWER_BYTES: usize = 8 << 20;
 
 /// Why talking to the coordinator failed.
 #[derive(Debug, thiserror::Error)]
@@ -141,13 +150,28 @@ impl CoordinatorClient {
     }
 
     async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<Answer, ClientError> {
+        self.exchange(method, path, body, &[], TIMEOUT).await
+    }
+
+    /// One exchange, with `headers`, within `timeout`; the answer's body is bounded.
+    async fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, String)],
+        timeout: Duration,
+    ) -> Result<Answer, ClientError> {
         let mut request = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base))
             .header(hyper::header::ACCEPT, "application/json")
-            .header(hyper::header::USER_AGENT, concat!("gateway-prep/", env!("CARGO_PKG_VERSION")));
+            .header(hyper::header::USER_AGENT, concat!("svc-gateway-host/", env!("CARGO_PKG_VERSION")));
         if body.is_some() {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
+        }
+        for (name, value) in headers {
+            request = request.header(*name, value);
         }
         let request =
             request.body(Full::new(Bytes::from(body.unwrap_or_default()))).map_err(|e| self.unreachable(e))?;
@@ -159,12 +183,32 @@ impl CoordinatorClient {
                 .get(hyper::header::DATE)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| httpdate::parse_http_date(v).ok());
-            let body = response.into_body().collect().await.map_err(|e| self.unreachable(e))?.to_bytes().to_vec();
+            let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| self.unreachable(format!("reading the answer (at most {MAX_ANSWER_BYTES} bytes): {e}")))?
+                .to_bytes()
+                .to_vec();
             Ok(Answer { status, date, body })
         };
-        tokio::time::timeout(TIMEOUT, exchange)
+        tokio::time::timeout(timeout, exchange)
             .await
-            .unwrap_or_else(|_| Err(self.unreachable(format!("no answer within {} s", TIMEOUT.as_secs()))))
+            .unwrap_or_else(|_| Err(self.unreachable(format!("no answer within {} s", timeout.as_secs()))))
+    }
+
+    /// The coordinator's error envelope in `answer`, or what else it was.
+    fn refusal(&self, answer: &Answer) -> ClientError {
+        let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or(serde_json::Value::Null);
+        match (json["error"]["code"].as_str(), json["error"]["message"].as_str()) {
+            (Some(code), Some(message)) => {
+                ClientError::Refused { status: answer.status, code: code.to_owned(), message: message.to_owned() }
+            }
+            _ => ClientError::Unexpected {
+                url: self.base.clone(),
+                status: answer.status,
+                body: String::from_utf8_lossy(&answer.body).chars().take(200).collect(),
+            },
+        }
     }
 
     /// `GET /api/relay/health`.
@@ -184,17 +228,37 @@ impl CoordinatorClient {
         {
             return Ok(operator);
         }
-        let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or(serde_json::Value::Null);
-        match (json["error"]["code"].as_str(), json["error"]["message"].as_str()) {
-            (Some(code), Some(message)) => {
-                Err(ClientError::Refused { status: answer.status, code: code.to_owned(), message: message.to_owned() })
-            }
-            _ => Err(ClientError::Unexpected {
+        Err(self.refusal(&answer))
+    }
+
+    /// `GET /api/gateway/routes`: the routes of operator `operator_id`'s gateways, the
+    /// request signed with its `key`. With `after` (the version the gateway serves), the
+    /// coordinator answers once its table differs, or after [`FEED_WAIT_SECS`].
+    pub async fn routes(
+        &self,
+        key: &OperatorKey,
+        operator_id: &str,
+        after: Option<&str>,
+    ) -> Result<FeedAnswer, ClientError> {
+        let path = feed_path(after);
+        let at_ms = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let at_ms = i64::try_from(at_ms).unwrap_or(i64::MAX);
+        let signature = FeedSignature {
+            operator_id: operator_id.to_owned(),
+            at_ms,
+            signature: key.sign(&feed_message(operator_id, at_ms, &path)),
+        };
+        let headers = [(SIGNATURE_HEADER, signature.header_value())];
+        let wait = Duration::from_secs(FEED_WAIT_SECS) + TIMEOUT;
+        let answer = self.exchange(Method::GET, &path, None, &headers, wait).await?;
+        if answer.status == 200 {
+            return serde_json::from_slice(&answer.body).map_err(|e| ClientError::Unexpected {
                 url: self.base.clone(),
-                status: answer.status,
-                body: String::from_utf8_lossy(&answer.body).chars().take(200).collect(),
-            }),
+                status: 200,
+                body: format!("not a route table: {e}"),
+            });
         }
+        Err(self.refusal(&answer))
     }
 }
 

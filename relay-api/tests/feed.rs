@@ -1,0 +1,219 @@
+//! The route feed (issue 20) in process: an admitted gateway host asks a coordinator's API for
+//! its routes, and a gateway follows the feed over real HTTP on loopback.
+
+#[path = "support/world.rs"]
+mod world;
+
+use std::time::Duration;
+
+use relay_api::coordinator::state::DeploymentState;
+use relay_api::coordinator::store::now_ms;
+use relay_api::gateway::file::FeedSource;
+use relay_api::gateway::{Gateway, GatewayConfig};
+use relay_gateway_host::follow::{Feed, follow};
+use relay_gateway_host::key::OperatorKey;
+use tokio::net::TcpListener;
+use world::*;
+
+/// An operator's gateway host: its key, admitted under `name` on `w`'s coordinator.
+struct GatewayHost {
+    id: String,
+    key: OperatorKey,
+}
+
+fn admitted(w: &World, name: &str) -> GatewayHost {
+    let issued =
+        relay_api::coordinator::issue_admission_token(&w.engine.config().data_dir, name, Duration::from_secs(60))
+            .expect("an admission token");
+    let key = OperatorKey::generate().expect("a key");
+    let hostname = format!("{name}.gateways.test");
+    let message = relay_wire::admission::registration_message(&issued.plaintext, &hostname, &key.public_key());
+    let request = relay_wire::admission::RegisterRequest {
+        admission_token: issued.plaintext,
+        operator: None,
+        public_key: key.public_key(),
+        signature: key.sign(&message),
+        hostname,
+    };
+    let operator = w.store.admit(&request, now_ms()).expect("admitted");
+    GatewayHost { id: operator.id, key }
+}
+
+impl GatewayHost {
+    /// The signature header of a feed request for `path` signed by `self` at `at_ms` as
+    /// operator `as_id`.
+    fn header(&self, as_id: &str, at_ms: i64, path: &str) -> String {
+        let message = relay_wire::feed::feed_message(as_id, at_ms, path);
+        relay_wire::feed::FeedSignature { operator_id: as_id.to_owned(), at_ms, signature: self.key.sign(&message) }
+            .header_value()
+    }
+}
+
+/// `GET path` with the feed's signature header, if any: (status, JSON body).
+async fn feed(router: &axum::Router, path: &str, signature: Option<String>) -> (u16, serde_json::Value) {
+    let mut request = axum::http::Request::builder().method("GET").uri(path);
+    if let Some(signature) = signature {
+        request = request.header(relay_wire::feed::SIGNATURE_HEADER, signature);
+    }
+    send(router, request.body(axum::body::Body::empty()).expect("a request")).await
+}
+
+/// Issue 20, first step: an admitted gateway host asks for its routes with a request its
+/// operator key signed now, and gets the routes assigned to its operator, no other's; a
+/// request unsigned, signed by another key, for another path, as another operator or too far
+/// from the coordinator's clock gets a 401 that says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    // The tests' deployments are assigned to operator `local`.
+    let (local, other) = (admitted(&w, "local"), admitted(&w, "north"));
+    let api = relay_api::coordinator::api_router(w.engine.clone());
+    let path = relay_wire::feed::FEED_PATH;
+    let now = now_ms();
+
+    let (status, body) = feed(&api, path, Some(local.header(&local.id, now, path))).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["operator"], local.id.as_str());
+    let routes = body["routes"].as_array().expect("routes");
+    assert_eq!(routes.len(), 1, "{body}");
+    assert_eq!(routes[0]["routeId"], d.route_id.as_str());
+    assert_eq!(routes[0]["hostnames"][0], d.canonical_hostname.as_str());
+    let table = w.engine.route_table(None).expect("the coordinator's own table");
+    assert_eq!(
+        serde_json::to_value(&table).expect("JSON"),
+        body["routes"],
+        "the table the coordinator's gateway serves"
+    );
+
+    // Asked for what comes after the version it serves, the request is held while the table
+    // stays the same; after another version, it is answered at once.
+    let version = body["version"].as_str().expect("a version").to_owned();
+    let after = relay_wire::feed::feed_path(Some(&version));
+    let held = feed(&api, &after, Some(local.header(&local.id, now, &after)));
+    assert!(tokio::time::timeout(Duration::from_millis(1500), held).await.is_err(), "held while unchanged");
+    let stale = relay_wire::feed::feed_path(Some("00"));
+    let (status, again) = feed(&api, &stale, Some(local.header(&local.id, now, &stale))).await;
+    assert_eq!((status, again["version"].as_str()), (200, Some(version.as_str())), "{again}");
+
+    let (status, body) = feed(&api, path, Some(other.header(&other.id, now, path))).await;
+    assert_eq!((status, body["routes"].as_array().map(Vec::len)), (200, Some(0)), "another operator's: none");
+    assert_ne!(body["version"].as_str(), Some(version.as_str()), "another table, another version");
+
+    let refused = [
+        (None, "gateway_signature_missing"),
+        (Some("op=x;at=1".to_owned()), "gateway_signature_missing"),
+        (Some(other.header(&local.id, now, path)), "gateway_signature_invalid"),
+        (Some(local.header(&local.id, now, &format!("{path}?after=1"))), "gateway_signature_invalid"),
+        (Some(local.header("op_0000000000000000", now, path)), "gateway_operator_unknown"),
+        (Some(local.header(&local.id, now - 120_000, path)), "gateway_clock_skewed"),
+        (Some(local.header(&local.id, now + 120_000, path)), "gateway_clock_skewed"),
+    ];
+    for (signature, code) in refused {
+        let (status, body) = feed(&api, path, signature.clone()).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (401, Some(code)), "{signature:?}: {body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    }
+}
+
+/// What stands between a gateway and the coordinator's API in the next test: a TCP relay on
+/// one loopback port, which the test takes down with every connection through it (the
+/// coordinator "away") and brings back on the same port.
+struct Link {
+    addr: std::net::SocketAddr,
+    to: std::net::SocketAddr,
+    tasks: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Link {
+    async fn up(addr: std::net::SocketAddr, to: std::net::SocketAddr) -> Link {
+        let listener = TcpListener::bind(addr).await.expect("the link's port");
+        let addr = listener.local_addr().expect("bound");
+        let tasks = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                conns.spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        Link { addr, to, tasks: Some(tasks) }
+    }
+
+    /// Closes the port and every connection through it (the JoinSet goes with its task).
+    fn down(&mut self) {
+        if let Some(tasks) = self.tasks.take() {
+            tasks.abort();
+        }
+    }
+}
+
+/// Waits (up to 10 s) until `done`; whether it did.
+async fn eventually(done: impl Fn() -> bool) -> bool {
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done()
+}
+
+/// Issue 20, point 1: a gateway following its coordinator's feed over HTTP (as `svc gateway
+/// run` does) gets its operator's table, learns of a new route within about a second (the
+/// feed holds its request until the table changes), keeps serving its table while the
+/// coordinator cannot be reached and says so in its metrics, and follows again once the
+/// coordinator is back, without applying the same table twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_follows_the_feed_and_keeps_its_table_while_the_coordinator_is_away() {
+    let w = world(FakeProbe::default());
+    let host = admitted(&w, "local");
+    let api = TcpListener::bind("127.0.0.1:0").await.expect("the API's port");
+    let api_addr = api.local_addr().expect("bound");
+    let router = relay_api::coordinator::api_router(w.engine.clone());
+    tokio::spawn(async move { axum::serve(api, router).await });
+    let mut link = Link::up("127.0.0.1:0".parse().expect("an address"), api_addr).await;
+
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let key_file = scratch.path().join("operator.key");
+    std::fs::write(&key_file, host.key.pem()).expect("the key");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("0600");
+    let source = FeedSource {
+        url: format!("http://{}", link.addr),
+        operator_id: host.id.clone(),
+        operator_key: key_file,
+        ca: None,
+    };
+    let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    let gateway = Gateway::new(GatewayConfig::new(any, any, any, String::new(), String::new()));
+    let following = tokio::spawn(follow(gateway.clone(), Feed::open(&source).expect("the feed")));
+    let feed = || gateway.feed().counts().unwrap_or_default();
+
+    assert!(eventually(|| feed().connected).await, "{:?}", feed());
+    assert_eq!((gateway.route_count(), feed().updates), (0, 1), "the empty table, applied");
+
+    let d = w.funded("shop");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let live = std::time::Instant::now();
+    assert!(eventually(|| gateway.route_count() == 1).await, "{:?}", feed());
+    let learned = live.elapsed();
+    assert!(learned < Duration::from_secs(5), "the held request answered at the change: {learned:?}");
+    assert_eq!(gateway.route_rows()[0].route_id, d.route_id);
+    assert_eq!(feed().updates, 2);
+
+    link.down();
+    assert!(eventually(|| !feed().connected).await, "{:?}", feed());
+    assert_eq!(gateway.route_count(), 1, "the last table is served");
+    let metrics = gateway.render_metrics();
+    assert!(metrics.contains("svc_gateway_feed_connected 0\n"), "{metrics}");
+    assert!(metrics.contains("svc_gateway_routes 1\n"), "{metrics}");
+    assert!(!metrics.contains("svc_gateway_feed_failures_total 0\n"), "{metrics}");
+
+    let link = Link::up(link.addr, link.to).await;
+    assert!(eventually(|| feed().connected).await, "{:?}", feed());
+    assert_eq!((gateway.route_count(), feed().updates), (1, 2), "the same table, not applied again");
+    following.abort();
+    drop(link);
+}
