@@ -38,13 +38,25 @@ pub(crate) fn gateway(config_path: &Path) -> ExitCode {
         Err(e) => return fail("svc gateway", &e.to_string()),
     };
     let Some(rt) = runtime() else { return fail("svc gateway", "cannot start the runtime") };
+    let tunnel_cert_pem = config.tunnel_cert_pem.clone();
     let gateway = Gateway::new(config);
     gateway.set_routes(file.routes.clone());
     let path = config_path.to_owned();
     let result = rt.block_on(async move {
+        let (run, bound) = gateway.clone().start().await.map_err(|e| e.to_string())?;
+        // The addresses on standard output, as `svc relay serve` prints its own: standard
+        // error is the log (JSON with SVC_LOG_FORMAT=json).
+        crate::output::say(&format!(
+            "svc gateway: public {} tunnel {} admin http://{}/metrics",
+            bound.public, bound.tunnel, bound.admin
+        ));
         let following = feed.is_some();
         if let Some(feed) = feed {
-            crate::output::say(&format!("svc gateway: routes from {}", feed.url()));
+            let url = feed.url().to_owned();
+            let Some(feed) = feed.announcing(&bound, &tunnel_cert_pem) else {
+                return Err("the tunnel certificate file holds no certificate".to_owned());
+            };
+            crate::output::say(&format!("svc gateway: routes from {url}"));
             tokio::spawn(relay_gateway_host::follow::follow(gateway.clone(), feed));
         }
         #[cfg(unix)]
@@ -68,16 +80,12 @@ pub(crate) fn gateway(config_path: &Path) -> ExitCode {
                 });
             }
         }
-        let run = gateway.run(|b| {
-            // The addresses on standard output, as `svc relay serve` prints its own: standard
-            // error is the log (JSON with SVC_LOG_FORMAT=json).
-            crate::output::say(&format!(
-                "svc gateway: public {} tunnel {} admin http://{}/metrics",
-                b.public, b.tunnel, b.admin
-            ));
-        });
         tokio::select! {
-            r = run => r.map_err(|e| e.to_string()),
+            r = run => match r {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
             () = shutdown_signal() => Ok(()),
         }
     });

@@ -90,10 +90,10 @@ async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else()
     // Asked for what comes after the version it serves, the request is held while the table
     // stays the same; after another version, it is answered at once.
     let version = body["version"].as_str().expect("a version").to_owned();
-    let after = relay_wire::feed::feed_path(Some(&version));
+    let after = relay_wire::feed::feed_path(Some(&version), None);
     let held = feed(&api, &after, Some(local.header(&local.id, now, &after)));
     assert!(tokio::time::timeout(Duration::from_millis(1500), held).await.is_err(), "held while unchanged");
-    let stale = relay_wire::feed::feed_path(Some("00"));
+    let stale = relay_wire::feed::feed_path(Some("00"), None);
     let (status, again) = feed(&api, &stale, Some(local.header(&local.id, now, &stale))).await;
     assert_eq!((status, again["version"].as_str()), (200, Some(version.as_str())), "{again}");
 
@@ -115,6 +115,11 @@ async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else()
         assert_eq!((status, body["error"]["code"].as_str()), (401, Some(code)), "{signature:?}: {body}");
         assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
     }
+    // An announcement of where the gateway is that does not read: refused, nothing recorded.
+    let half = format!("{path}?tunnel=127.0.0.1:7443");
+    let (status, body) = feed(&api, &half, Some(local.header(&local.id, now, &half))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("gateway_presence_invalid")), "{body}");
+    assert!(w.store.gateway_presence().expect("read").is_empty());
 }
 
 /// What stands between a gateway and the coordinator's API in the next test: a TCP relay on
@@ -188,11 +193,29 @@ async fn a_gateway_follows_the_feed_and_keeps_its_table_while_the_coordinator_is
     };
     let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
     let gateway = Gateway::new(GatewayConfig::new(any, any, any, String::new(), String::new()));
-    let following = tokio::spawn(follow(gateway.clone(), Feed::open(&source).expect("the feed")));
+    // Where the gateway says it is: its addresses and its tunnel certificate's digest.
+    let cert = relay_gateway_host::key::tunnel_cert("local.gateways.test").expect("a tunnel certificate");
+    let bound = relay_api::gateway::Bound {
+        public: "0.0.0.0:8443".parse().expect("an address"),
+        tunnel: "127.0.0.1:7443".parse().expect("an address"),
+        admin: any,
+    };
+    let feed = Feed::open(&source).expect("the feed").announcing(&bound, &cert.cert_pem).expect("a certificate");
+    let following = tokio::spawn(follow(gateway.clone(), feed));
     let feed = || gateway.feed().counts().unwrap_or_default();
 
     assert!(eventually(|| feed().connected).await, "{:?}", feed());
     assert_eq!((gateway.route_count(), feed().updates), (0, 1), "the empty table, applied");
+    let present = w.store.gateway_presence().expect("read");
+    assert_eq!(present.len(), 1, "{present:?}");
+    let (operator, presence, _) = &present[0];
+    assert_eq!(operator, &host.id);
+    assert_eq!(presence.tunnel_sha256, relay_gateway_host::follow::tunnel_sha256(&cert.cert_pem).expect("a digest"));
+    assert_eq!(
+        presence.reachable("local.gateways.test"),
+        ("local.gateways.test:8443".to_owned(), "127.0.0.1:7443".to_owned()),
+        "every address stands for the registered hostname"
+    );
 
     let d = w.funded("shop");
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);

@@ -280,10 +280,11 @@ async fn svc_gateway_run_on_what_init_wrote_follows_the_coordinators_route_feed(
             let _ = lines.send(line);
         }
     });
-    let mut admin = None;
+    let (mut admin, mut tunnel) = (None, String::new());
     while let Ok(line) = said.recv_timeout(Duration::from_secs(10)) {
         if let Some(at) = line.split("admin http://").nth(1) {
             admin = at.trim_end_matches("/metrics").parse::<std::net::SocketAddr>().ok();
+            tunnel = line.split(" tunnel ").nth(1).and_then(|t| t.split(' ').next()).unwrap_or_default().to_owned();
             break;
         }
     }
@@ -310,6 +311,29 @@ async fn svc_gateway_run_on_what_init_wrote_follows_the_coordinators_route_feed(
     assert!(text.contains("svc_gateway_feed_connected 1\n"), "{text}");
     assert!(text.contains("svc_gateway_feed_updates_total 1\n"), "the (empty) table, applied: {text}");
     assert!(text.contains("svc_gateway_routes 0\n"), "{text}");
+
+    // The signed catalog says where the gateway is, as it announced itself: its tunnel
+    // address and its tunnel certificate's digest, which agents pin.
+    coordinator.store().invite("acme").expect("an invited organization");
+    let token = relay_api::coordinator::issue_token(
+        &coordinator.data.0,
+        "acme",
+        relay_api::coordinator::store::TokenRole::Customer,
+    )
+    .expect("a token")
+    .plaintext;
+    let api = coordinator.api;
+    let answer = tokio::task::spawn_blocking(move || {
+        let bearer = format!("Bearer {token}");
+        svc_e2e::service::http(api, "GET", "/api/ingress/catalog", &[("authorization", &bearer)], None)
+    })
+    .await
+    .expect("the catalog");
+    let signed: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
+    let endpoints = &signed["catalog"]["gateways"][0]["endpoints"];
+    assert_eq!(endpoints["tunnel"].as_str(), Some(tunnel.as_str()), "{signed:#}");
+    let cert = root.root().read("/etc/svc-gateway/tunnel.crt").expect("the tunnel certificate");
+    assert_eq!(endpoints["tunnelSha256"].as_str(), relay_gateway_host::follow::tunnel_sha256(&cert).as_deref());
 
     drop(coordinator);
     let text = until("svc_gateway_feed_connected 0\n").await;

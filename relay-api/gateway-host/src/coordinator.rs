@@ -17,7 +17,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use relay_gateway::feed::FeedAnswer;
 use relay_wire::admission::{Operator, RegisterRequest};
-use relay_wire::feed::{FEED_WAIT_SECS, FeedSignature, SIGNATURE_HEADER, feed_message, feed_path};
+use relay_wire::feed::{FEED_WAIT_SECS, FeedSignature, Presence, SIGNATURE_HEADER, feed_message, feed_path};
 
 use crate::key::OperatorKey;
 
@@ -232,15 +232,17 @@ impl CoordinatorClient {
     }
 
     /// `GET /api/gateway/routes`: the routes of operator `operator_id`'s gateways, the
-    /// request signed with its `key`. With `after` (the version the gateway serves), the
-    /// coordinator answers once its table differs, or after [`FEED_WAIT_SECS`].
+    /// request signed with its `key`, announcing the gateway's `presence`. With `after` (the
+    /// version the gateway serves), the coordinator answers once its table differs, or after
+    /// [`FEED_WAIT_SECS`].
     pub async fn routes(
         &self,
         key: &OperatorKey,
         operator_id: &str,
         after: Option<&str>,
+        presence: Option<&Presence>,
     ) -> Result<FeedAnswer, ClientError> {
-        let path = feed_path(after);
+        let path = feed_path(after, presence);
         let at_ms = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
         let at_ms = i64::try_from(at_ms).unwrap_or(i64::MAX);
         let signature = FeedSignature {

@@ -12,8 +12,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use relay_gateway::Gateway;
 use relay_gateway::file::FeedSource;
+use relay_gateway::{Bound, Gateway};
+use relay_wire::feed::Presence;
 
 use crate::coordinator::{ClientError, CoordinatorClient};
 use crate::key::{KeyError, OperatorKey};
@@ -70,6 +71,8 @@ pub struct Feed {
     client: CoordinatorClient,
     key: OperatorKey,
     operator_id: String,
+    /// Where the gateway is, announced with each request.
+    presence: Option<Presence>,
 }
 
 impl Feed {
@@ -78,7 +81,19 @@ impl Feed {
     pub fn open(source: &FeedSource) -> Result<Feed, FollowError> {
         let key = read_key(&source.operator_key)?;
         let client = CoordinatorClient::new(&source.url, source.ca.as_deref())?;
-        Ok(Feed { client, key, operator_id: source.operator_id.clone() })
+        Ok(Feed { client, key, operator_id: source.operator_id.clone(), presence: None })
+    }
+
+    /// The feed, announcing with each request that the gateway listens on `bound` with the
+    /// tunnel certificate chain `tunnel_cert_pem` (agents reach it there and pin its first
+    /// certificate). `None` if the chain holds no certificate.
+    pub fn announcing(mut self, bound: &Bound, tunnel_cert_pem: &str) -> Option<Feed> {
+        self.presence = Some(Presence {
+            public: bound.public,
+            tunnel: bound.tunnel,
+            tunnel_sha256: tunnel_sha256(tunnel_cert_pem)?,
+        });
+        Some(self)
     }
 
     /// The coordinator's base URL.
@@ -113,7 +128,7 @@ pub async fn follow(gateway: Arc<Gateway>, feed: Feed) {
         // After a failure the table is asked for at once, not held until it changes: the
         // gateway learns that the coordinator is back, and whether its table is still current.
         let after = if failing { None } else { served.as_deref() };
-        match feed.client.routes(&feed.key, &feed.operator_id, after).await {
+        match feed.client.routes(&feed.key, &feed.operator_id, after, feed.presence.as_ref()).await {
             Ok(answer) => {
                 let new = served.as_deref() != Some(answer.version.as_str());
                 if new {
@@ -152,6 +167,15 @@ pub async fn follow(gateway: Arc<Gateway>, feed: Feed) {
             }
         }
     }
+}
+
+/// SHA-256 (lowercase hex) of the first certificate of a PEM chain: what agents pin.
+pub fn tunnel_sha256(cert_pem: &str) -> Option<String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let first = CertificateDer::pem_slice_iter(cert_pem.as_bytes()).next()?.ok()?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, first.as_ref());
+    Some(digest.as_ref().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// `wait`, less up to a quarter of it.

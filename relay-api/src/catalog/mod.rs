@@ -21,8 +21,8 @@ mod tests;
 pub use error::{CatalogError, human_duration};
 pub use key::{CatalogKey, PublicKey, canonical_bytes};
 pub use model::{
-    CURRENCY, Catalog, CatalogContent, CatalogGateway, CertificateAuthority, Opened, Prices, Rotation, SignedCatalog,
-    ValidatorDigest,
+    CURRENCY, Catalog, CatalogContent, CatalogGateway, CertificateAuthority, GatewayEndpoints, Opened, Prices,
+    Rotation, SignedCatalog, ValidatorDigest,
 };
 pub use publish::{CATALOG_DIR, DEFAULT_VALIDITY, Publisher, rotate_key, signing_key};
 pub use verify::{Pin, Seen, VerifiedCatalog, Verifier};

@@ -115,6 +115,22 @@ pub struct CatalogGateway {
     pub hostname: String,
     /// Its key (the form the operator registered it in).
     pub public_key: String,
+    /// Where it listens, as it last announced itself (`svc gateway run` following the route
+    /// feed); absent until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<GatewayEndpoints>,
+}
+
+/// Where an admitted gateway listens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayEndpoints {
+    /// Clients' address, `HOST:PORT`.
+    pub public: String,
+    /// Agents' tunnel address, `HOST:PORT`.
+    pub tunnel: String,
+    /// SHA-256 of its tunnel certificate (DER), lowercase hex: what agents pin.
+    pub tunnel_sha256: String,
 }
 
 /// Prices.

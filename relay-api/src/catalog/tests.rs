@@ -18,6 +18,7 @@ fn content(price: u64) -> CatalogContent {
             operator: "op-one".into(),
             hostname: "gw1.relay.test".into(),
             public_key: "ed25519:gateway".into(),
+            endpoints: None,
         }],
         prices: Prices { price_micros: price, period_secs: 3600, currency: model::CURRENCY.into() },
         validators: vec![ValidatorDigest { version: "route-validation/1".into(), digest: "sha256:00".into() }],

@@ -22,6 +22,7 @@ use super::store::{RelayStore, StoreError, now_ms, random_hex};
 use agent::wire;
 
 pub use relay_wire::admission::{Operator, REGISTRATION_CONTEXT, RegisterRequest, registration_message};
+use relay_wire::feed::Presence;
 
 /// A freshly issued admission token: print the plaintext once; the store keeps its hash.
 #[derive(Debug, Clone)]
@@ -248,6 +249,17 @@ impl RelayStore {
     /// registered (the key that can prove it is that gateway).
     pub fn admitted_gateways(&self) -> Result<Vec<Operator>, StoreError> {
         self.read(|tx| tx.operators())
+    }
+
+    /// Records where operator `operator_id`'s gateway is (its signed feed request said so at
+    /// `now`). An address it listens on unspecified (`0.0.0.0`) stands for its hostname.
+    pub fn record_presence(&self, operator_id: &str, presence: &Presence, now: i64) -> Result<(), StoreError> {
+        self.write(|tx| tx.put_presence(operator_id, presence, now))
+    }
+
+    /// Where each admitted gateway last said it was, and when (Unix ms), by operator ID.
+    pub fn gateway_presence(&self) -> Result<Vec<(String, Presence, i64)>, StoreError> {
+        self.read(|tx| tx.presences())
     }
 }
 

@@ -17,7 +17,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use relay_wire::feed::{AFTER_PARAM, FEED_SKEW_MS, FEED_WAIT_SECS, FeedSignature, SIGNATURE_HEADER, feed_message};
+use relay_wire::feed::{
+    FEED_SKEW_MS, FEED_WAIT_SECS, FeedSignature, Presence, SIGNATURE_HEADER, feed_message, read_query,
+};
 
 use super::Engine;
 use super::store::{StoreError, now_ms};
@@ -57,6 +59,12 @@ pub enum FeedError {
     /// The signature is not the operator key's over this request.
     #[error("the signature is not the registered operator key's over this request")]
     BadSignature,
+    /// The gateway's announcement does not read.
+    #[error(
+        "`public`, `tunnel` and `tunnelSha256` go together: two addresses (HOST:PORT) and the tunnel certificate's \
+         SHA-256 in lowercase hex"
+    )]
+    BadPresence,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -69,6 +77,7 @@ impl FeedError {
             FeedError::UnknownOperator(_) => (StatusCode::UNAUTHORIZED, "gateway_operator_unknown"),
             FeedError::Skewed { .. } => (StatusCode::UNAUTHORIZED, "gateway_clock_skewed"),
             FeedError::BadSignature => (StatusCode::UNAUTHORIZED, "gateway_signature_invalid"),
+            FeedError::BadPresence => (StatusCode::BAD_REQUEST, "gateway_presence_invalid"),
             FeedError::Store(StoreError::Unavailable(_)) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
             FeedError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
         }
@@ -106,19 +115,25 @@ pub(super) async fn routes(
         .and_then(FeedSignature::parse)
         .ok_or(FeedError::SignatureMissing)?;
     let path = uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
-    let after = uri.query().and_then(|q| {
-        q.split('&').find_map(|pair| pair.strip_prefix(AFTER_PARAM)?.strip_prefix('=')).map(str::to_owned)
-    });
+    let query = uri.query().unwrap_or_default();
+    let (after, presence) = read_query(query);
+    let announced = ["public=", "tunnel=", "tunnelSha256="].iter().any(|p| query.contains(p));
+    if announced && !presence.as_ref().is_some_and(Presence::is_valid) {
+        return Err(FeedError::BadPresence);
+    }
     let (arrived, arrived_ms) = (Instant::now(), now_ms());
     let held = match after {
         Some(_) => WAITING.try_acquire().ok(),
         None => None,
     };
+    // Where the gateway is: recorded once per request, with its first read.
+    let mut presence = presence;
     loop {
-        let (reader, signed, path) = (engine.clone(), signed.clone(), path.clone());
-        let answer = tokio::task::spawn_blocking(move || answer(&reader, &signed, &path, arrived_ms))
-            .await
-            .map_err(|e| FeedError::Store(StoreError::Backend(Box::new(e))))??;
+        let (reader, signed, path, presence) = (engine.clone(), signed.clone(), path.clone(), presence.take());
+        let answer =
+            tokio::task::spawn_blocking(move || answer(&reader, &signed, &path, arrived_ms, presence.as_ref()))
+                .await
+                .map_err(|e| FeedError::Store(StoreError::Backend(Box::new(e))))??;
         let unchanged = after.as_deref() == Some(answer.version.as_str());
         if !unchanged || held.is_none() || arrived.elapsed() + RECHECK > Duration::from_secs(FEED_WAIT_SECS) {
             return Ok(axum::Json(answer));
@@ -131,8 +146,15 @@ pub(super) async fn routes(
     }
 }
 
-/// Checks `signed` over `path` at `now`, then reads the operator's routes.
-fn answer(engine: &Engine, signed: &FeedSignature, path: &str, now: i64) -> Result<FeedAnswer, FeedError> {
+/// Checks `signed` over `path` at `now`, records the gateway's `presence` if given, then
+/// reads the operator's routes.
+fn answer(
+    engine: &Engine,
+    signed: &FeedSignature,
+    path: &str,
+    now: i64,
+    presence: Option<&Presence>,
+) -> Result<FeedAnswer, FeedError> {
     let operator = engine
         .store()
         .admitted_gateways()?
@@ -149,6 +171,9 @@ fn answer(engine: &Engine, signed: &FeedSignature, path: &str, now: i64) -> Resu
     ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key)
         .verify(&feed_message(&operator.id, signed.at_ms, path), &signature)
         .map_err(|_| FeedError::BadSignature)?;
+    if let Some(presence) = presence {
+        engine.store().record_presence(&operator.id, presence, now)?;
+    }
     let mut routes = engine.route_table(Some(&operator.name))?;
     // In one order, so that the same table has the same version.
     routes.sort_by(|a, b| a.route_id.cmp(&b.route_id));

@@ -674,11 +674,24 @@ pub(super) fn signed_catalog(
     engine: &Engine,
     publisher: &crate::catalog::Publisher,
 ) -> Result<crate::catalog::SignedCatalog, ApiError> {
+    let present: std::collections::HashMap<String, relay_wire::feed::Presence> =
+        engine.store().gateway_presence()?.into_iter().map(|(id, presence, _)| (id, presence)).collect();
     let gateways = engine
         .store()
         .admitted_gateways()?
         .into_iter()
-        .map(|o| crate::catalog::CatalogGateway { operator: o.name, hostname: o.hostname, public_key: o.public_key })
+        .map(|o| {
+            let endpoints = present.get(&o.id).map(|p| {
+                let (public, tunnel) = p.reachable(&o.hostname);
+                crate::catalog::GatewayEndpoints { public, tunnel, tunnel_sha256: p.tunnel_sha256.clone() }
+            });
+            crate::catalog::CatalogGateway {
+                operator: o.name,
+                hostname: o.hostname,
+                public_key: o.public_key,
+                endpoints,
+            }
+        })
         .collect();
     let content = super::catalog_content::coordinator_content(engine.config(), gateways);
     publisher.current(content, super::store::now_ms()).map_err(|e| ApiError::internal(&format!("the catalog: {e}")))

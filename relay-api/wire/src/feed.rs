@@ -29,13 +29,72 @@ pub const AFTER_PARAM: &str = "after";
 /// How long the coordinator holds a feed request whose table has not changed, seconds.
 pub const FEED_WAIT_SECS: u64 = 20;
 
-/// The path and query of a feed request: `after` is the version the gateway serves, if any.
-/// Versions are hex, so nothing needs escaping.
-pub fn feed_path(after: Option<&str>) -> String {
-    match after {
-        Some(version) => format!("{FEED_PATH}?{AFTER_PARAM}={version}"),
-        None => FEED_PATH.to_owned(),
+/// Where a gateway is, as it announces itself in each feed request (signed with the rest of
+/// the query): the addresses it listens on and its tunnel certificate, which agents pin. An
+/// unspecified address (`0.0.0.0:443`) stands for the gateway's registered hostname with that
+/// port.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Presence {
+    /// The public TLS address (clients).
+    pub public: std::net::SocketAddr,
+    /// The tunnel address (agents).
+    pub tunnel: std::net::SocketAddr,
+    /// SHA-256 of the tunnel certificate (DER), lowercase hex.
+    pub tunnel_sha256: String,
+}
+
+impl Presence {
+    /// The addresses clients and agents reach, `HOST:PORT`: an unspecified IP (the gateway
+    /// listens on every address) stands for `hostname`, the gateway's registered one.
+    pub fn reachable(&self, hostname: &str) -> (String, String) {
+        let reach = |a: &std::net::SocketAddr| {
+            if a.ip().is_unspecified() { format!("{hostname}:{}", a.port()) } else { a.to_string() }
+        };
+        (reach(&self.public), reach(&self.tunnel))
     }
+
+    /// Whether the certificate digest is 64 lowercase hex digits.
+    pub fn is_valid(&self) -> bool {
+        self.tunnel_sha256.len() == 64 && self.tunnel_sha256.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    }
+}
+
+/// The path and query of a feed request: `after` is the version the gateway serves, if any;
+/// `presence`, where the gateway is. Versions and digests are hex and addresses are written
+/// with `[`/`]` escaped, so the query needs no other escaping.
+pub fn feed_path(after: Option<&str>, presence: Option<&Presence>) -> String {
+    let mut params = Vec::new();
+    if let Some(version) = after {
+        params.push(format!("{AFTER_PARAM}={version}"));
+    }
+    if let Some(p) = presence {
+        let addr = |a: &std::net::SocketAddr| a.to_string().replace('[', "%5B").replace(']', "%5D");
+        params.push(format!("public={}", addr(&p.public)));
+        params.push(format!("tunnel={}", addr(&p.tunnel)));
+        params.push(format!("tunnelSha256={}", p.tunnel_sha256));
+    }
+    if params.is_empty() { FEED_PATH.to_owned() } else { format!("{FEED_PATH}?{}", params.join("&")) }
+}
+
+/// A feed request's query read back: the version served and the presence, if it has all of
+/// it (`None` when a part of it does not read).
+pub fn read_query(query: &str) -> (Option<String>, Option<Presence>) {
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+            .map(|v| v.replace("%5B", "[").replace("%5D", "]"))
+    };
+    let after = param(AFTER_PARAM);
+    let presence = (|| {
+        Some(Presence {
+            public: param("public")?.parse().ok()?,
+            tunnel: param("tunnel")?.parse().ok()?,
+            tunnel_sha256: param("tunnelSha256")?,
+        })
+    })();
+    (after, presence)
 }
 
 /// The bytes a gateway host signs for one feed request.
@@ -108,8 +167,25 @@ mod tests {
     }
 
     #[test]
-    fn a_feed_path_names_the_version_served() {
-        assert_eq!(feed_path(None), "/api/gateway/routes");
-        assert_eq!(feed_path(Some("0a1b")), "/api/gateway/routes?after=0a1b");
+    fn a_feed_path_names_the_version_served_and_where_the_gateway_is_and_reads_back() {
+        assert_eq!(feed_path(None, None), "/api/gateway/routes");
+        assert_eq!(feed_path(Some("0a1b"), None), "/api/gateway/routes?after=0a1b");
+        let presence = Presence {
+            public: "[::1]:8443".parse().expect("v6"),
+            tunnel: "0.0.0.0:7443".parse().expect("v4"),
+            tunnel_sha256: "ab".repeat(32),
+        };
+        assert!(presence.is_valid());
+        let path = feed_path(Some("0a1b"), Some(&presence));
+        assert!(!path.contains('['), "{path}");
+        let query = path.split_once('?').map(|(_, q)| q).expect("a query");
+        assert_eq!(read_query(query), (Some("0a1b".to_owned()), Some(presence.clone())));
+        assert_eq!(read_query("after=1&public=nowhere&tunnel=1.2.3.4:5&tunnelSha256=00"), (Some("1".into()), None));
+        assert_eq!(
+            presence.reachable("gw1.example.test"),
+            ("[::1]:8443".to_owned(), "gw1.example.test:7443".to_owned()),
+            "an unspecified address is the registered hostname's"
+        );
+        assert!(!Presence { tunnel_sha256: "AB".repeat(32), ..presence }.is_valid());
     }
 }

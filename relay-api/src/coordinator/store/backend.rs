@@ -16,6 +16,7 @@ use crate::coordinator::model::{
 };
 use crate::coordinator::state::DeploymentState;
 use relay_wire::admission::Operator;
+use relay_wire::feed::Presence;
 use svc_sql::Sql;
 
 /// Who holds the engine lease, as a coordinator trying for it sees it.
@@ -380,6 +381,10 @@ pub trait AdmissionRows {
     fn operator(&mut self, id: &str) -> Result<Option<Operator>, StoreError>;
     /// Every admitted operator, oldest admission first.
     fn operators(&mut self) -> Result<Vec<Operator>, StoreError>;
+    /// Records where operator `operator_id`'s gateway is, seen at `now`.
+    fn put_presence(&mut self, operator_id: &str, presence: &Presence, now: i64) -> Result<(), StoreError>;
+    /// Where each gateway last said it was, and when (Unix ms), by operator ID.
+    fn presences(&mut self) -> Result<Vec<(String, Presence, i64)>, StoreError>;
 }
 
 /// The policies revisions publish (`policies.rs`).

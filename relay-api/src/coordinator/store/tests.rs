@@ -802,3 +802,29 @@ fn the_engine_lease_has_one_holder_until_it_runs_out_or_is_given_up() {
         assert!(refused(&b, "b"), "b, stalled past its lease, writes nothing more");
     });
 }
+
+/// Issue 20: where each gateway is, as its feed requests announce it, one row per operator
+/// (the latest announcement), on each backend.
+#[test]
+fn a_gateways_presence_is_its_latest_announcement() {
+    on_each_backend("presence", |open| {
+        let store = open();
+        let operator = relay_wire::admission::Operator {
+            id: "op_0123456789abcdef".into(),
+            name: "north".into(),
+            public_key: "a2V5".into(),
+            hostname: "gw1.example.test".into(),
+            admitted_at: 1,
+        };
+        assert!(store.write(|tx| tx.put_operator(&operator, "adm_id")).expect("admitted"));
+        let first = relay_wire::feed::Presence {
+            public: "0.0.0.0:443".parse().expect("an address"),
+            tunnel: "0.0.0.0:7443".parse().expect("an address"),
+            tunnel_sha256: "a".repeat(64),
+        };
+        store.record_presence(&operator.id, &first, 10).expect("recorded");
+        let moved = relay_wire::feed::Presence { tunnel: "[2001:db8::1]:7443".parse().expect("v6"), ..first };
+        store.record_presence(&operator.id, &moved, 20).expect("recorded again");
+        assert_eq!(open().gateway_presence().expect("read"), [(operator.id.clone(), moved, 20)]);
+    });
+}

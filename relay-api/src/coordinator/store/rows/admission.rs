@@ -4,6 +4,7 @@ use crate::coordinator::store::StoreError;
 use crate::coordinator::store::backend::{AdmissionRows, AdmissionToken};
 use crate::coordinator::store::sql::{Sql, SqlRow, params};
 use relay_wire::admission::Operator;
+use relay_wire::feed::Presence;
 
 const OPERATOR_COLUMNS: &str = "id, name, public_key, hostname, admitted_at";
 
@@ -77,5 +78,35 @@ impl<T: Sql> AdmissionRows for T {
     fn operators(&mut self) -> Result<Vec<Operator>, StoreError> {
         let sql = format!("SELECT {OPERATOR_COLUMNS} FROM operators ORDER BY admitted_at, hostname");
         self.query(&sql, &[])?.iter().map(operator_row).collect()
+    }
+
+    fn put_presence(&mut self, operator_id: &str, p: &Presence, now: i64) -> Result<(), StoreError> {
+        let (public, tunnel) = (p.public.to_string(), p.tunnel.to_string());
+        self.execute(
+            "INSERT INTO gateway_presence (operator_id, public_addr, tunnel_addr, tunnel_sha256, seen_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (operator_id) DO UPDATE SET public_addr = excluded.public_addr, \
+             tunnel_addr = excluded.tunnel_addr, tunnel_sha256 = excluded.tunnel_sha256, seen_at = excluded.seen_at",
+            params![operator_id, &public, &tunnel, &p.tunnel_sha256, now],
+        )?;
+        Ok(())
+    }
+
+    fn presences(&mut self) -> Result<Vec<(String, Presence, i64)>, StoreError> {
+        let rows = self.query(
+            "SELECT operator_id, public_addr, tunnel_addr, tunnel_sha256, seen_at FROM gateway_presence \
+             ORDER BY operator_id",
+            &[],
+        )?;
+        let addr = |text: String| {
+            text.parse::<std::net::SocketAddr>()
+                .map_err(|e| StoreError::Backend(format!("gateway_presence: the address {text:?}: {e}").into()))
+        };
+        rows.iter()
+            .map(|r| {
+                let presence =
+                    Presence { public: addr(r.text(1)?)?, tunnel: addr(r.text(2)?)?, tunnel_sha256: r.text(3)? };
+                Ok((r.text(0)?, presence, r.i64(4)?))
+            })
+            .collect()
     }
 }

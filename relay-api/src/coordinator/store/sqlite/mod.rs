@@ -29,6 +29,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0007_policies.sql"),
     include_str!("../../../../migrations/0008_scheduling.sql"),
     include_str!("../../../../migrations/0009_revision_files.sql"),
+    include_str!("../../../../migrations/0010_gateway_presence.sql"),
 ];
 
 /// The database file's name inside the data directory.
