@@ -13,6 +13,7 @@ mod ingress {
     mod demo;
     mod deploy;
     mod deploy_refusals;
+    mod fleet;
     mod interrupt;
     mod listener;
     mod local_default;

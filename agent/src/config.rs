@@ -25,6 +25,11 @@ pub struct AgentConfig {
     pub gateway_name: String,
     /// PEM file of the CA that signs the gateway's tunnel certificate.
     pub gateway_ca: PathBuf,
+    /// More gateways serving the route (issue 20: the route's gateway hosts), each recognised
+    /// by its tunnel certificate's digest, since a gateway host's certificate is its own:
+    /// the agent holds a tunnel to each, besides `gateway`'s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned_gateways: Vec<PinnedGateway>,
     /// The local app's port (on 127.0.0.1).
     pub app_port: u16,
     /// The app's own health path, which `/health` checks.
@@ -48,6 +53,16 @@ pub struct AgentConfig {
     /// Seconds between asking the coordinator for the route's hostnames (default 30).
     #[serde(default = "default_refresh_secs")]
     pub refresh_secs: u64,
+}
+
+/// A gateway an agent tunnels to, recognised by its certificate rather than by a CA.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PinnedGateway {
+    /// Its tunnel address, `HOST:PORT` (a name is looked up at each connection).
+    pub address: String,
+    /// SHA-256 of its tunnel certificate (DER), lowercase hex.
+    pub tunnel_sha256: String,
 }
 
 fn default_health_path() -> String {

@@ -24,7 +24,7 @@ pub mod tunnel;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use config::{AgentConfig, CertificateSource};
+pub use config::{AgentConfig, CertificateSource, PinnedGateway};
 pub use http::CallError;
 // The protocol and shared parts live in `relay-wire`; here under their old names too.
 pub use relay_wire::{accept, challenge, files, idle, wire};
@@ -60,8 +60,14 @@ pub async fn run(config: AgentConfig, state_dir: &Path) -> Result<(), AgentError
         tokio::spawn(serve::direct(ctx.clone(), listener));
     }
     let ca_pem = fs_err::read_to_string(&config.gateway_ca).map_err(|e| tunnel::TunnelError::Io(e.into()))?;
-    let tls = tunnel::client_config(&ca_pem)?;
-    tokio::spawn(tunnel::run(ctx, config.clone(), tls));
+    // A tunnel to every gateway of the route: the coordinator's, and each gateway host's.
+    let mut links = vec![tunnel::Link::trusting(&config, &ca_pem)?];
+    for gateway in &config.pinned_gateways {
+        links.push(tunnel::Link::pinned(gateway)?);
+    }
+    for link in links {
+        tokio::spawn(tunnel::run(ctx.clone(), config.clone(), link));
+    }
     lifecycle::run(config, key, current, names, state_dir.to_owned()).await;
     Ok(())
 }

@@ -5,6 +5,10 @@
 //! The control connection sends a heartbeat every `heartbeat_secs` (3 s by default) and is
 //! declared dead after three without an answer, so a dead path is noticed within 10 s; then
 //! the agent reconnects with exponential backoff (0.25 s doubling to 10 s) and full jitter.
+//!
+//! An agent holds one such tunnel per gateway of its route ([`Link`]): the coordinator's
+//! gateway, whose certificate its CA signs, and gateway hosts, each recognised by its
+//! certificate's SHA-256 ([`pinned_config`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +21,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, PinnedGateway};
 use crate::serve::{self, Context};
 
 /// Why a control session ended.
@@ -32,6 +36,101 @@ pub enum TunnelError {
     /// No heartbeat answer in time.
     #[error("no heartbeat answer for {0:?}: the path to the gateway is dead")]
     Dead(Duration),
+}
+
+/// One gateway the agent tunnels to: where, the name it checks, and how it trusts it.
+#[derive(Debug, Clone)]
+pub struct Link {
+    /// The tunnel address, `HOST:PORT`.
+    pub address: String,
+    /// The server name sent and checked.
+    pub server_name: ServerName<'static>,
+    /// Trusts the gateway's CA, or pins its certificate.
+    pub tls: Arc<ClientConfig>,
+}
+
+impl Link {
+    /// The coordinator's gateway: `gateway`, its certificate naming `gateway_name`, signed by
+    /// the CA in `ca_pem`.
+    pub fn trusting(config: &AgentConfig, ca_pem: &str) -> Result<Link, TunnelError> {
+        let server_name = ServerName::try_from(config.gateway_name.clone()).map_err(|e| TunnelError::Io(e.into()))?;
+        Ok(Link { address: config.gateway.to_string(), server_name, tls: client_config(ca_pem)? })
+    }
+
+    /// A gateway host, recognised by its certificate's digest.
+    pub fn pinned(gateway: &PinnedGateway) -> Result<Link, TunnelError> {
+        let host = gateway
+            .address
+            .rsplit_once(':')
+            .map(|(host, _)| host.trim_start_matches('[').trim_end_matches(']'))
+            .ok_or_else(|| TunnelError::Io(format!("{}: not HOST:PORT", gateway.address).into()))?;
+        let server_name = ServerName::try_from(host.to_owned()).map_err(|e| TunnelError::Io(e.into()))?;
+        Ok(Link { address: gateway.address.clone(), server_name, tls: pinned_config(&gateway.tunnel_sha256)? })
+    }
+}
+
+/// Accepts exactly the certificate whose SHA-256 is the pin, whatever names it or signs it,
+/// and checks the handshake's signatures with the provider's algorithms.
+#[derive(Debug)]
+struct Pinned {
+    sha256: String,
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl rustls::client::danger::ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let digest = ring::digest::digest(&ring::digest::SHA256, end_entity.as_ref());
+        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        if hex == self.sha256 {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// The client TLS configuration accepting only the certificate whose SHA-256 (lowercase hex)
+/// is `sha256`.
+pub fn pinned_config(sha256: &str) -> Result<Arc<ClientConfig>, TunnelError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        Pinned { sha256: sha256.to_ascii_lowercase(), algorithms: provider.signature_verification_algorithms };
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TunnelError::Io(e.into()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 /// The client TLS configuration trusting the gateway's CA.
@@ -49,15 +148,15 @@ pub fn client_config(ca_pem: &str) -> Result<Arc<ClientConfig>, TunnelError> {
     Ok(Arc::new(config))
 }
 
-/// Keeps a control session up for ever, reconnecting with backoff and jitter.
-pub async fn run(ctx: Arc<Context>, config: AgentConfig, tls: Arc<ClientConfig>) {
+/// Keeps a control session to `link` up for ever, reconnecting with backoff and jitter.
+pub async fn run(ctx: Arc<Context>, config: AgentConfig, link: Link) {
     let mut attempt = 0u32;
     loop {
         let started = tokio::time::Instant::now();
-        let result = session(&ctx, &config, &tls).await;
+        let result = session(&ctx, &config, &link).await;
         match &result {
-            Err(TunnelError::Refused(reason)) => tracing::warn!("svc agent: {reason}"),
-            Err(e) => tracing::warn!("svc agent: tunnel: {e}; reconnecting"),
+            Err(TunnelError::Refused(reason)) => tracing::warn!("svc agent: {}: {reason}", link.address),
+            Err(e) => tracing::warn!("svc agent: tunnel to {}: {e}; reconnecting", link.address),
             Ok(()) => {}
         }
         // A session that lived a while resets the backoff.
@@ -82,15 +181,18 @@ fn getrandom_fill(buf: &mut [u8]) -> Result<(), ()> {
     ring::rand::SystemRandom::new().fill(buf).map_err(|_| ())
 }
 
-async fn session(ctx: &Arc<Context>, config: &AgentConfig, tls: &Arc<ClientConfig>) -> Result<(), TunnelError> {
-    let io = |e: std::io::Error| TunnelError::Io(format!("{}: {e}", config.gateway).into());
-    let tcp = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(config.gateway))
+async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Result<(), TunnelError> {
+    let io = |e: std::io::Error| TunnelError::Io(format!("{}: {e}", link.address).into());
+    let tcp = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(link.address.as_str()))
         .await
-        .map_err(|_| TunnelError::Io(format!("{}: connect timed out", config.gateway).into()))?
+        .map_err(|_| TunnelError::Io(format!("{}: connect timed out", link.address).into()))?
         .map_err(io)?;
     let _ = tcp.set_nodelay(true);
-    let name = ServerName::try_from(config.gateway_name.clone()).map_err(|e| TunnelError::Io(e.into()))?;
-    let mut stream = TlsConnector::from(tls.clone()).connect(name, tcp).await.map_err(io)?;
+    let handshake = TlsConnector::from(link.tls.clone()).connect(link.server_name.clone(), tcp);
+    let mut stream = tokio::time::timeout(Duration::from_secs(10), handshake)
+        .await
+        .map_err(|_| TunnelError::Io(format!("{}: TLS handshake timed out", link.address).into()))?
+        .map_err(io)?;
     let hello = Control::Hello { route_id: config.route_id.clone(), credential: config.credential.clone() };
     wire::write_frame(&mut stream, &hello).await.map_err(|e| TunnelError::Io(e.into()))?;
     let heartbeat = match wire::read_frame(&mut stream).await.map_err(|e| TunnelError::Io(e.into()))? {
@@ -98,7 +200,7 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, tls: &Arc<ClientConfi
         Control::Refused { reason } => return Err(TunnelError::Refused(reason)),
         other => return Err(TunnelError::Io(format!("unexpected {other:?}").into())),
     };
-    tracing::info!("svc agent: tunnel up to {} for route {}", config.gateway, config.route_id);
+    tracing::info!("svc agent: tunnel up to {} for route {}", link.address, config.route_id);
     let (mut reader, mut writer) = tokio::io::split(stream);
     let (frames_tx, mut frames) = tokio::sync::mpsc::channel(64);
     let read_task = tokio::spawn(async move {
@@ -118,7 +220,7 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, tls: &Arc<ClientConfi
                 Some(Control::Connect { ticket }) => {
                     last_heard = tokio::time::Instant::now();
                     if let Some(ticket) = wire::unhex::<TICKET_LEN>(&ticket) {
-                        tokio::spawn(data_connection(ctx.clone(), config.clone(), ticket));
+                        tokio::spawn(data_connection(ctx.clone(), config.clone(), link.address.clone(), ticket));
                     }
                 }
                 Some(_) => last_heard = tokio::time::Instant::now(),
@@ -143,8 +245,8 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, tls: &Arc<ClientConfi
     result
 }
 
-async fn data_connection(ctx: Arc<Context>, config: AgentConfig, ticket: [u8; TICKET_LEN]) {
-    let Ok(Ok(mut stream)) = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(config.gateway)).await
+async fn data_connection(ctx: Arc<Context>, config: AgentConfig, address: String, ticket: [u8; TICKET_LEN]) {
+    let Ok(Ok(mut stream)) = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(address.as_str())).await
     else {
         return;
     };

@@ -501,6 +501,10 @@ fn status_text(s: &Status) -> String {
         let _ = writeln!(out, "next revision {}: {} ({})", next.revision, next.state.as_str(), next.reason);
     }
     let _ = writeln!(out, "url {}", d.url);
+    // The gateway hosts serving it too (issue 20).
+    for url in d.urls.iter().filter(|u| **u != d.url) {
+        let _ = writeln!(out, "also {url}");
+    }
     let b = &s.balance;
     let _ = writeln!(
         out,

@@ -42,6 +42,8 @@ mod gateway {
         pub(super) bound: Bound,
         pub(super) ca: DevCa,
         pub(super) ca_pem: String,
+        /// The tunnel port's certificate chain (PEM).
+        pub(super) tunnel_chain: String,
         pub(super) _dir: tempfile::TempDir,
     }
 
@@ -64,6 +66,7 @@ mod gateway {
         let ca = DevCa::open(dir.path()).expect("CA");
         let (chain, key) = ca.issue(&["gateway.localhost".to_owned()], Duration::from_secs(3600)).expect("cert");
         let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let tunnel_chain = chain.clone();
         let mut config = GatewayConfig::new(any, any, any, chain, key);
         config.client_hello_timeout = Duration::from_secs(1);
         config.heartbeat = Duration::from_secs(1);
@@ -72,7 +75,7 @@ mod gateway {
         gateway.set_routes(vec![route]);
         let (_task, bound) = gateway.clone().start().await.expect("the gateway starts");
         let ca_pem = ca.cert_pem().to_owned();
-        World { gateway, bound, ca, ca_pem, _dir: dir }
+        World { gateway, bound, ca, ca_pem, tunnel_chain, _dir: dir }
     }
 
     /// What the in-test agent does with each data connection, once it has presented the

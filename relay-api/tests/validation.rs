@@ -114,6 +114,7 @@ impl World {
             gateway: bound.tunnel,
             gateway_name: "gateway.localhost".to_owned(),
             gateway_ca: ca_path,
+            pinned_gateways: Vec::new(),
             app_port,
             app_health_path: "/health".to_owned(),
             proxy_protocol: true,

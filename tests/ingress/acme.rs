@@ -50,6 +50,7 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
         gateway: tunnel,
         gateway_name: "gateway.localhost".to_owned(),
         gateway_ca,
+        pinned_gateways: Vec::new(),
         app_port,
         app_health_path: "/health".to_owned(),
         proxy_protocol: false,

@@ -103,10 +103,16 @@ impl PebbleStack {
         pebble.expect_line(Duration::from_secs(20), "its directory", |l| l.contains("ACME directory available")).await;
         pebble.expect_line(Duration::from_secs(20), "its root", |l| l.contains("Root CA certificate available")).await;
 
-        // Pebble's root, from its management interface (over its own HTTPS identity).
-        let root_pem = match Https::connect(management, "localhost", &https_cert, None).await {
-            Ok(mut conn) => conn.get("/roots/0").await.expect("GET /roots/0"),
-            Err(e) => panic!("Pebble's management interface: {e}"),
+        // Pebble's root, from its management interface (over its own HTTPS identity). It may
+        // listen a moment after Pebble says its root is available (a refused connection there
+        // failed a run): asked again for up to 10 s.
+        let asked = std::time::Instant::now();
+        let root_pem = loop {
+            match Https::connect(management, "localhost", &https_cert, None).await {
+                Ok(mut conn) => break conn.get("/roots/0").await.expect("GET /roots/0"),
+                Err(e) if asked.elapsed() > Duration::from_secs(10) => panic!("Pebble's management interface: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
         };
         assert_eq!(root_pem.status, 200, "{}", root_pem.text());
         let root = dir.join("pebble-root.pem");

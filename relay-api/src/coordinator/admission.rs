@@ -261,7 +261,30 @@ impl RelayStore {
     pub fn gateway_presence(&self) -> Result<Vec<(String, Presence, i64)>, StoreError> {
         self.read(|tx| tx.presences())
     }
+
+    /// The gateway hosts serving deployment `deployment_id` at `now`: the admitted gateways of
+    /// its gateway operator that said where they are within [`PRESENCE_FRESH_MS`] (a gateway
+    /// following the feed asks at least every 20 s). What its new jobs' agents tunnel to, and
+    /// what its URLs list.
+    pub fn gateway_hosts(&self, deployment_id: &str, now: i64) -> Result<Vec<(Operator, Presence)>, StoreError> {
+        self.read(|tx| {
+            let Some(operator) = tx.gateway_operator(deployment_id)? else { return Ok(Vec::new()) };
+            let operators = tx.operators()?;
+            let mut hosts = Vec::new();
+            for (id, presence, seen_at) in tx.presences()? {
+                let Some(o) = operators.iter().find(|o| o.id == id && o.name == operator) else { continue };
+                if now.saturating_sub(seen_at) <= PRESENCE_FRESH_MS {
+                    hosts.push((o.clone(), presence));
+                }
+            }
+            Ok(hosts)
+        })
+    }
 }
+
+/// How recently a gateway host must have followed the route feed to count as serving its
+/// operator's routes.
+pub const PRESENCE_FRESH_MS: i64 = 10 * 60 * 1000;
 
 /// `POST /api/operators/register`: no bearer token, the admission token authenticates.
 pub(super) async fn register(State(engine): State<Arc<Engine>>, bytes: Bytes) -> Result<Response, AdmissionError> {

@@ -256,9 +256,21 @@ impl Engine {
         super::files::remove_revision(&config.deployments_dir(), &config.jobs_dir, deployment_id, revision);
     }
 
-    /// A deployment with its URL filled in.
+    /// A deployment with its URLs filled in: the coordinator's gateway's, then each gateway
+    /// host's serving it (its public port; the canonical hostname resolves to the hosts).
     pub fn with_url(&self, mut d: Deployment) -> Deployment {
         d.url = self.url(&d.canonical_hostname);
+        d.urls = vec![d.url.clone()];
+        let hosts = self.db(|store| store.gateway_hosts(&d.id, now_ms())).unwrap_or_default();
+        for (_, presence) in hosts {
+            let url = match presence.public.port() {
+                443 => format!("https://{}/", d.canonical_hostname),
+                port => format!("https://{}:{port}/", d.canonical_hostname),
+            };
+            if !d.urls.contains(&url) {
+                d.urls.push(url);
+            }
+        }
         d
     }
 

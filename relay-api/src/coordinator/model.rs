@@ -20,8 +20,12 @@ pub struct Deployment {
     pub manifest_digest: String,
     /// The service-assigned hostname (`<project>-<org>.<relay domain>`).
     pub canonical_hostname: String,
-    /// The public URL of the canonical hostname.
+    /// The public URL of the canonical hostname (the coordinator's gateway's).
     pub url: String,
+    /// Every public URL of the canonical hostname: [`Deployment::url`], then that of each
+    /// gateway host serving it (issue 20).
+    #[serde(default)]
+    pub urls: Vec<String>,
     /// The route's ID at the gateway.
     pub route_id: String,
     /// The most this project may ever be funded, micros.

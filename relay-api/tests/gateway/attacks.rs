@@ -38,8 +38,9 @@ async fn real_agent(w: &World) {
     real_agent_with(w, AGENT).await;
 }
 
-/// [`real_agent`] with other limits.
-pub(super) async fn real_agent_with(w: &World, limits: Limits) {
+/// The real agent's serving context and configuration for route [`ROUTE`] on `w`'s gateway
+/// (its certificate installed), with `limits`.
+pub(super) fn agent_context(w: &World, limits: Limits) -> (Arc<agent::serve::Context>, agent::AgentConfig) {
     let (chain, key) = w.ca.issue(&[HOST.to_owned()], Duration::from_secs(3600)).expect("a certificate");
     let key = rcgen::KeyPair::from_pem(&key).expect("its key");
     let current = Arc::new(agent::cert::CurrentCert::default());
@@ -52,6 +53,7 @@ pub(super) async fn real_agent_with(w: &World, limits: Limits) {
         gateway: w.bound.tunnel,
         gateway_name: "gateway.localhost".to_owned(),
         gateway_ca: w.ca.cert_path.clone(),
+        pinned_gateways: Vec::new(),
         app_port: 1,
         app_health_path: "/health".to_owned(),
         proxy_protocol: false,
@@ -62,8 +64,14 @@ pub(super) async fn real_agent_with(w: &World, limits: Limits) {
     };
     let hostnames = Arc::new(agent::hostnames::Hostnames::new(HOST));
     let ctx = agent::serve::Context::with_limits(config.clone(), current, hostnames, limits);
-    let tls = agent::tunnel::client_config(&w.ca_pem).expect("the tunnel's client configuration");
-    tokio::spawn(agent::tunnel::run(ctx, config, tls));
+    (ctx, config)
+}
+
+/// [`real_agent`] with other limits.
+pub(super) async fn real_agent_with(w: &World, limits: Limits) {
+    let (ctx, config) = agent_context(w, limits);
+    let link = agent::tunnel::Link::trusting(&config, &w.ca_pem).expect("the tunnel's client configuration");
+    tokio::spawn(agent::tunnel::run(ctx, config, link));
     let gateway = w.gateway.clone();
     let up = eventually(Duration::from_secs(10), || gateway.route_rows().iter().any(|r| r.agents == 1)).await;
     assert!(up, "the agent's tunnel comes up");
@@ -191,4 +199,28 @@ async fn an_idle_tls_connection_is_closed_by_the_agent_after_its_idle_timeout() 
     let limit = AGENT.timeouts.idle + GATEWAY.linger + Duration::from_secs(3);
     assert!(eventually(limit, || gateway.active_connections(ROUTE) == 0).await, "released");
     assert!(start.elapsed() >= AGENT.timeouts.idle - Duration::from_millis(300), "{:?}", start.elapsed());
+}
+
+/// Issue 20: an agent recognises a gateway host by its tunnel certificate's SHA-256 (the
+/// certificate is the host's own, not a CA's). Pinning another certificate, it never tunnels
+/// to this gateway, whatever the certificate says; pinning this one, it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_tunnels_only_to_the_gateway_whose_certificate_it_pins() {
+    let w = super::start("pinned", super::route(8), |_| {}).await;
+    let pin = relay_gateway_host::follow::tunnel_sha256(&w.tunnel_chain).expect("a certificate");
+    let agents = |w: &World| w.gateway.route_rows().iter().map(|r| r.agents).sum::<u64>();
+
+    let other = agent::PinnedGateway { address: w.bound.tunnel.to_string(), tunnel_sha256: "ab".repeat(32) };
+    let (ctx, config) = agent_context(&w, AGENT);
+    let impostor = tokio::spawn(agent::tunnel::run(ctx, config, agent::tunnel::Link::pinned(&other).expect("a link")));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(agents(&w), 0, "a certificate other than the pinned one is refused");
+    impostor.abort();
+
+    let this = agent::PinnedGateway { address: format!("localhost:{}", w.bound.tunnel.port()), tunnel_sha256: pin };
+    let (ctx, config) = agent_context(&w, AGENT);
+    tokio::spawn(agent::tunnel::run(ctx, config, agent::tunnel::Link::pinned(&this).expect("a link")));
+    let gateway = w.gateway.clone();
+    let up = eventually(Duration::from_secs(10), || gateway.route_rows().iter().any(|r| r.agents == 1)).await;
+    assert!(up, "the pinned gateway, reached by name, counts the agent");
 }

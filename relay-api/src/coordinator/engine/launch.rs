@@ -19,7 +19,7 @@ use super::{APP_DIR, AgentCertificates, job_key};
 use crate::coordinator::CoordinatorConfig;
 use crate::coordinator::ingress_market::Equip;
 use crate::coordinator::model::Deployment;
-use crate::coordinator::store::{PublishedPolicy, RelayStore, RouteKeys, StoreError, random_hex};
+use crate::coordinator::store::{PublishedPolicy, RelayStore, RouteKeys, StoreError, now_ms, random_hex};
 use crate::project::Project;
 use crate::runner::IngressJob;
 
@@ -249,6 +249,19 @@ impl Launcher {
         Ok(policy)
     }
 
+    /// The gateway hosts serving the deployment's routes, which its agents tunnel to besides
+    /// the coordinator's gateway, each pinned by its tunnel certificate.
+    fn pinned_gateways(&self, deployment_id: &str) -> Result<Vec<agent::PinnedGateway>, StoreError> {
+        let hosts = self.store.gateway_hosts(deployment_id, now_ms())?;
+        Ok(hosts
+            .into_iter()
+            .map(|(operator, presence)| agent::PinnedGateway {
+                address: presence.reachable(&operator.hostname).1,
+                tunnel_sha256: presence.tunnel_sha256,
+            })
+            .collect())
+    }
+
     fn ingress_job(
         &self,
         job: &JobOf<'_>,
@@ -281,6 +294,7 @@ impl Launcher {
             gateway: self.tunnel,
             gateway_name: "gateway.localhost".to_owned(),
             gateway_ca: self.gateway_ca.clone(),
+            pinned_gateways: self.pinned_gateways(&d.id)?,
             app_port,
             app_health_path: project.app.health_path.clone(),
             proxy_protocol: project.proxy_protocol,

@@ -22,6 +22,7 @@ pub(in crate::coordinator::store) fn deployment_row(row: &SqlRow) -> Result<Depl
         project_digest: row.text(2)?,
         manifest_digest: row.text(3)?,
         url: String::new(),
+        urls: Vec::new(),
         canonical_hostname: row.text(4)?,
         route_id: row.text(5)?,
         ceiling_micros: row.u64(6)?,
