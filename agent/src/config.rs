@@ -56,7 +56,7 @@ pub struct AgentConfig {
 }
 
 /// A gateway an agent tunnels to, recognised by its certificate rather than by a CA.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PinnedGateway {
     /// Its tunnel address, `HOST:PORT` (a name is looked up at each connection).

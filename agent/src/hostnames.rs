@@ -2,7 +2,8 @@
 //! coordinator has added to the route. With a coordinator configured the agent asks for them
 //! (`POST {coordinator}/api/agent/route` with the route's ID and credential, answered with
 //! `{"hostnames": [...]}`, canonical first); the certificate covers all of them, and the
-//! challenge proves these names and no others.
+//! challenge proves these names and no others. The answer also lists the gateway hosts
+//! serving the route (`gateways`), which the agent tunnels to ([`crate::tunnel::Tunnels`]).
 //!
 //! Names are kept as certificates and SNI carry them: lower case, without a trailing dot.
 
@@ -118,11 +119,24 @@ pub fn route_set(canonical: &str, listed: &[String]) -> Result<Vec<String>, Host
 #[derive(Deserialize)]
 struct RouteAnswer {
     hostnames: Vec<String>,
+    /// The gateway hosts serving the route (a coordinator that predates them sends none).
+    #[serde(default)]
+    gateways: Option<Vec<crate::config::PinnedGateway>>,
 }
 
-/// Asks the coordinator for the route's hostnames: canonical first, normalised. `None` when
-/// no coordinator is configured.
-pub async fn fetch(config: &AgentConfig) -> Option<Result<Vec<String>, HostnamesError>> {
+/// What the coordinator says of the route: its hostnames, canonical first and normalised, and
+/// the gateway hosts serving it, if it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteInfo {
+    /// The hostnames.
+    pub names: Vec<String>,
+    /// The gateway hosts to tunnel to, besides the coordinator's gateway.
+    pub gateways: Option<Vec<crate::config::PinnedGateway>>,
+}
+
+/// Asks the coordinator for the route's hostnames and gateway hosts. `None` when no
+/// coordinator is configured.
+pub async fn fetch(config: &AgentConfig) -> Option<Result<RouteInfo, HostnamesError>> {
     let base = config.coordinator.as_deref()?;
     let body = serde_json::json!({"routeId": config.route_id, "credential": config.credential});
     let answer =
@@ -133,7 +147,7 @@ pub async fn fetch(config: &AgentConfig) -> Option<Result<Vec<String>, Hostnames
                 text,
             })
         });
-    Some(answer.and_then(|a| route_set(&config.hostname, &a.hostnames)))
+    Some(answer.and_then(|a| Ok(RouteInfo { names: route_set(&config.hostname, &a.hostnames)?, gateways: a.gateways })))
 }
 
 #[cfg(test)]

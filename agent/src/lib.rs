@@ -60,14 +60,12 @@ pub async fn run(config: AgentConfig, state_dir: &Path) -> Result<(), AgentError
         tokio::spawn(serve::direct(ctx.clone(), listener));
     }
     let ca_pem = fs_err::read_to_string(&config.gateway_ca).map_err(|e| tunnel::TunnelError::Io(e.into()))?;
-    // A tunnel to every gateway of the route: the coordinator's, and each gateway host's.
-    let mut links = vec![tunnel::Link::trusting(&config, &ca_pem)?];
-    for gateway in &config.pinned_gateways {
-        links.push(tunnel::Link::pinned(gateway)?);
-    }
-    for link in links {
-        tokio::spawn(tunnel::run(ctx.clone(), config.clone(), link));
-    }
-    lifecycle::run(config, key, current, names, state_dir.to_owned()).await;
+    // A tunnel to every gateway of the route: the coordinator's, and each gateway host's (as
+    // launched, then as the coordinator lists them).
+    let link = tunnel::Link::trusting(&config, &ca_pem)?;
+    tokio::spawn(tunnel::run(ctx.clone(), config.clone(), link));
+    let hosts = Arc::new(tunnel::Tunnels::new(ctx, config.clone()));
+    hosts.reconcile(&config.pinned_gateways);
+    lifecycle::run(config, key, current, names, hosts, state_dir.to_owned()).await;
     Ok(())
 }

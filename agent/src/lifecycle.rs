@@ -30,6 +30,7 @@ pub(crate) async fn run(
     key: KeyPair,
     current: Arc<CurrentCert>,
     names: Arc<Hostnames>,
+    hosts: Arc<crate::tunnel::Tunnels>,
     state_dir: PathBuf,
 ) {
     let refresh = Duration::from_secs(config.refresh_secs.max(1));
@@ -46,7 +47,7 @@ pub(crate) async fn run(
     let mut next_refresh = Instant::now();
     loop {
         if config.coordinator.is_some() && Instant::now() >= next_refresh {
-            refresh_names(&config, &names, &mut last_refresh_error).await;
+            refresh_names(&config, &names, &hosts, &mut last_refresh_error).await;
             next_refresh = Instant::now() + refresh;
         }
         let wanted = names.current();
@@ -92,15 +93,29 @@ pub(crate) async fn run(
     }
 }
 
-/// Asks the coordinator for the route's hostnames and takes them if they changed; keeps the
-/// old ones on failure, saying so once per distinct error.
-async fn refresh_names(config: &AgentConfig, names: &Hostnames, last_error: &mut Option<String>) {
+/// Asks the coordinator for the route's hostnames and gateway hosts and takes them if they
+/// changed; keeps the old ones on failure, saying so once per distinct error.
+async fn refresh_names(
+    config: &AgentConfig,
+    names: &Hostnames,
+    hosts: &crate::tunnel::Tunnels,
+    last_error: &mut Option<String>,
+) {
     match hostnames::fetch(config).await {
         Some(Ok(fresh)) => {
             *last_error = None;
-            let listed = fresh.join(", ");
-            if names.replace(fresh) {
+            let listed = fresh.names.join(", ");
+            if names.replace(fresh.names) {
                 tracing::info!("svc agent: route {} now has hostnames {listed}", config.route_id);
+            }
+            if let Some(gateways) = fresh.gateways
+                && hosts.reconcile(&gateways) > 0
+            {
+                tracing::info!(
+                    "svc agent: route {} is served by {} gateway hosts now",
+                    config.route_id,
+                    gateways.len()
+                );
             }
         }
         Some(Err(e)) if last_error.as_deref() != Some(e.to_string().as_str()) => {

@@ -69,6 +69,67 @@ impl Link {
     }
 }
 
+/// The tunnels to the route's gateway hosts, started and stopped as the coordinator's list
+/// changes (the tunnel to the coordinator's gateway runs beside them for ever). A stopped
+/// tunnel's open connections go on: each data connection is a task of its own.
+pub struct Tunnels {
+    ctx: Arc<Context>,
+    config: AgentConfig,
+    running: std::sync::Mutex<std::collections::HashMap<PinnedGateway, tokio::task::AbortHandle>>,
+}
+
+impl Tunnels {
+    /// No tunnel to a gateway host yet.
+    pub fn new(ctx: Arc<Context>, config: AgentConfig) -> Tunnels {
+        Tunnels { ctx, config, running: std::sync::Mutex::default() }
+    }
+
+    /// Holds a tunnel to each gateway of `wanted` and to no other host; how many tunnels were
+    /// started or stopped. A gateway whose address does not read is skipped, saying so.
+    pub fn reconcile(&self, wanted: &[PinnedGateway]) -> usize {
+        let Ok(mut running) = self.running.lock() else { return 0 };
+        let before = running.len();
+        running.retain(|gateway, task| {
+            let keep = wanted.contains(gateway);
+            if !keep {
+                tracing::info!("svc agent: {} no longer serves the route; its tunnel is closed", gateway.address);
+                task.abort();
+            }
+            keep
+        });
+        let mut changed = before - running.len();
+        for gateway in wanted {
+            if running.contains_key(gateway) {
+                continue;
+            }
+            match Link::pinned(gateway) {
+                Ok(link) => {
+                    let task = tokio::spawn(run(self.ctx.clone(), self.config.clone(), link));
+                    running.insert(gateway.clone(), task.abort_handle());
+                    changed += 1;
+                }
+                Err(e) => tracing::warn!("svc agent: gateway {}: {e}; not tunnelling to it", gateway.address),
+            }
+        }
+        changed
+    }
+
+    /// The gateway hosts tunnelled to now.
+    pub fn hosts(&self) -> Vec<PinnedGateway> {
+        self.running.lock().map(|r| r.keys().cloned().collect()).unwrap_or_default()
+    }
+}
+
+impl Drop for Tunnels {
+    fn drop(&mut self) {
+        if let Ok(running) = self.running.lock() {
+            for task in running.values() {
+                task.abort();
+            }
+        }
+    }
+}
+
 /// Accepts exactly the certificate whose SHA-256 is the pin, whatever names it or signs it,
 /// and checks the handshake's signatures with the provider's algorithms.
 #[derive(Debug)]

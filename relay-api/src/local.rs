@@ -4,6 +4,7 @@
 //! names only the route's hostnames. Both check the route's credential first. The full
 //! coordinator (quotes, funding, validation, customer hostnames) builds on this.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -24,6 +25,8 @@ const VALIDITY: std::ops::RangeInclusive<u64> = 60..=90 * 24 * 3600;
 pub struct LocalCoordinator {
     ca: DevCa,
     routes: RwLock<Vec<RouteConfig>>,
+    /// The gateway hosts serving each route, by route ID.
+    gateway_hosts: RwLock<HashMap<String, Vec<agent::PinnedGateway>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -43,10 +46,12 @@ struct RouteRequest {
     credential: String,
 }
 
-/// The answer: the route's hostnames, canonical first.
+/// The answer: the route's hostnames, canonical first, and the gateway hosts serving it
+/// (its agent tunnels to each, besides the coordinator's gateway).
 #[derive(Debug, Serialize)]
 struct RouteAnswer<'a> {
     hostnames: &'a [String],
+    gateways: &'a [agent::PinnedGateway],
 }
 
 type Refusal = (StatusCode, String);
@@ -60,13 +65,20 @@ const AGENT_API_CONNECTIONS: usize = 256;
 impl LocalCoordinator {
     /// A coordinator issuing from `ca`.
     pub fn new(ca: DevCa) -> Arc<LocalCoordinator> {
-        Arc::new(LocalCoordinator { ca, routes: RwLock::default() })
+        Arc::new(LocalCoordinator { ca, routes: RwLock::default(), gateway_hosts: RwLock::default() })
     }
 
     /// The routes it knows (and the gateway serves).
     pub fn set_routes(&self, routes: Vec<RouteConfig>) {
         if let Ok(mut r) = self.routes.write() {
             *r = routes;
+        }
+    }
+
+    /// The gateway hosts serving each route, by route ID (issue 20).
+    pub fn set_gateway_hosts(&self, hosts: HashMap<String, Vec<agent::PinnedGateway>>) {
+        if let Ok(mut h) = self.gateway_hosts.write() {
+            *h = hosts;
         }
     }
 
@@ -88,7 +100,8 @@ impl LocalCoordinator {
 
     fn route_hostnames(&self, req: &RouteRequest) -> Result<String, Refusal> {
         let route = self.authenticate(&req.route_id, &req.credential)?;
-        serde_json::to_string(&RouteAnswer { hostnames: &route.hostnames })
+        let hosts = self.gateway_hosts.read().ok().and_then(|h| h.get(&route.route_id).cloned()).unwrap_or_default();
+        serde_json::to_string(&RouteAnswer { hostnames: &route.hostnames, gateways: &hosts })
             .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
     }
 

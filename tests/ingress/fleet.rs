@@ -1,6 +1,7 @@
 //! Issue 20, as operators run it: a gateway host prepared by `gateway-prep init` and run with
-//! `svc gateway run` follows the coordinator's route feed, and the route's agent tunnels to it
-//! besides the coordinator's own gateway, so the route answers through both.
+//! `svc gateway run` follows the coordinator's route feed, and the route's agent, already
+//! running, learns of it and tunnels to it besides the coordinator's own gateway, so the route
+//! answers through both.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -33,6 +34,11 @@ async fn a_route_answers_through_the_coordinators_gateway_and_a_gateway_host_fol
     let dir = TempDir::new("fleet");
     let data = dir.path().join("relay");
     let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
+    let config = node_demo_project(dir.path()).to_string_lossy().into_owned();
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    let before = relay.json(&["status", "--config", &config]).await;
+    assert_eq!(before["deployment"]["urls"].as_array().map(Vec::len), Some(1), "{before:#}");
 
     // The gateway host, admitted as the coordinator's gateway operator (`local`, the default
     // every deploy is assigned to), prepared under a root of its own and running.
@@ -68,10 +74,8 @@ async fn a_route_answers_through_the_coordinators_gateway_and_a_gateway_host_fol
     let text = metrics_with(admin, "svc_gateway_feed_connected 1".into()).await;
     assert!(text.contains("svc_gateway_feed_connected 1\n"), "{text}\n{}", host.output());
 
-    // Deployed after the host said where it is: the job's agent tunnels to both gateways.
-    let config = node_demo_project(dir.path()).to_string_lossy().into_owned();
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
-    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    // The running job's agent learns of the host when it next asks for its route (every 2 s
+    // here), and tunnels to it: the route answers through both gateways, not relaunched.
     let status = relay.json(&["status", "--config", &config]).await;
     assert_eq!(state(&status), "live", "{status:#}");
     let hostname = status["deployment"]["canonicalHostname"].as_str().expect("a hostname").to_owned();
@@ -79,6 +83,8 @@ async fn a_route_answers_through_the_coordinators_gateway_and_a_gateway_host_fol
     let ca = data.join("ca.pem");
     let through_host = client::wait_status(public, &hostname, &ca, "/", 200, Duration::from_secs(20)).await;
     assert!(through_host.is_ok(), "through the gateway host: {through_host:?}\n{}", host.output());
+    let after = relay.json(&["status", "--config", &config]).await;
+    assert_eq!(after["transitions"], before["transitions"], "not relaunched: {after:#}");
     let direct = client::get(relay.public, &hostname, &ca, "/").await.expect("through the coordinator's gateway");
     assert_eq!(direct.status, 200);
     // The route's URLs list both gateways; the gateway host's answers.

@@ -224,3 +224,27 @@ async fn an_agent_tunnels_only_to_the_gateway_whose_certificate_it_pins() {
     let up = eventually(Duration::from_secs(10), || gateway.route_rows().iter().any(|r| r.agents == 1)).await;
     assert!(up, "the pinned gateway, reached by name, counts the agent");
 }
+
+/// Issue 20: the gateway hosts an agent tunnels to follow the coordinator's list: a host
+/// added gets a tunnel, a host dropped loses it (and the same list again changes nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_gateway_hosts_follow_the_coordinators_list() {
+    let w = super::start("hosts", super::route(8), |_| {}).await;
+    let pin = relay_gateway_host::follow::tunnel_sha256(&w.tunnel_chain).expect("a certificate");
+    let host = agent::PinnedGateway { address: w.bound.tunnel.to_string(), tunnel_sha256: pin };
+    let (ctx, config) = agent_context(&w, AGENT);
+    let tunnels = agent::tunnel::Tunnels::new(ctx, config);
+
+    assert_eq!(tunnels.reconcile(std::slice::from_ref(&host)), 1);
+    let gateway = w.gateway.clone();
+    assert!(eventually(Duration::from_secs(10), || agents_of(&gateway) == 1).await, "the added host counts the agent");
+    assert_eq!(tunnels.reconcile(std::slice::from_ref(&host)), 0, "the same list changes nothing");
+    assert_eq!(tunnels.hosts(), [host]);
+
+    assert_eq!(tunnels.reconcile(&[]), 1);
+    assert!(eventually(Duration::from_secs(10), || agents_of(&gateway) == 0).await, "the dropped host's tunnel closes");
+}
+
+fn agents_of(gateway: &relay_api::gateway::Gateway) -> u64 {
+    gateway.route_rows().iter().map(|r| r.agents).sum()
+}

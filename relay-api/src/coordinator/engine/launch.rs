@@ -17,6 +17,7 @@ use svc_execution::{Workload, WorkloadRuntime};
 
 use super::{APP_DIR, AgentCertificates, job_key};
 use crate::coordinator::CoordinatorConfig;
+use crate::coordinator::admission::GatewayHosts;
 use crate::coordinator::ingress_market::Equip;
 use crate::coordinator::model::Deployment;
 use crate::coordinator::store::{PublishedPolicy, RelayStore, RouteKeys, StoreError, now_ms, random_hex};
@@ -252,14 +253,7 @@ impl Launcher {
     /// The gateway hosts serving the deployment's routes, which its agents tunnel to besides
     /// the coordinator's gateway, each pinned by its tunnel certificate.
     fn pinned_gateways(&self, deployment_id: &str) -> Result<Vec<agent::PinnedGateway>, StoreError> {
-        let hosts = self.store.gateway_hosts(deployment_id, now_ms())?;
-        Ok(hosts
-            .into_iter()
-            .map(|(operator, presence)| agent::PinnedGateway {
-                address: presence.reachable(&operator.hostname).1,
-                tunnel_sha256: presence.tunnel_sha256,
-            })
-            .collect())
+        self.store.read(|tx| GatewayHosts::read(tx, now_ms())?.pinned(tx, deployment_id))
     }
 
     fn ingress_job(

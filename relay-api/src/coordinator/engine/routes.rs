@@ -4,9 +4,12 @@
 //! live route off the gateway (CI: a route read half-way through a restart of PostgreSQL
 //! vanished, and the next validation found the gateway closing its handshakes).
 
+use std::collections::HashMap;
+
 use super::Engine;
+use crate::coordinator::admission::GatewayHosts;
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
-use crate::coordinator::store::{RouteKeys, StoreError, Transaction};
+use crate::coordinator::store::{RouteKeys, StoreError, Transaction, now_ms};
 use crate::gateway::RouteConfig;
 
 /// Open public connections a route allows at once.
@@ -18,8 +21,21 @@ impl Engine {
     /// A store that does not answer changes nothing.
     pub(super) async fn sync_routes(&self) {
         let _in_order = self.syncing.lock().await;
-        let routes = match self.route_table(None) {
-            Ok(routes) => routes,
+        let read = self.db(|store| {
+            store.read(|tx| {
+                let routes = table(tx, None)?;
+                // The gateway hosts serving each route, which its agent learns when it next
+                // asks for its hostnames.
+                let hosts = GatewayHosts::read(tx, now_ms())?;
+                let mut by_route = HashMap::new();
+                for (deployment_id, route) in &routes {
+                    by_route.insert(route.route_id.clone(), hosts.pinned(tx, deployment_id)?);
+                }
+                Ok((routes.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), by_route))
+            })
+        });
+        let (routes, hosts) = match read {
+            Ok(read) => read,
             Err(e) => {
                 tracing::warn!("svc relay: reading the route table (the gateway keeps its routes): {e}");
                 return;
@@ -32,6 +48,7 @@ impl Engine {
         }
         self.parts.gateway.set_routes(routes.clone());
         self.parts.signer.set_routes(routes);
+        self.parts.signer.set_gateway_hosts(hosts);
     }
 
     /// The routes of the deployments whose job runs, and of their successors on standby:
@@ -39,11 +56,13 @@ impl Engine {
     /// (the route feed's table for that operator's gateway). One read transaction: the
     /// table is whole, or an error.
     pub fn route_table(&self, operator: Option<&str>) -> Result<Vec<RouteConfig>, StoreError> {
-        self.db(|store| store.read(|tx| table(tx, operator)))
+        let table = self.db(|store| store.read(|tx| table(tx, operator)))?;
+        Ok(table.into_iter().map(|(_, route)| route).collect())
     }
 }
 
-fn table(tx: &mut dyn Transaction, operator: Option<&str>) -> Result<Vec<RouteConfig>, StoreError> {
+/// The table, each route with its deployment's ID.
+fn table(tx: &mut dyn Transaction, operator: Option<&str>) -> Result<Vec<(String, RouteConfig)>, StoreError> {
     let mut active = tx.active_deployments()?;
     if let Some(operator) = operator {
         let mut assigned = Vec::with_capacity(active.len());
@@ -63,13 +82,13 @@ fn table(tx: &mut dyn Transaction, operator: Option<&str>) -> Result<Vec<RouteCo
             continue;
         }
         if let (Some(keys), Some(project_json)) = (tx.successor_keys(&d.id)?, tx.successor_project_json(&d.id)?) {
-            routes.push(route(tx, d, &s.route_id, keys, &project_json, true)?);
+            routes.push((d.id.clone(), route(tx, d, &s.route_id, keys, &project_json, true)?));
         }
     }
     for d in active.iter().filter(|d| d.state.runs_job()) {
         // A deployment not launched yet has no keys: no route.
         if let (Some(Some(keys)), Some(project_json)) = (tx.route_keys(&d.id)?, tx.project_json(&d.id)?) {
-            routes.push(route(tx, d, &d.route_id, keys, &project_json, false)?);
+            routes.push((d.id.clone(), route(tx, d, &d.route_id, keys, &project_json, false)?));
         }
     }
     Ok(routes)
