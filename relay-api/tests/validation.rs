@@ -433,7 +433,7 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
     // The coordinator tells only the route's own agent its hostnames.
     let (status, body) =
         ask_route(w.coordinator_addr, &serde_json::json!({"routeId": ROUTE, "credential": w.credential})).await;
-    assert_eq!((status, body.as_str()), (200, r#"{"hostnames":["app.localhost"]}"#));
+    assert_eq!((status, body.as_str()), (200, r#"{"hostnames":["app.localhost"],"gateways":[]}"#));
     let (status, _) = ask_route(w.coordinator_addr, &serde_json::json!({"routeId": ROUTE, "credential": "x"})).await;
     assert_eq!(status, 403);
     let (status, _) =
