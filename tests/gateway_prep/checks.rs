@@ -408,6 +408,7 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
         [
             "config.gateway",
             "config.registration",
+            "config.feed",
             "ports.public",
             "ports.tunnel",
             "limits.nofile",
@@ -432,6 +433,7 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
     // Not configured or registered yet: warnings, and everything else passes.
     assert_eq!(status("config.gateway"), "warn");
     assert_eq!(status("config.registration"), "warn");
+    assert_eq!(status("config.feed"), "warn");
     for id in ["ports.public", "coordinator", "clock.skew", "dns.hostname", "sysctl.fs.nr_open", "tcp.pacing"] {
         assert_eq!(status(id), "pass", "{id}: {json}");
     }

@@ -118,6 +118,9 @@ async fn the_first_run_registers_and_writes_the_second_changes_nothing() {
     assert!(unit.contains("ExecStart=/usr/local/bin/svc gateway run --config /etc/svc-gateway/gateway.json\n"));
     assert_eq!(config::gateway(&root.root()).status, Status::Pass, "{:?}", config::gateway(&root.root()));
     assert_eq!(config::registration(&root.root()).status, Status::Pass);
+    let feed_check = config::feed(&root.root());
+    assert_eq!(feed_check.status, Status::Pass, "{feed_check:?}");
+    assert!(feed_check.found.contains(&admitted[0].id), "{feed_check:?}");
 
     let before: Vec<(String, Vec<u8>)> =
         root.files().into_iter().map(|f| (f.clone(), std::fs::read(root.0.join(&f)).expect("read"))).collect();
@@ -343,4 +346,51 @@ async fn svc_gateway_run_on_what_init_wrote_follows_the_coordinators_route_feed(
     let out = gateway.wait_with_output().expect("its output");
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("the route feed failed"), "said once, in the log: {log}");
+}
+
+/// `config.feed` (issue 20): a gateway file that follows another operator's feed, signs with a
+/// key that is not the registered one or one others may read, or names no coordinator at all
+/// is caught, each with the fix.
+#[tokio::test]
+async fn the_feed_check_catches_a_file_following_another_operator_a_wrong_key_or_no_coordinator() {
+    let coordinator = TestCoordinator::start().await;
+    let root = TempDir::new("feed-check");
+    let token = coordinator.token("north", Duration::from_secs(600));
+    init(&options(&root, &coordinator, &token)).await.expect("init");
+    assert_eq!(config::feed(&root.root()).status, Status::Pass);
+    let written = root.root().read(GATEWAY).expect("gateway.json");
+    let edit = |change: &dyn Fn(&mut serde_json::Value)| {
+        let mut file: serde_json::Value = serde_json::from_str(&written).expect("json");
+        change(&mut file);
+        root.write(GATEWAY, &file.to_string());
+        config::feed(&root.root())
+    };
+
+    let other = edit(&|f| f["coordinator"]["operatorId"] = "op_0000000000000000".into());
+    assert_eq!(other.status, Status::Fail, "{other:?}");
+    assert!(
+        other.found.contains("registered with") && other.fix.as_deref().is_some_and(|f| f.contains("--force")),
+        "{other:?}"
+    );
+
+    let stranger = OperatorKey::generate().expect("a key");
+    root.write("/etc/svc-gateway/stranger.key", stranger.pem());
+    root.chmod("/etc/svc-gateway/stranger.key", 0o600);
+    let wrong_key = edit(&|f| f["coordinator"]["operatorKey"] = "stranger.key".into());
+    assert_eq!(wrong_key.status, Status::Fail, "{wrong_key:?}");
+    assert!(wrong_key.found.contains("not the registered one"), "{wrong_key:?}");
+
+    let none = edit(&|f| {
+        if let Some(f) = f.as_object_mut() {
+            f.remove("coordinator");
+        }
+    });
+    assert_eq!(none.status, Status::Warn, "{none:?}");
+    assert!(none.found.contains("names no coordinator"), "{none:?}");
+
+    root.write(GATEWAY, &written);
+    root.chmod("/etc/svc-gateway/operator.key", 0o644);
+    let shared = config::feed(&root.root());
+    assert_eq!(shared.status, Status::Fail, "{shared:?}");
+    assert!(shared.fix.as_deref().is_some_and(|f| f.contains("chmod 600")), "{shared:?}");
 }

@@ -1,5 +1,6 @@
 //! Checks of an existing configuration: the gateway file `svc gateway run` reads, with its
-//! tunnel certificate and key, and the registration with its operator key.
+//! tunnel certificate and key, the registration with its operator key, and the route feed the
+//! file follows.
 
 use std::path::{Path, PathBuf};
 
@@ -151,4 +152,74 @@ pub fn registration(root: &Root) -> CheckResult {
             record.operator.name, record.operator.hostname, record.coordinator
         ),
     )
+}
+
+/// `config.feed`: `gateway.json` follows the route feed of the coordinator this host is
+/// registered with, as the registered operator, signing with the registered key (mode 0600).
+/// A file without a coordinator is a warning: its routes are the file's alone.
+pub fn feed(root: &Root) -> CheckResult {
+    const ID: &str = "config.feed";
+    const REWRITE: &str = "let init write it again: `gateway-prep init --force`";
+    let host = config_path(layout::GATEWAY_FILE);
+    let Ok(file) = GatewayFile::read_as_written(&root.path(&host)) else {
+        return CheckResult::warn(
+            ID,
+            format!("no usable {} (see config.gateway)", host.display()),
+            "run `gateway-prep init`",
+        );
+    };
+    let Some(source) = file.coordinator else {
+        return CheckResult::warn(
+            ID,
+            format!(
+                "{} names no coordinator: `svc gateway run` serves the file's routes and no others",
+                host.display()
+            ),
+            "run `gateway-prep init` again: it adds the coordinator this host is registered with",
+        );
+    };
+    let Ok(Some(record)) = Registration::read(root) else {
+        return CheckResult::warn(
+            ID,
+            "this host is not registered (see config.registration)",
+            "run `gateway-prep init`",
+        );
+    };
+    let url = source.url.trim_end_matches('/');
+    if url != record.coordinator || source.operator_id != record.operator.id {
+        return CheckResult::fail(
+            ID,
+            format!(
+                "{} follows {url} as {}, but this host is registered with {} as {}",
+                host.display(),
+                source.operator_id,
+                record.coordinator,
+                record.operator.id
+            ),
+            REWRITE,
+        );
+    }
+    let key_host = Path::new(layout::CONFIG_DIR).join(&source.operator_key);
+    let key = root
+        .read(&key_host)
+        .map_err(|e| e.to_string())
+        .and_then(|text| OperatorKey::from_pem(&text).map_err(|e| format!("{}: {e}", key_host.display())));
+    match key {
+        Err(e) => CheckResult::fail(ID, format!("the feed's operator key: {e}"), REWRITE),
+        Ok(key) if key.public_key() != record.operator.public_key => CheckResult::fail(
+            ID,
+            format!("the feed's operator key {} is not the registered one", key_host.display()),
+            REWRITE,
+        ),
+        Ok(_) => match shared_mode(&root.path(&key_host)) {
+            Some(mode) => private_mode_fail(ID, &key_host, mode),
+            None => CheckResult::pass(
+                ID,
+                format!(
+                    "`svc gateway run` follows the route feed of {url} as operator \"{}\" ({})",
+                    record.operator.name, record.operator.id
+                ),
+            ),
+        },
+    }
 }

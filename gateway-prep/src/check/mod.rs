@@ -223,6 +223,7 @@ pub async fn run_checks(inputs: &CheckInputs) -> Report {
     let mut results = vec![
         config::gateway(root),
         config::registration(root),
+        config::feed(root),
         network::port("ports.public", inputs.public, root),
         network::port("ports.tunnel", inputs.tunnel, root),
         system::nofile(root),
