@@ -159,7 +159,9 @@ impl RuntimePool {
             Lane::Write => {
                 let deadline = Instant::now() + self.wait;
                 let connected = timeout_at(deadline, self.connected(&self.write)).await.map_err(|_| self.late())??;
-                self.run(&connected, sql, params).await.map_err(|e| match e {
+                let answer = self.run(&connected, sql, params).await;
+                dropped(&self.write, &connected, &answer);
+                answer.map_err(|e| match e {
                     DbError::Postgres { source, .. } if source.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
                         DbError::Busy {
                             location: self.db.location().to_owned(),
@@ -180,7 +182,10 @@ impl RuntimePool {
         let deadline = Instant::now() + self.wait;
         let connected = timeout_at(deadline, self.connected(slot)).await.map_err(|_| self.late())??;
         match timeout_at(deadline, self.run(&connected, sql, params)).await {
-            Ok(answer) => answer,
+            Ok(answer) => {
+                dropped(slot, &connected, &answer);
+                answer
+            }
             Err(_) => {
                 // A connection that did not answer in time is not kept: the statements behind
                 // it would wait as long.
@@ -279,6 +284,15 @@ async fn connect(config: tokio_postgres::Config, db: Database, slot: Arc<Slot>, 
 }
 
 /// Drops `slot`'s connection if it is still `stuck` (not one made since).
+/// Forgets `connected` if `answer` says the database dropped it: the slot's next statement
+/// connects again, even before the client has seen its socket close (CI: a read retried at
+/// once after `pg_terminate_backend` went to the same dead connection and failed again).
+fn dropped<T>(slot: &Slot, connected: &Arc<Connected>, answer: &Result<T, DbError>) {
+    if matches!(answer, Err(DbError::Unreachable { .. })) {
+        forget(slot, connected);
+    }
+}
+
 fn forget(slot: &Slot, stuck: &Arc<Connected>) {
     let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
     if matches!(&*state, SlotState::Ready(c) if Arc::ptr_eq(c, stuck)) {
