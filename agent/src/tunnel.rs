@@ -147,9 +147,7 @@ impl rustls::client::danger::ServerCertVerifier for Pinned {
         _ocsp_response: &[u8],
         _now: rustls::pki_types::UnixTime,
     ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        let digest = ring::digest::digest(&ring::digest::SHA256, end_entity.as_ref());
-        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        if hex == self.sha256 {
+        if wire::sha256_hex(end_entity.as_ref()) == self.sha256 {
             Ok(rustls::client::danger::ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::InvalidCertificate(rustls::CertificateError::ApplicationVerificationFailure))

@@ -8,19 +8,11 @@ use relay_gateway::file::GatewayFile;
 
 use super::CheckResult;
 use crate::init::record::Registration;
-use crate::key::{OperatorKey, check_tls_identity};
+use crate::key::{OperatorKey, check_tls_identity, shared_mode};
 use crate::{Root, layout};
 
 fn config_path(name: &str) -> PathBuf {
     Path::new(layout::CONFIG_DIR).join(name)
-}
-
-/// Whether the file's mode lets anyone but its owner read or write it; `None` when it
-/// cannot be read.
-pub fn shared_mode(path: &Path) -> Option<u32> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
-    (mode & 0o077 != 0).then_some(mode)
 }
 
 fn private_mode_fail(id: &str, host: &Path, mode: u32) -> CheckResult {

@@ -104,16 +104,8 @@ impl Feed {
 
 fn read_key(path: &Path) -> Result<OperatorKey, FollowError> {
     let text = std::fs::read_to_string(path).map_err(|source| FollowError::KeyFile { path: path.into(), source })?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(path)
-            .map_err(|source| FollowError::KeyFile { path: path.into(), source })?
-            .permissions()
-            .mode();
-        if mode & 0o077 != 0 {
-            return Err(FollowError::KeyShared { path: path.into(), mode: mode & 0o777 });
-        }
+    if let Some(mode) = crate::key::shared_mode(path) {
+        return Err(FollowError::KeyShared { path: path.into(), mode });
     }
     OperatorKey::from_pem(&text).map_err(|source| FollowError::Key { path: path.into(), source })
 }
@@ -174,8 +166,7 @@ pub fn tunnel_sha256(cert_pem: &str) -> Option<String> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject as _;
     let first = CertificateDer::pem_slice_iter(cert_pem.as_bytes()).next()?.ok()?;
-    let digest = ring::digest::digest(&ring::digest::SHA256, first.as_ref());
-    Some(digest.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+    Some(relay_wire::wire::sha256_hex(first.as_ref()))
 }
 
 /// `wait`, less up to a quarter of it.

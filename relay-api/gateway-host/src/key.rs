@@ -77,6 +77,14 @@ impl OperatorKey {
     }
 }
 
+/// Whether the file's mode lets anyone but its owner read or write it (the mode, if so);
+/// `None` when it cannot be read. A key file must be its owner's alone (0600).
+pub fn shared_mode(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then_some(mode)
+}
+
 /// A tunnel certificate and its key, both PEM.
 #[derive(Debug, Clone)]
 pub struct TunnelCert {

@@ -183,6 +183,7 @@ fn answer(
 /// The table's version: the first 16 bytes of the SHA-256 of its JSON, hex.
 fn version(routes: &[RouteConfig]) -> String {
     let json = serde_json::to_vec(routes).unwrap_or_default();
-    let digest = ring::digest::digest(&ring::digest::SHA256, &json);
-    digest.as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect()
+    let mut version = relay_wire::wire::sha256_hex(&json);
+    version.truncate(32);
+    version
 }
