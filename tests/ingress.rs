@@ -5,6 +5,7 @@
 //! when its test ends, even on panic. One binary, a module per concern.
 
 mod ingress {
+    mod access;
     mod acme;
     mod catalog;
     mod client;
@@ -13,6 +14,7 @@ mod ingress {
     mod demo;
     mod deploy;
     mod deploy_refusals;
+    mod failover;
     mod fleet;
     mod interrupt;
     mod listener;
@@ -211,6 +213,7 @@ mod ingress {
                 proxy_protocol,
                 max_connections: 64,
                 standby: false,
+                guards: relay_api::gateway::Guards::default(),
             };
             StandaloneRoute { ca, ca_pem, tunnel_cert, tunnel_key, credential, route }
         }
@@ -242,13 +245,25 @@ mod ingress {
     /// Starts `svc gateway run --config FILE` and waits until it prints its addresses; the
     /// process and its public address.
     pub(super) async fn start_gateway(config: &std::path::Path) -> (Proc, SocketAddr) {
+        let (gateway, public, _) = start_gateway_with_admin(config).await;
+        (gateway, public)
+    }
+
+    /// [`start_gateway`], with the URL of its metrics too.
+    pub(super) async fn start_gateway_with_admin(config: &std::path::Path) -> (Proc, SocketAddr, String) {
         let mut command = Command::new(svc_binary());
         command.args(["gateway", "run", "--config"]).arg(config);
         let mut gateway = Proc::spawn("svc gateway run", command);
+        // "svc gateway: public ADDR tunnel ADDR admin URL"
         let line = gateway
             .expect_line(Duration::from_secs(20), "its addresses", |l| l.starts_with("svc gateway: public "))
             .await;
-        let public = line.split_whitespace().nth(3).and_then(|a| a.parse().ok());
-        (gateway, public.unwrap_or_else(|| panic!("an address in {line:?}")))
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let public = words.get(3).and_then(|a| a.parse().ok());
+        let admin = words.get(7).map(|a| (*a).to_owned());
+        match (public, admin) {
+            (Some(public), Some(admin)) => (gateway, public, admin),
+            _ => panic!("addresses in {line:?}"),
+        }
     }
 }

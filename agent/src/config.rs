@@ -17,6 +17,11 @@ pub struct AgentConfig {
     pub hostname: String,
     /// The tunnel credential (authenticates the agent to the gateway).
     pub credential: String,
+    /// Which of the route's replicas (jobs) this agent serves, named in its `Hello`: a
+    /// gateway spreads new connections over a route's replicas, and a newer session of the
+    /// same replica takes over from the older. Absent: the route's one agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
     /// The route key (signs the challenge proof; the coordinator holds only its public half).
     pub route_key: crate::challenge::RouteKey,
     /// The gateway's tunnel port.
@@ -122,13 +127,31 @@ pub enum ConfigError {
         /// The cause.
         source: serde_json::Error,
     },
+    /// `replica` is not a name a gateway accepts.
+    #[error(
+        "{path}: `replica` {name:?} is not usable: at most {} bytes of A-Z a-z 0-9 . _ -",
+        relay_wire::wire::REPLICA_NAME_MAX
+    )]
+    Replica {
+        /// The file.
+        path: PathBuf,
+        /// The name given.
+        name: String,
+    },
 }
 
 impl AgentConfig {
     /// Reads a configuration file.
     pub fn read(path: &Path) -> Result<AgentConfig, ConfigError> {
         let text = fs_err::read(path).map_err(|source| ConfigError::Io { source })?;
-        serde_json::from_slice(&text).map_err(|source| ConfigError::Invalid { path: path.to_owned(), source })
+        let config: AgentConfig =
+            serde_json::from_slice(&text).map_err(|source| ConfigError::Invalid { path: path.to_owned(), source })?;
+        match &config.replica {
+            Some(name) if !relay_wire::wire::valid_replica_name(name) => {
+                Err(ConfigError::Replica { path: path.to_owned(), name: name.clone() })
+            }
+            _ => Ok(config),
+        }
     }
 }
 

@@ -97,11 +97,11 @@ mod tests {
     #[test]
     fn every_message_holds_the_property() {
         let messages = [
-            Control::Hello { route_id: "r1".into(), credential: "c".into() },
+            Control::Hello { route_id: "r1".into(), credential: "c".into(), replica: "job-1".into() },
             Control::Welcome { heartbeat_secs: u64::MAX },
             Control::Refused { reason: "\u{0}é\"\\".into() },
             Control::Connect { ticket: wire::hex(&[0xab; TICKET_LEN]) },
-            Control::Ping { seq: 0 },
+            Control::Ping { seq: 0, ready: Some(true) },
             Control::Pong { seq: 7 },
         ];
         for m in &messages {

@@ -18,6 +18,7 @@ mod http;
 pub mod invariants;
 mod issue;
 mod lifecycle;
+pub mod readiness;
 pub mod serve;
 pub mod tunnel;
 
@@ -53,6 +54,7 @@ pub async fn run(config: AgentConfig, state_dir: &Path) -> Result<(), AgentError
     let current = Arc::new(cert::CurrentCert::default());
     let names = Arc::new(hostnames::Hostnames::new(&config.hostname));
     let ctx = serve::Context::new(config.clone(), current.clone(), names.clone());
+    readiness::start(&ctx);
     if let Some(addr) = config.direct_listen {
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|e| AgentError::Listen(format!("{addr}: {e}")))?;

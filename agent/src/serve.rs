@@ -65,6 +65,8 @@ pub struct Context {
     app: Client<AppConnector, Body>,
     tls: TlsAcceptor,
     limits: Limits,
+    /// Whether the app answers its health path, as last checked (`None`: not watched).
+    pub(crate) ready: tokio::sync::watch::Sender<Option<bool>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -96,7 +98,8 @@ impl Context {
         // challenge certificate.
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), ACME_TLS_ALPN.to_vec()];
         let app = Client::builder(TokioExecutor::new()).build(AppConnector::new());
-        Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)), limits })
+        let ready = tokio::sync::watch::Sender::new(None);
+        Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)), limits, ready })
     }
 }
 
@@ -183,26 +186,46 @@ async fn handle(
 
 /// 200 while the app answers its health path, 503 otherwise (within `HEALTH_TIMEOUT`).
 async fn health(ctx: &Context) -> Response<Body> {
+    match app_check(ctx, HEALTH_TIMEOUT).await {
+        Ok(()) => json(StatusCode::OK, &serde_json::json!({"status": "ok"})),
+        Err(AppCheckError::Internal) => {
+            json(StatusCode::INTERNAL_SERVER_ERROR, &serde_json::json!({"status": "error"}))
+        }
+        Err(e) => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({"status": "unavailable", "reason": e.to_string()}),
+        ),
+    }
+}
+
+/// Why the app is not healthy.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AppCheckError {
+    /// It answered its health path with a failure.
+    #[error("the app answered {0}")]
+    Status(StatusCode),
+    /// It could not be reached.
+    #[error("the app does not answer: {0}")]
+    Unreachable(#[source] hyper_util::client::legacy::Error),
+    /// It took too long.
+    #[error("the app did not answer within {} s", .0.as_secs())]
+    Timeout(Duration),
+    /// The request could not be made (the health path does not make a URI).
+    #[error("the health request could not be made")]
+    Internal,
+}
+
+/// Asks the app's health path, within `timeout`: `Ok` for a 2xx answer.
+pub(crate) async fn app_check(ctx: &Context, timeout: Duration) -> Result<(), AppCheckError> {
     let uri = format!("http://127.0.0.1:{}{}", ctx.config.app_port, ctx.config.app_health_path);
-    let request = Request::get(uri).body(Empty::new().map_err(|never| match never {}).boxed());
-    let answer = match request {
-        Ok(request) => tokio::time::timeout(HEALTH_TIMEOUT, ctx.app.request(request)).await,
-        Err(_) => return json(StatusCode::INTERNAL_SERVER_ERROR, &serde_json::json!({"status": "error"})),
-    };
-    match answer {
-        Ok(Ok(r)) if r.status().is_success() => json(StatusCode::OK, &serde_json::json!({"status": "ok"})),
-        Ok(Ok(r)) => json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &serde_json::json!({"status": "unavailable", "reason": format!("the app answered {}", r.status())}),
-        ),
-        Ok(Err(e)) => json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &serde_json::json!({"status": "unavailable", "reason": format!("the app does not answer: {e}")}),
-        ),
-        Err(_) => json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &serde_json::json!({"status": "unavailable", "reason": "the app did not answer within 2 s"}),
-        ),
+    let request = Request::get(uri)
+        .body(Empty::new().map_err(|never| match never {}).boxed())
+        .map_err(|_| AppCheckError::Internal)?;
+    match tokio::time::timeout(timeout, ctx.app.request(request)).await {
+        Ok(Ok(r)) if r.status().is_success() => Ok(()),
+        Ok(Ok(r)) => Err(AppCheckError::Status(r.status())),
+        Ok(Err(e)) => Err(AppCheckError::Unreachable(e)),
+        Err(_) => Err(AppCheckError::Timeout(timeout)),
     }
 }
 

@@ -2,9 +2,11 @@
 //! authenticates with the route credential; a data connection dialed per client connection
 //! the gateway announces. The job accepts no inbound connection.
 //!
-//! The control connection sends a heartbeat every `heartbeat_secs` (3 s by default) and is
-//! declared dead after three without an answer, so a dead path is noticed within 10 s; then
-//! the agent reconnects with exponential backoff (0.25 s doubling to 10 s) and full jitter.
+//! The control connection sends a heartbeat every `heartbeat_secs` (1 s by default), saying
+//! whether the app is ready ([`crate::readiness`]; at once when that changes), and is
+//! declared dead after three heartbeats without an answer, and never under 5 s
+//! (`relay_wire::wire::dead_after`), so a dead path is noticed within 10 s; then the agent
+//! reconnects with exponential backoff (0.25 s doubling to 10 s) and full jitter.
 //!
 //! An agent holds one such tunnel per gateway of its route ([`Link`]): the coordinator's
 //! gateway, whose certificate its CA signs, and gateway hosts, each recognised by its
@@ -252,7 +254,11 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
         .await
         .map_err(|_| TunnelError::Io(format!("{}: TLS handshake timed out", link.address).into()))?
         .map_err(io)?;
-    let hello = Control::Hello { route_id: config.route_id.clone(), credential: config.credential.clone() };
+    let hello = Control::Hello {
+        route_id: config.route_id.clone(),
+        credential: config.credential.clone(),
+        replica: config.replica.clone().unwrap_or_default(),
+    };
     wire::write_frame(&mut stream, &hello).await.map_err(|e| TunnelError::Io(e.into()))?;
     let heartbeat = match wire::read_frame(&mut stream).await.map_err(|e| TunnelError::Io(e.into()))? {
         Control::Welcome { heartbeat_secs } => Duration::from_secs(heartbeat_secs.max(1)),
@@ -269,8 +275,9 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
             }
         }
     });
-    let dead_after = heartbeat * 3;
+    let dead_after = wire::dead_after(heartbeat);
     let mut ticker = tokio::time::interval(heartbeat);
+    let mut ready = ctx.ready.subscribe();
     let mut last_heard = tokio::time::Instant::now();
     let mut seq = 0u64;
     let result = loop {
@@ -288,10 +295,13 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
             // Declared dead exactly `dead_after` after the last word from the gateway, not at
             // the next tick after that.
             () = tokio::time::sleep_until(last_heard + dead_after) => break Err(TunnelError::Dead(dead_after)),
+            // A change of readiness is told at once, not at the next heartbeat (a closed
+            // channel never happens: the context holds its sender).
+            Ok(()) = ready.changed() => ticker.reset_immediately(),
             _ = ticker.tick() => {
                 seq += 1;
                 // A write to a stopped peer may hang once buffers fill: bound it.
-                let ping = Control::Ping { seq };
+                let ping = Control::Ping { seq, ready: *ready.borrow_and_update() };
                 match tokio::time::timeout(heartbeat, wire::write_frame(&mut writer, &ping)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => break Err(TunnelError::Io(e.into())),

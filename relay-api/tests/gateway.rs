@@ -12,7 +12,9 @@ mod gateway {
     mod child;
     mod fairness;
     mod floods;
+    mod guards;
     mod refusals;
+    mod replicas;
     mod soak;
     mod standby;
 
@@ -56,6 +58,7 @@ mod gateway {
             proxy_protocol: false,
             max_connections,
             standby: false,
+            guards: relay_api::gateway::Guards::default(),
         }
     }
 
@@ -114,7 +117,7 @@ mod gateway {
         let tcp = TcpStream::connect(tunnel).await.expect("tunnel");
         let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
         let mut stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
-        let hello = Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into() };
+        let hello = Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into(), replica: String::new() };
         wire::write_frame(&mut stream, &hello).await.expect("hello");
         assert!(matches!(wire::read_frame(&mut stream).await.expect("welcome"), Control::Welcome { .. }));
         tokio::spawn(async move {
@@ -123,7 +126,7 @@ mod gateway {
                 let mut seq = 0;
                 loop {
                     seq += 1;
-                    if wire::write_frame(&mut writer, &Control::Ping { seq }).await.is_err() {
+                    if wire::write_frame(&mut writer, &Control::Ping { seq, ready: None }).await.is_err() {
                         return;
                     }
                     tokio::time::sleep(Duration::from_millis(300)).await;

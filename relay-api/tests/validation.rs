@@ -97,6 +97,7 @@ impl World {
             proxy_protocol: true,
             max_connections: 64,
             standby: false,
+            guards: relay_api::gateway::Guards::default(),
         };
         gateway.set_routes(vec![route.clone()]);
         let coordinator = LocalCoordinator::new(ca);
@@ -110,6 +111,7 @@ impl World {
             route_id: ROUTE.to_owned(),
             hostname: CANONICAL.to_owned(),
             credential: credential.clone(),
+            replica: None,
             route_key: route_key().clone(),
             gateway: bound.tunnel,
             gateway_name: "gateway.localhost".to_owned(),
@@ -172,6 +174,7 @@ fn target(hostname: &str, public_key: &str) -> RouteTarget {
         hostname: hostname.to_owned(),
         route_public_key: public_key.to_owned(),
         standby: false,
+        probe_key: None,
     }
 }
 

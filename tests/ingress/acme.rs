@@ -46,6 +46,7 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
         route_id: "acme".to_owned(),
         hostname: HOST.to_owned(),
         credential,
+        replica: None,
         route_key: agent::challenge::RouteKey::generate().expect("a route key"),
         gateway: tunnel,
         gateway_name: "gateway.localhost".to_owned(),

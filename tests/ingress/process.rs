@@ -167,8 +167,29 @@ pub(crate) fn node() -> std::ffi::OsString {
 }
 
 /// A loopback port free right now.
+///
+/// Below the kernel's ephemeral range (32768 and up on Linux), and never the same port twice
+/// in this process: a port from `bind(0)`, closed and then bound by a process started later,
+/// was taken meanwhile by another test's `bind(0)` or outgoing connection ("svc gateway:
+/// cannot listen on 127.0.0.1:36669: Address already in use").
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    // Each test binary starts at its own place in 20000-32000, from its process ID.
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        20_000 + (std::process::id() % 2_000) as u16 * 6,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..12_000 {
+        let port = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + port.wrapping_sub(20_000) % 12_000;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 20000-32000")
 }
 
 /// Starts the bundled Node demo on a free port and waits until it listens; (process, port).

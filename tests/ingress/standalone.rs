@@ -14,7 +14,7 @@ use super::{StandaloneRoute, start_gateway};
 const HOST: &str = "web.localhost";
 
 /// The agent's heartbeat (the gateway's default, which it announces in its `Welcome`).
-const HEARTBEAT: Duration = Duration::from_secs(3);
+const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// What the agent and gateway promise: a dead path is noticed within 10 s.
 const DEAD_WITHIN: Duration = Duration::from_secs(10);
@@ -42,6 +42,7 @@ async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
         route_id: "web".to_owned(),
         hostname: HOST.to_owned(),
         credential,
+        replica: None,
         route_key: agent::challenge::RouteKey::generate().expect("a route key"),
         gateway: tunnel,
         gateway_name: "gateway.localhost".to_owned(),

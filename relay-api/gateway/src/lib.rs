@@ -21,10 +21,12 @@ mod admin;
 mod client;
 pub mod feed;
 pub mod file;
+pub mod guards;
 pub mod metrics;
 mod pending;
 mod relay;
 mod replay;
+mod replicas;
 pub mod sni;
 mod tunnel;
 
@@ -36,16 +38,18 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 pub use accounting::RouteRow;
 use accounting::{Accounting, Admitted, Refusal};
 use client::Client;
+pub use guards::{ClientNetwork, Guards, RateLimit};
 pub use metrics::{Metrics, PendingRow};
 use pending::{Pending, PendingSlot, Port};
 use relay_wire::accept::Backoff;
 pub use relay_wire::idle::Timeouts;
 use relay_wire::wire::{self, TICKET_LEN};
+pub use replicas::ReplicaRow;
 
 /// One route: a hostname served by one job's agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +73,9 @@ pub struct RouteConfig {
     /// `acme-tls/1` alone), so that its agent can be issued its certificate.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub standby: bool,
+    /// Who may connect, and how fast (the project's `access`): open when absent.
+    #[serde(default, skip_serializing_if = "Guards::is_open")]
+    pub guards: Guards,
 }
 
 fn default_max_connections() -> usize {
@@ -94,9 +101,15 @@ pub struct GatewayConfig {
     pub client_hello_timeout: Duration,
     /// Time allowed for an agent's data connection (default 10 s).
     pub data_connect_timeout: Duration,
-    /// How often agents must send a heartbeat; a silent control connection is dropped after
-    /// three of these (default 3 s: a dead agent is gone within 10 s).
+    /// How often agents must send a heartbeat (default 1 s). An agent silent for 2.5 of these
+    /// is out of rotation; its control connection is closed after three, and never under
+    /// 5 s (`relay_wire::wire::dead_after`).
     pub heartbeat: Duration,
+    /// How long a replica has to answer a `Connect` with its data connection before the
+    /// connection is offered to another replica of the route, when it has one (default 2 s).
+    /// The unanswering replica is out of rotation for 5 s. A route's last replica gets all of
+    /// `data_connect_timeout`.
+    pub replica_answer_timeout: Duration,
     /// When a routed connection that neither side closed is over: 5 minutes without a byte
     /// either way, or 10 s without one after a side ended its sending (default).
     pub timeouts: Timeouts,
@@ -148,7 +161,8 @@ impl GatewayConfig {
             client_hello_max: 16 * 1024,
             client_hello_timeout: Duration::from_secs(10),
             data_connect_timeout: Duration::from_secs(10),
-            heartbeat: Duration::from_secs(3),
+            heartbeat: Duration::from_secs(1),
+            replica_answer_timeout: Duration::from_secs(2),
             timeouts: Timeouts::DEFAULT,
             client_share_percent: 25,
             client_hellos_per_client: 64,
@@ -184,13 +198,6 @@ pub enum GatewayError {
     Stopped,
 }
 
-/// The agent session of a route: where to ask for data connections.
-#[derive(Debug, Clone)]
-struct Session {
-    id: u64,
-    connect: mpsc::Sender<[u8; TICKET_LEN]>,
-}
-
 /// A running gateway's shared state.
 #[derive(Debug)]
 pub struct Gateway {
@@ -202,7 +209,10 @@ pub struct Gateway {
     accounting: Arc<Accounting>,
     /// Connections not yet routed or authenticated, both ports.
     pending: Arc<Pending>,
-    sessions: Mutex<HashMap<String, Session>>,
+    /// Every route's agents, and which one a new connection goes to.
+    replicas: replicas::Replicas,
+    /// Guarded routes' rate buckets and refusal counts.
+    guards: guards::GuardState,
     /// Public connections waiting for their data connection, by ticket.
     tickets: Mutex<HashMap<[u8; TICKET_LEN], oneshot::Sender<TcpStream>>>,
     /// Counters.
@@ -227,12 +237,13 @@ impl Gateway {
     pub fn new(config: GatewayConfig) -> Arc<Gateway> {
         Arc::new(Gateway {
             pending: Arc::new(Pending::new(config.max_pending)),
+            replicas: replicas::Replicas::new(config.heartbeat),
+            guards: guards::GuardState::default(),
             config,
             routes: RwLock::default(),
             by_host: RwLock::default(),
             standby_by_host: RwLock::default(),
             accounting: Arc::default(),
-            sessions: Mutex::default(),
             tickets: Mutex::default(),
             metrics: Metrics::default(),
             feed: feed::FeedState::default(),
@@ -256,6 +267,8 @@ impl Gateway {
             by_id.insert(route.route_id.clone(), route);
         }
         let ids: Vec<String> = by_id.keys().cloned().collect();
+        self.replicas.keep_counts_of(ids.iter().map(String::as_str));
+        self.guards.keep(by_id.values().filter(|r| !r.guards.is_open()).map(|r| r.route_id.as_str()));
         self.accounting.configure(ids.iter().map(String::as_str), || {
             if let (Ok(mut r), Ok(mut h), Ok(mut s)) =
                 (self.routes.write(), self.by_host.write(), self.standby_by_host.write())
@@ -307,6 +320,11 @@ impl Gateway {
         self.accounting.rows()
     }
 
+    /// Every route's replicas: how many are in rotation, and where connections went.
+    pub fn replica_rows(&self) -> Vec<ReplicaRow> {
+        self.replicas.rows()
+    }
+
     /// Connections not yet routed or authenticated, and the most allowed at once.
     pub fn pending_connections(&self) -> PendingRow {
         PendingRow { open: self.pending.len(), cap: self.pending.cap() }
@@ -333,6 +351,8 @@ impl Gateway {
         out += "# HELP svc_gateway_routes Routes configured now.\n";
         out += "# TYPE svc_gateway_routes gauge\n";
         out += &format!("svc_gateway_routes {}\n", self.route_count());
+        metrics::render_replicas(&mut out, &self.replicas.rows());
+        metrics::render_refused(&mut out, &self.guards.refused());
         self.feed.render(&mut out);
         out
     }
@@ -425,6 +445,11 @@ impl Gateway {
         let Some(route) = self.route_for_hello(&hello) else {
             return self.metrics.outcome("unknown_sni");
         };
+        if !exempt_from_guards(&hello, &route)
+            && let Err(refused) = self.guards.admit(&route.route_id, &route.guards, peer.ip())
+        {
+            return self.metrics.outcome(refused.label());
+        }
         let share = self.config.client_share(route.max_connections);
         // The slot goes back to this route ID's count when the connection ends, however the
         // routes change meanwhile.
@@ -443,7 +468,7 @@ impl Gateway {
             data = self.data_connection(&route.route_id) => data,
             () = slot.activity().closed() => return self.metrics.outcome("evicted"),
         };
-        let Some(mut data) = data else {
+        let Some((mut data, _replica)) = data else {
             return self.metrics.outcome("no_tunnel");
         };
         self.metrics.outcome("routed");
@@ -465,17 +490,55 @@ impl Gateway {
         drop(slot);
     }
 
-    /// Asks the route's agent for a data connection and waits for it. Cancel-safe: the
-    /// ticket is withdrawn however the wait ends.
-    async fn data_connection(&self, route_id: &str) -> Option<TcpStream> {
-        let session = self.sessions.lock().ok()?.get(route_id).cloned()?;
-        let ticket = wire::new_ticket().ok()?;
-        let (tx, rx) = oneshot::channel();
-        self.tickets.lock().ok()?.insert(ticket, tx);
-        let _withdraw = Withdraw { tickets: &self.tickets, ticket };
-        session.connect.send(ticket).await.ok()?;
-        tokio::time::timeout(self.config.data_connect_timeout, rx).await.ok()?.ok()
+    /// Asks a replica of the route for a data connection and waits for it; a replica that
+    /// does not answer within `replica_answer_timeout` is out of rotation, and the next is
+    /// asked, all within `data_connect_timeout`. The connection, and its place in its
+    /// replica's open count. Cancel-safe: each ticket is withdrawn however its wait ends.
+    async fn data_connection(&self, route_id: &str) -> Option<(TcpStream, replicas::Held)> {
+        let deadline = tokio::time::Instant::now() + self.config.data_connect_timeout;
+        let mut tried = Vec::new();
+        loop {
+            let ticket = wire::new_ticket().ok()?;
+            let entropy = u64::from_le_bytes(ticket[..8].try_into().ok()?);
+            let replicas::Choice { replica, others } = self.replicas.pick(route_id, &tried, entropy)?;
+            tried.push(replica.session);
+            let (tx, rx) = oneshot::channel();
+            self.tickets.lock().ok()?.insert(ticket, tx);
+            let _withdraw = Withdraw { tickets: &self.tickets, ticket };
+            if !replica.ask(ticket) {
+                continue;
+            }
+            let until = if others {
+                deadline.min(tokio::time::Instant::now() + self.config.replica_answer_timeout)
+            } else {
+                deadline
+            };
+            match tokio::time::timeout_at(until, rx).await {
+                Ok(Ok(stream)) => {
+                    self.replicas.routed(route_id, &replica);
+                    return Some((stream, replica.hold()));
+                }
+                Ok(Err(_)) => return None,
+                Err(_) if until >= deadline => return None,
+                Err(_) => {
+                    self.metrics.tunnel("replica_unanswered");
+                    self.replicas.unanswered(&replica);
+                }
+            }
+        }
     }
+}
+
+/// Whether a connection passes a route's guards unchecked: an ACME server's tls-alpn-01
+/// validation (answered with a handshake and nothing else), or the coordinator's validation
+/// showing a current probe token of the route.
+fn exempt_from_guards(hello: &sni::Hello, route: &RouteConfig) -> bool {
+    if route.guards.is_open() || hello.acme_tls {
+        return true;
+    }
+    let Some(token) = &hello.probe else { return false };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    relay_wire::alpn::probe_valid(token, &route.credential_sha256, &route.route_id, now)
 }
 
 /// Withdraws a ticket when its wait ends.

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 
 use super::accounting::RouteRow;
+use super::replicas::ReplicaRow;
 
 /// The gateway's counters. Labels are bounded: outcomes and listeners are fixed sets, and the
 /// per-route series come from the route accounting (configured routes, and removed ones
@@ -133,6 +134,46 @@ impl Metrics {
     }
 }
 
+/// The per-route replica series: sessions in and out of rotation, and connections routed to
+/// each replica (by the name from its `Hello`; `""` for a route's one unnamed agent).
+pub(super) fn render_replicas(out: &mut String, rows: &[ReplicaRow]) {
+    *out += "# HELP svc_gateway_route_replicas Agent sessions of each route now, in or out of rotation.\n";
+    *out += "# TYPE svc_gateway_route_replicas gauge\n";
+    for r in rows {
+        let route = &r.route_id;
+        let _ =
+            writeln!(out, "svc_gateway_route_replicas{{route=\"{route}\",state=\"in_rotation\"}} {}", r.in_rotation);
+        let _ = writeln!(
+            out,
+            "svc_gateway_route_replicas{{route=\"{route}\",state=\"out_of_rotation\"}} {}",
+            r.out_of_rotation
+        );
+    }
+    *out += "# HELP svc_gateway_replica_connections_total Connections routed to each replica of each route.\n";
+    *out += "# TYPE svc_gateway_replica_connections_total counter\n";
+    for r in rows {
+        for (replica, n) in &r.routed {
+            let _ = writeln!(
+                out,
+                "svc_gateway_replica_connections_total{{route=\"{}\",replica=\"{replica}\"}} {n}",
+                r.route_id
+            );
+        }
+    }
+}
+
+/// Connections each route's guards refused, by reason (`client_not_allowed`,
+/// `rate_limited`).
+pub(super) fn render_refused(out: &mut String, refused: &BTreeMap<String, BTreeMap<&'static str, u64>>) {
+    *out += "# HELP svc_gateway_route_refused_total Connections a route's guards refused, by reason.\n";
+    *out += "# TYPE svc_gateway_route_refused_total counter\n";
+    for (route, reasons) in refused {
+        for (reason, n) in reasons {
+            let _ = writeln!(out, "svc_gateway_route_refused_total{{route=\"{route}\",reason=\"{reason}\"}} {n}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +195,21 @@ mod tests {
         assert!(text.contains("svc_gateway_route_connections_total{route=\"r1\"} 2\n"));
         assert!(text.contains("svc_gateway_route_active_connections{route=\"r1\"} 1\n"));
         assert!(text.contains("svc_gateway_route_agents{route=\"r1\"} 1\n"));
+    }
+
+    #[test]
+    fn renders_replicas_in_and_out_of_rotation_and_where_connections_went() {
+        let row = ReplicaRow {
+            route_id: "r1".into(),
+            in_rotation: 2,
+            out_of_rotation: 1,
+            routed: [("a".to_owned(), 5), ("b".to_owned(), 7)].into_iter().collect(),
+        };
+        let mut text = String::new();
+        render_replicas(&mut text, &[row]);
+        assert!(text.contains("svc_gateway_route_replicas{route=\"r1\",state=\"in_rotation\"} 2\n"), "{text}");
+        assert!(text.contains("svc_gateway_route_replicas{route=\"r1\",state=\"out_of_rotation\"} 1\n"));
+        assert!(text.contains("svc_gateway_replica_connections_total{route=\"r1\",replica=\"a\"} 5\n"));
+        assert!(text.contains("svc_gateway_replica_connections_total{route=\"r1\",replica=\"b\"} 7\n"));
     }
 }

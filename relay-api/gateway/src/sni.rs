@@ -49,6 +49,9 @@ pub struct Hello {
     /// Whether the only ALPN protocol offered is `acme-tls/1` (an ACME server's tls-alpn-01
     /// validation).
     pub acme_tls: bool,
+    /// The token of an ALPN protocol `svc-probe/<token>`, if one was offered (the
+    /// coordinator's validation: `relay_wire::alpn::probe_alpn`).
+    pub probe: Option<Vec<u8>>,
     /// The bytes read from the client, to forward unchanged.
     pub bytes: Vec<u8>,
 }
@@ -91,11 +94,15 @@ async fn read(stream: &mut TcpStream, max_bytes: usize) -> Result<Hello, HelloEr
                     .and_then(|mut offered| offered.find_map(|p| p.strip_prefix(ROUTE_ALPN_PREFIX)))
                     .and_then(|id| std::str::from_utf8(id).ok())
                     .map(str::to_owned);
+                let probe = hello
+                    .alpn()
+                    .and_then(|mut offered| offered.find_map(|p| p.strip_prefix(relay_wire::alpn::PROBE_ALPN_PREFIX)))
+                    .map(<[u8]>::to_vec);
                 let acme_tls = hello.alpn().is_some_and(|mut offered| {
                     offered.next() == Some(relay_wire::alpn::ACME_TLS_ALPN) && offered.next().is_none()
                 });
                 return match name {
-                    Some(server_name) => Ok(Hello { server_name, route_id, acme_tls, bytes }),
+                    Some(server_name) => Ok(Hello { server_name, route_id, acme_tls, probe, bytes }),
                     None => Err(HelloError::NoSni),
                 };
             }

@@ -25,7 +25,8 @@ use tokio_rustls::server::TlsStream;
 
 use super::pending::{PendingSlot, Port};
 use super::replay::Replay;
-use super::{Gateway, GatewayError, Session};
+use super::replicas::Replica;
+use super::{Gateway, GatewayError};
 use relay_wire::accept::Backoff;
 use relay_wire::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
 
@@ -72,9 +73,9 @@ pub(super) async fn accept_loop(gw: Arc<Gateway>, listener: TcpListener, tls: Ar
 enum Established {
     /// A data connection that presented this ticket.
     Data(TcpStream, [u8; TICKET_LEN]),
-    /// A control connection whose `Hello` named this route and credential (boxed: a TLS
-    /// stream is large, and one per agent).
-    Control(Box<TlsStream<Replay<TcpStream>>>, String, String),
+    /// A control connection and its `Hello` (boxed: a TLS stream is large, and one per
+    /// agent).
+    Control(Box<TlsStream<Replay<TcpStream>>>, Hello),
 }
 
 /// One tunnel connection: pending until it is established (or closed to make room, or out of
@@ -89,9 +90,7 @@ async fn connection(gw: &Gateway, stream: TcpStream, mut pending: PendingSlot, a
     drop(pending);
     match established {
         Some(Established::Data(stream, ticket)) => data_connection(gw, stream, ticket),
-        Some(Established::Control(tls, route_id, credential)) => {
-            control_connection(gw, tls, route_id, credential, id).await;
-        }
+        Some(Established::Control(tls, hello)) => control_connection(gw, tls, hello, id).await,
         None => {}
     }
 }
@@ -114,11 +113,11 @@ async fn establish(gw: &Gateway, mut stream: TcpStream, acceptor: &TlsAcceptor, 
         return None;
     };
     let hello = tokio::time::timeout(step, wire::read_frame(&mut tls)).await;
-    let Ok(Ok(Control::Hello { route_id, credential })) = hello else {
+    let Ok(Ok(Control::Hello { route_id, credential, replica })) = hello else {
         gw.metrics.tunnel("no_hello");
         return None;
     };
-    Some(Established::Control(Box::new(tls), route_id, credential))
+    Some(Established::Control(Box::new(tls), Hello { route_id, credential, replica }))
 }
 
 /// A data connection's head: its tag, then its ticket.
@@ -150,35 +149,59 @@ fn data_connection(gw: &Gateway, stream: TcpStream, ticket: [u8; TICKET_LEN]) {
     }
 }
 
-/// An agent's control connection, its `Hello` read: refused, or its route's session until it
-/// closes or its heartbeats stop.
-async fn control_connection(
-    gw: &Gateway,
-    mut tls: Box<TlsStream<Replay<TcpStream>>>,
-    route_id: String,
-    credential: String,
-    id: u64,
-) {
+/// An agent's control connection, its `Hello` read: refused, or one of its route's replicas
+/// until it closes, its heartbeats stop, or a newer session of the same replica takes over.
+async fn control_connection(gw: &Gateway, mut tls: Box<TlsStream<Replay<TcpStream>>>, hello: Hello, id: u64) {
+    let Hello { route_id, credential, replica } = hello;
     let presented = wire::sha256_hex(credential.as_bytes());
     let route = gw.route(&route_id);
+    let refuse = |reason: String| Control::Refused { reason };
     let Some(route) = route.filter(|r| r.credential_sha256.eq_ignore_ascii_case(&presented)) else {
         gw.metrics.tunnel("refused");
         let reason = format!("route \"{route_id}\" is unknown here or its credential is wrong");
-        let _ = wire::write_frame(&mut tls, &Control::Refused { reason }).await;
+        let _ = wire::write_frame(&mut tls, &refuse(reason)).await;
+        return;
+    };
+    if !wire::valid_replica_name(&replica) {
+        gw.metrics.tunnel("refused");
+        let reason =
+            format!("the replica name is not usable: at most {} bytes of A-Z a-z 0-9 . _ -", wire::REPLICA_NAME_MAX);
+        let _ = wire::write_frame(&mut tls, &refuse(reason)).await;
+        return;
+    }
+    let (connect, mut asks) = mpsc::channel::<[u8; TICKET_LEN]>(256);
+    let Ok(session) = gw.replicas.join(&route_id, &replica, id, connect) else {
+        gw.metrics.tunnel("replica_limit");
+        let reason = format!("route \"{route_id}\" has {} agents connected here already", wire::MAX_REPLICAS);
+        let _ = wire::write_frame(&mut tls, &refuse(reason)).await;
         return;
     };
     let heartbeat = gw.config.heartbeat;
-    if wire::write_frame(&mut tls, &Control::Welcome { heartbeat_secs: heartbeat.as_secs().max(1) }).await.is_err() {
-        return;
+    let welcome = Control::Welcome { heartbeat_secs: heartbeat.as_secs().max(1) };
+    if wire::write_frame(&mut tls, &welcome).await.is_ok() {
+        gw.metrics.tunnel("accepted");
+        let _presence = gw.accounting.agent(&route.route_id);
+        drop(route);
+        serve_session(gw, tls, &session, &mut asks).await;
     }
-    gw.metrics.tunnel("accepted");
-    // The newest agent of a route takes over: a restarted agent must not wait for the old
-    // session to time out.
-    let (connect, mut asks) = mpsc::channel::<[u8; TICKET_LEN]>(256);
-    if let Ok(mut s) = gw.sessions.lock() {
-        s.insert(route_id.clone(), Session { id, connect });
-    }
-    let _presence = gw.accounting.agent(&route.route_id);
+    gw.replicas.leave(&route_id, &session);
+}
+
+/// An agent's `Hello`, as the gateway reads it.
+struct Hello {
+    route_id: String,
+    credential: String,
+    replica: String,
+}
+
+/// Answers a session's heartbeats and passes it `Connect` requests until it closes, goes
+/// silent for [`wire::dead_after`] the heartbeat, or is retired.
+async fn serve_session(
+    gw: &Gateway,
+    tls: Box<TlsStream<Replay<TcpStream>>>,
+    session: &Replica,
+    asks: &mut mpsc::Receiver<[u8; TICKET_LEN]>,
+) {
     let (mut reader, mut writer) = tokio::io::split(tls);
     let (frames_tx, mut frames) = mpsc::channel(16);
     let read_task = tokio::spawn(async move {
@@ -188,13 +211,14 @@ async fn control_connection(
             }
         }
     });
-    let dead_after = heartbeat * 3;
+    let dead_after = wire::dead_after(gw.config.heartbeat);
     let mut deadline = tokio::time::Instant::now() + dead_after;
     loop {
         tokio::select! {
             frame = frames.recv() => match frame {
-                Some(Control::Ping { seq }) => {
+                Some(Control::Ping { seq, ready }) => {
                     deadline = tokio::time::Instant::now() + dead_after;
+                    gw.replicas.heard(session, ready);
                     if wire::write_frame(&mut writer, &Control::Pong { seq }).await.is_err() { break; }
                 }
                 Some(_) => {}
@@ -207,6 +231,10 @@ async fn control_connection(
                 }
                 None => break,
             },
+            () = session.retired() => {
+                gw.metrics.tunnel("replaced");
+                break;
+            }
             () = tokio::time::sleep_until(deadline) => {
                 gw.metrics.tunnel("heartbeat_lost");
                 break;
@@ -214,9 +242,4 @@ async fn control_connection(
         }
     }
     read_task.abort();
-    if let Ok(mut s) = gw.sessions.lock()
-        && s.get(&route_id).is_some_and(|s| s.id == id)
-    {
-        s.remove(&route_id);
-    }
 }

@@ -859,7 +859,7 @@ impl Engine {
         let Some(keys) = self.db(|store| store.route_keys(&d.id))? else { return Ok(()) };
         let probe = &self.parts.probe;
         let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
-        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys.route_public_key, false).await;
+        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys, false).await;
         self.check_pins(d, &pins, &mut probed.outcome);
         self.record(d, &d.canonical_hostname, &probed.outcome)?;
         if probed.outcome.is_ok() {
@@ -904,7 +904,7 @@ impl Engine {
             match h.state {
                 HostnameState::PendingDns => self.check_hostname(d, &h.hostname).await?,
                 HostnameState::Verified | HostnameState::Live => {
-                    let mut probed = probe.validate(&d.route_id, &h.hostname, &keys.route_public_key, false).await;
+                    let mut probed = probe.validate(&d.route_id, &h.hostname, &keys, false).await;
                     self.check_pins(d, &pins, &mut probed.outcome);
                     self.record(d, &h.hostname, &probed.outcome)?;
                     let (state, hints) = match probed.outcome {

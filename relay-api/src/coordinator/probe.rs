@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::coordinator::store::RouteKeys;
 use crate::dns::{DnsChecker, DnsConfig};
 use crate::hint::{Hint, Stage};
 use crate::validation::{Resolve, RouteTarget, RouteValidator, VALIDATOR_VERSION, ValidatorConfig};
@@ -28,13 +29,14 @@ pub trait Probe: Send + Sync {
     fn version(&self) -> &str;
     /// The `sha256:` digest of that version's canonical definition.
     fn digest(&self) -> &str;
-    /// Validates `hostname` of a route through the public path; a `standby` route (a
-    /// redeploy's successor) is asked for by its ID, as the gateway routes no client to it.
+    /// Validates `hostname` of a route, whose job holds `keys`, through the public path; a
+    /// `standby` route (a redeploy's successor) is asked for by its ID, as the gateway routes
+    /// no client to it.
     fn validate<'a>(
         &'a self,
         route_id: &'a str,
         hostname: &'a str,
-        route_public_key: &'a str,
+        keys: &'a RouteKeys,
         standby: bool,
     ) -> BoxFuture<'a, Probed>;
     /// Checks a customer hostname's DNS records; no hints means verified.
@@ -118,15 +120,16 @@ impl Probe for PublicProbe {
         &'a self,
         route_id: &'a str,
         hostname: &'a str,
-        route_public_key: &'a str,
+        keys: &'a RouteKeys,
         standby: bool,
     ) -> BoxFuture<'a, Probed> {
         Box::pin(async move {
             let target = RouteTarget {
                 route_id: route_id.to_owned(),
                 hostname: hostname.to_owned(),
-                route_public_key: route_public_key.to_owned(),
+                route_public_key: keys.route_public_key.clone(),
                 standby,
+                probe_key: Some(keys.credential_sha256.clone()),
             };
             let v = self.validator.validate(&target).await;
             let outcome = v.outcome.map(|p| {

@@ -74,6 +74,16 @@ pub(super) static LOCAL_ENV_NAME: Pattern = Pattern {
     exact: true,
 };
 
+/// An `access.allowClients` entry: a client network in CIDR form, or one address.
+pub(super) static CLIENT_NETWORK: Pattern = Pattern {
+    describe: "an IPv4 or IPv6 network in CIDR form (`203.0.113.0/24`, `2001:db8::/32`) or one address (`198.51.100.7`), with no bit set past the prefix",
+    // The characters and the shape; the address itself, the prefix's bound and the host
+    // bits are the check's.
+    regex: "^[0-9A-Fa-f:.]+(?:/[0-9]{1,3})?$",
+    check: |s| s.parse::<crate::gateway::ClientNetwork>().is_ok(),
+    exact: false,
+};
+
 /// Every format, for the agreement test.
 #[cfg(test)]
 pub(super) static ALL: &[(&str, &Pattern)] = &[
@@ -82,6 +92,7 @@ pub(super) static ALL: &[(&str, &Pattern)] = &[
     ("RELATIVE_PATH", &RELATIVE_PATH),
     ("HEALTH_PATH", &HEALTH_PATH),
     ("LOCAL_ENV_NAME", &LOCAL_ENV_NAME),
+    ("CLIENT_NETWORK", &CLIENT_NETWORK),
 ];
 
 #[cfg(test)]
@@ -135,6 +146,11 @@ mod tests {
         assert!(ok(&HEALTH_PATH, "/health?full=1"));
         assert!(!ok(&HEALTH_PATH, "health"));
         assert!(!ok(&HEALTH_PATH, "/he alth"));
+        assert!(ok(&CLIENT_NETWORK, "203.0.113.0/24") && ok(&CLIENT_NETWORK, "2001:db8::/32"));
+        assert!(ok(&CLIENT_NETWORK, "198.51.100.7") && ok(&CLIENT_NETWORK, "::1"));
+        for bad in ["203.0.113.5/24", "10.0.0.0/33", "example.com", "10.0.0.0/", "", "1.2.3/8"] {
+            assert!(!ok(&CLIENT_NETWORK, bad), "{bad}");
+        }
         assert!(ok(&LOCAL_ENV_NAME, "my_token"));
         assert!(!ok(&LOCAL_ENV_NAME, "1TOKEN"));
     }

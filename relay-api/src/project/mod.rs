@@ -41,11 +41,11 @@ use std::sync::OnceLock;
 use manifest_core::{Code, Diagnostic, Layer};
 
 pub use manifest::{DERIVED_RATE_WINDOW, DERIVED_WINDOW, ManifestV5Error};
-pub use model::{App, Dns, Kind, Project, Runtime, SecretSource, Spend, Tls, Unsupported};
+pub use model::{Access, AccessRate, App, Dns, Kind, Project, Runtime, SecretSource, Spend, Tls, Unsupported};
 pub use rules::{PORT, RESERVED_PREFIX};
 pub use table::{
-    DEFAULT_HEALTH_PATH, DEFAULT_PORT, KINDS, MAX_ENV, MAX_FUND_PERIODS, MAX_HOSTNAMES, MAX_SECRETS, PROJECT, RUNTIMES,
-    TLS_MODES,
+    DEFAULT_HEALTH_PATH, DEFAULT_PORT, KINDS, MAX_ALLOW_CLIENTS, MAX_ENV, MAX_FUND_PERIODS, MAX_HOSTNAMES,
+    MAX_RATE_BURST, MAX_RATE_PER_SECOND, MAX_SECRETS, PROJECT, RUNTIMES, TLS_MODES,
 };
 
 /// The project file's conventional name.

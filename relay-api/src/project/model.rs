@@ -26,6 +26,9 @@ pub struct Project {
     pub hostnames: Vec<String>,
     /// Whether the gateway sends PROXY v2, so the app sees client addresses.
     pub proxy_protocol: bool,
+    /// Who may connect, and how fast (every client, no limit, when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<Access>,
     /// Funding.
     pub spend: Spend,
     /// Where application TLS ends.
@@ -112,6 +115,50 @@ pub struct App {
 pub struct SecretSource {
     /// The deployer's environment variable holding the value.
     pub from_env: String,
+}
+
+/// `access`: enforced by every gateway serving the route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Access {
+    /// The client networks allowed, as written (CIDR or one address); empty: every client.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_clients: Vec<String>,
+    /// The new-connection rate limit, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<AccessRate>,
+}
+
+/// `access.rateLimit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccessRate {
+    /// New connections per second, sustained.
+    pub per_second: u32,
+    /// New connections at once after a quiet spell (`per_second` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+}
+
+impl Access {
+    /// The gateway's guards for it. Networks were checked when the project was read; one
+    /// that does not parse (never, but a newer validator could differ) is left out, which
+    /// narrows the allow-list rather than opening it.
+    pub fn guards(&self) -> crate::gateway::Guards {
+        let allow_clients: Vec<crate::gateway::ClientNetwork> =
+            self.allow_clients.iter().filter_map(|n| n.parse().ok()).collect();
+        let allow_clients = if allow_clients.is_empty() && !self.allow_clients.is_empty() {
+            // Every entry failed to parse: allow nothing (0.0.0.0 is no client's address)
+            // rather than everyone.
+            vec![crate::gateway::ClientNetwork::host(std::net::Ipv4Addr::UNSPECIFIED.into())]
+        } else {
+            allow_clients
+        };
+        let rate_limit = self
+            .rate_limit
+            .map(|r| crate::gateway::RateLimit { per_second: r.per_second, burst: r.burst.unwrap_or(r.per_second) });
+        crate::gateway::Guards { allow_clients, rate_limit }
+    }
 }
 
 /// `spend`.

@@ -14,7 +14,7 @@ use manifest_core::shape::{
     StrShape, defaulted, int, object, one_of, optional, pattern, pattern_len, required,
 };
 
-use super::formats::{HEALTH_PATH, HOSTNAME, LOCAL_ENV_NAME, PROJECT_NAME, RELATIVE_PATH};
+use super::formats::{CLIENT_NETWORK, HEALTH_PATH, HOSTNAME, LOCAL_ENV_NAME, PROJECT_NAME, RELATIVE_PATH};
 
 /// `runtime` values; only `node` is supported.
 pub const RUNTIMES: &[&str] = &["node", "python", "ruby", "go", "java", "deno", "bun", "container"];
@@ -30,6 +30,12 @@ pub const MAX_ENV: usize = 63;
 pub const MAX_SECRETS: usize = 64;
 /// Most periods one `deploy` funds at once.
 pub const MAX_FUND_PERIODS: u64 = 12;
+/// Most `access.allowClients` entries.
+pub const MAX_ALLOW_CLIENTS: usize = 64;
+/// The highest `access.rateLimit.perSecond`.
+pub const MAX_RATE_PER_SECOND: u64 = 100_000;
+/// The highest `access.rateLimit.burst`.
+pub const MAX_RATE_BURST: u64 = 1_000_000;
 /// The app's port when none is given.
 pub const DEFAULT_PORT: u64 = 8080;
 /// The app's health path when none is given.
@@ -118,6 +124,47 @@ static SPEND: ObjectShape = object(
     ],
 );
 
+static ALLOW_CLIENTS: ArrayShape = ArrayShape {
+    items: pattern_len(&CLIENT_NETWORK, 1, 49),
+    min_items: 1,
+    max_items: Some(MAX_ALLOW_CLIENTS),
+    unique: true,
+};
+
+static RATE_LIMIT: ObjectShape = object(
+    "rate limit",
+    &[
+        required(
+            "perSecond",
+            int(1, MAX_RATE_PER_SECOND),
+            "new connections per second the route takes, sustained, at each gateway (1-100000)",
+        ),
+        optional(
+            "burst",
+            int(1, MAX_RATE_BURST),
+            "new connections taken at once after a quiet spell (1-1000000; default `perSecond`)",
+        ),
+    ],
+);
+
+static ACCESS: ObjectShape = ObjectShape {
+    name: "access",
+    fields: &[
+        optional(
+            "allowClients",
+            Shape::Array(&ALLOW_CLIENTS),
+            "the client networks allowed, in CIDR form (`203.0.113.0/24`, `2001:db8::/32`) or one address; every other client is refused (1-64, distinct)",
+        ),
+        optional(
+            "rateLimit",
+            Shape::Object(&RATE_LIMIT),
+            "a new-connection rate limit for the route, at each gateway: `perSecond` and `burst`; beyond it new connections are refused",
+        ),
+    ],
+    min_fields: 1,
+    refused: &[],
+};
+
 static DNS: ObjectShape =
     object("dns", &[required("delegateZone", NON_EMPTY, "a DNS zone delegated to the gateway (not supported)")]);
 
@@ -169,6 +216,11 @@ pub static PROJECT: ObjectShape = ObjectShape {
             Shape::Bool,
             DefaultValue::Bool(false),
             "pass each client's address to the app (`X-Forwarded-For`), via PROXY v2 from the gateway (default false)",
+        ),
+        optional(
+            "access",
+            Shape::Object(&ACCESS),
+            "who may connect to the app, and how fast: `allowClients` networks and a `rateLimit`, enforced at every gateway (default: every client, no limit)",
         ),
         required("spend", Shape::Object(&SPEND), "the funding ceiling and how much one deploy funds"),
         defaulted(

@@ -161,6 +161,10 @@ pub struct RouteTarget {
     /// `svc-route/<route ID>`, which sends it to this route rather than the one serving the
     /// hostname. Every step is the same.
     pub standby: bool,
+    /// The SHA-256 of the route's tunnel credential, when known: the ClientHello then also
+    /// offers a probe token made with it (`relay_wire::alpn::probe_alpn`), so that the
+    /// route's client guards (`access` in its project) let the validation through.
+    pub probe_key: Option<String>,
 }
 
 impl std::fmt::Debug for RouteTarget {
@@ -240,11 +244,17 @@ impl RouteValidator {
         let started = Instant::now();
         let (tcp, addr) = self.connect(host, &ips, deadline).await?;
         *address = Some(addr);
-        let tls = if target.standby {
+        let tls = if target.standby || target.probe_key.is_some() {
             let mut config = (*self.tls).clone();
-            let mut route_alpn = relay_wire::alpn::ROUTE_ALPN_PREFIX.to_vec();
-            route_alpn.extend_from_slice(target.route_id.as_bytes());
-            config.alpn_protocols.push(route_alpn);
+            if target.standby {
+                let mut route_alpn = relay_wire::alpn::ROUTE_ALPN_PREFIX.to_vec();
+                route_alpn.extend_from_slice(target.route_id.as_bytes());
+                config.alpn_protocols.push(route_alpn);
+            }
+            if let Some(key) = &target.probe_key {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                config.alpn_protocols.push(relay_wire::alpn::probe_alpn(key, &target.route_id, now));
+            }
             Arc::new(config)
         } else {
             self.tls.clone()

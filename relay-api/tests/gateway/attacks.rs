@@ -41,14 +41,24 @@ async fn real_agent(w: &World) {
 /// The real agent's serving context and configuration for route [`ROUTE`] on `w`'s gateway
 /// (its certificate installed), with `limits`.
 pub(super) fn agent_context(w: &World, limits: Limits) -> (Arc<agent::serve::Context>, agent::AgentConfig) {
+    agent_context_with(w, limits, |_| {})
+}
+
+/// [`agent_context`] with its configuration as `tune` leaves it.
+pub(super) fn agent_context_with(
+    w: &World,
+    limits: Limits,
+    tune: impl FnOnce(&mut agent::AgentConfig),
+) -> (Arc<agent::serve::Context>, agent::AgentConfig) {
     let (chain, key) = w.ca.issue(&[HOST.to_owned()], Duration::from_secs(3600)).expect("a certificate");
     let key = rcgen::KeyPair::from_pem(&key).expect("its key");
     let current = Arc::new(agent::cert::CurrentCert::default());
     current.install(&chain, &key).expect("installed");
-    let config = agent::AgentConfig {
+    let mut config = agent::AgentConfig {
         route_id: ROUTE.to_owned(),
         hostname: HOST.to_owned(),
         credential: CREDENTIAL.to_owned(),
+        replica: None,
         route_key: route_key().clone(),
         gateway: w.bound.tunnel,
         gateway_name: "gateway.localhost".to_owned(),
@@ -62,6 +72,7 @@ pub(super) fn agent_context(w: &World, limits: Limits) -> (Arc<agent::serve::Con
         coordinator: None,
         refresh_secs: 30,
     };
+    tune(&mut config);
     let hostnames = Arc::new(agent::hostnames::Hostnames::new(HOST));
     let ctx = agent::serve::Context::with_limits(config.clone(), current, hostnames, limits);
     (ctx, config)

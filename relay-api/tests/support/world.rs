@@ -164,7 +164,7 @@ impl Probe for FakeProbe {
         &'a self,
         route_id: &'a str,
         _hostname: &'a str,
-        _key: &'a str,
+        _keys: &'a relay_api::coordinator::store::RouteKeys,
         standby: bool,
     ) -> BoxFuture<'a, Probed> {
         Box::pin(async move {

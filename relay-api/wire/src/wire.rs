@@ -22,6 +22,25 @@ pub const DATA_MAGIC: &[u8; 4] = b"SVCD";
 /// A data connection's ticket length.
 pub const TICKET_LEN: usize = 32;
 
+/// The longest replica name an agent may give in its `Hello`.
+pub const REPLICA_NAME_MAX: usize = 64;
+
+/// The most agents (replicas) one route may have connected to one gateway at once: a
+/// manifest's `jobs` is at most 256.
+pub const MAX_REPLICAS: usize = 256;
+
+/// Whether `name` is a replica name a `Hello` may carry (empty: the route's one agent).
+pub fn valid_replica_name(name: &str) -> bool {
+    name.len() <= REPLICA_NAME_MAX && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// How long a control connection may stay silent before either side closes it: three
+/// heartbeats, and never under 5 s, so a busy host's late heartbeat does not cost a
+/// reconnection. (A gateway stops routing to a silent agent much sooner: 2.5 heartbeats.)
+pub fn dead_after(heartbeat: std::time::Duration) -> std::time::Duration {
+    (heartbeat * 3).max(std::time::Duration::from_secs(5))
+}
+
 /// The largest control frame accepted.
 const MAX_FRAME: usize = 64 * 1024;
 
@@ -35,6 +54,11 @@ pub enum Control {
         route_id: String,
         /// The route's tunnel credential.
         credential: String,
+        /// Which of the route's replicas (its jobs) the agent serves: a newer session of the
+        /// same replica takes over from the older one. Empty (absent on the wire): the
+        /// route's one agent. At most [`REPLICA_NAME_MAX`] bytes of `A-Z a-z 0-9 . _ -`.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        replica: String,
     },
     /// Gateway to agent: accepted; send a `Ping` at least this often.
     Welcome {
@@ -55,6 +79,10 @@ pub enum Control {
     Ping {
         /// Echoed in the `Pong`.
         seq: u64,
+        /// Whether the agent's app answers its health path now. Absent: the agent does not
+        /// watch its app, and is taken as ready.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ready: Option<bool>,
     },
     /// Gateway to agent: heartbeat answer.
     Pong {
@@ -206,9 +234,40 @@ mod tests {
     #[tokio::test]
     async fn frames_round_trip() {
         let (mut a, mut b) = tokio::io::duplex(1024);
-        let m = Control::Hello { route_id: "r1".into(), credential: "c".into() };
+        let m = Control::Hello { route_id: "r1".into(), credential: "c".into(), replica: String::new() };
         write_frame(&mut a, &m).await.expect("write");
         assert_eq!(read_frame(&mut b).await.expect("read"), m);
+    }
+
+    #[test]
+    fn an_agent_without_replicas_speaks_the_old_words() {
+        // An agent or gateway from before replicas reads and writes these frames as they were.
+        let hello = Control::Hello { route_id: "r1".into(), credential: "c".into(), replica: String::new() };
+        assert_eq!(
+            serde_json::to_string(&hello).expect("json"),
+            r#"{"type":"hello","route_id":"r1","credential":"c"}"#
+        );
+        let ping: Control = serde_json::from_str(r#"{"type":"ping","seq":3}"#).expect("an old ping");
+        assert_eq!(ping, Control::Ping { seq: 3, ready: None });
+        let ping = Control::Ping { seq: 4, ready: Some(false) };
+        assert_eq!(serde_json::to_string(&ping).expect("json"), r#"{"type":"ping","seq":4,"ready":false}"#);
+    }
+
+    #[test]
+    fn replica_names_are_short_and_plain() {
+        for good in ["", "0", "job-12", "web.a_b", &"x".repeat(REPLICA_NAME_MAX)] {
+            assert!(valid_replica_name(good), "{good:?}");
+        }
+        for bad in ["a b", "é", "a/b", "x\n", &"x".repeat(REPLICA_NAME_MAX + 1), "{}\""] {
+            assert!(!valid_replica_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_silent_path_is_dead_after_three_heartbeats_and_at_least_five_seconds() {
+        use std::time::Duration;
+        assert_eq!(dead_after(Duration::from_secs(1)), Duration::from_secs(5));
+        assert_eq!(dead_after(Duration::from_secs(3)), Duration::from_secs(9));
     }
 
     #[tokio::test]

@@ -284,6 +284,7 @@ impl Launcher {
             route_id: job.route_id.to_owned(),
             hostname: d.canonical_hostname.clone(),
             credential,
+            replica: None,
             route_key,
             gateway: self.tunnel,
             gateway_name: "gateway.localhost".to_owned(),

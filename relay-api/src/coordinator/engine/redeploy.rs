@@ -109,8 +109,7 @@ impl Engine {
                 if !self.validation_due(&s.route_id, true) {
                     return Ok(());
                 }
-                let mut probed =
-                    self.parts.probe.validate(&s.route_id, &d.canonical_hostname, &keys.route_public_key, true).await;
+                let mut probed = self.parts.probe.validate(&s.route_id, &d.canonical_hostname, &keys, true).await;
                 let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
                 self.check_pins(d, &pins, &mut probed.outcome);
                 match probed.outcome {

@@ -110,12 +110,16 @@ fn route(
             .filter(|h| matches!(h.state, HostnameState::Verified | HostnameState::Live))
             .map(|h| h.hostname),
     );
+    // A project that no longer reads (a newer validator) keeps its route, unguarded and
+    // without PROXY: it was valid when deployed, and its job runs.
+    let project = crate::project::read(project_json).ok();
     Ok(RouteConfig {
         route_id: route_id.to_owned(),
         hostnames,
         credential_sha256: keys.credential_sha256,
-        proxy_protocol: crate::project::read(project_json).is_ok_and(|p| p.proxy_protocol),
+        proxy_protocol: project.as_ref().is_some_and(|p| p.proxy_protocol),
         max_connections: ROUTE_MAX_CONNECTIONS,
         standby,
+        guards: project.and_then(|p| p.access).map(|a| a.guards()).unwrap_or_default(),
     })
 }

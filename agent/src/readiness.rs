@@ -1,0 +1,47 @@
+//! Whether the app is ready for new connections: the agent asks its health path every
+//! second (each ask given 1 s) and tells every gateway with its next heartbeat, or at once
+//! when the answer changes. A gateway takes a replica whose app is not ready out of rotation
+//! (`relay-gateway`'s `replicas`), so with 1 s heartbeats an app that stops answering is
+//! out within about 2 s, and back within a second of answering again.
+//!
+//! Until the first answer the app counts as not ready: a replica just started gets no
+//! connection before its app listens.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::serve::{self, Context};
+
+/// How often the app is asked.
+pub const EVERY: Duration = Duration::from_secs(1);
+
+/// How long one ask may take.
+pub const TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Marks the app not ready, then asks its health path every [`EVERY`] for ever, publishing
+/// each answer in the context's readiness (tunnels started after this call never say
+/// "not watched"). A change is logged.
+pub fn start(ctx: &Arc<Context>) -> tokio::task::JoinHandle<()> {
+    ctx.ready.send_replace(Some(false));
+    tokio::spawn(watch(ctx.clone()))
+}
+
+async fn watch(ctx: Arc<Context>) {
+    let mut ticker = tokio::time::interval(EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let answer = serve::app_check(&ctx, TIMEOUT).await;
+        let ready = answer.is_ok();
+        let changed = ctx.ready.send_if_modified(|now| {
+            let changed = *now != Some(ready);
+            *now = Some(ready);
+            changed
+        });
+        match answer {
+            Ok(()) if changed => tracing::info!("svc agent: the app answers its health path; ready"),
+            Err(e) if changed => tracing::warn!("svc agent: not ready: {e}"),
+            _ => {}
+        }
+    }
+}

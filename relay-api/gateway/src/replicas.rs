@@ -1,0 +1,422 @@
+//! A route's agents (its replicas: one per job, named in their `Hello`) and which one a new
+//! connection goes to.
+//!
+//! A replica is **in rotation** while all of these hold:
+//!
+//! - its last heartbeat is at most 2.5 heartbeats old (1 s heartbeats: a silent agent is out
+//!   within 2.5 s, long before its control connection is closed as dead);
+//! - that heartbeat said its app answers its health path (`ready`; an agent that does not say
+//!   is taken as ready);
+//! - it has not left a `Connect` unanswered within the last [`UNANSWERED_OUT_FOR`].
+//!
+//! A new connection goes to a replica in rotation by the **power of two choices**: two picked
+//! at random, the one with fewer open connections wins. It comes within a small factor of
+//! least-connections without scanning every replica, and without sending every newcomer to
+//! the one replica that just freed a slot. When no replica is in rotation the freshest one is
+//! asked anyway (fail open): a route whose only agent is late with a heartbeat, or whose app
+//! fails its health check, is tried as it was before replicas (the agent answers 503 itself).
+//!
+//! A newer session of a replica name takes over from the older one, which is told to close
+//! ([`Replica::retired`]): a restarted agent does not wait for its old session to time out.
+//! A route has at most [`MAX_REPLICAS`] sessions; each replica's routed connections are
+//! counted by name (at most [`MAX_REPLICAS`] names per route, the rest as `other`) for as
+//! long as the route is configured.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use relay_wire::wire::{MAX_REPLICAS, TICKET_LEN};
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+/// How long a replica that left a `Connect` unanswered stays out of rotation.
+pub(super) const UNANSWERED_OUT_FOR: Duration = Duration::from_secs(5);
+
+/// The label of routed connections counted beyond a route's first [`MAX_REPLICAS`] names.
+const OTHER: &str = "other";
+
+/// One agent session of a route.
+#[derive(Debug)]
+pub(super) struct Replica {
+    /// The tunnel connection's number (unique in the gateway).
+    pub(super) session: u64,
+    /// The replica's name from its `Hello` (empty: the route's one agent).
+    pub(super) name: String,
+    /// Where its session takes `Connect` requests.
+    connect: mpsc::Sender<[u8; TICKET_LEN]>,
+    /// Woken when a newer session of the same name takes over.
+    retired: Notify,
+    /// Milliseconds since the table's epoch when it last sent a heartbeat.
+    heard_ms: AtomicU64,
+    /// Whether its last heartbeat said its app is ready.
+    ready: AtomicBool,
+    /// Out of rotation until then (milliseconds since the epoch): it left a `Connect`
+    /// unanswered.
+    unanswered_until_ms: AtomicU64,
+    /// Routed connections open through it now.
+    open: AtomicUsize,
+}
+
+impl Replica {
+    /// Asks its agent for a data connection presenting `ticket`: `false` if its session is
+    /// gone or too far behind to take more (the caller asks another).
+    pub(super) fn ask(&self, ticket: [u8; TICKET_LEN]) -> bool {
+        self.connect.try_send(ticket).is_ok()
+    }
+
+    /// Returns when a newer session of the same replica took over. Cancel-safe; a take-over
+    /// before the first wait is not missed.
+    pub(super) async fn retired(&self) {
+        self.retired.notified().await;
+    }
+
+    /// Counts one routed connection open through it until the guard is dropped.
+    pub(super) fn hold(self: &Arc<Self>) -> Held {
+        self.open.fetch_add(1, Ordering::Relaxed);
+        Held(self.clone())
+    }
+}
+
+/// A routed connection's place in its replica's open count.
+#[derive(Debug)]
+pub(super) struct Held(Arc<Replica>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The route already has [`MAX_REPLICAS`] agents connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Full;
+
+/// A replica chosen for a new connection.
+#[derive(Debug)]
+pub(super) struct Choice {
+    /// The replica.
+    pub(super) replica: Arc<Replica>,
+    /// Whether another replica (not yet tried) could be asked if this one does not answer.
+    pub(super) others: bool,
+}
+
+/// One route's replicas, as the metrics show them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaRow {
+    /// The route.
+    pub route_id: String,
+    /// Sessions in rotation now.
+    pub in_rotation: usize,
+    /// Sessions connected but out of rotation now.
+    pub out_of_rotation: usize,
+    /// Routed connections by replica name, since the route was configured.
+    pub routed: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    sessions: HashMap<String, Vec<Arc<Replica>>>,
+    /// Routed connections by route, then replica name.
+    routed: HashMap<String, BTreeMap<String, u64>>,
+}
+
+/// Every route's replicas.
+#[derive(Debug)]
+pub(super) struct Replicas {
+    table: Mutex<Table>,
+    epoch: Instant,
+    /// A replica whose last heartbeat is older than this is out of rotation.
+    silent_after: Duration,
+}
+
+impl Replicas {
+    /// No replica yet; agents heartbeat every `heartbeat`.
+    pub(super) fn new(heartbeat: Duration) -> Replicas {
+        Replicas { table: Mutex::default(), epoch: Instant::now(), silent_after: heartbeat * 5 / 2 }
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        // Plain map updates: consistent after any panic.
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Adds session `session` of replica `name` of `route_id`, heard now and ready, retiring
+    /// an older session of the same name.
+    pub(super) fn join(
+        &self,
+        route_id: &str,
+        name: &str,
+        session: u64,
+        connect: mpsc::Sender<[u8; TICKET_LEN]>,
+    ) -> Result<Arc<Replica>, Full> {
+        let replica = Arc::new(Replica {
+            session,
+            name: name.to_owned(),
+            connect,
+            retired: Notify::new(),
+            heard_ms: AtomicU64::new(self.now_ms()),
+            ready: AtomicBool::new(true),
+            unanswered_until_ms: AtomicU64::new(0),
+            open: AtomicUsize::new(0),
+        });
+        let mut table = self.table();
+        let sessions = table.sessions.entry(route_id.to_owned()).or_default();
+        if let Some(i) = sessions.iter().position(|r| r.name == name) {
+            sessions.swap_remove(i).retired.notify_one();
+        }
+        if sessions.len() >= MAX_REPLICAS {
+            return Err(Full);
+        }
+        sessions.push(replica.clone());
+        Ok(replica)
+    }
+
+    /// Removes `replica`'s session (if a newer one has not replaced it already).
+    pub(super) fn leave(&self, route_id: &str, replica: &Replica) {
+        let mut table = self.table();
+        if let Some(sessions) = table.sessions.get_mut(route_id) {
+            sessions.retain(|r| r.session != replica.session);
+            if sessions.is_empty() {
+                table.sessions.remove(route_id);
+            }
+        }
+    }
+
+    /// A heartbeat of `replica`, saying whether its app is ready (`None`: not said).
+    pub(super) fn heard(&self, replica: &Replica, ready: Option<bool>) {
+        replica.heard_ms.store(self.now_ms(), Ordering::Relaxed);
+        replica.ready.store(ready.unwrap_or(true), Ordering::Relaxed);
+    }
+
+    /// `replica` left a `Connect` unanswered: out of rotation for [`UNANSWERED_OUT_FOR`].
+    pub(super) fn unanswered(&self, replica: &Replica) {
+        let until = self.now_ms().saturating_add(UNANSWERED_OUT_FOR.as_millis() as u64);
+        replica.unanswered_until_ms.store(until, Ordering::Relaxed);
+    }
+
+    fn in_rotation(&self, replica: &Replica, now_ms: u64) -> bool {
+        let silent_ms = now_ms.saturating_sub(replica.heard_ms.load(Ordering::Relaxed));
+        u128::from(silent_ms) <= self.silent_after.as_millis()
+            && replica.ready.load(Ordering::Relaxed)
+            && replica.unanswered_until_ms.load(Ordering::Relaxed) <= now_ms
+    }
+
+    /// The replica of `route_id` a new connection asks next, leaving out the sessions in
+    /// `tried`: two in rotation picked by `entropy`, the one with fewer open connections;
+    /// or, with none in rotation, the one heard from last. `None`: no session is left.
+    pub(super) fn pick(&self, route_id: &str, tried: &[u64], entropy: u64) -> Option<Choice> {
+        let now = self.now_ms();
+        let table = self.table();
+        let left: Vec<&Arc<Replica>> =
+            table.sessions.get(route_id)?.iter().filter(|r| !tried.contains(&r.session)).collect();
+        let rotation: Vec<&Arc<Replica>> = left.iter().copied().filter(|r| self.in_rotation(r, now)).collect();
+        let chosen = match rotation.len() {
+            0 => left.iter().copied().max_by_key(|r| r.heard_ms.load(Ordering::Relaxed))?,
+            1 => rotation[0],
+            n => {
+                // Two distinct indices from one draw.
+                let first = (entropy % n as u64) as usize;
+                let second = (first + 1 + ((entropy >> 32) % (n as u64 - 1)) as usize) % n;
+                let (a, b) = (rotation[first], rotation[second]);
+                if b.open.load(Ordering::Relaxed) < a.open.load(Ordering::Relaxed) { b } else { a }
+            }
+        };
+        Some(Choice { replica: chosen.clone(), others: left.len() > 1 })
+    }
+
+    /// Counts a connection routed through `replica` of `route_id`.
+    pub(super) fn routed(&self, route_id: &str, replica: &Replica) {
+        let mut table = self.table();
+        let by_name = table.routed.entry(route_id.to_owned()).or_default();
+        let name = if by_name.contains_key(&replica.name) || by_name.len() < MAX_REPLICAS {
+            replica.name.as_str()
+        } else {
+            OTHER
+        };
+        match by_name.get_mut(name) {
+            Some(n) => *n += 1,
+            None => {
+                by_name.insert(name.to_owned(), 1);
+            }
+        }
+    }
+
+    /// Forgets the routed counts of routes no longer configured and without a session.
+    pub(super) fn keep_counts_of<'a>(&self, configured: impl IntoIterator<Item = &'a str>) {
+        let configured: HashSet<&str> = configured.into_iter().collect();
+        let mut table = self.table();
+        let Table { sessions, routed } = &mut *table;
+        routed.retain(|route, _| configured.contains(route.as_str()) || sessions.contains_key(route));
+    }
+
+    /// Every route with sessions or counts, by route ID.
+    pub(super) fn rows(&self) -> Vec<ReplicaRow> {
+        let now = self.now_ms();
+        let table = self.table();
+        let routes: std::collections::BTreeSet<&String> = table.sessions.keys().chain(table.routed.keys()).collect();
+        routes
+            .into_iter()
+            .map(|route| {
+                let sessions = table.sessions.get(route).map_or(&[][..], Vec::as_slice);
+                let in_rotation = sessions.iter().filter(|r| self.in_rotation(r, now)).count();
+                ReplicaRow {
+                    route_id: route.clone(),
+                    in_rotation,
+                    out_of_rotation: sessions.len() - in_rotation,
+                    routed: table.routed.get(route).cloned().unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(replicas: &Replicas, route: &str, name: &str, id: u64) -> (Arc<Replica>, mpsc::Receiver<[u8; 32]>) {
+        let (tx, rx) = mpsc::channel(4);
+        (replicas.join(route, name, id, tx).expect("room"), rx)
+    }
+
+    fn picks(replicas: &Replicas, tried: &[u64], draws: u64) -> BTreeMap<String, u64> {
+        let mut seen = BTreeMap::new();
+        for i in 0..draws {
+            let entropy = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let choice = replicas.pick("r", tried, entropy).expect("a replica");
+            *seen.entry(choice.replica.name.clone()).or_default() += 1;
+        }
+        seen
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn new_connections_spread_over_the_replicas_in_rotation_and_favour_the_less_loaded() {
+        let replicas = Replicas::new(Duration::from_secs(1));
+        let (a, _ra) = session(&replicas, "r", "a", 1);
+        let (_b, _rb) = session(&replicas, "r", "b", 2);
+        let (_c, _rc) = session(&replicas, "r", "c", 3);
+        let even = picks(&replicas, &[], 3000);
+        assert_eq!(even.len(), 3, "{even:?}");
+        assert!(even.values().all(|&n| (800..=1200).contains(&n)), "about a third each: {even:?}");
+        // `a` holding many connections loses every draw it is in.
+        let held: Vec<Held> = (0..10).map(|_| a.hold()).collect();
+        let loaded = picks(&replicas, &[], 3000);
+        assert_eq!(loaded.get("a"), None, "{loaded:?}");
+        drop(held);
+        assert_eq!(a.open.load(Ordering::Relaxed), 0, "the count returns to zero");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_unready_or_unanswering_replica_is_out_of_rotation_and_back_when_it_recovers() {
+        let replicas = Replicas::new(Duration::from_secs(1));
+        let (a, _ra) = session(&replicas, "r", "a", 1);
+        let (b, _rb) = session(&replicas, "r", "b", 2);
+        let only_a = |why: &str| {
+            assert_eq!(picks(&replicas, &[], 50).keys().collect::<Vec<_>>(), ["a"], "{why}");
+        };
+        // Silent: `b` stops heartbeating, `a` goes on.
+        tokio::time::advance(Duration::from_millis(2000)).await;
+        replicas.heard(&a, Some(true));
+        assert_eq!(replicas.rows()[0].in_rotation, 2, "2 s of silence is within 2.5 heartbeats");
+        tokio::time::advance(Duration::from_millis(600)).await;
+        only_a("b silent for 2.6 s");
+        assert_eq!((replicas.rows()[0].in_rotation, replicas.rows()[0].out_of_rotation), (1, 1));
+        replicas.heard(&b, None);
+        assert_eq!(replicas.rows()[0].in_rotation, 2, "a heartbeat brings it back");
+        // Not ready.
+        replicas.heard(&b, Some(false));
+        only_a("b's app is not ready");
+        replicas.heard(&b, Some(true));
+        // Left a Connect unanswered.
+        replicas.unanswered(&b);
+        only_a("b left a Connect unanswered");
+        tokio::time::advance(UNANSWERED_OUT_FOR).await;
+        replicas.heard(&a, Some(true));
+        replicas.heard(&b, Some(true));
+        assert_eq!(picks(&replicas, &[], 200).len(), 2, "back after {UNANSWERED_OUT_FOR:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_none_in_rotation_the_freshest_is_asked_and_tried_ones_are_left_out() {
+        let replicas = Replicas::new(Duration::from_secs(1));
+        let (a, _ra) = session(&replicas, "r", "a", 1);
+        let (b, _rb) = session(&replicas, "r", "b", 2);
+        replicas.heard(&a, Some(false));
+        tokio::time::advance(Duration::from_millis(10)).await;
+        replicas.heard(&b, Some(false));
+        let choice = replicas.pick("r", &[], 7).expect("fail open");
+        assert_eq!((choice.replica.name.as_str(), choice.others), ("b", true));
+        let choice = replicas.pick("r", &[b.session], 7).expect("the other");
+        assert_eq!((choice.replica.name.as_str(), choice.others), ("a", false));
+        assert!(replicas.pick("r", &[1, 2], 7).is_none(), "all tried");
+        assert!(replicas.pick("unknown", &[], 7).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_newer_session_of_a_replica_takes_over_and_the_route_is_capped() {
+        let replicas = Replicas::new(Duration::from_secs(1));
+        let (old, _r1) = session(&replicas, "r", "a", 1);
+        let (new, _r2) = session(&replicas, "r", "a", 2);
+        tokio::time::timeout(Duration::from_secs(1), old.retired()).await.expect("the old session is told");
+        replicas.leave("r", &old);
+        assert_eq!(
+            replicas.pick("r", &[], 0).expect("one").replica.session,
+            new.session,
+            "leaving late spares the new"
+        );
+        let mut held = Vec::new();
+        for i in 0..MAX_REPLICAS as u64 - 1 {
+            held.push(session(&replicas, "r", &format!("n{i}"), 10 + i));
+        }
+        let (tx, _rx) = mpsc::channel(1);
+        assert_eq!(replicas.join("r", "one-too-many", 9999, tx).err(), Some(Full));
+        let (tx, _rx) = mpsc::channel(1);
+        assert!(replicas.join("r", "n0", 10_000, tx).is_ok(), "a take-over is not a newcomer");
+        for (r, _) in &held {
+            replicas.leave("r", r);
+        }
+        replicas.leave("r", &new);
+        replicas.keep_counts_of([]);
+        let rows = replicas.rows();
+        assert_eq!(rows.len(), 1, "the take-over's session is left: {rows:?}");
+    }
+
+    #[test]
+    fn routed_counts_are_bounded_per_route_and_go_with_the_route() {
+        let replicas = Replicas::new(Duration::from_secs(1));
+        for i in 0..MAX_REPLICAS + 10 {
+            let (tx, _rx) = mpsc::channel(1);
+            let r = replicas.join("r", &format!("n{i}"), i as u64, tx).ok();
+            let replica = r.unwrap_or_else(|| {
+                // Past the cap: count through a stand-in of that name.
+                Arc::new(Replica {
+                    session: u64::MAX,
+                    name: format!("n{i}"),
+                    connect: mpsc::channel(1).0,
+                    retired: Notify::new(),
+                    heard_ms: AtomicU64::new(0),
+                    ready: AtomicBool::new(true),
+                    unanswered_until_ms: AtomicU64::new(0),
+                    open: AtomicUsize::new(0),
+                })
+            });
+            replicas.routed("r", &replica);
+        }
+        let row = replicas.rows().into_iter().find(|r| r.route_id == "r").expect("a row");
+        assert_eq!(row.routed.len(), MAX_REPLICAS + 1, "the first names, then `other`");
+        assert_eq!(row.routed.get(OTHER), Some(&10));
+        replicas.keep_counts_of(["r"]);
+        assert_eq!(replicas.rows().len(), 1);
+        for _ in 0..MAX_REPLICAS {
+            replicas.leave("r", &replicas.pick("r", &[], 0).expect("a session").replica);
+        }
+        replicas.keep_counts_of([]);
+        assert!(replicas.rows().is_empty(), "no session and not configured: forgotten");
+    }
+}

@@ -1,0 +1,111 @@
+//! Issue 20, point 5: a route's client guards (the project's `access`) at the gateway: an
+//! allow-list of client networks and a new-connection rate limit, refused connections
+//! counted per route; the coordinator's validation (a current probe token) and an ACME
+//! server's tls-alpn-01 validation pass without either check.
+
+use std::time::Duration;
+
+use relay_api::gateway::{Guards, RateLimit, RouteConfig};
+use tokio::io::AsyncWriteExt;
+
+use super::attacks::connect_from;
+use super::{Answer, CREDENTIAL, HOST, ROUTE, World, drained, route, start, test_agent};
+use agent::wire;
+
+/// The bytes of a real ClientHello for `name` offering `alpn`.
+fn hello_offering(ca_pem: &str, name: &str, alpn: Vec<Vec<u8>>) -> Vec<u8> {
+    let mut config = (*agent::tunnel::client_config(ca_pem).expect("client config")).clone();
+    config.alpn_protocols = alpn;
+    let server = rustls::pki_types::ServerName::try_from(name.to_owned()).expect("name");
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), server).expect("client");
+    let mut bytes = Vec::new();
+    conn.write_tls(&mut bytes).expect("hello");
+    bytes
+}
+
+/// Sends `hello` from `from` and waits until the gateway is done with the connection:
+/// whether it was routed.
+async fn routed(w: &World, from: [u8; 4], hello: &[u8]) -> bool {
+    let before = w.gateway.metrics.outcome_count("routed");
+    let mut tcp = connect_from(from, w.bound.public).await;
+    tcp.write_all(hello).await.expect("send");
+    let _ = tcp.shutdown().await;
+    drained(&mut tcp).await;
+    w.gateway.metrics.outcome_count("routed") > before
+}
+
+fn refused(w: &World, reason: &str) -> u64 {
+    let series = format!("svc_gateway_route_refused_total{{route=\"{ROUTE}\",reason=\"{reason}\"}} ");
+    w.gateway.render_metrics().lines().find_map(|l| l.strip_prefix(series.as_str())?.parse().ok()).unwrap_or(0)
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_secs()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_allowed_client_networks_reach_a_guarded_route_and_the_refused_are_counted() {
+    let guards = Guards { allow_clients: vec!["127.0.0.2/32".parse().expect("a network")], rate_limit: None };
+    let w = start("guards-allow", RouteConfig { guards, ..route(64) }, |_| {}).await;
+    test_agent(&w, Answer::ReadToEnd).await;
+    let hello = hello_offering(&w.ca_pem, HOST, vec![b"http/1.1".to_vec()]);
+    assert!(routed(&w, [127, 0, 0, 2], &hello).await, "an allowed client is served");
+    assert!(!routed(&w, [127, 0, 0, 1], &hello).await, "another is not");
+    assert!(!routed(&w, [127, 0, 0, 3], &hello).await);
+    assert_eq!(refused(&w, "client_not_allowed"), 2);
+    assert_eq!(w.gateway.metrics.outcome_count("client_not_allowed"), 2);
+
+    // The coordinator's validation shows a current probe token of the route: it passes.
+    let key = wire::sha256_hex(CREDENTIAL.as_bytes());
+    let probe = |secs: u64| relay_wire::alpn::probe_alpn(&key, ROUTE, secs);
+    let probing = hello_offering(&w.ca_pem, HOST, vec![b"http/1.1".to_vec(), probe(now_secs())]);
+    assert!(routed(&w, [127, 0, 0, 1], &probing).await, "the coordinator's validation passes");
+    // An old token, another route's, or one made with another key does not.
+    let stale = hello_offering(&w.ca_pem, HOST, vec![probe(now_secs() - 3600)]);
+    assert!(!routed(&w, [127, 0, 0, 1], &stale).await, "a replayed old token");
+    let other_route = relay_wire::alpn::probe_alpn(&key, "r2", now_secs());
+    assert!(!routed(&w, [127, 0, 0, 1], &hello_offering(&w.ca_pem, HOST, vec![other_route])).await);
+    let forged = relay_wire::alpn::probe_alpn(&wire::sha256_hex(b"guess"), ROUTE, now_secs());
+    assert!(!routed(&w, [127, 0, 0, 1], &hello_offering(&w.ca_pem, HOST, vec![forged])).await);
+    // An ACME server's tls-alpn-01 validation passes (the agent answers it with a handshake).
+    let acme = hello_offering(&w.ca_pem, HOST, vec![b"acme-tls/1".to_vec()]);
+    assert!(routed(&w, [127, 0, 0, 1], &acme).await, "ACME validation passes");
+    // `acme-tls/1` beside another protocol is no ACME validation.
+    let posing = hello_offering(&w.ca_pem, HOST, vec![b"acme-tls/1".to_vec(), b"http/1.1".to_vec()]);
+    assert!(!routed(&w, [127, 0, 0, 1], &posing).await);
+    assert_eq!(refused(&w, "client_not_allowed"), 6);
+    assert!(w.gateway.pending_is_idle());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routes_new_connection_rate_is_limited_to_its_burst_then_its_rate() {
+    let guards = Guards { allow_clients: Vec::new(), rate_limit: Some(RateLimit { per_second: 2, burst: 3 }) };
+    let w = start("guards-rate", RouteConfig { guards, ..route(64) }, |_| {}).await;
+    test_agent(&w, Answer::ReadToEnd).await;
+    let hello = hello_offering(&w.ca_pem, HOST, vec![b"http/1.1".to_vec()]);
+    // Connections opened together: the burst passes, the rest is refused at once.
+    let mut open = Vec::new();
+    for _ in 0..6 {
+        let mut tcp = connect_from([127, 0, 0, 1], w.bound.public).await;
+        tcp.write_all(&hello).await.expect("send");
+        open.push(tcp);
+    }
+    for mut tcp in open {
+        let _ = tcp.shutdown().await;
+        drained(&mut tcp).await;
+    }
+    assert_eq!(w.gateway.metrics.outcome_count("routed"), 3, "the burst");
+    assert_eq!(refused(&w, "rate_limited"), 3);
+    // Refilled at two a second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(routed(&w, [127, 0, 0, 1], &hello).await);
+    assert!(routed(&w, [127, 0, 0, 1], &hello).await);
+    assert!(!routed(&w, [127, 0, 0, 1], &hello).await, "two tokens in a second, not three");
+    assert_eq!(refused(&w, "rate_limited"), 4);
+    // Another route is not limited by this one: an unguarded route keeps no bucket.
+    w.gateway.set_routes(vec![route(64)]);
+    assert_eq!(refused(&w, "rate_limited"), 0, "the counts go with the guarded route");
+    for _ in 0..6 {
+        assert!(routed(&w, [127, 0, 0, 1], &hello).await, "unguarded again");
+    }
+}

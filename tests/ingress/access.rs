@@ -1,0 +1,48 @@
+//! Issue 20, point 5, as a customer uses it: `access` in `ingress.json` (an allow-list of
+//! client networks and a rate limit) deployed with `svc ingress deploy`; the route goes live
+//! and stays live through the coordinator's revalidations (which the guards let through by
+//! their probe token), an allowed client is served and any other client is refused.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+use svc_e2e::service::TempDir;
+
+use super::client::Https;
+use super::deploy::{Relay, node_demo_project, state};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_with_an_allow_list_goes_live_and_serves_only_the_clients_it_allows() {
+    let dir = TempDir::new("relay-access");
+    let relay = Relay::start(&dir.path().join("relay"), &["--public".into(), "127.0.0.1:0".into()]).await;
+    let project = node_demo_project(dir.path());
+    // The customer edits the project file: only 127.0.0.2 may connect, 50 a second.
+    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(&project).expect("read")).expect("json");
+    file["access"] = serde_json::json!({"allowClients": ["127.0.0.2"], "rateLimit": {"perSecond": 50}});
+    std::fs::write(&project, serde_json::to_string_pretty(&file).expect("json")).expect("write");
+    let config = project.to_string_lossy().into_owned();
+
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    let host = "node-demo-acme.localhost";
+    let ca = relay.data.join("ca.pem");
+    let from = |ip: [u8; 4]| Some(IpAddr::from(ip));
+
+    let mut allowed = Https::connect(relay.public, host, &ca, from([127, 0, 0, 2])).await.expect("an allowed client");
+    let page = allowed.get("/").await.expect("GET / from 127.0.0.2");
+    assert_eq!(page.status, 200);
+    let refused = match Https::connect(relay.public, host, &ca, from([127, 0, 0, 1])).await {
+        Ok(mut https) => https.get("/").await.map(|r| r.status).err(),
+        Err(e) => Some(e),
+    };
+    assert!(refused.is_some(), "127.0.0.1 is not in the allow-list, yet it was served");
+
+    // Revalidated every 2 s from the coordinator's own address (127.0.0.1): still live.
+    let seq = |s: &Value| s["validations"][0]["seq"].as_u64().unwrap_or(0);
+    let before = seq(&relay.json(&["status", "--config", &config]).await);
+    let (status, _) =
+        relay.wait_status(&project, Duration::from_secs(30), "two more validations", |s| seq(s) >= before + 2).await;
+    assert_eq!(state(&status), "live", "{status:#}");
+    assert_eq!(status["validations"][0]["passed"], true, "the validation passed the guards: {status:#}");
+}
