@@ -34,25 +34,9 @@ say() { printf '[bench] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 # ---------------------------------------------------------------------------- tools
-need=()
-[ -e /usr/lib/nginx/modules/ngx_stream_module.so ] && command -v nginx >/dev/null || need+=(nginx libnginx-mod-stream)
-command -v wrk >/dev/null || need+=(wrk)
-command -v curl >/dev/null || need+=(curl)
-command -v openssl >/dev/null || need+=(openssl)
-command -v python3 >/dev/null || need+=(python3)
-command -v node >/dev/null || need+=(nodejs)
-if [ ${#need[@]} -gt 0 ]; then
-  say "installing ${need[*]}"
-  command -v apt-get >/dev/null || die "missing ${need[*]} and no apt-get"
-  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >&2 \
-    || { $SUDO apt-get update >&2 && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >&2; }
-fi
-
-say "building svc (release, target $TARGET)"
-(cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p svc-cli >&2)
-SVC="$TARGET/release/svc"
-[ -x "$SVC" ] || die "no $SVC"
+# shellcheck source=bench/common.sh
+. "$BENCH/common.sh"
+bench_tools_and_build wrk
 
 # More descriptors than the default 1,024: idle connections count three times here.
 ulimit -n 16384 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
@@ -82,32 +66,24 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { bench_free_port; }
 DEMO_PORT=$(free_port); API_PORT=$(free_port); GW_PORT=$(free_port); TUN_PORT=$(free_port); ADMIN_PORT=$(free_port)
 DIRECT_PORT=$(free_port); NGINX_PORT=$(free_port); APP_PORT=$(free_port)
 
-# The demo brings the development CA and the relay coordinator whose agent API signs the
-# agent's CSR (its own gateway, and its deployed Node demo with its agent, sit idle).
-say "starting svc ingress demo (CA and coordinator)"
-"$SVC" ingress demo --data-dir "$TMP/demo" --listen "127.0.0.1:$DEMO_PORT" --api-listen "127.0.0.1:$API_PORT" >"$TMP/demo.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 600); do grep -q '^ready ' "$TMP/demo.log" && break; sleep 0.1; done
-grep -q '^ready ' "$TMP/demo.log" || { cat "$TMP/demo.log" >&2; die "the demo did not come up"; }
-CA="$TMP/demo/ca.pem"
+bench_demo "$DEMO_PORT" "$API_PORT"
 
 # The gateway under test runs alone in its own process (so its RSS is its own), with a
 # tunnel certificate from the demo's CA, and the demo route's credential.
-openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=gateway.localhost \
-  -keyout "$TMP/tunnel-key.pem" -out "$TMP/tunnel.csr" 2>/dev/null
-printf 'subjectAltName=DNS:gateway.localhost\nbasicConstraints=CA:FALSE\n' >"$TMP/tunnel.ext"
-openssl x509 -req -in "$TMP/tunnel.csr" -CA "$CA" -CAkey "$TMP/demo/ca-key.pem" -CAcreateserial \
-  -days 2 -extfile "$TMP/tunnel.ext" -out "$TMP/tunnel.pem" 2>/dev/null
+bench_tunnel_cert
 mkdir -p "$TMP/agent"
 python3 - "$TMP" "$GW_PORT" "$TUN_PORT" "$ADMIN_PORT" "$DIRECT_PORT" "$APP_PORT" <<'EOF'
 import glob, hashlib, json, os, sys
 tmp, gw, tun, admin, direct, app = sys.argv[1], *map(int, sys.argv[2:])
 # The demo deployment's agent, in the job directory beside the data directory.
-agent = json.load(open(glob.glob(f"{tmp}/demo-jobs/dep_*/r1/agent/agent.json")[0]))
+agent_dir = os.path.dirname(glob.glob(f"{tmp}/demo-jobs/dep_*/r1/agent/agent.json")[0])
+agent = json.load(open(f"{agent_dir}/agent.json"))
+# The job's agent reads its files where its sandbox mounts them; this one runs outside.
+agent["gatewayCa"] = os.path.join(agent_dir, os.path.basename(agent["gatewayCa"]))
 agent.update(gateway=f"127.0.0.1:{tun}", appPort=app, directListen=f"127.0.0.1:{direct}")
 fd = os.open(f"{tmp}/agent/agent.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 os.write(fd, json.dumps(agent, indent=2).encode()); os.close(fd)
@@ -128,30 +104,7 @@ GW_PID=$!; PIDS+=($GW_PID)
 "$SVC" agent run --config "$TMP/agent/agent.json" >"$TMP/agent.log" 2>&1 &
 AGENT_PID=$!; PIDS+=($AGENT_PID)
 
-mkdir -p "$TMP/nginx"
-cat >"$TMP/nginx/nginx.conf" <<EOF
-load_module /usr/lib/nginx/modules/ngx_stream_module.so;
-worker_processes auto;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 8192; }
-stream {
-    map \$ssl_preread_server_name \$upstream {
-        $HOST agent;
-        default  refuse;
-    }
-    upstream agent  { server 127.0.0.1:$DIRECT_PORT; }
-    upstream refuse { server 127.0.0.1:1; }
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        ssl_preread on;
-        proxy_pass \$upstream;
-    }
-}
-EOF
-nginx -t -q -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" >&2
-nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" -g 'daemon off;' &
-NGINX_PID=$!; PIDS+=($NGINX_PID)
+bench_nginx "$NGINX_PORT" "$DIRECT_PORT"
 
 declare -A PORT=([direct]=$DIRECT_PORT [gateway]=$GW_PORT [nginx]=$NGINX_PORT)
 PATHS=(direct gateway nginx)

@@ -58,7 +58,7 @@ fn control_frame(bytes: &[u8]) {
     assert_eq!(reread, message);
     assert!(again.is_empty(), "one frame, nothing after it");
     assert_eq!(encode(&reread), encoded, "encoding is canonical");
-    if let Control::Connect { ticket } = &message {
+    if let Control::Connect { ticket, .. } = &message {
         // The agent dials only for a ticket that reads as 32 bytes of hex.
         if let Some(t) = wire::unhex::<TICKET_LEN>(ticket) {
             assert_eq!(wire::hex(&t), ticket.to_ascii_lowercase());
@@ -100,7 +100,7 @@ mod tests {
             Control::Hello { route_id: "r1".into(), credential: "c".into(), replica: "job-1".into() },
             Control::Welcome { heartbeat_secs: u64::MAX },
             Control::Refused { reason: "\u{0}é\"\\".into() },
-            Control::Connect { ticket: wire::hex(&[0xab; TICKET_LEN]) },
+            Control::Connect { ticket: wire::hex(&[0xab; TICKET_LEN]), acme_only: true },
             Control::Ping { seq: 0, ready: Some(true) },
             Control::Pong { seq: 7 },
         ];

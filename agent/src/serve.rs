@@ -134,6 +134,20 @@ where
     }
 }
 
+/// Serves a connection that may only be an ACME tls-alpn-01 validation: the TLS handshake
+/// (within the handshake limit), then closed, whatever protocol it negotiated. The gateway
+/// sends such connections when it let one past a route's allow-list for offering only
+/// `acme-tls/1`: a client that then asks for HTTP in a second ClientHello (after a
+/// HelloRetryRequest) gets nothing.
+pub async fn acme_validation<S>(ctx: Arc<Context>, stream: S)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    if let Ok(Ok(mut tls)) = tokio::time::timeout(ctx.limits.handshake, ctx.tls.accept(stream)).await {
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
+    }
+}
+
 async fn serve<S>(ctx: Arc<Context>, stream: Watched<S>, client: Option<SocketAddr>, activity: Arc<Activity>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,

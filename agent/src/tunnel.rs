@@ -283,10 +283,11 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
     let result = loop {
         tokio::select! {
             frame = frames.recv() => match frame {
-                Some(Control::Connect { ticket }) => {
+                Some(Control::Connect { ticket, acme_only }) => {
                     last_heard = tokio::time::Instant::now();
                     if let Some(ticket) = wire::unhex::<TICKET_LEN>(&ticket) {
-                        tokio::spawn(data_connection(ctx.clone(), config.clone(), link.address.clone(), ticket));
+                        let data = data_connection(ctx.clone(), config.clone(), link.address.clone(), ticket, acme_only);
+                        tokio::spawn(data);
                     }
                 }
                 Some(_) => last_heard = tokio::time::Instant::now(),
@@ -314,7 +315,15 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
     result
 }
 
-async fn data_connection(ctx: Arc<Context>, config: AgentConfig, address: String, ticket: [u8; TICKET_LEN]) {
+/// A data connection for `ticket`; `acme_only`: the gateway let it past the route's
+/// allow-list as an ACME validation, so it gets a TLS handshake and nothing more.
+async fn data_connection(
+    ctx: Arc<Context>,
+    config: AgentConfig,
+    address: String,
+    ticket: [u8; TICKET_LEN],
+    acme_only: bool,
+) {
     let Ok(Ok(mut stream)) = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(address.as_str())).await
     else {
         return;
@@ -334,5 +343,9 @@ async fn data_connection(ctx: Arc<Context>, config: AgentConfig, address: String
     } else {
         None
     };
-    serve::connection(ctx, stream, client).await;
+    if acme_only {
+        serve::acme_validation(ctx, stream).await;
+    } else {
+        serve::connection(ctx, stream, client).await;
+    }
 }

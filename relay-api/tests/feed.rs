@@ -119,6 +119,9 @@ async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else()
     let half = format!("{path}?tunnel=127.0.0.1:7443");
     let (status, body) = feed(&api, &half, Some(local.header(&local.id, now, &half))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("gateway_presence_invalid")), "{body}");
+    // Authenticated first: a request another key signed learns nothing of its announcement.
+    let (status, body) = feed(&api, &half, Some(other.header(&local.id, now, &half))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (401, Some("gateway_signature_invalid")), "{body}");
     assert!(w.store.gateway_presence().expect("read").is_empty());
 }
 

@@ -133,7 +133,7 @@ mod gateway {
                 }
             });
             while let Ok(frame) = wire::read_frame(&mut reader).await {
-                if let Control::Connect { ticket } = frame {
+                if let Control::Connect { ticket, .. } = frame {
                     let ticket = wire::unhex::<TICKET_LEN>(&ticket).expect("ticket");
                     tokio::spawn(data_connection(tunnel, ticket, answer));
                 }

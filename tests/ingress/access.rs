@@ -37,6 +37,12 @@ async fn a_project_with_an_allow_list_goes_live_and_serves_only_the_clients_it_a
         Err(e) => Some(e),
     };
     assert!(refused.is_some(), "127.0.0.1 is not in the allow-list, yet it was served");
+    // Refused by the allow-list, and counted so on the route.
+    let metrics = relay_metrics(&relay).await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with("svc_gateway_route_refused_total{") && l.contains("reason=\"client_not_allowed\"} ")),
+        "{metrics}"
+    );
 
     // Revalidated every 2 s from the coordinator's own address (127.0.0.1): still live.
     let seq = |s: &Value| s["validations"][0]["seq"].as_u64().unwrap_or(0);
@@ -45,4 +51,20 @@ async fn a_project_with_an_allow_list_goes_live_and_serves_only_the_clients_it_a
         relay.wait_status(&project, Duration::from_secs(30), "two more validations", |s| seq(s) >= before + 2).await;
     assert_eq!(state(&status), "live", "{status:#}");
     assert_eq!(status["validations"][0]["passed"], true, "the validation passed the guards: {status:#}");
+}
+
+/// The coordinator's gateway metrics, from the URL `svc relay serve` printed.
+async fn relay_metrics(relay: &Relay) -> String {
+    let output = relay.proc.output();
+    let url = output
+        .split_whitespace()
+        .find(|w| w.starts_with("http://") && w.ends_with("/metrics"))
+        .unwrap_or_else(|| panic!("a metrics URL in the relay's output:\n{output}"));
+    let addr = url.trim_start_matches("http://").trim_end_matches("/metrics").to_owned();
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.expect("the metrics port");
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    tokio::io::AsyncWriteExt::write_all(&mut tcp, request.as_bytes()).await.expect("send");
+    let mut text = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut text).await.expect("read");
+    text
 }

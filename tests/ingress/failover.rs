@@ -27,9 +27,11 @@ const ROUTE: &str = "web";
 /// port refuse at once; a killed replica's sessions close with its process.
 const DETECTION: Duration = Duration::from_secs(1);
 
-/// One new connection of the client loop, as it ended.
+/// One new connection of the client loop.
 #[derive(Debug, Clone)]
 struct Attempt {
+    /// When it started (a connection begun before a kill and failing after it belongs to
+    /// the kill's window).
     at: Instant,
     ok: bool,
     error: String,
@@ -54,6 +56,7 @@ impl Clients {
             while !stopping.load(Ordering::Relaxed) && i < 20_000 {
                 let (first, second) = (gateways[i % 2], gateways[(i + 1) % 2]);
                 i += 1;
+                let at = Instant::now();
                 let answer = match get(first, HOST, &ca, "/").await {
                     Ok(page) if page.status == 200 => Ok(()),
                     _ => match get(second, HOST, &ca, "/").await {
@@ -62,11 +65,7 @@ impl Clients {
                         Err(e) => Err(e),
                     },
                 };
-                attempts.push(Attempt {
-                    at: Instant::now(),
-                    ok: answer.is_ok(),
-                    error: answer.err().unwrap_or_default(),
-                });
+                attempts.push(Attempt { at, ok: answer.is_ok(), error: answer.err().unwrap_or_default() });
                 counting.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }

@@ -5,10 +5,15 @@
 //!
 //! Checked once the ClientHello names the route, before the route's slots are counted: a
 //! client not allowed takes no token, and a refused connection takes no slot. Two kinds of
-//! connection pass without either check, since refusing them would break the route itself:
-//! an ACME server's tls-alpn-01 validation (the agent answers it with a handshake and nothing
-//! else), and the coordinator's validation, which shows a probe token only it and the
-//! gateways can make (`relay_wire::alpn::probe_alpn`).
+//! connection pass the allow-list, since refusing them would break the route itself: the
+//! coordinator's validation, which shows a probe token of the route and server name
+//! (`relay_wire::alpn::probe_alpn`) and passes the rate limit too, and an ACME server's
+//! tls-alpn-01 validation (only `acme-tls/1` offered), which still takes a token, and whose
+//! agent is told to do the handshake and nothing more (`Connect.acme_only`), so that a second
+//! ClientHello after a HelloRetryRequest cannot ask for HTTP.
+//!
+//! The bucket is the route's, not a client's: one allowed client can use up the rate for
+//! every other (per-client shares of open connections are the accounting's).
 //!
 //! Refusals are counted per route and reason while the route is configured with guards.
 
@@ -72,6 +77,9 @@ pub enum NetworkError {
     /// The prefix length is not a number up to 32 (IPv4) or 128 (IPv6).
     #[error("the prefix length {0:?} is not 0-32 for IPv4 or 0-128 for IPv6")]
     Prefix(String),
+    /// An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`): clients are matched as IPv4.
+    #[error("{0} is an IPv4-mapped IPv6 network: write it as IPv4 ({1})")]
+    Mapped(String, String),
     /// Bits past the prefix are set.
     #[error("{given} has bits set past its prefix: did you mean {network}?")]
     HostBits {
@@ -84,7 +92,7 @@ pub enum NetworkError {
 
 impl ClientNetwork {
     /// The network of one address (a /32 or /128).
-    pub fn host(address: IpAddr) -> ClientNetwork {
+    pub const fn host(address: IpAddr) -> ClientNetwork {
         ClientNetwork { address, prefix: if address.is_ipv4() { 32 } else { 128 } }
     }
 
@@ -137,6 +145,12 @@ impl FromStr for ClientNetwork {
                 .filter(|&n| n <= width && p.bytes().all(|b| b.is_ascii_digit()))
                 .ok_or_else(|| NetworkError::Prefix(p.to_owned()))?,
         };
+        if let IpAddr::V6(v6) = address
+            && let Some(v4) = v6.to_ipv4_mapped()
+        {
+            let as_v4 = format!("{v4}/{}", prefix.saturating_sub(96));
+            return Err(NetworkError::Mapped(s.to_owned(), as_v4));
+        }
         let network = ClientNetwork { address, prefix };
         let bits = match address {
             IpAddr::V4(v4) => u128::from(u32::from(v4)),
@@ -212,8 +226,9 @@ impl GuardState {
     }
 
     /// Admits a new connection of route `route_id` from `client`, or says which guard
-    /// refused it (and counts it).
-    pub(super) fn admit(&self, route_id: &str, guards: &Guards, client: IpAddr) -> Result<(), Refused> {
+    /// refused it (and counts it). An ACME validation (`acme`) passes the allow-list, not the
+    /// rate limit.
+    pub(super) fn admit(&self, route_id: &str, guards: &Guards, client: IpAddr, acme: bool) -> Result<(), Refused> {
         if guards.is_open() {
             return Ok(());
         }
@@ -224,7 +239,7 @@ impl GuardState {
             counted: now,
             refused: BTreeMap::new(),
         });
-        let refused = if !guards.allows(client) {
+        let refused = if !acme && !guards.allows(client) {
             Some(Refused::ClientNotAllowed)
         } else if let Some(rate) = guards.rate_limit {
             let burst = f64::from(rate.burst.max(1));
@@ -305,6 +320,16 @@ mod tests {
         assert!(err("10.0.0.0/").contains("prefix length"));
         assert!(err("example.com/24").contains("not an IPv4 or IPv6 address"));
         assert!(err("").contains("not an IPv4"));
+        assert_eq!(
+            err("::ffff:10.0.0.0/104"),
+            "::ffff:10.0.0.0/104 is an IPv4-mapped IPv6 network: write it as IPv4 (10.0.0.0/8)"
+        );
+    }
+
+    impl GuardState {
+        fn admit_plain(&self, route: &str, guards: &Guards, client: IpAddr) -> Result<(), Refused> {
+            self.admit(route, guards, client, false)
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -312,25 +337,29 @@ mod tests {
         let state = GuardState::default();
         let guards =
             Guards { allow_clients: vec![net("10.0.0.0/8")], rate_limit: Some(RateLimit { per_second: 2, burst: 3 }) };
-        assert_eq!(state.admit("r", &guards, ip("192.0.2.1")), Err(Refused::ClientNotAllowed));
+        assert_eq!(state.admit_plain("r", &guards, ip("192.0.2.1")), Err(Refused::ClientNotAllowed));
         for _ in 0..3 {
-            assert_eq!(state.admit("r", &guards, ip("10.1.2.3")), Ok(()), "the burst");
+            assert_eq!(state.admit_plain("r", &guards, ip("10.1.2.3")), Ok(()), "the burst");
         }
-        assert_eq!(state.admit("r", &guards, ip("10.1.2.3")), Err(Refused::RateLimited));
+        assert_eq!(state.admit_plain("r", &guards, ip("10.1.2.3")), Err(Refused::RateLimited));
         tokio::time::advance(Duration::from_millis(500)).await;
-        assert_eq!(state.admit("r", &guards, ip("10.1.2.3")), Ok(()), "one token in half a second");
-        assert_eq!(state.admit("r", &guards, ip("10.1.2.3")), Err(Refused::RateLimited));
+        assert_eq!(state.admit_plain("r", &guards, ip("10.1.2.3")), Ok(()), "one token in half a second");
+        assert_eq!(state.admit_plain("r", &guards, ip("10.1.2.3")), Err(Refused::RateLimited));
         tokio::time::advance(Duration::from_secs(60)).await;
         for _ in 0..3 {
-            assert_eq!(state.admit("r", &guards, ip("10.1.2.3")), Ok(()), "refilled to the burst, no more");
+            assert_eq!(state.admit_plain("r", &guards, ip("10.1.2.3")), Ok(()), "refilled to the burst, no more");
         }
-        assert_eq!(state.admit("r", &guards, ip("10.1.2.3")), Err(Refused::RateLimited));
+        assert_eq!(state.admit_plain("r", &guards, ip("10.1.2.3")), Err(Refused::RateLimited));
         let refused = state.refused();
         assert_eq!(refused["r"]["client_not_allowed"], 1);
         assert_eq!(refused["r"]["rate_limited"], 3);
+        // An ACME validation passes the allow-list, not the rate limit.
+        assert_eq!(state.admit("r", &guards, ip("192.0.2.1"), true), Err(Refused::RateLimited));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(state.admit("r", &guards, ip("192.0.2.1"), true), Ok(()));
         state.keep([]);
         assert!(state.refused().is_empty(), "gone with the route");
-        assert_eq!(state.admit("open", &Guards::default(), ip("192.0.2.1")), Ok(()));
+        assert_eq!(state.admit_plain("open", &Guards::default(), ip("192.0.2.1")), Ok(()));
         assert!(state.routes().is_empty(), "an open route keeps no state");
     }
 

@@ -172,6 +172,12 @@ impl GatewayConfig {
         }
     }
 
+    /// The heartbeat agents are told to keep (`heartbeat` in whole seconds, at least one: the
+    /// `Welcome` carries seconds), which every silence is measured against.
+    pub fn announced_heartbeat(&self) -> Duration {
+        Duration::from_secs(self.heartbeat.as_secs().max(1))
+    }
+
     /// The connections of a route with `max_connections` one client may hold.
     pub fn client_share(&self, max_connections: usize) -> usize {
         let percent = usize::try_from(self.client_share_percent.min(100)).unwrap_or(100);
@@ -237,7 +243,7 @@ impl Gateway {
     pub fn new(config: GatewayConfig) -> Arc<Gateway> {
         Arc::new(Gateway {
             pending: Arc::new(Pending::new(config.max_pending)),
-            replicas: replicas::Replicas::new(config.heartbeat),
+            replicas: replicas::Replicas::new(config.announced_heartbeat()),
             guards: guards::GuardState::default(),
             config,
             routes: RwLock::default(),
@@ -445,11 +451,14 @@ impl Gateway {
         let Some(route) = self.route_for_hello(&hello) else {
             return self.metrics.outcome("unknown_sni");
         };
-        if !exempt_from_guards(&hello, &route)
-            && let Err(refused) = self.guards.admit(&route.route_id, &route.guards, peer.ip())
+        if !route.guards.is_open()
+            && !shows_probe_token(&hello, &route)
+            && let Err(refused) = self.guards.admit(&route.route_id, &route.guards, peer.ip(), hello.acme_tls)
         {
             return self.metrics.outcome(refused.label());
         }
+        // An ACME validation past a guarded route's allow-list may do its handshake only.
+        let acme_only = hello.acme_tls && !route.guards.is_open();
         let share = self.config.client_share(route.max_connections);
         // The slot goes back to this route ID's count when the connection ends, however the
         // routes change meanwhile.
@@ -465,7 +474,7 @@ impl Gateway {
         };
         // Closed to make room while waiting for its data connection: its slot is gone already.
         let data = tokio::select! {
-            data = self.data_connection(&route.route_id) => data,
+            data = self.data_connection(&route.route_id, acme_only) => data,
             () = slot.activity().closed() => return self.metrics.outcome("evicted"),
         };
         let Some((mut data, _replica)) = data else {
@@ -494,10 +503,10 @@ impl Gateway {
     /// does not answer within `replica_answer_timeout` is out of rotation, and the next is
     /// asked, all within `data_connect_timeout`. The connection, and its place in its
     /// replica's open count. Cancel-safe: each ticket is withdrawn however its wait ends.
-    async fn data_connection(&self, route_id: &str) -> Option<(TcpStream, replicas::Held)> {
+    async fn data_connection(&self, route_id: &str, acme_only: bool) -> Option<(TcpStream, replicas::Held)> {
         let deadline = tokio::time::Instant::now() + self.config.data_connect_timeout;
         let mut tried = Vec::new();
-        loop {
+        while tried.len() < MAX_ASKS {
             let ticket = wire::new_ticket().ok()?;
             let entropy = u64::from_le_bytes(ticket[..8].try_into().ok()?);
             let replicas::Choice { replica, others } = self.replicas.pick(route_id, &tried, entropy)?;
@@ -505,7 +514,10 @@ impl Gateway {
             let (tx, rx) = oneshot::channel();
             self.tickets.lock().ok()?.insert(ticket, tx);
             let _withdraw = Withdraw { tickets: &self.tickets, ticket };
-            if !replica.ask(ticket) {
+            if !replica.ask(replicas::Ask { ticket, acme_only }) {
+                // Its session is gone, or has 256 requests queued: it is not keeping up.
+                self.metrics.tunnel("replica_unanswered");
+                self.replicas.unanswered(&replica);
                 continue;
             }
             let until = if others {
@@ -518,7 +530,8 @@ impl Gateway {
                     self.replicas.routed(route_id, &replica);
                     return Some((stream, replica.hold()));
                 }
-                Ok(Err(_)) => return None,
+                // Withdrawn by its session as it ended, the request never passed on.
+                Ok(Err(_)) => continue,
                 Err(_) if until >= deadline => return None,
                 Err(_) => {
                     self.metrics.tunnel("replica_unanswered");
@@ -526,19 +539,31 @@ impl Gateway {
                 }
             }
         }
+        None
+    }
+
+    /// Withdraws the wait for `ticket`: its connection stops waiting and asks elsewhere.
+    fn withdraw(&self, ticket: &[u8; TICKET_LEN]) {
+        if let Ok(mut tickets) = self.tickets.lock() {
+            tickets.remove(ticket);
+        }
     }
 }
 
-/// Whether a connection passes a route's guards unchecked: an ACME server's tls-alpn-01
-/// validation (answered with a handshake and nothing else), or the coordinator's validation
-/// showing a current probe token of the route.
-fn exempt_from_guards(hello: &sni::Hello, route: &RouteConfig) -> bool {
-    if route.guards.is_open() || hello.acme_tls {
-        return true;
-    }
+/// The most replicas one new connection asks for its data connection.
+const MAX_ASKS: usize = 4;
+
+/// Whether the ClientHello shows a current probe token of the route for its server name
+/// (the coordinator's validation), which passes the route's guards unchecked.
+fn shows_probe_token(hello: &sni::Hello, route: &RouteConfig) -> bool {
     let Some(token) = &hello.probe else { return false };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    relay_wire::alpn::probe_valid(token, &route.credential_sha256, &route.route_id, now)
+    let probe = relay_wire::alpn::ProbeFor {
+        credential_sha256: &route.credential_sha256,
+        route_id: &route.route_id,
+        server_name: &hello.server_name,
+    };
+    relay_wire::alpn::probe_valid(token, probe, now)
 }
 
 /// Withdraws a ticket when its wait ends.

@@ -6,15 +6,15 @@
 //! - its last heartbeat is at most 2.5 heartbeats old (1 s heartbeats: a silent agent is out
 //!   within 2.5 s, long before its control connection is closed as dead);
 //! - that heartbeat said its app answers its health path (`ready`; an agent that does not say
-//!   is taken as ready);
+//!   is taken as ready; a session is not ready before its first heartbeat);
 //! - it has not left a `Connect` unanswered within the last [`UNANSWERED_OUT_FOR`].
 //!
 //! A new connection goes to a replica in rotation by the **power of two choices**: two picked
 //! at random, the one with fewer open connections wins. It comes within a small factor of
 //! least-connections without scanning every replica, and without sending every newcomer to
-//! the one replica that just freed a slot. When no replica is in rotation the freshest one is
-//! asked anyway (fail open): a route whose only agent is late with a heartbeat, or whose app
-//! fails its health check, is tried as it was before replicas (the agent answers 503 itself).
+//! the one replica that just freed a slot. When no replica is in rotation every session is
+//! asked alike (fail open): a route whose only agent is late with a heartbeat, or whose apps
+//! fail their health check, is tried as it was before replicas (the agent answers 503 itself).
 //!
 //! A newer session of a replica name takes over from the older one, which is told to close
 //! ([`Replica::retired`]): a restarted agent does not wait for its old session to time out.
@@ -37,6 +37,16 @@ pub(super) const UNANSWERED_OUT_FOR: Duration = Duration::from_secs(5);
 /// The label of routed connections counted beyond a route's first [`MAX_REPLICAS`] names.
 const OTHER: &str = "other";
 
+/// A request for a data connection.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ask {
+    /// The ticket the data connection presents.
+    pub(super) ticket: [u8; TICKET_LEN],
+    /// The connection may do an ACME validation handshake and nothing more (it passed the
+    /// route's allow-list only as one).
+    pub(super) acme_only: bool,
+}
+
 /// One agent session of a route.
 #[derive(Debug)]
 pub(super) struct Replica {
@@ -45,7 +55,7 @@ pub(super) struct Replica {
     /// The replica's name from its `Hello` (empty: the route's one agent).
     pub(super) name: String,
     /// Where its session takes `Connect` requests.
-    connect: mpsc::Sender<[u8; TICKET_LEN]>,
+    connect: mpsc::Sender<Ask>,
     /// Woken when a newer session of the same name takes over.
     retired: Notify,
     /// Milliseconds since the table's epoch when it last sent a heartbeat.
@@ -60,10 +70,10 @@ pub(super) struct Replica {
 }
 
 impl Replica {
-    /// Asks its agent for a data connection presenting `ticket`: `false` if its session is
-    /// gone or too far behind to take more (the caller asks another).
-    pub(super) fn ask(&self, ticket: [u8; TICKET_LEN]) -> bool {
-        self.connect.try_send(ticket).is_ok()
+    /// Asks its agent for a data connection: `false` if its session is gone or too far
+    /// behind to take more (the caller asks another).
+    pub(super) fn ask(&self, ask: Ask) -> bool {
+        self.connect.try_send(ask).is_ok()
     }
 
     /// Returns when a newer session of the same replica took over. Cancel-safe; a take-over
@@ -146,14 +156,14 @@ impl Replicas {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Adds session `session` of replica `name` of `route_id`, heard now and ready, retiring
-    /// an older session of the same name.
+    /// Adds session `session` of replica `name` of `route_id`, heard now but not ready until
+    /// its first heartbeat, retiring an older session of the same name.
     pub(super) fn join(
         &self,
         route_id: &str,
         name: &str,
         session: u64,
-        connect: mpsc::Sender<[u8; TICKET_LEN]>,
+        connect: mpsc::Sender<Ask>,
     ) -> Result<Arc<Replica>, Full> {
         let replica = Arc::new(Replica {
             session,
@@ -161,7 +171,8 @@ impl Replicas {
             connect,
             retired: Notify::new(),
             heard_ms: AtomicU64::new(self.now_ms()),
-            ready: AtomicBool::new(true),
+            // Until its first heartbeat says (at once: agents ping as their session opens).
+            ready: AtomicBool::new(false),
             unanswered_until_ms: AtomicU64::new(0),
             open: AtomicUsize::new(0),
         });
@@ -216,17 +227,10 @@ impl Replicas {
         let left: Vec<&Arc<Replica>> =
             table.sessions.get(route_id)?.iter().filter(|r| !tried.contains(&r.session)).collect();
         let rotation: Vec<&Arc<Replica>> = left.iter().copied().filter(|r| self.in_rotation(r, now)).collect();
-        let chosen = match rotation.len() {
-            0 => left.iter().copied().max_by_key(|r| r.heard_ms.load(Ordering::Relaxed))?,
-            1 => rotation[0],
-            n => {
-                // Two distinct indices from one draw.
-                let first = (entropy % n as u64) as usize;
-                let second = (first + 1 + ((entropy >> 32) % (n as u64 - 1)) as usize) % n;
-                let (a, b) = (rotation[first], rotation[second]);
-                if b.open.load(Ordering::Relaxed) < a.open.load(Ordering::Relaxed) { b } else { a }
-            }
-        };
+        // None in rotation: every session left is asked alike, so that a route whose apps all
+        // fail their health check (or are all slow to answer it) is not sent to one of them.
+        let pool = if rotation.is_empty() { &left } else { &rotation };
+        let chosen = two_choices(pool, entropy)?;
         Some(Choice { replica: chosen.clone(), others: left.len() > 1 })
     }
 
@@ -276,13 +280,33 @@ impl Replicas {
     }
 }
 
+/// Of two of `pool` picked by `entropy` (distinct when it has two or more), the one with
+/// fewer open connections.
+fn two_choices<'a>(pool: &[&'a Arc<Replica>], entropy: u64) -> Option<&'a Arc<Replica>> {
+    let n = pool.len() as u64;
+    match n {
+        0 => None,
+        1 => Some(pool[0]),
+        _ => {
+            // Two distinct indices from one draw.
+            let first = (entropy % n) as usize;
+            let second = ((first as u64 + 1 + (entropy >> 32) % (n - 1)) % n) as usize;
+            let (a, b) = (pool[first], pool[second]);
+            Some(if b.open.load(Ordering::Relaxed) < a.open.load(Ordering::Relaxed) { b } else { a })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn session(replicas: &Replicas, route: &str, name: &str, id: u64) -> (Arc<Replica>, mpsc::Receiver<[u8; 32]>) {
+    /// A session that has sent its first heartbeat, ready.
+    fn session(replicas: &Replicas, route: &str, name: &str, id: u64) -> (Arc<Replica>, mpsc::Receiver<Ask>) {
         let (tx, rx) = mpsc::channel(4);
-        (replicas.join(route, name, id, tx).expect("room"), rx)
+        let replica = replicas.join(route, name, id, tx).expect("room");
+        replicas.heard(&replica, None);
+        (replica, rx)
     }
 
     fn picks(replicas: &Replicas, tried: &[u64], draws: u64) -> BTreeMap<String, u64> {
@@ -343,18 +367,24 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn with_none_in_rotation_the_freshest_is_asked_and_tried_ones_are_left_out() {
+    async fn with_none_in_rotation_all_are_asked_alike_and_tried_ones_are_left_out() {
         let replicas = Replicas::new(Duration::from_secs(1));
         let (a, _ra) = session(&replicas, "r", "a", 1);
         let (b, _rb) = session(&replicas, "r", "b", 2);
         replicas.heard(&a, Some(false));
-        tokio::time::advance(Duration::from_millis(10)).await;
         replicas.heard(&b, Some(false));
-        let choice = replicas.pick("r", &[], 7).expect("fail open");
-        assert_eq!((choice.replica.name.as_str(), choice.others), ("b", true));
+        let both = picks(&replicas, &[], 1000);
+        assert!(both.values().all(|&n| (350..=650).contains(&n)) && both.len() == 2, "fail open, spread: {both:?}");
         let choice = replicas.pick("r", &[b.session], 7).expect("the other");
         assert_eq!((choice.replica.name.as_str(), choice.others), ("a", false));
-        assert!(replicas.pick("r", &[1, 2], 7).is_none(), "all tried");
+        // A session that has not sent its first heartbeat is not in rotation yet.
+        let (tx, _rc) = mpsc::channel(1);
+        let c = replicas.join("r", "c", 3, tx).expect("room");
+        replicas.heard(&a, Some(true));
+        assert_eq!(picks(&replicas, &[], 50).keys().collect::<Vec<_>>(), ["a"]);
+        replicas.heard(&c, None);
+        assert_eq!(picks(&replicas, &[], 200).len(), 2, "a and c once c heartbeats");
+        assert!(replicas.pick("r", &[1, 2, 3], 7).is_none(), "all tried");
         assert!(replicas.pick("unknown", &[], 7).is_none());
     }
 

@@ -25,7 +25,7 @@ use tokio_rustls::server::TlsStream;
 
 use super::pending::{PendingSlot, Port};
 use super::replay::Replay;
-use super::replicas::Replica;
+use super::replicas::{Ask, Replica};
 use super::{Gateway, GatewayError};
 use relay_wire::accept::Backoff;
 use relay_wire::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
@@ -169,22 +169,33 @@ async fn control_connection(gw: &Gateway, mut tls: Box<TlsStream<Replay<TcpStrea
         let _ = wire::write_frame(&mut tls, &refuse(reason)).await;
         return;
     }
-    let (connect, mut asks) = mpsc::channel::<[u8; TICKET_LEN]>(256);
+    let (connect, mut asks) = mpsc::channel::<Ask>(256);
     let Ok(session) = gw.replicas.join(&route_id, &replica, id, connect) else {
         gw.metrics.tunnel("replica_limit");
         let reason = format!("route \"{route_id}\" has {} agents connected here already", wire::MAX_REPLICAS);
         let _ = wire::write_frame(&mut tls, &refuse(reason)).await;
         return;
     };
-    let heartbeat = gw.config.heartbeat;
-    let welcome = Control::Welcome { heartbeat_secs: heartbeat.as_secs().max(1) };
-    if wire::write_frame(&mut tls, &welcome).await.is_ok() {
+    let welcome = Control::Welcome { heartbeat_secs: gw.config.announced_heartbeat().as_secs() };
+    if send(&mut tls, &welcome, gw.config.tunnel_step_timeout).await {
         gw.metrics.tunnel("accepted");
         let _presence = gw.accounting.agent(&route.route_id);
         drop(route);
         serve_session(gw, tls, &session, &mut asks).await;
     }
     gw.replicas.leave(&route_id, &session);
+    // `Connect`s it never passed on: their connections ask another replica at once rather
+    // than wait out their time.
+    asks.close();
+    while let Ok(ask) = asks.try_recv() {
+        gw.withdraw(&ask.ticket);
+    }
+}
+
+/// Writes `frame` within `limit`: `false` if it failed or did not finish (a peer that stops
+/// reading must not hold a session's loop, which watches its heartbeats and its retirement).
+async fn send<W: tokio::io::AsyncWrite + Unpin>(writer: &mut W, frame: &Control, limit: Duration) -> bool {
+    matches!(tokio::time::timeout(limit, wire::write_frame(writer, frame)).await, Ok(Ok(())))
 }
 
 /// An agent's `Hello`, as the gateway reads it.
@@ -200,7 +211,7 @@ async fn serve_session(
     gw: &Gateway,
     tls: Box<TlsStream<Replay<TcpStream>>>,
     session: &Replica,
-    asks: &mut mpsc::Receiver<[u8; TICKET_LEN]>,
+    asks: &mut mpsc::Receiver<Ask>,
 ) {
     let (mut reader, mut writer) = tokio::io::split(tls);
     let (frames_tx, mut frames) = mpsc::channel(16);
@@ -211,7 +222,8 @@ async fn serve_session(
             }
         }
     });
-    let dead_after = wire::dead_after(gw.config.heartbeat);
+    let heartbeat = gw.config.announced_heartbeat();
+    let dead_after = wire::dead_after(heartbeat);
     let mut deadline = tokio::time::Instant::now() + dead_after;
     loop {
         tokio::select! {
@@ -219,20 +231,22 @@ async fn serve_session(
                 Some(Control::Ping { seq, ready }) => {
                     deadline = tokio::time::Instant::now() + dead_after;
                     gw.replicas.heard(session, ready);
-                    if wire::write_frame(&mut writer, &Control::Pong { seq }).await.is_err() { break; }
+                    if !send(&mut writer, &Control::Pong { seq }, heartbeat).await { break; }
                 }
                 Some(_) => {}
                 None => break,
             },
             ask = asks.recv() => match ask {
-                Some(ticket) => {
-                    let m = Control::Connect { ticket: wire::hex(&ticket) };
-                    if wire::write_frame(&mut writer, &m).await.is_err() { break; }
+                Some(Ask { ticket, acme_only }) => {
+                    let m = Control::Connect { ticket: wire::hex(&ticket), acme_only };
+                    if !send(&mut writer, &m, heartbeat).await { break; }
                 }
                 None => break,
             },
             () = session.retired() => {
                 gw.metrics.tunnel("replaced");
+                let reason = format!("replaced by a newer session of replica \"{}\"", session.name);
+                send(&mut writer, &Control::Refused { reason }, heartbeat).await;
                 break;
             }
             () = tokio::time::sleep_until(deadline) => {

@@ -118,20 +118,18 @@ pub(super) async fn routes(
     let query = uri.query().unwrap_or_default();
     let (after, presence) = read_query(query);
     let announced = ["public=", "tunnel=", "tunnelSha256="].iter().any(|p| query.contains(p));
-    if announced && !presence.as_ref().is_some_and(Presence::is_valid) {
-        return Err(FeedError::BadPresence);
-    }
     let (arrived, arrived_ms) = (Instant::now(), now_ms());
     let held = match after {
         Some(_) => WAITING.try_acquire().ok(),
         None => None,
     };
-    // Where the gateway is: recorded once per request, with its first read.
-    let mut presence = presence;
+    // Where the gateway is: checked and recorded once per request, with its first read.
+    let mut announcement = Some(Announcement { announced, presence });
     loop {
-        let (reader, signed, path, presence) = (engine.clone(), signed.clone(), path.clone(), presence.take());
+        let (reader, signed, path) = (engine.clone(), signed.clone(), path.clone());
+        let announcement = announcement.take();
         let answer =
-            tokio::task::spawn_blocking(move || answer(&reader, &signed, &path, arrived_ms, presence.as_ref()))
+            tokio::task::spawn_blocking(move || answer(&reader, &signed, &path, arrived_ms, announcement.as_ref()))
                 .await
                 .map_err(|e| FeedError::Store(StoreError::Backend(Box::new(e))))??;
         let unchanged = after.as_deref() == Some(answer.version.as_str());
@@ -146,14 +144,23 @@ pub(super) async fn routes(
     }
 }
 
-/// Checks `signed` over `path` at `now`, records the gateway's `presence` if given, then
-/// reads the operator's routes.
+/// What a feed request's query says of where the gateway is.
+struct Announcement {
+    /// Whether it names any of `public`, `tunnel`, `tunnelSha256`.
+    announced: bool,
+    /// All three, when they read.
+    presence: Option<Presence>,
+}
+
+/// Checks `signed` over `path` at `now`; then, the request authenticated, checks and records
+/// the gateway's `announcement` if given (a partial or unreadable one is refused), and reads
+/// the operator's routes.
 fn answer(
     engine: &Engine,
     signed: &FeedSignature,
     path: &str,
     now: i64,
-    presence: Option<&Presence>,
+    announcement: Option<&Announcement>,
 ) -> Result<FeedAnswer, FeedError> {
     let operator = engine
         .store()
@@ -171,8 +178,12 @@ fn answer(
     ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key)
         .verify(&feed_message(&operator.id, signed.at_ms, path), &signature)
         .map_err(|_| FeedError::BadSignature)?;
-    if let Some(presence) = presence {
-        engine.store().record_presence(&operator.id, presence, now)?;
+    if let Some(Announcement { announced, presence }) = announcement {
+        match presence.as_ref().filter(|p| p.is_valid()) {
+            Some(presence) => engine.store().record_presence(&operator.id, presence, now)?,
+            None if *announced => return Err(FeedError::BadPresence),
+            None => {}
+        }
     }
     let mut routes = engine.route_table(Some(&operator.name))?;
     // In one order, so that the same table has the same version.

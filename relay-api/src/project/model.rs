@@ -129,6 +129,10 @@ pub struct Access {
     pub rate_limit: Option<AccessRate>,
 }
 
+/// A network no client connects from (0.0.0.0): an allow-list of it refuses everyone.
+const NOBODY: crate::gateway::ClientNetwork =
+    crate::gateway::ClientNetwork::host(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+
 /// `access.rateLimit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -141,6 +145,19 @@ pub struct AccessRate {
 }
 
 impl Access {
+    /// The guards of a stored project that no longer reads as a whole (a newer validator):
+    /// its `access` alone; if that does not read either, guards that refuse every client
+    /// (never none: an allow-list must not open by accident).
+    pub fn guards_of_stored(project_json: &str) -> crate::gateway::Guards {
+        let document: Option<serde_json::Value> = serde_json::from_str(project_json).ok();
+        let access = document.as_ref().and_then(|d| d.get("access"));
+        match access.map(|a| serde_json::from_value::<Access>(a.clone())) {
+            None => crate::gateway::Guards::default(),
+            Some(Ok(access)) => access.guards(),
+            Some(Err(_)) => crate::gateway::Guards { allow_clients: vec![NOBODY], rate_limit: None },
+        }
+    }
+
     /// The gateway's guards for it. Networks were checked when the project was read; one
     /// that does not parse (never, but a newer validator could differ) is left out, which
     /// narrows the allow-list rather than opening it.
@@ -148,9 +165,8 @@ impl Access {
         let allow_clients: Vec<crate::gateway::ClientNetwork> =
             self.allow_clients.iter().filter_map(|n| n.parse().ok()).collect();
         let allow_clients = if allow_clients.is_empty() && !self.allow_clients.is_empty() {
-            // Every entry failed to parse: allow nothing (0.0.0.0 is no client's address)
-            // rather than everyone.
-            vec![crate::gateway::ClientNetwork::host(std::net::Ipv4Addr::UNSPECIFIED.into())]
+            // Every entry failed to parse: allow nothing rather than everyone.
+            vec![NOBODY]
         } else {
             allow_clients
         };

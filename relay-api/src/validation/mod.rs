@@ -253,7 +253,12 @@ impl RouteValidator {
             }
             if let Some(key) = &target.probe_key {
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-                config.alpn_protocols.push(relay_wire::alpn::probe_alpn(key, &target.route_id, now));
+                let probe = relay_wire::alpn::ProbeFor {
+                    credential_sha256: key,
+                    route_id: &target.route_id,
+                    server_name: host,
+                };
+                config.alpn_protocols.push(relay_wire::alpn::probe_alpn(probe, now));
             }
             Arc::new(config)
         } else {

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use relay_api::gateway::{Guards, RateLimit, RouteConfig};
+use relay_wire::alpn::ProbeFor;
 use tokio::io::AsyncWriteExt;
 
 use super::attacks::connect_from;
@@ -57,15 +58,19 @@ async fn only_allowed_client_networks_reach_a_guarded_route_and_the_refused_are_
 
     // The coordinator's validation shows a current probe token of the route: it passes.
     let key = wire::sha256_hex(CREDENTIAL.as_bytes());
-    let probe = |secs: u64| relay_wire::alpn::probe_alpn(&key, ROUTE, secs);
+    let ours = ProbeFor { credential_sha256: &key, route_id: ROUTE, server_name: HOST };
+    let probe = |secs: u64| relay_wire::alpn::probe_alpn(ours, secs);
     let probing = hello_offering(&w.ca_pem, HOST, vec![b"http/1.1".to_vec(), probe(now_secs())]);
     assert!(routed(&w, [127, 0, 0, 1], &probing).await, "the coordinator's validation passes");
     // An old token, another route's, or one made with another key does not.
     let stale = hello_offering(&w.ca_pem, HOST, vec![probe(now_secs() - 3600)]);
     assert!(!routed(&w, [127, 0, 0, 1], &stale).await, "a replayed old token");
-    let other_route = relay_wire::alpn::probe_alpn(&key, "r2", now_secs());
+    let other_route = relay_wire::alpn::probe_alpn(ProbeFor { route_id: "r2", ..ours }, now_secs());
     assert!(!routed(&w, [127, 0, 0, 1], &hello_offering(&w.ca_pem, HOST, vec![other_route])).await);
-    let forged = relay_wire::alpn::probe_alpn(&wire::sha256_hex(b"guess"), ROUTE, now_secs());
+    let other_name = relay_wire::alpn::probe_alpn(ProbeFor { server_name: "b.localhost", ..ours }, now_secs());
+    assert!(!routed(&w, [127, 0, 0, 1], &hello_offering(&w.ca_pem, HOST, vec![other_name])).await);
+    let guess = wire::sha256_hex(b"guess");
+    let forged = relay_wire::alpn::probe_alpn(ProbeFor { credential_sha256: &guess, ..ours }, now_secs());
     assert!(!routed(&w, [127, 0, 0, 1], &hello_offering(&w.ca_pem, HOST, vec![forged])).await);
     // An ACME server's tls-alpn-01 validation passes (the agent answers it with a handshake).
     let acme = hello_offering(&w.ca_pem, HOST, vec![b"acme-tls/1".to_vec()]);
@@ -73,13 +78,13 @@ async fn only_allowed_client_networks_reach_a_guarded_route_and_the_refused_are_
     // `acme-tls/1` beside another protocol is no ACME validation.
     let posing = hello_offering(&w.ca_pem, HOST, vec![b"acme-tls/1".to_vec(), b"http/1.1".to_vec()]);
     assert!(!routed(&w, [127, 0, 0, 1], &posing).await);
-    assert_eq!(refused(&w, "client_not_allowed"), 6);
+    assert_eq!(refused(&w, "client_not_allowed"), 7);
     assert!(w.gateway.pending_is_idle());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_routes_new_connection_rate_is_limited_to_its_burst_then_its_rate() {
-    let guards = Guards { allow_clients: Vec::new(), rate_limit: Some(RateLimit { per_second: 2, burst: 3 }) };
+    let guards = Guards { allow_clients: Vec::new(), rate_limit: Some(RateLimit { per_second: 1, burst: 3 }) };
     let w = start("guards-rate", RouteConfig { guards, ..route(64) }, |_| {}).await;
     test_agent(&w, Answer::ReadToEnd).await;
     let hello = hello_offering(&w.ca_pem, HOST, vec![b"http/1.1".to_vec()]);
@@ -96,16 +101,63 @@ async fn a_routes_new_connection_rate_is_limited_to_its_burst_then_its_rate() {
     }
     assert_eq!(w.gateway.metrics.outcome_count("routed"), 3, "the burst");
     assert_eq!(refused(&w, "rate_limited"), 3);
-    // Refilled at two a second.
+    // Refilled at one a second: after 1.1 s one connection passes, and the next (made well
+    // within the following second, or the check says nothing) does not.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert!(routed(&w, [127, 0, 0, 1], &hello).await);
-    assert!(routed(&w, [127, 0, 0, 1], &hello).await);
-    assert!(!routed(&w, [127, 0, 0, 1], &hello).await, "two tokens in a second, not three");
-    assert_eq!(refused(&w, "rate_limited"), 4);
-    // Another route is not limited by this one: an unguarded route keeps no bucket.
+    let since = std::time::Instant::now();
+    assert!(routed(&w, [127, 0, 0, 1], &hello).await, "one token a second");
+    let second = routed(&w, [127, 0, 0, 1], &hello).await;
+    if since.elapsed() < Duration::from_millis(800) {
+        assert!(!second, "one token in 1.1 s, not two");
+        assert_eq!(refused(&w, "rate_limited"), 4);
+    }
+    // An ACME validation takes a token too: it is refused while the bucket is empty.
+    let acme = hello_offering(&w.ca_pem, HOST, vec![b"acme-tls/1".to_vec()]);
+    let before = refused(&w, "rate_limited");
+    let mut refused_acme = false;
+    for _ in 0..4 {
+        refused_acme |= !routed(&w, [127, 0, 0, 1], &acme).await;
+    }
+    assert!(refused_acme && refused(&w, "rate_limited") > before, "four ACME connections at once pass no limit");
+    // The route unguarded: no bucket, its counts gone.
     w.gateway.set_routes(vec![route(64)]);
-    assert_eq!(refused(&w, "rate_limited"), 0, "the counts go with the guarded route");
+    assert_eq!(refused(&w, "rate_limited"), 0, "the counts go with the guards");
     for _ in 0..6 {
         assert!(routed(&w, [127, 0, 0, 1], &hello).await, "unguarded again");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acme_validation_past_the_allow_list_is_sent_to_the_agent_as_acme_only() {
+    let guards = Guards { allow_clients: vec!["127.0.0.2/32".parse().expect("a network")], rate_limit: None };
+    let w = start("guards-acme", RouteConfig { guards, ..route(64) }, |_| {}).await;
+    // An agent that records the flag of each `Connect` it gets, and answers none.
+    let tls = agent::tunnel::client_config(&w.ca_pem).expect("client config");
+    let tcp = tokio::net::TcpStream::connect(w.bound.tunnel).await.expect("tunnel");
+    let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
+    let mut stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
+    let hello = wire::Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into(), replica: String::new() };
+    wire::write_frame(&mut stream, &hello).await.expect("hello");
+    assert!(matches!(wire::read_frame(&mut stream).await.expect("welcome"), wire::Control::Welcome { .. }));
+    wire::write_frame(&mut stream, &wire::Control::Ping { seq: 1, ready: Some(true) }).await.expect("ping");
+    let mut flags = Vec::new();
+    for (from, alpn) in [([127, 0, 0, 1], b"acme-tls/1".to_vec()), ([127, 0, 0, 2], b"http/1.1".to_vec())] {
+        let mut client = connect_from(from, w.bound.public).await;
+        client.write_all(&hello_offering(&w.ca_pem, HOST, vec![alpn])).await.expect("send");
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), wire::read_frame(&mut stream)).await {
+                Ok(Ok(wire::Control::Connect { acme_only, .. })) => {
+                    flags.push(acme_only);
+                    break;
+                }
+                Ok(Ok(_)) => {}
+                other => panic!("a Connect, not {other:?}"),
+            }
+        }
+    }
+    assert_eq!(
+        flags,
+        [true, false],
+        "the ACME validation from outside the allow-list is acme-only; the allowed client not"
+    );
 }

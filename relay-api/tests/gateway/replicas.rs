@@ -86,7 +86,7 @@ async fn replica(w: &World, name: &str, tag: &str, hello_len: usize) -> Steered 
                 }
                 Ok(()) = modes.changed() => ticker.reset_immediately(),
                 frame = frames.recv() => match frame {
-                    Some(Control::Connect { ticket }) if *modes.borrow() != Mode::Silent => {
+                    Some(Control::Connect { ticket, .. }) if *modes.borrow() != Mode::Silent => {
                         let ticket = wire::unhex::<TICKET_LEN>(&ticket).expect("a ticket");
                         tokio::spawn(answer(tunnel, ticket, hello_len, tag.clone()));
                     }
@@ -193,13 +193,20 @@ async fn two_replicas_share_a_route_and_one_silent_unready_or_gone_is_out_of_rot
         assert!(metrics.contains(&series), "counted where they went: {series}\n{metrics}");
     }
 
-    // Silent (a stopped process whose connection stays open): out within 3 s, and every new
-    // connection meanwhile answered (by `a`, after `b` left it unanswered 2 s if need be).
+    // Silent (a stopped process whose connection stays open): out within 3 s by its silence
+    // alone (no connection asks it meanwhile, so no unanswered `Connect` takes it out).
     let unanswered_before = w.gateway.metrics.tunnel_count("replica_unanswered");
     b.set(Mode::Silent);
-    let (out, failed, made) = failures_while(&w, &hello, until_rotation(&w, (1, 1), Duration::from_secs(10))).await;
-    let out = out.expect("the silent replica leaves the rotation");
+    let out = until_rotation(&w, (1, 1), Duration::from_secs(10)).await.expect("the silent replica leaves");
     assert!(out <= Duration::from_secs(3), "out of rotation after {out:?}");
+    assert_eq!(w.gateway.metrics.tunnel_count("replica_unanswered"), unanswered_before, "by its silence");
+    b.set(Mode::Serving { ready: true });
+    assert!(until_rotation(&w, (2, 0), Duration::from_secs(3)).await.is_some(), "back at its next heartbeat");
+    // Silent again, with clients throughout: every new connection answered (by `a`, after
+    // `b` left it unanswered 2 s if it was asked first).
+    b.set(Mode::Silent);
+    let (out, failed, made) = failures_while(&w, &hello, until_rotation(&w, (1, 1), Duration::from_secs(10))).await;
+    assert!(out.is_some_and(|t| t <= Duration::from_secs(3)), "out of rotation after {out:?}");
     assert!(failed.is_empty(), "{} of {made} connections failed while `b` fell silent: {failed:?}", failed.len());
     // Out of rotation, it is not asked: no connection waits for it.
     let unanswered = w.gateway.metrics.tunnel_count("replica_unanswered");
@@ -249,7 +256,8 @@ async fn a_replicas_newer_session_takes_over_from_its_older_one_at_once() {
     let new = replica(&w, "web-0", "new", hello.len()).await;
     let replaced = eventually(Duration::from_secs(5), || w.gateway.metrics.tunnel_count("replaced") == 1).await;
     assert!(replaced, "the older session is closed");
-    assert_eq!(rotation(&w), (1, 0), "one session per replica name");
+    let one = until_rotation(&w, (1, 0), Duration::from_secs(5)).await;
+    assert!(one.is_some(), "one session per replica name, in rotation once it heartbeats: {:?}", rotation(&w));
     let (answered, failed) = asks(&w, &hello, 10).await;
     assert!(failed.is_empty(), "{failed:?}");
     assert_eq!(answered.get("new"), Some(&10), "{answered:?}");

@@ -74,6 +74,11 @@ pub enum Control {
     Connect {
         /// 32 bytes, hex.
         ticket: String,
+        /// The connection passed the route's allow-list only as an ACME tls-alpn-01
+        /// validation: the agent completes the TLS handshake and nothing more, whatever a
+        /// second ClientHello (after a HelloRetryRequest) asks for.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        acme_only: bool,
     },
     /// Agent to gateway: heartbeat.
     Ping {

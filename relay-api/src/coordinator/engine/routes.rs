@@ -110,9 +110,13 @@ fn route(
             .filter(|h| matches!(h.state, HostnameState::Verified | HostnameState::Live))
             .map(|h| h.hostname),
     );
-    // A project that no longer reads (a newer validator) keeps its route, unguarded and
-    // without PROXY: it was valid when deployed, and its job runs.
+    // A project that no longer reads (a newer validator) keeps its route and its job; its
+    // `access` is read on its own, so that a customer's allow-list never silently opens.
     let project = crate::project::read(project_json).ok();
+    let guards = match &project {
+        Some(p) => p.access.as_ref().map(crate::project::Access::guards).unwrap_or_default(),
+        None => crate::project::Access::guards_of_stored(project_json),
+    };
     Ok(RouteConfig {
         route_id: route_id.to_owned(),
         hostnames,
@@ -120,6 +124,6 @@ fn route(
         proxy_protocol: project.as_ref().is_some_and(|p| p.proxy_protocol),
         max_connections: ROUTE_MAX_CONNECTIONS,
         standby,
-        guards: project.and_then(|p| p.access).map(|a| a.guards()).unwrap_or_default(),
+        guards,
     })
 }

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Issue 20, point 6, on loopback, in one run:
+#   - new-connection latency (a TCP connect, a TLS handshake, GET /small, closed: one
+#     handshake per request) to the same agent and app three ways: direct (the agent's
+#     `directListen` port), gateway (`svc gateway run` and the agent's tunnel), nginx
+#     (`stream { ssl_preread on; }` in front of the direct port): p50/p99 and the
+#     gateway's added latency against both peers;
+#   - failover: two gateways serving the route, the agent tunnelling to both (the second
+#     pinned by its certificate's digest); a client that tries gateway A then B has A killed
+#     (SIGKILL) under it: time from the kill to the first answered new connection.
+# Method and results: docs/performance.md, "New connections and gateway failover".
+#
+# Usage: bench/failover.sh      (env: ROUNDS=3 COUNT=500 TRIALS=5 KEEP_TMP=0 CARGO_TARGET_DIR)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH="$ROOT/bench"
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+case "$TARGET" in /*) ;; *) TARGET="$ROOT/$TARGET" ;; esac
+ROUNDS=${ROUNDS:-3}
+COUNT=${COUNT:-500}
+TRIALS=${TRIALS:-5}
+HOST=node-demo-acme.localhost
+
+say() { printf '[bench] %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# shellcheck source=bench/common.sh
+. "$BENCH/common.sh"
+bench_tools_and_build
+
+TMP=$(mktemp -d /tmp/svc-failover-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "${KEEP_TMP:-0}" = 1 ]; then say "kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { bench_free_port; }
+DEMO_PORT=$(free_port); API_PORT=$(free_port); DIRECT_PORT=$(free_port); NGINX_PORT=$(free_port); APP_PORT=$(free_port)
+declare -A GW_PUBLIC GW_TUNNEL GW_ADMIN GW_PID
+for g in a b; do GW_PUBLIC[$g]=$(free_port); GW_TUNNEL[$g]=$(free_port); GW_ADMIN[$g]=$(free_port); done
+
+bench_demo "$DEMO_PORT" "$API_PORT"
+
+# One tunnel certificate for both gateways; the agent trusts A by the CA and pins B.
+bench_tunnel_cert
+mkdir -p "$TMP/agent"
+python3 - "$TMP" "$DIRECT_PORT" "$APP_PORT" "${GW_PUBLIC[a]}" "${GW_TUNNEL[a]}" "${GW_ADMIN[a]}" \
+  "${GW_PUBLIC[b]}" "${GW_TUNNEL[b]}" "${GW_ADMIN[b]}" <<'EOF'
+import glob, hashlib, json, os, ssl, sys
+tmp, direct, app, *gw = sys.argv[1], *map(int, sys.argv[2:])
+agent_dir = os.path.dirname(glob.glob(f"{tmp}/demo-jobs/dep_*/r1/agent/agent.json")[0])
+agent = json.load(open(f"{agent_dir}/agent.json"))
+# The job's agent reads its files where its sandbox mounts them; this one runs outside.
+agent["gatewayCa"] = os.path.join(agent_dir, os.path.basename(agent["gatewayCa"]))
+pin = hashlib.sha256(ssl.PEM_cert_to_DER_cert(open(f"{tmp}/tunnel.pem").read())).hexdigest()
+agent.update(gateway=f"127.0.0.1:{gw[1]}", appPort=app, directListen=f"127.0.0.1:{direct}",
+             pinnedGateways=[{"address": f"127.0.0.1:{gw[4]}", "tunnelSha256": pin}])
+# Its gateways are these two: asking the demo's coordinator would replace B with its list.
+agent.pop("coordinator", None)
+fd = os.open(f"{tmp}/agent/agent.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.write(fd, json.dumps(agent, indent=2).encode()); os.close(fd)
+for name, (public, tunnel, admin) in {"a": gw[0:3], "b": gw[3:6]}.items():
+    json.dump({
+        "public": f"127.0.0.1:{public}", "tunnel": f"127.0.0.1:{tunnel}", "admin": f"127.0.0.1:{admin}",
+        "tunnelCert": f"{tmp}/tunnel.pem", "tunnelKey": f"{tmp}/tunnel-key.pem",
+        "routes": [{"routeId": agent["routeId"], "hostnames": [agent["hostname"]],
+                    "credentialSha256": hashlib.sha256(agent["credential"].encode()).hexdigest(),
+                    "proxyProtocol": agent["proxyProtocol"], "maxConnections": 4096}],
+    }, open(f"{tmp}/gateway-{name}.json", "w"), indent=2)
+EOF
+
+start_gateway() { # a|b
+  "$SVC" gateway run --config "$TMP/gateway-$1.json" >>"$TMP/gateway-$1.log" 2>&1 &
+  GW_PID[$1]=$!; PIDS+=($!)
+}
+say "starting the bench app, gateways A and B, the agent and nginx"
+node "$BENCH/ingress-app.js" "$APP_PORT" >"$TMP/app.log" 2>&1 &
+PIDS+=($!)
+start_gateway a
+start_gateway b
+"$SVC" agent run --config "$TMP/agent/agent.json" >"$TMP/agent.log" 2>&1 &
+PIDS+=($!)
+bench_nginx "$NGINX_PORT" "$DIRECT_PORT"
+
+# A gateway's replicas of the route in rotation (1 once the agent's tunnel to it is up).
+in_rotation() {
+  curl -s "http://127.0.0.1:${GW_ADMIN[$1]}/metrics" 2>/dev/null \
+    | awk '/^svc_gateway_route_replicas\{.*state="in_rotation"\}/ {print $2; found=1} END {if (!found) print 0}'
+}
+wait_in_rotation() { # gateway
+  for _ in $(seq 1 300); do [ "$(in_rotation "$1")" = 1 ] && return 0; sleep 0.1; done
+  tail -n 20 "$TMP/agent.log" "$TMP/gateway-$1.log" >&2; die "the agent's tunnel to gateway $1 did not come up"
+}
+wait_in_rotation a
+wait_in_rotation b
+declare -A PORT=([direct]=$DIRECT_PORT [gateway]=${GW_PUBLIC[a]} [nginx]=$NGINX_PORT)
+PATHS=(direct gateway nginx)
+for p in "${PATHS[@]}"; do
+  python3 "$BENCH/newconn.py" latency "${PORT[$p]}" "$HOST" "$CA" 3 >/dev/null || die "$p does not answer"
+done
+say "all paths answer (direct :$DIRECT_PORT, gateway A :${GW_PUBLIC[a]}, B :${GW_PUBLIC[b]}, nginx :$NGINX_PORT)"
+
+RES="$TMP/results"; : >"$RES"   # lines: metric path round value
+record() { echo "$1 $2 $3 $4" >>"$RES"; say "round $3 $2 $1 = $4"; }
+for r in $(seq 1 "$ROUNDS"); do
+  # Rotated each round, so drift in the machine's speed does not favour one path.
+  order=("${PATHS[@]:$(( (r - 1) % 3 ))}" "${PATHS[@]:0:$(( (r - 1) % 3 ))}")
+  for p in "${order[@]}"; do
+    set -- $(python3 "$BENCH/newconn.py" latency "${PORT[$p]}" "$HOST" "$CA" "$COUNT" | grep '^RESULT')
+    record p50 "$p" "$r" "${3#p50_us=}"
+    record p99 "$p" "$r" "${4#p99_us=}"
+  done
+done
+
+for t in $(seq 1 "$TRIALS"); do
+  wait_in_rotation a
+  set -- $(python3 "$BENCH/newconn.py" failover "${GW_PUBLIC[a]}" "${GW_PUBLIC[b]}" "$HOST" "$CA" "${GW_PID[a]}" 1 | grep '^RESULT')
+  record failover_us gateway "$t" "${2#failover_us=}"
+  record failed_after_kill gateway "$t" "${3#failed_after_kill=}"
+  wait "${GW_PID[a]}" 2>/dev/null || true
+  start_gateway a
+done
+
+python3 - "$RES" "$ROUNDS" "$COUNT" "$TRIALS" <<'REPORT'
+import statistics, sys
+from collections import defaultdict
+res, rounds, count, trials = sys.argv[1], *sys.argv[2:]
+vals = defaultdict(list)
+for line in open(res):
+    metric, path, _round, value = line.split()
+    vals[metric, path].append(float(value))
+med = lambda m, p: statistics.median(vals[m, p])
+ms = lambda us: f"{us / 1000:.2f} ms"
+paths = ["direct", "gateway", "nginx"]
+print(f"\n### New connections (median of {rounds} rounds of {count} connections each)\n")
+print("| Path | p50 | p99 |\n|---|---|---|")
+for p in paths:
+    print(f"| {p} | {ms(med('p50', p))} | {ms(med('p99', p))} |")
+ratio = lambda m, a, b: statistics.median(x / y for x, y in zip(vals[m, a], vals[m, b]))
+print()
+for q in ["p50", "p99"]:
+    print(f"{q}: gateway adds {ms(med(q, 'gateway') - med(q, 'direct'))} to direct (nginx adds "
+          f"{ms(med(q, 'nginx') - med(q, 'direct'))}); per-round ratios gateway/direct "
+          f"{ratio(q, 'gateway', 'direct'):.2f}, gateway/nginx {ratio(q, 'gateway', 'nginx'):.2f}.")
+f = vals["failover_us", "gateway"]
+failed = vals["failed_after_kill", "gateway"]
+print(f"\n### Failover ({trials} trials: gateway A killed under a client that tries A, then B)\n")
+print(f"Kill to first answered new connection: median {ms(statistics.median(f))}, max {ms(max(f))} "
+      f"(trials: {', '.join(ms(x) for x in f)}); new connections failed after the kill: {int(sum(failed))}.")
+REPORT
