@@ -1117,13 +1117,25 @@ pub enum ImageCommand {
 /// `svc manifest ...`
 #[derive(Debug, Subcommand)]
 pub enum ManifestCommand {
-    /// Validate a manifest (layers 1-2: parse, strict schema, cross-field rules), offline.
+    /// Validate manifests (layers 1-2: parse, strict schema, cross-field rules), offline.
     ///
-    /// Exit 0: valid (warnings allowed). Exit 1: invalid. Exit 2: usage error or unreadable file.
+    /// One file: its report. Several files or directories: directories are walked (hidden
+    /// entries skipped), their files kept by `--include`, all validated in parallel, each
+    /// reported in path order, then a summary.
+    ///
+    /// Exit 0: every file valid (warnings allowed). Exit 1: some file invalid. Exit 2: usage
+    /// error, an unreadable file, or no file found.
     Validate {
         /// The manifest (JSON or YAML; V4 is JSON only); `-` reads standard input.
-        #[arg(long, value_name = "PATH")]
-        file: PathBuf,
+        #[arg(long, value_name = "PATH", required_unless_present = "paths")]
+        file: Option<PathBuf>,
+        /// More manifests, or directories to walk.
+        #[arg(value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// Keep a directory's file when this glob matches its path below the directory
+        /// (repeatable; default `**/*.json`, `**/*.yaml`, `**/*.yml`).
+        #[arg(long, value_name = "GLOB")]
+        include: Vec<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         format: OutputFormat,

@@ -15,6 +15,7 @@ mod deploy;
 mod economics;
 mod ingress;
 mod manifest;
+mod manifests;
 mod output;
 mod relay;
 mod remote;
@@ -32,6 +33,7 @@ pub use args::{
 pub use output::LogFormat;
 pub use settings::SettingsError;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Parses the process's command line, sets up the terminal plumbing (`output`: quiet broken
@@ -100,7 +102,16 @@ pub fn run(cli: Cli) -> ExitCode {
     }
     match cli.command {
         Command::Manifest { command } => match command {
-            ManifestCommand::Validate { file, format } => manifest::validate(&file, format),
+            ManifestCommand::Validate { file, paths, include, format } => match (file, paths.as_slice()) {
+                // One file (`--file` is always one: a directory there is an error, as it was),
+                // reported as it always was.
+                (Some(file), []) if include.is_empty() => manifest::validate(&file, format),
+                (None, [one]) if include.is_empty() && !one.is_dir() => manifest::validate(one, format),
+                (file, _) => {
+                    let inputs: Vec<PathBuf> = file.into_iter().chain(paths).collect();
+                    manifests::validate(&inputs, &include, format)
+                }
+            },
             ManifestCommand::Schema { version, server: None, .. } => manifest::schema(version),
             ManifestCommand::Schema { version, server: Some(server), trust } => {
                 remote::schema(manifest::schema_kind(version), Some(&server), &trust)

@@ -153,7 +153,7 @@ fn fail(code: u8, message: &str) -> ExitCode {
 
 /// Reads at most one byte past the input limit, so an oversized input is reported as
 /// `input_too_large` without being read whole.
-fn read_input(path: &Path) -> Result<(String, Vec<u8>), InputError> {
+pub(crate) fn read_input(path: &Path) -> Result<(String, Vec<u8>), InputError> {
     let limit = (MAX_INPUT_BYTES + 1) as u64;
     let mut bytes = Vec::new();
     if path == Path::new("-") {
@@ -170,7 +170,7 @@ fn read_input(path: &Path) -> Result<(String, Vec<u8>), InputError> {
 
 /// Why a manifest could not be read.
 #[derive(Debug, thiserror::Error)]
-enum InputError {
+pub(crate) enum InputError {
     /// Standard input failed.
     #[error("cannot read standard input: {0}")]
     Stdin(#[source] std::io::Error),
