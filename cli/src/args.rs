@@ -1137,8 +1137,8 @@ pub enum ManifestCommand {
         #[arg(long, value_name = "GLOB")]
         include: Vec<String>,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-        format: OutputFormat,
+        #[arg(long, value_enum, default_value_t = ValidateFormat::Text)]
+        format: ValidateFormat,
     },
     /// Print a JSON Schema (draft 2020-12), byte-identical to what the service serves.
     ///
@@ -1202,6 +1202,34 @@ pub struct FactArgs {
     /// For a build release: the accepted artifact version's digest (`sha256:...`).
     #[arg(long, value_name = "SHA256", requires = "artifact_cid")]
     pub artifact_digest: Option<String>,
+}
+
+/// How `svc manifest validate` prints its results: [`OutputFormat`]'s two, and three that
+/// CI systems read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ValidateFormat {
+    /// For people.
+    Text,
+    /// Exactly one JSON value on standard output, success or failure (the command's help says which).
+    Json,
+    /// JUnit XML: a test case per file, a failure listing its errors.
+    Junit,
+    /// GitHub Actions workflow commands: an annotation per diagnostic, with file, line and column.
+    Github,
+    /// SARIF 2.1.0, for GitHub code scanning and other static-analysis viewers.
+    Sarif,
+}
+
+impl ValidateFormat {
+    /// The shared format its errors are printed in (JSON envelopes for `json` only).
+    pub fn output(self) -> OutputFormat {
+        if self == ValidateFormat::Json { OutputFormat::Json } else { OutputFormat::Text }
+    }
+
+    /// Whether it is one of the CI formats, which report one file as they report many.
+    pub fn is_ci(self) -> bool {
+        matches!(self, ValidateFormat::Junit | ValidateFormat::Github | ValidateFormat::Sarif)
+    }
 }
 
 /// How results are printed.

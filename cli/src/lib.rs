@@ -8,6 +8,7 @@
 mod admin;
 mod args;
 mod catalog;
+mod ci_formats;
 mod client;
 mod data_dir;
 mod demo;
@@ -33,7 +34,6 @@ pub use args::{
 pub use output::LogFormat;
 pub use settings::SettingsError;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Parses the process's command line, sets up the terminal plumbing (`output`: quiet broken
@@ -65,7 +65,10 @@ fn leaf_format(matches: &clap::ArgMatches) -> Option<OutputFormat> {
     while let Some((_, sub)) = leaf.subcommand() {
         leaf = sub;
     }
-    leaf.try_get_one::<OutputFormat>("format").ok().flatten().copied()
+    match leaf.try_get_one::<OutputFormat>("format") {
+        Ok(format) => format.copied(),
+        Err(_) => leaf.try_get_one::<args::ValidateFormat>("format").ok().flatten().map(|f| f.output()),
+    }
 }
 
 /// Whether a command line that clap refused asked for JSON (`--format json` or `--format=json`).
@@ -104,13 +107,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Manifest { command } => match command {
             ManifestCommand::Validate { file, paths, include, format } => match (file, paths.as_slice()) {
                 // One file (`--file` is always one: a directory there is an error, as it was),
-                // reported as it always was.
-                (Some(file), []) if include.is_empty() => manifest::validate(&file, format),
-                (None, [one]) if include.is_empty() && !one.is_dir() => manifest::validate(one, format),
-                (file, _) => {
-                    let inputs: Vec<PathBuf> = file.into_iter().chain(paths).collect();
-                    manifests::validate(&inputs, &include, format)
+                // reported as it always was; the CI formats report one file as they do many.
+                (Some(file), []) if include.is_empty() && !format.is_ci() => manifest::validate(&file, format.output()),
+                (None, [one]) if include.is_empty() && !one.is_dir() && !format.is_ci() => {
+                    manifest::validate(one, format.output())
                 }
+                (file, _) => manifests::validate(file.as_deref(), &paths, &include, format),
             },
             ManifestCommand::Schema { version, server: None, .. } => manifest::schema(version),
             ManifestCommand::Schema { version, server: Some(server), trust } => {

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use manifest_core::{render_json, render_text, validate as validate_document};
+use manifest_core::{Diagnostic, render_json, render_text, validate as validate_document};
 use serde_json::{Value, json};
 
-use crate::args::OutputFormat;
+use crate::args::ValidateFormat;
 
 /// Usage errors and unreadable inputs.
 const EXIT_USAGE: u8 = 2;
@@ -27,20 +27,23 @@ const EXIT_INVALID: u8 = 1;
 pub(crate) const DEFAULT_INCLUDE: &[&str] = &["**/*.json", "**/*.yaml", "**/*.yml"];
 
 /// What became of one file.
-enum Outcome {
-    /// Validated: its text or JSON report, and whether it is valid.
-    Checked { valid: bool, text: String, json: Value },
-    /// It could not be read.
+pub(crate) enum Outcome {
+    /// Validated: whether it is valid, its diagnostics, and its text or JSON report (the
+    /// one the format prints).
+    Checked { valid: bool, diagnostics: Vec<Diagnostic>, text: String, json: Value },
+    /// It could not be read: why.
     Unreadable(String),
 }
 
-/// Validates every manifest under `paths` and prints each report, then a summary.
-pub(crate) fn validate(paths: &[PathBuf], include: &[String], format: OutputFormat) -> ExitCode {
+/// Validates the manifest `file` (`--file`: one file, never walked) and every manifest
+/// under `paths`, and prints each report, then a summary.
+pub(crate) fn validate(file: Option<&Path>, paths: &[PathBuf], include: &[String], format: ValidateFormat) -> ExitCode {
     let globs = match globs(include) {
         Ok(globs) => globs,
         Err(message) => return crate::output::fail("svc", EXIT_USAGE, "usage", &message),
     };
-    let (files, mut unreadable) = collect(paths, &globs);
+    let (mut files, mut unreadable) = collect(paths, &globs);
+    files.extend(file.map(Path::to_path_buf));
     if files.is_empty() && unreadable.is_empty() {
         let message = format!(
             "no manifest files under {} (kept: {})",
@@ -49,6 +52,8 @@ pub(crate) fn validate(paths: &[PathBuf], include: &[String], format: OutputForm
         );
         return crate::output::fail("svc", EXIT_USAGE, "no_files", &message);
     }
+    files.sort();
+    files.dedup();
     let started = Instant::now();
     let mut outcomes = check_all(&files, format);
     for (path, why) in unreadable.drain(..) {
@@ -105,7 +110,7 @@ fn collect(paths: &[PathBuf], globs: &GlobSet) -> (Vec<PathBuf>, Vec<(PathBuf, S
 }
 
 /// Validates `files` on one worker per core (at most one per file).
-fn check_all(files: &[PathBuf], format: OutputFormat) -> Vec<(PathBuf, Outcome)> {
+fn check_all(files: &[PathBuf], format: ValidateFormat) -> Vec<(PathBuf, Outcome)> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
     let next = AtomicUsize::new(0);
     let done = Mutex::new(Vec::with_capacity(files.len()));
@@ -124,46 +129,42 @@ fn check_all(files: &[PathBuf], format: OutputFormat) -> Vec<(PathBuf, Outcome)>
     done.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn check(path: &Path, format: OutputFormat) -> Outcome {
+fn check(path: &Path, format: ValidateFormat) -> Outcome {
     let (name, bytes) = match crate::manifest::read_input(path) {
         Ok(input) => input,
         Err(e) => return Outcome::Unreadable(e.to_string()),
     };
     let report = validate_document(&bytes);
     let valid = report.is_valid();
-    match format {
-        OutputFormat::Text => Outcome::Checked { valid, text: render_text(&report, &name, &bytes), json: Value::Null },
-        OutputFormat::Json => {
+    let diagnostics = report.diagnostics.clone();
+    let (text, json) = match format {
+        ValidateFormat::Text => (render_text(&report, &name, &bytes), Value::Null),
+        ValidateFormat::Json => {
             let mut json: Value = serde_json::from_str(&render_json(&report)).unwrap_or(Value::Null);
             if let Value::Object(map) = &mut json {
                 map.insert("path".to_owned(), Value::String(name));
             }
-            Outcome::Checked { valid, text: String::new(), json }
+            (String::new(), json)
         }
-    }
+        ValidateFormat::Junit | ValidateFormat::Github | ValidateFormat::Sarif => (String::new(), Value::Null),
+    };
+    Outcome::Checked { valid, diagnostics, text, json }
 }
 
 /// Prints every outcome, then the summary; the exit code.
-fn report(outcomes: &[(PathBuf, Outcome)], format: OutputFormat, started: Instant) -> ExitCode {
-    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|(_, o)| f(o)).count();
-    let valid = count(|o| matches!(o, Outcome::Checked { valid: true, .. }));
-    let invalid = count(|o| matches!(o, Outcome::Checked { valid: false, .. }));
-    let unreadable = count(|o| matches!(o, Outcome::Unreadable(_)));
+fn report(outcomes: &[(PathBuf, Outcome)], format: ValidateFormat, started: Instant) -> ExitCode {
+    let summary = Summary::of(outcomes, started);
     match format {
-        OutputFormat::Text => {
+        ValidateFormat::Text => {
             for (path, outcome) in outcomes {
                 match outcome {
                     Outcome::Checked { text, .. } => print!("{text}"),
                     Outcome::Unreadable(why) => println!("{}: unreadable: {why}", path.display()),
                 }
             }
-            println!(
-                "{} checked in {} ms: {valid} valid, {invalid} invalid, {unreadable} unreadable",
-                plural(outcomes.len(), "file"),
-                started.elapsed().as_millis()
-            );
+            println!("{}", summary.line());
         }
-        OutputFormat::Json => {
+        ValidateFormat::Json => {
             let files: Vec<Value> = outcomes
                 .iter()
                 .map(|(path, outcome)| match outcome {
@@ -174,18 +175,59 @@ fn report(outcomes: &[(PathBuf, Outcome)], format: OutputFormat, started: Instan
                     }),
                 })
                 .collect();
-            let summary =
-                json!({"files": outcomes.len(), "valid": valid, "invalid": invalid, "unreadable": unreadable});
-            let value = json!({"files": files, "summary": summary});
-            println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+            let counts = json!({
+                "files": summary.files, "valid": summary.valid, "invalid": summary.invalid,
+                "unreadable": summary.unreadable,
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({"files": files, "summary": counts})).unwrap_or_default()
+            );
         }
+        ValidateFormat::Github => print!("{}", crate::ci_formats::github(outcomes, &summary)),
+        ValidateFormat::Junit => print!("{}", crate::ci_formats::junit(outcomes, &summary)),
+        ValidateFormat::Sarif => println!("{}", crate::ci_formats::sarif(outcomes)),
     }
-    if unreadable > 0 {
+    if summary.unreadable > 0 {
         ExitCode::from(EXIT_USAGE)
-    } else if invalid > 0 {
+    } else if summary.invalid > 0 {
         ExitCode::from(EXIT_INVALID)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// How many files came out how.
+pub(crate) struct Summary {
+    pub(crate) files: usize,
+    pub(crate) valid: usize,
+    pub(crate) invalid: usize,
+    pub(crate) unreadable: usize,
+    pub(crate) elapsed: std::time::Duration,
+}
+
+impl Summary {
+    fn of(outcomes: &[(PathBuf, Outcome)], started: Instant) -> Summary {
+        let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|(_, o)| f(o)).count();
+        Summary {
+            files: outcomes.len(),
+            valid: count(|o| matches!(o, Outcome::Checked { valid: true, .. })),
+            invalid: count(|o| matches!(o, Outcome::Checked { valid: false, .. })),
+            unreadable: count(|o| matches!(o, Outcome::Unreadable(_))),
+            elapsed: started.elapsed(),
+        }
+    }
+
+    /// `3 files checked in 12 ms: 2 valid, 1 invalid, 0 unreadable`.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "{} checked in {} ms: {} valid, {} invalid, {} unreadable",
+            plural(self.files, "file"),
+            self.elapsed.as_millis(),
+            self.valid,
+            self.invalid,
+            self.unreadable
+        )
     }
 }
 

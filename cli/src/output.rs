@@ -237,7 +237,10 @@ pub(crate) fn start_logging(format: Option<LogFormat>) {
 /// output. A command missing here keeps the generic help (the test in `cli/tests/terminal.rs`
 /// lists it).
 const FORMAT_HELP: &[(&str, &str)] = &[
-    ("manifest validate", "json: {valid, schemaVersion, authoredDigest, diagnostics}"),
+    (
+        "manifest validate",
+        "json: {valid, schemaVersion, authoredDigest, diagnostics} for one file, {files: [{path, ...}], summary} for several; junit, github, sarif: CI reports, one file as several",
+    ),
     (
         "policy publish",
         "json: the published version {applicationId, policyVersion, activePointerVersion, status, authoredDigest, policyDigest, diagnostics, dryRun?}",

@@ -126,3 +126,95 @@ fn unreadable_files_no_files_and_bad_globs_exit_2_and_one_file_reads_as_before()
     // `--file` is one file: a directory there is still refused.
     assert_eq!(svc(&["manifest", "validate", "--file", "manifests"], dir.path()).status.code(), Some(2));
 }
+
+#[test]
+fn github_annotations_name_file_line_column_and_code() {
+    let dir = tree();
+    let out = svc(&["manifest", "validate", "manifests", "--format", "github"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let annotations: Vec<&str> = text.lines().filter(|l| l.starts_with("::")).collect();
+    assert!(
+        annotations.iter().all(|l| l.starts_with("::error file=manifests/batch/broken.json,line=1,col=")),
+        "every error of the invalid file, none of the valid ones:\n{text}"
+    );
+    assert!(
+        annotations.iter().any(|l| l.starts_with(
+            "::error file=manifests/batch/broken.json,line=1,col=22,title=unknown_field::unknown field \"sheduel\""
+        )),
+        "{text}"
+    );
+    assert!(text.lines().last().is_some_and(|l| l.ends_with(": 2 valid, 1 invalid, 0 unreadable")), "{text}");
+    // One file takes the same form, and a directory given as `--file` is unreadable.
+    let one = svc(&["manifest", "validate", "--file", "manifests/web/app.yaml", "--format", "github"], dir.path());
+    assert_eq!(one.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&one.stdout).starts_with("1 file checked in "));
+    let dir_as_file = svc(&["manifest", "validate", "--file", "manifests", "--format", "github"], dir.path());
+    assert_eq!(dir_as_file.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&dir_as_file.stdout).starts_with("::error file=manifests,title=unreadable_file::"));
+}
+
+#[test]
+fn junit_is_xml_with_a_test_case_per_file_and_a_failure_per_invalid_one() {
+    let dir = tree();
+    let out = svc(&["manifest", "validate", "manifests", "manifests/missing.json", "--format", "junit"], dir.path());
+    assert_eq!(out.status.code(), Some(2), "an unreadable file: exit 2");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("not XML ({e}):\n{text}"));
+    let suites = doc.root_element();
+    assert_eq!(suites.tag_name().name(), "testsuites");
+    assert_eq!(
+        (suites.attribute("tests"), suites.attribute("failures"), suites.attribute("errors")),
+        (Some("4"), Some("1"), Some("1"))
+    );
+    let cases: Vec<(&str, Option<&str>)> = suites
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .map(|n| (n.attribute("name").unwrap_or(""), n.first_element_child().map(|c| c.tag_name().name())))
+        .collect();
+    assert_eq!(
+        cases,
+        [
+            ("manifests/batch/broken.json", Some("failure")),
+            ("manifests/batch/v4.json", None),
+            ("manifests/missing.json", Some("error")),
+            ("manifests/web/app.yaml", None),
+        ]
+    );
+    let failure = suites.descendants().find(|n| n.has_tag_name("failure")).expect("a failure");
+    assert!(
+        failure.text().is_some_and(|t| t.contains("manifests/batch/broken.json:1:22 /sheduel [unknown_field]")),
+        "{text}"
+    );
+}
+
+#[test]
+fn sarif_has_a_result_per_diagnostic_located_in_its_file_under_its_rule() {
+    let dir = tree();
+    let out = svc(&["manifest", "validate", "manifests", "--format", "sarif"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    let log: Value = serde_json::from_slice(&out.stdout).expect("SARIF is JSON");
+    assert_eq!(log["version"], "2.1.0");
+    assert_eq!(log["$schema"], "https://json.schemastore.org/sarif-2.1.0.json");
+    let run = &log["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "svc manifest validate");
+    let rules: Vec<&str> =
+        run["tool"]["driver"]["rules"].as_array().expect("rules").iter().filter_map(|r| r["id"].as_str()).collect();
+    let results = run["results"].as_array().expect("results");
+    let json = svc(&["manifest", "validate", "manifests/batch/broken.json", "--format", "json"], dir.path());
+    let report: Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(
+        results.len(),
+        report["diagnostics"].as_array().expect("diagnostics").len(),
+        "one result per diagnostic"
+    );
+    for result in results {
+        let rule = result["ruleId"].as_str().expect("a rule");
+        assert_eq!(rules.get(result["ruleIndex"].as_u64().expect("an index") as usize), Some(&rule), "{result}");
+        assert!(result["message"]["text"].as_str().is_some_and(|t| !t.is_empty()));
+        let location = &result["locations"][0]["physicalLocation"];
+        assert_eq!(location["artifactLocation"]["uri"], "manifests/batch/broken.json");
+        assert!(location["region"]["startLine"].as_u64().is_some_and(|l| l >= 1), "{result}");
+        assert_eq!(result["level"], "error");
+    }
+}
