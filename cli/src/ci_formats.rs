@@ -2,7 +2,8 @@
 //! systems read, from the same outcomes the text and JSON reports come from.
 //!
 //! - **github**: one workflow command per diagnostic (`::error file=F,line=L,col=C,title=CODE::
-//!   MESSAGE`), escaped as the Actions toolkit escapes them, then the summary line.
+//!   MESSAGE`), escaped as the Actions toolkit escapes them, then the summary line. GitHub
+//!   shows a limited number of annotations per step; the log has them all.
 //! - **junit**: a test suite of one test case per file; an invalid file's case fails with its
 //!   errors, an unreadable one errs. Text that XML 1.0 cannot carry is replaced.
 //! - **sarif**: SARIF 2.1.0 with one rule per diagnostic code used, one result per diagnostic,
@@ -18,31 +19,31 @@ use serde_json::{Value, json};
 
 use crate::manifests::{Outcome, Summary};
 
-/// GitHub Actions workflow commands.
-pub(crate) fn github(outcomes: &[(PathBuf, Outcome)], summary: &Summary) -> String {
+/// GitHub Actions workflow commands for one file: an annotation per diagnostic (none for a
+/// valid file without warnings). Standard input (`-`) is annotated without a file.
+pub(crate) fn github(path: &Path, outcome: &Outcome) -> String {
     let mut out = String::new();
-    for (path, outcome) in outcomes {
-        let file = property(&path.display().to_string());
-        match outcome {
-            Outcome::Checked { diagnostics, .. } => {
-                for d in diagnostics {
-                    let level = if d.is_error() { "error" } else { "warning" };
-                    let place = match (d.line, d.column) {
-                        (Some(line), Some(column)) => format!(",line={line},col={column}"),
-                        (Some(line), None) => format!(",line={line}"),
-                        _ => String::new(),
-                    };
-                    let title = property(d.code.as_str());
-                    let message = data(&format!("{} (at {})", d.message, pointer(d)));
-                    let _ = writeln!(out, "::{level} file={file}{place},title={title}::{message}");
-                }
-            }
-            Outcome::Unreadable(why) => {
-                let _ = writeln!(out, "::error file={file},title=unreadable_file::{}", data(why));
+    let file =
+        if path == Path::new("-") { String::new() } else { format!("file={},", property(&path.display().to_string())) };
+    match outcome {
+        Outcome::Checked { diagnostics, .. } => {
+            for d in diagnostics {
+                let level = if d.is_error() { "error" } else { "warning" };
+                let place = match (d.line, d.column) {
+                    (Some(line), Some(column)) => format!("line={line},col={column},"),
+                    (Some(line), None) => format!("line={line},"),
+                    _ => String::new(),
+                };
+                let title = property(d.code.as_str());
+                let message = data(&format!("{} (at {})", d.message, pointer(d)));
+                let _ = writeln!(out, "::{level} {file}{place}title={title}::{message}");
             }
         }
+        Outcome::Unreadable(why) => {
+            let _ = writeln!(out, "::error {file}title=unreadable_file::{}", data(why));
+        }
     }
-    out + &summary.line() + "\n"
+    out
 }
 
 /// The pointer a person reads (`(document)` for the root).
@@ -74,7 +75,7 @@ pub(crate) fn junit(outcomes: &[(PathBuf, Outcome)], summary: &Summary) -> Strin
         "  <testsuite name=\"svc manifest validate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{seconds:.3}\">"
     );
     for (path, outcome) in outcomes {
-        let name = xml(&path.display().to_string());
+        let name = xml_attribute(&path.display().to_string());
         let _ = write!(out, "    <testcase classname=\"manifests\" name=\"{name}\" file=\"{name}\"");
         match outcome {
             Outcome::Checked { valid: true, .. } => out.push_str("/>\n"),
@@ -82,7 +83,12 @@ pub(crate) fn junit(outcomes: &[(PathBuf, Outcome)], summary: &Summary) -> Strin
                 let errors: Vec<&Diagnostic> = diagnostics.iter().filter(|d| d.is_error()).collect();
                 let first = errors.first().map_or("invalid_manifest", |d| d.code.as_str());
                 let message = format!("{} {}", errors.len(), if errors.len() == 1 { "error" } else { "errors" });
-                let _ = write!(out, ">\n      <failure type=\"{}\" message=\"{}\">", xml(first), xml(&message));
+                let _ = write!(
+                    out,
+                    ">\n      <failure type=\"{}\" message=\"{}\">",
+                    xml_attribute(first),
+                    xml_attribute(&message)
+                );
                 for d in &errors {
                     let at = match (d.line, d.column) {
                         (Some(line), Some(column)) => format!(":{line}:{column}"),
@@ -126,6 +132,12 @@ fn xml(text: &str) -> String {
     out
 }
 
+/// [`xml`] for an attribute value: line ends and tabs as character references too, which an
+/// XML reader would otherwise turn into spaces.
+fn xml_attribute(text: &str) -> String {
+    xml(text).replace('\n', "&#10;").replace('\r', "&#13;").replace('\t', "&#9;")
+}
+
 /// SARIF 2.1.0.
 pub(crate) fn sarif(outcomes: &[(PathBuf, Outcome)]) -> String {
     let codes: BTreeSet<&str> = outcomes
@@ -140,6 +152,10 @@ pub(crate) fn sarif(outcomes: &[(PathBuf, Outcome)]) -> String {
     let mut results = Vec::new();
     for (path, outcome) in outcomes {
         let uri = file_uri(path);
+        let location = |region: Value| match &uri {
+            Some(uri) => json!([{"physicalLocation": {"artifactLocation": {"uri": uri}, "region": region}}]),
+            None => json!([]),
+        };
         match outcome {
             Outcome::Checked { diagnostics, .. } => {
                 for d in diagnostics {
@@ -152,7 +168,7 @@ pub(crate) fn sarif(outcomes: &[(PathBuf, Outcome)]) -> String {
                         "ruleIndex": index(d.code.as_str()),
                         "level": if d.severity == Severity::Error { "error" } else { "warning" },
                         "message": {"text": format!("{} (at {})", d.message, pointer(d))},
-                        "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri}, "region": region}}],
+                        "locations": location(region),
                         "properties": {"pointer": d.pointer, "layer": d.layer},
                     }));
                 }
@@ -162,7 +178,7 @@ pub(crate) fn sarif(outcomes: &[(PathBuf, Outcome)]) -> String {
                 "ruleIndex": index("unreadable_file"),
                 "level": "error",
                 "message": {"text": why},
-                "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": 1}}}],
+                "locations": location(json!({"startLine": 1})),
             })),
         }
     }
@@ -172,8 +188,7 @@ pub(crate) fn sarif(outcomes: &[(PathBuf, Outcome)]) -> String {
             json!({
                 "id": code,
                 "name": code,
-                "shortDescription": {"text": format!("svc manifest diagnostic `{code}`")},
-                "helpUri": "https://github.com/svc/svc/blob/main/docs/diagnostics.md",
+                "shortDescription": {"text": format!("svc manifest diagnostic `{code}` (docs/diagnostics.md)")},
             })
         })
         .collect();
@@ -184,29 +199,48 @@ pub(crate) fn sarif(outcomes: &[(PathBuf, Outcome)]) -> String {
             "tool": {"driver": {
                 "name": "svc manifest validate",
                 "version": env!("CARGO_PKG_VERSION"),
-                "informationUri": "https://github.com/svc/svc",
                 "rules": rules,
             }},
+            // Diagnostics count columns in characters, not SARIF's default UTF-16 units.
+            "columnKind": "unicodeCodePoints",
             "results": results,
         }],
     });
     serde_json::to_string_pretty(&log).unwrap_or_default()
 }
 
-/// A relative URI reference for `path` (`/`-separated, each byte outside RFC 3986's
-/// unreserved set and `/` percent-encoded), as code scanning matches files in the checkout.
-fn file_uri(path: &Path) -> String {
-    let text = path.to_string_lossy();
-    let text = text.strip_prefix("./").unwrap_or(&text);
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
+/// A URI for `path`: relative paths as relative references (`/`-separated), absolute ones
+/// as `file://` URIs, each byte outside RFC 3986's unreserved set and `/` percent-encoded
+/// (the path's own bytes, not a lossy UTF-8 reading of them). `None` for standard input.
+fn file_uri(path: &Path) -> Option<String> {
+    if path == Path::new("-") {
+        return None;
+    }
+    let path = path.strip_prefix("./").unwrap_or(path);
+    let bytes = path_bytes(path);
+    let mut out = String::with_capacity(bytes.len() + 8);
+    if path.is_absolute() {
+        out.push_str("file://");
+    }
+    for b in bytes {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
             out.push(char::from(b));
         } else {
             let _ = write!(out, "%{b:02X}");
         }
     }
-    out
+    Some(out)
+}
+
+#[cfg(unix)]
+fn path_bytes(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes().to_vec()
+}
+
+#[cfg(not(unix))]
+fn path_bytes(path: &Path) -> Vec<u8> {
+    path.to_string_lossy().replace('\\', "/").into_bytes()
 }
 
 #[cfg(test)]
@@ -223,11 +257,20 @@ mod tests {
     fn xml_text_escapes_markup_and_drops_what_xml_cannot_carry() {
         assert_eq!(xml("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&apos;&lt;/a&gt;");
         assert_eq!(xml("bell\u{7}tab\tnul\u{0}"), "bell\u{FFFD}tab\tnul\u{FFFD}");
+        assert_eq!(xml_attribute("a\nb\tc"), "a&#10;b&#9;c", "kept through an attribute's normalisation");
     }
 
     #[test]
     fn file_uris_are_relative_and_percent_encoded() {
-        assert_eq!(file_uri(Path::new("./manifests/web app.yaml")), "manifests/web%20app.yaml");
-        assert_eq!(file_uri(Path::new("a/ü#1.json")), "a/%C3%BC%231.json");
+        assert_eq!(file_uri(Path::new("./manifests/web app.yaml")).as_deref(), Some("manifests/web%20app.yaml"));
+        assert_eq!(file_uri(Path::new("a/ü#1.json")).as_deref(), Some("a/%C3%BC%231.json"));
+        assert_eq!(file_uri(Path::new("/srv/m.json")).as_deref(), Some("file:///srv/m.json"));
+        assert_eq!(file_uri(Path::new("-")), None, "standard input has no location");
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let raw = Path::new(std::ffi::OsStr::from_bytes(b"bad\xffbyte.json"));
+            assert_eq!(file_uri(raw).as_deref(), Some("bad%FFbyte.json"), "the bytes, not U+FFFD");
+        }
     }
 }

@@ -152,7 +152,9 @@ fn fail(code: u8, message: &str) -> ExitCode {
 }
 
 /// Reads at most one byte past the input limit, so an oversized input is reported as
-/// `input_too_large` without being read whole.
+/// `input_too_large` without being read whole. A FIFO or device named on the command line is
+/// read like a file (`--file <(generate)` is a pipe); a directory walk keeps regular files
+/// only.
 pub(crate) fn read_input(path: &Path) -> Result<(String, Vec<u8>), InputError> {
     let limit = (MAX_INPUT_BYTES + 1) as u64;
     let mut bytes = Vec::new();

@@ -135,7 +135,8 @@ fn github_annotations_name_file_line_column_and_code() {
     let text = String::from_utf8_lossy(&out.stdout);
     let annotations: Vec<&str> = text.lines().filter(|l| l.starts_with("::")).collect();
     assert!(
-        annotations.iter().all(|l| l.starts_with("::error file=manifests/batch/broken.json,line=1,col=")),
+        !annotations.is_empty()
+            && annotations.iter().all(|l| l.starts_with("::error file=manifests/batch/broken.json,line=1,col=")),
         "every error of the invalid file, none of the valid ones:\n{text}"
     );
     assert!(
@@ -217,4 +218,86 @@ fn sarif_has_a_result_per_diagnostic_located_in_its_file_under_its_rule() {
         assert!(location["region"]["startLine"].as_u64().is_some_and(|l| l >= 1), "{result}");
         assert_eq!(result["level"], "error");
     }
+}
+
+#[test]
+fn links_are_followed_a_file_is_checked_once_and_a_glob_star_stays_in_its_segment() {
+    let dir = tree();
+    let root = dir.path();
+    // A directory of links only: the invalid one behind a link is found.
+    std::fs::create_dir_all(root.join("linked")).expect("mkdir");
+    std::os::unix::fs::symlink("../manifests/batch/broken.json", root.join("linked/broken.json")).expect("link");
+    std::os::unix::fs::symlink("../manifests/web", root.join("linked/web")).expect("link");
+    let out = svc(&["manifest", "validate", "linked"], root);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.lines().last().is_some_and(|l| l.ends_with(": 1 valid, 1 invalid, 0 unreadable")), "{text}");
+    // Two spellings of the same file, and the same file through a link: once, first spelling.
+    let out = svc(&["manifest", "validate", "manifests/web", "./manifests/web/app.yaml", "linked/web"], root);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().last().is_some_and(|l| l.starts_with("1 file checked")), "{text}");
+    // `*` does not cross `/`: `batch/*.json` is not `batch/deeper/x.json`.
+    std::fs::create_dir_all(root.join("manifests/batch/deeper")).expect("mkdir");
+    std::fs::write(root.join("manifests/batch/deeper/x.json"), golden("v4-minimal.json")).expect("write");
+    let out = svc(&["manifest", "validate", "manifests", "--include", "batch/*.json", "--format", "json"], root);
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let paths: Vec<&str> = json["files"].as_array().expect("files").iter().filter_map(|f| f["path"].as_str()).collect();
+    assert_eq!(paths, ["manifests/batch/broken.json", "manifests/batch/v4.json"]);
+    // `--include` without a directory says so.
+    let out = svc(&["manifest", "validate", "--file", "manifests/web/app.yaml", "--include", "*.yaml"], root);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no directory was given"));
+}
+
+#[test]
+fn odd_file_names_survive_every_ci_format() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let odd = "we:ird, 50% name\nx.json";
+    std::fs::write(dir.path().join(odd), br#"{"schemaVersion": 5, "sheduel": 1}"#).expect("write");
+    let github = svc(&["manifest", "validate", ".", "--format", "github"], dir.path());
+    let text = String::from_utf8_lossy(&github.stdout);
+    assert!(
+        text.lines().next().is_some_and(|l| l.starts_with("::error file=./we%3Aird%2C 50%25 name%0Ax.json,line=1,")),
+        "{text}"
+    );
+    let junit = svc(&["manifest", "validate", ".", "--format", "junit"], dir.path());
+    let xml = String::from_utf8_lossy(&junit.stdout);
+    let doc = roxmltree::Document::parse(&xml).expect("XML");
+    let case = doc.descendants().find(|n| n.has_tag_name("testcase")).expect("a case");
+    assert_eq!(case.attribute("name"), Some(format!("./{odd}").as_str()), "the name read back whole");
+    let sarif = svc(&["manifest", "validate", ".", "--format", "sarif"], dir.path());
+    let log: Value = serde_json::from_slice(&sarif.stdout).expect("JSON");
+    assert_eq!(log["runs"][0]["columnKind"], "unicodeCodePoints");
+    assert_eq!(
+        log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "we%3Aird%2C%2050%25%20name%0Ax.json"
+    );
+    // Standard input: annotated and reported without a file location.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+        .args(["manifest", "validate", "--file", "-", "--format", "sarif"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("svc runs");
+    use std::io::Write as _;
+    child.stdin.take().expect("stdin").write_all(br#"{"schemaVersion": 5}"#).expect("write");
+    let out = child.wait_with_output().expect("svc finishes");
+    let log: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(log["runs"][0]["results"][0]["locations"], serde_json::json!([]), "{log:#}");
+}
+
+#[test]
+fn no_files_still_gives_a_ci_reader_an_empty_report() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    std::fs::create_dir_all(dir.path().join("empty")).expect("mkdir");
+    let sarif = svc(&["manifest", "validate", "empty", "--format", "sarif"], dir.path());
+    assert_eq!(sarif.status.code(), Some(2));
+    let log: Value = serde_json::from_slice(&sarif.stdout).expect("an empty SARIF log");
+    assert_eq!(log["runs"][0]["results"], serde_json::json!([]));
+    let junit = svc(&["manifest", "validate", "empty", "--format", "junit"], dir.path());
+    assert_eq!(junit.status.code(), Some(2));
+    let xml = String::from_utf8_lossy(&junit.stdout);
+    let doc = roxmltree::Document::parse(&xml).expect("an empty JUnit report");
+    assert_eq!(doc.root_element().attribute("tests"), Some("0"));
+    assert!(String::from_utf8_lossy(&junit.stderr).contains("no manifest files under empty"));
 }
