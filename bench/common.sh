@@ -1,5 +1,11 @@
-# Shared by the loopback benchmarks (bench/ingress.sh, bench/failover.sh): sourced after
-# ROOT, TARGET, HOST, TMP and PIDS are set and `say`/`die` are defined.
+# Shared by the loopback benchmarks (bench/ingress.sh, bench/failover.sh): sourced once ROOT
+# is set; the functions below use HOST, TMP and PIDS, which the script sets before calling them.
+
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+case "$TARGET" in /*) ;; *) TARGET="$ROOT/$TARGET" ;; esac
+
+say() { printf '[bench] %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
 
 # Installs what is missing (Debian), then builds the release `svc`; sets SVC.
 bench_tools_and_build() {

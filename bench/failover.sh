@@ -15,18 +15,13 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH="$ROOT/bench"
-TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-case "$TARGET" in /*) ;; *) TARGET="$ROOT/$TARGET" ;; esac
+# shellcheck source=bench/common.sh
+. "$BENCH/common.sh"
 ROUNDS=${ROUNDS:-3}
 COUNT=${COUNT:-500}
 TRIALS=${TRIALS:-5}
 HOST=node-demo-acme.localhost
 
-say() { printf '[bench] %s\n' "$*" >&2; }
-die() { say "error: $*"; exit 1; }
-
-# shellcheck source=bench/common.sh
-. "$BENCH/common.sh"
 bench_tools_and_build
 
 TMP=$(mktemp -d /tmp/svc-failover-bench.XXXXXX)

@@ -21,8 +21,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH="$ROOT/bench"
-TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-case "$TARGET" in /*) ;; *) TARGET="$ROOT/$TARGET" ;; esac
+# shellcheck source=bench/common.sh
+. "$BENCH/common.sh"
 ROUNDS=${ROUNDS:-3}
 BULK_MIB=${BULK_MIB:-256}     # one stream downloads this much
 BULK16_MIB=${BULK16_MIB:-64}  # each of the 16 concurrent streams downloads this much
@@ -30,12 +30,7 @@ WRK_SECS=${WRK_SECS:-8}
 IDLE_CONNS=${IDLE_CONNS:-1000}
 HOST=node-demo-acme.localhost
 
-say() { printf '[bench] %s\n' "$*" >&2; }
-die() { say "error: $*"; exit 1; }
-
 # ---------------------------------------------------------------------------- tools
-# shellcheck source=bench/common.sh
-. "$BENCH/common.sh"
 bench_tools_and_build wrk
 
 # More descriptors than the default 1,024: idle connections count three times here.

@@ -11,13 +11,10 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-case "$TARGET" in /*) ;; *) TARGET="$ROOT/$TARGET" ;; esac
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 COUNT=${COUNT:-10000}
 ROUNDS=${ROUNDS:-3}
-
-say() { printf '[bench] %s\n' "$*" >&2; }
-die() { say "error: $*"; exit 1; }
 
 say "building svc (release, target $TARGET)"
 (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p svc-cli >&2)

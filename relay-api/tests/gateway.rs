@@ -113,12 +113,7 @@ mod gateway {
     /// certificate `ca_pem` signed), and returns once it is welcomed; it then handles every
     /// data connection as `answer` says, for as long as the runtime runs.
     pub(super) async fn connect_agent(tunnel: SocketAddr, ca_pem: &str, answer: Answer) {
-        let tls = agent::tunnel::client_config(ca_pem).expect("client config");
-        let tcp = TcpStream::connect(tunnel).await.expect("tunnel");
-        let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
-        let mut stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
-        let hello = Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into(), replica: String::new() };
-        wire::write_frame(&mut stream, &hello).await.expect("hello");
+        let mut stream = open_session(tunnel, ca_pem, "").await;
         assert!(matches!(wire::read_frame(&mut stream).await.expect("welcome"), Control::Welcome { .. }));
         tokio::spawn(async move {
             let (mut reader, mut writer) = tokio::io::split(stream);
@@ -175,12 +170,35 @@ mod gateway {
 
     /// The bytes of a real ClientHello for `name`.
     pub(super) fn client_hello(ca_pem: &str, name: &str) -> Vec<u8> {
-        let config = agent::tunnel::client_config(ca_pem).expect("client config");
+        hello_offering(ca_pem, name, Vec::new())
+    }
+
+    /// The bytes of a real ClientHello for `name` offering the ALPN protocols `alpn`.
+    pub(super) fn hello_offering(ca_pem: &str, name: &str, alpn: Vec<Vec<u8>>) -> Vec<u8> {
+        let mut config = (*agent::tunnel::client_config(ca_pem).expect("client config")).clone();
+        config.alpn_protocols = alpn;
         let server = rustls::pki_types::ServerName::try_from(name.to_owned()).expect("name");
-        let mut conn = rustls::ClientConnection::new(config, server).expect("client");
+        let mut conn = rustls::ClientConnection::new(Arc::new(config), server).expect("client");
         let mut bytes = Vec::new();
         conn.write_tls(&mut bytes).expect("hello");
         bytes
+    }
+
+    /// An agent's control connection to the tunnel port at `tunnel` (whose certificate
+    /// `ca_pem` signed), its `Hello` for route [`ROUTE`] as replica `replica` sent: what the
+    /// gateway answers is the caller's to read.
+    pub(super) async fn open_session(
+        tunnel: SocketAddr,
+        ca_pem: &str,
+        replica: &str,
+    ) -> tokio_rustls::client::TlsStream<TcpStream> {
+        let tls = agent::tunnel::client_config(ca_pem).expect("client config");
+        let tcp = TcpStream::connect(tunnel).await.expect("tunnel");
+        let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
+        let mut stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
+        let hello = Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into(), replica: replica.into() };
+        wire::write_frame(&mut stream, &hello).await.expect("hello");
+        stream
     }
 
     /// Reads until the gateway closes (at most 5 s); every byte it sent, and how long it took.

@@ -60,11 +60,5 @@ async fn relay_metrics(relay: &Relay) -> String {
         .split_whitespace()
         .find(|w| w.starts_with("http://") && w.ends_with("/metrics"))
         .unwrap_or_else(|| panic!("a metrics URL in the relay's output:\n{output}"));
-    let addr = url.trim_start_matches("http://").trim_end_matches("/metrics").to_owned();
-    let mut tcp = tokio::net::TcpStream::connect(&addr).await.expect("the metrics port");
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    tokio::io::AsyncWriteExt::write_all(&mut tcp, request.as_bytes()).await.expect("send");
-    let mut text = String::new();
-    tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut text).await.expect("read");
-    text
+    super::client::metrics_text(url)
 }

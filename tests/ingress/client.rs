@@ -297,11 +297,20 @@ pub(crate) fn serial_and_spki(der: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (cert.tbs_certificate.raw_serial().to_vec(), cert.public_key().raw.to_vec())
 }
 
+/// A gateway's `/metrics` text, from its admin address (`metrics`, or a URL
+/// `http://ADDR/metrics` as the binaries print it).
+pub(crate) fn metrics_text(metrics: impl std::fmt::Display) -> String {
+    let text = metrics.to_string();
+    let addr = text.trim_start_matches("http://").trim_end_matches("/metrics");
+    let addr: SocketAddr = addr.parse().unwrap_or_else(|_| panic!("a metrics address, not {text:?}"));
+    let r = svc_e2e::service::http(addr, "GET", "/metrics", &[], None);
+    assert_eq!(r.status, 200);
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
 /// Reads the `svc_gateway_connections_total{outcome="..."}` counter from `/metrics`.
 pub(crate) fn outcome_count(metrics: SocketAddr, outcome: &str) -> u64 {
-    let r = svc_e2e::service::http(metrics, "GET", "/metrics", &[], None);
-    assert_eq!(r.status, 200);
-    let text = String::from_utf8_lossy(&r.body).into_owned();
+    let text = metrics_text(metrics);
     let prefix = format!("svc_gateway_connections_total{{outcome=\"{outcome}\"}} ");
     text.lines().find_map(|l| l.strip_prefix(&prefix)).map_or(0, |n| n.trim().parse().expect("a counter"))
 }

@@ -27,12 +27,13 @@ const ROUTE: &str = "web";
 /// port refuse at once; a killed replica's sessions close with its process.
 const DETECTION: Duration = Duration::from_secs(1);
 
-/// One new connection of the client loop.
+/// One new connection of the client loop: when it started and ended. A connection belongs to
+/// a kill's detection window if it was under way at the kill or began within the window (one
+/// that began before the next kill and failed because of it is that kill's).
 #[derive(Debug, Clone)]
 struct Attempt {
-    /// When it started (a connection begun before a kill and failing after it belongs to
-    /// the kill's window).
     at: Instant,
+    ended: Instant,
     ok: bool,
     error: String,
 }
@@ -57,15 +58,19 @@ impl Clients {
                 let (first, second) = (gateways[i % 2], gateways[(i + 1) % 2]);
                 i += 1;
                 let at = Instant::now();
-                let answer = match get(first, HOST, &ca, "/").await {
-                    Ok(page) if page.status == 200 => Ok(()),
-                    _ => match get(second, HOST, &ca, "/").await {
+                let tried = |gateway: SocketAddr, ca: std::path::PathBuf| async move {
+                    match get(gateway, HOST, &ca, "/").await {
                         Ok(page) if page.status == 200 => Ok(()),
-                        Ok(page) => Err(format!("status {}", page.status)),
-                        Err(e) => Err(e),
-                    },
+                        Ok(page) => Err(format!("{gateway}: status {}", page.status)),
+                        Err(e) => Err(format!("{gateway}: {e}")),
+                    }
                 };
-                attempts.push(Attempt { at, ok: answer.is_ok(), error: answer.err().unwrap_or_default() });
+                let answer = match tried(first, ca.clone()).await {
+                    Ok(()) => Ok(()),
+                    Err(before) => tried(second, ca.clone()).await.map_err(|e| format!("{before}; then {e}")),
+                };
+                let ended = Instant::now();
+                attempts.push(Attempt { at, ended, ok: answer.is_ok(), error: answer.err().unwrap_or_default() });
                 counting.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
@@ -91,14 +96,7 @@ impl Clients {
 
 /// A gateway's metrics text.
 async fn metrics(admin: &str) -> String {
-    let url = admin.trim_start_matches("http://");
-    let (addr, path) = url.split_once('/').map_or((url, "metrics"), |(a, p)| (a, p));
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("the admin port");
-    let request = format!("GET /{path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    tokio::io::AsyncWriteExt::write_all(&mut tcp, request.as_bytes()).await.expect("send");
-    let mut text = String::new();
-    tokio::io::AsyncReadExt::read_to_string(&mut tcp, &mut text).await.expect("read");
-    text
+    super::client::metrics_text(admin)
 }
 
 /// The value of `series` (the whole name with labels) in `text`, 0 if absent.
@@ -222,7 +220,7 @@ async fn two_gateways_and_two_replicas_lose_no_new_connection_when_one_of_each_i
     serving.abort();
 
     let failed = |since: Instant, until: Instant| -> Vec<String> {
-        attempts.iter().filter(|a| a.at > since && a.at <= until && !a.ok).map(|a| a.error.clone()).collect()
+        attempts.iter().filter(|a| a.at > since && a.ended < until && !a.ok).map(|a| a.error.clone()).collect()
     };
     let output =
         || format!("{}\n{}\n{}\n{}", gateway_a.output(), gateway_b.output(), agents[0].output(), agents[1].output());

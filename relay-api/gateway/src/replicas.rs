@@ -224,8 +224,12 @@ impl Replicas {
     pub(super) fn pick(&self, route_id: &str, tried: &[u64], entropy: u64) -> Option<Choice> {
         let now = self.now_ms();
         let table = self.table();
-        let left: Vec<&Arc<Replica>> =
-            table.sessions.get(route_id)?.iter().filter(|r| !tried.contains(&r.session)).collect();
+        let sessions = table.sessions.get(route_id)?;
+        // The common route, one agent: no choice to make, nothing to allocate.
+        if let [only] = sessions.as_slice() {
+            return (!tried.contains(&only.session)).then(|| Choice { replica: only.clone(), others: false });
+        }
+        let left: Vec<&Arc<Replica>> = sessions.iter().filter(|r| !tried.contains(&r.session)).collect();
         let rotation: Vec<&Arc<Replica>> = left.iter().copied().filter(|r| self.in_rotation(r, now)).collect();
         // None in rotation: every session left is asked alike, so that a route whose apps all
         // fail their health check (or are all slow to answer it) is not sent to one of them.
@@ -237,7 +241,11 @@ impl Replicas {
     /// Counts a connection routed through `replica` of `route_id`.
     pub(super) fn routed(&self, route_id: &str, replica: &Replica) {
         let mut table = self.table();
-        let by_name = table.routed.entry(route_id.to_owned()).or_default();
+        // Every routed connection passes here: the route's key is copied only the first time.
+        if !table.routed.contains_key(route_id) {
+            table.routed.insert(route_id.to_owned(), BTreeMap::new());
+        }
+        let Some(by_name) = table.routed.get_mut(route_id) else { return };
         let name = if by_name.contains_key(&replica.name) || by_name.len() < MAX_REPLICAS {
             replica.name.as_str()
         } else {

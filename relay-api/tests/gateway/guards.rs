@@ -10,19 +10,8 @@ use relay_wire::alpn::ProbeFor;
 use tokio::io::AsyncWriteExt;
 
 use super::attacks::connect_from;
-use super::{Answer, CREDENTIAL, HOST, ROUTE, World, drained, route, start, test_agent};
+use super::{Answer, CREDENTIAL, HOST, ROUTE, World, drained, hello_offering, open_session, route, start, test_agent};
 use agent::wire;
-
-/// The bytes of a real ClientHello for `name` offering `alpn`.
-fn hello_offering(ca_pem: &str, name: &str, alpn: Vec<Vec<u8>>) -> Vec<u8> {
-    let mut config = (*agent::tunnel::client_config(ca_pem).expect("client config")).clone();
-    config.alpn_protocols = alpn;
-    let server = rustls::pki_types::ServerName::try_from(name.to_owned()).expect("name");
-    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), server).expect("client");
-    let mut bytes = Vec::new();
-    conn.write_tls(&mut bytes).expect("hello");
-    bytes
-}
 
 /// Sends `hello` from `from` and waits until the gateway is done with the connection:
 /// whether it was routed.
@@ -132,12 +121,7 @@ async fn an_acme_validation_past_the_allow_list_is_sent_to_the_agent_as_acme_onl
     let guards = Guards { allow_clients: vec!["127.0.0.2/32".parse().expect("a network")], rate_limit: None };
     let w = start("guards-acme", RouteConfig { guards, ..route(64) }, |_| {}).await;
     // An agent that records the flag of each `Connect` it gets, and answers none.
-    let tls = agent::tunnel::client_config(&w.ca_pem).expect("client config");
-    let tcp = tokio::net::TcpStream::connect(w.bound.tunnel).await.expect("tunnel");
-    let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
-    let mut stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
-    let hello = wire::Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into(), replica: String::new() };
-    wire::write_frame(&mut stream, &hello).await.expect("hello");
+    let mut stream = open_session(w.bound.tunnel, &w.ca_pem, "").await;
     assert!(matches!(wire::read_frame(&mut stream).await.expect("welcome"), wire::Control::Welcome { .. }));
     wire::write_frame(&mut stream, &wire::Control::Ping { seq: 1, ready: Some(true) }).await.expect("ping");
     let mut flags = Vec::new();

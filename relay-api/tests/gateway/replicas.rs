@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::attacks::agent_context_with;
-use super::{CREDENTIAL, HOST, ROUTE, World, client_hello, eventually, route, start};
+use super::{HOST, ROUTE, World, client_hello, eventually, open_session, route, start};
 
 /// What a steered replica does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,12 +52,7 @@ impl Drop for Steered {
 /// Connects replica `name` of route [`ROUTE`], which answers each connection with `tag` once
 /// it has read the ClientHello (`hello_len` bytes).
 async fn replica(w: &World, name: &str, tag: &str, hello_len: usize) -> Steered {
-    let tls = agent::tunnel::client_config(&w.ca_pem).expect("client config");
-    let tcp = TcpStream::connect(w.bound.tunnel).await.expect("tunnel");
-    let server = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
-    let mut stream = tokio_rustls::TlsConnector::from(tls).connect(server, tcp).await.expect("TLS");
-    let hello = Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into(), replica: name.into() };
-    wire::write_frame(&mut stream, &hello).await.expect("hello");
+    let mut stream = open_session(w.bound.tunnel, &w.ca_pem, name).await;
     assert!(matches!(wire::read_frame(&mut stream).await.expect("welcome"), Control::Welcome { .. }));
     let (mode, mut modes) = watch::channel(Mode::Serving { ready: true });
     let (tunnel, tag) = (w.bound.tunnel, tag.to_owned());
@@ -270,12 +265,7 @@ async fn a_replicas_newer_session_takes_over_from_its_older_one_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_replica_name_is_refused_with_the_rule() {
     let w = start("replica-name", route(1024), |_| {}).await;
-    let tls = agent::tunnel::client_config(&w.ca_pem).expect("client config");
-    let tcp = TcpStream::connect(w.bound.tunnel).await.expect("tunnel");
-    let server = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
-    let mut stream = tokio_rustls::TlsConnector::from(tls).connect(server, tcp).await.expect("TLS");
-    let hello = Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into(), replica: "a\"b{}".into() };
-    wire::write_frame(&mut stream, &hello).await.expect("hello");
+    let mut stream = open_session(w.bound.tunnel, &w.ca_pem, "a\"b{}").await;
     match wire::read_frame(&mut stream).await.expect("an answer") {
         Control::Refused { reason } => assert!(reason.contains("A-Z a-z 0-9 . _ -"), "{reason}"),
         other => panic!("refused, not {other:?}"),
