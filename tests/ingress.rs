@@ -26,6 +26,7 @@ mod ingress {
     mod process;
     mod redeploy;
     mod renewal;
+    mod replicas;
     mod standalone;
     mod supervision;
 

@@ -32,7 +32,8 @@ fn published_project(project: &str, id: &str, revision: u32) -> PublishedPolicy 
     let project = relay_api::project::read(project).expect("a valid project");
     let manifest = project.manifest_v5(None).expect("a derived manifest");
     let digest = app_digest();
-    relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |file| file == "server.js")
+    let replicas = relay_api::coordinator::policy::Replicas::Allowed;
+    relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |f| f == "server.js", replicas)
         .expect("published")
 }
 

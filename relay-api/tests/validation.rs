@@ -175,6 +175,7 @@ fn target(hostname: &str, public_key: &str) -> RouteTarget {
         route_public_key: public_key.to_owned(),
         standby: false,
         probe_key: None,
+        replica: None,
     }
 }
 

@@ -451,14 +451,17 @@ impl Gateway {
         let Some(route) = self.route_for_hello(&hello) else {
             return self.metrics.outcome("unknown_sni");
         };
+        let probe = hello.probe.is_some() && shows_probe_token(&hello, &route);
         if !route.guards.is_open()
-            && !shows_probe_token(&hello, &route)
+            && !probe
             && let Err(refused) = self.guards.admit(&route.route_id, &route.guards, peer.ip(), hello.acme_tls)
         {
             return self.metrics.outcome(refused.label());
         }
         // An ACME validation past a guarded route's allow-list may do its handshake only.
         let acme_only = hello.acme_tls && !route.guards.is_open();
+        // The coordinator validating one replica (with a probe token) reaches that one alone.
+        let replica = if probe { hello.replica.clone() } else { None };
         let share = self.config.client_share(route.max_connections);
         // The slot goes back to this route ID's count when the connection ends, however the
         // routes change meanwhile.
@@ -474,7 +477,7 @@ impl Gateway {
         };
         // Closed to make room while waiting for its data connection: its slot is gone already.
         let data = tokio::select! {
-            data = self.data_connection(&route.route_id, acme_only) => data,
+            data = self.data_connection(&route.route_id, acme_only, replica.as_deref()) => data,
             () = slot.activity().closed() => return self.metrics.outcome("evicted"),
         };
         let Some((mut data, _replica)) = data else {
@@ -503,13 +506,22 @@ impl Gateway {
     /// does not answer within `replica_answer_timeout` is out of rotation, and the next is
     /// asked, all within `data_connect_timeout`. The connection, and its place in its
     /// replica's open count. Cancel-safe: each ticket is withdrawn however its wait ends.
-    async fn data_connection(&self, route_id: &str, acme_only: bool) -> Option<(TcpStream, replicas::Held)> {
+    /// `only`: the replica of that name is asked, and no other.
+    async fn data_connection(
+        &self,
+        route_id: &str,
+        acme_only: bool,
+        only: Option<&str>,
+    ) -> Option<(TcpStream, replicas::Held)> {
         let deadline = tokio::time::Instant::now() + self.config.data_connect_timeout;
         let mut tried = Vec::new();
         while tried.len() < MAX_ASKS {
             let ticket = wire::new_ticket().ok()?;
             let entropy = u64::from_le_bytes(ticket[..8].try_into().ok()?);
-            let replicas::Choice { replica, others } = self.replicas.pick(route_id, &tried, entropy)?;
+            let replicas::Choice { replica, others } = match only {
+                Some(name) => self.replicas.named(route_id, name, &tried)?,
+                None => self.replicas.pick(route_id, &tried, entropy)?,
+            };
             tried.push(replica.session);
             let (tx, rx) = oneshot::channel();
             self.tickets.lock().ok()?.insert(ticket, tx);

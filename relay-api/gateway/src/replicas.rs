@@ -238,6 +238,14 @@ impl Replicas {
         Some(Choice { replica: chosen.clone(), others: left.len() > 1 })
     }
 
+    /// The session of replica `name` of `route_id`, in rotation or not, unless it is in
+    /// `tried` (a validation of that replica: it is asked whatever its health says).
+    pub(super) fn named(&self, route_id: &str, name: &str, tried: &[u64]) -> Option<Choice> {
+        let table = self.table();
+        let replica = table.sessions.get(route_id)?.iter().find(|r| r.name == name && !tried.contains(&r.session))?;
+        Some(Choice { replica: replica.clone(), others: false })
+    }
+
     /// Counts a connection routed through `replica` of `route_id`.
     pub(super) fn routed(&self, route_id: &str, replica: &Replica) {
         let mut table = self.table();

@@ -52,6 +52,9 @@ pub struct Hello {
     /// The token of an ALPN protocol `svc-probe/<token>`, if one was offered (the
     /// coordinator's validation: `relay_wire::alpn::probe_alpn`).
     pub probe: Option<Vec<u8>>,
+    /// The replica asked for by an ALPN protocol `svc-replica/<name>`, if one was offered
+    /// (honoured only beside a probe token).
+    pub replica: Option<String>,
     /// The bytes read from the client, to forward unchanged.
     pub bytes: Vec<u8>,
 }
@@ -98,11 +101,16 @@ async fn read(stream: &mut TcpStream, max_bytes: usize) -> Result<Hello, HelloEr
                     .alpn()
                     .and_then(|mut offered| offered.find_map(|p| p.strip_prefix(relay_wire::alpn::PROBE_ALPN_PREFIX)))
                     .map(<[u8]>::to_vec);
+                let replica = hello
+                    .alpn()
+                    .and_then(|mut offered| offered.find_map(|p| p.strip_prefix(relay_wire::alpn::REPLICA_ALPN_PREFIX)))
+                    .and_then(|name| std::str::from_utf8(name).ok())
+                    .map(str::to_owned);
                 let acme_tls = hello.alpn().is_some_and(|mut offered| {
                     offered.next() == Some(relay_wire::alpn::ACME_TLS_ALPN) && offered.next().is_none()
                 });
                 return match name {
-                    Some(server_name) => Ok(Hello { server_name, route_id, acme_tls, probe, bytes }),
+                    Some(server_name) => Ok(Hello { server_name, route_id, acme_tls, probe, replica, bytes }),
                     None => Err(HelloError::NoSni),
                 };
             }

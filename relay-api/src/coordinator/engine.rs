@@ -18,9 +18,11 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
+mod keys;
 mod launch;
 mod lease;
 mod redeploy;
+mod replicas;
 mod routes;
 
 use super::ingress_market::IngressMarket;
@@ -42,6 +44,10 @@ const TICK: Duration = Duration::from_millis(250);
 
 /// How often a job just launched is validated until it first passes.
 const FIRST_VALIDATION_RETRY: Duration = Duration::from_millis(250);
+
+/// How long after a replica of several (re)started it is validated that often, while it has
+/// not passed: a replica that keeps failing is then validated at the route's interval.
+const FIRST_VALIDATION_WINDOW_MS: u64 = 60_000;
 /// When a deployment's route is next validated, and whether that time is the grace given
 /// to a launched job's agent to connect (validated as soon as it does).
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +123,8 @@ pub struct Engine {
     endings: std::sync::Mutex<HashMap<String, String>>,
     /// Revisions (deployment, revision) whose policy could not be published: said once.
     unpublishable: std::sync::Mutex<std::collections::HashSet<(String, u32)>>,
+    /// What each replica's own validation found, for routes of several jobs.
+    replica_verdicts: std::sync::Mutex<replicas::ReplicaVerdicts>,
     /// When each route is next validated, by route ID (a redeploy's successor has its own).
     validate_at: std::sync::Mutex<HashMap<String, Due>>,
     /// Held while the routes are read and set, so that concurrent steps set them in order.
@@ -131,15 +139,18 @@ pub struct Engine {
     stopping: tokio::sync::watch::Sender<bool>,
 }
 
-/// The key of revision `revision` of deployment `id` among the running jobs (and the job's
-/// name in the runner's messages).
-fn job_key(id: &str, revision: u32) -> String {
-    format!("{id}.r{revision}")
+/// The name of slot `slot`'s job of a revision among the running jobs (and in the runner's
+/// messages): `<id>.r<revision>` for the first slot, `<id>.r<revision>.<slot>` for the others.
+fn job_key(id: &str, revision: u32, slot: u16) -> String {
+    match slot {
+        0 => format!("{id}.r{revision}"),
+        n => format!("{id}.r{revision}.{n}"),
+    }
 }
 
-/// The newest execution of revision `revision` among a deployment's current ones.
-fn newest_of(executions: &[Execution], revision: u32) -> Option<&Execution> {
-    executions.iter().filter(|e| e.policy_version == u64::from(revision)).max_by_key(|e| (e.generation, e.attempt))
+/// The replica name of slot `slot`'s agent, as the gateway counts it: `job-<slot>`.
+pub(crate) fn replica_name(slot: u16) -> String {
+    format!("job-{slot}")
 }
 
 /// Whether an execution's job has been placed and runs (or is being restarted).
@@ -169,6 +180,7 @@ impl Engine {
             gateway_ca: parts.gateway_ca.clone(),
             agent_api: parts.agent_api,
             jobs: std::sync::Mutex::default(),
+            keys: std::sync::Mutex::default(),
             gateway: parts.gateway.clone(),
         });
         let market = Arc::new(IngressMarket::new(parts.market.clone(), launcher.clone()));
@@ -189,6 +201,7 @@ impl Engine {
             launcher,
             endings: std::sync::Mutex::default(),
             unpublishable: std::sync::Mutex::default(),
+            replica_verdicts: std::sync::Mutex::default(),
             validate_at: std::sync::Mutex::new(HashMap::new()),
             syncing: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
@@ -408,6 +421,9 @@ impl Engine {
                 }
             }
         }
+        if d.state.runs_job() {
+            hints.extend(self.replica_hints(d));
+        }
         for h in self.db(|store| store.hostnames(&d.id))? {
             hints.extend(h.hints);
         }
@@ -625,7 +641,7 @@ impl Engine {
             let Some(meta) = meta else { continue };
             let Ok(d) = self.db(|store| store.deployment(&meta.deployment)) else { continue };
             let output = by_part(ended.output);
-            self.record_output(&d.id, meta.revision, d.revision, output);
+            self.record_output(&meta, d.revision, output);
             if let Some(exit) = ended.ending
                 && let Ok(mut endings) = self.endings.lock()
             {
@@ -706,7 +722,16 @@ impl Engine {
             DeploymentState::Provisioning => {
                 // The scheduler launches it (or restarts it after its backoff).
                 let executions = self.db(|store| store.current_executions(&d.id, d.revision))?;
-                match newest_of(&executions, d.revision) {
+                let jobs = replicas::newest_per_slot(&executions, d.revision);
+                // The first replica placed starts the validation; one refused fails the
+                // deployment (a refusal is the revision's, not the processor's luck).
+                let job = jobs
+                    .iter()
+                    .find(|e| placed(e))
+                    .or_else(|| jobs.iter().find(|e| e.state == ExecState::Refused))
+                    .or_else(|| jobs.iter().find(|e| ended(e) && e.restarts >= self.max_restarts()))
+                    .copied();
+                match job {
                     Some(e) if placed(e) => {
                         let processor = e.processor_id.as_deref().unwrap_or("unknown");
                         self.db(|store| {
@@ -731,8 +756,10 @@ impl Engine {
             }
             DeploymentState::Validating | DeploymentState::Live | DeploymentState::Degraded => {
                 let executions = self.db(|store| store.current_executions(&d.id, d.revision))?;
-                let Some(job) = newest_of(&executions, d.revision).filter(|e| placed(e)) else {
-                    return match newest_of(&executions, d.revision).filter(|e| ended(e)) {
+                let jobs = replicas::newest_per_slot(&executions, d.revision);
+                let running: Vec<&Execution> = jobs.iter().copied().filter(|e| placed(e)).collect();
+                let Some(&first) = running.first() else {
+                    return match replicas::ended_job(&jobs) {
                         Some(e) => self.job_ended(d, e),
                         None => self
                             .db(|store| {
@@ -745,8 +772,9 @@ impl Engine {
                             .map(|_| ()),
                     };
                 };
-                let job_id = job.execution_id.clone();
-                if d.state.spends() && !self.market.is_validated(&job_id) {
+                let validated = |e: &&Execution| self.market.is_validated(&e.execution_id);
+                if d.state.spends() && !running.iter().any(validated) {
+                    let job = running.iter().copied().find(|e| e.state == ExecState::Restarting).unwrap_or(first);
                     // Its job restarted since the route last validated, between two ticks (so
                     // its ending was never seen here): the route is not live until the new
                     // processes validate (found by the demo's restart test, which got a 502
@@ -772,8 +800,19 @@ impl Engine {
                     })?;
                     return Ok(());
                 }
-                if self.validation_due(&d.route_id, d.state == DeploymentState::Validating) {
-                    self.validate(d, &job_id).await?;
+                if jobs.len() > 1 {
+                    for e in jobs.iter().filter(|e| ended(e) || e.state == ExecState::Restarting) {
+                        self.replica_down(d, e);
+                    }
+                }
+                // A replica (re)started within the last minute and not yet validated is
+                // validated as a new job is, every 250 ms until it passes.
+                let now = self.parts.clock.now();
+                let starting = running
+                    .iter()
+                    .any(|e| !validated(e) && now.saturating_sub(e.changed_at) < FIRST_VALIDATION_WINDOW_MS);
+                if self.validation_due(&d.route_id, d.state == DeploymentState::Validating || starting) {
+                    self.validate(d, &running).await?;
                 }
             }
             DeploymentState::Failed | DeploymentState::Stopped => {}
@@ -854,17 +893,38 @@ impl Engine {
         }
     }
 
-    /// Validates the canonical hostname and each customer hostname, and moves the states.
-    async fn validate(&self, d: &Deployment, job: &str) -> Result<(), StoreError> {
+    /// Validates the canonical hostname and each customer hostname, and moves the states;
+    /// with several `running` jobs, each replica alone first.
+    async fn validate(&self, d: &Deployment, running: &[&Execution]) -> Result<(), StoreError> {
         let Some(keys) = self.db(|store| store.route_keys(&d.id))? else { return Ok(()) };
         let probe = &self.parts.probe;
         let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
-        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys, false).await;
+        let replicas = running.len() > 1;
+        if replicas {
+            let passed = self.validate_replicas(d, &d.route_id, &keys, false, running).await;
+            for job in &passed {
+                self.market.validated(job);
+            }
+            if !passed.is_empty() {
+                self.schedule();
+            }
+        }
+        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys, false, None).await;
         self.check_pins(d, &pins, &mut probed.outcome);
+        if replicas && probed.outcome.is_ok() && !running.iter().any(|e| self.market.is_validated(&e.execution_id)) {
+            probed.outcome = Err(Hint::new(
+                "replicas_failing",
+                Stage::Reachability,
+                "the route answered, and none of its replicas passed validation on its own",
+                "read each replica's hint below and `svc ingress logs`",
+            ));
+        }
         self.record(d, &d.canonical_hostname, &probed.outcome)?;
-        if probed.outcome.is_ok() {
+        if !replicas && probed.outcome.is_ok() {
             // Serving: the scheduler records it ready now, before the deployment says live.
-            self.market.validated(job);
+            if let Some(job) = running.first() {
+                self.market.validated(&job.execution_id);
+            }
             self.schedule();
         }
         match (&probed.outcome, d.state) {
@@ -904,7 +964,7 @@ impl Engine {
             match h.state {
                 HostnameState::PendingDns => self.check_hostname(d, &h.hostname).await?,
                 HostnameState::Verified | HostnameState::Live => {
-                    let mut probed = probe.validate(&d.route_id, &h.hostname, &keys, false).await;
+                    let mut probed = probe.validate(&d.route_id, &h.hostname, &keys, false, None).await;
                     self.check_pins(d, &pins, &mut probed.outcome);
                     self.record(d, &h.hostname, &probed.outcome)?;
                     let (state, hints) = match probed.outcome {
@@ -960,28 +1020,41 @@ impl Engine {
                 self.market.take_output(&id)
             });
             if let Some(meta) = self.launcher.meta(&id) {
-                self.record_output(&meta.deployment, meta.revision, meta.revision, by_part(output));
+                self.record_output(&meta, meta.revision, by_part(output));
             }
         }
     }
 
-    /// Process IDs of a deployment's job (app, agent), if it runs.
+    /// Process IDs of a deployment's jobs (app, agent; for several jobs, each in slot order),
+    /// if one runs.
     pub async fn job_pids(&self, d: &Deployment) -> Option<Vec<u32>> {
         let executions = self.db(|store| store.current_executions(&d.id, d.revision)).ok()?;
-        let job = newest_of(&executions, d.revision).filter(|e| placed(e))?;
-        let pids = self.market.processes(&job.execution_id);
+        let jobs = replicas::newest_per_slot(&executions, d.revision);
+        let pids: Vec<u32> =
+            jobs.iter().filter(|e| placed(e)).flat_map(|e| self.market.processes(&e.execution_id)).collect();
         (!pids.is_empty()).then_some(pids)
     }
 
-    /// Records output lines of revision `revision`'s job in its deployment's logs; lines of a
-    /// revision other than the `serving` one (a successor, a predecessor draining) say which.
-    fn record_output(&self, id: &str, revision: u32, serving: u32, output: Output) {
+    /// Records output lines of a job in its deployment's logs; lines of a revision other than
+    /// the `serving` one (a successor, a predecessor draining) say which, and so do those of
+    /// each replica of a route of several jobs.
+    fn record_output(&self, job: &launch::JobMeta, serving: u32, output: Output) {
+        let (id, revision) = (job.deployment.as_str(), job.revision);
+        let tag = match (&job.replica, revision == serving) {
+            (None, true) => None,
+            (None, false) => Some(format!("[revision {revision}]")),
+            (Some(name), true) => Some(format!("[{name}]")),
+            (Some(name), false) => Some(format!("[revision {revision} {name}]")),
+        };
         for (source, lines) in output {
-            if revision == serving {
-                let _ = self.db(|store| store.append_logs(id, source, &lines));
-            } else {
-                let tagged: Vec<String> = lines.iter().map(|l| format!("[revision {revision}] {l}")).collect();
-                let _ = self.db(|store| store.append_logs(id, source, &tagged));
+            match &tag {
+                None => {
+                    let _ = self.db(|store| store.append_logs(id, source, &lines));
+                }
+                Some(tag) => {
+                    let tagged: Vec<String> = lines.iter().map(|l| format!("{tag} {l}")).collect();
+                    let _ = self.db(|store| store.append_logs(id, source, &tagged));
+                }
             }
         }
     }
@@ -996,7 +1069,7 @@ impl Engine {
                 continue;
             }
             let current = serving.get(meta.deployment.as_str()).copied().unwrap_or(meta.revision);
-            self.record_output(&meta.deployment, meta.revision, current, by_part(lines));
+            self.record_output(&meta, current, by_part(lines));
         }
     }
 
@@ -1018,7 +1091,13 @@ impl Engine {
                     self.db(|store| store.project_json(&d.id))
                 };
                 let Ok(project_json) = project_json else { continue };
-                let job = launch::JobOf { deployment: d, revision, route_id: &route_id, project_json: &project_json };
+                let job = launch::JobOf {
+                    deployment: d,
+                    revision,
+                    slot: 0,
+                    route_id: &route_id,
+                    project_json: &project_json,
+                };
                 let published =
                     crate::project::read(&project_json).map_err(launch::StartError::Project).and_then(|project| {
                         let deployments = self.parts.config.deployments_dir();

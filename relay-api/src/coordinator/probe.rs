@@ -29,15 +29,16 @@ pub trait Probe: Send + Sync {
     fn version(&self) -> &str;
     /// The `sha256:` digest of that version's canonical definition.
     fn digest(&self) -> &str;
-    /// Validates `hostname` of a route, whose job holds `keys`, through the public path; a
+    /// Validates `hostname` of a route, whose jobs hold `keys`, through the public path; a
     /// `standby` route (a redeploy's successor) is asked for by its ID, as the gateway routes
-    /// no client to it.
+    /// no client to it; `replica`: that replica of the route alone (one job of several).
     fn validate<'a>(
         &'a self,
         route_id: &'a str,
         hostname: &'a str,
         keys: &'a RouteKeys,
         standby: bool,
+        replica: Option<&'a str>,
     ) -> BoxFuture<'a, Probed>;
     /// Checks a customer hostname's DNS records; no hints means verified.
     fn check_dns<'a>(&'a self, hostname: &'a str, canonical: &'a str, token: &'a str) -> BoxFuture<'a, Vec<Hint>>;
@@ -122,6 +123,7 @@ impl Probe for PublicProbe {
         hostname: &'a str,
         keys: &'a RouteKeys,
         standby: bool,
+        replica: Option<&'a str>,
     ) -> BoxFuture<'a, Probed> {
         Box::pin(async move {
             let target = RouteTarget {
@@ -130,6 +132,7 @@ impl Probe for PublicProbe {
                 route_public_key: keys.route_public_key.clone(),
                 standby,
                 probe_key: Some(keys.credential_sha256.clone()),
+                replica: replica.map(str::to_owned),
             };
             let v = self.validator.validate(&target).await;
             let outcome = v.outcome.map(|p| {

@@ -165,6 +165,10 @@ pub struct RouteTarget {
     /// offers a probe token made with it (`relay_wire::alpn::probe_alpn`), so that the
     /// route's client guards (`access` in its project) let the validation through.
     pub probe_key: Option<String>,
+    /// One replica of the route to validate, by its name: the ClientHello also offers ALPN
+    /// `svc-replica/<name>`, which the gateway honours beside the probe token (so only with
+    /// `probe_key`), sending the connection to that replica alone.
+    pub replica: Option<String>,
 }
 
 impl std::fmt::Debug for RouteTarget {
@@ -250,6 +254,11 @@ impl RouteValidator {
                 let mut route_alpn = relay_wire::alpn::ROUTE_ALPN_PREFIX.to_vec();
                 route_alpn.extend_from_slice(target.route_id.as_bytes());
                 config.alpn_protocols.push(route_alpn);
+            }
+            if let (Some(name), Some(_)) = (&target.replica, &target.probe_key) {
+                let mut replica_alpn = relay_wire::alpn::REPLICA_ALPN_PREFIX.to_vec();
+                replica_alpn.extend_from_slice(name.as_bytes());
+                config.alpn_protocols.push(replica_alpn);
             }
             if let Some(key) = &target.probe_key {
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());

@@ -325,3 +325,46 @@ async fn the_real_agent_leaves_the_rotation_while_its_apps_health_check_fails_an
     assert!(back.is_some_and(|t| t <= Duration::from_secs(3)), "healthy again: back after {back:?}");
     tunnel.abort();
 }
+
+/// Each job of a route is validated on its own: a ClientHello offering `svc-replica/<name>`
+/// beside a current probe token of the route reaches that replica and no other (even out of
+/// rotation), or none if it is not connected; without the token the name is not honoured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinators_probe_reaches_the_replica_it_names_and_nothing_else_does() {
+    use relay_wire::alpn::{ProbeFor, REPLICA_ALPN_PREFIX, probe_alpn};
+    let w = start("replica-probe", route(1024), |_| {}).await;
+    let plain = client_hello(&w.ca_pem, HOST);
+    let a = replica(&w, "job-0", "a", plain.len()).await;
+    let _b = replica(&w, "job-1", "b", plain.len()).await;
+    assert!(until_rotation(&w, (2, 0), Duration::from_secs(5)).await.is_some(), "both in rotation");
+    let key = wire::sha256_hex(super::CREDENTIAL.as_bytes());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs();
+    let token = probe_alpn(ProbeFor { credential_sha256: &key, route_id: ROUTE, server_name: HOST }, now);
+    let naming = |name: &str, token: Option<&Vec<u8>>| {
+        let mut alpn = vec![b"http/1.1".to_vec(), [REPLICA_ALPN_PREFIX, name.as_bytes()].concat()];
+        alpn.extend(token.cloned());
+        super::hello_offering(&w.ca_pem, HOST, alpn)
+    };
+    for (name, tag) in [("job-0", "a"), ("job-1", "b")] {
+        let hello = naming(name, Some(&token));
+        let (answered, failed) = asks(&w, &hello, 6).await;
+        assert!(failed.is_empty(), "{failed:?}");
+        assert_eq!(answered, BTreeMap::from([(tag.to_owned(), 6)]), "only {name}");
+    }
+    // Out of rotation (its app not ready), it is still the one asked: that is what is checked.
+    a.set(Mode::Serving { ready: false });
+    assert!(until_rotation(&w, (1, 1), Duration::from_secs(5)).await.is_some());
+    let hello = naming("job-0", Some(&token));
+    assert_eq!(asks(&w, &hello, 3).await.0, BTreeMap::from([("a".to_owned(), 3)]));
+    a.set(Mode::Serving { ready: true });
+    assert!(until_rotation(&w, (2, 0), Duration::from_secs(5)).await.is_some());
+    // A name no replica has: no connection (the validation of a replica that is gone fails).
+    let hello = naming("job-7", Some(&token));
+    let (answered, failed) = asks(&w, &hello, 1).await;
+    assert!(answered.is_empty() && failed.len() == 1, "{answered:?} {failed:?}");
+    // Without a probe token the name is ignored: a client cannot pick its replica.
+    let hello = naming("job-0", None);
+    let (answered, failed) = asks(&w, &hello, 40).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(answered.len(), 2, "spread over both: {answered:?}");
+}

@@ -45,10 +45,17 @@ pub(crate) struct Launched {
 }
 
 impl Launched {
-    /// `dep_....rN`: the deployment and revision of an execution.
+    /// `dep_....rN` (slot 0) or `dep_....rN.S` (slot S): the deployment, revision and slot of
+    /// an execution.
     pub(crate) fn name(&self, execution_id: &str) -> String {
         let found = self.store.as_ref().and_then(|s| s.execution_deployment(execution_id).ok().flatten());
-        found.map_or_else(|| execution_id.to_owned(), |(d, revision)| format!("{}.r{revision}", d.id))
+        found.map_or_else(
+            || execution_id.to_owned(),
+            |(d, revision, slot)| match slot {
+                0 => format!("{}.r{revision}", d.id),
+                n => format!("{}.r{revision}.{n}", d.id),
+            },
+        )
     }
 }
 
@@ -151,6 +158,8 @@ pub(crate) struct FakeProbe {
     pub(crate) failing: Arc<Mutex<Vec<String>>>,
     pub(crate) delay: Duration,
     pub(crate) calls: Arc<Mutex<Vec<(String, bool)>>>,
+    /// Validations of one replica alone: `<route>#<replica>`.
+    pub(crate) replica_calls: Arc<Mutex<Vec<String>>>,
 }
 
 impl Probe for FakeProbe {
@@ -166,11 +175,17 @@ impl Probe for FakeProbe {
         _hostname: &'a str,
         _keys: &'a relay_api::coordinator::store::RouteKeys,
         standby: bool,
+        replica: Option<&'a str>,
     ) -> BoxFuture<'a, Probed> {
         Box::pin(async move {
             tokio::time::sleep(self.delay).await;
-            self.calls.lock().expect("lock").push((route_id.to_owned(), standby));
-            let fails = self.failing.lock().expect("lock").iter().any(|r| r == route_id);
+            // `<route>` fails the route; `<route>#<replica>` fails that replica only.
+            let asked = replica.map(|name| format!("{route_id}#{name}"));
+            match &asked {
+                Some(asked) => self.replica_calls.lock().expect("lock").push(asked.clone()),
+                None => self.calls.lock().expect("lock").push((route_id.to_owned(), standby)),
+            }
+            let fails = self.failing.lock().expect("lock").iter().any(|r| r == route_id || Some(r) == asked.as_ref());
             let outcome = if fails {
                 Err(Hint::new("health_failing", Stage::Reachability, "GET /health answered 500", "fix the app"))
             } else {
@@ -272,10 +287,19 @@ pub(crate) const APP: &str = "// the app";
 /// The policy revision `revision` of deployment `id` publishes for `project` (its derived
 /// manifest) over the app files [`APP`], as a deploy publishes it.
 pub(crate) fn published(project: &str, id: &str, revision: u32) -> PublishedPolicy {
+    published_jobs(project, id, revision, 1)
+}
+
+/// The same, its manifest asking for `jobs` jobs (the route's replicas).
+pub(crate) fn published_jobs(project: &str, id: &str, revision: u32, jobs: u16) -> PublishedPolicy {
     let project = relay_api::project::read(project).expect("a valid project");
-    let manifest = project.manifest_v5(None).expect("a derived manifest");
+    let mut manifest = project.manifest_v5(None).expect("a derived manifest");
+    if jobs != 1 {
+        manifest["deployment"]["jobs"] = jobs.into();
+    }
     let digest = svc_execution::artifacts::bundle_digest([("server.js", APP.as_bytes())]);
-    relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |file| file == "server.js")
+    let replicas = relay_api::coordinator::policy::Replicas::Allowed;
+    relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |f| f == "server.js", replicas)
         .expect("published")
 }
 
@@ -297,6 +321,11 @@ impl World {
 
     /// The same, with these secrets deployed.
     pub(crate) fn funded_with(&self, name: &str, project: &str, secrets: &[(&str, &str)]) -> Deployment {
+        self.funded_jobs(name, project, secrets, 1)
+    }
+
+    /// The same, its policy running `jobs` jobs (the route's replicas).
+    pub(crate) fn funded_jobs(&self, name: &str, project: &str, secrets: &[(&str, &str)], jobs: u16) -> Deployment {
         let id = format!("dep_{:0>16}", name.len() + self.store.deployments_of(&self.org).expect("list").len());
         let d = self
             .store
@@ -313,7 +342,7 @@ impl World {
                 gateway_operator: "local".into(),
                 hostnames: Vec::new(),
                 quote: None,
-                policy: published(project, &id, 1),
+                policy: published_jobs(project, &id, 1, jobs),
                 bundle: RevisionBundle {
                     secrets: secrets.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
                     ..app_bundle()

@@ -8,6 +8,13 @@ pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 /// the coordinator validates a redeploy's successor this way before any client is sent to it.
 pub const ROUTE_ALPN_PREFIX: &[u8] = b"svc-route/";
 
+/// The ALPN protocol the coordinator's validation offers, beside a probe token, to reach one
+/// replica of a route by its name, `svc-replica/<name>`: each job of a route is validated on
+/// its own. The gateway honours it only with a current probe token of the route (the token
+/// does not name the replica: whoever holds one may choose among the route's replicas, and
+/// nothing more), and sends the connection to that replica or to none.
+pub const REPLICA_ALPN_PREFIX: &[u8] = b"svc-replica/";
+
 /// The ALPN protocol the coordinator's validation offers so that a route's client guards
 /// (allow-list, rate limit) let it through: `svc-probe/<unix seconds>.<tag>`, the tag an
 /// HMAC-SHA256 over the route ID, the server name and the time, keyed by the route's

@@ -1,8 +1,10 @@
-//! Equipping a revision's job for the market ([`Launcher`], the ingress market's [`Equip`]):
-//! fresh keys for its agent (the store keeps their hash and public half, on the revision it
-//! runs), its app files stored by digest (checked against its published policy's artifact),
-//! and the agent added to its order as its sidecar. The scheduler decides the launch and
-//! records it; the gateway learns the new keys at the engine's next route sync, and the agent
+//! Equipping a revision's jobs for the market ([`Launcher`], the ingress market's [`Equip`]):
+//! one job per slot of the revision's policy, each one replica of its route (`job-<slot>`,
+//! with its own agent state directory); the revision's keys for its agent, the same for every
+//! slot ([`super::keys`]; the store keeps their hash and public half, on the revision it
+//! runs); its app files stored by digest (checked against its published policy's artifact);
+//! and the agent added to its order as its sidecar. The scheduler decides each launch and
+//! records it; the gateway learns new keys at the engine's next route sync, and the agent
 //! retries until it does.
 
 use std::collections::HashMap;
@@ -10,24 +12,24 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use agent::challenge::RouteKey;
-use agent::wire;
 use svc_execution::market::{JobOrder, Refusal};
 use svc_execution::{Workload, WorkloadRuntime};
 
-use super::{APP_DIR, AgentCertificates, job_key};
+use super::keys::RevisionKeys;
+use super::{APP_DIR, AgentCertificates, job_key, replica_name};
 use crate::coordinator::CoordinatorConfig;
 use crate::coordinator::admission::GatewayHosts;
 use crate::coordinator::ingress_market::Equip;
 use crate::coordinator::model::Deployment;
-use crate::coordinator::store::{PublishedPolicy, RelayStore, RouteKeys, StoreError, now_ms, random_hex};
+use crate::coordinator::store::{PublishedPolicy, RelayStore, StoreError, now_ms};
 use crate::project::Project;
 use crate::runner::IngressJob;
 
-/// The job of one revision of a deployment.
+/// A job of one revision of a deployment (its slot: which of the route's replicas).
 pub(super) struct JobOf<'a> {
     pub(super) deployment: &'a Deployment,
     pub(super) revision: u32,
+    pub(super) slot: u16,
     pub(super) route_id: &'a str,
     pub(super) project_json: &'a str,
 }
@@ -42,6 +44,15 @@ pub(crate) enum StartError {
     /// The job's route key could not be made.
     #[error("cannot make the job's route key: {0}")]
     RouteKey(#[source] agent::challenge::RouteKeyError),
+    /// The revision's route keys could not be kept in its directory.
+    #[error("cannot keep the revision's route keys in {path}: {source}", path = path.display())]
+    Keys {
+        /// `route-keys.json` in the revision's directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// No loopback port for the app.
     #[error("no free port for the app: {0}")]
     Port(#[source] std::io::Error),
@@ -96,6 +107,8 @@ pub(crate) struct JobMeta {
     pub(crate) artifact: String,
     /// The gateway route its agent serves (its revision's).
     pub(crate) route_id: String,
+    /// Its replica name, when its revision runs several jobs (its output lines say it).
+    pub(crate) replica: Option<String>,
 }
 
 /// Equips ingress jobs: what it needs of the coordinator, and the jobs it equipped.
@@ -108,6 +121,9 @@ pub(crate) struct Launcher {
     pub(super) agent_api: SocketAddr,
     /// By execution ID.
     pub(super) jobs: Mutex<HashMap<String, JobMeta>>,
+    /// Held while a revision's keys are read or made and recorded: two slots launched at
+    /// once get the same pair.
+    pub(super) keys: Mutex<()>,
     /// The gateway, for the open connections of a draining job's route.
     pub(super) gateway: Arc<crate::gateway::Gateway>,
 }
@@ -163,15 +179,20 @@ impl Launcher {
         crate::coordinator::files::revision_dir(&self.config.deployments_dir(), deployment_id, revision)
     }
 
-    /// A revision's job directory (outside the data directory): its agent's state.
-    fn job_dir(&self, deployment_id: &str, revision: u32) -> PathBuf {
-        crate::coordinator::files::revision_dir(&self.config.jobs_dir, deployment_id, revision)
+    /// The state directory of slot `slot`'s agent (outside the data directory): `agent/` for
+    /// the first, `agent-<slot>/` for the others, each kept across the slot's restarts.
+    fn agent_dir(&self, deployment_id: &str, revision: u32, slot: u16) -> PathBuf {
+        let job_dir = crate::coordinator::files::revision_dir(&self.config.jobs_dir, deployment_id, revision);
+        match slot {
+            0 => job_dir.join("agent"),
+            n => job_dir.join(format!("agent-{n}")),
+        }
     }
 
     /// Makes `order` (the scheduler's, for a recorded execution) the revision's job: its
     /// keys made and recorded, its files checked and stored, its agent added.
     fn prepare(&self, order: &mut JobOrder) -> Result<(), StartError> {
-        let (d, revision) = self
+        let (d, revision, slot) = self
             .store
             .execution_deployment(&order.execution_id)?
             .ok_or_else(|| StartError::Unknown(order.execution_id.clone()))?;
@@ -183,14 +204,8 @@ impl Launcher {
         } else {
             return Err(StartError::NotDeployed(revision));
         };
-        let job = JobOf { deployment: &d, revision, route_id: &route_id, project_json: &project_json };
+        let job = JobOf { deployment: &d, revision, slot, route_id: &route_id, project_json: &project_json };
         let project = crate::project::read(job.project_json).map_err(StartError::Project)?;
-        let credential = random_hex(32)?;
-        let route_key = RouteKey::generate().map_err(StartError::RouteKey)?;
-        let keys = RouteKeys {
-            credential_sha256: wire::sha256_hex(credential.as_bytes()),
-            route_public_key: route_key.public_key(),
-        };
         crate::coordinator::files::materialize(&self.store, &self.config.deployments_dir(), &d.id, revision)?;
         let app_dir = self.revision_dir(&d.id, revision).join(APP_DIR);
         // Stored again at each launch (a copy, checked against the policy's artifact digest: a
@@ -200,18 +215,36 @@ impl Launcher {
         self.artifacts
             .store(&app_dir, Some(&digest))
             .map_err(|source| StartError::Artifact { path: app_dir.clone(), source })?;
-        let ingress = self.ingress_job(&job, &project, &order.workload, credential, route_key)?;
+        // The revision's keys, the same for each of its slots, recorded before its job starts.
+        let _keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let keys = RevisionKeys::kept_or_new(&self.revision_dir(&d.id, revision))?;
+        let recorded = keys.recorded();
+        let stored = if serving { self.store.route_keys(&d.id)? } else { self.store.successor_keys(&d.id)? };
+        let ingress = self.ingress_job(&job, &project, &order.workload, keys)?;
         let mut equipped = ingress.order(order.workload.clone())?;
         equipped.execution_id = order.execution_id.clone();
         equipped.window_end = order.window_end;
         equipped.requirements = order.requirements.clone();
         equipped.avoid = order.avoid.clone();
-        if serving {
-            self.store.set_route_keys(&d.id, &keys)?;
-        } else {
-            self.store.set_successor_keys(&d.id, revision, &keys)?;
+        if stored.as_ref() != Some(&recorded) {
+            if serving {
+                self.store.set_route_keys(&d.id, &recorded)?;
+            } else {
+                self.store.set_successor_keys(&d.id, revision, &recorded)?;
+            }
         }
-        let meta = JobMeta { deployment: d.id.clone(), revision, artifact: digest, route_id: route_id.clone() };
+        let several = self
+            .store
+            .policy(&d.id, revision)?
+            .and_then(|policy| manifest_core::plan::plan(policy.published()).ok())
+            .is_some_and(|plan| plan.slots > 1);
+        let meta = JobMeta {
+            deployment: d.id.clone(),
+            revision,
+            artifact: digest,
+            route_id: route_id.clone(),
+            replica: several.then(|| replica_name(slot)),
+        };
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner).insert(order.execution_id.clone(), meta);
         *order = equipped;
         Ok(())
@@ -238,8 +271,10 @@ impl Launcher {
             .store(app_dir, None)
             .map_err(|source| StartError::Artifact { path: app_dir.to_owned(), source })?;
         let has_file = |name: &str| app_dir.join(name).is_file();
-        let policy = crate::coordinator::policy::publish(&manifest, &derived, &d.id, revision, &digest, has_file)
-            .map_err(failed)?;
+        let replicas = crate::coordinator::policy::Replicas::Allowed;
+        let policy =
+            crate::coordinator::policy::publish(&manifest, &derived, &d.id, revision, &digest, has_file, replicas)
+                .map_err(failed)?;
         let policy = self.store.publish_policy(&d.id, &policy)?;
         let line = format!(
             "revision {revision} published its policy {} (deployed before revisions published one: the manifest \
@@ -261,8 +296,7 @@ impl Launcher {
         job: &JobOf<'_>,
         project: &Project,
         workload: &Workload,
-        credential: String,
-        route_key: RouteKey,
+        keys: RevisionKeys,
     ) -> Result<IngressJob, StartError> {
         let (d, revision) = (job.deployment, job.revision);
         let config = &self.config;
@@ -283,9 +317,9 @@ impl Launcher {
         let agent_config = agent::AgentConfig {
             route_id: job.route_id.to_owned(),
             hostname: d.canonical_hostname.clone(),
-            credential,
-            replica: None,
-            route_key,
+            credential: keys.credential,
+            replica: Some(replica_name(job.slot)),
+            route_key: keys.route_key,
             gateway: self.tunnel,
             gateway_name: "gateway.localhost".to_owned(),
             gateway_ca: self.gateway_ca.clone(),
@@ -303,13 +337,13 @@ impl Launcher {
             WorkloadRuntime::NativeImage { executable, .. } => executable.clone(),
         };
         Ok(IngressJob {
-            id: job_key(&d.id, revision),
+            id: job_key(&d.id, revision, job.slot),
             app_dir: self.revision_dir(&d.id, revision).join(APP_DIR),
             entrypoint,
             node: config.node.clone(),
             env: workload.env.clone(),
             app_port,
-            agent_dir: self.job_dir(&d.id, revision).join("agent"),
+            agent_dir: self.agent_dir(&d.id, revision, job.slot),
             agent_command: config.agent_command.clone(),
             agent_config,
             capture_output: true,

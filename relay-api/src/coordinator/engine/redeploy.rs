@@ -22,7 +22,8 @@ use std::time::Duration;
 
 use svc_execution::{ExecState, Execution};
 
-use super::{Engine, ended, newest_of, placed};
+use super::replicas::newest_per_slot;
+use super::{Engine, ended, placed};
 use crate::coordinator::model::{Deployment, Successor, SuccessorState};
 use crate::coordinator::state::DeploymentState;
 use crate::coordinator::store::{StoreError, now_ms};
@@ -72,18 +73,19 @@ impl Engine {
         if s.state == SuccessorState::Failed || !d.state.spends() {
             return Ok(());
         }
-        let job = newest_of(executions, s.revision);
-        if let Some(e) = job.filter(|e| ended(e)) {
+        let jobs = newest_per_slot(executions, s.revision);
+        if let Some(e) = jobs.iter().find(|e| ended(e)) {
             let why = format!("{} before it was validated", self.ending_of(e));
-            return self.fail_successor(d, s, &why).await;
+            return self.fail_successor(d, s, &why, &jobs).await;
         }
-        if let Some(e) = job.filter(|e| e.state == ExecState::Refused) {
+        if let Some(e) = jobs.iter().find(|e| e.state == ExecState::Refused) {
             let why = e.reason.as_ref().map_or("its launch was refused", |r| r.message.as_str()).to_owned();
-            return self.fail_successor(d, s, &why).await;
+            return self.fail_successor(d, s, &why, &jobs).await;
         }
+        let running: Vec<&Execution> = jobs.iter().copied().filter(|e| placed(e)).collect();
         match s.state {
             SuccessorState::Starting => {
-                if let Some(e) = job.filter(|e| placed(e)) {
+                if let Some(e) = running.first() {
                     let processor = e.processor_id.as_deref().unwrap_or("unknown");
                     let reason = format!("job started (on processor {processor}); validating it through the gateway");
                     self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason))?;
@@ -91,11 +93,11 @@ impl Engine {
                 }
             }
             SuccessorState::Validating => {
-                let Some(e) = job.filter(|e| placed(e)) else {
-                    return self.fail_successor(d, s, "its job is not running").await;
-                };
+                if running.is_empty() {
+                    return self.fail_successor(d, s, "its job is not running", &jobs).await;
+                }
                 let Some(keys) = self.db(|store| store.successor_keys(&d.id))? else {
-                    return self.fail_successor(d, s, "its job has no keys").await;
+                    return self.fail_successor(d, s, "its job has no keys", &jobs).await;
                 };
                 let age = Duration::from_millis(u64::try_from(now_ms().saturating_sub(s.created_at)).unwrap_or(0));
                 if age > SUCCESSOR_DEADLINE {
@@ -104,16 +106,20 @@ impl Engine {
                         SUCCESSOR_DEADLINE.as_secs(),
                         s.reason
                     );
-                    return self.fail_successor(d, s, &why).await;
+                    return self.fail_successor(d, s, &why, &jobs).await;
                 }
                 if !self.validation_due(&s.route_id, true) {
                     return Ok(());
                 }
-                let mut probed = self.parts.probe.validate(&s.route_id, &d.canonical_hostname, &keys, true).await;
+                let slots = self.slots_of(&d.id, s.revision);
+                if slots > 1 || running.len() > 1 {
+                    return self.validate_successor_replicas(d, s, &keys, &running, slots).await;
+                }
+                let mut probed = self.parts.probe.validate(&s.route_id, &d.canonical_hostname, &keys, true, None).await;
                 let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
                 self.check_pins(d, &pins, &mut probed.outcome);
                 match probed.outcome {
-                    Ok(_) => self.take_over(d, s, &e.execution_id).await?,
+                    Ok(_) => self.take_over(d, s, &running).await?,
                     Err(hint) => {
                         let reason = format!("validation failed: {}", hint.problem);
                         self.db(|store| {
@@ -127,9 +133,35 @@ impl Engine {
         Ok(())
     }
 
-    /// The successor passed: it becomes the deployment's revision and route, and its job is
-    /// ready, so the scheduler stops the predecessor, which drains.
-    async fn take_over(&self, d: &Deployment, s: &Successor, job: &str) -> Result<(), StoreError> {
+    /// Validates each of a successor's replicas alone on its standby route: it takes over once
+    /// all its `slots` run and have passed (none is ready before, so no predecessor is
+    /// stopped while part of the successor has yet to serve).
+    async fn validate_successor_replicas(
+        &self,
+        d: &Deployment,
+        s: &Successor,
+        keys: &crate::coordinator::store::RouteKeys,
+        running: &[&Execution],
+        slots: usize,
+    ) -> Result<(), StoreError> {
+        let passed = self.validate_replicas(d, &s.route_id, keys, true, running).await;
+        let all_passed = self.successor_passed(passed, running);
+        if all_passed && running.len() >= slots {
+            self.forget_successor(running);
+            return self.take_over(d, s, running).await;
+        }
+        let waiting: Vec<String> = self.replica_hints_of(running).into_iter().map(|h| h.problem).collect();
+        let reason = match waiting.first() {
+            Some(problem) => format!("validation failed: {problem}"),
+            None => format!("{} of {slots} jobs running; validating each through the gateway", running.len()),
+        };
+        self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason))?;
+        Ok(())
+    }
+
+    /// The successor passed: it becomes the deployment's revision and route, and its jobs are
+    /// ready, so the scheduler stops the predecessor's, which drain.
+    async fn take_over(&self, d: &Deployment, s: &Successor, jobs: &[&Execution]) -> Result<(), StoreError> {
         let reason = format!(
             "validated through the gateway; revision {} stops once its open connections end (at most {} s)",
             d.revision,
@@ -139,7 +171,9 @@ impl Engine {
         // The rollout of V5's `stop_when_successor_ready`: the successor is ready (validated
         // through the gateway), so the scheduler stops its predecessor, once its connections
         // end.
-        self.market.validated(job);
+        for job in jobs {
+            self.market.validated(&job.execution_id);
+        }
         self.schedule();
         // New connections go to the successor from here; the predecessor's open ones go on.
         self.sync_routes().await;
@@ -173,7 +207,14 @@ impl Engine {
 
     /// The successor failed: its policy version is withdrawn (the scheduler stops its job,
     /// and its files go once it has ended); the serving revision stays.
-    async fn fail_successor(&self, d: &Deployment, s: &Successor, why: &str) -> Result<(), StoreError> {
+    async fn fail_successor(
+        &self,
+        d: &Deployment,
+        s: &Successor,
+        why: &str,
+        jobs: &[&Execution],
+    ) -> Result<(), StoreError> {
+        self.forget_successor(jobs);
         self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, why))?;
         self.sync_routes().await;
         self.wake();

@@ -56,15 +56,16 @@ impl RelayStore {
         self.read(|tx| Ok((tx.latest_execution(deployment_id, revision)?, tx.live_before(deployment_id, revision)?)))
     }
 
-    /// The deployment of execution `execution_id`, and the revision (policy version) it runs.
+    /// The deployment of execution `execution_id`, the revision (policy version) it runs, and
+    /// its slot (which replica of the route it is).
     pub fn execution_deployment(
         &self,
         execution_id: &str,
-    ) -> Result<Option<(crate::coordinator::model::Deployment, u32)>, StoreError> {
+    ) -> Result<Option<(crate::coordinator::model::Deployment, u32, u16)>, StoreError> {
         self.read(|tx| {
             let Some((key, e)) = tx.scheduled_by_id(execution_id)? else { return Ok(None) };
             let Some(d) = tx.deployment_by_key(key)? else { return Ok(None) };
-            Ok(Some((d, u32::try_from(e.policy_version).unwrap_or(0))))
+            Ok(Some((d, u32::try_from(e.policy_version).unwrap_or(0), e.slot)))
         })
     }
 

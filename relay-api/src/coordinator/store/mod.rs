@@ -149,8 +149,9 @@ pub struct RevisionBundle {
     pub secrets: std::collections::BTreeMap<String, String>,
 }
 
-/// What the coordinator keeps to recognise a deployment's job: hashes and public keys only,
-/// made afresh at each launch (the job holds the secrets).
+/// What the coordinator keeps to recognise a deployment's jobs: hashes and public keys only,
+/// one pair per revision, which each of its jobs holds (the jobs hold the secrets; the
+/// coordinator keeps them in the revision's directory to equip the next slot or restart).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteKeys {
     /// SHA-256 (hex) of the job's tunnel credential: what the gateway and the certificate

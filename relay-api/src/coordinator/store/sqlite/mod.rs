@@ -30,6 +30,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0008_scheduling.sql"),
     include_str!("../../../../migrations/0009_revision_files.sql"),
     include_str!("../../../../migrations/0010_gateway_presence.sql"),
+    include_str!("../../../../migrations/0011_execution_slots.sql"),
 ];
 
 /// The database file's name inside the data directory.

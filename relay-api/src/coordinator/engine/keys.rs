@@ -1,0 +1,92 @@
+//! A revision's route keys: the tunnel credential and the route key every job of the
+//! revision holds. One pair per revision, not per launch, so that the route's replicas (its
+//! jobs, one per slot) all authenticate to the gateway and prove the route with the keys the
+//! store records for it: a second slot's launch must not lock the first out.
+//!
+//! The pair is kept in the revision's directory in the data directory (`route-keys.json`,
+//! 0600, beside its app files: never in the job's own directory, which the job writes), made
+//! at the revision's first launch by this coordinator and reused by every later launch and
+//! restart of its slots. The store keeps only the credential's hash and the key's public half.
+//! A coordinator that takes the jobs over without the file (a fresh data directory) makes a
+//! new pair, records it, and relaunches every slot with it.
+
+use std::path::{Path, PathBuf};
+
+use agent::challenge::RouteKey;
+use agent::wire;
+use serde::{Deserialize, Serialize};
+
+use super::launch::StartError;
+use crate::coordinator::store::{RouteKeys, random_hex};
+
+/// In a revision's directory: its jobs' route credential and route key (JSON, 0600).
+pub(crate) const ROUTE_KEYS_FILE: &str = "route-keys.json";
+
+/// What a revision's jobs hold to serve its route.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct RevisionKeys {
+    /// The tunnel credential, in clear.
+    pub(super) credential: String,
+    /// The route key (its file form).
+    pub(super) route_key: RouteKey,
+}
+
+impl std::fmt::Debug for RevisionKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RevisionKeys").finish_non_exhaustive()
+    }
+}
+
+impl RevisionKeys {
+    /// A new random pair.
+    fn generate() -> Result<RevisionKeys, StartError> {
+        Ok(RevisionKeys { credential: random_hex(32)?, route_key: RouteKey::generate().map_err(StartError::RouteKey)? })
+    }
+
+    /// What the store records of them.
+    pub(super) fn recorded(&self) -> RouteKeys {
+        RouteKeys {
+            credential_sha256: wire::sha256_hex(self.credential.as_bytes()),
+            route_public_key: self.route_key.public_key(),
+        }
+    }
+
+    /// The keys kept in revision directory `dir`, else a new pair written there. A file that
+    /// does not read (damaged, or from an older layout) is replaced.
+    pub(super) fn kept_or_new(dir: &Path) -> Result<RevisionKeys, StartError> {
+        let path = dir.join(ROUTE_KEYS_FILE);
+        if let Some(kept) = std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()) {
+            return Ok(kept);
+        }
+        let keys = RevisionKeys::generate()?;
+        let json = serde_json::to_vec(&keys).map_err(|e| keys_file(&path, std::io::Error::other(e)))?;
+        agent::files::replace_private(&path, &json).map_err(|e| keys_file(&path, e))?;
+        Ok(keys)
+    }
+}
+
+fn keys_file(path: &Path, source: std::io::Error) -> StartError {
+    StartError::Keys { path: PathBuf::from(path), source }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn a_revisions_keys_are_made_once_kept_private_and_reused() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let first = RevisionKeys::kept_or_new(dir.path()).expect("made");
+        let mode = std::fs::metadata(dir.path().join(ROUTE_KEYS_FILE)).expect("written").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = RevisionKeys::kept_or_new(dir.path()).expect("read");
+        assert_eq!(again.recorded(), first.recorded(), "every slot and restart of the revision holds the same keys");
+        assert!(!format!("{first:?}").contains(&first.credential), "Debug shows no secret");
+        std::fs::write(dir.path().join(ROUTE_KEYS_FILE), b"{damaged").expect("write");
+        let replaced = RevisionKeys::kept_or_new(dir.path()).expect("replaced");
+        assert_ne!(replaced.recorded(), first.recorded());
+    }
+}

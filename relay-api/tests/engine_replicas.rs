@@ -1,0 +1,138 @@
+//! Routes of several jobs (V5 `deployment.jobs` > 1) in the coordinator's engine, in process:
+//! a real store, a fake market whose jobs end when the test says, a fake probe whose verdicts
+//! per route and per replica the test scripts (issue 20, point 3).
+
+#[path = "support/world.rs"]
+mod world;
+
+use relay_api::coordinator::state::DeploymentState;
+use relay_api::coordinator::store::NewSuccessor;
+use world::*;
+
+/// The agent configuration each launch carried, in launch order.
+fn agent_configs(w: &World) -> Vec<serde_json::Value> {
+    let launched = w.market.0.lock().expect("lock");
+    launched
+        .workloads
+        .iter()
+        .map(|workload| {
+            let sidecar = workload.sidecar.as_ref().expect("an agent");
+            let (_, json) = sidecar.files.iter().find(|(name, _)| name == "agent.json").expect("agent.json");
+            serde_json::from_slice(json).expect("JSON")
+        })
+        .collect()
+}
+
+fn hint_codes(w: &World, id: &str) -> Vec<String> {
+    w.engine.hints(&w.deployment(id)).expect("hints").into_iter().map(|h| h.code).collect()
+}
+
+fn log_lines(w: &World, id: &str) -> Vec<String> {
+    w.store.logs(id, 0, 1000).expect("logs").into_iter().map(|l| l.line).collect()
+}
+
+#[tokio::test]
+async fn a_route_of_two_jobs_stays_live_while_one_replica_serves() {
+    let w = world(FakeProbe::default());
+    let d = w.funded_jobs("shop", PROJECT, &[], 2);
+    assert!(
+        w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await,
+        "{:?}",
+        w.deployment(&d.id)
+    );
+    let (first, second) = (format!("{}.r1", d.id), format!("{}.r1.1", d.id));
+    assert_eq!(w.market.running(), [first.clone(), second.clone()], "one job per slot");
+
+    // Both agents hold the revision's one pair of keys, each as its own replica.
+    let configs = agent_configs(&w);
+    assert_eq!(configs.len(), 2);
+    assert_eq!(configs[0]["credential"], configs[1]["credential"], "the second slot must not lock the first out");
+    assert_eq!(configs[0]["routeKey"], configs[1]["routeKey"]);
+    let mut replicas: Vec<&str> = configs.iter().map(|c| c["replica"].as_str().expect("a replica name")).collect();
+    replicas.sort_unstable();
+    assert_eq!(replicas, ["job-0", "job-1"]);
+    let keys_file = w.engine.config().deployments_dir().join(&d.id).join("r1").join("route-keys.json");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&keys_file).expect("kept").permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let asked = w.probe.replica_calls.lock().expect("lock").clone();
+    assert!(asked.contains(&"rt_shop#job-0".to_owned()) && asked.contains(&"rt_shop#job-1".to_owned()), "{asked:?}");
+
+    // One replica's app ends: the other serves on, and the deployment says which is down.
+    w.market.end(&second, 3);
+    for _ in 0..3 {
+        w.engine.tick().await;
+    }
+    assert_eq!(w.deployment(&d.id).state, DeploymentState::Live, "{:?}", w.deployment(&d.id));
+    assert!(hint_codes(&w, &d.id).contains(&"replica_down".to_owned()), "{:?}", hint_codes(&w, &d.id));
+    let logs = log_lines(&w, &d.id);
+    let told: Vec<&String> = logs.iter().filter(|l| l.starts_with("replica job-1: ")).collect();
+    assert_eq!(told.len(), 1, "said once: {logs:?}");
+    assert!(told[0].contains("exited with status 3") && told[0].contains("restart 1 of 5"), "{}", told[0]);
+
+    // Restarted after its backoff and validated again on its own: nothing is down.
+    w.clock.advance(1_000);
+    let back = w
+        .tick_until(20, |w| w.market.running().len() == 2 && !hint_codes(w, &d.id).contains(&"replica_down".into()))
+        .await;
+    assert!(back, "{:?} {:?}", w.market.running(), hint_codes(&w, &d.id));
+    assert_eq!(w.market.0.lock().expect("lock").restarts, std::slice::from_ref(&second), "the same slot, restarted");
+    let configs = agent_configs(&w);
+    assert_eq!(configs.len(), 2, "a restart launches nothing new");
+
+    // One replica failing its own validation is named in the hints; the route stays live.
+    w.probe.failing.lock().expect("lock").push("rt_shop#job-0".into());
+    w.engine.due_now(&w.deployment(&d.id));
+    w.engine.tick().await;
+    let hints = w.engine.hints(&w.deployment(&d.id)).expect("hints");
+    assert!(hints.iter().any(|h| h.problem.starts_with("replica job-0: ")), "{hints:?}");
+    assert_eq!(w.deployment(&d.id).state, DeploymentState::Live);
+    w.probe.failing.lock().expect("lock").clear();
+
+    // With both down, the deployment is provisioning again, as with one job.
+    w.market.end(&first, 1);
+    w.market.end(&second, 1);
+    let relaunching = w.tick_until(3, |w| w.deployment(&d.id).state == DeploymentState::Provisioning).await;
+    assert!(relaunching, "{:?}", w.deployment(&d.id));
+}
+
+#[tokio::test]
+async fn a_successor_of_two_jobs_takes_over_only_once_each_replica_passed() {
+    let w = world(FakeProbe::default());
+    let d = w.funded_jobs("shop", PROJECT, &[], 2);
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let successor = NewSuccessor {
+        deployment_id: d.id.clone(),
+        revision: 2,
+        project_json: PROJECT.into(),
+        project_digest: "sha256:r2".into(),
+        manifest_digest: "sha256:m".into(),
+        ceiling_micros: 5_000_000,
+        route_id: "rt_shop_r2".into(),
+        policy: published_jobs(PROJECT, &d.id, 2, 2),
+        bundle: app_bundle(),
+    };
+    // Its second replica fails on its own: no take-over, and the serving replicas keep serving.
+    w.probe.failing.lock().expect("lock").push("rt_shop_r2#job-1".into());
+    w.store.put_successor(&successor).expect("revision 2");
+    for _ in 0..8 {
+        w.engine.tick().await;
+    }
+    let (r1, r1b) = (format!("{}.r1", d.id), format!("{}.r1.1", d.id));
+    let (r2, r2b) = (format!("{}.r2", d.id), format!("{}.r2.1", d.id));
+    assert_eq!(w.deployment(&d.id).revision, 1);
+    assert_eq!(w.market.running(), [r1.clone(), r1b.clone(), r2.clone(), r2b.clone()], "no predecessor stopped");
+    let s = w.store.successor(&d.id).expect("read").expect("deployed");
+    assert!(s.reason.contains("replica job-1"), "{}", s.reason);
+    // Once it passes, the successor takes over with both replicas.
+    w.probe.failing.lock().expect("lock").clear();
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).revision == 2).await, "{:?}", w.store.successor(&d.id));
+    assert_eq!(w.deployment(&d.id).state, DeploymentState::Live);
+    let asked = w.probe.replica_calls.lock().expect("lock").clone();
+    assert!(asked.contains(&"rt_shop_r2#job-0".to_owned()) && asked.contains(&"rt_shop_r2#job-1".to_owned()));
+    let keys = |revision: u32| {
+        let file = w.engine.config().deployments_dir().join(&d.id).join(format!("r{revision}")).join("route-keys.json");
+        std::fs::read(file).ok()
+    };
+    assert!(keys(2).is_some());
+    assert_ne!(keys(1), keys(2), "each revision its own keys");
+}
