@@ -47,9 +47,9 @@ struct Clients {
 }
 
 impl Clients {
-    fn start(gateways: [SocketAddr; 2], ca: &Path) -> Clients {
+    fn start(gateways: [SocketAddr; 2], host: &str, ca: &Path) -> Clients {
         let (stop, made) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
-        let (stopping, counting, ca) = (stop.clone(), made.clone(), ca.to_owned());
+        let (stopping, counting, ca, host) = (stop.clone(), made.clone(), ca.to_owned(), host.to_owned());
         let task = tokio::spawn(async move {
             let mut attempts = Vec::new();
             let mut i = 0usize;
@@ -58,11 +58,14 @@ impl Clients {
                 let (first, second) = (gateways[i % 2], gateways[(i + 1) % 2]);
                 i += 1;
                 let at = Instant::now();
-                let tried = |gateway: SocketAddr, ca: std::path::PathBuf| async move {
-                    match get(gateway, HOST, &ca, "/").await {
-                        Ok(page) if page.status == 200 => Ok(()),
-                        Ok(page) => Err(format!("{gateway}: status {}", page.status)),
-                        Err(e) => Err(format!("{gateway}: {e}")),
+                let tried = |gateway: SocketAddr, ca: std::path::PathBuf| {
+                    let host = host.clone();
+                    async move {
+                        match get(gateway, &host, &ca, "/").await {
+                            Ok(page) if page.status == 200 => Ok(()),
+                            Ok(page) => Err(format!("{gateway}: status {}", page.status)),
+                            Err(e) => Err(format!("{gateway}: {e}")),
+                        }
                     }
                 };
                 let answer = match tried(first, ca.clone()).await {
@@ -104,21 +107,21 @@ fn value(text: &str, series: &str) -> u64 {
     text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0)
 }
 
-fn in_rotation(text: &str) -> u64 {
-    value(text, &format!("svc_gateway_route_replicas{{route=\"{ROUTE}\",state=\"in_rotation\"}} "))
+fn in_rotation(text: &str, route: &str) -> u64 {
+    value(text, &format!("svc_gateway_route_replicas{{route=\"{route}\",state=\"in_rotation\"}} "))
 }
 
-fn routed_to(text: &str, replica: &str) -> u64 {
-    value(text, &format!("svc_gateway_replica_connections_total{{route=\"{ROUTE}\",replica=\"{replica}\"}} "))
+fn routed_to(text: &str, route: &str, replica: &str) -> u64 {
+    value(text, &format!("svc_gateway_replica_connections_total{{route=\"{route}\",replica=\"{replica}\"}} "))
 }
 
-/// Waits until every gateway in `admins` has `want` replicas in rotation.
-async fn until_in_rotation(admins: &[&str], want: u64, limit: Duration) {
+/// Waits until every gateway in `admins` has `want` replicas of `route` in rotation.
+async fn until_in_rotation(admins: &[&str], route: &str, want: u64, limit: Duration) {
     let start = Instant::now();
     loop {
         let mut counts = Vec::new();
         for admin in admins {
-            counts.push(in_rotation(&metrics(admin).await));
+            counts.push(in_rotation(&metrics(admin).await, route));
         }
         if counts.iter().all(|&n| n == want) {
             return;
@@ -190,10 +193,10 @@ async fn two_gateways_and_two_replicas_lose_no_new_connection_when_one_of_each_i
         agent_configs.push((job, config));
     }
     let mut agents: Vec<Proc> = agent_configs.iter().map(|(job, config)| start_agent(job, config)).collect();
-    until_in_rotation(&[&admin_a, &admin_b], 2, Duration::from_secs(30)).await;
+    until_in_rotation(&[&admin_a, &admin_b], ROUTE, 2, Duration::from_secs(30)).await;
 
     let ca = setup.ca_pem.clone();
-    let clients = Clients::start([public_a, public_b], &ca);
+    let clients = Clients::start([public_a, public_b], HOST, &ca);
     clients.run_for(60, Duration::from_secs(30)).await;
     let steady = Instant::now();
 
@@ -205,7 +208,7 @@ async fn two_gateways_and_two_replicas_lose_no_new_connection_when_one_of_each_i
     // One replica killed (its agent: its tunnels close with it).
     agents[1].signal("KILL");
     let killed_replica = Instant::now();
-    until_in_rotation(&[&admin_b], 1, Duration::from_secs(5)).await;
+    until_in_rotation(&[&admin_b], ROUTE, 1, Duration::from_secs(5)).await;
     clients.run_for(80, Duration::from_secs(30)).await;
 
     // Both restarted, on the same ports and files.
@@ -213,7 +216,7 @@ async fn two_gateways_and_two_replicas_lose_no_new_connection_when_one_of_each_i
     gateway_a = restarted;
     agents[1] = start_agent(&agent_configs[1].0, &agent_configs[1].1);
     // Agents reconnect with backoff (at most 10 s, jittered).
-    until_in_rotation(&[&admin_a, &admin_b], 2, Duration::from_secs(30)).await;
+    until_in_rotation(&[&admin_a, &admin_b], ROUTE, 2, Duration::from_secs(30)).await;
     let restored = Instant::now();
     clients.run_for(80, Duration::from_secs(30)).await;
     let attempts = clients.stop().await;
@@ -248,12 +251,91 @@ async fn two_gateways_and_two_replicas_lose_no_new_connection_when_one_of_each_i
     let (text_a, text_b) = (metrics(&admin_a).await, metrics(&admin_b).await);
     for (gateway, text) in [("a (restarted)", &text_a), ("b", &text_b)] {
         for replica in ["web-0", "web-1"] {
-            assert!(routed_to(text, replica) > 0, "gateway {gateway} routed nothing to {replica}:\n{text}");
+            assert!(routed_to(text, ROUTE, replica) > 0, "gateway {gateway} routed nothing to {replica}:\n{text}");
         }
     }
     assert!(
-        routed_to(&text_b, "web-0") > routed_to(&text_b, "web-1"),
+        routed_to(&text_b, ROUTE, "web-0") > routed_to(&text_b, ROUTE, "web-1"),
         "gateway b carried web-0 alone for a while:\n{text_b}"
     );
     drop((apps, agents, gateway_a, gateway_b));
+}
+
+/// Point 4 through the product: the coordinator launches the route's two replicas (a project
+/// asking for `jobs: 2`, deployed with `svc ingress deploy`), and a gateway host prepared with
+/// `gateway-prep init` follows its route feed, so each replica tunnels to both gateways. With
+/// the client loop running: kill the gateway host, then one replica, then restart the host
+/// (the coordinator restarts the replica itself). After each detection window no new
+/// connection fails, and the host's counters show both replicas served.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coordinators_two_replicas_and_its_gateway_host_lose_no_new_connection_through_kills_and_restarts() {
+    use super::deploy::{Relay, hint_codes};
+    use super::fleet::GatewayHost;
+    use super::process::{free_port, signal};
+    use super::replicas::{deploy_two_replicas, processes};
+
+    let dir = TempDir::new("failover-product");
+    let relay = Relay::start(&dir.path().join("relay"), &["--public".into(), "127.0.0.1:0".into()]).await;
+    // Fixed ports, so the host comes back where the agents and clients look for it.
+    let listen = [free_port(), free_port(), free_port()].map(|port| format!("127.0.0.1:{port}"));
+    let host_admin = listen[2].clone();
+    let host = GatewayHost::prepare(&relay, dir.path(), listen);
+    let (mut host_proc, host_public, _) = host.run().await;
+    let (config, status) = deploy_two_replicas(&relay, dir.path()).await;
+    let project = Path::new(&config).to_owned();
+    let route = status["deployment"]["routeId"].as_str().expect("a route").to_owned();
+    let hostname = status["deployment"]["canonicalHostname"].as_str().expect("a hostname").to_owned();
+    // The agents learn of the host at their next route refresh (every 2 s here).
+    until_in_rotation(&[&host_admin], &route, 2, Duration::from_secs(30)).await;
+
+    let clients = Clients::start([relay.public, host_public], &hostname, &relay.data.join("ca.pem"));
+    clients.run_for(60, Duration::from_secs(30)).await;
+    let steady = Instant::now();
+
+    host_proc.signal("KILL");
+    let killed_gateway = Instant::now();
+    clients.run_for(80, Duration::from_secs(30)).await;
+
+    let pids = processes(&status);
+    for &pid in &pids[2..] {
+        signal(pid, "KILL");
+    }
+    let killed_replica = Instant::now();
+    clients.run_for(80, Duration::from_secs(30)).await;
+
+    let (restarted, _, _) = host.run().await;
+    host_proc = restarted;
+    relay
+        .wait_status(&project, Duration::from_secs(60), "the replica back", |s| {
+            let now = processes(s);
+            now.len() == 4 && !now.contains(&pids[2]) && !hint_codes(&s["hints"]).contains(&"replica_down".to_owned())
+        })
+        .await;
+    until_in_rotation(&[&host_admin], &route, 2, Duration::from_secs(30)).await;
+    let restored = Instant::now();
+    clients.run_for(80, Duration::from_secs(30)).await;
+    let attempts = clients.stop().await;
+
+    let failed = |since: Instant, until: Instant| -> Vec<String> {
+        attempts.iter().filter(|a| a.at > since && a.ended < until && !a.ok).map(|a| a.error.clone()).collect()
+    };
+    let output = || format!("{}\n{}", relay.proc.output(), host_proc.output());
+    assert!(failed(steady - Duration::from_secs(3600), steady).is_empty(), "steady: {}", output());
+    let after_gateway = failed(killed_gateway + DETECTION, killed_replica);
+    assert!(after_gateway.is_empty(), "after the gateway host was killed: {after_gateway:?}\n{}", output());
+    let after_replica = failed(killed_replica + DETECTION, restored);
+    assert!(after_replica.is_empty(), "after the replica was killed: {after_replica:?}\n{}", output());
+    let after_restart = failed_after(&attempts, restored);
+    assert!(after_restart.is_empty(), "after the restarts: {after_restart:?}\n{}", output());
+    eprintln!(
+        "failover through the coordinator: {} connections, {} failed, all within a detection window",
+        attempts.len(),
+        attempts.iter().filter(|a| !a.ok).count()
+    );
+    // The restarted host served both replicas again.
+    let text = metrics(&host_admin).await;
+    for replica in ["job-0", "job-1"] {
+        assert!(routed_to(&text, &route, replica) > 0, "the host routed nothing to {replica}:\n{text}");
+    }
+    drop(host_proc);
 }

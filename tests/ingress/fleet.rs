@@ -29,6 +29,54 @@ async fn metrics_with(admin: SocketAddr, want: String) -> String {
     }
 }
 
+/// A gateway host prepared by `gateway-prep init` under `<dir>/gateway-host`, admitted as the
+/// coordinator's gateway operator `local` (the one every deploy is assigned to).
+pub(super) struct GatewayHost {
+    /// Its `gateway.json`.
+    pub(super) config: std::path::PathBuf,
+}
+
+impl GatewayHost {
+    /// Prepares it to listen on `[public, tunnel, admin]`.
+    pub(super) fn prepare(relay: &Relay, dir: &std::path::Path, listen: [String; 3]) -> GatewayHost {
+        let issued = Command::new(svc_binary())
+            .args(["relay", "admin", "admission-token", "--data-dir"])
+            .arg(&relay.data)
+            .args(["--operator", "local"])
+            .output()
+            .expect("svc relay admin admission-token");
+        assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
+        let token = String::from_utf8_lossy(&issued.stdout)
+            .split_whitespace()
+            .find(|w| w.starts_with("adm_"))
+            .expect("an admission token")
+            .to_owned();
+        let root = dir.join("gateway-host");
+        let [public, tunnel, admin] = listen;
+        let init = Command::new(gateway_prep_binary())
+            .args(["init", "--root", &root.to_string_lossy(), "--coordinator", &relay.api])
+            .args(["--admission-token", &token, "--hostname", "gw1.example.test"])
+            .args(["--public", &public, "--tunnel", &tunnel, "--admin", &admin])
+            .output()
+            .expect("gateway-prep init");
+        assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+        GatewayHost { config: root.join("etc/svc-gateway/gateway.json") }
+    }
+
+    /// Runs `svc gateway run` on it: the process, its public and admin addresses.
+    pub(super) async fn run(&self) -> (Proc, SocketAddr, SocketAddr) {
+        let mut command = Command::new(svc_binary());
+        command.args(["gateway", "run", "--config"]).arg(&self.config);
+        let mut host = Proc::spawn("svc gateway run", command);
+        let line = host.expect_line(Duration::from_secs(10), "its addresses", |l| l.contains(" admin http://")).await;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let public: SocketAddr = words[3].parse().unwrap_or_else(|_| panic!("a public address in {line:?}"));
+        let admin: SocketAddr =
+            words[7].trim_start_matches("http://").trim_end_matches("/metrics").parse().expect("an admin address");
+        (host, public, admin)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_route_answers_through_the_coordinators_gateway_and_a_gateway_host_following_the_feed() {
     let dir = TempDir::new("fleet");
@@ -42,35 +90,9 @@ async fn a_route_answers_through_the_coordinators_gateway_and_a_gateway_host_fol
 
     // The gateway host, admitted as the coordinator's gateway operator (`local`, the default
     // every deploy is assigned to), prepared under a root of its own and running.
-    let issued = Command::new(svc_binary())
-        .args(["relay", "admin", "admission-token", "--data-dir"])
-        .arg(&data)
-        .args(["--operator", "local"])
-        .output()
-        .expect("svc relay admin admission-token");
-    assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
-    let token = String::from_utf8_lossy(&issued.stdout)
-        .split_whitespace()
-        .find(|w| w.starts_with("adm_"))
-        .expect("an admission token")
-        .to_owned();
-    let root = dir.path().join("gateway-host");
-    let loopback = "127.0.0.1:0";
-    let init = Command::new(gateway_prep_binary())
-        .args(["init", "--root", &root.to_string_lossy(), "--coordinator", &relay.api])
-        .args(["--admission-token", &token, "--hostname", "gw1.example.test"])
-        .args(["--public", loopback, "--tunnel", loopback, "--admin", loopback])
-        .output()
-        .expect("gateway-prep init");
-    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
-    let mut command = Command::new(svc_binary());
-    command.args(["gateway", "run", "--config"]).arg(root.join("etc/svc-gateway/gateway.json"));
-    let mut host = Proc::spawn("svc gateway run", command);
-    let line = host.expect_line(Duration::from_secs(10), "its addresses", |l| l.contains(" admin http://")).await;
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let public: SocketAddr = words[3].parse().unwrap_or_else(|_| panic!("a public address in {line:?}"));
-    let admin: SocketAddr =
-        words[7].trim_start_matches("http://").trim_end_matches("/metrics").parse().expect("an admin address");
+    let loopback = "127.0.0.1:0".to_owned();
+    let host = GatewayHost::prepare(&relay, dir.path(), [loopback.clone(), loopback.clone(), loopback]);
+    let (host, public, admin) = host.run().await;
     let text = metrics_with(admin, "svc_gateway_feed_connected 1".into()).await;
     assert!(text.contains("svc_gateway_feed_connected 1\n"), "{text}\n{}", host.output());
 

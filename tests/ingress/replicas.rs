@@ -70,7 +70,22 @@ fn two_job_project(dir: &Path) -> String {
     config.to_string_lossy().into_owned()
 }
 
-fn processes(status: &Value) -> Vec<u32> {
+/// Deploys [`two_job_project`] in `dir` with `svc ingress deploy`, and waits until both
+/// replicas are live with nothing to fix but the one funded period: its project file and
+/// that status.
+pub(super) async fn deploy_two_replicas(relay: &Relay, dir: &Path) -> (String, Value) {
+    let config = two_job_project(dir);
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    let (status, _) = relay
+        .wait_status(Path::new(&config), Duration::from_secs(60), "both replicas live", |s| {
+            processes(s).len() == 4 && s["deployment"]["state"] == "live" && hint_codes(&s["hints"]) == ["funds_low"]
+        })
+        .await;
+    (config, status)
+}
+
+pub(super) fn processes(status: &Value) -> Vec<u32> {
     status["processes"].as_array().into_iter().flatten().filter_map(Value::as_u64).map(|p| p as u32).collect()
 }
 
@@ -78,16 +93,8 @@ fn processes(status: &Value) -> Vec<u32> {
 async fn a_route_of_two_jobs_serves_through_a_killed_replica_and_a_rolling_redeploy() {
     let dir = TempDir::new("replicas");
     let relay = Relay::start(&dir.path().join("relay"), &["--public".into(), "127.0.0.1:0".into()]).await;
-    let config = two_job_project(dir.path());
+    let (config, status) = deploy_two_replicas(&relay, dir.path()).await;
     let project = Path::new(&config).to_owned();
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
-    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
-    let (status, _) = relay
-        .wait_status(&project, Duration::from_secs(60), "both replicas live", |s| {
-            processes(s).len() == 4 && s["deployment"]["state"] == "live" && hint_codes(&s["hints"]) == ["funds_low"]
-        })
-        .await;
-    assert_eq!(status["deployment"]["state"], "live", "{status:#}");
     let pids = processes(&status);
 
     // Kill replica job-0 (its app and its agent) while requests run.
@@ -154,4 +161,27 @@ async fn a_route_of_two_jobs_serves_through_a_killed_replica_and_a_rolling_redep
         })
         .await;
     assert_eq!(after["deployment"]["state"], "live", "{after:#}");
+    // The projection shows both slots of the new revision, ready.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let executions = relay.json(&["executions", "--config", &config]).await;
+        let slots: Vec<(u64, u64, &str)> = executions["slots"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                (
+                    s["slot"].as_u64().unwrap_or(9),
+                    s["generation"].as_u64().unwrap_or(0),
+                    s["state"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        if slots == [(0, 2, "ready"), (1, 2, "ready")] {
+            assert_eq!(executions["desired"]["slots"], 2, "{executions:#}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "two ready slots of revision 2: {executions:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -1,9 +1,9 @@
 //! A deployment's `svc.execution-convergence.v1`: its jobs as executions, in the shape
 //! `svc app executions` reads for a published application (`manifest_core::projection`). An
-//! ingress deployment is one slot running its Manifest V5 continuously: the desired policy
-//! version is the serving revision's published policy (`coordinator::policy`), each launch of a
-//! revision a generation of the slot (its policy version the revision), a same-job restart
-//! counted on it. A job's window is the time its route's funds
+//! ingress deployment runs its Manifest V5 continuously in one slot per job (`deployment.jobs`:
+//! each slot a replica of its route): the desired policy version is the serving revision's
+//! published policy (`coordinator::policy`), each launch of a revision a generation of each
+//! slot (its policy version the revision), a same-job restart counted on it. A job's window is the time its route's funds
 //! cover; its launches are charged nothing (the route is paid by the period, in the ledger).
 
 use manifest_core::projection::{
@@ -65,15 +65,15 @@ pub fn build(
     let mut page = store.executions(&d.id, before, limit + 1)?;
     let next_cursor = (page.len() > limit).then(|| page[limit - 1].0.to_string());
     page.truncate(limit);
-    // The slot's current execution (the newest of the serving revision) and a drain under
+    // Each slot's current execution (the newest of the serving revision) and a drain under
     // way: read for themselves, so every page says the same.
     let (current, older_live) = store.execution_summary(&d.id, d.revision)?;
-    let current = current.as_ref();
     let funded_until = funded_until(&store.sessions(&d.id)?, now_ms());
     let window_end = |e: &ExecutionRecord| if e.state.is_live() { funded_until } else { e.changed_at };
-    let slot = match current {
-        Some(e) => Slot {
-            slot: 0,
+    let mut slots: Vec<Slot> = current
+        .iter()
+        .map(|e| Slot {
+            slot: e.slot,
             generation: u64::from(e.generation),
             policy_version: u64::from(e.policy_version),
             state: e.state.as_str().to_owned(),
@@ -81,18 +81,8 @@ pub fn build(
             window_start: Some(rfc3339_ms(e.created_at)),
             window_end: Some(rfc3339_ms(window_end(e))),
             restarts: e.restarts,
-        },
-        None => Slot {
-            slot: 0,
-            generation: 0,
-            policy_version: u64::from(d.revision),
-            state: "pending".to_owned(),
-            processor_id: None,
-            window_start: None,
-            window_end: None,
-            restarts: 0,
-        },
-    };
+        })
+        .collect();
     let rolling = successor.filter(|s| s.revision > d.revision && s.state != SuccessorState::Failed);
     let status = match d.state {
         DeploymentState::Stopped => "disabled",
@@ -136,7 +126,7 @@ pub fn build(
         .iter()
         .map(|(_, e)| Recent {
             execution_id: e.execution_id.clone(),
-            slot: 0,
+            slot: e.slot,
             generation: u64::from(e.generation),
             attempt: e.attempt,
             policy_version: u64::from(e.policy_version),
@@ -169,13 +159,29 @@ pub fn build(
             execution: "continuous".to_owned(),
         },
     };
+    // Slots the policy has and no launch yet: pending.
+    for slot in 0..desired.slots {
+        if !slots.iter().any(|s| s.slot == slot) {
+            slots.push(Slot {
+                slot,
+                generation: 0,
+                policy_version: u64::from(d.revision),
+                state: "pending".to_owned(),
+                processor_id: None,
+                window_start: None,
+                window_end: None,
+                restarts: 0,
+            });
+        }
+    }
+    slots.sort_by_key(|s| s.slot);
     Ok(Convergence {
         schema: EXECUTION_CONVERGENCE.to_owned(),
         application_id: d.project.clone(),
         status: status.to_owned(),
         desired: Some(desired),
         convergence,
-        slots: vec![slot],
+        slots,
         recent,
         next_cursor,
         next: None,

@@ -428,9 +428,8 @@ pub trait ExecutionRows {
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<(i64, ExecutionRecord)>, StoreError>;
-    /// The newest execution of the deployment's revision `generation`.
-    fn latest_execution(&mut self, deployment_id: &str, generation: u32)
-    -> Result<Option<ExecutionRecord>, StoreError>;
+    /// The newest execution of each slot of the deployment's revision `generation`, by slot.
+    fn latest_executions(&mut self, deployment_id: &str, generation: u32) -> Result<Vec<ExecutionRecord>, StoreError>;
     /// Whether an execution of a revision older than `generation` is live.
     fn live_before(&mut self, deployment_id: &str, generation: u32) -> Result<bool, StoreError>;
     /// Every live execution (launching, running, ready, restarting, stopping), of every

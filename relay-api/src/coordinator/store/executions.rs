@@ -31,6 +31,8 @@ pub struct ExecutionRecord {
     pub changed_at: i64,
     /// Why it is in its state (an end, a refusal, a stop).
     pub reason: Option<Reason>,
+    /// Its slot (which job of the revision: the route's replica `job-<slot>`).
+    pub slot: u16,
 }
 
 impl RelayStore {
@@ -45,15 +47,15 @@ impl RelayStore {
         self.read(|tx| tx.executions_page(deployment_id, before, limit))
     }
 
-    /// The newest execution of the deployment's revision `revision`, and whether a job of an
-    /// older revision is still live (draining): what its projection's slot and rollout say,
-    /// whatever page of executions is asked for.
+    /// The newest execution of each slot of the deployment's revision `revision`, and whether
+    /// a job of an older revision is still live (draining): what its projection's slots and
+    /// rollout say, whatever page of executions is asked for.
     pub fn execution_summary(
         &self,
         deployment_id: &str,
         revision: u32,
-    ) -> Result<(Option<ExecutionRecord>, bool), StoreError> {
-        self.read(|tx| Ok((tx.latest_execution(deployment_id, revision)?, tx.live_before(deployment_id, revision)?)))
+    ) -> Result<(Vec<ExecutionRecord>, bool), StoreError> {
+        self.read(|tx| Ok((tx.latest_executions(deployment_id, revision)?, tx.live_before(deployment_id, revision)?)))
     }
 
     /// The deployment of execution `execution_id`, the revision (policy version) it runs, and

@@ -7,7 +7,7 @@ use crate::coordinator::store::sql::{Sql, SqlRow, params};
 use crate::coordinator::store::{ExecutionRecord, StoreError};
 
 const COLUMNS: &str = "execution_id, generation, attempt, state, processor_id, created_at, changed_at, \
-                       reason_code, reason_message, policy_version, restarts";
+                       reason_code, reason_message, policy_version, restarts, slot";
 
 /// What the scheduler calls live.
 pub(super) const LIVE: &str = "('launching', 'running', 'ready', 'restarting', 'stopping')";
@@ -32,6 +32,11 @@ fn record_row(row: &SqlRow) -> Result<ExecutionRecord, StoreError> {
         reason: reason_of(row, 7, 8)?,
         policy_version: row.u32(9)?,
         restarts: row.u32(10)?,
+        slot: {
+            let slot = row.i64(11)?;
+            u16::try_from(slot)
+                .map_err(|_| StoreError::Backend(format!("a stored execution's slot {slot} is beyond 65535").into()))?
+        },
     })
 }
 
@@ -65,20 +70,21 @@ impl<T: Sql> ExecutionRows for T {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.query(&sql, params![deployment_id, before.unwrap_or(i64::MAX), limit])?
             .iter()
-            .map(|r| Ok((r.i64(11)?, record_row(r)?)))
+            .map(|r| Ok((r.i64(12)?, record_row(r)?)))
             .collect()
     }
 
-    fn latest_execution(
-        &mut self,
-        deployment_id: &str,
-        generation: u32,
-    ) -> Result<Option<ExecutionRecord>, StoreError> {
+    fn latest_executions(&mut self, deployment_id: &str, generation: u32) -> Result<Vec<ExecutionRecord>, StoreError> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM executions WHERE deployment_id = ?1 AND policy_version = ?2 \
-             ORDER BY generation DESC, attempt DESC LIMIT 1"
+            "SELECT {COLUMNS} FROM executions e WHERE deployment_id = ?1 AND policy_version = ?2
+               AND NOT EXISTS (SELECT 1 FROM executions n
+                               WHERE n.deployment_id = e.deployment_id AND n.slot = e.slot
+                                 AND n.policy_version = e.policy_version
+                                 AND (n.generation > e.generation
+                                      OR n.generation = e.generation AND n.attempt > e.attempt))
+             ORDER BY slot"
         );
-        self.query_opt(&sql, params![deployment_id, generation])?.as_ref().map(record_row).transpose()
+        self.query(&sql, params![deployment_id, generation])?.iter().map(record_row).collect()
     }
 
     fn live_before(&mut self, deployment_id: &str, generation: u32) -> Result<bool, StoreError> {
