@@ -119,6 +119,10 @@ impl Engine {
     /// Marks a successor's job as passed on its own; returns whether every one of `jobs` has.
     pub(super) fn successor_passed(&self, passed: Vec<String>, jobs: &[&Execution]) -> bool {
         let mut kept = self.verdicts();
+        // Those of a successor withdrawn by a newer deploy are never forgotten one by one.
+        if kept.successor_passed.len() > 4096 {
+            kept.successor_passed.clear();
+        }
         kept.successor_passed.extend(passed);
         jobs.iter().all(|e| kept.successor_passed.contains(&e.execution_id))
     }
