@@ -301,3 +301,80 @@ fn no_files_still_gives_a_ci_reader_an_empty_report() {
     assert_eq!(doc.root_element().attribute("tests"), Some("0"));
     assert!(String::from_utf8_lossy(&junit.stderr).contains("no manifest files under empty"));
 }
+
+/// The SARIF 2.1.0 schema (rtm.5, the one code scanning reads), as the npm package
+/// `@microsoft/jest-sarif` ships it: `npm ci --prefix tests/ajv` installs it (`.ci/run` does,
+/// before the tests). Without it the test says so and checks nothing, except in CI.
+fn sarif_schema() -> Option<jsonschema::Validator> {
+    let path = workspace().join("tests/ajv/node_modules/@microsoft/jest-sarif/lib/schemas/sarif-2.1.0-rtm.5.json");
+    let Ok(text) = std::fs::read(&path) else {
+        assert!(std::env::var_os("CI").is_none(), "{} is missing: run `npm ci --prefix tests/ajv`", path.display());
+        eprintln!("skipped: {} is missing (`npm ci --prefix tests/ajv` installs it)", path.display());
+        return None;
+    };
+    let mut schema: Value = serde_json::from_slice(&text).expect("the schema is JSON");
+    // rtm.5's `language` patterns have a stray `]`, a literal for ECMA-262 regular
+    // expressions (what JSON Schema patterns are) and an error for Rust's: escaped, the same
+    // patterns.
+    assert!(escape_stray_bracket(&mut schema) > 0, "the patterns this test knows");
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft4)
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("the SARIF schema compiles");
+    Some(validator)
+}
+
+/// Escapes the stray `]` of rtm.5's language patterns wherever they are; how many.
+fn escape_stray_bracket(schema: &mut Value) -> usize {
+    const STRAY: &str = "^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}]?$";
+    match schema {
+        Value::Object(map) => {
+            let mut n = 0;
+            for (key, value) in map.iter_mut() {
+                if key == "pattern" && value == STRAY {
+                    *value = Value::from(STRAY.replace("}]?", "}\\]?"));
+                    n += 1;
+                } else {
+                    n += escape_stray_bracket(value);
+                }
+            }
+            n
+        }
+        Value::Array(items) => items.iter_mut().map(escape_stray_bracket).sum(),
+        _ => 0,
+    }
+}
+
+/// Issue 21, point 4: every SARIF report `validate` writes is valid SARIF 2.1.0: results with
+/// locations, an unreadable file, odd names, standard input, and no files at all.
+#[test]
+fn every_sarif_report_is_valid_against_the_sarif_2_1_0_schema() {
+    let Some(schema) = sarif_schema() else { return };
+    let dir = tree();
+    let odd = dir.path().join("manifests/we:ird, 50% name\nx.json");
+    std::fs::write(&odd, br#"{"schemaVersion": 5, "sheduel": 1}"#).expect("write");
+    std::fs::create_dir_all(dir.path().join("empty")).expect("mkdir");
+    let runs = [
+        vec!["manifests", "manifests/missing.json"],
+        vec!["manifests/web/app.yaml"],
+        vec!["--file", "manifests/batch/broken.json"],
+        vec!["empty"],
+    ];
+    for paths in runs {
+        let mut args = vec!["manifest", "validate"];
+        args.extend(&paths);
+        args.extend(["--format", "sarif"]);
+        let out = svc(&args, dir.path());
+        let log: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{paths:?}: not JSON: {e}"));
+        let errors: Vec<String> = schema.iter_errors(&log).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+        assert!(errors.is_empty(), "{paths:?}: not valid SARIF 2.1.0: {errors:#?}\n{log:#}");
+        assert!(log["runs"][0]["results"].is_array(), "{paths:?}");
+        // The check can fail: a level SARIF does not have is refused.
+        if let Some(result) = log["runs"][0]["results"].get(0) {
+            let mut broken = log.clone();
+            broken["runs"][0]["results"][0]["level"] = "fatal".into();
+            assert!(!schema.is_valid(&broken), "{paths:?}: the schema refuses a bad level: {result}");
+        }
+    }
+}
