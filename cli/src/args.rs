@@ -731,6 +731,25 @@ pub enum PolicyCommand {
         #[command(flatten)]
         remote: Remote,
     },
+    /// What changed between two policies: each field, with its JSON pointer, grouped as what
+    /// reaches the running jobs (lifecycle, placement, spend) and what reaches only the jobs
+    /// launched next.
+    ///
+    /// Each side is a file (an effective policy, or the JSON of `svc app versions APP
+    /// --version N`; or two manifests, JSON or YAML) or `APP@N`, version N of an application
+    /// on the service. Exit 0 if nothing changed, 1 if something did, 2 if a side cannot be
+    /// read.
+    Diff {
+        /// The policy before: a file, or `APP@N`.
+        #[arg(value_name = "A")]
+        from: String,
+        /// The policy after: a file, or `APP@N`.
+        #[arg(value_name = "B")]
+        to: String,
+        /// The service (for `APP@N`), and the output format.
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 /// `svc app ...`

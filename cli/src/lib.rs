@@ -18,6 +18,7 @@ mod ingress;
 mod manifest;
 mod manifests;
 mod output;
+mod policy_diff;
 mod relay;
 mod remote;
 mod serve;
@@ -131,6 +132,7 @@ pub fn run(cli: Cli) -> ExitCode {
             expect_version,
             remote: &remote,
         }),
+        Command::Policy { command: PolicyCommand::Diff { from, to, remote } } => policy_diff::run(&from, &to, &remote),
         Command::App { command } => match command {
             AppCommand::Create { id, remote } => remote::app_create(&id, &remote),
             AppCommand::List { remote } => remote::app_list(&remote),

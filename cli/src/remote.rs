@@ -392,6 +392,22 @@ pub(crate) fn app_versions(id: &str, version: Option<u64>, remote: &Remote) -> E
     }
 }
 
+/// Version `n` of application `id` on the service (`svc app versions ID --version N`, as
+/// JSON): its effective policy and the rest of its view, or why not (the error already
+/// said; exit 2, as for any input that cannot be read).
+pub(crate) fn policy_version(id: &str, n: u64, remote: &Remote) -> Result<Value, ExitCode> {
+    let client = client(remote.server.as_deref(), &remote.trust, true)?;
+    let response = send(&client, Method::GET, &format!("/api/applications/{id}/policy-versions/{n}"), None)?;
+    if (200..300).contains(&response.status) {
+        return Ok(response.json());
+    }
+    if remote.format == OutputFormat::Json {
+        crate::output::print_json(&crate::output::http_error(response.status, &response.body));
+    }
+    eprint!("{}", error_text(response.status, &response.json()));
+    Err(ExitCode::from(EXIT_USAGE))
+}
+
 /// `svc app activity ID`
 pub(crate) fn app_activity(id: &str, remote: &Remote) -> ExitCode {
     get(&format!("/api/applications/{id}/activity"), remote, |b| {

@@ -32,6 +32,7 @@ mod tree;
 mod validate;
 mod yaml;
 
+pub mod diff;
 pub mod document;
 pub mod formats;
 pub mod invariants;

@@ -152,3 +152,46 @@ fn schemas_come_from_the_targeted_service_cached_by_digest() {
     assert_eq!(fetch().stdout, first.stdout);
     assert_eq!(std::fs::read(&cached).expect("cached"), first.stdout);
 }
+
+/// Issue 21, point 2: `svc policy diff` reads versions from the service (`APP@N`), and a
+/// version saved as JSON (`svc app versions APP --version N --format json`) compares as that
+/// version does.
+#[test]
+fn policy_diff_compares_an_applications_versions_on_the_service() {
+    let w = World::new("cli-diff");
+    let env =
+        [("SVC_TOKEN", w.token.as_str()), ("SVC_SERVER", &*w.server.url().leak()), ("SVC_CONFIG", "/nonexistent")];
+    let run = |args: &[&str]| svc(args, &env);
+    assert!(run(&["app", "create", "web"]).status.success());
+    w.accept_source("web");
+    let files = TempDir::new("cli-diff-files");
+    let first = v5("web");
+    let mut second = v5("web");
+    second["deployment"]["spend"]["perJob"] = "2000000".into();
+    second["configuration"] = serde_json::json!({"variables": [{"source": "literal", "name": "MODE", "value": "b"}]});
+    for (name, manifest) in [("v1.json", &first), ("v2.json", &second)] {
+        let file = write(&files, name, manifest);
+        let out = run(&["policy", "publish", "--file", &file, "--app", "web"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = run(&["policy", "diff", "web@1", "web@2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("web@1 -> web@2: "), "{text}");
+    assert!(text.contains("  spend     ~ /deployment/spend/perJob: \"1000000\" -> \"2000000\"\n"), "{text}");
+    assert!(text.contains("+ /configuration/variables/0 (MODE): "), "{text}");
+    // A saved version reads as the same policy.
+    let saved = run(&["app", "versions", "web", "--version", "1", "--format", "json"]);
+    let saved_path = files.path().join("web-1.json");
+    std::fs::write(&saved_path, &saved.stdout).expect("write");
+    let again = run(&["policy", "diff", &saved_path.to_string_lossy(), "web@2", "--format", "json"]);
+    let from_file: Value = serde_json::from_slice(&again.stdout).expect("JSON");
+    let from_service: Value =
+        serde_json::from_slice(&run(&["policy", "diff", "web@1", "web@2", "--format", "json"]).stdout).expect("JSON");
+    assert_eq!(from_file["changes"], from_service["changes"]);
+    assert_eq!(run(&["policy", "diff", "web@2", "web@2"]).status.code(), Some(0), "a version equals itself");
+    // A version that does not exist: exit 2, the service's answer said.
+    let missing = run(&["policy", "diff", "web@1", "web@9"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("404"), "{}", String::from_utf8_lossy(&missing.stderr));
+}
