@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use relay_api::coordinator::model::{Deployment, SuccessorState};
 use relay_api::coordinator::state::DeploymentState;
-use relay_api::coordinator::store::{NewSuccessor, now_ms};
+use relay_api::coordinator::store::now_ms;
 use relay_api::coordinator::{RelayStore, STEP_CONCURRENCY};
 use svc_execution::market::Market as _;
 use world::*;
@@ -45,17 +45,7 @@ async fn a_successor_takes_over_once_validated_and_a_failed_one_leaves_the_old_s
     let d = w.funded("shop");
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
 
-    let successor = |revision: u32| NewSuccessor {
-        deployment_id: d.id.clone(),
-        revision,
-        project_json: PROJECT.into(),
-        project_digest: format!("sha256:r{revision}"),
-        manifest_digest: "sha256:m".into(),
-        ceiling_micros: 5_000_000,
-        route_id: format!("rt_shop_r{revision}"),
-        policy: published(PROJECT, &d.id, revision),
-        bundle: app_bundle(),
-    };
+    let successor = |revision: u32| shop_successor(&d.id, revision, published(PROJECT, &d.id, revision));
     w.store.put_successor(&successor(2)).expect("revision 2");
     let switched = w.tick_until(10, |w| w.deployment(&d.id).revision == 2).await;
     assert!(switched, "{:?}", w.store.successor(&d.id));
@@ -224,19 +214,7 @@ async fn a_successor_of_a_deployment_that_serves_nothing_takes_over_at_once() {
     let w = world(FakeProbe::default());
     let d = w.funded("shop");
     w.store.transition(&d.id, DeploymentState::Provisioning, "test").expect("provisioning");
-    w.store
-        .put_successor(&NewSuccessor {
-            deployment_id: d.id.clone(),
-            revision: 2,
-            project_json: PROJECT.into(),
-            project_digest: "sha256:r2".into(),
-            manifest_digest: "sha256:m".into(),
-            ceiling_micros: 5_000_000,
-            route_id: "rt_shop_r2".into(),
-            policy: published(PROJECT, &d.id, 2),
-            bundle: app_bundle(),
-        })
-        .expect("revision 2");
+    w.store.put_successor(&shop_successor(&d.id, 2, published(PROJECT, &d.id, 2))).expect("revision 2");
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
     assert_eq!(w.deployment(&d.id).revision, 2);
     let launches = w.market.0.lock().expect("lock").launches.clone();

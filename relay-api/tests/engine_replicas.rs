@@ -6,7 +6,6 @@
 mod world;
 
 use relay_api::coordinator::state::DeploymentState;
-use relay_api::coordinator::store::NewSuccessor;
 use world::*;
 
 /// The agent configuration each launch carried, in launch order.
@@ -100,17 +99,7 @@ async fn a_successor_of_two_jobs_takes_over_only_once_each_replica_passed() {
     let w = world(FakeProbe::default());
     let d = w.funded_jobs("shop", PROJECT, &[], 2);
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
-    let successor = NewSuccessor {
-        deployment_id: d.id.clone(),
-        revision: 2,
-        project_json: PROJECT.into(),
-        project_digest: "sha256:r2".into(),
-        manifest_digest: "sha256:m".into(),
-        ceiling_micros: 5_000_000,
-        route_id: "rt_shop_r2".into(),
-        policy: published_jobs(PROJECT, &d.id, 2, 2),
-        bundle: app_bundle(),
-    };
+    let successor = shop_successor(&d.id, 2, published_jobs(PROJECT, &d.id, 2, 2));
     // Its second replica fails on its own: no take-over, and the serving replicas keep serving.
     w.probe.failing.lock().expect("lock").push("rt_shop_r2#job-1".into());
     w.store.put_successor(&successor).expect("revision 2");

@@ -14,7 +14,7 @@ use std::time::Duration;
 use relay_api::ca::DevCa;
 use relay_api::coordinator::model::{Deployment, Quote};
 use relay_api::coordinator::probe::{BoxFuture, Probe, Probed};
-use relay_api::coordinator::store::{NewDeployment, PublishedPolicy, RevisionBundle, now_ms};
+use relay_api::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, now_ms};
 use relay_api::coordinator::{CoordinatorConfig, Engine, EngineParts, RelayStore};
 use relay_api::gateway::{Gateway, GatewayConfig};
 use relay_api::hint::{Hint, Stage};
@@ -301,6 +301,22 @@ pub(crate) fn published_jobs(project: &str, id: &str, revision: u32, jobs: u16) 
     let replicas = relay_api::coordinator::policy::Replicas::Allowed;
     relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |f| f == "server.js", replicas)
         .expect("published")
+}
+
+/// Revision `revision` of `shop` (deployment `id`, [`PROJECT`]) deployed as a successor, on
+/// route `rt_shop_r<revision>`, publishing `policy`.
+pub(crate) fn shop_successor(id: &str, revision: u32, policy: PublishedPolicy) -> NewSuccessor {
+    NewSuccessor {
+        deployment_id: id.to_owned(),
+        revision,
+        project_json: PROJECT.into(),
+        project_digest: format!("sha256:r{revision}"),
+        manifest_digest: "sha256:m".into(),
+        ceiling_micros: 5_000_000,
+        route_id: format!("rt_shop_r{revision}"),
+        policy,
+        bundle: app_bundle(),
+    }
 }
 
 /// The app's files a revision records (as written into the data directory below).
