@@ -1159,6 +1159,28 @@ pub enum ManifestCommand {
         #[arg(long, value_enum, default_value_t = ValidateFormat::Text)]
         format: ValidateFormat,
     },
+    /// Write the Manifest V5 equivalent of a V4 manifest, and a note for every V4 field that
+    /// has no V5 form (its pointer, why, what to do).
+    ///
+    /// The V5 document goes to standard output (checked by the validator first), the notes to
+    /// standard error. Exit 0: migrated. Exit 1: the V4 manifest is invalid, or a field
+    /// blocks the migration (nothing is written; the notes say what to change). Exit 2: usage
+    /// error or an unreadable file.
+    Migrate {
+        /// The V4 manifest (JSON); `-` reads standard input.
+        #[arg(long, value_name = "PATH")]
+        file: PathBuf,
+        /// The JavaScript file the job runs, when the V4 `runtime.command` does not name it as
+        /// `<engine> <file>`.
+        #[arg(long, value_name = "FILE")]
+        entrypoint: Option<String>,
+        /// The service credits (micros) one job may spend, when the V4 manifest states none.
+        #[arg(long, value_name = "MICROS")]
+        per_job: Option<u64>,
+        /// How the V5 document is written.
+        #[arg(long, value_enum, default_value_t = MigrateFormat::Yaml)]
+        format: MigrateFormat,
+    },
     /// Print a JSON Schema (draft 2020-12), byte-identical to what the service serves.
     ///
     /// With `--server`, the targeted service's schema, cached by digest under the user cache
@@ -1221,6 +1243,15 @@ pub struct FactArgs {
     /// For a build release: the accepted artifact version's digest (`sha256:...`).
     #[arg(long, value_name = "SHA256", requires = "artifact_cid")]
     pub artifact_digest: Option<String>,
+}
+
+/// How `svc manifest migrate` writes the V5 document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MigrateFormat {
+    /// YAML (block style, strings quoted).
+    Yaml,
+    /// JSON, indented.
+    Json,
 }
 
 /// How `svc manifest validate` prints its results: [`OutputFormat`]'s two, and three that

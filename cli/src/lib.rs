@@ -119,6 +119,9 @@ pub fn run(cli: Cli) -> ExitCode {
             ManifestCommand::Schema { version, server: Some(server), trust } => {
                 remote::schema(manifest::schema_kind(version), Some(&server), &trust)
             }
+            ManifestCommand::Migrate { file, entrypoint, per_job, format } => {
+                manifest::migrate(&file, manifest_core::migrate::Options { entrypoint, per_job }, format)
+            }
             ManifestCommand::Policy { file, facts } => manifest::policy(&file, &facts),
             ManifestCommand::Digest { file, facts } => manifest::digest(&file, &facts),
         },

@@ -1,4 +1,4 @@
-//! `svc manifest validate | schema | policy | digest`.
+//! `svc manifest validate | migrate | schema | policy | digest`.
 
 use std::io::Read;
 use std::path::Path;
@@ -9,7 +9,7 @@ use manifest_core::{
     render_text, validate as validate_document,
 };
 
-use crate::args::{FactArgs, OutputFormat, SchemaVersion};
+use crate::args::{FactArgs, MigrateFormat, OutputFormat, SchemaVersion};
 
 /// Usage errors and unreadable inputs.
 const EXIT_USAGE: u8 = 2;
@@ -32,6 +32,63 @@ pub(crate) fn validate(path: &Path, format: OutputFormat) -> ExitCode {
     };
     print!("{output}");
     if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_INVALID) }
+}
+
+/// Writes the V5 equivalent of the V4 manifest at `path` to standard output (checked by the
+/// validator first), and its notes to standard error.
+pub(crate) fn migrate(path: &Path, options: manifest_core::migrate::Options, format: MigrateFormat) -> ExitCode {
+    use manifest_core::migrate::{NoteKind, migrate_v4};
+    let (name, bytes) = match read_input(path) {
+        Ok(input) => input,
+        Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+    };
+    let report = validate_document(&bytes);
+    let Some(manifest) = valid_manifest(&report, &name, &bytes) else { return ExitCode::from(EXIT_INVALID) };
+    if matches!(manifest, Manifest::V5(_)) {
+        return fail(EXIT_USAGE, &format!("{name} is a Manifest V5 already: nothing to migrate"));
+    }
+    // A valid V4 manifest is strict JSON (no duplicate keys): serde reads it the same.
+    let authored: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => return fail(EXIT_USAGE, &format!("{name}: {e}")),
+    };
+    let migration = migrate_v4(&authored, &options);
+    for note in &migration.notes {
+        let kind = match note.kind {
+            NoteKind::Changed => "changed",
+            NoteKind::Dropped => "dropped",
+            NoteKind::Blocking => "blocking",
+        };
+        eprintln!("{kind:<8} {}: {}\n         = {}", note.pointer, note.why, note.fix);
+    }
+    let Some(document) = migration.manifest else {
+        let blocking = migration.notes.iter().filter(|n| n.kind == NoteKind::Blocking).count();
+        eprintln!(
+            "{name}: not migrated: {blocking} field{} of the V4 manifest {} no V5 form; change {} and run again",
+            if blocking == 1 { "" } else { "s" },
+            if blocking == 1 { "has" } else { "have" },
+            if blocking == 1 { "it" } else { "them" },
+        );
+        return ExitCode::from(EXIT_INVALID);
+    };
+    let text = match format {
+        MigrateFormat::Yaml => manifest_core::emit::to_yaml(&document, manifest_core::emit::V5_KEY_ORDER),
+        MigrateFormat::Json => serde_json::to_string_pretty(&document).unwrap_or_default() + "\n",
+    };
+    // What is written must validate as V5 (a V4 value beyond a V5 bound shows here).
+    let checked = validate_document(text.as_bytes());
+    if !checked.is_valid() {
+        eprint!("{}", render_text(&checked, "the V5 document", text.as_bytes()));
+        eprintln!("{name}: not migrated: the V5 document does not validate; change the V4 fields above and run again");
+        return ExitCode::from(EXIT_INVALID);
+    }
+    print!("{text}");
+    eprintln!(
+        "{name}: migrated to Manifest V5 ({} note{}); check it with `svc manifest validate`",
+        migration.notes.len(),
+        if migration.notes.len() == 1 { "" } else { "s" }
+    );
+    ExitCode::SUCCESS
 }
 
 /// The schema a `--version` names.

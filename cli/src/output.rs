@@ -242,6 +242,10 @@ const FORMAT_HELP: &[(&str, &str)] = &[
         "json: {valid, schemaVersion, authoredDigest, diagnostics} for one file, {files: [{path, ...}], summary} for several; junit, github, sarif: CI reports, one file as several",
     ),
     (
+        "policy diff",
+        "json: {from, to, changes: [{pointer, kind, from?, to?, key?, effect: {reaches, area?}}], summary: {changes, runningJobs}}",
+    ),
+    (
         "policy publish",
         "json: the published version {applicationId, policyVersion, activePointerVersion, status, authoredDigest, policyDigest, diagnostics, dryRun?}",
     ),

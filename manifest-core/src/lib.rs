@@ -34,8 +34,10 @@ mod yaml;
 
 pub mod diff;
 pub mod document;
+pub mod emit;
 pub mod formats;
 pub mod invariants;
+pub mod migrate;
 pub mod names;
 #[cfg(feature = "executions")]
 pub mod plan;

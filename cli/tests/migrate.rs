@@ -1,0 +1,77 @@
+//! `svc manifest migrate` (issue 21, point 1) as a user runs it: the real binary on the golden
+//! V4 manifests, the V5 document on standard output and the notes on standard error.
+
+use std::process::{Command, Output};
+
+use svc_e2e::workspace;
+
+fn svc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_svc")).args(args).current_dir(workspace()).output().expect("svc runs")
+}
+
+#[test]
+fn a_v4_manifest_migrates_to_a_v5_one_that_validates_with_a_note_per_field_without_a_v5_form() {
+    let out = svc(&[
+        "manifest",
+        "migrate",
+        "--file",
+        "tests/golden/v4-minimal.json",
+        "--entrypoint",
+        "server.js",
+        "--per-job",
+        "1000000",
+    ]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    insta::assert_snapshot!("v4_minimal_as_v5", stdout);
+    insta::assert_snapshot!("v4_minimal_notes", stderr);
+    // The output round-trips through validate, as YAML and as JSON.
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let yaml = dir.path().join("v5.yaml");
+    std::fs::write(&yaml, out.stdout.as_slice()).expect("write");
+    let checked = svc(&["manifest", "validate", "--file", &yaml.to_string_lossy(), "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&checked.stdout).expect("JSON");
+    assert_eq!((&report["valid"], &report["schemaVersion"]), (&true.into(), &5.into()), "{report:#}");
+    let json = svc(&[
+        "manifest",
+        "migrate",
+        "--file",
+        "tests/golden/v4-minimal.json",
+        "--entrypoint",
+        "server.js",
+        "--per-job",
+        "1000000",
+        "--format",
+        "json",
+    ]);
+    let v5: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert!(manifest_core::validate(&json.stdout).is_valid(), "{v5:#}");
+    let from_yaml = manifest_core::parse::yaml(std::str::from_utf8(&out.stdout).expect("UTF-8")).0.expect("a tree");
+    assert_eq!(serde_json::to_value(from_yaml).expect("JSON"), v5, "the same document either way");
+}
+
+#[test]
+fn what_v5_cannot_express_blocks_the_migration_and_says_what_to_change() {
+    let out = svc(&["manifest", "migrate", "--file", "tests/golden/v4-full.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "nothing is written while a field blocks it");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    insta::assert_snapshot!("v4_full_notes", stderr);
+    // Without the values V4 does not state, the minimal manifest says which to pass.
+    let bare = svc(&["manifest", "migrate", "--file", "tests/golden/v4-minimal.json"]);
+    assert_eq!(bare.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&bare.stderr);
+    assert!(stderr.contains("--entrypoint") && stderr.contains("--per-job"), "{stderr}");
+    // A V5 manifest, an invalid V4 one, a missing file.
+    let v5 = svc(&["manifest", "migrate", "--file", "tests/golden/v5-minimal.json"]);
+    assert_eq!(v5.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&v5.stderr).contains("is a Manifest V5 already"));
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let invalid = dir.path().join("bad.json");
+    std::fs::write(&invalid, br#"{"schema": "svc.application-manifest", "schemaVersion": 4}"#).expect("write");
+    let bad = svc(&["manifest", "migrate", "--file", &invalid.to_string_lossy()]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("missing required field"), "the diagnostics are shown");
+    let missing = svc(&["manifest", "migrate", "--file", "nowhere.json"]);
+    assert_eq!(missing.status.code(), Some(2));
+}
