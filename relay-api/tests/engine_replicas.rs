@@ -125,3 +125,81 @@ async fn a_successor_of_two_jobs_takes_over_only_once_each_replica_passed() {
     assert!(keys(2).is_some());
     assert_ne!(keys(1), keys(2), "each revision its own keys");
 }
+
+/// Review finding: with one replica out of restarts and the other serving, the other's first
+/// crash failed the whole deployment (the provisioning step took the exhausted replica's
+/// ending as the deployment's). The one with restarts left is restarted.
+#[tokio::test]
+async fn a_replica_out_of_restarts_does_not_fail_the_deployment_when_its_sibling_restarts() {
+    let w = world_with(FakeProbe::default(), |config| config.restarts.max_restarts = 1);
+    let d = w.funded_jobs("shop", PROJECT, &[], 2);
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let (first, second) = (format!("{}.r1", d.id), format!("{}.r1.1", d.id));
+    // job-1 ends, is restarted once, and ends again: out of restarts.
+    w.market.end(&second, 3);
+    w.engine.tick().await;
+    w.clock.advance(1_000);
+    assert!(w.tick_until(10, |w| w.market.0.lock().expect("lock").restarts.len() == 1).await);
+    w.market.end(&second, 3);
+    for _ in 0..3 {
+        w.engine.tick().await;
+    }
+    assert_eq!(w.deployment(&d.id).state, DeploymentState::Live, "job-0 serves");
+    // job-0 ends once: restarted, not failed.
+    w.market.end(&first, 4);
+    w.engine.tick().await;
+    assert_ne!(w.deployment(&d.id).state, DeploymentState::Failed, "{:?}", w.deployment(&d.id));
+    w.clock.advance(1_000);
+    let back = w
+        .tick_until(20, |w| {
+            w.market.0.lock().expect("lock").restarts.contains(&first)
+                && w.deployment(&d.id).state == DeploymentState::Live
+        })
+        .await;
+    assert!(back, "{:?}", w.deployment(&d.id));
+    assert_ne!(w.deployment(&d.id).state, DeploymentState::Failed);
+}
+
+/// Review finding: a successor took over on passes from different rounds (job-0 in one,
+/// job-1 in the next). It takes over only on a round in which every replica passes.
+#[tokio::test]
+async fn a_successor_takes_over_only_on_a_round_in_which_every_replica_passes() {
+    let w = world(FakeProbe::default());
+    let d = w.funded_jobs("shop", PROJECT, &[], 2);
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let failing = |names: &[&str]| {
+        let mut f = w.probe.failing.lock().expect("lock");
+        f.clear();
+        f.extend(names.iter().map(|n| (*n).to_owned()));
+    };
+    failing(&["rt_shop_r2#job-1"]);
+    w.store.put_successor(&shop_successor(&d.id, 2, published_jobs(PROJECT, &d.id, 2, 2))).expect("revision 2");
+    for _ in 0..6 {
+        w.engine.tick().await;
+    }
+    failing(&["rt_shop_r2#job-0"]);
+    for _ in 0..6 {
+        w.engine.tick().await;
+    }
+    assert_eq!(w.deployment(&d.id).revision, 1, "job-0 and job-1 never passed in one round");
+    failing(&[]);
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).revision == 2).await);
+}
+
+/// Review finding: `schedule.phasing: evenly_spaced` spread a route's replicas over the
+/// relay's century-long window, so the second never started. A route's replicas start
+/// together.
+#[tokio::test]
+async fn replicas_of_a_phased_policy_start_together() {
+    let w = world(FakeProbe::default());
+    let phased = |id: &str| {
+        published_edited(PROJECT, id, 1, &|manifest| {
+            manifest["deployment"]["jobs"] = 2.into();
+            manifest["deployment"]["schedule"]["phasing"] = serde_json::json!({"mode": "evenly_spaced"});
+        })
+    };
+    let d = w.funded_policy("shop", PROJECT, &[], &phased);
+    let both = w.tick_until(10, |w| w.market.running().len() == 2).await;
+    assert!(both, "{:?}", w.market.running());
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+}

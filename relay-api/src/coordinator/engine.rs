@@ -723,14 +723,20 @@ impl Engine {
                 // The scheduler launches it (or restarts it after its backoff).
                 let executions = self.db(|store| store.current_executions(&d.id, d.revision))?;
                 let jobs = replicas::newest_per_slot(&executions, d.revision);
-                // The first replica placed starts the validation; one refused fails the
-                // deployment (a refusal is the revision's, not the processor's luck).
+                // The first replica placed starts the validation. With none placed, none on its
+                // way and one refused, the deployment fails; with every slot ended and none
+                // with restarts left, too (one with restarts left is restarted: review
+                // finding, a replica out of restarts failed its sibling's deployment).
+                let pending = jobs.iter().any(|e| e.state.is_live());
                 let job = jobs
                     .iter()
                     .find(|e| placed(e))
-                    .or_else(|| jobs.iter().find(|e| e.state == ExecState::Refused))
-                    .or_else(|| jobs.iter().find(|e| ended(e) && e.restarts >= self.max_restarts()))
-                    .copied();
+                    .copied()
+                    .or_else(|| jobs.iter().find(|e| e.state == ExecState::Refused && !pending).copied())
+                    .or_else(|| {
+                        let all_ended = !jobs.is_empty() && jobs.iter().all(|e| ended(e));
+                        replicas::ended_job(&jobs).filter(|e| all_ended && e.restarts >= self.max_restarts())
+                    });
                 match job {
                     Some(e) if placed(e) => {
                         let processor = e.processor_id.as_deref().unwrap_or("unknown");
@@ -899,34 +905,41 @@ impl Engine {
         let Some(keys) = self.db(|store| store.route_keys(&d.id))? else { return Ok(()) };
         let probe = &self.parts.probe;
         let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
-        let replicas = running.len() > 1;
-        if replicas {
-            let passed = self.validate_replicas(d, &d.route_id, &keys, false, running).await;
-            for job in &passed {
-                self.market.validated(job);
+        let probed = if running.len() > 1 {
+            // Each replica alone: the canonical name serves while one of them passed this
+            // round (the route's own probe would reach one at random: review finding, a
+            // deployment flapping between live and degraded).
+            let mut round = self.validate_replicas(d, &d.route_id, &keys, false, running, &pins).await;
+            let mut passed = false;
+            for (job, outcome) in &round {
+                if outcome.is_ok() {
+                    self.market.validated(job);
+                    passed = true;
+                }
             }
-            if !passed.is_empty() {
+            if passed {
                 self.schedule();
             }
-        }
-        let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys, false, None).await;
-        self.check_pins(d, &pins, &mut probed.outcome);
-        if replicas && probed.outcome.is_ok() && !running.iter().any(|e| self.market.is_validated(&e.execution_id)) {
-            probed.outcome = Err(Hint::new(
-                "replicas_failing",
-                Stage::Reachability,
-                "the route answered, and none of its replicas passed validation on its own",
-                "read each replica's hint below and `svc ingress logs`",
-            ));
-        }
-        self.record(d, &d.canonical_hostname, &probed.outcome)?;
-        if !replicas && probed.outcome.is_ok() {
-            // Serving: the scheduler records it ready now, before the deployment says live.
-            if let Some(job) = running.first() {
+            // The first pass, else the first failure (`running` has two jobs or more).
+            let outcome = match round.iter().position(|(_, o)| o.is_ok()) {
+                Some(i) => round.swap_remove(i).1,
+                None => round.swap_remove(0).1,
+            };
+            crate::coordinator::probe::Probed { outcome }
+        } else {
+            let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys, false, None).await;
+            self.check_pins(d, &pins, &mut probed.outcome);
+            if probed.outcome.is_ok()
+                && let Some(job) = running.first()
+            {
+                // Serving: the scheduler records it ready now, before the deployment says live.
                 self.market.validated(&job.execution_id);
+                self.replica_passed(&job.execution_id);
+                self.schedule();
             }
-            self.schedule();
-        }
+            probed
+        };
+        self.record(d, &d.canonical_hostname, &probed.outcome)?;
         match (&probed.outcome, d.state) {
             (Ok(_), DeploymentState::Validating) => {
                 if self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms()))? {

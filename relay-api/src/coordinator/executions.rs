@@ -120,6 +120,18 @@ pub fn build(
             };
             State { state: "converging".into(), reason: reason("rolling_out", message) }
         }
+        // A route of several jobs serves while one does; the others' state is said.
+        DeploymentState::Live if slots.len() > 1 && slots.iter().any(|s| s.state != "ready") => {
+            let down: Vec<String> = slots
+                .iter()
+                .filter(|s| s.state != "ready")
+                .map(|s| format!("slot {} is {}", s.slot, s.state))
+                .collect();
+            State {
+                state: "converging".into(),
+                reason: reason("replica_down", format!("the route serves; {}", down.join(", "))),
+            }
+        }
         DeploymentState::Live => State { state: "converged".into(), reason: None },
     };
     let recent = page

@@ -2,7 +2,8 @@
 //! market the jobs run on (locally, the pool of confined processes) that
 //!
 //! - **equips** each order with the job's agent before it is placed, and again before a
-//!   same-job restart ([`Equip`]: the coordinator makes fresh route keys and records them);
+//!   same-job restart ([`Equip`]: the coordinator gives it its revision's route keys,
+//!   recorded before it starts);
 //! - reports a job **ready** only once its route passed validation through the public path
 //!   ([`IngressMarket::validated`]), whatever its processes say: ready, for a web job, is
 //!   "serving", and it is what lets the scheduler stop a predecessor
@@ -33,8 +34,8 @@ pub const DRAIN_MIN: Duration = Duration::from_secs(1);
 
 /// What the coordinator does for the market: the agent of each job, and its route's traffic.
 pub trait Equip: Send + Sync {
-    /// Adds the job's agent to `order` (its sidecar: fresh route keys, recorded, and the
-    /// gateway told before the agent first connects), or says why it cannot run.
+    /// Adds the job's agent to `order` (its sidecar: its revision's route keys, recorded, and
+    /// the gateway told before the agent first connects), or says why it cannot run.
     fn equip(&self, order: &mut JobOrder) -> Result<(), Refusal>;
     /// Public connections open now on the route of execution `execution_id`.
     fn open_connections(&self, execution_id: &str) -> usize;

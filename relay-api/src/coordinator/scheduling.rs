@@ -141,7 +141,10 @@ pub fn halt_of(d: &Deployment) -> Option<Reason> {
 ///   `next_renewal` would hold a redeploy back until a renewal a route never has).
 /// - **Spend.** The deployment's funded periods are what it may spend (the ledger and its
 ///   ceiling); a launch costs nothing more.
+/// - **Phasing.** A route's replicas start together: phases spread over [`INGRESS_WINDOW_MS`]
+///   would start the second replica decades later (review finding).
 pub fn ingress_plan(mut plan: Plan, max_restarts: u8) -> Plan {
+    plan.phasing = svc_execution::plan::Phasing::Simultaneous;
     plan.recovery = Recovery {
         runtime_failure: RuntimeFailure::ReplaceAfterFailure {
             contact_loss_after_ms: CONTACT_LOSS_MS,

@@ -292,11 +292,23 @@ pub(crate) fn published(project: &str, id: &str, revision: u32) -> PublishedPoli
 
 /// The same, its manifest asking for `jobs` jobs (the route's replicas).
 pub(crate) fn published_jobs(project: &str, id: &str, revision: u32, jobs: u16) -> PublishedPolicy {
+    published_edited(project, id, revision, &|manifest| {
+        if jobs != 1 {
+            manifest["deployment"]["jobs"] = jobs.into();
+        }
+    })
+}
+
+/// The same, its derived manifest changed by `edit` first.
+pub(crate) fn published_edited(
+    project: &str,
+    id: &str,
+    revision: u32,
+    edit: &dyn Fn(&mut serde_json::Value),
+) -> PublishedPolicy {
     let project = relay_api::project::read(project).expect("a valid project");
     let mut manifest = project.manifest_v5(None).expect("a derived manifest");
-    if jobs != 1 {
-        manifest["deployment"]["jobs"] = jobs.into();
-    }
+    edit(&mut manifest);
     let digest = svc_execution::artifacts::bundle_digest([("server.js", APP.as_bytes())]);
     let replicas = relay_api::coordinator::policy::Replicas::Allowed;
     relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |f| f == "server.js", replicas)
@@ -342,6 +354,17 @@ impl World {
 
     /// The same, its policy running `jobs` jobs (the route's replicas).
     pub(crate) fn funded_jobs(&self, name: &str, project: &str, secrets: &[(&str, &str)], jobs: u16) -> Deployment {
+        self.funded_policy(name, project, secrets, &|id| published_jobs(project, id, 1, jobs))
+    }
+
+    /// The same, its first revision publishing `policy(id)`.
+    pub(crate) fn funded_policy(
+        &self,
+        name: &str,
+        project: &str,
+        secrets: &[(&str, &str)],
+        policy: &dyn Fn(&str) -> PublishedPolicy,
+    ) -> Deployment {
         let id = format!("dep_{:0>16}", name.len() + self.store.deployments_of(&self.org).expect("list").len());
         let d = self
             .store
@@ -358,7 +381,7 @@ impl World {
                 gateway_operator: "local".into(),
                 hostnames: Vec::new(),
                 quote: None,
-                policy: published_jobs(project, &id, 1, jobs),
+                policy: policy(&id),
                 bundle: RevisionBundle {
                     secrets: secrets.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
                     ..app_bundle()

@@ -8,7 +8,10 @@
 //! at the revision's first launch by this coordinator and reused by every later launch and
 //! restart of its slots. The store keeps only the credential's hash and the key's public half.
 //! A coordinator that takes the jobs over without the file (a fresh data directory) makes a
-//! new pair, records it, and relaunches every slot with it.
+//! new pair and records it: every job of the last leader ended with it, and each slot is
+//! launched again with the new pair. A file that cannot be read for another reason than its
+//! absence fails the launch (a new pair would lock the revision's running jobs out), and so
+//! does a new pair while another job of the revision runs (the launcher checks).
 
 use std::path::{Path, PathBuf};
 
@@ -52,17 +55,24 @@ impl RevisionKeys {
         }
     }
 
-    /// The keys kept in revision directory `dir`, else a new pair written there. A file that
-    /// does not read (damaged, or from an older layout) is replaced.
-    pub(super) fn kept_or_new(dir: &Path) -> Result<RevisionKeys, StartError> {
+    /// The keys kept in revision directory `dir`, and `false`; else a new pair written there,
+    /// and `true`. A file that reads but does not parse (damaged) is replaced; one that cannot
+    /// be read is an error.
+    pub(super) fn kept_or_new(dir: &Path) -> Result<(RevisionKeys, bool), StartError> {
         let path = dir.join(ROUTE_KEYS_FILE);
-        if let Some(kept) = std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()) {
-            return Ok(kept);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                if let Ok(kept) = serde_json::from_slice(&bytes) {
+                    return Ok((kept, false));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(keys_file(&path, e)),
         }
         let keys = RevisionKeys::generate()?;
         let json = serde_json::to_vec(&keys).map_err(|e| keys_file(&path, std::io::Error::other(e)))?;
         agent::files::replace_private(&path, &json).map_err(|e| keys_file(&path, e))?;
-        Ok(keys)
+        Ok((keys, true))
     }
 }
 
@@ -79,14 +89,21 @@ mod tests {
     #[test]
     fn a_revisions_keys_are_made_once_kept_private_and_reused() {
         let dir = tempfile::tempdir().expect("a scratch directory");
-        let first = RevisionKeys::kept_or_new(dir.path()).expect("made");
+        let (first, made) = RevisionKeys::kept_or_new(dir.path()).expect("made");
+        assert!(made);
         let mode = std::fs::metadata(dir.path().join(ROUTE_KEYS_FILE)).expect("written").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        let again = RevisionKeys::kept_or_new(dir.path()).expect("read");
+        let (again, made) = RevisionKeys::kept_or_new(dir.path()).expect("read");
+        assert!(!made);
         assert_eq!(again.recorded(), first.recorded(), "every slot and restart of the revision holds the same keys");
         assert!(!format!("{first:?}").contains(&first.credential), "Debug shows no secret");
         std::fs::write(dir.path().join(ROUTE_KEYS_FILE), b"{damaged").expect("write");
-        let replaced = RevisionKeys::kept_or_new(dir.path()).expect("replaced");
+        let (replaced, made) = RevisionKeys::kept_or_new(dir.path()).expect("replaced");
+        assert!(made);
         assert_ne!(replaced.recorded(), first.recorded());
+        // Unreadable (a directory in its place): an error, not a new pair.
+        std::fs::remove_file(dir.path().join(ROUTE_KEYS_FILE)).expect("remove");
+        std::fs::create_dir(dir.path().join(ROUTE_KEYS_FILE)).expect("mkdir");
+        assert!(matches!(RevisionKeys::kept_or_new(dir.path()), Err(StartError::Keys { .. })));
     }
 }

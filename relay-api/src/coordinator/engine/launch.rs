@@ -44,6 +44,10 @@ pub(crate) enum StartError {
     /// The job's route key could not be made.
     #[error("cannot make the job's route key: {0}")]
     RouteKey(#[source] agent::challenge::RouteKeyError),
+    /// The revision's keys were made anew while another of its jobs runs with the old ones
+    /// (its keys file was lost): launching would lock that job out.
+    #[error("revision {0}'s route keys were lost while another of its jobs runs; deploy again (`svc ingress deploy`)")]
+    KeysLost(u32),
     /// The revision's route keys could not be kept in its directory.
     #[error("cannot keep the revision's route keys in {path}: {source}", path = path.display())]
     Keys {
@@ -121,8 +125,8 @@ pub(crate) struct Launcher {
     pub(super) agent_api: SocketAddr,
     /// By execution ID.
     pub(super) jobs: Mutex<HashMap<String, JobMeta>>,
-    /// Held while a revision's keys are read or made and recorded: two slots launched at
-    /// once get the same pair.
+    /// Held while a revision's files are written and its keys read or made and recorded: two
+    /// slots launched at once write its files once and get the same pair.
     pub(super) keys: Mutex<()>,
     /// The gateway, for the open connections of a draining job's route.
     pub(super) gateway: Arc<crate::gateway::Gateway>,
@@ -140,6 +144,7 @@ impl Equip for Launcher {
                         "the app's files are not those the revision published (changed since the deploy?)".to_owned(),
                     ),
                     StartError::Project(e) => Refusal::Start(format!("the stored project no longer validates: {e}")),
+                    StartError::KeysLost(_) => Refusal::Start(e.to_string()),
                     StartError::NotDeployed(revision) => {
                         Refusal::Start(format!("revision {revision} is neither served nor deployed any more"))
                     }
@@ -162,6 +167,14 @@ impl Launcher {
     /// What job `execution_id` is, if this launcher equipped it.
     pub(crate) fn meta(&self, execution_id: &str) -> Option<JobMeta> {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner).get(execution_id).cloned()
+    }
+
+    /// Whether another job of revision `revision` of the deployment than `execution_id` runs
+    /// (this launcher equipped it and it has not ended).
+    fn sibling_runs(&self, deployment_id: &str, revision: u32, execution_id: &str) -> bool {
+        let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        jobs.iter()
+            .any(|(id, meta)| id != execution_id && meta.deployment == deployment_id && meta.revision == revision)
     }
 
     /// Forgets a job that ended.
@@ -206,6 +219,9 @@ impl Launcher {
         };
         let job = JobOf { deployment: &d, revision, slot, route_id: &route_id, project_json: &project_json };
         let project = crate::project::read(job.project_json).map_err(StartError::Project)?;
+        // Held from here: two slots of a revision launched at once write its files once, and
+        // get the same keys.
+        let _revision_lock = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         crate::coordinator::files::materialize(&self.store, &self.config.deployments_dir(), &d.id, revision)?;
         let app_dir = self.revision_dir(&d.id, revision).join(APP_DIR);
         // Stored again at each launch (a copy, checked against the policy's artifact digest: a
@@ -216,10 +232,12 @@ impl Launcher {
             .store(&app_dir, Some(&digest))
             .map_err(|source| StartError::Artifact { path: app_dir.clone(), source })?;
         // The revision's keys, the same for each of its slots, recorded before its job starts.
-        let _keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        let keys = RevisionKeys::kept_or_new(&self.revision_dir(&d.id, revision))?;
+        let (keys, made) = RevisionKeys::kept_or_new(&self.revision_dir(&d.id, revision))?;
         let recorded = keys.recorded();
         let stored = if serving { self.store.route_keys(&d.id)? } else { self.store.successor_keys(&d.id)? };
+        if made && stored.is_some() && self.sibling_runs(&d.id, revision, &order.execution_id) {
+            return Err(StartError::KeysLost(revision));
+        }
         let ingress = self.ingress_job(&job, &project, &order.workload, keys)?;
         let mut equipped = ingress.order(order.workload.clone())?;
         equipped.execution_id = order.execution_id.clone();

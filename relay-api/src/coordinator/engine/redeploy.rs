@@ -76,11 +76,11 @@ impl Engine {
         let jobs = newest_per_slot(executions, s.revision);
         if let Some(e) = jobs.iter().find(|e| ended(e)) {
             let why = format!("{} before it was validated", self.ending_of(e));
-            return self.fail_successor(d, s, &why, &jobs).await;
+            return self.fail_successor(d, s, &why).await;
         }
         if let Some(e) = jobs.iter().find(|e| e.state == ExecState::Refused) {
             let why = e.reason.as_ref().map_or("its launch was refused", |r| r.message.as_str()).to_owned();
-            return self.fail_successor(d, s, &why, &jobs).await;
+            return self.fail_successor(d, s, &why).await;
         }
         let running: Vec<&Execution> = jobs.iter().copied().filter(|e| placed(e)).collect();
         match s.state {
@@ -94,10 +94,10 @@ impl Engine {
             }
             SuccessorState::Validating => {
                 if running.is_empty() {
-                    return self.fail_successor(d, s, "its job is not running", &jobs).await;
+                    return self.fail_successor(d, s, "its job is not running").await;
                 }
                 let Some(keys) = self.db(|store| store.successor_keys(&d.id))? else {
-                    return self.fail_successor(d, s, "its job has no keys", &jobs).await;
+                    return self.fail_successor(d, s, "its job has no keys").await;
                 };
                 let age = Duration::from_millis(u64::try_from(now_ms().saturating_sub(s.created_at)).unwrap_or(0));
                 if age > SUCCESSOR_DEADLINE {
@@ -106,7 +106,7 @@ impl Engine {
                         SUCCESSOR_DEADLINE.as_secs(),
                         s.reason
                     );
-                    return self.fail_successor(d, s, &why, &jobs).await;
+                    return self.fail_successor(d, s, &why).await;
                 }
                 if !self.validation_due(&s.route_id, true) {
                     return Ok(());
@@ -144,10 +144,13 @@ impl Engine {
         running: &[&Execution],
         slots: usize,
     ) -> Result<(), StoreError> {
-        let passed = self.validate_replicas(d, &s.route_id, keys, true, running).await;
-        let all_passed = self.successor_passed(passed, running);
+        let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
+        let round = self.validate_replicas(d, &s.route_id, keys, true, running, &pins).await;
+        // Every slot running and passing in this same round (a pass from an earlier round may
+        // be stale, and a restarting job has not passed since: review finding).
+        let all_passed = round.iter().all(|(_, outcome)| outcome.is_ok())
+            && running.iter().all(|e| e.state != ExecState::Restarting);
         if all_passed && running.len() >= slots {
-            self.forget_successor(running);
             return self.take_over(d, s, running).await;
         }
         let waiting: Vec<String> = self.replica_hints_of(running).into_iter().map(|h| h.problem).collect();
@@ -207,14 +210,7 @@ impl Engine {
 
     /// The successor failed: its policy version is withdrawn (the scheduler stops its job,
     /// and its files go once it has ended); the serving revision stays.
-    async fn fail_successor(
-        &self,
-        d: &Deployment,
-        s: &Successor,
-        why: &str,
-        jobs: &[&Execution],
-    ) -> Result<(), StoreError> {
-        self.forget_successor(jobs);
+    async fn fail_successor(&self, d: &Deployment, s: &Successor, why: &str) -> Result<(), StoreError> {
         self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, why))?;
         self.sync_routes().await;
         self.wake();

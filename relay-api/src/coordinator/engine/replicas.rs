@@ -51,11 +51,12 @@ pub(super) fn ended_job<'a>(jobs: &[&'a Execution]) -> Option<&'a Execution> {
 #[derive(Debug, Default)]
 pub(super) struct ReplicaVerdicts {
     failing: std::collections::HashMap<String, Hint>,
-    /// A successor's jobs that passed on their own, not yet ready (until it takes over).
-    successor_passed: HashSet<String>,
-    /// Endings of replicas already said in their deployment's logs: (execution, restarts).
+    /// Endings of replicas already said in their deployment's logs: (execution, which ending).
     told: HashSet<(String, u32)>,
 }
+
+/// One round of validating replicas alone: each job's outcome, in the order asked.
+pub(super) type Round = Vec<(String, Result<serde_json::Value, Hint>)>;
 
 impl Engine {
     fn verdicts(&self) -> std::sync::MutexGuard<'_, ReplicaVerdicts> {
@@ -72,7 +73,8 @@ impl Engine {
     }
 
     /// Validates each of `jobs` (replicas of `route_id`) alone through the public path, at
-    /// once; returns those that passed. What failed is kept for the deployment's hints.
+    /// once, a pass by a validator `pins` does not list counting as a failure. What failed is
+    /// kept for the deployment's hints.
     pub(super) async fn validate_replicas(
         &self,
         d: &Deployment,
@@ -80,59 +82,39 @@ impl Engine {
         keys: &RouteKeys,
         standby: bool,
         jobs: &[&Execution],
-    ) -> Vec<String> {
+        pins: &[String],
+    ) -> Round {
         let names: Vec<String> = jobs.iter().map(|e| replica_name(e.slot)).collect();
         let probe = &self.parts.probe;
         let probes = names
             .iter()
             .map(|name| probe.validate(route_id, &d.canonical_hostname, keys, standby, Some(name.as_str())));
         let outcomes = futures_util::future::join_all(probes).await;
-        let pins = self.db(|store| store.pins_of_deployment(&d.id)).unwrap_or_default();
-        let mut passed = Vec::new();
-        let mut verdicts = Vec::new();
+        let mut round = Round::new();
         for ((job, name), mut probed) in jobs.iter().zip(&names).zip(outcomes) {
-            self.check_pins(d, &pins, &mut probed.outcome);
-            match probed.outcome {
-                Ok(_) => {
-                    passed.push(job.execution_id.clone());
-                    verdicts.push((job.execution_id.clone(), None));
-                }
-                Err(mut hint) => {
-                    hint.problem = format!("replica {name}: {}", hint.problem);
-                    verdicts.push((job.execution_id.clone(), Some(hint)));
-                }
+            self.check_pins(d, pins, &mut probed.outcome);
+            if let Err(hint) = &mut probed.outcome {
+                hint.problem = format!("replica {name}: {}", hint.problem);
             }
+            round.push((job.execution_id.clone(), probed.outcome));
         }
         let mut kept = self.verdicts();
-        for (id, verdict) in verdicts {
-            match verdict {
-                Some(hint) => kept.failing.insert(id, hint),
-                None => kept.failing.remove(&id),
-            };
-        }
         if kept.failing.len() > 4096 {
+            // Those of jobs long gone: the next round fills it again.
             kept.failing.clear();
         }
-        passed
+        for (id, outcome) in &round {
+            match outcome {
+                Err(hint) => kept.failing.insert(id.clone(), hint.clone()),
+                Ok(_) => kept.failing.remove(id),
+            };
+        }
+        round
     }
 
-    /// Marks a successor's job as passed on its own; returns whether every one of `jobs` has.
-    pub(super) fn successor_passed(&self, passed: Vec<String>, jobs: &[&Execution]) -> bool {
-        let mut kept = self.verdicts();
-        // Those of a successor withdrawn by a newer deploy are never forgotten one by one.
-        if kept.successor_passed.len() > 4096 {
-            kept.successor_passed.clear();
-        }
-        kept.successor_passed.extend(passed);
-        jobs.iter().all(|e| kept.successor_passed.contains(&e.execution_id))
-    }
-
-    /// Forgets a successor's jobs (it took over, or failed).
-    pub(super) fn forget_successor(&self, jobs: &[&Execution]) {
-        let mut kept = self.verdicts();
-        for e in jobs {
-            kept.successor_passed.remove(&e.execution_id);
-        }
+    /// Job `execution_id` passed validation (its route's, when it is the only replica).
+    pub(super) fn replica_passed(&self, execution_id: &str) {
+        self.verdicts().failing.remove(execution_id);
     }
 
     /// The kept hints of `jobs` whose last validation on their own failed.
@@ -144,12 +126,15 @@ impl Engine {
     /// Says once in the deployment's logs that replica `e` stopped serving (ended, or
     /// restarting) while the others serve on.
     pub(super) fn replica_down(&self, d: &Deployment, e: &Execution) {
+        // One line per ending: a job that ended with n restarts shows as Failed(n), then as
+        // Restarting(n + 1) once restarted.
+        let ending = if e.state == ExecState::Restarting { e.restarts.saturating_sub(1) } else { e.restarts };
         let first = {
             let mut kept = self.verdicts();
             if kept.told.len() > 4096 {
                 kept.told.clear();
             }
-            kept.told.insert((e.execution_id.clone(), e.restarts))
+            kept.told.insert((e.execution_id.clone(), ending))
         };
         if !first {
             return;
