@@ -275,10 +275,13 @@ fn challenge_answer(ctx: &Context, query: Option<&str>, asked: Option<&str>) -> 
     };
     let c = &ctx.config;
     let proof = c.route_key.proof(&c.route_id, &hostname, &nonce);
-    json(
-        StatusCode::OK,
-        &serde_json::json!({"nonce": nonce, "routeId": c.route_id, "hostname": hostname, "proof": proof}),
-    )
+    let mut answer = serde_json::json!({"nonce": nonce, "routeId": c.route_id, "hostname": hostname, "proof": proof});
+    // Which of the route's replicas answered: a validation of one replica checks it reached
+    // that one (all of them hold the route's key, so the proof cannot tell).
+    if let Some(replica) = &c.replica {
+        answer["replica"] = serde_json::json!(replica);
+    }
+    json(StatusCode::OK, &answer)
 }
 
 fn percent_decode(s: &str) -> String {

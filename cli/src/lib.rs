@@ -68,7 +68,14 @@ fn leaf_format(matches: &clap::ArgMatches) -> Option<OutputFormat> {
     }
     match leaf.try_get_one::<OutputFormat>("format") {
         Ok(format) => format.copied(),
-        Err(_) => leaf.try_get_one::<args::ValidateFormat>("format").ok().flatten().map(|f| f.output()),
+        Err(_) => match leaf.try_get_one::<args::ValidateFormat>("format") {
+            Ok(format) => format.map(|f| f.output()),
+            Err(_) => leaf
+                .try_get_one::<args::MigrateFormat>("format")
+                .ok()
+                .flatten()
+                .map(|f| if *f == args::MigrateFormat::Json { OutputFormat::Json } else { OutputFormat::Text }),
+        },
     }
 }
 

@@ -43,7 +43,9 @@ pub(crate) fn migrate(path: &Path, options: manifest_core::migrate::Options, for
         Err(e) => return fail(EXIT_USAGE, &e.to_string()),
     };
     let report = validate_document(&bytes);
-    let Some(manifest) = valid_manifest(&report, &name, &bytes) else { return ExitCode::from(EXIT_INVALID) };
+    let Some(manifest) = valid_manifest(&report, &name, &bytes) else {
+        return fail(EXIT_INVALID, &format!("{name} is not a valid manifest (its diagnostics are above)"));
+    };
     if matches!(manifest, Manifest::V5(_)) {
         return fail(EXIT_USAGE, &format!("{name} is a Manifest V5 already: nothing to migrate"));
     }
@@ -63,13 +65,13 @@ pub(crate) fn migrate(path: &Path, options: manifest_core::migrate::Options, for
     }
     let Some(document) = migration.manifest else {
         let blocking = migration.notes.iter().filter(|n| n.kind == NoteKind::Blocking).count();
-        eprintln!(
+        let message = format!(
             "{name}: not migrated: {blocking} field{} of the V4 manifest {} no V5 form; change {} and run again",
             if blocking == 1 { "" } else { "s" },
             if blocking == 1 { "has" } else { "have" },
             if blocking == 1 { "it" } else { "them" },
         );
-        return ExitCode::from(EXIT_INVALID);
+        return crate::output::fail("svc", EXIT_INVALID, "migration_blocked", &message);
     };
     let text = match format {
         MigrateFormat::Yaml => manifest_core::emit::to_yaml(&document, manifest_core::emit::V5_KEY_ORDER),
@@ -79,8 +81,10 @@ pub(crate) fn migrate(path: &Path, options: manifest_core::migrate::Options, for
     let checked = validate_document(text.as_bytes());
     if !checked.is_valid() {
         eprint!("{}", render_text(&checked, "the V5 document", text.as_bytes()));
-        eprintln!("{name}: not migrated: the V5 document does not validate; change the V4 fields above and run again");
-        return ExitCode::from(EXIT_INVALID);
+        let message = format!(
+            "{name}: not migrated: the V5 document does not validate; change the V4 fields above and run again"
+        );
+        return crate::output::fail("svc", EXIT_INVALID, "migration_blocked", &message);
     }
     print!("{text}");
     eprintln!(

@@ -242,6 +242,10 @@ const FORMAT_HELP: &[(&str, &str)] = &[
         "json: {valid, schemaVersion, authoredDigest, diagnostics} for one file, {files: [{path, ...}], summary} for several; junit, github, sarif: CI reports, one file as several",
     ),
     (
+        "manifest migrate",
+        "json: the V5 manifest as JSON (yaml: as YAML), alone on stdout; the notes go to standard error",
+    ),
+    (
         "policy diff",
         "json: {from, to, changes: [{pointer, kind, from?, to?, key?, effect: {reaches, area?}}], summary: {changes, runningJobs}}",
     ),

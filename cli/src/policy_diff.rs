@@ -109,9 +109,14 @@ fn read(side: &Side, remote: &Remote) -> Result<Read, ExitCode> {
 /// `svc policy diff A B`.
 pub(crate) fn run(from: &str, to: &str, remote: &Remote) -> ExitCode {
     let (a, b) = (Side::parse(from), Side::parse(to));
-    let (before, after) = match (read(&a, remote), read(&b, remote)) {
-        (Ok(x), Ok(y)) => (x, y),
-        (Err(code), _) | (_, Err(code)) => return code,
+    // One side at a time: the first that cannot be read is the one error said.
+    let before = match read(&a, remote) {
+        Ok(read) => read,
+        Err(code) => return code,
+    };
+    let after = match read(&b, remote) {
+        Ok(read) => read,
+        Err(code) => return code,
     };
     if before.schema != after.schema {
         let kind = |s: &Option<String>| s.clone().unwrap_or_else(|| "a document without `schema`".to_owned());

@@ -74,6 +74,11 @@ struct World {
 impl World {
     /// Starts everything; the app only if `app_up` (else the agent's app port is closed).
     async fn start(name: &str, app_up: bool) -> World {
+        World::start_as(name, app_up, None).await
+    }
+
+    /// The same, the agent naming itself replica `replica`.
+    async fn start_as(name: &str, app_up: bool, replica: Option<&str>) -> World {
         let dir = scratch(name);
         let ca = DevCa::open(&dir.path().join("ca")).expect("the development CA");
         let ca_pem = ca.cert_pem().to_owned();
@@ -111,7 +116,7 @@ impl World {
             route_id: ROUTE.to_owned(),
             hostname: CANONICAL.to_owned(),
             credential: credential.clone(),
-            replica: None,
+            replica: replica.map(str::to_owned),
             route_key: route_key().clone(),
             gateway: bound.tunnel,
             gateway_name: "gateway.localhost".to_owned(),
@@ -488,4 +493,31 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
         .await;
     assert_eq!(code(&v), "certificate_invalid", "{:?}", v.outcome);
     assert_eq!(w.saved_leaf().dns_names, [CANONICAL]);
+}
+
+/// Review finding: nothing confirmed that a validation of one replica reached that replica
+/// (all of them hold the route's key; a gateway of an older release ignores the replica the
+/// ClientHello names). The agent says which replica answered, and the validator checks it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_validation_of_one_replica_fails_when_another_answers() {
+    let w = World::start_as("replica", true, Some("job-0")).await;
+    let validator = w.validator(&w.ca_pem);
+    let key = wire::sha256_hex(w.credential.as_bytes());
+    let named = |replica: &str, probe_key: Option<String>| RouteTarget {
+        replica: Some(replica.to_owned()),
+        probe_key,
+        ..target(CANONICAL, &public())
+    };
+    let v =
+        validate_until(&validator, &named("job-0", Some(key.clone())), Duration::from_secs(20), |v| v.outcome.is_ok())
+            .await;
+    assert_eq!(code(&v), "passed", "{:?}", v.outcome);
+    // No probe key: the gateway does not honour the name (as an older gateway would not), and
+    // job-0 answers a validation of job-1.
+    let hint = validator.validate(&named("job-1", None)).await.outcome.expect_err("another replica answered");
+    assert_eq!((hint.code.as_str(), hint.stage), ("challenge_failed", Stage::Challenge), "{hint:?}");
+    assert!(hint.problem.contains("validation of replica job-1 was answered by replica job-0"), "{}", hint.problem);
+    // With the key, the gateway sends it to job-1 alone, and there is none.
+    let hint = validator.validate(&named("job-1", Some(key))).await.outcome.expect_err("no such replica");
+    assert_eq!(hint.code, "route_unreachable", "{hint:?}");
 }

@@ -214,6 +214,9 @@ struct ChallengeAnswer {
     route_id: String,
     hostname: String,
     proof: String,
+    /// The replica that answered (agents of a route of several jobs say it).
+    #[serde(default)]
+    replica: Option<String>,
 }
 
 impl RouteValidator {
@@ -471,7 +474,21 @@ impl RouteValidator {
         let answer: ChallengeAnswer = serde_json::from_slice(&body).map_err(|e| {
             challenge_failed(format!("the challenge answer from {host} is not the expected JSON: {e}"), &stale)
         })?;
-        let ChallengeAnswer { nonce: got_nonce, route_id: got_route, hostname: got_host, proof } = answer;
+        let ChallengeAnswer { nonce: got_nonce, route_id: got_route, hostname: got_host, proof, replica } = answer;
+        if let Some(want) = &target.replica
+            && replica.as_ref() != Some(want)
+        {
+            return Err(challenge_failed(
+                format!(
+                    "the validation of replica {want} was answered by {}: the gateway did not send it to that replica",
+                    replica
+                        .as_deref()
+                        .map_or_else(|| "a job that names no replica".to_owned(), |r| format!("replica {r}"))
+                ),
+                "Make sure every gateway serving the route runs this release (older gateways ignore which replica a \
+                 validation asks for).",
+            ));
+        }
         if got_nonce != nonce {
             return Err(challenge_failed(
                 format!("the challenge answer's `nonce` is {got_nonce:?}, not the fresh nonce sent: a stored answer"),
