@@ -82,7 +82,8 @@ pub(crate) fn migrate(path: &Path, options: manifest_core::migrate::Options, for
     if !checked.is_valid() {
         eprint!("{}", render_text(&checked, "the V5 document", text.as_bytes()));
         let message = format!(
-            "{name}: not migrated: the V5 document does not validate; change the V4 fields above and run again"
+            "{name}: not migrated: the V5 document does not validate; change the V4 fields, or the values given \
+             with --entrypoint and --per-job, that the errors above point at, and run again"
         );
         return crate::output::fail("svc", EXIT_INVALID, "migration_blocked", &message);
     }

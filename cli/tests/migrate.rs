@@ -9,18 +9,26 @@ fn svc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_svc")).args(args).current_dir(workspace()).output().expect("svc runs")
 }
 
-#[test]
-fn a_v4_manifest_migrates_to_a_v5_one_that_validates_with_a_note_per_field_without_a_v5_form() {
-    let out = svc(&[
+/// `svc manifest migrate` of the minimal golden V4 manifest, given the two values it lacks,
+/// with `extra` arguments.
+fn migrate_minimal(entrypoint: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
         "manifest",
         "migrate",
         "--file",
         "tests/golden/v4-minimal.json",
         "--entrypoint",
-        "server.js",
+        entrypoint,
         "--per-job",
         "1000000",
-    ]);
+    ];
+    args.extend(extra);
+    svc(&args)
+}
+
+#[test]
+fn a_v4_manifest_migrates_to_a_v5_one_that_validates_with_a_note_per_field_without_a_v5_form() {
+    let out = migrate_minimal("server.js", &[]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     insta::assert_snapshot!("v4_minimal_as_v5", stdout);
@@ -32,18 +40,7 @@ fn a_v4_manifest_migrates_to_a_v5_one_that_validates_with_a_note_per_field_witho
     let checked = svc(&["manifest", "validate", "--file", &yaml.to_string_lossy(), "--format", "json"]);
     let report: serde_json::Value = serde_json::from_slice(&checked.stdout).expect("JSON");
     assert_eq!((&report["valid"], &report["schemaVersion"]), (&true.into(), &5.into()), "{report:#}");
-    let json = svc(&[
-        "manifest",
-        "migrate",
-        "--file",
-        "tests/golden/v4-minimal.json",
-        "--entrypoint",
-        "server.js",
-        "--per-job",
-        "1000000",
-        "--format",
-        "json",
-    ]);
+    let json = migrate_minimal("server.js", &["--format", "json"]);
     let v5: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
     assert!(manifest_core::validate(&json.stdout).is_valid(), "{v5:#}");
     let from_yaml = manifest_core::parse::yaml(std::str::from_utf8(&out.stdout).expect("UTF-8")).0.expect("a tree");
@@ -74,4 +71,16 @@ fn what_v5_cannot_express_blocks_the_migration_and_says_what_to_change() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing required field"), "the diagnostics are shown");
     let missing = svc(&["manifest", "migrate", "--file", "nowhere.json"]);
     assert_eq!(missing.status.code(), Some(2));
+}
+
+/// Found by trying it as an attacker would: an `--entrypoint` outside the artifact is refused
+/// by the V5 validator, and the message named only the V4 fields as what to change.
+#[test]
+fn a_bad_entrypoint_given_on_the_command_line_is_refused_naming_the_flag() {
+    let out = migrate_minimal("../../etc/passwd", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "nothing is written");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/runtime/entrypoint/file"), "the pointer into the V5 document: {stderr}");
+    assert!(stderr.contains("the values given with --entrypoint and --per-job"), "{stderr}");
 }
