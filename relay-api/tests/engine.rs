@@ -284,6 +284,13 @@ async fn a_tick_held_up_by_a_slow_probe_keeps_the_engine_lease() {
     let w = world_in(FakeProbe { delay: Duration::from_secs(8), ..FakeProbe::default() }, |_| {}, Some(open()));
     let d = w.funded("slow");
     let engine = tokio::spawn(w.engine.clone().run());
+    // CI finding: the other coordinator asked first, 21 ms in, and took the free lease before
+    // the engine's first try; the engine must hold it before the other one asks.
+    let asked = std::time::Instant::now();
+    while !w.engine.leading() {
+        assert!(asked.elapsed() < Duration::from_secs(10), "the engine never took the free lease");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let other = open();
     let started = std::time::Instant::now();
     let mut validating = false;
