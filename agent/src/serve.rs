@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::{Body as _, Bytes, Incoming};
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
@@ -37,6 +37,12 @@ type Body = BoxBody<Bytes, hyper::Error>;
 
 /// How long `/health` waits for the app.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a connection to the app is kept for reuse. Node's HTTP server closes a keep-alive
+/// connection after 5 s without a request (`server.keepAliveTimeout`), and a request sent on
+/// a connection the app is closing at that moment fails; so the agent lets its connections go
+/// well before the app would.
+const APP_POOL_IDLE: Duration = Duration::from_secs(2);
 
 /// The time limits of a served connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +103,10 @@ impl Context {
         // TLS-ALPN-01) negotiates it, and the resolver gives such a client only a pending
         // challenge certificate.
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), ACME_TLS_ALPN.to_vec()];
-        let app = Client::builder(TokioExecutor::new()).build(AppConnector::new());
+        let app = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(APP_POOL_IDLE)
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .build(AppConnector::new());
         let ready = tokio::sync::watch::Sender::new(None);
         Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)), limits, ready })
     }
@@ -176,6 +185,10 @@ fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) 
     r
 }
 
+fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
 fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
     full(status, "application/json", serde_json::to_vec(value).unwrap_or_default())
 }
@@ -232,9 +245,7 @@ pub(crate) enum AppCheckError {
 /// Asks the app's health path, within `timeout`: `Ok` for a 2xx answer.
 pub(crate) async fn app_check(ctx: &Context, timeout: Duration) -> Result<(), AppCheckError> {
     let uri = format!("http://127.0.0.1:{}{}", ctx.config.app_port, ctx.config.app_health_path);
-    let request = Request::get(uri)
-        .body(Empty::new().map_err(|never| match never {}).boxed())
-        .map_err(|_| AppCheckError::Internal)?;
+    let request = Request::get(uri).body(empty()).map_err(|_| AppCheckError::Internal)?;
     match tokio::time::timeout(timeout, ctx.app.request(request)).await {
         Ok(Ok(r)) if r.status().is_success() => Ok(()),
         Ok(Ok(r)) => Err(AppCheckError::Status(r.status())),
@@ -347,11 +358,24 @@ async fn proxy(
         }
     }
     let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
-    let body = req.into_body().boxed();
-    let Ok(out) = out.body(body) else {
+    let Ok((parts, ())) = out.body(()).map(Request::into_parts) else {
         return full(StatusCode::BAD_REQUEST, "text/plain", "unreadable request\n");
     };
-    let mut response = match ctx.app.request(out).await {
+    // Only a request that may be sent twice is kept for a second try (RFC 9110 section 9.2.2):
+    // idempotent, without a body, not an upgrade.
+    let again =
+        (upgrade.is_none() && parts.method.is_idempotent() && req.body().is_end_stream()).then(|| parts.clone());
+    let first = ctx.app.request(Request::from_parts(parts, req.into_body().boxed())).await;
+    let answered = match (first, again) {
+        // A pooled connection the app closed just as the request went out on it (a keep-alive
+        // timeout racing the request): one more try, on another connection.
+        (Err(e), Some(parts)) if !e.is_connect() => {
+            tracing::debug!("svc agent: the app closed a connection under a request ({e}); trying once more");
+            ctx.app.request(Request::from_parts(parts, empty())).await
+        }
+        (first, _) => first,
+    };
+    let mut response = match answered {
         Ok(r) => r,
         Err(e) => return full(StatusCode::BAD_GATEWAY, "text/plain", format!("the app does not answer: {e}\n")),
     };

@@ -1,0 +1,201 @@
+//! The agent's pooled connections to the app, against an app that closes keep-alive
+//! connections the way Node's server does (after `keepAliveTimeout`, 5 s by default).
+//!
+//! CI finding (issue 20): a request through a replica's agent got 502 "the app does not
+//! answer" while nothing was down. The agent kept app connections for 90 s (hyper's default)
+//! and Node closes them after 5 s, so a request could go out on a connection the app was
+//! closing. Each test here is an app that does exactly that, on cue.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent::cert::CurrentCert;
+use agent::hostnames::Hostnames;
+use agent::serve::{self, Context};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const HOST: &str = "app.localhost";
+
+/// An HTTP/1.1 app on loopback that records how many requests each of its connections got.
+/// When `close_reused`, a connection's second request is read and the connection closed
+/// without an answer: the app's keep-alive timeout firing just as that request arrived.
+struct App {
+    port: u16,
+    requests_per_connection: Arc<Mutex<Vec<usize>>>,
+}
+
+impl App {
+    async fn start(close_reused: bool) -> App {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let port = listener.local_addr().expect("an address").port();
+        let requests_per_connection = Arc::new(Mutex::new(Vec::new()));
+        let log = requests_per_connection.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let index = {
+                    let mut log = log.lock().expect("the log");
+                    log.push(0);
+                    log.len() - 1
+                };
+                tokio::spawn(App::connection(stream, index, log.clone(), close_reused));
+            }
+        });
+        App { port, requests_per_connection }
+    }
+
+    async fn connection(mut stream: TcpStream, index: usize, log: Arc<Mutex<Vec<usize>>>, close_reused: bool) {
+        let mut buffer = Vec::new();
+        loop {
+            // One request: its head, then the body its Content-Length says.
+            let head_end = loop {
+                if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break end + 4;
+                }
+                let mut chunk = [0u8; 4096];
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                }
+            };
+            let head = String::from_utf8_lossy(&buffer[..head_end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            while buffer.len() < head_end + length {
+                let mut chunk = [0u8; 4096];
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                }
+            }
+            buffer.drain(..head_end + length);
+            let count = {
+                let mut log = log.lock().expect("the log");
+                log[index] += 1;
+                log[index]
+            };
+            if close_reused && count > 1 {
+                return;
+            }
+            let body = format!("connection {index}");
+            let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+            if stream.write_all(answer.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn requests_per_connection(&self) -> Vec<usize> {
+        self.requests_per_connection.lock().expect("the log").clone()
+    }
+}
+
+/// An agent serving HTTPS directly on loopback for `app`, with a self-signed certificate for
+/// [`HOST`]; returns its address and the certificate (DER) to trust.
+async fn agent_for(app: &App) -> (SocketAddr, rustls::pki_types::CertificateDer<'static>) {
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let cert = rcgen::CertificateParams::new(vec![HOST.to_owned()])
+        .expect("parameters")
+        .self_signed(&key)
+        .expect("a certificate");
+    let current = Arc::new(CurrentCert::default());
+    current.install(&cert.pem(), &key).expect("installs");
+    let config: agent::AgentConfig = serde_json::from_value(serde_json::json!({
+        "routeId": "r1", "hostname": HOST, "credential": "c",
+        "routeKey": agent::challenge::RouteKey::generate().expect("a key"),
+        "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": "/unused.pem",
+        "appPort": app.port, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:1", "validity_secs": 60},
+    }))
+    .expect("a configuration");
+    let ctx = Context::new(config, current, Arc::new(Hostnames::new(HOST)));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(serve::direct(ctx, listener));
+    (addr, cert.der().clone())
+}
+
+/// One client connection to the agent (HTTP/1.1 over TLS), reused for every request sent.
+async fn client(agent: SocketAddr, trusted: rustls::pki_types::CertificateDer<'static>) -> Client {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(trusted).expect("a root");
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = TcpStream::connect(agent).await.expect("connects");
+    let name = rustls::pki_types::ServerName::try_from(HOST).expect("a name");
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, tcp).await.expect("a handshake");
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("HTTP/1.1");
+    tokio::spawn(connection);
+    Client { sender }
+}
+
+struct Client {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+}
+
+impl Client {
+    /// Sends `method /` with `body`; the status and the answer's body.
+    async fn send(&mut self, method: &str, body: &'static str) -> (StatusCode, String) {
+        let request = Request::builder()
+            .method(method)
+            .uri("/")
+            .header(hyper::header::HOST, HOST)
+            .body(Full::new(Bytes::from_static(body.as_bytes())))
+            .expect("a request");
+        let response = self.sender.send_request(request).await.expect("an answer from the agent");
+        let status = response.status();
+        let body = response.into_body().collect().await.expect("a body").to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_get_on_a_connection_the_app_closes_under_it_is_sent_once_more_and_answered() {
+    let app = App::start(true).await;
+    let (agent, trusted) = agent_for(&app).await;
+    let mut client = client(agent, trusted).await;
+    assert_eq!(client.send("GET", "").await, (StatusCode::OK, "connection 0".to_owned()));
+    // Goes out on the agent's pooled connection 0, which the app closes under it.
+    assert_eq!(client.send("GET", "").await, (StatusCode::OK, "connection 1".to_owned()));
+    assert_eq!(app.requests_per_connection(), vec![2, 1], "the second GET was sent twice, once per connection");
+}
+
+#[tokio::test]
+async fn a_post_on_a_connection_the_app_closes_under_it_is_not_sent_again() {
+    let app = App::start(true).await;
+    let (agent, trusted) = agent_for(&app).await;
+    let mut client = client(agent, trusted).await;
+    assert_eq!(client.send("GET", "").await.0, StatusCode::OK);
+    // A POST may have had its effect before the app closed: sending it again is not the
+    // agent's call (RFC 9110 section 9.2.2), so the client hears of the failure.
+    let (status, body) = client.send("POST", "order=1").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    assert!(body.starts_with("the app does not answer"), "{body}");
+    assert_eq!(app.requests_per_connection(), vec![2], "the POST reached the app once");
+}
+
+#[tokio::test]
+async fn a_connection_to_the_app_idle_past_two_seconds_is_not_reused() {
+    let app = App::start(false).await;
+    let (agent, trusted) = agent_for(&app).await;
+    let mut client = client(agent, trusted).await;
+    for _ in 0..2 {
+        assert_eq!(client.send("GET", "").await, (StatusCode::OK, "connection 0".to_owned()));
+    }
+    // Past the agent's 2 s, well short of Node's 5 s: the next request opens a connection
+    // rather than risk one the app is about to close.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(client.send("GET", "").await, (StatusCode::OK, "connection 1".to_owned()));
+    assert_eq!(app.requests_per_connection(), vec![2, 1]);
+}
