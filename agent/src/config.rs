@@ -35,6 +35,11 @@ pub struct AgentConfig {
     /// the agent holds a tunnel to each, besides `gateway`'s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pinned_gateways: Vec<PinnedGateway>,
+    /// The key the relay signs its service catalog with. Given, a gateway host the route
+    /// refresh names later is tunnelled to only if the signed catalog it came with lists it
+    /// ([`crate::gateways`]); the refresh's channel need not be trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_key: Option<relay_catalog::PublicKey>,
     /// The local app's port (on 127.0.0.1).
     pub app_port: u16,
     /// The app's own health path, which `/health` checks.

@@ -122,6 +122,9 @@ struct RouteAnswer {
     /// The gateway hosts serving the route (a coordinator that predates them sends none).
     #[serde(default)]
     gateways: Option<Vec<crate::config::PinnedGateway>>,
+    /// The relay's signed catalog, which vouches for the gateway hosts.
+    #[serde(default)]
+    catalog: Option<relay_catalog::SignedCatalog>,
 }
 
 /// What the coordinator says of the route: its hostnames, canonical first and normalised, and
@@ -132,6 +135,8 @@ pub struct RouteInfo {
     pub names: Vec<String>,
     /// The gateway hosts to tunnel to, besides the coordinator's gateway.
     pub gateways: Option<Vec<crate::config::PinnedGateway>>,
+    /// The relay's signed catalog, if sent ([`crate::gateways`] checks the hosts against it).
+    pub catalog: Option<relay_catalog::SignedCatalog>,
 }
 
 /// Asks the coordinator for the route's hostnames and gateway hosts. `None` when no
@@ -147,7 +152,9 @@ pub async fn fetch(config: &AgentConfig) -> Option<Result<RouteInfo, HostnamesEr
                 text,
             })
         });
-    Some(answer.and_then(|a| Ok(RouteInfo { names: route_set(&config.hostname, &a.hostnames)?, gateways: a.gateways })))
+    Some(answer.and_then(|a| {
+        Ok(RouteInfo { names: route_set(&config.hostname, &a.hostnames)?, gateways: a.gateways, catalog: a.catalog })
+    }))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod acme;
 pub mod app_socket;
 pub mod cert;
 pub mod config;
+pub mod gateways;
 pub mod hostnames;
 mod http;
 pub mod invariants;

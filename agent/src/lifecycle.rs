@@ -38,7 +38,8 @@ pub(crate) async fn run(
         CertificateSource::DevCa { .. } => FIRST_RETRY,
         CertificateSource::Acme { .. } => Duration::from_secs(300),
     };
-    let mut last_refresh_error = None;
+    let mut refreshing =
+        Refreshing { last_error: None, check: crate::gateways::GatewayCheck::new(config.catalog_key), last_note: None };
     // The names on the installed certificate, its lifetime and when to renew it.
     let mut certified: Option<(Arc<[String]>, Duration, Instant)> = None;
     // When to try a new set of names next, and the wait after another failure.
@@ -47,7 +48,7 @@ pub(crate) async fn run(
     let mut next_refresh = Instant::now();
     loop {
         if config.coordinator.is_some() && Instant::now() >= next_refresh {
-            refresh_names(&config, &names, &hosts, &mut last_refresh_error).await;
+            refresh_names(&config, &names, &hosts, &mut refreshing).await;
             next_refresh = Instant::now() + refresh;
         }
         let wanted = names.current();
@@ -93,34 +94,72 @@ pub(crate) async fn run(
     }
 }
 
+/// What the route refresh keeps from one round to the next.
+struct Refreshing {
+    /// The last failure, said once while it repeats.
+    last_error: Option<String>,
+    /// The check of the gateway hosts a refresh names.
+    check: crate::gateways::GatewayCheck,
+    /// The last warning about those hosts, said once while it repeats.
+    last_note: Option<String>,
+}
+
+impl Refreshing {
+    /// Logs `note` unless it was the last one said; `None` clears it.
+    fn note(&mut self, note: Option<String>) {
+        if let Some(note) = &note
+            && self.last_note.as_ref() != Some(note)
+        {
+            tracing::warn!("svc agent: {note}");
+        }
+        self.last_note = note;
+    }
+}
+
 /// Asks the coordinator for the route's hostnames and gateway hosts and takes them if they
-/// changed; keeps the old ones on failure, saying so once per distinct error.
+/// changed; keeps the old ones on failure, saying so once per distinct error. The gateway
+/// hosts are taken as far as the relay's signed catalog vouches for them
+/// ([`crate::gateways`]).
 async fn refresh_names(
     config: &AgentConfig,
     names: &Hostnames,
     hosts: &crate::tunnel::Tunnels,
-    last_error: &mut Option<String>,
+    refreshing: &mut Refreshing,
 ) {
     match hostnames::fetch(config).await {
         Some(Ok(fresh)) => {
-            *last_error = None;
+            refreshing.last_error = None;
             let listed = fresh.names.join(", ");
             if names.replace(fresh.names) {
                 tracing::info!("svc agent: route {} now has hostnames {listed}", config.route_id);
             }
-            if let Some(gateways) = fresh.gateways
-                && hosts.reconcile(&gateways) > 0
-            {
+            let Some(named) = fresh.gateways else { return };
+            let vouched = match refreshing.check.vouch(named, fresh.catalog.as_ref(), crate::gateways::now_ms()) {
+                Ok(vouched) => vouched,
+                Err(e) => {
+                    refreshing.note(Some(format!("{e}; keeping the gateway hosts as they are")));
+                    return;
+                }
+            };
+            let refused: Vec<&str> = vouched.refused.iter().map(|g| g.address.as_str()).collect();
+            refreshing.note((!refused.is_empty()).then(|| {
+                format!(
+                    "not tunnelling to gateway hosts the relay's signed catalog does not list (with that \
+                     certificate): {}",
+                    refused.join(", ")
+                )
+            }));
+            if hosts.reconcile(&vouched.taken) > 0 {
                 tracing::info!(
                     "svc agent: route {} is served by {} gateway hosts now",
                     config.route_id,
-                    gateways.len()
+                    vouched.taken.len()
                 );
             }
         }
-        Some(Err(e)) if last_error.as_deref() != Some(e.to_string().as_str()) => {
+        Some(Err(e)) if refreshing.last_error.as_deref() != Some(e.to_string().as_str()) => {
             tracing::warn!("svc agent: the route's hostnames: {e}; keeping the current ones");
-            *last_error = Some(e.to_string());
+            refreshing.last_error = Some(e.to_string());
         }
         // The same error again, or no coordinator.
         Some(Err(_)) | None => {}

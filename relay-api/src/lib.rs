@@ -10,7 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ca;
-pub mod catalog;
+pub use relay_catalog as catalog;
 pub mod coordinator;
 pub mod invariants;
 pub mod local;

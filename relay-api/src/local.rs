@@ -27,6 +27,8 @@ pub struct LocalCoordinator {
     routes: RwLock<Vec<RouteConfig>>,
     /// The gateway hosts serving each route, by route ID.
     gateway_hosts: RwLock<HashMap<String, Vec<agent::PinnedGateway>>>,
+    /// The relay's signed catalog, which vouches for those hosts to the agents.
+    catalog: RwLock<Option<Arc<crate::catalog::SignedCatalog>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -52,6 +54,10 @@ struct RouteRequest {
 struct RouteAnswer<'a> {
     hostnames: &'a [String],
     gateways: &'a [agent::PinnedGateway],
+    /// Sent with any gateway host: an agent launched with the catalog key takes only hosts
+    /// the catalog lists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    catalog: Option<&'a crate::catalog::SignedCatalog>,
 }
 
 type Refusal = (StatusCode, String);
@@ -65,7 +71,12 @@ const AGENT_API_CONNECTIONS: usize = 256;
 impl LocalCoordinator {
     /// A coordinator issuing from `ca`.
     pub fn new(ca: DevCa) -> Arc<LocalCoordinator> {
-        Arc::new(LocalCoordinator { ca, routes: RwLock::default(), gateway_hosts: RwLock::default() })
+        Arc::new(LocalCoordinator {
+            ca,
+            routes: RwLock::default(),
+            gateway_hosts: RwLock::default(),
+            catalog: RwLock::default(),
+        })
     }
 
     /// The routes it knows (and the gateway serves).
@@ -79,6 +90,13 @@ impl LocalCoordinator {
     pub fn set_gateway_hosts(&self, hosts: HashMap<String, Vec<agent::PinnedGateway>>) {
         if let Ok(mut h) = self.gateway_hosts.write() {
             *h = hosts;
+        }
+    }
+
+    /// The relay's signed catalog now, sent with the route answers that name gateway hosts.
+    pub fn set_catalog(&self, catalog: crate::catalog::SignedCatalog) {
+        if let Ok(mut c) = self.catalog.write() {
+            *c = Some(Arc::new(catalog));
         }
     }
 
@@ -101,8 +119,13 @@ impl LocalCoordinator {
     fn route_hostnames(&self, req: &RouteRequest) -> Result<String, Refusal> {
         let route = self.authenticate(&req.route_id, &req.credential)?;
         let hosts = self.gateway_hosts.read().ok().and_then(|h| h.get(&route.route_id).cloned()).unwrap_or_default();
-        serde_json::to_string(&RouteAnswer { hostnames: &route.hostnames, gateways: &hosts })
-            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+        let catalog = if hosts.is_empty() { None } else { self.catalog.read().ok().and_then(|c| c.clone()) };
+        serde_json::to_string(&RouteAnswer {
+            hostnames: &route.hostnames,
+            gateways: &hosts,
+            catalog: catalog.as_deref(),
+        })
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
     }
 
     fn sign(&self, req: &SignRequest) -> Result<String, Refusal> {

@@ -22,11 +22,16 @@ struct GatewayHost {
 }
 
 fn admitted(w: &World, name: &str) -> GatewayHost {
+    admitted_as(w, name, &format!("{name}.gateways.test"))
+}
+
+/// An operator's gateway host admitted under `name`, registered as `hostname`.
+fn admitted_as(w: &World, name: &str, hostname: &str) -> GatewayHost {
     let issued =
         relay_api::coordinator::issue_admission_token(&w.engine.config().data_dir, name, Duration::from_secs(60))
             .expect("an admission token");
     let key = OperatorKey::generate().expect("a key");
-    let hostname = format!("{name}.gateways.test");
+    let hostname = hostname.to_owned();
     let message = relay_wire::admission::registration_message(&issued.plaintext, &hostname, &key.public_key());
     let request = relay_wire::admission::RegisterRequest {
         admission_token: issued.plaintext,
@@ -123,6 +128,68 @@ async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else()
     let (status, body) = feed(&api, &half, Some(other.header(&local.id, now, &half))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (401, Some("gateway_signature_invalid")), "{body}");
     assert!(w.store.gateway_presence().expect("read").is_empty());
+}
+
+/// Issue 20, point 2 (configurable): an operator runs three gateway hosts and each route gets
+/// `--gateway-hosts-per-route` of them (2 by default). Each route is in the feed of exactly
+/// that many hosts, and its agents (the pinned gateways) and its URLs name exactly those:
+/// what a host serves and what tunnels to it agree. With 3 per route, every host serves all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_route_is_served_by_as_many_of_its_operators_hosts_as_configured_and_its_agents_name_those() {
+    for per_route in [2usize, 3] {
+        let w = world_with(FakeProbe::default(), |c| c.gateway_hosts_per_route = per_route);
+        let deployments: Vec<_> = (0..6).map(|i| w.funded(&format!("shop{i}"))).collect();
+        let live = |w: &World| deployments.iter().all(|d| w.deployment(&d.id).state == DeploymentState::Live);
+        assert!(w.tick_until(20, live).await);
+        let api = relay_api::coordinator::api_router(w.engine.clone());
+        let hosts: Vec<GatewayHost> =
+            (0..3).map(|i| admitted_as(&w, "local", &format!("gw{i}.gateways.test"))).collect();
+        // Each host announces where it is (as `svc gateway run` does) in its first request.
+        for (i, host) in hosts.iter().enumerate() {
+            let presence = relay_wire::feed::Presence {
+                public: format!("127.0.0.1:{}", 9440 + i).parse().expect("an address"),
+                tunnel: format!("127.0.0.1:{}", 9450 + i).parse().expect("an address"),
+                tunnel_sha256: format!("{i:0>64}"),
+            };
+            let path = relay_wire::feed::feed_path(None, Some(&presence));
+            let (status, body) = feed(&api, &path, Some(host.header(&host.id, now_ms(), &path))).await;
+            assert_eq!(status, 200, "{body}");
+            if i == 0 {
+                // Alone, the first host serves every route: no route waits for a second host.
+                assert_eq!(body["routes"].as_array().map(Vec::len), Some(deployments.len()), "{body}");
+            }
+        }
+        // With every host present, each host's table.
+        let mut served_by: Vec<Vec<String>> = Vec::new();
+        for host in &hosts {
+            let path = relay_wire::feed::FEED_PATH;
+            let (status, body) = feed(&api, path, Some(host.header(&host.id, now_ms(), path))).await;
+            assert_eq!(status, 200, "{body}");
+            let routes = body["routes"].as_array().expect("routes");
+            served_by.push(routes.iter().filter_map(|r| r["routeId"].as_str().map(str::to_owned)).collect());
+        }
+        let mut per_host = [0usize; 3];
+        for d in &deployments {
+            let serving: Vec<usize> = (0..3).filter(|&i| served_by[i].contains(&d.route_id)).collect();
+            assert_eq!(serving.len(), per_route, "{}: served by hosts {serving:?}", d.id);
+            for &i in &serving {
+                per_host[i] += 1;
+            }
+            let named = w.store.gateway_hosts(&d.id, now_ms(), per_route).expect("read");
+            let mut named: Vec<usize> =
+                named.iter().map(|(o, _)| hosts.iter().position(|h| h.id == o.id).expect("a host")).collect();
+            named.sort_unstable();
+            assert_eq!(named, serving, "{}: the hosts its agents tunnel to", d.id);
+            let urls = w.engine.with_url(w.deployment(&d.id)).urls;
+            assert_eq!(urls.len(), 1 + per_route, "the coordinator's URL and each serving host's: {urls:?}");
+            for i in serving {
+                assert!(urls.iter().any(|u| u.ends_with(&format!(":{}/", 9440 + i))), "host {i} in {urls:?}");
+            }
+        }
+        if per_route == 2 {
+            assert!(per_host.iter().all(|&n| n > 0), "six routes spread over three hosts: {per_host:?}");
+        }
+    }
 }
 
 /// What stands between a gateway and the coordinator's API in the next test: a TCP relay on

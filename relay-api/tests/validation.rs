@@ -122,6 +122,7 @@ impl World {
             gateway_name: "gateway.localhost".to_owned(),
             gateway_ca: ca_path,
             pinned_gateways: Vec::new(),
+            catalog_key: None,
             app_port,
             app_health_path: "/health".to_owned(),
             proxy_protocol: true,

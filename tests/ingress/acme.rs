@@ -52,6 +52,7 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
         gateway_name: "gateway.localhost".to_owned(),
         gateway_ca,
         pinned_gateways: Vec::new(),
+        catalog_key: None,
         app_port,
         app_health_path: "/health".to_owned(),
         proxy_protocol: false,

@@ -48,6 +48,7 @@ async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
         gateway_name: "gateway.localhost".to_owned(),
         gateway_ca: ca_pem.clone(),
         pinned_gateways: Vec::new(),
+        catalog_key: None,
         app_port,
         app_health_path: "/health".to_owned(),
         proxy_protocol: true,

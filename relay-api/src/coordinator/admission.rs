@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 
 use super::Engine;
-use super::store::{RelayStore, StoreError, Transaction, now_ms, random_hex};
+use super::store::{RelayStore, StoreError, now_ms, random_hex};
 use agent::wire;
 
 pub use relay_wire::admission::{Operator, REGISTRATION_CONTEXT, RegisterRequest, registration_message};
@@ -261,73 +261,7 @@ impl RelayStore {
     pub fn gateway_presence(&self) -> Result<Vec<(String, Presence, i64)>, StoreError> {
         self.read(|tx| tx.presences())
     }
-
-    /// The gateway hosts serving deployment `deployment_id` at `now`: the admitted gateways of
-    /// its gateway operator that said where they are within [`PRESENCE_FRESH_MS`] (a gateway
-    /// following the feed asks at least every 20 s). What its new jobs' agents tunnel to, and
-    /// what its URLs list.
-    pub fn gateway_hosts(&self, deployment_id: &str, now: i64) -> Result<Vec<(Operator, Presence)>, StoreError> {
-        self.read(|tx| {
-            let hosts = GatewayHosts::read(tx, now)?;
-            hosts.of(tx, deployment_id)
-        })
-    }
 }
-
-/// The gateway hosts that followed the route feed within [`PRESENCE_FRESH_MS`], read once for
-/// many deployments.
-pub(crate) struct GatewayHosts {
-    fresh: Vec<(Operator, Presence)>,
-}
-
-impl GatewayHosts {
-    /// Those fresh at `now`.
-    pub(crate) fn read(tx: &mut dyn Transaction, now: i64) -> Result<GatewayHosts, StoreError> {
-        let operators = tx.operators()?;
-        let mut fresh = Vec::new();
-        for (id, presence, seen_at) in tx.presences()? {
-            if let Some(o) = operators.iter().find(|o| o.id == id)
-                && now.saturating_sub(seen_at) <= PRESENCE_FRESH_MS
-            {
-                fresh.push((o.clone(), presence));
-            }
-        }
-        Ok(GatewayHosts { fresh })
-    }
-
-    /// Those of deployment `deployment_id`'s gateway operator.
-    pub(crate) fn of(
-        &self,
-        tx: &mut dyn Transaction,
-        deployment_id: &str,
-    ) -> Result<Vec<(Operator, Presence)>, StoreError> {
-        if self.fresh.is_empty() {
-            return Ok(Vec::new());
-        }
-        let Some(operator) = tx.gateway_operator(deployment_id)? else { return Ok(Vec::new()) };
-        Ok(self.fresh.iter().filter(|(o, _)| o.name == operator).cloned().collect())
-    }
-
-    /// Those of `deployment_id`'s gateway operator, as its agents are told of them.
-    pub(crate) fn pinned(
-        &self,
-        tx: &mut dyn Transaction,
-        deployment_id: &str,
-    ) -> Result<Vec<agent::PinnedGateway>, StoreError> {
-        Ok(self
-            .of(tx, deployment_id)?
-            .into_iter()
-            .map(|(operator, presence)| agent::PinnedGateway {
-                address: presence.reachable(&operator.hostname).1,
-                tunnel_sha256: presence.tunnel_sha256,
-            })
-            .collect())
-    }
-}
-
-/// How recently a gateway host must have followed the route feed to count as serving its
-/// operator's routes.
-pub const PRESENCE_FRESH_MS: i64 = 10 * 60 * 1000;
 
 /// `POST /api/operators/register`: no bearer token, the admission token authenticates.
 pub(super) async fn register(State(engine): State<Arc<Engine>>, bytes: Bytes) -> Result<Response, AdmissionError> {

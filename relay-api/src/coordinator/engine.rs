@@ -103,6 +103,9 @@ pub struct EngineParts {
     /// The scheduler's time (restart backoffs, windows): [`svc_execution::SystemClock`], or a
     /// test's clock.
     pub clock: Arc<dyn svc_execution::Clock>,
+    /// The signed service catalog's publisher: customers read the catalog, and agents check
+    /// the gateway hosts they are told of against it.
+    pub catalog: Arc<crate::catalog::Publisher>,
 }
 
 /// Deployments stepped at once in one tick: one whose probe is slow holds one of these, not
@@ -182,6 +185,13 @@ impl Engine {
             jobs: std::sync::Mutex::default(),
             keys: std::sync::Mutex::default(),
             gateway: parts.gateway.clone(),
+            catalog_key: parts
+                .catalog
+                .public_key()
+                .inspect_err(|e| {
+                    tracing::warn!("svc relay: agents will take gateway hosts unchecked: the catalog key: {e}")
+                })
+                .ok(),
         });
         let market = Arc::new(IngressMarket::new(parts.market.clone(), launcher.clone()));
         let max_restarts = u8::try_from(parts.config.restarts.max_restarts).unwrap_or(u8::MAX);
@@ -243,6 +253,11 @@ impl Engine {
         &self.parts.config
     }
 
+    /// The signed service catalog's publisher.
+    pub(crate) fn catalog(&self) -> &crate::catalog::Publisher {
+        &self.parts.catalog
+    }
+
     /// Looks at the deployments now instead of at the next tick.
     pub fn wake(&self) {
         self.wake.notify_one();
@@ -274,7 +289,9 @@ impl Engine {
     pub fn with_url(&self, mut d: Deployment) -> Deployment {
         d.url = self.url(&d.canonical_hostname);
         d.urls = vec![d.url.clone()];
-        let hosts = self.db(|store| store.gateway_hosts(&d.id, now_ms())).unwrap_or_default();
+        let hosts = self
+            .db(|store| store.gateway_hosts(&d.id, now_ms(), self.parts.config.gateway_hosts_per_route))
+            .unwrap_or_default();
         for (_, presence) in hosts {
             let url = match presence.public.port() {
                 443 => format!("https://{}/", d.canonical_hostname),

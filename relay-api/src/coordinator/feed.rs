@@ -185,7 +185,7 @@ fn answer(
             None => {}
         }
     }
-    let mut routes = engine.route_table(Some(&operator.name))?;
+    let mut routes = engine.route_table(Some(&operator))?;
     // In one order, so that the same table has the same version.
     routes.sort_by(|a, b| a.route_id.cmp(&b.route_id));
     Ok(FeedAnswer { operator: operator.id, version: version(&routes), routes })

@@ -653,27 +653,22 @@ async fn remove_pin(
 
 /// `GET /api/ingress/catalog`: the signed service catalog (as every route, for an invited
 /// organization's token), listing the admitted gateways.
-pub(super) fn catalog_router(engine: Arc<Engine>, publisher: Arc<crate::catalog::Publisher>) -> Router {
-    Router::new().route("/api/ingress/catalog", get(catalog)).with_state((engine, publisher))
+pub(super) fn catalog_router(engine: Arc<Engine>) -> Router {
+    Router::new().route("/api/ingress/catalog", get(catalog)).with_state(engine)
 }
 
-async fn catalog(
-    State((engine, publisher)): State<(Arc<Engine>, Arc<crate::catalog::Publisher>)>,
-    headers: HeaderMap,
-) -> ApiResult<crate::catalog::SignedCatalog> {
+async fn catalog(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<crate::catalog::SignedCatalog> {
     blocking(move || {
         caller(&engine, &headers)?;
-        ok(signed_catalog(&engine, &publisher)?)
+        ok(signed_catalog(&engine)?)
     })
     .await
 }
 
 /// The relay's signed catalog now (signed again when its content changed or half its
-/// validity passed): the API's and the console's.
-pub(super) fn signed_catalog(
-    engine: &Engine,
-    publisher: &crate::catalog::Publisher,
-) -> Result<crate::catalog::SignedCatalog, ApiError> {
+/// validity passed): the API's, the console's, and what agents check their gateway hosts
+/// against.
+pub(super) fn signed_catalog(engine: &Engine) -> Result<crate::catalog::SignedCatalog, ApiError> {
     let present: std::collections::HashMap<String, relay_wire::feed::Presence> =
         engine.store().gateway_presence()?.into_iter().map(|(id, presence, _)| (id, presence)).collect();
     let gateways = engine
@@ -694,7 +689,10 @@ pub(super) fn signed_catalog(
         })
         .collect();
     let content = super::catalog_content::coordinator_content(engine.config(), gateways);
-    publisher.current(content, super::store::now_ms()).map_err(|e| ApiError::internal(&format!("the catalog: {e}")))
+    engine
+        .catalog()
+        .current(content, super::store::now_ms())
+        .map_err(|e| ApiError::internal(&format!("the catalog: {e}")))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod engine;
 pub mod executions;
 pub mod feed;
 mod files;
+pub mod gateway_hosts;
 mod http;
 pub mod ingress_market;
 pub mod model;
@@ -102,6 +103,9 @@ pub struct CoordinatorConfig {
     pub terms: money::Terms,
     /// The operator of the gateway this coordinator runs (rewards of the routes it carries).
     pub gateway_operator: String,
+    /// How many of its gateway operator's hosts serve each route, besides this coordinator's
+    /// gateway ([`gateway_hosts`]; default 2; `svc relay serve --gateway-hosts-per-route`).
+    pub gateway_hosts_per_route: usize,
     /// How to run the agent: program and leading arguments (`svc agent run`).
     pub agent_command: Vec<OsString>,
     /// The Node.js program.
@@ -145,6 +149,7 @@ impl CoordinatorConfig {
             quote_ttl: Duration::from_secs(15 * 60),
             terms: money::Terms::default(),
             gateway_operator: "local".to_owned(),
+            gateway_hosts_per_route: 2,
             agent_command,
             node: "node".into(),
             job_limits: crate::runner::Limits::default(),
@@ -369,13 +374,13 @@ pub async fn run(
         agent_api,
         public_port: bound.public.port(),
         clock: Arc::new(svc_execution::SystemClock),
+        catalog,
     });
     let started = Started { api, gateway: bound, agent_api };
     on_started(&started);
     let engine_task = tokio::spawn(engine.clone().run());
-    let app = api_router(engine.clone())
-        .merge(http::catalog_router(engine.clone(), catalog.clone()))
-        .merge(console::router(engine.clone(), catalog));
+    let app =
+        api_router(engine.clone()).merge(http::catalog_router(engine.clone())).merge(console::router(engine.clone()));
     let stopping = engine.clone();
     let shutdown = async move {
         shutdown.await;

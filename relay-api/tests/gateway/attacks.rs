@@ -64,6 +64,7 @@ pub(super) fn agent_context_with(
         gateway_name: "gateway.localhost".to_owned(),
         gateway_ca: w.ca.cert_path.clone(),
         pinned_gateways: Vec::new(),
+        catalog_key: None,
         app_port: 1,
         app_health_path: "/health".to_owned(),
         proxy_protocol: false,
@@ -258,4 +259,68 @@ async fn an_agents_gateway_hosts_follow_the_coordinators_list() {
 
 fn agents_of(gateway: &relay_api::gateway::Gateway) -> u64 {
     gateway.route_rows().iter().map(|r| r.agents).sum()
+}
+
+/// Issue 20, point 2 ("from the signed catalog"): the agent API's route answer names gateway
+/// hosts, but only a host the relay's signed catalog lists, at that tunnel address with that
+/// certificate, is taken. Here the answer names a listed host and one slipped in beside it
+/// (what an agent API in the wrong hands would do): the agent, launched with the catalog
+/// key, takes the first and refuses the second; a catalog signed by another key takes none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_takes_only_the_gateway_hosts_the_relays_signed_catalog_lists() {
+    use relay_api::catalog::{CatalogContent, CatalogGateway, GatewayEndpoints, Prices, Publisher};
+    let w = start("catalog", route(8), |_| {}).await;
+    let listed = agent::PinnedGateway { address: "127.0.0.1:7001".to_owned(), tunnel_sha256: "a".repeat(64) };
+    let slipped_in = agent::PinnedGateway { address: "127.0.0.1:7002".to_owned(), tunnel_sha256: "b".repeat(64) };
+    let content = CatalogContent {
+        relay: "relay.test".to_owned(),
+        gateways: vec![CatalogGateway {
+            operator: "local".to_owned(),
+            hostname: "gw0.gateways.test".to_owned(),
+            public_key: "AAAA".to_owned(),
+            endpoints: Some(GatewayEndpoints {
+                public: "127.0.0.1:7443".to_owned(),
+                tunnel: listed.address.clone(),
+                tunnel_sha256: listed.tunnel_sha256.clone(),
+            }),
+        }],
+        prices: Prices { price_micros: 1, period_secs: 3600, currency: relay_api::catalog::CURRENCY.to_owned() },
+        validators: Vec::new(),
+        certificate_authorities: Vec::new(),
+    };
+    let scratch = tempfile::tempdir().expect("scratch");
+    let publisher = Publisher::open(scratch.path(), Duration::from_secs(3600)).expect("a publisher");
+    let signed = publisher.current(content.clone(), agent::gateways::now_ms()).expect("signed");
+
+    let coordinator =
+        relay_api::local::LocalCoordinator::new(relay_api::ca::DevCa::open(&scratch.path().join("ca")).expect("a CA"));
+    coordinator.set_routes(vec![route(8)]);
+    coordinator.set_gateway_hosts([(ROUTE.to_owned(), vec![listed.clone(), slipped_in.clone()])].into());
+    coordinator.set_catalog(signed);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let api = format!("http://{}", listener.local_addr().expect("bound"));
+    tokio::spawn(coordinator.clone().serve(listener));
+    let (_, config) = agent_context_with(&w, AGENT, |c| {
+        c.coordinator = Some(api.clone());
+        c.catalog_key = Some(publisher.public_key().expect("the catalog key"));
+    });
+
+    let info = agent::hostnames::fetch(&config).await.expect("a coordinator").expect("the route's answer");
+    let named = info.gateways.clone().expect("gateway hosts");
+    assert_eq!(named.len(), 2);
+    let mut check = agent::gateways::GatewayCheck::new(config.catalog_key);
+    let vouched = check.vouch(named.clone(), info.catalog.as_ref(), agent::gateways::now_ms()).expect("checked");
+    assert_eq!(vouched.taken, [listed]);
+    assert_eq!(vouched.refused, [slipped_in]);
+
+    // The same answer under another relay's key: nothing taken.
+    let other = tempfile::tempdir().expect("scratch");
+    let forged = Publisher::open(other.path(), Duration::from_secs(3600))
+        .and_then(|p| p.current(content, agent::gateways::now_ms()))
+        .expect("signed by another key");
+    coordinator.set_catalog(forged);
+    let info = agent::hostnames::fetch(&config).await.expect("a coordinator").expect("the route's answer");
+    let mut check = agent::gateways::GatewayCheck::new(config.catalog_key);
+    let refused = check.vouch(named, info.catalog.as_ref(), agent::gateways::now_ms());
+    assert!(matches!(refused, Err(agent::gateways::GatewaysError::Catalog(_))), "{refused:?}");
 }

@@ -260,6 +260,8 @@ pub(crate) fn world_in(
     market.0.lock().expect("lock").store = Some(store.clone());
     let clock = Arc::new(AheadClock::default());
     let artifacts = ArtifactStore::open(config.jobs_dir.join("artifacts")).expect("an artifact store");
+    let catalog =
+        Arc::new(relay_api::catalog::Publisher::open(&data, config.catalog_validity).expect("the catalog's publisher"));
     let engine = Engine::new(EngineParts {
         config,
         store: store.clone(),
@@ -273,6 +275,7 @@ pub(crate) fn world_in(
         agent_api: any,
         public_port: 8443,
         clock: clock.clone(),
+        catalog,
     });
     let org = store.invite("acme").expect("an organization");
     World { engine, gateway, data, store, market, clock, probe, org, _dir: dir }

@@ -30,7 +30,7 @@ pub(super) async fn page(State(console): State<Console>, headers: HeaderMap) -> 
         async {
             let member = member(&console.engine, &headers).await?;
             let checked = blocking(move || {
-                let signed = signed_catalog(&console.engine, &console.publisher)?;
+                let signed = signed_catalog(&console.engine)?;
                 let opened = signed.open().map(|o| (o.catalog, o.digest));
                 let rotation_signed = signed.rotation.as_ref().map(crate::catalog::Rotation::is_signed);
                 Ok(Checked { signed, opened, rotation_signed, now: now_ms() })

@@ -29,7 +29,6 @@ use svc_web::session;
 use super::Engine;
 use super::http::{ApiError, member_of_token};
 use super::store::{Caller, TokenRole};
-use crate::catalog::Publisher;
 
 /// This console: its name, its cookie, its home.
 const CONSOLE: Site = Site {
@@ -50,11 +49,10 @@ const TIMELINE_ROWS: u32 = 50;
 /// Ledger entries the page shows, newest first (`svc ingress ledger` lists them all).
 const LEDGER_ROWS: u32 = 100;
 
-/// What the console's handlers read: the engine (and its store), and the catalog's publisher.
+/// What the console's handlers read: the engine (its store and the catalog's publisher).
 #[derive(Clone)]
 struct Console {
     engine: Arc<Engine>,
-    publisher: Arc<Publisher>,
 }
 
 impl axum::extract::FromRef<Console> for Arc<Engine> {
@@ -64,7 +62,7 @@ impl axum::extract::FromRef<Console> for Arc<Engine> {
 }
 
 /// The console's routes, at `/console/`, merged into the relay's router.
-pub(super) fn router(engine: Arc<Engine>, publisher: Arc<Publisher>) -> Router {
+pub(super) fn router(engine: Arc<Engine>) -> Router {
     let console = Router::new()
         .route("/", get(home))
         .route("/sign-in", get(sign_in_form).post(sign_in))
@@ -83,7 +81,7 @@ pub(super) fn router(engine: Arc<Engine>, publisher: Arc<Publisher>) -> Router {
         .route("/assets/{name}", get(svc_web::assets::serve))
         .fallback(|| async { error_page(StatusCode::NOT_FOUND, "no such page") })
         .layer(axum::middleware::map_response(svc_web::headers::secure))
-        .with_state(Console { engine, publisher });
+        .with_state(Console { engine });
     Router::new()
         .nest("/console", console)
         // The console's own address, with its slash: `nest` serves `/console` only.

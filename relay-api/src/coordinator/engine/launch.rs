@@ -18,7 +18,7 @@ use svc_execution::{Workload, WorkloadRuntime};
 use super::keys::RevisionKeys;
 use super::{APP_DIR, AgentCertificates, job_key, replica_name};
 use crate::coordinator::CoordinatorConfig;
-use crate::coordinator::admission::GatewayHosts;
+use crate::coordinator::gateway_hosts::GatewayHosts;
 use crate::coordinator::ingress_market::Equip;
 use crate::coordinator::model::Deployment;
 use crate::coordinator::store::{PublishedPolicy, RelayStore, StoreError, now_ms};
@@ -130,6 +130,9 @@ pub(crate) struct Launcher {
     pub(super) keys: Mutex<()>,
     /// The gateway, for the open connections of a draining job's route.
     pub(super) gateway: Arc<crate::gateway::Gateway>,
+    /// The catalog's signing key, which agents check the gateway hosts they are told of
+    /// against (`None`: its file could not be read; agents then take the list as it comes).
+    pub(super) catalog_key: Option<crate::catalog::PublicKey>,
 }
 
 impl Equip for Launcher {
@@ -306,7 +309,8 @@ impl Launcher {
     /// The gateway hosts serving the deployment's routes, which its agents tunnel to besides
     /// the coordinator's gateway, each pinned by its tunnel certificate.
     fn pinned_gateways(&self, deployment_id: &str) -> Result<Vec<agent::PinnedGateway>, StoreError> {
-        self.store.read(|tx| GatewayHosts::read(tx, now_ms())?.pinned(tx, deployment_id))
+        self.store
+            .read(|tx| GatewayHosts::read(tx, now_ms(), self.config.gateway_hosts_per_route)?.pinned(tx, deployment_id))
     }
 
     fn ingress_job(
@@ -342,6 +346,7 @@ impl Launcher {
             gateway_name: "gateway.localhost".to_owned(),
             gateway_ca: self.gateway_ca.clone(),
             pinned_gateways: self.pinned_gateways(&d.id)?,
+            catalog_key: self.catalog_key,
             app_port,
             app_health_path: project.app.health_path.clone(),
             proxy_protocol: project.proxy_protocol,

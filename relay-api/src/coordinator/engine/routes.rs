@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 
 use super::Engine;
-use crate::coordinator::admission::GatewayHosts;
+use crate::coordinator::admission::Operator;
+use crate::coordinator::gateway_hosts::GatewayHosts;
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
 use crate::coordinator::store::{RouteKeys, StoreError, Transaction, now_ms};
 use crate::gateway::RouteConfig;
@@ -26,7 +27,7 @@ impl Engine {
                 let routes = table(tx, None)?;
                 // The gateway hosts serving each route, which its agent learns when it next
                 // asks for its hostnames.
-                let hosts = GatewayHosts::read(tx, now_ms())?;
+                let hosts = GatewayHosts::read(tx, now_ms(), self.parts.config.gateway_hosts_per_route)?;
                 let mut by_route = HashMap::new();
                 for (deployment_id, route) in &routes {
                     by_route.insert(route.route_id.clone(), hosts.pinned(tx, deployment_id)?);
@@ -46,28 +47,48 @@ impl Engine {
         if let Ok(mut due) = self.validate_at.lock() {
             due.retain(|route_id, _| routes.iter().any(|r| &r.route_id == route_id));
         }
+        // The catalog first: an agent told of a host checks the catalog lists it.
+        if hosts.values().any(|h| !h.is_empty()) {
+            match self.db(|_| crate::coordinator::http::signed_catalog(self)) {
+                Ok(catalog) => self.parts.signer.set_catalog(catalog),
+                Err(e) => tracing::warn!("svc relay: the signed catalog for the agents: {}", e.message()),
+            }
+        }
         self.parts.gateway.set_routes(routes.clone());
         self.parts.signer.set_routes(routes);
         self.parts.signer.set_gateway_hosts(hosts);
     }
 
     /// The routes of the deployments whose job runs, and of their successors on standby:
-    /// what a gateway serves. Only those assigned to gateway operator `operator`, if named
-    /// (the route feed's table for that operator's gateway). One read transaction: the
-    /// table is whole, or an error.
-    pub fn route_table(&self, operator: Option<&str>) -> Result<Vec<RouteConfig>, StoreError> {
-        let table = self.db(|store| store.read(|tx| table(tx, operator)))?;
+    /// what a gateway serves. Only those assigned to gateway host `host`, if named (the route
+    /// feed's table for that host: [`GatewayHosts::serves`]). One read transaction: the table
+    /// is whole, or an error.
+    pub fn route_table(&self, host: Option<&Operator>) -> Result<Vec<RouteConfig>, StoreError> {
+        let per_route = self.parts.config.gateway_hosts_per_route;
+        let table = self.db(|store| {
+            store.read(|tx| {
+                let assigned = match host {
+                    Some(host) => Some((host, GatewayHosts::read(tx, now_ms(), per_route)?)),
+                    None => None,
+                };
+                table(tx, assigned.as_ref().map(|(host, hosts)| (*host, hosts)))
+            })
+        })?;
         Ok(table.into_iter().map(|(_, route)| route).collect())
     }
 }
 
-/// The table, each route with its deployment's ID.
-fn table(tx: &mut dyn Transaction, operator: Option<&str>) -> Result<Vec<(String, RouteConfig)>, StoreError> {
+/// The table, each route with its deployment's ID: every route, or those assigned to a
+/// gateway host among the hosts.
+fn table(
+    tx: &mut dyn Transaction,
+    assigned_to: Option<(&Operator, &GatewayHosts)>,
+) -> Result<Vec<(String, RouteConfig)>, StoreError> {
     let mut active = tx.active_deployments()?;
-    if let Some(operator) = operator {
+    if let Some((host, hosts)) = assigned_to {
         let mut assigned = Vec::with_capacity(active.len());
         for d in active {
-            if tx.gateway_operator(&d.id)?.as_deref() == Some(operator) {
+            if tx.gateway_operator(&d.id)?.is_some_and(|operator| hosts.serves(host, &d.id, &operator)) {
                 assigned.push(d);
             }
         }

@@ -36,7 +36,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CatalogError> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tmp");
     let tmp = path.with_file_name(name);
-    agent::files::write_private(&tmp, bytes).map_err(storage(&tmp))?;
+    relay_wire::files::write_private(&tmp, bytes).map_err(storage(&tmp))?;
     fs_err::File::open(&tmp).and_then(|f| f.sync_all()).map_err(storage(&tmp))?;
     fs_err::rename(&tmp, path).map_err(storage(path))
 }
@@ -59,7 +59,7 @@ struct Files {
 impl Files {
     fn new(data_dir: &Path) -> Result<Files, CatalogError> {
         let dir = data_dir.join(CATALOG_DIR);
-        agent::files::create_private_dir(&dir).map_err(storage(&dir))?;
+        relay_wire::files::create_private_dir(&dir).map_err(storage(&dir))?;
         Ok(Files { dir })
     }
 

@@ -296,6 +296,6 @@ impl SignedCatalog {
                 catalog.signing_key
             )));
         }
-        Ok(Opened { digest: manifest_core::sha256(&bytes), catalog })
+        Ok(Opened { digest: format!("sha256:{}", relay_wire::wire::sha256_hex(&bytes)), catalog })
     }
 }

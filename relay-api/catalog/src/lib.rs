@@ -7,7 +7,9 @@
 //! [`model`] is the format, [`key`] the keys and the signed bytes, [`Verifier`] the
 //! customer's checks, and [`Publisher`] the coordinator's files and signing. What a
 //! coordinator's configuration puts in its catalog is the coordinator's business
-//! (`coordinator::catalog_content`): this module knows nothing of coordinators.
+//! (`relay_api::coordinator::catalog_content`): this crate knows nothing of coordinators.
+
+#![forbid(unsafe_code)]
 
 mod error;
 pub mod key;

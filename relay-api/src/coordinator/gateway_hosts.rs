@@ -1,0 +1,173 @@
+//! Which gateway hosts serve a deployment. A gateway operator may run many hosts; each route
+//! is assigned a few of them ([`CoordinatorConfig::gateway_hosts_per_route`], 2 by default),
+//! and its agents tunnel to those and the coordinator's own gateway. The assignment is
+//! rendezvous hashing (highest random weight) over the deployment's ID and each host's
+//! operator ID: every reader computes the same hosts from the same presences without storing
+//! an assignment, a host joining or leaving moves only the routes it wins or held, and routes
+//! spread evenly over a large fleet instead of every agent tunnelling to every host.
+//!
+//! The route feed serves a host exactly the routes it is assigned, and the agents' pinned
+//! gateways and the deployment's URLs list exactly those hosts: one function decides all three.
+//!
+//! [`CoordinatorConfig::gateway_hosts_per_route`]: super::CoordinatorConfig::gateway_hosts_per_route
+
+use relay_wire::admission::Operator;
+use relay_wire::feed::Presence;
+
+use super::store::{RelayStore, StoreError, Transaction};
+
+/// How recently a gateway host must have followed the route feed to count as serving its
+/// operator's routes (a gateway following the feed asks at least every 20 s).
+pub const PRESENCE_FRESH_MS: i64 = 10 * 60 * 1000;
+
+/// The gateway hosts that followed the route feed within [`PRESENCE_FRESH_MS`], read once for
+/// many deployments, and how many each route gets.
+pub(crate) struct GatewayHosts {
+    fresh: Vec<(Operator, Presence)>,
+    per_route: usize,
+}
+
+impl GatewayHosts {
+    /// Those fresh at `now`, `per_route` of them serving each route.
+    pub(crate) fn read(tx: &mut dyn Transaction, now: i64, per_route: usize) -> Result<GatewayHosts, StoreError> {
+        let operators = tx.operators()?;
+        let mut fresh = Vec::new();
+        for (id, presence, seen_at) in tx.presences()? {
+            if let Some(o) = operators.iter().find(|o| o.id == id)
+                && now.saturating_sub(seen_at) <= PRESENCE_FRESH_MS
+            {
+                fresh.push((o.clone(), presence));
+            }
+        }
+        Ok(GatewayHosts { fresh, per_route })
+    }
+
+    /// Those assigned deployment `deployment_id`: of its gateway operator's fresh hosts, the
+    /// `per_route` ranked highest for it.
+    pub(crate) fn of(
+        &self,
+        tx: &mut dyn Transaction,
+        deployment_id: &str,
+    ) -> Result<Vec<(Operator, Presence)>, StoreError> {
+        if self.fresh.is_empty() {
+            return Ok(Vec::new());
+        }
+        let Some(operator) = tx.gateway_operator(deployment_id)? else { return Ok(Vec::new()) };
+        let candidates = self.fresh.iter().filter(|(o, _)| o.name == operator);
+        Ok(top(deployment_id, candidates, |(o, _)| o.id.as_str(), self.per_route).into_iter().cloned().collect())
+    }
+
+    /// Whether gateway host `host` (an admitted operator, fresh or not) serves deployment
+    /// `deployment_id`, whose gateway operator is `operator_name`: it is one of the operator's,
+    /// and ranks among the `per_route` highest of the operator's fresh hosts and itself. A
+    /// host asking for the first time, not yet fresh, is ranked as if it were, so its first
+    /// table is the one it will keep.
+    pub(crate) fn serves(&self, host: &Operator, deployment_id: &str, operator_name: &str) -> bool {
+        if host.name != operator_name {
+            return false;
+        }
+        let mut ids: Vec<&str> =
+            self.fresh.iter().filter(|(o, _)| o.name == operator_name).map(|(o, _)| o.id.as_str()).collect();
+        if !ids.contains(&host.id.as_str()) {
+            ids.push(&host.id);
+        }
+        top(deployment_id, ids.iter(), |id| id, self.per_route).contains(&&host.id.as_str())
+    }
+
+    /// Those of `deployment_id`, as its agents are told of them.
+    pub(crate) fn pinned(
+        &self,
+        tx: &mut dyn Transaction,
+        deployment_id: &str,
+    ) -> Result<Vec<agent::PinnedGateway>, StoreError> {
+        Ok(self
+            .of(tx, deployment_id)?
+            .into_iter()
+            .map(|(operator, presence)| agent::PinnedGateway {
+                address: presence.reachable(&operator.hostname).1,
+                tunnel_sha256: presence.tunnel_sha256,
+            })
+            .collect())
+    }
+}
+
+impl RelayStore {
+    /// The gateway hosts serving deployment `deployment_id` at `now` ([`GatewayHosts::of`]):
+    /// what its new jobs' agents tunnel to, and what its URLs list.
+    pub fn gateway_hosts(
+        &self,
+        deployment_id: &str,
+        now: i64,
+        per_route: usize,
+    ) -> Result<Vec<(Operator, Presence)>, StoreError> {
+        self.read(|tx| GatewayHosts::read(tx, now, per_route)?.of(tx, deployment_id))
+    }
+}
+
+/// The `n` of `candidates` with the highest weight for `key`, highest first (ties, which
+/// need equal 64-bit hashes, by ID).
+fn top<'a, T>(key: &str, candidates: impl Iterator<Item = &'a T>, id: impl Fn(&T) -> &str, n: usize) -> Vec<&'a T> {
+    let mut ranked: Vec<(u64, &'a T)> = candidates.map(|c| (weight(key, id(c)), c)).collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| id(a.1).cmp(id(b.1))));
+    ranked.into_iter().take(n).map(|(_, c)| c).collect()
+}
+
+/// The rendezvous weight of host `host` for `key`: the first 8 bytes of SHA-256 over both,
+/// a separator between them so no two pairs hash the same bytes.
+fn weight(key: &str, host: &str) -> u64 {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    digest.update(key.as_bytes());
+    digest.update(&[0]);
+    digest.update(host.as_bytes());
+    let digest = digest.finish();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest.as_ref()[..8]);
+    u64::from_be_bytes(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("op_{i:016x}")).collect()
+    }
+
+    fn assigned(key: &str, hosts: &[String], n: usize) -> Vec<String> {
+        top(key, hosts.iter(), |h| h.as_str(), n).into_iter().cloned().collect()
+    }
+
+    #[test]
+    fn every_host_is_assigned_when_there_are_no_more_than_the_routes_share() {
+        let two = hosts(2);
+        let mut got = assigned("dep_1", &two, 2);
+        got.sort();
+        assert_eq!(got, two);
+        assert_eq!(assigned("dep_1", &two, 5).len(), 2);
+        assert!(assigned("dep_1", &[], 2).is_empty());
+    }
+
+    #[test]
+    fn routes_spread_evenly_over_a_fleet_and_a_host_leaving_moves_only_its_own() {
+        let fleet = hosts(10);
+        let deployments: Vec<String> = (0..2_000).map(|i| format!("dep_{i}")).collect();
+        let mut load = vec![0usize; fleet.len()];
+        let before: Vec<Vec<String>> = deployments.iter().map(|d| assigned(d, &fleet, 2)).collect();
+        for chosen in &before {
+            assert_eq!(chosen.len(), 2);
+            assert_ne!(chosen[0], chosen[1]);
+            for host in chosen {
+                load[fleet.iter().position(|h| h == host).expect("a host of the fleet")] += 1;
+            }
+        }
+        // 4,000 assignments over 10 hosts: 400 each on average.
+        assert!(load.iter().all(|&l| (300..=500).contains(&l)), "{load:?}");
+        let gone = &fleet[3];
+        let rest: Vec<String> = fleet.iter().filter(|h| *h != gone).cloned().collect();
+        for (d, old) in deployments.iter().zip(&before) {
+            let new = assigned(d, &rest, 2);
+            let kept: Vec<&String> = old.iter().filter(|h| *h != gone).collect();
+            assert!(kept.iter().all(|h| new.contains(h)), "{d}: {old:?} became {new:?}");
+        }
+    }
+}
