@@ -46,6 +46,10 @@ pub struct AcmeSource<'a> {
     /// A PEM file of the CA that signs the ACME server's own HTTPS certificate, trusted
     /// instead of the system's roots.
     pub directory_ca: Option<&'a Path>,
+    /// How long a pending challenge is announced to the gateways before the CA is told to
+    /// validate ([`crate::acme_turn::ANNOUNCE`] for a route of several replicas; zero for
+    /// the route's one agent, to which every validation goes anyway).
+    pub announce: Duration,
 }
 
 /// What `acme-account.json` holds.
@@ -105,7 +109,7 @@ pub async fn obtain(
     let listed = hostnames.join(", ");
     let mut order =
         account.new_order(&NewOrder::new(&identifiers)).await.map_err(acme_error("new order", source.directory_url))?;
-    let answered = answer_challenges(&mut order, current, source.directory_url).await;
+    let answered = answer_challenges(&mut order, current, source).await;
     let ready = match answered {
         Ok(()) => order.poll_ready(&POLL).await.map_err(acme_error("validation", source.directory_url)),
         Err(e) => Err(e),
@@ -127,8 +131,15 @@ pub async fn obtain(
     Ok((chain, lifetime))
 }
 
-/// Installs a TLS-ALPN-01 certificate for every pending authorization and tells the CA.
-async fn answer_challenges(order: &mut instant_acme::Order, current: &CurrentCert, url: &str) -> Result<(), CertError> {
+/// Installs a TLS-ALPN-01 certificate for every pending authorization and tells the CA, the
+/// first time after the source's announce delay (the gateways learn the challenge is here).
+async fn answer_challenges(
+    order: &mut instant_acme::Order,
+    current: &CurrentCert,
+    source: &AcmeSource<'_>,
+) -> Result<(), CertError> {
+    let url = source.directory_url;
+    let mut announced = false;
     let mut authorizations = order.authorizations();
     while let Some(authorization) = authorizations.next().await {
         let mut authorization = authorization.map_err(acme_error("authorization", url))?;
@@ -149,6 +160,10 @@ async fn answer_challenges(order: &mut instant_acme::Order, current: &CurrentCer
         };
         let digest = challenge.key_authorization().digest();
         current.set_challenge(&name, challenge_certificate(&name, digest.as_ref())?);
+        if !announced {
+            tokio::time::sleep(source.announce).await;
+            announced = true;
+        }
         challenge.set_ready().await.map_err(acme_error("challenge", url))?;
     }
     Ok(())
@@ -280,7 +295,12 @@ mod tests {
         std::fs::write(&ca_file, other_ca.pem()).expect("write");
 
         let url = format!("https://{addr}/dir");
-        let source = AcmeSource { directory_url: &url, contact: &[], directory_ca: Some(&ca_file) };
+        let source = AcmeSource {
+            directory_url: &url,
+            contact: &[],
+            directory_ca: Some(&ca_file),
+            announce: std::time::Duration::ZERO,
+        };
         let err = account(&source, dir).await.err().expect("refused").to_string();
         assert!(err.contains(&url), "names the URL: {err}");
         assert!(err.contains("invalid peer certificate"), "names the certificate problem: {err}");

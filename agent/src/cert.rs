@@ -52,6 +52,9 @@ pub use relay_wire::alpn::ACME_TLS_ALPN;
 pub struct CurrentCert {
     current: RwLock<Option<Arc<CertifiedKey>>>,
     challenges: RwLock<HashMap<String, Arc<CertifiedKey>>>,
+    /// Whether a challenge is pending: each tunnel tells its gateway at once, so that the
+    /// route's ACME validations come to this replica ([`relay_wire::wire::Control::Ping`]).
+    pending: tokio::sync::watch::Sender<bool>,
 }
 
 impl CurrentCert {
@@ -80,6 +83,7 @@ impl CurrentCert {
     pub fn set_challenge(&self, server_name: &str, certificate: Arc<CertifiedKey>) {
         if let Ok(mut challenges) = self.challenges.write() {
             challenges.insert(server_name.to_ascii_lowercase(), certificate);
+            self.pending.send_replace(true);
         }
     }
 
@@ -87,7 +91,13 @@ impl CurrentCert {
     pub fn clear_challenge(&self, server_name: &str) {
         if let Ok(mut challenges) = self.challenges.write() {
             challenges.remove(&server_name.to_ascii_lowercase());
+            self.pending.send_replace(!challenges.is_empty());
         }
+    }
+
+    /// Whether a challenge is pending, as it changes.
+    pub fn pending(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.pending.subscribe()
     }
 }
 

@@ -85,7 +85,7 @@ pub enum HostnamesError {
         /// What serde found.
         #[source]
         source: serde_json::Error,
-        /// The answer.
+        /// The answer's first 200 characters (it may carry a whole catalog).
         text: String,
     },
 }
@@ -149,7 +149,7 @@ pub async fn fetch(config: &AgentConfig) -> Option<Result<RouteInfo, HostnamesEr
             serde_json::from_str::<RouteAnswer>(&text).map_err(|source| HostnamesError::Answer {
                 url: format!("{base}/api/agent/route"),
                 source,
-                text,
+                text: text.chars().take(200).collect(),
             })
         });
     Some(answer.and_then(|a| {

@@ -43,6 +43,12 @@ pub enum CallError {
         #[source]
         source: hyper::Error,
     },
+    /// The answer was longer than [`ANSWER_LIMIT`].
+    #[error("{url}: the answer is longer than {} bytes", ANSWER_LIMIT)]
+    TooLarge {
+        /// Base and path.
+        url: String,
+    },
     /// The request could not be made.
     #[error("{url}: {source}")]
     Request {
@@ -63,6 +69,10 @@ pub enum CallError {
         text: String,
     },
 }
+
+/// The longest answer read from the coordinator: a route's hostnames, its gateway hosts and
+/// the signed catalog are a few KiB; the channel need not be trusted, so it is bounded.
+pub(crate) const ANSWER_LIMIT: usize = 1024 * 1024;
 
 /// POSTs `body` as JSON to `base` + `path` (`base` is `http://HOST:PORT`); the response body
 /// on a 2xx status, else an error naming the status and the coordinator's message.
@@ -92,8 +102,15 @@ async fn post(base: &str, path: &str, body: &serde_json::Value) -> Result<String
         .map_err(|source| CallError::Request { url: url(), source })?;
     let response = sender.send_request(request).await.map_err(|source| CallError::Http { url: url(), source })?;
     let status = response.status();
-    let bytes =
-        response.into_body().collect().await.map_err(|source| CallError::Http { url: url(), source })?.to_bytes();
+    let bytes = match http_body_util::Limited::new(response.into_body(), ANSWER_LIMIT).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return Err(match e.downcast::<hyper::Error>() {
+                Ok(source) => CallError::Http { url: url(), source: *source },
+                Err(_) => CallError::TooLarge { url: url() },
+            });
+        }
+    };
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if status.is_success() { Ok(text) } else { Err(CallError::Status { url: url(), status, text }) }
 }

@@ -101,7 +101,7 @@ mod tests {
             Control::Welcome { heartbeat_secs: u64::MAX },
             Control::Refused { reason: "\u{0}é\"\\".into() },
             Control::Connect { ticket: wire::hex(&[0xab; TICKET_LEN]), acme_only: true },
-            Control::Ping { seq: 0, ready: Some(true) },
+            Control::Ping { seq: 0, ready: Some(true), acme: false },
             Control::Pong { seq: 7 },
         ];
         for m in &messages {

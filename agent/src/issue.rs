@@ -24,8 +24,13 @@ pub(crate) async fn obtain(
     let csr = csr(hostnames, key)?;
     match &config.certificate {
         CertificateSource::Acme { directory_url, contact, directory_ca } => {
-            let acme = crate::acme::AcmeSource { directory_url, contact, directory_ca: directory_ca.as_deref() };
-            crate::acme::obtain(&acme, hostnames, csr.der(), current, state_dir).await
+            let turn = crate::acme_turn::Turn::take(config).await?;
+            let announce = if turn.shared() { crate::acme_turn::ANNOUNCE } else { Duration::ZERO };
+            let acme =
+                crate::acme::AcmeSource { directory_url, contact, directory_ca: directory_ca.as_deref(), announce };
+            let obtained = crate::acme::obtain(&acme, hostnames, csr.der(), current, state_dir).await;
+            turn.give_back().await;
+            obtained
         }
         CertificateSource::DevCa { url, validity_secs } => {
             let csr_pem = csr.pem().map_err(|e| CertError::Cert(e.into()))?;

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod acme;
+pub mod acme_turn;
 pub mod app_socket;
 pub mod cert;
 pub mod config;

@@ -134,10 +134,15 @@ async fn refresh_names(
                 tracing::info!("svc agent: route {} now has hostnames {listed}", config.route_id);
             }
             let Some(named) = fresh.gateways else { return };
-            let vouched = match refreshing.check.vouch(named, fresh.catalog.as_ref(), crate::gateways::now_ms()) {
+            let vouched = match refreshing.check.vouch(named.clone(), fresh.catalog.as_ref(), crate::gateways::now_ms())
+            {
                 Ok(vouched) => vouched,
                 Err(e) => {
-                    refreshing.note(Some(format!("{e}; keeping the gateway hosts as they are")));
+                    // Nothing new is taken unvouched; a host no longer named is dropped all
+                    // the same (leaving needs no proof).
+                    refreshing.note(Some(format!("{e}; taking no new gateway host")));
+                    let kept: Vec<_> = hosts.hosts().into_iter().filter(|h| named.contains(h)).collect();
+                    hosts.reconcile(&kept);
                     return;
                 }
             };

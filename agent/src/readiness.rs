@@ -5,7 +5,9 @@
 //! out within about 2 s, and back within a second of answering again.
 //!
 //! Until the first answer the app counts as not ready: a replica just started gets no
-//! connection before its app listens.
+//! connection before its app listens. Nor before the agent has its certificate: a replica
+//! waiting for its turn to order one from an ACME CA ([`crate::acme_turn`]) would fail every
+//! handshake sent to it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +33,11 @@ async fn watch(ctx: Arc<Context>) {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let answer = serve::app_check(&ctx, TIMEOUT).await;
+        let answer = if ctx.cert.is_ready() {
+            serve::app_check(&ctx, TIMEOUT).await.map_err(|e| e.to_string())
+        } else {
+            Err("no certificate yet".to_owned())
+        };
         let ready = answer.is_ok();
         let changed = ctx.ready.send_if_modified(|now| {
             let changed = *now != Some(ready);

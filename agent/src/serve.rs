@@ -70,6 +70,8 @@ pub struct Context {
     hostnames: Arc<Hostnames>,
     app: Client<AppConnector, Body>,
     tls: TlsAcceptor,
+    /// The certificates handshakes get (and whether an ACME challenge is pending).
+    pub(crate) cert: Arc<CurrentCert>,
     limits: Limits,
     /// Whether the app answers its health path, as last checked (`None`: not watched).
     pub(crate) ready: tokio::sync::watch::Sender<Option<bool>>,
@@ -97,7 +99,7 @@ impl Context {
     ) -> Arc<Context> {
         let mut tls = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
-            .map(|b| b.with_no_client_auth().with_cert_resolver(cert))
+            .map(|b| b.with_no_client_auth().with_cert_resolver(cert.clone()))
             .unwrap_or_else(|_| unreachable!("ring supports the default protocol versions"));
         // `acme-tls/1` comes last: only a client offering nothing else (an ACME CA validating
         // TLS-ALPN-01) negotiates it, and the resolver gives such a client only a pending
@@ -108,7 +110,7 @@ impl Context {
             .pool_timer(hyper_util::rt::TokioTimer::new())
             .build(AppConnector::new());
         let ready = tokio::sync::watch::Sender::new(None);
-        Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)), limits, ready })
+        Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)), cert, limits, ready })
     }
 }
 
@@ -316,6 +318,30 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether `e` is the app closing a pooled connection under a request: it ended before an
+/// answer (hyper's incomplete message) or was reset. Not a refused connection, a timeout or
+/// a bad answer: sending those again would only load the app twice.
+fn closed_under_request(e: &hyper_util::client::legacy::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    if e.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if cause.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
+            return true;
+        }
+        if cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted))
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
 /// Hop-by-hop headers, which a proxy must not forward (RFC 9110 section 7.6.1).
 const HOP_BY_HOP: [&str; 7] =
     ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "proxy-authorization"];
@@ -369,7 +395,7 @@ async fn proxy(
     let answered = match (first, again) {
         // A pooled connection the app closed just as the request went out on it (a keep-alive
         // timeout racing the request): one more try, on another connection.
-        (Err(e), Some(parts)) if !e.is_connect() => {
+        (Err(e), Some(parts)) if closed_under_request(&e) => {
             tracing::debug!("svc agent: the app closed a connection under a request ({e}); trying once more");
             ctx.app.request(Request::from_parts(parts, empty())).await
         }

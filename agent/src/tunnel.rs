@@ -278,6 +278,7 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
     let dead_after = wire::dead_after(heartbeat);
     let mut ticker = tokio::time::interval(heartbeat);
     let mut ready = ctx.ready.subscribe();
+    let mut acme = ctx.cert.pending();
     let mut last_heard = tokio::time::Instant::now();
     let mut seq = 0u64;
     let result = loop {
@@ -299,10 +300,12 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
             // A change of readiness is told at once, not at the next heartbeat (a closed
             // channel never happens: the context holds its sender).
             Ok(()) = ready.changed() => ticker.reset_immediately(),
+            // So is a pending ACME challenge: the CA may dial as soon as it is told.
+            Ok(()) = acme.changed() => ticker.reset_immediately(),
             _ = ticker.tick() => {
                 seq += 1;
                 // A write to a stopped peer may hang once buffers fill: bound it.
-                let ping = Control::Ping { seq, ready: *ready.borrow_and_update() };
+                let ping = Control::Ping { seq, ready: *ready.borrow_and_update(), acme: *acme.borrow_and_update() };
                 match tokio::time::timeout(heartbeat, wire::write_frame(&mut writer, &ping)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => break Err(TunnelError::Io(e.into())),

@@ -22,16 +22,27 @@ use tokio::net::{TcpListener, TcpStream};
 
 const HOST: &str = "app.localhost";
 
-/// An HTTP/1.1 app on loopback that records how many requests each of its connections got.
-/// When `close_reused`, a connection's second request is read and the connection closed
-/// without an answer: the app's keep-alive timeout firing just as that request arrived.
+/// What the app does with the second request on a connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reused {
+    /// Answers it.
+    Answered,
+    /// Closes the connection without an answer: its keep-alive timeout firing just as the
+    /// request arrived.
+    Closed,
+    /// Answers something that is not HTTP.
+    Garbled,
+}
+
+/// An HTTP/1.1 app on loopback that records how many requests each of its connections got,
+/// and treats a connection's second request as `reused` says.
 struct App {
     port: u16,
     requests_per_connection: Arc<Mutex<Vec<usize>>>,
 }
 
 impl App {
-    async fn start(close_reused: bool) -> App {
+    async fn start(reused: Reused) -> App {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
         let port = listener.local_addr().expect("an address").port();
         let requests_per_connection = Arc::new(Mutex::new(Vec::new()));
@@ -43,13 +54,13 @@ impl App {
                     log.push(0);
                     log.len() - 1
                 };
-                tokio::spawn(App::connection(stream, index, log.clone(), close_reused));
+                tokio::spawn(App::connection(stream, index, log.clone(), reused));
             }
         });
         App { port, requests_per_connection }
     }
 
-    async fn connection(mut stream: TcpStream, index: usize, log: Arc<Mutex<Vec<usize>>>, close_reused: bool) {
+    async fn connection(mut stream: TcpStream, index: usize, log: Arc<Mutex<Vec<usize>>>, reused: Reused) {
         let mut buffer = Vec::new();
         loop {
             // One request: its head, then the body its Content-Length says.
@@ -82,8 +93,13 @@ impl App {
                 log[index] += 1;
                 log[index]
             };
-            if close_reused && count > 1 {
-                return;
+            match reused {
+                Reused::Closed if count > 1 => return,
+                Reused::Garbled if count > 1 => {
+                    let _ = stream.write_all(b"NOT HTTP AT ALL\r\n\r\n").await;
+                    return;
+                }
+                _ => {}
             }
             let body = format!("connection {index}");
             let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
@@ -162,7 +178,7 @@ impl Client {
 
 #[tokio::test]
 async fn a_get_on_a_connection_the_app_closes_under_it_is_sent_once_more_and_answered() {
-    let app = App::start(true).await;
+    let app = App::start(Reused::Closed).await;
     let (agent, trusted) = agent_for(&app).await;
     let mut client = client(agent, trusted).await;
     assert_eq!(client.send("GET", "").await, (StatusCode::OK, "connection 0".to_owned()));
@@ -173,7 +189,7 @@ async fn a_get_on_a_connection_the_app_closes_under_it_is_sent_once_more_and_ans
 
 #[tokio::test]
 async fn a_post_on_a_connection_the_app_closes_under_it_is_not_sent_again() {
-    let app = App::start(true).await;
+    let app = App::start(Reused::Closed).await;
     let (agent, trusted) = agent_for(&app).await;
     let mut client = client(agent, trusted).await;
     assert_eq!(client.send("GET", "").await.0, StatusCode::OK);
@@ -187,7 +203,7 @@ async fn a_post_on_a_connection_the_app_closes_under_it_is_not_sent_again() {
 
 #[tokio::test]
 async fn a_connection_to_the_app_idle_past_two_seconds_is_not_reused() {
-    let app = App::start(false).await;
+    let app = App::start(Reused::Answered).await;
     let (agent, trusted) = agent_for(&app).await;
     let mut client = client(agent, trusted).await;
     for _ in 0..2 {
@@ -198,4 +214,16 @@ async fn a_connection_to_the_app_idle_past_two_seconds_is_not_reused() {
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(client.send("GET", "").await, (StatusCode::OK, "connection 1".to_owned()));
     assert_eq!(app.requests_per_connection(), vec![2, 1]);
+}
+
+#[tokio::test]
+async fn a_get_the_app_answers_with_something_not_http_is_not_sent_again() {
+    let app = App::start(Reused::Garbled).await;
+    let (agent, trusted) = agent_for(&app).await;
+    let mut client = client(agent, trusted).await;
+    assert_eq!(client.send("GET", "").await.0, StatusCode::OK);
+    // The app did answer: only a connection closed under the request is worth a second try.
+    let (status, body) = client.send("GET", "").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    assert_eq!(app.requests_per_connection(), vec![2], "sent once");
 }

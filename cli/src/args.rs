@@ -582,10 +582,11 @@ pub struct RelayServeArgs {
     #[arg(long, value_name = "NAME", default_value = "local")]
     pub gateway_operator: String,
     /// How many of the gateway operator's hosts (`gateway-prep init`, `svc gateway run`)
-    /// serve each route besides this coordinator's gateway, 1-16: each route's agents tunnel
-    /// to that many, chosen so routes spread evenly over the hosts.
-    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
-    pub gateway_hosts_per_route: u16,
+    /// serve each route besides this coordinator's gateway, 1-16, chosen so routes spread
+    /// evenly over the hosts; for a relay whose DNS answers each route's name with its own
+    /// hosts (its URLs). Default: every host serves every route.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
+    pub gateway_hosts_per_route: Option<u16>,
     /// The gateway operator's share of a served period, basis points (0-10000).
     #[arg(long, value_name = "BPS", default_value_t = 7_000, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub reward_share_bps: u32,

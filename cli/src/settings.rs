@@ -144,7 +144,7 @@ impl TryFrom<&RelayServeArgs> for CoordinatorConfig {
         config.period = Duration::from_secs(args.period_secs);
         config.price_micros = args.price_micros;
         config.gateway_operator = args.gateway_operator.clone();
-        config.gateway_hosts_per_route = usize::from(args.gateway_hosts_per_route);
+        config.gateway_hosts_per_route = args.gateway_hosts_per_route.map(usize::from);
         config.terms = relay_api::coordinator::money::Terms {
             reward_share_bps: args.reward_share_bps,
             downtime_tolerance_bps: args.downtime_tolerance_bps,

@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -26,9 +26,12 @@ pub struct LocalCoordinator {
     ca: DevCa,
     routes: RwLock<Vec<RouteConfig>>,
     /// The gateway hosts serving each route, by route ID.
-    gateway_hosts: RwLock<HashMap<String, Vec<agent::PinnedGateway>>>,
-    /// The relay's signed catalog, which vouches for those hosts to the agents.
-    catalog: RwLock<Option<Arc<crate::catalog::SignedCatalog>>>,
+    /// The gateway hosts serving each route, and the signed catalog vouching for them: set
+    /// together, so an answer never pairs hosts with a catalog from another moment.
+    gateway_hosts: RwLock<GatewayHosts>,
+    /// Each route's ACME turn: the replica ordering a certificate now, and since when
+    /// ([`agent::acme_turn`]).
+    acme_turns: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,6 +65,29 @@ struct RouteAnswer<'a> {
 
 type Refusal = (StatusCode, String);
 
+/// The gateway hosts of each route, by route ID (issue 20), with the relay's signed catalog,
+/// which vouches for them to the agents, and when it was taken.
+#[derive(Debug, Default, Clone)]
+pub struct GatewayHosts {
+    /// By route ID.
+    pub by_route: HashMap<String, Vec<agent::PinnedGateway>>,
+    /// The catalog sent with them (none while no route has a host).
+    pub catalog: Option<Arc<crate::catalog::SignedCatalog>>,
+    /// When the catalog was signed or checked current.
+    pub catalog_at: Option<Instant>,
+}
+
+/// `POST /api/agent/acme-turn`: a replica asks for its route's ACME turn, or gives it back.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TurnRequest {
+    route_id: String,
+    credential: String,
+    replica: String,
+    #[serde(default)]
+    release: bool,
+}
+
 /// The agent API's requests are a route id, a credential and a CSR: a few KiB.
 const AGENT_API_BODY_LIMIT: usize = 64 * 1024;
 
@@ -75,7 +101,7 @@ impl LocalCoordinator {
             ca,
             routes: RwLock::default(),
             gateway_hosts: RwLock::default(),
-            catalog: RwLock::default(),
+            acme_turns: Mutex::default(),
         })
     }
 
@@ -87,17 +113,15 @@ impl LocalCoordinator {
     }
 
     /// The gateway hosts serving each route, by route ID (issue 20).
-    pub fn set_gateway_hosts(&self, hosts: HashMap<String, Vec<agent::PinnedGateway>>) {
+    pub fn set_gateway_hosts(&self, hosts: GatewayHosts) {
         if let Ok(mut h) = self.gateway_hosts.write() {
             *h = hosts;
         }
     }
 
-    /// The relay's signed catalog now, sent with the route answers that name gateway hosts.
-    pub fn set_catalog(&self, catalog: crate::catalog::SignedCatalog) {
-        if let Ok(mut c) = self.catalog.write() {
-            *c = Some(Arc::new(catalog));
-        }
+    /// The gateway hosts and catalog set last.
+    pub fn gateway_hosts(&self) -> GatewayHosts {
+        self.gateway_hosts.read().map(|h| h.clone()).unwrap_or_default()
     }
 
     /// The development CA.
@@ -118,14 +142,53 @@ impl LocalCoordinator {
 
     fn route_hostnames(&self, req: &RouteRequest) -> Result<String, Refusal> {
         let route = self.authenticate(&req.route_id, &req.credential)?;
-        let hosts = self.gateway_hosts.read().ok().and_then(|h| h.get(&route.route_id).cloned()).unwrap_or_default();
-        let catalog = if hosts.is_empty() { None } else { self.catalog.read().ok().and_then(|c| c.clone()) };
+        let (hosts, catalog) = self
+            .gateway_hosts
+            .read()
+            .ok()
+            .and_then(|h| h.by_route.get(&route.route_id).map(|hosts| (hosts.clone(), h.catalog.clone())))
+            .unwrap_or_default();
+        let catalog = if hosts.is_empty() { None } else { catalog };
         serde_json::to_string(&RouteAnswer {
             hostnames: &route.hostnames,
             gateways: &hosts,
             catalog: catalog.as_deref(),
         })
         .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    }
+
+    /// Grants route `req.route_id`'s ACME turn to `req.replica` unless another replica holds
+    /// it (then says how long to wait); gives it back on `release`. A turn lapses after
+    /// [`agent::acme_turn::TURN_LAPSES`], so a replica that died ordering holds no one up.
+    fn acme_turn(&self, req: &TurnRequest) -> Result<String, Refusal> {
+        let route = self.authenticate(&req.route_id, &req.credential)?;
+        if req.replica.is_empty() || !wire::valid_replica_name(&req.replica) {
+            return Err((StatusCode::BAD_REQUEST, "`replica` must be the agent's replica name".to_owned()));
+        }
+        let lapses = agent::acme_turn::TURN_LAPSES;
+        let now = Instant::now();
+        let mut turns = self.acme_turns.lock().map_err(|_| (StatusCode::INTERNAL_SERVER_ERROR, String::new()))?;
+        turns.retain(|_, (_, since)| now.duration_since(*since) < lapses);
+        let holder = turns.get(&route.route_id).map(|(replica, since)| (replica.clone(), *since));
+        let answer = match holder {
+            _ if req.release => {
+                if holder.is_some_and(|(replica, _)| replica == req.replica) {
+                    turns.remove(&route.route_id);
+                }
+                serde_json::json!({"granted": false, "released": true})
+            }
+            Some((replica, since)) if replica != req.replica => {
+                let left = lapses.saturating_sub(now.duration_since(since));
+                let retry = left.min(Duration::from_secs(2)).as_millis();
+                serde_json::json!({"granted": false, "holder": replica, "retryAfterMs": retry})
+            }
+            // Free, or this replica's already (asked again, as a restarted agent does).
+            _ => {
+                turns.insert(route.route_id.clone(), (req.replica.clone(), now));
+                serde_json::json!({"granted": true})
+            }
+        };
+        Ok(answer.to_string())
     }
 
     fn sign(&self, req: &SignRequest) -> Result<String, Refusal> {
@@ -150,6 +213,13 @@ impl LocalCoordinator {
                 axum::routing::post(|State(c): State<Arc<LocalCoordinator>>, body: axum::body::Bytes| async move {
                     let signed = parse::<SignRequest>(&body).and_then(|req| c.sign(&req));
                     reply(signed, "application/x-pem-file")
+                }),
+            )
+            .route(
+                "/api/agent/acme-turn",
+                axum::routing::post(|State(c): State<Arc<LocalCoordinator>>, body: axum::body::Bytes| async move {
+                    let answer = parse::<TurnRequest>(&body).and_then(|req| c.acme_turn(&req));
+                    reply(answer, "application/json")
                 }),
             )
             .route(

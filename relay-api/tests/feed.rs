@@ -131,13 +131,15 @@ async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else()
 }
 
 /// Issue 20, point 2 (configurable): an operator runs three gateway hosts and each route gets
-/// `--gateway-hosts-per-route` of them (2 by default). Each route is in the feed of exactly
+/// `--gateway-hosts-per-route` of them (all by default). Each route is in the feed of exactly
 /// that many hosts, and its agents (the pinned gateways) and its URLs name exactly those:
-/// what a host serves and what tunnels to it agree. With 3 per route, every host serves all.
+/// what a host serves and what tunnels to it agree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_route_is_served_by_as_many_of_its_operators_hosts_as_configured_and_its_agents_name_those() {
-    for per_route in [2usize, 3] {
-        let w = world_with(FakeProbe::default(), |c| c.gateway_hosts_per_route = per_route);
+    for configured in [None, Some(2usize), Some(3)] {
+        let w = world_with(FakeProbe::default(), |c| c.gateway_hosts_per_route = configured);
+        // Unset: every host serves every route.
+        let per_route = configured.unwrap_or(3);
         let deployments: Vec<_> = (0..6).map(|i| w.funded(&format!("shop{i}"))).collect();
         let live = |w: &World| deployments.iter().all(|d| w.deployment(&d.id).state == DeploymentState::Live);
         assert!(w.tick_until(20, live).await);
@@ -175,7 +177,7 @@ async fn each_route_is_served_by_as_many_of_its_operators_hosts_as_configured_an
             for &i in &serving {
                 per_host[i] += 1;
             }
-            let named = w.store.gateway_hosts(&d.id, now_ms(), per_route).expect("read");
+            let named = w.store.gateway_hosts(&d.id, now_ms(), configured).expect("read");
             let mut named: Vec<usize> =
                 named.iter().map(|(o, _)| hosts.iter().position(|h| h.id == o.id).expect("a host")).collect();
             named.sort_unstable();

@@ -121,7 +121,7 @@ mod gateway {
                 let mut seq = 0;
                 loop {
                     seq += 1;
-                    if wire::write_frame(&mut writer, &Control::Ping { seq, ready: None }).await.is_err() {
+                    if wire::write_frame(&mut writer, &Control::Ping { seq, ready: None, acme: false }).await.is_err() {
                         return;
                     }
                     tokio::time::sleep(Duration::from_millis(300)).await;

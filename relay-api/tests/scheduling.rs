@@ -32,8 +32,7 @@ fn published_project(project: &str, id: &str, revision: u32) -> PublishedPolicy 
     let project = relay_api::project::read(project).expect("a valid project");
     let manifest = project.manifest_v5(None).expect("a derived manifest");
     let digest = app_digest();
-    let replicas = relay_api::coordinator::policy::Replicas::Allowed;
-    relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |f| f == "server.js", replicas)
+    relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |f| f == "server.js")
         .expect("published")
 }
 

@@ -555,6 +555,19 @@ pub(super) struct AcmeRelay {
 
 impl AcmeRelay {
     pub(super) async fn deployed(dir: &Path, pebble_bin: &Path, dns_bin: &Path) -> AcmeRelay {
+        let (relay, stack, public) = AcmeRelay::started(dir, pebble_bin, dns_bin).await;
+        let project = node_demo_project(dir);
+        let config = project.to_string_lossy().into_owned();
+
+        let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "90"]).await;
+        assert_eq!(code, 0, "deploy: {err}\n{out}\n{}\n{}", relay.proc.output(), stack.pebble.output());
+        assert!(out.ends_with(&format!("live https://{ACME_CANONICAL}:{}/\n", public.port())), "{out}");
+        AcmeRelay { relay, stack, public, project, config }
+    }
+
+    /// The relay and Pebble running, nothing deployed: the relay, the stack and the
+    /// gateway's public address.
+    pub(super) async fn started(dir: &Path, pebble_bin: &Path, dns_bin: &Path) -> (Relay, PebbleStack, SocketAddr) {
         let public: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let stack = PebbleStack::start(dir, pebble_bin, dns_bin, public.port()).await;
         let extra: Vec<String> = [
@@ -586,13 +599,7 @@ impl AcmeRelay {
         .map(|s| s.to_string())
         .collect();
         let relay = Relay::start(&dir.join("relay"), &extra).await;
-        let project = node_demo_project(dir);
-        let config = project.to_string_lossy().into_owned();
-
-        let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "90"]).await;
-        assert_eq!(code, 0, "deploy: {err}\n{out}\n{}\n{}", relay.proc.output(), stack.pebble.output());
-        assert!(out.ends_with(&format!("live https://{ACME_CANONICAL}:{}/\n", public.port())), "{out}");
-        AcmeRelay { relay, stack, public, project, config }
+        (relay, stack, public)
     }
 }
 

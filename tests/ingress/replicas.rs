@@ -58,7 +58,7 @@ fn heading(page: &str) -> String {
 }
 
 /// The demo project in `dir`, its manifest (the bundled one) asking for two jobs.
-fn two_job_project(dir: &Path) -> String {
+pub(super) fn two_job_project(dir: &Path) -> String {
     let config = node_demo_project(dir);
     let project = config.parent().expect("the project directory");
     let manifest = std::fs::read_to_string(repo().join("examples/node-demo/manifest.yaml")).expect("the manifest");
@@ -184,4 +184,52 @@ async fn a_route_of_two_jobs_serves_through_a_killed_replica_and_a_rolling_redep
         assert!(std::time::Instant::now() < deadline, "two ready slots of revision 2: {executions:#}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Issue 20 with ACME: a route of two replicas where agents certify through ACME (a real
+/// Pebble, tls-alpn-01 through the gateway). A validation carries only the hostname, so each
+/// replica orders in its turn (the coordinator's ACME turn) and says in its heartbeat that
+/// its challenge is pending, and the gateway sends the CA to it. Both replicas come up, each
+/// serving a Pebble certificate for its own key.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_certifying_through_acme_each_get_a_certificate_for_their_own_key() {
+    use super::client::{Https, serial_and_spki};
+    use super::deploy::{ACME_CANONICAL, AcmeRelay};
+    let Some((pebble_bin, dns_bin)) = super::pebble::programs() else {
+        svc_e2e::skipped(
+            "two_replicas_certifying_through_acme_each_get_a_certificate_for_their_own_key",
+            "SVC_SKIP_PEBBLE=1",
+        );
+        return;
+    };
+    let dir = TempDir::new("acme-replicas");
+    let (relay, stack, public) = AcmeRelay::started(dir.path(), &pebble_bin, &dns_bin).await;
+    let config = two_job_project(dir.path());
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "120"]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}\n{}", relay.proc.output(), stack.pebble.output());
+    let (status, _) = relay
+        .wait_status(Path::new(&config), Duration::from_secs(120), "both replicas live", |s| {
+            processes(s).len() == 4
+                && s["deployment"]["state"] == "live"
+                && !hint_codes(&s["hints"]).contains(&"replica_down".to_owned())
+        })
+        .await;
+    // The second replica orders once the first has given the turn back; until it has its
+    // certificate it is out of rotation, so every handshake meanwhile is the first's.
+    let mut keys = std::collections::BTreeSet::new();
+    let started = Instant::now();
+    while keys.len() < 2 && started.elapsed() < Duration::from_secs(60) {
+        let conn =
+            Https::connect(public, ACME_CANONICAL, &stack.root, None).await.expect("TLS chaining to Pebble's root");
+        let leaf = conn.leaf();
+        let (_, parsed) = x509_parser::parse_x509_certificate(&leaf).expect("X.509");
+        assert!(parsed.issuer().to_string().contains("Pebble"), "issued by Pebble: {}", parsed.issuer());
+        keys.insert(serial_and_spki(&leaf).1);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let logs = relay.svc(&["logs", "--config", &config]).await.1;
+    assert_eq!(keys.len(), 2, "each replica serves a certificate for its own key: {status:#}\n{logs}");
+    // One order at a time, each validation sent to its replica: no order failed and retried.
+    assert!(logs.contains("[job-1]") && logs.contains("[job-0]"), "both replicas' lines: {logs}");
+    assert!(!logs.contains("svc agent: certificate:"), "an order failed: {logs}");
 }

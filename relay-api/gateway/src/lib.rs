@@ -460,8 +460,15 @@ impl Gateway {
         }
         // An ACME validation past a guarded route's allow-list may do its handshake only.
         let acme_only = hello.acme_tls && !route.guards.is_open();
-        // The coordinator validating one replica (with a probe token) reaches that one alone.
-        let replica = if probe { hello.replica.clone() } else { None };
+        // The coordinator validating one replica (with a probe token) reaches that one alone;
+        // an ACME validation, the replica whose order it checks.
+        let replica = if probe {
+            hello.replica.clone()
+        } else if hello.acme_tls {
+            self.replicas.with_acme_pending(&route.route_id)
+        } else {
+            None
+        };
         let share = self.config.client_share(route.max_connections);
         // The slot goes back to this route ID's count when the connection ends, however the
         // routes change meanwhile.

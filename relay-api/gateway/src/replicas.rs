@@ -62,6 +62,8 @@ pub(super) struct Replica {
     heard_ms: AtomicU64,
     /// Whether its last heartbeat said its app is ready.
     ready: AtomicBool,
+    /// Whether its last heartbeat said it has an ACME challenge pending.
+    acme: AtomicBool,
     /// Out of rotation until then (milliseconds since the epoch): it left a `Connect`
     /// unanswered.
     unanswered_until_ms: AtomicU64,
@@ -173,6 +175,7 @@ impl Replicas {
             heard_ms: AtomicU64::new(self.now_ms()),
             // Until its first heartbeat says (at once: agents ping as their session opens).
             ready: AtomicBool::new(false),
+            acme: AtomicBool::new(false),
             unanswered_until_ms: AtomicU64::new(0),
             open: AtomicUsize::new(0),
         });
@@ -199,10 +202,29 @@ impl Replicas {
         }
     }
 
-    /// A heartbeat of `replica`, saying whether its app is ready (`None`: not said).
-    pub(super) fn heard(&self, replica: &Replica, ready: Option<bool>) {
+    /// A heartbeat of `replica`, saying whether its app is ready (`None`: not said) and
+    /// whether it has an ACME challenge pending.
+    pub(super) fn heard(&self, replica: &Replica, ready: Option<bool>, acme: bool) {
         replica.heard_ms.store(self.now_ms(), Ordering::Relaxed);
         replica.ready.store(ready.unwrap_or(true), Ordering::Relaxed);
+        replica.acme.store(acme, Ordering::Relaxed);
+    }
+
+    /// The replica of `route_id` an ACME validation goes to: the one whose heartbeat says it
+    /// has a challenge pending (heard from last, if several say so). `None`: none says so,
+    /// and the validation is routed as any connection is (one agent, or an agent from
+    /// before the word).
+    pub(super) fn with_acme_pending(&self, route_id: &str) -> Option<String> {
+        let table = self.table();
+        let sessions = table.sessions.get(route_id)?;
+        if sessions.len() < 2 {
+            return None;
+        }
+        sessions
+            .iter()
+            .filter(|r| r.acme.load(Ordering::Relaxed))
+            .max_by_key(|r| r.heard_ms.load(Ordering::Relaxed))
+            .map(|r| r.name.clone())
     }
 
     /// `replica` left a `Connect` unanswered: out of rotation for [`UNANSWERED_OUT_FOR`].
@@ -321,7 +343,7 @@ mod tests {
     fn session(replicas: &Replicas, route: &str, name: &str, id: u64) -> (Arc<Replica>, mpsc::Receiver<Ask>) {
         let (tx, rx) = mpsc::channel(4);
         let replica = replicas.join(route, name, id, tx).expect("room");
-        replicas.heard(&replica, None);
+        replicas.heard(&replica, None, false);
         (replica, rx)
     }
 
@@ -362,23 +384,23 @@ mod tests {
         };
         // Silent: `b` stops heartbeating, `a` goes on.
         tokio::time::advance(Duration::from_millis(2000)).await;
-        replicas.heard(&a, Some(true));
+        replicas.heard(&a, Some(true), false);
         assert_eq!(replicas.rows()[0].in_rotation, 2, "2 s of silence is within 2.5 heartbeats");
         tokio::time::advance(Duration::from_millis(600)).await;
         only_a("b silent for 2.6 s");
         assert_eq!((replicas.rows()[0].in_rotation, replicas.rows()[0].out_of_rotation), (1, 1));
-        replicas.heard(&b, None);
+        replicas.heard(&b, None, false);
         assert_eq!(replicas.rows()[0].in_rotation, 2, "a heartbeat brings it back");
         // Not ready.
-        replicas.heard(&b, Some(false));
+        replicas.heard(&b, Some(false), false);
         only_a("b's app is not ready");
-        replicas.heard(&b, Some(true));
+        replicas.heard(&b, Some(true), false);
         // Left a Connect unanswered.
         replicas.unanswered(&b);
         only_a("b left a Connect unanswered");
         tokio::time::advance(UNANSWERED_OUT_FOR).await;
-        replicas.heard(&a, Some(true));
-        replicas.heard(&b, Some(true));
+        replicas.heard(&a, Some(true), false);
+        replicas.heard(&b, Some(true), false);
         assert_eq!(picks(&replicas, &[], 200).len(), 2, "back after {UNANSWERED_OUT_FOR:?}");
     }
 
@@ -387,8 +409,8 @@ mod tests {
         let replicas = Replicas::new(Duration::from_secs(1));
         let (a, _ra) = session(&replicas, "r", "a", 1);
         let (b, _rb) = session(&replicas, "r", "b", 2);
-        replicas.heard(&a, Some(false));
-        replicas.heard(&b, Some(false));
+        replicas.heard(&a, Some(false), false);
+        replicas.heard(&b, Some(false), false);
         let both = picks(&replicas, &[], 1000);
         assert!(both.values().all(|&n| (350..=650).contains(&n)) && both.len() == 2, "fail open, spread: {both:?}");
         let choice = replicas.pick("r", &[b.session], 7).expect("the other");
@@ -396,12 +418,32 @@ mod tests {
         // A session that has not sent its first heartbeat is not in rotation yet.
         let (tx, _rc) = mpsc::channel(1);
         let c = replicas.join("r", "c", 3, tx).expect("room");
-        replicas.heard(&a, Some(true));
+        replicas.heard(&a, Some(true), false);
         assert_eq!(picks(&replicas, &[], 50).keys().collect::<Vec<_>>(), ["a"]);
-        replicas.heard(&c, None);
+        replicas.heard(&c, None, false);
         assert_eq!(picks(&replicas, &[], 200).len(), 2, "a and c once c heartbeats");
         assert!(replicas.pick("r", &[1, 2, 3], 7).is_none(), "all tried");
         assert!(replicas.pick("unknown", &[], 7).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_acme_validation_goes_to_the_replica_whose_challenge_is_pending() {
+        let replicas = Replicas::new(Duration::from_secs(1));
+        let (a, _ra) = session(&replicas, "r", "a", 1);
+        assert_eq!(replicas.with_acme_pending("r"), None, "one agent: routed as any connection");
+        let (b, _rb) = session(&replicas, "r", "b", 2);
+        replicas.heard(&a, Some(true), false);
+        replicas.heard(&b, Some(true), false);
+        assert_eq!(replicas.with_acme_pending("r"), None, "none pending: routed as any connection");
+        replicas.heard(&b, Some(false), true);
+        assert_eq!(replicas.with_acme_pending("r").as_deref(), Some("b"), "pending, ready or not");
+        tokio::time::advance(Duration::from_millis(10)).await;
+        replicas.heard(&a, Some(true), true);
+        assert_eq!(replicas.with_acme_pending("r").as_deref(), Some("a"), "several: the one heard from last");
+        replicas.heard(&a, Some(true), false);
+        replicas.heard(&b, Some(true), false);
+        assert_eq!(replicas.with_acme_pending("r"), None, "done");
+        assert_eq!(replicas.with_acme_pending("unknown"), None);
     }
 
     #[tokio::test]
@@ -448,6 +490,7 @@ mod tests {
                     retired: Notify::new(),
                     heard_ms: AtomicU64::new(0),
                     ready: AtomicBool::new(true),
+                    acme: AtomicBool::new(false),
                     unanswered_until_ms: AtomicU64::new(0),
                     open: AtomicUsize::new(0),
                 })

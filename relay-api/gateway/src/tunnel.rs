@@ -228,9 +228,9 @@ async fn serve_session(
     loop {
         tokio::select! {
             frame = frames.recv() => match frame {
-                Some(Control::Ping { seq, ready }) => {
+                Some(Control::Ping { seq, ready, acme }) => {
                     deadline = tokio::time::Instant::now() + dead_after;
-                    gw.replicas.heard(session, ready);
+                    gw.replicas.heard(session, ready, acme);
                     if !send(&mut writer, &Control::Pong { seq }, heartbeat).await { break; }
                 }
                 Some(_) => {}

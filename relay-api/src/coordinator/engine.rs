@@ -117,6 +117,8 @@ pub struct Engine {
     parts: EngineParts,
     /// The scheduler's decisions for every deployment, carried out on `market`.
     executor: Executor,
+    /// The last error getting the signed catalog for the agents (said once).
+    catalog_failing: std::sync::Mutex<Option<String>>,
     /// The jobs' market: the parts' market, equipped by `launcher`.
     market: Arc<IngressMarket>,
     /// Equips each job with its agent, and knows what each job it equipped is.
@@ -185,13 +187,7 @@ impl Engine {
             jobs: std::sync::Mutex::default(),
             keys: std::sync::Mutex::default(),
             gateway: parts.gateway.clone(),
-            catalog_key: parts
-                .catalog
-                .public_key()
-                .inspect_err(|e| {
-                    tracing::warn!("svc relay: agents will take gateway hosts unchecked: the catalog key: {e}")
-                })
-                .ok(),
+            catalog: parts.catalog.clone(),
         });
         let market = Arc::new(IngressMarket::new(parts.market.clone(), launcher.clone()));
         let max_restarts = u8::try_from(parts.config.restarts.max_restarts).unwrap_or(u8::MAX);
@@ -206,6 +202,7 @@ impl Engine {
             Executor::new(Arc::new(scheduling), market.clone(), parts.clock.clone(), super::scheduling::BATCH);
         Arc::new(Engine {
             parts,
+            catalog_failing: std::sync::Mutex::default(),
             executor,
             market,
             launcher,

@@ -1,13 +1,19 @@
-//! Which gateway hosts serve a deployment. A gateway operator may run many hosts; each route
-//! is assigned a few of them ([`CoordinatorConfig::gateway_hosts_per_route`], 2 by default),
-//! and its agents tunnel to those and the coordinator's own gateway. The assignment is
-//! rendezvous hashing (highest random weight) over the deployment's ID and each host's
-//! operator ID: every reader computes the same hosts from the same presences without storing
-//! an assignment, a host joining or leaving moves only the routes it wins or held, and routes
-//! spread evenly over a large fleet instead of every agent tunnelling to every host.
+//! Which gateway hosts serve a deployment. By default every host of the deployment's gateway
+//! operator that followed the route feed lately serves each of its routes, and the route's
+//! agents tunnel to all of them (and to the coordinator's own gateway): a public name that
+//! resolves to any of the operator's hosts reaches the route.
 //!
-//! The route feed serves a host exactly the routes it is assigned, and the agents' pinned
-//! gateways and the deployment's URLs list exactly those hosts: one function decides all three.
+//! A large fleet can assign each route a few hosts instead
+//! ([`CoordinatorConfig::gateway_hosts_per_route`]), when the relay's DNS answers each route's
+//! name with its own hosts (its URLs list them). The assignment is rendezvous hashing
+//! (highest random weight) over the deployment's ID and each host's operator ID: every reader
+//! computes the same hosts from the same presences without storing an assignment, a host
+//! joining or leaving moves only the routes it wins or held, and routes spread evenly.
+//!
+//! The route feed serves a host the routes assigned to it, and the agents' pinned gateways
+//! and the deployment's URLs list the hosts assigned it, by the same rule ([`GatewayHosts`]),
+//! each from the presences as it reads them: a route that moves is served by its new host
+//! once its agents' next route refresh opens the tunnel.
 //!
 //! [`CoordinatorConfig::gateway_hosts_per_route`]: super::CoordinatorConfig::gateway_hosts_per_route
 
@@ -21,15 +27,19 @@ use super::store::{RelayStore, StoreError, Transaction};
 pub const PRESENCE_FRESH_MS: i64 = 10 * 60 * 1000;
 
 /// The gateway hosts that followed the route feed within [`PRESENCE_FRESH_MS`], read once for
-/// many deployments, and how many each route gets.
+/// many deployments, and how many each route gets (`None`: all of its operator's).
 pub(crate) struct GatewayHosts {
     fresh: Vec<(Operator, Presence)>,
-    per_route: usize,
+    per_route: Option<usize>,
 }
 
 impl GatewayHosts {
-    /// Those fresh at `now`, `per_route` of them serving each route.
-    pub(crate) fn read(tx: &mut dyn Transaction, now: i64, per_route: usize) -> Result<GatewayHosts, StoreError> {
+    /// Those fresh at `now`, `per_route` of them serving each route (`None`: all).
+    pub(crate) fn read(
+        tx: &mut dyn Transaction,
+        now: i64,
+        per_route: Option<usize>,
+    ) -> Result<GatewayHosts, StoreError> {
         let operators = tx.operators()?;
         let mut fresh = Vec::new();
         for (id, presence, seen_at) in tx.presences()? {
@@ -42,8 +52,8 @@ impl GatewayHosts {
         Ok(GatewayHosts { fresh, per_route })
     }
 
-    /// Those assigned deployment `deployment_id`: of its gateway operator's fresh hosts, the
-    /// `per_route` ranked highest for it.
+    /// Those assigned deployment `deployment_id`: its gateway operator's fresh hosts, or the
+    /// `per_route` of them ranked highest for it.
     pub(crate) fn of(
         &self,
         tx: &mut dyn Transaction,
@@ -54,24 +64,33 @@ impl GatewayHosts {
         }
         let Some(operator) = tx.gateway_operator(deployment_id)? else { return Ok(Vec::new()) };
         let candidates = self.fresh.iter().filter(|(o, _)| o.name == operator);
-        Ok(top(deployment_id, candidates, |(o, _)| o.id.as_str(), self.per_route).into_iter().cloned().collect())
+        Ok(match self.per_route {
+            None => candidates.cloned().collect(),
+            Some(n) => top(deployment_id, candidates, |(o, _)| o.id.as_str(), n).into_iter().cloned().collect(),
+        })
     }
 
-    /// Whether gateway host `host` (an admitted operator, fresh or not) serves deployment
-    /// `deployment_id`, whose gateway operator is `operator_name`: it is one of the operator's,
-    /// and ranks among the `per_route` highest of the operator's fresh hosts and itself. A
-    /// host asking for the first time, not yet fresh, is ranked as if it were, so its first
-    /// table is the one it will keep.
+    /// Whether gateway host `host` serves deployment `deployment_id`, whose gateway operator
+    /// is `operator_name`: it is one of the operator's and, when routes get a few hosts each,
+    /// it is fresh (the feed records a host's presence before it reads its table) and fewer
+    /// than `per_route` of the operator's fresh hosts rank above it. Exactly when
+    /// [`GatewayHosts::of`] lists it, without listing: one hash per host, nothing allocated.
     pub(crate) fn serves(&self, host: &Operator, deployment_id: &str, operator_name: &str) -> bool {
         if host.name != operator_name {
             return false;
         }
-        let mut ids: Vec<&str> =
-            self.fresh.iter().filter(|(o, _)| o.name == operator_name).map(|(o, _)| o.id.as_str()).collect();
-        if !ids.contains(&host.id.as_str()) {
-            ids.push(&host.id);
+        let Some(n) = self.per_route else { return true };
+        if !self.fresh.iter().any(|(o, _)| o.id == host.id) {
+            return false;
         }
-        top(deployment_id, ids.iter(), |id| id, self.per_route).contains(&&host.id.as_str())
+        let own = (weight(deployment_id, &host.id), host.id.as_str());
+        let above = self
+            .fresh
+            .iter()
+            .filter(|(o, _)| o.name == operator_name && o.id != host.id)
+            .filter(|(o, _)| ranks_above((weight(deployment_id, &o.id), o.id.as_str()), own))
+            .count();
+        above < n
     }
 
     /// Those of `deployment_id`, as its agents are told of them.
@@ -98,18 +117,23 @@ impl RelayStore {
         &self,
         deployment_id: &str,
         now: i64,
-        per_route: usize,
+        per_route: Option<usize>,
     ) -> Result<Vec<(Operator, Presence)>, StoreError> {
         self.read(|tx| GatewayHosts::read(tx, now, per_route)?.of(tx, deployment_id))
     }
 }
 
 /// The `n` of `candidates` with the highest weight for `key`, highest first (ties, which
-/// need equal 64-bit hashes, by ID).
+/// need equal 64-bit hashes, by ID: [`ranks_above`]).
 fn top<'a, T>(key: &str, candidates: impl Iterator<Item = &'a T>, id: impl Fn(&T) -> &str, n: usize) -> Vec<&'a T> {
     let mut ranked: Vec<(u64, &'a T)> = candidates.map(|c| (weight(key, id(c)), c)).collect();
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| id(a.1).cmp(id(b.1))));
     ranked.into_iter().take(n).map(|(_, c)| c).collect()
+}
+
+/// Whether a host of (weight, ID) `a` ranks above `b`: the higher weight, else the lower ID.
+fn ranks_above(a: (u64, &str), b: (u64, &str)) -> bool {
+    a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
 }
 
 /// The rendezvous weight of host `host` for `key`: the first 8 bytes of SHA-256 over both,
@@ -145,6 +169,43 @@ mod tests {
         assert_eq!(got, two);
         assert_eq!(assigned("dep_1", &two, 5).len(), 2);
         assert!(assigned("dep_1", &[], 2).is_empty());
+    }
+
+    #[test]
+    fn a_host_serves_a_route_exactly_when_the_routes_list_of_hosts_has_it() {
+        let operator = |i: usize, name: &str| Operator {
+            id: format!("op_{i:016x}"),
+            name: name.to_owned(),
+            public_key: String::new(),
+            hostname: format!("gw{i}.test"),
+            admitted_at: 0,
+        };
+        let presence = Presence {
+            public: "127.0.0.1:1".parse().expect("an address"),
+            tunnel: "127.0.0.1:2".parse().expect("an address"),
+            tunnel_sha256: "0".repeat(64),
+        };
+        // Seven hosts of `local`, two of another operator; one of `local`'s is not fresh.
+        let mut fresh: Vec<(Operator, Presence)> = (0..7).map(|i| (operator(i, "local"), presence.clone())).collect();
+        fresh.extend((7..9).map(|i| (operator(i, "north"), presence.clone())));
+        let stale = operator(9, "local");
+        for n in [1usize, 2, 3, 7] {
+            let hosts = GatewayHosts { fresh: fresh.clone(), per_route: Some(n) };
+            for d in (0..200).map(|i| format!("dep_{i}")) {
+                let local = fresh.iter().filter(|(o, _)| o.name == "local");
+                let listed: Vec<&str> =
+                    top(&d, local, |(o, _)| o.id.as_str(), n).iter().map(|(o, _)| o.id.as_str()).collect();
+                assert_eq!(listed.len(), n);
+                for (o, _) in &fresh {
+                    let expected = o.name == "local" && listed.contains(&o.id.as_str());
+                    assert_eq!(hosts.serves(o, &d, "local"), expected, "{d}, {}, {n} per route", o.id);
+                }
+                assert!(!hosts.serves(&stale, &d, "local"), "a host not fresh serves nothing");
+            }
+        }
+        let all = GatewayHosts { fresh, per_route: None };
+        assert!(all.serves(&stale, "dep_1", "local"), "by default every host of the operator serves");
+        assert!(!all.serves(&operator(7, "north"), "dep_1", "local"));
     }
 
     #[test]

@@ -104,8 +104,9 @@ pub struct CoordinatorConfig {
     /// The operator of the gateway this coordinator runs (rewards of the routes it carries).
     pub gateway_operator: String,
     /// How many of its gateway operator's hosts serve each route, besides this coordinator's
-    /// gateway ([`gateway_hosts`]; default 2; `svc relay serve --gateway-hosts-per-route`).
-    pub gateway_hosts_per_route: usize,
+    /// gateway ([`gateway_hosts`]; `svc relay serve --gateway-hosts-per-route`). `None` (the
+    /// default): all of them.
+    pub gateway_hosts_per_route: Option<usize>,
     /// How to run the agent: program and leading arguments (`svc agent run`).
     pub agent_command: Vec<OsString>,
     /// The Node.js program.
@@ -149,7 +150,7 @@ impl CoordinatorConfig {
             quote_ttl: Duration::from_secs(15 * 60),
             terms: money::Terms::default(),
             gateway_operator: "local".to_owned(),
-            gateway_hosts_per_route: 2,
+            gateway_hosts_per_route: None,
             agent_command,
             node: "node".into(),
             job_limits: crate::runner::Limits::default(),

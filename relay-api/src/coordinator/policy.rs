@@ -63,21 +63,11 @@ pub enum PublishError {
 /// The most jobs (replicas) one route runs: `deployment.jobs` up to this is admitted.
 pub const MAX_JOBS: u16 = 2;
 
-/// What the coordinator can run besides one job per route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Replicas {
-    /// Up to [`MAX_JOBS`] jobs per route.
-    Allowed,
-    /// One job per route: each agent gets its certificate from an ACME CA by tls-alpn-01, and
-    /// the gateway cannot tell which replica an ACME server's validation is for.
-    OneJob,
-}
-
 /// Publishes `manifest` (checked: `Project::manifest_v5`) as revision `revision` of the
 /// deployment, whose app files have the bundle digest `bundle_digest` (`has_file`: whether
 /// one of them has this path). Every `app.env` and `app.secrets` name of `project` must be a
 /// variable or a secret of the manifest (a derived manifest declares them all; `PORT` is
-/// always the job's). `replicas`: whether more than one job per route can run here.
+/// always the job's).
 pub fn publish(
     manifest: &Value,
     project: &Project,
@@ -85,7 +75,6 @@ pub fn publish(
     revision: u32,
     bundle_digest: &str,
     has_file: impl Fn(&str) -> bool,
-    replicas: Replicas,
 ) -> Result<PublishedPolicy, PublishError> {
     let text = manifest.to_string();
     let report = manifest_core::validate(text.as_bytes());
@@ -131,32 +120,22 @@ pub fn publish(
         policy_json,
         published_at: 0,
     };
-    runnable(&published, replicas)?;
+    runnable(&published)?;
     Ok(published)
 }
 
 /// Refuses a policy the relay cannot roll out as a route: more jobs than a route has
 /// replicas, or a job that ends by itself.
-fn runnable(published: &PublishedPolicy, replicas: Replicas) -> Result<(), PublishError> {
+fn runnable(published: &PublishedPolicy) -> Result<(), PublishError> {
     use svc_execution::plan::Mode;
     let plan = manifest_core::plan::plan(published.published())
         .map_err(|e| PublishError::NotRunnable(format!("its policy cannot be scheduled ({e})")))?;
     let refused = |why: String| Err(PublishError::NotRunnable(why));
-    match replicas {
-        Replicas::Allowed if plan.slots > MAX_JOBS => {
-            return refused(format!(
-                "`deployment.jobs` is {}: a route is served by at most {MAX_JOBS} jobs (its replicas)",
-                plan.slots
-            ));
-        }
-        Replicas::OneJob if plan.slots != 1 => {
-            return refused(format!(
-                "`deployment.jobs` is {}: this relay issues certificates through ACME, where a route is served by \
-                 one job (`jobs: 1`, the default)",
-                plan.slots
-            ));
-        }
-        _ => {}
+    if plan.slots > MAX_JOBS {
+        return refused(format!(
+            "`deployment.jobs` is {}: a route is served by at most {MAX_JOBS} jobs (its replicas)",
+            plan.slots
+        ));
     }
     if plan.mode != (Mode::Continuous { until: None }) {
         return refused("a web job runs until it is stopped: `execution.mode: continuous`, without `until`".to_owned());
@@ -213,7 +192,7 @@ mod tests {
     fn publish_named(manifest: &str, project_text: &str, files: &[&str]) -> Result<PublishedPolicy, PublishError> {
         let p = project(project_text);
         let manifest = p.manifest_v5(Some(manifest)).expect("a valid named manifest");
-        publish(&manifest, &p, "dep_1", 2, "sha256:files", |f| files.contains(&f), Replicas::Allowed)
+        publish(&manifest, &p, "dep_1", 2, "sha256:files", |f| files.contains(&f))
     }
 
     #[test]
@@ -273,18 +252,13 @@ mod tests {
     }
 
     /// What a route cannot run is refused at deploy, saying what to change: more jobs than
-    /// a route has replicas, more than one where agents certify through ACME, or an end.
+    /// a route has replicas, or an end.
     #[test]
     fn a_manifest_the_relay_cannot_roll_out_is_refused_at_deploy() {
         let jobs = |n: u16| NAMED.replace("deployment:\n", &format!("deployment:\n  jobs: {n}\n"));
         publish_named(&jobs(2), PROJECT, &["main.js"]).expect("two replicas");
         let refused = publish_named(&jobs(3), PROJECT, &["main.js"]).expect_err("three jobs");
         assert!(refused.to_string().contains("`deployment.jobs` is 3: a route is served by at most 2"), "{refused}");
-        let p = project(PROJECT);
-        let manifest = p.manifest_v5(Some(&jobs(2))).expect("a valid named manifest");
-        let refused =
-            publish(&manifest, &p, "dep_1", 2, "sha256:files", |f| f == "main.js", Replicas::OneJob).expect_err("ACME");
-        assert!(refused.to_string().contains("through ACME"), "{refused}");
         let bounded = NAMED.replace("mode: continuous\n", "mode: continuous\n  until: \"2030-01-01T00:00:00Z\"\n");
         let refused = publish_named(&bounded, PROJECT, &["main.js"]).expect_err("until");
         assert!(refused.to_string().contains("without `until`"), "{refused}");

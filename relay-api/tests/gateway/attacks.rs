@@ -295,8 +295,14 @@ async fn an_agent_takes_only_the_gateway_hosts_the_relays_signed_catalog_lists()
     let coordinator =
         relay_api::local::LocalCoordinator::new(relay_api::ca::DevCa::open(&scratch.path().join("ca")).expect("a CA"));
     coordinator.set_routes(vec![route(8)]);
-    coordinator.set_gateway_hosts([(ROUTE.to_owned(), vec![listed.clone(), slipped_in.clone()])].into());
-    coordinator.set_catalog(signed);
+    let by_route: std::collections::HashMap<_, _> =
+        [(ROUTE.to_owned(), vec![listed.clone(), slipped_in.clone()])].into();
+    let hosts = |catalog| relay_api::local::GatewayHosts {
+        by_route: by_route.clone(),
+        catalog: Some(Arc::new(catalog)),
+        catalog_at: None,
+    };
+    coordinator.set_gateway_hosts(hosts(signed));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let api = format!("http://{}", listener.local_addr().expect("bound"));
     tokio::spawn(coordinator.clone().serve(listener));
@@ -318,7 +324,7 @@ async fn an_agent_takes_only_the_gateway_hosts_the_relays_signed_catalog_lists()
     let forged = Publisher::open(other.path(), Duration::from_secs(3600))
         .and_then(|p| p.current(content, agent::gateways::now_ms()))
         .expect("signed by another key");
-    coordinator.set_catalog(forged);
+    coordinator.set_gateway_hosts(hosts(forged));
     let info = agent::hostnames::fetch(&config).await.expect("a coordinator").expect("the route's answer");
     let mut check = agent::gateways::GatewayCheck::new(config.catalog_key);
     let refused = check.vouch(named, info.catalog.as_ref(), agent::gateways::now_ms());

@@ -123,7 +123,9 @@ async fn an_acme_validation_past_the_allow_list_is_sent_to_the_agent_as_acme_onl
     // An agent that records the flag of each `Connect` it gets, and answers none.
     let mut stream = open_session(w.bound.tunnel, &w.ca_pem, "").await;
     assert!(matches!(wire::read_frame(&mut stream).await.expect("welcome"), wire::Control::Welcome { .. }));
-    wire::write_frame(&mut stream, &wire::Control::Ping { seq: 1, ready: Some(true) }).await.expect("ping");
+    wire::write_frame(&mut stream, &wire::Control::Ping { seq: 1, ready: Some(true), acme: false })
+        .await
+        .expect("ping");
     let mut flags = Vec::new();
     for (from, alpn) in [([127, 0, 0, 1], b"acme-tls/1".to_vec()), ([127, 0, 0, 2], b"http/1.1".to_vec())] {
         let mut client = connect_from(from, w.bound.public).await;

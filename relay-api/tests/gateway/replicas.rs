@@ -74,7 +74,7 @@ async fn replica(w: &World, name: &str, tag: &str, hello_len: usize) -> Steered 
                     let mode = *modes.borrow_and_update();
                     if let Mode::Serving { ready } = mode {
                         seq += 1;
-                        if wire::write_frame(&mut writer, &Control::Ping { seq, ready: Some(ready) }).await.is_err() {
+                        if wire::write_frame(&mut writer, &Control::Ping { seq, ready: Some(ready), acme: false }).await.is_err() {
                             break;
                         }
                     }

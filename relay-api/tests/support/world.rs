@@ -313,8 +313,7 @@ pub(crate) fn published_edited(
     let mut manifest = project.manifest_v5(None).expect("a derived manifest");
     edit(&mut manifest);
     let digest = svc_execution::artifacts::bundle_digest([("server.js", APP.as_bytes())]);
-    let replicas = relay_api::coordinator::policy::Replicas::Allowed;
-    relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |f| f == "server.js", replicas)
+    relay_api::coordinator::policy::publish(&manifest, &project, id, revision, &digest, |f| f == "server.js")
         .expect("published")
 }
 

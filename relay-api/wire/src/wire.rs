@@ -88,6 +88,12 @@ pub enum Control {
         /// watch its app, and is taken as ready.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ready: Option<bool>,
+        /// The agent has an ACME tls-alpn-01 challenge pending for its route's names: the
+        /// gateway sends the route's ACME validations (`acme-tls/1` alone) to this replica,
+        /// since the CA's ClientHello does not say whose order it checks. Sent at once when
+        /// it changes; absent on the wire when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        acme: bool,
     },
     /// Gateway to agent: heartbeat answer.
     Pong {
@@ -253,9 +259,11 @@ mod tests {
             r#"{"type":"hello","route_id":"r1","credential":"c"}"#
         );
         let ping: Control = serde_json::from_str(r#"{"type":"ping","seq":3}"#).expect("an old ping");
-        assert_eq!(ping, Control::Ping { seq: 3, ready: None });
-        let ping = Control::Ping { seq: 4, ready: Some(false) };
+        assert_eq!(ping, Control::Ping { seq: 3, ready: None, acme: false });
+        let ping = Control::Ping { seq: 4, ready: Some(false), acme: false };
         assert_eq!(serde_json::to_string(&ping).expect("json"), r#"{"type":"ping","seq":4,"ready":false}"#);
+        let ping = Control::Ping { seq: 5, ready: Some(true), acme: true };
+        assert_eq!(serde_json::to_string(&ping).expect("json"), r#"{"type":"ping","seq":5,"ready":true,"acme":true}"#);
     }
 
     #[test]

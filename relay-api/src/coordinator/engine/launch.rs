@@ -60,6 +60,10 @@ pub(crate) enum StartError {
     /// No loopback port for the app.
     #[error("no free port for the app: {0}")]
     Port(#[source] std::io::Error),
+    /// The catalog's signing key, which the agent checks gateway hosts against, could not be
+    /// read: launching without it would let the agent take any host it is told of.
+    #[error("cannot read the catalog's signing key for the agent: {0}")]
+    CatalogKey(#[source] crate::catalog::CatalogError),
     /// The revision's secrets could not be read.
     #[error(transparent)]
     Secrets(#[from] crate::coordinator::files::SecretsError),
@@ -130,9 +134,10 @@ pub(crate) struct Launcher {
     pub(super) keys: Mutex<()>,
     /// The gateway, for the open connections of a draining job's route.
     pub(super) gateway: Arc<crate::gateway::Gateway>,
-    /// The catalog's signing key, which agents check the gateway hosts they are told of
-    /// against (`None`: its file could not be read; agents then take the list as it comes).
-    pub(super) catalog_key: Option<crate::catalog::PublicKey>,
+    /// The catalog's publisher: each agent is launched with its signing key as it is then
+    /// (a key rotated since the engine started included), to check the gateway hosts it is
+    /// told of against.
+    pub(super) catalog: Arc<crate::catalog::Publisher>,
 }
 
 impl Equip for Launcher {
@@ -292,10 +297,8 @@ impl Launcher {
             .store(app_dir, None)
             .map_err(|source| StartError::Artifact { path: app_dir.to_owned(), source })?;
         let has_file = |name: &str| app_dir.join(name).is_file();
-        let replicas = crate::coordinator::policy::Replicas::Allowed;
-        let policy =
-            crate::coordinator::policy::publish(&manifest, &derived, &d.id, revision, &digest, has_file, replicas)
-                .map_err(failed)?;
+        let policy = crate::coordinator::policy::publish(&manifest, &derived, &d.id, revision, &digest, has_file)
+            .map_err(failed)?;
         let policy = self.store.publish_policy(&d.id, &policy)?;
         let line = format!(
             "revision {revision} published its policy {} (deployed before revisions published one: the manifest \
@@ -346,7 +349,7 @@ impl Launcher {
             gateway_name: "gateway.localhost".to_owned(),
             gateway_ca: self.gateway_ca.clone(),
             pinned_gateways: self.pinned_gateways(&d.id)?,
-            catalog_key: self.catalog_key,
+            catalog_key: Some(self.catalog.public_key().map_err(StartError::CatalogKey)?),
             app_port,
             app_health_path: project.app.health_path.clone(),
             proxy_protocol: project.proxy_protocol,

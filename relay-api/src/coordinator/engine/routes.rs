@@ -12,6 +12,7 @@ use crate::coordinator::gateway_hosts::GatewayHosts;
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
 use crate::coordinator::store::{RouteKeys, StoreError, Transaction, now_ms};
 use crate::gateway::RouteConfig;
+use crate::local::GatewayHosts as GatewayHostsSent;
 
 /// Open public connections a route allows at once.
 const ROUTE_MAX_CONNECTIONS: usize = 1024;
@@ -47,16 +48,48 @@ impl Engine {
         if let Ok(mut due) = self.validate_at.lock() {
             due.retain(|route_id, _| routes.iter().any(|r| &r.route_id == route_id));
         }
-        // The catalog first: an agent told of a host checks the catalog lists it.
-        if hosts.values().any(|h| !h.is_empty()) {
-            match self.db(|_| crate::coordinator::http::signed_catalog(self)) {
-                Ok(catalog) => self.parts.signer.set_catalog(catalog),
-                Err(e) => tracing::warn!("svc relay: the signed catalog for the agents: {}", e.message()),
-            }
-        }
+        let hosts = self.with_catalog(hosts);
         self.parts.gateway.set_routes(routes.clone());
         self.parts.signer.set_routes(routes);
         self.parts.signer.set_gateway_hosts(hosts);
+    }
+
+    /// The gateway hosts `by_route` with the signed catalog an agent checks them against: the
+    /// one sent last while the hosts are the same and it is recent (a quarter of its validity,
+    /// at most a minute), else the catalog now (signed again if its content changed). None
+    /// while no route has a host; a catalog that cannot be had is logged once per error, and
+    /// the agents keep their tunnels meanwhile.
+    fn with_catalog(&self, by_route: HashMap<String, Vec<agent::PinnedGateway>>) -> GatewayHostsSent {
+        if by_route.values().all(Vec::is_empty) {
+            return GatewayHostsSent { by_route, ..GatewayHostsSent::default() };
+        }
+        let last = self.parts.signer.gateway_hosts();
+        let recent = (self.parts.config.catalog_validity / 4).min(std::time::Duration::from_secs(60));
+        if last.by_route == by_route
+            && last.catalog.is_some()
+            && last.catalog_at.is_some_and(|at| at.elapsed() < recent)
+        {
+            return GatewayHostsSent { by_route, ..last };
+        }
+        match self.db(|_| crate::coordinator::http::signed_catalog(self)) {
+            Ok(catalog) => {
+                if let Ok(mut failing) = self.catalog_failing.lock() {
+                    *failing = None;
+                }
+                GatewayHostsSent {
+                    by_route,
+                    catalog: Some(std::sync::Arc::new(catalog)),
+                    catalog_at: Some(std::time::Instant::now()),
+                }
+            }
+            Err(e) => {
+                let said = self.catalog_failing.lock().map(|mut f| f.replace(e.message().to_owned())).ok().flatten();
+                if said.as_deref() != Some(e.message()) {
+                    tracing::warn!("svc relay: the signed catalog for the agents: {}", e.message());
+                }
+                GatewayHostsSent { by_route, ..last }
+            }
+        }
     }
 
     /// The routes of the deployments whose job runs, and of their successors on standby:

@@ -69,11 +69,6 @@ fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<
         manifest: &manifest,
         manifest_digest: &manifest_digest,
         bundle_digest: &bundle_digest,
-        replicas: if engine.issues_customer_certificates() {
-            policy::Replicas::OneJob
-        } else {
-            policy::Replicas::Allowed
-        },
     };
     if let Some(existing) =
         engine.store().deployment_of(&caller.org_id, &project.name)?.filter(|d| !d.state.is_terminal())
@@ -139,16 +134,13 @@ struct Shipment<'a> {
     manifest_digest: &'a str,
     /// The app files' bundle digest: the artifact the revision's policy resolves.
     bundle_digest: &'a str,
-    /// Whether a route may run several jobs here.
-    replicas: policy::Replicas,
 }
 
 impl Shipment<'_> {
     /// The policy revision `revision` of deployment `id` publishes (`coordinator::policy`).
     fn publish(&self, id: &str, revision: u32, files: &[(String, Vec<u8>)]) -> Result<PublishedPolicy, ApiError> {
         let has_file = |name: &str| files.iter().any(|(path, _)| path == name);
-        let published =
-            policy::publish(self.manifest, self.project, id, revision, self.bundle_digest, has_file, self.replicas);
+        let published = policy::publish(self.manifest, self.project, id, revision, self.bundle_digest, has_file);
         published.map_err(|e| match e {
             PublishError::PinnedElsewhere { pinned, sent } => Rejection::ArtifactNotSent { pinned, sent }.into(),
             PublishError::EntrypointMissing { entrypoint } => Rejection::EntrypointMissing { entrypoint }.into(),

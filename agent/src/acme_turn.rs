@@ -1,0 +1,91 @@
+//! One ACME order at a time per route. A tls-alpn-01 validation carries only the hostname,
+//! so when a route has several replicas the gateway sends it to the replica whose heartbeat
+//! says it has a challenge pending ([`crate::cert::CurrentCert::pending`]); two replicas
+//! pending at once would each get some of the other's validations, and a failed validation
+//! costs a CA's rate limit. So a replica asks the coordinator for the route's turn
+//! (`POST /api/agent/acme-turn`) before it orders, waits while another holds it, and gives it
+//! back when its order is over; a turn not given back lapses after [`TURN_LAPSES`] (the
+//! coordinator's side, `relay_api::local`). The route's one agent (no replica name) orders
+//! without a turn, as before.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cert::CertError;
+use crate::config::AgentConfig;
+
+/// How long a turn not given back holds the route (the coordinator's rule, told here so the
+/// waiting side knows its bound).
+pub const TURN_LAPSES: Duration = Duration::from_secs(120);
+
+/// How long a replica waits for the turn before it gives up this attempt (it is retried with
+/// the certificate's backoff): longer than a turn can be held.
+const WAIT_AT_MOST: Duration = Duration::from_secs(150);
+
+/// How long a pending challenge is announced to the gateways before the CA is told to
+/// validate: a heartbeat on a working link arrives well within it.
+pub const ANNOUNCE: Duration = Duration::from_secs(1);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TurnAnswer {
+    granted: bool,
+    #[serde(default)]
+    retry_after_ms: u64,
+}
+
+/// The route's ACME turn, held by this replica until [`Turn::give_back`].
+#[derive(Debug)]
+pub struct Turn {
+    /// The coordinator and the request's identity; `None`: no turn was needed.
+    held: Option<(String, serde_json::Value)>,
+}
+
+impl Turn {
+    /// Takes the route's turn, waiting while another replica holds it. No turn is needed
+    /// (and none asked for) by the route's one agent, or without a coordinator.
+    pub async fn take(config: &AgentConfig) -> Result<Turn, CertError> {
+        let (Some(replica), Some(base)) = (&config.replica, &config.coordinator) else {
+            return Ok(Turn { held: None });
+        };
+        let body = serde_json::json!({
+            "routeId": config.route_id, "credential": config.credential, "replica": replica,
+        });
+        let started = tokio::time::Instant::now();
+        loop {
+            let text = crate::http::post_json(base, "/api/agent/acme-turn", &body)
+                .await
+                .map_err(|e| CertError::Issuer(format!("the route's ACME turn: {e}").into()))?;
+            let answer: TurnAnswer = serde_json::from_str(&text)
+                .map_err(|e| CertError::Issuer(format!("the route's ACME turn: unreadable answer: {e}").into()))?;
+            if answer.granted {
+                return Ok(Turn { held: Some((base.clone(), body)) });
+            }
+            if started.elapsed() > WAIT_AT_MOST {
+                return Err(CertError::Issuer(
+                    "another replica of the route has been ordering its certificate for too long; retrying later"
+                        .into(),
+                ));
+            }
+            let wait = Duration::from_millis(answer.retry_after_ms).clamp(Duration::from_millis(200), TURN_LAPSES);
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Whether this replica shares its route with others (so its pending challenge must be
+    /// announced before the CA is told).
+    pub fn shared(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Gives the turn back (best effort: a turn not given back lapses).
+    pub async fn give_back(self) {
+        if let Some((base, mut body)) = self.held {
+            body["release"] = serde_json::json!(true);
+            if let Err(e) = crate::http::post_json(&base, "/api/agent/acme-turn", &body).await {
+                tracing::debug!("svc agent: giving the ACME turn back: {e} (it lapses)");
+            }
+        }
+    }
+}
