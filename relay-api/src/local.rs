@@ -287,3 +287,61 @@ pub async fn ephemeral() -> std::io::Result<(tokio::net::TcpListener, SocketAddr
     let addr = listener.local_addr()?;
     Ok((listener, addr))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coordinator() -> (Arc<LocalCoordinator>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("scratch");
+        let coordinator = LocalCoordinator::new(DevCa::open(dir.path()).expect("a CA"));
+        coordinator.set_routes(vec![RouteConfig {
+            route_id: "r1".to_owned(),
+            hostnames: vec!["app.localhost".to_owned()],
+            credential_sha256: wire::sha256_hex(b"c"),
+            proxy_protocol: false,
+            max_connections: 8,
+            standby: false,
+            guards: crate::gateway::Guards::default(),
+        }]);
+        (coordinator, dir)
+    }
+
+    fn ask(c: &LocalCoordinator, replica: &str, release: bool) -> serde_json::Value {
+        let req = TurnRequest { route_id: "r1".into(), credential: "c".into(), replica: replica.into(), release };
+        serde_json::from_str(&c.acme_turn(&req).expect("answered")).expect("JSON")
+    }
+
+    #[test]
+    fn a_routes_acme_turn_is_one_replicas_at_a_time_until_given_back() {
+        let (c, _dir) = coordinator();
+        assert_eq!(ask(&c, "job-0", false)["granted"], true);
+        assert_eq!(ask(&c, "job-0", false)["granted"], true, "its own again (a restarted agent)");
+        let waiting = ask(&c, "job-1", false);
+        assert_eq!((waiting["granted"].as_bool(), waiting["holder"].as_str()), (Some(false), Some("job-0")));
+        assert!(waiting["retryAfterMs"].as_u64().is_some_and(|ms| (1..=2_000).contains(&ms)), "{waiting}");
+        // Only the holder gives it back.
+        ask(&c, "job-1", true);
+        assert_eq!(ask(&c, "job-1", false)["granted"], false);
+        ask(&c, "job-0", true);
+        assert_eq!(ask(&c, "job-1", false)["granted"], true);
+    }
+
+    #[test]
+    fn a_turn_not_given_back_lapses_and_strangers_get_nothing() {
+        let (c, _dir) = coordinator();
+        assert_eq!(ask(&c, "job-0", false)["granted"], true);
+        if let Ok(mut turns) = c.acme_turns.lock()
+            && let Some((_, since)) = turns.get_mut("r1")
+        {
+            *since = Instant::now().checked_sub(agent::acme_turn::TURN_LAPSES).expect("an earlier instant");
+        }
+        assert_eq!(ask(&c, "job-1", false)["granted"], true, "lapsed");
+        let wrong =
+            TurnRequest { route_id: "r1".into(), credential: "x".into(), replica: "job-0".into(), release: false };
+        assert_eq!(c.acme_turn(&wrong).expect_err("refused").0, StatusCode::FORBIDDEN);
+        let unnamed =
+            TurnRequest { route_id: "r1".into(), credential: "c".into(), replica: String::new(), release: false };
+        assert_eq!(c.acme_turn(&unnamed).expect_err("refused").0, StatusCode::BAD_REQUEST);
+    }
+}
