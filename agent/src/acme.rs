@@ -46,11 +46,12 @@ pub struct AcmeSource<'a> {
     /// A PEM file of the CA that signs the ACME server's own HTTPS certificate, trusted
     /// instead of the system's roots.
     pub directory_ca: Option<&'a Path>,
-    /// How long a pending challenge is announced to the gateways before the CA is told to
-    /// validate ([`crate::acme_turn::ANNOUNCE`] for a route of several replicas; zero for
-    /// the route's one agent, to which every validation goes anyway).
-    pub announce: Duration,
 }
+
+/// How long the challenges may stay pending (the order placed, validated): well within a
+/// turn's [`crate::acme_turn::TURN_LAPSES`], so no sibling's challenge is ever pending at the
+/// same time.
+const VALIDATION_BOUND: Duration = Duration::from_secs(90);
 
 /// What `acme-account.json` holds.
 #[derive(Serialize, Deserialize)]
@@ -96,29 +97,39 @@ pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
 /// Orders one certificate for every name of `hostnames`, answers each name's TLS-ALPN-01
 /// challenge through `current` (the CA dials each name through the gateway), finalizes with
 /// `csr_der` (signed by the job's key, naming the same hostnames) and returns the chain PEM
-/// and how long its leaf is still valid.
+/// and how long its leaf is still valid. `turn` is the route's ACME turn
+/// ([`crate::acme_turn`]), given back as soon as validation is over.
 pub async fn obtain(
     source: &AcmeSource<'_>,
     hostnames: &[String],
     csr_der: &[u8],
     current: &CurrentCert,
     state_dir: &Path,
+    turn: crate::acme_turn::Turn,
 ) -> Result<(String, Duration), CertError> {
-    let account = account(source, state_dir).await?;
-    let identifiers: Vec<Identifier> = hostnames.iter().map(|h| Identifier::Dns(h.clone())).collect();
     let listed = hostnames.join(", ");
-    let mut order =
-        account.new_order(&NewOrder::new(&identifiers)).await.map_err(acme_error("new order", source.directory_url))?;
-    let answered = answer_challenges(&mut order, current, source).await;
-    let ready = match answered {
-        Ok(()) => order.poll_ready(&POLL).await.map_err(acme_error("validation", source.directory_url)),
-        Err(e) => Err(e),
-    };
-    // Validation is over either way: stop answering `acme-tls/1` for these names.
-    for hostname in hostnames {
-        current.clear_challenge(hostname);
+    let url = source.directory_url;
+    let announce = if turn.shared() { crate::acme_turn::ANNOUNCE } else { Duration::ZERO };
+    // The names whose challenge is pending: cleared however validation ends.
+    let mut pending = Vec::new();
+    let validated = tokio::time::timeout(VALIDATION_BOUND, async {
+        let account = account(source, state_dir).await?;
+        let identifiers: Vec<Identifier> = hostnames.iter().map(|h| Identifier::Dns(h.clone())).collect();
+        let mut order = account.new_order(&NewOrder::new(&identifiers)).await.map_err(acme_error("new order", url))?;
+        answer_challenges(&mut order, current, url, announce, &mut pending).await?;
+        let status = order.poll_ready(&POLL).await.map_err(acme_error("validation", url))?;
+        Ok::<_, CertError>((order, status))
+    })
+    .await;
+    // Validation is over either way: stop answering `acme-tls/1`, and let a sibling order.
+    for name in &pending {
+        current.clear_challenge(name);
     }
-    match ready? {
+    turn.give_back().await;
+    let (mut order, status) = validated.map_err(|_| {
+        CertError::Issuer(format!("ACME validation of {listed} took over {} s", VALIDATION_BOUND.as_secs()).into())
+    })??;
+    match status {
         OrderStatus::Ready => {}
         status => {
             let detail = order.state().error.as_ref().map(|p| format!(": {p}")).unwrap_or_default();
@@ -131,14 +142,16 @@ pub async fn obtain(
     Ok((chain, lifetime))
 }
 
-/// Installs a TLS-ALPN-01 certificate for every pending authorization and tells the CA, the
-/// first time after the source's announce delay (the gateways learn the challenge is here).
+/// Installs a TLS-ALPN-01 certificate for every pending authorization (its name added to
+/// `pending`) and tells the CA, the first time after `announce` (the gateways learn the
+/// challenge is here).
 async fn answer_challenges(
     order: &mut instant_acme::Order,
     current: &CurrentCert,
-    source: &AcmeSource<'_>,
+    url: &str,
+    announce: Duration,
+    pending: &mut Vec<String>,
 ) -> Result<(), CertError> {
-    let url = source.directory_url;
     let mut announced = false;
     let mut authorizations = order.authorizations();
     while let Some(authorization) = authorizations.next().await {
@@ -160,8 +173,9 @@ async fn answer_challenges(
         };
         let digest = challenge.key_authorization().digest();
         current.set_challenge(&name, challenge_certificate(&name, digest.as_ref())?);
+        pending.push(name.clone());
         if !announced {
-            tokio::time::sleep(source.announce).await;
+            tokio::time::sleep(announce).await;
             announced = true;
         }
         challenge.set_ready().await.map_err(acme_error("challenge", url))?;
@@ -295,12 +309,7 @@ mod tests {
         std::fs::write(&ca_file, other_ca.pem()).expect("write");
 
         let url = format!("https://{addr}/dir");
-        let source = AcmeSource {
-            directory_url: &url,
-            contact: &[],
-            directory_ca: Some(&ca_file),
-            announce: std::time::Duration::ZERO,
-        };
+        let source = AcmeSource { directory_url: &url, contact: &[], directory_ca: Some(&ca_file) };
         let err = account(&source, dir).await.err().expect("refused").to_string();
         assert!(err.contains(&url), "names the URL: {err}");
         assert!(err.contains("invalid peer certificate"), "names the certificate problem: {err}");

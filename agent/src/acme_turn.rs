@@ -4,9 +4,13 @@
 //! pending at once would each get some of the other's validations, and a failed validation
 //! costs a CA's rate limit. So a replica asks the coordinator for the route's turn
 //! (`POST /api/agent/acme-turn`) before it orders, waits while another holds it, and gives it
-//! back when its order is over; a turn not given back lapses after [`TURN_LAPSES`] (the
-//! coordinator's side, `relay_api::local`). The route's one agent (no replica name) orders
-//! without a turn, as before.
+//! back as soon as validation is over; a turn not given back lapses after [`TURN_LAPSES`]
+//! (the coordinator's side, `relay_api::local`). Turns are per canonical hostname, so a
+//! redeploy's successor waits for the serving revision's replicas too. Every agent the
+//! coordinator launches names its replica (`job-0` for a one-job route, which gets the turn
+//! at once); an agent without a replica name orders without a turn, as before. A
+//! coordinator that cannot be asked (an older one, or not reachable) does not stop an order:
+//! it goes ahead without the turn, announced all the same.
 
 use std::time::Duration;
 
@@ -38,8 +42,10 @@ struct TurnAnswer {
 /// The route's ACME turn, held by this replica until [`Turn::give_back`].
 #[derive(Debug)]
 pub struct Turn {
-    /// The coordinator and the request's identity; `None`: no turn was needed.
+    /// The coordinator and the request's identity; `None`: no turn held.
     held: Option<(String, serde_json::Value)>,
+    /// Whether the agent is one replica of several possible (it names its replica).
+    shared: bool,
 }
 
 impl Turn {
@@ -47,20 +53,26 @@ impl Turn {
     /// (and none asked for) by the route's one agent, or without a coordinator.
     pub async fn take(config: &AgentConfig) -> Result<Turn, CertError> {
         let (Some(replica), Some(base)) = (&config.replica, &config.coordinator) else {
-            return Ok(Turn { held: None });
+            return Ok(Turn { held: None, shared: false });
         };
         let body = serde_json::json!({
             "routeId": config.route_id, "credential": config.credential, "replica": replica,
         });
         let started = tokio::time::Instant::now();
         loop {
-            let text = crate::http::post_json(base, "/api/agent/acme-turn", &body)
-                .await
-                .map_err(|e| CertError::Issuer(format!("the route's ACME turn: {e}").into()))?;
-            let answer: TurnAnswer = serde_json::from_str(&text)
-                .map_err(|e| CertError::Issuer(format!("the route's ACME turn: unreadable answer: {e}").into()))?;
+            let answer = match crate::http::post_json(base, "/api/agent/acme-turn", &body).await {
+                Ok(text) => serde_json::from_str::<TurnAnswer>(&text).map_err(|e| format!("unreadable answer: {e}")),
+                Err(e) => Err(e.to_string()),
+            };
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(e) => {
+                    tracing::warn!("svc agent: the route's ACME turn: {e}; ordering without it");
+                    return Ok(Turn { held: None, shared: true });
+                }
+            };
             if answer.granted {
-                return Ok(Turn { held: Some((base.clone(), body)) });
+                return Ok(Turn { held: Some((base.clone(), body)), shared: true });
             }
             if started.elapsed() > WAIT_AT_MOST {
                 return Err(CertError::Issuer(
@@ -76,7 +88,7 @@ impl Turn {
     /// Whether this replica shares its route with others (so its pending challenge must be
     /// announced before the CA is told).
     pub fn shared(&self) -> bool {
-        self.held.is_some()
+        self.shared
     }
 
     /// Gives the turn back (best effort: a turn not given back lapses).

@@ -25,12 +25,8 @@ pub(crate) async fn obtain(
     match &config.certificate {
         CertificateSource::Acme { directory_url, contact, directory_ca } => {
             let turn = crate::acme_turn::Turn::take(config).await?;
-            let announce = if turn.shared() { crate::acme_turn::ANNOUNCE } else { Duration::ZERO };
-            let acme =
-                crate::acme::AcmeSource { directory_url, contact, directory_ca: directory_ca.as_deref(), announce };
-            let obtained = crate::acme::obtain(&acme, hostnames, csr.der(), current, state_dir).await;
-            turn.give_back().await;
-            obtained
+            let acme = crate::acme::AcmeSource { directory_url, contact, directory_ca: directory_ca.as_deref() };
+            crate::acme::obtain(&acme, hostnames, csr.der(), current, state_dir, turn).await
         }
         CertificateSource::DevCa { url, validity_secs } => {
             let csr_pem = csr.pem().map_err(|e| CertError::Cert(e.into()))?;

@@ -29,9 +29,10 @@ pub struct LocalCoordinator {
     /// The gateway hosts serving each route, and the signed catalog vouching for them: set
     /// together, so an answer never pairs hosts with a catalog from another moment.
     gateway_hosts: RwLock<GatewayHosts>,
-    /// Each route's ACME turn: the replica ordering a certificate now, and since when
-    /// ([`agent::acme_turn`]).
-    acme_turns: Mutex<HashMap<String, (String, Instant)>>,
+    /// The ACME turns, by canonical hostname (a deployment's revisions share it, and a
+    /// redeploy's successor orders for the same names as the serving revision): the route and
+    /// replica ordering a certificate now, and since when ([`agent::acme_turn`]).
+    acme_turns: Mutex<HashMap<String, Turn>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -75,6 +76,14 @@ pub struct GatewayHosts {
     pub catalog: Option<Arc<crate::catalog::SignedCatalog>>,
     /// When the catalog was signed or checked current.
     pub catalog_at: Option<Instant>,
+}
+
+/// Who holds an ACME turn, since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Turn {
+    route_id: String,
+    replica: String,
+    since: Instant,
 }
 
 /// `POST /api/agent/acme-turn`: a replica asks for its route's ACME turn, or gives it back.
@@ -157,34 +166,44 @@ impl LocalCoordinator {
         .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
     }
 
-    /// Grants route `req.route_id`'s ACME turn to `req.replica` unless another replica holds
-    /// it (then says how long to wait); gives it back on `release`. A turn lapses after
-    /// [`agent::acme_turn::TURN_LAPSES`], so a replica that died ordering holds no one up.
+    /// Grants the ACME turn of route `req.route_id`'s names to its replica `req.replica`
+    /// unless another holds it (then says how long to wait); gives it back on `release`. A
+    /// turn lapses after [`agent::acme_turn::TURN_LAPSES`], so a replica that died ordering
+    /// holds no one up.
     fn acme_turn(&self, req: &TurnRequest) -> Result<String, Refusal> {
+        self.acme_turn_at(req, Instant::now())
+    }
+
+    fn acme_turn_at(&self, req: &TurnRequest, now: Instant) -> Result<String, Refusal> {
         let route = self.authenticate(&req.route_id, &req.credential)?;
         if req.replica.is_empty() || !wire::valid_replica_name(&req.replica) {
             return Err((StatusCode::BAD_REQUEST, "`replica` must be the agent's replica name".to_owned()));
         }
+        let Some(names) = route.hostnames.first().cloned() else {
+            return Err((StatusCode::FORBIDDEN, "the route has no hostname".to_owned()));
+        };
         let lapses = agent::acme_turn::TURN_LAPSES;
-        let now = Instant::now();
         let mut turns = self.acme_turns.lock().map_err(|_| (StatusCode::INTERNAL_SERVER_ERROR, String::new()))?;
-        turns.retain(|_, (_, since)| now.duration_since(*since) < lapses);
-        let holder = turns.get(&route.route_id).map(|(replica, since)| (replica.clone(), *since));
+        turns.retain(|_, turn| now.saturating_duration_since(turn.since) < lapses);
+        let asker = |t: &Turn| t.route_id == route.route_id && t.replica == req.replica;
+        let holder = turns.get(&names).cloned();
         let answer = match holder {
             _ if req.release => {
-                if holder.is_some_and(|(replica, _)| replica == req.replica) {
-                    turns.remove(&route.route_id);
+                let released = holder.as_ref().is_some_and(asker);
+                if released {
+                    turns.remove(&names);
                 }
-                serde_json::json!({"granted": false, "released": true})
+                serde_json::json!({"granted": false, "released": released})
             }
-            Some((replica, since)) if replica != req.replica => {
-                let left = lapses.saturating_sub(now.duration_since(since));
-                let retry = left.min(Duration::from_secs(2)).as_millis();
-                serde_json::json!({"granted": false, "holder": replica, "retryAfterMs": retry})
+            Some(turn) if !asker(&turn) => {
+                let left = lapses.saturating_sub(now.saturating_duration_since(turn.since));
+                let retry = left.min(Duration::from_secs(2)).as_millis().max(1);
+                serde_json::json!({"granted": false, "holder": turn.replica, "retryAfterMs": retry})
             }
             // Free, or this replica's already (asked again, as a restarted agent does).
             _ => {
-                turns.insert(route.route_id.clone(), (req.replica.clone(), now));
+                let turn = Turn { route_id: route.route_id.clone(), replica: req.replica.clone(), since: now };
+                turns.insert(names, turn);
                 serde_json::json!({"granted": true})
             }
         };
@@ -292,24 +311,38 @@ pub async fn ephemeral() -> std::io::Result<(tokio::net::TcpListener, SocketAddr
 mod tests {
     use super::*;
 
-    fn coordinator() -> (Arc<LocalCoordinator>, tempfile::TempDir) {
-        let dir = tempfile::tempdir().expect("scratch");
-        let coordinator = LocalCoordinator::new(DevCa::open(dir.path()).expect("a CA"));
-        coordinator.set_routes(vec![RouteConfig {
-            route_id: "r1".to_owned(),
+    fn route(route_id: &str, credential: &[u8]) -> RouteConfig {
+        RouteConfig {
+            route_id: route_id.to_owned(),
             hostnames: vec!["app.localhost".to_owned()],
-            credential_sha256: wire::sha256_hex(b"c"),
+            credential_sha256: wire::sha256_hex(credential),
             proxy_protocol: false,
             max_connections: 8,
             standby: false,
             guards: crate::gateway::Guards::default(),
-        }]);
+        }
+    }
+
+    /// A coordinator serving route `r1` and its successor `r2` on standby, both for
+    /// `app.localhost`.
+    fn coordinator() -> (Arc<LocalCoordinator>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("scratch");
+        let coordinator = LocalCoordinator::new(DevCa::open(dir.path()).expect("a CA"));
+        coordinator.set_routes(vec![route("r1", b"c"), RouteConfig { standby: true, ..route("r2", b"c2") }]);
         (coordinator, dir)
     }
 
+    fn request(route_id: &str, replica: &str, release: bool) -> TurnRequest {
+        let credential = if route_id == "r1" { "c" } else { "c2" };
+        TurnRequest { route_id: route_id.into(), credential: credential.into(), replica: replica.into(), release }
+    }
+
     fn ask(c: &LocalCoordinator, replica: &str, release: bool) -> serde_json::Value {
-        let req = TurnRequest { route_id: "r1".into(), credential: "c".into(), replica: replica.into(), release };
-        serde_json::from_str(&c.acme_turn(&req).expect("answered")).expect("JSON")
+        ask_as(c, "r1", replica, release)
+    }
+
+    fn ask_as(c: &LocalCoordinator, route_id: &str, replica: &str, release: bool) -> serde_json::Value {
+        serde_json::from_str(&c.acme_turn(&request(route_id, replica, release)).expect("answered")).expect("JSON")
     }
 
     #[test]
@@ -321,27 +354,34 @@ mod tests {
         assert_eq!((waiting["granted"].as_bool(), waiting["holder"].as_str()), (Some(false), Some("job-0")));
         assert!(waiting["retryAfterMs"].as_u64().is_some_and(|ms| (1..=2_000).contains(&ms)), "{waiting}");
         // Only the holder gives it back.
-        ask(&c, "job-1", true);
+        assert_eq!(ask(&c, "job-1", true)["released"], false);
         assert_eq!(ask(&c, "job-1", false)["granted"], false);
-        ask(&c, "job-0", true);
+        assert_eq!(ask(&c, "job-0", true)["released"], true);
         assert_eq!(ask(&c, "job-1", false)["granted"], true);
+    }
+
+    /// Review finding: a redeploy's successor orders for the same names as the serving
+    /// revision, under another route ID, with the same replica names.
+    #[test]
+    fn a_successors_replicas_wait_for_the_serving_revisions_turn_on_the_same_names() {
+        let (c, _dir) = coordinator();
+        assert_eq!(ask_as(&c, "r1", "job-0", false)["granted"], true);
+        assert_eq!(ask_as(&c, "r2", "job-0", false)["granted"], false, "job-0 of another revision");
+        assert_eq!(ask_as(&c, "r2", "job-0", true)["released"], false, "nor can it give the turn back");
+        ask_as(&c, "r1", "job-0", true);
+        assert_eq!(ask_as(&c, "r2", "job-0", false)["granted"], true);
     }
 
     #[test]
     fn a_turn_not_given_back_lapses_and_strangers_get_nothing() {
         let (c, _dir) = coordinator();
-        assert_eq!(ask(&c, "job-0", false)["granted"], true);
-        if let Ok(mut turns) = c.acme_turns.lock()
-            && let Some((_, since)) = turns.get_mut("r1")
-        {
-            *since = Instant::now().checked_sub(agent::acme_turn::TURN_LAPSES).expect("an earlier instant");
-        }
-        assert_eq!(ask(&c, "job-1", false)["granted"], true, "lapsed");
-        let wrong =
-            TurnRequest { route_id: "r1".into(), credential: "x".into(), replica: "job-0".into(), release: false };
+        let now = Instant::now();
+        let granted = |at| c.acme_turn_at(&request("r1", "job-1", false), at).expect("answered").contains("true");
+        assert!(c.acme_turn_at(&request("r1", "job-0", false), now).expect("answered").contains("true"));
+        assert!(!granted(now + agent::acme_turn::TURN_LAPSES - Duration::from_millis(1)), "held");
+        assert!(granted(now + agent::acme_turn::TURN_LAPSES), "lapsed");
+        let wrong = TurnRequest { credential: "x".into(), ..request("r1", "job-0", false) };
         assert_eq!(c.acme_turn(&wrong).expect_err("refused").0, StatusCode::FORBIDDEN);
-        let unnamed =
-            TurnRequest { route_id: "r1".into(), credential: "c".into(), replica: String::new(), release: false };
-        assert_eq!(c.acme_turn(&unnamed).expect_err("refused").0, StatusCode::BAD_REQUEST);
+        assert_eq!(c.acme_turn(&request("r1", "", false)).expect_err("refused").0, StatusCode::BAD_REQUEST);
     }
 }

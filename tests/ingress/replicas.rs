@@ -219,8 +219,13 @@ async fn two_replicas_certifying_through_acme_each_get_a_certificate_for_their_o
     let mut keys = std::collections::BTreeSet::new();
     let started = Instant::now();
     while keys.len() < 2 && started.elapsed() < Duration::from_secs(60) {
-        let conn =
-            Https::connect(public, ACME_CANONICAL, &stack.root, None).await.expect("TLS chaining to Pebble's root");
+        let conn = match Https::connect(public, ACME_CANONICAL, &stack.root, None).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                let logs = relay.svc(&["logs", "--config", &config]).await.1;
+                panic!("TLS chaining to Pebble's root: {e}\n{status:#}\n{logs}\n{}", relay.proc.output());
+            }
+        };
         let leaf = conn.leaf();
         let (_, parsed) = x509_parser::parse_x509_certificate(&leaf).expect("X.509");
         assert!(parsed.issuer().to_string().contains("Pebble"), "issued by Pebble: {}", parsed.issuer());

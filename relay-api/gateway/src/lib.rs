@@ -291,19 +291,25 @@ impl Gateway {
     }
 
     /// The route a ClientHello goes to: the one its ALPN names, if that route serves its
-    /// server name; for an ACME validation, a standby route of the name first; else the
-    /// name's route.
+    /// server name; for an ACME validation, of the name's standby route (a redeploy's
+    /// successor) and its serving route, the one with an agent whose challenge is pending,
+    /// else the standby route; else the name's route.
     fn route_for_hello(&self, hello: &sni::Hello) -> Option<Arc<RouteConfig>> {
         let name = &hello.server_name;
         if let Some(id) = &hello.route_id {
             return self.route(id).filter(|r| r.hostnames.iter().any(|h| h.eq_ignore_ascii_case(name)));
         }
-        if hello.acme_tls
-            && let Some(standby) = self.standby_by_host.read().ok().and_then(|s| s.get(name).cloned())
-        {
-            return Some(standby);
+        let serving = self.route_for_host(name);
+        if !hello.acme_tls {
+            return serving;
         }
-        self.route_for_host(name)
+        let standby = self.standby_by_host.read().ok().and_then(|s| s.get(name).cloned());
+        let pending = [&standby, &serving]
+            .into_iter()
+            .flatten()
+            .find(|r| self.replicas.with_acme_pending(&r.route_id).is_some())
+            .cloned();
+        pending.or(standby).or(serving)
     }
 
     fn route(&self, id: &str) -> Option<Arc<RouteConfig>> {
