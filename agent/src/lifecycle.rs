@@ -38,8 +38,11 @@ pub(crate) async fn run(
         CertificateSource::DevCa { .. } => FIRST_RETRY,
         CertificateSource::Acme { .. } => Duration::from_secs(300),
     };
-    let mut refreshing =
-        Refreshing { last_error: None, check: crate::gateways::GatewayCheck::new(config.catalog_key), last_note: None };
+    let mut refreshing = Refreshing {
+        failing: SaidOnce::default(),
+        check: crate::gateways::GatewayCheck::new(config.catalog_key),
+        gateways_note: SaidOnce::default(),
+    };
     // The names on the installed certificate, its lifetime and when to renew it.
     let mut certified: Option<(Arc<[String]>, Duration, Instant)> = None;
     // When to try a new set of names next, and the wait after another failure.
@@ -96,23 +99,27 @@ pub(crate) async fn run(
 
 /// What the route refresh keeps from one round to the next.
 struct Refreshing {
-    /// The last failure, said once while it repeats.
-    last_error: Option<String>,
+    /// Why the refresh fails.
+    failing: SaidOnce,
     /// The check of the gateway hosts a refresh names.
     check: crate::gateways::GatewayCheck,
-    /// The last warning about those hosts, said once while it repeats.
-    last_note: Option<String>,
+    /// What is wrong with those hosts.
+    gateways_note: SaidOnce,
 }
 
-impl Refreshing {
-    /// Logs `note` unless it was the last one said; `None` clears it.
-    fn note(&mut self, note: Option<String>) {
-        if let Some(note) = &note
-            && self.last_note.as_ref() != Some(note)
+/// A warning said once while it repeats.
+#[derive(Default)]
+struct SaidOnce(Option<String>);
+
+impl SaidOnce {
+    /// Logs `warning` unless it was the last one said; `None`: all is well again.
+    fn say(&mut self, warning: Option<String>) {
+        if let Some(warning) = &warning
+            && self.0.as_ref() != Some(warning)
         {
-            tracing::warn!("svc agent: {note}");
+            tracing::warn!("svc agent: {warning}");
         }
-        self.last_note = note;
+        self.0 = warning;
     }
 }
 
@@ -128,7 +135,7 @@ async fn refresh_names(
 ) {
     match hostnames::fetch(config).await {
         Some(Ok(fresh)) => {
-            refreshing.last_error = None;
+            refreshing.failing.say(None);
             let listed = fresh.names.join(", ");
             if names.replace(fresh.names) {
                 tracing::info!("svc agent: route {} now has hostnames {listed}", config.route_id);
@@ -140,14 +147,14 @@ async fn refresh_names(
                 Err(e) => {
                     // Nothing new is taken unvouched; a host no longer named is dropped all
                     // the same (leaving needs no proof).
-                    refreshing.note(Some(format!("{e}; taking no new gateway host")));
+                    refreshing.gateways_note.say(Some(format!("{e}; taking no new gateway host")));
                     let kept: Vec<_> = hosts.hosts().into_iter().filter(|h| named.contains(h)).collect();
                     hosts.reconcile(&kept);
                     return;
                 }
             };
             let refused: Vec<&str> = vouched.refused.iter().map(|g| g.address.as_str()).collect();
-            refreshing.note((!refused.is_empty()).then(|| {
+            refreshing.gateways_note.say((!refused.is_empty()).then(|| {
                 format!(
                     "not tunnelling to gateway hosts the relay's signed catalog does not list (with that \
                      certificate): {}",
@@ -162,12 +169,8 @@ async fn refresh_names(
                 );
             }
         }
-        Some(Err(e)) if refreshing.last_error.as_deref() != Some(e.to_string().as_str()) => {
-            tracing::warn!("svc agent: the route's hostnames: {e}; keeping the current ones");
-            refreshing.last_error = Some(e.to_string());
-        }
-        // The same error again, or no coordinator.
-        Some(Err(_)) | None => {}
+        Some(Err(e)) => refreshing.failing.say(Some(format!("the route's hostnames: {e}; keeping the current ones"))),
+        None => {}
     }
 }
 

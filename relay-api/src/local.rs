@@ -128,9 +128,16 @@ impl LocalCoordinator {
         }
     }
 
-    /// The gateway hosts and catalog set last.
-    pub fn gateway_hosts(&self) -> GatewayHosts {
-        self.gateway_hosts.read().map(|h| h.clone()).unwrap_or_default()
+    /// The catalog set last and when it was taken, if it went with exactly `by_route` (compared
+    /// in place: the engine asks every tick, and the map is not copied for it).
+    pub fn catalog_sent_with(
+        &self,
+        by_route: &HashMap<String, Vec<agent::PinnedGateway>>,
+    ) -> (Option<Arc<crate::catalog::SignedCatalog>>, Option<Instant>, bool) {
+        match self.gateway_hosts.read() {
+            Ok(h) => (h.catalog.clone(), h.catalog_at, &h.by_route == by_route),
+            Err(_) => (None, None, false),
+        }
     }
 
     /// The development CA.

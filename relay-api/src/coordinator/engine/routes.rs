@@ -63,13 +63,10 @@ impl Engine {
         if by_route.values().all(Vec::is_empty) {
             return GatewayHostsSent { by_route, ..GatewayHostsSent::default() };
         }
-        let last = self.parts.signer.gateway_hosts();
+        let (catalog, catalog_at, same_hosts) = self.parts.signer.catalog_sent_with(&by_route);
         let recent = (self.parts.config.catalog_validity / 4).min(std::time::Duration::from_secs(60));
-        if last.by_route == by_route
-            && last.catalog.is_some()
-            && last.catalog_at.is_some_and(|at| at.elapsed() < recent)
-        {
-            return GatewayHostsSent { by_route, ..last };
+        if same_hosts && catalog.is_some() && catalog_at.is_some_and(|at| at.elapsed() < recent) {
+            return GatewayHostsSent { by_route, catalog, catalog_at };
         }
         match self.db(|_| crate::coordinator::http::signed_catalog(self)) {
             Ok(catalog) => {
@@ -87,7 +84,7 @@ impl Engine {
                 if said.as_deref() != Some(e.message()) {
                     tracing::warn!("svc relay: the signed catalog for the agents: {}", e.message());
                 }
-                GatewayHostsSent { by_route, ..last }
+                GatewayHostsSent { by_route, catalog, catalog_at }
             }
         }
     }
