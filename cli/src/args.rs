@@ -78,6 +78,14 @@ pub enum Command {
         #[command(subcommand)]
         command: AgentCommand,
     },
+    /// A language server for manifests and ingress.json over standard input and output: live
+    /// diagnostics, hover, completion and quick fixes in an editor.
+    Lsp {
+        /// Standard input and output, the only transport (accepted because editors' clients
+        /// pass it).
+        #[arg(long)]
+        stdio: bool,
+    },
 }
 
 /// `svc ingress ...`

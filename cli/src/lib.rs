@@ -15,6 +15,7 @@ mod demo;
 mod deploy;
 mod economics;
 mod ingress;
+mod lsp;
 mod manifest;
 mod manifests;
 mod output;
@@ -112,6 +113,7 @@ pub fn run(cli: Cli) -> ExitCode {
         _ => {}
     }
     match cli.command {
+        Command::Lsp { stdio: _ } => lsp::run(),
         Command::Manifest { command } => match command {
             ManifestCommand::Validate { file, paths, include, format } => match (file, paths.as_slice()) {
                 // One file (`--file` is always one: a directory there is an error, as it was),

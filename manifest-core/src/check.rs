@@ -76,8 +76,12 @@ impl<'a> Walker<'_, 'a> {
         let Value::String(s) = &node.value else {
             return self.wrong_type(node, "a string", rule.hint);
         };
-        if let Some((code, message)) = string_problem(s, rule) {
-            self.error(code, message);
+        if let Some(problem) = string_problem(s, rule) {
+            let d = Diagnostic::error(Layer::Schema, problem.code, self.pointer(), problem.message);
+            self.out.push(match problem.suggestion {
+                Some(fix) => d.with_suggestion(fix),
+                None => d,
+            });
         }
     }
 
@@ -138,8 +142,8 @@ impl<'a> Walker<'_, 'a> {
             self.path.push(Step::Key(m.key.clone()));
             if rule.keys.min_chars > 0 && m.key.is_empty() {
                 self.key_error(Code::TooShort, "keys must not be empty".to_owned());
-            } else if let Some((code, message)) = string_problem(&m.key, &rule.keys) {
-                self.key_error(code, format!("key {message}"));
+            } else if let Some(problem) = string_problem(&m.key, &rule.keys) {
+                self.key_error(problem.code, format!("key {}", problem.message));
             }
             self.value(&mut m.value, &rule.values);
             self.path.pop();
@@ -175,11 +179,16 @@ impl<'a> Walker<'_, 'a> {
                     let article = if union.name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
                     let mut message =
                         format!("\"{s}\" is not {article} {} {}; use one of {}", union.name, union.tag, values());
-                    if let Some(close) = suggest(s, union.values().into_iter()) {
+                    let close = suggest(s, union.values().into_iter());
+                    if let Some(close) = close {
                         message.push_str(&format!(" (did you mean \"{close}\"?)"));
                     }
                     let pointer = self.pointer_to(union.tag);
-                    self.out.push(Diagnostic::error(Layer::Schema, Code::UnknownVariant, pointer, message));
+                    let d = Diagnostic::error(Layer::Schema, Code::UnknownVariant, pointer, message);
+                    self.out.push(match close {
+                        Some(close) => d.with_suggestion(close),
+                        None => d,
+                    });
                     return;
                 }
             },
@@ -298,6 +307,8 @@ impl<'a> Walker<'_, 'a> {
         let mut message = format!("unknown field \"{key}\"");
         if let Some(close) = suggest(key, names) {
             message.push_str(&format!("; did you mean \"{close}\"?"));
+            let d = Diagnostic::error(Layer::Schema, Code::UnknownField, self.pointer(), message);
+            return self.out.push(d.on_key().with_suggestion(close));
         } else {
             let allowed: Vec<&str> = shape.fields.iter().map(|f| f.name).collect();
             if allowed.is_empty() {
@@ -349,9 +360,22 @@ impl<'a> Walker<'_, 'a> {
     }
 }
 
+/// What is wrong with a string, and the value that would fix it when one stands out.
+struct StringProblem {
+    code: Code,
+    message: String,
+    suggestion: Option<&'static str>,
+}
+
+impl StringProblem {
+    fn new(code: Code, message: String) -> StringProblem {
+        StringProblem { code, message, suggestion: None }
+    }
+}
+
 /// What is wrong with a string (a value or a map key) under `rule`, if anything: the length
 /// first, then the format.
-fn string_problem(s: &str, rule: &StrShape) -> Option<(Code, String)> {
+fn string_problem(s: &str, rule: &StrShape) -> Option<StringProblem> {
     // Counting characters walks the whole string; most strings have no length bounds.
     let chars = if rule.min_chars > 0 || rule.max_chars.is_some() { s.chars().count() } else { 0 };
     if chars < rule.min_chars {
@@ -360,27 +384,30 @@ fn string_problem(s: &str, rule: &StrShape) -> Option<(Code, String)> {
         } else {
             format!("must have at least {} characters", rule.min_chars)
         };
-        return Some((Code::TooShort, message));
+        return Some(StringProblem::new(Code::TooShort, message));
     }
     if let Some(max) = rule.max_chars
         && chars > max
     {
-        return Some((Code::TooLong, format!("is {chars} characters long; the limit is {max}")));
+        return Some(StringProblem::new(Code::TooLong, format!("is {chars} characters long; the limit is {max}")));
     }
     match rule.format {
         StrFormat::Any => None,
-        StrFormat::Const(expected) => (s != expected)
-            .then(|| (Code::InvalidValue, format!("\"{s}\" is not allowed; the only value is \"{expected}\""))),
+        StrFormat::Const(expected) => (s != expected).then(|| StringProblem {
+            code: Code::InvalidValue,
+            message: format!("\"{s}\" is not allowed; the only value is \"{expected}\""),
+            suggestion: Some(expected),
+        }),
         StrFormat::Enum(values) => (!values.contains(&s)).then(|| {
             let mut message = format!("\"{s}\" is not one of {}", quoted_list(values));
-            if let Some(close) = suggest(s, values.iter().copied()) {
+            let close = suggest(s, values.iter().copied());
+            if let Some(close) = close {
                 message.push_str(&format!("; did you mean \"{close}\"?"));
             }
-            (Code::InvalidValue, message)
+            StringProblem { code: Code::InvalidValue, message, suggestion: close }
         }),
-        StrFormat::Pattern(p) => {
-            (!(p.check)(s)).then(|| (Code::InvalidFormat, format!("\"{}\" is not {}", shorten(s), p.describe)))
-        }
+        StrFormat::Pattern(p) => (!(p.check)(s))
+            .then(|| StringProblem::new(Code::InvalidFormat, format!("\"{}\" is not {}", shorten(s), p.describe))),
     }
 }
 
@@ -510,5 +537,27 @@ mod tests {
         assert_eq!(suggest("Schedule", names.into_iter()), Some("schedule"));
         assert_eq!(suggest("lifecyle", names.into_iter()), Some("lifecycle"));
         assert_eq!(suggest("owner", names.into_iter()), None);
+    }
+
+    #[test]
+    fn each_did_you_mean_carries_its_replacement_and_only_those_do() {
+        let text = r#"{"schema": "svc.aplication-manifest", "schemaVersion": 5, "applicationId": "a",
+            "release": {"mode": "sourse"}, "runtime": {"kind": "javascript", "engine": "nodejz"},
+            "deployment": {"jobz": 1, "owner": 2}}"#;
+        let report = crate::validate(text.as_bytes());
+        let fixes: Vec<(&str, Option<&str>)> =
+            report.diagnostics.iter().map(|d| (d.pointer.as_str(), d.suggestion.as_deref())).collect();
+        for expected in [
+            ("/schema", Some("svc.application-manifest")),
+            ("/release/mode", Some("source")),
+            ("/runtime/engine", Some("nodejs")),
+            ("/deployment/jobz", Some("jobs")),
+            ("/deployment/owner", None),
+        ] {
+            assert!(fixes.contains(&expected), "{expected:?} in {fixes:?}");
+        }
+        let unfixed =
+            report.diagnostics.iter().filter(|d| d.suggestion.is_some() && !d.message.contains("did you mean"));
+        assert_eq!(unfixed.map(|d| d.code).collect::<Vec<_>>(), [Code::InvalidValue], "only a constant's is silent");
     }
 }

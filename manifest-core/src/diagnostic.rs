@@ -301,6 +301,11 @@ pub struct Diagnostic {
     /// The source bytes to underline, where known.
     #[serde(skip)]
     pub span: Option<Span>,
+    /// The text that would fix it, where one near miss stands out (the "did you mean"
+    /// of an unknown field, enum value or union arm): it replaces the key or value `span`
+    /// covers (inside its quotes). Editors offer it as a quick fix (`svc lsp`).
+    #[serde(skip)]
+    pub suggestion: Option<String>,
     #[serde(skip)]
     pub(crate) anchor: Anchor,
 }
@@ -317,6 +322,7 @@ impl Diagnostic {
             line: None,
             column: None,
             span: None,
+            suggestion: None,
             anchor: Anchor::Value,
         }
     }
@@ -336,6 +342,12 @@ impl Diagnostic {
     /// problem with the name itself, such as a reserved map key), rather than on the value.
     pub fn on_key(mut self) -> Self {
         self.anchor = Anchor::Key;
+        self
+    }
+
+    /// The same diagnostic with the text that would fix it (see [`Diagnostic::suggestion`]).
+    pub fn with_suggestion(mut self, suggestion: impl Into<String>) -> Self {
+        self.suggestion = Some(suggestion.into());
         self
     }
 

@@ -80,11 +80,17 @@ impl fmt::Display for ProjectErrors {
     }
 }
 
+/// Checks a project file's text (layers 1 and 2) without reading the model: every problem,
+/// and the checked tree. What an editor shows as the author types (`svc lsp`).
+pub fn check(text: &str) -> manifest_core::document::DocumentReport<'_> {
+    manifest_core::document::check_json(text, &PROJECT, rules::check)
+}
+
 /// Reads a project file: the whole text, checked strictly, every problem reported at once.
 /// Unsupported values (other runtimes, kinds, ...) are well formed and read; ask
 /// [`Project::unsupported`].
 pub fn read(text: &str) -> Result<Project, ProjectErrors> {
-    let report = manifest_core::document::check_json(text, &PROJECT, rules::check);
+    let report = check(text);
     if !report.is_valid() {
         return Err(ProjectErrors { diagnostics: report.diagnostics });
     }

@@ -1,0 +1,255 @@
+//! `svc lsp`: a language server for manifests (V4 and V5, JSON and YAML) and ingress project
+//! files, over standard input and output.
+//!
+//! - live diagnostics: what `svc manifest validate` (and, for a project, `svc ingress
+//!   deploy`) reports, with the same codes, layers (in `data`) and positions;
+//! - hover: each field's contract from the shape tables;
+//! - completion: field names, and the values of closed sets (enums, booleans, union arms);
+//! - a quick fix for each "did you mean".
+//!
+//! One synchronous loop on `lsp_server`'s channels ([`transport`] frames the messages).
+//! Documents are sent whole on each change; a burst of changes is checked once, when the
+//! queue is empty.
+
+mod contract;
+mod cursor;
+mod document;
+mod features;
+mod position;
+mod transport;
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{self, BufReader};
+use std::process::ExitCode;
+
+use crossbeam_channel::TryRecvError;
+use ls_types::{
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions, HoverProviderCapability,
+    InitializeResult, PositionEncodingKind, PublishDiagnosticsParams, ServerCapabilities, ServerInfo,
+    TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+};
+use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
+use serde::de::DeserializeOwned;
+
+use document::Document;
+
+/// Runs the server on standard input and output until the client says `exit`. Exit 0 after
+/// `shutdown` then `exit`; 1 otherwise (an `exit` without `shutdown`, the client's stream
+/// ending or breaking the protocol), with the reason on standard error.
+pub(crate) fn run() -> ExitCode {
+    let (connection, threads) = match transport::connect(BufReader::new(io::stdin()), io::stdout()) {
+        Ok(started) => started,
+        Err(e) => return crate::output::fail("svc lsp", 1, "io", &format!("cannot start its threads: {e}")),
+    };
+    let ended = Server::default().serve(&connection);
+    drop(connection);
+    let transport = threads.join();
+    match (ended, transport) {
+        (Ended::Exit { after_shutdown: true }, _) => ExitCode::SUCCESS,
+        (Ended::Exit { after_shutdown: false }, _) => {
+            eprintln!("svc lsp: the client said exit without shutdown first");
+            ExitCode::from(1)
+        }
+        (Ended::Disconnected, Err(e)) => crate::output::fail("svc lsp", 1, "protocol", &e.to_string()),
+        (Ended::Disconnected, Ok(())) => {
+            eprintln!("svc lsp: the client closed the connection without exit");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The client's side is gone.
+struct Disconnected;
+
+/// How the loop ended.
+enum Ended {
+    Exit { after_shutdown: bool },
+    Disconnected,
+}
+
+#[derive(Default)]
+struct Server {
+    initialized: bool,
+    shutting_down: bool,
+    /// Open documents by URI.
+    documents: HashMap<String, (Uri, Document)>,
+    /// Documents changed since their diagnostics were last sent.
+    dirty: BTreeSet<String>,
+    /// Documents closed since: each is sent an empty list, so it shows none.
+    closed: Vec<Uri>,
+}
+
+impl Server {
+    fn serve(&mut self, connection: &Connection) -> Ended {
+        loop {
+            let Ok(message) = connection.receiver.recv() else { return Ended::Disconnected };
+            let mut next = Some(message);
+            while let Some(message) = next.take() {
+                if let Some(ended) = self.handle(connection, message) {
+                    return ended;
+                }
+                next = match connection.receiver.try_recv() {
+                    Ok(message) => Some(message),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => return Ended::Disconnected,
+                };
+            }
+            if self.publish(connection).is_err() {
+                return Ended::Disconnected;
+            }
+        }
+    }
+
+    /// Handles one message; `Some` when the loop ends.
+    fn handle(&mut self, connection: &Connection, message: Message) -> Option<Ended> {
+        match message {
+            Message::Request(request) => {
+                let response = self.request(request);
+                connection.sender.send(response.into()).err().map(|_| Ended::Disconnected)
+            }
+            Message::Notification(n) if n.method == "exit" => Some(Ended::Exit { after_shutdown: self.shutting_down }),
+            Message::Notification(n) if self.initialized => {
+                self.notification(n);
+                None
+            }
+            // Before `initialize` notifications are dropped, as the protocol says; responses
+            // answer nothing this server asked.
+            Message::Notification(_) | Message::Response(_) => None,
+        }
+    }
+
+    fn request(&mut self, request: Request) -> Response {
+        let id = request.id.clone();
+        if !self.initialized {
+            if request.method != "initialize" {
+                let message = format!("{} before initialize", request.method);
+                return Response::new_err(id, ErrorCode::ServerNotInitialized as i32, message);
+            }
+            self.initialized = true;
+            return Response::new_ok(id, initialize_result());
+        }
+        if self.shutting_down {
+            let message = format!("{} after shutdown", request.method);
+            return Response::new_err(id, ErrorCode::InvalidRequest as i32, message);
+        }
+        match request.method.as_str() {
+            "initialize" => Response::new_err(id, ErrorCode::InvalidRequest as i32, "initialize sent twice".into()),
+            "shutdown" => {
+                self.shutting_down = true;
+                Response::new_ok(id, ())
+            }
+            "textDocument/hover" => self.answer(id, request.params, |documents, p: ls_types::HoverParams| {
+                let at = p.text_document_position_params;
+                documents.get(at.text_document.uri.as_str()).and_then(|(_, d)| features::hover(d, at.position))
+            }),
+            "textDocument/completion" => self.answer(id, request.params, |documents, p: ls_types::CompletionParams| {
+                let at = p.text_document_position;
+                let items =
+                    documents.get(at.text_document.uri.as_str()).map(|(_, d)| features::complete(d, at.position));
+                items.map(|items| {
+                    ls_types::CompletionResponse::List(ls_types::CompletionList { is_incomplete: false, items })
+                })
+            }),
+            "textDocument/codeAction" => self.answer(id, request.params, |documents, p: ls_types::CodeActionParams| {
+                let uri = p.text_document.uri;
+                documents.get(uri.as_str()).map(|(uri, d)| features::quick_fixes(uri, d, p.range))
+            }),
+            method => Response::new_err(id, ErrorCode::MethodNotFound as i32, format!("{method} is not supported")),
+        }
+    }
+
+    /// Answers a request whose parameters are `P` with what `f` finds.
+    fn answer<P: DeserializeOwned, R: serde::Serialize>(
+        &self,
+        id: RequestId,
+        params: serde_json::Value,
+        f: impl FnOnce(&HashMap<String, (Uri, Document)>, P) -> R,
+    ) -> Response {
+        match serde_json::from_value::<P>(params) {
+            Ok(params) => Response::new_ok(id, f(&self.documents, params)),
+            Err(e) => Response::new_err(id, ErrorCode::InvalidParams as i32, format!("bad parameters: {e}")),
+        }
+    }
+
+    fn notification(&mut self, n: Notification) {
+        match n.method.as_str() {
+            "textDocument/didOpen" => {
+                if let Ok(p) = serde_json::from_value::<ls_types::DidOpenTextDocumentParams>(n.params) {
+                    let d = p.text_document;
+                    self.open(d.uri, d.text, d.version);
+                }
+            }
+            "textDocument/didChange" => {
+                if let Ok(p) = serde_json::from_value::<ls_types::DidChangeTextDocumentParams>(n.params)
+                    // Full sync: the last change is the whole text.
+                    && let Some(change) = p.content_changes.into_iter().next_back()
+                    && change.range.is_none()
+                {
+                    self.open(p.text_document.uri, change.text, p.text_document.version);
+                }
+            }
+            "textDocument/didClose" => {
+                if let Ok(p) = serde_json::from_value::<ls_types::DidCloseTextDocumentParams>(n.params) {
+                    let key = p.text_document.uri.as_str();
+                    if let Some((uri, _)) = self.documents.remove(key) {
+                        self.dirty.remove(key);
+                        self.closed.push(uri);
+                    }
+                }
+            }
+            // `initialized`, `$/cancelRequest` (requests are answered at once), settings.
+            _ => {}
+        }
+    }
+
+    fn open(&mut self, uri: Uri, text: String, version: i32) {
+        let name = uri.path().as_str().rsplit('/').next().unwrap_or("").to_owned();
+        let key = uri.as_str().to_owned();
+        self.documents.insert(key.clone(), (uri, Document::new(&name, text, version)));
+        self.dirty.insert(key);
+    }
+
+    /// Sends the diagnostics of every document changed since they were last sent, and an
+    /// empty list for each document closed.
+    fn publish(&mut self, connection: &Connection) -> Result<(), Disconnected> {
+        let closed = std::mem::take(&mut self.closed).into_iter().map(|uri| PublishDiagnosticsParams {
+            uri,
+            diagnostics: Vec::new(),
+            version: None,
+        });
+        let changed = std::mem::take(&mut self.dirty).into_iter().filter_map(|key| {
+            let (uri, document) = self.documents.get(&key)?;
+            Some(PublishDiagnosticsParams {
+                uri: uri.clone(),
+                diagnostics: document.published(),
+                version: Some(document.version),
+            })
+        });
+        for params in closed.chain(changed).collect::<Vec<_>>() {
+            let note = Notification::new("textDocument/publishDiagnostics".into(), params);
+            connection.sender.send(note.into()).map_err(|_| Disconnected)?;
+        }
+        Ok(())
+    }
+}
+
+fn initialize_result() -> InitializeResult {
+    InitializeResult {
+        capabilities: ServerCapabilities {
+            position_encoding: Some(PositionEncodingKind::UTF16),
+            text_document_sync: Some(TextDocumentSyncCapability::Kind(TextDocumentSyncKind::FULL)),
+            hover_provider: Some(HoverProviderCapability::Simple(true)),
+            completion_provider: Some(CompletionOptions {
+                trigger_characters: Some(vec!["\"".into(), ":".into()]),
+                ..Default::default()
+            }),
+            code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+                code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
+                ..Default::default()
+            })),
+            ..Default::default()
+        },
+        server_info: Some(ServerInfo { name: "svc lsp".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
+        offset_encoding: None,
+    }
+}

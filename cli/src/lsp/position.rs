@@ -1,0 +1,95 @@
+//! Byte offsets in a document and the protocol's positions: a line (0-based) and a
+//! character counted in UTF-16 code units, the encoding every client speaks (LSP 3.17's
+//! default). A position past the end of its line is the line's end, as the protocol says.
+
+use ls_types::{Position, Range};
+
+/// Where each line of a text starts.
+pub(crate) struct Lines<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    pub(crate) fn new(text: &'a str) -> Lines<'a> {
+        let mut starts = vec![0];
+        starts.extend(text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1));
+        Lines { text, starts }
+    }
+
+    /// The position of byte `offset` (clamped to the text, and back to a character boundary).
+    pub(crate) fn position(&self, offset: usize) -> Position {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.starts.partition_point(|&s| s <= offset) - 1;
+        let character = self.text[self.starts[line]..offset].encode_utf16().count();
+        Position { line: saturate(line), character: saturate(character) }
+    }
+
+    /// The range of bytes `start..end`.
+    pub(crate) fn range(&self, start: usize, end: usize) -> Range {
+        Range { start: self.position(start), end: self.position(end.max(start)) }
+    }
+
+    /// The byte offset of `position`: a line past the last is the text's end, a character past
+    /// its line's end is the line's end (before its `\r\n` or `\n`), and a position inside a
+    /// character that takes two UTF-16 units is that character's start.
+    pub(crate) fn offset(&self, position: Position) -> usize {
+        let Some(&start) = self.starts.get(position.line as usize) else { return self.text.len() };
+        let end = self.starts.get(position.line as usize + 1).map_or(self.text.len(), |&next| next - 1);
+        let line = self.text[start..end].strip_suffix('\r').unwrap_or(&self.text[start..end]);
+        let mut units = 0usize;
+        for (i, c) in line.char_indices() {
+            units += c.len_utf16();
+            if units > position.character as usize {
+                return start + i;
+            }
+        }
+        start + line.len()
+    }
+}
+
+fn saturate(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(line: u32, character: u32) -> Position {
+        Position { line, character }
+    }
+
+    #[test]
+    fn offsets_and_positions_agree_in_utf16_across_lines() {
+        // "é" is 2 bytes and 1 unit; "𝄞" is 4 bytes and 2 units.
+        let text = "{\n  \"é\": \"𝄞x\"\r\n}";
+        let lines = Lines::new(text);
+        let x = text.find('x').expect("x");
+        assert_eq!(lines.position(x), at(1, 10));
+        assert_eq!(lines.offset(at(1, 10)), x);
+        assert_eq!(lines.position(text.len()), at(2, 1));
+        // Every character but the `\n` of `\r\n` (its position is the line's end, before `\r`).
+        for offset in
+            text.char_indices().map(|(i, _)| i).filter(|&i| !(text[..i].ends_with('\r') && text[i..].starts_with('\n')))
+        {
+            assert_eq!(lines.offset(lines.position(offset)), offset, "{offset}");
+        }
+    }
+
+    #[test]
+    fn positions_out_of_the_text_are_clamped_not_refused() {
+        let text = "ab\r\ncd";
+        let lines = Lines::new(text);
+        assert_eq!(lines.offset(at(0, 99)), 2, "the line's end, before \\r\\n");
+        assert_eq!(lines.offset(at(9, 0)), text.len());
+        assert_eq!(lines.position(999), at(1, 2));
+        // Inside a surrogate pair: the character's start.
+        let lines = Lines::new("𝄞");
+        assert_eq!(lines.offset(at(0, 1)), 0);
+        assert_eq!(lines.position(2), at(0, 0), "back to a character boundary");
+    }
+}
