@@ -1,0 +1,146 @@
+//! `svc lsp` in the editors the README shows (issue 21, point 5): Neovim with the README's
+//! configuration, word for word, and the VS Code extension in `editors/vscode`.
+//!
+//! Neovim runs headless on a broken manifest and reports what it shows; without `nvim` the
+//! test says it skipped, unless `SVC_REQUIRE_EDITORS` is set (`.ci/run` installs Debian's
+//! Neovim and sets it). VS Code cannot run here: its extension is checked for what can be
+//! (it parses, and starts `svc` as `svc lsp --stdio`, which the client tests speak to).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace").to_owned()
+}
+
+/// The body of the first fenced block of `language` after the heading `heading` in the README.
+fn readme_block(heading: &str, language: &str) -> String {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    let after = readme.split_once(&format!("\n{heading}\n")).expect("the heading").1;
+    let fence = format!("```{language}\n");
+    let body = after.split_once(&fence).expect("the block").1;
+    body.split_once("```").expect("the block's end").0.to_owned()
+}
+
+/// Debian 12's Neovim is 0.7, one release before `vim.lsp.start`; this gives it the 0.8
+/// function with the same meaning (start a client, attach it to the current buffer), so the
+/// README's configuration runs as written.
+const BEFORE_0_8: &str = r#"
+if not vim.lsp.start then
+  vim.lsp.start = function(config)
+    local id = vim.lsp.start_client(config)
+    vim.lsp.buf_attach_client(0, id)
+    return id
+  end
+end
+"#;
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join(program).is_file()))
+}
+
+#[test]
+fn neovim_with_the_readmes_configuration_shows_validates_diagnostics_and_applies_the_quick_fix() {
+    if !on_path("nvim") {
+        assert!(std::env::var_os("SVC_REQUIRE_EDITORS").is_none(), "SVC_REQUIRE_EDITORS is set and nvim is missing");
+        eprintln!("skipped: nvim is not installed (Debian's `neovim`)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lsp");
+    std::fs::copy(fixtures.join("broken.yaml"), dir.path().join("app.yaml")).expect("copy");
+    let init = format!("{BEFORE_0_8}\n{}", readme_block("#### Neovim", "lua"));
+    std::fs::write(dir.path().join("init.lua"), init).expect("init.lua");
+
+    // `svc` on the PATH, as the README asks; Neovim's own files in the scratch directory.
+    let svc = Path::new(env!("CARGO_BIN_EXE_svc")).parent().expect("the binary's directory").to_owned();
+    let path = std::env::join_paths(
+        std::iter::once(svc).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .expect("a PATH");
+    let mut nvim = Command::new("nvim")
+        .args(["--headless", "-u", "init.lua", "-c"])
+        .arg(format!("luafile {}", fixtures.join("neovim-session.lua").display()))
+        .arg("app.yaml")
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("XDG_DATA_HOME", dir.path().join("data"))
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nvim starts");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(status) = nvim.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = nvim.kill();
+            panic!("nvim did not finish its session within 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "nvim: {status}");
+    let seen: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out.json")).expect("out.json")).expect("JSON");
+
+    assert_eq!(seen["filetype"], "yaml");
+    assert_eq!(seen["attached"], true, "no diagnostics reached Neovim: {seen}");
+    // Neovim shows what `svc manifest validate` says, at the same places.
+    let out = Command::new(env!("CARGO_BIN_EXE_svc"))
+        .args(["manifest", "validate", "--format", "json", "app.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("svc runs");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let expected: Vec<Value> = report["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .map(|d| serde_json::json!([d["code"], d["line"], d["column"], d["message"]]))
+        .collect();
+    let shown: Vec<Value> = seen["before"]
+        .as_array()
+        .expect("before")
+        .iter()
+        .map(|d| serde_json::json!([d["code"], d["line"], d["column"], d["message"]]))
+        .collect();
+    assert_eq!(shown, expected);
+
+    let hover = seen["hover"].as_str().expect("a hover");
+    assert!(hover.starts_with("**`jobs`**"), "{hover}");
+    assert_eq!(seen["actions"], serde_json::json!(["Change to \"placement\""]), "{seen}");
+    assert_eq!(seen["fixed_line"], "  placement: {}");
+    let after: Vec<&Value> = seen["after"].as_array().expect("after").iter().map(|d| &d["code"]).collect();
+    assert_eq!(after.len(), expected.len() - 1, "{seen}");
+    assert!(!after.contains(&&Value::from("unknown_field")), "{seen}");
+}
+
+#[test]
+fn the_vscode_extension_parses_and_starts_svc_lsp_for_json_and_yaml() {
+    let dir = workspace().join("editors/vscode");
+    let package: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("package.json")).expect("package.json")).expect("JSON");
+    let main = package["main"].as_str().expect("main");
+    let source = std::fs::read_to_string(dir.join(main)).expect("the extension's main file");
+    for language in ["json", "yaml"] {
+        let event = Value::from(format!("onLanguage:{language}"));
+        assert!(package["activationEvents"].as_array().expect("events").contains(&event), "{language}");
+        assert!(source.contains(&format!("\"{language}\"")), "the document selector has {language}");
+    }
+    assert_eq!(package["contributes"]["configuration"]["properties"]["svc.path"]["default"], "svc");
+    assert!(source.contains("args: [\"lsp\"]") && source.contains("TransportKind.stdio"), "{source}");
+    assert_eq!(package["version"], env!("CARGO_PKG_VERSION"), "the extension's version follows the workspace's");
+    if on_path("node") {
+        let check = Command::new("node").arg("--check").arg(dir.join(main)).output().expect("node runs");
+        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    }
+}
