@@ -215,7 +215,8 @@ impl<'a> Walker<'_, 'a> {
         // last one found is tried before the table is searched (names are distinct within a
         // table, a test checks, so both find the same field).
         let mut next = 0;
-        for m in members.iter_mut() {
+        for index in 0..members.len() {
+            let m = &mut members[index];
             let found = match shape.fields.get(next) {
                 Some(f) if f.name == m.key => Some(next),
                 _ => shape.fields.iter().position(|f| f.name == m.key),
@@ -239,8 +240,11 @@ impl<'a> Walker<'_, 'a> {
                 self.value(&mut m.value, &field.shape);
                 self.path.pop();
             } else if arm.is_none_or(|(u, _)| m.key != u.tag) {
-                self.path.push(Step::Key(m.key.clone()));
-                self.unexpected(&m.key, shape, arm);
+                // A key written without escapes is borrowed, so this costs no allocation.
+                let key = m.key.clone();
+                self.path.push(Step::Key(key.clone()));
+                let written = |name: &str| members.iter().any(|other| other.key == name);
+                self.unexpected(&key, shape, arm, &written);
                 self.path.pop();
             }
         }
@@ -290,7 +294,15 @@ impl<'a> Walker<'_, 'a> {
 
     /// Reports a member the object does not have: a refused name with its own message, a field
     /// of another union arm, or an unknown field with a near-miss suggestion.
-    fn unexpected(&mut self, key: &str, shape: &ObjectShape, arm: Option<(&UnionShape, &str)>) {
+    /// A near miss already written in the object (`written`) is not suggested: renaming to it
+    /// would repeat a key.
+    fn unexpected(
+        &mut self,
+        key: &str,
+        shape: &ObjectShape,
+        arm: Option<(&UnionShape, &str)>,
+        written: &dyn Fn(&str) -> bool,
+    ) {
         if let Some(refused) = shape.refused.iter().flat_map(|list| list.iter()).find(|r| r.name == key) {
             return self.key_error(refused.code, refused.message.to_owned());
         }
@@ -303,7 +315,7 @@ impl<'a> Walker<'_, 'a> {
             );
             return self.key_error(Code::ForeignArmField, message);
         }
-        let names = shape.fields.iter().map(|f| f.name).chain(arm.map(|(u, _)| u.tag));
+        let names = shape.fields.iter().map(|f| f.name).chain(arm.map(|(u, _)| u.tag)).filter(|n| !written(n));
         let mut message = format!("unknown field \"{key}\"");
         if let Some(close) = suggest(key, names) {
             message.push_str(&format!("; did you mean \"{close}\"?"));
@@ -556,6 +568,12 @@ mod tests {
         ] {
             assert!(fixes.contains(&expected), "{expected:?} in {fixes:?}");
         }
+        let repeat = crate::validate(
+            br#"{"schema": "svc.application-manifest", "schemaVersion": 5, "deployment": {"jobs": 1, "job": 2}}"#,
+        );
+        let job = repeat.diagnostics.iter().find(|d| d.pointer == "/deployment/job").expect("job");
+        assert_eq!(job.suggestion, None, "jobs is written already: {}", job.message);
+        assert!(!job.message.contains("did you mean"), "{}", job.message);
         let unfixed =
             report.diagnostics.iter().filter(|d| d.suggestion.is_some() && !d.message.contains("did you mean"));
         assert_eq!(unfixed.map(|d| d.code).collect::<Vec<_>>(), [Code::InvalidValue], "only a constant's is silent");

@@ -2,9 +2,14 @@
 //!
 //! The kind is read from the document, since editors attach a server by file type and a
 //! workspace has other JSON and YAML: a file named `ingress.json` (or `*.ingress.json`) is an
-//! ingress project; a document that names the manifest schema (`svc.application-manifest`)
-//! or has a `schemaVersion` is a manifest; an object with `version` and `runtime` is an
-//! ingress project. Anything else (a `package.json`) gets no diagnostics at all.
+//! ingress project; a document whose root says `schema: svc.application-manifest` or
+//! `schemaVersion` 4 or 5 is a manifest (while it does not parse, its text is searched for
+//! them); a JSON object with `version` and `runtime` is an ingress project. Anything else (a
+//! `package.json`, an OCI image manifest's `schemaVersion: 2`) gets no diagnostics, and no
+//! completion unless it is a new file on its first line (`sch|`), which is offered the two
+//! fields that make it a manifest.
+
+use std::cell::OnceCell;
 
 use ls_types::{DiagnosticSeverity, NumberOrString};
 use manifest_core::shape::ObjectShape;
@@ -28,28 +33,35 @@ pub(crate) struct Document {
     pub(crate) text: String,
     pub(crate) version: i32,
     pub(crate) kind: Option<Kind>,
-    /// What `validate` found (layers 1 and 2), placed in the text.
-    pub(crate) diagnostics: Vec<Diagnostic>,
+    /// What `validate` found (layers 1 and 2), placed in the text: checked when first asked
+    /// for, so a burst of changes is checked once, at its end.
+    diagnostics: OnceCell<Vec<Diagnostic>>,
 }
 
 impl Document {
     /// Reads and checks a document (`name`: the last segment of its URI's path).
     pub(crate) fn new(name: &str, text: String, version: i32) -> Document {
         let kind = kind(name, &text);
-        let diagnostics = match kind {
-            Some(Kind::Manifest) => manifest_core::validate(text.as_bytes()).diagnostics,
-            Some(Kind::Project) => relay_api::project::check(&text).diagnostics,
-            None => Vec::new(),
-        };
-        Document { text, version, kind, diagnostics }
+        Document { text, version, kind, diagnostics: OnceCell::new() }
     }
 
-    /// The table its root is checked against.
+    /// What `validate` says of it.
+    pub(crate) fn diagnostics(&self) -> &[Diagnostic] {
+        self.diagnostics.get_or_init(|| match self.kind {
+            Some(Kind::Manifest) => manifest_core::validate(self.text.as_bytes()).diagnostics,
+            Some(Kind::Project) => relay_api::project::check(&self.text).diagnostics,
+            None => Vec::new(),
+        })
+    }
+
+    /// The table its root is checked against; for a new file on its first line, a manifest's.
     pub(crate) fn root(&self) -> Option<&'static ObjectShape> {
-        match self.kind? {
-            Kind::Project => Some(&relay_api::project::PROJECT),
-            Kind::Manifest if declares_v4(&self.text) => Some(&manifest_core::v4::MANIFEST),
-            Kind::Manifest => Some(&manifest_core::v5::MANIFEST),
+        match self.kind {
+            Some(Kind::Project) => Some(&relay_api::project::PROJECT),
+            Some(Kind::Manifest) if declares_v4(&self.text) => Some(&manifest_core::v4::MANIFEST),
+            Some(Kind::Manifest) => Some(&manifest_core::v5::MANIFEST),
+            None if starts_a_manifest(&self.text) => Some(&manifest_core::v5::MANIFEST),
+            None => None,
         }
     }
 
@@ -74,7 +86,7 @@ impl Document {
     /// the layer and the JSON pointer, as `svc manifest validate --format json` prints them.
     pub(crate) fn published(&self) -> Vec<ls_types::Diagnostic> {
         let lines = Lines::new(&self.text);
-        self.diagnostics
+        self.diagnostics()
             .iter()
             .map(|d| {
                 let range = d.span.map_or_else(Default::default, |s| lines.range(s.start as usize, s.end as usize));
@@ -91,11 +103,17 @@ impl Document {
             .collect()
     }
 
-    /// The bytes a diagnostic's suggestion replaces: its key or value, inside the quotes.
+    /// The bytes a diagnostic's suggestion replaces: its key or value, inside the quotes;
+    /// none for a value over several lines (a YAML block scalar), which one word cannot fix.
     pub(crate) fn fix_range(&self, d: &Diagnostic) -> Option<std::ops::Range<usize>> {
         let span = d.span?;
-        let (start, end) = (span.start as usize, span.end as usize);
-        let written = self.text.get(start..end)?;
+        let start = span.start as usize;
+        // A YAML block scalar's span runs past its line break into the next indentation.
+        let written = self.text.get(start..span.end as usize)?.trim_end();
+        if written.contains(['\n', '\r']) || written.is_empty() {
+            return None;
+        }
+        let end = start + written.len();
         let quoted = written.len() >= 2 && ['"', '\''].iter().any(|&q| written.starts_with(q) && written.ends_with(q));
         Some(if quoted { start + 1..end - 1 } else { start..end })
     }
@@ -105,21 +123,53 @@ fn kind(name: &str, text: &str) -> Option<Kind> {
     if name == relay_api::project::FILE_NAME || name.ends_with(".ingress.json") {
         return Some(Kind::Project);
     }
-    if text.contains("svc.application-manifest") || text.contains("schemaVersion") {
-        return Some(Kind::Manifest);
+    let format = Format::detect(text);
+    let (root, _) = match format {
+        Format::Json => manifest_core::parse::json(text),
+        Format::Yaml => manifest_core::parse::yaml(text),
+    };
+    match root {
+        Some(root) if matches!(root.value, Value::Object(_)) => {
+            let schema = matches!(root.get("schema").map(|n| &n.value), Some(Value::String(s)) if s == MANIFEST_SCHEMA);
+            let version = matches!(
+                root.get("schemaVersion").map(|n| &n.value),
+                Some(Value::Number(manifest_core::Number::Integer(4 | 5)))
+            );
+            if schema || version {
+                Some(Kind::Manifest)
+            } else {
+                let project = format == Format::Json && root.get("version").is_some() && root.get("runtime").is_some();
+                project.then_some(Kind::Project)
+            }
+        }
+        Some(_) => None,
+        // While it does not parse, the text says what it is.
+        None => (text.contains(MANIFEST_SCHEMA) || declares_version(text, &['4', '5'])).then_some(Kind::Manifest),
     }
-    let (root, _) = manifest_core::parse::json(text);
-    let root = root?;
-    (root.get("version").is_some() && root.get("runtime").is_some()).then_some(Kind::Project)
 }
+
+/// What a manifest's `schema` says.
+const MANIFEST_SCHEMA: &str = "svc.application-manifest";
 
 /// Whether the text's `schemaVersion` is 4 (read from the text, so a document that does not
 /// parse yet is still described by its version's table).
 fn declares_v4(text: &str) -> bool {
+    declares_version(text, &['4'])
+}
+
+/// Whether the text has a `schemaVersion` of one of `versions` (single digits).
+fn declares_version(text: &str, versions: &[char]) -> bool {
     text.match_indices("schemaVersion").any(|(at, key)| {
         let rest = text[at + key.len()..].trim_start_matches(['"', '\'', ':', ' ', '\t']);
-        rest.starts_with('4') && !rest[1..].starts_with(|c: char| c.is_ascii_digit())
+        rest.starts_with(versions) && !rest[1..].starts_with(|c: char| c.is_ascii_digit())
     })
+}
+
+/// Whether the text is a new file's first words on the way to naming a manifest: nothing
+/// yet, or a beginning of `schema: svc.application-manifest` or `schemaVersion:`.
+fn starts_a_manifest(text: &str) -> bool {
+    let written: String = text.chars().filter(|c| !c.is_whitespace() && !matches!(c, '{' | '}' | '"' | '\'')).collect();
+    ["schema:svc.application-manifest", "schemaVersion:"].iter().any(|full| full.starts_with(&written))
 }
 
 /// The node `path` names.
@@ -145,8 +195,28 @@ mod tests {
         assert_eq!(kind("shop.ingress.json", ""), Some(Kind::Project));
         assert_eq!(kind("app.yaml", "schema: svc.application-manifest\n"), Some(Kind::Manifest));
         assert_eq!(kind("x.json", "{\"schemaVersion\": 4"), Some(Kind::Manifest));
+        assert_eq!(kind("x.yaml", "schemaVersion: 5\nx: [\n"), Some(Kind::Manifest), "does not parse");
         assert_eq!(kind("shop.json", r#"{"version": 1, "runtime": "node"}"#), Some(Kind::Project));
         assert_eq!(kind("package.json", r#"{"name": "x", "version": "1.0.0"}"#), None);
+    }
+
+    #[test]
+    fn other_documents_with_a_schema_version_are_not_taken_for_manifests() {
+        let oci = r#"{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "manifests": [{"schemaVersion": 5}]}"#;
+        assert_eq!(kind("index.json", oci), None);
+        assert_eq!(kind("ssm.yaml", "schemaVersion: '2.2'\nmainSteps: []\n"), None);
+    }
+
+    #[test]
+    fn a_new_files_first_line_is_offered_a_manifests_root_and_nothing_else_is() {
+        for text in ["", "{}", "{\"sch", "sch", "schema: svc.app", "{\"schemaVersion\": "] {
+            assert!(Document::new("new.json", text.into(), 1).root().is_some(), "{text:?}");
+        }
+        for text in ["{\"name\": \"x\"}", "apiVersion: v1\n", "{\"schema\": \"other\"}"] {
+            assert!(Document::new("other.json", text.into(), 1).root().is_none(), "{text:?}");
+            assert!(Document::new("other.json", text.into(), 1).diagnostics().is_empty(), "{text:?}");
+        }
     }
 
     #[test]
@@ -161,13 +231,22 @@ mod tests {
     fn a_fix_replaces_the_inside_of_quotes_and_a_plain_scalar_whole() {
         let text = r#"{"schema": "svc.application-manifest", "schemaVersion": 5, "aplicationId": "x"}"#;
         let json = Document::new("m.json", text.into(), 1);
-        let d = json.diagnostics.iter().find(|d| d.suggestion.is_some()).expect("a did-you-mean");
+        let d = json.diagnostics().iter().find(|d| d.suggestion.is_some()).expect("a did-you-mean");
         assert_eq!(d.suggestion.as_deref(), Some("applicationId"));
         assert_eq!(&json.text[json.fix_range(d).expect("range")], "aplicationId");
 
         let text = "schema: svc.application-manifest\nschemaVersion: 5\naplicationId: x\n";
         let yaml = Document::new("m.yaml", text.into(), 1);
-        let d = yaml.diagnostics.iter().find(|d| d.suggestion.is_some()).expect("a did-you-mean");
+        let d = yaml.diagnostics().iter().find(|d| d.suggestion.is_some()).expect("a did-you-mean");
         assert_eq!(&yaml.text[yaml.fix_range(d).expect("range")], "aplicationId");
+    }
+
+    #[test]
+    fn a_fix_on_a_yaml_block_scalar_replaces_its_word_not_the_next_lines_indentation() {
+        let text = "schema: svc.application-manifest\nschemaVersion: 5\nruntime:\n  kind: javascript\n  engine: >-\n    nodejz\n  entrypoint:\n    file: a.js\n";
+        let doc = Document::new("m.yaml", text.into(), 1);
+        let d = doc.diagnostics().iter().find(|d| d.pointer == "/runtime/engine").expect("engine");
+        assert_eq!(d.suggestion.as_deref(), Some("nodejs"));
+        assert_eq!(&doc.text[doc.fix_range(d).expect("range")], "nodejz");
     }
 }

@@ -18,7 +18,12 @@ use super::position::Lines;
 /// What the tables say of the key or value under `position`.
 pub(crate) fn hover(document: &Document, position: Position) -> Option<Hover> {
     let lines = Lines::new(&document.text);
-    let cursor = cursor::at(&document.text, lines.offset(position))?;
+    let offset = lines.offset(position);
+    let mut cursor = cursor::at(&document.text, offset)?;
+    if cursor.token.is_empty() && document.text[offset..].starts_with('"') {
+        // On a string's opening quote: the string is what the pointer is over.
+        cursor = cursor::at(&document.text, offset + 1)?;
+    }
     let word = cursor.word(&document.text);
     let mut path = cursor.path.clone();
     if cursor.slot == Slot::Key {
@@ -44,9 +49,13 @@ pub(crate) fn complete(document: &Document, position: Position) -> Vec<Completio
     let lines = Lines::new(&document.text);
     let Some(cursor) = cursor::at(&document.text, lines.offset(position)) else { return Vec::new() };
     let Some(root) = document.root() else { return Vec::new() };
+    if cursor.finished {
+        return Vec::new();
+    }
     let json = Format::detect(&document.text) == Format::Json;
     let range = lines.range(cursor.token.start, cursor.token.end);
-    let edit = |text: String| Some(CompletionTextEdit::Edit(TextEdit { range, new_text: text }));
+    let space = if cursor.space_before { " " } else { "" };
+    let edit = |text: String| Some(CompletionTextEdit::Edit(TextEdit { range, new_text: format!("{space}{text}") }));
     match cursor.slot {
         Slot::Key => {
             let shape = match cursor.path.is_empty() {
@@ -101,7 +110,7 @@ pub(crate) fn quick_fixes(uri: &Uri, document: &Document, range: Range) -> Vec<C
     let (start, end) = (lines.offset(range.start), lines.offset(range.end));
     let published = document.published();
     document
-        .diagnostics
+        .diagnostics()
         .iter()
         .zip(published)
         .filter_map(|(d, shown)| {

@@ -43,28 +43,37 @@ pub(crate) fn run() -> ExitCode {
     };
     let ended = Server::default().serve(&connection);
     drop(connection);
-    let transport = threads.join();
+    // The reader has stopped (at the end of the stream, an error, or after `exit`) unless the
+    // loop stopped because the writer could not write; then it may still wait on the client.
+    let transport = threads.join(!matches!(ended, Ended::CannotWrite));
     match (ended, transport) {
         (Ended::Exit { after_shutdown: true }, _) => ExitCode::SUCCESS,
         (Ended::Exit { after_shutdown: false }, _) => {
             eprintln!("svc lsp: the client said exit without shutdown first");
             ExitCode::from(1)
         }
-        (Ended::Disconnected, Err(e)) => crate::output::fail("svc lsp", 1, "protocol", &e.to_string()),
-        (Ended::Disconnected, Ok(())) => {
+        (Ended::ClientGone | Ended::CannotWrite, Err(e)) => {
+            crate::output::fail("svc lsp", 1, "protocol", &e.to_string())
+        }
+        (Ended::ClientGone | Ended::CannotWrite, Ok(())) => {
             eprintln!("svc lsp: the client closed the connection without exit");
             ExitCode::from(1)
         }
     }
 }
 
-/// The client's side is gone.
-struct Disconnected;
+/// The client's side is gone: nothing more can be written.
+struct CannotWrite;
 
 /// How the loop ended.
 enum Ended {
-    Exit { after_shutdown: bool },
-    Disconnected,
+    Exit {
+        after_shutdown: bool,
+    },
+    /// The client's stream ended, or broke the framing.
+    ClientGone,
+    /// The client stopped reading.
+    CannotWrite,
 }
 
 #[derive(Default)]
@@ -82,7 +91,7 @@ struct Server {
 impl Server {
     fn serve(&mut self, connection: &Connection) -> Ended {
         loop {
-            let Ok(message) = connection.receiver.recv() else { return Ended::Disconnected };
+            let Ok(message) = connection.receiver.recv() else { return Ended::ClientGone };
             let mut next = Some(message);
             while let Some(message) = next.take() {
                 if let Some(ended) = self.handle(connection, message) {
@@ -91,11 +100,11 @@ impl Server {
                 next = match connection.receiver.try_recv() {
                     Ok(message) => Some(message),
                     Err(TryRecvError::Empty) => None,
-                    Err(TryRecvError::Disconnected) => return Ended::Disconnected,
+                    Err(TryRecvError::Disconnected) => return Ended::ClientGone,
                 };
             }
             if self.publish(connection).is_err() {
-                return Ended::Disconnected;
+                return Ended::CannotWrite;
             }
         }
     }
@@ -105,7 +114,7 @@ impl Server {
         match message {
             Message::Request(request) => {
                 let response = self.request(request);
-                connection.sender.send(response.into()).err().map(|_| Ended::Disconnected)
+                connection.sender.send(response.into()).err().map(|_| Ended::CannotWrite)
             }
             Message::Notification(n) if n.method == "exit" => Some(Ended::Exit { after_shutdown: self.shutting_down }),
             Message::Notification(n) if self.initialized => {
@@ -211,7 +220,7 @@ impl Server {
 
     /// Sends the diagnostics of every document changed since they were last sent, and an
     /// empty list for each document closed.
-    fn publish(&mut self, connection: &Connection) -> Result<(), Disconnected> {
+    fn publish(&mut self, connection: &Connection) -> Result<(), CannotWrite> {
         let closed = std::mem::take(&mut self.closed).into_iter().map(|uri| PublishDiagnosticsParams {
             uri,
             diagnostics: Vec::new(),
@@ -227,7 +236,7 @@ impl Server {
         });
         for params in closed.chain(changed).collect::<Vec<_>>() {
             let note = Notification::new("textDocument/publishDiagnostics".into(), params);
-            connection.sender.send(note.into()).map_err(|_| Disconnected)?;
+            connection.sender.send(note.into()).map_err(|_| CannotWrite)?;
         }
         Ok(())
     }

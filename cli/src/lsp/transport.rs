@@ -45,12 +45,12 @@ pub(crate) struct Threads {
 }
 
 impl Threads {
-    /// Waits for the writer to send what is queued, and for the reader if it has stopped (a
-    /// reader still waiting on the client is left to the process's end): the reader's error
-    /// first, as it is usually the cause.
-    pub(crate) fn join(self) -> Result<(), TransportError> {
+    /// Waits for the writer to send what is queued, and for the reader when `reader_stopped`
+    /// (a reader still waiting on the client is left to the process's end): the reader's
+    /// error first, as it is usually the cause.
+    pub(crate) fn join(self, reader_stopped: bool) -> Result<(), TransportError> {
         let write = self.writer.join().unwrap_or(Ok(()));
-        if !self.reader.is_finished() {
+        if !reader_stopped {
             return write;
         }
         let read = self.reader.join().unwrap_or(Ok(()));
