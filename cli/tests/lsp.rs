@@ -88,6 +88,14 @@ impl Client {
         self.wait(matches)["params"].clone()
     }
 
+    /// The next notification `method`, whatever it is about.
+    fn notified(&mut self, method: &str) -> Value {
+        if let Some(i) = self.notifications.iter().position(|m| m["method"] == method) {
+            return self.notifications.remove(i)["params"].clone();
+        }
+        self.wait(|m| m["method"] == method)["params"].clone()
+    }
+
     fn wait(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + PATIENCE;
         loop {
@@ -346,20 +354,101 @@ fn requests_out_of_order_unknown_or_malformed_get_protocol_errors_and_the_server
 }
 
 #[test]
-fn a_client_that_breaks_the_framing_ends_the_server_with_exit_1_and_a_reason() {
-    // An announced length far past the limit: refused before anything is allocated.
+fn a_message_too_large_or_not_json_rpc_is_skipped_with_a_warning_and_the_session_goes_on() {
     let mut client = initialized();
-    client.send_raw(b"Content-Length: 999999999999\r\n\r\n");
-    let status = client.exit_status();
-    assert_eq!(status.code(), Some(1));
-    let stderr = client.stderr();
-    assert!(stderr.contains("999999999999 bytes; the limit is"), "{stderr}");
+    let path = fixture("ingress.json");
+    let uri = uri(&path);
+    let text = std::fs::read_to_string(&path).expect("the fixture");
+    let before = client.open(&uri, "json", &text)["diagnostics"].clone();
+    // Past the limit (8 MiB): passed over without being kept.
+    let size = 8 * 1024 * 1024 + 1;
+    let mut oversized = format!("Content-Length: {size}\r\n\r\n").into_bytes();
+    oversized.resize(oversized.len() + size, b' ');
+    client.send_raw(&oversized);
+    let warning = client.notified("window/showMessage");
+    assert_eq!(warning["type"], 2, "a warning: {warning}");
+    assert!(warning["message"].as_str().is_some_and(|m| m.contains(&format!("{size} bytes"))), "{warning}");
+    // Not JSON, a batch, and a request whose id is a fraction.
+    for body in [
+        "hello",
+        r#"[{"jsonrpc": "2.0", "method": "initialized"}]"#,
+        r#"{"jsonrpc": "2.0", "id": 1.5, "method": "shutdown"}"#,
+    ] {
+        client.send_raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+        let warning = client.notified("window/showMessage");
+        assert!(warning["message"].as_str().is_some_and(|m| m.contains("not JSON-RPC")), "{body}: {warning}");
+    }
+    // The open document is still there, and the server still answers.
+    let fix = client.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri}, "range": before[0]["range"], "context": {"diagnostics": []}}),
+    );
+    assert_eq!(fix["result"][0]["title"], "Change to \"port\"", "{fix}");
+    shut_down(client);
+}
 
-    // Not JSON.
+#[test]
+fn a_project_file_that_stops_parsing_keeps_its_kind_and_shows_why() {
     let mut client = initialized();
-    client.send_raw(b"Content-Length: 5\r\n\r\nhello");
+    let uri = "file:///work/shop.json";
+    let text = r#"{"version": 1, "name": "shop", "runtime": "node", "app": {"entrypoint": "s.js"}, "spend": {"ceilingMicros": 1}}"#;
+    assert_eq!(client.open(uri, "json", text)["diagnostics"], json!([]), "a valid project, known by its content");
+    let broken = text.replace("\"name\": \"shop\",", "\"name\": \"shop\"");
+    let change = json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": broken}]});
+    client.notify("textDocument/didChange", change);
+    let published = client.notification("textDocument/publishDiagnostics", uri);
+    assert_eq!(published["diagnostics"][0]["code"], "invalid_json", "{published}");
+}
+
+#[test]
+fn ranged_changes_are_applied_in_order_and_a_stale_one_is_dropped() {
+    let mut client = initialized();
+    let uri = "file:///work/ingress.json";
+    let text = "{\"version\": 1, \"name\": \"shop\", \"runtime\": \"node\",\n \"app\": {\"entrypoint\": \"s.js\"}, \"spend\": {\"ceilingMicros\": 1}}";
+    assert_eq!(client.open(uri, "json", text)["diagnostics"], json!([]));
+    // Two edits in one change: "runtime" -> "runtyme", then "app" -> "ap".
+    let range = |line: u32, from: u32, to: u32| json!({"start": {"line": line, "character": from}, "end": {"line": line, "character": to}});
+    let col = text.find("runtime").expect("runtime") as u32;
+    let change = json!({"textDocument": {"uri": uri, "version": 5}, "contentChanges": [
+        {"range": range(0, col + 4, col + 5), "text": "y"},
+        {"range": range(1, 3, 4), "text": ""},
+    ]});
+    client.notify("textDocument/didChange", change);
+    let published = client.notification("textDocument/publishDiagnostics", uri);
+    let pointers: Vec<&Value> =
+        published["diagnostics"].as_array().expect("list").iter().map(|d| &d["data"]["pointer"]).collect();
+    assert!(pointers.contains(&&json!("/runtyme")) && pointers.contains(&&json!("/ap")), "{published}");
+    // An older version than the document's is a client's mistake: dropped.
+    let stale = json!({"textDocument": {"uri": uri, "version": 4}, "contentChanges": [{"text": "{}"}]});
+    client.notify("textDocument/didChange", stale);
+    let typo = published["diagnostics"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|d| d["data"]["pointer"] == "/runtyme")
+        .expect("the typo")
+        .clone();
+    let params = json!({"textDocument": {"uri": uri}, "range": typo["range"], "context": {"diagnostics": []}});
+    let fix = client.request("textDocument/codeAction", params);
+    assert_eq!(fix["result"][0]["title"], "Change to \"runtime\"", "still the edited text: {fix}");
+    shut_down(client);
+}
+
+#[test]
+fn a_client_that_breaks_the_framing_ends_the_server_with_exit_1_and_a_reason() {
+    // A header line that is no header: where the next message starts is lost.
+    let mut client = initialized();
+    client.send_raw(b"hello there\r\n\r\n");
     assert_eq!(client.exit_status().code(), Some(1));
-    assert!(client.stderr().contains("not JSON-RPC"));
+    let stderr = client.stderr();
+    assert!(stderr.contains("bad header line"), "{stderr}");
+
+    // An announced length the stream never delivers.
+    let mut client = initialized();
+    client.send_raw(b"Content-Length: 999999999999\r\n\r\n{}");
+    client.stdin = None;
+    assert_eq!(client.exit_status().code(), Some(1));
+    assert!(client.stderr().contains("in the middle of a message"));
 
     // The editor went away (its pipe closed) without exit.
     let mut client = initialized();

@@ -215,6 +215,9 @@ impl<'a> Walker<'_, 'a> {
         // last one found is tried before the table is searched (names are distinct within a
         // table, a test checks, so both find the same field).
         let mut next = 0;
+        // The object's keys, gathered at its first unknown field (a did-you-mean never names a
+        // key already written): once per object, so a thousand unknown keys stay linear.
+        let mut written: Option<HashSet<String>> = None;
         for index in 0..members.len() {
             let m = &mut members[index];
             let found = match shape.fields.get(next) {
@@ -243,8 +246,8 @@ impl<'a> Walker<'_, 'a> {
                 // A key written without escapes is borrowed, so this costs no allocation.
                 let key = m.key.clone();
                 self.path.push(Step::Key(key.clone()));
-                let written = |name: &str| members.iter().any(|other| other.key == name);
-                self.unexpected(&key, shape, arm, &written);
+                let keys = written.get_or_insert_with(|| members.iter().map(|o| o.key.to_string()).collect());
+                self.unexpected(&key, shape, arm, &|name| keys.contains(name));
                 self.path.pop();
             }
         }

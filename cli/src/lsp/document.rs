@@ -40,8 +40,12 @@ pub(crate) struct Document {
 
 impl Document {
     /// Reads and checks a document (`name`: the last segment of its URI's path).
-    pub(crate) fn new(name: &str, text: String, version: i32) -> Document {
-        let kind = kind(name, &text);
+    ///
+    /// A document that does not parse keeps the kind it had (`previous`): a project file
+    /// with a missing comma is still a project file.
+    pub(crate) fn new(name: &str, text: String, version: i32, previous: Option<Kind>) -> Document {
+        let (kind, parsed) = kind(name, &text);
+        let kind = if parsed { kind } else { kind.or(previous) };
         Document { text, version, kind, diagnostics: OnceCell::new() }
     }
 
@@ -65,21 +69,31 @@ impl Document {
         }
     }
 
-    /// The value of the discriminator `tag` of the object at `path`, as written: from the
-    /// document's tree when it parses, else from the members the cursor's object has.
-    pub(crate) fn arm(&self, path: &[Step], tag: &str, cursor: &Cursor, container: usize) -> Option<String> {
-        let (root, _) = match Format::detect(&self.text) {
-            Format::Json => manifest_core::parse::json(&self.text),
-            Format::Yaml => manifest_core::parse::yaml(&self.text),
-        };
-        if let Some(node) = root.as_ref().and_then(|root| walk(root, path))
-            && let Some(Value::String(value)) = node.get(tag).map(|n| &n.value)
+    /// The value of the discriminator `tag` of the object at `path`, as written: for the
+    /// cursor's own object, from its members; for an outer one, from the document's tree.
+    ///
+    /// `tree` holds the document once read, for the request's other unions.
+    pub(crate) fn arm<'d>(
+        &'d self,
+        tree: &OnceCell<Option<Node<'d>>>,
+        path: &[Step],
+        tag: &str,
+        cursor: &Cursor,
+        container: usize,
+    ) -> Option<String> {
+        if path.len() == container
+            && let Some((_, value)) = cursor.siblings.iter().find(|(k, _)| k == tag)
         {
-            return Some(value.to_string());
+            return value.clone();
         }
-        (path.len() == container)
-            .then(|| cursor.siblings.iter().find(|(k, _)| k == tag).and_then(|(_, v)| v.clone()))
-            .flatten()
+        let tree = tree.get_or_init(|| match Format::detect(&self.text) {
+            Format::Json => manifest_core::parse::json(&self.text).0,
+            Format::Yaml => manifest_core::parse::yaml(&self.text).0,
+        });
+        match walk(tree.as_ref()?, path)?.get(tag).map(|n| &n.value) {
+            Some(Value::String(value)) => Some(value.to_string()),
+            _ => None,
+        }
     }
 
     /// The diagnostics as the protocol carries them: code, severity, range, and in `data`
@@ -119,9 +133,11 @@ impl Document {
     }
 }
 
-fn kind(name: &str, text: &str) -> Option<Kind> {
+/// The document's kind, and whether it parsed (a kind read from text that does not parse
+/// is a guess).
+fn kind(name: &str, text: &str) -> (Option<Kind>, bool) {
     if name == relay_api::project::FILE_NAME || name.ends_with(".ingress.json") {
-        return Some(Kind::Project);
+        return (Some(Kind::Project), true);
     }
     let format = Format::detect(text);
     let (root, _) = match format {
@@ -136,15 +152,18 @@ fn kind(name: &str, text: &str) -> Option<Kind> {
                 Some(Value::Number(manifest_core::Number::Integer(4 | 5)))
             );
             if schema || version {
-                Some(Kind::Manifest)
+                (Some(Kind::Manifest), true)
             } else {
                 let project = format == Format::Json && root.get("version").is_some() && root.get("runtime").is_some();
-                project.then_some(Kind::Project)
+                (project.then_some(Kind::Project), true)
             }
         }
-        Some(_) => None,
+        Some(_) => (None, true),
         // While it does not parse, the text says what it is.
-        None => (text.contains(MANIFEST_SCHEMA) || declares_version(text, &['4', '5'])).then_some(Kind::Manifest),
+        None => {
+            let manifest = text.contains(MANIFEST_SCHEMA) || declares_version(text, &['4', '5']);
+            (manifest.then_some(Kind::Manifest), false)
+        }
     }
 }
 
@@ -191,31 +210,31 @@ mod tests {
 
     #[test]
     fn kinds_come_from_the_name_and_the_content() {
-        assert_eq!(kind("ingress.json", "{"), Some(Kind::Project));
-        assert_eq!(kind("shop.ingress.json", ""), Some(Kind::Project));
-        assert_eq!(kind("app.yaml", "schema: svc.application-manifest\n"), Some(Kind::Manifest));
-        assert_eq!(kind("x.json", "{\"schemaVersion\": 4"), Some(Kind::Manifest));
-        assert_eq!(kind("x.yaml", "schemaVersion: 5\nx: [\n"), Some(Kind::Manifest), "does not parse");
-        assert_eq!(kind("shop.json", r#"{"version": 1, "runtime": "node"}"#), Some(Kind::Project));
-        assert_eq!(kind("package.json", r#"{"name": "x", "version": "1.0.0"}"#), None);
+        assert_eq!(kind("ingress.json", "{").0, Some(Kind::Project));
+        assert_eq!(kind("shop.ingress.json", "").0, Some(Kind::Project));
+        assert_eq!(kind("app.yaml", "schema: svc.application-manifest\n").0, Some(Kind::Manifest));
+        assert_eq!(kind("x.json", "{\"schemaVersion\": 4").0, Some(Kind::Manifest));
+        assert_eq!(kind("x.yaml", "schemaVersion: 5\nx: [\n").0, Some(Kind::Manifest), "does not parse");
+        assert_eq!(kind("shop.json", r#"{"version": 1, "runtime": "node"}"#).0, Some(Kind::Project));
+        assert_eq!(kind("package.json", r#"{"name": "x", "version": "1.0.0"}"#).0, None);
     }
 
     #[test]
     fn other_documents_with_a_schema_version_are_not_taken_for_manifests() {
         let oci = r#"{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
             "manifests": [{"schemaVersion": 5}]}"#;
-        assert_eq!(kind("index.json", oci), None);
-        assert_eq!(kind("ssm.yaml", "schemaVersion: '2.2'\nmainSteps: []\n"), None);
+        assert_eq!(kind("index.json", oci).0, None);
+        assert_eq!(kind("ssm.yaml", "schemaVersion: '2.2'\nmainSteps: []\n").0, None);
     }
 
     #[test]
     fn a_new_files_first_line_is_offered_a_manifests_root_and_nothing_else_is() {
         for text in ["", "{}", "{\"sch", "sch", "schema: svc.app", "{\"schemaVersion\": "] {
-            assert!(Document::new("new.json", text.into(), 1).root().is_some(), "{text:?}");
+            assert!(Document::new("new.json", text.into(), 1, None).root().is_some(), "{text:?}");
         }
         for text in ["{\"name\": \"x\"}", "apiVersion: v1\n", "{\"schema\": \"other\"}"] {
-            assert!(Document::new("other.json", text.into(), 1).root().is_none(), "{text:?}");
-            assert!(Document::new("other.json", text.into(), 1).diagnostics().is_empty(), "{text:?}");
+            assert!(Document::new("other.json", text.into(), 1, None).root().is_none(), "{text:?}");
+            assert!(Document::new("other.json", text.into(), 1, None).diagnostics().is_empty(), "{text:?}");
         }
     }
 
@@ -230,13 +249,13 @@ mod tests {
     #[test]
     fn a_fix_replaces_the_inside_of_quotes_and_a_plain_scalar_whole() {
         let text = r#"{"schema": "svc.application-manifest", "schemaVersion": 5, "aplicationId": "x"}"#;
-        let json = Document::new("m.json", text.into(), 1);
+        let json = Document::new("m.json", text.into(), 1, None);
         let d = json.diagnostics().iter().find(|d| d.suggestion.is_some()).expect("a did-you-mean");
         assert_eq!(d.suggestion.as_deref(), Some("applicationId"));
         assert_eq!(&json.text[json.fix_range(d).expect("range")], "aplicationId");
 
         let text = "schema: svc.application-manifest\nschemaVersion: 5\naplicationId: x\n";
-        let yaml = Document::new("m.yaml", text.into(), 1);
+        let yaml = Document::new("m.yaml", text.into(), 1, None);
         let d = yaml.diagnostics().iter().find(|d| d.suggestion.is_some()).expect("a did-you-mean");
         assert_eq!(&yaml.text[yaml.fix_range(d).expect("range")], "aplicationId");
     }
@@ -244,7 +263,7 @@ mod tests {
     #[test]
     fn a_fix_on_a_yaml_block_scalar_replaces_its_word_not_the_next_lines_indentation() {
         let text = "schema: svc.application-manifest\nschemaVersion: 5\nruntime:\n  kind: javascript\n  engine: >-\n    nodejz\n  entrypoint:\n    file: a.js\n";
-        let doc = Document::new("m.yaml", text.into(), 1);
+        let doc = Document::new("m.yaml", text.into(), 1, None);
         let d = doc.diagnostics().iter().find(|d| d.pointer == "/runtime/engine").expect("engine");
         assert_eq!(d.suggestion.as_deref(), Some("nodejs"));
         assert_eq!(&doc.text[doc.fix_range(d).expect("range")], "nodejz");

@@ -146,7 +146,8 @@ fn resolve(document: &Document, path: &[Step], cursor: &Cursor) -> Option<Place>
         Slot::Key => cursor.path.len(),
         Slot::Value => cursor.path.len().saturating_sub(1),
     };
-    contract::resolve(root, path, &|depth, tag| document.arm(&path[..depth], tag, cursor, container))
+    let tree = std::cell::OnceCell::new();
+    contract::resolve(root, path, &|depth, tag| document.arm(&tree, &path[..depth], tag, cursor, container))
 }
 
 fn markdown(value: String) -> MarkupContent {
@@ -161,7 +162,7 @@ mod tests {
         let offset = marked.find('|').expect("a |");
         let text = marked.replacen('|', "", 1);
         let position = Lines::new(&text).position(offset);
-        (Document::new(name, text, 1), position)
+        (Document::new(name, text, 1, None), position)
     }
 
     fn labels(items: &[CompletionItem]) -> Vec<&str> {

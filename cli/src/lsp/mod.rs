@@ -117,7 +117,16 @@ impl Server {
                 connection.sender.send(response.into()).err().map(|_| Ended::CannotWrite)
             }
             Message::Notification(n) if n.method == "exit" => Some(Ended::Exit { after_shutdown: self.shutting_down }),
-            Message::Notification(n) if self.initialized => {
+            Message::Notification(n) if n.method == transport::SKIPPED => {
+                let message = n.params["message"].as_str().unwrap_or("svc lsp skipped a message").to_owned();
+                eprintln!("{message}");
+                // The protocol lets a server speak only once it has answered `initialize`.
+                let warning = ls_types::ShowMessageParams { typ: ls_types::MessageType::WARNING, message };
+                let note = Notification::new("window/showMessage".into(), warning);
+                (self.initialized && connection.sender.send(note.into()).is_err()).then_some(Ended::CannotWrite)
+            }
+            // After `shutdown` only `exit` counts.
+            Message::Notification(n) if self.initialized && !self.shutting_down => {
                 self.notification(n);
                 None
             }
@@ -189,12 +198,8 @@ impl Server {
                 }
             }
             "textDocument/didChange" => {
-                if let Ok(p) = serde_json::from_value::<ls_types::DidChangeTextDocumentParams>(n.params)
-                    // Full sync: the last change is the whole text.
-                    && let Some(change) = p.content_changes.into_iter().next_back()
-                    && change.range.is_none()
-                {
-                    self.open(p.text_document.uri, change.text, p.text_document.version);
+                if let Ok(p) = serde_json::from_value::<ls_types::DidChangeTextDocumentParams>(n.params) {
+                    self.change(p);
                 }
             }
             "textDocument/didClose" => {
@@ -214,8 +219,32 @@ impl Server {
     fn open(&mut self, uri: Uri, text: String, version: i32) {
         let name = uri.path().as_str().rsplit('/').next().unwrap_or("").to_owned();
         let key = uri.as_str().to_owned();
-        self.documents.insert(key.clone(), (uri, Document::new(&name, text, version)));
+        let previous = self.documents.get(&key).and_then(|(_, d)| d.kind);
+        self.documents.insert(key.clone(), (uri, Document::new(&name, text, version, previous)));
         self.dirty.insert(key);
+    }
+
+    /// Applies a change to an open document: whole texts (what this server asks for), or
+    /// ranges, in order (what a client may send anyway). A change older than the document,
+    /// or to a document not open, is a client's mistake and is dropped.
+    fn change(&mut self, p: ls_types::DidChangeTextDocumentParams) {
+        let Some((_, document)) = self.documents.get(p.text_document.uri.as_str()) else { return };
+        if p.text_document.version < document.version {
+            return;
+        }
+        let mut text = document.text.clone();
+        for change in p.content_changes {
+            match change.range {
+                None => text = change.text,
+                Some(range) => {
+                    let lines = position::Lines::new(&text);
+                    let start = lines.offset(range.start);
+                    let end = lines.offset(range.end).max(start);
+                    text.replace_range(start..end, &change.text);
+                }
+            }
+        }
+        self.open(p.text_document.uri, text, p.text_document.version);
     }
 
     /// Sends the diagnostics of every document changed since they were last sent, and an

@@ -1,6 +1,7 @@
 //! Byte offsets in a document and the protocol's positions: a line (0-based) and a
 //! character counted in UTF-16 code units, the encoding every client speaks (LSP 3.17's
-//! default). A position past the end of its line is the line's end, as the protocol says.
+//! default). Lines end at `\n`, `\r\n` or a lone `\r`, as the protocol counts them. A
+//! position past the end of its line is the line's end, as the protocol says.
 
 use ls_types::{Position, Range};
 
@@ -12,8 +13,10 @@ pub(crate) struct Lines<'a> {
 
 impl<'a> Lines<'a> {
     pub(crate) fn new(text: &'a str) -> Lines<'a> {
+        let bytes = text.as_bytes();
         let mut starts = vec![0];
-        starts.extend(text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1));
+        let ends_line = |i: usize| bytes[i] == b'\n' || (bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n'));
+        starts.extend((0..bytes.len()).filter(|&i| ends_line(i)).map(|i| i + 1));
         Lines { text, starts }
     }
 
@@ -38,8 +41,8 @@ impl<'a> Lines<'a> {
     /// character that takes two UTF-16 units is that character's start.
     pub(crate) fn offset(&self, position: Position) -> usize {
         let Some(&start) = self.starts.get(position.line as usize) else { return self.text.len() };
-        let end = self.starts.get(position.line as usize + 1).map_or(self.text.len(), |&next| next - 1);
-        let line = self.text[start..end].strip_suffix('\r').unwrap_or(&self.text[start..end]);
+        let end = self.starts.get(position.line as usize + 1).map_or(self.text.len(), |&next| next);
+        let line = self.text[start..end].trim_end_matches(['\n', '\r']);
         let mut units = 0usize;
         for (i, c) in line.char_indices() {
             units += c.len_utf16();
@@ -78,6 +81,17 @@ mod tests {
         {
             assert_eq!(lines.offset(lines.position(offset)), offset, "{offset}");
         }
+    }
+
+    #[test]
+    fn a_lone_carriage_return_ends_a_line_as_the_protocol_counts() {
+        let text = "a\rbc\r\nd\ne";
+        let lines = Lines::new(text);
+        assert_eq!(lines.position(text.find('b').expect("b")), at(1, 0));
+        assert_eq!(lines.position(text.find('d').expect("d")), at(2, 0));
+        assert_eq!(lines.position(text.find('e').expect("e")), at(3, 0));
+        assert_eq!(lines.offset(at(1, 9)), 4, "the end of `bc`, before its \\r\\n");
+        assert_eq!(lines.offset(at(0, 9)), 1);
     }
 
     #[test]

@@ -17,7 +17,8 @@ const MAX_HEADER_LINE: usize = 1024;
 /// The most header lines in one message.
 const MAX_HEADERS: usize = 16;
 
-/// Why the client's side of the conversation ended badly.
+/// Why the client's side of the conversation ended: the stream broke where the next
+/// message cannot be found.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum TransportError {
     #[error("reading from the client: {0}")]
@@ -30,13 +31,25 @@ pub(crate) enum TransportError {
     NoLength,
     #[error("the client sent a bad header line: {0:?}")]
     BadHeader(String),
-    #[error("the client announced a message of {0} bytes; the limit is {MAX_MESSAGE}")]
-    TooLarge(usize),
-    #[error("the client sent a message that is not JSON-RPC: {0}")]
-    NotJsonRpc(#[source] serde_json::Error),
     #[error("the client's stream ended in the middle of a message")]
     Truncated,
 }
+
+/// What one framed message turned out to be.
+#[derive(Debug)]
+pub(crate) enum Framed {
+    /// A JSON-RPC message.
+    Message(Message),
+    /// A message over [`MAX_MESSAGE`], skipped unread: its length.
+    TooLarge(usize),
+    /// A body that is not a JSON-RPC message (not JSON, a batch, an `id` that is neither an
+    /// integer nor a string): why.
+    Invalid(String),
+}
+
+/// The method of the notification the reader sends the loop when it skipped a message, with
+/// `{"message": why}`: the loop tells the client (`window/showMessage`).
+pub(crate) const SKIPPED: &str = "$/svc/skipped";
 
 /// The threads that move messages; joined after the loop ends, to learn how the stream ended.
 pub(crate) struct Threads {
@@ -72,7 +85,17 @@ where
 }
 
 fn read_all(mut input: impl BufRead, to_loop: &Sender<Message>) -> Result<(), TransportError> {
-    while let Some(message) = read(&mut input)? {
+    while let Some(read) = read(&mut input)? {
+        let message = match read {
+            Framed::Message(message) => message,
+            // One bad message is skipped, not fatal: the framing still says where the next one
+            // starts, and the documents open stay open.
+            Framed::TooLarge(length) => skipped(format!(
+                "svc lsp skipped a message of {length} bytes (the limit is {MAX_MESSAGE}); a document over 1 MiB \
+                 is not checked"
+            )),
+            Framed::Invalid(why) => skipped(format!("svc lsp skipped a message that is not JSON-RPC: {why}")),
+        };
         // `exit` ends the loop; the reader stops with it rather than wait for more input.
         let exit = matches!(&message, Message::Notification(n) if n.method == "exit");
         if to_loop.send(message).is_err() || exit {
@@ -82,6 +105,10 @@ fn read_all(mut input: impl BufRead, to_loop: &Sender<Message>) -> Result<(), Tr
     Ok(())
 }
 
+fn skipped(message: String) -> Message {
+    Message::Notification(lsp_server::Notification::new(SKIPPED.into(), serde_json::json!({"message": message})))
+}
+
 fn write_all(mut output: impl Write, from_loop: &Receiver<Message>) -> Result<(), TransportError> {
     for message in from_loop {
         message.write(&mut output).map_err(TransportError::Write)?;
@@ -89,8 +116,10 @@ fn write_all(mut output: impl Write, from_loop: &Receiver<Message>) -> Result<()
     Ok(())
 }
 
-/// One message, or `None` at a clean end of the stream (between messages).
-pub(crate) fn read(input: &mut impl BufRead) -> Result<Option<Message>, TransportError> {
+/// The next message, or `None` at a clean end of the stream (between messages). Blank lines
+/// between messages are passed over, and `Content-Length:5` (no space) is read as clients
+/// mean it.
+pub(crate) fn read(input: &mut impl BufRead) -> Result<Option<Framed>, TransportError> {
     let mut length = None;
     let mut lines = 0;
     loop {
@@ -100,33 +129,62 @@ pub(crate) fn read(input: &mut impl BufRead) -> Result<Option<Message>, Transpor
         if n == 0 {
             return if lines == 0 { Ok(None) } else { Err(TransportError::Truncated) };
         }
-        lines += 1;
-        if n > MAX_HEADER_LINE || lines > MAX_HEADERS {
+        if n > MAX_HEADER_LINE {
             return Err(TransportError::HeaderTooLong);
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\r', '\n']);
         if text.is_empty() {
+            if lines == 0 {
+                continue;
+            }
             break;
         }
-        let Some((name, value)) = text.split_once(": ") else {
+        lines += 1;
+        if lines > MAX_HEADERS {
+            return Err(TransportError::HeaderTooLong);
+        }
+        let Some((name, value)) = text.split_once(':') else {
             return Err(TransportError::BadHeader(text.to_owned()));
         };
-        if name.eq_ignore_ascii_case("Content-Length") {
+        if name.trim().eq_ignore_ascii_case("Content-Length") {
             let value = value.trim().parse::<usize>().map_err(|_| TransportError::BadHeader(text.to_owned()))?;
             length = Some(value);
         }
     }
     let length = length.ok_or(TransportError::NoLength)?;
-    if length > MAX_MESSAGE {
-        return Err(TransportError::TooLarge(length));
-    }
-    let mut body = vec![0; length];
-    input.read_exact(&mut body).map_err(|e| match e.kind() {
+    let eof = |e: io::Error| match e.kind() {
         io::ErrorKind::UnexpectedEof => TransportError::Truncated,
         _ => TransportError::Read(e),
-    })?;
-    serde_json::from_slice(&body).map(Some).map_err(TransportError::NotJsonRpc)
+    };
+    if length > MAX_MESSAGE {
+        // Passed over in small reads: nothing of it is kept.
+        let passed = io::copy(&mut input.by_ref().take(length as u64), &mut io::sink()).map_err(eof)?;
+        if passed < length as u64 {
+            return Err(TransportError::Truncated);
+        }
+        return Ok(Some(Framed::TooLarge(length)));
+    }
+    let mut body = vec![0; length];
+    input.read_exact(&mut body).map_err(eof)?;
+    Ok(Some(match serde_json::from_slice::<Message>(&body) {
+        // `lsp_server` reads a request whose `id` is neither an integer nor a string as a
+        // notification (its message is untagged): it would go unanswered.
+        Ok(Message::Notification(_)) if has_id(&body) => {
+            Framed::Invalid("a request's id is neither an integer nor a string".to_owned())
+        }
+        Ok(message) => Framed::Message(message),
+        Err(e) => Framed::Invalid(e.to_string()),
+    }))
+}
+
+/// Whether a JSON-RPC body has an `id` member (of any value).
+fn has_id(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        id: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Envelope>(body).is_ok_and(|e| e.id.is_some())
 }
 
 #[cfg(test)]
@@ -137,25 +195,52 @@ mod tests {
         format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
     }
 
+    fn message(read: Result<Option<Framed>, TransportError>) -> Message {
+        match read {
+            Ok(Some(Framed::Message(message))) => message,
+            other => panic!("a message, not {other:?}"),
+        }
+    }
+
     #[test]
     fn messages_are_read_one_after_another_then_a_clean_end() {
         let mut bytes = framed(r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#);
-        bytes.extend(framed(r#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#));
+        bytes.extend(b"\r\n");
+        bytes.extend(framed(r#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#).iter().filter(|&&b| b != b' '));
         let mut input = &bytes[..];
-        assert!(matches!(read(&mut input), Ok(Some(Message::Notification(n))) if n.method == "initialized"));
-        assert!(matches!(read(&mut input), Ok(Some(Message::Request(r))) if r.method == "shutdown"));
+        assert!(matches!(message(read(&mut input)), Message::Notification(n) if n.method == "initialized"));
+        assert!(
+            matches!(message(read(&mut input)), Message::Request(r) if r.method == "shutdown"),
+            "after a blank line, and with no space after the header's colon"
+        );
         assert!(matches!(read(&mut input), Ok(None)));
     }
 
     #[test]
-    fn a_huge_length_an_endless_header_and_garbage_are_refused_without_allocating() {
-        let mut input = &b"Content-Length: 18446744073709551615\r\n\r\n"[..];
-        assert!(matches!(read(&mut input), Err(TransportError::TooLarge(_))));
+    fn a_message_too_large_or_not_json_rpc_is_skipped_and_the_next_one_read() {
+        let mut bytes = format!("Content-Length: {}\r\n\r\n", MAX_MESSAGE + 1).into_bytes();
+        bytes.extend(std::iter::repeat_n(b' ', MAX_MESSAGE + 1));
+        bytes.extend(framed("{not json"));
+        bytes.extend(framed(r#"[{"jsonrpc":"2.0","method":"initialized"}]"#));
+        bytes.extend(framed(r#"{"jsonrpc":"2.0","id":1.5,"method":"shutdown"}"#));
+        bytes.extend(framed(r#"{"jsonrpc":"2.0","method":"exit"}"#));
+        let mut input = &bytes[..];
+        assert!(matches!(read(&mut input), Ok(Some(Framed::TooLarge(n))) if n == MAX_MESSAGE + 1));
+        for _ in 0..3 {
+            assert!(matches!(read(&mut input), Ok(Some(Framed::Invalid(_)))));
+        }
+        assert!(matches!(message(read(&mut input)), Message::Notification(n) if n.method == "exit"));
+    }
+
+    #[test]
+    fn a_broken_stream_is_the_end_without_allocating_what_it_announces() {
+        let mut input = &b"Content-Length: 18446744073709551615\r\n\r\n{}"[..];
+        assert!(matches!(read(&mut input), Err(TransportError::Truncated)), "passed over, then the end");
         let endless = vec![b'x'; 10 * MAX_HEADER_LINE];
         assert!(matches!(read(&mut &endless[..]), Err(TransportError::HeaderTooLong)));
-        assert!(matches!(read(&mut &framed("{not json")[..]), Err(TransportError::NotJsonRpc(_))));
         assert!(matches!(read(&mut &b"Content-Type: x\r\n\r\n"[..]), Err(TransportError::NoLength)));
         assert!(matches!(read(&mut &b"Content-Length: 10\r\n\r\n{}"[..]), Err(TransportError::Truncated)));
         assert!(matches!(read(&mut &b"garbage\r\n"[..]), Err(TransportError::BadHeader(_))));
+        assert!(matches!(read(&mut &b"Content-Length: abc\r\n\r\n"[..]), Err(TransportError::BadHeader(_))));
     }
 }
