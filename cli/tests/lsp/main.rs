@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+/// Neovim with the README's configuration, and the VS Code extension: one test binary with
+/// the client's tests, so the workspace links one more, not two.
+mod editors;
+
 /// How long any one answer may take: far above what it takes (milliseconds), so a server
 /// that never answers fails the test instead of hanging it.
 const PATIENCE: Duration = Duration::from_secs(20);
