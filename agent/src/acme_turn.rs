@@ -10,7 +10,9 @@
 //! coordinator launches names its replica (`job-0` for a one-job route, which gets the turn
 //! at once); an agent without a replica name orders without a turn, as before. A
 //! coordinator that cannot be asked (an older one, or not reachable) does not stop an order:
-//! it goes ahead without the turn, announced all the same.
+//! it goes ahead without the turn, announced all the same. One that does not know the route
+//! yet (403: a job can start a moment before its coordinator serves its route) is asked
+//! again for [`NOT_KNOWN_YET`] first: ordering without the turn then would race a sibling.
 
 use std::time::Duration;
 
@@ -27,9 +29,26 @@ pub const TURN_LAPSES: Duration = Duration::from_secs(120);
 /// the certificate's backoff): longer than a turn can be held.
 const WAIT_AT_MOST: Duration = Duration::from_secs(150);
 
+/// How long a coordinator that answers "unknown route" is asked again before the order goes
+/// ahead without the turn. Found in CI: the first replica's agent asked 50 ms before its
+/// coordinator served the route, ordered without the turn beside its sibling, and the
+/// sibling's validation reached it and failed.
+const NOT_KNOWN_YET: Duration = Duration::from_secs(10);
+
 /// How long a pending challenge is announced to the gateways before the CA is told to
 /// validate: a heartbeat on a working link arrives well within it.
 pub const ANNOUNCE: Duration = Duration::from_secs(1);
+
+/// Why the coordinator gave no answer about the turn.
+#[derive(Debug, thiserror::Error)]
+enum TurnError {
+    /// It does not know the route (or its credential) yet.
+    #[error("{0}")]
+    NotKnownYet(String),
+    /// Anything else: not reachable, an older coordinator, an unreadable answer.
+    #[error("{0}")]
+    Other(String),
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -61,11 +80,19 @@ impl Turn {
         let started = tokio::time::Instant::now();
         loop {
             let answer = match crate::http::post_json(base, "/api/agent/acme-turn", &body).await {
-                Ok(text) => serde_json::from_str::<TurnAnswer>(&text).map_err(|e| format!("unreadable answer: {e}")),
-                Err(e) => Err(e.to_string()),
+                Ok(text) => serde_json::from_str::<TurnAnswer>(&text)
+                    .map_err(|e| TurnError::Other(format!("unreadable answer: {e}"))),
+                Err(e @ crate::http::CallError::Status { status: hyper::StatusCode::FORBIDDEN, .. }) => {
+                    Err(TurnError::NotKnownYet(e.to_string()))
+                }
+                Err(e) => Err(TurnError::Other(e.to_string())),
             };
             let answer = match answer {
                 Ok(answer) => answer,
+                Err(TurnError::NotKnownYet(_)) if started.elapsed() < NOT_KNOWN_YET => {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!("svc agent: the route's ACME turn: {e}; ordering without it");
                     return Ok(Turn { held: None, shared: true });
@@ -99,5 +126,64 @@ impl Turn {
                 tracing::debug!("svc agent: giving the ACME turn back: {e} (it lapses)");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A coordinator on loopback that answers 403 to the first `unknown` requests, then
+    /// grants the turn; and how many requests it has had.
+    async fn coordinator(unknown: usize) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let asked = Arc::new(AtomicUsize::new(0));
+        let count = asked.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                let mut request = vec![0; 4096];
+                let _ = stream.read(&mut request).await;
+                let (status, body) = if n < unknown {
+                    (
+                        "403 Forbidden",
+                        r#"{"error": {"code": "forbidden", "message": "unknown route or wrong credential"}}"#,
+                    )
+                } else {
+                    ("200 OK", r#"{"granted": true}"#)
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        (base, asked)
+    }
+
+    fn config(coordinator: &str) -> AgentConfig {
+        serde_json::from_value(serde_json::json!({
+            "routeId": "r", "hostname": "a.localhost", "credential": "c",
+            "routeKey": crate::challenge::RouteKey::generate().expect("a key"),
+            "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": "/ca.pem",
+            "appPort": 3000, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:2", "validity_secs": 60},
+            "coordinator": coordinator, "replica": "job-0",
+        }))
+        .expect("a configuration")
+    }
+
+    #[tokio::test]
+    async fn a_coordinator_that_does_not_know_the_route_yet_is_asked_again_before_ordering_without_the_turn() {
+        let (base, asked) = coordinator(3).await;
+        let turn = Turn::take(&config(&base)).await.expect("a turn");
+        assert!(turn.held.is_some(), "granted once the coordinator knew the route, not ordered without it");
+        assert_eq!(asked.load(Ordering::SeqCst), 4);
     }
 }

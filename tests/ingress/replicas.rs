@@ -207,6 +207,11 @@ async fn two_replicas_certifying_through_acme_each_get_a_certificate_for_their_o
     let config = two_job_project(dir.path());
     let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "120"]).await;
     assert_eq!(code, 0, "deploy: {err}\n{out}\n{}\n{}", relay.proc.output(), stack.pebble.output());
+    // The relay's periods are 3 s: the two orders, one after the other, and the handshakes
+    // below need more than the one the deploy funded (found in CI: the route ran out of funds
+    // while the second replica ordered, and the next handshake met a closed route).
+    let (code, _, err) = relay.svc(&["fund", "--periods", "12", "--config", &config]).await;
+    assert_eq!(code, 0, "fund: {err}");
     let (status, _) = relay
         .wait_status(Path::new(&config), Duration::from_secs(120), "both replicas live", |s| {
             processes(s).len() == 4
