@@ -62,7 +62,10 @@ fn thousand_half_sent_requests_do_not_starve_a_real_client() {
     let answer = server.request("GET", "/api/capabilities", Some(&token), None);
     let took = started.elapsed();
     assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
-    assert!(took < Duration::from_secs(1), "a real client waited {took:?}");
+    // Starved, the client would wait for a half-sent request's header timeout (10 s) to free a
+    // slot; served by eviction it waits milliseconds (1.03 s once, on a loaded CI machine: a
+    // bound of 1 s told those apart only by luck).
+    assert!(took < Duration::from_secs(5), "a real client waited {took:?}: as if for a header timeout");
     assert!(server.stderr().contains("768 connections open (the cap)"), "the cap was reached: {}", server.stderr());
 
     // At the cap with every slot held, the server sleeps: no busy accept loop.
