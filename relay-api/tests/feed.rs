@@ -170,13 +170,12 @@ async fn each_route_is_served_by_as_many_of_its_operators_hosts_as_configured_an
             let routes = body["routes"].as_array().expect("routes");
             served_by.push(routes.iter().filter_map(|r| r["routeId"].as_str().map(str::to_owned)).collect());
         }
-        let mut per_host = [0usize; 3];
+        // How evenly routes spread is the hashing's unit test (`gateway_hosts.rs`, fixed keys):
+        // here the IDs are random, and six routes all took the same two of three hosts in
+        // one CI run (1 chance in 243).
         for d in &deployments {
             let serving: Vec<usize> = (0..3).filter(|&i| served_by[i].contains(&d.route_id)).collect();
             assert_eq!(serving.len(), per_route, "{}: served by hosts {serving:?}", d.id);
-            for &i in &serving {
-                per_host[i] += 1;
-            }
             let named = w.store.gateway_hosts(&d.id, now_ms(), configured).expect("read");
             let mut named: Vec<usize> =
                 named.iter().map(|(o, _)| hosts.iter().position(|h| h.id == o.id).expect("a host")).collect();
@@ -187,9 +186,6 @@ async fn each_route_is_served_by_as_many_of_its_operators_hosts_as_configured_an
             for i in serving {
                 assert!(urls.iter().any(|u| u.ends_with(&format!(":{}/", 9440 + i))), "host {i} in {urls:?}");
             }
-        }
-        if per_route == 2 {
-            assert!(per_host.iter().all(|&n| n > 0), "six routes spread over three hosts: {per_host:?}");
         }
     }
 }
