@@ -243,10 +243,13 @@ async fn lookup_ips_answers_a_and_aaaa_from_the_server() {
 #[tokio::test]
 async fn a_server_that_never_answers_gives_lookup_failed_hints() {
     // A loopback DNS "server" that takes the queries and answers none (no pebble needed).
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
-    let port = tcp.local_addr().expect("addr").port();
-    let Ok(_udp) = UdpSocket::bind(("127.0.0.1", port)) else {
-        panic!("the UDP port {port} is taken");
+    // A TCP port whose UDP twin is free too (another process may hold that one).
+    let (_tcp, _udp, port) = loop {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+        let port = tcp.local_addr().expect("addr").port();
+        if let Ok(udp) = UdpSocket::bind(("127.0.0.1", port)) {
+            break (tcp, udp, port);
+        }
     };
     let config = DnsConfig { nameservers: vec![([127, 0, 0, 1], port).into()], timeout: Duration::from_millis(300) };
     let checker = DnsChecker::new(&config).expect("checker");

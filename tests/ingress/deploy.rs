@@ -311,7 +311,10 @@ async fn a_project_deploys_goes_live_degrades_recovers_and_stops_with_the_develo
     signal(agent_pid, "STOP");
     let (_, took) = relay.wait_status(&project, Duration::from_secs(20), "degraded", |s| state(s) == "degraded").await;
     signal(agent_pid, "CONT");
-    assert!(took <= Duration::from_millis(4_500), "degraded after {took:?}, more than two intervals");
+    // Two intervals and a validation's 1 s timeout come to 3.9 s at worst, and `took` also
+    // counts the status poll's own time (a process each): 5.5 s leaves it room on a loaded
+    // machine, and is still far from a third interval.
+    assert!(took <= Duration::from_millis(5_500), "degraded after {took:?}, more than two intervals");
     let (status, _) = relay.wait_status(&project, Duration::from_secs(40), "live again", |s| state(s) == "live").await;
     let hints = relay.json(&["hints", "--config", &config]).await;
     assert_eq!(hint_codes(&hints["hints"]), Vec::<String>::new(), "live, healthy and funded: nothing to fix");

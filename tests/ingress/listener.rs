@@ -87,7 +87,10 @@ async fn relay_api_half_sent_requests_do_not_starve_a_real_client() {
     .expect("a real client");
     // 404: no such deployment, from the API itself (authenticated and routed).
     assert_eq!(answer.status, 404, "{}\n{}", String::from_utf8_lossy(&answer.body), proc.output());
-    assert!(took < Duration::from_secs(1), "a real client waited {took:?}");
+    // Starving would mean waiting for a half-sent request's 10 s header timeout; eviction
+    // answers in milliseconds, and 1 s told them apart only on a quiet machine (its twin in
+    // `tests/publication/listener.rs` failed in CI at 1.03 s).
+    assert!(took < Duration::from_secs(5), "a real client waited {took:?}");
     assert!(proc.output().contains("connections open (the cap)"), "the cap was reached:\n{}", proc.output());
     drop(held);
 }

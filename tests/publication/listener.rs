@@ -80,7 +80,7 @@ fn thousand_half_sent_requests_do_not_starve_a_real_client() {
     // And it still answers.
     let started = Instant::now();
     assert_eq!(server.request("GET", "/api/capabilities", Some(&token), None).status, 200);
-    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(started.elapsed() < Duration::from_secs(5), "not a header timeout: {:?}", started.elapsed());
     drop(held);
 }
 

@@ -349,8 +349,10 @@ fn stop_and_cease_leave_no_process() {
     let script = "process.on('SIGTERM', () => { console.log('ceasing'); process.exit(0); }); \
                   console.log('up'); setInterval(() => {}, 1000);";
     let stubborn = format!("{mark}-stubborn.js");
-    let digest = world
-        .artifact(&[(&entry, script), (&stubborn, "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000);")]);
+    let digest = world.artifact(&[
+        (&entry, script),
+        (&stubborn, "process.on('SIGTERM', () => {}); console.log('up'); setInterval(() => {}, 1000);"),
+    ]);
     let pool = world.pool(1, 3);
     for id in ["app/1/1/1", "app/2/1/1"] {
         pool.launch(&order(id, &digest, &entry)).expect("launched");
@@ -358,6 +360,10 @@ fn stop_and_cease_leave_no_process() {
     pool.launch(&order("app/3/1/1", &digest, &stubborn)).expect("launched");
     assert!(wait_for(5, || pool.jobs().iter().all(|j| j.state == JobState::Ready)), "{:?}", pool.jobs());
     assert_eq!(programs_marked(&mark).len(), 3);
+    // Ready says the process has been up a moment, not that Node has run the script's first
+    // lines: their handlers are in place once they said so.
+    let up = |id: &str| pool.output(id).contains(&"up".to_owned());
+    assert!(wait_for(5, || up("app/2/1/1") && up("app/3/1/1")), "{:?}", pool.output("app/3/1/1"));
 
     pool.stop("app/1/1/1", StopMode::Stop);
     assert_eq!(state(&pool, "app/1/1/1"), Some(JobState::Exited(None)));
@@ -416,6 +422,8 @@ fn a_failed_job_restarts_on_its_processor_and_a_running_one_is_left_alone() {
     assert!(wait_for(5, || state(&pool, "app/1/1/1") == Some(JobState::Ready)));
     pool.restart(&failing, &placed).expect("left alone");
     assert_eq!(programs_marked(&mark).len(), 1, "one process");
+    // The second run's line is read a moment after the process is ready.
+    assert!(wait_for(5, || pool.output("app/1/1/1").len() >= 2), "{:?}", pool.output("app/1/1/1"));
     assert_eq!(pool.output("app/1/1/1"), ["run", "run"], "both runs' lines");
     assert!(
         matches!(pool.restart(&failing, "local-7"), Err(Refusal::Start(why)) if why.contains("no processor local-7"))

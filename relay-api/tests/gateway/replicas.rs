@@ -177,11 +177,13 @@ async fn two_replicas_share_a_route_and_one_silent_unready_or_gone_is_out_of_rot
     let b = replica(&w, "b", "b", hello.len()).await;
     assert!(until_rotation(&w, (2, 0), Duration::from_secs(5)).await.is_some(), "both in rotation");
 
-    // Spread: 40 connections one after another reach both (each at least 8: a fair coin
-    // gives fewer than 8 of 40 once in 100,000 runs).
+    // Spread: 40 connections one after another reach both (each at least 5: a fair coin
+    // gives either side fewer than 5 of 40 about twice in ten million runs; at least 8, as
+    // this was, failed about once in 24,000). Evenness itself is the unit test's, with
+    // fixed entropy (`replicas.rs`).
     let (answered, failed) = asks(&w, &hello, 40).await;
     assert!(failed.is_empty(), "{failed:?}");
-    assert!(answered.values().all(|&n| n >= 8) && answered.len() == 2, "{answered:?}");
+    assert!(answered.values().all(|&n| n >= 5) && answered.len() == 2, "{answered:?}");
     let metrics = w.gateway.render_metrics();
     for (tag, n) in &answered {
         let series = format!("svc_gateway_replica_connections_total{{route=\"{ROUTE}\",replica=\"{tag}\"}} {n}\n");

@@ -115,7 +115,8 @@ impl Cluster {
             let chown = Command::new("chown").arg("postgres").arg(dir.path()).output();
             check("chown postgres", chown)?;
         }
-        let cluster = Cluster { bin, dir, port: free_port()?, as_postgres, durable };
+        // The port is chosen once `initdb` is done, just before the server binds it.
+        let mut cluster = Cluster { bin, dir, port: 0, as_postgres, durable };
         let initdb = cluster
             .server_command("initdb")
             .arg("-D")
@@ -123,7 +124,16 @@ impl Cluster {
             .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
             .output();
         check("initdb", initdb)?;
-        cluster.restart().map_err(|e| ClusterError::Failed(format!("{e}\n{}", cluster.log())))?;
+        // A port from `bind(0)` can be handed to another process (a server under test,
+        // another cluster) before this one binds it: then another port, a few times.
+        for attempt in 1.. {
+            cluster.port = free_port()?;
+            match cluster.restart() {
+                Ok(()) => break,
+                Err(_) if attempt < 5 && cluster.log().contains("could not bind") => continue,
+                Err(e) => return Err(ClusterError::Failed(format!("{e}\n{}", cluster.log()))),
+            }
+        }
         cluster.sql("postgres", "CREATE DATABASE svc")?;
         Ok(cluster)
     }

@@ -145,7 +145,13 @@ fn a_decided_write_that_cannot_have_the_lock_in_time_writes_nothing_and_reads_go
         // Connections made before the lock is taken.
         statements.caller("h1").await.expect("read");
         let holder = hold_the_writers_lock(&cluster, Duration::from_secs(3));
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Held once the database says so (a fixed sleep was a guess on a loaded machine).
+        let granted = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted";
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cluster.sql("svc", granted).expect("the locks") != "1" {
+            assert!(Instant::now() < deadline, "the writers' lock was never taken");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let started = Instant::now();
         let (written, read) = tokio::join!(statements.publish_decided(&on, &write), async {
             tokio::time::sleep(Duration::from_millis(100)).await;
