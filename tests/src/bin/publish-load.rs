@@ -49,13 +49,12 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
         match (pair[0].as_str(), pair.get(1).map(String::as_str)) {
-            ("--requests", Some(n)) if n.parse::<usize>().is_ok() => requests = n.parse().unwrap_or(requests),
-            ("--connections", Some(n)) if n.parse::<usize>().is_ok() => connections = n.parse().unwrap_or(connections),
-            ("--instances", Some(n)) if n.parse::<usize>().is_ok_and(|n| n >= 1) => {
-                instances = n.parse().unwrap_or(instances);
-            }
-            ("--organizations", Some(n)) if n.parse::<usize>().is_ok_and(|n| n >= 1) => {
-                organizations = n.parse().unwrap_or(organizations);
+            // Zero requests or connections would measure nothing and divide by zero.
+            ("--requests", Some(n)) if positive(n).is_some() => requests = positive(n).unwrap_or(requests),
+            ("--connections", Some(n)) if positive(n).is_some() => connections = positive(n).unwrap_or(connections),
+            ("--instances", Some(n)) if positive(n).is_some() => instances = positive(n).unwrap_or(instances),
+            ("--organizations", Some(n)) if positive(n).is_some() => {
+                organizations = positive(n).unwrap_or(organizations);
             }
             ("--database", Some("postgres")) => postgres = true,
             ("--database", Some("sqlite")) => postgres = false,
@@ -124,9 +123,9 @@ fn main() {
         SameWrite::prepare(c, &servers[0], &tokens[0], &manifest, floor_dir.path())
     });
     let numbered = cluster.as_ref().map(|c| Numbered::create(c, floor_dir.path(), organizations, policy_size));
-    let (mut dry, mut commit, mut floors, mut ratios) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut same_floors, mut same_ratios) = (Vec::new(), Vec::new());
-    let (mut numbered_floors, mut numbered_ratios) = (Vec::new(), Vec::new());
+    let (mut dry, mut commit) = (Vec::new(), Vec::new());
+    let (mut insert_floor, mut same_floor, mut numbered_floor) =
+        (Against::default(), Against::default(), Against::default());
     for _ in 0..ROUNDS {
         dry.push(run(&addrs, &tokens, &body(true), per_round, connections, "dry-run publish"));
         let c = run(&addrs, &tokens, &body(false), per_round, connections, "committed publish");
@@ -135,28 +134,16 @@ fn main() {
             (None, Some(cluster)) => pgbench_floor(cluster, floor_dir.path(), per_round, connections, policy_size),
             (None, None) => unreachable!("a floor for each store"),
         };
-        ratios.push(c.per_second / f);
-        floors.push(f);
+        insert_floor.add(c.per_second, f);
         if let (Some(same), Some(cluster)) = (&same_write, &cluster) {
-            let f = same.run(cluster, per_round, connections);
-            same_ratios.push(c.per_second / f);
-            same_floors.push(f);
+            same_floor.add(c.per_second, same.run(cluster, per_round, connections));
         }
         if let (Some(numbered), Some(cluster)) = (&numbered, &cluster) {
-            let f = numbered.run(cluster, per_round, connections);
-            numbered_ratios.push(c.per_second / f);
-            numbered_floors.push(f);
+            numbered_floor.add(c.per_second, numbered.run(cluster, per_round, connections));
         }
         commit.push(c);
     }
-    same_ratios.sort_by(f64::total_cmp);
-    numbered_ratios.sort_by(f64::total_cmp);
-    numbered_floors.sort_by(f64::total_cmp);
-    same_floors.sort_by(f64::total_cmp);
     let (dry, commit) = (merge(dry), merge(commit));
-    ratios.sort_by(f64::total_cmp);
-    floors.sort_by(f64::total_cmp);
-    let floor = floors[floors.len() / 2];
 
     println!(
         "publish-load: {} requests per phase over {connections} keep-alive connections to {instances} instance(s) \
@@ -184,33 +171,27 @@ fn main() {
     } else {
         format!("bare SQLite transactions (WAL, synchronous=FULL, one {policy_size}-byte INSERT each)")
     };
-    println!("| floor: {floor_name}, median round | {floor:.0} | | | |");
-    let shown: Vec<String> = ratios.iter().map(|r| format!("{:.0}%", 100.0 * r)).collect();
+    println!("| floor: {floor_name}, median round | {:.0} | | | |", insert_floor.median_floor());
     println!(
-        "committed / floor: {:.0}% median of rounds ({}) ({})",
-        100.0 * ratios[ratios.len() / 2],
-        shown.join(", "),
+        "committed / floor: {} ({})",
+        insert_floor.ratios(),
         if cluster.is_some() { "for reference; the goal's floor is the numbered one" } else { "goal: at least 50%" }
     );
-    if !same_floors.is_empty() {
-        let shown: Vec<String> = same_ratios.iter().map(|r| format!("{:.0}%", 100.0 * r)).collect();
+    if !same_floor.is_empty() {
         println!(
             "same write, bare (pgbench calling svc_publish_decided, {connections} clients), median round: {:.0}/s; \
-             committed / it: {:.0}% median of rounds ({})",
-            same_floors[same_floors.len() / 2],
-            100.0 * same_ratios[same_ratios.len() / 2],
-            shown.join(", ")
+             committed / it: {}",
+            same_floor.median_floor(),
+            same_floor.ratios()
         );
     }
-    if !numbered_floors.is_empty() {
-        let shown: Vec<String> = numbered_ratios.iter().map(|r| format!("{:.0}%", 100.0 * r)).collect();
+    if !numbered_floor.is_empty() {
         println!(
             "versions numbered per application, bare (pgbench: an application's counter UPDATE and one \
              {policy_size}-byte INSERT per transaction, {connections} clients over {organizations} application(s)), \
-             median round: {:.0}/s; committed / it: {:.0}% median of rounds ({}) (goal: at least 50%)",
-            numbered_floors[numbered_floors.len() / 2],
-            100.0 * numbered_ratios[numbered_ratios.len() / 2],
-            shown.join(", ")
+             median round: {:.0}/s; committed / it: {} (goal: at least 50%)",
+            numbered_floor.median_floor(),
+            numbered_floor.ratios()
         );
     }
     println!("committed p99: {:.2} ms (goal: under 20 ms)", ms(commit.p99));
@@ -219,8 +200,61 @@ fn main() {
     }
 }
 
+/// A count of at least one.
+fn positive(n: &str) -> Option<usize> {
+    n.parse().ok().filter(|&n| n >= 1)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn zero_requests_or_connections_are_refused_not_divided_by() {
+        assert_eq!(super::positive("0"), None);
+        assert_eq!(super::positive("-1"), None);
+        assert_eq!(super::positive("x"), None);
+        assert_eq!(super::positive("3"), Some(3));
+    }
+}
+
 /// Rounds of the interleaved measurement.
 const ROUNDS: usize = 5;
+
+/// One floor's rate in each round, and the commits' rate over it in the same round (the
+/// machine's speed drifts between rounds, so ratios are taken per round).
+#[derive(Default)]
+struct Against {
+    floors: Vec<f64>,
+    ratios: Vec<f64>,
+}
+
+impl Against {
+    fn add(&mut self, commits: f64, floor: f64) {
+        self.floors.push(floor);
+        self.ratios.push(commits / floor);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.floors.is_empty()
+    }
+
+    fn median_floor(&self) -> f64 {
+        median(&self.floors)
+    }
+
+    /// "61% median of rounds (53%, 54%, 61%, 64%, 75%)".
+    fn ratios(&self) -> String {
+        let mut sorted = self.ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        let shown: Vec<String> = sorted.iter().map(|r| format!("{:.0}%", 100.0 * r)).collect();
+        format!("{:.0}% median of rounds ({})", 100.0 * median(&sorted), shown.join(", "))
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
 
 /// One phase's rounds as one: total rate, latencies over every request.
 fn merge(rounds: Vec<Phase>) -> Phase {
