@@ -4,7 +4,7 @@
 //! no record of (A and AAAA excepted: 127.0.0.1 and ::1), follows a CNAME for CAA and TXT
 //! queries as a recursive resolver does, and serves every CAA property with flags 0.
 //!
-//! Without the binary the tests are skipped with a message, unless SVC_REQUIRE_PEBBLE is set.
+//! Without the binary the tests skip, saying so; under SVC_REQUIRE_ALL they fail.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::time::{Duration, Instant};

@@ -186,6 +186,8 @@ async fn a_hostile_job_reads_no_other_tenants_secrets_keys_store_or_environment(
         assert_ne!(uid, uid_of(a_pids[0]), "not tenant A's user");
         assert!(uid_of(a_pids[0]) != 0, "tenant A's app is not root either");
         assert_eq!(limit("Max processes"), "256");
+    } else {
+        svc_test_require::skip("not root: jobs get a uid and a process limit of their own only under a root service");
     }
 
     // Tenant A is still served, and its secret stayed its own.
@@ -273,10 +275,7 @@ async fn the_relay_store_holds_no_route_credential_or_route_key_in_clear() {
 #[tokio::test(flavor = "multi_thread")]
 async fn another_tenant_listening_on_the_apps_port_never_gets_its_traffic() {
     if uid_of(std::process::id()) != 0 {
-        svc_e2e::skipped(
-            "another_tenant_listening_on_the_apps_port_never_gets_its_traffic",
-            "jobs get a uid of their own only under a root service",
-        );
+        svc_test_require::skip("not root: jobs get a uid of their own only under a root service");
         return;
     }
     let dir = TempDir::new("squat");

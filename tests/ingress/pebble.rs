@@ -1,6 +1,7 @@
 //! A real ACME server for tests: Debian's `pebble`, with `pebble-challtestsrv` as its DNS
 //! (and ours: the coordinator's hostname checks query the same mock DNS). `.ci/run` installs
-//! them; without them the tests that need them fail, unless `SVC_SKIP_PEBBLE=1`.
+//! them; without them the tests that need them skip, saying so, and fail under
+//! `SVC_REQUIRE_ALL`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::time::Duration;
 use super::client::Https;
 use super::process::{Proc, free_port};
 
-/// The Pebble programs, or `None` when the test may be skipped.
+/// The Pebble programs, or `None` when they are missing (the test skipped, saying so).
 pub(crate) fn programs() -> Option<(PathBuf, PathBuf)> {
     let find = |name: &str| {
         std::env::var_os("PATH")
@@ -21,11 +22,13 @@ pub(crate) fn programs() -> Option<(PathBuf, PathBuf)> {
     };
     match (find("pebble"), find("pebble-challtestsrv")) {
         (Some(pebble), Some(dns)) => Some((pebble, dns)),
-        _ if std::env::var("SVC_SKIP_PEBBLE").is_ok_and(|v| v == "1") => None,
-        _ => panic!(
-            "`pebble` and `pebble-challtestsrv` are not on PATH: install Debian's `pebble` package \
-             (`apt-get install pebble`, as .ci/run does), or set SVC_SKIP_PEBBLE=1 to skip this test"
-        ),
+        _ => {
+            svc_test_require::skip(
+                "`pebble` and `pebble-challtestsrv` are not on PATH: install Debian's `pebble` package \
+                 (`apt-get install pebble`, as .ci/run does)",
+            );
+            None
+        }
     }
 }
 

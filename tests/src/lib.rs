@@ -10,13 +10,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-/// Says that a test did not run its checks, and why, where the test output shows it even
-/// though the test passes: libtest captures `eprintln!`, not writes to the stderr handle.
-pub fn skipped(test: &str, why: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
-}
-
 /// The workspace root.
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from(".."), Path::to_path_buf)

@@ -59,7 +59,7 @@ fn errors(gateway: &ChildGateway) -> u64 {
 #[test]
 fn accept_errors_back_off_instead_of_spinning_when_out_of_descriptors() {
     if !cfg!(target_os = "linux") {
-        eprintln!("SKIPPED: reads the child's CPU time from /proc");
+        svc_test_require::skip("reads the child's CPU time from Linux's /proc");
         return;
     }
     let gateway = ChildGateway::spawn(CHILD, NOFILE);

@@ -120,13 +120,7 @@ async fn eleven_hundred_anonymous_client_hellos_from_one_address_leave_a_second_
     const ATTACKERS: u64 = 1_100;
     // Each attacker holds up to four descriptors here: its socket, the gateway's, and a data
     // connection's two ends.
-    match super::open_files_limit() {
-        Some(limit) if limit >= 6_000 => {}
-        limit => {
-            eprintln!("SKIPPED: the open-files limit is {limit:?}; this test needs 6000 (ulimit -n 6000)");
-            return;
-        }
-    }
+    super::raise_open_files_limit();
     let w = start("hellos", route(1024), |c| c.timeouts = GATEWAY).await;
     real_agent(&w).await;
     let share = 1024 / 4;

@@ -69,13 +69,7 @@ fn routed_less_evicted(g: &Gateway) -> u64 {
 async fn five_addresses_holding_every_slot_of_a_route_leave_a_new_client_served() {
     // Each held connection takes four descriptors here: the attacker's socket, the gateway's
     // two, and the agent's end of the data connection.
-    match super::open_files_limit() {
-        Some(limit) if limit >= 6_000 => {}
-        limit => {
-            eprintln!("SKIPPED: the open-files limit is {limit:?}; this test needs 6000 (ulimit -n 6000)");
-            return;
-        }
-    }
+    super::raise_open_files_limit();
     // The defaults: 1,024 slots, a quarter per client, 5 minutes idle (the agent's too).
     let w = start("five", route(1024), |_| {}).await;
     real_agent_with(&w, Limits::DEFAULT).await;

@@ -1,8 +1,8 @@
 //! A real DNS server on loopback for tests: Debian's `pebble-challtestsrv` (from the `pebble`
 //! package, which `.ci/run` installs), with its records set through its management API.
 //! Shared by relay-api's DNS tests and gateway-prep's (`#[path]`-included there), so there is
-//! one way to start it. Without the binary the tests are skipped with a message, unless
-//! SVC_REQUIRE_PEBBLE is set.
+//! one way to start it. Without the binary the tests skip, saying so (they fail under
+//! `SVC_REQUIRE_ALL`: [`svc_test_require::skip`]).
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -31,7 +31,7 @@ impl Drop for MockDns {
     }
 }
 
-/// The binary, or None (after saying why) when it is absent and not required.
+/// The binary, or None (the test skipped, saying so) when it is absent.
 fn challtestsrv() -> Option<PathBuf> {
     let found = std::env::var_os("PATH")
         .into_iter()
@@ -39,11 +39,9 @@ fn challtestsrv() -> Option<PathBuf> {
         .map(|dir| dir.join("pebble-challtestsrv"))
         .find(|p| p.is_file());
     if found.is_none() {
-        let how = "install Debian's `pebble` package (`apt-get install -y pebble`, as .ci/run does)";
-        assert!(std::env::var_os("SVC_REQUIRE_PEBBLE").is_none(), "pebble-challtestsrv is not on PATH: {how}");
-        // Written to the stderr handle, not `eprintln!`: libtest shows it for a passing test.
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "SKIPPED: pebble-challtestsrv is not on PATH; {how} to run the DNS tests");
+        svc_test_require::skip(
+            "pebble-challtestsrv is not on PATH: install Debian's `pebble` package (`apt-get install -y pebble`, as .ci/run does)",
+        );
     }
     found
 }

@@ -36,16 +36,14 @@ impl std::fmt::Display for ClusterError {
 
 impl std::error::Error for ClusterError {}
 
-/// When set (`.ci/run` sets it), a test must not skip for want of PostgreSQL.
-pub const REQUIRED: &str = "SVC_REQUIRE_POSTGRES";
-
-/// A cluster for a test, or `None` when PostgreSQL is not installed and [`REQUIRED`] is not
-/// set (the caller then skips, saying so); panics on any other failure.
+/// A cluster for a test, or `None` when PostgreSQL is not installed (the test skipped,
+/// saying so; under `SVC_REQUIRE_ALL` it fails instead: [`svc_test_require::skip`]); panics
+/// on any other failure.
 pub fn for_test(test: &str) -> Option<Cluster> {
     match Cluster::start() {
         Ok(cluster) => Some(cluster),
-        Err(ClusterError::NotInstalled) if std::env::var_os(REQUIRED).is_none() => {
-            eprintln!("{test}: skipped: {}", ClusterError::NotInstalled);
+        Err(ClusterError::NotInstalled) => {
+            svc_test_require::skip(&ClusterError::NotInstalled.to_string());
             None
         }
         Err(e) => panic!("{test}: a PostgreSQL cluster: {e}"),

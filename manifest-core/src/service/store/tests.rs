@@ -1,6 +1,6 @@
 //! The store over a real SQLite file and a real PostgreSQL database: each test runs on both
 //! (PostgreSQL in a throwaway cluster; skipped, saying so, where it is not installed and
-//! `SVC_REQUIRE_POSTGRES` is not set).
+//! `SVC_REQUIRE_ALL` is not set).
 
 use std::sync::Arc;
 
