@@ -140,7 +140,8 @@ mod tests {
         assert!(html.contains("a &amp; b"));
         assert!(html.contains(r#"aria-current="page""#));
         assert!(html.contains(r#"name="csrf" value="c0ffee""#));
-        assert!(!html.contains("<script>") || html.matches("<script").count() == 1, "only the asset script");
+        // One script element, the asset's: nothing inline (the title's is escaped above).
+        assert_eq!(html.matches("<script").count(), 1, "only the asset script: {html}");
         assert!(html.contains(r#"<script src="/console/assets/console.js" defer></script>"#));
     }
 }
