@@ -177,6 +177,17 @@ impl Browser {
         }
     }
 
+    /// The current value of the first form field `css` finds (what a textarea holds now, not
+    /// the text it was served with).
+    pub(crate) fn value(&self, css: &str) -> String {
+        let script = "const e = document.querySelector(arguments[0]); return e ? e.value : null;";
+        let value = self.session_command("POST", "/execute/sync", Some(json!({"script": script, "args": [css]})));
+        match value.as_str() {
+            Some(text) => text.to_owned(),
+            None => panic!("no field {css} on {}:\n{}", self.url(), self.source()),
+        }
+    }
+
     /// Types `text` into the first element `css` finds.
     pub(crate) fn type_into(&self, css: &str, text: &str) {
         let id = self.element(css);
