@@ -182,28 +182,49 @@ fn the_node_demo_project_is_valid_and_deployable() {
     assert!(schema().is_valid(&document), "the schema accepts the demo's project");
 }
 
-/// Writes the schema and the fixtures (name, verdict, whether the fault is shape-only or
-/// validator-only, the document) for `.ci/run`'s Ajv check, when `SVC_PROJECT_EXPORT` names a
-/// folder; otherwise does nothing.
+/// The schema and the fixtures (name, verdict, whether the fault is shape-only or
+/// validator-only, the document) that `.ci/run`'s Ajv check reads, checked for what that
+/// check needs: the 2020-12 dialect Ajv2020 compiles, every fixture serde_json reads (those
+/// it cannot are faults of the strict reader, where a schema has nothing to say), and every
+/// [`VALIDATOR_ONLY`] name among the shape-only faults, where the check looks for it.
+/// Written to the folder `SVC_PROJECT_EXPORT` names, and read back.
 #[test]
 fn export() {
-    let Some(out) = std::env::var_os("SVC_PROJECT_EXPORT").map(PathBuf::from) else { return };
-    std::fs::create_dir_all(&out).expect("export folder");
-    std::fs::write(out.join("ingress-project.schema.json"), project::schema()).expect("write schema");
-    let mut lines = String::new();
+    let schema_text = project::schema();
+    let schema: serde_json::Value = serde_json::from_str(schema_text).expect("the schema is JSON");
+    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema", "the dialect Ajv2020 compiles");
     let listed: BTreeMap<&str, &str> = VALIDATOR_ONLY.iter().copied().collect();
-    for case in cases() {
-        let Ok(document) = serde_json::from_str::<serde_json::Value>(&case.text) else { continue };
-        let (valid, shape_only) = (case.valid(), case.shape_only());
-        let line = json!({
+    let cases = cases();
+    let mut exported = Vec::new();
+    for case in &cases {
+        let Ok(document) = serde_json::from_str::<serde_json::Value>(&case.text) else {
+            assert!(!case.valid(), "{}: valid, yet left out of the export: serde_json cannot read it", case.name);
+            continue;
+        };
+        exported.push(json!({
             "name": case.name,
-            "valid": valid,
-            "shapeOnly": shape_only,
+            "valid": case.valid(),
+            "shapeOnly": case.shape_only(),
             "validatorOnly": listed.get(case.name.as_str()),
             "document": document,
-        });
-        lines.push_str(&line.to_string());
-        lines.push('\n');
+        }));
     }
-    std::fs::write(out.join("project.jsonl"), lines).expect("write fixtures");
+    let valid = exported.iter().filter(|l| l["valid"] == true).count();
+    let refused = exported.iter().filter(|l| l["shapeOnly"] == true && l["validatorOnly"].is_null()).count();
+    assert!(valid >= 5 && refused >= 20, "{valid} valid, {refused} shape faults the schema must refuse");
+    for (name, _) in VALIDATOR_ONLY {
+        let line = exported.iter().find(|l| l["name"] == *name);
+        assert!(
+            line.is_some_and(|l| l["shapeOnly"] == true && l["validatorOnly"].is_string()),
+            "{name}: listed as validator-only, so exported as a shape-only fault marked so: {line:?}"
+        );
+    }
+    let lines: String = exported.iter().map(|line| format!("{line}\n")).collect();
+    let Some(out) = std::env::var_os("SVC_PROJECT_EXPORT").map(PathBuf::from) else { return };
+    std::fs::create_dir_all(&out).expect("export folder");
+    let (schema_file, lines_file) = (out.join("ingress-project.schema.json"), out.join("project.jsonl"));
+    std::fs::write(&schema_file, schema_text).expect("write schema");
+    std::fs::write(&lines_file, &lines).expect("write fixtures");
+    assert_eq!(std::fs::read_to_string(&schema_file).expect("read back"), schema_text);
+    assert_eq!(std::fs::read_to_string(&lines_file).expect("read back"), lines);
 }
