@@ -14,7 +14,9 @@
 //! either way, or `timeouts.linger` after one side ended its sending without a byte since
 //! (`relay_wire::idle`), or to make room on its full route for a client holding fewer. Connections
 //! not yet routed or authenticated, on both ports, are bounded per source and together
-//! ([`pending`]: the oldest goes first). Accept errors back off (`relay_wire::accept`); the admin port serves `GET /metrics` ([`admin`]).
+//! ([`pending`]: the oldest goes first; a tunnel source at its cap replaces its own oldest, so
+//! no process sharing the agents' address can lock them out). Accept errors back off
+//! (`relay_wire::accept`); the admin port serves `GET /metrics` ([`admin`]).
 
 mod accounting;
 mod admin;
@@ -45,7 +47,7 @@ use accounting::{Accounting, Admitted, Refusal};
 use client::Client;
 pub use guards::{ClientNetwork, Guards, RateLimit};
 pub use metrics::{Metrics, PendingRow};
-use pending::{Pending, PendingSlot, Port};
+use pending::{Pending, PendingSlot, Stage};
 use relay_wire::accept::Backoff;
 pub use relay_wire::idle::Timeouts;
 use relay_wire::wire::{self, TICKET_LEN};
@@ -120,12 +122,15 @@ pub struct GatewayConfig {
     /// (default 64).
     pub client_hellos_per_client: usize,
     /// Connections one source (counted as a client is) may have on the tunnel port before
-    /// their ticket, or their TLS handshake and `Hello` (default 256: a host running many
-    /// agents opens a data connection per new public connection, each pending for a round
-    /// trip).
+    /// their first bytes (a data connection's tag and ticket), and as many again in their TLS
+    /// handshake and before an accepted `Hello` (default 256: a host running many agents
+    /// opens a data connection per new public connection, each pending for a round trip).
+    /// Beyond it the source's oldest connection in that stage is closed, never the newcomer:
+    /// the agents' own connections come from the address of everything else on their host.
     pub tunnel_pending_per_source: usize,
     /// Time allowed for each step before a tunnel connection is established: its first bytes,
-    /// its ticket, the TLS handshake, the `Hello` (default 10 s).
+    /// the TLS handshake, the `Hello` (default 10 s). A data connection's ticket must follow
+    /// its tag within 1 s, or this if less.
     pub tunnel_step_timeout: Duration,
     /// Connections not yet routed or authenticated, both ports together, at most; beyond it
     /// the oldest is closed (default [`pending_cap_for_open_files`]).
@@ -369,17 +374,21 @@ impl Gateway {
         out
     }
 
-    /// Admits a new connection from `peer` on `port` as pending: `None` if its source has
-    /// `per_source` pending there already (the caller counts the refusal and drops it). At the
-    /// cap the oldest pending connection is closed, and the accept loop lets it go before
-    /// accepting more.
-    async fn admit(&self, port: Port, peer: SocketAddr, per_source: usize) -> Option<PendingSlot> {
-        match self.pending.admit(port, Client::of(peer.ip()), per_source) {
+    /// Admits a new connection from `peer` in `stage` as pending: `None` if its source has
+    /// `per_source` pending there already and the stage refuses newcomers (the caller counts
+    /// the refusal and drops it). When another pending connection is closed to make room
+    /// (the gateway's oldest at its cap, or the source's oldest in a tunnel stage), the accept
+    /// loop lets it go before accepting more.
+    async fn admit(&self, stage: Stage, peer: SocketAddr, per_source: usize) -> Option<PendingSlot> {
+        match self.pending.admit(stage, Client::of(peer.ip()), per_source) {
             Ok((slot, pending::Admitted::Free)) => Some(slot),
-            Ok((slot, pending::Admitted::Evicted)) => {
-                self.metrics.evicted("pending_cap");
-                // The evicted connection's task closes its socket: let it run before the next
-                // accept takes another descriptor.
+            Ok((slot, pending::Admitted::Evicted(why))) => {
+                if why == pending::Evicted::Cap {
+                    self.metrics.evicted("pending_cap");
+                }
+                // The evicted connection's task closes its socket (or, a data connection
+                // whose ticket has come, goes on): let it run, and every task whose bytes
+                // have come, before the next accept takes another descriptor.
                 tokio::task::yield_now().await;
                 Some(slot)
             }
@@ -426,7 +435,7 @@ impl Gateway {
         loop {
             match backoff.accept(&public).await {
                 Ok((stream, peer)) => {
-                    match self.admit(Port::Public, peer, self.config.client_hellos_per_client).await {
+                    match self.admit(Stage::ClientHello, peer, self.config.client_hellos_per_client).await {
                         Some(pending) => {
                             let gw = self.clone();
                             tokio::spawn(async move { gw.public_connection(stream, peer, pending).await });
@@ -447,7 +456,7 @@ impl Gateway {
         let (max, timeout) = (self.config.client_hello_max, self.config.client_hello_timeout);
         let hello = tokio::select! {
             hello = sni::read_client_hello(&mut stream, max, timeout) => hello,
-            () = pending.evicted() => return self.metrics.outcome("evicted"),
+            _ = pending.evicted() => return self.metrics.outcome("evicted"),
         };
         drop(pending);
         let hello = match hello {

@@ -63,6 +63,11 @@ impl Metrics {
         bump(&self.tunnels, label);
     }
 
+    /// Every tunnel connection outcome and its count.
+    pub fn tunnel_counts(&self) -> BTreeMap<&'static str, u64> {
+        counts(&self.tunnels)
+    }
+
     /// Counts a failed accept on `listener`.
     pub fn accept_error(&self, listener: &'static str) {
         bump(&self.accept_errors, listener);

@@ -1,14 +1,18 @@
 //! The gateway's tunnel port: TLS control connections from agents (authenticated by their
 //! route credential, kept alive by heartbeats) and plain data connections that present a
 //! single-use ticket. The first four bytes tell them apart: a data connection starts with
-//! `SVCD`, a control connection with a TLS record. They are read (within 10 s), not peeked:
-//! the TLS acceptor gets a stream that gives them back first, so waiting for them costs no
-//! polling.
+//! `SVCD`, a control connection with a TLS record. They are read, not peeked: the TLS
+//! acceptor gets a stream that gives them back first, so waiting for them costs no polling.
 //!
-//! Until its ticket is read (data) or its `Hello` is (control), a connection is pending
-//! ([`super::pending`]): each source has at most `tunnel_pending_per_source` such connections
-//! (more are closed at once, counted `pending_limit`), and at the gateway's cap the oldest is
-//! closed (counted `evicted`). Each step has `tunnel_step_timeout` (10 s).
+//! Until its ticket is read (data) or its TLS handshake is done and its `Hello` accepted
+//! (control), a connection is pending ([`super::pending`]), counted per source in two
+//! stages: before its first bytes, then in its handshake. A source at its cap in a stage
+//! (`tunnel_pending_per_source`) has its oldest connection there closed for the newcomer
+//! (counted `pending_limit`), at the gateway's cap the oldest pending connection is (counted
+//! `evicted`). A data connection whose whole head has come when it is chosen for closing goes
+//! on instead: it proved itself in time. The first bytes have `tunnel_step_timeout` (10 s), a
+//! data connection's ticket must follow its tag within [`TICKET_AFTER_TAG`] (its agent sends
+//! both at once), and the handshake and the `Hello` have a step each.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,15 +24,20 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use super::pending::{PendingSlot, Port};
+use super::pending::{Admitted, Evicted, PendingSlot, Stage};
 use super::replay::Replay;
 use super::replicas::{Ask, Replica};
-use super::{Gateway, GatewayError};
+use super::{Gateway, GatewayError, RouteConfig};
 use relay_wire::accept::Backoff;
 use relay_wire::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
+
+/// How long a data connection's ticket may take after its tag: its agent writes both at
+/// once, so they come in one segment, or within a round trip if the segment is split.
+pub(super) const TICKET_AFTER_TAG: Duration = Duration::from_secs(1);
 
 /// The TLS configuration of the tunnel port.
 pub(super) fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<ServerConfig>, GatewayError> {
@@ -57,7 +66,8 @@ pub(super) async fn accept_loop(gw: Arc<Gateway>, listener: TcpListener, tls: Ar
                 continue;
             }
         };
-        let Some(pending) = gw.admit(Port::Tunnel, peer, gw.config.tunnel_pending_per_source).await else {
+        // Never `None` with a cap above 0: a source at its cap replaces its oldest.
+        let Some(pending) = gw.admit(Stage::TunnelHead, peer, gw.config.tunnel_pending_per_source).await else {
             gw.metrics.tunnel("pending_limit");
             continue;
         };
@@ -69,72 +79,135 @@ pub(super) async fn accept_loop(gw: Arc<Gateway>, listener: TcpListener, tls: Ar
     }
 }
 
-/// What a tunnel connection turned out to be once it is no longer pending.
-enum Established {
-    /// A data connection that presented this ticket.
-    Data(TcpStream, [u8; TICKET_LEN]),
-    /// A control connection and its `Hello` (boxed: a TLS stream is large, and one per
-    /// agent).
-    Control(Box<TlsStream<Replay<TcpStream>>>, Hello),
+/// Counts a pending tunnel connection closed to make room.
+fn count_evicted(gw: &Gateway, why: Evicted) {
+    gw.metrics.tunnel(match why {
+        Evicted::Cap => "evicted",
+        Evicted::SourceCap => "pending_limit",
+    });
 }
 
 /// One tunnel connection: pending until it is established (or closed to make room, or out of
 /// time), then a data connection handed over or an agent's session.
-async fn connection(gw: &Gateway, stream: TcpStream, mut pending: PendingSlot, acceptor: &TlsAcceptor, id: u64) {
+async fn connection(gw: &Gateway, mut stream: TcpStream, mut pending: PendingSlot, acceptor: &TlsAcceptor, id: u64) {
     let _ = stream.set_nodelay(true);
     let step = gw.config.tunnel_step_timeout;
-    let established = tokio::select! {
-        established = establish(gw, stream, acceptor, step) => established,
-        () = pending.evicted() => return gw.metrics.tunnel("evicted"),
+    let mut head = Head::default();
+    let kind = tokio::select! {
+        // Progress first: a head complete in the same wake-up as an eviction is taken.
+        biased;
+        kind = head.read(&mut stream, step) => kind,
+        why = pending.evicted() => match head.last_look(&stream) {
+            // Its whole head had come, unread: a data connection that proved itself in time
+            // (its ticket is checked next, as any other).
+            Some(Kind::Data(ticket)) => Some(Kind::Data(ticket)),
+            _ => return count_evicted(gw, why),
+        },
     };
-    drop(pending);
-    match established {
-        Some(Established::Data(stream, ticket)) => data_connection(gw, stream, ticket),
-        Some(Established::Control(tls, hello)) => control_connection(gw, tls, hello, id).await,
+    match kind {
+        Some(Kind::Data(ticket)) => {
+            drop(pending);
+            data_connection(gw, stream, ticket);
+        }
+        Some(Kind::Tls) => {
+            match pending.advance(Stage::TunnelHandshake, gw.config.tunnel_pending_per_source) {
+                Ok(Admitted::Free) => {}
+                Ok(Admitted::Evicted(_)) => tokio::task::yield_now().await,
+                Err(_) => return gw.metrics.tunnel("pending_limit"),
+            }
+            let authenticated = tokio::select! {
+                biased;
+                why = pending.evicted() => return count_evicted(gw, why),
+                authenticated = authenticate(gw, stream, &head, acceptor, step) => authenticated,
+            };
+            drop(pending);
+            if let Some((tls, hello, route)) = authenticated {
+                control_connection(gw, tls, hello, route, id).await;
+            }
+        }
+        // Closed, or out of time.
         None => {}
     }
 }
 
-/// Reads a connection's tag, then its ticket (data) or its TLS handshake and `Hello`
-/// (control), each within `step`; `None` (counted where it says something) if it fails.
-async fn establish(gw: &Gateway, mut stream: TcpStream, acceptor: &TlsAcceptor, step: Duration) -> Option<Established> {
-    let (mut head, got) = tokio::time::timeout(step, first_bytes(&mut stream)).await.ok()??;
-    if head.starts_with(DATA_MAGIC) {
-        let read = tokio::time::timeout(step, stream.read_exact(&mut head[got..])).await;
-        if !matches!(read, Ok(Ok(_))) {
-            return None;
-        }
-        let mut ticket = [0u8; TICKET_LEN];
-        ticket.copy_from_slice(&head[DATA_MAGIC.len()..]);
-        return Some(Established::Data(stream, ticket));
-    }
-    let Ok(Ok(mut tls)) = tokio::time::timeout(step, acceptor.accept(Replay::new(&head[..got], stream))).await else {
-        gw.metrics.tunnel("tls_failed");
-        return None;
-    };
-    let hello = tokio::time::timeout(step, wire::read_frame(&mut tls)).await;
-    let Ok(Ok(Control::Hello { route_id, credential, replica })) = hello else {
-        gw.metrics.tunnel("no_hello");
-        return None;
-    };
-    Some(Established::Control(Box::new(tls), Hello { route_id, credential, replica }))
+/// What a tunnel connection's first bytes say it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A data connection, and the ticket it presents.
+    Data([u8; TICKET_LEN]),
+    /// Anything else: a TLS handshake, or garbage its acceptor refuses.
+    Tls,
 }
 
-/// A data connection's head: its tag, then its ticket.
-type DataHead = [u8; DATA_MAGIC.len() + TICKET_LEN];
+/// A tunnel connection's first bytes, at most a data connection's whole head (which its agent
+/// sends at once): kept across reads, so that a connection closed to make room can still be
+/// finished with what has come.
+#[derive(Debug)]
+struct Head {
+    bytes: [u8; DATA_MAGIC.len() + TICKET_LEN],
+    got: usize,
+}
 
-/// Reads at least the four-byte tag, and at most a data connection's whole head (which its
-/// agent sends at once): the head and how much of it came. `None` if the peer closed first.
-async fn first_bytes(stream: &mut TcpStream) -> Option<(DataHead, usize)> {
-    let mut head: DataHead = [0u8; DATA_MAGIC.len() + TICKET_LEN];
-    let mut got = 0;
-    while got < DATA_MAGIC.len() {
-        match stream.read(&mut head[got..]).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => got += n,
+impl Default for Head {
+    fn default() -> Head {
+        Head { bytes: [0; DATA_MAGIC.len() + TICKET_LEN], got: 0 }
+    }
+}
+
+impl Head {
+    /// What the bytes so far say: a data connection once its whole head has come, TLS as
+    /// soon as four bytes are not the tag.
+    fn kind(&self) -> Option<Kind> {
+        if self.got < DATA_MAGIC.len() {
+            return None;
+        }
+        if !self.bytes.starts_with(DATA_MAGIC) {
+            return Some(Kind::Tls);
+        }
+        let ticket: [u8; TICKET_LEN] = self.bytes[DATA_MAGIC.len()..].try_into().ok()?;
+        (self.got == self.bytes.len()).then_some(Kind::Data(ticket))
+    }
+
+    /// The bytes read so far (given back to a TLS acceptor).
+    fn read_so_far(&self) -> &[u8] {
+        &self.bytes[..self.got]
+    }
+
+    /// Reads until [`Head::kind`] says: the tag within `step`, a data connection's ticket
+    /// within [`TICKET_AFTER_TAG`] of its tag. `None` if the peer closed, failed or took
+    /// longer. Cancel-safe: what was read stays here.
+    async fn read(&mut self, stream: &mut TcpStream, step: Duration) -> Option<Kind> {
+        let mut deadline = Instant::now() + step;
+        let mut tagged = false;
+        loop {
+            if let Some(kind) = self.kind() {
+                return Some(kind);
+            }
+            if !tagged && self.got >= DATA_MAGIC.len() {
+                tagged = true;
+                deadline = deadline.min(Instant::now() + TICKET_AFTER_TAG);
+            }
+            match tokio::time::timeout_at(deadline, stream.read(&mut self.bytes[self.got..])).await {
+                Ok(Ok(n)) if n > 0 => self.got += n,
+                _ => return None,
+            }
         }
     }
-    Some((head, got))
+
+    /// Reads what has come already, without waiting, and says what it is. Reads the socket
+    /// itself: the runtime learns that bytes came only at its next poll of the sockets, and
+    /// this is the last look before the connection is closed.
+    fn last_look(&mut self, stream: &TcpStream) -> Option<Kind> {
+        let socket = socket2::SockRef::from(stream);
+        while self.kind().is_none() {
+            // Non-blocking (the runtime's sockets are): "would block" ends the look.
+            match std::io::Read::read(&mut &*socket, &mut self.bytes[self.got..]) {
+                Ok(n) if n > 0 => self.got += n,
+                _ => break,
+            }
+        }
+        self.kind()
+    }
 }
 
 /// A data connection that presented `ticket`: it goes to the public connection that asked for
@@ -149,31 +222,61 @@ fn data_connection(gw: &Gateway, stream: TcpStream, ticket: [u8; TICKET_LEN]) {
     }
 }
 
-/// An agent's control connection, its `Hello` read: refused, or one of its route's replicas
-/// until it closes, its heartbeats stop, or a newer session of the same replica takes over.
-async fn control_connection(gw: &Gateway, mut tls: Box<TlsStream<Replay<TcpStream>>>, hello: Hello, id: u64) {
-    let Hello { route_id, credential, replica } = hello;
+/// A control connection's TLS handshake (its first bytes in `head`) and `Hello`, each within
+/// `step`, and the `Hello`'s route and credential checked: the session to serve, or `None`
+/// (counted, and a refusal told within `step`).
+async fn authenticate(
+    gw: &Gateway,
+    stream: TcpStream,
+    head: &Head,
+    acceptor: &TlsAcceptor,
+    step: Duration,
+) -> Option<(Box<TlsStream<Replay<TcpStream>>>, Hello, Arc<RouteConfig>)> {
+    let Ok(Ok(tls)) = tokio::time::timeout(step, acceptor.accept(Replay::new(head.read_so_far(), stream))).await else {
+        gw.metrics.tunnel("tls_failed");
+        return None;
+    };
+    let mut tls = Box::new(tls);
+    let hello = tokio::time::timeout(step, wire::read_frame(&mut tls)).await;
+    let Ok(Ok(Control::Hello { route_id, credential, replica })) = hello else {
+        gw.metrics.tunnel("no_hello");
+        return None;
+    };
     let presented = wire::sha256_hex(credential.as_bytes());
-    let route = gw.route(&route_id);
     let refuse = |reason: String| Control::Refused { reason };
-    let Some(route) = route.filter(|r| r.credential_sha256.eq_ignore_ascii_case(&presented)) else {
+    let Some(route) = gw.route(&route_id).filter(|r| r.credential_sha256.eq_ignore_ascii_case(&presented)) else {
         gw.metrics.tunnel("refused");
         let reason = format!("route \"{route_id}\" is unknown here or its credential is wrong");
-        let _ = wire::write_frame(&mut tls, &refuse(reason)).await;
-        return;
+        send(&mut tls, &refuse(reason), step).await;
+        return None;
     };
     if !wire::valid_replica_name(&replica) {
         gw.metrics.tunnel("refused");
         let reason =
             format!("the replica name is not usable: at most {} bytes of A-Z a-z 0-9 . _ -", wire::REPLICA_NAME_MAX);
-        let _ = wire::write_frame(&mut tls, &refuse(reason)).await;
-        return;
+        send(&mut tls, &refuse(reason), step).await;
+        return None;
     }
+    Some((tls, Hello { route_id, replica }, route))
+}
+
+/// An agent's control connection, its `Hello` accepted for `route`: one of the route's
+/// replicas until it closes, its heartbeats stop, or a newer session of the same replica takes
+/// over; or refused if the route has its most replicas here.
+async fn control_connection(
+    gw: &Gateway,
+    mut tls: Box<TlsStream<Replay<TcpStream>>>,
+    hello: Hello,
+    route: Arc<RouteConfig>,
+    id: u64,
+) {
+    let Hello { route_id, replica } = hello;
+    let refuse = |reason: String| Control::Refused { reason };
     let (connect, mut asks) = mpsc::channel::<Ask>(256);
     let Ok(session) = gw.replicas.join(&route_id, &replica, id, connect) else {
         gw.metrics.tunnel("replica_limit");
         let reason = format!("route \"{route_id}\" has {} agents connected here already", wire::MAX_REPLICAS);
-        let _ = wire::write_frame(&mut tls, &refuse(reason)).await;
+        send(&mut tls, &refuse(reason), gw.config.tunnel_step_timeout).await;
         return;
     };
     let welcome = Control::Welcome { heartbeat_secs: gw.config.announced_heartbeat().as_secs() };
@@ -198,10 +301,9 @@ async fn send<W: tokio::io::AsyncWrite + Unpin>(writer: &mut W, frame: &Control,
     matches!(tokio::time::timeout(limit, wire::write_frame(writer, frame)).await, Ok(Ok(())))
 }
 
-/// An agent's `Hello`, as the gateway reads it.
+/// An agent's accepted `Hello`: its route, and which of its replicas it serves.
 struct Hello {
     route_id: String,
-    credential: String,
     replica: String,
 }
 
@@ -256,4 +358,76 @@ async fn serve_session(
         }
     }
     read_task.abort();
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// A connected pair on loopback: the peer's end and the gateway's.
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let peer = TcpStream::connect(listener.local_addr().expect("bound")).await.expect("connect");
+        let (ours, _) = listener.accept().await.expect("accept");
+        (peer, ours)
+    }
+
+    fn data_head(ticket: &[u8; TICKET_LEN]) -> Vec<u8> {
+        [DATA_MAGIC.as_slice(), ticket].concat()
+    }
+
+    #[tokio::test]
+    async fn a_head_says_data_with_its_whole_ticket_and_tls_after_four_other_bytes() {
+        let step = Duration::from_secs(10);
+        let ticket = [7u8; TICKET_LEN];
+        let (mut peer, mut ours) = pair().await;
+        // Split anywhere: the tag, then the ticket in two pieces.
+        let head = data_head(&ticket);
+        for piece in [&head[..2], &head[2..10], &head[10..]] {
+            peer.write_all(piece).await.expect("write");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(Head::default().read(&mut ours, step).await, Some(Kind::Data(ticket)));
+
+        let (mut peer, mut ours) = pair().await;
+        peer.write_all(&[0x16, 0x03, 0x01, 0x00, 0x05]).await.expect("write");
+        let mut head = Head::default();
+        assert_eq!(head.read(&mut ours, step).await, Some(Kind::Tls), "without waiting for 36 bytes");
+        assert_eq!(head.read_so_far().len(), 5);
+    }
+
+    /// A data connection's ticket must follow its tag within a second, whatever the step.
+    #[tokio::test]
+    async fn a_tag_without_its_ticket_is_let_go_after_a_second() {
+        let (mut peer, mut ours) = pair().await;
+        peer.write_all(DATA_MAGIC).await.expect("write");
+        let start = std::time::Instant::now();
+        assert_eq!(Head::default().read(&mut ours, Duration::from_secs(10)).await, None);
+        let waited = start.elapsed();
+        assert!(
+            waited >= TICKET_AFTER_TAG - Duration::from_millis(50) && waited < Duration::from_secs(3),
+            "{waited:?}"
+        );
+    }
+
+    /// A connection chosen for closing before its head was read is finished with what came.
+    #[tokio::test]
+    async fn the_last_look_finishes_a_head_that_came_unread() {
+        let ticket = [9u8; TICKET_LEN];
+        let (mut peer, ours) = pair().await;
+        peer.write_all(&data_head(&ticket)).await.expect("write");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(Head::default().last_look(&ours), Some(Kind::Data(ticket)));
+
+        let (mut peer, ours) = pair().await;
+        peer.write_all(&data_head(&ticket)[..20]).await.expect("write");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(Head::default().last_look(&ours), None, "a ticket not whole is not taken");
+
+        let (_silent, ours) = pair().await;
+        assert_eq!(Head::default().last_look(&ours), None, "nothing came: no wait");
+    }
 }
