@@ -17,6 +17,7 @@ mod gateway {
     mod replicas;
     mod soak;
     mod standby;
+    mod starvation;
 
     use std::collections::BTreeMap;
     use std::net::SocketAddr;
