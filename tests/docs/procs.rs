@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 
 use rustix::process::{Pid, Signal, kill_process};
 
-/// The direct children of `parent`.
+/// The direct children of `parent`. Fails when `/proc` cannot be listed: an empty answer
+/// would read as "none", and the session would neither interrupt nor wait for them.
 pub(crate) fn children(parent: u32) -> BTreeSet<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return BTreeSet::new() };
+    let entries = std::fs::read_dir("/proc").unwrap_or_else(|e| panic!("/proc cannot be listed: {e}"));
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| parent_of(*pid) == Some(parent))

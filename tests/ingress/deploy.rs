@@ -14,7 +14,7 @@ use svc_e2e::service::{TempDir, svc_binary};
 
 use super::client::{Https, get, wait_status};
 use super::pebble::PebbleStack;
-use super::process::{Proc, alive, free_port, signal, signal_quietly};
+use super::process::{Proc, alive, assert_alive, free_port, signal, signal_quietly};
 
 /// A running `svc relay serve` and a token of an invited organization.
 pub(super) struct Relay {
@@ -308,6 +308,7 @@ async fn a_project_deploys_goes_live_degrades_recovers_and_stops_with_the_develo
         .map(|p| p as u32)
         .collect();
     let [app_pid, agent_pid] = pids[..] else { panic!("app and agent pids in {status:#}") };
+    assert_alive(&pids, "the job's app and agent");
     signal(agent_pid, "STOP");
     let (_, took) = relay.wait_status(&project, Duration::from_secs(20), "degraded", |s| state(s) == "degraded").await;
     signal(agent_pid, "CONT");

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::Demo;
 use super::deploy::Relay;
-use super::process::{Proc, alive, signal};
+use super::process::{Proc, alive, assert_alive, signal};
 
 /// Waits for `pids` to be gone, at most 5 s; the ones still alive.
 async fn survivors(pids: &[u32]) -> Vec<u32> {
@@ -44,6 +44,7 @@ async fn ctrl_c_while_the_demo_waits_exits_130_and_stops_its_jobs() {
     let pids: Vec<u32> =
         line.split(|c: char| !c.is_ascii_digit()).filter(|w| !w.is_empty()).filter_map(|w| w.parse().ok()).collect();
     assert_eq!(pids.len(), 2, "two pids in {line:?}");
+    assert_alive(&pids, "the job's app and agent");
     pids.iter().for_each(|&p| proc.also_kill(p));
     // At once: the demo is still waiting for its URL to answer.
     interrupt(&mut proc, "svc ingress demo (waiting)").await;
@@ -54,6 +55,7 @@ async fn ctrl_c_while_the_demo_waits_exits_130_and_stops_its_jobs() {
 async fn ctrl_c_on_a_ready_demo_exits_130_and_stops_its_jobs() {
     let mut demo = Demo::start("int-demo-ready", &[]).await;
     let pids = [demo.app_pid, demo.agent_pid];
+    assert_alive(&pids, "the job's app and agent");
     interrupt(&mut demo.proc, "svc ingress demo (ready)").await;
     assert_eq!(survivors(&pids).await, Vec::<u32>::new(), "the app and agent are gone");
 }
@@ -70,6 +72,7 @@ async fn ctrl_c_on_logs_follow_deploy_and_the_relay_exits_130_and_leaves_no_job(
         .filter_map(|p| p.as_u64().and_then(|p| u32::try_from(p).ok()))
         .collect();
     assert_eq!(pids.len(), 2, "app and agent pids in {status:#}");
+    assert_alive(&pids, "the job's app and agent");
 
     // `logs --follow` polls for ever.
     let mut command = Command::new(svc_binary());

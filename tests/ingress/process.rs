@@ -150,15 +150,29 @@ pub(crate) fn signal_quietly(pid: u32, name: &str) {
         .status();
 }
 
-/// Whether a process exists and is not a zombie (Linux `/proc`; elsewhere `kill -0`).
+/// Whether a process exists and is not a zombie (Linux `/proc`; elsewhere `kill -0`). A
+/// process whose state cannot be read for another reason than its end fails the test: "not
+/// alive" would be a guess.
 pub(crate) fn alive(pid: u32) -> bool {
     if std::path::Path::new("/proc/self/stat").exists() {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => stat,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => return false,
+            Err(e) => panic!("/proc/{pid}/stat cannot be read: {e}"),
+        };
         // `pid (comm) S ...`: the state follows the last `)`.
         let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
         return !matches!(state, Some('Z' | 'X') | None);
     }
     Command::new("kill").args(["-0", &pid.to_string()]).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// Asserts that every one of `pids` runs now, before a test checks that they end: a probe that
+/// could not see them would find them gone.
+pub(crate) fn assert_alive(pids: &[u32], what: &str) {
+    let stopped: Vec<u32> = pids.iter().copied().filter(|&p| !alive(p)).collect();
+    assert!(!pids.is_empty() && stopped.is_empty(), "{what} {pids:?} should run now; these do not: {stopped:?}");
 }
 
 /// The Node.js program: `SVC_NODE`, or `node` on the PATH (as the demo does).

@@ -14,6 +14,7 @@ use svc_e2e::service::TempDir;
 
 use super::client::get;
 use super::deploy::{Relay, hint_codes};
+use super::process::{alive, assert_alive};
 
 const HOST: &str = "node-demo-acme.localhost";
 
@@ -96,12 +97,8 @@ async fn deploy_under_load(relay: &Relay, config: &str) -> (i32, String, String,
     (code, out, err, seen)
 }
 
-fn processes(status: &Value) -> Vec<u64> {
-    status["processes"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect()
-}
-
-fn alive(pid: u64) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+fn processes(status: &Value) -> Vec<u32> {
+    status["processes"].as_array().into_iter().flatten().filter_map(|p| u32::try_from(p.as_u64()?).ok()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -113,6 +110,7 @@ async fn a_redeploy_ships_the_new_code_without_a_failed_request() {
     assert_eq!(before["deployment"]["revision"], 1, "{before:#}");
     let old_processes = processes(&before);
     assert_eq!(old_processes.len(), 2, "app and agent: {before:#}");
+    assert_alive(&old_processes, "revision 1's app and agent");
 
     // Revision 2: a new heading.
     edit_heading(&project, "Hello from the svc Node.js demo", "Hello from revision 2");

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::HOST;
 use super::client::get;
 use super::deploy::{Relay, hint_codes, node_demo_project, repo};
-use super::process::{alive, signal};
+use super::process::{alive, assert_alive, signal};
 
 /// How long after a kill requests may still fail: the killed agent's tunnel sessions close
 /// with its process, and the gateway asks the other replica from then on.
@@ -96,6 +96,7 @@ async fn a_route_of_two_jobs_serves_through_a_killed_replica_and_a_rolling_redep
     let (config, status) = deploy_two_replicas(&relay, dir.path()).await;
     let project = Path::new(&config).to_owned();
     let pids = processes(&status);
+    assert_alive(&pids, "both replicas' apps and agents");
 
     // Kill replica job-0 (its app and its agent) while requests run.
     let stop = Arc::new(AtomicBool::new(false));

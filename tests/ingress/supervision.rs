@@ -33,11 +33,12 @@ pub(super) fn transition_after(status: &Value, to: &str, since: i64) -> Option<(
     })
 }
 
-/// Child processes of `pid` that are zombies (exited, never waited for).
+/// Child processes of `pid` that are zombies (exited, never waited for). Fails the test when
+/// `/proc` cannot be listed: an empty answer would read as "none".
 fn zombies_of(pid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let entries = std::fs::read_dir("/proc").unwrap_or_else(|e| panic!("/proc cannot be listed: {e}"));
     entries
-        .flatten()
+        .map(|e| e.unwrap_or_else(|e| panic!("/proc cannot be listed: {e}")))
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|child| {
             std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
@@ -48,8 +49,21 @@ fn zombies_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Checks [`zombies_of`] before it is trusted to find none: a child of this test that has
+/// exited and was not waited for must be one.
+fn the_zombie_scan_sees_a_zombie() {
+    let mut child = std::process::Command::new("true").spawn().expect("`true` runs");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !zombies_of(std::process::id()).contains(&child.id()) {
+        assert!(std::time::Instant::now() < deadline, "the scan does not see this test's exited child {}", child.id());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait().expect("the child reaped");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_whose_app_or_agent_exits_is_restarted_then_failed_with_job_exited() {
+    the_zombie_scan_sees_a_zombie();
     let dir = TempDir::new("dead-jobs");
     let (relay, config) =
         Relay::with_live_demo(dir.path(), &["--max-restarts", "2", "--downtime-tolerance-bps", "0"]).await;

@@ -85,16 +85,43 @@ async fn a_job_printing_more_than_the_file_size_limit_keeps_running() {
 }
 
 /// The processes whose command line holds `marker` (zombies have none: they hold nothing).
+/// Fails the test when `/proc` cannot be read: an empty answer would read as "none left".
 fn processes_marked(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let entries = std::fs::read_dir("/proc").unwrap_or_else(|e| panic!("/proc cannot be listed: {e}"));
     entries
-        .flatten()
+        .map(|e| e.unwrap_or_else(|e| panic!("/proc cannot be listed: {e}")))
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|line| line.split(|&b| b == 0).any(|arg| arg == marker.as_bytes()))
+        .filter(|pid| match std::fs::read(format!("/proc/{pid}/cmdline")) {
+            Ok(line) => line.split(|&b| b == 0).any(|arg| arg == marker.as_bytes()),
+            // Ended between the listing and the read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => false,
+            Err(e) => panic!("/proc/{pid}/cmdline cannot be read: {e}"),
         })
         .collect()
+}
+
+/// Checks the scan before it is trusted to find nothing: it must see a running job's
+/// programs (under the job's own uid when the runner is root), then none once the job is
+/// stopped.
+async fn the_scan_sees_a_running_job(runner: &LocalRunner, marker: &str) {
+    let running = runner.launch(&marked_job("dep_seen", marker)).expect("launched");
+    let mut programs = Vec::new();
+    for _ in 0..100 {
+        programs = running.pids();
+        let seen = processes_marked(marker);
+        if programs.len() == 2 && programs.iter().all(|pid| seen.contains(pid)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let seen = processes_marked(marker);
+    assert!(
+        programs.len() == 2 && programs.iter().all(|pid| seen.contains(pid)),
+        "the scan for {marker} saw {seen:?}, not the running job's app and agent {programs:?}"
+    );
+    running.stop().await;
+    assert_eq!(described(&left_after_stop(marker).await), Vec::<String>::new(), "the stopped job's processes");
 }
 
 /// Waits up to 5 s for every process marked `marker` to be gone; the ones left.
@@ -132,13 +159,14 @@ enum Ending {
 /// setup is hit); the processes any of them left.
 async fn processes_left_by_ending_jobs_at_once(ending: Ending) -> Vec<u32> {
     let runner = runner().await;
+    // Each test its own markers: the two run at once in this binary.
+    let name = match ending {
+        Ending::Stop => "stop",
+        Ending::Drop => "drop",
+    };
+    the_scan_sees_a_running_job(&runner, &format!("svc-{name}-seen-{}", std::process::id())).await;
     let mut leaked = Vec::new();
     for round in 0..30 {
-        // Each test its own markers: the two run at once in this binary.
-        let name = match ending {
-            Ending::Stop => "stop",
-            Ending::Drop => "drop",
-        };
         let marker = format!("svc-{name}-at-once-{}-{round}", std::process::id());
         let running = runner.launch(&marked_job("dep_brief", &marker)).expect("launched");
         if round % 3 > 0 {
