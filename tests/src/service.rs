@@ -139,6 +139,17 @@ pub fn postgres_sql(data_dir: &Path, sql: &str) -> Option<String> {
     Some(clusters.get(data_dir).map(|c| c.sql("svc", sql).expect("a query")).unwrap_or_default())
 }
 
+/// The server log of a data directory's own PostgreSQL cluster, when the suites run on
+/// PostgreSQL.
+pub fn postgres_log(data_dir: &Path) -> Option<String> {
+    if !on_postgres() {
+        return None;
+    }
+    database_of(data_dir)?;
+    let clusters = CLUSTERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    clusters.get(data_dir).map(svc_pg_cluster::Cluster::log)
+}
+
 /// A query's rows on the SQLite database `file`, as `psql -A` prints them (`|` between
 /// columns, a row a line; NULL and bytes as empty), so a test reads either store alike.
 pub fn sqlite_rows(file: &Path, sql: &str) -> String {

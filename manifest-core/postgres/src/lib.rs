@@ -210,6 +210,19 @@ impl Database {
         Ok(Database { config, runtime_config, tls: MakeRustlsConnect::new(tls_config(ca)?), location })
     }
 
+    /// Sets `name` to `value` in every session opened from now on (`-c name=value` among its
+    /// options), as `PGOPTIONS` would: a custom setting (`svc.…`) that SQL reads with
+    /// `current_setting`. `value` holds no space.
+    pub fn add_session_setting(&mut self, name: &str, value: &str) {
+        let setting = format!("-c {name}={value}");
+        let options = match self.runtime_config.get_options() {
+            Some(given) if !given.is_empty() => format!("{given} {setting}"),
+            _ => setting,
+        };
+        self.runtime_config.options(&options);
+        self.config.options(&options);
+    }
+
     /// Opens a connection.
     pub fn connect(&self) -> Result<postgres::Client, DbError> {
         self.config
@@ -388,6 +401,19 @@ mod tests {
         assert!(matches!(failed, DbError::Migration { version: 3, .. }), "{failed}");
         let tables = cluster.sql("svc", "SELECT count(*) FROM pg_tables WHERE tablename = 'c'").expect("query");
         assert_eq!(tables, "0", "the failed migration's table was rolled back");
+    }
+
+    #[test]
+    fn a_session_setting_is_set_beside_the_urls_own_options() {
+        let Some(cluster) = svc_pg_cluster::for_test("session_setting") else { return };
+        let url = format!("{}?options=-c%20statement_timeout%3D7000", cluster.svc_url());
+        let mut db = Database::parse(&url, None).expect("the cluster's URL");
+        db.add_session_setting("svc.test_setting", "on");
+        let mut client = db.connect().expect("connect");
+        let row = client
+            .query_one("SELECT current_setting('svc.test_setting'), current_setting('statement_timeout')", &[])
+            .expect("the settings");
+        assert_eq!((row.get::<_, String>(0), row.get::<_, String>(1)), ("on".to_owned(), "7s".to_owned()));
     }
 
     #[test]

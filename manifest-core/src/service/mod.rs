@@ -49,11 +49,25 @@ impl SchemaPairs {
 }
 
 /// A place where a test can make the server crash, to prove a crash there loses nothing
-/// committed and commits nothing half-done.
+/// committed and commits nothing half-done. The point is on whichever path the publication
+/// takes in production: a fault never changes the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultPoint {
-    /// Abort the process after the new policy version is inserted, before the commit.
+    /// After the new policy version is inserted, before the commit. In grouped work (SQLite,
+    /// and PostgreSQL's publications that run under the writers' lock) the process aborts
+    /// there; in PostgreSQL's decided write, one call of `svc_publish_decided`, the database
+    /// session running the call ends there ([`FaultPoint::session_setting`]).
     AfterVersionInsert,
+}
+
+impl FaultPoint {
+    /// The session setting that takes the fault into PostgreSQL's decided write (migration
+    /// 0004 reads it), set on every connection of a service started with the fault.
+    pub fn session_setting(self) -> (&'static str, &'static str) {
+        match self {
+            FaultPoint::AfterVersionInsert => ("svc.inject_fault", "after-version-insert"),
+        }
+    }
 }
 
 /// How the service runs.
@@ -170,7 +184,11 @@ pub async fn serve_until(
 }
 
 /// Opens the store, binds the listener, starts the scheduler and warms the hot path.
-async fn start(config: ServiceConfig) -> Result<(svc_http::Server, Arc<State>), ServeError> {
+async fn start(mut config: ServiceConfig) -> Result<(svc_http::Server, Arc<State>), ServeError> {
+    if let (Some(fault), Some((db, _))) = (config.fault, config.database.as_mut()) {
+        let (name, value) = fault.session_setting();
+        db.add_session_setting(name, value);
+    }
     let at = svc_sql::StoreAt::of(&config.data_dir, config.database.as_ref());
     let store = tokio::task::spawn_blocking(move || store::open(&at))
         .await

@@ -205,9 +205,7 @@ fn check(
 /// holds ([`crate::service::store::DecidedOn`]), or else the publication runs again under
 /// the lock, in grouped work. Answers once the commit is durable.
 pub(crate) async fn publish(state: &State, prepared: Prepared) -> Result<(u16, PublishResponse), ApiError> {
-    // A fault to inject between the version's insert and the commit needs the grouped path:
-    // the decided write is one call.
-    let prepared = if state.store.is_local() || prepared.fault.is_some() {
+    let prepared = if state.store.is_local() {
         prepared
     } else {
         match off_the_lock(state, prepared).await? {
@@ -534,7 +532,9 @@ impl Prepared {
         let (version, activity) = self.rows(d);
         tx.insert_policy_version(app.key, &version)?;
         if self.fault == Some(FaultPoint::AfterVersionInsert) {
-            eprintln!("svc serve: injected fault after the version insert: aborting before the commit");
+            eprintln!(
+                "svc serve: injected fault after the version insert, in grouped work: aborting before the commit"
+            );
             std::process::abort();
         }
         tx.update_application(&app)?;

@@ -228,3 +228,39 @@ fn a_connection_slower_than_each_requests_wait_is_still_made_under_load() {
     let first = answered.expect("a request answered while the load went on");
     assert!(first < Duration::from_secs(3), "the first answer came after {first:?}");
 }
+
+/// Issue 46: crash tests inject their fault inside the decided write that production
+/// publications make, from either of its callers (the runtime's statements and the blocking
+/// pool's): under the session setting `svc serve --inject-fault` sets, the call ends its own
+/// session after its writes, and none of them is committed. Without it, the same call writes.
+#[test]
+fn the_injected_fault_ends_the_decided_write_after_its_writes_and_commits_nothing() {
+    let Some(cluster) = svc_pg_cluster::for_test("decided-fault") else { return };
+    let mut db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
+    let settings = svc_postgres::PoolSettings::default();
+    let store = PostgresStore::open(&db, settings).expect("a PostgreSQL store");
+    let (org, on, write) = decided_setup(&store, "acme");
+    let (name, value) = crate::service::FaultPoint::AfterVersionInsert.session_setting();
+    db.add_session_setting(name, value);
+    let faulty = PostgresStore::open(&db, settings).expect("a PostgreSQL store with the fault");
+    let nothing_written = |by: &str| {
+        let mut tx = store.read().expect("tx");
+        let app = tx.application(org.id, "web").expect("read").expect("app");
+        assert_eq!(app.active_pointer_version, 1, "the pointer did not move: {by}");
+        assert!(tx.policy_version(app.key, 2).expect("read").is_none(), "no version 2: {by}");
+        assert!(tx.recent_activity(app.key, 10).expect("read").is_empty(), "no activity: {by}");
+        assert_eq!(tx.wakeups(app.key).expect("read"), 0, "no wakeup: {by}");
+    };
+    let alone = faulty.publish_decided_alone(&on, &write).expect("PostgreSQL writes a decided publication alone");
+    assert!(alone.is_err(), "the call's session ended: {alone:?}");
+    nothing_written("the blocking pool's call");
+    let on_runtime = runtime()
+        .block_on(async { faulty.on_runtime().expect("statements on the runtime").publish_decided(&on, &write).await });
+    assert!(on_runtime.is_err(), "the call's session ended: {on_runtime:?}");
+    nothing_written("the runtime's call");
+    // Each call reached the fault point, inside the function, after its writes.
+    let log = cluster.log();
+    let reached = log.matches("svc_publish_decided: injected fault after the version insert").count();
+    assert_eq!(reached, 2, "{log}");
+    assert_eq!(store.publish_decided_alone(&on, &write).expect("alone").expect("the call"), Some(2), "no fault");
+}
