@@ -8,6 +8,9 @@
 //!   request only the idle timeout.
 //! - **Declared bodies** ([`limit_body`]): a `Content-Length` over a router's limit is
 //!   answered 413 at once, before any of the body is read.
+//! - **Large bodies bounded** ([`Intake`]): a body over 64 KiB is read only under a permit,
+//!   a few per tenant and a few more in all ([`IntakeLimits`]); beyond them the request is
+//!   answered 503 with `Retry-After` before its body is read.
 //! - **A connection cap** ([`Server`]): at most [`Settings::max_connections`], lowered to fit
 //!   the process's open-file limit. At the cap, the connection that has waited longest
 //!   without a complete request head (or idle between requests) is closed to make room, so
@@ -30,6 +33,7 @@ mod conn;
 mod envelope;
 mod error;
 mod health;
+mod intake;
 mod limit;
 mod request;
 mod server;
@@ -40,6 +44,7 @@ pub use access::{MAX_LOGGED_PATH, loggable_path};
 pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED, envelope_response};
 pub use error::ServeError;
 pub use health::{STORE_CHECK_FRESH, STORE_CHECK_WAIT, StoreCheck, store_health, store_health_with};
+pub use intake::{Busy, Incoming, Intake, IntakeError, IntakeLimits, IntakePermit, LARGE_BODY_BYTES, Received};
 pub use limit::limit_body;
 pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};
 pub use server::Server;
