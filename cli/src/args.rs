@@ -710,6 +710,17 @@ pub struct ListenerArgs {
     #[arg(long, value_name = "N", default_value_t = svc_http::Settings::DEFAULT.max_connections as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Large request bodies (over 64 KiB: deploys, big manifests) read at once for one
+    /// organization; beyond it a request is answered 503 with Retry-After before its body is
+    /// read. Smaller requests never wait.
+    #[arg(long, value_name = "N", default_value_t = svc_http::IntakeLimits::DEFAULT.per_tenant as u16,
+          value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    pub max_large_bodies_per_org: u16,
+    /// Large request bodies read at once for all organizations together (at least
+    /// --max-large-bodies-per-org); beyond it, 503 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = svc_http::IntakeLimits::DEFAULT.total as u16,
+          value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    pub max_large_bodies: u16,
     /// Log lines on standard error: `text` for people, `json` one object per line (RUST_LOG
     /// filters them; default `info`: one line per request).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = crate::output::LogFormat::Text)]

@@ -102,11 +102,23 @@ impl TryFrom<&ListenerArgs> for svc_http::Settings {
             max: usize::MAX as u64,
             value: args.max_connections,
         })?;
+        if args.max_large_bodies_per_org > args.max_large_bodies {
+            return Err(SettingsError::OutOfRange {
+                flag: "--max-large-bodies-per-org",
+                min: 1,
+                max: u64::from(args.max_large_bodies),
+                value: u64::from(args.max_large_bodies_per_org),
+            });
+        }
         Ok(svc_http::Settings {
             header_timeout: Duration::from_secs(args.header_timeout_secs),
             body_timeout: Duration::from_secs(args.body_timeout_secs),
             idle_timeout: Duration::from_secs(args.idle_timeout_secs),
             max_connections,
+            intake: svc_http::IntakeLimits {
+                per_tenant: usize::from(args.max_large_bodies_per_org),
+                total: usize::from(args.max_large_bodies),
+            },
             ..svc_http::Settings::DEFAULT
         })
     }
@@ -196,6 +208,24 @@ mod tests {
         assert_eq!(config.job_limits.memory_bytes, 512 << 20);
         assert_eq!(config.terms.settlement_delay_ms, 86_400_000);
         assert_eq!(config.api_http.max_connections, svc_http::Settings::DEFAULT.max_connections);
+        assert_eq!(config.api_http.intake, svc_http::IntakeLimits { per_tenant: 2, total: 8 });
+    }
+
+    #[test]
+    fn large_bodies_per_org_over_those_in_all_are_refused_naming_the_flag() {
+        let listener = |extra: &[&str]| relay_serve(extra).listener;
+        let settings =
+            svc_http::Settings::try_from(&listener(&["--max-large-bodies", "3", "--max-large-bodies-per-org", "3"]))
+                .expect("as many per organization as in all");
+        assert_eq!(settings.intake, svc_http::IntakeLimits { per_tenant: 3, total: 3 });
+        assert!(settings.validate().is_ok());
+        let e =
+            svc_http::Settings::try_from(&listener(&["--max-large-bodies", "2", "--max-large-bodies-per-org", "3"]))
+                .expect_err("more per organization than in all");
+        assert_eq!(e.to_string(), "--max-large-bodies-per-org must be from 1 to 2; 3 is outside that range");
+        let refused =
+            crate::args::Cli::try_parse_from(["svc", "relay", "serve", "--data-dir", "x", "--max-large-bodies", "0"]);
+        assert!(refused.is_err(), "clap refuses 0");
     }
 
     #[test]
