@@ -16,6 +16,7 @@ mod ingress {
     mod deploy_refusals;
     mod failover;
     mod fleet;
+    mod intake;
     mod interrupt;
     mod listener;
     mod local_default;

@@ -62,6 +62,12 @@ async fn relay_api_half_sent_requests_do_not_starve_a_real_client() {
     let dir = TempDir::new("relay-half-sent");
     let (proc, url, token) = start_relay(&dir.path().join("relay"), Some(1024), &[]).await;
     let api = addr(&url);
+    // Half-sent bodies carry a token: a deploy's body is read only once its token is checked
+    // (without one it is refused at once, and frees its connection).
+    let body_head = format!(
+        "POST /api/ingress/deployments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: \
+         100\r\n\r\n{{\"proj"
+    );
     let held = tokio::task::spawn_blocking(move || {
         (0..1100)
             .map(|i| {
@@ -69,7 +75,7 @@ async fn relay_api_half_sent_requests_do_not_starve_a_real_client() {
                 let partial: &[u8] = if i % 2 == 0 {
                     b"POST /api/ingress/deployments HTTP/1.1\r\nHost: x\r\n"
                 } else {
-                    b"POST /api/ingress/deployments HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"proj"
+                    body_head.as_bytes()
                 };
                 let _ = stream.write_all(partial);
                 stream

@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod flood;
 pub mod service;
 
 use std::path::{Path, PathBuf};

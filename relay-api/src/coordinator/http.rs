@@ -2,12 +2,17 @@
 //! unknown fields refused, and one error envelope
 //! (`{"error": {"code", "message", "hints"?, "diagnostics"?}}`). Handlers translate HTTP;
 //! decisions live in the engine and the store.
+//!
+//! Bodies are bounded: a deploy's (up to [`DEPLOY_LIMIT`]) is read after its token is checked,
+//! under the listener's bounds on large bodies per organization and in all (`svc_http::Intake`,
+//! 503 with `Retry-After` beyond them), and decoded as it arrives (`deploy`); every other route
+//! takes at most [`SMALL_BODY_LIMIT`].
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path as UrlPath, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -29,6 +34,12 @@ use agent::wire;
 /// room for their paths, the project and the secrets.
 pub(super) const DEPLOY_LIMIT: usize = (BUNDLE_MAX_BYTES as usize) / 3 * 4 + 2 * 1024 * 1024;
 
+/// The largest body of every other route (a quote, a fund, a hostname, a pin, an operator's
+/// registration: each well under 1 KiB). Below the large size (`svc_http::LARGE_BODY_BYTES`), so
+/// these never wait for the bounds on large bodies, and read before the token is checked they
+/// cost at most this per connection.
+const SMALL_BODY_LIMIT: usize = 64 * 1024;
+
 mod deploy;
 mod policy;
 mod rejection;
@@ -44,11 +55,13 @@ pub(super) struct ApiError {
     message: String,
     hints: Vec<Hint>,
     diagnostics: Option<serde_json::Value>,
+    /// A refusal before the body was read, to be sent again later (`Retry-After`).
+    retry_later: bool,
 }
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), hints: Vec::new(), diagnostics: None }
+        ApiError { status, code, message: message.into(), hints: Vec::new(), diagnostics: None, retry_later: false }
     }
 
     /// A 500: the client sees only `internal_error` and the request id; the detail (a path,
@@ -104,7 +117,29 @@ impl IntoResponse for ApiError {
         if let Some(d) = self.diagnostics {
             body = body.with("diagnostics", d);
         }
-        svc_http::envelope_response(&body, self.status)
+        let mut response = svc_http::envelope_response(&body, self.status);
+        if self.retry_later {
+            svc_http::Busy::headers(&mut response);
+        }
+        response
+    }
+}
+
+/// A small request body: at most [`SMALL_BODY_LIMIT`] bytes, refused in the envelope beyond.
+struct SmallBody(Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for SmallBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<SmallBody, ApiError> {
+        use http_body_util::BodyExt as _;
+        match http_body_util::Limited::new(request.into_body(), SMALL_BODY_LIMIT).collect().await {
+            Ok(collected) => Ok(SmallBody(collected.to_bytes())),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                Err(Rejection::BodyTooLarge { max: SMALL_BODY_LIMIT }.into())
+            }
+            Err(e) => Err(Rejection::InvalidRequest(BadRequest::BodyIncomplete(e.to_string())).into()),
+        }
     }
 }
 
@@ -114,10 +149,14 @@ fn ok<T: Serialize>(value: T) -> ApiResult<T> {
     Ok((StatusCode::OK, axum::Json(value)))
 }
 
-/// The API's routes.
+/// The API's routes: deploys under the intake's bounds (`api_http.intake` of the
+/// configuration), every other route with at most [`SMALL_BODY_LIMIT`] of body (a larger
+/// declared one is refused at once).
 pub(super) fn router(engine: Arc<Engine>) -> Router {
-    Router::new()
-        .route("/api/ingress/deployments", post(deploy).get(list).layer(DefaultBodyLimit::max(DEPLOY_LIMIT)))
+    let intake = svc_http::Intake::new(engine.config().api_http.intake);
+    let deploys =
+        Router::new().route("/api/ingress/deployments", post(deploy).get(list)).layer(axum::Extension(intake));
+    let small = Router::new()
         .route("/api/ingress/deployments/{project}", get(status))
         .route("/api/ingress/deployments/{project}/quotes", post(new_quote))
         .route("/api/ingress/deployments/{project}/fund", post(fund))
@@ -139,6 +178,10 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/api/relay/health", get(super::admission::health))
         .route("/api/operators/register", post(super::admission::register))
         .route(relay_wire::feed::FEED_PATH, get(super::feed::routes))
+        // The registration's `Bytes` (the others read a `SmallBody`).
+        .layer(DefaultBodyLimit::max(SMALL_BODY_LIMIT));
+    svc_http::limit_body(small, SMALL_BODY_LIMIT)
+        .merge(deploys)
         .fallback(|| async { Rejection::NotFound(Missing::Route) })
         .with_state(engine)
 }
@@ -213,19 +256,22 @@ fn invited(caller: Caller) -> Result<Caller, ApiError> {
 fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
     let bytes: &[u8] = if bytes.is_empty() { b"{}" } else { bytes };
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        // `?` stands for a key not read yet (the body ended inside an object): the place is
-        // the object around it, or the body itself.
-        let path = e.path().to_string();
-        let at = path.trim_end_matches(".?").trim_end_matches('?').to_owned();
-        let inner = e.into_inner();
-        let why = if at == "." || at.is_empty() {
-            BadRequest::Body(inner.to_string())
-        } else {
-            BadRequest::BodyAt { at, why: inner.to_string() }
-        };
-        Rejection::InvalidRequest(why).into()
-    })
+    serde_path_to_error::deserialize(&mut de).map_err(body_refusal)
+}
+
+/// A body that does not read as the route's request, refused naming the field at fault.
+fn body_refusal(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    // `?` stands for a key not read yet (the body ended inside an object): the place is the
+    // object around it, or the body itself.
+    let path = e.path().to_string();
+    let at = path.trim_end_matches(".?").trim_end_matches('?').to_owned();
+    let inner = e.into_inner();
+    let why = if at == "." || at.is_empty() {
+        BadRequest::Body(inner.to_string())
+    } else {
+        BadRequest::BodyAt { at, why: inner.to_string() }
+    };
+    Rejection::InvalidRequest(why).into()
 }
 
 fn deployment_of(engine: &Engine, caller: &Caller, project: &str) -> Result<Deployment, ApiError> {
@@ -276,7 +322,7 @@ async fn new_quote(
     State(engine): State<Arc<Engine>>,
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
-    bytes: Bytes,
+    SmallBody(bytes): SmallBody,
 ) -> ApiResult<super::model::Quote> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
@@ -300,7 +346,7 @@ async fn fund(
     State(engine): State<Arc<Engine>>,
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
-    bytes: Bytes,
+    SmallBody(bytes): SmallBody,
 ) -> ApiResult<super::model::LedgerEntry> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
@@ -436,7 +482,7 @@ async fn add_hostname(
     State(engine): State<Arc<Engine>>,
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
-    bytes: Bytes,
+    SmallBody(bytes): SmallBody,
 ) -> ApiResult<HostnameResponse> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
@@ -617,7 +663,7 @@ async fn add_pin(
     State(engine): State<Arc<Engine>>,
     headers: HeaderMap,
     UrlPath(project): UrlPath<String>,
-    bytes: Bytes,
+    SmallBody(bytes): SmallBody,
 ) -> ApiResult<PinsResponse> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;

@@ -7,35 +7,73 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use base64::Engine as _;
 use svc_execution::artifacts::bundle_digest;
+use svc_http::{Intake, IntakeError, Received};
 
-use super::rejection::{BadRequest, BundleProblem, Oversize, Rejection};
-use super::{ApiError, ApiResult, body, caller};
+use super::rejection::{BadRequest, Rejection};
+use super::{ApiError, ApiResult, DEPLOY_LIMIT, body_refusal};
 use crate::coordinator::Engine;
-use crate::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, DeployRequest, DeployResponse};
-use crate::coordinator::files::{self, StagedBundle, check_bundle_path};
+use crate::coordinator::api::DeployResponse;
+use crate::coordinator::files::{self, StagedBundle};
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
 use crate::coordinator::policy::{self, PublishError};
-use crate::coordinator::store::{NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, StoreError, random_hex};
+use crate::coordinator::store::{
+    Caller, NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, StoreError, random_hex,
+};
 use crate::project::Project;
+
+mod body;
+
+use body::DeployBody;
 
 pub(super) async fn deploy(
     State(engine): State<Arc<Engine>>,
+    axum::Extension(intake): axum::Extension<Intake>,
     headers: HeaderMap,
-    bytes: Bytes,
+    body: Body,
 ) -> ApiResult<DeployResponse> {
-    // All of it off the runtime: decoding a bundle of up to BUNDLE_MAX_BYTES, writing its
-    // files and the store's transactions.
-    super::blocking(move || deploy_now(&engine, &headers, &bytes)).await
+    // The token before the body: a caller who may not deploy costs no reading, and a large
+    // body counts against its organization's bound (503 at once beyond it, before reading).
+    let (reader, asked) = (Arc::clone(&engine), headers.clone());
+    let caller = super::blocking(move || super::caller(&reader, &asked)).await?;
+    let incoming = intake
+        .body(&caller.org_id, &headers, body, DEPLOY_LIMIT)
+        .map_err(|busy| ApiError::from(Rejection::TooManyLargeBodies(busy)))?;
+    // Read whole into one buffer of the declared length, then parsed in place: measured
+    // against decoding as it arrives, the same peak and far less memory left with the
+    // allocator afterwards (docs/decisions.md, "Bounded intake").
+    let Received { bytes, permit } = incoming.bytes().await.map_err(intake_refusal)?;
+    // All of it off the runtime: decoding the app's files, writing them and the store's
+    // transactions. The permit goes once the decoded files are gone.
+    super::blocking(move || {
+        let request = read(bytes)?;
+        let deployed = deploy_now(&engine, &caller, request);
+        drop(permit);
+        deployed
+    })
+    .await
 }
 
-fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<DeployResponse> {
-    let caller = caller(engine, headers)?;
-    let req: DeployRequest = body(bytes)?;
+/// The deploy request in `bytes`, which are let go once the app's files are decoded from them.
+fn read(bytes: Bytes) -> Result<DeployBody, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(&bytes);
+    let request = serde_path_to_error::deserialize(&mut de).map_err(body_refusal)?;
+    de.end().map_err(|trailing| Rejection::InvalidRequest(BadRequest::Body(trailing.to_string())))?;
+    Ok(request)
+}
+
+fn intake_refusal(e: IntakeError) -> ApiError {
+    match e {
+        IntakeError::Busy(busy) => Rejection::TooManyLargeBodies(busy).into(),
+        IntakeError::TooLarge { max } => Rejection::BodyTooLarge { max }.into(),
+        IntakeError::Read(why) => Rejection::InvalidRequest(BadRequest::BodyIncomplete(why.to_string())).into(),
+    }
+}
+
+fn deploy_now(engine: &Engine, caller: &Caller, req: DeployBody) -> ApiResult<DeployResponse> {
     let text = serde_json::to_string(&req.project).unwrap_or_default();
     let project = crate::project::read(&text).map_err(Rejection::InvalidProject)?;
     let unsupported = project.unsupported();
@@ -56,7 +94,7 @@ fn deploy_now(engine: &Engine, headers: &HeaderMap, bytes: &Bytes) -> ApiResult<
             return Err(Rejection::InvalidRequest(BadRequest::UnknownSecret(name.clone())).into());
         }
     }
-    let files = bundle_files(&req.bundle)?;
+    let files = req.bundle.files()?;
     if !files.iter().any(|(path, _)| path == &project.app.entrypoint) {
         return Err(Rejection::EntrypointMissing { entrypoint: project.app.entrypoint.clone() }.into());
     }
@@ -272,36 +310,4 @@ fn in_progress(
         StatusCode::ACCEPTED,
         axum::Json(DeployResponse { deployment: engine.with_url(d), quote, existing: false, successor: Some(s) }),
     ))
-}
-
-/// Decodes the app's files, refusing bundles over [`BUNDLE_MAX_FILES`] files or
-/// [`BUNDLE_MAX_BYTES`] bytes and paths that are not plain, bounded relative paths inside the
-/// app directory (see [`check_bundle_path`]), or a file that another path needs as a directory.
-fn bundle_files(bundle: &BTreeMap<String, String>) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
-    let bad = |problem: BundleProblem| ApiError::from(Rejection::InvalidBundle(problem));
-    if bundle.len() > BUNDLE_MAX_FILES {
-        return Err(Rejection::BundleTooLarge(Oversize::Files(bundle.len())).into());
-    }
-    for path in bundle.keys() {
-        check_bundle_path(path).map_err(|why| bad(BundleProblem::Path { path: path.clone(), why }))?;
-    }
-    // Every directory the files need; none may be a file too.
-    let dirs: std::collections::BTreeSet<&str> =
-        bundle.keys().flat_map(|p| p.match_indices('/').map(move |(at, _)| &p[..at])).collect();
-    if let Some(both) = dirs.iter().find(|d| bundle.contains_key(**d)) {
-        return Err(bad(BundleProblem::FileAndDirectory((*both).to_owned())));
-    }
-    let mut total: u64 = 0;
-    let mut files = Vec::with_capacity(bundle.len());
-    for (path, b64) in bundle {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .map_err(|why| bad(BundleProblem::NotBase64 { path: path.clone(), why }))?;
-        total = total.saturating_add(bytes.len() as u64);
-        if total > BUNDLE_MAX_BYTES {
-            return Err(Rejection::BundleTooLarge(Oversize::Bytes { at: path.clone() }).into());
-        }
-        files.push((path.clone(), bytes));
-    }
-    Ok(files)
 }

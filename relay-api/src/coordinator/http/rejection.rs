@@ -19,7 +19,8 @@ use crate::coordinator::files::BundlePathProblem;
 use crate::dns::DnsError;
 use crate::project::{ManifestV5Error, ProjectErrors, Unsupported};
 
-/// A request the relay API refuses (4xx); one variant per `code`.
+/// A request the relay API refuses (4xx, and 503 for a large body beyond the intake's bounds);
+/// one variant per `code`.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum Rejection {
     /// No bearer token, or one the coordinator does not know.
@@ -138,6 +139,17 @@ pub(super) enum Rejection {
     /// A deploy's files that cannot be laid out as they are.
     #[error("{0}")]
     InvalidBundle(BundleProblem),
+    /// A body that arrived (chunked) over the route's limit; a declared one over it is refused
+    /// before the handler runs (`svc_http::limit_body`).
+    #[error("the request body is over {max} bytes, the most this route takes")]
+    BodyTooLarge {
+        /// The route's limit.
+        max: usize,
+    },
+    /// A large body (a deploy) beyond the bounds on large bodies read at once, refused before
+    /// it is read (with `Retry-After`).
+    #[error("{0}")]
+    TooManyLargeBodies(svc_http::Busy),
 }
 
 impl Rejection {
@@ -167,7 +179,14 @@ impl Rejection {
             Rejection::HostnamesChanged { .. } => (StatusCode::CONFLICT, "hostnames_changed"),
             Rejection::BundleTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "bundle_too_large"),
             Rejection::InvalidBundle(_) => (StatusCode::BAD_REQUEST, "invalid_bundle"),
+            Rejection::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            Rejection::TooManyLargeBodies(_) => (StatusCode::SERVICE_UNAVAILABLE, "too_many_large_bodies"),
         }
+    }
+
+    /// Whether the client is to come back later (`Retry-After`), its body unread.
+    fn retry_later(&self) -> bool {
+        matches!(self, Rejection::TooManyLargeBodies(_))
     }
 
     /// The HTTP status.
@@ -197,6 +216,7 @@ impl From<Rejection> for ApiError {
     fn from(r: Rejection) -> ApiError {
         let mut e = ApiError::new(r.status(), r.code(), r.to_string());
         e.diagnostics = r.diagnostics();
+        e.retry_later = r.retry_later();
         e
     }
 }
@@ -241,6 +261,10 @@ pub(super) enum BadRequest {
     /// A negative log cursor.
     #[error("`after` is a cursor (0 or more), not {0}")]
     After(i64),
+    /// A body that stopped arriving (the client hung up; a body timeout is answered 408 by the
+    /// listener).
+    #[error("the request body did not arrive whole: {0}")]
+    BodyIncomplete(String),
     /// A log page size out of range.
     #[error("`limit` must be 1 to {LOGS_PAGE_MAX}, not {0}")]
     Limit(u32),
@@ -393,16 +417,24 @@ mod tests {
             Rejection::HostnamesChanged { deployment: s(), added: vec![s()], removed: Vec::new() },
             Rejection::BundleTooLarge(Oversize::Files(1)),
             Rejection::InvalidBundle(BundleProblem::FileAndDirectory(s())),
+            Rejection::BodyTooLarge { max: 1 },
+            Rejection::TooManyLargeBodies(svc_http::Busy::Tenant(2)),
         ]
     }
 
     #[test]
-    fn each_variant_has_its_own_code_and_a_4xx() {
+    fn each_variant_has_its_own_code_and_a_4xx_but_the_busy_intake_a_503_to_retry() {
         let mut codes = HashSet::new();
         for r in samples() {
             let (status, code) = (r.status(), r.code());
             assert!(codes.insert(code), "{code} is the code of two variants");
-            assert!(status.is_client_error(), "{r:?}: {status}");
+            let busy = matches!(r, Rejection::TooManyLargeBodies(_));
+            assert_eq!(r.retry_later(), busy, "{r:?}");
+            if busy {
+                assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+            } else {
+                assert!(status.is_client_error(), "{r:?}: {status}");
+            }
             assert!(!r.to_string().is_empty(), "{r:?}");
             let e = ApiError::from(r);
             assert_eq!((e.status, e.code), (status, code));
