@@ -11,6 +11,7 @@ mod publication {
     mod durability;
     mod executions;
     mod instances;
+    mod intake;
     mod listener;
     mod routes;
     mod semantics;

@@ -1,7 +1,9 @@
 //! The HTTP surface: routes, authentication, the error envelope
 //! (`{"error": {"code", "message", "diagnostics"?}}`; a 500 is only `internal_error` and the
 //! request id, through `svc_http::internal_error`), the body limit (a declared length over it
-//! is 413 at once), and the `Svc-Read-Contract: 3` header on every response. Handlers only translate HTTP; the
+//! is 413 at once; a body is read only after its token is checked, and a large one under the
+//! listener's bounds per organization and in all: 503 with `Retry-After` beyond them), and the
+//! `Svc-Read-Contract: 3` header on every response. Handlers only translate HTTP; the
 //! decisions live in `publish`, `layers` and the store, and store work runs off the async
 //! runtime (`spawn_blocking`).
 
@@ -11,13 +13,14 @@ pub(super) mod rejection;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, State as Extract};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
 use serde_json::json;
+use svc_http::Received;
 
 use crate::schema::SchemaKind;
 use crate::service::State;
@@ -83,12 +86,17 @@ fn error(e: ApiError) -> Response {
         // The message is the detail: for the server log, under the request id.
         return svc_http::internal_error(e.message);
     }
+    let retry_later = rejection::retry_later(e.code);
     let mut body = svc_http::ErrorBody::new(e.code, e.message);
     if let Some(d) = e.diagnostics {
         body = body.with("diagnostics", json!(d));
     }
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    svc_http::envelope_response(&body, status)
+    let mut response = svc_http::envelope_response(&body, status);
+    if retry_later {
+        svc_http::Busy::headers(&mut response);
+    }
+    response
 }
 
 fn respond(result: Result<Response, ApiError>) -> Response {
@@ -146,9 +154,21 @@ async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, Api
     caller.ok_or_else(unauthorized)
 }
 
-/// Reads a body of at most 1 MiB (413 beyond).
-async fn read_body(body: Body) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| Rejection::BodyTooLarge.into())
+/// Reads the body of a request of `caller` (authenticated first), at most 1 MiB (413 beyond).
+/// A large one (over 64 KiB) is read only under a permit of the intake's bounds (503 with
+/// `Retry-After` beyond them, before any of it is read, when its length is declared), which
+/// comes with it: keep it while the body is in memory.
+async fn read_body(state: &Shared, caller: &Caller, headers: &HeaderMap, body: Body) -> Result<Received, ApiError> {
+    let tenant = caller.organization.id.to_string();
+    let incoming = state.intake.body(&tenant, headers, body, MAX_BODY_BYTES).map_err(Rejection::TooManyLargeBodies)?;
+    incoming.bytes().await.map_err(|e| {
+        match e {
+            svc_http::IntakeError::Busy(busy) => Rejection::TooManyLargeBodies(busy),
+            svc_http::IntakeError::TooLarge { .. } => Rejection::BodyTooLarge,
+            svc_http::IntakeError::Read(why) => Rejection::InvalidRequestBody(BodyProblem::Incomplete(why.to_string())),
+        }
+        .into()
+    })
 }
 
 #[derive(Serialize)]
@@ -179,7 +199,7 @@ async fn create_application(Extract(state): Extract<Shared>, headers: HeaderMap,
     respond(
         async {
             let caller = authenticate(&state, &headers).await?;
-            let body = read_body(body).await?;
+            let body = read_body(&state, &caller, &headers, body).await?.bytes;
             let application_id = parse_create(&body)?;
             if !caller.role.can_publish() {
                 return Err(Rejection::Forbidden(Denied::CreateApplication).into());
@@ -290,8 +310,10 @@ async fn publish_version(
     respond(
         async {
             let caller = authenticate(&state, &headers).await?;
-            let body = read_body(body).await?;
-            let prepared = publish::prepare_body(state.clone(), caller, id, body).await?;
+            // The permit, if the body is large, is held to the answer: what is read from the
+            // body lives until then.
+            let Received { bytes, permit: _permit } = read_body(&state, &caller, &headers, body).await?;
+            let prepared = publish::prepare_body(state.clone(), caller, id, bytes).await?;
             let (status, response) = publish::publish(&state, prepared).await?;
             Ok(json_response(status, &response))
         }

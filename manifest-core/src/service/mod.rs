@@ -155,6 +155,8 @@ pub(crate) struct State {
     pub(crate) scheduler: executions::runner::Scheduler,
     /// The health route's latest check of the store, shared by its probes.
     pub(crate) health: svc_http::StoreCheck,
+    /// Large request bodies being read, bounded per organization and in all.
+    pub(crate) intake: svc_http::Intake,
 }
 
 /// Runs the service until SIGINT or SIGTERM, then drains in-flight requests (at most the
@@ -193,6 +195,7 @@ async fn start(mut config: ServiceConfig) -> Result<(svc_http::Server, Arc<State
     let store = tokio::task::spawn_blocking(move || store::open(&at))
         .await
         .map_err(|e| ServeError::Store(store::StoreError::Backend(Box::new(e))))??;
+    let intake = svc_http::Intake::new(config.http.intake);
     let server = svc_http::Server::bind("svc serve", config.listen, config.tls, config.http).await?;
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let market: Arc<dyn svc_execution::Market> = match config.pool {
@@ -220,6 +223,7 @@ async fn start(mut config: ServiceConfig) -> Result<(svc_http::Server, Arc<State
         validations: Arc::new(tokio::sync::Semaphore::new(cores)),
         scheduler,
         health: svc_http::StoreCheck::default(),
+        intake,
     });
     Ok((server, state))
 }
@@ -236,6 +240,7 @@ pub fn router_over(store: Arc<dyn store::ServiceStore>, scheduler: executions::r
         validations: Arc::new(tokio::sync::Semaphore::new(cores)),
         scheduler,
         health: svc_http::StoreCheck::default(),
+        intake: svc_http::Intake::new(svc_http::IntakeLimits::DEFAULT),
     }))
 }
 

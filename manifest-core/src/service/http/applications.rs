@@ -44,7 +44,7 @@ pub(super) async fn resume(
     respond(
         async {
             let caller = authenticate(&state, &headers).await?;
-            let body = read_body(body).await?;
+            let body = read_body(&state, &caller, &headers, body).await?.bytes;
             let request: ResumeRequest =
                 serde_json::from_slice(&body).map_err(|e| Rejection::InvalidRequestBody(BodyProblem::ResumeBody(e)))?;
             let state = state.clone();

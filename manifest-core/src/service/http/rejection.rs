@@ -13,7 +13,17 @@ use crate::service::publish::{ApiError, FIELDS, MAX_BODY_BYTES};
 
 use super::applications::REASON_MAX_CHARS;
 
-/// A request the publication service refuses (4xx); one variant per `code`.
+/// The code of a large body refused for now, to be sent again after `Retry-After`.
+const TOO_MANY_LARGE_BODIES: &str = "too_many_large_bodies";
+
+/// Whether an error of this code asks the client to come back later (`Retry-After`), its body
+/// unread.
+pub(crate) fn retry_later(code: &str) -> bool {
+    code == TOO_MANY_LARGE_BODIES
+}
+
+/// A request the publication service refuses (4xx, and 503 for a large body beyond the
+/// intake's bounds); one variant per `code`.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Rejection {
     /// No bearer token, or one the service does not know.
@@ -58,6 +68,10 @@ pub(crate) enum Rejection {
     /// A body over [`MAX_BODY_BYTES`].
     #[error("the request body is over {MAX_BODY_BYTES} bytes (1 MiB)")]
     BodyTooLarge,
+    /// A large body (a big manifest) beyond the bounds on large bodies read at once, refused
+    /// before it is read (with `Retry-After`).
+    #[error("{0}")]
+    TooManyLargeBodies(svc_http::Busy),
     /// A new application whose ID the organization has (the store's message).
     #[error("{0}")]
     ApplicationExists(String),
@@ -100,6 +114,7 @@ impl Rejection {
             Rejection::NoSuchRoute => (404, "not_found"),
             Rejection::MethodNotAllowed => (405, "method_not_allowed"),
             Rejection::BodyTooLarge => (413, "body_too_large"),
+            Rejection::TooManyLargeBodies(_) => (503, TOO_MANY_LARGE_BODIES),
             Rejection::ApplicationExists(_) => (409, "application_exists"),
             Rejection::NotPaused { .. } => (409, "not_paused"),
             Rejection::ManifestInvalid(_) => (422, "manifest_invalid"),
@@ -163,6 +178,10 @@ pub(crate) enum BodyProblem {
     /// Not UTF-8.
     #[error("the request body is not UTF-8")]
     NotUtf8,
+    /// A body that stopped arriving (the client hung up; a body timeout is answered 408 by
+    /// the listener).
+    #[error("the request body did not arrive whole: {0}")]
+    Incomplete(String),
     /// Not JSON (a new application's body).
     #[error("the request body is not valid JSON: {0}")]
     NotJson(String),
@@ -274,6 +293,7 @@ mod tests {
             Rejection::NoSuchRoute,
             Rejection::MethodNotAllowed,
             Rejection::BodyTooLarge,
+            Rejection::TooManyLargeBodies(svc_http::Busy::All(8)),
             Rejection::ApplicationExists(s()),
             Rejection::NotPaused { application_id: s(), status: "active" },
             Rejection::ManifestInvalid(Vec::new()),
@@ -282,12 +302,14 @@ mod tests {
     }
 
     #[test]
-    fn each_variant_has_its_own_code_and_a_4xx() {
+    fn each_variant_has_its_own_code_and_a_4xx_but_the_busy_intake_a_503_to_retry() {
         let mut codes = HashSet::new();
         for r in samples() {
             let (status, code) = (r.status(), r.code());
             assert!(codes.insert(code), "{code} is the code of two variants");
-            assert!((400..500).contains(&status), "{r:?}: {status}");
+            let busy = matches!(r, Rejection::TooManyLargeBodies(_));
+            assert_eq!(retry_later(code), busy, "{r:?}");
+            assert!(if busy { status == 503 } else { (400..500).contains(&status) }, "{r:?}: {status}");
             assert!(!r.to_string().is_empty(), "{r:?}");
             let e = ApiError::from(r);
             assert_eq!((e.status, e.code), (status, code));
