@@ -172,6 +172,17 @@ impl Refusal {
     pub fn code(&self) -> &'static str {
         match self {
             Refusal::NoProcessor(_) => "no_processor",
+    /// This refusal, once `detail` went to the service's own log (issue 39, point 6: a
+    /// tenant's view names no path of the service's host). What the refusal itself says is
+    /// what the tenant reads (the execution's reason in its projection, the deployment's
+    /// log): it names the artifact's digest and paths inside the job only. `detail` is the
+    /// whole story for the operator: host paths, programs, uids, the OS error.
+    #[must_use]
+    pub fn on_host(self, detail: impl std::fmt::Display) -> Refusal {
+        tracing::warn!("a job was refused ({}): {self}: {detail}", self.code());
+        self
+    }
+
             Refusal::Artifact(_) => "artifact_refused",
             Refusal::Start(_) => "launch_failed",
         }

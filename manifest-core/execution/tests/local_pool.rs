@@ -257,7 +257,11 @@ fn a_missing_or_changed_artifact_is_refused_and_starts_nothing() {
     let pool = world.pool(1, 1);
     let absent = format!("sha256:{}", "0".repeat(64));
     let refused = pool.launch(&order("app/0/1/1", &absent, &entry)).expect_err("refused");
-    assert!(matches!(&refused, Refusal::Artifact(why) if why.contains("is not in the store")), "{refused}");
+    assert_eq!(
+        refused,
+        Refusal::Artifact(format!("the artifact {absent} is not in the service's artifact store")),
+        "named by its digest, not where the store is"
+    );
     fs_err::write(world.store.path(&digest).expect("stored").join(&entry), "console.log('changed')").expect("tamper");
     let refused = pool.launch(&order("app/0/1/1", &digest, &entry)).expect_err("refused");
     assert!(matches!(&refused, Refusal::Artifact(why) if why.contains(&format!("not {digest}"))), "{refused}");
@@ -474,9 +478,7 @@ fn an_engine_that_is_not_installed_is_refused_by_name() {
             WorkloadRuntime::Javascript { engine: engine.into(), entry_file: "main.ts".into(), args: Vec::new() };
         assert_eq!(
             pool.launch(&job),
-            Err(Refusal::Start(format!(
-                "the javascript engine {engine} is not installed on this host (no `{engine}` on PATH)"
-            )))
+            Err(Refusal::Start(format!("the javascript engine {engine} is not installed on the job's processor")))
         );
     }
     assert_eq!(pool.jobs(), []);
@@ -610,4 +612,62 @@ fn a_sidecars_kept_state_outlives_its_run_and_links_planted_in_it_are_replaced()
     let mode = std::os::unix::fs::PermissionsExt::mode(&fs_err::metadata(&kept).expect("stat").permissions());
     assert_eq!(mode & 0o777, 0o700);
     assert!(world.scratch_left().is_empty(), "the runs' scratch went; the kept state stays");
+}
+
+/// Issue 39, point 6: a refused launch shows the tenant what failed by the artifact's digest
+/// and paths inside the job; the host's directories (the store, the scratch space, a kept
+/// state) and programs go to the service's log only.
+#[test]
+fn a_refused_launch_names_no_host_path_in_the_tenants_reason() {
+    let world = World::new();
+    let host = world.dir.path().display().to_string();
+    let digest = world.artifact(&[("server.js", STAYS_UP)]);
+    let told = |refusal: Refusal| {
+        let text = refusal.to_string();
+        assert!(!text.contains(&host) && !text.contains("/tmp"), "a host path in {text:?}");
+        text
+    };
+    let pool = world.pool(1, 4);
+    // Not in the store: its digest, not the store's directory.
+    let absent = format!("sha256:{}", "0".repeat(64));
+    let refused = told(pool.launch(&order("app/0/1/1", &absent, "server.js")).expect_err("refused"));
+    assert_eq!(
+        refused,
+        format!("the artifact cannot be used: the artifact {absent} is not in the service's artifact store")
+    );
+    // A link planted in the stored artifact: named by its path inside the job.
+    let stored = world.store.path(&digest).expect("stored");
+    std::os::unix::fs::symlink("/etc/passwd", stored.join("passwd")).expect("link");
+    let refused = told(pool.launch(&order("app/0/2/1", &digest, "server.js")).expect_err("refused"));
+    assert_eq!(
+        refused,
+        format!("the artifact cannot be used: the stored artifact {digest} holds /app/passwd that is a symbolic link")
+    );
+    fs_err::remove_file(stored.join("passwd")).expect("unlink");
+    // A kept state that is not a directory: named where the sidecar sees it.
+    let mut job = order("app/0/3/1", &digest, "server.js");
+    let mut side = sidecar("unused", "");
+    let kept = world.dir.path().join("kept-state-file");
+    fs_err::write(&kept, b"not a directory").expect("write");
+    side.kept_state = Some(kept);
+    job.workload.sidecar = Some(side);
+    let refused = told(pool.launch(&job).expect_err("refused"));
+    assert!(
+        refused.starts_with("the job did not start: the job's sidecar cannot start: its state directory /sidecar"),
+        "{refused}"
+    );
+    // The scratch space gone: the job's scratch directory, not where.
+    fs_err::remove_dir_all(world.work_dir()).expect("remove");
+    fs_err::write(world.work_dir(), b"not a directory").expect("write");
+    let refused = told(pool.launch(&order("app/0/4/1", &digest, "server.js")).expect_err("refused"));
+    assert_eq!(refused, "the job did not start: cannot make the job's scratch directory on its processor");
+    assert_eq!(pool.jobs(), []);
+    drop(pool);
+    fs_err::remove_file(world.work_dir()).expect("remove");
+    // An engine configured by its host path (`SVC_NODE`) and missing: named by the engine.
+    let mut config = LocalPoolConfig::new(world.work_dir(), world.store.clone());
+    config.node = world.dir.path().join("no-such-node").into_os_string();
+    let pool = LocalPool::new(config).expect("bubblewrap works here");
+    let refused = told(pool.launch(&order("app/0/5/1", &digest, "server.js")).expect_err("refused"));
+    assert_eq!(refused, "the job did not start: the javascript engine nodejs is not installed on the job's processor");
 }

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use svc_runner::{DEFAULT_UID_BASE, JobRunner, JobSpec, Limits, LocalRunner, SandboxError};
+use svc_runner::{DEFAULT_UID_BASE, JobRunner, JobSpec, LaunchError, Limits, LocalRunner, SandboxError};
 use tokio::sync::mpsc;
 
 pub use workload::{APP_INSIDE, IMAGE_INSIDE};
@@ -357,6 +357,8 @@ impl LocalPool {
     /// Starts `order`'s process on processor `index` and holds it (replacing an ended run);
     /// `reported` is what [`Market::changes`] takes as known already.
     fn start(&self, order: &JobOrder, index: usize, quote: Quote, reported: Option<JobState>) -> Result<(), Refusal> {
+        // The log's lines of a refused launch name the job.
+        let _job = tracing::warn_span!("job", execution_id = %order.execution_id).entered();
         let runtime = self.runtime.as_ref().ok_or_else(|| Refusal::Start("the local pool is shutting down".into()))?;
         let prefix: String = order
             .execution_id
@@ -372,7 +374,8 @@ impl LocalPool {
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(&self.work_dir)
             .map_err(|e| {
-                Refusal::Start(format!("cannot make the job's scratch directory in {}: {e}", self.work_dir.display()))
+                Refusal::Start("cannot make the job's scratch directory on its processor".to_owned())
+                    .on_host(format_args!("in {}: {e}", self.work_dir.display()))
             })?;
         let app = workload::confine(&order.workload, &self.artifacts, &self.node, scratch.path())?;
         let agent =
@@ -393,7 +396,7 @@ impl LocalPool {
             launched
                 .recv()
                 .map_err(|_| Refusal::Start("the local pool's launch task ended without an answer".into()))?
-                .map_err(|e| Refusal::Start(e.to_string()))?
+                .map_err(|e| launch_refusal(&e))?
         };
         let run = self.next_run.fetch_add(1, Ordering::Relaxed);
         let (control, commands) = mpsc::unbounded_channel();
@@ -443,6 +446,18 @@ impl LocalPool {
 }
 
 impl Market for LocalPool {
+/// A launch the runner could not make, as the tenant reads it: what failed, never where on
+/// the host (the paths it prepared, the programs it ran); the whole error goes to the log.
+fn launch_refusal(e: &LaunchError) -> Refusal {
+    let told = match e {
+        LaunchError::Spawn { part, .. } => format!("the job's {} could not be started", part.as_str()),
+        LaunchError::Prepare { .. } => "the job's files could not be prepared on its processor".to_owned(),
+        LaunchError::NoUid { .. } => "its processor has no free job uid: it runs as many jobs as it can".to_owned(),
+        _ => "the job could not be confined on its processor".to_owned(),
+    };
+    Refusal::Start(told).on_host(e)
+}
+
     fn quote(&self, requirements: &Requirements, avoid: &[String], window_ms: Millis) -> Result<Quote, Refusal> {
         self.choose(&self.shared.lock(), requirements, avoid)?;
         Ok(self.price_of(window_ms))

@@ -1,6 +1,10 @@
 //! A job order's workload as the one confined process that runs it: the artifact read-only at
 //! `/app`, a native image read-only at `/image`, the secret files at their own paths, and
 //! exactly the workload's environment.
+//!
+//! A refusal is the tenant's to read (issue 39, point 6): it names the artifact's digest and
+//! paths inside the job, never the host's; what only the host knows (its store's and scratch
+//! directories, its programs, the OS error) goes to the service's log ([`Refusal::on_host`]).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -10,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use fs_err::os::unix::fs::OpenOptionsExt;
 use svc_runner::{Confined, Mount};
 
-use crate::artifacts::ArtifactStore;
+use crate::artifacts::{ArtifactError, ArtifactStore};
 use crate::market::{Refusal, Sidecar, Workload, WorkloadRuntime};
 
 /// Where the artifact appears inside the job (its working directory).
@@ -44,11 +48,11 @@ pub(super) fn confine(
                     )));
                 }
             };
-            let program = svc_runner::which(program).map_err(|_| {
-                Refusal::Start(format!(
-                    "the javascript engine {engine} is not installed on this host (no `{}` on PATH)",
-                    program.to_string_lossy()
-                ))
+            // The program may be a path of the host (`SVC_NODE`): the log has it, the tenant
+            // the engine.
+            let program = svc_runner::which(program).map_err(|e| {
+                Refusal::Start(format!("the javascript engine {engine} is not installed on the job's processor"))
+                    .on_host(format_args!("`{}`: {e}", program.to_string_lossy()))
             })?;
             let entry = relative(entry_file).ok_or_else(|| {
                 Refusal::Start(format!(
@@ -96,9 +100,40 @@ pub(super) fn confine(
 
 /// The stored artifact `digest`, checked again, shown read-only at `inside`.
 fn artifact(store: &ArtifactStore, digest: &str, inside: &str) -> Result<Mount, Refusal> {
-    let host = store.path(digest).map_err(|e| Refusal::Artifact(e.to_string()))?;
+    let host = store.path(digest).map_err(|e| artifact_refusal(store, digest, inside, &e))?;
     // Shared by every job of the artifact: it keeps its owner (0644 files, 0755 directories).
     Ok(Mount { host, inside: inside.into(), writable: false, job_owned: false })
+}
+
+/// Why the stored artifact `digest` (to be shown at `inside`) cannot be used, as the tenant
+/// reads it: its digest, and a file by its path inside the job; the store's directory and the
+/// OS error go to the log.
+fn artifact_refusal(store: &ArtifactStore, digest: &str, inside: &str, e: &ArtifactError) -> Refusal {
+    // `<store>/sha256-<hex>/<path in the artifact>` is `<inside>/<path in the artifact>`.
+    let in_job = |path: &Path| {
+        let within = path.strip_prefix(store.dir()).ok().map(|p| p.components().skip(1).collect::<PathBuf>());
+        within.map_or_else(|| "a file of the artifact".to_owned(), |p| Path::new(inside).join(p).display().to_string())
+    };
+    let told = match e {
+        ArtifactError::BadDigest { .. } | ArtifactError::Mismatch { .. } => return Refusal::Artifact(e.to_string()),
+        ArtifactError::Missing { .. } => format!("the artifact {digest} is not in the service's artifact store"),
+        ArtifactError::Unsupported { path, kind } => {
+            format!("the stored artifact {digest} holds {} that is a {kind}", in_job(path))
+        }
+        ArtifactError::NotUtf8 { path } => {
+            format!("the stored artifact {digest} holds a name that is not UTF-8 in {}", in_job(path))
+        }
+        ArtifactError::TooManyFiles { limit, .. } => {
+            format!("the stored artifact {digest} holds more than {limit} files, the most an artifact may hold")
+        }
+        ArtifactError::TooLarge { limit, .. } => {
+            format!("the stored artifact {digest} holds more than {limit} bytes, the most an artifact may hold")
+        }
+        ArtifactError::NotADirectory { .. } | ArtifactError::Io(_) => {
+            format!("the stored artifact {digest} cannot be read on the job's processor")
+        }
+    };
+    Refusal::Artifact(told).on_host(e)
 }
 
 /// `path` if it names something inside a directory: relative, only names (no `..`, `.`).
@@ -121,7 +156,7 @@ fn secret_files(files: &[(PathBuf, Vec<u8>)], scratch: &Path) -> Result<Vec<Moun
             return Err(Refusal::Start(format!("the secret file {} is given twice", inside.display())));
         }
     }
-    let fail = |e: std::io::Error| Refusal::Start(format!("cannot write the job's secret files: {e}"));
+    let fail = |e: std::io::Error| Refusal::Start("cannot write the job's secret files".to_owned()).on_host(e);
     let dir = scratch.join("secrets");
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -145,20 +180,23 @@ fn secret_files(files: &[(PathBuf, Vec<u8>)], scratch: &Path) -> Result<Vec<Moun
 pub(super) fn confine_sidecar(sidecar: &Sidecar, scratch: &Path) -> Result<Confined, Refusal> {
     let refuse = |why: String| Refusal::Start(format!("the job's sidecar cannot start: {why}"));
     let Some(program) = sidecar.argv.first() else { return Err(refuse("it names no program".into())) };
-    let program = svc_runner::which(OsStr::new(program)).map_err(|e| refuse(e.to_string()))?;
+    let program =
+        svc_runner::which(OsStr::new(program)).map_err(|e| refuse("its program is not installed".into()).on_host(e))?;
     let inside = &sidecar.state_dir;
     let plain = inside.is_absolute() && inside.components().skip(1).all(|c| matches!(c, Component::Normal(_)));
     if !plain || inside.components().count() < 2 || RESERVED.iter().any(|r| inside.starts_with(r)) {
         return Err(refuse(format!("its state directory {} must be absolute, plain and its own", inside.display())));
     }
-    let fail = |e: std::io::Error| refuse(format!("its state directory: {e}"));
+    let fail =
+        |e: std::io::Error| refuse(format!("its state directory {} cannot be made", inside.display())).on_host(e);
     let host = match &sidecar.kept_state {
         Some(kept) => {
             std::fs::DirBuilder::new().recursive(true).mode(0o700).create(kept).map_err(fail)?;
             // Its own, and a directory: never a link the job planted in its place.
             let meta = fs_err::symlink_metadata(kept).map_err(fail)?;
             if !meta.is_dir() {
-                return Err(refuse(format!("its kept state {} is not a directory", kept.display())));
+                return Err(refuse(format!("its kept state at {} is not a directory", inside.display()))
+                    .on_host(format_args!("{} is not a directory", kept.display())));
             }
             fs_err::set_permissions(kept, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
             kept.clone()
