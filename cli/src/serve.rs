@@ -53,7 +53,13 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
         Ok(p) => Pool::Market(Arc::clone(p) as Arc<dyn svc_execution::Market>),
         Err(why) => {
             tracing::warn!("svc serve: {why}; every launch is refused until it is fixed");
-            Pool::None(why.clone())
+            // Every refused launch's reason says this to the tenant: what, never where on the
+            // host (the store's and pool's directories are in the line above).
+            Pool::None(if args.processors == 0 {
+                why.clone()
+            } else {
+                "the service's local pool could not start; its operator's log says why".to_owned()
+            })
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -931,3 +931,73 @@ fn a_failed_continuous_job_leaves_its_slot_idle_waiting_for_its_window_end_and_s
     assert_eq!(later["recent"].as_array().map(Vec::len), Some(1), "nothing relaunched: {later:#}");
     finish(w);
 }
+
+/// The projection's text, `svc app executions`' and `svc app show`'s output for `app`.
+fn tenants_view(w: &World, app: &str) -> String {
+    let url = w.server.url();
+    let env = [("SVC_TOKEN", w.token.as_str()), ("SVC_SERVER", url.as_str()), ("SVC_CONFIG", "/nonexistent")];
+    let mut seen = w.get(&format!("/api/applications/{app}/executions?limit=100")).to_string();
+    for args in [&["app", "executions", app][..], &["app", "show", app]] {
+        let out = svc(args, &env);
+        seen.push_str(&String::from_utf8_lossy(&out.stdout));
+        seen.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    seen
+}
+
+/// Issue 39, point 6 (the finding: a refused launch showed the host's absolute artifact path
+/// in the tenant's executions projection). An artifact missing from the store and one with a
+/// link planted in it are refused by their digest and the path inside the job; the store's
+/// directory is in the service's log only.
+#[test]
+fn a_refused_launch_names_no_host_path_in_the_tenants_projection() {
+    let w = World::new("exec-host-path");
+    let schema = served_schema(&w.server);
+    authorize(&w);
+    let host = w.dir.str().to_owned();
+    let absent = format!("sha256:{}", "0".repeat(64));
+    launch(&w, "absent", &absent, &v5("absent"));
+    let digest = store_bundle(&w, "planted", STAY_UP);
+    let stored = w.dir.path().join("artifacts").join(digest.replace(':', "-"));
+    std::os::unix::fs::symlink("/etc/passwd", stored.join("passwd")).expect("a link in the stored artifact");
+    launch(&w, "planted", &digest, &v5("planted"));
+    let cases = [
+        ("absent", format!("the artifact {absent} is not in the service's artifact store")),
+        ("planted", format!("the stored artifact {digest} holds /app/passwd that is a symbolic link")),
+    ];
+    for (app, told) in cases {
+        let refused =
+            |a: &Value| a["recent"].as_array().into_iter().flatten().any(|e| e["reason"]["code"] == "artifact_refused");
+        let answer = wait_for(&w, &schema, app, "refused", WAIT, refused);
+        assert!(answer.to_string().contains(&told), "{app}: {told:?} in {answer:#}");
+        let seen = tenants_view(&w, app);
+        assert!(!seen.contains(&host) && !seen.contains("/artifacts/"), "{app}: a host path in\n{seen}");
+    }
+    // Where, for the operator: the service's own log.
+    assert!(w.server.stderr().contains(&stored.display().to_string()), "the log names the host's path");
+    finish(w);
+}
+
+/// Issue 39, point 6: a local pool that could not start (its artifact store is not a
+/// directory) refuses every launch with a reason that names no directory of the host; the
+/// log says which and why.
+#[test]
+fn a_pool_that_cannot_start_names_no_host_path_in_the_tenants_projection() {
+    let dir = svc_e2e::service::TempDir::new("exec-no-pool");
+    let token = token(dir.str(), "acme", "developer");
+    let artifacts = dir.path().join("artifacts");
+    std::fs::write(&artifacts, b"not a directory").expect("a file where the store goes");
+    let server = Server::start(dir.path(), &[]);
+    let w = World { server, dir, token };
+    let schema = served_schema(&w.server);
+    authorize(&w);
+    launch(&w, "web", &format!("sha256:{}", "0".repeat(64)), &v5("web"));
+    let refused =
+        |a: &Value| a["recent"].as_array().into_iter().flatten().any(|e| e["reason"]["code"] == "no_processor");
+    let answer = wait_for(&w, &schema, "web", "refused", WAIT, refused);
+    assert!(answer.to_string().contains("the service's local pool could not start"), "{answer:#}");
+    let seen = tenants_view(&w, "web");
+    assert!(!seen.contains(w.dir.str()), "a host path in\n{seen}");
+    assert!(w.server.stderr().contains(&artifacts.display().to_string()), "the log names the host's path");
+    finish(w);
+}
