@@ -7,6 +7,7 @@
 //! The relay (`relay_api::runner`, which adds how an ingress job is laid out) and the
 //! publication service's local pool (`svc_execution::local`) run their jobs through it.
 
+mod cgroup;
 mod local;
 pub mod sandbox;
 mod sweep;
@@ -16,6 +17,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::pin::Pin;
 
+pub use cgroup::{CgroupError, Cgroups, JobCgroup, JobResources};
 pub use local::{DEFAULT_UID_BASE, LocalRunner};
 pub use sandbox::{Limits, Sandbox, SandboxError, which};
 pub use sweep::sweep_orphans;

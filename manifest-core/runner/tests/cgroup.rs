@@ -1,0 +1,216 @@
+//! A cgroup per job, on this host's real hierarchies (v1 here and in CI, where the service
+//! runs as root): a process joins by writing its pid into the group's `procs_files` and
+//! execs its program, as a job's first step does. Memory is bounded for the group as a
+//! whole, memfd included, and an OOM kill is told; forks beyond the process bound fail; a
+//! busy loop gets its CPU quota and no more; groups are gone once removed or dropped, and
+//! the groups of a service that is gone are swept.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use svc_runner::{Cgroups, JobCgroup, JobResources};
+
+const MIB: u64 = 1024 * 1024;
+
+fn cgroups() -> Cgroups {
+    Cgroups::detect()
+        .expect("this host has cgroups for jobs (v1 memory, pids and cpu, or v2), and the test runs as root")
+}
+
+/// `script` run by `sh` inside `group`: the shell joins, then execs another shell.
+fn joined(group: &JobCgroup, script: &str) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", r#"for f; do echo $$ > "$f" || exit 99; done; exec sh -c "$SCRIPT""#, "sh"])
+        .args(group.procs_files())
+        .env("SCRIPT", script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+fn run(group: &JobCgroup, script: &str) -> Output {
+    joined(group, script).output().expect("sh runs")
+}
+
+fn python() -> &'static str {
+    for candidate in ["/usr/bin/python3", "/usr/local/bin/python3"] {
+        if std::path::Path::new(candidate).is_file() {
+            return candidate;
+        }
+    }
+    panic!("python3 is needed to allocate memory in these tests (Debian: apt-get install python3)")
+}
+
+#[test]
+fn a_group_over_its_memory_has_a_process_killed_and_says_so() {
+    let cgroups = cgroups();
+    let group = cgroups
+        .create("oom", JobResources { memory_bytes: 64 * MIB, ..JobResources::DEFAULT })
+        .expect("a group is made");
+    assert!(!group.out_of_memory());
+    let out = run(&group, "head -c 300M /dev/zero | tail > /dev/null; echo status $?");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("status 137"), "tail killed by SIGKILL: {said:?} {:?}", String::from_utf8_lossy(&out.stderr));
+    assert!(group.out_of_memory(), "the group tells it was over its memory");
+    let dirs = group.dirs().to_vec();
+    group.remove().expect("removed");
+    assert!(dirs.iter().all(|d| !d.exists()), "{dirs:?}");
+}
+
+#[test]
+fn memory_is_bounded_for_every_process_of_the_group_together() {
+    // The finding: one job held 8 x 400 MiB with a per-process bound. Here four processes of
+    // 40 MiB each fit a per-process bound of anything over 40 MiB, not a group's 100 MiB.
+    let cgroups = cgroups();
+    let group = cgroups
+        .create("together", JobResources { memory_bytes: 100 * MIB, ..JobResources::DEFAULT })
+        .expect("a group is made");
+    let hold = format!("{} -c 'b = bytearray(40 << 20); import time; time.sleep(30)'", python());
+    let script = format!("for i in 1 2 3 4; do {hold} & done; wait; echo done");
+    let mut child = joined(&group, &script).spawn().expect("sh runs");
+    let started = Instant::now();
+    while !group.out_of_memory() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(group.out_of_memory(), "four processes of 40 MiB are over a group of 100 MiB together");
+    assert!(group.memory_used().expect("usage") <= 100 * MIB);
+    // The runner then ends the rest.
+    group.kill_all();
+    assert!(group.pids().is_empty());
+    let _ = child.wait();
+    group.remove().expect("removed");
+}
+
+#[test]
+fn memfd_memory_counts_against_the_group() {
+    let cgroups = cgroups();
+    let group = cgroups
+        .create("memfd", JobResources { memory_bytes: 64 * MIB, ..JobResources::DEFAULT })
+        .expect("a group is made");
+    let script = format!(
+        "{} -c 'import os; fd = os.memfd_create(\"x\"); [os.write(fd, bytes(1 << 20)) for _ in range(200)]; print(\"held\")'; echo status $?",
+        python()
+    );
+    let out = run(&group, &script);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!said.contains("held") && said.contains("status 137"), "{said:?}");
+    assert!(group.out_of_memory());
+    group.remove().expect("removed");
+}
+
+#[test]
+fn forks_beyond_the_process_bound_fail() {
+    let cgroups = cgroups();
+    let group =
+        cgroups.create("forks", JobResources { processes: 8, ..JobResources::DEFAULT }).expect("a group is made");
+    let mut child = joined(&group, "i=0; while [ $i -lt 20 ]; do sleep 30 & i=$((i+1)); done; echo forked; sleep 30")
+        .spawn()
+        .expect("sh runs");
+    let started = Instant::now();
+    let mut seen = 0;
+    while started.elapsed() < Duration::from_secs(2) {
+        seen = seen.max(group.pids().len());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!((4..=8).contains(&seen), "at most 8 processes at once, {seen} seen");
+    group.kill_all();
+    let out = wait(&mut child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.to_lowercase().contains("fork"), "the shell was refused a fork: {stderr:?}");
+    group.remove().expect("removed");
+}
+
+#[test]
+fn a_busy_loop_gets_its_cpu_quota_and_no_more() {
+    let cgroups = cgroups();
+    let group =
+        cgroups.create("cpu", JobResources { cpu_millicores: 200, ..JobResources::DEFAULT }).expect("a group is made");
+    let mut child = joined(&group, "while :; do :; done").spawn().expect("sh runs");
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(200));
+    let (cpu_before, wall_before) = (cpu_time(pid), Instant::now());
+    std::thread::sleep(Duration::from_secs(2));
+    let ratio = (cpu_time(pid) - cpu_before).as_secs_f64() / wall_before.elapsed().as_secs_f64();
+    eprintln!("a busy loop bounded to 200 millicores used {ratio:.3} of a core");
+    group.kill_all();
+    let _ = wait(&mut child);
+    group.remove().expect("removed");
+    assert!(ratio <= 0.26, "200 millicores: {ratio:.3} of a core");
+    assert!(ratio >= 0.05, "it ran at all: {ratio:.3}");
+}
+
+#[test]
+fn a_dropped_group_kills_its_processes_and_is_removed() {
+    let cgroups = cgroups();
+    let group = cgroups.create("dropped", JobResources::DEFAULT).expect("a group is made");
+    let mut child = joined(&group, "sleep 30 & sleep 30 & wait").spawn().expect("sh runs");
+    let started = Instant::now();
+    while group.pids().len() < 3 && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(group.pids().len(), 3);
+    let dirs = group.dirs().to_vec();
+    drop(group);
+    let out = wait(&mut child);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&out.status), Some(9));
+    let started = Instant::now();
+    while dirs.iter().any(|d| d.exists()) && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(dirs.iter().all(|d| !d.exists()), "{dirs:?}");
+}
+
+#[test]
+fn the_groups_of_a_service_that_is_gone_are_swept_at_start() {
+    let cgroups = cgroups();
+    let group = cgroups.create("sweep", JobResources::DEFAULT).expect("a group is made");
+    // A pid that was and is no more: a finished child's.
+    let mut gone = Command::new("true").spawn().expect("true runs");
+    let dead = gone.id();
+    gone.wait().expect("reaped");
+    let left: Vec<PathBuf> =
+        group.dirs().iter().map(|d| d.parent().expect("svc-jobs").join(format!("{dead}-0"))).collect();
+    for dir in &left {
+        std::fs::create_dir(dir).expect("a leftover group");
+    }
+    let mut orphan = Command::new("sh")
+        .args(["-c", r#"for f; do echo $$ > "$f"; done; exec sleep 30"#, "sh"])
+        .args(left.iter().map(|d| d.join("cgroup.procs")))
+        .spawn()
+        .expect("sh runs");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(cgroups.sweep() >= 1);
+    assert!(left.iter().all(|d| !d.exists()), "{left:?}");
+    let status = orphan.wait().expect("reaped");
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "its process was killed");
+    assert!(group.dirs().iter().all(|d| d.exists()), "a live service's groups are kept");
+    group.remove().expect("removed");
+}
+
+fn wait(child: &mut Child) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "the process ended");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = child.wait().expect("reaped");
+    let read = |stream: Option<&mut dyn std::io::Read>| {
+        let mut buf = Vec::new();
+        if let Some(s) = stream {
+            let _ = s.read_to_end(&mut buf);
+        }
+        buf
+    };
+    let stdout = read(child.stdout.as_mut().map(|s| s as &mut dyn std::io::Read));
+    let stderr = read(child.stderr.as_mut().map(|s| s as &mut dyn std::io::Read));
+    Output { status, stdout, stderr }
+}
+
+/// The CPU time `pid` has had, from `/proc/PID/schedstat` (nanoseconds on a CPU first).
+fn cpu_time(pid: u32) -> Duration {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).expect("schedstat");
+    Duration::from_nanos(text.split_whitespace().next().and_then(|n| n.parse().ok()).expect("a number"))
+}
