@@ -9,6 +9,7 @@
 
 mod cgroup;
 mod local;
+mod output;
 pub mod sandbox;
 mod sweep;
 mod uids;
@@ -19,6 +20,7 @@ use std::pin::Pin;
 
 pub use cgroup::{CgroupError, Cgroups, JobCgroup, JobResources};
 pub use local::{DEFAULT_UID_BASE, LocalRunner};
+pub use output::{LINE_COST, OUTPUT_BURST, OUTPUT_BYTES_PER_SEC};
 pub use sandbox::{Limits, Sandbox, SandboxError, which};
 pub use sweep::sweep_orphans;
 pub use uids::HOST_RESERVATIONS;

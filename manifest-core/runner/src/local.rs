@@ -6,14 +6,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::sandbox::{Limits, Sandbox, SandboxError};
+use super::output::{Budget, read_lines};
 use super::uids::{HOST_RESERVATIONS, UidLease, Uids};
-use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, MAX_LINE, Part, RunningJob, Stopping};
+use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, Part, RunningJob, Stopping};
 
 /// The first job uid (and gid) when the service runs as root: far above the ranges
 /// distributions give to users (1000+) and to containers' subordinate ids (100000+).
@@ -75,12 +75,14 @@ impl JobRunner for LocalRunner {
         }
         let (lines, output) = mpsc::channel(OUTPUT_LINES);
         let mut readers = JoinSet::new();
+        // One budget for every pipe of the job: its app's and its agent's output together.
+        let budget = Budget::new();
         for (part, child) in &mut processes {
             if let Some(out) = child.stdout.take() {
-                readers.spawn(read_lines(*part, out, lines.clone()));
+                readers.spawn(read_lines(*part, out, lines.clone(), budget.clone()));
             }
             if let Some(err) = child.stderr.take() {
-                readers.spawn(read_lines(*part, err, lines.clone()));
+                readers.spawn(read_lines(*part, err, lines.clone(), budget.clone()));
             }
         }
         Ok(Box::new(LocalJob { processes, output, readers, lease: Some(lease) }))
@@ -92,25 +94,6 @@ const OUTPUT_LINES: usize = 4096;
 
 /// How long a stopped job's last output is waited for.
 const LAST_OUTPUT: Duration = Duration::from_millis(500);
-
-/// Sends `stream`'s lines (cut at [`MAX_LINE`] bytes) until it ends or nobody listens.
-async fn read_lines(part: Part, stream: impl AsyncRead + Unpin, lines: mpsc::Sender<(Part, String)>) {
-    let mut reader = BufReader::new(stream);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let read = (&mut reader).take(MAX_LINE as u64).read_until(b'\n', &mut buf).await;
-        match read {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
-                if lines.send((part, line)).await.is_err() {
-                    return;
-                }
-            }
-        }
-    }
-}
 
 struct LocalJob {
     /// Processes still running; killed (by `Drop` or `stop`) before the uid is given back.
