@@ -271,6 +271,29 @@ async fn a_store_failing_half_way_through_the_route_table_leaves_the_gateways_ro
     assert_eq!(w.deployment(&d.id).state, DeploymentState::Live);
 }
 
+/// Issue 39, point 6: a step the database failed is said in the deployment's log as a
+/// failure tried again; the database's own message (its tables, where it is) goes to the
+/// coordinator's log only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_step_names_no_detail_of_the_database_in_the_customers_log() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let db = rusqlite::Connection::open(w.data.join(relay_api::coordinator::store::DATABASE_FILE)).expect("the store");
+    db.execute_batch("ALTER TABLE executions RENAME TO executions_away").expect("renamed");
+    w.engine.tick().await;
+    db.execute_batch("ALTER TABLE executions_away RENAME TO executions").expect("renamed back");
+    let lines: Vec<String> = w.store.recent_logs(&d.id, 100).expect("logs").into_iter().map(|l| l.line).collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with("engine: the relay's database failed this step; it is tried again")),
+        "{lines:#?}"
+    );
+    let seen = lines.join("\n");
+    assert!(!seen.contains("executions") && !seen.contains(w.data.to_string_lossy().as_ref()), "{seen}");
+    w.engine.tick().await;
+    assert_eq!(w.deployment(&d.id).state, DeploymentState::Live);
+}
+
 /// Review finding: the engine lease was renewed between ticks only, so a tick held up by a
 /// route whose probe does not answer (8 s here, past the 5 s lease) handed the jobs to
 /// another coordinator, every time. Renewed by a task of its own, the lease stays.

@@ -691,7 +691,7 @@ impl Engine {
                     &taken
                 }
                 Err(e) => {
-                    let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
+                    let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {}", told(&e))]));
                     return;
                 }
             },
@@ -703,7 +703,7 @@ impl Engine {
             let stopped = matches!(e, StoreError::Transition(_))
                 && self.db(|store| store.deployment(&d.id)).is_ok_and(|now| now.state.is_terminal());
             if !stopped {
-                let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {e}")]));
+                let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {}", told(&e))]));
             }
         }
         // Read again, after the step (its probe may have waited), and only with a successor to
@@ -712,8 +712,9 @@ impl Engine {
         // Not stepped on a failed read: no jobs read is not no jobs running.
         let Ok(executions) = self.db(|store| store.current_executions(&d.id, d.revision)) else { return };
         if let Err(e) = self.step_successor(d, s, &executions).await {
-            let _ =
-                self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: revision {}: {e}", s.revision)]));
+            let _ = self.db(|store| {
+                store.append_logs(&d.id, "route", &[format!("engine: revision {}: {}", s.revision, told(&e))])
+            });
         }
     }
 
@@ -1175,4 +1176,17 @@ fn by_part(lines: Vec<(svc_execution::market::Part, String)>) -> Output {
         }
     }
     out
+}
+
+/// A failed step as the deployment's log tells the customer (issue 39, point 6): a refusal of
+/// the ledger or the state machine as it is; a failure of the database itself (its messages,
+/// where it is) as a failure that is tried again, the detail in the coordinator's log.
+fn told(e: &StoreError) -> String {
+    match e {
+        StoreError::Backend(_) | StoreError::Unavailable(_) | StoreError::NotLeader(_) => {
+            tracing::warn!("svc relay: a deployment's step failed: {e}");
+            "the relay's database failed this step; it is tried again (the coordinator's log has why)".to_owned()
+        }
+        _ => e.to_string(),
+    }
 }
