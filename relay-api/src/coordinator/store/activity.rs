@@ -81,7 +81,8 @@ impl RelayStore {
     }
 
     /// Appends a job's output lines (one transaction for the batch), keeping only the newest
-    /// [`LOG_LINES_KEPT`](super::LOG_LINES_KEPT) of the deployment.
+    /// [`LOG_LINES_KEPT`](super::LOG_LINES_KEPT) of the deployment, of at most
+    /// [`LOG_BYTES_KEPT`](super::LOG_BYTES_KEPT) bytes.
     pub fn append_logs(&self, deployment_id: &str, source: &str, lines: &[String]) -> Result<(), StoreError> {
         if lines.is_empty() {
             return Ok(());

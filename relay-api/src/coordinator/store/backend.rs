@@ -286,7 +286,7 @@ pub trait ActivityRows {
     /// The newest validation of each hostname of the deployment.
     fn latest_validations(&mut self, deployment_id: &str) -> Result<Vec<ValidationRecord>, StoreError>;
     /// Appends log lines, keeping only the newest [`LOG_LINES_KEPT`](super::LOG_LINES_KEPT)
-    /// of the deployment.
+    /// of the deployment, of at most [`LOG_BYTES_KEPT`](super::LOG_BYTES_KEPT) bytes.
     fn append_logs(&mut self, deployment_id: &str, source: &str, lines: &[String], at: i64) -> Result<(), StoreError>;
     /// Log lines after `after`, at most `limit`.
     fn logs(&mut self, deployment_id: &str, after: i64, limit: u32) -> Result<Vec<LogEntry>, StoreError>;

@@ -31,6 +31,14 @@ pub use sqlite::{DATABASE_FILE, SqliteBackend};
 /// Log lines kept per deployment; older ones are pruned.
 pub const LOG_LINES_KEPT: i64 = 10_000;
 
+/// The bytes of log lines a deployment's log holds at most (issue 39, point 4): an append
+/// that would take it over prunes its oldest lines first, down to [`LOG_BYTES_KEPT`] less
+/// [`LOG_PRUNE_BYTES`], so the next prune is a megabyte of output away.
+pub const LOG_BYTES_KEPT: i64 = 4 * 1024 * 1024;
+
+/// How far under [`LOG_BYTES_KEPT`] a prune takes a deployment's log.
+pub const LOG_PRUNE_BYTES: i64 = 1024 * 1024;
+
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

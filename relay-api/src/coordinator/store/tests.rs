@@ -478,6 +478,40 @@ fn a_chatty_job_keeps_only_its_newest_log_lines() {
     });
 }
 
+/// Issue 39, point 4: a job printing long lines for ever (16 KiB each, of two-byte
+/// characters: bytes, not characters, are counted) keeps its deployment's log under
+/// [`LOG_BYTES_KEPT`] after every append, its newest lines all there.
+#[test]
+fn a_job_spewing_long_lines_keeps_its_log_under_the_byte_cap() {
+    on_each_backend("log-bytes", |open| {
+        let store = open();
+        new_deployment(&store, "d1", 1_000_000);
+        new_deployment(&store, "d2", 1_000_000);
+        store.append_logs("d2", "app", &["other".to_owned()]).expect("append");
+        let held = |id: &str| -> (usize, usize) {
+            let lines = store.logs(id, 0, 20_000).expect("logs");
+            (lines.len(), lines.iter().map(|e| e.line.len()).sum())
+        };
+        let body = "é".repeat(8 * 1024 - 8);
+        let mut written = 0;
+        for batch in 0..200 {
+            let lines: Vec<String> = (0..4).map(|i| format!("{:06} {body}", batch * 4 + i)).collect();
+            written += lines.iter().map(String::len).sum::<usize>();
+            store.append_logs("d1", "app", &lines).expect("append");
+            let (_, bytes) = held("d1");
+            assert!(bytes as i64 <= LOG_BYTES_KEPT, "after batch {batch}: {bytes} bytes");
+        }
+        assert!(written as i64 > 2 * LOG_BYTES_KEPT, "{written} bytes written");
+        let kept = store.logs("d1", 0, 20_000).expect("logs");
+        let bytes: usize = kept.iter().map(|e| e.line.len()).sum();
+        assert!(bytes as i64 >= LOG_BYTES_KEPT - LOG_PRUNE_BYTES - 16 * 1024, "the newest are there: {bytes} bytes");
+        assert!(kept.last().is_some_and(|e| e.line.starts_with("000799 ")), "the newest line is kept");
+        let numbers: Vec<usize> = kept.iter().map(|e| e.line[..6].parse().expect("a number")).collect();
+        assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "the oldest go, none between");
+        assert_eq!(held("d2"), (1, 5), "another deployment's lines stay");
+    });
+}
+
 fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
     NewSuccessor {
         deployment_id: id.into(),

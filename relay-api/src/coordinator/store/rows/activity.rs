@@ -3,10 +3,11 @@
 use crate::coordinator::model::{CustomerHostname, HostnameState, LogEntry, ValidationRecord};
 use crate::coordinator::store::backend::ActivityRows;
 use crate::coordinator::store::sql::{Sql, SqlRow, params};
-use crate::coordinator::store::{LOG_LINES_KEPT, StoreError};
+use crate::coordinator::store::{LOG_BYTES_KEPT, LOG_LINES_KEPT, LOG_PRUNE_BYTES, StoreError};
 
-/// Old lines are pruned when the log's sequence crosses a multiple of this, not at every
-/// append: one `DELETE` per thousand lines.
+/// Lines a deployment's log may hold beyond [`LOG_LINES_KEPT`] before they are pruned, so a
+/// `DELETE` runs once per thousand lines, not at every append; bytes are bounded at every
+/// append ([`LOG_BYTES_KEPT`]), from what `log_sizes` says the log holds.
 const LOG_PRUNE_STEP: i64 = 1_000;
 
 const HOSTNAME_COLUMNS: &str = "hostname, token, state, hints_json, checked_at";
@@ -115,21 +116,35 @@ impl<T: Sql> ActivityRows for T {
     }
 
     fn append_logs(&mut self, deployment_id: &str, source: &str, lines: &[String], at: i64) -> Result<(), StoreError> {
-        let mut last = 0;
         for line in lines {
-            last = self
-                .query_one(
-                    "INSERT INTO logs (deployment_id, source, line, at) VALUES (?1, ?2, ?3, ?4) RETURNING seq",
-                    params![deployment_id, source, line, at],
-                )?
-                .i64(0)?;
-        }
-        let before = last - i64::try_from(lines.len()).unwrap_or(i64::MAX);
-        if !lines.is_empty() && last / LOG_PRUNE_STEP != before / LOG_PRUNE_STEP {
             self.execute(
-                "DELETE FROM logs WHERE deployment_id = ?1 AND seq <= (SELECT seq FROM logs WHERE deployment_id = ?1 \
-                 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
-                params![deployment_id, LOG_LINES_KEPT],
+                "INSERT INTO logs (deployment_id, source, line, at) VALUES (?1, ?2, ?3, ?4)",
+                params![deployment_id, source, line, at],
+            )?;
+        }
+        let count = i64::try_from(lines.len()).unwrap_or(i64::MAX);
+        let bytes = lines.iter().map(|l| i64::try_from(l.len()).unwrap_or(i64::MAX)).fold(0, i64::saturating_add);
+        let held = self.query_one(
+            "INSERT INTO log_sizes (deployment_id, lines, bytes) VALUES (?1, ?2, ?3) ON CONFLICT (deployment_id) \
+             DO UPDATE SET lines = log_sizes.lines + excluded.lines, bytes = log_sizes.bytes + excluded.bytes \
+             RETURNING lines, bytes",
+            params![deployment_id, count, bytes],
+        )?;
+        if held.i64(0)? > LOG_LINES_KEPT + LOG_PRUNE_STEP || held.i64(1)? > LOG_BYTES_KEPT {
+            // The oldest lines beyond either bound go: the newest LOG_LINES_KEPT lines of at
+            // most LOG_BYTES_KEPT - LOG_PRUNE_BYTES bytes stay.
+            self.execute(
+                "DELETE FROM logs WHERE deployment_id = ?1 AND seq <= (SELECT COALESCE(MAX(seq), 0) FROM \
+                 (SELECT seq, ROW_NUMBER() OVER newest AS n, SUM(octet_length(line)) OVER newest AS newer \
+                 FROM logs WHERE deployment_id = ?1 WINDOW newest AS (ORDER BY seq DESC)) AS w \
+                 WHERE n > ?2 OR newer > ?3)",
+                params![deployment_id, LOG_LINES_KEPT, LOG_BYTES_KEPT - LOG_PRUNE_BYTES],
+            )?;
+            self.execute(
+                "UPDATE log_sizes SET lines = (SELECT COUNT(*) FROM logs WHERE deployment_id = ?1), \
+                 bytes = (SELECT COALESCE(SUM(octet_length(line)), 0) FROM logs WHERE deployment_id = ?1) \
+                 WHERE deployment_id = ?1",
+                params![deployment_id],
             )?;
         }
         Ok(())

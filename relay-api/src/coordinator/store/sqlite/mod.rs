@@ -31,6 +31,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0009_revision_files.sql"),
     include_str!("../../../../migrations/0010_gateway_presence.sql"),
     include_str!("../../../../migrations/0011_execution_slots.sql"),
+    include_str!("../../../../migrations/0012_log_sizes.sql"),
 ];
 
 /// The database file's name inside the data directory.
