@@ -42,6 +42,11 @@ use crate::plan::Requirements;
 /// The lines of output kept per job: its last ones.
 pub const OUTPUT_LINES: usize = 200;
 
+/// The bytes of output kept per job, its [`OUTPUT_LINES`] together (issue 39, point 4): beyond
+/// it the oldest lines go, as they do beyond [`OUTPUT_LINES`], since a job's last lines say
+/// why it ended.
+pub const OUTPUT_BYTES: usize = 256 * 1024;
+
 /// The first uid of the pool's jobs (when the service runs as root): above the relay's range
 /// (which starts at [`DEFAULT_UID_BASE`] and holds 65,536), so a relay and a publication
 /// service on one host never give two jobs one uid.
@@ -204,9 +209,7 @@ struct Job {
 impl Job {
     fn keep_output(&mut self, lines: Vec<(Part, String)>) {
         self.printed += lines.len() as u64;
-        self.output.extend(lines);
-        let over = self.output.len().saturating_sub(OUTPUT_LINES);
-        self.output.drain(..over);
+        keep_last(&mut self.output, lines);
     }
 
     /// The lines kept that were not handed out yet (lines that scrolled out of the last
@@ -215,6 +218,16 @@ impl Job {
         let new = usize::try_from(self.printed - self.taken).unwrap_or(usize::MAX).min(self.output.len());
         self.taken = self.printed;
         self.output.iter().skip(self.output.len() - new).cloned().collect()
+    }
+}
+
+/// Adds `lines` to `output`, keeping its last [`OUTPUT_LINES`] of at most [`OUTPUT_BYTES`].
+fn keep_last(output: &mut VecDeque<(Part, String)>, lines: Vec<(Part, String)>) {
+    output.extend(lines);
+    let mut bytes: usize = output.iter().map(|(_, line)| line.len()).sum();
+    while output.len() > OUTPUT_LINES || bytes > OUTPUT_BYTES {
+        let Some((_, oldest)) = output.pop_front() else { break };
+        bytes -= oldest.len();
     }
 }
 
@@ -280,8 +293,8 @@ impl LocalPool {
         self.orphans_swept
     }
 
-    /// The last [`OUTPUT_LINES`] lines a job printed (standard output and error), oldest
-    /// first; none for a job the pool does not hold.
+    /// The last [`OUTPUT_LINES`] lines a job printed (standard output and error, at most
+    /// [`OUTPUT_BYTES`] together), oldest first; none for a job the pool does not hold.
     pub fn output(&self, execution_id: &str) -> Vec<String> {
         let jobs = self.shared.lock();
         jobs.get(execution_id).map(|job| job.output.iter().map(|(_, line)| line.clone()).collect()).unwrap_or_default()
@@ -585,5 +598,27 @@ impl Drop for LocalPool {
             // are dropped).
             runtime.shutdown_background();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job printing long lines keeps its last ones, of at most [`OUTPUT_BYTES`] together;
+    /// short ones, its last [`OUTPUT_LINES`].
+    #[test]
+    fn a_jobs_output_is_kept_to_its_last_lines_and_bytes() {
+        let mut output = VecDeque::new();
+        for n in 0..100 {
+            keep_last(&mut output, vec![(Part::App, format!("{n:04} {}", "x".repeat(16 * 1024 - 5)))]);
+            let bytes: usize = output.iter().map(|(_, l)| l.len()).sum();
+            assert!(bytes <= OUTPUT_BYTES, "{bytes} bytes after line {n}");
+        }
+        assert_eq!(output.len(), OUTPUT_BYTES / (16 * 1024), "as many of the last as fit");
+        assert!(output.back().is_some_and(|(_, l)| l.starts_with("0099 ")), "the last line is kept");
+        keep_last(&mut output, (0..300).map(|n| (Part::Agent, format!("short {n}"))).collect());
+        assert_eq!(output.len(), OUTPUT_LINES);
+        assert_eq!(output.front().map(|(_, l)| l.as_str()), Some("short 100"));
     }
 }
