@@ -110,6 +110,9 @@ pub enum IngressCommand {
         #[arg(long, value_name = "SECS", default_value_t = 86_400, hide = true,
             value_parser = clap::value_parser!(u64).range(60..=90 * DAY_SECS))]
         cert_validity_secs: u64,
+        /// What the demo's job may use (its cgroup).
+        #[command(flatten)]
+        jobs: JobResourceArgs,
     },
     /// Deploy the project: validate it, send it with the app's files, fund its quote (within
     /// the project's spend ceiling), and wait until its URL is live. Deploying a changed
@@ -611,13 +614,9 @@ pub struct RelayServeArgs {
     /// 60 s, at most 255) before its deployment fails with `job_exited`.
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=255))]
     pub max_restarts: u32,
-    /// Memory of each job process (its heap: RLIMIT_DATA), MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
-    pub job_memory_mib: u64,
-    /// Processes and threads of each job (RLIMIT_NPROC of the job's own uid; only when the
-    /// service runs as root).
-    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=65_536))]
-    pub job_processes: u64,
+    /// What each job may use (its cgroup).
+    #[command(flatten)]
+    pub jobs: JobResourceArgs,
     /// Open files of each job process (RLIMIT_NOFILE).
     #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     pub job_open_files: u64,
@@ -627,6 +626,30 @@ pub struct RelayServeArgs {
     /// Where the store lives.
     #[command(flatten)]
     pub database: DatabaseArgs,
+}
+
+/// What each job may use where its policy says nothing, all its processes together: bounded
+/// by a cgroup per job (v2, or the v1 memory, pids and cpu controllers). `svc serve`,
+/// `svc relay serve` and `svc ingress demo` take them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JobResourceArgs {
+    /// Memory of each job, every process of it together (page cache, /tmp, memfd and shared
+    /// mappings included; no swap), MiB; each of its processes' heap (RLIMIT_DATA) too. A
+    /// job over it is killed, and says `out_of_memory`.
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    pub job_memory_mib: u64,
+    /// Processes and threads of each job at once (its cgroup's pids.max; RLIMIT_NPROC of the
+    /// job's own uid too, when the service runs as root).
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=65_536))]
+    pub job_processes: u64,
+    /// CPU time of each job, thousandths of a core (1000: one core).
+    #[arg(long, value_name = "MILLICORES", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=1_024_000))]
+    pub job_cpu_millicores: u64,
+    /// Run jobs without a cgroup each: memory then bounded per process only, CPU not at all
+    /// (not for a host shared by tenants). Without this flag, a host where jobs cannot have
+    /// cgroups refuses to start and says what to enable.
+    #[arg(long)]
+    pub without_job_cgroups: bool,
 }
 
 /// `svc gateway run`
@@ -879,6 +902,9 @@ pub struct ServeArgs {
     /// (charged against each policy's spend authority).
     #[arg(long, value_name = "MICROS", default_value_t = 10_000)]
     pub price_micros_per_hour: u64,
+    /// What each job may use where its policy says nothing (its cgroup).
+    #[command(flatten)]
+    pub jobs: JobResourceArgs,
     /// Where the store lives.
     #[command(flatten)]
     pub database: ServiceDatabaseArgs,

@@ -45,6 +45,8 @@ pub(crate) struct DemoSettings {
     pub(crate) api: SocketAddr,
     /// The agent's development certificate lifetime.
     pub(crate) certificate_validity: Duration,
+    /// How the demo's job is bounded.
+    pub(crate) jobs: crate::settings::JobSettings,
 }
 
 /// The default data directory: `svc/ingress-demo` in the user's data directory.
@@ -111,6 +113,10 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
     config.dev_certificate_validity = settings.certificate_validity;
     config.period = DEMO_PERIOD;
+    config.job_limits.memory_bytes = settings.jobs.resources.memory_bytes;
+    config.job_limits.processes = settings.jobs.resources.processes;
+    config.job_resources = settings.jobs.resources;
+    config.job_cgroups = settings.jobs.cgroups;
 
     // The coordinator runs on a runtime of its own thread; the deploy is the CLI's blocking
     // client on this one, as `svc ingress deploy` in another terminal would be.

@@ -159,12 +159,20 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Serve(args) => serve::serve(&args),
         Command::Admin { command } => admin::run(&command),
         Command::Ingress { command } => match command {
-            IngressCommand::Demo { data_dir, listen, api_listen, cert_validity_secs } => {
+            IngressCommand::Demo { data_dir, listen, api_listen, cert_validity_secs, jobs } => {
+                let jobs = match settings::JobSettings::try_from(&jobs) {
+                    Ok(jobs) => jobs,
+                    Err(e) => {
+                        eprintln!("svc ingress demo: {e}");
+                        return ExitCode::from(2);
+                    }
+                };
                 demo::run(demo::DemoSettings {
                     data_dir: data_dir.unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref())),
                     public: listen,
                     api: api_listen,
                     certificate_validity: std::time::Duration::from_secs(cert_validity_secs),
+                    jobs,
                 })
             }
             IngressCommand::Deploy { no_fund, no_wait, timeout, target } => {

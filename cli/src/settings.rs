@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use relay_api::coordinator::{AgentCertificates, CoordinatorConfig};
 
-use crate::args::{DatabaseArgs, ListenerArgs, RelayServeArgs, ServiceDatabaseArgs};
+use relay_api::runner::JobResources;
+
+use crate::args::{DatabaseArgs, JobResourceArgs, ListenerArgs, RelayServeArgs, ServiceDatabaseArgs};
 
 /// A flag whose value cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +94,31 @@ fn scaled(flag: &'static str, min: u64, value: u64, factor: u64) -> Result<u64, 
     value.checked_mul(factor).ok_or(SettingsError::OutOfRange { flag, min, max: u64::MAX / factor, value })
 }
 
+/// How each job is bounded: `--job-memory-mib`, `--job-processes`, `--job-cpu-millicores`
+/// and `--without-job-cgroups`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct JobSettings {
+    /// What each job may use where its policy says nothing.
+    pub(crate) resources: JobResources,
+    /// Whether each job gets a cgroup (the service refuses to start where it cannot).
+    pub(crate) cgroups: bool,
+}
+
+impl TryFrom<&JobResourceArgs> for JobSettings {
+    type Error = SettingsError;
+
+    fn try_from(args: &JobResourceArgs) -> Result<JobSettings, SettingsError> {
+        Ok(JobSettings {
+            resources: JobResources {
+                memory_bytes: scaled("--job-memory-mib", 1, args.job_memory_mib, 1024 * 1024)?,
+                processes: args.job_processes,
+                cpu_millicores: args.job_cpu_millicores,
+            },
+            cgroups: !args.without_job_cgroups,
+        })
+    }
+}
+
 impl TryFrom<&ListenerArgs> for svc_http::Settings {
     type Error = SettingsError;
 
@@ -167,8 +194,12 @@ impl TryFrom<&RelayServeArgs> for CoordinatorConfig {
             config.jobs_dir = jobs_dir.clone();
         }
         config.restarts.max_restarts = args.max_restarts;
-        config.job_limits.memory_bytes = scaled("--job-memory-mib", 1, args.job_memory_mib, 1024 * 1024)?;
-        config.job_limits.processes = args.job_processes;
+        let jobs = JobSettings::try_from(&args.jobs)?;
+        // Each process alone within the job's bounds, also where jobs have no cgroup.
+        config.job_limits.memory_bytes = jobs.resources.memory_bytes;
+        config.job_limits.processes = jobs.resources.processes;
+        config.job_resources = jobs.resources;
+        config.job_cgroups = jobs.cgroups;
         config.job_limits.open_files = args.job_open_files;
         config.api_http = svc_http::Settings::try_from(&args.listener)?;
         config.database = args.database.settings()?;
@@ -206,6 +237,11 @@ mod tests {
         let config = CoordinatorConfig::try_from(&relay_serve(&["--relay-domain", "Relay.Example."])).expect("valid");
         assert_eq!(config.relay_domain, "relay.example");
         assert_eq!(config.job_limits.memory_bytes, 512 << 20);
+        assert_eq!(
+            config.job_resources,
+            JobResources { memory_bytes: 512 << 20, processes: 256, cpu_millicores: 1000 }
+        );
+        assert!(config.job_cgroups, "jobs get cgroups unless told otherwise");
         assert_eq!(config.terms.settlement_delay_ms, 86_400_000);
         assert_eq!(config.api_http.max_connections, svc_http::Settings::DEFAULT.max_connections);
         assert_eq!(config.api_http.intake, svc_http::IntakeLimits { per_tenant: 2, total: 8 });
@@ -229,10 +265,38 @@ mod tests {
     }
 
     #[test]
+    fn job_resources_and_running_without_cgroups_come_from_their_flags() {
+        let args = relay_serve(&[
+            "--job-memory-mib",
+            "256",
+            "--job-processes",
+            "32",
+            "--job-cpu-millicores",
+            "250",
+            "--without-job-cgroups",
+        ]);
+        let config = CoordinatorConfig::try_from(&args).expect("valid");
+        assert_eq!(config.job_resources, JobResources { memory_bytes: 256 << 20, processes: 32, cpu_millicores: 250 });
+        assert_eq!((config.job_limits.memory_bytes, config.job_limits.processes), (256 << 20, 32));
+        assert!(!config.job_cgroups);
+        let refused = Cli::try_parse_from([
+            "svc",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            "x",
+            "--job-cpu-millicores",
+            "5",
+        ]);
+        assert!(refused.is_err(), "clap refuses under 10 millicores (the kernel's least quota is 1 ms of 100)");
+    }
+
+    #[test]
     fn a_job_memory_whose_bytes_overflow_is_refused_naming_the_flag() {
         // clap refuses this flag above 1 TiB; built in code, the conversion still refuses it.
         let mut args = relay_serve(&[]);
-        args.job_memory_mib = u64::MAX;
+        args.jobs.job_memory_mib = u64::MAX;
         let e = CoordinatorConfig::try_from(&args).expect_err("refused");
         assert_eq!(
             e.to_string(),

@@ -113,6 +113,12 @@ pub struct CoordinatorConfig {
     pub node: OsString,
     /// Resource limits of every job process.
     pub job_limits: crate::runner::Limits,
+    /// What each job may use, all its processes together (its cgroup), where its policy
+    /// says nothing.
+    pub job_resources: crate::runner::JobResources,
+    /// Whether each job runs in a cgroup of its own (the coordinator refuses to start where
+    /// the host has none); `false` only by an explicit choice (`--without-job-cgroups`).
+    pub job_cgroups: bool,
     /// The first job uid when the service runs as root (each job gets its own).
     pub job_uid_base: u32,
     /// When a job whose process ended is started again.
@@ -154,6 +160,8 @@ impl CoordinatorConfig {
             agent_command,
             node: "node".into(),
             job_limits: crate::runner::Limits::default(),
+            job_resources: crate::runner::JobResources::DEFAULT,
+            job_cgroups: true,
             job_uid_base: crate::runner::DEFAULT_UID_BASE,
             restarts: RestartPolicy::default(),
             agent_grace: Duration::from_secs(10),
