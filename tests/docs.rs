@@ -165,6 +165,7 @@ const DOCS: &[&str] = &[
     "docs/publication.md",
     "docs/scale-out.md",
     "docs/schemas.md",
+    "docs/security.md",
 ];
 
 #[test]
@@ -177,6 +178,29 @@ fn every_document_is_covered() {
         .collect();
     found.sort();
     assert_eq!(found, DOCS, "list every document of docs/ in DOCS");
+}
+
+/// `docs/security.md` names the test that shows each claim as `file::function`: every one
+/// it names exists, so a renamed or removed test fails here rather than leave a claim unshown.
+#[test]
+fn every_test_security_md_names_exists() {
+    let root = svc_e2e::workspace();
+    let text = std::fs::read_to_string(root.join("docs/security.md")).expect("docs/security.md");
+    let named: Vec<(String, &str)> = text
+        .split('`')
+        .filter(|span| !span.contains(char::is_whitespace))
+        .filter_map(|span| span.split_once(".rs::").map(|(file, function)| (format!("{file}.rs"), function)))
+        .collect();
+    assert!(named.len() >= 40, "docs/security.md names its tests as `file::function`: {named:?}");
+    let missing: Vec<String> = named
+        .iter()
+        .filter(|(file, function)| {
+            let source = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+            !source.contains(&format!("fn {function}("))
+        })
+        .map(|(file, function)| format!("{file}::{function}"))
+        .collect();
+    assert!(missing.is_empty(), "docs/security.md names tests that do not exist: {missing:#?}");
 }
 
 #[test]
