@@ -258,7 +258,8 @@ fn http_client(directory_ca: Option<&Path>) -> Result<Box<dyn instant_acme::Http
             .with_provider_and_native_roots(provider)
             .map_err(|e| CertError::Cert(format!("the system's root certificates: {e}").into()))?,
     };
-    let connector = builder.https_only().enable_http1().enable_http2().build();
+    // Through the process's way out (the egress broker, in a job).
+    let connector = builder.https_only().enable_http1().enable_http2().wrap_connector(crate::dial::DialConnector);
     let client: Client<_, BodyWrapper<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);
     Ok(Box::new(client))
 }

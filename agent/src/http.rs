@@ -85,7 +85,8 @@ pub(crate) async fn post_json(base: &str, path: &str, body: &serde_json::Value) 
 async fn post(base: &str, path: &str, body: &serde_json::Value) -> Result<String, CallError> {
     let authority =
         base.strip_prefix("http://").ok_or_else(|| CallError::Scheme { base: base.to_owned() })?.trim_end_matches('/');
-    let stream = tokio::net::TcpStream::connect(authority)
+    let stream = crate::dial::Dial::process()
+        .connect(authority)
         .await
         .map_err(|source| CallError::Connect { url: base.to_owned(), source })?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))

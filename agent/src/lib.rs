@@ -14,6 +14,7 @@ pub mod acme_turn;
 pub mod app_socket;
 pub mod cert;
 pub mod config;
+pub mod dial;
 pub mod gateways;
 pub mod hostnames;
 mod http;

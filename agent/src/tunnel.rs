@@ -20,7 +20,6 @@ use rustls::ClientConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::config::{AgentConfig, PinnedGateway};
@@ -244,11 +243,10 @@ fn getrandom_fill(buf: &mut [u8]) -> Result<(), ()> {
 
 async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Result<(), TunnelError> {
     let io = |e: std::io::Error| TunnelError::Io(format!("{}: {e}", link.address).into());
-    let tcp = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(link.address.as_str()))
+    let tcp = crate::dial::Dial::process()
+        .connect_within(link.address.as_str(), Duration::from_secs(10))
         .await
-        .map_err(|_| TunnelError::Io(format!("{}: connect timed out", link.address).into()))?
         .map_err(io)?;
-    let _ = tcp.set_nodelay(true);
     let handshake = TlsConnector::from(link.tls.clone()).connect(link.server_name.clone(), tcp);
     let mut stream = tokio::time::timeout(Duration::from_secs(10), handshake)
         .await
@@ -327,11 +325,10 @@ async fn data_connection(
     ticket: [u8; TICKET_LEN],
     acme_only: bool,
 ) {
-    let Ok(Ok(mut stream)) = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(address.as_str())).await
+    let Ok(mut stream) = crate::dial::Dial::process().connect_within(address.as_str(), Duration::from_secs(10)).await
     else {
         return;
     };
-    let _ = stream.set_nodelay(true);
     let mut head = Vec::with_capacity(4 + TICKET_LEN);
     head.extend_from_slice(DATA_MAGIC);
     head.extend_from_slice(&ticket);

@@ -328,8 +328,10 @@ pub fn workload(
             files.push((PathBuf::from(path), value.clone()));
         }
     };
+    let mut outbound = false;
     let (artifact_digest, runtime) = match effective(version)? {
         Effective::V4(p) => {
+            outbound = p.runtime.required_modules.iter().any(|m| m == NETWORK_MODULE);
             for s in &p.configuration.secrets {
                 match &s.destination {
                     V4Destination::Env { name } => secret(&s.secret_id, Some(name), None),
@@ -383,8 +385,11 @@ pub fn workload(
         }
     };
     env.sort();
-    Ok(Workload { artifact_digest, runtime, env, files, sidecar: None })
+    Ok(Workload { artifact_digest, runtime, env, files, sidecar: None, outbound })
 }
+
+/// The V4 module (`runtime.requiredModules`) that grants a job network access.
+pub const NETWORK_MODULE: &str = "network";
 
 /// V4 `runtime.command` as an entry file and its arguments: words split on spaces (no shell
 /// string is parsed: no quotes, no variables), a leading engine name (`node`, `deno`, `bun`)

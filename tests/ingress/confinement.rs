@@ -195,6 +195,58 @@ async fn a_hostile_job_reads_no_other_tenants_secrets_keys_store_or_environment(
     assert_eq!(state(&a), "live", "{a:#}");
 }
 
+/// Issue 39 finding: jobs shared the host's network, so a job connected to another tenant's
+/// app on loopback (bypassing TLS, `allowClients` and the rate limit) and to the coordinator's
+/// ports. Each job has a network namespace of its own now: from a hostile job, another
+/// tenant's app port, the API, the gateway's public and tunnel ports and the agent API are
+/// all closed on its loopback, and the host's own address is not routed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_reaches_no_other_tenants_app_and_no_port_of_the_service() {
+    let dir = TempDir::new("netns");
+    let data = dir.path().join("relay");
+    let relay = Relay::start(&data, &["--public".into(), "127.0.0.1:0".into()]).await;
+    let demo = node_demo_project(dir.path()).to_string_lossy().into_owned();
+    let (code, out, err) = relay.svc(&["deploy", "--config", &demo]).await;
+    assert_eq!(code, 0, "tenant A deploys: {err}\n{out}\n{}", relay.proc.output());
+    let a = relay.json(&["status", "--config", &demo]).await;
+    let a_id = a["deployment"]["id"].as_str().expect("an ID").to_owned();
+    let agent: Value =
+        serde_json::from_slice(&std::fs::read(agent_dir(&jobs_dir(&data), &a_id, 1).join("agent.json")).expect("read"))
+            .expect("json");
+    let app_port = agent["appPort"].as_u64().expect("appPort");
+    let tunnel = agent["gateway"].as_str().expect("the tunnel").rsplit_once(':').expect("a port").1.to_owned();
+    let agent_api =
+        agent["coordinator"].as_str().expect("the agent API").rsplit_once(':').expect("a port").1.to_owned();
+    let api = relay.api.rsplit_once(':').expect("a port").1.trim_end_matches('/').to_owned();
+    // The app answers its own agent: tenant A is served.
+    let answer = get(relay.public, "node-demo-acme.localhost", &data.join("ca.pem"), "/api/info").await.expect("A");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+
+    let hostile = hostile_project(dir.path(), &[], &[]).to_string_lossy().into_owned();
+    admin(&relay.data, "invite", "evil");
+    let evil = admin(&relay.data, "token", "evil");
+    let (code, out, err) =
+        relay.svc_with_env(&evil, &["deploy", "--config", &hostile], &[("HOSTILE_SECRET_VALUE", "x")]).await;
+    assert_eq!(code, 0, "tenant B deploys: {err}\n{out}\n{}", relay.proc.output());
+    let ca = data.join("ca.pem");
+    let ports = [app_port.to_string(), api, relay.public.port().to_string(), tunnel, agent_api];
+    let query = format!("/connect?host=127.0.0.1&ports={}", ports.join(","));
+    let answer = get(relay.public, "hostile-evil.localhost", &ca, &query).await.expect("the hostile job answers");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let reached = answer.json();
+    for port in &ports {
+        assert_eq!(reached[format!("127.0.0.1:{port}")], "ECONNREFUSED", "port {port} from the job: {reached:#}");
+    }
+    // The host's own (non-loopback) address leads nowhere either.
+    let host = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.connect("192.0.2.1:9").and_then(|()| s.local_addr()))
+        .map(|a| a.ip().to_string())
+        .expect("the host's address");
+    let query = format!("/connect?host={host}&ports={}", relay.public.port());
+    let reached = get(relay.public, "hostile-evil.localhost", &ca, &query).await.expect("answers").json();
+    assert_eq!(reached[format!("{host}:{}", relay.public.port())], "ENETUNREACH", "{reached:#}");
+}
+
 /// Every directory 0700 and every file 0600 under `root`; but the stored artifacts (the apps'
 /// files, each job's read-only `/app`) are 0755 and 0644 inside their 0700 directory, to be
 /// read by the jobs' own uids through their mounts and by no one else.
@@ -341,8 +393,10 @@ async fn another_tenant_listening_on_the_apps_port_never_gets_its_traffic() {
     }
     let status = relay.json(&["status", "--config", &config]).await;
     assert_ne!(state(&status), "live", "validated through the squatter: {status:#}");
+    // The agent reaches its app in its job's own network namespace, where the squatter is not
+    // (before issue 39, the app socket's owner check caught it: "is not the app's").
     let (_, logs, _) = relay.svc(&["logs", "--config", &config]).await;
-    assert!(logs.contains("is not the app's"), "the agent says why: {logs}");
+    assert!(!logs.contains("HIJACKED"), "{logs}");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = thread.join();
     assert_eq!(served.load(std::sync::atomic::Ordering::Relaxed), 0);

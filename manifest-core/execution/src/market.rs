@@ -46,6 +46,10 @@ pub struct Workload {
     pub files: Vec<(PathBuf, Vec<u8>)>,
     /// A process that runs beside the program, in its own sandbox (an ingress job's agent).
     pub sidecar: Option<Sidecar>,
+    /// Whether the policy grants network access (V4 `requiredModules` names `network`): the
+    /// job then gets a way out to public addresses. Every job has a network namespace of its
+    /// own; without this, nothing but its own loopback is in it.
+    pub outbound: bool,
 }
 
 /// A process beside a job's program: its own sandbox, its own private state directory, the
@@ -67,6 +71,9 @@ pub struct Sidecar {
     /// each run. On the network: the runtime's sealed storage of the job. `None`: the state
     /// goes with the run.
     pub kept_state: Option<PathBuf>,
+    /// Where it may connect, through the runner's egress broker: the job's network namespace
+    /// has nothing else of the host. `None`: nowhere.
+    pub egress: Option<svc_runner::Egress>,
 }
 
 /// How a job starts.
@@ -168,10 +175,6 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// A stable snake_case code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Refusal::NoProcessor(_) => "no_processor",
     /// This refusal, once `detail` went to the service's own log (issue 39, point 6: a
     /// tenant's view names no path of the service's host). What the refusal itself says is
     /// what the tenant reads (the execution's reason in its projection, the deployment's
@@ -183,6 +186,10 @@ impl Refusal {
         self
     }
 
+    /// A stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::NoProcessor(_) => "no_processor",
             Refusal::Artifact(_) => "artifact_refused",
             Refusal::Start(_) => "launch_failed",
         }

@@ -76,6 +76,7 @@ fn order(id: &str, digest: &str, entry: &str) -> JobOrder {
             env: vec![("GREETING".into(), "hello".into())],
             files: Vec::new(),
             sidecar: None,
+            outbound: false,
         },
     }
 }
@@ -497,6 +498,7 @@ fn sidecar(mark: &str, script: &str) -> svc_execution::Sidecar {
         state_dir: "/sidecar".into(),
         files: vec![(format!("{mark}.js"), script.as_bytes().to_vec())],
         kept_state: None,
+        egress: None,
     }
 }
 

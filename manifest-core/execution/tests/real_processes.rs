@@ -68,6 +68,7 @@ impl Real {
             env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             files: Vec::new(),
             sidecar: None,
+            outbound: false,
         };
         self.store.edit(|s| {
             s.apps.insert(

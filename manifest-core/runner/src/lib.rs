@@ -8,7 +8,9 @@
 //! publication service's local pool (`svc_execution::local`) run their jobs through it.
 
 mod cgroup;
+pub mod egress;
 mod local;
+pub mod netns;
 mod output;
 pub mod sandbox;
 mod sweep;
@@ -19,9 +21,11 @@ use std::path::PathBuf;
 use std::pin::Pin;
 
 pub use cgroup::{CgroupError, Cgroups, JobCgroup, JobResources};
+pub use egress::{Destinations, Egress, EgressPolicy};
 pub use local::{DEFAULT_UID_BASE, LocalRunner};
+pub use netns::{JobNetwork, NetworkError, NetworkTools};
 pub use output::{LINE_COST, OUTPUT_BURST, OUTPUT_BYTES_PER_SEC};
-pub use sandbox::{Limits, Sandbox, SandboxError, which};
+pub use sandbox::{Limits, Placement, Sandbox, SandboxError, which};
 pub use sweep::sweep_orphans;
 pub use uids::HOST_RESERVATIONS;
 
@@ -69,6 +73,22 @@ pub struct JobSpec {
     /// through pipes: [`RunningJob::output`]); otherwise the processes write to the runner's
     /// own output.
     pub capture_output: bool,
+    /// The job's network. Every job gets a namespace of its own; this says whether it also
+    /// gets a way out to public addresses (its policy grants network access).
+    pub network: Network,
+    /// Where the agent may connect through the egress broker ([`egress`]): the runner shows
+    /// the broker's socket to the agent at [`egress::EGRESS_INSIDE`] and names it in
+    /// [`egress::EGRESS_ENV`]. `None`: no broker (a job without an agent).
+    pub egress: Option<Egress>,
+}
+
+/// A job's network: always a namespace of its own, its loopback shared by its app and agent
+/// only ([`netns`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Network {
+    /// With a way out to public addresses (slirp4netns; private ranges and the host's own
+    /// addresses prohibited): the job's policy grants network access.
+    pub outbound: bool,
 }
 
 /// Which process of a job.

@@ -1,6 +1,7 @@
 //! [`LocalRunner`]: each job as confined local processes, the app and (an ingress job's) the
 //! agent, with their output read through pipes, and their own uid when the service is root.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -10,10 +11,12 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::sandbox::{Limits, Sandbox, SandboxError};
+use super::egress::{Broker, EGRESS_ENV, EGRESS_INSIDE, Egress};
+use super::netns::JobNetwork;
 use super::output::{Budget, read_lines};
+use super::sandbox::{Limits, Placement, Sandbox, SandboxError};
 use super::uids::{HOST_RESERVATIONS, UidLease, Uids};
-use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, Part, RunningJob, Stopping};
+use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, Mount, Part, RunningJob, Stopping};
 
 /// The first job uid (and gid) when the service runs as root: far above the ranges
 /// distributions give to users (1000+) and to containers' subordinate ids (100000+).
@@ -32,13 +35,50 @@ impl LocalRunner {
     /// whole host ([`HOST_RESERVATIONS`]).
     pub async fn new(limits: Limits, uid_base: u32) -> Result<LocalRunner, SandboxError> {
         let sandbox = Sandbox::detect(limits).await?;
+        sweep_egress_dirs();
         let host = sandbox.separate_uids().then_some(Path::new(HOST_RESERVATIONS));
         let uids = Uids::new(uid_base, host)
             .map_err(|source| SandboxError::Reservations { dir: HOST_RESERVATIONS.into(), source })?;
         Ok(LocalRunner { sandbox, uids })
     }
 
-    fn spawn(&self, job: &JobSpec, part: Part, confined: &Confined, uid: JobUid) -> Result<Child, LaunchError> {
+    /// Whether jobs granted network access can have it here; otherwise, why not.
+    pub fn outbound_ready(&self) -> Result<(), crate::NetworkError> {
+        self.sandbox.network().outbound_ready()
+    }
+
+    /// A broker for `job`'s agent, listening on a new socket in the runner's directory
+    /// ([`egress_dir`]), owned by the job's uid (which must connect to it).
+    fn broker(&self, job: &JobSpec, egress: &Egress, uid: JobUid) -> Result<Broker, LaunchError> {
+        let dir = egress_dir();
+        let prepare = |path: &Path| {
+            let (job, path) = (job.id.clone(), path.to_owned());
+            move |source| LaunchError::Prepare { job, path, source }
+        };
+        // 0700: the job reaches its socket through its mount, no one through this directory.
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(prepare(&dir))?;
+        let n = NEXT_SOCKET.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = dir.join(format!("{n}.sock"));
+        // Left by a job of a service that had this pid before.
+        let _ = std::fs::remove_file(&socket);
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(prepare(&socket)(std::io::Error::other("the egress broker needs a tokio runtime")));
+        }
+        let broker = Broker::listen(&socket, egress.0.clone()).map_err(prepare(&socket))?;
+        if self.sandbox.separate_uids() {
+            fs_err::os::unix::fs::lchown(&socket, Some(uid.uid), Some(uid.gid)).map_err(prepare(&socket))?;
+        }
+        Ok(broker)
+    }
+
+    fn spawn(
+        &self,
+        job: &JobSpec,
+        part: Part,
+        confined: &Confined,
+        uid: JobUid,
+        placement: Placement<'_>,
+    ) -> Result<Child, LaunchError> {
         let spawn_error = |source| LaunchError::Spawn { job: job.id.clone(), part, source };
         if self.sandbox.separate_uids() {
             // The job's own mounts (its app files, its agent state, its secret files): the
@@ -55,7 +95,7 @@ impl LocalRunner {
         }
         let mut command: Command = self
             .sandbox
-            .command(confined, uid)
+            .command(confined, uid, placement)
             .map_err(|source| LaunchError::Sandbox { job: job.id.clone(), source })?;
         command.stdin(Stdio::null()).kill_on_drop(true);
         if job.capture_output {
@@ -68,10 +108,26 @@ impl LocalRunner {
 impl JobRunner for LocalRunner {
     fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError> {
         let lease = self.uids.lease(&job.id)?;
-        let mut processes = vec![(Part::App, self.spawn(job, Part::App, &job.app, lease.uid)?)];
+        let network = JobNetwork::create(self.sandbox.network(), job.network.outbound)
+            .map_err(|e| LaunchError::Sandbox { job: job.id.clone(), source: e.into() })?;
+        let placement = Placement { network: Some(&network), cgroup_procs: &[] };
+        let mut processes = vec![(Part::App, self.spawn(job, Part::App, &job.app, lease.uid, placement)?)];
+        let mut broker = None;
         if let Some(agent) = &job.agent {
+            let mut agent = agent.clone();
+            if let Some(egress) = &job.egress {
+                let listening = self.broker(job, egress, lease.uid)?;
+                agent.mounts.push(Mount {
+                    host: listening.socket().to_owned(),
+                    inside: EGRESS_INSIDE.into(),
+                    writable: true,
+                    job_owned: true,
+                });
+                agent.env.push((EGRESS_ENV.to_owned(), EGRESS_INSIDE.to_owned()));
+                broker = Some(listening);
+            }
             // If the agent cannot start, the app is killed as `processes` drops.
-            processes.push((Part::Agent, self.spawn(job, Part::Agent, agent, lease.uid)?));
+            processes.push((Part::Agent, self.spawn(job, Part::Agent, &agent, lease.uid, placement)?));
         }
         let (lines, output) = mpsc::channel(OUTPUT_LINES);
         let mut readers = JoinSet::new();
@@ -85,7 +141,30 @@ impl JobRunner for LocalRunner {
                 readers.spawn(read_lines(*part, err, lines.clone(), budget.clone()));
             }
         }
-        Ok(Box::new(LocalJob { processes, output, readers, lease: Some(lease) }))
+        Ok(Box::new(LocalJob { processes, output, readers, broker, network: Some(network), lease: Some(lease) }))
+    }
+}
+
+/// Sockets made by this process for its jobs' brokers, numbered.
+static NEXT_SOCKET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Where this process's brokers listen: a directory of its own (by pid) in the system's
+/// temporary directory, short enough for a socket's path (108 bytes at most).
+fn egress_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{EGRESS_DIR_PREFIX}{}", std::process::id()))
+}
+
+const EGRESS_DIR_PREFIX: &str = "svc-egress-";
+
+/// Removes the broker directories of services that are gone (their pid no longer runs).
+fn sweep_egress_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(EGRESS_DIR_PREFIX)) else { continue };
+        if pid.parse::<u32>().is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -102,6 +181,11 @@ struct LocalJob {
     output: mpsc::Receiver<(Part, String)>,
     /// The tasks reading their pipes.
     readers: JoinSet<()>,
+    /// The agent's egress broker: stopped with the job.
+    broker: Option<Broker>,
+    /// The job's network namespace: released after the processes (a field after them, or
+    /// dropped by `stop` once they are reaped).
+    network: Option<JobNetwork>,
     /// Given back once the processes are gone (a field after them, or taken by `stop`).
     lease: Option<UidLease>,
 }
@@ -202,6 +286,8 @@ impl RunningJob for LocalJob {
                 // Reaped here, so the job's ports are free when `stop` returns.
                 let _ = child.wait().await;
             }
+            self.broker.take();
+            self.network.take();
             self.lease.take();
             let LocalJob { output, readers, .. } = &mut *self;
             // The pipes end with the processes; what they held is the job's last word.

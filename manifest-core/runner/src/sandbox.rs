@@ -18,8 +18,10 @@
 //! service's own uid); the process limit is then not set, since it would count every
 //! process of the service's user.
 //!
-//! The network namespace is shared: the agent must reach the gateway and the app on
-//! loopback (`docs/decisions.md`, "Job confinement").
+//! Where it runs: in its job's own network namespace ([`crate::netns`]), entered with
+//! `nsenter` before the sandbox is built, and in its job's cgroup when it has one: the first
+//! step of the chain writes its own pid into the cgroup's `cgroup.procs` files and only then
+//! runs the rest, so every process of the job is counted from its first instruction.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -29,6 +31,7 @@ use rustix::process::Resource;
 use tokio::process::Command;
 
 use super::{Confined, JobUid};
+use crate::netns::{JobNetwork, NetworkError, NetworkTools};
 
 /// Resource limits of each process of a job (and of its children).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +125,9 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// Jobs cannot get a network namespace of their own here.
+    #[error(transparent)]
+    Network(#[from] NetworkError),
     /// A program of a job is not where it was said to be.
     #[error("cannot find the program {program:?}: {source}")]
     Program {
@@ -143,6 +149,17 @@ pub struct Sandbox {
     /// The service runs as root: jobs get their own uid.
     privileged: bool,
     limits: Limits,
+    network: NetworkTools,
+    sh: PathBuf,
+}
+
+/// Where a part of a job runs: the job's network namespace and cgroup.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Placement<'a> {
+    /// The job's network namespace (`None`: the host's, for the service's own probes).
+    pub network: Option<&'a JobNetwork>,
+    /// The `cgroup.procs` (or v1 `tasks`) files the part joins before anything else runs.
+    pub cgroup_procs: &'a [PathBuf],
 }
 
 /// Directories whose host form (a link into `/usr` or a directory) is reproduced inside.
@@ -169,12 +186,15 @@ impl Sandbox {
     /// sandbox here, by running `env` confined as a job would be.
     pub async fn detect(limits: Limits) -> Result<Sandbox, SandboxError> {
         let find = |program: &'static str| which(OsStr::new(program)).map_err(|_| SandboxError::Missing { program });
+        let (bwrap, setpriv, privileged) = (find("bwrap")?, find("setpriv")?, running_as_root());
         let sandbox = Sandbox {
-            bwrap: find("bwrap")?,
+            network: NetworkTools::detect(bwrap.clone(), setpriv.clone(), privileged)?,
+            bwrap,
             prlimit: find("prlimit")?,
-            setpriv: find("setpriv")?,
+            setpriv,
             env: find("env")?,
-            privileged: running_as_root(),
+            sh: find("sh")?,
+            privileged,
             limits: limits.within_own(),
         };
         let probe = Confined {
@@ -184,8 +204,11 @@ impl Sandbox {
             cwd: PathBuf::from("/"),
         };
         let uid = JobUid { uid: NOBODY, gid: NOBODY };
+        // As a job runs: in a network namespace of its own.
+        let network = JobNetwork::create(&sandbox.network, false)?;
+        let placement = Placement { network: Some(&network), cgroup_procs: &[] };
         let output = sandbox
-            .command(&probe, uid)?
+            .command(&probe, uid, placement)?
             .stdin(std::process::Stdio::null())
             .output()
             .await
@@ -204,9 +227,14 @@ impl Sandbox {
         self.privileged
     }
 
+    /// The programs jobs' network namespaces need.
+    pub fn network(&self) -> &NetworkTools {
+        &self.network
+    }
+
     /// The command that runs `part` confined, as `uid` when the service is root (ignored
-    /// otherwise). Its environment is exactly `part.env`.
-    pub fn command(&self, part: &Confined, uid: JobUid) -> Result<Command, SandboxError> {
+    /// otherwise), where `placement` says. Its environment is exactly `part.env`.
+    pub fn command(&self, part: &Confined, uid: JobUid, placement: Placement<'_>) -> Result<Command, SandboxError> {
         let (program, args) = match part.argv.split_first() {
             Some((program, args)) => (program, args),
             None => {
@@ -229,7 +257,21 @@ impl Sandbox {
             None => (which(program)?, true),
         };
         let limits = self.limits;
-        let mut command = Command::new(&self.prlimit);
+        // The chain: [join the cgroup] -> [enter the namespace] -> prlimit -> bwrap -> ...
+        let mut chain: Vec<OsString> = Vec::new();
+        if !placement.cgroup_procs.is_empty() {
+            chain.push(self.sh.clone().into_os_string());
+            chain.push(JOIN_CGROUP.into());
+            chain.push("sh".into());
+            chain.extend(placement.cgroup_procs.iter().map(|p| p.clone().into_os_string()));
+            chain.push("--".into());
+        }
+        if let Some(network) = placement.network {
+            chain.extend(network.enter());
+        }
+        chain.push(self.prlimit.clone().into_os_string());
+        let mut command = Command::new(&chain[0]);
+        command.args(&chain[1..]);
         command.env_clear().envs(part.env.iter().map(|(k, v)| (k, v)));
         command.arg(format!("--nofile={0}:{0}", limits.open_files));
         command.arg(format!("--data={0}:{0}", limits.memory_bytes));
@@ -293,6 +335,11 @@ impl Sandbox {
         Ok(command)
     }
 }
+
+/// The chain's first step when the job has a cgroup: `sh -c JOIN_CGROUP sh FILE... -- PROGRAM
+/// ARGS...` writes its own pid into each file, then becomes the program. A file it cannot
+/// write ends it (status 125) before anything of the job runs outside its cgroup.
+const JOIN_CGROUP: &str = r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
 
 /// Where `program`, an absolute path inside one of `part`'s mounts (with no `..`), is on the
 /// host.

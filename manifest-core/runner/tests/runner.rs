@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use svc_runner::{Confined, DEFAULT_UID_BASE, Exit, JobRunner, JobSpec, Limits, LocalRunner, Part};
+use svc_runner::{Confined, DEFAULT_UID_BASE, Exit, JobRunner, JobSpec, Limits, LocalRunner, Network, Part};
 
 fn shell(script: &str) -> Confined {
     Confined {
@@ -27,6 +27,8 @@ async fn a_jobs_output_and_exit_status_are_read_back_and_its_last_lines_kept() {
         app: shell("echo \"$GREETING from the app\"; echo 'to stderr' >&2; sleep 0.3; echo 'last words'; exit 3"),
         agent: Some(shell("echo agent up; exec sleep 30")),
         capture_output: true,
+        network: Network::default(),
+        egress: None,
     };
     let mut running = runner.launch(&job).expect("launched");
     let mut exit = None;
@@ -61,6 +63,8 @@ async fn a_job_printing_more_than_the_file_size_limit_keeps_running() {
         ),
         agent: Some(shell("exec sleep 30")),
         capture_output: true,
+        network: Network::default(),
+        egress: None,
     };
     let mut running = runner.launch(&job).expect("launched");
     let mut lines = Vec::new();
@@ -158,7 +162,14 @@ fn marked_job(id: &str, marker: &str) -> JobSpec {
         mounts: Vec::new(),
         cwd: "/".into(),
     };
-    JobSpec { id: id.to_owned(), app: forever(marker), agent: Some(forever(marker)), capture_output: false }
+    JobSpec {
+        id: id.to_owned(),
+        app: forever(marker),
+        agent: Some(forever(marker)),
+        capture_output: false,
+        network: Network::default(),
+        egress: None,
+    }
 }
 
 /// How a job ends in [`processes_left_by_ending_jobs_at_once`].
@@ -244,6 +255,8 @@ async fn a_job_without_an_agent_is_its_app_alone() {
         app: shell("echo \"$GREETING alone\"; sleep 0.3; exit 4"),
         agent: None,
         capture_output: true,
+        network: Network::default(),
+        egress: None,
     };
     let mut running = runner.launch(&job).expect("launched");
     assert_eq!(running.pids().len(), 1, "one process");
@@ -264,6 +277,8 @@ async fn terminate_asks_the_program_itself_to_end() {
         app: shell("trap 'echo ceasing; exit 7' TERM; echo up; while :; do sleep 0.05; done"),
         agent: None,
         capture_output: true,
+        network: Network::default(),
+        egress: None,
     };
     let mut running = runner.launch(&job).expect("launched");
     let mut lines = Vec::new();
@@ -301,7 +316,14 @@ async fn only_the_jobs_own_mounts_are_given_to_its_uid() {
         svc_runner::Mount { host: own.clone(), inside: "/own".into(), writable: false, job_owned: true },
     ];
     let runner = runner().await;
-    let job = JobSpec { id: "exe_mounts".to_owned(), app, agent: None, capture_output: true };
+    let job = JobSpec {
+        id: "exe_mounts".to_owned(),
+        app,
+        agent: None,
+        capture_output: true,
+        network: Network::default(),
+        egress: None,
+    };
     let mut running = runner.launch(&job).expect("launched");
     let mut lines = Vec::new();
     let exit = until_exit(&mut running, &mut lines).await;
@@ -332,7 +354,14 @@ async fn a_program_inside_a_mount_runs_by_the_path_the_job_sees() {
     };
     let runner = runner().await;
     let mut running = runner
-        .launch(&JobSpec { id: "exe_native".to_owned(), app, agent: None, capture_output: true })
+        .launch(&JobSpec {
+            id: "exe_native".to_owned(),
+            app,
+            agent: None,
+            capture_output: true,
+            network: Network::default(),
+            egress: None,
+        })
         .expect("launched");
     let mut lines = Vec::new();
     let exit = until_exit(&mut running, &mut lines).await;
@@ -343,7 +372,14 @@ async fn a_program_inside_a_mount_runs_by_the_path_the_job_sees() {
     let missing =
         Confined { argv: vec!["/image/absent".into()], env: Vec::new(), mounts: vec![mount], cwd: "/".into() };
     let refused = runner
-        .launch(&JobSpec { id: "exe_absent".to_owned(), app: missing, agent: None, capture_output: true })
+        .launch(&JobSpec {
+            id: "exe_absent".to_owned(),
+            app: missing,
+            agent: None,
+            capture_output: true,
+            network: Network::default(),
+            egress: None,
+        })
         .err()
         .expect("refused");
     assert!(refused.to_string().contains("/image/absent"), "{refused}");

@@ -10,6 +10,7 @@ pub mod admission;
 pub mod api;
 pub mod catalog_content;
 mod console;
+mod egress;
 mod engine;
 pub mod executions;
 pub mod feed;

@@ -45,6 +45,9 @@ pub struct IngressJob {
     pub agent_config: AgentConfig,
     /// Whether the runner collects the processes' output (else they write to its own).
     pub capture_output: bool,
+    /// Where the agent may connect (its job's network namespace has nothing of the host):
+    /// the gateways' tunnels, the agent API, the ACME server.
+    pub egress: svc_runner::Egress,
 }
 
 /// Why a job could not be laid out.
@@ -94,7 +97,14 @@ impl IngressJob {
             }],
             cwd: AGENT_INSIDE.into(),
         };
-        Ok(JobSpec { id: self.id, app, agent: Some(agent), capture_output: self.capture_output })
+        Ok(JobSpec {
+            id: self.id,
+            app,
+            agent: Some(agent),
+            capture_output: self.capture_output,
+            network: svc_runner::Network::default(),
+            egress: Some(self.egress.clone()),
+        })
     }
 
     /// The order the processor market launches: the app as its published policy's
@@ -112,6 +122,7 @@ impl IngressJob {
             // Its key, certificate and ACME account survive a restart of the job, as they
             // always have: an ACME CA is not asked for a new account at each launch.
             kept_state: Some(self.agent_dir.clone()),
+            egress: Some(self.egress.clone()),
         };
         Ok(JobOrder {
             execution_id: self.id.clone(),
@@ -204,6 +215,7 @@ mod tests {
             agent_command: vec!["svc".into(), "agent".into(), "run".into()],
             agent_config: config,
             capture_output: false,
+            egress: svc_runner::Egress(std::sync::Arc::new(svc_runner::Destinations::default())),
         };
         let spec = job.prepare().expect("prepared");
         assert_eq!(std::fs::read(&outside).expect("read"), b"the host's", "written through a link");

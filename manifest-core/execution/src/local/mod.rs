@@ -393,7 +393,9 @@ impl LocalPool {
         let app = workload::confine(&order.workload, &self.artifacts, &self.node, scratch.path())?;
         let agent =
             order.workload.sidecar.as_ref().map(|s| workload::confine_sidecar(s, scratch.path())).transpose()?;
-        let spec = JobSpec { id: order.execution_id.clone(), app, agent, capture_output: true };
+        let network = svc_runner::Network { outbound: order.workload.outbound };
+        let egress = order.workload.sidecar.as_ref().and_then(|s| s.egress.clone());
+        let spec = JobSpec { id: order.execution_id.clone(), app, agent, capture_output: true, network, egress };
         // Started on the pool's own worker thread, never the caller's: a sandbox dies with the
         // thread that started it (bwrap's --die-with-parent is a parent-death signal, and the
         // exit of the forking thread counts as its parent's death), and a caller may be a
@@ -458,7 +460,6 @@ impl LocalPool {
     }
 }
 
-impl Market for LocalPool {
 /// A launch the runner could not make, as the tenant reads it: what failed, never where on
 /// the host (the paths it prepared, the programs it ran); the whole error goes to the log.
 fn launch_refusal(e: &LaunchError) -> Refusal {
@@ -471,6 +472,7 @@ fn launch_refusal(e: &LaunchError) -> Refusal {
     Refusal::Start(told).on_host(e)
 }
 
+impl Market for LocalPool {
     fn quote(&self, requirements: &Requirements, avoid: &[String], window_ms: Millis) -> Result<Quote, Refusal> {
         self.choose(&self.shared.lock(), requirements, avoid)?;
         Ok(self.price_of(window_ms))

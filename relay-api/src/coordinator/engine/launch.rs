@@ -358,6 +358,19 @@ impl Launcher {
             coordinator: Some(agent_api),
             refresh_secs: config.revalidate.as_secs().clamp(1, 30),
         };
+        // Where the agent may connect from its job's network namespace (through the runner's
+        // egress broker): nothing else of the host or the world.
+        let mut fixed = vec![self.tunnel.to_string(), self.agent_api.to_string()];
+        if let AgentCertificates::Acme { directory_url, .. } = &config.certificates {
+            fixed.extend(crate::coordinator::egress::authority(directory_url));
+        }
+        fixed.extend(agent_config.pinned_gateways.iter().map(|g| g.address.clone()));
+        let destinations = crate::coordinator::egress::AgentDestinations::new(
+            fixed,
+            &d.id,
+            self.store.clone(),
+            config.gateway_hosts_per_route,
+        );
         let entrypoint = match &workload.runtime {
             WorkloadRuntime::Javascript { entry_file, .. } => entry_file.clone(),
             WorkloadRuntime::NativeImage { executable, .. } => executable.clone(),
@@ -373,6 +386,7 @@ impl Launcher {
             agent_command: config.agent_command.clone(),
             agent_config,
             capture_output: true,
+            egress: svc_runner::Egress(Arc::new(destinations)),
         })
     }
 }
