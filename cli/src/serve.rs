@@ -7,7 +7,7 @@ use std::sync::Arc;
 use manifest_core::service::{FaultPoint, Pool, SchemaPairs, ServiceConfig, serve_until};
 use svc_execution::Quote;
 use svc_execution::artifacts::ArtifactStore;
-use svc_execution::local::{LocalPool, LocalPoolConfig};
+use svc_execution::local::{LocalPool, LocalPoolConfig, LocalPoolError};
 
 use crate::args::ServeArgs;
 use crate::settings::DatabaseFlags as _;
@@ -48,7 +48,14 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     }
     // The local pool lives outside the runtime: it has its own, which must not be dropped
     // inside another (it is dropped last, below, which stops every job it runs).
-    let pool = local_pool(args);
+    let pool = match local_pool(args) {
+        Err(NoPool::Fatal(why)) => {
+            eprintln!("svc serve: {why}");
+            return ExitCode::from(2);
+        }
+        Err(NoPool::Refused(why)) => Err(why),
+        Ok(pool) => Ok(pool),
+    };
     config.pool = match &pool {
         Ok(p) => Pool::Market(Arc::clone(p) as Arc<dyn svc_execution::Market>),
         Err(why) => {
@@ -106,19 +113,38 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     }
 }
 
+/// Why there is no local pool.
+enum NoPool {
+    /// The service runs, and refuses every launch saying this.
+    Refused(String),
+    /// The service does not start: jobs cannot be bounded on this host (the message says
+    /// what to enable).
+    Fatal(String),
+}
+
 /// The local pool of `--processors` processors, over the data directory's artifact store
-/// (`artifacts/`) and job scratch space (`pool/`); why not, if it cannot start.
-fn local_pool(args: &ServeArgs) -> Result<Arc<LocalPool>, String> {
+/// (`artifacts/`) and job scratch space (`pool/`), each job bounded by its cgroup (the
+/// `--job-*` flags); why not, if it cannot start.
+fn local_pool(args: &ServeArgs) -> Result<Arc<LocalPool>, NoPool> {
     if args.processors == 0 {
-        return Err("the service was started with --processors 0".to_owned());
+        return Err(NoPool::Refused("the service was started with --processors 0".to_owned()));
     }
+    let jobs = crate::settings::JobSettings::try_from(&args.jobs).map_err(|e| NoPool::Fatal(e.to_string()))?;
     let artifacts = ArtifactStore::open(args.data_dir.join("artifacts"))
-        .map_err(|e| format!("the artifact store cannot open: {e}"))?;
+        .map_err(|e| NoPool::Refused(format!("the artifact store cannot open: {e}")))?;
     let mut config = LocalPoolConfig::new(args.data_dir.join("pool"), artifacts);
     config.processors = usize::from(args.processors);
     config.jobs_per_processor = usize::from(args.jobs_per_processor);
     config.price = Quote { service_credit_micros: u128::from(args.price_micros_per_hour), ..Quote::default() };
-    let pool = LocalPool::new(config).map_err(|e| format!("the local pool cannot start: {e}"))?;
+    // Each process alone within the job's bounds, also where jobs have no cgroup.
+    config.limits.memory_bytes = jobs.resources.memory_bytes;
+    config.limits.processes = jobs.resources.processes;
+    config.resources = jobs.resources;
+    config.cgroups = jobs.cgroups;
+    let pool = LocalPool::new(config).map_err(|e| match e {
+        LocalPoolError::Cgroups(_) => NoPool::Fatal(e.to_string()),
+        e => NoPool::Refused(format!("the local pool cannot start: {e}")),
+    })?;
     if pool.orphans_swept() > 0 {
         tracing::warn!("svc serve: killed {} job sandboxes a killed service had left running", pool.orphans_swept());
     }

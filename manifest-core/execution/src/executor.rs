@@ -156,6 +156,11 @@ impl Executor {
         &self.clock
     }
 
+    /// Whether `job` ended because it was over its memory (the market says how it ended).
+    fn out_of_memory(&self, job: &JobStatus) -> bool {
+        ended(job.state) && self.market.ending(&job.execution_id).is_some_and(|exit| exit.out_of_memory)
+    }
+
     /// When the next application is due.
     pub fn next_due(&self) -> Result<Option<Millis>, StoreFailure> {
         self.store.next_due()
@@ -191,7 +196,7 @@ impl Executor {
                     if e.state == ExecState::Launching {
                         report.adopted += 1;
                     }
-                    if record_status(tx.as_mut(), *app, e, job, now)? {
+                    if record_status(tx.as_mut(), *app, e, job, self.out_of_memory(job), now)? {
                         touched.insert(*app);
                     }
                     if ended(job.state) {
@@ -250,7 +255,7 @@ impl Executor {
             for job in &changes {
                 match tx.find(&job.execution_id)? {
                     Some((app, e)) if e.state.is_live() => {
-                        if record_status(tx.as_mut(), app, &e, job, now)? {
+                        if record_status(tx.as_mut(), app, &e, job, self.out_of_memory(job), now)? {
                             touched.insert(app);
                             report.recorded += 1;
                         }
@@ -435,6 +440,7 @@ fn record_status(
     app: AppKey,
     e: &Execution,
     job: &JobStatus,
+    out_of_memory: bool,
     now: Millis,
 ) -> Result<bool, StoreFailure> {
     let mut next = e.clone();
@@ -465,6 +471,10 @@ fn record_status(
         JobState::Exited(code) => {
             (next.state, next.reason) = match (e.state, code) {
                 (ExecState::Stopping, _) => (ExecState::Stopped, e.reason.clone()),
+                (_, _) if out_of_memory => (
+                    ExecState::Failed,
+                    Some(Reason::new("out_of_memory", "it was over its memory, and every process of it was killed")),
+                ),
                 (_, Some(0)) => (ExecState::Completed, Some(Reason::new("exited", "it exited with status 0"))),
                 (_, Some(n)) => (ExecState::Failed, Some(Reason::new("exited", format!("it exited with status {n}")))),
                 (_, None) => (ExecState::Failed, Some(Reason::new("killed", "it was killed"))),

@@ -80,6 +80,9 @@ pub struct JobSpec {
     /// the broker's socket to the agent at [`egress::EGRESS_INSIDE`] and names it in
     /// [`egress::EGRESS_ENV`]. `None`: no broker (a job without an agent).
     pub egress: Option<Egress>,
+    /// What the job may use, every process of it together (its cgroup); `None`: the runner's
+    /// defaults ([`LocalRunner::with_cgroups`]).
+    pub resources: Option<JobResources>,
 }
 
 /// A job's network: always a namespace of its own, its loopback shared by its app and agent
@@ -122,6 +125,9 @@ pub struct Exit {
     pub code: Option<i32>,
     /// The signal that ended it, if one did.
     pub signal: Option<i32>,
+    /// The job was over its memory: the kernel killed a process of it, and the runner the
+    /// rest (its cgroup's `oom_kill`).
+    pub out_of_memory: bool,
 }
 
 impl Exit {
@@ -130,8 +136,10 @@ impl Exit {
     pub fn from_status(part: Part, status: std::process::ExitStatus) -> Exit {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
-            (Some(code), _) if code > 128 && code < 128 + 65 => Exit { part, code: None, signal: Some(code - 128) },
-            (code, signal) => Exit { part, code, signal },
+            (Some(code), _) if code > 128 && code < 128 + 65 => {
+                Exit { part, code: None, signal: Some(code - 128), out_of_memory: false }
+            }
+            (code, signal) => Exit { part, code, signal, out_of_memory: false },
         }
     }
 }
@@ -139,10 +147,14 @@ impl Exit {
 impl std::fmt::Display for Exit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.code, self.signal) {
-            (_, Some(signal)) => write!(f, "the {} was killed by signal {signal}", self.part.as_str()),
-            (Some(code), None) => write!(f, "the {} exited with status {code}", self.part.as_str()),
-            (None, None) => write!(f, "the {} ended", self.part.as_str()),
+            (_, Some(signal)) => write!(f, "the {} was killed by signal {signal}", self.part.as_str())?,
+            (Some(code), None) => write!(f, "the {} exited with status {code}", self.part.as_str())?,
+            (None, None) => write!(f, "the {} ended", self.part.as_str())?,
         }
+        if self.out_of_memory {
+            f.write_str(": the job was over its memory (out_of_memory)")?;
+        }
+        Ok(())
     }
 }
 
@@ -179,6 +191,15 @@ pub enum LaunchError {
         /// Why.
         #[source]
         source: SandboxError,
+    },
+    /// Its cgroup could not be made.
+    #[error("cannot make the cgroup of job {job}: {source}")]
+    Cgroup {
+        /// The job.
+        job: String,
+        /// Why.
+        #[source]
+        source: CgroupError,
     },
     /// Every job uid is taken.
     #[error("no free job uid for job {job}: {running} jobs run already")]
@@ -246,5 +267,7 @@ mod tests {
         // The sandbox itself killed.
         let killed = Exit::from_status(Part::App, ExitStatus::from_raw(15));
         assert_eq!(killed.to_string(), "the app was killed by signal 15");
+        let over = Exit { out_of_memory: true, ..Exit::from_status(Part::App, ExitStatus::from_raw(137 << 8)) };
+        assert_eq!(over.to_string(), "the app was killed by signal 9: the job was over its memory (out_of_memory)");
     }
 }

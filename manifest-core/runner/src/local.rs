@@ -11,6 +11,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::cgroup::{Cgroups, JobCgroup, JobResources};
 use super::egress::{Broker, EGRESS_ENV, EGRESS_INSIDE, Egress};
 use super::netns::JobNetwork;
 use super::output::{Budget, read_lines};
@@ -27,6 +28,9 @@ pub const DEFAULT_UID_BASE: u32 = 2_000_000_000;
 pub struct LocalRunner {
     sandbox: Sandbox,
     uids: Uids,
+    /// Each job's cgroup is made here, bounded by its resources or these defaults; `None`:
+    /// jobs have none.
+    cgroups: Option<(Cgroups, JobResources)>,
 }
 
 impl LocalRunner {
@@ -39,7 +43,13 @@ impl LocalRunner {
         let host = sandbox.separate_uids().then_some(Path::new(HOST_RESERVATIONS));
         let uids = Uids::new(uid_base, host)
             .map_err(|source| SandboxError::Reservations { dir: HOST_RESERVATIONS.into(), source })?;
-        Ok(LocalRunner { sandbox, uids })
+        Ok(LocalRunner { sandbox, uids, cgroups: None })
+    }
+
+    /// This runner, each job in a cgroup of its own made in `cgroups`, bounded by the job's
+    /// resources or `defaults`.
+    pub fn with_cgroups(self, cgroups: Cgroups, defaults: JobResources) -> LocalRunner {
+        LocalRunner { cgroups: Some((cgroups, defaults)), ..self }
     }
 
     /// Whether jobs granted network access can have it here; otherwise, why not.
@@ -110,7 +120,17 @@ impl JobRunner for LocalRunner {
         let lease = self.uids.lease(&job.id)?;
         let network = JobNetwork::create(self.sandbox.network(), job.network.outbound)
             .map_err(|e| LaunchError::Sandbox { job: job.id.clone(), source: e.into() })?;
-        let placement = Placement { network: Some(&network), cgroup_procs: &[] };
+        // Made before any process, removed after them (a field of the job after them).
+        let cgroup = match &self.cgroups {
+            Some((cgroups, defaults)) => Some(
+                cgroups
+                    .create(&job.id, job.resources.unwrap_or(*defaults))
+                    .map_err(|source| LaunchError::Cgroup { job: job.id.clone(), source })?,
+            ),
+            None => None,
+        };
+        let procs = cgroup.as_ref().map(JobCgroup::procs_files).unwrap_or_default();
+        let placement = Placement { network: Some(&network), cgroup_procs: &procs };
         let mut processes = vec![(Part::App, self.spawn(job, Part::App, &job.app, lease.uid, placement)?)];
         let mut broker = None;
         if let Some(agent) = &job.agent {
@@ -141,7 +161,16 @@ impl JobRunner for LocalRunner {
                 readers.spawn(read_lines(*part, err, lines.clone(), budget.clone()));
             }
         }
-        Ok(Box::new(LocalJob { processes, output, readers, broker, network: Some(network), lease: Some(lease) }))
+        Ok(Box::new(LocalJob {
+            processes,
+            output,
+            readers,
+            broker,
+            network: Some(network),
+            cgroup,
+            out_of_memory: false,
+            lease: Some(lease),
+        }))
     }
 }
 
@@ -186,6 +215,11 @@ struct LocalJob {
     /// The job's network namespace: released after the processes (a field after them, or
     /// dropped by `stop` once they are reaped).
     network: Option<JobNetwork>,
+    /// The job's cgroup, if it has one: removed after the processes (a field after them, or
+    /// dropped by `stop` once they are reaped), killing whatever is left in it.
+    cgroup: Option<JobCgroup>,
+    /// The job was over its memory, and every process of it was killed.
+    out_of_memory: bool,
     /// Given back once the processes are gone (a field after them, or taken by `stop`).
     lease: Option<UidLease>,
 }
@@ -259,6 +293,15 @@ impl RunningJob for LocalJob {
     }
 
     fn exited(&mut self) -> Option<Exit> {
+        if !self.out_of_memory && self.cgroup.as_ref().is_some_and(JobCgroup::out_of_memory) {
+            // The kernel killed one process of the job for its memory (v1 kills one only):
+            // the job is over, every process of it goes.
+            self.out_of_memory = true;
+            if let Some(cgroup) = &self.cgroup {
+                cgroup.kill_all();
+            }
+        }
+        let out_of_memory = self.out_of_memory;
         for i in 0..self.processes.len() {
             let status = match self.processes[i].1.try_wait() {
                 Ok(Some(status)) => Some(status),
@@ -266,7 +309,9 @@ impl RunningJob for LocalJob {
                 Err(_) => None,
             };
             let (part, _) = self.processes.remove(i);
-            return Some(status.map_or(Exit { part, code: None, signal: None }, |s| Exit::from_status(part, s)));
+            let exit =
+                status.map_or(Exit { part, code: None, signal: None, out_of_memory }, |s| Exit::from_status(part, s));
+            return Some(Exit { out_of_memory, ..exit });
         }
         None
     }
@@ -287,6 +332,7 @@ impl RunningJob for LocalJob {
                 let _ = child.wait().await;
             }
             self.broker.take();
+            self.cgroup.take();
             self.network.take();
             self.lease.take();
             let LocalJob { output, readers, .. } = &mut *self;

@@ -261,6 +261,7 @@ impl Sandbox {
         let mut chain: Vec<OsString> = Vec::new();
         if !placement.cgroup_procs.is_empty() {
             chain.push(self.sh.clone().into_os_string());
+            chain.push("-c".into());
             chain.push(JOIN_CGROUP.into());
             chain.push("sh".into());
             chain.extend(placement.cgroup_procs.iter().map(|p| p.clone().into_os_string()));

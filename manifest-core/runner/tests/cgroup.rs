@@ -3,13 +3,17 @@
 //! execs its program, as a job's first step does. Memory is bounded for the group as a
 //! whole, memfd included, and an OOM kill is told; forks beyond the process bound fail; a
 //! busy loop gets its CPU quota and no more; groups are gone once removed or dropped, and
-//! the groups of a service that is gone are swept.
+//! the groups of a service that is gone are swept. Through the runner: a job over its
+//! memory is killed whole (its app and its agent), says so, and another job runs on.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use svc_runner::{Cgroups, JobCgroup, JobResources};
+use svc_runner::{
+    Cgroups, Confined, DEFAULT_UID_BASE, JobCgroup, JobResources, JobRunner, JobSpec, Limits, LocalRunner, Network,
+    Part,
+};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -213,4 +217,60 @@ fn wait(child: &mut Child) -> Output {
 fn cpu_time(pid: u32) -> Duration {
     let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).expect("schedstat");
     Duration::from_nanos(text.split_whitespace().next().and_then(|n| n.parse().ok()).expect("a number"))
+}
+
+fn shell(script: &str) -> Confined {
+    Confined {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        env: Vec::new(),
+        mounts: Vec::new(),
+        cwd: "/".into(),
+    }
+}
+
+fn job(id: &str, app: &str, agent: &str, resources: Option<JobResources>) -> JobSpec {
+    JobSpec {
+        id: id.to_owned(),
+        app: shell(app),
+        agent: Some(shell(agent)),
+        capture_output: true,
+        network: Network::default(),
+        egress: None,
+        resources,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_job_over_its_memory_is_killed_whole_and_says_so_and_another_runs_on() {
+    let runner = LocalRunner::new(Limits::default(), DEFAULT_UID_BASE)
+        .await
+        .expect("bubblewrap works here")
+        .with_cgroups(cgroups(), JobResources::DEFAULT);
+    // The app's shell lives on after its `tail` is killed: the runner ends it, and the agent.
+    let small = JobResources { memory_bytes: 64 * MIB, ..JobResources::DEFAULT };
+    let hog = job("dep_hog", "head -c 300M /dev/zero | tail; exec sleep 30", "exec sleep 30", Some(small));
+    let calm = job("dep_calm", "exec sleep 30", "exec sleep 30", None);
+    let mut calm = runner.launch(&calm).expect("launched");
+    let mut hog = runner.launch(&hog).expect("launched");
+    let started = Instant::now();
+    let mut exits = Vec::new();
+    let mut lines = Vec::new();
+    while exits.len() < 2 && started.elapsed() < Duration::from_secs(15) {
+        lines.extend(hog.output());
+        exits.extend(hog.exited());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(exits.len(), 2, "the app and the agent ended: {exits:?}");
+    for exit in &exits {
+        assert!(exit.out_of_memory && exit.signal == Some(9), "{exit:?}: {lines:?}");
+    }
+    assert!(exits.iter().any(|e| e.part == Part::Agent), "the agent went with it");
+    assert_eq!(
+        exits[0].to_string(),
+        format!("the {} was killed by signal 9: the job was over its memory (out_of_memory)", exits[0].part.as_str())
+    );
+    assert!(calm.exited().is_none(), "the other job runs on");
+    assert_eq!(calm.pids().len(), 2);
+    let _ = hog.stop().await;
+    let _ = calm.stop().await;
 }

@@ -29,6 +29,7 @@ async fn a_jobs_output_and_exit_status_are_read_back_and_its_last_lines_kept() {
         capture_output: true,
         network: Network::default(),
         egress: None,
+        resources: None,
     };
     let mut running = runner.launch(&job).expect("launched");
     let mut exit = None;
@@ -41,7 +42,7 @@ async fn a_jobs_output_and_exit_status_are_read_back_and_its_last_lines_kept() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(3), signal: None }));
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(3), signal: None, out_of_memory: false }));
     lines.extend(running.stop().await);
     let app: Vec<&str> = lines.iter().filter(|(p, _)| *p == Part::App).map(|(_, l)| l.as_str()).collect();
     assert!(app.contains(&"hello from the app") && app.contains(&"to stderr"), "{lines:?}");
@@ -65,6 +66,7 @@ async fn a_job_printing_more_than_the_file_size_limit_keeps_running() {
         capture_output: true,
         network: Network::default(),
         egress: None,
+        resources: None,
     };
     let mut running = runner.launch(&job).expect("launched");
     let mut lines = Vec::new();
@@ -77,7 +79,12 @@ async fn a_job_printing_more_than_the_file_size_limit_keeps_running() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(0), signal: None }), "after {} lines", lines.len());
+    assert_eq!(
+        exit,
+        Some(Exit { part: Part::App, code: Some(0), signal: None, out_of_memory: false }),
+        "after {} lines",
+        lines.len()
+    );
     // What it printed beyond its output budget (1.4 MB at once, 22 MB with each line's cost)
     // is dropped and counted: once its pipe is drained every byte is a line kept or is in a
     // notice.
@@ -169,6 +176,7 @@ fn marked_job(id: &str, marker: &str) -> JobSpec {
         capture_output: false,
         network: Network::default(),
         egress: None,
+        resources: None,
     }
 }
 
@@ -257,12 +265,13 @@ async fn a_job_without_an_agent_is_its_app_alone() {
         capture_output: true,
         network: Network::default(),
         egress: None,
+        resources: None,
     };
     let mut running = runner.launch(&job).expect("launched");
     assert_eq!(running.pids().len(), 1, "one process");
     let mut lines = Vec::new();
     let exit = until_exit(&mut running, &mut lines).await;
-    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(4), signal: None }));
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(4), signal: None, out_of_memory: false }));
     lines.extend(running.stop().await);
     assert_eq!(lines, [(Part::App, "hello alone".to_owned())]);
 }
@@ -279,6 +288,7 @@ async fn terminate_asks_the_program_itself_to_end() {
         capture_output: true,
         network: Network::default(),
         egress: None,
+        resources: None,
     };
     let mut running = runner.launch(&job).expect("launched");
     let mut lines = Vec::new();
@@ -292,7 +302,7 @@ async fn terminate_asks_the_program_itself_to_end() {
     running.terminate();
     let exit = until_exit(&mut running, &mut lines).await;
     lines.extend(running.stop().await);
-    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(7), signal: None }), "{lines:?}");
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(7), signal: None, out_of_memory: false }), "{lines:?}");
     assert!(lines.iter().any(|(_, l)| l == "ceasing"), "{lines:?}");
 }
 
@@ -323,12 +333,13 @@ async fn only_the_jobs_own_mounts_are_given_to_its_uid() {
         capture_output: true,
         network: Network::default(),
         egress: None,
+        resources: None,
     };
     let mut running = runner.launch(&job).expect("launched");
     let mut lines = Vec::new();
     let exit = until_exit(&mut running, &mut lines).await;
     lines.extend(running.stop().await);
-    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(0), signal: None }), "{lines:?}");
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(0), signal: None, out_of_memory: false }), "{lines:?}");
     assert_eq!(std::fs::metadata(shared.join("file")).expect("stat").uid(), owner, "a shared file keeps its owner");
     if owner == 0 {
         assert!(std::fs::metadata(own.join("file")).expect("stat").uid() >= DEFAULT_UID_BASE, "the job's own file");
@@ -361,12 +372,13 @@ async fn a_program_inside_a_mount_runs_by_the_path_the_job_sees() {
             capture_output: true,
             network: Network::default(),
             egress: None,
+            resources: None,
         })
         .expect("launched");
     let mut lines = Vec::new();
     let exit = until_exit(&mut running, &mut lines).await;
     lines.extend(running.stop().await);
-    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(0), signal: None }), "{lines:?}");
+    assert_eq!(exit, Some(Exit { part: Part::App, code: Some(0), signal: None, out_of_memory: false }), "{lines:?}");
     assert_eq!(lines, [(Part::App, "/image/run.sh first hello".to_owned())]);
     // A program the mount does not hold is refused before anything starts.
     let missing =
@@ -379,6 +391,7 @@ async fn a_program_inside_a_mount_runs_by_the_path_the_job_sees() {
             capture_output: true,
             network: Network::default(),
             egress: None,
+            resources: None,
         })
         .err()
         .expect("refused");

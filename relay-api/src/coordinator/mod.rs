@@ -279,6 +279,8 @@ fn local_pool(config: &CoordinatorConfig) -> Result<(Arc<dyn Market>, ArtifactSt
     let mut pool = LocalPoolConfig::new(config.jobs_dir.join("pool"), artifacts.clone());
     pool.jobs_per_processor = JOB_UIDS;
     pool.limits = config.job_limits;
+    pool.resources = config.job_resources;
+    pool.cgroups = config.job_cgroups;
     pool.uid_base = config.job_uid_base;
     pool.node = config.node.clone();
     let made = blocking(|| std::thread::spawn(move || LocalPool::new(pool)).join());

@@ -104,6 +104,7 @@ impl IngressJob {
             capture_output: self.capture_output,
             network: svc_runner::Network::default(),
             egress: Some(self.egress.clone()),
+            resources: None,
         })
     }
 

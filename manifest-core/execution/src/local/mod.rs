@@ -28,7 +28,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use svc_runner::{DEFAULT_UID_BASE, JobRunner, JobSpec, LaunchError, Limits, LocalRunner, SandboxError};
+use svc_runner::{
+    CgroupError, Cgroups, DEFAULT_UID_BASE, JobResources, JobRunner, JobSpec, LaunchError, Limits, LocalRunner,
+    SandboxError,
+};
 use tokio::sync::mpsc;
 
 pub use workload::{APP_INSIDE, IMAGE_INSIDE};
@@ -44,8 +47,10 @@ pub const OUTPUT_LINES: usize = 200;
 
 /// The bytes of output kept per job, its [`OUTPUT_LINES`] together (issue 39, point 4): beyond
 /// it the oldest lines go, as they do beyond [`OUTPUT_LINES`], since a job's last lines say
-/// why it ended.
-pub const OUTPUT_BYTES: usize = 256 * 1024;
+/// why it ended. A job's whole burst and a second of its rate
+/// ([`svc_runner::OUTPUT_BURST`], [`svc_runner::OUTPUT_BYTES_PER_SEC`]), so what it may print
+/// between two reads of the relay's engine is kept whole.
+pub const OUTPUT_BYTES: usize = (svc_runner::OUTPUT_BURST + svc_runner::OUTPUT_BYTES_PER_SEC) as usize;
 
 /// The first uid of the pool's jobs (when the service runs as root): above the relay's range
 /// (which starts at [`DEFAULT_UID_BASE`] and holds 65,536), so a relay and a publication
@@ -76,6 +81,13 @@ pub struct LocalPoolConfig {
     pub artifacts: ArtifactStore,
     /// Each job's resource limits.
     pub limits: Limits,
+    /// What each job may use, every process of it together (its cgroup), where its policy
+    /// says nothing (memory: its `minimums.memory` where it has one).
+    pub resources: JobResources,
+    /// Whether each job runs in a cgroup of its own: the pool does not start where jobs
+    /// cannot have one. `false` is an explicit choice (`--without-job-cgroups`), logged as a
+    /// warning.
+    pub cgroups: bool,
     /// The first job uid when the service runs as root.
     pub uid_base: u32,
     /// How long a job's process must stay up to be `Ready`.
@@ -102,6 +114,8 @@ impl LocalPoolConfig {
             work_dir: work_dir.into(),
             artifacts,
             limits: Limits::default(),
+            resources: JobResources::DEFAULT,
+            cgroups: true,
             uid_base: DEFAULT_POOL_UID_BASE,
             ready_after: Duration::from_millis(500),
             cease_grace: Duration::from_secs(5),
@@ -134,6 +148,9 @@ pub enum LocalPoolError {
         #[source]
         source: std::io::Error,
     },
+    /// Jobs cannot have cgroups here (the message says what to enable).
+    #[error(transparent)]
+    Cgroups(CgroupError),
     /// Jobs cannot be confined here.
     #[error("the local pool cannot confine jobs: {source}")]
     Sandbox {
@@ -156,6 +173,8 @@ pub struct LocalPool {
     timing: Timing,
     clock: Arc<dyn Clock>,
     node: OsString,
+    /// What a job may use where its policy says nothing.
+    resources: JobResources,
     runner: LocalRunner,
     /// One launch or restart at a time: an execution ID is never started twice.
     launching: Mutex<()>,
@@ -266,6 +285,23 @@ impl LocalPool {
         let runner = runtime
             .block_on(LocalRunner::new(config.limits, config.uid_base))
             .map_err(|source| LocalPoolError::Sandbox { source })?;
+        let runner = if config.cgroups {
+            let cgroups = Cgroups::detect().map_err(LocalPoolError::Cgroups)?;
+            let r = config.resources;
+            tracing::info!(
+                "each job runs in a cgroup of its own ({}): {} MiB, {} processes, {} millicores unless its policy says otherwise",
+                cgroups.version(),
+                r.memory_bytes >> 20,
+                r.processes,
+                r.cpu_millicores
+            );
+            runner.with_cgroups(cgroups, r)
+        } else {
+            tracing::warn!(
+                "jobs run without a cgroup each (--without-job-cgroups): memory is bounded per process only, the number of processes per uid, CPU not at all; not for a host shared by tenants"
+            );
+            runner
+        };
         // Sandboxes of this pool's directories that a killed service left behind.
         let orphans_swept = svc_runner::sweep_orphans(&[&config.work_dir, config.artifacts.dir()]);
         Ok(LocalPool {
@@ -280,6 +316,7 @@ impl LocalPool {
             timing: Timing { ready_after: config.ready_after, grace: config.cease_grace },
             clock: config.clock,
             node: config.node,
+            resources: config.resources,
             runner,
             launching: Mutex::new(()),
             next_run: AtomicU64::new(0),
@@ -395,7 +432,9 @@ impl LocalPool {
             order.workload.sidecar.as_ref().map(|s| workload::confine_sidecar(s, scratch.path())).transpose()?;
         let network = svc_runner::Network { outbound: order.workload.outbound };
         let egress = order.workload.sidecar.as_ref().and_then(|s| s.egress.clone());
-        let spec = JobSpec { id: order.execution_id.clone(), app, agent, capture_output: true, network, egress };
+        let resources = Some(job_resources(self.resources, &order.requirements));
+        let spec =
+            JobSpec { id: order.execution_id.clone(), app, agent, capture_output: true, network, egress, resources };
         // Started on the pool's own worker thread, never the caller's: a sandbox dies with the
         // thread that started it (bwrap's --die-with-parent is a parent-death signal, and the
         // exit of the forking thread counts as its parent's death), and a caller may be a
@@ -459,6 +498,16 @@ impl LocalPool {
         }
     }
 }
+
+/// What a job of `requirements` may use: its policy's memory (`minimums.memory`, at least
+/// [`MIN_JOB_MEMORY`]) where it says, else the pool's `defaults`.
+fn job_resources(defaults: JobResources, requirements: &Requirements) -> JobResources {
+    let memory_bytes = requirements.memory_bytes.map_or(defaults.memory_bytes, |m| m.max(MIN_JOB_MEMORY));
+    JobResources { memory_bytes, ..defaults }
+}
+
+/// The least memory a job is given, whatever its policy says: a runtime starts in it.
+const MIN_JOB_MEMORY: u64 = 64 << 20;
 
 /// A launch the runner could not make, as the tenant reads it: what failed, never where on
 /// the host (the paths it prepared, the programs it ran); the whole error goes to the log.
@@ -622,5 +671,15 @@ mod tests {
         keep_last(&mut output, (0..300).map(|n| (Part::Agent, format!("short {n}"))).collect());
         assert_eq!(output.len(), OUTPUT_LINES);
         assert_eq!(output.front().map(|(_, l)| l.as_str()), Some("short 100"));
+    }
+
+    #[test]
+    fn a_policys_memory_overrides_the_default_and_is_never_under_64_mib() {
+        let defaults = JobResources { memory_bytes: 512 << 20, processes: 100, cpu_millicores: 500 };
+        assert_eq!(job_resources(defaults, &Requirements::default()), defaults);
+        let asked = Requirements { memory_bytes: Some(2 << 30), ..Requirements::default() };
+        assert_eq!(job_resources(defaults, &asked), JobResources { memory_bytes: 2 << 30, ..defaults });
+        let tiny = Requirements { memory_bytes: Some(1 << 20), ..Requirements::default() };
+        assert_eq!(job_resources(defaults, &tiny).memory_bytes, 64 << 20);
     }
 }

@@ -77,6 +77,9 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
             break None;
         }
     };
+    if let Some(exit) = ended.filter(|e| e.out_of_memory) {
+        tracing::warn!(execution_id = %run.id, "job {}: {exit}; every process of it was killed", run.id);
+    }
     // Killed if still running, and reaped: no process of the job is left once it is `Exited`.
     let last = run.job.stop().await;
     // Its secret files go with it; a directory that will not go is only space.
