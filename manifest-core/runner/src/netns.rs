@@ -55,6 +55,12 @@ pub struct NetworkTools {
     bwrap: PathBuf,
     nsenter: PathBuf,
     sleep: PathBuf,
+    sh: PathBuf,
+    setpriv: PathBuf,
+    /// For a service that is not root: its holder is made by `unshare` and brings its loopback
+    /// up with `ip`.
+    unshare: Option<PathBuf>,
+    ip: Option<PathBuf>,
     /// For outbound access: `slirp4netns`, `ip` and `setpriv` (absent: jobs granted network
     /// access are refused at launch with a hint).
     outbound: Option<OutboundTools>,
@@ -65,7 +71,6 @@ pub struct NetworkTools {
 struct OutboundTools {
     slirp4netns: PathBuf,
     ip: PathBuf,
-    setpriv: PathBuf,
 }
 
 impl NetworkTools {
@@ -76,13 +81,17 @@ impl NetworkTools {
             crate::which(std::ffi::OsStr::new(program)).map_err(|_| NetworkError::Missing { program, package })
         };
         let outbound = match (find("slirp4netns", "slirp4netns"), find("ip", "iproute2")) {
-            (Ok(slirp4netns), Ok(ip)) => Some(OutboundTools { slirp4netns, ip, setpriv }),
+            (Ok(slirp4netns), Ok(ip)) => Some(OutboundTools { slirp4netns, ip }),
             _ => None,
         };
         Ok(NetworkTools {
             bwrap,
             nsenter: find("nsenter", "util-linux")?,
             sleep: find("sleep", "coreutils")?,
+            sh: find("sh", "dash")?,
+            setpriv,
+            unshare: find("unshare", "util-linux").ok(),
+            ip: find("ip", "iproute2").ok(),
             outbound,
             privileged,
         })
@@ -107,7 +116,7 @@ pub struct JobNetwork {
     holder: Child,
     /// The holder's info pipe, kept open: bwrap writes the rest of its JSON after the pid,
     /// and a closed pipe killed it with SIGPIPE (its namespace's process then stuck unborn).
-    _info: Option<BufReader<std::process::ChildStdout>>,
+    _info: Option<Info>,
     /// The holder's `sleep`, inside the namespace: its `/proc/PID/ns/net` is the namespace.
     inside: u32,
     slirp: Option<Child>,
@@ -125,27 +134,12 @@ impl JobNetwork {
             tools.outbound_ready()?;
         }
         let holder_error = |detail: String| NetworkError::Holder { detail };
-        let mut command = Command::new(&tools.bwrap);
-        command.env_clear().args(["--unshare-net", "--die-with-parent", "--new-session"]);
-        if !tools.privileged {
-            command.arg("--unshare-user");
+        let (mut holder, info, inside) =
+            if tools.privileged { holder_as_root(tools)? } else { holder_unprivileged(tools)? };
+        if let Err(detail) = until_sleeping(inside) {
+            end(&mut holder);
+            return Err(holder_error(detail));
         }
-        // The holder is the service's own program (sleep), not the job's: it sees the host's
-        // files read-only and only ever sleeps.
-        command.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--info-fd", "1", "--"]);
-        command.arg(&tools.sleep).arg("infinity");
-        // Not its stderr: a pipe the holder keeps open could not be read to its end on failure.
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-        let mut holder = command.spawn().map_err(|e| holder_error(format!("{}: {e}", tools.bwrap.display())))?;
-        let stdout = holder.stdout.take();
-        let mut info = stdout.map(BufReader::new);
-        let inside = match child_pid(info.as_mut()).and_then(|pid| until_sleeping(pid).map(|()| pid)) {
-            Ok(pid) => pid,
-            Err(detail) => {
-                end(&mut holder);
-                return Err(holder_error(detail));
-            }
-        };
         let mut network = JobNetwork {
             holder,
             _info: info,
@@ -155,7 +149,7 @@ impl JobNetwork {
             privileged: tools.privileged,
         };
         if outbound && let Some(out) = &tools.outbound {
-            network.slirp = Some(network.way_out(out)?);
+            network.slirp = Some(network.way_out(out, &tools.setpriv)?);
         }
         Ok(network)
     }
@@ -186,9 +180,9 @@ impl JobNetwork {
     }
 
     /// Starts slirp4netns on the namespace and routes private ranges to nowhere.
-    fn way_out(&self, tools: &OutboundTools) -> Result<Child, NetworkError> {
+    fn way_out(&self, tools: &OutboundTools, setpriv: &std::path::Path) -> Result<Child, NetworkError> {
         let error = |detail: String| NetworkError::Holder { detail };
-        let mut command = Command::new(&tools.setpriv);
+        let mut command = Command::new(setpriv);
         // Dies with the service (its parent) even if killed with SIGKILL.
         command.env_clear().args(["--pdeathsig", "KILL", "--"]).arg(&tools.slirp4netns);
         command.args(["--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox", "--enable-seccomp"]);
@@ -230,6 +224,54 @@ impl JobNetwork {
     }
 }
 
+/// The holder under a root service: bwrap with `--unshare-net` (which brings the loopback up)
+/// running `sleep`; its pid inside comes on bwrap's info pipe.
+fn holder_as_root(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32), NetworkError> {
+    let holder_error = |detail: String| NetworkError::Holder { detail };
+    let mut command = Command::new(&tools.bwrap);
+    command.env_clear().args(["--unshare-net", "--die-with-parent", "--new-session"]);
+    // The holder is the service's own program (sleep), not the job's: it sees the host's files
+    // read-only and only ever sleeps.
+    command.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--info-fd", "1", "--"]);
+    command.arg(&tools.sleep).arg("infinity");
+    // Not its stderr: a pipe the holder keeps open could not be read to its end on failure.
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut holder = command.spawn().map_err(|e| holder_error(format!("{}: {e}", tools.bwrap.display())))?;
+    let mut info = holder.stdout.take().map(BufReader::new);
+    match child_pid(info.as_mut()) {
+        Ok(pid) => Ok((holder, info, pid)),
+        Err(detail) => {
+            end(&mut holder);
+            Err(holder_error(detail))
+        }
+    }
+}
+
+/// The holder under a service that is not root: `unshare` makes a user namespace (the
+/// service's uid as its root) owning a network namespace, brings its loopback up with `ip`
+/// and becomes `sleep`. Not bwrap: unprivileged, bwrap's process sits in a second, nested
+/// user namespace, which does not own the network namespace, so `nsenter` could not enter it.
+fn holder_unprivileged(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32), NetworkError> {
+    let holder_error = |detail: String| NetworkError::Holder { detail };
+    let (Some(unshare), Some(ip)) = (&tools.unshare, &tools.ip) else {
+        return Err(NetworkError::Missing { program: "unshare and ip", package: "util-linux iproute2" });
+    };
+    // setpriv's parent-death signal passes through both execs: the holder dies with the
+    // service, even by SIGKILL.
+    let mut command = Command::new(&tools.setpriv);
+    command.env_clear().args(["--pdeathsig", "KILL", "--"]).arg(unshare);
+    command.args(["--user", "--map-root-user", "--net", "--"]);
+    command.arg(&tools.sh).arg("-c").arg(r#""$1" link set lo up && exec "$2" infinity"#).arg("sh");
+    command.arg(ip).arg(&tools.sleep);
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let holder = command.spawn().map_err(|e| holder_error(format!("{}: {e}", unshare.display())))?;
+    let pid = holder.id();
+    Ok((holder, None, pid))
+}
+
+/// The holder's info pipe.
+type Info = BufReader<std::process::ChildStdout>;
+
 impl Drop for JobNetwork {
     fn drop(&mut self) {
         if let Some(slirp) = &mut self.slirp {
@@ -247,7 +289,7 @@ fn end(child: &mut Child) {
 
 /// The `child-pid` bwrap writes on its info fd (the holder's stdout), read until it comes or
 /// the holder ends.
-fn child_pid(reader: Option<&mut BufReader<std::process::ChildStdout>>) -> Result<u32, String> {
+fn child_pid(reader: Option<&mut Info>) -> Result<u32, String> {
     let reader = reader.ok_or("no info pipe")?;
     let started = Instant::now();
     let mut info = String::new();
