@@ -237,6 +237,23 @@ async fn a_job_reaches_no_other_tenants_app_and_no_port_of_the_service() {
     for port in &ports {
         assert_eq!(reached[format!("127.0.0.1:{port}")], "ECONNREFUSED", "port {port} from the job: {reached:#}");
     }
+    // Issue 39's flood from inside a tenant's job: 2,000 unauthenticated connections to the
+    // tunnel port. None reaches it (the job's loopback is its own), and tenant A is served
+    // throughout.
+    let flood = format!("/flood?host=127.0.0.1&port={}&count=2000", ports[3]);
+    let flooding = tokio::spawn({
+        let ca = ca.clone();
+        let public = relay.public;
+        async move { get(public, "hostile-evil.localhost", &ca, &flood).await }
+    });
+    for _ in 0..5 {
+        let answer = get(relay.public, "node-demo-acme.localhost", &ca, "/api/info").await.expect("A during the flood");
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let flooded = flooding.await.expect("the flood").expect("the hostile job answers").json();
+    assert_eq!(flooded["connected"], 0, "{flooded:#}");
+    assert_eq!(flooded["failed"]["ECONNREFUSED"], 2000, "{flooded:#}");
     // The host's own (non-loopback) address leads nowhere either.
     let host = std::net::UdpSocket::bind("0.0.0.0:0")
         .and_then(|s| s.connect("192.0.2.1:9").and_then(|()| s.local_addr()))
