@@ -218,6 +218,9 @@ async fn a_job_reaches_no_other_tenants_app_and_no_port_of_the_service() {
     let agent_api =
         agent["coordinator"].as_str().expect("the agent API").rsplit_once(':').expect("a port").1.to_owned();
     let api = relay.api.rsplit_once(':').expect("a port").1.trim_end_matches('/').to_owned();
+    // The gateway is the only way in: the app's port is not on the host's loopback.
+    let from_host = std::net::TcpStream::connect(("127.0.0.1", app_port as u16));
+    assert!(from_host.is_err(), "tenant A's app port {app_port} answered on the host's loopback");
     // The app answers its own agent: tenant A is served.
     let answer = get(relay.public, "node-demo-acme.localhost", &data.join("ca.pem"), "/api/info").await.expect("A");
     assert_eq!(answer.status, 200, "{}", answer.text());
