@@ -1001,3 +1001,55 @@ fn a_pool_that_cannot_start_names_no_host_path_in_the_tenants_projection() {
     assert!(w.server.stderr().contains(&artifacts.display().to_string()), "the log names the host's path");
     finish(w);
 }
+
+/// Whether the network namespace `pid` is in has a TCP socket listening on `port` (from
+/// `/proc/PID/net/tcp`: each process sees its own namespace's table).
+fn listens_in_namespace_of(pid: u32, port: u16) -> bool {
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
+    let local = format!(":{port:04X}");
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1).is_some_and(|l| l.ends_with(&local)) && fields.get(3) == Some(&"0A")
+    })
+}
+
+/// Issue 39 finding: under `svc serve`, one job read another job's private loopback endpoint
+/// (jobs shared the host's network). Each job has a network namespace of its own now: a job
+/// listening on 127.0.0.1 is reachable only from inside its own job.
+#[test]
+fn a_job_cannot_read_another_jobs_private_loopback_endpoint() {
+    let w = World::new("exec-netns");
+    let schema = served_schema(&w.server);
+    authorize(&w);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let private = format!(
+        "require('node:http').createServer((q, s) => s.end('private')).listen({port}, '127.0.0.1');\n{STAY_UP}"
+    );
+    let private = store_bundle(&w, "private", &private);
+    launch(&w, "private", &private, &continuous("private", 1));
+    wait_for(&w, &schema, "private", "converged", WAIT, |a| converged_on(a, 1, 1));
+    // The endpoint is up, in the private job's namespace (its sandbox's processes are in it),
+    // and not in the host's.
+    let deadline = Instant::now() + WAIT;
+    while !sandboxes(w.dir.path()).iter().any(|(pid, _)| listens_in_namespace_of(*pid, port)) {
+        assert!(Instant::now() < deadline, "the private endpoint never listened");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!listens_in_namespace_of(std::process::id(), port), "the job listens in the host's namespace");
+    // Another job connects to it: exit 0 when refused, 7 when it reached the endpoint.
+    let reader = format!(
+        "const s = require('node:net').connect({{ host: '127.0.0.1', port: {port} }});\n\
+         s.on('connect', () => process.exit(7));\n\
+         s.on('error', (e) => process.exit(e.code === 'ECONNREFUSED' ? 0 : 9));\n"
+    );
+    let reader = store_bundle(&w, "reader", &reader);
+    launch(&w, "reader", &reader, &v5("reader"));
+    let answer = wait_for(&w, &schema, "reader", "settled", WAIT, |a| state(a) == "settled");
+    let run = &answer["recent"][0];
+    assert_eq!(
+        (run["state"].as_str(), run["reason"]["message"].as_str()),
+        (Some("completed"), Some("it exited with status 0")),
+        "the other job's endpoint answered (7) or something else happened (9):\n{answer:#}"
+    );
+    finish(w);
+}
