@@ -1002,6 +1002,48 @@ fn a_pool_that_cannot_start_names_no_host_path_in_the_tenants_projection() {
     finish(w);
 }
 
+/// A job that starts eight processes of 400 MiB each, every page written, and stays up.
+const EIGHT_TIMES_400_MIB: &str = r#"const { spawn } = require('child_process');
+const hold = 'globalThis.held = Buffer.alloc(400 * 1024 * 1024, 1); console.log("holding 400 MiB"); setInterval(() => {}, 1000);';
+for (let i = 0; i < 8; i++) spawn(process.execPath, ['-e', hold], { stdio: 'inherit' });
+setInterval(() => {}, 1000);
+"#;
+
+/// Issue 39, point 2 (the finding: one job held 8 x 400 MiB, 3.6 GiB, since memory was
+/// bounded per process only). Each of the job's eight processes is under the per-process
+/// bound, but the job's cgroup bounds them together (512 MiB, `--job-memory-mib`'s default):
+/// the kernel kills one, the runner the rest. Its execution fails with `out_of_memory` in the
+/// tenant's projection and the service's log says so; another tenant's job keeps running,
+/// the same execution, never restarted.
+#[test]
+fn a_job_holding_eight_times_400_mib_is_killed_alone_for_memory_and_its_projection_says_so() {
+    let w = World::new("exec-oom");
+    let schema = served_schema(&w.server);
+    authorize(&w);
+    let calm = store_bundle(&w, "calm", STAY_UP);
+    launch(&w, "calm", &calm, &continuous("calm", 1));
+    let before = wait_for(&w, &schema, "calm", "converged", WAIT, |a| converged_on(a, 1, 1));
+    let hog = store_bundle(&w, "hog", EIGHT_TIMES_400_MIB);
+    launch(&w, "hog", &hog, &continuous("hog", 1));
+    let out_of_memory =
+        |a: &Value| a["recent"].as_array().into_iter().flatten().any(|e| e["reason"]["code"] == "out_of_memory");
+    let answer = wait_for(&w, &schema, "hog", "killed for its memory", WAIT, out_of_memory);
+    let killed = &answer["recent"][0];
+    assert_eq!(killed["state"], "failed", "{answer:#}");
+    let message = killed["reason"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("memory"), "the tenant reads why: {message}");
+    // Killed whole: none of its processes is left, while the other job's is.
+    let log = w.server.stderr();
+    assert!(log.contains("out_of_memory"), "the service's log says so:\n{log}");
+    let after = projection(&w, &schema, "calm", "?limit=100");
+    assert!(converged_on(&after, 1, 1), "the other job keeps running:\n{after:#}");
+    assert_eq!(recent_ids(&after), recent_ids(&before), "the same execution:\n{after:#}");
+    assert_eq!(after["slots"][0]["restarts"], 0, "never restarted:\n{after:#}");
+    let held = sandboxes(w.dir.path()).len();
+    assert!(held > 0, "the other job's sandbox runs");
+    finish(w);
+}
+
 /// Whether the network namespace `pid` is in has a TCP socket listening on `port` (from
 /// `/proc/PID/net/tcp`: each process sees its own namespace's table).
 fn listens_in_namespace_of(pid: u32, port: u16) -> bool {
