@@ -209,6 +209,24 @@ async fn a_job_restarted_between_two_ticks_is_validated_again_before_it_says_liv
     assert!(w.tick_until(10, live).await, "{:?}", w.deployment(&d.id));
 }
 
+/// Issue 39, point 2: a job killed for its memory (the local pool's cgroup) is told as such in
+/// the deployment's state and log, and restarted like any job that ended.
+#[tokio::test]
+async fn a_job_killed_for_its_memory_says_so_in_the_deployments_state_and_log() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    let live = |w: &World| w.deployment(&d.id).state == DeploymentState::Live;
+    assert!(w.tick_until(10, live).await);
+    w.market.end_out_of_memory(&format!("{}.r1", d.id));
+    w.engine.tick().await;
+    let now = w.deployment(&d.id);
+    assert_eq!(now.state, DeploymentState::Provisioning, "{now:?}");
+    let told = "the app was killed by signal 9: the job was over its memory (out_of_memory); restarting the job";
+    assert!(now.state_reason.contains(told), "{}", now.state_reason);
+    let log: Vec<String> = w.store.recent_logs(&d.id, 100).expect("logs").into_iter().map(|l| l.line).collect();
+    assert!(log.iter().any(|line| line.contains("out_of_memory")), "{log:?}");
+}
+
 #[tokio::test]
 async fn a_successor_of_a_deployment_that_serves_nothing_takes_over_at_once() {
     let w = world(FakeProbe::default());

@@ -38,6 +38,8 @@ pub(crate) struct Launched {
     pub(crate) workloads: Vec<svc_execution::Workload>,
     /// Jobs whose state changed since the scheduler last asked.
     pub(crate) changed: Vec<String>,
+    /// How ended jobs ended, where the test said more than a status.
+    pub(crate) endings: HashMap<String, svc_execution::market::Exit>,
     /// Where the job names come from.
     pub(crate) store: Option<Arc<RelayStore>>,
     /// Same-job restarts are refused (the processor is full).
@@ -84,6 +86,29 @@ impl FakeMarket {
                 *state = JobState::Exited(Some(code));
                 ended.push(id.clone());
             }
+        }
+        launched.changed.extend(ended);
+    }
+
+    /// Ends `job` as the local pool does one over its memory: its app killed by SIGKILL,
+    /// `out_of_memory`.
+    pub(crate) fn end_out_of_memory(&self, job: &str) {
+        let mut launched = self.0.lock().expect("lock");
+        let mut ended = Vec::new();
+        for (id, (name, state)) in launched.jobs.iter_mut() {
+            if name == job && *state == JobState::Starting {
+                *state = JobState::Exited(None);
+                ended.push(id.clone());
+            }
+        }
+        let exit = svc_execution::market::Exit {
+            part: svc_execution::market::Part::App,
+            code: None,
+            signal: Some(9),
+            out_of_memory: true,
+        };
+        for id in &ended {
+            launched.endings.insert(id.clone(), exit);
         }
         launched.changed.extend(ended);
     }
@@ -149,6 +174,9 @@ impl Market for FakeMarket {
     }
     fn release(&self, execution_id: &str) {
         self.0.lock().expect("lock").jobs.remove(execution_id);
+    }
+    fn ending(&self, execution_id: &str) -> Option<svc_execution::market::Exit> {
+        self.0.lock().expect("lock").endings.get(execution_id).copied()
     }
 }
 
