@@ -1095,3 +1095,50 @@ fn a_job_cannot_read_another_jobs_private_loopback_endpoint() {
     );
     finish(w);
 }
+
+/// `svc serve` in a mount namespace of its own with every cgroup hierarchy unmounted: a host
+/// where jobs cannot have cgroups.
+fn serve_without_cgroup_mounts(data_dir: &Path, extra: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "sh", "-c", r#"umount -R /sys/fs/cgroup && exec "$0" "$@""#])
+        .arg(svc_e2e::service::svc_binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .args(extra)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
+/// Issue 39, point 2: a host where jobs cannot have cgroups is told at start what to enable,
+/// and `svc serve` does not start; `--without-job-cgroups` starts it, with a warning.
+#[test]
+fn a_host_without_cgroups_is_told_what_to_enable_and_runs_without_only_when_asked() {
+    use std::io::BufRead as _;
+    let dir = svc_e2e::service::TempDir::new("exec-no-cgroups");
+    let refused = serve_without_cgroup_mounts(dir.path(), &[]).output().expect("unshare runs (util-linux)");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    for needed in
+        ["no cgroup2 hierarchy is mounted", "the v1 memory controller is not mounted", "--without-job-cgroups"]
+    {
+        assert!(said.contains(needed), "{needed:?} in {said}");
+    }
+    let mut without = serve_without_cgroup_mounts(dir.path(), &["--without-job-cgroups"]).spawn().expect("runs");
+    let lines = std::io::BufReader::new(without.stderr.take().expect("stderr")).lines();
+    let mut seen = Vec::new();
+    for line in lines.map_while(Result::ok) {
+        let listening = line.contains("svc serve: listening on");
+        seen.push(line);
+        if listening {
+            break;
+        }
+    }
+    let _ = without.kill();
+    let _ = without.wait();
+    let warned = seen.iter().position(|l| l.contains("WARN") && l.contains("--without-job-cgroups"));
+    assert!(warned.is_some(), "a warning, then listening: {seen:#?}");
+    assert!(seen.last().is_some_and(|l| l.contains("listening")), "{seen:#?}");
+}
