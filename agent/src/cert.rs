@@ -55,6 +55,8 @@ pub struct CurrentCert {
     /// Whether a challenge is pending: each tunnel tells its gateway at once, so that the
     /// route's ACME validations come to this replica ([`relay_wire::wire::Control::Ping`]).
     pending: tokio::sync::watch::Sender<bool>,
+    /// Told at each install: readiness is asked again at once ([`crate::readiness`]).
+    installed: tokio::sync::Notify,
 }
 
 impl CurrentCert {
@@ -70,7 +72,13 @@ impl CurrentCert {
         if let Ok(mut current) = self.current.write() {
             *current = Some(Arc::new(certified));
         }
+        self.installed.notify_one();
         Ok(())
+    }
+
+    /// Resolves at the next install (or at once if one happened since the last call).
+    pub async fn installed(&self) {
+        self.installed.notified().await;
     }
 
     /// Whether a certificate is installed.

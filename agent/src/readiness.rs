@@ -7,7 +7,7 @@
 //! Until the first answer the app counts as not ready: a replica just started gets no
 //! connection before its app listens. Nor before the agent has its certificate: a replica
 //! waiting for its turn to order one from an ACME CA ([`crate::acme_turn`]) would fail every
-//! handshake sent to it.
+//! handshake sent to it. An install is acted on at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +32,14 @@ async fn watch(ctx: Arc<Context>) {
     let mut ticker = tokio::time::interval(EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticker.tick().await;
+        // Asked again as soon as a certificate is installed, not at the next tick: until the
+        // replica says it is ready, a gateway with no replica of the route ready yet may send
+        // a handshake to its sibling without a certificate (AccessDenied, found in CI with two
+        // replicas ordering from Pebble one after the other).
+        tokio::select! {
+            _ = ticker.tick() => {}
+            () = ctx.cert.installed() => {}
+        }
         let answer = if ctx.cert.is_ready() {
             serve::app_check(&ctx, TIMEOUT).await.map_err(|e| e.to_string())
         } else {

@@ -143,11 +143,25 @@ async fn a_redeploy_ships_the_new_code_without_a_failed_request() {
         assert!(std::time::Instant::now() < deadline, "revision 1's processes still run: {}", relay.proc.output());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let logs = relay.json(&["logs", "--config", &config]).await;
-    let lines: Vec<&str> =
-        logs["entries"].as_array().into_iter().flatten().filter_map(|e| e["line"].as_str()).collect();
-    assert!(lines.iter().any(|l| l.starts_with("revision 2 serves")), "{lines:#?}");
-    assert!(lines.iter().any(|l| l.contains("revision 1 stopped: its connections had ended")), "{lines:#?}");
+    // The engine writes why revision 1 stopped once it has reaped its job, which may be a
+    // moment after its processes are gone (found in a run: the line was not there yet).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let logs = relay.json(&["logs", "--config", &config]).await;
+        let lines: Vec<String> = logs["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["line"].as_str().map(str::to_owned))
+            .collect();
+        let stopped = lines.iter().any(|l| l.contains("revision 1 stopped: its connections had ended"));
+        if stopped || std::time::Instant::now() >= deadline {
+            assert!(lines.iter().any(|l| l.starts_with("revision 2 serves")), "{lines:#?}");
+            assert!(stopped, "{lines:#?}");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let revisions: Vec<String> =
         std::fs::read_dir(relay.data.join("deployments").join(after["deployment"]["id"].as_str().expect("an id")))
             .expect("the deployment's files")
