@@ -116,6 +116,25 @@ async fn a_job_reaches_its_own_app_on_loopback_but_no_other_jobs_and_nothing_of_
     }
 }
 
+/// Abstract unix sockets belong to a network namespace: before issue 39 a job could connect to
+/// any the host's processes listened on (a desktop's, a service's); now to none.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_reaches_no_abstract_unix_socket_of_the_host() {
+    use std::os::linux::net::SocketAddrExt;
+    let runner = runner().await;
+    let name = format!("svc-isolation-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("an abstract name");
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).expect("bind");
+    // The listener answers on the host: the name is live.
+    std::os::unix::net::UnixStream::connect_addr(&addr).expect("the host reaches it");
+    let mut running =
+        runner.launch(&job("iso_abstract", probe(&["abstract", &name]), None, Network::default())).expect("launched");
+    let lines = lines_until(&mut running, Part::App, &format!("@{name}")).await;
+    assert_eq!(result_for(&lines, &format!("@{name}")), "ECONNREFUSED", "{lines:?}");
+    running.stop().await;
+    drop(listener);
+}
+
 /// Collects more lines until each of `targets` has a result.
 async fn lines_until_both(running: &mut Box<dyn RunningJob>, mut lines: Vec<String>, targets: &[&str]) -> Vec<String> {
     for target in targets {
