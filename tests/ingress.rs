@@ -22,6 +22,7 @@ mod ingress {
     mod local_default;
     mod logging;
     mod money_reach;
+    mod output;
     mod pebble;
     mod postgres;
     mod process;
