@@ -118,8 +118,6 @@ impl LocalRunner {
 impl JobRunner for LocalRunner {
     fn launch(&self, job: &JobSpec) -> Result<Box<dyn RunningJob>, LaunchError> {
         let lease = self.uids.lease(&job.id)?;
-        let network = JobNetwork::create(self.sandbox.network(), job.network.outbound)
-            .map_err(|e| LaunchError::Sandbox { job: job.id.clone(), source: e.into() })?;
         // Made before any process, removed after them (a field of the job after them).
         let cgroup = match &self.cgroups {
             Some((cgroups, defaults)) => Some(
@@ -130,6 +128,10 @@ impl JobRunner for LocalRunner {
             None => None,
         };
         let procs = cgroup.as_ref().map(JobCgroup::procs_files).unwrap_or_default();
+        // Its way out (slirp4netns), if it has one, runs in its cgroup: what the job's traffic
+        // costs is the job's.
+        let network = JobNetwork::create(self.sandbox.network(), job.network.outbound, &procs)
+            .map_err(|e| LaunchError::Sandbox { job: job.id.clone(), source: e.into() })?;
         let placement = Placement { network: Some(&network), cgroup_procs: &procs };
         let mut processes = vec![(Part::App, self.spawn(job, Part::App, &job.app, lease.uid, placement)?)];
         let mut broker = None;

@@ -129,7 +129,9 @@ const READY_WAIT: Duration = Duration::from_secs(10);
 
 impl JobNetwork {
     /// A new namespace with its loopback up; with `outbound`, a way out to public addresses.
-    pub fn create(tools: &NetworkTools, outbound: bool) -> Result<JobNetwork, NetworkError> {
+    /// Its way out runs in the cgroup whose `cgroup.procs` files are `cgroup_procs` (none: the
+    /// service's).
+    pub fn create(tools: &NetworkTools, outbound: bool, cgroup_procs: &[PathBuf]) -> Result<JobNetwork, NetworkError> {
         if outbound {
             tools.outbound_ready()?;
         }
@@ -149,7 +151,7 @@ impl JobNetwork {
             privileged: tools.privileged,
         };
         if outbound && let Some(out) = &tools.outbound {
-            network.slirp = Some(network.way_out(out, &tools.setpriv)?);
+            network.slirp = Some(network.way_out(out, tools, cgroup_procs)?);
         }
         Ok(network)
     }
@@ -180,15 +182,26 @@ impl JobNetwork {
     }
 
     /// Starts slirp4netns on the namespace and routes private ranges to nowhere.
-    fn way_out(&self, tools: &OutboundTools, setpriv: &std::path::Path) -> Result<Child, NetworkError> {
+    fn way_out(
+        &self,
+        out: &OutboundTools,
+        tools: &NetworkTools,
+        cgroup_procs: &[PathBuf],
+    ) -> Result<Child, NetworkError> {
         let error = |detail: String| NetworkError::Holder { detail };
-        let mut command = Command::new(setpriv);
+        let mut command = if cgroup_procs.is_empty() {
+            Command::new(&tools.setpriv)
+        } else {
+            let mut join = Command::new(&tools.sh);
+            join.arg("-c").arg(crate::sandbox::JOIN_CGROUP).arg("sh").args(cgroup_procs).arg("--").arg(&tools.setpriv);
+            join
+        };
         // Dies with the service (its parent) even if killed with SIGKILL.
-        command.env_clear().args(["--pdeathsig", "KILL", "--"]).arg(&tools.slirp4netns);
+        command.env_clear().args(["--pdeathsig", "KILL", "--"]).arg(&out.slirp4netns);
         command.args(["--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox", "--enable-seccomp"]);
         command.arg(self.inside.to_string()).arg("tap0");
         command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        let mut slirp = command.spawn().map_err(|e| error(format!("{}: {e}", tools.slirp4netns.display())))?;
+        let mut slirp = command.spawn().map_err(|e| error(format!("{}: {e}", out.slirp4netns.display())))?;
         // Ready once its default route is in the namespace (`--configure` adds it last).
         let started = Instant::now();
         loop {
@@ -207,9 +220,9 @@ impl JobNetwork {
         }
         let routes = prohibited_routes(&host_networks());
         let mut ip = Command::new(&self.nsenter);
-        ip.env_clear().arg(format!("--net=/proc/{}/ns/net", self.inside)).arg("--").arg(&tools.ip);
+        ip.env_clear().arg(format!("--net=/proc/{}/ns/net", self.inside)).arg("--").arg(&out.ip);
         ip.args(["-batch", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut ip = ip.spawn().map_err(|e| error(format!("{}: {e}", tools.ip.display())))?;
+        let mut ip = ip.spawn().map_err(|e| error(format!("{}: {e}", out.ip.display())))?;
         if let Some(mut input) = ip.stdin.take() {
             for route in &routes {
                 let _ = writeln!(input, "route add prohibit {route}");

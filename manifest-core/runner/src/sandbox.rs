@@ -205,7 +205,7 @@ impl Sandbox {
         };
         let uid = JobUid { uid: NOBODY, gid: NOBODY };
         // As a job runs: in a network namespace of its own.
-        let network = JobNetwork::create(&sandbox.network, false)?;
+        let network = JobNetwork::create(&sandbox.network, false, &[])?;
         let placement = Placement { network: Some(&network), cgroup_procs: &[] };
         let output = sandbox
             .command(&probe, uid, placement)?
@@ -340,7 +340,7 @@ impl Sandbox {
 /// The chain's first step when the job has a cgroup: `sh -c JOIN_CGROUP sh FILE... -- PROGRAM
 /// ARGS...` writes its own pid into each file, then becomes the program. A file it cannot
 /// write ends it (status 125) before anything of the job runs outside its cgroup.
-const JOIN_CGROUP: &str = r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
+pub(crate) const JOIN_CGROUP: &str = r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
 
 /// Where `program`, an absolute path inside one of `part`'s mounts (with no `..`), is on the
 /// host.

@@ -203,3 +203,44 @@ async fn a_job_granted_network_access_gets_out_but_never_to_the_hosts_loopback_i
         assert_eq!(result, "ENETUNREACH", "{target}: without network access, nothing but loopback");
     }
 }
+
+/// A job's way out is part of the job: slirp4netns runs in the job's cgroup, so what the
+/// job's traffic costs (slirp's memory and CPU) is bounded with the job's own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_way_out_runs_in_the_jobs_cgroup() {
+    let runner = runner().await;
+    if runner.outbound_ready().is_err() {
+        svc_test_require::skip("outbound access needs root, slirp4netns and ip");
+        return;
+    }
+    let cgroups = svc_runner::Cgroups::detect().expect("this host has cgroups");
+    let resources = svc_runner::JobResources { memory_bytes: 512 << 20, processes: 256, cpu_millicores: 1000 };
+    let runner = runner.with_cgroups(cgroups, resources);
+    let mut running = runner
+        .launch(&job("iso_slirp_cgroup", probe(&["listen", "4102", "slirp"]), None, Network { outbound: true }))
+        .expect("launched");
+    lines_until(&mut running, Part::App, "listening").await;
+    // The job's group, as its app's process sees it, and every process in it.
+    let app = running.pids()[0];
+    let membership = std::fs::read_to_string(format!("/proc/{app}/cgroup")).expect("its cgroup");
+    let group = membership
+        .lines()
+        .find_map(|l| l.split_once("memory:").map(|(_, p)| p).or_else(|| l.strip_prefix("0::")))
+        .expect("a memory or unified hierarchy");
+    assert!(group.contains("svc-jobs"), "the app is in a job group: {membership}");
+    let members: Vec<u32> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|pid: &u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|c| c.lines().any(|l| l.ends_with(group)))
+        })
+        .collect();
+    let names: Vec<String> = members
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok())
+        .map(|c| c.trim_end().to_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "slirp4netns"), "slirp4netns is not in the job's group: {names:?}");
+    running.stop().await;
+}
