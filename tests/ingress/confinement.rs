@@ -421,3 +421,39 @@ async fn another_tenant_listening_on_the_apps_port_never_gets_its_traffic() {
     let _ = thread.join();
     assert_eq!(served.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
+
+/// A tenant with a token reads its own organization's deployments only: another
+/// organization's project, its status, logs, ledger, hints, executions, policy, sessions and
+/// are the same 404 as a project that does not exist, its list holds none of them, and its
+/// validator pins for that project name are its own (none), as for any name.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_organizations_token_reads_nothing_of_a_deployment() {
+    let dir = TempDir::new("cross-tenant");
+    let (relay, _config) = Relay::with_live_demo(dir.path(), &[]).await;
+    admin(&relay.data, "invite", "evil");
+    let evil = admin(&relay.data, "token", "evil");
+    let api: std::net::SocketAddr =
+        relay.api.trim_start_matches("http://").trim_end_matches('/').parse().expect("the API's address");
+    let get = |token: &str, path: &str| {
+        let auth = format!("Bearer {token}");
+        svc_e2e::service::http(api, "GET", path, &[("Authorization", &auth)], None)
+    };
+    let reads = ["", "/ledger", "/logs", "/hints", "/executions", "/policy", "/sessions"];
+    for read in reads {
+        let path = format!("/api/ingress/deployments/node-demo{read}");
+        assert_eq!(get(&relay.token, &path).status, 200, "the owner reads {path}");
+        let missing = get(&evil, &format!("/api/ingress/deployments/no-such-project{read}"));
+        let other = get(&evil, &path);
+        assert_eq!(other.status, 404, "{path} as another organization: {}", String::from_utf8_lossy(&other.body));
+        assert_eq!(other.status, missing.status, "{path}: the same answer as a missing project");
+        assert!(!String::from_utf8_lossy(&other.body).contains("node-demo-acme"), "{path} leaks the hostname");
+    }
+    // Pins belong to an organization's project name, deployed or not: the other
+    // organization's are its own, empty, exactly as for a name it never used.
+    let pins = get(&evil, "/api/ingress/deployments/node-demo/pins");
+    let never_used = get(&evil, "/api/ingress/deployments/no-such-project/pins");
+    assert_eq!((pins.status, &pins.body), (200, &never_used.body), "{}", String::from_utf8_lossy(&pins.body));
+    let list = get(&evil, "/api/ingress/deployments");
+    assert_eq!(list.status, 200);
+    assert!(!String::from_utf8_lossy(&list.body).contains("node-demo"), "{}", String::from_utf8_lossy(&list.body));
+}
