@@ -340,7 +340,8 @@ impl Sandbox {
 /// The chain's first step when the job has a cgroup: `sh -c JOIN_CGROUP sh FILE... -- PROGRAM
 /// ARGS...` writes its own pid into each file, then becomes the program. A file it cannot
 /// write ends it (status 125) before anything of the job runs outside its cgroup.
-pub(crate) const JOIN_CGROUP: &str = r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
+pub(crate) const JOIN_CGROUP: &str =
+    r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
 
 /// Where `program`, an absolute path inside one of `part`'s mounts (with no `..`), is on the
 /// host.
