@@ -167,3 +167,59 @@ async fn a_restarted_job_is_live_again_in_seconds_not_a_revalidation_interval() 
     let (live, took) = relay.wait_status(&project, Duration::from_secs(25), "live again", |s| state(s) == "live").await;
     assert!(took < Duration::from_secs(10), "live again after {took:?}: {live:#}");
 }
+
+/// The job's group in the v1 memory hierarchy (or the v2 group) of process `pid`, as this
+/// test sees it.
+fn memory_group_of(pid: u32) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("its cgroups");
+    let line = |prefix: &str| {
+        text.lines().find_map(|l| {
+            let (_, rest) = l.split_once(':')?;
+            let (controllers, path) = rest.split_once(':')?;
+            (controllers.split(',').any(|c| c == prefix) || (prefix.is_empty() && controllers.is_empty()))
+                .then(|| path.to_owned())
+        })
+    };
+    match line("memory") {
+        Some(path) => std::path::Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/')),
+        None => std::path::Path::new("/sys/fs/cgroup").join(line("").expect("a v2 group").trim_start_matches('/')),
+    }
+}
+
+/// Issue 39, point 2: a relay job over its memory (a process in its cgroup allocating 1 GiB
+/// beside the app and agent, over the job's 512 MiB) is killed whole, and the deployment's
+/// state and log say `out_of_memory`; it is restarted like any job that ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_over_its_memory_is_killed_whole_and_its_deployment_says_so() {
+    let dir = TempDir::new("oom-job");
+    let (relay, config) = Relay::with_live_demo(dir.path(), &[]).await;
+    let project = std::path::PathBuf::from(&config);
+    let status = relay.json(&["status", "--config", &config]).await;
+    let (app, agent) = pids(&status);
+    let group = memory_group_of(app);
+    assert_eq!(memory_group_of(agent), group, "the app and the agent are one job, in one group");
+    assert!(group.to_string_lossy().contains("svc-jobs"), "{}", group.display());
+    let procs = group.join("cgroup.procs");
+    let started = now_ms();
+    let mut hog = std::process::Command::new("sh")
+        .args(["-c", r#"echo $$ > "$1" && exec sh -c 'head -c 1024M /dev/zero | tail'"#, "sh"])
+        .arg(&procs)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("sh runs");
+    let (seen, _) = relay
+        .wait_status(&project, Duration::from_secs(15), "the restart", |s| {
+            transition_after(s, "provisioning", started).is_some()
+        })
+        .await;
+    let (_, reason) = transition_after(&seen, "provisioning", started).expect("a restart");
+    assert!(reason.contains("the job was over its memory (out_of_memory)"), "{reason}");
+    let _ = hog.wait();
+    for pid in [app, agent] {
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "pid {pid} went with its job");
+    }
+    let (code, logs, err) = relay.svc(&["logs", "--config", &config]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(logs.contains("out_of_memory"), "{logs}");
+    relay.wait_status(&project, Duration::from_secs(40), "live again", |s| state(s) == "live").await;
+}
