@@ -3,7 +3,7 @@
 //! on ring; the CAs of `--ca`, else the system's roots). A bearer token goes over plain
 //! `http://` only to loopback.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,6 +107,8 @@ pub(crate) struct Client {
     token: Option<String>,
     /// For `https://`.
     tls: Option<TlsConnector>,
+    /// Where to connect instead of the URL's host (curl's `--resolve`).
+    connect_to: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for Client {
@@ -132,7 +134,13 @@ impl Client {
         }
         let tls = if https { Some(connector(ca, server)?) } else { None };
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        Ok(Client { host, port, token, base, tls })
+        Ok(Client { host, port, token, base, tls, connect_to: None })
+    }
+
+    /// The same client connecting to `addr`, as curl's `--resolve` does: the URL's host is
+    /// still the name TLS sends (SNI) and checks the certificate against, and the `Host`.
+    pub(crate) fn connecting_to(self, addr: SocketAddr) -> Client {
+        Client { connect_to: Some(addr), ..self }
     }
 
     /// The base URL, as given.
@@ -171,8 +179,11 @@ impl Client {
         extra: &[(&str, &str)],
     ) -> Result<Response, ClientError> {
         let host = self.host.trim_start_matches('[').trim_end_matches(']');
-        let stream =
-            tokio::net::TcpStream::connect((host, self.port)).await.map_err(|e| self.unreachable(e.to_string()))?;
+        let stream = match self.connect_to {
+            Some(addr) => tokio::net::TcpStream::connect(addr).await,
+            None => tokio::net::TcpStream::connect((host, self.port)).await,
+        }
+        .map_err(|e| self.unreachable(e.to_string()))?;
         let request = self.request(method, path, body, extra)?;
         match &self.tls {
             None => self.exchange_over(stream, request).await,

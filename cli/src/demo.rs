@@ -3,13 +3,15 @@
 //! console, gateway, engine, jobs confined) in its data directory, invites an organization,
 //! issues it a token, and deploys the bundled Node.js project through the relay API as
 //! `svc ingress deploy` does: quoted, funded, launched, validated through the gateway. It
-//! prints the console's URL, the job's processes, then `ready <url>` once the route is live.
+//! prints the console's URL, the job's processes, then `ready <url>` once the URL answers: a
+//! GET through the demo's gateway, its certificate verified against the data directory's
+//! development CA for the route's hostname, answered 200 by the app.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agent::files::{create_private_dir, write_private};
 use relay_api::coordinator::api::Status;
@@ -30,6 +32,12 @@ pub(crate) const ORG: &str = "acme";
 
 /// How long the deploy may take to go live.
 const LIVE_TIMEOUT_SECS: u64 = 120;
+
+/// How long the URL may take to answer once the deployment is live.
+const SERVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How often the URL is tried until it answers.
+const SERVE_RETRY: Duration = Duration::from_millis(200);
 
 /// A development period: the demo's one funded period lasts a day.
 const DEMO_PERIOD: Duration = Duration::from_secs(24 * 3600);
@@ -162,7 +170,11 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
 
     let live = Client::new(&api, Some(token), None)
         .map_err(|e| fail(&e.to_string()))
-        .and_then(|client| deploy(&client, &project));
+        .and_then(|client| deploy(&client, &project))
+        .and_then(|url| {
+            let ca = dir.join("ca.pem");
+            serving(&url, &ca, loopback(started.gateway.public), || relay.is_finished()).map(|()| url)
+        });
     match live {
         Ok(url) => {
             // A closed stdout must not end the demo with its jobs running: `say` ignores it.
@@ -190,6 +202,47 @@ fn deploy(client: &Client, project: &Path) -> Result<String, ExitCode> {
     match crate::deploy::deploy_project(client, &loaded, options, &mut Progress { processes: Vec::new() })? {
         Deployed::Live(status) => Ok(status.deployment.url),
         Deployed::Sent(_) => Err(fail("the deploy returned before the project was live")),
+    }
+}
+
+/// Where a client of this machine reaches a listener bound to `addr` (0.0.0.0: loopback).
+fn loopback(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, addr.port())),
+        ip if ip.is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port())),
+        _ => addr,
+    }
+}
+
+/// Waits until `url` answers 200 to a GET through the gateway at `gateway`, its certificate
+/// verified against `ca` for the URL's hostname (the SNI): what `ready` promises. A live
+/// deployment is not enough: run again on its data directory, the demo finds its deployment
+/// live from the last run while the job is still starting, and the gateway has no agent to
+/// hand the handshake to (issue 41). Gives up when the coordinator has `stopped` (Ctrl-C).
+fn serving(url: &str, ca: &Path, gateway: SocketAddr, stopped: impl Fn() -> bool) -> Result<(), ExitCode> {
+    let client = Client::new(url, None, Some(ca)).map_err(|e| fail(&e.to_string()))?.connecting_to(gateway);
+    let deadline = Instant::now() + SERVE_TIMEOUT;
+    let mut waiting = false;
+    loop {
+        let why = match client.send(hyper::Method::GET, "/", None, &[]) {
+            Ok(response) if response.status == 200 => return Ok(()),
+            Ok(response) => format!("HTTP {}", response.status),
+            Err(e) => e.to_string(),
+        };
+        if stopped() {
+            return Err(fail("stopped before the project answered"));
+        }
+        if Instant::now() > deadline {
+            return Err(fail(&format!(
+                "{url} did not answer through the gateway {gateway} within {} s: {why}",
+                SERVE_TIMEOUT.as_secs()
+            )));
+        }
+        if !waiting {
+            say(&format!("live; waiting for {url} to answer through the gateway"));
+            waiting = true;
+        }
+        std::thread::sleep(SERVE_RETRY);
     }
 }
 

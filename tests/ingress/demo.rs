@@ -328,3 +328,42 @@ async fn a_second_coordinator_on_the_demos_data_directory_is_refused() {
     assert!(alive(demo.app_pid), "the first coordinator's job runs on");
     assert_eq!(demo.get("/").await.status, 200);
 }
+
+/// Found by running the demo again on its data directory (issue 41): it found its deployment
+/// live from the last run and printed `ready` while the job was still starting, and a GET
+/// right after failed the TLS handshake (4 of 5 re-runs; 3 s later it answered). `ready` now
+/// follows a GET through the gateway answered 200, so one made the instant it is printed
+/// succeeds, on the first run and on each run again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_demo_run_again_on_its_data_directory_prints_ready_only_once_a_tls_get_succeeds() {
+    let dir = svc_e2e::service::TempDir::new("demo-ready-again");
+    let ca = dir.path().join("ca.pem");
+    for run in 0..4 {
+        let mut command = std::process::Command::new(svc_e2e::service::svc_binary());
+        command
+            .args(["ingress", "demo", "--data-dir"])
+            .arg(dir.path())
+            .args(["--listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
+            .env("SVC_NODE", super::process::node());
+        let mut proc = super::process::Proc::spawn("svc ingress demo", command);
+        let ready = proc.expect_line(super::READY, "`ready URL`", |l| l.starts_with("ready https://")).await;
+        // At once: no wait between `ready` and the request.
+        let port: u16 = ready
+            .trim_end_matches('/')
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap_or_else(|| panic!("a port in {ready:?}"));
+        let public = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let got = client::get(public, HOST, &ca, "/api/info").await;
+        for line in proc.lines().iter().filter(|l| l.contains("job processes:")) {
+            super::job_pids(line).into_iter().for_each(|pid| proc.also_kill(pid));
+        }
+        match got {
+            Ok(info) => assert_eq!(info.status, 200, "run {run}: {}\n{}", info.text(), proc.output()),
+            Err(e) => panic!("run {run}: GET right after `ready` failed: {e}\n{}", proc.output()),
+        }
+        super::process::signal(proc.pid(), "INT");
+        let status = proc.wait_exit(Duration::from_secs(10)).await;
+        assert_eq!(status.and_then(|s| s.code()), Some(130), "run {run}: Ctrl-C ends the demo\n{}", proc.output());
+    }
+}
