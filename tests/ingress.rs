@@ -29,6 +29,7 @@ mod ingress {
     mod redeploy;
     mod renewal;
     mod replicas;
+    mod stale_quote;
     mod standalone;
     mod supervision;
 

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use relay_api::coordinator::api::{
     DeployResponse, HintsResponse, HostnameResponse, LedgerResponse, LogsResponse, PolicyResponse, Status,
 };
-use relay_api::coordinator::model::{Deployment, LedgerEntry, Quote, SuccessorState};
+use relay_api::coordinator::model::{Deployment, LedgerEntry, QUOTE_MARGIN_MS, Quote, SuccessorState};
 use relay_api::coordinator::state::DeploymentState;
 use relay_api::hint::Hint;
 use relay_api::project::Project;
@@ -88,11 +88,20 @@ pub(crate) fn call<T: DeserializeOwned>(
     path: &str,
     body: Option<Value>,
 ) -> Result<T, ExitCode> {
-    let response = client
+    answer(&send(client, method, path, body)?)
+}
+
+/// Sends a request; only a transport failure is printed (and becomes the exit code).
+fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, ExitCode> {
+    client
         .send(method, path, body.map(|b| b.to_string().into_bytes()), &[])
-        .map_err(|e| fail(EXIT_FAILED, e.code(), &e.to_string()))?;
+        .map_err(|e| fail(EXIT_FAILED, e.code(), &e.to_string()))
+}
+
+/// A 2xx answer's body; any other becomes the exit code after printing the error.
+fn answer<T: DeserializeOwned>(response: &Response) -> Result<T, ExitCode> {
     if !(200..300).contains(&response.status) {
-        return Err(api_error(&response));
+        return Err(api_error(response));
     }
     serde_json::from_slice(&response.body)
         .map_err(|e| fail(EXIT_FAILED, "unexpected_answer", &format!("the relay answered something unexpected: {e}")))
@@ -235,7 +244,31 @@ fn fundable(quote: &Quote) -> Option<&Quote> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    (quote.funded_at.is_none() && quote.expires_at > now + 5_000).then_some(quote)
+    (quote.funded_at.is_none() && quote.expires_at > now + QUOTE_MARGIN_MS).then_some(quote)
+}
+
+/// Funds `quote`; when the relay refuses it as stale (the project, its hostnames or the
+/// revision it was made for changed since) or expired, funds a new quote of `periods` (the
+/// project's `spend.fundPeriods` when `None`) instead, saying so: a quote that can no longer
+/// be funded never traps a deploy or `fund` (issue 41). The quote funded and its entry.
+fn fund_quote(
+    client: &Client,
+    name: &str,
+    quote: Quote,
+    periods: Option<u64>,
+    say: &mut dyn FnMut(&str),
+) -> Result<(Quote, LedgerEntry), ExitCode> {
+    let response = send(client, Method::POST, &path(name, "/fund"), Some(json!({"quoteId": quote.id})))?;
+    let body: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    let code = body["error"]["code"].as_str().unwrap_or_default();
+    if response.status != 409 || !["quote_stale", "quote_expired"].contains(&code) {
+        return Ok((quote, answer(&response)?));
+    }
+    let asked = periods.map_or_else(|| json!({}), |p| json!({"periods": p}));
+    let new: Quote = call(client, Method::POST, &path(name, "/quotes"), Some(asked))?;
+    say(&format!("quote {} can no longer be funded ({code}): a new {}", quote.id, quote_line(&new)));
+    let entry = call(client, Method::POST, &path(name, "/fund"), Some(json!({"quoteId": new.id})))?;
+    Ok((new, entry))
 }
 
 /// `svc ingress deploy`
@@ -343,13 +376,23 @@ pub(crate) fn deploy_project(
     let deployed: DeployResponse = call(client, Method::POST, "/api/ingress/deployments", Some(body))?;
     let d = &deployed.deployment;
     match &deployed.successor {
-        Some(s) => progress.say(&format!(
+        Some(s) if d.state.spends() => progress.say(&format!(
             "deployment {} is {}: revision {} is {}; revision {} serves until it is validated",
             d.id,
             d.state,
             s.revision,
             s.state.as_str(),
             d.revision
+        )),
+        // Nothing serves: the successor takes over at once (issue 41: this said revision 1
+        // served, and revision 2 was starting, of a deployment waiting for funds).
+        Some(s) => progress.say(&format!(
+            "deployment {} is {}, so nothing serves: revision {} replaces revision {}{}",
+            d.id,
+            d.state,
+            s.revision,
+            d.revision,
+            if d.state == DeploymentState::PendingFunding { " and starts once funded" } else { " and starts now" }
         )),
         None => progress.say(&format!(
             "deployment {} is {}{}",
@@ -383,8 +426,7 @@ pub(crate) fn deploy_project(
             }
         };
         if let Some(quote) = quote {
-            let entry: LedgerEntry =
-                call(client, Method::POST, &path(&project.name, "/fund"), Some(json!({"quoteId": quote.id})))?;
+            let (_, entry) = fund_quote(client, &project.name, quote, None, &mut |line| progress.say(line))?;
             progress.say(&format!("funded {} micros (ledger entry {})", entry.amount_micros, entry.seq));
             funded = Some(entry);
         }
@@ -442,7 +484,9 @@ pub(crate) fn deploy_project(
             std::thread::sleep(Duration::from_millis(250));
             continue;
         }
-        if status.deployment.revision > seen_revision {
+        // Said once it serves: a revision that took over a deployment serving nothing (one
+        // waiting for funds, say) does not serve before it is live (issue 41).
+        if status.deployment.revision > seen_revision && status.deployment.state.spends() {
             seen_revision = status.deployment.revision;
             progress.say(&format!("revision {} serves", status.deployment.revision));
         }
@@ -630,7 +674,7 @@ pub(crate) fn fund(t: &ProjectTarget, periods: Option<u64>) -> ExitCode {
     let run = || -> Result<(), ExitCode> {
         let (client, name) = target(t)?;
         // The quote `deploy --no-fund` (or `status`) showed, while it can still be funded;
-        // a new one only when there is none, it expired, or other periods are asked for.
+        // a new one when there is none, it expired or is stale, or other periods are asked for.
         let status: Status = call(&client, Method::GET, &path(&name, ""), None)?;
         let shown =
             status.latest_quote.as_ref().and_then(fundable).filter(|q| periods.is_none_or(|p| p == q.periods)).cloned();
@@ -645,8 +689,12 @@ pub(crate) fn fund(t: &ProjectTarget, periods: Option<u64>) -> ExitCode {
                 quote
             }
         };
-        let entry: LedgerEntry =
-            call(&client, Method::POST, &path(&name, "/fund"), Some(json!({"quoteId": quote.id})))?;
+        let text = t.format == OutputFormat::Text;
+        let (quote, entry) = fund_quote(&client, &name, quote, periods, &mut |line| {
+            if text {
+                println!("{line}");
+            }
+        })?;
         if t.format == OutputFormat::Json {
             print_json(&json!({"quote": quote, "entry": entry}));
         } else {

@@ -310,9 +310,37 @@ impl Engine {
 
     /// Prices `periods` periods of the deployment and records the quote.
     pub fn quote(&self, d: &Deployment, periods: u64) -> Result<Quote, StoreError> {
-        let quote = self.price(&d.id, &d.project_digest, self.quoted_hostnames(d)?, periods)?;
+        let quote = self.price(&d.id, &self.quoted_digest(d)?, self.quoted_hostnames(d)?, periods)?;
         self.db(|store| store.add_quote(&quote))?;
         Ok(quote)
+    }
+
+    /// The project digest a quote of the deployment binds: its own, or its successor's when
+    /// it serves nothing (the successor takes over at once, `engine::redeploy`, and only its
+    /// quote funds the deployment then).
+    fn quoted_digest(&self, d: &Deployment) -> Result<String, StoreError> {
+        if d.state.spends() {
+            return Ok(d.project_digest.clone());
+        }
+        let successor = self.db(|store| store.successor(&d.id))?.filter(|s| s.state != SuccessorState::Failed);
+        Ok(successor.map_or_else(|| d.project_digest.clone(), |s| s.project_digest))
+    }
+
+    /// The quote a deployment waiting for funds is to fund: its newest if that can still be
+    /// funded (unfunded, not about to expire, for the project it runs next and its
+    /// hostnames), else a new one of `periods` periods. A stale or expired quote is never
+    /// handed out to fund (issue 41).
+    pub fn open_quote(&self, d: &Deployment, periods: u64) -> Result<Quote, StoreError> {
+        let (digest, hostnames) = (self.quoted_digest(d)?, self.quoted_hostnames(d)?);
+        let newest = self.db(|store| store.quotes(&d.id))?.into_iter().next();
+        match newest {
+            Some(q) if q.is_open_for(&digest, &hostnames, now_ms()) => Ok(q),
+            _ => {
+                let quote = self.price(&d.id, &digest, hostnames, periods)?;
+                self.db(|store| store.add_quote(&quote))?;
+                Ok(quote)
+            }
+        }
     }
 
     /// Prices `periods` periods of a deployment serving `hostnames` (not recorded).

@@ -98,6 +98,9 @@ pub struct Successor {
     pub revision: u32,
     /// Its project's digest (the project file and every app file).
     pub project_digest: String,
+    /// Its project's spend ceiling, micros: the deployment's once it takes over.
+    #[serde(default)]
+    pub ceiling_micros: u64,
     /// Its own route at the gateway (no public traffic until it takes over).
     pub route_id: String,
     /// Where it is.
@@ -153,6 +156,22 @@ pub struct Quote {
     /// When it was funded (Unix ms), if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub funded_at: Option<i64>,
+}
+
+/// How long before its expiry a quote stops being handed out as one to fund (a deploy or
+/// `svc ingress fund` funds it a moment later).
+pub const QUOTE_MARGIN_MS: i64 = 5_000;
+
+impl Quote {
+    /// Whether it can still be funded at `now` for the project of `project_digest` serving
+    /// `hostnames`: not funded, at least [`QUOTE_MARGIN_MS`] from expiring, and made for them
+    /// (else the fund is refused `quote_stale`).
+    pub fn is_open_for(&self, project_digest: &str, hostnames: &[String], now: i64) -> bool {
+        self.funded_at.is_none()
+            && self.expires_at > now.saturating_add(QUOTE_MARGIN_MS)
+            && self.project_digest == project_digest
+            && self.hostnames == hostnames
+    }
 }
 
 /// The kind of a ledger movement.

@@ -166,7 +166,7 @@ impl Engine {
     /// ready, so the scheduler stops the predecessor's, which drain.
     async fn take_over(&self, d: &Deployment, s: &Successor, jobs: &[&Execution]) -> Result<(), StoreError> {
         let reason = format!(
-            "validated through the gateway; revision {} stops once its open connections end (at most {} s)",
+            "serves: validated through the gateway; revision {} stops once its open connections end (at most {} s)",
             d.revision,
             crate::coordinator::ingress_market::DRAIN_LIMIT.as_secs()
         );
@@ -190,7 +190,8 @@ impl Engine {
     /// launched, becomes the deployment's, validated through the public path). Returns the
     /// deployment as it is then.
     pub(super) async fn take_over_at_once(&self, d: &Deployment, s: &Successor) -> Result<Deployment, StoreError> {
-        let reason = format!("the deployment was {}, so nothing had to stay up", d.state);
+        // Not "serves": nothing does until the deployment is live again (issue 41).
+        let reason = format!("takes over: the deployment was {}, so nothing had to stay up", d.state);
         let mut promoted = self.db(|store| store.promote(&d.id, s.revision, &reason))?;
         // The revision replaced goes, files and all, once no job of it runs (one that does is
         // stopped by the scheduler, and its files go when it has drained).

@@ -20,6 +20,7 @@ use crate::coordinator::api::DeployResponse;
 use crate::coordinator::files::{self, StagedBundle};
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
 use crate::coordinator::policy::{self, PublishError};
+use crate::coordinator::state::DeploymentState;
 use crate::coordinator::store::{
     Caller, NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, StoreError, random_hex,
 };
@@ -265,11 +266,15 @@ fn redeploy(
     in_progress(engine, d, project, s)
 }
 
-/// The answer to a deploy of the project the deployment already has.
+/// The answer to a deploy of the project the deployment already has, with its newest quote:
+/// a funded one as it is (the funds may still be there), else, while the deployment waits for
+/// funds, its open quote (`Engine::open_quote`).
 fn unchanged(engine: &Engine, d: Deployment, project: &Project) -> ApiResult<DeployResponse> {
+    let periods = u64::from(project.spend.fund_periods);
     let quote = match engine.store().quotes(&d.id)?.into_iter().next() {
-        Some(q) => q,
-        None => engine.quote(&d, u64::from(project.spend.fund_periods))?,
+        Some(q) if q.funded_at.is_some() || d.state != DeploymentState::PendingFunding => q,
+        Some(_) => engine.open_quote(&d, periods)?,
+        None => engine.quote(&d, periods)?,
     };
     Ok((
         StatusCode::OK,
@@ -278,33 +283,18 @@ fn unchanged(engine: &Engine, d: Deployment, project: &Project) -> ApiResult<Dep
 }
 
 /// The answer to a deploy that made (or repeats) a successor: the deployment as it serves,
-/// the successor, and its newest quote, or a new one when the deployment waits for funds and
-/// that one cannot fund it any more.
+/// the successor, and its newest quote, or, when the deployment waits for funds, its open
+/// quote: one for the successor's project, which takes over at once (`Engine::open_quote`;
+/// the quote the deployment had binds the project it replaces, and is stale, issue 41).
 fn in_progress(
     engine: &Engine,
     d: Deployment,
     project: &Project,
     s: crate::coordinator::model::Successor,
 ) -> ApiResult<DeployResponse> {
-    let store = engine.store();
-    let now = crate::coordinator::store::now_ms();
-    let fundable = |q: &crate::coordinator::model::Quote| {
-        q.funded_at.is_none()
-            && q.expires_at > now
-            && [&d.project_digest, &s.project_digest].contains(&&q.project_digest)
-    };
-    let quote = match store.quotes(&d.id)?.into_iter().next() {
-        Some(q) if d.state != crate::coordinator::state::DeploymentState::PendingFunding || fundable(&q) => q,
-        _ => {
-            let quote = engine.price(
-                &d.id,
-                &s.project_digest,
-                engine.quoted_hostnames(&d)?,
-                u64::from(project.spend.fund_periods),
-            )?;
-            store.add_quote(&quote)?;
-            quote
-        }
+    let quote = match engine.store().quotes(&d.id)?.into_iter().next() {
+        Some(q) if d.state != DeploymentState::PendingFunding => q,
+        _ => engine.open_quote(&d, u64::from(project.spend.fund_periods))?,
     };
     Ok((
         StatusCode::ACCEPTED,

@@ -166,13 +166,17 @@ impl RelayStore {
                 return Err(refused("quote_expired", format!("quote {quote_id} expired; ask for a new quote")));
             }
             // A quote made for a redeploy's successor funds the deployment too: what it buys
-            // (periods of the route, for these hostnames) is the same.
-            let successor = tx.successor(deployment_id)?;
-            let successor_digest = successor
-                .filter(|s| s.state != crate::coordinator::model::SuccessorState::Failed)
-                .map(|s| s.project_digest);
-            let for_this_project =
-                quote.project_digest == d.project_digest || successor_digest.as_deref() == Some(&quote.project_digest);
+            // (periods of the route, for these hostnames) is the same, under the ceiling of
+            // the project it was made for. A deployment that serves nothing is taken over by
+            // its successor at once (`engine::redeploy`): only the successor's quote funds it
+            // then, whether or not the engine has switched yet (issue 41).
+            let successor =
+                tx.successor(deployment_id)?.filter(|s| s.state != crate::coordinator::model::SuccessorState::Failed);
+            let (for_this_project, ceiling_micros) = match &successor {
+                Some(s) if s.project_digest == quote.project_digest => (true, s.ceiling_micros),
+                Some(_) if !d.state.spends() => (false, d.ceiling_micros),
+                _ => (quote.project_digest == d.project_digest, d.ceiling_micros),
+            };
             if !for_this_project || quote.hostnames != hostnames {
                 return Err(refused(
                     "quote_stale",
@@ -182,13 +186,13 @@ impl RelayStore {
             let sessions = tx.sessions(deployment_id)?;
             let balance = balance_with(tx, deployment_id, &sessions)?;
             let total = balance.funded_micros.saturating_add(quote.total_micros);
-            if total > d.ceiling_micros {
+            if total > ceiling_micros {
                 return Err(refused(
                     "spend_ceiling_exceeded",
                     format!(
-                        "funding {} micros would bring the project to {total} micros, above its ceiling of {} \
-                         micros (spend.ceilingMicros in the project file)",
-                        quote.total_micros, d.ceiling_micros
+                        "funding {} micros would bring the project to {total} micros, above its ceiling of \
+                         {ceiling_micros} micros (spend.ceilingMicros in the project file)",
+                        quote.total_micros
                     ),
                 ));
             }

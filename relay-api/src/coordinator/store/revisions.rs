@@ -178,17 +178,18 @@ impl RelayStore {
         })
     }
 
-    /// Makes revision `revision` the one the deployment serves: its project, route and keys
-    /// become the deployment's, in one transaction, and the successor row goes. Returns the
-    /// deployment as it is now.
-    pub fn promote(&self, deployment_id: &str, revision: u32, reason: &str) -> Result<Deployment, StoreError> {
+    /// Makes revision `revision` the deployment's: its project, route and keys become the
+    /// deployment's, in one transaction, and the successor row goes; the route log says
+    /// `revision N {what}` (`serves: ...` once validated, `takes over: ...` when nothing
+    /// served). Returns the deployment as it is now.
+    pub fn promote(&self, deployment_id: &str, revision: u32, what: &str) -> Result<Deployment, StoreError> {
         self.write(|tx| {
             let now = now_ms();
             if !tx.adopt_successor(deployment_id, revision, now)? {
                 return Err(not_found(format!("revision {revision} of deployment {deployment_id}")));
             }
             tx.delete_successors(deployment_id)?;
-            tx.append_logs(deployment_id, "route", &[format!("revision {revision} serves: {reason}")], now)?;
+            tx.append_logs(deployment_id, "route", &[format!("revision {revision} {what}")], now)?;
             tx.wake(deployment_id, now)?;
             get(tx, deployment_id)
         })

@@ -575,6 +575,29 @@ fn a_successor_replaces_the_deployments_revision_only_when_promoted() {
     });
 }
 
+/// Issue 41, "a stale quote traps a deploy": a deployment refused for its ceiling, then
+/// deployed again with the ceiling raised, serves nothing, so its successor takes over at
+/// once. Its old quote is stale from the redeploy on (not only once the engine switched), and
+/// the successor's quote funds it under the successor's ceiling before the switch too.
+#[test]
+fn a_deployment_serving_nothing_is_funded_by_its_successors_quote_under_the_successors_ceiling() {
+    on_each_backend("successor-quote", |open| {
+        let store = open();
+        let d = new_deployment(&store, "d1", 100);
+        let later = now_ms() + 60_000;
+        store.add_quote(&quote("q-old", "d1", 100, 2, later)).expect("quote");
+        assert_eq!(code(store.fund("d1", "q-old", &names("d1"), 1).expect_err("ceiling")), "spend_ceiling_exceeded");
+        store.put_successor(&successor("d1", 2, "sha256:two")).expect("recorded");
+        assert_eq!(code(store.fund("d1", "q-old", &names("d1"), 1).expect_err("stale")), "quote_stale");
+        let mut fresh = quote("q-new", "d1", 100, 2, later);
+        fresh.project_digest = "sha256:two".into();
+        store.add_quote(&fresh).expect("quote");
+        store.fund("d1", "q-new", &names("d1"), 1).expect("funded under the successor's ceiling (7,000,000)");
+        assert_eq!(store.deployment("d1").expect("d1").revision, d.revision, "not switched yet");
+        assert_eq!(store.balance("d1").expect("balance").funded_micros, 200);
+    });
+}
+
 /// Issue 16: "a corrupt row silently becomes a default" (an unknown state read as `failed`).
 #[test]
 fn a_corrupt_row_fails_loudly_instead_of_reading_as_a_default() {

@@ -38,7 +38,7 @@ pub(in crate::coordinator::store) fn deployment_row(row: &SqlRow) -> Result<Depl
 }
 
 pub(super) const SUCCESSOR_COLUMNS: &str =
-    "deployment_id, revision, project_digest, route_id, state, reason, created_at, updated_at";
+    "deployment_id, revision, project_digest, route_id, state, reason, created_at, updated_at, ceiling_micros";
 
 pub(super) fn successor_row(row: &SqlRow) -> Result<Successor, StoreError> {
     Ok(Successor {
@@ -50,5 +50,6 @@ pub(super) fn successor_row(row: &SqlRow) -> Result<Successor, StoreError> {
         reason: row.text(5)?,
         created_at: row.i64(6)?,
         updated_at: row.i64(7)?,
+        ceiling_micros: row.u64(8)?,
     })
 }
