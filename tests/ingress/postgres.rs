@@ -122,7 +122,9 @@ async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_t
     relay.proc.signal("KILL");
     let (status, taken_at, why) = relaunched_after(&standby, &project, killed_at, "the standby").await;
     assert!(why.contains("relaunching"), "{why}");
-    assert!(taken_at - killed_at <= 10_000, "taken over within 10 s of the kill: {} ms", taken_at - killed_at);
+    // The lease runs out 4-5 s after the kill, and is another's to take a lease later (a
+    // holder alive through a database outage renews first: issue 41), polled every second.
+    assert!(taken_at - killed_at <= 12_000, "taken over within 12 s of the kill: {} ms", taken_at - killed_at);
     assert_eq!(status["deployment"]["revision"], 1, "{status:#}");
     let server = other.join("deployments").join(&id).join("r1").join("app").join("server.js");
     assert_eq!(
@@ -144,6 +146,66 @@ async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_t
         status["deployment"]["url"].as_str().is_some_and(|u| u.contains(&format!(":{}/", back.public.port()))),
         "{status:#}"
     );
+}
+
+/// Issue 41 finding: with two coordinators on one database, stopping the database for 4-8 s
+/// moved the engine lease to the standby in most runs (the deployment went live ->
+/// provisioning -> live, its job restarted, and the route stopped answering on the holder's
+/// gateway), and each coordinator logged about four errors a second while it lasted. The
+/// holder, alive all along, keeps its lease and its job through a 7 s outage, its route
+/// answers after it, and the outage is said once when it starts and once when it ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_database_outage_leaves_the_lease_and_the_job_with_the_coordinator_holding_them() {
+    let Some(cluster) = svc_pg_cluster::for_test("lease-outage") else { return };
+    let url = cluster.svc_url();
+    let dir = TempDir::new("lease-outage");
+    let data = dir.path().join("relay");
+    admin(&data, &url, &["invite", "--org", "acme"]);
+    let token = admin(&data, &url, &["token", "--org", "acme"]);
+    let relay = Relay::attach(Proc::spawn("svc relay serve", serve(&data, &url)), &data, token.clone()).await;
+    let config = node_demo_project(dir.path()).to_string_lossy().into_owned();
+    let project = std::path::PathBuf::from(&config);
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    let other = dir.path().join("other");
+    let mut standby = Relay::attach(Proc::spawn("svc relay serve (standby)", serve(&other, &url)), &other, token).await;
+    standby.proc.expect_line(Duration::from_secs(10), "that it stands by", |l| l.contains("stands by")).await;
+    let (before, _) = relay.wait_status(&project, Duration::from_secs(5), "live", |s| state(s) == "live").await;
+    let pids = before["processes"].clone();
+
+    let said_before = relay.proc.output().len();
+    let stopped_at = super::supervision::now_ms();
+    cluster.stop().expect("stop the database");
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    cluster.restart().expect("start the database again");
+    // Long enough for the standby to take a lease that ran out, had it been allowed to.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+
+    assert_eq!(
+        (engine_role(&relay), engine_role(&standby)),
+        ("leading".into(), "standing_by".into()),
+        "the lease stayed: {}\n{}",
+        relay.proc.output(),
+        standby.proc.output()
+    );
+    let (after, _) = relay.wait_status(&project, Duration::from_secs(10), "live", |s| state(s) == "live").await;
+    assert!(
+        super::supervision::transition_after(&after, "provisioning", stopped_at).is_none(),
+        "the job was never relaunched: {after:#}"
+    );
+    assert_eq!(after["processes"], pids, "the same job processes: {after:#}");
+    let answer = super::client::get(relay.public, "node-demo-acme.localhost", &data.join("ca.pem"), "/api/info")
+        .await
+        .expect("the route answers on the holder's gateway");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let said = relay.proc.output()[said_before..].to_owned();
+    assert!(!said.contains("took the engine lease over"), "{said}");
+    let errors: Vec<&str> = said.lines().filter(|l| l.contains("ERROR")).collect();
+    assert!(errors.is_empty(), "an outage is a warning said once, not errors: {errors:#?}");
+    let out_of_reach = said.lines().filter(|l| l.contains("the database is out of reach")).count();
+    assert!(out_of_reach <= 1, "said once: {said}");
+    assert!(said.contains("the database answers again") || out_of_reach == 0, "and once when it ends: {said}");
+    standby.proc.signal("TERM");
 }
 
 /// Found by hand: Ctrl-C while `svc serve` or `svc relay serve` was opening a database that

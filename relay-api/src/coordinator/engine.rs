@@ -135,6 +135,9 @@ pub struct Engine {
     /// Held while the routes are read and set, so that concurrent steps set them in order.
     syncing: tokio::sync::Mutex<()>,
     wake: Notify,
+    /// Whether the engine's last look at the store found it out of reach: an outage is
+    /// logged once when it starts and once when it ends, not at every tick of it (issue 41).
+    store_out: std::sync::atomic::AtomicBool,
     /// The health route's latest check of the store, shared by its probes.
     health: svc_http::StoreCheck,
     /// This coordinator's claim on the engine lease.
@@ -212,6 +215,7 @@ impl Engine {
             validate_at: std::sync::Mutex::new(HashMap::new()),
             syncing: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
+            store_out: std::sync::atomic::AtomicBool::new(false),
             health: svc_http::StoreCheck::default(),
             lease,
             stopping: tokio::sync::watch::Sender::new(false),
@@ -588,17 +592,20 @@ impl Engine {
         let active = match self.db(|store| store.active_deployments()) {
             Ok(a) => a,
             Err(e) => {
-                tracing::error!("svc relay: reading deployments: {e}");
+                self.store_failed("reading deployments", &e);
                 return;
             }
         };
         let successors: HashMap<String, super::model::Successor> = match self.db(|store| store.successors()) {
             Ok(s) => s.into_iter().map(|s| (s.deployment_id.clone(), s)).collect(),
             Err(e) => {
-                tracing::error!("svc relay: reading successors: {e}");
-                HashMap::new()
+                self.store_failed("reading successors", &e);
+                return;
             }
         };
+        if self.store_out.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            tracing::info!("svc relay: the database answers again; the deployments are stepped again");
+        }
         self.publish_missing_policies(&active);
         // Each deployment is stepped on its own; a slow probe holds one of these slots.
         futures_util::stream::iter(&active)
@@ -609,6 +616,20 @@ impl Engine {
         self.tail_logs(&serving).await;
     }
 
+    /// A look at the store that failed: a database out of reach is said once per outage (a
+    /// warning: the jobs go on serving), any other failure every time.
+    fn store_failed(&self, what: &str, e: &(dyn std::error::Error + 'static)) {
+        let unavailable = e.downcast_ref::<StoreError>().is_some_and(|e| matches!(e, StoreError::Unavailable(_)));
+        if !unavailable {
+            tracing::error!("svc relay: {what}: {e}");
+        } else if !self.store_out.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(
+                "svc relay: the database is out of reach ({what}: {e}); the jobs go on serving, and the deployments \
+                 are stepped once it answers (said again then)"
+            );
+        }
+    }
+
     /// Steps the scheduler until nothing more is due now (a few batches at most per tick):
     /// what [`Engine::tick`] does first, on its own (the deployments are not stepped).
     pub fn schedule(&self) {
@@ -617,7 +638,7 @@ impl Engine {
                 Ok(report) if report.more => {}
                 Ok(_) => return,
                 Err(e) => {
-                    tracing::error!("svc relay: the scheduler: {e}");
+                    self.store_failed("the scheduler", e.0.as_ref());
                     return;
                 }
             }

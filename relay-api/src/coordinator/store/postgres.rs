@@ -86,13 +86,16 @@ impl Backend for PostgresBackend {
 
     fn lead(&self, holder: &str, lease_ms: i64, public_port: u16) -> Result<LeaseState, StoreError> {
         // A lease another holds and renews is seen without the writers' lock: coordinators
-        // standing by poll every second.
+        // standing by poll every second. Its holder renews it whenever it can; another takes
+        // it only once it has been out for a further lease (issue 41): after a short outage of
+        // the database the holder, alive all along, renews first, instead of racing the
+        // standbys and handing its jobs over (every move restarted them).
         let held_elsewhere = PgTx::single(&self.pool)?.query(
             &format!(
                 "SELECT public_port FROM relay_leases WHERE name = 'engine' AND holder <> ?1 \
-                 AND expires_at > {DB_NOW_MS}"
+                 AND expires_at + ?2 > {DB_NOW_MS}"
             ),
-            params![holder],
+            params![holder, lease_ms],
         )?;
         if let Some(row) = held_elsewhere.first() {
             return Ok(LeaseState { held: false, public_port: u16::try_from(row.i64(0)?).ok() });
@@ -105,7 +108,7 @@ impl Backend for PostgresBackend {
                      VALUES ('engine', ?1, {DB_NOW_MS} + ?2, ?3) \
                      ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, \
                      public_port = excluded.public_port \
-                     WHERE relay_leases.holder = excluded.holder OR relay_leases.expires_at <= {DB_NOW_MS} \
+                     WHERE relay_leases.holder = excluded.holder OR relay_leases.expires_at + ?2 <= {DB_NOW_MS} \
                      RETURNING holder"
                 ),
                 params![holder, lease_ms, i64::from(public_port)],
