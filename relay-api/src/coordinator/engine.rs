@@ -322,12 +322,19 @@ impl Engine {
     /// The project digest a quote of the deployment binds: its own, or its successor's when
     /// it serves nothing (the successor takes over at once, `engine::redeploy`, and only its
     /// quote funds the deployment then).
+    ///
+    /// Read from the store, the successor first and the deployment then: a deploy's answer
+    /// holds the deployment as it was before its successor was recorded, and the engine may
+    /// switch to the successor (removing it) between two reads; read in this order, either the
+    /// successor is seen or the deployment already runs its project (CI found the stale quote
+    /// offered again when the deployment was read first, from before the switch).
     fn quoted_digest(&self, d: &Deployment) -> Result<String, StoreError> {
-        if d.state.spends() {
-            return Ok(d.project_digest.clone());
-        }
         let successor = self.db(|store| store.successor(&d.id))?.filter(|s| s.state != SuccessorState::Failed);
-        Ok(successor.map_or_else(|| d.project_digest.clone(), |s| s.project_digest))
+        let now = self.db(|store| store.deployment(&d.id))?;
+        if now.state.spends() {
+            return Ok(now.project_digest);
+        }
+        Ok(successor.map_or(now.project_digest, |s| s.project_digest))
     }
 
     /// The quote a deployment waiting for funds is to fund: its newest if that can still be
