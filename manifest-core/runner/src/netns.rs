@@ -4,7 +4,8 @@
 //! gateway's tunnel port. So each job gets a namespace of its own, with nothing in it but its
 //! own loopback: its app and its agent meet there, and nothing else of the host is reachable.
 //!
-//! How: a *holder* process (bwrap with `--unshare-net`, running `sleep`) owns the namespace for
+//! How: a *holder* process (bwrap with `--unshare-net`, running `cat` on a pipe only the
+//! service writes to, so that it ends when the service does, however it ends) owns the namespace for
 //! the job's life; each part of the job enters it with `nsenter` before its sandbox is built
 //! ([`JobNetwork::enter`]). bwrap brings the namespace's loopback up.
 //!
@@ -54,7 +55,7 @@ pub enum NetworkError {
 pub struct NetworkTools {
     bwrap: PathBuf,
     nsenter: PathBuf,
-    sleep: PathBuf,
+    cat: PathBuf,
     sh: PathBuf,
     setpriv: PathBuf,
     /// For a service that is not root: its holder is made by `unshare` and brings its loopback
@@ -74,7 +75,7 @@ struct OutboundTools {
 }
 
 impl NetworkTools {
-    /// Finds the programs: bwrap, nsenter and sleep are required; slirp4netns and ip only for
+    /// Finds the programs: bwrap, nsenter and cat are required; slirp4netns and ip only for
     /// jobs granted network access.
     pub fn detect(bwrap: PathBuf, setpriv: PathBuf, privileged: bool) -> Result<NetworkTools, NetworkError> {
         let find = |program: &'static str, package: &'static str| {
@@ -87,7 +88,7 @@ impl NetworkTools {
         Ok(NetworkTools {
             bwrap,
             nsenter: find("nsenter", "util-linux")?,
-            sleep: find("sleep", "coreutils")?,
+            cat: find("cat", "coreutils")?,
             sh: find("sh", "dash")?,
             setpriv,
             unshare: find("unshare", "util-linux").ok(),
@@ -117,8 +118,13 @@ pub struct JobNetwork {
     /// The holder's info pipe, kept open: bwrap writes the rest of its JSON after the pid,
     /// and a closed pipe killed it with SIGPIPE (its namespace's process then stuck unborn).
     _info: Option<Info>,
-    /// The holder's `sleep`, inside the namespace: its `/proc/PID/ns/net` is the namespace.
+    /// The holder's `cat`, inside the namespace: its `/proc/PID/ns/net` is the namespace.
     inside: u32,
+    /// The write end of the holder's stdin, which nothing is written to: the holder ends at its
+    /// end of file, when this is dropped or the service's process ends in any way. Found:
+    /// holders whose service was killed in the moment they were made (before bwrap armed their
+    /// parent-death signal) lived on, each holding its empty namespace.
+    _lifeline: Option<std::process::ChildStdin>,
     slirp: Option<Child>,
     nsenter: PathBuf,
     privileged: bool,
@@ -138,13 +144,16 @@ impl JobNetwork {
         let holder_error = |detail: String| NetworkError::Holder { detail };
         let (mut holder, info, inside) =
             if tools.privileged { holder_as_root(tools)? } else { holder_unprivileged(tools)? };
-        if let Err(detail) = until_sleeping(inside) {
+        if let Err(detail) = until_holding(inside) {
             end(&mut holder);
             return Err(holder_error(detail));
         }
+        let lifeline = holder.stdin.take();
+
         let mut network = JobNetwork {
             holder,
             _info: info,
+            _lifeline: lifeline,
             inside,
             slirp: None,
             nsenter: tools.nsenter.clone(),
@@ -238,17 +247,19 @@ impl JobNetwork {
 }
 
 /// The holder under a root service: bwrap with `--unshare-net` (which brings the loopback up)
-/// running `sleep`; its pid inside comes on bwrap's info pipe.
+/// running `cat`; its pid inside comes on bwrap's info pipe.
 fn holder_as_root(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32), NetworkError> {
     let holder_error = |detail: String| NetworkError::Holder { detail };
     let mut command = Command::new(&tools.bwrap);
     command.env_clear().args(["--unshare-net", "--die-with-parent", "--new-session"]);
-    // The holder is the service's own program (sleep), not the job's: it sees the host's files
-    // read-only and only ever sleeps.
+    // The holder is the service's own program (cat), not the job's: it sees the host's files
+    // read-only and only ever waits for the end of its stdin.
+    // Its stdout is bwrap's info pipe, which bwrap closes in the child: `cat` refused a closed
+    // stdout ("Bad file descriptor", found in a test), so it gets /dev/null.
     command.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--info-fd", "1", "--"]);
-    command.arg(&tools.sleep).arg("infinity");
+    command.arg(&tools.sh).arg("-c").arg(r#"exec "$0" > /dev/null"#).arg(&tools.cat);
     // Not its stderr: a pipe the holder keeps open could not be read to its end on failure.
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut holder = command.spawn().map_err(|e| holder_error(format!("{}: {e}", tools.bwrap.display())))?;
     let mut info = holder.stdout.take().map(BufReader::new);
     match child_pid(info.as_mut()) {
@@ -262,7 +273,7 @@ fn holder_as_root(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32), Ne
 
 /// The holder under a service that is not root: `unshare` makes a user namespace (the
 /// service's uid as its root) owning a network namespace, brings its loopback up with `ip`
-/// and becomes `sleep`. Not bwrap: unprivileged, bwrap's process sits in a second, nested
+/// and becomes `cat`. Not bwrap: unprivileged, bwrap's process sits in a second, nested
 /// user namespace, which does not own the network namespace, so `nsenter` could not enter it.
 fn holder_unprivileged(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32), NetworkError> {
     let holder_error = |detail: String| NetworkError::Holder { detail };
@@ -274,9 +285,9 @@ fn holder_unprivileged(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32
     let mut command = Command::new(&tools.setpriv);
     command.env_clear().args(["--pdeathsig", "KILL", "--"]).arg(unshare);
     command.args(["--user", "--map-root-user", "--net", "--"]);
-    command.arg(&tools.sh).arg("-c").arg(r#""$1" link set lo up && exec "$2" infinity"#).arg("sh");
-    command.arg(ip).arg(&tools.sleep);
-    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    command.arg(&tools.sh).arg("-c").arg(r#""$1" link set lo up && exec "$2" > /dev/null"#).arg("sh");
+    command.arg(ip).arg(&tools.cat);
+    command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
     let holder = command.spawn().map_err(|e| holder_error(format!("{}: {e}", unshare.display())))?;
     let pid = holder.id();
     Ok((holder, None, pid))
@@ -294,7 +305,7 @@ impl Drop for JobNetwork {
     }
 }
 
-/// Kills and reaps a helper process (the holder's `sleep` dies with it: `--die-with-parent`).
+/// Kills and reaps a helper process (the holder's `cat` dies with it: `--die-with-parent`).
 fn end(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
@@ -319,14 +330,14 @@ fn child_pid(reader: Option<&mut Info>) -> Result<u32, String> {
     Err(format!("bwrap did not report the namespace's process (said {info:?})"))
 }
 
-/// Waits until the holder's child runs `sleep`: bwrap reports the child's pid as soon as it is
+/// Waits until the holder's child runs `cat`: bwrap reports the child's pid as soon as it is
 /// cloned, before the child has brought the namespace's loopback up (a job entering then found
 /// its loopback down: ENETUNREACH on 127.0.0.1).
-fn until_sleeping(pid: u32) -> Result<(), String> {
+fn until_holding(pid: u32) -> Result<(), String> {
     let started = Instant::now();
     while started.elapsed() < READY_WAIT {
         match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-            Ok(comm) if comm.trim_end() == "sleep" => return Ok(()),
+            Ok(comm) if comm.trim_end() == "cat" => return Ok(()),
             Ok(_) => std::thread::sleep(Duration::from_micros(500)),
             Err(e) => return Err(format!("the namespace's process {pid} is gone: {e}")),
         }
@@ -452,6 +463,30 @@ fn route_networks(table: &str) -> Vec<(Ipv4Addr, u8)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A holder ends at the end of its lifeline, as when its service is killed before bwrap
+    /// armed the holder's parent-death signal (holders so orphaned lived on).
+    #[test]
+    fn a_holder_ends_when_its_lifeline_closes() {
+        let (Ok(bwrap), Ok(setpriv)) = (crate::which("bwrap".as_ref()), crate::which("setpriv".as_ref())) else {
+            svc_test_require::skip("bwrap and setpriv are needed");
+            return;
+        };
+        let tools = NetworkTools::detect(bwrap, setpriv, rustix::process::geteuid().is_root()).expect("the tools");
+        let mut network = JobNetwork::create(&tools, false, &[]).expect("a namespace");
+        let inside = network.inside_pid();
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{inside}/stat"))
+                .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+        };
+        assert!(alive(), "the holder runs");
+        drop(network._lifeline.take());
+        let started = Instant::now();
+        while alive() {
+            assert!(started.elapsed() < Duration::from_secs(5), "the holder outlived its lifeline");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 
     #[test]
     fn the_child_pid_is_read_from_bwraps_info() {
