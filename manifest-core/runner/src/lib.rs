@@ -85,6 +85,22 @@ pub struct JobSpec {
     pub resources: Option<JobResources>,
 }
 
+impl JobSpec {
+    /// Job `id` of `app` alone: its output collected, a network of its own with no way out, no
+    /// broker, the runner's default resources.
+    pub fn new(id: impl Into<String>, app: Confined) -> JobSpec {
+        JobSpec {
+            id: id.into(),
+            app,
+            agent: None,
+            capture_output: true,
+            network: Network::default(),
+            egress: None,
+            resources: None,
+        }
+    }
+}
+
 /// A job's network: always a namespace of its own, its loopback shared by its app and agent
 /// only ([`netns`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

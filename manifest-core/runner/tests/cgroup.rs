@@ -11,8 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use svc_runner::{
-    Cgroups, Confined, DEFAULT_UID_BASE, JobCgroup, JobResources, JobRunner, JobSpec, Limits, LocalRunner, Network,
-    Part,
+    Cgroups, Confined, DEFAULT_UID_BASE, JobCgroup, JobResources, JobRunner, JobSpec, Limits, LocalRunner, Part,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -236,15 +235,7 @@ fn shell(script: &str) -> Confined {
 }
 
 fn job(id: &str, app: &str, agent: &str, resources: Option<JobResources>) -> JobSpec {
-    JobSpec {
-        id: id.to_owned(),
-        app: shell(app),
-        agent: Some(shell(agent)),
-        capture_output: true,
-        network: Network::default(),
-        egress: None,
-        resources,
-    }
+    JobSpec { agent: Some(shell(agent)), resources, ..JobSpec::new(id, shell(app)) }
 }
 
 #[tokio::test(flavor = "multi_thread")]

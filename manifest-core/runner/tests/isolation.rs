@@ -25,7 +25,7 @@ fn probe(args: &[&str]) -> Confined {
 }
 
 fn job(id: &str, app: Confined, agent: Option<Confined>, network: Network) -> JobSpec {
-    JobSpec { id: id.to_owned(), app, agent, capture_output: true, network, egress: None, resources: None }
+    JobSpec { agent, network, ..JobSpec::new(id, app) }
 }
 
 async fn runner() -> LocalRunner {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use svc_runner::{Confined, DEFAULT_UID_BASE, Exit, JobRunner, JobSpec, Limits, LocalRunner, Network, Part};
+use svc_runner::{Confined, DEFAULT_UID_BASE, Exit, JobRunner, JobSpec, Limits, LocalRunner, Part};
 
 fn shell(script: &str) -> Confined {
     Confined {
@@ -23,13 +23,11 @@ async fn runner() -> LocalRunner {
 async fn a_jobs_output_and_exit_status_are_read_back_and_its_last_lines_kept() {
     let runner = runner().await;
     let job = JobSpec {
-        id: "dep_test".to_owned(),
-        app: shell("echo \"$GREETING from the app\"; echo 'to stderr' >&2; sleep 0.3; echo 'last words'; exit 3"),
         agent: Some(shell("echo agent up; exec sleep 30")),
-        capture_output: true,
-        network: Network::default(),
-        egress: None,
-        resources: None,
+        ..JobSpec::new(
+            "dep_test",
+            shell("echo \"$GREETING from the app\"; echo 'to stderr' >&2; sleep 0.3; echo 'last words'; exit 3"),
+        )
     };
     let mut running = runner.launch(&job).expect("launched");
     let mut exit = None;
@@ -57,17 +55,10 @@ async fn a_job_printing_more_than_the_file_size_limit_keeps_running() {
     let runner = LocalRunner::new(Limits { file_size_bytes: 1024 * 1024, ..Limits::default() }, DEFAULT_UID_BASE)
         .await
         .expect("bubblewrap works here");
-    let job = JobSpec {
-        id: "dep_chatty".to_owned(),
-        app: shell(
-            "i=0; while [ $i -lt 40000 ]; do echo \"line $i of a job that talks a lot\"; i=$((i+1)); done; echo done",
-        ),
-        agent: Some(shell("exec sleep 30")),
-        capture_output: true,
-        network: Network::default(),
-        egress: None,
-        resources: None,
-    };
+    let app = shell(
+        "i=0; while [ $i -lt 40000 ]; do echo \"line $i of a job that talks a lot\"; i=$((i+1)); done; echo done",
+    );
+    let job = JobSpec { agent: Some(shell("exec sleep 30")), ..JobSpec::new("dep_chatty", app) };
     let mut running = runner.launch(&job).expect("launched");
     let mut lines = Vec::new();
     let mut exit = None;
@@ -169,15 +160,7 @@ fn marked_job(id: &str, marker: &str) -> JobSpec {
         mounts: Vec::new(),
         cwd: "/".into(),
     };
-    JobSpec {
-        id: id.to_owned(),
-        app: forever(marker),
-        agent: Some(forever(marker)),
-        capture_output: false,
-        network: Network::default(),
-        egress: None,
-        resources: None,
-    }
+    JobSpec { agent: Some(forever(marker)), capture_output: false, ..JobSpec::new(id, forever(marker)) }
 }
 
 /// How a job ends in [`processes_left_by_ending_jobs_at_once`].
@@ -258,15 +241,7 @@ async fn until_exit(running: &mut Box<dyn svc_runner::RunningJob>, lines: &mut V
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_without_an_agent_is_its_app_alone() {
     let runner = runner().await;
-    let job = JobSpec {
-        id: "exe_solo".to_owned(),
-        app: shell("echo \"$GREETING alone\"; sleep 0.3; exit 4"),
-        agent: None,
-        capture_output: true,
-        network: Network::default(),
-        egress: None,
-        resources: None,
-    };
+    let job = JobSpec::new("exe_solo", shell("echo \"$GREETING alone\"; sleep 0.3; exit 4"));
     let mut running = runner.launch(&job).expect("launched");
     assert_eq!(running.pids().len(), 1, "one process");
     let mut lines = Vec::new();
@@ -281,15 +256,8 @@ async fn a_job_without_an_agent_is_its_app_alone() {
 #[tokio::test(flavor = "multi_thread")]
 async fn terminate_asks_the_program_itself_to_end() {
     let runner = runner().await;
-    let job = JobSpec {
-        id: "exe_cease".to_owned(),
-        app: shell("trap 'echo ceasing; exit 7' TERM; echo up; while :; do sleep 0.05; done"),
-        agent: None,
-        capture_output: true,
-        network: Network::default(),
-        egress: None,
-        resources: None,
-    };
+    let job =
+        JobSpec::new("exe_cease", shell("trap 'echo ceasing; exit 7' TERM; echo up; while :; do sleep 0.05; done"));
     let mut running = runner.launch(&job).expect("launched");
     let mut lines = Vec::new();
     for _ in 0..100 {
@@ -326,15 +294,7 @@ async fn only_the_jobs_own_mounts_are_given_to_its_uid() {
         svc_runner::Mount { host: own.clone(), inside: "/own".into(), writable: false, job_owned: true },
     ];
     let runner = runner().await;
-    let job = JobSpec {
-        id: "exe_mounts".to_owned(),
-        app,
-        agent: None,
-        capture_output: true,
-        network: Network::default(),
-        egress: None,
-        resources: None,
-    };
+    let job = JobSpec::new("exe_mounts", app);
     let mut running = runner.launch(&job).expect("launched");
     let mut lines = Vec::new();
     let exit = until_exit(&mut running, &mut lines).await;
@@ -364,17 +324,7 @@ async fn a_program_inside_a_mount_runs_by_the_path_the_job_sees() {
         cwd: "/image".into(),
     };
     let runner = runner().await;
-    let mut running = runner
-        .launch(&JobSpec {
-            id: "exe_native".to_owned(),
-            app,
-            agent: None,
-            capture_output: true,
-            network: Network::default(),
-            egress: None,
-            resources: None,
-        })
-        .expect("launched");
+    let mut running = runner.launch(&JobSpec::new("exe_native", app)).expect("launched");
     let mut lines = Vec::new();
     let exit = until_exit(&mut running, &mut lines).await;
     lines.extend(running.stop().await);
@@ -383,17 +333,6 @@ async fn a_program_inside_a_mount_runs_by_the_path_the_job_sees() {
     // A program the mount does not hold is refused before anything starts.
     let missing =
         Confined { argv: vec!["/image/absent".into()], env: Vec::new(), mounts: vec![mount], cwd: "/".into() };
-    let refused = runner
-        .launch(&JobSpec {
-            id: "exe_absent".to_owned(),
-            app: missing,
-            agent: None,
-            capture_output: true,
-            network: Network::default(),
-            egress: None,
-            resources: None,
-        })
-        .err()
-        .expect("refused");
+    let refused = runner.launch(&JobSpec::new("exe_absent", missing)).err().expect("refused");
     assert!(refused.to_string().contains("/image/absent"), "{refused}");
 }

@@ -433,8 +433,7 @@ impl LocalPool {
         let network = svc_runner::Network { outbound: order.workload.outbound };
         let egress = order.workload.sidecar.as_ref().and_then(|s| s.egress.clone());
         let resources = Some(job_resources(self.resources, &order.requirements));
-        let spec =
-            JobSpec { id: order.execution_id.clone(), app, agent, capture_output: true, network, egress, resources };
+        let spec = JobSpec { agent, network, egress, resources, ..JobSpec::new(order.execution_id.clone(), app) };
         // Started on the pool's own worker thread, never the caller's: a sandbox dies with the
         // thread that started it (bwrap's --die-with-parent is a parent-death signal, and the
         // exit of the forking thread counts as its parent's death), and a caller may be a
