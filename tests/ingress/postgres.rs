@@ -60,20 +60,27 @@ fn serve(data: &std::path::Path, url: &str) -> Command {
     command
 }
 
+/// `svc relay serve` on the database at `url` with its data directory in `dir/relay`, an
+/// invited organization, and the Node demo deployed: the relay, the organization's token, the
+/// project file and what the deploy printed.
+async fn deployed_on(dir: &TempDir, url: &str) -> (Relay, String, String, String) {
+    let data = dir.path().join("relay");
+    admin(&data, url, &["invite", "--org", "acme"]);
+    let token = admin(&data, url, &["token", "--org", "acme"]);
+    let relay = Relay::attach(Proc::spawn("svc relay serve", serve(&data, url)), &data, token.clone()).await;
+    let config = node_demo_project(dir.path()).to_string_lossy().into_owned();
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    (relay, token, config, out)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_takes_over_after_kill_9() {
     let Some(cluster) = svc_pg_cluster::for_test("relay-on-postgres") else { return };
     let url = cluster.svc_url();
     let dir = TempDir::new("relay-postgres");
-    let data = dir.path().join("relay");
-    admin(&data, &url, &["invite", "--org", "acme"]);
-    let token = admin(&data, &url, &["token", "--org", "acme"]);
-
-    let relay = Relay::attach(Proc::spawn("svc relay serve", serve(&data, &url)), &data, token.clone()).await;
-    let config = node_demo_project(dir.path()).to_string_lossy().into_owned();
-    let project = std::path::PathBuf::from(&config);
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
-    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    let (relay, token, config, out) = deployed_on(&dir, &url).await;
+    let (data, project) = (relay.data.clone(), std::path::PathBuf::from(&config));
     assert!(out.lines().last().is_some_and(|l| l.starts_with("live https://")), "{out}");
     // The store is the database: the deployment is there, and nothing in the data directory.
     let rows = cluster.sql("svc", "SELECT state FROM deployments").expect("a query");
@@ -159,19 +166,14 @@ async fn a_short_database_outage_leaves_the_lease_and_the_job_with_the_coordinat
     let Some(cluster) = svc_pg_cluster::for_test("lease-outage") else { return };
     let url = cluster.svc_url();
     let dir = TempDir::new("lease-outage");
-    let data = dir.path().join("relay");
-    admin(&data, &url, &["invite", "--org", "acme"]);
-    let token = admin(&data, &url, &["token", "--org", "acme"]);
-    let relay = Relay::attach(Proc::spawn("svc relay serve", serve(&data, &url)), &data, token.clone()).await;
-    let config = node_demo_project(dir.path()).to_string_lossy().into_owned();
-    let project = std::path::PathBuf::from(&config);
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
-    assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
+    let (relay, token, config, _) = deployed_on(&dir, &url).await;
+    let (data, project) = (relay.data.clone(), std::path::PathBuf::from(&config));
     let other = dir.path().join("other");
     let mut standby = Relay::attach(Proc::spawn("svc relay serve (standby)", serve(&other, &url)), &other, token).await;
     standby.proc.expect_line(Duration::from_secs(10), "that it stands by", |l| l.contains("stands by")).await;
     let (before, _) = relay.wait_status(&project, Duration::from_secs(5), "live", |s| state(s) == "live").await;
     let pids = before["processes"].clone();
+    let ledger_before = relay.json(&["ledger", "--config", &config]).await;
 
     let said_before = relay.proc.output().len();
     let stopped_at = super::supervision::now_ms();
@@ -194,6 +196,13 @@ async fn a_short_database_outage_leaves_the_lease_and_the_job_with_the_coordinat
         "the job was never relaunched: {after:#}"
     );
     assert_eq!(after["processes"], pids, "the same job processes: {after:#}");
+    // The money: funded once, nothing refunded or charged again for a relaunch that did not
+    // happen; every entry before the outage is there after it.
+    let ledger_after = relay.json(&["ledger", "--config", &config]).await;
+    let (kinds_before, kinds_after) = (super::deploy::kinds(&ledger_before), super::deploy::kinds(&ledger_after));
+    assert_eq!(kinds_after[..kinds_before.len()], kinds_before[..], "{ledger_after:#}");
+    assert!(!kinds_after.iter().any(|k| k == "refund"), "{ledger_after:#}");
+    assert_eq!(ledger_after["balance"]["fundedMicros"], ledger_before["balance"]["fundedMicros"], "{ledger_after:#}");
     let answer = super::client::get(relay.public, "node-demo-acme.localhost", &data.join("ca.pem"), "/api/info")
         .await
         .expect("the route answers on the holder's gateway");
