@@ -10,6 +10,12 @@
 //! compares them with what the market holds ([`Market::jobs`]) and re-sends what was not
 //! done, adopts what was, and stops (and records) any job the store does not know. A slot
 //! generation is never launched twice because its execution ID is its idempotency key.
+//!
+//! Charges follow the paid window, not the attempt ([`crate::unserved`]): a job that stopped
+//! with the service is recorded failed as of when the service was last known alive (the
+//! newer of its own last change and the executor's heartbeat, [`HEARTBEAT_MS`]), its
+//! generation's next attempt in the window is charged nothing, and the time nothing served
+//! is refunded.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -22,6 +28,12 @@ use crate::scheduler::{Action, decide};
 /// The reason of an execution lost because its processor restarted with the service (the
 /// local pool): the scheduler gives its slot a new attempt for the rest of its window.
 pub const PROCESSOR_RESTARTED: &str = "processor_restarted";
+
+/// How often, at most, the executor records that it is alive ([`ExecutionTx::heartbeat`], in
+/// a step's transaction). A crash is dated from the last record: at most this plus the gap
+/// between two steps (200 ms in the service) before the service actually died, so a refund
+/// of the time a crash left unserved errs by at most that much, in the customer's favor.
+pub const HEARTBEAT_MS: Millis = 2_000;
 
 /// Why the store failed; the executor stops its step (nothing after the failure is sent).
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +99,38 @@ pub trait ExecutionTx {
     fn transition(&mut self, app: AppKey, execution: &Execution, from: ExecState) -> Result<(), StoreFailure>;
     /// Refunds a refused launch's charge.
     fn refund(&mut self, app: AppKey, execution: &Execution, at: Millis) -> Result<(), StoreFailure>;
+    /// Refunds `amount` of `paid`'s charge for `from..to`, a stretch of its window nothing
+    /// served because the service stopped ([`crate::unserved`]): one ledger entry of its own,
+    /// recorded at `at`, at most once per (`paid`, `from`): asked again, it records nothing.
+    /// [`ExecutionTx::app`]'s charges are then net of it.
+    ///
+    /// Added for issue 41, with a default that records nothing, for stores whose launches
+    /// charge nothing (the relay's): a store that charges must implement it.
+    fn refund_unserved(
+        &mut self,
+        app: AppKey,
+        paid: &Execution,
+        from: Millis,
+        to: Millis,
+        amount: &crate::market::Quote,
+        at: Millis,
+    ) -> Result<(), StoreFailure> {
+        let _ = (app, paid, from, to, amount, at);
+        Ok(())
+    }
+    /// Records that the scheduler is alive at `at` (the executor's heartbeat: at most every
+    /// [`HEARTBEAT_MS`], in a step's transaction). One value per store, the newest.
+    ///
+    /// Added for issue 41; the default records nothing, and recovery then dates a crash by
+    /// each execution's own last change.
+    fn heartbeat(&mut self, at: Millis) -> Result<(), StoreFailure> {
+        let _ = at;
+        Ok(())
+    }
+    /// The newest [`ExecutionTx::heartbeat`], if any (added for issue 41; default: none).
+    fn last_alive(&mut self) -> Result<Option<Millis>, StoreFailure> {
+        Ok(None)
+    }
     /// When to decide for the application next (`None`: only on a wakeup), and why it is
     /// blocked, if it is.
     fn schedule(&mut self, app: AppKey, next_at: Option<Millis>, blocked: Option<&Reason>) -> Result<(), StoreFailure>;
@@ -138,6 +182,8 @@ pub struct Executor {
     market: Arc<dyn Market>,
     clock: Arc<dyn Clock>,
     batch: usize,
+    /// When this executor last recorded its heartbeat (0: not yet).
+    heartbeat: std::sync::atomic::AtomicU64,
 }
 
 impl Executor {
@@ -148,7 +194,7 @@ impl Executor {
         clock: Arc<dyn Clock>,
         batch: usize,
     ) -> Executor {
-        Executor { store, market, clock, batch: batch.max(1) }
+        Executor { store, market, clock, batch: batch.max(1), heartbeat: std::sync::atomic::AtomicU64::new(0) }
     }
 
     /// The clock.
@@ -175,12 +221,14 @@ impl Executor {
         let mut effects = Vec::new();
         let mut release = Vec::new();
         let mut tx = self.store.begin()?;
+        let alive = tx.last_alive()?.unwrap_or(0);
         let live = tx.live()?;
         let known: BTreeSet<&str> = live.iter().map(|(_, e)| e.execution_id.as_str()).collect();
         let mut touched = BTreeSet::new();
+        let starts_empty = self.market.starts_empty();
         for (app, e) in &live {
             match (e.state, jobs.get(&e.execution_id)) {
-                (ExecState::Launching, None) => {
+                (ExecState::Launching, None) if !starts_empty => {
                     // One read of the application for both what to avoid and where to run.
                     let view = tx.app(*app)?;
                     let avoid = view.as_ref().map(|v| avoid_for(v, e)).unwrap_or_default();
@@ -207,12 +255,23 @@ impl Executor {
                     set(tx.as_mut(), *app, e, ExecState::Stopped, None, now)?;
                     touched.insert(*app);
                 }
+                (_, None) if starts_empty => {
+                    // The market's processes were the service's, so whatever the job was doing
+                    // (even being launched: its process, if it started, died with the service)
+                    // ended with it, when the service was last known alive: the slot gets a new
+                    // attempt, which the generation's charge covers (`unserved`).
+                    let died = alive.max(e.changed_at).max(e.created_at).min(now);
+                    let reason = Reason::new(
+                        PROCESSOR_RESTARTED,
+                        "it stopped with the service (dated when the service was last known alive); the slot gets \
+                         a new attempt, not charged again",
+                    );
+                    set(tx.as_mut(), *app, e, ExecState::Failed, Some(reason), died)?;
+                    report.lost += 1;
+                    touched.insert(*app);
+                }
                 (_, None) => {
-                    let reason = if self.market.starts_empty() {
-                        Reason::new(PROCESSOR_RESTARTED, "it stopped with the service; the slot gets a new attempt")
-                    } else {
-                        Reason::new("lost", "its processor no longer has it (found at the service's restart)")
-                    };
+                    let reason = Reason::new("lost", "its processor no longer has it (found at the service's restart)");
                     set(tx.as_mut(), *app, e, ExecState::Failed, Some(reason), now)?;
                     report.lost += 1;
                     touched.insert(*app);
@@ -233,7 +292,9 @@ impl Executor {
         for app in &touched {
             tx.schedule(*app, Some(now), None)?;
         }
+        tx.heartbeat(now)?;
         tx.commit()?;
+        self.heartbeat.store(now, std::sync::atomic::Ordering::Relaxed);
         self.apply(effects, now)?;
         // After the stops: an orphan is stopped first, then forgotten.
         for id in release {
@@ -284,6 +345,10 @@ impl Executor {
         }
 
         let mut tx = self.store.begin()?;
+        let beat = now >= self.heartbeat.load(std::sync::atomic::Ordering::Relaxed).saturating_add(HEARTBEAT_MS);
+        if beat {
+            tx.heartbeat(now)?;
+        }
         let due = tx.due(now, self.batch)?;
         report.more = due.len() >= self.batch;
         let mut effects = Vec::new();
@@ -344,11 +409,18 @@ impl Executor {
                         effects.push(Effect::Restart(app, restarted, order, processor));
                     }
                     Action::Settle => tx.settle(app, now)?,
+                    Action::Refund(gap) => {
+                        let Some(paid) = by_key.get(&gap.paid) else { continue };
+                        tx.refund_unserved(app, paid, gap.from, gap.to, &gap.amount, now)?;
+                    }
                 }
             }
             tx.schedule(app, decision.next_at, decision.blocked.as_ref())?;
         }
         tx.commit()?;
+        if beat {
+            self.heartbeat.store(now, std::sync::atomic::Ordering::Relaxed);
+        }
         report.launched = effects.iter().filter(|e| matches!(e, Effect::Launch(..))).count();
         report.stopped = effects.iter().filter(|e| matches!(e, Effect::Stop(..))).count();
         self.apply(effects, now)?;
@@ -395,7 +467,10 @@ impl Executor {
                         refused.state = ExecState::Failed;
                     } else {
                         refused.state = ExecState::Refused;
-                        tx.refund(app, &e, now)?;
+                        // A relaunch the window's charge covers was charged nothing.
+                        if e.charged != crate::market::Quote::default() {
+                            tx.refund(app, &e, now)?;
+                        }
                     }
                     refused.reason = Some(reason);
                     refused.changed_at = now;

@@ -5,6 +5,8 @@
 //! - [`scheduler`]: the pure decision: from what is recorded and the time, what to launch,
 //!   stop, retry, replace or settle next, each rule citing the SPEC row it runs;
 //! - [`spend`]: the charges a launch would add, checked against the spend authority;
+//! - [`unserved`]: charges follow the paid window: what a generation's charge covers after
+//!   the service's own crash, and the refund of the time nothing served;
 //! - [`market`]: the compute network as a trait; [`simulated`] is a pool that runs no
 //!   process, for tests and benchmarks; [`local`] runs each job as confined processes on
 //!   this machine, from the content-addressed [`artifacts`] store;
@@ -27,6 +29,7 @@ pub mod record;
 pub mod scheduler;
 pub mod simulated;
 pub mod spend;
+pub mod unserved;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use market::{

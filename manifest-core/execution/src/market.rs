@@ -116,6 +116,17 @@ pub struct Quote {
     pub native_fee_planck: u128,
 }
 
+impl Quote {
+    /// This quote less `other`, each amount at least zero.
+    pub fn less(&self, other: &Quote) -> Quote {
+        Quote {
+            service_credit_micros: self.service_credit_micros.saturating_sub(other.service_credit_micros),
+            reward_planck: self.reward_planck.saturating_sub(other.reward_planck),
+            native_fee_planck: self.native_fee_planck.saturating_sub(other.native_fee_planck),
+        }
+    }
+}
+
 /// Where a job was placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {

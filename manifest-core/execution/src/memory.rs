@@ -46,8 +46,14 @@ pub struct MemoryState {
     pub apps: BTreeMap<AppKey, MemoryApp>,
     /// Executions by key, with their application.
     pub executions: BTreeMap<ExecKey, (AppKey, Execution)>,
-    /// The ledger: charges (positive) and refunds, by application.
+    /// The ledger: charges (positive) and refunds, by application. A launch charged nothing
+    /// (a relaunch its window's charge covers) makes no entry.
     pub ledger: Vec<(AppKey, ExecKey, Charge, bool)>,
+    /// Refunds of time a paid window went unserved ([`ExecutionTx::refund_unserved`]), each
+    /// also in `ledger`: by (charged execution, gap start), the gap's end.
+    pub unserved: BTreeMap<(ExecKey, Millis), Millis>,
+    /// The executor's last heartbeat ([`ExecutionTx::heartbeat`]).
+    pub alive_at: Option<Millis>,
     /// Every transition: execution, from, to.
     pub transitions: Vec<(ExecKey, ExecState, ExecState)>,
 }
@@ -148,14 +154,20 @@ impl ExecutionTx for MemoryTx<'_> {
             .filter(|e| e.state.is_live() || newest.get(&e.slot) == Some(&e.generation))
             .cloned()
             .collect();
+        // Each charge net of its execution's refunds (a refused launch's refunds it all; a gap's,
+        // part of it).
         let charges = self
             .work
             .ledger
             .iter()
-            .filter(|(k, exec, _, refund)| {
-                *k == app && !refund && !self.work.ledger.iter().any(|(_, x, _, r)| *r && x == exec)
+            .filter(|(k, _, _, refund)| *k == app && !refund)
+            .filter_map(|(_, exec, c, _)| {
+                let mut net = *c;
+                for (_, _, r, _) in self.work.ledger.iter().filter(|(_, x, _, r)| *r && x == exec) {
+                    net.quote = net.quote.less(&r.quote);
+                }
+                (net.quote != crate::market::Quote::default()).then_some(net)
             })
-            .map(|(_, _, c, _)| *c)
             .collect();
         Ok(Some(AppView {
             key: app,
@@ -191,7 +203,7 @@ impl ExecutionTx for MemoryTx<'_> {
         let key = self.work.executions.keys().next_back().copied().unwrap_or(0) + 1;
         let mut e = execution.clone();
         e.key = key;
-        if e.state == ExecState::Launching {
+        if e.state == ExecState::Launching && e.charged != crate::market::Quote::default() {
             let charge = Charge { slot: e.slot, generation: e.generation, at: e.created_at, quote: e.charged };
             self.work.ledger.push((app, key, charge, false));
         }
@@ -212,6 +224,33 @@ impl ExecutionTx for MemoryTx<'_> {
         let charge = Charge { slot: execution.slot, generation: execution.generation, at, quote: execution.charged };
         self.work.ledger.push((app, execution.key, charge, true));
         Ok(())
+    }
+
+    fn refund_unserved(
+        &mut self,
+        app: AppKey,
+        paid: &Execution,
+        from: Millis,
+        to: Millis,
+        amount: &crate::market::Quote,
+        at: Millis,
+    ) -> Result<(), StoreFailure> {
+        if self.work.unserved.contains_key(&(paid.key, from)) {
+            return Ok(());
+        }
+        self.work.unserved.insert((paid.key, from), to);
+        let charge = Charge { slot: paid.slot, generation: paid.generation, at, quote: *amount };
+        self.work.ledger.push((app, paid.key, charge, true));
+        Ok(())
+    }
+
+    fn heartbeat(&mut self, at: Millis) -> Result<(), StoreFailure> {
+        self.work.alive_at = Some(self.work.alive_at.map_or(at, |a| a.max(at)));
+        Ok(())
+    }
+
+    fn last_alive(&mut self) -> Result<Option<Millis>, StoreFailure> {
+        Ok(self.work.alive_at)
     }
 
     fn schedule(&mut self, app: AppKey, next_at: Option<Millis>, blocked: Option<&Reason>) -> Result<(), StoreFailure> {

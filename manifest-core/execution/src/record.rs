@@ -148,8 +148,9 @@ pub enum AppStatus {
     Disabled,
 }
 
-/// One charge of the spend ledger: a launch's quote (a refund is recorded as its own entry
-/// and not counted).
+/// One charge of the spend ledger: a launch's quote, net of the refunds recorded against it
+/// (each its own entry: a refused launch's refunds it all, a gap the service's crash left
+/// unserved part of it, `crate::unserved`); a launch charged nothing has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Charge {
     /// The slot charged.
@@ -189,6 +190,7 @@ pub struct AppView {
     pub activated_at: Millis,
     /// Executions that are live, and every attempt of each slot's newest generation.
     pub executions: Vec<Execution>,
-    /// Charges within the plan's rate window (and every charge of the newest generations).
+    /// Charges within the plan's rate window (and every charge of the newest generations), net
+    /// of their refunds; none is zero.
     pub charges: Vec<Charge>,
 }

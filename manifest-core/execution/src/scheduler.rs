@@ -10,6 +10,7 @@ use crate::market::{Quote, Refusal, StopMode};
 use crate::plan::{CeaseTrigger, ExistingJobs, Mode, Plan, RuntimeFailure, UpdateTiming};
 use crate::record::{AppStatus, AppView, Charge, ExecKey, ExecState, Execution, Reason};
 use crate::spend;
+use crate::unserved::{self, Gap};
 
 /// One thing to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +49,9 @@ pub enum Action {
     },
     /// The `once` application settles: terminal.
     Settle,
+    /// Refund time a paid window went unserved because the service stopped
+    /// ([`crate::unserved`]); the store records each gap once, however often it is asked.
+    Refund(Gap),
 }
 
 /// What to do for one application, and when to look at it again.
@@ -170,6 +174,15 @@ impl SlotDecider<'_, '_, '_> {
             return self.first(plan);
         };
         let generation_live = attempts.iter().any(|e| e.state.is_live());
+        // A window the service's stop left unserved, with no attempt since: refunded once it
+        // ends (whatever the application's status), looked at again then.
+        if !generation_live && let Some(links) = unserved::chain(&attempts) {
+            if self.now >= latest.window_end {
+                self.refund(&links, latest.window_end);
+            } else {
+                self.wake_at(latest.window_end);
+            }
+        }
         if self.app.status != AppStatus::Active {
             // Decision (docs/decisions.md "Pause"): a pause stops new launches; running jobs
             // run to their scheduled end.
@@ -366,7 +379,9 @@ impl SlotDecider<'_, '_, '_> {
                 let which = Attempt::next(plan, latest);
                 if open {
                     let start = latest.window_start.max(self.now);
-                    self.launch_window(plan, which, start, latest.window_end, Vec::new());
+                    // A retry of a relaunch after the service's stop is as free as the relaunch.
+                    let paid = unserved::chain(attempts);
+                    self.launch_in(plan, which, start, latest.window_end, Vec::new(), paid.as_deref());
                 } else {
                     // A `once` occurrence that never ran gets a whole window when it finally does.
                     self.launch_window(plan, which, self.now, plan.window_end(self.now), Vec::new());
@@ -374,11 +389,22 @@ impl SlotDecider<'_, '_, '_> {
                 true
             }
             // Not a runtime failure: the job stopped with the service (the local pool), so its
-            // generation gets a new attempt for the rest of its window (docs/decisions.md).
+            // generation gets a new attempt for the rest of its window (docs/decisions.md),
+            // which the generation's charge already covers: it is not charged again, and the
+            // time nothing served is refunded (`unserved`, issue 41).
             ExecState::Failed
                 if open && latest.reason.as_ref().is_some_and(|r| r.code == crate::executor::PROCESSOR_RESTARTED) =>
             {
-                self.launch_window(plan, Attempt::next(plan, latest), self.now, latest.window_end, Vec::new());
+                let paid = unserved::chain(attempts);
+                let start = latest.window_start.max(self.now);
+                self.launch_in(
+                    plan,
+                    Attempt::next(plan, latest),
+                    start,
+                    latest.window_end,
+                    Vec::new(),
+                    paid.as_deref(),
+                );
                 true
             }
             // Stopped with its window still open by something other than its lifecycle (a
@@ -550,13 +576,30 @@ impl SlotDecider<'_, '_, '_> {
         self.launch_window(plan, which, start, plan.window_end(start), avoid)
     }
 
-    fn launch_window(
+    fn launch_window(&mut self, plan: &Plan, which: Attempt, start: Millis, end: Millis, avoid: Vec<String>) -> bool {
+        self.launch_in(plan, which, start, end, avoid, None)
+    }
+
+    /// Refunds each gap of a chain of attempts stopped with the service, up to `end`.
+    fn refund(&mut self, links: &[&Execution], end: Millis) {
+        for gap in unserved::gaps(links, end) {
+            if gap.amount != Quote::default() {
+                self.d.actions.push(Action::Refund(gap));
+            }
+        }
+    }
+
+    /// Launches an attempt for `start..end`; within a window already `paid` (a chain of
+    /// attempts stopped with the service, its charged attempt first), it is charged nothing,
+    /// no spend check applies (it spends nothing), and the gaps up to now are refunded.
+    fn launch_in(
         &mut self,
         plan: &Plan,
         Attempt { generation, attempt, policy_version }: Attempt,
         start: Millis,
         end: Millis,
         avoid: Vec<String>,
+        paid: Option<&[&Execution]>,
     ) -> bool {
         if let Some(hold) = &plan.hold {
             // Lifted by an administrator's change, which wakes no one: look again shortly.
@@ -587,21 +630,31 @@ impl SlotDecider<'_, '_, '_> {
                 execution.state = ExecState::Refused;
                 execution.reason = Some(Reason::new(refusal.code(), refusal.to_string()));
                 self.d.actions.push(Action::Refuse(execution));
+                if let Some(links) = paid {
+                    self.refund(links, self.now);
+                }
                 self.wake_at(self.now.saturating_add(retry_backoff(1)));
                 false
             }
             Ok(q) => {
-                // Spend authority: a launch that would exceed it is not made.
-                if let Err(exceeded) = spend::check(&plan.spend, self.charges, self.slot, generation, &q, self.now) {
-                    if let Some(at) = exceeded.retry_at {
-                        self.wake_at(at);
+                if let Some(links) = paid {
+                    // Paid already: charged nothing, so nothing to check against the authority.
+                    self.d.actions.push(Action::Launch { execution, avoid });
+                    self.refund(links, self.now);
+                } else {
+                    // Spend authority: a launch that would exceed it is not made.
+                    if let Err(exceeded) = spend::check(&plan.spend, self.charges, self.slot, generation, &q, self.now)
+                    {
+                        if let Some(at) = exceeded.retry_at {
+                            self.wake_at(at);
+                        }
+                        self.block(exceeded.reason);
+                        return false;
                     }
-                    self.block(exceeded.reason);
-                    return false;
+                    execution.charged = q;
+                    self.charges.push(Charge { slot: self.slot, generation, at: self.now, quote: q });
+                    self.d.actions.push(Action::Launch { execution, avoid });
                 }
-                execution.charged = q;
-                self.charges.push(Charge { slot: self.slot, generation, at: self.now, quote: q });
-                self.d.actions.push(Action::Launch { execution, avoid });
                 // Its window's end, and (continuous) its successor's launch.
                 self.wake_at(end);
                 self.wake_at(end.saturating_sub(plan.lead_ms()).max(start));

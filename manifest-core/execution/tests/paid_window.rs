@@ -1,0 +1,164 @@
+//! Charges follow the paid window, not the attempt (issue 41): after the service's own crash
+//! (the local pool's jobs die with it), the slot's new attempt in the same window is not
+//! charged again, and the time nothing served is refunded as entries of their own.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use svc_execution::executor::Executor;
+use svc_execution::market::{JobOrder, Quote};
+use svc_execution::plan::{Rate, SpendAuthority};
+use svc_execution::{ExecState, Market, Millis, SimulatedPool};
+
+/// 10,000 micros an hour: one window of the plan.
+const PRICE: u128 = 10_000;
+
+/// The simulated pool, starting empty like the local pool (its jobs are the service's).
+struct StartsEmpty(Arc<SimulatedPool>);
+
+impl Market for StartsEmpty {
+    fn quote(
+        &self,
+        r: &svc_execution::plan::Requirements,
+        a: &[String],
+        w: u64,
+    ) -> Result<svc_execution::Quote, svc_execution::Refusal> {
+        self.0.quote(r, a, w)
+    }
+    fn launch(&self, o: &JobOrder) -> Result<svc_execution::Placement, svc_execution::Refusal> {
+        self.0.launch(o)
+    }
+    fn restart(&self, o: &JobOrder, p: &str) -> Result<(), svc_execution::Refusal> {
+        self.0.restart(o, p)
+    }
+    fn stop(&self, id: &str, m: svc_execution::StopMode) {
+        self.0.stop(id, m)
+    }
+    fn changes(&self) -> Vec<svc_execution::JobStatus> {
+        self.0.changes()
+    }
+    fn jobs(&self) -> Vec<svc_execution::JobStatus> {
+        self.0.jobs()
+    }
+    fn release(&self, id: &str) {
+        self.0.release(id)
+    }
+    fn starts_empty(&self) -> bool {
+        true
+    }
+}
+
+fn world() -> (World, Arc<SimulatedPool>) {
+    let pool = Arc::new(SimulatedPool::new(2, 4, PRICE));
+    (World::with_market(Arc::clone(&pool), Arc::new(StartsEmpty(Arc::clone(&pool)))), pool)
+}
+
+/// `kill -9` of the service at the clock's time (its jobs die with it), `down` ms of nothing,
+/// then a new service that recovers and steps.
+fn crash_and_restart(w: &mut World, pool: &Arc<SimulatedPool>, down: Millis) {
+    for (id, _, _) in pool.running() {
+        pool.lose(&id);
+        pool.release(&id);
+    }
+    w.clock.advance(down);
+    w.executor = Executor::new(
+        Arc::clone(&w.store) as Arc<_>,
+        Arc::new(StartsEmpty(Arc::clone(pool))),
+        Arc::new(w.clock.clone()),
+        64,
+    );
+    w.executor.recover().expect("recovers");
+    w.settle().expect("settles");
+}
+
+/// Charges and refunds of application 1's slot 0, generation `generation`.
+fn ledger(w: &World, generation: u64) -> (Vec<u128>, Vec<u128>) {
+    let state = w.store.snapshot();
+    let of = |refund: bool| {
+        state
+            .ledger
+            .iter()
+            .filter(|(app, _, c, r)| *app == 1 && c.slot == 0 && c.generation == generation && *r == refund)
+            .map(|(_, _, c, _)| c.quote.service_credit_micros)
+            .collect::<Vec<_>>()
+    };
+    (of(false), of(true))
+}
+
+#[test]
+fn three_crashes_of_the_service_in_one_window_charge_the_window_once_and_refund_the_downtime() {
+    let (mut w, pool) = world();
+    // A rate that this window and the next fit (net of the refunds: 7,500 + 10,000), but not
+    // a charge per attempt: before, the second relaunch's new charge blocked the slot
+    // (`spend_authority_exceeded`).
+    let mut p = plan(1, continuous());
+    p.spend = SpendAuthority { rate: Some(Rate { amount_micros: 18_000, window_ms: 2 * HOUR }), ..p.spend };
+    w.publish(1, p);
+    w.settle().expect("settles");
+    w.all_ready();
+    let first = w.live(1)[0].clone();
+    assert_eq!(first.charged.service_credit_micros, PRICE);
+    // Alive (stepping) until minute 10, 20 and 30; down 5 minutes each time.
+    for (crash, n) in [(10, 2), (20, 3), (30, 4)] {
+        w.run_until(T0 + crash * MINUTE).expect("runs");
+        crash_and_restart(&mut w, &pool, 5 * MINUTE);
+        let live = w.live(1);
+        assert_eq!(live.len(), 1, "crash at minute {crash}: the slot runs again");
+        assert_eq!((live[0].generation, live[0].attempt), (1, n), "the same generation, a new attempt");
+        assert_eq!(live[0].charged, Quote::default(), "not charged again");
+        assert_eq!(live[0].window_end, first.window_end, "within the paid window");
+        assert_eq!(w.app(1).blocked, None, "crash at minute {crash}");
+        w.all_ready();
+    }
+    let (charges, refunds) = ledger(&w, 1);
+    assert_eq!(charges, [PRICE], "one window, one charge");
+    // 3 x 5 minutes of an hour, each gap from the last heartbeat to the relaunch.
+    assert_eq!(refunds.len(), 3, "each gap its own entry: {refunds:?}");
+    assert_eq!(refunds.iter().sum::<u128>(), PRICE * 15 / 60);
+    // Served 45 of 60 minutes: charged net at most that, plus a micro of rounding.
+    assert!(PRICE - refunds.iter().sum::<u128>() <= PRICE * 45 / 60 + 1);
+    // The renewal is a new window, charged as one.
+    w.run_until(T0 + HOUR).expect("runs");
+    assert_eq!(ledger(&w, 2).0, [PRICE], "the next window is charged once");
+    assert_eq!(w.app(1).blocked, None);
+}
+
+#[test]
+fn a_service_down_past_its_windows_end_refunds_the_rest_of_the_window_once() {
+    let (mut w, pool) = world();
+    w.publish(1, plan(1, continuous()));
+    w.settle().expect("settles");
+    w.run_until(T0 + 30 * MINUTE).expect("runs");
+    // Down for 40 minutes: the window ended while nothing ran it.
+    crash_and_restart(&mut w, &pool, 40 * MINUTE);
+    w.advance(MINUTE);
+    let (charges, refunds) = ledger(&w, 1);
+    assert_eq!(charges, [PRICE]);
+    assert_eq!(refunds, [PRICE / 2], "minute 30 to the window's end, once");
+    assert_eq!(w.in_state(1, ExecState::Failed).len(), 1, "no attempt in a window that ended");
+    assert_eq!(ledger(&w, 2).0, [PRICE], "the next window is charged");
+}
+
+#[test]
+fn a_free_relaunch_the_market_refuses_is_retried_free_and_its_wait_is_refunded_too() {
+    let (mut w, pool) = world();
+    w.publish(1, plan(1, continuous()));
+    w.settle().expect("settles");
+    w.run_until(T0 + 10 * MINUTE).expect("runs");
+    pool.set_refuse_all(true);
+    crash_and_restart(&mut w, &pool, 5 * MINUTE);
+    assert!(w.live(1).is_empty(), "refused");
+    // The retry comes a second later (backoff), free as well.
+    pool.set_refuse_all(false);
+    w.advance(6 * MINUTE);
+    let live = w.live(1);
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].charged, Quote::default());
+    let (charges, refunds) = ledger(&w, 1);
+    assert_eq!(charges, [PRICE], "no refund of a zero charge, no second charge");
+    // From minute 10 to the retry, a second after minute 15.
+    let unserved: Millis = live[0].created_at - (T0 + 10 * MINUTE);
+    assert_eq!(refunds.iter().sum::<u128>(), PRICE * u128::from(unserved) / u128::from(HOUR));
+}
