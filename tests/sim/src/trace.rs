@@ -1,0 +1,76 @@
+//! What a run did, line by line, and how a failed run says so: its seed, the invariant, the
+//! last lines of its trace, and the command that replays it.
+
+use std::fmt;
+
+/// Lines of a trace a failure prints (the whole trace is in `--seed`'s replay).
+const SHOWN: usize = 40;
+
+/// A run's trace: one line per event, step and fault, stamped with the virtual time.
+#[derive(Debug, Default, Clone)]
+pub struct Trace {
+    lines: Vec<String>,
+}
+
+impl Trace {
+    /// Adds a line at virtual time `at` (ms from the run's start).
+    pub fn push(&mut self, at: u64, line: impl fmt::Display) {
+        self.lines.push(format!("{:>6}.{:03}s {line}", at / 1_000, at % 1_000));
+    }
+
+    /// Every line.
+    pub fn lines(&self) -> &[String] {
+        &self.lines
+    }
+}
+
+/// Invariants known to break on today's code, each with the finding it reports: a run
+/// counts them and goes on to the next seed (`--strict` fails on them too). Remove a line
+/// once its fix lands; `known_findings_still_reproduce` says when.
+pub const KNOWN_OPEN: &[(&str, &str)] = &[
+    (
+        "charged-again-after-crash",
+        "issue 41: each service crash charges the customer again (a relaunch after PROCESSOR_RESTARTED is \
+         charged a new quote for the rest of the window)",
+    ),
+    (
+        "lost-report",
+        "a job's report taken from the market while the store is down is lost (Executor::step drains \
+         Market::changes before its transaction begins): the store keeps the job live until a restart",
+    ),
+];
+
+/// Whether `code` is a known open finding.
+pub fn known(code: &str) -> bool {
+    KNOWN_OPEN.iter().any(|(known, _)| *known == code)
+}
+
+/// An invariant a seed broke.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// Which part: `exec` (scheduler and executor) or `lease` (the relay's engine lease).
+    pub part: &'static str,
+    /// The seed.
+    pub seed: u64,
+    /// Which invariant broke (`docs/simulation.md` lists them).
+    pub code: &'static str,
+    /// What broke, in a sentence.
+    pub invariant: String,
+    /// The run's trace up to the failure.
+    pub trace: Trace,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {} ({}, {}): {}", self.seed, self.part, self.code, self.invariant)?;
+        let lines = self.trace.lines();
+        let from = lines.len().saturating_sub(SHOWN);
+        if from > 0 {
+            writeln!(f, "  ... {from} earlier lines (the replay prints them all)")?;
+        }
+        for line in &lines[from..] {
+            writeln!(f, "  {line}")?;
+        }
+        write!(f, "replay: cargo run -p svc-sim --release -- --seed {}", self.seed)
+    }
+}
