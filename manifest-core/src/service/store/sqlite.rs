@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0002_executions.sql"),
     include_str!("../../../migrations/0003_activity_index.sql"),
     include_str!("../../../migrations/0004_inputs_revision.sql"),
+    include_str!("../../../migrations/0005_unserved.sql"),
 ];
 
 /// The database file's name inside the data directory.

@@ -228,6 +228,50 @@ fn a_refunded_charge_is_not_among_the_charges_the_scheduler_reads() {
     });
 }
 
+/// Issue 41: the service's crash refunds the time a paid window went unserved, once per
+/// stretch however often asked, and the charge the scheduler reads is net of it; a relaunch
+/// charged nothing makes no entry; the heartbeat keeps the newest time.
+#[test]
+fn a_refund_of_unserved_time_is_recorded_once_and_the_charge_is_read_net_of_it() {
+    on_each_backend("unserved", |b| {
+        let store = (b.open)();
+        let mut tx = store.write().expect("tx");
+        let org = tx.ensure_organization("acme").expect("org");
+        let app = tx.insert_application(org.id, "web", "app_1").expect("app").key;
+        tx.commit().expect("commit");
+
+        assert!(store.lead().expect("the scheduling lease"), "alone, it leads");
+        let mut tx = store.begin().expect("tx");
+        assert_eq!(tx.last_alive().expect("read"), None);
+        let paid = launching("app_1", 0);
+        let paid = Execution { key: tx.insert(app, &paid).expect("insert"), ..paid };
+        let free = Execution {
+            execution_id: Execution::id_for("app_1", 0, 1, 2),
+            attempt: 2,
+            charged: Quote::default(),
+            ..launching("app_1", 0)
+        };
+        tx.insert(app, &free).expect("insert");
+        let part = Quote { service_credit_micros: 2, reward_planck: u128::from(u64::MAX), ..Quote::default() };
+        for _ in 0..2 {
+            tx.refund_unserved(app, &paid, 600_000, 1_200_000, &part, 1_300_000).expect("refund");
+        }
+        tx.heartbeat(1_250_000).expect("heartbeat");
+        tx.heartbeat(1_260_000).expect("heartbeat");
+        let view = tx.app(app).expect("read").expect("the application");
+        assert_eq!(
+            view.charges.iter().map(|c| (c.quote.service_credit_micros, c.quote.reward_planck)).collect::<Vec<_>>(),
+            [(5, u128::from(u64::MAX) * 2)],
+            "7 less one refund of 2, and no entry for the free relaunch"
+        );
+        tx.commit().expect("commit");
+        let mut tx = store.begin().expect("tx");
+        assert_eq!(tx.last_alive().expect("read"), Some(1_260_000));
+        drop(tx);
+        assert!((b.raw)("UPDATE spend_ledger SET unserved_to = 0").is_err(), "the ledger is append-only");
+    });
+}
+
 #[test]
 fn an_execution_moves_through_its_states_and_is_found_by_id_and_among_the_live() {
     on_each_backend("transitions", |b| {

@@ -162,36 +162,65 @@ impl<S: Sql> Tx<S> {
         };
         let executions = current(self.sql(), app).map_err(failure)?;
         // Charges within the rate window of the newest charge (a superset of what any check at
-        // a later time needs), and every charge of each slot's newest generation. A refund is
-        // recorded under its execution's application, so looking for it among the
-        // application's entries (an index) finds the same one as searching the whole ledger.
+        // a later time needs), and every charge of each slot's newest generation, each net of
+        // the refunds recorded against its execution (a refused launch's refunds it all, a gap
+        // the service's crash left unserved part of it). A refund is recorded under its
+        // execution's application, so looking for it among the application's entries (an
+        // index) finds the same one as searching the whole ledger. Amounts are decimal text,
+        // so they are subtracted here rather than summed in SQL.
         let window = plan.as_ref().and_then(|p| p.spend.rate).map_or(0, |r| r.window_ms);
+        const CHARGED: &str = "application_id = ?1 AND refund = 0
+                   AND (at > (SELECT MAX(at) FROM spend_ledger m WHERE m.application_id = ?1) - ?2
+                        OR generation = (SELECT MAX(generation) FROM executions n
+                                         WHERE n.application_id = ?1 AND n.slot = l.slot))";
+        let quote = |r: &SqlRow, at: usize| -> Result<Quote, SqlError> {
+            Ok(Quote {
+                service_credit_micros: r.amount(at)?,
+                reward_planck: r.amount(at + 1)?,
+                native_fee_planck: r.amount(at + 2)?,
+            })
+        };
+        let mut refunds: BTreeMap<i64, Quote> = BTreeMap::new();
+        for r in self
+            .sql()
+            .query(
+                &format!(
+                    "SELECT execution, micros, reward_planck, fee_planck FROM spend_ledger r
+                     WHERE r.application_id = ?1 AND r.refund = 1
+                       AND r.execution IN (SELECT l.execution FROM spend_ledger l WHERE {CHARGED})"
+                ),
+                params![app, int(window)],
+            )
+            .map_err(failure)?
+            .iter()
+        {
+            let (execution, amount) = (r.i64(0).map_err(failure)?, quote(r, 1).map_err(failure)?);
+            let total = refunds.entry(execution).or_default();
+            total.service_credit_micros = total.service_credit_micros.saturating_add(amount.service_credit_micros);
+            total.reward_planck = total.reward_planck.saturating_add(amount.reward_planck);
+            total.native_fee_planck = total.native_fee_planck.saturating_add(amount.native_fee_planck);
+        }
         let charges = self
             .sql()
             .query(
-                "SELECT slot, generation, at, micros, reward_planck, fee_planck FROM spend_ledger l
-                 WHERE application_id = ?1 AND refund = 0
-                   AND NOT EXISTS (SELECT 1 FROM spend_ledger r
-                                   WHERE r.application_id = ?1 AND r.execution = l.execution AND r.refund = 1)
-                   AND (at > (SELECT MAX(at) FROM spend_ledger m WHERE m.application_id = ?1) - ?2
-                        OR generation = (SELECT MAX(generation) FROM executions n
-                                         WHERE n.application_id = ?1 AND n.slot = l.slot))",
+                &format!(
+                    "SELECT slot, generation, at, micros, reward_planck, fee_planck, execution FROM spend_ledger l
+                     WHERE {CHARGED}"
+                ),
                 params![app, int(window)],
             )
             .map_err(failure)?
             .iter()
             .map(|r| {
+                let refunded = refunds.get(&r.i64(6)?).copied().unwrap_or_default();
                 Ok(Charge {
                     slot: r.u16(0)?,
                     generation: r.u64(1)?,
                     at: r.u64(2)?,
-                    quote: Quote {
-                        service_credit_micros: r.amount(3)?,
-                        reward_planck: r.amount(4)?,
-                        native_fee_planck: r.amount(5)?,
-                    },
+                    quote: quote(r, 3)?.less(&refunded),
                 })
             })
+            .filter(|c| !matches!(c, Ok(c) if c.quote == Quote::default()))
             .collect::<Result<Vec<_>, SqlError>>()
             .map_err(failure)?;
         let read =
@@ -330,7 +359,8 @@ impl<S: Sql> ExecutionTx for Tx<S> {
             )
             .and_then(|r| r.i64(0))
             .map_err(failure)?;
-        if e.state == ExecState::Launching {
+        // A relaunch its window's charge covers (charged nothing) makes no entry.
+        if e.state == ExecState::Launching && e.charged != Quote::default() {
             self.ledger(app, key, e, e.created_at, false).map_err(failure)?;
         }
         Ok(key)
@@ -374,6 +404,55 @@ impl<S: Sql> ExecutionTx for Tx<S> {
 
     fn refund(&mut self, app: AppKey, e: &Execution, at: Millis) -> Result<(), StoreFailure> {
         self.ledger(app, e.key, e, at, true).map_err(failure)
+    }
+
+    fn refund_unserved(
+        &mut self,
+        app: AppKey,
+        paid: &Execution,
+        from: Millis,
+        to: Millis,
+        amount: &Quote,
+        at: Millis,
+    ) -> Result<(), StoreFailure> {
+        // Once per stretch (`spend_ledger_unserved`): asked again, nothing is recorded.
+        self.sql()
+            .execute(
+                "INSERT INTO spend_ledger (application_id, execution, slot, generation, at, micros, reward_planck,
+                     fee_planck, refund, unserved_from, unserved_to)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?10)
+                 ON CONFLICT DO NOTHING",
+                params![
+                    app,
+                    paid.key,
+                    paid.slot,
+                    int(paid.generation),
+                    int(at),
+                    &amount.service_credit_micros.to_string(),
+                    &amount.reward_planck.to_string(),
+                    &amount.native_fee_planck.to_string(),
+                    int(from),
+                    int(to),
+                ],
+            )
+            .map_err(failure)?;
+        Ok(())
+    }
+
+    fn heartbeat(&mut self, at: Millis) -> Result<(), StoreFailure> {
+        self.sql()
+            .execute(
+                "INSERT INTO scheduler_heartbeat (id, at) VALUES (1, ?1)
+                 ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+                params![int(at)],
+            )
+            .map_err(failure)?;
+        Ok(())
+    }
+
+    fn last_alive(&mut self) -> Result<Option<Millis>, StoreFailure> {
+        let row = self.sql().query_opt("SELECT at FROM scheduler_heartbeat WHERE id = 1", &[]).map_err(failure)?;
+        row.map(|r| r.u64(0)).transpose().map_err(failure)
     }
 
     fn schedule(&mut self, app: AppKey, next_at: Option<Millis>, blocked: Option<&Reason>) -> Result<(), StoreFailure> {
