@@ -27,6 +27,7 @@ mod ingress {
     mod postgres;
     mod process;
     mod redeploy;
+    mod redeploy_hosts;
     mod renewal;
     mod replicas;
     mod stale_quote;

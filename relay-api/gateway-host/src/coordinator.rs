@@ -17,7 +17,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use relay_gateway::feed::FeedAnswer;
 use relay_wire::admission::{Operator, RegisterRequest};
-use relay_wire::feed::{FEED_WAIT_SECS, FeedSignature, Presence, SIGNATURE_HEADER, feed_message, feed_path};
+use relay_wire::feed::{
+    FEED_WAIT_SECS, FeedSignature, Presence, Report, SIGNATURE_HEADER, feed_message, feed_path_reporting,
+};
 
 use crate::key::OperatorKey;
 
@@ -241,8 +243,9 @@ impl CoordinatorClient {
         operator_id: &str,
         after: Option<&str>,
         presence: Option<&Presence>,
+        report: Option<&Report>,
     ) -> Result<FeedAnswer, ClientError> {
-        let path = feed_path(after, presence);
+        let path = feed_path_reporting(after, presence, report);
         let at_ms = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
         let at_ms = i64::try_from(at_ms).unwrap_or(i64::MAX);
         let signature = FeedSignature {

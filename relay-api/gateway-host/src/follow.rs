@@ -7,6 +7,12 @@
 //! backoff of 1 s doubling to 30 s, with jitter so that a fleet does not come back at once;
 //! that request is answered at once, and a table equal to the one served is not applied
 //! again.
+//!
+//! Each request reports ([`Report`]) the feed sequence of the table applied and the routes
+//! with agents in rotation here; when that set changes while a request is held (a redeploy's
+//! successor's agents connected), the request is given up and asked again with the new
+//! report at once, so the coordinator's switch learns of it within [`REPORT_LOOK`] (issue
+//! 41).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use relay_gateway::file::FeedSource;
 use relay_gateway::{Bound, Gateway};
-use relay_wire::feed::Presence;
+use relay_wire::feed::{MAX_REPORTED_ROUTES, Presence, Report};
 
 use crate::coordinator::{ClientError, CoordinatorClient};
 use crate::key::{KeyError, OperatorKey};
@@ -26,6 +32,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// The least time between two requests that brought nothing new (a coordinator that does not
 /// hold requests must not be asked in a loop).
 const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often the routes' agents are looked at while a request is held.
+pub const REPORT_LOOK: Duration = Duration::from_millis(50);
 
 /// Why a gateway cannot follow the feed its file names.
 #[derive(Debug, thiserror::Error)]
@@ -110,29 +119,62 @@ fn read_key(path: &Path) -> Result<OperatorKey, FollowError> {
     OperatorKey::from_pem(&text).map_err(|source| FollowError::Key { path: path.into(), source })
 }
 
+/// The routes with agents in rotation on `gateway`, how many each, by route ID.
+pub fn agents_in_rotation(gateway: &Gateway) -> Vec<(String, u32)> {
+    let mut agents: Vec<(String, u32)> = gateway
+        .replica_rows()
+        .into_iter()
+        .filter(|r| r.in_rotation > 0)
+        .map(|r| (r.route_id, u32::try_from(r.in_rotation).unwrap_or(u32::MAX)))
+        .collect();
+    agents.sort();
+    agents.truncate(MAX_REPORTED_ROUTES);
+    agents
+}
+
 /// Follows `feed` for `gateway` until the task is dropped.
 pub async fn follow(gateway: Arc<Gateway>, feed: Feed) {
     let mut served: Option<String> = None;
+    let mut applied: u64 = 0;
     let mut backoff = FIRST_BACKOFF;
     let mut failing = false;
     loop {
         let asked = Instant::now();
         // After a failure the table is asked for at once, not held until it changes: the
         // gateway learns that the coordinator is back, and whether its table is still current.
-        let after = if failing { None } else { served.as_deref() };
-        match feed.client.routes(&feed.key, &feed.operator_id, after, feed.presence.as_ref()).await {
+        let after = if failing { None } else { served.clone() };
+        let report = Report { applied, agents: agents_in_rotation(&gateway) };
+        let request =
+            feed.client.routes(&feed.key, &feed.operator_id, after.as_deref(), feed.presence.as_ref(), Some(&report));
+        tokio::pin!(request);
+        // A held request is given up when the routes' agents change, and asked again at once.
+        let answered = loop {
+            tokio::select! {
+                answered = &mut request => break Some(answered),
+                () = tokio::time::sleep(REPORT_LOOK) => {
+                    if agents_in_rotation(&gateway) != report.agents {
+                        break None;
+                    }
+                }
+            }
+        };
+        let Some(answered) = answered else { continue };
+        match answered {
             Ok(answer) => {
                 let new = served.as_deref() != Some(answer.version.as_str());
                 if new {
                     tracing::info!(
                         routes = answer.routes.len(),
                         version = %answer.version,
+                        seq = answer.seq,
                         "svc gateway: applied the route table from {}",
                         feed.url()
                     );
                     gateway.set_routes(answer.routes);
                     served = Some(answer.version);
                 }
+                // The table served is the one read at this sequence (the same, if not new).
+                applied = answer.seq;
                 gateway.feed().answered(new);
                 if failing {
                     tracing::info!("svc gateway: {} answers the route feed again", feed.url());

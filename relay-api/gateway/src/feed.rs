@@ -22,6 +22,11 @@ pub struct FeedAnswer {
     pub version: String,
     /// The routes.
     pub routes: Vec<RouteConfig>,
+    /// The feed sequence the table was read at (issue 41): the gateway reports it back as the
+    /// table it applied ([`relay_wire::feed::Report::applied`]). 0 from a coordinator without
+    /// one.
+    #[serde(default)]
+    pub seq: u64,
 }
 
 /// The feed's state since the gateway started.

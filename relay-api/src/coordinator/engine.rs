@@ -24,6 +24,9 @@ mod lease;
 mod redeploy;
 mod replicas;
 mod routes;
+pub mod switch;
+
+use switch::{HostAck, SWITCH_BOUND, Switch, Want, may_switch};
 
 use super::ingress_market::IngressMarket;
 use super::model::{Deployment, HostnameState, Quote, SuccessorState};
@@ -145,6 +148,15 @@ pub struct Engine {
     /// Set once the coordinator stops: requests held for a change (the route feed) are
     /// answered at once, not left to the listener's drain.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// The route feed's sequence as this coordinator last knew it: held feed requests wait
+    /// for it to move (issue 41). Moved by this engine's own changes at once, and by others'
+    /// through the store ([`super::feed`] looks at it while requests are held).
+    feed_seq: tokio::sync::watch::Sender<u64>,
+    /// The digest of what the hosts' tables were made of when this engine last set its
+    /// routes: the sequence moves on when it changes.
+    feed_digest: std::sync::Mutex<Option<String>>,
+    /// Whether the look at the store's feed sequence runs (one per engine).
+    pub(super) feed_watched: std::sync::atomic::AtomicBool,
 }
 
 /// The name of slot `slot`'s job of a revision among the running jobs (and in the runner's
@@ -219,7 +231,26 @@ impl Engine {
             health: svc_http::StoreCheck::default(),
             lease,
             stopping: tokio::sync::watch::Sender::new(false),
+            feed_seq: tokio::sync::watch::Sender::new(0),
+            feed_digest: std::sync::Mutex::new(None),
+            feed_watched: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// The route feed's sequence as this coordinator knows it, to wait for it to move.
+    pub(super) fn feed_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.feed_seq.subscribe()
+    }
+
+    /// The route feed's sequence is `seq` (or later): held feed requests look again.
+    pub(super) fn feed_changed(&self, seq: u64) {
+        self.feed_seq.send_if_modified(|known| {
+            let newer = seq > *known;
+            if newer {
+                *known = seq;
+            }
+            newer
+        });
     }
 
     /// Marks the coordinator as stopping (its listener drains now).
@@ -291,7 +322,7 @@ impl Engine {
         d.url = self.url(&d.canonical_hostname);
         d.urls = vec![d.url.clone()];
         let hosts = self
-            .db(|store| store.gateway_hosts(&d.id, now_ms(), self.parts.config.gateway_hosts_per_route))
+            .db(|store| store.offered_gateway_hosts(&d.id, now_ms(), self.parts.config.gateway_hosts_per_route))
             .unwrap_or_default();
         for (_, presence) in hosts {
             let url = match presence.public.port() {

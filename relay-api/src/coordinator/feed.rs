@@ -5,10 +5,19 @@
 //! whose `gatewayOperator` is that operator. Any coordinator on the database answers it.
 //!
 //! A request naming the version its gateway serves (`?after=`) is held until the table
-//! differs, looked at every second, for up to `FEED_WAIT_SECS`: gateways learn of a change
-//! within a second without asking in a loop. At most [`MAX_WAITING`] requests are held at
-//! once (each holds one of the API's connections); beyond, each is answered at once (and its
-//! gateway waits a second before the next). A coordinator that stops answers the held ones.
+//! differs, for up to `FEED_WAIT_SECS`. It is woken by the change itself (issue 41): the
+//! engine moves the feed's sequence (a row of the store) whenever what a host's table is made
+//! of changes, and wakes the requests held on its coordinator at once; a coordinator holding
+//! requests for a change another coordinator may make looks at that one row every
+//! [`SEQ_LOOK`] (`docs/decisions.md`, "A redeploy switches after every gateway host has the
+//! successor"). Each answer carries the sequence its table was read at. At most
+//! [`MAX_WAITING`] requests are held at once (each holds one of the API's connections);
+//! beyond, each is answered at once (and its gateway waits a second before the next). A
+//! coordinator that stops answers the held ones.
+//!
+//! Each request may carry the gateway's report ([`Report`]: the sequence of the table it
+//! applied, the routes with agents on it), recorded with its presence in one transaction
+//! for the engine's switches to wait on.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +27,8 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use relay_wire::feed::{
-    FEED_SKEW_MS, FEED_WAIT_SECS, FeedSignature, Presence, SIGNATURE_HEADER, feed_message, read_query,
+    FEED_SKEW_MS, FEED_WAIT_SECS, FeedSignature, Presence, Report, SIGNATURE_HEADER, feed_message, read_query,
+    read_report,
 };
 
 use super::Engine;
@@ -29,8 +39,9 @@ pub use crate::gateway::feed::FeedAnswer;
 /// Feed requests held at once, waiting for a change.
 pub const MAX_WAITING: usize = 64;
 
-/// How often a held request looks at the table again.
-const RECHECK: Duration = Duration::from_secs(1);
+/// How often a coordinator holding feed requests looks at the store's feed sequence, for a
+/// change another coordinator made (its own wake the requests at once).
+pub const SEQ_LOOK: Duration = Duration::from_millis(100);
 
 static WAITING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_WAITING);
 
@@ -117,31 +128,73 @@ pub(super) async fn routes(
     let path = uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
     let query = uri.query().unwrap_or_default();
     let (after, presence) = read_query(query);
+    let report = read_report(query);
     let announced = ["public=", "tunnel=", "tunnelSha256="].iter().any(|p| query.contains(p));
     let (arrived, arrived_ms) = (Instant::now(), now_ms());
+    let deadline = arrived + Duration::from_secs(FEED_WAIT_SECS);
     let held = match after {
         Some(_) => WAITING.try_acquire().ok(),
         None => None,
     };
-    // Where the gateway is: checked and recorded once per request, with its first read.
-    let mut announcement = Some(Announcement { announced, presence });
+    if held.is_some() {
+        watch_the_store(&engine);
+    }
+    let mut changes = engine.feed_changes();
+    // Where the gateway is and what it reports: checked and recorded once per request, with
+    // its first read.
+    let mut announcement = Some(Announcement { announced, presence, report });
     loop {
+        // Seen before the table is read: a change from here on wakes the wait below.
+        changes.borrow_and_update();
         let (reader, signed, path) = (engine.clone(), signed.clone(), path.clone());
         let announcement = announcement.take();
+        let reported = announcement.as_ref().is_some_and(|a| a.report.is_some());
         let answer =
             tokio::task::spawn_blocking(move || answer(&reader, &signed, &path, arrived_ms, announcement.as_ref()))
                 .await
                 .map_err(|e| FeedError::Store(StoreError::Backend(Box::new(e))))??;
+        if reported {
+            // A switch may be waiting for this host.
+            engine.wake();
+        }
         let unchanged = after.as_deref() == Some(answer.version.as_str());
-        if !unchanged || held.is_none() || arrived.elapsed() + RECHECK > Duration::from_secs(FEED_WAIT_SECS) {
+        if !unchanged || held.is_none() || Instant::now() >= deadline {
             return Ok(axum::Json(answer));
         }
         tokio::select! {
-            () = tokio::time::sleep(RECHECK) => {}
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return Ok(axum::Json(answer));
+                }
+            }
+            () = tokio::time::sleep_until(deadline.into()) => return Ok(axum::Json(answer)),
             // The coordinator stops: the gateway asks the next one (or this one, back).
             () = engine.stopping() => return Ok(axum::Json(answer)),
         }
     }
+}
+
+/// Starts, once per engine, the look at the store's feed sequence that wakes the requests
+/// held here for a change another coordinator made: every [`SEQ_LOOK`] while any request
+/// is held, one row read; it ends with the engine.
+fn watch_the_store(engine: &Arc<Engine>) {
+    if engine.feed_watched.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        return;
+    }
+    let engine = Arc::downgrade(engine);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(SEQ_LOOK).await;
+            let Some(engine) = engine.upgrade() else { return };
+            if WAITING.available_permits() == MAX_WAITING {
+                continue;
+            }
+            let reader = engine.clone();
+            if let Ok(Ok(seq)) = tokio::task::spawn_blocking(move || reader.store().feed_seq()).await {
+                engine.feed_changed(seq);
+            }
+        }
+    });
 }
 
 /// What a feed request's query says of where the gateway is.
@@ -150,6 +203,8 @@ struct Announcement {
     announced: bool,
     /// All three, when they read.
     presence: Option<Presence>,
+    /// What the gateway reports (the table it applied, its routes' agents), if it does.
+    report: Option<Report>,
 }
 
 /// Checks `signed` over `path` at `now`; then, the request authenticated, checks and records
@@ -178,17 +233,19 @@ fn answer(
     ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &key)
         .verify(&feed_message(&operator.id, signed.at_ms, path), &signature)
         .map_err(|_| FeedError::BadSignature)?;
-    if let Some(Announcement { announced, presence }) = announcement {
-        match presence.as_ref().filter(|p| p.is_valid()) {
-            Some(presence) => engine.store().record_presence(&operator.id, presence, now)?,
-            None if *announced => return Err(FeedError::BadPresence),
-            None => {}
+    if let Some(Announcement { announced, presence, report }) = announcement {
+        let presence = presence.as_ref().filter(|p| p.is_valid());
+        if presence.is_none() && *announced {
+            return Err(FeedError::BadPresence);
+        }
+        if presence.is_some() || report.is_some() {
+            engine.store().record_feed_request(&operator.id, presence, report.as_ref(), now)?;
         }
     }
-    let mut routes = engine.route_table(Some(&operator))?;
+    let (mut routes, seq) = engine.feed_table(Some(&operator))?;
     // In one order, so that the same table has the same version.
     routes.sort_by(|a, b| a.route_id.cmp(&b.route_id));
-    Ok(FeedAnswer { operator: operator.id, version: version(&routes), routes })
+    Ok(FeedAnswer { operator: operator.id, version: version(&routes), routes, seq })
 }
 
 /// The table's version: the first 16 bytes of the SHA-256 of its JSON, hex.

@@ -52,6 +52,11 @@ impl GatewayHosts {
         Ok(GatewayHosts { fresh, per_route })
     }
 
+    /// The fresh hosts' operator IDs, in the order read.
+    pub(crate) fn ids(&self) -> Vec<&str> {
+        self.fresh.iter().map(|(o, _)| o.id.as_str()).collect()
+    }
+
     /// Those assigned deployment `deployment_id`: its gateway operator's fresh hosts, or the
     /// `per_route` of them ranked highest for it.
     pub(crate) fn of(
@@ -111,8 +116,33 @@ impl GatewayHosts {
 }
 
 impl RelayStore {
+    /// The gateway hosts offered for deployment `deployment_id` at `now`, what its URLs list
+    /// (and a fleet's DNS answers its name with): those serving it ([`GatewayHosts::of`]) but
+    /// the ones lagging behind its route (issue 41: a host that did not have a redeploy's
+    /// successor within the bound leaves the route's hosts before the switch, and rejoins
+    /// once it reports the route's agents). A lagging host is still served the route by the
+    /// feed and tunneled to by its agents: that is how it catches up.
+    pub fn offered_gateway_hosts(
+        &self,
+        deployment_id: &str,
+        now: i64,
+        per_route: Option<usize>,
+    ) -> Result<Vec<(Operator, Presence)>, StoreError> {
+        self.read(|tx| {
+            let lagging: Vec<String> = tx
+                .lagging_hosts()?
+                .into_iter()
+                .filter(|(d, _, _)| d == deployment_id)
+                .map(|(_, operator, _)| operator)
+                .collect();
+            let mut hosts = GatewayHosts::read(tx, now, per_route)?.of(tx, deployment_id)?;
+            hosts.retain(|(o, _)| !lagging.contains(&o.id));
+            Ok(hosts)
+        })
+    }
+
     /// The gateway hosts serving deployment `deployment_id` at `now` ([`GatewayHosts::of`]):
-    /// what its new jobs' agents tunnel to, and what its URLs list.
+    /// what its new jobs' agents tunnel to, and what its feed serves.
     pub fn gateway_hosts(
         &self,
         deployment_id: &str,

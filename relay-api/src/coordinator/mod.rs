@@ -38,7 +38,7 @@ use crate::gateway::{Bound, Gateway, GatewayConfig};
 use crate::local::{LocalCoordinator, ephemeral};
 pub use admission::{IssuedAdmission, Operator, issue_admission_token};
 use agent::wire;
-pub use engine::{Engine, EngineParts, JOB_EXITED, STEP_CONCURRENCY};
+pub use engine::{Engine, EngineParts, JOB_EXITED, STEP_CONCURRENCY, switch};
 pub use probe::{Probe, PublicProbe};
 pub use restarts::RestartPolicy;
 pub use store::{RelayStore, StoreError};

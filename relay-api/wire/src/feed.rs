@@ -60,10 +60,58 @@ impl Presence {
     }
 }
 
+/// The most routes a [`Report`] names: a host with agents on more reports the first ones (by
+/// route ID), and a redeploy of a route left out waits for it no longer than its bound.
+pub const MAX_REPORTED_ROUTES: usize = 512;
+
+/// What a gateway host reports with each feed request (issue 41): the table it serves, by
+/// the feed sequence it was read at ([`Report::applied`]), and the routes with agents in
+/// rotation on it, how many each. The coordinator's engine switches a route to a redeploy's
+/// successor only once every host serving it has reported the successor's agents, and
+/// stops the predecessor only once each has applied the switched table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The feed sequence of the table the gateway serves (the answer's `seq`; 0: none yet).
+    pub applied: u64,
+    /// Routes with agents in rotation on the gateway, by route ID, with how many, in route
+    /// ID order, at most [`MAX_REPORTED_ROUTES`].
+    pub agents: Vec<(String, u32)>,
+}
+
+impl Report {
+    /// How many agents of route `route_id` the gateway reported in rotation.
+    pub fn agents_of(&self, route_id: &str) -> u32 {
+        self.agents.iter().find(|(r, _)| r == route_id).map_or(0, |(_, n)| *n)
+    }
+
+    /// The report's query parameters: `applied=<seq>&agents=<route>.<n>,...`.
+    fn params(&self) -> [String; 2] {
+        let agents: Vec<String> = self
+            .agents
+            .iter()
+            .filter(|(route, _)| is_route_id(route))
+            .take(MAX_REPORTED_ROUTES)
+            .map(|(route, n)| format!("{route}.{n}"))
+            .collect();
+        [format!("applied={}", self.applied), format!("agents={}", agents.join(","))]
+    }
+}
+
+/// Whether `s` may travel in a report unescaped: a route ID's letters, digits and `_`.
+fn is_route_id(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 /// The path and query of a feed request: `after` is the version the gateway serves, if any;
 /// `presence`, where the gateway is. Versions and digests are hex and addresses are written
 /// with `[`/`]` escaped, so the query needs no other escaping.
 pub fn feed_path(after: Option<&str>, presence: Option<&Presence>) -> String {
+    feed_path_reporting(after, presence, None)
+}
+
+/// [`feed_path`], with the gateway's [`Report`].
+pub fn feed_path_reporting(after: Option<&str>, presence: Option<&Presence>, report: Option<&Report>) -> String {
     let mut params = Vec::new();
     if let Some(version) = after {
         params.push(format!("{AFTER_PARAM}={version}"));
@@ -73,6 +121,9 @@ pub fn feed_path(after: Option<&str>, presence: Option<&Presence>) -> String {
         params.push(format!("public={}", addr(&p.public)));
         params.push(format!("tunnel={}", addr(&p.tunnel)));
         params.push(format!("tunnelSha256={}", p.tunnel_sha256));
+    }
+    if let Some(report) = report {
+        params.extend(report.params());
     }
     if params.is_empty() { FEED_PATH.to_owned() } else { format!("{FEED_PATH}?{}", params.join("&")) }
 }
@@ -95,6 +146,26 @@ pub fn read_query(query: &str) -> (Option<String>, Option<Presence>) {
         })
     })();
     (after, presence)
+}
+
+/// A feed request's [`Report`], if its query has one that reads (`None` otherwise: an
+/// unreadable part, more than [`MAX_REPORTED_ROUTES`] routes, or a route named twice).
+pub fn read_report(query: &str) -> Option<Report> {
+    let param = |name: &str| query.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='));
+    let applied = param("applied")?.parse().ok()?;
+    let mut agents = Vec::new();
+    for pair in param("agents")?.split(',').filter(|p| !p.is_empty()) {
+        let (route, n) = pair.rsplit_once('.')?;
+        if !is_route_id(route) || agents.len() >= MAX_REPORTED_ROUTES {
+            return None;
+        }
+        agents.push((route.to_owned(), n.parse().ok()?));
+    }
+    agents.sort();
+    if agents.windows(2).any(|w| w[0].0 == w[1].0) {
+        return None;
+    }
+    Some(Report { applied, agents })
 }
 
 /// The bytes a gateway host signs for one feed request.
@@ -187,5 +258,25 @@ mod tests {
             "an unspecified address is the registered hostname's"
         );
         assert!(!Presence { tunnel_sha256: "AB".repeat(32), ..presence }.is_valid());
+    }
+
+    #[test]
+    fn a_report_reads_back_from_the_signed_query_and_a_bad_one_does_not() {
+        let report = Report { applied: 42, agents: vec![("rt_0a".into(), 2), ("rt_1b".into(), 1)] };
+        let path = feed_path_reporting(Some("0a1b"), None, Some(&report));
+        let query = path.split_once('?').map(|(_, q)| q).expect("a query");
+        assert_eq!(query, "after=0a1b&applied=42&agents=rt_0a.2,rt_1b.1");
+        assert_eq!(read_report(query), Some(report.clone()));
+        assert_eq!(read_query(query).0.as_deref(), Some("0a1b"));
+        assert_eq!(report.agents_of("rt_0a"), 2);
+        assert_eq!(report.agents_of("rt_2c"), 0);
+        let none = Report { applied: 0, agents: Vec::new() };
+        let path = feed_path_reporting(None, None, Some(&none));
+        assert_eq!(read_report(path.split_once('?').map_or("", |(_, q)| q)), Some(none));
+        for bad in ["", "applied=x&agents=", "applied=1", "applied=1&agents=rt_a", "applied=1&agents=rt_a.1,rt_a.2"] {
+            assert_eq!(read_report(bad), None, "{bad:?}");
+        }
+        let many: Vec<String> = (0..=MAX_REPORTED_ROUTES).map(|i| format!("rt_{i}.1")).collect();
+        assert_eq!(read_report(&format!("applied=1&agents={}", many.join(","))), None, "bounded");
     }
 }

@@ -8,10 +8,14 @@
 //!    the route by ALPN) and an ACME server's tls-alpn-01 check;
 //! 2. the engine validates it through the gateway's public port, every step as for a serving
 //!    route, until it passes or [`SUCCESSOR_DEADLINE`] is up; its app ending fails it at once;
-//! 3. on a pass, the engine makes it the deployment's revision in one store transaction, and
+//! 3. on a pass, it waits for every gateway host serving the deployment to have the
+//!    successor's agents, then flips the hosts' tables to it and waits for each to have
+//!    applied that ([`super::switch`]: each wait bounded, a host lagging past it leaves the
+//!    route's hosts; issue 41);
+//! 4. the engine then makes it the deployment's revision in one store transaction, and
 //!    the gateway's route for the hostnames (new connections go to it), and tells the market
 //!    it is ready;
-//! 4. the scheduler then stops the predecessor (`superseded`), which the ingress market drains:
+//! 5. the scheduler then stops the predecessor (`superseded`), which the ingress market drains:
 //!    it stops once its open connections have ended, or after its drain limit.
 //!
 //! A successor that fails leaves the serving revision as it was, with a hint. A deployment
@@ -23,10 +27,10 @@ use std::time::Duration;
 use svc_execution::{ExecState, Execution};
 
 use super::replicas::newest_per_slot;
-use super::{Engine, ended, placed};
+use super::{Engine, HostAck, SWITCH_BOUND, Switch, Want, ended, may_switch, placed};
 use crate::coordinator::model::{Deployment, Successor, SuccessorState};
 use crate::coordinator::state::DeploymentState;
-use crate::coordinator::store::{StoreError, now_ms};
+use crate::coordinator::store::{RouteSwitch, StoreError, now_ms};
 use crate::hint::{Hint, Stage};
 
 /// How long a successor has, from its deploy, to pass validation.
@@ -47,9 +51,11 @@ pub(super) fn failed_hint(d: &Deployment, s: &Successor) -> Hint {
 }
 
 impl Engine {
-    /// Successors whose jobs a coordinator restart took start again.
+    /// Successors whose jobs a coordinator restart took start again (a switch under way
+    /// begins again once they are validated again).
     pub(super) fn restart_successors(&self) {
         for s in self.db(|store| store.successors()).unwrap_or_default() {
+            let _ = self.db(|store| store.end_route_switch(&s.deployment_id));
             if s.state == SuccessorState::Validating {
                 let _ = self.db(|store| {
                     store.set_successor_state(
@@ -99,6 +105,12 @@ impl Engine {
                 let Some(keys) = self.db(|store| store.successor_keys(&d.id))? else {
                     return self.fail_successor(d, s, "its job has no keys").await;
                 };
+                // Validated already, its switch under way: the hosts are waited for (within
+                // their bound), not the successor validated again.
+                let switch = self.db(|store| store.route_switch(&d.id))?.filter(|w| w.revision == s.revision);
+                if let Some(switch) = switch {
+                    return self.switch(d, s, &running, switch).await;
+                }
                 let age = Duration::from_millis(u64::try_from(now_ms().saturating_sub(s.created_at)).unwrap_or(0));
                 if age > SUCCESSOR_DEADLINE {
                     let why = format!(
@@ -119,7 +131,7 @@ impl Engine {
                 let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
                 self.check_pins(d, &pins, &mut probed.outcome);
                 match probed.outcome {
-                    Ok(_) => self.take_over(d, s, &running).await?,
+                    Ok(_) => self.begin_switch(d, s, &running).await?,
                     Err(hint) => {
                         let reason = format!("validation failed: {}", hint.problem);
                         self.db(|store| {
@@ -151,7 +163,7 @@ impl Engine {
         let all_passed = round.iter().all(|(_, outcome)| outcome.is_ok())
             && running.iter().all(|e| e.state != ExecState::Restarting);
         if all_passed && running.len() >= slots {
-            return self.take_over(d, s, running).await;
+            return self.begin_switch(d, s, running).await;
         }
         let waiting: Vec<String> = self.replica_hints_of(running).into_iter().map(|h| h.problem).collect();
         let reason = match waiting.first() {
@@ -162,8 +174,99 @@ impl Engine {
         Ok(())
     }
 
-    /// The successor passed: it becomes the deployment's revision and route, and its jobs are
-    /// ready, so the scheduler stops the predecessor's, which drain.
+    /// The successor passed validation: its switch begins ([`Engine::switch`]).
+    async fn begin_switch(&self, d: &Deployment, s: &Successor, jobs: &[&Execution]) -> Result<(), StoreError> {
+        let switch = RouteSwitch {
+            deployment_id: d.id.clone(),
+            revision: s.revision,
+            route_id: s.route_id.clone(),
+            began_at: now_ms(),
+            flipped: None,
+        };
+        self.db(|store| store.begin_route_switch(&switch))?;
+        self.switch(d, s, jobs, switch).await
+    }
+
+    /// One step of a validated successor's switch (`engine::switch`): waits for every gateway
+    /// host serving the deployment to have the successor's agents, flips the hosts' tables,
+    /// waits for each to have applied it, then takes over. A host that does not within
+    /// [`super::SWITCH_BOUND`] at either wait is marked lagging (no longer offered for the
+    /// deployment) and not waited for.
+    async fn switch(
+        &self,
+        d: &Deployment,
+        s: &Successor,
+        jobs: &[&Execution],
+        switch: RouteSwitch,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let per_route = self.parts.config.gateway_hosts_per_route;
+        let (serving, lagging, reports) = self.db(|store| {
+            Ok::<_, StoreError>((
+                store.gateway_hosts(&d.id, now, per_route)?,
+                store.lagging_for(&d.id)?,
+                store.gateway_reports()?,
+            ))
+        })?;
+        let hosts: Vec<HostAck> = serving
+            .iter()
+            .filter(|(o, _)| !lagging.contains(&o.id))
+            .map(|(o, _)| HostAck {
+                operator_id: o.id.clone(),
+                report: reports.iter().find(|(id, _, _)| id == &o.id).map(|(_, r, _)| r.clone()),
+            })
+            .collect();
+        let replicas = u32::try_from(self.slots_of(&d.id, s.revision)).unwrap_or(u32::MAX).max(1);
+        let want = match switch.flipped {
+            None => Want { route_id: s.route_id.clone(), agents: replicas, seq: 0, since_ms: switch.began_at },
+            Some((seq, at)) => Want { route_id: s.route_id.clone(), agents: 1, seq, since_ms: at },
+        };
+        let left_out = match may_switch(&hosts, &want, now) {
+            Switch::Wait { waiting } => {
+                let step = match switch.flipped {
+                    None => format!("to have its agents ({replicas} each)"),
+                    Some(_) => "to serve it".to_owned(),
+                };
+                let reason = format!(
+                    "validated; waiting for gateway hosts {} {step} (at most {} s)",
+                    waiting.join(", "),
+                    SWITCH_BOUND.as_secs()
+                );
+                if reason != s.reason {
+                    self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason))?;
+                }
+                return Ok(());
+            }
+            Switch::Go { lagging } => lagging,
+        };
+        if !left_out.is_empty() {
+            let line = format!(
+                "gateway hosts {} did not have revision {} within {} s: they are no longer offered for this \
+                 deployment until they do",
+                left_out.join(", "),
+                s.revision,
+                SWITCH_BOUND.as_secs()
+            );
+            tracing::warn!(deployment = %d.id, "svc relay: {line}");
+            self.db(|store| store.append_logs(&d.id, "route", &[line]))?;
+            self.db(|store| store.mark_lagging(&d.id, &left_out, &s.route_id, now))?;
+        }
+        let remaining = hosts.len() - left_out.len();
+        if switch.flipped.is_none() && remaining > 0 {
+            // Every host has its agents: the hosts' tables make it serve, at a new sequence.
+            if let Some(seq) = self.db(|store| store.flip_route_switch(&d.id, now))? {
+                self.feed_changed(seq);
+            }
+            return Ok(());
+        }
+        self.take_over(d, s, jobs).await?;
+        self.db(|store| store.end_route_switch(&d.id))?;
+        Ok(())
+    }
+
+    /// The successor passed, and every gateway host serves it: it becomes the deployment's
+    /// revision and route, and its jobs are ready, so the scheduler stops the predecessor's,
+    /// which drain.
     async fn take_over(&self, d: &Deployment, s: &Successor, jobs: &[&Execution]) -> Result<(), StoreError> {
         let reason = format!(
             "serves: validated through the gateway; revision {} stops once its open connections end (at most {} s)",
@@ -213,6 +316,7 @@ impl Engine {
     /// and its files go once it has ended); the serving revision stays.
     async fn fail_successor(&self, d: &Deployment, s: &Successor, why: &str) -> Result<(), StoreError> {
         self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, why))?;
+        self.db(|store| store.end_route_switch(&d.id))?;
         self.sync_routes().await;
         self.wake();
         Ok(())

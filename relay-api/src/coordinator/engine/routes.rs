@@ -10,7 +10,7 @@ use super::Engine;
 use crate::coordinator::admission::Operator;
 use crate::coordinator::gateway_hosts::GatewayHosts;
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
-use crate::coordinator::store::{RouteKeys, StoreError, Transaction, now_ms};
+use crate::coordinator::store::{RouteKeys, RouteSwitch, StoreError, Transaction, now_ms};
 use crate::gateway::RouteConfig;
 use crate::local::GatewayHosts as GatewayHostsSent;
 
@@ -33,10 +33,13 @@ impl Engine {
                 for (deployment_id, route) in &routes {
                     by_route.insert(route.route_id.clone(), hosts.pinned(tx, deployment_id)?);
                 }
-                Ok((routes.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), by_route))
+                // Everything a gateway host's table is made of: when it changes, the feed's
+                // held requests are woken (on every coordinator, by the sequence).
+                let digest = feed_digest(&routes, &hosts, &tx.route_switches()?, &tx.lagging_hosts()?);
+                Ok((routes.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), by_route, digest))
             })
         });
-        let (routes, hosts) = match read {
+        let (routes, hosts, digest) = match read {
             Ok(read) => read,
             Err(e) => {
                 tracing::warn!("svc relay: reading the route table (the gateway keeps its routes): {e}");
@@ -48,10 +51,28 @@ impl Engine {
         if let Ok(mut due) = self.validate_at.lock() {
             due.retain(|route_id, _| routes.iter().any(|r| &r.route_id == route_id));
         }
+        self.feed_may_have_changed(digest);
         let hosts = self.with_catalog(hosts);
         self.parts.gateway.set_routes(routes.clone());
         self.parts.signer.set_routes(routes);
         self.parts.signer.set_gateway_hosts(hosts);
+    }
+
+    /// Moves the feed's sequence on when what the hosts' tables are made of changed since this
+    /// coordinator last looked (`digest`), and wakes the feed requests held here at once
+    /// (others' are woken by their coordinator's look at the sequence: `feed.rs`).
+    fn feed_may_have_changed(&self, digest: String) {
+        let Ok(mut last) = self.feed_digest.lock() else { return };
+        if last.as_deref() == Some(digest.as_str()) {
+            return;
+        }
+        match self.db(|store| store.bump_feed_seq()) {
+            Ok(seq) => {
+                *last = Some(digest);
+                self.feed_changed(seq);
+            }
+            Err(e) => tracing::warn!("svc relay: moving the route feed's sequence on (again at the next tick): {e}"),
+        }
     }
 
     /// The gateway hosts `by_route` with the signed catalog an agent checks them against: the
@@ -94,18 +115,39 @@ impl Engine {
     /// feed's table for that host: [`GatewayHosts::serves`]). One read transaction: the table
     /// is whole, or an error.
     pub fn route_table(&self, host: Option<&Operator>) -> Result<Vec<RouteConfig>, StoreError> {
+        Ok(self.feed_table(host)?.0)
+    }
+
+    /// [`Engine::route_table`], with the feed sequence it was read at (in the same
+    /// transaction: a table read at a sequence has every change made before it).
+    pub fn feed_table(&self, host: Option<&Operator>) -> Result<(Vec<RouteConfig>, u64), StoreError> {
         let per_route = self.parts.config.gateway_hosts_per_route;
-        let table = self.db(|store| {
+        let (table, seq) = self.db(|store| {
             store.read(|tx| {
+                let seq = tx.feed_seq()?;
                 let assigned = match host {
                     Some(host) => Some((host, GatewayHosts::read(tx, now_ms(), per_route)?)),
                     None => None,
                 };
-                table(tx, assigned.as_ref().map(|(host, hosts)| (*host, hosts)))
+                Ok((table(tx, assigned.as_ref().map(|(host, hosts)| (*host, hosts)))?, seq))
             })
         })?;
-        Ok(table.into_iter().map(|(_, route)| route).collect())
+        Ok((table.into_iter().map(|(_, route)| route).collect(), seq))
     }
+}
+
+/// The digest of what the hosts' tables are made of: every route, the hosts each is assigned
+/// to, the switches under way and the hosts lagging.
+fn feed_digest(
+    routes: &[(String, RouteConfig)],
+    hosts: &GatewayHosts,
+    switches: &[RouteSwitch],
+    lagging: &[(String, String, String)],
+) -> String {
+    let switches: Vec<(&str, u32, Option<u64>)> =
+        switches.iter().map(|s| (s.deployment_id.as_str(), s.revision, s.flipped.map(|(seq, _)| seq))).collect();
+    let json = serde_json::to_vec(&(routes, hosts.ids(), switches, lagging)).unwrap_or_default();
+    relay_wire::wire::sha256_hex(&json)
 }
 
 /// The table, each route with its deployment's ID: every route, or those assigned to a
@@ -124,7 +166,23 @@ fn table(
         }
         active = assigned;
     }
+    // A host's table has a redeploy's successor serving once its switch flipped (issue 41:
+    // every host had its agents), unless the host lags behind it; the coordinator's own
+    // gateway, once it is promoted.
+    let flipped: Vec<(String, u32)> = match assigned_to {
+        Some((host, _)) => {
+            let lagging = tx.lagging_hosts()?;
+            tx.route_switches()?
+                .into_iter()
+                .filter(|s| s.flipped.is_some())
+                .filter(|s| !lagging.iter().any(|(d, o, _)| d == &s.deployment_id && o == &host.id))
+                .map(|s| (s.deployment_id, s.revision))
+                .collect()
+        }
+        None => Vec::new(),
+    };
     let mut routes = Vec::new();
+    let mut serving_successor = Vec::new();
     // Successors on standby first: the same hostnames as their deployment's route, reached
     // only as [`RouteConfig::standby`] says.
     for s in tx.successors()? {
@@ -133,13 +191,18 @@ fn table(
             continue;
         }
         if let (Some(keys), Some(project_json)) = (tx.successor_keys(&d.id)?, tx.successor_project_json(&d.id)?) {
-            routes.push((d.id.clone(), route(tx, d, &s.route_id, keys, &project_json, true)?));
+            let serves = flipped.iter().any(|(id, revision)| id == &d.id && *revision == s.revision);
+            if serves {
+                serving_successor.push(d.id.clone());
+            }
+            routes.push((d.id.clone(), route(tx, d, &s.route_id, keys, &project_json, !serves)?));
         }
     }
     for d in active.iter().filter(|d| d.state.runs_job()) {
         // A deployment not launched yet has no keys: no route.
         if let (Some(Some(keys)), Some(project_json)) = (tx.route_keys(&d.id)?, tx.project_json(&d.id)?) {
-            routes.push((d.id.clone(), route(tx, d, &d.route_id, keys, &project_json, false)?));
+            let standby = serving_successor.contains(&d.id);
+            routes.push((d.id.clone(), route(tx, d, &d.route_id, keys, &project_json, standby)?));
         }
     }
     Ok(routes)

@@ -16,7 +16,7 @@ use crate::coordinator::model::{
 };
 use crate::coordinator::state::DeploymentState;
 use relay_wire::admission::Operator;
-use relay_wire::feed::Presence;
+use relay_wire::feed::{Presence, Report};
 use svc_sql::Sql;
 
 /// Who holds the engine lease, as a coordinator trying for it sees it.
@@ -75,6 +75,7 @@ pub trait Transaction:
     + ExecutionRows
     + PolicyRows
     + SchedulingRows
+    + FeedRows
 {
     /// Makes every write of this transaction durable.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
@@ -385,6 +386,55 @@ pub trait AdmissionRows {
     fn put_presence(&mut self, operator_id: &str, presence: &Presence, now: i64) -> Result<(), StoreError>;
     /// Where each gateway last said it was, and when (Unix ms), by operator ID.
     fn presences(&mut self) -> Result<Vec<(String, Presence, i64)>, StoreError>;
+}
+
+/// A redeploy's switch under way (issue 41): its successor validated at `began_at`, and
+/// once every gateway host serving the deployment had the successor's agents (or the bound
+/// passed), the hosts' tables flipped to it at feed sequence `flipped` (seq, Unix ms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSwitch {
+    /// The deployment.
+    pub deployment_id: String,
+    /// The successor's revision.
+    pub revision: u32,
+    /// The successor's route.
+    pub route_id: String,
+    /// When its validation passed, Unix ms.
+    pub began_at: i64,
+    /// The feed sequence and time (Unix ms) at which the hosts' tables made it serve.
+    pub flipped: Option<(u64, i64)>,
+}
+
+/// The route feed's sequence, what gateway hosts report, redeploys' switches and the hosts
+/// lagging behind them (`feed.rs`; issue 41).
+pub trait FeedRows {
+    /// The feed's sequence now.
+    fn feed_seq(&mut self) -> Result<u64, StoreError>;
+    /// Moves the feed's sequence on one; the new sequence.
+    fn bump_feed_seq(&mut self) -> Result<u64, StoreError>;
+    /// Records operator `operator_id`'s gateway's report, made at `now`.
+    fn put_report(&mut self, operator_id: &str, report: &Report, now: i64) -> Result<(), StoreError>;
+    /// Each gateway's last report and when (Unix ms), by operator ID.
+    fn reports(&mut self) -> Result<Vec<(String, Report, i64)>, StoreError>;
+    /// Every switch under way.
+    fn route_switches(&mut self) -> Result<Vec<RouteSwitch>, StoreError>;
+    /// Records a deployment's switch (replacing the one it had).
+    fn put_route_switch(&mut self, switch: &RouteSwitch) -> Result<(), StoreError>;
+    /// Forgets a deployment's switch.
+    fn delete_route_switch(&mut self, deployment_id: &str) -> Result<(), StoreError>;
+    /// Every (deployment, operator, route awaited) whose host lags.
+    fn lagging_hosts(&mut self) -> Result<Vec<(String, String, String)>, StoreError>;
+    /// Marks operator `operator_id`'s host lagging for a deployment until it reports agents
+    /// of `route_id`.
+    fn put_lagging_host(
+        &mut self,
+        deployment_id: &str,
+        operator_id: &str,
+        route_id: &str,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// A host no longer lags for a deployment.
+    fn delete_lagging_host(&mut self, deployment_id: &str, operator_id: &str) -> Result<(), StoreError>;
 }
 
 /// The policies revisions publish (`policies.rs`).

@@ -11,6 +11,7 @@ mod activity;
 pub mod backend;
 mod deployments;
 mod executions;
+mod feed;
 mod ledger;
 mod policies;
 pub mod postgres;
@@ -22,7 +23,7 @@ pub mod sqlite;
 use crate::coordinator::model::Quote;
 use crate::coordinator::state::TransitionError;
 
-pub use backend::{Backend, LeaseState, Transaction};
+pub use backend::{Backend, LeaseState, RouteSwitch, Transaction};
 pub use executions::ExecutionRecord;
 pub use policies::PublishedPolicy;
 pub use revisions::NewSuccessor;

@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0004_gateway_presence.sql"),
     include_str!("../../../migrations/postgres/0005_execution_slots.sql"),
     include_str!("../../../migrations/postgres/0006_log_sizes.sql"),
+    include_str!("../../../migrations/postgres/0007_gateway_acks.sql"),
 ];
 
 /// The relay store's name in `svc_migrations`.

@@ -891,3 +891,60 @@ fn a_gateways_presence_is_its_latest_announcement() {
         assert_eq!(open().gateway_presence().expect("read"), [(operator.id.clone(), moved, 20)]);
     });
 }
+
+/// Issue 41: what the switch of a redeploy waits on, on each backend. A gateway's report is
+/// its latest; a flip moves the feed's sequence on in the same transaction; a host lagging
+/// behind a deployment is offered again once it reports agents of the awaited route, and not
+/// before (agents of another route do not count).
+#[test]
+fn a_hosts_report_acknowledges_a_switch_and_a_lagging_host_rejoins_once_it_has_the_route() {
+    on_each_backend("acks", |open| {
+        let store = open();
+        let d = new_deployment(&store, "d1", 1_000_000);
+        let operator = relay_wire::admission::Operator {
+            id: "op_0123456789abcdef".into(),
+            name: "gw-op".into(),
+            public_key: "a2V5".into(),
+            hostname: "gw1.example.test".into(),
+            admitted_at: 1,
+        };
+        assert!(store.write(|tx| tx.put_operator(&operator, "adm_id")).expect("admitted"));
+        let report = |applied: u64, agents: &[(&str, u32)]| relay_wire::feed::Report {
+            applied,
+            agents: agents.iter().map(|(r, n)| ((*r).to_owned(), *n)).collect(),
+        };
+        let seq0 = store.feed_seq().expect("the sequence");
+        store.record_feed_request(&operator.id, None, Some(&report(seq0, &[("rt_old", 1)])), 10).expect("recorded");
+        store.record_feed_request(&operator.id, None, Some(&report(seq0, &[("rt_new", 2)])), 20).expect("again");
+        assert_eq!(store.gateway_reports().expect("read"), [(operator.id.clone(), report(seq0, &[("rt_new", 2)]), 20)]);
+
+        let switch = RouteSwitch {
+            deployment_id: d.id.clone(),
+            revision: 2,
+            route_id: "rt_new".into(),
+            began_at: 30,
+            flipped: None,
+        };
+        store.begin_route_switch(&switch).expect("begun");
+        assert_eq!(store.route_switch(&d.id).expect("read"), Some(switch.clone()));
+        let flipped = store.flip_route_switch(&d.id, 40).expect("flipped").expect("a switch");
+        assert!(flipped > seq0, "a flip moves the sequence on");
+        assert_eq!(open().feed_seq().expect("read"), flipped);
+        assert_eq!(
+            store.route_switch(&d.id).expect("read"),
+            Some(RouteSwitch { flipped: Some((flipped, 40)), ..switch })
+        );
+        assert!(store.bump_feed_seq().expect("bumped") > flipped);
+
+        store.mark_lagging(&d.id, std::slice::from_ref(&operator.id), "rt_new", 50).expect("marked");
+        assert_eq!(store.lagging_for(&d.id).expect("read"), [operator.id.clone()]);
+        store.record_feed_request(&operator.id, None, Some(&report(flipped, &[("rt_other", 1)])), 60).expect("ok");
+        assert_eq!(store.lagging_for(&d.id).expect("read"), [operator.id.clone()], "another route's agents");
+        store.record_feed_request(&operator.id, None, Some(&report(flipped, &[("rt_new", 1)])), 70).expect("ok");
+        assert!(store.lagging_for(&d.id).expect("read").is_empty(), "it has the route: it rejoins");
+
+        store.end_route_switch(&d.id).expect("ended");
+        assert_eq!(store.route_switch(&d.id).expect("read"), None);
+        assert_eq!(store.flip_route_switch(&d.id, 80).expect("no switch"), None);
+    });
+}

@@ -6,6 +6,7 @@ mod admission;
 mod columns;
 mod deployments;
 mod executions;
+mod feed;
 mod money;
 mod policies;
 mod revisions;
