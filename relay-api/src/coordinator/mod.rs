@@ -18,6 +18,7 @@ mod files;
 pub mod gateway_hosts;
 mod http;
 pub mod ingress_market;
+pub mod lease_rule;
 pub mod model;
 pub mod money;
 pub mod policy;

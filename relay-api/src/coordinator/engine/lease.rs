@@ -25,17 +25,15 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::Engine;
+use crate::coordinator::lease_rule::{self, OwnClock};
 use crate::coordinator::store::{StoreError, random_hex};
 
 /// How long the engine lease lasts unless renewed.
-pub(super) const LEASE_MS: i64 = 5_000;
+pub(super) const LEASE_MS: i64 = lease_rule::LEASE_MS;
 /// How often the holder renews the lease.
-pub(super) const RENEW: Duration = Duration::from_secs(1);
+pub(super) const RENEW: Duration = lease_rule::RENEW;
 /// How often a coordinator standing by tries for the lease.
-pub(super) const STANDBY_POLL: Duration = Duration::from_secs(1);
-/// How much sooner than the database the holder counts its lease as run out: it stops
-/// stepping before another coordinator may take over.
-const MARGIN: Duration = Duration::from_millis(1_500);
+pub(super) const STANDBY_POLL: Duration = lease_rule::STANDBY_POLL;
 /// Every this many polls (10 s), a coordinator standing by sweeps the files of deploys it
 /// received that no revision in use needs.
 const STANDBY_SWEEP_EVERY: u32 = 10;
@@ -52,8 +50,8 @@ pub(super) struct Lease {
     /// Wakes the engine when the lease is lost.
     lost_now: Notify,
     /// Until when the lease holds by this coordinator's clock (the last renewal's start,
-    /// plus the lease, less [`MARGIN`]).
-    valid_until: Mutex<Option<Instant>>,
+    /// plus the lease, less [`lease_rule::MARGIN`]).
+    valid_until: Mutex<OwnClock<Instant>>,
     /// The renewing task, stopped before the lease is given up.
     renewer: Mutex<Option<tokio::task::AbortHandle>>,
     /// The holder's gateway port, which the URLs name: the route is served there.
@@ -68,7 +66,7 @@ impl Lease {
             leading: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             lost_now: Notify::new(),
-            valid_until: Mutex::new(None),
+            valid_until: Mutex::new(OwnClock::default()),
             renewer: Mutex::new(None),
             public_port: AtomicU16::new(public_port),
         }
@@ -76,8 +74,7 @@ impl Lease {
 
     /// Whether the lease holds by this coordinator's clock, and was not lost.
     pub(super) fn valid(&self) -> bool {
-        !self.lost.load(Ordering::Relaxed)
-            && self.valid_until.lock().is_ok_and(|until| until.is_some_and(|until| Instant::now() < until))
+        !self.lost.load(Ordering::Relaxed) && self.valid_until.lock().is_ok_and(|until| until.valid(Instant::now()))
     }
 
     pub(super) fn lost(&self) -> bool {
@@ -86,9 +83,8 @@ impl Lease {
 
     /// Notes a renewal that started at `started`.
     fn renewed(&self, started: Instant) {
-        let lease = Duration::from_millis(u64::try_from(LEASE_MS).unwrap_or(0));
         if let Ok(mut until) = self.valid_until.lock() {
-            *until = Some(started + lease.saturating_sub(MARGIN));
+            until.renewed(started);
         }
     }
 

@@ -90,7 +90,9 @@ impl Backend for PostgresBackend {
         // standing by poll every second. Its holder renews it whenever it can; another takes
         // it only once it has been out for a further lease (issue 41): after a short outage of
         // the database the holder, alive all along, renews first, instead of racing the
-        // standbys and handing its jobs over (every move restarted them).
+        // standbys and handing its jobs over (every move restarted them). The rule in Rust is
+        // `coordinator::lease_rule::grant`, which the simulator runs; a test below checks
+        // they agree.
         let held_elsewhere = PgTx::single(&self.pool)?.query(
             &format!(
                 "SELECT public_port FROM relay_leases WHERE name = 'engine' AND holder <> ?1 \
@@ -149,6 +151,59 @@ impl Backend for PostgresBackend {
         });
         if let Err(e) = resigned {
             tracing::warn!("svc relay: could not give the engine lease up; it runs out by itself: {e}");
+        }
+    }
+}
+
+/// Issue 41: PostgreSQL's `lead()` and the pure rule the simulator runs
+/// ([`crate::coordinator::lease_rule::grant`]) answer alike over a table of cases. Each case
+/// sets the row with a first `lead()` (its `lease_ms` is where `expires_at` falls from the
+/// database's now, negative for a lease already out), then tries; every case is at least
+/// 700 ms from the rule's edge, so the few milliseconds between the two calls do not matter.
+#[cfg(test)]
+mod lead_agrees_with_the_rule {
+    use super::{PoolSettings, PostgresBackend};
+    use crate::coordinator::RelayStore;
+    use crate::coordinator::lease_rule::{LEASE_MS, LeaseRow, grant};
+
+    /// The row (its holder, and when it runs out from now), who tries, for how long.
+    type Case = (Option<(&'static str, i64)>, &'static str, i64);
+
+    #[test]
+    fn postgres_lead_answers_as_the_pure_rule() {
+        let Some(cluster) = svc_pg_cluster::for_test("lease-rule") else { return };
+        let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
+        let backend = PostgresBackend::open(&db, PoolSettings::default()).expect("a PostgreSQL store");
+        let store = RelayStore::on(Box::new(backend));
+        let cases: &[Case] = &[
+            (None, "a", LEASE_MS),
+            (Some(("a", 3_000)), "a", LEASE_MS),
+            (Some(("a", -3_000)), "a", LEASE_MS),
+            (Some(("a", -20_000)), "a", LEASE_MS),
+            (Some(("a", 3_000)), "b", LEASE_MS),
+            (Some(("a", -1_000)), "b", LEASE_MS),
+            (Some(("a", -4_000)), "b", LEASE_MS),
+            (Some(("a", -6_000)), "b", LEASE_MS),
+            (Some(("a", -20_000)), "b", LEASE_MS),
+            (Some(("a", 1_000)), "b", 300),
+            (Some(("a", -1_000)), "b", 300),
+            (Some(("b", -1_000)), "b", 300),
+        ];
+        for &(row, holder, lease_ms) in cases {
+            store.resign("a");
+            store.resign("b");
+            let current = row.map(|(h, expires_in)| {
+                let set = store.lead(h, expires_in, 1_000).expect("the row");
+                assert!(set.held, "{h} sets the row");
+                LeaseRow { holder: h.to_owned(), expires_at: expires_in, public_port: 1_000 }
+            });
+            let got = store.lead(holder, lease_ms, 2_000).expect("a try");
+            let rule = grant(current.as_ref(), holder, 2_000, 0, lease_ms);
+            assert_eq!(
+                (got.held, got.public_port),
+                (rule.held, rule.public_port),
+                "{holder} tries for {lease_ms} ms over {current:?}"
+            );
         }
     }
 }
