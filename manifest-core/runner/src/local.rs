@@ -107,7 +107,10 @@ impl LocalRunner {
             .sandbox
             .command(confined, uid, placement)
             .map_err(|source| LaunchError::Sandbox { job: job.id.clone(), source })?;
-        command.stdin(Stdio::null()).kill_on_drop(true);
+        // Its lifeline (`sandbox::LIFELINE`): a pipe nothing is written to, held in the child
+        // (never taken) until the job is stopped or dropped, or this process ends however it
+        // ends; at its end of file every process of the job is killed.
+        command.stdin(Stdio::piped()).kill_on_drop(true);
         if job.capture_output {
             command.stdout(Stdio::piped()).stderr(Stdio::piped());
         }

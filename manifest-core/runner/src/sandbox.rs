@@ -207,12 +207,18 @@ impl Sandbox {
         // As a job runs: in a network namespace of its own.
         let network = JobNetwork::create(&sandbox.network, false, &[])?;
         let placement = Placement { network: Some(&network), cgroup_procs: &[] };
-        let output = sandbox
+        let unusable = |e: std::io::Error| SandboxError::Unusable { detail: e.to_string() };
+        let mut probing = sandbox
             .command(&probe, uid, placement)?
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .map_err(|e| SandboxError::Unusable { detail: e.to_string() })?;
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(unusable)?;
+        // Its lifeline, held until it has ended (`wait_with_output` would close it first).
+        let lifeline = probing.stdin.take();
+        let output = probing.wait_with_output().await.map_err(unusable)?;
+        drop(lifeline);
         if !output.status.success() {
             let detail = String::from_utf8_lossy(&output.stderr).trim().to_owned();
             return Err(SandboxError::Unusable {
@@ -234,6 +240,11 @@ impl Sandbox {
 
     /// The command that runs `part` confined, as `uid` when the service is root (ignored
     /// otherwise), where `placement` says. Its environment is exactly `part.env`.
+    ///
+    /// Its stdin must be a pipe the caller holds open for as long as the job may run, and
+    /// writes nothing to: the job's lifeline ([`LIFELINE`]). At its end of file (the caller
+    /// dropped it, or its process ended, however) every process of the job is killed. The
+    /// program itself gets `/dev/null` as its stdin.
     pub fn command(&self, part: &Confined, uid: JobUid, placement: Placement<'_>) -> Result<Command, SandboxError> {
         let (program, args) = match part.argv.split_first() {
             Some((program, args)) => (program, args),
@@ -332,10 +343,34 @@ impl Sandbox {
             command.arg(format!("--reuid={}", uid.uid)).arg(format!("--regid={}", uid.gid));
             command.args(["--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]);
         }
-        command.arg("--").arg(&self.env).args(["-u", "PWD", "--"]).arg(&program).args(args);
+        // The lifeline (issue 41): the program starts under `LIFELINE`, which ends every
+        // process of the job once its stdin, a pipe the service holds, reads end of file.
+        if !self.sh.starts_with("/usr") {
+            parents(&mut command, &self.sh, &mut made);
+            command.arg("--ro-bind").arg(&self.sh).arg(&self.sh);
+        }
+        command.arg("--").arg(&self.sh).args(["-c", LIFELINE]).arg(&self.sh);
+        command.arg(&self.env).args(["-u", "PWD", "--"]).arg(&program).args(args);
         Ok(command)
     }
 }
+
+/// What runs the program inside the sandbox (`sh -c LIFELINE SH PROGRAM ARGS...`): a
+/// watcher (`SH -c ... svc-lifeline`, a command line of its own, without the job's
+/// arguments), a child of the program's process, reads the sandbox's stdin (the service's
+/// lifeline pipe) until its end of file, then kills every process of the job it can signal
+/// (`kill -9 -1`: in the job's PID namespace, that is every one but its init, which ends
+/// with the program); the program gets `/dev/null` as its stdin and not the pipe.
+///
+/// Why (issue 41): bwrap's `--die-with-parent` arms the parent-death signal of the sandbox's
+/// init only once the sandbox is built, so a service killed in the tens of milliseconds of a
+/// launch left sandboxes running, orphaned, with the job in them (8 of 12 random kill -9s of
+/// a process launching jobs, `tests/kill9.rs`). The pipe has no such moment: if the service
+/// is already gone when the watcher starts, it reads end of file at once. The same remedy as
+/// the network holders' (`netns.rs`).
+pub(crate) const LIFELINE: &str = r#"exec 3<&0 </dev/null
+"$0" -c 'while read -r line; do :; done; kill -9 -1' svc-lifeline <&3 >/dev/null 2>&1 &
+exec "$@" 3<&-"#;
 
 /// The chain's first step when the job has a cgroup: `sh -c JOIN_CGROUP sh FILE... -- PROGRAM
 /// ARGS...` writes its own pid into each file, then becomes the program. A file it cannot
