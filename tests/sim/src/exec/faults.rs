@@ -38,7 +38,8 @@ pub(crate) struct FaultState {
     pub(crate) outage_until: Millis,
     /// Each store call takes up to this long on the virtual clock (0: instant).
     pub(crate) slow_ms: Millis,
-    /// Jobs that died with the service (a pool that starts empty), by execution ID, until
+    /// Jobs that died with the service (a pool that starts empty) while the store still
+    /// had them live (not already recorded failed or stopped), by execution ID, until
     /// launched again under the same ID.
     pub(crate) died_with_service: BTreeSet<String>,
     /// Store and market calls seen, for the trace.
@@ -225,19 +226,15 @@ impl SimMarket {
         Arc::clone(&self.pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
-    /// The service died: a pool that starts empty loses every job with it (they are
-    /// remembered as having died with the service) and comes back as `fresh`.
-    pub(crate) fn service_died(&self, fresh: SimulatedPool) {
+    /// The service died: a pool that starts empty loses every job with it and comes back as
+    /// `fresh`. Returns the jobs that died with it.
+    pub(crate) fn service_died(&self, fresh: SimulatedPool) -> Vec<String> {
         if !self.starts_empty {
-            return;
+            return Vec::new();
         }
-        let old = self.pool();
-        let mut s = self.faults.lock();
-        for (id, _, _) in old.running() {
-            s.died_with_service.insert(id);
-        }
-        drop(s);
+        let died = self.pool().running().into_iter().map(|(id, _, _)| id).collect();
         *self.pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(fresh);
+        died
     }
 }
 

@@ -202,7 +202,12 @@ impl World {
         if self.starts_empty {
             self.launches_before += u32::try_from(old.launches()).unwrap_or(u32::MAX);
         }
-        self.market.service_died(SimulatedPool::new(self.processors, self.capacity, self.price));
+        let died = self.market.service_died(SimulatedPool::new(self.processors, self.capacity, self.price));
+        // Lost to the service only if its end was not decided already (a job recorded failed
+        // whose stop the crash cut off ended by the market's fault, not the service's).
+        let state = self.memory.snapshot();
+        let live = |id: &String| state.executions.values().any(|(_, e)| e.execution_id == *id && e.state.is_live());
+        self.faults.lock().died_with_service.extend(died.into_iter().filter(live));
         let down = self.rng.u64(0..=5 * MINUTE);
         self.clock.advance(down);
         {
