@@ -8,6 +8,7 @@ mod publication {
     mod bounds;
     mod capabilities;
     mod cli;
+    mod crash_charges;
     mod durability;
     mod executions;
     mod instances;

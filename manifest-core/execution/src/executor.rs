@@ -228,9 +228,17 @@ impl Executor {
         let starts_empty = self.market.starts_empty();
         for (app, e) in &live {
             match (e.state, jobs.get(&e.execution_id)) {
-                (ExecState::Launching, None) if !starts_empty => {
+                (ExecState::Launching, None) => {
                     // One read of the application for both what to avoid and where to run.
                     let view = tx.app(*app)?;
+                    // Its process, if it had started, died with the service: the time since
+                    // the service was last alive is refunded (`unserved::in_flight`).
+                    if starts_empty
+                        && let Some(gap) = view.as_ref().and_then(|v| crate::unserved::in_flight(v, e, alive, now))
+                        && let Some(paid) = view.as_ref().and_then(|v| v.executions.iter().find(|o| o.key == gap.paid))
+                    {
+                        tx.refund_unserved(*app, paid, gap.from, gap.to, &gap.amount, now)?;
+                    }
                     let avoid = view.as_ref().map(|v| avoid_for(v, e)).unwrap_or_default();
                     let requirements = view.and_then(|v| v.plan).map(|p| p.requirements).unwrap_or_default();
                     let order = order(tx.as_mut(), *app, e, avoid, &requirements)?;
@@ -256,10 +264,9 @@ impl Executor {
                     touched.insert(*app);
                 }
                 (_, None) if starts_empty => {
-                    // The market's processes were the service's, so whatever the job was doing
-                    // (even being launched: its process, if it started, died with the service)
-                    // ended with it, when the service was last known alive: the slot gets a new
-                    // attempt, which the generation's charge covers (`unserved`).
+                    // The market's processes were the service's, so the job ended with it, when
+                    // the service was last known alive: the slot gets a new attempt, which the
+                    // generation's charge covers (`unserved`).
                     let died = alive.max(e.changed_at).max(e.created_at).min(now);
                     let reason = Reason::new(
                         PROCESSOR_RESTARTED,

@@ -15,14 +15,18 @@
 //!   the window's end if none comes; a free attempt the market refused leaves a gap from its
 //!   decision to the next one's.
 //!
+//! A launch in flight at the crash (`launching`, its process gone with the service) is sent
+//! again under its own ID at recovery, as before; the stretch from when the service was
+//! last known alive to that recovery is refunded then ([`in_flight`]).
+//!
 //! Amounts are rounded down on the total of the gaps so far, so however many gaps, what the
 //! generation is charged net is at most its price times the time it was not in a gap, plus
-//! one unit (micro or planck) of rounding.
+//! one unit (micro or planck) of rounding, and one more per launch in flight at a crash.
 
 use crate::clock::Millis;
 use crate::executor::PROCESSOR_RESTARTED;
 use crate::market::Quote;
-use crate::record::{ExecState, Execution};
+use crate::record::{AppView, ExecState, Execution};
 
 /// One stretch of a paid window nothing served because the service stopped, and its refund.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +98,38 @@ pub(crate) fn gaps(links: &[&Execution], end: Millis) -> Vec<Gap> {
         out.push(Gap { paid: paid.key, from, to, amount });
     }
     out
+}
+
+/// The stretch a launch in flight at the service's crash (`launching`, its job gone with the
+/// service) went unserved, from when the service was last known alive (`alive`, or the
+/// launch's own last change if later) to `now`, when recovery sends it again under its own
+/// ID; refunded against the generation's charged attempt: the launch itself, or, for a free
+/// relaunch, the charged attempt of its chain. Rounded down on its own.
+pub(crate) fn in_flight(view: &AppView, e: &Execution, alive: Millis, now: Millis) -> Option<Gap> {
+    let paid = if e.charged == Quote::default() {
+        let earlier: Vec<&Execution> = view
+            .executions
+            .iter()
+            .filter(|o| o.slot == e.slot && o.generation == e.generation && o.attempt < e.attempt)
+            .collect();
+        *chain(&earlier)?.first()?
+    } else {
+        e
+    };
+    let (start, stop) = (paid.window_start, paid.window_end);
+    let from = alive.max(e.changed_at).clamp(start, stop);
+    let to = now.clamp(start, stop);
+    if to <= from {
+        return None;
+    }
+    let length = stop.saturating_sub(start);
+    let share = |charged: u128| pro_rata(charged, to - from, length);
+    let amount = Quote {
+        service_credit_micros: share(paid.charged.service_credit_micros),
+        reward_planck: share(paid.charged.reward_planck),
+        native_fee_planck: share(paid.charged.native_fee_planck),
+    };
+    (amount != Quote::default()).then_some(Gap { paid: paid.key, from, to, amount })
 }
 
 /// `amount * part / whole`, rounded down, without overflow (`part <= whole`).
