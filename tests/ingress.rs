@@ -8,6 +8,7 @@ mod ingress {
     mod access;
     mod acme;
     mod catalog;
+    mod chaos;
     mod client;
     mod confinement;
     mod console;

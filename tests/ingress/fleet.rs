@@ -46,16 +46,24 @@ impl GatewayHost {
             .output()
             .expect("svc relay admin admission-token");
         assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
-        let token = String::from_utf8_lossy(&issued.stdout)
-            .split_whitespace()
-            .find(|w| w.starts_with("adm_"))
-            .expect("an admission token")
-            .to_owned();
-        let root = dir.join("gateway-host");
+        let token = admission_token(&String::from_utf8_lossy(&issued.stdout));
+        GatewayHost::prepare_as(relay, dir, ("gateway-host", "gw1"), &token, listen)
+    }
+
+    /// [`GatewayHost::prepare`] under `<dir>/<root>`, registered as `<name>.example.test` with
+    /// an admission token issued already: one of several hosts of a test.
+    pub(super) fn prepare_as(
+        relay: &Relay,
+        dir: &std::path::Path,
+        (root, name): (&str, &str),
+        token: &str,
+        listen: [String; 3],
+    ) -> GatewayHost {
+        let root = dir.join(root);
         let [public, tunnel, admin] = listen;
         let init = Command::new(gateway_prep_binary())
             .args(["init", "--root", &root.to_string_lossy(), "--coordinator", &relay.api])
-            .args(["--admission-token", &token, "--hostname", "gw1.example.test"])
+            .args(["--admission-token", token, "--hostname", &format!("{name}.example.test")])
             .args(["--public", &public, "--tunnel", &tunnel, "--admin", &admin])
             .output()
             .expect("gateway-prep init");
@@ -75,6 +83,11 @@ impl GatewayHost {
             words[7].trim_start_matches("http://").trim_end_matches("/metrics").parse().expect("an admin address");
         (host, public, admin)
     }
+}
+
+/// The admission token in what `svc relay admin admission-token` printed.
+pub(super) fn admission_token(printed: &str) -> String {
+    printed.split_whitespace().find(|w| w.starts_with("adm_")).expect("an admission token").to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]

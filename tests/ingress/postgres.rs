@@ -10,7 +10,7 @@ use svc_e2e::service::{TempDir, svc_binary};
 use super::deploy::{Relay, node_demo_project, state};
 use super::process::Proc;
 
-fn admin(data: &std::path::Path, url: &str, args: &[&str]) -> String {
+pub(super) fn admin(data: &std::path::Path, url: &str, args: &[&str]) -> String {
     let out = Command::new(svc_binary())
         .args(["relay", "admin"])
         .args(args)
@@ -24,7 +24,7 @@ fn admin(data: &std::path::Path, url: &str, args: &[&str]) -> String {
 }
 
 /// What the relay's health route says of its engine: `leading` or `standing_by`.
-fn engine_role(relay: &Relay) -> String {
+pub(super) fn engine_role(relay: &Relay) -> String {
     let addr: std::net::SocketAddr = relay.api.trim_start_matches("http://").parse().expect("the API's address");
     let answer = svc_e2e::service::http(addr, "GET", "/api/relay/health", &[], None);
     let health: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
@@ -50,7 +50,7 @@ async fn relaunched_after(
     (status, at, why)
 }
 
-fn serve(data: &std::path::Path, url: &str) -> Command {
+pub(super) fn serve(data: &std::path::Path, url: &str) -> Command {
     let mut command = Command::new(svc_binary());
     command
         .args(["relay", "serve", "--data-dir"])

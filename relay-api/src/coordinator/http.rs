@@ -299,8 +299,13 @@ async fn status(
     let jobs = Arc::clone(&engine);
     let mut status = blocking(move || {
         let caller = caller(&engine, &headers)?;
-        let d = deployment_of(&engine, &caller, &project)?;
+        let id = deployment_of(&engine, &caller, &project)?.id;
         let store = engine.store();
+        // The successor before the deployment: a successor promoted between two reads shows as
+        // the deployment's revision, never as a deployment without its successor (chaos seed
+        // 1796571478103223505: a redeploy that switched within 0.6 s read as replaced).
+        let successor = store.successor(&id)?;
+        let d = deployment_of(&engine, &caller, &project)?;
         Ok(Status {
             balance: store.balance(&d.id)?,
             latest_quote: store.quotes(&d.id)?.into_iter().next(),
@@ -309,7 +314,7 @@ async fn status(
             transitions: store.transitions(&d.id)?,
             hints: engine.hints(&d)?,
             processes: Vec::new(),
-            successor: store.successor(&d.id)?,
+            successor,
             deployment: d,
         })
     })
@@ -430,9 +435,11 @@ async fn executions(
         let bad = |why: BadRequest| ApiError::from(Rejection::InvalidRequest(why));
         let Query(q) = query.map_err(|e| bad(BadRequest::Query(e.body_text())))?;
         let caller = caller(&engine, &headers)?;
-        let d = deployment_of(&engine, &caller, &project)?;
+        let id = deployment_of(&engine, &caller, &project)?.id;
         let store = engine.store();
-        let successor = store.successor(&d.id)?;
+        // The successor first, as `status` reads it.
+        let successor = store.successor(&id)?;
+        let d = deployment_of(&engine, &caller, &project)?;
         let built = super::executions::build(store, &d, successor.as_ref(), q.cursor.as_deref(), q.limit.as_deref());
         match built {
             Ok(projection) => ok(projection),
