@@ -8,7 +8,8 @@
 //! Over the real binaries: a coordinator, two hosts, the node demo deployed, a loop of fresh
 //! TLS connections through every host (and the coordinator's gateway) at well over 20 a
 //! second each, through four redeploys (two of one replica, one to two replicas, one of two
-//! replicas): no request fails, and each loop sees the last revision's page at the end.
+//! replicas), the second host frozen (SIGSTOP) for 2.5 s at the start of two of them: no
+//! request fails, and each loop sees the last revision's page at the end.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,10 @@ use tokio::time::Instant;
 use super::HOST;
 use super::client::{get, wait_status};
 use super::deploy::{Relay, node_demo_project, repo};
-use super::process::Proc;
+use super::process::{Proc, signal};
+
+/// How long the second host is frozen during two of the redeploys.
+const FROZEN: Duration = Duration::from_millis(2_500);
 
 /// A gateway host prepared by `gateway-prep init` under `<dir>/<name>`, admitted as the
 /// coordinator's gateway operator `local`, and running `svc gateway run`.
@@ -123,7 +127,11 @@ async fn a_redeploy_through_two_gateway_hosts_fails_no_request() {
     // A loop through every gateway host and through the coordinator's gateway.
     let gateways = [hosts[0].public, hosts[1].public, relay.public];
     let stop = Arc::new(AtomicBool::new(false));
-    let loops: Vec<_> = gateways.iter().map(|g| request_loop(*g, ca.clone(), stop.clone())).collect();
+    // Two loops per gateway: requests through a frozen host wait, and the others go on.
+    let loops: Vec<_> = gateways
+        .iter()
+        .map(|g| [request_loop(*g, ca.clone(), stop.clone()), request_loop(*g, ca.clone(), stop.clone())])
+        .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let project = config.parent().expect("the project directory").to_owned();
@@ -131,8 +139,9 @@ async fn a_redeploy_through_two_gateway_hosts_fails_no_request() {
     let original = std::fs::read_to_string(&server).expect("server.js");
     let manifest = std::fs::read_to_string(repo().join("examples/node-demo/manifest.yaml")).expect("the manifest");
     let looped_from = Instant::now();
-    // Revisions 2 and 3 of one replica, 4 going to two replicas, 5 of two replicas.
-    for (revision, jobs) in [(2u64, 1usize), (3, 1), (4, 2), (5, 2)] {
+    // Revisions 2 and 3 of one replica, 4 going to two replicas, 5 of two replicas (`before`:
+    // the predecessor's).
+    for (revision, jobs, before) in [(2u64, 1usize, 1usize), (3, 1, 1), (4, 2, 1), (5, 2, 2)] {
         let page = format!("Hello from revision {revision}");
         std::fs::write(&server, original.replace("Hello from the svc Node.js demo", &page)).expect("edit");
         if jobs == 2 && !project.join("manifest.yaml").exists() {
@@ -142,6 +151,17 @@ async fn a_redeploy_through_two_gateway_hosts_fails_no_request() {
                 serde_json::from_slice(&std::fs::read(&config).expect("ingress.json")).expect("JSON");
             ingress["manifest"] = "manifest.yaml".into();
             std::fs::write(&config, serde_json::to_vec_pretty(&ingress).expect("JSON")).expect("ingress.json");
+        }
+        // Revisions 3 and 5: the second host frozen (SIGSTOP) for 2.5 s from just before the
+        // deploy, so it lags behind the successor; its clients wait meanwhile, and must
+        // not be sent to a stopped predecessor once it runs again.
+        if revision % 2 == 1 {
+            let pid = hosts[1].proc.pid();
+            signal(pid, "STOP");
+            tokio::spawn(async move {
+                tokio::time::sleep(FROZEN).await;
+                signal(pid, "CONT");
+            });
         }
         let at = Instant::now();
         let (code, out, err) = relay.svc(&["deploy", "--config", &config_arg]).await;
@@ -154,15 +174,36 @@ async fn a_redeploy_through_two_gateway_hosts_fails_no_request() {
                     && processes(s) == 2 * jobs
             })
             .await;
-        println!("revision {revision} ({jobs} jobs) serves alone {} ms after its deploy", at.elapsed().as_millis());
         assert_eq!(status["deployment"]["state"], "live", "{status:#}");
+        // The predecessor drained and stopped (at least a second after the switch): the
+        // hosts must not send a client to it from then on.
+        let stopped = format!("revision {} stopped", revision - 1);
+        let deadline = Instant::now() + Duration::from_secs(40);
+        loop {
+            let logs = relay.json(&["logs", "--config", &config_arg]).await;
+            let lines = logs["entries"].as_array().into_iter().flatten().filter_map(|e| e["line"].as_str());
+            if lines.filter(|l| l.starts_with(&stopped)).count() >= before {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{stopped}: {logs:#}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        println!(
+            "revision {revision} ({jobs} jobs): its predecessor stopped {} ms after its deploy",
+            at.elapsed().as_millis()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
     stop.store(true, Ordering::Relaxed);
     let looped = looped_from.elapsed();
     let mut failures = Vec::new();
     for (gateway, looping) in gateways.iter().zip(loops) {
-        let seen = looping.await.expect("a request loop");
+        let mut seen = Vec::new();
+        for one in looping {
+            seen.extend(one.await.expect("a request loop"));
+        }
+        seen.sort_by_key(|r| r.at);
         let during = seen.iter().filter(|r| r.at >= looped_from).count();
         let failed: Vec<&Request> = seen.iter().filter(|r| r.answer.is_err()).collect();
         let rate = during as f64 / looped.as_secs_f64();

@@ -937,9 +937,9 @@ fn a_hosts_report_acknowledges_a_switch_and_a_lagging_host_rejoins_once_it_has_t
         assert!(store.bump_feed_seq().expect("bumped") > flipped);
 
         store.mark_lagging(&d.id, std::slice::from_ref(&operator.id), "rt_new", 50).expect("marked");
-        assert_eq!(store.lagging_for(&d.id).expect("read"), [operator.id.clone()]);
+        assert_eq!(store.lagging_for(&d.id).expect("read"), vec![operator.id.clone()]);
         store.record_feed_request(&operator.id, None, Some(&report(flipped, &[("rt_other", 1)])), 60).expect("ok");
-        assert_eq!(store.lagging_for(&d.id).expect("read"), [operator.id.clone()], "another route's agents");
+        assert_eq!(store.lagging_for(&d.id).expect("read"), vec![operator.id.clone()], "another route's agents");
         store.record_feed_request(&operator.id, None, Some(&report(flipped, &[("rt_new", 1)])), 70).expect("ok");
         assert!(store.lagging_for(&d.id).expect("read").is_empty(), "it has the route: it rejoins");
 
