@@ -184,6 +184,9 @@ pub struct Executor {
     batch: usize,
     /// When this executor last recorded its heartbeat (0: not yet).
     heartbeat: std::sync::atomic::AtomicU64,
+    /// Reports taken from the market that no transaction has recorded yet (the store failed):
+    /// the market tells a change once, so they are kept for the next step, the latest per job.
+    unrecorded: std::sync::Mutex<Vec<JobStatus>>,
 }
 
 impl Executor {
@@ -194,7 +197,14 @@ impl Executor {
         clock: Arc<dyn Clock>,
         batch: usize,
     ) -> Executor {
-        Executor { store, market, clock, batch: batch.max(1), heartbeat: std::sync::atomic::AtomicU64::new(0) }
+        Executor {
+            store,
+            market,
+            clock,
+            batch: batch.max(1),
+            heartbeat: std::sync::atomic::AtomicU64::new(0),
+            unrecorded: std::sync::Mutex::default(),
+        }
     }
 
     /// The clock.
@@ -316,39 +326,12 @@ impl Executor {
         let now = self.clock.now();
         let mut report = StepReport::default();
         let mut touched = BTreeSet::new();
-        let changes = self.market.changes();
-        if !changes.is_empty() {
-            let mut release = Vec::new();
-            let mut tx = self.store.begin()?;
-            for job in &changes {
-                match tx.find(&job.execution_id)? {
-                    Some((app, e)) if e.state.is_live() => {
-                        if record_status(tx.as_mut(), app, &e, job, self.out_of_memory(job), now)? {
-                            touched.insert(app);
-                            report.recorded += 1;
-                        }
-                        if ended(job.state) {
-                            release.push(job.execution_id.clone());
-                        }
-                    }
-                    Some(_) if ended(job.state) => release.push(job.execution_id.clone()),
-                    Some(_) => {}
-                    None => {
-                        // Not ours: stop it, and forget it once it has ended.
-                        self.market.stop(&job.execution_id, StopMode::Stop);
-                        if ended(job.state) {
-                            release.push(job.execution_id.clone());
-                        }
-                    }
-                }
-            }
-            for app in &touched {
-                tx.schedule(*app, Some(now), None)?;
-            }
-            tx.commit()?;
-            for id in release {
-                self.market.release(&id);
-            }
+        let changes = self.take_changes();
+        if !changes.is_empty()
+            && let Err(failure) = self.record_changes(&changes, now, &mut touched, &mut report)
+        {
+            self.keep_unrecorded(changes);
+            return Err(failure);
         }
 
         let mut tx = self.store.begin()?;
@@ -432,6 +415,76 @@ impl Executor {
         report.stopped = effects.iter().filter(|e| matches!(e, Effect::Stop(..))).count();
         self.apply(effects, now)?;
         Ok(report)
+    }
+
+    /// The reports to record: those a failed step kept, then the market's new ones, the latest
+    /// per job (a job's last state is what its record needs: each step records from any state).
+    fn take_changes(&self) -> Vec<JobStatus> {
+        let mut changes = std::mem::take(&mut *self.unrecorded.lock().unwrap_or_else(|e| e.into_inner()));
+        for job in self.market.changes() {
+            match changes.iter_mut().find(|kept| kept.execution_id == job.execution_id) {
+                Some(kept) => *kept = job,
+                None => changes.push(job),
+            }
+        }
+        changes
+    }
+
+    /// Keeps reports no transaction recorded for the next step (simulation seed 3: a job that
+    /// exited during a store outage stayed `running` until the service restarted). Bounded:
+    /// one report per job.
+    fn keep_unrecorded(&self, changes: Vec<JobStatus>) {
+        let mut kept = self.unrecorded.lock().unwrap_or_else(|e| e.into_inner());
+        let newer = std::mem::replace(&mut *kept, changes);
+        for job in newer {
+            match kept.iter_mut().find(|k| k.execution_id == job.execution_id) {
+                Some(k) => *k = job,
+                None => kept.push(job),
+            }
+        }
+    }
+
+    /// Records the market's reports of live executions in one transaction, then releases the
+    /// ended ones.
+    fn record_changes(
+        &self,
+        changes: &[JobStatus],
+        now: Millis,
+        touched: &mut BTreeSet<AppKey>,
+        report: &mut StepReport,
+    ) -> Result<(), StoreFailure> {
+        let mut release = Vec::new();
+        let mut tx = self.store.begin()?;
+        for job in changes {
+            match tx.find(&job.execution_id)? {
+                Some((app, e)) if e.state.is_live() => {
+                    if record_status(tx.as_mut(), app, &e, job, self.out_of_memory(job), now)? {
+                        touched.insert(app);
+                        report.recorded += 1;
+                    }
+                    if ended(job.state) {
+                        release.push(job.execution_id.clone());
+                    }
+                }
+                Some(_) if ended(job.state) => release.push(job.execution_id.clone()),
+                Some(_) => {}
+                None => {
+                    // Not ours: stop it, and forget it once it has ended.
+                    self.market.stop(&job.execution_id, StopMode::Stop);
+                    if ended(job.state) {
+                        release.push(job.execution_id.clone());
+                    }
+                }
+            }
+        }
+        for app in touched.iter() {
+            tx.schedule(*app, Some(now), None)?;
+        }
+        tx.commit()?;
+        for id in release {
+            self.market.release(&id);
+        }
+        Ok(())
     }
 
     /// Sends effects to the market and records their outcomes in one transaction.

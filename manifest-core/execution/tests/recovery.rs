@@ -159,3 +159,24 @@ fn a_job_that_stopped_with_the_service_gets_a_new_attempt_for_the_rest_of_its_wi
     assert_eq!((live[0].window_start, live[0].window_end), (T0 + 10 * MINUTE, first.window_end));
     assert!(pool.started_twice().is_empty());
 }
+
+/// Simulation seed 3 (docs/simulation.md): a job's report taken from the market while the
+/// store failed was dropped with the failed step, and the store kept the ended job `running`
+/// until the service restarted (its slot never replaced, the ended job never released).
+#[test]
+fn a_job_that_ends_while_the_store_is_down_is_recorded_once_the_store_is_back() {
+    let w = World::new();
+    w.publish(1, plan(1, continuous()));
+    w.settle().expect("settles");
+    w.all_ready();
+    let id = w.live(1)[0].execution_id.clone();
+    w.store.crash();
+    w.pool.exit(&id, 1);
+    assert!(w.settle().is_err(), "the step fails with the store");
+    assert!(w.settle().is_err(), "and the next one");
+    w.store.restart();
+    w.settle().expect("settles");
+    let ended = w.executions(1).into_iter().find(|e| e.execution_id == id).expect("the execution");
+    assert_eq!(ended.state, ExecState::Failed, "{ended:?}");
+    assert!(w.pool.running().iter().all(|(job, _, _)| *job != id), "the ended job is released");
+}
