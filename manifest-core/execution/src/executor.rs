@@ -17,7 +17,7 @@
 //! generation's next attempt in the window is charged nothing, and the time nothing served
 //! is refunded.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::clock::{Clock, Millis};
@@ -225,7 +225,9 @@ impl Executor {
     /// Reconciles the store with what the market holds: run at start, before any step.
     pub fn recover(&self) -> Result<RecoveryReport, StoreFailure> {
         let now = self.clock.now();
-        let jobs: HashMap<String, JobStatus> =
+        // By ID: recovery's stops go out in one order every run (a simulated crash at any of
+        // them replays: docs/simulation.md).
+        let jobs: BTreeMap<String, JobStatus> =
             self.market.jobs().into_iter().map(|j| (j.execution_id.clone(), j)).collect();
         let mut report = RecoveryReport::default();
         let mut effects = Vec::new();
