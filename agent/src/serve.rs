@@ -114,6 +114,33 @@ impl Context {
     }
 }
 
+impl Context {
+    /// Whether the app is ready for new connections, as last known (`None`: not watched).
+    pub fn app_ready(&self) -> Option<bool> {
+        *self.ready.borrow()
+    }
+
+    /// The app refused a connection (it died, or closed its listener): the replica is not
+    /// ready from now, told to every gateway at once, rather than at the next health check
+    /// up to a second later, while about every other new connection of the route would be
+    /// sent here and answered 502 (chaos seed 1796572299660467835: one client's three
+    /// addresses all answered 502 after an app's `kill -9`). The readiness watcher says
+    /// ready again once the app answers its health path. An agent whose readiness is not
+    /// watched (`None`) is left as it is: nothing would mark it ready again.
+    fn app_refused(&self) {
+        let was_ready = self.ready.send_if_modified(|now| {
+            let was = *now == Some(true);
+            if was {
+                *now = Some(false);
+            }
+            was
+        });
+        if was_ready {
+            tracing::warn!("svc agent: not ready: the app refused a connection");
+        }
+    }
+}
+
 /// Serves HTTPS on `listener` for ever (the direct listener: benchmarks only). Accept errors
 /// back off ([`crate::accept`]); the first of a streak is logged.
 pub async fn direct(ctx: Arc<Context>, listener: TcpListener) {
@@ -403,7 +430,12 @@ async fn proxy(
     };
     let mut response = match answered {
         Ok(r) => r,
-        Err(e) => return full(StatusCode::BAD_GATEWAY, "text/plain", format!("the app does not answer: {e}\n")),
+        Err(e) => {
+            if e.is_connect() {
+                ctx.app_refused();
+            }
+            return full(StatusCode::BAD_GATEWAY, "text/plain", format!("the app does not answer: {e}\n"));
+        }
     };
     if response.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(client_upgrade) = client_upgrade

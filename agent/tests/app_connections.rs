@@ -117,6 +117,12 @@ impl App {
 /// An agent serving HTTPS directly on loopback for `app`, with a self-signed certificate for
 /// [`HOST`]; returns its address and the certificate (DER) to trust.
 async fn agent_for(app: &App) -> (SocketAddr, rustls::pki_types::CertificateDer<'static>) {
+    let (addr, cert, _) = agent_on(app.port).await;
+    (addr, cert)
+}
+
+/// [`agent_for`] an app on `app_port`, with the agent's context.
+async fn agent_on(app_port: u16) -> (SocketAddr, rustls::pki_types::CertificateDer<'static>, Arc<Context>) {
     let key = rcgen::KeyPair::generate().expect("a key");
     let cert = rcgen::CertificateParams::new(vec![HOST.to_owned()])
         .expect("parameters")
@@ -128,14 +134,14 @@ async fn agent_for(app: &App) -> (SocketAddr, rustls::pki_types::CertificateDer<
         "routeId": "r1", "hostname": HOST, "credential": "c",
         "routeKey": agent::challenge::RouteKey::generate().expect("a key"),
         "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": "/unused.pem",
-        "appPort": app.port, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:1", "validity_secs": 60},
+        "appPort": app_port, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:1", "validity_secs": 60},
     }))
     .expect("a configuration");
     let ctx = Context::new(config, current, Arc::new(Hostnames::new(HOST)));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
     let addr = listener.local_addr().expect("an address");
-    tokio::spawn(serve::direct(ctx, listener));
-    (addr, cert.der().clone())
+    tokio::spawn(serve::direct(ctx.clone(), listener));
+    (addr, cert.der().clone(), ctx)
 }
 
 /// One client connection to the agent (HTTP/1.1 over TLS), reused for every request sent.
@@ -226,4 +232,50 @@ async fn a_get_the_app_answers_with_something_not_http_is_not_sent_again() {
     let (status, body) = client.send("GET", "").await;
     assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
     assert_eq!(app.requests_per_connection(), vec![2], "sent once");
+}
+
+/// An app that answers every request 200 and closes the connection (so the agent pools none),
+/// until its task is aborted: then its port refuses connections, as a killed app's does.
+async fn closing_app() -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let port = listener.local_addr().expect("an address").port();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut head = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok").await;
+        }
+    });
+    (port, task)
+}
+
+/// Chaos finding (issue 41, seed 1796572299660467835): after an app's `kill -9`, its agent
+/// stayed in rotation until its next health check (up to a second), and about every other
+/// new connection of the route was sent to it and answered 502: a client's three addresses
+/// all answered 502 once. Now the first connection the app refuses makes the replica not
+/// ready at once, which every gateway hears with no wait (the tunnels' heartbeats follow a
+/// change of readiness); the health check says ready again once the app answers.
+#[tokio::test]
+async fn an_app_that_refuses_a_connection_makes_its_replica_not_ready_at_once() {
+    let (port, app) = closing_app().await;
+    let (agent, trusted, ctx) = agent_on(port).await;
+    let _watching = agent::readiness::start(&ctx);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while ctx.app_ready() != Some(true) {
+        assert!(tokio::time::Instant::now() < deadline, "ready once the app answers its health path");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut client = client(agent, trusted).await;
+    assert_eq!(client.send("GET", "").await, (StatusCode::OK, "ok".to_owned()));
+    app.abort();
+    let _ = app.await;
+    let (status, body) = client.send("GET", "").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    assert_eq!(ctx.app_ready(), Some(false), "not ready as the 502 goes out, not at the next health check");
 }
