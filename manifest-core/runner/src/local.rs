@@ -288,11 +288,16 @@ pub(crate) fn signal(pid: u32, signal: Signal) {
 
 impl RunningJob for LocalJob {
     fn pids(&self) -> Vec<u32> {
-        self.processes.iter().filter_map(|(_, c)| c.id()).map(program_pid).collect()
+        // Only programs that run: a sandbox still starting has none to name yet (its init's
+        // pid, named for a moment after a restart, was followed by the program's: a status
+        // read then listed a process that was not the app; chaos seed 1796572248858264975).
+        let programs = self.processes.iter().filter_map(|(_, c)| c.id()).map(program_pid);
+        programs.filter(|&(_, started)| started).map(|(pid, _)| pid).collect()
     }
 
     fn terminate(&mut self) {
-        for pid in self.pids() {
+        // The program, or the deepest of its sandbox's processes if it has not started yet.
+        for (pid, _) in self.processes.iter().filter_map(|(_, c)| c.id()).map(program_pid) {
             signal(pid, Signal::TERM);
         }
     }
@@ -361,23 +366,25 @@ impl RunningJob for LocalJob {
     }
 }
 
-/// The host pid of the program a sandbox runs: down the chain of only children from the
-/// sandbox's outer process (bwrap, its PID-namespace init, the program), so a signal to it
-/// reaches the app or agent itself. The walk stops at the first process that is not bwrap, so
-/// a program with one child (a shell running a command) is the one named, not its child. The
-/// outer pid if the chain cannot be read.
-fn program_pid(outer: u32) -> u32 {
+/// The host pid of the program a sandbox runs, and whether it runs yet: down the chain of
+/// only children from the sandbox's outer process (bwrap, its PID-namespace init, the
+/// program), so a signal to it reaches the app or agent itself. The walk stops at the first
+/// process that is not bwrap, so a program with one child (a shell running a command, the
+/// lifeline's watcher) is the one named, not its child. A walk that ends on bwrap (the
+/// sandbox has not started its program yet) names the deepest bwrap, not started; the outer
+/// pid if the chain cannot be read.
+fn program_pid(outer: u32) -> (u32, bool) {
     let mut pid = outer;
     for _ in 0..4 {
         if pid != outer && !is_bwrap(pid) {
-            break;
+            return (pid, true);
         }
         match children(pid)[..] {
             [only] => pid = only,
             _ => break,
         }
     }
-    pid
+    (pid, pid != outer && !is_bwrap(pid))
 }
 
 /// Whether `pid` runs bwrap (its name in `/proc/PID/comm`); a process that cannot be read is

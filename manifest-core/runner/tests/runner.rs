@@ -243,7 +243,18 @@ async fn a_job_without_an_agent_is_its_app_alone() {
     let runner = runner().await;
     let job = JobSpec::new("exe_solo", shell("echo \"$GREETING alone\"; sleep 0.3; exit 4"));
     let mut running = runner.launch(&job).expect("launched");
-    assert_eq!(running.pids().len(), 1, "one process");
+    // Named once its sandbox runs it (not the sandbox's init before).
+    let mut pids = running.pids();
+    for _ in 0..40 {
+        if !pids.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        pids = running.pids();
+    }
+    assert_eq!(pids.len(), 1, "one process");
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", pids[0])).unwrap_or_default();
+    assert_ne!(comm.trim_end(), "bwrap", "the program, not its sandbox");
     let mut lines = Vec::new();
     let exit = until_exit(&mut running, &mut lines).await;
     assert_eq!(exit, Some(Exit { part: Part::App, code: Some(4), signal: None, out_of_memory: false }));
