@@ -282,7 +282,10 @@ async fn chaos_keeps_every_request_answered_the_lease_put_and_the_money_balanced
         let now = processes(&status);
         if killed.is_none() && fault != Fault::Redeploy {
             // Nothing of the job moves for a fault elsewhere: the same processes serve.
-            assert_eq!(now, pids, "the job was not relaunched after {fault:?}: {status:#}");
+            if now != pids {
+                let logs = leader.json(&["logs", "--config", &config]).await;
+                panic!("the job was relaunched after {fault:?}: {pids:?} -> {now:?}\n{status:#}\n{logs:#}");
+            }
         }
         pids = now;
         for host in &hosts {
