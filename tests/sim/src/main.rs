@@ -62,8 +62,13 @@ fn replay(seed: u64) -> ExitCode {
     for line in lease_trace.lines() {
         println!("  {line}");
     }
+    let (switch_trace, switch) = svc_sim::switch::replay(seed);
+    println!("switch, seed {seed}:");
+    for line in switch_trace.lines() {
+        println!("  {line}");
+    }
     let mut failed = false;
-    for failure in [outcome.err(), lease.err()].into_iter().flatten() {
+    for failure in [outcome.err(), lease.err(), switch.err()].into_iter().flatten() {
         println!("seed {seed} ({}, {}): {}", failure.part, failure.code, failure.invariant);
         failed = true;
     }

@@ -30,7 +30,22 @@ impl Trace {
 /// the customer again", was here until 2d33716e: 2,577 of 10,000 seeds, the first seed 2;
 /// `lost-report`, a job's report dropped with a step the store failed, until the executor kept
 /// unrecorded reports: 1,604 of 10,000 seeds, the first seed 3.)
-pub const KNOWN_OPEN: &[(&str, &str)] = &[];
+pub const KNOWN_OPEN: &[(&str, &str)] = &[
+    (
+        "rejoined-early",
+        "a gateway host lagging behind a redeploy rejoins (is offered again) as soon as its report names agents \
+         of the route it lagged behind (store/feed.rs's record_feed_request), whatever table it serves: one \
+         that still sends clients to the stopped predecessor (until the answer reaches it), or, after a later \
+         redeploy, to a successor whose agents never reached it, or, during one, to the flipped successor \
+         the switch did not wait for it to have",
+    ),
+    (
+        "stale-report",
+        "a gateway host's feed request given up (its agents changed) can reach the coordinator after the \
+         newer one: record_feed_request keeps the older report, and a host that has the successor's agents \
+         is left out of the switch as lagging (its held request reports nothing new for up to 20 s)",
+    ),
+];
 
 /// Whether `code` is a known open finding.
 pub fn known(code: &str) -> bool {
@@ -40,7 +55,8 @@ pub fn known(code: &str) -> bool {
 /// An invariant a seed broke.
 #[derive(Debug, Clone)]
 pub struct Failure {
-    /// Which part: `exec` (scheduler and executor) or `lease` (the relay's engine lease).
+    /// Which part: `exec` (scheduler and executor), `lease` (the relay's engine lease) or
+    /// `switch` (a redeploy's route switch through gateway hosts).
     pub part: &'static str,
     /// The seed.
     pub seed: u64,

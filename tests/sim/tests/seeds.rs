@@ -1,5 +1,5 @@
-//! CI's exploration: 10,000 seeds, both parts each (the scheduler and executor, and the
-//! relay's engine lease), on two threads; and a seed replays bit for bit.
+//! CI's exploration: 10,000 seeds, every part each (the scheduler and executor, the relay's
+//! engine lease, and a redeploy's route switch), on two threads; and a seed replays bit for bit.
 
 use std::thread;
 
@@ -34,6 +34,10 @@ fn a_seed_replays_bit_for_bit() {
         let (first, _) = svc_sim::lease::replay(seed);
         let (second, _) = svc_sim::lease::replay(seed);
         assert_eq!(first.lines(), second.lines(), "lease seed {seed}");
+        assert!(!first.lines().is_empty());
+        let (first, _) = svc_sim::switch::replay(seed);
+        let (second, _) = svc_sim::switch::replay(seed);
+        assert_eq!(first.lines(), second.lines(), "switch seed {seed}");
         assert!(!first.lines().is_empty());
     }
 }
