@@ -166,6 +166,7 @@ const DOCS: &[&str] = &[
     "docs/scale-out.md",
     "docs/schemas.md",
     "docs/security.md",
+    "docs/simulation.md",
 ];
 
 #[test]
