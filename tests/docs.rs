@@ -184,24 +184,27 @@ fn every_document_is_covered() {
 /// `docs/security.md` names the test that shows each claim as `file::function`: every one
 /// it names exists, so a renamed or removed test fails here rather than leave a claim unshown.
 #[test]
-fn every_test_security_md_names_exists() {
-    let root = svc_e2e::workspace();
-    let text = std::fs::read_to_string(root.join("docs/security.md")).expect("docs/security.md");
-    let named: Vec<(String, &str)> = text
-        .split('`')
-        .filter(|span| !span.contains(char::is_whitespace))
-        .filter_map(|span| span.split_once(".rs::").map(|(file, function)| (format!("{file}.rs"), function)))
-        .collect();
-    assert!(named.len() >= 40, "docs/security.md names its tests as `file::function`: {named:?}");
-    let missing: Vec<String> = named
-        .iter()
-        .filter(|(file, function)| {
-            let source = std::fs::read_to_string(root.join(file)).unwrap_or_default();
-            !source.contains(&format!("fn {function}("))
-        })
-        .map(|(file, function)| format!("{file}::{function}"))
-        .collect();
-    assert!(missing.is_empty(), "docs/security.md names tests that do not exist: {missing:#?}");
+fn every_test_the_docs_name_exists() {
+    // Each promise of these documents cites the test that measures it, as `file::function`.
+    for (document, at_least) in [("docs/security.md", 40), ("docs/scale-out.md", 9)] {
+        let root = svc_e2e::workspace();
+        let text = std::fs::read_to_string(root.join(document)).expect("the document");
+        let named: Vec<(String, &str)> = text
+            .split('`')
+            .filter(|span| !span.contains(char::is_whitespace))
+            .filter_map(|span| span.split_once(".rs::").map(|(file, function)| (format!("{file}.rs"), function)))
+            .collect();
+        assert!(named.len() >= at_least, "{document} names its tests as `file::function`: {named:?}");
+        let missing: Vec<String> = named
+            .iter()
+            .filter(|(file, function)| {
+                let source = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+                !source.contains(&format!("fn {function}("))
+            })
+            .map(|(file, function)| format!("{file}::{function}"))
+            .collect();
+        assert!(missing.is_empty(), "{document} names tests that do not exist: {missing:#?}");
+    }
 }
 
 #[test]
