@@ -17,7 +17,8 @@
 //!
 //! Each request may carry the gateway's report ([`Report`]: the sequence of the table it
 //! applied, the routes with agents on it), recorded with its presence in one transaction
-//! for the engine's switches to wait on.
+//! for the engine's switches to wait on, if the request was signed after the one whose
+//! report is recorded (a request its gateway gave up may arrive after a newer one).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -239,7 +240,7 @@ fn answer(
             return Err(FeedError::BadPresence);
         }
         if presence.is_some() || report.is_some() {
-            engine.store().record_feed_request(&operator.id, presence, report.as_ref(), now)?;
+            engine.store().record_feed_request(&operator.id, presence, report.as_ref(), signed.at_ms, now)?;
         }
     }
     let (mut routes, seq) = engine.feed_table(Some(&operator))?;

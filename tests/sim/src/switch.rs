@@ -6,8 +6,12 @@
 //! wait) or promote the successor and stop the predecessor once it has drained (the second,
 //! or the first when no host is left to flip). Around it, the rest is modelled on the code:
 //!
-//! - the store (`store/feed.rs`): the feed sequence, each host's last report, the hosts lagging
-//!   (a host's report naming agents of the route it lags behind makes it rejoin), the tables
+//! - the store (`store/feed.rs`): the feed sequence, each host's last report (that of its
+//!   newest signed request: [`rule::newer_report`]), the hosts lagging (each with the route
+//!   and the least feed sequence it waits for; a host rejoins as [`rule::rejoins`] says: no
+//!   switch under way, a table at that sequence or later, the route's agents; a switch's end
+//!   makes every host lagging wait for the route serving then, at a sequence moved on after
+//!   it, `end_route_switch_serving`), the tables
 //!   (`engine/routes.rs`: a flipped switch makes the successor serve on each host but a
 //!   lagging one; a promotion, on every host);
 //! - the feed (`coordinator/feed.rs`): a request naming the table its host serves is held
@@ -30,10 +34,13 @@
 //! Invariants, after every event (`docs/simulation.md`): a host offered for the deployment
 //! (serving it, not lagging, not dead) sends a client to a route that is not stopped
 //! (`stopped-route`) and whose agents have connected to it (`successor-early`; an agent
-//! dropped since is a fault, not the switch's); a lagging host rejoins only once it reported
-//! the route's agents and has them (`lagging-offered`); a switch ends within the two waits'
+//! dropped since is a fault, not the switch's; either, by a host that rejoined and has not
+//! settled since, is `rejoined-early`); a lagging host rejoins only once it reported the
+//! route's agents and has them (`lagging-offered`); a switch ends within the two waits'
 //! bound (`switch-stuck`), and, with every host well from its start to its end, within
-//! [`rule::SWITCH_BOUND`] and with no host left out (`switch-slow`).
+//! [`rule::SWITCH_BOUND`] and with no host left out (`switch-slow`); the store never records
+//! a host's report from a request older than the one whose report it recorded (`stale-report`:
+//! a request given up may arrive after a newer one, and left a healthy host out of a switch).
 
 #[path = "../../../relay-api/src/coordinator/engine/switch.rs"]
 #[allow(dead_code, unreachable_pub, reason = "the relay's file, included as it is")]
@@ -43,7 +50,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fastrand::Rng;
 use relay_wire::feed::Report;
-use rule::{HostAck, SWITCH_BOUND, Switch, Want, may_switch};
+use rule::{HostAck, Lagging, SWITCH_BOUND, Switch, Want, may_switch, newer_report, rejoins};
 
 use crate::trace::{Failure, Trace};
 
@@ -141,6 +148,8 @@ enum Event {
     Arrive {
         h: usize,
         id: u64,
+        /// When the host signed it.
+        at: i64,
         after: Option<Table>,
         report: Report,
     },
@@ -200,8 +209,9 @@ struct World {
     // The store.
     seq: u64,
     reports: BTreeMap<usize, Report>,
-    /// Hosts lagging, with the route they lag behind.
-    lagging: BTreeMap<usize, usize>,
+    /// Hosts lagging, with the route they wait for and the least feed sequence of the table
+    /// they must have applied (`lagging_hosts`'s `route_id` and `min_seq`).
+    lagging: BTreeMap<usize, (usize, u64)>,
     /// What the hosts' tables were last made of (`feed_digest`).
     digest: Digest,
     /// Requests the feed holds, each on its own (a host that gave one up may have another
@@ -213,11 +223,8 @@ struct World {
     switches: u32,
     /// By host, the last request whose report the store recorded.
     recorded: BTreeMap<usize, u64>,
-    /// Hosts whose recorded report is older than one recorded before (an older request,
-    /// given up, arrived after a newer one).
-    stale: BTreeSet<usize>,
-    /// The switch under way left out a host whose recorded report was stale.
-    stale_left_out: bool,
+    /// By host, when the request whose report the store recorded was signed (`signed_at`).
+    recorded_at: BTreeMap<usize, i64>,
 }
 
 type Broken = (&'static str, String);
@@ -318,7 +325,7 @@ impl World {
             };
             (s.route, flipped)
         });
-        let digest = (self.current, switch, self.lagging.iter().map(|(&h, &r)| (h, r)).collect());
+        let digest = (self.current, switch, self.lagging.iter().map(|(&h, &(r, _))| (h, r)).collect());
         if digest != self.digest {
             self.digest = digest;
             self.seq += 1;
@@ -337,7 +344,6 @@ impl World {
             }
             let faulted = self.unwell();
             s.phase = Phase::Switching { began: now, flipped: None, faulted, left_out: false };
-            self.stale_left_out = false;
             self.successor = Some(s);
             let well = if faulted { "" } else { ", every host well" };
             self.log(format!("{} validated: its switch begins{well}", self.route(s.route)));
@@ -361,8 +367,8 @@ impl World {
             lagging.iter().filter_map(|name| self.hosts.iter().position(|h| &h.name == name)).collect();
         if !left.is_empty() {
             for &h in &left {
-                self.stale_left_out |= self.stale.contains(&h);
-                self.lagging.insert(h, s.route);
+                // `mark_lagging`: the route, and the feed sequence now.
+                self.lagging.insert(h, (s.route, self.seq));
                 self.hosts[h].rejoined = None;
             }
             self.log(format!(
@@ -388,6 +394,14 @@ impl World {
         let predecessor = self.current;
         self.current = s.route;
         self.successor = None;
+        // `end_route_switch_serving`: the switch ends, and each host lagging waits for the
+        // successor's agents and a table from after its promotion, at a new sequence.
+        self.seq += 1;
+        let end = self.seq;
+        for lag in self.lagging.values_mut() {
+            *lag = (s.route, end);
+        }
+        self.wake_held();
         let took = now - began;
         self.log(format!(
             "{} promoted {took} ms after its validation; {} drains and stops",
@@ -399,7 +413,7 @@ impl World {
         self.switches += 1;
         if !faulted && (left_out || took > bound_ms()) {
             return Err((
-                if self.stale_left_out { "stale-report" } else { "switch-slow" },
+                "switch-slow",
                 format!(
                     "every host was well, yet the switch to {} took {took} ms{}",
                     self.route(s.route),
@@ -441,7 +455,8 @@ impl World {
             let back = there + self.latency(h);
             self.at(back, Event::Failed { h, id });
         } else {
-            self.at(there, Event::Arrive { h, id, after, report });
+            let at = self.now;
+            self.at(there, Event::Arrive { h, id, at, after, report });
         }
     }
 
@@ -477,40 +492,54 @@ impl World {
                 self.sync();
             }
             Event::Ask(h) => self.ask(h),
-            Event::Arrive { h, id, after, report } => {
-                // `record_feed_request`: the report, and a lagging host with the route's agents
-                // rejoins.
-                if let Some(&r) = self.lagging.get(&h)
-                    && report.agents_of(&self.routes[r].id) > 0
-                {
-                    self.lagging.remove(&h);
-                    self.hosts[h].rejoined = Some(r);
-                    self.log(format!(
-                        "{} reports {} agent(s) of {} (applied seq {}): it rejoins",
-                        self.hosts[h].name,
-                        report.agents_of(&self.routes[r].id),
-                        self.route(r),
-                        report.applied
-                    ));
-                    if !self.hosts[h].ever.contains(&r) {
+            Event::Arrive { h, id, at, after, report } => {
+                // `record_feed_request`: the report, if its request was signed after the one
+                // recorded; and a lagging host rejoins as the relay's `rejoins` says.
+                if newer_report(at, self.recorded_at.get(&h).copied()) {
+                    self.recorded_at.insert(h, at);
+                    let newest = self.recorded.get(&h).copied().unwrap_or(0);
+                    if id < newest {
                         return Err((
-                            "lagging-offered",
-                            format!("{} rejoined without ever having {}'s agents", self.hosts[h].name, self.route(r)),
+                            "stale-report",
+                            format!(
+                                "{}'s request {id}, given up, arrived after its request {newest}, and its older \
+                                 report replaced the newer",
+                                self.hosts[h].name
+                            ),
                         ));
                     }
-                }
-                let newest = self.recorded.get(&h).copied().unwrap_or(0);
-                if id < newest {
-                    self.stale.insert(h);
+                    self.recorded.insert(h, id);
+                    let under_way = matches!(self.successor, Some(Successor { phase: Phase::Switching { .. }, .. }));
+                    if let Some(&(r, seq)) = self.lagging.get(&h)
+                        && rejoins(&Lagging { route_id: self.routes[r].id.clone(), seq }, &report, under_way)
+                    {
+                        self.lagging.remove(&h);
+                        self.hosts[h].rejoined = Some(r);
+                        self.log(format!(
+                            "{} reports {} agent(s) of {} (applied seq {}, at least {seq}): it rejoins",
+                            self.hosts[h].name,
+                            report.agents_of(&self.routes[r].id),
+                            self.route(r),
+                            report.applied
+                        ));
+                        if !self.hosts[h].ever.contains(&r) {
+                            return Err((
+                                "lagging-offered",
+                                format!(
+                                    "{} rejoined without ever having {}'s agents",
+                                    self.hosts[h].name,
+                                    self.route(r)
+                                ),
+                            ));
+                        }
+                    }
+                    self.reports.insert(h, report);
+                } else {
                     self.log(format!(
-                        "{}'s request {id}, given up, arrives after its request {newest}: its older report replaces the newer",
+                        "{}'s request {id}, given up, arrives after a newer one: its report is not recorded",
                         self.hosts[h].name
                     ));
-                } else {
-                    self.stale.remove(&h);
-                    self.recorded.insert(h, id);
                 }
-                self.reports.insert(h, report);
                 let wake = now + self.rng.i64(0..=5);
                 self.at(wake, Event::Wake);
                 if after.as_ref() == Some(&self.table_for(h)) {
@@ -799,8 +828,7 @@ fn simulate(seed: u64) -> (Trace, Result<(), Failure>) {
         lossy: false,
         switches: 0,
         recorded: BTreeMap::new(),
-        stale: BTreeSet::new(),
-        stale_left_out: false,
+        recorded_at: BTreeMap::new(),
     };
     // Every host serves the first route, its agents in rotation, and follows the feed.
     for h in 0..count {

@@ -259,14 +259,13 @@ impl Engine {
             }
             return Ok(());
         }
-        self.take_over(d, s, jobs).await?;
-        self.db(|store| store.end_route_switch(&d.id))?;
-        Ok(())
+        self.take_over(d, s, jobs).await
     }
 
     /// The successor passed, and every gateway host serves it: it becomes the deployment's
     /// revision and route, and its jobs are ready, so the scheduler stops the predecessor's,
-    /// which drain.
+    /// which drain. Its switch ends: a host left out rejoins once it has the successor's
+    /// agents and a table from after the promotion, where the successor serves.
     async fn take_over(&self, d: &Deployment, s: &Successor, jobs: &[&Execution]) -> Result<(), StoreError> {
         let reason = format!(
             "serves: validated through the gateway; revision {} stops once its open connections end (at most {} s)",
@@ -274,6 +273,8 @@ impl Engine {
             crate::coordinator::ingress_market::DRAIN_LIMIT.as_secs()
         );
         let promoted = self.db(|store| store.promote(&d.id, s.revision, &reason))?;
+        let seq = self.db(|store| store.end_route_switch_serving(&d.id, &s.route_id))?;
+        self.feed_changed(seq);
         // The rollout of V5's `stop_when_successor_ready`: the successor is ready (validated
         // through the gateway), so the scheduler stops its predecessor, once its connections
         // end.
@@ -313,10 +314,13 @@ impl Engine {
     }
 
     /// The successor failed: its policy version is withdrawn (the scheduler stops its job,
-    /// and its files go once it has ended); the serving revision stays.
+    /// and its files go once it has ended); the serving revision stays, and a host left out
+    /// of its switch rejoins once it has that revision's agents and a table from after the
+    /// failure (not one where the failed successor had flipped to serve).
     async fn fail_successor(&self, d: &Deployment, s: &Successor, why: &str) -> Result<(), StoreError> {
         self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Failed, why))?;
-        self.db(|store| store.end_route_switch(&d.id))?;
+        let seq = self.db(|store| store.end_route_switch_serving(&d.id, &d.route_id))?;
+        self.feed_changed(seq);
         self.sync_routes().await;
         self.wake();
         Ok(())

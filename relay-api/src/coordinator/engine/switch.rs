@@ -17,9 +17,17 @@
 //!
 //! Each wait is bounded ([`SWITCH_BOUND`]): a host that has not acknowledged by then leaves
 //! the route's hosts (it is no longer offered for the deployment: its URLs) and the switch
-//! goes on without it; it rejoins once it reports the route's agents. A host that reports
-//! the table and at least one of the successor's agents, but not all, is not left out at the
-//! bound: it serves.
+//! goes on without it. A host that reports the table and at least one of the successor's
+//! agents, but not all, is not left out at the bound: it serves.
+//!
+//! A host left out rejoins ([`rejoins`]) only once no switch of the deployment is under way,
+//! and its report says it applied a table at its [`Lagging::seq`] or later (one where the
+//! route it waits for serves) and has that route's agents: when a switch ends, each host
+//! lagging for the deployment is made to wait for the route that serves from then on, at
+//! a feed sequence moved on after the switch ended (`store/feed.rs`,
+//! `end_route_switch_serving`). A host's report counts only if its request was signed after
+//! the one recorded ([`newer_report`]): a request given up and arriving late does not
+//! replace a newer report.
 
 use std::time::Duration;
 
@@ -88,6 +96,34 @@ pub fn may_switch(hosts: &[HostAck], want: &Want, now_ms: i64) -> Switch {
     Switch::Go { lagging: hosts.iter().filter(|h| agents(h) == 0).map(|h| h.operator_id.clone()).collect() }
 }
 
+/// A gateway host left out of a deployment's switch, as the store records it: not offered
+/// for the deployment until [`rejoins`] says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lagging {
+    /// The route whose agents it must have: the one serving once the switch ended.
+    pub route_id: String,
+    /// The least feed sequence of the table it must have applied: a table read at it or
+    /// later has [`Lagging::route_id`] serving (0: any, while its switch is under way).
+    pub seq: u64,
+}
+
+/// Whether a host lagging as `lag` is offered for the deployment again on `report`: only
+/// once no switch of the deployment is under way (one under way did not wait for it, and a
+/// flipped one would hand it the successor at once), its table is at [`Lagging::seq`] or
+/// later (it no longer sends clients to a route stopped since, or to one whose agents never
+/// reached it) and it has agents of [`Lagging::route_id`].
+pub fn rejoins(lag: &Lagging, report: &Report, switch_under_way: bool) -> bool {
+    !switch_under_way && report.applied >= lag.seq && report.agents_of(&lag.route_id) > 0
+}
+
+/// Whether a host's report made with a request signed at `signed_at_ms` replaces the one
+/// recorded from a request signed at `recorded_at_ms` (`None`: none recorded): only a newer
+/// request's does. A request the host gave up may reach the coordinator after a newer one,
+/// and a replayed request is an older one; neither replaces what the host said since.
+pub fn newer_report(signed_at_ms: i64, recorded_at_ms: Option<i64>) -> bool {
+    recorded_at_ms.is_none_or(|recorded| signed_at_ms > recorded)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +182,51 @@ mod tests {
             Switch::Go { lagging: vec!["op_c".into(), "op_d".into(), "op_e".into()] },
             "op_b has one of two agents: it serves, so it stays"
         );
+    }
+
+    fn report(applied: u64, agents: &[(&str, u32)]) -> Report {
+        Report { applied, agents: agents.iter().map(|(r, n)| ((*r).to_owned(), *n)).collect() }
+    }
+
+    #[test]
+    fn a_lagging_host_rejoins_with_the_serving_routes_agents_and_a_table_where_it_serves() {
+        let lag = Lagging { route_id: "rt_4".into(), seq: 17 };
+        assert!(rejoins(&lag, &report(17, &[("rt_4", 1)]), false));
+        assert!(rejoins(&lag, &report(20, &[("rt_3", 2), ("rt_4", 2)]), false));
+        // Seed 28 of the simulator: op_a, left out of rt_4's switch, reports an agent of rt_4
+        // while its table (seq 15) still sends clients to rt_3, stopped since.
+        assert!(!rejoins(&lag, &report(15, &[("rt_4", 1)]), false), "its table is from before rt_4 served");
+        assert!(!rejoins(&lag, &report(17, &[("rt_3", 1)]), false), "the old route's agents do not count");
+        assert!(!rejoins(&lag, &report(17, &[("rt_4", 0)]), false));
+    }
+
+    #[test]
+    fn a_host_lagging_behind_a_route_replaced_since_waits_for_the_one_serving() {
+        // Seed 11: op_b lagged behind rt_4; rt_5 switched without it, so its row was made to
+        // wait for rt_5 at the sequence after rt_5's promotion. An rt_4 agent is not enough,
+        // nor a table from before (rt_5's agents never reached it).
+        let lag = Lagging { route_id: "rt_5".into(), seq: 31 };
+        assert!(!rejoins(&lag, &report(31, &[("rt_4", 1)]), false));
+        assert!(!rejoins(&lag, &report(29, &[("rt_5", 1)]), false));
+        assert!(rejoins(&lag, &report(31, &[("rt_5", 1)]), false));
+    }
+
+    #[test]
+    fn no_host_rejoins_while_a_switch_of_the_deployment_is_under_way() {
+        // Seed 61: a host rejoining during a switch that had flipped would be handed the
+        // successor's table at once, though the first wait never waited for it.
+        let lag = Lagging { route_id: "rt_2".into(), seq: 0 };
+        let has_all = report(40, &[("rt_2", 2), ("rt_3", 2)]);
+        assert!(!rejoins(&lag, &has_all, true));
+        assert!(rejoins(&lag, &has_all, false), "once the switch ended (and its row was made to wait for it)");
+    }
+
+    #[test]
+    fn only_a_newer_signed_request_replaces_a_hosts_report() {
+        assert!(newer_report(5, None));
+        assert!(newer_report(1_000, Some(999)));
+        // Seed 21532: request 121, given up, arrives 1.7 s after 123 and 124.
+        assert!(!newer_report(999, Some(1_000)), "an older request given up, arriving late");
+        assert!(!newer_report(1_000, Some(1_000)), "the same request again (replayed)");
     }
 }

@@ -10,6 +10,7 @@ use super::{
     Caller, ExecutionRecord, NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, RouteKeys, StoreError,
     TokenRole,
 };
+use crate::coordinator::engine::switch::Lagging;
 use crate::coordinator::model::{
     CustomerHostname, Deployment, HostnameState, LedgerEntry, LogEntry, Quote, Reward, Session, Successor,
     SuccessorState, Transition, ValidationRecord,
@@ -412,8 +413,12 @@ pub trait FeedRows {
     fn feed_seq(&mut self) -> Result<u64, StoreError>;
     /// Moves the feed's sequence on one; the new sequence.
     fn bump_feed_seq(&mut self) -> Result<u64, StoreError>;
-    /// Records operator `operator_id`'s gateway's report, made at `now`.
-    fn put_report(&mut self, operator_id: &str, report: &Report, now: i64) -> Result<(), StoreError>;
+    /// Records operator `operator_id`'s gateway's report, made with a request signed at
+    /// `signed_at` (Unix ms), received at `now`.
+    fn put_report(&mut self, operator_id: &str, report: &Report, signed_at: i64, now: i64) -> Result<(), StoreError>;
+    /// When the request whose report is recorded for operator `operator_id` was signed (Unix
+    /// ms; 0 for one recorded before this was), if one is.
+    fn report_signed_at(&mut self, operator_id: &str) -> Result<Option<i64>, StoreError>;
     /// Each gateway's last report and when (Unix ms), by operator ID.
     fn reports(&mut self) -> Result<Vec<(String, Report, i64)>, StoreError>;
     /// Every switch under way.
@@ -424,15 +429,18 @@ pub trait FeedRows {
     fn delete_route_switch(&mut self, deployment_id: &str) -> Result<(), StoreError>;
     /// Every (deployment, operator, route awaited) whose host lags.
     fn lagging_hosts(&mut self) -> Result<Vec<(String, String, String)>, StoreError>;
-    /// Marks operator `operator_id`'s host lagging for a deployment until it reports agents
-    /// of `route_id`.
+    /// Where operator `operator_id`'s host lags: by deployment, what it must have to rejoin.
+    fn lagging_of(&mut self, operator_id: &str) -> Result<Vec<(String, Lagging)>, StoreError>;
+    /// Marks operator `operator_id`'s host lagging for a deployment until it has `lag`.
     fn put_lagging_host(
         &mut self,
         deployment_id: &str,
         operator_id: &str,
-        route_id: &str,
+        lag: &Lagging,
         now: i64,
     ) -> Result<(), StoreError>;
+    /// Makes every host lagging for a deployment wait for `lag` instead.
+    fn retarget_lagging_hosts(&mut self, deployment_id: &str, lag: &Lagging) -> Result<(), StoreError>;
     /// A host no longer lags for a deployment.
     fn delete_lagging_host(&mut self, deployment_id: &str, operator_id: &str) -> Result<(), StoreError>;
 }

@@ -6,6 +6,7 @@
 use relay_wire::feed::{Presence, Report};
 
 use super::{RelayStore, RouteSwitch, StoreError};
+use crate::coordinator::engine::switch::{Lagging, newer_report, rejoins};
 
 impl RelayStore {
     /// The route feed's sequence now: one row read.
@@ -20,28 +21,40 @@ impl RelayStore {
     }
 
     /// Records what a gateway host's signed feed request says, at `now`, in one transaction:
-    /// where it is, and its report; a host that reports agents of a route it was lagging
-    /// behind is offered for that deployment again.
+    /// where it is, and its report, if the request was signed (`signed_at`, the signature's
+    /// time) after the one whose report is recorded ([`newer_report`]: one given up and
+    /// arriving late, or replayed, does not replace a newer report). A host lagging behind a
+    /// deployment is offered for it again when its report says so ([`rejoins`]: no switch of
+    /// the deployment under way, a table where the awaited route serves, agents of it).
+    /// Whether the report was recorded.
     pub fn record_feed_request(
         &self,
         operator_id: &str,
         presence: Option<&Presence>,
         report: Option<&Report>,
+        signed_at: i64,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         self.write(|tx| {
             if let Some(presence) = presence {
                 tx.put_presence(operator_id, presence, now)?;
             }
-            if let Some(report) = report {
-                tx.put_report(operator_id, report, now)?;
-                for (deployment_id, operator, route_id) in tx.lagging_hosts()? {
-                    if operator == operator_id && report.agents_of(&route_id) > 0 {
+            let Some(report) = report else { return Ok(false) };
+            if !newer_report(signed_at, tx.report_signed_at(operator_id)?) {
+                return Ok(false);
+            }
+            tx.put_report(operator_id, report, signed_at, now)?;
+            let lagging = tx.lagging_of(operator_id)?;
+            if !lagging.is_empty() {
+                let switches = tx.route_switches()?;
+                for (deployment_id, lag) in lagging {
+                    let under_way = switches.iter().any(|s| s.deployment_id == deployment_id);
+                    if rejoins(&lag, report, under_way) {
                         tx.delete_lagging_host(&deployment_id, operator_id)?;
                     }
                 }
             }
-            Ok(())
+            Ok(true)
         })
     }
 
@@ -75,13 +88,30 @@ impl RelayStore {
         })
     }
 
-    /// Forgets a deployment's switch (done, or its successor gone).
+    /// Forgets a deployment's switch (its successor gone with a coordinator's restart).
     pub fn end_route_switch(&self, deployment_id: &str) -> Result<(), StoreError> {
         self.write(|tx| tx.delete_route_switch(deployment_id))
     }
 
-    /// Marks gateway hosts `operator_ids` lagging for deployment `deployment_id`: not offered
-    /// for it until each reports agents of `route_id`.
+    /// Forgets a deployment's switch, done or failed, `route_id` serving the deployment from
+    /// now on (the successor promoted, or the revision that kept serving), in one transaction
+    /// with a new feed sequence, which it returns: every host lagging for the deployment now
+    /// rejoins only with a table read at that sequence or later (read after this, so
+    /// `route_id` serves in it: not the predecessor stopped since, nor a successor that
+    /// failed) and `route_id`'s agents. Call it once what serves has changed in the store.
+    pub fn end_route_switch_serving(&self, deployment_id: &str, route_id: &str) -> Result<u64, StoreError> {
+        self.write(|tx| {
+            tx.delete_route_switch(deployment_id)?;
+            let seq = tx.bump_feed_seq()?;
+            tx.retarget_lagging_hosts(deployment_id, &Lagging { route_id: route_id.to_owned(), seq })?;
+            Ok(seq)
+        })
+    }
+
+    /// Marks gateway hosts `operator_ids` lagging for deployment `deployment_id`, behind the
+    /// switch to `route_id`: not offered for it while the switch is under way, nor after
+    /// until each has what [`RelayStore::end_route_switch_serving`] asks for (until then,
+    /// `route_id`'s agents and a table at the feed sequence now or later).
     pub fn mark_lagging(
         &self,
         deployment_id: &str,
@@ -93,11 +123,17 @@ impl RelayStore {
             return Ok(());
         }
         self.write(|tx| {
+            let lag = Lagging { route_id: route_id.to_owned(), seq: tx.feed_seq()? };
             for operator_id in operator_ids {
-                tx.put_lagging_host(deployment_id, operator_id, route_id, now)?;
+                tx.put_lagging_host(deployment_id, operator_id, &lag, now)?;
             }
             Ok(())
         })
+    }
+
+    /// Where gateway host `operator_id` lags: by deployment, what it must have to rejoin.
+    pub fn lagging_of(&self, operator_id: &str) -> Result<Vec<(String, Lagging)>, StoreError> {
+        self.read(|tx| tx.lagging_of(operator_id))
     }
 
     /// The operators whose hosts lag for deployment `deployment_id`.

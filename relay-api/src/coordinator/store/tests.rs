@@ -6,6 +6,7 @@ use rusqlite::{Connection, params};
 
 use super::sqlite::MIGRATIONS;
 use super::*;
+use crate::coordinator::engine::switch::Lagging;
 use crate::coordinator::model::{Deployment, EntryKind, SessionState};
 use crate::coordinator::money::Terms;
 use crate::coordinator::state::DeploymentState;
@@ -893,9 +894,12 @@ fn a_gateways_presence_is_its_latest_announcement() {
 }
 
 /// Issue 41: what the switch of a redeploy waits on, on each backend. A gateway's report is
-/// its latest; a flip moves the feed's sequence on in the same transaction; a host lagging
-/// behind a deployment is offered again once it reports agents of the awaited route, and not
-/// before (agents of another route do not count).
+/// that of its newest signed request (an older one, given up and arriving late or replayed,
+/// does not replace it: the simulator's seed 21532); a flip moves the feed's sequence on in
+/// the same transaction; a host lagging behind a deployment is offered again only once no
+/// switch of it is under way, its table is from after the switch ended, and it reports agents
+/// of the route serving then (seeds 28, 11 and 61): not on the old route's agents, not with
+/// an old table, not during a switch.
 #[test]
 fn a_hosts_report_acknowledges_a_switch_and_a_lagging_host_rejoins_once_it_has_the_route() {
     on_each_backend("acks", |open| {
@@ -913,10 +917,24 @@ fn a_hosts_report_acknowledges_a_switch_and_a_lagging_host_rejoins_once_it_has_t
             applied,
             agents: agents.iter().map(|(r, n)| ((*r).to_owned(), *n)).collect(),
         };
+        // Signed at `at`, received 5 ms later.
+        let record = |applied: u64, agents: &[(&str, u32)], at: i64| {
+            store.record_feed_request(&operator.id, None, Some(&report(applied, agents)), at, at + 5).expect("recorded")
+        };
+        let lagging = || store.lagging_for(&d.id).expect("read");
         let seq0 = store.feed_seq().expect("the sequence");
-        store.record_feed_request(&operator.id, None, Some(&report(seq0, &[("rt_old", 1)])), 10).expect("recorded");
-        store.record_feed_request(&operator.id, None, Some(&report(seq0, &[("rt_new", 2)])), 20).expect("again");
-        assert_eq!(store.gateway_reports().expect("read"), [(operator.id.clone(), report(seq0, &[("rt_new", 2)]), 20)]);
+        assert!(record(seq0, &[("rt_old", 1)], 10));
+        assert!(record(seq0, &[("rt_new", 2)], 20));
+        assert_eq!(store.gateway_reports().expect("read"), [(operator.id.clone(), report(seq0, &[("rt_new", 2)]), 25)]);
+        // A request signed before the one recorded (given up by its host, it arrives late),
+        // or that one again (replayed): its report is not recorded.
+        assert!(!record(seq0, &[("rt_old", 1)], 15), "an older request");
+        assert!(!record(seq0, &[("rt_old", 1)], 20), "the same request again");
+        assert_eq!(
+            open().gateway_reports().expect("read"),
+            [(operator.id.clone(), report(seq0, &[("rt_new", 2)]), 25)],
+            "the newer report stays"
+        );
 
         let switch = RouteSwitch {
             deployment_id: d.id.clone(),
@@ -932,16 +950,45 @@ fn a_hosts_report_acknowledges_a_switch_and_a_lagging_host_rejoins_once_it_has_t
         assert_eq!(open().feed_seq().expect("read"), flipped);
         assert_eq!(
             store.route_switch(&d.id).expect("read"),
-            Some(RouteSwitch { flipped: Some((flipped, 40)), ..switch })
+            Some(RouteSwitch { flipped: Some((flipped, 40)), ..switch.clone() })
         );
         assert!(store.bump_feed_seq().expect("bumped") > flipped);
 
         store.mark_lagging(&d.id, std::slice::from_ref(&operator.id), "rt_new", 50).expect("marked");
-        assert_eq!(store.lagging_for(&d.id).expect("read"), vec![operator.id.clone()]);
-        store.record_feed_request(&operator.id, None, Some(&report(flipped, &[("rt_other", 1)])), 60).expect("ok");
-        assert_eq!(store.lagging_for(&d.id).expect("read"), vec![operator.id.clone()], "another route's agents");
-        store.record_feed_request(&operator.id, None, Some(&report(flipped, &[("rt_new", 1)])), 70).expect("ok");
-        assert!(store.lagging_for(&d.id).expect("read").is_empty(), "it has the route: it rejoins");
+        assert_eq!(lagging(), vec![operator.id.clone()]);
+        assert!(record(flipped, &[("rt_new", 2)], 60));
+        assert_eq!(lagging(), vec![operator.id.clone()], "its switch is under way (seed 61)");
+
+        // The successor takes over: the switch ends, the row waits for a table from then on.
+        let ended = store.end_route_switch_serving(&d.id, "rt_new").expect("ended");
+        assert!(ended > flipped, "the end moves the sequence on");
+        assert_eq!(store.route_switch(&d.id).expect("read"), None);
+        assert_eq!(
+            open().lagging_of(&operator.id).expect("read"),
+            [(d.id.clone(), Lagging { route_id: "rt_new".into(), seq: ended })]
+        );
+        assert!(record(flipped, &[("rt_old", 1), ("rt_new", 1)], 70));
+        assert_eq!(lagging(), vec![operator.id.clone()], "a table from before the end (seed 28)");
+        assert!(record(ended, &[("rt_old", 1)], 80));
+        assert_eq!(lagging(), vec![operator.id.clone()], "the old route's agents (seed 11)");
+        assert!(!record(ended, &[("rt_new", 1)], 75));
+        assert_eq!(lagging(), vec![operator.id.clone()], "an older request does not make it rejoin");
+        assert!(record(ended, &[("rt_new", 1)], 90));
+        assert!(lagging().is_empty(), "it has the route and a table where it serves: it rejoins");
+
+        // Left out of the next switch, which fails: it waits for the route still serving,
+        // with a table from after the failure.
+        store.begin_route_switch(&RouteSwitch { revision: 3, route_id: "rt_next".into(), ..switch }).expect("begun");
+        store.mark_lagging(&d.id, std::slice::from_ref(&operator.id), "rt_next", 100).expect("marked");
+        let failed = store.end_route_switch_serving(&d.id, "rt_new").expect("ended");
+        assert_eq!(
+            store.lagging_of(&operator.id).expect("read"),
+            [(d.id.clone(), Lagging { route_id: "rt_new".into(), seq: failed })]
+        );
+        assert!(record(failed - 1, &[("rt_new", 1), ("rt_next", 1)], 110));
+        assert_eq!(lagging(), vec![operator.id.clone()]);
+        assert!(record(failed, &[("rt_new", 1)], 120));
+        assert!(lagging().is_empty());
 
         store.end_route_switch(&d.id).expect("ended");
         assert_eq!(store.route_switch(&d.id).expect("read"), None);

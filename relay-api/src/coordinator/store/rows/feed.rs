@@ -1,6 +1,7 @@
 //! The route feed's sequence, the gateway hosts' reports, redeploys' switches and the hosts
 //! lagging behind one (issue 41).
 
+use crate::coordinator::engine::switch::Lagging;
 use crate::coordinator::store::StoreError;
 use crate::coordinator::store::backend::{FeedRows, RouteSwitch};
 use crate::coordinator::store::sql::{Sql, SqlRow, params};
@@ -36,15 +37,20 @@ impl<T: Sql> FeedRows for T {
         self.feed_seq()
     }
 
-    fn put_report(&mut self, operator_id: &str, report: &Report, now: i64) -> Result<(), StoreError> {
+    fn put_report(&mut self, operator_id: &str, report: &Report, signed_at: i64, now: i64) -> Result<(), StoreError> {
         let agents = serde_json::to_string(&report.agents).map_err(|e| StoreError::Backend(Box::new(e)))?;
         self.execute(
-            "INSERT INTO gateway_acks (operator_id, applied_seq, agents, reported_at) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (operator_id) DO UPDATE SET applied_seq = excluded.applied_seq, agents = excluded.agents, \
-             reported_at = excluded.reported_at",
-            params![operator_id, seq(report.applied), &agents, now],
+            "INSERT INTO gateway_acks (operator_id, applied_seq, agents, reported_at, signed_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (operator_id) DO UPDATE SET applied_seq = excluded.applied_seq, \
+             agents = excluded.agents, reported_at = excluded.reported_at, signed_at = excluded.signed_at",
+            params![operator_id, seq(report.applied), &agents, now, signed_at],
         )?;
         Ok(())
+    }
+
+    fn report_signed_at(&mut self, operator_id: &str) -> Result<Option<i64>, StoreError> {
+        let row = self.query_opt("SELECT signed_at FROM gateway_acks WHERE operator_id = ?1", params![operator_id])?;
+        Ok(row.map(|r| r.i64(0)).transpose()?)
     }
 
     fn reports(&mut self) -> Result<Vec<(String, Report, i64)>, StoreError> {
@@ -88,17 +94,34 @@ impl<T: Sql> FeedRows for T {
         rows.iter().map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?))).collect()
     }
 
+    fn lagging_of(&mut self, operator_id: &str) -> Result<Vec<(String, Lagging)>, StoreError> {
+        let rows = self.query(
+            "SELECT deployment_id, route_id, min_seq FROM lagging_hosts WHERE operator_id = ?1 ORDER BY deployment_id",
+            params![operator_id],
+        )?;
+        rows.iter().map(|r| Ok((r.text(0)?, Lagging { route_id: r.text(1)?, seq: r.u64(2)? }))).collect()
+    }
+
     fn put_lagging_host(
         &mut self,
         deployment_id: &str,
         operator_id: &str,
-        route_id: &str,
+        lag: &Lagging,
         now: i64,
     ) -> Result<(), StoreError> {
         self.execute(
-            "INSERT INTO lagging_hosts (deployment_id, operator_id, route_id, since) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (deployment_id, operator_id) DO UPDATE SET route_id = excluded.route_id",
-            params![deployment_id, operator_id, route_id, now],
+            "INSERT INTO lagging_hosts (deployment_id, operator_id, route_id, since, min_seq) \
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (deployment_id, operator_id) DO UPDATE SET \
+             route_id = excluded.route_id, min_seq = excluded.min_seq",
+            params![deployment_id, operator_id, &lag.route_id, now, seq(lag.seq)],
+        )?;
+        Ok(())
+    }
+
+    fn retarget_lagging_hosts(&mut self, deployment_id: &str, lag: &Lagging) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE lagging_hosts SET route_id = ?2, min_seq = ?3 WHERE deployment_id = ?1",
+            params![deployment_id, &lag.route_id, seq(lag.seq)],
         )?;
         Ok(())
     }

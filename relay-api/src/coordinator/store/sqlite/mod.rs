@@ -33,6 +33,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0011_execution_slots.sql"),
     include_str!("../../../../migrations/0012_log_sizes.sql"),
     include_str!("../../../../migrations/0013_gateway_acks.sql"),
+    include_str!("../../../../migrations/0014_feed_order.sql"),
 ];
 
 /// The database file's name inside the data directory.
