@@ -55,7 +55,12 @@ impl Engine {
     /// begins again once they are validated again).
     pub(super) fn restart_successors(&self) {
         for s in self.db(|store| store.successors()).unwrap_or_default() {
-            let _ = self.db(|store| store.end_route_switch(&s.deployment_id));
+            // The revision that kept serving serves on: hosts lagging behind the switch rejoin
+            // on its route, with a table read after this (as when a successor fails).
+            let _ = self.db(|store| {
+                let serving = store.deployment(&s.deployment_id)?.route_id;
+                store.end_route_switch_serving(&s.deployment_id, &serving)
+            });
             if s.state == SuccessorState::Validating {
                 let _ = self.db(|store| {
                     store.set_successor_state(
