@@ -238,6 +238,8 @@ impl Executor {
         let known: BTreeSet<&str> = live.iter().map(|(_, e)| e.execution_id.as_str()).collect();
         let mut touched = BTreeSet::new();
         let starts_empty = self.market.starts_empty();
+        // Each application read once, for the refunds of predecessors (below).
+        let mut views: BTreeMap<AppKey, Option<AppView>> = BTreeMap::new();
         for (app, e) in &live {
             match (e.state, jobs.get(&e.execution_id)) {
                 (ExecState::Launching, None) => {
@@ -280,6 +282,30 @@ impl Executor {
                     // the service was last known alive: the slot gets a new attempt, which the
                     // generation's charge covers (`unserved`).
                     let died = alive.max(e.changed_at).max(e.created_at).min(now);
+                    // A predecessor still serving its window while its renewal ran ahead: the
+                    // time its window goes unserved is refunded now (`unserved::renewed`).
+                    if !views.contains_key(app) {
+                        views.insert(*app, tx.app(*app)?);
+                    }
+                    if let Some(Some(view)) = views.get_mut(app) {
+                        // The view holds each slot's newest generation's attempts: a free
+                        // predecessor's earlier ones (the attempt its charge is on) are read here.
+                        let behind = view.executions.iter().any(|o| o.slot == e.slot && o.generation > e.generation);
+                        for attempt in (1..e.attempt).filter(|_| behind && e.charged == crate::market::Quote::default())
+                        {
+                            let id = Execution::id_for(&view.uid, e.slot, e.generation, attempt);
+                            if !view.executions.iter().any(|o| o.execution_id == id)
+                                && let Some((_, earlier)) = tx.find(&id)?
+                            {
+                                view.executions.push(earlier);
+                            }
+                        }
+                        if let Some(gap) = crate::unserved::renewed(view, e, alive, now)
+                            && let Some(paid) = view.executions.iter().find(|o| o.key == gap.paid)
+                        {
+                            tx.refund_unserved(*app, paid, gap.from, gap.to, &gap.amount, now)?;
+                        }
+                    }
                     let reason = Reason::new(
                         PROCESSOR_RESTARTED,
                         "it stopped with the service (dated when the service was last known alive); the slot gets \

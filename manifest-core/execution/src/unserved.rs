@@ -132,6 +132,22 @@ pub(crate) fn in_flight(view: &AppView, e: &Execution, alive: Millis, now: Milli
     (amount != Quote::default()).then_some(Gap { paid: paid.key, from, to, amount })
 }
 
+/// The stretch a predecessor went unserved when it died with the service while its renewal
+/// ran ahead of its own window (a newer generation of its slot, launched a lead before this
+/// one's end, whose window starts at or after it): the scheduler relaunches only the newest
+/// generation, whose window does not hold this time, so recovery refunds it against this
+/// generation's charge, from when the service was last known alive to `now`, as for a launch
+/// in flight ([`in_flight`]). `None` for the newest generation (the scheduler refunds its
+/// chain) and for one an update was replacing (a newer window overlaps its own).
+pub(crate) fn renewed(view: &AppView, e: &Execution, alive: Millis, now: Millis) -> Option<Gap> {
+    let mut newer = view.executions.iter().filter(|o| o.slot == e.slot && o.generation > e.generation).peekable();
+    newer.peek()?;
+    if newer.any(|o| o.window_start < e.window_end) {
+        return None;
+    }
+    in_flight(view, e, alive, now)
+}
+
 /// `amount * part / whole`, rounded down, without overflow (`part <= whole`).
 fn pro_rata(amount: u128, part: Millis, whole: Millis) -> u128 {
     let (part, whole) = (u128::from(part.min(whole)), u128::from(whole.max(1)));

@@ -187,3 +187,36 @@ fn a_launching_row_whose_job_died_with_the_service_is_found_at_recovery_and_sent
     assert_eq!(charges, [PRICE]);
     assert_eq!(refunds, [PRICE / 60], "the minute nothing ran");
 }
+
+/// Issue 41, found by the publication chaos suite (`tests/publication/chaos.rs`, seed 1): a
+/// `kill -9` while a renewal ran ahead of its window (launched a lead before the
+/// predecessor's end) left the predecessor's window unrefunded for the outage. Recovery
+/// relaunched only the newest generation, whose window does not hold that time: 1.6 s of a
+/// 4 s window was charged for nothing served. Now recovery refunds the predecessor's stretch.
+#[test]
+fn a_crash_while_a_renewal_runs_ahead_refunds_the_predecessors_window_too() {
+    let (mut w, pool) = world();
+    let mut p = plan(1, continuous());
+    // The predecessor serves to its window's end beside its successor (launched at minute 50).
+    p.update.existing_jobs = svc_execution::plan::ExistingJobs::RunUntilScheduledEnd;
+    w.publish(1, p);
+    w.settle().expect("settles");
+    // A first crash (minutes 20-25): generation 1 goes on as a free attempt 2, whose charge is
+    // attempt 1's (which the store's view of the application no longer holds once a newer
+    // generation exists).
+    w.run_until(T0 + 20 * MINUTE).expect("runs");
+    crash_and_restart(&mut w, &pool, 5 * MINUTE);
+    w.run_until(T0 + 55 * MINUTE).expect("runs");
+    assert_eq!(w.live(1).len(), 2, "the predecessor and its renewal run");
+    // Down from minute 55 to 65: minutes 55-60 of generation 1's window, 60-65 of generation 2's.
+    crash_and_restart(&mut w, &pool, 10 * MINUTE);
+    let live = w.live(1);
+    assert_eq!(live.len(), 1, "the newest generation runs again: {live:?}");
+    assert_eq!((live[0].generation, live[0].attempt, live[0].charged), (2, 2, Quote::default()));
+    let five = PRICE * 5 / 60;
+    assert_eq!(ledger(&w, 1), (vec![PRICE], vec![five, five]), "generation 1: minutes 20-25 and 55-60");
+    assert_eq!(ledger(&w, 2), (vec![PRICE], vec![five]), "generation 2: minutes 60-65");
+    // Asked again (another step, another recovery), nothing more.
+    w.advance(MINUTE);
+    assert_eq!(ledger(&w, 1).1, [five, five]);
+}
