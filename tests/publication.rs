@@ -7,6 +7,7 @@
 mod publication {
     mod bounds;
     mod capabilities;
+    mod chaos;
     mod cli;
     mod crash_charges;
     mod durability;
