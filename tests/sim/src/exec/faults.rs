@@ -42,6 +42,9 @@ pub(crate) struct FaultState {
     /// had them live (not already recorded failed or stopped), by execution ID, until
     /// launched again under the same ID.
     pub(crate) died_with_service: BTreeSet<String>,
+    /// When the service last died, on the true clock (the simulator knows it; the service
+    /// itself dates a death by its heartbeat, up to 2 s and a step before).
+    pub(crate) died_at: Millis,
     /// Store and market calls seen, for the trace.
     pub(crate) commits: u64,
     pub(crate) market_calls: u64,
@@ -64,6 +67,7 @@ impl Faults {
             outage_until: 0,
             slow_ms: 0,
             died_with_service: BTreeSet::new(),
+            died_at: 0,
             commits: 0,
             market_calls: 0,
             rng: fastrand::Rng::with_seed(seed),
@@ -107,6 +111,7 @@ impl Faults {
         match s.crash {
             CrashAt::Commit(1, lands) => {
                 s.dead = true;
+                s.died_at = self.clock.now();
                 s.crash = CrashAt::Never;
                 (lands, Err(failure("the service died at this commit")))
             }
@@ -128,6 +133,7 @@ impl Faults {
         match s.crash {
             CrashAt::MarketCall(1, lands) if s.market_crashes => {
                 s.dead = true;
+                s.died_at = self.clock.now();
                 s.crash = CrashAt::Never;
                 lands
             }
@@ -189,6 +195,26 @@ impl ExecutionTx for SimTx<'_> {
     }
     fn refund(&mut self, app: AppKey, execution: &Execution, at: Millis) -> Result<(), StoreFailure> {
         self.inner.refund(app, execution, at)
+    }
+    // The three issue 41 added with defaults that record nothing: a store that charges must
+    // implement them, so the wrapper forwards them (without them no refund of unserved time
+    // and no heartbeat ever reached the store).
+    fn refund_unserved(
+        &mut self,
+        app: AppKey,
+        paid: &Execution,
+        from: Millis,
+        to: Millis,
+        amount: &Quote,
+        at: Millis,
+    ) -> Result<(), StoreFailure> {
+        self.inner.refund_unserved(app, paid, from, to, amount, at)
+    }
+    fn heartbeat(&mut self, at: Millis) -> Result<(), StoreFailure> {
+        self.inner.heartbeat(at)
+    }
+    fn last_alive(&mut self) -> Result<Option<Millis>, StoreFailure> {
+        self.inner.last_alive()
     }
     fn schedule(&mut self, app: AppKey, next_at: Option<Millis>, blocked: Option<&Reason>) -> Result<(), StoreFailure> {
         self.inner.schedule(app, next_at, blocked)

@@ -6,11 +6,16 @@
 //! 2. never two live attempts of one slot generation, in the pool, nor (once recovered) in
 //!    the store;
 //! 3. once recovered, every job the pool runs is a live execution of the store;
-//! 4. money, per application and slot generation: refunds never pass charges, and
-//!    `charged - refunded <= served time x price + 1 micro a charge`, where a generation's
-//!    served time is the window of its first attempt and of each attempt after one the
-//!    market ended (a failure, a loss, a dead processor: the customer's risk, paid again by
-//!    design), but not of an attempt after one that died with the service;
+//! 4. money, per application and slot generation: refunds never pass charges (nor, per
+//!    charged attempt, its charge), each refunded stretch lies within its charged attempt's
+//!    window and none overlaps another of that attempt, and
+//!    `charged - refunded <= price x (served time - outage) + 1 micro a charge and an outage`,
+//!    where a generation's served time is the window of its first attempt and of each
+//!    attempt after one the market ended (a failure, a loss, a dead processor: the
+//!    customer's risk, paid again by design), but not of an attempt after one that died with
+//!    the service, and its outage is, once its window is over, every stretch of the window of
+//!    an attempt of it that died with the service (serving, not stopping, and not being
+//!    replaced by an update) from the service's true death to its recovery;
 //! 5. spend limits: no net charge above `perJob`, no generation above `perGeneration`, no
 //!    trailing rate window above `rate`.
 
@@ -111,6 +116,68 @@ pub(crate) fn check(w: &World) -> Result<(), Broken> {
         }
     }
     let died = &w.faults.lock().died_with_service;
+    // Refunded stretches: within the charged attempt's window, and disjoint.
+    let mut last: Option<(ExecKey, Millis)> = None;
+    for (&(key, from), &to) in &state.unserved {
+        let Some((app, paid)) = state.executions.get(&key) else {
+            return Err(broken(
+                "refund-outside-window",
+                format!("a stretch from {from} refunds unknown execution {key}"),
+            ));
+        };
+        let earlier = last.filter(|(k, end)| *k == key && *end > from);
+        if from >= to || from < paid.window_start || to > paid.window_end || earlier.is_some() {
+            return Err(broken(
+                "refund-outside-window",
+                format!(
+                    "app{app}: {} refunds [{}, {}), outside its window [{}, {}) or over an earlier stretch",
+                    paid.execution_id,
+                    from.saturating_sub(super::apps::T0),
+                    to.saturating_sub(super::apps::T0),
+                    paid.window_start.saturating_sub(super::apps::T0),
+                    paid.window_end.saturating_sub(super::apps::T0)
+                ),
+            ));
+        }
+        last = Some((key, to));
+    }
+    if let Some((key, (c, r))) = net.iter().find(|(_, (c, r))| r > c) {
+        let id = state.executions.get(key).map_or("?", |(_, e)| e.execution_id.as_str());
+        let refunds: Vec<String> = state
+            .ledger
+            .iter()
+            .filter(|(_, k, _, refund)| k == key && *refund)
+            .map(|(_, _, r, _)| {
+                format!("{} at {}", r.quote.service_credit_micros, r.at.saturating_sub(super::apps::T0))
+            })
+            .collect();
+        let stretches: Vec<String> = state
+            .unserved
+            .iter()
+            .filter(|((k, _), _)| k == key)
+            .map(|((_, from), to)| {
+                format!("[{}, {})", from.saturating_sub(super::apps::T0), to.saturating_sub(super::apps::T0))
+            })
+            .collect();
+        return Err(broken(
+            "over-refund",
+            format!(
+                "{id} was refunded {r}, more than its charge {c}: refunds {} (stretches {})",
+                refunds.join(", "),
+                stretches.join(", ")
+            ),
+        ));
+    }
+    // Outages are owed once a step that began after the window's end found nothing to do.
+    let now = if alive && w.stepped { w.step_at } else { 0 };
+    // Whose window an update is replacing: a newer generation of its slot whose window
+    // starts before this one's end (its rest is given up for the update, refunded or not).
+    let replaced = |app: AppKey, e: &Execution| {
+        state
+            .executions
+            .values()
+            .any(|(a, o)| *a == app && o.slot == e.slot && o.generation > e.generation && o.window_start < e.window_end)
+    };
     let mut generations: BTreeMap<(AppKey, u16, u64), Vec<&Execution>> = BTreeMap::new();
     for (app, e) in state.executions.values() {
         generations.entry((*app, e.slot, e.generation)).or_default().push(e);
@@ -121,19 +188,27 @@ pub(crate) fn check(w: &World) -> Result<(), Broken> {
         let (mut charged, mut refunded, mut served, mut served_all) = (0u128, 0u128, 0u128, 0u128);
         let mut after_death = false;
         let mut paid = Vec::new();
-        let mut rows = Vec::new();
-        for e in attempts {
+        // The time the service's outages took from the generation's windows, once over.
+        let (mut outage, mut outages, mut stretches) = (0u128, 0u128, Vec::new());
+        for o in &w.outages {
+            let Some(to) = o.to else { continue };
+            let took = attempts
+                .iter()
+                .filter(|e| o.jobs.contains(&e.execution_id) && e.window_end <= now)
+                .filter(|e| !replaced(app, e))
+                .map(|e| (o.from.max(e.window_start), to.min(e.window_end)))
+                .filter(|(from, to)| from < to)
+                .max_by_key(|(from, to)| to - from);
+            if let Some((from, to)) = took {
+                outage += u128::from(to - from);
+                outages += 1;
+                stretches.push((from, to));
+            }
+        }
+        for e in &attempts {
             let (c, r) = net.get(&e.key).copied().unwrap_or_default();
             charged += c;
             refunded += r;
-            rows.push(format!(
-                "{} {} [{}, {}) charged {c} refunded {r} {}",
-                e.execution_id,
-                e.state.as_str(),
-                e.window_start.saturating_sub(super::apps::T0),
-                e.window_end.saturating_sub(super::apps::T0),
-                e.reason.as_ref().map_or("", |r| r.code.as_str())
-            ));
             if e.state == ExecState::Refused {
                 continue;
             }
@@ -155,15 +230,55 @@ pub(crate) fn check(w: &World) -> Result<(), Broken> {
                 format!("app{app} slot {slot} generation {generation}: refunded {refunded} > charged {charged}"),
             ));
         }
+        // The outage at the price, rounded down; refunds round down once on a chain's total
+        // and once more per launch in flight: a micro an outage.
+        let unserved = (w.price * outage) / HOUR_MS;
+        let whole = served;
+        let (served, served_all) =
+            ((served + outages).saturating_sub(unserved), (served_all + outages).saturating_sub(unserved));
         if charged - refunded > served {
             // Served time counting every attempt: if the charge fits that, what passes is
-            // the charge of a relaunch after the service's crash (issue 41).
-            let code = if charged - refunded <= served_all { "charged-again-after-crash" } else { "money" };
+            // the charge of a relaunch after the service's crash (issue 41). An outage left
+            // unrefunded in a slot the application's plan no longer has: a finding of its own.
+            let dropped = w.plans.get(&app).is_some_and(|plan| slot >= plan.slots);
+            let code = if dropped && charged - refunded <= whole {
+                "dropped-slot-outage"
+            } else if charged - refunded <= served_all {
+                "charged-again-after-crash"
+            } else {
+                "money"
+            };
+            let at = |t: Millis| t.saturating_sub(super::apps::T0);
+            let stretches: Vec<String> =
+                stretches.iter().map(|(from, to)| format!("[{}, {})", at(*from), at(*to))).collect();
+            let rows: Vec<String> = attempts
+                .iter()
+                .map(|e| {
+                    let (c, r) = net.get(&e.key).copied().unwrap_or_default();
+                    let gaps: Vec<String> = state
+                        .unserved
+                        .iter()
+                        .filter(|((k, _), _)| *k == e.key)
+                        .map(|((_, from), to)| format!("[{}, {})", at(*from), at(*to)))
+                        .collect();
+                    format!(
+                        "{} {} [{}, {}) charged {c} refunded {r} (stretches {}) {}",
+                        e.execution_id,
+                        e.state.as_str(),
+                        at(e.window_start),
+                        at(e.window_end),
+                        gaps.join(", "),
+                        e.reason.as_ref().map_or("", |r| r.code.as_str())
+                    )
+                })
+                .collect();
             return Err(broken(
                 code,
                 format!(
                     "money: app{app} slot {slot} generation {generation} was charged {charged} and refunded {refunded}, \
-                 but served time x price (+1 a charge) is {served} (attempts paid for: {paid:?}): {}",
+                 but (served time - outage) x price (+1 a charge and an outage) is {served} (attempts paid for: \
+                 {paid:?}; outage {outage} ms: {}): {}",
+                    stretches.join(", "),
                     rows.join("; ")
                 ),
             ));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use fastrand::Rng;
 use svc_execution::executor::{ExecutionStore, Executor};
 use svc_execution::memory::{MemoryApp, MemoryStore};
-use svc_execution::{AppKey, AppStatus, Clock, ManualClock, Market, Millis, Plan, SimulatedPool};
+use svc_execution::{AppKey, AppStatus, Clock, ExecState, ManualClock, Market, Millis, Plan, SimulatedPool};
 
 use super::apps::{self, MINUTE, T0};
 use super::faults::{CrashAt, Faults, SimMarket, SimStore};
@@ -53,8 +53,24 @@ pub(crate) struct World {
     /// Whether the last step succeeded and found nothing to do: the market's reports are
     /// all recorded.
     pub(crate) stepped: bool,
+    /// When the last step began (its store calls may move the clock on).
+    pub(crate) step_at: Millis,
     /// Launches counted on pools a crash replaced.
     launches_before: u32,
+    /// The service's outages, on the true clock, oldest first; the last one is open (`to`
+    /// is `None`) from the service's death until a recovery succeeds.
+    pub(crate) outages: Vec<Outage>,
+}
+
+/// One outage of the service: from its death (the true time, not the heartbeat's) to the
+/// start of the first recovery that succeeded (a death during recovery, or a store that
+/// fails it, prolongs it), and the jobs that died with it while the store had them live and
+/// not stopping (a pool that starts empty).
+#[derive(Debug, Clone)]
+pub(crate) struct Outage {
+    pub(crate) from: Millis,
+    pub(crate) to: Option<Millis>,
+    pub(crate) jobs: Vec<String>,
 }
 
 impl World {
@@ -88,6 +104,8 @@ impl World {
             summary: Summary::default(),
             launches_before: 0,
             stepped: false,
+            step_at: T0,
+            outages: Vec::new(),
         };
         let pool = if starts_empty { "starts empty with the service" } else { "outlives the service" };
         world.log(format!("pool: {processors} processors x {capacity} jobs at {price} micros/h; it {pool}"));
@@ -150,6 +168,7 @@ impl World {
         }
         self.stepped = false;
         let busy = if self.recovered {
+            self.step_at = self.now();
             match self.executor.step() {
                 Ok(r) => {
                     self.stepped = !(r.more || r.decided > 0 || r.recorded > 0);
@@ -168,11 +187,16 @@ impl World {
             }
         } else {
             self.faults.lock().market_crashes = false;
+            // The service is back from here: the recovery's own store calls may take a while.
+            let back = self.now();
             let recovered = self.executor.recover();
             self.faults.lock().market_crashes = true;
             match recovered {
                 Ok(r) => {
                     self.recovered = true;
+                    if let Some(outage) = self.outages.last_mut().filter(|o| o.to.is_none()) {
+                        outage.to = Some(back);
+                    }
                     self.log(format!(
                         "recovered: relaunched {} adopted {} lost {} orphans stopped {}",
                         r.relaunched, r.adopted, r.lost, r.orphans_stopped
@@ -207,7 +231,17 @@ impl World {
         // whose stop the crash cut off ended by the market's fault, not the service's).
         let state = self.memory.snapshot();
         let live = |id: &String| state.executions.values().any(|(_, e)| e.execution_id == *id && e.state.is_live());
-        self.faults.lock().died_with_service.extend(died.into_iter().filter(live));
+        let died: Vec<String> = died.into_iter().filter(live).collect();
+        // The outage's refund is owed for a job that was serving, not for one being stopped.
+        let serving = died.iter().filter(|id| {
+            state.executions.values().any(|(_, e)| e.execution_id == **id && e.state != ExecState::Stopping)
+        });
+        let died_at = self.faults.lock().died_at;
+        match self.outages.last_mut().filter(|o| o.to.is_none()) {
+            Some(outage) => outage.jobs.extend(serving.cloned()),
+            None => self.outages.push(Outage { from: died_at, to: None, jobs: serving.cloned().collect() }),
+        }
+        self.faults.lock().died_with_service.extend(died);
         let down = self.rng.u64(0..=5 * MINUTE);
         self.clock.advance(down);
         {
