@@ -97,7 +97,11 @@ pub trait ExecutionTx {
     /// Records an execution's new state (and its processor, restarts, silence and reason),
     /// with a transition entry from `from`.
     fn transition(&mut self, app: AppKey, execution: &Execution, from: ExecState) -> Result<(), StoreFailure>;
-    /// Refunds a refused launch's charge.
+    /// Refunds what remains of a refused launch's charge: its charge less what was refunded
+    /// of it already ([`ExecutionTx::refund_unserved`]: a launch in flight at a crash has the
+    /// stretch before its recovery refunded, and the market may then refuse it), so a
+    /// charge is never refunded more than once in all (svc-sim `over-refund`, seed 18).
+    /// Nothing is recorded when nothing remains.
     fn refund(&mut self, app: AppKey, execution: &Execution, at: Millis) -> Result<(), StoreFailure>;
     /// Refunds `amount` of `paid`'s charge for `from..to`, a stretch of its window nothing
     /// served because the service stopped ([`crate::unserved`]): one ledger entry of its own,

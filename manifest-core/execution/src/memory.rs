@@ -221,7 +221,17 @@ impl ExecutionTx for MemoryTx<'_> {
     }
 
     fn refund(&mut self, app: AppKey, execution: &Execution, at: Millis) -> Result<(), StoreFailure> {
-        let charge = Charge { slot: execution.slot, generation: execution.generation, at, quote: execution.charged };
+        let refunded = self
+            .work
+            .ledger
+            .iter()
+            .filter(|(a, key, _, refund)| *a == app && *key == execution.key && *refund)
+            .map(|(_, _, c, _)| c.quote);
+        let remaining = refunded.fold(execution.charged, |left, q| left.less(&q));
+        if remaining == crate::market::Quote::default() {
+            return Ok(());
+        }
+        let charge = Charge { slot: execution.slot, generation: execution.generation, at, quote: remaining };
         self.work.ledger.push((app, execution.key, charge, true));
         Ok(())
     }

@@ -155,8 +155,12 @@ impl SlotDecider<'_, '_, '_> {
         if self.app.halt.is_some() {
             return false;
         }
+        if self.slot >= plan.slots {
+            self.refund_dropped(&execs);
+            return false;
+        }
         // SPEC States: a settled `once` application "does not run again by itself".
-        if self.app.settled || self.slot >= plan.slots {
+        if self.app.settled {
             return false;
         }
         self.next_gen = execs.iter().map(|e| e.generation).max().unwrap_or(0) + 1;
@@ -578,6 +582,26 @@ impl SlotDecider<'_, '_, '_> {
 
     fn launch_window(&mut self, plan: &Plan, which: Attempt, start: Millis, end: Millis, avoid: Vec<String>) -> bool {
         self.launch_in(plan, which, start, end, avoid, None)
+    }
+
+    /// A slot the active version no longer has (a newer version with fewer slots let its job
+    /// run to its window's end): nothing relaunches it, so a window the service's stop left
+    /// unserved is refunded once it ends, as a paused application's is (svc-sim
+    /// `dropped-slot-outage`, seeds 27 and 7323: never refunded before).
+    fn refund_dropped(&mut self, execs: &[&Execution]) {
+        let Some(newest) = execs.iter().map(|e| e.generation).max() else { return };
+        let attempts: Vec<&Execution> = execs.iter().copied().filter(|e| e.generation == newest).collect();
+        let Some(latest) = attempts.iter().copied().max_by_key(|e| e.attempt) else { return };
+        if attempts.iter().any(|e| e.state.is_live()) {
+            return;
+        }
+        if let Some(links) = unserved::chain(&attempts) {
+            if self.now >= latest.window_end {
+                self.refund(&links, latest.window_end);
+            } else {
+                self.wake_at(latest.window_end);
+            }
+        }
     }
 
     /// Refunds each gap of a chain of attempts stopped with the service, up to `end`.

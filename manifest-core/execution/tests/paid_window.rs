@@ -220,3 +220,61 @@ fn a_crash_while_a_renewal_runs_ahead_refunds_the_predecessors_window_too() {
     w.advance(MINUTE);
     assert_eq!(ledger(&w, 1).1, [five, five]);
 }
+
+/// svc-sim `over-refund` (seed 18, 466 of 40,000 seeds): a launch in flight at a crash had
+/// the stretch before its recovery refunded, then the market refused it when recovery sent
+/// it again, and the refusal refunded its whole charge too: 3,603 refunded of 3,600. Now a
+/// refusal refunds what remains of the charge.
+#[test]
+fn a_launch_in_flight_at_a_crash_that_the_market_then_refuses_is_refunded_its_charge_once() {
+    let (mut w, pool) = world();
+    w.publish(1, plan(1, continuous()));
+    w.settle().expect("settles");
+    w.store.edit(|s| {
+        for (_, e) in s.executions.values_mut() {
+            e.state = ExecState::Launching;
+            e.processor_id = None;
+        }
+    });
+    pool.set_refuse_all(true);
+    crash_and_restart(&mut w, &pool, MINUTE);
+    let (charges, refunds) = ledger(&w, 1);
+    assert_eq!(charges, [PRICE]);
+    assert_eq!(refunds.iter().sum::<u128>(), PRICE, "refunded once in all: {refunds:?}");
+    assert_eq!(refunds, [PRICE / 60, PRICE - PRICE / 60], "the minute, then what remained");
+}
+
+/// svc-sim `dropped-slot-outage` (seed 27, 139 of 40,000 seeds): a job still serving its
+/// window in a slot a newer version removed died with the service; nothing relaunched it (the
+/// scheduler decides for the plan's slots only), and nothing of its window was refunded. Now
+/// the rest of its window is refunded once it ends.
+#[test]
+fn a_job_of_a_dropped_slot_that_dies_with_the_service_is_refunded_the_rest_of_its_window() {
+    let (mut w, pool) = world();
+    let mut p = plan(2, continuous());
+    p.update.existing_jobs = svc_execution::plan::ExistingJobs::RunUntilScheduledEnd;
+    w.publish(1, p.clone());
+    w.settle().expect("settles");
+    w.all_ready();
+    w.run_until(T0 + 10 * MINUTE).expect("runs");
+    // Version 2 has one slot: slot 1's job runs to its window's end.
+    let mut fewer = p;
+    fewer.slots = 1;
+    fewer.policy_version = 2;
+    w.publish(1, fewer);
+    w.settle().expect("settles");
+    assert_eq!(w.live(1).iter().filter(|e| e.slot == 1).count(), 1, "slot 1 runs on: {:?}", w.live(1));
+    w.run_until(T0 + 30 * MINUTE).expect("runs");
+    crash_and_restart(&mut w, &pool, 5 * MINUTE);
+    assert!(w.live(1).iter().all(|e| e.slot == 0), "slot 1 is not relaunched");
+    // Refunded once its window is over, as a paused application's is.
+    w.run_until(T0 + 61 * MINUTE).expect("runs");
+    let state = w.store.snapshot();
+    let slot_one = |refund: bool| -> Vec<u128> {
+        let of = |c: &svc_execution::record::Charge, r: bool| c.slot == 1 && r == refund;
+        state.ledger.iter().filter(|(_, _, c, r)| of(c, *r)).map(|(_, _, c, _)| c.quote.service_credit_micros).collect()
+    };
+    assert_eq!(slot_one(false), [PRICE]);
+    // Dead from minute 30 (its last heartbeat) to its window's end at minute 60: half of it.
+    assert_eq!(slot_one(true), [PRICE / 2], "the rest of its window");
+}

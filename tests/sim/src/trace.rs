@@ -34,16 +34,7 @@ impl Trace {
 /// whatever table it served, 371 of 10,000 seeds, seeds 28, 11 and 61, and `stale-report`, a
 /// given-up older feed request's report replacing a newer one, seed 21532 of 40,000, until
 /// `engine::switch::rejoins` and `newer_report`.)
-pub const KNOWN_OPEN: &[(&str, &str)] = &[
-    (
-        "dropped-slot-outage",
-        "a generation still serving its window in a slot a newer version dropped dies with the service: never relaunched nor refunded for the outage (seed 27)",
-    ),
-    (
-        "over-refund",
-        "a launch in flight at a crash whose resend the market refuses at recovery is refunded its whole charge on top of its in-flight stretch's refund (seed 18: 3,600 + 3 of 3,600)",
-    ),
-];
+pub const KNOWN_OPEN: &[(&str, &str)] = &[];
 
 /// Whether `code` is a known open finding.
 pub fn known(code: &str) -> bool {

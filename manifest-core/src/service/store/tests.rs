@@ -267,7 +267,19 @@ fn a_refund_of_unserved_time_is_recorded_once_and_the_charge_is_read_net_of_it()
         tx.commit().expect("commit");
         let mut tx = store.begin().expect("tx");
         assert_eq!(tx.last_alive().expect("read"), Some(1_260_000));
-        drop(tx);
+        // The launch refused after all (sent again at a recovery): what remains of its charge
+        // is refunded, not all of it again (svc-sim `over-refund`); then nothing remains.
+        tx.refund(app, &paid, 1_400_000).expect("refund");
+        tx.refund(app, &paid, 1_500_000).expect("refund");
+        let view = tx.app(app).expect("read").expect("the application");
+        assert!(view.charges.is_empty(), "refunded once in all: {:?}", view.charges);
+        tx.commit().expect("commit");
+        // Two refund entries in all: the stretch and the remainder (a CHECK fails otherwise).
+        (b.raw)(
+            "CREATE TABLE refunds_seen (n BIGINT CHECK (n = 2)); \
+             INSERT INTO refunds_seen SELECT COUNT(*) FROM spend_ledger WHERE refund = 1",
+        )
+        .expect("two refund entries");
         assert!((b.raw)("UPDATE spend_ledger SET unserved_to = 0").is_err(), "the ledger is append-only");
     });
 }

@@ -403,7 +403,29 @@ impl<S: Sql> ExecutionTx for Tx<S> {
     }
 
     fn refund(&mut self, app: AppKey, e: &Execution, at: Millis) -> Result<(), StoreFailure> {
-        self.ledger(app, e.key, e, at, true).map_err(failure)
+        // What remains of its charge: a stretch of it may have been refunded already (a launch
+        // in flight at a crash, refused when sent again). Amounts are decimal text: summed here.
+        let rows = self
+            .sql()
+            .query(
+                "SELECT micros, reward_planck, fee_planck FROM spend_ledger
+                 WHERE application_id = ?1 AND execution = ?2 AND refund = 1",
+                params![app, e.key],
+            )
+            .map_err(failure)?;
+        let mut remaining = e.charged;
+        for r in &rows {
+            let refunded = Quote {
+                service_credit_micros: r.amount(0).map_err(failure)?,
+                reward_planck: r.amount(1).map_err(failure)?,
+                native_fee_planck: r.amount(2).map_err(failure)?,
+            };
+            remaining = remaining.less(&refunded);
+        }
+        if remaining == Quote::default() {
+            return Ok(());
+        }
+        self.ledger(app, e.key, &Execution { charged: remaining, ..e.clone() }, at, true).map_err(failure)
     }
 
     fn refund_unserved(
