@@ -8,47 +8,12 @@ use std::sync::Arc;
 
 use common::*;
 use svc_execution::executor::Executor;
-use svc_execution::market::{JobOrder, Quote};
+use svc_execution::market::Quote;
 use svc_execution::plan::{Rate, SpendAuthority};
 use svc_execution::{ExecState, Market, Millis, SimulatedPool};
 
 /// 10,000 micros an hour: one window of the plan.
 const PRICE: u128 = 10_000;
-
-/// The simulated pool, starting empty like the local pool (its jobs are the service's).
-struct StartsEmpty(Arc<SimulatedPool>);
-
-impl Market for StartsEmpty {
-    fn quote(
-        &self,
-        r: &svc_execution::plan::Requirements,
-        a: &[String],
-        w: u64,
-    ) -> Result<svc_execution::Quote, svc_execution::Refusal> {
-        self.0.quote(r, a, w)
-    }
-    fn launch(&self, o: &JobOrder) -> Result<svc_execution::Placement, svc_execution::Refusal> {
-        self.0.launch(o)
-    }
-    fn restart(&self, o: &JobOrder, p: &str) -> Result<(), svc_execution::Refusal> {
-        self.0.restart(o, p)
-    }
-    fn stop(&self, id: &str, m: svc_execution::StopMode) {
-        self.0.stop(id, m)
-    }
-    fn changes(&self) -> Vec<svc_execution::JobStatus> {
-        self.0.changes()
-    }
-    fn jobs(&self) -> Vec<svc_execution::JobStatus> {
-        self.0.jobs()
-    }
-    fn release(&self, id: &str) {
-        self.0.release(id)
-    }
-    fn starts_empty(&self) -> bool {
-        true
-    }
-}
 
 fn world() -> (World, Arc<SimulatedPool>) {
     let pool = Arc::new(SimulatedPool::new(2, 4, PRICE));
@@ -71,6 +36,16 @@ fn crash_and_restart(w: &mut World, pool: &Arc<SimulatedPool>, down: Millis) {
     );
     w.executor.recover().expect("recovers");
     w.settle().expect("settles");
+}
+
+/// As if the service died between each launch and the record of its placement.
+fn in_flight(w: &World) {
+    w.store.edit(|s| {
+        for (_, e) in s.executions.values_mut() {
+            e.state = ExecState::Launching;
+            e.processor_id = None;
+        }
+    });
 }
 
 /// Charges and refunds of application 1's slot 0, generation `generation`.
@@ -172,13 +147,7 @@ fn a_launching_row_whose_job_died_with_the_service_is_found_at_recovery_and_sent
     let (mut w, pool) = world();
     w.publish(1, plan(1, continuous()));
     w.settle().expect("settles");
-    // As if the service died between the launch and the record of its placement.
-    w.store.edit(|s| {
-        for (_, e) in s.executions.values_mut() {
-            e.state = ExecState::Launching;
-            e.processor_id = None;
-        }
-    });
+    in_flight(&w);
     crash_and_restart(&mut w, &pool, MINUTE);
     let executions = w.executions(1);
     assert_eq!(executions.len(), 1, "sent again under its own ID: {executions:?}");
@@ -230,12 +199,7 @@ fn a_launch_in_flight_at_a_crash_that_the_market_then_refuses_is_refunded_its_ch
     let (mut w, pool) = world();
     w.publish(1, plan(1, continuous()));
     w.settle().expect("settles");
-    w.store.edit(|s| {
-        for (_, e) in s.executions.values_mut() {
-            e.state = ExecState::Launching;
-            e.processor_id = None;
-        }
-    });
+    in_flight(&w);
     pool.set_refuse_all(true);
     crash_and_restart(&mut w, &pool, MINUTE);
     let (charges, refunds) = ledger(&w, 1);

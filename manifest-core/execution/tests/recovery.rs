@@ -99,41 +99,6 @@ fn a_job_lost_while_the_service_was_down_is_recorded_failed() {
     assert_eq!(e.reason.expect("why").code, "lost");
 }
 
-/// The simulated pool, claiming to start empty like the local pool.
-struct StartsEmpty(Arc<SimulatedPool>);
-
-impl Market for StartsEmpty {
-    fn quote(
-        &self,
-        r: &svc_execution::plan::Requirements,
-        a: &[String],
-        w: u64,
-    ) -> Result<svc_execution::Quote, svc_execution::Refusal> {
-        self.0.quote(r, a, w)
-    }
-    fn launch(&self, o: &JobOrder) -> Result<svc_execution::Placement, svc_execution::Refusal> {
-        self.0.launch(o)
-    }
-    fn restart(&self, o: &JobOrder, p: &str) -> Result<(), svc_execution::Refusal> {
-        self.0.restart(o, p)
-    }
-    fn stop(&self, id: &str, m: svc_execution::StopMode) {
-        self.0.stop(id, m)
-    }
-    fn changes(&self) -> Vec<svc_execution::JobStatus> {
-        self.0.changes()
-    }
-    fn jobs(&self) -> Vec<svc_execution::JobStatus> {
-        self.0.jobs()
-    }
-    fn release(&self, id: &str) {
-        self.0.release(id)
-    }
-    fn starts_empty(&self) -> bool {
-        true
-    }
-}
-
 #[test]
 fn a_job_that_stopped_with_the_service_gets_a_new_attempt_for_the_rest_of_its_window() {
     let pool = Arc::new(SimulatedPool::new(2, 4, 1_000));

@@ -275,3 +275,34 @@ impl Market for Crashing {
         }
     }
 }
+
+/// The simulated pool, claiming to start empty like the local pool (its jobs are the
+/// service's processes, gone with it).
+pub struct StartsEmpty(pub Arc<SimulatedPool>);
+
+impl Market for StartsEmpty {
+    fn quote(&self, r: &Requirements, a: &[String], w: u64) -> Result<Quote, Refusal> {
+        self.0.quote(r, a, w)
+    }
+    fn launch(&self, o: &JobOrder) -> Result<Placement, Refusal> {
+        self.0.launch(o)
+    }
+    fn restart(&self, o: &JobOrder, p: &str) -> Result<(), Refusal> {
+        self.0.restart(o, p)
+    }
+    fn stop(&self, id: &str, m: StopMode) {
+        self.0.stop(id, m)
+    }
+    fn changes(&self) -> Vec<JobStatus> {
+        self.0.changes()
+    }
+    fn jobs(&self) -> Vec<JobStatus> {
+        self.0.jobs()
+    }
+    fn release(&self, id: &str) {
+        self.0.release(id)
+    }
+    fn starts_empty(&self) -> bool {
+        true
+    }
+}
