@@ -32,7 +32,7 @@ use svc_e2e::service::TempDir;
 use tokio::time::Instant;
 
 use super::HOST;
-use super::client::get;
+use super::client::{get, heading};
 use super::deploy::{Relay, kinds, state};
 use super::fleet::{GatewayHost, admission_token};
 use super::postgres::{admin as relay_admin, engine_role, serve};
@@ -102,12 +102,6 @@ fn client_loop(
         }
         seen
     })
-}
-
-fn heading(page: &str) -> String {
-    page.split_once("<h1>")
-        .and_then(|(_, rest)| rest.split_once("</h1>"))
-        .map_or_else(|| page.to_owned(), |(h, _)| h.to_owned())
 }
 
 /// The seed: `SVC_CHAOS_SEED`, or one from the clock (printed, to replay the order).

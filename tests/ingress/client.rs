@@ -332,3 +332,10 @@ pub(crate) fn post_json(addr: SocketAddr, path: &str, body: &serde_json::Value) 
     let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
     (status, body)
 }
+
+/// The demo page's `<h1>`, or the whole page if it has none.
+pub(crate) fn heading(page: &str) -> String {
+    page.split_once("<h1>")
+        .and_then(|(_, rest)| rest.split_once("</h1>"))
+        .map_or_else(|| page.to_owned(), |(h, _)| h.to_owned())
+}

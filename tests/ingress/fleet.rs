@@ -39,15 +39,7 @@ pub(super) struct GatewayHost {
 impl GatewayHost {
     /// Prepares it to listen on `[public, tunnel, admin]`.
     pub(super) fn prepare(relay: &Relay, dir: &std::path::Path, listen: [String; 3]) -> GatewayHost {
-        let issued = Command::new(svc_binary())
-            .args(["relay", "admin", "admission-token", "--data-dir"])
-            .arg(&relay.data)
-            .args(["--operator", "local"])
-            .output()
-            .expect("svc relay admin admission-token");
-        assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
-        let token = admission_token(&String::from_utf8_lossy(&issued.stdout));
-        GatewayHost::prepare_as(relay, dir, ("gateway-host", "gw1"), &token, listen)
+        GatewayHost::prepare_as(relay, dir, ("gateway-host", "gw1"), &issue_admission_token(relay), listen)
     }
 
     /// [`GatewayHost::prepare`] under `<dir>/<root>`, registered as `<name>.example.test` with
@@ -83,6 +75,19 @@ impl GatewayHost {
             words[7].trim_start_matches("http://").trim_end_matches("/metrics").parse().expect("an admin address");
         (host, public, admin)
     }
+}
+
+/// An admission token for the gateway operator `local`, from `svc relay admin
+/// admission-token` on the relay's data directory (its SQLite store).
+pub(super) fn issue_admission_token(relay: &Relay) -> String {
+    let issued = Command::new(svc_binary())
+        .args(["relay", "admin", "admission-token", "--data-dir"])
+        .arg(&relay.data)
+        .args(["--operator", "local"])
+        .output()
+        .expect("svc relay admin admission-token");
+    assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
+    admission_token(&String::from_utf8_lossy(&issued.stdout))
 }
 
 /// The admission token in what `svc relay admin admission-token` printed.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 use svc_e2e::service::TempDir;
 
-use super::client::get;
+use super::client::{get, heading};
 use super::deploy::{Relay, hint_codes};
 use super::process::{alive, assert_alive};
 
@@ -55,12 +55,6 @@ fn request_loop(relay: &Relay, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle
         }
         seen
     })
-}
-
-fn heading(page: &str) -> String {
-    page.split_once("<h1>")
-        .and_then(|(_, rest)| rest.split_once("</h1>"))
-        .map_or_else(|| page.to_owned(), |(h, _)| h.to_owned())
 }
 
 /// Rewrites the demo's heading in `server.js`.

@@ -13,18 +13,18 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use svc_e2e::service::{TempDir, gateway_prep_binary, svc_binary};
+use svc_e2e::service::TempDir;
 use tokio::time::Instant;
 
 use super::HOST;
-use super::client::{get, wait_status};
+use super::client::{get, heading, wait_status};
 use super::deploy::{Relay, node_demo_project, repo};
+use super::fleet::{GatewayHost, issue_admission_token};
 use super::process::{Proc, signal};
 
 /// How long the second host is frozen during two of the redeploys.
@@ -39,33 +39,10 @@ struct Host {
 
 impl Host {
     async fn start(relay: &Relay, dir: &Path, name: &str) -> Host {
-        let issued = Command::new(svc_binary())
-            .args(["relay", "admin", "admission-token", "--data-dir"])
-            .arg(&relay.data)
-            .args(["--operator", "local"])
-            .output()
-            .expect("svc relay admin admission-token");
-        assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
-        let token = String::from_utf8_lossy(&issued.stdout)
-            .split_whitespace()
-            .find(|w| w.starts_with("adm_"))
-            .expect("an admission token")
-            .to_owned();
-        let root = dir.join(name);
-        let any = "127.0.0.1:0";
-        let init = Command::new(gateway_prep_binary())
-            .args(["init", "--root", &root.to_string_lossy(), "--coordinator", &relay.api])
-            .args(["--admission-token", &token, "--hostname", &format!("{name}.example.test")])
-            .args(["--public", any, "--tunnel", any, "--admin", any])
-            .output()
-            .expect("gateway-prep init");
-        assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
-        let mut command = Command::new(svc_binary());
-        command.args(["gateway", "run", "--config"]).arg(root.join("etc/svc-gateway/gateway.json"));
-        let mut proc = Proc::spawn("svc gateway run", command);
-        let line = proc.expect_line(Duration::from_secs(10), "its addresses", |l| l.contains(" admin http://")).await;
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let public: SocketAddr = words[3].parse().unwrap_or_else(|_| panic!("a public address in {line:?}"));
+        let any = || "127.0.0.1:0".to_owned();
+        let token = issue_admission_token(relay);
+        let (proc, public, _) =
+            GatewayHost::prepare_as(relay, dir, (name, name), &token, [any(), any(), any()]).run().await;
         Host { proc, public }
     }
 }
@@ -95,12 +72,6 @@ fn request_loop(gateway: SocketAddr, ca: PathBuf, stop: Arc<AtomicBool>) -> toki
         }
         seen
     })
-}
-
-fn heading(page: &str) -> String {
-    page.split_once("<h1>")
-        .and_then(|(_, rest)| rest.split_once("</h1>"))
-        .map_or_else(|| page.to_owned(), |(h, _)| h.to_owned())
 }
 
 fn processes(status: &Value) -> usize {

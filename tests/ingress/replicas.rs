@@ -15,7 +15,7 @@ use svc_e2e::service::TempDir;
 use tokio::time::Instant;
 
 use super::HOST;
-use super::client::get;
+use super::client::{get, heading};
 use super::deploy::{Relay, hint_codes, node_demo_project, repo};
 use super::process::{alive, assert_alive, signal};
 
@@ -49,12 +49,6 @@ fn request_loop(relay: &Relay, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle
         }
         seen
     })
-}
-
-fn heading(page: &str) -> String {
-    page.split_once("<h1>")
-        .and_then(|(_, rest)| rest.split_once("</h1>"))
-        .map_or_else(|| page.to_owned(), |(h, _)| h.to_owned())
 }
 
 /// The demo project in `dir`, its manifest (the bundled one) asking for two jobs.
