@@ -453,12 +453,7 @@ impl Executor {
     /// per job (a job's last state is what its record needs: each step records from any state).
     fn take_changes(&self) -> Vec<JobStatus> {
         let mut changes = std::mem::take(&mut *self.unrecorded.lock().unwrap_or_else(|e| e.into_inner()));
-        for job in self.market.changes() {
-            match changes.iter_mut().find(|kept| kept.execution_id == job.execution_id) {
-                Some(kept) => *kept = job,
-                None => changes.push(job),
-            }
-        }
+        latest_per_job(&mut changes, self.market.changes());
         changes
     }
 
@@ -468,12 +463,7 @@ impl Executor {
     fn keep_unrecorded(&self, changes: Vec<JobStatus>) {
         let mut kept = self.unrecorded.lock().unwrap_or_else(|e| e.into_inner());
         let newer = std::mem::replace(&mut *kept, changes);
-        for job in newer {
-            match kept.iter_mut().find(|k| k.execution_id == job.execution_id) {
-                Some(k) => *k = job,
-                None => kept.push(job),
-            }
-        }
+        latest_per_job(&mut kept, newer);
     }
 
     /// Records the market's reports of live executions in one transaction, then releases the
@@ -572,6 +562,22 @@ impl Executor {
             }
         }
         tx.commit()
+    }
+}
+
+/// Adds `newer` reports to `reports`, one per job: a job's newer report replaces its older
+/// one in place. Indexed, so a step with tens of thousands of reports stays linear.
+fn latest_per_job(reports: &mut Vec<JobStatus>, newer: Vec<JobStatus>) {
+    let mut at: std::collections::HashMap<String, usize> =
+        reports.iter().enumerate().map(|(i, r)| (r.execution_id.clone(), i)).collect();
+    for job in newer {
+        match at.get(&job.execution_id) {
+            Some(&i) => reports[i] = job,
+            None => {
+                at.insert(job.execution_id.clone(), reports.len());
+                reports.push(job);
+            }
+        }
     }
 }
 
