@@ -2,7 +2,9 @@
 // A region marked `data-refresh="URL"` is replaced by the HTML fragment URL answers, every
 // `data-every` milliseconds (default 2000), so a view updates without a reload; a button
 // marked `data-copy="TEXT"` copies TEXT; a file input marked `data-file-into="ID"` reads the
-// chosen file (as text) into the field ID.
+// chosen file (as text) into the field ID; a long ID shown short (`code.id`) is selected whole
+// when it takes the keyboard's focus (a click selects it whole by CSS), so Ctrl-C copies it.
+// Listeners sit on the document: they hold for regions the refresh replaces.
 "use strict";
 
 function refresh(region) {
@@ -42,7 +44,14 @@ document.addEventListener("DOMContentLoaded", () => {
       if (target && file) target.value = await file.text();
     });
   });
-  document.querySelectorAll("button[data-copy]").forEach((button) => {
-    button.addEventListener("click", () => navigator.clipboard.writeText(button.getAttribute("data-copy")));
-  });
+});
+
+document.addEventListener("click", (event) => {
+  const button = event.target instanceof Element ? event.target.closest("button[data-copy]") : null;
+  if (button && navigator.clipboard) navigator.clipboard.writeText(button.getAttribute("data-copy"));
+});
+
+document.addEventListener("focusin", (event) => {
+  const id = event.target instanceof Element ? event.target.closest("code.id") : null;
+  if (id) window.getSelection().selectAllChildren(id);
 });

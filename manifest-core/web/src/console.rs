@@ -62,7 +62,7 @@ impl Console {
         self.page("Not available", Vec::new(), None).respond(
             status,
             html! {
-                p.notice.error role="alert" { (message) }
+                p.notice.error role="alert" { (crate::text::prose(message)) }
                 p { a href=(home) { (label) } }
             },
         )

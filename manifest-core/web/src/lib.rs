@@ -10,6 +10,8 @@
 //!   default);
 //! - [`session`]: signing in with a token kept in an HttpOnly, SameSite=Strict cookie, and the
 //!   CSRF token every state-changing form carries;
+//! - [`text`]: long identifiers shortened (the whole value on hover and copy), terminal texts'
+//!   backtick spans as `<code>`, and rows alike folded into one with their count;
 //! - [`headers`]: the Content-Security-Policy (no inline script, nothing from another origin)
 //!   and the other headers every console response carries.
 
@@ -20,6 +22,7 @@ pub mod console;
 pub mod headers;
 pub mod page;
 pub mod session;
+pub mod text;
 
 pub use maud::{Markup, PreEscaped, html};
 pub use page::{Nav, Page};
