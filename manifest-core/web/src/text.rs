@@ -94,7 +94,7 @@ pub struct Run<'a, T> {
 
 /// `items` with each stretch of consecutive items of one key folded into a [`Run`], in order.
 /// An item whose key is `None` is never folded (a row whose differences matter).
-pub fn runs<'a, T, K: PartialEq>(items: &'a [T], key: impl Fn(&T) -> Option<K>) -> Vec<Run<'a, T>> {
+pub fn runs<'a, T, K: PartialEq>(items: &'a [T], key: impl Fn(&'a T) -> Option<K>) -> Vec<Run<'a, T>> {
     let mut out: Vec<Run<'a, T>> = Vec::new();
     let mut last_key: Option<K> = None;
     for item in items {

@@ -229,7 +229,7 @@ fn editor(id: &str, member: &Member, draft: &Draft<'_>) -> Markup {
 /// then the form again with what was sent.
 fn refused(id: &str, member: &Member, draft: &Draft<'_>, message: &str, diagnostics: &[Diagnostic]) -> Markup {
     html! {
-        p.notice.error role="alert" #publish-problem { (message) }
+        p.notice.error role="alert" #publish-problem { (svc_web::text::prose(message)) }
         @if !diagnostics.is_empty() { (diagnostics_table(draft.manifest, diagnostics)) }
         (editor(id, member, draft))
     }
@@ -280,8 +280,8 @@ fn diagnostics_table(text: &str, diagnostics: &[Diagnostic]) -> Markup {
                                 }
                             }
                             td { code { (d.pointer) } }
-                            td {
-                                (state(d.severity.as_str())) " " (d.message) " (" code { (d.code.as_str()) } ")"
+                            td.why {
+                                (state(d.severity.as_str())) " " (svc_web::text::prose(&d.message)) " (" code { (d.code.as_str()) } ")"
                                 @if let Some(source) = d.line.and_then(|l| lines.get((l as usize).saturating_sub(1))) {
                                     pre.source { (excerpt(source, d.column)) }
                                 }
@@ -309,8 +309,8 @@ fn preview_view(id: &str, member: &Member, draft: &Draft<'_>, p: &PublishRespons
             dt { "Version" } dd #preview-version { (p.policy_version) }
             dt { "Status after" } dd { (state(p.status)) }
             dt { "Fenced on" } dd #preview-fence { (active_label(fence)) " (the active version now; publishing checks it still is)" }
-            dt { "Policy digest" } dd.digest { (p.policy_digest) }
-            dt { "Authored digest" } dd.digest { (p.authored_digest) }
+            dt { "Policy digest" } dd { (svc_web::text::id(&p.policy_digest)) }
+            dt { "Authored digest" } dd { (svc_web::text::id(&p.authored_digest)) }
             dt { "Warnings" } dd { (warnings.len()) }
         }
         @if !warnings.is_empty() {

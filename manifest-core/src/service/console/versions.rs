@@ -71,7 +71,7 @@ fn list_view(id: &str, versions: &[PolicyVersion], active: u64, compare: &Compar
                                     @if v.version == active { " " span.state.state-active { "active" } }
                                 }
                                 td { "V" (v.schema_version) }
-                                td.digest { (v.policy_digest) }
+                                td { (svc_web::text::id(&v.policy_digest)) }
                                 td { (v.published_by) }
                             }
                         }
@@ -160,8 +160,8 @@ pub(super) async fn show(
                 dl.facts {
                     dt { "Version" } dd { (v.version) @if v.version == active { " " span.state.state-active { "active" } } }
                     dt { "Schema version" } dd { (v.schema_version) }
-                    dt { "Policy digest" } dd.digest { (v.policy_digest) }
-                    dt { "Authored digest" } dd.digest { (v.authored_digest) }
+                    dt { "Policy digest" } dd { (svc_web::text::id(&v.policy_digest)) }
+                    dt { "Authored digest" } dd { (svc_web::text::id(&v.authored_digest)) }
                     dt { "Published by" } dd { (v.published_by) }
                 }
                 h2 { "Effective policy" }

@@ -2,6 +2,7 @@
 //! applications list, an application's overview, and its executions.
 
 use svc_web::page::state;
+use svc_web::text::{id, prose, repeated, runs};
 use svc_web::{Markup, html};
 
 use crate::plural;
@@ -21,13 +22,13 @@ pub(super) fn convergence_of(tx: &mut dyn Transaction, app: &Application) -> Res
 pub(super) fn sign_in(problem: Option<&str>) -> Markup {
     html! {
         @if let Some(problem) = problem {
-            p.notice.error role="alert" id="sign-in-problem" { (problem) }
+            p.notice.error role="alert" id="sign-in-problem" { (prose(problem)) }
         }
         form.stack method="post" action="/console/sign-in" {
             label for="token" { "API token" }
             input #token type="password" name="token" autocomplete="off" required
                 aria-describedby="token-help";
-            p.muted #token-help { "The token `svc admin token create` printed for you. It stays in this browser, in a cookie its pages' scripts cannot read." }
+            p.muted #token-help { "The token " code { "svc admin token create" } " printed for you. It stays in this browser, in a cookie its pages' scripts cannot read." }
             button type="submit" { "Sign in" }
         }
     }
@@ -37,7 +38,7 @@ fn verdict(v: &Verdict) -> Markup {
     html! {
         (state(&v.state))
         @if let Some(reason) = &v.reason {
-            " " span.muted { (reason.message) " (" code { (reason.code) } ")" }
+            " " span.muted.why { (prose(&reason.message)) " (" code { (reason.code) } ")" }
         }
     }
 }
@@ -70,7 +71,7 @@ pub(super) fn applications(organization: &str, rows: &[(Application, Verdict)], 
         @if rows.is_empty() && list.total > 0 {
             p { "No application on this page: " a href="/console/apps" { "back to the first" } "." }
         } @else if rows.is_empty() {
-            p { "No application yet: `svc app create ID`, then `svc policy publish --app ID --file manifest.yaml`." }
+            p { (prose("No application yet: `svc app create ID`, then `svc policy publish --app ID --file manifest.yaml`.")) }
         } @else {
             div.table-wrap {
                 table {
@@ -105,16 +106,16 @@ pub(super) fn overview(
         dl.facts {
             dt { "Status" } dd #status { (state(app.status.as_str())) }
             @if let Some(reason) = &app.pause_reason {
-                dt { "Pause reason" } dd { (reason) }
+                dt { "Pause reason" } dd { (prose(reason)) }
             }
             dt { "Convergence" } dd #convergence { (verdict(v)) }
             dt { "Active version" }
             dd { @if let Some(p) = active { (p.version) " (schema version " (p.schema_version) ")" } @else { span.muted { "none published" } } }
             @if let Some(p) = active {
-                dt { "Policy digest" } dd.digest { (p.policy_digest) }
-                dt { "Authored digest" } dd.digest { (p.authored_digest) }
+                dt { "Policy digest" } dd { (id(&p.policy_digest)) }
+                dt { "Authored digest" } dd { (id(&p.authored_digest)) }
             }
-            dt { "Application UID" } dd.digest { (app.application_uid) }
+            dt { "Application UID" } dd { (id(&app.application_uid)) }
             @if app.settled { dt { "Settled" } dd { "yes: its once execution ran" } }
         }
         @if let Some(form) = resume { h2 { "Resume" } (form) }
@@ -127,13 +128,15 @@ pub(super) fn overview(
                 table {
                     thead { tr { th scope="col" { "When" } th scope="col" { "What" } th scope="col" { "Version" } th scope="col" { "Who" } th scope="col" { "Reason" } } }
                     tbody {
-                        @for a in activity {
+                        // The same action, version, member and reason in a row: one row, counted.
+                        @for run in runs(activity, |a| Some((&a.action, a.policy_version, &a.actor, &a.reason))) {
+                            @let a = run.first;
                             tr {
-                                td { (a.at) }
+                                td { (a.at) (repeated(&run, |a| a.at.clone())) }
                                 td { (a.action) }
                                 td { @if let Some(n) = a.policy_version { (n) } }
                                 td { (a.actor) }
-                                td { @if let Some(r) = &a.reason { (r) } }
+                                td.why { @if let Some(r) = &a.reason { (prose(r)) } }
                             }
                         }
                     }
@@ -153,8 +156,9 @@ pub(super) fn executions_page(id: &str, live: Markup) -> Markup {
     }
 }
 
-/// The live region: the verdict, each slot's current job, and recent executions.
-pub(super) fn executions(c: &Convergence) -> Markup {
+/// The live region: the verdict, each slot's current job, recent executions and their
+/// newest output.
+pub(super) fn executions(c: &Convergence, output: &[super::output::ExecutionOutput]) -> Markup {
     html! {
         dl.facts {
             dt { "Convergence" } dd #verdict { (verdict(&c.convergence)) }
@@ -172,7 +176,7 @@ pub(super) fn executions(c: &Convergence) -> Markup {
                         tr {
                             td { (s.slot) } td { (s.generation) } td { (s.policy_version) }
                             td { (state(&s.state)) }
-                            td { @if let Some(p) = &s.processor_id { code { (p) } } }
+                            td { @if let Some(p) = &s.processor_id { (id(p)) } }
                             td { @if let (Some(a), Some(b)) = (&s.window_start, &s.window_end) { (a) " to " (b) } }
                             td { (s.restarts) }
                         }
@@ -188,19 +192,23 @@ pub(super) fn executions(c: &Convergence) -> Markup {
                 table #recent {
                     thead { tr { th scope="col" { "Execution" } th scope="col" { "State" } th scope="col" { "Version" } th scope="col" { "Processor" } th scope="col" { "Changed" } th scope="col" { "Why" } } }
                     tbody {
-                        @for e in &c.recent {
+                        // Executions refused (or ended) alike in a row: one row, counted, with the
+                        // newest's ID and the first and last time (six refused launches are one).
+                        @for run in runs(&c.recent, |e| e.reason.as_ref().map(|r| (&e.state, e.policy_version, &e.processor_id, &r.code, &r.message))) {
+                            @let e = run.first;
                             tr {
-                                td { code { (e.execution_id) } }
+                                td { (id(&e.execution_id)) }
                                 td { (state(&e.state)) }
                                 td { (e.policy_version) }
-                                td { @if let Some(p) = &e.processor_id { code { (p) } } }
-                                td { (e.changed_at) }
-                                td { @if let Some(r) = &e.reason { (r.message) " (" code { (r.code) } ")" } }
+                                td { @if let Some(p) = &e.processor_id { (id(p)) } }
+                                td { (e.changed_at) (repeated(&run, |e| e.changed_at.clone())) }
+                                td.why { @if let Some(r) = &e.reason { (prose(&r.message)) " (" code { (r.code) } ")" } }
                             }
                         }
                     }
                 }
             }
         }
+        (super::output::section(&c.application_id, output))
     }
 }

@@ -55,14 +55,14 @@ fn view(c: &Checked, relay_url: &str) -> Markup {
         h2 { "Verification" }
         @match &c.opened {
             Err(e) => {
-                p.notice.error role="alert" #verdict { (state("failed")) " " (e.to_string()) }
+                p.notice.error role="alert" #verdict { (state("failed")) " " (svc_web::text::prose(&e.to_string())) }
             }
             Ok((catalog, digest)) => {
                 @let valid = catalog.expires_at > c.now;
                 ul #verdict {
-                    li { (state("passed")) " The signature verifies against the catalog's signing key " code.digest { (catalog.signing_key) } "." }
+                    li { (state("passed")) " The signature verifies against the catalog's signing key " (svc_web::text::id(&catalog.signing_key.to_string()))  "." }
                     @match c.rotation_signed {
-                        Some(true) => li { (state("passed")) " It replaced key " code.digest { (catalog.previous_key.map(|k| k.to_string()).unwrap_or_default()) } ", which signed the rotation statement." },
+                        Some(true) => li { (state("passed")) " It replaced key " (svc_web::text::id(&catalog.previous_key.map(|k| k.to_string()).unwrap_or_default()))  ", which signed the rotation statement." },
                         Some(false) => li { (state("failed")) " The rotation statement beside it is not signed by the key it replaces." },
                         None => li { "No key rotation: this key has signed every catalog so far." },
                     }
@@ -84,17 +84,17 @@ fn view(c: &Checked, relay_url: &str) -> Markup {
                 h2 { "Contents" }
                 dl.facts {
                     dt { "Relay" } dd { (catalog.relay) }
-                    dt { "Digest" } dd.digest { (digest) }
-                    dt { "Price" } dd { (catalog.prices.price_micros) " micros per " (catalog.prices.period_secs) " s (" (catalog.prices.currency) ")" }
+                    dt { "Digest" } dd { (svc_web::text::id(&digest.to_string())) }
+                    dt { "Price" } dd #price { @if catalog.prices.currency == crate::catalog::CURRENCY { (svc_execution::money::usd_per(catalog.prices.price_micros, catalog.prices.period_secs)) " " span.muted { "(" (catalog.prices.price_micros) " " (catalog.prices.currency) ")" } } @else { (catalog.prices.price_micros) " " (catalog.prices.currency) " per period of " (catalog.prices.period_secs) " s" } }
                 }
                 h3 { "Gateways" }
                 @if catalog.gateways.is_empty() {
-                    p.muted { "None admitted yet (`gateway-prep` admits one); routes use the relay's own gateway." }
+                    p.muted { "None admitted yet (" code { "gateway-prep" } " admits one); routes use the relay's own gateway." }
                 } @else {
                     div.table-wrap {
                         table #gateways {
                             thead { tr { th scope="col" { "Operator" } th scope="col" { "Hostname" } th scope="col" { "Key" } } }
-                            tbody { @for g in &catalog.gateways { tr { td { (g.operator) } td { (g.hostname) } td.digest { (g.public_key) } } } }
+                            tbody { @for g in &catalog.gateways { tr { td { (g.operator) } td { (g.hostname) } td { (svc_web::text::id(&g.public_key.to_string())) } } } }
                         }
                     }
                 }
@@ -102,7 +102,7 @@ fn view(c: &Checked, relay_url: &str) -> Markup {
                 div.table-wrap {
                     table #validators {
                         thead { tr { th scope="col" { "Version" } th scope="col" { "Digest" } } }
-                        tbody { @for v in &catalog.validators { tr { td { (v.version) } td.digest { (v.digest) } } } }
+                        tbody { @for v in &catalog.validators { tr { td { (v.version) } td { (svc_web::text::id(&v.digest.to_string())) } } } }
                     }
                 }
                 h3 { "Certificate authorities" }

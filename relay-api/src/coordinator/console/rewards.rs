@@ -9,6 +9,7 @@ use axum::extract::{Form, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
+use svc_execution::money::usd;
 use svc_web::page::{see_other, state};
 use svc_web::{Markup, html, session};
 
@@ -85,40 +86,40 @@ fn view(summary: &RewardsSummary, claimed: Option<&str>, csrf: &str) -> Markup {
     let newest: Vec<_> = summary.rewards.iter().rev().collect();
     html! {
         @if let Some(claim) = claimed {
-            p.notice role="status" #notice { "Claimed: " code { (claim) } "." }
+            p.notice role="status" #notice { "Claimed: " (svc_web::text::id(claim)) "." }
         }
         dl.facts #totals {
             dt { "Operator" } dd { (summary.operator) }
-            dt { "Accrued" } dd { (summary.accrued_micros) " micros" }
-            dt { "Pending" } dd { (summary.pending_micros) " micros " span.muted { "(within the settlement delay)" } }
-            dt { "Claimable" } dd #claimable { (summary.claimable_micros) " micros" }
-            dt { "Claimed" } dd { (summary.claimed_micros) " micros" }
+            dt { "Accrued" } dd { (usd(summary.accrued_micros)) }
+            dt { "Pending" } dd { (usd(summary.pending_micros)) " " span.muted { "(within the settlement delay)" } }
+            dt { "Claimable" } dd #claimable { (usd(summary.claimable_micros)) }
+            dt { "Claimed" } dd { (usd(summary.claimed_micros)) }
         }
         @if summary.claimable_micros > 0 {
             form method="post" action="/console/rewards/claim" {
                 input type="hidden" name="csrf" value=(csrf);
-                button #claim type="submit" { "Claim " (summary.claimable_micros) " micros" }
+                button #claim type="submit" { "Claim " (usd(summary.claimable_micros)) }
             }
         } @else {
             p.muted #nothing-claimable { "Nothing is claimable now." }
         }
-        h2 { "Rewards" span.muted { " (the newest " (REWARD_ROWS) "; `svc ingress rewards` lists them all)" } }
+        h2 { "Rewards" span.muted { " (the newest " (REWARD_ROWS) "; " code { "svc ingress rewards" } " lists them all)" } }
         @if newest.is_empty() {
             p.muted { "None yet: a reward comes from each period a deployment on your gateway settles." }
         } @else {
             div.table-wrap {
                 table #rewards {
-                    thead { tr { th scope="col" { "Session" } th scope="col" { "Deployment" } th scope="col" { "Micros" } th scope="col" { "Claimable from" } th scope="col" { "State" } } }
+                    thead { tr { th scope="col" { "Session" } th scope="col" { "Deployment" } th scope="col" { "Amount" } th scope="col" { "Claimable from" } th scope="col" { "State" } } }
                     tbody {
                         @for r in newest {
                             tr {
-                                td { code { (r.session_id) } }
-                                td { code { (r.deployment_id) } }
-                                td { (r.amount_micros) }
+                                td { (svc_web::text::id(&r.session_id)) }
+                                td { (svc_web::text::id(&r.deployment_id)) }
+                                td { (usd(r.amount_micros)) }
                                 td { (super::views::at(r.claimable_at)) }
                                 td {
                                     @match &r.claim_id {
-                                        Some(claim) => { (state("claimed")) " " code { (claim) } }
+                                        Some(claim) => { (state("claimed")) " " (svc_web::text::id(claim)) }
                                         None => { @if r.claimable_at <= now_ms() { (state("claimable")) } @else { (state("pending")) } }
                                     }
                                 }

@@ -1,10 +1,13 @@
 //! What each ingress console view shows, as markup (escaped by `maud`).
 
 use svc_web::page::state;
+use svc_web::text::{id, prose, repeated, runs};
 use svc_web::{Markup, html};
 
+use svc_execution::money::{relative, usd, usd_per};
+
 use crate::coordinator::model::{
-    Balance, CustomerHostname, Deployment, HostnameState, LedgerEntry, LogEntry, Session, Transition, ValidationRecord,
+    Balance, CustomerHostname, Funding, Deployment, HostnameState, LedgerEntry, LogEntry, Session, Transition, ValidationRecord,
 };
 use crate::hint::Hint;
 
@@ -16,12 +19,12 @@ pub(super) fn at(ms: i64) -> String {
 pub(super) fn sign_in(problem: Option<&str>) -> Markup {
     html! {
         @if let Some(problem) = problem {
-            p.notice.error role="alert" #sign-in-problem { (problem) }
+            p.notice.error role="alert" #sign-in-problem { (prose(problem)) }
         }
         form.stack method="post" action="/console/sign-in" {
             label for="token" { "Customer token" }
             input #token type="password" name="token" autocomplete="off" required aria-describedby="token-help";
-            p.muted #token-help { "The token `svc relay admin token` (or `svc ingress demo`) printed for your organization. It stays in this browser, in a cookie its pages' scripts cannot read." }
+            p.muted #token-help { (prose("The token `svc relay admin token` (or `svc ingress demo`) printed for your organization. It stays in this browser, in a cookie its pages' scripts cannot read.")) }
             button type="submit" { "Sign in" }
         }
     }
@@ -31,7 +34,7 @@ pub(super) fn deployments(organization: &str, list: &[Deployment]) -> Markup {
     html! {
         p.muted { "Organization " strong { (organization) } ": " (manifest_core::plural(u64::try_from(list.len()).unwrap_or(u64::MAX), "deployment")) ", stopped ones included." }
         @if list.is_empty() {
-            p { "No deployment yet: `svc ingress deploy` in a project's folder." }
+            p { (prose("No deployment yet: `svc ingress deploy` in a project's folder.")) }
         } @else {
             div.table-wrap {
                 table #deployments {
@@ -43,8 +46,8 @@ pub(super) fn deployments(organization: &str, list: &[Deployment]) -> Markup {
                                 td { a href={ "/console/deployments/" (d.id) } { (d.project) } }
                                 td { (state(d.state.as_str())) }
                                 td { (d.revision) }
-                                td { @if d.state.is_terminal() { span.muted { (d.url) } } @else { a href=(d.url) { (d.url) } } }
-                                td { code { (d.id) } }
+                                td.wrap { @if d.state.is_terminal() { span.muted { (d.url) } } @else { a href=(d.url) { (d.url) } } }
+                                td { (id(&d.id)) }
                             }
                         }
                     }
@@ -58,6 +61,14 @@ pub(super) fn deployments(organization: &str, list: &[Deployment]) -> Markup {
 pub(super) struct DeploymentView {
     pub(super) deployment: Deployment,
     pub(super) balance: Balance,
+    /// How long its money lasts, and the time it was read at (Unix ms).
+    pub(super) funding: Funding,
+    pub(super) now: i64,
+    /// A new period's price and length (what the Fund form buys).
+    pub(super) price_micros: u64,
+    pub(super) period_secs: u64,
+    /// How many periods the Fund form offers (the project's `spend.fundPeriods`).
+    pub(super) fund_periods: u64,
     pub(super) hints: Vec<Hint>,
     pub(super) hostnames: Vec<CustomerHostname>,
     pub(super) validations: Vec<ValidationRecord>,
@@ -76,12 +87,14 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
     html! {
         @if let Some(done) = done { p.notice role="status" #notice { (done) } }
         dl.facts {
-            dt { "State" } dd #state { (state(d.state.as_str())) " " span.muted { (d.state_reason) } }
+            dt { "State" } dd #state { (state(d.state.as_str())) " " span.muted.why { (prose(&d.state_reason)) } }
             dt { "URL" } dd { a href=(d.url) { (d.url) } }
             dt { "Revision" } dd { (d.revision) }
-            dt { "Available" } dd { (v.balance.available_micros) " micros (" (v.balance.spent_micros) " spent, " (v.balance.refundable_micros) " refundable)" }
-            dt { "Deployment" } dd.digest { (d.id) }
-            dt { "Project digest" } dd.digest { (d.project_digest) }
+            dt { "Balance" } dd #balance { (usd(v.funding.remaining_micros)) " left " span.muted { "(" (usd(v.balance.funded_micros)) " funded, " (usd(v.balance.spent_micros)) " spent, " (usd(v.balance.refundable_micros)) " refundable)" } }
+            dt { "Burn rate" } dd #burn-rate { @if v.funding.burn_micros_per_day > 0 { (usd(v.funding.burn_micros_per_day)) " per day" } @else { "nothing while no job runs" } " " span.muted { "(" (usd_per(v.price_micros, v.period_secs)) ")" } }
+            dt { "Funds run out" } dd #runs-out { @if let Some(end) = v.funding.runs_out_at { (relative(v.now, end)) " " span.muted { "(" (at(end)) ")" } } @else { span.muted { "not counting: no funded period is running" } } }
+            dt { "Deployment" } dd { (id(&d.id)) }
+            dt { "Project digest" } dd { (id(&d.project_digest)) }
         }
         h2 { "What to fix" }
         @if v.hints.is_empty() {
@@ -89,11 +102,11 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
         } @else {
             ol #hints {
                 @for h in &v.hints {
-                    li {
-                        strong { (h.problem) } " " code { (h.code) }
+                    li.why {
+                        strong { (prose(&h.problem)) } " " code { (h.code) }
                         @if let Some(host) = &h.hostname { " (" (host) ")" }
                         br;
-                        (h.fix)
+                        (prose(&h.fix))
                         @if let Some(record) = &h.record {
                             div.record {
                                 code { (record.zone_line()) }
@@ -161,7 +174,7 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
                     p.muted #hostname-help { "The DNS records it needs (a CNAME to " (d.canonical_hostname) " and a TXT proof) then appear above it." }
                 }
             } @else {
-                p.muted #hostnames-acme { "Hostnames of your own need certificates from a public CA: this relay runs with its development CA (`svc relay serve --acme-directory URL` enables them)." }
+                p.muted #hostnames-acme { (prose("Hostnames of your own need certificates from a public CA: this relay runs with its development CA (`svc relay serve --acme-directory URL` enables them).")) }
             }
         }
         h2 { "Validations" }
@@ -191,13 +204,13 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
                 tbody {
                     @for s in &v.sessions {
                         tr {
-                            td { code { (s.id) } } td { (state(s.state.as_str())) } td { (s.price_micros) }
-                            td { (s.refundable_micros) } td { (s.refunded_micros) }
+                            td { (id(&s.id)) } td { (state(s.state.as_str())) } td { (usd(s.price_micros)) }
+                            td { (usd(s.refundable_micros)) } td { (usd(s.refunded_micros)) }
                             td {
                                 @if s.refundable_micros > 0 {
                                     form method="post" action={ "/console/deployments/" (d.id) "/sessions/" (s.id) "/refund" } {
                                         input type="hidden" name="csrf" value=(csrf);
-                                        button.plain.refund type="submit" aria-label={ "Refund " (s.refundable_micros) " micros of session " (s.id) } { "Refund" }
+                                        button.plain.refund type="submit" aria-label={ "Refund " (usd(s.refundable_micros)) " of session " (s.id) } { "Refund" }
                                     }
                                 }
                             }
@@ -206,13 +219,22 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
                 }
             }
         }
-        h2 { "Ledger" span.muted { " (the newest 100 entries; `svc ingress ledger` lists them all)" } }
+        @if !d.state.is_terminal() {
+            form.inline #fund method="post" action={ "/console/deployments/" (d.id) "/fund" } {
+                input type="hidden" name="csrf" value=(csrf);
+                label for="periods" { "Fund more periods" }
+                input #periods type="number" name="periods" min="1" max="10000" step="1" required value=(v.fund_periods) aria-describedby="fund-help";
+                button #fund-submit type="submit" { "Fund" }
+                p.muted #fund-help { "Each period is " (usd_per(v.price_micros, v.period_secs)) ", charged when it starts; what a period does not serve becomes refundable. Funding stops at the project's spend ceiling (" (usd(d.ceiling_micros)) ")." }
+            }
+        }
+        h2 { "Ledger" span.muted { " (the newest 100 entries; " code { "svc ingress ledger" } " lists them all)" } }
         div.table-wrap {
             table #ledger {
-                thead { tr { th scope="col" { "When" } th scope="col" { "Entry" } th scope="col" { "Micros" } th scope="col" { "Note" } } }
+                thead { tr { th scope="col" { "When" } th scope="col" { "Entry" } th scope="col" { "Amount" } th scope="col" { "Note" } } }
                 tbody {
                     @for e in &v.ledger {
-                        tr { td { (at(e.at)) } td { (e.kind.as_str()) } td { (e.amount_micros) } td { (e.note) } }
+                        tr { td { (at(e.at)) } td { (e.kind.as_str()) } td { (usd(e.amount_micros)) } td.why { (prose(&e.note)) } }
                     }
                 }
             }
@@ -230,8 +252,11 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
             table #timeline {
                 thead { tr { th scope="col" { "When" } th scope="col" { "State" } th scope="col" { "Why" } } }
                 tbody {
-                    @for t in &v.transitions {
-                        tr { td { (at(t.at)) } td { (state(t.to.as_str())) } td { (t.reason) } }
+                    // The same state for the same reason in a row (a launch refused six times): one row,
+                    // counted, with its first and last time.
+                    @for run in runs(&v.transitions, |t| Some((t.to.as_str(), &t.reason))) {
+                        @let t = run.first;
+                        tr { td { (at(t.at)) (repeated(&run, |t| at(t.at))) } td { (state(t.to.as_str())) } td.why { (prose(&t.reason)) } }
                     }
                 }
             }
@@ -244,14 +269,18 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
     }
 }
 
-/// The logs region: the newest lines, oldest first.
+/// The logs region: the newest lines, oldest first, wrapped; a line repeated in a row is shown
+/// once with its count and its first and last time.
 pub(super) fn logs(entries: &[LogEntry]) -> Markup {
     html! {
         @if entries.is_empty() {
             p.muted { "No line yet." }
         } @else {
-            pre.document #log-lines tabindex="0" aria-labelledby="logs-title" {
-                @for e in entries { (at(e.at)) " " (e.source) " " (e.line) "\n" }
+            pre.document.log #log-lines tabindex="0" aria-labelledby="logs-title" {
+                @for run in runs(entries, |e| Some((&e.source, &e.line))) {
+                    @let e = run.first;
+                    (at(e.at)) " " (e.source) " " (e.line) (repeated(&run, |e| at(e.at))) "\n"
+                }
             }
         }
     }
