@@ -131,6 +131,15 @@ pub trait ExecutionTx {
         let _ = at;
         Ok(())
     }
+    /// Records jobs' output lines and how many lines each execution lost
+    /// ([`crate::output`]), keeping each execution's newest within the store's bounds. Lines
+    /// of an execution the store does not know are ignored.
+    ///
+    /// Added for issue 42; the default records nothing (a store that keeps no output).
+    fn record_output(&mut self, batch: &crate::output::OutputBatch) -> Result<(), StoreFailure> {
+        let _ = batch;
+        Ok(())
+    }
     /// The newest [`ExecutionTx::heartbeat`], if any (added for issue 41; default: none).
     fn last_alive(&mut self) -> Result<Option<Millis>, StoreFailure> {
         Ok(None)

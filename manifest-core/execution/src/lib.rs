@@ -24,6 +24,7 @@ pub mod executor;
 pub mod local;
 pub mod market;
 pub mod memory;
+pub mod output;
 pub mod plan;
 pub mod record;
 pub mod scheduler;

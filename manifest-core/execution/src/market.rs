@@ -237,6 +237,12 @@ pub trait Market: Send + Sync {
         let _ = execution_id;
         Vec::new()
     }
+    /// As [`Market::take_output`], with how many lines the job printed since the last call
+    /// that the market no longer held (a market keeps a job's last lines only: a burst between
+    /// two calls pushes the oldest out). The default loses none.
+    fn take_output_counted(&self, execution_id: &str) -> (Vec<(Part, String)>, u64) {
+        (self.take_output(execution_id), 0)
+    }
     /// How an ended job ended, in the words a person reads (which part, its status or
     /// signal), where the market knows more than [`JobState::Exited`] says.
     fn ending(&self, execution_id: &str) -> Option<Exit> {

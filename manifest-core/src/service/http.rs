@@ -8,6 +8,7 @@
 //! runtime (`spawn_blocking`).
 
 pub(crate) mod applications;
+mod logs;
 pub(super) mod rejection;
 
 use std::sync::Arc;
@@ -60,6 +61,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/api/applications/{id}/policy-versions/{n}", get(show_version))
         .route("/api/applications/{id}/activity", get(activity))
         .route("/api/applications/{id}/executions", get(executions))
+        .route("/api/applications/{id}/logs", get(logs::logs))
         .route("/api/capabilities", get(capabilities))
         .route("/api/health", get(health))
         .nest("/console", crate::service::console::router())

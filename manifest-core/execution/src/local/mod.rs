@@ -234,9 +234,17 @@ impl Job {
     /// The lines kept that were not handed out yet (lines that scrolled out of the last
     /// [`OUTPUT_LINES`] before anyone asked are gone).
     fn take_output(&mut self) -> Vec<(Part, String)> {
-        let new = usize::try_from(self.printed - self.taken).unwrap_or(usize::MAX).min(self.output.len());
+        self.take_output_counted().0
+    }
+
+    /// As [`Job::take_output`], with how many lines printed since the last call had scrolled
+    /// out before it.
+    fn take_output_counted(&mut self) -> (Vec<(Part, String)>, u64) {
+        let unread = self.printed - self.taken;
+        let new = usize::try_from(unread).unwrap_or(usize::MAX).min(self.output.len());
         self.taken = self.printed;
-        self.output.iter().skip(self.output.len() - new).cloned().collect()
+        let lines: Vec<_> = self.output.iter().skip(self.output.len() - new).cloned().collect();
+        (lines, unread - new as u64)
     }
 }
 
@@ -623,6 +631,9 @@ impl Market for LocalPool {
     fn take_output(&self, execution_id: &str) -> Vec<(Part, String)> {
         self.shared.lock().get_mut(execution_id).map(Job::take_output).unwrap_or_default()
     }
+    fn take_output_counted(&self, execution_id: &str) -> (Vec<(Part, String)>, u64) {
+        self.shared.lock().get_mut(execution_id).map(Job::take_output_counted).unwrap_or_default()
+    }
 
     fn ending(&self, execution_id: &str) -> Option<Exit> {
         self.shared.lock().get(execution_id).and_then(|job| job.ending)
@@ -670,6 +681,31 @@ mod tests {
         keep_last(&mut output, (0..300).map(|n| (Part::Agent, format!("short {n}"))).collect());
         assert_eq!(output.len(), OUTPUT_LINES);
         assert_eq!(output.front().map(|(_, l)| l.as_str()), Some("short 100"));
+    }
+
+    /// Issue 42: lines that scrolled out before they were taken are counted, not lost
+    /// silently.
+    #[test]
+    fn lines_that_scrolled_out_before_they_were_taken_are_counted() {
+        let mut job = Job {
+            processor: 0,
+            quote: Quote::default(),
+            state: JobState::Ready,
+            reported: None,
+            output: VecDeque::new(),
+            printed: 0,
+            taken: 0,
+            pids: Vec::new(),
+            ending: None,
+            run: 0,
+            control: None,
+        };
+        job.keep_output((0..OUTPUT_LINES + 50).map(|n| (Part::App, n.to_string())).collect());
+        let (lines, lost) = job.take_output_counted();
+        assert_eq!((lines.len(), lost), (OUTPUT_LINES, 50));
+        assert_eq!(lines[0].1, "50", "the newest are kept");
+        job.keep_output(vec![(Part::Agent, "x".into())]);
+        assert_eq!(job.take_output_counted(), (vec![(Part::Agent, "x".to_owned())], 0));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! is another client of the same rules, not a second set of them.
 
 mod diff;
+mod output;
 mod publish;
 mod versions;
 mod views;
@@ -292,13 +293,15 @@ async fn overview(
 }
 
 async fn projection_of(state: &Shared, member: &Member, id: String) -> Result<Markup, Refusal> {
-    let convergence = with_app(state, member, id, |tx, app| {
+    let (convergence, output) = with_app(state, member, id, |tx, app| {
         let page = super::executions::projection::Page { cursor: None, limit: Some("20".to_owned()) };
-        super::executions::projection::build(tx, &app, &page)
-            .map_err(|e| ApiError::internal(format!("the projection of {}: {e}", app.application_id)))
+        let convergence = super::executions::projection::build(tx, &app, &page)
+            .map_err(|e| ApiError::internal(format!("the projection of {}: {e}", app.application_id)))?;
+        let output = output::output_of(tx, &app, &convergence.recent)?;
+        Ok((convergence, output))
     })
     .await?;
-    Ok(views::executions(&convergence))
+    Ok(views::executions(&convergence, &output))
 }
 
 async fn executions(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {

@@ -5,6 +5,11 @@
 //! the last step is under [`STEP_GAP`] old wait for the gap: under a stream of publications
 //! the scheduler steps once per gap for all of them, not once for each. A failing step is
 //! logged and retried after a backoff; the thread never takes the service down.
+//!
+//! Jobs' output has a thread of its own ([`collect_output`]): every [`OUTPUT_EVERY`] it takes
+//! the lines the jobs printed (and those of jobs released since, which the market hands to a
+//! [`Tap`] first) and records them in one transaction, so the scheduler never waits on a
+//! write of output, however slow the store.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -12,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use svc_execution::executor::{ExecutionStore, Executor, StoreFailure};
+use svc_execution::output::Tap;
 use svc_execution::{Clock, Market};
 
 /// The longest the thread sleeps without looking at the market.
@@ -37,6 +43,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// Applications decided per transaction (the executor's batch).
 pub const BATCH: usize = 256;
 
+/// How often jobs' output is taken and recorded: one transaction per collection that found
+/// any.
+pub const OUTPUT_EVERY: Duration = Duration::from_millis(250);
+
 #[derive(Default)]
 struct Signal {
     woken: Mutex<bool>,
@@ -48,6 +58,9 @@ pub struct Scheduler {
     signal: Arc<Signal>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    output: Option<JoinHandle<()>>,
+    /// Stops the output thread, once the scheduler's has stopped (its last releases taken).
+    output_stop: Arc<AtomicBool>,
     market: Arc<dyn Market>,
     store: Arc<dyn ExecutionStore>,
 }
@@ -67,7 +80,8 @@ impl Scheduler {
         clock: Arc<dyn Clock>,
     ) -> Result<Scheduler, StoreFailure> {
         let leading = store.lead()?;
-        let executor = Executor::new(Arc::clone(&store), Arc::clone(&market), Arc::clone(&clock), BATCH);
+        let tap = Arc::new(Tap::new(Arc::clone(&market), Arc::clone(&clock)));
+        let executor = Executor::new(Arc::clone(&store), Arc::clone(&tap) as _, Arc::clone(&clock), BATCH);
         if leading {
             recover(&executor)?;
         } else {
@@ -85,7 +99,15 @@ impl Scheduler {
                 })
                 .map_err(|e| StoreFailure(Box::new(e)))?
         };
-        Ok(Scheduler { signal, stop, thread: Some(thread), market, store })
+        let output_stop = Arc::new(AtomicBool::new(false));
+        let output = {
+            let (store, stop) = (Arc::clone(&store), Arc::clone(&output_stop));
+            std::thread::Builder::new()
+                .name("svc-output".into())
+                .spawn(move || collect_output(&tap, store.as_ref(), &stop))
+                .map_err(|e| StoreFailure(Box::new(e)))?
+        };
+        Ok(Scheduler { signal, stop, thread: Some(thread), output: Some(output), output_stop, market, store })
     }
 
     /// Asks for a step now (after a publication, a pause or a resume committed).
@@ -109,8 +131,15 @@ impl Scheduler {
     fn stop_thread(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         self.wake();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        let joined = self.thread.take().map(JoinHandle::join);
+        // The output thread's last collection follows the scheduler's last releases, and
+        // precedes the lease given up (a store shared by instances takes writes of the
+        // leader only).
+        self.output_stop.store(true, Ordering::SeqCst);
+        if let Some(output) = self.output.take() {
+            let _ = output.join();
+        }
+        if joined.is_some() {
             self.store.resign();
         }
     }
@@ -232,6 +261,48 @@ fn run(
             .wait_timeout_while(woken, wait, |w| !*w && !stop.load(Ordering::SeqCst))
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         *woken = false;
+    }
+}
+
+/// The output thread: every [`OUTPUT_EVERY`], the jobs' new lines recorded in one
+/// transaction; once more when the service stops. A collection the store could not record is
+/// given back to the tap (held, bounded) and tried again with the next; an instance that does
+/// not schedule records nothing (its jobs are stopped).
+fn collect_output(tap: &Tap, store: &dyn ExecutionStore, stop: &AtomicBool) {
+    let mut failing = false;
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let batch = tap.collect();
+        if !batch.is_empty() {
+            let recorded = store.begin().and_then(|mut tx| {
+                tx.record_output(&batch)?;
+                tx.commit()
+            });
+            match recorded {
+                Ok(()) => {
+                    if failing {
+                        tracing::info!("jobs' output is recorded again");
+                    }
+                    failing = false;
+                }
+                Err(e) if e.is_not_leader() => {}
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(error = %e, "could not record jobs' output; holding it and trying again");
+                    }
+                    failing = true;
+                    tap.restore(batch);
+                }
+            }
+        }
+        if stopping {
+            break;
+        }
+        // In steps, so that a stop is not kept waiting.
+        let slept = std::time::Instant::now();
+        while slept.elapsed() < OUTPUT_EVERY && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 

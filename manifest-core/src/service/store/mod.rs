@@ -260,6 +260,25 @@ pub trait Transaction: LayerReads {
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<svc_execution::Execution>, StoreError>;
+    /// An application's output lines after `after` (a [`OutputRecord::seq`]; 0: from the
+    /// oldest kept), oldest first, at most `limit`; of one execution if `execution` names one.
+    fn output_after(
+        &mut self,
+        application: i64,
+        execution: Option<&str>,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<OutputRecord>, StoreError>;
+    /// The newest `limit` output lines of an application's execution, oldest first.
+    fn output_tail(
+        &mut self,
+        application: i64,
+        execution_id: &str,
+        limit: u32,
+    ) -> Result<Vec<OutputRecord>, StoreError>;
+    /// What the named executions (by ID) of an application kept of their output and
+    /// dropped, for those that printed.
+    fn output_drops(&mut self, application: i64, executions: &[&str]) -> Result<Vec<OutputDrop>, StoreError>;
     /// Stores a secret's value for an application's jobs (provisioning it).
     fn set_secret_value(
         &mut self,
@@ -478,6 +497,56 @@ pub struct RuntimeImage {
     pub version: String,
     /// `sha256:...`
     pub digest: String,
+}
+
+/// The output lines an execution keeps at most (the relay's per deployment,
+/// `LOG_LINES_KEPT`): beyond them its oldest go, counted as dropped.
+pub const OUTPUT_LINES_KEPT: i64 = 10_000;
+
+/// The bytes of output lines an execution keeps at most (the relay's per deployment,
+/// `LOG_BYTES_KEPT`).
+pub const OUTPUT_BYTES_KEPT: i64 = 4 * 1024 * 1024;
+
+/// The executions of a slot that keep their output: the newest; an older one's goes when a
+/// newer one prints (a job restarting for ever keeps a bounded output).
+pub const OUTPUT_EXECUTIONS_KEPT: i64 = 5;
+
+/// One line of a job's output, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputRecord {
+    /// Its place in the store's order: paging and following read after it.
+    pub seq: i64,
+    /// The execution whose job printed it.
+    pub execution_id: String,
+    /// The execution's slot.
+    pub slot: u16,
+    /// The execution's generation.
+    pub generation: u64,
+    /// The execution's attempt.
+    pub attempt: u32,
+    /// `program` or `sidecar`.
+    pub part: String,
+    /// When the service took it (Unix ms).
+    pub at: u64,
+    /// The line.
+    pub line: String,
+}
+
+/// What an execution kept of its output, and dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputDrop {
+    /// The execution.
+    pub execution_id: String,
+    /// Its slot.
+    pub slot: u16,
+    /// Its generation.
+    pub generation: u64,
+    /// Its attempt.
+    pub attempt: u32,
+    /// Lines kept.
+    pub kept: u64,
+    /// Lines printed and not kept: beyond the bounds, or lost before the service took them.
+    pub dropped: u64,
 }
 
 /// What the scheduler has recorded for an application.

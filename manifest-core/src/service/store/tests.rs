@@ -666,3 +666,122 @@ fn a_unit_with_text_the_database_cannot_hold_fails_alone() {
         assert!(tx.organization("last").expect("read").is_some());
     });
 }
+
+fn printed(
+    execution_id: &str,
+    part: svc_execution::market::Part,
+    lines: impl IntoIterator<Item = String>,
+) -> Vec<svc_execution::output::OutputLine> {
+    lines
+        .into_iter()
+        .map(|line| svc_execution::output::OutputLine { execution_id: execution_id.to_owned(), part, at: 7_000, line })
+        .collect()
+}
+
+/// Issue 42: jobs' output is kept in order, tagged with its execution, read after a `seq`,
+/// per execution, each execution's newest within the bounds (lines, bytes, and the newest
+/// executions of a slot), what is not kept counted as dropped.
+#[test]
+fn output_is_kept_in_order_tagged_and_bounded_per_execution() {
+    use svc_execution::market::Part;
+    use svc_execution::output::OutputBatch;
+    on_each_backend("output", |b| {
+        let store = (b.open)();
+        let mut tx = store.write().expect("tx");
+        let org = tx.ensure_organization("acme").expect("org");
+        let app = tx.insert_application(org.id, "web", "app_1").expect("app").key;
+        let other = tx.insert_application(org.id, "api", "app_2").expect("app").key;
+        tx.commit().expect("commit");
+
+        assert!(store.lead().expect("the scheduling lease"), "alone, it leads");
+        let mut tx = store.begin().expect("tx");
+        let first = launching("app_1", 0);
+        let first = Execution { key: tx.insert(app, &first).expect("insert"), ..first };
+        let second = launching("app_1", 1);
+        let second = Execution { key: tx.insert(app, &second).expect("insert"), ..second };
+        let theirs = launching("app_2", 0);
+        tx.insert(other, &theirs).expect("insert");
+        let mut lines = printed(&first.execution_id, Part::App, ["hello, world".to_owned(), "nul\0byte".to_owned()]);
+        lines.extend(printed(&second.execution_id, Part::Agent, ["ready".to_owned()]));
+        lines.extend(printed(&theirs.execution_id, Part::App, ["not yours".to_owned()]));
+        lines.extend(printed("app_9/0/1/1", Part::App, ["nobody's".to_owned()]));
+        let lost = [(first.execution_id.clone(), 2)].into();
+        tx.record_output(&OutputBatch { lines, lost }).expect("recorded");
+        tx.commit().expect("commit");
+
+        let mut read = store.read().expect("tx");
+        let all = read.output_after(app, None, 0, 100).expect("read");
+        let seen: Vec<_> = all.iter().map(|l| (l.slot, l.generation, l.part.as_str(), l.line.as_str(), l.at)).collect();
+        assert_eq!(
+            seen,
+            [
+                (0, 1, "program", "hello, world", 7_000),
+                (0, 1, "program", "nul\u{fffd}byte", 7_000),
+                (1, 1, "sidecar", "ready", 7_000)
+            ],
+            "the application's own lines, in order"
+        );
+        assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+        let after = read.output_after(app, None, all[0].seq, 100).expect("read");
+        assert_eq!(after.len(), 2, "after a seq");
+        assert_eq!(read.output_after(app, None, 0, 1).expect("read").len(), 1, "at most the limit");
+        let one = read.output_after(app, Some(&second.execution_id), 0, 100).expect("read");
+        assert_eq!(one.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(), ["ready"]);
+        assert!(
+            read.output_after(app, Some(&theirs.execution_id), 0, 100).expect("read").is_empty(),
+            "not another app's"
+        );
+        let drops = read.output_drops(app, &[&first.execution_id, &second.execution_id]).expect("read");
+        assert_eq!(drops.iter().map(|d| (d.slot, d.kept, d.dropped)).collect::<Vec<_>>(), [(0, 2, 2), (1, 1, 0)]);
+        drop(read);
+
+        // A flood: the newest OUTPUT_LINES_KEPT stay, the others count as dropped.
+        let flood = usize::try_from(OUTPUT_LINES_KEPT).expect("small") + 1_100;
+        for chunk in (0..flood).collect::<Vec<_>>().chunks(2_000) {
+            let mut tx = store.begin().expect("tx");
+            let lines = printed(&first.execution_id, Part::App, chunk.iter().map(|n| format!("line {n}")));
+            tx.record_output(&OutputBatch { lines, lost: Default::default() }).expect("recorded");
+            tx.commit().expect("commit");
+        }
+        // Long lines: at most OUTPUT_BYTES_KEPT of them.
+        let mut tx = store.begin().expect("tx");
+        let long =
+            printed(&second.execution_id, Part::App, (0..300).map(|n| format!("{n:04}{}", "x".repeat(16 * 1024 - 4))));
+        tx.record_output(&OutputBatch { lines: long, lost: Default::default() }).expect("recorded");
+        tx.commit().expect("commit");
+        let mut read = store.read().expect("tx");
+        let drops = read.output_drops(app, &[&first.execution_id, &second.execution_id]).expect("read");
+        let kept = u64::try_from(OUTPUT_LINES_KEPT).expect("small");
+        assert_eq!((drops[0].kept, drops[0].dropped), (kept, 2 + 2 + flood as u64 - kept), "{drops:?}");
+        let tail = read.output_tail(app, &first.execution_id, 20).expect("read");
+        assert_eq!(tail.len(), 20);
+        assert_eq!(tail.last().map(|l| l.line.clone()), Some(format!("line {}", flood - 1)), "the newest kept");
+        let bytes = drops[1].kept * 16 * 1024;
+        assert!(bytes <= u64::try_from(OUTPUT_BYTES_KEPT).expect("small"), "{} lines of 16 KiB kept", drops[1].kept);
+        assert_eq!(drops[1].kept + drops[1].dropped, 301);
+        let newest = read.output_tail(app, &second.execution_id, 1).expect("read");
+        assert!(newest[0].line.starts_with("0299"), "the newest long line kept");
+        drop(read);
+
+        // Only the newest executions of a slot keep their output.
+        let mut tx = store.begin().expect("tx");
+        let mut slot2 = Vec::new();
+        for generation in 1..=u64::try_from(OUTPUT_EXECUTIONS_KEPT).expect("small") + 1 {
+            let e = Execution {
+                execution_id: Execution::id_for("app_1", 2, generation, 1),
+                generation,
+                ..launching("app_1", 2)
+            };
+            let e = Execution { key: tx.insert(app, &e).expect("insert"), ..e };
+            let lines = printed(&e.execution_id, Part::App, [format!("generation {generation}")]);
+            tx.record_output(&OutputBatch { lines, lost: Default::default() }).expect("recorded");
+            slot2.push(e);
+        }
+        tx.commit().expect("commit");
+        let mut read = store.read().expect("tx");
+        let ids: Vec<&str> = slot2.iter().map(|e| e.execution_id.as_str()).collect();
+        let drops = read.output_drops(app, &ids).expect("read");
+        assert_eq!(drops.iter().map(|d| (d.kept, d.dropped)).collect::<Vec<_>>()[..2], [(0, 1), (1, 0)], "{drops:?}");
+        assert!(read.output_tail(app, &slot2[0].execution_id, 20).expect("read").is_empty());
+    });
+}

@@ -288,6 +288,10 @@ impl<S: Sql> ExecutionTx for Tx<S> {
         self.view(app)
     }
 
+    fn record_output(&mut self, batch: &svc_execution::output::OutputBatch) -> Result<(), StoreFailure> {
+        super::output::record(self.sql(), batch).map_err(failure)
+    }
+
     fn find(&mut self, execution_id: &str) -> Result<Option<(AppKey, Execution)>, StoreFailure> {
         let sql = format!("SELECT {EXECUTION_COLUMNS}, application_id FROM executions WHERE execution_id = ?1");
         let row = self.sql().query_opt(&sql, params![execution_id]).map_err(failure)?;

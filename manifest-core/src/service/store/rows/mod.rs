@@ -5,6 +5,7 @@
 
 mod decided;
 mod executions;
+mod output;
 mod publication;
 
 // The hot path's statements, for the backend that runs them on the async runtime.

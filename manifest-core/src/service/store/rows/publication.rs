@@ -362,6 +362,33 @@ impl<S: Sql> Transaction for Tx<S> {
         Ok(super::executions::page(self.sql(), application, before, limit)?)
     }
 
+    fn output_after(
+        &mut self,
+        application: i64,
+        execution: Option<&str>,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<crate::service::store::OutputRecord>, StoreError> {
+        Ok(super::output::after(self.sql(), application, execution, after, limit)?)
+    }
+
+    fn output_tail(
+        &mut self,
+        application: i64,
+        execution_id: &str,
+        limit: u32,
+    ) -> Result<Vec<crate::service::store::OutputRecord>, StoreError> {
+        Ok(super::output::tail(self.sql(), application, execution_id, limit)?)
+    }
+
+    fn output_drops(
+        &mut self,
+        application: i64,
+        executions: &[&str],
+    ) -> Result<Vec<crate::service::store::OutputDrop>, StoreError> {
+        Ok(super::output::drops(self.sql(), application, executions)?)
+    }
+
     fn set_secret_value(
         &mut self,
         organization: i64,

@@ -1,0 +1,173 @@
+//! `GET /api/applications/{id}/logs` (issue 42, point 2): the application's jobs' output, each
+//! line with its execution, slot, generation, attempt, part and time, oldest first, after a
+//! `seq` (`?after=`, for paging and following), at most `?limit=` lines ([`MAX_LIMIT`]), of
+//! one execution if `?execution=` names one (its whole ID, or `SLOT/GENERATION/ATTEMPT`). Any
+//! member may read it; another organization's application is the same 404 as a missing one.
+//! `dropped` says, for each execution the page shows, how many of its lines were not kept.
+
+use std::collections::BTreeSet;
+
+use axum::extract::{Path, State as Extract};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::json;
+
+use super::rejection::Rejection;
+use super::{Shared, json_response, respond, with_application};
+use crate::projection::rfc3339_ms;
+use crate::service::publish::ApiError;
+use crate::service::store::StoreError;
+
+/// Lines per page unless `?limit=` says.
+pub(crate) const DEFAULT_LIMIT: u32 = 500;
+
+/// The most lines a page holds.
+pub(crate) const MAX_LIMIT: u32 = 5_000;
+
+/// What the query asks.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Query {
+    execution: Option<String>,
+    after: i64,
+    limit: u32,
+}
+
+/// `execution`, `after` and `limit`, each at most once, and nothing else.
+fn query(text: &str) -> Result<Query, ApiError> {
+    let invalid = |why: String| ApiError::from(Rejection::InvalidQuery(why));
+    let mut q = Query { execution: None, after: 0, limit: DEFAULT_LIMIT };
+    let mut seen = BTreeSet::new();
+    for pair in text.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if !seen.insert(key.to_owned()) {
+            return Err(invalid(format!("`{key}` is given twice")));
+        }
+        match key {
+            "execution" => {
+                let id = value.replace("%2F", "/").replace("%2f", "/");
+                if id.is_empty() || id.len() > 200 {
+                    return Err(invalid("`execution` names an execution: its ID, or SLOT/GENERATION/ATTEMPT".into()));
+                }
+                q.execution = Some(id);
+            }
+            "after" => {
+                q.after = value
+                    .parse()
+                    .ok()
+                    .filter(|n: &i64| *n >= 0)
+                    .ok_or_else(|| invalid(format!("`after` is a line's seq (0 or more), not \"{value}\"")))?;
+            }
+            "limit" => {
+                q.limit = value.parse().ok().filter(|n| (1..=MAX_LIMIT).contains(n)).ok_or_else(|| {
+                    invalid(format!("`limit` is a number of lines from 1 to {MAX_LIMIT}, not \"{value}\""))
+                })?;
+            }
+            other => {
+                return Err(invalid(format!(
+                    "unknown query parameter \"{other}\"; the parameters are execution, after and limit"
+                )));
+            }
+        }
+    }
+    Ok(q)
+}
+
+/// The application's jobs' output, a page after `?after=`.
+pub(super) async fn logs(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    uri: axum::http::Uri,
+) -> Response {
+    respond(
+        async {
+            let q = query(uri.query().unwrap_or(""))?;
+            with_application(&state, &headers, id, move |tx, app| {
+                // An execution of this application: its ID starts with the application's UID;
+                // `SLOT/GENERATION/ATTEMPT` is short for it.
+                let execution = q.execution.map(|e| {
+                    if e.split('/').count() == 3
+                        && e.split('/').all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                    {
+                        format!("{}/{e}", app.application_uid)
+                    } else {
+                        e
+                    }
+                });
+                if let Some(e) = &execution
+                    && !e.starts_with(&format!("{}/", app.application_uid))
+                {
+                    return Err(ApiError::from(StoreError::NotFound(format!(
+                        "application {} has no execution {e}",
+                        app.application_id
+                    ))));
+                }
+                let mut lines = tx.output_after(app.key, execution.as_deref(), q.after, q.limit + 1)?;
+                let more = lines.len() > q.limit as usize;
+                lines.truncate(q.limit as usize);
+                let mut shown: BTreeSet<&str> = lines.iter().map(|l| l.execution_id.as_str()).collect();
+                if let Some(e) = &execution {
+                    shown.insert(e);
+                }
+                let shown: Vec<&str> = shown.into_iter().collect();
+                let dropped: Vec<_> = tx
+                    .output_drops(app.key, &shown)?
+                    .into_iter()
+                    .filter(|d| d.dropped > 0)
+                    .map(|d| {
+                        json!({
+                            "executionId": d.execution_id, "slot": d.slot, "generation": d.generation,
+                            "attempt": d.attempt, "kept": d.kept, "dropped": d.dropped,
+                        })
+                    })
+                    .collect();
+                let next = lines.last().map_or(q.after, |l| l.seq);
+                let lines: Vec<_> = lines
+                    .into_iter()
+                    .map(|l| {
+                        json!({
+                            "seq": l.seq, "executionId": l.execution_id, "slot": l.slot,
+                            "generation": l.generation, "attempt": l.attempt, "part": l.part,
+                            "at": rfc3339_ms(l.at), "line": l.line,
+                        })
+                    })
+                    .collect();
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "applicationId": app.application_id,
+                        "lines": lines,
+                        "dropped": dropped,
+                        "next": next,
+                        "more": more,
+                    }),
+                ))
+            })
+            .await
+        }
+        .await,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_is_bounded_and_says_what_is_wrong() {
+        assert_eq!(query("").expect("empty"), Query { execution: None, after: 0, limit: DEFAULT_LIMIT });
+        let q = query("execution=app_1%2F0%2F1%2F1&after=7&limit=10").expect("valid");
+        assert_eq!(q, Query { execution: Some("app_1/0/1/1".into()), after: 7, limit: 10 });
+        for (bad, says) in [
+            ("limit=0", "from 1 to 5000"),
+            ("limit=5001", "from 1 to 5000"),
+            ("after=-1", "`after`"),
+            ("after=1&after=2", "twice"),
+            ("since=3", "unknown query parameter"),
+        ] {
+            let e = query(bad).expect_err(bad);
+            assert_eq!(e.status, 400, "{bad}");
+            assert!(e.message.contains(says), "{bad}: {}", e.message);
+        }
+    }
+}
