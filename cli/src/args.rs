@@ -866,6 +866,23 @@ pub enum AppCommand {
         #[command(flatten)]
         remote: Remote,
     },
+    /// What an application's jobs printed (program and sidecar), oldest first, each line
+    /// tagged APP/SLOT/GENERATION/ATTEMPT (its execution). An execution keeps its newest
+    /// 10,000 lines of at most 4 MiB; how many it did not keep is said once.
+    Logs {
+        /// The application's ID.
+        id: String,
+        /// Only this execution: its ID, or SLOT/GENERATION/ATTEMPT (as the tag shows).
+        #[arg(long, value_name = "ID")]
+        execution: Option<String>,
+        /// Keep printing new lines as the jobs print them, until Ctrl-C (JSON: one object
+        /// per line).
+        #[arg(long)]
+        follow: bool,
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// Who did what to an application, with pause reasons.
     Activity {
         /// The application's ID.

@@ -155,6 +155,9 @@ pub fn run(cli: Cli) -> ExitCode {
             AppCommand::Executions { id, watch, limit, cursor, remote } => {
                 remote::app_executions(&id, watch, limit, cursor.as_deref(), &remote)
             }
+            AppCommand::Logs { id, execution, follow, remote } => {
+                remote::app_logs(&id, execution.as_deref(), follow, &remote)
+            }
         },
         Command::Serve(args) => serve::serve(&args),
         Command::Admin { command } => admin::run(&command),

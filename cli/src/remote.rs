@@ -332,6 +332,123 @@ pub(crate) fn executions_text(b: &Value) -> String {
     out
 }
 
+/// `svc app logs ID [--execution ID] [--follow]`: pages of `GET /api/applications/{id}/logs`
+/// until the newest line; with `--follow`, then every second, until Ctrl-C (130) or a closed
+/// standard output (0). Text: one line each, `TIME APP/SLOT/GENERATION/ATTEMPT [PART] LINE`,
+/// and once per execution (again only if it grows) how many lines it did not keep. JSON: one
+/// object, every line and the drops; with `--follow`, JSON Lines (lines and drops as they
+/// come).
+pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: &Remote) -> ExitCode {
+    let client = match client(remote.server.as_deref(), &remote.trust, true) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let json = remote.format == OutputFormat::Json;
+    let mut after: i64 = 0;
+    let mut said: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    let (mut lines, mut dropped): (Vec<Value>, Vec<Value>) = (Vec::new(), Vec::new());
+    loop {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        query.append_pair("after", &after.to_string());
+        if let Some(e) = execution {
+            query.append_pair("execution", e);
+        }
+        let path = format!("/api/applications/{id}/logs?{}", query.finish());
+        let response = match send(&client, Method::GET, &path, None) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        if !(200..300).contains(&response.status) {
+            return finish(&response, remote.format, |_| String::new());
+        }
+        let page = response.json();
+        let app = page["applicationId"].as_str().unwrap_or(id);
+        // Each execution's drops, said before its lines, once (again if the count grew).
+        for d in page["dropped"].as_array().into_iter().flatten() {
+            let (Some(exec), Some(n)) = (d["executionId"].as_str(), d["dropped"].as_u64()) else { continue };
+            if said.get(exec).is_some_and(|&before| before >= n) {
+                continue;
+            }
+            let before = said.insert(exec.to_owned(), n).unwrap_or(0);
+            match (json, follow) {
+                (true, false) => {
+                    dropped.retain(|o: &Value| o["executionId"] != d["executionId"]);
+                    dropped.push(d.clone());
+                }
+                (true, true) => println!("{d}"),
+                (false, _) => println!("{}", dropped_text(app, d, before)),
+            }
+        }
+        let page_lines = page["lines"].as_array().cloned().unwrap_or_default();
+        for line in page_lines {
+            match (json, follow) {
+                (true, false) => lines.push(line),
+                (true, true) => println!("{line}"),
+                (false, _) => println!("{}", log_line_text(app, &line)),
+            }
+        }
+        after = page["next"].as_i64().unwrap_or(after);
+        if page["more"] == json!(true) {
+            continue;
+        }
+        if !follow {
+            if json {
+                crate::output::print_json(
+                    &json!({ "applicationId": app, "lines": lines, "dropped": dropped, "next": after }),
+                );
+            } else if after == 0 {
+                eprintln!("svc: no output from {app}'s jobs yet (`svc app executions {app}` says whether they run)");
+            }
+            return ExitCode::SUCCESS;
+        }
+        if crate::output::stdout_closed() {
+            return ExitCode::SUCCESS;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// `TIME APP/SLOT/GENERATION/ATTEMPT [PART] LINE`, the time to the second, control characters
+/// (a job's terminal escapes) shown escaped.
+fn log_line_text(app: &str, l: &Value) -> String {
+    let at = l["at"].as_str().unwrap_or("");
+    let at = match at.split_once('.') {
+        Some((seconds, _)) => format!("{seconds}Z"),
+        None => at.to_owned(),
+    };
+    format!(
+        "{at} {app}/{}/{}/{} [{}] {}",
+        l["slot"],
+        l["generation"],
+        l["attempt"],
+        l["part"].as_str().unwrap_or(""),
+        escape_controls(l["line"].as_str().unwrap_or(""))
+    )
+}
+
+fn dropped_text(app: &str, d: &Value, before: u64) -> String {
+    let n = d["dropped"].as_u64().unwrap_or(0);
+    let (count, more) = if before > 0 { (n - before, " more") } else { (n, "") };
+    format!(
+        "{app}/{}/{}/{} [svc] {count}{more} {} of this execution not kept: each keeps its newest 10,000 lines (4 MiB), and jobs print at most 64 KiB/s",
+        d["slot"],
+        d["generation"],
+        d["attempt"],
+        if count == 1 { "line" } else { "lines" }
+    )
+}
+
+/// Control characters but tab as `\u{..}`: what a job prints cannot move the reader's cursor.
+fn escape_controls(line: &str) -> std::borrow::Cow<'_, str> {
+    if !line.chars().any(|c| c.is_control() && c != '\t') {
+        return line.into();
+    }
+    line.chars()
+        .map(|c| if c.is_control() && c != '\t' { format!("\\u{{{:04x}}}", u32::from(c)) } else { c.to_string() })
+        .collect::<String>()
+        .into()
+}
+
 /// `svc app list`
 pub(crate) fn app_list(remote: &Remote) -> ExitCode {
     get("/api/applications", remote, |b| {
