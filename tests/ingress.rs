@@ -34,6 +34,7 @@ mod ingress {
     mod stale_quote;
     mod standalone;
     mod supervision;
+    mod terminal;
 
     use std::net::SocketAddr;
     use std::path::PathBuf;

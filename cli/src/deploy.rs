@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use relay_api::coordinator::api::{
     DeployResponse, HintsResponse, HostnameResponse, LedgerResponse, LogsResponse, PolicyResponse, Status,
 };
-use relay_api::coordinator::model::{Deployment, LedgerEntry, QUOTE_MARGIN_MS, Quote, SuccessorState};
+use relay_api::coordinator::model::{Deployment, LedgerEntry, QUOTE_MARGIN_MS, Quote, Successor, SuccessorState};
 use relay_api::coordinator::state::DeploymentState;
 use relay_api::hint::Hint;
 use relay_api::project::Project;
@@ -296,6 +296,75 @@ pub(crate) trait DeployProgress {
     fn say(&mut self, line: &str);
     /// A status read while waiting for the revision to serve.
     fn status(&mut self, _status: &Status) {}
+    /// What the deploy has left at the relay so far, for Ctrl-C to name (`None`: nothing
+    /// to name any more, the deploy ended).
+    fn left(&mut self, _left: Option<&Left<'_>>) {}
+}
+
+/// What a deploy has left at the relay at some point of it: a deployment, funded or not,
+/// and the revision the deploy waits for.
+pub(crate) struct Left<'a> {
+    /// The deployment, as the deploy's answer said.
+    pub(crate) deployment: &'a Deployment,
+    /// The revision the deploy waits for.
+    pub(crate) revision: u32,
+    /// Whether this deploy funded it.
+    pub(crate) funded: bool,
+    /// The newest status read, once waiting.
+    pub(crate) status: Option<&'a Status>,
+}
+
+/// What Ctrl-C says a deploy left running: the deployment, what serves and until when it is
+/// funded, and the exact commands to follow and stop it (`flags`: ` --relay URL` and
+/// ` --ca FILE` when the deploy was given them).
+pub(crate) fn left_text(left: &Left<'_>, flags: &str) -> String {
+    let id = &left.deployment.id;
+    let target = format!("--deployment {id}{flags}");
+    let state = left.status.map_or(left.deployment.state, |s| s.deployment.state);
+    let stop = format!("stop it: svc ingress stop {target}");
+    let follow = format!("follow it: svc ingress status {target} or svc ingress logs --follow {target}");
+    if state == DeploymentState::PendingFunding && !left.funded {
+        return format!(
+            "interrupted: deployment {id} (revision {}) waits for funds and runs nothing; fund it: svc ingress fund \
+             {target}; {stop}",
+            left.revision
+        );
+    }
+    if state.is_terminal() {
+        return format!("interrupted: deployment {id} is {state}; nothing of it runs");
+    }
+    let funds = funded_text(left.status);
+    let serving = left.status.map_or(left.deployment.revision, |s| s.deployment.revision);
+    let what = match left.status.and_then(|s| s.successor.as_ref()).filter(|s| s.revision == left.revision) {
+        Some(next) if serving < left.revision && state.spends() => format!(
+            "deployment {id} keeps running: revision {serving} serves, {funds}; revision {} is {} and takes over once \
+             it passes validation",
+            next.revision,
+            next.state.as_str()
+        ),
+        _ => format!("deployment {id} (revision {}) keeps running ({state}), {funds}", left.revision.max(serving)),
+    };
+    format!("interrupted: {what}; {follow}; {stop}")
+}
+
+/// Until when a deployment's funds last, from a status: the running period's end plus the
+/// periods its balance still pays for; before its first period, how many periods it pays.
+fn funded_text(status: Option<&Status>) -> String {
+    let Some((s, q)) = status.and_then(|s| s.latest_quote.as_ref().map(|q| (s, q))) else {
+        return "funded".to_owned();
+    };
+    let more = s.balance.available_micros / q.price_micros.max(1);
+    match s.deployment.next_period_at {
+        Some(end) => {
+            let period_ms = i64::try_from(q.period_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+            let until = end.saturating_add(i64::try_from(more).unwrap_or(i64::MAX).saturating_mul(period_ms));
+            let at = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(until).unwrap_or(0));
+            format!("funded until {}", humantime::format_rfc3339_seconds(at))
+        }
+        None => {
+            format!("funded for {} of {} s from when it serves", manifest_core::plural(more, "period"), q.period_secs)
+        }
+    }
 }
 
 /// How a deploy ended well.
@@ -306,16 +375,44 @@ pub(crate) enum Deployed {
     Live(Box<Status>),
 }
 
-/// `svc ingress deploy`'s lines on standard output (none for `--format json`).
-struct Lines(OutputFormat);
+/// `svc ingress deploy`'s lines on standard output (none for `--format json`), and what
+/// Ctrl-C says it leaves running.
+struct Lines {
+    format: OutputFormat,
+    /// The flags the commands Ctrl-C names need besides `--deployment`.
+    flags: String,
+}
 
 impl DeployProgress for Lines {
     fn say(&mut self, line: &str) {
-        if self.0 == OutputFormat::Text {
+        if self.format == OutputFormat::Text {
             println!("svc ingress deploy: {line}");
         }
     }
+
+    fn left(&mut self, left: Option<&Left<'_>>) {
+        crate::output::on_interrupt_say(left.map(|l| left_text(l, &self.flags)));
+    }
 }
+
+/// The flags another `svc ingress` command needs to reach the relay `t` names: `--relay`
+/// unless it is `SVC_RELAY` or the default, `--ca` when one was given.
+fn target_flags(t: &ProjectTarget) -> String {
+    let mut flags = String::new();
+    let from_env = std::env::var("SVC_RELAY").ok().is_some_and(|r| r == t.relay);
+    if !from_env && t.relay != DEFAULT_RELAY {
+        flags.push_str(&format!(" --relay {}", t.relay));
+    }
+    if let Some(ca) = &t.trust.ca
+        && std::env::var_os("SVC_CA").is_none_or(|c| Path::new(&c) != ca)
+    {
+        flags.push_str(&format!(" --ca {}", ca.display()));
+    }
+    flags
+}
+
+/// `--relay`'s default.
+const DEFAULT_RELAY: &str = "http://127.0.0.1:7300";
 
 fn deploy_inner(t: &ProjectTarget, options: DeployOptions) -> Result<ExitCode, ExitCode> {
     if t.deployment.is_some() {
@@ -327,7 +424,10 @@ fn deploy_inner(t: &ProjectTarget, options: DeployOptions) -> Result<ExitCode, E
     }
     let loaded = load(&t.config)?;
     let client = client(&t.relay, &t.trust)?;
-    match deploy_project(&client, &loaded, options, &mut Lines(t.format))? {
+    let mut lines = Lines { format: t.format, flags: target_flags(t) };
+    let deployed = deploy_project(&client, &loaded, options, &mut lines);
+    lines.left(None);
+    match deployed? {
         Deployed::Sent(answer) if t.format == OutputFormat::Json => print_json(&answer),
         Deployed::Sent(_) => {}
         Deployed::Live(status) if t.format == OutputFormat::Json => print_json(&status),
@@ -408,6 +508,7 @@ pub(crate) fn deploy_project(
         progress.say(&quote_line(&deployed.quote));
     }
     let mut funded: Option<LedgerEntry> = None;
+    progress.left(Some(&Left { deployment: d, revision, funded: false, status: None }));
     if !no_fund && d.state == DeploymentState::PendingFunding {
         let quote = match fundable(&deployed.quote) {
             Some(quote) => Some(quote.clone()),
@@ -431,6 +532,7 @@ pub(crate) fn deploy_project(
             funded = Some(entry);
         }
     }
+    progress.left(Some(&Left { deployment: d, revision, funded: funded.is_some(), status: None }));
     if no_fund || no_wait {
         let mut answer = json!({"deployment": d, "quote": deployed.quote, "funded": funded});
         if let Some(s) = &deployed.successor {
@@ -442,9 +544,13 @@ pub(crate) fn deploy_project(
     // A new deployment's transitions are told from its creation; an existing one's from now.
     let mut seen: Option<usize> = (!deployed.existing && deployed.successor.is_none()).then_some(0);
     let mut seen_revision = d.revision;
+    // Each problem is said once, as soon as the relay knows it (issue 42): a validation that
+    // fails shows its hint at once, not after the timeout.
+    let mut told = Told::default();
     loop {
         let status: Status = call(client, Method::GET, &path(&project.name, ""), None)?;
         progress.status(&status);
+        progress.left(Some(&Left { deployment: d, revision, funded: funded.is_some(), status: Some(&status) }));
         for tr in status.transitions.iter().skip(seen.unwrap_or(status.transitions.len())) {
             progress.say(&format!("{} ({})", tr.to, tr.reason));
         }
@@ -452,17 +558,20 @@ pub(crate) fn deploy_project(
         if status.deployment.revision < revision {
             match &status.successor {
                 Some(s) if s.revision == revision && s.state == SuccessorState::Failed => {
-                    print_hints(&status.hints, &mut std::io::stderr());
+                    // Why this revision failed; the deployment's funding is another matter.
+                    let why: Vec<Hint> =
+                        status.hints.iter().filter(|h| h.stage != relay_api::hint::Stage::Funding).cloned().collect();
+                    print_hints(&why, &mut std::io::stderr());
                     return Err(fail(
                         EXIT_FAILED,
                         "redeploy_failed",
                         &format!(
-                            "revision {revision} was not deployed: {}; revision {} keeps serving",
-                            s.reason, status.deployment.revision
+                            "revision {revision} failed: {}; revision {} still serves (the deployment is {})",
+                            s.reason, status.deployment.revision, status.deployment.state
                         ),
                     ));
                 }
-                Some(s) if s.revision == revision => {}
+                Some(s) if s.revision == revision => told.successor(s, status.deployment.revision, timeout, progress),
                 _ => {
                     return Err(fail(
                         EXIT_FAILED,
@@ -484,9 +593,11 @@ pub(crate) fn deploy_project(
             std::thread::sleep(Duration::from_millis(250));
             continue;
         }
+        told.hints(&status, timeout, progress);
         // Said once it serves: a revision that took over a deployment serving nothing (one
-        // waiting for funds, say) does not serve before it is live (issue 41).
-        if status.deployment.revision > seen_revision && status.deployment.state.spends() {
+        // waiting for funds, say) does not serve before it is live (issue 41), nor one that
+        // validates no more (degraded) right after it took over (issue 42).
+        if status.deployment.revision > seen_revision && status.deployment.state == DeploymentState::Live {
             seen_revision = status.deployment.revision;
             progress.say(&format!("revision {} serves", status.deployment.revision));
         }
@@ -512,6 +623,54 @@ pub(crate) fn deploy_project(
                 ));
             }
             _ => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// The problems a deploy's wait has said already.
+#[derive(Default)]
+struct Told {
+    /// Hint codes and problems said.
+    said: std::collections::BTreeSet<(String, String)>,
+    /// Whether the wait's deadline was said with the first problem.
+    waiting: bool,
+}
+
+impl Told {
+    /// Says each new hint of the deployment's (a validation that failed, a job that ended)
+    /// once, as soon as a status carries it; funding hints are the deploy's own business.
+    fn hints(&mut self, status: &Status, timeout: u64, progress: &mut dyn DeployProgress) {
+        let d = &status.deployment;
+        if !matches!(d.state, DeploymentState::Provisioning | DeploymentState::Validating | DeploymentState::Degraded) {
+            return;
+        }
+        for h in status.hints.iter().filter(|h| h.stage != relay_api::hint::Stage::Funding) {
+            if self.said.insert((h.code.clone(), h.problem.clone())) {
+                let host = h.hostname.as_deref().map(|n| format!("{n}: ")).unwrap_or_default();
+                progress.say(&format!("problem: {host}{} ({})", h.problem, h.code));
+                progress.say(&format!("  fix: {}", h.fix));
+                self.wait_said(timeout, progress);
+            }
+        }
+    }
+
+    /// Says a redeploy's new revision failing its validation (its reason), once per reason.
+    fn successor(&mut self, s: &Successor, serving: u32, timeout: u64, progress: &mut dyn DeployProgress) {
+        if s.state == SuccessorState::Validating
+            && s.reason.starts_with("validation failed")
+            && self.said.insert(("successor".to_owned(), s.reason.clone()))
+        {
+            progress
+                .say(&format!("problem: revision {}: {}; revision {serving} serves meanwhile", s.revision, s.reason));
+            self.wait_said(timeout, progress);
+        }
+    }
+
+    fn wait_said(&mut self, timeout: u64, progress: &mut dyn DeployProgress) {
+        if !std::mem::replace(&mut self.waiting, true) {
+            progress.say(&format!(
+                "the relay keeps trying: waiting up to {timeout} s in all (Ctrl-C leaves the deployment running)"
+            ));
         }
     }
 }

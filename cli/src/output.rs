@@ -31,6 +31,9 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static GRACEFUL: AtomicBool = AtomicBool::new(false);
 /// Wakes the graceful stop.
 static INTERRUPT: OnceLock<tokio::sync::watch::Sender<bool>> = OnceLock::new();
+/// What a command that stops at once on Ctrl-C leaves behind, said on standard error before
+/// it exits 130 (`svc ingress deploy`: the deployment it funded keeps running).
+static LEFT_BEHIND: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 /// Installs the broken-pipe hook and the SIGINT owner; `json` is the command's `--format json`.
 pub(crate) fn install(json: bool) {
@@ -76,11 +79,23 @@ fn watch_sigint(sender: &tokio::sync::watch::Sender<bool>) {
             // A second Ctrl-C, or a command with nothing to stop: exit now.
             if INTERRUPTED.swap(true, Ordering::SeqCst) || !GRACEFUL.load(Ordering::SeqCst) {
                 let _ = std::io::stdout().flush();
+                if let Some(note) = LEFT_BEHIND.lock().ok().and_then(|mut n| n.take()) {
+                    let _ = writeln!(std::io::stderr().lock(), "{note}");
+                }
                 std::process::exit(i32::from(EXIT_INTERRUPTED));
             }
             let _ = sender.send(true);
         }
     });
+}
+
+/// Sets (or with `None` clears) what Ctrl-C says it leaves behind, for a command that
+/// exits at once on it: one line naming what keeps running and the commands to follow and
+/// stop it.
+pub(crate) fn on_interrupt_say(note: Option<String>) {
+    if let Ok(mut left) = LEFT_BEHIND.lock() {
+        *left = note;
+    }
 }
 
 /// Whether Ctrl-C arrived.

@@ -138,7 +138,9 @@ impl Engine {
                 match probed.outcome {
                     Ok(_) => self.begin_switch(d, s, &running).await?,
                     Err(hint) => {
-                        let reason = format!("validation failed: {}", hint.problem);
+                        // The fix with the problem: a deploy waiting on it says both at
+                        // once (issue 42), as it does a serving revision's hint.
+                        let reason = format!("validation failed: {} ({}); fix: {}", hint.problem, hint.code, hint.fix);
                         self.db(|store| {
                             store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason)
                         })?;
@@ -170,9 +172,9 @@ impl Engine {
         if all_passed && running.len() >= slots {
             return self.begin_switch(d, s, running).await;
         }
-        let waiting: Vec<String> = self.replica_hints_of(running).into_iter().map(|h| h.problem).collect();
+        let waiting = self.replica_hints_of(running);
         let reason = match waiting.first() {
-            Some(problem) => format!("validation failed: {problem}"),
+            Some(h) => format!("validation failed: {} ({}); fix: {}", h.problem, h.code, h.fix),
             None => format!("{} of {slots} jobs running; validating each through the gateway", running.len()),
         };
         self.db(|store| store.set_successor_state(&d.id, s.revision, SuccessorState::Validating, &reason))?;
