@@ -316,7 +316,17 @@ fn print_text(relay: &str, v: &VerifiedCatalog, source: Source, show: bool) {
         return;
     }
     let p = &c.prices;
-    println!("prices: {} {} per period of {} s", p.price_micros, p.currency, p.period_secs);
+    // Amounts in a currency this release knows are shown in it; another is shown as sent.
+    if p.currency == relay_api::catalog::CURRENCY {
+        println!(
+            "prices: {} ({} {})",
+            svc_execution::money::usd_per(p.price_micros, p.period_secs),
+            p.price_micros,
+            p.currency
+        );
+    } else {
+        println!("prices: {} {} per period of {} s", p.price_micros, p.currency, p.period_secs);
+    }
     println!("validators:");
     for validator in &c.validators {
         println!("  {}  {}", validator.version, validator.digest);

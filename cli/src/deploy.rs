@@ -19,6 +19,7 @@ use relay_api::coordinator::model::{Deployment, LedgerEntry, QUOTE_MARGIN_MS, Qu
 use relay_api::coordinator::state::DeploymentState;
 use relay_api::hint::Hint;
 use relay_api::project::Project;
+use svc_execution::money;
 
 use crate::args::{HostnameCommand, OutputFormat, ProjectTarget, Trust};
 use crate::client::{Client, Response};
@@ -175,13 +176,13 @@ fn hints_text(hints: &[Hint]) -> String {
 
 fn quote_line(q: &Quote) -> String {
     format!(
-        "quote {}: {} of {} s at {} micros = {} micros (expires in {} s)",
+        "quote {}: {} of {} at {} = {} (expires {})",
         q.id,
         manifest_core::plural(q.periods, "period"),
-        q.period_secs,
-        q.price_micros,
-        q.total_micros,
-        (q.expires_at - relay_api::coordinator::store::now_ms()).max(0) / 1000
+        money::duration_words(q.period_secs),
+        money::usd_per(q.price_micros, q.period_secs),
+        money::usd(q.total_micros),
+        money::relative(relay_api::coordinator::store::now_ms(), q.expires_at)
     )
 }
 
@@ -528,7 +529,7 @@ pub(crate) fn deploy_project(
         };
         if let Some(quote) = quote {
             let (_, entry) = fund_quote(client, &project.name, quote, None, &mut |line| progress.say(line))?;
-            progress.say(&format!("funded {} micros (ledger entry {})", entry.amount_micros, entry.seq));
+            progress.say(&format!("funded {} (ledger entry {})", money::usd(entry.amount_micros), entry.seq));
             funded = Some(entry);
         }
     }
@@ -692,6 +693,11 @@ pub(crate) fn status(t: &ProjectTarget) -> ExitCode {
 
 /// What `svc ingress status` prints for people: state, funds, hostnames, validations, hints.
 fn status_text(s: &Status) -> String {
+    status_text_at(s, relay_api::coordinator::store::now_ms())
+}
+
+/// [`status_text`] at `now` (Unix ms): when the funds run out is said from it.
+fn status_text_at(s: &Status, now: i64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let d = &s.deployment;
@@ -708,19 +714,7 @@ fn status_text(s: &Status) -> String {
     for url in d.urls.iter().filter(|u| **u != d.url) {
         let _ = writeln!(out, "also {url}");
     }
-    let b = &s.balance;
-    let _ = writeln!(
-        out,
-        "funds: funded {} spent {} refunded {} available {} micros; {} charged",
-        b.funded_micros,
-        b.spent_micros,
-        b.refunded_micros,
-        b.available_micros,
-        manifest_core::plural(d.periods_spent, "period")
-    );
-    if let Some(q) = &s.latest_quote {
-        let _ = writeln!(out, "price: {} micros per {} s", q.price_micros, q.period_secs);
-    }
+    out.push_str(&funding_text(s, now));
     for h in &s.hostnames {
         let _ = writeln!(out, "hostname {} {}", h.hostname, h.state.as_str());
     }
@@ -731,6 +725,44 @@ fn status_text(s: &Status) -> String {
     if !s.hints.is_empty() {
         out.push_str("hints:\n");
         out.push_str(&hints_text(&s.hints));
+    }
+    out
+}
+
+/// The balance, the burn rate and when the funds run out (`status`, and `fund` after funding).
+fn funding_text(s: &Status, now: i64) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let d = &s.deployment;
+    let (b, f) = (&s.balance, &s.funding);
+    let _ = writeln!(
+        out,
+        "balance: {} left (funded {}, spent {}, refunded {}; {} charged)",
+        money::usd(f.remaining_micros),
+        money::usd(b.funded_micros),
+        money::usd(b.spent_micros),
+        money::usd(b.refunded_micros),
+        manifest_core::plural(d.periods_spent, "period")
+    );
+    match &s.latest_quote {
+        Some(q) if f.burn_micros_per_day > 0 => {
+            let (day, price) = (money::usd(f.burn_micros_per_day), money::usd_per(q.price_micros, q.period_secs));
+            let _ = writeln!(out, "burn rate: {day} per day ({price})");
+        }
+        Some(q) => {
+            let price = money::usd_per(q.price_micros, q.period_secs);
+            let _ = writeln!(out, "price: {price} (nothing is spent while no job runs)");
+        }
+        None => {}
+    }
+    match f.runs_out_at {
+        Some(end) => {
+            let _ = writeln!(out, "funds run out: {} ({})", crate::output::rfc3339_ms(end), money::relative(now, end));
+        }
+        None if matches!(d.state, DeploymentState::Provisioning | DeploymentState::Validating) => {
+            let _ = writeln!(out, "funds run out: not counting yet (the first period starts once live)");
+        }
+        None => {}
     }
     out
 }
@@ -858,7 +890,12 @@ pub(crate) fn fund(t: &ProjectTarget, periods: Option<u64>) -> ExitCode {
             print_json(&json!({"quote": quote, "entry": entry}));
         } else {
             println!("{}", quote_line(&quote));
-            println!("funded {} micros (ledger entry {})", entry.amount_micros, entry.seq);
+            println!("funded {} (ledger entry {})", money::usd(entry.amount_micros), entry.seq);
+            // How long the money lasts now (the fund already happened: a failure here is only
+            // the summary's).
+            if let Ok(after) = call::<Status>(&client, Method::GET, &path(&name, ""), None) {
+                print!("{}", funding_text(&after, relay_api::coordinator::store::now_ms()));
+            }
         }
         Ok(())
     };
@@ -876,12 +913,15 @@ pub(crate) fn ledger(t: &ProjectTarget) -> ExitCode {
         }
         for e in &l.entries {
             let kind = e.kind.as_str();
-            println!("{} {kind} {} micros  {}", e.seq, e.amount_micros, e.note);
+            println!("{} {kind:<8} {:>14}  {}", e.seq, money::usd(e.amount_micros), e.note);
         }
         let b = &l.balance;
         println!(
-            "funded {} spent {} refunded {} available {} micros",
-            b.funded_micros, b.spent_micros, b.refunded_micros, b.available_micros
+            "funded {}, spent {}, refunded {}; {} in periods not started",
+            money::usd(b.funded_micros),
+            money::usd(b.spent_micros),
+            money::usd(b.refunded_micros),
+            money::usd(b.available_micros)
         );
         Ok(())
     };

@@ -9,6 +9,8 @@ use serde_json::json;
 use relay_api::coordinator::api::{ClaimResponse, PinsResponse, SessionsResponse};
 use relay_api::coordinator::model::{LedgerEntry, RewardsSummary};
 
+use svc_execution::money::usd;
+
 use crate::args::{OutputFormat, PinsCommand, ProjectTarget, RelayTarget};
 use crate::deploy::{call, client, path, print_json, target};
 
@@ -22,26 +24,29 @@ pub(crate) fn sessions(t: &ProjectTarget) -> ExitCode {
             return Ok(());
         }
         println!(
-            "{:<21} {:<8} {:>6} {:>12} {:>12} {:>12} {:>12}",
+            "{:<21} {:<8} {:>6} {:>14} {:>14} {:>14} {:>14}",
             "session", "state", "period", "funded", "spent", "refundable", "refunded"
         );
         for s in &r.sessions {
             let period = s.period_index.map_or_else(|| "-".to_owned(), |i| i.to_string());
             println!(
-                "{:<21} {:<8} {:>6} {:>12} {:>12} {:>12} {:>12}",
+                "{:<21} {:<8} {:>6} {:>14} {:>14} {:>14} {:>14}",
                 s.id,
                 s.state.as_str(),
                 period,
-                s.price_micros,
-                s.spent_micros,
-                s.refundable_micros,
-                s.refunded_micros
+                usd(s.price_micros),
+                usd(s.spent_micros),
+                usd(s.refundable_micros),
+                usd(s.refunded_micros)
             );
         }
         let b = &r.balance;
         println!(
-            "funded {} = spent {} + refundable {} + refunded {} micros",
-            b.funded_micros, b.spent_micros, b.refundable_micros, b.refunded_micros
+            "funded {} = spent {} + refundable {} + refunded {}",
+            usd(b.funded_micros),
+            usd(b.spent_micros),
+            usd(b.refundable_micros),
+            usd(b.refunded_micros)
         );
         Ok(())
     };
@@ -57,7 +62,7 @@ pub(crate) fn refund(t: &ProjectTarget, session: &str) -> ExitCode {
         if t.format == OutputFormat::Json {
             print_json(&entry);
         } else {
-            println!("refunded {} micros of session {session} (ledger entry {})", entry.amount_micros, entry.seq);
+            println!("refunded {} of session {session} (ledger entry {})", usd(entry.amount_micros), entry.seq);
         }
         Ok(())
     };
@@ -66,15 +71,19 @@ pub(crate) fn refund(t: &ProjectTarget, session: &str) -> ExitCode {
 
 fn print_rewards(r: &RewardsSummary) {
     println!(
-        "operator {}: accrued {} = pending {} + claimable {} + claimed {} micros",
-        r.operator, r.accrued_micros, r.pending_micros, r.claimable_micros, r.claimed_micros
+        "operator {}: accrued {} = pending {} + claimable {} + claimed {}",
+        r.operator,
+        usd(r.accrued_micros),
+        usd(r.pending_micros),
+        usd(r.claimable_micros),
+        usd(r.claimed_micros)
     );
     for reward in &r.rewards {
         let status = match &reward.claim_id {
             Some(id) => format!("claimed ({id})"),
             None => format!("claimable from {}", crate::output::rfc3339_ms(reward.claimable_at)),
         };
-        println!("  {} {} micros, {status}", reward.session_id, reward.amount_micros);
+        println!("  {} {}, {status}", reward.session_id, usd(reward.amount_micros));
     }
 }
 
@@ -101,7 +110,7 @@ pub(crate) fn claim(t: &RelayTarget) -> ExitCode {
         if t.format == OutputFormat::Json {
             print_json(&r);
         } else {
-            println!("claimed {} micros ({})", r.amount_micros, r.claim_id);
+            println!("claimed {} ({})", usd(r.amount_micros), r.claim_id);
             print_rewards(&r.rewards);
         }
         Ok(())

@@ -580,3 +580,30 @@ async fn restarts_refused_to_the_limit_fail_the_deployment() {
     assert_eq!(failed.failure_code.as_deref(), Some("job_exited"), "{failed:?}");
     assert!(failed.state_reason.contains("after 2 restarts"), "{}", failed.state_reason);
 }
+
+#[tokio::test]
+async fn funds_low_shows_only_when_the_funded_periods_end_within_a_quarter_period() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let codes = |w: &World| -> Vec<String> {
+        w.engine.hints(&w.deployment(&d.id)).expect("hints").into_iter().map(|h| h.code).collect()
+    };
+    // Just funded for two hours, the first one running: nothing to fix.
+    assert_eq!(codes(&w), Vec::<String>::new());
+    let funding = w.engine.funding(&w.deployment(&d.id)).expect("funding");
+    assert_eq!(funding.burn_micros_per_day, 6_000_000, "USD 0.25 an hour");
+    assert!((450_000..=500_000).contains(&funding.remaining_micros), "{funding:?}");
+    let end = funding.runs_out_at.expect("an end");
+    let in_two_hours = now_ms() + 2 * 3_600_000;
+    assert!((in_two_hours - 60_000..=in_two_hours).contains(&end), "{end} vs {in_two_hours}");
+    // Fifteen minutes and a second before the end, still nothing.
+    w.clock.advance(2 * 3_600_000 - 15 * 60_000 - 60_000);
+    assert_eq!(codes(&w), Vec::<String>::new());
+    // Within a quarter of a period (15 minutes) of the end: funds_low, saying when.
+    w.clock.advance(2 * 60_000);
+    let hints = w.engine.hints(&w.deployment(&d.id)).expect("hints");
+    assert_eq!(hints.iter().map(|h| h.code.as_str()).collect::<Vec<_>>(), ["funds_low"], "{hints:?}");
+    assert!(hints[0].problem.starts_with("the funds run out in 1"), "{}", hints[0].problem);
+    assert!(hints[0].problem.contains(" minutes (USD "), "{}", hints[0].problem);
+}

@@ -163,7 +163,7 @@ async fn catalogs_are_pinned_checked_for_rollback_tampering_and_expiry_and_follo
     assert_eq!(shown["catalog"]["gateways"], Value::Array(Vec::new()));
     let v1 = save(dir.path(), "v1.json", &shown["signedCatalog"]);
     let text = catalog(&url, &relay.token, &pins, &["show"]).await.1;
-    assert!(text.contains("prices: 250000 service-credit-micros per period of 3600 s"), "{text}");
+    assert!(text.contains("prices: USD 0.25 per hour (250000 service-credit-micros)"), "{text}");
 
     // A restart with a changed price: a higher sequence, same key, verified.
     drop(relay);

@@ -81,6 +81,36 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
             http(addr, "GET", "/console/deployments", &[("Cookie", &format!("svc_ingress_console={other}"))], None);
         assert!(!String::from_utf8_lossy(&listed.body).contains("node-demo"), "not listed for another organization");
 
+        // The money in dollars (issue 42): the balance, the burn rate and when it runs out; then
+        // the Fund form quotes and funds two more periods, and the balance rises by them.
+        let before = dollars(&browser.text("#balance"));
+        assert!(before > 0.0 && before <= 0.25, "one period of USD 0.25, started: {}", browser.text("#balance"));
+        assert_eq!(browser.text("#burn-rate"), "USD 6.00 per day (USD 0.25 per hour)");
+        let runs_out = browser.text("#runs-out");
+        assert!(runs_out.starts_with("in ") && runs_out.contains("minutes ("), "{runs_out}");
+        assert!(browser.text("#hints-none").contains("Nothing"), "no funds_low after funding: {}", browser.source());
+        assert!(browser.text("#fund-help").contains("USD 0.25 per hour"), "{}", browser.text("#fund-help"));
+        browser.clear("#periods");
+        browser.type_into("#periods", "2");
+        browser.click_and_wait("#fund-submit");
+        assert!(browser.text("#notice").contains("Funded"), "{}", browser.source());
+        let after = dollars(&browser.text("#balance"));
+        assert!(after >= before + 0.49 && after <= before + 0.50, "{before} + USD 0.50: {}", browser.text("#balance"));
+        assert!(browser.text("#runs-out").starts_with("in 2 hours"), "{}", browser.text("#runs-out"));
+        assert!(browser.text("#ledger").contains("USD 0.50"), "{}", browser.text("#ledger"));
+        // A form from elsewhere (no CSRF token of this session) funds nothing.
+        let cookie = format!("svc_ingress_console={token}");
+        let forged = http(
+            addr,
+            "POST",
+            &format!("{}/fund", deployment_url.trim_start_matches(&base)),
+            &[("Cookie", &cookie), ("Content-Type", "application/x-www-form-urlencoded")],
+            Some(b"csrf=forged&periods=3"),
+        );
+        assert_eq!(forged.status, 403, "{}", String::from_utf8_lossy(&forged.body));
+        browser.goto(&deployment_url);
+        assert!(dollars(&browser.text("#balance")) <= after, "nothing funded: {}", browser.text("#balance"));
+
         // Stop, then refund what the stopped period did not serve (issue 18, point 6).
         browser.click_and_wait("#stop");
         assert!(browser.text("#notice").contains("Stopped"), "{}", browser.source());
@@ -101,7 +131,7 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         assert!(browser.url().ends_with("/console/rewards"), "{}", browser.url());
         assert!(browser.text("#rewards").contains("dep_"), "{}", browser.source());
         let claimable = browser.text("#claimable");
-        assert!(!claimable.starts_with("0 "), "{claimable}");
+        assert!(claimable.starts_with("USD ") && claimable != "USD 0.00", "{claimable}");
         browser.assert_accessible("rewards");
         browser.screenshot("ingress-rewards");
         // An operator sees no deployment.
@@ -110,12 +140,18 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         assert_eq!(theirs.status, 403, "{}", String::from_utf8_lossy(&theirs.body));
         browser.click_and_wait("#claim");
         assert!(browser.text("#notice").contains("Claimed: clm_"), "{}", browser.source());
-        assert!(browser.text("#claimable").starts_with("0 "), "{}", browser.text("#claimable"));
+        assert_eq!(browser.text("#claimable"), "USD 0.00");
         assert!(browser.find("#claim").is_none(), "claimed once");
         assert!(browser.text("#rewards").contains("claimed"), "{}", browser.text("#rewards"));
     })
     .await
     .expect("the browser part");
+}
+
+/// The dollars a text begins with: `USD 1,234.50 left ...` is 1234.5.
+fn dollars(text: &str) -> f64 {
+    let amount = text.trim_start_matches("USD ").split(' ').next().unwrap_or("").replace(',', "");
+    amount.parse().unwrap_or_else(|_| panic!("an amount in dollars: {text:?}"))
 }
 
 /// A customer's own hostname from the console, on a relay issuing certificates from a real

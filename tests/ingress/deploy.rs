@@ -284,7 +284,11 @@ async fn a_project_deploys_goes_live_degrades_recovers_and_stops_with_the_develo
     let ledger = relay.json(&["ledger", "--config", &config]).await;
     assert_eq!(kinds(&ledger), ["fund", "spend"], "funded, then the first period charged: {ledger:#}");
     let hints = relay.json(&["hints", "--config", &config]).await;
-    assert_eq!(hint_codes(&hints["hints"]), ["funds_low"], "one period funded, and spent: {hints:#}");
+    // One period funded and just started: nothing to fix (funds_low waits for the period's last
+    // quarter, issue 42).
+    assert_eq!(hint_codes(&hints["hints"]), Vec::<&str>::new(), "one period funded, just started: {hints:#}");
+    assert_eq!(status["funding"]["burnMicrosPerDay"], 6_000_000, "USD 0.25 an hour: {status:#}");
+    assert!(status["funding"]["runsOutAt"].is_string(), "an RFC 3339 time: {status:#}");
     let funded = relay.json(&["fund", "--periods", "3", "--config", &config]).await;
     assert_eq!(funded["entry"]["amountMicros"], 750_000, "3 periods at the default price: {funded:#}");
     // The ceiling (5,000,000 micros in the demo's project) is never passed.

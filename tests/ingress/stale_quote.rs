@@ -72,7 +72,7 @@ async fn a_deploy_refused_for_its_ceiling_then_raised_gets_a_fresh_quote_from_de
     assert!(!quotes_in(&out).contains(&old.as_str()), "the stale quote is not offered: {out}");
     assert!(out.contains("so nothing serves: revision 2 replaces revision 1 and starts once funded"), "{out}");
     assert_no_false_claim(&out);
-    assert!(out.contains("funded 250000 micros"), "{out}");
+    assert!(out.contains("funded USD 0.25 (ledger entry"), "{out}");
     assert!(out.lines().last().is_some_and(|l| l.starts_with("live https://")), "{out}");
 
     // `fund` after `deploy --no-fund`, with no periods, with 1 and with 2: each funds a quote

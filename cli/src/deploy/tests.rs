@@ -17,13 +17,14 @@ fn status(name: &str) -> Status {
 /// Live, with a customer hostname, a redeploy validating beside it and one hint.
 #[test]
 fn status_of_a_live_deployment() {
-    insta::assert_snapshot!(status_text(&status("live.json")));
+    // Ten minutes before its funded periods end (`runsOutAt`).
+    insta::assert_snapshot!(status_text_at(&status("live.json"), 1_700_006_600_000));
 }
 
 /// Failed: its app exited, a hostname waits for DNS, validation failed; hints with a record.
 #[test]
 fn status_of_a_failed_deployment() {
-    insta::assert_snapshot!(status_text(&status("failed.json")));
+    insta::assert_snapshot!(status_text_at(&status("failed.json"), 1_700_006_600_000));
 }
 
 /// `svc ingress hints` prints the same numbered list `status` ends with.
@@ -31,7 +32,7 @@ fn status_of_a_failed_deployment() {
 fn hints_are_numbered_with_their_fix_and_record() {
     let failed = status("failed.json");
     let text = hints_text(&failed.hints);
-    assert!(status_text(&failed).ends_with(&format!("hints:\n{text}")));
+    assert!(status_text_at(&failed, 0).ends_with(&format!("hints:\n{text}")));
     insta::assert_snapshot!(text);
 }
 

@@ -14,7 +14,9 @@
 //!   so that a crash at any moment launches no slot generation twice;
 //! - [`record`]: executions and the view of one application the scheduler reads;
 //! - [`memory`]: an in-memory execution store for tests;
-//! - [`clock`]: Unix milliseconds from a real or a manual clock.
+//! - [`clock`]: Unix milliseconds from a real or a manual clock;
+//! - [`money`]: amounts as people read them (`USD 0.25`, `1.25 DOT`, `USD 0.25 per hour`), the
+//!   one formatter of every text for people.
 
 #![forbid(unsafe_code)]
 
@@ -24,6 +26,7 @@ pub mod executor;
 pub mod local;
 pub mod market;
 pub mod memory;
+pub mod money;
 pub mod output;
 pub mod plan;
 pub mod record;

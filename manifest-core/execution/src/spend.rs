@@ -4,6 +4,7 @@
 
 use crate::clock::Millis;
 use crate::market::Quote;
+use crate::money::{DOT, planck, usd};
 use crate::plan::SpendAuthority;
 use crate::record::{Charge, Reason};
 
@@ -32,28 +33,32 @@ pub fn check(
     // SPEC V5 spend.perJob: total exposure for one delivered occurrence.
     if let Some(max) = authority.per_job_micros.filter(|&m| quote.service_credit_micros > m) {
         return Err(exceeded(format!(
-            "a job costs {} service-credit micros, above spend.perJob {max}",
-            quote.service_credit_micros
+            "a job costs {}, above spend.perJob {} ({max} micros)",
+            usd(quote.service_credit_micros),
+            usd(max)
         )));
     }
     // The organization's guard (capabilities-and-limits: its spend authority per job).
     if let Some(max) = authority.organization_per_job_micros.filter(|&m| quote.service_credit_micros > m) {
         return Err(exceeded(format!(
-            "a job costs {} service-credit micros, above the organization's spend authority of {max} micros per job",
-            quote.service_credit_micros
+            "a job costs {}, above the organization's spend authority of {} per job",
+            usd(quote.service_credit_micros),
+            usd(max)
         )));
     }
     // SPEC V4 spend.maxRewardPlanckPerJob / maxNativeFeePlanckPerJob.
     if let Some(max) = authority.reward_planck_per_job.filter(|&m| quote.reward_planck > m) {
         return Err(exceeded(format!(
-            "the processor's reward is {} planck, above spend.maxRewardPlanckPerJob {max}",
-            quote.reward_planck
+            "the processor's reward is {}, above spend.maxRewardPlanckPerJob {} ({max} planck)",
+            planck(quote.reward_planck, DOT),
+            planck(max, DOT)
         )));
     }
     if let Some(max) = authority.native_fee_planck_per_job.filter(|&m| quote.native_fee_planck > m) {
         return Err(exceeded(format!(
-            "the network fee is {} planck, above spend.maxNativeFeePlanckPerJob {max}",
-            quote.native_fee_planck
+            "the network fee is {}, above spend.maxNativeFeePlanckPerJob {} ({max} planck)",
+            planck(quote.native_fee_planck, DOT),
+            planck(max, DOT)
         )));
     }
     // SPEC V4 spend.maxServiceCreditMicrosPerGeneration: every launch of this slot generation.
@@ -65,9 +70,11 @@ pub fn check(
             .sum();
         if spent.saturating_add(quote.service_credit_micros) > max {
             return Err(exceeded(format!(
-                "slot {slot} generation {generation} has been charged {spent} micros; {} more would pass \
-                 spend.maxServiceCreditMicrosPerGeneration {max}",
-                quote.service_credit_micros
+                "slot {slot} generation {generation} has been charged {}; {} more would pass \
+                 spend.maxServiceCreditMicrosPerGeneration {} ({max} micros)",
+                usd(spent),
+                usd(quote.service_credit_micros),
+                usd(max)
             )));
         }
     }
@@ -95,8 +102,12 @@ pub fn check(
                 reason: Reason::new(
                     "spend_authority_exceeded",
                     format!(
-                        "{spent} micros were charged in the last {} ms; {} more would pass spend.rate.amount {}",
-                        rate.window_ms, quote.service_credit_micros, rate.amount_micros
+                        "{} was charged in the last {}; {} more would pass spend.rate.amount {} ({} micros)",
+                        usd(spent),
+                        crate::money::duration_words(rate.window_ms / 1000),
+                        usd(quote.service_credit_micros),
+                        usd(rate.amount_micros),
+                        rate.amount_micros
                     ),
                 ),
                 retry_at,
@@ -124,7 +135,7 @@ mod tests {
         let a = SpendAuthority { per_job_micros: Some(100), ..SpendAuthority::default() };
         assert!(check(&a, &[], 0, 1, &quote(100), 0).is_ok());
         let e = check(&a, &[], 0, 1, &quote(101), 0).expect_err("over perJob");
-        assert!(e.reason.message.contains("spend.perJob 100"), "{}", e.reason.message);
+        assert!(e.reason.message.contains("above spend.perJob USD 0.0001 (100 micros)"), "{}", e.reason.message);
         let a = SpendAuthority { reward_planck_per_job: Some(5), ..SpendAuthority::default() };
         let q = Quote { reward_planck: 6, ..Quote::default() };
         assert!(check(&a, &[], 0, 1, &q, 0).is_err());

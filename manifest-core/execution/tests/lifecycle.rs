@@ -361,7 +361,7 @@ fn a_launch_above_the_spend_authority_is_not_made_and_says_why() {
     assert!(w.executions(1).is_empty());
     let blocked = w.app(1).blocked.expect("blocked");
     assert_eq!(blocked.code, "spend_authority_exceeded");
-    assert!(blocked.message.contains("spend.perJob 999"), "{}", blocked.message);
+    assert!(blocked.message.contains("spend.perJob USD 0.000999 (999 micros)"), "{}", blocked.message);
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::model::{
-    Balance, CustomerHostname, Deployment, LedgerEntry, LogEntry, Quote, RewardsSummary, Session, Successor,
+    Balance, CustomerHostname, Deployment, Funding, LedgerEntry, LogEntry, Quote, RewardsSummary, Session, Successor,
     Transition, ValidationRecord,
 };
 use crate::hint::Hint;
@@ -81,6 +81,9 @@ pub struct Status {
     pub deployment: Deployment,
     /// Its money.
     pub balance: Balance,
+    /// How long its money lasts: what is left, the burn per day, when it runs out.
+    #[serde(default)]
+    pub funding: Funding,
     /// Price per period and the period (from the newest quote).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_quote: Option<Quote>,

@@ -29,7 +29,8 @@ pub mod switch;
 use switch::{HostAck, SWITCH_BOUND, Switch, Want, may_switch};
 
 use super::ingress_market::IngressMarket;
-use super::model::{Deployment, HostnameState, Quote, SuccessorState};
+use super::model::{Deployment, Funding, HostnameState, Quote, SuccessorState};
+use super::money;
 use super::probe::Probe;
 use super::state::DeploymentState;
 use super::store::{RelayStore, StoreError, now_ms, random_hex};
@@ -40,6 +41,7 @@ use crate::local::LocalCoordinator;
 use svc_execution::artifacts::ArtifactStore;
 use svc_execution::executor::Executor;
 use svc_execution::market::Market;
+use svc_execution::money::{usd, usd_per};
 use svc_execution::{ExecState, Execution};
 
 /// How often the loop looks at every deployment.
@@ -458,6 +460,20 @@ impl Engine {
         self.wake();
     }
 
+    /// How long the deployment's money lasts, at the engine's clock.
+    pub fn funding(&self, d: &Deployment) -> Result<Funding, StoreError> {
+        let sessions = self.db(|store| store.sessions(&d.id))?;
+        let now = i64::try_from(self.parts.clock.now()).unwrap_or(i64::MAX);
+        let runs = matches!(
+            d.state,
+            DeploymentState::Provisioning
+                | DeploymentState::Validating
+                | DeploymentState::Live
+                | DeploymentState::Degraded
+        );
+        Ok(money::funding(&sessions, runs, now))
+    }
+
     /// What to fix, ranked.
     pub fn hints(&self, d: &Deployment) -> Result<Vec<Hint>, StoreError> {
         let mut hints = Vec::new();
@@ -468,8 +484,9 @@ impl Engine {
                 "quote_unfunded",
                 Stage::Funding,
                 format!(
-                    "the deployment has {} micros available, less than one period ({price} micros)",
-                    balance.available_micros
+                    "the deployment has {} available, less than one period ({})",
+                    usd(balance.available_micros),
+                    usd_per(price, self.parts.config.period.as_secs())
                 ),
                 "fund a quote: `svc ingress fund` (within the project's spend.ceilingMicros)",
             )),
@@ -486,13 +503,21 @@ impl Engine {
                 d.state_reason.clone(),
                 "fix the app, then `svc ingress deploy` again (the deployment relaunches with the fixed revision)",
             )),
-            DeploymentState::Live | DeploymentState::Degraded if balance.available_micros < price => {
-                hints.push(Hint::new(
-                    "funds_low",
-                    Stage::Funding,
-                    "the funds cover no period after the current one",
-                    "fund a new quote before the period ends: `svc ingress fund`",
-                ))
+            DeploymentState::Live | DeploymentState::Degraded => {
+                let funding = self.funding(d)?;
+                if let Some(end) = funding.runs_out_at.filter(|_| funding.low) {
+                    let now = i64::try_from(self.parts.clock.now()).unwrap_or(i64::MAX);
+                    hints.push(Hint::new(
+                        "funds_low",
+                        Stage::Funding,
+                        format!(
+                            "the funds run out {} ({} left); the route stops serving then",
+                            svc_execution::money::relative(now, end),
+                            usd(funding.remaining_micros)
+                        ),
+                        "fund more periods before then: `svc ingress fund`",
+                    ))
+                }
             }
             _ => {}
         }
@@ -815,7 +840,7 @@ impl Engine {
                         store.transition(
                             &d.id,
                             DeploymentState::Provisioning,
-                            &format!("funded: {available} micros available"),
+                            &format!("funded: {} available", usd(available)),
                         )
                     })?;
                     self.wake();

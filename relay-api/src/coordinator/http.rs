@@ -308,6 +308,7 @@ async fn status(
         let d = deployment_of(&engine, &caller, &project)?;
         Ok(Status {
             balance: store.balance(&d.id)?,
+            funding: engine.funding(&d)?,
             latest_quote: store.quotes(&d.id)?.into_iter().next(),
             hostnames: store.hostnames(&d.id)?,
             validations: store.latest_validations(&d.id)?,
@@ -333,18 +334,38 @@ async fn new_quote(
         let caller = caller(&engine, &headers)?;
         let req: QuoteRequest = body(&bytes)?;
         let d = deployment_of(&engine, &caller, &project)?;
-        if d.state.is_terminal() {
-            return Err(Rejection::DeploymentNotFundable.into());
-        }
-        let stored = engine.store().project_json(&d.id)?;
-        let default_periods = crate::project::read(&stored).map_or(1, |p| u64::from(p.spend.fund_periods));
-        let periods = req.periods.unwrap_or(default_periods);
-        if !(1..=10_000).contains(&periods) {
-            return Err(Rejection::InvalidRequest(BadRequest::Periods).into());
-        }
-        Ok((StatusCode::CREATED, axum::Json(engine.quote(&d, periods)?)))
+        Ok((StatusCode::CREATED, axum::Json(quote_for(&engine, &d, req.periods)?)))
     })
     .await
+}
+
+/// A new quote of `periods` for `d` (the project's `spend.fundPeriods` when absent): refused
+/// for a stopped deployment and outside 1-10,000 periods.
+fn quote_for(engine: &Engine, d: &Deployment, periods: Option<u64>) -> Result<super::model::Quote, ApiError> {
+    if d.state.is_terminal() {
+        return Err(Rejection::DeploymentNotFundable.into());
+    }
+    let stored = engine.store().project_json(&d.id)?;
+    let default_periods = crate::project::read(&stored).map_or(1, |p| u64::from(p.spend.fund_periods));
+    let periods = periods.unwrap_or(default_periods);
+    if !(1..=10_000).contains(&periods) {
+        return Err(Rejection::InvalidRequest(BadRequest::Periods).into());
+    }
+    Ok(engine.quote(d, periods)?)
+}
+
+/// Quotes `periods` and funds that quote at once, under the same rules as the API's two calls
+/// (`svc ingress fund`): the console's Fund form.
+pub(super) fn quote_and_fund(
+    engine: &Engine,
+    d: &Deployment,
+    periods: Option<u64>,
+) -> Result<super::model::LedgerEntry, ApiError> {
+    let quote = quote_for(engine, d, periods)?;
+    let hostnames = engine.quoted_hostnames(d)?;
+    let entry = engine.store().fund(&d.id, &quote.id, &hostnames, now_ms())?;
+    engine.wake();
+    Ok(entry)
 }
 
 async fn fund(
@@ -472,8 +493,10 @@ async fn stop(
     blocking(move || {
         let caller = caller(&engine, &headers)?;
         let d = deployment_of(&engine, &caller, &project)?;
-        let d =
-            engine.store().stop(&d.id, &format!("stopped by {}", caller.token_id), &engine.config().terms, now_ms())?;
+        let reason = format!("stopped by {}", caller.token_name);
+        let d = engine.store().stop(&d.id, &reason, &engine.config().terms, now_ms())?;
+        // The timeline names the token by its name; the log keeps its ID.
+        tracing::info!(deployment = %d.id, token = %caller.token_id, name = %caller.token_name, "deployment stopped");
         engine.wake();
         ok(engine.with_url(d))
     })
@@ -605,12 +628,29 @@ async fn refund(
 ) -> ApiResult<super::model::LedgerEntry> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
-        let d = deployment_of(&engine, &caller, &project)?;
-        let entry = engine.store().refund(&d.id, &session, now_ms())?;
+        let id = session_owner(&engine, &caller, &project, &session)?;
+        let entry = engine.store().refund(&id, &session, now_ms())?;
         engine.wake();
         Ok((StatusCode::CREATED, axum::Json(entry)))
     })
     .await
+}
+
+/// The deployment whose session `session` is: with a project's name, whichever of the
+/// caller's deployments of the project holds it (a session of an older deployment is still
+/// the project's); with a deployment's ID, that deployment. A session no deployment of the
+/// project holds is looked for in the newest, which answers it not found.
+pub(super) fn session_owner(
+    engine: &Engine,
+    caller: &Caller,
+    project: &str,
+    session: &str,
+) -> Result<String, ApiError> {
+    let d = deployment_of(engine, caller, project)?;
+    if project.starts_with("dep_") {
+        return Ok(d.id);
+    }
+    Ok(engine.store().session_deployment(&caller.org_id, &d.project, session)?.unwrap_or(d.id))
 }
 
 async fn rewards(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<super::model::RewardsSummary> {

@@ -256,6 +256,28 @@ pub struct Balance {
     pub service_micros: u64,
 }
 
+/// How long a deployment's money lasts: what is left of it, how fast it goes, and when it
+/// ends (`svc ingress status`, the console's deployment page; docs/ingress-economics.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Funding {
+    /// Funded and not yet spent: the periods not started, and the part of the running period
+    /// still ahead (its price prorated by the time left, rounded down).
+    pub remaining_micros: u64,
+    /// What serving costs per day at the running (else the next) period's price; 0 while the
+    /// deployment runs no job.
+    pub burn_micros_per_day: u64,
+    /// When the funded periods end (Unix ms): the running period's end plus every period not
+    /// started. Absent while no period runs (before the first is charged, after a stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_out_at: Option<i64>,
+    /// The period's length, milliseconds (the running or next session's); 0 without one.
+    pub period_ms: u64,
+    /// Whether the funded periods end within [`crate::coordinator::money::FUNDS_LOW_SHARE`] of
+    /// one period: the `funds_low` hint.
+    pub low: bool,
+}
+
 /// Where a session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::SessionState;
+use super::model::{Funding, Session, SessionState};
 
 /// The economic rules a coordinator runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +82,42 @@ pub fn session_parts(state: SessionState, price: u64, unserved: u64, refunded: u
     }
 }
 
+/// `funds_low` holds when the funded periods end within this share of one period (a quarter:
+/// 15 minutes of the default hour). Less than one period, so a deployment just funded for one
+/// period never shows it; docs/ingress-economics.md.
+pub const FUNDS_LOW_SHARE: (u64, u64) = (1, 4);
+
+/// How long a deployment's funding lasts at `now` (Unix ms), from its sessions (in funding
+/// order); `runs` is whether it runs a job (else it burns nothing).
+pub fn funding(sessions: &[Session], runs: bool, now: i64) -> Funding {
+    let active = sessions.iter().find(|s| s.state == SessionState::Active);
+    let waiting = sessions.iter().filter(|s| s.state == SessionState::Funded);
+    let available: u64 = waiting.clone().map(|s| s.refundable_micros).fold(0, u64::saturating_add);
+    let waiting_ms: u64 = waiting.clone().map(|s| s.period_ms).fold(0, u64::saturating_add);
+    let priced = active.or_else(|| sessions.iter().find(|s| s.state == SessionState::Funded));
+    let period_ms = priced.map_or(0, |s| s.period_ms);
+    let running = active.and_then(|s| s.ends_at.map(|end| (s, end)));
+    let left_of_running = running.map_or(0, |(s, end)| {
+        let left = u64::try_from(end.saturating_sub(now)).unwrap_or(0).min(s.period_ms);
+        mul_div_floor(s.price_micros, left, s.period_ms)
+    });
+    let runs_out_at =
+        running.filter(|_| runs).map(|(_, end)| end.saturating_add(i64::try_from(waiting_ms).unwrap_or(i64::MAX)));
+    let threshold = period_ms / FUNDS_LOW_SHARE.1 * FUNDS_LOW_SHARE.0;
+    let low = runs_out_at.is_some_and(|end| end.saturating_sub(now) < i64::try_from(threshold).unwrap_or(i64::MAX));
+    Funding {
+        remaining_micros: available.saturating_add(left_of_running),
+        burn_micros_per_day: if runs {
+            priced.map_or(0, |s| svc_execution::money::per_day(s.price_micros, s.period_ms))
+        } else {
+            0
+        },
+        runs_out_at,
+        period_ms,
+        low,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +132,73 @@ mod tests {
             let s = settle(price, period, unserved, &terms);
             assert_eq!(s.unserved_micros + s.reward_micros + s.service_micros, price, "{price} {period} {unserved}");
         }
+    }
+
+    fn session(state: SessionState, ends_at: Option<i64>) -> Session {
+        Session {
+            id: "ses_1".into(),
+            deployment_id: "dep_1".into(),
+            quote_id: "quo_1".into(),
+            ordinal: 0,
+            price_micros: 250_000,
+            period_ms: 3_600_000,
+            state,
+            period_index: None,
+            started_at: ends_at.map(|e| e - 3_600_000),
+            ends_at,
+            unserved_ms: None,
+            unserved_micros: 0,
+            refunded_micros: 0,
+            reward_micros: 0,
+            service_micros: 0,
+            settled_at: None,
+            spent_micros: if state == SessionState::Active { 250_000 } else { 0 },
+            refundable_micros: if state == SessionState::Funded { 250_000 } else { 0 },
+        }
+    }
+
+    #[test]
+    fn funding_lasts_to_the_end_of_the_last_funded_period_and_is_low_only_near_it() {
+        let hour = 3_600_000;
+        // One period just charged: an hour left, not low.
+        let one = [session(SessionState::Active, Some(10 * hour))];
+        let f = funding(&one, true, 9 * hour);
+        assert_eq!(
+            f,
+            Funding {
+                remaining_micros: 250_000,
+                burn_micros_per_day: 6_000_000,
+                runs_out_at: Some(10 * hour),
+                period_ms: 3_600_000,
+                low: false
+            }
+        );
+        // A quarter of the period left is not yet low; a millisecond less is.
+        assert!(!funding(&one, true, 10 * hour - hour / 4).low);
+        let near = funding(&one, true, 10 * hour - hour / 4 + 1);
+        assert!(near.low);
+        assert_eq!(near.remaining_micros, 62_499, "prorated, rounded down");
+        // Two more periods waiting: the end moves two hours on, and their price is left.
+        let three = [
+            session(SessionState::Settled, Some(9 * hour)),
+            session(SessionState::Active, Some(10 * hour)),
+            session(SessionState::Funded, None),
+            session(SessionState::Funded, None),
+        ];
+        let f = funding(&three, true, 10 * hour - 60_000);
+        assert_eq!((f.runs_out_at, f.low), (Some(12 * hour), false));
+        assert_eq!(f.remaining_micros, 500_000 + 4_166);
+        // Stopped: nothing burns and nothing runs out.
+        let f = funding(&three, false, 10 * hour - 60_000);
+        assert_eq!((f.burn_micros_per_day, f.runs_out_at, f.low), (0, None, false));
+        // Funded, not started yet: no end until the first period is charged.
+        let waiting = [session(SessionState::Funded, None)];
+        let f = funding(&waiting, true, 0);
+        assert_eq!(
+            (f.remaining_micros, f.burn_micros_per_day, f.runs_out_at, f.low),
+            (250_000, 6_000_000, None, false)
+        );
+        assert_eq!(funding(&[], true, 0), Funding::default());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::validate::Manifest;
+use svc_execution::money::usd;
 
 pub(crate) fn check(
     manifest: &Manifest,
@@ -47,7 +48,11 @@ pub(crate) fn check(
             Layer::Deployment,
             Code::SpendExceedsAuthority,
             pointer,
-            format!("{spend} micros per job is above the organization's spend authority of {authority} micros; jobs will not be funded above it"),
+            format!(
+                "{} per job is above the organization's spend authority of {} per job; jobs will not be funded above it",
+                usd(spend),
+                usd(authority)
+            ),
         )),
         Some(_) => {}
     }

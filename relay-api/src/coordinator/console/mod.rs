@@ -71,6 +71,7 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/deployments/{project}", get(deployment))
         .route("/deployments/{project}/logs/live", get(logs_live))
         .route("/deployments/{project}/stop", post(stop))
+        .route("/deployments/{project}/fund", post(fund))
         .route("/deployments/{project}/sessions/{session}/refund", post(refund))
         .route("/deployments/{project}/hostnames", post(hostnames::add))
         .route("/deployments/{project}/hostnames/{hostname}/verify", post(hostnames::verify))
@@ -277,8 +278,16 @@ async fn deployment(
                 let store = reader.store();
                 let Some(d) = store.deployment_of(&org, &name)? else { return Ok(None) };
                 let d = reader.with_url(d);
+                let config = reader.config();
+                let fund_periods =
+                    crate::project::read(&store.project_json(&d.id)?).map_or(1, |p| u64::from(p.spend.fund_periods));
                 Ok(Some(views::DeploymentView {
                     balance: store.balance(&d.id)?,
+                    funding: reader.funding(&d)?,
+                    now: super::store::now_ms(),
+                    price_micros: config.price_micros,
+                    period_secs: config.period.as_secs(),
+                    fund_periods,
                     hints: reader.hints(&d)?,
                     hostnames: store.hostnames(&d.id)?,
                     validations: store.latest_validations(&d.id)?,
@@ -298,6 +307,7 @@ async fn deployment(
             let done = match query.ok().and_then(|q| q.0.done).as_deref() {
                 Some("stopped") => Some("Stopped. What its funds did not serve is refundable below."),
                 Some("refunded") => Some("Refunded: the ledger has its refund entry."),
+                Some("funded") => Some("Funded: the balance and when the funds run out include it."),
                 Some("hostname_added") => {
                     Some("Added. Create the DNS records listed under What to fix, then check its DNS below.")
                 }
@@ -396,6 +406,31 @@ async fn stop(
     act(engine, headers, project, csrf, "stopped", |engine, d, caller| {
         let reason = format!("stopped by {} (console)", caller.token_id);
         engine.store().stop(&d.id, &reason, &engine.config().terms, super::store::now_ms())?;
+        Ok(())
+    })
+    .await
+}
+
+/// The Fund form: its CSRF token and how many periods.
+#[derive(Deserialize)]
+struct FundForm {
+    csrf: String,
+    periods: String,
+}
+
+/// Quotes and funds more periods, as `svc ingress fund --periods N` does.
+async fn fund(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    Path(project): Path<String>,
+    form: Result<Form<FundForm>, FormRejection>,
+) -> Response {
+    let (csrf, periods) = form.ok().map(|Form(f)| (f.csrf, f.periods)).unwrap_or_default();
+    // Not a whole number: 0, which the quote refuses with the range it takes.
+    let periods = periods.trim().parse::<u64>().unwrap_or(0);
+    act(engine, headers, project, csrf, "funded", move |engine, d, caller| {
+        let entry = super::http::quote_and_fund(engine, d, Some(periods))?;
+        tracing::info!(deployment = %d.id, token = %caller.token_id, micros = entry.amount_micros, "funded (console)");
         Ok(())
     })
     .await

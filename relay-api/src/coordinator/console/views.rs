@@ -7,7 +7,8 @@ use svc_web::{Markup, html};
 use svc_execution::money::{relative, usd, usd_per};
 
 use crate::coordinator::model::{
-    Balance, CustomerHostname, Funding, Deployment, HostnameState, LedgerEntry, LogEntry, Session, Transition, ValidationRecord,
+    Balance, CustomerHostname, Deployment, Funding, HostnameState, LedgerEntry, LogEntry, Session, Transition,
+    ValidationRecord,
 };
 use crate::hint::Hint;
 

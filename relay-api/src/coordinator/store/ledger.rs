@@ -9,6 +9,7 @@ use super::{RelayStore, StoreError, not_found, random_hex, refused};
 use crate::coordinator::model::{Balance, EntryKind, LedgerEntry, Reward, RewardsSummary, Session, SessionState};
 use crate::coordinator::money::{self, Terms};
 use crate::coordinator::state::DeploymentState;
+use svc_execution::money::usd;
 
 /// The money of a deployment, from its sessions and ledger.
 fn balance_of(tx: &mut dyn Transaction, deployment_id: &str) -> Result<Balance, StoreError> {
@@ -190,9 +191,11 @@ impl RelayStore {
                 return Err(refused(
                     "spend_ceiling_exceeded",
                     format!(
-                        "funding {} micros would bring the project to {total} micros, above its ceiling of \
-                         {ceiling_micros} micros (spend.ceilingMicros in the project file)",
-                        quote.total_micros
+                        "funding {} would bring the project to {}, above its ceiling of {} \
+                         (spend.ceilingMicros {ceiling_micros} in the project file)",
+                        usd(quote.total_micros),
+                        usd(total),
+                        usd(ceiling_micros)
                     ),
                 ));
             }
@@ -209,9 +212,9 @@ impl RelayStore {
                 })?;
             }
             let note = format!(
-                "funded quote {quote_id}: {} of {} s",
+                "funded quote {quote_id}: {} of {}",
                 manifest_core::plural(quote.periods, "period"),
-                quote.period_secs
+                svc_execution::money::duration_words(quote.period_secs)
             );
             let entry = NewEntry {
                 kind: EntryKind::Fund,
@@ -322,7 +325,7 @@ impl RelayStore {
             if s.refundable_micros == 0 {
                 return Err(match (s.state, s.refunded_micros) {
                     (_, r) if r > 0 => {
-                        refused("session_already_refunded", format!("session {session_id} was refunded ({r} micros)"))
+                        refused("session_already_refunded", format!("session {session_id} was refunded ({})", usd(r)))
                     }
                     (SessionState::Active, _) => refused(
                         "session_running",
