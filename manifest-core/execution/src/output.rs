@@ -10,7 +10,7 @@
 //! oldest lines go first, and are counted as lost for their execution.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::clock::{Clock, Millis};
 use crate::market::{Exit, JobOrder, JobStatus, Market, Part, Placement, Quote, Refusal, StopMode};
@@ -60,6 +60,8 @@ struct Held {
     lines: VecDeque<OutputLine>,
     bytes: usize,
     lost: BTreeMap<String, u64>,
+    /// A job was released (or [`Tap::wake`] asked) since the last [`Tap::wait`].
+    woken: bool,
 }
 
 impl Held {
@@ -99,6 +101,7 @@ pub struct Tap {
     market: Arc<dyn Market>,
     clock: Arc<dyn Clock>,
     held: Mutex<Held>,
+    woken: Condvar,
 }
 
 impl std::fmt::Debug for Tap {
@@ -110,7 +113,7 @@ impl std::fmt::Debug for Tap {
 impl Tap {
     /// A tap on `market`, timing lines by `clock`.
     pub fn new(market: Arc<dyn Market>, clock: Arc<dyn Clock>) -> Tap {
-        Tap { market, clock, held: Mutex::default() }
+        Tap { market, clock, held: Mutex::default(), woken: Condvar::new() }
     }
 
     /// The market it wraps.
@@ -120,6 +123,21 @@ impl Tap {
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until a job is released (its last lines are held: record them soon, a reader
+    /// that saw it end expects them), [`Tap::wake`] is called, or `limit` passes.
+    pub fn wait(&self, limit: std::time::Duration) {
+        let held = self.held();
+        let (mut held, _) =
+            self.woken.wait_timeout_while(held, limit, |h| !h.woken).unwrap_or_else(PoisonError::into_inner);
+        held.woken = false;
+    }
+
+    /// Ends a [`Tap::wait`] now.
+    pub fn wake(&self) {
+        self.held().woken = true;
+        self.woken.notify_all();
     }
 
     /// Every job's lines since the last collection, those of jobs released since included,
@@ -179,6 +197,7 @@ impl Market for Tap {
         let at = self.clock.now();
         self.held().take_from(self.market.as_ref(), execution_id, at);
         self.market.release(execution_id);
+        self.wake();
     }
     fn starts_empty(&self) -> bool {
         self.market.starts_empty()
@@ -267,6 +286,25 @@ mod tests {
         assert_eq!(texts(&last), ["hello, world"]);
         assert_eq!(last.lost, BTreeMap::from([("a".to_owned(), 3)]));
         assert!(tap.collect().is_empty());
+    }
+
+    /// A reader who saw a job end expects its last lines: a release ends the output thread's
+    /// wait at once.
+    #[test]
+    fn a_release_ends_a_wait_at_once() {
+        let tap = Arc::new(Tap::new(Arc::new(Printing::default()), Arc::new(ManualClock::at(0))));
+        let waiter = {
+            let tap = Arc::clone(&tap);
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                tap.wait(std::time::Duration::from_secs(30));
+                start.elapsed()
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        tap.release("a");
+        let waited = waiter.join().expect("the waiter");
+        assert!(waited < std::time::Duration::from_secs(10), "waited {waited:?}");
     }
 
     #[test]

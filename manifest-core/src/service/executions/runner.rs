@@ -61,6 +61,7 @@ pub struct Scheduler {
     output: Option<JoinHandle<()>>,
     /// Stops the output thread, once the scheduler's has stopped (its last releases taken).
     output_stop: Arc<AtomicBool>,
+    tap: Arc<Tap>,
     market: Arc<dyn Market>,
     store: Arc<dyn ExecutionStore>,
 }
@@ -101,13 +102,13 @@ impl Scheduler {
         };
         let output_stop = Arc::new(AtomicBool::new(false));
         let output = {
-            let (store, stop) = (Arc::clone(&store), Arc::clone(&output_stop));
+            let (store, stop, tap) = (Arc::clone(&store), Arc::clone(&output_stop), Arc::clone(&tap));
             std::thread::Builder::new()
                 .name("svc-output".into())
                 .spawn(move || collect_output(&tap, store.as_ref(), &stop))
                 .map_err(|e| StoreFailure(Box::new(e)))?
         };
-        Ok(Scheduler { signal, stop, thread: Some(thread), output: Some(output), output_stop, market, store })
+        Ok(Scheduler { signal, stop, thread: Some(thread), output: Some(output), output_stop, tap, market, store })
     }
 
     /// Asks for a step now (after a publication, a pause or a resume committed).
@@ -136,6 +137,7 @@ impl Scheduler {
         // precedes the lease given up (a store shared by instances takes writes of the
         // leader only).
         self.output_stop.store(true, Ordering::SeqCst);
+        self.tap.wake();
         if let Some(output) = self.output.take() {
             let _ = output.join();
         }
@@ -298,11 +300,8 @@ fn collect_output(tap: &Tap, store: &dyn ExecutionStore, stop: &AtomicBool) {
         if stopping {
             break;
         }
-        // In steps, so that a stop is not kept waiting.
-        let slept = std::time::Instant::now();
-        while slept.elapsed() < OUTPUT_EVERY && !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // At once when a job ended (its last lines), or when stopped.
+        tap.wait(OUTPUT_EVERY);
     }
 }
 
