@@ -631,7 +631,7 @@ fn spend(m: &mut Migrator<'_>, jobs: u64, window_ms: u64) -> Value {
                 "/deployment/spend/maxServiceCreditMicrosPerGeneration",
                 NoteKind::Changed,
                 "V5 states spend as a decimal string per job",
-                format!("kept as `deployment.spend.perJob: \"{micros}\"`"),
+                format!("kept as `deployment.spend.perJob: \"{micros}\"` ({})", crate::money::usd(micros)),
             );
             micros
         }
@@ -661,8 +661,11 @@ fn spend(m: &mut Migrator<'_>, jobs: u64, window_ms: u64) -> Value {
         kind: NoteKind::Changed,
         why: "V5 continuous execution needs a spend rate, and V4 had no lifetime ceiling".into(),
         fix: format!(
-            "the V5 document allows {rate} micros per {RATE_WINDOW} ({per_job} per job x {jobs} job{} x {windows} \
-             window{}): lower it if that is more than you mean to spend",
+            "the V5 document allows {} per {} (`spend.rate.amount: \"{rate}\"`: {} per job x {jobs} job{} x \
+             {windows} window{}): lower it if that is more than you mean to spend",
+            crate::money::usd(rate),
+            crate::money::duration_words(RATE_WINDOW_MS / 1000),
+            crate::money::usd(per_job),
             if jobs == 1 { "" } else { "s" },
             if windows == 1 { "" } else { "s" }
         ),
