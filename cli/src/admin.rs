@@ -56,7 +56,15 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
     let result = match command {
         AdminCommand::Token { command: TokenCommand::Create { target, role, name } } => {
             let role = Role::parse(role).unwrap_or(Role::Viewer);
-            admin::token_create(&at, &target.org, role, name.as_deref()).map(|token| println!("{token}"))
+            // The secret alone on stdout (`export SVC_TOKEN=$(...)`), its ID and name labelled
+            // on stderr.
+            admin::token_create(&at, &target.org, role, name.as_deref()).map(|token| {
+                println!("{}", token.plaintext);
+                eprintln!(
+                    "token ID: {} (name {}, org {}); the token itself is the line on standard output, shown once",
+                    token.id, token.name, target.org
+                );
+            })
         }
         AdminCommand::Artifact { command: ArtifactCommand::Store { data_dir, bundle, digest } } => {
             admin::artifact_store(data_dir, bundle, digest.as_deref()).map(|digest| println!("{digest}"))

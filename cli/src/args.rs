@@ -225,7 +225,8 @@ pub enum IngressCommand {
         #[command(flatten)]
         target: ProjectTarget,
     },
-    /// Refund what a session has refundable (once).
+    /// Refund what a session has refundable (once). The session is found among all the
+    /// project's deployments (an older or stopped one's too).
     Refund {
         /// The session (`ses_...`, from `svc ingress sessions`).
         session: String,
@@ -454,7 +455,8 @@ pub enum RelayAdminCommand {
         #[arg(long, value_parser = manifest_core::names::parse_organization)]
         org: String,
     },
-    /// Issue an API token for an organization; prints it once.
+    /// Issue an API token for an invited organization; prints the token alone on stdout,
+    /// once, and its ID and name on stderr.
     Token {
         /// The coordinator's data directory.
         #[arg(long, value_name = "DIR")]
@@ -462,7 +464,8 @@ pub enum RelayAdminCommand {
         /// Where its store lives.
         #[command(flatten)]
         database: DatabaseArgs,
-        /// The organization (for `--operator`: the gateway operator's name).
+        /// The organization, invited first (`svc relay admin invite`); for `--operator`, the
+        /// gateway operator's name.
         #[arg(long, value_parser = manifest_core::names::parse_organization)]
         org: String,
         /// A gateway operator's token: reads and claims its rewards.
@@ -484,6 +487,10 @@ pub enum RelayAdminCommand {
         data_dir: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        /// Who holds it, shown in timelines and the console (default: the role and the first
+        /// digits of the token's ID, `customer-6f42`).
+        #[arg(long, value_name = "NAME", value_parser = manifest_core::names::parse_token_name)]
+        name: Option<String>,
         format: OutputFormat,
     },
     /// Issue a single-use admission token that lets a gateway operator register a host
@@ -1000,7 +1007,8 @@ pub struct OrgArgs {
 /// `svc admin token ...`
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
-    /// Create a token (and the organization if new); prints only the token.
+    /// Create a token (and the organization if new); prints the token alone on stdout, once,
+    /// and its ID and name on stderr.
     Create {
         /// Data directory and organization.
         #[command(flatten)]
@@ -1008,8 +1016,9 @@ pub enum TokenCommand {
         /// viewer, developer, admin or owner.
         #[arg(long, value_parser = ["viewer", "developer", "admin", "owner"])]
         role: String,
-        /// A name shown in activity (default: the role and the token ID).
-        #[arg(long)]
+        /// Who holds it, shown in activity and the console (default: the role and the first
+        /// digits of the token's ID, `developer-6f42`).
+        #[arg(long, value_name = "NAME", value_parser = manifest_core::names::parse_token_name)]
         name: Option<String>,
     },
 }

@@ -102,7 +102,7 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
         Err(e) => return fail(&e),
     };
     let token =
-        match coordinator::invite(dir, ORG).and_then(|()| coordinator::issue_token(dir, ORG, TokenRole::Customer)) {
+        match coordinator::invite(dir, ORG).and_then(|()| coordinator::issue_token(dir, ORG, TokenRole::Customer, None)) {
             Ok(token) => token.plaintext,
             Err(e) => return fail(&format!("inviting organization \"{ORG}\": {e}")),
         };

@@ -95,10 +95,10 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
                 Err(e) => fail(&e),
             }
         }
-        RelayAdminCommand::Token { data_dir, database, org, operator } => {
+        RelayAdminCommand::Token { data_dir, database, org, operator, name } => {
             let role = if *operator { TokenRole::Operator } else { TokenRole::Customer };
             match database.store_at(data_dir) {
-                Ok(at) => token(at, org, role),
+                Ok(at) => token(at, data_dir, org, role, name.as_deref()),
                 Err(e) => fail(&e.to_string()),
             }
         }
@@ -132,12 +132,13 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
             });
             match issued {
                 Ok(issued) => {
+                    println!("{}", issued.plaintext);
                     eprintln!(
-                        "admission token {} for operator \"{operator}\", single use, expires in {ttl_secs} s (shown once; \
-                         give it to the operator for `gateway-prep init --admission-token`):",
+                        "admission token ID: {} (operator {operator}, single use, expires in {ttl_secs} s); the token itself \
+                         is the line on standard output, shown once: give it to the operator for \
+                         `gateway-prep init --admission-token`",
                         issued.id
                     );
-                    println!("{}", issued.plaintext);
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(&e),
@@ -146,13 +147,44 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
     }
 }
 
-fn token(at: relay_api::coordinator::store::StoreAt, org: &str, role: TokenRole) -> ExitCode {
-    match coordinator::issue_token(at, org, role) {
+/// Issues a token: the secret alone on stdout (so `export SVC_RELAY_TOKEN=$(...)` takes it),
+/// its public ID and name labelled on stderr, nothing there that looks like the secret. A
+/// customer token for an organization not invited is refused (exit 1) with the command that
+/// invites it.
+fn token(
+    at: relay_api::coordinator::store::StoreAt,
+    data_dir: &std::path::Path,
+    org: &str,
+    role: TokenRole,
+    name: Option<&str>,
+) -> ExitCode {
+    match coordinator::issue_token(at, org, role, name) {
         Ok(token) => {
-            eprintln!("token {} for organization \"{org}\" (shown once; set SVC_RELAY_TOKEN to it):", token.id);
+            let kind = match role {
+                TokenRole::Customer => "org",
+                TokenRole::Operator => "gateway operator",
+            };
             println!("{}", token.plaintext);
+            eprintln!(
+                "token ID: {} (name {}, {kind} {org}); the token itself is the line on standard output, shown once",
+                token.id, token.name
+            );
             ExitCode::SUCCESS
+        }
+        Err(coordinator::store::StoreError::Refused { code: "not_invited", message }) => {
+            let fix = format!(
+                "invite it first: `svc relay admin invite --data-dir {} --org {org}`",
+                shell_word(&data_dir.to_string_lossy())
+            );
+            crate::output::fail("svc relay admin", 1, "not_invited", &format!("{message}; {fix}"))
         }
         Err(e) => fail(&e.to_string()),
     }
+}
+
+/// `word` as one shell word: as is when it holds only characters no shell reads specially,
+/// else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c));
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }

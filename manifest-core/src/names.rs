@@ -42,6 +42,43 @@ fn follows_rule(name: &str) -> bool {
         && !name.contains("--")
 }
 
+/// The rule for a token's name (`--name` of both token commands), as messages state it.
+pub const TOKEN_NAME_RULE: &str = "1-64 characters, no control characters, not blank";
+
+/// The longest token name, in characters.
+pub const TOKEN_NAME_MAX: usize = 64;
+
+/// A token name that breaks [`TOKEN_NAME_RULE`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("token name {name:?} is not valid: {TOKEN_NAME_RULE}")]
+pub struct TokenNameError {
+    name: String,
+}
+
+/// Checks a token's name (shown in timelines, activity and the consoles' "signed in as"):
+/// what people read, so free text, but bounded and on one line.
+pub fn token_name(name: &str) -> Result<&str, TokenNameError> {
+    let count = name.chars().count();
+    if (1..=TOKEN_NAME_MAX).contains(&count) && !name.trim().is_empty() && !name.chars().any(char::is_control) {
+        return Ok(name);
+    }
+    let shown: String = name.chars().take(TOKEN_NAME_MAX + 8).collect();
+    Err(TokenNameError { name: shown })
+}
+
+/// [`token_name`] as a `clap` value parser.
+pub fn parse_token_name(name: &str) -> Result<String, TokenNameError> {
+    token_name(name).map(str::to_owned)
+}
+
+/// The name of a token issued without `--name`: its role and the first four hex digits of its
+/// ID (`tok_6f42...` as `developer-6f42`), what people tell apart at a glance.
+pub fn default_token_name(role: &str, token_id: &str) -> String {
+    let hex = token_id.strip_prefix("tok_").unwrap_or(token_id);
+    let short: String = hex.chars().take(4).collect();
+    format!("{role}-{short}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +94,16 @@ mod tests {
         let err = organization("Acme").expect_err("upper case").to_string();
         assert!(err.contains("did you mean \"acme\"") && err.contains(ORGANIZATION_RULE), "{err}");
         assert!(!organization("a--b").expect_err("double").to_string().contains("did you mean"));
+    }
+
+    #[test]
+    fn token_names_are_one_bounded_line() {
+        for good in ["Ada Lovelace", "ci", "déploiement", &"x".repeat(64)] {
+            assert_eq!(token_name(good), Ok(good), "{good}");
+        }
+        for bad in ["", "  ", "a\nb", "a\u{1b}[31m", &"x".repeat(65)] {
+            assert!(token_name(bad).is_err(), "{bad:?} must be refused");
+        }
+        assert_eq!(default_token_name("customer", "tok_6f42aa0011223344"), "customer-6f42");
     }
 }

@@ -383,6 +383,7 @@ fn customer_api(w: &World) -> (axum::Router, String) {
         &w.engine.config().data_dir,
         "acme",
         relay_api::coordinator::store::TokenRole::Customer,
+        None,
     )
     .expect("a token")
     .plaintext;

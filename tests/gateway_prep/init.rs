@@ -322,6 +322,7 @@ async fn svc_gateway_run_on_what_init_wrote_follows_the_coordinators_route_feed(
         &coordinator.data.0,
         "acme",
         relay_api::coordinator::store::TokenRole::Customer,
+        None,
     )
     .expect("a token")
     .plaintext;

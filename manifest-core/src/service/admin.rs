@@ -108,15 +108,35 @@ fn evidence(a: &ArtifactArgs) -> Result<ArtifactEvidence, AdminError> {
     })
 }
 
-/// Creates a token (and the organization if new); returns the plaintext, shown only once.
-pub fn token_create(at: impl Into<StoreAt>, org: &str, role: Role, name: Option<&str>) -> Result<String, AdminError> {
+/// A token just created: the plaintext (shown only once), its public ID and its name.
+#[derive(Debug, Clone)]
+pub struct CreatedToken {
+    /// `svc_` and 64 hex digits; never stored.
+    pub plaintext: String,
+    /// `tok_` and 16 hex digits.
+    pub id: String,
+    /// What activity and the console show (`--name`, else the role and the ID's first digits).
+    pub name: String,
+}
+
+/// Creates a token (and the organization if new).
+pub fn token_create(
+    at: impl Into<StoreAt>,
+    org: &str,
+    role: Role,
+    name: Option<&str>,
+) -> Result<CreatedToken, AdminError> {
     crate::names::organization(org).map_err(|e| AdminError::Invalid(e.to_string()))?;
+    if let Some(n) = name {
+        crate::names::token_name(n).map_err(|e| AdminError::Invalid(e.to_string()))?;
+    }
     let token = issue_token().map_err(|e| AdminError::Invalid(e.to_string()))?;
-    let name = name.map_or_else(|| format!("{}-{}", role.as_str(), &token.id[4..]), str::to_owned);
+    let name = name.map_or_else(|| crate::names::default_token_name(role.as_str(), &token.id), str::to_owned);
     with_store(at, |tx| {
         let organization = tx.ensure_organization(org)?;
-        tx.insert_token(organization.id, &NewToken { id: token.id.clone(), role, name, hash: token.hash.clone() })?;
-        Ok(token.plaintext.clone())
+        let new = NewToken { id: token.id.clone(), role, name: name.clone(), hash: token.hash.clone() };
+        tx.insert_token(organization.id, &new)?;
+        Ok(CreatedToken { plaintext: token.plaintext.clone(), id: token.id.clone(), name: name.clone() })
     })
 }
 

@@ -249,6 +249,9 @@ pub struct IssuedToken {
     pub plaintext: String,
     /// `tok_` and 16 hex digits.
     pub id: String,
+    /// What people read in timelines and the console (`--name`, else the role and the first
+    /// digits of the ID).
+    pub name: String,
 }
 
 /// Records an organization's invitation to the ingress add-on (creating it if needed), in
@@ -257,19 +260,27 @@ pub fn invite(at: impl Into<store::StoreAt>, org: &str) -> Result<(), StoreError
     RelayStore::open_at(&at.into())?.invite(org).map(|_| ())
 }
 
-/// Issues an API token for an organization (creating it, uninvited, if needed); an
-/// operator token reads and claims the rewards of the gateway operator named `org`.
+/// Issues an API token named `name` (default: the role and the first digits of its ID). A
+/// customer token is for an invited organization only (else refused `not_invited`, and no
+/// organization is created); an operator token reads and claims the rewards of the gateway
+/// operator named `org`.
 pub fn issue_token(
     at: impl Into<store::StoreAt>,
     org: &str,
     role: store::TokenRole,
+    name: Option<&str>,
 ) -> Result<IssuedToken, StoreError> {
+    if let Some(n) = name {
+        manifest_core::names::token_name(n)
+            .map_err(|e| StoreError::Refused { code: "invalid_name", message: e.to_string() })?;
+    }
     let store = RelayStore::open_at(&at.into())?;
-    let org_id = store.ensure_org(org)?;
     let plaintext = format!("rly_{}", store::random_hex(32)?);
     let id = format!("tok_{}", store::random_hex(8)?);
-    store.add_token(&org_id, &id, &wire::sha256_hex(plaintext.as_bytes()), role)?;
-    Ok(IssuedToken { plaintext, id })
+    let name = name.map_or_else(|| manifest_core::names::default_token_name(role.as_str(), &id), str::to_owned);
+    let hash = wire::sha256_hex(plaintext.as_bytes());
+    store.add_token(org, &store::NewToken { hash: &hash, id: &id, role, name: &name })?;
+    Ok(IssuedToken { plaintext, id, name })
 }
 
 /// Where the coordinator's jobs run: the publication service's local pool (one processor,

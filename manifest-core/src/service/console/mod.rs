@@ -70,7 +70,12 @@ impl Member {
     }
 
     fn page(&self, title: impl Into<String>, nav: Vec<Nav>) -> Page {
-        let who = format!("{} ({})", self.caller.name, self.caller.role.as_str());
+        let who = format!(
+            "{} ({}, organization {})",
+            self.caller.name,
+            self.caller.role.as_str(),
+            self.caller.organization.name
+        );
         CONSOLE.member_page(title, nav, who, &self.token)
     }
 }

@@ -130,8 +130,8 @@ impl Member {
 
     fn page(&self, title: impl Into<String>, nav: Vec<Nav>) -> Page {
         let who = match self.caller.role {
-            TokenRole::Customer => format!("organization {}", self.caller.org_name),
-            TokenRole::Operator => format!("operator {}", self.caller.org_name),
+            TokenRole::Customer => format!("{} (organization {})", self.caller.token_name, self.caller.org_name),
+            TokenRole::Operator => format!("{} (operator {})", self.caller.token_name, self.caller.org_name),
         };
         CONSOLE.member_page(title, nav, who, &self.token)
     }
@@ -404,8 +404,9 @@ async fn stop(
 ) -> Response {
     let csrf = form.ok().map(|Form(f)| f.csrf).unwrap_or_default();
     act(engine, headers, project, csrf, "stopped", |engine, d, caller| {
-        let reason = format!("stopped by {} (console)", caller.token_id);
+        let reason = format!("stopped by {} (console)", caller.token_name);
         engine.store().stop(&d.id, &reason, &engine.config().terms, super::store::now_ms())?;
+        tracing::info!(deployment = %d.id, token = %caller.token_id, name = %caller.token_name, "deployment stopped");
         Ok(())
     })
     .await
@@ -444,8 +445,10 @@ async fn refund(
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Response {
     let csrf = form.ok().map(|Form(f)| f.csrf).unwrap_or_default();
-    act(engine, headers, project, csrf, "refunded", move |engine, d, _| {
-        engine.store().refund(&d.id, &session_id, super::store::now_ms())?;
+    let named = project.clone();
+    act(engine, headers, project, csrf, "refunded", move |engine, _, caller| {
+        let id = super::http::session_owner(engine, caller, &named, &session_id)?;
+        engine.store().refund(&id, &session_id, super::store::now_ms())?;
         Ok(())
     })
     .await

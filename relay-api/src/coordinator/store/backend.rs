@@ -7,8 +7,8 @@
 //! transaction dropped without [`Transaction::commit`] rolls back.
 
 use super::{
-    Caller, ExecutionRecord, NewDeployment, NewSuccessor, PublishedPolicy, RevisionBundle, RouteKeys, StoreError,
-    TokenRole,
+    Caller, ExecutionRecord, NewDeployment, NewSuccessor, NewToken, PublishedPolicy, RevisionBundle, RouteKeys,
+    StoreError,
 };
 use crate::coordinator::engine::switch::Lagging;
 use crate::coordinator::model::{
@@ -97,15 +97,10 @@ pub trait OrgRows {
     fn insert_org(&mut self, id: &str, name: &str, now: i64) -> Result<(), StoreError>;
     /// Records the organization's invitation, unless it has one already.
     fn mark_invited(&mut self, org_id: &str, now: i64) -> Result<(), StoreError>;
-    /// Records a token by its hash.
-    fn insert_token(
-        &mut self,
-        org_id: &str,
-        token_id: &str,
-        hash: &str,
-        role: TokenRole,
-        now: i64,
-    ) -> Result<(), StoreError>;
+    /// Records a token by its hash, with its name.
+    fn insert_token(&mut self, org_id: &str, token: &NewToken<'_>, now: i64) -> Result<(), StoreError>;
+    /// Whether the organization holds an invitation (`None`: no such organization).
+    fn org_invited(&mut self, name: &str) -> Result<Option<bool>, StoreError>;
     /// Who presents the token with this hash.
     fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError>;
 }
@@ -228,6 +223,14 @@ pub trait MoneyRows {
     fn sessions(&mut self, deployment_id: &str) -> Result<Vec<Session>, StoreError>;
     /// One session of the deployment.
     fn session(&mut self, deployment_id: &str, session_id: &str) -> Result<Option<Session>, StoreError>;
+    /// The deployment that session `session_id` funds, among the deployments of project
+    /// `project` of organization `org_id` (any of them: the newest, an older or stopped one).
+    fn session_deployment(
+        &mut self,
+        org_id: &str,
+        project: &str,
+        session_id: &str,
+    ) -> Result<Option<String>, StoreError>;
     /// Writes a session's state, period and settlement back (its identity and price stay).
     fn update_session(&mut self, session: &Session) -> Result<(), StoreError>;
     /// Records an operator's reward for a settled session.

@@ -3,7 +3,8 @@
 
 use super::backend::{NewEntry, StateChange, Transaction};
 use super::{
-    Caller, NewDeployment, PublishedPolicy, RelayStore, RouteKeys, StoreError, TokenRole, not_found, now_ms, random_hex,
+    Caller, NewDeployment, NewToken, PublishedPolicy, RelayStore, RouteKeys, StoreError, TokenRole, not_found, now_ms,
+    random_hex,
 };
 use super::{ledger, refused};
 use crate::coordinator::model::{Deployment, EntryKind, Quote, Transition};
@@ -40,9 +41,27 @@ impl RelayStore {
         self.write(|tx| ensure_org(tx, org))
     }
 
-    /// Records a token (by its hash) for an organization.
-    pub fn add_token(&self, org_id: &str, token_id: &str, hash: &str, role: TokenRole) -> Result<(), StoreError> {
-        self.write(|tx| tx.insert_token(org_id, token_id, hash, role, now_ms()))
+    /// Records a token (by its hash) for organization `org`. A customer token needs the
+    /// organization invited (refused `not_invited`, nothing created: a token that could only
+    /// ever be answered 403 helps no one); an operator token names its gateway operator, which
+    /// is recorded as an organization if new. Returns the organization's ID.
+    pub fn add_token(&self, org: &str, token: &NewToken<'_>) -> Result<String, StoreError> {
+        self.write(|tx| {
+            if token.role == TokenRole::Customer && tx.org_invited(org)? != Some(true) {
+                return Err(refused(
+                    "not_invited",
+                    format!("organization \"{org}\" is not invited to the ingress add-on; no token was issued"),
+                ));
+            }
+            let org_id = ensure_org(tx, org)?;
+            tx.insert_token(&org_id, token, now_ms())?;
+            Ok(org_id)
+        })
+    }
+
+    /// Whether organization `org` holds an invitation (`None`: there is no such organization).
+    pub fn invited(&self, org: &str) -> Result<Option<bool>, StoreError> {
+        self.read(|tx| tx.org_invited(org))
     }
 
     /// Who presents the token with this hash.

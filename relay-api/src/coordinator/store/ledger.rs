@@ -303,6 +303,19 @@ impl RelayStore {
         self.read(|tx| tx.sessions(deployment_id))
     }
 
+    /// The deployment that session `session_id` funds among organization `org_id`'s
+    /// deployments of `project`: a session ID names one session of the project, whichever of
+    /// its deployments (the newest, an older or stopped one) it funds. `None` when no
+    /// deployment of the project (of that organization) has it.
+    pub fn session_deployment(
+        &self,
+        org_id: &str,
+        project: &str,
+        session_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.read(|tx| tx.session_deployment(org_id, project, session_id))
+    }
+
     /// The deployment's newest `limit` ledger entries, newest first.
     pub fn recent_ledger(&self, deployment_id: &str, limit: u32) -> Result<Vec<LedgerEntry>, StoreError> {
         self.read(|tx| tx.recent_ledger(deployment_id, limit))

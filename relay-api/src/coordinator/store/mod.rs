@@ -86,6 +86,8 @@ pub struct Caller {
     pub invited: bool,
     /// The token's public ID.
     pub token_id: String,
+    /// The token's name, what people read (`svc relay admin token --name`).
+    pub token_name: String,
     /// What the token may do.
     pub role: TokenRole,
 }
@@ -112,6 +114,19 @@ impl TokenRole {
             TokenRole::Operator => "operator",
         }
     }
+}
+
+/// A token to record: its hash (never the plaintext), public ID, role and name.
+#[derive(Debug, Clone, Copy)]
+pub struct NewToken<'a> {
+    /// SHA-256 of the plaintext, hex.
+    pub hash: &'a str,
+    /// `tok_` and 16 hex digits.
+    pub id: &'a str,
+    /// What it may do.
+    pub role: TokenRole,
+    /// What people read.
+    pub name: &'a str,
 }
 
 /// What a new deployment is made of.

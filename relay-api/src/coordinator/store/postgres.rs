@@ -28,6 +28,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0006_log_sizes.sql"),
     include_str!("../../../migrations/postgres/0007_gateway_acks.sql"),
     include_str!("../../../migrations/postgres/0008_feed_order.sql"),
+    include_str!("../../../migrations/postgres/0009_token_names.sql"),
 ];
 
 /// The relay store's name in `svc_migrations`.

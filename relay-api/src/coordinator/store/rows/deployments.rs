@@ -5,7 +5,7 @@ use crate::coordinator::model::{Deployment, Transition};
 use crate::coordinator::state::DeploymentState;
 use crate::coordinator::store::backend::{DeploymentRows, OrgRows, StateChange};
 use crate::coordinator::store::sql::{Param, Sql, SqlRow, i64_of, params};
-use crate::coordinator::store::{Caller, NewDeployment, RouteKeys, StoreError, TokenRole};
+use crate::coordinator::store::{Caller, NewDeployment, NewToken, RouteKeys, StoreError, TokenRole};
 
 impl<T: Sql> OrgRows for T {
     fn org_id(&mut self, name: &str) -> Result<Option<String>, StoreError> {
@@ -22,24 +22,22 @@ impl<T: Sql> OrgRows for T {
         Ok(())
     }
 
-    fn insert_token(
-        &mut self,
-        org_id: &str,
-        token_id: &str,
-        hash: &str,
-        role: TokenRole,
-        now: i64,
-    ) -> Result<(), StoreError> {
+    fn insert_token(&mut self, org_id: &str, token: &NewToken<'_>, now: i64) -> Result<(), StoreError> {
         self.execute(
-            "INSERT INTO tokens (hash, id, org_id, created_at, role) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![hash, token_id, org_id, now, role.as_str()],
+            "INSERT INTO tokens (hash, id, org_id, created_at, role, name) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![token.hash, token.id, org_id, now, token.role.as_str(), token.name],
         )?;
         Ok(())
     }
 
+    fn org_invited(&mut self, name: &str) -> Result<Option<bool>, StoreError> {
+        let row = self.query_opt("SELECT invited_at IS NOT NULL FROM orgs WHERE name = ?1", params![name])?;
+        row.map(|r| r.bool(0)).transpose().map_err(Into::into)
+    }
+
     fn caller(&mut self, token_hash: &str) -> Result<Option<Caller>, StoreError> {
         let row = self.query_opt(
-            "SELECT o.id, o.name, o.invited_at IS NOT NULL, t.id, t.role FROM tokens t JOIN orgs o ON o.id = t.org_id \
+            "SELECT o.id, o.name, o.invited_at IS NOT NULL, t.id, t.role, t.name FROM tokens t JOIN orgs o ON o.id = t.org_id \
              WHERE t.hash = ?1",
             params![token_hash],
         )?;
@@ -50,6 +48,7 @@ impl<T: Sql> OrgRows for T {
                 invited: r.bool(2)?,
                 token_id: r.text(3)?,
                 role: r.spelled(4, TokenRole::parse)?,
+                token_name: r.text(5)?,
             })
         })
         .transpose()

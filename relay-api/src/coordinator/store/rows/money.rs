@@ -187,6 +187,20 @@ impl<T: Sql> MoneyRows for T {
         self.query_opt(&sql, params![session_id, deployment_id])?.as_ref().map(session_row).transpose()
     }
 
+    fn session_deployment(
+        &mut self,
+        org_id: &str,
+        project: &str,
+        session_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = self.query_opt(
+            "SELECT s.deployment_id FROM sessions s JOIN deployments d ON d.id = s.deployment_id \
+             WHERE s.id = ?1 AND d.org_id = ?2 AND d.project = ?3",
+            params![session_id, org_id, project],
+        )?;
+        Ok(row.map(|r| r.text(0)).transpose()?)
+    }
+
     fn update_session(&mut self, s: &Session) -> Result<(), StoreError> {
         self.execute(
             "UPDATE sessions SET state = ?1, period_index = ?2, started_at = ?3, ends_at = ?4, unserved_ms = ?5, \

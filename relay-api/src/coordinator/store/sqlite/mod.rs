@@ -34,6 +34,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0012_log_sizes.sql"),
     include_str!("../../../../migrations/0013_gateway_acks.sql"),
     include_str!("../../../../migrations/0014_feed_order.sql"),
+    include_str!("../../../../migrations/0015_token_names.sql"),
 ];
 
 /// The database file's name inside the data directory.
