@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use svc_e2e::service::{Server, TempDir, accept_build, http, token};
+use svc_e2e::service::{Server, TempDir, accept_build, admin, http, token};
 
 use super::webdriver::Browser;
 
@@ -83,6 +83,43 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     assert_eq!(browser.execute("return window.stillTheSamePage === true;"), json!(true), "no reload happened");
     browser.screenshot("publication-executions");
     browser.assert_accessible("executions");
+
+    // Issue 42, point 7: with spend authority, each launch of an artifact the store lacks is
+    // refused alike, again and again: one row with its count and its first and last time, the
+    // execution's long ID shortened (whole in its title), the refusal's terminal text without
+    // backticks, and the page holds at 360 and 1280 px.
+    admin(&["spend-authority", "set", "--data-dir", dir.str(), "--org", "acme", "--micros", "1000000000"]);
+    let count = |b: &Browser| {
+        let script = "const r = document.querySelector('#recent abbr.repeat'); return r ? r.textContent : '';";
+        b.execute(script).as_str().and_then(|t| t.strip_prefix('×')).and_then(|n| n.parse::<u32>().ok()).unwrap_or(0)
+    };
+    browser.wait_until("refusals alike folded into one row", Duration::from_secs(90), |b| count(b) >= 3);
+    let recent = browser.text("#recent");
+    assert!(recent.contains("artifact_refused") && recent.contains("svc app deploy DIR"), "{recent}");
+    let rows = browser.execute("return document.querySelectorAll('#recent tbody tr').length;");
+    assert!(
+        rows.as_u64().unwrap_or(0) < u64::from(count(&browser)),
+        "{} rows for {} refusals: {recent}",
+        rows,
+        count(&browser)
+    );
+    let backticks = browser.execute("return document.querySelector('#recent').innerHTML.includes('`');");
+    assert_eq!(backticks, json!(false), "the refusal's `code` spans are <code>: {}", browser.source());
+    let title = browser.execute("return document.querySelector('#recent code.id').title;");
+    let title = title.as_str().unwrap_or_default().to_owned();
+    let (uid, attempt) = title.split_once('/').unwrap_or_default();
+    assert!(
+        uid.starts_with("app_") && uid.len() == 36 && attempt.split('/').count() == 3,
+        "the whole execution ID: {title}"
+    );
+    browser.assert_layout_holds("executions, refused alike");
+    browser.screenshot("publication-refusals");
+    browser.resize(360, 800);
+    browser.execute("document.querySelector('#recent').scrollIntoView();");
+    browser.screenshot("publication-refusals-360");
+    browser.resize(1280, 900);
+    browser.goto(&format!("{base}/console/apps/web"));
+    browser.assert_layout_holds("overview, with its digests");
 
     // Signing out ends the session: the console asks to sign in again.
     browser.click_and_wait("header form button");

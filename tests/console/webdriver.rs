@@ -88,8 +88,15 @@ impl Browser {
     /// Starts chromedriver and a session (headless, no sandbox: tests run as root; no
     /// background networking: nothing but the pages under test).
     pub(crate) fn start(name: &str) -> Browser {
+        Browser::start_with_env(name, &[])
+    }
+
+    /// [`Browser::start`] with variables set for chromedriver and the browser it starts
+    /// (`HOME`: the user's NSS database, `$HOME/.pki/nssdb`, which Chromium trusts CAs from).
+    pub(crate) fn start_with_env(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> Browser {
         let port = free_port();
         let driver = Command::new("chromedriver")
+            .envs(env.iter().copied())
             .arg(format!("--port={port}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -141,6 +148,18 @@ impl Browser {
     /// Opens a URL and waits for its document.
     pub(crate) fn goto(&self, url: &str) {
         self.session_command("POST", "/url", Some(json!({"url": url})));
+    }
+
+    /// Opens a URL; the WebDriver error when the browser refuses it (`insecure certificate`
+    /// for a certificate it does not trust).
+    pub(crate) fn try_goto(&self, url: &str) -> Result<(), String> {
+        let body = serde_json::to_vec(&json!({"url": url})).expect("JSON");
+        let r = http(self.addr, "POST", &format!("/session/{}/url", self.session), Some(&body));
+        let answer: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        if r.status == 200 {
+            return Ok(());
+        }
+        Err(format!("{} {}", answer["value"]["error"].as_str().unwrap_or("error"), answer["value"]["message"]))
     }
 
     /// The page's URL.
@@ -279,6 +298,57 @@ impl Browser {
         problems
     }
 
+    /// Sets the window's size (the tests' screenshots are 1280 by 900).
+    pub(crate) fn resize(&self, width: u32, height: u32) {
+        self.session_command("POST", "/window/rect", Some(json!({"width": width, "height": height})));
+    }
+
+    /// Issue 42, point 7: the page holds at 360 and at 1280 px wide (the document no wider
+    /// than the window: a wide table scrolls in its own box, long words wrap); no text shows a
+    /// literal backtick (terminal texts' `code` spans are `<code>`); every shortened ID has its
+    /// whole value in its `title` and its text, hides the middle, and a click selects the
+    /// whole value (what Ctrl-C copies). The window is back at 1280 by 900 afterwards.
+    pub(crate) fn assert_layout_holds(&self, page: &str) {
+        for width in [360, 1280] {
+            self.session_command("POST", "/window/rect", Some(json!({"width": width, "height": 800})));
+            let overflow = self.execute("return document.documentElement.scrollWidth - window.innerWidth;");
+            let culprits = self.execute(
+                "return [...document.querySelectorAll('body *')]
+                   .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1
+                     && !(e.parentElement && e.parentElement.closest('.table-wrap, pre')))
+                   .slice(-4).map((e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+                     + (e.className ? '.' + String(e.className).trim().replace(/ +/g, '.') : ''));",
+            );
+            assert!(
+                overflow.as_i64().unwrap_or(1) <= 0,
+                "{page}: at {width} px the page is {overflow} px wider than the window: {culprits}"
+            );
+        }
+        self.session_command("POST", "/window/rect", Some(json!({"width": 1280, "height": 900})));
+        let text = self.execute("return document.body.innerText;");
+        let text = text.as_str().unwrap_or_default();
+        assert!(!text.contains('`'), "{page} shows a literal backtick:\n{text}");
+        let ids = self.execute(
+            "return [...document.querySelectorAll('code.id.short')].map((e) => ({
+               title: e.title, text: e.textContent,
+               cut: e.querySelector('.id-cut').getBoundingClientRect().width,
+               shown: e.getBoundingClientRect().width,
+               whole: e.textContent.length}));",
+        );
+        for id in ids.as_array().into_iter().flatten() {
+            assert_eq!(id["title"], id["text"], "{page}: a shortened ID's title is its whole value: {id}");
+            assert!(id["cut"].as_f64().is_some_and(|w| w <= 1.0), "{page}: a shortened ID hides its middle: {id}");
+        }
+        if ids.as_array().is_some_and(|a| !a.is_empty()) {
+            // A click selects the whole value, the part the screen hides included.
+            let first = self.element("code.id.short");
+            self.session_command("POST", &format!("/element/{first}/click"), Some(json!({})));
+            let selected = self.execute("return window.getSelection().toString();");
+            assert_eq!(selected, ids[0]["title"], "{page}: a click on a shortened ID selects all of it");
+            self.execute("window.getSelection().removeAllRanges();");
+        }
+    }
+
     /// Every request the page made (its resources, fetches included) to another origin than
     /// its own, from the browser's resource timing. Empty when none.
     pub(crate) fn other_origin_requests(&self) -> Vec<String> {
@@ -306,9 +376,25 @@ impl Browser {
         }
     }
 
-    /// A PNG of the viewport, written to `target/console-screenshots/<name>.png`, and also
-    /// to the folder `SVC_CONSOLE_SCREENSHOTS` names, if set (`docs/console/` is made so).
+    /// A PNG of the viewport, written to `target/console-screenshots/<name>.png` and, so that
+    /// docs/console.md shows the console as the tests last saw it, to `docs/console/<name>.png`
+    /// (or the folder `SVC_CONSOLE_SCREENSHOTS` names; `SVC_CONSOLE_SCREENSHOTS=off` writes
+    /// none there). A failure's screenshot goes to `target/` only.
     pub(crate) fn screenshot(&self, name: &str) -> PathBuf {
+        let path = self.screenshot_to_target(name);
+        let docs = match std::env::var_os("SVC_CONSOLE_SCREENSHOTS") {
+            Some(v) if v == "off" => None,
+            Some(v) => Some(PathBuf::from(v)),
+            None => Some(svc_e2e::workspace().join("docs").join("console")),
+        };
+        if let Some(docs) = docs {
+            let _ = std::fs::copy(&path, docs.join(format!("{name}.png")));
+        }
+        path
+    }
+
+    /// A PNG of the viewport, written to `target/console-screenshots/<name>.png`.
+    fn screenshot_to_target(&self, name: &str) -> PathBuf {
         let data = self.session_command("GET", "/screenshot", None);
         let png =
             base64::engine::general_purpose::STANDARD.decode(data.as_str().unwrap_or_default()).unwrap_or_default();
@@ -316,9 +402,6 @@ impl Browser {
         let _ = std::fs::create_dir_all(&dir);
         let path = dir.join(format!("{name}.png"));
         let _ = std::fs::write(&path, &png);
-        if let Some(docs) = std::env::var_os("SVC_CONSOLE_SCREENSHOTS") {
-            let _ = std::fs::write(PathBuf::from(docs).join(format!("{name}.png")), &png);
-        }
         path
     }
 }
@@ -327,7 +410,7 @@ impl Drop for Browser {
     fn drop(&mut self) {
         if std::thread::panicking() && !self.session.is_empty() {
             let name = format!("{}-failed", self.name);
-            let path = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.screenshot(&name)));
+            let path = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.screenshot_to_target(&name)));
             if let Ok(path) = path {
                 eprintln!("the page when the test failed: {}", path.display());
             }

@@ -119,7 +119,7 @@ pub fn repeated<T>(run: &Run<'_, T>, time: impl Fn(&T) -> String) -> Markup {
             @let (a, b) = (time(run.first), time(run.last));
             @let (from, to) = if a <= b { (a, b) } else { (b, a) };
             " " abbr.repeat title={ (run.count) " times in a row, from " (from) " to " (to) } { "×" (run.count) }
-            " " span.repeat-span.muted { (from) " to " (to) }
+            " " span.repeat-span.muted { span.time { (from) } " to " span.time { (to) } }
         }
     }
 }
@@ -199,7 +199,7 @@ mod tests {
         let html = repeated(&folded[0], |r| r.1.to_owned()).into_string();
         assert!(html.contains(">×2</abbr>"), "{html}");
         assert!(html.contains(r#"title="2 times in a row, from 12:00:01 to 12:00:06""#), "{html}");
-        assert!(html.contains("12:00:01 to 12:00:06</span>"), "{html}");
+        assert!(html.contains(r#"<span class="time">12:00:01</span> to <span class="time">12:00:06</span>"#), "{html}");
         let one = runs(&rows[..1], |r| Some(r.0));
         assert_eq!(repeated(&one[0], |r| r.1.to_owned()).into_string(), "");
     }

@@ -132,7 +132,7 @@ pub(super) fn overview(
                         @for run in runs(activity, |a| Some((&a.action, a.policy_version, &a.actor, &a.reason))) {
                             @let a = run.first;
                             tr {
-                                td { (a.at) (repeated(&run, |a| a.at.clone())) }
+                                td { span.time { (a.at) } (repeated(&run, |a| a.at.clone())) }
                                 td { (a.action) }
                                 td { @if let Some(n) = a.policy_version { (n) } }
                                 td { (a.actor) }
@@ -201,7 +201,7 @@ pub(super) fn executions(c: &Convergence, output: &[super::output::ExecutionOutp
                                 td { (state(&e.state)) }
                                 td { (e.policy_version) }
                                 td { @if let Some(p) = &e.processor_id { (id(p)) } }
-                                td { (e.changed_at) (repeated(&run, |e| e.changed_at.clone())) }
+                                td { span.time { (e.changed_at) } (repeated(&run, |e| e.changed_at.clone())) }
                                 td.why { @if let Some(r) = &e.reason { (prose(&r.message)) " (" code { (r.code) } ")" } }
                             }
                         }

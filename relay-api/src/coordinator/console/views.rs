@@ -235,7 +235,7 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
                 thead { tr { th scope="col" { "When" } th scope="col" { "Entry" } th scope="col" { "Amount" } th scope="col" { "Note" } } }
                 tbody {
                     @for e in &v.ledger {
-                        tr { td { (at(e.at)) } td { (e.kind.as_str()) } td { (usd(e.amount_micros)) } td.why { (prose(&e.note)) } }
+                        tr { td { span.time { (at(e.at)) } } td { (e.kind.as_str()) } td { (usd(e.amount_micros)) } td.why { (prose(&e.note)) } }
                     }
                 }
             }
@@ -249,23 +249,29 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
             }
         }
         h2 { "Timeline" span.muted { " (the newest 50 changes)" } }
-        div.table-wrap {
-            table #timeline {
-                thead { tr { th scope="col" { "When" } th scope="col" { "State" } th scope="col" { "Why" } } }
-                tbody {
-                    // The same state for the same reason in a row (a launch refused six times): one row,
-                    // counted, with its first and last time.
-                    @for run in runs(&v.transitions, |t| Some((t.to.as_str(), &t.reason))) {
-                        @let t = run.first;
-                        tr { td { (at(t.at)) (repeated(&run, |t| at(t.at))) } td { (state(t.to.as_str())) } td.why { (prose(&t.reason)) } }
-                    }
-                }
-            }
-        }
+        (timeline(&v.transitions))
         h2 #logs-title { "Logs" }
         p.live-status.muted #logs-status aria-live="polite" { "the newest 100 lines; updates every 2 seconds" }
         div #logs data-refresh={ "/console/deployments/" (d.id) "/logs/live" } data-every="2000" data-status="logs-status" {
             (logs(&v.logs))
+        }
+    }
+}
+
+/// The state timeline, newest first: the same state for the same reason in a row (a launch
+/// refused six times) is one row, counted, with its first and last time.
+pub(super) fn timeline(transitions: &[Transition]) -> Markup {
+    html! {
+        div.table-wrap {
+            table #timeline {
+                thead { tr { th scope="col" { "When" } th scope="col" { "State" } th scope="col" { "Why" } } }
+                tbody {
+                    @for run in runs(transitions, |t| Some((t.to.as_str(), &t.reason))) {
+                        @let t = run.first;
+                        tr { td { span.time { (at(t.at)) } (repeated(&run, |t| at(t.at))) } td { (state(t.to.as_str())) } td.why { (prose(&t.reason)) } }
+                    }
+                }
+            }
         }
     }
 }
@@ -284,5 +290,39 @@ pub(super) fn logs(entries: &[LogEntry]) -> Markup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::state::DeploymentState;
+
+    fn transition(seq: i64, to: DeploymentState, reason: &str) -> Transition {
+        Transition { seq, from: None, to, reason: reason.to_owned(), at: 1_700_000_000_000 + seq * 1_000 }
+    }
+
+    #[test]
+    fn a_state_entered_again_and_again_for_one_reason_is_one_row_with_its_count() {
+        let refused = "the job would not start: run `svc ingress status` for why";
+        let mut newest_first: Vec<Transition> =
+            (1..=6).rev().map(|seq| transition(seq + 1, DeploymentState::Failed, refused)).collect();
+        newest_first.push(transition(1, DeploymentState::PendingFunding, "created"));
+        let html = timeline(&newest_first).into_string();
+        assert_eq!(html.matches("<tr>").count(), 3, "the header, the six alike, the creation: {html}");
+        assert!(html.contains(">×6</abbr>"), "{html}");
+        assert!(html.contains(&format!("from {} to {}", at(1_700_000_002_000), at(1_700_000_007_000))), "{html}");
+        assert!(html.contains("run <code>svc ingress status</code> for why") && !html.contains('`'), "{html}");
+    }
+
+    #[test]
+    fn a_log_line_repeated_in_a_row_is_shown_once_with_its_count_and_wraps() {
+        let line = |seq: i64, text: &str| LogEntry { seq, source: "route".into(), line: text.into(), at: seq * 1_000 };
+        let entries: Vec<LogEntry> =
+            (1..=6).map(|seq| line(seq, "refused: no route")).chain([line(7, "serving")]).collect();
+        let html = logs(&entries).into_string();
+        assert_eq!(html.matches("refused: no route").count(), 1, "{html}");
+        assert!(html.contains(">×6</abbr>") && html.contains("serving"), "{html}");
+        assert!(html.contains(r#"class="document log""#), "log lines wrap: {html}");
     }
 }
