@@ -40,6 +40,7 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         let list = browser.text("#deployments");
         assert!(list.contains("node-demo") && list.contains("live"), "{list}");
         browser.assert_accessible("deployments");
+        browser.assert_layout_holds("deployments");
         browser.screenshot("ingress-deployments");
 
         browser.click_and_wait("#deployments a[href^='/console/deployments/dep_']");
@@ -54,6 +55,7 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         assert!(!browser.text("#logs").is_empty());
         browser.screenshot("ingress-deployment");
         browser.assert_accessible("a deployment");
+        browser.assert_layout_holds("a deployment");
         // The development CA issues no certificate for a customer's own hostname: the page
         // says so instead of offering a form that would be refused.
         assert!(browser.find("#add-hostname").is_none());
@@ -70,6 +72,7 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         assert!(browser.text("#validators").contains("route-validation/"), "{}", browser.text("#validators"));
         browser.screenshot("ingress-catalog");
         browser.assert_accessible("the catalog");
+        browser.assert_layout_holds("the catalog");
         browser.goto(&deployment_url);
 
         // Another organization's deployment is not found, and not listed.
@@ -133,6 +136,7 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         let claimable = browser.text("#claimable");
         assert!(claimable.starts_with("USD ") && claimable != "USD 0.00", "{claimable}");
         browser.assert_accessible("rewards");
+        browser.assert_layout_holds("rewards");
         browser.screenshot("ingress-rewards");
         // An operator sees no deployment.
         let theirs =
@@ -193,6 +197,7 @@ async fn the_ingress_console_adds_checks_and_removes_a_customer_hostname() {
         assert!(browser.text("#hints").contains("dns_cname_missing"), "{}", browser.text("#hints"));
         browser.screenshot("ingress-hostnames");
         browser.assert_accessible("a deployment with a pending hostname");
+        browser.assert_layout_holds("a deployment with a pending hostname");
 
         // The records created: verified.
         let proof = relay_token_of(&browser.text("#records"), host);
