@@ -187,10 +187,14 @@ async fn drain<R: AsyncRead + Unpin>(reader: &mut BufReader<R>, budget: &Budget,
         if budget.holds(RESUME) {
             break;
         }
-        // The reader's buffer is empty and `chunk` larger: this reads the pipe directly.
-        match reader.read(&mut chunk).await {
-            Ok(0) | Err(_) => return (dropped, true),
-            Ok(n) => {
+        // The reader's buffer is empty and `chunk` larger: this reads the pipe directly. A
+        // pipe gone quiet is not waited on past the next look at the budget: its next line
+        // may fit (a job's last line after a flood was dropped here: issue 42). A read is
+        // cancel-safe: nothing it would have read is lost.
+        match tokio::time::timeout(DRAIN_EVERY, reader.read(&mut chunk)).await {
+            Err(_quiet) => {}
+            Ok(Ok(0) | Err(_)) => return (dropped, true),
+            Ok(Ok(n)) => {
                 dropped += n as u64;
                 mid_line = chunk[n - 1] != b'\n';
             }
@@ -301,6 +305,29 @@ mod tests {
         // Ten reads a second of at most a pipe's worth each, beyond what was kept.
         let read_at_most = kept + 10 * WINDOW.as_secs() * (PIPE as u64 + 16 * KIB) + OUTPUT_BURST;
         assert!(written <= read_at_most, "{written} bytes read, {read_at_most} at most");
+    }
+
+    /// A job that floods its output, goes quiet, then prints its last line: the line is
+    /// kept, after the notice (it was read while the pipe waited for its budget, and
+    /// dropped: found by the output of `svc app logs`, issue 42).
+    #[tokio::test(start_paused = true)]
+    async fn a_line_after_a_flood_and_a_quiet_while_is_kept() {
+        let (mut job, pipe) = tokio::io::duplex(64 * 1024);
+        let (sender, mut received) = mpsc::channel(1 << 16);
+        let reader = tokio::spawn(read_lines(Part::App, pipe, sender, Budget::new()));
+        let flood = "flood\n".repeat(20_000);
+        job.write_all(flood.as_bytes()).await.expect("write");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        job.write_all(b"the end\n").await.expect("write");
+        drop(job);
+        reader.await.expect("the reader");
+        let mut lines = Vec::new();
+        while let Ok((_, text)) = received.try_recv() {
+            lines.push(text);
+        }
+        let last: Vec<&str> = lines.iter().rev().take(2).rev().map(String::as_str).collect();
+        assert!(last[0].starts_with("[svc: "), "{last:?}");
+        assert_eq!(last[1], "the end", "{last:?}");
     }
 
     /// Two pipes of one job share its budget; each notice names what its own pipe dropped.
