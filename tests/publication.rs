@@ -10,6 +10,7 @@ mod publication {
     mod chaos;
     mod cli;
     mod crash_charges;
+    mod deploy;
     mod durability;
     mod executions;
     mod instances;

@@ -67,7 +67,13 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
             })
         }
         AdminCommand::Artifact { command: ArtifactCommand::Store { data_dir, bundle, digest } } => {
-            admin::artifact_store(data_dir, bundle, digest.as_deref()).map(|digest| println!("{digest}"))
+            // The files `svc app deploy` would send from this directory: the same digest.
+            match crate::bundle::read(bundle, &crate::bundle::Exclude::of(bundle, svc_manifest(bundle).as_deref(), &[]))
+            {
+                Ok(files) => admin::artifact_store_files(data_dir, &files.files, &files.executable, digest.as_deref())
+                    .map(|digest| println!("{digest}")),
+                Err(e) => Err(AdminError::Invalid(e.to_string())),
+            }
         }
         AdminCommand::Artifact { command: ArtifactCommand::Curate { artifact: flags, .. } } => {
             admin::artifact_curate(&at, &artifact(flags))
@@ -144,4 +150,12 @@ fn read_secret(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     let mut value = Vec::new();
     file.take(bound).read_to_end(&mut value)?;
     Ok(value)
+}
+
+/// The application manifest `svc app deploy` would read in `dir` (left out of its bundle), if
+/// it is one: a `manifest.json` of a web app is an app file.
+fn svc_manifest(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let path = crate::app_deploy::find_manifest(dir)?;
+    let bytes = fs_err::read(&path).ok()?;
+    manifest_core::validate(&bytes).schema_version.is_some().then_some(path)
 }

@@ -810,6 +810,36 @@ pub enum PolicyCommand {
 /// `svc app ...`
 #[derive(Debug, Subcommand)]
 pub enum AppCommand {
+    /// From an application directory to a running job: upload its files, publish, follow.
+    ///
+    /// Validates the manifest (DIR/manifest.yaml; nothing is sent if it is invalid), lists and
+    /// uploads the directory's files as the source release (`.svcignore` leaves files out,
+    /// gitignore syntax; hidden files, `.git` and the manifest stay out), creates the
+    /// application if missing, publishes (a dry run, then fenced with the version it saw) and
+    /// follows the executions until the job runs (a `once` job: until it settles) or is
+    /// refused, printing the reason and the fix. Exit 0 running, 1 refused or failed, 130 on
+    /// Ctrl-C (the application runs on).
+    Deploy {
+        /// The application directory (default: the current one).
+        #[arg(value_name = "DIR", default_value = ".")]
+        dir: PathBuf,
+        /// The application meant: refused, before anything is sent, unless it is the
+        /// manifest's `applicationId` (the application it deploys).
+        #[arg(long, value_name = "NAME")]
+        app: Option<String>,
+        /// The manifest (default: DIR/manifest.yaml, .yml or .json).
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+        /// Return once published instead of following the executions.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to follow the executions, seconds (at most a day).
+        #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=DAY_SECS))]
+        timeout: u64,
+        /// The service.
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// Create an application in your organization.
     Create {
         /// The application's ID.

@@ -6,7 +6,9 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod app_deploy;
 mod args;
+mod bundle;
 mod catalog;
 mod ci_formats;
 mod client;
@@ -146,6 +148,16 @@ pub fn run(cli: Cli) -> ExitCode {
         }),
         Command::Policy { command: PolicyCommand::Diff { from, to, remote } } => policy_diff::run(&from, &to, &remote),
         Command::App { command } => match command {
+            AppCommand::Deploy { dir, app, manifest, no_wait, timeout, remote } => {
+                app_deploy::deploy(&app_deploy::AppDeploy {
+                    dir: &dir,
+                    app: app.as_deref(),
+                    manifest: manifest.as_deref(),
+                    no_wait,
+                    timeout,
+                    remote: &remote,
+                })
+            }
             AppCommand::Create { id, remote } => remote::app_create(&id, &remote),
             AppCommand::List { remote } => remote::app_list(&remote),
             AppCommand::Resume { id, reason, remote } => remote::app_resume(&id, &reason, &remote),

@@ -268,6 +268,10 @@ const FORMAT_HELP: &[(&str, &str)] = &[
         "policy publish",
         "json: the published version {applicationId, policyVersion, activePointerVersion, status, authoredDigest, policyDigest, diagnostics, dryRun?}",
     ),
+    (
+        "app deploy",
+        "json: {applicationId, digest, cid, files: [{path, bytes}], policyVersion, outcome, reason?, fix?} (outcome: running, settled, refused, failed, timeout, interrupted or published); progress on standard error",
+    ),
     ("app create", "json: the new application {applicationId, applicationUid, status, activePointerVersion}"),
     (
         "app list",

@@ -33,7 +33,7 @@ fn config_value(key: &str) -> Option<String> {
 
 /// The client for `remote`: server from the flag or `SVC_SERVER` or the config file; token
 /// from `SVC_TOKEN` or the config file.
-fn client(remote_server: Option<&str>, trust: &Trust, with_token: bool) -> Result<Client, ExitCode> {
+pub(crate) fn client(remote_server: Option<&str>, trust: &Trust, with_token: bool) -> Result<Client, ExitCode> {
     let server = remote_server.map(str::to_owned).or_else(|| config_value("server")).ok_or_else(|| {
         fail(
             EXIT_USAGE,
@@ -56,7 +56,7 @@ fn client(remote_server: Option<&str>, trust: &Trust, with_token: bool) -> Resul
     Client::new(&server, token, trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, e.code(), &e.to_string()))
 }
 
-fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, ExitCode> {
+pub(crate) fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, ExitCode> {
     let body = body.map(|b| serde_json::to_vec(&b).unwrap_or_default());
     client.send(method, path, body, &[]).map_err(|e| fail(EXIT_USAGE, e.code(), &e.to_string()))
 }
@@ -77,7 +77,7 @@ fn finish(response: &Response, format: OutputFormat, text: impl FnOnce(&Value) -
     if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) }
 }
 
-fn error_text(status: u16, body: &Value) -> String {
+pub(crate) fn error_text(status: u16, body: &Value) -> String {
     let error = &body["error"];
     let mut out = format!(
         "svc: the service refused ({status} {}): {}\n",

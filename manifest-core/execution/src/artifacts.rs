@@ -82,6 +82,20 @@ pub enum ArtifactError {
         /// What it is (`symbolic link`, `fifo`, ...).
         kind: &'static str,
     },
+    /// A bundle's path that is not a plain relative path inside it.
+    #[error("the bundle's path {path:?} {why}")]
+    BadPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        why: crate::bundle::BundlePathProblem,
+    },
+    /// A bundle's file that another of its paths needs as a directory.
+    #[error("the bundle's path {path:?} is a file, and another path needs it as a directory")]
+    FileAndDirectory {
+        /// The path.
+        path: String,
+    },
     /// What should be an artifact's root is not a directory.
     #[error("{} is not a directory: an artifact is a directory of files", path.display())]
     NotADirectory {
@@ -223,6 +237,69 @@ impl ArtifactStore {
         {
             return Err(ArtifactError::Mismatch { expected: expected.to_owned(), actual: digest });
         }
+        self.install(incoming, &digest)
+    }
+
+    /// Stores a bundle given in memory (each relative path, `/` between names, with its
+    /// bytes: what an upload carries); its digest, the same as [`ArtifactStore::store`] gives
+    /// the same files in a directory. Every path is checked
+    /// ([`check_bundle_path`](crate::bundle::check_bundle_path)), a file that another path
+    /// needs as a directory is refused, and the store's limits hold; each file is written
+    /// 0644, or 0755 when `executable` names it (as a tree's executable files: the digest
+    /// does not cover it). With `expected`, another digest is refused and nothing is stored.
+    pub fn store_files(
+        &self,
+        files: &BTreeMap<String, Vec<u8>>,
+        executable: &std::collections::BTreeSet<String>,
+        expected: Option<&str>,
+    ) -> Result<String, ArtifactError> {
+        if let Some(expected) = expected {
+            digest_hex(expected)?;
+        }
+        let root = Path::new("the bundle");
+        if files.len() > self.limits.max_files {
+            return Err(ArtifactError::TooManyFiles { path: root.to_owned(), limit: self.limits.max_files });
+        }
+        let bytes = files.values().fold(0u64, |sum, b| sum.saturating_add(u64::try_from(b.len()).unwrap_or(u64::MAX)));
+        if bytes > self.limits.max_bytes {
+            return Err(ArtifactError::TooLarge { path: root.to_owned(), limit: self.limits.max_bytes });
+        }
+        for path in files.keys() {
+            crate::bundle::check_bundle_path(path).map_err(|why| ArtifactError::BadPath { path: path.clone(), why })?;
+        }
+        if let Some(path) = crate::bundle::file_and_directory(files.keys().map(String::as_str)) {
+            return Err(ArtifactError::FileAndDirectory { path: path.to_owned() });
+        }
+        let digest = bundle_digest(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())));
+        if let Some(expected) = expected
+            && expected != digest
+        {
+            return Err(ArtifactError::Mismatch { expected: expected.to_owned(), actual: digest });
+        }
+        let incoming = tempfile::Builder::new().prefix(".incoming-").tempdir_in(&self.root)?;
+        // Parents before children (a parent's name is a prefix, so it sorts first).
+        let dirs: std::collections::BTreeSet<&str> =
+            files.keys().flat_map(|p| p.match_indices('/').map(move |(at, _)| &p[..at])).collect();
+        for dir in dirs {
+            let path = incoming.path().join(dir);
+            std::fs::DirBuilder::new().mode(0o755).create(&path).map_err(|e| io_at(e, "create directory", &path))?;
+            fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        }
+        for (name, bytes) in files {
+            let target = incoming.path().join(name);
+            let mode = if executable.contains(name) { 0o755 } else { 0o644 };
+            let mut out = fs_err::OpenOptions::new().write(true).create_new(true).mode(mode).open(&target)?;
+            out.write_all(bytes)?;
+            out.sync_all()?;
+            fs_err::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
+        }
+        self.install(incoming, &digest)
+    }
+
+    /// Moves a complete artifact, written in `incoming` and of `digest`, into place (unless
+    /// a good copy is there already); its digest.
+    fn install(&self, incoming: tempfile::TempDir, digest: &str) -> Result<String, ArtifactError> {
+        let digest = digest.to_owned();
         fs_err::set_permissions(incoming.path(), std::fs::Permissions::from_mode(0o755))?;
         let target = self.entry(&digest)?;
         if fs_err::symlink_metadata(&target).is_ok() {
@@ -431,6 +508,7 @@ fn copy_hashed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     /// The fixture the relay's test (`relay-api/src/project/tests.rs`) digests too: both
     /// must find this `files` member and so this bundle digest.
@@ -560,6 +638,50 @@ mod tests {
         let digest = store.store(&root, None).expect("stored");
         std::os::unix::fs::symlink("/etc/passwd", store.path(&digest).expect("path").join("x")).expect("link");
         assert!(matches!(store.path(&digest), Err(ArtifactError::Unsupported { .. })));
+    }
+
+    #[test]
+    fn files_stored_from_memory_have_the_digest_of_the_same_tree() {
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let store = store(scratch.path());
+        let files: BTreeMap<String, Vec<u8>> = FIXTURE.iter().map(|(p, b)| ((*p).to_owned(), b.to_vec())).collect();
+        let digest = store.store_files(&files, &BTreeSet::from(["lib/a.js".to_owned()]), None).expect("stored");
+        assert_eq!(digest, FIXTURE_DIGEST);
+        let path = store.path(&digest).expect("handed out");
+        assert_eq!(fs_err::read(path.join("lib/a.js")).expect("read"), b"a");
+        let mode = |p: &Path| fs_err::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!((mode(&path), mode(&path.join("lib")), mode(&path.join("server.js"))), (0o755, 0o755, 0o644));
+        assert_eq!(mode(&path.join("lib/a.js")), 0o755, "executable as asked");
+        assert_eq!(store.store_files(&files, &BTreeSet::new(), Some(FIXTURE_DIGEST)).expect("again"), digest);
+        let other = bundle_digest([("x", &b""[..])]);
+        assert!(matches!(
+            store.store_files(&files, &BTreeSet::new(), Some(&other)),
+            Err(ArtifactError::Mismatch { .. })
+        ));
+        let leftovers: Vec<_> = fs_err::read_dir(store.dir()).expect("list").flatten().map(|e| e.file_name()).collect();
+        assert_eq!(leftovers.len(), 1, "only the artifact: {leftovers:?}");
+    }
+
+    #[test]
+    fn files_from_memory_with_bad_paths_or_over_the_limits_are_refused() {
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let store = store(scratch.path());
+        let of = |paths: &[&str]| paths.iter().map(|p| ((*p).to_owned(), b"x".to_vec())).collect::<BTreeMap<_, _>>();
+        let refused = store.store_files(&of(&["a/../../etc/passwd"]), &BTreeSet::new(), None).expect_err("outside");
+        assert!(matches!(&refused, ArtifactError::BadPath { .. }), "{refused}");
+        assert!(refused.to_string().starts_with("the bundle's path \"a/../../etc/passwd\" is not a relative path"));
+        let refused = store.store_files(&of(&["lib", "lib/a.js"]), &BTreeSet::new(), None).expect_err("both");
+        assert_eq!(
+            refused.to_string(),
+            "the bundle's path \"lib\" is a file, and another path needs it as a directory"
+        );
+        let few = store.clone().with_limits(ArtifactLimits { max_bytes: 1, max_files: 10 });
+        let refused = few.store_files(&of(&["a", "b"]), &BTreeSet::new(), None).expect_err("too large");
+        assert_eq!(refused.to_string(), "the bundle holds more than 1 bytes, the most an artifact may hold");
+        let few = store.clone().with_limits(ArtifactLimits { max_bytes: 10, max_files: 1 });
+        let refused = few.store_files(&of(&["a", "b"]), &BTreeSet::new(), None).expect_err("too many");
+        assert_eq!(refused.to_string(), "the bundle holds more than 1 files, the most an artifact may hold");
+        assert_eq!(fs_err::read_dir(store.dir()).expect("list").count(), 0, "nothing stored");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!   the service's own crash, and the refund of the time nothing served;
 //! - [`market`]: the compute network as a trait; [`simulated`] is a pool that runs no
 //!   process, for tests and benchmarks; [`local`] runs each job as confined processes on
-//!   this machine, from the content-addressed [`artifacts`] store;
+//!   this machine, from the content-addressed [`artifacts`] store; [`bundle`]: the bounds
+//!   and path check of an app's files sent in a request;
 //! - [`executor`]: records each decision with its effect in an [`executor::ExecutionStore`]
 //!   so that a crash at any moment launches no slot generation twice;
 //! - [`record`]: executions and the view of one application the scheduler reads;
@@ -21,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod artifacts;
+pub mod bundle;
 pub mod clock;
 pub mod executor;
 pub mod local;

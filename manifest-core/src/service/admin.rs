@@ -262,6 +262,24 @@ pub fn artifact_store(dir: &Path, bundle: &Path, expected: Option<&str>) -> Resu
     store.store(bundle, expected).map_err(|e| AdminError::Invalid(e.to_string()))
 }
 
+/// Stores a bundle read into memory (each relative path with its bytes; `executable` names
+/// the files kept executable) in the data directory's artifact store, as [`artifact_store`]
+/// stores a directory: the same files have the same digest. With `expected`, another digest
+/// is refused.
+pub fn artifact_store_files(
+    dir: &Path,
+    files: &std::collections::BTreeMap<String, Vec<u8>>,
+    executable: &std::collections::BTreeSet<String>,
+    expected: Option<&str>,
+) -> Result<String, AdminError> {
+    if let Some(d) = expected {
+        check(d, "--digest", &SHA256_DIGEST)?;
+    }
+    let store = svc_execution::artifacts::ArtifactStore::open(dir.join("artifacts"))
+        .map_err(|e| AdminError::Invalid(format!("the artifact store: {e}")))?;
+    store.store_files(files, executable, expected).map_err(|e| AdminError::Invalid(e.to_string()))
+}
+
 /// Adds an exact image version to a runtime catalog.
 pub fn image_add(at: impl Into<StoreAt>, image: &RuntimeImage) -> Result<(), AdminError> {
     let exact = image.version.split('.').count() == 3 && (crate::formats::IMAGE_VERSION.check)(&image.version);

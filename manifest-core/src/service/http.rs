@@ -9,6 +9,7 @@
 
 pub(crate) mod applications;
 mod logs;
+mod artifacts;
 pub(super) mod rejection;
 
 use std::sync::Arc;
@@ -69,7 +70,13 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/console/", get(|| async { svc_web::page::see_other("/console") }))
         .fallback(|| async { error(Rejection::NoSuchRoute.into()) })
         .method_not_allowed_fallback(|| async { error(Rejection::MethodNotAllowed.into()) });
+    // Uploads of an application's files: bodies up to a bundle's, read under the intake's
+    // bounds like any large body.
+    let uploads = Router::new()
+        .route("/api/applications/{id}/artifacts", post(artifacts::upload))
+        .method_not_allowed_fallback(|| async { error(Rejection::MethodNotAllowed.into()) });
     svc_http::limit_body(routes, MAX_BODY_BYTES)
+        .merge(svc_http::limit_body(uploads, artifacts::MAX_UPLOAD_BODY_BYTES))
         .layer(axum::middleware::map_response(|mut r: Response| async move {
             r.headers_mut().insert("svc-read-contract", HeaderValue::from_static(READ_CONTRACT));
             r
@@ -161,12 +168,24 @@ async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, Api
 /// `Retry-After` beyond them, before any of it is read, when its length is declared), which
 /// comes with it: keep it while the body is in memory.
 async fn read_body(state: &Shared, caller: &Caller, headers: &HeaderMap, body: Body) -> Result<Received, ApiError> {
+    read_body_up_to(state, caller, headers, body, MAX_BODY_BYTES, || Rejection::BodyTooLarge).await
+}
+
+/// [`read_body`] with another bound, and the refusal of a body over it.
+async fn read_body_up_to(
+    state: &Shared,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    too_large: impl FnOnce() -> Rejection,
+) -> Result<Received, ApiError> {
     let tenant = caller.organization.id.to_string();
-    let incoming = state.intake.body(&tenant, headers, body, MAX_BODY_BYTES).map_err(Rejection::TooManyLargeBodies)?;
+    let incoming = state.intake.body(&tenant, headers, body, max).map_err(Rejection::TooManyLargeBodies)?;
     incoming.bytes().await.map_err(|e| {
         match e {
             svc_http::IntakeError::Busy(busy) => Rejection::TooManyLargeBodies(busy),
-            svc_http::IntakeError::TooLarge { .. } => Rejection::BodyTooLarge,
+            svc_http::IntakeError::TooLarge { .. } => too_large(),
             svc_http::IntakeError::Read(why) => Rejection::InvalidRequestBody(BodyProblem::Incomplete(why.to_string())),
         }
         .into()

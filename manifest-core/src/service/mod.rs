@@ -157,6 +157,10 @@ pub(crate) struct State {
     pub(crate) health: svc_http::StoreCheck,
     /// Large request bodies being read, bounded per organization and in all.
     pub(crate) intake: svc_http::Intake,
+    /// Where uploaded application bundles go: the data directory's content-addressed artifact
+    /// store (`artifacts/`), the one the local pool launches from; `None` (uploads refused)
+    /// when it cannot open, or for a router without a data directory.
+    pub(crate) artifacts: Option<svc_execution::artifacts::ArtifactStore>,
 }
 
 /// Runs the service until SIGINT or SIGTERM, then drains in-flight requests (at most the
@@ -216,6 +220,13 @@ async fn start(mut config: ServiceConfig) -> Result<(svc_http::Server, Arc<State
         // request, which would otherwise wait for them.
         statements.warm().await;
     }
+    let artifacts = match svc_execution::artifacts::ArtifactStore::open(config.data_dir.join("artifacts")) {
+        Ok(artifacts) => Some(artifacts),
+        Err(e) => {
+            tracing::warn!("svc serve: uploads are refused: the artifact store cannot open: {e}");
+            None
+        }
+    };
     let state = Arc::new(State {
         store: store as Arc<dyn store::Store>,
         schema_pairs: config.schema_pairs,
@@ -224,6 +235,7 @@ async fn start(mut config: ServiceConfig) -> Result<(svc_http::Server, Arc<State
         scheduler,
         health: svc_http::StoreCheck::default(),
         intake,
+        artifacts,
     });
     Ok((server, state))
 }
@@ -241,6 +253,7 @@ pub fn router_over(store: Arc<dyn store::ServiceStore>, scheduler: executions::r
         scheduler,
         health: svc_http::StoreCheck::default(),
         intake: svc_http::Intake::new(svc_http::IntakeLimits::DEFAULT),
+        artifacts: None,
     }))
 }
 

@@ -10,11 +10,12 @@ use super::model::{
 };
 use crate::hint::Hint;
 
-/// The most app files a deployment may carry (hidden entries are not sent).
-pub const BUNDLE_MAX_FILES: usize = 2000;
+/// The most app files a deployment may carry (hidden entries are not sent): a bundle's, as
+/// for any bundle ([`svc_execution::bundle`]).
+pub const BUNDLE_MAX_FILES: usize = svc_execution::bundle::BUNDLE_MAX_FILES;
 
 /// The most bytes of app files a deployment may carry, decoded.
-pub const BUNDLE_MAX_BYTES: u64 = 12 * 1024 * 1024;
+pub const BUNDLE_MAX_BYTES: u64 = svc_execution::bundle::BUNDLE_MAX_BYTES;
 
 /// `POST /api/ingress/deployments`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

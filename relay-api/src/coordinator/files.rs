@@ -107,51 +107,9 @@ pub(crate) fn revision_dir(base: &Path, id: &str, revision: u32) -> PathBuf {
     base.join(id).join(format!("r{revision}"))
 }
 
-/// The deepest path of an app file, in components (`lib/a.js` is 2).
-pub(crate) const BUNDLE_MAX_DEPTH: usize = 32;
-
-/// The longest path of an app file, bytes; a component is at most 255 (as on Linux).
-pub(crate) const BUNDLE_MAX_PATH: usize = 1024;
-
-/// Why `path` is not a plain relative path inside the app directory: `..` or `.`, absolute,
-/// empty components (`a//b`, `dir/`), control characters, more than [`BUNDLE_MAX_DEPTH`]
-/// components, a component over 255 bytes, more than [`BUNDLE_MAX_PATH`] bytes.
-pub(crate) fn check_bundle_path(path: &str) -> Result<(), BundlePathProblem> {
-    if path.is_empty() || path.len() > BUNDLE_MAX_PATH {
-        return Err(BundlePathProblem::Length);
-    }
-    if path.chars().any(char::is_control) {
-        return Err(BundlePathProblem::Control);
-    }
-    let components: Vec<&str> = path.split('/').collect();
-    if components.len() > BUNDLE_MAX_DEPTH {
-        return Err(BundlePathProblem::Depth);
-    }
-    for c in components {
-        if c.is_empty() || c == "." || c == ".." {
-            return Err(BundlePathProblem::Outside);
-        }
-        if c.len() > 255 {
-            return Err(BundlePathProblem::Component);
-        }
-    }
-    Ok(())
-}
-
-/// Why an app file's path is refused (said after the path, `Rejection::InvalidBundle`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum BundlePathProblem {
-    #[error("is not a path of 1 to {BUNDLE_MAX_PATH} bytes")]
-    Length,
-    #[error("holds a control character")]
-    Control,
-    #[error("is deeper than {BUNDLE_MAX_DEPTH} components")]
-    Depth,
-    #[error("is not a relative path inside the app directory (no `.`, `..`, `/` at either end or `//`)")]
-    Outside,
-    #[error("has a component over 255 bytes")]
-    Component,
-}
+// An app file's path check and bounds: the ones every bundle has (the publication service's
+// artifact uploads too), from the executions' crate.
+pub(crate) use svc_execution::bundle::{BundlePathProblem, check_bundle_path};
 
 /// Why a revision's files could not be written from the store.
 #[derive(Debug, thiserror::Error)]

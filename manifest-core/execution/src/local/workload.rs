@@ -116,7 +116,9 @@ fn artifact_refusal(store: &ArtifactStore, digest: &str, inside: &str, e: &Artif
     };
     let told = match e {
         ArtifactError::BadDigest { .. } | ArtifactError::Mismatch { .. } => return Refusal::Artifact(e.to_string()),
-        ArtifactError::Missing { .. } => format!("the artifact {digest} is not in the service's artifact store"),
+        ArtifactError::Missing { .. } => format!(
+            "the artifact {digest} is not in the service's artifact store; upload the application's files with `svc app deploy DIR` (or, on the service's host, `svc admin artifact store --bundle DIR`)"
+        ),
         ArtifactError::Unsupported { path, kind } => {
             format!("the stored artifact {digest} holds {} that is a {kind}", in_job(path))
         }
@@ -129,7 +131,10 @@ fn artifact_refusal(store: &ArtifactStore, digest: &str, inside: &str, e: &Artif
         ArtifactError::TooLarge { limit, .. } => {
             format!("the stored artifact {digest} holds more than {limit} bytes, the most an artifact may hold")
         }
-        ArtifactError::NotADirectory { .. } | ArtifactError::Io(_) => {
+        ArtifactError::NotADirectory { .. }
+        | ArtifactError::Io(_)
+        | ArtifactError::BadPath { .. }
+        | ArtifactError::FileAndDirectory { .. } => {
             format!("the stored artifact {digest} cannot be read on the job's processor")
         }
     };

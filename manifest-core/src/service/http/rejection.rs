@@ -89,6 +89,12 @@ pub(crate) enum Rejection {
         crate::plural(.0.iter().filter(|d| d.is_error()).count() as u64, "error")
     )]
     ManifestInvalid(Vec<Diagnostic>),
+    /// An upload's bundle that is not one (the problem names the file).
+    #[error("{0}")]
+    InvalidBundle(BundleProblem),
+    /// An upload's bundle over the bounds of a bundle.
+    #[error("{0}")]
+    BundleTooLarge(Oversize),
     /// The fence: the caller reviewed another active version (also a diagnostic).
     #[error("you reviewed active version {expected}, but the active version is now {active}; review it again")]
     ActivePointerVersionConflict {
@@ -119,6 +125,8 @@ impl Rejection {
             Rejection::NotPaused { .. } => (409, "not_paused"),
             Rejection::ManifestInvalid(_) => (422, "manifest_invalid"),
             Rejection::ActivePointerVersionConflict { .. } => (409, "active_pointer_version_conflict"),
+            Rejection::InvalidBundle(_) => (400, "invalid_bundle"),
+            Rejection::BundleTooLarge(_) => (413, "bundle_too_large"),
         }
     }
 
@@ -164,6 +172,9 @@ pub(crate) enum Denied {
     /// Lift a pause.
     #[error("a viewer token cannot resume applications")]
     Resume,
+    /// Upload an application's files.
+    #[error("a viewer token cannot upload an application's files; ask for a developer token")]
+    Upload,
     /// Publish.
     #[error("a {role} token cannot publish; ask for a developer token")]
     Publish {
@@ -237,6 +248,73 @@ pub(crate) enum BodyProblem {
     ResumeReason,
 }
 
+/// What is wrong with an upload's bundle (`invalid_bundle`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BundleProblem {
+    /// Not `{"files": {"<path>": "<base64>", ...}}` (the reader's message).
+    #[error("the request body must be {{\"files\": {{\"<path>\": \"<base64 content>\", ...}}}}: {0}")]
+    Body(String),
+    /// No file.
+    #[error("the bundle has no file; `svc app deploy DIR` sends a directory's files")]
+    Empty,
+    /// A file's content that is not base64.
+    #[error("the bundle's file {path:?} is not base64: {why}")]
+    NotBase64 {
+        /// The file.
+        path: String,
+        /// The decoder's reason.
+        why: base64::DecodeError,
+    },
+    /// A path that is not a plain relative one.
+    #[error("the bundle's path {path:?} {why}")]
+    Path {
+        /// The path.
+        path: String,
+        /// What is wrong with it.
+        why: svc_execution::bundle::BundlePathProblem,
+    },
+    /// A file another path needs as a directory.
+    #[error("the bundle's path {0:?} is a file, and another path needs it as a directory")]
+    FileAndDirectory(String),
+    /// An `executable` path that is none of the files.
+    #[error("`executable` names {0:?}, which is not one of the bundle's files")]
+    ExecutableMissing(String),
+}
+
+/// How an upload's bundle is over a bundle's bounds (`bundle_too_large`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Oversize {
+    /// The body, before it is parsed.
+    #[error(
+        "the request body is over {} bytes; a bundle holds at most {} files and {} MiB: leave build output and dependencies out with `.svcignore`",
+        super::artifacts::MAX_UPLOAD_BODY_BYTES,
+        svc_execution::bundle::BUNDLE_MAX_FILES,
+        svc_execution::bundle::BUNDLE_MAX_BYTES / 1024 / 1024
+    )]
+    Body,
+    /// Too many files (how many).
+    #[error(
+        "the bundle has {count} files; the most is {max}: leave build output and dependencies out with `.svcignore`",
+        max = svc_execution::bundle::BUNDLE_MAX_FILES
+    )]
+    Files {
+        /// How many.
+        count: usize,
+    },
+    /// The decoded bytes go over the bound with this file.
+    #[error(
+        "the bundle's files are over {} MiB with {at:?}: leave build output and dependencies out with `.svcignore`",
+        svc_execution::bundle::BUNDLE_MAX_BYTES / 1024 / 1024
+    )]
+    Bytes {
+        /// The file.
+        at: String,
+    },
+    /// The artifact store's own limits (its message).
+    #[error("{0}")]
+    Stored(String),
+}
+
 /// What is wrong with a publication's pause pair (`invalid_publication_pause`).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PauseProblem {
@@ -298,6 +376,8 @@ mod tests {
             Rejection::NotPaused { application_id: s(), status: "active" },
             Rejection::ManifestInvalid(Vec::new()),
             Rejection::ActivePointerVersionConflict { expected: 1, active: 2 },
+            Rejection::InvalidBundle(BundleProblem::Empty),
+            Rejection::BundleTooLarge(Oversize::Files { count: 2001 }),
         ]
     }
 

@@ -1,0 +1,444 @@
+//! `svc app deploy [DIR]`: from an application directory to a running job in one command.
+//!
+//! 1. Reads the manifest (`DIR/manifest.yaml`, `.yml` or `.json`, or `--manifest FILE`) and
+//!    validates it here first: an invalid one is printed as `svc manifest validate` prints it,
+//!    and nothing is sent.
+//! 2. Bundles DIR ([`crate::bundle`]: `.svcignore`, hidden entries, `.git`, the manifest and
+//!    its secrets' files left out) and lists the files with their sizes.
+//! 3. Creates the application if the organization has none of that ID.
+//! 4. Uploads the files (`POST /api/applications/{id}/artifacts`): the service stores them
+//!    by digest and records them as the application's newest accepted version, which a
+//!    `release: {mode: source}` resolves to.
+//! 5. Publishes: a dry run, then the publication fenced with the active version the dry run
+//!    saw (`expectedActivePointerVersion`, as `svc policy publish --expect-version`).
+//! 6. Follows the executions (`/api/applications/{id}/executions`) until the job runs (a
+//!    `once` job: until the application settles), or is refused or held, printing each
+//!    launch's outcome, and for a refusal its reason and the fix.
+//!
+//! Exit codes: 0 running (or settled after a clean run); 1 refused, held, failed or still not
+//! running at `--timeout`; 2 usage, an unreadable directory or the service unreachable; 130
+//! on Ctrl-C, saying what was left (the published application runs on).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use hyper::Method;
+use manifest_core::{Manifest, render_text, validate};
+use serde_json::{Value, json};
+
+use crate::args::{OutputFormat, Remote};
+use crate::bundle::{self, Exclude};
+use crate::client::Client;
+use crate::remote::{client, error_text, send};
+
+const EXIT_REFUSED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+
+/// The manifest names looked for in DIR, in order.
+const MANIFEST_NAMES: [&str; 3] = ["manifest.yaml", "manifest.yml", "manifest.json"];
+
+/// How often the executions are read while following.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Arguments of `svc app deploy`.
+pub(crate) struct AppDeploy<'a> {
+    /// The application directory.
+    pub(crate) dir: &'a Path,
+    /// The application's ID, if not the manifest's `applicationId`.
+    pub(crate) app: Option<&'a str>,
+    /// The manifest, if not found in DIR.
+    pub(crate) manifest: Option<&'a Path>,
+    /// Return once published.
+    pub(crate) no_wait: bool,
+    /// How long to follow, seconds.
+    pub(crate) timeout: u64,
+    /// The service.
+    pub(crate) remote: &'a Remote,
+}
+
+fn fail(exit: u8, code: &str, message: &str) -> ExitCode {
+    crate::output::fail("svc", exit, code, message)
+}
+
+/// What people read as it happens: standard output, or standard error under `--format json`
+/// (whose standard output is the one JSON answer).
+struct Say {
+    json: bool,
+}
+
+impl Say {
+    fn line(&self, text: &str) {
+        if self.json {
+            eprintln!("{text}");
+        } else {
+            crate::output::say(text);
+        }
+    }
+}
+
+/// The first of DIR's manifest names that exists.
+pub(crate) fn find_manifest(dir: &Path) -> Option<PathBuf> {
+    MANIFEST_NAMES.iter().map(|n| dir.join(n)).find(|p| p.is_file())
+}
+
+/// `svc app deploy`
+pub(crate) fn deploy(args: &AppDeploy<'_>) -> ExitCode {
+    match run(args) {
+        Ok(code) | Err(code) => code,
+    }
+}
+
+fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
+    let say = Say { json: args.remote.format == OutputFormat::Json };
+    let dir = args.dir;
+    let Some(manifest_path) = args.manifest.map(Path::to_path_buf).or_else(|| find_manifest(dir)) else {
+        return Err(fail(
+            EXIT_USAGE,
+            "no_manifest",
+            &format!(
+                "no manifest in {}: write {} (Manifest V5 with `release: {{mode: source}}`), or pass --manifest FILE",
+                dir.display(),
+                dir.join("manifest.yaml").display()
+            ),
+        ));
+    };
+    let bytes = fs_err::read(&manifest_path).map_err(|e| fail(EXIT_USAGE, "unreadable_file", &e.to_string()))?;
+    let report = validate(&bytes);
+    if !report.is_valid() {
+        eprint!("{}", render_text(&report, &manifest_path.display().to_string(), &bytes));
+        let message = "the manifest is invalid; nothing was sent";
+        let diagnostics: Value = serde_json::from_str(&manifest_core::render_json(&report)).unwrap_or(Value::Null);
+        let body = svc_http::ErrorBody::new("invalid_manifest", message)
+            .with("diagnostics", diagnostics["diagnostics"].clone());
+        return Err(crate::output::fail_with("svc", EXIT_REFUSED, body));
+    }
+    let Ok(Manifest::V5(manifest)) = report.manifest() else {
+        return Err(fail(
+            EXIT_USAGE,
+            "not_a_source_release",
+            &format!(
+                "{} is a Manifest V4: `svc app deploy` publishes a Manifest V5 whose `release: {{mode: source}}` runs the directory's files (V4: `svc policy publish`)",
+                manifest_path.display()
+            ),
+        ));
+    };
+    if let manifest_core::v5::release::Release::Pinned { artifact } = &manifest.release {
+        return Err(fail(
+            EXIT_USAGE,
+            "not_a_source_release",
+            &format!(
+                "{} pins the artifact {}: `svc app deploy` runs the directory's files, with `release: {{mode: source}}`; publish a pinned release with `svc policy publish`",
+                manifest_path.display(),
+                artifact.digest
+            ),
+        ));
+    }
+    // The manifest names its application (the publication refuses another): `--app` says
+    // which one is meant, and a different one is refused here, before anything is sent.
+    let app = manifest.application_id.clone();
+    if let Some(asked) = args.app.filter(|a| *a != app) {
+        return Err(fail(
+            EXIT_USAGE,
+            "application_id_mismatch",
+            &format!(
+                "{} is the manifest of application \"{app}\", not \"{asked}\": change its `applicationId` (or drop --app); nothing was sent",
+                manifest_path.display()
+            ),
+        ));
+    }
+    let once = matches!(manifest.execution, manifest_core::v5::execution::Execution::Once {});
+    let secret_files: Vec<String> = manifest
+        .configuration
+        .secrets
+        .iter()
+        .filter_map(|s| match &s.destination {
+            manifest_core::v5::configuration::SecretDestination::File { path } => Some(path.clone()),
+            manifest_core::v5::configuration::SecretDestination::Environment { .. } => None,
+        })
+        .collect();
+
+    // The files, listed before anything is sent.
+    let files = bundle::read(dir, &Exclude::of(dir, Some(&manifest_path), &secret_files)).map_err(|e| {
+        let exit = if matches!(e, bundle::BundleError::TooManyFiles { .. } | bundle::BundleError::TooLarge { .. }) {
+            EXIT_REFUSED
+        } else {
+            EXIT_USAGE
+        };
+        fail(exit, "bundle_refused", &e.to_string())
+    })?;
+    if files.files.is_empty() {
+        return Err(fail(
+            EXIT_USAGE,
+            "empty_bundle",
+            &format!("{} has no file to send (after {} and the defaults)", dir.display(), bundle::IGNORE_FILE),
+        ));
+    }
+    let ignore = if dir.join(bundle::IGNORE_FILE).is_file() { bundle::IGNORE_FILE } else { "no .svcignore" };
+    say.line(&format!("files of {} ({ignore}):", dir.display()));
+    for line in files.listing().lines() {
+        say.line(line);
+    }
+
+    let client = client(args.remote.server.as_deref(), &args.remote.trust, true)?;
+    let seen = ensure_application(&client, &app, &say)?;
+    let upload = upload(&client, &app, &files)?;
+    let digest = upload["digest"].as_str().unwrap_or_default().to_owned();
+    say.line(&format!("uploaded {digest}: the source release of {app}"));
+
+    // A dry run, then the publication fenced with the active version it saw.
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let path = format!("/api/applications/{app}/policy-versions");
+    let dry = answer(&client, Method::POST, &path, Some(json!({ "manifest": text, "dryRun": true })))?;
+    say.line(&format!("dry run: would publish policy version {} (active version {seen})", dry["policyVersion"]));
+    let body = json!({ "manifest": text, "expectedActivePointerVersion": seen });
+    let published = answer(&client, Method::POST, &path, Some(body))?;
+    let version = published["policyVersion"].as_u64().unwrap_or(0);
+    say.line(&format!("published policy version {version} of {app}"));
+
+    let mut result = json!({
+        "applicationId": app,
+        "digest": digest,
+        "cid": upload["cid"],
+        "files": files.files.iter().map(|(p, b)| json!({"path": p, "bytes": b.len()})).collect::<Vec<_>>(),
+        "policyVersion": version,
+    });
+    let outcome = if args.no_wait {
+        say.line(&format!("not waiting: follow it with `svc app executions {app} --watch`"));
+        Outcome { state: "published", exit: 0, reason: None, fix: None }
+    } else {
+        let follow =
+            Follow { client: &client, app: &app, version, once, dir, per_job: &manifest.deployment.spend.per_job };
+        follow.run(Duration::from_secs(args.timeout), &say)
+    };
+    result["outcome"] = json!(outcome.state);
+    if let Some(reason) = &outcome.reason {
+        result["reason"] = reason.clone();
+    }
+    if let Some(fix) = &outcome.fix {
+        result["fix"] = json!(fix);
+    }
+    if say.json {
+        crate::output::print_json(&result);
+    }
+    Ok(ExitCode::from(outcome.exit))
+}
+
+/// Creates `app` unless the organization has it; its active version as seen now (the
+/// publication's fence).
+fn ensure_application(client: &Client, app: &str, say: &Say) -> Result<u64, ExitCode> {
+    let response = send(client, Method::GET, &format!("/api/applications/{app}"), None)?;
+    let view = if response.status == 404 && response.json()["error"]["code"] == "application_not_found" {
+        let created = answer(client, Method::POST, "/api/applications", Some(json!({ "applicationId": app })))?;
+        say.line(&format!("created application {app}"));
+        created
+    } else {
+        refused_unless_ok(&response)?
+    };
+    Ok(view["activePointerVersion"].as_u64().unwrap_or(0))
+}
+
+/// Uploads the files; the service's answer.
+fn upload(client: &Client, app: &str, files: &bundle::Bundle) -> Result<Value, ExitCode> {
+    let encoded: BTreeMap<&str, String> =
+        files.files.iter().map(|(p, b)| (p.as_str(), base64::engine::general_purpose::STANDARD.encode(b))).collect();
+    let executable: BTreeSet<&str> = files.executable.iter().map(String::as_str).collect();
+    let mut body = json!({ "files": encoded });
+    if !executable.is_empty() {
+        body["executable"] = json!(executable);
+    }
+    answer(client, Method::POST, &format!("/api/applications/{app}/artifacts"), Some(body))
+}
+
+/// Sends a request; its JSON answer, or (the refusal printed) exit 1.
+fn answer(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Value, ExitCode> {
+    let response = send(client, method, path, body)?;
+    refused_unless_ok(&response)
+}
+
+fn refused_unless_ok(response: &crate::client::Response) -> Result<Value, ExitCode> {
+    if (200..300).contains(&response.status) {
+        return Ok(response.json());
+    }
+    if crate::output::json() {
+        crate::output::print_json(&crate::output::http_error(response.status, &response.body));
+    }
+    eprint!("{}", error_text(response.status, &response.json()));
+    Err(ExitCode::from(EXIT_REFUSED))
+}
+
+/// How following ended.
+struct Outcome {
+    /// `running`, `settled`, `refused`, `failed`, `timeout`, `interrupted`, `published`.
+    state: &'static str,
+    exit: u8,
+    /// The projection's reason (`{code, message}`).
+    reason: Option<Value>,
+    /// What to do about it.
+    fix: Option<String>,
+}
+
+/// Following one published version's executions.
+struct Follow<'a> {
+    client: &'a Client,
+    app: &'a str,
+    version: u64,
+    once: bool,
+    dir: &'a Path,
+    per_job: &'a str,
+}
+
+impl Follow<'_> {
+    fn run(&self, timeout: Duration, say: &Say) -> Outcome {
+        // Ctrl-C ends the wait, not the process: say what is left.
+        let _ = crate::output::graceful_shutdown();
+        let app = self.app;
+        say.line(&format!(
+            "waiting for {app} to {} (at most {} s; Ctrl-C stops waiting, not the application)",
+            if self.once { "run and settle" } else { "run" },
+            timeout.as_secs()
+        ));
+        let deadline = Instant::now() + timeout;
+        let path = format!("/api/applications/{app}/executions?limit=20");
+        let mut told: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut last = Value::Null;
+        loop {
+            if crate::output::interrupted() {
+                say.line(&format!(
+                    "stopped waiting: {app} stays published (policy version {}) and the service runs it on; follow it with `svc app executions {app} --watch`",
+                    self.version
+                ));
+                return Outcome {
+                    state: "interrupted",
+                    exit: crate::output::EXIT_INTERRUPTED,
+                    reason: None,
+                    fix: None,
+                };
+            }
+            let view = match send(self.client, Method::GET, &path, None) {
+                Ok(r) if (200..300).contains(&r.status) => r.json(),
+                // A moment without the service (a restart): try again until the deadline.
+                _ => Value::Null,
+            };
+            if !view.is_null() {
+                self.tell_new(&view, &mut told, say);
+                last = view;
+            }
+            let state = last["convergence"]["state"].as_str().unwrap_or("");
+            let reason = last["convergence"]["reason"].clone();
+            let code = reason["code"].as_str().unwrap_or("");
+            let ours = |e: &&Value| e["policyVersion"].as_u64() == Some(self.version);
+            let recent: Vec<&Value> = last["recent"].as_array().into_iter().flatten().filter(ours).collect();
+            if state == "settled" {
+                if let Some(failed) = recent.iter().find(|e| e["state"] == "failed") {
+                    return self.failed(failed["reason"].clone(), say);
+                }
+                say.line(&format!("{app} settled: its once job ran and exited"));
+                return Outcome { state: "settled", exit: 0, reason: None, fix: None };
+            }
+            if state == "blocked" {
+                return self.refused(reason, &recent, say);
+            }
+            if state == "idle" && code == "waiting_after_failure" {
+                return self.failed(reason, say);
+            }
+            let running = last["slots"].as_array().into_iter().flatten().any(|s| {
+                matches!(s["state"].as_str(), Some("running" | "ready"))
+                    && s["policyVersion"].as_u64() == Some(self.version)
+            });
+            if running && !self.once {
+                say.line(&format!("{app} runs: `svc app executions {app}` shows its jobs"));
+                return Outcome { state: "running", exit: 0, reason: None, fix: None };
+            }
+            if Instant::now() >= deadline {
+                let why = reason["message"].as_str().map(|m| format!(" ({m})")).unwrap_or_default();
+                let state = if state.is_empty() { "not yet known" } else { state };
+                let fix = format!("it stays published; follow it with `svc app executions {app} --watch`");
+                say.line(&format!("{app} is {state}{why} after {} s; {fix}", timeout.as_secs()));
+                return Outcome { state: "timeout", exit: EXIT_REFUSED, reason: Some(reason), fix: Some(fix) };
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Prints each of this version's executions as its state changes, oldest first.
+    fn tell_new(&self, view: &Value, told: &mut BTreeSet<(String, String)>, say: &Say) {
+        let recent = view["recent"].as_array().map_or(&[][..], Vec::as_slice);
+        for e in recent.iter().rev().filter(|e| e["policyVersion"].as_u64() == Some(self.version)) {
+            let (Some(id), Some(state)) = (e["executionId"].as_str(), e["state"].as_str()) else { continue };
+            if !told.insert((id.to_owned(), state.to_owned())) {
+                continue;
+            }
+            let mut line =
+                format!("slot {} generation {} attempt {}: {state}", e["slot"], e["generation"], e["attempt"]);
+            if let Some(p) = e["processorId"].as_str().filter(|_| state == "running") {
+                line += &format!(" on {p}");
+            }
+            if let Some(m) = e["reason"]["message"].as_str() {
+                line += &format!(" ({m})");
+            }
+            say.line(&line);
+        }
+    }
+
+    /// The job ran and failed.
+    fn failed(&self, reason: Value, say: &Say) -> Outcome {
+        let app = self.app;
+        let why = reason["message"].as_str().unwrap_or("no reason recorded");
+        let fix = format!(
+            "read its output with `svc app logs {app}`, fix the program in {}, then `svc app deploy {}` again",
+            self.dir.display(),
+            self.dir.display()
+        );
+        say.line(&format!("{app}'s job failed: {why}"));
+        say.line(&format!("fix: {fix}"));
+        Outcome { state: "failed", exit: EXIT_REFUSED, reason: Some(reason), fix: Some(fix) }
+    }
+
+    /// The application is held or its launches refused: the reason and the fix.
+    fn refused(&self, reason: Value, recent: &[&Value], say: &Say) -> Outcome {
+        let app = self.app;
+        let code = reason["code"].as_str().unwrap_or("");
+        let message = reason["message"].as_str().unwrap_or("no reason given");
+        let dir = self.dir.display();
+        let org = self.organization();
+        let fix = match code {
+            "spend_authority_missing" => format!(
+                "a service administrator gives {org} a spend authority on the service's host: `svc admin spend-authority set --data-dir DATA_DIR --org {org} --micros {}` (DATA_DIR: its `svc serve --data-dir`); the service launches within 10 s, and `svc app executions {app} --watch` shows it",
+                self.per_job
+            ),
+            "spend_authority_exceeded" => format!(
+                "raise {org}'s spend authority (`svc admin spend-authority set --data-dir DATA_DIR --org {org} --micros N`) or the manifest's `deployment.spend`, then `svc app deploy {dir}` again"
+            ),
+            "secret_missing" => format!(
+                "a service administrator provisions it: `svc admin secret provision --data-dir DATA_DIR --org {org} --app {app} --secret-id ID --value-file FILE`; the service launches within 10 s"
+            ),
+            _ => {
+                // Launches refused until the retries ran out: the last refusal says why.
+                let last = recent.iter().find(|e| e["state"] == "refused");
+                match last.and_then(|e| e["reason"]["code"].as_str()) {
+                    Some("artifact_refused") => format!("upload the files again: `svc app deploy {dir}`"),
+                    Some("no_processor") => {
+                        "the service has no processor to run it: start `svc serve` with `--processors N` (N at least 1)"
+                            .to_owned()
+                    }
+                    _ => format!("see `svc app executions {app}`; after the fix, `svc app deploy {dir}` again"),
+                }
+            }
+        };
+        say.line(&format!("{app} is refused: {message}"));
+        say.line(&format!("fix: {fix}"));
+        Outcome { state: "refused", exit: EXIT_REFUSED, reason: Some(reason), fix: Some(fix) }
+    }
+
+    /// The caller's organization (its capabilities statement), or `ORG`.
+    fn organization(&self) -> String {
+        send(self.client, Method::GET, "/api/capabilities", None)
+            .ok()
+            .filter(|r| (200..300).contains(&r.status))
+            .and_then(|r| r.json()["organization"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "ORG".to_owned())
+    }
+}

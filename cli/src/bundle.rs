@@ -1,0 +1,369 @@
+//! An application directory as the files sent for it: what `svc app deploy DIR` uploads and
+//! `svc admin artifact store --bundle DIR` stores, the same files (and so the same digest)
+//! whichever does it.
+//!
+//! Left out, always: `.git`, the ignore file `.svcignore` itself, the manifest the command
+//! reads (the policy, sent on its own: editing it is not a new artifact), and a file where
+//! one of the manifest's secrets is mounted (`destination: {kind: file}` under `/app`).
+//! Left out by default: hidden entries (`.env`, `.cache/`), as `svc ingress deploy` does.
+//! `.svcignore` in DIR adds rules in gitignore syntax (`#` comments, `!` to take a rule
+//! back, a trailing `/` for directories only, a `/` inside anchoring to DIR, `*`, `?`,
+//! `[...]`, `**`), read after the default, so `!.well-known/` sends that directory; the last
+//! matching rule wins, and nothing inside a left-out directory comes back (as in git).
+//! A symbolic link or special file not left out is refused, naming it (the artifact store
+//! holds regular files only); the bounds are a bundle's ([`svc_execution::bundle`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use globset::{GlobBuilder, GlobMatcher};
+use svc_execution::bundle::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, check_bundle_path};
+
+/// The ignore file's name.
+pub(crate) const IGNORE_FILE: &str = ".svcignore";
+
+/// The files of a directory, by relative path (`/` between names).
+#[derive(Debug, Default)]
+pub(crate) struct Bundle {
+    /// Each file's bytes.
+    pub(crate) files: BTreeMap<String, Vec<u8>>,
+    /// The files executable here (kept executable in the store: a native image's program).
+    pub(crate) executable: BTreeSet<String>,
+}
+
+impl Bundle {
+    /// The bytes of every file.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.files.values().map(|b| b.len() as u64).sum()
+    }
+
+    /// The listing people read: each file with its size, then the total.
+    pub(crate) fn listing(&self) -> String {
+        let mut out = String::new();
+        for (path, bytes) in &self.files {
+            out += &format!("  {path}  {}\n", size(bytes.len() as u64));
+        }
+        let n = self.files.len();
+        out += &format!("{n} file{}, {}\n", if n == 1 { "" } else { "s" }, size(self.bytes()));
+        out
+    }
+}
+
+/// `213 bytes`, `1.5 KiB`, `2.0 MiB`.
+pub(crate) fn size(bytes: u64) -> String {
+    #[allow(clippy::cast_precision_loss)] // One decimal of a size people read.
+    let f = bytes as f64;
+    match bytes {
+        0..1024 => format!("{bytes} byte{}", if bytes == 1 { "" } else { "s" }),
+        1024..1_048_576 => format!("{:.1} KiB", f / 1024.0),
+        _ => format!("{:.1} MiB", f / 1_048_576.0),
+    }
+}
+
+/// Why a directory cannot be bundled.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BundleError {
+    /// A file or directory could not be read (the error names it).
+    #[error(transparent)]
+    Read(#[from] std::io::Error),
+    /// DIR is not a directory.
+    #[error("{} is not a directory: `svc app deploy` sends an application directory's files", .0.display())]
+    NotADirectory(PathBuf),
+    /// A rule of `.svcignore` that is not a pattern.
+    #[error("{file}:{line}: {why}")]
+    BadRule {
+        /// The ignore file.
+        file: String,
+        /// The line, from 1.
+        line: usize,
+        /// The pattern reader's reason.
+        why: globset::Error,
+    },
+    /// An entry that is not a regular file or a directory.
+    #[error(
+        "{} is a {kind}: a bundle holds only regular files; copy the file in, or leave it out in {IGNORE_FILE}",
+        .path.display()
+    )]
+    Unsupported {
+        /// The entry.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// A name that cannot be sent (not UTF-8, too long or deep, a control character).
+    #[error("{}: {why}; rename it, or leave it out in {IGNORE_FILE}", .path.display())]
+    BadName {
+        /// The entry.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// Too many files.
+    #[error(
+        "{} has more than {BUNDLE_MAX_FILES} files to send, the most a bundle holds; leave build output and dependencies out in {IGNORE_FILE}",
+        .dir.display()
+    )]
+    TooManyFiles {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// Too many bytes.
+    #[error(
+        "{} has more than {} MiB of files to send (reached at {at}), the most a bundle holds; leave build output and dependencies out in {IGNORE_FILE}",
+        .dir.display(),
+        BUNDLE_MAX_BYTES / 1024 / 1024
+    )]
+    TooLarge {
+        /// The directory.
+        dir: PathBuf,
+        /// The file at which the bound was passed.
+        at: String,
+    },
+}
+
+/// One rule of the ignore list.
+struct Rule {
+    glob: GlobMatcher,
+    negated: bool,
+    dir_only: bool,
+}
+
+/// The default rule and `.svcignore`'s, in order.
+struct Rules(Vec<Rule>);
+
+impl Rules {
+    /// The default (hidden entries) and the rules of `DIR/.svcignore`, if it exists.
+    fn read(dir: &Path) -> Result<Rules, BundleError> {
+        let mut rules = Vec::new();
+        let default = parse(".*").ok().flatten();
+        rules.extend(default);
+        let file = dir.join(IGNORE_FILE);
+        let text = match fs_err::read_to_string(&file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e.into()),
+        };
+        for (n, line) in text.lines().enumerate() {
+            let rule = parse(line).map_err(|why| BundleError::BadRule {
+                file: file.display().to_string(),
+                line: n + 1,
+                why,
+            })?;
+            rules.extend(rule);
+        }
+        Ok(Rules(rules))
+    }
+
+    /// Whether `path` (relative, `/` between names) is left out; the last matching rule wins.
+    fn ignored(&self, path: &str, is_dir: bool) -> bool {
+        let mut ignored = false;
+        for rule in &self.0 {
+            if (!rule.dir_only || is_dir) && rule.glob.is_match(path) {
+                ignored = !rule.negated;
+            }
+        }
+        ignored
+    }
+}
+
+/// One gitignore line as a rule (`None` for a blank line or a comment).
+fn parse(line: &str) -> Result<Option<Rule>, globset::Error> {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    if line.starts_with('#') {
+        return Ok(None);
+    }
+    // Trailing spaces do not count unless escaped.
+    let mut pattern = line.trim_end_matches(' ').to_owned();
+    if line.ends_with("\\ ") && !pattern.ends_with("\\ ") {
+        pattern.push(' ');
+    }
+    let negated = pattern.starts_with('!');
+    if negated {
+        pattern.remove(0);
+    }
+    if pattern.starts_with("\\!") || pattern.starts_with("\\#") {
+        pattern.remove(0);
+    }
+    let dir_only = pattern.ends_with('/');
+    let pattern = pattern.trim_end_matches('/');
+    if pattern.is_empty() {
+        return Ok(None);
+    }
+    // A `/` at the start or inside anchors the pattern to the directory; otherwise it matches
+    // at any depth.
+    let glob = match pattern.strip_prefix('/') {
+        Some(anchored) => anchored.to_owned(),
+        None if pattern.contains('/') => pattern.to_owned(),
+        None => format!("**/{pattern}"),
+    };
+    let glob = GlobBuilder::new(&glob).literal_separator(true).backslash_escape(true).build()?.compile_matcher();
+    Ok(Some(Rule { glob, negated, dir_only }))
+}
+
+/// What the manifest asks to leave out besides the rules: the manifest file itself (when it
+/// is in DIR) and the files where its secrets are mounted.
+#[derive(Debug, Default)]
+pub(crate) struct Exclude {
+    /// Relative paths (`/` between names) never sent.
+    pub(crate) paths: Vec<String>,
+}
+
+impl Exclude {
+    /// The manifest at `manifest` (if it is inside `dir`) and its secrets' file destinations
+    /// under `/app` (the directory a job's files are mounted at).
+    pub(crate) fn of(dir: &Path, manifest: Option<&Path>, secret_files: &[String]) -> Exclude {
+        let mut paths = Vec::new();
+        if let Some(m) = manifest {
+            let (m, d) = (std::path::absolute(m).ok(), std::path::absolute(dir).ok());
+            if let (Some(m), Some(d)) = (m, d)
+                && let Ok(relative) = m.strip_prefix(&d)
+            {
+                paths.push(slashed(relative));
+            }
+        }
+        for path in secret_files {
+            if let Some(inside) = path.strip_prefix("/app/") {
+                paths.push(inside.trim_matches('/').to_owned());
+            }
+        }
+        Exclude { paths }
+    }
+}
+
+/// A relative path with `/` between its names.
+fn slashed(path: &Path) -> String {
+    path.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+/// The files of `dir` to send, in path order.
+pub(crate) fn read(dir: &Path, exclude: &Exclude) -> Result<Bundle, BundleError> {
+    if !fs_err::metadata(dir)?.is_dir() {
+        return Err(BundleError::NotADirectory(dir.to_owned()));
+    }
+    let rules = Rules::read(dir)?;
+    let mut bundle = Bundle::default();
+    let mut total = 0u64;
+    let mut pending = vec![(dir.to_owned(), String::new())];
+    while let Some((current, prefix)) = pending.pop() {
+        let mut entries: Vec<_> = fs_err::read_dir(&current)?.collect::<Result<_, _>>()?;
+        entries.sort_by_key(fs_err::DirEntry::file_name);
+        for entry in entries {
+            let path = entry.path();
+            let Ok(name) = entry.file_name().into_string() else {
+                return Err(BundleError::BadName { path, why: "its name is not UTF-8".to_owned() });
+            };
+            let relative = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+            let kind = fs_err::symlink_metadata(&path)?.file_type();
+            let always = name == ".git" || (prefix.is_empty() && name == IGNORE_FILE);
+            if always || exclude.paths.contains(&relative) || rules.ignored(&relative, kind.is_dir()) {
+                continue;
+            }
+            if kind.is_dir() {
+                pending.push((path, relative));
+                continue;
+            }
+            if !kind.is_file() {
+                let what = if kind.is_symlink() { "symbolic link" } else { "special file" };
+                return Err(BundleError::Unsupported { path, kind: what });
+            }
+            check_bundle_path(&relative)
+                .map_err(|why| BundleError::BadName { path: path.clone(), why: format!("the path {why}") })?;
+            if bundle.files.len() >= BUNDLE_MAX_FILES {
+                return Err(BundleError::TooManyFiles { dir: dir.to_owned() });
+            }
+            let meta = fs_err::symlink_metadata(&path)?;
+            let size = meta.len();
+            if meta.permissions().mode() & 0o111 != 0 {
+                bundle.executable.insert(relative.clone());
+            }
+            total = total.saturating_add(size);
+            if total > BUNDLE_MAX_BYTES {
+                return Err(BundleError::TooLarge { dir: dir.to_owned(), at: relative });
+            }
+            let bytes = fs_err::read(&path)?;
+            bundle.files.insert(relative, bytes);
+        }
+    }
+    Ok(bundle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("a directory");
+        for f in files {
+            let path = dir.path().join(f);
+            fs_err::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+            fs_err::write(&path, f.as_bytes()).expect("write");
+        }
+        dir
+    }
+
+    fn sent(dir: &Path, exclude: &Exclude) -> Vec<String> {
+        read(dir, exclude).expect("bundled").files.into_keys().collect()
+    }
+
+    #[test]
+    fn the_ignore_file_rules_hidden_entries_git_and_the_manifest_are_left_out() {
+        let dir = tree(&[
+            "main.js",
+            "manifest.yaml",
+            "lib/a.js",
+            "lib/a.test.js",
+            "build/out.js",
+            "src/build/keep.js",
+            "node_modules/x/index.js",
+            "logs/today.log",
+            "keep.log",
+            ".env",
+            ".git/HEAD",
+            ".well-known/security.txt",
+            "secrets/key.pem",
+        ]);
+        fs_err::write(
+            dir.path().join(IGNORE_FILE),
+            "# build output\n/build\nnode_modules/\n*.log\n!keep.log\n*.test.js\n!.well-known/\n",
+        )
+        .expect("write");
+        let exclude =
+            Exclude::of(dir.path(), Some(&dir.path().join("manifest.yaml")), &["/app/secrets/key.pem".to_owned()]);
+        assert_eq!(
+            sent(dir.path(), &exclude),
+            [".well-known/security.txt", "keep.log", "lib/a.js", "main.js", "src/build/keep.js"]
+        );
+        // Without the ignore file: only the defaults.
+        fs_err::remove_file(dir.path().join(IGNORE_FILE)).expect("rm");
+        let all = sent(dir.path(), &Exclude::default());
+        assert!(all.contains(&"manifest.yaml".to_owned()) && all.contains(&"build/out.js".to_owned()), "{all:?}");
+        assert!(!all.iter().any(|p| p.starts_with('.')), "{all:?}");
+    }
+
+    #[test]
+    fn a_link_is_refused_by_name_unless_left_out() {
+        let dir = tree(&["main.js"]);
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("passwd")).expect("link");
+        let e = read(dir.path(), &Exclude::default()).expect_err("refused");
+        assert!(e.to_string().contains("passwd is a symbolic link: a bundle holds only regular files"), "{e}");
+        fs_err::write(dir.path().join(IGNORE_FILE), "passwd\n").expect("write");
+        assert_eq!(sent(dir.path(), &Exclude::default()), ["main.js"]);
+    }
+
+    #[test]
+    fn a_bad_rule_names_its_line() {
+        let dir = tree(&["main.js"]);
+        fs_err::write(dir.path().join(IGNORE_FILE), "ok\n[z-a\n").expect("write");
+        let e = read(dir.path(), &Exclude::default()).expect_err("refused");
+        assert!(e.to_string().contains(".svcignore:2: "), "{e}");
+    }
+
+    #[test]
+    fn sizes_read_as_people_read_them() {
+        assert_eq!(size(1), "1 byte");
+        assert_eq!(size(213), "213 bytes");
+        assert_eq!(size(1536), "1.5 KiB");
+        assert_eq!(size(3 * 1_048_576), "3.0 MiB");
+    }
+}
