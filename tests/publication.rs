@@ -16,6 +16,7 @@ mod publication {
     mod instances;
     mod intake;
     mod listener;
+    mod logs;
     mod routes;
     mod semantics;
     mod tls;
