@@ -35,6 +35,7 @@ mod ingress {
     mod standalone;
     mod supervision;
     mod terminal;
+    mod trust;
 
     use std::net::SocketAddr;
     use std::path::PathBuf;

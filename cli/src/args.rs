@@ -219,6 +219,22 @@ pub enum IngressCommand {
     },
     /// Print the JSON Schema of the project file.
     Schema,
+    /// Trust a local relay's development CA (DIR/ca.pem) in this user's browsers: adds it to
+    /// the NSS database Chromium and Chrome read ($HOME/.pki/nssdb, made if missing) with
+    /// `certutil` (libnss3-tools; without it, prints the commands), so the demo's `ready`
+    /// URL opens without a warning. Prints how curl trusts it (--cacert, SSL_CERT_FILE).
+    Trust {
+        /// The relay's (or the demo's) data directory, whose ca.pem to trust [default: the
+        /// demo's data directory].
+        #[arg(long, value_name = "DIR", conflicts_with = "ca")]
+        data_dir: Option<PathBuf>,
+        /// The CA certificate file (PEM) to trust.
+        #[arg(long, value_name = "FILE")]
+        ca: Option<PathBuf>,
+        /// Take the CA out of the database instead.
+        #[arg(long)]
+        remove: bool,
+    },
     /// The deployment's sessions (one per funded period) with funded, spent and refundable amounts.
     Sessions {
         /// Which project, at which relay.
@@ -752,7 +768,8 @@ pub struct ListenerArgs {
           value_parser = clap::value_parser!(u16).range(1..=10_000))]
     pub max_large_bodies: u16,
     /// Log lines on standard error: `text` for people, `json` one object per line (RUST_LOG
-    /// filters them; default `info`: one line per request).
+    /// filters them; default `info`: one line per state change and per request that changes
+    /// something or fails; reads and routine refreshes at `debug`).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = crate::output::LogFormat::Text)]
     pub log_format: crate::output::LogFormat,
 }

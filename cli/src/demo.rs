@@ -101,11 +101,12 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
         Ok(project) => project,
         Err(e) => return fail(&e),
     };
-    let token =
-        match coordinator::invite(dir, ORG).and_then(|()| coordinator::issue_token(dir, ORG, TokenRole::Customer, None)) {
-            Ok(token) => token.plaintext,
-            Err(e) => return fail(&format!("inviting organization \"{ORG}\": {e}")),
-        };
+    let token = match coordinator::invite(dir, ORG)
+        .and_then(|()| coordinator::issue_token(dir, ORG, TokenRole::Customer, None))
+    {
+        Ok(token) => token.plaintext,
+        Err(e) => return fail(&format!("inviting organization \"{ORG}\": {e}")),
+    };
     let token_file = dir.join("token");
     if let Err(e) = write_private(&token_file, format!("{token}\n").as_bytes()) {
         return fail(&format!("cannot write {}: {e}", token_file.display()));
@@ -179,6 +180,15 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
         Ok(url) => {
             // A closed stdout must not end the demo with its jobs running: `say` ignores it.
             crate::output::say(&format!("ready {url}"));
+            // A browser does not know the development CA: how to trust it, next to the URL
+            // (issue 42). After this line the demo says only what goes wrong.
+            let ca = dir.join("ca.pem");
+            say(&format!(
+                "for a browser, trust the development CA once: svc ingress trust --data-dir {}; for curl: curl \
+                 --cacert {} {url}",
+                dir.display(),
+                ca.display()
+            ));
             ended(relay)
         }
         Err(code) => {

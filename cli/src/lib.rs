@@ -27,6 +27,7 @@ mod remote;
 mod serve;
 mod settings;
 mod tls;
+mod trust;
 
 pub use args::{
     AdminCommand, AgentCommand, AppCommand, CatalogCommand, CatalogTarget, Cli, Command, FactArgs, GatewayCommand,
@@ -205,6 +206,14 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Stop { target } => deploy::stop(&target),
             IngressCommand::Hostname { command } => deploy::hostname(&command),
             IngressCommand::Schema => deploy::schema(),
+            IngressCommand::Trust { data_dir, ca, remove } => {
+                let ca = ca.unwrap_or_else(|| {
+                    data_dir
+                        .unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref()))
+                        .join("ca.pem")
+                });
+                trust::run(&trust::TrustRequest { ca, remove })
+            }
             IngressCommand::List { target } => deploy::list(&target),
             IngressCommand::Sessions { target } => economics::sessions(&target),
             IngressCommand::Refund { session, target } => economics::refund(&target, &session),

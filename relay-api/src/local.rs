@@ -238,7 +238,10 @@ impl LocalCoordinator {
                 "/api/dev-ca/sign",
                 axum::routing::post(|State(c): State<Arc<LocalCoordinator>>, body: axum::body::Bytes| async move {
                     let signed = parse::<SignRequest>(&body).and_then(|req| c.sign(&req));
-                    reply(signed, "application/x-pem-file")
+                    // A certificate renewed: the agent's own log says so; here it is routine.
+                    let mut response = reply(signed, "application/x-pem-file");
+                    response.extensions_mut().insert(svc_http::Routine);
+                    response
                 }),
             )
             .route(
@@ -252,7 +255,10 @@ impl LocalCoordinator {
                 "/api/agent/route",
                 axum::routing::post(|State(c): State<Arc<LocalCoordinator>>, body: axum::body::Bytes| async move {
                     let answer = parse::<RouteRequest>(&body).and_then(|req| c.route_hostnames(&req));
-                    reply(answer, "application/json")
+                    // Each agent asks every 30 s: a routine refresh, logged at `debug`.
+                    let mut response = reply(answer, "application/json");
+                    response.extensions_mut().insert(svc_http::Routine);
+                    response
                 }),
             )
             .with_state(self)

@@ -4,7 +4,20 @@
 //! shaped like a token is replaced by `[redacted]`, and the path is cut to a bounded length
 //! (a hostile client does not choose the size of our log lines).
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Method, header};
+
+/// A response extension: the request was routine (an agent's periodic refresh, a poll that
+/// may change nothing), so its access line is written at `debug`, not `info`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Routine;
+
+/// Whether a request's access line goes at `debug`: a read (`GET`, `HEAD`, `OPTIONS`)
+/// answered below 400, or one its handler marked [`Routine`] and answered below 400. Writes,
+/// and every refusal or failure, stay at `info`.
+pub fn routine(method: &Method, status: u16, marked: bool) -> bool {
+    let read = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    status < 400 && (read || marked)
+}
 
 /// The longest path written to a log line, in bytes (longer ones are cut and marked `...`).
 pub const MAX_LOGGED_PATH: usize = 256;

@@ -40,7 +40,7 @@ mod server;
 mod settings;
 mod tls;
 
-pub use access::{MAX_LOGGED_PATH, loggable_path};
+pub use access::{MAX_LOGGED_PATH, Routine, loggable_path, routine};
 pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED, envelope_response};
 pub use error::ServeError;
 pub use health::{STORE_CHECK_FRESH, STORE_CHECK_WAIT, StoreCheck, store_health, store_health_with};

@@ -321,17 +321,31 @@ async fn handle(
         Err(()) => InternalError::new("the request's handler panicked").into_response(),
     };
     let response = finish(response, &id, timed_out.load(Ordering::Acquire), shared.name).await;
-    // The access line: when the response head is ready (the body may still stream).
-    tracing::info!(
-        target: "svc_http::access",
-        server = shared.name,
-        method = %method,
-        path = %path,
-        status = response.status().as_u16(),
-        latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        request_id = id.as_str(),
-        "request"
-    );
+    // The access line: when the response head is ready (the body may still stream). At
+    // `debug` for a request that changes nothing (a read answered, a handler's routine
+    // refresh), so the default `info` shows what changed and what failed (issue 42).
+    let status = response.status().as_u16();
+    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    macro_rules! access {
+        ($level:expr) => {
+            tracing::event!(
+                target: "svc_http::access",
+                $level,
+                server = shared.name,
+                method = %method,
+                path = %path,
+                status,
+                latency_ms,
+                request_id = id.as_str(),
+                "request"
+            )
+        };
+    }
+    if crate::access::routine(&method, status, response.extensions().get::<crate::access::Routine>().is_some()) {
+        access!(tracing::Level::DEBUG);
+    } else {
+        access!(tracing::Level::INFO);
+    }
     Ok(response.map(|body| TrackedBody::new(body, guard)))
 }
 

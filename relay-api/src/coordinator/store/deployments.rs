@@ -178,10 +178,10 @@ impl RelayStore {
         failure_code: Option<&str>,
         now: i64,
     ) -> Result<Deployment, StoreError> {
-        self.write(|tx| {
+        let (from, d) = self.write(|tx| -> Result<_, StoreError> {
             let d = get(tx, id)?;
             if d.state == to {
-                return Ok(d);
+                return Ok((to, d));
             }
             if !d.state.may_become(to) {
                 return Err(TransitionError { from: d.state, to }.into());
@@ -189,8 +189,14 @@ impl RelayStore {
             // Leaving the spending states ends the period clock; a new one starts when live again.
             let next_period_at = if to.runs_job() { d.next_period_at } else { None };
             record_change(tx, &d, &StateChange { to, reason, next_period_at, failure_code, at: now })?;
-            get(tx, id)
-        })
+            Ok((d.state, get(tx, id)?))
+        })?;
+        // One line per change, once it is committed (issue 42): what an operator watching the
+        // relay's terminal wants to see; a step that changes nothing writes none.
+        if from != to {
+            tracing::info!(deployment = %id, "svc relay: deployment {id} ({}) {from} -> {to}: {reason}", d.project);
+        }
+        Ok(d)
     }
 
     /// Updates the reason of the current state (without a transition) when it changed.

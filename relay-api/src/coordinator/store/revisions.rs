@@ -165,8 +165,10 @@ impl RelayStore {
         state: SuccessorState,
         reason: &str,
     ) -> Result<(), StoreError> {
-        self.write(|tx| {
-            let Some(before) = tx.successor(deployment_id)?.filter(|s| s.revision == revision) else { return Ok(()) };
+        let changed = self.write(|tx| -> Result<bool, StoreError> {
+            let Some(before) = tx.successor(deployment_id)?.filter(|s| s.revision == revision) else {
+                return Ok(false);
+            };
             let now = now_ms();
             tx.set_successor_state(deployment_id, revision, state, reason, now)?;
             if before.state != state {
@@ -174,8 +176,17 @@ impl RelayStore {
                 tx.append_logs(deployment_id, "route", &[line], now)?;
                 tx.wake(deployment_id, now)?;
             }
-            Ok(())
-        })
+            Ok(before.state != state)
+        })?;
+        // One line per change (issue 42); a validation failing again with a new reason is not one.
+        if changed {
+            let state = state.as_str();
+            tracing::info!(
+                deployment = %deployment_id,
+                "svc relay: deployment {deployment_id} revision {revision} is {state}: {reason}"
+            );
+        }
+        Ok(())
     }
 
     /// Makes revision `revision` the deployment's: its project, route and keys become the
@@ -192,6 +203,12 @@ impl RelayStore {
             tx.append_logs(deployment_id, "route", &[format!("revision {revision} {what}")], now)?;
             tx.wake(deployment_id, now)?;
             get(tx, deployment_id)
+        })
+        .inspect(|_| {
+            tracing::info!(
+                deployment = %deployment_id,
+                "svc relay: deployment {deployment_id} revision {revision} {what}"
+            );
         })
     }
 

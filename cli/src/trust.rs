@@ -1,0 +1,242 @@
+//! `svc ingress trust`: makes a browser of this user trust the development CA that signs a
+//! local relay's route certificates (`DIR/ca.pem`), so the demo's `ready` URL opens without a
+//! certificate warning. Chromium and Chrome on Linux read the user's NSS database
+//! (`$HOME/.pki/nssdb`); `certutil` (Debian's `libnss3-tools`) adds the CA there as a
+//! trusted root under a nickname made from the CA's own digest, so each data directory's CA
+//! has its own entry and `--remove` takes exactly that one out. Without `certutil`, the
+//! command prints the exact commands to run once it is installed. curl does not read NSS:
+//! the command prints its `--cacert` and `SSL_CERT_FILE` forms.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// What `svc ingress trust` was asked.
+pub(crate) struct TrustRequest {
+    /// The CA certificate (PEM): `--ca FILE`, or `DIR/ca.pem` of `--data-dir DIR` (the demo's
+    /// default data directory without either).
+    pub(crate) ca: PathBuf,
+    /// Take the CA out of the database instead.
+    pub(crate) remove: bool,
+}
+
+/// Why the CA cannot be trusted.
+#[derive(Debug, thiserror::Error)]
+enum TrustError {
+    /// The CA file cannot be read.
+    #[error(
+        "cannot read the development CA {}: {source} (start the relay or the demo first; it writes DIR/ca.pem)",
+        path.display()
+    )]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It holds no certificate.
+    #[error("{} holds no PEM certificate", path.display())]
+    NotPem {
+        /// The file.
+        path: PathBuf,
+    },
+    /// `$HOME` is not set: there is no user database to write.
+    #[error("HOME is not set: the NSS database is $HOME/.pki/nssdb")]
+    NoHome,
+    /// The database's directory cannot be made.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `certutil` ran and failed.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Certutil {
+        /// The command, as it would be typed.
+        command: String,
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// What it said.
+        stderr: String,
+    },
+    /// `certutil` could not be started (other than missing).
+    #[error("cannot run certutil: {0}")]
+    Spawn(#[source] std::io::Error),
+}
+
+fn fail(message: &str) -> ExitCode {
+    crate::output::fail("svc ingress trust", 1, "trust_failed", message)
+}
+
+/// `svc ingress trust`
+pub(crate) fn run(request: &TrustRequest) -> ExitCode {
+    match trust(request) {
+        Ok(code) => code,
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+fn trust(request: &TrustRequest) -> Result<ExitCode, TrustError> {
+    let ca = std::path::absolute(&request.ca).unwrap_or_else(|_| request.ca.clone());
+    let pem = fs_err::read_to_string(&ca).map_err(|source| TrustError::Read { path: ca.clone(), source })?;
+    if !pem.contains("-----BEGIN CERTIFICATE-----") {
+        return Err(TrustError::NotPem { path: ca });
+    }
+    let nickname = nickname(&pem);
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).ok_or(TrustError::NoHome)?;
+    let db_dir = Path::new(&home).join(".pki").join("nssdb");
+    let db = format!("sql:{}", db_dir.display());
+    let steps = steps(&db_dir, &db, &nickname, &ca, request.remove);
+    if !certutil_present() {
+        println!("certutil is not installed (Debian and Ubuntu: sudo apt-get install libnss3-tools); then run:");
+        for step in &steps {
+            println!("  {}", shell_words(step));
+        }
+        print_curl(&ca);
+        return Ok(ExitCode::from(1));
+    }
+    let present = listed(&db, &nickname)?;
+    if request.remove {
+        if !present {
+            println!("the development CA {} ({nickname}) was not trusted in {}", ca.display(), db_dir.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        run_certutil(&steps[0])?;
+    } else {
+        if !db_dir.join("cert9.db").exists() {
+            agent::files::create_private_dir(&db_dir)
+                .map_err(|source| TrustError::CreateDir { path: db_dir.clone(), source })?;
+            run_certutil(&steps[1])?;
+        }
+        // Trusted again (its file may have changed): the entry is replaced, not doubled.
+        if present {
+            run_certutil(&steps_remove(&db, &nickname)[0])?;
+        }
+        run_certutil(&steps[2])?;
+    }
+    if request.remove {
+        println!("the development CA {} ({nickname}) is no longer trusted in {}", ca.display(), db_dir.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "trusted for browsers of this user: the development CA {} as \"{nickname}\" in {}",
+        ca.display(),
+        db_dir.display()
+    );
+    println!("  (Chromium and Chrome read it; restart a running browser. Firefox keeps its own store:");
+    println!("  Settings, Privacy & Security, Certificates, View Certificates, Authorities, Import.)");
+    print_curl(&ca);
+    println!("undo: svc ingress trust --ca {} --remove", ca.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The nickname of the CA in the database: `svc development CA ` and the first 12 hex
+/// digits of the PEM's SHA-256, so another data directory's CA gets its own entry.
+fn nickname(pem: &str) -> String {
+    let digest = manifest_core::sha256(pem.trim().as_bytes());
+    let hex = digest.trim_start_matches("sha256:").get(..12).unwrap_or_default();
+    format!("svc development CA {hex}")
+}
+
+/// The commands that (un)trust the CA, as argument lists: make the database if it is
+/// missing, then add (or delete) the CA.
+fn steps(db_dir: &Path, db: &str, nickname: &str, ca: &Path, remove: bool) -> Vec<Vec<OsString>> {
+    let words = |w: &[&str]| w.iter().map(OsString::from).collect::<Vec<_>>();
+    if remove {
+        return steps_remove(db, nickname);
+    }
+    let mut add = words(&["certutil", "-A", "-d", db, "-n", nickname, "-t", "C,,", "-i"]);
+    add.push(ca.as_os_str().to_owned());
+    let mut mkdir = words(&["mkdir", "-p", "-m", "700"]);
+    mkdir.push(db_dir.as_os_str().to_owned());
+    vec![mkdir, words(&["certutil", "-N", "-d", db, "--empty-password"]), add]
+}
+
+/// The command that takes the CA out.
+fn steps_remove(db: &str, nickname: &str) -> Vec<Vec<OsString>> {
+    vec![["certutil", "-D", "-d", db, "-n", nickname].iter().map(OsString::from).collect()]
+}
+
+/// A command as a shell line, each word quoted when it needs to be.
+fn shell_words(words: &[OsString]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            let w = w.to_string_lossy();
+            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:,=@%+".contains(c)) {
+                w.into_owned()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn print_curl(ca: &Path) {
+    let ca = shell_words(&[ca.as_os_str().to_owned()]);
+    println!("curl reads no browser store; give it the CA:");
+    println!("  curl --cacert {ca} https://node-demo-acme.localhost:8443/   (the demo's URL: any route of the relay)");
+    println!(
+        "  export SSL_CERT_FILE={ca}   (curl, and other OpenSSL programs, then trust it; node: NODE_EXTRA_CA_CERTS)"
+    );
+}
+
+fn certutil_present() -> bool {
+    match Command::new("certutil").arg("-H").output() {
+        Ok(_) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
+/// Whether the database holds `nickname`.
+fn listed(db: &str, nickname: &str) -> Result<bool, TrustError> {
+    let out = Command::new("certutil").args(["-L", "-d", db, "-n", nickname]).output().map_err(TrustError::Spawn)?;
+    Ok(out.status.success())
+}
+
+fn run_certutil(step: &[OsString]) -> Result<(), TrustError> {
+    let out = Command::new(&step[0]).args(&step[1..]).output().map_err(TrustError::Spawn)?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(TrustError::Certutil {
+        command: shell_words(step),
+        status: out.status,
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commands_quote_what_a_shell_would_split() {
+        let ca = Path::new("/tmp/my data/ca.pem");
+        let db_dir = Path::new("/home/u/.pki/nssdb");
+        let add = steps(db_dir, "sql:/home/u/.pki/nssdb", "svc development CA 0123456789ab", ca, false);
+        let lines: Vec<String> = add.iter().map(|s| shell_words(s)).collect();
+        assert_eq!(
+            lines,
+            [
+                "mkdir -p -m 700 /home/u/.pki/nssdb",
+                "certutil -N -d sql:/home/u/.pki/nssdb --empty-password",
+                "certutil -A -d sql:/home/u/.pki/nssdb -n 'svc development CA 0123456789ab' -t C,, \
+                 -i '/tmp/my data/ca.pem'",
+            ]
+        );
+        let remove = steps(Path::new("/db"), "sql:/db", "svc development CA x", Path::new("/ca.pem"), true);
+        assert_eq!(shell_words(&remove[0]), "certutil -D -d sql:/db -n 'svc development CA x'");
+    }
+
+    #[test]
+    fn each_ca_has_its_own_nickname() {
+        assert_ne!(nickname("-----BEGIN CERTIFICATE-----\na"), nickname("-----BEGIN CERTIFICATE-----\nb"));
+        assert_eq!(nickname("x\n"), nickname("x"));
+    }
+}
