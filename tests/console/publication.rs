@@ -406,3 +406,66 @@ fn the_applications_list_shows_fifty_a_page() {
     assert!(second.contains("Previous page") && !second.contains("id=\"next-page\""));
     assert!(page(9).contains("No application on this page"));
 }
+
+/// Issue 42, point 2: the executions page shows each execution's newest output lines, updated
+/// with the live region (no reload): escaped (a job's markup is text), a long line wrapped,
+/// whole, never cut off, at 360 and 1280 px.
+#[test]
+fn the_executions_page_shows_each_executions_newest_output_escaped_and_wrapped_as_it_comes() {
+    let dir = TempDir::new("console-output");
+    let developer = token(dir.str(), "acme", "developer");
+    let server = Server::start(dir.path(), &[]);
+    let base = server.url();
+    create(&server, &developer, "web");
+    admin(&["spend-authority", "set", "--data-dir", dir.str(), "--org", "acme", "--micros", "1000000000"]);
+    let bundle = dir.path().join("bundle");
+    std::fs::create_dir_all(&bundle).expect("bundle dir");
+    let long = "w".repeat(3000);
+    let script = format!(
+        "console.log('<b>hello</b> & \"world\"');\nconsole.log('{long}');\n\
+         let n = 0;\nsetInterval(() => console.log(`tick ${{++n}}`), 300);\n"
+    );
+    std::fs::write(bundle.join("server.js"), script).expect("server.js");
+    let digest = admin(&["artifact", "store", "--data-dir", dir.str(), "--bundle", bundle.to_str().expect("UTF-8")]);
+    svc_e2e::service::accept_build_of(dir.str(), "acme", "web", &digest);
+
+    let browser = Browser::start("publication-console-output");
+    sign_in(&browser, &base, &developer);
+    browser.goto(&format!("{base}/console/apps/web/executions"));
+    assert!(browser.text("#output-empty").contains("No execution printed anything yet"), "{}", browser.source());
+    browser.execute("window.stillTheSamePage = true;");
+    let r = server.request(
+        "POST",
+        "/api/applications/web/policy-versions",
+        Some(&developer),
+        Some(&json!({"manifest": held_manifest("web")})),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let shown = "#output-0-1-1 pre.output";
+    browser.wait_until("the job's first lines on the page", Duration::from_secs(30), |b| {
+        b.find(shown).is_some() && b.text(shown).contains("tick 2")
+    });
+    let text = browser.text(shown);
+    assert!(text.contains("[program] <b>hello</b> & \"world\""), "the job's markup is text: {text}");
+    assert_eq!(
+        browser.execute("return document.querySelector('pre.output b');"),
+        Value::Null,
+        "no element of the job's"
+    );
+    assert!(text.contains(&long), "the long line whole");
+    assert!(browser.text("#output-0-1-1 h3").contains("web/0/1/1"), "{}", browser.text("#output-0-1-1"));
+    // Wrapped, not cut: the box is no wider than its text's room.
+    let fits =
+        browser.execute("const p = document.querySelector('pre.output'); return p.scrollWidth <= p.clientWidth;");
+    assert_eq!(fits, json!(true), "long lines wrap");
+    browser.assert_layout_holds("executions, with a long line");
+    // It goes on updating in place: a later tick, the page not reloaded; at most 20 lines.
+    browser.wait_until("a later tick", Duration::from_secs(30), |b| b.text(shown).contains("tick 25"));
+    assert_eq!(browser.execute("return window.stillTheSamePage === true;"), json!(true), "no reload happened");
+    let lines = browser.execute("return document.querySelector('pre.output').textContent.split('\\n').length - 1;");
+    assert_eq!(lines, json!(20), "the newest 20 lines");
+    assert!(!browser.text(shown).contains("<b>hello</b>"), "older lines gave way to the newest");
+    assert!(browser.text("#output-0-1-1").contains("kept in all"), "{}", browser.text("#output-0-1-1"));
+    browser.assert_layout_holds("executions, with output");
+    browser.assert_accessible("executions, with output");
+}
