@@ -81,7 +81,7 @@ pub fn duration_words(secs: u64) -> String {
 /// The largest unit that divides `secs` exactly.
 fn whole_unit(secs: u64) -> (u64, &'static str) {
     for (size, unit) in [(86_400, "day"), (3_600, "hour"), (60, "minute")] {
-        if secs >= size && secs % size == 0 {
+        if secs >= size && secs.is_multiple_of(size) {
             return (secs / size, unit);
         }
     }
@@ -129,7 +129,7 @@ fn grouped(n: u128) -> String {
     let plain = n.to_string();
     let mut out = String::with_capacity(plain.len() + plain.len() / 3);
     for (i, c) in plain.chars().enumerate() {
-        if i > 0 && (plain.len() - i) % 3 == 0 {
+        if i > 0 && (plain.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
