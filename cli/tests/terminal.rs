@@ -344,3 +344,60 @@ fn each_format_help_describes_its_own_commands_output() {
     let fund = helps.iter().find(|(p, _)| p == "ingress fund").map(|(_, h)| h.as_str()).unwrap_or("");
     assert!(fund.contains("{quote, entry}"), "fund says what it prints: {fund}");
 }
+
+/// Money in the customer's unit (issue 42): the texts of `sessions`, `ledger` and `rewards`
+/// show dollars with their cents (a fraction of a cent with the digits it needs); their JSON
+/// keeps the integer micros.
+#[test]
+fn money_texts_show_dollars_and_their_json_keeps_integer_micros() {
+    let dir = scratch("money");
+    let balance = r#""balance": {"fundedMicros": 750000, "spentMicros": 250000, "refundableMicros": 499999,
+        "refundedMicros": 1, "availableMicros": 250000, "inProgressMicros": 250000, "rewardMicros": 0, "serviceMicros": 0}"#;
+    let sessions: &'static str = Box::leak(
+        format!(
+            r#"{{"sessions": [{{"id": "ses_0000000000000001", "deploymentId": "dep_1", "quoteId": "quo_1", "ordinal": 0,
+                "priceMicros": 250000, "periodMs": 3600000, "state": "settled", "periodIndex": 0, "unservedMicros": 250000,
+                "refundedMicros": 1, "rewardMicros": 0, "serviceMicros": 0, "spentMicros": 0, "refundableMicros": 249999}}], {balance}}}"#
+        )
+        .into_boxed_str(),
+    );
+    let ledger: &'static str = Box::leak(
+        format!(
+            r#"{{"entries": [{{"seq": 1, "kind": "fund", "amountMicros": 750000, "note": "funded quote quo_1: 3 periods of 1 hour", "at": 1700000000000}},
+                {{"seq": 2, "kind": "refund", "amountMicros": 1, "note": "refund of session ses_0000000000000001", "at": 1700000001000}}], {balance}}}"#
+        )
+        .into_boxed_str(),
+    );
+    let rewards = r#"{"operator": "local", "accruedMicros": 1234567890, "pendingMicros": 0, "claimableMicros": 1234567890,
+        "claimedMicros": 0, "rewards": [{"sessionId": "ses_1", "deploymentId": "dep_1", "amountMicros": 1234567890,
+        "settledAt": 1700000000000, "claimableAt": 1700086400000}]}"#;
+    let mut texts = String::new();
+    for (words, body, micros) in [
+        (
+            &["ingress", "sessions", "--deployment", "dep_0123456789abcdef"][..],
+            sessions,
+            ("balance", "fundedMicros", 750_000),
+        ),
+        (&["ingress", "ledger", "--deployment", "dep_0123456789abcdef"][..], ledger, ("balance", "refundedMicros", 1)),
+        (&["ingress", "rewards"][..], rewards, ("", "claimableMicros", 1_234_567_890)),
+    ] {
+        let args: Vec<String> = words.iter().map(|s| (*s).to_owned()).collect();
+        let out = command_output(dir.path(), &answer_once(200, body), &args);
+        texts.push_str(&format!("$ svc {}\n{out}", words.join(" ")));
+        let mut json_args = args.clone();
+        json_args.extend(["--format".to_owned(), "json".to_owned()]);
+        let json = command(dir.path(), &answer_once(200, body), &json_args).output().expect("svc runs");
+        let value = one_json_value(&json.stdout).expect("one JSON value");
+        let (object, key, expected) = micros;
+        let holder = if object.is_empty() { &value } else { &value[object] };
+        assert_eq!(holder[key].as_u64(), Some(expected), "{value:#}");
+    }
+    insta::assert_snapshot!(texts);
+}
+
+/// What `svc ARGS` printed on standard output, after checking it succeeded.
+fn command_output(scratch: &Path, server: &str, args: &[String]) -> String {
+    let out = command(scratch, server, args).output().expect("svc runs");
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
