@@ -42,6 +42,9 @@ pub fn run(cli: Cli) -> u8 {
                         Format::Table => print!("{}", report.text()),
                         Format::Json => println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default()),
                     }
+                    for warning in &report.warnings {
+                        eprintln!("gateway-prep init: warning: {warning}");
+                    }
                     let changed: Vec<&str> =
                         report.files.iter().filter(|f| f.action == Action::Changed).map(|f| f.path.as_str()).collect();
                     if changed.is_empty() {

@@ -126,3 +126,25 @@ fn mine(id: &str, org_id: &str, canonical: &str, route: &str) -> relay_api::coor
         bundle: app_bundle(),
     }
 }
+
+/// A customer token of an organization without an invitation, as stores from before issue 42
+/// may hold: answered 403 `ingress_invitation_required`, saying how to be invited.
+#[tokio::test]
+async fn a_token_of_an_organization_not_invited_from_an_older_store_is_answered_403() {
+    let w = world(FakeProbe::default());
+    let db = rusqlite::Connection::open(w.engine.config().data_dir.join(relay_api::coordinator::store::DATABASE_FILE))
+        .expect("the store's file");
+    let plaintext = "rly_legacy";
+    let hash = relay_wire::wire::sha256_hex(plaintext.as_bytes());
+    db.execute_batch(&format!(
+        "INSERT INTO orgs (id, name, created_at) VALUES ('org_legacy', 'outsider', 0);
+         INSERT INTO tokens (hash, id, org_id, created_at, role, name)
+         VALUES ('{hash}', 'tok_legacy', 'org_legacy', 0, 'customer', 'customer-lega');"
+    ))
+    .expect("a token from before");
+    let router = relay_api::coordinator::api_router(w.engine.clone());
+    for path in ["/api/ingress/deployments", "/api/ingress/deployments/shop/sessions"] {
+        let (status, body) = call(&router, "GET", path, plaintext).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (403, Some("ingress_invitation_required")), "{body}");
+    }
+}

@@ -144,6 +144,13 @@ fn the_publication_console_refuses_other_organizations_other_sites_and_stale_for
     assert_eq!(mine.status, 200);
     let csp = mine.header("content-security-policy").expect("a Content-Security-Policy");
     assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    // The member by the token's name (issue 42), never its ID.
+    let ada =
+        admin(&["token", "create", "--data-dir", dir.str(), "--org", "acme", "--role", "viewer", "--name", "Ada"]);
+    let page = http(server.addr, "GET", "/console/apps", &[("Cookie", &cookie(&ada))], None);
+    let page = String::from_utf8_lossy(&page.body);
+    assert!(page.contains("signed in as Ada (viewer, organization acme)"), "{page}");
+    assert!(!page.contains("tok_"), "no token ID: {page}");
     let theirs = http(server.addr, "GET", "/console/apps/web", &[("Cookie", &cookie(&other))], None);
     assert_eq!(theirs.status, 404, "another organization's application is not found");
     let listed = http(server.addr, "GET", "/console/apps", &[("Cookie", &cookie(&other))], None);

@@ -422,6 +422,7 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
             "clock.skew",
             "dns.hostname",
             "coordinator",
+            "coordinator.operator",
             "disk"
         ]
     );
@@ -434,6 +435,7 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
     assert_eq!(status("config.gateway"), "warn");
     assert_eq!(status("config.registration"), "warn");
     assert_eq!(status("config.feed"), "warn");
+    assert_eq!(status("coordinator.operator"), "warn", "not registered: which operator to register as");
     for id in ["ports.public", "coordinator", "clock.skew", "dns.hostname", "sysctl.fs.nr_open", "tcp.pacing"] {
         assert_eq!(status(id), "pass", "{id}: {json}");
     }

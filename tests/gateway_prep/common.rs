@@ -72,10 +72,20 @@ pub struct TestCoordinator {
 }
 
 impl TestCoordinator {
+    /// A coordinator as `svc relay serve` starts by default: routing for operator `local`.
     pub async fn start() -> TestCoordinator {
+        TestCoordinator::start_as(None).await
+    }
+
+    /// A coordinator routing its deployments through `gateway_operator`'s hosts (`svc relay
+    /// serve --gateway-operator`), else the default's.
+    pub async fn start_as(gateway_operator: Option<&str>) -> TestCoordinator {
         let data = TempDir::new("coordinator");
         let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
-        let config = CoordinatorConfig::new(data.0.clone(), loopback, loopback, vec!["false".into()]);
+        let mut config = CoordinatorConfig::new(data.0.clone(), loopback, loopback, vec!["false".into()]);
+        if let Some(name) = gateway_operator {
+            config.gateway_operator = name.to_owned();
+        }
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {

@@ -395,3 +395,60 @@ async fn the_feed_check_catches_a_file_following_another_operator_a_wrong_key_or
     assert_eq!(shared.status, Status::Fail, "{shared:?}");
     assert!(shared.fix.as_deref().is_some_and(|f| f.contains("chmod 600")), "{shared:?}");
 }
+
+/// Issue 42: a host registered as operator `north` with a coordinator that routes for `local`
+/// (`svc relay serve`'s default) connects to the route feed and serves nothing; `init` and
+/// `check` now say so, with the fix, and say nothing of it when the operators match.
+#[tokio::test(flavor = "multi_thread")]
+async fn init_and_check_warn_when_the_coordinator_routes_for_another_operator() {
+    let coordinator = TestCoordinator::start().await;
+    let root = TempDir::new("other-operator");
+    let token = coordinator.token("north", Duration::from_secs(600));
+    let mut dry = options(&root, &coordinator, &token);
+    dry.dry_run = true;
+    let report = init(&dry).await.expect("a dry run");
+    assert_eq!(report.warnings.len(), 1, "the dry run warns too: {report:?}");
+    let report = init(&options(&root, &coordinator, &token)).await.expect("registered");
+    let [warning] = &report.warnings[..] else { panic!("one warning: {report:?}") };
+    assert!(
+        warning.contains("registered as operator \"north\"")
+            && warning.contains("routes its deployments through operator \"local\"'s hosts")
+            && warning.contains("--gateway-operator north"),
+        "{warning}"
+    );
+    let json = serde_json::to_value(&report).expect("json");
+    assert_eq!(json["warnings"][0], warning.as_str(), "{json}");
+    // The binary says it on standard error, and `check` as `coordinator.operator`.
+    let gateway_prep = svc_e2e::service::gateway_prep_binary();
+    let root_dir = root.0.display().to_string();
+    let out = tokio::task::block_in_place(|| {
+        std::process::Command::new(&gateway_prep).args(["init", "--root", &root_dir]).output().expect("init runs")
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("gateway-prep init: warning: this host is registered as operator \"north\""), "{err}");
+    let out = tokio::task::block_in_place(|| {
+        std::process::Command::new(&gateway_prep)
+            .args(["check", "--root", &root_dir, "--format", "json"])
+            .output()
+            .expect("check runs")
+    });
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let check =
+        checks.as_array().and_then(|c| c.iter().find(|c| c["id"] == "coordinator.operator")).expect("the check");
+    assert_eq!(check["status"], "warn", "{check}");
+    assert!(check["fix"].as_str().is_some_and(|f| f.contains("--gateway-operator north")), "{check}");
+
+    // A coordinator that routes for north: no warning, and the check passes.
+    let north = TestCoordinator::start_as(Some("north")).await;
+    let root = TempDir::new("same-operator");
+    let token = north.token("north", Duration::from_secs(600));
+    let report = init(&options(&root, &north, &token)).await.expect("registered");
+    assert!(report.warnings.is_empty(), "{report:?}");
+    assert!(!serde_json::to_string(&report).expect("json").contains("warnings"), "no warnings key when none");
+    let client = gateway_prep::coordinator::CoordinatorClient::new(&north.url, None).expect("a client");
+    let health = client.health().await.expect("an answer");
+    assert_eq!(health.gateway_operator.as_deref(), Some("north"));
+    let check = gateway_prep::check::network::coordinator_operator(true, Some("north"), Some(&health));
+    assert_eq!(check.status, Status::Pass, "{check:?}");
+}

@@ -118,6 +118,9 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         browser.click_and_wait("#stop");
         assert!(browser.text("#notice").contains("Stopped"), "{}", browser.source());
         assert!(browser.text("#state").contains("stopped"), "{}", browser.text("#state"));
+        // People by their token's name, never its ID (issue 42).
+        assert!(browser.text("#timeline").contains("stopped by Ada (console)"), "{}", browser.text("#timeline"));
+        assert!(browser.text("header").contains("signed in as Ada (organization acme)"), "{}", browser.text("header"));
         // The stopped period's unserved part, and the two periods funded above that never started.
         for _ in 0..3 {
             browser.click_and_wait("#sessions button.refund");

@@ -151,6 +151,8 @@ pub struct CheckInputs {
     pub public_ips: Vec<IpAddr>,
     /// The coordinator, if known.
     pub coordinator: Option<CoordinatorClient>,
+    /// The operator this host is registered as (the registration record's), if registered.
+    pub operator: Option<String>,
     /// Where DNS questions go.
     pub dns: DnsConfig,
     /// The directory whose file system needs free space (host path).
@@ -196,6 +198,7 @@ impl TryFrom<&CheckArgs> for CheckInputs {
             tunnel,
             public_ips: args.public_ips.clone(),
             coordinator,
+            operator: record.as_ref().map(|r| r.operator.name.clone()),
             dns: DnsConfig { nameservers: args.nameservers.clone(), ..DnsConfig::default() },
             data_dir: args.data_dir.clone(),
             min_free_bytes: min_free_mib << 20,
@@ -249,6 +252,11 @@ pub async fn run_checks(inputs: &CheckInputs) -> Report {
     let checker = DnsChecker::new(&inputs.dns).map_err(|e| e.to_string());
     results.push(network::hostname_dns(checker.as_ref(), inputs.hostname.as_deref(), &expected).await);
     results.push(coordinator);
+    results.push(network::coordinator_operator(
+        inputs.coordinator.is_some(),
+        inputs.operator.as_deref(),
+        health.as_ref(),
+    ));
     results.push(system::disk(root, &inputs.data_dir, inputs.min_free_bytes));
     Report(results)
 }

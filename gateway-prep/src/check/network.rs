@@ -191,6 +191,71 @@ pub async fn coordinator(client: Option<&CoordinatorClient>) -> (CheckResult, Op
     }
 }
 
+/// `coordinator.operator`: the coordinator routes its deployments through the hosts of the
+/// operator this host is registered as (`registered`, from the registration record). Its
+/// feed assigns a host of another operator no route: the gateway connects, reports its feed
+/// connected and serves nothing, so this is said here, with the fix.
+pub fn coordinator_operator(known: bool, registered: Option<&str>, health: Option<&Health>) -> CheckResult {
+    const ID: &str = "coordinator.operator";
+    if !known {
+        return CheckResult::warn(ID, "not checked: no coordinator known", "pass --coordinator URL");
+    }
+    let Some(health) = health else {
+        return CheckResult::warn(
+            ID,
+            "not checked: the coordinator did not answer",
+            "fix the `coordinator` check first",
+        );
+    };
+    let Some(routed) = health.gateway_operator.as_deref() else {
+        return CheckResult::warn(
+            ID,
+            "not checked: the coordinator does not say which gateway operator it routes for (an older version)",
+            "compare `svc relay serve --gateway-operator` (default `local`) with the operator in \
+             /etc/svc-gateway/operator.json by hand",
+        );
+    };
+    match registered {
+        Some(name) if name == routed => CheckResult::pass(
+            ID,
+            format!(
+                "the coordinator routes its deployments through operator \"{routed}\"'s hosts, this host's operator"
+            ),
+        ),
+        Some(name) => CheckResult::warn(ID, operator_mismatch(name, routed), operator_fix(name, routed)),
+        None => CheckResult::warn(
+            ID,
+            format!(
+                "this host is not registered yet; the coordinator routes its deployments through operator \
+                 \"{routed}\"'s hosts"
+            ),
+            format!(
+                "register as that operator: an admission token for it (`svc relay admin admission-token --operator \
+                 {routed}`), then `gateway-prep init --operator {routed} ...`"
+            ),
+        ),
+    }
+}
+
+/// What `check` and `init` say of a host registered as `registered` when the coordinator
+/// routes for `routed`.
+pub fn operator_mismatch(registered: &str, routed: &str) -> String {
+    format!(
+        "this host is registered as operator \"{registered}\", but the coordinator routes its deployments through \
+         operator \"{routed}\"'s hosts: it assigns this host no route (the gateway's feed connects and it serves \
+         nothing)"
+    )
+}
+
+/// The fix for [`operator_mismatch`].
+pub fn operator_fix(registered: &str, routed: &str) -> String {
+    format!(
+        "run the coordinator as this operator's: `svc relay serve ... --gateway-operator {registered}` (deployments \
+         made from then on go through its hosts); or prepare a host for operator \"{routed}\" instead (an admission \
+         token from `svc relay admin admission-token --operator {routed}`)"
+    )
+}
+
 /// `clock.skew`: this host's clock is within `max` of the coordinator's (its `Date` header),
 /// which admission tokens and certificates are judged by.
 pub fn clock_skew(known: bool, health: Option<&Health>, now: SystemTime, max: Duration) -> CheckResult {
@@ -249,7 +314,7 @@ mod tests {
     fn clock_skew_judges_the_date_header() {
         let now = SystemTime::now();
         let max = Duration::from_secs(30);
-        let health = |date| Health { status: 200, ok: true, date };
+        let health = |date| Health { status: 200, ok: true, date, gateway_operator: None };
         assert_eq!(clock_skew(false, None, now, max).status, super::super::Status::Warn);
         assert_eq!(clock_skew(true, None, now, max).status, super::super::Status::Warn);
         assert_eq!(clock_skew(true, Some(&health(Some(now))), now, max).status, super::super::Status::Pass);
@@ -258,5 +323,25 @@ mod tests {
         assert!(behind.found.contains("300 s behind"), "{}", behind.found);
         let ahead = clock_skew(true, Some(&health(Some(now - Duration::from_secs(90)))), now, max);
         assert!(ahead.found.contains("90 s ahead of"), "{}", ahead.found);
+    }
+
+    #[test]
+    fn the_operator_check_compares_the_registration_with_what_the_coordinator_routes_for() {
+        use super::super::Status;
+        let health =
+            |op: Option<&str>| Health { status: 200, ok: true, date: None, gateway_operator: op.map(Into::into) };
+        let local = health(Some("local"));
+        assert_eq!(coordinator_operator(true, Some("local"), Some(&local)).status, Status::Pass);
+        let other = coordinator_operator(true, Some("north"), Some(&local));
+        assert_eq!(other.status, Status::Warn);
+        assert!(
+            other.found.contains("registered as operator \"north\"") && other.found.contains("\"local\""),
+            "{other:?}"
+        );
+        assert!(other.fix.as_deref().is_some_and(|f| f.contains("--gateway-operator north")), "{other:?}");
+        assert_eq!(coordinator_operator(true, None, Some(&local)).status, Status::Warn);
+        assert_eq!(coordinator_operator(true, Some("local"), Some(&health(None))).status, Status::Warn);
+        assert_eq!(coordinator_operator(true, Some("local"), None).status, Status::Warn);
+        assert_eq!(coordinator_operator(false, Some("local"), None).status, Status::Warn);
     }
 }

@@ -184,6 +184,10 @@ pub struct InitReport {
     pub files: Vec<FileReport>,
     /// The registration.
     pub registration: RegistrationReport,
+    /// What works but needs fixing, each with its fix (`found; fix: ...`): the coordinator
+    /// routes for another operator than the one this host is registered as. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl InitReport {
@@ -407,6 +411,7 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
             public_key: public_key.clone(),
             operator: record.as_ref().map(|r| r.operator.clone()),
         },
+        warnings: Vec::new(),
     };
     if record.is_none() && opts.admission_token.is_none() {
         return Err(InitError::Usage(
@@ -426,6 +431,8 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
             mode: "0644".into(),
             action: record_action,
         });
+        let name = record.as_ref().map(|r| r.operator.name.clone()).or_else(|| opts.operator.clone());
+        report.warnings = operator_warnings(&client, name.as_deref()).await;
         return Ok(report);
     }
 
@@ -510,6 +517,24 @@ pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
     }
     planned.push(record_file);
     report.files = planned.iter().map(Planned::report).collect();
+    report.warnings = operator_warnings(&client, Some(&operator.name)).await;
     report.registration.operator = Some(operator);
     Ok(report)
+}
+
+/// A warning when the coordinator routes its deployments through another operator's hosts
+/// than `operator` (this host's): its route feed would assign this host nothing. Nothing
+/// when it cannot tell (no operator name yet, no answer, a coordinator that does not say):
+/// `check`'s `coordinator.operator` says so.
+async fn operator_warnings(client: &CoordinatorClient, operator: Option<&str>) -> Vec<String> {
+    let Some(name) = operator else { return Vec::new() };
+    let Ok(health) = client.health().await else { return Vec::new() };
+    match health.gateway_operator.as_deref() {
+        Some(routed) if routed != name => vec![format!(
+            "{}; fix: {}",
+            crate::check::network::operator_mismatch(name, routed),
+            crate::check::network::operator_fix(name, routed)
+        )],
+        _ => Vec::new(),
+    }
 }

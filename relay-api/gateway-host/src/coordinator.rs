@@ -77,6 +77,9 @@ pub struct Health {
     pub ok: bool,
     /// The response's `Date` header: the coordinator's clock.
     pub date: Option<SystemTime>,
+    /// The gateway operator whose hosts the coordinator routes its deployments through
+    /// (`gatewayOperator`; `None` from a coordinator that does not say).
+    pub gateway_operator: Option<String>,
 }
 
 /// A client of one coordinator.
@@ -218,7 +221,8 @@ impl CoordinatorClient {
         let answer = self.send(Method::GET, "/api/relay/health", None).await?;
         let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or(serde_json::Value::Null);
         let ok = answer.status == 200 && json["status"] == "ok";
-        Ok(Health { status: answer.status, ok, date: answer.date })
+        let gateway_operator = json["gatewayOperator"].as_str().map(|s| s.chars().take(64).collect());
+        Ok(Health { status: answer.status, ok, date: answer.date, gateway_operator })
     }
 
     /// `POST /api/operators/register`: the recorded operator, or the coordinator's refusal.

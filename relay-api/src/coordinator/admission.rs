@@ -275,13 +275,19 @@ pub(super) async fn register(State(engine): State<Arc<Engine>>, bytes: Bytes) ->
 }
 
 /// `GET /api/relay/health`: whether the relay serves and its store answers (200, or 503),
-/// and whether this coordinator runs the jobs (`engine`: `leading`, or `standing_by` while
-/// another coordinator on the database holds the engine lease).
+/// whether this coordinator runs the jobs (`engine`: `leading`, or `standing_by` while
+/// another coordinator on the database holds the engine lease), and the gateway operator
+/// whose hosts carry its deployments (`gatewayOperator`, `svc relay serve
+/// --gateway-operator`): a gateway host registered as another operator is assigned no route,
+/// which `gateway-prep check` and `init` warn of.
 pub(super) async fn health(State(engine): State<Arc<Engine>>) -> axum::response::Response {
     let kind = engine.store().kind();
     let role = if engine.leading() { "leading" } else { "standing_by" };
     let checked = Arc::clone(&engine);
-    let extra = vec![("engine", serde_json::Value::from(role))];
+    let extra = vec![
+        ("engine", serde_json::Value::from(role)),
+        ("gatewayOperator", serde_json::Value::from(engine.config().gateway_operator.as_str())),
+    ];
     svc_http::store_health_with(checked.health(), "svc relay", kind, move || engine.store().ping(), extra).await
 }
 
