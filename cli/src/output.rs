@@ -297,7 +297,7 @@ const FORMAT_HELP: &[(&str, &str)] = &[
     ),
     (
         "ingress status",
-        "json: the Status {deployment, balance, latestQuote?, hostnames, validations, transitions, hints, processes}",
+        "json: the Status {deployment, balance, funding, latestQuote?, hostnames, validations, transitions, hints, processes}",
     ),
     ("ingress logs", "json: {entries: [{seq, source, line, at}], next}; with --follow one entry per line (JSON Lines)"),
     ("ingress list", "json: {deployments: [Deployment]}, newest first, stopped ones included"),
