@@ -27,6 +27,7 @@ mod ingress {
     mod pebble;
     mod postgres;
     mod process;
+    mod quiet;
     mod redeploy;
     mod redeploy_hosts;
     mod renewal;
