@@ -292,6 +292,10 @@ const FORMAT_HELP: &[(&str, &str)] = &[
         "json: the svc.execution-convergence.v1 projection (schema: `svc manifest schema --version executions`); with --watch one per line on each change",
     ),
     (
+        "app logs",
+        "json: {applicationId, lines: [{seq, executionId, slot, generation, attempt, part, at, line}], dropped: [{executionId, slot, generation, attempt, kept, dropped}], next}; with --follow each line and drop as it comes, one object per line",
+    ),
+    (
         "ingress deploy",
         "json: the Status once live; with --no-fund or --no-wait {deployment, quote, funded, successor?}",
     ),
