@@ -12,7 +12,7 @@ use svc_e2e::service::{TempDir, http};
 use super::deploy::{ACME_CANONICAL, AcmeRelay, Relay, admin, admin_token};
 
 #[path = "../console/webdriver.rs"]
-mod webdriver;
+pub(super) mod webdriver;
 
 use webdriver::Browser;
 

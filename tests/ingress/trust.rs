@@ -9,12 +9,8 @@ use std::process::Command;
 
 use svc_e2e::service::{TempDir, svc_binary};
 
+use super::console::webdriver::Browser;
 use super::{Demo, HOST};
-
-#[path = "../console/webdriver.rs"]
-mod webdriver;
-
-use webdriver::Browser;
 
 /// Whether `name` is a program on PATH.
 fn on_path(name: &str) -> bool {
