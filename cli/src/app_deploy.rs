@@ -43,6 +43,11 @@ const MANIFEST_NAMES: [&str; 3] = ["manifest.yaml", "manifest.yml", "manifest.js
 /// How often the executions are read while following.
 const POLL: Duration = Duration::from_millis(500);
 
+/// How long a hold or a failure must stay before it is the answer: what the projection says
+/// just after a publication may still be the scheduler's decision on the version before (a
+/// publication wakes it, and it decides within milliseconds).
+const SETTLE: Duration = Duration::from_secs(3);
+
 /// Arguments of `svc app deploy`.
 pub(crate) struct AppDeploy<'a> {
     /// The application directory.
@@ -292,8 +297,9 @@ struct Follow<'a> {
 
 impl Follow<'_> {
     fn run(&self, timeout: Duration, say: &Say) -> Outcome {
-        // Ctrl-C ends the wait, not the process: say what is left.
-        let _ = crate::output::graceful_shutdown();
+        // Ctrl-C ends the wait, not the process: say what is left. Registering is enough
+        // (the loop reads `interrupted()`); the future itself is not needed.
+        drop(crate::output::graceful_shutdown());
         let app = self.app;
         say.line(&format!(
             "waiting for {app} to {} (at most {} s; Ctrl-C stops waiting, not the application)",
@@ -304,6 +310,8 @@ impl Follow<'_> {
         let path = format!("/api/applications/{app}/executions?limit=20");
         let mut told: BTreeSet<(String, String)> = BTreeSet::new();
         let mut last = Value::Null;
+        // Since when the projection has said the same hold or failure.
+        let mut stuck: Option<(String, Instant)> = None;
         loop {
             if crate::output::interrupted() {
                 say.line(&format!(
@@ -338,11 +346,15 @@ impl Follow<'_> {
                 say.line(&format!("{app} settled: its once job ran and exited"));
                 return Outcome { state: "settled", exit: 0, reason: None, fix: None };
             }
-            if state == "blocked" {
-                return self.refused(reason, &recent, say);
-            }
-            if state == "idle" && code == "waiting_after_failure" {
-                return self.failed(reason, say);
+            let held = state == "blocked" || (state == "idle" && code == "waiting_after_failure");
+            let key = format!("{state} {code}");
+            stuck = match stuck.take() {
+                Some((k, since)) if held && k == key => Some((k, since)),
+                _ if held => Some((key, Instant::now())),
+                _ => None,
+            };
+            if stuck.as_ref().is_some_and(|(_, since)| since.elapsed() >= SETTLE) {
+                return if state == "blocked" { self.refused(reason, &recent, say) } else { self.failed(reason, say) };
             }
             let running = last["slots"].as_array().into_iter().flatten().any(|s| {
                 matches!(s["state"].as_str(), Some("running" | "ready"))

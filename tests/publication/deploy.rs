@@ -285,3 +285,51 @@ fn a_bundle_over_the_bounds_is_refused_with_a_clear_error() {
 fn addr(w: &World) -> std::net::SocketAddr {
     w.server.url().trim_start_matches("http://").parse().expect("an address")
 }
+
+#[test]
+fn ctrl_c_stops_the_waiting_and_says_what_runs_on() {
+    use std::io::{BufRead as _, BufReader};
+    let w = World::new("deploy-interrupt");
+    authorize(&w, "acme");
+    // A `once` job that runs until its window ends: the deploy waits for it to settle.
+    let dir = folder(
+        w.dir.path(),
+        "long",
+        &[("main.js", b"setInterval(() => {}, 1000);\n"), ("manifest.yaml", manifest("long").as_bytes())],
+    );
+    let mut child = std::process::Command::new(svc_e2e::service::svc_binary())
+        .args(["app", "deploy", dir.to_str().expect("UTF-8")])
+        .env("SVC_SERVER", w.server.url())
+        .env("SVC_TOKEN", &w.token)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("svc app deploy");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("a line");
+        seen += &format!("{line}\n");
+        if line.contains(": running on local-") {
+            break;
+        }
+    }
+    assert!(seen.contains(": running on local-"), "{seen}");
+    let kill = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
+    assert!(kill.success());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().expect("exit");
+    assert_eq!(status.code(), Some(130), "{seen}{}", rest.join("\n"));
+    assert_eq!(
+        rest.last().map(String::as_str),
+        Some(
+            "stopped waiting: long stays published (policy version 1) and the service runs it on; follow it with \
+             `svc app executions long --watch`"
+        ),
+        "{rest:?}"
+    );
+    // It does run on.
+    let view = w.get("/api/applications/long/executions");
+    assert_eq!(view["slots"][0]["state"], "ready", "{view:#}");
+}

@@ -94,9 +94,9 @@ mod tests {
         for (path, why) in cases {
             assert_eq!(check_bundle_path(path), Err(why), "{path:?}");
         }
-        assert_eq!(check_bundle_path(&"a/".repeat(BUNDLE_MAX_DEPTH).trim_end_matches('/')), Ok(()));
+        assert_eq!(check_bundle_path("a/".repeat(BUNDLE_MAX_DEPTH).trim_end_matches('/')), Ok(()));
         assert_eq!(
-            check_bundle_path(&"a/".repeat(BUNDLE_MAX_DEPTH + 1).trim_end_matches('/')),
+            check_bundle_path("a/".repeat(BUNDLE_MAX_DEPTH + 1).trim_end_matches('/')),
             Err(BundlePathProblem::Depth)
         );
         assert_eq!(check_bundle_path(&"x".repeat(256)), Err(BundlePathProblem::Component));
