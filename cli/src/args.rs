@@ -487,6 +487,10 @@ pub enum RelayAdminCommand {
         /// A gateway operator's token: reads and claims its rewards.
         #[arg(long)]
         operator: bool,
+        /// Who holds it, shown in timelines and the console (default: the role and the first
+        /// digits of the token's ID, `customer-6f42`).
+        #[arg(long, value_name = "NAME", value_parser = manifest_core::names::parse_token_name)]
+        name: Option<String>,
     },
     /// Print the catalog signing key (`ed25519:...`; created if there is none) for
     /// customers to pin.
@@ -503,10 +507,6 @@ pub enum RelayAdminCommand {
         data_dir: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-        /// Who holds it, shown in timelines and the console (default: the role and the first
-        /// digits of the token's ID, `customer-6f42`).
-        #[arg(long, value_name = "NAME", value_parser = manifest_core::names::parse_token_name)]
-        name: Option<String>,
         format: OutputFormat,
     },
     /// Issue a single-use admission token that lets a gateway operator register a host
