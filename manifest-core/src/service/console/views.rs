@@ -189,7 +189,7 @@ pub(super) fn executions(c: &Convergence, output: &[super::output::ExecutionOutp
             p.muted #recent-empty { "None yet." }
         } @else {
             div.table-wrap {
-                table #recent {
+                table.cards #recent {
                     thead { tr { th scope="col" { "Execution" } th scope="col" { "State" } th scope="col" { "Version" } th scope="col" { "Processor" } th scope="col" { "Changed" } th scope="col" { "Why" } } }
                     tbody {
                         // Executions refused (or ended) alike in a row: one row, counted, with the
@@ -197,12 +197,12 @@ pub(super) fn executions(c: &Convergence, output: &[super::output::ExecutionOutp
                         @for run in runs(&c.recent, |e| e.reason.as_ref().map(|r| (&e.state, e.policy_version, &e.processor_id, &r.code, &r.message))) {
                             @let e = run.first;
                             tr {
-                                td { (id(&e.execution_id)) }
-                                td { (state(&e.state)) }
-                                td { (e.policy_version) }
-                                td { @if let Some(p) = &e.processor_id { (id(p)) } }
-                                td { span.time { (e.changed_at) } (repeated(&run, |e| e.changed_at.clone())) }
-                                td.why { @if let Some(r) = &e.reason { (prose(&r.message)) " (" code { (r.code) } ")" } }
+                                td data-label="Execution" { (id(&e.execution_id)) }
+                                td data-label="State" { (state(&e.state)) }
+                                td data-label="Version" { (e.policy_version) }
+                                td data-label="Processor" { @if let Some(p) = &e.processor_id { (id(p)) } }
+                                td data-label="Changed" { span.time { (e.changed_at) } (repeated(&run, |e| e.changed_at.clone())) }
+                                td.why data-label="Why" { @if let Some(r) = &e.reason { (prose(&r.message)) " (" code { (r.code) } ")" } }
                             }
                         }
                     }

@@ -263,12 +263,16 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
 pub(super) fn timeline(transitions: &[Transition]) -> Markup {
     html! {
         div.table-wrap {
-            table #timeline {
+            table.cards #timeline {
                 thead { tr { th scope="col" { "When" } th scope="col" { "State" } th scope="col" { "Why" } } }
                 tbody {
                     @for run in runs(transitions, |t| Some((t.to.as_str(), &t.reason))) {
                         @let t = run.first;
-                        tr { td { span.time { (at(t.at)) } (repeated(&run, |t| at(t.at))) } td { (state(t.to.as_str())) } td.why { (prose(&t.reason)) } }
+                        tr {
+                            td data-label="When" { span.time { (at(t.at)) } (repeated(&run, |t| at(t.at))) }
+                            td data-label="State" { (state(t.to.as_str())) }
+                            td.why data-label="Why" { (prose(&t.reason)) }
+                        }
                     }
                 }
             }
