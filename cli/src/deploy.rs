@@ -300,6 +300,8 @@ pub(crate) trait DeployProgress {
     /// What the deploy has left at the relay so far, for Ctrl-C to name (`None`: nothing
     /// to name any more, the deploy ended).
     fn left(&mut self, _left: Option<&Left<'_>>) {}
+    /// The wait timed out: what keeps running at the relay all the same.
+    fn waited_out(&mut self, _left: &Left<'_>) {}
 }
 
 /// What a deploy has left at the relay at some point of it: a deployment, funded or not,
@@ -315,8 +317,9 @@ pub(crate) struct Left<'a> {
     pub(crate) status: Option<&'a Status>,
 }
 
-/// What Ctrl-C says a deploy left running: the deployment, what serves and until when it is
-/// funded, and the exact commands to follow and stop it (`flags`: ` --relay URL` and
+/// What a deploy left running at the relay, said on Ctrl-C and when its wait times out: the
+/// deployment, what serves and until when it is funded, and the exact commands to follow and
+/// stop it (`flags`: ` --relay URL` and
 /// ` --ca FILE` when the deploy was given them).
 pub(crate) fn left_text(left: &Left<'_>, flags: &str) -> String {
     let id = &left.deployment.id;
@@ -326,13 +329,13 @@ pub(crate) fn left_text(left: &Left<'_>, flags: &str) -> String {
     let follow = format!("follow it: svc ingress status {target} or svc ingress logs --follow {target}");
     if state == DeploymentState::PendingFunding && !left.funded {
         return format!(
-            "interrupted: deployment {id} (revision {}) waits for funds and runs nothing; fund it: svc ingress fund \
+            "deployment {id} (revision {}) waits for funds and runs nothing; fund it: svc ingress fund \
              {target}; {stop}",
             left.revision
         );
     }
     if state.is_terminal() {
-        return format!("interrupted: deployment {id} is {state}; nothing of it runs");
+        return format!("deployment {id} is {state}; nothing of it runs");
     }
     let funds = funded_text(left.status);
     let serving = left.status.map_or(left.deployment.revision, |s| s.deployment.revision);
@@ -345,7 +348,7 @@ pub(crate) fn left_text(left: &Left<'_>, flags: &str) -> String {
         ),
         _ => format!("deployment {id} (revision {}) keeps running ({state}), {funds}", left.revision.max(serving)),
     };
-    format!("interrupted: {what}; {follow}; {stop}")
+    format!("{what}; {follow}; {stop}")
 }
 
 /// Until when a deployment's funds last, from a status: the running period's end plus the
@@ -392,7 +395,11 @@ impl DeployProgress for Lines {
     }
 
     fn left(&mut self, left: Option<&Left<'_>>) {
-        crate::output::on_interrupt_say(left.map(|l| left_text(l, &self.flags)));
+        crate::output::on_interrupt_say(left.map(|l| format!("interrupted: {}", left_text(l, &self.flags))));
+    }
+
+    fn waited_out(&mut self, left: &Left<'_>) {
+        eprintln!("svc ingress deploy: stopped waiting; {}", left_text(left, &self.flags));
     }
 }
 
@@ -585,6 +592,7 @@ pub(crate) fn deploy_project(
                 }
             }
             if Instant::now() > deadline {
+                progress.waited_out(&Left { deployment: d, revision, funded: funded.is_some(), status: Some(&status) });
                 return Err(fail(
                     EXIT_FAILED,
                     "not_live",
@@ -614,6 +622,7 @@ pub(crate) fn deploy_project(
             }
             _ if Instant::now() > deadline => {
                 print_hints(&status.hints, &mut std::io::stderr());
+                progress.waited_out(&Left { deployment: d, revision, funded: funded.is_some(), status: Some(&status) });
                 return Err(fail(
                     EXIT_FAILED,
                     "not_live",

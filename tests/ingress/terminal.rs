@@ -95,6 +95,12 @@ async fn a_failing_validation_is_said_at_once_and_ctrl_c_names_what_keeps_runnin
     let out = run(&follow);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains(&id) && text.contains("validating"), "{text}");
+    // A deploy whose wait times out says the same: the deployment keeps running.
+    let (code, out, err) = relay.svc(&["deploy", "--config", &config, "--timeout", "2"]).await;
+    assert_eq!(code, 1, "not live within 2 s: {out}\n{err}");
+    let said = format!("svc ingress deploy: stopped waiting; deployment {id} (revision 1) keeps running (validating)");
+    assert!(err.contains(&said) && err.contains("stop it: svc ingress stop --deployment"), "{err}");
+
     let stop = after("stop it: ");
     assert_eq!(stop[..3], ["svc", "ingress", "stop"], "{note}");
     let out = run(&stop);
