@@ -8,8 +8,8 @@
 //! runtime (`spawn_blocking`).
 
 pub(crate) mod applications;
-mod logs;
 mod artifacts;
+mod logs;
 pub(super) mod rejection;
 
 use std::sync::Arc;
