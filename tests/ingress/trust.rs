@@ -92,3 +92,30 @@ async fn the_ready_url_opens_in_chromium_once_the_development_ca_is_trusted() {
     let again = tokio::task::spawn_blocking(move || open("trust-removed", &trusted, &url)).await.expect("the browser");
     assert!(refused(&again), "after --remove: the warning again, not the page: {again:?}");
 }
+
+#[test]
+fn without_certutil_trust_prints_the_exact_commands_and_the_package() {
+    let dir = TempDir::new("trust-no-certutil");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").expect("write");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    let empty = dir.path().join("no-programs");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let out = Command::new(svc_binary())
+        .args(["ingress", "trust", "--ca"])
+        .arg(&ca)
+        .env("HOME", &home)
+        .env("PATH", &empty)
+        .output()
+        .expect("svc");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "nothing was trusted: {text}");
+    let db = home.join(".pki/nssdb");
+    assert!(text.contains("sudo apt-get install libnss3-tools"), "{text}");
+    assert!(text.contains(&format!("  certutil -N -d sql:{} --empty-password", db.display())), "{text}");
+    let add = format!("  certutil -A -d sql:{} -n 'svc development CA ", db.display());
+    assert!(text.contains(&add) && text.contains(&format!("-t C,, -i {}", ca.display())), "{text}");
+    assert!(text.contains(&format!("curl --cacert {}", ca.display())), "{text}");
+    assert!(!db.exists(), "nothing was made without certutil");
+}
