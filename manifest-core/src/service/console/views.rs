@@ -102,7 +102,7 @@ pub(super) fn overview(
     resume: Option<Markup>,
 ) -> Markup {
     html! {
-        @if let Some(notice) = notice { p.notice role="status" #notice { (notice) } }
+        @if let Some(notice) = notice { p.notice role="status" #notice { (prose(notice)) } }
         dl.facts {
             dt { "Status" } dd #status { (state(app.status.as_str())) }
             @if let Some(reason) = &app.pause_reason {

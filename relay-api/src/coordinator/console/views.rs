@@ -86,7 +86,7 @@ pub(super) struct DeploymentView {
 pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> Markup {
     let d = &v.deployment;
     html! {
-        @if let Some(done) = done { p.notice role="status" #notice { (done) } }
+        @if let Some(done) = done { p.notice role="status" #notice { (prose(done)) } }
         dl.facts {
             dt { "State" } dd #state { (state(d.state.as_str())) " " span.muted.why { (prose(&d.state_reason)) } }
             dt { "URL" } dd { a href=(d.url) { (d.url) } }
