@@ -300,6 +300,12 @@ fn a_continuous_two_slot_application_converges_on_local_processors_and_every_ans
     let later = projection(&w, &schema, "web", "");
     assert!(converged_on(&later, 2, 1), "{later:#}");
     assert_eq!(recent_ids(&later), recent_ids(&answer));
+    // The server's log says what the scheduler changed, at `info` (issue 42): the launches,
+    // and nothing for the steps that changed nothing since.
+    let log = w.server.stderr();
+    let steps: Vec<&str> = log.lines().filter(|l| l.contains("scheduler: ")).collect();
+    assert!(steps.iter().any(|l| l.contains("INFO") && !l.contains(" 0 launched")), "{log}");
+    assert!(!log.contains("nothing to change"), "steps that change nothing are at debug: {log}");
     eprintln!("converged in {took:?}");
     finish(w);
 }

@@ -229,6 +229,22 @@ fn run(
         let wait = match executor.step() {
             Ok(report) if report.more || report.decided > 0 || report.recorded > 0 => {
                 backoff = FIRST_BACKOFF;
+                // One line for a step that changed something (issue 42): jobs launched or
+                // stopped, their states recorded. A step that only decided "nothing to do"
+                // writes none at `info`.
+                if report.launched + report.stopped + report.recorded > 0 {
+                    tracing::info!(
+                        launched = report.launched,
+                        stopped = report.stopped,
+                        recorded = report.recorded,
+                        "scheduler: {} launched, {} stopped, {} state changes recorded",
+                        report.launched,
+                        report.stopped,
+                        report.recorded
+                    );
+                } else {
+                    tracing::debug!(decided = report.decided, "scheduler: nothing to change");
+                }
                 // Something happened: look again at once (a decision may be due now).
                 if report.more {
                     last_step = None;
