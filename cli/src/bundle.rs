@@ -281,7 +281,15 @@ pub(crate) fn read(dir: &Path, exclude: &Exclude) -> Result<Bundle, BundleError>
             if total > BUNDLE_MAX_BYTES {
                 return Err(BundleError::TooLarge { dir: dir.to_owned(), at: relative });
             }
-            let bytes = fs_err::read(&path)?;
+            // Read at most what is left of the bound: a file that grows meanwhile cannot pass it.
+            let mut bytes = Vec::new();
+            let left = BUNDLE_MAX_BYTES - (total - size);
+            std::io::Read::read_to_end(&mut std::io::Read::take(fs_err::File::open(&path)?, left + 1), &mut bytes)?;
+            let grown = bytes.len() as u64;
+            if grown > left {
+                return Err(BundleError::TooLarge { dir: dir.to_owned(), at: relative });
+            }
+            total = total - size + grown;
             bundle.files.insert(relative, bytes);
         }
     }
