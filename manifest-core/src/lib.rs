@@ -21,12 +21,8 @@ mod diagnostic;
 mod digest;
 
 mod json;
-/// Amounts as people read them: the source of `svc_execution::money`, the one formatter,
-/// compiled here too, since the manifest tools (`svc manifest migrate`) build without
-/// svc-execution.
-#[path = "../execution/src/money.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod money;
+/// Amounts as people read them (`svc manifest migrate`'s notes).
+use svc_money as money;
 mod policy;
 mod policy_v5;
 mod render;

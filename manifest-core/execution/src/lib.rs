@@ -28,7 +28,7 @@ pub mod executor;
 pub mod local;
 pub mod market;
 pub mod memory;
-pub mod money;
+pub use svc_money as money;
 pub mod output;
 pub mod plan;
 pub mod record;
