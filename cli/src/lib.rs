@@ -208,9 +208,7 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Schema => deploy::schema(),
             IngressCommand::Trust { data_dir, ca, remove } => {
                 let ca = ca.unwrap_or_else(|| {
-                    data_dir
-                        .unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref()))
-                        .join("ca.pem")
+                    data_dir.unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref())).join("ca.pem")
                 });
                 trust::run(&trust::TrustRequest { ca, remove })
             }

@@ -85,7 +85,8 @@ fn main() -> Result<()> {
         scratch.path().display()
     );
 
-    let token = manifest_core::service::admin::token_create(scratch.path(), "acme", Role::Owner, Some("bench"))?.plaintext;
+    let token =
+        manifest_core::service::admin::token_create(scratch.path(), "acme", Role::Owner, Some("bench"))?.plaintext;
     let cookie = format!("svc_console={token}");
     let scheduler = Scheduler::start(
         Arc::clone(&store) as Arc<dyn ExecutionStore>,

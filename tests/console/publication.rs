@@ -115,7 +115,8 @@ fn the_publication_console_signs_in_lists_applications_and_updates_executions_wi
     browser.assert_layout_holds("executions, refused alike");
     browser.screenshot("publication-refusals");
     browser.resize(360, 800);
-    browser.execute("document.querySelector('#recent').closest('.table-wrap').previousElementSibling.scrollIntoView();");
+    browser
+        .execute("document.querySelector('#recent').closest('.table-wrap').previousElementSibling.scrollIntoView();");
     browser.screenshot("publication-refusals-360");
     browser.resize(1280, 900);
     browser.goto(&format!("{base}/console/apps/web"));

@@ -968,7 +968,12 @@ fn a_refused_launch_names_no_host_path_in_the_tenants_projection() {
     std::os::unix::fs::symlink("/etc/passwd", stored.join("passwd")).expect("a link in the stored artifact");
     launch(&w, "planted", &digest, &v5("planted"));
     let cases = [
-        ("absent", format!("the artifact {absent} is not in the service's artifact store; upload the application's files with `svc app deploy DIR` (or, on the service's host, `svc admin artifact store --bundle DIR`)")),
+        (
+            "absent",
+            format!(
+                "the artifact {absent} is not in the service's artifact store; upload the application's files with `svc app deploy DIR` (or, on the service's host, `svc admin artifact store --bundle DIR`)"
+            ),
+        ),
         ("planted", format!("the stored artifact {digest} holds /app/passwd that is a symbolic link")),
     ];
     for (app, told) in cases {

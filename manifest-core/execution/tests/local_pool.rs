@@ -260,7 +260,9 @@ fn a_missing_or_changed_artifact_is_refused_and_starts_nothing() {
     let refused = pool.launch(&order("app/0/1/1", &absent, &entry)).expect_err("refused");
     assert_eq!(
         refused,
-        Refusal::Artifact(format!("the artifact {absent} is not in the service's artifact store; upload the application's files with `svc app deploy DIR` (or, on the service's host, `svc admin artifact store --bundle DIR`)")),
+        Refusal::Artifact(format!(
+            "the artifact {absent} is not in the service's artifact store; upload the application's files with `svc app deploy DIR` (or, on the service's host, `svc admin artifact store --bundle DIR`)"
+        )),
         "named by its digest, not where the store is"
     );
     fs_err::write(world.store.path(&digest).expect("stored").join(&entry), "console.log('changed')").expect("tamper");
@@ -635,7 +637,9 @@ fn a_refused_launch_names_no_host_path_in_the_tenants_reason() {
     let refused = told(pool.launch(&order("app/0/1/1", &absent, "server.js")).expect_err("refused"));
     assert_eq!(
         refused,
-        format!("the artifact cannot be used: the artifact {absent} is not in the service's artifact store; upload the application's files with `svc app deploy DIR` (or, on the service's host, `svc admin artifact store --bundle DIR`)")
+        format!(
+            "the artifact cannot be used: the artifact {absent} is not in the service's artifact store; upload the application's files with `svc app deploy DIR` (or, on the service's host, `svc admin artifact store --bundle DIR`)"
+        )
     );
     // A link planted in the stored artifact: named by its path inside the job.
     let stored = world.store.path(&digest).expect("stored");
