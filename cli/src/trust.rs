@@ -81,7 +81,10 @@ pub(crate) fn run(request: &TrustRequest) -> ExitCode {
 }
 
 fn trust(request: &TrustRequest) -> Result<ExitCode, TrustError> {
-    let ca = std::path::absolute(&request.ca).unwrap_or_else(|_| request.ca.clone());
+    // Canonical when it exists, so the commands printed name it plainly (no `dir/../..`).
+    let ca = fs_err::canonicalize(&request.ca)
+        .or_else(|_| std::path::absolute(&request.ca))
+        .unwrap_or_else(|_| request.ca.clone());
     let pem = fs_err::read_to_string(&ca).map_err(|source| TrustError::Read { path: ca.clone(), source })?;
     if !pem.contains("-----BEGIN CERTIFICATE-----") {
         return Err(TrustError::NotPem { path: ca });
