@@ -100,7 +100,10 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
             admin::entitlement_set(&at, &target.org, Tier::parse(tier).unwrap_or(Tier::Basic))
         }
         AdminCommand::SpendAuthority { command: SpendAuthorityCommand::Set { target, micros, .. } } => {
-            admin::spend_authority_set(&at, &target.org, *micros)
+            admin::spend_authority_set(&at, &target.org, *micros).map(|()| match micros {
+                Some(m) => eprintln!("spend authority of {}: {} per job", target.org, svc_execution::money::usd(*m)),
+                None => eprintln!("spend authority of {}: none (its applications launch nothing)", target.org),
+            })
         }
         AdminCommand::SshKey { command: SshKeyCommand::Add { target, key } } => {
             admin::ssh_key_add(&at, &target.org, key)

@@ -89,3 +89,24 @@ fn a_relay_token_for_an_organization_not_invited_is_refused_with_the_fix_and_cre
 fn invited(data: &Path, org: &str) -> Option<bool> {
     relay_api::coordinator::RelayStore::open(data).expect("the relay's store").invited(org).expect("a read")
 }
+
+/// Setting a spend authority says what was set, in dollars (issue 42: money in the
+/// customer's unit), on standard error; standard output stays empty for scripts.
+#[test]
+fn spend_authority_set_says_the_amount_in_dollars() {
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let data = scratch.path().to_str().expect("UTF-8");
+    let create = svc(&["admin", "token", "create", "--data-dir", data, "--org", "acme", "--role", "developer"]);
+    assert!(create.status.success(), "{}", text(&create.stderr));
+    let set = ["admin", "spend-authority", "set", "--data-dir", data, "--org", "acme"];
+    for (flags, said) in [
+        (&["--micros", "1250000"][..], "spend authority of acme: USD 1.25 per job\n"),
+        (&["--micros", "1"][..], "spend authority of acme: USD 0.000001 per job\n"),
+        (&["--none"][..], "spend authority of acme: none (its applications launch nothing)\n"),
+    ] {
+        let out = svc(&[&set[..], flags].concat());
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stderr), said);
+        assert!(out.stdout.is_empty());
+    }
+}
