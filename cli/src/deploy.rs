@@ -351,23 +351,20 @@ pub(crate) fn left_text(left: &Left<'_>, flags: &str) -> String {
     format!("{what}; {follow}; {stop}")
 }
 
-/// Until when a deployment's funds last, from a status: the running period's end plus the
-/// periods its balance still pays for; before its first period, how many periods it pays.
+/// Until when a deployment's funds last, from a status: when its funded periods end (the
+/// coordinator's `funding.runsOutAt`); before its first period, how many periods it pays.
 fn funded_text(status: Option<&Status>) -> String {
-    let Some((s, q)) = status.and_then(|s| s.latest_quote.as_ref().map(|q| (s, q))) else {
+    let Some(s) = status else {
         return "funded".to_owned();
     };
-    let more = s.balance.available_micros / q.price_micros.max(1);
-    match s.deployment.next_period_at {
-        Some(end) => {
-            let period_ms = i64::try_from(q.period_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
-            let until = end.saturating_add(i64::try_from(more).unwrap_or(i64::MAX).saturating_mul(period_ms));
-            let at = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(until).unwrap_or(0));
-            format!("funded until {}", humantime::format_rfc3339_seconds(at))
+    match (s.funding.runs_out_at, s.latest_quote.as_ref()) {
+        (Some(end), _) => format!("funded until {}", crate::output::rfc3339_ms(end)),
+        (None, Some(q)) => {
+            let more = s.balance.available_micros / q.price_micros.max(1);
+            let period = money::duration_words(q.period_secs);
+            format!("funded for {} of {period} from when it serves", manifest_core::plural(more, "period"))
         }
-        None => {
-            format!("funded for {} of {} s from when it serves", manifest_core::plural(more, "period"), q.period_secs)
-        }
+        (None, None) => "funded".to_owned(),
     }
 }
 
@@ -746,11 +743,11 @@ fn funding_text(s: &Status, now: i64) -> String {
     let (b, f) = (&s.balance, &s.funding);
     let _ = writeln!(
         out,
-        "balance: {} left (funded {}, spent {}, refunded {}; {} charged)",
+        "balance: {} left (funded {}, refunded {}; spent {} on {}, a period charged when it starts)",
         money::usd(f.remaining_micros),
         money::usd(b.funded_micros),
-        money::usd(b.spent_micros),
         money::usd(b.refunded_micros),
+        money::usd(b.spent_micros),
         manifest_core::plural(d.periods_spent, "period")
     );
     match &s.latest_quote {
