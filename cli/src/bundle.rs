@@ -23,6 +23,9 @@ use svc_execution::bundle::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES, check_bundle_pat
 /// The ignore file's name.
 pub(crate) const IGNORE_FILE: &str = ".svcignore";
 
+/// The largest ignore file read.
+const IGNORE_FILE_MAX_BYTES: u64 = 256 * 1024;
+
 /// The files of a directory, by relative path (`/` between names).
 #[derive(Debug, Default)]
 pub(crate) struct Bundle {
@@ -99,6 +102,15 @@ pub(crate) enum BundleError {
         /// Why.
         why: String,
     },
+    /// A file over what may be read of it (the ignore file's bound, or what is left of the
+    /// bundle's).
+    #[error("{} is over {limit} bytes, more than is read of it", .path.display())]
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bound, bytes.
+        limit: u64,
+    },
     /// Too many files.
     #[error(
         "{} has more than {BUNDLE_MAX_FILES} files to send, the most a bundle holds; leave build output and dependencies out in {IGNORE_FILE}",
@@ -139,10 +151,13 @@ impl Rules {
         let default = parse(".*").ok().flatten();
         rules.extend(default);
         let file = dir.join(IGNORE_FILE);
-        let text = match fs_err::read_to_string(&file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e.into()),
+        // Read as the bundle's files are: a link (to `/dev/zero`, to a file outside DIR) or a
+        // FIFO is refused, and a file over the bound is not read whole.
+        let text = match read_regular(&file, IGNORE_FILE_MAX_BYTES) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map_err(|_| BundleError::BadName { path: file.clone(), why: "it is not UTF-8 text".to_owned() })?,
+            Err(BundleError::Read(e)) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e),
         };
         for (n, line) in text.lines().enumerate() {
             let rule = parse(line).map_err(|why| BundleError::BadRule {
@@ -272,28 +287,72 @@ pub(crate) fn read(dir: &Path, exclude: &Exclude) -> Result<Bundle, BundleError>
             if bundle.files.len() >= BUNDLE_MAX_FILES {
                 return Err(BundleError::TooManyFiles { dir: dir.to_owned() });
             }
-            let meta = fs_err::symlink_metadata(&path)?;
-            let size = meta.len();
-            if meta.permissions().mode() & 0o111 != 0 {
+            // Read at most what is left of the bound: a file that grows meanwhile cannot pass
+            // it; one replaced by a link or a FIFO since it was listed is refused, not followed.
+            let left = BUNDLE_MAX_BYTES - total;
+            let (bytes, mode) = match open_regular(&path).and_then(|f| read_up_to(f, &path, left)) {
+                Ok(read) => read,
+                Err(BundleError::FileTooLarge { .. }) => {
+                    return Err(BundleError::TooLarge { dir: dir.to_owned(), at: relative });
+                }
+                Err(e) => return Err(e),
+            };
+            if mode & 0o111 != 0 {
                 bundle.executable.insert(relative.clone());
             }
-            total = total.saturating_add(size);
-            if total > BUNDLE_MAX_BYTES {
-                return Err(BundleError::TooLarge { dir: dir.to_owned(), at: relative });
-            }
-            // Read at most what is left of the bound: a file that grows meanwhile cannot pass it.
-            let mut bytes = Vec::new();
-            let left = BUNDLE_MAX_BYTES - (total - size);
-            std::io::Read::read_to_end(&mut std::io::Read::take(fs_err::File::open(&path)?, left + 1), &mut bytes)?;
-            let grown = bytes.len() as u64;
-            if grown > left {
-                return Err(BundleError::TooLarge { dir: dir.to_owned(), at: relative });
-            }
-            total = total - size + grown;
+            total += bytes.len() as u64;
             bundle.files.insert(relative, bytes);
         }
     }
     Ok(bundle)
+}
+
+/// `path` opened for reading if it is a regular file: never through a link (`O_NOFOLLOW`),
+/// never waiting on a FIFO's writer (`O_NONBLOCK`), and checked on the open file itself, so an
+/// entry replaced since it was listed is refused rather than followed.
+fn open_regular(path: &Path) -> Result<std::fs::File, BundleError> {
+    use rustix::fs::OFlags;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(i32::try_from(flags.bits()).unwrap_or(0))
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            // `O_NOFOLLOW` on a link.
+            Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
+                BundleError::Unsupported { path: path.to_owned(), kind: "symbolic link" }
+            }
+            _ => BundleError::Read(std::io::Error::new(e.kind(), format!("failed to open `{}`: {e}", path.display()))),
+        })?;
+    let kind = file.metadata().map_err(|e| io_error(e, path))?.file_type();
+    if kind.is_file() {
+        return Ok(file);
+    }
+    let kind = if kind.is_symlink() { "symbolic link" } else { "special file" };
+    Err(BundleError::Unsupported { path: path.to_owned(), kind })
+}
+
+/// The bytes of `file` (at `path`), at most `limit` (more is [`BundleError::FileTooLarge`]),
+/// and its permission bits.
+fn read_up_to(file: std::fs::File, path: &Path, limit: u64) -> Result<(Vec<u8>, u32), BundleError> {
+    let mode = file.metadata().map_err(|e| io_error(e, path))?.permissions().mode();
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit + 1), &mut bytes).map_err(|e| io_error(e, path))?;
+    if bytes.len() as u64 > limit {
+        return Err(BundleError::FileTooLarge { path: path.to_owned(), limit });
+    }
+    Ok((bytes, mode))
+}
+
+/// The regular file at `path`, at most `limit` bytes ([`open_regular`], [`read_up_to`]).
+fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, BundleError> {
+    open_regular(path).and_then(|f| read_up_to(f, path, limit)).map(|(bytes, _)| bytes)
+}
+
+/// An I/O error of `std` (which names no path), with the path.
+fn io_error(e: std::io::Error, path: &Path) -> BundleError {
+    BundleError::Read(std::io::Error::new(e.kind(), format!("failed to read `{}`: {e}", path.display())))
 }
 
 #[cfg(test)]
@@ -357,6 +416,56 @@ mod tests {
         assert!(e.to_string().contains("passwd is a symbolic link: a bundle holds only regular files"), "{e}");
         fs_err::write(dir.path().join(IGNORE_FILE), "passwd\n").expect("write");
         assert_eq!(sent(dir.path(), &Exclude::default()), ["main.js"]);
+    }
+
+    /// `read(dir)` on another thread: its answer, or `None` if it has not come in 5 s (it
+    /// waits on something).
+    fn read_within_5s(dir: &Path) -> Option<Result<Bundle, BundleError>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = dir.to_owned();
+        std::thread::spawn(move || tx.send(read(&dir, &Exclude::default())));
+        rx.recv_timeout(std::time::Duration::from_secs(5)).ok()
+    }
+
+    #[test]
+    fn an_ignore_file_that_is_a_link_or_a_fifo_is_refused_without_being_read() {
+        // A link out of DIR (a cloned repository can hold one): its target's lines are not
+        // rules, and `/dev/zero` is not read until memory runs out.
+        let outside = tree(&["rules"]);
+        fs_err::write(outside.path().join("rules"), "main.js\n").expect("write");
+        let dir = tree(&["main.js"]);
+        std::os::unix::fs::symlink(outside.path().join("rules"), dir.path().join(IGNORE_FILE)).expect("link");
+        let e = read_within_5s(dir.path()).expect("an answer").expect_err("refused");
+        assert!(e.to_string().contains(".svcignore is a symbolic link"), "{e}");
+        // A FIFO: refused at once, not waited on.
+        fs_err::remove_file(dir.path().join(IGNORE_FILE)).expect("rm");
+        rustix::fs::mkfifoat(rustix::fs::CWD, dir.path().join(IGNORE_FILE), rustix::fs::Mode::from_raw_mode(0o600))
+            .expect("mkfifo");
+        let e = read_within_5s(dir.path()).expect("an answer within 5 s, not a wait on the FIFO").expect_err("refused");
+        assert!(e.to_string().contains(".svcignore is a special file"), "{e}");
+        // Over its bound: refused, naming it.
+        fs_err::remove_file(dir.path().join(IGNORE_FILE)).expect("rm");
+        fs_err::write(dir.path().join(IGNORE_FILE), "x\n".repeat(200_000)).expect("write");
+        let e = read_within_5s(dir.path()).expect("an answer").expect_err("refused");
+        assert!(e.to_string().contains(".svcignore is over 262144 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_file_replaced_by_a_link_or_a_fifo_after_listing_is_not_followed() {
+        // What `read` opens a listed file with: a link is refused, not followed (to
+        // `/etc/passwd`, outside DIR), and a FIFO is refused without waiting for a writer.
+        let dir = tree(&["main.js"]);
+        let link = dir.path().join("swapped");
+        std::os::unix::fs::symlink("/etc/passwd", &link).expect("link");
+        let e = open_regular(&link).expect_err("a link refused");
+        assert!(e.to_string().contains("swapped is a symbolic link"), "{e}");
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600)).expect("mkfifo");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(open_regular(&fifo).map(|_| ()).map_err(|e| e.to_string())));
+        let e = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("no wait on the FIFO").expect_err("refused");
+        assert!(e.contains("fifo is a special file"), "{e}");
+        assert_eq!(read_regular(&dir.path().join("main.js"), 100).expect("a file"), b"main.js");
     }
 
     #[test]
