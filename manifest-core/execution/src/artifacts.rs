@@ -304,6 +304,11 @@ impl ArtifactStore {
         let target = self.entry(&digest)?;
         if fs_err::symlink_metadata(&target).is_ok() {
             if self.verify(&target, &digest).is_ok() {
+                // The same files, stored before, perhaps with fewer of them executable (the
+                // digest does not cover it: another upload of the same bytes, maybe another
+                // organization's): what this copy makes executable becomes so, or its
+                // program would never run.
+                self.add_executable(incoming.path(), &target)?;
                 return Ok(digest);
             }
             // A damaged copy: set aside, then removed once the good one is in place.
@@ -316,11 +321,23 @@ impl ArtifactStore {
                 let _ = incoming.keep();
             }
             // Stored meanwhile by another caller: the same files.
-            Err(_) if self.verify(&target, &digest).is_ok() => {}
+            Err(_) if self.verify(&target, &digest).is_ok() => self.add_executable(incoming.path(), &target)?,
             Err(e) => return Err(io_at(e, "rename into", &target)),
         }
         fs_err::File::open(&self.root)?.sync_all()?;
         Ok(digest)
+    }
+
+    /// Makes executable (0755) each file of `target` that is executable in `incoming` (the
+    /// same files); a file executable in `target` stays so.
+    fn add_executable(&self, incoming: &Path, target: &Path) -> Result<(), ArtifactError> {
+        for (name, _, executable) in Tree::walk(incoming, self.limits)?.files {
+            let path = target.join(&name);
+            if executable && fs_err::symlink_metadata(&path)?.mode() & 0o111 == 0 {
+                fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+            }
+        }
+        Ok(())
     }
 
     /// Where the artifact `digest` is, once its files have been read again and still have
@@ -638,6 +655,33 @@ mod tests {
         let digest = store.store(&root, None).expect("stored");
         std::os::unix::fs::symlink("/etc/passwd", store.path(&digest).expect("path").join("x")).expect("link");
         assert!(matches!(store.path(&digest), Err(ArtifactError::Unsupported { .. })));
+    }
+
+    #[test]
+    fn the_same_files_stored_again_as_executable_are_made_executable() {
+        // Another upload of the same bytes (another organization's, or an earlier one before a
+        // `chmod +x`) stored the program not executable: the digest is the same, and the
+        // program must still be executable for the upload that says so.
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let store = store(scratch.path());
+        let files: BTreeMap<String, Vec<u8>> =
+            [("bin/run".to_owned(), b"#!/bin/sh\n".to_vec()), ("data".to_owned(), b"x".to_vec())].into();
+        let digest = store.store_files(&files, &BTreeSet::new(), None).expect("stored");
+        let mode = |name: &str| {
+            fs_err::metadata(store.path(&digest).expect("path").join(name)).expect("stat").permissions().mode() & 0o777
+        };
+        assert_eq!(mode("bin/run"), 0o644);
+        let program = BTreeSet::from(["bin/run".to_owned()]);
+        assert_eq!(store.store_files(&files, &program, None).expect("again"), digest);
+        assert_eq!((mode("bin/run"), mode("data")), (0o755, 0o644));
+        // Stored again without it: what was made executable stays so.
+        store.store_files(&files, &BTreeSet::new(), None).expect("again");
+        assert_eq!(mode("bin/run"), 0o755);
+        // The same through a directory.
+        let tool = bundle(&scratch.path().join("tool"), &[("bin/run", b"#!/bin/sh\n"), ("data", b"x")]);
+        fs_err::set_permissions(tool.join("data"), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        assert_eq!(store.store(&tool, None).expect("again"), digest);
+        assert_eq!(mode("data"), 0o755);
     }
 
     #[test]
