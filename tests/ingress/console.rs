@@ -93,11 +93,34 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         assert!(runs_out.starts_with("in ") && runs_out.contains("minutes ("), "{runs_out}");
         assert!(browser.text("#hints-none").contains("Nothing"), "no funds_low after funding: {}", browser.source());
         assert!(browser.text("#fund-help").contains("USD 0.25 per hour"), "{}", browser.text("#fund-help"));
+        // The form as the page holds it, to send it again below.
+        let page = browser.source();
+        let field = |name: &str| {
+            let at = page.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("{name}: {page}"));
+            let value = &page[at + name.len() + 15..];
+            value[..value.find('"').expect("a closing quote")].to_owned()
+        };
+        let sent_again = format!("csrf={}&funded={}&periods=2", field("csrf"), field("funded"));
         browser.clear("#periods");
         browser.type_into("#periods", "2");
         browser.click_and_wait("#fund-submit");
         assert!(browser.text("#notice").contains("Funded"), "{}", browser.source());
         let after = dollars(&browser.text("#balance"));
+        // The same form sent again (a double click, a resend, a replay) funds nothing more.
+        let replayed = http(
+            addr,
+            "POST",
+            &format!("{}/fund", deployment_url.trim_start_matches(&base)),
+            &[
+                ("Cookie", &format!("svc_ingress_console={token}")),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            Some(sent_again.as_bytes()),
+        );
+        let said = String::from_utf8_lossy(&replayed.body);
+        assert_eq!(replayed.status, 409, "{said}");
+        assert!(said.contains("funded since this page was shown"), "{said}");
+        browser.goto(&deployment_url);
         assert!(after >= before + 0.49 && after <= before + 0.50, "{before} + USD 0.50: {}", browser.text("#balance"));
         assert!(browser.text("#runs-out").starts_with("in 2 hours"), "{}", browser.text("#runs-out"));
         assert!(browser.text("#ledger").contains("USD 0.50"), "{}", browser.text("#ledger"));

@@ -412,12 +412,19 @@ async fn stop(
     .await
 }
 
-/// The Fund form: its CSRF token and how many periods.
+/// The Fund form: its CSRF token, how many periods, and what the deployment had been funded
+/// when the page was shown (micros), so that the same form sent again funds nothing.
 #[derive(Deserialize)]
 struct FundForm {
     csrf: String,
     periods: String,
+    #[serde(default)]
+    funded: String,
 }
+
+/// One console funding at a time in this process: the check that nothing was funded since the
+/// page was shown and the funding are one step (a double click sends the form twice at once).
+static FUNDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Quotes and funds more periods, as `svc ingress fund --periods N` does.
 async fn fund(
@@ -426,10 +433,23 @@ async fn fund(
     Path(project): Path<String>,
     form: Result<Form<FundForm>, FormRejection>,
 ) -> Response {
-    let (csrf, periods) = form.ok().map(|Form(f)| (f.csrf, f.periods)).unwrap_or_default();
+    let (csrf, periods, shown) = form.ok().map(|Form(f)| (f.csrf, f.periods, f.funded)).unwrap_or_default();
     // Not a whole number: 0, which the quote refuses with the range it takes.
     let periods = periods.trim().parse::<u64>().unwrap_or(0);
+    let shown = shown.trim().parse::<u64>().ok();
     act(engine, headers, project, csrf, "funded", move |engine, d, caller| {
+        let _one = FUNDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The form sent again (a double click, a reload that resends it, a replay): the
+        // deployment was funded since its page was shown, and is not funded twice.
+        if shown != Some(engine.store().balance(&d.id)?.funded_micros) {
+            return Err(super::store::StoreError::Refused {
+                code: "funded_meanwhile",
+                message: "the deployment was funded since this page was shown (this form was sent already?): \
+                          reload the page to see its balance, and fund again if you mean to"
+                    .to_owned(),
+            }
+            .into());
+        }
         let entry = super::http::quote_and_fund(engine, d, Some(periods))?;
         tracing::info!(deployment = %d.id, token = %caller.token_id, micros = entry.amount_micros, "funded (console)");
         Ok(())

@@ -223,6 +223,7 @@ pub(super) fn deployment(v: &DeploymentView, done: Option<&str>, csrf: &str) -> 
         @if !d.state.is_terminal() {
             form.inline #fund method="post" action={ "/console/deployments/" (d.id) "/fund" } {
                 input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="funded" value=(v.balance.funded_micros);
                 label for="periods" { "Fund more periods" }
                 input #periods type="number" name="periods" min="1" max="10000" step="1" required value=(v.fund_periods) aria-describedby="fund-help";
                 button #fund-submit type="submit" { "Fund" }
