@@ -99,6 +99,16 @@ pub(crate) fn deploy(args: &AppDeploy<'_>) -> ExitCode {
 fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
     let say = Say { json: args.remote.format == OutputFormat::Json };
     let dir = args.dir;
+    if !dir.is_dir() {
+        let manifest = dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| MANIFEST_NAMES.contains(&n));
+        let parent = dir.parent().map(Path::display).map(|p| p.to_string()).filter(|p| !p.is_empty());
+        let hint = match parent {
+            Some(parent) if manifest => format!("it is the manifest: give its directory, `svc app deploy {parent}`"),
+            _ if dir.exists() => "give the application's directory, the one that holds manifest.yaml".to_owned(),
+            _ => "it does not exist; give the application's directory, the one that holds manifest.yaml".to_owned(),
+        };
+        return Err(fail(EXIT_USAGE, "not_a_directory", &format!("{} is not a directory: {hint}", dir.display())));
+    }
     let Some(manifest_path) = args.manifest.map(Path::to_path_buf).or_else(|| find_manifest(dir)) else {
         return Err(fail(
             EXIT_USAGE,
@@ -196,7 +206,18 @@ fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
     // A dry run, then the publication fenced with the active version it saw.
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let path = format!("/api/applications/{app}/policy-versions");
-    let dry = answer(&client, Method::POST, &path, Some(json!({ "manifest": text, "dryRun": true })))?;
+    let response = send(&client, Method::POST, &path, Some(json!({ "manifest": text, "dryRun": true })))?;
+    let dry = refused_unless_ok(&response).inspect_err(|_| {
+        let diagnostics = response.json()["error"]["diagnostics"].clone();
+        if diagnostics.as_array().into_iter().flatten().any(|d| d["code"] == "once_application_settled") {
+            eprintln!(
+                "fix: {app} is a `once` application that ran, and it does not run again; to run these files once \
+                 more, give {} a new `applicationId` (such as `{app}-2`), then `svc app deploy {}` again",
+                manifest_path.display(),
+                dir.display()
+            );
+        }
+    })?;
     say.line(&format!("dry run: would publish policy version {} (active version {seen})", dry["policyVersion"]));
     let body = json!({ "manifest": text, "expectedActivePointerVersion": seen });
     let published = answer(&client, Method::POST, &path, Some(body))?;
@@ -418,11 +439,14 @@ impl Follow<'_> {
         let org = self.organization();
         let fix = match code {
             "spend_authority_missing" => format!(
-                "a service administrator gives {org} a spend authority on the service's host: `svc admin spend-authority set --data-dir DATA_DIR --org {org} --micros {}` (DATA_DIR: its `svc serve --data-dir`); the service launches within 10 s, and `svc app executions {app} --watch` shows it",
-                self.per_job
+                "a service administrator gives {org} a spend authority on the service's host: `svc admin spend-authority set --data-dir DATA_DIR --org {org} --micros {}` ({}, what one job of {app} may spend; DATA_DIR: its `svc serve --data-dir`); the service launches within 10 s, and `svc app executions {app} --watch` shows it",
+                self.per_job,
+                self.per_job_usd()
             ),
             "spend_authority_exceeded" => format!(
-                "raise {org}'s spend authority (`svc admin spend-authority set --data-dir DATA_DIR --org {org} --micros N`) or the manifest's `deployment.spend`, then `svc app deploy {dir}` again"
+                "raise {org}'s spend authority to at least {} per job, what one job of {app} may spend (`svc admin spend-authority set --data-dir DATA_DIR --org {org} --micros {}`), or lower the manifest's `deployment.spend.perJob`, then `svc app deploy {dir}` again",
+                self.per_job_usd(),
+                self.per_job
             ),
             "secret_missing" => format!(
                 "a service administrator provisions it: `svc admin secret provision --data-dir DATA_DIR --org {org} --app {app} --secret-id ID --value-file FILE`; the service launches within 10 s"
@@ -443,6 +467,12 @@ impl Follow<'_> {
         say.line(&format!("{app} is refused: {message}"));
         say.line(&format!("fix: {fix}"));
         Outcome { state: "refused", exit: EXIT_REFUSED, reason: Some(reason), fix: Some(fix) }
+    }
+
+    /// The manifest's `spend.perJob` in dollars (`USD 0.10`), or as written if it is not a
+    /// number of micros.
+    fn per_job_usd(&self) -> String {
+        self.per_job.parse::<u128>().map_or_else(|_| self.per_job.to_owned(), svc_execution::money::usd)
     }
 
     /// The caller's organization (its capabilities statement), or `ORG`.

@@ -12,7 +12,7 @@ use manifest_core::{SchemaKind, render_text, sha256, validate};
 use serde_json::{Value, json};
 
 use crate::args::{OutputFormat, Remote, Trust};
-use crate::client::{Client, Response};
+use crate::client::{Client, ClientError, Response};
 
 const EXIT_REFUSED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -44,10 +44,14 @@ pub(crate) fn client(remote_server: Option<&str>, trust: &Trust, with_token: boo
     let token = if with_token {
         let token = std::env::var("SVC_TOKEN").ok().filter(|t| !t.is_empty()).or_else(|| config_value("token"));
         Some(token.ok_or_else(|| {
+            let file = config_file().map_or_else(|| "the config file".to_owned(), |f| f.display().to_string());
             fail(
                 EXIT_USAGE,
                 "no_token",
-                "no token: set SVC_TOKEN, or put \"token\" in the config file (`svc admin token create`)",
+                &format!(
+                    "no token: set SVC_TOKEN, or put \"token\" in {file}; a service administrator makes one on the \
+                     service's host: `svc admin token create --data-dir DATA_DIR --org ORG --role developer`"
+                ),
             )
         })?)
     } else {
@@ -58,7 +62,23 @@ pub(crate) fn client(remote_server: Option<&str>, trust: &Trust, with_token: boo
 
 pub(crate) fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, ExitCode> {
     let body = body.map(|b| serde_json::to_vec(&b).unwrap_or_default());
-    client.send(method, path, body, &[]).map_err(|e| fail(EXIT_USAGE, e.code(), &e.to_string()))
+    client.send(method, path, body, &[]).map_err(|e| fail(EXIT_USAGE, e.code(), &client_failure(&e)))
+}
+
+/// A request that got no answer, with what to check: a service that is not running where
+/// `--server` / `SVC_SERVER` says, or one that serves plain HTTP to an `https://` URL.
+fn client_failure(e: &ClientError) -> String {
+    match e {
+        ClientError::Unreachable { .. } => format!(
+            "{e}; is `svc serve` running there? --server or SVC_SERVER gives its address, the one it printed \
+             (`listening on ...`)"
+        ),
+        ClientError::Tls { url, reason } if reason.contains("InvalidContentType") => format!(
+            "{e}; {url} answered in plain HTTP, not TLS: if it is a `svc serve` without a certificate, use {}",
+            url.replacen("https://", "http://", 1)
+        ),
+        _ => e.to_string(),
+    }
 }
 
 /// Prints a success (the JSON as it came, or `text`), or the error envelope, and exits.
@@ -79,13 +99,20 @@ fn finish(response: &Response, format: OutputFormat, text: impl FnOnce(&Value) -
 
 pub(crate) fn error_text(status: u16, body: &Value) -> String {
     let error = &body["error"];
-    let mut out = format!(
-        "svc: the service refused ({status} {}): {}\n",
-        error["code"].as_str().unwrap_or("error"),
-        error["message"].as_str().unwrap_or("no message")
-    );
+    let code = error["code"].as_str().unwrap_or("error");
+    let message = error["message"].as_str().unwrap_or("no message");
+    // The diagnostics follow as lines of their own (`see `diagnostics`` is for JSON readers).
+    let message = message.strip_suffix("; see `diagnostics`").map_or(message.to_owned(), |m| format!("{m}:"));
+    let mut out = format!("svc: the service refused ({status} {code}): {message}\n");
     for d in error["diagnostics"].as_array().into_iter().flatten() {
         out += &diagnostic_line(d);
+    }
+    if status == 401 {
+        // The CLI always sends one: the service does not know it.
+        out += "fix: the service does not accept the token in SVC_TOKEN (or the config file's): unknown to it, \
+                revoked or expired. Is SVC_SERVER the service whose data directory made it? A service \
+                administrator makes a new one there: `svc admin token create --data-dir DATA_DIR --org ORG \
+                --role developer`\n";
     }
     out
 }
@@ -313,11 +340,16 @@ pub(crate) fn executions_text(b: &Value) -> String {
     if !recent.is_empty() {
         out += "recent:\n";
     }
+    // Each execution as `svc app logs` tags it, APP/SLOT/GENERATION/ATTEMPT: its ID starts
+    // with the application's UID, which people do not know it by.
+    let app = b["applicationId"].as_str().unwrap_or("");
     for e in recent {
         out += &format!(
-            "  {} {} version {} {}",
+            "  {} {app}/{}/{}/{} version {} {}",
             e["changedAt"].as_str().unwrap_or(""),
-            e["executionId"].as_str().unwrap_or(""),
+            e["slot"],
+            e["generation"],
+            e["attempt"],
             e["policyVersion"],
             e["state"].as_str().unwrap_or("")
         );
@@ -347,6 +379,8 @@ pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: 
     let mut after: i64 = 0;
     let mut said: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     let (mut lines, mut dropped): (Vec<Value>, Vec<Value>) = (Vec::new(), Vec::new());
+    // Whether the service has answered, and whether it is now out of reach.
+    let (mut answered, mut lost) = (false, false);
     loop {
         let mut query = form_urlencoded::Serializer::new(String::new());
         query.append_pair("after", &after.to_string());
@@ -354,9 +388,27 @@ pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: 
             query.append_pair("execution", e);
         }
         let path = format!("/api/applications/{id}/logs?{}", query.finish());
-        let response = match send(&client, Method::GET, &path, None) {
-            Ok(r) => r,
-            Err(code) => return code,
+        let response = match client.send(Method::GET, &path, None, &[]) {
+            Ok(r) => {
+                if std::mem::take(&mut lost) {
+                    eprintln!("svc: {} answers again; following on", client.base());
+                }
+                answered = true;
+                r
+            }
+            // `--follow` rides through a restart of the service (once it has answered: a wrong
+            // address is not waited for): said once, tried again every second.
+            Err(e @ ClientError::Unreachable { .. }) if follow && answered => {
+                if !std::mem::replace(&mut lost, true) {
+                    eprintln!("svc: {e}; following on when it answers again (Ctrl-C stops)");
+                }
+                if crate::output::stdout_closed() {
+                    return ExitCode::SUCCESS;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                continue;
+            }
+            Err(e) => return fail(EXIT_USAGE, e.code(), &client_failure(&e)),
         };
         if !(200..300).contains(&response.status) {
             return finish(&response, remote.format, |_| String::new());
@@ -397,7 +449,11 @@ pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: 
                     &json!({ "applicationId": app, "lines": lines, "dropped": dropped, "next": after }),
                 );
             } else if after == 0 {
-                eprintln!("svc: no output from {app}'s jobs yet (`svc app executions {app}` says whether they run)");
+                let whose = execution.map_or_else(|| format!("{app}'s jobs"), |e| format!("execution {e} of {app}"));
+                eprintln!(
+                    "svc: no output from {whose} yet (`svc app executions {app}` says whether they run, and lists \
+                     the executions)"
+                );
             }
             return ExitCode::SUCCESS;
         }

@@ -71,7 +71,8 @@ fn svc_app_deploy_takes_a_folder_to_a_job_that_ran_on_a_fresh_data_dir() {
         "published policy version 1 of hello-job\n",
         "hello-job is refused: the organization has no service-credit spend authority",
         "fix: a service administrator gives acme a spend authority on the service's host: \
-         `svc admin spend-authority set --data-dir DATA_DIR --org acme --micros 100000`",
+         `svc admin spend-authority set --data-dir DATA_DIR --org acme --micros 100000` (USD 0.10, what one job \
+         of hello-job may spend;",
     ] {
         assert!(stdout.contains(line), "{line:?} in\n{stdout}\n{stderr}");
     }
@@ -105,7 +106,18 @@ fn svc_app_deploy_takes_a_folder_to_a_job_that_ran_on_a_fresh_data_dir() {
     // A settled `once` application does not run again: the publication says why, exit 1.
     let out = deploy(&w, &w.token, &[hello_job().to_str().expect("UTF-8")]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("error[once_application_settled] at /execution"), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("error[once_application_settled] at /execution"), "{stderr}");
+    // What to do instead, in the terms of the folder at hand; `see `diagnostics`` is for JSON.
+    let hello = hello_job();
+    let fix = format!(
+        "fix: hello-job is a `once` application that ran, and it does not run again; to run these files once \
+         more, give {} a new `applicationId` (such as `hello-job-2`), then `svc app deploy {}` again\n",
+        hello.join("manifest.yaml").display(),
+        hello.display()
+    );
+    assert!(stderr.contains(&fix), "{fix:?} in\n{stderr}");
+    assert!(stderr.contains("the manifest was refused with 1 error:\n"), "{stderr}");
 
     // `--app` names the manifest's application, or nothing is sent.
     let out = deploy(&w, &w.token, &[hello_job().to_str().expect("UTF-8"), "--app", "hello-again"]);
@@ -332,4 +344,68 @@ fn ctrl_c_stops_the_waiting_and_says_what_runs_on() {
     // It does run on.
     let view = w.get("/api/applications/long/executions");
     assert_eq!(view["slots"][0]["state"], "ready", "{view:#}");
+}
+
+/// What new users get wrong, each refused before anything runs with the fix in its message
+/// and the exit code README's "At the terminal" gives (1 refused, 2 usage or connection).
+#[test]
+fn a_new_users_mistakes_each_say_the_fix() {
+    let w = World::new("deploy-mistakes");
+    let hello = hello_job();
+    let hello = hello.to_str().expect("UTF-8");
+    let url = w.server.url();
+    // `svc app deploy ARGS` against `server` with `token` (none: SVC_TOKEN empty, as unset).
+    let call = |server: &str, token: Option<&str>, args: &[&str]| {
+        let env = [("SVC_CONFIG", "/nonexistent"), ("SVC_SERVER", server), ("SVC_TOKEN", token.unwrap_or(""))];
+        let out = svc(&[&["app", "deploy"], args].concat(), &env);
+        (out.status.code(), text(&out.stderr))
+    };
+    let mine = Some(w.token.as_str());
+
+    // A path that is no directory: the manifest itself, a file, nothing.
+    let manifest = format!("{hello}/manifest.yaml");
+    let (code, err) = call(&url, mine, &[&manifest]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "svc: {manifest} is not a directory: it is the manifest: give its directory, `svc app deploy {hello}`\n"
+        )
+    );
+    let missing = w.dir.path().join("no-such-folder");
+    let (code, err) = call(&url, mine, &[missing.to_str().expect("UTF-8")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is not a directory: it does not exist;"), "{err}");
+
+    // A server nobody listens on: exit 2, what to check.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let nobody = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let (code, err) = call(&nobody, mine, &[hello]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("svc: cannot reach {nobody}: ")), "{err}");
+    assert!(err.contains("is `svc serve` running there?"), "{err}");
+
+    // https:// to a plain HTTP service: says to use http://.
+    let https = url.replacen("http://", "https://", 1);
+    let (code, err) = call(&https, mine, &[hello]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "answered in plain HTTP, not TLS: if it is a `svc serve` without a certificate, use {url}"
+        )),
+        "{err}"
+    );
+
+    // No token; a token this service does not know (another service's).
+    let (code, err) = call(&url, None, &[hello]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("svc: no token: set SVC_TOKEN, or put \"token\" in "), "{err}");
+    assert!(err.contains("`svc admin token create --data-dir DATA_DIR --org ORG --role developer`"), "{err}");
+    let other = svc_e2e::service::TempDir::new("deploy-mistakes-other");
+    let foreign = token(other.str(), "acme", "developer");
+    let (code, err) = call(&url, Some(&foreign), &[hello]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("fix: the service does not accept the token in SVC_TOKEN"), "{err}");
+    assert!(err.contains("Is SVC_SERVER the service whose data directory made it?"), "{err}");
 }

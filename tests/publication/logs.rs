@@ -118,7 +118,7 @@ fn a_hello_jobs_greeting_appears_in_svc_app_logs_tagged_with_its_execution() {
     assert_eq!(whole, text);
     let (code, none, err) = run(&w, &["app", "logs", "hello", "--execution", "0/2/1"]);
     assert_eq!((code, none.as_str()), (Some(0), ""));
-    assert!(err.contains("no output from hello's jobs yet"), "{err}");
+    assert!(err.contains("no output from execution 0/2/1 of hello yet"), "{err}");
     let (code, _, err) = run(&w, &["app", "logs", "hello", "--execution", "app_other/0/1/1"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("(404 not_found)"), "{err}");
@@ -233,4 +233,76 @@ fn a_job_flooding_its_output_keeps_its_newest_lines_and_says_once_how_many_it_di
     // What the job printed over its rate is said by the job's own pipe, as a line of it.
     assert!(text.contains("bytes of output dropped"), "the rate's notice is kept too");
     let _ = w.server.stop();
+}
+
+/// `svc app logs --follow` while the service is killed (`kill -9`) and started again on the
+/// same address: it says once that it lost the service, waits, and follows on from where it
+/// was (the job's next attempt's lines) instead of ending with exit 2.
+#[test]
+fn logs_follow_rides_through_a_restart_of_the_service() {
+    let mut w = World::new("logs-restart");
+    let digest = store_script(&w, "ticker", "let n = 0;\nsetInterval(() => console.log(`tick ${++n}`), 300);\n");
+    run_once(&w, "ticker", &digest);
+    let url = w.server.url();
+    let mut follow = Command::new(svc_binary())
+        .args(["app", "logs", "ticker", "--follow"])
+        .env("SVC_TOKEN", &w.token)
+        .env("SVC_SERVER", &url)
+        .env("SVC_CONFIG", "/nonexistent")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("svc app logs --follow");
+    let stdout = follow.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let until = |tag: &str| {
+        let deadline = Instant::now() + WAIT;
+        let mut seen = Vec::new();
+        while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            if line.contains(tag) {
+                return;
+            }
+            seen.push(line);
+        }
+        panic!("no {tag:?} from `svc app logs --follow` within {WAIT:?}: {seen:?}");
+    };
+    until("ticker/0/1/1 [program] tick 1");
+
+    w.server.signal("KILL");
+    assert!(w.server.wait(Duration::from_secs(5)).is_some(), "svc serve is gone");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(follow.try_wait().expect("wait"), None, "--follow waits for the service to be back");
+
+    let mut again = Command::new(svc_binary());
+    if let Some(database) = svc_e2e::service::database_of(w.dir.path()) {
+        again.env("SVC_DATABASE", database);
+    }
+    let mut again = again
+        .args(["serve", "--listen", &url.replace("http://", ""), "--data-dir", w.dir.str()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("svc serve again");
+    // The job stopped with the service; its next attempt prints from its own first tick.
+    until("ticker/0/1/2 [program] tick 1");
+    let status = Command::new("kill").args(["-INT", &follow.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    assert_eq!(wait(&mut follow, Duration::from_secs(5)), Some(130), "Ctrl-C still ends it");
+    let _ = again.kill();
+    let _ = again.wait();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut follow.stderr.take().expect("stderr"), &mut err).expect("stderr");
+    let lost = format!("svc: cannot reach {url}: ");
+    assert_eq!(err.matches(&lost).count(), 1, "said once:\n{err}");
+    assert!(err.contains("; following on when it answers again (Ctrl-C stops)\n"), "{err}");
+    assert!(err.contains(&format!("svc: {url} answers again; following on\n")), "{err}");
 }
