@@ -85,7 +85,7 @@ fn trust(request: &TrustRequest) -> Result<ExitCode, TrustError> {
     let ca = fs_err::canonicalize(&request.ca)
         .or_else(|_| std::path::absolute(&request.ca))
         .unwrap_or_else(|_| request.ca.clone());
-    let pem = fs_err::read_to_string(&ca).map_err(|source| TrustError::Read { path: ca.clone(), source })?;
+    let pem = read_pem(&ca)?;
     if !pem.contains("-----BEGIN CERTIFICATE-----") {
         return Err(TrustError::NotPem { path: ca });
     }
@@ -133,8 +133,27 @@ fn trust(request: &TrustRequest) -> Result<ExitCode, TrustError> {
     println!("  (Chromium and Chrome read it; restart a running browser. Firefox keeps its own store:");
     println!("  Settings, Privacy & Security, Certificates, View Certificates, Authorities, Import.)");
     print_curl(&ca);
-    println!("undo: svc ingress trust --ca {} --remove", ca.display());
+    println!("undo: {}", undo_command(&ca));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The largest CA file read: a PEM certificate is a few KiB.
+const CA_MAX_BYTES: u64 = 1024 * 1024;
+
+/// The text of the CA file at `ca`, if it is text of at most [`CA_MAX_BYTES`]: `/dev/zero` or
+/// a large file given by mistake is not read whole.
+fn read_pem(ca: &Path) -> Result<String, TrustError> {
+    let read = |source| TrustError::Read { path: ca.to_owned(), source };
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(fs_err::File::open(ca).map_err(read)?, CA_MAX_BYTES + 1),
+        &mut bytes,
+    )
+    .map_err(read)?;
+    if bytes.len() as u64 > CA_MAX_BYTES {
+        return Err(TrustError::NotPem { path: ca.to_owned() });
+    }
+    String::from_utf8(bytes).map_err(|_| TrustError::NotPem { path: ca.to_owned() })
 }
 
 /// The nickname of the CA in the database: `svc development CA ` and the first 12 hex
@@ -178,6 +197,14 @@ fn shell_words(words: &[OsString]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The command that takes `ca` out again, as a shell line (a path with spaces or quotes
+/// pasted as one word).
+fn undo_command(ca: &Path) -> String {
+    let words: Vec<OsString> =
+        ["svc", "ingress", "trust", "--ca"].iter().map(OsString::from).chain([ca.as_os_str().to_owned()]).collect();
+    format!("{} --remove", shell_words(&words))
 }
 
 fn print_curl(ca: &Path) {
@@ -235,6 +262,28 @@ mod tests {
         );
         let remove = steps(Path::new("/db"), "sql:/db", "svc development CA x", Path::new("/ca.pem"), true);
         assert_eq!(shell_words(&remove[0]), "certutil -D -d sql:/db -n 'svc development CA x'");
+    }
+
+    #[test]
+    fn the_undo_command_quotes_a_path_with_spaces_or_quotes() {
+        assert_eq!(
+            undo_command(Path::new("/tmp/my data/-ca 'q\".pem")),
+            r#"svc ingress trust --ca '/tmp/my data/-ca '\''q".pem' --remove"#
+        );
+        assert_eq!(undo_command(Path::new("/r/ca.pem")), "svc ingress trust --ca /r/ca.pem --remove");
+    }
+
+    #[test]
+    fn a_ca_path_to_dev_zero_or_a_binary_file_is_not_pem_and_not_read_whole() {
+        // Unbounded, /dev/zero was read until memory ran out.
+        let e = read_pem(Path::new("/dev/zero")).expect_err("not a certificate");
+        assert!(matches!(e, TrustError::NotPem { .. }), "{e}");
+        let dir = tempfile::tempdir().expect("a directory");
+        let binary = dir.path().join("ca.der");
+        fs_err::write(&binary, [0x30, 0x82, 0xff, 0xfe]).expect("write");
+        assert!(matches!(read_pem(&binary), Err(TrustError::NotPem { .. })));
+        fs_err::write(&binary, "-----BEGIN CERTIFICATE-----\n").expect("write");
+        assert_eq!(read_pem(&binary).expect("text"), "-----BEGIN CERTIFICATE-----\n");
     }
 
     #[test]
