@@ -43,7 +43,7 @@ fn follows_rule(name: &str) -> bool {
 }
 
 /// The rule for a token's name (`--name` of both token commands), as messages state it.
-pub const TOKEN_NAME_RULE: &str = "1-64 characters, no control characters, not blank";
+pub const TOKEN_NAME_RULE: &str = "1-64 characters, no control or bidirectional formatting characters, not blank";
 
 /// The longest token name, in characters.
 pub const TOKEN_NAME_MAX: usize = 64;
@@ -59,11 +59,21 @@ pub struct TokenNameError {
 /// what people read, so free text, but bounded and on one line.
 pub fn token_name(name: &str) -> Result<&str, TokenNameError> {
     let count = name.chars().count();
-    if (1..=TOKEN_NAME_MAX).contains(&count) && !name.trim().is_empty() && !name.chars().any(char::is_control) {
+    if (1..=TOKEN_NAME_MAX).contains(&count)
+        && !name.trim().is_empty()
+        && !name.chars().any(|c| c.is_control() || is_bidi_formatting(c))
+    {
         return Ok(name);
     }
     let shown: String = name.chars().take(TOKEN_NAME_MAX + 8).collect();
     Err(TokenNameError { name: shown })
+}
+
+/// A character that reorders the text around it (the marks, embeddings, overrides and
+/// isolates of Unicode's bidirectional algorithm): in a name shown inside a sentence
+/// ("stopped by NAME (console)"), one would turn the rest of the line around.
+fn is_bidi_formatting(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// [`token_name`] as a `clap` value parser.
@@ -94,6 +104,17 @@ mod tests {
         let err = organization("Acme").expect_err("upper case").to_string();
         assert!(err.contains("did you mean \"acme\"") && err.contains(ORGANIZATION_RULE), "{err}");
         assert!(!organization("a--b").expect_err("double").to_string().contains("did you mean"));
+    }
+
+    #[test]
+    fn a_token_name_that_reorders_the_text_around_it_is_refused() {
+        // "stopped by Ada\u{202e}nimda (console)" would read "stopped by Ada(elosnoc) admin".
+        for bad in ["Ada\u{202e}nimda", "a\u{2066}b", "\u{200f}x", "x\u{061c}"] {
+            let e = token_name(bad).expect_err("refused");
+            assert!(e.to_string().contains("no control or bidirectional formatting characters"), "{e}");
+        }
+        // Right-to-left letters themselves are names like any other.
+        assert_eq!(token_name("مريم"), Ok("مريم"));
     }
 
     #[test]
