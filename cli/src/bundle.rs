@@ -86,7 +86,7 @@ pub(crate) enum BundleError {
     /// An entry that is not a regular file or a directory.
     #[error(
         "{} is a {kind}: a bundle holds only regular files; copy the file in, or leave it out in {IGNORE_FILE}",
-        .path.display()
+        shown(.path)
     )]
     Unsupported {
         /// The entry.
@@ -95,7 +95,7 @@ pub(crate) enum BundleError {
         kind: &'static str,
     },
     /// A name that cannot be sent (not UTF-8, too long or deep, a control character).
-    #[error("{}: {why}; rename it, or leave it out in {IGNORE_FILE}", .path.display())]
+    #[error("{}: {why}; rename it, or leave it out in {IGNORE_FILE}", shown(.path))]
     BadName {
         /// The entry.
         path: PathBuf,
@@ -132,6 +132,16 @@ pub(crate) enum BundleError {
         /// The file at which the bound was passed.
         at: String,
     },
+}
+
+/// A path as an error shows it: a control character in a name (a terminal escape in a cloned
+/// repository's file name) as `\u{..}`, never sent to the terminal raw.
+fn shown(path: &Path) -> String {
+    let text = path.display().to_string();
+    if !text.chars().any(char::is_control) {
+        return text;
+    }
+    text.chars().map(|c| if c.is_control() { format!("\\u{{{:04x}}}", u32::from(c)) } else { c.to_string() }).collect()
 }
 
 /// One rule of the ignore list.
@@ -466,6 +476,20 @@ mod tests {
         let e = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("no wait on the FIFO").expect_err("refused");
         assert!(e.contains("fifo is a special file"), "{e}");
         assert_eq!(read_regular(&dir.path().join("main.js"), 100).expect("a file"), b"main.js");
+    }
+
+    #[test]
+    fn a_file_name_with_a_terminal_escape_is_named_escaped() {
+        let dir = tree(&["main.js"]);
+        fs_err::write(dir.path().join("bad\u{1b}[31mname"), "x").expect("write");
+        let e = read(dir.path(), &Exclude::default()).expect_err("refused").to_string();
+        assert!(e.contains("bad\\u{001b}[31mname: the path holds a control character"), "{e}");
+        assert!(!e.contains('\u{1b}'), "{e:?}");
+        // Refused as a link too, before its name is checked.
+        fs_err::remove_file(dir.path().join("bad\u{1b}[31mname")).expect("rm");
+        std::os::unix::fs::symlink("main.js", dir.path().join("link\u{7}")).expect("link");
+        let e = read(dir.path(), &Exclude::default()).expect_err("refused").to_string();
+        assert!(e.contains("link\\u{0007} is a symbolic link"), "{e:?}");
     }
 
     #[test]
