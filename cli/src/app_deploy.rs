@@ -443,10 +443,15 @@ impl Follow<'_> {
                 self.per_job,
                 self.per_job_usd()
             ),
-            "spend_authority_exceeded" => format!(
-                "raise {org}'s spend authority to at least {} per job, what one job of {app} may spend (`svc admin spend-authority set --data-dir DATA_DIR --org {org} --micros {}`), or lower the manifest's `deployment.spend.perJob`, then `svc app deploy {dir}` again",
+            // The organization's guard: an authority of `perJob` lets every launch the
+            // manifest allows through. Any other limit is the manifest's own.
+            "spend_authority_exceeded" if message.contains("the organization's spend authority") => format!(
+                "a service administrator raises {org}'s spend authority to what one job of {app} may spend, {} (its `deployment.spend.perJob`): `svc admin spend-authority set --data-dir DATA_DIR --org {org} --micros {}`; then `svc app deploy {dir}` again",
                 self.per_job_usd(),
                 self.per_job
+            ),
+            "spend_authority_exceeded" => format!(
+                "raise the limit it names in the manifest's `deployment.spend`, or make a job cheaper (a shorter `deployment.schedule.duration`), then `svc app deploy {dir}` again"
             ),
             "secret_missing" => format!(
                 "a service administrator provisions it: `svc admin secret provision --data-dir DATA_DIR --org {org} --app {app} --secret-id ID --value-file FILE`; the service launches within 10 s"

@@ -408,4 +408,23 @@ fn a_new_users_mistakes_each_say_the_fix() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("fix: the service does not accept the token in SVC_TOKEN"), "{err}");
     assert!(err.contains("Is SVC_SERVER the service whose data directory made it?"), "{err}");
+
+    // An authority below what a job costs: refused (1) with the command that lets it run,
+    // the amount in dollars; after it, the same deploy runs the job.
+    let authority = |micros: &str| {
+        admin(&["spend-authority", "set", "--data-dir", w.dir.str(), "--org", "acme", "--micros", micros]);
+    };
+    authority("1");
+    let out = deploy(&w, &w.token, &[hello, "--timeout", "60"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let fix = format!(
+        "fix: a service administrator raises acme's spend authority to what one job of hello-job may spend, USD \
+         0.10 (its `deployment.spend.perJob`): `svc admin spend-authority set --data-dir DATA_DIR --org acme \
+         --micros 100000`; then `svc app deploy {hello}` again\n"
+    );
+    assert!(stdout.contains(&fix), "{fix:?} in\n{stdout}");
+    authority("100000");
+    let out = deploy(&w, &w.token, &[hello, "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
 }
