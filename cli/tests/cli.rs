@@ -196,6 +196,23 @@ fn text_output_points_at_the_line_with_a_caret() {
     assert!(text.contains("<stdin>: invalid:"), "{text}");
 }
 
+/// A new user turns `examples/hello-job` into a continuous job: the refusal gives a
+/// `spend.rate` to add, and the manifest with it added is valid.
+#[test]
+fn a_continuous_job_without_a_rate_is_told_one_to_add_that_validates() {
+    let once = std::fs::read_to_string(workspace().join("examples/hello-job/manifest.yaml")).expect("the example");
+    let continuous = once.replace("mode: once", "mode: continuous");
+    let out = svc(&["manifest", "validate", "--file", "-"], Some(continuous.as_bytes()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let example = "`rate: {amount: \"1000000\", window: 30d}` (USD 1.00 per 30 days)";
+    assert!(text.contains(&format!("under `deployment.spend`, add for example {example}")), "{text}");
+    let fixed = continuous
+        .replace("    perJob: \"100000\"\n", "    perJob: \"100000\"\n    rate: {amount: \"1000000\", window: 30d}\n");
+    let out = svc(&["manifest", "validate", "--file", "-"], Some(fixed.as_bytes()));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
 #[test]
 fn every_corpus_case_through_the_binary_matches_the_library() {
     let mut failures = Vec::new();

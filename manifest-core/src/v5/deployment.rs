@@ -366,7 +366,9 @@ pub(crate) fn check_execution(execution: &str, renewal: bool, spend: bool, rate:
             Layer::Semantic,
             Code::SpendRateRequired,
             "/deployment/spend/rate",
-            format!("{execution} execution requires spend.rate (a lifetime ceiling over a window); the organization guard does not substitute for it"),
+            format!(
+                "{execution} execution requires spend.rate, a ceiling on what its jobs are charged over a trailing window: under `deployment.spend`, add for example `rate: {{amount: \"1000000\", window: 30d}}` (USD 1.00 per 30 days); the organization's spend authority does not stand in for it"
+            ),
         ));
     }
 }
