@@ -191,21 +191,26 @@ pub async fn coordinator(client: Option<&CoordinatorClient>) -> (CheckResult, Op
     }
 }
 
+/// The coordinator's health answer a check `id` reads, or why the check could not be made
+/// (no coordinator given, or it did not answer).
+fn answered<'a>(id: &str, known: bool, health: Option<&'a Health>) -> Result<&'a Health, CheckResult> {
+    if !known {
+        return Err(CheckResult::warn(id, "not checked: no coordinator known", "pass --coordinator URL"));
+    }
+    health.ok_or_else(|| {
+        CheckResult::warn(id, "not checked: the coordinator did not answer", "fix the `coordinator` check first")
+    })
+}
+
 /// `coordinator.operator`: the coordinator routes its deployments through the hosts of the
 /// operator this host is registered as (`registered`, from the registration record). Its
 /// feed assigns a host of another operator no route: the gateway connects, reports its feed
 /// connected and serves nothing, so this is said here, with the fix.
 pub fn coordinator_operator(known: bool, registered: Option<&str>, health: Option<&Health>) -> CheckResult {
     const ID: &str = "coordinator.operator";
-    if !known {
-        return CheckResult::warn(ID, "not checked: no coordinator known", "pass --coordinator URL");
-    }
-    let Some(health) = health else {
-        return CheckResult::warn(
-            ID,
-            "not checked: the coordinator did not answer",
-            "fix the `coordinator` check first",
-        );
+    let health = match answered(ID, known, health) {
+        Ok(health) => health,
+        Err(not_checked) => return not_checked,
     };
     let Some(routed) = health.gateway_operator.as_deref() else {
         return CheckResult::warn(
@@ -260,15 +265,9 @@ pub fn operator_fix(registered: &str, routed: &str) -> String {
 /// which admission tokens and certificates are judged by.
 pub fn clock_skew(known: bool, health: Option<&Health>, now: SystemTime, max: Duration) -> CheckResult {
     const ID: &str = "clock.skew";
-    if !known {
-        return CheckResult::warn(ID, "not checked: no coordinator known", "pass --coordinator URL");
-    }
-    let Some(health) = health else {
-        return CheckResult::warn(
-            ID,
-            "not checked: the coordinator did not answer",
-            "fix the `coordinator` check first",
-        );
+    let health = match answered(ID, known, health) {
+        Ok(health) => health,
+        Err(not_checked) => return not_checked,
     };
     let Some(date) = health.date else {
         return CheckResult::warn(ID, "not checked: the coordinator sent no Date header", "compare the clocks by hand");
