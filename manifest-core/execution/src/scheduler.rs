@@ -669,9 +669,11 @@ impl SlotDecider<'_, '_, '_> {
                     // Spend authority: a launch that would exceed it is not made.
                     if let Err(exceeded) = spend::check(&plan.spend, self.charges, self.slot, generation, &q, self.now)
                     {
-                        if let Some(at) = exceeded.retry_at {
-                            self.wake_at(at);
-                        }
+                        // A rate frees itself at a known time; a per-job limit is lifted by a
+                        // publication (which wakes) or an administrator raising the
+                        // organization's authority (which wakes no one): look again shortly,
+                        // as for a hold.
+                        self.wake_at(exceeded.retry_at.unwrap_or(self.now.saturating_add(HOLD_RECHECK_MS)));
                         self.block(exceeded.reason);
                         return false;
                     }

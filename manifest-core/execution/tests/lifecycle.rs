@@ -364,6 +364,27 @@ fn a_launch_above_the_spend_authority_is_not_made_and_says_why() {
     assert!(blocked.message.contains("spend.perJob USD 0.000999 (999 micros)"), "{}", blocked.message);
 }
 
+/// Found by a new user's pass (issue 42): raising an organization's too-low spend authority
+/// (an administrator's change, which wakes no one) left the application blocked for good.
+#[test]
+fn an_organizations_spend_authority_raised_after_a_refusal_launches_without_a_wakeup() {
+    let w = World::new();
+    let mut p = plan(1, continuous());
+    // 1000 micros per hour: a one-hour window costs 1000.
+    p.spend = SpendAuthority { organization_per_job_micros: Some(999), ..SpendAuthority::default() };
+    w.publish(1, p);
+    w.settle().expect("settles");
+    assert!(w.executions(1).is_empty());
+    assert_eq!(w.app(1).blocked.expect("blocked").code, "spend_authority_exceeded");
+    w.store.edit(|s| {
+        let plan = s.apps.get_mut(&1).and_then(|a| a.plan.as_mut()).expect("a plan");
+        plan.spend.organization_per_job_micros = Some(1_000);
+    });
+    w.run_until(T0 + svc_execution::scheduler::HOLD_RECHECK_MS).expect("runs");
+    assert_eq!(w.live(1).len(), 1, "launched at the next look, within HOLD_RECHECK_MS");
+    assert!(w.app(1).blocked.is_none());
+}
+
 #[test]
 fn the_rate_ceiling_holds_launches_until_the_window_rolls() {
     let w = World::new();
