@@ -29,6 +29,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0007_gateway_acks.sql"),
     include_str!("../../../migrations/postgres/0008_feed_order.sql"),
     include_str!("../../../migrations/postgres/0009_token_names.sql"),
+    include_str!("../../../migrations/postgres/0010_gateway_keys.sql"),
 ];
 
 /// The relay store's name in `svc_migrations`.
