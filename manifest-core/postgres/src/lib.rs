@@ -44,6 +44,14 @@ pub enum DbError {
         /// Why.
         reason: String,
     },
+    /// The password file could not be used.
+    #[error("cannot use {path} as the database's password file: {reason}")]
+    PasswordFile {
+        /// The file.
+        path: PathBuf,
+        /// Why (never its content).
+        reason: String,
+    },
     /// Connecting, or a statement, failed.
     #[error("database {location}: {}", causes(source))]
     Postgres {
@@ -152,21 +160,105 @@ pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// The URL with any password replaced by `***`, for messages.
+/// The URL with any password replaced by `***`, for messages: the one in its credentials
+/// (`USER:PASSWORD@`, read as the client reads it: up to the first `@`, and hidden up to the
+/// last, so a password holding `@` or `/` shows no piece of itself) and a `password=` option.
+/// A string that is not a URL (`host=... password=...`) has its `password=` words hidden.
 pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let (authority, tail) = rest.split_once('/').map_or((rest, None), |(a, t)| (a, Some(t)));
-    let authority = match authority.rsplit_once('@') {
-        Some((user, host)) => match user.split_once(':') {
-            Some((name, _)) => format!("{name}:***@{host}"),
-            None => format!("{user}@{host}"),
-        },
-        None => authority.to_owned(),
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url
+            .split(' ')
+            .map(|word| if word.starts_with("password=") { "password=***" } else { word })
+            .collect::<Vec<_>>()
+            .join(" ");
     };
-    match tail {
-        Some(t) => format!("{scheme}://{authority}/{t}"),
-        None => format!("{scheme}://{authority}"),
+    let rest = match (rest.find('@'), rest.rfind('@')) {
+        (Some(first), Some(last)) => match rest[..first].split_once(':') {
+            Some((user, _)) => format!("{user}:***@{}", &rest[last + 1..]),
+            None => rest.to_owned(),
+        },
+        _ => rest.to_owned(),
+    };
+    let rest = match rest.split_once('?') {
+        Some((head, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if percent_decoded(key) == b"password" => format!("{key}=***"),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{head}?{}", query.join("&"))
+        }
+        None => rest,
+    };
+    format!("{scheme}://{rest}")
+}
+
+/// `%XX` decoded, anything else as it is (as the client reads a URL's parts).
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(high), Some(low)) => {
+                out.push(u8::try_from(high * 16 + low).unwrap_or(b'%'));
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
     }
+    out
+}
+
+/// Whether `url` carries a password (in its credentials or as a `password=` option): on a
+/// command line, every user of the machine reads it in the process list.
+pub fn has_password(url: &str) -> bool {
+    let parsed = url.parse::<tokio_postgres::Config>().is_ok_and(|c| c.get_password().is_some());
+    parsed || redacted(url) != url
+}
+
+/// The most a password file may hold.
+const MAX_PASSWORD_FILE_BYTES: u64 = 4096;
+
+/// The password in `path`, for [`Database::set_password`]: the file is refused unless only
+/// its owner may read it (0600 or 0400, as libpq refuses a `.pgpass` that others can read)
+/// and unless it holds one non-empty line (a final newline is dropped).
+pub fn read_password_file(path: &Path) -> Result<Vec<u8>, DbError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let failed = |reason: String| DbError::PasswordFile { path: path.to_owned(), reason };
+    let file = fs_err::File::open(path).map_err(|e| failed(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| failed(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(failed("it is not a regular file".to_owned()));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(failed(format!(
+            "its mode is {mode:04o}: others may read it; make it readable by its owner alone (chmod 600 {})",
+            path.display()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_PASSWORD_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| failed(e.to_string()))?;
+    if bytes.len() as u64 > MAX_PASSWORD_FILE_BYTES {
+        return Err(failed(format!("it is larger than {MAX_PASSWORD_FILE_BYTES} bytes: it holds the password alone")));
+    }
+    let password = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let password = password.strip_suffix(b"\r").unwrap_or(password);
+    if password.is_empty() {
+        return Err(failed("it is empty: it holds the password alone".to_owned()));
+    }
+    if password.contains(&b'\n') {
+        return Err(failed("it holds more than one line: it holds the password alone".to_owned()));
+    }
+    Ok(password.to_vec())
 }
 
 impl DbError {
@@ -221,6 +313,12 @@ impl Database {
         };
         self.runtime_config.options(&options);
         self.config.options(&options);
+    }
+
+    /// Connects with `password` ([`read_password_file`]) instead of one in the URL.
+    pub fn set_password(&mut self, password: &[u8]) {
+        self.runtime_config.password(password);
+        self.config.password(password);
     }
 
     /// Opens a connection.
@@ -360,6 +458,77 @@ mod tests {
         let db = Database::parse("postgres://svc:s3cret@db.internal:5433/relay?sslmode=require", None).expect("valid");
         assert_eq!(db.location(), "db.internal:5433/relay");
         assert!(!format!("{db:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_password_is_hidden_wherever_the_url_holds_one() {
+        for (url, shown) in [
+            ("postgres://svc:s3cret@db/svc", "postgres://svc:***@db/svc"),
+            ("postgres://svc:s3/cr@t@db:5432/svc", "postgres://svc:***@db:5432/svc"),
+            (
+                "postgresql://svc@db/svc?sslmode=require&password=s3cret",
+                "postgresql://svc@db/svc?sslmode=require&password=***",
+            ),
+            ("postgres://svc@db/svc?pass%77ord=s3cret", "postgres://svc@db/svc?pass%77ord=***"),
+            ("host=db password=s3cret dbname=svc", "host=db password=*** dbname=svc"),
+        ] {
+            assert_eq!(redacted(url), shown, "{url}");
+            assert!(has_password(url), "{url}");
+        }
+        for url in ["postgres://svc@db/svc", "postgres://db:5432/svc?sslmode=require", "relay.sqlite3"] {
+            assert_eq!(redacted(url), url);
+            assert!(!has_password(url), "{url}");
+        }
+        // The client's own reading agrees: what it takes as a password is hidden.
+        let odd = "postgres://svc:s3/cret@db/svc";
+        let parsed: tokio_postgres::Config = odd.parse().expect("the client reads it");
+        assert_eq!(parsed.get_password(), Some(&b"s3/cret"[..]));
+        assert!(!redacted(odd).contains("s3") && !redacted(odd).contains("cret"), "{}", redacted(odd));
+    }
+
+    #[test]
+    fn a_password_file_is_read_only_if_its_owner_alone_may_read_it() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let file = dir.path().join("password");
+        std::fs::write(&file, "s3cret\n").expect("write");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        assert_eq!(read_password_file(&file).expect("0600"), b"s3cret");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        let open = read_password_file(&file).expect_err("group may read it").to_string();
+        assert!(open.contains("0640") && open.contains("chmod 600") && !open.contains("s3cret"), "{open}");
+        for (content, why) in [("", "empty"), ("\n", "empty"), ("a\nb\n", "more than one line")] {
+            std::fs::write(&file, content).expect("write");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).expect("chmod");
+            let e = read_password_file(&file).expect_err(why).to_string();
+            assert!(e.contains(why), "{e}");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        }
+        let missing = read_password_file(&dir.path().join("none")).expect_err("no file").to_string();
+        assert!(missing.contains("none"), "{missing}");
+    }
+
+    #[test]
+    fn a_password_from_a_file_reaches_a_database_that_asks_for_one() {
+        let Some(cluster) = svc_pg_cluster::for_test("password_file") else { return };
+        let url = cluster.create_password_database("locked", "svc", "s3cret").expect("a database");
+        let mut db = Database::parse(&format!("{url}?connect_timeout=5"), None).expect("the URL");
+        let Err(refused) = db.connect() else { panic!("connected without the password") };
+        let refused = refused.to_string();
+        assert!(refused.contains("password") && !refused.contains("s3cret"), "{refused}");
+        db.set_password(b"s3cret");
+        let mut client = db.connect().expect("connect");
+        let row = client.query_one("SELECT current_user::text", &[]).expect("a query");
+        assert_eq!(row.get::<_, String>(0), "svc");
+        // The pool's threads and the runtime's connections use it too.
+        let session = db.pool(1, std::time::Duration::from_secs(5)).session().expect("a session");
+        let user = session.run(|c| c.client().query_one("SELECT current_user::text", &[])).expect("pooled");
+        assert_eq!(user.get::<_, String>(0), "svc");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let rows = runtime
+            .block_on(db.runtime_pool(2, std::time::Duration::from_secs(5)).query(Lane::Read, "SELECT 1::int4", &[]))
+            .expect("on the runtime");
+        assert_eq!(rows[0].get::<_, i32>(0), 1);
     }
 
     #[test]

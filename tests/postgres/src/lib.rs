@@ -1,6 +1,7 @@
 //! A throwaway PostgreSQL cluster for tests (Debian's `postgresql` package): `initdb` into a
 //! temporary directory, `pg_ctl start` on a free loopback port and a Unix socket in that
-//! directory, trust authentication for loopback only, and a stop (`-m immediate`) and removal
+//! directory, trust authentication for loopback only (a role made by [`Cluster::create_password_database`] is
+//! asked for its password), and a stop (`-m immediate`) and removal
 //! when the [`Cluster`] is dropped, so a failed test leaves no server behind.
 //!
 //! The server refuses to run as root, and CI runs as root: then `initdb` and `pg_ctl` run as
@@ -152,6 +153,22 @@ impl Cluster {
         Ok(self.url(name))
     }
 
+    /// Creates role `user` with `password` and database `name` it owns, and makes the server
+    /// ask that role for its password over TCP (`scram-sha-256`, a line of `pg_hba.conf`
+    /// before the trust lines; everyone else is still trusted); the database's URL, without
+    /// the password.
+    pub fn create_password_database(&self, name: &str, user: &str, password: &str) -> Result<String, ClusterError> {
+        let quoted = password.replace('\'', "''");
+        self.sql("postgres", &format!("CREATE ROLE \"{user}\" LOGIN PASSWORD '{quoted}'"))?;
+        self.sql("postgres", &format!("CREATE DATABASE \"{name}\" OWNER \"{user}\""))?;
+        let hba = self.data().join("pg_hba.conf");
+        let trusted = std::fs::read_to_string(&hba).map_err(|e| ClusterError::Failed(format!("pg_hba.conf: {e}")))?;
+        let rule = format!("host all \"{user}\" 127.0.0.1/32 scram-sha-256\n");
+        std::fs::write(&hba, rule + &trusted).map_err(|e| ClusterError::Failed(format!("pg_hba.conf: {e}")))?;
+        self.sql("postgres", "SELECT pg_reload_conf()")?;
+        Ok(format!("postgres://{user}@127.0.0.1:{}/{name}", self.port))
+    }
+
     /// A client program of the server's version (`pgbench`, `psql`).
     pub fn program(&self, name: &str) -> PathBuf {
         self.bin.join(name)
@@ -273,6 +290,21 @@ mod tests {
         assert!(cluster.sql("svc", "SELECT 1").is_err(), "stopped");
         cluster.restart().expect("restart");
         assert_eq!(cluster.sql("other", "SELECT 1").expect("a query after the restart"), "1");
+        // A role asked for its password: refused without it, let in with it.
+        let url = cluster.create_password_database("locked", "owner", "it's s3cret").expect("a password database");
+        let psql = |password: Option<&str>| {
+            let mut command = Command::new(cluster.program("psql"));
+            command.args(["-X", "-w", "-t", "-A", "-c", "SELECT current_user"]).arg(&url).env_remove("PGPASSWORD");
+            if let Some(password) = password {
+                command.env("PGPASSWORD", password);
+            }
+            command.output().expect("psql runs")
+        };
+        let refused = psql(None);
+        assert!(!refused.status.success(), "no password: {}", String::from_utf8_lossy(&refused.stdout));
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("password"), "{refused:?}");
+        let let_in = psql(Some("it's s3cret"));
+        assert_eq!(String::from_utf8_lossy(&let_in.stdout).trim(), "owner", "{let_in:?}");
         let dir = cluster.socket_dir().to_owned();
         drop(cluster);
         assert!(!dir.exists(), "{} is removed", dir.display());
