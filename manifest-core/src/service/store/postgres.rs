@@ -34,6 +34,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0004_decided_fault_point.sql"),
     include_str!("../../../migrations/postgres/0005_unserved.sql"),
     include_str!("../../../migrations/postgres/0006_output.sql"),
+    include_str!("../../../migrations/postgres/0007_console_sessions.sql"),
 ];
 
 /// The publication store's name in `svc_migrations`.

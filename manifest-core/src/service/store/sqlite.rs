@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0004_inputs_revision.sql"),
     include_str!("../../../migrations/0005_unserved.sql"),
     include_str!("../../../migrations/0006_output.sql"),
+    include_str!("../../../migrations/0007_console_sessions.sql"),
 ];
 
 /// The database file's name inside the data directory.

@@ -30,6 +30,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0008_feed_order.sql"),
     include_str!("../../../migrations/postgres/0009_token_names.sql"),
     include_str!("../../../migrations/postgres/0010_gateway_keys.sql"),
+    include_str!("../../../migrations/postgres/0011_console_sessions.sql"),
 ];
 
 /// The relay store's name in `svc_migrations`.

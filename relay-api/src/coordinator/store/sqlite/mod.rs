@@ -36,6 +36,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0014_feed_order.sql"),
     include_str!("../../../../migrations/0015_token_names.sql"),
     include_str!("../../../../migrations/0016_gateway_keys.sql"),
+    include_str!("../../../../migrations/0017_console_sessions.sql"),
 ];
 
 /// The database file's name inside the data directory.
