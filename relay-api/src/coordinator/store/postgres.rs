@@ -31,6 +31,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0009_token_names.sql"),
     include_str!("../../../migrations/postgres/0010_gateway_keys.sql"),
     include_str!("../../../migrations/postgres/0011_console_sessions.sql"),
+    include_str!("../../../migrations/postgres/0012_data_keys.sql"),
 ];
 
 /// The relay store's name in `svc_migrations`.

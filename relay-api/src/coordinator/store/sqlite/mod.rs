@@ -37,6 +37,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0015_token_names.sql"),
     include_str!("../../../../migrations/0016_gateway_keys.sql"),
     include_str!("../../../../migrations/0017_console_sessions.sql"),
+    include_str!("../../../../migrations/0018_data_keys.sql"),
 ];
 
 /// The database file's name inside the data directory.
