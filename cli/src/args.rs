@@ -530,10 +530,15 @@ pub enum RelayAdminCommand {
 /// Where the relay's store lives: `--database`, else SQLite in the data directory.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DatabaseArgs {
-    /// Keep the store in this PostgreSQL database (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`,
-    /// `?sslmode=require` for TLS) instead of SQLite in the data directory.
+    /// Keep the store in this PostgreSQL database (`postgres://USER@HOST[:PORT]/DB`,
+    /// `?sslmode=require` for TLS) instead of SQLite in the data directory. A URL with a
+    /// password is refused here (`ps` shows it): give it in SVC_RELAY_DATABASE, or the
+    /// password in --database-password-file.
     #[arg(long, value_name = "URL", env = "SVC_RELAY_DATABASE", hide_env_values = true)]
     pub database: Option<String>,
+    /// The database's password, alone in this file (mode 0600 or stricter, else refused).
+    #[arg(long, value_name = "FILE", env = "SVC_RELAY_DATABASE_PASSWORD_FILE", requires = "database")]
+    pub database_password_file: Option<PathBuf>,
     /// Check the database's TLS certificate against this PEM file instead of the system's roots.
     #[arg(long, value_name = "FILE", requires = "database")]
     pub database_ca: Option<PathBuf>,
@@ -547,11 +552,15 @@ pub struct DatabaseArgs {
 /// different databases.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServiceDatabaseArgs {
-    /// Keep the store in this PostgreSQL database (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`,
+    /// Keep the store in this PostgreSQL database (`postgres://USER@HOST[:PORT]/DB`,
     /// `?sslmode=require` for TLS) instead of SQLite in the data directory; several `svc
-    /// serve` instances may share it.
+    /// serve` instances may share it. A URL with a password is refused here (`ps` shows it):
+    /// give it in SVC_DATABASE, or the password in --database-password-file.
     #[arg(long, value_name = "URL", env = "SVC_DATABASE", hide_env_values = true)]
     pub database: Option<String>,
+    /// The database's password, alone in this file (mode 0600 or stricter, else refused).
+    #[arg(long, value_name = "FILE", env = "SVC_DATABASE_PASSWORD_FILE", requires = "database")]
+    pub database_password_file: Option<PathBuf>,
     /// Check the database's TLS certificate against this PEM file instead of the system's roots.
     #[arg(long, value_name = "FILE", requires = "database")]
     pub database_ca: Option<PathBuf>,

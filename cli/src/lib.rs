@@ -47,10 +47,15 @@ use std::process::ExitCode;
 pub fn main() -> ExitCode {
     use clap::FromArgMatches as _;
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let matches = match command().try_get_matches_from(&args) {
+    let tree = command();
+    let matches = match tree.clone().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => return usage_error(&e, asks_for_json(&args)),
     };
+    if let Some(refusal) = settings::password_on_command_line(&tree, &matches) {
+        let e = clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{refusal}\n"));
+        return usage_error(&e, asks_for_json(&args));
+    }
     output::install(leaf_format(&matches) == Some(OutputFormat::Json));
     match Cli::from_arg_matches(&matches) {
         Ok(cli) => output::finish(run(cli)),

@@ -48,22 +48,36 @@ pub enum SettingsError {
     /// `--database` cannot be used.
     #[error("--database: {0}")]
     Database(#[source] svc_postgres::DbError),
+    /// `--database-password-file` beside a URL that holds a password already.
+    #[error(
+        "the database URL holds a password and --database-password-file gives another: give it once (the URL without \
+         its password, or no --database-password-file)"
+    )]
+    PasswordTwice,
     /// The agent command is this binary, which could not be found.
     #[error("cannot find the svc binary")]
     NoExecutable,
 }
 
-/// `--database`, `--database-ca` and `--database-pool`, as the relay's and the service's
-/// commands take them (each under its own environment variable): made into settings once.
+/// `--database`, `--database-password-file`, `--database-ca` and `--database-pool`, as the
+/// relay's and the service's commands take them (each under its own environment variables):
+/// made into settings once. (A password in `--database` itself is refused before, where the
+/// command line is parsed: [`password_on_command_line`].)
 pub(crate) trait DatabaseFlags {
-    /// The URL, the CA file and the pool size given.
-    fn flags(&self) -> (Option<&str>, Option<&std::path::Path>, u32);
+    /// The URL, the password file, the CA file and the pool size given.
+    fn flags(&self) -> (Option<&str>, Option<&std::path::Path>, Option<&std::path::Path>, u32);
 
     /// The database and its pool, if `--database` is given.
     fn settings(&self) -> Result<Option<(svc_postgres::Database, svc_postgres::PoolSettings)>, SettingsError> {
-        let (url, ca, pool) = self.flags();
+        let (url, password_file, ca, pool) = self.flags();
         let Some(url) = url else { return Ok(None) };
-        let db = svc_postgres::Database::parse(url, ca).map_err(SettingsError::Database)?;
+        let mut db = svc_postgres::Database::parse(url, ca).map_err(SettingsError::Database)?;
+        if let Some(file) = password_file {
+            if svc_postgres::has_password(url) {
+                return Err(SettingsError::PasswordTwice);
+            }
+            db.set_password(&svc_postgres::read_password_file(file).map_err(SettingsError::Database)?);
+        }
         Ok(Some((db, svc_postgres::PoolSettings { size: pool, ..Default::default() })))
     }
 
@@ -74,14 +88,54 @@ pub(crate) trait DatabaseFlags {
 }
 
 impl DatabaseFlags for DatabaseArgs {
-    fn flags(&self) -> (Option<&str>, Option<&std::path::Path>, u32) {
-        (self.database.as_deref(), self.database_ca.as_deref(), self.database_pool)
+    fn flags(&self) -> (Option<&str>, Option<&std::path::Path>, Option<&std::path::Path>, u32) {
+        (
+            self.database.as_deref(),
+            self.database_password_file.as_deref(),
+            self.database_ca.as_deref(),
+            self.database_pool,
+        )
     }
 }
 
 impl DatabaseFlags for ServiceDatabaseArgs {
-    fn flags(&self) -> (Option<&str>, Option<&std::path::Path>, u32) {
-        (self.database.as_deref(), self.database_ca.as_deref(), self.database_pool)
+    fn flags(&self) -> (Option<&str>, Option<&std::path::Path>, Option<&std::path::Path>, u32) {
+        (
+            self.database.as_deref(),
+            self.database_password_file.as_deref(),
+            self.database_ca.as_deref(),
+            self.database_pool,
+        )
+    }
+}
+
+/// A `--database` URL typed on the command line with a password in it (`ps` shows every
+/// process's arguments to every user of the machine), on whichever command takes one: the
+/// refusal names the command's environment variable and the password file, and shows the URL
+/// with its password hidden. The same URL from the environment is accepted.
+pub(crate) fn password_on_command_line(command: &clap::Command, matches: &clap::ArgMatches) -> Option<String> {
+    let (mut command, mut matches) = (command, matches);
+    loop {
+        if let Ok(Some(url)) = matches.try_get_one::<String>("database")
+            && matches.value_source("database") == Some(clap::parser::ValueSource::CommandLine)
+            && svc_postgres::has_password(url)
+        {
+            let variable = command
+                .get_arguments()
+                .find(|a| a.get_id() == "database")
+                .and_then(|a| a.get_env())
+                .map_or_else(|| "the environment".to_owned(), |v| v.to_string_lossy().into_owned());
+            return Some(format!(
+                "--database {} holds a password, which every user of this machine can read in the process list \
+                 (ps): give the whole URL in the environment instead ({variable}=postgres://...), or keep the password \
+                 alone in a file only you can read (chmod 600) and pass --database-password-file FILE with the URL \
+                 without it",
+                svc_postgres::redacted(url)
+            ));
+        }
+        let (name, sub) = matches.subcommand()?;
+        command = command.find_subcommand(name)?;
+        matches = sub;
     }
 }
 
@@ -341,6 +395,34 @@ mod tests {
             // 64-bit targets hold any u64 (clap refuses above 1,000,000 anyway).
             Ok(settings) => assert_eq!(settings.max_connections as u64, u64::MAX),
             Err(e) => assert!(e.to_string().starts_with("--max-connections must be from 1 to"), "{e}"),
+        }
+    }
+
+    /// Every command that takes `--database` (found in the command tree, so one added later
+    /// is covered) has a variable that keeps the URL off the command line and a password
+    /// file beside it; the refusal walks the same tree.
+    #[test]
+    fn every_command_that_takes_a_database_has_a_variable_and_a_password_file() {
+        fn walk(command: &clap::Command, path: &str, found: &mut Vec<(String, String)>) {
+            if let Some(database) = command.get_arguments().find(|a| a.get_id() == "database") {
+                let variable = database.get_env().map(|v| v.to_string_lossy().into_owned()).unwrap_or_default();
+                let file = command.get_arguments().find(|a| a.get_id() == "database_password_file");
+                assert!(file.is_some_and(|f| f.get_env().is_some()), "{path}: --database-password-file");
+                found.push((path.to_owned(), variable));
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), found);
+            }
+        }
+        let mut found = Vec::new();
+        walk(&crate::command(), "svc", &mut found);
+        for (path, variable) in &found {
+            let expected = if path.starts_with("svc relay") { "SVC_RELAY_DATABASE" } else { "SVC_DATABASE" };
+            assert_eq!(variable, expected, "{path}");
+        }
+        let paths: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+        for family in ["svc serve", "svc admin token create", "svc relay serve", "svc relay admin invite"] {
+            assert!(paths.contains(&family), "{family} in {paths:?}");
         }
     }
 }
