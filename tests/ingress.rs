@@ -24,6 +24,7 @@ mod ingress {
     mod logging;
     mod money_reach;
     mod output;
+    mod path_ids;
     mod pebble;
     mod postgres;
     mod process;

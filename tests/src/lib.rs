@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod flood;
+pub mod path_ids;
 pub mod service;
 
 use std::path::{Path, PathBuf};

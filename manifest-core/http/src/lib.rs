@@ -22,6 +22,8 @@
 //!   goes to the server log (standard error) under that id.
 //! - **TLS** ([`Tls`]): rustls on ring, from PEM files or a certificate issued in memory; a
 //!   listener off loopback without TLS is refused.
+//! - **Path ids** ([`check_path_ids`]): a control character or an over-long id in a route's
+//!   path is 400 `invalid_path_id` naming the field, before any handler or store sees it.
 //! - **Health** ([`store_health`]): whether the store answers, 200 or 503, bounded.
 //! - **Graceful shutdown**: requests in flight finish (at most the drain timeout); idle and
 //!   half-sent connections are closed at once.
@@ -35,6 +37,7 @@ mod error;
 mod health;
 mod intake;
 mod limit;
+mod path_ids;
 mod request;
 mod server;
 mod settings;
@@ -46,6 +49,7 @@ pub use error::ServeError;
 pub use health::{STORE_CHECK_FRESH, STORE_CHECK_WAIT, StoreCheck, store_health, store_health_with};
 pub use intake::{Busy, Incoming, Intake, IntakeError, IntakeLimits, IntakePermit, LARGE_BODY_BYTES, Received};
 pub use limit::limit_body;
+pub use path_ids::{INVALID_PATH_ID, MAX_PATH_ID_BYTES, PathIdProblem, PathIds, check_path_ids, path_id_check};
 pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};
 pub use server::Server;
 pub use settings::{Settings, SettingsError, connection_cap};

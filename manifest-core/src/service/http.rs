@@ -39,6 +39,13 @@ const READ_CONTRACT: &str = "3";
 
 type Shared = Arc<State>;
 
+/// The ids the routes take in their paths, as the API names them; a control character or an
+/// over-long one is 400 `invalid_path_id` naming the field, on SQLite and PostgreSQL alike.
+pub(crate) const PATH_IDS: svc_http::PathIds = svc_http::PathIds {
+    fields: &[("id", "applicationId"), ("n", "policyVersion"), ("name", "asset")],
+    answer: svc_http::PathIdProblem::response,
+};
+
 /// The service's routes over a state.
 pub(crate) fn router(state: Arc<State>) -> Router {
     let routes = Router::new()
@@ -64,7 +71,9 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/api/applications/{id}/executions", get(executions))
         .route("/api/applications/{id}/logs", get(logs::logs))
         .route("/api/capabilities", get(capabilities))
-        .route("/api/health", get(health))
+        .route("/api/health", get(health));
+    // Every id in a path is checked before a handler sees it (the console checks its own).
+    let routes = svc_http::check_path_ids(routes, PATH_IDS)
         .nest("/console", crate::service::console::router())
         // The console's own address, with its slash: `nest` serves `/console` only.
         .route("/console/", get(|| async { svc_web::page::see_other("/console") }))
@@ -72,8 +81,8 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .method_not_allowed_fallback(|| async { error(Rejection::MethodNotAllowed.into()) });
     // Uploads of an application's files: bodies up to a bundle's, read under the intake's
     // bounds like any large body.
-    let uploads = Router::new()
-        .route("/api/applications/{id}/artifacts", post(artifacts::upload))
+    let uploads = Router::new().route("/api/applications/{id}/artifacts", post(artifacts::upload));
+    let uploads = svc_http::check_path_ids(uploads, PATH_IDS)
         .method_not_allowed_fallback(|| async { error(Rejection::MethodNotAllowed.into()) });
     svc_http::limit_body(routes, MAX_BODY_BYTES)
         .merge(svc_http::limit_body(uploads, artifacts::MAX_UPLOAD_BODY_BYTES))

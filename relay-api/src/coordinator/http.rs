@@ -149,6 +149,19 @@ fn ok<T: Serialize>(value: T) -> ApiResult<T> {
     Ok((StatusCode::OK, axum::Json(value)))
 }
 
+/// The ids the routes take in their paths, as the API names them; a control character or an
+/// over-long one is 400 `invalid_path_id` naming the field, on SQLite and PostgreSQL alike.
+pub(super) const PATH_IDS: svc_http::PathIds = svc_http::PathIds {
+    fields: &[
+        ("project", "project"),
+        ("hostname", "hostname"),
+        ("session", "sessionId"),
+        ("digest", "digest"),
+        ("name", "asset"),
+    ],
+    answer: svc_http::PathIdProblem::response,
+};
+
 /// The API's routes: deploys under the intake's bounds (`api_http.intake` of the
 /// configuration), every other route with at most [`SMALL_BODY_LIMIT`] of body (a larger
 /// declared one is refused at once).
@@ -180,7 +193,8 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route(relay_wire::feed::FEED_PATH, get(super::feed::routes))
         // The registration's `Bytes` (the others read a `SmallBody`).
         .layer(DefaultBodyLimit::max(SMALL_BODY_LIMIT));
-    svc_http::limit_body(small, SMALL_BODY_LIMIT)
+    // Every id in a path is checked before a handler sees it (the console checks its own).
+    svc_http::limit_body(svc_http::check_path_ids(small, PATH_IDS), SMALL_BODY_LIMIT)
         .merge(deploys)
         .fallback(|| async { Rejection::NotFound(Missing::Route) })
         .with_state(engine)

@@ -54,6 +54,14 @@ pub(crate) fn router() -> Router<Shared> {
         .route("/apps/{id}/versions/{n}", get(versions::show))
         .route("/apps/{id}/resume", post(publish::resume))
         .route("/assets/{name}", get(svc_web::assets::serve))
+        // Ids in the path checked first, answered with a page (named as the API names them).
+        .route_layer(axum::middleware::from_fn_with_state(
+            svc_http::PathIds {
+                answer: |p| error_page(StatusCode::BAD_REQUEST, &p.to_string()),
+                ..super::http::PATH_IDS
+            },
+            svc_http::path_id_check,
+        ))
         .fallback(|| async { not_found("no such page") })
         .layer(axum::middleware::map_response(svc_web::headers::secure))
 }

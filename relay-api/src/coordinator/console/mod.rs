@@ -80,6 +80,14 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/rewards/claim", post(rewards::claim))
         .route("/catalog", get(catalog::page))
         .route("/assets/{name}", get(svc_web::assets::serve))
+        // Ids in the path checked first, answered with a page (named as the API names them).
+        .route_layer(axum::middleware::from_fn_with_state(
+            svc_http::PathIds {
+                answer: |p| error_page(StatusCode::BAD_REQUEST, &p.to_string()),
+                ..super::http::PATH_IDS
+            },
+            svc_http::path_id_check,
+        ))
         .fallback(|| async { error_page(StatusCode::NOT_FOUND, "no such page") })
         .layer(axum::middleware::map_response(svc_web::headers::secure))
         .with_state(Console { engine });
