@@ -31,6 +31,12 @@ pub const DEFAULT_MAX_BYTES: u64 = 256 * 1024 * 1024;
 /// The most files an artifact may hold, by default.
 pub const DEFAULT_MAX_FILES: usize = 10_000;
 
+/// How old a temporary directory of the store (`.incoming-*`, `.damaged-*`) must be to be
+/// taken for one a process left when it died storing (`kill -9`, a crash): no store takes
+/// this long, and a younger one may be another process's, storing now (`svc serve` and
+/// `svc admin artifact store` share a store).
+pub const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// How big an artifact may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArtifactLimits {
@@ -193,7 +199,36 @@ impl ArtifactStore {
             return Err(ArtifactError::NotADirectory { path: root });
         }
         fs_err::set_permissions(&root, std::fs::Permissions::from_mode(0o700))?;
-        Ok(ArtifactStore { root, limits: ArtifactLimits::default() })
+        let store = ArtifactStore { root, limits: ArtifactLimits::default() };
+        store.sweep();
+        Ok(store)
+    }
+
+    /// Removes what a process that died while storing left behind: `.incoming-*` (files
+    /// being copied in, never taken for an artifact: an entry is only ever renamed into place
+    /// whole) and `.damaged-*` directories older than [`ABANDONED_AFTER`]; how many went.
+    /// Each crash in the middle of an upload would otherwise keep up to a bundle's bytes on
+    /// disk for good.
+    fn sweep(&self) -> usize {
+        let Ok(entries) = fs_err::read_dir(&self.root) else { return 0 };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !(name.starts_with(".incoming-") || name.starts_with(".damaged-")) {
+                continue;
+            }
+            let abandoned = entry.metadata().ok().filter(std::fs::Metadata::is_dir).is_some_and(|m| {
+                m.modified().ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= ABANDONED_AFTER)
+            });
+            if abandoned && std::fs::remove_dir_all(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            tracing::info!(removed, "removed what interrupted stores left in the artifact store");
+        }
+        removed
     }
 
     /// This store with other limits (for what is stored or handed out from now on).
@@ -577,6 +612,31 @@ mod tests {
         assert_eq!(mode(store.dir()), 0o700);
         let leftovers: Vec<_> = fs_err::read_dir(store.dir()).expect("list").flatten().map(|e| e.file_name()).collect();
         assert_eq!(leftovers.len(), 2, "only the artifacts: {leftovers:?}");
+    }
+
+    /// What a store killed in the middle left (`kill -9` of the service during an upload) is
+    /// never an artifact, and goes when the store is opened once it is old enough; a young
+    /// one may be another process's store in progress and stays.
+    #[test]
+    fn what_a_killed_store_left_goes_at_open_once_abandoned() {
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let store = store(scratch.path());
+        let digest = store.store(&bundle(scratch.path(), &FIXTURE), None).expect("stored");
+        let left = |name: &str, age: std::time::Duration| {
+            let dir = store.dir().join(name);
+            fs_err::create_dir_all(dir.join("lib")).expect("mkdir");
+            fs_err::write(dir.join("lib/a.js"), b"half").expect("write");
+            let at = std::time::SystemTime::now() - age;
+            std::fs::File::open(&dir).expect("open").set_modified(at).expect("mtime");
+            dir
+        };
+        let old = left(".incoming-old", ABANDONED_AFTER + std::time::Duration::from_secs(60));
+        let damaged = left(".damaged-old", ABANDONED_AFTER * 2);
+        let young = left(".incoming-young", std::time::Duration::from_secs(5));
+        let store = ArtifactStore::open(store.dir()).expect("opened again");
+        assert!(!old.exists() && !damaged.exists(), "abandoned: removed");
+        assert!(young.exists(), "maybe another process's, storing now: kept");
+        assert_eq!(store.path(&digest).expect("the artifact stays"), store.dir().join(digest.replace(':', "-")));
     }
 
     #[test]
