@@ -284,8 +284,11 @@ fn run(
 
 /// The output thread: every [`OUTPUT_EVERY`], the jobs' new lines recorded in one
 /// transaction; once more when the service stops. A collection the store could not record is
-/// given back to the tap (held, bounded) and tried again with the next; an instance that does
-/// not schedule records nothing (its jobs are stopped).
+/// given back to the tap (held, bounded) and tried again with the next. So is one refused
+/// because this instance does not hold the scheduling lease: after a database outage longer
+/// than the lease the store says so until the scheduler renews it (its jobs ran on), and
+/// what they printed meanwhile is recorded then; an instance that lost the lease for good
+/// has stopped its jobs, and holds at most the tap's bounds.
 fn collect_output(tap: &Tap, store: &dyn ExecutionStore, stop: &AtomicBool) {
     let mut failing = false;
     loop {
@@ -303,7 +306,7 @@ fn collect_output(tap: &Tap, store: &dyn ExecutionStore, stop: &AtomicBool) {
                     }
                     failing = false;
                 }
-                Err(e) if e.is_not_leader() => {}
+                Err(e) if e.is_not_leader() => tap.restore(batch),
                 Err(e) => {
                     if !failing {
                         tracing::warn!(error = %e, "could not record jobs' output; holding it and trying again");
