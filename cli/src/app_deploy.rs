@@ -220,7 +220,12 @@ fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
     })?;
     say.line(&format!("dry run: would publish policy version {} (active version {seen})", dry["policyVersion"]));
     let body = json!({ "manifest": text, "expectedActivePointerVersion": seen });
-    let published = answer(&client, Method::POST, &path, Some(body))?;
+    let response = send(&client, Method::POST, &path, Some(body))?;
+    if response.status == 409 && response.json()["error"]["code"] == "active_pointer_version_conflict" {
+        // The same deploy run twice at once (or a publication meanwhile): the other one won.
+        return Err(lost_the_race(&client, &app, dir, seen));
+    }
+    let published = refused_unless_ok(&response)?;
     let version = published["policyVersion"].as_u64().unwrap_or(0);
     say.line(&format!("published policy version {version} of {app}"));
 
@@ -255,15 +260,41 @@ fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
 /// Creates `app` unless the organization has it; its active version as seen now (the
 /// publication's fence).
 fn ensure_application(client: &Client, app: &str, say: &Say) -> Result<u64, ExitCode> {
-    let response = send(client, Method::GET, &format!("/api/applications/{app}"), None)?;
+    let path = format!("/api/applications/{app}");
+    let response = send(client, Method::GET, &path, None)?;
     let view = if response.status == 404 && response.json()["error"]["code"] == "application_not_found" {
-        let created = answer(client, Method::POST, "/api/applications", Some(json!({ "applicationId": app })))?;
-        say.line(&format!("created application {app}"));
-        created
+        let body = Some(json!({ "applicationId": app }));
+        let created = send(client, Method::POST, "/api/applications", body)?;
+        if created.status == 409 && created.json()["error"]["code"] == "application_exists" {
+            // Created meanwhile (the same deploy run twice at once): it is there to use.
+            answer(client, Method::GET, &path, None)?
+        } else {
+            let created = refused_unless_ok(&created)?;
+            say.line(&format!("created application {app}"));
+            created
+        }
     } else {
         refused_unless_ok(&response)?
     };
     Ok(view["activePointerVersion"].as_u64().unwrap_or(0))
+}
+
+/// The publication's fence refused it: another publication of `app` came after the active
+/// version `seen` (another `svc app deploy` of it, run at the same time). Says so, what is
+/// active now and what to do; exit 1 (with `--format json`, the refusal's envelope).
+fn lost_the_race(client: &Client, app: &str, dir: &Path, seen: u64) -> ExitCode {
+    let active = send(client, Method::GET, &format!("/api/applications/{app}"), None)
+        .ok()
+        .filter(|r| r.status == 200)
+        .and_then(|r| r.json()["activePointerVersion"].as_u64());
+    let version = active.map_or_else(|| "a newer policy version".to_owned(), |v| format!("policy version {v}"));
+    let message = format!(
+        "another deploy of {app} published {version} meanwhile, so this one published nothing (it was fenced \
+         on version {seen}): that version's job is the one that runs (`svc app executions {app}`); to publish \
+         these files over it, run `svc app deploy {}` again",
+        dir.display()
+    );
+    fail(EXIT_REFUSED, "deployed_meanwhile", &message)
 }
 
 /// Uploads the files; the service's answer.

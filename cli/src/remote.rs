@@ -379,8 +379,8 @@ pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: 
     let mut after: i64 = 0;
     let mut said: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
     let (mut lines, mut dropped): (Vec<Value>, Vec<Value>) = (Vec::new(), Vec::new());
-    // Whether the service has answered, and whether it is now out of reach.
-    let (mut answered, mut lost) = (false, false);
+    // Whether the service has answered (and with a page), and whether it is now out of reach.
+    let (mut answered, mut paged, mut lost) = (false, false, false);
     loop {
         let mut query = form_urlencoded::Serializer::new(String::new());
         query.append_pair("after", &after.to_string());
@@ -390,7 +390,7 @@ pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: 
         let path = format!("/api/applications/{id}/logs?{}", query.finish());
         let response = match client.send(Method::GET, &path, None, &[]) {
             Ok(r) => {
-                if std::mem::take(&mut lost) {
+                if (200..300).contains(&r.status) && std::mem::take(&mut lost) {
                     eprintln!("svc: {} answers again; following on", client.base());
                 }
                 answered = true;
@@ -411,8 +411,26 @@ pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: 
             Err(e) => return fail(EXIT_USAGE, e.code(), &client_failure(&e)),
         };
         if !(200..300).contains(&response.status) {
+            // `--follow` rides through the service's store being away a while (503: its
+            // database restarting) as through a restart of the service: said once, tried
+            // again every second.
+            if follow && paged && response.status == 503 {
+                if !std::mem::replace(&mut lost, true) {
+                    let code = response.json()["error"]["code"].as_str().unwrap_or("unavailable").to_owned();
+                    eprintln!(
+                        "svc: {} cannot read its store for now (503 {code}); following on when it can (Ctrl-C stops)",
+                        client.base()
+                    );
+                }
+                if crate::output::stdout_closed() {
+                    return ExitCode::SUCCESS;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                continue;
+            }
             return finish(&response, remote.format, |_| String::new());
         }
+        paged = true;
         let page = response.json();
         let app = page["applicationId"].as_str().unwrap_or(id);
         // Each execution's drops, said before its lines, once (again if the count grew).
