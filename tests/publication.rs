@@ -5,6 +5,7 @@
 //! several instances on one store can show.
 
 mod publication {
+    mod bad_day;
     mod bounds;
     mod capabilities;
     mod chaos;
