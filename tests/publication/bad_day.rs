@@ -407,7 +407,7 @@ fn the_same_deploy_twice_at_once_ends_clearly_and_runs_one_job() {
         let charged = rows(
             w.dir.path(),
             &format!(
-                "SELECT slot, generation, COUNT(*) FROM spend_ledger WHERE application_id = {app_key} AND refund = FALSE \
+                "SELECT slot, generation, COUNT(*) FROM spend_ledger WHERE application_id = {app_key} AND refund = 0 \
                  GROUP BY slot, generation HAVING COUNT(*) > 1"
             ),
         );
