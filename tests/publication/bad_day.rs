@@ -303,14 +303,27 @@ fn postgres_stopped_while_the_output_thread_writes_loses_no_line() {
     cluster.stop().expect("pg_ctl stop");
     let stopped = Instant::now();
     std::thread::sleep(Duration::from_secs(1));
-    // Meanwhile: 503, saying nothing of the database.
-    let r = server.request("GET", "/api/applications/printer/logs", Some(&token), None);
-    let body = text(&r.body);
-    assert_eq!(r.status, 503, "{body}");
-    assert!(body.contains("store_unavailable"), "{body}");
-    for detail in ["127.0.0.1", "postgres", &cluster.port().to_string(), "connection"] {
-        assert!(!body.contains(detail), "{detail:?} leaked: {body}");
+    // Meanwhile: 503 from the logs and the upload routes, saying nothing of the database; a
+    // deploy is refused saying so (and stores nothing).
+    let upload = json!({"files": {"main.js": "Y29uc29sZS5sb2coMSk="}});
+    for (method, path, body) in [
+        ("GET", "/api/applications/printer/logs", None),
+        ("POST", "/api/applications/printer/artifacts", Some(&upload)),
+    ] {
+        let r = server.request(method, path, Some(&token), body);
+        let body = text(&r.body);
+        assert_eq!(r.status, 503, "{path}: {body}");
+        assert!(body.contains("store_unavailable"), "{body}");
+        for detail in ["127.0.0.1", "postgres", &cluster.port().to_string(), "connection"] {
+            assert!(!body.contains(detail), "{path}: {detail:?} leaked: {body}");
+        }
     }
+    let other = folder(dir.path(), "meanwhile", &ticker(1, 10), &[]);
+    let out = svc_at(&server, &token, &["app", "deploy", other.to_str().expect("UTF-8"), "--no-wait"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}{err}", text(&out.stdout));
+    assert!(err.contains("(503 store_unavailable)"), "{err}");
+    assert!(!err.contains(&cluster.port().to_string()), "{err}");
     std::thread::sleep(Duration::from_secs(5).saturating_sub(stopped.elapsed()));
     cluster.restart().expect("pg_ctl start");
 
@@ -542,4 +555,44 @@ fn svc_app_logs_follow_while_the_application_is_stopped_follows_on() {
     assert_eq!(wait(&mut follow, Duration::from_secs(5)), Some(130));
     let (_, err) = outputs(&mut follow);
     assert_eq!(err, "", "quietly");
+}
+
+/// Point 2, past the bounds: PostgreSQL stopped 5 s while a job floods its output (more than
+/// the 20,000 lines the service holds across a store failure): the service's memory stays
+/// bounded, and once the database is back `svc app logs` has the job's newest lines, its
+/// last line, and says once how many it did not keep.
+#[test]
+fn a_flood_while_postgres_is_stopped_stays_bounded_and_says_what_was_not_kept() {
+    let Some(cluster) = svc_pg_cluster::for_test("bad-day-pg-flood") else { return };
+    let dir = TempDir::new("bad-day-pg-flood");
+    svc_e2e::service::attach_database(dir.path(), &cluster.svc_url());
+    let token = token(dir.str(), "acme", "developer");
+    let server = Server::start(dir.path(), &[]);
+    authorize(dir.str());
+    // 2,000 short lines every 100 ms for 9 s (the pipe's rate keeps what it can), then quiet,
+    // then a last line.
+    let flood = "let i = 0;\n\
+                 const t = setInterval(() => { for (let k = 0; k < 2000; k++) console.log(`f ${i++}`); }, 100);\n\
+                 setTimeout(() => { clearInterval(t); setTimeout(() => { console.log('the end'); process.exit(0); }, 2000); }, 9000);\n";
+    let src = folder(dir.path(), "flooder", flood, &[]);
+    let out = svc_at(&server, &token, &["app", "deploy", src.to_str().expect("UTF-8"), "--no-wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    logs_until(&server, &token, "flooder", "[program] f ");
+    let before = rss_kib(server.pid());
+    cluster.stop().expect("pg_ctl stop");
+    std::thread::sleep(Duration::from_secs(5));
+    let during = rss_kib(server.pid());
+    cluster.restart().expect("pg_ctl start");
+
+    let logs = logs_until(&server, &token, "flooder", "[program] the end");
+    let said: Vec<&str> = logs.lines().filter(|l| l.contains(" [svc] ")).collect();
+    assert_eq!(said.len(), 1, "said once: {said:?}");
+    assert!(said[0].starts_with("flooder/0/1/1 [svc] ") && said[0].contains("lines of this execution not kept"));
+    assert!(!logs.contains("flooder/0/1/2"), "one attempt");
+    let after = rss_kib(server.pid());
+    let grown = during.max(after).saturating_sub(before);
+    assert!(grown < 64 * 1024, "svc serve grew by {grown} KiB ({before} KiB before)");
+    assert_eq!(server.request("GET", "/api/health", None, None).status, 200);
+    drop(server);
+    drop(cluster);
 }
