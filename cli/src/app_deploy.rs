@@ -395,7 +395,17 @@ impl Follow<'_> {
                 if let Some(failed) = recent.iter().find(|e| e["state"] == "failed") {
                     return self.failed(failed["reason"].clone(), say);
                 }
-                say.line(&format!("{app} settled: its once job ran and exited"));
+                // Published while an earlier version's job ran (the same deploy run twice at
+                // once): that job is the application's one run; this version has none.
+                let earlier = last["recent"].as_array().into_iter().flatten().find_map(|e| e["policyVersion"].as_u64());
+                match earlier.filter(|_| recent.is_empty()) {
+                    Some(v) => say.line(&format!(
+                        "{app} settled: its once job ran and exited, with policy version {v}, published just before \
+                         this one; a `once` application runs once, so version {} does not run",
+                        self.version
+                    )),
+                    None => say.line(&format!("{app} settled: its once job ran and exited")),
+                }
                 return Outcome { state: "settled", exit: 0, reason: None, fix: None };
             }
             let held = state == "blocked" || (state == "idle" && code == "waiting_after_failure");

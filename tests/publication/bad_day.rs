@@ -596,3 +596,32 @@ fn a_flood_while_postgres_is_stopped_stays_bounded_and_says_what_was_not_kept() 
     drop(server);
     drop(cluster);
 }
+
+/// Point 3, the other order: the same deploy again while the first one's `once` job runs
+/// publishes the next version, which does not run (the application runs once): it says
+/// so rather than that its job ran, and only the first job ran and was charged.
+#[test]
+fn the_same_deploy_again_while_its_once_job_runs_says_which_version_ran() {
+    let w = World::new("bad-day-again");
+    authorize(w.dir.str());
+    let src = folder(w.dir.path(), "again", &ticker(30, 100), &[]);
+    let path = src.to_str().expect("UTF-8");
+    let out = svc_at(&w.server, &w.token, &["app", "deploy", path, "--no-wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    logs_until(&w.server, &w.token, "again", "line 1");
+    let out = svc_at(&w.server, &w.token, &["app", "deploy", path, "--timeout", "60"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("published policy version 2 of again\n"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "again settled: its once job ran and exited, with policy version 1, published just before this one; a \
+             `once` application runs once, so version 2 does not run\n"
+        ),
+        "{stdout}"
+    );
+    let app_key = "(SELECT id FROM applications WHERE application_id = 'again')";
+    let count = |sql: &str| rows(w.dir.path(), &format!("{sql} WHERE application_id = {app_key}"));
+    assert_eq!(count("SELECT COUNT(*) FROM executions"), ["1"], "one job");
+    assert_eq!(count("SELECT COUNT(*) FROM spend_ledger"), ["1"], "charged once");
+}
