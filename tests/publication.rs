@@ -16,8 +16,10 @@ mod publication {
     mod executions;
     mod instances;
     mod intake;
+    mod keys;
     mod listener;
     mod logs;
+    mod path_ids;
     mod routes;
     mod semantics;
     mod tls;
