@@ -16,7 +16,6 @@ mod publication {
     mod executions;
     mod instances;
     mod intake;
-    mod keys;
     mod listener;
     mod logs;
     mod path_ids;
