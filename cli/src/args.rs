@@ -550,7 +550,8 @@ pub struct DatabaseArgs {
 /// Where the publication service's store lives: `--database`, else SQLite in the data
 /// directory. Its own variable (`SVC_DATABASE`): the relay's store and the service's are
 /// different databases.
-#[derive(Debug, Clone, clap::Args)]
+// `Debug` by hand (`settings.rs`): the URL's password hidden.
+#[derive(Clone, clap::Args)]
 pub struct ServiceDatabaseArgs {
     /// Keep the store in this PostgreSQL database (`postgres://USER@HOST[:PORT]/DB`,
     /// `?sslmode=require` for TLS) instead of SQLite in the data directory; several `svc
@@ -570,7 +571,8 @@ pub struct ServiceDatabaseArgs {
 }
 
 /// `svc relay serve`
-#[derive(Debug, Clone, clap::Args)]
+// `Debug` by hand (`settings.rs`): the URL's password hidden.
+#[derive(Clone, clap::Args)]
 pub struct RelayServeArgs {
     /// Data directory (0700): the store (`relay.sqlite3`), the development CA, the catalog
     /// key, each deployment's app files, secrets and output.

@@ -109,6 +109,30 @@ impl DatabaseFlags for ServiceDatabaseArgs {
     }
 }
 
+/// The database flags as `Debug` shows them (a parsed command line printed whole): the URL
+/// with its password hidden.
+fn debug_database(name: &str, flags: &dyn DatabaseFlags, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    let (url, password_file, ca, pool) = flags.flags();
+    f.debug_struct(name)
+        .field("database", &url.map(svc_postgres::redacted))
+        .field("database_password_file", &password_file)
+        .field("database_ca", &ca)
+        .field("database_pool", &pool)
+        .finish_non_exhaustive()
+}
+
+impl std::fmt::Debug for DatabaseArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        debug_database("DatabaseArgs", self, f)
+    }
+}
+
+impl std::fmt::Debug for ServiceDatabaseArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        debug_database("ServiceDatabaseArgs", self, f)
+    }
+}
+
 /// A `--database` URL typed on the command line with a password in it (`ps` shows every
 /// process's arguments to every user of the machine), on whichever command takes one: the
 /// refusal names the command's environment variable and the password file, and shows the URL
@@ -395,6 +419,20 @@ mod tests {
             // 64-bit targets hold any u64 (clap refuses above 1,000,000 anyway).
             Ok(settings) => assert_eq!(settings.max_connections as u64, u64::MAX),
             Err(e) => assert!(e.to_string().starts_with("--max-connections must be from 1 to"), "{e}"),
+        }
+    }
+
+    #[test]
+    fn a_parsed_command_line_printed_whole_shows_no_database_password() {
+        let url = "postgres://svc:s3cret@db/svc?password=s3cret";
+        for line in [
+            &["svc", "relay", "serve", "--data-dir", "d", "--database", url][..],
+            &["svc", "serve", "--listen", "127.0.0.1:0", "--data-dir", "d", "--database", url],
+        ] {
+            let cli = Cli::try_parse_from(line).expect("parses");
+            let shown = format!("{cli:?}");
+            assert!(shown.contains("postgres://svc:***@db/svc?password=***"), "{shown}");
+            assert!(!shown.contains("s3cret"), "{shown}");
         }
     }
 
