@@ -19,6 +19,7 @@ mod ingress {
     mod fleet;
     mod intake;
     mod interrupt;
+    mod keys;
     mod listener;
     mod local_default;
     mod logging;

@@ -525,10 +525,33 @@ pub enum RelayAdminCommand {
         #[arg(long, value_name = "N", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=YEAR_SECS))]
         ttl_secs: u64,
     },
+    /// The keys that seal the store's secret values at rest.
+    Keys {
+        /// What to do.
+        #[command(subcommand)]
+        command: RelayKeysCommand,
+    },
+}
+
+/// `svc relay admin keys rotate`
+#[derive(Debug, Subcommand)]
+pub enum RelayKeysCommand {
+    /// Rotate the keys while the coordinators run: a new key-encryption key in the key file, a
+    /// new data key wrapped under it, every secret value resealed, older keys dropped.
+    /// Back the key file up again afterwards, and copy it to every coordinator's host.
+    Rotate {
+        /// The coordinator's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// Where the store lives, and its key file.
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
 }
 
 /// Where the relay's store lives: `--database`, else SQLite in the data directory.
-#[derive(Debug, Clone, clap::Args)]
+// `Debug` by hand (`settings.rs`): the URL's password hidden.
+#[derive(Clone, clap::Args)]
 pub struct DatabaseArgs {
     /// Keep the store in this PostgreSQL database (`postgres://USER@HOST[:PORT]/DB`,
     /// `?sslmode=require` for TLS) instead of SQLite in the data directory. A URL with a
@@ -545,6 +568,11 @@ pub struct DatabaseArgs {
     /// Connections to the database at most.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub database_pool: u32,
+    /// The key file (0600) that unwraps the store's secret values, kept apart from the
+    /// database; every coordinator on one database reads the same one [default:
+    /// DIR/secrets.key, created with the store's first key].
+    #[arg(long, value_name = "FILE", env = "SVC_RELAY_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// Where the publication service's store lives: `--database`, else SQLite in the data
@@ -571,8 +599,7 @@ pub struct ServiceDatabaseArgs {
 }
 
 /// `svc relay serve`
-// `Debug` by hand (`settings.rs`): the URL's password hidden.
-#[derive(Clone, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct RelayServeArgs {
     /// Data directory (0700): the store (`relay.sqlite3`), the development CA, the catalog
     /// key, each deployment's app files, secrets and output.

@@ -115,7 +115,11 @@ pub fn run(cli: Cli) -> ExitCode {
     match &cli.command {
         Command::Serve(args) => output::start_logging(Some(args.listener.log_format)),
         Command::Relay { command: RelayCommand::Serve(args) } => output::start_logging(Some(args.listener.log_format)),
-        Command::Gateway { .. } | Command::Agent { .. } | Command::Ingress { command: IngressCommand::Demo { .. } } => {
+        // `svc relay admin` too: opening the store may say it created the key file.
+        Command::Gateway { .. }
+        | Command::Agent { .. }
+        | Command::Ingress { command: IngressCommand::Demo { .. } }
+        | Command::Relay { command: RelayCommand::Admin { .. } } => {
             output::start_logging(None);
         }
         _ => {}

@@ -1,12 +1,13 @@
 //! `svc relay serve` and `svc relay admin`: the relay coordinator and its data directory.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use relay_api::coordinator::store::TokenRole;
-use relay_api::coordinator::{self, CoordinatorConfig};
+use relay_api::coordinator::store::{OpenAt, TokenRole, default_key_file};
+use relay_api::coordinator::{self, CoordinatorConfig, RelayStore};
 
-use crate::args::{OutputFormat, RelayAdminCommand, RelayServeArgs};
+use crate::args::{DatabaseArgs, OutputFormat, RelayAdminCommand, RelayKeysCommand, RelayServeArgs};
 use crate::ingress::{runtime, shutdown_signal};
 use crate::settings::DatabaseFlags as _;
 
@@ -21,6 +22,9 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
         Err(e) => return fail(&e.to_string()),
     };
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
+    if let Some(key_file) = &args.database.key_file {
+        config.key_file = key_file.clone();
+    }
     // The relay's development CA lives in its data directory (it also signs the agents').
     match crate::tls::server_tls(&args.listener, &args.data_dir, args.listen) {
         Ok(tls) => {
@@ -74,7 +78,8 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
         RelayAdminCommand::Token { data_dir, .. }
         | RelayAdminCommand::CatalogKey { data_dir }
         | RelayAdminCommand::RotateCatalogKey { data_dir, .. }
-        | RelayAdminCommand::AdmissionToken { data_dir, .. } => {
+        | RelayAdminCommand::AdmissionToken { data_dir, .. }
+        | RelayAdminCommand::Keys { command: RelayKeysCommand::Rotate { data_dir, .. } } => {
             crate::data_dir::existing(data_dir, "svc relay admin invite --org ORG --data-dir")
         }
     };
@@ -83,7 +88,7 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
     }
     match command {
         RelayAdminCommand::Invite { data_dir, database, org } => {
-            match database.store_at(data_dir).map_err(|e| e.to_string()).and_then(|at| {
+            match open_at(database, data_dir).and_then(|at| {
                 // The data directory holds the CA and the files even when the store does not.
                 agent::files::create_private_dir(data_dir).map_err(|e| e.to_string())?;
                 coordinator::invite(at, org).map_err(|e| e.to_string())
@@ -97,9 +102,9 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
         }
         RelayAdminCommand::Token { data_dir, database, org, operator, name } => {
             let role = if *operator { TokenRole::Operator } else { TokenRole::Customer };
-            match database.store_at(data_dir) {
+            match open_at(database, data_dir) {
                 Ok(at) => token(at, data_dir, org, role, name.as_deref()),
-                Err(e) => fail(&e.to_string()),
+                Err(e) => fail(&e),
             }
         }
         RelayAdminCommand::CatalogKey { data_dir } => match relay_api::catalog::signing_key(data_dir) {
@@ -126,7 +131,7 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
             Err(e) => fail(&e.to_string()),
         },
         RelayAdminCommand::AdmissionToken { data_dir, database, operator, ttl_secs } => {
-            let issued = database.store_at(data_dir).map_err(|e| e.to_string()).and_then(|at| {
+            let issued = open_at(database, data_dir).and_then(|at| {
                 coordinator::issue_admission_token(at, operator, Duration::from_secs(*ttl_secs))
                     .map_err(|e| e.to_string())
             });
@@ -144,20 +149,57 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
                 Err(e) => fail(&e),
             }
         }
+        RelayAdminCommand::Keys { command: RelayKeysCommand::Rotate { data_dir, database } } => {
+            rotate_keys(database, data_dir)
+        }
     }
+}
+
+/// Where the store lives (`--database`, else the data directory) and its key file
+/// (`--key-file`, else `secrets.key` in the data directory).
+fn open_at(database: &DatabaseArgs, data_dir: &Path) -> Result<OpenAt, String> {
+    let at = database.store_at(data_dir).map_err(|e| e.to_string())?;
+    let key_file = database.key_file.clone().unwrap_or_else(|| default_key_file(data_dir));
+    Ok(OpenAt::new(at, key_file))
+}
+
+/// `svc relay admin keys rotate`: what it did, and what the operator does next.
+fn rotate_keys(database: &DatabaseArgs, data_dir: &Path) -> ExitCode {
+    let rotated = open_at(database, data_dir)
+        .and_then(|at| RelayStore::open_at(&at).map_err(|e| e.to_string()))
+        .and_then(|store| store.rotate_keys().map_err(|e| e.to_string()));
+    let rotation = match rotated {
+        Ok(rotation) => rotation,
+        Err(e) => return fail(&e),
+    };
+    let key_file = rotation.key_file.display();
+    println!("key file {key_file}: key-encryption key {} replaces {}", rotation.kek, rotation.previous_keks.join(", "));
+    let revisions = usize::try_from(rotation.resealed).unwrap_or(usize::MAX);
+    println!(
+        "data key {} seals the store's secrets now (the secrets of {} {} sealed again); older data keys: {} \
+         wrapped again, {} deleted",
+        rotation.data_key,
+        rotation.resealed,
+        plural(revisions, "revision", "revisions"),
+        rotation.rewrapped,
+        rotation.deleted,
+    );
+    println!(
+        "back the key file up again (an older copy no longer opens this store), and copy it now to every other \
+         coordinator on the same database (--key-file): they need it for the secrets sealed from now on"
+    );
+    ExitCode::SUCCESS
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
 }
 
 /// Issues a token: the secret alone on stdout (so `export SVC_RELAY_TOKEN=$(...)` takes it),
 /// its public ID and name labelled on stderr, nothing there that looks like the secret. A
 /// customer token for an organization not invited is refused (exit 1) with the command that
 /// invites it.
-fn token(
-    at: relay_api::coordinator::store::StoreAt,
-    data_dir: &std::path::Path,
-    org: &str,
-    role: TokenRole,
-    name: Option<&str>,
-) -> ExitCode {
+fn token(at: OpenAt, data_dir: &std::path::Path, org: &str, role: TokenRole, name: Option<&str>) -> ExitCode {
     match coordinator::issue_token(at, org, role, name) {
         Ok(token) => {
             let kind = match role {

@@ -320,8 +320,13 @@ async fn a_tick_held_up_by_a_slow_probe_keeps_the_engine_lease() {
     use relay_api::coordinator::store::postgres::{PoolSettings, PostgresBackend};
     let Some(cluster) = svc_pg_cluster::for_test("a_tick_held_up_keeps_the_lease") else { return };
     let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
-    let open =
-        || Arc::new(RelayStore::on(Box::new(PostgresBackend::open(&db, PoolSettings::default()).expect("opens"))));
+    // Both coordinators read the one key file, as `--key-file` makes them.
+    let keys = tempfile::tempdir().expect("a scratch directory");
+    let key_file = keys.path().join("secrets.key");
+    let open = || {
+        let backend = Box::new(PostgresBackend::open(&db, PoolSettings::default()).expect("opens"));
+        Arc::new(RelayStore::on(backend, &key_file).expect("its keys"))
+    };
     let w = world_in(FakeProbe { delay: Duration::from_secs(8), ..FakeProbe::default() }, |_| {}, Some(open()));
     let d = w.funded("slow");
     let engine = tokio::spawn(w.engine.clone().run());

@@ -10,10 +10,10 @@ fn the_postgres_schema_is_the_one_sqlite_migrates_to() {
     let Some(cluster) = svc_pg_cluster::for_test("the_postgres_schema_is_the_one_sqlite_migrates_to") else { return };
     let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
     // Opened twice: migrated once.
+    let keys = tempfile::tempdir().expect("a scratch directory");
     for _ in 0..2 {
-        RelayStore::on(Box::new(
-            postgres::PostgresBackend::open(&db, postgres::PoolSettings::default()).expect("opens"),
-        ));
+        let backend = postgres::PostgresBackend::open(&db, postgres::PoolSettings::default()).expect("opens");
+        RelayStore::on(Box::new(backend), &keys.path().join("secrets.key")).expect("its keys");
     }
     let applied = cluster.sql("svc", "SELECT count(*) FROM svc_migrations WHERE store = 'relay'").expect("a query");
     assert_eq!(applied, postgres::MIGRATIONS.len().to_string(), "each migration applied once");

@@ -10,13 +10,19 @@ use relay_api::coordinator::store::{RelayStore, StoreError};
 async fn a_postgres_store_opens_works_and_drops_inside_async_code() {
     let Some(cluster) = svc_pg_cluster::for_test("a_postgres_store_in_async_code") else { return };
     let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
-    let store = RelayStore::on(Box::new(PostgresBackend::open(&db, PoolSettings::default()).expect("opens")));
+    let keys = tempfile::tempdir().expect("a scratch directory");
+    let key_file = keys.path().join("secrets.key");
+    let store =
+        RelayStore::on(Box::new(PostgresBackend::open(&db, PoolSettings::default()).expect("opens")), &key_file)
+            .expect("its keys");
     let org = store.invite("acme").expect("a write");
     assert_eq!(store.invite("acme").expect("again"), org, "the same organization");
     tokio::task::yield_now().await;
     drop(store);
     // And again on the same database, migrated already.
-    let again = RelayStore::on(Box::new(PostgresBackend::open(&db, PoolSettings::default()).expect("reopens")));
+    let again =
+        RelayStore::on(Box::new(PostgresBackend::open(&db, PoolSettings::default()).expect("reopens")), &key_file)
+            .expect("its keys");
     assert_eq!(again.invite("acme").expect("read back"), org);
 }
 
@@ -27,7 +33,12 @@ fn a_postgres_store_survives_a_database_restart() {
     let Some(cluster) = svc_pg_cluster::for_test("a_postgres_store_survives_a_database_restart") else { return };
     let db = svc_postgres::Database::parse(&format!("{}?connect_timeout=2", cluster.svc_url()), None).expect("url");
     let settings = PoolSettings { size: 2, wait: std::time::Duration::from_secs(2) };
-    let store = RelayStore::on(Box::new(PostgresBackend::open(&db, settings).expect("opens")));
+    let keys = tempfile::tempdir().expect("a scratch directory");
+    let store = RelayStore::on(
+        Box::new(PostgresBackend::open(&db, settings).expect("opens")),
+        &keys.path().join("secrets.key"),
+    )
+    .expect("its keys");
     let org = store.invite("acme").expect("a write");
     cluster.stop().expect("stop");
     let started = std::time::Instant::now();

@@ -10,6 +10,12 @@ use svc_e2e::service::{TempDir, svc_binary};
 use super::deploy::{Relay, node_demo_project, state};
 use super::process::Proc;
 
+/// The key file every coordinator of a test on one database shares (issue 40): beside their
+/// data directories, as an operator gives each host the same file (`--key-file`).
+pub(super) fn shared_key_file(data: &std::path::Path) -> std::path::PathBuf {
+    data.parent().unwrap_or(data).join("relay-secrets.key")
+}
+
 pub(super) fn admin(data: &std::path::Path, url: &str, args: &[&str]) -> String {
     let out = Command::new(svc_binary())
         .args(["relay", "admin"])
@@ -17,6 +23,7 @@ pub(super) fn admin(data: &std::path::Path, url: &str, args: &[&str]) -> String 
         .arg("--data-dir")
         .arg(data)
         .env("SVC_RELAY_DATABASE", url)
+        .env("SVC_RELAY_KEY_FILE", shared_key_file(data))
         .output()
         .expect("svc relay admin");
     assert!(out.status.success(), "svc relay admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -56,20 +63,29 @@ pub(super) fn serve(data: &std::path::Path, url: &str) -> Command {
         .args(["relay", "serve", "--data-dir"])
         .arg(data)
         .args(["--listen", "127.0.0.1:0", "--public", "127.0.0.1:0", "--revalidate-secs", "2", "--database", url])
+        .arg("--key-file")
+        .arg(shared_key_file(data))
         .env("SVC_NODE", super::process::node());
     command
 }
 
+/// The secret the demo is deployed with on PostgreSQL: every coordinator that launches its
+/// job opens it with the key file they share.
+const SECRET: &str = "pg-secret-5e7a1c";
+
 /// `svc relay serve` on the database at `url` with its data directory in `dir/relay`, an
-/// invited organization, and the Node demo deployed: the relay, the organization's token, the
-/// project file and what the deploy printed.
+/// invited organization, and the Node demo deployed with a secret: the relay, the
+/// organization's token, the project file and what the deploy printed.
 async fn deployed_on(dir: &TempDir, url: &str) -> (Relay, String, String, String) {
     let data = dir.path().join("relay");
     admin(&data, url, &["invite", "--org", "acme"]);
     let token = admin(&data, url, &["token", "--org", "acme"]);
     let relay = Relay::attach(Proc::spawn("svc relay serve", serve(&data, url)), &data, token.clone()).await;
-    let config = node_demo_project(dir.path()).to_string_lossy().into_owned();
-    let (code, out, err) = relay.svc(&["deploy", "--config", &config]).await;
+    let project = node_demo_project(dir.path());
+    super::keys::with_secret(&project, "DEMO_SECRET", "DEMO_SECRET_VALUE");
+    let config = project.to_string_lossy().into_owned();
+    let (code, out, err) =
+        relay.svc_with_env(&token, &["deploy", "--config", &config], &[("DEMO_SECRET_VALUE", SECRET)]).await;
     assert_eq!(code, 0, "deploy: {err}\n{out}\n{}", relay.proc.output());
     (relay, token, config, out)
 }
@@ -139,6 +155,11 @@ async fn a_relay_on_postgres_deploys_survives_a_database_restart_and_a_standby_t
         std::fs::read(data.join("deployments").join(&id).join("r1").join("app").join("server.js")).expect("the first")
     );
     standby.proc.expect_line(Duration::from_secs(1), "that it took over", |l| l.contains("taking the jobs over")).await;
+    // It opened the deployment's secret with the key file both coordinators share.
+    assert!(
+        super::keys::app_environ(&status).contains(&format!("DEMO_SECRET={SECRET}")),
+        "the job the standby launched has its secret: {status:#}"
+    );
 
     // The first coordinator back, standing by now; the second stopped as an operator stops
     // it: it records its job stopped and gives the lease up, and the first takes over at once.

@@ -152,7 +152,7 @@ pub struct OperatorNameError(pub String);
 
 /// Issues a single-use admission token for `operator`, valid for `ttl`.
 pub fn issue_admission_token(
-    at: impl Into<crate::coordinator::store::StoreAt>,
+    at: impl Into<crate::coordinator::store::OpenAt>,
     operator: &str,
     ttl: Duration,
 ) -> Result<IssuedAdmission, StoreError> {

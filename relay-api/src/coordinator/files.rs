@@ -227,13 +227,31 @@ fn import_revision(store: &RelayStore, deployments: &Path, id: &str, revision: u
     let failed = |source| MaterializeError::Store { id: id.to_owned(), revision, source };
     let dir = revision_dir(deployments, id, revision);
     let app = dir.join(APP_DIR);
-    if !app.is_dir() || store.revision_secrets(id, revision).map_err(failed)?.is_some() {
+    if !app.is_dir() {
+        return Ok(false);
+    }
+    if store.revision_secrets(id, revision).map_err(failed)?.is_some() {
+        forget_clear_secrets(&dir)?;
         return Ok(false);
     }
     let mut files = Vec::new();
     read_tree(&app, "", &mut files)?;
     let secrets = read_secrets(&dir).map_err(|e| FilesError(std::io::Error::other(e.to_string())))?;
-    store.import_revision_bundle(id, revision, &RevisionBundle { files, secrets }).map_err(failed)
+    let imported = store.import_revision_bundle(id, revision, &RevisionBundle { files, secrets }).map_err(failed)?;
+    forget_clear_secrets(&dir)?;
+    Ok(imported)
+}
+
+/// Removes a revision's `secrets.json` (written in clear by a version before the store kept
+/// secrets) once the store holds them, sealed (issue 40): no clear copy stays on disk.
+fn forget_clear_secrets(revision_dir: &Path) -> Result<(), FilesError> {
+    match std::fs::remove_file(revision_dir.join(SECRETS_FILE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(FilesError(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", revision_dir.join(SECRETS_FILE).display()),
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Every regular file under `dir`, as `/`-separated paths under `prefix` and their bytes.
@@ -568,6 +586,58 @@ mod tests {
         assert!(deployments.join("photos/app").is_dir(), "only deployments are touched");
         migrate_to_revisions(&deployments).expect("a second run changes nothing");
         assert!(old.join("r1/app/lib/a.js").is_file());
+    }
+
+    /// Issue 40: a revision deployed before the store kept secrets has them in clear in its
+    /// `secrets.json`; recorded in the store at start, sealed, the file goes.
+    #[test]
+    fn a_revisions_clear_secrets_file_is_recorded_sealed_and_removed() {
+        use super::super::store::{NewDeployment, PublishedPolicy};
+        let scratch = scratch("import");
+        let (data, _) = prepare_dirs(&scratch.path().join("relay"), &scratch.path().join("jobs")).expect("prepared");
+        let store = RelayStore::open(&data).expect("store");
+        let id = "dep_0123456789abcdef";
+        let org_id = store.invite("acme").expect("org");
+        let policy = PublishedPolicy {
+            revision: 1,
+            schema_version: 5,
+            authored_digest: "sha256:m".into(),
+            policy_digest: "sha256:p".into(),
+            policy_json: "{}".into(),
+            published_at: 0,
+        };
+        store
+            .create_deployment(&NewDeployment {
+                id: id.into(),
+                org_id,
+                project: "p".into(),
+                project_json: "{}".into(),
+                project_digest: "sha256:p".into(),
+                manifest_digest: "sha256:m".into(),
+                policy,
+                canonical_hostname: "p-acme.localhost".into(),
+                route_id: "rt_1".into(),
+                ceiling_micros: 1_000_000,
+                gateway_operator: "local".into(),
+                hostnames: Vec::new(),
+                quote: None,
+                bundle: RevisionBundle::default(),
+            })
+            .expect("created");
+        // As the version before the store kept a revision's files and secrets left it.
+        let conn = rusqlite::Connection::open(data.join(super::super::store::DATABASE_FILE)).expect("the store");
+        conn.execute_batch("DELETE FROM revision_files; DELETE FROM revision_secrets;").expect("rows gone");
+        let revision = data.join("deployments").join(id).join("r1");
+        std::fs::create_dir_all(revision.join(APP_DIR)).expect("mkdir");
+        std::fs::write(revision.join(APP_DIR).join("server.js"), b"x").expect("write");
+        std::fs::write(revision.join(SECRETS_FILE), br#"{"API_KEY":"clear-value-4d1c"}"#).expect("write");
+
+        assert_eq!(import(&store, &data.join("deployments")), 1, "recorded");
+        assert!(!revision.join(SECRETS_FILE).exists(), "no clear copy left");
+        let secrets = store.revision_secrets(id, 1).expect("opens").expect("recorded");
+        assert_eq!(secrets.get("API_KEY").map(String::as_str), Some("clear-value-4d1c"));
+        let stored: String = conn.query_row("SELECT secrets FROM revision_secrets", [], |r| r.get(0)).expect("the row");
+        assert!(stored.starts_with("sealed-v1.") && !stored.contains("clear-value"), "{stored}");
     }
 
     #[test]

@@ -90,6 +90,9 @@ impl From<StoreError> for ApiError {
             StoreError::Refused { code, message } => ApiError::new(StatusCode::CONFLICT, code, message),
             StoreError::Transition(t) => ApiError::new(StatusCode::CONFLICT, "invalid_transition", t.to_string()),
             StoreError::Backend(m) => ApiError::internal(&m),
+            // A sealed value that did not open, or a key file gone since the start: the
+            // operator's to mend (the log has which), never a value served empty.
+            StoreError::Keys(k) => ApiError::internal(&k),
             // Only the scheduler's writes ask for the lease; an API call never meets it.
             e @ StoreError::NotLeader(_) => ApiError::internal(&e),
             StoreError::Unavailable(why) => {

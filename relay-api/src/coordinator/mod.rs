@@ -136,6 +136,9 @@ pub struct CoordinatorConfig {
     pub api_http: svc_http::Settings,
     /// The store on a PostgreSQL database instead of SQLite in the data directory.
     pub database: Option<(svc_postgres::Database, store::postgres::PoolSettings)>,
+    /// The key file that seals the store's secrets (issue 40; default `secrets.key` in the
+    /// data directory): every coordinator on one database needs the same one.
+    pub key_file: PathBuf,
 }
 
 impl CoordinatorConfig {
@@ -143,6 +146,7 @@ impl CoordinatorConfig {
     pub fn new(data_dir: PathBuf, listen: SocketAddr, public: SocketAddr, agent_command: Vec<OsString>) -> Self {
         CoordinatorConfig {
             jobs_dir: jobs_dir_beside(&data_dir),
+            key_file: store::default_key_file(&data_dir),
             data_dir,
             listen,
             public,
@@ -176,9 +180,10 @@ impl CoordinatorConfig {
 }
 
 impl CoordinatorConfig {
-    /// Where the store lives: the database if one is set, else the data directory.
-    pub fn store_at(&self) -> store::StoreAt {
-        store::StoreAt::of(&self.data_dir, self.database.as_ref())
+    /// Where the store lives (the database if one is set, else the data directory), and its
+    /// key file.
+    pub fn store_at(&self) -> store::OpenAt {
+        store::OpenAt::new(store::StoreAt::of(&self.data_dir, self.database.as_ref()), self.key_file.clone())
     }
 
     /// Where each deployment's app files, secrets and job output live.
@@ -255,8 +260,8 @@ pub struct IssuedToken {
 }
 
 /// Records an organization's invitation to the ingress add-on (creating it if needed), in
-/// the store `at` (a data directory, or a database).
-pub fn invite(at: impl Into<store::StoreAt>, org: &str) -> Result<(), StoreError> {
+/// the store `at` (a data directory, or a database, with its key file).
+pub fn invite(at: impl Into<store::OpenAt>, org: &str) -> Result<(), StoreError> {
     RelayStore::open_at(&at.into())?.invite(org).map(|_| ())
 }
 
@@ -265,7 +270,7 @@ pub fn invite(at: impl Into<store::StoreAt>, org: &str) -> Result<(), StoreError
 /// organization is created); an operator token reads and claims the rewards of the gateway
 /// operator named `org`.
 pub fn issue_token(
-    at: impl Into<store::StoreAt>,
+    at: impl Into<store::OpenAt>,
     org: &str,
     role: store::TokenRole,
     name: Option<&str>,

@@ -94,12 +94,19 @@ impl ExecutionStore for Scheduling {
         // A coordinator that lost the lease (stalled past it, or cut off from the database)
         // decides nothing more: the one holding it now launches the jobs.
         let tx = self.store.begin_write_as_leader(&self.holder).map_err(store_failure)?;
-        Ok(Box::new(SchedulingTx { tx, deployments_dir: &self.deployments_dir, max_restarts: self.max_restarts }))
+        Ok(Box::new(SchedulingTx {
+            tx,
+            keys: self.store.keys(),
+            deployments_dir: &self.deployments_dir,
+            max_restarts: self.max_restarts,
+        }))
     }
 }
 
 struct SchedulingTx<'a> {
     tx: Box<dyn Transaction + 'a>,
+    /// The keys the revisions' secrets are sealed with.
+    keys: &'a svc_keys::Keyring,
     deployments_dir: &'a Path,
     max_restarts: u8,
 }
@@ -173,12 +180,13 @@ impl SchedulingTx<'_> {
 /// The values of a revision's secrets, by name: as the store recorded them with the revision,
 /// or, for a revision deployed before it did, from its `secrets.json` under `deployments`.
 fn secret_values(
+    keys: &svc_keys::Keyring,
     tx: &mut dyn Transaction,
     deployments: &Path,
     id: &str,
     revision: u32,
 ) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    match tx.revision_secrets(id, revision) {
+    match super::store::revision_secrets(keys, tx, id, revision) {
         Ok(Some(values)) => Ok(values.into_iter().map(|(name, value)| (name, value.into_bytes())).collect()),
         Ok(None) => files::secret_values(&files::revision_dir(deployments, id, revision)).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
@@ -218,7 +226,7 @@ impl ExecutionTx for SchedulingTx<'_> {
         // What a launch will read, read now: a failure inside the decision's transaction would
         // abort the step of every deployment, so one that cannot be launched is halted here.
         if halt.is_none()
-            && let Err(e) = secret_values(tx, self.deployments_dir, &d.id, revision)
+            && let Err(e) = secret_values(self.keys, tx, self.deployments_dir, &d.id, revision)
         {
             tracing::warn!("svc relay: {} revision {revision}: {e}", d.id);
             halt = Some(Reason::new(
@@ -259,7 +267,8 @@ impl ExecutionTx for SchedulingTx<'_> {
             .policy(&d.id, revision)
             .map_err(store_failure)?
             .ok_or_else(|| failure(format!("revision {revision} of {} has no policy", d.id)))?;
-        let secrets = secret_values(self.tx.as_mut(), self.deployments_dir, &d.id, revision).map_err(failure)?;
+        let secrets =
+            secret_values(self.keys, self.tx.as_mut(), self.deployments_dir, &d.id, revision).map_err(failure)?;
         manifest_core::plan::workload(policy.published(), &secrets).map_err(failure)
     }
 

@@ -6,10 +6,7 @@
 //! The row traits are split by concept; [`Transaction`] is all of them plus `commit`. A
 //! transaction dropped without [`Transaction::commit`] rolls back.
 
-use super::{
-    Caller, ExecutionRecord, NewDeployment, NewSuccessor, NewToken, PublishedPolicy, RevisionBundle, RouteKeys,
-    StoreError,
-};
+use super::{Caller, ExecutionRecord, NewDeployment, NewSuccessor, NewToken, PublishedPolicy, RouteKeys, StoreError};
 use crate::coordinator::engine::switch::Lagging;
 use crate::coordinator::model::{
     CustomerHostname, Deployment, HostnameState, LedgerEntry, LogEntry, Quote, Reward, Session, Successor,
@@ -18,6 +15,7 @@ use crate::coordinator::model::{
 use crate::coordinator::state::DeploymentState;
 use relay_wire::admission::Operator;
 use relay_wire::feed::{Presence, Report};
+use svc_keys::{DataKeyId, WrappedKey};
 use svc_sql::Sql;
 
 /// Who holds the engine lease, as a coordinator trying for it sees it.
@@ -63,6 +61,10 @@ pub trait Backend: Send + Sync + 'static {
     fn resign(&self, holder: &str) {
         let _ = holder;
     }
+
+    /// Drops what the database files may still hold of values rewritten since (SQLite's
+    /// write-ahead log, emptied); after values in clear were sealed, and after a rotation.
+    fn forget_old_pages(&self) {}
 }
 
 /// One transaction: every row trait, and its end.
@@ -77,6 +79,7 @@ pub trait Transaction:
     + PolicyRows
     + SchedulingRows
     + FeedRows
+    + KeyRows
 {
     /// Makes every write of this transaction durable.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
@@ -329,21 +332,26 @@ pub trait RevisionRows {
     fn delete_successor(&mut self, deployment_id: &str, revision: u32) -> Result<bool, StoreError>;
     /// Removes the deployment's successor, whichever revision.
     fn delete_successors(&mut self, deployment_id: &str) -> Result<(), StoreError>;
-    /// Records a revision's files and secrets.
-    fn insert_revision_bundle(
+    /// Records a revision's app files.
+    fn insert_revision_files(
         &mut self,
         deployment_id: &str,
         revision: u32,
-        bundle: &RevisionBundle,
+        files: &[(String, Vec<u8>)],
     ) -> Result<(), StoreError>;
-    /// A revision's files and secrets, if recorded.
-    fn revision_bundle(&mut self, deployment_id: &str, revision: u32) -> Result<Option<RevisionBundle>, StoreError>;
-    /// A revision's secrets, if recorded.
-    fn revision_secrets(
+    /// A revision's app files (none: not recorded), by path.
+    fn revision_files(&mut self, deployment_id: &str, revision: u32) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+    /// Records a revision's secrets, `sealed` (`svc_keys::sealed::to_text`) under data key
+    /// `data_key` (`keys::put_secrets` seals them).
+    fn insert_revision_secrets(
         &mut self,
         deployment_id: &str,
         revision: u32,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, StoreError>;
+        sealed: &str,
+        data_key: DataKeyId,
+    ) -> Result<(), StoreError>;
+    /// A revision's secrets as stored (sealed; `keys::open_secrets` opens them), if recorded.
+    fn revision_secrets(&mut self, deployment_id: &str, revision: u32) -> Result<Option<StoredSecret>, StoreError>;
     /// Removes the files and secrets of revisions that neither serve (of a deployment not
     /// stopped) nor come next; how many revisions' rows went.
     fn delete_unused_bundles(&mut self) -> Result<u64, StoreError>;
@@ -536,4 +544,59 @@ pub trait SchedulingRows {
     fn insert_scheduled(&mut self, key: i64, execution: &svc_execution::Execution) -> Result<i64, StoreError>;
     /// Records an execution's state, processor, restarts, silence and reason.
     fn update_scheduled(&mut self, execution: &svc_execution::Execution) -> Result<(), StoreError>;
+}
+
+/// A revision's secrets as stored: the row's key, the value (sealed as
+/// `svc_keys::sealed::to_text`; in clear when an older version wrote it) and the data key that
+/// sealed it, as the store keeps it (none for a value in clear).
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoredSecret {
+    /// The deployment's organization (the first part of the value's row context).
+    pub org_id: String,
+    /// The deployment.
+    pub deployment_id: String,
+    /// The revision.
+    pub revision: u32,
+    /// The value as stored.
+    pub value: String,
+    /// Its data key, wrapped; `None`: the value is in clear.
+    pub data_key: Option<WrappedKey>,
+}
+
+impl std::fmt::Debug for StoredSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the value: one in clear is a secret.
+        f.debug_struct("StoredSecret")
+            .field("deployment_id", &self.deployment_id)
+            .field("revision", &self.revision)
+            .field("data_key", &self.data_key.as_ref().map(|k| k.id))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Secrets at rest (`keys.rs`; issue 40): the data keys, wrapped, and the sealed values as a
+/// start and a rotation find and reseal them.
+pub trait KeyRows {
+    /// Every data key, by id.
+    fn data_keys(&mut self) -> Result<Vec<WrappedKey>, StoreError>;
+    /// The current data key: the highest id.
+    fn current_data_key(&mut self) -> Result<Option<WrappedKey>, StoreError>;
+    /// Records a data key unless one has its id (another instance made it first): whether
+    /// it was recorded.
+    fn insert_data_key(&mut self, key: &WrappedKey, now: i64) -> Result<bool, StoreError>;
+    /// Records a data key wrapped again (under the key file's new KEK).
+    fn rewrap_data_key(&mut self, key: &WrappedKey) -> Result<(), StoreError>;
+    /// Deletes the data keys older than `current` that no value names; how many went.
+    fn delete_unused_data_keys(&mut self, current: DataKeyId) -> Result<u64, StoreError>;
+    /// Up to `limit` values not sealed under `current`: those in clear first, then those
+    /// under older data keys.
+    fn secrets_to_seal(&mut self, current: Option<DataKeyId>, limit: u32) -> Result<Vec<StoredSecret>, StoreError>;
+    /// Replaces `old`'s value with `sealed` under data key `key`, if the row still holds
+    /// `old`'s value: whether it did.
+    fn reseal_secret(&mut self, old: &StoredSecret, sealed: &str, key: DataKeyId) -> Result<bool, StoreError>;
+    /// How many values each data key seals (`None`: in clear).
+    fn secrets_by_data_key(&mut self) -> Result<Vec<(Option<DataKeyId>, u64)>, StoreError>;
+    /// The organization of deployment `deployment_id`: the first part of its secrets' row
+    /// context.
+    fn secrets_org(&mut self, deployment_id: &str) -> Result<Option<String>, StoreError>;
 }

@@ -91,7 +91,7 @@ impl RelayStore {
                 tx.insert_quote(quote)?;
             }
             tx.insert_policy(&new.id, &PublishedPolicy { revision: 1, published_at: now, ..new.policy.clone() })?;
-            tx.insert_revision_bundle(&new.id, 1, &new.bundle)?;
+            super::revisions::put_bundle(&self.keys, tx, &new.id, 1, &new.bundle)?;
             tx.wake(&new.id, now)?;
             get(tx, &new.id)
         })

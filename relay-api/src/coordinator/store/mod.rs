@@ -12,6 +12,7 @@ pub mod backend;
 mod deployments;
 mod executions;
 mod feed;
+pub mod keys;
 mod ledger;
 mod policies;
 pub mod postgres;
@@ -25,8 +26,10 @@ use crate::coordinator::state::TransitionError;
 
 pub use backend::{Backend, LeaseState, RouteSwitch, Transaction};
 pub use executions::ExecutionRecord;
+pub use keys::{KEY_FILE, KeyCensus, OpenAt, Rotation, default_key_file};
 pub use policies::PublishedPolicy;
 pub use revisions::NewSuccessor;
+pub(crate) use revisions::revision_secrets;
 pub use sqlite::{DATABASE_FILE, SqliteBackend};
 
 /// Log lines kept per deployment; older ones are pruned.
@@ -54,6 +57,10 @@ pub enum StoreError {
     /// A refused state change.
     #[error(transparent)]
     Transition(#[from] TransitionError),
+    /// The key file is missing, another store's or readable by others, or a sealed value did
+    /// not open (issue 40): the message says what to do.
+    #[error(transparent)]
+    Keys(#[from] svc_keys::KeyError),
     /// Something named does not exist.
     #[error("{0} not found")]
     NotFound(String),
@@ -186,9 +193,12 @@ pub struct RouteKeys {
     pub route_public_key: String,
 }
 
-/// The store of one data directory: its operations over a backend.
+/// The store of one data directory: its operations over a backend, and the keys that seal
+/// its secrets ([`keys`]).
 pub struct RelayStore {
     backend: Box<dyn Backend>,
+    keys: svc_keys::Keyring,
+    key_file: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for RelayStore {
@@ -220,22 +230,32 @@ fn not_found(what: String) -> StoreError {
 pub use svc_sql::StoreAt;
 
 impl RelayStore {
-    /// Opens (creating and migrating) the store where `at` says.
-    pub fn open_at(at: &StoreAt) -> Result<RelayStore, StoreError> {
-        match at {
-            StoreAt::DataDir(dir) => RelayStore::open(dir),
-            StoreAt::Postgres { db, pool } => Ok(RelayStore::on(Box::new(postgres::PostgresBackend::open(db, *pool)?))),
-        }
+    /// Opens (creating and migrating) the store where `at` says, with its keys: refused when
+    /// its key file is missing or wrong ([`keys::start`]).
+    pub fn open_at(at: &OpenAt) -> Result<RelayStore, StoreError> {
+        let backend: Box<dyn Backend> = match &at.store {
+            StoreAt::DataDir(dir) => Box::new(SqliteBackend::open(dir)?),
+            StoreAt::Postgres { db, pool } => Box::new(postgres::PostgresBackend::open(db, *pool)?),
+        };
+        RelayStore::on(backend, &at.key_file)
     }
 
-    /// Opens (creating and migrating) the SQLite store in `dir`: see [`SqliteBackend::open`].
+    /// Opens (creating and migrating) the SQLite store in `dir` ([`SqliteBackend::open`]), its
+    /// key file beside it ([`KEY_FILE`]).
     pub fn open(dir: &std::path::Path) -> Result<RelayStore, StoreError> {
-        Ok(RelayStore::on(Box::new(SqliteBackend::open(dir)?)))
+        RelayStore::open_at(&OpenAt::data_dir(dir))
     }
 
-    /// The store's operations over `backend`.
-    pub fn on(backend: Box<dyn Backend>) -> RelayStore {
-        RelayStore { backend }
+    /// The store's operations over `backend`, its secrets sealed with the keys of `key_file`
+    /// ([`keys::start`]: refused when it is missing or wrong).
+    pub fn on(backend: Box<dyn Backend>, key_file: &std::path::Path) -> Result<RelayStore, StoreError> {
+        let keys = keys::start(backend.as_ref(), key_file)?;
+        Ok(RelayStore { backend, keys, key_file: key_file.to_owned() })
+    }
+
+    /// The key file that unwraps the store's data keys.
+    pub fn key_file(&self) -> &std::path::Path {
+        &self.key_file
     }
 
     /// Where the data lives, for messages.
@@ -290,5 +310,7 @@ impl RelayStore {
     }
 }
 
+#[cfg(test)]
+mod keys_tests;
 #[cfg(test)]
 mod tests;

@@ -179,7 +179,8 @@ mod lead_agrees_with_the_rule {
         let Some(cluster) = svc_pg_cluster::for_test("lease-rule") else { return };
         let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
         let backend = PostgresBackend::open(&db, PoolSettings::default()).expect("a PostgreSQL store");
-        let store = RelayStore::on(Box::new(backend));
+        let keys = tempfile::tempdir().expect("a scratch directory");
+        let store = RelayStore::on(Box::new(backend), &keys.path().join("secrets.key")).expect("its keys");
         let cases: &[Case] = &[
             (None, "a", LEASE_MS),
             (Some(("a", 3_000)), "a", LEASE_MS),

@@ -2,9 +2,13 @@
 //! takes over. The successor has its own route and keys while it is validated beside the
 //! serving revision; [`RelayStore::promote`] makes them the deployment's in one transaction.
 
+use std::collections::BTreeMap;
+
+use svc_keys::Keyring;
+
 use super::backend::Transaction;
 use super::deployments::get;
-use super::{PublishedPolicy, RelayStore, RevisionBundle, RouteKeys, StoreError, not_found, now_ms, refused};
+use super::{PublishedPolicy, RelayStore, RevisionBundle, RouteKeys, StoreError, keys, not_found, now_ms, refused};
 use crate::coordinator::model::{Deployment, Successor, SuccessorState};
 use crate::coordinator::state::DeploymentState;
 
@@ -43,6 +47,28 @@ fn next_revision(
     Ok(deployment.revision.max(successor.map_or(0, |s| s.revision)).max(published).saturating_add(1))
 }
 
+/// Records a revision's files, and its secrets sealed ([`keys::put_secrets`]), in `tx`.
+pub(super) fn put_bundle(
+    keys: &Keyring,
+    tx: &mut dyn Transaction,
+    deployment_id: &str,
+    revision: u32,
+    bundle: &RevisionBundle,
+) -> Result<(), StoreError> {
+    tx.insert_revision_files(deployment_id, revision, &bundle.files)?;
+    keys::put_secrets(keys, tx, deployment_id, revision, &bundle.secrets)
+}
+
+/// A revision's secrets, opened ([`keys::open_secrets`]), if recorded.
+pub(crate) fn revision_secrets(
+    keys: &Keyring,
+    tx: &mut dyn Transaction,
+    deployment_id: &str,
+    revision: u32,
+) -> Result<Option<BTreeMap<String, String>>, StoreError> {
+    tx.revision_secrets(deployment_id, revision)?.map(|stored| keys::open_secrets(keys, &stored)).transpose()
+}
+
 impl RelayStore {
     /// The revision number a new successor of the deployment gets: one more than the
     /// deployment's and than the successor it would replace.
@@ -73,7 +99,7 @@ impl RelayStore {
             let now = now_ms();
             let reason = format!("deployed; revision {} serves until this one is validated", d.revision);
             tx.put_successor(new, &reason, now)?;
-            tx.insert_revision_bundle(&new.deployment_id, new.revision, &new.bundle)?;
+            put_bundle(&self.keys, tx, &new.deployment_id, new.revision, &new.bundle)?;
             let policy = PublishedPolicy { revision: new.revision, published_at: now, ..new.policy.clone() };
             tx.insert_policy(&new.deployment_id, &policy)?;
             let line = format!(
@@ -90,7 +116,10 @@ impl RelayStore {
     /// A revision's files and secrets, as its deploy sent them; `None` if the store has
     /// none for it (a revision that neither serves nor comes next, swept).
     pub fn revision_bundle(&self, deployment_id: &str, revision: u32) -> Result<Option<RevisionBundle>, StoreError> {
-        self.read(|tx| tx.revision_bundle(deployment_id, revision))
+        self.read(|tx| {
+            let Some(secrets) = revision_secrets(&self.keys, tx, deployment_id, revision)? else { return Ok(None) };
+            Ok(Some(RevisionBundle { files: tx.revision_files(deployment_id, revision)?, secrets }))
+        })
     }
 
     /// A revision's secrets, as its deploy sent them (a redeploy compares them).
@@ -98,8 +127,8 @@ impl RelayStore {
         &self,
         deployment_id: &str,
         revision: u32,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, StoreError> {
-        self.read(|tx| tx.revision_secrets(deployment_id, revision))
+    ) -> Result<Option<BTreeMap<String, String>>, StoreError> {
+        self.read(|tx| revision_secrets(&self.keys, tx, deployment_id, revision))
     }
 
     /// Records a revision's files and secrets if the store has none for it: a data directory
@@ -114,7 +143,7 @@ impl RelayStore {
             if tx.revision_secrets(deployment_id, revision)?.is_some() {
                 return Ok(false);
             }
-            tx.insert_revision_bundle(deployment_id, revision, bundle)?;
+            put_bundle(&self.keys, tx, deployment_id, revision, bundle)?;
             Ok(true)
         })
     }

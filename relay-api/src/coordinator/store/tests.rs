@@ -13,7 +13,7 @@ use crate::coordinator::state::DeploymentState;
 
 const PERIOD_MS: i64 = 60_000;
 
-fn temp_dir(name: &str) -> tempfile::TempDir {
+pub(super) fn temp_dir(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(&format!("svc-relay-store-{name}-")).tempdir().expect("a scratch directory")
 }
 
@@ -25,14 +25,16 @@ fn on_each_backend(name: &str, test: impl Fn(&dyn Fn() -> RelayStore)) {
     test(&|| RelayStore::open(scratch.path()).expect("a SQLite store"));
     let Some(cluster) = svc_pg_cluster::for_test(name) else { return };
     let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
+    // The PostgreSQL store's key file: where `--key-file` would put it.
+    let key_file = scratch.path().join("postgres.key");
     test(&|| {
         let backend = postgres::PostgresBackend::open(&db, postgres::PoolSettings::default());
-        RelayStore::on(Box::new(backend.expect("a PostgreSQL store")))
+        RelayStore::on(Box::new(backend.expect("a PostgreSQL store")), &key_file).expect("its keys")
     });
 }
 
 /// A policy as the store records it (its content is `coordinator::policy`'s business).
-fn policy(revision: u32) -> PublishedPolicy {
+pub(super) fn policy(revision: u32) -> PublishedPolicy {
     PublishedPolicy {
         revision,
         schema_version: 5,
@@ -44,7 +46,7 @@ fn policy(revision: u32) -> PublishedPolicy {
 }
 
 /// A revision's files and secrets, telling the revision apart.
-fn bundle(revision: u32) -> RevisionBundle {
+pub(super) fn bundle(revision: u32) -> RevisionBundle {
     RevisionBundle {
         files: vec![
             ("lib/util.js".into(), vec![0, 159, 146, 150, u8::try_from(revision).unwrap_or(0)]),
@@ -54,7 +56,7 @@ fn bundle(revision: u32) -> RevisionBundle {
     }
 }
 
-fn new_deployment(store: &RelayStore, id: &str, ceiling: u64) -> Deployment {
+pub(super) fn new_deployment(store: &RelayStore, id: &str, ceiling: u64) -> Deployment {
     let org = store.invite("acme").expect("org");
     store
         .create_deployment(&NewDeployment {
@@ -513,7 +515,7 @@ fn a_job_spewing_long_lines_keeps_its_log_under_the_byte_cap() {
     });
 }
 
-fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
+pub(super) fn successor(id: &str, revision: u32, digest: &str) -> NewSuccessor {
     NewSuccessor {
         deployment_id: id.into(),
         revision,

@@ -7,6 +7,7 @@ mod columns;
 mod deployments;
 mod executions;
 mod feed;
+mod keys;
 mod money;
 mod policies;
 mod revisions;

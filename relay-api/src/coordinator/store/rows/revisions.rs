@@ -1,10 +1,13 @@
 //! Redeploys' successors.
 
+use svc_keys::DataKeyId;
+
 use super::columns::{SUCCESSOR_COLUMNS, route_keys_row, successor_row};
+use super::keys::{SECRET_COLUMNS, SECRET_TABLES, secret_row};
 use crate::coordinator::model::{Successor, SuccessorState};
-use crate::coordinator::store::backend::RevisionRows;
+use crate::coordinator::store::backend::{RevisionRows, StoredSecret};
 use crate::coordinator::store::sql::{Sql, i64_of, params};
-use crate::coordinator::store::{NewSuccessor, RevisionBundle, RouteKeys, StoreError};
+use crate::coordinator::store::{NewSuccessor, RouteKeys, StoreError};
 
 /// App files written by one `INSERT` at most (a bounded number of statement texts, each
 /// prepared once per connection).
@@ -107,15 +110,15 @@ impl<T: Sql> RevisionRows for T {
         Ok(())
     }
 
-    fn insert_revision_bundle(
+    fn insert_revision_files(
         &mut self,
         deployment_id: &str,
         revision: u32,
-        bundle: &RevisionBundle,
+        files: &[(String, Vec<u8>)],
     ) -> Result<(), StoreError> {
         // Up to FILES_PER_INSERT rows a statement: on PostgreSQL each statement is a round
         // trip, made under the writers' lock (a deploy has up to 2,000 files).
-        for chunk in bundle.files.chunks(FILES_PER_INSERT) {
+        for chunk in files.chunks(FILES_PER_INSERT) {
             let rows: Vec<String> =
                 (0..chunk.len()).map(|i| format!("(?1, ?2, ?{}, ?{})", 3 + 2 * i, 4 + 2 * i)).collect();
             let sql =
@@ -126,41 +129,40 @@ impl<T: Sql> RevisionRows for T {
             }
             self.execute(&sql, &values)?;
         }
-        let secrets = serde_json::to_string(&bundle.secrets)
-            .map_err(|e| StoreError::Backend(format!("the secrets of revision {revision}: {e}").into()))?;
-        self.execute(
-            "INSERT INTO revision_secrets (deployment_id, revision, secrets) VALUES (?1, ?2, ?3)",
-            params![deployment_id, revision, &secrets],
-        )?;
         Ok(())
     }
 
-    fn revision_bundle(&mut self, deployment_id: &str, revision: u32) -> Result<Option<RevisionBundle>, StoreError> {
-        let Some(secrets) = self.revision_secrets(deployment_id, revision)? else { return Ok(None) };
+    fn revision_files(&mut self, deployment_id: &str, revision: u32) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         let rows = self.query(
             "SELECT path, bytes FROM revision_files WHERE deployment_id = ?1 AND revision = ?2 ORDER BY path",
             params![deployment_id, revision],
         )?;
-        let files = rows
+        Ok(rows
             .iter()
             .map(|r| Ok((r.text(0)?, r.opt_bytes(1)?.unwrap_or_default())))
-            .collect::<Result<Vec<_>, svc_sql::SqlError>>()?;
-        Ok(Some(RevisionBundle { files, secrets }))
+            .collect::<Result<Vec<_>, svc_sql::SqlError>>()?)
     }
 
-    fn revision_secrets(
+    fn insert_revision_secrets(
         &mut self,
         deployment_id: &str,
         revision: u32,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, StoreError> {
+        sealed: &str,
+        data_key: DataKeyId,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO revision_secrets (deployment_id, revision, secrets, data_key_id) VALUES (?1, ?2, ?3, ?4)",
+            params![deployment_id, revision, sealed, data_key],
+        )?;
+        Ok(())
+    }
+
+    fn revision_secrets(&mut self, deployment_id: &str, revision: u32) -> Result<Option<StoredSecret>, StoreError> {
         let row = self.query_opt(
-            "SELECT secrets FROM revision_secrets WHERE deployment_id = ?1 AND revision = ?2",
+            &format!("SELECT {SECRET_COLUMNS} FROM {SECRET_TABLES} WHERE r.deployment_id = ?1 AND r.revision = ?2"),
             params![deployment_id, revision],
         )?;
-        let Some(text) = row.map(|r| r.text(0)).transpose()? else { return Ok(None) };
-        serde_json::from_str(&text).map(Some).map_err(|e| {
-            StoreError::Backend(format!("the stored secrets of revision {revision} of {deployment_id}: {e}").into())
-        })
+        row.as_ref().map(secret_row).transpose()
     }
 
     fn delete_unused_bundles(&mut self) -> Result<u64, StoreError> {
