@@ -77,8 +77,11 @@ async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else()
     let api = relay_api::coordinator::api_router(w.engine.clone());
     let path = relay_wire::feed::FEED_PATH;
     let now = now_ms();
+    // Each request is signed after the one before (a request is accepted once).
+    let tick = std::sync::atomic::AtomicI64::new(now);
+    let at = || tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 
-    let (status, body) = feed(&api, path, Some(local.header(&local.id, now, path))).await;
+    let (status, body) = feed(&api, path, Some(local.header(&local.id, at(), path))).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["operator"], local.id.as_str());
     let routes = body["routes"].as_array().expect("routes");
@@ -96,10 +99,10 @@ async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else()
     // stays the same; after another version, it is answered at once.
     let version = body["version"].as_str().expect("a version").to_owned();
     let after = relay_wire::feed::feed_path(Some(&version), None);
-    let held = feed(&api, &after, Some(local.header(&local.id, now, &after)));
+    let held = feed(&api, &after, Some(local.header(&local.id, at(), &after)));
     assert!(tokio::time::timeout(Duration::from_millis(1500), held).await.is_err(), "held while unchanged");
     let stale = relay_wire::feed::feed_path(Some("00"), None);
-    let (status, again) = feed(&api, &stale, Some(local.header(&local.id, now, &stale))).await;
+    let (status, again) = feed(&api, &stale, Some(local.header(&local.id, at(), &stale))).await;
     assert_eq!((status, again["version"].as_str()), (200, Some(version.as_str())), "{again}");
 
     let (status, body) = feed(&api, path, Some(other.header(&other.id, now, path))).await;
@@ -113,7 +116,7 @@ async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else()
         (Some(local.header(&local.id, now, &format!("{path}?after=1"))), "gateway_signature_invalid"),
         (Some(local.header("op_0000000000000000", now, path)), "gateway_operator_unknown"),
         (Some(local.header(&local.id, now - 120_000, path)), "gateway_clock_skewed"),
-        (Some(local.header(&local.id, now + 120_000, path)), "gateway_clock_skewed"),
+        (Some(local.header(&local.id, now + 120_000, path)), "gateway_request_ahead"),
     ];
     for (signature, code) in refused {
         let (status, body) = feed(&api, path, signature.clone()).await;
@@ -122,7 +125,7 @@ async fn the_route_feed_answers_an_admitted_gateway_its_routes_and_no_one_else()
     }
     // An announcement of where the gateway is that does not read: refused, nothing recorded.
     let half = format!("{path}?tunnel=127.0.0.1:7443");
-    let (status, body) = feed(&api, &half, Some(local.header(&local.id, now, &half))).await;
+    let (status, body) = feed(&api, &half, Some(local.header(&local.id, at(), &half))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("gateway_presence_invalid")), "{body}");
     // Authenticated first: a request another key signed learns nothing of its announcement.
     let (status, body) = feed(&api, &half, Some(other.header(&local.id, now, &half))).await;
@@ -307,4 +310,164 @@ async fn a_gateway_follows_the_feed_and_keeps_its_table_while_the_coordinator_is
     assert_eq!((gateway.route_count(), feed().updates), (1, 2), "the same table, not applied again");
     following.abort();
     drop(link);
+}
+
+/// Issue 40, point 2: a signed feed request is accepted once. Replayed, to the same
+/// coordinator or to another on the same database, it is refused (`gateway_request_replayed`,
+/// naming the last time accepted), and so is one signed before it; one dated 59 s ahead (it
+/// was accepted within the old +-60 s) is refused as `gateway_request_ahead`; one a few
+/// seconds ahead, or signed one ms after the last, is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_or_future_dated_feed_request_is_refused_on_every_coordinator_of_the_database() {
+    let w = world(FakeProbe::default());
+    let host = admitted(&w, "local");
+    let api = relay_api::coordinator::api_router(w.engine.clone());
+    // A second coordinator on the same database.
+    let second = world_in(FakeProbe::default(), |_| {}, Some(w.store.clone()));
+    let other_api = relay_api::coordinator::api_router(second.engine.clone());
+    let path = relay_wire::feed::FEED_PATH;
+    let code = |body: &serde_json::Value| body["error"]["code"].as_str().map(str::to_owned);
+
+    let now = now_ms();
+    let signed = host.header(&host.id, now, path);
+    let (status, body) = feed(&api, path, Some(signed.clone())).await;
+    assert_eq!(status, 200, "{body}");
+    for (router, which) in [(&api, "the same coordinator"), (&other_api, "another coordinator on the database")] {
+        let (status, body) = feed(router, path, Some(signed.clone())).await;
+        assert_eq!((status, code(&body).as_deref()), (401, Some("gateway_request_replayed")), "{which}: {body}");
+        assert_eq!(body["error"]["lastAcceptedAt"], now, "{body}");
+    }
+    let earlier = host.header(&host.id, now - 1, path);
+    let (status, body) = feed(&other_api, path, Some(earlier)).await;
+    assert_eq!((status, code(&body).as_deref()), (401, Some("gateway_request_replayed")), "{body}");
+    // The next millisecond, on the other coordinator: accepted; then not on the first.
+    let next = host.header(&host.id, now + 1, path);
+    assert_eq!(feed(&other_api, path, Some(next.clone())).await.0, 200);
+    assert_eq!(code(&feed(&api, path, Some(next)).await.1).as_deref(), Some("gateway_request_replayed"));
+
+    let (status, body) = feed(&api, path, Some(host.header(&host.id, now_ms() + 59_000, path))).await;
+    assert_eq!((status, code(&body).as_deref()), (401, Some("gateway_request_ahead")), "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("ahead")), "{body}");
+    // A few seconds ahead: accepted (so the refused one was not recorded as the latest).
+    let (status, body) = feed(&api, path, Some(host.header(&host.id, now_ms() + 3_000, path))).await;
+    assert_eq!(status, 200, "a few seconds ahead: {body}");
+}
+
+/// Issue 40, point 2, as `svc gateway run` signs: requests one after the other (several in
+/// one millisecond), a restart (a new client, its memory gone) and a clock stepped back are
+/// never refused: the client signs after its last request, and after a refusal as a replay,
+/// after the time the coordinator names, once more at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_hosts_requests_are_never_refused_as_replays_across_a_restart() {
+    let w = world(FakeProbe::default());
+    let host = admitted(&w, "local");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("the API's port");
+    let url = format!("http://{}", listener.local_addr().expect("bound"));
+    let router = relay_api::coordinator::api_router(w.engine.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let client = relay_gateway_host::coordinator::CoordinatorClient::new(&url, None).expect("a client");
+    let ask = |client: relay_gateway_host::coordinator::CoordinatorClient| {
+        let (key, id) = (&host.key, host.id.clone());
+        async move { client.routes(key, &id, None, None, None).await }
+    };
+    // One after the other as fast as they go (several in one millisecond; the host asks one
+    // at a time), by clones of the client too.
+    for n in 0..20 {
+        ask(client.clone()).await.unwrap_or_else(|e| panic!("request {n}: {e}"));
+    }
+    // Another process signed far ahead of this clock (a host restarted with its clock 3 s
+    // behind): the new client is told, and asks again after it.
+    let ahead = now_ms() + 3_000;
+    let path = relay_wire::feed::FEED_PATH;
+    let api = relay_api::coordinator::api_router(w.engine.clone());
+    assert_eq!(feed(&api, path, Some(host.header(&host.id, ahead, path))).await.0, 200);
+    let restarted = relay_gateway_host::coordinator::CoordinatorClient::new(&url, None).expect("a client");
+    ask(restarted.clone()).await.expect("accepted after the time the coordinator named");
+    ask(restarted).await.expect("and the next");
+}
+
+/// Issue 40, point 1: a gateway operator holding everything its feed gives (every route's
+/// `credentialSha256`, the coordinators' probe keys, its operator key) mints no probe token
+/// that passes a route's guards, on its own gateway (following the feed) or on the
+/// coordinator's: not the old HMAC keyed by the credential digest, not one signed by any key
+/// it has, not a coordinator's token for another route. The coordinator's own token passes
+/// on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_operator_holding_the_feed_mints_no_probe_token_on_any_gateway() {
+    use base64::Engine as _;
+    use relay_wire::alpn::{PROBE_ALPN_PREFIX, ProbeFor, ProbeSigner};
+    let w = world(FakeProbe::default());
+    // The coordinator's probe key, recorded as `svc relay serve` records its own.
+    let (coordinator, _) = ProbeSigner::generate().expect("the coordinator's probe key");
+    assert!(w.store.register_probe_key(&coordinator.public_key().to_string(), now_ms()).expect("recorded"));
+    let (a, b) = (w.funded("shop"), w.funded("cafe"));
+    let live = |w: &World| [&a, &b].iter().all(|d| w.deployment(&d.id).state == DeploymentState::Live);
+    assert!(w.tick_until(10, live).await);
+    let host = admitted(&w, "local");
+
+    // The operator's gateway, following the feed as `svc gateway run` does.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("the API's port");
+    let url = format!("http://{}", listener.local_addr().expect("bound"));
+    let api = relay_api::coordinator::api_router(w.engine.clone());
+    let served = api.clone();
+    tokio::spawn(async move { axum::serve(listener, served).await });
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let key_file = scratch.path().join("operator.key");
+    std::fs::write(&key_file, host.key.pem()).expect("the key");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("0600");
+    let source = FeedSource { url, operator_id: host.id.clone(), operator_key: key_file, ca: None };
+    let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    let gateway = Gateway::new(GatewayConfig::new(any, any, any, String::new(), String::new()));
+    let following = tokio::spawn(follow(gateway.clone(), Feed::open(&source).expect("the feed")));
+    assert!(eventually(|| gateway.route_count() == 2 && !gateway.probe_keys().is_empty()).await);
+
+    // Everything the feed gives the operator.
+    let path = relay_wire::feed::FEED_PATH;
+    let (status, answer) = feed(&api, path, Some(host.header(&host.id, now_ms() + 1_000, path))).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["probeKeys"], serde_json::json!([coordinator.public_key().to_string()]), "{answer}");
+    let credential_of = |route_id: &str| {
+        let routes = answer["routes"].as_array().expect("routes");
+        let route = routes.iter().find(|r| r["routeId"] == route_id).expect("the route in the feed");
+        route["credentialSha256"].as_str().expect("a digest").to_owned()
+    };
+    let (route, name) = (b.route_id.as_str(), b.canonical_hostname.as_str());
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs();
+    let message = |version: &str| match version {
+        "v2" => format!("svc route probe v2|{route}|{name}|{secs}"),
+        _ => format!("svc route probe v3|gateway-guards|{route}|{name}|{secs}"),
+    };
+    let token = |tag: &[u8]| format!("{secs}.{}", relay_wire::wire::hex(tag)).into_bytes();
+    let credential = credential_of(route);
+    let hmac = |version: &str| {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, credential.as_bytes());
+        token(ring::hmac::sign(&key, message(version).as_bytes()).as_ref())
+    };
+    let by_operator_key = {
+        let signature = host.key.sign(message("v3").as_bytes());
+        token(&base64::engine::general_purpose::STANDARD.decode(signature).expect("base64"))
+    };
+    let (own, _) = ProbeSigner::generate().expect("a key of its own");
+    let alpn_token = |alpn: Vec<u8>| alpn.strip_prefix(PROBE_ALPN_PREFIX).expect("a probe protocol").to_vec();
+    let by_own_key = alpn_token(own.probe_alpn(ProbeFor { route_id: route, server_name: name }, secs));
+    // A coordinator's token, seen on the wire, for route A.
+    let for_a = ProbeFor { route_id: &a.route_id, server_name: &a.canonical_hostname };
+    let seen_for_a = alpn_token(coordinator.probe_alpn(for_a, secs));
+    let minted = [
+        ("the old HMAC keyed by credentialSha256", hmac("v2")),
+        ("an HMAC of the new message keyed by credentialSha256", hmac("v3")),
+        ("signed by the operator key", by_operator_key),
+        ("signed by a key of its own", by_own_key),
+        ("the coordinator's token for another route", seen_for_a.clone()),
+    ];
+    let genuine = alpn_token(coordinator.probe_alpn(ProbeFor { route_id: route, server_name: name }, secs));
+    for (gw, which) in [(&w.gateway, "the coordinator's gateway"), (&gateway, "the operator's gateway")] {
+        for (how, minted) in &minted {
+            assert!(!gw.probe_passes(name, None, minted), "{which} let through a token {how}");
+        }
+        assert!(gw.probe_passes(name, None, &genuine), "{which} refused the coordinator's own token");
+        assert!(gw.probe_passes(&a.canonical_hostname, None, &seen_for_a), "{which}: route A's, on route A");
+    }
+    following.abort();
 }

@@ -180,7 +180,7 @@ fn target(hostname: &str, public_key: &str) -> RouteTarget {
         hostname: hostname.to_owned(),
         route_public_key: public_key.to_owned(),
         standby: false,
-        probe_key: None,
+        probe_signer: None,
         replica: None,
     }
 }
@@ -503,17 +503,19 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
 async fn a_validation_of_one_replica_fails_when_another_answers() {
     let w = World::start_as("replica", true, Some("job-0")).await;
     let validator = w.validator(&w.ca_pem);
-    let key = wire::sha256_hex(w.credential.as_bytes());
-    let named = |replica: &str, probe_key: Option<String>| RouteTarget {
+    let (signer, _) = relay_wire::alpn::ProbeSigner::generate().expect("the coordinator's probe key");
+    w.gateway.set_probe_keys(vec![signer.public_key()]);
+    let key = Arc::new(signer);
+    let named = |replica: &str, probe_signer: Option<Arc<relay_wire::alpn::ProbeSigner>>| RouteTarget {
         replica: Some(replica.to_owned()),
-        probe_key,
+        probe_signer,
         ..target(CANONICAL, &public())
     };
     let v =
         validate_until(&validator, &named("job-0", Some(key.clone())), Duration::from_secs(20), |v| v.outcome.is_ok())
             .await;
     assert_eq!(code(&v), "passed", "{:?}", v.outcome);
-    // No probe key: the gateway does not honour the name (as an older gateway would not), and
+    // No probe token: the gateway does not honour the name (as an older gateway would not), and
     // job-0 answers a validation of job-1.
     let hint = validator.validate(&named("job-1", None)).await.outcome.expect_err("another replica answered");
     assert_eq!((hint.code.as_str(), hint.stage), ("challenge_failed", Stage::Challenge), "{hint:?}");

@@ -6,6 +6,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use relay_api::gateway::{ProbeFor, ProbeSigner};
 use serde_json::Value;
 use svc_e2e::service::TempDir;
 
@@ -51,6 +52,40 @@ async fn a_project_with_an_allow_list_goes_live_and_serves_only_the_clients_it_a
         relay.wait_status(&project, Duration::from_secs(30), "two more validations", |s| seq(s) >= before + 2).await;
     assert_eq!(state(&status), "live", "{status:#}");
     assert_eq!(status["validations"][0]["passed"], true, "the validation passed the guards: {status:#}");
+
+    // Issue 40: the guards let through a probe token the coordinator's probe key signed (the
+    // gateway holds its public half), for this route and name only; one signed by any other
+    // key (a gateway operator's) is refused from the same address.
+    let route = status["deployment"]["routeId"].as_str().expect("a route").to_owned();
+    let pkcs8 = std::fs::read(relay.data.join("probe-signing-key.pk8")).expect("the coordinator's probe key");
+    let coordinator = ProbeSigner::from_pkcs8(&pkcs8).expect("an Ed25519 key");
+    let (operator, _) = ProbeSigner::generate().expect("another key");
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs();
+    let ours = ProbeFor { route_id: &route, server_name: host };
+    assert!(served_offering(&relay, host, &ca, coordinator.probe_alpn(ours, secs)).await, "the coordinator's token");
+    assert!(!served_offering(&relay, host, &ca, operator.probe_alpn(ours, secs)).await, "another key's token");
+    let elsewhere = ProbeFor { route_id: "rt_other", ..ours };
+    assert!(!served_offering(&relay, host, &ca, coordinator.probe_alpn(elsewhere, secs)).await, "another route's");
+}
+
+/// Whether a client at 127.0.0.1 (outside the allow-list) offering `probe` beside `http/1.1`
+/// has `GET /` answered 200.
+async fn served_offering(relay: &Relay, host: &str, ca: &std::path::Path, probe: Vec<u8>) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut config = (*super::client::tls_config(ca)).clone();
+    config.alpn_protocols.push(probe);
+    let Ok(tcp) = tokio::net::TcpStream::connect(relay.public).await else { return false };
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).expect("a server name");
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let exchange = async {
+        let mut tls = connector.connect(name, tcp).await.ok()?;
+        let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        tls.write_all(request.as_bytes()).await.ok()?;
+        let mut answer = Vec::new();
+        let _ = tls.read_to_end(&mut answer).await;
+        Some(answer.starts_with(b"HTTP/1.1 200"))
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange).await.ok().flatten().unwrap_or(false)
 }
 
 /// The coordinator's gateway metrics, from the URL `svc relay serve` printed.

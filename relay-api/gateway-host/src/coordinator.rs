@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use http_body_util::{BodyExt, Full, Limited};
@@ -18,7 +19,8 @@ use hyper_util::rt::TokioExecutor;
 use relay_gateway::feed::FeedAnswer;
 use relay_wire::admission::{Operator, RegisterRequest};
 use relay_wire::feed::{
-    FEED_WAIT_SECS, FeedSignature, Presence, Report, SIGNATURE_HEADER, feed_message, feed_path_reporting,
+    FEED_WAIT_SECS, FeedSignature, LAST_ACCEPTED_FIELD, Presence, REPLAYED_CODE, Report, SIGNATURE_HEADER,
+    feed_message, feed_path_reporting,
 };
 
 use crate::key::OperatorKey;
@@ -88,6 +90,20 @@ pub struct CoordinatorClient {
     base: String,
     uri: Uri,
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// The latest time (Unix ms) a feed request was signed at, or the coordinator said it
+    /// accepted one at: each request is signed later ([`next_signed_at`]), as the coordinator
+    /// insists (a replay is refused). Shared by the client's clones.
+    last_signed: Arc<AtomicI64>,
+}
+
+/// The time to sign the next feed request at: the clock's, or one ms after `last` (the
+/// latest signed or accepted), whichever is later; recorded as the latest. Two requests in one
+/// ms, and a clock stepped back, still get times after every earlier one.
+fn next_signed_at(last: &AtomicI64, now_ms: i64) -> i64 {
+    let previous =
+        last.fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| Some(now_ms.max(last.saturating_add(1))));
+    let previous = previous.unwrap_or_else(|p| p);
+    now_ms.max(previous.saturating_add(1))
 }
 
 struct Answer {
@@ -135,7 +151,7 @@ impl CoordinatorClient {
         };
         let connector = builder.https_or_http().enable_http1().build();
         let client = Client::builder(TokioExecutor::new()).build(connector);
-        Ok(CoordinatorClient { base: trimmed, uri, client })
+        Ok(CoordinatorClient { base: trimmed, uri, client, last_signed: Arc::new(AtomicI64::new(0)) })
     }
 
     /// The base URL.
@@ -240,7 +256,9 @@ impl CoordinatorClient {
     /// `GET /api/gateway/routes`: the routes of operator `operator_id`'s gateways, the
     /// request signed with its `key`, announcing the gateway's `presence`. With `after` (the
     /// version the gateway serves), the coordinator answers once its table differs, or after
-    /// [`FEED_WAIT_SECS`].
+    /// [`FEED_WAIT_SECS`]. Each request is signed after the one before ([`next_signed_at`]);
+    /// refused as a replay (this host restarted with its clock stepped back, say), it is
+    /// signed again after the time the coordinator accepted last and sent once more.
     pub async fn routes(
         &self,
         key: &OperatorKey,
@@ -250,24 +268,38 @@ impl CoordinatorClient {
         report: Option<&Report>,
     ) -> Result<FeedAnswer, ClientError> {
         let path = feed_path_reporting(after, presence, report);
-        let at_ms = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-        let at_ms = i64::try_from(at_ms).unwrap_or(i64::MAX);
-        let signature = FeedSignature {
-            operator_id: operator_id.to_owned(),
-            at_ms,
-            signature: key.sign(&feed_message(operator_id, at_ms, &path)),
-        };
-        let headers = [(SIGNATURE_HEADER, signature.header_value())];
-        let wait = Duration::from_secs(FEED_WAIT_SECS) + TIMEOUT;
-        let answer = self.exchange(Method::GET, &path, None, &headers, wait).await?;
-        if answer.status == 200 {
-            return serde_json::from_slice(&answer.body).map_err(|e| ClientError::Unexpected {
-                url: self.base.clone(),
-                status: 200,
-                body: format!("not a route table: {e}"),
-            });
+        let mut again = true;
+        loop {
+            let now_ms = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            let at_ms = next_signed_at(&self.last_signed, i64::try_from(now_ms).unwrap_or(i64::MAX));
+            let signature = FeedSignature {
+                operator_id: operator_id.to_owned(),
+                at_ms,
+                signature: key.sign(&feed_message(operator_id, at_ms, &path)),
+            };
+            let headers = [(SIGNATURE_HEADER, signature.header_value())];
+            let wait = Duration::from_secs(FEED_WAIT_SECS) + TIMEOUT;
+            let answer = self.exchange(Method::GET, &path, None, &headers, wait).await?;
+            if answer.status == 200 {
+                return serde_json::from_slice(&answer.body).map_err(|e| ClientError::Unexpected {
+                    url: self.base.clone(),
+                    status: 200,
+                    body: format!("not a route table: {e}"),
+                });
+            }
+            let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or(serde_json::Value::Null);
+            let accepted = json["error"][LAST_ACCEPTED_FIELD].as_i64();
+            match accepted {
+                Some(last) if json["error"]["code"] == REPLAYED_CODE => {
+                    self.last_signed.fetch_max(last, Ordering::AcqRel);
+                    if std::mem::take(&mut again) {
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            return Err(self.refusal(&answer));
         }
-        Err(self.refusal(&answer))
     }
 }
 
@@ -287,6 +319,18 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_request_is_signed_after_the_one_before_whatever_the_clock_says() {
+        let last = AtomicI64::new(0);
+        assert_eq!(next_signed_at(&last, 1_000), 1_000);
+        assert_eq!(next_signed_at(&last, 1_000), 1_001, "two in one ms");
+        assert_eq!(next_signed_at(&last, 1_000), 1_002);
+        assert_eq!(next_signed_at(&last, 900), 1_003, "the clock stepped back");
+        assert_eq!(next_signed_at(&last, 5_000), 5_000, "the clock again");
+        last.fetch_max(7_000, Ordering::AcqRel);
+        assert_eq!(next_signed_at(&last, 5_001), 7_001, "after what the coordinator accepted last");
+    }
 
     #[test]
     fn urls_are_checked() {

@@ -170,6 +170,8 @@ pub async fn follow(gateway: Arc<Gateway>, feed: Feed) {
                         "svc gateway: applied the route table from {}",
                         feed.url()
                     );
+                    // The coordinators' probe keys first: a route's validation may come at once.
+                    gateway.set_probe_keys(answer.probe_keys());
                     gateway.set_routes(answer.routes);
                     served = Some(answer.version);
                 }

@@ -27,6 +27,19 @@ pub struct FeedAnswer {
     /// one.
     #[serde(default)]
     pub seq: u64,
+    /// The public halves of the coordinators' probe keys (64 hex digits each, at most
+    /// [`relay_wire::alpn::MAX_PROBE_KEYS`]): the gateway lets through a route's guards a
+    /// probe token signed by one of them ([`crate::Gateway::set_probe_keys`]). Part of the
+    /// version. Empty from a coordinator without them: no probe token passes.
+    #[serde(default)]
+    pub probe_keys: Vec<String>,
+}
+
+impl FeedAnswer {
+    /// The probe keys that read (others are left out).
+    pub fn probe_keys(&self) -> Vec<relay_wire::alpn::ProbeKey> {
+        self.probe_keys.iter().filter_map(|k| relay_wire::alpn::ProbeKey::parse(k)).collect()
+    }
 }
 
 /// The feed's state since the gateway started.

@@ -49,6 +49,7 @@ pub use guards::{ClientNetwork, Guards, RateLimit};
 pub use metrics::{Metrics, PendingRow};
 use pending::{Pending, PendingSlot, Stage};
 use relay_wire::accept::Backoff;
+pub use relay_wire::alpn::{ProbeFor, ProbeKey, ProbeSigner};
 pub use relay_wire::idle::Timeouts;
 use relay_wire::wire::{self, TICKET_LEN};
 pub use replicas::ReplicaRow;
@@ -62,6 +63,7 @@ pub struct RouteConfig {
     /// Host names routed to it (canonical and customer), matched case-insensitively.
     pub hostnames: Vec<String>,
     /// SHA-256 (hex) of the route's tunnel credential; the gateway never stores the credential.
+    /// It checks an agent's credential and nothing else: no token is keyed by it (issue 40).
     pub credential_sha256: String,
     /// Send a PROXY v2 header before the client's bytes, so the app sees the client address.
     #[serde(default)]
@@ -230,6 +232,9 @@ pub struct Gateway {
     pub metrics: Metrics,
     /// The route feed's state, when a coordinator feeds the routes.
     feed: feed::FeedState,
+    /// The public halves of the coordinators' probe keys: a probe token signed by one of them
+    /// passes a route's guards ([`shows_probe_token`]). The gateway holds no key that signs.
+    probe_keys: RwLock<Arc<[ProbeKey]>>,
 }
 
 /// The bound addresses of a started gateway.
@@ -258,7 +263,43 @@ impl Gateway {
             tickets: Mutex::default(),
             metrics: Metrics::default(),
             feed: feed::FeedState::default(),
+            probe_keys: RwLock::new(Arc::from(Vec::new())),
         })
+    }
+
+    /// Replaces the coordinators' probe keys (public halves) that probe tokens are checked
+    /// against; the first [`relay_wire::alpn::MAX_PROBE_KEYS`] different ones are kept.
+    pub fn set_probe_keys(&self, keys: Vec<ProbeKey>) {
+        let mut kept: Vec<ProbeKey> = Vec::new();
+        for key in keys {
+            if kept.len() < relay_wire::alpn::MAX_PROBE_KEYS && !kept.contains(&key) {
+                kept.push(key);
+            }
+        }
+        let keys = kept;
+        if let Ok(mut held) = self.probe_keys.write() {
+            *held = Arc::from(keys);
+        }
+    }
+
+    /// The probe keys held now.
+    pub fn probe_keys(&self) -> Arc<[ProbeKey]> {
+        self.probe_keys.read().map_or_else(|_| Arc::from(Vec::new()), |k| k.clone())
+    }
+
+    /// Whether a ClientHello naming `server_name` and offering probe `token` (what follows
+    /// `svc-probe/`) now would pass the guards of the route serving that name (or of route
+    /// `route_id`, if given, as `svc-route/` names it): what the public port decides.
+    pub fn probe_passes(&self, server_name: &str, route_id: Option<&str>, token: &[u8]) -> bool {
+        let hello = sni::Hello {
+            server_name: server_name.to_ascii_lowercase(),
+            route_id: route_id.map(str::to_owned),
+            acme_tls: false,
+            probe: Some(token.to_vec()),
+            replica: None,
+            bytes: Vec::new(),
+        };
+        self.route_for_hello(&hello).is_some_and(|route| shows_probe_token(&hello, &route, &self.probe_keys()))
     }
 
     /// Replaces the route table. Counts are kept by route ID, so this never changes one: a
@@ -466,7 +507,7 @@ impl Gateway {
         let Some(route) = self.route_for_hello(&hello) else {
             return self.metrics.outcome("unknown_sni");
         };
-        let probe = hello.probe.is_some() && shows_probe_token(&hello, &route);
+        let probe = hello.probe.is_some() && shows_probe_token(&hello, &route, &self.probe_keys());
         if !route.guards.is_open()
             && !probe
             && let Err(refused) = self.guards.admit(&route.route_id, &route.guards, peer.ip(), hello.acme_tls)
@@ -587,17 +628,14 @@ impl Gateway {
 /// The most replicas one new connection asks for its data connection.
 const MAX_ASKS: usize = 4;
 
-/// Whether the ClientHello shows a current probe token of the route for its server name
-/// (the coordinator's validation), which passes the route's guards unchecked.
-fn shows_probe_token(hello: &sni::Hello, route: &RouteConfig) -> bool {
+/// Whether the ClientHello shows a current probe token of the route for its server name,
+/// signed by a coordinator's probe key among `keys` (the coordinator's validation), which
+/// passes the route's guards unchecked.
+fn shows_probe_token(hello: &sni::Hello, route: &RouteConfig, keys: &[ProbeKey]) -> bool {
     let Some(token) = &hello.probe else { return false };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let probe = relay_wire::alpn::ProbeFor {
-        credential_sha256: &route.credential_sha256,
-        route_id: &route.route_id,
-        server_name: &hello.server_name,
-    };
-    relay_wire::alpn::probe_valid(token, probe, now)
+    let probe = relay_wire::alpn::ProbeFor { route_id: &route.route_id, server_name: &hello.server_name };
+    relay_wire::alpn::probe_valid(token, probe, keys, now)
 }
 
 /// Withdraws a ticket when its wait ends.

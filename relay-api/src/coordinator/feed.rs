@@ -28,8 +28,8 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use relay_wire::feed::{
-    FEED_SKEW_MS, FEED_WAIT_SECS, FeedSignature, Presence, Report, SIGNATURE_HEADER, feed_message, read_query,
-    read_report,
+    FEED_AHEAD_MS, FEED_SKEW_MS, FEED_WAIT_SECS, FeedSignature, LAST_ACCEPTED_FIELD, Presence, REPLAYED_CODE, Report,
+    SIGNATURE_HEADER, feed_message, read_query, read_report,
 };
 
 use super::Engine;
@@ -58,15 +58,36 @@ pub enum FeedError {
     /// The operator is not admitted here.
     #[error("operator {0} is not admitted by this coordinator: register the host with `gateway-prep init`")]
     UnknownOperator(String),
-    /// The request's time is too far from the coordinator's clock.
+    /// The request's time is too far behind the coordinator's clock.
     #[error(
-        "the request was signed {off_secs} s away from the coordinator's clock (at most {} s): set the gateway \
+        "the request was signed {off_secs} s before the coordinator's clock (at most {} s): set the gateway \
          host's clock (`timedatectl set-ntp true`; `gateway-prep check` checks it)",
         FEED_SKEW_MS / 1000
     )]
     Skewed {
         /// How far off, seconds.
         off_secs: i64,
+    },
+    /// The request's time is ahead of the coordinator's clock by more than [`FEED_AHEAD_MS`].
+    #[error(
+        "the request was signed {ahead_ms} ms ahead of the coordinator's clock (at most {FEED_AHEAD_MS} ms): a \
+         request dated later could be kept and used later; set the gateway host's clock (`timedatectl set-ntp \
+         true`; `gateway-prep check` checks it)"
+    )]
+    Ahead {
+        /// How far ahead, ms.
+        ahead_ms: i64,
+    },
+    /// The request was signed no later than one accepted before from its operator.
+    #[error(
+        "the request was signed at {at_ms} (Unix ms), not after the last request accepted from this operator \
+         ({last_ms}): a request is accepted once; sign the next one after {last_ms} (`svc gateway run` does)"
+    )]
+    Replayed {
+        /// The request's signed time.
+        at_ms: i64,
+        /// The latest signed time accepted from the operator.
+        last_ms: i64,
     },
     /// The signature is not the operator key's over this request.
     #[error("the signature is not the registered operator key's over this request")]
@@ -88,6 +109,8 @@ impl FeedError {
             FeedError::SignatureMissing => (StatusCode::UNAUTHORIZED, "gateway_signature_missing"),
             FeedError::UnknownOperator(_) => (StatusCode::UNAUTHORIZED, "gateway_operator_unknown"),
             FeedError::Skewed { .. } => (StatusCode::UNAUTHORIZED, "gateway_clock_skewed"),
+            FeedError::Ahead { .. } => (StatusCode::UNAUTHORIZED, "gateway_request_ahead"),
+            FeedError::Replayed { .. } => (StatusCode::UNAUTHORIZED, REPLAYED_CODE),
             FeedError::BadSignature => (StatusCode::UNAUTHORIZED, "gateway_signature_invalid"),
             FeedError::BadPresence => (StatusCode::BAD_REQUEST, "gateway_presence_invalid"),
             FeedError::Store(StoreError::Unavailable(_)) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
@@ -109,6 +132,10 @@ impl IntoResponse for FeedError {
                     "the coordinator failed to answer; it is logged"
                 };
                 svc_http::envelope_response(&svc_http::ErrorBody::new(code, message), status)
+            }
+            FeedError::Replayed { last_ms, .. } => {
+                let body = svc_http::ErrorBody::new(code, self.to_string()).with(LAST_ACCEPTED_FIELD, last_ms);
+                svc_http::envelope_response(&body, status)
             }
             other => svc_http::envelope_response(&svc_http::ErrorBody::new(code, other.to_string()), status),
         }
@@ -224,9 +251,12 @@ fn answer(
         .into_iter()
         .find(|o| o.id == signed.operator_id)
         .ok_or_else(|| FeedError::UnknownOperator(signed.operator_id.clone()))?;
-    let off = now.saturating_sub(signed.at_ms);
-    if off.abs() > FEED_SKEW_MS {
-        return Err(FeedError::Skewed { off_secs: off / 1000 });
+    let behind = now.saturating_sub(signed.at_ms);
+    if behind > FEED_SKEW_MS {
+        return Err(FeedError::Skewed { off_secs: behind / 1000 });
+    }
+    if -behind > FEED_AHEAD_MS {
+        return Err(FeedError::Ahead { ahead_ms: -behind });
     }
     let b64 = &base64::engine::general_purpose::STANDARD;
     let key = b64.decode(operator.public_key.as_bytes()).map_err(|_| FeedError::BadSignature)?;
@@ -239,19 +269,30 @@ fn answer(
         if presence.is_none() && *announced {
             return Err(FeedError::BadPresence);
         }
+        // Accepted once: at the request's first read, whichever coordinator it reaches.
+        if let Err(last_ms) = engine.store().accept_feed_request(&operator.id, signed.at_ms)? {
+            return Err(FeedError::Replayed { at_ms: signed.at_ms, last_ms });
+        }
         if presence.is_some() || report.is_some() {
             engine.store().record_feed_request(&operator.id, presence, report.as_ref(), signed.at_ms, now)?;
         }
     }
     let (mut routes, seq) = engine.feed_table(Some(&operator))?;
+    let mut probe_keys = engine.store().probe_keys()?;
+    probe_keys.truncate(relay_wire::alpn::MAX_PROBE_KEYS);
     // In one order, so that the same table has the same version.
     routes.sort_by(|a, b| a.route_id.cmp(&b.route_id));
-    Ok(FeedAnswer { operator: operator.id, version: version(&routes), routes, seq })
+    Ok(FeedAnswer { operator: operator.id, version: version(&routes, &probe_keys), routes, seq, probe_keys })
 }
 
-/// The table's version: the first 16 bytes of the SHA-256 of its JSON, hex.
-fn version(routes: &[RouteConfig]) -> String {
-    let json = serde_json::to_vec(routes).unwrap_or_default();
+/// The table's version: the first 16 bytes of the SHA-256 of its JSON (with the probe keys
+/// after it, if any), hex.
+fn version(routes: &[RouteConfig], probe_keys: &[String]) -> String {
+    let mut json = serde_json::to_vec(routes).unwrap_or_default();
+    if !probe_keys.is_empty() {
+        json.extend_from_slice(b"\nprobeKeys:");
+        json.extend_from_slice(probe_keys.join(",").as_bytes());
+    }
     let mut version = relay_wire::wire::sha256_hex(&json);
     version.truncate(32);
     version

@@ -386,6 +386,16 @@ pub async fn run(
         }
     };
     let probe = PublicProbe::new(&config, bound.public, roots_pem).map_err(setup("the route validator"))?;
+    // Its probe key's public half, for every gateway to check its validations' tokens with:
+    // its own gateway at once, gateway hosts by the route feed (issue 40).
+    if let Some(key) = probe.probe_key() {
+        gateway.set_probe_keys(vec![key]);
+        let (keys, public) = (store.clone(), key.to_string());
+        tokio::task::spawn_blocking(move || keys.register_probe_key(&public, store::now_ms()))
+            .await
+            .map_err(setup("recording the probe key"))?
+            .map_err(setup("recording the probe key"))?;
+    }
     let listener = svc_http::Server::bind("svc relay", config.listen, config.api_tls.clone(), config.api_http.clone())
         .await
         .map_err(setup("the relay API"))?;

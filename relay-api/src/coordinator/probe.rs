@@ -3,8 +3,11 @@
 //! decisions stay apart from the network; [`PublicProbe`] is the real one.
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
+
+use relay_wire::alpn::{ProbeKey, ProbeSigner};
 
 use crate::coordinator::store::RouteKeys;
 use crate::dns::{DnsChecker, DnsConfig};
@@ -42,11 +45,43 @@ pub trait Probe: Send + Sync {
     ) -> BoxFuture<'a, Probed>;
     /// Checks a customer hostname's DNS records; no hints means verified.
     fn check_dns<'a>(&'a self, hostname: &'a str, canonical: &'a str, token: &'a str) -> BoxFuture<'a, Vec<Hint>>;
+    /// The public half of the key this probe signs its probe tokens with, if it signs any:
+    /// recorded in the store for every gateway to check them with ([`ProbeKey`]).
+    fn probe_key(&self) -> Option<ProbeKey> {
+        None
+    }
+}
+
+/// In the data directory: the coordinator's probe key (Ed25519, PKCS#8, 0600), which signs the
+/// probe tokens its validations show the gateways (issue 40). Made on first use; each
+/// coordinator on a database has its own, and records its public half in the store.
+pub const PROBE_KEY_FILE: &str = "probe-signing-key.pk8";
+
+/// The probe key kept in `data_dir` ([`PROBE_KEY_FILE`]), made (0600) if there is none. One
+/// that others may read is made the owner's alone; one that does not read is an error (the
+/// file is left for the operator to look at, not replaced).
+pub fn probe_signer(data_dir: &Path) -> Result<ProbeSigner, ProbeSetupError> {
+    let path = data_dir.join(PROBE_KEY_FILE);
+    let file = |source: std::io::Error| ProbeSetupError::KeyFile { path: path.clone(), source };
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            relay_wire::files::make_private(&path).map_err(file)?;
+            ProbeSigner::from_pkcs8(&bytes).map_err(|source| ProbeSetupError::Key { path: path.clone(), source })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let (signer, pkcs8) =
+                ProbeSigner::generate().map_err(|source| ProbeSetupError::Key { path: path.clone(), source })?;
+            relay_wire::files::replace_private(&path, &pkcs8).map_err(file)?;
+            Ok(signer)
+        }
+        Err(e) => Err(file(e)),
+    }
 }
 
 /// The real probe: [`RouteValidator`] over the public port, [`DnsChecker`] for DNS.
 pub struct PublicProbe {
     validator: RouteValidator,
+    signer: Arc<ProbeSigner>,
     dns: Arc<DnsChecker>,
     caa_identities: Vec<String>,
 }
@@ -74,15 +109,39 @@ pub enum ProbeSetupError {
     /// The route validator (its trusted roots).
     #[error(transparent)]
     Validator(#[from] crate::validation::ValidationSetupError),
+    /// The probe key file cannot be read or written.
+    #[error("the probe key {path}: {source}", path = path.display())]
+    KeyFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The probe key file holds no usable key.
+    #[error(
+        "the probe key {path}: {source}; restore it from a backup, or move it away for a new one (gateways learn \
+         the new key from the route feed)",
+        path = path.display()
+    )]
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: relay_wire::alpn::ProbeKeyError,
+    },
 }
 
 impl PublicProbe {
-    /// A probe for routes served on `public_port`, trusting `roots_pem` for their certificates.
+    /// A probe for routes served on `public_port`, trusting `roots_pem` for their certificates,
+    /// signing its probe tokens with the data directory's probe key ([`probe_signer`]).
     pub fn new(
         config: &CoordinatorConfig,
         public: std::net::SocketAddr,
         roots_pem: String,
     ) -> Result<PublicProbe, ProbeSetupError> {
+        let signer = Arc::new(probe_signer(&config.data_dir)?);
         let dns = Arc::new(
             DnsChecker::new(&DnsConfig {
                 nameservers: config.nameservers.clone(),
@@ -104,7 +163,7 @@ impl PublicProbe {
             },
             Arc::new(DnsResolve(dns.clone())),
         )?;
-        Ok(PublicProbe { validator, dns, caa_identities: config.caa_identities.clone() })
+        Ok(PublicProbe { validator, signer, dns, caa_identities: config.caa_identities.clone() })
     }
 }
 
@@ -131,7 +190,7 @@ impl Probe for PublicProbe {
                 hostname: hostname.to_owned(),
                 route_public_key: keys.route_public_key.clone(),
                 standby,
-                probe_key: Some(keys.credential_sha256.clone()),
+                probe_signer: Some(self.signer.clone()),
                 replica: replica.map(str::to_owned),
             };
             let v = self.validator.validate(&target).await;
@@ -147,6 +206,10 @@ impl Probe for PublicProbe {
             });
             Probed { outcome }
         })
+    }
+
+    fn probe_key(&self) -> Option<ProbeKey> {
+        Some(self.signer.public_key())
     }
 
     fn check_dns<'a>(&'a self, hostname: &'a str, canonical: &'a str, token: &'a str) -> BoxFuture<'a, Vec<Hint>> {

@@ -161,13 +161,13 @@ pub struct RouteTarget {
     /// `svc-route/<route ID>`, which sends it to this route rather than the one serving the
     /// hostname. Every step is the same.
     pub standby: bool,
-    /// The SHA-256 of the route's tunnel credential, when known: the ClientHello then also
-    /// offers a probe token made with it (`relay_wire::alpn::probe_alpn`), so that the
-    /// route's client guards (`access` in its project) let the validation through.
-    pub probe_key: Option<String>,
+    /// The coordinator's probe key: the ClientHello then also offers a probe token it signs
+    /// (`relay_wire::alpn::ProbeSigner::probe_alpn`), so that the route's client guards
+    /// (`access` in its project) let the validation through.
+    pub probe_signer: Option<Arc<relay_wire::alpn::ProbeSigner>>,
     /// One replica of the route to validate, by its name: the ClientHello also offers ALPN
     /// `svc-replica/<name>`, which the gateway honours beside the probe token (so only with
-    /// `probe_key`), sending the connection to that replica alone.
+    /// `probe_signer`), sending the connection to that replica alone.
     pub replica: Option<String>,
 }
 
@@ -251,26 +251,22 @@ impl RouteValidator {
         let started = Instant::now();
         let (tcp, addr) = self.connect(host, &ips, deadline).await?;
         *address = Some(addr);
-        let tls = if target.standby || target.probe_key.is_some() {
+        let tls = if target.standby || target.probe_signer.is_some() {
             let mut config = (*self.tls).clone();
             if target.standby {
                 let mut route_alpn = relay_wire::alpn::ROUTE_ALPN_PREFIX.to_vec();
                 route_alpn.extend_from_slice(target.route_id.as_bytes());
                 config.alpn_protocols.push(route_alpn);
             }
-            if let (Some(name), Some(_)) = (&target.replica, &target.probe_key) {
+            if let (Some(name), Some(_)) = (&target.replica, &target.probe_signer) {
                 let mut replica_alpn = relay_wire::alpn::REPLICA_ALPN_PREFIX.to_vec();
                 replica_alpn.extend_from_slice(name.as_bytes());
                 config.alpn_protocols.push(replica_alpn);
             }
-            if let Some(key) = &target.probe_key {
+            if let Some(signer) = &target.probe_signer {
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-                let probe = relay_wire::alpn::ProbeFor {
-                    credential_sha256: key,
-                    route_id: &target.route_id,
-                    server_name: host,
-                };
-                config.alpn_protocols.push(relay_wire::alpn::probe_alpn(probe, now));
+                let probe = relay_wire::alpn::ProbeFor { route_id: &target.route_id, server_name: host };
+                config.alpn_protocols.push(signer.probe_alpn(probe, now));
             }
             Arc::new(config)
         } else {

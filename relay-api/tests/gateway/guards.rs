@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use relay_api::gateway::{Guards, RateLimit, RouteConfig};
-use relay_wire::alpn::ProbeFor;
+use relay_wire::alpn::{ProbeFor, ProbeSigner};
 use tokio::io::AsyncWriteExt;
 
 use super::attacks::connect_from;
-use super::{Answer, CREDENTIAL, HOST, ROUTE, World, drained, hello_offering, open_session, route, start, test_agent};
+use super::{Answer, HOST, ROUTE, World, drained, hello_offering, open_session, route, start, test_agent};
 use agent::wire;
 
 /// Sends `hello` from `from` and waits until the gateway is done with the connection:
@@ -45,21 +45,23 @@ async fn only_allowed_client_networks_reach_a_guarded_route_and_the_refused_are_
     assert_eq!(refused(&w, "client_not_allowed"), 2);
     assert_eq!(w.gateway.metrics.outcome_count("client_not_allowed"), 2);
 
-    // The coordinator's validation shows a current probe token of the route: it passes.
-    let key = wire::sha256_hex(CREDENTIAL.as_bytes());
-    let ours = ProbeFor { credential_sha256: &key, route_id: ROUTE, server_name: HOST };
-    let probe = |secs: u64| relay_wire::alpn::probe_alpn(ours, secs);
+    // The coordinator's validation shows a current probe token of the route, signed by its
+    // probe key, whose public half the gateway holds: it passes.
+    let (coordinator, _) = ProbeSigner::generate().expect("the coordinator's probe key");
+    w.gateway.set_probe_keys(vec![coordinator.public_key()]);
+    let ours = ProbeFor { route_id: ROUTE, server_name: HOST };
+    let probe = |secs: u64| coordinator.probe_alpn(ours, secs);
     let probing = hello_offering(&w.ca_pem, HOST, vec![b"http/1.1".to_vec(), probe(now_secs())]);
     assert!(routed(&w, [127, 0, 0, 1], &probing).await, "the coordinator's validation passes");
     // An old token, another route's, or one made with another key does not.
     let stale = hello_offering(&w.ca_pem, HOST, vec![probe(now_secs() - 3600)]);
     assert!(!routed(&w, [127, 0, 0, 1], &stale).await, "a replayed old token");
-    let other_route = relay_wire::alpn::probe_alpn(ProbeFor { route_id: "r2", ..ours }, now_secs());
+    let other_route = coordinator.probe_alpn(ProbeFor { route_id: "r2", ..ours }, now_secs());
     assert!(!routed(&w, [127, 0, 0, 1], &hello_offering(&w.ca_pem, HOST, vec![other_route])).await);
-    let other_name = relay_wire::alpn::probe_alpn(ProbeFor { server_name: "b.localhost", ..ours }, now_secs());
+    let other_name = coordinator.probe_alpn(ProbeFor { server_name: "b.localhost", ..ours }, now_secs());
     assert!(!routed(&w, [127, 0, 0, 1], &hello_offering(&w.ca_pem, HOST, vec![other_name])).await);
-    let guess = wire::sha256_hex(b"guess");
-    let forged = relay_wire::alpn::probe_alpn(ProbeFor { credential_sha256: &guess, ..ours }, now_secs());
+    let (guess, _) = ProbeSigner::generate().expect("another key");
+    let forged = guess.probe_alpn(ours, now_secs());
     assert!(!routed(&w, [127, 0, 0, 1], &hello_offering(&w.ca_pem, HOST, vec![forged])).await);
     // An ACME server's tls-alpn-01 validation passes (the agent answers it with a handshake).
     let acme = hello_offering(&w.ca_pem, HOST, vec![b"acme-tls/1".to_vec()]);

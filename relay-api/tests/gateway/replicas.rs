@@ -333,15 +333,16 @@ async fn the_real_agent_leaves_the_rotation_while_its_apps_health_check_fails_an
 /// rotation), or none if it is not connected; without the token the name is not honoured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_coordinators_probe_reaches_the_replica_it_names_and_nothing_else_does() {
-    use relay_wire::alpn::{ProbeFor, REPLICA_ALPN_PREFIX, probe_alpn};
+    use relay_wire::alpn::{ProbeFor, ProbeSigner, REPLICA_ALPN_PREFIX};
     let w = start("replica-probe", route(1024), |_| {}).await;
     let plain = client_hello(&w.ca_pem, HOST);
     let a = replica(&w, "job-0", "a", plain.len()).await;
     let _b = replica(&w, "job-1", "b", plain.len()).await;
     assert!(until_rotation(&w, (2, 0), Duration::from_secs(5)).await.is_some(), "both in rotation");
-    let key = wire::sha256_hex(super::CREDENTIAL.as_bytes());
+    let (coordinator, _) = ProbeSigner::generate().expect("the coordinator's probe key");
+    w.gateway.set_probe_keys(vec![coordinator.public_key()]);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs();
-    let token = probe_alpn(ProbeFor { credential_sha256: &key, route_id: ROUTE, server_name: HOST }, now);
+    let token = coordinator.probe_alpn(ProbeFor { route_id: ROUTE, server_name: HOST }, now);
     let naming = |name: &str, token: Option<&Vec<u8>>| {
         let mut alpn = vec![b"http/1.1".to_vec(), [REPLICA_ALPN_PREFIX, name.as_bytes()].concat()];
         alpn.extend(token.cloned());

@@ -5,9 +5,14 @@
 //!
 //! The signature covers a context, the operator's ID, the request's time and its path with
 //! query, one per line ([`feed_message`]), and travels in one header ([`SIGNATURE_HEADER`]):
-//! `op=<operator id>;at=<Unix ms>;sig=<base64>`. A request is accepted within
-//! [`FEED_SKEW_MS`] of the coordinator's clock; the feed only reads, so a request replayed
-//! within that window learns nothing its host was not given.
+//! `op=<operator id>;at=<Unix ms>;sig=<base64>`. The time is also the request's counter
+//! (issue 40): a request is accepted only if signed later than every request accepted before
+//! from its operator (recorded in the store, so a request replayed to another coordinator on
+//! the database is refused too: [`REPLAYED_CODE`]), at most [`FEED_AHEAD_MS`] ahead of the
+//! coordinator's clock and at most [`FEED_SKEW_MS`] behind it. A host signs each request at
+//! its clock's time or one ms after its last, whichever is later, and after a refusal as a
+//! replay, one ms after the time the refusal names ([`LAST_ACCEPTED_FIELD`]): two requests in
+//! one ms, a restart and a clock stepped back a little are never refused.
 
 /// The feed's path.
 pub const FEED_PATH: &str = "/api/gateway/routes";
@@ -18,9 +23,21 @@ pub const FEED_CONTEXT: &str = "svc-gateway-routes/1";
 /// The header a feed request's signature travels in.
 pub const SIGNATURE_HEADER: &str = "x-svc-gateway-signature";
 
-/// How far a signed request's time may be from the coordinator's clock, ms (`gateway-prep
+/// How far a signed request's time may be behind the coordinator's clock, ms (`gateway-prep
 /// check` holds the host's clock within 30 s).
 pub const FEED_SKEW_MS: i64 = 60_000;
+
+/// How far a signed request's time may be ahead of the coordinator's clock, ms: one signed
+/// further ahead could be held back and used once the host's real requests stop.
+pub const FEED_AHEAD_MS: i64 = 5_000;
+
+/// The error code of a request signed no later than one accepted before from its operator
+/// (a replay, or a host whose clock stepped back).
+pub const REPLAYED_CODE: &str = "gateway_request_replayed";
+
+/// The field of a [`REPLAYED_CODE`] refusal naming the last time accepted from the operator
+/// (Unix ms): the host signs its next request after it.
+pub const LAST_ACCEPTED_FIELD: &str = "lastAcceptedAt";
 
 /// The query parameter naming the table version a gateway serves: the coordinator answers
 /// when its table differs, or after [`FEED_WAIT_SECS`] with the same one (a long poll).

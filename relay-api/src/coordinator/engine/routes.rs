@@ -36,10 +36,11 @@ impl Engine {
                 // Everything a gateway host's table is made of: when it changes, the feed's
                 // held requests are woken (on every coordinator, by the sequence).
                 let digest = feed_digest(&routes, &hosts, &tx.route_switches()?, &tx.lagging_hosts()?);
-                Ok((routes.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), by_route, digest))
+                let probe_keys = tx.probe_keys()?;
+                Ok((routes.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), by_route, digest, probe_keys))
             })
         });
-        let (routes, hosts, digest) = match read {
+        let (routes, hosts, digest, probe_keys) = match read {
             Ok(read) => read,
             Err(e) => {
                 tracing::warn!("svc relay: reading the route table (the gateway keeps its routes): {e}");
@@ -53,6 +54,15 @@ impl Engine {
         }
         self.feed_may_have_changed(digest);
         let hosts = self.with_catalog(hosts);
+        // The coordinators' probe keys, this one's first (its own validations' tokens pass
+        // its gateway whatever the store says), as gateway hosts are given them.
+        let probe_keys = self.parts.probe.probe_key().into_iter().chain(
+            probe_keys
+                .iter()
+                .take(relay_wire::alpn::MAX_PROBE_KEYS)
+                .filter_map(|k| relay_wire::alpn::ProbeKey::parse(k)),
+        );
+        self.parts.gateway.set_probe_keys(probe_keys.collect());
         self.parts.gateway.set_routes(routes.clone());
         self.parts.signer.set_routes(routes);
         self.parts.signer.set_gateway_hosts(hosts);

@@ -454,6 +454,16 @@ pub trait FeedRows {
     fn retarget_lagging_hosts(&mut self, deployment_id: &str, lag: &Lagging) -> Result<(), StoreError>;
     /// A host no longer lags for a deployment.
     fn delete_lagging_host(&mut self, deployment_id: &str, operator_id: &str) -> Result<(), StoreError>;
+    /// The latest signed time (Unix ms) of a feed request accepted from operator
+    /// `operator_id`, if any was (issue 40).
+    fn feed_counter(&mut self, operator_id: &str) -> Result<Option<i64>, StoreError>;
+    /// Records that a feed request of operator `operator_id` signed at `signed_at` was
+    /// accepted.
+    fn put_feed_counter(&mut self, operator_id: &str, signed_at: i64) -> Result<(), StoreError>;
+    /// The coordinators' probe keys (public halves, hex), newest first.
+    fn probe_keys(&mut self) -> Result<Vec<String>, StoreError>;
+    /// Records a coordinator's probe key (public half, hex) at `now`: whether it is new.
+    fn put_probe_key(&mut self, public_key: &str, now: i64) -> Result<bool, StoreError>;
 }
 
 /// The policies revisions publish (`policies.rs`).

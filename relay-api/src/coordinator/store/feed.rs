@@ -20,6 +20,41 @@ impl RelayStore {
         self.write(|tx| tx.bump_feed_seq())
     }
 
+    /// Accepts a feed request of operator `operator_id` signed at `signed_at` (Unix ms) if it
+    /// was signed after every one accepted before from that operator, and records it as the
+    /// latest (issue 40): `Err` with the latest accepted time otherwise (a replayed request,
+    /// on this coordinator or another on the database). One write of one row.
+    pub fn accept_feed_request(&self, operator_id: &str, signed_at: i64) -> Result<Result<(), i64>, StoreError> {
+        self.write(|tx| {
+            if let Some(last) = tx.feed_counter(operator_id)?
+                && signed_at <= last
+            {
+                return Ok(Err(last));
+            }
+            tx.put_feed_counter(operator_id, signed_at)?;
+            Ok(Ok(()))
+        })
+    }
+
+    /// The coordinators' probe keys (public halves, hex), newest first: what every gateway
+    /// checks a probe token against.
+    pub fn probe_keys(&self) -> Result<Vec<String>, StoreError> {
+        self.read(|tx| tx.probe_keys())
+    }
+
+    /// Records a coordinator's probe key (public half, hex) at `now`, and, when it is new,
+    /// moves the feed's sequence on so that every gateway host is given it at once. Whether
+    /// it was new.
+    pub fn register_probe_key(&self, public_key: &str, now: i64) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let added = tx.put_probe_key(public_key, now)?;
+            if added {
+                tx.bump_feed_seq()?;
+            }
+            Ok(added)
+        })
+    }
+
     /// Records what a gateway host's signed feed request says, at `now`, in one transaction:
     /// where it is, and its report, if the request was signed (`signed_at`, the signature's
     /// time) after the one whose report is recorded ([`newer_report`]: one given up and

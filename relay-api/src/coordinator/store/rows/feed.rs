@@ -133,4 +133,32 @@ impl<T: Sql> FeedRows for T {
         )?;
         Ok(())
     }
+
+    fn feed_counter(&mut self, operator_id: &str) -> Result<Option<i64>, StoreError> {
+        let row =
+            self.query_opt("SELECT last_signed_at FROM feed_counters WHERE operator_id = ?1", params![operator_id])?;
+        Ok(row.map(|r| r.i64(0)).transpose()?)
+    }
+
+    fn put_feed_counter(&mut self, operator_id: &str, signed_at: i64) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO feed_counters (operator_id, last_signed_at) VALUES (?1, ?2) \
+             ON CONFLICT (operator_id) DO UPDATE SET last_signed_at = excluded.last_signed_at",
+            params![operator_id, signed_at],
+        )?;
+        Ok(())
+    }
+
+    fn probe_keys(&mut self) -> Result<Vec<String>, StoreError> {
+        let rows = self.query("SELECT public_key FROM probe_keys ORDER BY added_at DESC, public_key", &[])?;
+        rows.iter().map(|r| Ok(r.text(0)?)).collect()
+    }
+
+    fn put_probe_key(&mut self, public_key: &str, now: i64) -> Result<bool, StoreError> {
+        let added = self.execute(
+            "INSERT INTO probe_keys (public_key, added_at) VALUES (?1, ?2) ON CONFLICT (public_key) DO NOTHING",
+            params![public_key, now],
+        )?;
+        Ok(added > 0)
+    }
 }
