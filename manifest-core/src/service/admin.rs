@@ -2,7 +2,7 @@
 //! transaction on the same store the server uses; the server reads everything per request, so
 //! a running server sees the change at once.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use svc_sql::StoreAt;
 
@@ -53,11 +53,57 @@ pub struct BuildArgs {
     pub manifest_path: String,
 }
 
+/// The store an admin command works on, and the key file that unwraps its secrets.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Where the store lives.
+    pub at: StoreAt,
+    /// The key file (`--key-file`; by default `secrets.key` in the data directory).
+    pub key_file: PathBuf,
+}
+
+impl Target {
+    /// The store at `at`, its key file `key_file`, or by default the one in `data_dir`.
+    pub fn new(at: StoreAt, key_file: Option<PathBuf>, data_dir: &Path) -> Target {
+        Target { at, key_file: key_file.unwrap_or_else(|| data_dir.join(crate::service::store::KEY_FILE)) }
+    }
+}
+
+impl From<&Target> for Target {
+    fn from(target: &Target) -> Target {
+        target.clone()
+    }
+}
+
+/// SQLite in the data directory, with the key file in it.
+impl From<&Path> for Target {
+    fn from(dir: &Path) -> Target {
+        Target::new(StoreAt::DataDir(dir.to_owned()), None, dir)
+    }
+}
+
+impl From<&PathBuf> for Target {
+    fn from(dir: &PathBuf) -> Target {
+        Target::from(dir.as_path())
+    }
+}
+
+/// Opens the store and starts its keys; what the start did (a key file made, values sealed)
+/// is said on standard error.
+fn open(target: impl Into<Target>) -> Result<std::sync::Arc<dyn crate::service::store::ServiceStore>, AdminError> {
+    let target = target.into();
+    let opened = crate::service::store::open(&target.at, &target.key_file)?;
+    for notice in opened.keys.notices() {
+        eprintln!("svc admin: {notice}");
+    }
+    Ok(opened.store)
+}
+
 fn with_store<T>(
-    at: impl Into<StoreAt>,
+    target: impl Into<Target>,
     f: impl FnOnce(&mut dyn Transaction) -> Result<T, AdminError>,
 ) -> Result<T, AdminError> {
-    let store = crate::service::store::open(&at.into())?;
+    let store = open(target)?;
     let mut tx = store.write()?;
     let value = f(tx.as_mut())?;
     tx.commit()?;
@@ -121,7 +167,7 @@ pub struct CreatedToken {
 
 /// Creates a token (and the organization if new).
 pub fn token_create(
-    at: impl Into<StoreAt>,
+    at: impl Into<Target>,
     org: &str,
     role: Role,
     name: Option<&str>,
@@ -141,14 +187,14 @@ pub fn token_create(
 }
 
 /// Curates an artifact (global).
-pub fn artifact_curate(at: impl Into<StoreAt>, artifact: &ArtifactArgs) -> Result<(), AdminError> {
+pub fn artifact_curate(at: impl Into<Target>, artifact: &ArtifactArgs) -> Result<(), AdminError> {
     let e = evidence(artifact)?;
     with_store(at, |tx| Ok(tx.curate(&e)?))
 }
 
 /// Accepts an artifact version built for an application.
 pub fn artifact_accept(
-    at: impl Into<StoreAt>,
+    at: impl Into<Target>,
     org: &str,
     application_id: &str,
     build: &BuildArgs,
@@ -173,7 +219,7 @@ pub fn artifact_accept(
 }
 
 /// Grants or revokes a capability.
-pub fn capability_set(at: impl Into<StoreAt>, org: &str, name: &str, granted: bool) -> Result<(), AdminError> {
+pub fn capability_set(at: impl Into<Target>, org: &str, name: &str, granted: bool) -> Result<(), AdminError> {
     let Some(capability) = Capability::parse(name) else {
         let names: Vec<_> = Capability::ALL.iter().map(|c| c.name()).collect();
         return Err(AdminError::Invalid(format!(
@@ -188,7 +234,7 @@ pub fn capability_set(at: impl Into<StoreAt>, org: &str, name: &str, granted: bo
 }
 
 /// Sets the organization's entitlement tier.
-pub fn entitlement_set(at: impl Into<StoreAt>, org: &str, tier: Tier) -> Result<(), AdminError> {
+pub fn entitlement_set(at: impl Into<Target>, org: &str, tier: Tier) -> Result<(), AdminError> {
     with_store(at, |tx| {
         let organization = existing(tx, org)?;
         Ok(tx.set_tier(organization.id, tier)?)
@@ -197,7 +243,7 @@ pub fn entitlement_set(at: impl Into<StoreAt>, org: &str, tier: Tier) -> Result<
 
 /// Sets (or, with `None`, clears) the organization's spend authority per job: at most
 /// 2^63 - 1 micros, the store's range (a larger value is refused, never saturated).
-pub fn spend_authority_set(at: impl Into<StoreAt>, org: &str, micros: Option<u64>) -> Result<(), AdminError> {
+pub fn spend_authority_set(at: impl Into<Target>, org: &str, micros: Option<u64>) -> Result<(), AdminError> {
     if let Some(m) = micros.filter(|&m| i64::try_from(m).is_err()) {
         return Err(AdminError::Invalid(format!("--micros {m} is out of range: at most {} micros", i64::MAX)));
     }
@@ -208,7 +254,7 @@ pub fn spend_authority_set(at: impl Into<StoreAt>, org: &str, micros: Option<u64
 }
 
 /// Adds an operator SSH public key to the organization.
-pub fn ssh_key_add(at: impl Into<StoreAt>, org: &str, public_key: &str) -> Result<(), AdminError> {
+pub fn ssh_key_add(at: impl Into<Target>, org: &str, public_key: &str) -> Result<(), AdminError> {
     let key = public_key.trim();
     let valid = key.split_whitespace().count() >= 2
         && ["ssh-ed25519 ", "ssh-rsa ", "ecdsa-sha2-"].iter().any(|p| key.starts_with(p));
@@ -226,7 +272,7 @@ pub fn ssh_key_add(at: impl Into<StoreAt>, org: &str, public_key: &str) -> Resul
 /// Marks a secret as provisioned for an application, with its value for the application's
 /// jobs when given (at most 64 KiB).
 pub fn secret_provision(
-    at: impl Into<StoreAt>,
+    at: impl Into<Target>,
     org: &str,
     application_id: &str,
     secret_id: &str,
@@ -246,6 +292,15 @@ pub fn secret_provision(
             None => Ok(tx.provision_secret(organization.id, application_id, secret_id)?),
         }
     })
+}
+
+/// Rotates the store's keys (`svc admin keys rotate`) while the service keeps running: a
+/// new key-encryption key in the key file, a new data key, every value resealed; see
+/// [`crate::service::store::keys::rotate`].
+pub fn keys_rotate(target: impl Into<Target>) -> Result<crate::service::store::Rotation, AdminError> {
+    let target = target.into();
+    let store = open(&target)?;
+    Ok(crate::service::store::keys::rotate(store.as_ref(), &target.key_file)?)
 }
 
 /// The largest secret value kept.
@@ -281,7 +336,7 @@ pub fn artifact_store_files(
 }
 
 /// Adds an exact image version to a runtime catalog.
-pub fn image_add(at: impl Into<StoreAt>, image: &RuntimeImage) -> Result<(), AdminError> {
+pub fn image_add(at: impl Into<Target>, image: &RuntimeImage) -> Result<(), AdminError> {
     let exact = image.version.split('.').count() == 3 && (crate::formats::IMAGE_VERSION.check)(&image.version);
     if !exact {
         return Err(AdminError::Invalid(format!("--version \"{}\" is not an exact MAJOR.MINOR.PATCH", image.version)));

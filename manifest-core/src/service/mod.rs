@@ -77,6 +77,9 @@ pub struct ServiceConfig {
     pub listen: SocketAddr,
     /// The data directory (holds the SQLite database, unless `database` is given).
     pub data_dir: PathBuf,
+    /// The key file that unwraps the store's secrets (`--key-file`; by default
+    /// [`store::KEY_FILE`] in the data directory): instances on one database share it.
+    pub key_file: PathBuf,
     /// A PostgreSQL database for the store, and its pool (`--database`): several instances
     /// may share it.
     pub database: Option<(svc_postgres::Database, svc_postgres::PoolSettings)>,
@@ -117,6 +120,7 @@ impl ServiceConfig {
     pub fn new(listen: SocketAddr, data_dir: PathBuf) -> ServiceConfig {
         ServiceConfig {
             listen,
+            key_file: data_dir.join(store::KEY_FILE),
             data_dir,
             database: None,
             schema_pairs: SchemaPairs::default(),
@@ -196,9 +200,13 @@ async fn start(mut config: ServiceConfig) -> Result<(svc_http::Server, Arc<State
         db.add_session_setting(name, value);
     }
     let at = svc_sql::StoreAt::of(&config.data_dir, config.database.as_ref());
-    let store = tokio::task::spawn_blocking(move || store::open(&at))
+    let key_file = config.key_file.clone();
+    let store::Opened { store, keys } = tokio::task::spawn_blocking(move || store::open(&at, &key_file))
         .await
         .map_err(|e| ServeError::Store(store::StoreError::Backend(Box::new(e))))??;
+    for notice in keys.notices() {
+        tracing::info!("svc serve: {notice}");
+    }
     let intake = svc_http::Intake::new(config.http.intake);
     let server = svc_http::Server::bind("svc serve", config.listen, config.tls, config.http).await?;
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);

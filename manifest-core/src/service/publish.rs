@@ -55,6 +55,7 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(m) => ApiError::new(409, "conflict", m),
             StoreError::NotFound(m) => ApiError::new(404, "not_found", m),
             StoreError::Backend(m) => ApiError::internal(format!("store error: {m}")),
+            StoreError::Keys(e) => ApiError::internal(format!("store keys: {e}")),
             StoreError::Unavailable(why) => {
                 // Where the database is and why it failed are for the log, not the caller.
                 tracing::warn!("svc serve: the store is unavailable: {why}");

@@ -85,23 +85,27 @@ pub(crate) enum Undo {
 
 /// Runs the units of a group in `tx`, then commits; see [`Undo`] for a unit that does not
 /// keep its writes. A unit that panics keeps nothing.
-pub(crate) fn run_units<S: Sql>(tx: &mut S, units: &mut [Grouped], undo: Undo) -> Result<(), StoreError> {
+/// `keys` seal and open secret values in the units' work.
+pub(crate) fn run_units<S: Sql>(tx: &mut S, keys: Keyring, units: &mut [Grouped], undo: Undo) -> Result<(), StoreError> {
     match undo {
-        Undo::Savepoint => run_in_savepoints(tx, units),
-        Undo::Group => run_as_one(tx, units),
+        Undo::Savepoint => run_in_savepoints(tx, &keys, units),
+        Undo::Group => run_as_one(tx, &keys, units),
     }
 }
 
-fn run_unit<S: Sql>(tx: &mut S, unit: &mut Grouped) -> bool {
+/// The keys of a store, if started.
+type Keyring = Option<std::sync::Arc<svc_keys::Keyring>>;
+
+fn run_unit<S: Sql>(tx: &mut S, keys: &Keyring, unit: &mut Grouped) -> bool {
     let work = std::mem::replace(&mut unit.work, Box::new(|_| false));
-    let mut lent = Tx(tx);
+    let mut lent = Tx(tx, keys.clone());
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut lent))).unwrap_or(false)
 }
 
-fn run_as_one<S: Sql>(tx: &mut S, units: &mut [Grouped]) -> Result<(), StoreError> {
+fn run_as_one<S: Sql>(tx: &mut S, keys: &Keyring, units: &mut [Grouped]) -> Result<(), StoreError> {
     for unit in units.iter_mut() {
         let mut watched = Watched { tx: &mut *tx, wrote: false };
-        let keep = run_unit(&mut watched, unit);
+        let keep = run_unit(&mut watched, keys, unit);
         if watched.wrote && !keep {
             return Err(StoreError::Backend(
                 "a unit of grouped work wrote and did not keep its writes; its group is rolled back".into(),
@@ -155,7 +159,7 @@ impl<S: Sql> Sql for Watched<'_, S> {
 /// panics is rolled back), then commits. The end of one unit's savepoint and the start of
 /// the next go together (one round trip on PostgreSQL); `open` says whether a kept unit's
 /// savepoint is still to be released.
-fn run_in_savepoints<S: Sql>(tx: &mut S, units: &mut [Grouped]) -> Result<(), StoreError> {
+fn run_in_savepoints<S: Sql>(tx: &mut S, keys: &Keyring, units: &mut [Grouped]) -> Result<(), StoreError> {
     let mut open = false;
     for unit in units.iter_mut() {
         if open {
@@ -163,7 +167,7 @@ fn run_in_savepoints<S: Sql>(tx: &mut S, units: &mut [Grouped]) -> Result<(), St
         } else {
             tx.run_plain("SAVEPOINT unit")?;
         }
-        let keep = run_unit(&mut *tx, unit);
+        let keep = run_unit(&mut *tx, keys, unit);
         if keep {
             open = true;
         } else {

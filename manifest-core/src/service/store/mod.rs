@@ -6,6 +6,9 @@
 
 mod decided;
 mod group;
+pub mod keys;
+#[cfg(test)]
+mod keys_tests;
 pub mod postgres;
 mod rows;
 #[cfg(test)]
@@ -15,6 +18,7 @@ mod sqlite;
 mod tests;
 
 pub use decided::{DecidedOn, DecidedWrite, PublicationInputs, ReadAhead};
+pub use keys::{KEY_FILE, Keys, KeysStarted, Rotation};
 pub use postgres::PostgresStore;
 pub use sqlite::{DATABASE_FILE, SqliteStore};
 pub use svc_sql::StoreAt;
@@ -40,32 +44,68 @@ pub enum StoreError {
     /// same operation may succeed in a moment (503, not 500).
     #[error("the store is unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The key file or a sealed secret (missing, another store's, readable by others, or a
+    /// value that does not open): the message says what to do.
+    #[error(transparent)]
+    Keys(#[from] svc_keys::KeyError),
+}
+
+/// A store opened, and what its start found of its keys.
+pub struct Opened {
+    /// The store, its keys started.
+    pub store: std::sync::Arc<dyn ServiceStore>,
+    /// The key file, and what the start did (say it: a new key file must be backed up).
+    pub keys: KeysStarted,
 }
 
 /// Opens (creating and migrating) the store where `at` says: SQLite in a data directory, or a
-/// PostgreSQL database.
-pub fn open(at: &svc_sql::StoreAt) -> Result<std::sync::Arc<dyn ServiceStore>, StoreError> {
-    Ok(match at {
+/// PostgreSQL database; then starts its keys with the key file `key_file` ([`keys::start`]):
+/// a store whose key file is missing or wrong is refused ([`StoreError::Keys`]), never opened
+/// without its secrets.
+pub fn open(at: &svc_sql::StoreAt, key_file: &std::path::Path) -> Result<Opened, StoreError> {
+    let store: std::sync::Arc<dyn ServiceStore> = match at {
         svc_sql::StoreAt::DataDir(dir) => std::sync::Arc::new(SqliteStore::open(dir)?),
         svc_sql::StoreAt::Postgres { db, pool } => std::sync::Arc::new(PostgresStore::open(db, *pool)?),
-    })
+    };
+    let keys = keys::start(store.as_ref(), key_file)?;
+    Ok(Opened { store, keys })
 }
 
 /// A store the service runs on: the publication's transactions and the scheduler's.
 pub trait ServiceStore: Store + svc_execution::executor::ExecutionStore {
     /// Where the data lives, for messages (a file, or a database's host, port and name).
     fn location(&self) -> String;
+    /// The keys its secrets are sealed with, once started ([`keys::start`]).
+    fn keys(&self) -> &Keys;
+    /// Rewrites what the database keeps of rows it no longer holds, where it can (SQLite:
+    /// `VACUUM`, then the log emptied): after values in clear were sealed, no copy of them
+    /// is left in its files.
+    fn compact(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 impl ServiceStore for SqliteStore {
     fn location(&self) -> String {
         self.path().display().to_string()
     }
+
+    fn keys(&self) -> &Keys {
+        SqliteStore::keys(self)
+    }
+
+    fn compact(&self) -> Result<(), StoreError> {
+        SqliteStore::compact(self)
+    }
 }
 
 impl ServiceStore for PostgresStore {
     fn location(&self) -> String {
         format!("postgres {}", PostgresStore::location(self))
+    }
+
+    fn keys(&self) -> &Keys {
+        PostgresStore::keys(self)
     }
 }
 
@@ -179,8 +219,70 @@ pub trait LayerReads {
     fn provisioned_secrets(&mut self, organization: i64, application_id: &str) -> Result<BTreeSet<String>, StoreError>;
 }
 
+/// Secrets at rest ([`keys`]; issue 40): the data keys, wrapped, and the sealed values as a
+/// start and a rotation find and reseal them.
+pub trait KeyRows {
+    /// Every data key, by id.
+    fn data_keys(&mut self) -> Result<Vec<svc_keys::WrappedKey>, StoreError>;
+    /// The current data key: the highest id.
+    fn current_data_key(&mut self) -> Result<Option<svc_keys::WrappedKey>, StoreError>;
+    /// Records a data key unless one has its id (another instance made it first): whether
+    /// it was recorded.
+    fn insert_data_key(&mut self, key: &svc_keys::WrappedKey, now: i64) -> Result<bool, StoreError>;
+    /// Records a data key wrapped again (under the key file's new KEK).
+    fn rewrap_data_key(&mut self, key: &svc_keys::WrappedKey) -> Result<(), StoreError>;
+    /// Deletes the data keys older than `current` that no value names; how many went.
+    fn delete_unused_data_keys(&mut self, current: svc_keys::DataKeyId) -> Result<u64, StoreError>;
+    /// Up to `limit` values not sealed under `current`: those in clear first, then those
+    /// under older data keys.
+    fn secrets_to_seal(
+        &mut self,
+        current: Option<svc_keys::DataKeyId>,
+        limit: u32,
+    ) -> Result<Vec<StoredSecret>, StoreError>;
+    /// Replaces `old`'s value with `sealed` under data key `key`, if the row still holds
+    /// `old`'s value: whether it did.
+    fn reseal_secret(
+        &mut self,
+        old: &StoredSecret,
+        sealed: &[u8],
+        key: svc_keys::DataKeyId,
+    ) -> Result<bool, StoreError>;
+    /// How many values each data key seals (`None`: in clear).
+    fn secrets_by_data_key(&mut self) -> Result<Vec<(Option<svc_keys::DataKeyId>, u64)>, StoreError>;
+}
+
+/// A provisioned secret's value as stored: the row's key, the value (sealed by
+/// `svc_keys`; in clear when an older version wrote it) and the data key that sealed it, as
+/// the store keeps it (none for a value in clear).
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoredSecret {
+    /// The organization (the first part of the value's row context).
+    pub organization: i64,
+    /// The application's ID.
+    pub application_id: String,
+    /// The secret's ID.
+    pub secret_id: String,
+    /// The value as stored.
+    pub value: Vec<u8>,
+    /// Its data key, wrapped; `None`: the value is in clear.
+    pub data_key: Option<svc_keys::WrappedKey>,
+}
+
+impl std::fmt::Debug for StoredSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the value: one in clear is a secret.
+        f.debug_struct("StoredSecret")
+            .field("organization", &self.organization)
+            .field("application_id", &self.application_id)
+            .field("secret_id", &self.secret_id)
+            .field("data_key", &self.data_key.as_ref().map(|k| k.id))
+            .finish_non_exhaustive()
+    }
+}
+
 /// One transaction. Dropped without [`Transaction::commit`], it rolls back.
-pub trait Transaction: LayerReads {
+pub trait Transaction: LayerReads + KeyRows {
     /// Makes every write of this transaction durable.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 
@@ -279,7 +381,8 @@ pub trait Transaction: LayerReads {
     /// What the named executions (by ID) of an application kept of their output and
     /// dropped, for those that printed.
     fn output_drops(&mut self, application: i64, executions: &[&str]) -> Result<Vec<OutputDrop>, StoreError>;
-    /// Stores a secret's value for an application's jobs (provisioning it).
+    /// Stores a secret's value for an application's jobs (provisioning it), sealed under the
+    /// current data key ([`keys`]) for its row.
     fn set_secret_value(
         &mut self,
         organization: i64,

@@ -22,8 +22,8 @@ use svc_sql::{Sql, params};
 use super::group::{Group, Undo, run_units};
 use super::rows::{self, Tx};
 use super::{
-    Answer, Caller, DecidedOn, DecidedWrite, GroupedDone, GroupedWork, OnRuntime, PublicationInputs, Store, StoreError,
-    Transaction,
+    Answer, Caller, DecidedOn, DecidedWrite, GroupedDone, GroupedWork, Keys, OnRuntime, PublicationInputs, Store,
+    StoreError, Transaction,
 };
 
 /// The migrations, in order; `svc_migrations` records those applied.
@@ -35,6 +35,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0005_unserved.sql"),
     include_str!("../../../migrations/postgres/0006_output.sql"),
     include_str!("../../../migrations/postgres/0007_console_sessions.sql"),
+    include_str!("../../../migrations/postgres/0008_sealed_secrets.sql"),
 ];
 
 /// The publication store's name in `svc_migrations`.
@@ -66,6 +67,8 @@ pub struct PostgresStore {
     group: Group,
     /// This instance, as the scheduling lease names its holder.
     instance: String,
+    /// The keys its secret values are sealed with (`keys::start`).
+    keys: Keys,
 }
 
 impl PostgresStore {
@@ -85,7 +88,7 @@ impl PostgresStore {
         let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
         let instance = format!("pid{}-{nonce}", std::process::id());
         let runtime = (on_runtime > 0).then(|| db.runtime_pool(on_runtime, settings.wait));
-        Ok(PostgresStore { pool, runtime, group: Group::default(), instance })
+        Ok(PostgresStore { pool, runtime, group: Group::default(), instance, keys: Keys::default() })
     }
 
     fn runtime(&self) -> Result<&RuntimePool, StoreError> {
@@ -102,23 +105,28 @@ impl PostgresStore {
         self.pool.location()
     }
 
+    /// The keys its secret values are sealed with, once started (`keys::start`).
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
     fn begin_write(&self) -> Result<Tx<PgTx>, StoreError> {
-        Ok(Tx(PgTx::begin(&self.pool, WRITE_BEGIN)?))
+        Ok(Tx(PgTx::begin(&self.pool, WRITE_BEGIN)?, self.keys.get()))
     }
 }
 
 impl Store for PostgresStore {
     fn read(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        Ok(Box::new(Tx(PgTx::begin(&self.pool, READ_BEGIN)?)))
+        Ok(Box::new(Tx(PgTx::begin(&self.pool, READ_BEGIN)?, self.keys.get())))
     }
 
     fn read_each(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
-        Ok(Box::new(Tx(PgTx::single(&self.pool)?)))
+        Ok(Box::new(Tx(PgTx::single(&self.pool)?, self.keys.get())))
     }
 
     fn publish_decided_alone(&self, on: &DecidedOn, write: &DecidedWrite) -> Option<Result<Option<u64>, StoreError>> {
         // One statement, its own transaction: the function takes the writers' lock itself.
-        Some(PgTx::alone(&self.pool).map_err(StoreError::from).and_then(|tx| Tx(tx).publish_decided(on, write)))
+        Some(PgTx::alone(&self.pool).map_err(StoreError::from).and_then(|tx| Tx(tx, None).publish_decided(on, write)))
     }
 
     fn write(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
@@ -136,9 +144,10 @@ impl Store for PostgresStore {
     fn write_grouped(&self, work: GroupedWork, done: GroupedDone) {
         self.group.submit(work, done, || {
             let pool = self.pool.clone();
+            let keys = self.keys.clone();
             Box::new(move |units| {
                 let mut tx = PgTx::begin(&pool, WRITE_BEGIN)?;
-                run_units(&mut tx, units, Undo::Group)
+                run_units(&mut tx, keys.get(), units, Undo::Group)
             })
         });
     }
@@ -217,7 +226,7 @@ impl ExecutionStore for PostgresStore {
     fn next_due(&self) -> Result<Option<svc_execution::Millis>, StoreFailure> {
         // One statement, no lock: the scheduler's sleep took the writers' lock for three
         // round trips after every step.
-        Tx(PgTx::single(&self.pool).map_err(failure)?).next_due()
+        Tx(PgTx::single(&self.pool).map_err(failure)?, None).next_due()
     }
 
     fn lead(&self) -> Result<bool, StoreFailure> {

@@ -14,7 +14,7 @@ use svc_sql::sqlite::{Held, SqliteTx};
 
 use super::group::{Group, Undo, run_units};
 use super::rows::Tx;
-use super::{GroupedDone, GroupedWork, Store, StoreError, Transaction};
+use super::{GroupedDone, GroupedWork, Keys, Store, StoreError, Transaction};
 
 /// The migrations, in order; `PRAGMA user_version` is the number applied.
 const MIGRATIONS: &[&str] = &[
@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/0005_unserved.sql"),
     include_str!("../../../migrations/0006_output.sql"),
     include_str!("../../../migrations/0007_console_sessions.sql"),
+    include_str!("../../../migrations/0008_sealed_secrets.sql"),
 ];
 
 /// The database file's name inside the data directory.
@@ -46,6 +47,8 @@ pub struct SqliteStore {
     /// The scheduling lock, once taken: `flock` on [`SCHEDULER_LOCK`], held while this store
     /// lives (the kernel drops it when the process dies, `kill -9` included).
     scheduling: Mutex<Option<std::fs::File>>,
+    /// The keys its secret values are sealed with (`keys::start`).
+    keys: Keys,
 }
 
 /// Creates `dir` (and missing parents) 0700, or makes an existing one 0700.
@@ -91,12 +94,27 @@ impl SqliteStore {
             readers: Mutex::new(Vec::new()),
             group: Group::default(),
             scheduling: Mutex::new(None),
+            keys: Keys::default(),
         })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The keys its secret values are sealed with, once started (`keys::start`).
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// Rewrites the database into fresh pages (`VACUUM`) and empties its log: the pages and
+    /// log frames that held rows since rewritten (values in clear, now sealed) are gone.
+    pub(crate) fn compact(&self) -> Result<(), StoreError> {
+        let conn = self.writer.lock().map_err(poisoned)?;
+        conn.execute_batch("VACUUM").map_err(|e| backend(&self.path, e))?;
+        // Busy readers leave the log as it is: it is emptied at a later checkpoint.
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(|e| backend(&self.path, e))
     }
 
     fn reader(&self) -> Result<Connection, StoreError> {
@@ -143,13 +161,13 @@ fn poisoned<T>(_: std::sync::PoisonError<T>) -> StoreError {
 impl SqliteStore {
     fn begin_write(&self) -> Result<Tx<SqliteTx<'_>>, StoreError> {
         let conn = self.writer.lock().map_err(poisoned)?;
-        Ok(Tx(SqliteTx::begin(Held::Locked(conn), "BEGIN IMMEDIATE")?))
+        Ok(Tx(SqliteTx::begin(Held::Locked(conn), "BEGIN IMMEDIATE")?, self.keys.get()))
     }
 
     /// A read transaction on a pooled reader: the writer's lock is not taken.
     fn begin_read(&self) -> Result<Tx<SqliteTx<'_>>, StoreError> {
         let conn = self.reader()?;
-        Ok(Tx(SqliteTx::begin(Held::Pooled(Some(conn), &self.readers), "BEGIN DEFERRED")?))
+        Ok(Tx(SqliteTx::begin(Held::Pooled(Some(conn), &self.readers), "BEGIN DEFERRED")?, self.keys.get()))
     }
 }
 
@@ -169,10 +187,11 @@ impl Store for SqliteStore {
     fn write_grouped(&self, work: GroupedWork, done: GroupedDone) {
         self.group.submit(work, done, || {
             let writer = Arc::clone(&self.writer);
+            let keys = self.keys.clone();
             Box::new(move |units| {
                 let conn = writer.lock().map_err(poisoned)?;
                 let mut tx = SqliteTx::begin(Held::Locked(conn), "BEGIN IMMEDIATE")?;
-                run_units(&mut tx, units, Undo::Savepoint)
+                run_units(&mut tx, keys.get(), units, Undo::Savepoint)
             })
         });
     }

@@ -8,31 +8,51 @@ use svc_execution::{ExecState, Execution, Quote};
 
 use super::*;
 
-/// One backend under test: opens the store (again, on the same data, as a restart would),
-/// and runs SQL on its database outside the store (what a person with a SQL prompt could
-/// do).
+/// One backend under test: opens the store (again, on the same data, as a restart would)
+/// with its keys started from `key_file`, and runs SQL on its database outside the store
+/// (what a person with a SQL prompt could do). `dir` holds the SQLite store's files; on
+/// PostgreSQL, `cluster` is the database's.
 pub(super) struct Backend<'a> {
     pub(super) open: &'a dyn Fn() -> Arc<dyn ServiceStore>,
     pub(super) raw: &'a dyn Fn(&str) -> Result<(), String>,
+    pub(super) key_file: &'a std::path::Path,
+    pub(super) dir: &'a std::path::Path,
+    pub(super) cluster: Option<&'a svc_pg_cluster::Cluster>,
+}
+
+/// `store` with its keys started from `key_file`, as every command opens it.
+pub(super) fn keyed(store: Arc<dyn ServiceStore>, key_file: &std::path::Path) -> Arc<dyn ServiceStore> {
+    keys::start(store.as_ref(), key_file).expect("the store's keys start");
+    store
 }
 
 pub(super) fn on_each_backend(name: &str, test: impl Fn(&Backend<'_>)) {
     let scratch = tempfile::Builder::new().prefix(&format!("svc-store-{name}-")).tempdir().expect("a scratch dir");
-    let dir = scratch.path().to_owned();
+    let dir = scratch.path().join("sqlite");
+    let key_file = scratch.path().join("sqlite.key");
     test(&Backend {
-        open: &|| Arc::new(SqliteStore::open(&dir).expect("a SQLite store")),
+        open: &|| keyed(Arc::new(SqliteStore::open(&dir).expect("a SQLite store")), &key_file),
         raw: &|sql| {
             let conn = rusqlite::Connection::open(dir.join(DATABASE_FILE)).map_err(|e| e.to_string())?;
             conn.execute_batch(sql).map_err(|e| e.to_string())
         },
+        key_file: &key_file,
+        dir: &dir,
+        cluster: None,
     });
     let Some(cluster) = svc_pg_cluster::for_test(name) else { return };
     let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("the cluster's URL");
+    let key_file = scratch.path().join("postgres.key");
+    let dir = scratch.path().join("postgres");
     test(&Backend {
         open: &|| {
-            Arc::new(PostgresStore::open(&db, svc_postgres::PoolSettings::default()).expect("a PostgreSQL store"))
+            let store = PostgresStore::open(&db, svc_postgres::PoolSettings::default()).expect("a PostgreSQL store");
+            keyed(Arc::new(store), &key_file)
         },
         raw: &|sql| cluster.sql("svc", sql).map(drop).map_err(|e| e.to_string()),
+        key_file: &key_file,
+        dir: &dir,
+        cluster: Some(&cluster),
     });
 }
 

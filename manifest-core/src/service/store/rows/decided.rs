@@ -123,7 +123,8 @@ fn publish_in_steps<S: Sql>(
 ) -> Result<Option<u64>, StoreError> {
     let Some(row) = sql.query_opt(check, checked)? else { return Ok(None) };
     let version = row.u64(1)?;
-    let mut tx = Tx(&mut *sql);
+    // No secret is written here: no keys.
+    let mut tx = Tx(&mut *sql, None);
     match tx.insert_policy_version(on.application, &PolicyVersion { version, ..w.version.clone() }) {
         Err(StoreError::Conflict(_)) => return Ok(None),
         written => written?,

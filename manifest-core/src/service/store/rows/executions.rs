@@ -313,20 +313,8 @@ impl<S: Sql> ExecutionTx for Tx<S> {
             .and_then(|r| r.as_ref().map(version_row).transpose())
             .map_err(failure)?
             .ok_or_else(|| failure(format!("application {app} has no policy version {policy_version}")))?;
-        let secrets: BTreeMap<String, Vec<u8>> = self
-            .sql()
-            .query(
-                "SELECT p.secret_id, p.value FROM provisioned_secrets p JOIN applications a
-                   ON a.organization_id = p.organization_id AND a.application_id = p.application_id
-                 WHERE a.id = ?1 AND p.value IS NOT NULL",
-                params![app],
-            )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| Ok((r.text(0)?, r.opt_bytes(1)?.unwrap_or_default())))
-                    .collect::<Result<_, SqlError>>()
-            })
-            .map_err(failure)?;
+        // Opened here, for the job alone: a value that does not open fails the launch.
+        let secrets: BTreeMap<String, Vec<u8>> = self.open_secrets(app).map_err(failure)?;
         plan::workload(version.published(), &secrets).map_err(failure)
     }
 

@@ -5,20 +5,24 @@
 
 mod decided;
 mod executions;
+mod keys;
 mod output;
 mod publication;
 
 // The hot path's statements, for the backend that runs them on the async runtime.
 pub(super) use decided::{DECIDED_CALL, INPUTS, decided_call_params, inputs_from_rows};
 pub(super) use publication::{CALLER, caller_row};
+// The row a secret's value is sealed for, for the store's start and rotation.
+pub(super) use keys::context as secret_context;
 
 use svc_sql::{Sql, SqlError, SqlRow};
 
 use super::{AcceptedArtifact, ArtifactEvidence, Organization, PolicyVersion, StoreError};
 use crate::service::capability::Tier;
 
-/// A transaction of either backend.
-pub(crate) struct Tx<S>(pub(crate) S);
+/// A transaction of either backend, and the keys that seal and open secret values (`None`
+/// before the store's keys are started, or for work that touches no secret).
+pub(crate) struct Tx<S>(pub(crate) S, pub(crate) Option<std::sync::Arc<svc_keys::Keyring>>);
 
 impl<S: Sql> Tx<S> {
     fn sql(&mut self) -> &mut S {

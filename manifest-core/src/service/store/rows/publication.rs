@@ -396,11 +396,14 @@ impl<S: Sql> Transaction for Tx<S> {
         secret_id: &str,
         value: &[u8],
     ) -> Result<(), StoreError> {
+        // Sealed in this transaction, under the data key it reads as current.
+        let (sealed, data_key) = self.seal_secret(organization, application_id, secret_id, value)?;
         self.sql().execute(
-            "INSERT INTO provisioned_secrets (organization_id, application_id, secret_id, value)
-             VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (organization_id, application_id, secret_id) DO UPDATE SET value = excluded.value",
-            params![organization, application_id, secret_id, value],
+            "INSERT INTO provisioned_secrets (organization_id, application_id, secret_id, value, data_key_id)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (organization_id, application_id, secret_id)
+             DO UPDATE SET value = excluded.value, data_key_id = excluded.data_key_id",
+            params![organization, application_id, secret_id, sealed.as_slice(), data_key],
         )?;
         inputs_changed(self.sql(), organization)?;
         Ok(())

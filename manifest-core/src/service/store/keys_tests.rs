@@ -1,0 +1,375 @@
+//! Secrets at rest on both backends (issue 40, point 1): a value is stored sealed for its
+//! row and reaches the job opened; a value in clear from an older version is sealed at
+//! start; a store with keys refuses to start without its key file; instances starting
+//! together make one first key; a rotation under load loses nothing and leaves one KEK.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+
+use base64::Engine as _;
+
+use super::tests::{Backend, on_each_backend};
+use super::*;
+
+/// A V4 policy whose job gets secret `db.password` as `DB_PASSWORD`.
+fn policy() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/v4-full.policy.json");
+    std::fs::read_to_string(path).expect("the golden policy")
+}
+
+/// Organization `org` with application `web` at version 1 of [`policy`]: its key.
+fn application(store: &dyn ServiceStore, org: &str) -> (Organization, i64) {
+    let mut tx = store.write().expect("tx");
+    let org = tx.ensure_organization(org).expect("org");
+    let app = tx.insert_application(org.id, "web", &format!("app_{}", org.name)).expect("app");
+    let version = PolicyVersion {
+        version: 1,
+        schema_version: 4,
+        authored_digest: "sha256:a".into(),
+        policy_digest: "sha256:p".into(),
+        policy: policy(),
+        authored: "{}".into(),
+        jobs: 1,
+        execution: "continuous".into(),
+        published_by: "me".into(),
+    };
+    tx.insert_policy_version(app.key, &version).expect("version");
+    tx.commit().expect("commit");
+    (org, app.key)
+}
+
+fn set(store: &dyn ServiceStore, org: i64, secret: &str, value: &[u8]) {
+    let mut tx = store.write().expect("tx");
+    tx.set_secret_value(org, "web", secret, value).expect("a value");
+    tx.commit().expect("commit");
+}
+
+/// The job's `DB_PASSWORD`, as the scheduler gives it (the store must lead the scheduling).
+fn delivered(store: &dyn ServiceStore, app: i64) -> Result<Option<String>, String> {
+    assert!(store.lead().expect("lead"), "this store schedules");
+    let mut tx = store.begin().map_err(|e| e.to_string())?;
+    let workload = tx.workload(app, 1).map_err(|e| e.to_string())?;
+    Ok(workload.env.iter().find(|(k, _)| k == "DB_PASSWORD").map(|(_, v)| v.clone()))
+}
+
+/// A recognisable value: `canary-` and random hex.
+fn canary() -> String {
+    let mut bytes = [0u8; 12];
+    getrandom::fill(&mut bytes).expect("random");
+    format!("canary-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// The forms of `value` found in `haystack`: raw, hex, or base64 (standard or URL-safe, at
+/// each of the three alignments a longer encoding could put it at).
+fn leaks(haystack: &[u8], value: &str) -> Vec<String> {
+    let mut forms = vec![("raw".to_owned(), value.as_bytes().to_vec())];
+    let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+    forms.push(("hex".into(), hex.clone().into_bytes()));
+    forms.push(("HEX".into(), hex.to_uppercase().into_bytes()));
+    for shift in 0..3 {
+        let mut shifted = vec![0u8; shift];
+        shifted.extend_from_slice(value.as_bytes());
+        for (name, engine) in [
+            ("base64", base64::engine::general_purpose::STANDARD_NO_PAD),
+            ("base64url", base64::engine::general_purpose::URL_SAFE_NO_PAD),
+        ] {
+            let encoded = engine.encode(&shifted);
+            // The characters the shift or the bytes after it touch are left out.
+            let skip = (shift * 8).div_ceil(6);
+            forms.push((format!("{name}+{shift}"), encoded.as_bytes()[skip..encoded.len() - 4].to_vec()));
+        }
+    }
+    // Every form is ASCII, which a lossy reading keeps as it is; std's search is quick
+    // through a database's megabytes where a test's own loop is not.
+    let text = String::from_utf8_lossy(haystack);
+    forms
+        .into_iter()
+        .filter(|(_, form)| text.contains(std::str::from_utf8(form).expect("ASCII")))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Every file under `dir`, and on PostgreSQL every file of the cluster and a `pg_dumpall`:
+/// where `value` is found, and in what form.
+fn found_in_store(b: &Backend<'_>, value: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut files = Vec::new();
+    let mut roots = vec![b.dir.to_owned()];
+    if let Some(cluster) = b.cluster {
+        roots.push(cluster.socket_dir().to_owned());
+        let dump = std::process::Command::new(cluster.program("pg_dumpall"))
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-p", &cluster.port().to_string()])
+            .output()
+            .expect("pg_dumpall runs");
+        assert!(dump.status.success(), "pg_dumpall: {}", String::from_utf8_lossy(&dump.stderr));
+        assert!(dump.stdout.len() > 1000, "a whole dump");
+        found.extend(leaks(&dump.stdout, value).into_iter().map(|form| format!("pg_dumpall ({form})")));
+    }
+    while let Some(dir) = roots.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                roots.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    assert!(!files.is_empty(), "the store's files were read");
+    for file in files {
+        if let Ok(bytes) = std::fs::read(&file) {
+            found.extend(leaks(&bytes, value).into_iter().map(|form| format!("{} ({form})", file.display())));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_secret_value_is_stored_sealed_for_its_row_and_reaches_the_job_opened() {
+    on_each_backend("keys-sealed", |b| {
+        let store = (b.open)();
+        let (acme, app) = application(store.as_ref(), "acme");
+        let value = canary();
+        set(store.as_ref(), acme.id, "db.password", value.as_bytes());
+        assert_eq!(delivered(store.as_ref(), app), Ok(Some(value.clone())));
+        let found = found_in_store(b, &value);
+        assert!(found.is_empty(), "the value is readable in the store: {found:?}");
+        // As a control: the same search finds a value stored in clear.
+        let control = canary();
+        (b.raw)(&format!("INSERT INTO organizations (name) VALUES ('{control}')")).expect("a clear value");
+        assert!(!found_in_store(b, &control).is_empty(), "the search finds what is there");
+        store.resign();
+        drop(store);
+
+        // Another tenant's row given acme's sealed value (a database writer's copy) does not
+        // open there; acme's still opens after a restart, from the key file alone.
+        let store = (b.open)();
+        let (evil, evil_app) = application(store.as_ref(), "evil");
+        (b.raw)(&format!(
+            "INSERT INTO provisioned_secrets (organization_id, application_id, secret_id, value, data_key_id)
+             SELECT {}, application_id, secret_id, value, data_key_id FROM provisioned_secrets
+             WHERE organization_id = {}",
+            evil.id, acme.id
+        ))
+        .expect("copied");
+        let refused = delivered(store.as_ref(), evil_app).expect_err("refused");
+        assert!(refused.contains("did not open"), "{refused}");
+        assert!(!refused.contains(&value), "{refused}");
+        assert_eq!(delivered(store.as_ref(), app), Ok(Some(value)));
+        store.resign();
+    });
+}
+
+#[test]
+fn a_value_an_older_version_stored_in_clear_is_sealed_at_start() {
+    on_each_backend("keys-clear", |b| {
+        let store = (b.open)();
+        let (acme, app) = application(store.as_ref(), "acme");
+        set(store.as_ref(), acme.id, "other", b"sealed already");
+        drop(store);
+        // What an older version wrote: the value itself, no data key.
+        let value = canary();
+        (b.raw)(&format!(
+            "INSERT INTO provisioned_secrets (organization_id, application_id, secret_id, value)
+             VALUES ({}, 'web', 'db.password', CAST('{value}' AS {}))",
+            acme.id,
+            if b.cluster.is_some() { "BYTEA" } else { "BLOB" }
+        ))
+        .expect("a clear row");
+        let store: Arc<dyn ServiceStore> = match b.cluster {
+            None => Arc::new(SqliteStore::open(b.dir).expect("a SQLite store")),
+            Some(cluster) => {
+                let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("URL");
+                Arc::new(PostgresStore::open(&db, svc_postgres::PoolSettings::default()).expect("a store"))
+            }
+        };
+        let started = keys::start(store.as_ref(), b.key_file).expect("started");
+        assert_eq!((started.sealed, started.created_key_file), (1, false));
+        assert_eq!(started.notices(), ["sealed 1 secret value an older version had stored in clear"]);
+        let by_key = store.read().expect("tx").secrets_by_data_key().expect("counts");
+        assert_eq!(by_key, [(Some(1), 2)], "none left in clear");
+        assert_eq!(delivered(store.as_ref(), app), Ok(Some(value.clone())));
+        store.resign();
+        if b.cluster.is_none() {
+            // SQLite's pages and log that held it were rewritten.
+            let found = found_in_store(b, &value);
+            assert!(found.is_empty(), "{found:?}");
+        }
+    });
+}
+
+#[test]
+fn a_store_with_keys_refuses_to_start_without_its_key_file() {
+    on_each_backend("keys-refused", |b| {
+        let store = (b.open)();
+        let (acme, _) = application(store.as_ref(), "acme");
+        set(store.as_ref(), acme.id, "db.password", b"v");
+        drop(store);
+        let start = |key_file: &Path| -> String {
+            let store: Arc<dyn ServiceStore> = match b.cluster {
+                None => Arc::new(SqliteStore::open(b.dir).expect("a SQLite store")),
+                Some(cluster) => {
+                    let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("URL");
+                    Arc::new(PostgresStore::open(&db, svc_postgres::PoolSettings::default()).expect("a store"))
+                }
+            };
+            let refused = keys::start(store.as_ref(), key_file).expect_err("refused");
+            assert!(matches!(refused, StoreError::Keys(_)), "{refused:?}");
+            assert!(store.keys().get().is_none(), "no keys: nothing seals or opens");
+            refused.to_string()
+        };
+        let moved = b.key_file.with_extension("moved");
+        std::fs::rename(b.key_file, &moved).expect("moved");
+        let missing = start(b.key_file);
+        assert!(missing.contains("does not exist") && missing.contains("refusing to start"), "{missing}");
+        assert!(!b.key_file.exists(), "no new key file made for a store that has keys");
+
+        let other = b.key_file.with_extension("other");
+        svc_keys::KeyFile::create(&other).expect("another store's key file");
+        let wrong = start(&other);
+        assert!(wrong.contains("does not hold key-encryption key"), "{wrong}");
+
+        std::fs::rename(&moved, b.key_file).expect("back");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(b.key_file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let open = start(b.key_file);
+        assert!(open.contains("mode 0644") && open.contains("chmod 600"), "{open}");
+        std::fs::set_permissions(b.key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        drop((b.open)());
+    });
+}
+
+#[test]
+fn instances_starting_together_on_a_new_store_make_one_first_key() {
+    on_each_backend("keys-together", |b| {
+        // Migrated first: the race is the keys', not the migrations'.
+        let bare = || -> Arc<dyn ServiceStore> {
+            match b.cluster {
+                None => Arc::new(SqliteStore::open(b.dir).expect("a SQLite store")),
+                Some(cluster) => {
+                    let db = svc_postgres::Database::parse(&cluster.svc_url(), None).expect("URL");
+                    Arc::new(PostgresStore::open(&db, svc_postgres::PoolSettings::default()).expect("a store"))
+                }
+            }
+        };
+        let stores: Vec<Arc<dyn ServiceStore>> = (0..4).map(|_| bare()).collect();
+        let barrier = Barrier::new(stores.len());
+        let created = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for store in &stores {
+                s.spawn(|| {
+                    barrier.wait();
+                    let started = keys::start(store.as_ref(), b.key_file).expect("each starts");
+                    created.fetch_add(u64::from(started.created_key_file), Ordering::Relaxed);
+                });
+            }
+        });
+        assert_eq!(created.load(Ordering::Relaxed), 1, "one made the key file, the others read it");
+        assert_eq!(stores[0].read().expect("tx").data_keys().expect("keys").len(), 1, "one first key");
+        // What one seals, another opens.
+        let (acme, app) = application(stores[1].as_ref(), "acme");
+        set(stores[1].as_ref(), acme.id, "db.password", b"shared");
+        assert_eq!(delivered(stores[2].as_ref(), app), Ok(Some("shared".to_owned())));
+        stores[2].resign();
+    });
+}
+
+#[test]
+fn a_rotation_under_load_loses_no_write_and_leaves_one_key() {
+    on_each_backend("keys-rotate", |b| {
+        // Two serving instances (one schedules), and the administrator's.
+        let (serving, other, admin) = ((b.open)(), (b.open)(), (b.open)());
+        let (acme, app) = application(serving.as_ref(), "acme");
+        let secrets = 250;
+        for i in 0..secrets {
+            set(serving.as_ref(), acme.id, &format!("s{i}"), format!("initial {i}").as_bytes());
+        }
+        set(serving.as_ref(), acme.id, "db.password", b"launch me");
+        let old_kek = svc_keys::KeyFile::read(b.key_file).expect("read").expect("there").current_id().clone();
+        let last: Mutex<Vec<String>> = Mutex::new((0..secrets).map(|i| format!("initial {i}")).collect());
+        let done = AtomicBool::new(false);
+        let (writes, launches) = (AtomicU64::new(0), AtomicU64::new(0));
+        let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        let rotation = std::thread::scope(|s| {
+            // Writers on both instances, each write remembered once committed.
+            for (w, store) in [&serving, &other].into_iter().enumerate() {
+                let (last, done, writes, failures) = (&last, &done, &writes, &failures);
+                s.spawn(move || {
+                    let mut n = 0usize;
+                    while !done.load(Ordering::Relaxed) {
+                        let i = (n * 7 + w * 3) % secrets;
+                        let value = format!("writer {w} write {n}");
+                        let mut guard = last.lock().expect("last");
+                        let written = store.write().and_then(|mut tx| {
+                            tx.set_secret_value(acme.id, "web", &format!("s{i}"), value.as_bytes())?;
+                            tx.commit()
+                        });
+                        match written {
+                            Ok(()) => {
+                                guard[i] = value;
+                                writes.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => failures.lock().expect("failures").push(format!("write: {e}")),
+                        }
+                        drop(guard);
+                        n += 1;
+                    }
+                });
+            }
+            // Launches: the scheduler's read of a job's secrets.
+            let (done_r, launches_r, failures_r, serving_r) = (&done, &launches, &failures, &serving);
+            s.spawn(move || {
+                while !done_r.load(Ordering::Relaxed) {
+                    match delivered(serving_r.as_ref(), app) {
+                        Ok(Some(v)) if v == "launch me" => {
+                            launches_r.fetch_add(1, Ordering::Relaxed);
+                        }
+                        other => failures_r.lock().expect("failures").push(format!("launch: {other:?}")),
+                    }
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let rotation = keys::rotate(admin.as_ref(), b.key_file);
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            done.store(true, Ordering::Relaxed);
+            rotation
+        });
+        let rotation = rotation.expect("rotated");
+        let failures = failures.into_inner().expect("failures");
+        assert!(failures.is_empty(), "{} failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+        assert!(writes.load(Ordering::Relaxed) > 0 && launches.load(Ordering::Relaxed) > 0, "under load");
+        assert_eq!((rotation.old_kek.clone(), rotation.data_key, rotation.rewrapped), (old_kek.clone(), 2, 1));
+        assert!(rotation.resealed >= 1, "{rotation:?}");
+        assert!(rotation.report().contains(&format!("key-encryption key {} replaces {old_kek}", rotation.new_kek)));
+
+        // No value and no data key under the old ones; the key file holds the new KEK alone.
+        let mut tx = admin.read().expect("tx");
+        assert_eq!(tx.secrets_by_data_key().expect("counts"), [(Some(2), secrets as u64 + 1)]);
+        let keys = tx.data_keys().expect("keys");
+        assert_eq!(keys.iter().map(|k| (k.id, k.kek.clone())).collect::<Vec<_>>(), [(2, rotation.new_kek.clone())]);
+        drop(tx);
+        let file = svc_keys::KeyFile::read(b.key_file).expect("read").expect("there");
+        assert_eq!(file.ids().cloned().collect::<Vec<_>>(), std::slice::from_ref(&rotation.new_kek));
+
+        // Every value opens, and is the last one written: on the instances that ran through
+        // it, and on one started after it from the new key file alone.
+        let restarted = (b.open)();
+        serving.resign();
+        for store in [&serving, &other, &restarted] {
+            assert_eq!(delivered(store.as_ref(), app), Ok(Some("launch me".to_owned())));
+            store.resign();
+        }
+        let expected = last.into_inner().expect("last");
+        let mut tx = restarted.write().expect("tx");
+        let stored = tx.secrets_to_seal(Some(0), 1000).expect("every value");
+        drop(tx);
+        let keyring = restarted.keys().get().expect("started");
+        for secret in stored.iter().filter(|s| s.secret_id != "db.password") {
+            let i: usize = secret.secret_id[1..].parse().expect("index");
+            let row = rows::secret_context(secret.organization, &secret.application_id, &secret.secret_id);
+            let value = keyring.open(&row, &secret.value, secret.data_key.as_ref()).expect("opens");
+            assert_eq!(String::from_utf8_lossy(&value), expected[i], "secret s{i}: no write lost");
+        }
+    });
+}
