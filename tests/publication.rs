@@ -16,6 +16,7 @@ mod publication {
     mod executions;
     mod instances;
     mod intake;
+    mod keys;
     mod listener;
     mod logs;
     mod path_ids;
@@ -82,8 +83,7 @@ mod publication {
 
         /// How many scheduler wakeups an application has had, read from the store itself.
         pub(super) fn wakeups(&self, app: &str) -> u64 {
-            let store =
-                manifest_core::service::store::open(&svc_e2e::service::store_at(self.dir.path())).expect("store");
+            let store = svc_e2e::service::open_store(self.dir.path());
             let mut tx = store.read().expect("tx");
             let org = tx.organization("acme").expect("read").expect("org");
             let key = tx.application(org.id, app).expect("read").expect("app").key;

@@ -2,14 +2,14 @@
 
 use std::process::ExitCode;
 
-use manifest_core::service::admin::{self, AdminError, ArtifactArgs, BuildArgs};
+use manifest_core::service::admin::{self, AdminError, ArtifactArgs, BuildArgs, Target};
 use manifest_core::service::auth::Role;
 use manifest_core::service::capability::Tier;
 use manifest_core::service::store::RuntimeImage;
 
 use crate::args::{
-    AdminCommand, ArtifactCommand, ArtifactFlags, CapabilityCommand, EntitlementCommand, ImageCommand, SecretCommand,
-    ServiceDatabaseArgs, SpendAuthorityCommand, SshKeyCommand, TokenCommand,
+    AdminCommand, ArtifactCommand, ArtifactFlags, CapabilityCommand, EntitlementCommand, ImageCommand, KeysCommand,
+    SecretCommand, ServiceDatabaseArgs, SpendAuthorityCommand, SshKeyCommand, TokenCommand,
 };
 use crate::settings::DatabaseFlags as _;
 
@@ -38,7 +38,8 @@ fn target_of(command: &AdminCommand) -> (&std::path::Path, Option<&ServiceDataba
             (&target.data_dir, Some(&target.database))
         }
         AdminCommand::Artifact { command: ArtifactCommand::Curate { data_dir, database, .. } }
-        | AdminCommand::Image { command: ImageCommand::Add { data_dir, database, .. } } => (data_dir, Some(database)),
+        | AdminCommand::Image { command: ImageCommand::Add { data_dir, database, .. } }
+        | AdminCommand::Keys { command: KeysCommand::Rotate { data_dir, database } } => (data_dir, Some(database)),
         AdminCommand::Artifact { command: ArtifactCommand::Store { data_dir, .. } } => (data_dir, None),
     }
 }
@@ -53,6 +54,8 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
         Ok(at) => at.unwrap_or_else(|| svc_sql::StoreAt::DataDir(data_dir.to_owned())),
         Err(e) => return crate::output::fail("svc admin", 2, "bad_database", &e.to_string()),
     };
+    // The store and the key file that unwraps its secrets (`--key-file`, `SVC_KEY_FILE`).
+    let at = Target::new(at, database.and_then(|d| d.key_file.clone()), data_dir);
     let result = match command {
         AdminCommand::Token { command: TokenCommand::Create { target, role, name } } => {
             let role = Role::parse(role).unwrap_or(Role::Viewer);
@@ -122,6 +125,9 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
                 digest: digest.clone(),
             };
             admin::image_add(&at, &image)
+        }
+        AdminCommand::Keys { command: KeysCommand::Rotate { .. } } => {
+            admin::keys_rotate(&at).map(|rotation| print!("{}", rotation.report()))
         }
     };
     match result {

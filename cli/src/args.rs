@@ -596,6 +596,11 @@ pub struct ServiceDatabaseArgs {
     /// Connections to the database at most.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub database_pool: u32,
+    /// The key file (0600) that unwraps the store's secret values, kept apart from the
+    /// database; every instance on one database reads the same one [default:
+    /// DIR/secrets.key, created with the store's first key].
+    #[arg(long, value_name = "FILE", env = "SVC_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// `svc relay serve`
@@ -1072,6 +1077,28 @@ pub enum AdminCommand {
         /// What to do.
         #[command(subcommand)]
         command: ImageCommand,
+    },
+    /// The keys that seal secret values at rest.
+    Keys {
+        /// What to do.
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+/// `svc admin keys rotate`
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Rotate the keys while the service runs: a new key-encryption key in the key file, a
+    /// new data key wrapped under it, every secret value resealed, older keys dropped.
+    /// Back the key file up again afterwards, and copy it to every instance's host.
+    Rotate {
+        /// The service's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// Where the store lives, and its key file.
+        #[command(flatten)]
+        database: ServiceDatabaseArgs,
     },
 }
 

@@ -17,6 +17,9 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     let mut config = ServiceConfig::new(args.listen, args.data_dir.clone());
     config.schema_pairs = SchemaPairs::parse(&args.schema_pairs).unwrap_or_default();
     config.fault = args.inject_fault.as_ref().map(|_| FaultPoint::AfterVersionInsert);
+    if let Some(key_file) = &args.database.key_file {
+        config.key_file.clone_from(key_file);
+    }
     config.database = match args.database.settings() {
         Ok(database) => database,
         Err(e) => {

@@ -19,6 +19,11 @@ fn text(bytes: &[u8]) -> String {
 fn assert_secret_and_label(out: &Output, prefix: &str, label: &str) {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
+    // A new data directory's first command says first where it made the store's key file.
+    let stderr = match stderr.split_once('\n') {
+        Some((first, rest)) if first.starts_with("svc admin: created the key file ") => rest.to_owned(),
+        _ => stderr,
+    };
     let secret = stdout.strip_suffix('\n').expect("one line");
     assert!(!secret.contains('\n'), "the secret alone: {stdout:?}");
     let hex = secret.strip_prefix(prefix).unwrap_or_else(|| panic!("{prefix}...: {secret}"));

@@ -90,7 +90,7 @@ fn a_crash_between_the_version_insert_and_the_commit_commits_nothing() {
     assert_eq!(app["activePointerVersion"], 1, "the pointer did not move");
     let list = restarted.request("GET", "/api/applications/web/policy-versions", Some(&token), None).json();
     assert_eq!(list["policyVersions"].as_array().map(Vec::len), Some(1), "no new version");
-    let store = manifest_core::service::store::open(&svc_e2e::service::store_at(&dir)).expect("store");
+    let store = svc_e2e::service::open_store(&dir);
     let mut tx = store.read().expect("tx");
     let org = tx.organization("acme").expect("read").expect("org");
     let key = tx.application(org.id, "web").expect("read").expect("app").key;

@@ -110,10 +110,37 @@ static CLUSTERS: std::sync::Mutex<std::collections::BTreeMap<PathBuf, svc_pg_clu
 static ATTACHED: std::sync::Mutex<std::collections::BTreeMap<PathBuf, String>> =
     std::sync::Mutex::new(std::collections::BTreeMap::new());
 
+/// The key file of each attached database: the first data directory's attached to it.
+static SHARED_KEY_FILES: std::sync::Mutex<std::collections::BTreeMap<String, PathBuf>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
 /// Makes `data_dir`'s store the database at `url`, for every `svc serve` and `svc` command
-/// this harness runs on it (until its [`TempDir`] goes).
+/// this harness runs on it (until its [`TempDir`] goes), with the key file every instance on
+/// that database reads (`SVC_KEY_FILE`, as an operator sets it): the first data directory's
+/// attached to it.
 pub fn attach_database(data_dir: &Path, url: &str) {
     ATTACHED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(data_dir.to_owned(), url.to_owned());
+    SHARED_KEY_FILES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(url.to_owned())
+        .or_insert_with(|| data_dir.join(manifest_core::service::store::KEY_FILE));
+}
+
+/// The key file of a data directory's store: the one shared by the instances on an attached
+/// database ([`attach_database`]), else `secrets.key` in the directory (`svc serve`'s default).
+pub fn key_file_of(data_dir: &Path) -> PathBuf {
+    let attached = ATTACHED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(data_dir).cloned();
+    attached
+        .and_then(|url| SHARED_KEY_FILES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&url).cloned())
+        .unwrap_or_else(|| data_dir.join(manifest_core::service::store::KEY_FILE))
+}
+
+/// The key file to name in `SVC_KEY_FILE` for a data directory: only an attached one's (the
+/// others use the default, as an operator's single instance does).
+fn shared_key_file(data_dir: &Path) -> Option<PathBuf> {
+    let attached = ATTACHED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(data_dir);
+    attached.then(|| key_file_of(data_dir))
 }
 
 /// The database URL of a data directory's store: one attached ([`attach_database`]), or when
@@ -182,6 +209,12 @@ pub fn sqlite_rows(file: &Path, sql: &str) -> String {
     rows.join("\n")
 }
 
+/// A data directory's store opened as `svc serve` opens it: where [`store_at`] says, its keys
+/// started from [`key_file_of`].
+pub fn open_store(data_dir: &Path) -> std::sync::Arc<dyn manifest_core::service::store::ServiceStore> {
+    manifest_core::service::store::open(&store_at(data_dir), &key_file_of(data_dir)).expect("the store opens").store
+}
+
 /// Where a data directory's store is, as `svc serve` finds it.
 pub fn store_at(data_dir: &Path) -> manifest_core::service::store::StoreAt {
     match database_of(data_dir) {
@@ -201,6 +234,9 @@ pub fn svc(args: &[&str], env: &[(&str, &str)]) -> Output {
     let data_dir = args.windows(2).find(|w| w[0] == "--data-dir").map(|w| Path::new(w[1]));
     if let Some(url) = data_dir.and_then(database_of) {
         command.env("SVC_DATABASE", url);
+    }
+    if let Some(key_file) = data_dir.and_then(shared_key_file) {
+        command.env("SVC_KEY_FILE", key_file);
     }
     for (k, v) in env {
         command.env(k, v);
@@ -277,6 +313,9 @@ impl Server {
     fn spawn(mut command: Command, data_dir: &Path, extra: &[&str]) -> Server {
         if let Some(url) = database_of(data_dir) {
             command.env("SVC_DATABASE", url);
+        }
+        if let Some(key_file) = shared_key_file(data_dir) {
+            command.env("SVC_KEY_FILE", key_file);
         }
         let mut child = command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])

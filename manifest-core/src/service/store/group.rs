@@ -86,7 +86,12 @@ pub(crate) enum Undo {
 /// Runs the units of a group in `tx`, then commits; see [`Undo`] for a unit that does not
 /// keep its writes. A unit that panics keeps nothing.
 /// `keys` seal and open secret values in the units' work.
-pub(crate) fn run_units<S: Sql>(tx: &mut S, keys: Keyring, units: &mut [Grouped], undo: Undo) -> Result<(), StoreError> {
+pub(crate) fn run_units<S: Sql>(
+    tx: &mut S,
+    keys: Keyring,
+    units: &mut [Grouped],
+    undo: Undo,
+) -> Result<(), StoreError> {
     match undo {
         Undo::Savepoint => run_in_savepoints(tx, &keys, units),
         Undo::Group => run_as_one(tx, &keys, units),
