@@ -7,7 +7,8 @@
 //! client not allowed takes no token, and a refused connection takes no slot. Two kinds of
 //! connection pass the allow-list, since refusing them would break the route itself: the
 //! coordinator's validation, which shows a probe token of the route and server name
-//! (`relay_wire::alpn::probe_alpn`) and passes the rate limit too, and an ACME server's
+//! (`relay_wire::alpn::ProbeSigner::probe_alpn`, signed by the coordinator; the gateway holds
+//! the public halves only) and passes the rate limit too, and an ACME server's
 //! tls-alpn-01 validation (only `acme-tls/1` offered), which still takes a token, and whose
 //! agent is told to do the handshake and nothing more (`Connect.acme_only`), so that a second
 //! ClientHello after a HelloRetryRequest cannot ask for HTTP.

@@ -50,7 +50,7 @@ pub struct Hello {
     /// validation).
     pub acme_tls: bool,
     /// The token of an ALPN protocol `svc-probe/<token>`, if one was offered (the
-    /// coordinator's validation: `relay_wire::alpn::probe_alpn`).
+    /// coordinator's validation: `relay_wire::alpn::ProbeSigner::probe_alpn`).
     pub probe: Option<Vec<u8>>,
     /// The replica asked for by an ALPN protocol `svc-replica/<name>`, if one was offered
     /// (honoured only beside a probe token).

@@ -15,6 +15,12 @@
 //! beyond, each is answered at once (and its gateway waits a second before the next). A
 //! coordinator that stops answers the held ones.
 //!
+//! Each request is accepted once (issue 40): signed after the last request accepted from its
+//! operator (the store's `feed_counters`, so on every coordinator of the database), at most
+//! `FEED_AHEAD_MS` ahead of this clock, checked and recorded at its first read, before it is
+//! held. The answer carries the coordinators' probe keys (public halves, `probeKeys`), which
+//! the gateway checks probe tokens with.
+//!
 //! Each request may carry the gateway's report ([`Report`]: the sequence of the table it
 //! applied, the routes with agents on it), recorded with its presence in one transaction
 //! for the engine's switches to wait on, if the request was signed after the one whose
