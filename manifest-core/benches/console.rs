@@ -87,7 +87,6 @@ fn main() -> Result<()> {
 
     let token =
         manifest_core::service::admin::token_create(scratch.path(), "acme", Role::Owner, Some("bench"))?.plaintext;
-    let cookie = format!("svc_console={token}");
     let scheduler = Scheduler::start(
         Arc::clone(&store) as Arc<dyn ExecutionStore>,
         Arc::clone(&pool) as Arc<dyn Market>,
@@ -95,6 +94,18 @@ fn main() -> Result<()> {
     )?;
     let router = manifest_core::service::router_over(store.clone(), scheduler);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    // A console session, as the sign-in form makes it (the cookie holds its id, not the token).
+    let sign_in = Request::post("/console/sign-in")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(format!("token={token}")))?;
+    let signed_in = runtime.block_on(router.clone().oneshot(sign_in))?;
+    let cookie = signed_in
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .ok_or("signing in to the console set no cookie")?
+        .to_owned();
 
     // Each sample asks for another application's page (`{app}`), so no answer is a repeat.
     let views: [(&str, &str, bool); 12] = [

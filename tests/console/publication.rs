@@ -139,7 +139,17 @@ fn the_publication_console_refuses_other_organizations_other_sites_and_stale_for
     let other = token(dir.str(), "other", "viewer");
     let server = Server::start(dir.path(), &[]);
     create(&server, &acme, "web");
-    let cookie = |t: &str| format!("svc_console={t}");
+    let acme_session = session(&server, &acme);
+    let other_session = session(&server, &other);
+    let cookie = |t: &str| {
+        if t == acme {
+            acme_session.cookie.clone()
+        } else if t == other {
+            other_session.cookie.clone()
+        } else {
+            session(&server, t).cookie
+        }
+    };
 
     let mine = http(server.addr, "GET", "/console/apps/web", &[("Cookie", &cookie(&acme))], None);
     assert_eq!(mine.status, 200);
@@ -163,7 +173,7 @@ fn the_publication_console_refuses_other_organizations_other_sites_and_stale_for
         "POST",
         "/console/sign-out",
         &[("Cookie", &cookie(&acme)), ("Content-Type", "application/x-www-form-urlencoded")],
-        Some(&form(&svc_web_csrf(&other))),
+        Some(&form(&other_session.csrf)),
     );
     assert_eq!(stale.status, 403, "another session's CSRF token");
     assert!(stale.header("set-cookie").is_none(), "the session stays");
@@ -191,7 +201,7 @@ fn the_publication_console_refuses_other_organizations_other_sites_and_stale_for
         "POST",
         "/console/sign-out",
         &[("Cookie", &cookie(&acme)), ("Content-Type", "application/x-www-form-urlencoded")],
-        Some(&form(&svc_web_csrf(&acme))),
+        Some(&form(&acme_session.csrf)),
     );
     assert_eq!(signed_out.status, 303);
     assert!(signed_out.header("set-cookie").is_some_and(|c| c.contains("Max-Age=0")), "signed out");
@@ -208,13 +218,14 @@ fn the_publication_console_refuses_other_organizations_other_sites_and_stale_for
             .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
             .collect()
     };
-    let csrf = svc_web_csrf(&acme);
+    let acme_session = session(&server, &acme);
+    let csrf = acme_session.csrf.clone();
     let form_post = |body: String| {
         http(
             server.addr,
             "POST",
             "/console/apps/web/publish",
-            &[("Cookie", &cookie(&acme)), ("Content-Type", "application/x-www-form-urlencoded")],
+            &[("Cookie", &acme_session.cookie), ("Content-Type", "application/x-www-form-urlencoded")],
             Some(body.as_bytes()),
         )
     };
@@ -245,9 +256,38 @@ fn the_publication_console_refuses_other_organizations_other_sites_and_stale_for
     assert_eq!(versions["policyVersions"].as_array().map(Vec::len), Some(0), "nothing was published");
 }
 
-/// The session's CSRF token as the console derives it (the test posts another session's).
-fn svc_web_csrf(token: &str) -> String {
-    svc_web::session::csrf(token)
+/// A console session made over plain HTTP: its `Cookie` header and its CSRF token (read from
+/// a page, as a form would carry it).
+pub(crate) struct HttpSession {
+    pub(crate) cookie: String,
+    pub(crate) csrf: String,
+}
+
+/// Signs in to the console at `addr` (cookie `name`) with `token`, as the sign-in form does;
+/// `page` is a page of the console that shows the sign-out form.
+pub(crate) fn sign_in_over_http(addr: std::net::SocketAddr, name: &str, token: &str, page: &str) -> HttpSession {
+    let signed_in = http(
+        addr,
+        "POST",
+        "/console/sign-in",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(format!("token={token}").as_bytes()),
+    );
+    assert_eq!(signed_in.status, 303, "{}", String::from_utf8_lossy(&signed_in.body));
+    let set = signed_in.header("set-cookie").expect("a session cookie");
+    let value = set.strip_prefix(&format!("{name}=")).and_then(|v| v.split(';').next()).expect("the cookie's value");
+    assert!(!value.contains(token) && value.len() == 64, "a session id, not the token: {set}");
+    let cookie = format!("{name}={value}");
+    let shown = http(addr, "GET", page, &[("Cookie", &cookie)], None);
+    let body = String::from_utf8_lossy(&shown.body);
+    let marker = "name=\"csrf\" value=\"";
+    let at = body.find(marker).map(|i| i + marker.len()).unwrap_or_else(|| panic!("a CSRF field: {body}"));
+    let csrf = body[at..].split('"').next().unwrap_or_default().to_owned();
+    HttpSession { cookie, csrf }
+}
+
+fn session(server: &Server, token: &str) -> HttpSession {
+    sign_in_over_http(server.addr, "svc_console", token, "/console/apps")
 }
 
 /// Signs `browser` in with `token` through the sign-in page.
@@ -373,16 +413,17 @@ fn publishing_previews_then_confirms_on_its_fence_and_a_stale_fence_offers_a_fre
     browser.goto(&format!("{base}/console/apps/web/publish"));
     assert!(browser.find("#manifest").is_none(), "no form for a viewer");
     assert!(browser.text("main").contains("cannot publish"));
+    let viewer_session = session(&server, &viewer);
     let body = format!(
         "csrf={}&action=confirm&expected=2&manifest={}",
-        svc_web_csrf(&viewer),
+        viewer_session.csrf,
         HELD_YAML.replace('\n', "%0A").replace(' ', "+").replace(':', "%3A").replace('"', "%22")
     );
     let refused = http(
         server.addr,
         "POST",
         "/console/apps/web/publish",
-        &[("Cookie", &format!("svc_console={viewer}")), ("Content-Type", "application/x-www-form-urlencoded")],
+        &[("Cookie", &viewer_session.cookie), ("Content-Type", "application/x-www-form-urlencoded")],
         Some(body.as_bytes()),
     );
     assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
@@ -400,7 +441,7 @@ fn the_applications_list_shows_fifty_a_page() {
     for i in 0..51 {
         create(&server, &developer, &format!("app-{i:02}"));
     }
-    let cookie = format!("svc_console={developer}");
+    let cookie = session(&server, &developer).cookie;
     let page = |n: usize| {
         let r = http(server.addr, "GET", &format!("/console/apps?page={n}"), &[("Cookie", &cookie)], None);
         assert_eq!(r.status, 200);
@@ -476,4 +517,78 @@ fn the_executions_page_shows_each_executions_newest_output_escaped_and_wrapped_a
     assert!(browser.text("#output-0-1-1").contains("kept in all"), "{}", browser.text("#output-0-1-1"));
     browser.assert_layout_holds("executions, with output");
     browser.assert_accessible("executions, with output");
+}
+
+/// Issue 40, point 3: a console session is the server's. The cookie holds a random session
+/// id, never the token; a copy of it is no API token; signing out makes it worthless
+/// wherever it was copied; and wrong tokens are limited per address: the 21st in a minute is
+/// refused with when to try again, the right token as well.
+#[test]
+fn sign_out_makes_a_copied_cookie_worthless_a_cookie_is_no_api_token_and_the_21st_wrong_token_waits() {
+    let dir = TempDir::new("console-sessions");
+    let developer = token(dir.str(), "acme", "developer");
+    let server = Server::start(dir.path(), &[]);
+    let base = server.url();
+    create(&server, &developer, "web");
+    let browser = Browser::start("publication-sessions");
+    sign_in(&browser, &base, &developer);
+    let cookie = browser.cookie("svc_console").expect("the session cookie");
+    assert_eq!(cookie["httpOnly"], json!(true), "{cookie}");
+    assert_eq!(cookie["sameSite"], json!("Strict"), "{cookie}");
+    assert_eq!(cookie["path"], json!("/console"), "{cookie}");
+    let value = cookie["value"].as_str().expect("a value").to_owned();
+    assert!(value.len() == 64 && !value.contains(&developer), "a session id, not the token: {value}");
+    let stolen = format!("svc_console={value}");
+    let page = http(server.addr, "GET", "/console/apps/web", &[("Cookie", &stolen)], None);
+    assert_eq!(page.status, 200, "the copy is the browser's session while it lasts");
+
+    // A stolen cookie is not an API token.
+    let api = http(server.addr, "GET", "/api/applications", &[("Authorization", &format!("Bearer {value}"))], None);
+    assert_eq!(api.status, 401, "{}", String::from_utf8_lossy(&api.body));
+    // Nor is the token a session.
+    let token_as_cookie =
+        http(server.addr, "GET", "/console/apps", &[("Cookie", &format!("svc_console={developer}"))], None);
+    assert_eq!(token_as_cookie.status, 303);
+
+    // Signing out in the browser ends the session for the copy too.
+    browser.click_and_wait("header form button");
+    assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());
+    let replayed = http(server.addr, "GET", "/console/apps/web", &[("Cookie", &stolen)], None);
+    assert_eq!(replayed.status, 303, "{}", String::from_utf8_lossy(&replayed.body));
+    assert_eq!(replayed.header("location"), Some("/console/sign-in"));
+    let live = http(server.addr, "GET", "/console/apps/web/executions/live", &[("Cookie", &stolen)], None);
+    assert_eq!(live.status, 401, "the live region says signed out");
+    // Signing in again makes another session.
+    sign_in(&browser, &base, &developer);
+    let again = browser.cookie("svc_console").expect("a new session cookie");
+    assert_ne!(again["value"], json!(value), "a new session id");
+
+    // Twenty wrong tokens in a minute are each answered; the 21st is refused, saying when to
+    // try again.
+    browser.click_and_wait("header form button");
+    for i in 1..=20 {
+        browser.type_into("#token", &format!("svc_wrong_{i}"));
+        browser.click_and_wait("button[type=submit]");
+        let said = browser.text("#sign-in-problem");
+        assert!(said.contains("no member has this token"), "attempt {i}: {said}");
+    }
+    browser.type_into("#token", "svc_wrong_21");
+    browser.click_and_wait("button[type=submit]");
+    let said = browser.text("#sign-in-problem");
+    assert!(said.contains("too many wrong tokens") && said.contains("try again in"), "{said}");
+    browser.assert_accessible("sign-in, too many attempts");
+    browser.screenshot("publication-sign-in-limited");
+    // The right token from the same address waits too (429, Retry-After), and makes no session.
+    let refused = http(
+        server.addr,
+        "POST",
+        "/console/sign-in",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(format!("token={developer}").as_bytes()),
+    );
+    assert_eq!(refused.status, 429, "{}", String::from_utf8_lossy(&refused.body));
+    let wait: u64 = refused.header("retry-after").and_then(|v| v.parse().ok()).expect("a Retry-After in seconds");
+    assert!((1..=60).contains(&wait), "{wait}");
+    assert!(refused.header("set-cookie").is_none());
+    assert!(String::from_utf8_lossy(&refused.body).contains(&format!("try again in {wait} seconds")));
 }

@@ -162,6 +162,14 @@ impl Browser {
         Err(format!("{} {}", answer["value"]["error"].as_str().unwrap_or("error"), answer["value"]["message"]))
     }
 
+    /// The browser's cookie `name` for the page's site, as WebDriver sees it (an HttpOnly one
+    /// too): `name`, `value`, `path`, `httpOnly`, `secure`, `sameSite`, ...; `None` if unset.
+    pub(crate) fn cookie(&self, name: &str) -> Option<Value> {
+        let r = http(self.addr, "GET", &format!("/session/{}/cookie/{name}", self.session), None);
+        let answer: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        (r.status == 200).then(|| answer["value"].clone())
+    }
+
     /// The page's URL.
     pub(crate) fn url(&self) -> String {
         self.session_command("GET", "/url", None).as_str().unwrap_or_default().to_owned()

@@ -78,10 +78,10 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         // Another organization's deployment is not found, and not listed.
         let url = browser.url();
         let path = url.trim_start_matches(&base).to_owned();
-        let theirs = http(addr, "GET", &path, &[("Cookie", &format!("svc_ingress_console={other}"))], None);
+        let theirs_session = sign_in_over_http(addr, &other, "/console/deployments").cookie;
+        let theirs = http(addr, "GET", &path, &[("Cookie", &theirs_session)], None);
         assert_eq!(theirs.status, 404, "{}", String::from_utf8_lossy(&theirs.body));
-        let listed =
-            http(addr, "GET", "/console/deployments", &[("Cookie", &format!("svc_ingress_console={other}"))], None);
+        let listed = http(addr, "GET", "/console/deployments", &[("Cookie", &theirs_session)], None);
         assert!(!String::from_utf8_lossy(&listed.body).contains("node-demo"), "not listed for another organization");
 
         // The money in dollars (issue 42): the balance, the burn rate and when it runs out; then
@@ -101,6 +101,9 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
             value[..value.find('"').expect("a closing quote")].to_owned()
         };
         let sent_again = format!("csrf={}&funded={}&periods=2", field("csrf"), field("funded"));
+        // The browser's session, as a copy of its cookie replays it.
+        let browser_cookie = browser.cookie("svc_ingress_console").expect("the session cookie");
+        let browser_cookie = format!("svc_ingress_console={}", browser_cookie["value"].as_str().expect("a value"));
         browser.clear("#periods");
         browser.type_into("#periods", "2");
         browser.click_and_wait("#fund-submit");
@@ -111,10 +114,7 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
             addr,
             "POST",
             &format!("{}/fund", deployment_url.trim_start_matches(&base)),
-            &[
-                ("Cookie", &format!("svc_ingress_console={token}")),
-                ("Content-Type", "application/x-www-form-urlencoded"),
-            ],
+            &[("Cookie", &browser_cookie), ("Content-Type", "application/x-www-form-urlencoded")],
             Some(sent_again.as_bytes()),
         );
         let said = String::from_utf8_lossy(&replayed.body);
@@ -125,7 +125,7 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         assert!(browser.text("#runs-out").starts_with("in 2 hours"), "{}", browser.text("#runs-out"));
         assert!(browser.text("#ledger").contains("USD 0.50"), "{}", browser.text("#ledger"));
         // A form from elsewhere (no CSRF token of this session) funds nothing.
-        let cookie = format!("svc_ingress_console={token}");
+        let cookie = browser_cookie.clone();
         let forged = http(
             addr,
             "POST",
@@ -169,14 +169,123 @@ async fn the_ingress_console_shows_a_live_deployment_its_logs_then_stops_and_ref
         browser.assert_layout_holds("rewards");
         browser.screenshot("ingress-rewards");
         // An operator sees no deployment.
-        let theirs =
-            http(addr, "GET", "/console/deployments", &[("Cookie", &format!("svc_ingress_console={operator}"))], None);
+        let operator_session = sign_in_over_http(addr, &operator, "/console/rewards").cookie;
+        let theirs = http(addr, "GET", "/console/deployments", &[("Cookie", &operator_session)], None);
         assert_eq!(theirs.status, 403, "{}", String::from_utf8_lossy(&theirs.body));
         browser.click_and_wait("#claim");
         assert!(browser.text("#notice").contains("Claimed: clm_"), "{}", browser.source());
         assert_eq!(browser.text("#claimable"), "USD 0.00");
         assert!(browser.find("#claim").is_none(), "claimed once");
         assert!(browser.text("#rewards").contains("claimed"), "{}", browser.text("#rewards"));
+    })
+    .await
+    .expect("the browser part");
+}
+
+/// A console session made over plain HTTP: its `Cookie` header and its CSRF token.
+struct HttpSession {
+    cookie: String,
+    csrf: String,
+}
+
+/// Signs in to the ingress console at `addr` with `token`, as the sign-in form does; `page`
+/// is a page of the console that shows the sign-out form (for the CSRF token).
+fn sign_in_over_http(addr: std::net::SocketAddr, token: &str, page: &str) -> HttpSession {
+    let signed_in = http(
+        addr,
+        "POST",
+        "/console/sign-in",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(format!("token={token}").as_bytes()),
+    );
+    assert_eq!(signed_in.status, 303, "{}", String::from_utf8_lossy(&signed_in.body));
+    let set = signed_in.header("set-cookie").expect("a session cookie");
+    let value = set.strip_prefix("svc_ingress_console=").and_then(|v| v.split(';').next()).expect("its value");
+    assert!(!value.contains(token) && value.len() == 64, "a session id, not the token: {set}");
+    let cookie = format!("svc_ingress_console={value}");
+    let shown = http(addr, "GET", page, &[("Cookie", &cookie)], None);
+    let body = String::from_utf8_lossy(&shown.body);
+    let marker = "name=\"csrf\" value=\"";
+    let at = body.find(marker).map(|i| i + marker.len()).unwrap_or_else(|| panic!("a CSRF field: {body}"));
+    let csrf = body[at..].split('"').next().unwrap_or_default().to_owned();
+    HttpSession { cookie, csrf }
+}
+
+/// Issue 40, point 3, on the ingress console: the cookie holds a random session id, never the
+/// token; a copy of it is no API token; signing out makes it worthless wherever it was
+/// copied; a form of the ended session signs nothing out; the 21st wrong token in a minute
+/// is refused with when to try again, the right token as well.
+#[tokio::test(flavor = "multi_thread")]
+async fn ingress_sign_out_makes_a_copied_cookie_worthless_a_cookie_is_no_api_token_and_the_21st_wrong_token_waits() {
+    let dir = TempDir::new("ingress-console-sessions");
+    let relay = Relay::start(&dir.path().join("relay"), &[]).await;
+    let base = relay.api.trim_end_matches('/').to_owned();
+    let token = relay.token.clone();
+    let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().expect("the API's address");
+    tokio::task::spawn_blocking(move || {
+        let browser = Browser::start("ingress-console-sessions");
+        browser.goto(&format!("{base}/console/sign-in"));
+        browser.type_into("#token", &token);
+        browser.click_and_wait("button[type=submit]");
+        assert!(browser.url().ends_with("/console/deployments"), "{}", browser.url());
+        let cookie = browser.cookie("svc_ingress_console").expect("the session cookie");
+        assert_eq!(cookie["httpOnly"], json!(true), "{cookie}");
+        assert_eq!(cookie["sameSite"], json!("Strict"), "{cookie}");
+        let value = cookie["value"].as_str().expect("a value").to_owned();
+        assert!(value.len() == 64 && !value.contains(&token), "a session id, not the token: {value}");
+        let stolen = format!("svc_ingress_console={value}");
+        assert_eq!(http(addr, "GET", "/console/deployments", &[("Cookie", &stolen)], None).status, 200);
+
+        // A stolen cookie is not an API token; nor is the token a session.
+        let api = http(addr, "GET", "/api/ingress/deployments", &[("Authorization", &format!("Bearer {value}"))], None);
+        assert_eq!(api.status, 401, "{}", String::from_utf8_lossy(&api.body));
+        let as_cookie =
+            http(addr, "GET", "/console/deployments", &[("Cookie", &format!("svc_ingress_console={token}"))], None);
+        assert_eq!(as_cookie.status, 303);
+
+        // A second session's sign-out form ends only that session.
+        let second = sign_in_over_http(addr, &token, "/console/deployments");
+        let form = format!("csrf={}", second.csrf);
+        let ended = http(
+            addr,
+            "POST",
+            "/console/sign-out",
+            &[("Cookie", &second.cookie), ("Content-Type", "application/x-www-form-urlencoded")],
+            Some(form.as_bytes()),
+        );
+        assert_eq!(ended.status, 303);
+        assert_eq!(http(addr, "GET", "/console/deployments", &[("Cookie", &second.cookie)], None).status, 303);
+        assert_eq!(http(addr, "GET", "/console/deployments", &[("Cookie", &stolen)], None).status, 200);
+
+        // Signing out in the browser: the copy is worthless.
+        browser.click_and_wait("header form button");
+        assert!(browser.url().ends_with("/console/sign-in"), "{}", browser.url());
+        let replayed = http(addr, "GET", "/console/deployments", &[("Cookie", &stolen)], None);
+        assert_eq!(replayed.status, 303, "{}", String::from_utf8_lossy(&replayed.body));
+        assert_eq!(replayed.header("location"), Some("/console/sign-in"));
+
+        for i in 1..=20 {
+            browser.type_into("#token", &format!("rly_wrong_{i}"));
+            browser.click_and_wait("button[type=submit]");
+            let said = browser.text("#sign-in-problem");
+            assert!(said.contains("no customer or gateway operator has this token"), "attempt {i}: {said}");
+        }
+        browser.type_into("#token", "rly_wrong_21");
+        browser.click_and_wait("button[type=submit]");
+        let said = browser.text("#sign-in-problem");
+        assert!(said.contains("too many wrong tokens") && said.contains("try again in"), "{said}");
+        browser.assert_accessible("ingress sign-in, too many attempts");
+        let refused = http(
+            addr,
+            "POST",
+            "/console/sign-in",
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            Some(format!("token={token}").as_bytes()),
+        );
+        assert_eq!(refused.status, 429, "{}", String::from_utf8_lossy(&refused.body));
+        let wait: u64 = refused.header("retry-after").and_then(|v| v.parse().ok()).expect("a Retry-After");
+        assert!((1..=60).contains(&wait), "{wait}");
+        assert!(refused.header("set-cookie").is_none());
     })
     .await
     .expect("the browser part");

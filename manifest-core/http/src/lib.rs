@@ -51,6 +51,6 @@ pub use intake::{Busy, Incoming, Intake, IntakeError, IntakeLimits, IntakePermit
 pub use limit::limit_body;
 pub use path_ids::{INVALID_PATH_ID, MAX_PATH_ID_BYTES, PathIdProblem, PathIds, check_path_ids, path_id_check};
 pub use request::{InternalError, REQUEST_ID_HEADER, RequestId, error_response, internal_error};
-pub use server::Server;
+pub use server::{ClientAddr, Server};
 pub use settings::{Settings, SettingsError, connection_cap};
 pub use tls::{Tls, TlsError};

@@ -215,6 +215,11 @@ fn reap(name: &str, done: Result<(), tokio::task::JoinError>) {
     }
 }
 
+/// The address of the client a request came from: its TCP peer, never a header it could
+/// write (`axum::Extension<ClientAddr>`; absent for a request not read from a connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::IpAddr);
+
 /// What every connection of a server shares.
 struct Shared {
     name: &'static str,
@@ -228,8 +233,9 @@ struct Shared {
 async fn connection(stream: TcpStream, registration: Registration, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     let conn = registration.conn().clone();
     let _ = stream.set_nodelay(true);
+    let client = stream.peer_addr().ok().map(|a| ClientAddr(a.ip()));
     match shared.tls.clone() {
-        None => drive(stream, conn, shared, stop).await,
+        None => drive(stream, conn, client, shared, stop).await,
         Some(tls) => {
             let Some(deadline) = conn.deadline(&shared.settings) else { return };
             let mut stop_handshake = stop.clone();
@@ -242,7 +248,7 @@ async fn connection(stream: TcpStream, registration: Registration, shared: Arc<S
             // A failed handshake (a client that does not trust the certificate, a port scan)
             // needs no log line of ours: the client saw the alert.
             let Ok(tls_stream) = handshake else { return };
-            drive(tls_stream, conn, shared, stop).await;
+            drive(tls_stream, conn, client, shared, stop).await;
         }
     }
     drop(registration);
@@ -255,13 +261,18 @@ async fn until_evicted(conn: &Conn) {
 }
 
 /// HTTP/1.1 over `io` under the connection's deadline.
-async fn drive<I>(io: I, conn: Arc<Conn>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
-where
+async fn drive<I>(
+    io: I,
+    conn: Arc<Conn>,
+    client: Option<ClientAddr>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = {
         let (conn, shared) = (conn.clone(), shared.clone());
-        hyper::service::service_fn(move |request| handle(request, conn.clone(), shared.clone()))
+        hyper::service::service_fn(move |request| handle(request, conn.clone(), client, shared.clone()))
     };
     let io = TokioIo::new(crate::conn::TrackedIo::new(io, conn.clone()));
     // No hyper timer: the deadlines are the connection's own (see the module's doc).
@@ -300,6 +311,7 @@ where
 async fn handle(
     request: hyper::Request<Incoming>,
     conn: Arc<Conn>,
+    client: Option<ClientAddr>,
     shared: Arc<Shared>,
 ) -> Result<hyper::Response<TrackedBody>, Infallible> {
     let guard = conn.request_started(!request.body().is_end_stream());
@@ -312,6 +324,9 @@ async fn handle(
     let deadline = Instant::now() + shared.settings.body_timeout;
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(id.clone());
+    if let Some(client) = client {
+        parts.extensions.insert(client);
+    }
     let body = axum::body::Body::new(TimedBody::new(body, deadline, timed_out.clone(), conn));
     let mut router = shared.router.clone();
     let called = CatchUnwind(router.call(Request::from_parts(parts, body))).await;

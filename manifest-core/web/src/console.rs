@@ -4,10 +4,14 @@
 //! page and its form's checks, signing out, and the check that a state-changing form came
 //! from this session's own page. Each console keeps its views, its store and its roles.
 
-use axum::http::{HeaderMap, StatusCode};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use maud::{Markup, html};
 
+use crate::attempts::{self, Attempts};
 use crate::page::{Nav, Page, SignedIn, see_other};
 use crate::session::{self, Cookie};
 
@@ -24,6 +28,8 @@ pub struct Console {
     pub paste_token: &'static str,
     /// How its tokens begin (`svc_`, `rly_`): told when something else is pasted.
     pub token_prefix: &'static str,
+    /// Its sign-in attempts, counted per client address.
+    pub attempts: &'static Attempts,
 }
 
 /// Why a request was not answered with its view.
@@ -51,9 +57,10 @@ impl Console {
         Page { product: self.product.to_owned(), title: title.into(), nav, signed_in }
     }
 
-    /// A page for a member signed in with `token` (`who` names them in the header).
-    pub fn member_page(&self, title: impl Into<String>, nav: Vec<Nav>, who: String, token: &str) -> Page {
-        self.page(title, nav, Some(SignedIn { who, csrf: session::csrf(token) }))
+    /// A page for a member signed in (`who` names them in the header), with their session's
+    /// CSRF token for its sign-out form.
+    pub fn member_page(&self, title: impl Into<String>, nav: Vec<Nav>, who: String, csrf: &str) -> Page {
+        self.page(title, nav, Some(SignedIn { who, csrf: csrf.to_owned() }))
     }
 
     /// A page saying `message`, with a link back home.
@@ -83,17 +90,23 @@ impl Console {
         self.page("Sign in", Vec::new(), None).respond(status, form)
     }
 
-    /// The token a sign-in form sent, checked for its origin and its shape; or the page that
-    /// refuses it (`form` renders the sign-in form with a problem).
+    /// The token a sign-in form sent, checked for its origin, the client's attempts and its
+    /// shape; or the page that refuses it (`form` renders the sign-in form with a problem).
+    /// A token of the wrong shape counts as a wrong token; the console counts the others
+    /// ([`Console::wrong_token`]).
     #[expect(clippy::result_large_err, reason = "the refusal is the response itself, made once per request")]
     pub fn sign_in_token(
         &self,
         headers: &HeaderMap,
+        client: Option<IpAddr>,
         sent: Option<String>,
         form: impl Fn(Option<&str>) -> Markup,
     ) -> Result<String, Response> {
         if !session::same_origin(headers) {
             return Err(self.error_page(StatusCode::FORBIDDEN, "this form was sent from another site"));
+        }
+        if let Err(wait) = self.attempts.check(client, Instant::now()) {
+            return Err(self.too_many_attempts(wait, &form));
         }
         let Some(sent) = sent else {
             return Err(self.sign_in_page(StatusCode::BAD_REQUEST, form(Some(self.paste_token))));
@@ -101,26 +114,61 @@ impl Console {
         let token = sent.trim().to_owned();
         if !session::token_shape(&token) {
             let problem = format!("that is not a token: it starts with `{}`", self.token_prefix);
-            return Err(self.sign_in_page(StatusCode::UNAUTHORIZED, form(Some(&problem))));
+            return Err(self.wrong_token(client, self.sign_in_page(StatusCode::UNAUTHORIZED, form(Some(&problem)))));
         }
         Ok(token)
     }
 
-    /// Signs out, if the form came from one of this console's pages.
-    pub fn sign_out(&self, headers: &HeaderMap, csrf: Option<&str>) -> Response {
-        if !self.cookie.sign_out_allowed(headers, csrf) {
-            return self.error_page(
-                StatusCode::FORBIDDEN,
-                "this form was sent from another site, or its page is stale: reload",
-            );
+    /// Counts a wrong token from `client`, and answers `page`.
+    pub fn wrong_token(&self, client: Option<IpAddr>, page: Response) -> Response {
+        self.attempts.failed(client, Instant::now());
+        page
+    }
+
+    /// 429: the client sent too many wrong tokens; when to try again, in the page and in
+    /// `Retry-After`.
+    fn too_many_attempts(&self, wait: Duration, form: &impl Fn(Option<&str>) -> Markup) -> Response {
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let at = u64::try_from(session::now_ms()).unwrap_or(0) / 1000 + secs;
+        let problem = format!(
+            "too many wrong tokens from your address ({} in {} seconds): try again in {secs} seconds, at {:02}:{:02}:{:02} UTC",
+            attempts::FAILURES_PER_WINDOW,
+            attempts::WINDOW.as_secs(),
+            at / 3600 % 24,
+            at / 60 % 60,
+            at % 60,
+        );
+        let mut response = self.sign_in_page(StatusCode::TOO_MANY_REQUESTS, form(Some(&problem)));
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        response
+    }
+
+    /// Whether a sign-out form may end the session: it comes from the console's own origin
+    /// with the session's CSRF token (`expected`; `presented`: the form's). Without a session
+    /// there is nothing to end, and it may; otherwise the 403 page.
+    #[expect(clippy::result_large_err, reason = "the refusal is the response itself, made once per request")]
+    pub fn sign_out_allowed(
+        &self,
+        headers: &HeaderMap,
+        expected: Option<&str>,
+        presented: Option<&str>,
+    ) -> Result<(), Response> {
+        let allowed = match (expected, presented) {
+            (None, _) => true,
+            (Some(expected), Some(presented)) => session::from_own_page(headers, expected, presented),
+            (Some(_), None) => false,
+        };
+        if allowed {
+            return Ok(());
         }
-        self.cookie.signed_out(SIGN_IN)
+        Err(self
+            .error_page(StatusCode::FORBIDDEN, "this form was sent from another site, or its page is stale: reload"))
     }
 
     /// Refused (403) unless a state-changing form came from one of this session's own pages:
-    /// its `Origin` is this site and its `csrf` is the session's.
-    pub fn from_own_page(&self, headers: &HeaderMap, token: &str, csrf: &str) -> Result<(), Refusal> {
-        if session::from_own_page(headers, token, csrf) {
+    /// its `Origin` is this site and its `presented` CSRF token is the session's (`expected`).
+    pub fn from_own_page(&self, headers: &HeaderMap, expected: &str, presented: &str) -> Result<(), Refusal> {
+        if session::from_own_page(headers, expected, presented) {
             return Ok(());
         }
         Err(Refusal::page(self.error_page(

@@ -8,8 +8,10 @@
 //!   from `/console/assets/` (no CDN, no other origin, no build step);
 //! - [`page`]: the page layout every view renders into, HTML written with `maud` (escaped by
 //!   default);
-//! - [`session`]: signing in with a token kept in an HttpOnly, SameSite=Strict cookie, and the
-//!   CSRF token every state-changing form carries;
+//! - [`session`]: signing in: the token exchanged for a random session id in an HttpOnly,
+//!   SameSite=Strict cookie (the store keeps its hash), idle and absolute expiry, and the
+//!   session's CSRF token every state-changing form carries;
+//! - [`attempts`]: sign-in attempts limited per client address;
 //! - [`text`]: long identifiers shortened (the whole value on hover and copy), terminal texts'
 //!   backtick spans as `<code>`, and rows alike folded into one with their count;
 //! - [`headers`]: the Content-Security-Policy (no inline script, nothing from another origin)
@@ -18,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod assets;
+pub mod attempts;
 pub mod console;
 pub mod headers;
 pub mod page;

@@ -1,8 +1,17 @@
-//! Signing in to a console: the member's API token, kept in a cookie the page's scripts cannot
-//! read (`HttpOnly`) and the browser sends to no other site's request (`SameSite=Strict`),
-//! only under `/console/`. Every state-changing form also carries a CSRF token derived from
-//! the session's token, and its `Origin` (when sent) must be the console's own: a page of
-//! another origin can neither read the token nor send the cookie.
+//! Signing in to a console: the member's API token is exchanged, once, for a random session
+//! id. The cookie holds that id alone (`HttpOnly`: the page's scripts cannot read it;
+//! `SameSite=Strict`: no other site's request carries it; under `/console` only; `Secure`
+//! unless the console is reached over loopback HTTP); the service's store keeps only its
+//! SHA-256, with the token it was made from, when it was made and when it was last used, and
+//! a CSRF token of its own. A session ends when it has been idle [`IDLE_MS`], at the latest
+//! [`ABSOLUTE_MS`] after signing in, when its member signs out (its row is deleted), or when
+//! its token is revoked (each request reads the session through its token's row). Every
+//! state-changing form carries the session's CSRF token, and its `Origin` (when sent) must be
+//! the console's own.
+//!
+//! The rows are each store's (both consoles keep theirs in their service's database, so a
+//! session made by one instance is read by another); what is here is what they share: the
+//! ids, the cookie, the expiry rule and the checks.
 
 use axum::http::{HeaderMap, HeaderValue, header};
 use sha2::{Digest, Sha256};
@@ -21,18 +30,100 @@ pub const PUBLICATION: Cookie = Cookie { name: "svc_console" };
 /// The ingress console's (`svc relay serve`).
 pub const INGRESS: Cookie = Cookie { name: "svc_ingress_console" };
 
-/// How long a session lasts without signing in again (12 hours).
-pub const MAX_AGE_SECS: u64 = 12 * 3600;
+/// A session unused this long is over (30 minutes).
+pub const IDLE_MS: i64 = 30 * 60 * 1000;
+
+/// A session is over this long after signing in, however used (12 hours).
+pub const ABSOLUTE_MS: i64 = 12 * 3600 * 1000;
+
+/// How often a session's last use is written: a request within this of the last write
+/// writes nothing (a page refreshing every two seconds does not write every two seconds). A
+/// session may so end up to this much before [`IDLE_MS`] after its very last request.
+pub const TOUCH_MS: i64 = 60 * 1000;
+
+/// Expired sessions a sign-in deletes at most (bounded work; each sign-in makes one row and
+/// collects up to this many, so the table holds about the sessions of the last 12 hours).
+pub const COLLECT_PER_SIGN_IN: u32 = 100;
 
 /// The longest token accepted (the services issue 68 characters).
 pub const TOKEN_MAX: usize = 200;
 
-/// Whether `text` has the shape of a token: 1-200 of `A-Z a-z 0-9 _ -` (so it can be a
-/// cookie's value as it is).
+/// Random bytes in a session id (256 bits).
+const ID_BYTES: usize = 32;
+
+/// Random bytes in a CSRF token (128 bits).
+const CSRF_BYTES: usize = 16;
+
+/// Whether `text` has the shape of a token: 1-200 of `A-Z a-z 0-9 _ -`.
 pub fn token_shape(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= TOKEN_MAX
         && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether `text` has the shape of a session id: 64 lowercase hex digits.
+pub fn id_shape(text: &str) -> bool {
+    text.len() == ID_BYTES * 2 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// What a store keeps of a session id: its SHA-256, hex (the id itself is in the browser's
+/// cookie only, so a reader of the database cannot sign in with what it reads).
+pub fn id_hash(id: &str) -> String {
+    hex(&Sha256::digest(format!("svc-console-session\0{id}").as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn random_hex(n: usize) -> Result<String, getrandom::Error> {
+    let mut bytes = vec![0u8; n];
+    getrandom::fill(&mut bytes)?;
+    Ok(hex(&bytes))
+}
+
+/// A session being made: the id for the cookie, its hash for the store, and its CSRF token.
+#[derive(Clone)]
+pub struct NewSession {
+    /// The cookie's value (256 random bits).
+    pub id: String,
+    /// What the store keeps ([`id_hash`]).
+    pub id_hash: String,
+    /// The session's CSRF token (128 random bits), kept in its row.
+    pub csrf: String,
+}
+
+impl std::fmt::Debug for NewSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewSession").field("id_hash", &self.id_hash).finish_non_exhaustive()
+    }
+}
+
+impl NewSession {
+    /// A new session's id and CSRF token, from the operating system's random numbers.
+    pub fn generate() -> Result<NewSession, getrandom::Error> {
+        let id = random_hex(ID_BYTES)?;
+        Ok(NewSession { id_hash: id_hash(&id), csrf: random_hex(CSRF_BYTES)?, id })
+    }
+}
+
+/// The times a session row is live at `now` (Unix ms): it was made after the first and last
+/// used after the second. A store reads a session with `created_at > .0 AND last_seen_at >
+/// .1`, and collects the rows that fail either.
+pub fn live_after(now: i64) -> (i64, i64) {
+    (now.saturating_sub(ABSOLUTE_MS), now.saturating_sub(IDLE_MS))
+}
+
+/// Whether a session last written as used at `last_seen` should be written again at `now`.
+pub fn needs_touch(last_seen: i64, now: i64) -> bool {
+    now.saturating_sub(last_seen) >= TOUCH_MS
+}
+
+/// Now, in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Whether the browser reached the console over TLS, or could only have: a TLS front says so,
@@ -51,9 +142,10 @@ fn secure(headers: &HeaderMap) -> bool {
 }
 
 impl Cookie {
-    /// The session's token, from the request's cookies: none unless exactly one cookie has
-    /// the name (a second one, planted for another path or domain, is not guessed between).
-    pub fn token(self, headers: &HeaderMap) -> Option<String> {
+    /// The session id in the request's cookies: none unless exactly one cookie has the name
+    /// (a second one, planted for another path or domain, is not guessed between) and it has
+    /// the shape of a session id.
+    pub fn session_id(self, headers: &HeaderMap) -> Option<String> {
         let mut found = headers
             .get_all(header::COOKIE)
             .iter()
@@ -63,17 +155,18 @@ impl Cookie {
             .filter(|(name, _)| *name == self.name)
             .map(|(_, value)| value.to_owned());
         let first = found.next()?;
-        (found.next().is_none() && token_shape(&first)).then_some(first)
+        (found.next().is_none() && id_shape(&first)).then_some(first)
     }
 
-    /// The `Set-Cookie` that signs in with `token`.
-    pub fn sign_in_cookie(self, token: &str, secure: bool) -> Option<HeaderValue> {
-        if !token_shape(token) {
+    /// The `Set-Cookie` that holds session `id`.
+    pub fn sign_in_cookie(self, id: &str, secure: bool) -> Option<HeaderValue> {
+        if !id_shape(id) {
             return None;
         }
         let secure = if secure { "; Secure" } else { "" };
+        let max_age = ABSOLUTE_MS / 1000;
         HeaderValue::from_str(&format!(
-            "{}={token}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={MAX_AGE_SECS}{secure}",
+            "{}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
             self.name
         ))
         .ok()
@@ -85,28 +178,17 @@ impl Cookie {
             .unwrap_or_else(|_| HeaderValue::from_static("svc_console=; Max-Age=0"))
     }
 
-    /// The answer to a sign-in form whose token names a member: to `home`, with the session
+    /// The answer to a sign-in whose session was stored: to `home`, with the session's
     /// cookie (`Secure` unless the console is reached over loopback HTTP).
-    pub fn signed_in(self, token: &str, home: &str, headers: &HeaderMap) -> axum::response::Response {
+    pub fn signed_in(self, session: &NewSession, home: &str, headers: &HeaderMap) -> axum::response::Response {
         let mut response = crate::page::see_other(home);
-        if let Some(cookie) = self.sign_in_cookie(token, secure(headers)) {
+        if let Some(cookie) = self.sign_in_cookie(&session.id, secure(headers)) {
             response.headers_mut().insert(header::SET_COOKIE, cookie);
         }
         response
     }
 
-    /// Whether a sign-out form may end the session: it comes from the console's own origin
-    /// with the session's CSRF token (`None`: the form had none). Without a session there is
-    /// nothing to end, and it may.
-    pub fn sign_out_allowed(self, headers: &HeaderMap, csrf: Option<&str>) -> bool {
-        match (self.token(headers), csrf) {
-            (None, _) => true,
-            (Some(token), Some(csrf)) => from_own_page(headers, &token, csrf),
-            (Some(_), None) => false,
-        }
-    }
-
-    /// The answer to an allowed sign-out: to `sign_in`, with the cookie cleared.
+    /// The answer to a sign-out: to `sign_in`, with the cookie cleared.
     pub fn signed_out(self, sign_in: &str) -> axum::response::Response {
         let mut response = crate::page::see_other(sign_in);
         response.headers_mut().insert(header::SET_COOKIE, self.sign_out_cookie());
@@ -114,24 +196,18 @@ impl Cookie {
     }
 }
 
-/// The CSRF token of a session: derived from its token, so nothing is stored, and useless to
-/// anyone who could not read the session's pages.
-pub fn csrf(token: &str) -> String {
-    let digest = Sha256::digest(format!("svc-console-csrf\0{token}").as_bytes());
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
-}
-
-/// Whether a form's CSRF token is the session's (compared in constant time).
-pub fn csrf_ok(token: &str, presented: &str) -> bool {
-    let expected = csrf(token);
-    expected.len() == presented.len()
+/// Whether a form's CSRF token is the session's `expected` one (compared in constant time).
+pub fn csrf_ok(expected: &str, presented: &str) -> bool {
+    !expected.is_empty()
+        && expected.len() == presented.len()
         && expected.bytes().zip(presented.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// Whether a state-changing form comes from this session's own pages: its `Origin` is the
-/// console's and it carries the session's CSRF token. Every console form is checked here.
-pub fn from_own_page(headers: &HeaderMap, token: &str, csrf: &str) -> bool {
-    same_origin(headers) && csrf_ok(token, csrf)
+/// console's and it carries the session's CSRF token (`expected`). Every console form is
+/// checked here.
+pub fn from_own_page(headers: &HeaderMap, expected: &str, presented: &str) -> bool {
+    same_origin(headers) && csrf_ok(expected, presented)
 }
 
 /// Whether a state-changing request comes from the console's own pages: its `Origin`, when
@@ -154,22 +230,39 @@ mod tests {
     }
 
     #[test]
+    fn a_session_id_is_random_hex_and_the_store_keeps_its_hash() {
+        let a = NewSession::generate().expect("random numbers");
+        let b = NewSession::generate().expect("random numbers");
+        assert!(id_shape(&a.id) && a.id.len() == 64, "{}", a.id);
+        assert_ne!(a.id, b.id);
+        assert_ne!(a.csrf, b.csrf);
+        assert_eq!(a.csrf.len(), 32);
+        assert_eq!(a.id_hash, id_hash(&a.id));
+        assert!(!a.id_hash.contains(&a.id));
+        assert!(!format!("{a:?}").contains(&a.id), "the id stays out of logs");
+        assert!(!id_shape("svc_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
+        assert!(!id_shape(&a.id.to_uppercase()));
+    }
+
+    #[test]
     fn the_cookie_is_http_only_strict_and_under_the_console() {
-        let cookie = PUBLICATION.sign_in_cookie("svc_abc", false).expect("a cookie");
+        let id = "ab".repeat(32);
+        let cookie = PUBLICATION.sign_in_cookie(&id, false).expect("a cookie");
         let text = cookie.to_str().expect("text");
-        assert!(text.starts_with("svc_console=svc_abc; Path=/console; HttpOnly; SameSite=Strict"), "{text}");
-        assert!(!text.contains("Secure"));
-        let secure = PUBLICATION.sign_in_cookie("svc_abc", true).expect("a cookie");
+        assert!(text.starts_with(&format!("svc_console={id}; Path=/console; HttpOnly; SameSite=Strict")), "{text}");
+        assert!(text.contains("Max-Age=43200") && !text.contains("Secure"), "{text}");
+        let secure = PUBLICATION.sign_in_cookie(&id, true).expect("a cookie");
         assert!(secure.to_str().expect("text").ends_with("; Secure"));
-        assert!(PUBLICATION.sign_in_cookie("a; Path=/", false).is_none(), "no attribute smuggled through a token");
-        let h = with(header::COOKIE, "other=1; svc_console=svc_abc; more=2");
-        assert_eq!(PUBLICATION.token(&h).as_deref(), Some("svc_abc"));
-        assert_eq!(INGRESS.token(&h), None, "each console reads its own cookie");
-        assert_eq!(PUBLICATION.token(&with(header::COOKIE, "svc_console=bad value")), None);
+        assert!(PUBLICATION.sign_in_cookie("a; Path=/", false).is_none(), "no attribute smuggled through");
+        assert!(PUBLICATION.sign_in_cookie("svc_token", false).is_none(), "a token is no session id");
+        let h = with(header::COOKIE, &format!("other=1; svc_console={id}; more=2"));
+        assert_eq!(PUBLICATION.session_id(&h), Some(id.clone()));
+        assert_eq!(INGRESS.session_id(&h), None, "each console reads its own cookie");
+        assert_eq!(PUBLICATION.session_id(&with(header::COOKIE, "svc_console=svc_abc")), None);
         // Review finding: a second cookie of the name (planted by a customer's app on a
         // parent domain, with a longer path) is not guessed between.
-        let planted = with(header::COOKIE, "svc_console=svc_attacker; svc_console=svc_abc");
-        assert_eq!(PUBLICATION.token(&planted), None);
+        let planted = with(header::COOKIE, &format!("svc_console={}; svc_console={id}", "cd".repeat(32)));
+        assert_eq!(PUBLICATION.session_id(&planted), None);
     }
 
     #[test]
@@ -186,11 +279,28 @@ mod tests {
 
     #[test]
     fn csrf_tokens_belong_to_their_session() {
-        let mine = csrf("svc_a");
-        assert_eq!(mine.len(), 32);
-        assert!(csrf_ok("svc_a", &mine));
-        assert!(!csrf_ok("svc_b", &mine));
-        assert!(!csrf_ok("svc_a", ""));
+        let mine = NewSession::generate().expect("random numbers").csrf;
+        let theirs = NewSession::generate().expect("random numbers").csrf;
+        assert!(csrf_ok(&mine, &mine));
+        assert!(!csrf_ok(&mine, &theirs));
+        assert!(!csrf_ok(&mine, ""));
+        assert!(!csrf_ok("", ""), "no session, no token");
+    }
+
+    #[test]
+    fn a_session_is_live_within_its_idle_and_absolute_bounds() {
+        let signed_in = 1_000_000_000_000;
+        let live = |created: i64, seen: i64, now: i64| {
+            let (made_after, seen_after) = live_after(now);
+            created > made_after && seen > seen_after
+        };
+        assert!(live(signed_in, signed_in, signed_in + IDLE_MS - 1));
+        assert!(!live(signed_in, signed_in, signed_in + IDLE_MS), "idle");
+        let busy = signed_in + ABSOLUTE_MS - 1;
+        assert!(live(signed_in, busy, busy));
+        assert!(!live(signed_in, busy + 1, busy + 1), "over, however used");
+        assert!(!needs_touch(signed_in, signed_in + TOUCH_MS - 1));
+        assert!(needs_touch(signed_in, signed_in + TOUCH_MS));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::rejection::FormRejection;
-use axum::extract::{Form, Path, State as Extract};
+use axum::extract::{Extension, Form, Path, State as Extract};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -26,7 +26,8 @@ use svc_web::{Markup, session};
 use super::State;
 use super::auth::hash_token;
 use super::publish::ApiError;
-use super::store::{Application, Caller};
+use super::store::{Application, Caller, ConsoleSession};
+use svc_http::ClientAddr;
 
 type Shared = Arc<State>;
 
@@ -37,7 +38,11 @@ const CONSOLE: Console = Console {
     home: ("/console/apps", "Back to the applications"),
     paste_token: "paste your API token (`svc admin token create` made it)",
     token_prefix: "svc_",
+    attempts: &ATTEMPTS,
 };
+
+/// The publication console's sign-in attempts (per process).
+static ATTEMPTS: svc_web::attempts::Attempts = svc_web::attempts::Attempts::new();
 
 /// The console's routes (nested under `/console` by the service's router).
 pub(crate) fn router() -> Router<Shared> {
@@ -66,10 +71,10 @@ pub(crate) fn router() -> Router<Shared> {
         .layer(axum::middleware::map_response(svc_web::headers::secure))
 }
 
-/// A member signed in: who they are, and their session's token (for the CSRF token).
+/// A member signed in: who they are, and their session's CSRF token.
 struct Member {
     caller: Caller,
-    token: String,
+    csrf: String,
 }
 
 impl Member {
@@ -84,7 +89,7 @@ impl Member {
             self.caller.role.as_str(),
             self.caller.organization.name
         );
-        CONSOLE.member_page(title, nav, who, &self.token)
+        CONSOLE.member_page(title, nav, who, &self.csrf)
     }
 }
 
@@ -108,17 +113,32 @@ fn answer(result: Result<Response, Refusal>) -> Response {
     CONSOLE.answer(result)
 }
 
-/// The member behind the request's session cookie, read on every request (a revoked token
-/// signs its sessions out at once).
-async fn member(state: &Shared, headers: &HeaderMap) -> Result<Member, Refusal> {
-    let token = session::PUBLICATION.token(headers).ok_or(Refusal::SignIn)?;
+/// The session the request's cookie names, if it is live: read on every request through its
+/// token's row (a revoked token signs its sessions out at once), and recorded used at most
+/// once a `TOUCH_MS`.
+async fn session_of(state: &Shared, headers: &HeaderMap) -> Result<Option<(String, ConsoleSession)>, Refusal> {
+    let Some(id) = session::PUBLICATION.session_id(headers) else { return Ok(None) };
+    let hash = session::id_hash(&id);
     let state = state.clone();
     blocking(move || {
-        let caller = state.store.caller(&hash_token(&token))?;
-        Ok(caller.map(|caller| Member { caller, token }))
+        let now = session::now_ms();
+        let found = state.store.read_each()?.console_session(&hash, now)?;
+        if let Some(s) = &found
+            && session::needs_touch(s.last_seen_at, now)
+        {
+            let mut tx = state.store.write()?;
+            tx.touch_console_session(&hash, now)?;
+            tx.commit()?;
+        }
+        Ok(found.map(|s| (hash, s)))
     })
-    .await?
-    .ok_or(Refusal::SignIn)
+    .await
+}
+
+/// The member behind the request's session cookie.
+async fn member(state: &Shared, headers: &HeaderMap) -> Result<Member, Refusal> {
+    let (_, found) = session_of(state, headers).await?.ok_or(Refusal::SignIn)?;
+    Ok(Member { caller: found.caller, csrf: found.csrf })
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, Refusal> {
@@ -170,25 +190,40 @@ struct SignInForm {
     token: String,
 }
 
+/// Signs in: the token exchanged for a new session (its row stored, a few expired ones
+/// collected), the session's id in the cookie. A wrong token counts against the client's
+/// address.
 async fn sign_in(
     Extract(state): Extract<Shared>,
+    client: Option<Extension<ClientAddr>>,
     headers: HeaderMap,
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Response {
-    let token = match CONSOLE.sign_in_token(&headers, form.ok().map(|Form(f)| f.token), views::sign_in) {
+    let client = client.map(|Extension(ClientAddr(ip))| ip);
+    let token = match CONSOLE.sign_in_token(&headers, client, form.ok().map(|Form(f)| f.token), views::sign_in) {
         Ok(token) => token,
         Err(refused) => return refused,
     };
-    let lookup = token.clone();
-    let state = state.clone();
-    let caller = match blocking(move || Ok(state.store.caller(&hash_token(&lookup))?)).await {
-        Ok(caller) => caller,
-        Err(refusal) => return answer(Err(refusal)),
-    };
-    if caller.is_none() {
-        return sign_in_page(StatusCode::UNAUTHORIZED, Some("no member has this token (it may have been revoked)"));
+    let made = blocking(move || {
+        let Some(caller) = state.store.caller(&hash_token(&token))? else { return Ok(None) };
+        let new = session::NewSession::generate()
+            .map_err(|e| ApiError::internal(format!("no random numbers for a console session: {e}")))?;
+        let now = session::now_ms();
+        let mut tx = state.store.write()?;
+        tx.collect_console_sessions(now, session::COLLECT_PER_SIGN_IN)?;
+        tx.insert_console_session(&new.id_hash, &caller.token_id, &new.csrf, now)?;
+        tx.commit()?;
+        Ok(Some(new))
+    })
+    .await;
+    match made {
+        Ok(Some(new)) => session::PUBLICATION.signed_in(&new, "/console/apps", &headers),
+        Ok(None) => CONSOLE.wrong_token(
+            client,
+            sign_in_page(StatusCode::UNAUTHORIZED, Some("no member has this token (it may have been revoked)")),
+        ),
+        Err(refusal) => answer(Err(refusal)),
     }
-    session::PUBLICATION.signed_in(&token, "/console/apps", &headers)
 }
 
 #[derive(Deserialize)]
@@ -196,8 +231,34 @@ struct CsrfForm {
     csrf: String,
 }
 
-async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection>) -> Response {
-    CONSOLE.sign_out(&headers, form.ok().map(|Form(f)| f.csrf).as_deref())
+/// Signs out: the session's row deleted (its cookie is worthless from now on, wherever it
+/// was copied), then the cookie cleared.
+async fn sign_out(
+    Extract(state): Extract<Shared>,
+    headers: HeaderMap,
+    form: Result<Form<CsrfForm>, FormRejection>,
+) -> Response {
+    let found = match session_of(&state, &headers).await {
+        Ok(found) => found,
+        Err(refusal) => return answer(Err(refusal)),
+    };
+    let presented = form.ok().map(|Form(f)| f.csrf);
+    let expected = found.as_ref().map(|(_, s)| s.csrf.as_str());
+    if let Err(refused) = CONSOLE.sign_out_allowed(&headers, expected, presented.as_deref()) {
+        return refused;
+    }
+    if let Some((hash, _)) = found {
+        let ended = blocking(move || {
+            let mut tx = state.store.write()?;
+            tx.delete_console_session(&hash)?;
+            Ok(tx.commit()?)
+        })
+        .await;
+        if let Err(refusal) = ended {
+            return answer(Err(refusal));
+        }
+    }
+    session::PUBLICATION.signed_out(svc_web::console::SIGN_IN)
 }
 
 /// Applications one page of the list shows: each row reads its application's convergence, so

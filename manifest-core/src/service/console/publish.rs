@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 use svc_web::page::{see_other, state};
-use svc_web::{Markup, html, session};
+use svc_web::{Markup, html};
 
 use super::{Member, Refusal, Shared, answer, error_page, member, nav, with_app};
 use crate::diagnostic::{Diagnostic, Severity};
@@ -92,7 +92,7 @@ pub(super) async fn submit(
             let Ok(Form(form)) = form else {
                 return Ok(error_page(StatusCode::BAD_REQUEST, "the form arrived incomplete: reload the page"));
             };
-            super::CONSOLE.from_own_page(&headers, &member.token, &form.csrf)?;
+            super::CONSOLE.from_own_page(&headers, &member.csrf, &form.csrf)?;
             let page = member.page(format!("{id}: publish"), nav(Some(&id), "publish", member.can_publish()));
             if !member.can_publish() {
                 return Ok(page.respond(StatusCode::FORBIDDEN, viewer_notice(&member)));
@@ -205,7 +205,7 @@ fn escaped_len(text: &str) -> usize {
 fn editor(id: &str, member: &Member, draft: &Draft<'_>) -> Markup {
     html! {
         form.stack.wide method="post" action={ "/console/apps/" (id) "/publish" } {
-            input type="hidden" name="csrf" value=(session::csrf(&member.token));
+            input type="hidden" name="csrf" value=(member.csrf);
             label for="manifest" { "Manifest (YAML or JSON)" }
             textarea #manifest name="manifest" rows="18" spellcheck="false" required { (draft.manifest) }
             label for="manifest-file" { "Or read it from a file" }
@@ -317,7 +317,7 @@ fn preview_view(id: &str, member: &Member, draft: &Draft<'_>, p: &PublishRespons
             (diagnostics_table(draft.manifest, &p.diagnostics))
         }
         form method="post" action={ "/console/apps/" (id) "/publish" } {
-            input type="hidden" name="csrf" value=(session::csrf(&member.token));
+            input type="hidden" name="csrf" value=(member.csrf);
             input type="hidden" name="manifest" value=(draft.manifest);
             input type="hidden" name="expected" value=(fence);
             input type="hidden" name="reviewed" value=(p.authored_digest);
@@ -351,7 +351,7 @@ pub(super) async fn resume(
             let Ok(Form(form)) = form else {
                 return Ok(error_page(StatusCode::BAD_REQUEST, "the form arrived incomplete: reload the page"));
             };
-            super::CONSOLE.from_own_page(&headers, &member.token, &form.csrf)?;
+            super::CONSOLE.from_own_page(&headers, &member.csrf, &form.csrf)?;
             let (resume_state, caller, app_id) = (state.clone(), member.caller.clone(), id.clone());
             let done = tokio::task::spawn_blocking(move || {
                 crate::service::http::applications::resume_application(&resume_state, &caller, &app_id, &form.reason)
@@ -372,7 +372,7 @@ pub(super) async fn resume(
 pub(super) fn resume_form(id: &str, member: &Member) -> Markup {
     html! {
         form.stack method="post" action={ "/console/apps/" (id) "/resume" } {
-            input type="hidden" name="csrf" value=(session::csrf(&member.token));
+            input type="hidden" name="csrf" value=(member.csrf);
             label for="resume-reason" { "Why resume (1 to 500 characters)" }
             input #resume-reason type="text" name="reason" maxlength="500" required;
             button #resume type="submit" { "Resume" }

@@ -13,6 +13,8 @@ pub mod postgres;
 mod rows;
 #[cfg(test)]
 mod runtime_tests;
+#[cfg(test)]
+mod session_tests;
 mod sqlite;
 #[cfg(test)]
 mod tests;
@@ -281,8 +283,35 @@ impl std::fmt::Debug for StoredSecret {
     }
 }
 
+/// The console's sessions (`svc_web::session`): stored by the hash of their id, read
+/// through their token's row (a session never outlives its token). Times are Unix ms.
+pub trait SessionRows {
+    /// Records a session made from the token `token_id` at `now`.
+    fn insert_console_session(&mut self, id_hash: &str, token_id: &str, csrf: &str, now: i64)
+    -> Result<(), StoreError>;
+    /// The session with this hash, if it is live at `now` and its token still exists.
+    fn console_session(&mut self, id_hash: &str, now: i64) -> Result<Option<ConsoleSession>, StoreError>;
+    /// Records that the session was used at `now`.
+    fn touch_console_session(&mut self, id_hash: &str, now: i64) -> Result<(), StoreError>;
+    /// Ends the session (signing out): whether there was one.
+    fn delete_console_session(&mut self, id_hash: &str) -> Result<bool, StoreError>;
+    /// Deletes at most `limit` sessions expired at `now`: how many.
+    fn collect_console_sessions(&mut self, now: i64, limit: u32) -> Result<u64, StoreError>;
+}
+
+/// A live console session: its member, its CSRF token, and when it was last recorded used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSession {
+    /// The member, as their token names them.
+    pub caller: Caller,
+    /// The session's CSRF token.
+    pub csrf: String,
+    /// When it was last recorded used (Unix ms).
+    pub last_seen_at: i64,
+}
+
 /// One transaction. Dropped without [`Transaction::commit`], it rolls back.
-pub trait Transaction: LayerReads + KeyRows {
+pub trait Transaction: LayerReads + KeyRows + SessionRows {
     /// Makes every write of this transaction durable.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::rejection::FormRejection;
-use axum::extract::{Form, Path, State};
+use axum::extract::{Extension, Form, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -28,7 +28,8 @@ use svc_web::session;
 
 use super::Engine;
 use super::http::{ApiError, member_of_token};
-use super::store::{Caller, TokenRole};
+use super::store::{Caller, ConsoleSession, StoreError, TokenRole};
+use svc_http::ClientAddr;
 
 /// This console: its name, its cookie, its home.
 const CONSOLE: Site = Site {
@@ -37,7 +38,11 @@ const CONSOLE: Site = Site {
     home: ("/console/", "Back to the console"),
     paste_token: "paste your customer or operator token",
     token_prefix: "rly_",
+    attempts: &ATTEMPTS,
 };
+
+/// The ingress console's sign-in attempts (per process).
+static ATTEMPTS: svc_web::attempts::Attempts = svc_web::attempts::Attempts::new();
 
 /// Log lines the live region shows.
 const LOG_LINES: u32 = 100;
@@ -97,10 +102,10 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
         .route("/console/", get(|| async { svc_web::page::see_other("/console") }))
 }
 
-/// A member signed in, and their session's token (for the CSRF token).
+/// A member signed in, and their session's CSRF token.
 struct Member {
     caller: Caller,
-    token: String,
+    csrf: String,
 }
 
 impl Member {
@@ -141,7 +146,7 @@ impl Member {
             TokenRole::Customer => format!("{} (organization {})", self.caller.token_name, self.caller.org_name),
             TokenRole::Operator => format!("{} (operator {})", self.caller.token_name, self.caller.org_name),
         };
-        CONSOLE.member_page(title, nav, who, &self.token)
+        CONSOLE.member_page(title, nav, who, &self.csrf)
     }
 }
 
@@ -174,16 +179,24 @@ async fn blocking<T: Send + 'static>(
         .map_err(Refusal::from)
 }
 
-/// The member behind the session cookie, read on every request.
-async fn member(engine: &Arc<Engine>, headers: &HeaderMap) -> Result<Member, Refusal> {
-    let token = session::INGRESS.token(headers).ok_or(Refusal::SignIn)?;
+/// The session the request's cookie names, if it is live: read on every request through its
+/// token's row (a revoked token signs its sessions out at once), recorded used at most once a
+/// `TOUCH_MS`. Its hash, and the session.
+async fn session_of(engine: &Arc<Engine>, headers: &HeaderMap) -> Result<Option<(String, ConsoleSession)>, Refusal> {
+    let Some(id) = session::INGRESS.session_id(headers) else { return Ok(None) };
+    let hash = session::id_hash(&id);
     let engine = engine.clone();
-    let lookup = token.clone();
-    match blocking(move || member_of_token(&engine, &lookup)).await {
-        Ok(caller) => Ok(Member { caller, token }),
-        Err(Refusal::Page(r)) if r.status() == StatusCode::INTERNAL_SERVER_ERROR => Err(Refusal::Page(r)),
-        Err(_) => Err(Refusal::SignIn),
+    blocking(move || Ok(engine.store().console_session(&hash, session::now_ms())?.map(|s| (hash, s)))).await
+}
+
+/// The member behind the session cookie, read on every request: a customer's organization
+/// must still hold its invitation, as the API asks of its token.
+async fn member(engine: &Arc<Engine>, headers: &HeaderMap) -> Result<Member, Refusal> {
+    let (_, found) = session_of(engine, headers).await?.ok_or(Refusal::SignIn)?;
+    if found.caller.role == TokenRole::Customer && !found.caller.invited {
+        return Err(Refusal::SignIn);
     }
+    Ok(Member { caller: found.caller, csrf: found.csrf })
 }
 
 fn error_page(status: StatusCode, message: &str) -> Response {
@@ -210,28 +223,45 @@ struct SignInForm {
     token: String,
 }
 
+/// Signs in: the token exchanged for a new session (its row stored, a few expired ones
+/// collected), the session's id in the cookie. A wrong token counts against the client's
+/// address.
 async fn sign_in(
     State(engine): State<Arc<Engine>>,
+    client: Option<Extension<ClientAddr>>,
     headers: HeaderMap,
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Response {
-    let token = match CONSOLE.sign_in_token(&headers, form.ok().map(|Form(f)| f.token), views::sign_in) {
+    let client = client.map(|Extension(ClientAddr(ip))| ip);
+    let token = match CONSOLE.sign_in_token(&headers, client, form.ok().map(|Form(f)| f.token), views::sign_in) {
         Ok(token) => token,
         Err(refused) => return refused,
     };
-    let lookup = token.clone();
-    match blocking(move || member_of_token(&engine, &lookup)).await {
-        Ok(caller) => {
-            let home = Member { caller, token: token.clone() }.home();
-            session::INGRESS.signed_in(&token, home, &headers)
+    let made = blocking(move || {
+        let caller = member_of_token(&engine, &token)?;
+        let new = session::NewSession::generate()
+            .map_err(|e| StoreError::Backend(format!("no random numbers for a console session: {e}").into()))?;
+        let token_hash = agent::wire::sha256_hex(token.as_bytes());
+        engine.store().start_console_session(&new.id_hash, &token_hash, &new.csrf, session::now_ms())?;
+        Ok((caller, new))
+    })
+    .await;
+    match made {
+        Ok((caller, new)) => {
+            let home = Member { caller, csrf: String::new() }.home();
+            session::INGRESS.signed_in(&new, home, &headers)
         }
         Err(Refusal::Page(r)) if r.status() == StatusCode::INTERNAL_SERVER_ERROR => *r,
         Err(Refusal::Page(r)) if r.status() == StatusCode::FORBIDDEN => {
             sign_in_page(StatusCode::FORBIDDEN, Some("this organization has no invitation to the ingress add-on yet"))
         }
-        Err(_) => sign_in_page(
-            StatusCode::UNAUTHORIZED,
-            Some("no customer or gateway operator has this token (it may have been revoked)"),
+        Err(Refusal::Page(r)) if r.status() == StatusCode::SERVICE_UNAVAILABLE => *r,
+        Err(_) => CONSOLE.wrong_token(
+            client,
+            sign_in_page(
+                StatusCode::UNAUTHORIZED,
+                Some("no customer or gateway operator has this token (it may have been revoked)"),
+            ),
         ),
     }
 }
@@ -241,8 +271,28 @@ struct CsrfForm {
     csrf: String,
 }
 
-async fn sign_out(headers: HeaderMap, form: Result<Form<CsrfForm>, FormRejection>) -> Response {
-    CONSOLE.sign_out(&headers, form.ok().map(|Form(f)| f.csrf).as_deref())
+/// Signs out: the session's row deleted (its cookie is worthless from now on, wherever it
+/// was copied), then the cookie cleared.
+async fn sign_out(
+    State(engine): State<Arc<Engine>>,
+    headers: HeaderMap,
+    form: Result<Form<CsrfForm>, FormRejection>,
+) -> Response {
+    let found = match session_of(&engine, &headers).await {
+        Ok(found) => found,
+        Err(refusal) => return answer(Err(refusal)),
+    };
+    let presented = form.ok().map(|Form(f)| f.csrf);
+    let expected = found.as_ref().map(|(_, s)| s.csrf.as_str());
+    if let Err(refused) = CONSOLE.sign_out_allowed(&headers, expected, presented.as_deref()) {
+        return refused;
+    }
+    if let Some((hash, _)) = found
+        && let Err(refusal) = blocking(move || Ok(engine.store().end_console_session(&hash)?)).await
+    {
+        return answer(Err(refusal));
+    }
+    session::INGRESS.signed_out(svc_web::console::SIGN_IN)
 }
 
 async fn deployments(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
@@ -323,8 +373,7 @@ async fn deployment(
                 Some("hostname_removed") => Some("Removed: the route no longer answers for it."),
                 _ => None,
             };
-            let csrf = session::csrf(&member.token);
-            Ok(page.respond(StatusCode::OK, views::deployment(&view, done, &csrf)))
+            Ok(page.respond(StatusCode::OK, views::deployment(&view, done, &member.csrf)))
         }
         .await,
     )
@@ -368,7 +417,7 @@ struct ActionForm {
 /// this session's own pages (its `csrf`).
 async fn acting_member(engine: &Arc<Engine>, headers: &HeaderMap, csrf: &str) -> Result<Member, Refusal> {
     let member = member(engine, headers).await?;
-    CONSOLE.from_own_page(headers, &member.token, csrf)?;
+    CONSOLE.from_own_page(headers, &member.csrf, csrf)?;
     Ok(member)
 }
 

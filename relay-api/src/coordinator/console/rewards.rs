@@ -11,7 +11,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use svc_execution::money::usd;
 use svc_web::page::{see_other, state};
-use svc_web::{Markup, html, session};
+use svc_web::{Markup, html};
 
 use super::{Engine, Member, Refusal, acting_member, answer, blocking, error_page, member};
 use crate::coordinator::http::claim_rewards;
@@ -53,8 +53,7 @@ pub(super) async fn page(
                 blocking(move || Ok(engine.store().recent_rewards(&operator, now_ms(), REWARD_ROWS)?)).await?;
             let claimed = query.ok().and_then(|q| q.0.claimed);
             let page = member.page("Rewards", member.nav(None, "rewards"));
-            let csrf = session::csrf(&member.token);
-            Ok(page.respond(StatusCode::OK, view(&summary, claimed.as_deref(), &csrf)))
+            Ok(page.respond(StatusCode::OK, view(&summary, claimed.as_deref(), &member.csrf)))
         }
         .await,
     )

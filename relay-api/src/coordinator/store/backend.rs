@@ -79,6 +79,7 @@ pub trait Transaction:
     + PolicyRows
     + SchedulingRows
     + FeedRows
+    + super::console_sessions::SessionRows
     + KeyRows
 {
     /// Makes every write of this transaction durable.

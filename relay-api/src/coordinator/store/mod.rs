@@ -9,6 +9,7 @@
 
 mod activity;
 pub mod backend;
+mod console_sessions;
 mod deployments;
 mod executions;
 mod feed;
@@ -25,6 +26,7 @@ use crate::coordinator::model::Quote;
 use crate::coordinator::state::TransitionError;
 
 pub use backend::{Backend, LeaseState, RouteSwitch, Transaction};
+pub use console_sessions::ConsoleSession;
 pub use executions::ExecutionRecord;
 pub use keys::{KEY_FILE, KeyCensus, OpenAt, Rotation, default_key_file};
 pub use policies::PublishedPolicy;

@@ -8,6 +8,7 @@ mod executions;
 mod keys;
 mod output;
 mod publication;
+mod sessions;
 
 // The hot path's statements, for the backend that runs them on the async runtime.
 pub(super) use decided::{DECIDED_CALL, INPUTS, decided_call_params, inputs_from_rows};
