@@ -28,7 +28,7 @@ pub(super) fn sign_in(problem: Option<&str>) -> Markup {
             label for="token" { "API token" }
             input #token type="password" name="token" autocomplete="off" required
                 aria-describedby="token-help";
-            p.muted #token-help { "The token " code { "svc admin token create" } " printed for you. It stays in this browser, in a cookie its pages' scripts cannot read." }
+            p.muted #token-help { "The token " code { "svc admin token create" } " printed for you. It is exchanged for a session (30 minutes unused, 12 hours at most) and kept nowhere: not in this browser, not in a cookie." }
             button type="submit" { "Sign in" }
         }
     }

@@ -25,7 +25,7 @@ pub(super) fn sign_in(problem: Option<&str>) -> Markup {
         form.stack method="post" action="/console/sign-in" {
             label for="token" { "Customer token" }
             input #token type="password" name="token" autocomplete="off" required aria-describedby="token-help";
-            p.muted #token-help { (prose("The token `svc relay admin token` (or `svc ingress demo`) printed for your organization. It stays in this browser, in a cookie its pages' scripts cannot read.")) }
+            p.muted #token-help { (prose("The token `svc relay admin token` (or `svc ingress demo`) printed for your organization. It is exchanged for a session (30 minutes unused, 12 hours at most) and kept nowhere: not in this browser, not in a cookie.")) }
             button type="submit" { "Sign in" }
         }
     }
