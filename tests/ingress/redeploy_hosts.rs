@@ -183,7 +183,9 @@ async fn a_redeploy_through_two_gateway_hosts_fails_no_request() {
             seen.len(),
             failed.len()
         );
-        assert!(rate >= 20.0, "at least 20 requests a second through {gateway}: {rate:.1}");
+        // A floor that shows the loop kept asking through every redeploy, not the machine's
+        // speed: 15-16 a second were seen with other tests sharing CI's two cores (27-45 alone).
+        assert!(rate >= 5.0, "at least 5 requests a second through {gateway}: {rate:.1}");
         let last = seen.iter().rev().find_map(|r| r.answer.as_ref().ok());
         assert_eq!(last.map(String::as_str), Some("Hello from revision 5"), "through {gateway}");
         failures.extend(failed.into_iter().map(|r| format!("{gateway}: {:?}", r.answer)));
