@@ -58,6 +58,13 @@ pub struct Startup {
     pub created_key_file: bool,
 }
 
+/// A rotation's hold on its key file ([`Keyring::lock_rotation`]); released when dropped
+/// (or when the process ends, however it ends).
+#[derive(Debug)]
+pub struct RotationLock {
+    _file: std::fs::File,
+}
+
 /// The data keys a process holds, and the key file that unwraps more.
 #[derive(Debug)]
 pub struct Keyring {
@@ -193,12 +200,36 @@ impl Keyring {
         Ok(id)
     }
 
+    /// Holds the key file's rotation lock (`FILE.lock`, an exclusive `flock`) until the guard
+    /// is dropped: two rotations at once would each save the key file without the other's new
+    /// KEK. Refused at once, not waited for, when another process holds it.
+    pub fn lock_rotation(&self) -> Result<RotationLock, KeyError> {
+        let path = self.file.lock().unwrap_or_else(PoisonError::into_inner).path().to_owned();
+        let mut name = path.file_name().map(std::ffi::OsStr::to_os_string).unwrap_or_default();
+        name.push(".lock");
+        let lock_path = path.with_file_name(name);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(&lock_path).map_err(|source| KeyError::Io { path: lock_path.clone(), source })?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(RotationLock { _file: file }),
+            Err(rustix::io::Errno::WOULDBLOCK) => Err(KeyError::Busy { path }),
+            Err(e) => Err(KeyError::Io { path: lock_path, source: e.into() }),
+        }
+    }
+
     /// A rotation's last step: the key file keeps only the KEKs in `needed` (the ones the
-    /// store's data keys name) and the current one.
+    /// store's data keys name) and the current one. Refused, removing nothing, when the file
+    /// on disk lacks one of `needed` (it was changed meanwhile).
     pub fn forget_keks(&self, needed: &BTreeSet<KekId>) -> Result<(), KeyError> {
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         let current = KeyFile::read(file.path())?
             .ok_or_else(|| KeyError::Missing { path: file.path().to_owned(), kek: file.current_id().clone() })?;
+        if let Some(lost) = needed.iter().find(|id| current.get(id).is_none()) {
+            return Err(KeyError::Changed { path: file.path().to_owned(), kek: lost.clone() });
+        }
         let kept = current.retain(|id| needed.contains(id));
         kept.save()?;
         *file = kept;
@@ -330,6 +361,28 @@ mod tests {
         // A new instance needs only the new key file.
         let fresh = Keyring::start(&path, &[first_rewrapped, second]).expect("starts after rotation").keyring;
         assert_eq!(fresh.open(&row(), &resealed, None).expect("opens").as_slice(), b"hunter2");
+    }
+
+    #[test]
+    fn a_second_rotation_at_once_is_refused_and_a_changed_file_keeps_its_keys() {
+        let dir = tempfile::tempdir().expect("scratch");
+        let path = dir.path().join("secrets.key");
+        let started = Keyring::start(&path, &[]).expect("started");
+        let first = started.first_key.expect("key");
+        let one = started.keyring;
+        let other = Keyring::start(&path, std::slice::from_ref(&first)).expect("another process").keyring;
+        let held = one.lock_rotation().expect("the first rotation's lock");
+        let busy = other.lock_rotation().expect_err("refused").to_string();
+        assert!(busy.contains("another rotation") && busy.contains("secrets.key.lock"), "{busy}");
+        drop(held);
+        other.lock_rotation().expect("free again");
+
+        // A rotation whose file lost the KEK the store needs removes nothing.
+        let new_kek = one.rotate_file().expect("rotated");
+        KeyFile::create(&dir.path().join("elsewhere.key")).expect("made");
+        std::fs::rename(dir.path().join("elsewhere.key"), &path).expect("replaced behind its back");
+        let changed = one.forget_keks(&BTreeSet::from([new_kek.clone()])).expect_err("refused").to_string();
+        assert!(changed.contains(&format!("no longer holds key-encryption key {new_kek}")), "{changed}");
     }
 
     #[test]

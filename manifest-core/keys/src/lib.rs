@@ -21,7 +21,7 @@ pub mod keyring;
 pub mod sealed;
 
 pub use keyfile::{KekId, KeyFile};
-pub use keyring::{DataKeyId, Keyring, Startup, WrappedKey};
+pub use keyring::{DataKeyId, Keyring, RotationLock, Startup, WrappedKey};
 pub use sealed::Context;
 
 use std::path::PathBuf;
@@ -90,6 +90,25 @@ pub enum KeyError {
     /// A sealed value names a data key this process does not hold and the store does not have.
     #[error("a sealed value names data key {0}, which the store does not hold")]
     UnknownDataKey(DataKeyId),
+    /// Another rotation of the same key file is running.
+    #[error(
+        "another rotation of the key file `{path}` is running (it holds `{path}.lock`): let it finish, then look at the store's keys again"
+    )]
+    Busy {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// The key file lost a key the store needs while a rotation ran.
+    #[error(
+        "the key file `{path}` no longer holds key-encryption key {kek}, which the store's data keys need: \
+         it was changed during the rotation; nothing was removed from it. Put back the copy that holds {kek}"
+    )]
+    Changed {
+        /// The key file.
+        path: PathBuf,
+        /// The KEK it lacks.
+        kek: KekId,
+    },
     /// The system's random number generator failed.
     #[error("the system's random number generator failed")]
     Random,

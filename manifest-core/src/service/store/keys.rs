@@ -193,6 +193,7 @@ impl Rotation {
 /// serving: the steps in the module's doc.
 pub fn rotate(store: &dyn ServiceStore, key_file: &Path) -> Result<Rotation, StoreError> {
     let keyring = store.keys().started()?;
+    let _rotating = keyring.lock_rotation()?;
     let old_kek = keyring.current_kek();
     // 1. A fresh KEK in the key file, before anything is wrapped under it.
     let new_kek = keyring.rotate_file()?;
@@ -234,6 +235,10 @@ pub fn rotate(store: &dyn ServiceStore, key_file: &Path) -> Result<Rotation, Sto
     // new one alone).
     let needed: BTreeSet<KekId> = store.read()?.data_keys()?.into_iter().map(|k| k.kek).collect();
     keyring.forget_keks(&needed)?;
+    // The pages and log frames that held the data keys wrapped under the old KEK, and the
+    // values sealed under the old data key, go too: a copy of the database taken from now
+    // on opens nothing with the old key file.
+    store.compact()?;
     Ok(Rotation { key_file: key_file.to_owned(), old_kek, new_kek, data_key, rewrapped, resealed, deleted })
 }
 

@@ -133,6 +133,9 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Deleted and rewritten content is overwritten, not left in free pages (a sealed value
+    // under a retired data key, a session's row), as the relay's store does.
+    conn.pragma_update(None, "secure_delete", "ON")?;
     Ok(())
 }
 

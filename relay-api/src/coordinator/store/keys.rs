@@ -251,6 +251,7 @@ impl RelayStore {
     /// older keys deleted and the key file's older KEKs forgotten (`svc_keys::keyring`).
     pub fn rotate_keys(&self) -> Result<Rotation, StoreError> {
         let keys = &self.keys;
+        let _rotating = keys.lock_rotation()?;
         let previous_keks = keys.keks().iter().map(|k| k.to_string()).collect();
         // 1. The new KEK, on disk before anything is wrapped under it.
         let kek = keys.rotate_file()?;
