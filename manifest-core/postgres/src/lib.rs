@@ -163,14 +163,15 @@ pub fn is_postgres_url(url: &str) -> bool {
 /// The URL with any password replaced by `***`, for messages: the one in its credentials
 /// (`USER:PASSWORD@`, read as the client reads it: up to the first `@`, and hidden up to the
 /// last, so a password holding `@` or `/` shows no piece of itself) and a `password=` option.
-/// A string that is not a URL (`host=... password=...`) has its `password=` words hidden.
+/// A string that is not a URL (`host=... password=...`) is not shown at all when it names a
+/// password anywhere: its quoting and spacing (`password = 'a b'`) are the client's to read,
+/// and a partial reading would show a piece of the password.
 pub fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
-        return url
-            .split(' ')
-            .map(|word| if word.starts_with("password=") { "password=***" } else { word })
-            .collect::<Vec<_>>()
-            .join(" ");
+        if url.to_ascii_lowercase().contains("password") {
+            return "(connection settings naming a password, not shown)".to_owned();
+        }
+        return url.to_owned();
     };
     let rest = match (rest.find('@'), rest.rfind('@')) {
         (Some(first), Some(last)) => match rest[..first].split_once(':') {
@@ -470,7 +471,10 @@ mod tests {
                 "postgresql://svc@db/svc?sslmode=require&password=***",
             ),
             ("postgres://svc@db/svc?pass%77ord=s3cret", "postgres://svc@db/svc?pass%77ord=***"),
-            ("host=db password=s3cret dbname=svc", "host=db password=*** dbname=svc"),
+            ("host=db password=s3cret dbname=svc", "(connection settings naming a password, not shown)"),
+            // Spaces around `=` and a quoted value, as the client reads them.
+            ("host=db password = s3cret dbname=svc", "(connection settings naming a password, not shown)"),
+            ("host=db password='s3 cret' dbname=svc", "(connection settings naming a password, not shown)"),
         ] {
             assert_eq!(redacted(url), shown, "{url}");
             assert!(has_password(url), "{url}");

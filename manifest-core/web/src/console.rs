@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use maud::{Markup, html};
 
-use crate::attempts::{self, Attempts};
+use crate::attempts::{self, Attempt, Attempts};
 use crate::page::{Nav, Page, SignedIn, see_other};
 use crate::session::{self, Cookie};
 
@@ -92,8 +92,8 @@ impl Console {
 
     /// The token a sign-in form sent, checked for its origin, the client's attempts and its
     /// shape; or the page that refuses it (`form` renders the sign-in form with a problem).
-    /// A token of the wrong shape counts as a wrong token; the console counts the others
-    /// ([`Console::wrong_token`]).
+    /// The attempt is counted from here on: a token of the wrong shape stays counted, the
+    /// console says of the others ([`Console::wrong_token`]); dropped, it is taken back.
     #[expect(clippy::result_large_err, reason = "the refusal is the response itself, made once per request")]
     pub fn sign_in_token(
         &self,
@@ -101,27 +101,28 @@ impl Console {
         client: Option<IpAddr>,
         sent: Option<String>,
         form: impl Fn(Option<&str>) -> Markup,
-    ) -> Result<String, Response> {
+    ) -> Result<(String, Attempt<'static>), Response> {
         if !session::same_origin(headers) {
             return Err(self.error_page(StatusCode::FORBIDDEN, "this form was sent from another site"));
         }
-        if let Err(wait) = self.attempts.check(client, Instant::now()) {
-            return Err(self.too_many_attempts(wait, &form));
-        }
+        let attempt = match self.attempts.begin(client, Instant::now()) {
+            Ok(attempt) => attempt,
+            Err(wait) => return Err(self.too_many_attempts(wait, &form)),
+        };
         let Some(sent) = sent else {
             return Err(self.sign_in_page(StatusCode::BAD_REQUEST, form(Some(self.paste_token))));
         };
         let token = sent.trim().to_owned();
         if !session::token_shape(&token) {
             let problem = format!("that is not a token: it starts with `{}`", self.token_prefix);
-            return Err(self.wrong_token(client, self.sign_in_page(StatusCode::UNAUTHORIZED, form(Some(&problem)))));
+            return Err(self.wrong_token(attempt, self.sign_in_page(StatusCode::UNAUTHORIZED, form(Some(&problem)))));
         }
-        Ok(token)
+        Ok((token, attempt))
     }
 
-    /// Counts a wrong token from `client`, and answers `page`.
-    pub fn wrong_token(&self, client: Option<IpAddr>, page: Response) -> Response {
-        self.attempts.failed(client, Instant::now());
+    /// The attempt's token was wrong: it stays counted; answers `page`.
+    pub fn wrong_token(&self, attempt: Attempt<'_>, page: Response) -> Response {
+        attempt.wrong();
         page
     }
 

@@ -200,10 +200,11 @@ async fn sign_in(
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Response {
     let client = client.map(|Extension(ClientAddr(ip))| ip);
-    let token = match CONSOLE.sign_in_token(&headers, client, form.ok().map(|Form(f)| f.token), views::sign_in) {
-        Ok(token) => token,
-        Err(refused) => return refused,
-    };
+    let (token, attempt) =
+        match CONSOLE.sign_in_token(&headers, client, form.ok().map(|Form(f)| f.token), views::sign_in) {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
     let made = blocking(move || {
         let Some(caller) = state.store.caller(&hash_token(&token))? else { return Ok(None) };
         let new = session::NewSession::generate()
@@ -219,7 +220,7 @@ async fn sign_in(
     match made {
         Ok(Some(new)) => session::PUBLICATION.signed_in(&new, "/console/apps", &headers),
         Ok(None) => CONSOLE.wrong_token(
-            client,
+            attempt,
             sign_in_page(StatusCode::UNAUTHORIZED, Some("no member has this token (it may have been revoked)")),
         ),
         Err(refusal) => answer(Err(refusal)),

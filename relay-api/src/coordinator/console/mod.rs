@@ -233,10 +233,11 @@ async fn sign_in(
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Response {
     let client = client.map(|Extension(ClientAddr(ip))| ip);
-    let token = match CONSOLE.sign_in_token(&headers, client, form.ok().map(|Form(f)| f.token), views::sign_in) {
-        Ok(token) => token,
-        Err(refused) => return refused,
-    };
+    let (token, attempt) =
+        match CONSOLE.sign_in_token(&headers, client, form.ok().map(|Form(f)| f.token), views::sign_in) {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
     let made = blocking(move || {
         let caller = member_of_token(&engine, &token)?;
         let new = session::NewSession::generate()
@@ -257,7 +258,7 @@ async fn sign_in(
         }
         Err(Refusal::Page(r)) if r.status() == StatusCode::SERVICE_UNAVAILABLE => *r,
         Err(_) => CONSOLE.wrong_token(
-            client,
+            attempt,
             sign_in_page(
                 StatusCode::UNAUTHORIZED,
                 Some("no customer or gateway operator has this token (it may have been revoked)"),
