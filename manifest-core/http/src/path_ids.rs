@@ -127,25 +127,9 @@ fn problem_of(field: &str, id: &[u8]) -> Option<PathIdProblem> {
     })
 }
 
-/// `%XX` decoded, anything else as it is (as axum decodes a path parameter).
+/// `%XX` decoded, anything else (a `%` not followed by two hex digits) as it is.
 fn percent_decoded(text: &str) -> Vec<u8> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| char::from(b).to_digit(16);
-        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(high), Some(low)) => {
-                out.push(u8::try_from(high * 16 + low).unwrap_or(b'%'));
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    out
+    percent_encoding::percent_decode_str(text).collect()
 }
 
 #[cfg(test)]
