@@ -314,6 +314,12 @@ fn a_rotation_under_load_loses_no_write_and_leaves_one_key() {
                         }
                         drop(guard);
                         n += 1;
+                        // A write a millisecond per writer, as requests come: SQLite's write
+                        // lock is not handed out in turn, and writers that never let it go
+                        // starve every other process for its whole busy timeout (the
+                        // administrator's rotation failed "database is locked" after 10 s
+                        // when these loops and the launches below ran without a pause).
+                        std::thread::sleep(std::time::Duration::from_millis(1));
                     }
                 });
             }
@@ -327,6 +333,8 @@ fn a_rotation_under_load_loses_no_write_and_leaves_one_key() {
                         }
                         other => failures_r.lock().expect("failures").push(format!("launch: {other:?}")),
                     }
+                    // The scheduler's transaction holds the write lock too: paced as above.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             });
             std::thread::sleep(std::time::Duration::from_millis(200));
