@@ -48,6 +48,11 @@ mkdir -p "$TMP/agent"
 python3 - "$TMP" "$DIRECT_PORT" "$APP_PORT" "${GW_PUBLIC[a]}" "${GW_TUNNEL[a]}" "${GW_ADMIN[a]}" \
   "${GW_PUBLIC[b]}" "${GW_TUNNEL[b]}" "${GW_ADMIN[b]}" <<'EOF'
 import glob, hashlib, json, os, ssl, sys
+# The route key's public half: the last 32 bytes of its PKCS#8 document (ring's v2 form).
+def route_public_key(text):
+    import base64
+    der = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return base64.urlsafe_b64encode(der[-32:]).decode().rstrip("=")
 tmp, direct, app, *gw = sys.argv[1], *map(int, sys.argv[2:])
 agent_dir = os.path.dirname(glob.glob(f"{tmp}/demo-jobs/dep_*/r1/agent/agent.json")[0])
 agent = json.load(open(f"{agent_dir}/agent.json"))
@@ -65,7 +70,7 @@ for name, (public, tunnel, admin) in {"a": gw[0:3], "b": gw[3:6]}.items():
         "public": f"127.0.0.1:{public}", "tunnel": f"127.0.0.1:{tunnel}", "admin": f"127.0.0.1:{admin}",
         "tunnelCert": f"{tmp}/tunnel.pem", "tunnelKey": f"{tmp}/tunnel-key.pem",
         "routes": [{"routeId": agent["routeId"], "hostnames": [agent["hostname"]],
-                    "credentialSha256": hashlib.sha256(agent["credential"].encode()).hexdigest(),
+                    "routePublicKey": route_public_key(agent["routeKey"]),
                     "proxyProtocol": agent["proxyProtocol"], "maxConnections": 4096}],
     }, open(f"{tmp}/gateway-{name}.json", "w"), indent=2)
 EOF

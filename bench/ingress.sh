@@ -68,11 +68,16 @@ DIRECT_PORT=$(free_port); NGINX_PORT=$(free_port); APP_PORT=$(free_port)
 bench_demo "$DEMO_PORT" "$API_PORT"
 
 # The gateway under test runs alone in its own process (so its RSS is its own), with a
-# tunnel certificate from the demo's CA, and the demo route's credential.
+# tunnel certificate from the demo's CA, and the demo route's public route key.
 bench_tunnel_cert
 mkdir -p "$TMP/agent"
 python3 - "$TMP" "$GW_PORT" "$TUN_PORT" "$ADMIN_PORT" "$DIRECT_PORT" "$APP_PORT" <<'EOF'
 import glob, hashlib, json, os, sys
+# The route key's public half: the last 32 bytes of its PKCS#8 document (ring's v2 form).
+def route_public_key(text):
+    import base64
+    der = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return base64.urlsafe_b64encode(der[-32:]).decode().rstrip("=")
 tmp, gw, tun, admin, direct, app = sys.argv[1], *map(int, sys.argv[2:])
 # The demo deployment's agent, in the job directory beside the data directory.
 agent_dir = os.path.dirname(glob.glob(f"{tmp}/demo-jobs/dep_*/r1/agent/agent.json")[0])
@@ -86,7 +91,7 @@ json.dump({
     "public": f"127.0.0.1:{gw}", "tunnel": f"127.0.0.1:{tun}", "admin": f"127.0.0.1:{admin}",
     "tunnelCert": f"{tmp}/tunnel.pem", "tunnelKey": f"{tmp}/tunnel-key.pem",
     "routes": [{"routeId": agent["routeId"], "hostnames": [agent["hostname"]],
-                "credentialSha256": hashlib.sha256(agent["credential"].encode()).hexdigest(),
+                "routePublicKey": route_public_key(agent["routeKey"]),
                 "proxyProtocol": agent["proxyProtocol"], "maxConnections": 4096}],
 }, open(f"{tmp}/gateway.json", "w"), indent=2)
 EOF

@@ -190,7 +190,7 @@ mod ingress {
 
     /// What a standalone gateway test needs: a development CA in `dir/ca`, the gateway's
     /// tunnel certificate and key written beside it, and a route for `host` with a fresh
-    /// credential.
+    /// route key.
     pub(super) struct StandaloneRoute {
         /// The CA (it also signs the agent's CSR in the dev-CA tests).
         pub(super) ca: relay_api::ca::DevCa,
@@ -200,8 +200,11 @@ mod ingress {
         pub(super) tunnel_cert: PathBuf,
         /// Its key (PEM file).
         pub(super) tunnel_key: PathBuf,
-        /// The route's tunnel credential (the gateway keeps only its hash).
+        /// The route's credential for a coordinator's agent API (no gateway is given it).
         pub(super) credential: String,
+        /// The route key its agent signs its tunnel `Hello` with (the gateway holds the
+        /// public half).
+        pub(super) route_key: agent::challenge::RouteKey,
         /// The route.
         pub(super) route: relay_api::gateway::RouteConfig,
     }
@@ -217,16 +220,17 @@ mod ingress {
             std::fs::write(&tunnel_cert, chain).expect("write");
             std::fs::write(&tunnel_key, key).expect("write");
             let credential = agent::wire::hex(&agent::wire::new_ticket().expect("random"));
+            let route_key = agent::challenge::RouteKey::generate().expect("a route key");
             let route = relay_api::gateway::RouteConfig {
                 route_id: route_id.to_owned(),
                 hostnames: vec![host.to_owned()],
-                credential_sha256: agent::wire::sha256_hex(credential.as_bytes()),
+                route_public_key: route_key.public_key(),
                 proxy_protocol,
                 max_connections: 64,
                 standby: false,
                 guards: relay_api::gateway::Guards::default(),
             };
-            StandaloneRoute { ca, ca_pem, tunnel_cert, tunnel_key, credential, route }
+            StandaloneRoute { ca, ca_pem, tunnel_cert, tunnel_key, credential, route_key, route }
         }
 
         /// Writes `dir/gateway.json` for this route, with fixed free public and tunnel ports

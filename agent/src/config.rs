@@ -1,5 +1,5 @@
 //! The agent's configuration file (`agent.json` in the job's state directory, mode 0600:
-//! it holds the route's tunnel credential and route key).
+//! it holds the route key and the route's credential for the coordinator).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -15,14 +15,16 @@ pub struct AgentConfig {
     /// The route's canonical hostname: always on the certificate, first. Customer hostnames
     /// come from the coordinator (see `coordinator`).
     pub hostname: String,
-    /// The tunnel credential (authenticates the agent to the gateway).
+    /// The route's credential for the coordinator's agent API (hostnames, certificates, the
+    /// ACME turn): sent to the coordinator alone, never to a gateway.
     pub credential: String,
     /// Which of the route's replicas (jobs) this agent serves, named in its `Hello`: a
     /// gateway spreads new connections over a route's replicas, and a newer session of the
     /// same replica takes over from the older. Absent: the route's one agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica: Option<String>,
-    /// The route key (signs the challenge proof; the coordinator holds only its public half).
+    /// The route key: signs the challenge proof and the tunnel `Hello` (the coordinator and
+    /// the gateways hold only its public half).
     pub route_key: crate::challenge::RouteKey,
     /// The gateway's tunnel port.
     pub gateway: SocketAddr,

@@ -97,7 +97,7 @@ mod tests {
     #[test]
     fn every_message_holds_the_property() {
         let messages = [
-            Control::Hello { route_id: "r1".into(), credential: "c".into(), replica: "job-1".into() },
+            Control::Hello { route_id: "r1".into(), proof: "p".into(), replica: "job-1".into() },
             Control::Welcome { heartbeat_secs: u64::MAX },
             Control::Refused { reason: "\u{0}é\"\\".into() },
             Control::Connect { ticket: wire::hex(&[0xab; TICKET_LEN]), acme_only: true },

@@ -252,11 +252,9 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
         .await
         .map_err(|_| TunnelError::Io(format!("{}: TLS handshake timed out", link.address).into()))?
         .map_err(io)?;
-    let hello = Control::Hello {
-        route_id: config.route_id.clone(),
-        credential: config.credential.clone(),
-        replica: config.replica.clone().unwrap_or_default(),
-    };
+    let replica = config.replica.as_deref().unwrap_or_default();
+    let hello = Control::hello(&config.route_key, &config.route_id, replica, stream.get_ref().1)
+        .ok_or_else(|| TunnelError::Io(format!("{}: the gateway's TLS session is not TLS 1.3", link.address).into()))?;
     wire::write_frame(&mut stream, &hello).await.map_err(|e| TunnelError::Io(e.into()))?;
     let heartbeat = match wire::read_frame(&mut stream).await.map_err(|e| TunnelError::Io(e.into()))? {
         Control::Welcome { heartbeat_secs } => Duration::from_secs(heartbeat_secs.max(1)),

@@ -24,7 +24,7 @@ const VALIDITY: std::ops::RangeInclusive<u64> = 60..=90 * 24 * 3600;
 #[derive(Debug)]
 pub struct LocalCoordinator {
     ca: DevCa,
-    routes: RwLock<Vec<RouteConfig>>,
+    routes: RwLock<Vec<AgentRoute>>,
     /// The gateway hosts serving each route, by route ID.
     /// The gateway hosts serving each route, and the signed catalog vouching for them: set
     /// together, so an answer never pairs hosts with a catalog from another moment.
@@ -33,6 +33,24 @@ pub struct LocalCoordinator {
     /// redeploy's successor orders for the same names as the serving revision): the route and
     /// replica ordering a certificate now, and since when ([`agent::acme_turn`]).
     acme_turns: Mutex<HashMap<String, Turn>>,
+}
+
+/// A route as the agent API knows it: what the gateway serves, and how the API recognises
+/// the route's agents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRoute {
+    /// The gateway's route.
+    pub route: RouteConfig,
+    /// SHA-256 (hex) of the route's credential for this API. No gateway is given it: a
+    /// gateway checks an agent by its route key ([`RouteConfig::route_public_key`]).
+    pub credential_sha256: String,
+}
+
+impl AgentRoute {
+    /// `route`, whose agents hold `credential` for this API.
+    pub fn new(route: RouteConfig, credential: &str) -> AgentRoute {
+        AgentRoute { route, credential_sha256: wire::sha256_hex(credential.as_bytes()) }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,7 +133,7 @@ impl LocalCoordinator {
     }
 
     /// The routes it knows (and the gateway serves).
-    pub fn set_routes(&self, routes: Vec<RouteConfig>) {
+    pub fn set_routes(&self, routes: Vec<AgentRoute>) {
         if let Ok(mut r) = self.routes.write() {
             *r = routes;
         }
@@ -145,14 +163,17 @@ impl LocalCoordinator {
         &self.ca
     }
 
-    /// The route `route_id`, if `credential` is its tunnel credential; 403 otherwise (the
-    /// same answer for an unknown route and a wrong credential).
+    /// The route `route_id`, if `credential` is its credential; 403 otherwise (the same
+    /// answer for an unknown route and a wrong credential).
     fn authenticate(&self, route_id: &str, credential: &str) -> Result<RouteConfig, Refusal> {
         let presented = wire::sha256_hex(credential.as_bytes());
         self.routes
             .read()
             .ok()
-            .and_then(|r| r.iter().find(|r| r.route_id == route_id && r.credential_sha256 == presented).cloned())
+            .and_then(|r| {
+                let known = r.iter().find(|r| r.route.route_id == route_id && r.credential_sha256 == presented);
+                known.map(|r| r.route.clone())
+            })
             .ok_or((StatusCode::FORBIDDEN, "unknown route or wrong credential".to_owned()))
     }
 
@@ -324,16 +345,17 @@ pub async fn ephemeral() -> std::io::Result<(tokio::net::TcpListener, SocketAddr
 mod tests {
     use super::*;
 
-    fn route(route_id: &str, credential: &[u8]) -> RouteConfig {
-        RouteConfig {
+    fn route(route_id: &str, credential: &str, standby: bool) -> AgentRoute {
+        let route = RouteConfig {
             route_id: route_id.to_owned(),
             hostnames: vec!["app.localhost".to_owned()],
-            credential_sha256: wire::sha256_hex(credential),
+            route_public_key: agent::challenge::RouteKey::generate().expect("a key").public_key(),
             proxy_protocol: false,
             max_connections: 8,
-            standby: false,
+            standby,
             guards: crate::gateway::Guards::default(),
-        }
+        };
+        AgentRoute::new(route, credential)
     }
 
     /// A coordinator serving route `r1` and its successor `r2` on standby, both for
@@ -341,7 +363,7 @@ mod tests {
     fn coordinator() -> (Arc<LocalCoordinator>, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("scratch");
         let coordinator = LocalCoordinator::new(DevCa::open(dir.path()).expect("a CA"));
-        coordinator.set_routes(vec![route("r1", b"c"), RouteConfig { standby: true, ..route("r2", b"c2") }]);
+        coordinator.set_routes(vec![route("r1", "c", false), route("r2", "c2", true)]);
         (coordinator, dir)
     }
 

@@ -386,10 +386,11 @@ async fn the_gateway_hosts_requests_are_never_refused_as_replays_across_a_restar
     ask(restarted).await.expect("and the next");
 }
 
-/// Issue 40, point 1: a gateway operator holding everything its feed gives (every route's
-/// `credentialSha256`, the coordinators' probe keys, its operator key) mints no probe token
-/// that passes a route's guards, on its own gateway (following the feed) or on the
-/// coordinator's: not the old HMAC keyed by the credential digest, not one signed by any key
+/// Issue 40, point 2: a gateway operator holding everything its feed gives (every route's
+/// `routePublicKey`, the coordinators' probe keys, its operator key; no route credential or
+/// its digest any more) mints no probe token that passes a route's guards, on its own gateway
+/// (following the feed) or on the coordinator's: not an HMAC keyed by what the feed gives
+/// (the old token was keyed by the credential digest the feed carried), not one signed by any key
 /// it has, not a coordinator's token for another route. The coordinator's own token passes
 /// on both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -427,10 +428,12 @@ async fn a_gateway_operator_holding_the_feed_mints_no_probe_token_on_any_gateway
     let (status, answer) = feed(&api, path, Some(host.header(&host.id, now_ms() + 1_000, path))).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["probeKeys"], serde_json::json!([coordinator.public_key().to_string()]), "{answer}");
-    let credential_of = |route_id: &str| {
+    let public_key_of = |route_id: &str| {
         let routes = answer["routes"].as_array().expect("routes");
         let route = routes.iter().find(|r| r["routeId"] == route_id).expect("the route in the feed");
-        route["credentialSha256"].as_str().expect("a digest").to_owned()
+        let fields: Vec<&String> = route.as_object().expect("an object").keys().collect();
+        assert!(!fields.iter().any(|f| f.contains("redential")), "the feed names no credential: {fields:?}");
+        route["routePublicKey"].as_str().expect("a public key").to_owned()
     };
     let (route, name) = (b.route_id.as_str(), b.canonical_hostname.as_str());
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs();
@@ -439,9 +442,9 @@ async fn a_gateway_operator_holding_the_feed_mints_no_probe_token_on_any_gateway
         _ => format!("svc route probe v3|gateway-guards|{route}|{name}|{secs}"),
     };
     let token = |tag: &[u8]| format!("{secs}.{}", relay_wire::wire::hex(tag)).into_bytes();
-    let credential = credential_of(route);
+    let public_key = public_key_of(route);
     let hmac = |version: &str| {
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, credential.as_bytes());
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, public_key.as_bytes());
         token(ring::hmac::sign(&key, message(version).as_bytes()).as_ref())
     };
     let by_operator_key = {
@@ -455,8 +458,8 @@ async fn a_gateway_operator_holding_the_feed_mints_no_probe_token_on_any_gateway
     let for_a = ProbeFor { route_id: &a.route_id, server_name: &a.canonical_hostname };
     let seen_for_a = alpn_token(coordinator.probe_alpn(for_a, secs));
     let minted = [
-        ("the old HMAC keyed by credentialSha256", hmac("v2")),
-        ("an HMAC of the new message keyed by credentialSha256", hmac("v3")),
+        ("the old HMAC keyed by what the feed gives", hmac("v2")),
+        ("an HMAC of the new message keyed by what the feed gives", hmac("v3")),
         ("signed by the operator key", by_operator_key),
         ("signed by a key of its own", by_own_key),
         ("the coordinator's token for another route", seen_for_a.clone()),

@@ -35,8 +35,17 @@ mod gateway {
     pub(super) const HOST: &str = "a.localhost";
     /// The route's ID.
     pub(super) const ROUTE: &str = "r1";
-    /// The route's tunnel credential.
+    /// The route's credential for the coordinator's agent API.
     pub(super) const CREDENTIAL: &str = "credential";
+
+    /// The route's key: its agents sign their tunnel `Hello` and the challenge with it. A
+    /// fixed test key (made for these tests, guarding nothing), so that a gateway in a child
+    /// process (the flood tests') knows the same route as the parent's agents.
+    pub(super) fn route_key() -> &'static agent::challenge::RouteKey {
+        const TEST_ROUTE_KEY: &str = "MFECAQEwBQYDK2VwBCIEINjfvnsZVztUGGHK1gz4oOTVat9K98TIII2Uvf5nhVWRgSEAfxSZJPsXfw9ykfFhaAAPTZRVoi3B8j-vBEJtq6gE8MQ";
+        static KEY: std::sync::OnceLock<agent::challenge::RouteKey> = std::sync::OnceLock::new();
+        KEY.get_or_init(|| agent::challenge::RouteKey::from_text(TEST_ROUTE_KEY).expect("the test route key"))
+    }
 
     /// A gateway on loopback with route [`ROUTE`], and the development CA that signed its
     /// tunnel certificate.
@@ -55,7 +64,7 @@ mod gateway {
         RouteConfig {
             route_id: ROUTE.into(),
             hostnames: vec![HOST.into()],
-            credential_sha256: wire::sha256_hex(CREDENTIAL.as_bytes()),
+            route_public_key: route_key().public_key(),
             proxy_protocol: false,
             max_connections,
             standby: false,
@@ -197,7 +206,7 @@ mod gateway {
         let tcp = TcpStream::connect(tunnel).await.expect("tunnel");
         let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
         let mut stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
-        let hello = Control::Hello { route_id: ROUTE.into(), credential: CREDENTIAL.into(), replica: replica.into() };
+        let hello = Control::hello(route_key(), ROUTE, replica, stream.get_ref().1).expect("a TLS 1.3 session");
         wire::write_frame(&mut stream, &hello).await.expect("hello");
         stream
     }

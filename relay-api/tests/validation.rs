@@ -12,7 +12,7 @@ use agent::wire;
 use relay_api::ca::DevCa;
 use relay_api::gateway::{Bound, Gateway, GatewayConfig, RouteConfig};
 use relay_api::hint::Stage;
-use relay_api::local::{LocalCoordinator, ephemeral};
+use relay_api::local::{AgentRoute, LocalCoordinator, ephemeral};
 use relay_api::validation::{
     Resolve, ResolveError, RouteTarget, RouteValidator, VALIDATOR_VERSION, Validation, ValidatorConfig, https,
 };
@@ -98,7 +98,7 @@ impl World {
         let route = RouteConfig {
             route_id: ROUTE.to_owned(),
             hostnames: vec![CANONICAL.to_owned()],
-            credential_sha256: wire::sha256_hex(credential.as_bytes()),
+            route_public_key: route_key().public_key(),
             proxy_protocol: true,
             max_connections: 64,
             standby: false,
@@ -106,7 +106,7 @@ impl World {
         };
         gateway.set_routes(vec![route.clone()]);
         let coordinator = LocalCoordinator::new(ca);
-        coordinator.set_routes(vec![route.clone()]);
+        coordinator.set_routes(vec![AgentRoute::new(route.clone(), &credential)]);
         let (listener, coordinator_addr) = ephemeral().await.expect("a coordinator port");
         tokio::spawn(coordinator.clone().serve(listener));
 
@@ -156,7 +156,7 @@ impl World {
         let route =
             RouteConfig { hostnames: hostnames.iter().map(|h| (*h).to_owned()).collect(), ..self.route.clone() };
         self.gateway.set_routes(vec![route.clone()]);
-        self.coordinator.set_routes(vec![route]);
+        self.coordinator.set_routes(vec![AgentRoute::new(route, &self.credential)]);
     }
 
     /// A TLS connection through the public port for `host`, trusting the development CA.
@@ -489,7 +489,7 @@ async fn a_hostname_added_to_a_live_route_is_certified_and_proved_without_droppi
 
     // Removed from the route (the gateway still routes it): the agent's next certificate no
     // longer names it.
-    w.coordinator.set_routes(vec![w.route.clone()]);
+    w.coordinator.set_routes(vec![AgentRoute::new(w.route.clone(), &w.credential)]);
     let v = validate_until(&validator, &target(CUSTOMER, &public()), REFRESH * 5, |v| code(v) == "certificate_invalid")
         .await;
     assert_eq!(code(&v), "certificate_invalid", "{:?}", v.outcome);

@@ -136,8 +136,7 @@ async fn the_first_run_registers_and_writes_the_second_changes_nothing() {
 
     // A changed input updates the file init wrote, without --force; routes are kept.
     let mut edited: serde_json::Value = serde_json::from_str(&root.root().read(GATEWAY).expect("read")).expect("json");
-    edited["routes"] =
-        serde_json::json!([{"routeId": "rt_1", "hostnames": ["a.example.test"], "credentialSha256": "00"}]);
+    edited["routes"] = serde_json::json!([{"routeId": "rt_1", "hostnames": ["a.example.test"], "routePublicKey": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}]);
     root.write(GATEWAY, &serde_json::to_string_pretty(&edited).expect("json"));
     let routes_only = init(&opts).await.expect("routes are the gateway's");
     assert!(routes_only.unchanged(), "{}", routes_only.text());

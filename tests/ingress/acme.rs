@@ -28,7 +28,7 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
     // Pebble dials for TLS-ALPN-01.
     let setup = StandaloneRoute::new(dir.path(), "acme", HOST, false);
     let (gateway_config, public, tunnel) = setup.write_gateway_config(dir.path());
-    let StandaloneRoute { ca_pem: gateway_ca, credential, .. } = setup;
+    let StandaloneRoute { ca_pem: gateway_ca, credential, route_key, .. } = setup;
     let (gateway, _) = start_gateway(&gateway_config).await;
 
     // Pebble and its mock DNS, dialing the gateway's public port for TLS-ALPN-01.
@@ -45,7 +45,7 @@ async fn the_agent_gets_a_pebble_certificate_by_tls_alpn_through_the_gateway() {
         hostname: HOST.to_owned(),
         credential,
         replica: None,
-        route_key: agent::challenge::RouteKey::generate().expect("a route key"),
+        route_key,
         gateway: tunnel,
         gateway_name: "gateway.localhost".to_owned(),
         gateway_ca,

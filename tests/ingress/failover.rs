@@ -149,7 +149,7 @@ async fn two_gateways_and_two_replicas_lose_no_new_connection_when_one_of_each_i
         })
         .collect();
     let coordinator = LocalCoordinator::new(relay_api::ca::DevCa::open(&dir.path().join("ca")).expect("the CA"));
-    coordinator.set_routes(vec![setup.route.clone()]);
+    coordinator.set_routes(vec![relay_api::local::AgentRoute::new(setup.route.clone(), &setup.credential)]);
     let (listener, coordinator_addr) = ephemeral().await.expect("a coordinator port");
     let serving = tokio::spawn(coordinator.clone().serve(listener));
 
@@ -171,7 +171,7 @@ async fn two_gateways_and_two_replicas_lose_no_new_connection_when_one_of_each_i
             hostname: HOST.to_owned(),
             credential: setup.credential.clone(),
             replica: Some(replica.to_owned()),
-            route_key: agent::challenge::RouteKey::generate().expect("a route key"),
+            route_key: setup.route_key.clone(),
             gateway: configs[0].2,
             gateway_name: "gateway.localhost".to_owned(),
             gateway_ca: setup.ca_pem.clone(),

@@ -24,9 +24,9 @@ async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
     let dir = TempDir::new("standalone");
     let setup = StandaloneRoute::new(dir.path(), "web", HOST, true);
     let (gateway_config, public, tunnel) = setup.write_gateway_config(dir.path());
-    let StandaloneRoute { ca, ca_pem, credential, route, .. } = setup;
+    let StandaloneRoute { ca, ca_pem, credential, route_key, route, .. } = setup;
     let coordinator = LocalCoordinator::new(ca);
-    coordinator.set_routes(vec![route.clone()]);
+    coordinator.set_routes(vec![relay_api::local::AgentRoute::new(route.clone(), &credential)]);
     let (listener, coordinator_addr) = ephemeral().await.expect("a coordinator port");
     let serving = tokio::spawn(coordinator.clone().serve(listener));
 
@@ -43,7 +43,7 @@ async fn the_agent_notices_a_stopped_gateway_and_finds_a_restarted_one() {
         hostname: HOST.to_owned(),
         credential,
         replica: None,
-        route_key: agent::challenge::RouteKey::generate().expect("a route key"),
+        route_key,
         gateway: tunnel,
         gateway_name: "gateway.localhost".to_owned(),
         gateway_ca: ca_pem.clone(),

@@ -191,7 +191,7 @@ mod tests {
             "tunnelCert":"/c","tunnelKey":"/k"}"#;
         let routed = r#"{ "public": "0.0.0.0:443", "tunnel": "0.0.0.0:7443", "admin": "127.0.0.1:7444",
             "tunnelCert": "/c", "tunnelKey": "/k",
-            "routes": [{"routeId": "rt_1", "hostnames": ["a.example.test"], "credentialSha256": "00"}] }"#;
+            "routes": [{"routeId": "rt_1", "hostnames": ["a.example.test"], "routePublicKey": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}] }"#;
         let g = Fingerprint::GatewayConfig;
         assert_eq!(g.of(config.as_bytes()), g.of(routed.as_bytes()));
         assert_ne!(g.of(config.as_bytes()), g.of(config.replace("7444", "7445").as_bytes()));

@@ -62,9 +62,10 @@ pub struct RouteConfig {
     pub route_id: String,
     /// Host names routed to it (canonical and customer), matched case-insensitively.
     pub hostnames: Vec<String>,
-    /// SHA-256 (hex) of the route's tunnel credential; the gateway never stores the credential.
-    /// It checks an agent's credential and nothing else: no token is keyed by it (issue 40).
-    pub credential_sha256: String,
+    /// The public half of the route key its agents hold (Ed25519, base64url): an agent's
+    /// `Hello` is signed by the route key over its TLS session, and checked with this. A
+    /// gateway host holds nothing it could present for a route (issue 40).
+    pub route_public_key: String,
     /// Send a PROXY v2 header before the client's bytes, so the app sees the client address.
     #[serde(default)]
     pub proxy_protocol: bool,

@@ -1,5 +1,5 @@
-//! The gateway's tunnel port: TLS control connections from agents (authenticated by their
-//! route credential, kept alive by heartbeats) and plain data connections that present a
+//! The gateway's tunnel port: TLS 1.3 control connections from agents (authenticated by a
+//! proof their route key signs over the session, kept alive by heartbeats) and plain data connections that present a
 //! single-use ticket. The first four bytes tell them apart: a data connection starts with
 //! `SVCD`, a control connection with a TLS record. They are read, not peeked: the TLS
 //! acceptor gets a stream that gives them back first, so waiting for them costs no polling.
@@ -33,6 +33,7 @@ use super::replay::Replay;
 use super::replicas::{Ask, Replica};
 use super::{Gateway, GatewayError, RouteConfig};
 use relay_wire::accept::Backoff;
+use relay_wire::challenge::verify_hello;
 use relay_wire::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
 
 /// How long a data connection's ticket may take after its tag: its agent writes both at
@@ -46,7 +47,9 @@ pub(super) fn server_config(cert_pem: &str, key_pem: &str) -> Result<Arc<ServerC
         .map_err(|e| GatewayError::Tls(e.into()))?;
     let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| GatewayError::Tls(e.into()))?;
     let config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
+        // TLS 1.3 alone: an agent's `Hello` is bound to the session's exporter, which only
+        // TLS 1.3 makes unique to one session ([`wire::session_binding`]).
+        .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| GatewayError::Tls(e.into()))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
@@ -223,7 +226,7 @@ fn data_connection(gw: &Gateway, stream: TcpStream, ticket: [u8; TICKET_LEN]) {
 }
 
 /// A control connection's TLS handshake (its first bytes in `head`) and `Hello`, each within
-/// `step`, and the `Hello`'s route and credential checked: the session to serve, or `None`
+/// `step`, and the `Hello`'s route and route key's proof checked: the session to serve, or `None`
 /// (counted, and a refusal told within `step`).
 async fn authenticate(
     gw: &Gateway,
@@ -237,16 +240,20 @@ async fn authenticate(
         return None;
     };
     let mut tls = Box::new(tls);
+    let Some(binding) = wire::session_binding(tls.get_ref().1) else {
+        gw.metrics.tunnel("tls_failed");
+        return None;
+    };
     let hello = tokio::time::timeout(step, wire::read_frame(&mut tls)).await;
-    let Ok(Ok(Control::Hello { route_id, credential, replica })) = hello else {
+    let Ok(Ok(Control::Hello { route_id, proof, replica })) = hello else {
         gw.metrics.tunnel("no_hello");
         return None;
     };
-    let presented = wire::sha256_hex(credential.as_bytes());
     let refuse = |reason: String| Control::Refused { reason };
-    let Some(route) = gw.route(&route_id).filter(|r| r.credential_sha256.eq_ignore_ascii_case(&presented)) else {
+    let proven = |r: &Arc<RouteConfig>| verify_hello(&r.route_public_key, &route_id, &replica, &binding, &proof);
+    let Some(route) = gw.route(&route_id).filter(proven) else {
         gw.metrics.tunnel("refused");
-        let reason = format!("route \"{route_id}\" is unknown here or its credential is wrong");
+        let reason = format!("route \"{route_id}\" is unknown here or its route key's proof is wrong");
         send(&mut tls, &refuse(reason), step).await;
         return None;
     };

@@ -14,13 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::task::JoinSet;
 
-use super::{CREDENTIAL, HOST, ROUTE, World, client_hello, drained, eventually, route, start};
-
-/// The route's key: the agent signs the challenge with it.
-fn route_key() -> &'static agent::challenge::RouteKey {
-    static KEY: std::sync::OnceLock<agent::challenge::RouteKey> = std::sync::OnceLock::new();
-    KEY.get_or_init(|| agent::challenge::RouteKey::generate().expect("a route key"))
-}
+use super::{CREDENTIAL, HOST, ROUTE, World, client_hello, drained, eventually, route, route_key, start};
 
 /// The agent's limits here: a 1 s handshake, 2 s idle, 1 s linger.
 const AGENT: Limits = Limits {
@@ -288,7 +282,7 @@ async fn an_agent_takes_only_the_gateway_hosts_the_relays_signed_catalog_lists()
 
     let coordinator =
         relay_api::local::LocalCoordinator::new(relay_api::ca::DevCa::open(&scratch.path().join("ca")).expect("a CA"));
-    coordinator.set_routes(vec![route(8)]);
+    coordinator.set_routes(vec![relay_api::local::AgentRoute::new(route(8), CREDENTIAL)]);
     let by_route: std::collections::HashMap<_, _> =
         [(ROUTE.to_owned(), vec![listed.clone(), slipped_in.clone()])].into();
     let hosts = |catalog| relay_api::local::GatewayHosts {
@@ -323,4 +317,59 @@ async fn an_agent_takes_only_the_gateway_hosts_the_relays_signed_catalog_lists()
     let mut check = agent::gateways::GatewayCheck::new(config.catalog_key);
     let refused = check.vouch(named, info.catalog.as_ref(), agent::gateways::now_ms());
     assert!(matches!(refused, Err(agent::gateways::GatewaysError::Catalog(_))), "{refused:?}");
+}
+
+/// Issue 40, point 2: a gateway host an agent tunnels to learns nothing it could present for
+/// the route elsewhere. The real agent tunnels to a host of the attacker's (pinned, as a
+/// route's gateway hosts are); the `Hello` it sends carries neither the credential nor the
+/// route key, and replayed to the route's other gateway on the attacker's own session it is
+/// refused, so that gateway never counts the attacker as the route's agent. The real agent,
+/// tunnelling to that gateway itself, is welcomed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_host_that_saw_an_agents_hello_cannot_pose_as_the_agent_at_another_gateway() {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let w = super::start("impostor", super::route(8), |_| {}).await;
+
+    // The attacker's gateway host: its own certificate, pinned by the agent.
+    let (chain, key) = w.ca.issue(&["evil.localhost".to_owned()], Duration::from_secs(3600)).expect("a certificate");
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(chain.as_bytes()).collect::<Result<_, _>>().expect("the chain");
+    let server = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("the key"))
+        .expect("a server config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let evil = agent::PinnedGateway {
+        address: listener.local_addr().expect("bound").to_string(),
+        tunnel_sha256: relay_gateway_host::follow::tunnel_sha256(&chain).expect("a certificate"),
+    };
+    let (ctx, config) = agent_context(&w, AGENT);
+    let agent = tokio::spawn(agent::tunnel::run(ctx, config, agent::tunnel::Link::pinned(&evil).expect("a link")));
+    let (tcp, _) =
+        tokio::time::timeout(Duration::from_secs(10), listener.accept()).await.expect("dialed").expect("tcp");
+    let mut seen = tokio_rustls::TlsAcceptor::from(Arc::new(server)).accept(tcp).await.expect("the agent's handshake");
+    let hello = agent::wire::read_frame(&mut seen).await.expect("the agent's Hello");
+    agent.abort();
+    let text = serde_json::to_string(&hello).expect("json");
+    assert!(matches!(hello, agent::wire::Control::Hello { .. }), "{text}");
+    assert!(!text.contains(CREDENTIAL), "the Hello carries the route's credential: {text}");
+    assert!(!text.contains(&route_key().to_text()), "the Hello carries the route key: {text}");
+
+    // Presented at the route's other gateway, on the attacker's own session.
+    let tls = agent::tunnel::client_config(&w.ca_pem).expect("client config");
+    let tcp = TcpStream::connect(w.bound.tunnel).await.expect("tunnel");
+    let name = rustls::pki_types::ServerName::try_from("gateway.localhost").expect("name");
+    let mut replayed = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.expect("TLS");
+    agent::wire::write_frame(&mut replayed, &hello).await.expect("sent");
+    match agent::wire::read_frame(&mut replayed).await.expect("an answer") {
+        agent::wire::Control::Refused { reason } => assert!(reason.contains("proof"), "{reason}"),
+        other => panic!("the replayed Hello was answered {other:?}"),
+    }
+    assert_eq!(agents_of(&w.gateway), 0, "the attacker is not the route's agent there");
+
+    // The agent itself, at that gateway: welcomed (so the refusal above is the session's).
+    real_agent(&w).await;
 }

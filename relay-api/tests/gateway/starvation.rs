@@ -245,7 +245,7 @@ impl Served {
         RouteConfig {
             route_id: self.id.clone(),
             hostnames: vec![self.host.clone()],
-            credential_sha256: wire::sha256_hex(self.credential.as_bytes()),
+            route_public_key: self.key.public_key(),
             proxy_protocol: false,
             max_connections: 1024,
             standby: false,
@@ -375,8 +375,7 @@ async fn welcomed_at_once(w: &World, route: &Served) -> Result<(), String> {
         let name = ServerName::try_from("gateway.localhost").map_err(|e| format!("name: {e}"))?;
         let mut stream =
             tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await.map_err(|e| format!("TLS: {e}"))?;
-        let hello =
-            Control::Hello { route_id: route.id.clone(), credential: route.credential.clone(), replica: String::new() };
+        let hello = Control::hello(&route.key, &route.id, "", stream.get_ref().1).ok_or("not TLS 1.3")?;
         wire::write_frame(&mut stream, &hello).await.map_err(|e| format!("hello: {e}"))?;
         match wire::read_frame(&mut stream).await.map_err(|e| format!("no answer: {e}"))? {
             Control::Welcome { .. } => Ok(()),

@@ -3,6 +3,13 @@
 //! key (its private half lives in the job's `agent.json`); the coordinator keeps only the
 //! public half, so a copy of the coordinator's store cannot answer a challenge, and a fresh
 //! nonce shows the public path really reaches this job.
+//!
+//! The same key opens an agent's tunnel: its `Hello` carries `base64url(Ed25519 signature
+//! over "svc tunnel hello v1|" routeId "|" replica "|" hex(binding))`, where the binding is
+//! the TLS session's exporter value ([`crate::wire::session_binding`]). A gateway checks it
+//! with the public half the route feed carries, and learns nothing it could present: a
+//! proof seen on one session fails on any other (issue 40: the tunnel credential was a bearer
+//! secret every gateway host an agent dialed was handed).
 
 use std::sync::Arc;
 
@@ -13,6 +20,10 @@ use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 /// What the signature covers before the route, the hostname and the nonce: names the
 /// purpose, so a route key's signature is never valid for anything else.
 const CONTEXT: &str = "svc route challenge v2";
+
+/// What a tunnel `Hello`'s signature covers first (another purpose, so neither proof is ever
+/// valid as the other).
+const HELLO_CONTEXT: &str = "svc tunnel hello v1";
 
 /// A route's signing key (Ed25519). Its `Debug` never shows the key; it is written to files
 /// as base64url of its PKCS#8 document.
@@ -64,6 +75,12 @@ impl RouteKey {
         URL_SAFE_NO_PAD.encode(self.pair.public_key().as_ref())
     }
 
+    /// A tunnel `Hello`'s proof for `route_id` and `replica` on the TLS session whose
+    /// [`crate::wire::session_binding`] is `binding`.
+    pub fn hello_proof(&self, route_id: &str, replica: &str, binding: &[u8]) -> String {
+        URL_SAFE_NO_PAD.encode(self.pair.sign(hello_message(route_id, replica, binding).as_bytes()).as_ref())
+    }
+
     /// The proof for a nonce.
     pub fn proof(&self, route_id: &str, hostname: &str, nonce: &str) -> String {
         URL_SAFE_NO_PAD.encode(self.pair.sign(message(route_id, hostname, nonce).as_bytes()).as_ref())
@@ -99,6 +116,21 @@ impl<'de> serde::Deserialize<'de> for RouteKey {
 
 fn message(route_id: &str, hostname: &str, nonce: &str) -> String {
     format!("{CONTEXT}|{route_id}|{hostname}|{nonce}")
+}
+
+fn hello_message(route_id: &str, replica: &str, binding: &[u8]) -> String {
+    format!("{HELLO_CONTEXT}|{route_id}|{replica}|{}", crate::wire::hex(binding))
+}
+
+/// Whether `proof` is the `Hello` proof of the route whose public key is `public_key`
+/// (base64url) for `replica` on the session whose binding is `binding`.
+pub fn verify_hello(public_key: &str, route_id: &str, replica: &str, binding: &[u8], proof: &str) -> bool {
+    let (Ok(key), Ok(signature)) = (URL_SAFE_NO_PAD.decode(public_key), URL_SAFE_NO_PAD.decode(proof)) else {
+        return false;
+    };
+    UnparsedPublicKey::new(&ED25519, key)
+        .verify(hello_message(route_id, replica, binding).as_bytes(), &signature)
+        .is_ok()
 }
 
 /// A fresh nonce for one challenge: 32 random bytes, base64url without padding (URL-safe,
@@ -146,6 +178,37 @@ mod tests {
         UnparsedPublicKey::new(&ED25519, public)
             .verify(b"svc route challenge v2|r1|a.localhost|n1", &proof)
             .expect("signed over exactly the documented message");
+    }
+
+    #[test]
+    fn a_hello_proof_holds_for_its_route_replica_and_session_alone() {
+        let key = RouteKey::generate().expect("a key");
+        let public = key.public_key();
+        let (session, other_session) = ([1u8; 32], [2u8; 32]);
+        let proof = key.hello_proof("r1", "job-0", &session);
+        assert!(verify_hello(&public, "r1", "job-0", &session, &proof));
+        assert!(!verify_hello(&public, "r1", "job-0", &other_session, &proof), "another TLS session");
+        assert!(!verify_hello(&public, "r1", "job-1", &session, &proof), "another replica");
+        assert!(!verify_hello(&public, "r2", "job-0", &session, &proof), "another route");
+        let other = RouteKey::generate().expect("a key");
+        assert!(!verify_hello(&other.public_key(), "r1", "job-0", &session, &proof), "another route's key");
+        // Neither proof passes as the other.
+        let challenge = key.proof("r1", "job-0", &crate::wire::hex(&session));
+        assert!(!verify_hello(&public, "r1", "job-0", &session, &challenge));
+        assert!(!verify(&public, "r1", "job-0", &crate::wire::hex(&session), &proof));
+        let signed = URL_SAFE_NO_PAD.decode(&proof).expect("base64url");
+        let message = format!("svc tunnel hello v1|r1|job-0|{}", "01".repeat(32));
+        UnparsedPublicKey::new(&ED25519, URL_SAFE_NO_PAD.decode(&public).expect("base64url"))
+            .verify(message.as_bytes(), &signed)
+            .expect("signed over exactly the documented message");
+    }
+
+    #[test]
+    fn the_public_half_is_the_last_32_bytes_of_the_file_form() {
+        // What bench/ingress.sh and bench/failover.sh read a route's `routePublicKey` from.
+        let key = RouteKey::generate().expect("a key");
+        let document = URL_SAFE_NO_PAD.decode(key.to_text()).expect("base64url");
+        assert_eq!(URL_SAFE_NO_PAD.encode(&document[document.len() - 32..]), key.public_key());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the PROXY protocol v2 header.
 //!
 //! Design (measured in `docs/performance.md`): one TLS **control connection** per agent,
-//! which the agent dials and authenticates with its route credential, plus one plain TCP
+//! which the agent dials and authenticates with its route key, plus one plain TCP
 //! **data connection** per public client connection, dialed by the agent when the gateway
 //! asks for it over the control connection, like rathole and bore. A data connection carries
 //! only the client's own TLS bytes (which the gateway cannot read) and, when the route opts
@@ -48,12 +48,15 @@ const MAX_FRAME: usize = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Control {
-    /// Agent to gateway, first: who it is.
+    /// Agent to gateway, first: who it is. Made by [`Control::hello`].
     Hello {
         /// The route the agent serves.
         route_id: String,
-        /// The route's tunnel credential.
-        credential: String,
+        /// The route key's signature over the route, the replica and this TLS session's
+        /// [`session_binding`] ([`crate::challenge::verify_hello`]): the gateway checks it with
+        /// the route's public key and keeps nothing it could present itself, and a gateway host
+        /// that relays it to another gateway presents it on another session, where it fails.
+        proof: String,
         /// Which of the route's replicas (its jobs) the agent serves: a newer session of the
         /// same replica takes over from the older one. Empty (absent on the wire): the
         /// route's one agent. At most [`REPLICA_NAME_MAX`] bytes of `A-Z a-z 0-9 . _ -`.
@@ -100,6 +103,39 @@ pub enum Control {
         /// The `Ping`'s.
         seq: u64,
     },
+}
+
+impl Control {
+    /// The `Hello` an agent holding `key` sends for `route_id` and `replica` on the TLS
+    /// session `tls`: `None` if the session cannot export keying material (not TLS 1.3, or
+    /// its handshake not done).
+    pub fn hello<D>(
+        key: &crate::challenge::RouteKey,
+        route_id: &str,
+        replica: &str,
+        tls: &rustls::ConnectionCommon<D>,
+    ) -> Option<Control> {
+        let binding = session_binding(tls)?;
+        Some(Control::Hello {
+            route_id: route_id.to_owned(),
+            proof: key.hello_proof(route_id, replica, &binding),
+            replica: replica.to_owned(),
+        })
+    }
+}
+
+/// The keying-material exporter's label for a `Hello`'s binding (RFC 8446 section 7.5).
+const HELLO_EXPORTER_LABEL: &[u8] = b"EXPORTER-svc-tunnel-hello";
+
+/// What a control connection's `Hello` proof is bound to: 32 bytes both ends of this one TLS
+/// session derive (its keying-material exporter) and no other session shares. `None` before
+/// the handshake ends, or on anything but TLS 1.3 (the tunnel port speaks only TLS 1.3; a
+/// TLS 1.2 exporter without the extended master secret could be shared by two sessions).
+pub fn session_binding<D>(tls: &rustls::ConnectionCommon<D>) -> Option<[u8; 32]> {
+    if tls.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3) {
+        return None;
+    }
+    tls.export_keying_material([0u8; 32], HELLO_EXPORTER_LABEL, None).ok()
 }
 
 /// Why a frame could not be read.
@@ -245,7 +281,7 @@ mod tests {
     #[tokio::test]
     async fn frames_round_trip() {
         let (mut a, mut b) = tokio::io::duplex(1024);
-        let m = Control::Hello { route_id: "r1".into(), credential: "c".into(), replica: String::new() };
+        let m = Control::Hello { route_id: "r1".into(), proof: "p".into(), replica: String::new() };
         write_frame(&mut a, &m).await.expect("write");
         assert_eq!(read_frame(&mut b).await.expect("read"), m);
     }
@@ -253,11 +289,8 @@ mod tests {
     #[test]
     fn an_agent_without_replicas_speaks_the_old_words() {
         // An agent or gateway from before replicas reads and writes these frames as they were.
-        let hello = Control::Hello { route_id: "r1".into(), credential: "c".into(), replica: String::new() };
-        assert_eq!(
-            serde_json::to_string(&hello).expect("json"),
-            r#"{"type":"hello","route_id":"r1","credential":"c"}"#
-        );
+        let hello = Control::Hello { route_id: "r1".into(), proof: "p".into(), replica: String::new() };
+        assert_eq!(serde_json::to_string(&hello).expect("json"), r#"{"type":"hello","route_id":"r1","proof":"p"}"#);
         let ping: Control = serde_json::from_str(r#"{"type":"ping","seq":3}"#).expect("an old ping");
         assert_eq!(ping, Control::Ping { seq: 3, ready: None, acme: false });
         let ping = Control::Ping { seq: 4, ready: Some(false), acme: false };

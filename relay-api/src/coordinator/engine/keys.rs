@@ -1,4 +1,4 @@
-//! A revision's route keys: the tunnel credential and the route key every job of the
+//! A revision's route keys: the agent API credential and the route key every job of the
 //! revision holds. One pair per revision, not per launch, so that the route's replicas (its
 //! jobs, one per slot) all authenticate to the gateway and prove the route with the keys the
 //! store records for it: a second slot's launch must not lock the first out.
@@ -29,7 +29,7 @@ pub(crate) const ROUTE_KEYS_FILE: &str = "route-keys.json";
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct RevisionKeys {
-    /// The tunnel credential, in clear.
+    /// The credential for the coordinator's agent API, in clear.
     pub(super) credential: String,
     /// The route key (its file form).
     pub(super) route_key: RouteKey,

@@ -12,7 +12,7 @@ use crate::coordinator::gateway_hosts::GatewayHosts;
 use crate::coordinator::model::{Deployment, HostnameState, SuccessorState};
 use crate::coordinator::store::{RouteKeys, RouteSwitch, StoreError, Transaction, now_ms};
 use crate::gateway::RouteConfig;
-use crate::local::GatewayHosts as GatewayHostsSent;
+use crate::local::{AgentRoute, GatewayHosts as GatewayHostsSent};
 
 /// Open public connections a route allows at once.
 const ROUTE_MAX_CONNECTIONS: usize = 1024;
@@ -30,14 +30,14 @@ impl Engine {
                 // asks for its hostnames.
                 let hosts = GatewayHosts::read(tx, now_ms(), self.parts.config.gateway_hosts_per_route)?;
                 let mut by_route = HashMap::new();
-                for (deployment_id, route) in &routes {
-                    by_route.insert(route.route_id.clone(), hosts.pinned(tx, deployment_id)?);
+                for (deployment_id, agent_route) in &routes {
+                    by_route.insert(agent_route.route.route_id.clone(), hosts.pinned(tx, deployment_id)?);
                 }
                 // Everything a gateway host's table is made of: when it changes, the feed's
                 // held requests are woken (on every coordinator, by the sequence).
                 let digest = feed_digest(&routes, &hosts, &tx.route_switches()?, &tx.lagging_hosts()?);
                 let probe_keys = tx.probe_keys()?;
-                Ok((routes.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), by_route, digest, probe_keys))
+                Ok((routes.into_iter().map(|(_, r)| r).collect::<Vec<AgentRoute>>(), by_route, digest, probe_keys))
             })
         });
         let (routes, hosts, digest, probe_keys) = match read {
@@ -50,7 +50,7 @@ impl Engine {
         // Validation schedules of routes no longer in use (a revision replaced, a deployment
         // stopped) go with them.
         if let Ok(mut due) = self.validate_at.lock() {
-            due.retain(|route_id, _| routes.iter().any(|r| &r.route_id == route_id));
+            due.retain(|route_id, _| routes.iter().any(|r| &r.route.route_id == route_id));
         }
         self.feed_may_have_changed(digest);
         let hosts = self.with_catalog(hosts);
@@ -63,7 +63,7 @@ impl Engine {
                 .filter_map(|k| relay_wire::alpn::ProbeKey::parse(k)),
         );
         self.parts.gateway.set_probe_keys(probe_keys.collect());
-        self.parts.gateway.set_routes(routes.clone());
+        self.parts.gateway.set_routes(routes.iter().map(|r| r.route.clone()).collect());
         self.parts.signer.set_routes(routes);
         self.parts.signer.set_gateway_hosts(hosts);
     }
@@ -142,20 +142,21 @@ impl Engine {
                 Ok((table(tx, assigned.as_ref().map(|(host, hosts)| (*host, hosts)))?, seq))
             })
         })?;
-        Ok((table.into_iter().map(|(_, route)| route).collect(), seq))
+        Ok((table.into_iter().map(|(_, agent_route)| agent_route.route).collect(), seq))
     }
 }
 
 /// The digest of what the hosts' tables are made of: every route, the hosts each is assigned
 /// to, the switches under way and the hosts lagging.
 fn feed_digest(
-    routes: &[(String, RouteConfig)],
+    routes: &[(String, AgentRoute)],
     hosts: &GatewayHosts,
     switches: &[RouteSwitch],
     lagging: &[(String, String, String)],
 ) -> String {
     let switches: Vec<(&str, u32, Option<u64>)> =
         switches.iter().map(|s| (s.deployment_id.as_str(), s.revision, s.flipped.map(|(seq, _)| seq))).collect();
+    let routes: Vec<(&str, &RouteConfig)> = routes.iter().map(|(id, r)| (id.as_str(), &r.route)).collect();
     let json = serde_json::to_vec(&(routes, hosts.ids(), switches, lagging)).unwrap_or_default();
     relay_wire::wire::sha256_hex(&json)
 }
@@ -165,7 +166,7 @@ fn feed_digest(
 fn table(
     tx: &mut dyn Transaction,
     assigned_to: Option<(&Operator, &GatewayHosts)>,
-) -> Result<Vec<(String, RouteConfig)>, StoreError> {
+) -> Result<Vec<(String, AgentRoute)>, StoreError> {
     let mut active = tx.active_deployments()?;
     if let Some((host, hosts)) = assigned_to {
         let mut assigned = Vec::with_capacity(active.len());
@@ -218,7 +219,7 @@ fn table(
     Ok(routes)
 }
 
-/// The gateway route of a revision of `d` (`route_id`, with its job's `keys`).
+/// The route of a revision of `d` (`route_id`, with its job's `keys`).
 fn route(
     tx: &mut dyn Transaction,
     d: &Deployment,
@@ -226,7 +227,7 @@ fn route(
     keys: RouteKeys,
     project_json: &str,
     standby: bool,
-) -> Result<RouteConfig, StoreError> {
+) -> Result<AgentRoute, StoreError> {
     let mut hostnames = vec![d.canonical_hostname.clone()];
     hostnames.extend(
         tx.hostnames(&d.id)?
@@ -241,13 +242,14 @@ fn route(
         Some(p) => p.access.as_ref().map(crate::project::Access::guards).unwrap_or_default(),
         None => crate::project::Access::guards_of_stored(project_json),
     };
-    Ok(RouteConfig {
+    let route = RouteConfig {
         route_id: route_id.to_owned(),
         hostnames,
-        credential_sha256: keys.credential_sha256,
+        route_public_key: keys.route_public_key,
         proxy_protocol: project.as_ref().is_some_and(|p| p.proxy_protocol),
         max_connections: ROUTE_MAX_CONNECTIONS,
         standby,
         guards,
-    })
+    };
+    Ok(AgentRoute { route, credential_sha256: keys.credential_sha256 })
 }

@@ -187,11 +187,11 @@ pub struct RevisionBundle {
 /// coordinator keeps them in the revision's directory to equip the next slot or restart).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteKeys {
-    /// SHA-256 (hex) of the job's tunnel credential: what the gateway and the certificate
-    /// signer compare with.
+    /// SHA-256 (hex) of the job's credential for the coordinator's agent API: what the
+    /// certificate signer compares with (no gateway is given it).
     pub credential_sha256: String,
-    /// The public half of the job's route key (base64url): what the challenge proof
-    /// verifies with.
+    /// The public half of the job's route key (base64url): what the challenge proof and a
+    /// gateway's check of the agent's tunnel `Hello` verify with.
     pub route_public_key: String,
 }
 
