@@ -1,7 +1,8 @@
 //! Signing in to a console: the member's API token is exchanged, once, for a random session
 //! id. The cookie holds that id alone (`HttpOnly`: the page's scripts cannot read it;
-//! `SameSite=Strict`: no other site's request carries it; under `/console` only; `Secure`
-//! unless the console is reached over loopback HTTP); the service's store keeps only its
+//! `SameSite=Strict`: no other site's request carries it; `Secure`, named `__Host-…` and
+//! `Path=/` unless the console is reached over loopback HTTP, where it is under `/console`
+//! only); the service's store keeps only its
 //! SHA-256, with the token it was made from, when it was made and when it was last used, and
 //! a CSRF token of its own. A session ends when it has been idle [`IDLE_MS`], at the latest
 //! [`ABSOLUTE_MS`] after signing in, when its member signs out (its row is deleted), or when
@@ -141,18 +142,36 @@ fn secure(headers: &HeaderMap) -> bool {
     !(name == "localhost" || name.ends_with(".localhost") || name == "::1" || name.starts_with("127."))
 }
 
+/// The prefix browsers keep for cookies set by the host itself: `Secure`, `Path=/` and no
+/// `Domain`, so a page on a sibling host under the same parent domain (a customer's route
+/// under the relay's domain) cannot set or shadow one (the review of issue 40).
+const HOST_PREFIX: &str = "__Host-";
+
 impl Cookie {
+    /// The cookie's name over TLS (`secure`): `__Host-` and its name; over loopback HTTP,
+    /// where browsers refuse that prefix, its name.
+    fn name_for(self, secure: bool) -> String {
+        if secure { format!("{HOST_PREFIX}{}", self.name) } else { self.name.to_owned() }
+    }
+
+    /// The attributes after the value: `Path=/` with the `__Host-` name, `/console` without.
+    fn attributes(secure: bool) -> &'static str {
+        if secure { "Path=/; HttpOnly; SameSite=Strict; Secure" } else { "Path=/console; HttpOnly; SameSite=Strict" }
+    }
+
     /// The session id in the request's cookies: none unless exactly one cookie has the name
-    /// (a second one, planted for another path or domain, is not guessed between) and it has
-    /// the shape of a session id.
+    /// the request's scheme gives ([`Cookie::name_for`]: over TLS only the `__Host-` cookie
+    /// is read, which no other host can set; a second one, planted for another path or
+    /// domain, is not guessed between) and it has the shape of a session id.
     pub fn session_id(self, headers: &HeaderMap) -> Option<String> {
+        let name = self.name_for(secure(headers));
         let mut found = headers
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .filter_map(|pair| pair.trim().split_once('='))
-            .filter(|(name, _)| *name == self.name)
+            .filter(|(found, _)| *found == name)
             .map(|(_, value)| value.to_owned());
         let first = found.next()?;
         (found.next().is_none() && id_shape(&first)).then_some(first)
@@ -163,18 +182,15 @@ impl Cookie {
         if !id_shape(id) {
             return None;
         }
-        let secure = if secure { "; Secure" } else { "" };
         let max_age = ABSOLUTE_MS / 1000;
-        HeaderValue::from_str(&format!(
-            "{}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
-            self.name
-        ))
-        .ok()
+        let (name, attributes) = (self.name_for(secure), Cookie::attributes(secure));
+        HeaderValue::from_str(&format!("{name}={id}; {attributes}; Max-Age={max_age}")).ok()
     }
 
-    /// The `Set-Cookie` that signs out.
-    pub fn sign_out_cookie(self) -> HeaderValue {
-        HeaderValue::from_str(&format!("{}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0", self.name))
+    /// The `Set-Cookie` that signs out (with the name and attributes it was set with).
+    pub fn sign_out_cookie(self, secure: bool) -> HeaderValue {
+        let (name, attributes) = (self.name_for(secure), Cookie::attributes(secure));
+        HeaderValue::from_str(&format!("{name}=; {attributes}; Max-Age=0"))
             .unwrap_or_else(|_| HeaderValue::from_static("svc_console=; Max-Age=0"))
     }
 
@@ -189,9 +205,9 @@ impl Cookie {
     }
 
     /// The answer to a sign-out: to `sign_in`, with the cookie cleared.
-    pub fn signed_out(self, sign_in: &str) -> axum::response::Response {
+    pub fn signed_out(self, sign_in: &str, headers: &HeaderMap) -> axum::response::Response {
         let mut response = crate::page::see_other(sign_in);
-        response.headers_mut().insert(header::SET_COOKIE, self.sign_out_cookie());
+        response.headers_mut().insert(header::SET_COOKIE, self.sign_out_cookie(secure(headers)));
         response
     }
 }
@@ -252,17 +268,45 @@ mod tests {
         assert!(text.starts_with(&format!("svc_console={id}; Path=/console; HttpOnly; SameSite=Strict")), "{text}");
         assert!(text.contains("Max-Age=43200") && !text.contains("Secure"), "{text}");
         let secure = PUBLICATION.sign_in_cookie(&id, true).expect("a cookie");
-        assert!(secure.to_str().expect("text").ends_with("; Secure"));
+        let text = secure.to_str().expect("text");
+        assert_eq!(text, format!("__Host-svc_console={id}; Path=/; HttpOnly; SameSite=Strict; Secure; Max-Age=43200"));
+        let out = PUBLICATION.sign_out_cookie(true);
+        assert_eq!(out, "__Host-svc_console=; Path=/; HttpOnly; SameSite=Strict; Secure; Max-Age=0");
+        assert_eq!(PUBLICATION.sign_out_cookie(false), "svc_console=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
         assert!(PUBLICATION.sign_in_cookie("a; Path=/", false).is_none(), "no attribute smuggled through");
         assert!(PUBLICATION.sign_in_cookie("svc_token", false).is_none(), "a token is no session id");
-        let h = with(header::COOKIE, &format!("other=1; svc_console={id}; more=2"));
+        // Over loopback HTTP: the plain name.
+        let loopback = |cookies: &str| {
+            let mut h = with(header::HOST, "127.0.0.1:8080");
+            h.insert(header::COOKIE, HeaderValue::from_str(cookies).expect("a header value"));
+            h
+        };
+        let h = loopback(&format!("other=1; svc_console={id}; more=2"));
         assert_eq!(PUBLICATION.session_id(&h), Some(id.clone()));
         assert_eq!(INGRESS.session_id(&h), None, "each console reads its own cookie");
-        assert_eq!(PUBLICATION.session_id(&with(header::COOKIE, "svc_console=svc_abc")), None);
+        assert_eq!(PUBLICATION.session_id(&loopback("svc_console=svc_abc")), None);
         // Review finding: a second cookie of the name (planted by a customer's app on a
         // parent domain, with a longer path) is not guessed between.
-        let planted = with(header::COOKIE, &format!("svc_console={}; svc_console={id}", "cd".repeat(32)));
+        let planted = loopback(&format!("svc_console={}; svc_console={id}", "cd".repeat(32)));
         assert_eq!(PUBLICATION.session_id(&planted), None);
+    }
+
+    /// The review of issue 40: over TLS a cookie tossed from a sibling host (no `__Host-`
+    /// prefix: browsers refuse that prefix with a `Domain`) is never read, neither alone (a
+    /// member signed in as the planter) nor beside the member's own (signed out).
+    #[test]
+    fn over_tls_only_the_host_only_cookie_is_read_and_a_tossed_one_is_not() {
+        let (id, planted) = ("ab".repeat(32), "cd".repeat(32));
+        let request = |cookies: &str| {
+            let mut h = with(header::HOST, "console.example.com");
+            h.insert(header::COOKIE, HeaderValue::from_str(cookies).expect("a header value"));
+            h
+        };
+        assert_eq!(PUBLICATION.session_id(&request(&format!("__Host-svc_console={id}"))), Some(id.clone()));
+        assert_eq!(PUBLICATION.session_id(&request(&format!("svc_console={planted}"))), None, "tossed alone");
+        let both = request(&format!("svc_console={planted}; __Host-svc_console={id}"));
+        assert_eq!(PUBLICATION.session_id(&both), Some(id.clone()), "the member's own, beside a tossed one");
+        assert_eq!(INGRESS.session_id(&request(&format!("__Host-svc_ingress_console={id}"))), Some(id));
     }
 
     #[test]

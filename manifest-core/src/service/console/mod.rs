@@ -259,7 +259,7 @@ async fn sign_out(
             return answer(Err(refusal));
         }
     }
-    session::PUBLICATION.signed_out(svc_web::console::SIGN_IN)
+    session::PUBLICATION.signed_out(svc_web::console::SIGN_IN, &headers)
 }
 
 /// Applications one page of the list shows: each row reads its application's convergence, so

@@ -293,7 +293,7 @@ async fn sign_out(
     {
         return answer(Err(refusal));
     }
-    session::INGRESS.signed_out(svc_web::console::SIGN_IN)
+    session::INGRESS.signed_out(svc_web::console::SIGN_IN, &headers)
 }
 
 async fn deployments(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> Response {
