@@ -272,7 +272,10 @@ mod tests {
         assert_eq!(text, format!("__Host-svc_console={id}; Path=/; HttpOnly; SameSite=Strict; Secure; Max-Age=43200"));
         let out = PUBLICATION.sign_out_cookie(true);
         assert_eq!(out, "__Host-svc_console=; Path=/; HttpOnly; SameSite=Strict; Secure; Max-Age=0");
-        assert_eq!(PUBLICATION.sign_out_cookie(false), "svc_console=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
+        assert_eq!(
+            PUBLICATION.sign_out_cookie(false),
+            "svc_console=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0"
+        );
         assert!(PUBLICATION.sign_in_cookie("a; Path=/", false).is_none(), "no attribute smuggled through");
         assert!(PUBLICATION.sign_in_cookie("svc_token", false).is_none(), "a token is no session id");
         // Over loopback HTTP: the plain name.
