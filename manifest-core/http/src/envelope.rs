@@ -1,10 +1,10 @@
-//! The one error envelope ([`ErrorBody`], declared in `relay-wire` so that tools without an
+//! The one error envelope ([`ErrorBody`], declared in `svc-envelope` so that tools without an
 //! HTTP framework print it too) as an HTTP response.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-pub use relay_wire::envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED};
+pub use svc_envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED};
 
 /// `body` as an HTTP response with `status` (and `WWW-Authenticate: Bearer` on a 401).
 pub fn envelope_response(body: &ErrorBody, status: StatusCode) -> Response {

@@ -98,7 +98,7 @@ pub enum SettingsError {
     Intake(IntakeLimits),
 }
 
-pub use relay_wire::limits::connection_cap;
+pub use svc_limits::connection_cap;
 
 #[cfg(test)]
 mod tests {

@@ -7,10 +7,12 @@
 //! - [`alpn`]: ALPN names the gateway routes by;
 //! - [`admission`]: a gateway host's registration with the coordinator;
 //! - [`feed`]: the signed request a gateway host asks the coordinator for its routes with;
-//! - [`idle`], [`accept`], [`limits`]: what every listener of the relay shares (idle and
-//!   linger deadlines, accept backoff, connection caps under the open-file limit);
+//! - [`idle`], [`accept`]: what every listener of the relay shares (idle and linger
+//!   deadlines, accept backoff); the connection cap under the open-file limit is `svc-limits`,
+//!   re-exported as [`limits`];
 //! - [`files`]: private files and directories (0600/0700), replaced atomically;
-//! - [`envelope`]: the one JSON error envelope every API and every `--format json` prints.
+//! - [`envelope`]: the one JSON error envelope every API and every `--format json` prints
+//!   (`svc-envelope`, re-exported).
 
 #![forbid(unsafe_code)]
 
@@ -18,9 +20,11 @@ pub mod accept;
 pub mod admission;
 pub mod alpn;
 pub mod challenge;
-pub mod envelope;
 pub mod feed;
 pub mod files;
 pub mod idle;
-pub mod limits;
 pub mod wire;
+
+// Below both services, each a crate of its own; here under their old paths too.
+pub use svc_envelope as envelope;
+pub use svc_limits as limits;

@@ -4,6 +4,11 @@
 //! `gateway-prep` and the agent, which serve no HTTP framework). Known
 //! context (`requestId`, `hints`, `diagnostics`, `pointer`, `hint`, `httpStatus`) goes in
 //! extra fields beside `code` and `message`.
+//!
+//! A crate of its own below both services (and the relay's wire types, which re-export it as
+//! `relay_wire::envelope`), so neither serving side depends on the other's folder for it.
+
+#![forbid(unsafe_code)]
 
 use serde_json::{Map, Value};
 

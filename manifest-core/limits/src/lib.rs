@@ -1,5 +1,10 @@
 //! How many connections a listener may keep under the process's open-file limit: the rule
 //! the relay API's, the publication API's and the gateway's listeners share.
+//!
+//! A crate of its own below the serving library (`svc-http`) and the relay's wire types
+//! (`relay_wire::limits`, which the gateway uses), so neither depends on the other for it.
+
+#![forbid(unsafe_code)]
 
 /// File descriptors kept for everything but this listener's connections (the store and its
 /// journal, logs, the job files, another listener in the same process): a quarter of the
