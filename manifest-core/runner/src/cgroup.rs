@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
-use crate::local::signal;
+use crate::process::signal;
 
 /// What a job may use, all its processes together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,6 +12,7 @@ pub mod egress;
 mod local;
 pub mod netns;
 mod output;
+mod process;
 pub mod sandbox;
 mod sweep;
 mod uids;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::Signal;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -15,6 +15,7 @@ use super::cgroup::{Cgroups, JobCgroup, JobResources};
 use super::egress::{Broker, EGRESS_ENV, EGRESS_INSIDE, Egress};
 use super::netns::JobNetwork;
 use super::output::{Budget, read_lines};
+use super::process::{parent, signal, state};
 use super::sandbox::{Limits, Placement, Sandbox, SandboxError};
 use super::uids::{HOST_RESERVATIONS, UidLease, Uids};
 use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, Mount, Part, RunningJob, Stopping};
@@ -268,7 +269,7 @@ fn kill_sandbox(child: &mut Child) {
 /// uninterruptible wait stops only when the wait ends.
 fn until_stopped(pid: u32) {
     let started = std::time::Instant::now();
-    while matches!(crate::sweep::state(pid), Some(state) if !matches!(state, 'T' | 't' | 'Z' | 'X')) {
+    while matches!(state(pid), Some(state) if !matches!(state, 'T' | 't' | 'Z' | 'X')) {
         if started.elapsed() >= STOP_WAIT {
             return;
         }
@@ -278,13 +279,6 @@ fn until_stopped(pid: u32) {
 
 /// How long [`kill_sandbox`] waits for a sandbox's outer process to stop.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-pub(crate) fn signal(pid: u32, signal: Signal) {
-    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
-        // It may be gone already: nothing left to do then.
-        let _ = kill_process(pid, signal);
-    }
-}
 
 impl RunningJob for LocalJob {
     fn pids(&self) -> Vec<u32> {
@@ -403,7 +397,7 @@ fn children(pid: u32) -> Vec<u32> {
     entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|child| crate::sweep::parent(*child) == Some(pid))
+        .filter(|child| parent(*child) == Some(pid))
         .collect()
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use rustix::process::Signal;
 
-use crate::local::signal;
+use crate::process::{signal, stat};
 
 /// What a process is, read from `/proc`.
 struct Proc {
@@ -18,27 +18,6 @@ struct Proc {
     ppid: u32,
     comm: String,
     cmdline: Vec<u8>,
-}
-
-/// A process's command name and parent, from `/proc/PID/stat`.
-fn stat(pid: u32) -> Option<(String, char, u32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
-    let (head, rest) = stat.rsplit_once(')')?;
-    let comm = head.split_once('(')?.1.to_owned();
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    Some((comm, state, fields.next()?.parse().ok()?))
-}
-
-/// A process's parent, if it still exists.
-pub(crate) fn parent(pid: u32) -> Option<u32> {
-    stat(pid).map(|(_, _, ppid)| ppid)
-}
-
-/// A process's state (`R`, `S`, `D`, `T` stopped, `Z` a zombie...), if it still exists.
-pub(crate) fn state(pid: u32) -> Option<char> {
-    stat(pid).map(|(_, state, _)| state)
 }
 
 fn read(pid: u32) -> Option<Proc> {
