@@ -42,15 +42,15 @@ impl RelayStore {
         self.read(|tx| tx.probe_keys())
     }
 
-    /// Records a coordinator's probe key (public half, hex) at `now`, and, when it is new,
-    /// moves the feed's sequence on so that every gateway host is given it at once. Whether
-    /// it was new.
+    /// Records a coordinator's probe key (public half, hex) as registered at `now` (a key
+    /// known already is dated `now` again: a feed carries the newest
+    /// [`relay_wire::alpn::MAX_PROBE_KEYS`], so a coordinator that starts again is among them
+    /// whatever started since it first did), and moves the feed's sequence on so that every
+    /// gateway host is given the keys at once. Whether the key was new.
     pub fn register_probe_key(&self, public_key: &str, now: i64) -> Result<bool, StoreError> {
         self.write(|tx| {
             let added = tx.put_probe_key(public_key, now)?;
-            if added {
-                tx.bump_feed_seq()?;
-            }
+            tx.bump_feed_seq()?;
             Ok(added)
         })
     }

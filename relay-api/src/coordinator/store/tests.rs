@@ -997,3 +997,27 @@ fn a_hosts_report_acknowledges_a_switch_and_a_lagging_host_rejoins_once_it_has_t
         assert_eq!(store.flip_route_switch(&d.id, 80).expect("no switch"), None);
     });
 }
+
+/// A coordinator that starts again is among the probe keys a feed carries (the newest
+/// [`relay_wire::alpn::MAX_PROBE_KEYS`]) however many started since it first did, and every
+/// registration moves the feed on so that hosts are given the keys at once.
+#[test]
+fn a_restarted_coordinators_probe_key_is_among_the_newest_again() {
+    on_each_backend("probe-keys", |open| {
+        let store = open();
+        let first = "aa".repeat(32);
+        assert!(store.register_probe_key(&first, 1_000).expect("registered"), "new");
+        for i in 0..relay_wire::alpn::MAX_PROBE_KEYS {
+            let other = format!("{i:02x}").repeat(32);
+            store.register_probe_key(&other, 2_000 + i64::try_from(i).expect("small")).expect("registered");
+        }
+        let newest = |store: &RelayStore| -> Vec<String> {
+            store.probe_keys().expect("read").into_iter().take(relay_wire::alpn::MAX_PROBE_KEYS).collect()
+        };
+        assert!(!newest(&store).contains(&first), "16 started since: out of the feed");
+        let seq = store.feed_seq().expect("seq");
+        assert!(!store.register_probe_key(&first, 9_000).expect("registered"), "known already");
+        assert_eq!(newest(&open())[0], first, "dated again: the newest");
+        assert!(store.feed_seq().expect("seq") > seq, "the feed moves on");
+    });
+}

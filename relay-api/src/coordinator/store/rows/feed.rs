@@ -155,6 +155,11 @@ impl<T: Sql> FeedRows for T {
     }
 
     fn put_probe_key(&mut self, public_key: &str, now: i64) -> Result<bool, StoreError> {
+        let known =
+            self.execute("UPDATE probe_keys SET added_at = ?2 WHERE public_key = ?1", params![public_key, now])?;
+        if known > 0 {
+            return Ok(false);
+        }
         let added = self.execute(
             "INSERT INTO probe_keys (public_key, added_at) VALUES (?1, ?2) ON CONFLICT (public_key) DO NOTHING",
             params![public_key, now],
