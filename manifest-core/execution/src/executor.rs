@@ -22,7 +22,8 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, Millis};
 use crate::market::{JobOrder, JobState, JobStatus, Market, StopMode, Workload};
-use crate::record::{AppKey, AppView, ExecKey, ExecState, Execution, Reason};
+use crate::reason::Reason;
+use crate::record::{AppKey, AppView, ExecKey, ExecState, Execution};
 use crate::scheduler::{Action, decide};
 
 /// The reason of an execution lost because its processor restarted with the service (the

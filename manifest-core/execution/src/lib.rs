@@ -13,6 +13,7 @@
 //!   and path check of an app's files sent in a request;
 //! - [`executor`]: records each decision with its effect in an [`executor::ExecutionStore`]
 //!   so that a crash at any moment launches no slot generation twice;
+//! - [`reason`]: a stable code and a sentence for people, for holds, failures and refusals;
 //! - [`record`]: executions and the view of one application the scheduler reads;
 //! - [`memory`]: an in-memory execution store for tests;
 //! - [`clock`]: Unix milliseconds from a real or a manual clock;
@@ -31,6 +32,7 @@ pub mod memory;
 pub use svc_money as money;
 pub mod output;
 pub mod plan;
+pub mod reason;
 pub mod record;
 pub mod scheduler;
 pub mod simulated;
@@ -42,5 +44,6 @@ pub use market::{
     JobOrder, JobState, JobStatus, Market, Placement, Quote, Refusal, Sidecar, StopMode, Workload, WorkloadRuntime,
 };
 pub use plan::Plan;
-pub use record::{AppKey, AppStatus, AppView, ExecKey, ExecState, Execution, Reason};
+pub use reason::Reason;
+pub use record::{AppKey, AppStatus, AppView, ExecKey, ExecState, Execution};
 pub use simulated::SimulatedPool;

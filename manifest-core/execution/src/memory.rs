@@ -10,7 +10,8 @@ use crate::clock::Millis;
 use crate::executor::{ExecutionStore, ExecutionTx, StoreFailure};
 use crate::market::Workload;
 use crate::plan::Plan;
-use crate::record::{AppKey, AppStatus, AppView, Charge, ExecKey, ExecState, Execution, Reason};
+use crate::reason::Reason;
+use crate::record::{AppKey, AppStatus, AppView, Charge, ExecKey, ExecState, Execution};
 
 /// One application in memory.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,7 +34,7 @@ pub struct Plan {
     pub requirements: Requirements,
     /// Why no job may launch now, whatever the rules say (a required secret without a value,
     /// no spend authority): the application is blocked with this reason until it changes.
-    pub hold: Option<crate::record::Reason>,
+    pub hold: Option<crate::reason::Reason>,
 }
 
 /// V5 `deployment.schedule.phasing`.

@@ -4,6 +4,7 @@
 use crate::clock::Millis;
 use crate::market::Quote;
 use crate::plan::Plan;
+use crate::reason::Reason;
 
 /// An application's store key.
 pub type AppKey = i64;
@@ -74,22 +75,6 @@ impl ExecState {
             self,
             ExecState::Launching | ExecState::Running | ExecState::Ready | ExecState::Restarting | ExecState::Stopping
         )
-    }
-}
-
-/// A reason: a stable code and a sentence for people.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reason {
-    /// snake_case.
-    pub code: String,
-    /// What happened and what to do.
-    pub message: String,
-}
-
-impl Reason {
-    /// A reason.
-    pub fn new(code: &str, message: impl Into<String>) -> Reason {
-        Reason { code: code.to_owned(), message: message.into() }
     }
 }
 

@@ -8,7 +8,8 @@
 use crate::clock::Millis;
 use crate::market::{Quote, Refusal, StopMode};
 use crate::plan::{CeaseTrigger, ExistingJobs, Mode, Plan, RuntimeFailure, UpdateTiming};
-use crate::record::{AppStatus, AppView, Charge, ExecKey, ExecState, Execution, Reason};
+use crate::reason::Reason;
+use crate::record::{AppStatus, AppView, Charge, ExecKey, ExecState, Execution};
 use crate::spend;
 use crate::unserved::{self, Gap};
 

@@ -6,7 +6,8 @@ use crate::clock::Millis;
 use crate::market::Quote;
 use crate::money::{DOT, planck, usd};
 use crate::plan::SpendAuthority;
-use crate::record::{Charge, Reason};
+use crate::reason::Reason;
+use crate::record::Charge;
 
 /// Why a launch was not made, and when the authority could allow it (a rate window rolls
 /// forward), if ever.

@@ -157,7 +157,7 @@ fn pro_rata(amount: u128, part: Millis, whole: Millis) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Reason;
+    use crate::reason::Reason;
 
     fn attempt(n: u32, state: ExecState, charged: u128, created: Millis, changed: Millis) -> Execution {
         Execution {
