@@ -22,13 +22,9 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, Millis};
 use crate::market::{JobOrder, JobState, JobStatus, Market, StopMode, Workload};
-use crate::reason::Reason;
+use crate::reason::{PROCESSOR_RESTARTED, Reason};
 use crate::record::{AppKey, AppView, ExecKey, ExecState, Execution};
 use crate::scheduler::{Action, decide};
-
-/// The reason of an execution lost because its processor restarted with the service (the
-/// local pool): the scheduler gives its slot a new attempt for the rest of its window.
-pub const PROCESSOR_RESTARTED: &str = "processor_restarted";
 
 /// How often, at most, the executor records that it is alive ([`ExecutionTx::heartbeat`], in
 /// a step's transaction). A crash is dated from the last record: at most this plus the gap

@@ -398,7 +398,7 @@ impl SlotDecider<'_, '_, '_> {
             // which the generation's charge already covers: it is not charged again, and the
             // time nothing served is refunded (`unserved`, issue 41).
             ExecState::Failed
-                if open && latest.reason.as_ref().is_some_and(|r| r.code == crate::executor::PROCESSOR_RESTARTED) =>
+                if open && latest.reason.as_ref().is_some_and(|r| r.code == crate::reason::PROCESSOR_RESTARTED) =>
             {
                 let paid = unserved::chain(attempts);
                 let start = latest.window_start.max(self.now);

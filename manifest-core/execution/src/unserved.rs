@@ -24,8 +24,8 @@
 //! one unit (micro or planck) of rounding, and one more per launch in flight at a crash.
 
 use crate::clock::Millis;
-use crate::executor::PROCESSOR_RESTARTED;
 use crate::market::Quote;
+use crate::reason::PROCESSOR_RESTARTED;
 use crate::record::{AppView, ExecState, Execution};
 
 /// One stretch of a paid window nothing served because the service stopped, and its refund.
