@@ -21,9 +21,8 @@ use serde::Deserialize;
 use crate::cert::CertError;
 use crate::config::AgentConfig;
 
-/// How long a turn not given back holds the route (the coordinator's rule, told here so the
-/// waiting side knows its bound).
-pub const TURN_LAPSES: Duration = Duration::from_secs(120);
+// How long a turn not given back holds the route: the coordinator's rule, in `relay-wire`.
+pub use relay_wire::acme_turn::TURN_LAPSES;
 
 /// How long a replica waits for the turn before it gives up this attempt (it is retried with
 /// the certificate's backoff): longer than a turn can be held.

@@ -45,7 +45,7 @@ impl std::fmt::Debug for DevCa {
 impl DevCa {
     /// Loads the CA from `dir`, or creates it there (the directory may hold other files).
     pub fn open(dir: &Path) -> Result<DevCa, CaError> {
-        agent::files::create_private_dir(dir).map_err(CaError::Io)?;
+        relay_wire::files::create_private_dir(dir).map_err(CaError::Io)?;
         let cert_path = dir.join("ca.pem");
         let key_path = dir.join("ca-key.pem");
         let (key, cert_pem) = if cert_path.exists() && key_path.exists() {
@@ -63,9 +63,9 @@ impl DevCa {
             params.not_before = rcgen::date_time_ymd(2025, 1, 1);
             params.not_after = rcgen::date_time_ymd(2035, 1, 1);
             let cert = params.self_signed(&key)?;
-            agent::files::write_private(&key_path, key.serialize_pem().as_bytes()).map_err(CaError::Io)?;
+            relay_wire::files::write_private(&key_path, key.serialize_pem().as_bytes()).map_err(CaError::Io)?;
             // Written last: a present ca.pem means the CA is complete.
-            agent::files::write_private(&cert_path, cert.pem().as_bytes()).map_err(CaError::Io)?;
+            relay_wire::files::write_private(&cert_path, cert.pem().as_bytes()).map_err(CaError::Io)?;
             (key, cert.pem())
         };
         let issuer = Issuer::from_ca_cert_pem(&cert_pem, key)?;

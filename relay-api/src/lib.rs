@@ -1,5 +1,5 @@
 //! The ingress relay: the public gateway that routes TLS by SNI to jobs through their
-//! agents' outbound tunnels ([`gateway`]; the wire protocol is `agent::wire`), and the relay
+//! agents' outbound tunnels ([`gateway`]; the wire protocol is `relay_wire::wire`), and the relay
 //! coordinator ([`coordinator`]): deployments of `ingress.json` projects ([`project`]), quotes
 //! and funding, customer hostnames checked in DNS ([`dns`]), route validation through the
 //! public path ([`validation`]), status, logs and recovery hints ([`hint`]). Beside them: the

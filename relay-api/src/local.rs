@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ca::DevCa;
 use crate::gateway::RouteConfig;
-use agent::wire;
+use relay_wire::wire;
 
 /// Certificates are issued for at least a minute and at most 90 days.
 const VALIDITY: std::ops::RangeInclusive<u64> = 60..=90 * 24 * 3600;
@@ -31,7 +31,7 @@ pub struct LocalCoordinator {
     gateway_hosts: RwLock<GatewayHosts>,
     /// The ACME turns, by canonical hostname (a deployment's revisions share it, and a
     /// redeploy's successor orders for the same names as the serving revision): the route and
-    /// replica ordering a certificate now, and since when ([`agent::acme_turn`]).
+    /// replica ordering a certificate now, and since when ([`relay_wire::acme_turn`]).
     acme_turns: Mutex<HashMap<String, Turn>>,
 }
 
@@ -75,7 +75,7 @@ struct RouteRequest {
 #[derive(Debug, Serialize)]
 struct RouteAnswer<'a> {
     hostnames: &'a [String],
-    gateways: &'a [agent::PinnedGateway],
+    gateways: &'a [relay_agent_config::PinnedGateway],
     /// Sent with any gateway host: an agent launched with the catalog key takes only hosts
     /// the catalog lists.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -89,7 +89,7 @@ type Refusal = (StatusCode, String);
 #[derive(Debug, Default, Clone)]
 pub struct GatewayHosts {
     /// By route ID.
-    pub by_route: HashMap<String, Vec<agent::PinnedGateway>>,
+    pub by_route: HashMap<String, Vec<relay_agent_config::PinnedGateway>>,
     /// The catalog sent with them (none while no route has a host).
     pub catalog: Option<Arc<crate::catalog::SignedCatalog>>,
     /// When the catalog was signed or checked current.
@@ -150,7 +150,7 @@ impl LocalCoordinator {
     /// in place: the engine asks every tick, and the map is not copied for it).
     pub fn catalog_sent_with(
         &self,
-        by_route: &HashMap<String, Vec<agent::PinnedGateway>>,
+        by_route: &HashMap<String, Vec<relay_agent_config::PinnedGateway>>,
     ) -> (Option<Arc<crate::catalog::SignedCatalog>>, Option<Instant>, bool) {
         match self.gateway_hosts.read() {
             Ok(h) => (h.catalog.clone(), h.catalog_at, &h.by_route == by_route),
@@ -196,7 +196,7 @@ impl LocalCoordinator {
 
     /// Grants the ACME turn of route `req.route_id`'s names to its replica `req.replica`
     /// unless another holds it (then says how long to wait); gives it back on `release`. A
-    /// turn lapses after [`agent::acme_turn::TURN_LAPSES`], so a replica that died ordering
+    /// turn lapses after [`relay_wire::acme_turn::TURN_LAPSES`], so a replica that died ordering
     /// holds no one up.
     fn acme_turn(&self, req: &TurnRequest) -> Result<String, Refusal> {
         self.acme_turn_at(req, Instant::now())
@@ -210,7 +210,7 @@ impl LocalCoordinator {
         let Some(names) = route.hostnames.first().cloned() else {
             return Err((StatusCode::FORBIDDEN, "the route has no hostname".to_owned()));
         };
-        let lapses = agent::acme_turn::TURN_LAPSES;
+        let lapses = relay_wire::acme_turn::TURN_LAPSES;
         let mut turns = self.acme_turns.lock().map_err(|_| (StatusCode::INTERNAL_SERVER_ERROR, String::new()))?;
         turns.retain(|_, turn| now.saturating_duration_since(turn.since) < lapses);
         let asker = |t: &Turn| t.route_id == route.route_id && t.replica == req.replica;
@@ -349,7 +349,7 @@ mod tests {
         let route = RouteConfig {
             route_id: route_id.to_owned(),
             hostnames: vec!["app.localhost".to_owned()],
-            route_public_key: agent::challenge::RouteKey::generate().expect("a key").public_key(),
+            route_public_key: relay_wire::challenge::RouteKey::generate().expect("a key").public_key(),
             proxy_protocol: false,
             max_connections: 8,
             standby,
@@ -413,8 +413,8 @@ mod tests {
         let now = Instant::now();
         let granted = |at| c.acme_turn_at(&request("r1", "job-1", false), at).expect("answered").contains("true");
         assert!(c.acme_turn_at(&request("r1", "job-0", false), now).expect("answered").contains("true"));
-        assert!(!granted(now + agent::acme_turn::TURN_LAPSES - Duration::from_millis(1)), "held");
-        assert!(granted(now + agent::acme_turn::TURN_LAPSES), "lapsed");
+        assert!(!granted(now + relay_wire::acme_turn::TURN_LAPSES - Duration::from_millis(1)), "held");
+        assert!(granted(now + relay_wire::acme_turn::TURN_LAPSES), "lapsed");
         let wrong = TurnRequest { credential: "x".into(), ..request("r1", "job-0", false) };
         assert_eq!(c.acme_turn(&wrong).expect_err("refused").0, StatusCode::FORBIDDEN);
         assert_eq!(c.acme_turn(&request("r1", "", false)).expect_err("refused").0, StatusCode::BAD_REQUEST);

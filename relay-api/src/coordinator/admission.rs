@@ -19,7 +19,7 @@ use base64::Engine as _;
 
 use super::Engine;
 use super::store::{RelayStore, StoreError, now_ms, random_hex};
-use agent::wire;
+use relay_wire::wire;
 
 pub use relay_wire::admission::{Operator, REGISTRATION_CONTEXT, RegisterRequest, registration_message};
 use relay_wire::feed::Presence;

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use agent::files::{create_private_dir, write_private};
+use relay_wire::files::{create_private_dir, write_private};
 
 use super::engine::{APP_DIR, SECRETS_FILE};
 use super::state::DeploymentState;

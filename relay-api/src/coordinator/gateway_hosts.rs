@@ -103,11 +103,11 @@ impl GatewayHosts {
         &self,
         tx: &mut dyn Transaction,
         deployment_id: &str,
-    ) -> Result<Vec<agent::PinnedGateway>, StoreError> {
+    ) -> Result<Vec<relay_agent_config::PinnedGateway>, StoreError> {
         Ok(self
             .of(tx, deployment_id)?
             .into_iter()
-            .map(|(operator, presence)| agent::PinnedGateway {
+            .map(|(operator, presence)| relay_agent_config::PinnedGateway {
                 address: presence.reachable(&operator.hostname).1,
                 tunnel_sha256: presence.tunnel_sha256,
             })

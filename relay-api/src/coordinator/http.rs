@@ -28,7 +28,7 @@ use super::api::{
 use super::model::{Deployment, HostnameState};
 use super::store::{Caller, StoreError, TokenRole, now_ms, random_hex};
 use crate::hint::{DnsRecord, Hint};
-use agent::wire;
+use relay_wire::wire;
 
 /// The largest deploy request: the app's files travel in it as base64 (4 bytes for 3), with
 /// room for their paths, the project and the secrets.

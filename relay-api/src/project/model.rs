@@ -308,7 +308,7 @@ impl Project {
     pub fn digest_with_files<'a>(&self, files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
         let files: BTreeMap<&str, String> = files
             .into_iter()
-            .map(|(path, bytes)| (path, format!("sha256:{}", agent::wire::sha256_hex(bytes))))
+            .map(|(path, bytes)| (path, format!("sha256:{}", relay_wire::wire::sha256_hex(bytes))))
             .collect();
         manifest_core::canonical_digest(&serde_json::json!({"project": self, "files": files})).unwrap_or_default()
     }

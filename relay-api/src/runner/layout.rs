@@ -6,8 +6,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use agent::AgentConfig;
-use agent::files::{create_private_dir, replace_private};
+use relay_agent_config::AgentConfig;
+use relay_wire::files::{create_private_dir, replace_private};
 
 use svc_execution::market::{JobOrder, Sidecar, Workload};
 use svc_execution::plan::Requirements;
@@ -159,7 +159,7 @@ impl IngressJob {
         let mut files = Vec::new();
         let mut config = self.agent_config.clone();
         config.gateway_ca = self.copy_in(&config.gateway_ca, "gateway-ca.pem", &mut files)?;
-        if let agent::CertificateSource::Acme { directory_ca: Some(ca), .. } = &mut config.certificate {
+        if let relay_agent_config::CertificateSource::Acme { directory_ca: Some(ca), .. } = &mut config.certificate {
             *ca = self.copy_in(ca, "acme-directory-ca.pem", &mut files)?;
         }
         let json = serde_json::to_vec_pretty(&config).map_err(|e| LayoutError {
@@ -200,7 +200,7 @@ mod tests {
         std::fs::write(&ca, b"-----BEGIN CERTIFICATE-----\n").expect("write");
         let config: AgentConfig = serde_json::from_value(serde_json::json!({
             "routeId": "r", "hostname": "a.localhost", "credential": "c",
-            "routeKey": agent::challenge::RouteKey::generate().expect("a key"),
+            "routeKey": relay_wire::challenge::RouteKey::generate().expect("a key"),
             "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": ca,
             "appPort": 1, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:2", "validity_secs": 60},
         }))

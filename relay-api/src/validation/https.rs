@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
@@ -16,6 +16,7 @@ use rustls::ClientConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
+use x509_parser::error::X509Error;
 
 /// Why trusted roots cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +120,14 @@ pub async fn handshake(tcp: TcpStream, tls: Arc<ClientConfig>, host: &str) -> Re
         .map_err(|e| HandshakeError::Io(std::io::Error::other(e)))?;
     tokio::spawn(connection);
     Ok(Connection { sender, host: host.to_owned(), leaf })
+}
+
+/// The serial number (lower-case hex of its DER bytes) and the end of validity of a
+/// certificate (DER): what a check reports of the certificate a server presented.
+pub fn serial_and_expiry(der: &[u8]) -> Result<(String, SystemTime), x509_parser::nom::Err<X509Error>> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der)?;
+    let not_after = u64::try_from(cert.validity().not_after.timestamp()).unwrap_or(0);
+    Ok((relay_wire::wire::hex(cert.raw_serial()), SystemTime::UNIX_EPOCH + Duration::from_secs(not_after)))
 }
 
 impl Connection {

@@ -285,7 +285,7 @@ impl RouteValidator {
         let leaf = connection.leaf().ok_or_else(|| {
             certificate_invalid(format!("the server for {host} presented no certificate"), CERT_FIX.to_owned())
         })?;
-        let facts = agent::cert::leaf_facts(leaf).map_err(|e| {
+        let (serial_hex, not_after) = https::serial_and_expiry(leaf).map_err(|e| {
             certificate_invalid(format!("the certificate served for {host} cannot be read: {e}"), CERT_FIX.to_owned())
         })?;
 
@@ -304,7 +304,7 @@ impl RouteValidator {
         }
 
         self.challenge(target, host, &mut connection, deadline).await?;
-        Ok(Passed { certificate_serial: facts.serial_hex, not_after: facts.not_after, health_status: 200, latency })
+        Ok(Passed { certificate_serial: serial_hex, not_after, health_status: 200, latency })
     }
 
     /// The hostname's addresses, every one of them public (unless allowed otherwise).
@@ -431,7 +431,7 @@ impl RouteValidator {
         connection: &mut https::Connection,
         deadline: Instant,
     ) -> Result<(), Hint> {
-        let nonce = agent::challenge::new_nonce().map_err(|e| {
+        let nonce = relay_wire::challenge::new_nonce().map_err(|e| {
             challenge_failed(format!("no randomness for a challenge nonce: {e}"), "Retry the validation.")
         })?;
         let path = format!("{CHALLENGE_PATH}?nonce={nonce}");
@@ -506,7 +506,7 @@ impl RouteValidator {
                 &stale,
             ));
         }
-        if !agent::challenge::verify(&target.route_public_key, &got_route, &got_host, &nonce, &proof) {
+        if !relay_wire::challenge::verify(&target.route_public_key, &got_route, &got_host, &nonce, &proof) {
             return Err(challenge_failed(
                 format!("the challenge answer's `proof` does not verify with route {}'s key", target.route_id),
                 &format!(

@@ -5,6 +5,7 @@
 //!   connection tickets, the PROXY v2 header);
 //! - [`challenge`]: the route key and the challenge proof route validation checks;
 //! - [`alpn`]: ALPN names the gateway routes by;
+//! - [`acme_turn`]: how long the coordinator's ACME turn for a route lapses;
 //! - [`admission`]: a gateway host's registration with the coordinator;
 //! - [`feed`]: the signed request a gateway host asks the coordinator for its routes with;
 //! - [`idle`], [`accept`]: what every listener of the relay shares (idle and linger
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod accept;
+pub mod acme_turn;
 pub mod admission;
 pub mod alpn;
 pub mod challenge;

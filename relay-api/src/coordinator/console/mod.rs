@@ -242,7 +242,7 @@ async fn sign_in(
         let caller = member_of_token(&engine, &token)?;
         let new = session::NewSession::generate()
             .map_err(|e| StoreError::Backend(format!("no random numbers for a console session: {e}").into()))?;
-        let token_hash = agent::wire::sha256_hex(token.as_bytes());
+        let token_hash = relay_wire::wire::sha256_hex(token.as_bytes());
         engine.store().start_console_session(&new.id_hash, &token_hash, &new.csrf, session::now_ms())?;
         Ok((caller, new))
     })

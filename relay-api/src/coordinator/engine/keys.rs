@@ -15,8 +15,8 @@
 
 use std::path::{Path, PathBuf};
 
-use agent::challenge::RouteKey;
-use agent::wire;
+use relay_wire::challenge::RouteKey;
+use relay_wire::wire;
 use serde::{Deserialize, Serialize};
 
 use super::launch::StartError;
@@ -71,7 +71,7 @@ impl RevisionKeys {
         }
         let keys = RevisionKeys::generate()?;
         let json = serde_json::to_vec(&keys).map_err(|e| keys_file(&path, std::io::Error::other(e)))?;
-        agent::files::replace_private(&path, &json).map_err(|e| keys_file(&path, e))?;
+        relay_wire::files::replace_private(&path, &json).map_err(|e| keys_file(&path, e))?;
         Ok((keys, true))
     }
 }

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use relay_agent_config::{AgentConfig, CertificateSource, PinnedGateway};
 use svc_execution::market::{JobOrder, Refusal};
 use svc_execution::{Workload, WorkloadRuntime};
 
@@ -43,7 +44,7 @@ pub(crate) enum StartError {
     Project(#[source] crate::project::ProjectErrors),
     /// The job's route key could not be made.
     #[error("cannot make the job's route key: {0}")]
-    RouteKey(#[source] agent::challenge::RouteKeyError),
+    RouteKey(#[source] relay_wire::challenge::RouteKeyError),
     /// The revision's keys were made anew while another of its jobs runs with the old ones
     /// (its keys file was lost): launching would lock that job out.
     #[error("revision {0}'s route keys were lost while another of its jobs runs; deploy again (`svc ingress deploy`)")]
@@ -311,7 +312,7 @@ impl Launcher {
 
     /// The gateway hosts serving the deployment's routes, which its agents tunnel to besides
     /// the coordinator's gateway, each pinned by its tunnel certificate.
-    fn pinned_gateways(&self, deployment_id: &str) -> Result<Vec<agent::PinnedGateway>, StoreError> {
+    fn pinned_gateways(&self, deployment_id: &str) -> Result<Vec<PinnedGateway>, StoreError> {
         self.store
             .read(|tx| GatewayHosts::read(tx, now_ms(), self.config.gateway_hosts_per_route)?.pinned(tx, deployment_id))
     }
@@ -329,17 +330,17 @@ impl Launcher {
             std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(StartError::Port)?.port();
         let agent_api = format!("http://{}", self.agent_api);
         let certificate = match &config.certificates {
-            AgentCertificates::DevCa => agent::CertificateSource::DevCa {
+            AgentCertificates::DevCa => CertificateSource::DevCa {
                 url: agent_api.clone(),
                 validity_secs: config.dev_certificate_validity.as_secs(),
             },
-            AgentCertificates::Acme { directory_url, directory_ca, .. } => agent::CertificateSource::Acme {
+            AgentCertificates::Acme { directory_url, directory_ca, .. } => CertificateSource::Acme {
                 directory_url: directory_url.clone(),
                 contact: Vec::new(),
                 directory_ca: directory_ca.clone(),
             },
         };
-        let agent_config = agent::AgentConfig {
+        let agent_config = AgentConfig {
             route_id: job.route_id.to_owned(),
             hostname: d.canonical_hostname.clone(),
             credential: keys.credential,

@@ -90,7 +90,7 @@ impl Engine {
     /// at most a minute), else the catalog now (signed again if its content changed). None
     /// while no route has a host; a catalog that cannot be had is logged once per error, and
     /// the agents keep their tunnels meanwhile.
-    fn with_catalog(&self, by_route: HashMap<String, Vec<agent::PinnedGateway>>) -> GatewayHostsSent {
+    fn with_catalog(&self, by_route: HashMap<String, Vec<relay_agent_config::PinnedGateway>>) -> GatewayHostsSent {
         if by_route.values().all(Vec::is_empty) {
             return GatewayHostsSent { by_route, ..GatewayHostsSent::default() };
         }

@@ -60,14 +60,14 @@ impl SqliteBackend {
     pub fn open(dir: &Path) -> Result<SqliteBackend, StoreError> {
         // These errors name their path (relay-wire's helpers, on fs-err): kept typed.
         let io = |e: std::io::Error| StoreError::Backend(Box::new(e));
-        agent::files::create_private_dir(dir).map_err(io)?;
+        relay_wire::files::create_private_dir(dir).map_err(io)?;
         let path = dir.join(DATABASE_FILE);
         // SQLite creates its WAL and shared-memory files with the database file's mode.
-        agent::files::make_private(&path).map_err(io)?;
+        relay_wire::files::make_private(&path).map_err(io)?;
         for suffix in ["-wal", "-shm"] {
             let side = dir.join(format!("{DATABASE_FILE}{suffix}"));
             if side.exists() {
-                agent::files::make_private(&side).map_err(io)?;
+                relay_wire::files::make_private(&side).map_err(io)?;
             }
         }
         let wrap = |e: rusqlite::Error| StoreError::Backend(format!("{}: {e}", path.display()).into());
