@@ -194,3 +194,7 @@ pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result
         next: summary.next_at.filter(|_| !app.settled).map(|t| Next { at: rfc3339_ms(t) }),
     })
 }
+
+#[cfg(test)]
+#[path = "projection_tests.rs"]
+mod tests;
