@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use manifest_core::{Diagnostic, Severity};
 use serde_json::{Value, json};
 
-use crate::manifests::{Outcome, Summary};
+use crate::manifest_outcome::{Outcome, Summary};
 
 /// GitHub Actions workflow commands for one file: an annotation per diagnostic (none for a
 /// valid file without warnings). Standard input (`-`) is annotated without a file.

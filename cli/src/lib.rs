@@ -19,6 +19,7 @@ mod economics;
 mod ingress;
 mod lsp;
 mod manifest;
+mod manifest_outcome;
 mod manifests;
 mod output;
 mod policy_diff;

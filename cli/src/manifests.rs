@@ -19,10 +19,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use manifest_core::{Diagnostic, render_json, render_text, validate as validate_document};
+use manifest_core::{render_json, render_text, validate as validate_document};
 use serde_json::{Value, json};
 
 use crate::args::ValidateFormat;
+use crate::manifest_outcome::{Outcome, Summary};
 
 /// Usage errors and unreadable inputs.
 const EXIT_USAGE: u8 = 2;
@@ -31,15 +32,6 @@ const EXIT_INVALID: u8 = 1;
 
 /// The globs a directory's files are kept by when no `--include` is given.
 pub(crate) const DEFAULT_INCLUDE: &[&str] = &["**/*.json", "**/*.yaml", "**/*.yml"];
-
-/// What became of one file.
-pub(crate) enum Outcome {
-    /// Validated: whether it is valid, its diagnostics (kept for the CI formats only), and
-    /// its text or JSON report (the one the format prints).
-    Checked { valid: bool, diagnostics: Vec<Diagnostic>, text: String, json: Value },
-    /// It could not be read: why.
-    Unreadable(String),
-}
 
 /// One thing to report: a file to validate, or a path the walk could not read.
 enum Input {
@@ -266,40 +258,4 @@ fn json_report(outcomes: &[(PathBuf, Outcome)], summary: &Summary) -> String {
         "files": summary.files, "valid": summary.valid, "invalid": summary.invalid, "unreadable": summary.unreadable,
     });
     serde_json::to_string_pretty(&json!({"files": files, "summary": counts})).unwrap_or_default()
-}
-
-/// How many files came out how.
-pub(crate) struct Summary {
-    pub(crate) files: usize,
-    pub(crate) valid: usize,
-    pub(crate) invalid: usize,
-    pub(crate) unreadable: usize,
-    pub(crate) elapsed: Duration,
-}
-
-impl Summary {
-    fn count(&mut self, outcome: &Outcome) {
-        self.files += 1;
-        match outcome {
-            Outcome::Checked { valid: true, .. } => self.valid += 1,
-            Outcome::Checked { valid: false, .. } => self.invalid += 1,
-            Outcome::Unreadable(_) => self.unreadable += 1,
-        }
-    }
-
-    /// `3 files checked in 12 ms: 2 valid, 1 invalid, 0 unreadable`.
-    pub(crate) fn line(&self) -> String {
-        format!(
-            "{} checked in {} ms: {} valid, {} invalid, {} unreadable",
-            plural(self.files, "file"),
-            self.elapsed.as_millis(),
-            self.valid,
-            self.invalid,
-            self.unreadable
-        )
-    }
-}
-
-fn plural(n: usize, what: &str) -> String {
-    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
 }
