@@ -258,26 +258,28 @@ mod tests {
 
     /// A did-you-mean once looked through the object's keys for each unknown one: 50,000
     /// unknown keys took minutes. Linear work grows 4x from 4,000 keys to 16,000; quadratic
-    /// 16x. Each size is timed twice and the faster kept (a ratio in one run, not a limit).
+    /// 16x: a ratio in one run, not a limit.
     #[test]
     fn many_unknown_keys_in_one_object_are_checked_in_linear_time() {
         let document = |keys: usize| {
             let members: String = (0..keys).map(|i| format!(",\"jobz{i}\": 1")).collect();
             format!("{{\"schema\": \"svc.application-manifest\", \"schemaVersion\": 5{members}}}")
         };
-        // The fastest of three: one run stretched by other load would otherwise decide.
         let time = |text: &str| {
-            (0..3)
-                .map(|_| {
-                    let start = std::time::Instant::now();
-                    assert!(!validate(text.as_bytes()).is_valid());
-                    start.elapsed()
-                })
-                .min()
-                .unwrap_or_default()
+            let start = std::time::Instant::now();
+            assert!(!validate(text.as_bytes()).is_valid());
+            start.elapsed()
         };
+        // The fastest of five each, the sizes taken in turn: a run stretched by other load
+        // (CI saw 11x on a machine busy with builds, best of three each, one size after the
+        // other) would otherwise decide.
         let (small, large) = (document(4_000), document(16_000));
-        let ratio = time(&large).as_secs_f64() / time(&small).as_secs_f64().max(1e-9);
+        let (mut fastest_small, mut fastest_large) = (std::time::Duration::MAX, std::time::Duration::MAX);
+        for _ in 0..5 {
+            fastest_small = fastest_small.min(time(&small));
+            fastest_large = fastest_large.min(time(&large));
+        }
+        let ratio = fastest_large.as_secs_f64() / fastest_small.as_secs_f64().max(1e-9);
         assert!(ratio < 8.0, "16,000 unknown keys took {ratio:.1}x the time of 4,000");
     }
 
