@@ -30,10 +30,7 @@ use zeroize::Zeroizing;
 
 use crate::KeyError;
 use crate::keyfile::{KekId, KeyFile};
-use crate::sealed::{self, Context};
-
-/// A data key's id in its store (1, 2, ...; the highest is current).
-pub type DataKeyId = u32;
+use crate::sealed::{self, Context, DataKeyId};
 
 /// A data key as the store keeps it: encrypted under a KEK.
 #[derive(Debug, Clone, PartialEq, Eq)]

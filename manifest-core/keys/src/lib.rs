@@ -21,8 +21,8 @@ pub mod keyring;
 pub mod sealed;
 
 pub use keyfile::{KekId, KeyFile};
-pub use keyring::{DataKeyId, Keyring, RotationLock, Startup, WrappedKey};
-pub use sealed::Context;
+pub use keyring::{Keyring, RotationLock, Startup, WrappedKey};
+pub use sealed::{Context, DataKeyId};
 
 use std::path::PathBuf;
 

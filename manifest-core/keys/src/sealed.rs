@@ -16,7 +16,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce};
 
 use crate::KeyError;
-use crate::keyring::DataKeyId;
+
+/// A data key's id in its store (1, 2, ...; the highest is current): a sealed value names its
+/// data key by it, in four bytes.
+pub type DataKeyId = u32;
 
 const VERSION: u8 = 1;
 const HEADER: usize = 1 + 4 + NONCE_LEN;
