@@ -55,6 +55,11 @@ pub mod layout {
     pub const ADMIN: &str = "127.0.0.1:7444";
     /// The default `svc` binary the unit runs.
     pub const SVC_BINARY: &str = "/usr/local/bin/svc";
+
+    /// The host path of the file `name` in [`CONFIG_DIR`] (`/etc/svc-gateway/gateway.json`).
+    pub fn config_file(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(CONFIG_DIR).join(name)
+    }
 }
 
 /// The host's file system as seen under a root directory: `/etc/x` is `ROOT/etc/x`.

@@ -2,7 +2,7 @@
 
 use crate::args::{Cli, Command, Format};
 use crate::check::{CheckInputs, run_checks};
-use crate::init::{InitOptions, files::Action, init};
+use crate::init::{Settings, execute, files::Action};
 
 /// Exit code when the tool could not run (bad options, no runtime).
 pub const EXIT_USAGE: u8 = 64;
@@ -32,11 +32,11 @@ pub fn run(cli: Cli) -> u8 {
             report.exit_code()
         }
         Command::Init(args) => {
-            let opts = match InitOptions::try_from(&*args) {
-                Ok(o) => o,
+            let settings = match Settings::try_from(&*args) {
+                Ok(s) => s,
                 Err(e) => return fail("init", args.host.format, "usage", &e, EXIT_USAGE),
             };
-            match runtime.block_on(init(&opts)) {
+            match runtime.block_on(execute(&settings)) {
                 Ok(report) => {
                     match args.host.format {
                         Format::Table => print!("{}", report.text()),
