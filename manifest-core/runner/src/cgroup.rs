@@ -26,6 +26,12 @@ use rustix::process::Signal;
 
 use crate::process::signal;
 
+/// The chain's first step when the job has a cgroup: `sh -c JOIN_CGROUP sh FILE... -- PROGRAM
+/// ARGS...` writes its own pid into each file, then becomes the program. A file it cannot
+/// write ends it (status 125) before anything of the job runs outside its cgroup.
+pub(crate) const JOIN_CGROUP: &str =
+    r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
+
 /// What a job may use, all its processes together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobResources {

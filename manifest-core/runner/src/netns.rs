@@ -202,7 +202,7 @@ impl JobNetwork {
             Command::new(&tools.setpriv)
         } else {
             let mut join = Command::new(&tools.sh);
-            join.arg("-c").arg(crate::sandbox::JOIN_CGROUP).arg("sh").args(cgroup_procs).arg("--").arg(&tools.setpriv);
+            join.arg("-c").arg(crate::cgroup::JOIN_CGROUP).arg("sh").args(cgroup_procs).arg("--").arg(&tools.setpriv);
             join
         };
         // Dies with the service (its parent) even if killed with SIGKILL.

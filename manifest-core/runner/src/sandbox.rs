@@ -31,6 +31,7 @@ use rustix::process::Resource;
 use tokio::process::Command;
 
 use super::{Confined, JobUid};
+use crate::cgroup::JOIN_CGROUP;
 use crate::netns::{JobNetwork, NetworkError, NetworkTools};
 
 /// Resource limits of each process of a job (and of its children).
@@ -371,12 +372,6 @@ impl Sandbox {
 pub(crate) const LIFELINE: &str = r#"exec 3<&0 </dev/null
 "$0" -c 'while read -r line; do :; done; kill -9 -1' svc-lifeline <&3 >/dev/null 2>&1 &
 exec "$@" 3<&-"#;
-
-/// The chain's first step when the job has a cgroup: `sh -c JOIN_CGROUP sh FILE... -- PROGRAM
-/// ARGS...` writes its own pid into each file, then becomes the program. A file it cannot
-/// write ends it (status 125) before anything of the job runs outside its cgroup.
-pub(crate) const JOIN_CGROUP: &str =
-    r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
 
 /// Where `program`, an absolute path inside one of `part`'s mounts (with no `..`), is on the
 /// host.
