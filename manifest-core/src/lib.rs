@@ -42,6 +42,8 @@ pub mod invariants;
 pub mod migrate;
 pub mod names;
 #[cfg(feature = "executions")]
+pub mod convergence;
+#[cfg(feature = "executions")]
 pub mod plan;
 pub mod projection;
 #[cfg(feature = "service")]

@@ -5,10 +5,12 @@
 //! published policy (`coordinator::policy`), each launch of a revision a generation of each
 //! slot (its policy version the revision), a same-job restart counted on it. A job's window is the time its route's funds
 //! cover; its launches are charged nothing (the route is paid by the period, in the ledger).
+//! The answer is built as the publication service's is (`manifest_core::convergence`); what
+//! is said here is the deployment's own.
 
-use manifest_core::projection::{
-    Convergence, Desired, EXECUTION_CONVERGENCE, PageError, ReasonBody, Recent, Slot, State,
-};
+use manifest_core::convergence::{Parts, Row, desired, reason};
+use manifest_core::projection::{Convergence, Desired, State};
+use svc_execution::ExecState;
 
 use super::RelayStore;
 use super::model::{Deployment, Session, SessionState, Successor, SuccessorState};
@@ -16,26 +18,17 @@ use super::state::DeploymentState;
 use super::store::{ExecutionRecord, StoreError, now_ms};
 
 /// Why a page could not be given.
-#[derive(Debug, thiserror::Error)]
-pub enum ProjectionError {
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The page asked for cannot be given.
-    #[error(transparent)]
-    Page(#[from] PageError),
-    /// The serving revision's policy does not read as a plan (a bug or a damaged store).
-    #[error(transparent)]
-    Plan(#[from] manifest_core::plan::PlanError),
+pub type ProjectionError = manifest_core::convergence::ProjectionError<StoreError>;
+
+impl From<StoreError> for ProjectionError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
 }
 
-/// A store time (Unix milliseconds, never negative) as the projection writes it.
-fn rfc3339_ms(at: i64) -> String {
-    manifest_core::projection::rfc3339_ms(u64::try_from(at).unwrap_or(0))
-}
-
-fn reason(code: &str, message: impl Into<String>) -> Option<ReasonBody> {
-    Some(ReasonBody { code: code.to_owned(), message: message.into() })
+/// A store time (Unix milliseconds, never negative) as the projection reads it.
+fn unix_ms(at: i64) -> u64 {
+    u64::try_from(at).unwrap_or(0)
 }
 
 /// Where a route's funds reach, from its ledger's sessions: the end of the period under way
@@ -51,6 +44,27 @@ fn funded_until(sessions: &[Session], now: i64) -> i64 {
     running.unwrap_or(now).max(now).saturating_add(unstarted)
 }
 
+/// An execution as the projection shows it: its window is the time its route's funds cover
+/// (`funded_until`) until it ended; its launches are charged nothing (the route is paid by the
+/// period, in the ledger).
+fn row(e: &ExecutionRecord, funded_until: i64) -> Row<'_> {
+    Row {
+        execution_id: &e.execution_id,
+        slot: e.slot,
+        generation: u64::from(e.generation),
+        attempt: e.attempt,
+        policy_version: u64::from(e.policy_version),
+        state: e.state,
+        processor_id: e.processor_id.as_deref(),
+        window_start: unix_ms(e.created_at),
+        window_end: unix_ms(if e.state.is_live() { funded_until } else { e.changed_at }),
+        changed_at: unix_ms(e.changed_at),
+        restarts: e.restarts,
+        charged_micros: 0,
+        reason: e.reason.as_ref(),
+    }
+}
+
 /// The projection of deployment `d` (`successor`: its redeploy in progress), with one page of
 /// executions: older than `cursor`, at most `limit`.
 pub fn build(
@@ -60,34 +74,30 @@ pub fn build(
     cursor: Option<&str>,
     limit: Option<&str>,
 ) -> Result<Convergence, ProjectionError> {
-    let (before, limit) = manifest_core::projection::page(cursor, limit)?;
-    // One more than asked, to know whether an older page exists.
-    let mut page = store.executions(&d.id, before, limit + 1)?;
-    let next_cursor = (page.len() > limit).then(|| page[limit - 1].0.to_string());
-    page.truncate(limit);
+    let page = manifest_core::convergence::read_page(
+        cursor,
+        limit,
+        |before, limit| store.executions(&d.id, before, limit).map_err(ProjectionError::from),
+        |(key, _)| *key,
+    )?;
     // Each slot's current execution (the newest of the serving revision) and a drain under
     // way: read for themselves, so every page says the same.
     let (current, older_live) = store.execution_summary(&d.id, d.revision)?;
     let funded_until = funded_until(&store.sessions(&d.id)?, now_ms());
-    let window_end = |e: &ExecutionRecord| if e.state.is_live() { funded_until } else { e.changed_at };
-    let mut slots: Vec<Slot> = current
-        .iter()
-        .map(|e| Slot {
-            slot: e.slot,
-            generation: u64::from(e.generation),
-            policy_version: u64::from(e.policy_version),
-            state: e.state.as_str().to_owned(),
-            processor_id: e.processor_id.clone(),
-            window_start: Some(rfc3339_ms(e.created_at)),
-            window_end: Some(rfc3339_ms(window_end(e))),
-            restarts: e.restarts,
-        })
-        .collect();
     let rolling = successor.filter(|s| s.revision > d.revision && s.state != SuccessorState::Failed);
     let status = match d.state {
         DeploymentState::Stopped => "disabled",
         DeploymentState::PendingFunding => "paused",
         _ => "active",
+    };
+    // A route of several jobs serves while one does: those not ready.
+    let down: Vec<String> = match current.len() {
+        0 | 1 => Vec::new(),
+        _ => current
+            .iter()
+            .filter(|e| e.state != ExecState::Ready)
+            .map(|e| format!("slot {} is {}", e.slot, e.state.as_str()))
+            .collect(),
     };
     let convergence = match d.state {
         DeploymentState::Stopped => {
@@ -120,50 +130,17 @@ pub fn build(
             };
             State { state: "converging".into(), reason: reason("rolling_out", message) }
         }
-        // A route of several jobs serves while one does; the others' state is said.
-        DeploymentState::Live if slots.len() > 1 && slots.iter().any(|s| s.state != "ready") => {
-            let down: Vec<String> = slots
-                .iter()
-                .filter(|s| s.state != "ready")
-                .map(|s| format!("slot {} is {}", s.slot, s.state))
-                .collect();
-            State {
-                state: "converging".into(),
-                reason: reason("replica_down", format!("the route serves; {}", down.join(", "))),
-            }
-        }
+        // The others' state is said.
+        DeploymentState::Live if !down.is_empty() => State {
+            state: "converging".into(),
+            reason: reason("replica_down", format!("the route serves; {}", down.join(", "))),
+        },
         DeploymentState::Live => State { state: "converged".into(), reason: None },
     };
-    let recent = page
-        .iter()
-        .map(|(_, e)| Recent {
-            execution_id: e.execution_id.clone(),
-            slot: e.slot,
-            generation: u64::from(e.generation),
-            attempt: e.attempt,
-            policy_version: u64::from(e.policy_version),
-            state: e.state.as_str().to_owned(),
-            processor_id: e.processor_id.clone(),
-            window_start: rfc3339_ms(e.created_at),
-            window_end: rfc3339_ms(window_end(e)),
-            changed_at: rfc3339_ms(e.changed_at),
-            restarts: e.restarts,
-            charged_micros: "0".to_owned(),
-            reason: e.reason.as_ref().map(|r| ReasonBody { code: r.code.clone(), message: r.message.clone() }),
-        })
-        .collect();
     // A revision deployed before revisions published policies publishes at its next launch;
     // until then, its manifest's digest stands for its policy's.
     let desired = match store.policy(&d.id, d.revision)? {
-        Some(policy) => {
-            let plan = manifest_core::plan::plan(policy.published())?;
-            Desired {
-                policy_version: plan.policy_version,
-                policy_digest: plan.policy_digest,
-                slots: plan.slots,
-                execution: plan.mode.as_str().to_owned(),
-            }
-        }
+        Some(policy) => desired(&manifest_core::plan::plan(policy.published())?),
         None => Desired {
             policy_version: u64::from(d.revision),
             policy_digest: d.manifest_digest.clone(),
@@ -171,31 +148,19 @@ pub fn build(
             execution: "continuous".to_owned(),
         },
     };
-    // Slots the policy has and no launch yet: pending.
-    for slot in 0..desired.slots {
-        if !slots.iter().any(|s| s.slot == slot) {
-            slots.push(Slot {
-                slot,
-                generation: 0,
-                policy_version: u64::from(d.revision),
-                state: "pending".to_owned(),
-                processor_id: None,
-                window_start: None,
-                window_end: None,
-                restarts: 0,
-            });
-        }
-    }
-    slots.sort_by_key(|s| s.slot);
-    Ok(Convergence {
-        schema: EXECUTION_CONVERGENCE.to_owned(),
+    Ok(manifest_core::convergence::build(Parts {
         application_id: d.project.clone(),
         status: status.to_owned(),
+        // Slots the policy has and no launch yet: pending.
+        slots: desired.slots,
         desired: Some(desired),
         convergence,
-        slots,
-        recent,
-        next_cursor,
-        next: None,
-    })
+        current: current.iter().map(|e| row(e, funded_until)).collect(),
+        pending_version: u64::from(d.revision),
+        page: manifest_core::convergence::Paged {
+            records: page.records.iter().map(|(_, e)| row(e, funded_until)).collect(),
+            next_cursor: page.next_cursor,
+        },
+        next_at: None,
+    }))
 }

@@ -1,31 +1,25 @@
 //! Builds `svc.execution-convergence.v1` from what the store recorded, in one read
 //! transaction: the active version's plan, each slot's current execution, one page of
-//! executions, and the convergence state with its reason.
+//! executions, and the convergence state with its reason. The answer itself is built as the
+//! relay's is ([`crate::convergence`]); what is said here is the publication service's own.
 
 use std::collections::BTreeMap;
 
 use svc_execution::plan::UpdateTiming;
 use svc_execution::{ExecState, Execution};
 
+use crate::convergence::{Parts, Row, reason};
 use crate::plan;
-use crate::projection::rfc3339_ms;
-use crate::projection::{
-    Convergence, Desired, EXECUTION_CONVERGENCE, Next, PageError, ReasonBody, Recent, Slot, State,
-};
+use crate::projection::{Convergence, State, rfc3339_ms};
 use crate::service::store::{Application, Status, StoreError, Transaction};
 
 /// Why a projection could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum ProjectionError {
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The active version cannot be read as a plan.
-    #[error(transparent)]
-    Plan(#[from] plan::PlanError),
-    /// The page asked for cannot be given.
-    #[error(transparent)]
-    Page(#[from] PageError),
+pub type ProjectionError = crate::convergence::ProjectionError<StoreError>;
+
+impl From<StoreError> for ProjectionError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
 }
 
 /// A page request: `?cursor=` and `?limit=`.
@@ -37,23 +31,39 @@ pub struct Page {
     pub limit: Option<String>,
 }
 
-fn reason(code: &str, message: impl Into<String>) -> Option<ReasonBody> {
-    Some(ReasonBody { code: code.to_owned(), message: message.into() })
+/// An execution as the projection shows it.
+fn row(e: &Execution) -> Row<'_> {
+    Row {
+        execution_id: &e.execution_id,
+        slot: e.slot,
+        generation: e.generation,
+        attempt: e.attempt,
+        policy_version: e.policy_version,
+        state: e.state,
+        processor_id: e.processor_id.as_deref(),
+        window_start: e.window_start,
+        window_end: e.window_end,
+        changed_at: e.changed_at,
+        restarts: e.restarts,
+        charged_micros: e.charged.service_credit_micros,
+        reason: e.reason.as_ref(),
+    }
 }
 
 /// The projection of `app`.
 pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result<Convergence, ProjectionError> {
-    let (before, limit) = crate::projection::page(page.cursor.as_deref(), page.limit.as_deref())?;
+    let older = crate::convergence::read_page(
+        page.cursor.as_deref(),
+        page.limit.as_deref(),
+        |before, limit| tx.executions_page(app.key, before, limit).map_err(ProjectionError::from),
+        |e| e.key,
+    )?;
     let version = match app.active_pointer_version {
         0 => None,
         v => tx.policy_version(app.key, v)?,
     };
     let plan = version.as_ref().map(|v| plan::plan(v.published())).transpose()?;
     let summary = tx.execution_summary(app.key)?;
-    // One more than asked, to know whether an older page exists.
-    let mut older = tx.executions_page(app.key, before, limit + 1)?;
-    let next_cursor = (older.len() > limit).then(|| older[limit - 1].key.to_string());
-    older.truncate(limit);
 
     // Each slot's current execution: its newest live generation's newest attempt, or its
     // newest execution.
@@ -67,32 +77,9 @@ pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result
             current.insert(e.slot, e);
         }
     }
+    // Every slot up to the highest recorded is listed, beyond the policy's too.
     let desired_slots = plan.as_ref().map_or(0, |p| p.slots);
     let slot_count = current.keys().next_back().map_or(0, |s| s + 1).max(desired_slots);
-    let slots: Vec<Slot> = (0..slot_count)
-        .map(|slot| match current.get(&slot) {
-            Some(e) => Slot {
-                slot,
-                generation: e.generation,
-                policy_version: e.policy_version,
-                state: e.state.as_str().to_owned(),
-                processor_id: e.processor_id.clone(),
-                window_start: Some(rfc3339_ms(e.window_start)),
-                window_end: Some(rfc3339_ms(e.window_end)),
-                restarts: e.restarts,
-            },
-            None => Slot {
-                slot,
-                generation: 0,
-                policy_version: app.active_pointer_version,
-                state: "pending".to_owned(),
-                processor_id: None,
-                window_start: None,
-                window_end: None,
-                restarts: 0,
-            },
-        })
-        .collect();
 
     let live: Vec<&Execution> = summary.current.iter().filter(|e| e.state.is_live()).collect();
     let convergence = if app.settled {
@@ -159,40 +146,20 @@ pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result
         State { state: "idle".into(), reason: reason("unpublished", "no policy version is published") }
     };
 
-    let recent = older
-        .iter()
-        .map(|e| Recent {
-            execution_id: e.execution_id.clone(),
-            slot: e.slot,
-            generation: e.generation,
-            attempt: e.attempt,
-            policy_version: e.policy_version,
-            state: e.state.as_str().to_owned(),
-            processor_id: e.processor_id.clone(),
-            window_start: rfc3339_ms(e.window_start),
-            window_end: rfc3339_ms(e.window_end),
-            changed_at: rfc3339_ms(e.changed_at),
-            restarts: e.restarts,
-            charged_micros: e.charged.service_credit_micros.to_string(),
-            reason: e.reason.as_ref().map(|r| ReasonBody { code: r.code.clone(), message: r.message.clone() }),
-        })
-        .collect();
-    Ok(Convergence {
-        schema: EXECUTION_CONVERGENCE.to_owned(),
+    Ok(crate::convergence::build(Parts {
         application_id: app.application_id.clone(),
         status: app.status.as_str().to_owned(),
-        desired: plan.as_ref().zip(version.as_ref()).map(|(p, v)| Desired {
-            policy_version: v.version,
-            policy_digest: v.policy_digest.clone(),
-            slots: p.slots,
-            execution: p.mode.as_str().to_owned(),
-        }),
+        desired: plan.as_ref().map(crate::convergence::desired),
         convergence,
-        slots,
-        recent,
-        next_cursor,
-        next: summary.next_at.filter(|_| !app.settled).map(|t| Next { at: rfc3339_ms(t) }),
-    })
+        current: current.values().map(|e| row(e)).collect(),
+        slots: slot_count,
+        pending_version: app.active_pointer_version,
+        page: crate::convergence::Paged {
+            records: older.records.iter().map(row).collect(),
+            next_cursor: older.next_cursor,
+        },
+        next_at: summary.next_at.filter(|_| !app.settled),
+    }))
 }
 
 #[cfg(test)]
