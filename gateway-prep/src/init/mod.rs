@@ -9,8 +9,8 @@
 //!    with it: create, update (init wrote it, and the inputs changed), unchanged, or changed
 //!    (someone edited it since init wrote it, which the registration record's SHA-256 shows),
 //!    and whether to register. A changed file stops init before anything is written or
-//!    registered, unless `--force`. Planning reads and writes nothing; `--dry-run` reports
-//!    the plan.
+//!    registered, unless `--force`. Planning reads the host, writes nothing and sends
+//!    nothing; `--dry-run` reports the plan.
 //! 3. [`apply`]: the key, the registration (once: its record, `operator.json`, makes later
 //!    runs skip it), then the other files and the record, each written atomically.
 

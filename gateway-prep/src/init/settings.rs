@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use crate::args::{ArgsError, InitArgs, LIMIT_NOFILE_RANGE};
 use crate::{Root, layout};
 
-/// What init is asked to do, as given: the flags, unchecked but for `--limit-nofile`'s range.
+/// What init is asked to do, as given (the command line's `TryFrom<&InitArgs>` refuses an
+/// out-of-range `--limit-nofile` already): [`Settings`] checks the rest.
 #[derive(Debug, Clone)]
 pub struct InitOptions {
     /// The host's files.
