@@ -104,7 +104,6 @@ async fn the_projection_of_each_deployment_state_is_pinned() {
     w.market.end(&format!("{}.r1.1", d.id), 3);
     w.engine.tick().await;
     show("replica down", &w.deployment(&d.id), None, None, None);
-    drop(show);
     let expected = EXPECTED.trim().lines().collect::<Vec<_>>();
     let got = seen.iter().map(String::as_str).collect::<Vec<_>>();
     assert_eq!(got, expected, "the answers changed:\n{}", seen.join("\n"));
