@@ -28,11 +28,20 @@ use crate::schema::SchemaKind;
 use crate::service::State;
 use crate::service::auth::{bearer, hash_token, new_application_uid};
 use crate::service::capability::Statement;
+use crate::service::clock::now;
 use crate::service::executions::projection;
-use crate::service::publish::{self, ApiError, MAX_BODY_BYTES, now};
+use crate::service::publish;
 use crate::service::store::{Activity, Application, Caller, PolicyVersion, StoreError};
 use crate::tree::Value;
-use rejection::{BodyProblem, Denied, Rejection};
+use rejection::{ApiError, BodyProblem, Denied, Rejection};
+
+/// Request bodies above this are refused with 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The largest upload body: the bundle's bytes in base64 (4 characters for 3 bytes) and room
+/// for its paths and JSON (as the relay's deploy limit).
+pub(crate) const MAX_UPLOAD_BODY_BYTES: usize =
+    (svc_execution::bundle::BUNDLE_MAX_BYTES as usize) / 3 * 4 + 2 * 1024 * 1024;
 
 /// The read-contract version sent on every response.
 const READ_CONTRACT: &str = "3";
@@ -85,7 +94,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
     let uploads = svc_http::check_path_ids(uploads, PATH_IDS)
         .method_not_allowed_fallback(|| async { error(Rejection::MethodNotAllowed.into()) });
     svc_http::limit_body(routes, MAX_BODY_BYTES)
-        .merge(svc_http::limit_body(uploads, artifacts::MAX_UPLOAD_BODY_BYTES))
+        .merge(svc_http::limit_body(uploads, MAX_UPLOAD_BODY_BYTES))
         .layer(axum::middleware::map_response(|mut r: Response| async move {
             r.headers_mut().insert("svc-read-contract", HeaderValue::from_static(READ_CONTRACT));
             r

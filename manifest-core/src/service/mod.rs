@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod auth;
 pub mod capability;
+mod clock;
 mod console;
 pub mod executions;
 mod http;
@@ -20,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use publish::MAX_BODY_BYTES;
+pub use http::MAX_BODY_BYTES;
 
 /// Which manifest versions the server publishes: server configuration, which a dry run does
 /// not bypass.

@@ -10,9 +10,10 @@ use axum::body::Bytes;
 use serde::Serialize;
 
 use crate::diagnostic::Diagnostic;
-use crate::service::http::rejection::{Denied, Rejection};
+use crate::service::http::rejection::{ApiError, Denied, Rejection};
 use crate::service::layers;
 
+use crate::service::clock::now;
 use crate::service::store::{
     Activity, Application, Caller, DecidedOn, DecidedWrite, LayerReads, OnRuntime, Organization, PolicyVersion,
     PublicationInputs, ReadAhead, Status, StoreError, Transaction,
@@ -22,52 +23,10 @@ use crate::validate::validate;
 
 mod request;
 
-pub(crate) use request::{FIELDS, MAX_REASON_CHARS, PublishRequest, parse_request};
+pub(crate) use request::{MAX_REASON_CHARS, PublishRequest, parse_request};
 
-/// Request bodies above this are refused with 413.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-
-/// An API error: HTTP status, stable code, message, and diagnostics for a refused manifest.
-/// A refusal is a [`Rejection`]; the others are the store's errors and a 500.
-#[derive(Debug)]
-pub(crate) struct ApiError {
-    pub(crate) status: u16,
-    pub(crate) code: &'static str,
-    pub(crate) message: String,
-    pub(crate) diagnostics: Option<Vec<Diagnostic>>,
-}
-
-impl ApiError {
-    fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), diagnostics: None }
-    }
-
-    /// A failure inside the service (500): `detail` goes only to the server log, under the
-    /// request id; the client sees `internal_error` and the id.
-    pub(crate) fn internal(detail: impl Into<String>) -> ApiError {
-        ApiError::new(500, "internal_error", detail)
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> ApiError {
-        match e {
-            StoreError::Conflict(m) => ApiError::new(409, "conflict", m),
-            StoreError::NotFound(m) => ApiError::new(404, "not_found", m),
-            StoreError::Backend(m) => ApiError::internal(format!("store error: {m}")),
-            StoreError::Keys(e) => ApiError::internal(format!("store keys: {e}")),
-            StoreError::Unavailable(why) => {
-                // Where the database is and why it failed are for the log, not the caller.
-                tracing::warn!("svc serve: the store is unavailable: {why}");
-                ApiError::new(
-                    503,
-                    "store_unavailable",
-                    "the service's database cannot be reached just now; try again in a moment",
-                )
-            }
-        }
-    }
-}
+/// Where the executions projection reads the time from (it moved to [`crate::service::clock`]).
+pub(crate) use crate::service::clock::now_ms;
 
 /// The publication result (201 committed, 200 dry run).
 #[derive(Debug, Serialize)]
@@ -558,14 +517,4 @@ fn next_state(app: &mut Application, pause_reason: Option<&str>, version: u64) {
         None if app.status == Status::Disabled => app.status = Status::Active,
         None => {}
     }
-}
-
-/// The current time, RFC 3339 UTC, for activity.
-pub(crate) fn now() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}
-
-/// Now, in Unix milliseconds.
-pub(crate) fn now_ms() -> u64 {
-    svc_execution::Clock::now(&svc_execution::SystemClock)
 }

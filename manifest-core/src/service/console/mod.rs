@@ -25,7 +25,7 @@ use svc_web::{Markup, session};
 
 use super::State;
 use super::auth::hash_token;
-use super::publish::ApiError;
+use super::http::rejection::ApiError;
 use super::store::{Application, Caller, ConsoleSession};
 use svc_http::ClientAddr;
 

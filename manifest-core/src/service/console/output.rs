@@ -5,7 +5,7 @@ use svc_web::{Markup, html};
 
 use crate::plural;
 use crate::projection::Recent;
-use crate::service::publish::ApiError;
+use crate::service::http::rejection::ApiError;
 use crate::service::store::{Application, OUTPUT_BYTES_KEPT, OUTPUT_LINES_KEPT, OutputRecord, Transaction};
 
 /// The newest lines of each execution the console shows.

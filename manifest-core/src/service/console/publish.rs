@@ -18,7 +18,8 @@ use svc_web::{Markup, html};
 
 use super::{Member, Refusal, Shared, answer, error_page, member, nav, with_app};
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::service::publish::{self, ApiError, MAX_REASON_CHARS, PublishRequest, PublishResponse};
+use crate::service::http::rejection::ApiError;
+use crate::service::publish::{self, MAX_REASON_CHARS, PublishRequest, PublishResponse};
 
 /// The publish form's fields.
 #[derive(Deserialize)]

@@ -8,7 +8,7 @@ use svc_web::{Markup, html};
 use crate::plural;
 use crate::projection::{Convergence, State as Verdict};
 use crate::service::executions::projection;
-use crate::service::publish::ApiError;
+use crate::service::http::rejection::ApiError;
 use crate::service::store::{Activity, Application, PolicyVersion, Transaction};
 
 /// The convergence verdict of an application (its projection's first page of one).

@@ -8,13 +8,11 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
-use super::rejection::{BodyProblem, Denied, Rejection};
+use super::rejection::{ApiError, BodyProblem, Denied, Rejection};
 use super::{ApplicationView, Shared, authenticate, blocking, json_response, read_body, respond};
-use crate::service::publish::now;
+use crate::service::clock::now;
+use crate::service::publish::MAX_REASON_CHARS;
 use crate::service::store::{Activity, Status};
-
-/// The longest resume reason, as for a pause.
-pub(super) const REASON_MAX_CHARS: usize = 500;
 
 pub(super) async fn list(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {
     respond(
@@ -63,10 +61,11 @@ pub(crate) fn resume_application(
     caller: &crate::service::store::Caller,
     id: &str,
     reason: &str,
-) -> Result<crate::service::store::Application, crate::service::publish::ApiError> {
+) -> Result<crate::service::store::Application, ApiError> {
     let reason = reason.trim().to_owned();
-    if reason.is_empty() || reason.chars().count() > REASON_MAX_CHARS {
-        return Err(Rejection::InvalidRequestBody(BodyProblem::ResumeReason).into());
+    // The longest resume reason is the longest pause reason.
+    if reason.is_empty() || reason.chars().count() > MAX_REASON_CHARS {
+        return Err(Rejection::InvalidRequestBody(BodyProblem::ResumeReason { max_chars: MAX_REASON_CHARS }).into());
     }
     if !caller.role.can_publish() {
         return Err(Rejection::Forbidden(Denied::Resume).into());

@@ -20,14 +20,10 @@ use serde_json::json;
 use svc_execution::artifacts::ArtifactError;
 use svc_execution::bundle::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES};
 
-use super::rejection::{BundleProblem, Denied, Oversize, Rejection};
-use super::{Shared, authenticate, blocking, json_response, read_body_up_to, respond};
-use crate::service::publish::{ApiError, now};
+use super::rejection::{ApiError, BundleProblem, Denied, Oversize, Rejection};
+use super::{MAX_UPLOAD_BODY_BYTES, Shared, authenticate, blocking, json_response, read_body_up_to, respond};
+use crate::service::clock::now;
 use crate::service::store::{AcceptedArtifact, Activity, ArtifactEvidence};
-
-/// The largest upload body: the bundle's bytes in base64 (4 characters for 3 bytes) and room
-/// for its paths and JSON (as the relay's deploy limit).
-pub(crate) const MAX_UPLOAD_BODY_BYTES: usize = (BUNDLE_MAX_BYTES as usize) / 3 * 4 + 2 * 1024 * 1024;
 
 /// Where an uploaded version says it came from, in the accepted artifact's build fields: no
 /// repository of the `owner/name` form, so no V4 builder ever matches it.

@@ -12,10 +12,9 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
-use super::rejection::Rejection;
+use super::rejection::{ApiError, Rejection};
 use super::{Shared, json_response, respond, with_application};
 use crate::projection::rfc3339_ms;
-use crate::service::publish::ApiError;
 use crate::service::store::StoreError;
 
 /// Lines per page unless `?limit=` says.

@@ -4,14 +4,14 @@
 //! them; where one code has several wordings (`invalid_request_body`, ...), the variant carries
 //! a small enum that says which.
 //!
-//! A handler returns `Rejection::BodyTooLarge.into()`: the [`ApiError`] envelope. Two kinds of
-//! error stay outside: the store's (`From<StoreError> for ApiError`) and a 500
+//! A handler returns `Rejection::BodyTooLarge.into()`: the [`ApiError`] envelope, declared here
+//! too, as the publication logic, the handlers and the console all answer with it. Two kinds
+//! of error are not refusals: the store's (`From<StoreError> for ApiError`) and a 500
 //! (`ApiError::internal`, whose detail only the server's log sees).
 
+use super::MAX_BODY_BYTES;
 use crate::diagnostic::{Code, Diagnostic, Layer};
-use crate::service::publish::{ApiError, FIELDS, MAX_BODY_BYTES};
-
-use super::applications::REASON_MAX_CHARS;
+use crate::service::store::StoreError;
 
 /// The code of a large body refused for now, to be sent again after `Retry-After`.
 const TOO_MANY_LARGE_BODIES: &str = "too_many_large_bodies";
@@ -146,6 +146,48 @@ impl Rejection {
     }
 }
 
+/// An API error: HTTP status, stable code, message, and diagnostics for a refused manifest.
+/// A refusal is a [`Rejection`]; the others are the store's errors and a 500.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) status: u16,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+    pub(crate) diagnostics: Option<Vec<Diagnostic>>,
+}
+
+impl ApiError {
+    fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), diagnostics: None }
+    }
+
+    /// A failure inside the service (500): `detail` goes only to the server log, under the
+    /// request id; the client sees `internal_error` and the id.
+    pub(crate) fn internal(detail: impl Into<String>) -> ApiError {
+        ApiError::new(500, "internal_error", detail)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::Conflict(m) => ApiError::new(409, "conflict", m),
+            StoreError::NotFound(m) => ApiError::new(404, "not_found", m),
+            StoreError::Backend(m) => ApiError::internal(format!("store error: {m}")),
+            StoreError::Keys(e) => ApiError::internal(format!("store keys: {e}")),
+            StoreError::Unavailable(why) => {
+                // Where the database is and why it failed are for the log, not the caller.
+                tracing::warn!("svc serve: the store is unavailable: {why}");
+                ApiError::new(
+                    503,
+                    "store_unavailable",
+                    "the service's database cannot be reached just now; try again in a moment",
+                )
+            }
+        }
+    }
+}
+
 impl From<Rejection> for ApiError {
     fn from(r: Rejection) -> ApiError {
         let (status, code, message) = (r.status(), r.code(), r.to_string());
@@ -217,8 +259,13 @@ pub(crate) enum BodyProblem {
     #[error("`dryRun` must be true or false")]
     DryRunType,
     /// A field a publication does not take.
-    #[error("unknown field \"{0}\" in the request body (at /{0}); the fields are {FIELDS}")]
-    UnknownField(String),
+    #[error("unknown field \"{field}\" in the request body (at /{field}); the fields are {fields}")]
+    UnknownField {
+        /// The field.
+        field: String,
+        /// The fields a publication takes, as the request's reader lists them.
+        fields: &'static str,
+    },
     /// A field a new application does not take.
     #[error("unknown field \"{0}\" in the request body; the only field is applicationId")]
     UnknownApplicationField(String),
@@ -244,8 +291,11 @@ pub(crate) enum BodyProblem {
     #[error("the request body must be {{\"reason\": \"...\"}}: {0}")]
     ResumeBody(serde_json::Error),
     /// A resume's reason out of bounds.
-    #[error("the resume `reason` must be 1-{REASON_MAX_CHARS} characters; say why the application runs again")]
-    ResumeReason,
+    #[error("the resume `reason` must be 1-{max_chars} characters; say why the application runs again")]
+    ResumeReason {
+        /// The bound, in characters after trimming.
+        max_chars: usize,
+    },
 }
 
 /// What is wrong with an upload's bundle (`invalid_bundle`).
@@ -287,7 +337,7 @@ pub(crate) enum Oversize {
     /// The body, before it is parsed.
     #[error(
         "the request body is over {} bytes; a bundle holds at most {} files and {} MiB: leave build output and dependencies out with `.svcignore`",
-        super::artifacts::MAX_UPLOAD_BODY_BYTES,
+        super::MAX_UPLOAD_BODY_BYTES,
         svc_execution::bundle::BUNDLE_MAX_FILES,
         svc_execution::bundle::BUNDLE_MAX_BYTES / 1024 / 1024
     )]
@@ -405,12 +455,11 @@ mod tests {
              or digit (1-64 characters)"
         );
         assert_eq!(
-            message(Rejection::InvalidRequestBody(BodyProblem::UnknownField("x".to_owned()))),
-            "unknown field \"x\" in the request body (at /x); the fields are manifest, dryRun, postPublishStatus, \
-             reason, expectedActivePointerVersion"
+            message(Rejection::InvalidRequestBody(BodyProblem::UnknownField { field: "x".to_owned(), fields: "a, b" })),
+            "unknown field \"x\" in the request body (at /x); the fields are a, b"
         );
         assert_eq!(
-            message(Rejection::InvalidRequestBody(BodyProblem::ResumeReason)),
+            message(Rejection::InvalidRequestBody(BodyProblem::ResumeReason { max_chars: 500 })),
             "the resume `reason` must be 1-500 characters; say why the application runs again"
         );
         let conflict = ApiError::from(Rejection::ActivePointerVersionConflict { expected: 3, active: 4 });

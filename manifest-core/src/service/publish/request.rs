@@ -3,8 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::ApiError;
-use crate::service::http::rejection::{BodyProblem, PauseProblem, Rejection};
+use crate::service::http::rejection::{ApiError, BodyProblem, PauseProblem, Rejection};
 use crate::tree::{Number, Value};
 
 /// A pause reason's bound, in characters after trimming.
@@ -21,7 +20,8 @@ pub(crate) struct PublishRequest<'a> {
     pub(crate) expected_active_pointer_version: Option<u64>,
 }
 
-pub(crate) const FIELDS: &str = "manifest, dryRun, postPublishStatus, reason, expectedActivePointerVersion";
+/// The publication fields, as a refusal of another field lists them.
+const FIELDS: &str = "manifest, dryRun, postPublishStatus, reason, expectedActivePointerVersion";
 
 /// Reads the body strictly: JSON with no duplicate key, only the listed fields, each of its type.
 pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, ApiError> {
@@ -58,7 +58,7 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, ApiError>
                 _ => return Err(bad_pause(PauseProblem::ReasonType)),
             },
             "expectedActivePointerVersion" => expected = Some(pointer_version(&m.value.value)?),
-            other => return Err(bad(BodyProblem::UnknownField(other.to_owned()))),
+            other => return Err(bad(BodyProblem::UnknownField { field: other.to_owned(), fields: FIELDS })),
         }
     }
     let Some(manifest) = manifest else {
@@ -153,6 +153,12 @@ mod tests {
         assert_eq!(code(r#"{"manifest": 5}"#), "invalid_request_body");
         assert_eq!(code(r#"{"dryRun": true}"#), "invalid_request_body");
         assert_eq!(code("[]"), "invalid_request_body");
+        let e = parse_request(br#"{"manifest": {}, "x": 1}"#).map(|_| ()).expect_err("an unknown field");
+        assert_eq!(
+            e.message,
+            "unknown field \"x\" in the request body (at /x); the fields are manifest, dryRun, postPublishStatus, \
+             reason, expectedActivePointerVersion"
+        );
     }
 
     #[test]

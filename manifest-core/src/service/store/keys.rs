@@ -244,5 +244,5 @@ pub fn rotate(store: &dyn ServiceStore, key_file: &Path) -> Result<Rotation, Sto
 
 /// Now, in Unix ms (a data key's `created_at`).
 fn now_ms() -> i64 {
-    super::rows::int(crate::service::publish::now_ms())
+    super::rows::int(crate::service::clock::now_ms())
 }

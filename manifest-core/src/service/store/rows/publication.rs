@@ -254,7 +254,7 @@ impl<S: Sql> Transaction for Tx<S> {
                 a.pause_reason.as_ref(),
                 int(a.active_pointer_version),
                 a.settled,
-                int(crate::service::publish::now_ms()),
+                int(crate::service::clock::now_ms()),
                 int(a.rearmed_version)
             ],
         )?;
