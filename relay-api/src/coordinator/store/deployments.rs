@@ -3,18 +3,13 @@
 
 use super::backend::{NewEntry, StateChange, Transaction};
 use super::{
-    Caller, NewDeployment, NewToken, PublishedPolicy, RelayStore, RouteKeys, StoreError, TokenRole, not_found, now_ms,
-    random_hex,
+    Caller, NewDeployment, NewToken, PublishedPolicy, RelayStore, RouteKeys, StoreError, TokenRole, get_deployment,
+    not_found, now_ms, random_hex,
 };
 use super::{ledger, refused};
 use crate::coordinator::model::{Deployment, EntryKind, Quote, Transition};
 use crate::coordinator::money::Terms;
 use crate::coordinator::state::{DeploymentState, TransitionError};
-
-/// A deployment read inside a transaction, or `NotFound`.
-pub(super) fn get(tx: &mut dyn Transaction, id: &str) -> Result<Deployment, StoreError> {
-    tx.deployment(id)?.ok_or_else(|| not_found(format!("deployment {id}")))
-}
 
 /// Writes a state change of `d`, its transition and its log line.
 fn record_change(tx: &mut dyn Transaction, d: &Deployment, change: &StateChange<'_>) -> Result<(), StoreError> {
@@ -93,7 +88,7 @@ impl RelayStore {
             tx.insert_policy(&new.id, &PublishedPolicy { revision: 1, published_at: now, ..new.policy.clone() })?;
             super::revisions::put_bundle(&self.keys, tx, &new.id, 1, &new.bundle)?;
             tx.wake(&new.id, now)?;
-            get(tx, &new.id)
+            get_deployment(tx, &new.id)
         })
     }
 
@@ -106,7 +101,7 @@ impl RelayStore {
 
     /// A deployment by ID.
     pub fn deployment(&self, id: &str) -> Result<Deployment, StoreError> {
-        self.read(|tx| get(tx, id))
+        self.read(|tx| get_deployment(tx, id))
     }
 
     /// The newest deployment of `project` in the organization, or, for a deployment ID
@@ -179,7 +174,7 @@ impl RelayStore {
         now: i64,
     ) -> Result<Deployment, StoreError> {
         let (from, d) = self.write(|tx| -> Result<_, StoreError> {
-            let d = get(tx, id)?;
+            let d = get_deployment(tx, id)?;
             if d.state == to {
                 return Ok((to, d));
             }
@@ -189,7 +184,7 @@ impl RelayStore {
             // Leaving the spending states ends the period clock; a new one starts when live again.
             let next_period_at = if to.runs_job() { d.next_period_at } else { None };
             record_change(tx, &d, &StateChange { to, reason, next_period_at, failure_code, at: now })?;
-            Ok((d.state, get(tx, id)?))
+            Ok((d.state, get_deployment(tx, id)?))
         })?;
         // One line per change, once it is committed (issue 42): what an operator watching the
         // relay's terminal wants to see; a step that changes nothing writes none.
@@ -229,7 +224,7 @@ impl RelayStore {
     /// started stay refundable (`refund`). Stopping twice changes nothing.
     pub fn stop(&self, deployment_id: &str, reason: &str, terms: &Terms, now: i64) -> Result<Deployment, StoreError> {
         self.write(|tx| {
-            let d = get(tx, deployment_id)?;
+            let d = get_deployment(tx, deployment_id)?;
             if d.state == DeploymentState::Stopped {
                 return Ok(d);
             }
@@ -253,7 +248,7 @@ impl RelayStore {
             tx.delete_successors(deployment_id)?;
             // Its jobs stop now: the scheduler decides at once.
             tx.wake(deployment_id, now)?;
-            get(tx, deployment_id)
+            get_deployment(tx, deployment_id)
         })
     }
 }

@@ -4,8 +4,7 @@
 //! [`crate::coordinator::money`]'s; what it applies to is decided here.
 
 use super::backend::{NewEntry, NewSession, Transaction};
-use super::deployments::get;
-use super::{RelayStore, StoreError, not_found, random_hex, refused};
+use super::{RelayStore, StoreError, get_deployment, not_found, random_hex, refused};
 use crate::coordinator::model::{Balance, EntryKind, LedgerEntry, Reward, RewardsSummary, Session, SessionState};
 use crate::coordinator::money::{self, Terms};
 use crate::coordinator::state::DeploymentState;
@@ -147,7 +146,7 @@ impl RelayStore {
         now: i64,
     ) -> Result<LedgerEntry, StoreError> {
         self.write(|tx| {
-            let d = get(tx, deployment_id)?;
+            let d = get_deployment(tx, deployment_id)?;
             let quote = tx
                 .quote(deployment_id, quote_id)?
                 .ok_or_else(|| not_found(format!("quote {quote_id} of deployment {deployment_id}")))?;
@@ -251,7 +250,7 @@ impl RelayStore {
             // Read in this transaction: an engine step that read the deployment running may
             // come after a stop committed, and a stopped (or failed) deployment spends nothing
             // (CI found a period charged a millisecond after a stop).
-            if !get(tx, deployment_id)?.state.runs_job() {
+            if !get_deployment(tx, deployment_id)?.state.runs_job() {
                 return Ok(false);
             }
             let sessions = tx.sessions(deployment_id)?;
@@ -269,7 +268,7 @@ impl RelayStore {
             let next =
                 sessions.iter().find(|s| s.state == SessionState::Funded && s.refundable_micros == s.price_micros);
             let (true, Some(s)) = (start, next) else { return Ok(false) };
-            let d = get(tx, deployment_id)?;
+            let d = get_deployment(tx, deployment_id)?;
             // Back-to-back periods stay contiguous; after a gap the new one starts now.
             let period = i64::try_from(s.period_ms).unwrap_or(i64::MAX);
             let begin = chain_from.filter(|end| now - end < period).unwrap_or(now);

@@ -228,6 +228,12 @@ fn not_found(what: String) -> StoreError {
     StoreError::NotFound(what)
 }
 
+/// A deployment read inside a transaction, or `NotFound`: the read an operation on one
+/// deployment starts with (its state, its ledger, its revisions).
+fn get_deployment(tx: &mut dyn Transaction, id: &str) -> Result<crate::coordinator::model::Deployment, StoreError> {
+    tx.deployment(id)?.ok_or_else(|| not_found(format!("deployment {id}")))
+}
+
 /// Where a relay store lives (`relay.sqlite3` in a data directory, or a PostgreSQL database).
 pub use svc_sql::StoreAt;
 

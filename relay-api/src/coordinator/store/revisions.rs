@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use svc_keys::Keyring;
 
 use super::backend::Transaction;
-use super::deployments::get;
-use super::{PublishedPolicy, RelayStore, RevisionBundle, RouteKeys, StoreError, keys, not_found, now_ms, refused};
+use super::{
+    PublishedPolicy, RelayStore, RevisionBundle, RouteKeys, StoreError, get_deployment, keys, not_found, now_ms,
+    refused,
+};
 use crate::coordinator::model::{Deployment, Successor, SuccessorState};
 use crate::coordinator::state::DeploymentState;
 
@@ -74,7 +76,7 @@ impl RelayStore {
     /// deployment's and than the successor it would replace.
     pub fn next_revision(&self, deployment_id: &str) -> Result<u32, StoreError> {
         self.read(|tx| {
-            let d = get(tx, deployment_id)?;
+            let d = get_deployment(tx, deployment_id)?;
             let successor = tx.successor(deployment_id)?;
             next_revision(tx, &d, successor.as_ref())
         })
@@ -85,7 +87,7 @@ impl RelayStore {
     /// deploy recorded this revision first (`deploy_in_progress`).
     pub fn put_successor(&self, new: &NewSuccessor) -> Result<Option<Successor>, StoreError> {
         self.write(|tx| {
-            let d = get(tx, &new.deployment_id)?;
+            let d = get_deployment(tx, &new.deployment_id)?;
             if d.state == DeploymentState::Stopped {
                 return Err(refused("deployment_stopped", format!("deployment {} is stopped", d.id)));
             }
@@ -231,7 +233,7 @@ impl RelayStore {
             tx.delete_successors(deployment_id)?;
             tx.append_logs(deployment_id, "route", &[format!("revision {revision} {what}")], now)?;
             tx.wake(deployment_id, now)?;
-            get(tx, deployment_id)
+            get_deployment(tx, deployment_id)
         })
         .inspect(|_| {
             tracing::info!(

@@ -671,7 +671,7 @@ fn a_read_does_not_wait_for_an_open_write_and_sees_only_what_is_committed() {
             tx.insert_org("org_open", "open-write", now_ms())?;
             let (reader, id) = (&store, d.id.clone());
             scope.spawn(move || {
-                let _ = sent.send(reader.read(|r| Ok((r.org_id("open-write")?, super::deployments::get(r, &id)?))));
+                let _ = sent.send(reader.read(|r| Ok((r.org_id("open-write")?, super::get_deployment(r, &id)?))));
             });
             // A panic here unwinds through `write`, which rolls back and frees the reader.
             let (uncommitted, seen) = got
