@@ -110,7 +110,7 @@ pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result
         let settling = live.iter().any(|e| {
             matches!(e.state, ExecState::Launching | ExecState::Running | ExecState::Restarting | ExecState::Stopping)
         });
-        let due = summary.next_at.is_some_and(|t| t <= crate::service::publish::now_ms());
+        let due = summary.next_at.is_some_and(|t| t <= crate::service::clock::now_ms());
         if stale {
             State {
                 state: "converging".into(),
@@ -122,7 +122,7 @@ pub fn build(tx: &mut dyn Transaction, app: &Application, page: &Page) -> Result
         } else if settling || due {
             State { state: "converging".into(), reason: reason("starting", "jobs are launching, starting or stopping") }
         } else if live.is_empty() {
-            let now = crate::service::publish::now_ms();
+            let now = crate::service::clock::now_ms();
             // A slot whose job failed waits for its window's end (`wait_until_scheduled_end`,
             // or recovery used up): say so, not that nothing has begun.
             let failed = current.values().find(|e| e.state == ExecState::Failed && e.window_end > now);
