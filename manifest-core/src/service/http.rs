@@ -50,10 +50,8 @@ type Shared = Arc<State>;
 
 /// The ids the routes take in their paths, as the API names them; a control character or an
 /// over-long one is 400 `invalid_path_id` naming the field, on SQLite and PostgreSQL alike.
-pub(crate) const PATH_IDS: svc_http::PathIds = svc_http::PathIds {
-    fields: &[("id", "applicationId"), ("n", "policyVersion"), ("name", "asset")],
-    answer: svc_http::PathIdProblem::response,
-};
+const PATH_IDS: svc_http::PathIds =
+    svc_http::PathIds { fields: super::PATH_ID_FIELDS, answer: svc_http::PathIdProblem::response };
 
 /// The service's routes over a state.
 pub(crate) fn router(state: Arc<State>) -> Router {

@@ -23,6 +23,11 @@ use std::sync::Arc;
 
 pub use http::MAX_BODY_BYTES;
 
+/// The ids the routes take in their paths (`{id}` of `/api/applications/{id}`) and the field
+/// a refused one is named by, as the API names them: the API's routes and the console's
+/// pages check their ids by the same names.
+const PATH_ID_FIELDS: &[(&str, &str)] = &[("id", "applicationId"), ("n", "policyVersion"), ("name", "asset")];
+
 /// Which manifest versions the server publishes: server configuration, which a dry run does
 /// not bypass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

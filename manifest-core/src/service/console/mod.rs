@@ -62,8 +62,8 @@ pub(crate) fn router() -> Router<Shared> {
         // Ids in the path checked first, answered with a page (named as the API names them).
         .route_layer(axum::middleware::from_fn_with_state(
             svc_http::PathIds {
+                fields: super::PATH_ID_FIELDS,
                 answer: |p| error_page(StatusCode::BAD_REQUEST, &p.to_string()),
-                ..super::http::PATH_IDS
             },
             svc_http::path_id_check,
         ))
