@@ -13,7 +13,7 @@ use crate::diagnostic::Diagnostic;
 use crate::service::http::rejection::{ApiError, Denied, Rejection};
 use crate::service::layers;
 
-use crate::service::clock::now;
+use crate::service::clock::{now, now_ms};
 use crate::service::store::{
     Activity, Application, Caller, DecidedOn, DecidedWrite, LayerReads, OnRuntime, Organization, PolicyVersion,
     PublicationInputs, ReadAhead, Status, StoreError, Transaction,
@@ -24,9 +24,6 @@ use crate::validate::validate;
 mod request;
 
 pub(crate) use request::{MAX_REASON_CHARS, PublishRequest, parse_request};
-
-/// Where the executions projection reads the time from (it moved to [`crate::service::clock`]).
-pub(crate) use crate::service::clock::now_ms;
 
 /// The publication result (201 committed, 200 dry run).
 #[derive(Debug, Serialize)]
