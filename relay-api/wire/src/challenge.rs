@@ -119,7 +119,7 @@ fn message(route_id: &str, hostname: &str, nonce: &str) -> String {
 }
 
 fn hello_message(route_id: &str, replica: &str, binding: &[u8]) -> String {
-    format!("{HELLO_CONTEXT}|{route_id}|{replica}|{}", crate::wire::hex(binding))
+    format!("{HELLO_CONTEXT}|{route_id}|{replica}|{}", crate::hex::hex(binding))
 }
 
 /// Whether `proof` is the `Hello` proof of the route whose public key is `public_key`

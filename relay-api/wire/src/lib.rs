@@ -24,6 +24,7 @@ pub mod alpn;
 pub mod challenge;
 pub mod feed;
 pub mod files;
+mod hex;
 pub mod idle;
 pub mod wire;
 

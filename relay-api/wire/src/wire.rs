@@ -16,6 +16,8 @@ use std::net::{IpAddr, SocketAddr};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+pub use crate::hex::{hex, unhex};
+
 /// The first bytes of a data connection (a control connection starts with a TLS record).
 pub const DATA_MAGIC: &[u8; 4] = b"SVCD";
 
@@ -186,24 +188,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
 }
 
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Reads lower- or upper-case hex of exactly `N` bytes: hex digits only (`from_str_radix`
-/// alone would also take a `+` sign, so `+f` would read as `0f`).
-pub fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
-    if text.len() != 2 * N || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut out = [0u8; N];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
-
 /// The PROXY protocol v2 signature.
 const PROXY_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 
@@ -330,21 +314,5 @@ mod tests {
             assert_eq!(read_proxy_v2(&mut reader).await.expect("read"), Some(client));
             assert!(reader.is_empty());
         }
-    }
-
-    #[test]
-    fn hex_round_trips() {
-        let t = [7u8; 32];
-        assert_eq!(unhex::<32>(&hex(&t)), Some(t));
-        assert_eq!(unhex::<32>("zz"), None);
-        assert_eq!(unhex::<2>("0A0b"), Some([10, 11]));
-    }
-
-    #[test]
-    fn a_signed_hex_ticket_is_refused() {
-        // `u8::from_str_radix("+f", 16)` is 15: a ticket written `+f+f...` read as `0f0f...`.
-        assert_eq!(unhex::<2>("+f+f"), None);
-        assert_eq!(unhex::<2>("-f0f"), None);
-        assert_eq!(unhex::<32>(&"+f".repeat(32)), None);
     }
 }
