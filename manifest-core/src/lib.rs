@@ -34,6 +34,8 @@ mod tree;
 mod validate;
 mod yaml;
 
+#[cfg(feature = "executions")]
+pub mod convergence;
 pub mod diff;
 pub mod document;
 pub mod emit;
@@ -41,8 +43,6 @@ pub mod formats;
 pub mod invariants;
 pub mod migrate;
 pub mod names;
-#[cfg(feature = "executions")]
-pub mod convergence;
 #[cfg(feature = "executions")]
 pub mod plan;
 pub mod projection;
