@@ -22,6 +22,7 @@ use hyper_util::client::legacy::Client;
 
 use crate::app_socket::AppConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use relay_wire::envelope::ErrorBody;
 use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -222,6 +223,16 @@ fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
     full(status, "application/json", serde_json::to_vec(value).unwrap_or_default())
 }
 
+/// The challenge's code when the name asked for is not one of the route's hostnames (404).
+pub const HOSTNAME_UNKNOWN: &str = "hostname_unknown";
+/// The challenge's code when the request has no `nonce` (400).
+pub const NONCE_MISSING: &str = "nonce_missing";
+
+/// An error answer in the one envelope, `{"error": {"code", "message"}}`.
+fn error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
+    json(status, &ErrorBody::new(code, message).to_value())
+}
+
 async fn handle(
     ctx: Arc<Context>,
     req: Request<Incoming>,
@@ -301,7 +312,7 @@ fn asked_name<'a>(sni: Option<&'a str>, host: Option<&'a str>) -> Option<&'a str
 /// the agent proves only names its route has.
 fn challenge_answer(ctx: &Context, query: Option<&str>, asked: Option<&str>) -> Response<Body> {
     let Some(hostname) = asked.and_then(|a| ctx.hostnames.find(a)) else {
-        return json(StatusCode::NOT_FOUND, &serde_json::json!({"error": "not a hostname of this route"}));
+        return error(StatusCode::NOT_FOUND, HOSTNAME_UNKNOWN, "not a hostname of this route");
     };
     let nonce = query
         .into_iter()
@@ -311,7 +322,7 @@ fn challenge_answer(ctx: &Context, query: Option<&str>, asked: Option<&str>) -> 
         .map(|(_, v)| percent_decode(v))
         .filter(|v| !v.is_empty());
     let Some(nonce) = nonce else {
-        return json(StatusCode::BAD_REQUEST, &serde_json::json!({"error": "missing query parameter `nonce`"}));
+        return error(StatusCode::BAD_REQUEST, NONCE_MISSING, "missing query parameter `nonce`");
     };
     let c = &ctx.config;
     let proof = c.route_key.proof(&c.route_id, &hostname, &nonce);
@@ -504,8 +515,13 @@ mod tests {
             let (status, json) = answer(&ctx, asked, "nonce=n1").await;
             assert_eq!(status, StatusCode::NOT_FOUND, "{asked:?}");
             assert!(json.get("proof").is_none());
+            assert_eq!(json["error"]["code"], HOSTNAME_UNKNOWN, "{json}");
+            assert_eq!(json["error"]["message"], "not a hostname of this route", "{json}");
         }
-        assert_eq!(answer(&ctx, Some("app.localhost"), "x=1").await.0, StatusCode::BAD_REQUEST);
+        let (status, json) = answer(&ctx, Some("app.localhost"), "x=1").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(json["error"]["code"], NONCE_MISSING, "{json}");
+        assert_eq!(json["error"]["message"], "missing query parameter `nonce`", "{json}");
     }
 
     #[test]

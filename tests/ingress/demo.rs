@@ -73,6 +73,7 @@ async fn the_demo_answers_https_through_the_gateway_with_the_jobs_own_key() {
     assert!(!agent::challenge::verify(&public, route_id, HOST, "abd", proof), "for this nonce only");
     let missing = demo.get("/.well-known/svc/challenge").await;
     assert_eq!(missing.status, 400, "{}", missing.text());
+    assert_eq!(missing.json()["error"]["code"], "nonce_missing", "the one error envelope: {}", missing.text());
 
     // Server-sent events stream through the tunnel.
     let mut events = Https::connect(demo.public, HOST, &demo.ca(), None).await.expect("TLS");

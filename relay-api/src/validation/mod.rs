@@ -578,12 +578,38 @@ fn handshake_hint(host: &str, addr: SocketAddr, error: https::HandshakeError) ->
     }
 }
 
-/// A short reason from an error answer: the agent's JSON `reason` or `error`, else the text.
+/// A short reason from an error answer: the agent's `/health` `reason`, or the `message` of
+/// its error envelope (`{"error": {"code", "message"}}`; a bare `error` string from an older
+/// agent too), else the text.
 fn reason(body: &[u8]) -> Option<String> {
     let text = match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(json) => ["reason", "error"].iter().find_map(|k| json.get(k)?.as_str().map(str::to_owned))?,
+        Ok(json) => {
+            let message = json.get("error").and_then(|e| e.get("message"));
+            [json.get("reason"), message, json.get("error")]
+                .into_iter()
+                .flatten()
+                .find_map(|v| v.as_str().map(str::to_owned))?
+        }
         Err(_) => String::from_utf8_lossy(body).trim().to_owned(),
     };
     let text: String = text.chars().take(200).collect();
     (!text.is_empty()).then_some(text)
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::reason;
+
+    #[test]
+    fn the_reason_is_the_envelope_message_the_health_reason_or_the_text() {
+        let envelope = br#"{"error": {"code": "hostname_unknown", "message": "not a hostname of this route"}}"#;
+        assert_eq!(reason(envelope).as_deref(), Some("not a hostname of this route"));
+        assert_eq!(reason(br#"{"error": "old agent"}"#).as_deref(), Some("old agent"));
+        assert_eq!(
+            reason(br#"{"status": "unavailable", "reason": "the app answered 500"}"#).as_deref(),
+            Some("the app answered 500")
+        );
+        assert_eq!(reason(b"plain text\n").as_deref(), Some("plain text"));
+        assert_eq!(reason(b"{}"), None);
+    }
 }
