@@ -8,58 +8,64 @@
 //! keeps the gateway's routes equal to the running deployments, re-checks pending customer
 //! hostnames, and copies the jobs' output into the deployment logs. One loop; each decision
 //! is a store transaction.
+//!
+//! This file is the loop (lead, tick, step each deployment); each concern has its module,
+//! each adding to `impl Engine`:
+//!
+//! - [`lease`]: which coordinator runs the jobs, and standing by;
+//! - [`launch`], [`keys`]: equipping a revision's jobs, their route keys;
+//! - [`replicas`], [`redeploy`], [`switch`]: several jobs per route, successors, the switch;
+//! - [`routes`]: the gateway's route table;
+//! - [`pricing`]: quotes and funding;
+//! - [`hostnames`]: public URLs, customer hostnames' DNS;
+//! - [`validation`]: when and how routes are validated through the public path;
+//! - [`hints`]: what to fix, ranked;
+//! - [`logs`]: the jobs' output in the deployment logs;
+//! - [`policies`]: publishing the policies of revisions deployed before policies were.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
+mod hints;
+mod hostnames;
 mod keys;
 mod launch;
 mod lease;
+mod logs;
+mod policies;
+mod pricing;
 mod redeploy;
 mod replicas;
 mod routes;
 pub mod switch;
+mod validation;
 
+use logs::by_part;
 use switch::{HostAck, SWITCH_BOUND, Switch, Want, may_switch};
+use validation::{Due, FIRST_VALIDATION_WINDOW_MS};
 
 use super::ingress_market::IngressMarket;
-use super::model::{Deployment, Funding, HostnameState, Quote, SuccessorState};
-use super::money;
+use super::model::{Deployment, SuccessorState};
 use super::probe::Probe;
 use super::state::DeploymentState;
-use super::store::{RelayStore, StoreError, now_ms, random_hex};
+use super::store::{RelayStore, StoreError, now_ms};
 use super::{AgentCertificates, CoordinatorConfig};
 use crate::gateway::Gateway;
-use crate::hint::{self, Hint, Stage};
 use crate::local::LocalCoordinator;
 use svc_execution::artifacts::ArtifactStore;
 use svc_execution::executor::Executor;
 use svc_execution::market::Market;
-use svc_execution::money::{usd, usd_per};
+use svc_execution::money::usd;
 use svc_execution::{ExecState, Execution};
 
 /// How often the loop looks at every deployment.
 const TICK: Duration = Duration::from_millis(250);
-
-/// How often a job just launched is validated until it first passes.
-const FIRST_VALIDATION_RETRY: Duration = Duration::from_millis(250);
-
-/// How long after a replica of several (re)started it is validated that often, while it has
-/// not passed: a replica that keeps failing is then validated at the route's interval.
-const FIRST_VALIDATION_WINDOW_MS: u64 = 60_000;
-/// When a deployment's route is next validated, and whether that time is the grace given
-/// to a launched job's agent to connect (validated as soon as it does).
-#[derive(Debug, Clone, Copy)]
-struct Due {
-    at: Instant,
-    awaiting_agent: bool,
-}
 
 /// Every this many ticks (10 s), the files of stopped deployments are removed.
 const SWEEP_EVERY: u32 = 40;
@@ -297,15 +303,6 @@ impl Engine {
         self.wake.notify_one();
     }
 
-    /// The public URL of a hostname, at the gateway of the coordinator that runs the jobs
-    /// (this one's, unless another holds the engine lease).
-    pub fn url(&self, hostname: &str) -> String {
-        match self.lease.public_port.load(std::sync::atomic::Ordering::Relaxed) {
-            443 => format!("https://{hostname}/"),
-            port => format!("https://{hostname}:{port}/"),
-        }
-    }
-
     /// A revision's directory in the data directory: its app files (`app/`), its secrets
     /// (`secrets.json`). Its jobs' output goes to the store's logs.
     fn revision_dir(&self, deployment_id: &str, revision: u32) -> PathBuf {
@@ -316,232 +313,6 @@ impl Engine {
     fn remove_revision(&self, deployment_id: &str, revision: u32) {
         let config = &self.parts.config;
         super::files::remove_revision(&config.deployments_dir(), &config.jobs_dir, deployment_id, revision);
-    }
-
-    /// A deployment with its URLs filled in: the coordinator's gateway's, then each gateway
-    /// host's serving it (its public port; the canonical hostname resolves to the hosts).
-    pub fn with_url(&self, mut d: Deployment) -> Deployment {
-        d.url = self.url(&d.canonical_hostname);
-        d.urls = vec![d.url.clone()];
-        let hosts = self
-            .db(|store| store.offered_gateway_hosts(&d.id, now_ms(), self.parts.config.gateway_hosts_per_route))
-            .unwrap_or_default();
-        for (_, presence) in hosts {
-            let url = match presence.public.port() {
-                443 => format!("https://{}/", d.canonical_hostname),
-                port => format!("https://{}:{port}/", d.canonical_hostname),
-            };
-            if !d.urls.contains(&url) {
-                d.urls.push(url);
-            }
-        }
-        d
-    }
-
-    /// The hostnames a quote binds: canonical first, then the customer's not removed.
-    pub fn quoted_hostnames(&self, d: &Deployment) -> Result<Vec<String>, StoreError> {
-        let mut names = vec![d.canonical_hostname.clone()];
-        names.extend(self.db(|store| store.hostnames(&d.id))?.into_iter().map(|h| h.hostname));
-        Ok(names)
-    }
-
-    /// Prices `periods` periods of the deployment and records the quote.
-    pub fn quote(&self, d: &Deployment, periods: u64) -> Result<Quote, StoreError> {
-        let quote = self.price(&d.id, &self.quoted_digest(d)?, self.quoted_hostnames(d)?, periods)?;
-        self.db(|store| store.add_quote(&quote))?;
-        Ok(quote)
-    }
-
-    /// The project digest a quote of the deployment binds: its own, or its successor's when
-    /// it serves nothing (the successor takes over at once, `engine::redeploy`, and only its
-    /// quote funds the deployment then).
-    ///
-    /// Read from the store, the successor first and the deployment then: a deploy's answer
-    /// holds the deployment as it was before its successor was recorded, and the engine may
-    /// switch to the successor (removing it) between two reads; read in this order, either the
-    /// successor is seen or the deployment already runs its project (CI found the stale quote
-    /// offered again when the deployment was read first, from before the switch).
-    fn quoted_digest(&self, d: &Deployment) -> Result<String, StoreError> {
-        let successor = self.db(|store| store.successor(&d.id))?.filter(|s| s.state != SuccessorState::Failed);
-        let now = self.db(|store| store.deployment(&d.id))?;
-        if now.state.spends() {
-            return Ok(now.project_digest);
-        }
-        Ok(successor.map_or(now.project_digest, |s| s.project_digest))
-    }
-
-    /// The quote a deployment waiting for funds is to fund: its newest if that can still be
-    /// funded (unfunded, not about to expire, for the project it runs next and its
-    /// hostnames), else a new one of `periods` periods. A stale or expired quote is never
-    /// handed out to fund (issue 41).
-    pub fn open_quote(&self, d: &Deployment, periods: u64) -> Result<Quote, StoreError> {
-        let (digest, hostnames) = (self.quoted_digest(d)?, self.quoted_hostnames(d)?);
-        let newest = self.db(|store| store.quotes(&d.id))?.into_iter().next();
-        match newest {
-            Some(q) if q.is_open_for(&digest, &hostnames, now_ms()) => Ok(q),
-            _ => {
-                let quote = self.price(&d.id, &digest, hostnames, periods)?;
-                self.db(|store| store.add_quote(&quote))?;
-                Ok(quote)
-            }
-        }
-    }
-
-    /// Prices `periods` periods of a deployment serving `hostnames` (not recorded).
-    pub fn price(
-        &self,
-        deployment_id: &str,
-        project_digest: &str,
-        hostnames: Vec<String>,
-        periods: u64,
-    ) -> Result<Quote, StoreError> {
-        let config = &self.parts.config;
-        let total = config.price_micros.checked_mul(periods).ok_or_else(|| StoreError::Refused {
-            code: "amount_too_large",
-            message: format!("{periods} periods are beyond what can be quoted"),
-        })?;
-        let now = now_ms();
-        Ok(Quote {
-            id: format!("quo_{}", random_hex(8)?),
-            deployment_id: deployment_id.to_owned(),
-            project_digest: project_digest.to_owned(),
-            hostnames,
-            price_micros: config.price_micros,
-            period_secs: config.period.as_secs().max(1),
-            periods,
-            total_micros: total,
-            created_at: now,
-            expires_at: now.saturating_add(i64::try_from(config.quote_ttl.as_millis()).unwrap_or(i64::MAX)),
-            funded_at: None,
-        })
-    }
-
-    /// Whether customer hostnames can get certificates here.
-    pub fn issues_customer_certificates(&self) -> bool {
-        matches!(self.parts.config.certificates, AgentCertificates::Acme { .. })
-    }
-
-    /// Checks a customer hostname's DNS now and records what it found.
-    pub async fn check_hostname(&self, d: &Deployment, hostname: &str) -> Result<(), StoreError> {
-        let Some(h) = self.db(|store| store.hostname(&d.id, hostname))? else {
-            return Err(StoreError::NotFound(format!("hostname {hostname}")));
-        };
-        if h.state == HostnameState::Removed {
-            return Err(StoreError::NotFound(format!("hostname {hostname}")));
-        }
-        let hints = self.parts.probe.check_dns(hostname, &d.canonical_hostname, &h.token).await;
-        let state = match (h.state, hints.is_empty()) {
-            (HostnameState::PendingDns, true) => HostnameState::Verified,
-            (HostnameState::PendingDns, false) => HostnameState::PendingDns,
-            // A verified or live name whose records broke goes back to waiting for DNS.
-            (_, false) => HostnameState::PendingDns,
-            (state, true) => state,
-        };
-        self.db(|store| store.set_hostname(&d.id, hostname, state, &hints))?;
-        // The lease holder's gateway serves the routes: a coordinator standing by leaves them
-        // to it (its next tick reads the hostname's new state).
-        if state != h.state && self.leading() {
-            self.sync_routes().await;
-            self.due_now(d);
-        }
-        Ok(())
-    }
-
-    /// Validate the deployment at the next tick.
-    pub fn due_now(&self, d: &Deployment) {
-        self.route_due_now(&d.route_id);
-    }
-
-    /// Validate the route at the next tick.
-    fn route_due_now(&self, route_id: &str) {
-        if let Ok(mut v) = self.validate_at.lock() {
-            v.remove(route_id);
-        }
-        self.wake();
-    }
-
-    /// How long the deployment's money lasts, at the engine's clock.
-    pub fn funding(&self, d: &Deployment) -> Result<Funding, StoreError> {
-        let sessions = self.db(|store| store.sessions(&d.id))?;
-        let now = i64::try_from(self.parts.clock.now()).unwrap_or(i64::MAX);
-        let runs = matches!(
-            d.state,
-            DeploymentState::Provisioning
-                | DeploymentState::Validating
-                | DeploymentState::Live
-                | DeploymentState::Degraded
-        );
-        Ok(money::funding(&sessions, runs, now))
-    }
-
-    /// What to fix, ranked.
-    pub fn hints(&self, d: &Deployment) -> Result<Vec<Hint>, StoreError> {
-        let mut hints = Vec::new();
-        let balance = self.db(|store| store.balance(&d.id))?;
-        let price = self.parts.config.price_micros;
-        match d.state {
-            DeploymentState::PendingFunding => hints.push(Hint::new(
-                "quote_unfunded",
-                Stage::Funding,
-                format!(
-                    "the deployment has {} available, less than one period ({})",
-                    usd(balance.available_micros),
-                    usd_per(price, self.parts.config.period.as_secs())
-                ),
-                "fund a quote: `svc ingress fund` (within the project's spend.ceilingMicros)",
-            )),
-            DeploymentState::Failed if d.failure_code.as_deref() == Some(JOB_EXITED) => hints.push(Hint::new(
-                JOB_EXITED,
-                Stage::Job,
-                d.state_reason.clone(),
-                "read why in `svc ingress logs` (the app's last lines and its exit status), fix the app, then \
-                 `svc ingress deploy` again (the deployment relaunches with the fixed revision)",
-            )),
-            DeploymentState::Failed => hints.push(Hint::new(
-                "job_failed",
-                Stage::Job,
-                d.state_reason.clone(),
-                "fix the app, then `svc ingress deploy` again (the deployment relaunches with the fixed revision)",
-            )),
-            DeploymentState::Live | DeploymentState::Degraded => {
-                let funding = self.funding(d)?;
-                if let Some(end) = funding.runs_out_at.filter(|_| funding.low) {
-                    let now = i64::try_from(self.parts.clock.now()).unwrap_or(i64::MAX);
-                    hints.push(Hint::new(
-                        "funds_low",
-                        Stage::Funding,
-                        format!(
-                            "the funds run out {} ({} left); the route stops serving then",
-                            svc_execution::money::relative(now, end),
-                            usd(funding.remaining_micros)
-                        ),
-                        "fund more periods before then: `svc ingress fund`",
-                    ))
-                }
-            }
-            _ => {}
-        }
-        if d.state.runs_job() {
-            for v in self.db(|store| store.latest_validations(&d.id))? {
-                if !v.passed
-                    && let Ok(h) = serde_json::from_value::<Hint>(v.detail.clone())
-                {
-                    hints.push(h);
-                }
-            }
-        }
-        if d.state.runs_job() {
-            hints.extend(self.replica_hints(d));
-        }
-        for h in self.db(|store| store.hostnames(&d.id))? {
-            hints.extend(h.hints);
-        }
-        if let Some(s) = self.db(|store| store.successor(&d.id))?.filter(|s| s.state == SuccessorState::Failed) {
-            hints.push(redeploy::failed_hint(d, &s));
-        }
-        hint::rank(&mut hints);
-        hints.dedup();
-        Ok(hints)
     }
 
     /// Removes the stored app files no running job was launched from (each launch stores its
@@ -988,183 +759,6 @@ impl Engine {
         self.parts.config.restarts.max_restarts.min(u32::from(u8::MAX))
     }
 
-    /// Whether the deployment's route is due for validation. A job just launched is
-    /// validated once its agent's tunnel is up (before, a validation could only record "tls
-    /// handshake eof"), then every 250 ms until it first passes, so a first launch or a
-    /// restart is live within a second or two of its agent, not a revalidation interval
-    /// later. An agent that never connects is validated anyway after `agent_grace`.
-    fn validation_due(&self, route_id: &str, validating: bool) -> bool {
-        let Ok(mut at) = self.validate_at.lock() else { return true };
-        let now = Instant::now();
-        let revalidate = self.parts.config.revalidate;
-        if validating && self.parts.gateway.agents(route_id) == 0 {
-            return match at.get(route_id) {
-                Some(due) if due.awaiting_agent && due.at > now => false,
-                Some(due) if due.awaiting_agent => {
-                    at.insert(
-                        route_id.to_owned(),
-                        Due { at: now + revalidate.min(self.parts.config.agent_grace), awaiting_agent: true },
-                    );
-                    true
-                }
-                _ => {
-                    at.insert(
-                        route_id.to_owned(),
-                        Due { at: now + self.parts.config.agent_grace, awaiting_agent: true },
-                    );
-                    false
-                }
-            };
-        }
-        let interval = if validating { revalidate.min(FIRST_VALIDATION_RETRY) } else { revalidate };
-        match at.get(route_id) {
-            Some(due) if !due.awaiting_agent && due.at > now => false,
-            _ => {
-                at.insert(route_id.to_owned(), Due { at: now + interval, awaiting_agent: false });
-                true
-            }
-        }
-    }
-
-    /// Validates the canonical hostname and each customer hostname, and moves the states;
-    /// with several `running` jobs, each replica alone first.
-    async fn validate(&self, d: &Deployment, running: &[&Execution]) -> Result<(), StoreError> {
-        let Some(keys) = self.db(|store| store.route_keys(&d.id))? else { return Ok(()) };
-        let probe = &self.parts.probe;
-        let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
-        let probed = if running.len() > 1 {
-            // Each replica alone: the canonical name serves while one of them passed this
-            // round (the route's own probe would reach one at random: review finding, a
-            // deployment flapping between live and degraded).
-            let mut round = self.validate_replicas(d, &d.route_id, &keys, false, running, &pins).await;
-            let mut passed = false;
-            for (job, outcome) in &round {
-                if outcome.is_ok() {
-                    self.market.validated(job);
-                    passed = true;
-                }
-            }
-            if passed {
-                self.schedule();
-            }
-            // The first pass, else the first failure (`running` has two jobs or more).
-            let outcome = match round.iter().position(|(_, o)| o.is_ok()) {
-                Some(i) => round.swap_remove(i).1,
-                None => round.swap_remove(0).1,
-            };
-            crate::coordinator::probe::Probed { outcome }
-        } else {
-            let mut probed = probe.validate(&d.route_id, &d.canonical_hostname, &keys, false, None).await;
-            self.check_pins(d, &pins, &mut probed.outcome);
-            if probed.outcome.is_ok()
-                && let Some(job) = running.first()
-            {
-                // Serving: the scheduler records it ready now, before the deployment says live.
-                self.market.validated(&job.execution_id);
-                self.replica_passed(&job.execution_id);
-                self.schedule();
-            }
-            probed
-        };
-        self.record(d, &d.canonical_hostname, &probed.outcome)?;
-        match (&probed.outcome, d.state) {
-            (Ok(_), DeploymentState::Validating) => {
-                if self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms()))? {
-                    self.db(|store| {
-                        store.transition(
-                            &d.id,
-                            DeploymentState::Live,
-                            "validated through the public path; the route is live",
-                        )
-                    })?;
-                } else {
-                    self.db(|store| {
-                        store.transition(
-                            &d.id,
-                            DeploymentState::PendingFunding,
-                            "validated, but the funds do not cover a period",
-                        )
-                    })?;
-                }
-            }
-            (Ok(_), DeploymentState::Degraded) => {
-                self.db(|store| {
-                    store.transition(&d.id, DeploymentState::Live, "validated again through the public path")
-                })?;
-            }
-            (Err(h), DeploymentState::Live) => {
-                self.db(|store| {
-                    store.transition(&d.id, DeploymentState::Degraded, &format!("validation failed: {}", h.problem))
-                })?;
-            }
-            (Err(h), _) => self.db(|store| store.set_reason(&d.id, &format!("validation failed: {}", h.problem)))?,
-            (Ok(_), _) => {}
-        }
-        for h in self.db(|store| store.hostnames(&d.id))? {
-            match h.state {
-                HostnameState::PendingDns => self.check_hostname(d, &h.hostname).await?,
-                HostnameState::Verified | HostnameState::Live => {
-                    let mut probed = probe.validate(&d.route_id, &h.hostname, &keys, false, None).await;
-                    self.check_pins(d, &pins, &mut probed.outcome);
-                    self.record(d, &h.hostname, &probed.outcome)?;
-                    let (state, hints) = match probed.outcome {
-                        Ok(_) => (HostnameState::Live, Vec::new()),
-                        Err(hint) => (HostnameState::Verified, vec![hint]),
-                    };
-                    self.db(|store| store.set_hostname(&d.id, &h.hostname, state, &hints))?;
-                }
-                HostnameState::Removed => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// A pass by a validator version the project does not pin does not count.
-    fn check_pins(&self, d: &Deployment, pins: &[String], outcome: &mut Result<serde_json::Value, Hint>) {
-        let (version, digest) = (self.parts.probe.version(), self.parts.probe.digest());
-        if outcome.is_ok() && !pins.is_empty() && !pins.iter().any(|p| p == digest) {
-            *outcome = Err(Hint::new(
-                "validator_unpinned",
-                Stage::Project,
-                format!(
-                    "the route was judged by {version} ({digest}), a validator version project \"{}\" does not pin",
-                    d.project
-                ),
-                format!("if you accept that version: `svc ingress pins add {digest}`"),
-            ));
-        }
-    }
-
-    fn record(
-        &self,
-        d: &Deployment,
-        hostname: &str,
-        outcome: &Result<serde_json::Value, Hint>,
-    ) -> Result<(), StoreError> {
-        let judge = (self.parts.probe.version(), self.parts.probe.digest());
-        match outcome {
-            Ok(seen) => self.db(|store| store.add_validation(&d.id, hostname, true, judge, seen)),
-            Err(hint) => {
-                let detail = serde_json::to_value(hint).unwrap_or_default();
-                self.db(|store| store.add_validation(&d.id, hostname, false, judge, &detail))
-            }
-        }
-    }
-
-    /// Stops every job this coordinator runs, keeping their last output in their logs.
-    async fn stop_local_jobs(&self) {
-        for job in self.market.jobs() {
-            let id = job.execution_id;
-            let output = super::blocking(|| {
-                self.market.stop_now(&id);
-                self.market.take_output(&id)
-            });
-            if let Some(meta) = self.launcher.meta(&id) {
-                self.record_output(&meta, meta.revision, by_part(output));
-            }
-        }
-    }
-
     /// Process IDs of a deployment's jobs (app, agent; for several jobs, each in slot order),
     /// if one runs.
     pub async fn job_pids(&self, d: &Deployment) -> Option<Vec<u32>> {
@@ -1174,120 +768,6 @@ impl Engine {
             jobs.iter().filter(|e| placed(e)).flat_map(|e| self.market.processes(&e.execution_id)).collect();
         (!pids.is_empty()).then_some(pids)
     }
-
-    /// Records output lines of a job in its deployment's logs; lines of a revision other than
-    /// the `serving` one (a successor, a predecessor draining) say which, and so do those of
-    /// each replica of a route of several jobs.
-    fn record_output(&self, job: &launch::JobMeta, serving: u32, output: Output) {
-        let (id, revision) = (job.deployment.as_str(), job.revision);
-        let tag = match (&job.replica, revision == serving) {
-            (None, true) => None,
-            (None, false) => Some(format!("[revision {revision}]")),
-            (Some(name), true) => Some(format!("[{name}]")),
-            (Some(name), false) => Some(format!("[revision {revision} {name}]")),
-        };
-        for (source, lines) in output {
-            match &tag {
-                None => {
-                    let _ = self.db(|store| store.append_logs(id, source, &lines));
-                }
-                Some(tag) => {
-                    let tagged: Vec<String> = lines.iter().map(|l| format!("{tag} {l}")).collect();
-                    let _ = self.db(|store| store.append_logs(id, source, &tagged));
-                }
-            }
-        }
-    }
-
-    /// Copies new lines of each job's output into the deployment's logs (`serving`: each
-    /// active deployment's serving revision, read once per tick).
-    async fn tail_logs(&self, serving: &HashMap<&str, u32>) {
-        for job in self.market.jobs() {
-            let Some(meta) = self.launcher.meta(&job.execution_id) else { continue };
-            let lines = self.market.take_output(&job.execution_id);
-            if lines.is_empty() {
-                continue;
-            }
-            let current = serving.get(meta.deployment.as_str()).copied().unwrap_or(meta.revision);
-            self.record_output(&meta, current, by_part(lines));
-        }
-    }
-
-    /// Publishes the policies of the revisions deployed before revisions published one
-    /// (each served or deployed revision of the `active` deployments), before the scheduler
-    /// plans from them, and wakes it for them.
-    fn publish_missing_policies(&self, active: &[Deployment]) {
-        // One read for every deployment (it was two per active deployment, every tick).
-        let Ok(unpublished) = self.db(|store| store.unpublished()) else { return };
-        for d in active {
-            let revisions = unpublished
-                .iter()
-                .filter(|u| u.deployment_id == d.id)
-                .map(|u| (u.revision, u.route_id.clone(), u.successor));
-            for (revision, route_id, successor) in revisions {
-                let project_json = if successor {
-                    self.db(|store| store.successor_project_json(&d.id))
-                } else {
-                    self.db(|store| store.project_json(&d.id))
-                };
-                let Ok(project_json) = project_json else { continue };
-                let job = launch::JobOf {
-                    deployment: d,
-                    revision,
-                    slot: 0,
-                    route_id: &route_id,
-                    project_json: &project_json,
-                };
-                let published =
-                    crate::project::read(&project_json).map_err(launch::StartError::Project).and_then(|project| {
-                        let deployments = self.parts.config.deployments_dir();
-                        self.db(|store| super::files::materialize(store, &deployments, &d.id, revision))?;
-                        let app_dir = self.revision_dir(&d.id, revision).join(APP_DIR);
-                        super::blocking(|| self.launcher.publish_unpublished(&job, &project, &app_dir))
-                    });
-                match published {
-                    Ok(_) => {
-                        let _ = self.db(|store| store.wake_scheduler(&d.id));
-                        self.wake();
-                    }
-                    Err(e) => {
-                        // Once per revision, and in the customer's words: the details (host
-                        // paths) go to the coordinator's log (review finding: four lines a
-                        // second, with paths).
-                        let first =
-                            self.unpublishable.lock().is_ok_and(|mut said| said.insert((d.id.clone(), revision)));
-                        if first {
-                            tracing::warn!("svc relay: {} revision {revision} cannot publish its policy: {e}", d.id);
-                            let line = format!(
-                                "revision {revision} cannot publish its policy, so its job is not launched: {}; \
-                                 deploy the project again",
-                                match e {
-                                    launch::StartError::Project(ref why) => why.to_string(),
-                                    _ => "the coordinator's log has why".to_owned(),
-                                }
-                            );
-                            let _ = self.db(|store| store.append_logs(&d.id, "route", &[line]));
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Output lines of one job, by the process that printed them, for the logs.
-pub(super) type Output = Vec<(&'static str, Vec<String>)>;
-
-/// Groups lines by process, keeping their order within each.
-fn by_part(lines: Vec<(svc_execution::market::Part, String)>) -> Output {
-    let mut out: Output = Vec::new();
-    for (part, line) in lines {
-        match out.iter_mut().find(|(source, _)| *source == part.as_str()) {
-            Some((_, group)) => group.push(line),
-            None => out.push((part.as_str(), vec![line])),
-        }
-    }
-    out
 }
 
 /// A failed step as the deployment's log tells the customer (issue 39, point 6): a refusal of
