@@ -70,8 +70,9 @@ struct Slot {
     in_flight: AtomicUsize,
 }
 
-/// What a connection being made comes to: the connection, or why not.
-type Made = Option<Result<Arc<Connected>, String>>;
+/// What a connection being made comes to: the connection, or why not (shared by every
+/// statement waiting for it, so behind an `Arc`; it becomes text where a [`DbError`] is made).
+type Made = Option<Result<Arc<Connected>, Arc<tokio_postgres::Error>>>;
 
 #[derive(Default)]
 enum SlotState {
@@ -255,7 +256,7 @@ impl RuntimePool {
         let outcome = made.wait_for(Option::is_some).await.map(|m| m.clone());
         match outcome {
             Ok(Some(Ok(connected))) => Ok(connected),
-            Ok(Some(Err(reason))) => Err(DbError::Unreachable { location: self.db.location().to_owned(), reason }),
+            Ok(Some(Err(e))) => Err(self.db.unreachable(&e)),
             _ => Err(DbError::Unreachable {
                 location: self.db.location().to_owned(),
                 reason: "the connection was given up while being made".to_owned(),
@@ -274,7 +275,7 @@ async fn connect(config: tokio_postgres::Config, db: Database, slot: Arc<Slot>, 
             });
             Ok(Arc::new(Connected { client, prepared: Mutex::default() }))
         }
-        Err(e) => Err(crate::causes(&e)),
+        Err(e) => Err(Arc::new(e)),
     };
     *slot.state.lock().unwrap_or_else(PoisonError::into_inner) = match &made {
         Ok(connected) => SlotState::Ready(connected.clone()),
@@ -297,5 +298,24 @@ fn forget(slot: &Slot, stuck: &Arc<Connected>) {
     let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
     if matches!(&*state, SlotState::Ready(c) if Arc::ptr_eq(c, stuck)) {
         *state = SlotState::Empty;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_connection_that_cannot_be_made_is_unreachable_with_its_cause_and_no_password() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a port").port();
+        let db = Database::parse(&format!("postgres://svc:s3cret@127.0.0.1:{port}/svc"), None).expect("valid");
+        let pool = db.runtime_pool(2, Duration::from_secs(2));
+        for lane in [Lane::Read, Lane::Write] {
+            let e = pool.query(lane, "SELECT 1", &[]).await.expect_err("nothing listens");
+            assert!(matches!(e, DbError::Unreachable { .. }), "{e:?}");
+            let text = e.to_string();
+            assert!(text.contains(&format!("127.0.0.1:{port}/svc")) && !text.contains("s3cret"), "{text}");
+            assert!(text.to_lowercase().contains("refused"), "why, with its cause: {text}");
+        }
     }
 }
