@@ -99,7 +99,7 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
     say(&format!("data directory {}", dir.display()));
     let project = match write_project(&dir.join("project")) {
         Ok(project) => project,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     let token = match coordinator::invite(dir, ORG)
         .and_then(|()| coordinator::issue_token(dir, ORG, TokenRole::Customer, None))
@@ -256,17 +256,57 @@ fn serving(url: &str, ca: &Path, gateway: SocketAddr, stopped: impl Fn() -> bool
     }
 }
 
+/// Why the demo's project cannot be written.
+#[derive(Debug, thiserror::Error)]
+enum ProjectError {
+    /// Its directory cannot be made.
+    #[error("cannot create {}: {source}", dir.display())]
+    CreateDir {
+        /// The project directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// One of its files cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Writes the bundled project into `dir` where a file is missing (an edited `server.js` is
 /// kept, so running the demo again ships the change as the deployment's next revision); the
 /// project file's path.
-fn write_project(dir: &Path) -> Result<PathBuf, String> {
-    create_private_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+fn write_project(dir: &Path) -> Result<PathBuf, ProjectError> {
+    create_private_dir(dir).map_err(|source| ProjectError::CreateDir { dir: dir.to_path_buf(), source })?;
     for (name, text) in PROJECT_FILES {
         let path = dir.join(name);
         if !path.exists() {
-            write_private(&path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            write_private(&path, text.as_bytes()).map_err(|source| ProjectError::Write { path, source })?;
         }
     }
     say(&format!("project {} (edit its server.js and run the demo again to ship a change)", dir.display()));
     Ok(dir.join("ingress.json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_project_that_cannot_be_written_names_the_path_and_why() {
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let file = scratch.path().join("file");
+        std::fs::write(&file, b"not a directory").expect("a file");
+        let dir = file.join("project");
+        let e = write_project(&dir).expect_err("a directory under a file");
+        let text = e.to_string();
+        assert!(text.starts_with(&format!("cannot create {}: ", dir.display())), "{text}");
+        assert!(std::error::Error::source(&e).is_some(), "the io error is its cause: {e:?}");
+    }
 }

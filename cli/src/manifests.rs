@@ -56,7 +56,7 @@ pub(crate) fn validate(file: Option<&Path>, paths: &[PathBuf], include: &[String
     }
     let globs = match globs(include) {
         Ok(globs) => globs,
-        Err(message) => return crate::output::fail("svc", EXIT_USAGE, "usage", &message),
+        Err(e) => return crate::output::fail("svc", EXIT_USAGE, "usage", &e.to_string()),
     };
     let mut inputs = collect(paths, &globs);
     inputs.extend(file.map(|f| Input::File(f.to_path_buf())));
@@ -115,7 +115,24 @@ pub(crate) fn validate(file: Option<&Path>, paths: &[PathBuf], include: &[String
     }
 }
 
-fn globs(include: &[String]) -> Result<GlobSet, String> {
+/// Why the `--include` globs cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum GlobsError {
+    /// One is not a glob.
+    #[error("--include {pattern:?} is not a glob: {source}")]
+    Pattern {
+        /// As given.
+        pattern: String,
+        /// Why.
+        #[source]
+        source: globset::Error,
+    },
+    /// Together they do not build.
+    #[error("the --include globs do not build: {0}")]
+    Set(#[source] globset::Error),
+}
+
+fn globs(include: &[String]) -> Result<GlobSet, GlobsError> {
     let mut set = GlobSetBuilder::new();
     let patterns: Vec<&str> =
         if include.is_empty() { DEFAULT_INCLUDE.to_vec() } else { include.iter().map(String::as_str).collect() };
@@ -124,10 +141,10 @@ fn globs(include: &[String]) -> Result<GlobSet, String> {
         let glob = GlobBuilder::new(pattern)
             .literal_separator(true)
             .build()
-            .map_err(|e| format!("--include {pattern:?} is not a glob: {e}"))?;
+            .map_err(|source| GlobsError::Pattern { pattern: pattern.to_owned(), source })?;
         set.add(glob);
     }
-    set.build().map_err(|e| format!("the --include globs do not build: {e}"))
+    set.build().map_err(GlobsError::Set)
 }
 
 /// The files under `paths` (a path that is not a directory is itself a file to validate),
