@@ -77,12 +77,6 @@ pub(super) const COORDINATOR_CHANGED: &str =
 /// The failure code (and hint) of a deployment whose job kept ending.
 pub const JOB_EXITED: &str = "job_exited";
 
-/// In a deployment's directory: the app's files.
-pub(super) const APP_DIR: &str = "app";
-
-/// In a deployment's directory: the app's secret values (JSON, 0600).
-pub(super) const SECRETS_FILE: &str = "secrets.json";
-
 /// What the engine is built from: its configuration and store, the gateway whose routes it
 /// keeps, the signer that certifies its jobs' names, where jobs run ([`Market`]) and how
 /// routes are looked at ([`Probe`]), and the addresses its jobs' agents are given. A test

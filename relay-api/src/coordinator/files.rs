@@ -19,9 +19,14 @@ use std::path::{Path, PathBuf};
 
 use relay_wire::files::{create_private_dir, write_private};
 
-use super::engine::{APP_DIR, SECRETS_FILE};
 use super::state::DeploymentState;
 use super::store::{RelayStore, RevisionBundle};
+
+/// In a deployment's directory: the app's files.
+pub(super) const APP_DIR: &str = "app";
+
+/// In a deployment's directory: the app's secret values (JSON, 0600).
+pub(super) const SECRETS_FILE: &str = "secrets.json";
 
 /// Staging directories start with this (never a deployment ID).
 const STAGING: &str = ".staging-";

@@ -19,11 +19,31 @@ use relay_wire::challenge::RouteKey;
 use relay_wire::wire;
 use serde::{Deserialize, Serialize};
 
-use super::launch::StartError;
-use crate::coordinator::store::{RouteKeys, random_hex};
+use crate::coordinator::store::{RouteKeys, StoreError, random_hex};
 
 /// In a revision's directory: its jobs' route credential and route key (JSON, 0600).
 pub(crate) const ROUTE_KEYS_FILE: &str = "route-keys.json";
+
+/// Why a revision's keys could not be had (a launch fails with it:
+/// [`super::launch::StartError::Keys`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KeysError {
+    /// The job's route key could not be made.
+    #[error("cannot make the job's route key: {0}")]
+    RouteKey(#[source] relay_wire::challenge::RouteKeyError),
+    /// The revision's route keys could not be kept in its directory.
+    #[error("cannot keep the revision's route keys in {path}: {source}", path = path.display())]
+    File {
+        /// `route-keys.json` in the revision's directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No randomness for the credential.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// What a revision's jobs hold to serve its route.
 #[derive(Serialize, Deserialize)]
@@ -43,8 +63,8 @@ impl std::fmt::Debug for RevisionKeys {
 
 impl RevisionKeys {
     /// A new random pair.
-    fn generate() -> Result<RevisionKeys, StartError> {
-        Ok(RevisionKeys { credential: random_hex(32)?, route_key: RouteKey::generate().map_err(StartError::RouteKey)? })
+    fn generate() -> Result<RevisionKeys, KeysError> {
+        Ok(RevisionKeys { credential: random_hex(32)?, route_key: RouteKey::generate().map_err(KeysError::RouteKey)? })
     }
 
     /// What the store records of them.
@@ -58,7 +78,7 @@ impl RevisionKeys {
     /// The keys kept in revision directory `dir`, and `false`; else a new pair written there,
     /// and `true`. A file that reads but does not parse (damaged) is replaced; one that cannot
     /// be read is an error.
-    pub(super) fn kept_or_new(dir: &Path) -> Result<(RevisionKeys, bool), StartError> {
+    pub(super) fn kept_or_new(dir: &Path) -> Result<(RevisionKeys, bool), KeysError> {
         let path = dir.join(ROUTE_KEYS_FILE);
         match std::fs::read(&path) {
             Ok(bytes) => {
@@ -76,8 +96,8 @@ impl RevisionKeys {
     }
 }
 
-fn keys_file(path: &Path, source: std::io::Error) -> StartError {
-    StartError::Keys { path: PathBuf::from(path), source }
+fn keys_file(path: &Path, source: std::io::Error) -> KeysError {
+    KeysError::File { path: PathBuf::from(path), source }
 }
 
 #[cfg(test)]
@@ -104,6 +124,6 @@ mod tests {
         // Unreadable (a directory in its place): an error, not a new pair.
         std::fs::remove_file(dir.path().join(ROUTE_KEYS_FILE)).expect("remove");
         std::fs::create_dir(dir.path().join(ROUTE_KEYS_FILE)).expect("mkdir");
-        assert!(matches!(RevisionKeys::kept_or_new(dir.path()), Err(StartError::Keys { .. })));
+        assert!(matches!(RevisionKeys::kept_or_new(dir.path()), Err(KeysError::File { .. })));
     }
 }

@@ -17,8 +17,9 @@ use svc_execution::market::{JobOrder, Refusal};
 use svc_execution::{Workload, WorkloadRuntime};
 
 use super::keys::RevisionKeys;
-use super::{APP_DIR, AgentCertificates, job_key, replica_name};
+use super::{AgentCertificates, job_key, replica_name};
 use crate::coordinator::CoordinatorConfig;
+use crate::coordinator::files::APP_DIR;
 use crate::coordinator::gateway_hosts::GatewayHosts;
 use crate::coordinator::ingress_market::Equip;
 use crate::coordinator::model::Deployment;
@@ -42,22 +43,13 @@ pub(crate) enum StartError {
     /// The project stored with the revision no longer validates (a newer validator).
     #[error("the stored project no longer validates: {0}")]
     Project(#[source] crate::project::ProjectErrors),
-    /// The job's route key could not be made.
-    #[error("cannot make the job's route key: {0}")]
-    RouteKey(#[source] relay_wire::challenge::RouteKeyError),
     /// The revision's keys were made anew while another of its jobs runs with the old ones
     /// (its keys file was lost): launching would lock that job out.
     #[error("revision {0}'s route keys were lost while another of its jobs runs; deploy again (`svc ingress deploy`)")]
     KeysLost(u32),
-    /// The revision's route keys could not be kept in its directory.
-    #[error("cannot keep the revision's route keys in {path}: {source}", path = path.display())]
-    Keys {
-        /// `route-keys.json` in the revision's directory.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The revision's route keys could not be made or kept.
+    #[error(transparent)]
+    Keys(#[from] super::keys::KeysError),
     /// No loopback port for the app.
     #[error("no free port for the app: {0}")]
     Port(#[source] std::io::Error),

@@ -1,7 +1,8 @@
 //! An old-data fix-up: the policies of revisions deployed before revisions published one are
 //! published before the scheduler plans from them.
 
-use super::{APP_DIR, Engine, launch};
+use super::{Engine, launch};
+use crate::coordinator::files::APP_DIR;
 use crate::coordinator::model::Deployment;
 
 impl Engine {
