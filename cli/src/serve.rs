@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use manifest_core::service::{FaultPoint, Pool, SchemaPairs, ServiceConfig, serve_until};
 use svc_execution::Quote;
-use svc_execution::artifacts::ArtifactStore;
+use svc_execution::artifacts::{ArtifactError, ArtifactStore};
 use svc_execution::local::{LocalPool, LocalPoolConfig, LocalPoolError};
 
 use crate::args::ServeArgs;
 use crate::settings::DatabaseFlags as _;
+use crate::settings::SettingsError;
 
 /// Runs until SIGINT or SIGTERM; exit 0 after draining, 2 if it cannot start.
 pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
@@ -52,12 +53,11 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     // The local pool lives outside the runtime: it has its own, which must not be dropped
     // inside another (it is dropped last, below, which stops every job it runs).
     let pool = match local_pool(args) {
-        Err(NoPool::Fatal(why)) => {
+        Err(why) if why.is_fatal() => {
             eprintln!("svc serve: {why}");
             return ExitCode::from(2);
         }
-        Err(NoPool::Refused(why)) => Err(why),
-        Ok(pool) => Ok(pool),
+        other => other,
     };
     config.pool = match &pool {
         Ok(p) => Pool::Market(Arc::clone(p) as Arc<dyn svc_execution::Market>),
@@ -66,7 +66,7 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
             // Every refused launch's reason says this to the tenant: what, never where on the
             // host (the store's and pool's directories are in the line above).
             Pool::None(if args.processors == 0 {
-                why.clone()
+                why.to_string()
             } else {
                 "the service's local pool could not start; its operator's log says why".to_owned()
             })
@@ -116,13 +116,32 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
     }
 }
 
-/// Why there is no local pool.
+/// Why there is no local pool: the service runs and refuses every launch saying this, or,
+/// when [`NoPool::is_fatal`], does not start.
+#[derive(Debug, thiserror::Error)]
 enum NoPool {
-    /// The service runs, and refuses every launch saying this.
-    Refused(String),
-    /// The service does not start: jobs cannot be bounded on this host (the message says
-    /// what to enable).
-    Fatal(String),
+    /// `--processors 0`.
+    #[error("the service was started with --processors 0")]
+    NoProcessors,
+    /// The `--job-*` flags do not make job bounds (fatal).
+    #[error(transparent)]
+    Jobs(SettingsError),
+    /// The artifact store cannot open.
+    #[error("the artifact store cannot open: {0}")]
+    Artifacts(#[source] ArtifactError),
+    /// Jobs cannot be bounded on this host (fatal; the message says what to enable).
+    #[error(transparent)]
+    Cgroups(LocalPoolError),
+    /// The pool cannot start for another reason.
+    #[error("the local pool cannot start: {0}")]
+    Pool(#[source] LocalPoolError),
+}
+
+impl NoPool {
+    /// The service does not start: jobs could not be bounded as asked.
+    fn is_fatal(&self) -> bool {
+        matches!(self, NoPool::Jobs(_) | NoPool::Cgroups(_))
+    }
 }
 
 /// The local pool of `--processors` processors, over the data directory's artifact store
@@ -130,11 +149,10 @@ enum NoPool {
 /// `--job-*` flags); why not, if it cannot start.
 fn local_pool(args: &ServeArgs) -> Result<Arc<LocalPool>, NoPool> {
     if args.processors == 0 {
-        return Err(NoPool::Refused("the service was started with --processors 0".to_owned()));
+        return Err(NoPool::NoProcessors);
     }
-    let jobs = crate::settings::JobSettings::try_from(&args.jobs).map_err(|e| NoPool::Fatal(e.to_string()))?;
-    let artifacts = ArtifactStore::open(args.data_dir.join("artifacts"))
-        .map_err(|e| NoPool::Refused(format!("the artifact store cannot open: {e}")))?;
+    let jobs = crate::settings::JobSettings::try_from(&args.jobs).map_err(NoPool::Jobs)?;
+    let artifacts = ArtifactStore::open(args.data_dir.join("artifacts")).map_err(NoPool::Artifacts)?;
     let mut config = LocalPoolConfig::new(args.data_dir.join("pool"), artifacts);
     config.processors = usize::from(args.processors);
     config.jobs_per_processor = usize::from(args.jobs_per_processor);
@@ -145,11 +163,30 @@ fn local_pool(args: &ServeArgs) -> Result<Arc<LocalPool>, NoPool> {
     config.resources = jobs.resources;
     config.cgroups = jobs.cgroups;
     let pool = LocalPool::new(config).map_err(|e| match e {
-        LocalPoolError::Cgroups(_) => NoPool::Fatal(e.to_string()),
-        e => NoPool::Refused(format!("the local pool cannot start: {e}")),
+        LocalPoolError::Cgroups(_) => NoPool::Cgroups(e),
+        e => NoPool::Pool(e),
     })?;
     if pool.orphans_swept() > 0 {
         tracing::warn!("svc serve: killed {} job sandboxes a killed service had left running", pool.orphans_swept());
     }
     Ok(Arc::new(pool))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_that_cannot_start_keeps_its_words_and_only_unbounded_jobs_are_fatal() {
+        assert_eq!(NoPool::NoProcessors.to_string(), "the service was started with --processors 0");
+        assert!(!NoPool::NoProcessors.is_fatal());
+        let scratch = tempfile::tempdir().expect("a scratch directory");
+        let file = scratch.path().join("file");
+        std::fs::write(&file, b"not a directory").expect("a file");
+        let Err(e) = ArtifactStore::open(file.join("artifacts")) else { panic!("a store under a file") };
+        let why = NoPool::Artifacts(e);
+        assert!(why.to_string().starts_with("the artifact store cannot open: "), "{why}");
+        assert!(std::error::Error::source(&why).is_some(), "the store's error is its cause: {why:?}");
+        assert!(!why.is_fatal());
+    }
 }
