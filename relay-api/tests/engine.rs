@@ -564,6 +564,25 @@ async fn a_revision_deployed_before_policies_publishes_one_at_its_next_launch() 
     assert!(logs.iter().any(|l| l.line.contains("published its policy")), "{logs:?}");
 }
 
+/// Issue 43, point 5: that fix-up of an older store's data is done once, not at every tick:
+/// once every revision has its policy, a policy gone again (which no deploy leaves: a deploy
+/// records its revision's policy in the same transaction) is not published again.
+#[tokio::test]
+async fn policies_an_older_store_lacks_are_published_once_not_at_every_tick() {
+    let w = world(FakeProbe::default());
+    let d = w.funded("shop");
+    let db = rusqlite::Connection::open(w.engine.config().data_dir.join(relay_api::coordinator::store::DATABASE_FILE))
+        .expect("the database");
+    db.execute("DELETE FROM policies", []).expect("an older store");
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    assert!(w.store.policy(&d.id, 1).expect("read").is_some(), "published at the first ticks");
+    db.execute("DELETE FROM policies", []).expect("gone again");
+    for _ in 0..3 {
+        w.engine.tick().await;
+    }
+    assert!(w.store.policy(&d.id, 1).expect("read").is_none(), "the fix-up is not run again");
+}
+
 /// Review finding: a job whose restarts were all refused (its processor full) left its
 /// deployment `provisioning` for good; past the limit it fails with `job_exited`.
 #[tokio::test]

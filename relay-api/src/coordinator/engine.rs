@@ -133,6 +133,9 @@ pub struct Engine {
     endings: std::sync::Mutex<HashMap<String, String>>,
     /// Revisions (deployment, revision) whose policy could not be published: said once.
     unpublishable: std::sync::Mutex<std::collections::HashSet<(String, u32)>>,
+    /// Whether every revision an older store left without a policy has one now
+    /// ([`policies`]): the fix-up is not run again.
+    policies_published: std::sync::atomic::AtomicBool,
     /// What each replica's own validation found, for routes of several jobs.
     replica_verdicts: std::sync::Mutex<replicas::ReplicaVerdicts>,
     /// When each route is next validated, by route ID (a redeploy's successor has its own).
@@ -225,6 +228,7 @@ impl Engine {
             launcher,
             endings: std::sync::Mutex::default(),
             unpublishable: std::sync::Mutex::default(),
+            policies_published: std::sync::atomic::AtomicBool::new(false),
             replica_verdicts: std::sync::Mutex::default(),
             validate_at: std::sync::Mutex::new(HashMap::new()),
             syncing: tokio::sync::Mutex::new(()),

@@ -1,5 +1,7 @@
 //! An old-data fix-up: the policies of revisions deployed before revisions published one are
-//! published before the scheduler plans from them.
+//! published before the scheduler plans from them. It runs when the engine starts to lead and
+//! at its ticks only until every such revision has its policy: a deploy records its revision's
+//! policy in the same transaction, so no revision without one appears later.
 
 use super::{Engine, launch};
 use crate::coordinator::files::APP_DIR;
@@ -9,9 +11,15 @@ impl Engine {
     /// Publishes the policies of the revisions deployed before revisions published one
     /// (each served or deployed revision of the `active` deployments), before the scheduler
     /// plans from them, and wakes it for them.
+    /// Once all are published, it does nothing (a failure leaves it to try again next tick).
     pub(super) fn publish_missing_policies(&self, active: &[Deployment]) {
+        use std::sync::atomic::Ordering;
+        if self.policies_published.load(Ordering::Relaxed) {
+            return;
+        }
         // One read for every deployment (it was two per active deployment, every tick).
         let Ok(unpublished) = self.db(|store| store.unpublished()) else { return };
+        let mut all_published = true;
         for d in active {
             let revisions = unpublished
                 .iter()
@@ -23,7 +31,10 @@ impl Engine {
                 } else {
                     self.db(|store| store.project_json(&d.id))
                 };
-                let Ok(project_json) = project_json else { continue };
+                let Ok(project_json) = project_json else {
+                    all_published = false;
+                    continue;
+                };
                 let job = launch::JobOf {
                     deployment: d,
                     revision,
@@ -44,6 +55,7 @@ impl Engine {
                         self.wake();
                     }
                     Err(e) => {
+                        all_published = false;
                         // Once per revision, and in the customer's words: the details (host
                         // paths) go to the coordinator's log (review finding: four lines a
                         // second, with paths).
@@ -64,6 +76,9 @@ impl Engine {
                     }
                 }
             }
+        }
+        if all_published {
+            self.policies_published.store(true, Ordering::Relaxed);
         }
     }
 }
