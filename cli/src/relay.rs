@@ -90,21 +90,21 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
         RelayAdminCommand::Invite { data_dir, database, org } => {
             match open_at(database, data_dir).and_then(|at| {
                 // The data directory holds the CA and the files even when the store does not.
-                agent::files::create_private_dir(data_dir).map_err(|e| e.to_string())?;
-                coordinator::invite(at, org).map_err(|e| e.to_string())
+                agent::files::create_private_dir(data_dir)?;
+                Ok(coordinator::invite(at, org)?)
             }) {
                 Ok(()) => {
                     println!("organization \"{org}\" is invited to the ingress add-on");
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(&e),
+                Err(e) => fail(&e.to_string()),
             }
         }
         RelayAdminCommand::Token { data_dir, database, org, operator, name } => {
             let role = if *operator { TokenRole::Operator } else { TokenRole::Customer };
             match open_at(database, data_dir) {
                 Ok(at) => token(at, data_dir, org, role, name.as_deref()),
-                Err(e) => fail(&e),
+                Err(e) => fail(&e.to_string()),
             }
         }
         RelayAdminCommand::CatalogKey { data_dir } => match relay_api::catalog::signing_key(data_dir) {
@@ -131,10 +131,8 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
             Err(e) => fail(&e.to_string()),
         },
         RelayAdminCommand::AdmissionToken { data_dir, database, operator, ttl_secs } => {
-            let issued = open_at(database, data_dir).and_then(|at| {
-                coordinator::issue_admission_token(at, operator, Duration::from_secs(*ttl_secs))
-                    .map_err(|e| e.to_string())
-            });
+            let issued = open_at(database, data_dir)
+                .and_then(|at| Ok(coordinator::issue_admission_token(at, operator, Duration::from_secs(*ttl_secs))?));
             match issued {
                 Ok(issued) => {
                     println!("{}", issued.plaintext);
@@ -146,7 +144,7 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
                     );
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(&e),
+                Err(e) => fail(&e.to_string()),
             }
         }
         RelayAdminCommand::Keys { command: RelayKeysCommand::Rotate { data_dir, database } } => {
@@ -155,10 +153,25 @@ pub(crate) fn admin(command: &RelayAdminCommand) -> ExitCode {
     }
 }
 
+/// Why a `svc relay admin` command on the store failed (each says it all: they are shown as
+/// they are).
+#[derive(Debug, thiserror::Error)]
+enum AdminError {
+    /// `--database` cannot be used.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+    /// The data directory cannot be made.
+    #[error(transparent)]
+    DataDir(#[from] std::io::Error),
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] coordinator::StoreError),
+}
+
 /// Where the store lives (`--database`, else the data directory) and its key file
 /// (`--key-file`, else `secrets.key` in the data directory).
-fn open_at(database: &DatabaseArgs, data_dir: &Path) -> Result<OpenAt, String> {
-    let at = database.store_at(data_dir).map_err(|e| e.to_string())?;
+fn open_at(database: &DatabaseArgs, data_dir: &Path) -> Result<OpenAt, AdminError> {
+    let at = database.store_at(data_dir)?;
     let key_file = database.key_file.clone().unwrap_or_else(|| default_key_file(data_dir));
     Ok(OpenAt::new(at, key_file))
 }
@@ -166,11 +179,11 @@ fn open_at(database: &DatabaseArgs, data_dir: &Path) -> Result<OpenAt, String> {
 /// `svc relay admin keys rotate`: what it did, and what the operator does next.
 fn rotate_keys(database: &DatabaseArgs, data_dir: &Path) -> ExitCode {
     let rotated = open_at(database, data_dir)
-        .and_then(|at| RelayStore::open_at(&at).map_err(|e| e.to_string()))
-        .and_then(|store| store.rotate_keys().map_err(|e| e.to_string()));
+        .and_then(|at| Ok(RelayStore::open_at(&at)?))
+        .and_then(|store| Ok(store.rotate_keys()?));
     let rotation = match rotated {
         Ok(rotation) => rotation,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     let key_file = rotation.key_file.display();
     println!("key file {key_file}: key-encryption key {} replaces {}", rotation.kek, rotation.previous_keks.join(", "));

@@ -148,3 +148,25 @@ fn the_environment_and_a_password_file_reach_a_database_that_asks_for_the_passwo
     assert_eq!(twice.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("give it once") && !stderr.contains(PASSWORD), "{stderr}");
 }
+
+/// A store that cannot be reached is said once, whole (where, and why), by the admin
+/// commands that open it.
+#[test]
+fn relay_admin_commands_say_why_the_store_cannot_be_reached() {
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let dir = scratch.path().join("data");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let dir = dir.to_str().expect("UTF-8");
+    // Nothing listens on port 1.
+    let url = "postgres://svc@127.0.0.1:1/svc";
+    for command in [
+        &["relay", "admin", "invite", "--data-dir", dir, "--org", "acme", "--database", url][..],
+        &["relay", "admin", "keys", "rotate", "--data-dir", dir, "--database", url][..],
+    ] {
+        let out = svc(command, &[]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+        let said = "svc relay: the relay store is unavailable: database 127.0.0.1:1/svc: unreachable: ";
+        assert!(stderr.starts_with(said) && stderr.contains("refused"), "{command:?}: {stderr}");
+    }
+}
