@@ -105,12 +105,12 @@ pub(crate) fn agent(config_path: &Path) -> ExitCode {
     let Some(rt) = runtime() else { return fail("svc agent", "cannot start the runtime") };
     let result = rt.block_on(async {
         tokio::select! {
-            r = agent::run(config, &state_dir) => r.map_err(|e| e.to_string()),
+            r = agent::run(config, &state_dir) => r,
             () = shutdown_signal() => Ok(()),
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("svc agent", &e),
+        Err(e) => fail("svc agent", &e.to_string()),
     }
 }
