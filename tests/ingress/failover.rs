@@ -202,13 +202,15 @@ async fn two_gateways_and_two_replicas_lose_no_new_connection_when_one_of_each_i
     let steady = Instant::now();
 
     // One gateway killed.
-    gateway_a.signal("KILL");
+    // The instant is taken before the signal: a connection under way as the process dies
+    // belongs to the kill's window, not to the time after it.
     let killed_gateway = Instant::now();
+    gateway_a.signal("KILL");
     clients.run_for(80, Duration::from_secs(30)).await;
 
     // One replica killed (its agent: its tunnels close with it).
-    agents[1].signal("KILL");
     let killed_replica = Instant::now();
+    agents[1].signal("KILL");
     until_in_rotation(&[&admin_b], ROUTE, 1, Duration::from_secs(5)).await;
     clients.run_for(80, Duration::from_secs(30)).await;
 
@@ -293,15 +295,18 @@ async fn a_coordinators_two_replicas_and_its_gateway_host_lose_no_new_connection
     clients.run_for(60, Duration::from_secs(30)).await;
     let steady = Instant::now();
 
-    host_proc.signal("KILL");
+    // Each instant is taken before its signals: a connection under way as a process dies (a
+    // request in flight at the app's kill is answered 502 by its agent) belongs to the kill's
+    // window. Taken after, a CI run counted such a connection as failing after the window.
     let killed_gateway = Instant::now();
+    host_proc.signal("KILL");
     clients.run_for(80, Duration::from_secs(30)).await;
 
     let pids = processes(&status);
+    let killed_replica = Instant::now();
     for &pid in &pids[2..] {
         signal(pid, "KILL");
     }
-    let killed_replica = Instant::now();
     clients.run_for(80, Duration::from_secs(30)).await;
 
     let (restarted, _, _) = host.run().await;
