@@ -78,10 +78,11 @@ pub enum Backend {
 /// Why a statement failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SqlError {
-    /// The database cannot be reached now (down, restarting, every connection busy): the same
-    /// work may succeed in a moment (a 503, not a 500).
+    /// The database cannot be reached now (PostgreSQL down, restarting, every connection
+    /// busy; SQLite's file still locked by another writer when its busy timeout ran out):
+    /// the same work may succeed in a moment (a 503, not a 500).
     #[error(transparent)]
-    Unavailable(svc_postgres::DbError),
+    Unavailable(Box<dyn std::error::Error + Send + Sync>),
     /// The database refused or failed the statement.
     #[error("{0}")]
     Database(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -120,13 +121,13 @@ impl SqlError {
 
 impl From<svc_postgres::DbError> for SqlError {
     fn from(e: svc_postgres::DbError) -> SqlError {
-        if e.is_transient() { SqlError::Unavailable(e) } else { SqlError::Database(Box::new(e)) }
+        if e.is_transient() { SqlError::Unavailable(Box::new(e)) } else { SqlError::Database(Box::new(e)) }
     }
 }
 
 impl From<rusqlite::Error> for SqlError {
     fn from(e: rusqlite::Error) -> SqlError {
-        SqlError::Database(Box::new(e))
+        if sqlite::is_busy(&e) { SqlError::Unavailable(Box::new(e)) } else { SqlError::Database(Box::new(e)) }
     }
 }
 

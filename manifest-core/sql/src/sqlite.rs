@@ -79,6 +79,17 @@ impl rusqlite::ToSql for Param<'_> {
     }
 }
 
+/// Whether SQLite gave up waiting for a lock another connection holds (`SQLITE_BUSY` once the
+/// busy timeout ran out, or `SQLITE_LOCKED`): the database is there and the statement sound,
+/// so the same work may succeed in a moment, as with a PostgreSQL that cannot be reached.
+pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(e, _)
+            if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 /// Whether a write failed on a uniqueness rule.
 fn unique_violation<T>(result: &rusqlite::Result<T>) -> bool {
     matches!(result, Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation)
@@ -136,5 +147,66 @@ impl Sql for SqliteTx<'_> {
         run_cached(self.conn(), "COMMIT")?;
         self.open = false;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use rusqlite::Connection;
+
+    use super::{Held, SqliteTx};
+    use crate::{Sql, SqlError, params};
+
+    /// Two connections to one database file, the second waiting 50 ms at most for a lock.
+    fn two_connections(dir: &std::path::Path) -> (Mutex<Connection>, Mutex<Connection>) {
+        let path = dir.join("store.sqlite");
+        let first = Connection::open(&path).expect("open the first connection");
+        first.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (v BIGINT)").expect("create the table");
+        let second = Connection::open(&path).expect("open the second connection");
+        second.busy_timeout(Duration::from_millis(50)).expect("set the busy timeout");
+        (Mutex::new(first), Mutex::new(second))
+    }
+
+    #[test]
+    fn a_write_kept_waiting_past_the_busy_timeout_is_unavailable_not_a_failure() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (first, second) = two_connections(dir.path());
+        let mut holder = SqliteTx::begin(Held::Locked(first.lock().expect("first")), "BEGIN IMMEDIATE")
+            .expect("the first connection takes the write lock");
+        holder.execute("INSERT INTO t (v) VALUES (?1)", params![1_i64]).expect("the holder writes");
+
+        let second = second.lock().expect("second");
+        // A transaction that would write, and a write standing alone, both wait for the lock.
+        let begun = SqliteTx::begin(Held::Borrowed(&second), "BEGIN IMMEDIATE").err().expect("the lock is held");
+        let alone = SqliteTx::within(&second)
+            .execute("INSERT INTO t (v) VALUES (?1)", params![2_i64])
+            .expect_err("the lock is held");
+        for refused in [begun, alone] {
+            assert!(matches!(refused, SqlError::Unavailable(_)), "a 503, not a 500: {refused:?}");
+            assert!(refused.is_transient(), "{refused}");
+            assert!(refused.to_string().contains("database is locked"), "SQLite's words kept: {refused}");
+        }
+
+        // Once the lock is let go, the same write goes through.
+        holder.commit_tx().expect("the holder commits");
+        drop(holder);
+        let mut after = SqliteTx::begin(Held::Borrowed(&second), "BEGIN IMMEDIATE").expect("the lock is free");
+        after.execute("INSERT INTO t (v) VALUES (?1)", params![2_i64]).expect("the write goes through");
+        after.commit_tx().expect("it commits");
+    }
+
+    #[test]
+    fn a_refused_statement_stays_a_database_failure() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (first, _) = two_connections(dir.path());
+        let first = first.lock().expect("first");
+        let refused = SqliteTx::within(&first)
+            .execute("INSERT INTO missing (v) VALUES (?1)", params![1_i64])
+            .expect_err("no such table");
+        assert!(matches!(refused, SqlError::Database(_)), "a 500: {refused:?}");
+        assert!(!refused.is_transient(), "{refused}");
     }
 }
