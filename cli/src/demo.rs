@@ -18,8 +18,9 @@ use relay_api::coordinator::api::Status;
 use relay_api::coordinator::store::TokenRole;
 use relay_api::coordinator::{self, CoordinatorConfig, Started};
 
-use crate::client::Client;
-use crate::deploy::{DeployOptions, DeployProgress, Deployed};
+use crate::client::{Client, ClientError};
+use crate::deploy::{DeployOptions, DeployProgress, Deployed, IngressError};
+use crate::failure::Failure;
 
 /// The bundled project, carried inside the binary so the command works anywhere.
 const PROJECT_FILES: [(&str, &str); 2] = [
@@ -62,8 +63,98 @@ pub(crate) fn default_data_dir(user_data: Option<&Path>) -> PathBuf {
     user_data.map_or_else(|| PathBuf::from(".svc-ingress-demo"), |d| d.join("svc").join("ingress-demo"))
 }
 
-fn fail(message: &str) -> ExitCode {
-    crate::output::fail("svc ingress demo", 2, "demo_failed", message)
+/// Why the demo stopped: said once, as `svc ingress demo: ...` (exit 2), or as the deploy's
+/// own failure (`svc ingress: ...`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DemoError {
+    /// The data and job directories cannot be made.
+    #[error(transparent)]
+    Dirs(coordinator::CoordinatorError),
+    /// The bundled project cannot be written.
+    #[error(transparent)]
+    Project(ProjectError),
+    /// The organization or its token cannot be made.
+    #[error("inviting organization \"{ORG}\": {0}")]
+    Invite(#[source] coordinator::store::StoreError),
+    /// The token file cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    TokenFile {
+        /// The token file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The running binary cannot be found (the jobs' agent is `svc agent run`).
+    #[error("cannot find the svc binary")]
+    NoBinary(#[source] std::io::Error),
+    /// No runtime for the coordinator.
+    #[error("cannot start the runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The coordinator ended with an error.
+    #[error(transparent)]
+    Coordinator(coordinator::CoordinatorError),
+    /// The coordinator's thread panicked.
+    #[error("the relay coordinator panicked")]
+    Panicked,
+    /// The demo's client cannot be made.
+    #[error(transparent)]
+    Client(ClientError),
+    /// The deploy failed (said as `svc ingress deploy` says it).
+    #[error(transparent)]
+    Deploy(IngressError),
+    /// The deploy came back before the project was live.
+    #[error("the deploy returned before the project was live")]
+    NotLive,
+    /// Stopped (Ctrl-C) before the project answered.
+    #[error("stopped before the project answered")]
+    Stopped,
+    /// The project did not answer through the gateway in time.
+    #[error("{url} did not answer through the gateway {gateway} within {} s: {why}", SERVE_TIMEOUT.as_secs())]
+    NoAnswer {
+        /// The project's URL.
+        url: String,
+        /// The gateway asked.
+        gateway: SocketAddr,
+        /// The last try's answer or error.
+        why: String,
+    },
+    /// The project did not go live, and then the coordinator, stopped, ended badly too: both
+    /// said, in that order.
+    #[error("{first}")]
+    Then {
+        /// Why the project did not go live.
+        #[source]
+        first: Box<DemoError>,
+        /// The coordinator's ending.
+        then: Box<DemoError>,
+    },
+}
+
+impl Failure for DemoError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            DemoError::Deploy(e) => e.exit_code(),
+            DemoError::Then { first, .. } => first.exit_code(),
+            _ => 2,
+        }
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        match self {
+            DemoError::Deploy(e) => e.envelope(),
+            DemoError::Then { first, .. } => first.envelope(),
+            _ => svc_http::ErrorBody::new("demo_failed", self.to_string()),
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            DemoError::Deploy(e) => e.text(),
+            DemoError::Then { first, then } => format!("{}{}", first.text(), then.text()),
+            _ => crate::failure::line("svc ingress demo", self),
+        }
+    }
 }
 
 fn say(line: &str) {
@@ -91,28 +182,20 @@ impl DeployProgress for Progress {
 }
 
 /// `svc ingress demo`
-pub(crate) fn run(settings: DemoSettings) -> ExitCode {
+pub(crate) fn run(settings: DemoSettings) -> Result<ExitCode, DemoError> {
     let dir = &settings.data_dir;
-    if let Err(e) = coordinator::prepare_dirs(dir) {
-        return fail(&e.to_string());
-    }
+    coordinator::prepare_dirs(dir).map_err(DemoError::Dirs)?;
     say(&format!("data directory {}", dir.display()));
-    let project = match write_project(&dir.join("project")) {
-        Ok(project) => project,
-        Err(e) => return fail(&e.to_string()),
-    };
-    let token = match coordinator::invite(dir, ORG)
+    let project = write_project(&dir.join("project")).map_err(DemoError::Project)?;
+    let token = coordinator::invite(dir, ORG)
         .and_then(|()| coordinator::issue_token(dir, ORG, TokenRole::Customer, None))
-    {
-        Ok(token) => token.plaintext,
-        Err(e) => return fail(&format!("inviting organization \"{ORG}\": {e}")),
-    };
+        .map_err(DemoError::Invite)?
+        .plaintext;
     let token_file = dir.join("token");
-    if let Err(e) = write_private(&token_file, format!("{token}\n").as_bytes()) {
-        return fail(&format!("cannot write {}: {e}", token_file.display()));
-    }
+    write_private(&token_file, format!("{token}\n").as_bytes())
+        .map_err(|source| DemoError::TokenFile { path: token_file.clone(), source })?;
 
-    let Ok(exe) = std::env::current_exe() else { return fail("cannot find the svc binary") };
+    let exe = std::env::current_exe().map_err(DemoError::NoBinary)?;
     let mut config = CoordinatorConfig::new(
         dir.clone(),
         settings.api,
@@ -138,7 +221,7 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
             _ = stop_rx => {}
         }
     };
-    let Some(rt) = crate::ingress::runtime() else { return fail("cannot start the runtime") };
+    let rt = crate::ingress::runtime().map_err(DemoError::Runtime)?;
     let relay = std::thread::spawn(move || {
         rt.block_on(coordinator::run(
             config,
@@ -149,9 +232,9 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
         ))
     });
     let ended = |relay: std::thread::JoinHandle<Result<(), coordinator::CoordinatorError>>| match relay.join() {
-        Ok(Ok(())) => ExitCode::SUCCESS,
-        Ok(Err(e)) => fail(&e.to_string()),
-        Err(_) => fail("the relay coordinator panicked"),
+        Ok(Ok(())) => Ok(ExitCode::SUCCESS),
+        Ok(Err(e)) => Err(DemoError::Coordinator(e)),
+        Err(_) => Err(DemoError::Panicked),
     };
     let Ok(started) = started_rx.recv() else { return ended(relay) };
 
@@ -170,7 +253,7 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
     ));
 
     let live = Client::new(&api, Some(token), None)
-        .map_err(|e| fail(&e.to_string()))
+        .map_err(DemoError::Client)
         .and_then(|client| deploy(&client, &project))
         .and_then(|url| {
             let ca = dir.join("ca.pem");
@@ -191,27 +274,30 @@ pub(crate) fn run(settings: DemoSettings) -> ExitCode {
             ));
             ended(relay)
         }
-        Err(code) => {
+        Err(first) => {
             if !relay.is_finished() {
                 say("stopping: the project did not go live");
                 let _ = stop_tx.send(());
             }
+            // Why the project did not go live, then how the coordinator ended if that went
+            // wrong too (after Ctrl-C the exit is 130 whatever this says).
             match ended(relay) {
-                // Stopped by a signal while deploying: the coordinator's ending says it all.
-                done if crate::output::interrupted() => done,
-                _ => code,
+                Err(then) => Err(DemoError::Then { first: Box::new(first), then: Box::new(then) }),
+                Ok(_) => Err(first),
             }
         }
     }
 }
 
 /// Deploys the bundled project and waits for it to go live; its URL.
-fn deploy(client: &Client, project: &Path) -> Result<String, ExitCode> {
-    let loaded = crate::deploy::load(project)?;
+fn deploy(client: &Client, project: &Path) -> Result<String, DemoError> {
+    let loaded = crate::deploy::load(project).map_err(DemoError::Deploy)?;
     let options = DeployOptions { no_fund: false, no_wait: false, timeout: LIVE_TIMEOUT_SECS };
-    match crate::deploy::deploy_project(client, &loaded, options, &mut Progress { processes: Vec::new() })? {
+    match crate::deploy::deploy_project(client, &loaded, options, &mut Progress { processes: Vec::new() })
+        .map_err(DemoError::Deploy)?
+    {
         Deployed::Live(status) => Ok(status.deployment.url),
-        Deployed::Sent(_) => Err(fail("the deploy returned before the project was live")),
+        Deployed::Sent(_) => Err(DemoError::NotLive),
     }
 }
 
@@ -229,8 +315,8 @@ fn loopback(addr: SocketAddr) -> SocketAddr {
 /// deployment is not enough: run again on its data directory, the demo finds its deployment
 /// live from the last run while the job is still starting, and the gateway has no agent to
 /// hand the handshake to (issue 41). Gives up when the coordinator has `stopped` (Ctrl-C).
-fn serving(url: &str, ca: &Path, gateway: SocketAddr, stopped: impl Fn() -> bool) -> Result<(), ExitCode> {
-    let client = Client::new(url, None, Some(ca)).map_err(|e| fail(&e.to_string()))?.connecting_to(gateway);
+fn serving(url: &str, ca: &Path, gateway: SocketAddr, stopped: impl Fn() -> bool) -> Result<(), DemoError> {
+    let client = Client::new(url, None, Some(ca)).map_err(DemoError::Client)?.connecting_to(gateway);
     let deadline = Instant::now() + SERVE_TIMEOUT;
     let mut waiting = false;
     loop {
@@ -240,13 +326,10 @@ fn serving(url: &str, ca: &Path, gateway: SocketAddr, stopped: impl Fn() -> bool
             Err(e) => e.to_string(),
         };
         if stopped() {
-            return Err(fail("stopped before the project answered"));
+            return Err(DemoError::Stopped);
         }
         if Instant::now() > deadline {
-            return Err(fail(&format!(
-                "{url} did not answer through the gateway {gateway} within {} s: {why}",
-                SERVE_TIMEOUT.as_secs()
-            )));
+            return Err(DemoError::NoAnswer { url: url.to_owned(), gateway, why });
         }
         if !waiting {
             say(&format!("live; waiting for {url} to answer through the gateway"));
@@ -258,7 +341,7 @@ fn serving(url: &str, ca: &Path, gateway: SocketAddr, stopped: impl Fn() -> bool
 
 /// Why the demo's project cannot be written.
 #[derive(Debug, thiserror::Error)]
-enum ProjectError {
+pub(crate) enum ProjectError {
     /// Its directory cannot be made.
     #[error("cannot create {}: {source}", dir.display())]
     CreateDir {

@@ -22,15 +22,186 @@ use relay_api::project::Project;
 use svc_execution::money;
 
 use crate::args::{HostnameCommand, OutputFormat, ProjectTarget, Trust};
-use crate::client::{Client, Response};
+use crate::client::{Client, ClientError, Response};
 
 const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 
 use relay_api::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES};
 
-fn fail(exit: u8, code: &str, message: &str) -> ExitCode {
-    crate::output::fail("svc ingress", exit, code, message)
+/// Why an `svc ingress` command against the relay failed: each said once, by
+/// [`crate::failure::report`], as `svc ingress: ...` (a refusal with its diagnostics and
+/// hints; a deploy that failed with the hints that say why).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum IngressError {
+    /// The project file cannot be read (the error names it).
+    #[error("cannot read the project file: {0} (use --config FILE, or --project NAME)")]
+    UnreadableProject(#[source] std::io::Error),
+    /// The project file is not valid: nothing was sent.
+    #[error("{} is not a valid project file; nothing was sent", path.display())]
+    InvalidProject {
+        /// The project file.
+        path: PathBuf,
+        /// Its diagnostics.
+        #[source]
+        source: relay_api::project::ProjectErrors,
+    },
+    /// No `SVC_RELAY_TOKEN`.
+    #[error("no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`)")]
+    NoToken,
+    /// The relay URL or the CA cannot be used.
+    #[error(transparent)]
+    Client(ClientError),
+    /// A request got no answer.
+    #[error(transparent)]
+    Unanswered(ClientError),
+    /// The relay refused the request (a non-2xx answer).
+    #[error("{}", refusal_line(*status, body))]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The answer's body (the envelope, when the relay sent one).
+        body: Vec<u8>,
+    },
+    /// A 2xx answer that is not what the command reads.
+    #[error("the relay answered something unexpected: {0}")]
+    Unexpected(#[source] serde_json::Error),
+    /// `deploy` given `--deployment`.
+    #[error("deploy sends a project file (--config); --deployment names an existing one")]
+    DeploymentGiven,
+    /// The app directory cannot be sent.
+    #[error(transparent)]
+    Bundle(BundleError),
+    /// A secret's environment variable is not set.
+    #[error("secret {name} reads ${variable}, which is not set in this environment")]
+    SecretUnset {
+        /// The secret.
+        name: String,
+        /// The variable it reads.
+        variable: String,
+        /// Why it cannot be read.
+        #[source]
+        source: std::env::VarError,
+    },
+    /// The project's manifest cannot be read (the error names it).
+    #[error("cannot read the manifest: {0}")]
+    UnreadableManifest(#[source] std::io::Error),
+    /// The project file is not JSON.
+    #[error(transparent)]
+    ProjectJson(serde_json::Error),
+    /// A redeploy's new revision failed; the previous one still serves.
+    #[error("revision {revision} failed: {reason}; revision {serving} still serves (the deployment is {state})")]
+    RedeployFailed {
+        /// The new revision.
+        revision: u32,
+        /// Why it failed.
+        reason: String,
+        /// The revision that serves.
+        serving: u32,
+        /// The deployment's state.
+        state: DeploymentState,
+        /// Why, as the relay's hints say (funding hints left out).
+        hints: Vec<Hint>,
+    },
+    /// Another deploy replaced the revision this one waited for.
+    #[error("revision {revision} was replaced by another deploy of the project; revision {serving} serves")]
+    Superseded {
+        /// The revision waited for.
+        revision: u32,
+        /// The revision that serves.
+        serving: u32,
+    },
+    /// A redeploy's revision did not take over in time.
+    #[error("revision {revision} did not take over within {timeout} s; `svc ingress status` says why")]
+    NotTakenOver {
+        /// The revision waited for.
+        revision: u32,
+        /// The wait, seconds.
+        timeout: u64,
+        /// What keeps running, as the deploy's progress says it.
+        left: Option<String>,
+    },
+    /// The deployment failed or was stopped.
+    #[error("the deployment is {state}: {reason}")]
+    DeploymentFailed {
+        /// Its state.
+        state: DeploymentState,
+        /// Why.
+        reason: String,
+        /// The relay's hints.
+        hints: Vec<Hint>,
+    },
+    /// The deployment was not live in time.
+    #[error("not live after {timeout} s (still {state}); `svc ingress hints` says what to fix")]
+    NotLive {
+        /// The wait, seconds.
+        timeout: u64,
+        /// The deployment's state.
+        state: DeploymentState,
+        /// The relay's hints.
+        hints: Vec<Hint>,
+        /// What keeps running, as the deploy's progress says it.
+        left: Option<String>,
+    },
+}
+
+impl crate::failure::Failure for IngressError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            IngressError::UnreadableProject(_)
+            | IngressError::NoToken
+            | IngressError::Client(_)
+            | IngressError::DeploymentGiven
+            | IngressError::Bundle(_)
+            | IngressError::SecretUnset { .. }
+            | IngressError::UnreadableManifest(_)
+            | IngressError::ProjectJson(_) => EXIT_USAGE,
+            IngressError::InvalidProject { .. }
+            | IngressError::Unanswered(_)
+            | IngressError::Refused { .. }
+            | IngressError::Unexpected(_)
+            | IngressError::RedeployFailed { .. }
+            | IngressError::Superseded { .. }
+            | IngressError::NotTakenOver { .. }
+            | IngressError::DeploymentFailed { .. }
+            | IngressError::NotLive { .. } => EXIT_FAILED,
+        }
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        let code = match self {
+            IngressError::UnreadableProject(_) | IngressError::UnreadableManifest(_) => "unreadable_file",
+            IngressError::InvalidProject { .. } | IngressError::ProjectJson(_) => "invalid_project",
+            IngressError::NoToken => "no_token",
+            IngressError::Client(e) | IngressError::Unanswered(e) => e.code(),
+            IngressError::Refused { status, body } => return crate::output::http_error(*status, body),
+            IngressError::Unexpected(_) => "unexpected_answer",
+            IngressError::DeploymentGiven => "usage",
+            IngressError::Bundle(_) => "invalid_bundle",
+            IngressError::SecretUnset { .. } => "secret_unset",
+            IngressError::RedeployFailed { .. } => "redeploy_failed",
+            IngressError::Superseded { .. } => "redeploy_superseded",
+            IngressError::NotTakenOver { .. } | IngressError::NotLive { .. } => "not_live",
+            IngressError::DeploymentFailed { .. } => "deployment_failed",
+        };
+        svc_http::ErrorBody::new(code, self.to_string())
+    }
+
+    fn text(&self) -> String {
+        let line = crate::failure::line("svc ingress", self);
+        match self {
+            IngressError::InvalidProject { path, source } => format!("{}: {source}\n{line}", path.display()),
+            IngressError::Refused { status, body } => api_error_text(*status, body),
+            IngressError::RedeployFailed { hints, .. } | IngressError::DeploymentFailed { hints, .. } => {
+                format!("{}{line}", hints_text(hints))
+            }
+            IngressError::NotTakenOver { left, .. } => format!("{}{line}", left.as_deref().unwrap_or_default()),
+            IngressError::NotLive { hints, left, .. } => {
+                format!("{}{}{line}", hints_text(hints), left.as_deref().unwrap_or_default())
+            }
+            _ => line,
+        }
+    }
 }
 
 /// A project file read and validated.
@@ -40,28 +211,16 @@ pub(crate) struct Loaded {
     dir: PathBuf,
 }
 
-pub(crate) fn load(path: &Path) -> Result<Loaded, ExitCode> {
-    let text = fs_err::read_to_string(path).map_err(|e| {
-        fail(
-            EXIT_USAGE,
-            "unreadable_file",
-            &format!("cannot read the project file: {e} (use --config FILE, or --project NAME)"),
-        )
-    })?;
-    let project = relay_api::project::read(&text).map_err(|e| {
-        eprintln!("{}: {e}", path.display());
-        fail(
-            EXIT_FAILED,
-            "invalid_project",
-            &format!("{} is not a valid project file; nothing was sent", path.display()),
-        )
-    })?;
+pub(crate) fn load(path: &Path) -> Result<Loaded, IngressError> {
+    let text = fs_err::read_to_string(path).map_err(IngressError::UnreadableProject)?;
+    let project = relay_api::project::read(&text)
+        .map_err(|source| IngressError::InvalidProject { path: path.to_owned(), source })?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     Ok(Loaded { project, text, dir })
 }
 
 /// The relay client and the project name of a command.
-pub(crate) fn target(t: &ProjectTarget) -> Result<(Client, String), ExitCode> {
+pub(crate) fn target(t: &ProjectTarget) -> Result<(Client, String), IngressError> {
     // A deployment ID goes where the project's name would: the relay reads either.
     let name = match (&t.deployment, &t.project) {
         (Some(id), _) => id.clone(),
@@ -71,49 +230,40 @@ pub(crate) fn target(t: &ProjectTarget) -> Result<(Client, String), ExitCode> {
     Ok((client(&t.relay, &t.trust)?, name))
 }
 
-pub(crate) fn client(relay: &str, trust: &Trust) -> Result<Client, ExitCode> {
-    let token = std::env::var("SVC_RELAY_TOKEN").ok().filter(|t| !t.is_empty()).ok_or_else(|| {
-        fail(
-            EXIT_USAGE,
-            "no_token",
-            "no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`)",
-        )
-    })?;
-    Client::new(relay, Some(token), trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, e.code(), &e.to_string()))
+pub(crate) fn client(relay: &str, trust: &Trust) -> Result<Client, IngressError> {
+    let token = std::env::var("SVC_RELAY_TOKEN").ok().filter(|t| !t.is_empty()).ok_or(IngressError::NoToken)?;
+    Client::new(relay, Some(token), trust.ca.as_deref()).map_err(IngressError::Client)
 }
 
-/// Sends a request; a non-2xx answer becomes the exit code after printing the error.
+/// Sends a request; a non-2xx answer is [`IngressError::Refused`].
 pub(crate) fn call<T: DeserializeOwned>(
     client: &Client,
     method: Method,
     path: &str,
     body: Option<Value>,
-) -> Result<T, ExitCode> {
+) -> Result<T, IngressError> {
     answer(&send(client, method, path, body)?)
 }
 
-/// Sends a request; only a transport failure is printed (and becomes the exit code).
-fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, ExitCode> {
-    client
-        .send(method, path, body.map(|b| b.to_string().into_bytes()), &[])
-        .map_err(|e| fail(EXIT_FAILED, e.code(), &e.to_string()))
+/// Sends a request; only a transport failure is an error here.
+fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, IngressError> {
+    client.send(method, path, body.map(|b| b.to_string().into_bytes()), &[]).map_err(IngressError::Unanswered)
 }
 
-/// A 2xx answer's body; any other becomes the exit code after printing the error.
-fn answer<T: DeserializeOwned>(response: &Response) -> Result<T, ExitCode> {
+/// A 2xx answer's body; any other is [`IngressError::Refused`].
+fn answer<T: DeserializeOwned>(response: &Response) -> Result<T, IngressError> {
     if !(200..300).contains(&response.status) {
-        return Err(api_error(response));
+        return Err(IngressError::Refused { status: response.status, body: response.body.clone() });
     }
-    serde_json::from_slice(&response.body)
-        .map_err(|e| fail(EXIT_FAILED, "unexpected_answer", &format!("the relay answered something unexpected: {e}")))
+    serde_json::from_slice(&response.body).map_err(IngressError::Unexpected)
 }
 
-fn api_error(response: &Response) -> ExitCode {
-    if crate::output::json() {
-        crate::output::print_json(&crate::output::http_error(response.status, &response.body));
-    }
-    eprint!("{}", api_error_text(response.status, &response.body));
-    ExitCode::from(EXIT_FAILED)
+/// A refusal's first line without `svc ingress: ` (what the envelope's message would be
+/// were there no envelope).
+fn refusal_line(status: u16, body: &[u8]) -> String {
+    let text = api_error_text(status, body);
+    let first = text.lines().next().unwrap_or_default();
+    first.strip_prefix("svc ingress: ").unwrap_or(first).to_owned()
 }
 
 /// What a refusal of the relay prints on standard error: its code, status and message, then
@@ -188,7 +338,7 @@ fn quote_line(q: &Quote) -> String {
 
 /// Why the app directory cannot be sent.
 #[derive(Debug, thiserror::Error)]
-enum BundleError {
+pub(crate) enum BundleError {
     /// A directory or file could not be read.
     #[error("cannot read the app directory: {0}")]
     Read(
@@ -258,7 +408,7 @@ fn fund_quote(
     quote: Quote,
     periods: Option<u64>,
     say: &mut dyn FnMut(&str),
-) -> Result<(Quote, LedgerEntry), ExitCode> {
+) -> Result<(Quote, LedgerEntry), IngressError> {
     let response = send(client, Method::POST, &path(name, "/fund"), Some(json!({"quoteId": quote.id})))?;
     let body: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
     let code = body["error"]["code"].as_str().unwrap_or_default();
@@ -273,10 +423,8 @@ fn fund_quote(
 }
 
 /// `svc ingress deploy`
-pub(crate) fn deploy(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -> ExitCode {
-    match deploy_inner(t, DeployOptions { no_fund, no_wait, timeout }) {
-        Ok(code) | Err(code) => code,
-    }
+pub(crate) fn deploy(t: &ProjectTarget, no_fund: bool, no_wait: bool, timeout: u64) -> Result<ExitCode, IngressError> {
+    deploy_inner(t, DeployOptions { no_fund, no_wait, timeout })
 }
 
 /// How far a deploy goes.
@@ -300,8 +448,11 @@ pub(crate) trait DeployProgress {
     /// What the deploy has left at the relay so far, for Ctrl-C to name (`None`: nothing
     /// to name any more, the deploy ended).
     fn left(&mut self, _left: Option<&Left<'_>>) {}
-    /// The wait timed out: what keeps running at the relay all the same.
-    fn waited_out(&mut self, _left: &Left<'_>) {}
+    /// The wait timed out: what keeps running at the relay all the same, said (a line, its
+    /// end included) after the hints of the failure that ends the deploy.
+    fn waited_out(&mut self, _left: &Left<'_>) -> Option<String> {
+        None
+    }
 }
 
 /// What a deploy has left at the relay at some point of it: a deployment, funded or not,
@@ -395,8 +546,8 @@ impl DeployProgress for Lines {
         crate::output::on_interrupt_say(left.map(|l| format!("interrupted: {}", left_text(l, &self.flags))));
     }
 
-    fn waited_out(&mut self, left: &Left<'_>) {
-        eprintln!("svc ingress deploy: stopped waiting; {}", left_text(left, &self.flags));
+    fn waited_out(&mut self, left: &Left<'_>) -> Option<String> {
+        Some(format!("svc ingress deploy: stopped waiting; {}\n", left_text(left, &self.flags)))
     }
 }
 
@@ -419,13 +570,9 @@ fn target_flags(t: &ProjectTarget) -> String {
 /// `--relay`'s default.
 const DEFAULT_RELAY: &str = "http://127.0.0.1:7300";
 
-fn deploy_inner(t: &ProjectTarget, options: DeployOptions) -> Result<ExitCode, ExitCode> {
+fn deploy_inner(t: &ProjectTarget, options: DeployOptions) -> Result<ExitCode, IngressError> {
     if t.deployment.is_some() {
-        return Err(fail(
-            EXIT_USAGE,
-            "usage",
-            "deploy sends a project file (--config); --deployment names an existing one",
-        ));
+        return Err(IngressError::DeploymentGiven);
     }
     let loaded = load(&t.config)?;
     let client = client(&t.relay, &t.trust)?;
@@ -443,38 +590,32 @@ fn deploy_inner(t: &ProjectTarget, options: DeployOptions) -> Result<ExitCode, E
 
 /// Deploys a loaded project file through `client`: validates it, sends it with its
 /// app's files and secrets, funds its quote (unless `no_fund`), and waits until the new
-/// revision serves live (unless `no_wait`). A refusal or a failure is printed and becomes
-/// the exit code.
+/// revision serves live (unless `no_wait`). A refusal or a failure is the error, not yet
+/// said.
 pub(crate) fn deploy_project(
     client: &Client,
     loaded: &Loaded,
     options: DeployOptions,
     progress: &mut dyn DeployProgress,
-) -> Result<Deployed, ExitCode> {
+) -> Result<Deployed, IngressError> {
     let DeployOptions { no_fund, no_wait, timeout } = options;
     let project = &loaded.project;
     let app_dir = loaded.dir.join(&project.app.dir);
-    let files = bundle(&app_dir).map_err(|e| fail(EXIT_USAGE, "invalid_bundle", &e.to_string()))?;
+    let files = bundle(&app_dir).map_err(IngressError::Bundle)?;
     let mut secrets = BTreeMap::new();
-    for (name, source) in &project.app.secrets {
-        let value = std::env::var(&source.from_env).map_err(|_| {
-            fail(
-                EXIT_USAGE,
-                "secret_unset",
-                &format!("secret {name} reads ${}, which is not set in this environment", source.from_env),
-            )
+    for (name, from) in &project.app.secrets {
+        let value = std::env::var(&from.from_env).map_err(|source| IngressError::SecretUnset {
+            name: name.clone(),
+            variable: from.from_env.clone(),
+            source,
         })?;
         secrets.insert(name.clone(), value);
     }
     let manifest = match &project.manifest {
-        Some(file) => Some(
-            fs_err::read_to_string(loaded.dir.join(file))
-                .map_err(|e| fail(EXIT_USAGE, "unreadable_file", &format!("cannot read the manifest: {e}")))?,
-        ),
+        Some(file) => Some(fs_err::read_to_string(loaded.dir.join(file)).map_err(IngressError::UnreadableManifest)?),
         None => None,
     };
-    let project_json: Value =
-        serde_json::from_str(&loaded.text).map_err(|e| fail(EXIT_USAGE, "invalid_project", &e.to_string()))?;
+    let project_json: Value = serde_json::from_str(&loaded.text).map_err(IngressError::ProjectJson)?;
     let count = manifest_core::plural(files.len() as u64, "file");
     progress.say(&format!("sending project {} ({count} from {})", project.name, app_dir.display()));
     let body = json!({"project": project_json, "manifest": manifest, "bundle": files, "secrets": secrets});
@@ -564,37 +705,29 @@ pub(crate) fn deploy_project(
             match &status.successor {
                 Some(s) if s.revision == revision && s.state == SuccessorState::Failed => {
                     // Why this revision failed; the deployment's funding is another matter.
-                    let why: Vec<Hint> =
+                    let hints =
                         status.hints.iter().filter(|h| h.stage != relay_api::hint::Stage::Funding).cloned().collect();
-                    print_hints(&why, &mut std::io::stderr());
-                    return Err(fail(
-                        EXIT_FAILED,
-                        "redeploy_failed",
-                        &format!(
-                            "revision {revision} failed: {}; revision {} still serves (the deployment is {})",
-                            s.reason, status.deployment.revision, status.deployment.state
-                        ),
-                    ));
+                    return Err(IngressError::RedeployFailed {
+                        revision,
+                        reason: s.reason.clone(),
+                        serving: status.deployment.revision,
+                        state: status.deployment.state,
+                        hints,
+                    });
                 }
                 Some(s) if s.revision == revision => told.successor(s, status.deployment.revision, timeout, progress),
                 _ => {
-                    return Err(fail(
-                        EXIT_FAILED,
-                        "redeploy_superseded",
-                        &format!(
-                            "revision {revision} was replaced by another deploy of the project; revision {} serves",
-                            status.deployment.revision
-                        ),
-                    ));
+                    return Err(IngressError::Superseded { revision, serving: status.deployment.revision });
                 }
             }
             if Instant::now() > deadline {
-                progress.waited_out(&Left { deployment: d, revision, funded: funded.is_some(), status: Some(&status) });
-                return Err(fail(
-                    EXIT_FAILED,
-                    "not_live",
-                    &format!("revision {revision} did not take over within {timeout} s; `svc ingress status` says why"),
-                ));
+                let left = progress.waited_out(&Left {
+                    deployment: d,
+                    revision,
+                    funded: funded.is_some(),
+                    status: Some(&status),
+                });
+                return Err(IngressError::NotTakenOver { revision, timeout, left });
             }
             std::thread::sleep(Duration::from_millis(250));
             continue;
@@ -610,24 +743,25 @@ pub(crate) fn deploy_project(
         match status.deployment.state {
             DeploymentState::Live => return Ok(Deployed::Live(Box::new(status))),
             DeploymentState::Failed | DeploymentState::Stopped => {
-                print_hints(&status.hints, &mut std::io::stderr());
-                return Err(fail(
-                    EXIT_FAILED,
-                    "deployment_failed",
-                    &format!("the deployment is {}: {}", status.deployment.state, status.deployment.state_reason),
-                ));
+                return Err(IngressError::DeploymentFailed {
+                    state: status.deployment.state,
+                    reason: status.deployment.state_reason.clone(),
+                    hints: status.hints.clone(),
+                });
             }
             _ if Instant::now() > deadline => {
-                print_hints(&status.hints, &mut std::io::stderr());
-                progress.waited_out(&Left { deployment: d, revision, funded: funded.is_some(), status: Some(&status) });
-                return Err(fail(
-                    EXIT_FAILED,
-                    "not_live",
-                    &format!(
-                        "not live after {timeout} s (still {}); `svc ingress hints` says what to fix",
-                        status.deployment.state
-                    ),
-                ));
+                let left = progress.waited_out(&Left {
+                    deployment: d,
+                    revision,
+                    funded: funded.is_some(),
+                    status: Some(&status),
+                });
+                return Err(IngressError::NotLive {
+                    timeout,
+                    state: status.deployment.state,
+                    hints: status.hints.clone(),
+                    left,
+                });
             }
             _ => std::thread::sleep(Duration::from_millis(500)),
         }
@@ -683,18 +817,15 @@ impl Told {
 }
 
 /// `svc ingress status`
-pub(crate) fn status(t: &ProjectTarget) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let s: Status = call(&client, Method::GET, &path(&name, ""), None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&s);
-            return Ok(());
-        }
-        print!("{}", status_text(&s));
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn status(t: &ProjectTarget) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    let s: Status = call(&client, Method::GET, &path(&name, ""), None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&s);
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", status_text(&s));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What `svc ingress status` prints for people: state, funds, hostnames, validations, hints.
@@ -774,252 +905,231 @@ fn funding_text(s: &Status, now: i64) -> String {
 }
 
 /// `svc ingress logs`
-pub(crate) fn logs(t: &ProjectTarget, follow: bool, after: i64) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let mut cursor = after;
-        // Without --follow, JSON is one value: every entry up to now and the next cursor.
-        let mut collected = Vec::new();
-        loop {
-            let page: LogsResponse = call(&client, Method::GET, &path(&name, &format!("/logs?after={cursor}")), None)?;
-            for e in &page.entries {
-                if t.format == OutputFormat::Json && !follow {
-                    collected.push(e.clone());
-                } else if t.format == OutputFormat::Json {
-                    // --follow streams: one entry per line (JSON Lines), times in RFC 3339.
-                    let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
-                    crate::output::normalize_times(&mut v);
-                    println!("{v}");
-                } else {
-                    println!("{} {} {}", e.seq, e.source, e.line);
-                }
-            }
-            let more = page.next != cursor;
-            cursor = page.next;
-            if !follow && !more {
-                if t.format == OutputFormat::Json {
-                    print_json(&LogsResponse { entries: collected, next: cursor });
-                }
-                return Ok(());
-            }
-            if !more {
-                if crate::output::stdout_closed() {
-                    return Ok(());
-                }
-                std::thread::sleep(Duration::from_secs(1));
+pub(crate) fn logs(t: &ProjectTarget, follow: bool, after: i64) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    let mut cursor = after;
+    // Without --follow, JSON is one value: every entry up to now and the next cursor.
+    let mut collected = Vec::new();
+    loop {
+        let page: LogsResponse = call(&client, Method::GET, &path(&name, &format!("/logs?after={cursor}")), None)?;
+        for e in &page.entries {
+            if t.format == OutputFormat::Json && !follow {
+                collected.push(e.clone());
+            } else if t.format == OutputFormat::Json {
+                // --follow streams: one entry per line (JSON Lines), times in RFC 3339.
+                let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
+                crate::output::normalize_times(&mut v);
+                println!("{v}");
+            } else {
+                println!("{} {} {}", e.seq, e.source, e.line);
             }
         }
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+        let more = page.next != cursor;
+        cursor = page.next;
+        if !follow && !more {
+            if t.format == OutputFormat::Json {
+                print_json(&LogsResponse { entries: collected, next: cursor });
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        if !more {
+            if crate::output::stdout_closed() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
 }
 
 /// `svc ingress hints`
-pub(crate) fn hints(t: &ProjectTarget) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let h: HintsResponse = call(&client, Method::GET, &path(&name, "/hints"), None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&h);
-        } else if h.hints.is_empty() {
-            println!("nothing to fix: the deployment is {}", h.state);
-        } else {
-            print_hints(&h.hints, &mut std::io::stdout());
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn hints(t: &ProjectTarget) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    let h: HintsResponse = call(&client, Method::GET, &path(&name, "/hints"), None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&h);
+    } else if h.hints.is_empty() {
+        println!("nothing to fix: the deployment is {}", h.state);
+    } else {
+        print_hints(&h.hints, &mut std::io::stdout());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress executions`
-pub(crate) fn executions(t: &ProjectTarget, limit: Option<u16>, cursor: Option<&str>) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let rest = format!("/executions{}", crate::remote::page_query(limit, cursor));
-        let projection: Value = call(&client, Method::GET, &path(&name, &rest), None)?;
-        if t.format == OutputFormat::Json {
-            crate::output::print_json(&projection);
-        } else {
-            print!("{}", crate::remote::executions_text(&projection));
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn executions(
+    t: &ProjectTarget,
+    limit: Option<u16>,
+    cursor: Option<&str>,
+) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    let rest = format!("/executions{}", crate::remote::page_query(limit, cursor));
+    let projection: Value = call(&client, Method::GET, &path(&name, &rest), None)?;
+    if t.format == OutputFormat::Json {
+        crate::output::print_json(&projection);
+    } else {
+        print!("{}", crate::remote::executions_text(&projection));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress policy`
-pub(crate) fn policy(t: &ProjectTarget, revision: Option<u32>) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let rest = revision.map_or_else(|| "/policy".to_owned(), |r| format!("/policy?revision={r}"));
-        let p: PolicyResponse = call(&client, Method::GET, &path(&name, &rest), None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&p);
-        } else {
-            let serving = if p.active { "serving" } else { "not serving" };
-            println!("{} policy version {} ({serving}), published {}", p.project, p.policy_version, p.published_at);
-            println!("policy digest:   {}", p.policy_digest);
-            println!("authored digest: {}", p.authored_digest);
-            print_json(&p.policy);
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn policy(t: &ProjectTarget, revision: Option<u32>) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    let rest = revision.map_or_else(|| "/policy".to_owned(), |r| format!("/policy?revision={r}"));
+    let p: PolicyResponse = call(&client, Method::GET, &path(&name, &rest), None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&p);
+    } else {
+        let serving = if p.active { "serving" } else { "not serving" };
+        println!("{} policy version {} ({serving}), published {}", p.project, p.policy_version, p.published_at);
+        println!("policy digest:   {}", p.policy_digest);
+        println!("authored digest: {}", p.authored_digest);
+        print_json(&p.policy);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress fund`
-pub(crate) fn fund(t: &ProjectTarget, periods: Option<u64>) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        // The quote `deploy --no-fund` (or `status`) showed, while it can still be funded;
-        // a new one when there is none, it expired or is stale, or other periods are asked for.
-        let status: Status = call(&client, Method::GET, &path(&name, ""), None)?;
-        let shown =
-            status.latest_quote.as_ref().and_then(fundable).filter(|q| periods.is_none_or(|p| p == q.periods)).cloned();
-        let quote = match shown {
-            Some(quote) => quote,
-            None => {
-                let body = periods.map_or_else(|| json!({}), |p| json!({"periods": p}));
-                let quote: Quote = call(&client, Method::POST, &path(&name, "/quotes"), Some(body))?;
-                if t.format == OutputFormat::Text {
-                    println!("no open quote to fund: a new quote {}", quote.id);
-                }
-                quote
+pub(crate) fn fund(t: &ProjectTarget, periods: Option<u64>) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    // The quote `deploy --no-fund` (or `status`) showed, while it can still be funded;
+    // a new one when there is none, it expired or is stale, or other periods are asked for.
+    let status: Status = call(&client, Method::GET, &path(&name, ""), None)?;
+    let shown =
+        status.latest_quote.as_ref().and_then(fundable).filter(|q| periods.is_none_or(|p| p == q.periods)).cloned();
+    let quote = match shown {
+        Some(quote) => quote,
+        None => {
+            let body = periods.map_or_else(|| json!({}), |p| json!({"periods": p}));
+            let quote: Quote = call(&client, Method::POST, &path(&name, "/quotes"), Some(body))?;
+            if t.format == OutputFormat::Text {
+                println!("no open quote to fund: a new quote {}", quote.id);
             }
-        };
-        let text = t.format == OutputFormat::Text;
-        let (quote, entry) = fund_quote(&client, &name, quote, periods, &mut |line| {
-            if text {
-                println!("{line}");
-            }
-        })?;
-        if t.format == OutputFormat::Json {
-            print_json(&json!({"quote": quote, "entry": entry}));
-        } else {
-            println!("{}", quote_line(&quote));
-            println!("funded {} (ledger entry {})", money::usd(entry.amount_micros), entry.seq);
-            // How long the money lasts now (the fund already happened: a failure here is only
-            // the summary's).
-            if let Ok(after) = call::<Status>(&client, Method::GET, &path(&name, ""), None) {
-                print!("{}", funding_text(&after, relay_api::coordinator::store::now_ms()));
-            }
+            quote
         }
-        Ok(())
     };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+    let text = t.format == OutputFormat::Text;
+    let (quote, entry) = fund_quote(&client, &name, quote, periods, &mut |line| {
+        if text {
+            println!("{line}");
+        }
+    })?;
+    if t.format == OutputFormat::Json {
+        print_json(&json!({"quote": quote, "entry": entry}));
+    } else {
+        println!("{}", quote_line(&quote));
+        println!("funded {} (ledger entry {})", money::usd(entry.amount_micros), entry.seq);
+        // How long the money lasts now (the fund already happened: a failure here is only
+        // the summary's).
+        match call::<Status>(&client, Method::GET, &path(&name, ""), None) {
+            Ok(after) => print!("{}", funding_text(&after, relay_api::coordinator::store::now_ms())),
+            // Said as every failure is, but not the command's: the money is in.
+            Err(e) => drop(crate::failure::show(&e)),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress ledger`
-pub(crate) fn ledger(t: &ProjectTarget) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let l: LedgerResponse = call(&client, Method::GET, &path(&name, "/ledger"), None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&l);
-            return Ok(());
-        }
-        for e in &l.entries {
-            let kind = e.kind.as_str();
-            println!("{} {kind:<8} {:>14}  {}", e.seq, money::usd(e.amount_micros), e.note);
-        }
-        let b = &l.balance;
-        println!(
-            "funded {}, spent {}, refunded {}; {} in periods not started",
-            money::usd(b.funded_micros),
-            money::usd(b.spent_micros),
-            money::usd(b.refunded_micros),
-            money::usd(b.available_micros)
-        );
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn ledger(t: &ProjectTarget) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    let l: LedgerResponse = call(&client, Method::GET, &path(&name, "/ledger"), None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&l);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for e in &l.entries {
+        let kind = e.kind.as_str();
+        println!("{} {kind:<8} {:>14}  {}", e.seq, money::usd(e.amount_micros), e.note);
+    }
+    let b = &l.balance;
+    println!(
+        "funded {}, spent {}, refunded {}; {} in periods not started",
+        money::usd(b.funded_micros),
+        money::usd(b.spent_micros),
+        money::usd(b.refunded_micros),
+        money::usd(b.available_micros)
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress stop`
-pub(crate) fn stop(t: &ProjectTarget) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let d: Deployment = call(&client, Method::POST, &path(&name, "/stop"), None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&d);
-        } else {
-            println!("deployment {} is {}", d.id, d.state);
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn stop(t: &ProjectTarget) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    let d: Deployment = call(&client, Method::POST, &path(&name, "/stop"), None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&d);
+    } else {
+        println!("deployment {} is {}", d.id, d.state);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress hostname ...`
-pub(crate) fn hostname(command: &HostnameCommand) -> ExitCode {
+pub(crate) fn hostname(command: &HostnameCommand) -> Result<ExitCode, IngressError> {
     let (t, host, method, suffix) = match command {
         HostnameCommand::Add { hostname, target } => (target, hostname, Method::POST, String::new()),
         HostnameCommand::Verify { hostname, target } => (target, hostname, Method::POST, format!("/{hostname}/verify")),
         HostnameCommand::Remove { hostname, target } => (target, hostname, Method::DELETE, format!("/{hostname}")),
     };
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let body = matches!(command, HostnameCommand::Add { .. }).then(|| json!({"hostname": host}));
-        let r: HostnameResponse = call(&client, method.clone(), &path(&name, &format!("/hostnames{suffix}")), body)?;
-        // `verify` succeeds only once the records check out: a script can wait on its code.
-        let records_missing = matches!(command, HostnameCommand::Verify { .. })
-            && r.hostname.state == relay_api::coordinator::model::HostnameState::PendingDns;
-        let missing = || Err(ExitCode::from(EXIT_RECORDS_MISSING));
-        if t.format == OutputFormat::Json {
-            print_json(&r);
-            return if records_missing { missing() } else { Ok(()) };
+    let (client, name) = target(t)?;
+    let body = matches!(command, HostnameCommand::Add { .. }).then(|| json!({"hostname": host}));
+    let r: HostnameResponse = call(&client, method, &path(&name, &format!("/hostnames{suffix}")), body)?;
+    // `verify` succeeds only once the records check out: a script can wait on its code.
+    let records_missing = matches!(command, HostnameCommand::Verify { .. })
+        && r.hostname.state == relay_api::coordinator::model::HostnameState::PendingDns;
+    let missing = ExitCode::from(EXIT_RECORDS_MISSING);
+    if t.format == OutputFormat::Json {
+        print_json(&r);
+        return Ok(if records_missing { missing } else { ExitCode::SUCCESS });
+    }
+    let h = &r.hostname;
+    let state = h.state.as_str();
+    println!("hostname {} {state}", h.hostname);
+    if matches!(command, HostnameCommand::Add { .. }) {
+        println!("create these DNS records, then run `svc ingress hostname verify {}`:", h.hostname);
+        for record in &r.records {
+            println!("  {}", record.zone_line());
         }
-        let h = &r.hostname;
-        let state = h.state.as_str();
-        println!("hostname {} {state}", h.hostname);
-        if matches!(command, HostnameCommand::Add { .. }) {
-            println!("create these DNS records, then run `svc ingress hostname verify {}`:", h.hostname);
-            for record in &r.records {
-                println!("  {}", record.zone_line());
-            }
-        }
-        if !h.hints.is_empty() {
-            print_hints(&h.hints, &mut std::io::stdout());
-        }
-        if records_missing {
-            eprintln!(
-                "svc ingress hostname verify: {} is not verified yet: its DNS records are missing or wrong (above)",
-                h.hostname
-            );
-            return missing();
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+    }
+    if !h.hints.is_empty() {
+        print_hints(&h.hints, &mut std::io::stdout());
+    }
+    if records_missing {
+        eprintln!(
+            "svc ingress hostname verify: {} is not verified yet: its DNS records are missing or wrong (above)",
+            h.hostname
+        );
+        return Ok(missing);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Exit code of `hostname verify` while the hostname's DNS records are not all there.
 const EXIT_RECORDS_MISSING: u8 = 1;
 
 /// `svc ingress list`: every deployment of the organization, newest first, stopped ones too.
-pub(crate) fn list(t: &crate::args::RelayTarget) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let client = client(&t.relay, &t.trust)?;
-        let all: Vec<Deployment> = call(&client, Method::GET, "/api/ingress/deployments", None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&json!({ "deployments": all }));
-            return Ok(());
-        }
-        if all.is_empty() {
-            println!("no deployments yet: `svc ingress deploy` in a project's directory makes one");
-        }
-        for d in &all {
-            println!(
-                "{}  {}  {}  {}  created {}",
-                d.id,
-                d.project,
-                d.state,
-                d.url,
-                crate::output::rfc3339_ms(d.created_at)
-            );
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn list(t: &crate::args::RelayTarget) -> Result<ExitCode, IngressError> {
+    let client = client(&t.relay, &t.trust)?;
+    let all: Vec<Deployment> = call(&client, Method::GET, "/api/ingress/deployments", None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&json!({ "deployments": all }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if all.is_empty() {
+        println!("no deployments yet: `svc ingress deploy` in a project's directory makes one");
+    }
+    for d in &all {
+        println!(
+            "{}  {}  {}  {}  created {}",
+            d.id,
+            d.project,
+            d.state,
+            d.url,
+            crate::output::rfc3339_ms(d.created_at)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress schema`

@@ -12,61 +12,54 @@ use relay_api::coordinator::model::{LedgerEntry, RewardsSummary};
 use svc_execution::money::usd;
 
 use crate::args::{OutputFormat, PinsCommand, ProjectTarget, RelayTarget};
-use crate::deploy::{call, client, path, print_json, target};
+use crate::deploy::{IngressError, call, client, path, print_json, target};
 
 /// `svc ingress sessions`
-pub(crate) fn sessions(t: &ProjectTarget) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let r: SessionsResponse = call(&client, Method::GET, &path(&name, "/sessions"), None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&r);
-            return Ok(());
-        }
+pub(crate) fn sessions(t: &ProjectTarget) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    let r: SessionsResponse = call(&client, Method::GET, &path(&name, "/sessions"), None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&r);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<21} {:<8} {:>6} {:>14} {:>14} {:>14} {:>14}",
+        "session", "state", "period", "funded", "spent", "refundable", "refunded"
+    );
+    for s in &r.sessions {
+        let period = s.period_index.map_or_else(|| "-".to_owned(), |i| i.to_string());
         println!(
             "{:<21} {:<8} {:>6} {:>14} {:>14} {:>14} {:>14}",
-            "session", "state", "period", "funded", "spent", "refundable", "refunded"
+            s.id,
+            s.state.as_str(),
+            period,
+            usd(s.price_micros),
+            usd(s.spent_micros),
+            usd(s.refundable_micros),
+            usd(s.refunded_micros)
         );
-        for s in &r.sessions {
-            let period = s.period_index.map_or_else(|| "-".to_owned(), |i| i.to_string());
-            println!(
-                "{:<21} {:<8} {:>6} {:>14} {:>14} {:>14} {:>14}",
-                s.id,
-                s.state.as_str(),
-                period,
-                usd(s.price_micros),
-                usd(s.spent_micros),
-                usd(s.refundable_micros),
-                usd(s.refunded_micros)
-            );
-        }
-        let b = &r.balance;
-        println!(
-            "funded {} = spent {} + refundable {} + refunded {}",
-            usd(b.funded_micros),
-            usd(b.spent_micros),
-            usd(b.refundable_micros),
-            usd(b.refunded_micros)
-        );
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+    }
+    let b = &r.balance;
+    println!(
+        "funded {} = spent {} + refundable {} + refunded {}",
+        usd(b.funded_micros),
+        usd(b.spent_micros),
+        usd(b.refundable_micros),
+        usd(b.refunded_micros)
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress refund SESSION`
-pub(crate) fn refund(t: &ProjectTarget, session: &str) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let entry: LedgerEntry =
-            call(&client, Method::POST, &path(&name, &format!("/sessions/{session}/refund")), None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&entry);
-        } else {
-            println!("refunded {} of session {session} (ledger entry {})", usd(entry.amount_micros), entry.seq);
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn refund(t: &ProjectTarget, session: &str) -> Result<ExitCode, IngressError> {
+    let (client, name) = target(t)?;
+    let entry: LedgerEntry = call(&client, Method::POST, &path(&name, &format!("/sessions/{session}/refund")), None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&entry);
+    } else {
+        println!("refunded {} of session {session} (ledger entry {})", usd(entry.amount_micros), entry.seq);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_rewards(r: &RewardsSummary) {
@@ -88,59 +81,50 @@ fn print_rewards(r: &RewardsSummary) {
 }
 
 /// `svc ingress rewards`
-pub(crate) fn rewards(t: &RelayTarget) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let client = client(&t.relay, &t.trust)?;
-        let r: RewardsSummary = call(&client, Method::GET, "/api/ingress/rewards", None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&r);
-        } else {
-            print_rewards(&r);
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn rewards(t: &RelayTarget) -> Result<ExitCode, IngressError> {
+    let client = client(&t.relay, &t.trust)?;
+    let r: RewardsSummary = call(&client, Method::GET, "/api/ingress/rewards", None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&r);
+    } else {
+        print_rewards(&r);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress claim`
-pub(crate) fn claim(t: &RelayTarget) -> ExitCode {
-    let run = || -> Result<(), ExitCode> {
-        let client = client(&t.relay, &t.trust)?;
-        let r: ClaimResponse = call(&client, Method::POST, "/api/ingress/rewards/claim", None)?;
-        if t.format == OutputFormat::Json {
-            print_json(&r);
-        } else {
-            println!("claimed {} ({})", usd(r.amount_micros), r.claim_id);
-            print_rewards(&r.rewards);
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+pub(crate) fn claim(t: &RelayTarget) -> Result<ExitCode, IngressError> {
+    let client = client(&t.relay, &t.trust)?;
+    let r: ClaimResponse = call(&client, Method::POST, "/api/ingress/rewards/claim", None)?;
+    if t.format == OutputFormat::Json {
+        print_json(&r);
+    } else {
+        println!("claimed {} ({})", usd(r.amount_micros), r.claim_id);
+        print_rewards(&r.rewards);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `svc ingress pins list|add|remove`
-pub(crate) fn pins(command: &PinsCommand) -> ExitCode {
+pub(crate) fn pins(command: &PinsCommand) -> Result<ExitCode, IngressError> {
     let (t, method, suffix, body) = match command {
         PinsCommand::List { target } => (target, Method::GET, String::new(), None),
         PinsCommand::Add { digest, target } => (target, Method::POST, String::new(), Some(json!({"digest": digest}))),
         PinsCommand::Remove { digest, target } => (target, Method::DELETE, format!("/{digest}"), None),
     };
-    let run = || -> Result<(), ExitCode> {
-        let (client, name) = target(t)?;
-        let r: PinsResponse = call(&client, method.clone(), &path(&name, &format!("/pins{suffix}")), body.clone())?;
-        if t.format == OutputFormat::Json {
-            print_json(&r);
-            return Ok(());
-        }
-        println!("current validator: {} {}", r.current.version, r.current.digest);
-        if r.pins.is_empty() {
-            println!("no pins: project {name} accepts any validator version");
-        }
-        for pin in &r.pins {
-            let mark = if *pin == r.current.digest { " (current)" } else { "" };
-            println!("pinned {pin}{mark}");
-        }
-        Ok(())
-    };
-    run().err().unwrap_or(ExitCode::SUCCESS)
+    let (client, name) = target(t)?;
+    let r: PinsResponse = call(&client, method, &path(&name, &format!("/pins{suffix}")), body)?;
+    if t.format == OutputFormat::Json {
+        print_json(&r);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("current validator: {} {}", r.current.version, r.current.digest);
+    if r.pins.is_empty() {
+        println!("no pins: project {name} accepts any validator version");
+    }
+    for pin in &r.pins {
+        let mark = if *pin == r.current.digest { " (current)" } else { "" };
+        println!("pinned {pin}{mark}");
+    }
+    Ok(ExitCode::SUCCESS)
 }

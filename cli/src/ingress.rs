@@ -4,12 +4,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use relay_api::gateway::Gateway;
-use relay_api::gateway::file::GatewayFile;
-use relay_gateway_host::follow::Feed;
+use relay_api::gateway::file::{GatewayFile, GatewayFileError};
+use relay_api::gateway::{Gateway, GatewayError};
+use relay_gateway_host::follow::{Feed, FollowError};
 
-pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().ok()
+pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()
 }
 
 /// SIGTERM, or Ctrl-C (then the process exits 130 once what it started has stopped).
@@ -17,33 +17,84 @@ pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send 
     crate::output::graceful_shutdown()
 }
 
-fn fail(who: &str, message: &str) -> ExitCode {
-    eprintln!("{who}: {message}");
-    ExitCode::from(2)
+/// Why `svc gateway run` stopped (exit 2), said once as `svc gateway: ...`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GatewayRunError {
+    /// The gateway file cannot be read or is not valid.
+    #[error(transparent)]
+    File(GatewayFileError),
+    /// The coordinator's route feed cannot be opened.
+    #[error(transparent)]
+    Feed(FollowError),
+    /// No runtime.
+    #[error("cannot start the runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The gateway failed, starting or running.
+    #[error(transparent)]
+    Gateway(GatewayError),
+    /// The tunnel certificate file announced to the coordinator holds no certificate.
+    #[error("the tunnel certificate file holds no certificate")]
+    NoTunnelCertificate,
+    /// The gateway's task panicked or was cancelled.
+    #[error(transparent)]
+    Task(tokio::task::JoinError),
+}
+
+impl crate::failure::Failure for GatewayRunError {
+    fn exit_code(&self) -> u8 {
+        2
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        svc_http::ErrorBody::new("gateway_failed", self.to_string())
+    }
+
+    fn text(&self) -> String {
+        crate::failure::line("svc gateway", self)
+    }
+}
+
+/// Why `svc agent run` stopped (exit 2), said once as `svc agent: ...`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AgentRunError {
+    /// The agent's configuration cannot be read or is not valid.
+    #[error(transparent)]
+    Config(agent::config::ConfigError),
+    /// No runtime.
+    #[error("cannot start the runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The agent failed.
+    #[error(transparent)]
+    Run(agent::AgentError),
+}
+
+impl crate::failure::Failure for AgentRunError {
+    fn exit_code(&self) -> u8 {
+        2
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        svc_http::ErrorBody::new("agent_failed", self.to_string())
+    }
+
+    fn text(&self) -> String {
+        crate::failure::line("svc agent", self)
+    }
 }
 
 /// `svc gateway run --config FILE`: the routes are the file's (read again on SIGHUP), or
 /// its coordinator's route feed's.
-pub(crate) fn gateway(config_path: &Path) -> ExitCode {
-    let file = match GatewayFile::read(config_path) {
-        Ok(f) => f,
-        Err(e) => return fail("svc gateway", &e.to_string()),
-    };
-    let config = match file.config() {
-        Ok(c) => c,
-        Err(e) => return fail("svc gateway", &e.to_string()),
-    };
-    let feed = match file.coordinator.as_ref().map(Feed::open).transpose() {
-        Ok(feed) => feed,
-        Err(e) => return fail("svc gateway", &e.to_string()),
-    };
-    let Some(rt) = runtime() else { return fail("svc gateway", "cannot start the runtime") };
+pub(crate) fn gateway(config_path: &Path) -> Result<ExitCode, GatewayRunError> {
+    let file = GatewayFile::read(config_path).map_err(GatewayRunError::File)?;
+    let config = file.config().map_err(GatewayRunError::File)?;
+    let feed = file.coordinator.as_ref().map(Feed::open).transpose().map_err(GatewayRunError::Feed)?;
+    let rt = runtime().map_err(GatewayRunError::Runtime)?;
     let tunnel_cert_pem = config.tunnel_cert_pem.clone();
     let gateway = Gateway::new(config);
     gateway.set_routes(file.routes.clone());
     let path = config_path.to_owned();
     let result = rt.block_on(async move {
-        let (run, bound) = gateway.clone().start().await.map_err(|e| e.to_string())?;
+        let (run, bound) = gateway.clone().start().await.map_err(GatewayRunError::Gateway)?;
         // The addresses on standard output, as `svc relay serve` prints its own: standard
         // error is the log (JSON with SVC_LOG_FORMAT=json).
         crate::output::say(&format!(
@@ -54,7 +105,7 @@ pub(crate) fn gateway(config_path: &Path) -> ExitCode {
         if let Some(feed) = feed {
             let url = feed.url().to_owned();
             let Some(feed) = feed.announcing(&bound, &tunnel_cert_pem) else {
-                return Err("the tunnel certificate file holds no certificate".to_owned());
+                return Err(GatewayRunError::NoTunnelCertificate);
             };
             crate::output::say(&format!("svc gateway: routes from {url}"));
             tokio::spawn(relay_gateway_host::follow::follow(gateway.clone(), feed));
@@ -83,34 +134,25 @@ pub(crate) fn gateway(config_path: &Path) -> ExitCode {
         tokio::select! {
             r = run => match r {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(e.to_string()),
+                Ok(Err(e)) => Err(GatewayRunError::Gateway(e)),
+                Err(e) => Err(GatewayRunError::Task(e)),
             },
             () = shutdown_signal() => Ok(()),
         }
     });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("svc gateway", &e),
-    }
+    result.map(|()| ExitCode::SUCCESS)
 }
 
 /// `svc agent run --config FILE`
-pub(crate) fn agent(config_path: &Path) -> ExitCode {
-    let config = match agent::AgentConfig::read(config_path) {
-        Ok(c) => c,
-        Err(e) => return fail("svc agent", &e.to_string()),
-    };
+pub(crate) fn agent(config_path: &Path) -> Result<ExitCode, AgentRunError> {
+    let config = agent::AgentConfig::read(config_path).map_err(AgentRunError::Config)?;
     let state_dir = config_path.parent().map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
-    let Some(rt) = runtime() else { return fail("svc agent", "cannot start the runtime") };
+    let rt = runtime().map_err(AgentRunError::Runtime)?;
     let result = rt.block_on(async {
         tokio::select! {
             r = agent::run(config, &state_dir) => r,
             () = shutdown_signal() => Ok(()),
         }
     });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("svc agent", &e.to_string()),
-    }
+    result.map(|()| ExitCode::SUCCESS).map_err(AgentRunError::Run)
 }

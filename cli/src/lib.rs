@@ -16,6 +16,7 @@ mod data_dir;
 mod demo;
 mod deploy;
 mod economics;
+mod failure;
 mod ingress;
 mod lsp;
 mod manifest;
@@ -110,8 +111,11 @@ fn usage_error(e: &clap::Error, json: bool) -> ExitCode {
     ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }
 
-/// Runs a parsed command line and returns the process exit code.
+/// Runs a parsed command line and returns the process exit code. A command's typed error is
+/// said here, once ([`failure::report`]: its text, its envelope under `--format json`, its
+/// exit code), not where it happened.
 pub fn run(cli: Cli) -> ExitCode {
+    use failure::report;
     // The long-running servers log through `tracing`; client commands print their own lines.
     match &cli.command {
         Command::Serve(args) => output::start_logging(Some(args.listener.log_format)),
@@ -193,28 +197,28 @@ pub fn run(cli: Cli) -> ExitCode {
                         return ExitCode::from(2);
                     }
                 };
-                demo::run(demo::DemoSettings {
+                report(demo::run(demo::DemoSettings {
                     data_dir: data_dir.unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref())),
                     public: listen,
                     api: api_listen,
                     certificate_validity: std::time::Duration::from_secs(cert_validity_secs),
                     jobs,
-                })
+                }))
             }
             IngressCommand::Deploy { no_fund, no_wait, timeout, target } => {
-                deploy::deploy(&target, no_fund, no_wait, timeout)
+                report(deploy::deploy(&target, no_fund, no_wait, timeout))
             }
-            IngressCommand::Status { target } => deploy::status(&target),
-            IngressCommand::Logs { follow, after, target } => deploy::logs(&target, follow, after),
-            IngressCommand::Hints { target } => deploy::hints(&target),
+            IngressCommand::Status { target } => report(deploy::status(&target)),
+            IngressCommand::Logs { follow, after, target } => report(deploy::logs(&target, follow, after)),
+            IngressCommand::Hints { target } => report(deploy::hints(&target)),
             IngressCommand::Executions { limit, cursor, target } => {
-                deploy::executions(&target, limit, cursor.as_deref())
+                report(deploy::executions(&target, limit, cursor.as_deref()))
             }
-            IngressCommand::Policy { revision, target } => deploy::policy(&target, revision),
-            IngressCommand::Fund { periods, target } => deploy::fund(&target, periods),
-            IngressCommand::Ledger { target } => deploy::ledger(&target),
-            IngressCommand::Stop { target } => deploy::stop(&target),
-            IngressCommand::Hostname { command } => deploy::hostname(&command),
+            IngressCommand::Policy { revision, target } => report(deploy::policy(&target, revision)),
+            IngressCommand::Fund { periods, target } => report(deploy::fund(&target, periods)),
+            IngressCommand::Ledger { target } => report(deploy::ledger(&target)),
+            IngressCommand::Stop { target } => report(deploy::stop(&target)),
+            IngressCommand::Hostname { command } => report(deploy::hostname(&command)),
             IngressCommand::Schema => deploy::schema(),
             IngressCommand::Trust { data_dir, ca, remove } => {
                 let ca = ca.unwrap_or_else(|| {
@@ -222,19 +226,19 @@ pub fn run(cli: Cli) -> ExitCode {
                 });
                 trust::run(&trust::TrustRequest { ca, remove })
             }
-            IngressCommand::List { target } => deploy::list(&target),
-            IngressCommand::Sessions { target } => economics::sessions(&target),
-            IngressCommand::Refund { session, target } => economics::refund(&target, &session),
-            IngressCommand::Rewards { target } => economics::rewards(&target),
-            IngressCommand::Claim { target } => economics::claim(&target),
-            IngressCommand::Pins { command } => economics::pins(&command),
+            IngressCommand::List { target } => report(deploy::list(&target)),
+            IngressCommand::Sessions { target } => report(economics::sessions(&target)),
+            IngressCommand::Refund { session, target } => report(economics::refund(&target, &session)),
+            IngressCommand::Rewards { target } => report(economics::rewards(&target)),
+            IngressCommand::Claim { target } => report(economics::claim(&target)),
+            IngressCommand::Pins { command } => report(economics::pins(&command)),
             IngressCommand::Catalog { command } => catalog::run(&command),
         },
         Command::Relay { command } => match command {
             RelayCommand::Serve(args) => relay::serve(&args),
             RelayCommand::Admin { command } => relay::admin(&command),
         },
-        Command::Gateway { command: GatewayCommand::Run { config } } => ingress::gateway(&config),
-        Command::Agent { command: AgentCommand::Run { config } } => ingress::agent(&config),
+        Command::Gateway { command: GatewayCommand::Run { config } } => report(ingress::gateway(&config)),
+        Command::Agent { command: AgentCommand::Run { config } } => report(ingress::agent(&config)),
     }
 }

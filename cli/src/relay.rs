@@ -39,7 +39,7 @@ pub(crate) fn serve(args: &RelayServeArgs) -> ExitCode {
         Err(e) => return fail(&e.to_string()),
     }
     let scheme = if config.api_tls.is_some() { "https" } else { "http" };
-    let Some(rt) = runtime() else { return fail("cannot start the runtime") };
+    let Ok(rt) = runtime() else { return fail("cannot start the runtime") };
     let started_up = std::cell::Cell::new(false);
     let result = rt.block_on(coordinator::run(
         config,

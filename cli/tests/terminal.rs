@@ -202,6 +202,48 @@ fn every_json_command_fails_with_exactly_one_envelope() {
     assert!(ran >= 20, "the JSON commands are found in the tree: {ran}");
 }
 
+/// A command's error is said once, where the command returns (issue 43): a project file that
+/// cannot be read is one line of standard error naming its path (exit 2), the same line under
+/// `--format json` beside one envelope; an invalid one is its diagnostics, then the one line
+/// saying nothing was sent (exit 1).
+#[test]
+fn an_unreadable_or_invalid_project_file_is_said_once_naming_its_path() {
+    let dir = scratch("said-once");
+    let server = format!("http://127.0.0.1:{}", closed_port());
+    let missing = dir.path().join("missing").join("ingress.json").display().to_string();
+    let run = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        command(dir.path(), &server, &args).output().expect("svc runs")
+    };
+    let text = run(&["ingress", "status", "--config", &missing]);
+    let err = String::from_utf8_lossy(&text.stderr).into_owned();
+    assert_eq!(text.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "said once:\n{err}");
+    assert_eq!(err.matches(&missing).count(), 1, "the path, once:\n{err}");
+    assert!(
+        err.starts_with("svc ingress: cannot read the project file: ")
+            && err.ends_with("(use --config FILE, or --project NAME)\n"),
+        "{err}"
+    );
+    assert!(text.stdout.is_empty(), "nothing on standard output");
+    let json = run(&["ingress", "status", "--config", &missing, "--format", "json"]);
+    let envelope = assert_envelope("ingress status", &json);
+    assert_eq!(envelope["error"]["code"], "unreadable_file", "{envelope:#}");
+    assert_eq!(envelope["error"]["message"].as_str(), err.strip_prefix("svc ingress: ").map(str::trim_end));
+    assert_eq!(String::from_utf8_lossy(&json.stderr), err, "the same line under --format json");
+
+    let invalid = dir.path().join("ingress.json");
+    std::fs::write(&invalid, "{\"name\": 5}").expect("write");
+    let out = run(&["ingress", "status", "--config", &invalid.display().to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let said = format!("svc ingress: {} is not a valid project file; nothing was sent", invalid.display());
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.iter().filter(|l| **l == said).count(), 1, "said once:\n{err}");
+    assert_eq!(lines.last(), Some(&said.as_str()), "after the diagnostics:\n{err}");
+    assert!(lines[0].starts_with(&format!("{}: ", invalid.display())), "the diagnostics first:\n{err}");
+}
+
 /// A one-request HTTP server answering `status` with `body`; returns its base URL.
 fn answer_once(status: u16, body: &'static str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
