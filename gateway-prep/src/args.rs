@@ -156,7 +156,7 @@ mod tests {
 
     use super::*;
     use crate::check::{CheckError, CheckInputs};
-    use crate::init::InitOptions;
+    use crate::init::Settings;
 
     fn command(args: &[&str]) -> Command {
         Cli::try_parse_from([&["gateway-prep"], args].concat()).expect("parses").command
@@ -167,14 +167,14 @@ mod tests {
         let Command::Init(args) = command(&["init", "--root", "/nonexistent", "--limit-nofile", "1024"]) else {
             panic!("not init")
         };
-        let e = InitOptions::try_from(&*args).expect_err("refused");
+        let e = Settings::try_from(&*args).expect_err("refused");
         assert_eq!(
             e.to_string(),
             "--limit-nofile must be from 65536 to 1073741816; 1024 is outside that range",
             "{e:?}"
         );
         let Command::Init(args) = command(&["init", "--root", "/nonexistent"]) else { panic!("not init") };
-        assert_eq!(InitOptions::try_from(&*args).expect("the default").limit_nofile, crate::layout::LIMIT_NOFILE);
+        assert_eq!(Settings::try_from(&*args).expect("the default").limit_nofile, crate::layout::LIMIT_NOFILE);
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub mod args;
 pub mod check;
 pub mod init;
 pub mod run;
+#[cfg(any(test, feature = "test-support"))]
+pub mod scratch;
 
 // The operator key and the coordinator's API are shared with `svc gateway run`.
 pub use relay_gateway_host::{coordinator, key};

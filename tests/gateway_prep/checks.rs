@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::common::{FakeServer, MockDns, TempDir, TestCoordinator};
+use super::common::{FakeServer, MockDns, ScratchRoot, TestCoordinator};
 use gateway_prep::check::{CheckResult, Status, config, network, system};
 use gateway_prep::coordinator::CoordinatorClient;
 use gateway_prep::init::record::{Registration, VERSION};
@@ -28,7 +28,7 @@ fn gateway_json(admin: &str) -> String {
     )
 }
 
-fn write_tunnel(root: &TempDir) {
+fn write_tunnel(root: &ScratchRoot) {
     let pair = tunnel_cert("gw1.example.test").expect("cert");
     root.write("/etc/svc-gateway/tunnel.crt", &pair.cert_pem);
     root.write("/etc/svc-gateway/tunnel.key", &pair.key_pem);
@@ -37,7 +37,7 @@ fn write_tunnel(root: &TempDir) {
 
 #[test]
 fn the_gateway_configuration_passes_when_valid_and_fails_when_not() {
-    let root = TempDir::new("config-gateway");
+    let root = ScratchRoot::new("config-gateway");
     let missing = config::gateway(&root.root());
     assert_status(&missing, Status::Warn);
     assert!(missing.fix.as_deref().is_some_and(|f| f.contains("gateway-prep init")), "{missing:?}");
@@ -88,7 +88,7 @@ fn record(key: &OperatorKey) -> String {
 
 #[test]
 fn the_registration_passes_with_its_private_key_and_fails_otherwise() {
-    let root = TempDir::new("config-registration");
+    let root = ScratchRoot::new("config-registration");
     assert_status(&config::registration(&root.root()), Status::Warn);
 
     let key = OperatorKey::generate().expect("key");
@@ -123,7 +123,7 @@ fn the_registration_passes_with_its_private_key_and_fails_otherwise() {
 
 #[test]
 fn a_free_port_passes_and_a_taken_or_foreign_address_fails() {
-    let root = TempDir::new("ports");
+    let root = ScratchRoot::new("ports");
     let free = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
     assert_status(&network::port("ports.public", free, &root.root()), Status::Pass);
 
@@ -147,7 +147,7 @@ const LIMITS: &str = "Limit                     Soft Limit           Hard Limit 
 
 #[test]
 fn the_open_files_limit_passes_when_high_and_warns_when_low() {
-    let root = TempDir::new("nofile");
+    let root = ScratchRoot::new("nofile");
     assert_status(&system::nofile(&root.root()), Status::Warn);
     root.write("/proc/self/limits", &LIMITS.replace("SOFT", "1048576").replace("HARD", "1048576"));
     assert_status(&system::nofile(&root.root()), Status::Pass);
@@ -158,8 +158,8 @@ fn the_open_files_limit_passes_when_high_and_warns_when_low() {
     assert!(low.fix.as_deref().is_some_and(|f| f.contains("ulimit -n 65536")), "{low:?}");
 }
 
-fn sysctl_root(values: &[(&str, &str)]) -> TempDir {
-    let root = TempDir::new("sysctl");
+fn sysctl_root(values: &[(&str, &str)]) -> ScratchRoot {
+    let root = ScratchRoot::new("sysctl");
     for (name, value) in values {
         root.write(&format!("/proc/sys/{}", name.replace('.', "/")), &format!("{value}\n"));
     }
@@ -215,7 +215,7 @@ fn sysctls_pass_when_tuned_and_fail_or_warn_when_not() {
     // The unit's own limit is the bar: a smaller LimitNOFILE passes a smaller nr_open.
     assert_status(&system::sysctls(&bad.root(), 65_536)[0], Status::Pass);
     // Unreadable (not Linux, or hidden): a warning, never a pass.
-    let empty = TempDir::new("no-proc");
+    let empty = ScratchRoot::new("no-proc");
     assert!(system::sysctls(&empty.root(), 1_048_576).iter().all(|r| r.status == Status::Warn));
 }
 
@@ -236,7 +236,7 @@ fn pacing_passes_without_bbr_or_with_fq_and_warns_for_bbr_without_fq() {
     assert!(result.fix.as_deref().is_some_and(|f| f.contains("sysctl -w net.core.default_qdisc=fq")), "{result:?}");
 
     // Unreadable: a warning, never a pass.
-    let empty = TempDir::new("no-proc-pacing");
+    let empty = ScratchRoot::new("no-proc-pacing");
     assert_status(&system::pacing(&empty.root()), Status::Warn);
     let no_qdisc = sysctl_root(&[("net.ipv4.tcp_congestion_control", "bbr")]);
     assert_status(&system::pacing(&no_qdisc.root()), Status::Warn);
@@ -246,7 +246,7 @@ fn pacing_passes_without_bbr_or_with_fq_and_warns_for_bbr_without_fq() {
 
 #[test]
 fn the_clock_passes_when_timesyncd_says_synchronised_and_warns_otherwise() {
-    let root = TempDir::new("clock");
+    let root = ScratchRoot::new("clock");
     let nothing = system::clock_sync(&root.root());
     assert_status(&nothing, Status::Warn);
     assert!(nothing.found.contains("no time synchronisation found"), "{nothing:?}");
@@ -360,7 +360,7 @@ async fn a_dns_server_that_does_not_answer_fails_the_check() {
 
 #[test]
 fn disk_space_passes_above_the_minimum_and_fails_below() {
-    let root = TempDir::new("disk");
+    let root = ScratchRoot::new("disk");
     let ok = system::disk(&root.root(), Path::new("/var/lib/svc-gateway"), 1024 * 1024);
     assert_status(&ok, Status::Pass);
     assert!(ok.found.contains("MiB free on the file system of"), "{ok:?}");
@@ -374,7 +374,7 @@ fn disk_space_passes_above_the_minimum_and_fails_below() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_prints_json_and_exits_by_the_worst_status() {
     let coordinator = TestCoordinator::start().await;
-    let root = TempDir::new("binary");
+    let root = ScratchRoot::new("binary");
     root.write("/proc/self/limits", &LIMITS.replace("SOFT", "1048576").replace("HARD", "1048576"));
     root.write("/run/systemd/timesync/synchronized", "");
     for (name, value) in [
@@ -390,7 +390,7 @@ async fn the_binary_prints_json_and_exits_by_the_worst_status() {
     let free = |_| TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").to_string();
     let (public, tunnel) = (free(0), free(1));
     let run = |extra: &[&str]| {
-        let root_dir = root.0.display().to_string();
+        let root_dir = root.dir().display().to_string();
         let mut args =
             vec!["check", "--root", root_dir.as_str(), "--format", "json", "--coordinator", &coordinator.url];
         args.extend(["--public", public.as_str(), "--tunnel", tunnel.as_str(), "--hostname", "gw1.localhost"]);

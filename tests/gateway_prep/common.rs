@@ -1,14 +1,13 @@
-//! Shared test helpers: a fake root directory, a real coordinator in process on loopback,
-//! and a real DNS server on loopback (`pebble-challtestsrv`).
+//! Shared test helpers: a fake root directory (gateway-prep's own [`ScratchRoot`], which its
+//! unit tests use too), a real coordinator in process on loopback, and a real DNS server on
+//! loopback (`pebble-challtestsrv`).
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gateway_prep::Root;
-
+pub use gateway_prep::scratch::ScratchRoot;
 use relay_api::coordinator::{self, CoordinatorConfig, RelayStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -18,56 +17,11 @@ mod mock_dns;
 #[allow(unused_imports)] // init.rs needs no DNS
 pub use mock_dns::MockDns;
 
-/// A fresh empty directory (its path, and the guard that removes it on drop).
-pub struct TempDir(pub PathBuf, tempfile::TempDir);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        let guard = tempfile::Builder::new().prefix(&format!("gateway-prep-{name}-")).tempdir().expect("temp dir");
-        TempDir(guard.path().to_path_buf(), guard)
-    }
-
-    pub fn root(&self) -> Root {
-        Root::new(&self.0)
-    }
-
-    /// Writes the host file `path` under this root.
-    pub fn write(&self, path: &str, content: &str) -> PathBuf {
-        let real = self.root().path(path);
-        std::fs::create_dir_all(real.parent().expect("parent")).expect("dirs");
-        std::fs::write(&real, content).expect("write");
-        real
-    }
-
-    pub fn chmod(&self, path: &str, mode: u32) {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(self.root().path(path), std::fs::Permissions::from_mode(mode)).expect("chmod");
-    }
-
-    /// Every file under the root (relative paths), sorted.
-    pub fn files(&self) -> Vec<String> {
-        fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
-            for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    walk(&path, base, out);
-                } else {
-                    out.push(path.strip_prefix(base).expect("under").display().to_string());
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.0, &self.0, &mut out);
-        out.sort();
-        out
-    }
-}
-
 /// A relay coordinator running in this process on loopback, stopped on drop.
 pub struct TestCoordinator {
     pub url: String,
     pub api: SocketAddr,
-    pub data: TempDir,
+    pub data: ScratchRoot,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -80,9 +34,9 @@ impl TestCoordinator {
     /// A coordinator routing its deployments through `gateway_operator`'s hosts (`svc relay
     /// serve --gateway-operator`), else the default's.
     pub async fn start_as(gateway_operator: Option<&str>) -> TestCoordinator {
-        let data = TempDir::new("coordinator");
+        let data = ScratchRoot::new("coordinator");
         let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
-        let mut config = CoordinatorConfig::new(data.0.clone(), loopback, loopback, vec!["false".into()]);
+        let mut config = CoordinatorConfig::new(data.dir().to_owned(), loopback, loopback, vec!["false".into()]);
         if let Some(name) = gateway_operator {
             config.gateway_operator = name.to_owned();
         }
@@ -112,11 +66,11 @@ impl TestCoordinator {
 
     /// A new admission token for `operator`, valid for `ttl`.
     pub fn token(&self, operator: &str, ttl: Duration) -> String {
-        coordinator::issue_admission_token(&self.data.0, operator, ttl).expect("token").plaintext
+        coordinator::issue_admission_token(self.data.dir(), operator, ttl).expect("token").plaintext
     }
 
     pub fn store(&self) -> RelayStore {
-        RelayStore::open(&self.data.0).expect("store")
+        RelayStore::open(self.data.dir()).expect("store")
     }
 }
 

@@ -7,11 +7,11 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
-use super::common::{TempDir, TestCoordinator};
+use super::common::{ScratchRoot, TestCoordinator};
 use gateway_prep::check::{Status, config};
 use gateway_prep::init::files::Action;
 use gateway_prep::init::record::Registration;
-use gateway_prep::init::{InitError, InitOptions, InitReport, RegistrationAction, init};
+use gateway_prep::init::{InitError, InitReport, RegistrationAction, Settings, execute};
 use gateway_prep::key::OperatorKey;
 use gateway_prep::layout;
 use relay_api::gateway::file::GatewayFile;
@@ -20,29 +20,24 @@ const HOST: &str = "gw1.example.test";
 const UNIT: &str = "/etc/systemd/system/svc-gateway.service";
 const GATEWAY: &str = "/etc/svc-gateway/gateway.json";
 
-fn options(root: &TempDir, coordinator: &TestCoordinator, token: &str) -> InitOptions {
-    InitOptions {
-        root: root.root(),
-        coordinator: Some(coordinator.url.clone()),
-        coordinator_ca: None,
-        admission_token: Some(token.to_owned()),
-        operator: Some("north".into()),
-        hostname: Some(HOST.into()),
-        public: Some(layout::PUBLIC.parse().expect("addr")),
-        tunnel: Some(layout::TUNNEL.parse().expect("addr")),
-        admin: Some(layout::ADMIN.parse().expect("addr")),
-        svc_binary: layout::SVC_BINARY.into(),
-        limit_nofile: layout::LIMIT_NOFILE,
-        dry_run: false,
-        force: false,
-    }
+/// Settings as `gateway-prep init` gives them for these flags: every address at its default.
+fn options(root: &ScratchRoot, coordinator: &TestCoordinator, token: &str) -> Settings {
+    let mut settings = Settings::new(root.root());
+    settings.coordinator = Some(coordinator.url.clone());
+    settings.admission_token = Some(token.to_owned());
+    settings.operator = Some("north".into());
+    settings.hostname = Some(HOST.into());
+    settings.public = Some(layout::PUBLIC.parse().expect("addr"));
+    settings.tunnel = Some(layout::TUNNEL.parse().expect("addr"));
+    settings.admin = Some(layout::ADMIN.parse().expect("addr"));
+    settings
 }
 
 fn actions(report: &InitReport) -> Vec<(String, Action)> {
     report.files.iter().map(|f| (f.path.clone(), f.action)).collect()
 }
 
-fn mode(root: &TempDir, path: &str) -> u32 {
+fn mode(root: &ScratchRoot, path: &str) -> u32 {
     std::fs::metadata(root.root().path(path)).expect("exists").permissions().mode() & 0o777
 }
 
@@ -58,11 +53,11 @@ const FILES: [(&str, u32); 6] = [
 #[tokio::test]
 async fn a_dry_run_reports_every_file_and_the_registration_and_writes_nothing() {
     let coordinator = TestCoordinator::start().await;
-    let root = TempDir::new("dry-run");
+    let root = ScratchRoot::new("dry-run");
     let token = coordinator.token("north", Duration::from_secs(600));
     let mut opts = options(&root, &coordinator, &token);
     opts.dry_run = true;
-    let report = init(&opts).await.expect("dry run");
+    let report = execute(&opts).await.expect("dry run");
     assert!(report.dry_run);
     let expected: Vec<(String, Action)> = FILES.iter().map(|(p, _)| (p.to_string(), Action::Create)).collect();
     assert_eq!(actions(&report), expected);
@@ -79,17 +74,17 @@ async fn a_dry_run_reports_every_file_and_the_registration_and_writes_nothing() 
     assert!(coordinator.store().admitted_gateways().expect("list").is_empty(), "nothing registered");
     // The token is still good for the real run.
     opts.dry_run = false;
-    init(&opts).await.expect("the real run");
+    execute(&opts).await.expect("the real run");
 }
 
 #[tokio::test]
 async fn the_first_run_registers_and_writes_the_second_changes_nothing() {
     let coordinator = TestCoordinator::start().await;
-    let root = TempDir::new("twice");
+    let root = ScratchRoot::new("twice");
     let token = coordinator.token("north", Duration::from_secs(600));
     let opts = options(&root, &coordinator, &token);
 
-    let first = init(&opts).await.expect("first run");
+    let first = execute(&opts).await.expect("first run");
     let expected: Vec<(String, Action)> = FILES.iter().map(|(p, _)| (p.to_string(), Action::Create)).collect();
     assert_eq!(actions(&first), expected);
     for (path, want) in FILES {
@@ -123,14 +118,14 @@ async fn the_first_run_registers_and_writes_the_second_changes_nothing() {
     assert!(feed_check.found.contains(&admitted[0].id), "{feed_check:?}");
 
     let before: Vec<(String, Vec<u8>)> =
-        root.files().into_iter().map(|f| (f.clone(), std::fs::read(root.0.join(&f)).expect("read"))).collect();
-    let second = init(&opts).await.expect("second run");
+        root.files().into_iter().map(|f| (f.clone(), std::fs::read(root.dir().join(&f)).expect("read"))).collect();
+    let second = execute(&opts).await.expect("second run");
     assert!(second.unchanged(), "{}", second.text());
     let unchanged: Vec<(String, Action)> = FILES.iter().map(|(p, _)| (p.to_string(), Action::Unchanged)).collect();
     assert_eq!(actions(&second), unchanged);
     assert_eq!(second.registration.action, RegistrationAction::Unchanged);
     let after: Vec<(String, Vec<u8>)> =
-        root.files().into_iter().map(|f| (f.clone(), std::fs::read(root.0.join(&f)).expect("read"))).collect();
+        root.files().into_iter().map(|f| (f.clone(), std::fs::read(root.dir().join(&f)).expect("read"))).collect();
     assert_eq!(before, after, "no byte changed");
     assert_eq!(coordinator.store().admitted_gateways().expect("list"), admitted, "not registered again");
 
@@ -138,22 +133,22 @@ async fn the_first_run_registers_and_writes_the_second_changes_nothing() {
     let mut edited: serde_json::Value = serde_json::from_str(&root.root().read(GATEWAY).expect("read")).expect("json");
     edited["routes"] = serde_json::json!([{"routeId": "rt_1", "hostnames": ["a.example.test"], "routePublicKey": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}]);
     root.write(GATEWAY, &serde_json::to_string_pretty(&edited).expect("json"));
-    let routes_only = init(&opts).await.expect("routes are the gateway's");
+    let routes_only = execute(&opts).await.expect("routes are the gateway's");
     assert!(routes_only.unchanged(), "{}", routes_only.text());
     let mut moved = options(&root, &coordinator, "not needed any more");
     moved.admin = Some("127.0.0.1:9999".parse().expect("addr"));
-    let third = init(&moved).await.expect("a new metrics address");
+    let third = execute(&moved).await.expect("a new metrics address");
     assert_eq!(third.files[3].action, Action::Update, "{}", third.text());
     let gateway = GatewayFile::read(&root.root().path(GATEWAY)).expect("gateway.json");
     assert_eq!(gateway.admin.port(), 9999);
     assert_eq!(gateway.routes.len(), 1, "the routes survive");
-    assert!(init(&moved).await.expect("again").unchanged());
+    assert!(execute(&moved).await.expect("again").unchanged());
 
     // A bare re-run (no address flags) keeps the configured addresses: it used to write the
     // defaults back over them and exit 0.
     let mut bare = options(&root, &coordinator, "not needed any more");
     (bare.public, bare.tunnel, bare.admin) = (None, None, None);
-    let rerun = init(&bare).await.expect("a bare re-run");
+    let rerun = execute(&bare).await.expect("a bare re-run");
     assert!(rerun.unchanged(), "{}", rerun.text());
     assert_eq!(GatewayFile::read(&root.root().path(GATEWAY)).expect("gateway.json").admin.port(), 9999);
 }
@@ -161,14 +156,14 @@ async fn the_first_run_registers_and_writes_the_second_changes_nothing() {
 #[tokio::test]
 async fn a_hand_edited_file_is_refused_without_force_and_replaced_with_it() {
     let coordinator = TestCoordinator::start().await;
-    let root = TempDir::new("edited");
+    let root = ScratchRoot::new("edited");
     let token = coordinator.token("north", Duration::from_secs(600));
     let mut opts = options(&root, &coordinator, &token);
-    init(&opts).await.expect("first run");
+    execute(&opts).await.expect("first run");
 
     let edited = root.root().read(UNIT).expect("unit").replace("LimitNOFILE=1048576", "LimitNOFILE=4096");
     root.write(UNIT, &edited);
-    let refused = init(&opts).await.expect_err("the unit changed");
+    let refused = execute(&opts).await.expect_err("the unit changed");
     assert!(matches!(&refused, InitError::Changed(files) if files == &[UNIT.to_owned()]), "{refused:?}");
     assert_eq!(refused.exit_code(), 2);
     assert!(refused.to_string().contains(UNIT) && refused.to_string().contains("--force"), "{refused}");
@@ -176,25 +171,25 @@ async fn a_hand_edited_file_is_refused_without_force_and_replaced_with_it() {
 
     // A dry run shows it as changed.
     opts.dry_run = true;
-    let dry = init(&opts).await.expect("dry run");
+    let dry = execute(&opts).await.expect("dry run");
     assert_eq!(dry.files[4].action, Action::Changed);
     assert_eq!(root.root().read(UNIT).expect("unit"), edited);
 
     opts.dry_run = false;
     opts.force = true;
-    let forced = init(&opts).await.expect("forced");
+    let forced = execute(&opts).await.expect("forced");
     assert_eq!(forced.files[4].action, Action::Replace);
     assert!(root.root().read(UNIT).expect("unit").contains("LimitNOFILE=1048576\n"));
     opts.force = false;
-    assert!(init(&opts).await.expect("after force").unchanged());
+    assert!(execute(&opts).await.expect("after force").unchanged());
 
     // A file init never wrote counts as changed too.
-    let fresh = TempDir::new("foreign");
+    let fresh = ScratchRoot::new("foreign");
     fresh.write(UNIT, "[Service]\nExecStart=/bin/true\n");
     let token = coordinator.token("north", Duration::from_secs(600));
     let mut other = options(&fresh, &coordinator, &token);
     other.hostname = Some("gw2.example.test".into());
-    let refused = init(&other).await.expect_err("a foreign unit");
+    let refused = execute(&other).await.expect_err("a foreign unit");
     assert!(matches!(refused, InitError::Changed(_)), "{refused:?}");
     assert_eq!(fresh.files(), ["etc/systemd/system/svc-gateway.service"], "nothing written, nothing registered");
     assert_eq!(coordinator.store().admitted_gateways().expect("list").len(), 1);
@@ -203,7 +198,7 @@ async fn a_hand_edited_file_is_refused_without_force_and_replaced_with_it() {
     let foreign = OperatorKey::generate().expect("key");
     root.write("/etc/svc-gateway/operator.key", foreign.pem());
     opts.force = true;
-    let conflict = init(&opts).await.expect_err("not the registered key");
+    let conflict = execute(&opts).await.expect_err("not the registered key");
     assert!(matches!(conflict, InitError::Conflict(_)), "{conflict:?}");
     assert!(conflict.to_string().contains("not the key registered"), "{conflict}");
 }
@@ -212,8 +207,8 @@ async fn a_hand_edited_file_is_refused_without_force_and_replaced_with_it() {
 async fn unknown_expired_and_reused_admission_tokens_are_refused() {
     let coordinator = TestCoordinator::start().await;
 
-    let root = TempDir::new("unknown");
-    let refused = init(&options(&root, &coordinator, "adm_0000")).await.expect_err("unknown token");
+    let root = ScratchRoot::new("unknown");
+    let refused = execute(&options(&root, &coordinator, "adm_0000")).await.expect_err("unknown token");
     assert_eq!(refused.refusal_code(), Some("admission_token_unknown"), "{refused}");
     assert!(refused.to_string().contains("403") && refused.to_string().contains("new admission token"), "{refused}");
     assert_eq!(refused.exit_code(), 2);
@@ -222,29 +217,29 @@ async fn unknown_expired_and_reused_admission_tokens_are_refused() {
 
     let expired = coordinator.token("north", Duration::ZERO);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let refused = init(&options(&root, &coordinator, &expired)).await.expect_err("expired token");
+    let refused = execute(&options(&root, &coordinator, &expired)).await.expect_err("expired token");
     assert_eq!(refused.refusal_code(), Some("admission_token_expired"), "{refused}");
 
     let token = coordinator.token("north", Duration::from_secs(600));
-    init(&options(&root, &coordinator, &token)).await.expect("admitted");
-    let other = TempDir::new("reused");
+    execute(&options(&root, &coordinator, &token)).await.expect("admitted");
+    let other = ScratchRoot::new("reused");
     let mut again = options(&other, &coordinator, &token);
     again.hostname = Some("gw2.example.test".into());
-    let refused = init(&again).await.expect_err("reused token");
+    let refused = execute(&again).await.expect_err("reused token");
     assert_eq!(refused.refusal_code(), Some("admission_token_used"), "{refused}");
     assert!(refused.to_string().contains("409"), "{refused}");
 
     let token = coordinator.token("north", Duration::from_secs(600));
     let mut wrong = options(&other, &coordinator, &token);
     wrong.operator = Some("south".into());
-    let refused = init(&wrong).await.expect_err("another operator's token");
+    let refused = execute(&wrong).await.expect_err("another operator's token");
     assert_eq!(refused.refusal_code(), Some("admission_operator_mismatch"), "{refused}");
     assert_eq!(coordinator.store().admitted_gateways().expect("list").len(), 1);
 
     // Without a token nothing is sent.
     let mut none = options(&other, &coordinator, "");
     none.admission_token = None;
-    let usage = init(&none).await.expect_err("no token");
+    let usage = execute(&none).await.expect_err("no token");
     assert!(matches!(usage, InitError::Usage(_)) && usage.exit_code() == 64, "{usage:?}");
 }
 
@@ -256,11 +251,11 @@ async fn unknown_expired_and_reused_admission_tokens_are_refused() {
 async fn svc_gateway_run_on_what_init_wrote_follows_the_coordinators_route_feed() {
     use std::io::BufRead as _;
     let coordinator = TestCoordinator::start().await;
-    let root = TempDir::new("follow");
+    let root = ScratchRoot::new("follow");
     let token = coordinator.token("north", Duration::from_secs(600));
     let loopback = "127.0.0.1:0";
     let init = std::process::Command::new(svc_e2e::service::gateway_prep_binary())
-        .args(["init", "--root", &root.0.to_string_lossy(), "--coordinator", &coordinator.url])
+        .args(["init", "--root", &root.dir().to_string_lossy(), "--coordinator", &coordinator.url])
         .args(["--admission-token", &token, "--hostname", HOST])
         .args(["--public", loopback, "--tunnel", loopback, "--admin", loopback])
         .output()
@@ -318,7 +313,7 @@ async fn svc_gateway_run_on_what_init_wrote_follows_the_coordinators_route_feed(
     // address and its tunnel certificate's digest, which agents pin.
     coordinator.store().invite("acme").expect("an invited organization");
     let token = relay_api::coordinator::issue_token(
-        &coordinator.data.0,
+        coordinator.data.dir(),
         "acme",
         relay_api::coordinator::store::TokenRole::Customer,
         None,
@@ -354,9 +349,9 @@ async fn svc_gateway_run_on_what_init_wrote_follows_the_coordinators_route_feed(
 #[tokio::test]
 async fn the_feed_check_catches_a_file_following_another_operator_a_wrong_key_or_no_coordinator() {
     let coordinator = TestCoordinator::start().await;
-    let root = TempDir::new("feed-check");
+    let root = ScratchRoot::new("feed-check");
     let token = coordinator.token("north", Duration::from_secs(600));
-    init(&options(&root, &coordinator, &token)).await.expect("init");
+    execute(&options(&root, &coordinator, &token)).await.expect("init");
     assert_eq!(config::feed(&root.root()).status, Status::Pass);
     let written = root.root().read(GATEWAY).expect("gateway.json");
     let edit = |change: &dyn Fn(&mut serde_json::Value)| {
@@ -401,13 +396,13 @@ async fn the_feed_check_catches_a_file_following_another_operator_a_wrong_key_or
 #[tokio::test(flavor = "multi_thread")]
 async fn init_and_check_warn_when_the_coordinator_routes_for_another_operator() {
     let coordinator = TestCoordinator::start().await;
-    let root = TempDir::new("other-operator");
+    let root = ScratchRoot::new("other-operator");
     let token = coordinator.token("north", Duration::from_secs(600));
     let mut dry = options(&root, &coordinator, &token);
     dry.dry_run = true;
-    let report = init(&dry).await.expect("a dry run");
+    let report = execute(&dry).await.expect("a dry run");
     assert_eq!(report.warnings.len(), 1, "the dry run warns too: {report:?}");
-    let report = init(&options(&root, &coordinator, &token)).await.expect("registered");
+    let report = execute(&options(&root, &coordinator, &token)).await.expect("registered");
     let [warning] = &report.warnings[..] else { panic!("one warning: {report:?}") };
     assert!(
         warning.contains("registered as operator \"north\"")
@@ -419,7 +414,7 @@ async fn init_and_check_warn_when_the_coordinator_routes_for_another_operator() 
     assert_eq!(json["warnings"][0], warning.as_str(), "{json}");
     // The binary says it on standard error, and `check` as `coordinator.operator`.
     let gateway_prep = svc_e2e::service::gateway_prep_binary();
-    let root_dir = root.0.display().to_string();
+    let root_dir = root.dir().display().to_string();
     let out = tokio::task::block_in_place(|| {
         std::process::Command::new(&gateway_prep).args(["init", "--root", &root_dir]).output().expect("init runs")
     });
@@ -440,9 +435,9 @@ async fn init_and_check_warn_when_the_coordinator_routes_for_another_operator() 
 
     // A coordinator that routes for north: no warning, and the check passes.
     let north = TestCoordinator::start_as(Some("north")).await;
-    let root = TempDir::new("same-operator");
+    let root = ScratchRoot::new("same-operator");
     let token = north.token("north", Duration::from_secs(600));
-    let report = init(&options(&root, &north, &token)).await.expect("registered");
+    let report = execute(&options(&root, &north, &token)).await.expect("registered");
     assert!(report.warnings.is_empty(), "{report:?}");
     assert!(!serde_json::to_string(&report).expect("json").contains("warnings"), "no warnings key when none");
     let client = gateway_prep::coordinator::CoordinatorClient::new(&north.url, None).expect("a client");

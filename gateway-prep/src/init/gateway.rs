@@ -61,12 +61,11 @@ pub fn text(file: &GatewayFile) -> String {
 mod tests {
     use super::*;
     use crate::Root;
-    use crate::init::InitOptions;
 
-    fn settings(change: impl FnOnce(&mut InitOptions)) -> Settings {
-        let mut opts = InitOptions::new(Root::new("/nonexistent"));
-        change(&mut opts);
-        Settings::try_from(&opts).expect("valid")
+    fn settings(change: impl FnOnce(&mut Settings)) -> Settings {
+        let mut settings = Settings::new(Root::new("/nonexistent"));
+        change(&mut settings);
+        settings
     }
 
     #[test]

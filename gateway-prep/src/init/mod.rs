@@ -31,16 +31,10 @@ mod fixture;
 
 pub use error::InitError;
 pub use report::{InitReport, RegistrationAction, RegistrationReport};
-pub use settings::{InitOptions, Settings, SettingsError};
+pub use settings::{Settings, SettingsError};
 
 use plan::Plan;
 use warnings::operator_warnings;
-
-/// Runs init as `opts` asks: settles the flags, plans, then applies the plan (or, in a dry
-/// run, reports it).
-pub async fn init(opts: &InitOptions) -> Result<InitReport, InitError> {
-    execute(&Settings::try_from(opts)?).await
-}
 
 /// Runs init with checked settings: plans (refusing a changed file, a host registered
 /// elsewhere, a missing flag), then applies the plan, or in a dry run reports it with the

@@ -246,8 +246,7 @@ mod tests {
     #[test]
     fn flags_the_record_cannot_stand_for_are_needed() {
         let host = Host::new();
-        let needed = |change: fn(&mut crate::init::InitOptions)| match Plan::new(&host.settings(change))
-            .expect_err("a flag is needed")
+        let needed = |change: fn(&mut Settings)| match Plan::new(&host.settings(change)).expect_err("a flag is needed")
         {
             InitError::Usage(e) => e.flag(),
             other => panic!("not a usage error: {other:?}"),

@@ -1,89 +1,13 @@
-//! Init's settings: the flags ([`InitOptions`], as parsed or as a library caller gives them)
-//! checked and normalized in one step ([`Settings`]), before any file is read. A value that cannot be used is refused naming its flag; a flag that is
-//! needed only because the host is not registered yet is refused by the plan (it alone reads
-//! the registration record), with the same error type.
+//! Init's settings: the flags ([`InitArgs`]) checked and normalized in one step
+//! ([`Settings`]), before any file is read. A value that cannot be used is refused naming its
+//! flag; a flag that is needed only because the host is not registered yet is refused by the
+//! plan (it alone reads the registration record), with the same error type.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::args::{ArgsError, InitArgs, LIMIT_NOFILE_RANGE};
 use crate::{Root, layout};
-
-/// What init is asked to do, as given (the command line's `TryFrom<&InitArgs>` refuses an
-/// out-of-range `--limit-nofile` already): [`Settings`] checks the rest.
-#[derive(Debug, Clone)]
-pub struct InitOptions {
-    /// The host's files.
-    pub root: Root,
-    /// The coordinator's base URL (default: the record's).
-    pub coordinator: Option<String>,
-    /// Roots to trust for an https coordinator.
-    pub coordinator_ca: Option<PathBuf>,
-    /// The admission token (needed only to register).
-    pub admission_token: Option<String>,
-    /// The operator name the token was issued to, if given.
-    pub operator: Option<String>,
-    /// The gateway's public hostname (default: the record's).
-    pub hostname: Option<String>,
-    /// The public TLS address (`None`: the existing configuration's, else the default).
-    pub public: Option<SocketAddr>,
-    /// The tunnel address (`None`: as for `public`).
-    pub tunnel: Option<SocketAddr>,
-    /// The metrics address (`None`: as for `public`).
-    pub admin: Option<SocketAddr>,
-    /// The `svc` binary the unit runs.
-    pub svc_binary: PathBuf,
-    /// The unit's `LimitNOFILE=`.
-    pub limit_nofile: u64,
-    /// Report only.
-    pub dry_run: bool,
-    /// Replace changed files.
-    pub force: bool,
-}
-
-impl InitOptions {
-    /// The command line's defaults for a host under `root`: every flag unset.
-    pub fn new(root: Root) -> InitOptions {
-        InitOptions {
-            root,
-            coordinator: None,
-            coordinator_ca: None,
-            admission_token: None,
-            operator: None,
-            hostname: None,
-            public: None,
-            tunnel: None,
-            admin: None,
-            svc_binary: PathBuf::from(layout::SVC_BINARY),
-            limit_nofile: layout::LIMIT_NOFILE,
-            dry_run: false,
-            force: false,
-        }
-    }
-}
-
-impl TryFrom<&InitArgs> for InitOptions {
-    type Error = ArgsError;
-
-    /// The options from the command line; an out-of-range `--limit-nofile` is refused.
-    fn try_from(args: &InitArgs) -> Result<InitOptions, ArgsError> {
-        Ok(InitOptions {
-            root: Root::new(&args.host.root),
-            coordinator: args.host.coordinator.clone(),
-            coordinator_ca: args.host.coordinator_ca.clone(),
-            admission_token: args.admission_token.clone(),
-            operator: args.operator.clone(),
-            hostname: args.host.hostname.clone(),
-            public: args.public,
-            tunnel: args.tunnel,
-            admin: args.admin,
-            svc_binary: args.svc_binary.clone(),
-            limit_nofile: ArgsError::check("--limit-nofile", LIMIT_NOFILE_RANGE, args.limit_nofile)?,
-            dry_run: args.dry_run,
-            force: args.force,
-        })
-    }
-}
 
 /// A flag whose value cannot be used, or one that is needed and was not given: a usage
 /// error (exit 64). Each names its flag ([`SettingsError::flag`]).
@@ -118,8 +42,9 @@ impl SettingsError {
     }
 }
 
-/// What init is asked to do, checked: built only by `Settings::try_from` (from the parsed
-/// flags or from [`InitOptions`]).
+/// What init is asked to do, checked: from the command line by `Settings::try_from`; a
+/// library caller (a test) starts from [`Settings::new`] and sets the fields it needs, as
+/// the checked flags would give them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Settings {
@@ -154,39 +79,51 @@ pub struct Settings {
     pub force: bool,
 }
 
-impl TryFrom<&InitOptions> for Settings {
-    type Error = SettingsError;
-
-    /// Checks every flag's value; reads nothing.
-    fn try_from(opts: &InitOptions) -> Result<Settings, SettingsError> {
-        let hostname = match &opts.hostname {
-            Some(h) => Some(relay_dns::customer_hostname(h.trim()).map_err(SettingsError::Hostname)?),
-            None => None,
-        };
-        Ok(Settings {
-            root: opts.root.clone(),
-            hostname,
-            coordinator: opts.coordinator.as_deref().map(|c| c.trim().trim_end_matches('/').to_owned()),
-            coordinator_ca: opts.coordinator_ca.clone(),
-            admission_token: opts.admission_token.as_deref().map(|t| t.trim().to_owned()),
-            operator: opts.operator.clone(),
-            public: opts.public,
-            tunnel: opts.tunnel,
-            admin: opts.admin,
-            svc_binary: opts.svc_binary.clone(),
-            limit_nofile: ArgsError::check("--limit-nofile", LIMIT_NOFILE_RANGE, opts.limit_nofile)?,
-            dry_run: opts.dry_run,
-            force: opts.force,
-        })
+impl Settings {
+    /// The command line's defaults for a host under `root`: every flag unset.
+    pub fn new(root: Root) -> Settings {
+        Settings {
+            root,
+            hostname: None,
+            coordinator: None,
+            coordinator_ca: None,
+            admission_token: None,
+            operator: None,
+            public: None,
+            tunnel: None,
+            admin: None,
+            svc_binary: PathBuf::from(layout::SVC_BINARY),
+            limit_nofile: layout::LIMIT_NOFILE,
+            dry_run: false,
+            force: false,
+        }
     }
 }
 
 impl TryFrom<&InitArgs> for Settings {
     type Error = SettingsError;
 
-    /// The settings from the command line, in one step.
+    /// The settings from the command line, every flag's value checked; reads nothing.
     fn try_from(args: &InitArgs) -> Result<Settings, SettingsError> {
-        Settings::try_from(&InitOptions::try_from(args)?)
+        let hostname = match &args.host.hostname {
+            Some(h) => Some(relay_dns::customer_hostname(h.trim()).map_err(SettingsError::Hostname)?),
+            None => None,
+        };
+        Ok(Settings {
+            root: Root::new(&args.host.root),
+            hostname,
+            coordinator: args.host.coordinator.as_deref().map(|c| c.trim().trim_end_matches('/').to_owned()),
+            coordinator_ca: args.host.coordinator_ca.clone(),
+            admission_token: args.admission_token.as_deref().map(|t| t.trim().to_owned()),
+            operator: args.operator.clone(),
+            public: args.public,
+            tunnel: args.tunnel,
+            admin: args.admin,
+            svc_binary: args.svc_binary.clone(),
+            limit_nofile: ArgsError::check("--limit-nofile", LIMIT_NOFILE_RANGE, args.limit_nofile)?,
+            dry_run: args.dry_run,
+            force: args.force,
+        })
     }
 }
 
@@ -225,6 +162,7 @@ mod tests {
         assert_eq!(s.root, Root::new("/nonexistent"));
         assert!(!s.dry_run && !s.force);
         let bare = settings(&[]).expect("every flag may be left to the record");
+        assert_eq!(bare, Settings::new(Root::new("/nonexistent")), "a library caller starts from the same defaults");
         assert_eq!((bare.hostname, bare.coordinator, bare.admission_token), (None, None, None));
     }
 
@@ -239,9 +177,6 @@ mod tests {
             assert_eq!(e.flag(), "--hostname");
             assert!(e.to_string().starts_with("--hostname: invalid hostname `"), "{e}");
         }
-        // A library caller's options are checked as the command line's are.
-        let opts = InitOptions { limit_nofile: 0, ..InitOptions::new(Root::new("/nonexistent")) };
-        assert_eq!(Settings::try_from(&opts).expect_err("refused").flag(), "--limit-nofile");
     }
 
     #[test]
