@@ -2,10 +2,13 @@
 //! a real store, a fake market whose jobs end when the test says, a fake probe whose verdicts
 //! per route and per replica the test scripts (issue 20, point 3).
 
+#[path = "support/replicas.rs"]
+mod replicas;
 #[path = "support/world.rs"]
 mod world;
 
 use relay_api::coordinator::state::DeploymentState;
+use replicas::{job, live_two_jobs};
 use world::*;
 
 /// The agent configuration each launch carried, in launch order.
@@ -33,13 +36,8 @@ fn log_lines(w: &World, id: &str) -> Vec<String> {
 #[tokio::test]
 async fn a_route_of_two_jobs_stays_live_while_one_replica_serves() {
     let w = world(FakeProbe::default());
-    let d = w.funded_jobs("shop", PROJECT, &[], 2);
-    assert!(
-        w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await,
-        "{:?}",
-        w.deployment(&d.id)
-    );
-    let (first, second) = (format!("{}.r1", d.id), format!("{}.r1.1", d.id));
+    let d = live_two_jobs(&w).await;
+    let (first, second) = (job(&d, 1, 0), job(&d, 1, 1));
     assert_eq!(w.market.running(), [first.clone(), second.clone()], "one job per slot");
 
     // Both agents hold the revision's one pair of keys, each as its own replica.
@@ -97,8 +95,7 @@ async fn a_route_of_two_jobs_stays_live_while_one_replica_serves() {
 #[tokio::test]
 async fn a_successor_of_two_jobs_takes_over_only_once_each_replica_passed() {
     let w = world(FakeProbe::default());
-    let d = w.funded_jobs("shop", PROJECT, &[], 2);
-    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let d = live_two_jobs(&w).await;
     let successor = shop_successor(&d.id, 2, published_jobs(PROJECT, &d.id, 2, 2));
     // Its second replica fails on its own: no take-over, and the serving replicas keep serving.
     w.probe.failing.lock().expect("lock").push("rt_shop_r2#job-1".into());
@@ -106,10 +103,9 @@ async fn a_successor_of_two_jobs_takes_over_only_once_each_replica_passed() {
     for _ in 0..8 {
         w.engine.tick().await;
     }
-    let (r1, r1b) = (format!("{}.r1", d.id), format!("{}.r1.1", d.id));
-    let (r2, r2b) = (format!("{}.r2", d.id), format!("{}.r2.1", d.id));
     assert_eq!(w.deployment(&d.id).revision, 1);
-    assert_eq!(w.market.running(), [r1.clone(), r1b.clone(), r2.clone(), r2b.clone()], "no predecessor stopped");
+    let both = [job(&d, 1, 0), job(&d, 1, 1), job(&d, 2, 0), job(&d, 2, 1)];
+    assert_eq!(w.market.running(), both, "no predecessor stopped");
     let s = w.store.successor(&d.id).expect("read").expect("deployed");
     assert!(s.reason.contains("replica job-1"), "{}", s.reason);
     // Once it passes, the successor takes over with both replicas.
@@ -132,9 +128,8 @@ async fn a_successor_of_two_jobs_takes_over_only_once_each_replica_passed() {
 #[tokio::test]
 async fn a_replica_out_of_restarts_does_not_fail_the_deployment_when_its_sibling_restarts() {
     let w = world_with(FakeProbe::default(), |config| config.restarts.max_restarts = 1);
-    let d = w.funded_jobs("shop", PROJECT, &[], 2);
-    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
-    let (first, second) = (format!("{}.r1", d.id), format!("{}.r1.1", d.id));
+    let d = live_two_jobs(&w).await;
+    let (first, second) = (job(&d, 1, 0), job(&d, 1, 1));
     // job-1 ends, is restarted once, and ends again: out of restarts.
     w.market.end(&second, 3);
     w.engine.tick().await;
@@ -165,8 +160,7 @@ async fn a_replica_out_of_restarts_does_not_fail_the_deployment_when_its_sibling
 #[tokio::test]
 async fn a_successor_takes_over_only_on_a_round_in_which_every_replica_passes() {
     let w = world(FakeProbe::default());
-    let d = w.funded_jobs("shop", PROJECT, &[], 2);
-    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    let d = live_two_jobs(&w).await;
     let failing = |names: &[&str]| {
         let mut f = w.probe.failing.lock().expect("lock");
         f.clear();

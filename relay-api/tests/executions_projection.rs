@@ -2,6 +2,8 @@
 //! state, a successor rolling out, a replica down, a revision with no published policy, and
 //! pages. The times are the store's clock, so each is written as what it stands for.
 
+#[path = "support/replicas.rs"]
+mod replicas;
 #[path = "support/world.rs"]
 mod world;
 
@@ -9,6 +11,7 @@ use manifest_core::projection::Convergence;
 use relay_api::coordinator::executions::build;
 use relay_api::coordinator::model::{Deployment, Successor, SuccessorState};
 use relay_api::coordinator::state::DeploymentState;
+use replicas::{job, live_two_jobs};
 use world::*;
 
 /// `answer` as its JSON text, the deployment's id written `<id>` and each time as what it
@@ -51,12 +54,7 @@ fn pinned(w: &World, d: &Deployment, answer: &Convergence) -> String {
 #[tokio::test]
 async fn the_projection_of_each_deployment_state_is_pinned() {
     let w = world(FakeProbe::default());
-    let d = w.funded_jobs("shop", PROJECT, &[], 2);
-    assert!(
-        w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await,
-        "{:?}",
-        w.deployment(&d.id)
-    );
+    let d = live_two_jobs(&w).await;
     // Both replicas ready.
     for _ in 0..2 {
         w.engine.tick().await;
@@ -101,7 +99,7 @@ async fn the_projection_of_each_deployment_state_is_pinned() {
     show("page 2", &live, None, Some(&cursor), Some("1"));
 
     // One replica down: the route serves, and the slot says so.
-    w.market.end(&format!("{}.r1.1", d.id), 3);
+    w.market.end(&job(&d, 1, 1), 3);
     w.engine.tick().await;
     show("replica down", &w.deployment(&d.id), None, None, None);
     let expected = EXPECTED.trim().lines().collect::<Vec<_>>();
