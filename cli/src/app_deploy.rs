@@ -26,13 +26,14 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use hyper::Method;
-use manifest_core::{Manifest, render_text, validate};
+use manifest_core::Manifest;
 use serde_json::{Value, json};
 
 use crate::args::{OutputFormat, Remote};
 use crate::bundle::{self, Exclude};
 use crate::client::Client;
-use crate::remote::{client, error_text, send};
+use crate::failure::Failure;
+use crate::remote::{RemoteError, client, send};
 
 const EXIT_REFUSED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -64,8 +65,122 @@ pub(crate) struct AppDeploy<'a> {
     pub(crate) remote: &'a Remote,
 }
 
-fn fail(exit: u8, code: &str, message: &str) -> ExitCode {
-    crate::output::fail("svc", exit, code, message)
+/// Why `svc app deploy` stopped before it followed anything: said once, by
+/// [`crate::failure::report`], as `svc: ...`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AppDeployError {
+    /// The service, the manifest's reading or validation (as `svc policy publish` says them).
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// DIR is not a directory.
+    #[error("{} is not a directory: {hint}", dir.display())]
+    NotADirectory {
+        /// DIR.
+        dir: PathBuf,
+        /// What was meant, most likely.
+        hint: String,
+    },
+    /// No manifest in DIR, nor `--manifest`.
+    #[error(
+        "no manifest in {}: write {} (Manifest V5 with `release: {{mode: source}}`), or pass --manifest FILE",
+        dir.display(),
+        dir.join("manifest.yaml").display()
+    )]
+    NoManifest {
+        /// DIR.
+        dir: PathBuf,
+    },
+    /// A Manifest V4.
+    #[error(
+        "{} is a Manifest V4: `svc app deploy` publishes a Manifest V5 whose `release: {{mode: source}}` runs the directory's files (V4: `svc policy publish`)",
+        manifest.display()
+    )]
+    V4 {
+        /// The manifest.
+        manifest: PathBuf,
+    },
+    /// A pinned release.
+    #[error(
+        "{} pins the artifact {digest}: `svc app deploy` runs the directory's files, with `release: {{mode: source}}`; publish a pinned release with `svc policy publish`",
+        manifest.display()
+    )]
+    Pinned {
+        /// The manifest.
+        manifest: PathBuf,
+        /// The artifact it pins.
+        digest: String,
+    },
+    /// `--app` names another application than the manifest.
+    #[error(
+        "{} is the manifest of application \"{app}\", not \"{asked}\": change its `applicationId` (or drop --app); nothing was sent",
+        manifest.display()
+    )]
+    AppMismatch {
+        /// The manifest.
+        manifest: PathBuf,
+        /// Its `applicationId`.
+        app: String,
+        /// `--app`.
+        asked: String,
+    },
+    /// The directory's files cannot be sent.
+    #[error(transparent)]
+    Bundle(bundle::BundleError),
+    /// Nothing left to send.
+    #[error("{} has no file to send (after {} and the defaults)", dir.display(), bundle::IGNORE_FILE)]
+    EmptyBundle {
+        /// DIR.
+        dir: PathBuf,
+    },
+    /// Another deploy of the application published meanwhile, so this one published nothing.
+    #[error(
+        "another deploy of {app} published {version} meanwhile, so this one published nothing (it was fenced \
+         on version {seen}): that version's job is the one that runs (`svc app executions {app}`); to publish \
+         these files over it, run `svc app deploy {}` again",
+        dir.display()
+    )]
+    DeployedMeanwhile {
+        /// The application.
+        app: String,
+        /// What is active now (`policy version N`, or `a newer policy version`).
+        version: String,
+        /// The active version this deploy was fenced on.
+        seen: u64,
+        /// DIR.
+        dir: PathBuf,
+    },
+}
+
+impl Failure for AppDeployError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            AppDeployError::Remote(e) => e.exit_code(),
+            AppDeployError::Bundle(bundle::BundleError::TooManyFiles { .. } | bundle::BundleError::TooLarge { .. })
+            | AppDeployError::DeployedMeanwhile { .. } => EXIT_REFUSED,
+            _ => EXIT_USAGE,
+        }
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        let code = match self {
+            AppDeployError::Remote(e) => return e.envelope(),
+            AppDeployError::NotADirectory { .. } => "not_a_directory",
+            AppDeployError::NoManifest { .. } => "no_manifest",
+            AppDeployError::V4 { .. } | AppDeployError::Pinned { .. } => "not_a_source_release",
+            AppDeployError::AppMismatch { .. } => "application_id_mismatch",
+            AppDeployError::Bundle(_) => "bundle_refused",
+            AppDeployError::EmptyBundle { .. } => "empty_bundle",
+            AppDeployError::DeployedMeanwhile { .. } => "deployed_meanwhile",
+        };
+        svc_http::ErrorBody::new(code, self.to_string())
+    }
+
+    fn text(&self) -> String {
+        match self {
+            AppDeployError::Remote(e) => e.text(),
+            _ => crate::failure::line("svc", self),
+        }
+    }
 }
 
 /// What people read as it happens: standard output, or standard error under `--format json`
@@ -90,13 +205,7 @@ pub(crate) fn find_manifest(dir: &Path) -> Option<PathBuf> {
 }
 
 /// `svc app deploy`
-pub(crate) fn deploy(args: &AppDeploy<'_>) -> ExitCode {
-    match run(args) {
-        Ok(code) | Err(code) => code,
-    }
-}
-
-fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
+pub(crate) fn deploy(args: &AppDeploy<'_>) -> Result<ExitCode, AppDeployError> {
     let say = Say { json: args.remote.format == OutputFormat::Json };
     let dir = args.dir;
     if !dir.is_dir() {
@@ -107,62 +216,24 @@ fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
             _ if dir.exists() => "give the application's directory, the one that holds manifest.yaml".to_owned(),
             _ => "it does not exist; give the application's directory, the one that holds manifest.yaml".to_owned(),
         };
-        return Err(fail(EXIT_USAGE, "not_a_directory", &format!("{} is not a directory: {hint}", dir.display())));
+        return Err(AppDeployError::NotADirectory { dir: dir.to_owned(), hint });
     }
     let Some(manifest_path) = args.manifest.map(Path::to_path_buf).or_else(|| find_manifest(dir)) else {
-        return Err(fail(
-            EXIT_USAGE,
-            "no_manifest",
-            &format!(
-                "no manifest in {}: write {} (Manifest V5 with `release: {{mode: source}}`), or pass --manifest FILE",
-                dir.display(),
-                dir.join("manifest.yaml").display()
-            ),
-        ));
+        return Err(AppDeployError::NoManifest { dir: dir.to_owned() });
     };
-    let bytes = fs_err::read(&manifest_path).map_err(|e| fail(EXIT_USAGE, "unreadable_file", &e.to_string()))?;
-    let report = validate(&bytes);
-    if !report.is_valid() {
-        eprint!("{}", render_text(&report, &manifest_path.display().to_string(), &bytes));
-        let message = "the manifest is invalid; nothing was sent";
-        let diagnostics: Value = serde_json::from_str(&manifest_core::render_json(&report)).unwrap_or(Value::Null);
-        let body = svc_http::ErrorBody::new("invalid_manifest", message)
-            .with("diagnostics", diagnostics["diagnostics"].clone());
-        return Err(crate::output::fail_with("svc", EXIT_REFUSED, body));
-    }
+    let bytes = fs_err::read(&manifest_path).map_err(RemoteError::Unreadable)?;
+    let report = crate::remote::valid_here(&bytes, &manifest_path.display().to_string())?;
     let Ok(Manifest::V5(manifest)) = report.manifest() else {
-        return Err(fail(
-            EXIT_USAGE,
-            "not_a_source_release",
-            &format!(
-                "{} is a Manifest V4: `svc app deploy` publishes a Manifest V5 whose `release: {{mode: source}}` runs the directory's files (V4: `svc policy publish`)",
-                manifest_path.display()
-            ),
-        ));
+        return Err(AppDeployError::V4 { manifest: manifest_path });
     };
     if let manifest_core::v5::release::Release::Pinned { artifact } = &manifest.release {
-        return Err(fail(
-            EXIT_USAGE,
-            "not_a_source_release",
-            &format!(
-                "{} pins the artifact {}: `svc app deploy` runs the directory's files, with `release: {{mode: source}}`; publish a pinned release with `svc policy publish`",
-                manifest_path.display(),
-                artifact.digest
-            ),
-        ));
+        return Err(AppDeployError::Pinned { manifest: manifest_path, digest: artifact.digest.to_string() });
     }
     // The manifest names its application (the publication refuses another): `--app` says
     // which one is meant, and a different one is refused here, before anything is sent.
     let app = manifest.application_id.clone();
     if let Some(asked) = args.app.filter(|a| *a != app) {
-        return Err(fail(
-            EXIT_USAGE,
-            "application_id_mismatch",
-            &format!(
-                "{} is the manifest of application \"{app}\", not \"{asked}\": change its `applicationId` (or drop --app); nothing was sent",
-                manifest_path.display()
-            ),
-        ));
+        return Err(AppDeployError::AppMismatch { manifest: manifest_path, app, asked: asked.to_owned() });
     }
     let once = matches!(manifest.execution, manifest_core::v5::execution::Execution::Once {});
     let secret_files: Vec<String> = manifest
@@ -176,20 +247,10 @@ fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
         .collect();
 
     // The files, listed before anything is sent.
-    let files = bundle::read(dir, &Exclude::of(dir, Some(&manifest_path), &secret_files)).map_err(|e| {
-        let exit = if matches!(e, bundle::BundleError::TooManyFiles { .. } | bundle::BundleError::TooLarge { .. }) {
-            EXIT_REFUSED
-        } else {
-            EXIT_USAGE
-        };
-        fail(exit, "bundle_refused", &e.to_string())
-    })?;
+    let files =
+        bundle::read(dir, &Exclude::of(dir, Some(&manifest_path), &secret_files)).map_err(AppDeployError::Bundle)?;
     if files.files.is_empty() {
-        return Err(fail(
-            EXIT_USAGE,
-            "empty_bundle",
-            &format!("{} has no file to send (after {} and the defaults)", dir.display(), bundle::IGNORE_FILE),
-        ));
+        return Err(AppDeployError::EmptyBundle { dir: dir.to_owned() });
     }
     let ignore = if dir.join(bundle::IGNORE_FILE).is_file() { bundle::IGNORE_FILE } else { "no .svcignore" };
     say.line(&format!("files of {} ({ignore}):", dir.display()));
@@ -207,16 +268,19 @@ fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let path = format!("/api/applications/{app}/policy-versions");
     let response = send(&client, Method::POST, &path, Some(json!({ "manifest": text, "dryRun": true })))?;
-    let dry = refused_unless_ok(&response).inspect_err(|_| {
+    let dry = refused_unless_ok(&response).map_err(|mut e| {
         let diagnostics = response.json()["error"]["diagnostics"].clone();
-        if diagnostics.as_array().into_iter().flatten().any(|d| d["code"] == "once_application_settled") {
-            eprintln!(
+        if let RemoteError::Refused { fix, .. } = &mut e
+            && diagnostics.as_array().into_iter().flatten().any(|d| d["code"] == "once_application_settled")
+        {
+            *fix = Some(format!(
                 "fix: {app} is a `once` application that ran, and it does not run again; to run these files once \
                  more, give {} a new `applicationId` (such as `{app}-2`), then `svc app deploy {}` again",
                 manifest_path.display(),
                 dir.display()
-            );
+            ));
         }
+        e
     })?;
     say.line(&format!("dry run: would publish policy version {} (active version {seen})", dry["policyVersion"]));
     let body = json!({ "manifest": text, "expectedActivePointerVersion": seen });
@@ -259,7 +323,7 @@ fn run(args: &AppDeploy<'_>) -> Result<ExitCode, ExitCode> {
 
 /// Creates `app` unless the organization has it; its active version as seen now (the
 /// publication's fence).
-fn ensure_application(client: &Client, app: &str, say: &Say) -> Result<u64, ExitCode> {
+fn ensure_application(client: &Client, app: &str, say: &Say) -> Result<u64, RemoteError> {
     let path = format!("/api/applications/{app}");
     let response = send(client, Method::GET, &path, None)?;
     let view = if response.status == 404 && response.json()["error"]["code"] == "application_not_found" {
@@ -282,23 +346,17 @@ fn ensure_application(client: &Client, app: &str, say: &Say) -> Result<u64, Exit
 /// The publication's fence refused it: another publication of `app` came after the active
 /// version `seen` (another `svc app deploy` of it, run at the same time). Says so, what is
 /// active now and what to do; exit 1 (with `--format json`, the refusal's envelope).
-fn lost_the_race(client: &Client, app: &str, dir: &Path, seen: u64) -> ExitCode {
+fn lost_the_race(client: &Client, app: &str, dir: &Path, seen: u64) -> AppDeployError {
     let active = send(client, Method::GET, &format!("/api/applications/{app}"), None)
         .ok()
         .filter(|r| r.status == 200)
         .and_then(|r| r.json()["activePointerVersion"].as_u64());
     let version = active.map_or_else(|| "a newer policy version".to_owned(), |v| format!("policy version {v}"));
-    let message = format!(
-        "another deploy of {app} published {version} meanwhile, so this one published nothing (it was fenced \
-         on version {seen}): that version's job is the one that runs (`svc app executions {app}`); to publish \
-         these files over it, run `svc app deploy {}` again",
-        dir.display()
-    );
-    fail(EXIT_REFUSED, "deployed_meanwhile", &message)
+    AppDeployError::DeployedMeanwhile { app: app.to_owned(), version, seen, dir: dir.to_owned() }
 }
 
 /// Uploads the files; the service's answer.
-fn upload(client: &Client, app: &str, files: &bundle::Bundle) -> Result<Value, ExitCode> {
+fn upload(client: &Client, app: &str, files: &bundle::Bundle) -> Result<Value, RemoteError> {
     let encoded: BTreeMap<&str, String> =
         files.files.iter().map(|(p, b)| (p.as_str(), base64::engine::general_purpose::STANDARD.encode(b))).collect();
     let executable: BTreeSet<&str> = files.executable.iter().map(String::as_str).collect();
@@ -309,21 +367,17 @@ fn upload(client: &Client, app: &str, files: &bundle::Bundle) -> Result<Value, E
     answer(client, Method::POST, &format!("/api/applications/{app}/artifacts"), Some(body))
 }
 
-/// Sends a request; its JSON answer, or (the refusal printed) exit 1.
-fn answer(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Value, ExitCode> {
+/// Sends a request; its JSON answer, or the refusal (exit 1).
+fn answer(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Value, RemoteError> {
     let response = send(client, method, path, body)?;
     refused_unless_ok(&response)
 }
 
-fn refused_unless_ok(response: &crate::client::Response) -> Result<Value, ExitCode> {
+fn refused_unless_ok(response: &crate::client::Response) -> Result<Value, RemoteError> {
     if (200..300).contains(&response.status) {
         return Ok(response.json());
     }
-    if crate::output::json() {
-        crate::output::print_json(&crate::output::http_error(response.status, &response.body));
-    }
-    eprint!("{}", error_text(response.status, &response.json()));
-    Err(ExitCode::from(EXIT_REFUSED))
+    Err(RemoteError::refused(response, EXIT_REFUSED))
 }
 
 /// How following ended.

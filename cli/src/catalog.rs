@@ -18,7 +18,7 @@ use relay_api::catalog::{
 use relay_api::coordinator::store::now_ms;
 
 use crate::args::{CatalogCommand, CatalogTarget, OutputFormat};
-use crate::client::Client;
+use crate::client::{Client, ClientError};
 
 const EXIT_REFUSED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -26,9 +26,135 @@ const EXIT_USAGE: u8 = 2;
 /// The version of the pins file.
 const PINS_VERSION: u32 = 1;
 
-fn fail(exit: u8, message: &str) -> ExitCode {
-    let code = if exit == EXIT_USAGE { "invalid_input" } else { "catalog_unavailable" };
-    crate::output::fail("svc ingress catalog", exit, code, message)
+/// Why `svc ingress catalog` accepted no catalog: said once, by [`crate::failure::report`],
+/// as `svc ingress catalog: ...` (a refused catalog with its fix, and under `--format json`
+/// as the verdict `{"verified": false, ...}`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CatalogCommandError {
+    /// No place for the pins file.
+    #[error("no user config directory for the pins file: set SVC_RELAY_PINS to a file")]
+    NoConfigDir,
+    /// The pins file cannot be read (the error names it).
+    #[error("cannot read the pins file: {0}")]
+    ReadPins(#[source] std::io::Error),
+    /// The pins file is not valid.
+    #[error(
+        "the pins file {} is not valid ({source}); fix it, or remove the relay's entry and pin its key again with --pin",
+        path.display()
+    )]
+    InvalidPins {
+        /// The pins file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The pins file is of another version.
+    #[error("the pins file {} has version {version}; this svc reads version {PINS_VERSION}", path.display())]
+    PinsVersion {
+        /// The pins file.
+        path: PathBuf,
+        /// Its version.
+        version: u32,
+    },
+    /// `--file` cannot be read (the error names it).
+    #[error("cannot read the catalog file: {0}")]
+    ReadCatalog(#[source] std::io::Error),
+    /// No `SVC_RELAY_TOKEN` and no `--file`.
+    #[error(
+        "no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`), or check a saved catalog with --file"
+    )]
+    NoToken,
+    /// The relay URL or the CA cannot be used.
+    #[error(transparent)]
+    Client(ClientError),
+    /// The request got no answer.
+    #[error(transparent)]
+    Unanswered(ClientError),
+    /// The relay refused to give its catalog.
+    #[error(
+        "{} (HTTP {status}): {}",
+        body["error"]["code"].as_str().unwrap_or("error"),
+        body["error"]["message"].as_str().unwrap_or("the relay refused the request")
+    )]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// Its body.
+        body: Value,
+    },
+    /// `--pin` is not a key.
+    #[error("--pin: {}", match source { CatalogError::Malformed(why) => why.to_string(), other => other.to_string() })]
+    Pin {
+        /// Why.
+        #[source]
+        source: CatalogError,
+    },
+    /// The verifier accepted a catalog and pinned nothing (a bug).
+    #[error("internal error: an accepted catalog left no pin")]
+    NoPinLeft,
+    /// The verified catalog's pin cannot be saved.
+    #[error("the catalog verified, but the pins file {} could not be written: {source}", path.display())]
+    SavePins {
+        /// The pins file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The catalog was refused: the pin stays as it was.
+    #[error("refused: {}: {source}", source.code())]
+    Rejected {
+        /// Why.
+        #[source]
+        source: CatalogError,
+        /// The relay (its URL, without a trailing `/`).
+        relay: String,
+        /// What to do.
+        fix: &'static str,
+    },
+}
+
+impl crate::failure::Failure for CatalogCommandError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CatalogCommandError::NoConfigDir
+            | CatalogCommandError::ReadPins(_)
+            | CatalogCommandError::InvalidPins { .. }
+            | CatalogCommandError::PinsVersion { .. }
+            | CatalogCommandError::ReadCatalog(_)
+            | CatalogCommandError::NoToken
+            | CatalogCommandError::Client(_)
+            | CatalogCommandError::Pin { .. } => EXIT_USAGE,
+            CatalogCommandError::Unanswered(_)
+            | CatalogCommandError::Refused { .. }
+            | CatalogCommandError::NoPinLeft
+            | CatalogCommandError::SavePins { .. }
+            | CatalogCommandError::Rejected { .. } => EXIT_REFUSED,
+        }
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        let code = if self.exit_code() == EXIT_USAGE { "invalid_input" } else { "catalog_unavailable" };
+        svc_http::ErrorBody::new(code, self.to_string())
+    }
+
+    fn json_answer(&self) -> Option<Value> {
+        let CatalogCommandError::Rejected { source, relay, fix } = self else { return None };
+        Some(json!({
+            "verified": false,
+            "relay": relay,
+            "error": svc_http::ErrorBody::new(source.code(), source.to_string()).with("fix", *fix).error,
+        }))
+    }
+
+    fn text(&self) -> String {
+        let line = crate::failure::line("svc ingress catalog", self);
+        match self {
+            CatalogCommandError::Rejected { fix, .. } => format!("{line}  fix: {fix}\n  the pin was not changed\n"),
+            _ => line,
+        }
+    }
 }
 
 /// The pins file: `{"version": 1, "relays": {URL: StoredPin}}`.
@@ -73,41 +199,25 @@ struct StoredPin {
     pinned_at: i64,
 }
 
-fn pins_path() -> Result<PathBuf, ExitCode> {
+fn pins_path() -> Result<PathBuf, CatalogCommandError> {
     if let Some(path) = std::env::var_os("SVC_RELAY_PINS").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(path));
     }
-    dirs::config_dir()
-        .map(|d| d.join("svc").join("relay-pins.json"))
-        .ok_or_else(|| fail(EXIT_USAGE, "no user config directory for the pins file: set SVC_RELAY_PINS to a file"))
+    dirs::config_dir().map(|d| d.join("svc").join("relay-pins.json")).ok_or(CatalogCommandError::NoConfigDir)
 }
 
-fn load_pins(path: &Path) -> Result<PinsFile, ExitCode> {
+fn load_pins(path: &Path) -> Result<PinsFile, CatalogCommandError> {
     let text = match fs_err::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(PinsFile { version: PINS_VERSION, relays: BTreeMap::new() });
         }
-        Err(e) => return Err(fail(EXIT_USAGE, &format!("cannot read the pins file: {e}"))),
+        Err(e) => return Err(CatalogCommandError::ReadPins(e)),
     };
-    let pins: PinsFile = serde_json::from_str(&text).map_err(|e| {
-        fail(
-            EXIT_USAGE,
-            &format!(
-                "the pins file {} is not valid ({e}); fix it, or remove the relay's entry and pin its key again with --pin",
-                path.display()
-            ),
-        )
-    })?;
+    let pins: PinsFile = serde_json::from_str(&text)
+        .map_err(|source| CatalogCommandError::InvalidPins { path: path.to_owned(), source })?;
     if pins.version != PINS_VERSION {
-        return Err(fail(
-            EXIT_USAGE,
-            &format!(
-                "the pins file {} has version {}; this svc reads version {PINS_VERSION}",
-                path.display(),
-                pins.version
-            ),
-        ));
+        return Err(CatalogCommandError::PinsVersion { path: path.to_owned(), version: pins.version });
     }
     Ok(pins)
 }
@@ -125,51 +235,36 @@ fn save_pins(path: &Path, pins: &PinsFile) -> std::io::Result<()> {
 }
 
 /// The signed catalog: from `--file`, or fetched with the relay token.
-fn obtain(t: &CatalogTarget) -> Result<Result<SignedCatalog, CatalogError>, ExitCode> {
+/// (The bytes read: a catalog that does not parse is refused as a verification would be.)
+fn obtain(t: &CatalogTarget) -> Result<Result<SignedCatalog, CatalogError>, CatalogCommandError> {
     if let Some(file) = &t.file {
-        let bytes = fs_err::read(file).map_err(|e| fail(EXIT_USAGE, &format!("cannot read the catalog file: {e}")))?;
+        let bytes = fs_err::read(file).map_err(CatalogCommandError::ReadCatalog)?;
         return Ok(SignedCatalog::from_json(&bytes));
     }
-    let token = std::env::var("SVC_RELAY_TOKEN").ok().filter(|t| !t.is_empty()).ok_or_else(|| {
-        fail(
-            EXIT_USAGE,
-            "no token: set SVC_RELAY_TOKEN (an operator issues one with `svc relay admin token`), or check a saved catalog with --file",
-        )
-    })?;
-    let client =
-        Client::new(&t.relay, Some(token), t.trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, &e.to_string()))?;
+    let token = std::env::var("SVC_RELAY_TOKEN").ok().filter(|t| !t.is_empty()).ok_or(CatalogCommandError::NoToken)?;
+    let client = Client::new(&t.relay, Some(token), t.trust.ca.as_deref()).map_err(CatalogCommandError::Client)?;
     let response =
-        client.send(Method::GET, "/api/ingress/catalog", None, &[]).map_err(|e| fail(EXIT_REFUSED, &e.to_string()))?;
+        client.send(Method::GET, "/api/ingress/catalog", None, &[]).map_err(CatalogCommandError::Unanswered)?;
     if !(200..300).contains(&response.status) {
-        let body = response.json();
-        let code = body["error"]["code"].as_str().unwrap_or("error");
-        let message = body["error"]["message"].as_str().unwrap_or("the relay refused the request");
-        return Err(fail(EXIT_REFUSED, &format!("{code} (HTTP {}): {message}", response.status)));
+        return Err(CatalogCommandError::Refused { status: response.status, body: response.json() });
     }
     Ok(SignedCatalog::from_json(&response.body))
 }
 
 /// `svc ingress catalog show|verify`
-pub(crate) fn run(command: &CatalogCommand) -> ExitCode {
+pub(crate) fn run(command: &CatalogCommand) -> Result<ExitCode, CatalogCommandError> {
     let (target, show) = match command {
         CatalogCommand::Show { target } => (target, true),
         CatalogCommand::Verify { target } => (target, false),
     };
-    match check(target, show) {
-        Ok(code) | Err(code) => code,
-    }
+    check(target, show)
 }
 
-fn check(t: &CatalogTarget, show: bool) -> Result<ExitCode, ExitCode> {
+fn check(t: &CatalogTarget, show: bool) -> Result<ExitCode, CatalogCommandError> {
     let configured = t
         .pin
         .as_deref()
-        .map(|k| {
-            k.trim().parse::<PublicKey>().map_err(|e| match e {
-                CatalogError::Malformed(why) => fail(EXIT_USAGE, &format!("--pin: {why}")),
-                other => fail(EXIT_USAGE, &format!("--pin: {other}")),
-            })
-        })
+        .map(|k| k.trim().parse::<PublicKey>().map_err(|source| CatalogCommandError::Pin { source }))
         .transpose()?;
     let relay = t.relay.trim_end_matches('/').to_owned();
     let path = pins_path()?;
@@ -187,7 +282,7 @@ fn check(t: &CatalogTarget, show: bool) -> Result<ExitCode, ExitCode> {
     let result = obtain(t)?.and_then(|signed| verifier.verify(&signed, now_ms()).map(|v| (signed, v)));
     let (signed, verified) = match result {
         Ok(ok) => ok,
-        Err(e) => return Err(refused(t, &relay, &e)),
+        Err(e) => return Err(refused(t, relay, e)),
     };
     let source = if verified.first_use {
         Source::FirstUse
@@ -197,19 +292,14 @@ fn check(t: &CatalogTarget, show: bool) -> Result<ExitCode, ExitCode> {
         source.unwrap_or(Source::Configured)
     };
     let Some(pin) = verifier.pin().cloned() else {
-        return Err(fail(EXIT_REFUSED, "internal error: an accepted catalog left no pin"));
+        return Err(CatalogCommandError::NoPinLeft);
     };
     let pinned_at = match &stored {
         Some(s) if s.key == pin.key => s.pinned_at,
         _ => now_ms(),
     };
     pins.relays.insert(relay.clone(), StoredPin { key: pin.key, last: pin.last, source, pinned_at });
-    save_pins(&path, &pins).map_err(|e| {
-        fail(
-            EXIT_REFUSED,
-            &format!("the catalog verified, but the pins file {} could not be written: {e}", path.display()),
-        )
-    })?;
+    save_pins(&path, &pins).map_err(|source| CatalogCommandError::SavePins { path: path.clone(), source })?;
     if verified.first_use {
         eprintln!(
             "svc ingress catalog: pinned key {} for {relay} on first use; verify it out of band (the relay's operator \
@@ -262,7 +352,8 @@ fn verdict(relay: &str, v: &VerifiedCatalog, source: Source, pins: &Path) -> Val
     out
 }
 
-fn refused(t: &CatalogTarget, relay: &str, e: &CatalogError) -> ExitCode {
+/// The catalog refused, with what to do about it.
+fn refused(t: &CatalogTarget, relay: String, e: CatalogError) -> CatalogCommandError {
     let fix = match e {
         CatalogError::SignatureInvalid { .. } => {
             "do not use this catalog: it was altered after signing; tell the relay's operator"
@@ -279,18 +370,7 @@ fn refused(t: &CatalogTarget, relay: &str, e: &CatalogError) -> ExitCode {
         }
         _ => "the relay or the file did not give a signed catalog this svc can read",
     };
-    if t.format == OutputFormat::Json {
-        let out = json!({
-            "verified": false,
-            "relay": relay,
-            "error": svc_http::ErrorBody::new(e.code(), e.to_string()).with("fix", fix).error,
-        });
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
-    }
-    eprintln!("svc ingress catalog: refused: {}: {e}", e.code());
-    eprintln!("  fix: {fix}");
-    eprintln!("  the pin was not changed");
-    ExitCode::from(EXIT_REFUSED)
+    CatalogCommandError::Rejected { source: e, relay, fix }
 }
 
 /// RFC 3339 (seconds, UTC) of a Unix ms time.

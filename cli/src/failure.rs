@@ -17,6 +17,12 @@ pub(crate) trait Failure: std::error::Error {
     /// The envelope `--format json` prints on standard output.
     fn envelope(&self) -> ErrorBody;
 
+    /// What `--format json` prints instead of the envelope, for a command whose failure is an
+    /// answer of its own (`svc ingress catalog`'s verdict `{"verified": false, ...}`).
+    fn json_answer(&self) -> Option<serde_json::Value> {
+        None
+    }
+
     /// What standard error says, line ends included: `WHO: message` unless the error says
     /// more (a refusal's diagnostics and hints).
     fn text(&self) -> String;
@@ -39,7 +45,10 @@ pub(crate) fn report<E: Failure>(outcome: Result<ExitCode, E>) -> ExitCode {
 /// Shows `e` and returns its exit code.
 pub(crate) fn show(e: &dyn Failure) -> ExitCode {
     if crate::output::json() {
-        crate::output::print_json(&e.envelope());
+        match e.json_answer() {
+            Some(answer) => crate::output::print_json(&answer),
+            None => crate::output::print_json(&e.envelope()),
+        }
     }
     eprint!("{}", e.text());
     ExitCode::from(e.exit_code())

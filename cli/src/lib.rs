@@ -135,55 +135,59 @@ pub fn run(cli: Cli) -> ExitCode {
             ManifestCommand::Validate { file, paths, include, format } => match (file, paths.as_slice()) {
                 // One file (`--file` is always one: a directory there is an error, as it was),
                 // reported as it always was; the CI formats report one file as they do many.
-                (Some(file), []) if include.is_empty() && !format.is_ci() => manifest::validate(&file, format.output()),
+                (Some(file), []) if include.is_empty() && !format.is_ci() => {
+                    report(manifest::validate(&file, format.output()))
+                }
                 (None, [one]) if include.is_empty() && !one.is_dir() && !format.is_ci() => {
-                    manifest::validate(one, format.output())
+                    report(manifest::validate(one, format.output()))
                 }
                 (file, _) => manifests::validate(file.as_deref(), &paths, &include, format),
             },
             ManifestCommand::Schema { version, server: None, .. } => manifest::schema(version),
             ManifestCommand::Schema { version, server: Some(server), trust } => {
-                remote::schema(manifest::schema_kind(version), Some(&server), &trust)
+                report(remote::schema(manifest::schema_kind(version), Some(&server), &trust))
             }
             ManifestCommand::Migrate { file, entrypoint, per_job, format } => {
-                manifest::migrate(&file, manifest_core::migrate::Options { entrypoint, per_job }, format)
+                report(manifest::migrate(&file, manifest_core::migrate::Options { entrypoint, per_job }, format))
             }
-            ManifestCommand::Policy { file, facts } => manifest::policy(&file, &facts),
-            ManifestCommand::Digest { file, facts } => manifest::digest(&file, &facts),
+            ManifestCommand::Policy { file, facts } => report(manifest::policy(&file, &facts)),
+            ManifestCommand::Digest { file, facts } => report(manifest::digest(&file, &facts)),
         },
         Command::Policy {
             command: PolicyCommand::Publish { file, app, dry_run, paused: _, reason, expect_version, remote },
-        } => remote::publish(&remote::Publish {
+        } => report(remote::publish(&remote::Publish {
             file: &file,
             app: &app,
             dry_run,
             reason: reason.as_deref(),
             expect_version,
             remote: &remote,
-        }),
-        Command::Policy { command: PolicyCommand::Diff { from, to, remote } } => policy_diff::run(&from, &to, &remote),
+        })),
+        Command::Policy { command: PolicyCommand::Diff { from, to, remote } } => {
+            report(policy_diff::run(&from, &to, &remote))
+        }
         Command::App { command } => match command {
             AppCommand::Deploy { dir, app, manifest, no_wait, timeout, remote } => {
-                app_deploy::deploy(&app_deploy::AppDeploy {
+                report(app_deploy::deploy(&app_deploy::AppDeploy {
                     dir: &dir,
                     app: app.as_deref(),
                     manifest: manifest.as_deref(),
                     no_wait,
                     timeout,
                     remote: &remote,
-                })
+                }))
             }
-            AppCommand::Create { id, remote } => remote::app_create(&id, &remote),
-            AppCommand::List { remote } => remote::app_list(&remote),
-            AppCommand::Resume { id, reason, remote } => remote::app_resume(&id, &reason, &remote),
-            AppCommand::Show { id, remote } => remote::app_show(&id, &remote),
-            AppCommand::Versions { id, version, remote } => remote::app_versions(&id, version, &remote),
-            AppCommand::Activity { id, remote } => remote::app_activity(&id, &remote),
+            AppCommand::Create { id, remote } => report(remote::app_create(&id, &remote)),
+            AppCommand::List { remote } => report(remote::app_list(&remote)),
+            AppCommand::Resume { id, reason, remote } => report(remote::app_resume(&id, &reason, &remote)),
+            AppCommand::Show { id, remote } => report(remote::app_show(&id, &remote)),
+            AppCommand::Versions { id, version, remote } => report(remote::app_versions(&id, version, &remote)),
+            AppCommand::Activity { id, remote } => report(remote::app_activity(&id, &remote)),
             AppCommand::Executions { id, watch, limit, cursor, remote } => {
-                remote::app_executions(&id, watch, limit, cursor.as_deref(), &remote)
+                report(remote::app_executions(&id, watch, limit, cursor.as_deref(), &remote))
             }
             AppCommand::Logs { id, execution, follow, remote } => {
-                remote::app_logs(&id, execution.as_deref(), follow, &remote)
+                report(remote::app_logs(&id, execution.as_deref(), follow, &remote))
             }
         },
         Command::Serve(args) => serve::serve(&args),
@@ -232,7 +236,7 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Rewards { target } => report(economics::rewards(&target)),
             IngressCommand::Claim { target } => report(economics::claim(&target)),
             IngressCommand::Pins { command } => report(economics::pins(&command)),
-            IngressCommand::Catalog { command } => catalog::run(&command),
+            IngressCommand::Catalog { command } => report(catalog::run(&command)),
         },
         Command::Relay { command } => match command {
             RelayCommand::Serve(args) => relay::serve(&args),

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use manifest_core::{
-    ArtifactVersion, MAX_INPUT_BYTES, Manifest, PolicyError, PolicyV4, Report, SchemaKind, ServerFacts, render_json,
-    render_text, validate as validate_document,
+    ArtifactVersion, MAX_INPUT_BYTES, Manifest, ManifestError, PolicyError, PolicyV4, Report, SchemaKind, ServerFacts,
+    render_json, render_text, validate as validate_document,
 };
 
 use crate::args::{FactArgs, MigrateFormat, OutputFormat, SchemaVersion};
@@ -16,43 +16,185 @@ const EXIT_USAGE: u8 = 2;
 /// An invalid manifest.
 const EXIT_INVALID: u8 = 1;
 
-/// Validates the manifest at `path` (`-` for standard input) and prints the result.
-pub(crate) fn validate(path: &Path, format: OutputFormat) -> ExitCode {
-    let (name, bytes) = match read_input(path) {
-        Ok(input) => input,
-        Err(message) => {
-            // With --format json, the shared envelope (exactly one JSON value on stdout).
-            return crate::output::fail("svc", EXIT_USAGE, "unreadable_file", &message.to_string());
+/// Why an `svc manifest` command printed no result: said once, by
+/// [`crate::failure::report`], as `svc: ...` (after the manifest's diagnostics when it is
+/// invalid).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ManifestCommandError {
+    /// `validate`'s input cannot be read (envelope code `unreadable_file`).
+    #[error(transparent)]
+    Unreadable(InputError),
+    /// Another command's input cannot be read (envelope code `usage`, as its other refusals).
+    #[error(transparent)]
+    Input(InputError),
+    /// The manifest is invalid: its diagnostics, nothing more (`policy`, `digest`).
+    #[error(transparent)]
+    Invalid(Diagnosed),
+    /// The manifest to migrate is invalid: its diagnostics, then this.
+    #[error("{name} is not a valid manifest (its diagnostics are above)")]
+    NotMigratable {
+        /// The input's name.
+        name: String,
+        /// Its diagnostics.
+        #[source]
+        diagnosed: Diagnosed,
+    },
+    /// `migrate` given a V5 manifest.
+    #[error("{name} is a Manifest V5 already: nothing to migrate")]
+    V5Already {
+        /// The input's name.
+        name: String,
+    },
+    /// A valid V4 manifest serde does not read.
+    #[error("{name}: {source}")]
+    NotJson {
+        /// The input's name.
+        name: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Fields of the V4 manifest have no V5 form (the notes above say which).
+    #[error(
+        "{name}: not migrated: {blocking} field{} of the V4 manifest {} no V5 form; change {} and run again",
+        if *blocking == 1 { "" } else { "s" },
+        if *blocking == 1 { "has" } else { "have" },
+        if *blocking == 1 { "it" } else { "them" }
+    )]
+    Blocked {
+        /// The input's name.
+        name: String,
+        /// How many fields.
+        blocking: usize,
+    },
+    /// The V5 document migrated does not validate: its diagnostics, then this.
+    #[error(
+        "{name}: not migrated: the V5 document does not validate; change the V4 fields, or the values given \
+         with --entrypoint and --per-job, that the errors above point at, and run again"
+    )]
+    MigratedInvalid {
+        /// The input's name.
+        name: String,
+        /// The V5 document's diagnostics.
+        rendered: String,
+    },
+    /// `policy` of a V5 manifest.
+    #[error("the effective policy is materialized from a V4 manifest; this one is V5")]
+    PolicyOfV5,
+    /// `policy` without `--application-uid`.
+    #[error("missing server fact: pass the target application's identity with --application-uid")]
+    NoApplicationUid,
+    /// `digest` with server facts of a V5 manifest.
+    #[error("server facts give a policy digest for V4 manifests only; this one is V5")]
+    FactsOfV5,
+    /// `digest` with an artifact but no application.
+    #[error("the policy digest needs the application's identity too: pass --application-uid")]
+    ArtifactWithoutApplication,
+    /// No policy can be made with the facts given: the flag that supplies the one missing.
+    #[error("{source} (see {flag})")]
+    Facts {
+        /// Why.
+        #[source]
+        source: PolicyError,
+        /// The flag.
+        flag: &'static str,
+    },
+    /// No policy can be made from the manifest's release.
+    #[error(transparent)]
+    Release(PolicyError),
+}
+
+impl crate::failure::Failure for ManifestCommandError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            ManifestCommandError::Invalid(_)
+            | ManifestCommandError::NotMigratable { .. }
+            | ManifestCommandError::Blocked { .. }
+            | ManifestCommandError::MigratedInvalid { .. }
+            | ManifestCommandError::Release(_) => EXIT_INVALID,
+            _ => EXIT_USAGE,
         }
-    };
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        let code = match self {
+            ManifestCommandError::Unreadable(_) => "unreadable_file",
+            ManifestCommandError::Blocked { .. } | ManifestCommandError::MigratedInvalid { .. } => "migration_blocked",
+            e if e.exit_code() == EXIT_USAGE => "usage",
+            _ => "invalid_manifest",
+        };
+        svc_http::ErrorBody::new(code, self.to_string())
+    }
+
+    fn text(&self) -> String {
+        let line = crate::failure::line("svc", self);
+        match self {
+            ManifestCommandError::Invalid(diagnosed) => diagnosed.text(),
+            ManifestCommandError::NotMigratable { diagnosed, .. } => format!("{}{line}", diagnosed.text()),
+            ManifestCommandError::MigratedInvalid { rendered, .. } => format!("{rendered}{line}"),
+            _ => line,
+        }
+    }
+}
+
+/// A manifest that does not validate, with its diagnostics as `svc manifest validate` prints
+/// them.
+#[derive(Debug, thiserror::Error)]
+#[error("{source}")]
+pub(crate) struct Diagnosed {
+    /// The diagnostics, for people.
+    rendered: String,
+    /// Why there is no model.
+    #[source]
+    source: ManifestError,
+}
+
+impl Diagnosed {
+    /// What standard error shows: the diagnostics, and the reason when it is not just that
+    /// they hold an error.
+    fn text(&self) -> String {
+        match self.source {
+            ManifestError::Invalid => self.rendered.clone(),
+            _ => format!("{}svc: {}\n", self.rendered, self.source),
+        }
+    }
+}
+
+/// Validates the manifest at `path` (`-` for standard input) and prints the result.
+pub(crate) fn validate(path: &Path, format: OutputFormat) -> Result<ExitCode, ManifestCommandError> {
+    // With --format json, an unreadable input is the shared envelope (exactly one JSON value
+    // on stdout).
+    let (name, bytes) = read_input(path).map_err(ManifestCommandError::Unreadable)?;
     let report = validate_document(&bytes);
     let output = match format {
         OutputFormat::Json => render_json(&report) + "\n",
         OutputFormat::Text => render_text(&report, &name, &bytes),
     };
     print!("{output}");
-    if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_INVALID) }
+    Ok(if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_INVALID) })
 }
 
 /// Writes the V5 equivalent of the V4 manifest at `path` to standard output (checked by the
 /// validator first), and its notes to standard error.
-pub(crate) fn migrate(path: &Path, options: manifest_core::migrate::Options, format: MigrateFormat) -> ExitCode {
+pub(crate) fn migrate(
+    path: &Path,
+    options: manifest_core::migrate::Options,
+    format: MigrateFormat,
+) -> Result<ExitCode, ManifestCommandError> {
     use manifest_core::migrate::{NoteKind, migrate_v4};
-    let (name, bytes) = match read_input(path) {
-        Ok(input) => input,
-        Err(e) => return fail(EXIT_USAGE, &e.to_string()),
-    };
+    let (name, bytes) = read_input(path).map_err(ManifestCommandError::Input)?;
     let report = validate_document(&bytes);
-    let Some(manifest) = valid_manifest(&report, &name, &bytes) else {
-        return fail(EXIT_INVALID, &format!("{name} is not a valid manifest (its diagnostics are above)"));
+    let manifest = match valid_manifest(&report, &name, &bytes) {
+        Ok(manifest) => manifest,
+        Err(diagnosed) => return Err(ManifestCommandError::NotMigratable { name, diagnosed }),
     };
     if matches!(manifest, Manifest::V5(_)) {
-        return fail(EXIT_USAGE, &format!("{name} is a Manifest V5 already: nothing to migrate"));
+        return Err(ManifestCommandError::V5Already { name });
     }
     // A valid V4 manifest is strict JSON (no duplicate keys): serde reads it the same.
     let authored: serde_json::Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
-        Err(e) => return fail(EXIT_USAGE, &format!("{name}: {e}")),
+        Err(source) => return Err(ManifestCommandError::NotJson { name, source }),
     };
     let migration = migrate_v4(&authored, &options);
     for note in &migration.notes {
@@ -65,13 +207,7 @@ pub(crate) fn migrate(path: &Path, options: manifest_core::migrate::Options, for
     }
     let Some(document) = migration.manifest else {
         let blocking = migration.notes.iter().filter(|n| n.kind == NoteKind::Blocking).count();
-        let message = format!(
-            "{name}: not migrated: {blocking} field{} of the V4 manifest {} no V5 form; change {} and run again",
-            if blocking == 1 { "" } else { "s" },
-            if blocking == 1 { "has" } else { "have" },
-            if blocking == 1 { "it" } else { "them" },
-        );
-        return crate::output::fail("svc", EXIT_INVALID, "migration_blocked", &message);
+        return Err(ManifestCommandError::Blocked { name, blocking });
     };
     let text = match format {
         MigrateFormat::Yaml => manifest_core::emit::to_yaml(&document, manifest_core::emit::V5_KEY_ORDER),
@@ -80,12 +216,8 @@ pub(crate) fn migrate(path: &Path, options: manifest_core::migrate::Options, for
     // What is written must validate as V5 (a V4 value beyond a V5 bound shows here).
     let checked = validate_document(text.as_bytes());
     if !checked.is_valid() {
-        eprint!("{}", render_text(&checked, "the V5 document", text.as_bytes()));
-        let message = format!(
-            "{name}: not migrated: the V5 document does not validate; change the V4 fields, or the values given \
-             with --entrypoint and --per-job, that the errors above point at, and run again"
-        );
-        return crate::output::fail("svc", EXIT_INVALID, "migration_blocked", &message);
+        let rendered = render_text(&checked, "the V5 document", text.as_bytes());
+        return Err(ManifestCommandError::MigratedInvalid { name, rendered });
     }
     print!("{text}");
     eprintln!(
@@ -93,7 +225,7 @@ pub(crate) fn migrate(path: &Path, options: manifest_core::migrate::Options, for
         migration.notes.len(),
         if migration.notes.len() == 1 { "" } else { "s" }
     );
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The schema a `--version` names.
@@ -113,75 +245,51 @@ pub(crate) fn schema(version: SchemaVersion) -> ExitCode {
 }
 
 /// Prints the effective policy of a V4 manifest; diagnostics and errors go to standard error.
-pub(crate) fn policy(path: &Path, facts: &FactArgs) -> ExitCode {
-    let (manifest, _) = match read_valid_manifest(path) {
-        Ok(valid) => valid,
-        Err(code) => return code,
-    };
+pub(crate) fn policy(path: &Path, facts: &FactArgs) -> Result<ExitCode, ManifestCommandError> {
+    let (manifest, _) = read_valid_manifest(path)?;
     let Manifest::V4(manifest) = manifest else {
-        return fail(EXIT_USAGE, "the effective policy is materialized from a V4 manifest; this one is V5");
+        return Err(ManifestCommandError::PolicyOfV5);
     };
     let Some(application_uid) = facts.application_uid.clone() else {
-        return fail(EXIT_USAGE, "missing server fact: pass the target application's identity with --application-uid");
+        return Err(ManifestCommandError::NoApplicationUid);
     };
-    match PolicyV4::materialize(&manifest, &server_facts(application_uid, facts)) {
-        Ok(policy) => {
-            // Serializing plain data cannot fail.
-            println!("{}", serde_json::to_string_pretty(&policy).unwrap_or_default());
-            ExitCode::SUCCESS
-        }
-        Err(e) => policy_failure(&e),
-    }
+    let policy = PolicyV4::materialize(&manifest, &server_facts(application_uid, facts)).map_err(policy_failure)?;
+    // Serializing plain data cannot fail.
+    println!("{}", serde_json::to_string_pretty(&policy).unwrap_or_default());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints the authored digest, and the policy digest for V4 when the facts are given.
-pub(crate) fn digest(path: &Path, facts: &FactArgs) -> ExitCode {
-    let (manifest, authored) = match read_valid_manifest(path) {
-        Ok(valid) => valid,
-        Err(code) => return code,
-    };
+pub(crate) fn digest(path: &Path, facts: &FactArgs) -> Result<ExitCode, ManifestCommandError> {
+    let (manifest, authored) = read_valid_manifest(path)?;
     // Work out everything before printing anything: no half answer on a failure.
     let policy = match (manifest, facts.application_uid.clone()) {
-        (Manifest::V4(manifest), Some(uid)) => match PolicyV4::materialize(&manifest, &server_facts(uid, facts)) {
-            Ok(policy) => Some(policy.digest()),
-            Err(e) => return policy_failure(&e),
-        },
-        (Manifest::V5(_), Some(_)) => {
-            return fail(EXIT_USAGE, "server facts give a policy digest for V4 manifests only; this one is V5");
+        (Manifest::V4(manifest), Some(uid)) => {
+            Some(PolicyV4::materialize(&manifest, &server_facts(uid, facts)).map_err(policy_failure)?.digest())
         }
-        (_, None) if facts.artifact_cid.is_some() => {
-            return fail(EXIT_USAGE, "the policy digest needs the application's identity too: pass --application-uid");
-        }
+        (Manifest::V5(_), Some(_)) => return Err(ManifestCommandError::FactsOfV5),
+        (_, None) if facts.artifact_cid.is_some() => return Err(ManifestCommandError::ArtifactWithoutApplication),
         (_, None) => None,
     };
     println!("authored {authored}");
     if let Some(policy) = policy {
         println!("policy {policy}");
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Reads and validates the manifest at `path`: its model and authored digest when it is
-/// valid; otherwise the problem goes to standard error and the exit code comes back.
-fn read_valid_manifest(path: &Path) -> Result<(Manifest, String), ExitCode> {
-    let (name, bytes) = read_input(path).map_err(|e| fail(EXIT_USAGE, &e.to_string()))?;
+/// valid; otherwise why not (its diagnostics).
+fn read_valid_manifest(path: &Path) -> Result<(Manifest, String), ManifestCommandError> {
+    let (name, bytes) = read_input(path).map_err(ManifestCommandError::Input)?;
     let report = validate_document(&bytes);
-    let manifest = valid_manifest(&report, &name, &bytes).ok_or(ExitCode::from(EXIT_INVALID))?;
+    let manifest = valid_manifest(&report, &name, &bytes).map_err(ManifestCommandError::Invalid)?;
     Ok((manifest, report.authored_digest().unwrap_or_default()))
 }
 
-/// The model of a valid manifest; otherwise the diagnostics go to standard error.
-fn valid_manifest(report: &Report<'_>, name: &str, bytes: &[u8]) -> Option<Manifest> {
-    match report.manifest() {
-        Ok(manifest) => Some(manifest),
-        Err(e) => {
-            eprint!("{}", render_text(report, name, bytes));
-            if !matches!(e, manifest_core::ManifestError::Invalid) {
-                eprintln!("svc: {e}");
-            }
-            None
-        }
-    }
+/// The model of a valid manifest; otherwise its diagnostics.
+fn valid_manifest(report: &Report<'_>, name: &str, bytes: &[u8]) -> Result<Manifest, Diagnosed> {
+    report.manifest().map_err(|source| Diagnosed { rendered: render_text(report, name, bytes), source })
 }
 
 fn server_facts(application_uid: String, facts: &FactArgs) -> ServerFacts {
@@ -196,7 +304,7 @@ fn server_facts(application_uid: String, facts: &FactArgs) -> ServerFacts {
 
 /// Reports why no policy could be made: a missing or wrong fact is a usage error naming the
 /// flag that supplies it; a release no policy can be made from is the manifest's problem.
-fn policy_failure(e: &PolicyError) -> ExitCode {
+fn policy_failure(e: PolicyError) -> ManifestCommandError {
     let flag = match e {
         PolicyError::MissingApplicationUid | PolicyError::ApplicationUidMismatch { .. } => "--application-uid",
         PolicyError::InvalidArtifactVersion { field: "cid", .. } => "--artifact-cid",
@@ -204,13 +312,9 @@ fn policy_failure(e: &PolicyError) -> ExitCode {
         PolicyError::MissingArtifactVersion | PolicyError::PinnedArtifactMismatch { .. } => {
             "--artifact-cid and --artifact-digest"
         }
-        PolicyError::RuntimeImageBuild => return fail(EXIT_INVALID, &e.to_string()),
+        PolicyError::RuntimeImageBuild => return ManifestCommandError::Release(e),
     };
-    fail(EXIT_USAGE, &format!("{e} (see {flag})"))
-}
-
-fn fail(code: u8, message: &str) -> ExitCode {
-    crate::output::fail("svc", code, if code == EXIT_USAGE { "usage" } else { "invalid_manifest" }, message)
+    ManifestCommandError::Facts { source: e, flag }
 }
 
 /// Reads at most one byte past the input limit, so an oversized input is reported as

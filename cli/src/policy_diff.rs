@@ -56,24 +56,111 @@ struct Read {
     schema: Option<String>,
 }
 
-fn fail(message: &str) -> ExitCode {
-    crate::output::fail("svc", EXIT_USAGE, "unreadable_policy", message)
+/// Why `svc policy diff` compared nothing (exit 2): said once, by
+/// [`crate::failure::report`], as `svc: ...`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DiffError {
+    /// The service's version cannot be had (as `svc app versions` says it; a refusal exits 2).
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
+    /// The service's version view holds no policy.
+    #[error("{side}: the service sent no policy")]
+    NoPolicy {
+        /// `APP@N`.
+        side: String,
+    },
+    /// A file cannot be read (the error names it).
+    #[error(transparent)]
+    Input(crate::manifest::InputError),
+    /// A file is larger than a policy can be.
+    #[error("{name} is larger than {} bytes", manifest_core::MAX_INPUT_BYTES)]
+    TooLarge {
+        /// The file.
+        name: String,
+    },
+    /// A file is not UTF-8.
+    #[error("{name} is not UTF-8 text")]
+    NotText {
+        /// The file.
+        name: String,
+        /// Where it is not.
+        #[source]
+        source: std::str::Utf8Error,
+    },
+    /// A file reads as neither JSON nor YAML.
+    #[error("{name}{first} (it does not read as JSON or YAML)")]
+    Unparsed {
+        /// The file.
+        name: String,
+        /// `:LINE:COLUMN: message` of its first problem.
+        first: String,
+    },
+    /// A file's document cannot be made JSON.
+    #[error("{name}: {source}")]
+    NotJson {
+        /// The file.
+        name: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Two different kinds of document.
+    #[error(
+        "{a} is {a_kind} and {b} is {b_kind}: compare like with like (two effective policies: `svc app versions \
+         APP --version N --format json`, or APP@N; or two manifests)"
+    )]
+    Unlike {
+        /// The first side.
+        a: String,
+        /// What it is.
+        a_kind: String,
+        /// The second side.
+        b: String,
+        /// What it is.
+        b_kind: String,
+    },
+}
+
+impl crate::failure::Failure for DiffError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            DiffError::Remote(e) => e.exit_code(),
+            _ => EXIT_USAGE,
+        }
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        match self {
+            DiffError::Remote(e) => e.envelope(),
+            _ => svc_http::ErrorBody::new("unreadable_policy", self.to_string()),
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            DiffError::Remote(e) => e.text(),
+            _ => crate::failure::line("svc", self),
+        }
+    }
 }
 
 /// Reads one side: a file's JSON or YAML (a version view's `policy` if it is one), or the
 /// service's version.
-fn read(side: &Side, remote: &Remote) -> Result<Read, ExitCode> {
+fn read(side: &Side, remote: &Remote) -> Result<Read, DiffError> {
     let document = match side {
         Side::Version { app, version } => {
             let view = crate::remote::policy_version(app, *version, remote)?;
-            view.get("policy").cloned().ok_or_else(|| fail(&format!("{}: the service sent no policy", side.label())))?
+            view.get("policy").cloned().ok_or_else(|| DiffError::NoPolicy { side: side.label() })?
         }
         Side::File(path) => {
-            let (name, bytes) = crate::manifest::read_input(Path::new(path)).map_err(|e| fail(&e.to_string()))?;
+            let (name, bytes) = crate::manifest::read_input(Path::new(path)).map_err(DiffError::Input)?;
             if bytes.len() > manifest_core::MAX_INPUT_BYTES {
-                return Err(fail(&format!("{name} is larger than {} bytes", manifest_core::MAX_INPUT_BYTES)));
+                return Err(DiffError::TooLarge { name });
             }
-            let text = std::str::from_utf8(&bytes).map_err(|_| fail(&format!("{name} is not UTF-8 text")))?;
+            let text = match std::str::from_utf8(&bytes) {
+                Ok(text) => text,
+                Err(source) => return Err(DiffError::NotText { name, source }),
+            };
             let (root, diagnostics) = match manifest_core::Format::detect(text) {
                 manifest_core::Format::Json => manifest_core::parse::json(text),
                 manifest_core::Format::Yaml => manifest_core::parse::yaml(text),
@@ -92,9 +179,12 @@ fn read(side: &Side, remote: &Remote) -> Result<Read, ExitCode> {
                         None => format!(": {}", d.message),
                     }
                 });
-                return Err(fail(&format!("{name}{first} (it does not read as JSON or YAML)")));
+                return Err(DiffError::Unparsed { name, first });
             };
-            let value = serde_json::to_value(&root).map_err(|e| fail(&format!("{name}: {e}")))?;
+            let value = match serde_json::to_value(&root) {
+                Ok(value) => value,
+                Err(source) => return Err(DiffError::NotJson { name, source }),
+            };
             // The JSON of `svc app versions APP --version N`: its effective policy.
             match value.get("policy") {
                 Some(policy) if value.get("policyVersion").is_some() => policy.clone(),
@@ -107,27 +197,19 @@ fn read(side: &Side, remote: &Remote) -> Result<Read, ExitCode> {
 }
 
 /// `svc policy diff A B`.
-pub(crate) fn run(from: &str, to: &str, remote: &Remote) -> ExitCode {
+pub(crate) fn run(from: &str, to: &str, remote: &Remote) -> Result<ExitCode, DiffError> {
     let (a, b) = (Side::parse(from), Side::parse(to));
     // One side at a time: the first that cannot be read is the one error said.
-    let before = match read(&a, remote) {
-        Ok(read) => read,
-        Err(code) => return code,
-    };
-    let after = match read(&b, remote) {
-        Ok(read) => read,
-        Err(code) => return code,
-    };
+    let before = read(&a, remote)?;
+    let after = read(&b, remote)?;
     if before.schema != after.schema {
         let kind = |s: &Option<String>| s.clone().unwrap_or_else(|| "a document without `schema`".to_owned());
-        return fail(&format!(
-            "{} is {} and {} is {}: compare like with like (two effective policies: `svc app versions APP --version \
-             N --format json`, or APP@N; or two manifests)",
-            a.label(),
-            kind(&before.schema),
-            b.label(),
-            kind(&after.schema)
-        ));
+        return Err(DiffError::Unlike {
+            a: a.label(),
+            a_kind: kind(&before.schema),
+            b: b.label(),
+            b_kind: kind(&after.schema),
+        });
     }
     let changes = manifest_core::diff::diff(&before.document, &after.document);
     match remote.format {
@@ -143,7 +225,7 @@ pub(crate) fn run(from: &str, to: &str, remote: &Remote) -> ExitCode {
         }
         OutputFormat::Text => print!("{}", text(&a.label(), &b.label(), &changes)),
     }
-    ExitCode::from(if changes.is_empty() { EXIT_SAME } else { EXIT_CHANGED })
+    Ok(ExitCode::from(if changes.is_empty() { EXIT_SAME } else { EXIT_CHANGED }))
 }
 
 /// The text report: a heading, the changes reaching running jobs, then the others.

@@ -17,8 +17,116 @@ use crate::client::{Client, ClientError, Response};
 const EXIT_REFUSED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 
-fn fail(exit: u8, code: &str, message: &str) -> ExitCode {
-    crate::output::fail("svc", exit, code, message)
+/// Why a command against the service failed: said once, by [`crate::failure::report`], as
+/// `svc: ...` (a refusal as the service's code, message and diagnostics).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RemoteError {
+    /// No service address anywhere.
+    #[error("no service given: pass --server URL, set SVC_SERVER, or put \"server\" in the config file")]
+    NoServer,
+    /// No token anywhere.
+    #[error(
+        "no token: set SVC_TOKEN, or put \"token\" in {config}; a service administrator makes one on the \
+         service's host: `svc admin token create --data-dir DATA_DIR --org ORG --role developer`"
+    )]
+    NoToken {
+        /// The config file, or "the config file" when there is none.
+        config: String,
+    },
+    /// The server URL or the CA cannot be used.
+    #[error(transparent)]
+    Client(ClientError),
+    /// A request got no answer (with what to check).
+    #[error("{}", client_failure(.0))]
+    Unanswered(#[source] ClientError),
+    /// The service refused (a non-2xx answer).
+    #[error("{}", refusal_line(*status, body))]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The answer's body (the envelope, when the service sent one).
+        body: Vec<u8>,
+        /// The exit code: 1, or 2 where the answer was an input to read.
+        exit: u8,
+        /// What to do, said after the refusal.
+        fix: Option<String>,
+    },
+    /// A file cannot be read (the error names it).
+    #[error(transparent)]
+    Unreadable(std::io::Error),
+    /// The manifest is invalid: nothing was sent.
+    #[error("the manifest is invalid; nothing was sent")]
+    InvalidManifest {
+        /// Its diagnostics for people, as `svc manifest validate` prints them.
+        rendered: String,
+        /// Its diagnostics as JSON (the envelope's `diagnostics`).
+        diagnostics: Value,
+    },
+    /// The service's schema cannot be had.
+    #[error(transparent)]
+    Schema(SchemaFetchError),
+}
+
+impl crate::failure::Failure for RemoteError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            RemoteError::Refused { exit, .. } => *exit,
+            RemoteError::InvalidManifest { .. } => EXIT_REFUSED,
+            _ => EXIT_USAGE,
+        }
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        let code = match self {
+            RemoteError::NoServer => "no_server",
+            RemoteError::NoToken { .. } => "no_token",
+            RemoteError::Client(e) | RemoteError::Unanswered(e) => e.code(),
+            RemoteError::Refused { status, body, .. } => return crate::output::http_error(*status, body),
+            RemoteError::Unreadable(_) => "unreadable_file",
+            RemoteError::InvalidManifest { diagnostics, .. } => {
+                return svc_http::ErrorBody::new("invalid_manifest", self.to_string())
+                    .with("diagnostics", diagnostics["diagnostics"].clone());
+            }
+            RemoteError::Schema(_) => "schema_unavailable",
+        };
+        svc_http::ErrorBody::new(code, self.to_string())
+    }
+
+    fn text(&self) -> String {
+        let line = crate::failure::line("svc", self);
+        match self {
+            RemoteError::Refused { status, body, fix, .. } => {
+                let fix = fix.as_deref().map(|f| format!("{f}\n")).unwrap_or_default();
+                format!("{}{fix}", error_text(*status, &serde_json::from_slice(body).unwrap_or(Value::Null)))
+            }
+            RemoteError::InvalidManifest { rendered, .. } => format!("{rendered}{line}"),
+            _ => line,
+        }
+    }
+}
+
+/// A refusal's first line without `svc: `.
+fn refusal_line(status: u16, body: &[u8]) -> String {
+    let text = error_text(status, &serde_json::from_slice(body).unwrap_or(Value::Null));
+    let first = text.lines().next().unwrap_or_default();
+    first.strip_prefix("svc: ").unwrap_or(first).to_owned()
+}
+
+impl RemoteError {
+    /// The service's refusal in `response`.
+    pub(crate) fn refused(response: &Response, exit: u8) -> RemoteError {
+        RemoteError::Refused { status: response.status, body: response.body.clone(), exit, fix: None }
+    }
+}
+
+/// Validates `bytes` (the manifest `name`) here: an invalid one is [`RemoteError::InvalidManifest`].
+pub(crate) fn valid_here<'a>(bytes: &'a [u8], name: &str) -> Result<manifest_core::Report<'a>, RemoteError> {
+    let report = validate(bytes);
+    if report.is_valid() {
+        return Ok(report);
+    }
+    let diagnostics: Value = serde_json::from_str(&manifest_core::render_json(&report)).unwrap_or(Value::Null);
+    Err(RemoteError::InvalidManifest { rendered: render_text(&report, name, bytes), diagnostics })
 }
 
 /// `SVC_CONFIG`, or `svc/config.json` in the user config directory.
@@ -33,36 +141,22 @@ fn config_value(key: &str) -> Option<String> {
 
 /// The client for `remote`: server from the flag or `SVC_SERVER` or the config file; token
 /// from `SVC_TOKEN` or the config file.
-pub(crate) fn client(remote_server: Option<&str>, trust: &Trust, with_token: bool) -> Result<Client, ExitCode> {
-    let server = remote_server.map(str::to_owned).or_else(|| config_value("server")).ok_or_else(|| {
-        fail(
-            EXIT_USAGE,
-            "no_server",
-            "no service given: pass --server URL, set SVC_SERVER, or put \"server\" in the config file",
-        )
-    })?;
+pub(crate) fn client(remote_server: Option<&str>, trust: &Trust, with_token: bool) -> Result<Client, RemoteError> {
+    let server = remote_server.map(str::to_owned).or_else(|| config_value("server")).ok_or(RemoteError::NoServer)?;
     let token = if with_token {
         let token = std::env::var("SVC_TOKEN").ok().filter(|t| !t.is_empty()).or_else(|| config_value("token"));
-        Some(token.ok_or_else(|| {
-            let file = config_file().map_or_else(|| "the config file".to_owned(), |f| f.display().to_string());
-            fail(
-                EXIT_USAGE,
-                "no_token",
-                &format!(
-                    "no token: set SVC_TOKEN, or put \"token\" in {file}; a service administrator makes one on the \
-                     service's host: `svc admin token create --data-dir DATA_DIR --org ORG --role developer`"
-                ),
-            )
+        Some(token.ok_or_else(|| RemoteError::NoToken {
+            config: config_file().map_or_else(|| "the config file".to_owned(), |f| f.display().to_string()),
         })?)
     } else {
         None
     };
-    Client::new(&server, token, trust.ca.as_deref()).map_err(|e| fail(EXIT_USAGE, e.code(), &e.to_string()))
+    Client::new(&server, token, trust.ca.as_deref()).map_err(RemoteError::Client)
 }
 
-pub(crate) fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, ExitCode> {
+pub(crate) fn send(client: &Client, method: Method, path: &str, body: Option<Value>) -> Result<Response, RemoteError> {
     let body = body.map(|b| serde_json::to_vec(&b).unwrap_or_default());
-    client.send(method, path, body, &[]).map_err(|e| fail(EXIT_USAGE, e.code(), &client_failure(&e)))
+    client.send(method, path, body, &[]).map_err(RemoteError::Unanswered)
 }
 
 /// A request that got no answer, with what to check: a service that is not running where
@@ -81,20 +175,20 @@ fn client_failure(e: &ClientError) -> String {
     }
 }
 
-/// Prints a success (the JSON as it came, or `text`), or the error envelope, and exits.
-fn finish(response: &Response, format: OutputFormat, text: impl FnOnce(&Value) -> String) -> ExitCode {
-    let body = response.json();
-    let ok = (200..300).contains(&response.status);
-    match (ok, format) {
-        (true, OutputFormat::Json) => println!("{}", String::from_utf8_lossy(&response.body).trim_end()),
-        (true, OutputFormat::Text) => print!("{}", text(&body)),
-        (false, OutputFormat::Json) => {
-            crate::output::print_json(&crate::output::http_error(response.status, &response.body));
-            eprint!("{}", error_text(response.status, &body));
-        }
-        (false, OutputFormat::Text) => eprint!("{}", error_text(response.status, &body)),
+/// Prints a success (the JSON as it came, or `text`); a refusal is the error (exit 1).
+fn finish(
+    response: &Response,
+    format: OutputFormat,
+    text: impl FnOnce(&Value) -> String,
+) -> Result<ExitCode, RemoteError> {
+    if !(200..300).contains(&response.status) {
+        return Err(RemoteError::refused(response, EXIT_REFUSED));
     }
-    if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) }
+    match format {
+        OutputFormat::Json => println!("{}", String::from_utf8_lossy(&response.body).trim_end()),
+        OutputFormat::Text => print!("{}", text(&response.json())),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) fn error_text(status: u16, body: &Value) -> String {
@@ -140,24 +234,10 @@ pub(crate) struct Publish<'a> {
 }
 
 /// Validates locally, refusing before sending anything; then publishes.
-pub(crate) fn publish(args: &Publish<'_>) -> ExitCode {
-    let bytes = match fs_err::read(args.file) {
-        Ok(b) => b,
-        Err(e) => return fail(EXIT_USAGE, "unreadable_file", &e.to_string()),
-    };
-    let report = validate(&bytes);
-    if !report.is_valid() {
-        eprint!("{}", render_text(&report, &args.file.display().to_string(), &bytes));
-        let message = "the manifest is invalid; nothing was sent";
-        let diagnostics: Value = serde_json::from_str(&manifest_core::render_json(&report)).unwrap_or(Value::Null);
-        let body = svc_http::ErrorBody::new("invalid_manifest", message)
-            .with("diagnostics", diagnostics["diagnostics"].clone());
-        return crate::output::fail_with("svc", EXIT_REFUSED, body);
-    }
-    let client = match client(args.remote.server.as_deref(), &args.remote.trust, true) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+pub(crate) fn publish(args: &Publish<'_>) -> Result<ExitCode, RemoteError> {
+    let bytes = fs_err::read(args.file).map_err(RemoteError::Unreadable)?;
+    let report = valid_here(&bytes, &args.file.display().to_string())?;
+    let client = client(args.remote.server.as_deref(), &args.remote.trust, true)?;
     // The targeted service's schema, from the cache when its digest has not changed: if it is
     // not the one this svc validates against, say so (local validation may then differ).
     let kind = if report.schema_version == Some(4) { SchemaKind::ManifestV4 } else { SchemaKind::ManifestV5 };
@@ -183,10 +263,7 @@ pub(crate) fn publish(args: &Publish<'_>) -> ExitCode {
         body["expectedActivePointerVersion"] = json!(n);
     }
     let path = format!("/api/applications/{}/policy-versions", args.app);
-    let response = match send(&client, Method::POST, &path, Some(body)) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let response = send(&client, Method::POST, &path, Some(body))?;
     finish(&response, args.remote.format, |b| {
         let what = if b["dryRun"] == json!(true) { "dry run: would publish" } else { "published" };
         let mut out = format!(
@@ -206,13 +283,9 @@ pub(crate) fn publish(args: &Publish<'_>) -> ExitCode {
 }
 
 /// `svc app create ID`
-pub(crate) fn app_create(id: &str, remote: &Remote) -> ExitCode {
-    let response = match client(remote.server.as_deref(), &remote.trust, true)
-        .and_then(|c| send(&c, Method::POST, "/api/applications", Some(json!({ "applicationId": id }))))
-    {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+pub(crate) fn app_create(id: &str, remote: &Remote) -> Result<ExitCode, RemoteError> {
+    let client = client(remote.server.as_deref(), &remote.trust, true)?;
+    let response = send(&client, Method::POST, "/api/applications", Some(json!({ "applicationId": id })))?;
     finish(&response, remote.format, |b| {
         format!(
             "created {} ({}), status {}\n",
@@ -224,7 +297,7 @@ pub(crate) fn app_create(id: &str, remote: &Remote) -> ExitCode {
 }
 
 /// `svc app show ID`
-pub(crate) fn app_show(id: &str, remote: &Remote) -> ExitCode {
+pub(crate) fn app_show(id: &str, remote: &Remote) -> Result<ExitCode, RemoteError> {
     get(&format!("/api/applications/{id}"), remote, |b| {
         let mut out = format!(
             "{} ({})\nstatus: {}\nactive version: {}\n",
@@ -257,22 +330,16 @@ pub(crate) fn app_executions(
     limit: Option<u16>,
     cursor: Option<&str>,
     remote: &Remote,
-) -> ExitCode {
+) -> Result<ExitCode, RemoteError> {
     let path = format!("/api/applications/{id}/executions{}", page_query(limit, cursor));
     if !watch {
         return get(&path, remote, executions_text);
     }
-    let client = match client(remote.server.as_deref(), &remote.trust, true) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+    let client = client(remote.server.as_deref(), &remote.trust, true)?;
     // Until interrupted: print the projection again whenever it changes.
     let mut last = Vec::new();
     loop {
-        let response = match send(&client, Method::GET, &path, None) {
-            Ok(r) => r,
-            Err(code) => return code,
-        };
+        let response = send(&client, Method::GET, &path, None)?;
         if !(200..300).contains(&response.status) {
             return finish(&response, remote.format, executions_text);
         }
@@ -287,7 +354,7 @@ pub(crate) fn app_executions(
             last = response.body.clone();
         }
         if crate::output::stdout_closed() {
-            return ExitCode::SUCCESS;
+            return Ok(ExitCode::SUCCESS);
         }
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
@@ -370,11 +437,13 @@ pub(crate) fn executions_text(b: &Value) -> String {
 /// and once per execution (again only if it grows) how many lines it did not keep. JSON: one
 /// object, every line and the drops; with `--follow`, JSON Lines (lines and drops as they
 /// come).
-pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: &Remote) -> ExitCode {
-    let client = match client(remote.server.as_deref(), &remote.trust, true) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+pub(crate) fn app_logs(
+    id: &str,
+    execution: Option<&str>,
+    follow: bool,
+    remote: &Remote,
+) -> Result<ExitCode, RemoteError> {
+    let client = client(remote.server.as_deref(), &remote.trust, true)?;
     let json = remote.format == OutputFormat::Json;
     let mut after: i64 = 0;
     let mut said: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
@@ -403,12 +472,12 @@ pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: 
                     eprintln!("svc: {e}; following on when it answers again (Ctrl-C stops)");
                 }
                 if crate::output::stdout_closed() {
-                    return ExitCode::SUCCESS;
+                    return Ok(ExitCode::SUCCESS);
                 }
                 std::thread::sleep(std::time::Duration::from_secs(1));
                 continue;
             }
-            Err(e) => return fail(EXIT_USAGE, e.code(), &client_failure(&e)),
+            Err(e) => return Err(RemoteError::Unanswered(e)),
         };
         if !(200..300).contains(&response.status) {
             // `--follow` rides through the service's store being away a while (503: its
@@ -423,7 +492,7 @@ pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: 
                     );
                 }
                 if crate::output::stdout_closed() {
-                    return ExitCode::SUCCESS;
+                    return Ok(ExitCode::SUCCESS);
                 }
                 std::thread::sleep(std::time::Duration::from_secs(1));
                 continue;
@@ -473,10 +542,10 @@ pub(crate) fn app_logs(id: &str, execution: Option<&str>, follow: bool, remote: 
                      the executions)"
                 );
             }
-            return ExitCode::SUCCESS;
+            return Ok(ExitCode::SUCCESS);
         }
         if crate::output::stdout_closed() {
-            return ExitCode::SUCCESS;
+            return Ok(ExitCode::SUCCESS);
         }
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
@@ -524,7 +593,7 @@ fn escape_controls(line: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// `svc app list`
-pub(crate) fn app_list(remote: &Remote) -> ExitCode {
+pub(crate) fn app_list(remote: &Remote) -> Result<ExitCode, RemoteError> {
     get("/api/applications", remote, |b| {
         let mut out = String::new();
         for a in b["applications"].as_array().into_iter().flatten() {
@@ -544,13 +613,10 @@ pub(crate) fn app_list(remote: &Remote) -> ExitCode {
 }
 
 /// `svc app resume ID --reason TEXT`
-pub(crate) fn app_resume(id: &str, reason: &str, remote: &Remote) -> ExitCode {
-    let response = match client(remote.server.as_deref(), &remote.trust, true).and_then(|c| {
-        send(&c, Method::POST, &format!("/api/applications/{id}/resume"), Some(json!({ "reason": reason })))
-    }) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+pub(crate) fn app_resume(id: &str, reason: &str, remote: &Remote) -> Result<ExitCode, RemoteError> {
+    let client = client(remote.server.as_deref(), &remote.trust, true)?;
+    let path = format!("/api/applications/{id}/resume");
+    let response = send(&client, Method::POST, &path, Some(json!({ "reason": reason })))?;
     finish(&response, remote.format, |b| {
         format!(
             "resumed {}, status {}\n",
@@ -561,7 +627,7 @@ pub(crate) fn app_resume(id: &str, reason: &str, remote: &Remote) -> ExitCode {
 }
 
 /// `svc app versions ID [--version N]`
-pub(crate) fn app_versions(id: &str, version: Option<u64>, remote: &Remote) -> ExitCode {
+pub(crate) fn app_versions(id: &str, version: Option<u64>, remote: &Remote) -> Result<ExitCode, RemoteError> {
     match version {
         Some(n) => get(&format!("/api/applications/{id}/policy-versions/{n}"), remote, |b| {
             format!("{}\n", serde_json::to_string_pretty(b).unwrap_or_default())
@@ -584,23 +650,19 @@ pub(crate) fn app_versions(id: &str, version: Option<u64>, remote: &Remote) -> E
 }
 
 /// Version `n` of application `id` on the service (`svc app versions ID --version N`, as
-/// JSON): its effective policy and the rest of its view, or why not (the error already
-/// said; exit 2, as for any input that cannot be read).
-pub(crate) fn policy_version(id: &str, n: u64, remote: &Remote) -> Result<Value, ExitCode> {
+/// JSON): its effective policy and the rest of its view, or why not (a refusal exits 2, as
+/// for any input that cannot be read).
+pub(crate) fn policy_version(id: &str, n: u64, remote: &Remote) -> Result<Value, RemoteError> {
     let client = client(remote.server.as_deref(), &remote.trust, true)?;
     let response = send(&client, Method::GET, &format!("/api/applications/{id}/policy-versions/{n}"), None)?;
     if (200..300).contains(&response.status) {
         return Ok(response.json());
     }
-    if remote.format == OutputFormat::Json {
-        crate::output::print_json(&crate::output::http_error(response.status, &response.body));
-    }
-    eprint!("{}", error_text(response.status, &response.json()));
-    Err(ExitCode::from(EXIT_USAGE))
+    Err(RemoteError::refused(&response, EXIT_USAGE))
 }
 
 /// `svc app activity ID`
-pub(crate) fn app_activity(id: &str, remote: &Remote) -> ExitCode {
+pub(crate) fn app_activity(id: &str, remote: &Remote) -> Result<ExitCode, RemoteError> {
     get(&format!("/api/applications/{id}/activity"), remote, |b| {
         let mut out = String::new();
         for a in b["activity"].as_array().into_iter().flatten() {
@@ -625,27 +687,18 @@ pub(crate) fn app_activity(id: &str, remote: &Remote) -> ExitCode {
     })
 }
 
-fn get(path: &str, remote: &Remote, text: impl FnOnce(&Value) -> String) -> ExitCode {
-    match client(remote.server.as_deref(), &remote.trust, true).and_then(|c| send(&c, Method::GET, path, None)) {
-        Ok(r) => finish(&r, remote.format, text),
-        Err(code) => code,
-    }
+fn get(path: &str, remote: &Remote, text: impl FnOnce(&Value) -> String) -> Result<ExitCode, RemoteError> {
+    let client = client(remote.server.as_deref(), &remote.trust, true)?;
+    finish(&send(&client, Method::GET, path, None)?, remote.format, text)
 }
 
 /// `svc manifest schema --version V --server URL`: the service's schema bytes.
-pub(crate) fn schema(kind: SchemaKind, server: Option<&str>, trust: &Trust) -> ExitCode {
-    let client = match client(server, trust, false) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    match fetch_schema(&client, kind) {
-        Ok(bytes) => {
-            use std::io::Write;
-            let _ = std::io::stdout().write_all(&bytes);
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(EXIT_USAGE, "schema_unavailable", &e.to_string()),
-    }
+pub(crate) fn schema(kind: SchemaKind, server: Option<&str>, trust: &Trust) -> Result<ExitCode, RemoteError> {
+    use std::io::Write;
+    let client = client(server, trust, false)?;
+    let bytes = fetch_schema(&client, kind).map_err(RemoteError::Schema)?;
+    let _ = std::io::stdout().write_all(&bytes);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn route(kind: SchemaKind) -> &'static str {
@@ -702,7 +755,7 @@ fn fetch_schema(client: &Client, kind: SchemaKind) -> Result<Vec<u8>, SchemaFetc
 
 /// Why the service's schema could not be had.
 #[derive(Debug, thiserror::Error)]
-enum SchemaFetchError {
+pub(crate) enum SchemaFetchError {
     /// The request failed.
     #[error(transparent)]
     Client(#[from] crate::client::ClientError),
