@@ -1,7 +1,8 @@
 //! The relay API over HTTP (axum): bearer-token auth, the invitation gate, JSON bodies with
 //! unknown fields refused, and one error envelope
-//! (`{"error": {"code", "message", "hints"?, "diagnostics"?}}`). Handlers translate HTTP;
-//! decisions live in the engine and the store.
+//! (`{"error": {"code", "message", "hints"?, "diagnostics"?}}`). Handlers translate HTTP: the
+//! use cases are `operations`' (whose errors become answers in `rejection`), the decisions
+//! the engine's and the store's.
 //!
 //! Bodies are bounded: a deploy's (up to [`DEPLOY_LIMIT`]) is read after its token is checked,
 //! under the listener's bounds on large bodies per organization and in all (`svc_http::Intake`,
@@ -23,11 +24,12 @@ use serde_json::json;
 use super::Engine;
 use super::api::{
     BUNDLE_MAX_BYTES, ClaimResponse, FundRequest, HintsResponse, HostnameRequest, HostnameResponse, LedgerResponse,
-    LogsResponse, PinRequest, PinsResponse, QuoteRequest, SessionsResponse, Status, ValidatorVersion,
+    LogsResponse, PinRequest, PinsResponse, QuoteRequest, SessionsResponse, Status,
 };
-use super::model::{Deployment, HostnameState};
-use super::store::{Caller, StoreError, TokenRole, now_ms, random_hex};
-use crate::hint::{DnsRecord, Hint};
+use super::model::Deployment;
+use super::operations::{self, deployment_of};
+use super::store::{Caller, StoreError, TokenRole, now_ms};
+use crate::hint::Hint;
 use relay_wire::wire;
 
 /// The largest deploy request: the app's files travel in it as base64 (4 bytes for 3), with
@@ -45,7 +47,7 @@ mod policy;
 mod rejection;
 
 use deploy::deploy;
-use rejection::{BadRequest, Credentials, Missing, Rejection};
+use rejection::{BadRequest, Credentials, Rejection};
 
 /// An API error: a [`Rejection`], a store's refusal or a 500.
 #[derive(Debug)]
@@ -199,7 +201,7 @@ pub(super) fn router(engine: Arc<Engine>) -> Router {
     // Every id in a path is checked before a handler sees it (the console checks its own).
     svc_http::limit_body(svc_http::check_path_ids(small, PATH_IDS), SMALL_BODY_LIMIT)
         .merge(deploys)
-        .fallback(|| async { Rejection::NotFound(Missing::Route) })
+        .fallback(|| async { Rejection::NoRoute })
         .with_state(engine)
 }
 
@@ -291,14 +293,6 @@ fn body_refusal(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     Rejection::InvalidRequest(why).into()
 }
 
-fn deployment_of(engine: &Engine, caller: &Caller, project: &str) -> Result<Deployment, ApiError> {
-    engine
-        .store()
-        .deployment_of(&caller.org_id, project)?
-        .map(|d| engine.with_url(d))
-        .ok_or_else(|| Rejection::NotFound(Missing::deployment(project)).into())
-}
-
 async fn list(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<Vec<Deployment>> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
@@ -351,38 +345,9 @@ async fn new_quote(
         let caller = caller(&engine, &headers)?;
         let req: QuoteRequest = body(&bytes)?;
         let d = deployment_of(&engine, &caller, &project)?;
-        Ok((StatusCode::CREATED, axum::Json(quote_for(&engine, &d, req.periods)?)))
+        Ok((StatusCode::CREATED, axum::Json(operations::quote_for(&engine, &d, req.periods)?)))
     })
     .await
-}
-
-/// A new quote of `periods` for `d` (the project's `spend.fundPeriods` when absent): refused
-/// for a stopped deployment and outside 1-10,000 periods.
-fn quote_for(engine: &Engine, d: &Deployment, periods: Option<u64>) -> Result<super::model::Quote, ApiError> {
-    if d.state.is_terminal() {
-        return Err(Rejection::DeploymentNotFundable.into());
-    }
-    let stored = engine.store().project_json(&d.id)?;
-    let default_periods = crate::project::read(&stored).map_or(1, |p| u64::from(p.spend.fund_periods));
-    let periods = periods.unwrap_or(default_periods);
-    if !(1..=10_000).contains(&periods) {
-        return Err(Rejection::InvalidRequest(BadRequest::Periods).into());
-    }
-    Ok(engine.quote(d, periods)?)
-}
-
-/// Quotes `periods` and funds that quote at once, under the same rules as the API's two calls
-/// (`svc ingress fund`): the console's Fund form.
-pub(super) fn quote_and_fund(
-    engine: &Engine,
-    d: &Deployment,
-    periods: Option<u64>,
-) -> Result<super::model::LedgerEntry, ApiError> {
-    let quote = quote_for(engine, d, periods)?;
-    let hostnames = engine.quoted_hostnames(d)?;
-    let entry = engine.store().fund(&d.id, &quote.id, &hostnames, now_ms())?;
-    engine.wake();
-    Ok(entry)
 }
 
 async fn fund(
@@ -395,10 +360,7 @@ async fn fund(
         let caller = caller(&engine, &headers)?;
         let req: FundRequest = body(&bytes)?;
         let d = deployment_of(&engine, &caller, &project)?;
-        let hostnames = engine.quoted_hostnames(&d)?;
-        let entry = engine.store().fund(&d.id, &req.quote_id, &hostnames, now_ms())?;
-        engine.wake();
-        Ok((StatusCode::CREATED, axum::Json(entry)))
+        Ok((StatusCode::CREATED, axum::Json(operations::fund(&engine, &d, &req.quote_id)?)))
     })
     .await
 }
@@ -510,19 +472,10 @@ async fn stop(
     blocking(move || {
         let caller = caller(&engine, &headers)?;
         let d = deployment_of(&engine, &caller, &project)?;
-        let reason = format!("stopped by {}", caller.token_name);
-        let d = engine.store().stop(&d.id, &reason, &engine.config().terms, now_ms())?;
-        // The timeline names the token by its name; the log keeps its ID.
-        tracing::info!(deployment = %d.id, token = %caller.token_id, name = %caller.token_name, "deployment stopped");
-        engine.wake();
+        let d = operations::stop(&engine, &caller, &d, &format!("stopped by {}", caller.token_name))?;
         ok(engine.with_url(d))
     })
     .await
-}
-
-/// The records a customer hostname needs.
-fn records(d: &Deployment, hostname: &str, token: &str) -> Vec<DnsRecord> {
-    crate::dns::required_records(hostname, &d.canonical_hostname, token).to_vec()
 }
 
 async fn add_hostname(
@@ -534,29 +487,10 @@ async fn add_hostname(
     blocking(move || {
         let caller = caller(&engine, &headers)?;
         let req: HostnameRequest = body(&bytes)?;
-        Ok((StatusCode::CREATED, axum::Json(add_hostname_to(&engine, &caller, &project, &req.hostname)?)))
+        let added = operations::add_hostname_to(&engine, &caller, &project, &req.hostname)?;
+        Ok((StatusCode::CREATED, axum::Json(added)))
     })
     .await
-}
-
-/// Adds a customer hostname to the caller's deployment `project`: the API's and the console's.
-pub(super) fn add_hostname_to(
-    engine: &Engine,
-    caller: &Caller,
-    project: &str,
-    hostname: &str,
-) -> Result<HostnameResponse, ApiError> {
-    let d = deployment_of(engine, caller, project)?;
-    if d.state.is_terminal() {
-        return Err(Rejection::DeploymentStopped.into());
-    }
-    let hostname = crate::dns::customer_hostname(hostname.trim()).map_err(Rejection::InvalidHostname)?;
-    if !engine.issues_customer_certificates() {
-        return Err(Rejection::HostnameNeedsAcme.into());
-    }
-    let h = engine.store().add_hostname(&d.id, &hostname, &random_hex(16)?)?;
-    let records = records(&d, &h.hostname, &h.token);
-    Ok(HostnameResponse { hostname: h, records })
 }
 
 async fn verify_hostname(
@@ -566,30 +500,7 @@ async fn verify_hostname(
 ) -> ApiResult<HostnameResponse> {
     let reader = Arc::clone(&engine);
     let caller = blocking(move || caller(&reader, &headers)).await?;
-    ok(verify_hostname_of(engine, caller, project, hostname).await?)
-}
-
-/// Checks a customer hostname's DNS now and answers what it found: the API's and the
-/// console's.
-pub(super) async fn verify_hostname_of(
-    engine: Arc<Engine>,
-    caller: Caller,
-    project: String,
-    hostname: String,
-) -> Result<HostnameResponse, ApiError> {
-    let reader = Arc::clone(&engine);
-    let d = blocking(move || deployment_of(&reader, &caller, &project)).await?;
-    engine.check_hostname(&d, &hostname).await?;
-    blocking(move || {
-        let h = engine
-            .store()
-            .hostname(&d.id, &hostname)?
-            .filter(|h| h.state != HostnameState::Removed)
-            .ok_or_else(|| Rejection::NotFound(Missing::Hostname(hostname.clone())))?;
-        let records = records(&d, &h.hostname, &h.token);
-        Ok(HostnameResponse { hostname: h, records })
-    })
-    .await
+    ok(operations::verify_hostname_of(engine, caller, project, hostname).await?)
 }
 
 async fn remove_hostname(
@@ -599,30 +510,9 @@ async fn remove_hostname(
 ) -> ApiResult<HostnameResponse> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
-        ok(remove_hostname_of(&engine, &caller, &project, &hostname)?)
+        ok(operations::remove_hostname_of(&engine, &caller, &project, &hostname)?)
     })
     .await
-}
-
-/// Removes a customer hostname from the caller's deployment `project`: the API's and the
-/// console's.
-pub(super) fn remove_hostname_of(
-    engine: &Engine,
-    caller: &Caller,
-    project: &str,
-    hostname: &str,
-) -> Result<HostnameResponse, ApiError> {
-    let d = deployment_of(engine, caller, project)?;
-    let h = engine
-        .store()
-        .hostname(&d.id, hostname)?
-        .filter(|h| h.state != HostnameState::Removed)
-        .ok_or_else(|| Rejection::NotFound(Missing::Hostname(hostname.to_owned())))?;
-    engine.store().set_hostname(&d.id, hostname, HostnameState::Removed, &[])?;
-    engine.wake();
-    let records = records(&d, &h.hostname, &h.token);
-    let h = engine.store().hostname(&d.id, hostname)?.unwrap_or(h);
-    Ok(HostnameResponse { hostname: h, records })
 }
 
 async fn sessions(
@@ -645,29 +535,9 @@ async fn refund(
 ) -> ApiResult<super::model::LedgerEntry> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
-        let id = session_owner(&engine, &caller, &project, &session)?;
-        let entry = engine.store().refund(&id, &session, now_ms())?;
-        engine.wake();
-        Ok((StatusCode::CREATED, axum::Json(entry)))
+        Ok((StatusCode::CREATED, axum::Json(operations::refund(&engine, &caller, &project, &session)?)))
     })
     .await
-}
-
-/// The deployment whose session `session` is: with a project's name, whichever of the
-/// caller's deployments of the project holds it (a session of an older deployment is still
-/// the project's); with a deployment's ID, that deployment. A session no deployment of the
-/// project holds is looked for in the newest, which answers it not found.
-pub(super) fn session_owner(
-    engine: &Engine,
-    caller: &Caller,
-    project: &str,
-    session: &str,
-) -> Result<String, ApiError> {
-    let d = deployment_of(engine, caller, project)?;
-    if project.starts_with("dep_") {
-        return Ok(d.id);
-    }
-    Ok(engine.store().session_deployment(&caller.org_id, &d.project, session)?.unwrap_or(d.id))
 }
 
 async fn rewards(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<super::model::RewardsSummary> {
@@ -681,25 +551,9 @@ async fn rewards(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiRe
 async fn claim(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<ClaimResponse> {
     blocking(move || {
         let caller = operator(&engine, &headers)?;
-        Ok((StatusCode::CREATED, axum::Json(claim_rewards(&engine, &caller)?)))
+        Ok((StatusCode::CREATED, axum::Json(operations::claim_rewards(&engine, &caller)?)))
     })
     .await
-}
-
-/// Claims the operator's claimable rewards: the API's and the console's.
-pub(super) fn claim_rewards(engine: &Engine, caller: &Caller) -> Result<ClaimResponse, ApiError> {
-    let now = now_ms();
-    let (claim_id, amount_micros) = engine.store().claim(&caller.org_name, now)?;
-    let rewards = engine.store().rewards(&caller.org_name, now)?;
-    Ok(ClaimResponse { claim_id, amount_micros, rewards })
-}
-
-fn pins_response(engine: &Engine, caller: &Caller, project: &str) -> Result<PinsResponse, ApiError> {
-    let current = crate::validation::procedure::current();
-    Ok(PinsResponse {
-        pins: engine.store().pins(&caller.org_id, project)?,
-        current: ValidatorVersion { version: current.version.to_owned(), digest: current.digest.clone() },
-    })
 }
 
 async fn pins(
@@ -709,18 +563,9 @@ async fn pins(
 ) -> ApiResult<PinsResponse> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
-        ok(pins_response(&engine, &caller, &project)?)
+        ok(operations::pins_of(&engine, &caller, &project)?)
     })
     .await
-}
-
-fn check_digest(digest: &str) -> Result<(), ApiError> {
-    let hex = digest.strip_prefix("sha256:").unwrap_or("");
-    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-        Ok(())
-    } else {
-        Err(Rejection::InvalidDigest { digest: digest.to_owned() }.into())
-    }
 }
 
 async fn add_pin(
@@ -732,12 +577,7 @@ async fn add_pin(
     blocking(move || {
         let caller = caller(&engine, &headers)?;
         let req: PinRequest = body(&bytes)?;
-        check_digest(&req.digest)?;
-        engine.store().add_pin(&caller.org_id, &project, &req.digest, now_ms())?;
-        if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
-            engine.due_now(&d);
-        }
-        Ok((StatusCode::CREATED, axum::Json(pins_response(&engine, &caller, &project)?)))
+        Ok((StatusCode::CREATED, axum::Json(operations::pin(&engine, &caller, &project, &req.digest)?)))
     })
     .await
 }
@@ -749,14 +589,7 @@ async fn remove_pin(
 ) -> ApiResult<PinsResponse> {
     blocking(move || {
         let caller = caller(&engine, &headers)?;
-        check_digest(&digest)?;
-        if !engine.store().remove_pin(&caller.org_id, &project, &digest)? {
-            return Err(Rejection::NotFound(Missing::Pin { digest, project }).into());
-        }
-        if let Ok(Some(d)) = engine.store().deployment_of(&caller.org_id, &project) {
-            engine.due_now(&d);
-        }
-        ok(pins_response(&engine, &caller, &project)?)
+        ok(operations::unpin(&engine, &caller, &project, &digest)?)
     })
     .await
 }
@@ -770,39 +603,9 @@ pub(super) fn catalog_router(engine: Arc<Engine>) -> Router {
 async fn catalog(State(engine): State<Arc<Engine>>, headers: HeaderMap) -> ApiResult<crate::catalog::SignedCatalog> {
     blocking(move || {
         caller(&engine, &headers)?;
-        ok(signed_catalog(&engine)?)
+        ok(operations::signed_catalog(&engine)?)
     })
     .await
-}
-
-/// The relay's signed catalog now (signed again when its content changed or half its
-/// validity passed): the API's, the console's, and what agents check their gateway hosts
-/// against.
-pub(super) fn signed_catalog(engine: &Engine) -> Result<crate::catalog::SignedCatalog, ApiError> {
-    let present: std::collections::HashMap<String, relay_wire::feed::Presence> =
-        engine.store().gateway_presence()?.into_iter().map(|(id, presence, _)| (id, presence)).collect();
-    let gateways = engine
-        .store()
-        .admitted_gateways()?
-        .into_iter()
-        .map(|o| {
-            let endpoints = present.get(&o.id).map(|p| {
-                let (public, tunnel) = p.reachable(&o.hostname);
-                crate::catalog::GatewayEndpoints { public, tunnel, tunnel_sha256: p.tunnel_sha256.clone() }
-            });
-            crate::catalog::CatalogGateway {
-                operator: o.name,
-                hostname: o.hostname,
-                public_key: o.public_key,
-                endpoints,
-            }
-        })
-        .collect();
-    let content = super::catalog_content::coordinator_content(engine.config(), gateways);
-    engine
-        .catalog()
-        .current(content, super::store::now_ms())
-        .map_err(|e| ApiError::internal(&format!("the catalog: {e}")))
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod ingress_market;
 pub mod lease_rule;
 pub mod model;
 pub mod money;
+mod operations;
 pub mod policy;
 pub mod probe;
 mod restarts;

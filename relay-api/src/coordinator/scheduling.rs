@@ -177,6 +177,17 @@ impl SchedulingTx<'_> {
     }
 }
 
+/// Why a revision's secrets cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum SecretsUnreadable {
+    /// The store's record of them.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The `secrets.json` of a revision deployed before the store recorded them.
+    #[error(transparent)]
+    File(#[from] files::SecretsError),
+}
+
 /// The values of a revision's secrets, by name: as the store recorded them with the revision,
 /// or, for a revision deployed before it did, from its `secrets.json` under `deployments`.
 fn secret_values(
@@ -185,11 +196,10 @@ fn secret_values(
     deployments: &Path,
     id: &str,
     revision: u32,
-) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    match super::store::revision_secrets(keys, tx, id, revision) {
-        Ok(Some(values)) => Ok(values.into_iter().map(|(name, value)| (name, value.into_bytes())).collect()),
-        Ok(None) => files::secret_values(&files::revision_dir(deployments, id, revision)).map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
+) -> Result<BTreeMap<String, Vec<u8>>, SecretsUnreadable> {
+    match super::store::revision_secrets(keys, tx, id, revision)? {
+        Some(values) => Ok(values.into_iter().map(|(name, value)| (name, value.into_bytes())).collect()),
+        None => Ok(files::secret_values(&files::revision_dir(deployments, id, revision))?),
     }
 }
 

@@ -12,7 +12,7 @@ use svc_web::{Markup, html};
 use super::views::at;
 use super::{Console, answer, blocking, member};
 use crate::catalog::{Catalog, CatalogError, SignedCatalog};
-use crate::coordinator::http::signed_catalog;
+use crate::coordinator::operations::signed_catalog;
 use crate::coordinator::store::now_ms;
 
 /// What the page says of the catalog served now.

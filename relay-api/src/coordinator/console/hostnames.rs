@@ -1,6 +1,6 @@
 //! A deployment's customer hostnames from its console page: add one (its DNS records then
 //! appear under What to fix, each with a Copy button), check its DNS now, remove it. Each is
-//! the relay API's own operation (`POST .../hostnames`, `.../verify`, `DELETE`).
+//! the relay's own operation, the API's too (`POST .../hostnames`, `.../verify`, `DELETE`).
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use serde::Deserialize;
 use svc_web::page::see_other;
 
 use super::{Engine, act, acting_member, answer};
-use crate::coordinator::http::{add_hostname_to, remove_hostname_of, verify_hostname_of};
+use crate::coordinator::operations::{add_hostname_to, remove_hostname_of, verify_hostname_of};
 
 /// The add form: the hostname, and the CSRF token.
 #[derive(Deserialize)]

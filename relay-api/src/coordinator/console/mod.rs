@@ -5,8 +5,8 @@
 //! with theirs sees their rewards and claims them ([`rewards`]); both see the relay's signed
 //! catalog and whether it verifies ([`catalog`]). Server-rendered (`views`), with the layout,
 //! assets, session cookie and CSRF checks of `svc-web`, the same as the publication console's;
-//! every change is the relay API's own operation (`super::http`), read and made through the
-//! same store and rules.
+//! every change is the relay's own operation (`super::operations`), the same as the API's,
+//! its refusals shown with the API's status and message.
 
 mod catalog;
 mod hostnames;
@@ -28,6 +28,7 @@ use svc_web::session;
 
 use super::Engine;
 use super::http::{ApiError, member_of_token};
+use super::operations::{self, OperationError};
 use super::store::{Caller, ConsoleSession, StoreError, TokenRole};
 use svc_http::ClientAddr;
 
@@ -156,6 +157,12 @@ impl From<ApiError> for Refusal {
             return Refusal::page(e.into_response());
         }
         Refusal::page(error_page(e.status(), e.message()))
+    }
+}
+
+impl From<OperationError> for Refusal {
+    fn from(e: OperationError) -> Refusal {
+        Refusal::from(ApiError::from(e))
     }
 }
 
@@ -430,7 +437,7 @@ async fn act(
     project: String,
     csrf: String,
     done: &'static str,
-    change: impl FnOnce(&Engine, &super::model::Deployment, &Caller) -> Result<(), ApiError> + Send + 'static,
+    change: impl FnOnce(&Engine, &super::model::Deployment, &Caller) -> Result<(), OperationError> + Send + 'static,
 ) -> Response {
     answer(
         async {
@@ -462,9 +469,7 @@ async fn stop(
 ) -> Response {
     let csrf = form.ok().map(|Form(f)| f.csrf).unwrap_or_default();
     act(engine, headers, project, csrf, "stopped", |engine, d, caller| {
-        let reason = format!("stopped by {} (console)", caller.token_name);
-        engine.store().stop(&d.id, &reason, &engine.config().terms, super::store::now_ms())?;
-        tracing::info!(deployment = %d.id, token = %caller.token_id, name = %caller.token_name, "deployment stopped");
+        operations::stop(engine, caller, d, &format!("stopped by {} (console)", caller.token_name))?;
         Ok(())
     })
     .await
@@ -508,7 +513,7 @@ async fn fund(
             }
             .into());
         }
-        let entry = super::http::quote_and_fund(engine, d, Some(periods))?;
+        let entry = operations::quote_and_fund(engine, d, Some(periods))?;
         tracing::info!(deployment = %d.id, token = %caller.token_id, micros = entry.amount_micros, "funded (console)");
         Ok(())
     })
@@ -525,8 +530,7 @@ async fn refund(
     let csrf = form.ok().map(|Form(f)| f.csrf).unwrap_or_default();
     let named = project.clone();
     act(engine, headers, project, csrf, "refunded", move |engine, _, caller| {
-        let id = super::http::session_owner(engine, caller, &named, &session_id)?;
-        engine.store().refund(&id, &session_id, super::store::now_ms())?;
+        operations::refund(engine, caller, &named, &session_id)?;
         Ok(())
     })
     .await

@@ -14,8 +14,8 @@ use svc_web::page::{see_other, state};
 use svc_web::{Markup, html};
 
 use super::{Engine, Member, Refusal, acting_member, answer, blocking, error_page, member};
-use crate::coordinator::http::claim_rewards;
 use crate::coordinator::model::RewardsSummary;
+use crate::coordinator::operations::claim_rewards;
 use crate::coordinator::store::{TokenRole, now_ms};
 
 /// Rewards the page lists, newest first (the totals count them all).
@@ -74,7 +74,7 @@ pub(super) async fn claim(
     answer(
         async {
             let member = acting_member(&engine, &headers, &csrf).await?.operator()?;
-            let claim = blocking(move || claim_rewards(&engine, &member.caller)).await?;
+            let claim = blocking(move || Ok(claim_rewards(&engine, &member.caller)?)).await?;
             Ok(see_other(&format!("/console/rewards?claimed={}", claim.claim_id)))
         }
         .await,

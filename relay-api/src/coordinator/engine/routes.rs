@@ -99,7 +99,7 @@ impl Engine {
         if same_hosts && catalog.is_some() && catalog_at.is_some_and(|at| at.elapsed() < recent) {
             return GatewayHostsSent { by_route, catalog, catalog_at };
         }
-        match self.db(|_| crate::coordinator::http::signed_catalog(self)) {
+        match self.db(|_| crate::coordinator::operations::signed_catalog(self)) {
             Ok(catalog) => {
                 if let Ok(mut failing) = self.catalog_failing.lock() {
                     *failing = None;
@@ -111,9 +111,10 @@ impl Engine {
                 }
             }
             Err(e) => {
-                let said = self.catalog_failing.lock().map(|mut f| f.replace(e.message().to_owned())).ok().flatten();
-                if said.as_deref() != Some(e.message()) {
-                    tracing::warn!("svc relay: the signed catalog for the agents: {}", e.message());
+                let message = e.to_string();
+                let said = self.catalog_failing.lock().map(|mut f| f.replace(message.clone())).ok().flatten();
+                if said.as_deref() != Some(message.as_str()) {
+                    tracing::warn!("svc relay: the signed catalog for the agents: {message}");
                 }
                 GatewayHostsSent { by_route, catalog, catalog_at }
             }

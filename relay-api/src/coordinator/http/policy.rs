@@ -7,10 +7,11 @@ use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::HeaderMap;
 use serde::Deserialize;
 
-use super::rejection::{BadRequest, Missing, Rejection};
-use super::{ApiError, ApiResult, blocking, caller, deployment_of, ok};
+use super::rejection::{BadRequest, Rejection};
+use super::{ApiError, ApiResult, blocking, caller, ok};
 use crate::coordinator::Engine;
 use crate::coordinator::api::PolicyResponse;
+use crate::coordinator::operations::{Missing, OperationError, deployment_of};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,7 +32,7 @@ pub(super) async fn policy(
         let caller = caller(&engine, &headers)?;
         let d = deployment_of(&engine, &caller, &project)?;
         let revision = q.revision.unwrap_or(d.revision);
-        let missing = || ApiError::from(Rejection::NotFound(Missing::Revision { deployment: d.id.clone(), revision }));
+        let missing = || OperationError::NotFound(Missing::Revision { deployment: d.id.clone(), revision });
         let published = engine.store().policy(&d.id, revision)?.ok_or_else(missing)?;
         let policy = serde_json::from_str(&published.policy_json).map_err(|e| ApiError::internal(&e))?;
         ok(PolicyResponse {

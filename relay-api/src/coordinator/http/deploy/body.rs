@@ -1,214 +1,41 @@
 //! A deploy request as the coordinator reads it: the fields of
-//! [`DeployRequest`](crate::coordinator::api::DeployRequest) (what the CLI sends), with the app's
-//! files decoded one at a time straight from the body's base64 text as it is parsed. No copy of
-//! a file's text is made (a map of strings read whole held one of every file's), and a file
-//! over the bound is never decoded: a deploy costs the coordinator its body and its decoded
-//! files (at most [`BUNDLE_MAX_BYTES`]), and the body is let go once they are decoded.
-//!
-//! The bundle's bounds and checks are the ones a bundle read whole had, refused in the same
-//! order ([`Bundle::files`]): more than [`BUNDLE_MAX_FILES`] files, then a path that is not one,
-//! then a file that is not base64 or the bytes over [`BUNDLE_MAX_BYTES`], whichever came first.
-//! Once a bundle is refused nothing more of it is decoded, and what was decoded is let go; its
-//! paths are still read, so the refusal is the one the whole bundle earns.
+//! [`DeployRequest`](crate::coordinator::api::DeployRequest) (what the CLI sends), the project
+//! file's text kept as it was sent (read once, by the deploy), the app's files decoded as the
+//! body is parsed ([`Bundle`]).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
+use std::collections::BTreeMap;
 
-use base64::Engine as _;
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 
-use super::super::rejection::{BundleProblem, Oversize, Rejection};
-use super::ApiError;
-use crate::coordinator::api::{BUNDLE_MAX_BYTES, BUNDLE_MAX_FILES};
-use crate::coordinator::files::check_bundle_path;
+use crate::coordinator::operations::{Bundle, Deploy};
 
 /// A deploy's body.
 #[derive(Debug, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct DeployBody {
-    /// The project file's content.
-    pub(super) project: serde_json::Value,
+    /// The project file's content, as sent.
+    project: Box<RawValue>,
     /// The V5 manifest's text, when the project names one.
     #[serde(default)]
-    pub(super) manifest: Option<String>,
+    manifest: Option<String>,
     /// The app's files, decoded.
-    pub(super) bundle: Bundle,
+    bundle: Bundle,
     /// Secret values by the app's environment name.
     #[serde(default)]
-    pub(super) secrets: BTreeMap<String, String>,
+    secrets: BTreeMap<String, String>,
 }
 
-/// The app's files as they were read: decoded, unless the bundle was refused on the way.
-#[derive(Debug, Default)]
-pub(super) struct Bundle {
-    /// Each path with its bytes (empty once the bundle is refused).
-    files: BTreeMap<String, Vec<u8>>,
-    /// The bytes decoded so far.
-    decoded: u64,
-    /// The first file the bundle was refused at, after which nothing was decoded.
-    refused: Option<Refused>,
-}
-
-/// A file a bundle is refused at.
-#[derive(Debug)]
-enum Refused {
-    /// Its content is not base64.
-    NotBase64 { path: String, why: base64::DecodeError },
-    /// The bundle's decoded bytes go over [`BUNDLE_MAX_BYTES`] with it.
-    Bytes { at: String },
-}
-
-impl Bundle {
-    /// The files, in path order, or why the bundle is refused: over [`BUNDLE_MAX_FILES`] files
-    /// (413), a path that is not a plain, bounded relative path inside the app directory or a
-    /// file that another path needs as a directory (400), a file that is not base64 (400) or
-    /// over [`BUNDLE_MAX_BYTES`] bytes (413).
-    pub(super) fn files(self) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
-        let bad = |problem: BundleProblem| ApiError::from(Rejection::InvalidBundle(problem));
-        if self.files.len() > BUNDLE_MAX_FILES {
-            return Err(Rejection::BundleTooLarge(Oversize::Files(self.files.len())).into());
-        }
-        for path in self.files.keys() {
-            check_bundle_path(path).map_err(|why| bad(BundleProblem::Path { path: path.clone(), why }))?;
-        }
-        // Every directory the files need; none may be a file too.
-        let dirs: BTreeSet<&str> =
-            self.files.keys().flat_map(|p| p.match_indices('/').map(move |(at, _)| &p[..at])).collect();
-        if let Some(both) = dirs.iter().find(|d| self.files.contains_key(**d)) {
-            return Err(bad(BundleProblem::FileAndDirectory((*both).to_owned())));
-        }
-        match self.refused {
-            Some(Refused::NotBase64 { path, why }) => Err(bad(BundleProblem::NotBase64 { path, why })),
-            Some(Refused::Bytes { at }) => Err(Rejection::BundleTooLarge(Oversize::Bytes { at }).into()),
-            None => Ok(self.files.into_iter().collect()),
-        }
+impl From<DeployBody> for Deploy {
+    fn from(body: DeployBody) -> Deploy {
+        let project: Box<str> = body.project.into();
+        Deploy { project: project.into(), manifest: body.manifest, bundle: body.bundle, secrets: body.secrets }
     }
-
-    /// How much more may be decoded, or `None` once the bundle is refused (more than
-    /// [`BUNDLE_MAX_FILES`] files, or a file refused).
-    fn room(&self) -> Option<u64> {
-        (self.refused.is_none() && self.files.len() < BUNDLE_MAX_FILES)
-            .then(|| BUNDLE_MAX_BYTES.saturating_sub(self.decoded))
-    }
-
-    fn add(&mut self, path: String, content: Content) {
-        let bytes = match content {
-            Content::Decoded(bytes) => bytes,
-            Content::Skipped => Vec::new(),
-            Content::NotBase64(why) => {
-                self.refuse(Refused::NotBase64 { path: path.clone(), why });
-                Vec::new()
-            }
-            Content::OverRoom => {
-                self.refuse(Refused::Bytes { at: path.clone() });
-                Vec::new()
-            }
-        };
-        self.decoded += bytes.len() as u64;
-        // A path given twice keeps its last content, as a map read whole did.
-        if let Some(earlier) = self.files.insert(path, bytes) {
-            self.decoded = self.decoded.saturating_sub(earlier.len() as u64);
-        }
-        if self.files.len() > BUNDLE_MAX_FILES {
-            self.let_go();
-        }
-    }
-
-    fn refuse(&mut self, refused: Refused) {
-        self.refused = Some(refused);
-        self.let_go();
-    }
-
-    /// The bundle will be refused: its decoded bytes are not kept while the rest is read.
-    fn let_go(&mut self) {
-        for bytes in self.files.values_mut() {
-            *bytes = Vec::new();
-        }
-        self.decoded = 0;
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Bundle {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Bundle, D::Error> {
-        deserializer.deserialize_map(BundleVisitor)
-    }
-}
-
-struct BundleVisitor;
-
-impl<'de> Visitor<'de> for BundleVisitor {
-    type Value = Bundle;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // What a map of strings read whole said.
-        f.write_str("a map")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Bundle, A::Error> {
-        let mut bundle = Bundle::default();
-        while let Some(path) = map.next_key::<String>()? {
-            let content = map.next_value_seed(File { room: bundle.room() })?;
-            bundle.add(path, content);
-        }
-        Ok(bundle)
-    }
-}
-
-/// One file's content as it is read.
-enum Content {
-    /// Its bytes.
-    Decoded(Vec<u8>),
-    /// Not decoded: the bundle is refused already.
-    Skipped,
-    /// Not base64.
-    NotBase64(base64::DecodeError),
-    /// More bytes than the bundle has room for.
-    OverRoom,
-}
-
-/// A file's base64 text, decoded if there is `room` for it.
-struct File {
-    room: Option<u64>,
-}
-
-impl<'de> DeserializeSeed<'de> for File {
-    type Value = Content;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Content, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for File {
-    type Value = Content;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Content, E> {
-        let Some(room) = self.room else { return Ok(Content::Skipped) };
-        // Measured before decoding: a file over the bound is never allocated.
-        if decoded_len(text) > room {
-            return Ok(Content::OverRoom);
-        }
-        // One allocation of (about) the decoded size.
-        Ok(match base64::engine::general_purpose::STANDARD.decode(text) {
-            Ok(bytes) => Content::Decoded(bytes),
-            Err(why) => Content::NotBase64(why),
-        })
-    }
-}
-
-/// The bytes padded base64 `text` decodes to (three for every four characters, less the
-/// padding); what it would be if it decodes at all.
-fn decoded_len(text: &str) -> u64 {
-    let padding = text.bytes().rev().take(2).take_while(|&b| b == b'=').count();
-    (text.len() / 4 * 3).saturating_sub(padding) as u64
 }
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+
     use super::*;
     use crate::coordinator::api::DeployRequest;
 
@@ -225,23 +52,32 @@ mod tests {
         })
     }
 
-    fn refusal(files: Result<Vec<(String, Vec<u8>)>, ApiError>) -> (u16, &'static str, String) {
-        let e = files.expect_err("refused");
-        (e.status().as_u16(), e.code, e.message().to_owned())
-    }
-
     #[test]
-    fn it_reads_what_the_cli_sends() {
+    fn it_reads_what_the_cli_sends_with_the_project_text_as_sent() {
         let sent = DeployRequest {
-            project: serde_json::json!({"name": "web"}),
+            project: serde_json::json!({"name": "web", "app": {"entrypoint": "a.js"}}),
             manifest: Some("schemaVersion: 5\n".to_owned()),
             bundle: BTreeMap::from([("b/x.js".to_owned(), b64(b"x")), ("a.js".to_owned(), b64(b"hello"))]),
             secrets: BTreeMap::from([("KEY".to_owned(), "value".to_owned())]),
         };
-        let read = read(&serde_json::to_value(&sent).expect("json")).expect("read");
-        assert_eq!((read.project, read.manifest, read.secrets), (sent.project, sent.manifest, sent.secrets));
+        let read = Deploy::from(read(&serde_json::to_value(&sent).expect("json")).expect("read"));
+        // The text the store keeps is the one the CLI sent, byte for byte.
+        assert_eq!(read.project, serde_json::to_string(&sent.project).expect("json"));
+        assert_eq!((read.manifest, read.secrets), (sent.manifest, sent.secrets));
         let files = read.bundle.files().expect("files");
         assert_eq!(files, [("a.js".to_owned(), b"hello".to_vec()), ("b/x.js".to_owned(), b"x".to_vec())]);
+    }
+
+    /// The project is read once, from the text as sent: its spacing and order are kept (a
+    /// text made again from a parsed value would have neither), so the store keeps what the
+    /// customer sent and the project's diagnostics point into it.
+    #[test]
+    fn the_project_text_is_kept_as_sent_not_made_again() {
+        let project = "{ \"version\": 1,\n  \"name\": \"web\" }";
+        let body = format!("{{\"project\": {project}, \"bundle\": {{}}}}");
+        let mut de = serde_json::Deserializer::from_slice(body.as_bytes());
+        let read: DeployBody = serde_path_to_error::deserialize(&mut de).expect("read");
+        assert_eq!(Deploy::from(read).project, project);
     }
 
     #[test]
@@ -256,43 +92,6 @@ mod tests {
             at(serde_json::json!({"project": project, "bundle": {}, "extra": 1})).contains("unknown field `extra`")
         );
         assert!(at(serde_json::json!({"project": project})).contains("missing field `bundle`"));
-    }
-
-    #[test]
-    fn the_bounds_hold_exactly_and_a_refused_bundle_keeps_nothing_decoded() {
-        let max = BUNDLE_MAX_BYTES as usize;
-        let bundle = |files: Vec<(&str, String)>| {
-            let map: serde_json::Map<String, serde_json::Value> =
-                files.into_iter().map(|(p, c)| (p.to_owned(), serde_json::Value::from(c))).collect();
-            read(&serde_json::json!({"project": {}, "bundle": map})).expect("read").bundle
-        };
-        let exact = bundle(vec![("a", b64(&vec![1; max - 1])), ("b", b64(b"x"))]);
-        assert_eq!(exact.files().expect("exactly the bound").len(), 2);
-        let over = bundle(vec![("a", b64(&vec![1; max - 1])), ("b", b64(b"xy")), ("c", b64(b"z"))]);
-        assert!(over.refused.is_some() && over.files.values().all(Vec::is_empty), "let go once refused");
-        let (status, code, message) = refusal(over.files());
-        assert_eq!((status, code), (413, "bundle_too_large"));
-        assert!(message.contains("(at \"b\")"), "{message}");
-        // Not base64 at one file; a bad path anywhere comes first, as it did.
-        let (status, code, message) = refusal(bundle(vec![("a", "!!".to_owned()), ("b", b64(b"x"))]).files());
-        assert_eq!((status, code), (400, "invalid_bundle"));
-        assert!(message.starts_with("\"a\" is not base64"), "{message}");
-        let (_, code, message) = refusal(bundle(vec![("a", "!!".to_owned()), ("../b", b64(b"x"))]).files());
-        assert_eq!(code, "invalid_bundle");
-        assert!(message.starts_with("\"../b\""), "{message}");
-        let many: Vec<(String, String)> = (0..=BUNDLE_MAX_FILES).map(|i| (format!("f{i}"), b64(b"x"))).collect();
-        let many = bundle(many.iter().map(|(p, c)| (p.as_str(), c.clone())).collect());
-        assert!(many.files.values().all(Vec::is_empty), "let go past the count");
-        let (status, _, message) = refusal(many.files());
-        assert_eq!(status, 413);
-        assert!(message.contains("2001 files"), "{message}");
-    }
-
-    #[test]
-    fn the_decoded_length_is_exact_for_padded_base64() {
-        for len in 0..40 {
-            let text = b64(&vec![7; len]);
-            assert_eq!(decoded_len(&text), len as u64, "{text}");
-        }
+        assert!(at(serde_json::json!({"bundle": {}})).contains("missing field `project`"));
     }
 }
