@@ -20,6 +20,17 @@ pub const EVERY: Duration = Duration::from_secs(1);
 /// How long one ask may take.
 pub const TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Why the app is not ready (logged when the answer changes).
+#[derive(Debug, thiserror::Error)]
+enum NotReady {
+    /// The agent has no certificate yet: every handshake would fail.
+    #[error("no certificate yet")]
+    NoCertificate,
+    /// The app's health path did not answer 2xx in time.
+    #[error(transparent)]
+    App(serve::AppCheckError),
+}
+
 /// Marks the app not ready, then asks its health path every [`EVERY`] for ever, publishing
 /// each answer in the context's readiness (tunnels started after this call never say
 /// "not watched"). A change is logged.
@@ -41,9 +52,9 @@ async fn watch(ctx: Arc<Context>) {
             () = ctx.cert.installed() => {}
         }
         let answer = if ctx.cert.is_ready() {
-            serve::app_check(&ctx, TIMEOUT).await.map_err(|e| e.to_string())
+            serve::app_check(&ctx, TIMEOUT).await.map_err(NotReady::App)
         } else {
-            Err("no certificate yet".to_owned())
+            Err(NotReady::NoCertificate)
         };
         let ready = answer.is_ok();
         let changed = ctx.ready.send_if_modified(|now| {

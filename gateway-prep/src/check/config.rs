@@ -8,7 +8,7 @@ use relay_gateway::file::GatewayFile;
 
 use super::CheckResult;
 use crate::init::record::Registration;
-use crate::key::{OperatorKey, check_tls_identity, shared_mode};
+use crate::key::{IdentityError, KeyError, OperatorKey, check_tls_identity, shared_mode};
 use crate::{Root, layout};
 
 fn config_path(name: &str) -> PathBuf {
@@ -50,10 +50,10 @@ pub fn gateway(root: &Root) -> CheckResult {
     // Paths in the file are relative to its directory (as the gateway reads them).
     let dir = Path::new(layout::CONFIG_DIR);
     let (tunnel_cert, tunnel_key) = (dir.join(&file.tunnel_cert), dir.join(&file.tunnel_key));
-    let read = |p: &Path| root.read(p).map_err(|e| e.to_string());
+    let read = |p: &Path| root.read(p).map_err(KeyFileError::Read);
     let identity = read(&tunnel_cert)
         .and_then(|cert| read(&tunnel_key).map(|key| (cert, key)))
-        .and_then(|(cert, key)| check_tls_identity(&cert, &key).map_err(|e| e.to_string()));
+        .and_then(|(cert, key)| check_tls_identity(&cert, &key).map_err(KeyFileError::Identity));
     if let Err(e) = identity {
         return CheckResult::fail(
             ID,
@@ -112,16 +112,14 @@ pub fn registration(root: &Root) -> CheckResult {
         }
     };
     let key_path = root.path(&key_host);
-    let key = match fs_err::read_to_string(&key_path) {
-        Ok(text) => OperatorKey::from_pem(&text).map_err(|e| format!("{}: {e}", key_host.display())),
-        Err(e) => Err(e.to_string()),
-    };
+    let key =
+        fs_err::read_to_string(&key_path).map_err(KeyFileError::Read).and_then(|text| operator_key(&text, &key_host));
     let key = match key {
         Ok(k) => k,
         Err(e) => {
             return CheckResult::fail(
                 ID,
-                e,
+                e.to_string(),
                 "restore the operator key from a backup, or register again with a new admission token \
                  (remove operator.json and the key, then run init)",
             );
@@ -192,10 +190,7 @@ pub fn feed(root: &Root) -> CheckResult {
         );
     }
     let key_host = Path::new(layout::CONFIG_DIR).join(&source.operator_key);
-    let key = root
-        .read(&key_host)
-        .map_err(|e| e.to_string())
-        .and_then(|text| OperatorKey::from_pem(&text).map_err(|e| format!("{}: {e}", key_host.display())));
+    let key = root.read(&key_host).map_err(KeyFileError::Read).and_then(|text| operator_key(&text, &key_host));
     match key {
         Err(e) => CheckResult::fail(ID, format!("the feed's operator key: {e}"), REWRITE),
         Ok(key) if key.public_key() != record.operator.public_key => CheckResult::fail(
@@ -214,4 +209,30 @@ pub fn feed(root: &Root) -> CheckResult {
             ),
         },
     }
+}
+
+/// Why a key or certificate file of the configuration cannot be used: said in its check's
+/// result (the one place it becomes text).
+#[derive(Debug, thiserror::Error)]
+enum KeyFileError {
+    /// The file cannot be read (the error names it).
+    #[error(transparent)]
+    Read(std::io::Error),
+    /// The tunnel certificate and key do not make a TLS identity.
+    #[error(transparent)]
+    Identity(IdentityError),
+    /// The operator key file holds no operator key.
+    #[error("{}: {source}", path.display())]
+    OperatorKey {
+        /// The file, as the host names it.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: KeyError,
+    },
+}
+
+/// The operator key in `text`, read from the host file `path`.
+fn operator_key(text: &str, path: &Path) -> Result<OperatorKey, KeyFileError> {
+    OperatorKey::from_pem(text).map_err(|source| KeyFileError::OperatorKey { path: path.to_owned(), source })
 }

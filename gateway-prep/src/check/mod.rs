@@ -249,7 +249,7 @@ pub async fn run_checks(inputs: &CheckInputs) -> Report {
             expected.push(ip);
         }
     }
-    let checker = DnsChecker::new(&inputs.dns).map_err(|e| e.to_string());
+    let checker = DnsChecker::new(&inputs.dns);
     results.push(network::hostname_dns(checker.as_ref(), inputs.hostname.as_deref(), &expected).await);
     results.push(coordinator);
     results.push(network::coordinator_operator(

@@ -102,7 +102,7 @@ fn list(ips: &[IpAddr]) -> String {
 /// this host is reached at (`expected`). Other addresses beside it pass (several gateways
 /// may share a name).
 pub async fn hostname_dns(
-    checker: Result<&DnsChecker, &String>,
+    checker: Result<&DnsChecker, &DnsError>,
     hostname: Option<&str>,
     expected: &[IpAddr],
 ) -> CheckResult {

@@ -195,18 +195,18 @@ pub fn pacing(root: &Root) -> CheckResult {
     const ID: &str = "tcp.pacing";
     let read = |name: &str| {
         let path = sysctl_path(name);
-        root.read(&path).map(|text| text.trim().to_owned()).map_err(|e| e.to_string())
+        root.read(&path).map(|text| text.trim().to_owned())
     };
     let congestion = match read("net.ipv4.tcp_congestion_control") {
         Ok(name) => name,
-        Err(e) => return CheckResult::warn(ID, e, "run on Linux with /proc mounted"),
+        Err(e) => return CheckResult::warn(ID, e.to_string(), "run on Linux with /proc mounted"),
     };
     if !congestion.starts_with("bbr") {
         return CheckResult::pass(ID, format!("congestion control {congestion} (it does not pace)"));
     }
     let qdisc = match read("net.core.default_qdisc") {
         Ok(name) => name,
-        Err(e) => return CheckResult::warn(ID, e, "run on Linux with /proc mounted"),
+        Err(e) => return CheckResult::warn(ID, e.to_string(), "run on Linux with /proc mounted"),
     };
     if qdisc == "fq" {
         return CheckResult::pass(ID, format!("congestion control {congestion} with the fq qdisc"));

@@ -65,7 +65,8 @@ pub enum CgroupError {
     )]
     Unavailable {
         /// What is missing or failed.
-        detail: String,
+        #[source]
+        detail: Unbounded,
     },
     /// A cgroup file or directory could not be made, read or written.
     #[error("cannot {action} {path}: {source}")]
@@ -74,6 +75,99 @@ pub enum CgroupError {
         action: &'static str,
         /// The file or directory.
         path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// What is missing or failed when jobs cannot have cgroups ([`CgroupError::Unavailable`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Unbounded {
+    /// This process's mounts or groups cannot be read from `/proc/self`.
+    #[error(transparent)]
+    Proc(io::Error),
+    /// Neither a v2 nor a v1 layout can be made: why not, each.
+    #[error("{v2}; {v1}")]
+    Neither {
+        /// Why not v2.
+        v2: LayoutError,
+        /// Why not v1.
+        v1: LayoutError,
+    },
+    /// A layout was made, but a probe group could not be made, bounded or joined in it.
+    #[error("a probe group failed: {0}")]
+    Probe(#[source] Box<CgroupError>),
+}
+
+/// Why a layout of job groups cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// No unified hierarchy.
+    #[error("no cgroup2 hierarchy is mounted")]
+    NoCgroup2,
+    /// `/proc/self/cgroup` names no v2 group.
+    #[error("this process is in no v2 group")]
+    NoV2Group,
+    /// The v2 group's controllers cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Controllers {
+        /// `cgroup.controllers`.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The v2 hierarchy does not give the service's group every controller.
+    #[error(
+        "the cgroup2 hierarchy at {} does not give the service's group the {} controller(s)",
+        mount.display(),
+        missing.join(", ")
+    )]
+    Undelegated {
+        /// Where cgroup2 is mounted.
+        mount: PathBuf,
+        /// The controllers missing.
+        missing: Vec<&'static str>,
+    },
+    /// The service cannot move itself into a leaf of its group.
+    #[error("cannot move the service into {}: {source}", leaf.display())]
+    MoveService {
+        /// The leaf.
+        leaf: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The service's group cannot hand the controllers to its children.
+    #[error("cannot enable the memory, pids and cpu controllers in {}: {source}", path.display())]
+    EnableInOwn {
+        /// Its `cgroup.subtree_control`.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// `svc-jobs` cannot hand the controllers to its children.
+    #[error("cannot enable the controllers in {}: {source}", dir.display())]
+    EnableInParent {
+        /// `svc-jobs`.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A v1 controller is not mounted.
+    #[error("the v1 {controller} controller is not mounted")]
+    V1NotMounted {
+        /// The controller.
+        controller: &'static str,
+    },
+    /// A `svc-jobs` directory cannot be made.
+    #[error("cannot create {}: {source}", dir.display())]
+    Create {
+        /// The directory.
+        dir: PathBuf,
         /// Why.
         #[source]
         source: io::Error,
@@ -111,12 +205,12 @@ enum Layout {
 impl Layout {
     /// Makes the `svc-jobs` directories (again), the controllers enabled for their
     /// children in v2.
-    fn make_parents(&self) -> Result<(), String> {
+    fn make_parents(&self) -> Result<(), LayoutError> {
         match self {
             Layout::V2 { parent } => {
                 make_dir(parent)?;
                 std::fs::write(parent.join("cgroup.subtree_control"), ENABLE)
-                    .map_err(|e| format!("cannot enable the controllers in {}: {e}", parent.display()))
+                    .map_err(|source| LayoutError::EnableInParent { dir: parent.clone(), source })
             }
             Layout::V1 { memory, pids, cpu } => [memory, pids, cpu].into_iter().try_for_each(|p| make_dir(p)),
         }
@@ -143,18 +237,18 @@ impl Cgroups {
     /// a group can be made, bounded and joined, and removes the groups of services that are
     /// gone.
     pub fn detect() -> Result<Cgroups, CgroupError> {
-        let unavailable = |detail: String| CgroupError::Unavailable { detail };
-        let mountinfo = read("/proc/self/mountinfo").map_err(|e| unavailable(e.to_string()))?;
-        let membership = read("/proc/self/cgroup").map_err(|e| unavailable(e.to_string()))?;
+        let unavailable = |detail: Unbounded| CgroupError::Unavailable { detail };
+        let mountinfo = read("/proc/self/mountinfo").map_err(|e| unavailable(Unbounded::Proc(e)))?;
+        let membership = read("/proc/self/cgroup").map_err(|e| unavailable(Unbounded::Proc(e)))?;
         let mounts = parse_mountinfo(&mountinfo);
         let own = parse_membership(&membership);
         let layout = match v2_layout(&mounts, &own) {
             Ok(layout) => layout,
-            Err(v2) => v1_layout(&mounts, &own).map_err(|v1| unavailable(format!("{v2}; {v1}")))?,
+            Err(v2) => v1_layout(&mounts, &own).map_err(|v1| unavailable(Unbounded::Neither { v2, v1 }))?,
         };
         let cgroups = Cgroups { layout: Arc::new(layout) };
         cgroups.sweep();
-        cgroups.probe().map_err(|e| unavailable(format!("a probe group failed: {e}")))?;
+        cgroups.probe().map_err(|e| unavailable(Unbounded::Probe(Box::new(e))))?;
         Ok(cgroups)
     }
 
@@ -186,7 +280,7 @@ impl Cgroups {
             let made = match std::fs::create_dir(dir) {
                 // Another service removed the shared `svc-jobs` as it ended: made again.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    self.layout.make_parents().map_err(|detail| io_error("create", dir, io::Error::other(detail)))?;
+                    self.layout.make_parents().map_err(|e| io_error("create", dir, io::Error::other(e)))?;
                     std::fs::create_dir(dir)
                 }
                 made => made,
@@ -527,30 +621,31 @@ const ENABLE: &str = "+memory +pids +cpu";
 /// it and for its children. The kernel lets a group hand controllers to its children only if
 /// it has no process of its own (the root excepted): if the service's group has processes,
 /// the service moves itself into a leaf beside `svc-jobs` (`svc-service`) first.
-fn v2_layout(mounts: &[Mount], own: &[(Vec<String>, String)]) -> Result<Layout, String> {
-    let mount = mounts.iter().find(|m| m.fstype == "cgroup2").ok_or("no cgroup2 hierarchy is mounted")?;
-    let path = own.iter().find(|(c, _)| c.is_empty()).map(|(_, p)| p).ok_or("this process is in no v2 group")?;
+fn v2_layout(mounts: &[Mount], own: &[(Vec<String>, String)]) -> Result<Layout, LayoutError> {
+    let mount = mounts.iter().find(|m| m.fstype == "cgroup2").ok_or(LayoutError::NoCgroup2)?;
+    let path = own.iter().find(|(c, _)| c.is_empty()).map(|(_, p)| p).ok_or(LayoutError::NoV2Group)?;
     let own_dir = own_dir(mount, path);
-    let available = std::fs::read_to_string(own_dir.join("cgroup.controllers"))
-        .map_err(|e| format!("cannot read {}: {e}", own_dir.join("cgroup.controllers").display()))?;
+    let controllers = own_dir.join("cgroup.controllers");
+    let available = match std::fs::read_to_string(&controllers) {
+        Ok(available) => available,
+        Err(source) => return Err(LayoutError::Controllers { path: controllers, source }),
+    };
     let available: Vec<&str> = available.split_whitespace().collect();
-    let missing: Vec<&str> = CONTROLLERS.into_iter().filter(|c| !available.contains(c)).collect();
+    let missing: Vec<&'static str> = CONTROLLERS.into_iter().filter(|c| !available.contains(c)).collect();
     if !missing.is_empty() {
-        return Err(format!(
-            "the cgroup2 hierarchy at {} does not give the service's group the {} controller(s)",
-            mount.point.display(),
-            missing.join(", ")
-        ));
+        return Err(LayoutError::Undelegated { mount: mount.point.clone(), missing });
     }
     let subtree = own_dir.join("cgroup.subtree_control");
     if std::fs::write(&subtree, ENABLE).is_err() {
         // Processes in the group: the service moves itself into a leaf of its own.
         let leaf = own_dir.join("svc-service");
         let _ = std::fs::create_dir(&leaf);
-        std::fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())
-            .map_err(|e| format!("cannot move the service into {}: {e}", leaf.display()))?;
-        std::fs::write(&subtree, ENABLE)
-            .map_err(|e| format!("cannot enable the memory, pids and cpu controllers in {}: {e}", subtree.display()))?;
+        if let Err(source) = std::fs::write(leaf.join("cgroup.procs"), std::process::id().to_string()) {
+            return Err(LayoutError::MoveService { leaf, source });
+        }
+        if let Err(source) = std::fs::write(&subtree, ENABLE) {
+            return Err(LayoutError::EnableInOwn { path: subtree, source });
+        }
     }
     let layout = Layout::V2 { parent: own_dir.join(PARENT) };
     layout.make_parents()?;
@@ -559,27 +654,27 @@ fn v2_layout(mounts: &[Mount], own: &[(Vec<String>, String)]) -> Result<Layout, 
 
 /// The v1 layout: `svc-jobs` in the service's own group of each of the memory, pids and cpu
 /// hierarchies.
-fn v1_layout(mounts: &[Mount], own: &[(Vec<String>, String)]) -> Result<Layout, String> {
-    let mut parents = Vec::new();
-    for controller in CONTROLLERS {
+fn v1_layout(mounts: &[Mount], own: &[(Vec<String>, String)]) -> Result<Layout, LayoutError> {
+    let parent = |controller: &'static str| {
         let mount = mounts
             .iter()
             .find(|m| m.fstype == "cgroup" && m.options.iter().any(|o| o == controller))
-            .ok_or_else(|| format!("the v1 {controller} controller is not mounted"))?;
+            .ok_or(LayoutError::V1NotMounted { controller })?;
         let path = own.iter().find(|(c, _)| c.iter().any(|c| c == controller)).map(|(_, p)| p.as_str()).unwrap_or("/");
-        parents.push(own_dir(mount, path).join(PARENT));
-    }
-    let [memory, pids, cpu] = <[PathBuf; 3]>::try_from(parents).map_err(|_| "three controllers".to_owned())?;
-    let layout = Layout::V1 { memory, pids, cpu };
+        Ok(own_dir(mount, path).join(PARENT))
+    };
+    // In the order of `CONTROLLERS`: the first missing is the one said.
+    let [memory, pids, cpu] = CONTROLLERS;
+    let layout = Layout::V1 { memory: parent(memory)?, pids: parent(pids)?, cpu: parent(cpu)? };
     layout.make_parents()?;
     Ok(layout)
 }
 
-fn make_dir(dir: &Path) -> Result<(), String> {
+fn make_dir(dir: &Path) -> Result<(), LayoutError> {
     match std::fs::create_dir(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(format!("cannot create {}: {e}", dir.display())),
+        Err(source) => Err(LayoutError::Create { dir: dir.to_owned(), source }),
     }
 }
 
@@ -635,15 +730,38 @@ mod tests {
     fn v1_needs_every_controller_and_says_which_is_missing() {
         let mounts: Vec<Mount> =
             parse_mountinfo(MOUNTINFO_V1).into_iter().filter(|m| !m.options.iter().any(|o| o == "pids")).collect();
-        let err = v1_layout(&mounts, &[]).expect_err("no pids");
+        let err = v1_layout(&mounts, &[]).expect_err("no pids").to_string();
         assert!(err.contains("v1 pids controller is not mounted"), "{err}");
-        let err = v2_layout(&[], &[]).expect_err("no cgroup2");
+        let err = v2_layout(&[], &[]).expect_err("no cgroup2").to_string();
         assert!(err.contains("no cgroup2"), "{err}");
     }
 
     #[test]
+    fn a_group_whose_controllers_cannot_be_read_is_named_with_the_cause_kept() {
+        let mount = Mount {
+            root: "/".into(),
+            point: "/nonexistent-cgroup".into(),
+            fstype: "cgroup2".into(),
+            options: Vec::new(),
+        };
+        let err = v2_layout(&[mount], &[(Vec::new(), "/svc".into())]).expect_err("nothing there");
+        let text = err.to_string();
+        assert!(text.starts_with("cannot read /nonexistent-cgroup/svc/cgroup.controllers: "), "{text}");
+        let cause = std::error::Error::source(&err).and_then(|e| e.downcast_ref::<io::Error>());
+        assert_eq!(cause.map(io::Error::kind), Some(io::ErrorKind::NotFound), "{err:?}");
+        // Said whole where it is shown: in the service's refusal to start.
+        let shown = CgroupError::Unavailable {
+            detail: Unbounded::Neither { v2: err, v1: LayoutError::V1NotMounted { controller: "memory" } },
+        }
+        .to_string();
+        assert!(shown.contains(&format!("{text}; the v1 memory controller is not mounted")), "{shown}");
+    }
+
+    #[test]
     fn the_unavailable_message_says_what_to_enable_and_how_to_run_without() {
-        let message = CgroupError::Unavailable { detail: "the v1 pids controller is not mounted".into() }.to_string();
+        let detail =
+            Unbounded::Neither { v2: LayoutError::NoCgroup2, v1: LayoutError::V1NotMounted { controller: "pids" } };
+        let message = CgroupError::Unavailable { detail }.to_string();
         for needed in ["cgroup2", "memory, pids and cpu", "--without-job-cgroups", "pids controller is not mounted"] {
             assert!(message.contains(needed), "{needed}: {message}");
         }

@@ -21,7 +21,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::pin::Pin;
 
-pub use cgroup::{CgroupError, Cgroups, JobCgroup, JobResources};
+pub use cgroup::{CgroupError, Cgroups, JobCgroup, JobResources, LayoutError, Unbounded};
 pub use egress::{Destinations, Egress, EgressPolicy};
 pub use local::{DEFAULT_UID_BASE, LocalRunner};
 pub use netns::{JobNetwork, NetworkError, NetworkTools};

@@ -41,13 +41,67 @@ pub enum NetworkError {
     #[error("cannot make the network namespace of a job: {detail}")]
     Holder {
         /// What went wrong.
-        detail: String,
+        #[source]
+        detail: HolderError,
     },
     /// Outbound access needs the service to run as root (it sets routes in the namespace).
     #[error(
         "this job's policy grants network access, which needs the service to run as root here (it routes the job's traffic through slirp4netns and blocks private addresses)"
     )]
     OutboundNeedsRoot,
+}
+
+/// What went wrong making a job's network namespace ([`NetworkError::Holder`]).
+#[derive(Debug, thiserror::Error)]
+pub enum HolderError {
+    /// A helper program would not start.
+    #[error("{}: {source}", program.display())]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// bwrap's info pipe is missing.
+    #[error("no info pipe")]
+    NoInfoPipe,
+    /// bwrap did not say the pid of the namespace's process.
+    #[error("bwrap did not report the namespace's process (said {said:?})")]
+    NoChildPid {
+        /// What it said.
+        said: String,
+    },
+    /// The namespace's process is gone.
+    #[error("the namespace's process {pid} is gone: {source}")]
+    Gone {
+        /// Its pid.
+        pid: u32,
+        /// Why its `/proc` entry cannot be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The namespace's process did not start in time.
+    #[error("the namespace's process {pid} did not start within 10 s")]
+    NotStarted {
+        /// Its pid.
+        pid: u32,
+    },
+    /// slirp4netns ended before the job's route was up.
+    #[error("slirp4netns ended before its route was up ({0})")]
+    SlirpEnded(std::process::ExitStatus),
+    /// slirp4netns did not bring the route up in time.
+    #[error("slirp4netns did not bring the job's network up within 10 s")]
+    SlirpSlow,
+    /// `ip` could not be waited for.
+    #[error("ip: {0}")]
+    IpWait(#[source] std::io::Error),
+    /// `ip route` failed.
+    #[error("ip route: {stderr}")]
+    IpRoute {
+        /// What it said on standard error.
+        stderr: String,
+    },
 }
 
 /// The programs a job's network needs, found once.
@@ -141,7 +195,7 @@ impl JobNetwork {
         if outbound {
             tools.outbound_ready()?;
         }
-        let holder_error = |detail: String| NetworkError::Holder { detail };
+        let holder_error = |detail: HolderError| NetworkError::Holder { detail };
         let (mut holder, info, inside) =
             if tools.privileged { holder_as_root(tools)? } else { holder_unprivileged(tools)? };
         if let Err(detail) = until_holding(inside) {
@@ -197,7 +251,7 @@ impl JobNetwork {
         tools: &NetworkTools,
         cgroup_procs: &[PathBuf],
     ) -> Result<Child, NetworkError> {
-        let error = |detail: String| NetworkError::Holder { detail };
+        let error = |detail: HolderError| NetworkError::Holder { detail };
         let mut command = if cgroup_procs.is_empty() {
             Command::new(&tools.setpriv)
         } else {
@@ -210,7 +264,8 @@ impl JobNetwork {
         command.args(["--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox", "--enable-seccomp"]);
         command.arg(self.inside.to_string()).arg("tap0");
         command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        let mut slirp = command.spawn().map_err(|e| error(format!("{}: {e}", out.slirp4netns.display())))?;
+        let mut slirp =
+            command.spawn().map_err(|source| error(HolderError::Spawn { program: out.slirp4netns.clone(), source }))?;
         // Ready once its default route is in the namespace (`--configure` adds it last).
         let started = Instant::now();
         loop {
@@ -219,11 +274,11 @@ impl JobNetwork {
                 break;
             }
             if let Ok(Some(status)) = slirp.try_wait() {
-                return Err(error(format!("slirp4netns ended before its route was up ({status})")));
+                return Err(error(HolderError::SlirpEnded(status)));
             }
             if started.elapsed() > READY_WAIT {
                 end(&mut slirp);
-                return Err(error("slirp4netns did not bring the job's network up within 10 s".to_owned()));
+                return Err(error(HolderError::SlirpSlow));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -231,16 +286,17 @@ impl JobNetwork {
         let mut ip = Command::new(&self.nsenter);
         ip.env_clear().arg(format!("--net=/proc/{}/ns/net", self.inside)).arg("--").arg(&out.ip);
         ip.args(["-batch", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut ip = ip.spawn().map_err(|e| error(format!("{}: {e}", out.ip.display())))?;
+        let mut ip = ip.spawn().map_err(|source| error(HolderError::Spawn { program: out.ip.clone(), source }))?;
         if let Some(mut input) = ip.stdin.take() {
             for route in &routes {
                 let _ = writeln!(input, "route add prohibit {route}");
             }
         }
-        let output = ip.wait_with_output().map_err(|e| error(format!("ip: {e}")))?;
+        let output = ip.wait_with_output().map_err(|e| error(HolderError::IpWait(e)))?;
         if !output.status.success() {
             end(&mut slirp);
-            return Err(error(format!("ip route: {}", String::from_utf8_lossy(&output.stderr).trim())));
+            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+            return Err(error(HolderError::IpRoute { stderr }));
         }
         Ok(slirp)
     }
@@ -249,7 +305,7 @@ impl JobNetwork {
 /// The holder under a root service: bwrap with `--unshare-net` (which brings the loopback up)
 /// running `cat`; its pid inside comes on bwrap's info pipe.
 fn holder_as_root(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32), NetworkError> {
-    let holder_error = |detail: String| NetworkError::Holder { detail };
+    let holder_error = |detail: HolderError| NetworkError::Holder { detail };
     let mut command = Command::new(&tools.bwrap);
     command.env_clear().args(["--unshare-net", "--die-with-parent", "--new-session"]);
     // The holder is the service's own program (cat), not the job's: it sees the host's files
@@ -260,7 +316,8 @@ fn holder_as_root(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32), Ne
     command.arg(&tools.sh).arg("-c").arg(r#"exec "$0" > /dev/null"#).arg(&tools.cat);
     // Not its stderr: a pipe the holder keeps open could not be read to its end on failure.
     command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
-    let mut holder = command.spawn().map_err(|e| holder_error(format!("{}: {e}", tools.bwrap.display())))?;
+    let mut holder =
+        command.spawn().map_err(|source| holder_error(HolderError::Spawn { program: tools.bwrap.clone(), source }))?;
     let mut info = holder.stdout.take().map(BufReader::new);
     match child_pid(info.as_mut()) {
         Ok(pid) => Ok((holder, info, pid)),
@@ -276,7 +333,7 @@ fn holder_as_root(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32), Ne
 /// and becomes `cat`. Not bwrap: unprivileged, bwrap's process sits in a second, nested
 /// user namespace, which does not own the network namespace, so `nsenter` could not enter it.
 fn holder_unprivileged(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32), NetworkError> {
-    let holder_error = |detail: String| NetworkError::Holder { detail };
+    let holder_error = |detail: HolderError| NetworkError::Holder { detail };
     let (Some(unshare), Some(ip)) = (&tools.unshare, &tools.ip) else {
         return Err(NetworkError::Missing { program: "unshare and ip", package: "util-linux iproute2" });
     };
@@ -288,7 +345,8 @@ fn holder_unprivileged(tools: &NetworkTools) -> Result<(Child, Option<Info>, u32
     command.arg(&tools.sh).arg("-c").arg(r#""$1" link set lo up && exec "$2" > /dev/null"#).arg("sh");
     command.arg(ip).arg(&tools.cat);
     command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
-    let holder = command.spawn().map_err(|e| holder_error(format!("{}: {e}", unshare.display())))?;
+    let holder =
+        command.spawn().map_err(|source| holder_error(HolderError::Spawn { program: unshare.clone(), source }))?;
     let pid = holder.id();
     Ok((holder, None, pid))
 }
@@ -313,8 +371,8 @@ fn end(child: &mut Child) {
 
 /// The `child-pid` bwrap writes on its info fd (the holder's stdout), read until it comes or
 /// the holder ends.
-fn child_pid(reader: Option<&mut Info>) -> Result<u32, String> {
-    let reader = reader.ok_or("no info pipe")?;
+fn child_pid(reader: Option<&mut Info>) -> Result<u32, HolderError> {
+    let reader = reader.ok_or(HolderError::NoInfoPipe)?;
     let started = Instant::now();
     let mut info = String::new();
     while started.elapsed() < READY_WAIT {
@@ -327,22 +385,22 @@ fn child_pid(reader: Option<&mut Info>) -> Result<u32, String> {
             return Ok(pid);
         }
     }
-    Err(format!("bwrap did not report the namespace's process (said {info:?})"))
+    Err(HolderError::NoChildPid { said: info })
 }
 
 /// Waits until the holder's child runs `cat`: bwrap reports the child's pid as soon as it is
 /// cloned, before the child has brought the namespace's loopback up (a job entering then found
 /// its loopback down: ENETUNREACH on 127.0.0.1).
-fn until_holding(pid: u32) -> Result<(), String> {
+fn until_holding(pid: u32) -> Result<(), HolderError> {
     let started = Instant::now();
     while started.elapsed() < READY_WAIT {
         match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
             Ok(comm) if comm.trim_end() == "cat" => return Ok(()),
             Ok(_) => std::thread::sleep(Duration::from_micros(500)),
-            Err(e) => return Err(format!("the namespace's process {pid} is gone: {e}")),
+            Err(source) => return Err(HolderError::Gone { pid, source }),
         }
     }
-    Err(format!("the namespace's process {pid} did not start within 10 s"))
+    Err(HolderError::NotStarted { pid })
 }
 
 /// `"child-pid": N` out of bwrap's info JSON.
