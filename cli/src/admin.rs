@@ -44,16 +44,61 @@ fn target_of(command: &AdminCommand) -> (&std::path::Path, Option<&ServiceDataba
     }
 }
 
-/// Runs one admin command; exit 0 done, 1 refused (with the reason), 2 store trouble.
-pub(crate) fn run(command: &AdminCommand) -> ExitCode {
-    let (data_dir, database) = target_of(command);
-    if let Err(e) = crate::data_dir::existing(data_dir, "svc serve --data-dir") {
-        return crate::output::fail("svc admin", 2, "no_data_dir", &e.to_string());
+/// Why an `svc admin` command did nothing: said once, by [`crate::failure::report`], as
+/// `svc admin: ...`; exit 1 refused (with the reason), 2 store trouble.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AdminCommandError {
+    /// The data directory is not there.
+    #[error(transparent)]
+    NoDataDir(crate::data_dir::NoDataDir),
+    /// `--database` cannot be used.
+    #[error(transparent)]
+    Database(crate::settings::SettingsError),
+    /// The administration refused or failed.
+    #[error(transparent)]
+    Admin(AdminError),
+    /// The directory to store as an artifact cannot be read or sent.
+    #[error(transparent)]
+    Bundle(crate::bundle::BundleError),
+    /// `--value-file` cannot be read (the error names it).
+    #[error("--value-file: {0}")]
+    ValueFile(#[source] std::io::Error),
+}
+
+impl crate::failure::Failure for AdminCommandError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            AdminCommandError::Admin(AdminError::Invalid(_))
+            | AdminCommandError::Bundle(_)
+            | AdminCommandError::ValueFile(_) => 1,
+            _ => 2,
+        }
     }
-    let at = match database.map(|d| d.store_at(data_dir)).transpose() {
-        Ok(at) => at.unwrap_or_else(|| svc_sql::StoreAt::DataDir(data_dir.to_owned())),
-        Err(e) => return crate::output::fail("svc admin", 2, "bad_database", &e.to_string()),
-    };
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        let code = match self {
+            AdminCommandError::NoDataDir(_) => "no_data_dir",
+            AdminCommandError::Database(_) => "bad_database",
+            e if e.exit_code() == 1 => "invalid",
+            _ => "admin_failed",
+        };
+        svc_http::ErrorBody::new(code, self.to_string())
+    }
+
+    fn text(&self) -> String {
+        crate::failure::line("svc admin", self)
+    }
+}
+
+/// Runs one admin command; exit 0 done, 1 refused (with the reason), 2 store trouble.
+pub(crate) fn run(command: &AdminCommand) -> Result<ExitCode, AdminCommandError> {
+    let (data_dir, database) = target_of(command);
+    crate::data_dir::existing(data_dir, "svc serve --data-dir").map_err(AdminCommandError::NoDataDir)?;
+    let at = database
+        .map(|d| d.store_at(data_dir))
+        .transpose()
+        .map_err(AdminCommandError::Database)?
+        .unwrap_or_else(|| svc_sql::StoreAt::DataDir(data_dir.to_owned()));
     // The store and the key file that unwraps its secrets (`--key-file`, `SVC_KEY_FILE`).
     let at = Target::new(at, database.and_then(|d| d.key_file.clone()), data_dir);
     let result = match command {
@@ -71,12 +116,10 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
         }
         AdminCommand::Artifact { command: ArtifactCommand::Store { data_dir, bundle, digest } } => {
             // The files `svc app deploy` would send from this directory: the same digest.
-            match crate::bundle::read(bundle, &crate::bundle::Exclude::of(bundle, svc_manifest(bundle).as_deref(), &[]))
-            {
-                Ok(files) => admin::artifact_store_files(data_dir, &files.files, &files.executable, digest.as_deref())
-                    .map(|digest| println!("{digest}")),
-                Err(e) => Err(AdminError::Invalid(e.to_string())),
-            }
+            let exclude = crate::bundle::Exclude::of(bundle, svc_manifest(bundle).as_deref(), &[]);
+            let files = crate::bundle::read(bundle, &exclude).map_err(AdminCommandError::Bundle)?;
+            admin::artifact_store_files(data_dir, &files.files, &files.executable, digest.as_deref())
+                .map(|digest| println!("{digest}"))
         }
         AdminCommand::Artifact { command: ArtifactCommand::Curate { artifact: flags, .. } } => {
             admin::artifact_curate(&at, &artifact(flags))
@@ -112,10 +155,8 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
             admin::ssh_key_add(&at, &target.org, key)
         }
         AdminCommand::Secret { command: SecretCommand::Provision { target, app, secret_id, value_file } } => {
-            match value_file.as_deref().map(read_secret).transpose() {
-                Ok(value) => admin::secret_provision(&at, &target.org, app, secret_id, value.as_deref()),
-                Err(e) => Err(AdminError::Invalid(format!("--value-file: {e}"))),
-            }
+            let value = value_file.as_deref().map(read_secret).transpose().map_err(AdminCommandError::ValueFile)?;
+            admin::secret_provision(&at, &target.org, app, secret_id, value.as_deref())
         }
         AdminCommand::Image { command: ImageCommand::Add { catalog, name, version, digest, .. } } => {
             let image = RuntimeImage {
@@ -130,17 +171,7 @@ pub(crate) fn run(command: &AdminCommand) -> ExitCode {
             admin::keys_rotate(&at).map(|rotation| print!("{}", rotation.report()))
         }
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(AdminError::Invalid(message)) => {
-            eprintln!("svc admin: {message}");
-            ExitCode::from(1)
-        }
-        Err(e) => {
-            eprintln!("svc admin: {e}");
-            ExitCode::from(2)
-        }
-    }
+    result.map(|()| ExitCode::SUCCESS).map_err(AdminCommandError::Admin)
 }
 
 /// A secret's value from `--value-file`: a regular file (a FIFO or a device such as

@@ -67,6 +67,9 @@ pub(crate) fn default_data_dir(user_data: Option<&Path>) -> PathBuf {
 /// own failure (`svc ingress: ...`).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DemoError {
+    /// The job flags do not make the jobs' bounds.
+    #[error(transparent)]
+    Jobs(crate::settings::SettingsError),
     /// The data and job directories cannot be made.
     #[error(transparent)]
     Dirs(coordinator::CoordinatorError),

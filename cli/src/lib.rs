@@ -130,7 +130,7 @@ pub fn run(cli: Cli) -> ExitCode {
         _ => {}
     }
     match cli.command {
-        Command::Lsp { stdio: _ } => lsp::run(),
+        Command::Lsp { stdio: _ } => report(lsp::run()),
         Command::Manifest { command } => match command {
             ManifestCommand::Validate { file, paths, include, format } => match (file, paths.as_slice()) {
                 // One file (`--file` is always one: a directory there is an error, as it was),
@@ -141,7 +141,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 (None, [one]) if include.is_empty() && !one.is_dir() && !format.is_ci() => {
                     report(manifest::validate(one, format.output()))
                 }
-                (file, _) => manifests::validate(file.as_deref(), &paths, &include, format),
+                (file, _) => report(manifests::validate(file.as_deref(), &paths, &include, format)),
             },
             ManifestCommand::Schema { version, server: None, .. } => manifest::schema(version),
             ManifestCommand::Schema { version, server: Some(server), trust } => {
@@ -190,23 +190,18 @@ pub fn run(cli: Cli) -> ExitCode {
                 report(remote::app_logs(&id, execution.as_deref(), follow, &remote))
             }
         },
-        Command::Serve(args) => serve::serve(&args),
-        Command::Admin { command } => admin::run(&command),
+        Command::Serve(args) => report(serve::serve(&args)),
+        Command::Admin { command } => report(admin::run(&command)),
         Command::Ingress { command } => match command {
             IngressCommand::Demo { data_dir, listen, api_listen, cert_validity_secs, jobs } => {
-                let jobs = match settings::JobSettings::try_from(&jobs) {
-                    Ok(jobs) => jobs,
-                    Err(e) => {
-                        eprintln!("svc ingress demo: {e}");
-                        return ExitCode::from(2);
-                    }
-                };
-                report(demo::run(demo::DemoSettings {
-                    data_dir: data_dir.unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref())),
-                    public: listen,
-                    api: api_listen,
-                    certificate_validity: std::time::Duration::from_secs(cert_validity_secs),
-                    jobs,
+                report(settings::JobSettings::try_from(&jobs).map_err(demo::DemoError::Jobs).and_then(|jobs| {
+                    demo::run(demo::DemoSettings {
+                        data_dir: data_dir.unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref())),
+                        public: listen,
+                        api: api_listen,
+                        certificate_validity: std::time::Duration::from_secs(cert_validity_secs),
+                        jobs,
+                    })
                 }))
             }
             IngressCommand::Deploy { no_fund, no_wait, timeout, target } => {
@@ -228,7 +223,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 let ca = ca.unwrap_or_else(|| {
                     data_dir.unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref())).join("ca.pem")
                 });
-                trust::run(&trust::TrustRequest { ca, remove })
+                report(trust::run(&trust::TrustRequest { ca, remove }))
             }
             IngressCommand::List { target } => report(deploy::list(&target)),
             IngressCommand::Sessions { target } => report(economics::sessions(&target)),
@@ -239,8 +234,8 @@ pub fn run(cli: Cli) -> ExitCode {
             IngressCommand::Catalog { command } => report(catalog::run(&command)),
         },
         Command::Relay { command } => match command {
-            RelayCommand::Serve(args) => relay::serve(&args),
-            RelayCommand::Admin { command } => relay::admin(&command),
+            RelayCommand::Serve(args) => report(relay::serve(&args)),
+            RelayCommand::Admin { command } => report(relay::admin(&command)),
         },
         Command::Gateway { command: GatewayCommand::Run { config } } => report(ingress::gateway(&config)),
         Command::Agent { command: AgentCommand::Run { config } } => report(ingress::agent(&config)),

@@ -47,27 +47,60 @@ impl Input {
     }
 }
 
+/// Why `svc manifest validate` of several files checked none: said once, by
+/// [`crate::failure::report`], as `svc: ...` (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ValidateManyError {
+    /// `--include` without a directory.
+    #[error("--include chooses the files of a directory, and no directory was given")]
+    IncludeWithoutDirectory,
+    /// An `--include` pattern is not a glob.
+    #[error(transparent)]
+    Globs(GlobsError),
+    /// Nothing to check.
+    #[error("no manifest files under {paths} (kept: {kept})")]
+    NoFiles {
+        /// The paths given, joined.
+        paths: String,
+        /// The patterns kept.
+        kept: String,
+    },
+}
+
+impl crate::failure::Failure for ValidateManyError {
+    fn exit_code(&self) -> u8 {
+        EXIT_USAGE
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        let code = if matches!(self, ValidateManyError::NoFiles { .. }) { "no_files" } else { "usage" };
+        svc_http::ErrorBody::new(code, self.to_string())
+    }
+
+    fn text(&self) -> String {
+        crate::failure::line("svc", self)
+    }
+}
+
 /// Validates the manifest `file` (`--file`: one file, never walked) and every manifest
 /// under `paths`, and prints each report, then a summary.
-pub(crate) fn validate(file: Option<&Path>, paths: &[PathBuf], include: &[String], format: ValidateFormat) -> ExitCode {
+pub(crate) fn validate(
+    file: Option<&Path>,
+    paths: &[PathBuf],
+    include: &[String],
+    format: ValidateFormat,
+) -> Result<ExitCode, ValidateManyError> {
     if !include.is_empty() && !paths.iter().any(|p| p.is_dir()) {
-        let message = "--include chooses the files of a directory, and no directory was given";
-        return crate::output::fail("svc", EXIT_USAGE, "usage", message);
+        return Err(ValidateManyError::IncludeWithoutDirectory);
     }
-    let globs = match globs(include) {
-        Ok(globs) => globs,
-        Err(e) => return crate::output::fail("svc", EXIT_USAGE, "usage", &e.to_string()),
-    };
+    let globs = globs(include).map_err(ValidateManyError::Globs)?;
     let mut inputs = collect(paths, &globs);
     inputs.extend(file.map(|f| Input::File(f.to_path_buf())));
     inputs.sort_by(|a, b| a.path().cmp(b.path()));
     let inputs = once_each(inputs);
     if inputs.is_empty() {
-        let message = format!(
-            "no manifest files under {} (kept: {})",
-            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-            if include.is_empty() { DEFAULT_INCLUDE.join(" ") } else { include.join(" ") }
-        );
+        let paths = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        let kept = if include.is_empty() { DEFAULT_INCLUDE.join(" ") } else { include.join(" ") };
         // A CI reader gets an empty report it can read, beside the message.
         let empty = Summary { files: 0, valid: 0, invalid: 0, unreadable: 0, elapsed: Duration::ZERO };
         match format {
@@ -75,7 +108,7 @@ pub(crate) fn validate(file: Option<&Path>, paths: &[PathBuf], include: &[String
             ValidateFormat::Sarif => println!("{}", crate::ci_formats::sarif(&[])),
             _ => {}
         }
-        return crate::output::fail("svc", EXIT_USAGE, "no_files", &message);
+        return Err(ValidateManyError::NoFiles { paths, kept });
     }
     let started = Instant::now();
     let mut summary = Summary { files: 0, valid: 0, invalid: 0, unreadable: 0, elapsed: Duration::ZERO };
@@ -106,18 +139,18 @@ pub(crate) fn validate(file: Option<&Path>, paths: &[PathBuf], include: &[String
         ValidateFormat::Sarif => writeln!(stdout, "{}", crate::ci_formats::sarif(&kept)),
     };
     let _ = stdout.flush();
-    if summary.unreadable > 0 {
+    Ok(if summary.unreadable > 0 {
         ExitCode::from(EXIT_USAGE)
     } else if summary.invalid > 0 {
         ExitCode::from(EXIT_INVALID)
     } else {
         ExitCode::SUCCESS
-    }
+    })
 }
 
 /// Why the `--include` globs cannot be used.
 #[derive(Debug, thiserror::Error)]
-enum GlobsError {
+pub(crate) enum GlobsError {
     /// One is not a glob.
     #[error("--include {pattern:?} is not a glob: {source}")]
     Pattern {

@@ -9,7 +9,8 @@
 //!   command exits 130 at once (a second Ctrl-C always does).
 //! - **One JSON contract.** With `--format json`, a failure is the shared envelope
 //!   [`svc_http::ErrorBody`] on standard output (exactly one JSON value) and the text on
-//!   standard error; without it, the text alone.
+//!   standard error; without it, the text alone. Both are written in one place,
+//!   [`crate::failure::report`], from the typed error the command returns.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -152,21 +153,6 @@ pub(crate) fn json() -> bool {
 /// Prints a value as pretty JSON on standard output.
 pub(crate) fn print_json(value: &impl serde::Serialize) {
     println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
-}
-
-/// A failure: `who: message` on standard error, and with `--format json` the envelope with
-/// `code` on standard output. Returns `exit`.
-pub(crate) fn fail(who: &str, exit: u8, code: &str, message: &str) -> ExitCode {
-    fail_with(who, exit, ErrorBody::new(code, message))
-}
-
-/// [`fail`] with an envelope that carries extra fields.
-pub(crate) fn fail_with(who: &str, exit: u8, body: ErrorBody) -> ExitCode {
-    if json() {
-        print_json(&body);
-    }
-    eprintln!("{who}: {}", body.error.message);
-    ExitCode::from(exit)
 }
 
 /// The envelope for a non-2xx answer: the server's own when it sent one (with `httpStatus`

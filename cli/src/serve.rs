@@ -13,50 +13,64 @@ use crate::args::ServeArgs;
 use crate::settings::DatabaseFlags as _;
 use crate::settings::SettingsError;
 
+/// Why `svc serve` did not start or stopped: said once, by [`crate::failure::report`], as
+/// `svc serve: ...` (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ServeCommandError {
+    /// The flags do not make the service's settings.
+    #[error(transparent)]
+    Settings(SettingsError),
+    /// HTTPS cannot be set up.
+    #[error(transparent)]
+    Tls(crate::tls::ServerTlsError),
+    /// The local pool cannot start, and that is fatal.
+    #[error(transparent)]
+    NoPool(NoPool),
+    /// No runtime.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The service failed, starting or serving.
+    #[error(transparent)]
+    Serve(manifest_core::service::ServeError),
+}
+
+impl crate::failure::Failure for ServeCommandError {
+    fn exit_code(&self) -> u8 {
+        2
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        svc_http::ErrorBody::new("serve_failed", self.to_string())
+    }
+
+    fn text(&self) -> String {
+        crate::failure::line("svc serve", self)
+    }
+}
+
 /// Runs until SIGINT or SIGTERM; exit 0 after draining, 2 if it cannot start.
-pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
+pub(crate) fn serve(args: &ServeArgs) -> Result<ExitCode, ServeCommandError> {
     let mut config = ServiceConfig::new(args.listen, args.data_dir.clone());
     config.schema_pairs = SchemaPairs::parse(&args.schema_pairs).unwrap_or_default();
     config.fault = args.inject_fault.as_ref().map(|_| FaultPoint::AfterVersionInsert);
     if let Some(key_file) = &args.database.key_file {
         config.key_file.clone_from(key_file);
     }
-    config.database = match args.database.settings() {
-        Ok(database) => database,
-        Err(e) => {
-            eprintln!("svc serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    config.http = match svc_http::Settings::try_from(&args.listener) {
-        Ok(settings) => settings,
-        Err(e) => {
-            eprintln!("svc serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match crate::tls::server_tls(&args.listener, &args.data_dir.join("dev-ca"), args.listen) {
-        Ok(tls) => {
-            if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {
-                tracing::info!(
-                    "svc serve: HTTPS with a development certificate; clients trust {} (--ca FILE or SVC_CA)",
-                    ca.display()
-                );
-            }
-            config.tls = tls.map(|t| t.tls);
-        }
-        Err(e) => {
-            eprintln!("svc serve: {e}");
-            return ExitCode::from(2);
-        }
+    config.database = args.database.settings().map_err(ServeCommandError::Settings)?;
+    config.http = svc_http::Settings::try_from(&args.listener).map_err(ServeCommandError::Settings)?;
+    let tls = crate::tls::server_tls(&args.listener, &args.data_dir.join("dev-ca"), args.listen)
+        .map_err(ServeCommandError::Tls)?;
+    if let Some(ca) = tls.as_ref().and_then(|t| t.dev_ca.as_ref()) {
+        tracing::info!(
+            "svc serve: HTTPS with a development certificate; clients trust {} (--ca FILE or SVC_CA)",
+            ca.display()
+        );
     }
+    config.tls = tls.map(|t| t.tls);
     // The local pool lives outside the runtime: it has its own, which must not be dropped
     // inside another (it is dropped last, below, which stops every job it runs).
     let pool = match local_pool(args) {
-        Err(why) if why.is_fatal() => {
-            eprintln!("svc serve: {why}");
-            return ExitCode::from(2);
-        }
+        Err(why) if why.is_fatal() => return Err(ServeCommandError::NoPool(why)),
         other => other,
     };
     config.pool = match &pool {
@@ -72,13 +86,8 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
             })
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("svc serve: cannot start the runtime: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ServeCommandError::Runtime)?;
     // SIGTERM or Ctrl-C drains requests in flight; after Ctrl-C the exit is 130.
     let shutdown = crate::output::graceful_shutdown();
     let data_dir = args.data_dir.display().to_string();
@@ -104,22 +113,15 @@ pub(crate) fn serve(args: &ServeArgs) -> ExitCode {
         runtime.shutdown_background();
     }
     drop(pool);
-    match result {
-        Ok(()) => {
-            tracing::info!("svc serve: stopped");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("svc serve: {e}");
-            ExitCode::from(2)
-        }
-    }
+    result.map_err(ServeCommandError::Serve)?;
+    tracing::info!("svc serve: stopped");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Why there is no local pool: the service runs and refuses every launch saying this, or,
 /// when [`NoPool::is_fatal`], does not start.
 #[derive(Debug, thiserror::Error)]
-enum NoPool {
+pub(crate) enum NoPool {
     /// `--processors 0`.
     #[error("the service was started with --processors 0")]
     NoProcessors,

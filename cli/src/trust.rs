@@ -22,7 +22,7 @@ pub(crate) struct TrustRequest {
 
 /// Why the CA cannot be trusted.
 #[derive(Debug, thiserror::Error)]
-enum TrustError {
+pub(crate) enum TrustError {
     /// The CA file cannot be read.
     #[error(
         "cannot read the development CA {}: {source} (start the relay or the demo first; it writes DIR/ca.pem)",
@@ -68,19 +68,22 @@ enum TrustError {
     Spawn(#[source] std::io::Error),
 }
 
-fn fail(message: &str) -> ExitCode {
-    crate::output::fail("svc ingress trust", 1, "trust_failed", message)
-}
+impl crate::failure::Failure for TrustError {
+    fn exit_code(&self) -> u8 {
+        1
+    }
 
-/// `svc ingress trust`
-pub(crate) fn run(request: &TrustRequest) -> ExitCode {
-    match trust(request) {
-        Ok(code) => code,
-        Err(e) => fail(&e.to_string()),
+    fn envelope(&self) -> svc_http::ErrorBody {
+        svc_http::ErrorBody::new("trust_failed", self.to_string())
+    }
+
+    fn text(&self) -> String {
+        crate::failure::line("svc ingress trust", self)
     }
 }
 
-fn trust(request: &TrustRequest) -> Result<ExitCode, TrustError> {
+/// `svc ingress trust`
+pub(crate) fn run(request: &TrustRequest) -> Result<ExitCode, TrustError> {
     // Canonical when it exists, so the commands printed name it plainly (no `dir/../..`).
     let ca = fs_err::canonicalize(&request.ca)
         .or_else(|_| std::path::absolute(&request.ca))

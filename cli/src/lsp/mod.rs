@@ -36,29 +36,55 @@ use document::Document;
 /// Runs the server on standard input and output until the client says `exit`. Exit 0 after
 /// `shutdown` then `exit`; 1 otherwise (an `exit` without `shutdown`, the client's stream
 /// ending or breaking the protocol), with the reason on standard error.
-pub(crate) fn run() -> ExitCode {
-    let (connection, threads) = match transport::connect(BufReader::new(io::stdin()), io::stdout()) {
-        Ok(started) => started,
-        Err(e) => return crate::output::fail("svc lsp", 1, "io", &format!("cannot start its threads: {e}")),
-    };
+pub(crate) fn run() -> Result<ExitCode, LspError> {
+    let (connection, threads) =
+        transport::connect(BufReader::new(io::stdin()), io::stdout()).map_err(LspError::Threads)?;
     let ended = Server::default().serve(&connection);
     drop(connection);
     // The reader has stopped (at the end of the stream, an error, or after `exit`) unless the
     // loop stopped because the writer could not write; then it may still wait on the client.
     let transport = threads.join(!matches!(ended, Ended::CannotWrite));
     match (ended, transport) {
-        (Ended::Exit { after_shutdown: true }, _) => ExitCode::SUCCESS,
-        (Ended::Exit { after_shutdown: false }, _) => {
-            eprintln!("svc lsp: the client said exit without shutdown first");
-            ExitCode::from(1)
-        }
-        (Ended::ClientGone | Ended::CannotWrite, Err(e)) => {
-            crate::output::fail("svc lsp", 1, "protocol", &e.to_string())
-        }
-        (Ended::ClientGone | Ended::CannotWrite, Ok(())) => {
-            eprintln!("svc lsp: the client closed the connection without exit");
-            ExitCode::from(1)
-        }
+        (Ended::Exit { after_shutdown: true }, _) => Ok(ExitCode::SUCCESS),
+        (Ended::Exit { after_shutdown: false }, _) => Err(LspError::ExitWithoutShutdown),
+        (Ended::ClientGone | Ended::CannotWrite, Err(e)) => Err(LspError::Protocol(e)),
+        (Ended::ClientGone | Ended::CannotWrite, Ok(())) => Err(LspError::ClosedWithoutExit),
+    }
+}
+
+/// How `svc lsp` ended other than after `shutdown` then `exit`: said once, by
+/// [`crate::failure::report`], as `svc lsp: ...` (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LspError {
+    /// Its reader and writer threads would not start.
+    #[error("cannot start its threads: {0}")]
+    Threads(#[source] io::Error),
+    /// `exit` came before `shutdown`.
+    #[error("the client said exit without shutdown first")]
+    ExitWithoutShutdown,
+    /// The client broke the protocol or the stream failed.
+    #[error(transparent)]
+    Protocol(transport::TransportError),
+    /// The client's stream ended before `exit`.
+    #[error("the client closed the connection without exit")]
+    ClosedWithoutExit,
+}
+
+impl crate::failure::Failure for LspError {
+    fn exit_code(&self) -> u8 {
+        1
+    }
+
+    fn envelope(&self) -> svc_http::ErrorBody {
+        let code = match self {
+            LspError::Threads(_) => "io",
+            _ => "protocol",
+        };
+        svc_http::ErrorBody::new(code, self.to_string())
+    }
+
+    fn text(&self) -> String {
+        crate::failure::line("svc lsp", self)
     }
 }
 
