@@ -3,11 +3,10 @@
 //! request id, through `svc_http::internal_error`), the body limit (a declared length over it
 //! is 413 at once; a body is read only after its token is checked, and a large one under the
 //! listener's bounds per organization and in all: 503 with `Retry-After` beyond them), and the
-//! `Svc-Read-Contract: 3` header on every response. Handlers only translate HTTP; the
-//! decisions live in `publish`, `layers` and the store, and store work runs off the async
-//! runtime (`spawn_blocking`).
+//! `Svc-Read-Contract: 3` header on every response. Handlers only translate HTTP; the use
+//! cases are `operations`, and store work runs off the async runtime (`spawn_blocking`).
 
-pub(crate) mod applications;
+mod applications;
 mod artifacts;
 mod logs;
 pub(super) mod rejection;
@@ -26,14 +25,13 @@ use svc_http::Received;
 
 use crate::schema::SchemaKind;
 use crate::service::State;
-use crate::service::auth::{bearer, hash_token, new_application_uid};
-use crate::service::capability::Statement;
-use crate::service::clock::now;
+use crate::service::auth::{bearer, hash_token};
 use crate::service::executions::projection;
-use crate::service::publish;
-use crate::service::store::{Activity, Application, Caller, PolicyVersion, StoreError};
+use crate::service::operations::applications as application;
+use crate::service::operations::{self, publish};
+use crate::service::store::{Application, Caller, PolicyVersion};
 use crate::tree::Value;
-use rejection::{ApiError, BodyProblem, Denied, Rejection};
+use rejection::{ApiError, BodyProblem, Rejection};
 
 /// Request bodies above this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -184,7 +182,8 @@ async fn authenticate(state: &Shared, headers: &HeaderMap) -> Result<Caller, Api
 /// `Retry-After` beyond them, before any of it is read, when its length is declared), which
 /// comes with it: keep it while the body is in memory.
 async fn read_body(state: &Shared, caller: &Caller, headers: &HeaderMap, body: Body) -> Result<Received, ApiError> {
-    read_body_up_to(state, caller, headers, body, MAX_BODY_BYTES, || Rejection::BodyTooLarge).await
+    read_body_up_to(state, caller, headers, body, MAX_BODY_BYTES, || Rejection::BodyTooLarge { max: MAX_BODY_BYTES })
+        .await
 }
 
 /// [`read_body`] with another bound, and the refusal of a body over it.
@@ -238,32 +237,8 @@ async fn create_application(Extract(state): Extract<Shared>, headers: HeaderMap,
             let caller = authenticate(&state, &headers).await?;
             let body = read_body(&state, &caller, &headers, body).await?.bytes;
             let application_id = parse_create(&body)?;
-            if !caller.role.can_publish() {
-                return Err(Rejection::Forbidden(Denied::CreateApplication).into());
-            }
-            let uid = new_application_uid().map_err(|e| ApiError::internal(format!("a new application UID: {e}")))?;
             let state = state.clone();
-            let app = blocking(move || {
-                let mut tx = state.store.write()?;
-                let app = match tx.insert_application(caller.organization.id, &application_id, &uid) {
-                    Err(StoreError::Conflict(m)) => return Err(Rejection::ApplicationExists(m).into()),
-                    other => other?,
-                };
-                tx.record_activity(
-                    app.key,
-                    &Activity {
-                        at: now(),
-                        actor: caller.actor(),
-                        action: "application_created".to_owned(),
-                        policy_version: None,
-                        status: Some(app.status.as_str().to_owned()),
-                        reason: None,
-                    },
-                )?;
-                tx.commit()?;
-                Ok(app)
-            })
-            .await?;
+            let app = blocking(move || Ok(application::create(&state, &caller, &application_id)?)).await?;
             Ok(json_response(
                 201,
                 &json!({
@@ -305,35 +280,27 @@ fn parse_create(body: &[u8]) -> Result<String, ApiError> {
     Ok(id)
 }
 
-/// Runs `f` on a read transaction with the caller's application, or answers 404.
-async fn with_application<T: Send + 'static>(
+/// Runs a blocking operation for the request's caller, off the runtime.
+async fn as_caller<T: Send + 'static>(
     state: &Shared,
     headers: &HeaderMap,
-    id: String,
-    f: impl FnOnce(&mut dyn crate::service::store::Transaction, Application) -> Result<T, ApiError> + Send + 'static,
+    f: impl FnOnce(&State, &Caller) -> Result<T, operations::OperationError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let caller = authenticate(state, headers).await?;
     let state = state.clone();
-    blocking(move || {
-        let mut tx = state.store.read()?;
-        let app = tx.application(caller.organization.id, &id)?.ok_or_else(|| Rejection::application_not_found(&id))?;
-        f(tx.as_mut(), app)
-    })
-    .await
+    blocking(move || Ok(f(&state, &caller)?)).await
 }
 
 /// The application, with its executions' convergence state.
 async fn show_application(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     respond(
-        with_application(&state, &headers, id, |tx, app| {
-            let page = projection::Page { cursor: None, limit: Some("1".to_owned()) };
-            let convergence = projection::build(tx, &app, &page)
-                .map_err(|e| ApiError::internal(format!("the projection of {}: {e}", app.application_id)))?
-                .convergence;
+        async {
+            let (app, convergence) =
+                as_caller(&state, &headers, move |state, caller| application::show(state, caller, &id)).await?;
             let mut view = serde_json::to_value(ApplicationView::from(app)).unwrap_or_default();
-            view["convergence"] = serde_json::to_value(convergence).unwrap_or_default();
+            view["convergence"] = serde_json::to_value(convergence.convergence).unwrap_or_default();
             Ok(json_response(200, &view))
-        })
+        }
         .await,
     )
 }
@@ -350,9 +317,8 @@ async fn publish_version(
             // The permit, if the body is large, is held to the answer: what is read from the
             // body lives until then.
             let Received { bytes, permit: _permit } = read_body(&state, &caller, &headers, body).await?;
-            let prepared = publish::prepare_body(state.clone(), caller, id, bytes).await?;
-            let (status, response) = publish::publish(&state, prepared).await?;
-            Ok(json_response(status, &response))
+            let published = publish::publish(&state, caller, id, publish::Asked::Body(bytes)).await?;
+            Ok(json_response(if published.committed { 201 } else { 200 }, &published.response))
         }
         .await,
     )
@@ -376,11 +342,12 @@ fn version_view(v: &PolicyVersion, active: u64, full: bool) -> serde_json::Value
 
 async fn list_versions(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     respond(
-        with_application(&state, &headers, id, |tx, app| {
-            let versions = tx.policy_versions(app.key)?;
+        async {
+            let (app, versions) =
+                as_caller(&state, &headers, move |state, caller| application::versions(state, caller, &id)).await?;
             let views: Vec<_> = versions.iter().map(|v| version_view(v, app.active_pointer_version, false)).collect();
             Ok(json_response(200, &json!({ "policyVersions": views })))
-        })
+        }
         .await,
     )
 }
@@ -391,21 +358,21 @@ async fn show_version(
     Path((id, n)): Path<(String, String)>,
 ) -> Response {
     respond(
-        with_application(&state, &headers, id, move |tx, app| {
-            let not_found = || Rejection::PolicyVersionNotFound { version: n.clone() };
-            let version: u64 = n.parse().map_err(|_| not_found())?;
-            let v = tx.policy_version(app.key, version)?.ok_or_else(not_found)?;
+        async {
+            let (app, v) =
+                as_caller(&state, &headers, move |state, caller| application::version(state, caller, &id, &n)).await?;
             Ok(json_response(200, &version_view(&v, app.active_pointer_version, true)))
-        })
+        }
         .await,
     )
 }
 
 async fn activity(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     respond(
-        with_application(&state, &headers, id, |tx, app| {
-            let entries: Vec<_> = tx
-                .activity(app.key)?
+        async {
+            let (app, activity) =
+                as_caller(&state, &headers, move |state, caller| application::activity(state, caller, &id)).await?;
+            let entries: Vec<_> = activity
                 .into_iter()
                 .map(|a| {
                     json!({
@@ -415,7 +382,7 @@ async fn activity(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id):
                 })
                 .collect();
             Ok(json_response(200, &json!({ "applicationId": app.application_id, "activity": entries })))
-        })
+        }
         .await,
     )
 }
@@ -431,15 +398,10 @@ async fn executions(
     respond(
         async {
             let page = page_query(uri.query().unwrap_or(""))?;
-            with_application(&state, &headers, id, move |tx, app| {
-                let view = projection::build(tx, &app, &page).map_err(|e| match e {
-                    projection::ProjectionError::Page(_) => ApiError::from(Rejection::InvalidQuery(e.to_string())),
-                    projection::ProjectionError::Store(e) => e.into(),
-                    projection::ProjectionError::Plan(e) => ApiError::internal(e.to_string()),
-                })?;
-                Ok(json_response(200, &view))
-            })
-            .await
+            let view =
+                as_caller(&state, &headers, move |state, caller| application::executions(state, caller, &id, &page))
+                    .await?;
+            Ok(json_response(200, &view))
         }
         .await,
     )
@@ -486,15 +448,7 @@ async fn health(Extract(state): Extract<Shared>) -> Response {
 async fn capabilities(Extract(state): Extract<Shared>, headers: HeaderMap) -> Response {
     respond(
         async {
-            let caller = authenticate(&state, &headers).await?;
-            let state = state.clone();
-            let statement = blocking(move || {
-                let mut tx = state.store.read()?;
-                let org = &caller.organization;
-                let grants = tx.grants(org.id)?;
-                Ok(Statement::new(&org.name, org.tier, &grants, state.schema_pairs, org.spend_authority_micros))
-            })
-            .await?;
+            let statement = as_caller(&state, &headers, application::capabilities).await?;
             Ok(json_response(200, &statement))
         }
         .await,

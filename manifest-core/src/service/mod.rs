@@ -14,7 +14,7 @@ mod console;
 pub mod executions;
 mod http;
 mod layers;
-mod publish;
+mod operations;
 pub mod store;
 
 use std::net::SocketAddr;
@@ -159,7 +159,7 @@ pub(crate) struct State {
     pub(crate) schema_pairs: SchemaPairs,
     pub(crate) fault: Option<FaultPoint>,
     /// Publications reading and validating their manifest at once: one per core (see
-    /// `publish::prepare_body`).
+    /// `operations::publish`).
     pub(crate) validations: Arc<tokio::sync::Semaphore>,
     /// The scheduler, told of every committed publication, pause and resume.
     pub(crate) scheduler: executions::runner::Scheduler,

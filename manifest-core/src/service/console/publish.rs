@@ -16,10 +16,13 @@ use serde::Deserialize;
 use svc_web::page::{see_other, state};
 use svc_web::{Markup, html};
 
-use super::{Member, Refusal, Shared, answer, error_page, member, nav, with_app};
+use super::{Member, Refusal, Shared, answer, blocking, error_page, member, nav, with_app};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::service::http::rejection::ApiError;
-use crate::service::publish::{self, MAX_REASON_CHARS, PublishRequest, PublishResponse};
+use crate::service::operations::OperationError;
+use crate::service::operations::applications;
+use crate::service::operations::publish::{self, Asked, MAX_REASON_CHARS, PublishRequest, PublishResponse};
+use crate::service::operations::refusal::Rejection;
 
 /// The publish form's fields.
 #[derive(Deserialize)]
@@ -133,56 +136,33 @@ pub(super) async fn submit(
                 dry_run: !confirm,
                 pause_reason,
                 expected_active_pointer_version: Some(expected),
+                // The confirm publishes what was previewed, or nothing (review finding: the
+                // manifest makes a round trip through the page, whose parser may change it).
+                reviewed_digest: form.reviewed.filter(|_| confirm),
             };
-            let reviewed = form.reviewed.filter(|_| confirm);
-            let outcome = run(&state, &member, &id, request, reviewed).await?;
+            let outcome = publish::publish(&state, member.caller.clone(), id.clone(), Asked::Request(request)).await;
             Ok(match outcome {
-                Ok(done) if confirm => see_other(&format!("/console/apps/{id}?published={}", done.policy_version)),
-                Ok(preview) => page.respond(StatusCode::OK, preview_view(&id, &member, &draft, &preview, expected)),
-                Err(e) if e.code == "active_pointer_version_conflict" || e.code == "manifest_changed" => {
-                    page.respond(StatusCode::CONFLICT, refused(&id, &member, &draft, &e.message, &[]))
+                Ok(done) if confirm => {
+                    see_other(&format!("/console/apps/{id}?published={}", done.response.policy_version))
                 }
-                Err(e) => {
-                    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
-                    let diagnostics = e.diagnostics.unwrap_or_default();
-                    page.respond(status, refused(&id, &member, &draft, &e.message, &diagnostics))
+                Ok(preview) => {
+                    page.respond(StatusCode::OK, preview_view(&id, &member, &draft, &preview.response, expected))
                 }
+                Err(OperationError::Refused(
+                    conflict @ (Rejection::ActivePointerVersionConflict { .. } | Rejection::ManifestChanged),
+                )) => page.respond(StatusCode::CONFLICT, refused(&id, &member, &draft, &conflict.to_string(), &[])),
+                Err(e) => match ApiError::from(e) {
+                    e if e.status == 500 => return Err(Refusal::from(e)),
+                    e => {
+                        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+                        let diagnostics = e.diagnostics.unwrap_or_default();
+                        page.respond(status, refused(&id, &member, &draft, &e.message, &diagnostics))
+                    }
+                },
             })
         }
         .await,
     )
-}
-
-/// Runs the publication (layers 1-2 off the runtime, then the grouped write); a refusal is
-/// the inner error, a failure of the service the outer one.
-async fn run(
-    state: &Shared,
-    member: &Member,
-    id: &str,
-    request: PublishRequest<'static>,
-    reviewed: Option<String>,
-) -> Result<Result<PublishResponse, ApiError>, Refusal> {
-    let (prep_state, caller, app_id) = (state.clone(), member.caller.clone(), id.to_owned());
-    let prepared = tokio::task::spawn_blocking(move || publish::prepare(&prep_state, &caller, &app_id, &request))
-        .await
-        .map_err(|e| Refusal::from(ApiError::internal(format!("a console publication failed: {e}"))))?;
-    // The confirm publishes what was previewed, or nothing (review finding: the manifest makes
-    // a round trip through the page, whose parser may change it).
-    let changed = |p: &publish::Prepared| reviewed.as_deref().is_some_and(|r| r != p.authored_digest());
-    let result = match prepared {
-        Ok(prepared) if changed(&prepared) => Err(ApiError {
-            status: 409,
-            code: "manifest_changed",
-            message: "the manifest sent is not the one previewed; preview it again".to_owned(),
-            diagnostics: None,
-        }),
-        Ok(prepared) => publish::publish(state, prepared).await.map(|(_, response)| response),
-        Err(e) => Err(e),
-    };
-    match result {
-        Err(e) if e.status == 500 => Err(Refusal::from(e)),
-        other => Ok(other),
-    }
 }
 
 /// The most a manifest may take in a page, escaped: a page that carries it back (the editor
@@ -354,12 +334,9 @@ pub(super) async fn resume(
             };
             super::CONSOLE.from_own_page(&headers, &member.csrf, &form.csrf)?;
             let (resume_state, caller, app_id) = (state.clone(), member.caller.clone(), id.clone());
-            let done = tokio::task::spawn_blocking(move || {
-                crate::service::http::applications::resume_application(&resume_state, &caller, &app_id, &form.reason)
-            })
-            .await
-            .map_err(|e| Refusal::from(ApiError::internal(format!("a console resume failed: {e}"))))?;
-            match done {
+            let done =
+                blocking(move || Ok(applications::resume(&resume_state, &caller, &app_id, &form.reason))).await?;
+            match done.map_err(ApiError::from) {
                 Ok(_) => Ok(see_other(&format!("/console/apps/{id}?resumed=1"))),
                 Err(e) if e.status == 500 => Err(Refusal::from(e)),
                 Err(e) => Ok(error_page(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), &e.message)),

@@ -74,7 +74,7 @@ pub(super) async fn upload(
             })
             .await?;
             let received = read_body_up_to(&state, &caller, &headers, body, MAX_UPLOAD_BODY_BYTES, || {
-                Rejection::BundleTooLarge(Oversize::Body)
+                Rejection::BundleTooLarge(Oversize::Body { max: MAX_UPLOAD_BODY_BYTES })
             })
             .await?;
             let Upload { files, executable } = decode(&received.bytes)?;

@@ -13,9 +13,9 @@ use axum::response::Response;
 use serde_json::json;
 
 use super::rejection::{ApiError, Rejection};
-use super::{Shared, json_response, respond, with_application};
+use super::{Shared, as_caller, json_response, respond};
 use crate::projection::rfc3339_ms;
-use crate::service::store::StoreError;
+use crate::service::operations::applications::{self, OutputPage};
 
 /// Lines per page unless `?limit=` says.
 pub(crate) const DEFAULT_LIMIT: u32 = 500;
@@ -24,12 +24,7 @@ pub(crate) const DEFAULT_LIMIT: u32 = 500;
 pub(crate) const MAX_LIMIT: u32 = 5_000;
 
 /// What the query asks.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Query {
-    execution: Option<String>,
-    after: i64,
-    limit: u32,
-}
+type Query = OutputPage;
 
 /// `execution`, `after` and `limit`, each at most once, and nothing else.
 fn query(text: &str) -> Result<Query, ApiError> {
@@ -81,68 +76,39 @@ pub(super) async fn logs(
     respond(
         async {
             let q = query(uri.query().unwrap_or(""))?;
-            with_application(&state, &headers, id, move |tx, app| {
-                // An execution of this application: its ID starts with the application's UID;
-                // `SLOT/GENERATION/ATTEMPT` is short for it.
-                let execution = q.execution.map(|e| {
-                    if e.split('/').count() == 3
-                        && e.split('/').all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                    {
-                        format!("{}/{e}", app.application_uid)
-                    } else {
-                        e
-                    }
-                });
-                if let Some(e) = &execution
-                    && !e.starts_with(&format!("{}/", app.application_uid))
-                {
-                    return Err(ApiError::from(StoreError::NotFound(format!(
-                        "application {} has no execution {e}",
-                        app.application_id
-                    ))));
-                }
-                let mut lines = tx.output_after(app.key, execution.as_deref(), q.after, q.limit + 1)?;
-                let more = lines.len() > q.limit as usize;
-                lines.truncate(q.limit as usize);
-                let mut shown: BTreeSet<&str> = lines.iter().map(|l| l.execution_id.as_str()).collect();
-                if let Some(e) = &execution {
-                    shown.insert(e);
-                }
-                let shown: Vec<&str> = shown.into_iter().collect();
-                let dropped: Vec<_> = tx
-                    .output_drops(app.key, &shown)?
-                    .into_iter()
-                    .filter(|d| d.dropped > 0)
-                    .map(|d| {
-                        json!({
-                            "executionId": d.execution_id, "slot": d.slot, "generation": d.generation,
-                            "attempt": d.attempt, "kept": d.kept, "dropped": d.dropped,
-                        })
+            let page =
+                as_caller(&state, &headers, move |state, caller| applications::output(state, caller, &id, q)).await?;
+            let dropped: Vec<_> = page
+                .dropped
+                .into_iter()
+                .map(|d| {
+                    json!({
+                        "executionId": d.execution_id, "slot": d.slot, "generation": d.generation,
+                        "attempt": d.attempt, "kept": d.kept, "dropped": d.dropped,
                     })
-                    .collect();
-                let next = lines.last().map_or(q.after, |l| l.seq);
-                let lines: Vec<_> = lines
-                    .into_iter()
-                    .map(|l| {
-                        json!({
-                            "seq": l.seq, "executionId": l.execution_id, "slot": l.slot,
-                            "generation": l.generation, "attempt": l.attempt, "part": l.part,
-                            "at": rfc3339_ms(l.at), "line": l.line,
-                        })
+                })
+                .collect();
+            let lines: Vec<_> = page
+                .lines
+                .into_iter()
+                .map(|l| {
+                    json!({
+                        "seq": l.seq, "executionId": l.execution_id, "slot": l.slot,
+                        "generation": l.generation, "attempt": l.attempt, "part": l.part,
+                        "at": rfc3339_ms(l.at), "line": l.line,
                     })
-                    .collect();
-                Ok(json_response(
-                    200,
-                    &json!({
-                        "applicationId": app.application_id,
-                        "lines": lines,
-                        "dropped": dropped,
-                        "next": next,
-                        "more": more,
-                    }),
-                ))
-            })
-            .await
+                })
+                .collect();
+            Ok(json_response(
+                200,
+                &json!({
+                    "applicationId": page.application.application_id,
+                    "lines": lines,
+                    "dropped": dropped,
+                    "next": page.next,
+                    "more": page.more,
+                }),
+            ))
         }
         .await,
     )

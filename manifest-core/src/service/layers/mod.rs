@@ -3,7 +3,7 @@
 //! (`store::DecidedOn`), so that what they decide holds when it commits: (3) identity,
 //! (4) provenance, (5) capabilities and entitlement, then the effective policy, then (7)
 //! deployment-time facts as warnings. Layer 6 (the fence and the immutable write) is the
-//! publication itself (`service::publish`).
+//! publication itself (`service::operations::publish`).
 
 mod deployment;
 mod gates;
@@ -16,7 +16,9 @@ use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::policy::{PolicyV4, ServerFacts};
 use crate::policy_v5::{PolicyV5, V5Facts};
 use crate::service::SchemaPairs;
-use crate::service::store::{Application, LayerReads, Organization, StoreError};
+use crate::service::store::{
+    AcceptedArtifact, Application, ArtifactEvidence, LayerReads, Organization, RuntimeImage, StoreError,
+};
 use crate::validate::Manifest;
 use provenance::Resolved;
 
@@ -43,14 +45,73 @@ pub(crate) struct Outcome {
     pub(crate) jobs_in_use: u64,
 }
 
+/// Why layers 3-7 could not read a fact they need.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unread {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The reads at hand do not hold it: a publication decided on the async runtime reads
+    /// only what was read ahead ([`crate::service::store::PublicationInputs`]). Not a
+    /// failure: the publication is decided again where the fact is read.
+    #[error("a fact that was not read ahead")]
+    NotReadAhead,
+}
+
+/// What layers 3-7 read: a store's [`LayerReads`] (a transaction's reads), or the facts of a
+/// publication read ahead, which may not hold every fact ([`Unread::NotReadAhead`]).
+pub(crate) trait Reads {
+    /// As [`LayerReads::grants`].
+    fn grants(&mut self, organization: i64) -> Result<BTreeSet<String>, Unread>;
+    /// As [`LayerReads::ssh_keys`].
+    fn ssh_keys(&mut self, organization: i64) -> Result<Vec<String>, Unread>;
+    /// As [`LayerReads::jobs_in_use`].
+    fn jobs_in_use(&mut self, organization: i64, except: i64) -> Result<u64, Unread>;
+    /// As [`LayerReads::curated`].
+    fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, Unread>;
+    /// As [`LayerReads::accepted`].
+    fn accepted(&mut self, organization: i64, application_id: &str) -> Result<Vec<AcceptedArtifact>, Unread>;
+    /// As [`LayerReads::runtime_images`].
+    fn runtime_images(&mut self, catalog: &str, name: &str) -> Result<Vec<RuntimeImage>, Unread>;
+    /// As [`LayerReads::provisioned_secrets`].
+    fn provisioned_secrets(&mut self, organization: i64, application_id: &str) -> Result<BTreeSet<String>, Unread>;
+}
+
+/// A store's reads (a transaction's), which hold every fact.
+pub(crate) struct InStore<'a>(pub(crate) &'a mut dyn LayerReads);
+
+impl Reads for InStore<'_> {
+    fn grants(&mut self, organization: i64) -> Result<BTreeSet<String>, Unread> {
+        Ok(self.0.grants(organization)?)
+    }
+    fn ssh_keys(&mut self, organization: i64) -> Result<Vec<String>, Unread> {
+        Ok(self.0.ssh_keys(organization)?)
+    }
+    fn jobs_in_use(&mut self, organization: i64, except: i64) -> Result<u64, Unread> {
+        Ok(self.0.jobs_in_use(organization, except)?)
+    }
+    fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, Unread> {
+        Ok(self.0.curated(digest)?)
+    }
+    fn accepted(&mut self, organization: i64, application_id: &str) -> Result<Vec<AcceptedArtifact>, Unread> {
+        Ok(self.0.accepted(organization, application_id)?)
+    }
+    fn runtime_images(&mut self, catalog: &str, name: &str) -> Result<Vec<RuntimeImage>, Unread> {
+        Ok(self.0.runtime_images(catalog, name)?)
+    }
+    fn provisioned_secrets(&mut self, organization: i64, application_id: &str) -> Result<BTreeSet<String>, Unread> {
+        Ok(self.0.provisioned_secrets(organization, application_id)?)
+    }
+}
+
 /// Runs layers 3, 4, 5 and 7 and materializes the effective policy.
 pub(crate) fn compile(
     manifest: &Manifest,
-    tx: &mut dyn LayerReads,
+    tx: &mut dyn Reads,
     organization: &Organization,
     target: &Application,
     pairs: SchemaPairs,
-) -> Result<Outcome, StoreError> {
+) -> Result<Outcome, Unread> {
     let mut out = Vec::new();
     identity::check(manifest, target, &mut out);
     let resolved = provenance::resolve(manifest, tx, organization.id, &target.application_id, &mut out)?;
@@ -95,10 +156,10 @@ enum Uncompiled {
 fn materialize(
     manifest: &Manifest,
     resolved: Option<Resolved>,
-    tx: &mut dyn LayerReads,
+    tx: &mut dyn Reads,
     organization: &Organization,
     target: &Application,
-) -> Result<Result<Compiled, Uncompiled>, StoreError> {
+) -> Result<Result<Compiled, Uncompiled>, Unread> {
     let (policy, jobs, execution) = match (manifest, resolved) {
         (Manifest::V4(m), Some(Resolved::V4(artifact))) => {
             let facts = ServerFacts { application_uid: target.application_uid.clone(), artifact };

@@ -4,10 +4,11 @@
 //! build evidence, a V5 pinned digest to its CID, kind and encryption, and a native image to
 //! an exact catalog version and digest.
 
+use super::{Reads, Unread};
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::policy::ArtifactVersion;
 use crate::policy_v5::{EncryptionMode, ResolvedArtifact, ResolvedImage};
-use crate::service::store::{AcceptedArtifact, LayerReads, StoreError};
+use crate::service::store::AcceptedArtifact;
 use crate::v4::release::{BuildArtifact, Builder, EncryptionMode as V4Encryption, PinnedArtifact, Release};
 use crate::v5::runtime::Runtime;
 use crate::validate::Manifest;
@@ -25,11 +26,11 @@ pub(crate) enum Resolved {
 /// Resolves the release; `None` (with diagnostics) when it does not resolve.
 pub(crate) fn resolve(
     manifest: &Manifest,
-    tx: &mut dyn LayerReads,
+    tx: &mut dyn Reads,
     organization: i64,
     application_id: &str,
     out: &mut Vec<Diagnostic>,
-) -> Result<Option<Resolved>, StoreError> {
+) -> Result<Option<Resolved>, Unread> {
     match manifest {
         Manifest::V4(m) => Ok(match &m.release {
             Release::Build { artifact, builder } => {
@@ -180,11 +181,7 @@ fn build_v4(
     None
 }
 
-fn pinned_v4(
-    artifact: &PinnedArtifact,
-    tx: &mut dyn LayerReads,
-    out: &mut Vec<Diagnostic>,
-) -> Result<bool, StoreError> {
+fn pinned_v4(artifact: &PinnedArtifact, tx: &mut dyn Reads, out: &mut Vec<Diagnostic>) -> Result<bool, Unread> {
     let curated = match artifact {
         PinnedArtifact::IpfsBundle { cid, digest, encryption } => {
             let mode = encryption_name(encryption.mode);
@@ -224,12 +221,12 @@ fn parse_version(s: &str) -> Option<[u64; 3]> {
 /// The highest catalog version at or above the floor with the floor's major version: a floor
 /// is a minimum, and a new major version may break the program, so it is never chosen silently.
 fn resolve_image(
-    tx: &mut dyn LayerReads,
+    tx: &mut dyn Reads,
     catalog: &str,
     name: &str,
     floor: &str,
     out: &mut Vec<Diagnostic>,
-) -> Result<Option<ResolvedImage>, StoreError> {
+) -> Result<Option<ResolvedImage>, Unread> {
     let mut valid = true;
     for (pointer, value, what) in
         [("/runtime/image/catalog", catalog, "catalog"), ("/runtime/image/name", name, "image name")]

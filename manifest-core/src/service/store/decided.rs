@@ -6,10 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{
-    AcceptedArtifact, Activity, Application, ArtifactEvidence, LayerReads, Organization, PolicyVersion, RuntimeImage,
-    Status, StoreError,
-};
+use super::{AcceptedArtifact, Activity, Application, Organization, PolicyVersion, Status};
 
 /// What a publication's layers 3-7 and fence were decided on, as read.
 #[derive(Debug, Clone)]
@@ -71,65 +68,4 @@ pub struct PublicationInputs {
     pub accepted: Vec<AcceptedArtifact>,
     /// The organization's operator SSH keys, in order.
     pub ssh_keys: Vec<String>,
-}
-
-/// Layer reads answered from [`PublicationInputs`]; what they do not hold (curated artifacts
-/// and catalog images, keyed by what the manifest names) is read from `rest`.
-pub struct ReadAhead<'a> {
-    /// The facts read ahead.
-    pub inputs: &'a PublicationInputs,
-    /// Where the rest is read.
-    pub rest: &'a mut dyn LayerReads,
-}
-
-impl ReadAhead<'_> {
-    fn ours(&self, organization: i64) -> bool {
-        organization == self.inputs.organization.id
-    }
-
-    fn our_application(&self, organization: i64, application_id: &str) -> bool {
-        self.ours(organization) && self.inputs.application.as_ref().is_some_and(|a| a.application_id == application_id)
-    }
-}
-
-impl LayerReads for ReadAhead<'_> {
-    fn grants(&mut self, organization: i64) -> Result<BTreeSet<String>, StoreError> {
-        if self.ours(organization) { Ok(self.inputs.grants.clone()) } else { self.rest.grants(organization) }
-    }
-
-    fn ssh_keys(&mut self, organization: i64) -> Result<Vec<String>, StoreError> {
-        if self.ours(organization) { Ok(self.inputs.ssh_keys.clone()) } else { self.rest.ssh_keys(organization) }
-    }
-
-    fn jobs_in_use(&mut self, organization: i64, except: i64) -> Result<u64, StoreError> {
-        if self.ours(organization) && self.inputs.application.as_ref().is_some_and(|a| a.key == except) {
-            Ok(self.inputs.jobs_in_use)
-        } else {
-            self.rest.jobs_in_use(organization, except)
-        }
-    }
-
-    fn curated(&mut self, digest: &str) -> Result<Vec<ArtifactEvidence>, StoreError> {
-        self.rest.curated(digest)
-    }
-
-    fn accepted(&mut self, organization: i64, application_id: &str) -> Result<Vec<AcceptedArtifact>, StoreError> {
-        if self.our_application(organization, application_id) {
-            Ok(self.inputs.accepted.clone())
-        } else {
-            self.rest.accepted(organization, application_id)
-        }
-    }
-
-    fn runtime_images(&mut self, catalog: &str, name: &str) -> Result<Vec<RuntimeImage>, StoreError> {
-        self.rest.runtime_images(catalog, name)
-    }
-
-    fn provisioned_secrets(&mut self, organization: i64, application_id: &str) -> Result<BTreeSet<String>, StoreError> {
-        if self.our_application(organization, application_id) {
-            Ok(self.inputs.provisioned.clone())
-        } else {
-            self.rest.provisioned_secrets(organization, application_id)
-        }
-    }
 }

@@ -19,7 +19,7 @@ mod sqlite;
 #[cfg(test)]
 mod tests;
 
-pub use decided::{DecidedOn, DecidedWrite, PublicationInputs, ReadAhead};
+pub use decided::{DecidedOn, DecidedWrite, PublicationInputs};
 pub use keys::{KEY_FILE, Keys, KeysStarted, Rotation};
 pub use postgres::PostgresStore;
 pub use sqlite::{DATABASE_FILE, SqliteStore};

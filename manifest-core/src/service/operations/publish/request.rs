@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use crate::service::http::rejection::{ApiError, BodyProblem, PauseProblem, Rejection};
+use crate::service::operations::refusal::{BodyProblem, PauseProblem, Rejection};
 use crate::tree::{Number, Value};
 
 /// A pause reason's bound, in characters after trimming.
@@ -18,15 +18,18 @@ pub(crate) struct PublishRequest<'a> {
     /// The trimmed reason when the publication pauses the application.
     pub(crate) pause_reason: Option<String>,
     pub(crate) expected_active_pointer_version: Option<u64>,
+    /// The authored digest the caller previewed, when it confirms a preview (the console):
+    /// another manifest is refused ([`Rejection::ManifestChanged`]). The API's body has none.
+    pub(crate) reviewed_digest: Option<String>,
 }
 
 /// The publication fields, as a refusal of another field lists them.
 const FIELDS: &str = "manifest, dryRun, postPublishStatus, reason, expectedActivePointerVersion";
 
 /// Reads the body strictly: JSON with no duplicate key, only the listed fields, each of its type.
-pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, ApiError> {
-    let bad = |problem: BodyProblem| ApiError::from(Rejection::InvalidRequestBody(problem));
-    let bad_pause = |problem: PauseProblem| ApiError::from(Rejection::InvalidPublicationPause(problem));
+pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, Rejection> {
+    let bad = Rejection::InvalidRequestBody;
+    let bad_pause = Rejection::InvalidPublicationPause;
     let text = std::str::from_utf8(body).map_err(|_| bad(BodyProblem::NotUtf8))?;
     let (root, problems) = crate::parse::json(text);
     if let Some(p) = problems.first() {
@@ -69,13 +72,14 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<PublishRequest<'_>, ApiError>
         dry_run,
         pause_reason: pause(status.as_deref(), reason.as_deref())?,
         expected_active_pointer_version: expected,
+        reviewed_digest: None,
     })
 }
 
 /// `expectedActivePointerVersion`: an integer from 0 to 2^64 - 1, the active version the caller
 /// reviewed. Anything else (2^64 or more, negative, fractional, a string) is refused naming
 /// the field: a fence that cannot be read must never be dropped and the publish let through.
-fn pointer_version(value: &Value<'_>) -> Result<u64, ApiError> {
+fn pointer_version(value: &Value<'_>) -> Result<u64, Rejection> {
     let shown = match value {
         Value::Number(Number::Integer(n)) => match u64::try_from(*n) {
             Ok(version) => return Ok(version),
@@ -84,11 +88,11 @@ fn pointer_version(value: &Value<'_>) -> Result<u64, ApiError> {
         Value::Number(Number::Float(f)) => format!("{f:?}"),
         other => other.kind().to_owned(),
     };
-    Err(Rejection::InvalidRequestBody(BodyProblem::PointerVersion { found: shown }).into())
+    Err(Rejection::InvalidRequestBody(BodyProblem::PointerVersion { found: shown }))
 }
 
 /// The pause pair: both or neither; only `paused`; a reason of 1-500 characters once trimmed.
-fn pause(status: Option<&str>, reason: Option<&str>) -> Result<Option<String>, ApiError> {
+fn pause(status: Option<&str>, reason: Option<&str>) -> Result<Option<String>, Rejection> {
     let problem = match (status, reason) {
         (None, None) => return Ok(None),
         (Some("active"), _) => PauseProblem::Active,
@@ -109,7 +113,7 @@ fn pause(status: Option<&str>, reason: Option<&str>) -> Result<Option<String>, A
             }
         }
     };
-    Err(Rejection::InvalidPublicationPause(problem).into())
+    Err(Rejection::InvalidPublicationPause(problem))
 }
 
 #[cfg(test)]
@@ -117,7 +121,7 @@ mod tests {
     use super::*;
 
     fn code(body: &str) -> &'static str {
-        parse_request(body.as_bytes()).map(|_| "ok").unwrap_or_else(|e| e.code)
+        parse_request(body.as_bytes()).map(|_| "ok").unwrap_or_else(|e| e.code())
     }
 
     #[test]
@@ -155,7 +159,7 @@ mod tests {
         assert_eq!(code("[]"), "invalid_request_body");
         let e = parse_request(br#"{"manifest": {}, "x": 1}"#).map(|_| ()).expect_err("an unknown field");
         assert_eq!(
-            e.message,
+            e.to_string(),
             "unknown field \"x\" in the request body (at /x); the fields are manifest, dryRun, postPublishStatus, \
              reason, expectedActivePointerVersion"
         );
@@ -179,8 +183,8 @@ mod tests {
             "[1]",
         ] {
             let e = parse_request(body(bad).as_bytes()).expect_err(bad);
-            assert_eq!((e.status, e.code), (400, "invalid_request_body"), "{bad}");
-            assert!(e.message.contains("/expectedActivePointerVersion"), "{bad}: {}", e.message);
+            assert_eq!((e.status(), e.code()), (400, "invalid_request_body"), "{bad}");
+            assert!(e.to_string().contains("/expectedActivePointerVersion"), "{bad}: {e}");
         }
         for (good, version) in [("0", 0), ("1", 1), ("18446744073709551615", u64::MAX), ("-0", 0)] {
             let text = body(good);
