@@ -43,13 +43,10 @@ mod tests {
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 
-    fn read(body: &serde_json::Value) -> Result<DeployBody, String> {
+    fn read(body: &serde_json::Value) -> Result<DeployBody, serde_path_to_error::Error<serde_json::Error>> {
         let text = serde_json::to_vec(body).expect("json");
         let mut de = serde_json::Deserializer::from_slice(&text);
-        serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let at = e.path().to_string();
-            format!("at {at}: {}", e.into_inner())
-        })
+        serde_path_to_error::deserialize(&mut de)
     }
 
     #[test]
@@ -83,7 +80,11 @@ mod tests {
     #[test]
     fn refusals_name_the_field_as_a_body_read_whole_did() {
         let project = serde_json::json!({});
-        let at = |body: serde_json::Value| read(&body).expect_err("refused");
+        // Where and why, as the API's refusal says them.
+        let at = |body: serde_json::Value| {
+            let e = read(&body).expect_err("refused");
+            format!("at {}: {}", e.path(), e.inner())
+        };
         let file = at(serde_json::json!({"project": project, "bundle": {"a.js": 5}}));
         assert!(file.starts_with("at bundle.a.js: invalid type: integer `5`, expected a string at line 1"), "{file}");
         let bundle = at(serde_json::json!({"project": project, "bundle": []}));
