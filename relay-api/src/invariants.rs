@@ -22,13 +22,21 @@ pub fn api_bodies(bytes: &[u8]) {
     round_trips::<FundRequest>(bytes);
     round_trips::<HostnameRequest>(bytes);
     round_trips::<PinRequest>(bytes);
-    if let Some(deploy) = round_trips::<DeployRequest>(bytes) {
-        // What the coordinator does with a deploy body's project.
-        project_file(&serde_json::to_string(&deploy.project).expect("a JSON value serializes"));
+    if round_trips::<DeployRequest>(bytes).is_some() {
+        // What the coordinator does with a deploy body's project: reads its text as sent.
+        if let Ok(ProjectText { project }) = serde_json::from_slice::<ProjectText>(bytes) {
+            project_file(project.get());
+        }
     }
     if let Ok(text) = std::str::from_utf8(bytes) {
         project_file(text);
     }
+}
+
+/// A deploy body's `project`, as the text it was sent as.
+#[derive(serde::Deserialize)]
+struct ProjectText {
+    project: Box<serde_json::value::RawValue>,
 }
 
 /// Reads `bytes` as `T`; if it reads, its JSON reads back to the same JSON.
