@@ -314,6 +314,8 @@ fn postgres_stopped_while_the_output_thread_writes_loses_no_line() {
         let body = text(&r.body);
         assert_eq!(r.status, 503, "{path}: {body}");
         assert!(body.contains("store_unavailable"), "{body}");
+        // A client's retry is told to wait a moment rather than fail or hammer.
+        assert_eq!(r.header("retry-after"), Some("1"), "{path}: {:?}", r.headers);
         for detail in ["127.0.0.1", "postgres", &cluster.port().to_string(), "connection"] {
             assert!(!body.contains(detail), "{path}: {detail:?} leaked: {body}");
         }

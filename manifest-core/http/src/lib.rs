@@ -44,7 +44,7 @@ mod settings;
 mod tls;
 
 pub use access::{MAX_LOGGED_PATH, Routine, loggable_path, routine};
-pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED, envelope_response};
+pub use envelope::{ErrorBody, ErrorDetail, UNAUTHENTICATED, UNAVAILABLE_RETRY_AFTER_SECS, envelope_response};
 pub use error::ServeError;
 pub use health::{STORE_CHECK_FRESH, STORE_CHECK_WAIT, StoreCheck, store_health, store_health_with};
 pub use intake::{Busy, Incoming, Intake, IntakeError, IntakeLimits, IntakePermit, LARGE_BODY_BYTES, Received};
