@@ -26,7 +26,10 @@ use svc_web::{Markup, session};
 use super::State;
 use super::auth::hash_token;
 use super::http::rejection::ApiError;
-use super::store::{Application, Caller, ConsoleSession};
+use super::operations::OperationError;
+use super::operations::applications;
+use super::operations::refusal::Rejection;
+use super::store::{Caller, ConsoleSession};
 use svc_http::ClientAddr;
 
 type Shared = Arc<State>;
@@ -280,20 +283,10 @@ async fn applications(
     answer(
         async {
             let member = member(&state, &headers).await?;
-            let org = member.caller.organization.clone();
             // Past the last page is an empty page; a number this large is one.
             let number = query.ok().and_then(|q| q.0.page).unwrap_or(1).clamp(1, 1_000_000);
-            let state = state.clone();
-            let (rows, total) = blocking(move || {
-                let mut tx = state.store.read()?;
-                let apps = tx.applications(org.id)?;
-                let total = apps.len();
-                let mut rows = Vec::new();
-                for app in apps.into_iter().skip((number - 1).saturating_mul(APPS_PER_PAGE)).take(APPS_PER_PAGE) {
-                    let convergence = views::convergence_of(tx.as_mut(), &app)?;
-                    rows.push((app, convergence));
-                }
-                Ok((rows, total))
+            let (rows, total) = as_member(&state, &member, move |state, caller| {
+                applications::page_of_applications(state, caller, number, APPS_PER_PAGE)
             })
             .await?;
             let page = member.page("Applications", nav(None, "apps", member.can_publish()));
@@ -304,24 +297,22 @@ async fn applications(
     )
 }
 
-/// Reads one application of the member's organization ("not found" for another's).
-async fn with_app<T: Send + 'static>(
+/// Runs an operation for the member, off the runtime; an application of none of the member's
+/// organization is the console's 404 page.
+async fn as_member<T: Send + 'static>(
     state: &Shared,
     member: &Member,
-    id: String,
-    f: impl FnOnce(&mut dyn super::store::Transaction, Application) -> Result<T, ApiError> + Send + 'static,
+    f: impl FnOnce(&State, &Caller) -> Result<T, OperationError> + Send + 'static,
 ) -> Result<T, Refusal> {
-    let org = member.caller.organization.id;
-    let state = state.clone();
-    let found = blocking(move || {
-        let mut tx = state.store.read()?;
-        match tx.application(org, &id)? {
-            Some(app) => f(tx.as_mut(), app).map(Some),
-            None => Ok(None),
+    let (state, caller) = (state.clone(), member.caller.clone());
+    match tokio::task::spawn_blocking(move || f(&state, &caller)).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(OperationError::Refused(Rejection::ApplicationNotFound { .. }))) => {
+            Err(Refusal::page(not_found("no such application in your organization")))
         }
-    })
-    .await?;
-    found.ok_or_else(|| Refusal::page(not_found("no such application in your organization")))
+        Ok(Err(e)) => Err(Refusal::from(ApiError::from(e))),
+        Err(e) => Err(Refusal::from(ApiError::internal(format!("a console task failed: {e}")))),
+    }
 }
 
 /// What a redirect to the overview tells it to say.
@@ -340,18 +331,12 @@ async fn overview(
     answer(
         async {
             let member = member(&state, &headers).await?;
-            let (app, convergence, active, activity) = with_app(&state, &member, id.clone(), |tx, app| {
-                let convergence = views::convergence_of(tx, &app)?;
-                // The active version alone (review finding: every version was read, each up to
-                // a few MiB, on every overview).
-                let active = match app.active_pointer_version {
-                    0 => None,
-                    n => tx.policy_version(app.key, n)?,
-                };
-                let activity = tx.recent_activity(app.key, 20)?;
-                Ok((app, convergence, active, activity))
+            let overview_id = id.clone();
+            let overview = as_member(&state, &member, move |state, caller| {
+                applications::overview(state, caller, &overview_id, 20)
             })
             .await?;
+            let app = &overview.application;
             let page = member.page(app.application_id.clone(), nav(Some(&id), "overview", member.can_publish()));
             let notice = match query.ok().map(|q| q.0) {
                 Some(OverviewQuery { published: Some(n), .. }) => Some(format!("Published version {n}.")),
@@ -360,7 +345,14 @@ async fn overview(
             };
             let resume = (app.status == super::store::Status::Paused && member.can_publish())
                 .then(|| publish::resume_form(&id, &member));
-            let content = views::overview(&app, &convergence, active.as_ref(), &activity, notice.as_deref(), resume);
+            let content = views::overview(
+                app,
+                &overview.verdict,
+                overview.active.as_ref(),
+                &overview.activity,
+                notice.as_deref(),
+                resume,
+            );
             Ok(page.respond(StatusCode::OK, content))
         }
         .await,
@@ -368,15 +360,11 @@ async fn overview(
 }
 
 async fn projection_of(state: &Shared, member: &Member, id: String) -> Result<Markup, Refusal> {
-    let (convergence, output) = with_app(state, member, id, |tx, app| {
-        let page = super::executions::projection::Page { cursor: None, limit: Some("20".to_owned()) };
-        let convergence = super::executions::projection::build(tx, &app, &page)
-            .map_err(|e| ApiError::internal(format!("the projection of {}: {e}", app.application_id)))?;
-        let output = output::output_of(tx, &app, &convergence.recent)?;
-        Ok((convergence, output))
+    let (convergence, recent) = as_member(state, member, move |state, caller| {
+        applications::recent_executions(state, caller, &id, 20, output::LINES_SHOWN)
     })
     .await?;
-    Ok(views::executions(&convergence, &output))
+    Ok(views::executions(&convergence, &output::shown(recent)))
 }
 
 async fn executions(Extract(state): Extract<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {

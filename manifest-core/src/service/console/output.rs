@@ -4,9 +4,8 @@
 use svc_web::{Markup, html};
 
 use crate::plural;
-use crate::projection::Recent;
-use crate::service::http::rejection::ApiError;
-use crate::service::store::{Application, OUTPUT_BYTES_KEPT, OUTPUT_LINES_KEPT, OutputRecord, Transaction};
+use crate::service::operations::applications::RecentOutput;
+use crate::service::store::{OUTPUT_BYTES_KEPT, OUTPUT_LINES_KEPT, OutputRecord};
 
 /// The newest lines of each execution the console shows.
 pub(super) const LINES_SHOWN: u32 = 20;
@@ -23,25 +22,17 @@ pub(super) struct ExecutionOutput {
     dropped: u64,
 }
 
-/// The newest lines of each of `recent`, in its order, for those that printed.
-pub(super) fn output_of(
-    tx: &mut dyn Transaction,
-    app: &Application,
-    recent: &[Recent],
-) -> Result<Vec<ExecutionOutput>, ApiError> {
-    let ids: Vec<&str> = recent.iter().map(|e| e.execution_id.as_str()).collect();
-    let sizes = tx.output_drops(app.key, &ids)?;
-    let mut shown = Vec::new();
-    for e in recent {
-        let Some(size) = sizes.iter().find(|s| s.execution_id == e.execution_id) else { continue };
-        shown.push(ExecutionOutput {
+/// The recent executions' output as the page shows it.
+pub(super) fn shown(recent: Vec<RecentOutput>) -> Vec<ExecutionOutput> {
+    recent
+        .into_iter()
+        .map(|e| ExecutionOutput {
             tag: format!("{}/{}/{}", e.slot, e.generation, e.attempt),
-            lines: tx.output_tail(app.key, &e.execution_id, LINES_SHOWN)?,
-            kept: size.kept,
-            dropped: size.dropped,
-        });
-    }
-    Ok(shown)
+            lines: e.lines,
+            kept: e.kept,
+            dropped: e.dropped,
+        })
+        .collect()
 }
 
 /// Each execution's newest lines: the time to the second, the part, the line (escaped by

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use svc_web::page::{see_other, state};
 use svc_web::{Markup, html};
 
-use super::{Member, Refusal, Shared, answer, blocking, error_page, member, nav, with_app};
+use super::{Member, Refusal, Shared, answer, as_member, blocking, error_page, member, nav};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::service::http::rejection::ApiError;
 use crate::service::operations::OperationError;
@@ -56,7 +56,9 @@ pub(super) async fn form(Extract(state): Extract<Shared>, headers: HeaderMap, Pa
     answer(
         async {
             let member = member(&state, &headers).await?;
-            let app = with_app(&state, &member, id.clone(), |_, app| Ok(app)).await?;
+            let app_id = id.clone();
+            let app =
+                as_member(&state, &member, move |state, caller| applications::find(state, caller, &app_id)).await?;
             let page = member.page(format!("{id}: publish"), nav(Some(&id), "publish", member.can_publish()));
             if !member.can_publish() {
                 return Ok(page.respond(StatusCode::OK, viewer_notice(&member)));
@@ -129,7 +131,12 @@ pub(super) async fn submit(
             let expected = match (confirm, form.expected) {
                 (true, Some(n)) => n,
                 // The preview is fenced on the active version it reads now.
-                _ => with_app(&state, &member, id.clone(), |_, app| Ok(app.active_pointer_version)).await?,
+                _ => {
+                    let app_id = id.clone();
+                    as_member(&state, &member, move |state, caller| applications::find(state, caller, &app_id))
+                        .await?
+                        .active_pointer_version
+                }
             };
             let request = PublishRequest {
                 manifest: Cow::Owned(manifest.clone()),

@@ -11,8 +11,11 @@ use serde_json::Value;
 use svc_web::{Markup, html};
 
 use super::diff::{Change, diff};
-use super::{Shared, answer, member, nav, not_found, with_app};
+use super::{Shared, answer, as_member, member, nav, not_found};
 use crate::plural;
+use crate::service::operations::OperationError;
+use crate::service::operations::applications;
+use crate::service::operations::refusal::Rejection;
 use crate::service::store::PolicyVersion;
 
 /// The compare form's fields.
@@ -38,10 +41,10 @@ pub(super) async fn list(
         async {
             let member = member(&state, &headers).await?;
             let compare = query.map(|q| q.0).unwrap_or_default();
-            let (versions, active) = with_app(&state, &member, id.clone(), |tx, app| {
-                Ok((tx.policy_versions(app.key)?, app.active_pointer_version))
-            })
-            .await?;
+            let app_id = id.clone();
+            let (app, versions) =
+                as_member(&state, &member, move |state, caller| applications::versions(state, caller, &app_id)).await?;
+            let active = app.active_pointer_version;
             let page = member.page(format!("{id}: versions"), nav(Some(&id), "versions", member.can_publish()));
             Ok(page.respond(StatusCode::OK, list_view(&id, &versions, active, &compare)))
         }
@@ -150,8 +153,13 @@ pub(super) async fn show(
         async {
             let member = member(&state, &headers).await?;
             let Ok(version) = n.parse::<u64>() else { return Ok(not_found("no such version")) };
-            let found = with_app(&state, &member, id.clone(), move |tx, app| {
-                Ok(tx.policy_version(app.key, version)?.map(|v| (v, app.active_pointer_version)))
+            let app_id = id.clone();
+            let found = as_member(&state, &member, move |state, caller| {
+                match applications::version(state, caller, &app_id, &version.to_string()) {
+                    Ok((app, v)) => Ok(Some((v, app.active_pointer_version))),
+                    Err(OperationError::Refused(Rejection::PolicyVersionNotFound { .. })) => Ok(None),
+                    Err(e) => Err(e),
+                }
             })
             .await?;
             let Some((v, active)) = found else { return Ok(not_found("no such version of this application")) };

@@ -7,17 +7,7 @@ use svc_web::{Markup, html};
 
 use crate::plural;
 use crate::projection::{Convergence, State as Verdict};
-use crate::service::executions::projection;
-use crate::service::http::rejection::ApiError;
-use crate::service::store::{Activity, Application, PolicyVersion, Transaction};
-
-/// The convergence verdict of an application (its projection's first page of one).
-pub(super) fn convergence_of(tx: &mut dyn Transaction, app: &Application) -> Result<Verdict, ApiError> {
-    let page = projection::Page { cursor: None, limit: Some("1".to_owned()) };
-    projection::build(tx, app, &page)
-        .map(|c| c.convergence)
-        .map_err(|e| ApiError::internal(format!("the projection of {}: {e}", app.application_id)))
-}
+use crate::service::store::{Activity, Application, PolicyVersion};
 
 pub(super) fn sign_in(problem: Option<&str>) -> Markup {
     html! {

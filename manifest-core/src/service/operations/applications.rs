@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::OperationError;
 use super::publish::MAX_REASON_CHARS;
 use super::refusal::{BodyProblem, Denied, Rejection};
-use crate::projection::Convergence;
+use crate::projection::{Convergence, State as Verdict};
 use crate::service::State;
 use crate::service::auth::new_application_uid;
 use crate::service::capability::Statement;
@@ -228,4 +228,110 @@ pub(crate) fn output(state: &State, caller: &Caller, id: &str, page: OutputPage)
         let next = lines.last().map_or(page.after, |l| l.seq);
         Ok(Output { application: app, lines, dropped, next, more })
     })
+}
+
+/// The convergence verdict of an application (its projection's first page of one).
+fn verdict_of(tx: &mut dyn Transaction, app: &Application) -> Result<Verdict, OperationError> {
+    let page = projection::Page { cursor: None, limit: Some("1".to_owned()) };
+    projection::build(tx, app, &page)
+        .map(|c| c.convergence)
+        .map_err(|e| OperationError::internal_because("the projection of the application", e))
+}
+
+/// One page of the organization's applications (`number` from 1, `per_page` each), each with
+/// its convergence verdict, and how many there are in all: a page's reads are bounded
+/// whatever the organization holds.
+pub(crate) fn page_of_applications(
+    state: &State,
+    caller: &Caller,
+    number: usize,
+    per_page: usize,
+) -> Result<(Vec<(Application, Verdict)>, usize), OperationError> {
+    let mut tx = state.store.read()?;
+    let apps = tx.applications(caller.organization.id)?;
+    let total = apps.len();
+    let mut rows = Vec::new();
+    for app in apps.into_iter().skip(number.saturating_sub(1).saturating_mul(per_page)).take(per_page) {
+        let verdict = verdict_of(tx.as_mut(), &app)?;
+        rows.push((app, verdict));
+    }
+    Ok((rows, total))
+}
+
+/// An application at a glance: its convergence verdict, its active version, and its recent
+/// activity (the newest `activity` entries).
+pub(crate) struct Overview {
+    /// The application.
+    pub(crate) application: Application,
+    /// Its convergence verdict.
+    pub(crate) verdict: Verdict,
+    /// Its active version, if any.
+    pub(crate) active: Option<PolicyVersion>,
+    /// Its newest activity, newest first.
+    pub(crate) activity: Vec<Activity>,
+}
+
+/// [`Overview`] of the caller's application `id`.
+pub(crate) fn overview(state: &State, caller: &Caller, id: &str, activity: u32) -> Result<Overview, OperationError> {
+    reading(state, caller, id, |tx, app| {
+        let verdict = verdict_of(tx, &app)?;
+        // The active version alone (review finding: every version was read, each up to a few
+        // MiB, on every overview).
+        let active = match app.active_pointer_version {
+            0 => None,
+            n => tx.policy_version(app.key, n)?,
+        };
+        let activity = tx.recent_activity(app.key, activity)?;
+        Ok(Overview { application: app, verdict, active, activity })
+    })
+}
+
+/// What one of an application's recent executions printed.
+pub(crate) struct RecentOutput {
+    /// The execution's slot, generation and attempt.
+    pub(crate) slot: u16,
+    pub(crate) generation: u64,
+    pub(crate) attempt: u32,
+    /// Its newest lines, oldest first.
+    pub(crate) lines: Vec<OutputRecord>,
+    /// Lines it keeps in all.
+    pub(crate) kept: u64,
+    /// Lines it did not keep.
+    pub(crate) dropped: u64,
+}
+
+/// The application's newest `executions` executions and their convergence, and the newest
+/// `lines` lines of each of them that printed, in the projection's order.
+pub(crate) fn recent_executions(
+    state: &State,
+    caller: &Caller,
+    id: &str,
+    executions: u32,
+    lines: u32,
+) -> Result<(Convergence, Vec<RecentOutput>), OperationError> {
+    reading(state, caller, id, |tx, app| {
+        let page = projection::Page { cursor: None, limit: Some(executions.to_string()) };
+        let convergence = projection::build(tx, &app, &page)
+            .map_err(|e| OperationError::internal_because("the projection of the application", e))?;
+        let ids: Vec<&str> = convergence.recent.iter().map(|e| e.execution_id.as_str()).collect();
+        let sizes = tx.output_drops(app.key, &ids)?;
+        let mut shown = Vec::new();
+        for e in &convergence.recent {
+            let Some(size) = sizes.iter().find(|s| s.execution_id == e.execution_id) else { continue };
+            shown.push(RecentOutput {
+                slot: e.slot,
+                generation: e.generation,
+                attempt: e.attempt,
+                lines: tx.output_tail(app.key, &e.execution_id, lines)?,
+                kept: size.kept,
+                dropped: size.dropped,
+            });
+        }
+        Ok((convergence, shown))
+    })
+}
+
+/// The caller's application `id` (404 for none of the organization's).
+pub(crate) fn find(state: &State, caller: &Caller, id: &str) -> Result<Application, OperationError> {
+    reading(state, caller, id, |_, app| Ok(app))
 }
