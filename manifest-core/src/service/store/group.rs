@@ -8,7 +8,7 @@
 //! trip under the writers' lock, as long as the unit's own statement, so none is taken: a
 //! unit that wrote and then did not keep its writes (or panicked), or a failed statement,
 //! rolls the whole group back, and every unit of it is told so. Units are written not to:
-//! a publication writes only once it has decided to keep (`service::publish`).
+//! a publication writes only once it has decided to keep (`service::operations::publish`).
 
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender};
