@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use svc_e2e::service::{TempDir, svc_binary};
+use svc_test_leaks::canary;
 
 use super::deploy::{Relay, node_demo_project, state};
 use super::process::Proc;
@@ -31,51 +32,12 @@ pub(super) fn app_environ(status: &Value) -> String {
         .replace('\0', "\n")
 }
 
-/// A value no file holds by chance: the clock's nanoseconds and the process.
-fn canary() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    format!("canary-{:x}{:x}", nanos, std::process::id())
-}
-
-/// Whether `bytes` hold `value` as is, in hex or in base64 (standard or URL-safe, at any of
-/// the three alignments inside a longer encoding).
-fn holds(bytes: &[u8], value: &str) -> bool {
-    use base64::Engine as _;
-    let mut forms = vec![value.to_owned(), value.bytes().map(|b| format!("{b:02x}")).collect()];
-    for pad in 0..3 {
-        let mut input = vec![0u8; pad];
-        input.extend_from_slice(value.as_bytes());
-        let encoded = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&input);
-        let core = &encoded[(pad * 8).div_ceil(6)..encoded.len() - 2];
-        forms.push(core.to_owned());
-        forms.push(core.replace('+', "-").replace('/', "_"));
-    }
-    forms.iter().any(|form| bytes.windows(form.len()).any(|w| w == form.as_bytes()))
-}
-
-/// Every regular file under `dir`, read now.
-fn files_under(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
-    for entry in std::fs::read_dir(dir).expect("a directory").flatten() {
-        let (path, kind) = (entry.path(), entry.file_type().expect("a type"));
-        if kind.is_dir() {
-            files_under(&path, out);
-        } else if kind.is_file() {
-            out.push((path.clone(), std::fs::read(&path).expect("a file")));
-        }
-    }
-}
-
 /// Asserts no file under `data` holds `value` in any form, and that the store's files were
 /// among those read.
 fn assert_no_file_holds(data: &Path, value: &str, store_files: &[&str]) {
-    let mut files = Vec::new();
-    files_under(data, &mut files);
-    for name in store_files {
-        assert!(files.iter().any(|(p, _)| p.ends_with(name)), "{name} read, among {files:?}");
-    }
-    for (path, bytes) in &files {
-        assert!(!holds(bytes, value), "{} holds the secret's value", path.display());
-    }
+    let found = svc_test_leaks::found(data, None, value);
+    found.read_each(store_files);
+    assert!(found.places.is_empty(), "the secret's value is at rest: {:?}", found.places);
 }
 
 /// Deploys the Node demo with secret `API_KEY` = `value` and waits until live: the project
@@ -108,24 +70,6 @@ async fn a_deployed_secret_reaches_its_job_and_no_file_of_the_sqlite_data_direct
     assert_no_file_holds(&data, &value, &["relay.sqlite3", "relay.sqlite3-wal", "relay.sqlite3-shm", "secrets.key"]);
 }
 
-/// `pg_dumpall` of the cluster, as a backup takes it.
-fn pg_dumpall(cluster: &svc_pg_cluster::Cluster) -> Vec<u8> {
-    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("PostgreSQL's programs")
-        .flatten()
-        .map(|e| e.path().join("bin/pg_dumpall"))
-        .filter(|p| p.exists())
-        .collect();
-    versions.sort();
-    let program = versions.pop().expect("pg_dumpall");
-    let out = Command::new(program)
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-p", &cluster.port().to_string()])
-        .output()
-        .expect("pg_dumpall runs");
-    assert!(out.status.success(), "pg_dumpall: {}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deployed_secret_reaches_its_job_and_neither_the_data_directory_nor_a_pg_dump() {
     let Some(cluster) = svc_pg_cluster::for_test("keys-postgres") else { return };
@@ -140,10 +84,10 @@ async fn a_deployed_secret_reaches_its_job_and_neither_the_data_directory_nor_a_
     let (_, status) = deploy_with_secret(&relay, dir.path(), &value).await;
     assert!(app_environ(&status).contains(&format!("API_KEY={value}")), "the job has its secret");
     assert_no_file_holds(&data, &value, &[]);
-    let dump = pg_dumpall(&cluster);
+    let dump = svc_test_leaks::pg_dumpall(&cluster);
     let text = String::from_utf8_lossy(&dump);
     assert!(text.contains("sealed-v1.") && text.contains("data_keys"), "the dump has the sealed rows");
-    assert!(!holds(&dump, &value), "the dump holds the secret's value");
+    assert!(svc_test_leaks::leaks(&dump, &value).is_empty(), "the dump holds the secret's value");
 }
 
 /// Runs `svc relay admin ARGS --data-dir DATA`: (exit code, stdout, stderr).

@@ -8,74 +8,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use serde_json::{Value, json};
 use svc_e2e::service::{Server, TempDir, accept_build_of, admin, attach_database, svc, token};
+use svc_test_leaks::canary;
 
 use super::{World, v5};
 
 /// The longest any wait of these tests takes.
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A recognisable value: `canary-` and random hex.
-fn canary() -> String {
-    format!("canary-{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
-}
-
-/// The forms of `value` found in `haystack`: raw, hex, or base64 (standard or URL-safe, at
-/// each of the three alignments a longer encoding could put it at).
-fn leaks(haystack: &[u8], value: &str) -> Vec<String> {
-    let mut forms = vec![("raw".to_owned(), value.to_owned())];
-    let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
-    forms.push(("hex".into(), hex.clone()));
-    forms.push(("HEX".into(), hex.to_uppercase()));
-    for shift in 0..3 {
-        let mut shifted = vec![0u8; shift];
-        shifted.extend_from_slice(value.as_bytes());
-        for (name, engine) in [
-            ("base64", base64::engine::general_purpose::STANDARD_NO_PAD),
-            ("base64url", base64::engine::general_purpose::URL_SAFE_NO_PAD),
-        ] {
-            let encoded = engine.encode(&shifted);
-            // The characters the shift or the bytes after it touch are left out.
-            let skip = (shift * 8).div_ceil(6);
-            forms.push((format!("{name}+{shift}"), encoded[skip..encoded.len() - 4].to_owned()));
-        }
-    }
-    // Every form is ASCII, which a lossy reading keeps as it is.
-    let text = String::from_utf8_lossy(haystack);
-    forms.into_iter().filter(|(_, form)| text.contains(form.as_str())).map(|(name, _)| name).collect()
-}
-
-/// Where `value` is found: every file under `dir` and, on PostgreSQL, every file of the
-/// cluster and a `pg_dumpall` of it.
-fn found(dir: &Path, cluster: Option<&svc_pg_cluster::Cluster>, value: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut roots = vec![dir.to_owned()];
-    if let Some(cluster) = cluster {
-        roots.push(cluster.socket_dir().to_owned());
-        let dump = std::process::Command::new(cluster.program("pg_dumpall"))
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-p", &cluster.port().to_string()])
-            .output()
-            .expect("pg_dumpall runs");
-        assert!(dump.status.success(), "pg_dumpall: {}", String::from_utf8_lossy(&dump.stderr));
-        found.extend(leaks(&dump.stdout, value).into_iter().map(|form| format!("pg_dumpall ({form})")));
-    }
-    let mut read = 0;
-    while let Some(dir) = roots.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                roots.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                read += 1;
-                found.extend(leaks(&bytes, value).into_iter().map(|form| format!("{} ({form})", path.display())));
-            }
-        }
-    }
-    assert!(read > 0, "the store's files were read");
-    found
-}
 
 /// A service on a fresh data directory, its store on `cluster` when given.
 fn world(name: &str, cluster: Option<&svc_pg_cluster::Cluster>) -> World {
@@ -177,7 +117,7 @@ fn sealed_values_reach_the_job_and_no_file_holds_them(name: &str, cluster: Optio
     assert_eq!(settled(&w, &app), ("completed".to_owned(), "it exited with status 0".to_owned()));
     // While the service runs (the WAL not checkpointed), then once it stopped.
     for value in [&api_key, &file_token] {
-        let leaked = found(w.dir.path(), cluster, value);
+        let leaked = svc_test_leaks::found(w.dir.path(), cluster, value).places;
         assert!(leaked.is_empty(), "{value} is readable in: {leaked:?}");
     }
     // The same search finds what is in clear in the store: the application's ID (unless the
@@ -186,12 +126,15 @@ fn sealed_values_reach_the_job_and_no_file_holds_them(name: &str, cluster: Optio
     if cluster.is_some() || !svc_e2e::service::on_postgres() {
         let wal = w.dir.path().join(format!("{}-wal", manifest_core::service::store::DATABASE_FILE));
         assert!(cluster.is_some() || wal.exists(), "the search read the SQLite store's log too");
-        assert!(!found(w.dir.path(), cluster, &app).is_empty(), "the same search finds the application's ID");
+        assert!(
+            !svc_test_leaks::found(w.dir.path(), cluster, &app).places.is_empty(),
+            "the same search finds the application's ID"
+        );
     }
     let World { server, dir, .. } = w;
     assert!(server.stop().success());
     for value in [&api_key, &file_token] {
-        let leaked = found(dir.path(), cluster, value);
+        let leaked = svc_test_leaks::found(dir.path(), cluster, value).places;
         assert!(leaked.is_empty(), "{value} is readable after the stop in: {leaked:?}");
     }
     let key_file = std::fs::metadata(dir.path().join("secrets.key")).expect("the key file");

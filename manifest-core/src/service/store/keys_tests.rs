@@ -7,10 +7,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use base64::Engine as _;
-
 use super::tests::{Backend, on_each_backend};
 use super::*;
+use svc_test_leaks::canary;
 
 /// A V4 policy whose job gets secret `db.password` as `DB_PASSWORD`.
 fn policy() -> String {
@@ -53,76 +52,10 @@ fn delivered(store: &dyn ServiceStore, app: i64) -> Result<Option<String>, Strin
     Ok(workload.env.iter().find(|(k, _)| k == "DB_PASSWORD").map(|(_, v)| v.clone()))
 }
 
-/// A recognisable value: `canary-` and random hex.
-fn canary() -> String {
-    let mut bytes = [0u8; 12];
-    getrandom::fill(&mut bytes).expect("random");
-    format!("canary-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
-}
-
-/// The forms of `value` found in `haystack`: raw, hex, or base64 (standard or URL-safe, at
-/// each of the three alignments a longer encoding could put it at).
-fn leaks(haystack: &[u8], value: &str) -> Vec<String> {
-    let mut forms = vec![("raw".to_owned(), value.as_bytes().to_vec())];
-    let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
-    forms.push(("hex".into(), hex.clone().into_bytes()));
-    forms.push(("HEX".into(), hex.to_uppercase().into_bytes()));
-    for shift in 0..3 {
-        let mut shifted = vec![0u8; shift];
-        shifted.extend_from_slice(value.as_bytes());
-        for (name, engine) in [
-            ("base64", base64::engine::general_purpose::STANDARD_NO_PAD),
-            ("base64url", base64::engine::general_purpose::URL_SAFE_NO_PAD),
-        ] {
-            let encoded = engine.encode(&shifted);
-            // The characters the shift or the bytes after it touch are left out.
-            let skip = (shift * 8).div_ceil(6);
-            forms.push((format!("{name}+{shift}"), encoded.as_bytes()[skip..encoded.len() - 4].to_vec()));
-        }
-    }
-    // Every form is ASCII, which a lossy reading keeps as it is; std's search is quick
-    // through a database's megabytes where a test's own loop is not.
-    let text = String::from_utf8_lossy(haystack);
-    forms
-        .into_iter()
-        .filter(|(_, form)| text.contains(std::str::from_utf8(form).expect("ASCII")))
-        .map(|(name, _)| name)
-        .collect()
-}
-
-/// Every file under `dir`, and on PostgreSQL every file of the cluster and a `pg_dumpall`:
-/// where `value` is found, and in what form.
+/// Where `value` is found at rest: every file under the store's directory and, on
+/// PostgreSQL, every file of the cluster and a `pg_dumpall`.
 fn found_in_store(b: &Backend<'_>, value: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut files = Vec::new();
-    let mut roots = vec![b.dir.to_owned()];
-    if let Some(cluster) = b.cluster {
-        roots.push(cluster.socket_dir().to_owned());
-        let dump = std::process::Command::new(cluster.program("pg_dumpall"))
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-p", &cluster.port().to_string()])
-            .output()
-            .expect("pg_dumpall runs");
-        assert!(dump.status.success(), "pg_dumpall: {}", String::from_utf8_lossy(&dump.stderr));
-        assert!(dump.stdout.len() > 1000, "a whole dump");
-        found.extend(leaks(&dump.stdout, value).into_iter().map(|form| format!("pg_dumpall ({form})")));
-    }
-    while let Some(dir) = roots.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                roots.push(path);
-            } else {
-                files.push(path);
-            }
-        }
-    }
-    assert!(!files.is_empty(), "the store's files were read");
-    for file in files {
-        if let Ok(bytes) = std::fs::read(&file) {
-            found.extend(leaks(&bytes, value).into_iter().map(|form| format!("{} ({form})", file.display())));
-        }
-    }
-    found
+    svc_test_leaks::found(b.dir, b.cluster, value).places
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::tests::{bundle, new_deployment, successor, temp_dir};
 use super::*;
+use svc_test_leaks::canary;
 
 /// A store to open again and again (as a restart, or another instance, would), with a way
 /// to run SQL outside it (a person at a SQL prompt, or an older version): the rows as text.
@@ -63,10 +64,6 @@ fn on_each_backend(name: &str, test: impl Fn(&Backend<'_>)) {
     });
 }
 
-fn canary() -> String {
-    format!("canary-{}", random_hex(8).expect("random"))
-}
-
 fn secrets_of(value: &str) -> BTreeMap<String, String> {
     BTreeMap::from([("API_KEY".to_owned(), value.to_owned())])
 }
@@ -77,23 +74,6 @@ fn deployment_with(store: &RelayStore, id: &str, value: &str) {
     let mut next = successor(id, 2, "sha256:p2");
     next.bundle.secrets = secrets_of(value);
     store.put_successor(&next).expect("a successor");
-}
-
-/// Whether `bytes` hold `value` as is, in hex or in base64 (standard or URL-safe, at any of
-/// the three alignments inside a longer encoding).
-fn holds(bytes: &[u8], value: &str) -> bool {
-    use base64::Engine as _;
-    let mut forms = vec![value.to_owned(), value.bytes().map(|b| format!("{b:02x}")).collect()];
-    for pad in 0..3 {
-        let mut input = vec![0u8; pad];
-        input.extend_from_slice(value.as_bytes());
-        let encoded = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&input);
-        // The characters that depend on the value alone.
-        let core = &encoded[(pad * 8).div_ceil(6)..encoded.len() - 2];
-        forms.push(core.to_owned());
-        forms.push(core.replace('+', "-").replace('/', "_"));
-    }
-    forms.iter().any(|form| bytes.windows(form.len()).any(|w| w == form.as_bytes()))
 }
 
 fn kek_lines(key_file: &Path) -> usize {
@@ -108,7 +88,10 @@ fn a_revisions_secrets_are_stored_sealed_to_their_row_and_open_after_a_restart()
         deployment_with(&store, "dep_a", &value);
         let stored = (b.sql)("SELECT secrets FROM revision_secrets WHERE deployment_id = 'dep_a' AND revision = 2");
         assert_eq!(stored.len(), 1);
-        assert!(stored[0].starts_with("sealed-v1.") && !holds(stored[0].as_bytes(), &value), "{stored:?}");
+        assert!(
+            stored[0].starts_with("sealed-v1.") && svc_test_leaks::leaks(stored[0].as_bytes(), &value).is_empty(),
+            "{stored:?}"
+        );
         assert_eq!((b.sql)("SELECT COUNT(*) FROM revision_secrets WHERE data_key_id IS NULL"), ["0"]);
         assert_eq!(store.revision_secrets("dep_a", 2).expect("opens"), Some(secrets_of(&value)));
         assert_eq!(store.revision_bundle("dep_a", 2).expect("opens").map(|b| b.secrets), Some(secrets_of(&value)));
@@ -116,7 +99,7 @@ fn a_revisions_secrets_are_stored_sealed_to_their_row_and_open_after_a_restart()
         drop(store);
         for file in &b.files {
             let bytes = std::fs::read(file).unwrap_or_default();
-            assert!(!holds(&bytes, &value), "{} holds the value", file.display());
+            assert!(svc_test_leaks::leaks(&bytes, &value).is_empty(), "{} holds the value", file.display());
         }
 
         // A restart opens them; a sealed value copied into another deployment's row (or
@@ -159,7 +142,7 @@ fn a_value_an_older_version_stored_in_clear_is_sealed_at_the_next_start() {
         // database's freed cells overwritten).
         for file in &b.files {
             let bytes = std::fs::read(file).unwrap_or_default();
-            assert!(!holds(&bytes, &value), "{} still holds the clear value", file.display());
+            assert!(svc_test_leaks::leaks(&bytes, &value).is_empty(), "{} still holds the clear value", file.display());
         }
     });
 }
