@@ -260,6 +260,11 @@ struct Chaos {
     /// Per service life, per execution ID prefix, the outer sandboxes seen.
     starts: BTreeMap<(usize, String), BTreeSet<u32>>,
     life: usize,
+    /// The executions the last killed service left live: settled only once each is recorded
+    /// ended. On PostgreSQL the restarted service stands by until the killed one's lease runs
+    /// out, and meanwhile their rows still say `ready` (a CI run read that as settled and
+    /// found no job running).
+    left_live: BTreeSet<String>,
 }
 
 impl Chaos {
@@ -283,7 +288,9 @@ impl Chaos {
         self.w.server.wait(Duration::from_secs(10)).expect("svc serve dies at SIGKILL");
         let dead = now_ms();
         assert_no_job_left(self.w.dir.path(), what);
-        let running = rows(self.w.dir.path())
+        let now = rows(self.w.dir.path());
+        self.left_live = now.iter().filter(|r| r.live()).map(|r| r.id.clone()).collect();
+        let running = now
             .iter()
             .filter(|r| r.live() && r.state != "stopping")
             .map(|r| (r.app.clone(), r.slot, r.generation))
@@ -309,11 +316,12 @@ impl Chaos {
                 (0..*slots).all(|slot| now.iter().any(|r| r.app == *app && r.slot == slot && r.state == "ready"))
             });
             let in_flight = now.iter().any(|r| r.state == "launching");
+            let recovered = now.iter().all(|r| !(self.left_live.contains(&r.id) && r.live()));
             let answers = APPS.iter().all(|(app, _, _)| {
                 self.w.get(&format!("/api/applications/{app}/executions?limit=1"))["convergence"]["state"]
                     == "converged"
             });
-            if ready && !in_flight && answers {
+            if ready && !in_flight && recovered && answers {
                 return;
             }
             assert!(
@@ -526,7 +534,8 @@ fn chaos_kill_9s_of_svc_serve_at_random_moments_keep_one_attempt_per_generation_
         let r = w.publish(app, &json!({ "manifest": manifest(app, slots, window) }));
         assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     }
-    let mut chaos = Chaos { w, extra, outages: Vec::new(), starts: BTreeMap::new(), life: 0 };
+    let mut chaos =
+        Chaos { w, extra, outages: Vec::new(), starts: BTreeMap::new(), life: 0, left_live: BTreeSet::new() };
     chaos.settle(0);
 
     let rounds = 6 + rng.usize(..3);
