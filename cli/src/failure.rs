@@ -28,6 +28,27 @@ pub(crate) trait Failure: std::error::Error {
     fn text(&self) -> String;
 }
 
+/// The [`Failure`] of a command whose every error is one line, `WHO: message`, with one
+/// envelope code and one exit code: `one_line_failure!(ServeCommandError, exit 2, "serve_failed", "svc serve");`.
+macro_rules! one_line_failure {
+    ($error:ty, exit $exit:expr, $code:literal, $who:literal) => {
+        impl crate::failure::Failure for $error {
+            fn exit_code(&self) -> u8 {
+                $exit
+            }
+
+            fn envelope(&self) -> svc_http::ErrorBody {
+                svc_http::ErrorBody::new($code, self.to_string())
+            }
+
+            fn text(&self) -> String {
+                crate::failure::line($who, self)
+            }
+        }
+    };
+}
+pub(crate) use one_line_failure;
+
 /// `who: message\n`, the one line most failures print.
 pub(crate) fn line(who: &str, message: &impl std::fmt::Display) -> String {
     format!("{who}: {message}\n")

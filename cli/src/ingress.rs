@@ -40,19 +40,7 @@ pub(crate) enum GatewayRunError {
     Task(tokio::task::JoinError),
 }
 
-impl crate::failure::Failure for GatewayRunError {
-    fn exit_code(&self) -> u8 {
-        2
-    }
-
-    fn envelope(&self) -> svc_http::ErrorBody {
-        svc_http::ErrorBody::new("gateway_failed", self.to_string())
-    }
-
-    fn text(&self) -> String {
-        crate::failure::line("svc gateway", self)
-    }
-}
+crate::failure::one_line_failure!(GatewayRunError, exit 2, "gateway_failed", "svc gateway");
 
 /// Why `svc agent run` stopped (exit 2), said once as `svc agent: ...`.
 #[derive(Debug, thiserror::Error)]
@@ -68,19 +56,7 @@ pub(crate) enum AgentRunError {
     Run(agent::AgentError),
 }
 
-impl crate::failure::Failure for AgentRunError {
-    fn exit_code(&self) -> u8 {
-        2
-    }
-
-    fn envelope(&self) -> svc_http::ErrorBody {
-        svc_http::ErrorBody::new("agent_failed", self.to_string())
-    }
-
-    fn text(&self) -> String {
-        crate::failure::line("svc agent", self)
-    }
-}
+crate::failure::one_line_failure!(AgentRunError, exit 2, "agent_failed", "svc agent");
 
 /// `svc gateway run --config FILE`: the routes are the file's (read again on SIGHUP), or
 /// its coordinator's route feed's.

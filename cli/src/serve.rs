@@ -34,19 +34,7 @@ pub(crate) enum ServeCommandError {
     Serve(manifest_core::service::ServeError),
 }
 
-impl crate::failure::Failure for ServeCommandError {
-    fn exit_code(&self) -> u8 {
-        2
-    }
-
-    fn envelope(&self) -> svc_http::ErrorBody {
-        svc_http::ErrorBody::new("serve_failed", self.to_string())
-    }
-
-    fn text(&self) -> String {
-        crate::failure::line("svc serve", self)
-    }
-}
+crate::failure::one_line_failure!(ServeCommandError, exit 2, "serve_failed", "svc serve");
 
 /// Runs until SIGINT or SIGTERM; exit 0 after draining, 2 if it cannot start.
 pub(crate) fn serve(args: &ServeArgs) -> Result<ExitCode, ServeCommandError> {

@@ -68,19 +68,7 @@ pub(crate) enum TrustError {
     Spawn(#[source] std::io::Error),
 }
 
-impl crate::failure::Failure for TrustError {
-    fn exit_code(&self) -> u8 {
-        1
-    }
-
-    fn envelope(&self) -> svc_http::ErrorBody {
-        svc_http::ErrorBody::new("trust_failed", self.to_string())
-    }
-
-    fn text(&self) -> String {
-        crate::failure::line("svc ingress trust", self)
-    }
-}
+crate::failure::one_line_failure!(TrustError, exit 1, "trust_failed", "svc ingress trust");
 
 /// `svc ingress trust`
 pub(crate) fn run(request: &TrustRequest) -> Result<ExitCode, TrustError> {
