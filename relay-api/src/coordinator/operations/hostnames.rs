@@ -6,13 +6,22 @@ use std::sync::Arc;
 use super::{Internal, Missing, OperationError, deployment_of};
 use crate::coordinator::Engine;
 use crate::coordinator::api::HostnameResponse;
-use crate::coordinator::model::{Deployment, HostnameState};
+use crate::coordinator::model::{CustomerHostname, Deployment, HostnameState};
 use crate::coordinator::store::{Caller, random_hex};
 use crate::hint::DnsRecord;
 
 /// The records a customer hostname needs.
 fn records(d: &Deployment, hostname: &str, token: &str) -> Vec<DnsRecord> {
     crate::dns::required_records(hostname, &d.canonical_hostname, token).to_vec()
+}
+
+/// The deployment's customer hostname `hostname`, unless it was removed (404).
+fn live_hostname(engine: &Engine, d: &Deployment, hostname: &str) -> Result<CustomerHostname, OperationError> {
+    engine
+        .store()
+        .hostname(&d.id, hostname)?
+        .filter(|h| h.state != HostnameState::Removed)
+        .ok_or_else(|| OperationError::NotFound(Missing::Hostname(hostname.to_owned())))
 }
 
 /// Adds a customer hostname to the caller's deployment `project`.
@@ -47,11 +56,7 @@ pub(in crate::coordinator) async fn verify_hostname_of(
     let d = blocking(move || deployment_of(&reader, &caller, &project)).await?;
     engine.check_hostname(&d, &hostname).await?;
     blocking(move || {
-        let h = engine
-            .store()
-            .hostname(&d.id, &hostname)?
-            .filter(|h| h.state != HostnameState::Removed)
-            .ok_or_else(|| OperationError::NotFound(Missing::Hostname(hostname.clone())))?;
+        let h = live_hostname(&engine, &d, &hostname)?;
         let records = records(&d, &h.hostname, &h.token);
         Ok(HostnameResponse { hostname: h, records })
     })
@@ -66,11 +71,7 @@ pub(in crate::coordinator) fn remove_hostname_of(
     hostname: &str,
 ) -> Result<HostnameResponse, OperationError> {
     let d = deployment_of(engine, caller, project)?;
-    let h = engine
-        .store()
-        .hostname(&d.id, hostname)?
-        .filter(|h| h.state != HostnameState::Removed)
-        .ok_or_else(|| OperationError::NotFound(Missing::Hostname(hostname.to_owned())))?;
+    let h = live_hostname(engine, &d, hostname)?;
     engine.store().set_hostname(&d.id, hostname, HostnameState::Removed, &[])?;
     engine.wake();
     let records = records(&d, &h.hostname, &h.token);
