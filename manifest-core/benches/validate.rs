@@ -138,6 +138,16 @@ fn main() {
         Set { name: "json", docs: documents(".json"), floor: floor_json, peer: peer_json, verdict: peer_json_verdict },
         Set { name: "yaml", docs: documents(".yaml"), floor: floor_yaml, peer: peer_yaml, verdict: peer_yaml_verdict },
     ];
+    // `SVC_VALIDATE_PROFILE=json` (or `yaml`): only `validate` over that syntax's documents,
+    // in a loop, for a profiler (`perf record`, `valgrind --tool=callgrind`) to read alone.
+    if let Ok(only) = std::env::var("SVC_VALIDATE_PROFILE") {
+        let rounds: usize = std::env::var("SVC_VALIDATE_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2000);
+        for Set { name, docs, .. } in sets.iter().filter(|s| s.name == only) {
+            let valid: usize = (0..rounds).map(|_| validate_all(std::hint::black_box(docs))).sum();
+            println!("{name}: {rounds} rounds, {valid} valid");
+        }
+        return;
+    }
     // Warm every pass up first (allocator, caches, the peer's compiled schemas), so the first
     // benchmark of the run is not the one that pays for it.
     for Set { docs, floor, peer, verdict, .. } in &sets {
