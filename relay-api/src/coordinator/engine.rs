@@ -12,6 +12,7 @@
 //! This file is the loop (lead, tick, step each deployment); each concern has its module,
 //! each adding to `impl Engine`:
 //!
+//! - [`agenda`]: which deployments a tick steps (a settled live one only when due);
 //! - [`lease`]: which coordinator runs the jobs, and standing by;
 //! - [`launch`], [`keys`]: equipping a revision's jobs, their route keys;
 //! - [`replicas`], [`redeploy`], [`switch`]: several jobs per route, successors, the switch;
@@ -23,7 +24,7 @@
 //! - [`logs`]: the jobs' output in the deployment logs;
 //! - [`policies`]: publishing the policies of revisions deployed before policies were.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
+mod agenda;
 mod hints;
 mod hostnames;
 mod keys;
@@ -46,6 +48,7 @@ mod routes;
 pub mod switch;
 mod validation;
 
+use agenda::{Agenda, Pace, Plan};
 use logs::by_part;
 use switch::{HostAck, SWITCH_BOUND, Switch, Want, may_switch};
 use validation::{Due, FIRST_VALIDATION_WINDOW_MS};
@@ -143,6 +146,13 @@ pub struct Engine {
     /// Held while the routes are read and set, so that concurrent steps set them in order.
     syncing: tokio::sync::Mutex<()>,
     wake: Notify,
+    /// Which deployments the leader's next tick steps ([`agenda`]).
+    agenda: std::sync::Mutex<Agenda>,
+    /// Whether the store's engine sequence is to be moved on (an operation woke the engine):
+    /// the lease holder, here or on another coordinator, steps every deployment again.
+    tell_leader: std::sync::atomic::AtomicBool,
+    /// Wakes the task that moves the engine sequence on.
+    told: Notify,
     /// Whether the engine's last look at the store found it out of reach: an outage is
     /// logged once when it starts and once when it ends, not at every tick of it (issue 41).
     store_out: std::sync::atomic::AtomicBool,
@@ -233,6 +243,9 @@ impl Engine {
             validate_at: std::sync::Mutex::new(HashMap::new()),
             syncing: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
+            agenda: std::sync::Mutex::default(),
+            tell_leader: std::sync::atomic::AtomicBool::new(false),
+            told: Notify::new(),
             store_out: std::sync::atomic::AtomicBool::new(false),
             health: svc_http::StoreCheck::default(),
             lease,
@@ -296,9 +309,47 @@ impl Engine {
         &self.parts.catalog
     }
 
-    /// Looks at the deployments now instead of at the next tick.
+    /// Looks at every deployment now instead of at the next tick: what an operation that
+    /// changed one calls. The lease holder learns of it too when it is another coordinator
+    /// (through the store's engine sequence, moved on by [`Engine::run`]).
     pub fn wake(&self) {
+        self.wake_here();
+        self.tell_leader.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.told.notify_one();
+    }
+
+    /// Steps every deployment at the next tick, which comes now: the engine's own wake (its
+    /// changes are its own to know).
+    fn wake_here(&self) {
+        if let Ok(mut agenda) = self.agenda.lock() {
+            agenda.wake_all();
+        }
         self.wake.notify_one();
+    }
+
+    /// Steps deployment `id` at the next tick, which comes now (its job changed).
+    fn wake_for(&self, id: &str) {
+        if let Ok(mut agenda) = self.agenda.lock() {
+            agenda.wake_for(id);
+        }
+        self.wake.notify_one();
+    }
+
+    /// Moves the store's engine sequence on after each [`Engine::wake`], for the lease holder
+    /// to step every deployment again (on this coordinator or another on the database). A
+    /// store out of reach is tried again each second.
+    async fn tell_the_leader(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        loop {
+            self.told.notified().await;
+            while self.tell_leader.swap(false, Relaxed) {
+                if let Err(e) = self.db(|store| store.bump_engine_seq()) {
+                    tracing::debug!("svc relay: moving the engine sequence on (again in 1 s): {e}");
+                    self.tell_leader.store(true, Relaxed);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
     }
 
     /// A revision's directory in the data directory: its app files (`app/`), its secrets
@@ -327,13 +378,16 @@ impl Engine {
     /// coordinator holds the engine lease, takes the jobs over, runs them while it keeps the
     /// lease, and stands by again if it loses it ([`lease`]).
     pub async fn run(self: Arc<Self>) {
-        loop {
-            self.wait_for_lease().await;
-            if self.take_the_jobs_over().await {
-                self.lead().await;
+        let engine = async {
+            loop {
+                self.wait_for_lease().await;
+                if self.take_the_jobs_over().await {
+                    self.lead().await;
+                }
+                self.step_down().await;
             }
-            self.step_down().await;
-        }
+        };
+        tokio::join!(engine, self.tell_the_leader());
     }
 
     /// What a coordinator does first when its engine starts to lead: the jobs of the last
@@ -401,7 +455,7 @@ impl Engine {
                 self.pause(TICK).await;
                 continue;
             }
-            self.tick().await;
+            self.tick_due().await;
             ticks = ticks.wrapping_add(1);
             if ticks.is_multiple_of(SWEEP_EVERY) {
                 let config = &self.parts.config;
@@ -415,12 +469,108 @@ impl Engine {
 
     /// One look at every deployment: reap ended jobs, step each deployment (and its
     /// successor), drain predecessors, stop jobs nothing needs, set the gateway's routes, copy
-    /// the jobs' output. [`Engine::run`] calls it every 250 ms or when woken; a test calls it
-    /// directly, one step at a time.
+    /// the jobs' output. [`Engine::tick_due`] does it when woken and at least every 30 s; a
+    /// test calls it directly, one step at a time.
     pub async fn tick(&self) {
         self.schedule();
         self.drain();
         self.record_ended();
+        self.step_all().await;
+    }
+
+    /// What [`Engine::run`] does every 250 ms, or at once when woken: reap ended jobs, drain
+    /// predecessors, then step what the agenda says ([`agenda`]): every deployment after an
+    /// event, else those in motion and the settled ones whose time came. The routes are set
+    /// again only when a step may have changed them (else every 30 s at most).
+    pub async fn tick_due(&self) {
+        self.schedule();
+        self.drain();
+        self.record_ended();
+        match self.db(|store| store.engine_seq()) {
+            Ok(seq) => {
+                if let Ok(mut agenda) = self.agenda.lock() {
+                    agenda.seq_seen(seq);
+                }
+            }
+            Err(e) => {
+                self.store_failed("reading the engine sequence", &e);
+                return;
+            }
+        }
+        let plan = match self.agenda.lock() {
+            Ok(mut agenda) => agenda.take(std::time::Instant::now()),
+            Err(_) => Plan::All,
+        };
+        let these = match plan {
+            Plan::All => return self.step_all().await,
+            Plan::These(these) => these,
+        };
+        let changed = std::sync::atomic::AtomicBool::new(false);
+        futures_util::stream::iter(&these)
+            .for_each_concurrent(STEP_CONCURRENCY, |id| async {
+                if self.step_one(id).await {
+                    changed.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+            .await;
+        let now = std::time::Instant::now();
+        let sync =
+            self.agenda.lock().map_or(true, |mut agenda| agenda.sync_due(now, changed.into_inner(), self.sync_every()));
+        if sync {
+            self.sync_routes().await;
+        }
+        let serving = self.agenda.lock().map(|agenda| agenda.serving()).unwrap_or_default();
+        self.tail_logs(&serving.iter().map(|(id, revision)| (id.as_str(), *revision)).collect()).await;
+    }
+
+    /// When deployment `id` is next stepped, if it is settled (not in motion, nor waiting for
+    /// an event): what its last step left on the agenda.
+    pub fn settled_until(&self, id: &str) -> Option<std::time::Instant> {
+        match self.agenda.lock().ok()?.pace_of(id)? {
+            Pace::At(at) => Some(at),
+            Pace::Hot | Pace::OnEvent => None,
+        }
+    }
+
+    /// How often the routes are set again while nothing changed: often enough for the agents'
+    /// catalog to be signed again in time ([`routes`]' `with_catalog`).
+    fn sync_every(&self) -> Duration {
+        agenda::SYNC_EVERY.min(self.parts.config.catalog_validity / 4)
+    }
+
+    /// Steps deployment `id` alone (read again first) and places it on the agenda: whether the
+    /// routes may have changed (anything but a settled deployment's step that left it settled).
+    async fn step_one(&self, id: &str) -> bool {
+        let was_settled = self.agenda.lock().is_ok_and(|agenda| agenda.settled(id));
+        let read = self.db(|store| Ok::<_, StoreError>((store.deployment(id)?, store.successor(id)?)));
+        let (d, successor) = match read {
+            Ok(read) => read,
+            Err(StoreError::NotFound(_)) => {
+                if let Ok(mut agenda) = self.agenda.lock() {
+                    agenda.forget(id);
+                }
+                return true;
+            }
+            Err(e) => {
+                self.store_failed("reading a deployment", &e);
+                return false;
+            }
+        };
+        if d.state.is_terminal() {
+            if let Ok(mut agenda) = self.agenda.lock() {
+                agenda.forget(id);
+            }
+            return true;
+        }
+        let pace = self.step_deployment(&d, successor.as_ref()).await;
+        if let Ok(mut agenda) = self.agenda.lock() {
+            agenda.place(id, d.revision, pace);
+        }
+        !(was_settled && matches!(pace, Pace::At(_)))
+    }
+
+    /// Steps every active deployment, places each on the agenda, and sets the routes.
+    async fn step_all(&self) {
         let active = match self.db(|store| store.active_deployments()) {
             Ok(a) => a,
             Err(e) => {
@@ -440,9 +590,19 @@ impl Engine {
         }
         self.publish_missing_policies(&active);
         // Each deployment is stepped on its own; a slow probe holds one of these slots.
+        let successors = &successors;
         futures_util::stream::iter(&active)
-            .for_each_concurrent(STEP_CONCURRENCY, |d| self.step_deployment(d, successors.get(&d.id)))
+            .for_each_concurrent(STEP_CONCURRENCY, |d| async move {
+                let pace = self.step_deployment(d, successors.get(&d.id)).await;
+                if let Ok(mut agenda) = self.agenda.lock() {
+                    agenda.place(&d.id, d.revision, pace);
+                }
+            })
             .await;
+        if let Ok(mut agenda) = self.agenda.lock() {
+            agenda.keep_only(&active.iter().map(|d| d.id.as_str()).collect::<HashSet<&str>>());
+            agenda.sync_due(std::time::Instant::now(), true, self.sync_every());
+        }
         self.sync_routes().await;
         let serving: HashMap<&str, u32> = active.iter().map(|d| (d.id.as_str(), d.revision)).collect();
         self.tail_logs(&serving).await;
@@ -466,7 +626,16 @@ impl Engine {
     /// what [`Engine::tick`] does first, on its own (the deployments are not stepped).
     pub fn schedule(&self) {
         for _ in 0..8 {
-            match super::blocking(|| self.executor.step()) {
+            let stepped = super::blocking(|| self.executor.step());
+            if let Ok(report) = &stepped
+                && report.decided + report.launched + report.stopped + report.recorded > 0
+                && let Ok(mut agenda) = self.agenda.lock()
+            {
+                // A job moved (started, ready, ended, restarted, stopped): every deployment is
+                // stepped at the next tick.
+                agenda.wake_all();
+            }
+            match stepped {
                 Ok(report) if report.more => {}
                 Ok(_) => return,
                 Err(e) => {
@@ -534,6 +703,7 @@ impl Engine {
                 self.launcher.forget(&ended.execution_id)
             };
             let Some(meta) = meta else { continue };
+            self.wake_for(&meta.deployment);
             let Ok(d) = self.db(|store| store.deployment(&meta.deployment)) else { continue };
             let output = by_part(ended.output);
             self.record_output(&meta, d.revision, output);
@@ -561,8 +731,9 @@ impl Engine {
     }
 
     /// Steps one deployment: a successor takes over at once if nothing serves, then the
-    /// deployment's state moves, then its successor's.
-    async fn step_deployment(&self, d: &Deployment, successor: Option<&super::model::Successor>) {
+    /// deployment's state moves, then its successor's. Its pace on the agenda: hot while it
+    /// has a successor or its step failed.
+    async fn step_deployment(&self, d: &Deployment, successor: Option<&super::model::Successor>) -> Pace {
         let successor = successor.filter(|s| s.state != SuccessorState::Failed);
         let taken;
         let d = match successor {
@@ -573,33 +744,57 @@ impl Engine {
                 }
                 Err(e) => {
                     let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {}", told(&e))]));
-                    return;
+                    return Pace::Hot;
                 }
             },
             _ => d,
         };
-        if let Err(e) = self.step(d).await {
+        let stepped = self.step(d).await;
+        if let Err(e) = &stepped {
             // Stopped while its step ran: the change the step meant no longer applies, and is
             // no news to the customer.
             let stopped = matches!(e, StoreError::Transition(_))
                 && self.db(|store| store.deployment(&d.id)).is_ok_and(|now| now.state.is_terminal());
             if !stopped {
-                let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {}", told(&e))]));
+                let _ = self.db(|store| store.append_logs(&d.id, "route", &[format!("engine: {}", told(e))]));
             }
         }
         // Read again, after the step (its probe may have waited), and only with a successor to
         // step: most deployments have none, and this read was one per deployment per tick.
-        let Some(s) = successor.filter(|s| s.revision > d.revision) else { return };
+        let Some(s) = successor.filter(|s| s.revision > d.revision) else {
+            return match (successor, stepped) {
+                (None, Ok(pace)) => pace,
+                _ => Pace::Hot,
+            };
+        };
         // Not stepped on a failed read: no jobs read is not no jobs running.
-        let Ok(executions) = self.db(|store| store.current_executions(&d.id, d.revision)) else { return };
+        let Ok(executions) = self.db(|store| store.current_executions(&d.id, d.revision)) else { return Pace::Hot };
         if let Err(e) = self.step_successor(d, s, &executions).await {
             let _ = self.db(|store| {
                 store.append_logs(&d.id, "route", &[format!("engine: revision {}: {}", s.revision, told(&e))])
             });
         }
+        Pace::Hot
     }
 
-    async fn step(&self, d: &Deployment) -> Result<(), StoreError> {
+    /// When a settled live deployment is next due: its route's next validation, or the end of
+    /// its period under way, whichever comes first.
+    fn due_at(&self, d: &Deployment) -> Pace {
+        let now = std::time::Instant::now();
+        let validation = self.validate_at.lock().ok().and_then(|at| at.get(&d.route_id).map(validation::Due::at));
+        let period = d.next_period_at.map(|end| {
+            let left = u64::try_from(end.saturating_sub(now_ms())).unwrap_or(0);
+            now + Duration::from_millis(left)
+        });
+        match validation.into_iter().chain(period).min() {
+            Some(at) => Pace::At(at),
+            None => Pace::Hot,
+        }
+    }
+
+    /// Moves deployment `d` along; its pace on the agenda afterwards: settled only when it is
+    /// live with every replica validated and nothing changed in this step.
+    async fn step(&self, d: &Deployment) -> Result<Pace, StoreError> {
         let price = self.parts.config.price_micros;
         match d.state {
             DeploymentState::PendingFunding => {
@@ -612,8 +807,11 @@ impl Engine {
                             &format!("funded: {} available", usd(available)),
                         )
                     })?;
-                    self.wake();
+                    self.wake_here();
+                    return Ok(Pace::Hot);
                 }
+                // Funding is an operation, which wakes the engine.
+                Ok(Pace::OnEvent)
             }
             DeploymentState::Provisioning => {
                 // The scheduler launches it (or restarts it after its backoff).
@@ -655,24 +853,26 @@ impl Engine {
                     Some(e) if ended(e) && e.restarts >= self.max_restarts() => self.job_ended(d, e)?,
                     _ => {}
                 }
+                Ok(Pace::Hot)
             }
             DeploymentState::Validating | DeploymentState::Live | DeploymentState::Degraded => {
                 let executions = self.db(|store| store.current_executions(&d.id, d.revision))?;
                 let jobs = replicas::newest_per_slot(&executions, d.revision);
                 let running: Vec<&Execution> = jobs.iter().copied().filter(|e| placed(e)).collect();
                 let Some(&first) = running.first() else {
-                    return match replicas::ended_job(&jobs) {
-                        Some(e) => self.job_ended(d, e),
-                        None => self
-                            .db(|store| {
+                    match replicas::ended_job(&jobs) {
+                        Some(e) => self.job_ended(d, e)?,
+                        None => {
+                            self.db(|store| {
                                 store.transition(
                                     &d.id,
                                     DeploymentState::Provisioning,
                                     "the job is not running; relaunching",
                                 )
-                            })
-                            .map(|_| ()),
-                    };
+                            })?;
+                        }
+                    }
+                    return Ok(Pace::Hot);
                 };
                 let validated = |e: &&Execution| self.market.is_validated(&e.execution_id);
                 if d.state.spends() && !running.iter().any(validated) {
@@ -691,16 +891,21 @@ impl Engine {
                         _ => format!("{ending}; validating it again"),
                     };
                     self.db(|store| store.transition(&d.id, DeploymentState::Provisioning, &why))?;
-                    self.wake();
-                    return Ok(());
+                    self.wake_here();
+                    return Ok(Pace::Hot);
                 }
+                // While the period under way runs (`next_period_at` is its end), there is nothing
+                // to advance: no write transaction per deployment per tick (issue 44). At its end
+                // the write re-reads the state inside its transaction, as before.
+                let now_at = now_ms();
                 if d.state.spends()
-                    && !self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms()))?
+                    && d.next_period_at.is_none_or(|end| end <= now_at)
+                    && !self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_at))?
                 {
                     self.db(|store| {
                         store.transition(&d.id, DeploymentState::PendingFunding, "the funds ran out; fund a new quote")
                     })?;
-                    return Ok(());
+                    return Ok(Pace::Hot);
                 }
                 if jobs.len() > 1 {
                     for e in jobs.iter().filter(|e| ended(e) || e.state == ExecState::Restarting) {
@@ -713,13 +918,21 @@ impl Engine {
                 let starting = running
                     .iter()
                     .any(|e| !validated(e) && now.saturating_sub(e.changed_at) < FIRST_VALIDATION_WINDOW_MS);
+                let mut moved = false;
                 if self.validation_due(&d.route_id, d.state == DeploymentState::Validating || starting) {
-                    self.validate(d, &running).await?;
+                    moved = self.validate(d, &running).await?;
                 }
+                // Settled: live, every replica placed, validated and not restarting, and this
+                // step moved nothing. It is next stepped when due, or on an event.
+                let settled = d.state == DeploymentState::Live
+                    && !moved
+                    && !starting
+                    && running.len() == jobs.len()
+                    && running.iter().all(|e| e.state != ExecState::Restarting && validated(e));
+                Ok(if settled { self.due_at(d) } else { Pace::Hot })
             }
-            DeploymentState::Failed | DeploymentState::Stopped => {}
+            DeploymentState::Failed | DeploymentState::Stopped => Ok(Pace::OnEvent),
         }
-        Ok(())
     }
 
     /// The deployment's serving job ended by itself: it is restarted (by the scheduler, after
@@ -748,7 +961,7 @@ impl Engine {
                 )
             })?;
         }
-        self.wake();
+        self.wake_here();
         Ok(())
     }
 

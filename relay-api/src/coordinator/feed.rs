@@ -52,6 +52,10 @@ pub const SEQ_LOOK: Duration = Duration::from_millis(100);
 
 static WAITING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_WAITING);
 
+/// Wakes the look at the store's feed sequence when a request is held: it sleeps while none
+/// is (issue 44, point 5: an idle coordinator does not wake ten times a second for nothing).
+static HELD: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
 /// Why a feed request was refused. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum FeedError {
@@ -172,6 +176,7 @@ pub(super) async fn routes(
     };
     if held.is_some() {
         watch_the_store(&engine);
+        HELD.notify_waiters();
     }
     let mut changes = engine.feed_changes();
     // Where the gateway is and what it reports: checked and recorded once per request, with
@@ -182,13 +187,14 @@ pub(super) async fn routes(
         changes.borrow_and_update();
         let (reader, signed, path) = (engine.clone(), signed.clone(), path.clone());
         let announcement = announcement.take();
-        let reported = announcement.as_ref().is_some_and(|a| a.report.is_some());
+        let reported = announcement.as_ref().is_some_and(|a| a.report.is_some() || a.presence.is_some());
         let answer =
             tokio::task::spawn_blocking(move || answer(&reader, &signed, &path, arrived_ms, announcement.as_ref()))
                 .await
                 .map_err(|e| FeedError::Store(StoreError::Backend(Box::new(e))))??;
         if reported {
-            // A switch may be waiting for this host.
+            // A switch may be waiting for this host, and its presence is where the agents are
+            // sent: the lease holder looks at once, not at its next periodic look.
             engine.wake();
         }
         let unchanged = after.as_deref() == Some(answer.version.as_str());
@@ -210,7 +216,7 @@ pub(super) async fn routes(
 
 /// Starts, once per engine, the look at the store's feed sequence that wakes the requests
 /// held here for a change another coordinator made: every [`SEQ_LOOK`] while any request
-/// is held, one row read; it ends with the engine.
+/// is held, one row read; asleep while none is; it ends with the engine.
 fn watch_the_store(engine: &Arc<Engine>) {
     if engine.feed_watched.swap(true, std::sync::atomic::Ordering::AcqRel) {
         return;
@@ -219,10 +225,17 @@ fn watch_the_store(engine: &Arc<Engine>) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(SEQ_LOOK).await;
-            let Some(engine) = engine.upgrade() else { return };
+            // Until a request is held: listening before looking, so that one held in between
+            // is not missed (every engine's look is woken: the held requests are counted for
+            // the process).
+            let held = HELD.notified();
+            tokio::pin!(held);
+            held.as_mut().enable();
             if WAITING.available_permits() == MAX_WAITING {
+                held.await;
                 continue;
             }
+            let Some(engine) = engine.upgrade() else { return };
             let reader = engine.clone();
             if let Ok(Ok(seq)) = tokio::task::spawn_blocking(move || reader.store().feed_seq()).await {
                 engine.feed_changed(seq);

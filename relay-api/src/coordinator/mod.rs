@@ -392,7 +392,13 @@ pub async fn run(
     if let Some(key) = probe.probe_key() {
         gateway.set_probe_keys(vec![key]);
         let (keys, public) = (store.clone(), key.to_string());
-        tokio::task::spawn_blocking(move || keys.register_probe_key(&public, store::now_ms()))
+        // A new key moves the engine sequence on: the lease holder's gateway learns it at once.
+        let register = move || match keys.register_probe_key(&public, store::now_ms()) {
+            Ok(true) => keys.bump_engine_seq(),
+            Ok(false) => Ok(()),
+            Err(e) => Err(e),
+        };
+        tokio::task::spawn_blocking(register)
             .await
             .map_err(setup("recording the probe key"))?
             .map_err(setup("recording the probe key"))?;

@@ -395,6 +395,18 @@ impl World {
         secrets: &[(&str, &str)],
         policy: &dyn Fn(&str) -> PublishedPolicy,
     ) -> Deployment {
+        self.funded_periods(name, project, secrets, policy, 3600)
+    }
+
+    /// The same, its two funded periods `period_secs` long each.
+    pub(crate) fn funded_periods(
+        &self,
+        name: &str,
+        project: &str,
+        secrets: &[(&str, &str)],
+        policy: &dyn Fn(&str) -> PublishedPolicy,
+        period_secs: u64,
+    ) -> Deployment {
         let id = format!("dep_{:0>16}", name.len() + self.store.deployments_of(&self.org).expect("list").len());
         let d = self
             .store
@@ -424,7 +436,7 @@ impl World {
             project_digest: d.project_digest.clone(),
             hostnames: vec![d.canonical_hostname.clone()],
             price_micros: 250_000,
-            period_secs: 3600,
+            period_secs,
             periods: 2,
             total_micros: 500_000,
             created_at: now_ms(),

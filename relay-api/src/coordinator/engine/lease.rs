@@ -238,6 +238,9 @@ impl Engine {
         if let Ok(mut due) = self.validate_at.lock() {
             due.clear();
         }
+        if let Ok(mut agenda) = self.agenda.lock() {
+            agenda.clear();
+        }
         if let Ok(mut endings) = self.endings.lock() {
             endings.clear();
         }

@@ -52,7 +52,7 @@ impl Engine {
                 match published {
                     Ok(_) => {
                         let _ = self.db(|store| store.wake_scheduler(&d.id));
-                        self.wake();
+                        self.wake_here();
                     }
                     Err(e) => {
                         all_published = false;

@@ -293,7 +293,7 @@ impl Engine {
         self.sync_routes().await;
         // Its public path (the hostnames, not the route's ID) is validated at the next tick.
         self.due_now(&promoted);
-        self.wake();
+        self.wake_here();
         Ok(())
     }
 
@@ -329,7 +329,7 @@ impl Engine {
         let seq = self.db(|store| store.end_route_switch_serving(&d.id, &d.route_id))?;
         self.feed_changed(seq);
         self.sync_routes().await;
-        self.wake();
+        self.wake_here();
         Ok(())
     }
 }

@@ -27,6 +27,13 @@ pub(super) struct Due {
     awaiting_agent: bool,
 }
 
+impl Due {
+    /// When the route is due.
+    pub(super) fn at(&self) -> Instant {
+        self.at
+    }
+}
+
 impl Engine {
     /// Validate the deployment at the next tick.
     pub fn due_now(&self, d: &Deployment) {
@@ -38,7 +45,7 @@ impl Engine {
         if let Ok(mut v) = self.validate_at.lock() {
             v.remove(route_id);
         }
-        self.wake();
+        self.wake_here();
     }
 
     /// Whether the deployment's route is due for validation. A job just launched is
@@ -80,9 +87,10 @@ impl Engine {
     }
 
     /// Validates the canonical hostname and each customer hostname, and moves the states;
-    /// with several `running` jobs, each replica alone first.
-    pub(super) async fn validate(&self, d: &Deployment, running: &[&Execution]) -> Result<(), StoreError> {
-        let Some(keys) = self.db(|store| store.route_keys(&d.id))? else { return Ok(()) };
+    /// with several `running` jobs, each replica alone first. Whether the deployment's state
+    /// moved (or its route has no keys yet).
+    pub(super) async fn validate(&self, d: &Deployment, running: &[&Execution]) -> Result<bool, StoreError> {
+        let Some(keys) = self.db(|store| store.route_keys(&d.id))? else { return Ok(true) };
         let probe = &self.parts.probe;
         let pins = self.db(|store| store.pins_of_deployment(&d.id))?;
         let probed = if running.len() > 1 {
@@ -120,7 +128,7 @@ impl Engine {
             probed
         };
         self.record(d, &d.canonical_hostname, &probed.outcome)?;
-        match (&probed.outcome, d.state) {
+        let moved = match (&probed.outcome, d.state) {
             (Ok(_), DeploymentState::Validating) => {
                 if self.db(|store| store.advance_periods(&d.id, true, &self.parts.config.terms, now_ms()))? {
                     self.db(|store| {
@@ -139,20 +147,26 @@ impl Engine {
                         )
                     })?;
                 }
+                true
             }
             (Ok(_), DeploymentState::Degraded) => {
                 self.db(|store| {
                     store.transition(&d.id, DeploymentState::Live, "validated again through the public path")
                 })?;
+                true
             }
             (Err(h), DeploymentState::Live) => {
                 self.db(|store| {
                     store.transition(&d.id, DeploymentState::Degraded, &format!("validation failed: {}", h.problem))
                 })?;
+                true
             }
-            (Err(h), _) => self.db(|store| store.set_reason(&d.id, &format!("validation failed: {}", h.problem)))?,
-            (Ok(_), _) => {}
-        }
+            (Err(h), _) => {
+                self.db(|store| store.set_reason(&d.id, &format!("validation failed: {}", h.problem)))?;
+                false
+            }
+            (Ok(_), _) => false,
+        };
         for h in self.db(|store| store.hostnames(&d.id))? {
             match h.state {
                 HostnameState::PendingDns => self.check_hostname(d, &h.hostname).await?,
@@ -169,7 +183,7 @@ impl Engine {
                 HostnameState::Removed => {}
             }
         }
-        Ok(())
+        Ok(moved)
     }
 
     /// A pass by a validator version the project does not pin does not count.

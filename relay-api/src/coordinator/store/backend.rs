@@ -425,6 +425,10 @@ pub trait FeedRows {
     fn feed_seq(&mut self) -> Result<u64, StoreError>;
     /// Moves the feed's sequence on one; the new sequence.
     fn bump_feed_seq(&mut self) -> Result<u64, StoreError>;
+    /// The engine's sequence now: moved on by each operation that wakes the engine.
+    fn engine_seq(&mut self) -> Result<u64, StoreError>;
+    /// Moves the engine's sequence on one.
+    fn bump_engine_seq(&mut self) -> Result<(), StoreError>;
     /// Records operator `operator_id`'s gateway's report, made with a request signed at
     /// `signed_at` (Unix ms), received at `now`.
     fn put_report(&mut self, operator_id: &str, report: &Report, signed_at: i64, now: i64) -> Result<(), StoreError>;

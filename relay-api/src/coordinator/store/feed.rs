@@ -20,6 +20,17 @@ impl RelayStore {
         self.write(|tx| tx.bump_feed_seq())
     }
 
+    /// The engine's sequence now: one row read. It moves on with each operation that wakes the
+    /// engine, on whichever coordinator answered it; the lease holder's engine looks at it.
+    pub fn engine_seq(&self) -> Result<u64, StoreError> {
+        self.read(|tx| tx.engine_seq())
+    }
+
+    /// Moves the engine's sequence on: the lease holder's engine steps every deployment again.
+    pub fn bump_engine_seq(&self) -> Result<(), StoreError> {
+        self.write(|tx| tx.bump_engine_seq())
+    }
+
     /// Accepts a feed request of operator `operator_id` signed at `signed_at` (Unix ms) if it
     /// was signed after every one accepted before from that operator, and records it as the
     /// latest (issue 40): `Err` with the latest accepted time otherwise (a replayed request,

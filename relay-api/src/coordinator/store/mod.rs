@@ -201,6 +201,9 @@ pub struct RelayStore {
     backend: Box<dyn Backend>,
     keys: svc_keys::Keyring,
     key_file: std::path::PathBuf,
+    /// Read and write transactions begun through [`RelayStore::read`] and
+    /// [`RelayStore::write`] ([`RelayStore::transactions`]).
+    counted: [std::sync::atomic::AtomicU64; 2],
 }
 
 impl std::fmt::Debug for RelayStore {
@@ -258,7 +261,7 @@ impl RelayStore {
     /// ([`keys::start`]: refused when it is missing or wrong).
     pub fn on(backend: Box<dyn Backend>, key_file: &std::path::Path) -> Result<RelayStore, StoreError> {
         let keys = keys::start(backend.as_ref(), key_file)?;
-        Ok(RelayStore { backend, keys, key_file: key_file.to_owned() })
+        Ok(RelayStore { backend, keys, key_file: key_file.to_owned(), counted: Default::default() })
     }
 
     /// The key file that unwraps the store's data keys.
@@ -300,8 +303,17 @@ impl RelayStore {
         self.backend.write_as_leader(holder)
     }
 
+    /// How many read and write transactions were begun through [`RelayStore::read`] and
+    /// [`RelayStore::write`] since the store was opened (not the scheduler's, which begin as
+    /// the lease holder): what a test of the engine's idle cost counts.
+    pub fn transactions(&self) -> (u64, u64) {
+        let count = |i: usize| self.counted[i].load(std::sync::atomic::Ordering::Relaxed);
+        (count(0), count(1))
+    }
+
     /// Runs `read` in one read transaction.
     pub fn read<T>(&self, read: impl FnOnce(&mut dyn Transaction) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.counted[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut tx = self.backend.read()?;
         read(tx.as_mut())
     }
@@ -311,6 +323,7 @@ impl RelayStore {
         &self,
         write: impl FnOnce(&mut dyn Transaction) -> Result<T, E>,
     ) -> Result<T, E> {
+        self.counted[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut tx = self.backend.write()?;
         let value = write(tx.as_mut())?;
         tx.commit()?;

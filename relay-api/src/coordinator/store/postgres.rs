@@ -32,6 +32,7 @@ pub const MIGRATIONS: &[&str] = &[
     include_str!("../../../migrations/postgres/0010_gateway_keys.sql"),
     include_str!("../../../migrations/postgres/0011_console_sessions.sql"),
     include_str!("../../../migrations/postgres/0012_data_keys.sql"),
+    include_str!("../../../migrations/postgres/0013_engine_sequence.sql"),
 ];
 
 /// The relay store's name in `svc_migrations`.

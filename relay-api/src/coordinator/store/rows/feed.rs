@@ -37,6 +37,16 @@ impl<T: Sql> FeedRows for T {
         self.feed_seq()
     }
 
+    fn engine_seq(&mut self) -> Result<u64, StoreError> {
+        let row = self.query_opt("SELECT seq FROM engine_sequence WHERE id = 1", &[])?;
+        Ok(row.map(|r| r.u64(0)).transpose()?.unwrap_or(0))
+    }
+
+    fn bump_engine_seq(&mut self) -> Result<(), StoreError> {
+        self.execute("UPDATE engine_sequence SET seq = seq + 1 WHERE id = 1", &[])?;
+        Ok(())
+    }
+
     fn put_report(&mut self, operator_id: &str, report: &Report, signed_at: i64, now: i64) -> Result<(), StoreError> {
         let agents = serde_json::to_string(&report.agents).map_err(|e| StoreError::Backend(Box::new(e)))?;
         self.execute(

@@ -38,6 +38,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0016_gateway_keys.sql"),
     include_str!("../../../../migrations/0017_console_sessions.sql"),
     include_str!("../../../../migrations/0018_data_keys.sql"),
+    include_str!("../../../../migrations/0019_engine_sequence.sql"),
 ];
 
 /// The database file's name inside the data directory.
