@@ -277,13 +277,17 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
     let mut acme = ctx.cert.pending();
     let mut last_heard = tokio::time::Instant::now();
     let mut seq = 0u64;
+    // What each data connection needs, shared: no copy of the configuration (and of its
+    // secrets) per connection.
+    let address: Arc<str> = Arc::from(link.address.as_str());
+    let proxy_protocol = config.proxy_protocol;
     let result = loop {
         tokio::select! {
             frame = frames.recv() => match frame {
                 Some(Control::Connect { ticket, acme_only }) => {
                     last_heard = tokio::time::Instant::now();
                     if let Some(ticket) = wire::unhex::<TICKET_LEN>(&ticket) {
-                        let data = data_connection(ctx.clone(), config.clone(), link.address.clone(), ticket, acme_only);
+                        let data = data_connection(ctx.clone(), proxy_protocol, address.clone(), ticket, acme_only);
                         tokio::spawn(data);
                     }
                 }
@@ -315,16 +319,16 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
 }
 
 /// A data connection for `ticket`; `acme_only`: the gateway let it past the route's
-/// allow-list as an ACME validation, so it gets a TLS handshake and nothing more.
+/// allow-list as an ACME validation, so it gets a TLS handshake and nothing more;
+/// `proxy_protocol`: the gateway sends a PROXY v2 header first.
 async fn data_connection(
     ctx: Arc<Context>,
-    config: AgentConfig,
-    address: String,
+    proxy_protocol: bool,
+    address: Arc<str>,
     ticket: [u8; TICKET_LEN],
     acme_only: bool,
 ) {
-    let Ok(mut stream) = crate::dial::Dial::process().connect_within(address.as_str(), Duration::from_secs(10)).await
-    else {
+    let Ok(mut stream) = crate::dial::Dial::process().connect_within(&address, Duration::from_secs(10)).await else {
         return;
     };
     let mut head = Vec::with_capacity(4 + TICKET_LEN);
@@ -333,7 +337,7 @@ async fn data_connection(
     if stream.write_all(&head).await.is_err() {
         return;
     }
-    let client = if config.proxy_protocol {
+    let client = if proxy_protocol {
         match tokio::time::timeout(Duration::from_secs(10), wire::read_proxy_v2(&mut stream)).await {
             Ok(Ok(addr)) => addr,
             _ => return,
