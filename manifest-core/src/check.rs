@@ -9,7 +9,7 @@ use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::shape::{
     ArrayShape, DefaultValue, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat, StrShape, UnionShape,
 };
-use crate::tree::{Member, Node, Number, PointerBuf, Text, Value};
+use crate::tree::{Member, Node, Number, PointerBuf, Text, Value, same_key};
 
 /// Checks `root` against `shape`, appending problems to `out` (bounded: past the cap they are
 /// only counted) and filling defaults in place.
@@ -165,7 +165,7 @@ impl<'a> Walker<'_, 'a> {
         };
         // Built only on the error paths below: most unions are fine.
         let values = || quoted_list(&union.values());
-        let Some(tag) = members.iter().find(|m| m.key == union.tag) else {
+        let Some(tag) = members.iter().find(|m| same_key(&m.key, union.tag)) else {
             let pointer = self.pointer_to(union.tag);
             let message =
                 format!("missing required field \"{}\": the {} is one of {}", union.tag, union.name, values());
@@ -221,8 +221,8 @@ impl<'a> Walker<'_, 'a> {
         for index in 0..members.len() {
             let m = &mut members[index];
             let found = match shape.fields.get(next) {
-                Some(f) if f.name == m.key => Some(next),
-                _ => shape.fields.iter().position(|f| f.name == m.key),
+                Some(f) if same_key(f.name, &m.key) => Some(next),
+                _ => shape.fields.iter().position(|f| same_key(f.name, &m.key)),
             };
             if let Some(i) = found {
                 next = i + 1;
@@ -426,6 +426,7 @@ fn string_problem(s: &str, rule: &StrShape) -> Option<StringProblem> {
     }
 }
 
+#[inline]
 pub(crate) fn default_value(default: DefaultValue, shape: &Shape) -> Value<'static> {
     match default {
         DefaultValue::Bool(b) => Value::Bool(b),

@@ -12,7 +12,8 @@ use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::source::{MAX_DEPTH, Parsed};
 use std::borrow::Cow;
 
-use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value};
+use crate::shape::Shape;
+use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value, same_key};
 
 /// Reads `text` as one JSON value.
 pub(crate) fn parse(text: &str) -> Parsed<'_> {
@@ -43,6 +44,70 @@ struct Reader<'a> {
     path: Vec<Step>,
     /// Non-fatal problems (duplicate keys), bounded.
     problems: Bounded,
+    /// The root's `schemaVersion` (4 or 5) once read: which table sizes the root's sections.
+    version: Option<u8>,
+}
+
+/// The shape the manifest tables give a value, as far as the reader can tell while reading.
+/// It only sizes objects: room for every field of their table from the start, so that neither
+/// reading the members nor filling in layer 1's defaults reallocates. What is read does not
+/// depend on it.
+#[derive(Clone, Copy)]
+enum Hint {
+    /// Nothing known (a value outside the tables, or the version not yet read).
+    Unknown,
+    /// The root object: its table depends on `schemaVersion`.
+    Root,
+    /// A value the tables describe.
+    Shape(&'static Shape),
+}
+
+impl Hint {
+    /// The hint for the member `key` of an object with this hint (`version`: the root's
+    /// `schemaVersion` when read so far).
+    fn member(self, key: &str, version: Option<u8>) -> Hint {
+        let fields = match self {
+            Hint::Root => match version {
+                Some(4) => crate::v4::MANIFEST.fields,
+                Some(5) => crate::v5::MANIFEST.fields,
+                _ => return Hint::Unknown,
+            },
+            Hint::Shape(Shape::Object(o)) => o.fields,
+            Hint::Shape(Shape::Union(u)) => {
+                return u
+                    .arms
+                    .iter()
+                    .find_map(|a| a.object.fields.iter().find(|f| same_key(f.name, key)))
+                    .map_or(Hint::Unknown, |f| Hint::Shape(&f.shape));
+            }
+            Hint::Shape(Shape::Map(m)) => return Hint::Shape(&m.values),
+            _ => return Hint::Unknown,
+        };
+        fields.iter().find(|f| same_key(f.name, key)).map_or(Hint::Unknown, |f| Hint::Shape(&f.shape))
+    }
+
+    /// The hint for the items of an array with this hint.
+    fn item(self) -> Hint {
+        match self {
+            Hint::Shape(Shape::Array(a)) => Hint::Shape(&a.items),
+            _ => Hint::Unknown,
+        }
+    }
+
+    /// Room for the members of an object with this hint, including defaults.
+    fn room(self, version: Option<u8>) -> usize {
+        match self {
+            Hint::Root => match version {
+                Some(4) => crate::v4::MANIFEST.fields.len(),
+                Some(5) => crate::v5::MANIFEST.fields.len(),
+                _ => 0,
+            },
+            Hint::Shape(Shape::Object(o)) => o.fields.len(),
+            // The tag, then the largest arm.
+            Hint::Shape(Shape::Union(u)) => 1 + u.arms.iter().map(|a| a.object.fields.len()).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
 }
 
 /// Objects up to this many members look for duplicates by scanning; larger ones use a set, so
@@ -55,7 +120,7 @@ type Fatal = Box<Diagnostic>;
 
 impl<'a> Reader<'a> {
     fn new(text: &'a str) -> Self {
-        Reader { text, bytes: text.as_bytes(), pos: 0, path: Vec::new(), problems: Bounded::default() }
+        Reader { text, bytes: text.as_bytes(), pos: 0, path: Vec::new(), problems: Bounded::default(), version: None }
     }
 
     fn document(&mut self) -> Result<Node<'a>, Fatal> {
@@ -66,7 +131,7 @@ impl<'a> Reader<'a> {
                     .with_span(Span::new(0, 0)),
             ));
         }
-        let root = self.value(1)?;
+        let root = self.value(1, Hint::Root)?;
         self.skip_ws();
         if self.pos != self.bytes.len() {
             return Err(self.syntax("trailing characters after the JSON document; remove them"));
@@ -74,11 +139,11 @@ impl<'a> Reader<'a> {
         Ok(root)
     }
 
-    fn value(&mut self, depth: usize) -> Result<Node<'a>, Fatal> {
+    fn value(&mut self, depth: usize, hint: Hint) -> Result<Node<'a>, Fatal> {
         let start = self.pos;
         let value = match self.peek() {
-            Some(b'{') => self.object(depth)?,
-            Some(b'[') => self.array(depth)?,
+            Some(b'{') => self.object(depth, hint)?,
+            Some(b'[') => self.array(depth, hint)?,
             Some(b'"') => Value::String(self.string()?),
             Some(b't') => self.literal(b"true", Value::Bool(true))?,
             Some(b'f') => self.literal(b"false", Value::Bool(false))?,
@@ -103,10 +168,10 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    fn object(&mut self, depth: usize) -> Result<Value<'a>, Fatal> {
+    fn object(&mut self, depth: usize, hint: Hint) -> Result<Value<'a>, Fatal> {
         self.enter(depth)?;
         self.pos += 1;
-        let mut members: Vec<Member<'a>> = Vec::new();
+        let mut members: Vec<Member<'a>> = Vec::with_capacity(hint.room(self.version));
         let mut seen: Option<HashSet<String>> = None;
         self.skip_ws();
         if self.peek() == Some(b'}') {
@@ -132,13 +197,25 @@ impl<'a> Reader<'a> {
             self.pos += 1;
             self.skip_ws();
             self.path.push(Step::Key(key_span));
-            let value = self.value(depth + 1)?;
+            // Only objects and arrays are sized, so only they look their field up.
+            let child = match self.peek() {
+                Some(b'{' | b'[') => hint.member(&key, self.version),
+                _ => Hint::Unknown,
+            };
+            let value = self.value(depth + 1, child)?;
             self.path.pop();
+            if matches!(hint, Hint::Root) && same_key(&key, "schemaVersion") {
+                self.version = match value.value {
+                    Value::Number(Number::Integer(4)) => Some(4),
+                    Value::Number(Number::Integer(5)) => Some(5),
+                    _ => None,
+                };
+            }
 
             let duplicate = match &mut seen {
                 Some(set) => !set.insert(key.to_string()),
                 None => {
-                    let dup = members.iter().any(|m| m.key == key);
+                    let dup = members.iter().any(|m| same_key(&m.key, &key));
                     if members.len() >= SCAN_LIMIT {
                         seen = Some(members.iter().map(|m| m.key.to_string()).chain([key.to_string()]).collect());
                     }
@@ -169,7 +246,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<Value<'a>, Fatal> {
+    fn array(&mut self, depth: usize, hint: Hint) -> Result<Value<'a>, Fatal> {
         self.enter(depth)?;
         self.pos += 1;
         let mut items = Vec::new();
@@ -184,7 +261,11 @@ impl<'a> Reader<'a> {
                 return Err(self.syntax("trailing comma before `]`; remove it"));
             }
             self.path.push(Step::Index(items.len()));
-            items.push(self.value(depth + 1)?);
+            let item = match self.peek() {
+                Some(b'{' | b'[') => hint.item(),
+                _ => Hint::Unknown,
+            };
+            items.push(self.value(depth + 1, item)?);
             self.path.pop();
             self.skip_ws();
             match self.peek() {

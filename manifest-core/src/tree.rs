@@ -10,6 +10,21 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 /// when an escape had to be decoded. Most of a manifest's keys and strings cost no allocation.
 pub type Text<'a> = Cow<'a, str>;
 
+/// Whether two keys are equal, for lookups by name: compared inline, as a `memcmp` call costs
+/// more than the whole comparison of keys this short (most candidates differ in length).
+#[inline]
+pub(crate) fn same_key(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    // Eight bytes at a time, then the last (up to seven) one by one.
+    let (words_a, tail_a) = a.as_chunks::<8>();
+    let (words_b, tail_b) = b.as_chunks::<8>();
+    words_a.iter().zip(words_b).all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
+        && tail_a.iter().zip(tail_b).all(|(x, y)| x == y)
+}
+
 /// A byte range of the source text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Span {
@@ -105,7 +120,7 @@ impl<'a> Node<'a> {
     /// The member named `key` of an object, with its key span.
     pub fn member(&self, key: &str) -> Option<&Member<'a>> {
         match &self.value {
-            Value::Object(members) => members.iter().find(|m| m.key == key),
+            Value::Object(members) => members.iter().find(|m| same_key(&m.key, key)),
             _ => None,
         }
     }
@@ -124,13 +139,19 @@ impl<'a> Node<'a> {
         };
         let mut rest = &pointer[first + 1..];
         loop {
-            let (raw, next) = match rest.bytes().position(|b| b == b'/') {
-                Some(i) => (&rest[..i], Some(&rest[i + 1..])),
-                None => (rest, None),
-            };
-            let token = unescape(raw);
+            // One pass over the token finds its end and whether it holds an escape.
+            let bytes = rest.as_bytes();
+            let (mut end, mut tilde) = (0, false);
+            while let Some(&b) = bytes.get(end)
+                && b != b'/'
+            {
+                tilde |= b == b'~';
+                end += 1;
+            }
+            let (raw, next) = (&rest[..end], rest.get(end + 1..));
+            let token = if tilde { unescape(raw) } else { raw.into() };
             let found = match &node.value {
-                Value::Object(members) => members.iter().find(|m| *m.key == *token).map(|m| {
+                Value::Object(members) => members.iter().find(|m| same_key(&m.key, &token)).map(|m| {
                     member = Some(m);
                     &m.value
                 }),

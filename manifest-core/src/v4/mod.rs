@@ -103,14 +103,18 @@ pub struct ManifestV4 {
 /// and runs when those passed layer 1, so all independent errors are reported together.
 pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
     let sections = Sections::new(root, out);
-    let schedule = |field: &str| format!("/deployment/schedule/{field}");
-    if let (Some(delay), Some(max)) =
-        (sections.read(&schedule("startDelayMs"), out), sections.read(&schedule("maxStartDelayMs"), out))
-    {
+    if let (Some(delay), Some(max)) = (
+        sections.read("/deployment/schedule/startDelayMs", out),
+        sections.read("/deployment/schedule/maxStartDelayMs", out),
+    ) {
         deployment::check_start_delay(delay, max, out);
     }
-    if let (Some(duration), Some(renewal)) =
-        (sections.read(&schedule("durationMs"), out), sections.read("/deployment/lifecycle/renewal", out))
+    // Only a renewal before the scheduled end has a lead to check: the others are not read into
+    // the model at all (an internally tagged enum buffers the whole object first).
+    const RENEWAL: &str = "/deployment/lifecycle/renewal";
+    if sections.tag("/deployment/lifecycle/renewal/mode") == Some("before_scheduled_end")
+        && let (Some(duration), Some(renewal)) =
+            (sections.read("/deployment/schedule/durationMs", out), sections.read(RENEWAL, out))
     {
         deployment::check_renewal_lead(duration, &renewal, out);
     }

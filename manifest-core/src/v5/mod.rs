@@ -124,8 +124,11 @@ pub struct ManifestV5 {
 /// siblings' validity), so all independent errors are reported together.
 pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
     let sections = Sections::new(root, out);
-    if let (Some(jobs), Some(phasing)) =
-        (sections.read("/deployment/jobs", out), sections.read("/deployment/schedule/phasing", out))
+    // Only evenly spaced phasing has a rule: the other arm is not read into the model at all
+    // (an internally tagged enum buffers the whole object first).
+    if sections.tag("/deployment/schedule/phasing/mode") == Some("evenly_spaced")
+        && let (Some(jobs), Some(phasing)) =
+            (sections.read("/deployment/jobs", out), sections.read("/deployment/schedule/phasing", out))
     {
         deployment::check_phasing(jobs, &phasing, out);
     }
