@@ -12,7 +12,7 @@ use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::source::{MAX_DEPTH, Parsed};
 use std::borrow::Cow;
 
-use crate::shape::Shape;
+use crate::shape::Hint;
 use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value, same_key};
 
 /// Reads `text` as one JSON value.
@@ -46,68 +46,6 @@ struct Reader<'a> {
     problems: Bounded,
     /// The root's `schemaVersion` (4 or 5) once read: which table sizes the root's sections.
     version: Option<u8>,
-}
-
-/// The shape the manifest tables give a value, as far as the reader can tell while reading.
-/// It only sizes objects: room for every field of their table from the start, so that neither
-/// reading the members nor filling in layer 1's defaults reallocates. What is read does not
-/// depend on it.
-#[derive(Clone, Copy)]
-enum Hint {
-    /// Nothing known (a value outside the tables, or the version not yet read).
-    Unknown,
-    /// The root object: its table depends on `schemaVersion`.
-    Root,
-    /// A value the tables describe.
-    Shape(&'static Shape),
-}
-
-impl Hint {
-    /// The hint for the member `key` of an object with this hint (`version`: the root's
-    /// `schemaVersion` when read so far).
-    fn member(self, key: &str, version: Option<u8>) -> Hint {
-        let fields = match self {
-            Hint::Root => match version {
-                Some(4) => crate::v4::MANIFEST.fields,
-                Some(5) => crate::v5::MANIFEST.fields,
-                _ => return Hint::Unknown,
-            },
-            Hint::Shape(Shape::Object(o)) => o.fields,
-            Hint::Shape(Shape::Union(u)) => {
-                return u
-                    .arms
-                    .iter()
-                    .find_map(|a| a.object.fields.iter().find(|f| same_key(f.name, key)))
-                    .map_or(Hint::Unknown, |f| Hint::Shape(&f.shape));
-            }
-            Hint::Shape(Shape::Map(m)) => return Hint::Shape(&m.values),
-            _ => return Hint::Unknown,
-        };
-        fields.iter().find(|f| same_key(f.name, key)).map_or(Hint::Unknown, |f| Hint::Shape(&f.shape))
-    }
-
-    /// The hint for the items of an array with this hint.
-    fn item(self) -> Hint {
-        match self {
-            Hint::Shape(Shape::Array(a)) => Hint::Shape(&a.items),
-            _ => Hint::Unknown,
-        }
-    }
-
-    /// Room for the members of an object with this hint, including defaults.
-    fn room(self, version: Option<u8>) -> usize {
-        match self {
-            Hint::Root => match version {
-                Some(4) => crate::v4::MANIFEST.fields.len(),
-                Some(5) => crate::v5::MANIFEST.fields.len(),
-                _ => 0,
-            },
-            Hint::Shape(Shape::Object(o)) => o.fields.len(),
-            // The tag, then the largest arm.
-            Hint::Shape(Shape::Union(u)) => 1 + u.arms.iter().map(|a| a.object.fields.len()).max().unwrap_or(0),
-            _ => 0,
-        }
-    }
 }
 
 /// Objects up to this many members look for duplicates by scanning; larger ones use a set, so

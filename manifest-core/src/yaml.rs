@@ -10,8 +10,9 @@ use std::collections::HashSet;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as YamlSpan};
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::shape::Hint;
 use crate::source::{MAX_DEPTH, Parsed};
-use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value, to_u32};
+use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value, same_key, to_u32};
 
 /// Reads `text` as one YAML document.
 pub(crate) fn parse(text: &str) -> Parsed<'_> {
@@ -19,6 +20,7 @@ pub(crate) fn parse(text: &str) -> Parsed<'_> {
         offsets: Offsets::new(text),
         frames: Vec::new(),
         root: None,
+        version: None,
         documents: 0,
         parsed: Parsed::default(),
     };
@@ -88,8 +90,18 @@ struct PendingKey<'a> {
 }
 
 enum Frame<'a> {
-    Seq { start: usize, items: Vec<Node<'a>> },
-    Map { start: usize, members: Vec<Member<'a>>, key: Option<PendingKey<'a>>, seen: Option<HashSet<String>> },
+    Seq {
+        start: usize,
+        items: Vec<Node<'a>>,
+        hint: Hint,
+    },
+    Map {
+        start: usize,
+        members: Vec<Member<'a>>,
+        key: Option<PendingKey<'a>>,
+        seen: Option<HashSet<String>>,
+        hint: Hint,
+    },
 }
 
 struct Builder<'a> {
@@ -97,6 +109,8 @@ struct Builder<'a> {
     frames: Vec<Frame<'a>>,
     /// The finished root, and whether it was an empty plain scalar.
     root: Option<(Node<'a>, bool)>,
+    /// The root's `schemaVersion` (4 or 5) once read: which table sizes the root's sections.
+    version: Option<u8>,
     documents: usize,
     parsed: Parsed<'a>,
 }
@@ -165,15 +179,22 @@ impl<'a> Builder<'a> {
                     );
                 }
                 let start = span.start as usize;
+                let hint = match self.frames.last() {
+                    None => Hint::Root,
+                    Some(Frame::Seq { hint, .. }) => hint.item(),
+                    Some(Frame::Map { hint, key: Some(k), .. }) if k.keep => hint.member(&k.key, self.version),
+                    Some(Frame::Map { .. }) => Hint::Unknown,
+                };
                 self.frames.push(if matches!(event, Event::SequenceStart(..)) {
-                    Frame::Seq { start, items: Vec::new() }
+                    Frame::Seq { start, items: Vec::new(), hint }
                 } else {
-                    Frame::Map { start, members: Vec::new(), key: None, seen: None }
+                    let members = Vec::with_capacity(hint.room(self.version));
+                    Frame::Map { start, members, key: None, seen: None, hint }
                 });
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let node = match self.frames.pop() {
-                    Some(Frame::Seq { start, items }) => {
+                    Some(Frame::Seq { start, items, .. }) => {
                         Node { span: Span::new(start, span.end as usize), value: Value::Array(items) }
                     }
                     Some(Frame::Map { start, members, .. }) => {
@@ -285,10 +306,17 @@ impl<'a> Builder<'a> {
         match self.frames.last_mut() {
             None => self.root = Some((node, empty_scalar)),
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { members, key, .. }) => {
+            Some(Frame::Map { members, key, hint, .. }) => {
                 if let Some(k) = key.take()
                     && k.keep
                 {
+                    if matches!(hint, Hint::Root) && same_key(&k.key, "schemaVersion") {
+                        self.version = match node.value {
+                            Value::Number(Number::Integer(4)) => Some(4),
+                            Value::Number(Number::Integer(5)) => Some(5),
+                            _ => None,
+                        };
+                    }
                     members.push(Member { key: k.key, key_span: k.span, value: node, defaulted: false });
                 }
             }
@@ -365,6 +393,14 @@ fn non_string(text: &str) -> Option<&'static str> {
 
 /// Resolves a plain scalar by the YAML 1.2 core schema.
 fn resolve_plain(text: Text<'_>) -> Result<Value<'_>, &'static str> {
+    // Every word and number of the core schema starts with one of these bytes; anything else
+    // (most plain scalars: names, paths) is a string without trying each form.
+    if !matches!(
+        text.as_bytes().first(),
+        None | Some(b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F' | b'.' | b'+' | b'-' | b'0'..=b'9')
+    ) {
+        return Ok(Value::String(text));
+    }
     Ok(match text.as_ref() {
         "" | "~" | "null" | "Null" | "NULL" => Value::Null,
         "true" | "True" | "TRUE" => Value::Bool(true),
