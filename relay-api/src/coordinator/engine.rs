@@ -488,8 +488,13 @@ impl Engine {
         self.record_ended();
         match self.db(|store| store.engine_seq()) {
             Ok(seq) => {
+                // After an outage every deployment is stepped (said once, by that full tick).
+                let back = self.store_out.load(std::sync::atomic::Ordering::Relaxed);
                 if let Ok(mut agenda) = self.agenda.lock() {
                     agenda.seq_seen(seq);
+                    if back {
+                        agenda.wake_all();
+                    }
                 }
             }
             Err(e) => {
