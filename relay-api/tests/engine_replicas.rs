@@ -197,3 +197,42 @@ async fn replicas_of_a_phased_policy_start_together() {
     assert!(both, "{:?}", w.market.running());
     assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
 }
+
+/// Chaos finding (seed 1796621234229135589): replica job-1 was restarted and served again at
+/// every gateway, but had not passed its own validation yet when job-0's agent was killed;
+/// the deployment went `live -> provisioning`, which takes its route out of every gateway's
+/// table, and for the ~30 ms until it was `validating` again every new connection through all
+/// three gateways ended in `tls handshake eof`. A replica that runs keeps the route: the
+/// deployment is `validating` (routed) until one passes, `provisioning` only when none runs.
+#[tokio::test]
+async fn a_serving_replica_killed_while_its_restarted_sibling_awaits_validation_keeps_the_route_at_the_gateways() {
+    let w = world(FakeProbe::default());
+    let d = live_two_jobs(&w).await;
+    let (first, second) = (job(&d, 1, 0), job(&d, 1, 1));
+    assert_eq!(w.gateway.route_count(), 1);
+    // job-1 ends and is restarted; its own validation does not pass yet.
+    w.probe.failing.lock().expect("lock").push("rt_shop#job-1".into());
+    w.market.end(&second, 137);
+    w.engine.tick().await;
+    w.clock.advance(1_000);
+    assert!(w.tick_until(10, |w| w.market.0.lock().expect("lock").restarts.len() == 1).await);
+    w.engine.tick().await;
+    assert_eq!(w.deployment(&d.id).state, DeploymentState::Live, "job-0 serves");
+    // job-0 is killed: job-1 runs, not validated since its restart (nor is the route yet).
+    w.probe.failing.lock().expect("lock").push("rt_shop".into());
+    w.market.end(&first, 137);
+    for _ in 0..3 {
+        w.engine.tick().await;
+        let now = w.deployment(&d.id);
+        assert_eq!(w.gateway.route_count(), 1, "the route stays in the gateway's table: {now:?}");
+        assert_ne!(now.state, DeploymentState::Provisioning, "job-1 runs: {now:?}");
+    }
+    let transitions = w.store.transitions(&d.id).expect("transitions");
+    let last = transitions.last().expect("a transition");
+    assert_eq!(last.to, DeploymentState::Validating, "{transitions:?}");
+    assert!(last.reason.contains("validating it again"), "{}", last.reason);
+    // Its validation passes: live again, the route never out of the table.
+    w.probe.failing.lock().expect("lock").clear();
+    assert!(w.tick_until(10, |w| w.deployment(&d.id).state == DeploymentState::Live).await);
+    assert_eq!(w.gateway.route_count(), 1);
+}

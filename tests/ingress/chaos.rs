@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use super::HOST;
 use super::client::{get, heading};
-use super::deploy::{Relay, kinds, state};
+use super::deploy::{Relay, hint_codes, kinds, state};
 use super::fleet::{GatewayHost, admission_token};
 use super::postgres::{admin as relay_admin, engine_role, serve};
 use super::process::{Proc, alive, free_port, signal};
@@ -190,7 +190,11 @@ async fn chaos_keeps_every_request_answered_the_lease_put_and_the_money_balanced
         hosts.push(host);
     }
     let ca = data.join("ca.pem");
-    // Live on `revision` with both replicas' apps and agents running, none of them `killed`.
+    // Live on `revision` with both replicas' apps and agents running, none of them `killed`,
+    // and both serving again: a restarted replica has passed its own validation (no
+    // `replica_down`). Its processes alone are not enough: the next fault killing its sibling
+    // before it serves would be two replicas down, which nothing promises to survive (chaos
+    // seed 1796621234229135589 killed job-0's agent 250 ms after job-1's processes were back).
     let settled = |revision: u64, killed: Option<u32>| {
         move |s: &Value| {
             let now = processes(s);
@@ -199,6 +203,7 @@ async fn chaos_keeps_every_request_answered_the_lease_put_and_the_money_balanced
                 && now.len() == 4
                 && killed.is_none_or(|k| !now.contains(&k))
                 && now.iter().all(|&p| alive(p))
+                && !hint_codes(&s["hints"]).iter().any(|c| c == "replica_down")
         }
     };
     let (status, _) =
@@ -225,6 +230,13 @@ async fn chaos_keeps_every_request_answered_the_lease_put_and_the_money_balanced
         let replica = rng.usize(0..2);
         let which = rng.usize(0..hosts.len());
         let mut killed = None;
+        // When, on the clock of the failures' report, and where (a failure's time reads against it).
+        let whom = match fault {
+            Fault::KillApp | Fault::KillAgent => format!(" of replica job-{replica}"),
+            Fault::KillHost | Fault::FreezeHost => format!(" of {}", hosts[which].name),
+            _ => String::new(),
+        };
+        println!("{fault:?}{whom} at +{} ms", (at - started).as_millis());
         match fault {
             Fault::Redeploy => {
                 revision += 1;

@@ -883,9 +883,13 @@ impl Engine {
                 if d.state.spends() && !running.iter().any(validated) {
                     let job = running.iter().copied().find(|e| e.state == ExecState::Restarting).unwrap_or(first);
                     // Its job restarted since the route last validated, between two ticks (so
-                    // its ending was never seen here): the route is not live until the new
-                    // processes validate (found by the demo's restart test, which got a 502
-                    // from a deployment still saying live).
+                    // its ending was never seen here), or the replica that served ended while
+                    // its restarted sibling awaits its own validation: the route is not live
+                    // until the new processes validate (found by the demo's restart test,
+                    // which got a 502 from a deployment still saying live). It is validating,
+                    // which keeps the route in every gateway's table: `provisioning` took it
+                    // out for the ~30 ms until the next step, and a sibling serving again at
+                    // every gateway was out of reach (chaos seed 1796621234229135589).
                     let ending = self.ending_of(job);
                     let why = match job.state {
                         ExecState::Restarting => format!(
@@ -895,8 +899,8 @@ impl Engine {
                         ),
                         _ => format!("{ending}; validating it again"),
                     };
-                    self.db(|store| store.transition(&d.id, DeploymentState::Provisioning, &why))?;
-                    self.wake_here();
+                    self.db(|store| store.transition(&d.id, DeploymentState::Validating, &why))?;
+                    self.due_now(d);
                     return Ok(Pace::Hot);
                 }
                 // While the period under way runs (`next_period_at` is its end), there is nothing

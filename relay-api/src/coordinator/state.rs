@@ -77,9 +77,10 @@ impl DeploymentState {
             (PendingFunding, Provisioning) => true,
             (Provisioning, Validating | Failed | PendingFunding) => true,
             (Validating, Live | Failed | Provisioning | PendingFunding) => true,
-            // A job that keeps ending fails its deployment from any running state.
-            (Live, Degraded | PendingFunding | Provisioning | Failed) => true,
-            (Degraded, Live | PendingFunding | Provisioning | Failed) => true,
+            // A job that keeps ending fails its deployment from any running state. A job
+            // restarted since the route last validated validates again, routed meanwhile.
+            (Live, Degraded | Validating | PendingFunding | Provisioning | Failed) => true,
+            (Degraded, Live | Validating | PendingFunding | Provisioning | Failed) => true,
             // A deploy of a fixed project relaunches a failed deployment.
             (Failed, Provisioning) => true,
             _ => false,
@@ -122,6 +123,7 @@ mod tests {
         assert!(!Provisioning.may_become(Live), "never live without validation");
         assert!(Validating.may_become(Live));
         assert!(Live.may_become(Degraded) && Degraded.may_become(Live));
+        assert!(Live.may_become(Validating) && Degraded.may_become(Validating), "a restarted job validates again");
         for s in DeploymentState::ALL {
             assert!(!Stopped.may_become(s));
             assert_eq!(s.may_become(Stopped), s != Stopped);
