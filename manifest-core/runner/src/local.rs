@@ -175,6 +175,8 @@ impl JobRunner for LocalRunner {
             network: Some(network),
             cgroup,
             out_of_memory: false,
+            programs: std::sync::Mutex::default(),
+            looks: 0,
             lease: Some(lease),
         }))
     }
@@ -226,6 +228,14 @@ struct LocalJob {
     cgroup: Option<JobCgroup>,
     /// The job was over its memory, and every process of it was killed.
     out_of_memory: bool,
+    /// Each sandbox's program once it runs, by the sandbox's outer pid: it stays the same
+    /// process for the sandbox's life, so `/proc` is walked only until it is found (issue
+    /// 44: a pool of idle jobs looked at every 50 ms walked it for each, most of an idle
+    /// coordinator's time).
+    programs: std::sync::Mutex<std::collections::HashMap<u32, u32>>,
+    /// Looks at whether the job ended ([`RunningJob::exited`]), to read its cgroup's memory
+    /// events one look in [`OOM_EVERY`] while every process runs.
+    looks: u32,
     /// Given back once the processes are gone (a field after them, or taken by `stop`).
     lease: Option<UidLease>,
 }
@@ -277,6 +287,10 @@ fn until_stopped(pid: u32) {
     }
 }
 
+/// While every process of a job runs, its cgroup's memory events are read one look at it in
+/// this many (the pool looks every 50 ms: once a second); always when one has ended.
+const OOM_EVERY: u32 = 20;
+
 /// How long [`kill_sandbox`] waits for a sandbox's outer process to stop.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -285,8 +299,19 @@ impl RunningJob for LocalJob {
         // Only programs that run: a sandbox still starting has none to name yet (its init's
         // pid, named for a moment after a restart, was followed by the program's: a status
         // read then listed a process that was not the app; chaos seed 1796572248858264975).
-        let programs = self.processes.iter().filter_map(|(_, c)| c.id()).map(program_pid);
-        programs.filter(|&(_, started)| started).map(|(pid, _)| pid).collect()
+        let Ok(mut known) = self.programs.lock() else { return Vec::new() };
+        let mut pids = Vec::new();
+        for outer in self.processes.iter().filter_map(|(_, c)| c.id()) {
+            if let Some(&program) = known.get(&outer) {
+                pids.push(program);
+                continue;
+            }
+            if let (program, true) = program_pid(outer) {
+                known.insert(outer, program);
+                pids.push(program);
+            }
+        }
+        pids
     }
 
     fn terminate(&mut self) {
@@ -297,7 +322,12 @@ impl RunningJob for LocalJob {
     }
 
     fn exited(&mut self) -> Option<Exit> {
-        if !self.out_of_memory && self.cgroup.as_ref().is_some_and(JobCgroup::out_of_memory) {
+        // The cgroup's memory events: at once when a process ended (was it killed for its
+        // memory?), else one look in OOM_EVERY (one of several processes killed: v1).
+        self.looks = self.looks.wrapping_add(1);
+        let any_ended = self.processes.iter_mut().any(|(_, c)| !matches!(c.try_wait(), Ok(None)));
+        let look = any_ended || self.looks.is_multiple_of(OOM_EVERY);
+        if look && !self.out_of_memory && self.cgroup.as_ref().is_some_and(JobCgroup::out_of_memory) {
             // The kernel killed one process of the job for its memory (v1 kills one only):
             // the job is over, every process of it goes.
             self.out_of_memory = true;
