@@ -1,11 +1,15 @@
-//! A throwaway PostgreSQL cluster for tests (Debian's `postgresql` package): `initdb` into a
-//! temporary directory, `pg_ctl start` on a free loopback port and a Unix socket in that
-//! directory, trust authentication for loopback only (a role made by [`Cluster::create_password_database`] is
-//! asked for its password), and a stop (`-m immediate`) and removal
-//! when the [`Cluster`] is dropped, so a failed test leaves no server behind.
+//! A throwaway PostgreSQL cluster for tests (Debian's `postgresql` package): a copy of a
+//! template data directory in a temporary directory, `pg_ctl start` on a free loopback port
+//! and a Unix socket in that directory, trust authentication for loopback only (a role made by
+//! [`Cluster::create_password_database`] is asked for its password), and a stop (`-m immediate`)
+//! and removal when the [`Cluster`] is dropped, so a failed test leaves no server behind.
 //!
-//! The server refuses to run as root, and CI runs as root: then `initdb` and `pg_ctl` run as
-//! the `postgres` user the package creates (`runuser`). Clients connect as anyone.
+//! The template is made by `initdb` once per machine, PostgreSQL major version and `initdb`
+//! arguments (`$TMPDIR/svc-pg-template-…`, see [`template`]): copying its files costs about
+//! half of what `initdb` costs, and a CI run starts about two hundred clusters.
+//!
+//! The server refuses to run as root, and CI runs as root: then `initdb`, the copy and `pg_ctl`
+//! run as the `postgres` user the package creates (`runuser`). Clients connect as anyone.
 
 #![forbid(unsafe_code)]
 
@@ -13,7 +17,11 @@ pub mod schema;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// `initdb`'s arguments besides the data directory; part of the template's name.
+const INITDB_ARGS: [&str; 7] = ["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"];
 
 /// Why no cluster could be started.
 #[derive(Debug)]
@@ -61,8 +69,8 @@ pub struct Cluster {
     durable: bool,
 }
 
-/// The newest installed server's program directory.
-fn server_bin() -> Option<PathBuf> {
+/// The newest installed server's major version and program directory.
+fn server_bin() -> Option<(u32, PathBuf)> {
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
         .flatten()
@@ -73,15 +81,98 @@ fn server_bin() -> Option<PathBuf> {
         })
         .collect();
     versions.sort();
-    versions.pop().map(|(_, bin)| bin)
+    versions.pop()
+}
+
+/// A command running `program` as the `postgres` user when `as_postgres` (we are root).
+fn command_as(program: &Path, as_postgres: bool) -> Command {
+    if as_postgres {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+/// Makes `dir` the `postgres` user's when `as_postgres`.
+fn chown_postgres(dir: &Path, as_postgres: bool) -> Result<(), ClusterError> {
+    if as_postgres {
+        check("chown postgres", Command::new("chown").arg("postgres").arg(dir).output())?;
+    }
+    Ok(())
+}
+
+/// FNV-1a: a name for `initdb`'s arguments that is the same in every process and build.
+fn fnv1a(parts: &[&str]) -> u64 {
+    parts
+        .iter()
+        .flat_map(|p| p.bytes().chain([0]))
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// One test thread of this process makes a missing template at a time (the others wait for it
+/// rather than run `initdb` too); other processes are kept apart by the rename in [`template`].
+static TEMPLATE: Mutex<()> = Mutex::new(());
+
+/// The template data directory for major version `major` (made by `initdb` in `bin`, never
+/// started): `$TMPDIR/svc-pg-template-<major>-<owner>-<hash of INITDB_ARGS>/data`, where owner
+/// is `postgres` when we are root and our uid otherwise (the directory is its owner's alone).
+fn template(major: u32, bin: &Path, as_postgres: bool) -> Result<PathBuf, ClusterError> {
+    let _one = TEMPLATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    template_in(&std::env::temp_dir(), major, bin, as_postgres)
+}
+
+/// [`template`] in directory `root`. A missing template is made in a sibling directory, which
+/// is then renamed into place: a rename onto a directory that is not empty fails, so of
+/// processes racing to make it the first one's stays and the others delete theirs, and no
+/// process ever sees half a template.
+fn template_in(root: &Path, major: u32, bin: &Path, as_postgres: bool) -> Result<PathBuf, ClusterError> {
+    let owner = match (as_postgres, uid()) {
+        (true, _) => "postgres".to_owned(),
+        (false, Some(uid)) => uid.to_string(),
+        (false, None) => return Err(ClusterError::Failed("our uid: /proc/self is unreadable".to_owned())),
+    };
+    let name = format!("svc-pg-template-{major}-{owner}-{:016x}", fnv1a(&INITDB_ARGS));
+    let path = root.join(&name);
+    let data = path.join("data");
+    if data.join("PG_VERSION").exists() {
+        return Ok(data);
+    }
+    let sibling = tempfile::Builder::new()
+        .prefix(&format!("{name}.new-"))
+        .tempdir_in(root)
+        .map_err(|e| ClusterError::Failed(format!("a temporary directory: {e}")))?;
+    chown_postgres(sibling.path(), as_postgres)?;
+    let initdb = command_as(&bin.join("initdb"), as_postgres)
+        .arg("-D")
+        .arg(sibling.path().join("data"))
+        .args(INITDB_ARGS)
+        .output();
+    check("initdb", initdb)?;
+    match std::fs::rename(sibling.path(), &path) {
+        // Renamed: nothing is left for the TempDir to remove.
+        Ok(()) => drop(sibling.keep()),
+        // Another process's template won the race (the sibling is removed when dropped).
+        Err(_) if data.join("PG_VERSION").exists() => {}
+        Err(e) => {
+            return Err(ClusterError::Failed(format!(
+                "renaming {} to {}: {e}",
+                sibling.path().display(),
+                path.display()
+            )));
+        }
+    }
+    Ok(data)
+}
+
+/// The process's effective user: the owner of /proc/self.
+fn uid() -> Option<u32> {
+    std::fs::metadata("/proc/self").ok().map(|m| std::os::unix::fs::MetadataExt::uid(&m))
 }
 
 fn is_root() -> bool {
-    // The owner of /proc/self is the process's effective user.
-    std::os::unix::fs::MetadataExt::uid(&match std::fs::metadata("/proc/self") {
-        Ok(m) => m,
-        Err(_) => return false,
-    }) == 0
+    uid() == Some(0)
 }
 
 fn free_port() -> Result<u16, ClusterError> {
@@ -104,25 +195,19 @@ impl Cluster {
     }
 
     fn start_with(durable: bool) -> Result<Cluster, ClusterError> {
-        let bin = server_bin().ok_or(ClusterError::NotInstalled)?;
+        let (major, bin) = server_bin().ok_or(ClusterError::NotInstalled)?;
         let as_postgres = is_root();
+        let template = template(major, &bin, as_postgres)?;
         let dir = tempfile::Builder::new()
             .prefix("svc-pg-")
             .tempdir()
             .map_err(|e| ClusterError::Failed(format!("a temporary directory: {e}")))?;
-        if as_postgres {
-            let chown = Command::new("chown").arg("postgres").arg(dir.path()).output();
-            check("chown postgres", chown)?;
-        }
-        // The port is chosen once `initdb` is done, just before the server binds it.
+        chown_postgres(dir.path(), as_postgres)?;
+        // The port is chosen once the data directory is there, just before the server binds it.
         let mut cluster = Cluster { bin, dir, port: 0, as_postgres, durable };
-        let initdb = cluster
-            .server_command("initdb")
-            .arg("-D")
-            .arg(cluster.data())
-            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
-            .output();
-        check("initdb", initdb)?;
+        let copy =
+            command_as(Path::new("cp"), as_postgres).args(["-a", "--"]).arg(&template).arg(cluster.data()).output();
+        check("copying the template data directory", copy)?;
         // A port from `bind(0)` can be handed to another process (a server under test,
         // another cluster) before this one binds it: then another port, a few times.
         for attempt in 1.. {
@@ -232,14 +317,7 @@ impl Cluster {
     }
 
     fn server_command(&self, program: &str) -> Command {
-        let path = self.bin.join(program);
-        if self.as_postgres {
-            let mut command = Command::new("runuser");
-            command.args(["-u", "postgres", "--"]).arg(path);
-            command
-        } else {
-            Command::new(path)
-        }
+        command_as(&self.bin.join(program), self.as_postgres)
     }
 
     fn wait_accepting(&self) -> Result<(), ClusterError> {
@@ -308,5 +386,46 @@ mod tests {
         let dir = cluster.socket_dir().to_owned();
         drop(cluster);
         assert!(!dir.exists(), "{} is removed", dir.display());
+    }
+
+    #[test]
+    fn clusters_copied_from_one_template_are_apart_and_leave_it_unstarted() {
+        let Some(first) = for_test("clusters_apart") else { return };
+        first.sql("svc", "CREATE TABLE only_here (n int)").expect("a table");
+        let second = for_test("clusters_apart").expect("a second cluster");
+        assert_ne!(first.port(), second.port());
+        assert_eq!(second.sql("svc", "SELECT to_regclass('only_here') IS NULL").expect("a query"), "t");
+        let (major, bin) = server_bin().expect("installed");
+        let template = template(major, &bin, is_root()).expect("the template");
+        // `pg_ctl start` writes postmaster.opts, and nothing removes it.
+        assert!(!template.join("postmaster.opts").exists(), "the template is never started");
+        assert!(first.dir.path().join("data").join("postmaster.opts").exists(), "a copy is started");
+    }
+
+    /// Processes (here threads, past the per-process lock) racing to make a missing template
+    /// all get the same complete one, and the losers' copies are gone.
+    #[test]
+    fn racing_to_make_the_template_yields_one_and_leaves_nothing_else() {
+        let Some((major, bin)) = server_bin() else {
+            svc_test_require::skip(&ClusterError::NotInstalled.to_string());
+            return;
+        };
+        let as_postgres = is_root();
+        let root = tempfile::tempdir().expect("a directory");
+        chown_postgres(root.path(), as_postgres).expect("chown");
+        let made: Vec<PathBuf> = std::thread::scope(|s| {
+            let racers: Vec<_> =
+                (0..3).map(|_| s.spawn(|| template_in(root.path(), major, &bin, as_postgres))).collect();
+            racers.into_iter().map(|r| r.join().expect("no panic").expect("a template")).collect()
+        });
+        assert!(made.windows(2).all(|w| w[0] == w[1]), "{made:?}");
+        assert!(made[0].join("PG_VERSION").exists(), "{}", made[0].display());
+        let left: Vec<_> = std::fs::read_dir(root.path()).expect("readable").flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left.len(), 1, "only the template is left: {left:?}");
+        let name = left[0].to_string_lossy().into_owned();
+        let key = format!("svc-pg-template-{major}-");
+        assert!(name.starts_with(&key) && name.ends_with(&format!("{:016x}", fnv1a(&INITDB_ARGS))), "{name}");
+        // Made once, it is reused as it is.
+        assert_eq!(template_in(root.path(), major, &bin, as_postgres).expect("again"), made[0]);
     }
 }
