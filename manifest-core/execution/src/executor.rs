@@ -232,6 +232,13 @@ impl Executor {
         self.store.next_due()
     }
 
+    /// When the next step records the heartbeat ([`HEARTBEAT_MS`] after the last one): a
+    /// scheduler that sleeps longer than it polls steps by then while jobs run, so that a
+    /// crash is still dated within a heartbeat.
+    pub fn next_heartbeat(&self) -> Millis {
+        self.heartbeat.load(std::sync::atomic::Ordering::Relaxed).saturating_add(HEARTBEAT_MS)
+    }
+
     /// Reconciles the store with what the market holds: run at start, before any step.
     pub fn recover(&self) -> Result<RecoveryReport, StoreFailure> {
         let now = self.clock.now();

@@ -12,6 +12,7 @@
 //!   found again.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use svc_runner::{Exit, Part};
 
@@ -207,6 +208,19 @@ impl Refusal {
     }
 }
 
+/// What a market that wakes ([`Market::wakes`]) has news of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// A job's state changed: [`Market::changes`] reports it.
+    Changed,
+    /// A job printed: [`Market::take_output`] has lines.
+    Output,
+}
+
+/// Called by a market that wakes, on its own threads, whenever it has news: it must be quick
+/// and never call back into the market.
+pub type Waker = Arc<dyn Fn(Wake) + Send + Sync>;
+
 /// The compute network.
 pub trait Market: Send + Sync {
     /// What a job of `window_ms` meeting `requirements` would cost on the processor the
@@ -254,6 +268,17 @@ pub trait Market: Send + Sync {
     fn processes(&self, execution_id: &str) -> Vec<u32> {
         let _ = execution_id;
         Vec::new()
+    }
+    /// Whether this market calls its waker ([`Market::set_waker`]) for every change
+    /// [`Market::changes`] will report and for every job's output, so that its scheduler may
+    /// sleep until something is due instead of polling (issue 44). The default: it does not,
+    /// and is polled.
+    fn wakes(&self) -> bool {
+        false
+    }
+    /// Installs the waker, replacing any earlier one. The default ignores it.
+    fn set_waker(&self, waker: Waker) {
+        let _ = waker;
     }
 }
 

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::clock::{Clock, Millis};
-use crate::market::{Exit, JobOrder, JobStatus, Market, Part, Placement, Quote, Refusal, StopMode};
+use crate::market::{Exit, JobOrder, JobStatus, Market, Part, Placement, Quote, Refusal, StopMode, Waker};
 use crate::plan::Requirements;
 
 /// The most lines held between two collections written (a store that fails for a while).
@@ -62,6 +62,8 @@ struct Held {
     lost: BTreeMap<String, u64>,
     /// A job was released (or [`Tap::wake`] asked) since the last [`Tap::wait`].
     woken: bool,
+    /// A job printed ([`Tap::printed`]) since the last wait.
+    printed: bool,
 }
 
 impl Held {
@@ -140,6 +142,29 @@ impl Tap {
         self.woken.notify_all();
     }
 
+    /// For a market that says when a job prints ([`Market::wakes`]): waits until a job
+    /// printed ([`Tap::printed`]), then `batch` more for its following lines (one collection,
+    /// one transaction, for a burst), unless a job is released or [`Tap::wake`] is called,
+    /// which end the wait at once; `idle` at most without either.
+    pub fn wait_for_output(&self, idle: std::time::Duration, batch: std::time::Duration) {
+        let held = self.held();
+        let (mut held, _) = self
+            .woken
+            .wait_timeout_while(held, idle, |h| !h.woken && !h.printed)
+            .unwrap_or_else(PoisonError::into_inner);
+        if held.printed && !held.woken {
+            held = self.woken.wait_timeout_while(held, batch, |h| !h.woken).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        held.woken = false;
+        held.printed = false;
+    }
+
+    /// A job printed: ends a [`Tap::wait_for_output`]'s first wait.
+    pub fn printed(&self) {
+        self.held().printed = true;
+        self.woken.notify_all();
+    }
+
     /// Every job's lines since the last collection, those of jobs released since included,
     /// oldest first per job.
     pub fn collect(&self) -> OutputBatch {
@@ -213,6 +238,12 @@ impl Market for Tap {
     }
     fn processes(&self, execution_id: &str) -> Vec<u32> {
         self.market.processes(execution_id)
+    }
+    fn wakes(&self) -> bool {
+        self.market.wakes()
+    }
+    fn set_waker(&self, waker: Waker) {
+        self.market.set_waker(waker);
     }
 }
 

@@ -437,6 +437,37 @@ fn a_failed_job_restarts_on_its_processor_and_a_running_one_is_left_alone() {
     );
 }
 
+/// Issue 44: the pool says when there is news, so its scheduler need not poll it: a
+/// `Changed` for each change [`Market::changes`] reports (ready, ended, restarted), an
+/// `Output` when a job printed.
+#[test]
+fn the_pool_wakes_its_waker_for_every_change_it_reports_and_for_output() {
+    use std::sync::{Arc, Mutex};
+    use svc_execution::market::Wake;
+
+    let world = World::new();
+    let entry = format!("{}.js", marker("waker"));
+    let digest = world.artifact(&[(&entry, "console.log('up'); setTimeout(() => process.exit(3), 800);")]);
+    let pool = world.pool(1, 1);
+    assert!(pool.wakes());
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let waker = Arc::clone(&told);
+    pool.set_waker(Arc::new(move |wake| waker.lock().expect("lock").push(wake)));
+    let count = |what: Wake| told.lock().expect("lock").iter().filter(|&&w| w == what).count();
+    let mut job = order("app/0/1/1", &digest, &entry);
+    let placed = pool.launch(&job).expect("launched").processor_id;
+    assert_eq!(count(Wake::Changed), 0, "the launch is the caller's own news");
+    assert!(wait_for(5, || state(&pool, "app/0/1/1") == Some(JobState::Ready)));
+    assert!(wait_for(1, || count(Wake::Changed) == 1), "ready: {:?}", told.lock().expect("lock"));
+    assert!(wait_for(5, || count(Wake::Output) >= 1), "printed: {:?}", told.lock().expect("lock"));
+    assert!(wait_for(5, || state(&pool, "app/0/1/1") == Some(JobState::Exited(Some(3)))));
+    assert!(wait_for(1, || count(Wake::Changed) == 2), "ended: {:?}", told.lock().expect("lock"));
+    assert_eq!(pool.changes().len(), 1, "the exit, reported");
+    job.workload.env.push(("AGAIN".into(), "1".into()));
+    pool.restart(&job, &placed).expect("restarted");
+    assert_eq!(count(Wake::Changed), 3, "a restart is news: {:?}", told.lock().expect("lock"));
+}
+
 #[test]
 fn a_native_image_runs_its_executable_from_the_image() {
     let world = World::new();

@@ -39,7 +39,9 @@ pub use workload::{APP_INSIDE, IMAGE_INSIDE};
 use self::watch::{Run, Timing};
 use crate::artifacts::ArtifactStore;
 use crate::clock::{Clock, Millis, SystemClock};
-use crate::market::{Exit, JobOrder, JobState, JobStatus, Market, Part, Placement, Quote, Refusal, StopMode};
+use crate::market::{
+    Exit, JobOrder, JobState, JobStatus, Market, Part, Placement, Quote, Refusal, StopMode, Wake, Waker,
+};
 use crate::plan::Requirements;
 
 /// The lines of output kept per job: its last ones.
@@ -190,11 +192,22 @@ struct Shared {
     jobs: Mutex<BTreeMap<String, Job>>,
     /// Signalled whenever a job ends.
     ended: Condvar,
+    /// Told of every change [`Market::changes`] will report and of output ([`Market::wakes`]).
+    waker: Mutex<Option<Waker>>,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Job>> {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells the waker, if one is installed (never with the jobs' lock held: it may be
+    /// anyone's code).
+    fn wake(&self, what: Wake) {
+        let waker = self.waker.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(waker) = waker {
+            waker(what);
+        }
     }
 
     /// Changes run `run` of job `id`, if it is still the one held.
@@ -313,7 +326,7 @@ impl LocalPool {
         // Sandboxes of this pool's directories that a killed service left behind.
         let orphans_swept = svc_runner::sweep_orphans(&[&config.work_dir, config.artifacts.dir()]);
         Ok(LocalPool {
-            shared: Arc::new(Shared { jobs: Mutex::default(), ended: Condvar::new() }),
+            shared: Arc::new(Shared { jobs: Mutex::default(), ended: Condvar::new(), waker: Mutex::new(None) }),
             processors: config.processors,
             jobs_per_processor: config.jobs_per_processor,
             memory_bytes: config.memory_bytes,
@@ -480,6 +493,10 @@ impl LocalPool {
             };
             jobs.insert(order.execution_id.clone(), job);
         }
+        if reported != Some(JobState::Starting) {
+            // A restart: `Starting` is news to report.
+            self.shared.wake(Wake::Changed);
+        }
         let run = Run { id: order.execution_id.clone(), run, job, commands, scratch: scratch.keep() };
         runtime.spawn(watch::watch(self.shared.clone(), run, self.timing));
         Ok(())
@@ -642,6 +659,16 @@ impl Market for LocalPool {
     fn processes(&self, execution_id: &str) -> Vec<u32> {
         let jobs = self.shared.lock();
         jobs.get(execution_id).filter(|job| running(job.state)).map(|job| job.pids.clone()).unwrap_or_default()
+    }
+
+    /// Its watchers tell the waker when a job becomes ready, ends or prints, and a restart
+    /// does.
+    fn wakes(&self) -> bool {
+        true
+    }
+
+    fn set_waker(&self, waker: Waker) {
+        *self.shared.waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(waker);
     }
 }
 

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Shared;
-use crate::market::{JobState, StopMode};
+use crate::market::{JobState, StopMode, Wake};
 
 /// How often a job's process is looked at.
 const POLL: Duration = Duration::from_millis(50);
@@ -58,17 +58,26 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
             _ = ticks.tick() => {}
         }
         let lines = run.job.output();
+        let printed = !lines.is_empty();
         // Read again each time: a program's own PID is known once its sandbox has started it.
         let pids = run.job.pids();
         let exit = run.job.exited();
         let ready = exit.is_none() && started.elapsed() >= timing.ready_after;
+        let mut became_ready = false;
         shared.update(&run.id, run.run, |job| {
             job.keep_output(lines);
             job.pids = pids;
             if ready && job.state == JobState::Starting {
                 job.state = JobState::Ready;
+                became_ready = true;
             }
         });
+        if became_ready {
+            shared.wake(Wake::Changed);
+        }
+        if printed {
+            shared.wake(Wake::Output);
+        }
         if let Some(exit) = exit {
             // A job asked to cease ended because it was told to.
             break if cease_until.is_some() { None } else { Some(exit) };
@@ -91,4 +100,5 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
         job.control = None;
     });
     shared.ended.notify_all();
+    shared.wake(Wake::Changed);
 }

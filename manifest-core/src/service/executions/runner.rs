@@ -1,14 +1,20 @@
 //! The executor's thread in the publication service. It recovers once at start (the market
 //! and the store are compared, [`Executor::recover`]), then steps whenever something is due:
 //! at the earliest `exec_next_at`, at once after a wakeup (a publication, a pause, a resume),
-//! and at least every [`POLL`] to take the market's status changes. Wakeups that come while
-//! the last step is under [`STEP_GAP`] old wait for the gap: under a stream of publications
-//! the scheduler steps once per gap for all of them, not once for each. A failing step is
-//! logged and retried after a backoff; the thread never takes the service down.
+//! and at least every [`POLL`] to take the market's status changes. A market that says
+//! when a job's state changes ([`Market::wakes`]: the local pool) wakes it instead, and it
+//! sleeps until the next application is due, at most until the next heartbeat while jobs
+//! run and [`IDLE`] while none does, looking at the next due time again at each lease
+//! renewal ([`RENEW`]: another instance may have taken a publication) (issue 44). Wakeups
+//! that come while the last step is under [`STEP_GAP`] old wait for the gap: under a stream
+//! of publications the scheduler steps once per gap for all of them, not once for each. A
+//! failing step is logged and retried after a backoff; the thread never takes the service
+//! down.
 //!
-//! Jobs' output has a thread of its own ([`collect_output`]): every [`OUTPUT_EVERY`] it takes
-//! the lines the jobs printed (and those of jobs released since, which the market hands to a
-//! [`Tap`] first) and records them in one transaction, so the scheduler never waits on a
+//! Jobs' output has a thread of its own ([`collect_output`]): every [`OUTPUT_EVERY`] (with a
+//! waking market: [`OUTPUT_EVERY`] after a job printed, else when a job is released) it
+//! takes the lines the jobs printed (and those of jobs released since, which the market hands
+//! to a [`Tap`] first) and records them in one transaction, so the scheduler never waits on a
 //! write of output, however slow the store.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,11 +23,16 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use svc_execution::executor::{ExecutionStore, Executor, StoreFailure};
+use svc_execution::market::Wake;
 use svc_execution::output::Tap;
-use svc_execution::{Clock, Market};
+use svc_execution::{Clock, JobState, Market};
 
-/// The longest the thread sleeps without looking at the market.
+/// The longest the thread sleeps without looking at a market that does not wake it.
 pub const POLL: Duration = Duration::from_millis(200);
+
+/// The longest the thread sleeps between two steps with a market that wakes it and no job
+/// running (nothing to take from the market, no heartbeat to record).
+pub const IDLE: Duration = Duration::from_secs(30);
 
 /// The least time between the starts of two steps, unless the last one left work due now
 /// (a full batch). A step holds the writers' lock for its round trips, so one per publication
@@ -47,10 +58,22 @@ pub const BATCH: usize = 256;
 /// any.
 pub const OUTPUT_EVERY: Duration = Duration::from_millis(250);
 
+/// With a market that says when a job prints, the longest the output thread waits without a
+/// word from it.
+const OUTPUT_IDLE: Duration = Duration::from_secs(30);
+
 #[derive(Default)]
 struct Signal {
     woken: Mutex<bool>,
     condvar: Condvar,
+}
+
+impl Signal {
+    /// Asks for a step now.
+    fn wake(&self) {
+        *self.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        self.condvar.notify_one();
+    }
 }
 
 /// The running scheduler.
@@ -90,6 +113,15 @@ impl Scheduler {
         }
         let signal = Arc::new(Signal::default());
         let stop = Arc::new(AtomicBool::new(false));
+        let wakes = market.wakes();
+        if wakes {
+            // Weak: the market holds its waker, and the tap holds the market.
+            let (to_step, to_collect) = (Arc::downgrade(&signal), Arc::downgrade(&tap));
+            market.set_waker(Arc::new(move |wake| match wake {
+                Wake::Changed => to_step.upgrade().iter().for_each(|s| s.wake()),
+                Wake::Output => to_collect.upgrade().iter().for_each(|t| t.printed()),
+            }));
+        }
         let thread = {
             let (signal, stop) = (Arc::clone(&signal), Arc::clone(&stop));
             std::thread::Builder::new()
@@ -105,7 +137,7 @@ impl Scheduler {
             let (store, stop, tap) = (Arc::clone(&store), Arc::clone(&output_stop), Arc::clone(&tap));
             std::thread::Builder::new()
                 .name("svc-output".into())
-                .spawn(move || collect_output(&tap, store.as_ref(), &stop))
+                .spawn(move || collect_output(&tap, store.as_ref(), &stop, wakes))
                 .map_err(|e| StoreFailure(Box::new(e)))?
         };
         Ok(Scheduler { signal, stop, thread: Some(thread), output: Some(output), output_stop, tap, market, store })
@@ -113,9 +145,7 @@ impl Scheduler {
 
     /// Asks for a step now (after a publication, a pause or a resume committed).
     pub fn wake(&self) {
-        let mut woken = self.signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *woken = true;
-        self.signal.condvar.notify_one();
+        self.signal.wake();
     }
 
     /// The market it launches on.
@@ -143,6 +173,9 @@ impl Scheduler {
         }
         if joined.is_some() {
             self.store.resign();
+        }
+        if self.market.wakes() {
+            self.market.set_waker(Arc::new(|_| {}));
         }
     }
 }
@@ -177,10 +210,13 @@ fn run(
     signal: &Signal,
     stop: &AtomicBool,
 ) {
+    let wakes = market.wakes();
     let mut backoff = FIRST_BACKOFF;
     let mut renewed = std::time::Instant::now();
     // When the last step started; none if it left more due now (no gap before the next).
     let mut last_step: Option<std::time::Instant> = None;
+    // When the next step is due, unless a wakeup comes first: at once, to begin with.
+    let mut step_at = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
         if leading && renewed.elapsed() >= RENEW {
             match store.lead() {
@@ -215,6 +251,18 @@ fn run(
                 continue;
             }
             renewed = std::time::Instant::now();
+            step_at = renewed;
+        }
+        if !due(signal, step_at) {
+            // Up for the lease's renewal only: another instance may have taken a publication
+            // meanwhile, which only the store knows.
+            if let Ok(Some(at)) = executor.next_due() {
+                step_at = step_at.min(std::time::Instant::now() + millis_until(at, clock));
+            }
+            if !due(signal, step_at) {
+                sleep_until(signal, stop, step_at.min(renewed + RENEW));
+                continue;
+            }
         }
         if let Some(rest) = last_step.and_then(|at| STEP_GAP.checked_sub(at.elapsed())) {
             sleep_unless_stopped(signal, stop, rest);
@@ -226,6 +274,18 @@ fn run(
         // asks for another.
         *signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = false;
         last_step = Some(std::time::Instant::now());
+        // The longest sleep after this step, as it left things.
+        let cap = || {
+            if !wakes {
+                POLL
+            } else if market.jobs().iter().any(|job| matches!(job.state, JobState::Starting | JobState::Ready)) {
+                // The heartbeat is recorded by a step: one is due by then (a millisecond
+                // after, so the clock has passed it).
+                millis_until(executor.next_heartbeat(), clock) + Duration::from_millis(1)
+            } else {
+                IDLE
+            }
+        };
         let wait = match executor.step() {
             Ok(report) if report.more || report.decided > 0 || report.recorded > 0 => {
                 backoff = FIRST_BACKOFF;
@@ -250,12 +310,12 @@ fn run(
                     last_step = None;
                     Duration::ZERO
                 } else {
-                    until_due(executor, clock)
+                    until_due(executor, clock, cap())
                 }
             }
             Ok(_) => {
                 backoff = FIRST_BACKOFF;
-                until_due(executor, clock)
+                until_due(executor, clock, cap())
             }
             Err(e) if e.is_not_leader() => {
                 tracing::warn!(error = %e, "this instance no longer schedules; standing by");
@@ -270,16 +330,32 @@ fn run(
                 wait
             }
         };
-        if wait.is_zero() {
-            continue;
+        step_at = std::time::Instant::now() + wait;
+        if !wait.is_zero() {
+            sleep_until(signal, stop, step_at.min(renewed + RENEW));
         }
-        let woken = signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (mut woken, _) = signal
-            .condvar
-            .wait_timeout_while(woken, wait, |w| !*w && !stop.load(Ordering::SeqCst))
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *woken = false;
     }
+}
+
+/// Whether a step is due: asked for (a wakeup), or its time has come.
+fn due(signal: &Signal, step_at: std::time::Instant) -> bool {
+    *signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner) || std::time::Instant::now() >= step_at
+}
+
+/// Sleeps until `at`, or less if a wakeup comes or the scheduler is stopped. The wakeup is
+/// left for the step it asks for.
+fn sleep_until(signal: &Signal, stop: &AtomicBool, at: std::time::Instant) {
+    let wait = at.saturating_duration_since(std::time::Instant::now());
+    let woken = signal.woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = signal
+        .condvar
+        .wait_timeout_while(woken, wait, |w| !*w && !stop.load(Ordering::SeqCst))
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+}
+
+/// How long until `at` on `clock` (none if it has passed).
+fn millis_until(at: svc_execution::Millis, clock: &dyn Clock) -> Duration {
+    Duration::from_millis(at.saturating_sub(clock.now()))
 }
 
 /// The output thread: every [`OUTPUT_EVERY`], the jobs' new lines recorded in one
@@ -289,9 +365,11 @@ fn run(
 /// than the lease the store says so until the scheduler renews it (its jobs ran on), and
 /// what they printed meanwhile is recorded then; an instance that lost the lease for good
 /// has stopped its jobs, and holds at most the tap's bounds.
-fn collect_output(tap: &Tap, store: &dyn ExecutionStore, stop: &AtomicBool) {
+fn collect_output(tap: &Tap, store: &dyn ExecutionStore, stop: &AtomicBool, wakes: bool) {
     let mut failing = false;
     loop {
+        // Held back (not recorded): tried again at the next collection, which comes soon.
+        let mut held_back = false;
         let stopping = stop.load(Ordering::SeqCst);
         let batch = tap.collect();
         if !batch.is_empty() {
@@ -306,12 +384,16 @@ fn collect_output(tap: &Tap, store: &dyn ExecutionStore, stop: &AtomicBool) {
                     }
                     failing = false;
                 }
-                Err(e) if e.is_not_leader() => tap.restore(batch),
+                Err(e) if e.is_not_leader() => {
+                    held_back = true;
+                    tap.restore(batch);
+                }
                 Err(e) => {
                     if !failing {
                         tracing::warn!(error = %e, "could not record jobs' output; holding it and trying again");
                     }
                     failing = true;
+                    held_back = true;
                     tap.restore(batch);
                 }
             }
@@ -319,16 +401,21 @@ fn collect_output(tap: &Tap, store: &dyn ExecutionStore, stop: &AtomicBool) {
         if stopping {
             break;
         }
-        // At once when a job ended (its last lines), or when stopped.
-        tap.wait(OUTPUT_EVERY);
+        // At once when a job ended (its last lines), or when stopped; with a market that
+        // says when a job prints, only then (and its lines gathered for a moment).
+        if wakes && !held_back {
+            tap.wait_for_output(OUTPUT_IDLE, OUTPUT_EVERY);
+        } else {
+            tap.wait(OUTPUT_EVERY);
+        }
     }
 }
 
-/// How long until the next application is due, at most [`POLL`].
-fn until_due(executor: &Executor, clock: &dyn Clock) -> Duration {
+/// How long until the next application is due, at most `cap`.
+fn until_due(executor: &Executor, clock: &dyn Clock, cap: Duration) -> Duration {
     match executor.next_due() {
-        Ok(Some(at)) => Duration::from_millis(at.saturating_sub(clock.now())).min(POLL),
-        _ => POLL,
+        Ok(Some(at)) => millis_until(at, clock).min(cap),
+        _ => cap,
     }
 }
 
@@ -437,6 +524,105 @@ mod tests {
         scheduler.shutdown();
         let most = usize::try_from(elapsed.as_millis() / STEP_GAP.as_millis()).expect("small") + 2;
         assert!((1..=most).contains(&steps), "{steps} steps for 200 wakeups in {elapsed:?}");
+    }
+
+    /// A market without jobs whose changes the test makes, saying so to its waker if it
+    /// `wakes`.
+    struct Waking {
+        wakes: bool,
+        waker: Mutex<Option<svc_execution::market::Waker>>,
+        changes: Mutex<Vec<JobStatus>>,
+    }
+
+    impl Waking {
+        fn new(wakes: bool) -> Arc<Waking> {
+            Arc::new(Waking { wakes, waker: Mutex::new(None), changes: Mutex::new(Vec::new()) })
+        }
+
+        /// Job `id` exited, as the local pool's watcher would say.
+        fn exited(&self, id: &str) {
+            let status =
+                JobStatus { execution_id: id.into(), processor_id: "p".into(), state: JobState::Exited(Some(3)) };
+            self.changes.lock().expect("lock").push(status);
+            let waker = self.waker.lock().expect("lock").clone();
+            if let Some(waker) = waker {
+                waker(Wake::Changed);
+            }
+        }
+    }
+
+    impl Market for Waking {
+        fn quote(&self, _: &Requirements, _: &[String], _: Millis) -> Result<Quote, Refusal> {
+            Err(Refusal::NoProcessor("none".into()))
+        }
+        fn launch(&self, _: &JobOrder) -> Result<Placement, Refusal> {
+            Err(Refusal::NoProcessor("none".into()))
+        }
+        fn restart(&self, _: &JobOrder, _: &str) -> Result<(), Refusal> {
+            Ok(())
+        }
+        fn stop(&self, _: &str, _: StopMode) {}
+        fn changes(&self) -> Vec<JobStatus> {
+            std::mem::take(&mut *self.changes.lock().expect("lock"))
+        }
+        fn jobs(&self) -> Vec<JobStatus> {
+            Vec::new()
+        }
+        fn release(&self, _: &str) {}
+        fn wakes(&self) -> bool {
+            self.wakes
+        }
+        fn set_waker(&self, waker: svc_execution::market::Waker) {
+            *self.waker.lock().expect("lock") = Some(waker);
+        }
+    }
+
+    /// Issue 44: with nothing due and nothing running, a scheduler whose market wakes it
+    /// steps about once (at its start), where one that polls steps every [`POLL`]; both
+    /// side by side over the same time.
+    #[test]
+    fn a_market_that_wakes_lets_the_scheduler_sleep_past_poll() {
+        let start = |market: Arc<Waking>| {
+            let store = Arc::new(Counting::default());
+            let scheduler =
+                Scheduler::start(store.clone(), market, Arc::new(svc_execution::SystemClock)).expect("started");
+            (store, scheduler)
+        };
+        let (polled, polling) = start(Waking::new(false));
+        let (woken, waking) = start(Waking::new(true));
+        std::thread::sleep(Duration::from_millis(1_500));
+        let steps = |store: &Counting| store.begins.load(Ordering::SeqCst);
+        let (polled_steps, woken_steps) = (steps(&polled), steps(&woken));
+        polling.shutdown();
+        waking.shutdown();
+        assert!(polled_steps >= 4, "the polling scheduler steps every {POLL:?}: {polled_steps} steps");
+        assert!(
+            woken_steps * 4 <= polled_steps,
+            "the woken scheduler sleeps: {woken_steps} steps, against {polled_steps} polling"
+        );
+    }
+
+    /// ... and a job's exit, which the market tells, is still acted on at once, not after
+    /// [`IDLE`].
+    #[test]
+    fn a_job_exit_is_still_acted_on_promptly_by_a_scheduler_its_market_wakes() {
+        let market = Waking::new(true);
+        let store = Arc::new(Counting::default());
+        let scheduler =
+            Scheduler::start(store.clone(), market.clone(), Arc::new(svc_execution::SystemClock)).expect("started");
+        // Past the first step and its gap: asleep, until `IDLE` unless woken.
+        std::thread::sleep(STEP_GAP * 4);
+        let before = store.begins.load(Ordering::SeqCst);
+        let exited = std::time::Instant::now();
+        market.exited("a/0/1/1");
+        let limit = Duration::from_secs(5);
+        while store.begins.load(Ordering::SeqCst) == before && exited.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let took = exited.elapsed();
+        let taken = market.changes.lock().expect("lock").is_empty();
+        scheduler.shutdown();
+        assert!(taken && took < limit, "the exit was taken by a step {took:?} after it (the idle sleep is {IDLE:?})");
     }
 
     #[test]
