@@ -10,7 +10,8 @@
 # data plane: gateway vs direct vs nginx".
 #
 # Usage: bench/ingress.sh            (env: ROUNDS=3 BULK_MIB=256 BULK16_MIB=64
-#                                      WRK_SECS=8 IDLE_CONNS=1000 KEEP_TMP=0 CARGO_TARGET_DIR
+#                                      WRK_SECS=8 IDLE_CONNS=1000 IDLE_SETTLE=5 IDLE_ONLY=0
+#                                      KEEP_TMP=0 CARGO_TARGET_DIR
 #                                      TCP_CC=<congestion control for the run, e.g. cubic>)
 #
 # TCP congestion control matters on loopback: BBR without the fq qdisc paces with timers
@@ -28,6 +29,11 @@ BULK_MIB=${BULK_MIB:-256}     # one stream downloads this much
 BULK16_MIB=${BULK16_MIB:-64}  # each of the 16 concurrent streams downloads this much
 WRK_SECS=${WRK_SECS:-8}
 IDLE_CONNS=${IDLE_CONNS:-1000}
+# Seconds the idle connections sit before RSS is read: past the agent's 2 s hibernation of an
+# idle HTTP/1.1 connection, so that the last one opened is measured idle too.
+IDLE_SETTLE=${IDLE_SETTLE:-5}
+# 1: only the idle step (no throughput rounds), for the agent's and the gateway's memory.
+IDLE_ONLY=${IDLE_ONLY:-0}
 HOST=node-demo-acme.localhost
 
 # ---------------------------------------------------------------------------- tools
@@ -199,6 +205,7 @@ load() { # path round connections threads
   record "p99_c$c" "$p" "$r" "${4#p99=}"
 }
 
+[ "$IDLE_ONLY" = 1 ] && ROUNDS=0
 for r in $(seq 1 "$ROUNDS"); do
   # Rotate the order each round, so drift in the machine's speed does not favour one path.
   order=("${PATHS[@]:$(( (r - 1) % 3 ))}" "${PATHS[@]:0:$(( (r - 1) % 3 ))}")
@@ -208,8 +215,20 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 say "opening $IDLE_CONNS idle connections through the gateway"
-idle=$(python3 "$BENCH/idle-conns.py" "$GW_PORT" "$HOST" "$CA" "$IDLE_CONNS" 2 gateway="$GW_PID" agent="$AGENT_PID" | grep '^RESULT')
+idle=$(python3 "$BENCH/idle-conns.py" "$GW_PORT" "$HOST" "$CA" "$IDLE_CONNS" "$IDLE_SETTLE" gateway="$GW_PID" agent="$AGENT_PID" | grep '^RESULT')
 say "$idle"
+if [ "$IDLE_ONLY" = 1 ]; then
+  python3 - "$idle" <<'EOF'
+import sys
+f = dict(kv.split("=", 1) for kv in sys.argv[1].split()[1:])
+count = int(f["count"])
+for name in ["gateway", "agent"]:
+    b, a = map(int, f[name].split(":"))
+    print(f"{name}: RSS {b / 1024:.1f} -> {a / 1024:.1f} MiB, {(a - b) / 1024 / count * 1000:.1f} MiB per 1,000 idle connections")
+print(f"{f['alive']} of {count} still answering after the idle wait")
+EOF
+  exit 0
+fi
 
 # ---------------------------------------------------------------------------- report
 python3 - "$RES" "$idle" "$NETWORK" "$ROUNDS" "$BULK_MIB" "$BULK16_MIB" "$WRK_SECS" <<'EOF'

@@ -9,8 +9,12 @@
 //! upgraded one included, is closed after 5 minutes without a byte either way or 10 s after
 //! one side has ended its sending without a byte since ([`crate::idle`], the gateway's rules).
 
+mod hibernate;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use http_body_util::combinators::BoxBody;
@@ -25,7 +29,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use relay_wire::envelope::ErrorBody;
 use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept::Backoff;
@@ -76,6 +80,8 @@ pub struct Context {
     limits: Limits,
     /// Whether the app answers its health path, as last checked (`None`: not watched).
     pub(crate) ready: tokio::sync::watch::Sender<Option<bool>>,
+    /// HTTP/1.1 connections that hold hyper's state now (not hibernating).
+    http1_live: AtomicUsize,
 }
 
 impl std::fmt::Debug for Context {
@@ -111,11 +117,26 @@ impl Context {
             .pool_timer(hyper_util::rt::TokioTimer::new())
             .build(AppConnector::new());
         let ready = tokio::sync::watch::Sender::new(None);
-        Arc::new(Context { config, hostnames, app, tls: TlsAcceptor::from(Arc::new(tls)), cert, limits, ready })
+        Arc::new(Context {
+            config,
+            hostnames,
+            app,
+            tls: TlsAcceptor::from(Arc::new(tls)),
+            cert,
+            limits,
+            ready,
+            http1_live: AtomicUsize::new(0),
+        })
     }
 }
 
 impl Context {
+    /// How many HTTP/1.1 connections hold hyper's state (buffers, request slot) now; a
+    /// hibernating connection does not ([`hibernate`]).
+    pub fn http_connections_live(&self) -> usize {
+        self.http1_live.load(Ordering::Relaxed)
+    }
+
     /// Whether the app is ready for new connections, as last known (`None`: not watched).
     pub fn app_ready(&self) -> Option<bool> {
         *self.ready.borrow()
@@ -158,12 +179,31 @@ pub async fn direct(ctx: Arc<Context>, listener: TcpListener) {
     }
 }
 
+/// A stream whose readability can be awaited without reading: a hibernating connection waits
+/// for its client's next bytes holding no buffer.
+pub trait Readable: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// Ready once bytes (or the end) can be read.
+    fn poll_readable(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>>;
+}
+
+impl Readable for TcpStream {
+    fn poll_readable(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        self.poll_read_ready(cx)
+    }
+}
+
+impl Readable for crate::dial::Conn {
+    fn poll_readable(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        match self {
+            crate::dial::Conn::Tcp(s) => s.poll_read_ready(cx),
+            crate::dial::Conn::Relayed(s) => s.poll_read_ready(cx),
+        }
+    }
+}
+
 /// Serves one client connection: the TLS handshake, then HTTP until the client leaves, within
 /// the context's [`Limits`].
-pub async fn connection<S>(ctx: Arc<Context>, stream: S, client: Option<SocketAddr>)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+pub async fn connection<S: Readable>(ctx: Arc<Context>, stream: S, client: Option<SocketAddr>) {
     let activity = Arc::new(Activity::new());
     let timeouts = ctx.limits.timeouts;
     let stream = Watched::new(stream, activity.clone());
@@ -187,25 +227,54 @@ where
     }
 }
 
-async fn serve<S>(ctx: Arc<Context>, stream: Watched<S>, client: Option<SocketAddr>, activity: Arc<Activity>)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let Ok(Ok(mut tls)) = tokio::time::timeout(ctx.limits.handshake, ctx.tls.accept(stream)).await else { return };
+/// The handshake, then the server the client's ALPN asked for: HTTP/1.1 (hibernating while
+/// idle), HTTP/2, or either by its first bytes when it named none. What lives only while in
+/// use (the handshake, hyper's connection) is boxed, so that the connection's task stays small.
+async fn serve<S: Readable>(
+    ctx: Arc<Context>,
+    stream: Watched<S>,
+    client: Option<SocketAddr>,
+    activity: Arc<Activity>,
+) {
+    let accept = Box::pin(ctx.tls.accept(stream));
+    let Ok(Ok(mut tls)) = tokio::time::timeout(ctx.limits.handshake, accept).await else { return };
     if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
         // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 section 3); no HTTP.
-        let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
+        // (Boxed: the stream is then held inline nowhere in this task.)
+        let _ = Box::pin(async move { tokio::io::AsyncWriteExt::shutdown(&mut tls).await }).await;
         return;
     }
     let sni: Option<Arc<str>> = tls.get_ref().1.server_name().map(Arc::from);
-    let service = hyper::service::service_fn(move |req| {
-        let ctx = ctx.clone();
-        let sni = sni.clone();
-        let activity = activity.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(ctx, req, client, sni.as_deref(), activity).await) }
-    });
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let _ = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await;
+    let alpn = tls.get_ref().1.alpn_protocol();
+    let (http1, h2) = (alpn == Some(b"http/1.1"), alpn == Some(b"h2"));
+    let requests = Arc::new(hibernate::Requests::default());
+    let service = {
+        let (ctx, activity, requests) = (ctx.clone(), activity.clone(), requests.clone());
+        move |req| {
+            let busy = requests.busy();
+            let ctx = ctx.clone();
+            let sni = sni.clone();
+            let activity = activity.clone();
+            async move {
+                let response = handle(ctx, req, client, sni.as_deref(), activity).await;
+                if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+                    busy.upgraded();
+                }
+                Ok::<_, std::convert::Infallible>(hibernate::Answered::response(response, busy))
+            }
+        }
+    };
+    if http1 {
+        Box::pin(hibernate::serve(tls, requests, &activity, &ctx.http1_live, service)).await;
+    } else if h2 {
+        let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        let conn = Box::pin(builder.serve_connection(TokioIo::new(tls), hyper::service::service_fn(service)));
+        let _ = conn.await;
+    } else {
+        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        let service = hyper::service::service_fn(service);
+        let _ = Box::pin(builder.serve_connection_with_upgrades(TokioIo::new(tls), service)).await;
+    }
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
