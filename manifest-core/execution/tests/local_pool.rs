@@ -708,3 +708,27 @@ fn a_refused_launch_names_no_host_path_in_the_tenants_reason() {
     let refused = told(pool.launch(&order("app/0/5/1", &digest, "server.js")).expect_err("refused"));
     assert_eq!(refused, "the job did not start: the javascript engine nodejs is not installed on the job's processor");
 }
+
+/// Issue 44: a job left alone is looked at less and less often (up to every 500 ms, not 50),
+/// yet a program killed after a long quiet is still seen ended within a second.
+#[test]
+fn a_job_killed_after_a_long_quiet_is_seen_exited_within_a_second() {
+    let world = World::new();
+    let mark = marker("quiet");
+    let entry = format!("{mark}.js");
+    let digest = world.artifact(&[(&entry, STAYS_UP)]);
+    let pool = world.pool(1, 1);
+    pool.launch(&order("app/0/1/1", &digest, &entry)).expect("launched");
+    assert!(wait_for(5, || state(&pool, "app/0/1/1") == Some(JobState::Ready)), "{:?}", pool.jobs());
+    assert!(wait_for(5, || pool.output("app/0/1/1").contains(&"up".to_owned())));
+    // Quiet long enough for the looks to have slowed to their longest.
+    std::thread::sleep(Duration::from_secs(2));
+    let programs = programs_marked(&mark);
+    assert_eq!(programs.len(), 1, "{:?}", processes_marked(&mark));
+    let killed = Instant::now();
+    let status = std::process::Command::new("kill").args(["-KILL", &programs[0].to_string()]).status();
+    assert!(status.is_ok_and(|s| s.success()), "kill -KILL {}", programs[0]);
+    assert!(wait_for(5, || matches!(state(&pool, "app/0/1/1"), Some(JobState::Exited(_)))), "{:?}", pool.jobs());
+    assert!(killed.elapsed() < Duration::from_secs(1), "seen after {:?}", killed.elapsed());
+    assert_eq!(processes_marked(&mark), Vec::<u32>::new(), "no process is left");
+}

@@ -13,8 +13,13 @@ use tokio::time::Instant;
 use super::Shared;
 use crate::market::{JobState, StopMode, Wake};
 
-/// How often a job's process is looked at.
+/// How often a job's process is looked at while something happens: it is starting, ceasing,
+/// printing or was just told something.
 const POLL: Duration = Duration::from_millis(50);
+/// How often at most once nothing has changed for a while: the look doubles from [`POLL`]
+/// up to this (issue 44: 50 ms looks at every idle job were most of an idle coordinator's
+/// CPU). An exit is still seen within this.
+const IDLE_POLL: Duration = Duration::from_millis(500);
 
 /// The pool's timings.
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +47,8 @@ pub(super) struct Run {
 /// Follows `run` until its process is gone; then records how it ended.
 pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
     let started = Instant::now();
-    let mut ticks = tokio::time::interval(POLL);
+    let mut every = POLL;
+    let mut next_look = Instant::now();
     let mut cease_until: Option<Instant> = None;
     let ended = loop {
         tokio::select! {
@@ -55,7 +61,7 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
                 }
                 Some(StopMode::Stop) | None => break None,
             },
-            _ = ticks.tick() => {}
+            () = tokio::time::sleep_until(next_look) => {}
         }
         let lines = run.job.output();
         let printed = !lines.is_empty();
@@ -85,6 +91,9 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
         if cease_until.is_some_and(|until| Instant::now() >= until) {
             break None;
         }
+        let busy = printed || cease_until.is_some() || started.elapsed() < timing.ready_after;
+        every = if busy { POLL } else { (every * 2).min(IDLE_POLL) };
+        next_look = Instant::now() + every;
     };
     if let Some(exit) = ended.filter(|e| e.out_of_memory) {
         tracing::warn!(execution_id = %run.id, "job {}: {exit}; every process of it was killed", run.id);
