@@ -680,6 +680,11 @@ pub struct RelayServeArgs {
     /// 60 s, at most 255) before its deployment fails with `job_exited`.
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=255))]
     pub max_restarts: u32,
+    /// Seconds a redeploy's new revision has, from its deploy, to pass validation before it
+    /// fails and the serving revision keeps serving, 10 s to a day (hidden: for tests).
+    #[arg(long, value_name = "SECS", default_value_t = 60, hide = true,
+        value_parser = clap::value_parser!(u64).range(10..=DAY_SECS))]
+    pub successor_deadline_secs: u64,
     /// What each job may use (its cgroup).
     #[command(flatten)]
     pub jobs: JobResourceArgs,

@@ -272,6 +272,7 @@ impl TryFrom<&RelayServeArgs> for CoordinatorConfig {
             config.jobs_dir = jobs_dir.clone();
         }
         config.restarts.max_restarts = args.max_restarts;
+        config.successor_deadline = Duration::from_secs(args.successor_deadline_secs);
         let jobs = JobSettings::try_from(&args.jobs)?;
         // Each process alone within the job's bounds, also where jobs have no cgroup.
         config.job_limits.memory_bytes = jobs.resources.memory_bytes;
@@ -368,6 +369,19 @@ mod tests {
             "5",
         ]);
         assert!(refused.is_err(), "clap refuses under 10 millicores (the kernel's least quota is 1 ms of 100)");
+    }
+
+    #[test]
+    fn the_hidden_successor_deadline_defaults_to_a_minute_and_is_bounded_by_clap() {
+        let deadline =
+            |extra: &[&str]| CoordinatorConfig::try_from(&relay_serve(extra)).expect("valid").successor_deadline;
+        assert_eq!(deadline(&[]), Duration::from_secs(60));
+        assert_eq!(deadline(&["--successor-deadline-secs", "15"]), Duration::from_secs(15));
+        for bad in ["9", "86401", "-1", "soon"] {
+            let refused =
+                Cli::try_parse_from(["svc", "relay", "serve", "--data-dir", "x", "--successor-deadline-secs", bad]);
+            assert!(refused.is_err(), "clap refuses {bad}");
+        }
     }
 
     #[test]

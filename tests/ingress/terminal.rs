@@ -112,7 +112,10 @@ async fn a_failing_validation_is_said_at_once_and_ctrl_c_names_what_keeps_runnin
 #[tokio::test(flavor = "multi_thread")]
 async fn a_redeploy_whose_new_revision_fails_says_it_failed_and_which_still_serves() {
     let dir = TempDir::new("terminal-redeploy");
-    let (relay, config) = Relay::with_live_demo(dir.path(), &[]).await;
+    // The new revision fails at its deadline: 20 s here instead of the default minute (its
+    // problem is said within the first validations, long before).
+    let deadline = ["--successor-deadline-secs", "20"];
+    let (relay, config) = Relay::with_live_demo(dir.path(), &deadline).await;
     break_port(Path::new(&config));
     let started = Instant::now();
     let mut proc = deploy(&relay, &config, &[]);
@@ -135,6 +138,7 @@ async fn a_redeploy_whose_new_revision_fails_says_it_failed_and_which_still_serv
             .any(|l| l.starts_with("svc ingress: revision 2 failed: ") && l.contains("revision 1 still serves")),
         "{output}"
     );
+    assert!(output.contains("did not pass validation within 20 s"), "failed at the relay's deadline\n{output}");
     assert!(lines.iter().any(|l| l.contains("(redeploy_failed)")), "the hint\n{output}");
     assert!(!lines.iter().any(|l| l.contains("(funds_low)")), "only the deploy's problem\n{output}");
     let status = relay.json(&["status", "--config", &config]).await;

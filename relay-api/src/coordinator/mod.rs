@@ -129,6 +129,9 @@ pub struct CoordinatorConfig {
     /// How long a launched job's agent has to bring its tunnel up before its route is
     /// validated anyway (validated as soon as it does; default 10 s).
     pub agent_grace: Duration,
+    /// How long a redeploy's successor (the next revision) has, from its deploy, to pass
+    /// validation before it fails and the serving revision keeps serving (default 60 s).
+    pub successor_deadline: Duration,
     /// How long a signed service catalog is valid (re-signed once half of it has passed).
     pub catalog_validity: Duration,
     /// The relay API's certificate (HTTPS); plain HTTP, on loopback only, without one.
@@ -172,6 +175,7 @@ impl CoordinatorConfig {
             job_uid_base: crate::runner::DEFAULT_UID_BASE,
             restarts: RestartPolicy::default(),
             agent_grace: Duration::from_secs(10),
+            successor_deadline: Duration::from_secs(60),
             catalog_validity: crate::catalog::DEFAULT_VALIDITY,
             api_tls: None,
             api_http: svc_http::Settings::default(),

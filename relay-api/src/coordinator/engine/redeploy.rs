@@ -7,7 +7,8 @@
 //!    route: the gateway sends it no client, only the coordinator's validation (which names
 //!    the route by ALPN) and an ACME server's tls-alpn-01 check;
 //! 2. the engine validates it through the gateway's public port, every step as for a serving
-//!    route, until it passes or [`SUCCESSOR_DEADLINE`] is up; its app ending fails it at once;
+//!    route, until it passes or its deadline is up (`CoordinatorConfig::successor_deadline`,
+//!    60 s unless set); its app ending fails it at once;
 //! 3. on a pass, it waits for every gateway host serving the deployment to have the
 //!    successor's agents, then flips the hosts' tables to it and waits for each to have
 //!    applied that ([`super::switch`]: each wait bounded, a host lagging past it leaves the
@@ -32,9 +33,6 @@ use crate::coordinator::model::{Deployment, Successor, SuccessorState};
 use crate::coordinator::state::DeploymentState;
 use crate::coordinator::store::{RouteSwitch, StoreError, now_ms};
 use crate::hint::{Hint, Stage};
-
-/// How long a successor has, from its deploy, to pass validation.
-pub(crate) const SUCCESSOR_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The hint of a successor that failed.
 pub(super) fn failed_hint(d: &Deployment, s: &Successor) -> Hint {
@@ -117,12 +115,10 @@ impl Engine {
                     return self.switch(d, s, &running, switch).await;
                 }
                 let age = Duration::from_millis(u64::try_from(now_ms().saturating_sub(s.created_at)).unwrap_or(0));
-                if age > SUCCESSOR_DEADLINE {
-                    let why = format!(
-                        "it did not pass validation within {} s (last: {})",
-                        SUCCESSOR_DEADLINE.as_secs(),
-                        s.reason
-                    );
+                let deadline = self.parts.config.successor_deadline;
+                if age > deadline {
+                    let why =
+                        format!("it did not pass validation within {} s (last: {})", deadline.as_secs(), s.reason);
                     return self.fail_successor(d, s, &why).await;
                 }
                 if !self.validation_due(&s.route_id, true) {
