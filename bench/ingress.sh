@@ -12,7 +12,16 @@
 # Usage: bench/ingress.sh            (env: ROUNDS=3 BULK_MIB=256 BULK16_MIB=64
 #                                      WRK_SECS=8 IDLE_CONNS=1000 IDLE_SETTLE=5 IDLE_ONLY=0
 #                                      KEEP_TMP=0 CARGO_TARGET_DIR
-#                                      TCP_CC=<congestion control for the run, e.g. cubic>)
+#                                      TCP_CC=<congestion control for the run, e.g. cubic>
+#                                      BUSY=0 BUSY_CPU_SECS=<burner's CPU limit>)
+#
+# BUSY=1 runs the throughput rounds on a busy machine: the bench starts one CPU burner (a
+# shell loop, not pinned, same nice) before the rounds and stops it after them. The burner is
+# bounded by itself: RLIMIT_CPU (BUSY_CPU_SECS, default from ROUNDS and WRK_SECS) kills it,
+# and it stops on its own after as many wall-clock seconds, even if this script is killed
+# before its cleanup. The report says how much of a core it kept busy, the load average at
+# the start, and ends with one `POINT3 ...` line (issue 44, point 3: gateway/nginx ratios and
+# the verdict) that several runs can be gathered by.
 #
 # TCP congestion control matters on loopback: BBR without the fq qdisc paces with timers
 # inside TCP, and a relay's timer-driven sends then run in whoever is on the CPU, often the
@@ -35,6 +44,14 @@ IDLE_SETTLE=${IDLE_SETTLE:-5}
 # 1: only the idle step (no throughput rounds), for the agent's and the gateway's memory.
 IDLE_ONLY=${IDLE_ONLY:-0}
 HOST=node-demo-acme.localhost
+BUSY=${BUSY:-0}
+[ "$IDLE_ONLY" = 1 ] && BUSY=0
+# The load average before anything of this run (the build included) starts: other work on
+# the machine (another build, another bench) shows here.
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+if [ "$BUSY" != 1 ] && awk -v l="${LOAD_START%% *}" 'BEGIN{exit !(l > 0.5)}'; then
+  say "warning: load average $LOAD_START at the start: the machine is not quiet"
+fi
 
 # ---------------------------------------------------------------------------- tools
 bench_tools_and_build wrk
@@ -205,7 +222,38 @@ load() { # path round connections threads
   record "p99_c$c" "$p" "$r" "${4#p99=}"
 }
 
+# One CPU burner for BUSY=1 (see the top). Bounded twice so that it cannot outlive the bench
+# for long: RLIMIT_CPU (the kernel kills it after BUSY_CPU_SECS of CPU) and its own clock
+# (bash's SECONDS, a builtin loop with no forks) after as many seconds of wall time.
+BURN_PID=
+BUSY_SUMMARY="no burner (BUSY=0)"
+burn_start() {
+  local limit=${BUSY_CPU_SECS:-$(( ROUNDS * (6 * WRK_SECS + 120) + 600 ))}
+  ( ulimit -t "$limit" && exec bash -c 'while [ "$SECONDS" -lt "$1" ]; do :; done' burner "$limit" ) &
+  BURN_PID=$!; PIDS+=("$BURN_PID")
+  BURN_T0=$(date +%s.%N)
+  BURN_C0=$(awk '{print $14 + $15}' "/proc/$BURN_PID/stat")
+  say "busy: one CPU burner (pid $BURN_PID, at most $limit CPU seconds and $limit s)"
+}
+burn_stop() {
+  local c1 t1
+  [ -n "$BURN_PID" ] || return 0
+  t1=$(date +%s.%N)
+  if c1=$(awk '{print $14 + $15}' "/proc/$BURN_PID/stat" 2>/dev/null) && kill -TERM "$BURN_PID" 2>/dev/null; then
+    wait "$BURN_PID" 2>/dev/null || true
+    BUSY_SUMMARY=$(awk -v c="$((c1 - BURN_C0))" -v hz="$(getconf CLK_TCK)" -v a="$BURN_T0" -v z="$t1" \
+      'BEGIN{printf "busy: one burner, %.2f cores over %.0f s", c / hz / (z - a), z - a}')
+  else
+    BUSY_SUMMARY="busy: the burner ended before the rounds did (its limit is too low: raise BUSY_CPU_SECS)"
+  fi
+  BURN_PID=
+  say "$BUSY_SUMMARY"
+}
+
 [ "$IDLE_ONLY" = 1 ] && ROUNDS=0
+LOAD_ROUNDS=$(cut -d' ' -f1-3 /proc/loadavg)
+say "load average $LOAD_ROUNDS before the rounds ($LOAD_START at the start)"
+[ "$BUSY" != 1 ] || burn_start
 for r in $(seq 1 "$ROUNDS"); do
   # Rotate the order each round, so drift in the machine's speed does not favour one path.
   order=("${PATHS[@]:$(( (r - 1) % 3 ))}" "${PATHS[@]:0:$(( (r - 1) % 3 ))}")
@@ -213,6 +261,7 @@ for r in $(seq 1 "$ROUNDS"); do
   for p in "${order[@]}"; do load "$p" "$r" 1 1; done
   for p in "${order[@]}"; do load "$p" "$r" 16 2; done
 done
+burn_stop
 
 say "opening $IDLE_CONNS idle connections through the gateway"
 idle=$(python3 "$BENCH/idle-conns.py" "$GW_PORT" "$HOST" "$CA" "$IDLE_CONNS" "$IDLE_SETTLE" gateway="$GW_PID" agent="$AGENT_PID" | grep '^RESULT')
@@ -231,10 +280,11 @@ EOF
 fi
 
 # ---------------------------------------------------------------------------- report
-python3 - "$RES" "$idle" "$NETWORK" "$ROUNDS" "$BULK_MIB" "$BULK16_MIB" "$WRK_SECS" <<'EOF'
+python3 - "$RES" "$idle" "$NETWORK" "$ROUNDS" "$BULK_MIB" "$BULK16_MIB" "$WRK_SECS" \
+  "$BUSY" "$BUSY_SUMMARY" "$LOAD_START" "$LOAD_ROUNDS" <<'EOF'
 import statistics, sys
 from collections import defaultdict
-res, idle, network, rounds, bulk, bulk16, secs = sys.argv[1], sys.argv[2], sys.argv[3], *sys.argv[4:]
+res, idle, network, rounds, bulk, bulk16, secs, busy, busy_summary, load_start, load_rounds = sys.argv[1:]
 vals = defaultdict(list)
 for line in open(res):
     metric, path, _round, value = line.split()
@@ -244,6 +294,7 @@ paths = ["direct", "gateway", "nginx"]
 ms = lambda us: f"{us / 1000:.2f} ms"
 print(f"\n### Results (median of {rounds} rounds; bulk {bulk} MiB on 1 stream, 16 x {bulk16} MiB; wrk {secs} s per run)\n")
 print(f"TCP: {network}.\n")
+print(f"Machine: {busy_summary}; load average {load_start} at the start, {load_rounds} before the rounds.\n")
 print("| Path | 1 stream MiB/s | 16 streams MiB/s | req/s, 1 conn | p50 / p99, 1 conn | req/s, 16 conns | p50 / p99, 16 conns |")
 print("|---|---|---|---|---|---|---|")
 for p in paths:
@@ -264,7 +315,12 @@ metrics = ["relay_cpu_ms_per_gib", "client_cpu_ms_per_gib", "agent_cpu_ms_per_gi
 for m in metrics + ["bulk1", "bulk16", "rps_c1", "p99_c1", "rps_c16", "p99_c16"]:
     rows = ", ".join(" / ".join(f"{vals[m, p][i]:.0f}" for p in paths) for i in range(len(vals[m, "direct"])))
     print(f"- {m}: {rows}")
-ratio = lambda m, a, b: statistics.median(x / y for x, y in zip(vals[m, a], vals[m, b]))
+# A per-round ratio; a zero denominator (too little moved for the clock tick) counts as infinite.
+rounds_ratio = lambda m, a, b: [x / y if y else float("inf") for x, y in zip(vals[m, a], vals[m, b])]
+ratio = lambda m, a, b: statistics.median(rounds_ratio(m, a, b))
+print("\nPer-round gateway/nginx ratios: "
+      + "; ".join(f"{m} " + ", ".join(f"{x:.2f}" for x in rounds_ratio(m, "gateway", "nginx"))
+                  for m in ["bulk1", "bulk16", "relay_cpu_ms_per_gib"] + (["timers_per_gib"] if timers else [])) + ".")
 print("\nMedian of the per-round ratios (paths measured seconds apart in each round): "
       + "; ".join(f"{m} gateway/direct {ratio(m, 'gateway', 'direct'):.2f}, gateway/nginx {ratio(m, 'gateway', 'nginx'):.2f}, "
                   f"nginx/direct {ratio(m, 'nginx', 'direct'):.2f}" for m in ["bulk1", "bulk16"]) + ".")
@@ -293,4 +349,20 @@ for c in ["1", "16"]:
     nadded = med(f"p99_c{c}", "nginx") - med(f"p99_c{c}", "direct")
     print(f"| p99 added latency < 1 ms, {c} conn{'s' if c != '1' else ''} | {added / 1000:+.2f} ms (nginx {nadded / 1000:+.2f} ms) | {verdict(added < 1000)} |")
 print(f"| gateway RSS < 50 MiB per 1,000 idle connections | {gk:.1f} MiB | {verdict(gk < 50 and int(f['alive']) == count)} |")
+# Issue 44, point 3: throughput >= nginx on 1 and 16 streams (the rows above), relay CPU per
+# GiB <= 0.4x nginx's, and timer expirations per GiB of the 1-stream download <= nginx's.
+cpu = ratio("relay_cpu_ms_per_gib", "gateway", "nginx")
+print(f"| relay CPU per GiB <= 0.4x nginx | {cpu:.2f}x (medians {med('relay_cpu_ms_per_gib', 'gateway'):.0f} vs "
+      f"{med('relay_cpu_ms_per_gib', 'nginx'):.0f} ms) | {verdict(cpu <= 0.4)} |")
+if timers:
+    tim = ratio("timers_per_gib", "gateway", "nginx")
+    print(f"| timer expirations per GiB <= nginx, 1 stream | {tim:.2f}x (medians {med('timers_per_gib', 'gateway'):.0f} vs "
+          f"{med('timers_per_gib', 'nginx'):.0f}) | {verdict(tim <= 1)} |")
+else:
+    tim = None
+    print("| timer expirations per GiB <= nginx, 1 stream | not measured (perf cannot count timer:hrtimer_expire_entry) | **missed** |")
+b1, b16 = ratio("bulk1", "gateway", "nginx"), ratio("bulk16", "gateway", "nginx")
+met = b1 >= 1 and b16 >= 1 and cpu <= 0.4 and tim is not None and tim <= 1
+print(f"\nPOINT3 bulk1={b1:.2f} bulk16={b16:.2f} cpu={cpu:.2f} timers={'na' if tim is None else f'{tim:.2f}'} "
+      f"busy={1 if busy == '1' else 0} verdict={'met' if met else 'missed'} rounds={rounds} load={load_start.split()[0]}")
 EOF
