@@ -106,10 +106,15 @@ pub enum IngressCommand {
         /// The relay API and console (plain HTTP: loopback only).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7300", value_parser = loopback_addr)]
         api_listen: std::net::SocketAddr,
-        /// Development certificate lifetime in seconds (renewed after two thirds), 60 s to 90 days.
+        /// Development certificate lifetime in seconds (renewed after two thirds), 10 s to 90 days.
         #[arg(long, value_name = "SECS", default_value_t = 86_400, hide = true,
-            value_parser = clap::value_parser!(u64).range(60..=90 * DAY_SECS))]
+            value_parser = clap::value_parser!(u64).range(10..=90 * DAY_SECS))]
         cert_validity_secs: u64,
+        /// Seconds between route validations, and between the agent's route refreshes up to
+        /// 30 s (hidden: for tests), at most a day.
+        #[arg(long, value_name = "SECS", default_value_t = 30, hide = true,
+            value_parser = clap::value_parser!(u64).range(1..=DAY_SECS))]
+        revalidate_secs: u64,
         /// What the demo's job may use (its cgroup).
         #[command(flatten)]
         jobs: JobResourceArgs,

@@ -54,6 +54,8 @@ pub(crate) struct DemoSettings {
     pub(crate) api: SocketAddr,
     /// The agent's development certificate lifetime.
     pub(crate) certificate_validity: Duration,
+    /// Between route validations (and the agent's route refreshes, up to 30 s).
+    pub(crate) revalidate: Duration,
     /// How the demo's job is bounded.
     pub(crate) jobs: crate::settings::JobSettings,
 }
@@ -207,6 +209,7 @@ pub(crate) fn run(settings: DemoSettings) -> Result<ExitCode, DemoError> {
     );
     config.node = std::env::var_os("SVC_NODE").unwrap_or_else(|| "node".into());
     config.dev_certificate_validity = settings.certificate_validity;
+    config.revalidate = settings.revalidate;
     config.period = DEMO_PERIOD;
     config.job_limits.memory_bytes = settings.jobs.resources.memory_bytes;
     config.job_limits.processes = settings.jobs.resources.processes;

@@ -193,13 +193,14 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Serve(args) => report(serve::serve(&args)),
         Command::Admin { command } => report(admin::run(&command)),
         Command::Ingress { command } => match command {
-            IngressCommand::Demo { data_dir, listen, api_listen, cert_validity_secs, jobs } => {
+            IngressCommand::Demo { data_dir, listen, api_listen, cert_validity_secs, revalidate_secs, jobs } => {
                 report(settings::JobSettings::try_from(&jobs).map_err(demo::DemoError::Jobs).and_then(|jobs| {
                     demo::run(demo::DemoSettings {
                         data_dir: data_dir.unwrap_or_else(|| demo::default_data_dir(dirs::data_local_dir().as_deref())),
                         public: listen,
                         api: api_listen,
                         certificate_validity: std::time::Duration::from_secs(cert_validity_secs),
+                        revalidate: std::time::Duration::from_secs(revalidate_secs),
                         jobs,
                     })
                 }))

@@ -49,13 +49,13 @@ async fn an_idle_relay_writes_nothing_at_info_and_its_refreshes_at_debug() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_demo_says_nothing_after_ready_and_its_trust_hint() {
-    // Certificates of 60 s, renewed after 40 s: a renewal and a route refresh (every 30 s)
-    // fall in the window.
-    let demo = Demo::start("quiet-demo", &["--cert-validity-secs", "60"]).await;
+    // Certificates of 15 s, renewed after 10 s, and route refreshes every 5 s: a renewal and
+    // two refreshes fall in the window.
+    let demo = Demo::start("quiet-demo", &["--cert-validity-secs", "15", "--revalidate-secs", "5"]).await;
     let lines = demo.proc.lines();
     let ready = lines.iter().position(|l| l.starts_with("ready https://")).expect("ready");
     let from = ready + 2;
-    tokio::time::sleep(Duration::from_secs(45)).await;
+    tokio::time::sleep(Duration::from_secs(13)).await;
     let after: Vec<String> = demo.proc.lines().split_off(from.min(demo.proc.line_count()));
     assert!(after.is_empty(), "the demo wrote after ready and its trust hint:\n{}", after.join("\n"));
 }
