@@ -10,9 +10,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent::cert::CurrentCert;
-use agent::hostnames::Hostnames;
-use agent::serve::{self, Context};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
@@ -20,7 +17,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-const HOST: &str = "app.localhost";
+mod support;
+use support::{HOST, agent_on};
 
 /// What the app does with the second request on a connection.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -119,29 +117,6 @@ impl App {
 async fn agent_for(app: &App) -> (SocketAddr, rustls::pki_types::CertificateDer<'static>) {
     let (addr, cert, _) = agent_on(app.port).await;
     (addr, cert)
-}
-
-/// [`agent_for`] an app on `app_port`, with the agent's context.
-async fn agent_on(app_port: u16) -> (SocketAddr, rustls::pki_types::CertificateDer<'static>, Arc<Context>) {
-    let key = rcgen::KeyPair::generate().expect("a key");
-    let cert = rcgen::CertificateParams::new(vec![HOST.to_owned()])
-        .expect("parameters")
-        .self_signed(&key)
-        .expect("a certificate");
-    let current = Arc::new(CurrentCert::default());
-    current.install(&cert.pem(), &key).expect("installs");
-    let config: agent::AgentConfig = serde_json::from_value(serde_json::json!({
-        "routeId": "r1", "hostname": HOST, "credential": "c",
-        "routeKey": agent::challenge::RouteKey::generate().expect("a key"),
-        "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": "/unused.pem",
-        "appPort": app_port, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:1", "validity_secs": 60},
-    }))
-    .expect("a configuration");
-    let ctx = Context::new(config, current, Arc::new(Hostnames::new(HOST)));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
-    let addr = listener.local_addr().expect("an address");
-    tokio::spawn(serve::direct(ctx.clone(), listener));
-    (addr, cert.der().clone(), ctx)
 }
 
 /// One client connection to the agent (HTTP/1.1 over TLS), reused for every request sent.

@@ -6,16 +6,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent::cert::CurrentCert;
-use agent::hostnames::Hostnames;
-use agent::serve::{self, Context};
+use agent::serve::Context;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-const HOST: &str = "app.localhost";
+mod support;
+use support::{HOST, agent_on};
 
 /// Longer than the agent's hibernation delay (2 s).
 const PAST_HIBERNATION: Duration = Duration::from_millis(2600);
@@ -64,26 +63,8 @@ async fn app() -> u16 {
 /// An agent serving HTTPS on loopback for an [`app`]: its address, its context and the
 /// certificate to trust.
 async fn agent() -> (SocketAddr, Arc<Context>, rustls::pki_types::CertificateDer<'static>) {
-    let app_port = app().await;
-    let key = rcgen::KeyPair::generate().expect("a key");
-    let cert = rcgen::CertificateParams::new(vec![HOST.to_owned()])
-        .expect("parameters")
-        .self_signed(&key)
-        .expect("a certificate");
-    let current = Arc::new(CurrentCert::default());
-    current.install(&cert.pem(), &key).expect("installs");
-    let config: agent::AgentConfig = serde_json::from_value(serde_json::json!({
-        "routeId": "r1", "hostname": HOST, "credential": "c",
-        "routeKey": agent::challenge::RouteKey::generate().expect("a key"),
-        "gateway": "127.0.0.1:1", "gatewayName": "gateway.localhost", "gatewayCa": "/unused.pem",
-        "appPort": app_port, "certificate": {"kind": "dev_ca", "url": "http://127.0.0.1:1", "validity_secs": 60},
-    }))
-    .expect("a configuration");
-    let ctx = Context::new(config, current, Arc::new(Hostnames::new(HOST)));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
-    let addr = listener.local_addr().expect("an address");
-    tokio::spawn(serve::direct(ctx.clone(), listener));
-    (addr, ctx, cert.der().clone())
+    let (addr, cert, ctx) = agent_on(app().await).await;
+    (addr, ctx, cert)
 }
 
 /// A TLS connection to the agent offering `alpn`.
