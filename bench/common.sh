@@ -7,6 +7,19 @@ case "$TARGET" in /*) ;; *) TARGET="$ROOT/$TARGET" ;; esac
 say() { printf '[bench] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
+# A scratch directory TMP (named after $1) and a list PIDS of what the bench started: at exit,
+# each is killed and waited for, then TMP removed.
+bench_scratch() {
+  TMP=$(mktemp -d "/tmp/$1.XXXXXX")
+  PIDS=()
+  trap bench_cleanup EXIT
+}
+bench_cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+
 # Installs what is missing (Debian), then builds the release `svc`; sets SVC.
 bench_tools_and_build() {
   local need=() tool SUDO=

@@ -30,14 +30,7 @@ fi
 [ -x "$PEER" ] || die "no $PEER"
 for tool in node python3; do command -v "$tool" >/dev/null || die "needs $tool"; done
 
-TMP=$(mktemp -d /tmp/svc-idle-publication.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+bench_scratch svc-idle-publication
 
 # CPU ticks of process $1 itself (its jobs are its children, not counted), and of its
 # threads named svc-scheduler and svc-output together: `process threads`.

@@ -30,14 +30,7 @@ fi
 [ -x "$SVC" ] || die "no $SVC"
 for tool in node curl python3; do command -v "$tool" >/dev/null || die "needs $tool"; done
 
-TMP=$(mktemp -d /tmp/svc-idle-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+bench_scratch svc-idle-bench
 RES="$TMP/results"; : >"$RES"
 
 # CPU ticks and RSS (KiB) of process $1 and, apart, of all its descendants:
