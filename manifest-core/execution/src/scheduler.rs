@@ -551,8 +551,19 @@ impl SlotDecider<'_, '_, '_> {
         }
         // A platform bound (SPEC: "platform and plan bounds apply at publication or launch"):
         // a slot launches at most one generation per MIN_LAUNCH_SPACING_MS, so a window or
-        // cadence of milliseconds cannot turn into a process per millisecond.
-        let due = due.max(latest.created_at.saturating_add(MIN_LAUNCH_SPACING_MS));
+        // cadence of milliseconds cannot turn into a process per millisecond. Counted from
+        // the generation's launch, its first attempt: an attempt relaunched late in the
+        // window (a restart of the service) must not hold the renewal past the window's end,
+        // leaving the slot unserved (publication chaos on PostgreSQL, seed 1778901580).
+        let generation_launched = self
+            .app
+            .executions
+            .iter()
+            .filter(|e| e.slot == self.slot && e.generation == latest.generation)
+            .map(|e| e.created_at)
+            .min()
+            .unwrap_or(latest.created_at);
+        let due = due.max(generation_launched.saturating_add(MIN_LAUNCH_SPACING_MS));
         if self.now < due {
             self.wake_at(due);
             return;

@@ -145,3 +145,35 @@ fn a_job_that_ends_while_the_store_is_down_is_recorded_once_the_store_is_back() 
     assert_eq!(ended.state, ExecState::Failed, "{ended:?}");
     assert!(w.pool.running().iter().all(|(job, _, _)| *job != id), "the ended job is released");
 }
+
+/// Publication chaos on PostgreSQL, seed 1778901580: the service came back (after waiting out
+/// the killed instance's lease) with 0.7 s left of a window whose renewal was already due.
+/// Its relaunched attempt held the renewal back by the launch spacing, counted from that
+/// attempt, past the window's end: the slot ran nothing between the two. The spacing is
+/// between generations, so the renewal launches at once, before the window ends.
+#[test]
+fn a_window_relaunched_after_its_renewal_was_due_is_renewed_before_it_ends() {
+    let pool = Arc::new(SimulatedPool::new(2, 4, 1_000));
+    let mut w = World::with_market(Arc::clone(&pool), Arc::new(StartsEmpty(Arc::clone(&pool))));
+    w.publish(1, plan(1, continuous()));
+    w.settle().expect("settles");
+    let first = w.live(1)[0].clone();
+    // The service dies with its processors and is back 500 ms before the window ends, long
+    // after its renewal (10 minutes ahead) was due.
+    pool.lose(&first.execution_id);
+    pool.release(&first.execution_id);
+    w.clock.set(first.window_end - 500);
+    w.executor = svc_execution::executor::Executor::new(
+        Arc::clone(&w.store) as Arc<_>,
+        Arc::new(StartsEmpty(Arc::clone(&pool))),
+        Arc::new(w.clock.clone()),
+        64,
+    );
+    assert_eq!(w.executor.recover().expect("recovers").lost, 1);
+    w.settle().expect("settles");
+    let live = w.live(1);
+    let attempts: Vec<(u64, u32)> = live.iter().map(|e| (e.generation, e.attempt)).collect();
+    assert_eq!(attempts, [(1, 2), (2, 1)], "the window's rest relaunched, and its renewal launched with it");
+    assert_eq!((live[1].window_start, live[1].window_end), (first.window_end, first.window_end + HOUR));
+    assert!(pool.started_twice().is_empty());
+}
