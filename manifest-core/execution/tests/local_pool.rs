@@ -709,8 +709,8 @@ fn a_refused_launch_names_no_host_path_in_the_tenants_reason() {
     assert_eq!(refused, "the job did not start: the javascript engine nodejs is not installed on the job's processor");
 }
 
-/// Issue 44: a job left alone is looked at less and less often (up to every 500 ms, not 50),
-/// yet a program killed after a long quiet is still seen ended within a second.
+/// Issue 44: a job left alone is not looked at on a timer (its end wakes its watcher), yet a
+/// program killed after a long quiet is seen ended within a second.
 #[test]
 fn a_job_killed_after_a_long_quiet_is_seen_exited_within_a_second() {
     let world = World::new();
@@ -721,7 +721,7 @@ fn a_job_killed_after_a_long_quiet_is_seen_exited_within_a_second() {
     pool.launch(&order("app/0/1/1", &digest, &entry)).expect("launched");
     assert!(wait_for(5, || state(&pool, "app/0/1/1") == Some(JobState::Ready)), "{:?}", pool.jobs());
     assert!(wait_for(5, || pool.output("app/0/1/1").contains(&"up".to_owned())));
-    // Quiet long enough for the looks to have slowed to their longest.
+    // Quiet long enough for its watcher to wait for its changes alone.
     std::thread::sleep(Duration::from_secs(2));
     let programs = programs_marked(&mark);
     assert_eq!(programs.len(), 1, "{:?}", processes_marked(&mark));

@@ -423,6 +423,31 @@ impl JobCgroup {
         }
     }
 
+    /// A descriptor readable whenever the job's memory events move, so a job over its memory
+    /// is seen without looking at it (issue 44: an idle job costs no look): in v2 an inotify
+    /// watch on `memory.events`, in v1 an eventfd registered for `memory.oom_control` through
+    /// `cgroup.event_control`. [`JobCgroup::out_of_memory`] then tells what moved.
+    pub fn memory_events(&self) -> io::Result<MemoryEvents> {
+        use rustix::fs::inotify;
+        let dir = self.memory_dir();
+        match *self.layout {
+            Layout::V2 { .. } => {
+                let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
+                inotify::add_watch(&fd, dir.join("memory.events"), inotify::WatchFlags::MODIFY)?;
+                Ok(MemoryEvents { fd, _watched: None })
+            }
+            Layout::V1 { .. } => {
+                use rustix::event::{EventfdFlags, eventfd};
+                use std::os::fd::AsRawFd;
+                let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+                let watched = fs_err::File::open(dir.join("memory.oom_control"))?.into_parts().0;
+                let control = dir.join("cgroup.event_control");
+                fs_err::write(control, format!("{} {}", fd.as_raw_fd(), watched.as_raw_fd()))?;
+                Ok(MemoryEvents { fd, _watched: Some(watched) })
+            }
+        }
+    }
+
     /// The memory the job uses now, bytes (for tests and logs).
     pub fn memory_used(&self) -> Option<u64> {
         let file = match *self.layout {
@@ -456,6 +481,46 @@ impl JobCgroup {
             }
         }
         result
+    }
+}
+
+/// What [`JobCgroup::memory_events`] gives: readable (for an async reactor too) once the
+/// job's memory events have moved since the last [`MemoryEvents::take`].
+#[derive(Debug)]
+pub struct MemoryEvents {
+    /// An inotify instance (v2) or an eventfd (v1), non-blocking.
+    fd: std::os::fd::OwnedFd,
+    /// The file the eventfd is registered for (v1): open as long as the registration.
+    _watched: Option<std::fs::File>,
+}
+
+impl MemoryEvents {
+    /// Whether the events moved since the last call, without waiting (what was pending is
+    /// consumed).
+    pub fn take(&self) -> io::Result<bool> {
+        let mut moved = false;
+        let mut buf = [0u8; 512];
+        loop {
+            match rustix::io::read(&self.fd, &mut buf) {
+                Ok(0) => return Ok(moved),
+                Ok(_) => moved = true,
+                Err(rustix::io::Errno::AGAIN) => return Ok(moved),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl std::os::fd::AsRawFd for MemoryEvents {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl std::os::fd::AsFd for MemoryEvents {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 

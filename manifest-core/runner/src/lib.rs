@@ -21,7 +21,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::pin::Pin;
 
-pub use cgroup::{CgroupError, Cgroups, JobCgroup, JobResources, LayoutError, Unbounded};
+pub use cgroup::{CgroupError, Cgroups, JobCgroup, JobResources, LayoutError, MemoryEvents, Unbounded};
 pub use egress::{Destinations, Egress, EgressPolicy};
 pub use local::{DEFAULT_UID_BASE, LocalRunner};
 pub use netns::{JobNetwork, NetworkError, NetworkTools};
@@ -265,7 +265,19 @@ pub trait RunningJob: Send {
     /// Stops every process of the job, waits for them, and returns the output not yet taken
     /// (its last lines: why it ended, often).
     fn stop(self: Box<Self>) -> Stopping;
+    /// Resolves once [`RunningJob::exited`] or [`RunningJob::output`] may tell something new:
+    /// a process of the job ended, a line of output waits, the job's memory events moved (or
+    /// a sandbox's program is still being looked for). So a caller follows a quiet job without
+    /// looking at it on a timer (issue 44: an idle job costs nothing). It may resolve with
+    /// nothing new; dropping it loses nothing. The default cannot tell, and resolves after
+    /// 50 ms: the caller then looks as it used to.
+    fn changed(&mut self) -> Changed<'_> {
+        Box::pin(tokio::time::sleep(std::time::Duration::from_millis(50)))
+    }
 }
+
+/// What [`RunningJob::changed`] returns.
+pub type Changed<'a> = Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
 
 #[cfg(test)]
 mod tests {

@@ -7,18 +7,20 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use rustix::process::Signal;
-use tokio::process::{Child, Command};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::cgroup::{Cgroups, JobCgroup, JobResources};
+use super::cgroup::{Cgroups, JobCgroup, JobResources, MemoryEvents};
 use super::egress::{Broker, EGRESS_ENV, EGRESS_INSIDE, Egress};
 use super::netns::JobNetwork;
 use super::output::{Budget, read_lines};
 use super::process::{parent, signal, state};
 use super::sandbox::{Limits, Placement, Sandbox, SandboxError};
 use super::uids::{HOST_RESERVATIONS, UidLease, Uids};
-use super::{Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, Mount, Part, RunningJob, Stopping};
+use super::{Changed, Confined, Exit, JobRunner, JobSpec, JobUid, LaunchError, Mount, Part, RunningJob, Stopping};
 
 /// The first job uid (and gid) when the service runs as root: far above the ranges
 /// distributions give to users (1000+) and to containers' subordinate ids (100000+).
@@ -155,6 +157,11 @@ impl JobRunner for LocalRunner {
             // If the agent cannot start, the app is killed as `processes` drops.
             processes.push((Part::Agent, self.spawn(job, Part::Agent, &agent, lease.uid, placement)?));
         }
+        // Each sandbox's lifeline, apart from its process: waiting for a process to end
+        // (`Child::wait`, [`RunningJob::changed`]) would close it, and so kill the job.
+        let lifelines = processes.iter_mut().filter_map(|(_, child)| child.stdin.take()).collect();
+        // Its memory events wake its watcher; where they cannot, they are read on a timer.
+        let memory = cgroup.as_ref().and_then(|c| c.memory_events().ok()).and_then(watch_memory);
         let (lines, output) = mpsc::channel(OUTPUT_LINES);
         let mut readers = JoinSet::new();
         // One budget for every pipe of the job: its app's and its agent's output together.
@@ -169,17 +176,35 @@ impl JobRunner for LocalRunner {
         }
         Ok(Box::new(LocalJob {
             processes,
+            lifelines,
             output,
+            held: Vec::new(),
+            output_open: true,
             readers,
             broker,
             network: Some(network),
             cgroup,
+            memory,
+            memory_moved: false,
+            memory_read: std::time::Instant::now(),
             out_of_memory: false,
             programs: std::sync::Mutex::default(),
-            looks: 0,
+            program_look: PROGRAM_LOOK,
             lease: Some(lease),
         }))
     }
+}
+
+/// `events` registered with the current runtime's reactor; `None` outside one.
+#[expect(
+    deprecated,
+    reason = "`register_with_interest` is its unsafe successor (unsafe code is forbidden here); \
+              the condition it states holds: `MemoryEvents` owns its descriptor, open and the \
+              same for as long as it lives"
+)]
+fn watch_memory(events: MemoryEvents) -> Option<AsyncFd<MemoryEvents>> {
+    tokio::runtime::Handle::try_current().ok()?;
+    AsyncFd::with_interest(events, Interest::READABLE).ok()
 }
 
 /// Sockets made by this process for its jobs' brokers, numbered.
@@ -214,8 +239,14 @@ const LAST_OUTPUT: Duration = Duration::from_millis(500);
 struct LocalJob {
     /// Processes still running; killed (by `Drop` or `stop`) before the uid is given back.
     processes: Vec<(Part, Child)>,
+    /// Their lifelines (`sandbox::LIFELINE`), closed once they are killed and reaped.
+    lifelines: Vec<ChildStdin>,
     /// Their output, line by line.
     output: mpsc::Receiver<(Part, String)>,
+    /// Lines [`RunningJob::changed`] received, before the rest of `output`.
+    held: Vec<(Part, String)>,
+    /// Whether `output` may still bring a line (its senders are not all gone).
+    output_open: bool,
     /// The tasks reading their pipes.
     readers: JoinSet<()>,
     /// The agent's egress broker: stopped with the job.
@@ -226,6 +257,13 @@ struct LocalJob {
     /// The job's cgroup, if it has one: removed after the processes (a field after them, or
     /// dropped by `stop` once they are reaped), killing whatever is left in it.
     cgroup: Option<JobCgroup>,
+    /// Readable when the cgroup's memory events move; `None` without a cgroup or where the
+    /// kernel cannot tell (they are then read every [`MEMORY_READ`]).
+    memory: Option<AsyncFd<MemoryEvents>>,
+    /// [`RunningJob::changed`] saw the memory events move: [`RunningJob::exited`] reads them.
+    memory_moved: bool,
+    /// When the memory events were last read on the timer (without `memory`).
+    memory_read: std::time::Instant,
     /// The job was over its memory, and every process of it was killed.
     out_of_memory: bool,
     /// Each sandbox's program once it runs, by the sandbox's outer pid: it stays the same
@@ -233,9 +271,9 @@ struct LocalJob {
     /// 44: a pool of idle jobs looked at every 50 ms walked it for each, most of an idle
     /// coordinator's time).
     programs: std::sync::Mutex<std::collections::HashMap<u32, u32>>,
-    /// Looks at whether the job ended ([`RunningJob::exited`]), to read its cgroup's memory
-    /// events one look in [`OOM_EVERY`] while every process runs.
-    looks: u32,
+    /// How long [`RunningJob::changed`] waits before a sandbox's program is looked for again,
+    /// while one is not found: from [`PROGRAM_LOOK`], doubling up to [`PROGRAM_LOOK_MAX`].
+    program_look: Duration,
     /// Given back once the processes are gone (a field after them, or taken by `stop`).
     lease: Option<UidLease>,
 }
@@ -287,9 +325,35 @@ fn until_stopped(pid: u32) {
     }
 }
 
-/// While every process of a job runs, its cgroup's memory events are read one look at it in
-/// this many (the pool looks every 50 ms: once a second); always when one has ended.
-const OOM_EVERY: u32 = 20;
+/// How often a job's cgroup's memory events are read where they cannot wake its watcher
+/// ([`JobCgroup::memory_events`] failed); always when one of its processes has ended.
+const MEMORY_READ: Duration = Duration::from_secs(1);
+
+/// How soon a sandbox's program is looked for again while it is not found (it starts within
+/// tens of milliseconds), doubling up to [`PROGRAM_LOOK_MAX`].
+const PROGRAM_LOOK: Duration = Duration::from_millis(50);
+const PROGRAM_LOOK_MAX: Duration = Duration::from_secs(2);
+
+impl LocalJob {
+    /// Whether the cgroup's memory events may have moved since this was last asked: the
+    /// watcher saw them move, or they did (without waiting), or, where they cannot tell,
+    /// [`MEMORY_READ`] has passed.
+    fn memory_moved(&mut self) -> bool {
+        let seen = std::mem::take(&mut self.memory_moved);
+        match &self.memory {
+            // An unreadable descriptor counts as a move: the events are read then.
+            Some(events) => events.get_ref().take().unwrap_or(true) || seen,
+            None if self.cgroup.is_some() => {
+                let due = self.memory_read.elapsed() >= MEMORY_READ;
+                if due {
+                    self.memory_read = std::time::Instant::now();
+                }
+                due || seen
+            }
+            None => false,
+        }
+    }
+}
 
 /// How long [`kill_sandbox`] waits for a sandbox's outer process to stop.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -323,10 +387,9 @@ impl RunningJob for LocalJob {
 
     fn exited(&mut self) -> Option<Exit> {
         // The cgroup's memory events: at once when a process ended (was it killed for its
-        // memory?), else one look in OOM_EVERY (one of several processes killed: v1).
-        self.looks = self.looks.wrapping_add(1);
+        // memory?), else when they moved (one of several processes killed: v1).
         let any_ended = self.processes.iter_mut().any(|(_, c)| !matches!(c.try_wait(), Ok(None)));
-        let look = any_ended || self.looks.is_multiple_of(OOM_EVERY);
+        let look = self.memory_moved() || any_ended;
         if look && !self.out_of_memory && self.cgroup.as_ref().is_some_and(JobCgroup::out_of_memory) {
             // The kernel killed one process of the job for its memory (v1 kills one only):
             // the job is over, every process of it goes.
@@ -351,7 +414,7 @@ impl RunningJob for LocalJob {
     }
 
     fn output(&mut self) -> Vec<(Part, String)> {
-        let mut lines = Vec::new();
+        let mut lines = std::mem::take(&mut self.held);
         while let Ok(line) = self.output.try_recv() {
             lines.push(line);
         }
@@ -365,13 +428,14 @@ impl RunningJob for LocalJob {
                 // Reaped here, so the job's ports are free when `stop` returns.
                 let _ = child.wait().await;
             }
+            self.lifelines.clear();
             self.broker.take();
             self.cgroup.take();
             self.network.take();
             self.lease.take();
-            let LocalJob { output, readers, .. } = &mut *self;
+            let LocalJob { output, readers, held, .. } = &mut *self;
             // The pipes end with the processes; what they held is the job's last word.
-            let mut lines = Vec::new();
+            let mut lines = std::mem::take(held);
             let drained = async {
                 loop {
                     tokio::select! {
@@ -386,6 +450,95 @@ impl RunningJob for LocalJob {
             let _ = tokio::time::timeout(LAST_OUTPUT, drained).await;
             readers.abort_all();
             lines
+        })
+    }
+
+    fn changed(&mut self) -> Changed<'_> {
+        Box::pin(async move {
+            if !self.held.is_empty() || self.memory_moved {
+                return;
+            }
+            let unknown = self.programs.lock().map_or(true, |known| {
+                self.processes.iter().filter_map(|(_, c)| c.id()).any(|outer| !known.contains_key(&outer))
+            });
+            let LocalJob {
+                processes,
+                output,
+                held,
+                output_open,
+                cgroup,
+                memory,
+                memory_moved,
+                memory_read,
+                program_look,
+                ..
+            } = self;
+            // A process ends: its pidfd is readable (tokio reaps it then).
+            let ended = async {
+                let mut waits: Vec<_> = processes.iter_mut().map(|(_, child)| Box::pin(child.wait())).collect();
+                if waits.is_empty() {
+                    return std::future::pending().await;
+                }
+                std::future::poll_fn(|cx| {
+                    if waits.iter_mut().any(|wait| wait.as_mut().poll(cx).is_ready()) {
+                        std::task::Poll::Ready(())
+                    } else {
+                        std::task::Poll::Pending
+                    }
+                })
+                .await;
+            };
+            let line = async {
+                if !*output_open {
+                    return std::future::pending().await;
+                }
+                match output.recv().await {
+                    Some(line) => held.push(line),
+                    None => *output_open = false,
+                }
+            };
+            // `Err(())`: the descriptor fails; the events are read on the timer from then on.
+            let events = async {
+                match memory {
+                    Some(events) => loop {
+                        let Ok(mut ready) = events.readable().await else { return Err(()) };
+                        match ready.try_io(|events| match events.get_ref().take() {
+                            Ok(true) => Ok(()),
+                            Ok(false) => Err(std::io::ErrorKind::WouldBlock.into()),
+                            Err(e) => Err(e),
+                        }) {
+                            Ok(Ok(())) => return Ok(()),
+                            Ok(Err(_)) => return Err(()),
+                            // Nothing pending (`exited` took it): readiness cleared, wait again.
+                            Err(_would_block) => {}
+                        }
+                    },
+                    None if cgroup.is_some() => {
+                        tokio::time::sleep_until((*memory_read + MEMORY_READ).into()).await;
+                        Ok(())
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let program = async {
+                if !unknown {
+                    return std::future::pending().await;
+                }
+                tokio::time::sleep(*program_look).await;
+                *program_look = (*program_look * 2).min(PROGRAM_LOOK_MAX);
+            };
+            let failed = tokio::select! {
+                () = ended => false,
+                () = line => false,
+                moved = events => {
+                    *memory_moved = true;
+                    moved.is_err()
+                }
+                () = program => false,
+            };
+            if failed {
+                self.memory = None;
+            }
         })
     }
 }

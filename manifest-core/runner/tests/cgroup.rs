@@ -273,3 +273,63 @@ async fn a_runner_job_over_its_memory_is_killed_whole_and_says_so_and_another_ru
     let _ = hog.stop().await;
     let _ = calm.stop().await;
 }
+
+/// Issue 44, point 5: a job over its memory is seen without a look on a timer. Its group's
+/// memory events descriptor turns readable when the kernel kills a process of it (here one of
+/// several: the shell lives on), and not before.
+#[test]
+fn a_groups_memory_events_turn_readable_when_a_process_of_it_is_killed() {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let Some(cgroups) = cgroups() else { return };
+    let group = cgroups
+        .create("oom-events", JobResources { memory_bytes: 64 * MIB, ..JobResources::DEFAULT })
+        .expect("a group is made");
+    let events = group.memory_events().expect("this kernel tells memory events");
+    let readable_within = |seconds: i64| {
+        let mut fds = [PollFd::new(&events, PollFlags::IN)];
+        poll(&mut fds, Some(&Timespec { tv_sec: seconds, tv_nsec: 0 })).expect("poll") == 1
+    };
+    let mut quiet = joined(&group, "exec sleep 30").spawn().expect("sh runs");
+    assert!(!readable_within(1), "nothing moved yet");
+    assert!(!events.take().expect("read"));
+    let mut hog = joined(&group, "head -c 300M /dev/zero | tail > /dev/null; echo status $?; exec sleep 30")
+        .spawn()
+        .expect("sh runs");
+    assert!(readable_within(10), "the kill is told");
+    assert!(events.take().expect("read"), "and taken");
+    assert!(group.out_of_memory());
+    assert_eq!(hog.try_wait().expect("wait"), None, "the hog's shell lives on: only the events tell");
+    let _ = (hog.kill(), quiet.kill(), hog.wait(), quiet.wait());
+    group.remove().expect("removed");
+}
+
+/// Issue 44, point 5: an idle job costs nothing. Once its programs are found, a quiet job's
+/// [`svc_runner::RunningJob::changed`] does not resolve (no timer: not for its exit, its
+/// output or its memory events), waiting keeps its lifeline open, and its app's end wakes the
+/// waiter at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_quiet_job_wakes_no_one_and_its_end_wakes_at_once() {
+    let Some(cgroups) = cgroups() else { return };
+    let runner = LocalRunner::new(Limits::default(), DEFAULT_UID_BASE)
+        .await
+        .expect("bubblewrap works here")
+        .with_cgroups(cgroups, JobResources::DEFAULT);
+    let mut quiet = runner.launch(&job("dep_quiet", "exec sleep 30", "exec sleep 30", None)).expect("launched");
+    let started = Instant::now();
+    while quiet.pids().len() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(10), "its programs run");
+        let _ = tokio::time::timeout(Duration::from_secs(1), quiet.changed()).await;
+    }
+    assert!(quiet.exited().is_none());
+    let woke = tokio::time::timeout(Duration::from_secs(3), quiet.changed()).await;
+    assert!(woke.is_err(), "a quiet job woke its waiter");
+    assert!(quiet.exited().is_none(), "waiting kept it running");
+    let app = quiet.pids()[0];
+    let killed = std::process::Command::new("kill").args(["-KILL", &app.to_string()]).status().expect("kill runs");
+    assert!(killed.success());
+    let woke = tokio::time::timeout(Duration::from_secs(1), quiet.changed()).await;
+    assert!(woke.is_ok(), "its end woke its waiter within a second");
+    let exit = quiet.exited().expect("its app ended");
+    assert_eq!((exit.part, exit.signal, exit.out_of_memory), (Part::App, Some(9), false), "{exit:?}");
+    let _ = quiet.stop().await;
+}

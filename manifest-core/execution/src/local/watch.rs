@@ -13,13 +13,9 @@ use tokio::time::Instant;
 use super::Shared;
 use crate::market::{JobState, StopMode, Wake};
 
-/// How often a job's process is looked at while something happens: it is starting, ceasing,
-/// printing or was just told something.
+/// How long output is gathered before the job is looked at again once it printed: a job
+/// printing line after line is looked at this often, not once a line.
 const POLL: Duration = Duration::from_millis(50);
-/// How often at most once nothing has changed for a while: the look doubles from [`POLL`]
-/// up to this (issue 44: 50 ms looks at every idle job were most of an idle coordinator's
-/// CPU). An exit is still seen within this.
-const IDLE_POLL: Duration = Duration::from_millis(500);
 
 /// The pool's timings.
 #[derive(Debug, Clone, Copy)]
@@ -44,31 +40,49 @@ pub(super) struct Run {
     pub(super) scratch: PathBuf,
 }
 
+/// What woke a watcher.
+enum Woken {
+    Command(Option<StopMode>),
+    /// A deadline passed, or the job may have something new.
+    Look,
+}
+
 /// Follows `run` until its process is gone; then records how it ended.
+///
+/// A job is looked at only when something may have happened (issue 44: an idle job costs
+/// nothing): its process ended, it printed or its memory events moved
+/// ([`RunningJob::changed`]), a command came, it has stayed up long enough to be ready, or its
+/// grace after a cease is over. Once it printed, it is looked at again [`POLL`] later, its
+/// output gathered meanwhile.
 pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
-    let started = Instant::now();
-    let mut every = POLL;
-    let mut next_look = Instant::now();
+    let ready_at = Instant::now() + timing.ready_after;
+    let mut starting = true;
     let mut cease_until: Option<Instant> = None;
+    // The next look at the latest; whether a change of the job's wakes it sooner.
+    let mut deadline = Some(Instant::now());
+    let mut listen = false;
     let ended = loop {
-        tokio::select! {
-            command = run.commands.recv() => match command {
-                Some(StopMode::Cease) => {
-                    if cease_until.is_none() {
-                        run.job.terminate();
-                        cease_until = Some(Instant::now() + timing.grace);
-                    }
+        let woken = tokio::select! {
+            command = run.commands.recv() => Woken::Command(command),
+            () = sleep_until_some(deadline) => Woken::Look,
+            () = run.job.changed(), if listen => Woken::Look,
+        };
+        match woken {
+            Woken::Command(Some(StopMode::Cease)) => {
+                if cease_until.is_none() {
+                    run.job.terminate();
+                    cease_until = Some(Instant::now() + timing.grace);
                 }
-                Some(StopMode::Stop) | None => break None,
-            },
-            () = tokio::time::sleep_until(next_look) => {}
+            }
+            Woken::Command(Some(StopMode::Stop) | None) => break None,
+            Woken::Look => {}
         }
         let lines = run.job.output();
         let printed = !lines.is_empty();
         // Read again each time: a program's own PID is known once its sandbox has started it.
         let pids = run.job.pids();
         let exit = run.job.exited();
-        let ready = exit.is_none() && started.elapsed() >= timing.ready_after;
+        let ready = exit.is_none() && Instant::now() >= ready_at;
         let mut became_ready = false;
         shared.update(&run.id, run.run, |job| {
             job.keep_output(lines);
@@ -78,6 +92,7 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
                 became_ready = true;
             }
         });
+        starting &= !ready;
         if became_ready {
             shared.wake(Wake::Changed);
         }
@@ -91,9 +106,13 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
         if cease_until.is_some_and(|until| Instant::now() >= until) {
             break None;
         }
-        let busy = printed || cease_until.is_some() || started.elapsed() < timing.ready_after;
-        every = if busy { POLL } else { (every * 2).min(IDLE_POLL) };
-        next_look = Instant::now() + every;
+        // After output, its next lines are gathered for POLL; else the job's next change, or
+        // the moment it is ready or its grace is over, wakes the watcher.
+        listen = !printed;
+        deadline = [printed.then(|| Instant::now() + POLL), starting.then_some(ready_at), cease_until]
+            .into_iter()
+            .flatten()
+            .min();
     };
     if let Some(exit) = ended.filter(|e| e.out_of_memory) {
         tracing::warn!(execution_id = %run.id, "job {}: {exit}; every process of it was killed", run.id);
@@ -110,4 +129,98 @@ pub(super) async fn watch(shared: Arc<Shared>, mut run: Run, timing: Timing) {
     });
     shared.ended.notify_all();
     shared.wake(Wake::Changed);
+}
+
+/// Sleeps until `deadline`; for ever without one.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, VecDeque};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Condvar, Mutex};
+
+    use svc_runner::{Changed, Exit, Part, Stopping};
+    use tokio::sync::Notify;
+
+    use super::*;
+    use crate::local::Job;
+    use crate::market::Quote;
+
+    /// A job that tells its changes ([`RunningJob::changed`]) and counts the looks at it.
+    struct Told {
+        looks: Arc<AtomicUsize>,
+        ended: Arc<AtomicBool>,
+        change: Arc<Notify>,
+    }
+
+    impl RunningJob for Told {
+        fn pids(&self) -> Vec<u32> {
+            Vec::new()
+        }
+        fn exited(&mut self) -> Option<Exit> {
+            self.looks.fetch_add(1, Ordering::SeqCst);
+            let ended = self.ended.load(Ordering::SeqCst);
+            ended.then_some(Exit { part: Part::App, code: Some(0), signal: None, out_of_memory: false })
+        }
+        fn output(&mut self) -> Vec<(Part, String)> {
+            Vec::new()
+        }
+        fn stop(self: Box<Self>) -> Stopping {
+            Box::pin(async { Vec::new() })
+        }
+        fn changed(&mut self) -> Changed<'_> {
+            let change = self.change.clone();
+            Box::pin(async move { change.notified().await })
+        }
+    }
+
+    /// Issue 44, point 5: a ready, quiet job is not looked at on a timer (an hour of the
+    /// paused clock passes with no look), and its end, told, is acted on at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_ready_job_is_looked_at_only_when_it_tells_a_change() {
+        let job = Job {
+            processor: 0,
+            quote: Quote::default(),
+            state: JobState::Starting,
+            reported: Some(JobState::Starting),
+            output: VecDeque::new(),
+            printed: 0,
+            taken: 0,
+            pids: Vec::new(),
+            ending: None,
+            run: 7,
+            control: None,
+        };
+        let shared = Arc::new(Shared {
+            jobs: Mutex::new(BTreeMap::from([("ex_1".to_owned(), job)])),
+            ended: Condvar::new(),
+            waker: Mutex::new(None),
+        });
+        let (looks, ended, change) = (Arc::default(), Arc::new(AtomicBool::new(false)), Arc::new(Notify::new()));
+        let told = Told { looks: Arc::clone(&looks), ended: Arc::clone(&ended), change: Arc::clone(&change) };
+        let (_control, commands) = mpsc::unbounded_channel();
+        let scratch = std::env::temp_dir().join("svc-watch-test-scratch-never-made");
+        let run = Run { id: "ex_1".into(), run: 7, job: Box::new(told), commands, scratch };
+        let timing = Timing { ready_after: Duration::from_millis(500), grace: Duration::from_secs(5) };
+        let watcher = tokio::spawn(watch(Arc::clone(&shared), run, timing));
+        let state = || shared.lock().get("ex_1").map(|job| job.state);
+
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(state(), Some(JobState::Ready));
+        let ready = looks.load(Ordering::SeqCst);
+        assert!(ready <= 2, "looked at {ready} times while starting: at its launch and once ready");
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(looks.load(Ordering::SeqCst), ready, "no look at a quiet job in an hour");
+
+        ended.store(true, Ordering::SeqCst);
+        change.notify_one();
+        tokio::time::timeout(Duration::from_millis(1), watcher).await.expect("acted on at once").expect("no panic");
+        assert_eq!(state(), Some(JobState::Exited(Some(0))));
+    }
 }
