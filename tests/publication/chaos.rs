@@ -312,8 +312,14 @@ impl Chaos {
         loop {
             self.sample();
             let now = rows(self.w.dir.path());
+            // A ready job with a second of its window left: one whose window is about to end
+            // may be stopped before the checks look, its renewal not yet ready (that is the
+            // handover, not a slot left unserved).
+            let soon = now_ms() + 1_000;
             let ready = APPS.iter().all(|(app, slots, _)| {
-                (0..*slots).all(|slot| now.iter().any(|r| r.app == *app && r.slot == slot && r.state == "ready"))
+                (0..*slots).all(|slot| {
+                    now.iter().any(|r| r.app == *app && r.slot == slot && r.state == "ready" && r.window_end > soon)
+                })
             });
             let in_flight = now.iter().any(|r| r.state == "launching");
             let recovered = now.iter().all(|r| !(self.left_live.contains(&r.id) && r.live()));

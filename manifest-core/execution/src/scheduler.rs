@@ -529,16 +529,25 @@ impl SlotDecider<'_, '_, '_> {
                 return;
             }
         }
+        // The generation's first attempt: where its window and its launch began (a later
+        // attempt, relaunched after a restart of the service, starts late).
+        let first = self
+            .app
+            .executions
+            .iter()
+            .filter(|e| e.slot == self.slot && e.generation == latest.generation)
+            .min_by_key(|e| e.attempt)
+            .unwrap_or(latest);
         let (start, due) = match plan.mode {
             Mode::Once => return,
             // SPEC lifecycle.renewal: the successor launches at the window's end
             // (`after_scheduled_end`) or a lead before it (`before_scheduled_end`, V5 `leadTime`).
             Mode::Continuous { .. } => (latest.window_end, latest.window_end.saturating_sub(plan.lead_ms())),
             // SPEC execution `interval`: a new occurrence every `every`; missed occurrences are
-            // not made up, the next starts on the cadence.
+            // not made up, the next starts on the cadence (the occurrence's, not a relaunch's).
             Mode::Interval { every_ms, .. } => {
                 let every = every_ms.max(1);
-                let mut start = latest.window_start.saturating_add(every);
+                let mut start = first.window_start.saturating_add(every);
                 if self.now > start {
                     start += (self.now - start) / every * every;
                 }
@@ -555,15 +564,7 @@ impl SlotDecider<'_, '_, '_> {
         // the generation's launch, its first attempt: an attempt relaunched late in the
         // window (a restart of the service) must not hold the renewal past the window's end,
         // leaving the slot unserved (publication chaos on PostgreSQL, seed 1778901580).
-        let generation_launched = self
-            .app
-            .executions
-            .iter()
-            .filter(|e| e.slot == self.slot && e.generation == latest.generation)
-            .map(|e| e.created_at)
-            .min()
-            .unwrap_or(latest.created_at);
-        let due = due.max(generation_launched.saturating_add(MIN_LAUNCH_SPACING_MS));
+        let due = due.max(first.created_at.saturating_add(MIN_LAUNCH_SPACING_MS));
         if self.now < due {
             self.wake_at(due);
             return;

@@ -177,3 +177,31 @@ fn a_window_relaunched_after_its_renewal_was_due_is_renewed_before_it_ends() {
     assert_eq!((live[1].window_start, live[1].window_end), (first.window_end, first.window_end + HOUR));
     assert!(pool.started_twice().is_empty());
 }
+
+/// SPEC execution `interval`: "the next starts on the cadence". An occurrence relaunched
+/// after a restart of the service starts late (the rest of its window); the cadence is its
+/// generation's, not the relaunch's, so the next occurrence is not pushed back by the outage.
+#[test]
+fn an_interval_occurrence_relaunched_late_keeps_the_next_on_its_cadence() {
+    let pool = Arc::new(SimulatedPool::new(2, 4, 1_000));
+    let mut w = World::with_market(Arc::clone(&pool), Arc::new(StartsEmpty(Arc::clone(&pool))));
+    let mut p = plan(1, svc_execution::plan::Mode::Interval { every_ms: 2 * HOUR, until: None });
+    p.window_ms = HOUR;
+    w.publish(1, p);
+    w.settle().expect("settles");
+    let first = w.live(1)[0].clone();
+    pool.lose(&first.execution_id);
+    pool.release(&first.execution_id);
+    w.clock.set(T0 + 30 * MINUTE);
+    w.executor = svc_execution::executor::Executor::new(
+        Arc::clone(&w.store) as Arc<_>,
+        Arc::new(StartsEmpty(Arc::clone(&pool))),
+        Arc::new(w.clock.clone()),
+        64,
+    );
+    assert_eq!(w.executor.recover().expect("recovers").lost, 1);
+    w.run_until(T0 + 3 * HOUR).expect("runs");
+    let starts: Vec<(u64, u32, u64)> =
+        w.executions(1).iter().map(|e| (e.generation, e.attempt, (e.window_start - T0) / MINUTE)).collect();
+    assert_eq!(starts, [(1, 1, 0), (1, 2, 30), (2, 1, 120)], "the second occurrence on the cadence");
+}
