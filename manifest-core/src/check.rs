@@ -9,7 +9,7 @@ use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::shape::{
     ArrayShape, DefaultValue, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat, StrShape, UnionShape,
 };
-use crate::tree::{Member, Node, Number, PointerBuf, Text, Value, same_key};
+use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value, same_key};
 
 /// Checks `root` against `shape`, appending problems to `out` (bounded: past the cap they are
 /// only counted) and filling defaults in place.
@@ -242,7 +242,7 @@ impl<'a> Walker<'_, 'a> {
                 }
                 self.value(&mut m.value, &field.shape);
                 self.path.pop();
-            } else if arm.is_none_or(|(u, _)| m.key != u.tag) {
+            } else if arm.is_none_or(|(u, _)| !same_key(&m.key, u.tag)) {
                 // A key written without escapes is borrowed, so this costs no allocation.
                 let key = m.key.clone();
                 self.path.push(Step::Key(key.clone()));
@@ -253,15 +253,20 @@ impl<'a> Walker<'_, 'a> {
         }
 
         let mut count = members.len();
-        // Room for exactly the defaults about to be filled in: one reallocation at most.
+        // Room for exactly the defaults about to be filled in: one reallocation at most. The
+        // readers size most objects for every field, so the defaults are counted only when
+        // the room left could be too small.
         let absent = |i: usize| present & (1 << i) == 0;
-        let defaults = shape
-            .fields
-            .iter()
-            .enumerate()
-            .filter(|&(i, f)| absent(i) && matches!(f.presence, Presence::Default(_)))
-            .count();
-        members.reserve_exact(defaults);
+        let missing = shape.fields.len() - present.count_ones() as usize;
+        if members.capacity() - members.len() < missing {
+            let defaults = shape
+                .fields
+                .iter()
+                .enumerate()
+                .filter(|&(i, f)| absent(i) && matches!(f.presence, Presence::Default(_)))
+                .count();
+            members.reserve_exact(defaults);
+        }
         for (i, field) in shape.fields.iter().enumerate() {
             if !absent(i) {
                 continue;
@@ -274,15 +279,23 @@ impl<'a> Walker<'_, 'a> {
                     self.out.push(Diagnostic::error(Layer::Schema, Code::MissingRequiredField, pointer, message));
                 }
                 Presence::Default(default) => {
-                    let mut value = Node { span, value: default_value(default, &field.shape) };
+                    // The member goes in first and its value is written in place: a node built
+                    // aside and then moved in (written in small pieces, read back in wide ones)
+                    // stalled store forwarding on every default.
+                    let at = members.len();
+                    members.push(DEFAULTED);
+                    let member = &mut members[at];
+                    member.key = Text::Borrowed(field.name);
+                    member.key_span = span;
+                    member.value.span = span;
+                    member.value.value = default_value(default, &field.shape);
                     // Every default is valid against its own shape (a test checks), so only an
-                    // object default is walked: to fill in its own fields' defaults.
+                    // object default is gone into: to fill in its own fields' defaults.
                     if matches!(default, DefaultValue::EmptyObject | DefaultValue::Arm(_)) {
                         self.path.push(Step::Key(Text::Borrowed(field.name)));
-                        self.value(&mut value, &field.shape);
+                        self.default_object(&mut member.value, &field.shape);
                         self.path.pop();
                     }
-                    members.push(Member { key: field.name.into(), key_span: span, value, defaulted: true });
                 }
             }
         }
@@ -292,6 +305,56 @@ impl<'a> Walker<'_, 'a> {
         if count < shape.min_fields {
             let names: Vec<&str> = shape.fields.iter().map(|f| f.name).collect();
             self.error(Code::EmptyObject, format!("must contain at least one of {}", quoted_list(&names)));
+        }
+    }
+
+    /// Fills in the defaults of an object default (`{}`, or a union's default arm: its tag
+    /// alone) and of the object defaults inside it. A default is valid against its own shape
+    /// (a test checks), so walking it could only add defaults: they are added directly, without
+    /// looking each field up. A shape other than an object or a known arm is walked.
+    fn default_object(&mut self, node: &mut Node<'a>, shape: &Shape) {
+        let object = match (shape, &node.value) {
+            (Shape::Object(object), Value::Object(members)) if members.is_empty() => Some(*object),
+            // The default arm holds its tag alone, as `default_value` writes it.
+            (Shape::Union(union), Value::Object(members)) if members.len() == 1 => match &members[0].value.value {
+                Value::String(tag) if same_key(&members[0].key, union.tag) => union.arm(tag).map(|a| &a.object),
+                _ => None,
+            },
+            _ => None,
+        };
+        let (Some(object), Value::Object(members)) = (object, &mut node.value) else {
+            return self.value(node, shape);
+        };
+        // What the walk would do otherwise: report a missing field, or count the tag as a field.
+        let tag = match shape {
+            Shape::Union(union) => Some(union.tag),
+            _ => None,
+        };
+        if object.min_fields > 0
+            || object
+                .fields
+                .iter()
+                .any(|f| matches!(f.presence, Presence::Required) || tag.is_some_and(|t| same_key(f.name, t)))
+        {
+            return self.value(node, shape);
+        }
+        let span = node.span;
+        let defaults = object.fields.iter().filter(|f| matches!(f.presence, Presence::Default(_))).count();
+        members.reserve_exact(defaults);
+        for field in object.fields {
+            let Presence::Default(default) = field.presence else { continue };
+            let at = members.len();
+            members.push(DEFAULTED);
+            let member = &mut members[at];
+            member.key = Text::Borrowed(field.name);
+            member.key_span = span;
+            member.value.span = span;
+            member.value.value = default_value(default, &field.shape);
+            if matches!(default, DefaultValue::EmptyObject | DefaultValue::Arm(_)) {
+                self.path.push(Step::Key(Text::Borrowed(field.name)));
+                self.default_object(&mut member.value, &field.shape);
+                self.path.pop();
+            }
         }
     }
 
@@ -408,12 +471,12 @@ fn string_problem(s: &str, rule: &StrShape) -> Option<StringProblem> {
     }
     match rule.format {
         StrFormat::Any => None,
-        StrFormat::Const(expected) => (s != expected).then(|| StringProblem {
+        StrFormat::Const(expected) => (!same_key(s, expected)).then(|| StringProblem {
             code: Code::InvalidValue,
             message: format!("\"{s}\" is not allowed; the only value is \"{expected}\""),
             suggestion: Some(expected),
         }),
-        StrFormat::Enum(values) => (!values.contains(&s)).then(|| {
+        StrFormat::Enum(values) => (!values.iter().any(|v| same_key(v, s))).then(|| {
             let mut message = format!("\"{s}\" is not one of {}", quoted_list(values));
             let close = suggest(s, values.iter().copied());
             if let Some(close) = close {
@@ -425,6 +488,14 @@ fn string_problem(s: &str, rule: &StrShape) -> Option<StringProblem> {
             .then(|| StringProblem::new(Code::InvalidFormat, format!("\"{}\" is not {}", shorten(s), p.describe))),
     }
 }
+
+/// A default member before its key and value are written (see [`Walker::members`]).
+const DEFAULTED: Member<'static> = Member {
+    key: Text::Borrowed(""),
+    key_span: Span { start: 0, end: 0 },
+    value: Node { span: Span { start: 0, end: 0 }, value: Value::Null },
+    defaulted: true,
+};
 
 #[inline]
 pub(crate) fn default_value(default: DefaultValue, shape: &Shape) -> Value<'static> {

@@ -148,7 +148,7 @@ pub struct Arm {
 impl UnionShape {
     /// The arm for a discriminator value.
     pub fn arm(&self, value: &str) -> Option<&Arm> {
-        self.arms.iter().find(|a| a.value == value)
+        self.arms.iter().find(|a| same_key(a.value, value))
     }
 
     /// The discriminator values, for messages.

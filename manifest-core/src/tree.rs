@@ -139,15 +139,7 @@ impl<'a> Node<'a> {
         };
         let mut rest = &pointer[first + 1..];
         loop {
-            // One pass over the token finds its end and whether it holds an escape.
-            let bytes = rest.as_bytes();
-            let (mut end, mut tilde) = (0, false);
-            while let Some(&b) = bytes.get(end)
-                && b != b'/'
-            {
-                tilde |= b == b'~';
-                end += 1;
-            }
+            let (end, tilde) = token_end(rest.as_bytes());
             let (raw, next) = (&rest[..end], rest.get(end + 1..));
             let token = if tilde { unescape(raw) } else { raw.into() };
             let found = match &node.value {
@@ -171,6 +163,37 @@ impl<'a> Node<'a> {
             }
         }
     }
+}
+
+/// Where a pointer's token ends (at the next `/` or the end) and whether it holds a `~` (an
+/// escape), in one pass: eight bytes at a time up to the word that holds either, then byte
+/// by byte. Layer 2 and diagnostic placement resolve about ten pointers per document.
+#[inline]
+fn token_end(bytes: &[u8]) -> (usize, bool) {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    // Flags a word holding `c` (falsely flagging one is harmless: the bytes are then read one
+    // by one).
+    let holds = |word: u64, c: u8| {
+        let x = word ^ (ONES * u64::from(c));
+        x.wrapping_sub(ONES) & !x & HIGH != 0
+    };
+    let mut end = 0;
+    for word in bytes.as_chunks::<8>().0 {
+        let word = u64::from_le_bytes(*word);
+        if holds(word, b'/') || holds(word, b'~') {
+            break;
+        }
+        end += 8;
+    }
+    let mut tilde = false;
+    while let Some(&b) = bytes.get(end)
+        && b != b'/'
+    {
+        tilde |= b == b'~';
+        end += 1;
+    }
+    (end, tilde)
 }
 
 /// A tree as its author wrote it: serializes without the members validation filled in.
@@ -302,6 +325,24 @@ mod tests {
 
     fn leaf(v: Value) -> Node {
         Node { span: Span::default(), value: v }
+    }
+
+    #[test]
+    fn a_token_ends_at_the_first_slash_and_knows_its_escapes() {
+        for len in 0..20 {
+            for stop in ['/', '~', 'x'] {
+                for at in 0..=len {
+                    let mut text: Vec<u8> = (0..len).map(|i| b"abcdefg"[i % 7]).collect();
+                    if at < len {
+                        text[at] = stop as u8;
+                    }
+                    text.extend_from_slice(b"/~z");
+                    let end = text.iter().position(|&b| b == b'/').unwrap_or(text.len());
+                    let tilde = text[..end].contains(&b'~');
+                    assert_eq!(token_end(&text), (end, tilde), "{:?}", String::from_utf8_lossy(&text));
+                }
+            }
+        }
     }
 
     #[test]
