@@ -4,6 +4,10 @@ use super::{RelayStore, StoreError, not_found, now_ms, refused};
 use crate::coordinator::model::{CustomerHostname, HostnameState, LogEntry, ValidationRecord};
 use crate::hint::Hint;
 
+/// How old a hostname's last validation record may grow while validations repeat its result
+/// before its time is moved to the last one's ([`RelayStore::add_validation`]).
+pub(crate) const VALIDATION_REFRESH_MS: i64 = 10 * 60 * 1000;
+
 impl RelayStore {
     /// Adds a customer hostname to a deployment (`pending_dns`), or brings back one removed
     /// from it; `hostname_taken` when another deployment holds it.
@@ -54,14 +58,32 @@ impl RelayStore {
         })
     }
 
-    /// Records a validation of one hostname by a validator (version, digest).
+    /// Records a validation of one hostname by a validator (version, digest): a new record
+    /// when its result differs from the hostname's last one (passed, validator, detail);
+    /// otherwise the last one's time is moved to now only once it is
+    /// [`VALIDATION_REFRESH_MS`] old. So a route that keeps passing writes the store every 10
+    /// minutes, not at every validation (issue 44, point 5: the store written at rest), and
+    /// its records do not grow by one every interval.
     pub fn add_validation(
+        &self,
+        deployment_id: &str,
+        hostname: &str,
+        passed: bool,
+        judge: (&str, &str),
+        detail: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.add_validation_at(deployment_id, hostname, passed, judge, detail, now_ms())
+    }
+
+    /// [`RelayStore::add_validation`] at `now` (ms).
+    pub(crate) fn add_validation_at(
         &self,
         deployment_id: &str,
         hostname: &str,
         passed: bool,
         (version, digest): (&str, &str),
         detail: &serde_json::Value,
+        now: i64,
     ) -> Result<(), StoreError> {
         let record = ValidationRecord {
             seq: 0,
@@ -70,9 +92,18 @@ impl RelayStore {
             validator_version: version.to_owned(),
             validator_digest: digest.to_owned(),
             detail: detail.clone(),
-            at: now_ms(),
+            at: now,
         };
-        self.write(|tx| tx.insert_validation(&record, deployment_id))
+        let same = |last: &ValidationRecord| {
+            (last.passed, &last.validator_version, &last.validator_digest, &last.detail)
+                == (passed, &record.validator_version, &record.validator_digest, detail)
+        };
+        let last = self.latest_validations(deployment_id)?.into_iter().find(|v| v.hostname == hostname);
+        match last {
+            Some(last) if same(&last) && now.saturating_sub(last.at) < VALIDATION_REFRESH_MS => Ok(()),
+            Some(last) if same(&last) => self.write(|tx| tx.touch_validation(last.seq, now)),
+            _ => self.write(|tx| tx.insert_validation(&record, deployment_id)),
+        }
     }
 
     /// The newest validation of each hostname of the deployment.

@@ -292,6 +292,8 @@ pub trait ActivityRows {
     fn remove_hostnames(&mut self, deployment_id: &str) -> Result<(), StoreError>;
     /// Records a validation.
     fn insert_validation(&mut self, record: &ValidationRecord, deployment_id: &str) -> Result<(), StoreError>;
+    /// Moves validation record `seq`'s time to `at` (the same result confirmed again).
+    fn touch_validation(&mut self, seq: i64, at: i64) -> Result<(), StoreError>;
     /// The newest validation of each hostname of the deployment.
     fn latest_validations(&mut self, deployment_id: &str) -> Result<Vec<ValidationRecord>, StoreError>;
     /// Appends log lines, keeping only the newest [`LOG_LINES_KEPT`](super::LOG_LINES_KEPT)

@@ -4,6 +4,7 @@
 
 use rusqlite::{Connection, params};
 
+use super::activity::VALIDATION_REFRESH_MS;
 use super::sqlite::MIGRATIONS;
 use super::*;
 use crate::coordinator::engine::switch::Lagging;
@@ -1019,5 +1020,43 @@ fn a_restarted_coordinators_probe_key_is_among_the_newest_again() {
         assert!(!store.register_probe_key(&first, 9_000).expect("registered"), "known already");
         assert_eq!(newest(&open())[0], first, "dated again: the newest");
         assert!(store.feed_seq().expect("seq") > seq, "the feed moves on");
+    });
+}
+
+/// Issue 44, point 5: a validation that repeats the last one's result writes nothing until
+/// the record is [`VALIDATION_REFRESH_MS`] old, then only moves its time; a different result
+/// (failed, another detail, another validator) is a new record.
+#[test]
+fn a_repeated_validation_writes_nothing_until_its_record_is_old() {
+    on_each_backend("validations-on-change", |open| {
+        let store = open();
+        let d = new_deployment(&store, "dv", 1_000_000);
+        let judge = ("v1", "sha256:aa");
+        let seen = serde_json::json!({"notAfter": "2027-01-01"});
+        // The hostname's last record: (seq, at).
+        let last = |hostname: &str| {
+            let latest = store.latest_validations(&d.id).expect("read");
+            latest.iter().find(|v| v.hostname == hostname).map(|v| (v.seq, v.at)).expect("a record")
+        };
+        store.add_validation_at(&d.id, "a.example", true, judge, &seen, 1_000).expect("recorded");
+        let (first, _) = last("a.example");
+        store.add_validation_at(&d.id, "a.example", true, judge, &seen, 31_000).expect("recorded");
+        assert_eq!(last("a.example"), (first, 1_000), "the same result again writes nothing");
+        let later = 1_000 + VALIDATION_REFRESH_MS;
+        store.add_validation_at(&d.id, "a.example", true, judge, &seen, later).expect("recorded");
+        assert_eq!(last("a.example"), (first, later), "an old record's time moves");
+        store.add_validation_at(&d.id, "a.example", false, judge, &seen, later + 1).expect("recorded");
+        let (failed, _) = last("a.example");
+        assert!(failed > first, "a failure after passes is a record");
+        store.add_validation_at(&d.id, "a.example", false, judge, &seen, later + 2).expect("recorded");
+        assert_eq!(last("a.example"), (failed, later + 1), "once");
+        let renewed = serde_json::json!({"notAfter": "2027-03-01"});
+        store.add_validation_at(&d.id, "a.example", false, judge, &renewed, later + 3).expect("recorded");
+        let (detail, _) = last("a.example");
+        assert!(detail > failed, "another detail is a record");
+        store.add_validation_at(&d.id, "a.example", false, ("v2", "sha256:bb"), &renewed, later + 4).expect("ok");
+        assert!(last("a.example").0 > detail, "another validator is a record");
+        store.add_validation_at(&d.id, "b.example", false, ("v2", "sha256:bb"), &renewed, later + 5).expect("ok");
+        assert_eq!(last("b.example").1, later + 5, "another hostname has its own");
     });
 }

@@ -93,6 +93,11 @@ impl<T: Sql> ActivityRows for T {
         Ok(())
     }
 
+    fn touch_validation(&mut self, seq: i64, at: i64) -> Result<(), StoreError> {
+        self.execute("UPDATE validations SET at = ?1 WHERE seq = ?2", params![at, seq])?;
+        Ok(())
+    }
+
     fn latest_validations(&mut self, deployment_id: &str) -> Result<Vec<ValidationRecord>, StoreError> {
         let rows = self.query(
             "SELECT seq, hostname, passed, validator_version, detail_json, at, validator_digest FROM validations v \
