@@ -97,7 +97,8 @@ mod tests {
     #[test]
     fn every_message_holds_the_property() {
         let messages = [
-            Control::Hello { route_id: "r1".into(), proof: "p".into(), replica: "job-1".into() },
+            Control::Hello { route_id: "r1".into(), proof: "p".into(), replica: "job-1".into(), pool: 2 },
+            Control::Pool { tickets: vec![wire::hex(&[0xcd; TICKET_LEN]); 2] },
             Control::Welcome { heartbeat_secs: u64::MAX },
             Control::Refused { reason: "\u{0}é\"\\".into() },
             Control::Connect { ticket: wire::hex(&[0xab; TICKET_LEN]), acme_only: true },

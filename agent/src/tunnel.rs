@@ -11,6 +11,12 @@
 //! An agent holds one such tunnel per gateway of its route ([`Link`]): the coordinator's
 //! gateway, whose certificate its CA signs, and gateway hosts, each recognised by its
 //! certificate's SHA-256 ([`pinned_config`]).
+//!
+//! Each session offers to hold a few data connections dialed ahead of any client
+//! ([`pool`]): a gateway that knows pools hands their tickets in `Pool` frames and gives a
+//! new client one of them, sparing it the `Connect` round trip and the dial.
+
+mod pool;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -254,7 +260,8 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
         .map_err(io)?;
     let replica = config.replica.as_deref().unwrap_or_default();
     let hello = Control::hello(&config.route_key, &config.route_id, replica, stream.get_ref().1)
-        .ok_or_else(|| TunnelError::Io(format!("{}: the gateway's TLS session is not TLS 1.3", link.address).into()))?;
+        .ok_or_else(|| TunnelError::Io(format!("{}: the gateway's TLS session is not TLS 1.3", link.address).into()))?
+        .with_pool(pool::OFFER);
     wire::write_frame(&mut stream, &hello).await.map_err(|e| TunnelError::Io(e.into()))?;
     let heartbeat = match wire::read_frame(&mut stream).await.map_err(|e| TunnelError::Io(e.into()))? {
         Control::Welcome { heartbeat_secs } => Duration::from_secs(heartbeat_secs.max(1)),
@@ -281,6 +288,7 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
     // secrets) per connection.
     let address: Arc<str> = Arc::from(link.address.as_str());
     let proxy_protocol = config.proxy_protocol;
+    let pooled = pool::Held::default();
     let result = loop {
         tokio::select! {
             frame = frames.recv() => match frame {
@@ -290,6 +298,10 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
                         let data = data_connection(ctx.clone(), proxy_protocol, address.clone(), ticket, acme_only);
                         tokio::spawn(data);
                     }
+                }
+                Some(Control::Pool { tickets }) => {
+                    last_heard = tokio::time::Instant::now();
+                    pooled.dial_ahead(&tickets, ctx, proxy_protocol, &address);
                 }
                 Some(_) => last_heard = tokio::time::Instant::now(),
                 None => break Err(TunnelError::Io("the gateway closed the tunnel".into())),
@@ -328,15 +340,24 @@ async fn data_connection(
     ticket: [u8; TICKET_LEN],
     acme_only: bool,
 ) {
-    let Ok(mut stream) = crate::dial::Dial::process().connect_within(&address, Duration::from_secs(10)).await else {
-        return;
-    };
+    let Some(stream) = present(&address, &ticket).await else { return };
+    serve_data(ctx, proxy_protocol, stream, acme_only).await;
+}
+
+/// A data connection to the gateway at `address`, `ticket` presented; `None` if it failed.
+async fn present(address: &str, ticket: &[u8; TICKET_LEN]) -> Option<crate::dial::Conn> {
+    let mut stream = crate::dial::Dial::process().connect_within(address, Duration::from_secs(10)).await.ok()?;
     let mut head = Vec::with_capacity(4 + TICKET_LEN);
     head.extend_from_slice(DATA_MAGIC);
-    head.extend_from_slice(&ticket);
-    if stream.write_all(&head).await.is_err() {
-        return;
-    }
+    head.extend_from_slice(ticket);
+    stream.write_all(&head).await.ok()?;
+    Some(stream)
+}
+
+/// What a data connection gets once the gateway has bound it to a client: a PROXY v2 header
+/// first if `proxy_protocol`, then the client's bytes, served (`acme_only`: a TLS handshake
+/// and nothing more).
+async fn serve_data(ctx: Arc<Context>, proxy_protocol: bool, mut stream: crate::dial::Conn, acme_only: bool) {
     let client = if proxy_protocol {
         match tokio::time::timeout(Duration::from_secs(10), wire::read_proxy_v2(&mut stream)).await {
             Ok(Ok(addr)) => addr,

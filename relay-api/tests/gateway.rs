@@ -13,6 +13,7 @@ mod gateway {
     mod fairness;
     mod floods;
     mod guards;
+    mod pool;
     mod refusals;
     mod replicas;
     mod soak;

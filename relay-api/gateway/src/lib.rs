@@ -26,6 +26,7 @@ pub mod file;
 pub mod guards;
 pub mod metrics;
 mod pending;
+mod pool;
 mod relay;
 mod replay;
 mod replicas;
@@ -138,6 +139,13 @@ pub struct GatewayConfig {
     /// Connections not yet routed or authenticated, both ports together, at most; beyond it
     /// the oldest is closed (default [`pending_cap_for_open_files`]).
     pub max_pending: usize,
+    /// Pre-dialed data connections held per agent session, at most (the least of this and
+    /// the agent's offer; default 2; 0: none, every data connection is asked for when a
+    /// client comes). See `pool`.
+    pub pool_per_replica: usize,
+    /// Pre-dialed data connections held, plus tickets handed out for them, across the
+    /// gateway, at most (default a quarter of `max_pending`, and at least 16).
+    pub max_pooled: usize,
 }
 
 /// The most pending connections by default, however many descriptors the process may open.
@@ -177,6 +185,8 @@ impl GatewayConfig {
             tunnel_pending_per_source: 256,
             tunnel_step_timeout: Duration::from_secs(10),
             max_pending: pending_cap_for_open_files(),
+            pool_per_replica: 2,
+            max_pooled: (pending_cap_for_open_files() / 4).max(MIN_PENDING),
         }
     }
 
@@ -229,6 +239,8 @@ pub struct Gateway {
     guards: guards::GuardState,
     /// Public connections waiting for their data connection, by ticket.
     tickets: Mutex<HashMap<[u8; TICKET_LEN], oneshot::Sender<TcpStream>>>,
+    /// Pre-dialed data connections, and the tickets handed out for them.
+    pools: pool::Pools,
     /// Counters.
     pub metrics: Metrics,
     /// The route feed's state, when a coordinator feeds the routes.
@@ -254,6 +266,7 @@ impl Gateway {
     pub fn new(config: GatewayConfig) -> Arc<Gateway> {
         Arc::new(Gateway {
             pending: Arc::new(Pending::new(config.max_pending)),
+            pools: pool::Pools::new(config.max_pooled),
             replicas: replicas::Replicas::new(config.announced_heartbeat()),
             guards: guards::GuardState::default(),
             config,
@@ -384,6 +397,12 @@ impl Gateway {
         self.replicas.rows()
     }
 
+    /// Each agent session of route `route_id`: its pre-dialed data connections held, plus the
+    /// tickets handed out for more, now.
+    pub fn pooled(&self, route_id: &str) -> Vec<usize> {
+        self.replicas.pooled(route_id)
+    }
+
     /// Connections not yet routed or authenticated, and the most allowed at once.
     pub fn pending_connections(&self) -> PendingRow {
         PendingRow { open: self.pending.len(), cap: self.pending.cap() }
@@ -407,6 +426,7 @@ impl Gateway {
     /// The Prometheus text exposition served on the admin port.
     pub fn render_metrics(&self) -> String {
         let mut out = self.metrics.render(&self.accounting.rows(), self.pending_connections());
+        metrics::render_pool(&mut out, &self.metrics, self.pools.total());
         out += "# HELP svc_gateway_routes Routes configured now.\n";
         out += "# TYPE svc_gateway_routes gauge\n";
         out += &format!("svc_gateway_routes {}\n", self.route_count());
@@ -544,16 +564,19 @@ impl Gateway {
             data = self.data_connection(&route.route_id, acme_only, replica.as_deref()) => data,
             () = slot.activity().closed() => return self.metrics.outcome("evicted"),
         };
-        let Some((mut data, _replica)) = data else {
+        let Some(Data { stream: mut data, held: _replica, pooled }) = data else {
             return self.metrics.outcome("no_tunnel");
         };
         self.metrics.outcome("routed");
         slot.routed();
-        let mut head = if route.proxy_protocol {
-            wire::proxy_v2_header(peer, stream.local_addr().unwrap_or(self.config.public))
-        } else {
-            Vec::new()
-        };
+        // A pre-dialed connection learns first what it is for; then what any gets.
+        let mut head = Vec::new();
+        if pooled {
+            head.push(if acme_only { wire::POOL_ACME_ONLY } else { wire::POOL_SERVE });
+        }
+        if route.proxy_protocol {
+            head.extend_from_slice(&wire::proxy_v2_header(peer, stream.local_addr().unwrap_or(self.config.public)));
+        }
         head.extend_from_slice(&hello.bytes);
         let sent = tokio::time::timeout(self.config.data_connect_timeout, data.write_all(&head)).await;
         let sent = matches!(sent, Ok(Ok(())));
@@ -566,17 +589,13 @@ impl Gateway {
         drop(slot);
     }
 
-    /// Asks a replica of the route for a data connection and waits for it; a replica that
-    /// does not answer within `replica_answer_timeout` is out of rotation, and the next is
-    /// asked, all within `data_connect_timeout`. The connection, and its place in its
-    /// replica's open count. Cancel-safe: each ticket is withdrawn however its wait ends.
-    /// `only`: the replica of that name is asked, and no other.
-    async fn data_connection(
-        &self,
-        route_id: &str,
-        acme_only: bool,
-        only: Option<&str>,
-    ) -> Option<(TcpStream, replicas::Held)> {
+    /// A data connection from a replica of the route: one it dialed ahead ([`pool`]) if the
+    /// replica picked holds a live one; else one asked for now, waited for, a replica that
+    /// does not answer within `replica_answer_timeout` out of rotation and the next asked,
+    /// all within `data_connect_timeout`. The connection, and its place in its replica's open
+    /// count. Cancel-safe: each ticket is withdrawn however its wait ends. `only`: the
+    /// replica of that name is asked (its own pool first), and no other.
+    async fn data_connection(&self, route_id: &str, acme_only: bool, only: Option<&str>) -> Option<Data> {
         let deadline = tokio::time::Instant::now() + self.config.data_connect_timeout;
         let mut tried = Vec::new();
         while tried.len() < MAX_ASKS {
@@ -587,6 +606,10 @@ impl Gateway {
                 None => self.replicas.pick(route_id, &tried, entropy)?,
             };
             tried.push(replica.session);
+            if let Some(stream) = self.take_pooled(&replica) {
+                self.replicas.routed(route_id, &replica);
+                return Some(Data { stream, held: replica.hold(), pooled: true });
+            }
             let (tx, rx) = oneshot::channel();
             self.tickets.lock().ok()?.insert(ticket, tx);
             let _withdraw = Withdraw { tickets: &self.tickets, ticket };
@@ -604,7 +627,7 @@ impl Gateway {
             match tokio::time::timeout_at(until, rx).await {
                 Ok(Ok(stream)) => {
                     self.replicas.routed(route_id, &replica);
-                    return Some((stream, replica.hold()));
+                    return Some(Data { stream, held: replica.hold(), pooled: false });
                 }
                 // Withdrawn by its session as it ended, the request never passed on.
                 Ok(Err(_)) => continue,
@@ -618,12 +641,33 @@ impl Gateway {
         None
     }
 
+    /// A live pre-dialed data connection of `replica`, if it holds one (counted: a hit, a
+    /// miss, and any found dead on the way).
+    fn take_pooled(&self, replica: &replicas::Replica) -> Option<TcpStream> {
+        if !replica.pool.offered() {
+            return None;
+        }
+        let taken = replica.pool.take();
+        self.metrics.pool_dead(taken.dead);
+        self.metrics.pool(if taken.stream.is_some() { "hit" } else { "miss" });
+        taken.stream
+    }
+
     /// Withdraws the wait for `ticket`: its connection stops waiting and asks elsewhere.
     fn withdraw(&self, ticket: &[u8; TICKET_LEN]) {
         if let Ok(mut tickets) = self.tickets.lock() {
             tickets.remove(ticket);
         }
     }
+}
+
+/// A public connection's data connection.
+struct Data {
+    stream: TcpStream,
+    /// Its place in its replica's open count.
+    held: replicas::Held,
+    /// Dialed ahead: it is told what it is for by its first byte.
+    pooled: bool,
 }
 
 /// The most replicas one new connection asks for its data connection.

@@ -21,6 +21,9 @@ pub struct Metrics {
     accept_errors: Mutex<BTreeMap<&'static str, u64>>,
     /// Connections closed to make room, by reason (`route_full`, `pending_cap`).
     evictions: Mutex<BTreeMap<&'static str, u64>>,
+    /// Looks into a replica's pool of pre-dialed data connections (`hit`, `miss`), and held
+    /// connections found dead there (`dead`).
+    pool: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// The pending connections (not yet routed or authenticated), as the gauges show them.
@@ -88,6 +91,26 @@ impl Metrics {
     /// How many connections were closed to make room for `reason`.
     pub fn eviction_count(&self, reason: &str) -> u64 {
         self.evictions.lock().map_or(0, |m| m.get(reason).copied().unwrap_or(0))
+    }
+
+    /// Counts a look into a replica's pool: `hit` (a live pre-dialed connection taken) or
+    /// `miss` (none held: asked for on demand).
+    pub fn pool(&self, label: &'static str) {
+        bump(&self.pool, label);
+    }
+
+    /// Counts `n` pre-dialed connections found dead when taken.
+    pub fn pool_dead(&self, n: u64) {
+        if n > 0
+            && let Ok(mut m) = self.pool.lock()
+        {
+            *m.entry("dead").or_default() += n;
+        }
+    }
+
+    /// How many pool looks ended with `label` (`hit`, `miss`, `dead`).
+    pub fn pool_count(&self, label: &str) -> u64 {
+        self.pool.lock().map_or(0, |m| m.get(label).copied().unwrap_or(0))
     }
 
     /// The Prometheus text exposition, with the per-route series of `routes` and the
@@ -177,6 +200,19 @@ pub(super) fn render_refused(out: &mut String, refused: &BTreeMap<String, BTreeM
             let _ = writeln!(out, "svc_gateway_route_refused_total{{route=\"{route}\",reason=\"{reason}\"}} {n}");
         }
     }
+}
+
+/// The pool series: looks into replicas' pools by outcome, and the pre-dialed connections
+/// held or asked for now (`total`).
+pub(super) fn render_pool(out: &mut String, metrics: &Metrics, total: usize) {
+    *out += "# HELP svc_gateway_pool_total Pre-dialed data connections: taken (hit), none held (miss), found dead.\n";
+    *out += "# TYPE svc_gateway_pool_total counter\n";
+    for (label, n) in counts(&metrics.pool) {
+        let _ = writeln!(out, "svc_gateway_pool_total{{outcome=\"{label}\"}} {n}");
+    }
+    *out += "# HELP svc_gateway_pool_connections Pre-dialed data connections held or asked for now.\n";
+    *out += "# TYPE svc_gateway_pool_connections gauge\n";
+    let _ = writeln!(out, "svc_gateway_pool_connections {total}");
 }
 
 #[cfg(test)]

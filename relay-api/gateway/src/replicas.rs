@@ -31,6 +31,8 @@ use relay_wire::wire::{MAX_REPLICAS, TICKET_LEN};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
+use super::pool::ReplicaPool;
+
 /// How long a replica that left a `Connect` unanswered stays out of rotation.
 pub(super) const UNANSWERED_OUT_FOR: Duration = Duration::from_secs(5);
 
@@ -73,6 +75,8 @@ pub(super) struct Replica {
     unanswered_until_ms: AtomicU64,
     /// Routed connections open through it now.
     open: AtomicUsize,
+    /// Its pre-dialed data connections ([`super::pool`]).
+    pub(super) pool: Arc<ReplicaPool>,
 }
 
 impl Replica {
@@ -163,13 +167,15 @@ impl Replicas {
     }
 
     /// Adds session `session` of replica `name` of `route_id`, heard now but not ready until
-    /// its first heartbeat, retiring an older session of the same name.
+    /// its first heartbeat, retiring an older session of the same name; it holds up to
+    /// `pool` pre-dialed data connections.
     pub(super) fn join(
         &self,
         route_id: &str,
         name: &str,
         session: u64,
         connect: mpsc::Sender<Ask>,
+        pool: usize,
     ) -> Result<Arc<Replica>, Full> {
         let replica = Arc::new(Replica {
             session,
@@ -183,6 +189,7 @@ impl Replicas {
             acme_since_ms: AtomicU64::new(0),
             unanswered_until_ms: AtomicU64::new(0),
             open: AtomicUsize::new(0),
+            pool: Arc::new(ReplicaPool::new(pool)),
         });
         let mut table = self.table();
         let sessions = table.sessions.entry(route_id.to_owned()).or_default();
@@ -251,6 +258,11 @@ impl Replicas {
         replica.unanswered_until_ms.store(until, Ordering::Relaxed);
     }
 
+    /// Whether `replica` is in rotation now (its pool is refilled only then).
+    pub(super) fn in_rotation_now(&self, replica: &Replica) -> bool {
+        self.in_rotation(replica, self.now_ms())
+    }
+
     fn in_rotation(&self, replica: &Replica, now_ms: u64) -> bool {
         let silent_ms = now_ms.saturating_sub(replica.heard_ms.load(Ordering::Relaxed));
         u128::from(silent_ms) <= self.silent_after.as_millis()
@@ -292,6 +304,12 @@ impl Replicas {
         let table = self.table();
         let replica = table.sessions.get(route_id)?.iter().find(|r| r.name == name && !tried.contains(&r.session))?;
         Some(Choice { replica: replica.clone(), others: false })
+    }
+
+    /// Each session of `route_id`: its pre-dialed connections held plus tickets out now.
+    pub(super) fn pooled(&self, route_id: &str) -> Vec<usize> {
+        let table = self.table();
+        table.sessions.get(route_id).map_or_else(Vec::new, |s| s.iter().map(|r| r.pool.len()).collect())
     }
 
     /// Counts a connection routed through `replica` of `route_id`.
@@ -368,7 +386,7 @@ mod tests {
     /// A session that has sent its first heartbeat, ready.
     fn session(replicas: &Replicas, route: &str, name: &str, id: u64) -> (Arc<Replica>, mpsc::Receiver<Ask>) {
         let (tx, rx) = mpsc::channel(4);
-        let replica = replicas.join(route, name, id, tx).expect("room");
+        let replica = replicas.join(route, name, id, tx, 0).expect("room");
         replicas.heard(&replica, None, false);
         (replica, rx)
     }
@@ -438,7 +456,7 @@ mod tests {
         let replicas = Replicas::new(Duration::from_secs(1));
         let (a, _ra) = session(&replicas, "r", "a", 1);
         let (tx, _rb) = mpsc::channel(4);
-        let b = replicas.join("r", "b", 2, tx).expect("room");
+        let b = replicas.join("r", "b", 2, tx, 0).expect("room");
         replicas.heard(&a, Some(true), false);
         replicas.heard(&b, Some(false), false);
         // a's heartbeats are late: none in rotation.
@@ -463,7 +481,7 @@ mod tests {
         assert_eq!((choice.replica.name.as_str(), choice.others), ("a", false));
         // A session that has not sent its first heartbeat is not in rotation yet.
         let (tx, _rc) = mpsc::channel(1);
-        let c = replicas.join("r", "c", 3, tx).expect("room");
+        let c = replicas.join("r", "c", 3, tx, 0).expect("room");
         replicas.heard(&a, Some(true), false);
         assert_eq!(picks(&replicas, &[], 50).keys().collect::<Vec<_>>(), ["a"]);
         replicas.heard(&c, None, false);
@@ -519,9 +537,9 @@ mod tests {
             held.push(session(&replicas, "r", &format!("n{i}"), 10 + i));
         }
         let (tx, _rx) = mpsc::channel(1);
-        assert_eq!(replicas.join("r", "one-too-many", 9999, tx).err(), Some(Full));
+        assert_eq!(replicas.join("r", "one-too-many", 9999, tx, 0).err(), Some(Full));
         let (tx, _rx) = mpsc::channel(1);
-        assert!(replicas.join("r", "n0", 10_000, tx).is_ok(), "a take-over is not a newcomer");
+        assert!(replicas.join("r", "n0", 10_000, tx, 0).is_ok(), "a take-over is not a newcomer");
         for (r, _) in &held {
             replicas.leave("r", r);
         }
@@ -536,7 +554,7 @@ mod tests {
         let replicas = Replicas::new(Duration::from_secs(1));
         for i in 0..MAX_REPLICAS + 10 {
             let (tx, _rx) = mpsc::channel(1);
-            let r = replicas.join("r", &format!("n{i}"), i as u64, tx).ok();
+            let r = replicas.join("r", &format!("n{i}"), i as u64, tx, 0).ok();
             let replica = r.unwrap_or_else(|| {
                 // Past the cap: count through a stand-in of that name.
                 Arc::new(Replica {
@@ -550,6 +568,7 @@ mod tests {
                     acme_since_ms: AtomicU64::new(0),
                     unanswered_until_ms: AtomicU64::new(0),
                     open: AtomicUsize::new(0),
+                    pool: Arc::new(ReplicaPool::new(0)),
                 })
             });
             replicas.routed("r", &replica);

@@ -214,14 +214,18 @@ impl Head {
 }
 
 /// A data connection that presented `ticket`: it goes to the public connection that asked for
-/// it.
+/// it, or into its session's pool if the ticket was handed ahead.
 fn data_connection(gw: &Gateway, stream: TcpStream, ticket: [u8; TICKET_LEN]) {
     let waiting = gw.tickets.lock().ok().and_then(|mut p| p.remove(&ticket));
     match waiting {
         Some(tx) => {
             let _ = tx.send(stream);
         }
-        None => gw.metrics.tunnel("unknown_ticket"),
+        None => {
+            if gw.pools.arrived(&ticket, stream).is_err() {
+                gw.metrics.tunnel("unknown_ticket");
+            }
+        }
     }
 }
 
@@ -245,7 +249,7 @@ async fn authenticate(
         return None;
     };
     let hello = tokio::time::timeout(step, wire::read_frame(&mut tls)).await;
-    let Ok(Ok(Control::Hello { route_id, proof, replica })) = hello else {
+    let Ok(Ok(Control::Hello { route_id, proof, replica, pool })) = hello else {
         gw.metrics.tunnel("no_hello");
         return None;
     };
@@ -264,7 +268,7 @@ async fn authenticate(
         send(&mut tls, &refuse(reason), step).await;
         return None;
     }
-    Some((tls, Hello { route_id, replica }, route))
+    Some((tls, Hello { route_id, replica, pool }, route))
 }
 
 /// An agent's control connection, its `Hello` accepted for `route`: one of the route's
@@ -277,10 +281,11 @@ async fn control_connection(
     route: Arc<RouteConfig>,
     id: u64,
 ) {
-    let Hello { route_id, replica } = hello;
+    let Hello { route_id, replica, pool } = hello;
     let refuse = |reason: String| Control::Refused { reason };
     let (connect, mut asks) = mpsc::channel::<Ask>(256);
-    let Ok(session) = gw.replicas.join(&route_id, &replica, id, connect) else {
+    let pool = usize::from(pool.min(wire::POOL_MAX)).min(gw.config.pool_per_replica);
+    let Ok(session) = gw.replicas.join(&route_id, &replica, id, connect, pool) else {
         gw.metrics.tunnel("replica_limit");
         let reason = format!("route \"{route_id}\" has {} agents connected here already", wire::MAX_REPLICAS);
         send(&mut tls, &refuse(reason), gw.config.tunnel_step_timeout).await;
@@ -294,6 +299,7 @@ async fn control_connection(
         serve_session(gw, tls, &session, &mut asks).await;
     }
     gw.replicas.leave(&route_id, &session);
+    gw.pools.close(&session.pool);
     // `Connect`s it never passed on: their connections ask another replica at once rather
     // than wait out their time.
     asks.close();
@@ -308,18 +314,21 @@ async fn send<W: tokio::io::AsyncWrite + Unpin>(writer: &mut W, frame: &Control,
     matches!(tokio::time::timeout(limit, wire::write_frame(writer, frame)).await, Ok(Ok(())))
 }
 
-/// An agent's accepted `Hello`: its route, and which of its replicas it serves.
+/// An agent's accepted `Hello`: its route, which of its replicas it serves, and the most
+/// pre-dialed data connections it offers to hold.
 struct Hello {
     route_id: String,
     replica: String,
+    pool: u8,
 }
 
 /// Answers a session's heartbeats and passes it `Connect` requests until it closes, goes
-/// silent for [`wire::dead_after`] the heartbeat, or is retired.
+/// silent for [`wire::dead_after`] the heartbeat, or is retired; keeps its pool filled
+/// (looked at with each heartbeat, and when a connection is taken from it).
 async fn serve_session(
     gw: &Gateway,
     tls: Box<TlsStream<Replay<TcpStream>>>,
-    session: &Replica,
+    session: &Arc<Replica>,
     asks: &mut mpsc::Receiver<Ask>,
 ) {
     let (mut reader, mut writer) = tokio::io::split(tls);
@@ -341,6 +350,7 @@ async fn serve_session(
                     deadline = tokio::time::Instant::now() + dead_after;
                     gw.replicas.heard(session, ready, acme);
                     if !send(&mut writer, &Control::Pong { seq }, heartbeat).await { break; }
+                    if !refill(gw, session, &mut writer, heartbeat).await { break; }
                 }
                 Some(_) => {}
                 None => break,
@@ -352,6 +362,9 @@ async fn serve_session(
                 }
                 None => break,
             },
+            () = session.pool.wanted() => {
+                if !refill(gw, session, &mut writer, heartbeat).await { break; }
+            }
             () = session.retired() => {
                 gw.metrics.tunnel("replaced");
                 let reason = format!("replaced by a newer session of replica \"{}\"", session.name);
@@ -365,6 +378,25 @@ async fn serve_session(
         }
     }
     read_task.abort();
+}
+
+/// Hands `session` the tickets that bring its pool back to its target, if it offered one:
+/// `false` if the `Pool` frame could not be written.
+async fn refill<W: tokio::io::AsyncWrite + Unpin>(
+    gw: &Gateway,
+    session: &Arc<Replica>,
+    writer: &mut W,
+    limit: Duration,
+) -> bool {
+    if !session.pool.offered() {
+        return true;
+    }
+    let tickets = gw.pools.refill(&session.pool, gw.replicas.in_rotation_now(session));
+    if tickets.is_empty() {
+        return true;
+    }
+    let tickets = tickets.iter().map(|t| wire::hex(t)).collect();
+    send(writer, &Control::Pool { tickets }, limit).await
 }
 
 #[cfg(test)]

@@ -64,6 +64,12 @@ pub enum Control {
         /// route's one agent. At most [`REPLICA_NAME_MAX`] bytes of `A-Z a-z 0-9 . _ -`.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         replica: String,
+        /// The most pre-dialed data connections the agent will hold for this session
+        /// ([`Control::Pool`]); 0 (absent on the wire): it takes no `Pool` frame, and every
+        /// data connection is asked for by a `Connect`, as before pools. Made by
+        /// [`Control::with_pool`]; not part of the proof (an offer, not an identity).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        pool: u8,
     },
     /// Gateway to agent: accepted; send a `Ping` at least this often.
     Welcome {
@@ -84,6 +90,15 @@ pub enum Control {
         /// second ClientHello (after a HelloRetryRequest) asks for.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         acme_only: bool,
+    },
+    /// Gateway to agent, only on a session whose `Hello` offered a pool: dial one data
+    /// connection per ticket ahead of any client, present the ticket, and hold it, reading
+    /// nothing, until its first byte: [`POOL_SERVE`] or [`POOL_ACME_ONLY`], then what a
+    /// `Connect`ed data connection gets (a PROXY v2 header if the route has one, the client's
+    /// bytes). The gateway never has more tickets out, or connections held, than the offer.
+    Pool {
+        /// 32 bytes each, hex.
+        tickets: Vec<String>,
     },
     /// Agent to gateway: heartbeat.
     Ping {
@@ -122,9 +137,36 @@ impl Control {
             route_id: route_id.to_owned(),
             proof: key.hello_proof(route_id, replica, &binding),
             replica: replica.to_owned(),
+            pool: 0,
         })
     }
+
+    /// This `Hello` offering to hold `n` pre-dialed data connections (at most [`POOL_MAX`]);
+    /// any other message unchanged.
+    pub fn with_pool(self, n: u8) -> Control {
+        match self {
+            Control::Hello { route_id, proof, replica, .. } => {
+                Control::Hello { route_id, proof, replica, pool: n.min(POOL_MAX) }
+            }
+            other => other,
+        }
+    }
 }
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
+}
+
+/// The most pre-dialed data connections an agent offers, or a gateway holds, per session.
+pub const POOL_MAX: u8 = 8;
+
+/// A pooled data connection's first byte: serve the client that follows.
+pub const POOL_SERVE: u8 = 0;
+
+/// A pooled data connection's first byte: the client passed the route's allow-list only as an
+/// ACME tls-alpn-01 validation (what `Connect`'s `acme_only` says): a TLS handshake and
+/// nothing more.
+pub const POOL_ACME_ONLY: u8 = 1;
 
 /// The keying-material exporter's label for a `Hello`'s binding (RFC 8446 section 7.5).
 const HELLO_EXPORTER_LABEL: &[u8] = b"EXPORTER-svc-tunnel-hello";
@@ -265,7 +307,7 @@ mod tests {
     #[tokio::test]
     async fn frames_round_trip() {
         let (mut a, mut b) = tokio::io::duplex(1024);
-        let m = Control::Hello { route_id: "r1".into(), proof: "p".into(), replica: String::new() };
+        let m = Control::Hello { route_id: "r1".into(), proof: "p".into(), replica: String::new(), pool: 2 };
         write_frame(&mut a, &m).await.expect("write");
         assert_eq!(read_frame(&mut b).await.expect("read"), m);
     }
@@ -273,8 +315,17 @@ mod tests {
     #[test]
     fn an_agent_without_replicas_speaks_the_old_words() {
         // An agent or gateway from before replicas reads and writes these frames as they were.
-        let hello = Control::Hello { route_id: "r1".into(), proof: "p".into(), replica: String::new() };
+        let hello = Control::Hello { route_id: "r1".into(), proof: "p".into(), replica: String::new(), pool: 0 };
         assert_eq!(serde_json::to_string(&hello).expect("json"), r#"{"type":"hello","route_id":"r1","proof":"p"}"#);
+        let old: Control =
+            serde_json::from_str(r#"{"type":"hello","route_id":"r1","proof":"p"}"#).expect("an old hello");
+        assert_eq!(old, hello, "an agent from before pools offers none");
+        let pooled = hello.with_pool(2);
+        assert_eq!(
+            serde_json::to_string(&pooled).expect("json"),
+            r#"{"type":"hello","route_id":"r1","proof":"p","pool":2}"#
+        );
+        assert!(matches!(pooled.with_pool(200), Control::Hello { pool: POOL_MAX, .. }), "capped");
         let ping: Control = serde_json::from_str(r#"{"type":"ping","seq":3}"#).expect("an old ping");
         assert_eq!(ping, Control::Ping { seq: 3, ready: None, acme: false });
         let ping = Control::Ping { seq: 4, ready: Some(false), acme: false };

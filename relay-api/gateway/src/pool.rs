@@ -1,0 +1,304 @@
+//! Pre-dialed data connections (issue 44, point 4): an agent that offers a pool in its `Hello`
+//! is handed tickets ahead of any client (`Control::Pool`), dials a data connection for each
+//! and holds it reading nothing; a new public connection to that replica then takes one at
+//! once instead of asking for a `Connect` and waiting a control round trip and a dial.
+//!
+//! Bounds, so that a pool costs a few sockets and never more dials than clients:
+//!
+//! - per session, tickets out plus connections held are at most its target, the least of the
+//!   agent's offer and `GatewayConfig::pool_per_replica` (2 by default); a ticket is handed
+//!   only to replace one taken, found dead, aged or unanswered, so the pool adds at most its
+//!   target to the dials that on-demand connections would make;
+//! - across the gateway, at most `GatewayConfig::max_pooled` (a quarter of the pending cap by
+//!   default), under the same open-file budget;
+//! - only a replica in rotation is refilled; a pooled connection found dead pauses its
+//!   replica's refills for [`DEAD_PAUSE`] (an agent whose connections die at once cannot turn
+//!   each client into dials); a connection held longer than [`POOL_MAX_AGE`] is closed and
+//!   replaced, before any middlebox's idle timeout could drop it unseen; a ticket unanswered
+//!   for [`ASKED_FOR`] is withdrawn.
+//!
+//! A held connection is checked before it is used: a read that would block (nothing came, the
+//! peer did not close). Anything else (an end, an error, a byte the agent should not have
+//! sent) drops it, counted `dead`, and the next is tried, then a `Connect`, as before pools.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use relay_wire::wire::{self, TICKET_LEN};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// A held connection older than this is closed and replaced.
+pub(super) const POOL_MAX_AGE: Duration = Duration::from_secs(60);
+
+/// A ticket handed ahead and not answered within this is withdrawn (and may be replaced).
+pub(super) const ASKED_FOR: Duration = Duration::from_secs(10);
+
+/// After a held connection is found dead, its replica's pool is not refilled for this long.
+pub(super) const DEAD_PAUSE: Duration = Duration::from_secs(1);
+
+type Ticket = [u8; TICKET_LEN];
+
+/// One place in the gateway's pooled total, given back when dropped.
+#[derive(Debug)]
+struct Permit(Arc<AtomicUsize>);
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug)]
+struct Held {
+    stream: TcpStream,
+    since: Instant,
+    _permit: Permit,
+}
+
+#[derive(Debug)]
+struct Asked {
+    ticket: Ticket,
+    since: Instant,
+    permit: Permit,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    held: VecDeque<Held>,
+    asked: Vec<Asked>,
+    /// The session ended: nothing is held or asked any more.
+    closed: bool,
+    /// No refill before this (a held connection was found dead).
+    paused_until: Option<Instant>,
+}
+
+/// One session's pool.
+#[derive(Debug)]
+pub(super) struct ReplicaPool {
+    /// Tickets out plus connections held, at most (0: the agent offered none).
+    target: usize,
+    state: Mutex<State>,
+    /// Woken when a held connection is taken or found dead.
+    wanted: Notify,
+}
+
+/// What [`ReplicaPool::take`] found.
+#[derive(Debug, Default)]
+pub(super) struct Taken {
+    /// A live held connection, if one was left.
+    pub(super) stream: Option<TcpStream>,
+    /// Held connections found dead (dropped).
+    pub(super) dead: u64,
+}
+
+impl ReplicaPool {
+    /// A pool of at most `target` (0: none).
+    pub(super) fn new(target: usize) -> ReplicaPool {
+        ReplicaPool { target, state: Mutex::default(), wanted: Notify::new() }
+    }
+
+    /// Whether the session has a pool at all.
+    pub(super) fn offered(&self) -> bool {
+        self.target > 0
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Plain queue updates: consistent after any panic.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The oldest live held connection, dropping dead and aged ones on the way; a refill is
+    /// wanted if anything was taken or dropped.
+    pub(super) fn take(&self) -> Taken {
+        let mut taken = Taken::default();
+        let mut state = self.state();
+        while let Some(held) = state.held.pop_front() {
+            if held.since.elapsed() > POOL_MAX_AGE {
+                continue;
+            }
+            if alive(&held.stream) {
+                taken.stream = Some(held.stream);
+                break;
+            }
+            taken.dead += 1;
+        }
+        if taken.dead > 0 {
+            state.paused_until = Some(Instant::now() + DEAD_PAUSE);
+        }
+        drop(state);
+        if taken.stream.is_some() || taken.dead > 0 {
+            self.wanted.notify_one();
+        }
+        taken
+    }
+
+    /// Returns when a refill may be due (a connection taken or found dead). Cancel-safe.
+    pub(super) async fn wanted(&self) {
+        self.wanted.notified().await;
+    }
+
+    /// Connections held now.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.state().held.len()
+    }
+
+    /// Connections held plus tickets out now.
+    pub(super) fn len(&self) -> usize {
+        let state = self.state();
+        state.held.len() + state.asked.len()
+    }
+}
+
+/// Whether a held data connection is still usable: nothing came from the agent and it has not
+/// closed (a read that would block). Reads the socket itself (non-blocking), not the runtime's
+/// readiness, which learns of an end only at its next poll.
+fn alive(stream: &TcpStream) -> bool {
+    let socket = socket2::SockRef::from(stream);
+    let mut byte = [0u8; 1];
+    matches!(std::io::Read::read(&mut &*socket, &mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// Every session's pool: the tickets handed ahead, and the gateway's total.
+#[derive(Debug)]
+pub(super) struct Pools {
+    tickets: Mutex<HashMap<Ticket, Weak<ReplicaPool>>>,
+    total: Arc<AtomicUsize>,
+    cap: usize,
+}
+
+impl Pools {
+    /// No pool yet; at most `cap` tickets out plus connections held across the gateway.
+    pub(super) fn new(cap: usize) -> Pools {
+        Pools { tickets: Mutex::default(), total: Arc::default(), cap }
+    }
+
+    fn tickets(&self) -> MutexGuard<'_, HashMap<Ticket, Weak<ReplicaPool>>> {
+        self.tickets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tickets out plus connections held now, across the gateway.
+    pub(super) fn total(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    fn permit(&self) -> Option<Permit> {
+        let cap = self.cap;
+        self.total.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < cap).then_some(n + 1)).ok()?;
+        Some(Permit(self.total.clone()))
+    }
+
+    /// Tidies `pool` (aged connections closed, unanswered tickets withdrawn) and, if its
+    /// replica is `ready` and its refills are not paused, hands out the tickets that bring it
+    /// back to its target, within the gateway's total: the tickets to send.
+    pub(super) fn refill(&self, pool: &Arc<ReplicaPool>, ready: bool) -> Vec<Ticket> {
+        if !pool.offered() {
+            return Vec::new();
+        }
+        let now = Instant::now();
+        let mut state = pool.state();
+        state.held.retain(|h| now.duration_since(h.since) <= POOL_MAX_AGE);
+        let (late, asked): (Vec<Asked>, Vec<Asked>) =
+            std::mem::take(&mut state.asked).into_iter().partition(|a| now.duration_since(a.since) > ASKED_FOR);
+        state.asked = asked;
+        let mut tickets = self.tickets();
+        for a in &late {
+            tickets.remove(&a.ticket);
+        }
+        drop(late);
+        if state.paused_until.is_some_and(|until| now < until) {
+            return Vec::new();
+        }
+        if !ready || state.closed {
+            return Vec::new();
+        }
+        let mut new = Vec::new();
+        while state.held.len() + state.asked.len() < pool.target {
+            let Some(permit) = self.permit() else { break };
+            let Ok(ticket) = wire::new_ticket() else { break };
+            tickets.insert(ticket, Arc::downgrade(pool));
+            state.asked.push(Asked { ticket, since: now, permit });
+            new.push(ticket);
+        }
+        new
+    }
+
+    /// A data connection presenting `ticket`: held in its pool if the ticket was handed ahead
+    /// and is still out (`Ok`), else given back.
+    pub(super) fn arrived(&self, ticket: &Ticket, stream: TcpStream) -> Result<(), TcpStream> {
+        let Some(pool) = self.tickets().remove(ticket).and_then(|p| p.upgrade()) else {
+            return Err(stream);
+        };
+        let mut state = pool.state();
+        let Some(i) = state.asked.iter().position(|a| &a.ticket == ticket) else {
+            return Err(stream);
+        };
+        let asked = state.asked.swap_remove(i);
+        if state.closed {
+            return Err(stream);
+        }
+        state.held.push_back(Held { stream, since: Instant::now(), _permit: asked.permit });
+        Ok(())
+    }
+
+    /// The session of `pool` ended: its tickets are withdrawn, its held connections closed.
+    pub(super) fn close(&self, pool: &ReplicaPool) {
+        let mut state = pool.state();
+        state.closed = true;
+        state.held.clear();
+        let mut tickets = self.tickets();
+        for a in state.asked.drain(..) {
+            tickets.remove(&a.ticket);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let peer = TcpStream::connect(listener.local_addr().expect("bound")).await.expect("connect");
+        let (ours, _) = listener.accept().await.expect("accept");
+        (peer, ours)
+    }
+
+    #[tokio::test]
+    async fn a_pool_hands_out_its_target_keeps_the_total_and_skips_the_dead() {
+        let pools = Pools::new(3);
+        let (a, b) = (Arc::new(ReplicaPool::new(2)), Arc::new(ReplicaPool::new(2)));
+        assert!(pools.refill(&a, false).is_empty(), "not ready: nothing");
+        let ta = pools.refill(&a, true);
+        assert_eq!(ta.len(), 2);
+        assert!(pools.refill(&a, true).is_empty(), "tickets out count");
+        assert_eq!(pools.refill(&b, true).len(), 1, "the gateway's total");
+        assert_eq!(pools.total(), 3);
+        let mut peers = Vec::new();
+        for t in &ta {
+            let (peer, ours) = pair().await;
+            assert!(pools.arrived(t, ours).is_ok());
+            peers.push(peer);
+        }
+        let (_peer, ours) = pair().await;
+        assert!(pools.arrived(&ta[0], ours).is_err(), "a ticket is used once");
+        assert_eq!(a.held(), 2);
+        // The oldest is closed by its agent, the other sent a byte it should not have.
+        peers[1].write_all(b"x").await.expect("write");
+        drop(peers.remove(0));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let taken = a.take();
+        assert_eq!((taken.stream.is_none(), taken.dead), (true, 2));
+        assert!(pools.refill(&a, true).is_empty(), "paused after a dead one");
+        pools.close(&b);
+        assert_eq!(pools.total(), 0, "every place given back");
+        assert!(pools.tickets().is_empty());
+    }
+}
