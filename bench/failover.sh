@@ -10,7 +10,8 @@
 #     (SIGKILL) under it: time from the kill to the first answered new connection.
 # Method and results: docs/performance.md, "New connections and gateway failover".
 #
-# Usage: bench/failover.sh      (env: ROUNDS=3 COUNT=500 TRIALS=5 KEEP_TMP=0 CARGO_TARGET_DIR)
+# Usage: bench/failover.sh      (env: ROUNDS=3 COUNT=500 TRIALS=5 KEEP_TMP=0 CARGO_TARGET_DIR
+#                               POOL_PER_REPLICA: the gateways' poolPerReplica, default theirs)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -72,6 +73,8 @@ for name, (public, tunnel, admin) in {"a": gw[0:3], "b": gw[3:6]}.items():
         "routes": [{"routeId": agent["routeId"], "hostnames": [agent["hostname"]],
                     "routePublicKey": route_public_key(agent["routeKey"]),
                     "proxyProtocol": agent["proxyProtocol"], "maxConnections": 4096}],
+        # POOL_PER_REPLICA=0: no data connections dialed ahead (as before issue 44, point 4).
+        **({"poolPerReplica": int(os.environ["POOL_PER_REPLICA"])} if "POOL_PER_REPLICA" in os.environ else {}),
     }, open(f"{tmp}/gateway-{name}.json", "w"), indent=2)
 EOF
 

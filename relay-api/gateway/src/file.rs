@@ -77,6 +77,10 @@ pub struct GatewayFile {
     /// Connections one client address may have still sending their ClientHello (default 64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_hellos_per_client: Option<usize>,
+    /// Data connections each agent session holds dialed ahead of clients, at most (default 2,
+    /// 0-8; 0: none, each is asked for when its client comes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_per_replica: Option<usize>,
     /// The coordinator whose route feed this gateway follows (`gateway-prep init` writes it);
     /// without it, the routes are the file's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,6 +171,16 @@ impl GatewayFile {
             }
             c.client_hellos_per_client = n;
         }
+        if let Some(n) = self.pool_per_replica {
+            if n > usize::from(relay_wire::wire::POOL_MAX) {
+                return Err(GatewayFileError::OutOfRange {
+                    field: "poolPerReplica",
+                    value: n as u64,
+                    expected: "give 0 to 8 connections dialed ahead per agent",
+                });
+            }
+            c.pool_per_replica = n;
+        }
         Ok(c)
     }
 }
@@ -206,6 +220,15 @@ mod tests {
         let c = config("set", set).expect("valid");
         assert_eq!(c.timeouts, Timeouts { idle: Duration::from_secs(60), linger: Duration::from_secs(2) });
         assert_eq!((c.client_share_percent, c.client_hellos_per_client, c.client_share(1024)), (50, 8, 512));
+    }
+
+    #[test]
+    fn the_pool_per_replica_defaults_to_two_and_is_bounded() {
+        assert_eq!(config("pool-default", serde_json::json!({})).expect("valid").pool_per_replica, 2);
+        let none = config("pool-none", serde_json::json!({"poolPerReplica": 0})).expect("valid");
+        assert_eq!(none.pool_per_replica, 0);
+        let refused = config("pool-many", serde_json::json!({"poolPerReplica": 9}));
+        assert!(matches!(refused, Err(GatewayFileError::OutOfRange { field: "poolPerReplica", .. })), "{refused:?}");
     }
 
     #[test]
