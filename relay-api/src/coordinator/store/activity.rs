@@ -4,6 +4,16 @@ use super::{RelayStore, StoreError, not_found, now_ms, refused};
 use crate::coordinator::model::{CustomerHostname, HostnameState, LogEntry, ValidationRecord};
 use crate::hint::Hint;
 
+/// What a validation's detail says of the route, without what it measured (`latencyMs`,
+/// different at every probe): two validations with the same result repeat each other.
+fn result_of(detail: &serde_json::Value) -> serde_json::Value {
+    let mut result = detail.clone();
+    if let Some(fields) = result.as_object_mut() {
+        fields.remove("latencyMs");
+    }
+    result
+}
+
 /// How old a hostname's last validation record may grow while validations repeat its result
 /// before its time is moved to the last one's ([`RelayStore::add_validation`]).
 pub(crate) const VALIDATION_REFRESH_MS: i64 = 10 * 60 * 1000;
@@ -59,7 +69,8 @@ impl RelayStore {
     }
 
     /// Records a validation of one hostname by a validator (version, digest): a new record
-    /// when its result differs from the hostname's last one (passed, validator, detail);
+    /// when its result differs from the hostname's last one (passed, validator, detail but
+    /// its latency);
     /// otherwise the last one's time is moved to now only once it is
     /// [`VALIDATION_REFRESH_MS`] old. So a route that keeps passing writes the store every 10
     /// minutes, not at every validation (issue 44, point 5: the store written at rest), and
@@ -95,8 +106,8 @@ impl RelayStore {
             at: now,
         };
         let same = |last: &ValidationRecord| {
-            (last.passed, &last.validator_version, &last.validator_digest, &last.detail)
-                == (passed, &record.validator_version, &record.validator_digest, detail)
+            (last.passed, &last.validator_version, &last.validator_digest, result_of(&last.detail))
+                == (passed, &record.validator_version, &record.validator_digest, result_of(detail))
         };
         let last = self.latest_validations(deployment_id)?.into_iter().find(|v| v.hostname == hostname);
         match last {
