@@ -18,11 +18,18 @@ use std::sync::Mutex;
 use markdown::{Block, Kind};
 use session::{Outcome, Session};
 
-/// Documents name fixed ports (7300, 8443, 8080): one document runs at a time.
+/// Documents name fixed ports (7300, 8443, 8080): one document runs at a time (under
+/// cargo-nextest, where each test is a process, the `docs-ports` group of `.config/nextest.toml`).
 static PORTS: Mutex<()> = Mutex::new(());
 
-/// The README's test command: CI runs it (`.ci/run`), so the docs test does not run itself.
+/// The README's test command: CI runs its tests (`.ci/run`, as [`CI_TEST_COMMANDS`]), so the
+/// docs test does not run itself.
 const TEST_COMMAND: &str = "cargo test --workspace";
+
+/// How `.ci/run` runs the README's test command's tests: every test binary's tests through
+/// cargo-nextest (its `ci` profile), then the doc tests, which nextest does not run.
+const CI_TEST_COMMANDS: [&str; 2] =
+    ["cargo nextest run --workspace --locked --profile ci", "cargo test --workspace --locked --doc"];
 
 fn bin_dir() -> PathBuf {
     let svc = svc_e2e::service::svc_binary();
@@ -221,7 +228,38 @@ fn ci_runs_the_readmes_test_command() {
     let blocks = markdown::blocks(Path::new("README.md"), &readme).expect("README.md's blocks");
     let first = blocks.iter().find(|b| b.kind == Kind::Run).expect("a first command block");
     assert!(first.body.lines().any(|l| l.trim() == TEST_COMMAND), "the README opens with `{TEST_COMMAND}`");
-    assert!(ci.lines().any(|l| l.trim().starts_with(TEST_COMMAND)), ".ci/run runs `{TEST_COMMAND}`");
+    // `cargo test --workspace` runs each test binary's tests, then the doc tests: CI runs both
+    // halves, as written (no filter or skip added on the command line).
+    for command in CI_TEST_COMMANDS {
+        assert!(
+            ci.lines().any(|l| l.trim() == command || l.trim().starts_with(&format!("{command} || "))),
+            ".ci/run runs `{command}`, as written"
+        );
+    }
+    // What nextest leaves out (its profiles' `default-filter`) is only the second run of
+    // publication tests on PostgreSQL: each of them runs in the `publication` binary.
+    let nextest = std::fs::read_to_string(root.join(".config/nextest.toml")).expect(".config/nextest.toml");
+    let filters: Vec<&str> = nextest.lines().filter(|l| l.trim_start().starts_with("default-filter")).collect();
+    assert_eq!(filters, ["default-filter = \"\"\""], "one default filter, in [profile.default]");
+    let filter =
+        nextest.split("default-filter = \"\"\"").nth(1).and_then(|f| f.split("\"\"\"").next()).unwrap_or_default();
+    assert!(
+        filter.trim().starts_with("not (binary_id(svc-e2e::publication_pg) & ("),
+        "nextest's default filter leaves out only tests of publication_pg:\n{filter}"
+    );
+    let publication = std::fs::read_to_string(root.join("tests/publication.rs")).expect("tests/publication.rs");
+    for name in filter.split("test(").skip(1) {
+        let name = name.split(')').next().unwrap_or_default();
+        let module = name.trim_start_matches("/^").trim_start_matches('=').trim_start_matches("suite::publication::");
+        let module = module.split("::").next().unwrap_or_default();
+        let function = name.rsplit("::").next().unwrap_or_default();
+        assert!(publication.contains(&format!("mod {module};")), "{name}: no module {module} in tests/publication.rs");
+        if !name.ends_with("::/") {
+            let source =
+                std::fs::read_to_string(root.join(format!("tests/publication/{module}.rs"))).unwrap_or_default();
+            assert!(source.contains(&format!("fn {function}(")), "{name}: no test {function} in the publication suite");
+        }
+    }
 }
 
 /// The harness itself: a drifted document fails at each drifted block, with its line.

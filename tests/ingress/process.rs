@@ -188,14 +188,12 @@ pub(crate) fn node() -> std::ffi::OsString {
 /// cannot listen on 127.0.0.1:36669: Address already in use").
 pub(crate) fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU16, Ordering};
-    // Each test binary starts at its own place in 20000-32000, from its process ID.
+    // Each test process starts at a random place in 20000-32000 and counts up from there.
+    // cargo-nextest runs each test in a process of its own, several at once, with pids close
+    // together: a start from the pid put neighbours a few ports apart, and one could bind a
+    // port the other had picked but not yet bound.
     static NEXT: AtomicU16 = AtomicU16::new(0);
-    let _ = NEXT.compare_exchange(
-        0,
-        20_000 + (std::process::id() % 2_000) as u16 * 6,
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-    );
+    let _ = NEXT.compare_exchange(0, 20_000 + fastrand::u16(0..12_000), Ordering::Relaxed, Ordering::Relaxed);
     for _ in 0..12_000 {
         let port = NEXT.fetch_add(1, Ordering::Relaxed);
         let port = 20_000 + port.wrapping_sub(20_000) % 12_000;

@@ -829,6 +829,11 @@ fn svc_app_executions_and_show_print_the_projection() {
         )
     };
 
+    // One set of snapshots for the suite's two binaries (`publication`, and `publication_pg`
+    // whose module path differs): named without the module path.
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    let _snapshots = settings.bind_to_scope();
     let (code, text, stderr) = run(&["app", "executions", "web"]);
     assert_eq!(code, Some(0), "{stderr}");
     insta::assert_snapshot!("executions_converged", normalize(&text, &uid));

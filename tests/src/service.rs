@@ -92,12 +92,32 @@ fn newest_file(dir: &Path) -> Option<std::time::SystemTime> {
 
 /// Set to `postgres`, the publication suites run with every data directory's store on
 /// PostgreSQL: a throwaway cluster per data directory, which `svc serve` and `svc admin` reach
-/// through `SVC_DATABASE` (what an operator sets), as `.ci/run` does after the SQLite run.
+/// through `SVC_DATABASE` (what an operator sets). The `publication_pg` test binary always
+/// does ([`POSTGRES_BINARY`]).
 pub const BACKEND: &str = "SVC_E2E_BACKEND";
 
-/// Whether the suites run on PostgreSQL ([`BACKEND`]).
+/// The test binary that runs the publication suite on PostgreSQL whatever [`BACKEND`] says
+/// (`tests/publication_pg.rs`): cargo names it `publication_pg-HASH`.
+pub const POSTGRES_BINARY: &str = "publication_pg";
+
+/// Whether the suites run on PostgreSQL: [`BACKEND`] says so, or this is [`POSTGRES_BINARY`].
 pub fn on_postgres() -> bool {
-    std::env::var(BACKEND).is_ok_and(|v| v == "postgres")
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var(BACKEND).is_ok_and(|v| v == "postgres")
+            || std::env::current_exe().ok().is_some_and(|exe| is_postgres_binary(&exe))
+    })
+}
+
+/// Whether `exe` is [`POSTGRES_BINARY`]: `publication_pg-HASH` as cargo builds it, or
+/// `publication_pg` itself.
+fn is_postgres_binary(exe: &Path) -> bool {
+    let stem = exe.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    stem == POSTGRES_BINARY
+        || stem
+            .strip_prefix(POSTGRES_BINARY)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|hash| !hash.is_empty() && hash.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// The clusters of the data directories in use, by directory (dropped, so stopped, with their
