@@ -141,10 +141,7 @@ async fn agent() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     stage("after the clients closed", live());
     println!("connections {count}, answering the second request: {alive}");
-    println!(
-        "a TLS stream: {} B inline",
-        std::mem::size_of::<tokio_rustls::server::TlsStream<agent::idle::Watched<TcpStream>>>()
-    );
+    println!("a TLS connection's state: {} B", std::mem::size_of::<rustls::server::UnbufferedServerConnection>());
     println!(
         "one connection's task future: {task_size} B; an AgentConfig: {} B inline, its clone {config_heap} B in {config_blocks} blocks",
         std::mem::size_of::<agent::AgentConfig>()

@@ -10,6 +10,7 @@
 //! one side has ended its sending without a byte since ([`crate::idle`], the gateway's rules).
 
 mod hibernate;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,7 +31,6 @@ use relay_wire::envelope::ErrorBody;
 use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 
 use crate::accept::Backoff;
 use crate::cert::{ACME_TLS_ALPN, CurrentCert};
@@ -74,7 +74,7 @@ pub struct Context {
     config: AgentConfig,
     hostnames: Arc<Hostnames>,
     app: Client<AppConnector, Body>,
-    tls: TlsAcceptor,
+    tls: Arc<ServerConfig>,
     /// The certificates handshakes get (and whether an ACME challenge is pending).
     pub(crate) cert: Arc<CurrentCert>,
     limits: Limits,
@@ -106,7 +106,7 @@ impl Context {
     ) -> Arc<Context> {
         let mut tls = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
-            .map(|b| b.with_no_client_auth().with_cert_resolver(cert.clone()))
+            .map(|b| b.with_no_client_auth().with_cert_resolver(Arc::new(tls::NamedResolver(cert.clone()))))
             .unwrap_or_else(|_| unreachable!("ring supports the default protocol versions"));
         // `acme-tls/1` comes last: only a client offering nothing else (an ACME CA validating
         // TLS-ALPN-01) negotiates it, and the resolver gives such a client only a pending
@@ -121,7 +121,7 @@ impl Context {
             config,
             hostnames,
             app,
-            tls: TlsAcceptor::from(Arc::new(tls)),
+            tls: Arc::new(tls),
             cert,
             limits,
             ready,
@@ -181,7 +181,7 @@ pub async fn direct(ctx: Arc<Context>, listener: TcpListener) {
 
 /// A stream whose readability can be awaited without reading: a hibernating connection waits
 /// for its client's next bytes holding no buffer.
-pub trait Readable: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+pub trait Readable: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static {
     /// Ready once bytes (or the end) can be read.
     fn poll_readable(&self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>>;
 }
@@ -222,30 +222,51 @@ pub async fn acme_validation<S>(ctx: Arc<Context>, stream: S)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    if let Ok(Ok(mut tls)) = tokio::time::timeout(ctx.limits.handshake, ctx.tls.accept(stream)).await {
+    let accept = tls::Tls::accept(stream, ctx.tls.clone());
+    if let Ok(Ok(mut tls)) = tokio::time::timeout(ctx.limits.handshake, accept).await {
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
     }
 }
 
-/// The handshake, then the server the client's ALPN asked for: HTTP/1.1 (hibernating while
-/// idle), HTTP/2, or either by its first bytes when it named none. What lives only while in
-/// use (the handshake, hyper's connection) is boxed, so that the connection's task stays small.
+/// A connection's server once its handshake is done, boxed apart from the connection's task.
+type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// The handshake, then the server the client's ALPN asked for. Each stage is its own box, so
+/// that the connection's task holds two pointers and not the larger of the stages' states
+/// (a future keeps room for every local that lives across an await, moved-from ones too).
 async fn serve<S: Readable>(
     ctx: Arc<Context>,
     stream: Watched<S>,
     client: Option<SocketAddr>,
     activity: Arc<Activity>,
 ) {
-    let accept = Box::pin(ctx.tls.accept(stream));
-    let Ok(Ok(mut tls)) = tokio::time::timeout(ctx.limits.handshake, accept).await else { return };
-    if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
-        // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 section 3); no HTTP.
-        // (Boxed: the stream is then held inline nowhere in this task.)
-        let _ = Box::pin(async move { tokio::io::AsyncWriteExt::shutdown(&mut tls).await }).await;
-        return;
+    let serving = Box::pin(handshake(ctx, stream, client, activity)).await;
+    if let Some(serving) = serving {
+        serving.await;
     }
-    let sni: Option<Arc<str>> = tls.get_ref().1.server_name().map(Arc::from);
-    let alpn = tls.get_ref().1.alpn_protocol();
+}
+
+/// The TLS handshake (within the handshake limit), then the server the client's ALPN asked
+/// for, not started: HTTP/1.1 (hibernating while idle), HTTP/2, or either by its first bytes
+/// when it named none. `None`: nothing to serve. The TLS stream is boxed once, so that moving
+/// it costs a pointer and it is held in one place.
+async fn handshake<S: Readable>(
+    ctx: Arc<Context>,
+    stream: Watched<S>,
+    client: Option<SocketAddr>,
+    activity: Arc<Activity>,
+) -> Option<Serving> {
+    let accept = tls::Tls::accept(stream, ctx.tls.clone());
+    let Ok(Ok(tls)) = tokio::time::timeout(ctx.limits.handshake, accept).await else { return None };
+    let mut tls = Box::new(tls);
+    if tls.alpn_protocol() == Some(ACME_TLS_ALPN) {
+        // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 section 3); no HTTP.
+        return Some(Box::pin(async move {
+            let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
+        }));
+    }
+    let sni: Option<Arc<str>> = tls.server_name().cloned();
+    let alpn = tls.alpn_protocol();
     let (http1, h2) = (alpn == Some(b"http/1.1"), alpn == Some(b"h2"));
     let requests = Arc::new(hibernate::Requests::default());
     let service = {
@@ -264,17 +285,20 @@ async fn serve<S: Readable>(
             }
         }
     };
-    if http1 {
-        Box::pin(hibernate::serve(tls, requests, &activity, &ctx.http1_live, service)).await;
+    Some(if http1 {
+        Box::pin(async move { hibernate::serve(tls, requests, &activity, &ctx.http1_live, service).await })
     } else if h2 {
-        let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-        let conn = Box::pin(builder.serve_connection(TokioIo::new(tls), hyper::service::service_fn(service)));
-        let _ = conn.await;
+        Box::pin(async move {
+            let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+            let _ = builder.serve_connection(TokioIo::new(tls), hyper::service::service_fn(service)).await;
+        })
     } else {
-        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-        let service = hyper::service::service_fn(service);
-        let _ = Box::pin(builder.serve_connection_with_upgrades(TokioIo::new(tls), service)).await;
-    }
+        Box::pin(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let service = hyper::service::service_fn(service);
+            let _ = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await;
+        })
+    })
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {

@@ -22,8 +22,8 @@ use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio_rustls::server::TlsStream;
 
+use super::tls::Tls;
 use super::{Body, Readable};
 use crate::idle::{Activity, Watched};
 
@@ -207,9 +207,10 @@ impl Drop for Live<'_> {
 }
 
 /// Serves HTTP/1.1 (with upgrades) on `tls` until the client leaves, hibernating while idle.
-/// `live` counts the hyper connections held.
+/// `live` counts the hyper connections held. The TLS stream is boxed: the future moves it in
+/// and out of hyper's connection, and keeps room for it at each move.
 pub(crate) async fn serve<S, F, Fut>(
-    tls: TlsStream<Watched<S>>,
+    tls: Box<Tls<Watched<S>>>,
     requests: Arc<Requests>,
     activity: &Activity,
     live: &AtomicUsize,
@@ -277,7 +278,7 @@ pub(crate) async fn serve<S, F, Fut>(
         if io.inner.flush().await.is_err() {
             return;
         }
-        if std::future::poll_fn(|cx| io.inner.get_ref().0.get_ref().poll_readable(cx)).await.is_err() {
+        if std::future::poll_fn(|cx| io.inner.get_ref().get_ref().poll_readable(cx)).await.is_err() {
             return;
         }
     }
