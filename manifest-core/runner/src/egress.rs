@@ -8,13 +8,18 @@
 //!
 //! The protocol, one request per connection: the agent sends `CONNECT host:port\n`; the broker
 //! answers `OK\n` and from then on relays, or `ERR reason\n` and closes.
+//!
+//! Each of an agent's client connections is one relayed connection here, mostly idle: a relay
+//! holds a buffer only while bytes are in flight ([`RELAY_CHUNK`]), not two for its life.
 
+use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -34,6 +39,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections relayed for one job at once: one per client connection the agent serves, plus
 /// its tunnels and API calls; beyond it new ones wait.
 pub const CONNECTIONS_PER_JOB: usize = 4096;
+
+/// The buffer one direction of a relay reads into while bytes come (tokio's `copy` size);
+/// freed as soon as a read finds nothing more.
+const RELAY_CHUNK: usize = 8 * 1024;
 
 /// Where a job's agent may connect.
 pub trait EgressPolicy: Send + Sync + std::fmt::Debug {
@@ -68,6 +77,7 @@ impl EgressPolicy for Destinations {
 pub struct Broker {
     socket: PathBuf,
     task: JoinHandle<()>,
+    buffers: Arc<AtomicUsize>,
 }
 
 impl Broker {
@@ -75,8 +85,15 @@ impl Broker {
     /// against `policy`. Must be called within a tokio runtime.
     pub fn listen(socket: &Path, policy: Arc<dyn EgressPolicy>) -> io::Result<Broker> {
         let listener = UnixListener::bind(socket)?;
-        let task = tokio::spawn(serve(listener, policy));
-        Ok(Broker { socket: socket.to_owned(), task })
+        let buffers = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn(serve(listener, policy, buffers.clone()));
+        Ok(Broker { socket: socket.to_owned(), task, buffers })
+    }
+
+    /// The relay buffers held now: one per direction that has bytes in flight, none for an
+    /// idle connection.
+    pub fn buffers_held(&self) -> usize {
+        self.buffers.load(Ordering::Relaxed)
     }
 
     /// The socket's path on the host.
@@ -93,7 +110,7 @@ impl Drop for Broker {
     }
 }
 
-async fn serve(listener: UnixListener, policy: Arc<dyn EgressPolicy>) {
+async fn serve(listener: UnixListener, policy: Arc<dyn EgressPolicy>, buffers: Arc<AtomicUsize>) {
     let permits = Arc::new(Semaphore::new(CONNECTIONS_PER_JOB));
     let mut relays = tokio::task::JoinSet::new();
     loop {
@@ -101,9 +118,9 @@ async fn serve(listener: UnixListener, policy: Arc<dyn EgressPolicy>) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    let policy = policy.clone();
+                    let (policy, buffers) = (policy.clone(), buffers.clone());
                     relays.spawn(async move {
-                        relay(stream, policy.as_ref()).await;
+                        relay(stream, policy.as_ref(), &buffers).await;
                         drop(permit);
                     });
                 }
@@ -116,8 +133,22 @@ async fn serve(listener: UnixListener, policy: Arc<dyn EgressPolicy>) {
     }
 }
 
-/// Serves one agent connection: reads where to, checks, connects, relays.
-async fn relay(stream: UnixStream, policy: &dyn EgressPolicy) {
+/// Serves one agent connection: reads where to, checks, connects, relays. `buffers` counts
+/// the relay buffers held.
+async fn relay(stream: UnixStream, policy: &dyn EgressPolicy, buffers: &AtomicUsize) {
+    // The request and its answer are boxed: the relay's task keeps only what relaying needs.
+    let Some((mut agent, mut upstream)) = Box::pin(open(stream, policy)).await else { return };
+    let (agent_read, agent_write) = agent.split();
+    let (upstream_read, upstream_write) = upstream.split();
+    // Like `copy_bidirectional`: each side's end is passed on as a shutdown of the other's
+    // sending, and the relay is over once both directions are, or at the first error.
+    let _ = tokio::try_join!(pump(&agent_read, upstream_write, buffers), pump(&upstream_read, agent_write, buffers),);
+}
+
+/// Reads the agent's request, connects where it asks if allowed, and answers it: the two
+/// streams to relay between, with what the agent sent after its request line already passed
+/// on; `None` when answered `ERR` or gone.
+async fn open(stream: UnixStream, policy: &dyn EgressPolicy) -> Option<(UnixStream, TcpStream)> {
     let mut stream = BufReader::new(stream);
     let mut line = String::new();
     let read = tokio::time::timeout(REQUEST_TIMEOUT, (&mut stream).take(REQUEST_LIMIT).read_line(&mut line)).await;
@@ -138,20 +169,81 @@ async fn relay(stream: UnixStream, policy: &dyn EgressPolicy) {
     match answer {
         Ok((mut upstream, _)) => {
             let _ = upstream.set_nodelay(true);
-            if stream.get_mut().write_all(b"OK\n").await.is_err() {
-                return;
-            }
+            stream.get_mut().write_all(b"OK\n").await.ok()?;
             // Bytes the agent sent after its request line are in the reader's buffer.
             let buffered = stream.buffer().to_vec();
-            if !buffered.is_empty() && upstream.write_all(&buffered).await.is_err() {
-                return;
+            if !buffered.is_empty() {
+                upstream.write_all(&buffered).await.ok()?;
             }
-            let mut agent = stream.into_inner();
-            let _ = tokio::io::copy_bidirectional(&mut agent, &mut upstream).await;
+            Some((stream.into_inner(), upstream))
         }
         Err(reason) => {
             let reason = reason.replace('\n', " ");
             let _ = stream.get_mut().write_all(format!("ERR {reason}\n").as_bytes()).await;
+            None
+        }
+    }
+}
+
+/// One side of a relayed connection, read only once readable.
+trait Source {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send;
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
+}
+
+impl Source for tokio::net::unix::ReadHalf<'_> {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
+        tokio::net::unix::ReadHalf::readable(self)
+    }
+
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        tokio::net::unix::ReadHalf::try_read(self, buf)
+    }
+}
+
+impl Source for tokio::net::tcp::ReadHalf<'_> {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
+        tokio::net::tcp::ReadHalf::readable(self)
+    }
+
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        tokio::net::tcp::ReadHalf::try_read(self, buf)
+    }
+}
+
+/// A relay buffer, counted while it lives.
+struct Chunk<'a> {
+    bytes: Box<[u8]>,
+    held: &'a AtomicUsize,
+}
+
+impl<'a> Chunk<'a> {
+    fn new(held: &'a AtomicUsize) -> Chunk<'a> {
+        held.fetch_add(1, Ordering::Relaxed);
+        Chunk { bytes: vec![0; RELAY_CHUNK].into_boxed_slice(), held }
+    }
+}
+
+impl Drop for Chunk<'_> {
+    fn drop(&mut self) {
+        self.held.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Copies `from` to `to` until `from` ends, then shuts `to`'s sending. A buffer is taken when
+/// `from` is readable and given back once a read finds nothing more, so that an idle
+/// direction holds none.
+async fn pump(from: &impl Source, mut to: impl AsyncWrite + Unpin, held: &AtomicUsize) -> io::Result<()> {
+    loop {
+        from.readable().await?;
+        let mut chunk = Chunk::new(held);
+        loop {
+            match from.try_read(&mut chunk.bytes) {
+                Ok(0) => return to.shutdown().await,
+                Ok(n) => to.write_all(&chunk.bytes[..n]).await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
         }
     }
 }
@@ -207,5 +299,59 @@ mod tests {
 
         drop(broker);
         assert!(!socket.exists(), "the socket is removed with the broker");
+    }
+
+    #[tokio::test]
+    async fn an_idle_relayed_connection_holds_no_buffer_and_each_end_is_passed_on() {
+        // An echo upstream that closes once the agent has ended its sending.
+        let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let allowed = upstream.local_addr().expect("addr").to_string();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = upstream.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        let dir = tempfile::tempdir().expect("dir");
+        let socket = dir.path().join("egress.sock");
+        let broker = Broker::listen(&socket, Arc::new(Destinations(vec![allowed.clone()]))).expect("listen");
+
+        let mut streams = Vec::new();
+        for _ in 0..20 {
+            let (answer, mut stream) = ask(&socket, &format!("CONNECT {allowed}\n")).await;
+            assert_eq!(answer, "OK\n");
+            // More than one buffer's worth each way.
+            let sent: Vec<u8> = (0..3 * RELAY_CHUNK).map(|i| (i % 251) as u8).collect();
+            let (mut r, mut w) = stream.split();
+            let mut echoed = vec![0; sent.len()];
+            let (wrote, read) = tokio::join!(w.write_all(&sent), r.read_exact(&mut echoed));
+            wrote.expect("sends");
+            read.expect("reads the echo");
+            assert_eq!(echoed, sent);
+            streams.push(stream);
+        }
+        // Every connection is open and idle now: no buffer is held for any of them.
+        let mut held = broker.buffers_held();
+        for _ in 0..100 {
+            if held == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            held = broker.buffers_held();
+        }
+        assert_eq!(held, 0, "buffers held by 20 idle relayed connections");
+
+        // Still relaying; the agent's end reaches the upstream, whose end comes back.
+        let stream = &mut streams[0];
+        stream.write_all(b"again").await.expect("sends");
+        let mut echoed = [0u8; 5];
+        stream.read_exact(&mut echoed).await.expect("reads");
+        assert_eq!(&echoed, b"again");
+        stream.shutdown().await.expect("ends its sending");
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest)).await;
+        assert_eq!(read.expect("the upstream's end comes back").expect("reads"), 0);
     }
 }
