@@ -19,7 +19,7 @@ use markdown::{Block, Kind};
 use session::{Outcome, Session};
 
 /// Documents name fixed ports (7300, 8443, 8080): one document runs at a time (under
-/// cargo-nextest, where each test is a process, the `docs-ports` group of `.config/nextest.toml`).
+/// cargo-nextest, where each test is a process, the `default-ports` group of `.config/nextest.toml`).
 static PORTS: Mutex<()> = Mutex::new(());
 
 /// The README's test command: CI runs its tests (`.ci/run`, as [`CI_TEST_COMMANDS`]), so the
