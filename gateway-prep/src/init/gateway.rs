@@ -32,6 +32,7 @@ pub fn config(settings: &Settings, existing: Option<GatewayFile>, coordinator: &
         half_close_linger_secs: None,
         client_share_percent: None,
         client_hellos_per_client: None,
+        pool_per_replica: None,
         coordinator: Some(FeedSource {
             url: coordinator.to_owned(),
             operator_id: operator_id.to_owned(),
