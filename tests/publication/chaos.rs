@@ -175,17 +175,21 @@ fn scratch_prefix(id: &str) -> String {
     id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(48).collect()
 }
 
-/// A process: pid, parent, command name, command line.
+/// A process: pid, parent, command name, command line, and whether it is in this test's
+/// PID namespace (a job's processes but its outer sandbox are in the job's own).
 #[derive(Debug, Clone)]
+#[allow(dead_code, reason = "the parent is printed, not read")]
 struct Proc {
     pid: u32,
     ppid: u32,
     comm: String,
     cmdline: String,
+    host_pid_namespace: bool,
 }
 
 fn procs() -> Vec<Proc> {
     let mut found = Vec::new();
+    let ours = std::fs::read_link("/proc/self/ns/pid").expect("this test's PID namespace");
     for entry in std::fs::read_dir("/proc").expect("/proc").filter_map(Result::ok) {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
         let (Ok(raw), Ok(stat)) =
@@ -200,7 +204,9 @@ fn procs() -> Vec<Proc> {
         }
         let ppid = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
         let comm = head.split_once('(').map_or("", |(_, c)| c).to_owned();
-        found.push(Proc { pid, ppid, comm, cmdline: String::from_utf8_lossy(&raw).replace('\0', " ") });
+        let host_pid_namespace = std::fs::read_link(entry.path().join("ns/pid")).is_ok_and(|ns| ns == ours);
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        found.push(Proc { pid, ppid, comm, cmdline, host_pid_namespace });
     }
     found
 }
@@ -213,16 +219,17 @@ fn job_procs(dir: &Path) -> Vec<Proc> {
 }
 
 /// The jobs running: by scratch prefix (an execution ID), the outer sandboxes' pids (a
-/// `bwrap` whose parent is no `bwrap`: one per start of the job).
+/// `bwrap` in this test's PID namespace: one per start of the job). Not "a `bwrap` whose parent
+/// is no `bwrap`": the sandbox's init, orphaned for a moment while its job is stopped, read
+/// as a second start of the job (a nextest run under load, seed 1925586321).
 fn running(dir: &Path) -> BTreeMap<String, BTreeSet<u32>> {
     let all = job_procs(dir);
     let pool = format!("{}/", dir.join("pool").display());
-    let bwrap: BTreeSet<u32> = all.iter().filter(|p| p.comm == "bwrap").map(|p| p.pid).collect();
     let mut jobs: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
     for p in &all {
         let Some(rest) = p.cmdline.split(pool.as_str()).nth(1) else { continue };
         let Some((prefix, _)) = rest.split_once('.') else { continue };
-        let outer = p.comm == "bwrap" && !bwrap.contains(&p.ppid);
+        let outer = p.comm == "bwrap" && p.host_pid_namespace;
         let entry = jobs.entry(prefix.to_owned()).or_default();
         if outer {
             entry.insert(p.pid);
