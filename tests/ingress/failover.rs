@@ -274,7 +274,7 @@ async fn two_gateways_and_two_replicas_lose_no_new_connection_when_one_of_each_i
 async fn a_coordinators_two_replicas_and_its_gateway_host_lose_no_new_connection_through_kills_and_restarts() {
     use super::deploy::{Relay, hint_codes};
     use super::fleet::GatewayHost;
-    use super::process::{free_port, signal};
+    use super::process::{free_port, signal_job};
     use super::replicas::{deploy_two_replicas, processes};
 
     let dir = TempDir::new("failover-product");
@@ -302,11 +302,19 @@ async fn a_coordinators_two_replicas_and_its_gateway_host_lose_no_new_connection
     host_proc.signal("KILL");
     clients.run_for(80, Duration::from_secs(30)).await;
 
-    let pids = processes(&status);
-    let killed_replica = Instant::now();
-    for &pid in &pids[2..] {
-        signal(pid, "KILL");
+    // The replica's processes as they are now: the ones at deploy time may have been
+    // restarted meanwhile (printed, with what the relay said, to see why).
+    let now = relay.json(&["status", "--config", &config]).await;
+    let pids = processes(&now);
+    if pids != processes(&status) {
+        eprintln!(
+            "the replicas' processes changed since the deploy: {:?} -> {pids:?}\nstatus: {now:#}\n{}",
+            processes(&status),
+            relay.proc.output()
+        );
     }
+    let killed_replica = Instant::now();
+    signal_job(&pids[2..], "KILL");
     clients.run_for(80, Duration::from_secs(30)).await;
 
     let (restarted, _, _) = host.run().await;

@@ -141,6 +141,17 @@ pub(crate) fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid} failed");
 }
 
+/// Sends a signal to each process of one job (its app, then its agent): the first must be
+/// delivered; the others may be gone already, since the local pool ends a job's other
+/// processes as soon as it sees one die (it sees that at once, by the process's exit).
+pub(crate) fn signal_job(pids: &[u32], name: &str) {
+    let Some((first, rest)) = pids.split_first() else { return };
+    signal(*first, name);
+    for pid in rest {
+        signal_quietly(*pid, name);
+    }
+}
+
 pub(crate) fn signal_quietly(pid: u32, name: &str) {
     let _ = Command::new("kill")
         .arg(format!("-{name}"))

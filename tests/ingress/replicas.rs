@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::HOST;
 use super::client::{get, heading};
 use super::deploy::{Relay, hint_codes, node_demo_project, repo};
-use super::process::{alive, assert_alive, signal};
+use super::process::{alive, assert_alive, signal_job};
 
 /// How long after a kill requests may still fail: the killed agent's tunnel sessions close
 /// with its process, and the gateway asks the other replica from then on.
@@ -97,9 +97,7 @@ async fn a_route_of_two_jobs_serves_through_a_killed_replica_and_a_rolling_redep
     let looping = request_loop(&relay, stop.clone());
     tokio::time::sleep(Duration::from_millis(500)).await;
     let killed_at = Instant::now();
-    for &pid in &pids[..2] {
-        signal(pid, "KILL");
-    }
+    signal_job(&pids[..2], "KILL");
     // It is restarted (after its backoff) and validated again, while the other serves: the
     // deployment never leaves `live`, and its logs say which replica went down.
     let (back, _) = relay
