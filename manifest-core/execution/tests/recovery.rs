@@ -99,6 +99,21 @@ fn a_job_lost_while_the_service_was_down_is_recorded_failed() {
     assert_eq!(e.reason.expect("why").code, "lost");
 }
 
+/// The service dies with its processors (`first`'s job with them) and is back at `at`: a new
+/// executor recovers, finding the job lost.
+fn restart_after_losing(w: &mut World, pool: &Arc<SimulatedPool>, first: &svc_execution::Execution, at: u64) {
+    pool.lose(&first.execution_id);
+    pool.release(&first.execution_id);
+    w.clock.set(at);
+    w.executor = svc_execution::executor::Executor::new(
+        Arc::clone(&w.store) as Arc<_>,
+        Arc::new(StartsEmpty(Arc::clone(pool))),
+        Arc::new(w.clock.clone()),
+        64,
+    );
+    assert_eq!(w.executor.recover().expect("recovers").lost, 1);
+}
+
 #[test]
 fn a_job_that_stopped_with_the_service_gets_a_new_attempt_for_the_rest_of_its_window() {
     let pool = Arc::new(SimulatedPool::new(2, 4, 1_000));
@@ -107,16 +122,7 @@ fn a_job_that_stopped_with_the_service_gets_a_new_attempt_for_the_rest_of_its_wi
     w.settle().expect("settles");
     let first = w.live(1)[0].clone();
     // The service dies and its processors with it.
-    pool.lose(&first.execution_id);
-    pool.release(&first.execution_id);
-    w.clock.advance(10 * MINUTE);
-    w.executor = svc_execution::executor::Executor::new(
-        Arc::clone(&w.store) as Arc<_>,
-        Arc::new(StartsEmpty(Arc::clone(&pool))),
-        Arc::new(w.clock.clone()),
-        64,
-    );
-    assert_eq!(w.executor.recover().expect("recovers").lost, 1);
+    restart_after_losing(&mut w, &pool, &first, T0 + 10 * MINUTE);
     w.settle().expect("settles");
     let live = w.live(1);
     assert_eq!(live.len(), 1);
@@ -160,16 +166,7 @@ fn a_window_relaunched_after_its_renewal_was_due_is_renewed_before_it_ends() {
     let first = w.live(1)[0].clone();
     // The service dies with its processors and is back 500 ms before the window ends, long
     // after its renewal (10 minutes ahead) was due.
-    pool.lose(&first.execution_id);
-    pool.release(&first.execution_id);
-    w.clock.set(first.window_end - 500);
-    w.executor = svc_execution::executor::Executor::new(
-        Arc::clone(&w.store) as Arc<_>,
-        Arc::new(StartsEmpty(Arc::clone(&pool))),
-        Arc::new(w.clock.clone()),
-        64,
-    );
-    assert_eq!(w.executor.recover().expect("recovers").lost, 1);
+    restart_after_losing(&mut w, &pool, &first, first.window_end - 500);
     w.settle().expect("settles");
     let live = w.live(1);
     let attempts: Vec<(u64, u32)> = live.iter().map(|e| (e.generation, e.attempt)).collect();
@@ -190,16 +187,7 @@ fn an_interval_occurrence_relaunched_late_keeps_the_next_on_its_cadence() {
     w.publish(1, p);
     w.settle().expect("settles");
     let first = w.live(1)[0].clone();
-    pool.lose(&first.execution_id);
-    pool.release(&first.execution_id);
-    w.clock.set(T0 + 30 * MINUTE);
-    w.executor = svc_execution::executor::Executor::new(
-        Arc::clone(&w.store) as Arc<_>,
-        Arc::new(StartsEmpty(Arc::clone(&pool))),
-        Arc::new(w.clock.clone()),
-        64,
-    );
-    assert_eq!(w.executor.recover().expect("recovers").lost, 1);
+    restart_after_losing(&mut w, &pool, &first, T0 + 30 * MINUTE);
     w.run_until(T0 + 3 * HOUR).expect("runs");
     let starts: Vec<(u64, u32, u64)> =
         w.executions(1).iter().map(|e| (e.generation, e.attempt, (e.window_start - T0) / MINUTE)).collect();
