@@ -260,16 +260,9 @@ impl Pools {
 #[cfg(test)]
 mod tests {
     use tokio::io::AsyncWriteExt;
-    use tokio::net::{TcpListener, TcpStream};
 
     use super::*;
-
-    async fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
-        let peer = TcpStream::connect(listener.local_addr().expect("bound")).await.expect("connect");
-        let (ours, _) = listener.accept().await.expect("accept");
-        (peer, ours)
-    }
+    use crate::tunnel::tests::pair;
 
     #[tokio::test]
     async fn a_pool_hands_out_its_target_keeps_the_total_and_skips_the_dead() {

@@ -400,14 +400,14 @@ async fn refill<W: tokio::io::AsyncWrite + Unpin>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use tokio::io::AsyncWriteExt;
     use tokio::net::{TcpListener, TcpStream};
 
     use super::*;
 
-    /// A connected pair on loopback: the peer's end and the gateway's.
-    async fn pair() -> (TcpStream, TcpStream) {
+    /// A connected pair on loopback: the peer's end and the gateway's (the pool's tests too).
+    pub(crate) async fn pair() -> (TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         let peer = TcpStream::connect(listener.local_addr().expect("bound")).await.expect("connect");
         let (ours, _) = listener.accept().await.expect("accept");
