@@ -306,9 +306,10 @@ mod tests {
             (refused.status, refused.code, refused.message.as_str()),
             (StatusCode::CONFLICT, "hostname_taken", "taken")
         );
-        let gone = ApiError::from(OperationError::Internal(Internal::SuccessorGone));
-        assert_eq!((gone.status, gone.code), (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"));
-        assert_eq!(gone.message, "the successor just recorded is gone", "the detail for the log");
+        let unreadable = serde_json::from_str::<serde_json::Value>("{").expect_err("not JSON");
+        let ours = ApiError::from(OperationError::Internal(Internal::PolicyJson(unreadable)));
+        assert_eq!((ours.status, ours.code), (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"));
+        assert!(ours.message.contains("EOF while parsing"), "the detail for the log: {}", ours.message);
     }
 
     #[test]

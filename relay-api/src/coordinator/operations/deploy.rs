@@ -240,11 +240,12 @@ fn redeploy(
         bundle: RevisionBundle { files, secrets },
     };
     let staged = stage(engine, &d.id, revision, &new.bundle)?;
-    store.put_successor(&new)?;
+    // As recorded: the engine may make it the deployment's revision the moment it is
+    // (a deployment serving nothing), before a later read could find it.
+    let recorded = store.put_successor(&new)?.recorded;
     staged.keep();
     engine.wake();
-    let s = store.successor(&d.id)?.ok_or(Internal::SuccessorGone)?;
-    in_progress(engine, d, project, s)
+    in_progress(engine, d, project, recorded)
 }
 
 /// The answer to a deploy of the project the deployment already has, with its newest quote:

@@ -133,9 +133,6 @@ pub(crate) enum Internal {
     /// The manifest checked at the deploy's start is not V5 when its policy is made.
     #[error(transparent)]
     Policy(PublishError),
-    /// A successor just recorded is not in the store.
-    #[error("the successor just recorded is gone")]
-    SuccessorGone,
     /// A stored policy that does not read as JSON.
     #[error(transparent)]
     PolicyJson(#[from] serde_json::Error),

@@ -31,6 +31,7 @@ pub use executions::ExecutionRecord;
 pub use keys::{KEY_FILE, KeyCensus, OpenAt, Rotation, default_key_file};
 pub use policies::PublishedPolicy;
 pub use revisions::NewSuccessor;
+pub use revisions::RecordedSuccessor;
 pub(crate) use revisions::revision_secrets;
 pub use sqlite::{DATABASE_FILE, SqliteBackend};
 

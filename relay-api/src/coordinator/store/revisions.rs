@@ -71,6 +71,15 @@ pub(crate) fn revision_secrets(
     tx.revision_secrets(deployment_id, revision)?.map(|stored| keys::open_secrets(keys, &stored)).transpose()
 }
 
+/// What [`Store::put_successor`] recorded.
+#[derive(Debug)]
+pub struct RecordedSuccessor {
+    /// The successor as its transaction recorded it.
+    pub recorded: Successor,
+    /// The successor it replaced (one not serving yet), whose job is to stop.
+    pub replaced: Option<Successor>,
+}
+
 impl RelayStore {
     /// The revision number a new successor of the deployment gets: one more than the
     /// deployment's and than the successor it would replace.
@@ -82,10 +91,14 @@ impl RelayStore {
         })
     }
 
-    /// Records the deployment's successor, replacing one not serving yet; returns the one
-    /// replaced (its job is to stop). Refused for a stopped deployment, and when another
-    /// deploy recorded this revision first (`deploy_in_progress`).
-    pub fn put_successor(&self, new: &NewSuccessor) -> Result<Option<Successor>, StoreError> {
+    /// Records the deployment's successor, replacing one not serving yet; returns it as
+    /// recorded, and the one replaced (its job is to stop). Refused for a stopped deployment,
+    /// and when another deploy recorded this revision first (`deploy_in_progress`).
+    ///
+    /// The successor is read in the recording transaction: once it commits, the engine may
+    /// make it the deployment's revision at once (a deployment serving nothing), so a later
+    /// read may find no successor at all.
+    pub fn put_successor(&self, new: &NewSuccessor) -> Result<RecordedSuccessor, StoreError> {
         self.write(|tx| {
             let d = get_deployment(tx, &new.deployment_id)?;
             if d.state == DeploymentState::Stopped {
@@ -111,7 +124,10 @@ impl RelayStore {
             tx.append_logs(&new.deployment_id, "route", &[line], now)?;
             // A newer policy version: the scheduler rolls it out now.
             tx.wake(&new.deployment_id, now)?;
-            Ok(replaced)
+            let recorded = tx.successor(&new.deployment_id)?.ok_or_else(|| {
+                StoreError::NotFound(format!("the successor of deployment {} just recorded", new.deployment_id))
+            })?;
+            Ok(RecordedSuccessor { recorded, replaced })
         })
     }
 

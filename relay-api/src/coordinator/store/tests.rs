@@ -536,7 +536,11 @@ fn a_successor_replaces_the_deployments_revision_only_when_promoted() {
         let store = open();
         let d = new_deployment(&store, "d1", 5_000_000);
         assert_eq!((d.revision, store.next_revision("d1").expect("next")), (1, 2));
-        assert_eq!(store.put_successor(&successor("d1", 2, "sha256:two")).expect("recorded"), None);
+        let first = store.put_successor(&successor("d1", 2, "sha256:two")).expect("recorded");
+        assert_eq!(
+            (first.recorded.revision, first.recorded.project_digest.as_str(), first.replaced),
+            (2, "sha256:two", None)
+        );
         // Two deploys racing for revision 2: the second is told to deploy again.
         assert_eq!(
             code(store.put_successor(&successor("d1", 2, "sha256:other")).expect_err("taken")),
@@ -544,7 +548,7 @@ fn a_successor_replaces_the_deployments_revision_only_when_promoted() {
         );
         // A newer deploy replaces a successor not serving yet.
         assert_eq!(store.next_revision("d1").expect("next"), 3);
-        let replaced = store.put_successor(&successor("d1", 3, "sha256:three")).expect("recorded");
+        let replaced = store.put_successor(&successor("d1", 3, "sha256:three")).expect("recorded").replaced;
         assert_eq!(replaced.map(|s| s.revision), Some(2));
         assert_eq!(store.deployment("d1").expect("d1").project_digest, "sha256:p", "nothing changes before promotion");
 
@@ -575,6 +579,25 @@ fn a_successor_replaces_the_deployments_revision_only_when_promoted() {
         assert_eq!(
             code(store.put_successor(&successor("d1", 4, "sha256:four")).expect_err("stopped")),
             "deployment_stopped"
+        );
+    });
+}
+
+/// The 500 of `deploy --no-fund` (seen once under load): a deployment serving nothing has its
+/// successor taken over by the engine the moment it is recorded, so the deploy, which read the
+/// successor back after recording it, found none. The store hands back what it recorded.
+#[test]
+fn a_successor_taken_over_the_moment_it_is_recorded_is_still_what_its_deploy_answers() {
+    on_each_backend("successor-at-once", |open| {
+        let store = open();
+        new_deployment(&store, "d1", 5_000_000);
+        let put = store.put_successor(&successor("d1", 2, "sha256:two")).expect("recorded");
+        // The engine, between the deploy's write and its answer (`Engine::take_over_at_once`).
+        store.promote("d1", 2, "takes over: nothing had to stay up").expect("promoted");
+        assert_eq!(store.successor("d1").expect("read"), None, "a read after the write finds nothing");
+        assert_eq!(
+            (put.recorded.revision, put.recorded.project_digest.as_str(), put.recorded.route_id.as_str()),
+            (2, "sha256:two", "rt_d1_2")
         );
     });
 }
