@@ -586,6 +586,38 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
     }
 
+    /// An attacker's client asks for a key update with every byte it sends and reads nothing.
+    /// Were each request answered at once, the answers would queue without end in
+    /// `outgoing` (found harmless in an attack pass: rustls keeps one key update pending and
+    /// sends it with our next data, so nothing queues; this keeps it so).
+    #[tokio::test]
+    async fn key_updates_from_a_client_that_reads_nothing_queue_a_bounded_backlog() {
+        let (mut server, mut client) = pair(&[b"http/1.1"]).await;
+        let flood = async {
+            let mut sent = 0;
+            for _ in 0..20_000 {
+                client.get_mut().1.refresh_traffic_keys().expect("a key update");
+                let wrote = async { client.write_all(b"x").await.and(client.flush().await) };
+                match tokio::time::timeout(Duration::from_millis(200), wrote).await {
+                    Ok(Ok(())) => sent += 1,
+                    _ => break,
+                }
+            }
+            sent
+        };
+        let mut taken = 0usize;
+        let drain = async {
+            let mut buf = [0u8; 1024];
+            while let Ok(n @ 1..) = server.read(&mut buf).await {
+                taken += n;
+            }
+        };
+        let sent = tokio::select! { sent = flood => sent, () = drain => 0 };
+        let backlog = server.outgoing.len() - server.sent;
+        assert!(sent > 1_000, "the client's bytes were read for a while: {sent} sent, {taken} taken");
+        assert!(backlog <= 1024, "{backlog} bytes wait to be sent after {sent} key updates");
+    }
+
     #[tokio::test]
     async fn a_failed_handshake_sends_its_alert() {
         let (server, client) = configs(&[b"spdy/1"]);
