@@ -351,6 +351,22 @@ pub static ALL: &[(&str, &Pattern)] = &[
     ("UTC_BOUND", &UTC_BOUND),
 ];
 
+/// Values an editor offers for a format (`svc lsp`'s completion), each accepted by the
+/// format's check (a test holds them to it). A duration's or a byte size's examples carry
+/// every unit, so the units of a number being typed come from here too.
+pub static EXAMPLES: &[(&Pattern, &[&str])] = &[
+    (&DURATION, &["0s", "500ms", "30s", "5m", "1h", "24h", "7d", "30d"]),
+    (&POSITIVE_DURATION, &["500ms", "30s", "5m", "1h", "24h", "7d", "30d"]),
+    (&BYTE_SIZE, &["512B", "64KiB", "256MiB", "512MiB", "1GiB", "10GiB", "1TiB", "500KB", "100MB", "1GB", "1TB"]),
+    (&VERSIONED_CATALOG, &["svc-regions.v1"]),
+];
+
+/// The values an editor offers for `pattern` (none for most formats: a name or a digest
+/// has no likely value).
+pub fn examples(pattern: &Pattern) -> &'static [&'static str] {
+    EXAMPLES.iter().find(|(p, _)| std::ptr::eq(*p, pattern)).map_or(&[], |(_, values)| values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,5 +416,17 @@ mod tests {
         for (p, s, ok) in cases {
             assert_eq!((p.check)(s), *ok, "{} on {s:?}", p.regex);
         }
+    }
+
+    #[test]
+    fn every_example_an_editor_offers_is_accepted_by_its_format() {
+        for (pattern, values) in EXAMPLES {
+            assert!(!values.is_empty(), "{}", pattern.regex);
+            for value in *values {
+                assert!((pattern.check)(value), "{value:?} offered for {}", pattern.regex);
+            }
+        }
+        assert_eq!(examples(&DURATION)[2], "30s");
+        assert!(examples(&SECRET_ID).is_empty());
     }
 }

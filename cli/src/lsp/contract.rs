@@ -122,22 +122,60 @@ pub(crate) struct Value {
     pub(crate) json: String,
     /// The bare text (`text`, `true`), as YAML writes it.
     pub(crate) bare: String,
+    /// Why it is offered, when it is not one of a closed set: the field's default, an example
+    /// of its format, or the number being typed with a unit of the format.
+    pub(crate) note: Option<&'static str>,
 }
 
-/// The values a place may take, when they are a closed set.
-pub(crate) fn values(place: Place) -> Vec<Value> {
-    let string = |s: &str| Value { json: format!("\"{s}\""), bare: s.to_owned() };
-    let literal = |s: &str| Value { json: s.to_owned(), bare: s.to_owned() };
-    match (place, place.shape()) {
-        (Place::Tag(union), _) => union.values().into_iter().map(string).collect(),
-        (_, Some(Shape::Bool)) => vec![literal("true"), literal("false")],
-        (_, Some(Shape::AlwaysTrue(_))) => vec![literal("true")],
-        (_, Some(Shape::Str(StrShape { format: StrFormat::Const(value), .. }))) => vec![string(value)],
+/// The values a place may take: a closed set (enums, booleans, a union's arms, a constant),
+/// or, for an open one, the field's default and the examples of its format
+/// (`manifest_core::formats::examples`: durations, byte sizes, catalog names). `typed` is the
+/// word written so far: digits in a duration's or a byte size's place are offered with each
+/// unit the format's examples carry (`15` gives `15s`, `15m`, ...), each one the format accepts.
+pub(crate) fn values(place: Place, typed: &str) -> Vec<Value> {
+    let string = |s: &str, note| Value { json: format!("\"{s}\""), bare: s.to_owned(), note };
+    let literal = |s: &str, note| Value { json: s.to_owned(), bare: s.to_owned(), note };
+    let mut out: Vec<Value> = match (place, place.shape()) {
+        (Place::Tag(union), _) => union.values().into_iter().map(|v| string(v, None)).collect(),
+        (_, Some(Shape::Bool)) => vec![literal("true", None), literal("false", None)],
+        (_, Some(Shape::AlwaysTrue(_))) => vec![literal("true", None)],
+        (_, Some(Shape::Str(StrShape { format: StrFormat::Const(value), .. }))) => vec![string(value, None)],
         (_, Some(Shape::Str(StrShape { format: StrFormat::Enum(values), .. }))) => {
-            values.iter().map(|v| string(v)).collect()
+            values.iter().map(|v| string(v, None)).collect()
+        }
+        (_, Some(Shape::Str(StrShape { format: StrFormat::Pattern(pattern), .. }))) => {
+            let examples = manifest_core::formats::examples(pattern);
+            let mut out: Vec<Value> = Vec::new();
+            if !typed.is_empty() && typed.bytes().all(|b| b.is_ascii_digit()) {
+                for example in examples {
+                    let candidate = format!("{typed}{}", example.trim_start_matches(|c: char| c.is_ascii_digit()));
+                    if (pattern.check)(&candidate) && !out.iter().any(|v| v.bare == candidate) {
+                        out.push(string(&candidate, Some("with a unit of the format")));
+                    }
+                }
+            }
+            out.extend(examples.iter().map(|e| string(e, Some("an example of the format"))));
+            out
         }
         _ => Vec::new(),
+    };
+    // The default goes first, marked, unless it is already one of a closed set.
+    let default = match place {
+        Place::Field(Field { presence: Presence::Default(default), .. }) => match *default {
+            DefaultValue::Str(s) => Some(string(s, Some("the default"))),
+            DefaultValue::Integer(i) => Some(literal(&i.to_string(), Some("the default"))),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(default) = default {
+        match out.iter_mut().find(|v| v.bare == default.bare) {
+            Some(same) if same.note.is_some() => same.note = default.note,
+            Some(_) => {}
+            None => out.insert(0, default),
+        }
     }
+    out
 }
 
 /// The hover text of a place, in Markdown.
@@ -310,7 +348,7 @@ mod tests {
         assert!(text.contains("integer `5`") && text.contains("integer 5"), "{text}");
         let Some(place) = resolve(root, &path(&["runtime", "kind"]), &none) else { panic!("kind") };
         assert!(hover(place, "kind").contains("`javascript`"), "{}", hover(place, "kind"));
-        let values: Vec<String> = values(place).into_iter().map(|v| v.json).collect();
+        let values: Vec<String> = values(place, "").into_iter().map(|v| v.json).collect();
         assert!(values.contains(&"\"javascript\"".to_owned()), "{values:?}");
     }
 }

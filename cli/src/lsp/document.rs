@@ -16,7 +16,8 @@ use manifest_core::shape::ObjectShape;
 use manifest_core::{Diagnostic, Format, Node, Value};
 use serde_json::json;
 
-use super::cursor::{Cursor, Step};
+use super::contract::{self, Place};
+use super::cursor::{Cursor, Slot, Step};
 use super::position::Lines;
 
 /// What a document is.
@@ -67,6 +68,24 @@ impl Document {
             None if starts_a_manifest(&self.text) => Some(&manifest_core::v5::MANIFEST),
             None => None,
         }
+    }
+
+    /// The table of a document known to be ours (not a new file's first line).
+    pub(crate) fn known_root(&self) -> Option<&'static ObjectShape> {
+        self.kind.and(self.root())
+    }
+
+    /// The place `path` names in the document's table, the arms of its unions read from the
+    /// document (for the cursor's own object, from what is written around it).
+    pub(crate) fn place(&self, path: &[Step], cursor: &Cursor) -> Option<Place> {
+        let root = self.root()?;
+        // The object the cursor is in: `path` names it for a key, its member for a value.
+        let container = match cursor.slot {
+            Slot::Key => cursor.path.len(),
+            Slot::Value => cursor.path.len().saturating_sub(1),
+        };
+        let tree = OnceCell::new();
+        contract::resolve(root, path, &|depth, tag| self.arm(&tree, &path[..depth], tag, cursor, container))
     }
 
     /// The value of the discriminator `tag` of the object at `path`, as written: for the
@@ -131,6 +150,21 @@ impl Document {
         let quoted = written.len() >= 2 && ['"', '\''].iter().any(|&q| written.starts_with(q) && written.ends_with(q));
         Some(if quoted { start + 1..end - 1 } else { start..end })
     }
+}
+
+/// A document whose text is `marked` without its first `|`, and the position of the `|`: a
+/// cursor written into a test's text.
+#[cfg(test)]
+pub(crate) fn with_cursor(name: &str, marked: &str) -> (Document, ls_types::Position) {
+    let offset = marked.find('|').expect("a |");
+    let text = marked.replacen('|', "", 1);
+    let position = Lines::new(&text).position(offset);
+    (Document::new(name, text, 1, None), position)
+}
+
+/// Markdown, as hover and completion documentation carry it.
+pub(crate) fn markdown(value: String) -> ls_types::MarkupContent {
+    ls_types::MarkupContent { kind: ls_types::MarkupKind::Markdown, value }
 }
 
 /// The document's kind, and whether it parsed (a kind read from text that does not parse

@@ -4,18 +4,26 @@
 //! - live diagnostics: what `svc manifest validate` (and, for a project, `svc ingress
 //!   deploy`) reports, with the same codes, layers (in `data`) and positions;
 //! - hover: each field's contract from the shape tables;
-//! - completion: field names, and the values of closed sets (enums, booleans, union arms);
-//! - a quick fix for each "did you mean".
+//! - completion: field names, and values (closed sets, defaults, durations and sizes from
+//!   their formats' examples);
+//! - document symbols: the outline, nested as the document is;
+//! - a quick fix for each "did you mean";
+//!
+//! in JSON, block YAML and flow YAML (`{a: 1, b: [x, y]}`). One module per feature.
 //!
 //! One synchronous loop on `lsp_server`'s channels ([`transport`] frames the messages).
-//! Documents are sent whole on each change; a burst of changes is checked once, when the
+//! Changes come as ranged edits ([`sync`]); a burst of changes is checked once, when the
 //! queue is empty.
 
+mod completion;
 mod contract;
 mod cursor;
 mod document;
-mod features;
+mod hover;
 mod position;
+mod quick_fix;
+mod symbols;
+mod sync;
 mod transport;
 
 use std::collections::{BTreeSet, HashMap};
@@ -24,9 +32,9 @@ use std::process::ExitCode;
 
 use crossbeam_channel::TryRecvError;
 use ls_types::{
-    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions, HoverProviderCapability,
-    InitializeResult, PositionEncodingKind, PublishDiagnosticsParams, ServerCapabilities, ServerInfo,
-    TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions, DocumentSymbolResponse,
+    HoverProviderCapability, InitializeResult, OneOf, PositionEncodingKind, PublishDiagnosticsParams,
+    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use serde::de::DeserializeOwned;
@@ -184,20 +192,26 @@ impl Server {
             }
             "textDocument/hover" => self.answer(id, request.params, |documents, p: ls_types::HoverParams| {
                 let at = p.text_document_position_params;
-                documents.get(at.text_document.uri.as_str()).and_then(|(_, d)| features::hover(d, at.position))
+                documents.get(at.text_document.uri.as_str()).and_then(|(_, d)| hover::hover(d, at.position))
             }),
             "textDocument/completion" => self.answer(id, request.params, |documents, p: ls_types::CompletionParams| {
                 let at = p.text_document_position;
                 let items =
-                    documents.get(at.text_document.uri.as_str()).map(|(_, d)| features::complete(d, at.position));
+                    documents.get(at.text_document.uri.as_str()).map(|(_, d)| completion::complete(d, at.position));
                 items.map(|items| {
                     ls_types::CompletionResponse::List(ls_types::CompletionList { is_incomplete: false, items })
                 })
             }),
             "textDocument/codeAction" => self.answer(id, request.params, |documents, p: ls_types::CodeActionParams| {
                 let uri = p.text_document.uri;
-                documents.get(uri.as_str()).map(|(uri, d)| features::quick_fixes(uri, d, p.range))
+                documents.get(uri.as_str()).map(|(uri, d)| quick_fix::quick_fixes(uri, d, p.range))
             }),
+            "textDocument/documentSymbol" => {
+                self.answer(id, request.params, |documents, p: ls_types::DocumentSymbolParams| {
+                    let document = documents.get(p.text_document.uri.as_str());
+                    document.map(|(_, d)| DocumentSymbolResponse::Nested(symbols::outline(d)))
+                })
+            }
             method => Response::new_err(id, ErrorCode::MethodNotFound as i32, format!("{method} is not supported")),
         }
     }
@@ -250,26 +264,15 @@ impl Server {
         self.dirty.insert(key);
     }
 
-    /// Applies a change to an open document: whole texts (what this server asks for), or
-    /// ranges, in order (what a client may send anyway). A change older than the document,
-    /// or to a document not open, is a client's mistake and is dropped.
+    /// Applies a change to an open document: ranged edits in order, or whole texts
+    /// ([`sync::apply`]). A change older than the document, or to a document not open, is a
+    /// client's mistake and is dropped.
     fn change(&mut self, p: ls_types::DidChangeTextDocumentParams) {
         let Some((_, document)) = self.documents.get(p.text_document.uri.as_str()) else { return };
         if p.text_document.version < document.version {
             return;
         }
-        let mut text = document.text.clone();
-        for change in p.content_changes {
-            match change.range {
-                None => text = change.text,
-                Some(range) => {
-                    let lines = position::Lines::new(&text);
-                    let start = lines.offset(range.start);
-                    let end = lines.offset(range.end).max(start);
-                    text.replace_range(start..end, &change.text);
-                }
-            }
-        }
+        let text = sync::apply(document.text.clone(), p.content_changes);
         self.open(p.text_document.uri, text, p.text_document.version);
     }
 
@@ -301,10 +304,13 @@ fn initialize_result() -> InitializeResult {
     InitializeResult {
         capabilities: ServerCapabilities {
             position_encoding: Some(PositionEncodingKind::UTF16),
-            text_document_sync: Some(TextDocumentSyncCapability::Kind(TextDocumentSyncKind::FULL)),
+            // Ranged edits: a keystroke is a few bytes, not the document.
+            text_document_sync: Some(TextDocumentSyncCapability::Kind(TextDocumentSyncKind::INCREMENTAL)),
             hover_provider: Some(HoverProviderCapability::Simple(true)),
+            document_symbol_provider: Some(OneOf::Left(true)),
             completion_provider: Some(CompletionOptions {
-                trigger_characters: Some(vec!["\"".into(), ":".into()]),
+                // `,`, `{` and `[` open a place in flow YAML (and JSON).
+                trigger_characters: Some(vec!["\"".into(), ":".into(), ",".into(), "{".into(), "[".into()]),
                 ..Default::default()
             }),
             code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {

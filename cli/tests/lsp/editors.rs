@@ -1,7 +1,9 @@
-//! `svc lsp` in the editors the README shows (issue 21, point 5): Neovim with the README's
-//! configuration, word for word, and the VS Code extension in `editors/vscode`.
+//! `svc lsp` in the editors the README shows (issue 21, point 5): Neovim with each of the
+//! README's configurations (0.8 and later, and 0.7), word for word, and the VS Code extension
+//! in `editors/vscode`.
 //!
-//! Neovim runs headless on a broken manifest and reports what it shows. VS Code cannot run
+//! Neovim runs headless on a broken manifest and reports what it shows; its quick fix reaches
+//! the server as Neovim's own incremental change (issue 45, point 3). VS Code cannot run
 //! here: its extension is checked for what can be (Node.js parses it, and it starts `svc` as
 //! `svc lsp --stdio`, which the client tests speak to). Without `nvim` or `node` a test says
 //! what it skipped, and fails under `SVC_REQUIRE_ALL` (`.ci/run` installs both and sets it).
@@ -16,13 +18,15 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace").to_owned()
 }
 
-/// The body of the first fenced block of `language` after the heading `heading` in the README.
-fn readme_block(heading: &str, language: &str) -> String {
+/// The bodies of the fenced blocks of `language` under the heading `heading` in the README
+/// (to the next heading of its level).
+fn readme_blocks(heading: &str, language: &str) -> Vec<String> {
     let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
     let after = readme.split_once(&format!("\n{heading}\n")).expect("the heading").1;
+    let level = heading.split(' ').next().expect("#s");
+    let section = after.split(&format!("\n{level} ")).next().expect("the section");
     let fence = format!("```{language}\n");
-    let body = after.split_once(&fence).expect("the block").1;
-    body.split_once("```").expect("the block's end").0.to_owned()
+    section.split(&fence).skip(1).map(|b| b.split_once("```").expect("the block's end").0.to_owned()).collect()
 }
 
 /// Debian 12's Neovim is 0.7, one release before `vim.lsp.start`; this gives it the 0.8
@@ -43,7 +47,22 @@ fn on_path(program: &str) -> bool {
 }
 
 #[test]
-fn neovim_with_the_readmes_configuration_shows_validates_diagnostics_and_applies_the_quick_fix() {
+fn neovim_0_8_with_the_readmes_configuration_shows_validates_diagnostics_and_applies_the_quick_fix() {
+    let blocks = readme_blocks("#### Neovim", "lua");
+    assert!(blocks[0].contains("vim.lsp.start({"), "the first is 0.8's: {}", blocks[0]);
+    neovim_session(&format!("{BEFORE_0_8}\n{}", blocks[0]));
+}
+
+#[test]
+fn neovim_0_7_with_the_readmes_configuration_shows_validates_diagnostics_and_applies_the_quick_fix() {
+    let blocks = readme_blocks("#### Neovim", "lua");
+    assert_eq!(blocks.len(), 2, "0.8's and 0.7's");
+    assert!(!blocks[1].contains("vim.lsp.start(") && blocks[1].contains("vim.lsp.start_client("), "{}", blocks[1]);
+    neovim_session(&blocks[1]);
+}
+
+/// Runs the session of `neovim-session.lua` with `init` and checks what Neovim saw.
+fn neovim_session(init: &str) {
     if !on_path("nvim") {
         svc_test_require::skip("nvim is not on PATH (Debian's `neovim`)");
         return;
@@ -51,7 +70,6 @@ fn neovim_with_the_readmes_configuration_shows_validates_diagnostics_and_applies
     let dir = tempfile::tempdir().expect("a scratch directory");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lsp");
     std::fs::copy(fixtures.join("broken.yaml"), dir.path().join("app.yaml")).expect("copy");
-    let init = format!("{BEFORE_0_8}\n{}", readme_block("#### Neovim", "lua"));
     std::fs::write(dir.path().join("init.lua"), init).expect("init.lua");
 
     // `svc` on the PATH, as the README asks; Neovim's own files in the scratch directory.
@@ -121,6 +139,10 @@ fn neovim_with_the_readmes_configuration_shows_validates_diagnostics_and_applies
     let after: Vec<&Value> = seen["after"].as_array().expect("after").iter().map(|d| &d["code"]).collect();
     assert_eq!(after.len(), expected.len() - 1, "{seen}");
     assert!(!after.contains(&&Value::from("unknown_field")), "{seen}");
+    // The outline Neovim was given: the manifest's top-level members, in order.
+    let expected: Vec<&str> =
+        ["schema", "schemaVersion", "applicationId", "release", "runtime", "execution", "deployment"].to_vec();
+    assert_eq!(seen["symbols"], serde_json::json!(expected), "{seen}");
 }
 
 #[test]

@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 /// Neovim with the README's configuration, and the VS Code extension: one test binary with
 /// the client's tests, so the workspace links one more, not two.
 mod editors;
+/// Incremental sync, document symbols, value completion and flow YAML (issue 45, point 3).
+mod session;
 
 /// How long any one answer may take: far above what it takes (milliseconds), so a server
 /// that never answers fails the test instead of hanging it.
@@ -172,7 +174,8 @@ fn initialized() -> Client {
     let mut client = Client::start();
     let answer = client.request("initialize", json!({"processId": null, "rootUri": null, "capabilities": {}}));
     let capabilities = &answer["result"]["capabilities"];
-    assert_eq!(capabilities["textDocumentSync"], 1, "whole documents: {answer}");
+    assert_eq!(capabilities["textDocumentSync"], 2, "incremental: ranged edits: {answer}");
+    assert_eq!(capabilities["documentSymbolProvider"], true, "{answer}");
     assert_eq!(capabilities["hoverProvider"], true, "{answer}");
     assert!(capabilities["completionProvider"].is_object(), "{answer}");
     assert_eq!(capabilities["codeActionProvider"]["codeActionKinds"], json!(["quickfix"]), "{answer}");

@@ -2,9 +2,10 @@
 //! to it, whether it is on a key or a value, and the token under it. An editor asks for
 //! completion while the author is halfway through a word (`"sche|`), so this reads the text
 //! tolerantly: JSON by scanning up to the cursor (brackets, strings, `:` and `,`), YAML by
-//! its indentation (the lines above with less indentation are the parents).
+//! its indentation (the lines above with less indentation are the parents), and a YAML flow
+//! collection by the JSON scanner taught plain scalars.
 
-mod json;
+mod flow;
 mod yaml;
 
 use std::ops::Range;
@@ -65,7 +66,7 @@ pub(crate) fn at(text: &str, offset: usize) -> Option<Cursor> {
         offset -= 1;
     }
     match Format::detect(text) {
-        Format::Json => json::at(text, offset),
+        Format::Json => flow::at(text, offset),
         Format::Yaml => yaml::at(text, offset),
     }
 }
@@ -213,9 +214,43 @@ mod tests {
     }
 
     #[test]
-    fn yaml_inside_a_flow_collection_is_no_place() {
-        assert!(at("runtime: {kind: }", 15).is_none());
-        assert!(at("labels: [a, ]", 12).is_none());
+    fn yaml_flow_mappings_and_sequences_have_paths_keys_and_values() {
+        let (text, c) = cursor("runtime: {kind: java|, entrypoint: {file: a.js}}\n");
+        assert_eq!(keys(&c.path), ["runtime", "kind"]);
+        assert_eq!((c.slot, c.word(&text)), (Slot::Value, "java"));
+        assert_eq!(c.siblings.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(), ["kind", "entrypoint"]);
+
+        let (text, c) = cursor("runtime: {kind: javascript, entrypoint: {fi|}}\n");
+        assert_eq!(keys(&c.path), ["runtime", "entrypoint"]);
+        assert_eq!((c.slot, c.word(&text)), (Slot::Key, "fi"));
+
+        // A sequence in a flow mapping in a block list item, over two lines.
+        let (text, c) = cursor("execution:\n  mode: once\nx:\n  - {a: 1,\n     b: [x, y, z|]}\n");
+        assert_eq!(keys(&c.path), ["x", "[0]", "b", "[2]"]);
+        assert_eq!((c.slot, c.word(&text)), (Slot::Value, "z"));
+
+        // The union's arm is read from a plain scalar written after the cursor.
+        let (_, c) = cursor("deployment: {schedule: {|, phasing: {mode: evenly_spaced}}}\n");
+        assert_eq!(keys(&c.path), ["deployment", "schedule"]);
+        let (_, c) = cursor("phasing: {jobsPerPhase: 2, |, mode: evenly_spaced}\n");
+        assert_eq!(
+            c.siblings,
+            [("jobsPerPhase".to_owned(), Some("2".to_owned())), ("mode".to_owned(), Some("evenly_spaced".to_owned()))]
+        );
+    }
+
+    #[test]
+    fn yaml_flow_values_right_after_the_colon_need_a_space_and_plain_scalars_keep_theirs() {
+        let (_, c) = cursor("runtime: {kind:|}\n");
+        assert_eq!((c.slot, c.space_before), (Slot::Value, true));
+        let (text, c) = cursor("labels: {a: it's a|, 'b': 'x''y'}\n");
+        assert_eq!(c.word(&text), "it's a");
+        assert_eq!(c.siblings.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        // Past the collection's end, in a comment inside it, or in a block scalar: no place.
+        assert!(at("a: {b: 1} ", 10).is_none());
+        assert!(at("a: {b: 1, # c\n d: 2}", 12).is_none());
+        let (_, c) = cursor("s: >\n  {a: 1\nk|\n");
+        assert_eq!((keys(&c.path), c.slot), (Vec::<String>::new(), Slot::Key), "a block scalar's `{{` opens nothing");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The cursor in YAML, read by indentation: the nearest lines above with less indentation
 //! are the parents (a `key:` opening a block, a `- ` list item), the lines at the cursor's
-//! indentation in the same block are its siblings. Block style only: inside a flow
-//! collection (`{a: 1}` on one line) there is no cursor.
+//! indentation in the same block are its siblings. Inside a flow collection (`runtime: {kind:
+//! javascript}`, `- [a, b]`, over one line or several) the block path leads to the
+//! collection and the flow scanner ([`super::flow`]) reads the rest.
 
 use super::{Cursor, Slot, Step};
 
@@ -97,6 +98,102 @@ fn unquote(s: &str) -> &str {
 }
 
 pub(super) fn at(text: &str, offset: usize) -> Option<Cursor> {
+    if let Some(open) = flow_start(text, offset) {
+        // The block path names the collection's value; the flow scanner goes on from there.
+        let outer = block_at(text, open)?;
+        let mut inner = super::flow::yaml_at(text, open, offset)?;
+        let mut path = outer.path;
+        path.append(&mut inner.path);
+        inner.path = path;
+        return Some(inner);
+    }
+    block_at(text, offset)
+}
+
+/// The opening bracket of the outermost flow collection around `offset`, if the cursor is in
+/// one: the text is read line by line in block style (a block scalar's lines skipped) until a
+/// value opens with `{` or `[`, then bracket by bracket (strings and comments skipped) until
+/// it closes.
+fn flow_start(text: &str, offset: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut open = None;
+    let mut depth = 0usize;
+    // The column of the key whose block scalar (`|`, `>`) the next lines may belong to.
+    let mut block_scalar: Option<usize> = None;
+    while i < offset {
+        if depth == 0 {
+            let line_end = text[i..].find('\n').map_or(text.len(), |n| i + n);
+            let line = &text[i..line_end];
+            let indent = line.len() - line.trim_start_matches(' ').len();
+            if let Some(column) = block_scalar {
+                if line.trim().is_empty() || indent > column {
+                    i = line_end + 1;
+                    continue;
+                }
+                block_scalar = None;
+            }
+            let value_at = read_line(line).and_then(|l| {
+                let body = &line[l.content..];
+                if body.starts_with(['{', '[']) {
+                    return Some(l.content);
+                }
+                let colon = l.content + key_split(body)?;
+                let after = &line[colon + 1..];
+                let value_at = colon + 1 + after.len() - after.trim_start_matches([' ', '\t']).len();
+                if line[value_at..].starts_with(['|', '>']) {
+                    block_scalar = Some(l.first());
+                }
+                Some(value_at)
+            });
+            match value_at {
+                Some(at) if line[at..].starts_with(['{', '[']) && i + at < offset => {
+                    open = Some(i + at);
+                    i += at;
+                }
+                _ => {
+                    i = line_end + 1;
+                    continue;
+                }
+            }
+        }
+        match bytes[i] {
+            // A quote opens a string only where a scalar starts (`it's` is a plain scalar).
+            q @ (b'"' | b'\'') if matches!(bytes[i - 1], b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'[' | b',' | b':') => {
+                // To the closing quote (`\"` escaped in one, `''` in the other), over lines.
+                i += 1;
+                while i < offset {
+                    match bytes[i] {
+                        b'\\' if q == b'"' => i += 2,
+                        b'\'' if q == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
+                        b if b == q => break,
+                        _ => i += 1,
+                    }
+                }
+            }
+            b'#' if i > 0 && bytes[i - 1].is_ascii_whitespace() => {
+                i = text[i..].find('\n').map_or(text.len(), |n| i + n);
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    // The collection is closed: what follows on its line is not the cursor's.
+                    open = None;
+                    i = text[i..].find('\n').map_or(text.len(), |n| i + n + 1);
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    open.filter(|_| depth > 0)
+}
+
+/// The cursor in block style.
+fn block_at(text: &str, offset: usize) -> Option<Cursor> {
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
     let whole = text[line_start..line_end].trim_end_matches('\r');
