@@ -1362,20 +1362,17 @@ pub enum ManifestCommand {
     /// has no V5 form (its pointer, why, what to do).
     ///
     /// The V5 document goes to standard output (checked by the validator first), the notes to
-    /// standard error. Exit 0: migrated. Exit 1: the V4 manifest is invalid, or a field
-    /// blocks the migration (nothing is written; the notes say what to change). Exit 2: usage
-    /// error or an unreadable file.
+    /// standard error; with `--format json`, both in one JSON object. Each blocking note names
+    /// the flag that supplies the V5 decision. Exit 0: migrated. Exit 1: the V4 manifest is
+    /// invalid, or a field blocks the migration (nothing is written; the notes say what to
+    /// change). Exit 2: usage error or an unreadable file.
     Migrate {
         /// The V4 manifest (JSON); `-` reads standard input.
         #[arg(long, value_name = "PATH")]
         file: PathBuf,
-        /// The JavaScript file the job runs, when the V4 `runtime.command` does not name it as
-        /// `<engine> <file>`.
-        #[arg(long, value_name = "FILE")]
-        entrypoint: Option<String>,
-        /// The service credits (micros) one job may spend, when the V4 manifest states none.
-        #[arg(long, value_name = "MICROS")]
-        per_job: Option<u64>,
+        /// The V5 decisions V4 cannot supply.
+        #[command(flatten)]
+        decisions: crate::MigrateDecisions,
         /// How the V5 document is written.
         #[arg(long, value_enum, default_value_t = MigrateFormat::Yaml)]
         format: MigrateFormat,

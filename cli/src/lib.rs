@@ -22,6 +22,7 @@ mod lsp;
 mod manifest;
 mod manifest_outcome;
 mod manifests;
+mod migrate;
 mod output;
 mod policy_diff;
 mod relay;
@@ -38,6 +39,7 @@ pub use args::{
     Trust,
 };
 
+pub use migrate::MigrateDecisions;
 pub use output::LogFormat;
 pub use settings::SettingsError;
 
@@ -147,9 +149,7 @@ pub fn run(cli: Cli) -> ExitCode {
             ManifestCommand::Schema { version, server: Some(server), trust } => {
                 report(remote::schema(manifest::schema_kind(version), Some(&server), &trust))
             }
-            ManifestCommand::Migrate { file, entrypoint, per_job, format } => {
-                report(manifest::migrate(&file, manifest_core::migrate::Options { entrypoint, per_job }, format))
-            }
+            ManifestCommand::Migrate { file, decisions, format } => report(migrate::migrate(&file, &decisions, format)),
             ManifestCommand::Policy { file, facts } => report(manifest::policy(&file, &facts)),
             ManifestCommand::Digest { file, facts } => report(manifest::digest(&file, &facts)),
         },

@@ -9,7 +9,7 @@ use manifest_core::{
     render_json, render_text, validate as validate_document,
 };
 
-use crate::args::{FactArgs, MigrateFormat, OutputFormat, SchemaVersion};
+use crate::args::{FactArgs, OutputFormat, SchemaVersion};
 
 /// Usage errors and unreadable inputs.
 const EXIT_USAGE: u8 = 2;
@@ -56,27 +56,46 @@ pub(crate) enum ManifestCommandError {
     },
     /// Fields of the V4 manifest have no V5 form (the notes above say which).
     #[error(
-        "{name}: not migrated: {blocking} field{} of the V4 manifest {} no V5 form; change {} and run again",
+        "{name}: not migrated: {blocking} field{} of the V4 manifest {} no V5 form; pass the flag{} {} note{} \
+         name{} and run again",
         if *blocking == 1 { "" } else { "s" },
         if *blocking == 1 { "has" } else { "have" },
-        if *blocking == 1 { "it" } else { "them" }
+        if *blocking == 1 { "" } else { "s" },
+        if *blocking == 1 { "its" } else { "their" },
+        if *blocking == 1 { "" } else { "s" },
+        if *blocking == 1 { "s" } else { "" }
     )]
     Blocked {
         /// The input's name.
         name: String,
         /// How many fields.
         blocking: usize,
+        /// Every note (in the JSON answer).
+        notes: Vec<manifest_core::migrate::Note>,
     },
     /// The V5 document migrated does not validate: its diagnostics, then this.
     #[error(
         "{name}: not migrated: the V5 document does not validate; change the V4 fields, or the values given \
-         with --entrypoint and --per-job, that the errors above point at, and run again"
+         with the flags (--entrypoint, --per-job, --rate, --rate-window, --pin-artifact, --minimum), that the \
+         errors above point at, and run again"
     )]
     MigratedInvalid {
         /// The input's name.
         name: String,
         /// The V5 document's diagnostics.
         rendered: String,
+        /// Every note (in the JSON answer).
+        notes: Vec<manifest_core::migrate::Note>,
+    },
+    /// A `--drop` pointer that names no blocking field (a typo would otherwise pass unseen).
+    #[error("--drop {pointer}: no blocking field of {name} is there or below it; the blocking fields are: {blocking}")]
+    UnusedDrop {
+        /// The input's name.
+        name: String,
+        /// The pointer given.
+        pointer: String,
+        /// The blocking fields without flags, comma-separated.
+        blocking: String,
     },
     /// `policy` of a V5 manifest.
     #[error("the effective policy is materialized from a V4 manifest; this one is V5")]
@@ -126,6 +145,15 @@ impl crate::failure::Failure for ManifestCommandError {
         svc_http::ErrorBody::new(code, self.to_string())
     }
 
+    fn json_answer(&self) -> Option<serde_json::Value> {
+        let notes = self.json_notes()?;
+        let mut answer = serde_json::to_value(self.envelope()).ok()?;
+        let object = answer.as_object_mut()?;
+        object.insert("migrated".into(), false.into());
+        object.insert("notes".into(), serde_json::to_value(notes).ok()?);
+        Some(answer)
+    }
+
     fn text(&self) -> String {
         let line = crate::failure::line("svc", self);
         match self {
@@ -133,6 +161,19 @@ impl crate::failure::Failure for ManifestCommandError {
             ManifestCommandError::NotMigratable { diagnosed, .. } => format!("{}{line}", diagnosed.text()),
             ManifestCommandError::MigratedInvalid { rendered, .. } => format!("{rendered}{line}"),
             _ => line,
+        }
+    }
+}
+
+impl ManifestCommandError {
+    /// A migration that failed after its notes were made: `--format json` answers them with
+    /// the error (`{"error": {...}, "migrated": false, "notes": [...]}`).
+    pub(crate) fn json_notes(&self) -> Option<&[manifest_core::migrate::Note]> {
+        match self {
+            ManifestCommandError::Blocked { notes, .. } | ManifestCommandError::MigratedInvalid { notes, .. } => {
+                Some(notes)
+            }
+            _ => None,
         }
     }
 }
@@ -172,60 +213,6 @@ pub(crate) fn validate(path: &Path, format: OutputFormat) -> Result<ExitCode, Ma
     };
     print!("{output}");
     Ok(if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_INVALID) })
-}
-
-/// Writes the V5 equivalent of the V4 manifest at `path` to standard output (checked by the
-/// validator first), and its notes to standard error.
-pub(crate) fn migrate(
-    path: &Path,
-    options: manifest_core::migrate::Options,
-    format: MigrateFormat,
-) -> Result<ExitCode, ManifestCommandError> {
-    use manifest_core::migrate::{NoteKind, migrate_v4};
-    let (name, bytes) = read_input(path).map_err(ManifestCommandError::Input)?;
-    let report = validate_document(&bytes);
-    let manifest = match valid_manifest(&report, &name, &bytes) {
-        Ok(manifest) => manifest,
-        Err(diagnosed) => return Err(ManifestCommandError::NotMigratable { name, diagnosed }),
-    };
-    if matches!(manifest, Manifest::V5(_)) {
-        return Err(ManifestCommandError::V5Already { name });
-    }
-    // A valid V4 manifest is strict JSON (no duplicate keys): serde reads it the same.
-    let authored: serde_json::Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(source) => return Err(ManifestCommandError::NotJson { name, source }),
-    };
-    let migration = migrate_v4(&authored, &options);
-    for note in &migration.notes {
-        let kind = match note.kind {
-            NoteKind::Changed => "changed",
-            NoteKind::Dropped => "dropped",
-            NoteKind::Blocking => "blocking",
-        };
-        eprintln!("{kind:<8} {}: {}\n         = {}", note.pointer, note.why, note.fix);
-    }
-    let Some(document) = migration.manifest else {
-        let blocking = migration.notes.iter().filter(|n| n.kind == NoteKind::Blocking).count();
-        return Err(ManifestCommandError::Blocked { name, blocking });
-    };
-    let text = match format {
-        MigrateFormat::Yaml => manifest_core::emit::to_yaml(&document, manifest_core::emit::V5_KEY_ORDER),
-        MigrateFormat::Json => serde_json::to_string_pretty(&document).unwrap_or_default() + "\n",
-    };
-    // What is written must validate as V5 (a V4 value beyond a V5 bound shows here).
-    let checked = validate_document(text.as_bytes());
-    if !checked.is_valid() {
-        let rendered = render_text(&checked, "the V5 document", text.as_bytes());
-        return Err(ManifestCommandError::MigratedInvalid { name, rendered });
-    }
-    print!("{text}");
-    eprintln!(
-        "{name}: migrated to Manifest V5 ({} note{}); check it with `svc manifest validate`",
-        migration.notes.len(),
-        if migration.notes.len() == 1 { "" } else { "s" }
-    );
-    Ok(ExitCode::SUCCESS)
 }
 
 /// The schema a `--version` names.
@@ -288,7 +275,7 @@ fn read_valid_manifest(path: &Path) -> Result<(Manifest, String), ManifestComman
 }
 
 /// The model of a valid manifest; otherwise its diagnostics.
-fn valid_manifest(report: &Report<'_>, name: &str, bytes: &[u8]) -> Result<Manifest, Diagnosed> {
+pub(crate) fn valid_manifest(report: &Report<'_>, name: &str, bytes: &[u8]) -> Result<Manifest, Diagnosed> {
     report.manifest().map_err(|source| Diagnosed { rendered: render_text(report, name, bytes), source })
 }
 

@@ -244,7 +244,7 @@ const FORMAT_HELP: &[(&str, &str)] = &[
     ),
     (
         "manifest migrate",
-        "json: the V5 manifest as JSON (yaml: as YAML), alone on stdout; the notes go to standard error",
+        "json: {migrated, manifest, notes: [{pointer, kind, why, fix}]} (kind: changed, dropped or blocking); when not migrated, {error, migrated: false, notes}",
     ),
     (
         "policy diff",

@@ -41,8 +41,16 @@ fn a_v4_manifest_migrates_to_a_v5_one_that_validates_with_a_note_per_field_witho
     let report: serde_json::Value = serde_json::from_slice(&checked.stdout).expect("JSON");
     assert_eq!((&report["valid"], &report["schemaVersion"]), (&true.into(), &5.into()), "{report:#}");
     let json = migrate_minimal("server.js", &["--format", "json"]);
-    let v5: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
-    assert!(manifest_core::validate(&json.stdout).is_valid(), "{v5:#}");
+    assert!(json.stderr.is_empty(), "with --format json the notes are in the answer: {:?}", json.stderr);
+    let answer: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON object");
+    assert_eq!(answer["migrated"], true);
+    let v5 = answer["manifest"].clone();
+    assert!(manifest_core::validate(v5.to_string().as_bytes()).is_valid(), "{v5:#}");
+    // Every note the text shows is in the answer, with its pointer and kind.
+    let notes = answer["notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), stderr.lines().filter(|l| !l.starts_with(' ') && l.contains(": ")).count() - 1);
+    assert!(notes.iter().all(|n| n["pointer"].as_str().is_some_and(|p| p.starts_with('/'))), "{notes:?}");
+    assert!(notes.iter().any(|n| n["pointer"] == "/deployment/lifecycle/renewal" && n["kind"] == "changed"));
     let from_yaml = manifest_core::parse::yaml(std::str::from_utf8(&out.stdout).expect("UTF-8")).0.expect("a tree");
     assert_eq!(serde_json::to_value(from_yaml).expect("JSON"), v5, "the same document either way");
 }
@@ -82,5 +90,57 @@ fn a_bad_entrypoint_given_on_the_command_line_is_refused_naming_the_flag() {
     assert!(out.stdout.is_empty(), "nothing is written");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("/runtime/entrypoint/file"), "the pointer into the V5 document: {stderr}");
-    assert!(stderr.contains("the values given with --entrypoint and --per-job"), "{stderr}");
+    assert!(stderr.contains("the values given with the flags (--entrypoint"), "{stderr}");
+}
+
+/// Issue 45, point 2: each blocking note names the flag that supplies the V5 decision; with
+/// them, the full golden V4 manifest migrates without a hand edit, and `--format json` carries
+/// every note, blocked or not.
+#[test]
+fn the_flags_named_by_the_blocking_notes_migrate_the_full_v4_manifest() {
+    let blocked = svc(&["manifest", "migrate", "--file", "tests/golden/v4-full.json", "--format", "json"]);
+    assert_eq!(blocked.status.code(), Some(1));
+    let answer: serde_json::Value = serde_json::from_slice(&blocked.stdout).expect("one JSON object");
+    assert_eq!((&answer["migrated"], &answer["error"]["code"]), (&false.into(), &"migration_blocked".into()));
+    let blocking: Vec<&serde_json::Value> =
+        answer["notes"].as_array().expect("notes").iter().filter(|n| n["kind"] == "blocking").collect();
+    assert_eq!(blocking.len(), 10, "{blocking:#?}");
+    assert!(blocking.iter().all(|n| n["fix"].as_str().is_some_and(|f| f.contains("--"))), "each names its flag");
+    let flags = [
+        "--per-job",
+        "3000000",
+        "--rate",
+        "50000000",
+        "--existing-jobs",
+        "stop_when_successor_ready",
+        "--minimum",
+        "cpuMultiCoreScore=1200",
+        "--drop",
+        "/ingress/http",
+        "--drop",
+        "/deployment/placement/groups",
+        "--drop",
+        "/deployment/placement/topologyConstraints",
+        "--drop",
+        "/deployment/lifecycle/recovery",
+    ];
+    let mut args = vec!["manifest", "migrate", "--file", "tests/golden/v4-full.json", "--format", "json"];
+    args.extend(flags);
+    let out = svc(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let spend = &answer["manifest"]["deployment"]["spend"];
+    assert_eq!((&spend["perJob"], &spend["rate"]["amount"]), (&"3000000".into(), &"50000000".into()));
+    let dropped = answer["notes"].as_array().expect("notes").iter().find(|n| n["pointer"] == "/ingress/http");
+    let dropped = dropped.expect("the ingress note");
+    assert_eq!(dropped["kind"], "dropped");
+    assert!(dropped["fix"].as_str().is_some_and(|f| f.contains("svc ingress deploy")), "names the V5 way: {dropped}");
+    // A `--drop` that names no blocking field is a usage error naming the ones there are.
+    args.extend(["--drop", "/nowhere"]);
+    let typo = svc(&args);
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("--drop /nowhere: no blocking field"));
+    // The demo's V4 manifest needs only the credits per job.
+    let demo = svc(&["manifest", "migrate", "--file", "examples/node-demo/manifest.v4.json", "--per-job", "250000"]);
+    assert_eq!(demo.status.code(), Some(0), "{}", String::from_utf8_lossy(&demo.stderr));
 }

@@ -24,14 +24,54 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-/// What the author supplies that V4 cannot.
+/// What the author decides where V4 says nothing V5 can use: each field is one
+/// `svc manifest migrate` flag, and each blocking note names the one that unblocks it.
+/// Build it with `..Options::default()`: decisions may be added.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// The JavaScript entrypoint file, when `runtime.command` does not name it.
+    /// The JavaScript entrypoint file, when `runtime.command` does not name it
+    /// (`--entrypoint`).
     pub entrypoint: Option<String>,
-    /// The service credits (micros) one job may spend, when the V4 document states none
-    /// (`deployment.spend.maxServiceCreditMicrosPerGeneration`).
+    /// The service credits (micros) one job may spend (`--per-job`): needed when the V4
+    /// document states none or spends native tokens; it replaces the V4 value when given.
     pub per_job: Option<u64>,
+    /// The V5 spend rate (micros) over [`Options::rate_window`], instead of the derived one
+    /// (`--rate`).
+    pub rate: Option<u64>,
+    /// The window of [`Options::rate`] (a V5 duration; `30d` when `None`; `--rate-window`).
+    pub rate_window: Option<String>,
+    /// The artifact the V5 document pins (`sha256:...`), instead of the V4 release: the way
+    /// on for an encrypted bundle or a runtime image (`--pin-artifact`).
+    pub pin_artifact: Option<String>,
+    /// What happens to the running jobs on an update (`--existing-jobs`): needed for a V4
+    /// cooperative cease; it replaces the V4 mode when given.
+    pub existing_jobs: Option<ExistingJobs>,
+    /// V5 placement minimums (`memory`, `storage`, `cpuSingleCoreScore`,
+    /// `cpuMultiCoreScore`) and their values (`--minimum NAME=VALUE`): the way on for V4
+    /// machine classes and evidence profiles.
+    pub minimums: Vec<(String, String)>,
+    /// V4 fields (RFC 6901 pointers, as the notes name them) to leave out although V5 cannot
+    /// say the same (`--drop`): the way on for what V5 has no form for at all.
+    pub drop: Vec<String>,
+}
+
+/// V5 `deployment.lifecycle.update.existingJobs.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExistingJobs {
+    /// The old job stops once its successor is ready (V5's default).
+    StopWhenSuccessorReady,
+    /// The old job runs until its window ends.
+    RunUntilScheduledEnd,
+}
+
+impl ExistingJobs {
+    /// The value in V4 and V5 documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExistingJobs::StopWhenSuccessorReady => "stop_when_successor_ready",
+            ExistingJobs::RunUntilScheduledEnd => "run_until_scheduled_end",
+        }
+    }
 }
 
 /// How a V4 field fares.
@@ -69,6 +109,10 @@ pub struct Migration {
     pub manifest: Option<Value>,
     /// Every V4 field with no plain V5 form.
     pub notes: Vec<Note>,
+    /// [`Options::drop`] pointers that named no blocking field (a mistyped pointer: the CLI
+    /// refuses them).
+    #[serde(skip)]
+    pub unused_drops: Vec<String>,
 }
 
 impl Migration {
@@ -88,6 +132,8 @@ struct Migrator<'a> {
     /// V4 pointers (prefixes) accounted for.
     seen: BTreeSet<String>,
     notes: Vec<Note>,
+    /// The [`Options::drop`] pointers that left a blocking field out.
+    used_drops: BTreeSet<String>,
 }
 
 impl Migrator<'_> {
@@ -130,6 +176,27 @@ impl Migrator<'_> {
         }
     }
 
+    /// A field V5 cannot express that the author may leave out with `--drop`: blocking,
+    /// unless a `--drop` pointer names it or a field above it; then dropped. `fix` is the V5
+    /// way to get the same behaviour (or says there is none).
+    fn droppable(&mut self, pointer: &str, why: impl Into<String>, fix: impl Into<String>) {
+        let (why, fix) = (why.into(), fix.into());
+        let chosen =
+            self.options.drop.iter().find(|d| pointer == d.as_str() || pointer.starts_with(&format!("{d}/"))).cloned();
+        match chosen {
+            Some(d) => {
+                self.used_drops.insert(d.clone());
+                self.note(pointer, NoteKind::Dropped, why, format!("left out, as `--drop {d}` asked; {fix}"));
+            }
+            None => self.note(
+                pointer,
+                NoteKind::Blocking,
+                why,
+                format!("{fix}; or pass `--drop {pointer}` to leave it out"),
+            ),
+        }
+    }
+
     fn covered(&self, pointer: &str) -> bool {
         self.seen.iter().any(|p| pointer == p || pointer.starts_with(&format!("{p}/")))
     }
@@ -137,7 +204,7 @@ impl Migrator<'_> {
 
 /// Migrates a V4 manifest, as authored (valid at layers 1-2: see [`crate::validate`]).
 pub fn migrate_v4(v4: &Value, options: &Options) -> Migration {
-    let mut m = Migrator { v4, options, seen: BTreeSet::new(), notes: Vec::new() };
+    let mut m = Migrator { v4, options, seen: BTreeSet::new(), notes: Vec::new(), used_drops: BTreeSet::new() };
     let mut out = Map::new();
     out.insert("schema".into(), json!("svc.application-manifest"));
     out.insert("schemaVersion".into(), json!(5));
@@ -168,10 +235,11 @@ pub fn migrate_v4(v4: &Value, options: &Options) -> Migration {
             m.note(&leaf, NoteKind::Dropped, "it has no V5 form", "nothing: V5 leaves it out");
         }
     }
+    let unused_drops = options.drop.iter().filter(|d| !m.used_drops.contains(*d)).cloned().collect();
     let mut notes = m.notes;
     notes.sort_by(|a, b| a.pointer.cmp(&b.pointer));
     let blocked = notes.iter().any(|n| n.kind == NoteKind::Blocking);
-    Migration { manifest: (!blocked).then_some(Value::Object(out)), notes }
+    Migration { manifest: (!blocked).then_some(Value::Object(out)), notes, unused_drops }
 }
 
 fn collect_leaves(v: &Value, at: String, out: &mut Vec<String>) {
@@ -237,11 +305,10 @@ fn metadata(m: &mut Migrator<'_>, out: &mut Map<String, Value>) {
             metadata.insert("description".into(), json!(description));
             m.keep("/metadata/description");
         } else {
-            m.note(
+            m.droppable(
                 "/metadata/description",
-                NoteKind::Blocking,
                 "a V5 description is at most 500 characters",
-                "shorten it",
+                "write a shorter one in the V5 document (metadata is outside the effective policy)",
             );
         }
     }
@@ -283,6 +350,10 @@ fn metadata(m: &mut Migrator<'_>, out: &mut Map<String, Value>) {
 }
 
 fn release(m: &mut Migrator<'_>, out: &mut Map<String, Value>) {
+    if let Some(digest) = m.options.pin_artifact.clone() {
+        pinned_by_flag(m, out, digest);
+        return;
+    }
     m.keep("/release/mode");
     match m.str("/release/mode") {
         Some("build") => {
@@ -300,7 +371,7 @@ fn release(m: &mut Migrator<'_>, out: &mut Map<String, Value>) {
                     "/release/artifact/kind",
                     NoteKind::Blocking,
                     "V5 builds no runtime image",
-                    "build an IPFS bundle, or use a native image (`runtime.kind: native_image`)",
+                    "pin the JavaScript bundle the V5 document runs: `--pin-artifact sha256:<its digest>`",
                 );
             }
             encryption(m);
@@ -323,9 +394,68 @@ fn release(m: &mut Migrator<'_>, out: &mut Map<String, Value>) {
                 "/release/artifact",
                 NoteKind::Blocking,
                 "a pinned runtime image has no V5 form",
-                "use a native image (`runtime.kind: native_image`) or an IPFS bundle",
+                "pin the JavaScript bundle the V5 document runs: `--pin-artifact sha256:<its digest>`",
             ),
         },
+    }
+}
+
+/// `--pin-artifact`: the V5 document pins that artifact, whatever the V4 release was.
+fn pinned_by_flag(m: &mut Migrator<'_>, out: &mut Map<String, Value>, digest: String) {
+    out.insert("release".into(), json!({"mode": "pinned", "artifact": {"digest": digest}}));
+    let given = format!("the V5 document pins {digest}, given with --pin-artifact");
+    m.keep("/release/mode");
+    if m.str("/release/mode") == Some("build") {
+        m.note(
+            "/release/mode",
+            NoteKind::Changed,
+            "V5 builds this release no more: it runs the artifact given with --pin-artifact",
+            format!("{given}; publish that bundle before the V5 document"),
+        );
+        m.note(
+            "/release/builder",
+            NoteKind::Dropped,
+            "a pinned release has no builder",
+            "nothing: to build from source again, use `release: {mode: source}` and register the repository",
+        );
+    }
+    m.keep("/release/artifact/kind");
+    if m.str("/release/artifact/kind") == Some("runtime_image") {
+        m.note(
+            "/release/artifact",
+            NoteKind::Changed,
+            "V5 runs no runtime image: the V5 document runs the JavaScript bundle given with --pin-artifact",
+            format!("{given}; check that it holds the program the image ran"),
+        );
+        return;
+    }
+    match m.str("/release/artifact/digest") {
+        Some(v4) if v4 == digest => m.keep("/release/artifact/digest"),
+        Some(v4) => {
+            let v4 = v4.to_owned();
+            m.note("/release/artifact/digest", NoteKind::Changed, format!("the V4 document pins {v4}"), given.clone());
+        }
+        None => {}
+    }
+    m.note_if(
+        "/release/artifact/cid",
+        NoteKind::Dropped,
+        "a V5 pinned release names its artifact by digest; the CID is resolved evidence",
+        "nothing: the service resolves it from the digest",
+    );
+    match m.str("/release/artifact/encryption/mode") {
+        Some("aes256_gcm") => m.note(
+            "/release/artifact/encryption",
+            NoteKind::Changed,
+            "an encrypted bundle has no supported V5 path: the V5 document pins the bundle given with --pin-artifact",
+            format!("{given}: it must be the bundle unencrypted; keep secrets in `configuration.secrets`"),
+        ),
+        _ => m.note_if(
+            "/release/artifact/encryption",
+            NoteKind::Dropped,
+            "V5 resolves the artifact's encryption mode as evidence",
+            "nothing",
+        ),
     }
 }
 
@@ -335,7 +465,8 @@ fn encryption(m: &mut Migrator<'_>) {
             "/release/artifact/encryption",
             NoteKind::Blocking,
             "V5 resolves the artifact's encryption as evidence; an encrypted bundle has no supported V5 path",
-            "publish an unencrypted bundle (`encryption: none`) and keep secrets in `configuration.secrets`",
+            "publish the bundle unencrypted, pin it with `--pin-artifact sha256:<its digest>`, and keep secrets in \
+             `configuration.secrets`",
         ),
         _ => m.note_if(
             "/release/artifact/encryption",
@@ -437,14 +568,32 @@ fn deployment(m: &mut Migrator<'_>) -> Value {
     let window_ms = m.u64("/deployment/schedule/durationMs").unwrap_or(3_600_000);
     m.keep("/deployment/schedule/durationMs");
     d.insert("schedule".into(), json!({"duration": duration(window_ms)}));
-    for field in ["startDelayMs", "maxStartDelayMs"] {
-        m.note_if(
-            &format!("/deployment/schedule/{field}"),
+    match m.u64("/deployment/schedule/startDelayMs") {
+        Some(0) => m.note(
+            "/deployment/schedule/startDelayMs",
             NoteKind::Dropped,
-            "V5 starts a window when it is funded and placed; it has no start delay",
-            "nothing, unless the job relies on the delay: then delay inside the job",
-        );
+            "no delay, and V5 has no start delay",
+            "nothing: the same behaviour",
+        ),
+        Some(delay) => m.note(
+            "/deployment/schedule/startDelayMs",
+            NoteKind::Dropped,
+            format!(
+                "V5 starts the first window once the version is published, funded and placed; it has no start \
+                 delay ({} here)",
+                duration(delay)
+            ),
+            "to start later, publish the V5 document paused (`svc policy publish --paused --reason ...`) and \
+             resume it when it is due (`svc app resume ID --reason ...`)",
+        ),
+        None => {}
     }
+    m.note_if(
+        "/deployment/schedule/maxStartDelayMs",
+        NoteKind::Dropped,
+        "a bound on `startDelayMs`; V5 has no start delay",
+        "nothing",
+    );
     if let Some(placement) = placement(m) {
         d.insert("placement".into(), placement);
     }
@@ -456,10 +605,29 @@ fn deployment(m: &mut Migrator<'_>) -> Value {
 fn placement(m: &mut Migrator<'_>) -> Option<Value> {
     let mut placement = Map::new();
     let mut minimums = Map::new();
+    // `--minimum NAME=VALUE`: scores are integers in V5; anything else is left for the V5
+    // validator to judge, with its pointer.
+    for (name, value) in &m.options.minimums {
+        let value = match value.parse::<u64>() {
+            Ok(score) if name.starts_with("cpu") => json!(score),
+            _ => json!(value),
+        };
+        minimums.insert(name.clone(), value);
+    }
+    let given: Vec<String> = m.options.minimums.iter().map(|(n, v)| format!("--minimum {n}={v}")).collect();
     for (field, v5) in [("memoryMiB", "memory"), ("storageMiB", "storage")] {
         let pointer = format!("/runtime/resources/{field}");
+        let flag = m.options.minimums.iter().find(|(n, _)| n == v5).map(|(n, v)| format!("--minimum {n}={v}"));
         match m.u64(&pointer) {
-            Some(0) => m.note(&pointer, NoteKind::Dropped, "a zero minimum asks for nothing", "nothing"),
+            Some(_) if flag.is_some() => m.note(
+                &pointer,
+                NoteKind::Changed,
+                "V5 states resources as placement minimums",
+                format!("the V5 document asks {}, given with {}", minimums[v5], flag.unwrap_or_default()),
+            ),
+            Some(0) => {
+                m.note(&pointer, NoteKind::Dropped, "a zero minimum asks for nothing", "nothing: the same behaviour")
+            }
             Some(mib) => {
                 minimums.insert(v5.into(), json!(format!("{mib}MiB")));
                 m.note(
@@ -478,26 +646,37 @@ fn placement(m: &mut Migrator<'_>) -> Option<Value> {
         "every V5 job runs on the attested runtime; the trust profile is not authored",
         "nothing",
     );
-    m.note_if(
-        "/deployment/placement/requirements/machine",
-        NoteKind::Blocking,
-        "V5 has no machine classes or profile versions, only capability minimums",
-        "express what the job needs as `deployment.placement.minimums` (memory, storage, CPU scores)",
-    );
-    m.note_if(
-        "/deployment/placement/requirements/evidence",
-        NoteKind::Blocking,
-        "V5 has no authored evidence profiles",
-        "use `deployment.placement.minimums` (cpuSingleCoreScore, cpuMultiCoreScore)",
-    );
+    for (field, why) in [
+        ("machine", "V5 has no machine classes or profile versions, only capability minimums"),
+        ("evidence", "V5 has no authored evidence profiles, only capability minimums"),
+    ] {
+        let pointer = format!("/deployment/placement/requirements/{field}");
+        if m.get(&pointer).is_none() {
+            continue;
+        }
+        if given.is_empty() {
+            m.droppable(
+                &pointer,
+                why,
+                "state what the job needs as V5 minimums: `--minimum memory=2GiB`, `--minimum cpuMultiCoreScore=N` \
+                 (also storage, cpuSingleCoreScore)",
+            );
+        } else {
+            m.note(
+                &pointer,
+                NoteKind::Changed,
+                why,
+                format!("the V5 document asks the minimums given with {}: check they stand for it", given.join(" ")),
+            );
+        }
+    }
     for field in ["groups", "topologyConstraints"] {
         let pointer = format!("/deployment/placement/{field}");
         if m.get(&pointer).and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
-            m.note(
+            m.droppable(
                 &pointer,
-                NoteKind::Blocking,
                 "V5 has no placement groups, geography, spread or topology",
-                "remove it: V5 places jobs by minimums and, at most, an exact list of processors",
+                "V5 has none: it places jobs by minimums and, at most, an exact list of processors",
             );
         } else {
             m.note_if(&pointer, NoteKind::Dropped, "empty, and absent from V5", "nothing");
@@ -508,11 +687,10 @@ fn placement(m: &mut Migrator<'_>) -> Option<Value> {
             let ids = m.get("/deployment/placement/processorSelection/processorIds").cloned().unwrap_or_default();
             let count = ids.as_array().map_or(0, Vec::len);
             if !(1..=64).contains(&count) {
-                m.note(
+                m.droppable(
                     "/deployment/placement/processorSelection",
-                    NoteKind::Blocking,
                     format!("a V5 exact selection lists 1 to 64 processors; this one lists {count}"),
-                    "list the processors the job may run on, or leave the selection out (the open market)",
+                    "V5 has no larger selection: without one, the job runs on the open market",
                 );
                 return (!placement.is_empty()).then_some(Value::Object(placement));
             }
@@ -526,11 +704,11 @@ fn placement(m: &mut Migrator<'_>) -> Option<Value> {
                 "nothing",
             );
         }
-        Some("manager") => m.note(
+        Some("manager") => m.droppable(
             "/deployment/placement/processorSelection",
-            NoteKind::Blocking,
             "V5 has no selection by manager",
-            "list the processors (`processorSelection: {mode: exact, processorIds: [...]}`), or use the open market",
+            "list the manager's processors in the V5 document (`processorSelection: {mode: exact, processorIds: \
+             [...]}`); without a selection, the job runs on the open market",
         ),
         Some(_) => {
             m.keep("/deployment/placement/processorSelection/mode");
@@ -583,19 +761,34 @@ fn lifecycle(m: &mut Migrator<'_>) -> Value {
         _ => "next_renewal",
     };
     m.keep("/deployment/lifecycle/update/timing");
-    let existing = match m.str("/deployment/lifecycle/update/existingJobs/mode") {
-        Some("cooperative_cease") => {
+    let pointer = "/deployment/lifecycle/update/existingJobs";
+    let authored = m.str("/deployment/lifecycle/update/existingJobs/mode").map(str::to_owned);
+    let existing = match (m.options.existing_jobs, authored.as_deref()) {
+        (Some(chosen), Some(v4)) if v4 == chosen.as_str() => {
+            m.keep(pointer);
+            Some(chosen.as_str())
+        }
+        (Some(chosen), v4) => {
             m.note(
-                "/deployment/lifecycle/update/existingJobs",
+                pointer,
+                NoteKind::Changed,
+                format!("V5 has no `{}` for the running jobs", v4.unwrap_or("cooperative_cease")),
+                format!("the V5 document uses `{}`, given with --existing-jobs", chosen.as_str()),
+            );
+            Some(chosen.as_str())
+        }
+        (None, Some("cooperative_cease")) => {
+            m.note(
+                pointer,
                 NoteKind::Blocking,
                 "V5 has no cooperative cease",
-                "choose `stop_when_successor_ready` (the old job stops once its successor is ready) or \
-                 `run_until_scheduled_end`",
+                "choose with `--existing-jobs stop_when_successor_ready` (the old job stops once its successor is \
+                 ready: the nearest) or `--existing-jobs run_until_scheduled_end`",
             );
             None
         }
         _ => {
-            m.keep("/deployment/lifecycle/update/existingJobs");
+            m.keep(pointer);
             Some("run_until_scheduled_end")
         }
     };
@@ -603,12 +796,7 @@ fn lifecycle(m: &mut Migrator<'_>) -> Value {
     if let Some(mode) = existing {
         update["existingJobs"] = json!({"mode": mode});
     }
-    m.note_if(
-        "/deployment/lifecycle/recovery",
-        NoteKind::Dropped,
-        "V5 has no authored recovery: the service's own applies (launch retries, and what happens when a job fails)",
-        "nothing, unless the job relied on its V4 recovery: then check the service's default",
-    );
+    recovery(m);
     let mut lifecycle = json!({"update": update});
     if let Some(renewal) = renewal {
         lifecycle["renewal"] = renewal;
@@ -616,28 +804,106 @@ fn lifecycle(m: &mut Migrator<'_>) -> Value {
     lifecycle
 }
 
-fn spend(m: &mut Migrator<'_>, jobs: u64, window_ms: u64) -> Value {
-    for field in ["maxRewardPlanckPerJob", "maxNativeFeePlanckPerJob"] {
-        m.note_if(
-            &format!("/deployment/spend/{field}"),
-            NoteKind::Blocking,
-            "V5 spends service credits only; native-token authority has no V5 form",
-            "remove it, and fund the application with service credits",
-        );
+/// The launch retries of every V5 job (`docs/executions.md`), as V4's default.
+const V5_LAUNCH_RETRIES: u64 = 5;
+
+/// V5 has no authored recovery: every job gets [`V5_LAUNCH_RETRIES`] launch retries and, after
+/// a runtime failure, waits for its window's end. What asks the same is dropped; what asks
+/// otherwise blocks (V5 has no way to ask it) until `--drop` accepts V5's.
+fn recovery(m: &mut Migrator<'_>) {
+    let retries = "/deployment/lifecycle/recovery/launch/maxRetries";
+    match m.u64(retries) {
+        Some(V5_LAUNCH_RETRIES) => m.note(
+            retries,
+            NoteKind::Dropped,
+            format!("V5 retries a refused launch {V5_LAUNCH_RETRIES} times, as this asks; it is not authored"),
+            "nothing: the same behaviour",
+        ),
+        Some(n) => m.droppable(
+            retries,
+            format!("V5 retries a refused launch {V5_LAUNCH_RETRIES} times; this asks {n}"),
+            "V5 has no way to ask another number",
+        ),
+        None => {}
     }
-    let per_job = match m.u64("/deployment/spend/maxServiceCreditMicrosPerGeneration") {
-        Some(micros) => {
+    let failure = "/deployment/lifecycle/recovery/runtimeFailure";
+    match m.str(&format!("{failure}/mode")) {
+        Some("wait_until_scheduled_end") => m.note(
+            failure,
+            NoteKind::Dropped,
+            "after a runtime failure V5 waits for the window's end, as this asks; it is not authored",
+            "nothing: the same behaviour",
+        ),
+        Some(mode) => {
+            let mode = mode.to_owned();
+            m.droppable(
+                failure,
+                format!("after a runtime failure V5 waits for the window's end; this asks `{mode}`"),
+                "V5 has no way to replace a failed job before its window ends",
+            );
+        }
+        None => {}
+    }
+    // An empty `launch` asks V4's default, which is V5's.
+    m.keep("/deployment/lifecycle/recovery");
+}
+
+fn spend(m: &mut Migrator<'_>, jobs: u64, window_ms: u64) -> Value {
+    let flag = m.options.per_job;
+    let mut native = false;
+    for field in ["maxRewardPlanckPerJob", "maxNativeFeePlanckPerJob"] {
+        let pointer = format!("/deployment/spend/{field}");
+        if m.get(&pointer).is_none() {
+            continue;
+        }
+        native = true;
+        match flag {
+            Some(micros) => m.note(
+                &pointer,
+                NoteKind::Changed,
+                "V5 spends service credits only: the native-token authority is replaced by the credits given with \
+                 --per-job",
+                format!(
+                    "the V5 document lets one job spend {} of service credits: it must cover what the job paid in \
+                     native tokens",
+                    crate::money::usd(micros)
+                ),
+            ),
+            None => m.note(
+                &pointer,
+                NoteKind::Blocking,
+                "V5 spends service credits only; native-token authority has no V5 form",
+                "pass the service credits (micros) one job may spend instead, covering what it paid in native \
+                 tokens: `--per-job MICROS` (and `--rate MICROS` for the ceiling over 30 days)",
+            ),
+        }
+    }
+    let authored = "/deployment/spend/maxServiceCreditMicrosPerGeneration";
+    let per_job = match (flag, m.u64(authored)) {
+        (Some(micros), Some(v4)) if micros != v4 => {
             m.note(
-                "/deployment/spend/maxServiceCreditMicrosPerGeneration",
+                authored,
+                NoteKind::Changed,
+                format!("the V4 document allows {} per generation", crate::money::usd(v4)),
+                format!(
+                    "the V5 document allows {} per job (`deployment.spend.perJob`), given with --per-job",
+                    crate::money::usd(micros)
+                ),
+            );
+            micros
+        }
+        (_, Some(micros)) => {
+            m.note(
+                authored,
                 NoteKind::Changed,
                 "V5 states spend as a decimal string per job",
                 format!("kept as `deployment.spend.perJob: \"{micros}\"` ({})", crate::money::usd(micros)),
             );
             micros
         }
-        None => match m.options.per_job {
-            Some(micros) => micros,
-            None => {
+        (Some(micros), None) => micros,
+        (None, None) => {
+            if !native {
                 let at = m.present("/deployment/spend");
                 m.note(
                     &at,
@@ -647,35 +913,60 @@ fn spend(m: &mut Migrator<'_>, jobs: u64, window_ms: u64) -> Value {
                     "pass it: `svc manifest migrate --file ... --per-job 1000000` (micros), or add \
                      `maxServiceCreditMicrosPerGeneration` to the V4 document",
                 );
-                return json!({"unit": "service_credit_micros"});
             }
-        },
+            return json!({"unit": "service_credit_micros"});
+        }
     };
-    // A V4 deployment renews until stopped: V5 asks a lifetime ceiling over a window. The one
-    // derived lets every job of every window in 30 days spend its whole per-job authority.
-    let windows = RATE_WINDOW_MS.div_ceil(window_ms.max(1));
-    let rate = u128::from(per_job) * u128::from(jobs) * u128::from(windows);
-    let at = m.present("/deployment/spend");
-    m.notes.push(Note {
-        pointer: at,
-        kind: NoteKind::Changed,
-        why: "V5 continuous execution needs a spend rate, and V4 had no lifetime ceiling".into(),
-        fix: format!(
-            "the V5 document allows {} per {} (`spend.rate.amount: \"{rate}\"`: {} per job x {jobs} job{} x \
-             {windows} window{}): lower it if that is more than you mean to spend",
-            crate::money::usd(rate),
-            crate::money::duration_words(RATE_WINDOW_MS / 1000),
-            crate::money::usd(per_job),
-            if jobs == 1 { "" } else { "s" },
-            if windows == 1 { "" } else { "s" }
-        ),
-    });
+    if native && flag.is_none() {
+        return json!({"unit": "service_credit_micros"});
+    }
     m.keep("/deployment/spend");
-    json!({
-        "unit": "service_credit_micros",
-        "perJob": per_job.to_string(),
-        "rate": {"amount": rate.to_string(), "window": RATE_WINDOW},
-    })
+    let at = m.present("/deployment/spend");
+    let why = "V5 continuous execution needs a spend rate, and V4 had no lifetime ceiling";
+    let window = m.options.rate_window.clone();
+    let rate = match m.options.rate {
+        Some(amount) => {
+            let over = window.clone().unwrap_or_else(|| RATE_WINDOW.to_owned());
+            m.notes.push(Note {
+                pointer: at,
+                kind: NoteKind::Changed,
+                why: why.into(),
+                fix: format!(
+                    "the V5 document allows {} per {over} (`spend.rate`), given with --rate",
+                    crate::money::usd(amount)
+                ),
+            });
+            let mut rate = json!({"amount": amount.to_string()});
+            if let Some(window) = window {
+                rate["window"] = json!(window);
+            }
+            rate
+        }
+        None => {
+            // A V4 deployment renews until stopped: V5 asks a lifetime ceiling over a window.
+            // The one derived lets every job of every window in 30 days spend its whole
+            // per-job authority: what V4 allowed, and so large.
+            let windows = RATE_WINDOW_MS.div_ceil(window_ms.max(1));
+            let rate = u128::from(per_job) * u128::from(jobs) * u128::from(windows);
+            m.notes.push(Note {
+                pointer: at,
+                kind: NoteKind::Changed,
+                why: why.into(),
+                fix: format!(
+                    "the V5 document allows {} per {} (`spend.rate.amount: \"{rate}\"`: {} per job x {jobs} job{} x \
+                     {windows} window{}), all V4 allowed: pass `--rate MICROS` (and `--rate-window`) for what you \
+                     mean to spend",
+                    crate::money::usd(rate),
+                    crate::money::duration_words(RATE_WINDOW_MS / 1000),
+                    crate::money::usd(per_job),
+                    if jobs == 1 { "" } else { "s" },
+                    if windows == 1 { "" } else { "s" }
+                ),
+            });
+            json!({"amount": rate.to_string(), "window": RATE_WINDOW})
+        }
+    };
+    json!({"unit": "service_credit_micros", "perJob": per_job.to_string(), "rate": rate})
 }
 
 fn ingress(m: &mut Migrator<'_>) {
@@ -683,12 +974,15 @@ fn ingress(m: &mut Migrator<'_>) {
         let pointer = format!("/ingress/{kind}");
         match m.str(&format!("{pointer}/mode")) {
             Some("disabled") => m.note(&pointer, NoteKind::Dropped, "disabled, and absent from V5", "nothing"),
-            Some(_) => m.note(
+            Some(_) if kind == "http" => m.droppable(
                 &pointer,
-                NoteKind::Blocking,
                 "V5 has no ingress",
-                "for a public HTTPS endpoint use the ingress add-on (`svc ingress deploy`); for SSH, `access.ssh` \
-                 with a native image",
+                "for a public HTTPS endpoint, deploy the application with the ingress add-on (`svc ingress deploy`)",
+            ),
+            Some(_) => m.droppable(
+                &pointer,
+                "V5 has no ingress",
+                "for SSH into the job, `access: {ssh: {provider: {kind: managed}}}` with a native image runtime",
             ),
             None => {}
         }
@@ -730,11 +1024,11 @@ fn configuration(m: &mut Migrator<'_>, out: &mut Map<String, Value>) {
         let at = format!("/configuration/variables/{i}");
         let name = v["name"].as_str().unwrap_or_default();
         if !env_name(name) {
-            m.note(
-                &format!("{at}/name"),
-                NoteKind::Blocking,
-                format!("{name:?} is not a V5 environment name (`[A-Z_][A-Z0-9_]{{0,127}}`)"),
-                "rename it, and read the new name in the job",
+            // The note names the variable, not its name alone: `--drop` leaves it out whole.
+            m.droppable(
+                &at,
+                format!("its name {name:?} is not a V5 environment name (`[A-Z_][A-Z0-9_]{{0,127}}`)"),
+                "V5 cannot set it: rename it in the V5 document, and read the new name in the job",
             );
             continue;
         }
@@ -783,11 +1077,12 @@ fn configuration(m: &mut Migrator<'_>, out: &mut Map<String, Value>) {
                 json!({"kind": "file", "path": d["path"]})
             }
             _ => {
-                m.note(
-                    &format!("{at}/destination"),
-                    NoteKind::Blocking,
-                    "V5 delivers a secret to an environment name (`[A-Z_][A-Z0-9_]{0,127}`) or an absolute path",
-                    "change the destination, and read it there in the job",
+                m.droppable(
+                    &at,
+                    "its destination is not one V5 delivers to: an environment name (`[A-Z_][A-Z0-9_]{0,127}`) or \
+                     an absolute path",
+                    "V5 cannot deliver it there: give it another destination in the V5 document, and read it there in \
+                     the job",
                 );
                 continue;
             }
@@ -829,6 +1124,87 @@ mod tests {
         assert_eq!(duration(90_000), "90s");
         assert_eq!(duration(86_400_000), "1d");
         assert_eq!(duration(1_500), "1500ms");
+    }
+
+    fn full() -> Value {
+        serde_json::from_str(include_str!("../../tests/golden/v4-full.json")).expect("JSON")
+    }
+
+    fn kinds(m: &Migration, pointer: &str) -> Vec<NoteKind> {
+        m.notes.iter().filter(|n| n.pointer == pointer).map(|n| n.kind).collect()
+    }
+
+    #[test]
+    fn each_blocker_of_the_full_v4_manifest_has_a_flag_and_the_flags_supply_v5_values() {
+        let blocked = migrate_v4(&full(), &Options::default());
+        let blocking: Vec<&str> =
+            blocked.notes.iter().filter(|n| n.kind == NoteKind::Blocking).map(|n| n.pointer.as_str()).collect();
+        assert_eq!(blocking.len(), 10, "{blocking:?}");
+        let options = Options {
+            per_job: Some(3_000_000),
+            rate: Some(40_000_000),
+            rate_window: Some("7d".into()),
+            existing_jobs: Some(ExistingJobs::StopWhenSuccessorReady),
+            minimums: vec![("cpuMultiCoreScore".into(), "100".into())],
+            drop: vec!["/ingress".into(), "/deployment/placement/groups".into(), "/nowhere".into()],
+            ..Options::default()
+        };
+        let m = migrate_v4(&full(), &options);
+        // Topology and the replace-after-failure recovery still block: only `--drop` leaves them out.
+        let still: Vec<&str> =
+            m.notes.iter().filter(|n| n.kind == NoteKind::Blocking).map(|n| n.pointer.as_str()).collect();
+        assert_eq!(
+            still,
+            [
+                "/deployment/lifecycle/recovery/launch/maxRetries",
+                "/deployment/lifecycle/recovery/runtimeFailure",
+                "/deployment/placement/topologyConstraints"
+            ]
+        );
+        assert_eq!(m.unused_drops, ["/nowhere"]);
+        assert_eq!(kinds(&m, "/ingress/http"), [NoteKind::Dropped]);
+        assert_eq!(kinds(&m, "/deployment/spend/maxRewardPlanckPerJob"), [NoteKind::Changed]);
+        let mut options = options;
+        options
+            .drop
+            .extend(["/deployment/lifecycle/recovery".into(), "/deployment/placement/topologyConstraints".into()]);
+        let m = migrate_v4(&full(), &options);
+        let v5 = m.manifest.expect("migrated");
+        assert_eq!(v5["deployment"]["spend"]["perJob"], "3000000", "--per-job wins over the V4 value");
+        assert_eq!(v5["deployment"]["spend"]["rate"], json!({"amount": "40000000", "window": "7d"}));
+        assert_eq!(v5["deployment"]["lifecycle"]["update"]["existingJobs"]["mode"], "stop_when_successor_ready");
+        assert_eq!(v5["deployment"]["placement"]["minimums"], json!({"cpuMultiCoreScore": 100, "memory": "512MiB"}));
+        assert!(v5.get("ingress").is_none());
+    }
+
+    #[test]
+    fn an_encrypted_bundle_migrates_pinned_to_the_artifact_given() {
+        let mut v4 = full();
+        v4["release"]["artifact"]["encryption"]["mode"] = json!("aes256_gcm");
+        let blocked = migrate_v4(&v4, &Options::default());
+        assert_eq!(kinds(&blocked, "/release/artifact/encryption"), [NoteKind::Blocking]);
+        let digest = format!("sha256:{}", "b".repeat(64));
+        let m = migrate_v4(&v4, &Options { pin_artifact: Some(digest.clone()), ..Options::default() });
+        assert_eq!(kinds(&m, "/release/artifact/encryption"), [NoteKind::Changed]);
+        assert_eq!(kinds(&m, "/release/mode"), [NoteKind::Changed], "a build becomes a pin");
+        assert!(m.notes.iter().all(|n| !n.pointer.starts_with("/release") || n.kind != NoteKind::Blocking));
+    }
+
+    #[test]
+    fn a_recovery_as_v5_does_it_is_dropped_and_another_blocks() {
+        let mut v4 = full();
+        let recovery = "/deployment/lifecycle/recovery";
+        v4["deployment"]["lifecycle"]["recovery"] =
+            json!({"launch": {"maxRetries": 5}, "runtimeFailure": {"mode": "wait_until_scheduled_end"}});
+        let m = migrate_v4(&v4, &Options::default());
+        assert_eq!(kinds(&m, &format!("{recovery}/launch/maxRetries")), [NoteKind::Dropped]);
+        assert_eq!(kinds(&m, &format!("{recovery}/runtimeFailure")), [NoteKind::Dropped]);
+        v4["deployment"]["lifecycle"]["recovery"]["launch"]["maxRetries"] = json!(0);
+        let m = migrate_v4(&v4, &Options::default());
+        assert_eq!(kinds(&m, &format!("{recovery}/launch/maxRetries")), [NoteKind::Blocking]);
+        // A start delay is dropped, naming the V5 way to start later.
+        let note = m.notes.iter().find(|n| n.pointer == "/deployment/schedule/startDelayMs").expect("a note");
+        assert!(note.kind == NoteKind::Dropped && note.fix.contains("--paused"), "{note:?}");
     }
 
     #[test]
