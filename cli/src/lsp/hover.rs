@@ -52,4 +52,18 @@ mod tests {
         let (d, at) = document("package.json", "{\"name\": \"x\", \"ver|sion\": \"1\"}");
         assert!(hover(&d, at).is_none(), "not a document of ours");
     }
+
+    #[test]
+    fn hover_in_flow_yaml_names_the_key_or_the_arm_under_the_cursor() {
+        let head = "schema: svc.application-manifest\nschemaVersion: 5\n";
+        let (d, at) =
+            document("m.yaml", &format!("{head}runtime: {{kind: javascript, entrypoint: {{fi|le: a.js}}}}\n"));
+        let Some(Hover { contents: HoverContents::Markup(text), range }) = hover(&d, at) else { panic!("a hover") };
+        assert!(text.value.starts_with("**`file`**: required"), "{}", text.value);
+        let range = range.expect("the key's range");
+        assert_eq!((range.start.line, range.start.character, range.end.character), (2, 41, 45));
+        let (d, at) = document("m.yaml", &format!("{head}runtime: {{kind: java|script}}\n"));
+        let Some(Hover { contents: HoverContents::Markup(text), .. }) = hover(&d, at) else { panic!("a hover") };
+        assert!(text.value.starts_with("**`kind`**"), "{}", text.value);
+    }
 }
