@@ -857,13 +857,14 @@ pub enum PolicyCommand {
         remote: Remote,
     },
     /// What changed between two policies: each field, with its JSON pointer, grouped as what
-    /// reaches the running jobs (lifecycle, placement, spend) and what reaches only the jobs
-    /// launched next.
+    /// reaches the running jobs (lifecycle, placement, spend), what reaches only the jobs
+    /// launched next, and what reaches none (metadata).
     ///
     /// Each side is a file (an effective policy, or the JSON of `svc app versions APP
     /// --version N`; or two manifests, JSON or YAML) or `APP@N`, version N of an application
-    /// on the service. Exit 0 if nothing changed, 1 if something did, 2 if a side cannot be
-    /// read.
+    /// on the service. Two manifests are compared as what takes effect: defaults written out,
+    /// durations and sizes by value. Exit 0 if the effective policy is the same, 1 if it
+    /// changed, 2 if a side cannot be read or the two are not the same kind of document.
     Diff {
         /// The policy before: a file, or `APP@N`.
         #[arg(value_name = "A")]
@@ -871,6 +872,10 @@ pub enum PolicyCommand {
         /// The policy after: a file, or `APP@N`.
         #[arg(value_name = "B")]
         to: String,
+        /// Compare the documents as written, field by field, without defaults or the effective
+        /// policy (exit 1 for any change, metadata included).
+        #[arg(long)]
+        as_written: bool,
         /// The service (for `APP@N`), and the output format.
         #[command(flatten)]
         remote: Remote,

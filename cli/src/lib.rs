@@ -163,8 +163,8 @@ pub fn run(cli: Cli) -> ExitCode {
             expect_version,
             remote: &remote,
         })),
-        Command::Policy { command: PolicyCommand::Diff { from, to, remote } } => {
-            report(policy_diff::run(&from, &to, &remote))
+        Command::Policy { command: PolicyCommand::Diff { from, to, as_written, remote } } => {
+            report(policy_diff::run(&from, &to, as_written, &remote))
         }
         Command::App { command } => match command {
             AppCommand::Deploy { dir, app, manifest, no_wait, timeout, remote } => {

@@ -248,7 +248,7 @@ const FORMAT_HELP: &[(&str, &str)] = &[
     ),
     (
         "policy diff",
-        "json: {from, to, changes: [{pointer, kind, from?, to?, key?, effect: {reaches, area?}}], summary: {changes, runningJobs}}",
+        "json: {from, to, compared, changes: [{pointer, kind, from?, to?, key?, effect: {reaches, area?}}], summary: {changes, runningJobs, noEffect}} (compared: effective or as_written; reaches: running_jobs, next_jobs or nothing)",
     ),
     (
         "policy publish",

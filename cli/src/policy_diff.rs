@@ -1,11 +1,15 @@
 //! `svc policy diff A B`: what changed between two policies, field by field
 //! ([`manifest_core::diff`]), read from files or from the service (`APP@N`), printed grouped
-//! by whom each change reaches.
+//! by whom each change reaches. Each side is compared as what takes effect: a policy as it
+//! is (`APP@N` or a saved version), a manifest as its effective policy
+//! ([`manifest_core::effective`]), durations and sizes by value; `--as-written` compares the
+//! documents as they are.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use manifest_core::diff::{Change, Effect, Kind};
+use manifest_core::plural;
 use serde_json::{Value, json};
 
 use crate::args::{OutputFormat, Remote};
@@ -50,10 +54,28 @@ impl Side {
     }
 }
 
-/// A side read: the document compared, and what it is (its `schema`).
+/// A side read: the document compared, and what it is (its `schema` and `schemaVersion`).
 struct Read {
     document: Value,
     schema: Option<String>,
+    version: Option<u64>,
+}
+
+impl Read {
+    /// What it is, as people call it (`Manifest V4`, `Policy V5`).
+    fn kind(&self) -> String {
+        let version = self.version.map(|v| format!(" V{v}")).unwrap_or_default();
+        match self.schema.as_deref() {
+            Some(manifest_core::v4::SCHEMA_NAME) => format!("Manifest{version}"),
+            Some(manifest_core::POLICY_SCHEMA_NAME) => format!("Policy{version}"),
+            Some(other) => format!("{other}{version}"),
+            None => "a document without `schema`".to_owned(),
+        }
+    }
+
+    fn is_manifest(&self) -> bool {
+        self.schema.as_deref() == Some(manifest_core::v4::SCHEMA_NAME)
+    }
 }
 
 /// Why `svc policy diff` compared nothing (exit 2): said once, by
@@ -105,10 +127,7 @@ pub(crate) enum DiffError {
         source: serde_json::Error,
     },
     /// Two different kinds of document.
-    #[error(
-        "{a} is {a_kind} and {b} is {b_kind}: compare like with like (two effective policies: `svc app versions \
-         APP --version N --format json`, or APP@N; or two manifests)"
-    )]
+    #[error("{a} is {a_kind} and {b} is {b_kind}: {hint}")]
     Unlike {
         /// The first side.
         a: String,
@@ -118,6 +137,27 @@ pub(crate) enum DiffError {
         b: String,
         /// What it is.
         b_kind: String,
+        /// How to compare like with like.
+        hint: String,
+    },
+    /// A manifest that does not validate has no effective policy.
+    #[error(
+        "{name} is not a valid manifest, so it has no effective policy ({errors}; `svc manifest validate --file \
+         {name}` lists them); compare the text with --as-written"
+    )]
+    Invalid {
+        /// The file.
+        name: String,
+        /// How many errors.
+        errors: String,
+    },
+    /// A document that is neither a manifest nor a policy.
+    #[error("{name} is {kind}, not a manifest or a policy: compare the text with --as-written")]
+    Unknown {
+        /// The file.
+        name: String,
+        /// What it is.
+        kind: String,
     },
 }
 
@@ -193,68 +233,139 @@ fn read(side: &Side, remote: &Remote) -> Result<Read, DiffError> {
         }
     };
     let schema = document.get("schema").and_then(Value::as_str).map(str::to_owned);
-    Ok(Read { document, schema })
+    let version = document.get("schemaVersion").and_then(Value::as_u64);
+    Ok(Read { document, schema, version })
 }
 
-/// `svc policy diff A B`.
-pub(crate) fn run(from: &str, to: &str, remote: &Remote) -> Result<ExitCode, DiffError> {
+/// How to compare like with like, for two kinds of document.
+fn like_with_like(a: (&str, &Read), b: (&str, &Read)) -> String {
+    match (a.1.is_manifest(), b.1.is_manifest(), a.1.version, b.1.version) {
+        // The migration asks for decisions V4 cannot make (the entrypoint, the spend): a diff
+        // through it would list them as changes nobody authored.
+        (true, true, Some(4), Some(5)) | (true, true, Some(5), Some(4)) => {
+            let (v4, v5) = if a.1.version == Some(4) { (a.0, b.0) } else { (b.0, a.0) };
+            format!(
+                "compare like with like: migrate the V4 manifest first (`svc manifest migrate --file {v4} > \
+                 v5.yaml`, whose notes say what V5 changes) and compare v5.yaml with {v5}"
+            )
+        }
+        (false, false, Some(_), Some(_)) if a.1.schema == b.1.schema => {
+            "their fields differ by version: compare each with a policy of its own version".to_owned()
+        }
+        _ => "compare like with like (two effective policies: `svc app versions APP --version N --format json`, or \
+              APP@N; or two manifests)"
+            .to_owned(),
+    }
+}
+
+/// The document that takes effect: a manifest's effective policy, a policy as it is.
+fn effective(label: &str, side: Read) -> Result<Value, DiffError> {
+    match side.schema.as_deref() {
+        Some(manifest_core::POLICY_SCHEMA_NAME) => Ok(side.document),
+        Some(manifest_core::v4::SCHEMA_NAME) => {
+            // Validated as a manifest is; its text was read strictly already.
+            let bytes = serde_json::to_vec(&side.document)
+                .map_err(|source| DiffError::NotJson { name: label.to_owned(), source })?;
+            let report = manifest_core::validate(&bytes);
+            match report.manifest() {
+                Ok(manifest) => Ok(manifest_core::effective::of_manifest(&manifest)),
+                Err(_) => {
+                    let errors = report.diagnostics.iter().filter(|d| d.is_error()).count();
+                    Err(DiffError::Invalid { name: label.to_owned(), errors: plural(errors as u64, "error") })
+                }
+            }
+        }
+        _ => Err(DiffError::Unknown { name: label.to_owned(), kind: side.kind() }),
+    }
+}
+
+/// `svc policy diff A B` (`--as-written`: the documents as they are).
+pub(crate) fn run(from: &str, to: &str, as_written: bool, remote: &Remote) -> Result<ExitCode, DiffError> {
     let (a, b) = (Side::parse(from), Side::parse(to));
     // One side at a time: the first that cannot be read is the one error said.
     let before = read(&a, remote)?;
     let after = read(&b, remote)?;
-    if before.schema != after.schema {
-        let kind = |s: &Option<String>| s.clone().unwrap_or_else(|| "a document without `schema`".to_owned());
+    let (a, b) = (a.label(), b.label());
+    if (&before.schema, before.version) != (&after.schema, after.version) {
         return Err(DiffError::Unlike {
-            a: a.label(),
-            a_kind: kind(&before.schema),
-            b: b.label(),
-            b_kind: kind(&after.schema),
+            hint: like_with_like((&a, &before), (&b, &after)),
+            a_kind: before.kind(),
+            b_kind: after.kind(),
+            a,
+            b,
         });
     }
-    let changes = manifest_core::diff::diff(&before.document, &after.document);
+    let changes = if as_written {
+        manifest_core::diff::diff(&before.document, &after.document)
+    } else {
+        let before = effective(&a, before)?;
+        let mut after = effective(&b, after)?;
+        manifest_core::effective::align_quantities(&before, &mut after);
+        manifest_core::diff::diff(&before, &after)
+    };
+    let count = |effect: fn(&Effect) -> bool| changes.iter().filter(|c| effect(&c.effect)).count();
+    let (running, none) = (count(|e| matches!(e, Effect::RunningJobs(_))), count(|e| *e == Effect::Nothing));
     match remote.format {
         OutputFormat::Json => {
-            let running = changes.iter().filter(|c| c.effect != Effect::NextJobs).count();
             let report = json!({
-                "from": a.label(),
-                "to": b.label(),
+                "from": a,
+                "to": b,
+                "compared": if as_written { "as_written" } else { "effective" },
                 "changes": changes,
-                "summary": {"changes": changes.len(), "runningJobs": running},
+                "summary": {"changes": changes.len(), "runningJobs": running, "noEffect": none},
             });
             println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
         }
-        OutputFormat::Text => print!("{}", text(&a.label(), &b.label(), &changes)),
+        OutputFormat::Text => {
+            let b = if as_written { format!("{b} (as written)") } else { b };
+            print!("{}", text(&a, &b, &changes));
+        }
     }
-    Ok(ExitCode::from(if changes.is_empty() { EXIT_SAME } else { EXIT_CHANGED }))
+    // What takes effect is the same when only metadata changed; as written, every change counts.
+    let changed = if as_written { changes.len() } else { changes.len() - none };
+    Ok(ExitCode::from(if changed == 0 { EXIT_SAME } else { EXIT_CHANGED }))
 }
 
-/// The text report: a heading, the changes reaching running jobs, then the others.
+/// The text report: a heading, the changes reaching running jobs, those reaching the jobs
+/// launched next, then those reaching none.
 fn text(a: &str, b: &str, changes: &[Change]) -> String {
-    let running: Vec<&Change> = changes.iter().filter(|c| c.effect != Effect::NextJobs).collect();
-    let next: Vec<&Change> = changes.iter().filter(|c| c.effect == Effect::NextJobs).collect();
-    if changes.is_empty() {
-        return format!("{a} -> {b}: no changes\n");
-    }
-    let mut out = format!(
-        "{a} -> {b}: {} change{}, {} reaching the running jobs\n",
-        changes.len(),
-        if changes.len() == 1 { "" } else { "s" },
-        running.len(),
-    );
+    let of = |effect: fn(&Effect) -> bool| changes.iter().filter(|c| effect(&c.effect)).collect::<Vec<_>>();
+    let running = of(|e| matches!(e, Effect::RunningJobs(_)));
+    let next = of(|e| *e == Effect::NextJobs);
+    let none = of(|e| *e == Effect::Nothing);
+    let effective = running.len() + next.len();
+    let mut out = match (effective, none.len()) {
+        (0, 0) => return format!("{a} -> {b}: no changes\n"),
+        (0, none) => {
+            format!("{a} -> {b}: no changes that take effect, {} with no effect\n", plural(none as u64, "change"))
+        }
+        (n, 0) => format!("{a} -> {b}: {}, {} reaching the running jobs\n", plural(n as u64, "change"), running.len()),
+        (n, none) => format!(
+            "{a} -> {b}: {}, {} reaching the running jobs, and {none} with no effect\n",
+            plural(n as u64, "change"),
+            running.len()
+        ),
+    };
     if !running.is_empty() {
         out += "for the running jobs:\n";
         for c in &running {
             let area = match c.effect {
                 Effect::RunningJobs(area) => area.as_str(),
-                Effect::NextJobs => "",
+                Effect::NextJobs | Effect::Nothing => "",
             };
             out += &format!("  {area:<9} {}\n", line(c));
         }
     }
-    if !next.is_empty() {
-        out += "for the jobs launched next (as the update rule rolls them out):\n";
-        for c in &next {
-            out += &format!("  {:<9} {}\n", "", line(c));
+    for (heading, group) in [
+        ("for the jobs launched next (as the update rule rolls them out):", &next),
+        ("with no effect (metadata: not in the effective policy):", &none),
+    ] {
+        if !group.is_empty() {
+            out += heading;
+            out += "\n";
+            for c in group {
+                out += &format!("  {:<9} {}\n", "", line(c));
+            }
         }
     }
     out

@@ -1,10 +1,12 @@
 //! What changed between two policies (or two manifests): field-level changes, each with its
 //! JSON pointer, grouped by whom they reach. A change to `deployment.lifecycle`,
-//! `deployment.schedule`, `deployment.jobs` or `execution` (how jobs renew, update, restart and
-//! end, how many run), to `deployment.placement` (where they run) or to `deployment.spend`
-//! (what they may spend) reaches the jobs running now; every other change (the artifact, the
-//! runtime, the configuration, observability, state) reaches only the jobs launched from the
-//! new version, as its update rule rolls them out.
+//! `deployment.schedule`, `deployment.jobs` (V4: `deployment.parallelism`) or `execution` (how
+//! jobs renew, update, restart and end, how many run), to `deployment.placement` (where they
+//! run) or to `deployment.spend` (what they may spend) reaches the jobs running now; a change
+//! to `metadata` or to the `$schema` editor hint reaches no job (the effective policy holds
+//! neither); every other change (the artifact, the runtime, the configuration, observability,
+//! state) reaches only the jobs launched from the new version, as its update rule rolls them
+//! out. [`crate::effective`] makes the documents compared here of two manifests.
 //!
 //! ```
 //! use serde_json::json;
@@ -27,13 +29,16 @@ pub enum Effect {
     RunningJobs(Area),
     /// Only the jobs launched from the new version.
     NextJobs,
+    /// No job: metadata and editor hints, which the effective policy does not hold.
+    Nothing,
 }
 
 /// The part of a policy that governs running jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Area {
-    /// Renewal, update, recovery, the paid window, the number of jobs, the execution mode.
+    /// Renewal, update, recovery, the paid window, the number of jobs (V5 `jobs`, V4
+    /// `parallelism`), the execution mode.
     Lifecycle,
     /// Capability minimums and processor selection.
     Placement,
@@ -102,8 +107,10 @@ pub fn diff(a: &Value, b: &Value) -> Vec<Change> {
 pub fn effect_of(path: &[String]) -> Effect {
     match path {
         [first, ..] if first == "execution" => Effect::RunningJobs(Area::Lifecycle),
+        [first, ..] if first == "metadata" || first == "$schema" => Effect::Nothing,
         [first, second, ..] if first == "deployment" => match second.as_str() {
-            "lifecycle" | "schedule" | "jobs" | "recovery" => Effect::RunningJobs(Area::Lifecycle),
+            // V4 `parallelism` is V5 `jobs`: how many run.
+            "lifecycle" | "schedule" | "jobs" | "parallelism" | "recovery" => Effect::RunningJobs(Area::Lifecycle),
             "placement" => Effect::RunningJobs(Area::Placement),
             "spend" => Effect::RunningJobs(Area::Spend),
             _ => Effect::NextJobs,
@@ -232,6 +239,7 @@ mod tests {
             "deployment": {"jobs": 1, "spend": {"perJob": "1"}, "placement": {"minimums": null},
                            "lifecycle": {"update": {"timing": "next_renewal"}}},
             "debug": {"a/b~c": 1},
+            "metadata": {"description": "one"},
         });
         let b = json!({
             "artifact": {"digest": "sha256:bb"},
@@ -239,6 +247,7 @@ mod tests {
             "deployment": {"jobs": 2, "spend": {"perJob": "1"}, "placement": {"minimums": {"memory": "1GiB"}},
                            "lifecycle": {"update": {"timing": "immediate"}}},
             "debug": {},
+            "metadata": {"description": "two"},
         });
         use Area::*;
         use Effect::*;
@@ -252,8 +261,12 @@ mod tests {
                 ("/deployment/jobs".into(), Kind::Changed, RunningJobs(Lifecycle)),
                 ("/deployment/lifecycle/update/timing".into(), Kind::Changed, RunningJobs(Lifecycle)),
                 ("/deployment/placement/minimums".into(), Kind::Changed, RunningJobs(Placement)),
+                ("/metadata/description".into(), Kind::Changed, Nothing),
             ]
         );
+        // V4 counts its jobs as `parallelism`: it reaches the running jobs as V5 `jobs` does.
+        let v4 = diff(&json!({"deployment": {"parallelism": 1}}), &json!({"deployment": {"parallelism": 3}}));
+        assert_eq!(summary(&v4), [("/deployment/parallelism".into(), Kind::Changed, RunningJobs(Lifecycle))]);
         assert!(diff(&a, &a).is_empty(), "a document equals itself");
     }
 

@@ -38,6 +38,7 @@ mod yaml;
 pub mod convergence;
 pub mod diff;
 pub mod document;
+pub mod effective;
 pub mod emit;
 pub mod formats;
 pub mod invariants;
