@@ -190,6 +190,20 @@ fn policy_diff_compares_an_applications_versions_on_the_service() {
         serde_json::from_slice(&run(&["policy", "diff", "web@1", "web@2", "--format", "json"]).stdout).expect("JSON");
     assert_eq!(from_file["changes"], from_service["changes"]);
     assert_eq!(run(&["policy", "diff", "web@2", "web@2"]).status.code(), Some(0), "a version equals itself");
+    // Issue 45, point 1: the same duration spelled otherwise takes no effect in published
+    // versions too (their policies keep the spelling); as written, it is a change.
+    let mut third = second.clone();
+    third["deployment"]["schedule"]["duration"] = "60m".into();
+    let out = run(&["policy", "publish", "--file", &write(&files, "v3.json", &third), "--app", "web"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let same = run(&["policy", "diff", "web@2", "web@3"]);
+    assert_eq!(
+        (same.status.code(), &*String::from_utf8_lossy(&same.stdout)),
+        (Some(0), "web@2 -> web@3: no changes\n")
+    );
+    let written = run(&["policy", "diff", "web@2", "web@3", "--as-written"]);
+    assert_eq!(written.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&written.stdout).contains("~ /deployment/schedule/duration: \"1h\" -> \"60m\""));
     // A version that does not exist: exit 2, the service's answer said.
     let missing = run(&["policy", "diff", "web@1", "web@9"]);
     assert_eq!(missing.status.code(), Some(2));
