@@ -240,6 +240,21 @@ mod tests {
     }
 
     #[test]
+    fn yaml_a_flow_collection_over_several_lines_is_one_value_to_the_keys_below_it() {
+        let (_, c) = cursor("deployment:\n  schedule: {duration: 1h,\n  phasing: {mode: simultaneous}}\n  jo|\n");
+        assert_eq!(keys(&c.path), ["deployment"]);
+        assert_eq!(
+            c.siblings.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(),
+            ["schedule"],
+            "not the flow's own lines"
+        );
+        let (_, c) = cursor("runtime: {kind: javascript,\nentrypoint: {file: a.js}}\nexecution:\n  mo|\n");
+        assert_eq!(keys(&c.path), ["execution"]);
+        let (_, c) = cursor("runtime: {kind: javascript,\nentrypoint: {fi|}}\n");
+        assert_eq!(keys(&c.path), ["runtime", "entrypoint"], "inside, on its second line");
+    }
+
+    #[test]
     fn yaml_flow_values_right_after_the_colon_need_a_space_and_plain_scalars_keep_theirs() {
         let (_, c) = cursor("runtime: {kind:|}\n");
         assert_eq!((c.slot, c.space_before), (Slot::Value, true));

@@ -4,6 +4,9 @@
 //! javascript}`, `- [a, b]`, over one line or several) the block path leads to the
 //! collection and the flow scanner ([`super::flow`]) reads the rest.
 
+use std::borrow::Cow;
+use std::ops::Range;
+
 use super::{Cursor, Slot, Step};
 
 /// One line of YAML, as far as the cursor needs it.
@@ -98,30 +101,55 @@ fn unquote(s: &str) -> &str {
 }
 
 pub(super) fn at(text: &str, offset: usize) -> Option<Cursor> {
-    if let Some(open) = flow_start(text, offset) {
+    let flows = flows(text);
+    // The block reader sees each flow collection's inside as blank, so the lines of one that
+    // spans several are neither parents nor siblings of a key below it.
+    let block = masked(text, &flows);
+    if let Some(flow) = flows.iter().find(|f| f.start < offset && offset < f.end) {
         // The block path names the collection's value; the flow scanner goes on from there.
-        let outer = block_at(text, open)?;
-        let mut inner = super::flow::yaml_at(text, open, offset)?;
+        let outer = block_at(&block, flow.start)?;
+        let mut inner = super::flow::yaml_at(text, flow.start, offset)?;
         let mut path = outer.path;
         path.append(&mut inner.path);
         inner.path = path;
         return Some(inner);
     }
-    block_at(text, offset)
+    block_at(&block, offset)
 }
 
-/// The opening bracket of the outermost flow collection around `offset`, if the cursor is in
-/// one: the text is read line by line in block style (a block scalar's lines skipped) until a
-/// value opens with `{` or `[`, then bracket by bracket (strings and comments skipped) until
-/// it closes.
-fn flow_start(text: &str, offset: usize) -> Option<usize> {
+/// `text` with the inside of each flow collection blanked (line breaks kept, so every offset
+/// and line stays where it was).
+fn masked<'t>(text: &'t str, flows: &[Range<usize>]) -> Cow<'t, str> {
+    if flows.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut bytes = text.as_bytes().to_vec();
+    for flow in flows {
+        let inside = flow.start + 1..(flow.end - 1).min(bytes.len());
+        for b in bytes.get_mut(inside).unwrap_or_default() {
+            if !matches!(b, b'\n' | b'\r') {
+                *b = b' ';
+            }
+        }
+    }
+    // Brackets are ASCII, so a character is blanked whole or not at all.
+    String::from_utf8(bytes).map_or(Cow::Borrowed(text), Cow::Owned)
+}
+
+/// The outermost flow collections, each from its opening bracket to one past its closing one
+/// (to one past the text's end plus one for a collection left open): the text is read line by
+/// line in block style (a block scalar's lines skipped) until a value opens with `{` or `[`,
+/// then bracket by bracket (strings and comments skipped) until it closes.
+fn flows(text: &str) -> Vec<Range<usize>> {
     let bytes = text.as_bytes();
+    let len = text.len();
+    let mut found = Vec::new();
     let mut i = 0;
-    let mut open = None;
+    let mut open = 0;
     let mut depth = 0usize;
     // The column of the key whose block scalar (`|`, `>`) the next lines may belong to.
     let mut block_scalar: Option<usize> = None;
-    while i < offset {
+    while i < len {
         if depth == 0 {
             let line_end = text[i..].find('\n').map_or(text.len(), |n| i + n);
             let line = &text[i..line_end];
@@ -147,8 +175,8 @@ fn flow_start(text: &str, offset: usize) -> Option<usize> {
                 Some(value_at)
             });
             match value_at {
-                Some(at) if line[at..].starts_with(['{', '[']) && i + at < offset => {
-                    open = Some(i + at);
+                Some(at) if line[at..].starts_with(['{', '[']) => {
+                    open = i + at;
                     i += at;
                 }
                 _ => {
@@ -162,7 +190,7 @@ fn flow_start(text: &str, offset: usize) -> Option<usize> {
             q @ (b'"' | b'\'') if matches!(bytes[i - 1], b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'[' | b',' | b':') => {
                 // To the closing quote (`\"` escaped in one, `''` in the other), over lines.
                 i += 1;
-                while i < offset {
+                while i < len {
                     match bytes[i] {
                         b'\\' if q == b'"' => i += 2,
                         b'\'' if q == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
@@ -179,8 +207,8 @@ fn flow_start(text: &str, offset: usize) -> Option<usize> {
             b'}' | b']' => {
                 depth -= 1;
                 if depth == 0 {
-                    // The collection is closed: what follows on its line is not the cursor's.
-                    open = None;
+                    // The collection is closed: what follows on its line is a comment.
+                    found.push(open..i + 1);
                     i = text[i..].find('\n').map_or(text.len(), |n| i + n + 1);
                     continue;
                 }
@@ -189,7 +217,10 @@ fn flow_start(text: &str, offset: usize) -> Option<usize> {
         }
         i += 1;
     }
-    open.filter(|_| depth > 0)
+    if depth > 0 {
+        found.push(open..text.len() + 1);
+    }
+    found
 }
 
 /// The cursor in block style.
