@@ -103,34 +103,38 @@ pub struct ManifestV4 {
 /// and runs when those passed layer 1, so all independent errors are reported together.
 pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
     let sections = Sections::new(root, out);
-    if let (Some(delay), Some(max)) = (
-        sections.read("/deployment/schedule/startDelayMs", out),
-        sections.read("/deployment/schedule/maxStartDelayMs", out),
-    ) {
+    // Each section is looked up once, the values read relative to it.
+    let deployment = sections.under("/deployment");
+    let schedule = deployment.under("/schedule");
+    if let (Some(delay), Some(max)) = (schedule.read("/startDelayMs", out), schedule.read("/maxStartDelayMs", out)) {
         deployment::check_start_delay(delay, max, out);
     }
     // Only a renewal before the scheduled end has a lead to check: the others are not read into
     // the model at all (an internally tagged enum buffers the whole object first).
-    const RENEWAL: &str = "/deployment/lifecycle/renewal";
-    if sections.tag("/deployment/lifecycle/renewal/mode") == Some("before_scheduled_end")
-        && let (Some(duration), Some(renewal)) =
-            (sections.read("/deployment/schedule/durationMs", out), sections.read(RENEWAL, out))
+    let renewal = deployment.under("/lifecycle/renewal");
+    if renewal.tag("/mode") == Some("before_scheduled_end")
+        && let (Some(duration), Some(renewal)) = (schedule.read("/durationMs", out), renewal.read("", out))
     {
         deployment::check_renewal_lead(duration, &renewal, out);
     }
 
-    let groups = sections.len("/deployment/placement/groups");
-    if groups > 0 {
+    let placement = deployment.under("/placement/groups");
+    let groups = placement.items();
+    if !groups.is_empty() {
         let group = |i: usize, field: &str| format!("/deployment/placement/groups/{i}/{field}");
-        let names: Vec<(usize, String)> =
-            (0..groups).filter_map(|i| sections.read(&group(i, "name"), out).map(|n| (i, n))).collect();
-        let counts: Option<Vec<u64>> = (0..groups).map(|i| sections.read(&group(i, "count"), out)).collect();
+        let names: Vec<(usize, String)> = (groups.iter().enumerate())
+            .filter_map(|(i, g)| placement.read_node(g.get("name"), || group(i, "name"), out).map(|n| (i, n)))
+            .collect();
+        let counts: Option<Vec<u64>> = (groups.iter().enumerate())
+            .map(|(i, g)| placement.read_node(g.get("count"), || group(i, "count"), out))
+            .collect();
         let total = counts.map(|c| c.iter().fold(0u64, |sum, n| sum.saturating_add(*n)));
-        deployment::check_groups(&names, total, sections.read("/deployment/parallelism", out), out);
+        deployment::check_groups(&names, total, deployment.read("/parallelism", out), out);
     }
 
-    for pointer in ["/ingress/http/port", "/ingress/ssh/port"] {
-        if let Some(port) = sections.read(pointer, out) {
+    let ingress = sections.under("/ingress");
+    for (rel, pointer) in [("/http/port", "/ingress/http/port"), ("/ssh/port", "/ingress/ssh/port")] {
+        if let Some(port) = ingress.read(rel, out) {
             ingress::check_port(pointer, port, out);
         }
     }

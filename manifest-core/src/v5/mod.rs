@@ -124,20 +124,22 @@ pub struct ManifestV5 {
 /// siblings' validity), so all independent errors are reported together.
 pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
     let sections = Sections::new(root, out);
+    // `/deployment` is looked up once, the values under it read relative to it.
+    let deployment = sections.under("/deployment");
     // Only evenly spaced phasing has a rule: the other arm is not read into the model at all
     // (an internally tagged enum buffers the whole object first).
-    if sections.tag("/deployment/schedule/phasing/mode") == Some("evenly_spaced")
-        && let (Some(jobs), Some(phasing)) =
-            (sections.read("/deployment/jobs", out), sections.read("/deployment/schedule/phasing", out))
+    let phasing = deployment.under("/schedule/phasing");
+    if phasing.tag("/mode") == Some("evenly_spaced")
+        && let (Some(jobs), Some(phasing)) = (deployment.read("/jobs", out), phasing.read("", out))
     {
         deployment::check_phasing(jobs, &phasing, out);
     }
     if let Some(execution) = sections.tag("/execution/mode") {
         deployment::check_execution(
             execution,
-            sections.present("/deployment/lifecycle/renewal"),
-            sections.present("/deployment/spend"),
-            sections.present("/deployment/spend/rate"),
+            deployment.present("/lifecycle/renewal"),
+            deployment.present("/spend"),
+            deployment.present("/spend/rate"),
             out,
         );
     }
