@@ -21,8 +21,9 @@ use crate::wire::{self, POOL_ACME_ONLY, POOL_SERVE, TICKET_LEN};
 pub(super) const OFFER: u8 = 2;
 
 /// A held data connection without a byte from the gateway for this long is closed (the
-/// gateway replaces its own after a minute).
-const HOLD_AT_MOST: Duration = Duration::from_secs(120);
+/// gateway replaces its own after 10 minutes, and keeps them alive meanwhile: an idle route
+/// costs no dial).
+const HOLD_AT_MOST: Duration = Duration::from_secs(15 * 60);
 
 /// A session's data connections dialed ahead and not yet bound to a client.
 #[derive(Debug, Default)]

@@ -15,11 +15,13 @@
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -142,7 +144,7 @@ async fn relay(stream: UnixStream, policy: &dyn EgressPolicy, buffers: &AtomicUs
     let (upstream_read, upstream_write) = upstream.split();
     // Like `copy_bidirectional`: each side's end is passed on as a shutdown of the other's
     // sending, and the relay is over once both directions are, or at the first error.
-    let _ = tokio::try_join!(pump(&agent_read, upstream_write, buffers), pump(&upstream_read, agent_write, buffers),);
+    let _ = tokio::try_join!(pump(agent_read, upstream_write, buffers), pump(upstream_read, agent_write, buffers));
 }
 
 /// Reads the agent's request, connects where it asks if allowed, and answers it: the two
@@ -186,18 +188,13 @@ async fn open(stream: UnixStream, policy: &dyn EgressPolicy) -> Option<(UnixStre
 }
 
 /// One side of a relayed connection, read only once readable.
-trait Source {
+trait Source: AsyncRead + Unpin {
     fn readable(&self) -> impl Future<Output = io::Result<()>> + Send;
-    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
 }
 
 impl Source for tokio::net::unix::ReadHalf<'_> {
     fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
         tokio::net::unix::ReadHalf::readable(self)
-    }
-
-    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        tokio::net::unix::ReadHalf::try_read(self, buf)
     }
 }
 
@@ -205,10 +202,20 @@ impl Source for tokio::net::tcp::ReadHalf<'_> {
     fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
         tokio::net::tcp::ReadHalf::readable(self)
     }
+}
 
-    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        tokio::net::tcp::ReadHalf::try_read(self, buf)
-    }
+/// Reads what is there now: `None` if nothing is. Unlike `try_read`, a read that fills less
+/// than `buf` tells the runtime the socket is drained (the runtime's own reads do), so an
+/// idle relay's message costs one read, not a second one only to hear "nothing more".
+fn read_now<'a>(from: &'a mut impl Source, buf: &'a mut [u8]) -> impl Future<Output = Option<io::Result<usize>>> + 'a {
+    std::future::poll_fn(move |cx| {
+        let mut buf = ReadBuf::new(buf);
+        match Pin::new(&mut *from).poll_read(cx, &mut buf) {
+            Poll::Ready(Ok(())) => Poll::Ready(Some(Ok(buf.filled().len()))),
+            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
+            Poll::Pending => Poll::Ready(None),
+        }
+    })
 }
 
 /// A relay buffer, counted while it lives.
@@ -231,18 +238,23 @@ impl Drop for Chunk<'_> {
 }
 
 /// Copies `from` to `to` until `from` ends, then shuts `to`'s sending. A buffer is taken when
-/// `from` is readable and given back once a read finds nothing more, so that an idle
-/// direction holds none.
-async fn pump(from: &impl Source, mut to: impl AsyncWrite + Unpin, held: &AtomicUsize) -> io::Result<()> {
+/// `from` is readable and given back once a read finds nothing more (or fills less than the
+/// buffer: drained), so that an idle direction holds none.
+async fn pump(mut from: impl Source, mut to: impl AsyncWrite + Unpin, held: &AtomicUsize) -> io::Result<()> {
     loop {
         from.readable().await?;
         let mut chunk = Chunk::new(held);
         loop {
-            match from.try_read(&mut chunk.bytes) {
-                Ok(0) => return to.shutdown().await,
-                Ok(n) => to.write_all(&chunk.bytes[..n]).await?,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e),
+            match read_now(&mut from, &mut chunk.bytes).await {
+                None => break,
+                Some(Ok(0)) => return to.shutdown().await,
+                Some(Ok(n)) => {
+                    to.write_all(&chunk.bytes[..n]).await?;
+                    if n < chunk.bytes.len() {
+                        break;
+                    }
+                }
+                Some(Err(e)) => return Err(e),
             }
         }
     }

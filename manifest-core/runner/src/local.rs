@@ -34,6 +34,8 @@ pub struct LocalRunner {
     /// Each job's cgroup is made here, bounded by its resources or these defaults; `None`:
     /// jobs have none.
     cgroups: Option<(Cgroups, JobResources)>,
+    /// The runtime egress brokers run on; `None`: the caller's.
+    brokers: Option<tokio::runtime::Handle>,
 }
 
 impl LocalRunner {
@@ -46,13 +48,20 @@ impl LocalRunner {
         let host = sandbox.separate_uids().then_some(Path::new(HOST_RESERVATIONS));
         let uids = Uids::new(uid_base, host)
             .map_err(|source| SandboxError::Reservations { dir: HOST_RESERVATIONS.into(), source })?;
-        Ok(LocalRunner { sandbox, uids, cgroups: None })
+        Ok(LocalRunner { sandbox, uids, cgroups: None, brokers: None })
     }
 
     /// This runner, each job in a cgroup of its own made in `cgroups`, bounded by the job's
     /// resources or `defaults`.
     pub fn with_cgroups(self, cgroups: Cgroups, defaults: JobResources) -> LocalRunner {
         LocalRunner { cgroups: Some((cgroups, defaults)), ..self }
+    }
+
+    /// This runner, its jobs' egress brokers on `runtime` rather than the one that launches
+    /// them: where the destinations they relay to are served, so that a relayed message and
+    /// its answer need no second thread woken.
+    pub fn with_brokers_on(self, runtime: tokio::runtime::Handle) -> LocalRunner {
+        LocalRunner { brokers: Some(runtime), ..self }
     }
 
     /// Whether jobs granted network access can have it here; otherwise, why not.
@@ -74,6 +83,7 @@ impl LocalRunner {
         let socket = dir.join(format!("{n}.sock"));
         // Left by a job of a service that had this pid before.
         let _ = std::fs::remove_file(&socket);
+        let _on_brokers_runtime = self.brokers.as_ref().map(tokio::runtime::Handle::enter);
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(prepare(&socket)(std::io::Error::other("the egress broker needs a tokio runtime")));
         }

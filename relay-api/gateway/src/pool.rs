@@ -13,9 +13,14 @@
 //!   default), under the same open-file budget;
 //! - only a replica in rotation is refilled; a pooled connection found dead pauses its
 //!   replica's refills for [`DEAD_PAUSE`] (an agent whose connections die at once cannot turn
-//!   each client into dials); a connection held longer than [`POOL_MAX_AGE`] is closed and
-//!   replaced, before any middlebox's idle timeout could drop it unseen; a ticket unanswered
-//!   for [`ASKED_FOR`] is withdrawn.
+//!   each client into dials); a held connection has TCP keepalive ([`KEEPALIVE_IDLE`]), so
+//!   that no middlebox's idle timeout drops it unseen and a vanished path ends it, and one held
+//!   longer than [`POOL_MAX_AGE`] is closed and replaced (before its agent lets it go); a
+//!   ticket unanswered for [`ASKED_FOR`] is withdrawn.
+//!
+//! An idle route's pool costs no dial: keepalive probes are the kernel's, no wake of the
+//! gateway or of the agent's egress broker. (It was replaced every 60 s of age: at 100 idle
+//! replicas, 3.3 dials a second through the coordinator's brokers; issue 44, point 5.)
 //!
 //! A held connection is checked before it is used: a read that would block (nothing came, the
 //! peer did not close). Anything else (an end, an error, a byte the agent should not have
@@ -31,8 +36,17 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// A held connection older than this is closed and replaced.
-pub(super) const POOL_MAX_AGE: Duration = Duration::from_secs(60);
+/// A held connection older than this is closed and replaced (the agent holds one at most 15
+/// minutes). Keepalive, not age, is what keeps it usable.
+pub(super) const POOL_MAX_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// A held connection's path is probed by the kernel after this long without a byte, then
+/// every [`KEEPALIVE_INTERVAL`]; [`KEEPALIVE_PROBES`] unanswered probes end it (found dead at
+/// its next use). 30 s is below the idle timeouts of common NATs and load balancers (4
+/// minutes and more).
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_PROBES: u32 = 3;
 
 /// A ticket handed ahead and not answered within this is withdrawn (and may be replaced).
 pub(super) const ASKED_FOR: Duration = Duration::from_secs(10);
@@ -163,6 +177,16 @@ fn alive(stream: &TcpStream) -> bool {
     matches!(std::io::Read::read(&mut &*socket, &mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
+/// Turns on TCP keepalive for a held connection. Best effort: without it the connection is
+/// still checked before use and replaced at [`POOL_MAX_AGE`].
+fn keep_alive(stream: &TcpStream) {
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_INTERVAL)
+        .with_retries(KEEPALIVE_PROBES);
+    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive);
+}
+
 /// Every session's pool: the tickets handed ahead, and the gateway's total.
 #[derive(Debug)]
 pub(super) struct Pools {
@@ -241,6 +265,7 @@ impl Pools {
         if state.closed {
             return Err(stream);
         }
+        keep_alive(&stream);
         state.held.push_back(Held { stream, since: Instant::now(), _permit: asked.permit });
         Ok(())
     }
@@ -293,5 +318,28 @@ mod tests {
         pools.close(&b);
         assert_eq!(pools.total(), 0, "every place given back");
         assert!(pools.tickets().is_empty());
+    }
+
+    /// An idle route's held connection is kept (with keepalive), not dialed again each
+    /// minute; only past [`POOL_MAX_AGE`] is it replaced.
+    #[tokio::test(start_paused = true)]
+    async fn a_held_connection_is_kept_alive_past_minutes_of_idleness_and_replaced_only_when_old() {
+        let pools = Pools::new(4);
+        let pool = Arc::new(ReplicaPool::new(1));
+        let ticket = pools.refill(&pool, true)[0];
+        let (_peer, ours) = pair().await;
+        assert!(pools.arrived(&ticket, ours).is_ok());
+        tokio::time::advance(Duration::from_secs(5 * 60)).await;
+        assert!(pools.refill(&pool, true).is_empty(), "5 idle minutes: nothing to dial again");
+        let taken = pool.take().stream.expect("still held after 5 minutes");
+        let keepalive = socket2::SockRef::from(&taken).keepalive().expect("SO_KEEPALIVE");
+        assert!(keepalive, "a held connection is kept alive by the kernel's probes");
+
+        let ticket = pools.refill(&pool, true)[0];
+        let (_peer, ours) = pair().await;
+        assert!(pools.arrived(&ticket, ours).is_ok());
+        tokio::time::advance(POOL_MAX_AGE + Duration::from_secs(1)).await;
+        assert_eq!(pools.refill(&pool, true).len(), 1, "replaced once older than its age");
+        assert_eq!(pool.held(), 0);
     }
 }

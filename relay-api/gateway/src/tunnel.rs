@@ -343,14 +343,24 @@ async fn serve_session(
     let heartbeat = gw.config.announced_heartbeat();
     let dead_after = wire::dead_after(heartbeat);
     let mut deadline = tokio::time::Instant::now() + dead_after;
+    // When the agent last heard from us (the `Welcome` was just sent).
+    let mut told = tokio::time::Instant::now();
     loop {
         tokio::select! {
             frame = frames.recv() => match frame {
                 Some(Control::Ping { seq, ready, acme }) => {
-                    deadline = tokio::time::Instant::now() + dead_after;
+                    let now = tokio::time::Instant::now();
+                    deadline = now + dead_after;
                     gw.replicas.heard(session, ready, acme);
-                    if !send(&mut writer, &Control::Pong { seq }, heartbeat).await { break; }
-                    if !refill(gw, session, &mut writer, heartbeat).await { break; }
+                    match refill(gw, session, &mut writer, heartbeat).await {
+                        Some(true) => told = now,
+                        Some(false) => {}
+                        None => break,
+                    }
+                    if pong_due(told, now, heartbeat) {
+                        if !send(&mut writer, &Control::Pong { seq }, heartbeat).await { break; }
+                        told = now;
+                    }
                 }
                 Some(_) => {}
                 None => break,
@@ -359,12 +369,15 @@ async fn serve_session(
                 Some(Ask { ticket, acme_only }) => {
                     let m = Control::Connect { ticket: wire::hex(&ticket), acme_only };
                     if !send(&mut writer, &m, heartbeat).await { break; }
+                    told = tokio::time::Instant::now();
                 }
                 None => break,
             },
-            () = session.pool.wanted() => {
-                if !refill(gw, session, &mut writer, heartbeat).await { break; }
-            }
+            () = session.pool.wanted() => match refill(gw, session, &mut writer, heartbeat).await {
+                Some(true) => told = tokio::time::Instant::now(),
+                Some(false) => {}
+                None => break,
+            },
             () = session.retired() => {
                 gw.metrics.tunnel("replaced");
                 let reason = format!("replaced by a newer session of replica \"{}\"", session.name);
@@ -380,23 +393,33 @@ async fn serve_session(
     read_task.abort();
 }
 
+/// Whether a `Ping` heard at `now` gets a `Pong`, the agent having last heard from us at
+/// `told`: at most every other heartbeat. The agent only needs to hear something within
+/// [`wire::dead_after`] (three heartbeats, at least 5 s), so two heartbeats of silence at most
+/// leave it a heartbeat of slack, and an idle session's pongs cost half what they did (each
+/// one a TLS record through the agent's egress broker and back). The agent's pings stay every
+/// heartbeat: they are what takes a silent replica out of rotation within 2.5 heartbeats.
+fn pong_due(told: Instant, now: Instant, heartbeat: Duration) -> bool {
+    now.saturating_duration_since(told) >= heartbeat * 3 / 2
+}
+
 /// Hands `session` the tickets that bring its pool back to its target, if it offered one:
-/// `false` if the `Pool` frame could not be written.
+/// whether a `Pool` frame was written, `None` if it could not be.
 async fn refill<W: tokio::io::AsyncWrite + Unpin>(
     gw: &Gateway,
     session: &Arc<Replica>,
     writer: &mut W,
     limit: Duration,
-) -> bool {
+) -> Option<bool> {
     if !session.pool.offered() {
-        return true;
+        return Some(false);
     }
     let tickets = gw.pools.refill(&session.pool, gw.replicas.in_rotation_now(session));
     if tickets.is_empty() {
-        return true;
+        return Some(false);
     }
     let tickets = tickets.iter().map(|t| wire::hex(t)).collect();
-    send(writer, &Control::Pool { tickets }, limit).await
+    send(writer, &Control::Pool { tickets }, limit).await.then_some(true)
 }
 
 #[cfg(test)]
@@ -436,6 +459,28 @@ pub(crate) mod tests {
         let mut head = Head::default();
         assert_eq!(head.read(&mut ours, step).await, Some(Kind::Tls), "without waiting for 36 bytes");
         assert_eq!(head.read_so_far().len(), 5);
+    }
+
+    /// Pings every heartbeat, on time or each up to 0.45 of one late: every other one is
+    /// answered, and the agent never goes longer than two heartbeats (and a late ping's delay)
+    /// without a word, well within its `dead_after`.
+    #[test]
+    fn every_other_ping_is_answered_and_the_agent_hears_well_within_its_dead_after() {
+        let heartbeat = Duration::from_secs(1);
+        for late in [Duration::ZERO, Duration::from_millis(450)] {
+            let start = Instant::now();
+            let (mut told, mut pongs, mut longest) = (start, 0, Duration::ZERO);
+            for i in 0..20u32 {
+                let now = start + heartbeat * i + late * (i % 2);
+                if pong_due(told, now, heartbeat) {
+                    longest = longest.max(now - told);
+                    (told, pongs) = (now, pongs + 1);
+                }
+            }
+            assert!((9..=10).contains(&pongs), "{pongs} pongs for 20 pings ({late:?} late)");
+            assert!(longest <= heartbeat * 2 + late, "{longest:?} of silence ({late:?} late)");
+            assert!(longest + heartbeat <= wire::dead_after(heartbeat), "{longest:?}: a heartbeat of slack");
+        }
     }
 
     /// A data connection's ticket must follow its tag within a second, whatever the step.

@@ -305,6 +305,13 @@ fn local_pool(config: &CoordinatorConfig) -> Result<(Arc<dyn Market>, ArtifactSt
     pool.cgroups = config.job_cgroups;
     pool.uid_base = config.job_uid_base;
     pool.node = config.node.clone();
+    // The jobs' egress brokers on the runtime the gateway runs on: an agent's heartbeat then
+    // goes from its broker to the gateway and back without waking the pool's thread. Not a
+    // single-threaded runtime (a test's), where a blocked test would hold every agent's
+    // relays.
+    pool.brokers = tokio::runtime::Handle::try_current()
+        .ok()
+        .filter(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     let made = blocking(|| std::thread::spawn(move || LocalPool::new(pool)).join());
     let pool = made.map_err(|_| CoordinatorError::Setup("job confinement: the pool's setup panicked".into()))?;
     let pool = pool.map_err(setup("job confinement"))?;

@@ -100,6 +100,10 @@ pub struct LocalPoolConfig {
     pub clock: Arc<dyn Clock>,
     /// The program of the `nodejs` engine: a path, or a name looked up on `PATH`.
     pub node: OsString,
+    /// The runtime the jobs' egress brokers run on; `None`: the pool's own. A coordinator
+    /// passes the one its gateway runs on, so that an agent's heartbeat to that gateway is
+    /// relayed and answered on one thread, without waking the pool's (issue 44, point 5).
+    pub brokers: Option<tokio::runtime::Handle>,
 }
 
 impl LocalPoolConfig {
@@ -123,6 +127,7 @@ impl LocalPoolConfig {
             cease_grace: Duration::from_secs(5),
             clock: Arc::new(SystemClock),
             node: "node".into(),
+            brokers: None,
         }
     }
 }
@@ -322,6 +327,10 @@ impl LocalPool {
                 "jobs run without a cgroup each (--without-job-cgroups): memory is bounded per process only, the number of processes per uid, CPU not at all; not for a host shared by tenants"
             );
             runner
+        };
+        let runner = match config.brokers {
+            Some(brokers) => runner.with_brokers_on(brokers),
+            None => runner,
         };
         // Sandboxes of this pool's directories that a killed service left behind.
         let orphans_swept = svc_runner::sweep_orphans(&[&config.work_dir, config.artifacts.dir()]);
