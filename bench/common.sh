@@ -20,7 +20,7 @@ bench_cleanup() {
   rm -rf "$TMP"
 }
 
-# Installs what is missing (Debian), then builds the release `svc`; sets SVC.
+# Installs what is missing (Debian), then builds the release `svc` (or takes SVC_BIN); sets SVC.
 bench_tools_and_build() {
   local need=() tool SUDO=
   [ -e /usr/lib/nginx/modules/ngx_stream_module.so ] && command -v nginx >/dev/null || need+=(nginx libnginx-mod-stream)
@@ -33,9 +33,15 @@ bench_tools_and_build() {
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >&2 \
       || { $SUDO apt-get update >&2 && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >&2; }
   fi
-  say "building svc (release, target $TARGET)"
-  (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p svc-cli >&2)
-  SVC="$TARGET/release/svc"
+  if [ -n "${SVC_BIN:-}" ]; then
+    # A binary built before (to compare two builds in one session): no build.
+    say "using $SVC_BIN (SVC_BIN), not building"
+    SVC=$SVC_BIN
+  else
+    say "building svc (release, target $TARGET)"
+    (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p svc-cli >&2)
+    SVC="$TARGET/release/svc"
+  fi
   [ -x "$SVC" ] || die "no $SVC"
 }
 

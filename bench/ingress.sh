@@ -11,7 +11,8 @@
 #
 # Usage: bench/ingress.sh            (env: ROUNDS=3 BULK_MIB=256 BULK16_MIB=64
 #                                      WRK_SECS=8 IDLE_CONNS=1000 IDLE_SETTLE=5 IDLE_ONLY=0
-#                                      KEEP_TMP=0 CARGO_TARGET_DIR
+#                                      KEEP_TMP=0 CARGO_TARGET_DIR SVC_BIN=<a built svc, no build>
+#                                      IDLE_OPEN_GAP=<s between idle opens> IDLE_SMAPS_DIR=<dir>
 #                                      TCP_CC=<congestion control for the run, e.g. cubic>
 #                                      BUSY=0 BUSY_CPU_SECS=<burner's CPU limit>)
 #
@@ -274,6 +275,10 @@ count = int(f["count"])
 for name in ["gateway", "agent"]:
     b, a = map(int, f[name].split(":"))
     print(f"{name}: RSS {b / 1024:.1f} -> {a / 1024:.1f} MiB, {(a - b) / 1024 / count * 1000:.1f} MiB per 1,000 idle connections")
+    for part in ["anon", "lazyfree"]:
+        if f"{name}_{part}" in f:
+            b, a = map(int, f[f"{name}_{part}"].split(":"))
+            print(f"  {part}: {b / 1024:.1f} -> {a / 1024:.1f} MiB, {(a - b) / 1024 / count * 1000:.1f} MiB per 1,000")
 print(f"{f['alive']} of {count} still answering after the idle wait")
 EOF
   exit 0
