@@ -12,6 +12,9 @@
 //! 4. after one more request on each connection (all must answer), and idle again;
 //! 5. after the clients close (nothing may stay).
 //!
+//! Beside each stage's counted bytes, the process's VmRSS growth per connection: what the
+//! system allocator keeps resident for them (the agent `svc` runs on mimalloc).
+//!
 //! Run with `cargo bench -p agent --bench idle_memory` (the file-descriptor limit must allow
 //! twice `IDLE_CONNS`). `bench/ingress.sh`'s idle step, which reads the real agent's RSS, stays
 //! the verdict; this one says where the bytes go.
@@ -40,6 +43,13 @@ fn live() -> (i64, i64) {
     let s = GLOBAL.stats();
     let bytes = s.bytes_allocated as i64 - s.bytes_deallocated as i64 + s.bytes_reallocated as i64;
     (bytes, s.allocations as i64 - s.deallocations as i64)
+}
+
+/// This process's resident memory (VmRSS), in bytes; 0 where the kernel does not say.
+fn rss() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next());
+    kib.and_then(|v| v.parse::<i64>().ok()).unwrap_or(0) * 1024
 }
 
 fn env_or(name: &str, default: u64) -> u64 {
@@ -119,11 +129,14 @@ async fn agent() {
     assert_eq!(ask(&mut to, &mut from, &format!("warm {port}")), "ok");
     tokio::time::sleep(Duration::from_secs(3)).await;
     let base = live();
+    let base_rss = rss();
     let mut rows = Vec::new();
     let mut stage = |name: &str, now: (i64, i64)| {
         let per = (now.0 - base.0) as f64 / count as f64;
         let blocks = (now.1 - base.1) as f64 / count as f64;
-        println!("{name:<40} {per:>9.0} B/conn {blocks:>6.1} blocks/conn");
+        // What the system allocator keeps resident for it, beside what was asked of it.
+        let resident = (rss() - base_rss) as f64 / count as f64;
+        println!("{name:<40} {per:>9.0} B/conn {blocks:>6.1} blocks/conn {resident:>9.0} B/conn resident");
         rows.push((name.to_owned(), per));
     };
     assert_eq!(ask(&mut to, &mut from, &format!("open {count}")), "ok");
