@@ -44,10 +44,24 @@ impl Document {
     ///
     /// A document that does not parse keeps the kind it had (`previous`): a project file
     /// with a missing comma is still a project file.
+    ///
+    /// A document over [`manifest_core::MAX_INPUT_BYTES`] is not read (`validate` refuses it
+    /// with one diagnostic, and reading 100 MB at each keystroke would leave the server deaf):
+    /// it keeps its kind.
     pub(crate) fn new(name: &str, text: String, version: i32, previous: Option<Kind>) -> Document {
-        let (kind, parsed) = kind(name, &text);
-        let kind = if parsed { kind } else { kind.or(previous) };
+        let kind = if text.len() > manifest_core::MAX_INPUT_BYTES {
+            previous
+        } else {
+            let (kind, parsed) = kind(name, &text);
+            if parsed { kind } else { kind.or(previous) }
+        };
         Document { text, version, kind, diagnostics: OnceCell::new() }
+    }
+
+    /// Whether hover, completion, symbols and quick fixes read it: not over the validator's
+    /// limit, which the document's one diagnostic names.
+    pub(crate) fn readable(&self) -> bool {
+        self.text.len() <= manifest_core::MAX_INPUT_BYTES
     }
 
     /// What `validate` says of it.

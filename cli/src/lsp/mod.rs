@@ -120,6 +120,14 @@ struct Server {
     dirty: BTreeSet<String>,
     /// Documents closed since: each is sent an empty list, so it shows none.
     closed: Vec<Uri>,
+    /// What to tell the user with the next diagnostics (a document no longer followed).
+    warnings: Vec<String>,
+}
+
+/// An open document that hover, completion, symbols and quick fixes read
+/// ([`Document::readable`]).
+fn readable<'a>(documents: &'a HashMap<String, (Uri, Document)>, uri: &str) -> Option<&'a Document> {
+    documents.get(uri).map(|(_, d)| d).filter(|d| d.readable())
 }
 
 impl Server {
@@ -192,24 +200,24 @@ impl Server {
             }
             "textDocument/hover" => self.answer(id, request.params, |documents, p: ls_types::HoverParams| {
                 let at = p.text_document_position_params;
-                documents.get(at.text_document.uri.as_str()).and_then(|(_, d)| hover::hover(d, at.position))
+                readable(documents, at.text_document.uri.as_str()).and_then(|d| hover::hover(d, at.position))
             }),
             "textDocument/completion" => self.answer(id, request.params, |documents, p: ls_types::CompletionParams| {
                 let at = p.text_document_position;
                 let items =
-                    documents.get(at.text_document.uri.as_str()).map(|(_, d)| completion::complete(d, at.position));
+                    readable(documents, at.text_document.uri.as_str()).map(|d| completion::complete(d, at.position));
                 items.map(|items| {
                     ls_types::CompletionResponse::List(ls_types::CompletionList { is_incomplete: false, items })
                 })
             }),
             "textDocument/codeAction" => self.answer(id, request.params, |documents, p: ls_types::CodeActionParams| {
                 let uri = p.text_document.uri;
-                documents.get(uri.as_str()).map(|(uri, d)| quick_fix::quick_fixes(uri, d, p.range))
+                readable(documents, uri.as_str()).map(|d| quick_fix::quick_fixes(&uri, d, p.range))
             }),
             "textDocument/documentSymbol" => {
                 self.answer(id, request.params, |documents, p: ls_types::DocumentSymbolParams| {
-                    let document = documents.get(p.text_document.uri.as_str());
-                    document.map(|(_, d)| DocumentSymbolResponse::Nested(symbols::outline(d)))
+                    let document = readable(documents, p.text_document.uri.as_str());
+                    document.map(|d| DocumentSymbolResponse::Nested(symbols::outline(d)))
                 })
             }
             method => Response::new_err(id, ErrorCode::MethodNotFound as i32, format!("{method} is not supported")),
@@ -273,12 +281,33 @@ impl Server {
             return;
         }
         let text = sync::apply(document.text.clone(), p.content_changes);
+        // No message can open a document this large, and edits could grow one without
+        // bound: it is no longer followed (the editor may open it again), and the user is told.
+        if text.len() > transport::MAX_MESSAGE {
+            let key = p.text_document.uri.as_str();
+            self.documents.remove(key);
+            self.dirty.remove(key);
+            self.warnings.push(format!(
+                "svc lsp stopped following {key}: it has grown over {} bytes (a manifest's limit is {} bytes); \
+                 close and reopen it once it is smaller",
+                transport::MAX_MESSAGE,
+                manifest_core::MAX_INPUT_BYTES
+            ));
+            self.closed.push(p.text_document.uri);
+            return;
+        }
         self.open(p.text_document.uri, text, p.text_document.version);
     }
 
     /// Sends the diagnostics of every document changed since they were last sent, and an
     /// empty list for each document closed.
     fn publish(&mut self, connection: &Connection) -> Result<(), CannotWrite> {
+        for message in std::mem::take(&mut self.warnings) {
+            eprintln!("{message}");
+            let warning = ls_types::ShowMessageParams { typ: ls_types::MessageType::WARNING, message };
+            let note = Notification::new("window/showMessage".into(), warning);
+            connection.sender.send(note.into()).map_err(|_| CannotWrite)?;
+        }
         let closed = std::mem::take(&mut self.closed).into_iter().map(|uri| PublishDiagnosticsParams {
             uri,
             diagnostics: Vec::new(),
@@ -321,5 +350,41 @@ fn initialize_result() -> InitializeResult {
         },
         server_info: Some(ServerInfo { name: "svc lsp".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
         offset_encoding: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ls_types::{DidChangeTextDocumentParams, TextDocumentContentChangeEvent, VersionedTextDocumentIdentifier};
+
+    use super::*;
+
+    fn grow(server: &mut Server, uri: &Uri, version: i32, bytes: usize) {
+        let change = TextDocumentContentChangeEvent {
+            range: Some(ls_types::Range::default()),
+            range_length: None,
+            text: format!("#{}\n", "y".repeat(bytes)),
+        };
+        server.change(DidChangeTextDocumentParams {
+            text_document: VersionedTextDocumentIdentifier { uri: uri.clone(), version },
+            content_changes: vec![change],
+        });
+    }
+
+    #[test]
+    fn a_document_grown_past_the_largest_message_is_no_longer_followed_and_the_user_told() {
+        // Edits of 4 MiB each grew the text without bound (and read all of it each time).
+        let uri: Uri = "file:///w/manifest.yaml".parse().expect("uri");
+        let mut server = Server::default();
+        server.open(uri.clone(), "schemaVersion: 5\n".into(), 1);
+        grow(&mut server, &uri, 2, 4 << 20);
+        assert!(server.documents.contains_key(uri.as_str()) && server.warnings.is_empty());
+        let (_, document) = &server.documents[uri.as_str()];
+        assert_eq!(document.kind, Some(document::Kind::Manifest), "kept, not read again");
+        assert!(!document.readable() && readable(&server.documents, uri.as_str()).is_none());
+        grow(&mut server, &uri, 3, 4 << 20);
+        assert!(!server.documents.contains_key(uri.as_str()));
+        assert_eq!(server.closed, std::slice::from_ref(&uri), "its diagnostics are cleared");
+        assert!(server.warnings[0].contains("stopped following file:///w/manifest.yaml"), "{:?}", server.warnings);
     }
 }

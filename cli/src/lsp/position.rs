@@ -13,11 +13,18 @@ pub(crate) struct Lines<'a> {
 
 impl<'a> Lines<'a> {
     pub(crate) fn new(text: &'a str) -> Lines<'a> {
-        let bytes = text.as_bytes();
-        let mut starts = vec![0];
-        let ends_line = |i: usize| bytes[i] == b'\n' || (bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n'));
-        starts.extend((0..bytes.len()).filter(|&i| ends_line(i)).map(|i| i + 1));
+        Lines { text, starts: line_starts(text, 0..text.len()) }
+    }
+
+    /// The lines of `text` whose line starts are already known (kept up to date by
+    /// [`replaced`] edit after edit).
+    pub(crate) fn with_starts(text: &'a str, starts: Vec<usize>) -> Lines<'a> {
         Lines { text, starts }
+    }
+
+    /// Gives back its line starts.
+    pub(crate) fn into_starts(self) -> Vec<usize> {
+        self.starts
     }
 
     /// The position of byte `offset` (clamped to the text, and back to a character boundary).
@@ -52,6 +59,42 @@ impl<'a> Lines<'a> {
         }
         start + line.len()
     }
+}
+
+/// The line starts that the bytes at `scan` make (with 0 when the scan starts there): a line
+/// starts after a `\n`, or after a `\r` not followed by `\n`.
+fn line_starts(text: &str, scan: std::ops::Range<usize>) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let ends_line = |i: usize| bytes[i] == b'\n' || (bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n'));
+    #[cfg(test)]
+    SCANNED.with(|n| n.set(n.get() + scan.len()));
+    let first = (scan.start == 0).then_some(0);
+    first.into_iter().chain(scan.filter(|&i| ends_line(i)).map(|i| i + 1)).collect()
+}
+
+/// `starts` (the line starts of a text) updated for the text now holding `inserted` bytes at
+/// `at` where it held `at..removed_end`: only the lines the edit touches are scanned again,
+/// so a change of many edits costs each edit its size, not the document's (`text` is the new
+/// text).
+pub(crate) fn replaced(starts: &mut Vec<usize>, text: &str, at: usize, removed_end: usize, inserted: usize) {
+    // A start `s` follows the byte `s - 1`, whose ending a line depends on it and the next
+    // byte: the bytes `at - 1 .. at + inserted` decide anew; those from `removed_end` on
+    // only move.
+    let keep = starts.partition_point(|&s| s < at).max(1);
+    let moved = starts.partition_point(|&s| s <= removed_end);
+    let fresh = line_starts(text, at.saturating_sub(1)..at + inserted);
+    let fresh = fresh.into_iter().filter(|&s| s > 0);
+    let tail: Vec<usize> = starts[moved.max(keep)..].iter().map(|&s| s - removed_end + at + inserted).collect();
+    starts.truncate(keep);
+    starts.extend(fresh);
+    starts.extend(tail);
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes [`line_starts`] has looked at on this thread: what sync's tests hold to each
+    /// edit's size.
+    pub(crate) static SCANNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 fn saturate(n: usize) -> u32 {
