@@ -87,14 +87,26 @@ pub(crate) enum ManifestCommandError {
         /// Every note (in the JSON answer).
         notes: Vec<manifest_core::migrate::Note>,
     },
+    /// A `migrate` flag's value that cannot be used (checked before the V4 manifest is read,
+    /// or by the V5 validator at the field the flag fills): the flag and why.
+    #[error("{flag}: {why}")]
+    BadFlag {
+        /// The flag as given (`--pin-artifact sha256:abc`).
+        flag: String,
+        /// Why it cannot be used, and what to give.
+        why: String,
+    },
     /// A `--drop` pointer that names no blocking field (a typo would otherwise pass unseen).
-    #[error("--drop {pointer}: no blocking field of {name} is there or below it; the blocking fields are: {blocking}")]
+    #[error(
+        "--drop {pointer}: no blocking field of {name} is there or below it; the fields --drop can leave out are: \
+         {blocking}"
+    )]
     UnusedDrop {
         /// The input's name.
         name: String,
         /// The pointer given.
         pointer: String,
-        /// The blocking fields without flags, comma-separated.
+        /// The blocking fields `--drop` could name (with the other flags given), comma-separated.
         blocking: String,
     },
     /// `policy` of a V5 manifest.

@@ -67,6 +67,65 @@ fn minimum(flag: &str) -> Result<(String, String), String> {
 }
 
 impl MigrateDecisions {
+    /// Refuses what no V4 manifest could make sense of (exit 2): a `--drop` that is not a
+    /// JSON pointer, or that names the whole document (it would leave out every blocking
+    /// field unseen), and a minimum given twice (one value would be lost).
+    fn check(&self) -> Result<(), ManifestCommandError> {
+        let bad = |flag: String, why: &str| Err(ManifestCommandError::BadFlag { flag, why: why.to_owned() });
+        for pointer in &self.drop {
+            if pointer.is_empty() {
+                return bad(
+                    "--drop \"\"".into(),
+                    "the empty pointer is the whole document: name the field to leave out, as its blocking note \
+                     does (`--drop /ingress`)",
+                );
+            }
+            if !pointer.starts_with('/') {
+                return bad(
+                    format!("--drop {pointer}"),
+                    &format!(
+                        "not a JSON pointer: write it as the blocking note names it, from the root (`--drop /{pointer}`)"
+                    ),
+                );
+            }
+        }
+        for (i, (name, value)) in self.minimum.iter().enumerate() {
+            if let Some((_, again)) = self.minimum[..i].iter().find(|(n, _)| n == name) {
+                return bad(
+                    format!("--minimum {name}={value}"),
+                    &format!("{name} is given twice ({again} and {value}): give each minimum once"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// When every error of the migrated V5 document is at a field a flag filled: the first
+    /// with its flag (a usage error, exit 2), since the V4 manifest is not at fault and the
+    /// V5 document's lines are nowhere the user can see.
+    fn blamed(&self, checked: &manifest_core::Report<'_>) -> Option<ManifestCommandError> {
+        let mut filled: Vec<(String, String)> = Vec::new();
+        let mut fill = |pointer: &str, flag: &str, value: Option<&String>| {
+            if let Some(value) = value {
+                let value = if value.is_empty() { "\"\"" } else { value };
+                filled.push((pointer.to_owned(), format!("{flag} {value}")));
+            }
+        };
+        fill("/runtime/entrypoint/file", "--entrypoint", self.entrypoint.as_ref());
+        fill("/release/artifact/digest", "--pin-artifact", self.pin_artifact.as_ref());
+        fill("/deployment/spend/rate/window", "--rate-window", self.rate_window.as_ref());
+        for (name, value) in &self.minimum {
+            filled.push((format!("/deployment/placement/minimums/{name}"), format!("--minimum {name}={value}")));
+        }
+        let flag_of = |pointer: &str| {
+            filled.iter().find(|(p, _)| pointer == p || pointer.starts_with(&format!("{p}/"))).map(|(_, f)| f)
+        };
+        let errors: Vec<_> = checked.diagnostics.iter().filter(|d| d.is_error()).collect();
+        let blamed: Vec<_> = errors.iter().map_while(|d| flag_of(&d.pointer).map(|f| (f, &d.message))).collect();
+        let (flag, why) = blamed.first().filter(|_| blamed.len() == errors.len())?;
+        Some(ManifestCommandError::BadFlag { flag: (*flag).clone(), why: (*why).clone() })
+    }
+
     fn options(&self) -> Options {
         Options {
             entrypoint: self.entrypoint.clone(),
@@ -102,6 +161,7 @@ pub(crate) fn migrate(
     decisions: &MigrateDecisions,
     format: MigrateFormat,
 ) -> Result<ExitCode, ManifestCommandError> {
+    decisions.check()?;
     let (name, bytes) = read_input(path).map_err(ManifestCommandError::Input)?;
     let report = validate_document(&bytes);
     let manifest = match valid_manifest(&report, &name, &bytes) {
@@ -118,13 +178,17 @@ pub(crate) fn migrate(
     };
     let Migration { manifest, notes, unused_drops } = migrate_v4(&authored, &decisions.options());
     if let Some(pointer) = unused_drops.into_iter().next() {
-        let blocking: Vec<String> = migrate_v4(&authored, &Options::default())
+        // What `--drop` could name: the fields still blocking with the other flags given,
+        // and whose note offers `--drop` (not those a flag such as `--per-job` unblocks).
+        let undropped = Options { drop: Vec::new(), ..decisions.options() };
+        let blocking: Vec<String> = migrate_v4(&authored, &undropped)
             .notes
             .into_iter()
-            .filter(|n| n.kind == NoteKind::Blocking)
+            .filter(|n| n.kind == NoteKind::Blocking && n.fix.contains("--drop "))
             .map(|n| n.pointer)
             .collect();
-        return Err(ManifestCommandError::UnusedDrop { name, pointer, blocking: blocking.join(", ") });
+        let blocking = if blocking.is_empty() { "none: nothing needs --drop".to_owned() } else { blocking.join(", ") };
+        return Err(ManifestCommandError::UnusedDrop { name, pointer, blocking });
     }
     if format == MigrateFormat::Yaml {
         eprint!("{}", notes_text(&notes));
@@ -141,6 +205,9 @@ pub(crate) fn migrate(
     // shows here).
     let checked = validate_document(text.as_bytes());
     if !checked.is_valid() {
+        if let Some(bad) = decisions.blamed(&checked) {
+            return Err(bad);
+        }
         let rendered = render_text(&checked, "the V5 document", text.as_bytes());
         return Err(ManifestCommandError::MigratedInvalid { name, rendered, notes });
     }

@@ -86,11 +86,59 @@ fn what_v5_cannot_express_blocks_the_migration_and_says_what_to_change() {
 #[test]
 fn a_bad_entrypoint_given_on_the_command_line_is_refused_naming_the_flag() {
     let out = migrate_minimal("../../etc/passwd", &[]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(out.stdout.is_empty(), "nothing is written");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("/runtime/entrypoint/file"), "the pointer into the V5 document: {stderr}");
-    assert!(stderr.contains("the values given with the flags (--entrypoint"), "{stderr}");
+    assert!(stderr.contains("svc: --entrypoint ../../etc/passwd: "), "{stderr}");
+}
+
+/// Found by the attacker pass of issue 45: a flag's value the V5 validator refuses exited 1
+/// (as an invalid V4 manifest) with the line of a V5 document nobody sees, and a score of -1
+/// was said to be "a string; write the number without quotes".
+#[test]
+fn a_flag_value_v5_refuses_is_a_usage_error_naming_the_flag_not_a_line_of_the_unseen_v5_document() {
+    for (extra, says) in [
+        (&["--pin-artifact", "sha256:abc"][..], "svc: --pin-artifact sha256:abc: \"sha256:abc\" is not `sha256:`"),
+        (&["--rate", "1", "--rate-window", ""][..], "svc: --rate-window \"\": \"\" is not a duration"),
+        (&["--minimum", "memory=lots"][..], "svc: --minimum memory=lots: \"lots\" is not a byte size"),
+        (&["--minimum", "cpuMultiCoreScore=-1"][..], "svc: --minimum cpuMultiCoreScore=-1: -1 is out of range"),
+        (&["--minimum", "bogus=1"][..], "svc: --minimum bogus=1: unknown field \"bogus\""),
+    ] {
+        let out = migrate_minimal("main.js", extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(out.stdout.is_empty() && stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("the V5 document:") && !stderr.contains("quotes"), "{extra:?}: {stderr}");
+    }
+}
+
+/// Found by the attacker pass of issue 45: `--drop ""` (the whole document) left out every
+/// blocking field unseen, `--drop ingress` (no `/`) was only "no blocking field", a minimum
+/// given twice kept the last value silently, and a mistyped `--drop` listed as droppable a
+/// field only `--per-job` unblocks.
+#[test]
+fn a_drop_of_the_whole_document_or_not_a_pointer_and_a_minimum_given_twice_are_refused() {
+    let full = ["manifest", "migrate", "--file", "tests/golden/v4-full.json", "--per-job", "3000000"];
+    let full =
+        [&full[..], &["--existing-jobs", "stop_when_successor_ready", "--minimum", "cpuMultiCoreScore=1"]].concat();
+    for (extra, says) in [
+        (&["--drop", ""][..], "svc: --drop \"\": the empty pointer is the whole document"),
+        (&["--drop", "ingress"][..], "svc: --drop ingress: not a JSON pointer"),
+        (&["--minimum", "cpuMultiCoreScore=2"][..], "cpuMultiCoreScore is given twice (1 and 2)"),
+    ] {
+        let out = svc(&[&full[..], extra].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(out.stdout.is_empty() && stderr.contains(says), "{extra:?}: {stderr}");
+    }
+    let demo = ["manifest", "migrate", "--file", "examples/node-demo/manifest.v4.json", "--per-job", "1"];
+    let typo = svc(&[&demo[..], &["--drop", "/ingress"]].concat());
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(
+        stderr.contains("the fields --drop can leave out are: none") && !stderr.contains("/deployment"),
+        "{stderr}"
+    );
 }
 
 /// Issue 45, point 2: each blocking note names the flag that supplies the V5 decision; with

@@ -67,10 +67,11 @@ fn placement(m: &mut Migrator<'_>) -> Option<Value> {
     let mut placement = Map::new();
     let mut minimums = Map::new();
     // `--minimum NAME=VALUE`: scores are integers in V5; anything else is left for the V5
-    // validator to judge, with its pointer.
+    // validator to judge, with its pointer. A score written as a number (`-1`, `1e30`) stays
+    // one, so that the validator speaks of its bounds, not of quotes nobody wrote.
     for (name, value) in &m.options.minimums {
-        let value = match value.parse::<u64>() {
-            Ok(score) if name.starts_with("cpu") => json!(score),
+        let value = match serde_json::from_str::<serde_json::Number>(value) {
+            Ok(score) if name.starts_with("cpu") => Value::Number(score),
             _ => json!(value),
         };
         minimums.insert(name.clone(), value);
