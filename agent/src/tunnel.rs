@@ -369,6 +369,8 @@ async fn serve_data(ctx: Arc<Context>, proxy_protocol: bool, mut stream: crate::
     if acme_only {
         serve::acme_validation(ctx, stream).await;
     } else {
-        serve::connection(ctx, stream, client).await;
+        // A task of its own, which holds only the served connection for its life: this one
+        // keeps room for the dial, the ticket and the PROXY header's read, and ends here.
+        tokio::spawn(serve::connection(ctx, stream, client));
     }
 }
