@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use crate::bounded::Bounded;
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::shape::{
-    ArrayShape, DefaultValue, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat, StrShape, UnionShape,
+    ArrayShape, DefaultValue, Field, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat, StrShape, UnionShape,
 };
 use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value, same_key};
 
@@ -278,25 +278,7 @@ impl<'a> Walker<'_, 'a> {
                     let message = format!("missing required field \"{}\" ({})", field.name, field.doc);
                     self.out.push(Diagnostic::error(Layer::Schema, Code::MissingRequiredField, pointer, message));
                 }
-                Presence::Default(default) => {
-                    // The member goes in first and its value is written in place: a node built
-                    // aside and then moved in (written in small pieces, read back in wide ones)
-                    // stalled store forwarding on every default.
-                    let at = members.len();
-                    members.push(DEFAULTED);
-                    let member = &mut members[at];
-                    member.key = Text::Borrowed(field.name);
-                    member.key_span = span;
-                    member.value.span = span;
-                    member.value.value = default_value(default, &field.shape);
-                    // Every default is valid against its own shape (a test checks), so only an
-                    // object default is gone into: to fill in its own fields' defaults.
-                    if matches!(default, DefaultValue::EmptyObject | DefaultValue::Arm(_)) {
-                        self.path.push(Step::Key(Text::Borrowed(field.name)));
-                        self.default_object(&mut member.value, &field.shape);
-                        self.path.pop();
-                    }
-                }
+                Presence::Default(default) => self.push_default(members, field, default, span),
             }
         }
         if arm.is_some() {
@@ -343,18 +325,29 @@ impl<'a> Walker<'_, 'a> {
         members.reserve_exact(defaults);
         for field in object.fields {
             let Presence::Default(default) = field.presence else { continue };
-            let at = members.len();
-            members.push(DEFAULTED);
-            let member = &mut members[at];
-            member.key = Text::Borrowed(field.name);
-            member.key_span = span;
-            member.value.span = span;
-            member.value.value = default_value(default, &field.shape);
-            if matches!(default, DefaultValue::EmptyObject | DefaultValue::Arm(_)) {
-                self.path.push(Step::Key(Text::Borrowed(field.name)));
-                self.default_object(&mut member.value, &field.shape);
-                self.path.pop();
-            }
+            self.push_default(members, field, default, span);
+        }
+    }
+
+    /// Appends `field` with its default to `members`, at `span` (the object's), and fills in
+    /// the defaults inside an object default.
+    fn push_default(&mut self, members: &mut Vec<Member<'a>>, field: &Field, default: DefaultValue, span: Span) {
+        // The member goes in first and its value is written in place: a node built aside and
+        // then moved in (written in small pieces, read back in wide ones) stalled store
+        // forwarding on every default.
+        let at = members.len();
+        members.push(DEFAULTED);
+        let member = &mut members[at];
+        member.key = Text::Borrowed(field.name);
+        member.key_span = span;
+        member.value.span = span;
+        member.value.value = default_value(default, &field.shape);
+        // Every default is valid against its own shape (a test checks), so only an object
+        // default is gone into: to fill in its own fields' defaults.
+        if matches!(default, DefaultValue::EmptyObject | DefaultValue::Arm(_)) {
+            self.path.push(Step::Key(Text::Borrowed(field.name)));
+            self.default_object(&mut member.value, &field.shape);
+            self.path.pop();
         }
     }
 
