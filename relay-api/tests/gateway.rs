@@ -195,6 +195,26 @@ mod gateway {
         bytes
     }
 
+    /// The control frames an in-test agent's session receives, read by a task of their own
+    /// (a `select!` beside a ping ticker would otherwise cancel a read halfway through a
+    /// frame); the caller aborts the task when its agent ends.
+    pub(super) fn control_frames<R>(
+        mut reader: R,
+    ) -> (tokio::task::JoinHandle<()>, tokio::sync::mpsc::Receiver<Control>)
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    {
+        let (frames_tx, frames) = tokio::sync::mpsc::channel(64);
+        let reading = tokio::spawn(async move {
+            while let Ok(frame) = wire::read_frame(&mut reader).await {
+                if frames_tx.send(frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        (reading, frames)
+    }
+
     /// An agent's control connection to the tunnel port at `tunnel` (whose certificate
     /// `ca_pem` signed), its `Hello` for route [`ROUTE`] as replica `replica` sent: what the
     /// gateway answers is the caller's to read.

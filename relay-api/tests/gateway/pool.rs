@@ -17,7 +17,7 @@ use agent::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
 use relay_api::gateway::{Guards, RouteConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::attacks::connect_from;
@@ -67,15 +67,8 @@ async fn test_agent(w: &World, name: &str, offer: u8, acme: bool, hello_len: usi
     let (die, dying) = watch::channel(false);
     let (name, s) = (name.to_owned(), stats.clone());
     let task = tokio::spawn(async move {
-        let (mut reader, mut writer) = tokio::io::split(stream);
-        let (frames_tx, mut frames) = mpsc::channel(64);
-        let reading = tokio::spawn(async move {
-            while let Ok(frame) = wire::read_frame(&mut reader).await {
-                if frames_tx.send(frame).await.is_err() {
-                    return;
-                }
-            }
-        });
+        let (reader, mut writer) = tokio::io::split(stream);
+        let (reading, mut frames) = super::control_frames(reader);
         let mut ticker = tokio::time::interval(Duration::from_millis(300));
         let mut seq = 0;
         loop {

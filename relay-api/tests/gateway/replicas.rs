@@ -16,7 +16,7 @@ use std::time::Duration;
 use agent::wire::{self, Control, DATA_MAGIC, TICKET_LEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::attacks::agent_context_with;
@@ -57,15 +57,8 @@ async fn replica(w: &World, name: &str, tag: &str, hello_len: usize) -> Steered 
     let (mode, mut modes) = watch::channel(Mode::Serving { ready: true });
     let (tunnel, tag) = (w.bound.tunnel, tag.to_owned());
     let task = tokio::spawn(async move {
-        let (mut reader, mut writer) = tokio::io::split(stream);
-        let (frames_tx, mut frames) = mpsc::channel(64);
-        let reading = tokio::spawn(async move {
-            while let Ok(frame) = wire::read_frame(&mut reader).await {
-                if frames_tx.send(frame).await.is_err() {
-                    return;
-                }
-            }
-        });
+        let (reader, mut writer) = tokio::io::split(stream);
+        let (reading, mut frames) = super::control_frames(reader);
         let mut ticker = tokio::time::interval(Duration::from_millis(300));
         let mut seq = 0;
         loop {
