@@ -125,7 +125,7 @@ pub fn align_quantities(a: &Value, b: &mut Value) {
         };
         (x != y && value(x).is_some() && value(x) == value(y)).then(|| x.to_owned())
     };
-    let fields = DURATIONS.iter().map(|p| (*p, duration as fn(&str) -> Option<u128>));
+    let fields = DURATIONS.iter().map(|p| (*p, crate::formats::duration_ms as fn(&str) -> Option<u128>));
     let fields = fields.chain(BYTE_SIZES.iter().map(|p| (*p, crate::formats::byte_size as fn(&str) -> Option<u128>)));
     for (pointer, value) in fields {
         if let Some(spelling) = same(pointer, b, value)
@@ -134,12 +134,6 @@ pub fn align_quantities(a: &Value, b: &mut Value) {
             *slot = Value::from(spelling);
         }
     }
-}
-
-/// Milliseconds of a V5 duration; humantime reads the same units (`ms`, `s`, `m`, `h`, `d`)
-/// once the format has said it is one.
-fn duration(text: &str) -> Option<u128> {
-    (crate::formats::DURATION.check)(text).then(|| humantime::parse_duration(text).ok().map(|d| d.as_millis()))?
 }
 
 #[cfg(test)]

@@ -268,6 +268,12 @@ pub static BYTE_SIZE: Pattern = Pattern {
     exact: true,
 };
 
+/// Milliseconds of a V5 duration (`90s`, `1h`); `None` if it is not one. humantime reads the
+/// same units (`ms`, `s`, `m`, `h`, `d`) once the format has said it is one.
+pub fn duration_ms(text: &str) -> Option<u128> {
+    (DURATION.check)(text).then(|| humantime::parse_duration(text).ok().map(|d| d.as_millis()))?
+}
+
 /// Bytes of a V5 byte size (`512MiB`, `1GB`); `None` if it is not one or does not fit.
 pub fn byte_size(text: &str) -> Option<u128> {
     let at = text.find(|c: char| !c.is_ascii_digit())?;

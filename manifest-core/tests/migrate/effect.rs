@@ -25,21 +25,6 @@ pub(crate) fn manifest_pointer(policy_pointer: &str, v4: &Value) -> String {
     }
 }
 
-/// A V5 duration in milliseconds.
-pub(crate) fn millis(duration: &str) -> Option<u64> {
-    let split = duration.find(|c: char| !c.is_ascii_digit())?;
-    let (n, unit) = duration.split_at(split);
-    let size = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    n.parse::<u64>().ok().map(|n| n * size)
-}
-
 /// `pointer` split into its segments.
 fn segments(pointer: &str) -> Vec<&str> {
     pointer.split('/').skip(1).collect()
@@ -175,7 +160,7 @@ pub(crate) fn v5_value(v5: &Value, at: &str) -> Option<Value> {
     }
     let found = v5.pointer(at)?.clone();
     // Durations compare as milliseconds.
-    match found.as_str().and_then(millis) {
+    match found.as_str().and_then(manifest_core::formats::duration_ms).and_then(|ms| u64::try_from(ms).ok()) {
         Some(ms) if at.ends_with("duration") => Some(json!(ms)),
         _ => Some(found),
     }
