@@ -89,14 +89,20 @@ fn walk<'n, 'a>(node: &'n Node<'a>, pointer: &str) -> Option<&'n Node<'a>> {
     let mut node = node;
     let mut rest = pointer;
     while let Some(tail) = rest.strip_prefix('/') {
-        let end = tail.bytes().position(|b| b == b'/').unwrap_or(tail.len());
+        // The token's end and whether it has an escape, in one pass over its few bytes (a
+        // `contains('~')` was a `memchr` call per token, a quarter of the walk).
+        let mut end = 0;
+        let bytes = tail.as_bytes();
+        while end < bytes.len() && bytes[end] != b'/' {
+            if bytes[end] == b'~' {
+                return general(node, rest);
+            }
+            end += 1;
+        }
         let (token, next) = tail.split_at(end);
         let Value::Object(members) = &node.value else {
             return general(node, rest);
         };
-        if token.contains('~') {
-            return general(node, rest);
-        }
         node = &members.iter().find(|m| same_key(&m.key, token))?.value;
         rest = next;
     }
