@@ -1,5 +1,6 @@
-//! An [`ExecutionStore`] in memory, for tests: a transaction works on a copy and commit
-//! swaps it in, so an uncommitted transaction leaves nothing. [`MemoryStore::crash`] makes
+//! An [`ExecutionStore`] in memory, for tests: a transaction works on a copy, made at its
+//! first write (most transactions only read), and commit swaps it in, so an uncommitted
+//! transaction leaves nothing. [`MemoryStore::crash`] makes
 //! every later commit fail, which is how tests stop the executor at a random moment.
 
 use std::collections::BTreeMap;
@@ -81,6 +82,12 @@ impl MemoryStore {
         self.lock().clone()
     }
 
+    /// Reads what is committed in place, without a copy (the simulator checks its invariants
+    /// after every step: a copy of the whole store each time was most of its run).
+    pub fn read<T>(&self, f: impl FnOnce(&MemoryState) -> T) -> T {
+        f(&self.lock())
+    }
+
     /// Changes committed state directly (what the publication service does in its own
     /// transactions: publish, pause, resume).
     pub fn edit<T>(&self, f: impl FnOnce(&mut MemoryState) -> T) -> T {
@@ -111,8 +118,24 @@ impl MemoryStore {
 
 struct MemoryTx<'a> {
     guard: MutexGuard<'a, MemoryState>,
-    work: MemoryState,
+    /// The copy the transaction changes, made at its first write.
+    work: Option<MemoryState>,
+    /// A heartbeat of this transaction, kept apart: a step that only beats copies nothing.
+    alive_at: Option<Millis>,
     crashed: &'a AtomicBool,
+}
+
+impl MemoryTx<'_> {
+    /// What the transaction sees: its copy once it wrote, the committed state before.
+    fn state(&self) -> &MemoryState {
+        self.work.as_ref().unwrap_or(&self.guard)
+    }
+
+    /// The transaction's copy, made now if it has none yet.
+    fn state_mut(&mut self) -> &mut MemoryState {
+        let guard = &self.guard;
+        self.work.get_or_insert_with(|| (**guard).clone())
+    }
 }
 
 fn failure(message: &str) -> StoreFailure {
@@ -124,27 +147,28 @@ impl ExecutionStore for MemoryStore {
         if self.crashed.load(Ordering::SeqCst) {
             return Err(failure("the store is down"));
         }
-        let guard = self.lock();
-        let work = guard.clone();
-        Ok(Box::new(MemoryTx { guard, work, crashed: &self.crashed }))
+        Ok(Box::new(MemoryTx { guard: self.lock(), work: None, alive_at: None, crashed: &self.crashed }))
     }
 }
 
 impl ExecutionTx for MemoryTx<'_> {
     fn due(&mut self, now: Millis, limit: usize) -> Result<Vec<AppKey>, StoreFailure> {
+        let state = self.state();
         let mut due: Vec<(Millis, AppKey)> =
-            self.work.apps.iter().filter_map(|(k, a)| a.next_at.filter(|&t| t <= now).map(|t| (t, *k))).collect();
+            state.apps.iter().filter_map(|(k, a)| a.next_at.filter(|&t| t <= now).map(|t| (t, *k))).collect();
         due.sort_unstable();
         Ok(due.into_iter().take(limit).map(|(_, k)| k).collect())
     }
 
     fn next_due(&mut self) -> Result<Option<Millis>, StoreFailure> {
-        Ok(self.work.apps.values().filter_map(|a| a.next_at).min())
+        let state = self.state();
+        Ok(state.apps.values().filter_map(|a| a.next_at).min())
     }
 
     fn app(&mut self, app: AppKey) -> Result<Option<AppView>, StoreFailure> {
-        let Some(a) = self.work.apps.get(&app) else { return Ok(None) };
-        let mine: Vec<&Execution> = self.work.executions.values().filter(|(k, _)| *k == app).map(|(_, e)| e).collect();
+        let state = self.state();
+        let Some(a) = state.apps.get(&app) else { return Ok(None) };
+        let mine: Vec<&Execution> = state.executions.values().filter(|(k, _)| *k == app).map(|(_, e)| e).collect();
         let mut newest: BTreeMap<u16, u64> = BTreeMap::new();
         for e in &mine {
             let g = newest.entry(e.slot).or_default();
@@ -157,14 +181,13 @@ impl ExecutionTx for MemoryTx<'_> {
             .collect();
         // Each charge net of its execution's refunds (a refused launch's refunds it all; a gap's,
         // part of it).
-        let charges = self
-            .work
+        let charges = state
             .ledger
             .iter()
             .filter(|(k, _, _, refund)| *k == app && !refund)
             .filter_map(|(_, exec, c, _)| {
                 let mut net = *c;
-                for (_, _, r, _) in self.work.ledger.iter().filter(|(_, x, _, r)| *r && x == exec) {
+                for (_, _, r, _) in state.ledger.iter().filter(|(_, x, _, r)| *r && x == exec) {
                     net.quote = net.quote.less(&r.quote);
                 }
                 (net.quote != crate::market::Quote::default()).then_some(net)
@@ -186,44 +209,49 @@ impl ExecutionTx for MemoryTx<'_> {
     }
 
     fn find(&mut self, execution_id: &str) -> Result<Option<(AppKey, Execution)>, StoreFailure> {
-        Ok(self.work.executions.values().find(|(_, e)| e.execution_id == execution_id).cloned())
+        let state = self.state();
+        Ok(state.executions.values().find(|(_, e)| e.execution_id == execution_id).cloned())
     }
 
     fn live(&mut self) -> Result<Vec<(AppKey, Execution)>, StoreFailure> {
-        Ok(self.work.executions.values().filter(|(_, e)| e.state.is_live()).cloned().collect())
+        let state = self.state();
+        Ok(state.executions.values().filter(|(_, e)| e.state.is_live()).cloned().collect())
     }
 
     fn workload(&mut self, app: AppKey, _policy_version: u64) -> Result<Workload, StoreFailure> {
-        Ok(self.work.apps.get(&app).map(|a| a.workload.clone()).unwrap_or_default())
+        let state = self.state();
+        Ok(state.apps.get(&app).map(|a| a.workload.clone()).unwrap_or_default())
     }
 
     fn insert(&mut self, app: AppKey, execution: &Execution) -> Result<ExecKey, StoreFailure> {
-        if self.work.executions.values().any(|(_, e)| e.execution_id == execution.execution_id) {
+        let work = self.state_mut();
+        if work.executions.values().any(|(_, e)| e.execution_id == execution.execution_id) {
             return Err(failure("execution ID already recorded"));
         }
-        let key = self.work.executions.keys().next_back().copied().unwrap_or(0) + 1;
+        let key = work.executions.keys().next_back().copied().unwrap_or(0) + 1;
         let mut e = execution.clone();
         e.key = key;
         if e.state == ExecState::Launching && e.charged != crate::market::Quote::default() {
             let charge = Charge { slot: e.slot, generation: e.generation, at: e.created_at, quote: e.charged };
-            self.work.ledger.push((app, key, charge, false));
+            work.ledger.push((app, key, charge, false));
         }
-        self.work.executions.insert(key, (app, e));
+        work.executions.insert(key, (app, e));
         Ok(key)
     }
 
     fn transition(&mut self, app: AppKey, execution: &Execution, from: ExecState) -> Result<(), StoreFailure> {
-        let Some(slot) = self.work.executions.get_mut(&execution.key) else {
+        let work = self.state_mut();
+        let Some(slot) = work.executions.get_mut(&execution.key) else {
             return Err(failure("no such execution"));
         };
         *slot = (app, execution.clone());
-        self.work.transitions.push((execution.key, from, execution.state));
+        work.transitions.push((execution.key, from, execution.state));
         Ok(())
     }
 
     fn refund(&mut self, app: AppKey, execution: &Execution, at: Millis) -> Result<(), StoreFailure> {
-        let refunded = self
-            .work
+        let work = self.state_mut();
+        let refunded = work
             .ledger
             .iter()
             .filter(|(a, key, _, refund)| *a == app && *key == execution.key && *refund)
@@ -233,7 +261,7 @@ impl ExecutionTx for MemoryTx<'_> {
             return Ok(());
         }
         let charge = Charge { slot: execution.slot, generation: execution.generation, at, quote: remaining };
-        self.work.ledger.push((app, execution.key, charge, true));
+        work.ledger.push((app, execution.key, charge, true));
         Ok(())
     }
 
@@ -246,26 +274,32 @@ impl ExecutionTx for MemoryTx<'_> {
         amount: &crate::market::Quote,
         at: Millis,
     ) -> Result<(), StoreFailure> {
-        if self.work.unserved.contains_key(&(paid.key, from)) {
+        let work = self.state_mut();
+        if work.unserved.contains_key(&(paid.key, from)) {
             return Ok(());
         }
-        self.work.unserved.insert((paid.key, from), to);
+        work.unserved.insert((paid.key, from), to);
         let charge = Charge { slot: paid.slot, generation: paid.generation, at, quote: *amount };
-        self.work.ledger.push((app, paid.key, charge, true));
+        work.ledger.push((app, paid.key, charge, true));
         Ok(())
     }
 
     fn heartbeat(&mut self, at: Millis) -> Result<(), StoreFailure> {
-        self.work.alive_at = Some(self.work.alive_at.map_or(at, |a| a.max(at)));
+        self.alive_at = Some(self.alive_at.map_or(at, |a| a.max(at)));
         Ok(())
     }
 
     fn last_alive(&mut self) -> Result<Option<Millis>, StoreFailure> {
-        Ok(self.work.alive_at)
+        Ok(self.state().alive_at.max(self.alive_at))
     }
 
     fn schedule(&mut self, app: AppKey, next_at: Option<Millis>, blocked: Option<&Reason>) -> Result<(), StoreFailure> {
-        if let Some(a) = self.work.apps.get_mut(&app) {
+        // Most steps schedule an application as it already is: no copy for that.
+        if self.state().apps.get(&app).is_none_or(|a| a.next_at == next_at && a.blocked.as_ref() == blocked) {
+            return Ok(());
+        }
+        let work = self.state_mut();
+        if let Some(a) = work.apps.get_mut(&app) {
             a.next_at = next_at;
             a.blocked = blocked.cloned();
         }
@@ -273,14 +307,16 @@ impl ExecutionTx for MemoryTx<'_> {
     }
 
     fn activate(&mut self, app: AppKey, version: u64, at: Millis) -> Result<(), StoreFailure> {
-        if let Some(a) = self.work.apps.get_mut(&app) {
+        let work = self.state_mut();
+        if let Some(a) = work.apps.get_mut(&app) {
             a.activated = (version, at);
         }
         Ok(())
     }
 
     fn settle(&mut self, app: AppKey, at: Millis) -> Result<(), StoreFailure> {
-        if let Some(a) = self.work.apps.get_mut(&app) {
+        let work = self.state_mut();
+        if let Some(a) = work.apps.get_mut(&app) {
             a.settled = true;
             a.settled_at = Some(at);
         }
@@ -291,7 +327,12 @@ impl ExecutionTx for MemoryTx<'_> {
         if self.crashed.load(Ordering::SeqCst) {
             return Err(failure("the store is down"));
         }
-        *self.guard = std::mem::take(&mut self.work);
+        if let Some(work) = self.work.take() {
+            *self.guard = work;
+        }
+        if let Some(at) = self.alive_at {
+            self.guard.alive_at = Some(self.guard.alive_at.map_or(at, |a| a.max(at)));
+        }
         Ok(())
     }
 }

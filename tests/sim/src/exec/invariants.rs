@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 
+use svc_execution::memory::MemoryState;
 use svc_execution::plan::SpendAuthority;
 use svc_execution::{AppKey, ExecKey, ExecState, Execution, Millis};
 
@@ -42,8 +43,11 @@ fn broken(code: &'static str, message: String) -> Broken {
 
 /// Checks every invariant; the first broken one, in a sentence.
 pub(crate) fn check(w: &World) -> Result<(), Broken> {
+    w.memory.read(|state| check_state(w, state))
+}
+
+fn check_state(w: &World, state: &MemoryState) -> Result<(), Broken> {
     let pool = w.market.pool();
-    let state = w.memory.snapshot();
     let alive = !w.faults.dead() && w.recovered;
 
     // 1. Each attempt started at most once.
@@ -63,9 +67,9 @@ pub(crate) fn check(w: &World) -> Result<(), Broken> {
     if let Some(ids) = per_generation.values().find(|ids| ids.len() > 1) {
         return Err(broken("two-live", format!("two attempts of one slot generation run in the market: {ids:?}")));
     }
-    let by_id: BTreeMap<&str, (AppKey, &Execution)> =
-        state.executions.values().map(|(app, e)| (e.execution_id.as_str(), (*app, e))).collect();
     if alive {
+        let by_id: BTreeMap<&str, (AppKey, &Execution)> =
+            state.executions.values().map(|(app, e)| (e.execution_id.as_str(), (*app, e))).collect();
         let mut live: BTreeMap<(AppKey, u16, u64), Vec<&str>> = BTreeMap::new();
         for (app, e) in state.executions.values().filter(|(_, e)| e.state.is_live()) {
             live.entry((*app, e.slot, e.generation)).or_default().push(&e.execution_id);
