@@ -6,16 +6,18 @@ use std::collections::HashSet;
 
 use crate::bounded::Bounded;
 use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::notes::Notes;
 use crate::shape::{
     ArrayShape, DefaultValue, Field, IntShape, MapShape, ObjectShape, Presence, Shape, StrFormat, StrShape, UnionShape,
 };
 use crate::tree::{Member, Node, Number, PointerBuf, Span, Text, Value, same_key};
 
 /// Checks `root` against `shape`, appending problems to `out` (bounded: past the cap they are
-/// only counted) and filling defaults in place.
-pub(crate) fn check_document<'a>(root: &mut Node<'a>, shape: &'static ObjectShape, out: &mut Bounded) {
-    let mut walker = Walker { out, path: Vec::with_capacity(16) };
+/// only counted) and filling defaults in place. Returns where it found the nodes layer 2 reads.
+pub(crate) fn check_document<'a>(root: &mut Node<'a>, shape: &'static ObjectShape, out: &mut Bounded) -> Notes {
+    let mut walker = Walker { out, path: Vec::with_capacity(16), notes: Notes::default() };
     walker.object(root, shape);
+    walker.notes
 }
 
 /// One step of the path from the root to the value being checked.
@@ -29,6 +31,8 @@ struct Walker<'d, 'a> {
     /// Where the walk is. Most values are fine, so the path is kept as steps (borrowed from the
     /// tree or the tables) and spelled out as a pointer only for a diagnostic.
     path: Vec<Step<'a>>,
+    /// Where the fields the tables mark for layer 2 were found or filled in.
+    notes: Notes,
 }
 
 impl<'a> Walker<'_, 'a> {
@@ -228,6 +232,9 @@ impl<'a> Walker<'_, 'a> {
                 next = i + 1;
                 let field = &shape.fields[i];
                 present |= 1 << i;
+                if let Some(note) = field.note {
+                    self.notes.note(note, index);
+                }
                 // The table's name is the key: a `'static` borrow even if the key was escaped.
                 self.path.push(Step::Key(Text::Borrowed(field.name)));
                 if field.deprecated {
@@ -336,6 +343,9 @@ impl<'a> Walker<'_, 'a> {
         // then moved in (written in small pieces, read back in wide ones) stalled store
         // forwarding on every default.
         let at = members.len();
+        if let Some(note) = field.note {
+            self.notes.note(note, at);
+        }
         members.push(DEFAULTED);
         let member = &mut members[at];
         member.key = Text::Borrowed(field.name);
@@ -546,7 +556,7 @@ pub(crate) fn defaults_are_valid(shape: &'static ObjectShape) -> Vec<Diagnostic>
         for f in fs {
             if let Presence::Default(d) = f.presence {
                 let mut node = Node { span: Default::default(), value: default_value(d, &f.shape) };
-                let mut w = Walker { out, path: vec![Step::Key(Text::Borrowed(f.name))] };
+                let mut w = Walker { out, path: vec![Step::Key(Text::Borrowed(f.name))], notes: Notes::default() };
                 w.value(&mut node, &f.shape);
             }
             nested(&f.shape, out);

@@ -21,6 +21,7 @@ mod diagnostic;
 mod digest;
 
 mod json;
+mod notes;
 /// Amounts as people read them (`svc manifest migrate`'s notes).
 use svc_money as money;
 mod policy;

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::notes::Note;
 use crate::sections::Sections;
 use crate::tree::{Node, Value};
 
@@ -12,15 +13,14 @@ use crate::tree::{Node, Value};
 /// looked up once and a claim's pointer is spelled out only for a message.
 pub(crate) fn environment_names(sections: &Sections<'_>, env_kind: &str, out: &mut Vec<Diagnostic>) {
     let mut claims: Vec<(Cow<'_, str>, Claim)> = Vec::new();
-    let configuration = sections.under("/configuration");
-    let variables = configuration.under("/variables");
+    let variables = sections.under(Note::Variables);
     for (i, item) in variables.items().iter().enumerate() {
         let claim = Claim::Variable(i);
         if let Some(name) = variables.text_node(item.get("name"), || claim.pointer(), out) {
             claims.push((name, claim));
         }
     }
-    let secrets = configuration.under("/secrets");
+    let secrets = sections.under(Note::Secrets);
     for (i, item) in secrets.items().iter().enumerate() {
         let Some(destination) = item.get("destination") else { continue };
         match destination.get("kind") {

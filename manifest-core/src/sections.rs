@@ -9,27 +9,32 @@ use serde::de::DeserializeOwned;
 
 use crate::de::{ModelError, from_node};
 use crate::diagnostic::{Code, Diagnostic, Layer};
+use crate::notes::{Note, Notes};
 use crate::tree::{Node, Value, same_key};
 
 /// The top-level sections of a checked, defaulted document.
 pub(crate) struct Sections<'a> {
     root: &'a Node<'a>,
+    /// Where layer 1 found the nodes layer 2 reads.
+    notes: Notes,
     /// Pointers of layer-1 errors.
     failed: Vec<String>,
 }
 
 impl<'a> Sections<'a> {
-    pub(crate) fn new(root: &'a Node<'a>, diagnostics: &[Diagnostic]) -> Self {
+    /// The sections of `root`, which layer 1 walked, noting `notes` and reporting `diagnostics`.
+    pub(crate) fn new(root: &'a Node<'a>, notes: Notes, diagnostics: &[Diagnostic]) -> Self {
         let failed = diagnostics.iter().filter(|d| d.is_error()).map(|d| d.pointer.clone()).collect();
-        Sections { root, failed }
+        Sections { root, notes, failed }
     }
 
-    /// The node at `pointer`, looked up once for reading several values under it: each lookup
-    /// from the root scans the root's members and splits every token again, and layer 2 reads
-    /// about ten values per document under three or four nodes.
-    pub(crate) fn under<'s>(&'s self, pointer: &'s str) -> Under<'s, 'a> {
+    /// The node layer 1 noted as `note`, for reading values under it: found at the positions
+    /// layer 1 noted, not looked up by its pointer (which scanned the members of every object
+    /// on the way, about 200 instructions per lookup, a dozen per document).
+    pub(crate) fn under<'s>(&'s self, note: Note) -> Under<'s, 'a> {
+        let pointer = note.pointer();
         let concern = self.concern([pointer, ""]);
-        Under { sections: self, node: walk(self.root, pointer), pointer: [pointer, ""], concern }
+        Under { sections: self, node: self.notes.node(self.root, note), pointer, concern }
     }
 
     /// Which layer-1 errors concern what is under the pointer `a` + `b`, sorted out once: most
@@ -63,20 +68,6 @@ impl<'a> Sections<'a> {
                 || (f.starts_with(pointer) && f[pointer.len()..].starts_with('/'))
                 || (pointer.starts_with(f.as_str()) && pointer[f.len()..].starts_with('/'))
         })
-    }
-
-    /// Whether a value is written (or defaulted) at `pointer`, whatever its validity.
-    pub(crate) fn present(&self, pointer: &str) -> bool {
-        walk(self.root, pointer).is_some()
-    }
-
-    /// The string at `pointer` (a discriminator such as `/execution/mode`), whatever the
-    /// validity of its siblings.
-    pub(crate) fn tag(&self, pointer: &str) -> Option<&'a str> {
-        match walk(self.root, pointer) {
-            Some(Node { value: Value::String(s), .. }) => Some(s),
-            _ => None,
-        }
     }
 }
 
@@ -144,23 +135,12 @@ enum Concern {
 pub(crate) struct Under<'s, 'a> {
     sections: &'s Sections<'a>,
     node: Option<&'a Node<'a>>,
-    /// The node's pointer, in two pieces: a section's, and one relative to it.
-    pointer: [&'s str; 2],
+    /// The node's pointer.
+    pointer: &'static str,
     concern: Concern,
 }
 
 impl<'s, 'a> Under<'s, 'a> {
-    /// The node at `rel` under a node looked up from the root (one level of this only: the
-    /// pointer is kept in two pieces so that it is spelled out only for a message).
-    pub(crate) fn under(&self, rel: &'s str) -> Under<'s, 'a> {
-        debug_assert!(self.pointer[1].is_empty(), "one level of Under::under");
-        let concern = match self.concern {
-            Concern::Some => self.sections.concern([self.pointer[0], rel]),
-            other => other,
-        };
-        Under { sections: self.sections, node: self.at(rel), pointer: [self.pointer[0], rel], concern }
-    }
-
     /// The node at `rel`, if the whole pointer resolves.
     pub(crate) fn at(&self, rel: &str) -> Option<&'a Node<'a>> {
         walk(self.node?, rel)
@@ -168,8 +148,8 @@ impl<'s, 'a> Under<'s, 'a> {
 
     /// The value at `rel`, if present and free of layer-1 errors at, under or above it.
     pub(crate) fn read<T: DeserializeOwned>(&self, rel: &str, out: &mut Vec<Diagnostic>) -> Option<T> {
-        let [section, under] = self.pointer;
-        self.read_node(self.at(rel), || format!("{section}{under}{rel}"), out)
+        let pointer = self.pointer;
+        self.read_node(self.at(rel), || format!("{pointer}{rel}"), out)
     }
 
     /// The value of a node under this one, already looked up (`None`: not there), if free of
@@ -248,12 +228,20 @@ mod tests {
         Diagnostic::error(Layer::Schema, Code::InvalidValue, pointer, "wrong")
     }
 
-    /// What a value under a node looked up once reads as, given the layer-1 errors' pointers.
+    /// `DOCUMENT` through layer 1 (as V4: it notes `/deployment`, its schedule and the
+    /// configuration's variables), with the notes it took.
+    fn checked() -> (Node<'static>, Notes) {
+        let mut root = crate::json::parse(DOCUMENT).root.expect("the document reads");
+        let notes = crate::check::check_document(&mut root, &crate::v4::MANIFEST, &mut Default::default());
+        (root, notes)
+    }
+
+    /// What a value under a noted node reads as, given the layer-1 errors' pointers.
     fn start_delay(errors: &[&str]) -> Option<u64> {
-        let root = crate::json::parse(DOCUMENT).root.expect("the document reads");
+        let (root, notes) = checked();
         let errors: Vec<Diagnostic> = errors.iter().map(|p| error(p)).collect();
-        let sections = Sections::new(&root, &errors);
-        let schedule = sections.under("/deployment").under("/schedule");
+        let sections = Sections::new(&root, notes, &errors);
+        let schedule = sections.under(Note::Schedule);
         schedule.read("/startDelayMs", &mut Vec::new())
     }
 
@@ -306,7 +294,7 @@ mod tests {
                 for f in errors {
                     let failed = vec![f.to_owned()];
                     let root = Node { span: Default::default(), value: Value::Null };
-                    let sections = Sections { root: &root, failed };
+                    let sections = Sections { root: &root, notes: Notes::default(), failed };
                     let whole = if f == pointer || (pointer.starts_with(f) && pointer[f.len()..].starts_with('/')) {
                         "all"
                     } else if f.starts_with(pointer) && f[pointer.len()..].starts_with('/') {
@@ -327,15 +315,15 @@ mod tests {
 
     #[test]
     fn a_string_is_borrowed_and_a_value_that_does_not_fit_is_an_internal_error() {
-        let root = crate::json::parse(DOCUMENT).root.expect("the document reads");
-        let sections = Sections::new(&root, &[]);
-        let variables = sections.under("/configuration").under("/variables");
+        let (root, notes) = checked();
+        let sections = Sections::new(&root, notes, &[]);
+        let variables = sections.under(Note::Variables);
         let mut out = Vec::new();
         let names: Vec<_> = (variables.items().iter())
             .map(|item| variables.text_node(item.get("name"), || unreachable!("no pointer is needed"), &mut out))
             .collect();
         assert_eq!(names, [Some(Cow::Borrowed("A")), Some(Cow::Borrowed("B"))]);
-        let jobs = sections.under("/deployment");
+        let jobs = sections.under(Note::Deployment);
         assert_eq!(jobs.text_node(jobs.at("/jobs"), || "/deployment/jobs".to_owned(), &mut out), None);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].code, out[0].pointer.as_str()), (Code::InternalError, "/deployment/jobs"));

@@ -6,6 +6,7 @@
 //! `v5::runtime`, ...), with the spec's wording in each field's `doc`.
 
 use crate::diagnostic::Code;
+use crate::notes::Note;
 use crate::tree::same_key;
 
 /// The shape a value must have.
@@ -181,6 +182,8 @@ pub struct Field {
     pub doc: &'static str,
     /// Accepted with a `deprecated_manifest_field` warning.
     pub deprecated: bool,
+    /// A node layer 2 reads: layer 1 notes where it finds it (`crate::notes`).
+    pub(crate) note: Option<Note>,
 }
 
 /// Whether a field must be written.
@@ -216,22 +219,29 @@ pub enum DefaultValue {
 
 /// A required field.
 pub const fn required(name: &'static str, shape: Shape, doc: &'static str) -> Field {
-    Field { name, shape, presence: Presence::Required, doc, deprecated: false }
+    Field { name, shape, presence: Presence::Required, doc, deprecated: false, note: None }
 }
 
 /// An optional field with no default.
 pub const fn optional(name: &'static str, shape: Shape, doc: &'static str) -> Field {
-    Field { name, shape, presence: Presence::Optional, doc, deprecated: false }
+    Field { name, shape, presence: Presence::Optional, doc, deprecated: false, note: None }
 }
 
 /// An optional field filled with `default` when absent.
 pub const fn defaulted(name: &'static str, shape: Shape, default: DefaultValue, doc: &'static str) -> Field {
-    Field { name, shape, presence: Presence::Default(default), doc, deprecated: false }
+    Field { name, shape, presence: Presence::Default(default), doc, deprecated: false, note: None }
 }
 
 /// A deprecated optional field (accepted with a warning).
 pub const fn deprecated(name: &'static str, shape: Shape, doc: &'static str) -> Field {
-    Field { name, shape, presence: Presence::Optional, doc, deprecated: true }
+    Field { name, shape, presence: Presence::Optional, doc, deprecated: true, note: None }
+}
+
+impl Field {
+    /// The field marked as one layer 2 reads (`crate::notes`).
+    pub(crate) const fn noted(self, note: Note) -> Field {
+        Field { note: Some(note), ..self }
+    }
 }
 
 /// An object shape with no refused names.

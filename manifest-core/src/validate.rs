@@ -179,7 +179,7 @@ fn run(
     let shape = if version == 4 { &v4::MANIFEST } else { &v5::MANIFEST };
     // A stand-in (an alias read as null) is already reported; do not report it again.
     let mut schema = Bounded::silencing(stand_ins);
-    check_document(root, shape, &mut schema);
+    let notes = check_document(root, shape, &mut schema);
     let past_cap = read_overflowed || schema.overflowed() || report.diagnostics.len() + schema.len() > MAX_DIAGNOSTICS;
     let (mut schema, omitted) = schema.into_parts();
     report.diagnostics.append(&mut schema);
@@ -188,9 +188,9 @@ fn run(
     // sections whose earlier problems were only counted.
     if !past_cap {
         if version == 4 {
-            v4::semantic(root, &mut report.diagnostics);
+            v4::semantic(root, notes, &mut report.diagnostics);
         } else {
-            v5::semantic(root, &mut report.diagnostics);
+            v5::semantic(root, notes, &mut report.diagnostics);
         }
     }
     locate(root, &mut report.diagnostics);

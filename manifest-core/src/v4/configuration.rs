@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::formats::{SECRET_ID, VARIABLE_NAME_V4};
+use crate::notes::Note;
 use crate::shape::pattern_len;
 use crate::shape::{
     ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, STRING, Shape, UnionShape, arm, defaulted, object, optional,
@@ -47,8 +48,9 @@ static SECRETS: ArrayShape = ArrayShape { items: Shape::Object(&SECRET), min_ite
 pub static CONFIGURATION: ObjectShape = object(
     "configuration",
     &[
-        defaulted("variables", Shape::Array(&VARIABLES), DefaultValue::EmptyArray, "default `[]`"),
-        defaulted("secrets", Shape::Array(&SECRETS), DefaultValue::EmptyArray, "default `[]`"),
+        defaulted("variables", Shape::Array(&VARIABLES), DefaultValue::EmptyArray, "default `[]`")
+            .noted(Note::Variables),
+        defaulted("secrets", Shape::Array(&SECRETS), DefaultValue::EmptyArray, "default `[]`").noted(Note::Secrets),
     ],
 );
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::DECIMAL_STRING;
+use crate::notes::Note;
 use crate::shape::{DefaultValue, ObjectShape, Shape, UINT, defaulted, int, object, optional, pattern_hint, required};
 use crate::v4::lifecycle::{FIXED_LEAD_MAX_MS, FIXED_LEAD_MIN_MS, LIFECYCLE, LeadTime, Lifecycle, Renewal};
 use crate::v4::placement::{PLACEMENT, Placement};
@@ -56,14 +57,15 @@ pub static DEPLOYMENT: ObjectShape = object(
             DefaultValue::Integer(1),
             "1-64, default 1; public v1 enables only 1",
         ),
-        required("schedule", Shape::Object(&SCHEDULE), "paid schedule"),
+        required("schedule", Shape::Object(&SCHEDULE), "paid schedule").noted(Note::Schedule),
         defaulted(
             "placement",
             Shape::Object(&PLACEMENT),
             DefaultValue::EmptyObject,
             "attested requirements plus open-market default",
-        ),
-        required("lifecycle", Shape::Object(&LIFECYCLE), "renewal, update, recovery"),
+        )
+        .noted(Note::Placement),
+        required("lifecycle", Shape::Object(&LIFECYCLE), "renewal, update, recovery").noted(Note::Lifecycle),
         defaulted("spend", Shape::Object(&SPEND), DefaultValue::EmptyObject, "maximum authority, not a quote"),
     ],
 );

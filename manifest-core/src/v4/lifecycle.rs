@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::notes::Note;
 use crate::shape::{
     DefaultValue, ObjectShape, Shape, UnionShape, arm, constant, defaulted, int, object, one_of, required,
 };
@@ -100,7 +101,8 @@ static RECOVERY: ObjectShape = object(
 pub static LIFECYCLE: ObjectShape = object(
     "lifecycle",
     &[
-        required("renewal", Shape::Union(&RENEWAL), "after the scheduled end, or before it by a lead time"),
+        required("renewal", Shape::Union(&RENEWAL), "after the scheduled end, or before it by a lead time")
+            .noted(Note::Renewal),
         required("update", Shape::Object(&UPDATE), "update timing and existing jobs"),
         required("recovery", Shape::Object(&RECOVERY), "launch retries and runtime failure"),
     ],

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::Diagnostic;
 use crate::formats::APPLICATION_ID_V4;
+use crate::notes::{Note, Notes};
 use crate::sections::Sections;
 use crate::shape::SCHEMA_HINT;
 use crate::shape::pattern_len;
@@ -48,8 +49,10 @@ pub static MANIFEST: ObjectShape = ObjectShape {
             DefaultValue::EmptyObject,
             "runtime requirements and bootstrap defaults",
         ),
-        required("deployment", Shape::Object(&deployment::DEPLOYMENT), "schedule and lifecycle required"),
-        defaulted("ingress", Shape::Object(&ingress::INGRESS), DefaultValue::EmptyObject, "default `{}`"),
+        required("deployment", Shape::Object(&deployment::DEPLOYMENT), "schedule and lifecycle required")
+            .noted(Note::Deployment),
+        defaulted("ingress", Shape::Object(&ingress::INGRESS), DefaultValue::EmptyObject, "default `{}`")
+            .noted(Note::Ingress),
         defaulted(
             "observability",
             Shape::Object(&observability::OBSERVABILITY),
@@ -61,7 +64,8 @@ pub static MANIFEST: ObjectShape = ObjectShape {
             Shape::Object(&configuration::CONFIGURATION),
             DefaultValue::EmptyObject,
             "variables and secrets",
-        ),
+        )
+        .noted(Note::Configuration),
     ],
     min_fields: 0,
     refused: &[SERVER_OWNED],
@@ -101,24 +105,24 @@ pub struct ManifestV4 {
 
 /// Layer 2 over a document that went through layer 1: each rule reads only the parts it needs,
 /// and runs when those passed layer 1, so all independent errors are reported together.
-pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
-    let sections = Sections::new(root, out);
-    // Each section is looked up once, the values read relative to it.
-    let deployment = sections.under("/deployment");
-    let schedule = deployment.under("/schedule");
+pub(crate) fn semantic(root: &Node<'_>, notes: Notes, out: &mut Vec<Diagnostic>) {
+    let sections = Sections::new(root, notes, out);
+    // Each node is found where layer 1 noted it, the values read relative to it.
+    let deployment = sections.under(Note::Deployment);
+    let schedule = sections.under(Note::Schedule);
     if let (Some(delay), Some(max)) = (schedule.read("/startDelayMs", out), schedule.read("/maxStartDelayMs", out)) {
         deployment::check_start_delay(delay, max, out);
     }
     // Only a renewal before the scheduled end has a lead to check: the others are not read into
     // the model at all (an internally tagged enum buffers the whole object first).
-    let renewal = deployment.under("/lifecycle/renewal");
+    let renewal = sections.under(Note::Renewal);
     if renewal.tag("/mode") == Some("before_scheduled_end")
         && let (Some(duration), Some(renewal)) = (schedule.read("/durationMs", out), renewal.read("", out))
     {
         deployment::check_renewal_lead(duration, &renewal, out);
     }
 
-    let placement = deployment.under("/placement/groups");
+    let placement = sections.under(Note::Groups);
     let groups = placement.items();
     if !groups.is_empty() {
         let group = |i: usize, field: &str| format!("/deployment/placement/groups/{i}/{field}");
@@ -132,7 +136,7 @@ pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
         deployment::check_groups(&names, total, deployment.read("/parallelism", out), out);
     }
 
-    let ingress = sections.under("/ingress");
+    let ingress = sections.under(Note::Ingress);
     for (rel, pointer) in [("/http/port", "/ingress/http/port"), ("/ssh/port", "/ingress/ssh/port")] {
         if let Some(port) = ingress.read(rel, out) {
             ingress::check_port(pointer, port, out);

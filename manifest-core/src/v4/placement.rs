@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::formats::{COUNTRY, VERSIONED_CATALOG};
+use crate::notes::Note;
 use crate::shape::{
     ArrayShape, DefaultValue, MapShape, NON_EMPTY, ObjectShape, Shape, StrFormat, StrShape, UINT, UnionShape, arm,
     constant, defaulted, int, object, one_of, optional, pattern, required,
@@ -149,7 +150,8 @@ pub static PLACEMENT: ObjectShape = object(
             DefaultValue::EmptyObject,
             "mandatory attested trust profile",
         ),
-        defaulted("groups", Shape::Array(&GROUPS), DefaultValue::EmptyArray, "internal placement groups"),
+        defaulted("groups", Shape::Array(&GROUPS), DefaultValue::EmptyArray, "internal placement groups")
+            .noted(Note::Groups),
         defaulted("topologyConstraints", Shape::Array(&TOPOLOGY), DefaultValue::EmptyArray, "internal"),
         defaulted(
             "processorSelection",

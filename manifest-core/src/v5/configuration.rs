@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::formats::{ABSOLUTE_PATH, ENV_NAME_V5, SECRET_ID};
+use crate::notes::Note;
 use crate::shape::pattern_len;
 use crate::shape::{
     ArrayShape, DefaultValue, ObjectShape, STRING, Shape, UnionShape, arm, defaulted, object, optional, pattern,
@@ -63,8 +64,8 @@ static SECRETS: ArrayShape =
 pub static CONFIGURATION: ObjectShape = object(
     "configuration",
     &[
-        defaulted("variables", Shape::Array(&VARIABLES), DefaultValue::EmptyArray, "at most 64"),
-        defaulted("secrets", Shape::Array(&SECRETS), DefaultValue::EmptyArray, "at most 64"),
+        defaulted("variables", Shape::Array(&VARIABLES), DefaultValue::EmptyArray, "at most 64").noted(Note::Variables),
+        defaulted("secrets", Shape::Array(&SECRETS), DefaultValue::EmptyArray, "at most 64").noted(Note::Secrets),
     ],
 );
 

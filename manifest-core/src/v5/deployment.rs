@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::{BYTE_SIZE, DURATION, MONEY, POSITIVE_DURATION};
+use crate::notes::Note;
 use crate::shape::{
     ArrayShape, DefaultValue, NON_EMPTY, ObjectShape, Shape, UnionShape, arm, constant, defaulted, int, object,
     optional, pattern, pattern_hint, required,
@@ -46,7 +47,8 @@ static SCHEDULE: ObjectShape = object(
             Shape::Union(&PHASING),
             DefaultValue::Arm("simultaneous"),
             "`simultaneous` (default) or `evenly_spaced`",
-        ),
+        )
+        .noted(Note::Phasing),
     ],
 );
 
@@ -122,7 +124,7 @@ static UPDATE: ObjectShape = object(
 static LIFECYCLE: ObjectShape = object(
     "lifecycle",
     &[
-        optional("renewal", Shape::Object(&RENEWAL), "valid only for continuous execution"),
+        optional("renewal", Shape::Object(&RENEWAL), "valid only for continuous execution").noted(Note::Renewal),
         defaulted("update", Shape::Object(&UPDATE), DefaultValue::EmptyObject, "update policy"),
     ],
 );
@@ -151,15 +153,16 @@ pub static DEPLOYMENT: ObjectShape = object(
     "deployment",
     &[
         defaulted("jobs", int(1, MAX_JOBS), DefaultValue::Integer(1), "integer 1-256, default 1"),
-        required("schedule", Shape::Object(&SCHEDULE), "paid window"),
+        required("schedule", Shape::Object(&SCHEDULE), "paid window").noted(Note::Schedule),
         defaulted(
             "placement",
             Shape::Object(&PLACEMENT),
             DefaultValue::EmptyObject,
             "minimums and/or exact processors",
         ),
-        defaulted("lifecycle", Shape::Object(&LIFECYCLE), DefaultValue::EmptyObject, "renewal and update policy"),
-        required("spend", Shape::Object(&SPEND), "managed service-credit authority"),
+        defaulted("lifecycle", Shape::Object(&LIFECYCLE), DefaultValue::EmptyObject, "renewal and update policy")
+            .noted(Note::Lifecycle),
+        required("spend", Shape::Object(&SPEND), "managed service-credit authority").noted(Note::Spend),
     ],
 );
 

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diagnostic::{Code, Diagnostic, Layer};
 use crate::formats::APPLICATION_ID_V5;
+use crate::notes::{Note, Notes};
 use crate::sections::Sections;
 use crate::shape::SCHEMA_HINT;
 use crate::shape::pattern_len;
@@ -44,20 +45,23 @@ pub static MANIFEST: ObjectShape = ObjectShape {
             "description and labels, authored only",
         ),
         required("release", Shape::Union(&release::RELEASE), "source or pinned"),
-        required("runtime", Shape::Union(&runtime::RUNTIME), "JavaScript or native image"),
-        required("execution", Shape::Union(&execution::EXECUTION), "once, continuous or interval"),
+        required("runtime", Shape::Union(&runtime::RUNTIME), "JavaScript or native image").noted(Note::Runtime),
+        required("execution", Shape::Union(&execution::EXECUTION), "once, continuous or interval")
+            .noted(Note::Execution),
         required(
             "deployment",
             Shape::Object(&deployment::DEPLOYMENT),
             "jobs, paid window, placement, lifecycle, spend",
-        ),
-        optional("access", Shape::Object(&access::ACCESS), "managed runtime SSH only"),
+        )
+        .noted(Note::Deployment),
+        optional("access", Shape::Object(&access::ACCESS), "managed runtime SSH only").noted(Note::Access),
         defaulted(
             "configuration",
             Shape::Object(&configuration::CONFIGURATION),
             DefaultValue::EmptyObject,
             "variables and secrets",
-        ),
+        )
+        .noted(Note::Configuration),
         defaulted(
             "observability",
             Shape::Object(&observability::OBSERVABILITY),
@@ -122,28 +126,29 @@ pub struct ManifestV5 {
 /// Layer 2 over a document that went through layer 1: each rule reads only the parts it needs,
 /// and runs when those passed layer 1 (discriminators and presence are read whatever their
 /// siblings' validity), so all independent errors are reported together.
-pub(crate) fn semantic(root: &Node<'_>, out: &mut Vec<Diagnostic>) {
-    let sections = Sections::new(root, out);
-    // `/deployment` is looked up once, the values under it read relative to it.
-    let deployment = sections.under("/deployment");
+pub(crate) fn semantic(root: &Node<'_>, notes: Notes, out: &mut Vec<Diagnostic>) {
+    let sections = Sections::new(root, notes, out);
+    // Each node is found where layer 1 noted it, the values read relative to it.
+    let deployment = sections.under(Note::Deployment);
     // Only evenly spaced phasing has a rule: the other arm is not read into the model at all
     // (an internally tagged enum buffers the whole object first).
-    let phasing = deployment.under("/schedule/phasing");
+    let phasing = sections.under(Note::Phasing);
     if phasing.tag("/mode") == Some("evenly_spaced")
         && let (Some(jobs), Some(phasing)) = (deployment.read("/jobs", out), phasing.read("", out))
     {
         deployment::check_phasing(jobs, &phasing, out);
     }
-    if let Some(execution) = sections.tag("/execution/mode") {
+    if let Some(execution) = sections.under(Note::Execution).tag("/mode") {
+        let spend = sections.under(Note::Spend);
         deployment::check_execution(
             execution,
-            deployment.present("/lifecycle/renewal"),
-            deployment.present("/spend"),
-            deployment.present("/spend/rate"),
+            sections.under(Note::Renewal).present(""),
+            spend.present(""),
+            spend.present("/rate"),
             out,
         );
     }
-    if sections.present("/access") && sections.tag("/runtime/kind") == Some("javascript") {
+    if sections.under(Note::Access).present("") && sections.under(Note::Runtime).tag("/kind") == Some("javascript") {
         out.push(Diagnostic::error(
             Layer::Semantic,
             Code::AccessRequiresNativeImage,
