@@ -140,11 +140,25 @@ fn main() {
     ];
     // `SVC_VALIDATE_PROFILE=json` (or `yaml`): only `validate` over that syntax's documents,
     // in a loop, for a profiler (`perf record`, `valgrind --tool=callgrind`) to read alone.
+    // `SVC_VALIDATE_PASS=floor` (or `peer-all-errors`, `peer-verdict-only`) loops that pass
+    // instead, so that instruction counts, which the machine's load does not move, can be
+    // compared pass to pass.
     if let Ok(only) = std::env::var("SVC_VALIDATE_PROFILE") {
         let rounds: usize = std::env::var("SVC_VALIDATE_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2000);
-        for Set { name, docs, .. } in sets.iter().filter(|s| s.name == only) {
-            let valid: usize = (0..rounds).map(|_| validate_all(std::hint::black_box(docs))).sum();
-            println!("{name}: {rounds} rounds, {valid} valid");
+        let chosen = std::env::var("SVC_VALIDATE_PASS").unwrap_or_else(|_| "validate".to_owned());
+        for Set { name, docs, floor, peer, verdict } in sets.iter().filter(|s| s.name == only) {
+            let pass: Pass = match chosen.as_str() {
+                "validate" => validate_all,
+                "floor" => *floor,
+                "peer-all-errors" => *peer,
+                "peer-verdict-only" => *verdict,
+                other => {
+                    eprintln!("SVC_VALIDATE_PASS={other}: use validate, floor, peer-all-errors or peer-verdict-only");
+                    std::process::exit(2);
+                }
+            };
+            let counted: usize = (0..rounds).map(|_| pass(std::hint::black_box(docs))).sum();
+            println!("{name}: {chosen}, {rounds} rounds, {counted} counted");
         }
         return;
     }
