@@ -11,7 +11,12 @@
 # Method and results: docs/performance.md, "New connections and gateway failover".
 #
 # Usage: bench/failover.sh      (env: ROUNDS=3 COUNT=500 TRIALS=5 KEEP_TMP=0 CARGO_TARGET_DIR
-#                               POOL_PER_REPLICA: the gateways' poolPerReplica, default theirs)
+#                               POOL_PER_REPLICA: the gateways' poolPerReplica, default theirs;
+#                               PERF_COUNT=N: also the CPU time, syscalls and context switches
+#                               each process spends per new connection, over N connections per
+#                               path (perf stat); PERF_TRACE=1: and the gateway's syscalls by name;
+#                               PERF_RECORD=1: and where the gateway's and the agent's CPU went;
+#                               GATEWAY_WORKERS: the gateways' runtime threads)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,7 +84,8 @@ for name, (public, tunnel, admin) in {"a": gw[0:3], "b": gw[3:6]}.items():
 EOF
 
 start_gateway() { # a|b
-  "$SVC" gateway run --config "$TMP/gateway-$1.json" >>"$TMP/gateway-$1.log" 2>&1 &
+  # GATEWAY_WORKERS: the gateways' runtime threads (TOKIO_WORKER_THREADS; default one a core).
+  ${GATEWAY_WORKERS:+env TOKIO_WORKER_THREADS=$GATEWAY_WORKERS} "$SVC" gateway run --config "$TMP/gateway-$1.json" >>"$TMP/gateway-$1.log" 2>&1 &
   GW_PID[$1]=$!; PIDS+=($!)
 }
 say "starting the bench app, gateways A and B, the agent and nginx"
@@ -88,7 +94,7 @@ PIDS+=($!)
 start_gateway a
 start_gateway b
 "$SVC" agent run --config "$TMP/agent/agent.json" >"$TMP/agent.log" 2>&1 &
-PIDS+=($!)
+AGENT_PID=$!; PIDS+=($!)
 bench_nginx "$NGINX_PORT" "$DIRECT_PORT"
 
 # A gateway's replicas of the route in rotation (1 once the agent's tunnel to it is up).
@@ -120,6 +126,65 @@ for r in $(seq 1 "$ROUNDS"); do
     record p99 "$p" "$r" "${4#p99_us=}"
   done
 done
+
+# The work per new connection, which a loaded machine's latencies hide (issue 44, point 4):
+# each process's task-clock, syscalls and context switches over PERF_COUNT connections, read
+# by `perf stat -p` around the client alone. The agent is counted on every path: on nginx's
+# and direct it serves the connection directly, on the gateway's through its tunnel.
+perf_counts() { # label pid[,pid...] -> starts perf stat in the background; sets PERF_PIDS
+  perf stat -x, -e task-clock,raw_syscalls:sys_enter,context-switches -p "$2" -o "$TMP/perf-$1.csv" &
+  PERF_PIDS+=($!)
+}
+if [ "${PERF_COUNT:-0}" -gt 0 ]; then
+  command -v perf >/dev/null || die "PERF_COUNT needs perf (linux-perf)"
+  NGINX_WORKERS=$(pgrep -P "$NGINX_PID" | paste -sd, -)
+  declare -A PROXY_PIDS=([gateway]=${GW_PID[a]} [nginx]=$NGINX_WORKERS)
+  for p in "${PATHS[@]}"; do
+    PERF_PIDS=()
+    [ -n "${PROXY_PIDS[$p]:-}" ] && perf_counts "$p-proxy" "${PROXY_PIDS[$p]}"
+    perf_counts "$p-agent" "$AGENT_PID"
+    if [ "$p" = gateway ] && [ "${PERF_TRACE:-0}" = 1 ]; then
+      perf trace -s -p "${GW_PID[a]}" -o "$TMP/perf-trace-gateway.txt" & PERF_PIDS+=($!)
+    fi
+    if [ "$p" = gateway ] && [ "${PERF_RECORD:-0}" = 1 ]; then
+      perf record -q -e cpu-clock -F 4000 -g -p "${GW_PID[a]}" -o "$TMP/perf-gateway.data" 2>/dev/null & PERF_PIDS+=($!)
+      perf record -q -e cpu-clock -F 4000 -g -p "$AGENT_PID" -o "$TMP/perf-agent.data" 2>/dev/null & PERF_PIDS+=($!)
+    fi
+    sleep 0.5  # perf attached
+    python3 "$BENCH/newconn.py" latency "${PORT[$p]}" "$HOST" "$CA" "$PERF_COUNT" >/dev/null
+    for pid in "${PERF_PIDS[@]}"; do kill -INT "$pid"; done
+    for pid in "${PERF_PIDS[@]}"; do wait "$pid" || true; done
+  done
+  python3 - "$TMP" "$PERF_COUNT" <<'PERF'
+import csv, os, sys
+tmp, n = sys.argv[1], int(sys.argv[2])
+def read(label):
+    path = f"{tmp}/perf-{label}.csv"
+    if not os.path.exists(path):
+        return None
+    got = {}
+    for row in csv.reader(l for l in open(path) if l.strip() and not l.startswith("#")):
+        try:
+            got[row[2]] = float(row[0])
+        except (ValueError, IndexError):
+            pass
+    return got
+fmt = lambda c: (f"{c['task-clock'] * 1000 / n:.0f} us | {c['raw_syscalls:sys_enter'] / n:.1f} | "
+                 f"{c['context-switches'] / n:.1f}") if c else "- | - | -"
+print(f"\n### Work per new connection ({n} connections per path, perf stat)\n")
+print("| Path | proxy CPU | proxy syscalls | proxy switches | agent CPU | agent syscalls | agent switches |")
+print("|---|---|---|---|---|---|---|")
+for p in ["direct", "gateway", "nginx"]:
+    print(f"| {p} | {fmt(read(p + '-proxy'))} | {fmt(read(p + '-agent'))} |")
+PERF
+  for who in gateway agent; do
+    [ -f "$TMP/perf-$who.data" ] || continue
+    echo; echo "Where $who's CPU went on the gateway path (perf record -e cpu-clock, self):"
+    perf report -i "$TMP/perf-$who.data" --no-children --sort sym --stdio 2>/dev/null \
+      | grep -E '^ +[0-9.]+%' | head -"${PERF_TOP:-25}"
+  done
+  [ -f "$TMP/perf-trace-gateway.txt" ] && { echo; echo "Gateway A's syscalls over $PERF_COUNT connections:"; awk -v n="$PERF_COUNT" '$1 ~ /^[a-z_0-9]+$/ && $2 ~ /^[0-9]+$/ {c[$1] += $2} END {for (k in c) printf "  %-16s %8d  %.2f per connection\n", k, c[k], c[k] / n}' "$TMP/perf-trace-gateway.txt" | sort -k2 -n -r | head -20; }
+fi
 
 for t in $(seq 1 "$TRIALS"); do
   wait_in_rotation a

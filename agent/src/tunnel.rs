@@ -340,37 +340,44 @@ async fn data_connection(
     ticket: [u8; TICKET_LEN],
     acme_only: bool,
 ) {
-    let Some(stream) = present(&address, &ticket).await else { return };
-    serve_data(ctx, proxy_protocol, stream, acme_only).await;
+    let Some(mut stream) = present(&address, &ticket).await else { return };
+    let client = if proxy_protocol {
+        match within_proxy_limit(wire::read_proxy_v2(&mut stream)).await {
+            Some(client) => client,
+            None => return,
+        }
+    } else {
+        None
+    };
+    serve_data(ctx, client, stream, acme_only);
 }
 
 /// A data connection to the gateway at `address`, `ticket` presented; `None` if it failed.
 async fn present(address: &str, ticket: &[u8; TICKET_LEN]) -> Option<crate::dial::Conn> {
     let mut stream = crate::dial::Dial::process().connect_within(address, Duration::from_secs(10)).await.ok()?;
-    let mut head = Vec::with_capacity(4 + TICKET_LEN);
-    head.extend_from_slice(DATA_MAGIC);
-    head.extend_from_slice(ticket);
+    let mut head = [0u8; DATA_MAGIC.len() + TICKET_LEN];
+    head[..DATA_MAGIC.len()].copy_from_slice(DATA_MAGIC);
+    head[DATA_MAGIC.len()..].copy_from_slice(ticket);
     stream.write_all(&head).await.ok()?;
     Some(stream)
 }
 
-/// What a data connection gets once the gateway has bound it to a client: a PROXY v2 header
-/// first if `proxy_protocol`, then the client's bytes, served (`acme_only`: a TLS handshake
-/// and nothing more).
-async fn serve_data(ctx: Arc<Context>, proxy_protocol: bool, mut stream: crate::dial::Conn, acme_only: bool) {
-    let client = if proxy_protocol {
-        match tokio::time::timeout(Duration::from_secs(10), wire::read_proxy_v2(&mut stream)).await {
-            Ok(Ok(addr)) => addr,
-            _ => return,
-        }
-    } else {
-        None
-    };
+/// A data connection's PROXY v2 header, read by `read` within 10 s: the client's address
+/// (`None` inside: the header has none), or `None` if it failed or took longer.
+async fn within_proxy_limit(
+    read: impl Future<Output = Result<Option<std::net::SocketAddr>, wire::WireError>>,
+) -> Option<Option<std::net::SocketAddr>> {
+    tokio::time::timeout(Duration::from_secs(10), read).await.ok()?.ok()
+}
+
+/// What a data connection gets once the gateway has bound it to `client` (its PROXY header
+/// read, if it sends one): the client's bytes, served in a task of its own (`acme_only`: a
+/// TLS handshake and nothing more). The task holds only the served connection for its life:
+/// the caller's keeps room for the dial, the ticket and the PROXY header's read, and ends.
+fn serve_data(ctx: Arc<Context>, client: Option<std::net::SocketAddr>, stream: crate::dial::Conn, acme_only: bool) {
     if acme_only {
-        serve::acme_validation(ctx, stream).await;
+        tokio::spawn(serve::acme_validation(ctx, stream));
     } else {
-        // A task of its own, which holds only the served connection for its life: this one
-        // keeps room for the dial, the ticket and the PROXY header's read, and ends here.
         tokio::spawn(serve::connection(ctx, stream, client));
     }
 }

@@ -24,6 +24,7 @@ mod client;
 pub mod feed;
 pub mod file;
 pub mod guards;
+mod listen;
 pub mod metrics;
 mod pending;
 mod pool;
@@ -241,6 +242,10 @@ pub struct Gateway {
     tickets: Mutex<HashMap<[u8; TICKET_LEN], oneshot::Sender<TcpStream>>>,
     /// Pre-dialed data connections, and the tickets handed out for them.
     pools: pool::Pools,
+    /// What every public connection gets from its listener: `TCP_NODELAY`.
+    public_sockets: listen::Options,
+    /// What every tunnel connection gets from its listener: `TCP_NODELAY` and keepalive.
+    tunnel_sockets: listen::Options,
     /// Counters.
     pub metrics: Metrics,
     /// The route feed's state, when a coordinator feeds the routes.
@@ -267,6 +272,8 @@ impl Gateway {
         Arc::new(Gateway {
             pending: Arc::new(Pending::new(config.max_pending)),
             pools: pool::Pools::new(config.max_pooled),
+            public_sockets: listen::Options::new(None),
+            tunnel_sockets: listen::Options::new(Some(pool::KEEPALIVE)),
             replicas: replicas::Replicas::new(config.announced_heartbeat()),
             guards: guards::GuardState::default(),
             config,
@@ -484,13 +491,17 @@ impl Gateway {
         let public = bind(self.config.public).await?;
         let tunnel_listener = bind(self.config.tunnel).await?;
         let admin = bind(self.config.admin).await?;
+        self.public_sockets.listen(&public);
+        self.tunnel_sockets.listen(&tunnel_listener);
         let tls = tunnel::server_config(&self.config.tunnel_cert_pem, &self.config.tunnel_key_pem)?;
         let addr = |l: &TcpListener, fallback| l.local_addr().unwrap_or(fallback);
-        on_bound(Bound {
+        let bound = Bound {
             public: addr(&public, self.config.public),
             tunnel: addr(&tunnel_listener, self.config.tunnel),
             admin: addr(&admin, self.config.admin),
-        });
+        };
+        let local = fixed_local_address(bound.public);
+        on_bound(bound);
         let admin_task = tokio::spawn(admin::serve(self.clone(), admin));
         let tunnel_task = tokio::spawn(tunnel::accept_loop(self.clone(), tunnel_listener, tls));
         let mut backoff = Backoff::default();
@@ -500,7 +511,7 @@ impl Gateway {
                     match self.admit(Stage::ClientHello, peer, self.config.client_hellos_per_client).await {
                         Some(pending) => {
                             let gw = self.clone();
-                            tokio::spawn(async move { gw.public_connection(stream, peer, pending).await });
+                            tokio::spawn(async move { gw.public_connection(stream, peer, local, pending).await });
                         }
                         None => self.metrics.outcome("client_hello_limit"),
                     }
@@ -513,8 +524,16 @@ impl Gateway {
         }
     }
 
-    async fn public_connection(self: Arc<Self>, mut stream: TcpStream, peer: SocketAddr, mut pending: PendingSlot) {
-        let _ = stream.set_nodelay(true);
+    /// A public connection from `peer`, to `local` if every connection of the public port
+    /// has that address (else it is asked of the socket when a PROXY header needs it).
+    async fn public_connection(
+        self: Arc<Self>,
+        mut stream: TcpStream,
+        peer: SocketAddr,
+        local: Option<SocketAddr>,
+        mut pending: PendingSlot,
+    ) {
+        self.public_sockets.accepted(&stream);
         let (max, timeout) = (self.config.client_hello_max, self.config.client_hello_timeout);
         let hello = tokio::select! {
             hello = sni::read_client_hello(&mut stream, max, timeout) => hello,
@@ -564,18 +583,20 @@ impl Gateway {
             data = self.data_connection(&route.route_id, acme_only, replica.as_deref()) => data,
             () = slot.activity().closed() => return self.metrics.outcome("evicted"),
         };
-        let Some(Data { stream: mut data, held: _replica, pooled }) = data else {
+        let Some(Data { stream: mut data, held: _replica, refill }) = data else {
             return self.metrics.outcome("no_tunnel");
         };
         self.metrics.outcome("routed");
         slot.routed();
-        // A pre-dialed connection learns first what it is for; then what any gets.
-        let mut head = Vec::new();
-        if pooled {
+        // A pre-dialed connection learns first what it is for; then what any gets. Written at
+        // once (one segment: the agent takes the first byte and the header in one read).
+        let mut head = Vec::with_capacity(1 + wire::PROXY_V2_MAX + hello.bytes.len());
+        if refill.is_some() {
             head.push(if acme_only { wire::POOL_ACME_ONLY } else { wire::POOL_SERVE });
         }
         if route.proxy_protocol {
-            head.extend_from_slice(&wire::proxy_v2_header(peer, stream.local_addr().unwrap_or(self.config.public)));
+            let local = local.unwrap_or_else(|| stream.local_addr().unwrap_or(self.config.public));
+            wire::write_proxy_v2_header(&mut head, peer, local);
         }
         head.extend_from_slice(&hello.bytes);
         let sent = tokio::time::timeout(self.config.data_connect_timeout, data.write_all(&head)).await;
@@ -584,6 +605,22 @@ impl Gateway {
         // connection's life.
         drop((head, hello, route));
         if sent {
+            if let Some(refill) = refill {
+                // The connection taken from the pool is replaced once the agent has answered
+                // (its dial and our accept would compete with its handshake on the cores),
+                // or either side has sent or ended, or the connection is closed, or at most
+                // [`REFILL_AFTER_AT_MOST`]. Waiting here costs the relay nothing: it starts
+                // with the same readiness, which the runtime keeps.
+                let answered = async {
+                    tokio::select! {
+                        _ = data.readable() => {}
+                        _ = stream.readable() => {}
+                        () = slot.activity().closed() => {}
+                    }
+                };
+                let _ = tokio::time::timeout(REFILL_AFTER_AT_MOST, answered).await;
+                drop(refill);
+            }
             relay::both_ways(stream, data, self.config.timeouts, slot.activity()).await;
         }
         drop(slot);
@@ -597,19 +634,21 @@ impl Gateway {
     /// replica of that name is asked (its own pool first), and no other.
     async fn data_connection(&self, route_id: &str, acme_only: bool, only: Option<&str>) -> Option<Data> {
         let deadline = tokio::time::Instant::now() + self.config.data_connect_timeout;
-        let mut tried = Vec::new();
-        while tried.len() < MAX_ASKS {
-            let ticket = wire::new_ticket().ok()?;
-            let entropy = u64::from_le_bytes(ticket[..8].try_into().ok()?);
+        // The sessions asked, on the stack: nothing allocated for a pool's hit.
+        let mut asked = [0u64; MAX_ASKS];
+        for n in 0..MAX_ASKS {
+            let tried = &asked[..n];
             let replicas::Choice { replica, others } = match only {
-                Some(name) => self.replicas.named(route_id, name, &tried)?,
-                None => self.replicas.pick(route_id, &tried, entropy)?,
+                Some(name) => self.replicas.named(route_id, name, tried)?,
+                None => self.replicas.pick(route_id, tried, replicas::entropy())?,
             };
-            tried.push(replica.session);
-            if let Some(stream) = self.take_pooled(&replica) {
+            asked[n] = replica.session;
+            if let Some((stream, refill)) = self.take_pooled(&replica) {
                 self.replicas.routed(route_id, &replica);
-                return Some(Data { stream, held: replica.hold(), pooled: true });
+                return Some(Data { stream, held: replica.hold(), refill: Some(refill) });
             }
+            // Drawn from the system only when a ticket is sent (a syscall each).
+            let ticket = wire::new_ticket().ok()?;
             let (tx, rx) = oneshot::channel();
             self.tickets.lock().ok()?.insert(ticket, tx);
             let _withdraw = Withdraw { tickets: &self.tickets, ticket };
@@ -627,7 +666,7 @@ impl Gateway {
             match tokio::time::timeout_at(until, rx).await {
                 Ok(Ok(stream)) => {
                     self.replicas.routed(route_id, &replica);
-                    return Some(Data { stream, held: replica.hold(), pooled: false });
+                    return Some(Data { stream, held: replica.hold(), refill: None });
                 }
                 // Withdrawn by its session as it ended, the request never passed on.
                 Ok(Err(_)) => continue,
@@ -641,9 +680,9 @@ impl Gateway {
         None
     }
 
-    /// A live pre-dialed data connection of `replica`, if it holds one (counted: a hit, a
-    /// miss, and any found dead on the way).
-    fn take_pooled(&self, replica: &replicas::Replica) -> Option<TcpStream> {
+    /// A live pre-dialed data connection of `replica`, if it holds one, and its replacement to
+    /// ask for (counted: a hit, a miss, and any found dead on the way).
+    fn take_pooled(&self, replica: &replicas::Replica) -> Option<(TcpStream, pool::Refill)> {
         if !replica.pool.offered() {
             return None;
         }
@@ -666,8 +705,20 @@ struct Data {
     stream: TcpStream,
     /// Its place in its replica's open count.
     held: replicas::Held,
-    /// Dialed ahead: it is told what it is for by its first byte.
-    pooled: bool,
+    /// Dialed ahead (it is told what it is for by its first byte): its pool's refill, asked
+    /// for when this is dropped.
+    refill: Option<pool::Refill>,
+}
+
+/// The longest a connection taken from a pool defers its replacement, waiting for its
+/// agent's answer.
+const REFILL_AFTER_AT_MOST: Duration = Duration::from_millis(250);
+
+/// The local address of every connection accepted by a listener bound to `bound`: that
+/// address, unless it is unspecified (`0.0.0.0`, `::`: each connection's own, asked of its
+/// socket, one syscall).
+fn fixed_local_address(bound: SocketAddr) -> Option<SocketAddr> {
+    (!bound.ip().is_unspecified()).then_some(bound)
 }
 
 /// The most replicas one new connection asks for its data connection.

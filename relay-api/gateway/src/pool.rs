@@ -13,8 +13,9 @@
 //!   default), under the same open-file budget;
 //! - only a replica in rotation is refilled; a pooled connection found dead pauses its
 //!   replica's refills for [`DEAD_PAUSE`] (an agent whose connections die at once cannot turn
-//!   each client into dials); a held connection has TCP keepalive ([`KEEPALIVE_IDLE`]), so
-//!   that no middlebox's idle timeout drops it unseen and a vanished path ends it, and one held
+//!   each client into dials); a held connection has TCP keepalive ([`KEEPALIVE`], set on the
+//!   tunnel port's listener, which every connection accepted there copies), so that no
+//!   middlebox's idle timeout drops it unseen and a vanished path ends it, and one held
 //!   longer than [`POOL_MAX_AGE`] is closed and replaced (before its agent lets it go); a
 //!   ticket unanswered for [`ASKED_FOR`] is withdrawn.
 //!
@@ -25,6 +26,10 @@
 //! A held connection is checked before it is used: a read that would block (nothing came, the
 //! peer did not close). Anything else (an end, an error, a byte the agent should not have
 //! sent) drops it, counted `dead`, and the next is tried, then a `Connect`, as before pools.
+//!
+//! A connection taken is replaced once its client has been answered ([`Refill`]): the
+//! replacement's `Pool` frame, the agent's dial and the gateway's accept then come after the
+//! agent's part of the handshake, not at the same time on the same cores.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,17 +41,18 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::listen::Keepalive;
+
 /// A held connection older than this is closed and replaced (the agent holds one at most 15
 /// minutes). Keepalive, not age, is what keeps it usable.
 pub(super) const POOL_MAX_AGE: Duration = Duration::from_secs(10 * 60);
 
-/// A held connection's path is probed by the kernel after this long without a byte, then
-/// every [`KEEPALIVE_INTERVAL`]; [`KEEPALIVE_PROBES`] unanswered probes end it (found dead at
-/// its next use). 30 s is below the idle timeouts of common NATs and load balancers (4
-/// minutes and more).
-const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
-const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
-const KEEPALIVE_PROBES: u32 = 3;
+/// A held connection's path is probed by the kernel after 30 s without a byte, then every
+/// 10 s; 3 unanswered probes end it (found dead at its next use). 30 s is below the idle
+/// timeouts of common NATs and load balancers (4 minutes and more). Every connection of the
+/// tunnel port has it (`listen`): a routed data connection's vanished agent ends it too.
+pub(super) const KEEPALIVE: Keepalive =
+    Keepalive { idle: Duration::from_secs(30), interval: Duration::from_secs(10), probes: 3 };
 
 /// A ticket handed ahead and not answered within this is withdrawn (and may be replaced).
 pub(super) const ASKED_FOR: Duration = Duration::from_secs(10);
@@ -103,10 +109,21 @@ pub(super) struct ReplicaPool {
 /// What [`ReplicaPool::take`] found.
 #[derive(Debug, Default)]
 pub(super) struct Taken {
-    /// A live held connection, if one was left.
-    pub(super) stream: Option<TcpStream>,
+    /// A live held connection, if one was left, and the refill that replaces it.
+    pub(super) stream: Option<(TcpStream, Refill)>,
     /// Held connections found dead (dropped).
     pub(super) dead: u64,
+}
+
+/// A taken connection's replacement, asked for when this is dropped: once the connection's
+/// client has been answered, or its wait for that ended.
+#[derive(Debug)]
+pub(super) struct Refill(Arc<ReplicaPool>);
+
+impl Drop for Refill {
+    fn drop(&mut self) {
+        self.0.wanted.notify_one();
+    }
 }
 
 impl ReplicaPool {
@@ -125,26 +142,29 @@ impl ReplicaPool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The oldest live held connection, dropping dead and aged ones on the way; a refill is
-    /// wanted if anything was taken or dropped.
-    pub(super) fn take(&self) -> Taken {
+    /// The oldest live held connection, dropping dead and aged ones on the way. A refill is
+    /// wanted when the taken connection's [`Refill`] is dropped, or at once if none was left
+    /// and some were found dead.
+    pub(super) fn take(self: &Arc<Self>) -> Taken {
         let mut taken = Taken::default();
         let mut state = self.state();
+        let mut now = None;
         while let Some(held) = state.held.pop_front() {
-            if held.since.elapsed() > POOL_MAX_AGE {
+            // One clock read for the lot.
+            if now.get_or_insert_with(Instant::now).duration_since(held.since) > POOL_MAX_AGE {
                 continue;
             }
             if alive(&held.stream) {
-                taken.stream = Some(held.stream);
+                taken.stream = Some((held.stream, Refill(self.clone())));
                 break;
             }
             taken.dead += 1;
         }
         if taken.dead > 0 {
-            state.paused_until = Some(Instant::now() + DEAD_PAUSE);
+            state.paused_until = Some(now.unwrap_or_else(Instant::now) + DEAD_PAUSE);
         }
         drop(state);
-        if taken.stream.is_some() || taken.dead > 0 {
+        if taken.stream.is_none() && taken.dead > 0 {
             self.wanted.notify_one();
         }
         taken
@@ -175,16 +195,6 @@ fn alive(stream: &TcpStream) -> bool {
     let socket = socket2::SockRef::from(stream);
     let mut byte = [0u8; 1];
     matches!(std::io::Read::read(&mut &*socket, &mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
-}
-
-/// Turns on TCP keepalive for a held connection. Best effort: without it the connection is
-/// still checked before use and replaced at [`POOL_MAX_AGE`].
-fn keep_alive(stream: &TcpStream) {
-    let keepalive = socket2::TcpKeepalive::new()
-        .with_time(KEEPALIVE_IDLE)
-        .with_interval(KEEPALIVE_INTERVAL)
-        .with_retries(KEEPALIVE_PROBES);
-    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive);
 }
 
 /// Every session's pool: the tickets handed ahead, and the gateway's total.
@@ -265,7 +275,6 @@ impl Pools {
         if state.closed {
             return Err(stream);
         }
-        keep_alive(&stream);
         state.held.push_back(Held { stream, since: Instant::now(), _permit: asked.permit });
         Ok(())
     }
@@ -320,10 +329,30 @@ mod tests {
         assert!(pools.tickets().is_empty());
     }
 
-    /// An idle route's held connection is kept (with keepalive), not dialed again each
-    /// minute; only past [`POOL_MAX_AGE`] is it replaced.
+    /// A taken connection is replaced once its client has been answered, not at once: the
+    /// session is woken to refill when the [`Refill`] is dropped.
+    #[tokio::test]
+    async fn a_taken_connection_is_replaced_when_its_refill_is_dropped() {
+        let pools = Pools::new(4);
+        let pool = Arc::new(ReplicaPool::new(1));
+        let ticket = pools.refill(&pool, true)[0];
+        let (_peer, ours) = pair().await;
+        assert!(pools.arrived(&ticket, ours).is_ok());
+        let (_stream, refill) = pool.take().stream.expect("held");
+        let woken = |pool: &Arc<ReplicaPool>| {
+            let pool = pool.clone();
+            async move { tokio::time::timeout(Duration::ZERO, pool.wanted()).await.is_ok() }
+        };
+        assert!(!woken(&pool).await, "no refill while its client waits for its answer");
+        drop(refill);
+        assert!(woken(&pool).await, "a refill once it is answered");
+        assert_eq!(pools.refill(&pool, true).len(), 1);
+    }
+
+    /// An idle route's held connection is kept (kept alive by the kernel: `listen`), not
+    /// dialed again each minute; only past [`POOL_MAX_AGE`] is it replaced.
     #[tokio::test(start_paused = true)]
-    async fn a_held_connection_is_kept_alive_past_minutes_of_idleness_and_replaced_only_when_old() {
+    async fn a_held_connection_is_kept_past_minutes_of_idleness_and_replaced_only_when_old() {
         let pools = Pools::new(4);
         let pool = Arc::new(ReplicaPool::new(1));
         let ticket = pools.refill(&pool, true)[0];
@@ -331,9 +360,7 @@ mod tests {
         assert!(pools.arrived(&ticket, ours).is_ok());
         tokio::time::advance(Duration::from_secs(5 * 60)).await;
         assert!(pools.refill(&pool, true).is_empty(), "5 idle minutes: nothing to dial again");
-        let taken = pool.take().stream.expect("still held after 5 minutes");
-        let keepalive = socket2::SockRef::from(&taken).keepalive().expect("SO_KEEPALIVE");
-        assert!(keepalive, "a held connection is kept alive by the kernel's probes");
+        let _taken = pool.take().stream.expect("still held after 5 minutes");
 
         let ticket = pools.refill(&pool, true)[0];
         let (_peer, ours) = pair().await;

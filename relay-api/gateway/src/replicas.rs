@@ -362,6 +362,14 @@ impl Replicas {
     }
 }
 
+/// Randomness to pick replicas by: the standard hasher's per-thread keys, seeded once and
+/// stepped at each call, so no syscall per connection (a ticket's bytes were drawn for it
+/// before, even for a connection that sends no ticket). Not secret: a client that guessed it
+/// could only choose which of the route's replicas serves it.
+pub(super) fn entropy() -> u64 {
+    std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8)
+}
+
 /// Of two of `pool` picked by `entropy` (distinct when it has two or more), the one with
 /// fewer open connections.
 fn two_choices<'a>(pool: &[&'a Arc<Replica>], entropy: u64) -> Option<&'a Arc<Replica>> {
@@ -389,6 +397,12 @@ mod tests {
         let replica = replicas.join(route, name, id, tx, 0).expect("room");
         replicas.heard(&replica, None, false);
         (replica, rx)
+    }
+
+    #[test]
+    fn entropy_differs_from_call_to_call() {
+        let drawn: HashSet<u64> = (0..64).map(|_| entropy()).collect();
+        assert_eq!(drawn.len(), 64);
     }
 
     fn picks(replicas: &Replicas, tried: &[u64], draws: u64) -> BTreeMap<String, u64> {

@@ -93,7 +93,7 @@ fn count_evicted(gw: &Gateway, why: Evicted) {
 /// One tunnel connection: pending until it is established (or closed to make room, or out of
 /// time), then a data connection handed over or an agent's session.
 async fn connection(gw: &Gateway, mut stream: TcpStream, mut pending: PendingSlot, acceptor: &TlsAcceptor, id: u64) {
-    let _ = stream.set_nodelay(true);
+    gw.tunnel_sockets.accepted(&stream);
     let step = gw.config.tunnel_step_timeout;
     let mut head = Head::default();
     let kind = tokio::select! {

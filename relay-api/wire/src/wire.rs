@@ -233,9 +233,22 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The PROXY protocol v2 signature.
 const PROXY_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 
+/// The longest PROXY v2 header [`proxy_v2_header`] writes (IPv6 addresses).
+pub const PROXY_V2_MAX: usize = 16 + 36;
+
+/// The fixed part of a PROXY v2 header, before its addresses.
+pub const PROXY_V2_FIXED: usize = 16;
+
 /// A PROXY v2 header (`PROXY` command, TCP) for a connection from `client` to `local`.
 pub fn proxy_v2_header(client: SocketAddr, local: SocketAddr) -> Vec<u8> {
-    let mut h = Vec::with_capacity(16 + 36);
+    let mut h = Vec::with_capacity(PROXY_V2_MAX);
+    write_proxy_v2_header(&mut h, client, local);
+    h
+}
+
+/// [`proxy_v2_header`] appended to `h` (the gateway writes it in place, before the client's
+/// first bytes).
+pub fn write_proxy_v2_header(h: &mut Vec<u8>, client: SocketAddr, local: SocketAddr) {
     h.extend_from_slice(PROXY_SIGNATURE);
     h.push(0x21); // version 2, PROXY
     let (client, local) = match (client.ip(), local.ip()) {
@@ -264,14 +277,22 @@ pub fn proxy_v2_header(client: SocketAddr, local: SocketAddr) -> Vec<u8> {
     }
     h.extend_from_slice(&client.port().to_be_bytes());
     h.extend_from_slice(&local.port().to_be_bytes());
-    h
 }
 
 /// Reads a PROXY v2 header; the client's address (`None` for a `LOCAL` header or an address
 /// family without one).
 pub async fn read_proxy_v2<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<SocketAddr>, WireError> {
-    let mut head = [0u8; 16];
+    let mut head = [0u8; PROXY_V2_FIXED];
     r.read_exact(&mut head).await?;
+    read_proxy_v2_after(&head, r).await
+}
+
+/// [`read_proxy_v2`] once its fixed part `head` has been read (by a reader that took it with
+/// what came before it, in one read).
+pub async fn read_proxy_v2_after<R: AsyncRead + Unpin>(
+    head: &[u8; PROXY_V2_FIXED],
+    r: &mut R,
+) -> Result<Option<SocketAddr>, WireError> {
     if &head[..12] != PROXY_SIGNATURE || head[12] >> 4 != 2 {
         return Err(WireError::Malformed("the data connection does not start with a PROXY v2 header".into()));
     }
@@ -364,6 +385,15 @@ mod tests {
             let mut reader = header.as_slice();
             assert_eq!(read_proxy_v2(&mut reader).await.expect("read"), Some(client));
             assert!(reader.is_empty());
+            assert!(header.len() <= PROXY_V2_MAX);
+            // Appended after what comes first, and read with it (a pooled data connection's
+            // first byte, then the header's fixed part: one read at the agent).
+            let mut with_kind = vec![POOL_SERVE];
+            write_proxy_v2_header(&mut with_kind, client, local);
+            let fixed: [u8; PROXY_V2_FIXED] = with_kind[1..1 + PROXY_V2_FIXED].try_into().expect("fixed part");
+            let mut rest = &with_kind[1 + PROXY_V2_FIXED..];
+            assert_eq!(read_proxy_v2_after(&fixed, &mut rest).await.expect("read"), Some(client));
+            assert!(rest.is_empty());
         }
     }
 }
