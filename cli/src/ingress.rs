@@ -12,6 +12,18 @@ pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build()
 }
 
+/// The agent's runtime: as [`runtime`], and when `collect` is given (the binary's allocator
+/// collection) a worker calls it as it parks, at most once a second (`collect.rs`): an agent
+/// that goes quiet gives back what its connections freed.
+pub(crate) fn agent_runtime(collect: Option<fn()>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Some(collect) = collect {
+        crate::collect::on_park(&mut builder, collect);
+    }
+    builder.build()
+}
+
 /// SIGTERM, or Ctrl-C (then the process exits 130 once what it started has stopped).
 pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     crate::output::graceful_shutdown()
@@ -54,6 +66,9 @@ pub(crate) enum AgentRunError {
     /// The agent failed.
     #[error(transparent)]
     Run(agent::AgentError),
+    /// The agent's task panicked.
+    #[error(transparent)]
+    Task(tokio::task::JoinError),
 }
 
 crate::failure::one_line_failure!(AgentRunError, exit 2, "agent_failed", "svc agent");
@@ -123,12 +138,16 @@ pub(crate) fn gateway(config_path: &Path) -> Result<ExitCode, GatewayRunError> {
 pub(crate) fn agent(config_path: &Path) -> Result<ExitCode, AgentRunError> {
     let config = agent::AgentConfig::read(config_path).map_err(AgentRunError::Config)?;
     let state_dir = config_path.parent().map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
-    let rt = runtime().map_err(AgentRunError::Runtime)?;
+    let rt = agent_runtime(crate::collect::allocator_collect()).map_err(AgentRunError::Runtime)?;
     let result = rt.block_on(async {
+        // The agent runs on a worker, not on this thread: only workers park through the hook
+        // that collects, and what this thread allocated would be freed by them and never
+        // collected (this thread's heap is collected only by this thread).
+        let run = tokio::spawn(async move { agent::run(config, &state_dir).await });
         tokio::select! {
-            r = agent::run(config, &state_dir) => r,
+            r = run => r.map_err(AgentRunError::Task)?.map_err(AgentRunError::Run),
             () = shutdown_signal() => Ok(()),
         }
     });
-    result.map(|()| ExitCode::SUCCESS).map_err(AgentRunError::Run)
+    result.map(|()| ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@ mod bundle;
 mod catalog;
 mod ci_formats;
 mod client;
+mod collect;
 mod data_dir;
 mod demo;
 mod deploy;
@@ -38,6 +39,7 @@ pub use args::{
     ProjectTarget, RelayAdminCommand, RelayCommand, RelayServeArgs, RelayTarget, Remote, SchemaVersion, ServeArgs,
     Trust,
 };
+pub use collect::set_allocator_collect;
 
 pub use migrate::MigrateDecisions;
 pub use output::LogFormat;
