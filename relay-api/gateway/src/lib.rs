@@ -500,7 +500,7 @@ impl Gateway {
             tunnel: addr(&tunnel_listener, self.config.tunnel),
             admin: addr(&admin, self.config.admin),
         };
-        let local = fixed_local_address(bound.public);
+        let local = listen::fixed_local_address(bound.public);
         on_bound(bound);
         let admin_task = tokio::spawn(admin::serve(self.clone(), admin));
         let tunnel_task = tokio::spawn(tunnel::accept_loop(self.clone(), tunnel_listener, tls));
@@ -713,13 +713,6 @@ struct Data {
 /// The longest a connection taken from a pool defers its replacement, waiting for its
 /// agent's answer.
 const REFILL_AFTER_AT_MOST: Duration = Duration::from_millis(250);
-
-/// The local address of every connection accepted by a listener bound to `bound`: that
-/// address, unless it is unspecified (`0.0.0.0`, `::`: each connection's own, asked of its
-/// socket, one syscall).
-fn fixed_local_address(bound: SocketAddr) -> Option<SocketAddr> {
-    (!bound.ip().is_unspecified()).then_some(bound)
-}
 
 /// The most replicas one new connection asks for its data connection.
 const MAX_ASKS: usize = 4;

@@ -4,8 +4,10 @@
 //! setting them on each connection cost a syscall each: one for a public connection, five for
 //! a data connection dialed ahead. Where a platform does not copy them, or the listener
 //! refused them, the first accepted connection shows it, and from then on each connection is
-//! given them itself, as before.
+//! given them itself, as before. Likewise a listener bound to one address gives every
+//! connection that local address, which a PROXY header names without asking each socket.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use socket2::{SockRef, TcpKeepalive};
@@ -100,6 +102,13 @@ impl Options {
     }
 }
 
+/// The local address of every connection accepted by a listener bound to `bound`: that
+/// address, unless it is unspecified (`0.0.0.0`, `::`: each connection's own, asked of its
+/// socket, a syscall).
+pub(super) fn fixed_local_address(bound: SocketAddr) -> Option<SocketAddr> {
+    (!bound.ip().is_unspecified()).then_some(bound)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -135,6 +144,19 @@ mod tests {
             }
             #[cfg(target_os = "linux")]
             assert!(options.inherited(), "Linux copies them: no syscall per connection");
+        }
+    }
+
+    /// A connection's local address is its listener's, unless that listener is bound to every
+    /// address; then it is asked of the socket.
+    #[tokio::test]
+    async fn the_local_address_is_known_unless_the_listener_is_bound_to_every_address() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let bound = listener.local_addr().expect("bound");
+        let (_peer, ours) = accept(&listener).await;
+        assert_eq!(fixed_local_address(bound), Some(ours.local_addr().expect("local")));
+        for any in ["0.0.0.0:8443", "[::]:8443"] {
+            assert_eq!(fixed_local_address(any.parse().expect("address")), None, "{any}");
         }
     }
 
