@@ -8,6 +8,12 @@
 //! (`relay_wire::wire::dead_after`), so a dead path is noticed within 10 s; then the agent
 //! reconnects with exponential backoff (0.25 s doubling to 10 s) and full jitter.
 //!
+//! After the first (sent at once), heartbeats fall on whole multiples of the heartbeat on the
+//! host's clock ([`until_next_beat`]): every agent of a host pings in the same instant, so a
+//! coordinator running many of them serves their pings in one wake instead of one wake each
+//! (issue 44, point 5). A ping told early (a change of readiness, an ACME challenge) does not
+//! move the grid, so pings are never more than 1.1 heartbeats apart (and a busy host's delay).
+//!
 //! An agent holds one such tunnel per gateway of its route ([`Link`]): the coordinator's
 //! gateway, whose certificate its CA signs, and gateway hosts, each recognised by its
 //! certificate's SHA-256 ([`pinned_config`]).
@@ -279,7 +285,8 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
         }
     });
     let dead_after = wire::dead_after(heartbeat);
-    let mut ticker = tokio::time::interval(heartbeat);
+    // The first ping at once (it tells readiness), the others on the host's grid.
+    let (mut ping_now, mut beat_at) = (true, next_beat(heartbeat));
     let mut ready = ctx.ready.subscribe();
     let mut acme = ctx.cert.pending();
     let mut last_heard = tokio::time::Instant::now();
@@ -311,10 +318,16 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
             () = tokio::time::sleep_until(last_heard + dead_after) => break Err(TunnelError::Dead(dead_after)),
             // A change of readiness is told at once, not at the next heartbeat (a closed
             // channel never happens: the context holds its sender).
-            Ok(()) = ready.changed() => ticker.reset_immediately(),
+            Ok(()) = ready.changed() => ping_now = true,
             // So is a pending ACME challenge: the CA may dial as soon as it is told.
-            Ok(()) = acme.changed() => ticker.reset_immediately(),
-            _ = ticker.tick() => {
+            Ok(()) = acme.changed() => ping_now = true,
+            () = tokio::time::sleep_until(beat_at), if !ping_now => {
+                ping_now = true;
+                beat_at = next_beat(heartbeat);
+            }
+            // `biased` would not do: a ready frame or the dead line must not wait on a ping.
+            () = std::future::ready(()), if ping_now => {
+                ping_now = false;
                 seq += 1;
                 // A write to a stopped peer may hang once buffers fill: bound it.
                 let ping = Control::Ping { seq, ready: *ready.borrow_and_update(), acme: *acme.borrow_and_update() };
@@ -328,6 +341,24 @@ async fn session(ctx: &Arc<Context>, config: &AgentConfig, link: &Link) -> Resul
     };
     read_task.abort();
     result
+}
+
+/// When the next heartbeat on the host's grid ([`until_next_beat`]) is due.
+fn next_beat(heartbeat: Duration) -> tokio::time::Instant {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    tokio::time::Instant::now() + until_next_beat(since_epoch, heartbeat)
+}
+
+/// How long from `since_epoch` (the host's clock) to its next whole multiple of `heartbeat`
+/// that is at least a tenth of a heartbeat away: a beat that fired a hair early (the
+/// monotonic clock the timer uses and the host's clock drift apart) is not sent twice. So two
+/// beats are at most 1.1 heartbeats apart, plus however late the host ran the timer.
+fn until_next_beat(since_epoch: Duration, heartbeat: Duration) -> Duration {
+    let period = heartbeat.as_nanos().max(1);
+    let until = period - since_epoch.as_nanos() % period;
+    let until = if until < period / 10 { until + period } else { until };
+    // Below two periods, each from a `Duration`.
+    Duration::from_nanos(u64::try_from(until).unwrap_or(u64::MAX))
 }
 
 /// A data connection for `ticket`; `acme_only`: the gateway let it past the route's
@@ -379,5 +410,37 @@ fn serve_data(ctx: Arc<Context>, client: Option<std::net::SocketAddr>, stream: c
         tokio::spawn(serve::acme_validation(ctx, stream));
     } else {
         tokio::spawn(serve::connection(ctx, stream, client));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::until_next_beat;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn heartbeats_fall_on_the_hosts_grid_at_most_a_tenth_of_a_heartbeat_late() {
+        let ms = Duration::from_millis;
+        assert_eq!(until_next_beat(ms(12_300), S), ms(700));
+        assert_eq!(until_next_beat(ms(12_000), S), S, "a beat just due is the next one");
+        assert_eq!(until_next_beat(ms(11_950), S), ms(1_050), "50 ms away is too close: the one after");
+        assert_eq!(until_next_beat(ms(13_500), 2 * S), ms(500));
+        // Agents starting at different times, each beating as told (up to 0.3 s late): every
+        // beat lands on the grid, and none is more than 1.1 heartbeats (and its lateness) after
+        // the one before.
+        for start in [ms(123), ms(999), ms(40_017)] {
+            let (mut now, mut last) = (start, start);
+            for i in 0..50u64 {
+                let late = ms(i * 7 % 300);
+                let beat = now + until_next_beat(now, S);
+                assert_eq!(beat.as_nanos() % S.as_nanos(), 0, "on the grid: {beat:?}");
+                now = beat + late;
+                assert!(now - last <= S + S / 10 + late, "{:?} between beats", now - last);
+                last = now;
+            }
+        }
     }
 }
