@@ -14,7 +14,8 @@
 #                                      KEEP_TMP=0 CARGO_TARGET_DIR SVC_BIN=<a built svc, no build>
 #                                      IDLE_OPEN_GAP=<s between idle opens> IDLE_SMAPS_DIR=<dir>
 #                                      TCP_CC=<congestion control for the run, e.g. cubic>
-#                                      BUSY=0 BUSY_CPU_SECS=<burner's CPU limit>)
+#                                      BUSY=0 BUSY_CPU_SECS=<burner's CPU limit>
+#                                      DETAIL=0: 1 attributes timers and CPU first)
 #
 # BUSY=1 runs the throughput rounds on a busy machine: the bench starts one CPU burner (a
 # shell loop, not pinned, same nice) before the rounds and stops it after them. The burner is
@@ -251,7 +252,42 @@ burn_stop() {
   say "$BUSY_SUMMARY"
 }
 
+# DETAIL=1: where the timers and the relay's CPU come from, before the rounds. For each path,
+# one 1-stream download under `perf record -a` of timer:hrtimer_expire_entry, counted per GiB
+# by the timer's function (tcp_pace_kick: TCP pacing; hrtimer_wakeup: a sleep or a poll with
+# a timeout ending; tick_nohz_handler or tick_sched_timer: the tick of a busy CPU) and by the
+# process on the CPU when it fired, with the relay's own CPU per GiB; then the top of a
+# `perf record` of the gateway process during one more download. ROUNDS=0 stops after it.
+detail() {
+  local p n=$((BULK_MIB << 20)) c0 c1
+  command -v perf >/dev/null || die "DETAIL=1 needs perf"
+  for p in "${PATHS[@]}"; do
+    FETCH_WRAP=(perf record -q -a -e timer:hrtimer_expire_entry -o "$TMP/detail.$p.data" --)
+    c0=$(relay_cpu_ms "$p")
+    fetch "$p" "/bytes?n=$n" /dev/null >/dev/null
+    c1=$(relay_cpu_ms "$p")
+    FETCH_WRAP=()
+    perf script -i "$TMP/detail.$p.data" -F comm,trace 2>/dev/null \
+      | awk -v p="$p" -v gib="$(awk -v n="$n" 'BEGIN{print n / 1073741824}')" -v cpu=$((c1 - c0)) '
+          { for (i = 1; i <= NF; i++) if ($i ~ /^function=/) f = substr($i, 10); by_f[f]++; by_c[$1]++; total++ }
+          END {
+            printf "[detail] %s: %.0f timer expirations per GiB; relay CPU %.0f ms per GiB\n", p, total / gib, cpu / gib
+            for (f in by_f) printf "[detail] %s   function %-28s %8.0f per GiB\n", p, f, by_f[f] / gib
+            for (c in by_c) printf "[detail] %s   on cpu   %-28s %8.0f per GiB\n", p, c, by_c[c] / gib
+          }' | sort -k1,2 -k6,6nr >&2
+  done
+  FETCH_WRAP=(perf record -q -g -p "$GW_PID" -o "$TMP/detail.gateway-cpu.data" --)
+  fetch gateway "/bytes?n=$n" /dev/null >/dev/null
+  FETCH_WRAP=()
+  perf report -i "$TMP/detail.gateway-cpu.data" --no-children --sort sym --stdio 2>/dev/null \
+    | grep -E '^ +[0-9.]+%' | head -n 25 | sed 's/^/[detail] gateway cpu /' >&2
+}
+
 [ "$IDLE_ONLY" = 1 ] && ROUNDS=0
+if [ "${DETAIL:-0}" = 1 ]; then
+  detail
+  [ "$ROUNDS" != 0 ] || [ "$IDLE_ONLY" = 1 ] || exit 0
+fi
 LOAD_ROUNDS=$(cut -d' ' -f1-3 /proc/loadavg)
 say "load average $LOAD_ROUNDS before the rounds ($LOAD_START at the start)"
 [ "$BUSY" != 1 ] || burn_start
