@@ -15,6 +15,7 @@ mod ingress {
     mod demo;
     mod deploy;
     mod deploy_refusals;
+    mod egress_flood;
     mod failover;
     mod fleet;
     mod intake;
