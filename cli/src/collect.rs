@@ -6,7 +6,7 @@
 //! gives freed memory to the system only from a collection. A tokio worker that parks after a
 //! burst does neither: an idle agent kept what its connections had freed when they hibernated
 //! (10.0-13.6 MiB per 1,000 idle tunneled connections against 6.8 MiB live). So the agent's
-//! runtime collects when a worker parks, at most once per [`INTERVAL`] per worker.
+//! runtime collects when a worker parks, at most once per [`INTERVAL`] (100 ms) per worker.
 //!
 //! The collection is the binary's (`main.rs`: the one audited FFI call into the allocator it
 //! installs, `docs/decisions.md`); this library forbids unsafe code and takes it as a plain
@@ -18,10 +18,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The shortest time between two collections on one worker. A collection costs microseconds
-/// (it visits the worker's pages and returns the empty ones); at most one a second per worker
-/// keeps it under 0.01% of a core on a busy agent, and an agent that goes quiet has given its
-/// freed pages back within about a second of its workers' next park.
-const INTERVAL: Duration = Duration::from_secs(1);
+/// (it visits the worker's pages and returns the empty ones); at most ten a second per worker
+/// did not show in a busy agent's CPU per GiB, and a worker that parks for good after a
+/// burst leaves at most 100 ms of its frees uncollected (once a second read 7.6-9.4 MiB per
+/// 1,000 idle connections on a loaded machine, 100 ms 7.2-7.5: docs/performance.md, "Fourth
+/// round").
+const INTERVAL: Duration = Duration::from_millis(100);
 
 static COLLECT: OnceLock<fn()> = OnceLock::new();
 

@@ -13,7 +13,7 @@ pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// The agent's runtime: as [`runtime`], and when `collect` is given (the binary's allocator
-/// collection) a worker calls it as it parks, at most once a second (`collect.rs`): an agent
+/// collection) a worker calls it as it parks, at most every 100 ms (`collect.rs`): an agent
 /// that goes quiet gives back what its connections freed.
 pub(crate) fn agent_runtime(collect: Option<fn()>) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
