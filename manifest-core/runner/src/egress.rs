@@ -11,18 +11,25 @@
 //!
 //! Each of an agent's client connections is one relayed connection here, mostly idle: a relay
 //! holds a buffer only while bytes are in flight ([`RELAY_CHUNK`]), not two for its life.
+//!
+//! Each broker connects to loopback destinations (the coordinator's own gateway tunnel and
+//! agent API) from a loopback address of its own ([`LoopbackSource`]), not 127.0.0.1: what
+//! counts connections per source there (the gateway's pending caps, which close a source's
+//! oldest for its newcomer) then tells one job from another, so a job flooding its broker
+//! churns only its own connections, never another tenant's agent's.
 
 use std::future::Future;
 use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpSocket, TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
@@ -74,10 +81,66 @@ impl EgressPolicy for Destinations {
     }
 }
 
+/// The loopback address a broker connects to loopback destinations from: 127.77.X.Y, one per
+/// broker of the process (65,534 before one is used again; jobs that long gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopbackSource(Ipv4Addr);
+
+impl LoopbackSource {
+    /// The next broker's address.
+    fn next() -> LoopbackSource {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // 1..=65534: neither 127.77.0.0 nor 127.77.255.255.
+        let n = NEXT.fetch_add(1, Ordering::Relaxed) % 65_534 + 1;
+        LoopbackSource(Ipv4Addr::new(127, 77, (n >> 8) as u8, n as u8))
+    }
+
+    /// The address.
+    pub fn ip(self) -> Ipv4Addr {
+        self.0
+    }
+
+    /// Connects to `to`, from this address when `to` is an IPv4 loopback address (where every
+    /// broker would otherwise be 127.0.0.1), as usual otherwise. A host whose loopback
+    /// interface holds only 127.0.0.1 refuses the bind: then as usual too.
+    async fn connect(self, to: SocketAddr) -> io::Result<TcpStream> {
+        if let SocketAddr::V4(v4) = to
+            && v4.ip().is_loopback()
+            && let Ok(socket) = self.bound()
+        {
+            return socket.connect(to).await;
+        }
+        TcpStream::connect(to).await
+    }
+
+    fn bound(self) -> io::Result<TcpSocket> {
+        let socket = TcpSocket::new_v4()?;
+        // A port of this address in TIME_WAIT may be bound again: the address is the job's
+        // alone, and a busy route's agent opens a connection per client connection.
+        socket.set_reuseaddr(true)?;
+        socket.bind(SocketAddr::V4(SocketAddrV4::new(self.0, 0)))?;
+        Ok(socket)
+    }
+}
+
+/// Connects to `destination` (`host:port`) from `source`: each address it names in turn,
+/// the first that answers (as `TcpStream::connect` does).
+async fn connect(destination: &str, source: LoopbackSource) -> io::Result<TcpStream> {
+    let mut last = None;
+    for address in tokio::net::lookup_host(destination).await? {
+        match source.connect(address).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the name has no address")))
+}
+
 /// A broker listening for one job. Stops (and removes its socket) when dropped.
 #[derive(Debug)]
 pub struct Broker {
     socket: PathBuf,
+    source: LoopbackSource,
     task: JoinHandle<()>,
     buffers: Arc<AtomicUsize>,
 }
@@ -88,8 +151,14 @@ impl Broker {
     pub fn listen(socket: &Path, policy: Arc<dyn EgressPolicy>) -> io::Result<Broker> {
         let listener = UnixListener::bind(socket)?;
         let buffers = Arc::new(AtomicUsize::new(0));
-        let task = tokio::spawn(serve(listener, policy, buffers.clone()));
-        Ok(Broker { socket: socket.to_owned(), task, buffers })
+        let source = LoopbackSource::next();
+        let task = tokio::spawn(serve(listener, policy, source, buffers.clone()));
+        Ok(Broker { socket: socket.to_owned(), source, task, buffers })
+    }
+
+    /// The address it connects to loopback destinations from.
+    pub fn loopback_source(&self) -> LoopbackSource {
+        self.source
     }
 
     /// The relay buffers held now: one per direction that has bytes in flight, none for an
@@ -112,7 +181,12 @@ impl Drop for Broker {
     }
 }
 
-async fn serve(listener: UnixListener, policy: Arc<dyn EgressPolicy>, buffers: Arc<AtomicUsize>) {
+async fn serve(
+    listener: UnixListener,
+    policy: Arc<dyn EgressPolicy>,
+    source: LoopbackSource,
+    buffers: Arc<AtomicUsize>,
+) {
     let permits = Arc::new(Semaphore::new(CONNECTIONS_PER_JOB));
     let mut relays = tokio::task::JoinSet::new();
     loop {
@@ -122,7 +196,7 @@ async fn serve(listener: UnixListener, policy: Arc<dyn EgressPolicy>, buffers: A
                 Ok((stream, _)) => {
                     let (policy, buffers) = (policy.clone(), buffers.clone());
                     relays.spawn(async move {
-                        relay(stream, policy.as_ref(), &buffers).await;
+                        relay(stream, policy.as_ref(), source, &buffers).await;
                         drop(permit);
                     });
                 }
@@ -137,9 +211,9 @@ async fn serve(listener: UnixListener, policy: Arc<dyn EgressPolicy>, buffers: A
 
 /// Serves one agent connection: reads where to, checks, connects, relays. `buffers` counts
 /// the relay buffers held.
-async fn relay(stream: UnixStream, policy: &dyn EgressPolicy, buffers: &AtomicUsize) {
+async fn relay(stream: UnixStream, policy: &dyn EgressPolicy, source: LoopbackSource, buffers: &AtomicUsize) {
     // The request and its answer are boxed: the relay's task keeps only what relaying needs.
-    let Some((mut agent, mut upstream)) = Box::pin(open(stream, policy)).await else { return };
+    let Some((mut agent, mut upstream)) = Box::pin(open(stream, policy, source)).await else { return };
     let (agent_read, agent_write) = agent.split();
     let (upstream_read, upstream_write) = upstream.split();
     // Like `copy_bidirectional`: each side's end is passed on as a shutdown of the other's
@@ -150,14 +224,18 @@ async fn relay(stream: UnixStream, policy: &dyn EgressPolicy, buffers: &AtomicUs
 /// Reads the agent's request, connects where it asks if allowed, and answers it: the two
 /// streams to relay between, with what the agent sent after its request line already passed
 /// on; `None` when answered `ERR` or gone.
-async fn open(stream: UnixStream, policy: &dyn EgressPolicy) -> Option<(UnixStream, TcpStream)> {
+async fn open(
+    stream: UnixStream,
+    policy: &dyn EgressPolicy,
+    source: LoopbackSource,
+) -> Option<(UnixStream, TcpStream)> {
     let mut stream = BufReader::new(stream);
     let mut line = String::new();
     let read = tokio::time::timeout(REQUEST_TIMEOUT, (&mut stream).take(REQUEST_LIMIT).read_line(&mut line)).await;
     let answer = match read {
         Ok(Ok(_)) if line.ends_with('\n') => match line.trim_end().strip_prefix("CONNECT ") {
             Some(destination) if policy.allows(destination) => {
-                match tokio::time::timeout(REQUEST_TIMEOUT, TcpStream::connect(destination)).await {
+                match tokio::time::timeout(REQUEST_TIMEOUT, connect(destination, source)).await {
                     Ok(Ok(upstream)) => Ok((upstream, destination.to_owned())),
                     Ok(Err(e)) => Err(format!("cannot connect to {destination}: {e}")),
                     Err(_) => Err(format!("connecting to {destination} timed out")),
@@ -204,7 +282,8 @@ impl Source for tokio::net::tcp::ReadHalf<'_> {
     }
 }
 
-/// Reads what is there now: `None` if nothing is. Unlike `try_read`, a read that fills less
+/// Reads what is there now: `None` if nothing is, or if the task's budget is spent (the
+/// runtime then asked to be polled again: see [`pump`]). Unlike `try_read`, a read that fills less
 /// than `buf` tells the runtime the socket is drained (the runtime's own reads do), so an
 /// idle relay's message costs one read, not a second one only to hear "nothing more".
 fn read_now<'a>(from: &'a mut impl Source, buf: &'a mut [u8]) -> impl Future<Output = Option<io::Result<usize>>> + 'a {
@@ -242,6 +321,10 @@ impl Drop for Chunk<'_> {
 /// buffer: drained), so that an idle direction holds none.
 async fn pump(mut from: impl Source, mut to: impl AsyncWrite + Unpin, held: &AtomicUsize) -> io::Result<()> {
     loop {
+        // `readable` costs the task no budget while the reads below do: once the budget is
+        // spent, `read_now` finds "nothing" with the socket still readable, and without this
+        // the loop would spin without ever yielding.
+        tokio::task::coop::consume_budget().await;
         from.readable().await?;
         let mut chunk = Chunk::new(held);
         loop {
@@ -311,6 +394,69 @@ mod tests {
 
         drop(broker);
         assert!(!socket.exists(), "the socket is removed with the broker");
+    }
+
+    /// A relay moving more than the runtime's per-task budget in one go: the read that the
+    /// budget holds back must yield, not be taken for "drained" with the socket still readable
+    /// (it spun a worker for good, and a flooding job took the coordinator's every worker).
+    /// The broker runs on a runtime of its own, so that a spinning relay cannot stop this
+    /// test's hang guard.
+    #[tokio::test]
+    async fn a_bulk_relay_yields_to_the_runtime_instead_of_spinning() {
+        const BULK: usize = 16 << 20;
+        let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let allowed = upstream.local_addr().expect("addr").to_string();
+        let received = tokio::spawn(async move {
+            let (mut s, _) = upstream.accept().await.expect("accept");
+            let mut sink = Vec::new();
+            s.read_to_end(&mut sink).await.expect("read")
+        });
+        let dir = tempfile::tempdir().expect("dir");
+        let socket = dir.path().join("egress.sock");
+        let brokers_runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+        let broker = {
+            let _on = brokers_runtime.enter();
+            Broker::listen(&socket, Arc::new(Destinations(vec![allowed.clone()]))).expect("listen")
+        };
+        let (answer, mut stream) = ask(&socket, &format!("CONNECT {allowed}\n")).await;
+        assert_eq!(answer, "OK\n");
+        let sent = tokio::spawn(async move {
+            stream.write_all(&vec![7u8; BULK]).await.expect("write");
+            stream.shutdown().await.expect("shutdown");
+            stream
+        });
+        // A hang guard only: a spinning relay never passes the bytes on.
+        let received = tokio::time::timeout(Duration::from_secs(60), received).await;
+        sent.abort();
+        drop(broker);
+        brokers_runtime.shutdown_background();
+        let received = received.expect("the relay passed every byte on").expect("the reader");
+        assert_eq!(received, BULK);
+    }
+
+    /// Every job's broker would otherwise reach the coordinator's gateway from 127.0.0.1, where
+    /// its per-source caps close a source's oldest connection for a newcomer: one job's flood
+    /// would close another's agent's connections (tests/ingress/egress_flood.rs end to end).
+    #[tokio::test]
+    async fn each_broker_reaches_loopback_from_an_address_of_its_own() {
+        let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let allowed = upstream.local_addr().expect("addr").to_string();
+        let dir = tempfile::tempdir().expect("dir");
+        let mut seen = Vec::new();
+        let mut brokers = Vec::new();
+        for name in ["a.sock", "b.sock"] {
+            let socket = dir.path().join(name);
+            let broker = Broker::listen(&socket, Arc::new(Destinations(vec![allowed.clone()]))).expect("listen");
+            let (answer, _stream) = ask(&socket, &format!("CONNECT {allowed}\n")).await;
+            assert_eq!(answer, "OK\n");
+            let (_, peer) = upstream.accept().await.expect("accept");
+            assert_eq!(peer.ip(), std::net::IpAddr::V4(broker.loopback_source().ip()), "the broker's own address");
+            seen.push(peer.ip());
+            brokers.push(broker);
+        }
+        assert_ne!(seen[0], seen[1], "two jobs' brokers, two sources");
+        assert!(seen.iter().all(|ip| *ip != std::net::IpAddr::V4(Ipv4Addr::LOCALHOST)), "{seen:?}");
     }
 
     #[tokio::test]
