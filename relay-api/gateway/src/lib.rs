@@ -44,8 +44,8 @@ use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
-pub use accounting::RouteRow;
 use accounting::Accounting;
+pub use accounting::RouteRow;
 use client::Client;
 pub use guards::{ClientNetwork, Guards, RateLimit};
 pub use metrics::{Metrics, PendingRow};
