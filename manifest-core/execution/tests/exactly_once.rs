@@ -121,6 +121,8 @@ struct Sim {
     plan: Plan,
     /// Executions recorded when the application settled.
     settled_with: Option<usize>,
+    /// Each policy version's rule for the jobs running when it came.
+    existing_by_version: BTreeMap<u64, ExistingJobs>,
 }
 
 impl Sim {
@@ -128,7 +130,8 @@ impl Sim {
         let (world, crashing) = World::crashable(SimulatedPool::new(3, 2, 1_000));
         let pool = Arc::clone(&world.pool);
         world.publish(1, plan.clone());
-        Sim { pool, crashing, world, plan, settled_with: None }
+        let existing_by_version = BTreeMap::from([(plan.policy_version, plan.update.existing_jobs)]);
+        Sim { pool, crashing, world, plan, settled_with: None, existing_by_version }
     }
 
     fn dead(&self) -> bool {
@@ -200,6 +203,7 @@ impl Sim {
                 if let Renewal::Lead(ms) = next.renewal {
                     next.renewal = Renewal::Lead(ms.min(next.window_ms / 2));
                 }
+                self.existing_by_version.insert(next.policy_version, next.update.existing_jobs);
                 self.plan = next.clone();
                 self.world.publish(1, next);
             }
@@ -222,6 +226,8 @@ impl Sim {
         prop_assert!(self.pool.started_twice().is_empty(), "started twice: {:?}", self.pool.started_twice());
         let running = self.pool.running();
         let mut per_slot: BTreeMap<u16, BTreeSet<u64>> = BTreeMap::new();
+        // Slots running a job of a version whose predecessors run out their windows.
+        let mut running_out: BTreeSet<u16> = BTreeSet::new();
         let mut per_generation: BTreeMap<(u16, u64), usize> = BTreeMap::new();
         for (id, _, _) in &running {
             // No orphan: every running job is a live execution of the store.
@@ -231,14 +237,20 @@ impl Sim {
             // Nothing runs past its window.
             prop_assert!(now < e.window_end, "{id} runs past its window end");
             per_slot.entry(e.slot).or_default().insert(e.generation);
+            if self.existing_by_version.get(&e.policy_version) == Some(&ExistingJobs::RunUntilScheduledEnd) {
+                running_out.insert(e.slot);
+            }
             *per_generation.entry((e.slot, e.generation)).or_default() += 1;
         }
         prop_assert!(per_generation.values().all(|n| *n == 1), "one job per slot generation: {per_generation:?}");
         // At most one serving generation per slot, besides one successor overlap.
-        // (A `run_until_scheduled_end` predecessor may run out its window beside a renewal.)
+        // (A `run_until_scheduled_end` predecessor may run out its window beside a renewal,
+        // under the policy that said so or one published since: a later `cooperativeCease`
+        // asks it to stop only once its own successor is ready.)
         let run_out = self.plan.update.existing_jobs == ExistingJobs::RunUntilScheduledEnd;
         for (slot, gens) in &per_slot {
-            prop_assert!(gens.len() <= 2 || (run_out && gens.len() == 3), "slot {slot} runs generations {gens:?}");
+            let may_run_out = run_out || running_out.contains(slot);
+            prop_assert!(gens.len() <= 2 || (may_run_out && gens.len() == 3), "slot {slot} runs generations {gens:?}");
         }
         // The store's live executions really run (nothing is left launching).
         for e in executions.iter().filter(|e| e.state.is_live()) {
@@ -306,5 +318,37 @@ proptest! {
             sim.apply(event);
             sim.check()?;
         }
+    }
+}
+
+/// The case CI found (2026-12-07): a `runUntilScheduledEnd` update leaves the old generation
+/// running out its window beside its renewal; an immediate `cooperativeCease` update then
+/// starts a third generation, and the two before it are asked to stop only once it is ready.
+/// Three generations of a slot for that while, which the check allowed only while the
+/// *current* policy ran out its predecessors.
+#[test]
+fn a_run_out_predecessor_beside_a_later_cooperative_update_is_three_generations_for_a_while() {
+    let mut p = plan(2, Mode::Continuous { until: None });
+    p.renewal = Renewal::Lead(7 * MINUTE);
+    p.recovery =
+        Recovery { max_launch_retries: 0, runtime_failure: RuntimeFailure::WaitUntilScheduledEnd, exit_is_failure: false };
+    p.update.timing = UpdateTiming::Immediate;
+    p.update.existing_jobs = ExistingJobs::StopWhenSuccessorReady;
+    let change = |existing| PlanChange { slots: 2, timing: UpdateTiming::Immediate, existing, window_ms: HOUR };
+    let events = [
+        Event::Publish(change(ExistingJobs::RunUntilScheduledEnd)),
+        Event::Advance(MINUTE),
+        Event::Advance(33 * MINUTE),
+        Event::Advance(0),
+        Event::Advance(19 * MINUTE),
+        Event::Exit(0, 0),
+        Event::Publish(change(ExistingJobs::CooperativeCease(CeaseTrigger::SuccessorRuntimeReady))),
+    ];
+    let mut sim = Sim::new(p);
+    sim.run(T0);
+    sim.check().expect("at the start");
+    for event in &events {
+        sim.apply(event);
+        sim.check().unwrap_or_else(|e| panic!("after {event:?}: {e}"));
     }
 }
