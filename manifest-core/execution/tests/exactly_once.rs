@@ -330,8 +330,11 @@ proptest! {
 fn a_run_out_predecessor_beside_a_later_cooperative_update_is_three_generations_for_a_while() {
     let mut p = plan(2, Mode::Continuous { until: None });
     p.renewal = Renewal::Lead(7 * MINUTE);
-    p.recovery =
-        Recovery { max_launch_retries: 0, runtime_failure: RuntimeFailure::WaitUntilScheduledEnd, exit_is_failure: false };
+    p.recovery = Recovery {
+        max_launch_retries: 0,
+        runtime_failure: RuntimeFailure::WaitUntilScheduledEnd,
+        exit_is_failure: false,
+    };
     p.update.timing = UpdateTiming::Immediate;
     p.update.existing_jobs = ExistingJobs::StopWhenSuccessorReady;
     let change = |existing| PlanChange { slots: 2, timing: UpdateTiming::Immediate, existing, window_ms: HOUR };
